@@ -1,0 +1,209 @@
+//! The wire format between driver and function: a batch of block tasks, the invocation
+//! payload that carries it, and the stats a function measures.
+
+use serde::{Deserialize, Serialize};
+
+use crate::meta::ArrayMeta;
+use crate::store::StoreSpec;
+
+/// An array a batch touches: where it is stored and how it is blocked.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ArrayRef {
+    /// Path of the Zarr array, relative to the store root.
+    pub path: String,
+    pub meta: ArrayMeta,
+}
+
+/// One block of one of the batch's arrays.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BlockRef {
+    /// Index into [`Batch::arrays`].
+    pub array: u32,
+    pub index: Vec<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RandomDist {
+    Normal,
+    Uniform,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnaryOp {
+    Neg,
+    Not,
+    Abs,
+    Exp,
+    Log,
+    Sqrt,
+    Sigmoid,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Pow,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+    And,
+    Or,
+}
+
+impl BinaryOp {
+    /// Comparisons and logic give bool; arithmetic gives float64.
+    pub fn is_predicate(self) -> bool {
+        !matches!(
+            self,
+            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+        )
+    }
+
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Pow => "**",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::And => "&",
+            BinaryOp::Or => "|",
+        }
+    }
+}
+
+/// What a task computes. Inputs are listed in [`Task::inputs`] in the order each kernel
+/// documents; the output block's shape comes from the output array's grid.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kernel", rename_all = "snake_case")]
+pub enum Kernel {
+    /// No inputs; every element `value`.
+    Fill { value: f64 },
+    /// No inputs; element at flat index `i` of the whole array is a pure function of
+    /// (`seed`, `i`), so values do not depend on the block shape.
+    Random { dist: RandomDist, seed: u64 },
+    /// One input.
+    Unary { op: UnaryOp },
+    /// Two inputs of the same block shape.
+    Binary { op: BinaryOp },
+    /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`).
+    Scalar {
+        op: BinaryOp,
+        value: f64,
+        scalar_left: bool,
+    },
+    /// Inputs `a0, b0, a1, b1, ...`: the sum of `a_k @ b_k`, added in k order.
+    /// 2-D @ 2-D, 2-D @ 1-D and 1-D @ 2-D blocks.
+    Matmul,
+    /// One input; axes reversed (`.T`).
+    Transpose,
+    /// Inputs: the blocks that reduce into this output block, in grid order; each is
+    /// summed over `axes` (all axes when empty and `all` is set), then the partial sums are added in order.
+    Sum { axes: Vec<usize> },
+}
+
+/// One block task: a kernel, its input blocks, the block it produces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    #[serde(flatten)]
+    pub kernel: Kernel,
+    pub inputs: Vec<BlockRef>,
+    pub output: BlockRef,
+    /// Write the output to the store (a block consumed only inside the batch stays in memory).
+    #[serde(default = "yes")]
+    pub store_output: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One invocation's work: tasks in an order where every input is produced earlier in
+/// the batch or already stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Batch {
+    pub store: StoreSpec,
+    /// The function refuses to read or write any array outside this prefix.
+    pub job_prefix: String,
+    pub arrays: Vec<ArrayRef>,
+    pub tasks: Vec<Task>,
+}
+
+impl Batch {
+    /// Every array path must lie under the job prefix; checked by the function before any I/O.
+    pub fn check_confined(&self) -> crate::Result<()> {
+        let prefix = format!("{}/", self.job_prefix.trim_matches('/'));
+        for a in &self.arrays {
+            let p = a.path.trim_matches('/');
+            if !p.starts_with(&prefix) || p.split('/').any(|s| s == ".." || s == ".") {
+                return Err(crate::Error::OutsidePrefix {
+                    key: a.path.clone(),
+                    prefix: self.job_prefix.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The invocation payload. A batch whose JSON would exceed Lambda's 6 MB payload limit is
+/// written to the store and travels by key.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Payload {
+    Inline(Batch),
+    Stored {
+        store: StoreSpec,
+        job_prefix: String,
+        key: String,
+    },
+}
+
+/// What one invocation measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub invocations: u64,
+    pub tasks: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub requests: u64,
+    /// Seconds inside the handler (what Lambda bills).
+    pub wall_seconds: f64,
+    pub compute_seconds: f64,
+    pub io_seconds: f64,
+    /// High-water mark of the process's resident memory during the invocation.
+    pub peak_memory_bytes: u64,
+}
+
+impl Stats {
+    /// Adds another invocation's figures (peak memory is the largest, not the sum).
+    pub fn add(&mut self, o: &Stats) {
+        self.invocations += o.invocations;
+        self.tasks += o.tasks;
+        self.bytes_read += o.bytes_read;
+        self.bytes_written += o.bytes_written;
+        self.requests += o.requests;
+        self.wall_seconds += o.wall_seconds;
+        self.compute_seconds += o.compute_seconds;
+        self.io_seconds += o.io_seconds;
+        self.peak_memory_bytes = self.peak_memory_bytes.max(o.peak_memory_bytes);
+    }
+}
+
+/// Lambda's synchronous payload limit, each way.
+pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;

@@ -1,0 +1,342 @@
+//! The object store an array lives in: a local folder (`file://`, the embedded default) or
+//! any S3-compatible bucket (`s3://bucket/prefix`, with an optional endpoint). Every request
+//! is counted so that a function can report the bytes and requests it really made.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::aws::{AmazonS3Builder, AwsCredential};
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{CredentialProvider, ObjectStore, ObjectStoreExt, PutPayload};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use crate::{Error, Result};
+
+/// Where a store is: what a job file's `[storage]` says, with relative paths already resolved.
+/// Travels in every batch; it never carries credentials.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StoreSpec {
+    /// `file:///abs/dir` or `s3://bucket/prefix`.
+    pub url: String,
+    /// An S3-compatible endpoint, e.g. `http://127.0.0.1:3900`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+}
+
+impl std::fmt::Display for StoreSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.endpoint {
+            Some(e) => write!(f, "{} (endpoint {e})", self.url),
+            None => f.write_str(&self.url),
+        }
+    }
+}
+
+/// Requests and bytes that went through a [`Store`], with the time spent waiting on them.
+#[derive(Debug, Default)]
+pub struct IoCounters {
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub get_requests: AtomicU64,
+    pub put_requests: AtomicU64,
+    pub other_requests: AtomicU64,
+}
+
+impl IoCounters {
+    pub fn requests(&self) -> u64 {
+        self.get_requests.load(Ordering::Relaxed)
+            + self.put_requests.load(Ordering::Relaxed)
+            + self.other_requests.load(Ordering::Relaxed)
+    }
+}
+
+/// An opened store, rooted at the URL's prefix.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    root: Path,
+    spec: StoreSpec,
+    pub counters: Arc<IoCounters>,
+}
+
+impl Store {
+    /// Opens the store a spec names. Credentials for S3 come from the standard AWS chain
+    /// (environment, profile, container or instance role).
+    pub fn open(spec: &StoreSpec) -> Result<Store> {
+        let err = |message: String| Error::Store {
+            url: spec.to_string(),
+            message,
+        };
+        let url = url::Url::parse(&spec.url).map_err(|e| err(format!("not a URL: {e}")))?;
+        let (inner, root): (Arc<dyn ObjectStore>, Path) = match url.scheme() {
+            "file" => {
+                let dir = url
+                    .to_file_path()
+                    .map_err(|_| err("a file:// URL must name an absolute folder".into()))?;
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| err(format!("cannot create folder {}: {e}", dir.display())))?;
+                let fs = LocalFileSystem::new_with_prefix(&dir)
+                    .map_err(|e| err(e.to_string()))?
+                    .with_automatic_cleanup(true);
+                (Arc::new(fs), Path::default())
+            }
+            "s3" => {
+                let bucket = url
+                    .host_str()
+                    .filter(|b| !b.is_empty())
+                    .ok_or_else(|| err("an s3:// URL needs a bucket: s3://bucket/prefix".into()))?;
+                let mut b = AmazonS3Builder::from_env()
+                    .with_bucket_name(bucket)
+                    .with_virtual_hosted_style_request(false)
+                    .with_credentials(Arc::new(AwsChain::default()));
+                if std::env::var_os("AWS_REGION").is_none()
+                    && std::env::var_os("AWS_DEFAULT_REGION").is_none()
+                {
+                    b = b.with_region("us-east-1");
+                }
+                if let Some(endpoint) = &spec.endpoint {
+                    let e = url::Url::parse(endpoint)
+                        .map_err(|e| err(format!("endpoint is not a URL: {e}")))?;
+                    let loopback = match e.host() {
+                        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                        Some(url::Host::Domain(d)) => d == "localhost",
+                        None => false,
+                    };
+                    if e.scheme() == "http" && !loopback {
+                        return Err(err(
+                            "plain http is allowed only on a loopback endpoint; use https".into(),
+                        ));
+                    }
+                    b = b.with_endpoint(endpoint).with_allow_http(loopback);
+                }
+                let s3 = b.build().map_err(|e| err(e.to_string()))?;
+                (Arc::new(s3), Path::from(url.path().trim_matches('/')))
+            }
+            other => {
+                return Err(err(format!(
+                    "unsupported scheme {other}://; use file:// or s3://"
+                )));
+            }
+        };
+        Ok(Store {
+            inner,
+            root,
+            spec: spec.clone(),
+            counters: Arc::default(),
+        })
+    }
+
+    pub fn spec(&self) -> &StoreSpec {
+        &self.spec
+    }
+
+    /// The same store with fresh counters (one per invocation).
+    pub fn with_fresh_counters(&self) -> Store {
+        Store {
+            counters: Arc::default(),
+            ..self.clone()
+        }
+    }
+
+    fn path(&self, key: &str) -> Path {
+        let key = key.trim_matches('/');
+        if self.root.as_ref().is_empty() {
+            Path::from(key)
+        } else if key.is_empty() {
+            self.root.clone()
+        } else {
+            Path::from(format!("{}/{key}", self.root))
+        }
+    }
+
+    fn err(&self, e: object_store::Error, key: &str) -> Error {
+        match e {
+            object_store::Error::NotFound { .. } => Error::NotFound {
+                url: self.spec.to_string(),
+                key: key.to_string(),
+            },
+            e => Error::Store {
+                url: self.spec.to_string(),
+                message: format!("{key}: {e}"),
+            },
+        }
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, key: &str) -> Result<Bytes> {
+        self.counters.get_requests.fetch_add(1, Ordering::Relaxed);
+        let bytes = async { self.inner.get(&self.path(key)).await?.bytes().await }
+            .await
+            .map_err(|e| self.err(e, key))?;
+        self.counters
+            .bytes_read
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// Reads an object, or `None` where there is none.
+    pub async fn get_opt(&self, key: &str) -> Result<Option<Bytes>> {
+        match self.get(key).await {
+            Ok(b) => Ok(Some(b)),
+            Err(Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes a whole object with one atomic PUT.
+    pub async fn put(&self, key: &str, bytes: Bytes) -> Result<()> {
+        self.counters.put_requests.fetch_add(1, Ordering::Relaxed);
+        let n = bytes.len() as u64;
+        self.inner
+            .put(&self.path(key), PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|e| self.err(e, key))?;
+        self.counters.bytes_written.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Keys (relative to the store root) under `prefix`, recursively.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<String>> {
+        self.counters.other_requests.fetch_add(1, Ordering::Relaxed);
+        let base = self.path(prefix);
+        let root_len = if self.root.as_ref().is_empty() {
+            0
+        } else {
+            self.root.as_ref().len() + 1
+        };
+        let metas: Vec<_> = self
+            .inner
+            .list(Some(&base))
+            .try_collect()
+            .await
+            .map_err(|e| self.err(e, prefix))?;
+        Ok(metas
+            .into_iter()
+            .map(|m| m.location.as_ref()[root_len..].to_string())
+            .collect())
+    }
+
+    /// Deletes every object under `prefix`.
+    pub async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
+        let keys = self.list(prefix).await?;
+        let n = keys.len();
+        futures::stream::iter(keys)
+            .map(|k| async move {
+                self.counters.other_requests.fetch_add(1, Ordering::Relaxed);
+                match self.inner.delete(&self.path(&k)).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+                    Err(e) => Err(self.err(e, &k)),
+                }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(n)
+    }
+
+    /// Proves the store answers (and, for S3, that the bucket exists and the credentials
+    /// are accepted) without changing anything.
+    pub async fn check(&self) -> Result<()> {
+        let probe = self.path("");
+        let listing = self.inner.list_with_delimiter(Some(&probe));
+        match tokio::time::timeout(Duration::from_secs(20), listing).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(Error::Store {
+                url: self.spec.to_string(),
+                message: format!("unreachable: {e}"),
+            }),
+            Err(_) => Err(Error::Store {
+                url: self.spec.to_string(),
+                message: "unreachable: no answer within 20 s".into(),
+            }),
+        }
+    }
+}
+
+use futures::StreamExt;
+
+/// Credentials from the standard AWS chain (aws-config), refreshed before they expire.
+#[derive(Debug, Default)]
+struct AwsChain {
+    cached: Mutex<Option<(Arc<AwsCredential>, Option<SystemTime>)>>,
+}
+
+#[async_trait::async_trait]
+impl CredentialProvider for AwsChain {
+    type Credential = AwsCredential;
+
+    async fn get_credential(&self) -> object_store::Result<Arc<AwsCredential>> {
+        let mut cached = self.cached.lock().await;
+        if let Some((c, expiry)) = cached.as_ref() {
+            let fresh = expiry.is_none_or(|t| t > SystemTime::now() + Duration::from_secs(300));
+            if fresh {
+                return Ok(c.clone());
+            }
+        }
+        use aws_credential_types::provider::ProvideCredentials;
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        let provider = config.credentials_provider().ok_or_else(|| generic(
+            "no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile".into(),
+        ))?;
+        let creds = provider
+            .provide_credentials()
+            .await
+            .map_err(|e| generic(format!("AWS credentials: {e}")))?;
+        let c = Arc::new(AwsCredential {
+            key_id: creds.access_key_id().to_string(),
+            secret_key: creds.secret_access_key().to_string(),
+            token: creds.session_token().map(str::to_string),
+        });
+        *cached = Some((c.clone(), creds.expiry()));
+        Ok(c)
+    }
+}
+
+fn generic(message: String) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "S3",
+        source: message.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn file_store_roundtrip_and_counters() {
+        let dir = std::env::temp_dir().join(format!("nums-store-test-{}", std::process::id()));
+        let spec = StoreSpec {
+            url: url::Url::from_directory_path(&dir).unwrap().to_string(),
+            endpoint: None,
+        };
+        let s = Store::open(&spec).unwrap();
+        s.check().await.unwrap();
+        s.put("a/b/c", Bytes::from_static(b"hello")).await.unwrap();
+        assert_eq!(&s.get("a/b/c").await.unwrap()[..], b"hello");
+        assert!(s.get_opt("a/missing").await.unwrap().is_none());
+        assert_eq!(s.list("a").await.unwrap(), vec!["a/b/c".to_string()]);
+        assert_eq!(s.counters.bytes_written.load(Ordering::Relaxed), 5);
+        assert_eq!(s.counters.bytes_read.load(Ordering::Relaxed), 5);
+        assert_eq!(s.delete_prefix("a").await.unwrap(), 1);
+        assert!(s.list("a").await.unwrap().is_empty());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn plain_http_refused_off_loopback() {
+        let spec = StoreSpec {
+            url: "s3://bucket/p".into(),
+            endpoint: Some("http://example.com:9000".into()),
+        };
+        assert!(Store::open(&spec).unwrap_err().to_string().contains("loopback"));
+    }
+}
