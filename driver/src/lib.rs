@@ -1,1 +1,13 @@
+//! The nums-cloud driver: job file → array graph → block tasks → batches → dispatch
+//! (aws-sdk-lambda Invoke, against Lambda or the local endpoint) → report.
 
+pub mod cgroup;
+pub mod dispatch;
+pub mod expr;
+pub mod graph;
+pub mod job;
+pub mod local;
+pub mod npy;
+pub mod report;
+pub mod run;
+pub mod tasks;

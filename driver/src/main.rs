@@ -1,1 +1,79 @@
-fn main(){}
+//! `nums-cloud`: run NumPy-like array jobs on serverless functions.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "nums-cloud", version, about = "Run NumPy-like array jobs on serverless functions")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check and run a job file.
+    Run {
+        /// The job file (TOML).
+        job: PathBuf,
+        /// Write the measured figures as JSON to this file.
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Keep the job's intermediate arrays in the store.
+        #[arg(long)]
+        keep: bool,
+        /// No progress bar.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
+    Check { job: PathBuf },
+    /// Serve batches as a function process (what the local endpoint starts).
+    #[command(hide = true)]
+    Function,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.cmd {
+            Cmd::Run { job, stats, keep, quiet } => {
+                let opts = nums_cloud::run::RunOptions {
+                    keep,
+                    progress: !quiet && std::io::stderr().is_terminal(),
+                    function_command: None,
+                };
+                let report = nums_cloud::run::run(&job, &opts).await?;
+                print!("{}", report.summary());
+                if let Some(path) = stats {
+                    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                }
+                anyhow::Ok(())
+            }
+            Cmd::Check { job } => {
+                let c = nums_cloud::run::check(&job).await?;
+                println!("{}: ok ({} arrays, {} outputs)", job.display(), c.job.arrays.len(), c.job.outputs.len());
+                Ok(())
+            }
+            Cmd::Function => nums_function::runtime::serve().await.map_err(|e| anyhow::anyhow!(e)),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

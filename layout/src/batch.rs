@@ -115,6 +115,9 @@ pub enum Kernel {
     /// Inputs: the blocks that reduce into this output block, in grid order; each is
     /// summed over `axes` (all axes when empty and `all` is set), then the partial sums are added in order.
     Sum { axes: Vec<usize> },
+    /// Inputs: the blocks of one array that overlap this output block; `offsets[k]` is
+    /// input k's origin minus the output block's origin. Copies the overlaps (re-blocking).
+    Assemble { offsets: Vec<Vec<i64>> },
 }
 
 /// One block task: a kernel, its input blocks, the block it produces.

@@ -1,0 +1,465 @@
+//! The job file (`job.toml`): the public contract. Parsing keeps every value's line so
+//! that each error names the file, the line and the key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nums_layout::{DType, StoreSpec};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// An error in a job file, located by file, line and key.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub key: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for JobError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
+        } else {
+            write!(f, "{}:{}: {}: {}", self.file.display(), self.line, self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for JobError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    Local,
+    Lambda,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    Lshs,
+    Naive,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStorage {
+    url: Option<Spanned<String>>,
+    endpoint: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCompute {
+    backend: Option<Backend>,
+    workers: Option<Spanned<i64>>,
+    memory_mb: Option<Spanned<i64>>,
+    timeout_seconds: Option<Spanned<i64>>,
+    scheduler: Option<SchedulerKind>,
+    function: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJob {
+    name: Option<Spanned<String>>,
+    storage: Option<RawStorage>,
+    compute: Option<RawCompute>,
+    arrays: Option<Spanned<BTreeMap<String, Spanned<toml::Value>>>>,
+    outputs: Option<BTreeMap<String, Spanned<toml::Value>>>,
+}
+
+/// `[compute]`, with defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Compute {
+    pub backend: Backend,
+    pub workers: usize,
+    pub memory_mb: u64,
+    pub timeout_seconds: u64,
+    pub scheduler: SchedulerKind,
+    pub function: String,
+}
+
+/// How an array is defined.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Source {
+    Random { dist: nums_layout::RandomDist, shape: Vec<u64>, seed: u64 },
+    Full { shape: Vec<u64>, value: f64 },
+    /// A `.npy` file (absolute path) or a Zarr v3 array (folder or `s3://` URL).
+    Load { path: String },
+    Expr { text: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct ArrayDef {
+    pub name: String,
+    pub line: usize,
+    pub source: Source,
+    pub block: Option<Vec<u64>>,
+    pub dtype: Option<DType>,
+}
+
+/// Where an output goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    /// A local `.npy` file (absolute path).
+    Npy(PathBuf),
+    /// A Zarr v3 array in a store, at `path` under the store's root.
+    Zarr { store: StoreSpec, path: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct OutputDef {
+    pub name: String,
+    pub line: usize,
+    pub target: Target,
+}
+
+/// A parsed and resolved job file.
+#[derive(Debug, Clone)]
+pub struct Job {
+    pub file: PathBuf,
+    pub dir: PathBuf,
+    pub name: String,
+    pub name_line: usize,
+    pub storage: StoreSpec,
+    pub storage_line: usize,
+    pub compute: Compute,
+    pub arrays: Vec<ArrayDef>,
+    pub outputs: Vec<OutputDef>,
+}
+
+impl Job {
+    pub fn err(&self, line: usize, key: impl Into<String>, message: impl Into<String>) -> JobError {
+        JobError {
+            file: self.file.clone(),
+            line,
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+
+    /// Reads and checks a job file.
+    pub fn load(path: &Path) -> Result<Job, JobError> {
+        let text = std::fs::read_to_string(path).map_err(|e| JobError {
+            file: path.to_path_buf(),
+            line: 0,
+            key: String::new(),
+            message: format!("cannot read the job file: {e}"),
+        })?;
+        Job::parse(path, &text)
+    }
+
+    /// Parses job-file text; `path` names the file in errors and anchors relative paths.
+    pub fn parse(path: &Path, text: &str) -> Result<Job, JobError> {
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let file = path.to_path_buf();
+        let raw: RawJob = toml::from_str(text).map_err(|e| JobError {
+            file: file.clone(),
+            line: e.span().map(|s| line_of(s.start)).unwrap_or(0),
+            key: String::new(),
+            message: e.message().to_string(),
+        })?;
+        let dir = path
+            .parent()
+            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .unwrap_or(Path::new("."));
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let e = |line: usize, key: &str, message: String| JobError {
+            file: file.clone(),
+            line,
+            key: key.to_string(),
+            message,
+        };
+
+        let (name, name_line) = match &raw.name {
+            Some(n) => (n.get_ref().clone(), line_of(n.span().start)),
+            None => (
+                path.file_stem().and_then(|s| s.to_str()).unwrap_or("job").to_string(),
+                1,
+            ),
+        };
+        if name.is_empty()
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || name.starts_with('.')
+        {
+            return Err(e(name_line, "name", format!(
+                "job name {name:?} must be letters, digits, '-', '_' or '.' (it is the job's storage prefix)"
+            )));
+        }
+
+        let storage = raw.storage.clone().unwrap_or(RawStorage { url: None, endpoint: None });
+        let storage_line = storage.url.as_ref().map(|u| line_of(u.span().start)).unwrap_or(1);
+        let url = storage.url.as_ref().map(|u| u.get_ref().as_str()).unwrap_or("file://nums-data");
+        let endpoint = storage.endpoint.as_ref().map(|e| e.get_ref().clone());
+        let storage_spec = resolve_store_url(&dir, url, endpoint.clone())
+            .map_err(|m| e(storage_line, "storage.url", m))?;
+
+        let c = raw.compute.clone().unwrap_or(RawCompute {
+            backend: None,
+            workers: None,
+            memory_mb: None,
+            timeout_seconds: None,
+            scheduler: None,
+            function: None,
+        });
+        let positive = |v: &Option<Spanned<i64>>, key: &str, default: i64, lo: i64, hi: i64| -> Result<u64, JobError> {
+            match v {
+                None => Ok(default as u64),
+                Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref() as u64),
+                Some(s) => Err(e(line_of(s.span().start), key, format!(
+                    "{} is out of range: it must be between {lo} and {hi}",
+                    s.get_ref()
+                ))),
+            }
+        };
+        let compute = Compute {
+            backend: c.backend.unwrap_or(Backend::Local),
+            workers: positive(&c.workers, "compute.workers", 2, 1, 1000)? as usize,
+            memory_mb: positive(&c.memory_mb, "compute.memory_mb", 2048, 128, 10240)?,
+            timeout_seconds: positive(&c.timeout_seconds, "compute.timeout_seconds", 900, 1, 900)?,
+            scheduler: c.scheduler.unwrap_or(SchedulerKind::Lshs),
+            function: c.function.clone().unwrap_or_else(|| "nums-cloud".into()),
+        };
+
+        let mut arrays = Vec::new();
+        if let Some(a) = &raw.arrays {
+            for (aname, v) in a.get_ref() {
+                let line = line_of(v.span().start);
+                let key = format!("arrays.{aname}");
+                if !is_identifier(aname) {
+                    return Err(e(line, &key, format!(
+                        "array name {aname:?} must be an identifier (letters, digits, '_', not starting with a digit)"
+                    )));
+                }
+                arrays.push(parse_array(aname, line, v.get_ref(), &dir, &storage_spec).map_err(|(k, m)| {
+                    e(line, &if k.is_empty() { key.clone() } else { format!("{key}.{k}") }, m)
+                })?);
+            }
+        }
+        arrays.sort_by_key(|a| a.line);
+
+        let mut outputs = Vec::new();
+        for (oname, v) in raw.outputs.iter().flatten() {
+            let line = line_of(v.span().start);
+            let key = format!("outputs.{oname}");
+            let toml::Value::String(dest) = v.get_ref() else {
+                return Err(e(line, &key, "an output is a path: a .npy file, a Zarr folder or an s3:// URL".into()));
+            };
+            if !arrays.iter().any(|a| &a.name == oname) {
+                return Err(e(line, &key, format!("no array named {oname} in [arrays]")));
+            }
+            let target = resolve_target(&dir, dest, &storage_spec).map_err(|m| e(line, &key, m))?;
+            outputs.push(OutputDef { name: oname.clone(), line, target });
+        }
+        outputs.sort_by_key(|o| o.line);
+
+        Ok(Job {
+            file,
+            dir,
+            name,
+            name_line,
+            storage: storage_spec,
+            storage_line,
+            compute,
+            arrays,
+            outputs,
+        })
+    }
+}
+
+pub fn is_identifier(s: &str) -> bool {
+    let mut c = s.chars();
+    matches!(c.next(), Some(ch) if ch.is_ascii_alphabetic() || ch == '_')
+        && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+}
+
+/// Resolves a storage URL: `file://rel` is relative to the job file's folder.
+pub fn resolve_store_url(dir: &Path, url: &str, endpoint: Option<String>) -> Result<StoreSpec, String> {
+    if let Some(rest) = url.strip_prefix("file://") {
+        let p = if Path::new(rest).is_absolute() { PathBuf::from(rest) } else { dir.join(rest) };
+        let u = url::Url::from_directory_path(&p)
+            .map_err(|_| format!("cannot make a file URL of {}", p.display()))?;
+        if endpoint.is_some() {
+            return Err("endpoint applies only to s3:// URLs".into());
+        }
+        Ok(StoreSpec { url: u.to_string(), endpoint: None })
+    } else if let Some(rest) = url.strip_prefix("s3://") {
+        if rest.split('/').next().unwrap_or("").is_empty() {
+            return Err(format!("{url:?} names no bucket: use s3://bucket/prefix"));
+        }
+        Ok(StoreSpec { url: url.trim_end_matches('/').to_string(), endpoint })
+    } else {
+        Err(format!("{url:?} is not a store URL: use file://folder or s3://bucket/prefix"))
+    }
+}
+
+fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target, String> {
+    if let Some(rest) = dest.strip_prefix("s3://") {
+        let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() || path.trim_matches('/').is_empty() {
+            return Err(format!("{dest:?}: an s3:// output needs a bucket and a path"));
+        }
+        return Ok(Target::Zarr {
+            store: StoreSpec { url: format!("s3://{bucket}"), endpoint: storage.endpoint.clone() },
+            path: path.trim_matches('/').to_string(),
+        });
+    }
+    let p = dest.strip_prefix("file://").unwrap_or(dest);
+    let p = if Path::new(p).is_absolute() { PathBuf::from(p) } else { dir.join(p) };
+    if p.extension().is_some_and(|x| x == "npy") {
+        Ok(Target::Npy(p))
+    } else {
+        // A Zarr array is a folder: its parent is the store, its name the array path.
+        let parent = p.parent().ok_or_else(|| format!("{dest:?} has no parent folder"))?;
+        let name = p.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{dest:?} has no name"))?;
+        let url = url::Url::from_directory_path(parent).map_err(|_| format!("{dest:?}: bad path"))?;
+        Ok(Target::Zarr { store: StoreSpec { url: url.to_string(), endpoint: None }, path: name.to_string() })
+    }
+}
+
+type FieldErr = (String, String);
+
+fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &StoreSpec) -> Result<ArrayDef, FieldErr> {
+    let def = |source, block, dtype| ArrayDef { name: name.to_string(), line, source, block, dtype };
+    let t = match v {
+        toml::Value::String(s) => return Ok(def(Source::Expr { text: s.clone() }, None, None)),
+        toml::Value::Table(t) => t,
+        _ => {
+            return Err((String::new(), "an array is an expression string or a table such as { random = \"normal\", shape = [10, 10] }".into()));
+        }
+    };
+    const KEYS: &[&str] = &["random", "zeros", "ones", "full", "value", "shape", "seed", "load", "expr", "block", "dtype"];
+    if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err((k.clone(), format!("unknown key; expected one of {}", KEYS.join(", "))));
+    }
+    let shape_of = |key: &str| -> Result<Vec<u64>, FieldErr> {
+        let v = t.get(key).ok_or_else(|| (key.to_string(), "missing".to_string()))?;
+        dims(v).map_err(|m| (key.to_string(), m))
+    };
+    let block = t.get("block").map(|b| dims(b).map_err(|m| ("block".to_string(), m))).transpose()?;
+    if let Some(b) = &block {
+        if b.contains(&0) {
+            return Err(("block".into(), "block sizes must be positive".into()));
+        }
+    }
+    let dtype = match t.get("dtype") {
+        None => None,
+        Some(toml::Value::String(s)) => Some(DType::parse(s).ok_or_else(|| {
+            ("dtype".to_string(), format!("unsupported dtype {s:?}; supported: float64, bool"))
+        })?),
+        Some(_) => return Err(("dtype".into(), "dtype is a string such as \"float64\"".into())),
+    };
+    let sources: Vec<&str> = ["random", "zeros", "ones", "full", "load", "expr"].into_iter().filter(|k| t.contains_key(*k)).collect();
+    let source = match sources.as_slice() {
+        ["random"] => {
+            let dist = match t.get("random") {
+                Some(toml::Value::String(s)) if s == "normal" => nums_layout::RandomDist::Normal,
+                Some(toml::Value::String(s)) if s == "uniform" => nums_layout::RandomDist::Uniform,
+                _ => return Err(("random".into(), "must be \"normal\" or \"uniform\"".into())),
+            };
+            let seed = match t.get("seed") {
+                None => 0,
+                Some(toml::Value::Integer(i)) if *i >= 0 => *i as u64,
+                Some(_) => return Err(("seed".into(), "must be a non-negative integer".into())),
+            };
+            Source::Random { dist, shape: shape_of("shape")?, seed }
+        }
+        ["zeros"] => Source::Full { shape: dims(&t["zeros"]).map_err(|m| ("zeros".to_string(), m))?, value: 0.0 },
+        ["ones"] => Source::Full { shape: dims(&t["ones"]).map_err(|m| ("ones".to_string(), m))?, value: 1.0 },
+        ["full"] => {
+            let value = match t.get("value") {
+                Some(toml::Value::Float(f)) => *f,
+                Some(toml::Value::Integer(i)) => *i as f64,
+                Some(toml::Value::Boolean(b)) => *b as u8 as f64,
+                _ => return Err(("value".into(), "full needs a numeric value = ...".into())),
+            };
+            Source::Full { shape: dims(&t["full"]).map_err(|m| ("full".to_string(), m))?, value }
+        }
+        ["load"] => {
+            let Some(toml::Value::String(p)) = t.get("load") else {
+                return Err(("load".into(), "load is a path string".into()));
+            };
+            let path = if p.starts_with("s3://") {
+                p.clone()
+            } else {
+                let rel = p.strip_prefix("file://").unwrap_or(p);
+                let abs = if Path::new(rel).is_absolute() { PathBuf::from(rel) } else { dir.join(rel) };
+                abs.to_string_lossy().into_owned()
+            };
+            let _ = storage;
+            Source::Load { path }
+        }
+        ["expr"] => match t.get("expr") {
+            Some(toml::Value::String(s)) => Source::Expr { text: s.clone() },
+            _ => return Err(("expr".into(), "expr is a string".into())),
+        },
+        [] => return Err((String::new(), "says nothing to make: give random, zeros, ones, full, load or expr".into())),
+        many => return Err((String::new(), format!("gives {} ways to make it; use exactly one", many.join(" and ")))),
+    };
+    let allowed: &[&str] = match &source {
+        Source::Random { .. } => &["random", "shape", "seed", "block", "dtype"],
+        Source::Full { .. } => &["zeros", "ones", "full", "value", "block", "dtype"],
+        Source::Load { .. } => &["load", "block", "dtype"],
+        Source::Expr { .. } => &["expr", "block", "dtype"],
+    };
+    if let Some(k) = t.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err((k.clone(), format!("does not apply here; this array takes {}", allowed.join(", "))));
+    }
+    Ok(def(source, block, dtype))
+}
+
+fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
+    let toml::Value::Array(a) = v else {
+        return Err("must be a list of sizes such as [1000, 64]".into());
+    };
+    a.iter()
+        .map(|x| match x {
+            toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
+            _ => Err(format!("{x} is not a size: sizes are non-negative integers")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Job, JobError> {
+        Job::parse(Path::new("/tmp/j/job.toml"), text)
+    }
+
+    #[test]
+    fn defaults_and_relative_paths() {
+        let j = parse("[arrays]\nX = { random = \"normal\", shape = [7, 5], block = [3, 4] }\ny = \"X + 1\"\n[outputs]\ny = \"out/y.npy\"\n").unwrap();
+        assert_eq!(j.name, "job");
+        assert_eq!(j.storage.url, "file:///tmp/j/nums-data/");
+        assert_eq!(j.compute.backend, Backend::Local);
+        assert_eq!(j.arrays.len(), 2);
+        assert_eq!(j.arrays[1].line, 3);
+        assert_eq!(j.outputs[0].target, Target::Npy(PathBuf::from("/tmp/j/out/y.npy")));
+    }
+
+    #[test]
+    fn unknown_key_names_line_and_key() {
+        let e = parse("[compute]\nworkers = 2\nwrokers = 3\n").unwrap_err();
+        assert_eq!(e.line, 3, "{e}");
+        assert!(e.message.contains("wrokers"), "{e}");
+        let e = parse("[arrays]\n\nX = { random = \"normal\", shape = [2], sed = 1 }\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (3, "arrays.X.sed"), "{e}");
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let e = parse("name = \"a\"\n[arrays\nX = 1\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn output_of_unknown_array() {
+        let e = parse("[arrays]\nX = { zeros = [2] }\n[outputs]\nY = \"y.npy\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (4, "outputs.Y"));
+    }
+}

@@ -1,0 +1,100 @@
+//! `.npy` files: the header (shape and dtype, read before anything runs), whole-array
+//! reads for import and writes for outputs (ndarray-npy does the data).
+
+use std::io::Read;
+use std::path::Path;
+
+use ndarray::ArrayD;
+use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use nums_layout::{Block, DType};
+
+/// Shape and element type of a `.npy` file, from its header alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NpyHeader {
+    pub shape: Vec<u64>,
+    pub descr: String,
+}
+
+impl NpyHeader {
+    /// The dtype the array gets in nums-cloud: bool stays bool, numbers become float64.
+    pub fn dtype(&self) -> Result<DType, String> {
+        let d = self.descr.trim_start_matches(['<', '>', '|', '=']);
+        match d {
+            "b1" => Ok(DType::Bool),
+            "f8" | "f4" | "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" | "u8" => Ok(DType::Float64),
+            _ => Err(format!("unsupported .npy dtype {:?}", self.descr)),
+        }
+    }
+}
+
+pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
+    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let bad = |m: &str| format!("{} is not a .npy file: {m}", path.display());
+    let mut pre = [0u8; 10];
+    f.read_exact(&mut pre).map_err(|_| bad("too short"))?;
+    if &pre[..6] != b"\x93NUMPY" {
+        return Err(bad("no magic string"));
+    }
+    let len = match pre[6] {
+        1 => u16::from_le_bytes([pre[8], pre[9]]) as usize,
+        2 | 3 => {
+            let mut more = [0u8; 2];
+            f.read_exact(&mut more).map_err(|_| bad("too short"))?;
+            u32::from_le_bytes([pre[8], pre[9], more[0], more[1]]) as usize
+        }
+        v => return Err(bad(&format!("version {v}"))),
+    };
+    let mut h = vec![0u8; len];
+    f.read_exact(&mut h).map_err(|_| bad("truncated header"))?;
+    let h = String::from_utf8_lossy(&h);
+    let descr = h
+        .split("'descr':")
+        .nth(1)
+        .and_then(|r| r.split('\'').nth(1))
+        .ok_or_else(|| bad("no descr"))?
+        .to_string();
+    let shape_txt = h
+        .split("'shape':")
+        .nth(1)
+        .and_then(|r| r.split('(').nth(1))
+        .and_then(|r| r.split(')').next())
+        .ok_or_else(|| bad("no shape"))?;
+    let shape = shape_txt
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.trim_end_matches('L').parse::<u64>().map_err(|_| bad("bad shape")))
+        .collect::<Result<_, _>>()?;
+    Ok(NpyHeader { shape, descr })
+}
+
+/// Reads a whole `.npy` as a block of nums-cloud's dtype.
+pub fn read(path: &Path) -> Result<Block, String> {
+    let h = read_header(path)?;
+    let open = || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
+    let err = |e: ndarray_npy::ReadNpyError| format!("{}: {e}", path.display());
+    let d = h.descr.trim_start_matches(['<', '>', '|', '=']);
+    Ok(match d {
+        "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
+        "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
+        "f4" => Block::F64(ArrayD::<f32>::read_npy(open()?).map_err(err)?.mapv(f64::from)),
+        "i8" => Block::F64(ArrayD::<i64>::read_npy(open()?).map_err(err)?.mapv(|v| v as f64)),
+        "i4" => Block::F64(ArrayD::<i32>::read_npy(open()?).map_err(err)?.mapv(f64::from)),
+        _ => return Err(format!("{}: unsupported .npy dtype {:?}", path.display(), h.descr)),
+    })
+}
+
+pub fn write(path: &Path, block: &Block) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let tmp = path.with_extension("npy.partial");
+    let f = std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let w = std::io::BufWriter::new(f);
+    match block {
+        Block::F64(a) => a.write_npy(w),
+        Block::Bool(a) => a.write_npy(w),
+    }
+    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

@@ -1,0 +1,136 @@
+//! What a run measured: the `--stats` JSON and the one-screen summary.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use nums_layout::{ArrayMeta, Block, Store};
+use serde::Serialize;
+
+use crate::dispatch::Dispatched;
+use crate::job::{Job, Target};
+
+/// AWS list prices (us-east-1, x86_64) used for `cost_usd`; docs/deploy.md explains them.
+pub const USD_PER_GB_SECOND: f64 = 0.000_016_666_7;
+pub const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
+pub const USD_PER_S3_REQUEST: f64 = 0.005 / 1000.0;
+
+/// The `--stats` JSON: every figure measured (by the functions or the driver).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub job: String,
+    pub backend: String,
+    pub scheduler: String,
+    pub workers: usize,
+    pub wall_seconds: f64,
+    pub invocations: u64,
+    pub tasks: u64,
+    pub s3_bytes_read: u64,
+    pub s3_bytes_written: u64,
+    pub s3_requests: u64,
+    /// The driver's own store traffic (imports, metadata, outputs, clean-up).
+    pub driver_bytes_read: u64,
+    pub driver_bytes_written: u64,
+    pub driver_requests: u64,
+    pub peak_memory_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub function_seconds: f64,
+    pub compute_seconds: f64,
+    pub io_seconds: f64,
+    pub gb_seconds: f64,
+    pub cost_usd: f64,
+    pub retries: u64,
+    pub backups: u64,
+    #[serde(skip)]
+    pub outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
+}
+
+impl Report {
+    pub fn new(
+        job: &Job,
+        scheduler: &str,
+        tasks: usize,
+        d: Dispatched,
+        store: &Store,
+        wall: Duration,
+        outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
+    ) -> Report {
+        let c = &store.counters;
+        let s = &d.stats;
+        let gb_seconds = s.wall_seconds * job.compute.memory_mb as f64 / 1024.0;
+        let requests = s.requests + c.requests();
+        Report {
+            job: job.name.clone(),
+            backend: format!("{:?}", job.compute.backend).to_lowercase(),
+            scheduler: scheduler.to_string(),
+            workers: job.compute.workers,
+            wall_seconds: wall.as_secs_f64(),
+            invocations: s.invocations,
+            tasks: tasks as u64,
+            s3_bytes_read: s.bytes_read,
+            s3_bytes_written: s.bytes_written,
+            s3_requests: s.requests,
+            driver_bytes_read: c.bytes_read.load(Ordering::Relaxed),
+            driver_bytes_written: c.bytes_written.load(Ordering::Relaxed),
+            driver_requests: c.requests(),
+            peak_memory_bytes: s.peak_memory_bytes,
+            memory_limit_bytes: job.compute.memory_mb << 20,
+            function_seconds: s.wall_seconds,
+            compute_seconds: s.compute_seconds,
+            io_seconds: s.io_seconds,
+            gb_seconds,
+            cost_usd: gb_seconds * USD_PER_GB_SECOND
+                + s.invocations as f64 * USD_PER_INVOCATION
+                + requests as f64 * USD_PER_S3_REQUEST,
+            retries: d.retries,
+            backups: 0,
+            outputs,
+        }
+    }
+
+    /// The one-screen summary.
+    pub fn summary(&self) -> String {
+        let mut s = String::new();
+        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
+        s += &format!(
+            "  invocations  {} ({} tasks, {} retries) on {} with {} workers, scheduler {}\n",
+            self.invocations, self.tasks, self.retries, self.backend, self.workers, self.scheduler
+        );
+        s += &format!(
+            "  store        functions read {} and wrote {} in {} requests; driver read {} and wrote {}\n",
+            mb(self.s3_bytes_read),
+            mb(self.s3_bytes_written),
+            self.s3_requests,
+            mb(self.driver_bytes_read),
+            mb(self.driver_bytes_written)
+        );
+        s += &format!(
+            "  memory       peak {} of the {} limit per invocation ({:.1}%)\n",
+            mb(self.peak_memory_bytes),
+            mb(self.memory_limit_bytes),
+            100.0 * self.peak_memory_bytes as f64 / self.memory_limit_bytes as f64
+        );
+        s += &format!(
+            "  time         {:.2} s in functions ({:.2} s compute, {:.2} s store I/O)\n",
+            self.function_seconds, self.compute_seconds, self.io_seconds
+        );
+        s += &format!("  cost         {:.3} GB-s, ${:.6} at Lambda and S3 list prices\n", self.gb_seconds, self.cost_usd);
+        for (name, target, meta, preview) in &self.outputs {
+            let dest = match target {
+                Target::Npy(p) => p.display().to_string(),
+                Target::Zarr { store, path } => format!("{}/{path}", store.url.trim_end_matches('/')),
+            };
+            s += &format!("  output       {name} {:?} {} -> {dest}\n", meta.shape, meta.dtype);
+            if let Some(b) = preview {
+                let text = match b {
+                    Block::F64(a) => format!("{a:.6}"),
+                    Block::Bool(a) => format!("{a}"),
+                };
+                for line in text.lines() {
+                    s += &format!("               {line}\n");
+                }
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,269 @@
+//! `nums-cloud run`: check the whole job, then import inputs, dispatch the batches,
+//! export the outputs and report what was measured.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, anyhow};
+use futures::{StreamExt, TryStreamExt};
+use ndarray::{ArrayD, IxDyn, SliceInfoElem};
+use nums_layout::{ArrayMeta, Block, Store, StoredArray};
+
+use crate::dispatch::{Invoker, run_batches};
+use crate::graph::{self, Graph, NodeOp};
+use crate::job::{Backend, Job, SchedulerKind, Target};
+use crate::local::{LocalConfig, LocalEndpoint};
+use crate::report::Report;
+use crate::tasks;
+
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub keep: bool,
+    pub progress: bool,
+    /// The local function process; default: this executable's `function` subcommand.
+    pub function_command: Option<Vec<String>>,
+}
+
+/// A checked job, ready to run: nothing has been written yet.
+pub struct Checked {
+    pub job: Job,
+    pub graph: Graph,
+    pub store: Store,
+}
+
+/// Everything that can be checked before anything runs: the file, names, shapes, dtypes,
+/// input files, and that the store answers.
+pub async fn check(path: &Path) -> anyhow::Result<Checked> {
+    let job = Job::load(path)?;
+    let graph = tokio::task::block_in_place(|| graph::build(&job))?;
+    let store = Store::open(&job.storage).map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+    store.check().await.map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+    for o in &job.outputs {
+        if let Target::Zarr { store: spec, .. } = &o.target {
+            let s = Store::open(spec).map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
+            s.check().await.map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
+        }
+    }
+    Ok(Checked { job, graph, store })
+}
+
+pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
+    let started = Instant::now();
+    let Checked { job, graph: g, store } = check(path).await?;
+    let prefix = job.name.clone();
+    let block_tasks = tasks::block_tasks(&g);
+    let batches = tasks::naive(&g, &block_tasks, &prefix, &job.storage);
+    let scheduler = match job.compute.scheduler {
+        SchedulerKind::Naive => "naive",
+        // LSHS batching is not built yet: it runs the naive schedule and says so.
+        SchedulerKind::Lshs => "naive (lshs not yet available)",
+    };
+
+    let (invoker, endpoint) = match job.compute.backend {
+        Backend::Local => {
+            let command = match &opts.function_command {
+                Some(c) => c.clone(),
+                None => default_function_command()?,
+            };
+            let ep = LocalEndpoint::start(LocalConfig {
+                function: job.compute.function.clone(),
+                workers: job.compute.workers,
+                memory_mb: job.compute.memory_mb,
+                timeout: Duration::from_secs(job.compute.timeout_seconds),
+                command,
+                log_dir: std::env::temp_dir().join(format!("nums-cloud-{}", std::process::id())),
+            })
+            .await?;
+            (Invoker::local(&ep.invoke_url, &job.compute.function), Some(ep))
+        }
+        Backend::Lambda => (Invoker::lambda(&job.compute.function).await, None),
+    };
+
+    let result = async {
+        import_and_describe(&g, &prefix, &store).await?;
+        let bar = progress(opts.progress, batches.len() as u64);
+        let dispatched = run_batches(&invoker, &batches, &store, job.compute.workers, |_| bar.inc(1))
+            .await
+            .map_err(|e| anyhow!(explain(&e, &job)))?;
+        bar.finish_and_clear();
+        let mut outputs = Vec::new();
+        for o in &job.outputs {
+            let id = g.named[&o.name];
+            let arr = StoredArray::new(&tasks::node_path(&prefix, &g, id), g.nodes[id].meta.clone())?;
+            let preview = export(&arr, &o.target, &store).await.with_context(|| format!("output {}", o.name))?;
+            outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
+        }
+        anyhow::Ok((dispatched, outputs))
+    }
+    .await;
+    if let Some(ep) = endpoint {
+        ep.stop().await;
+    }
+    if !opts.keep {
+        // Intermediates go, whether the job succeeded or not; named arrays stay.
+        for sub in ["_tmp", "_batches"] {
+            let _ = store.delete_prefix(&format!("{prefix}/{sub}")).await;
+        }
+    }
+    let (dispatched, outputs) = result?;
+    Ok(Report::new(&job, scheduler, block_tasks.len(), dispatched, &store, started.elapsed(), outputs))
+}
+
+/// Re-run the current executable as a function process.
+fn default_function_command() -> anyhow::Result<Vec<String>> {
+    if let Ok(p) = std::env::var("NUMS_CLOUD_FUNCTION") {
+        return Ok(p.split_whitespace().map(str::to_string).collect());
+    }
+    let exe = std::env::current_exe().context("cannot find the nums-cloud executable")?;
+    Ok(vec![exe.to_string_lossy().into_owned(), "function".into()])
+}
+
+fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
+    use crate::dispatch::InvokeError;
+    let hint = match &e.error {
+        InvokeError::Function { error_type, .. } if error_type == "Runtime.OutOfMemory" => format!(
+            "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
+            job.compute.memory_mb
+        ),
+        InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut" => format!(
+            "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
+            job.compute.timeout_seconds
+        ),
+        _ => String::new(),
+    };
+    format!("job {}: {e}{hint}", job.name)
+}
+
+fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(n);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations {msg}")
+            .expect("template"),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Writes `zarr.json` for every array the job makes, and the blocks of imported arrays.
+async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::Result<()> {
+    for n in &g.nodes {
+        let arr = StoredArray::new(&tasks::node_path(prefix, g, n.id), n.meta.clone())?;
+        arr.write_metadata(store).await?;
+        let full = match &n.op {
+            NodeOp::ImportNpy { path } => {
+                let p = PathBuf::from(path);
+                tokio::task::spawn_blocking(move || crate::npy::read(&p)).await?.map_err(|e| anyhow!(e))?
+            }
+            NodeOp::ImportZarr { store: spec, path } => {
+                let src_store = Store::open(spec)?;
+                let src = StoredArray::open(&src_store, path).await?;
+                read_whole(&src, &src_store, true).await?
+            }
+            _ => continue,
+        };
+        let full = cast(full, n.meta.dtype);
+        write_whole(&arr, store, &full).await?;
+    }
+    Ok(())
+}
+
+fn cast(b: Block, dtype: nums_layout::DType) -> Block {
+    match (b, dtype) {
+        (Block::Bool(a), nums_layout::DType::Float64) => Block::F64(a.mapv(|v| v as u8 as f64)),
+        (Block::F64(a), nums_layout::DType::Bool) => Block::Bool(a.mapv(|v| v != 0.0)),
+        (b, _) => b,
+    }
+}
+
+fn slice_info(meta: &ArrayMeta, idx: &[u64]) -> Vec<SliceInfoElem> {
+    let o = meta.block_origin(idx);
+    let s = meta.block_shape(idx);
+    o.iter().zip(&s).map(|(&o, &s)| SliceInfoElem::from(o as isize..(o as isize + s as isize))).collect()
+}
+
+/// Splits an in-memory array into blocks and writes them.
+pub async fn write_whole(arr: &StoredArray, store: &Store, full: &Block) -> anyhow::Result<()> {
+    futures::stream::iter(arr.meta.blocks())
+        .map(|idx| async move {
+            let info = slice_info(&arr.meta, &idx);
+            let block = match full {
+                Block::F64(a) => Block::F64(a.slice(info.as_slice()).to_owned()),
+                Block::Bool(a) => Block::Bool(a.slice(info.as_slice()).to_owned()),
+            };
+            arr.write_block(store, &idx, &block).await.map(|_| ())
+        })
+        .buffer_unordered(8)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Reads every block of an array into one in-memory array.
+pub async fn read_whole(arr: &StoredArray, store: &Store, missing_is_fill: bool) -> anyhow::Result<Block> {
+    let blocks: Vec<(Vec<u64>, Block)> = futures::stream::iter(arr.meta.blocks())
+        .map(|idx| async move {
+            let b = if missing_is_fill {
+                arr.read_block_or_fill(store, &idx).await?
+            } else {
+                arr.read_block(store, &idx).await?
+            };
+            Ok::<_, nums_layout::Error>((idx, b))
+        })
+        .buffer_unordered(8)
+        .try_collect()
+        .await?;
+    let shape: Vec<usize> = arr.meta.shape.iter().map(|&s| s as usize).collect();
+    let mut full = Block::full(arr.meta.dtype, &shape, 0.0);
+    for (idx, b) in blocks {
+        let info = slice_info(&arr.meta, &idx);
+        match (&mut full, b) {
+            (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
+            (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
+            _ => return Err(anyhow!("{}: block dtype differs from the array's", arr.path)),
+        }
+    }
+    Ok(full)
+}
+
+/// Writes an output; returns the values when the array is small enough to print.
+async fn export(arr: &StoredArray, target: &Target, store: &Store) -> anyhow::Result<Option<Block>> {
+    const PREVIEW: u64 = 64;
+    match target {
+        Target::Npy(path) => {
+            let full = read_whole(arr, store, false).await?;
+            let (p, f) = (path.clone(), full.clone());
+            tokio::task::spawn_blocking(move || crate::npy::write(&p, &f)).await?.map_err(|e| anyhow!(e))?;
+            Ok((arr.meta.len() <= PREVIEW).then_some(full))
+        }
+        Target::Zarr { store: spec, path } => {
+            let dst = Store::open(spec)?;
+            let out = StoredArray::new(path, arr.meta.clone())?;
+            // Same format on both sides: copy the encoded chunks as they are.
+            futures::stream::iter(arr.meta.blocks())
+                .map(|idx| {
+                    let (dst, src) = (&dst, store);
+                    let (from, to) = (arr.block_key(&idx), out.block_key(&idx));
+                    async move {
+                        let bytes = src.get(&from).await?;
+                        dst.put(&to, bytes).await
+                    }
+                })
+                .buffer_unordered(8)
+                .try_collect::<Vec<()>>()
+                .await?;
+            out.write_metadata(&dst).await?;
+            if arr.meta.len() <= PREVIEW {
+                return Ok(Some(read_whole(arr, store, false).await?));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// For callers that want a whole array in memory (tests, `get`).
+pub fn to_ndarray(b: &Block) -> ArrayD<f64> {
+    b.to_f64().into_owned().into_shape_with_order(IxDyn(b.shape())).expect("shape")
+}

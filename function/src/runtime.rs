@@ -1,0 +1,64 @@
+//! The Lambda runtime loop around [`crate::handle`]: the same code on AWS Lambda (the
+//! `bootstrap` binary) and in local function processes.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use lambda_runtime::{Diagnostic, LambdaEvent, service_fn};
+use nums_layout::batch::{Batch, Payload, Stats};
+use nums_layout::{Store, StoreSpec};
+
+use crate::FnError;
+
+/// Stores are opened once per process and reused by warm invocations (connection reuse).
+static STORES: Mutex<Option<HashMap<StoreSpec, Store>>> = Mutex::new(None);
+
+fn store_for(spec: &StoreSpec) -> Result<Store, FnError> {
+    let mut g = STORES.lock().expect("store cache");
+    let map = g.get_or_insert_with(HashMap::new);
+    if let Some(s) = map.get(spec) {
+        return Ok(s.clone());
+    }
+    let s = Store::open(spec)?;
+    map.insert(spec.clone(), s.clone());
+    Ok(s)
+}
+
+/// Resolves a payload to its batch (fetching it from the store when it travelled by key).
+pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
+    match payload {
+        Payload::Inline(b) => {
+            let s = store_for(&b.store)?;
+            Ok((b, s))
+        }
+        Payload::Stored { store, job_prefix, key } => {
+            let prefix = format!("{}/", job_prefix.trim_matches('/'));
+            if !key.starts_with(&prefix) || key.split('/').any(|s| s == "..") {
+                return Err(nums_layout::Error::OutsidePrefix { key, prefix: job_prefix }.into());
+            }
+            let s = store_for(&store)?;
+            let bytes = s.get(&key).await?;
+            let b: Batch = serde_json::from_slice(&bytes).map_err(|e| FnError::Payload(format!("{key}: {e}")))?;
+            if b.job_prefix != job_prefix || b.store != store {
+                return Err(FnError::Payload(format!("{key}: batch names another job or store")));
+            }
+            Ok((b, s))
+        }
+    }
+}
+
+async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
+    let run = async {
+        let (batch, store) = resolve(event.payload).await?;
+        crate::handle(&batch, &store).await
+    };
+    run.await.map_err(|e| Diagnostic {
+        error_type: e.error_type().to_string(),
+        error_message: e.to_string(),
+    })
+}
+
+/// Polls the runtime API named by `AWS_LAMBDA_RUNTIME_API` until the process is stopped.
+pub async fn serve() -> Result<(), lambda_runtime::Error> {
+    lambda_runtime::run(service_fn(invoke)).await
+}
