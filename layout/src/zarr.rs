@@ -114,13 +114,9 @@ impl StoredArray {
         format!("{}/{}", self.path, self.codec.chunk_key(idx))
     }
 
-    /// Writes `zarr.json`.
+    /// Writes `zarr.json` (nums-cloud's own form, which every Zarr v3 reader accepts).
     pub async fn write_metadata(&self, store: &Store) -> Result<()> {
-        let json = match self.codec.metadata() {
-            ArrayMetadata::V3(v3) => serde_json::to_vec_pretty(v3),
-            ArrayMetadata::V2(v2) => serde_json::to_vec_pretty(v2),
-        }
-        .map_err(|e| meta_err(&self.path, e))?;
+        let json = serde_json::to_vec_pretty(&zarr_json(&self.meta)).map_err(|e| meta_err(&self.path, e))?;
         store.put(&self.metadata_key(), Bytes::from(json)).await
     }
 

@@ -1,0 +1,67 @@
+"""Helpers for end-to-end tests: write a job, run the real nums-cloud binary, read results."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = os.environ.get("NUMS_CLOUD_BIN", str(REPO / "target" / "debug" / "nums-cloud"))
+
+
+def toml_value(v):
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
+    return repr(v)
+
+
+def job_text(arrays, outputs, name="t", storage=None, compute=None):
+    lines = [f"name = {json.dumps(name)}"]
+    if storage:
+        lines.append("[storage]")
+        lines += [f"{k} = {toml_value(v)}" for k, v in storage.items()]
+    lines.append("[compute]")
+    compute = {"workers": 2, "memory_mb": 512, **(compute or {})}
+    lines += [f"{k} = {toml_value(v)}" for k, v in compute.items()]
+    lines.append("[arrays]")
+    lines += [f"{k} = {toml_value(v)}" for k, v in arrays.items()]
+    lines.append("[outputs]")
+    lines += [f"{k} = {toml_value(v)}" for k, v in outputs.items()]
+    return "\n".join(lines) + "\n"
+
+
+def run(job_path, *args, env=None, check=True):
+    """Runs `nums-cloud run job_path`; returns the CompletedProcess."""
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([BIN, "run", str(job_path), *args], capture_output=True, text=True, env=e, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"nums-cloud failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def assert_close(got, want, rtol=1e-10):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, f"shape {got.shape} != {want.shape}"
+    assert got.dtype == want.dtype or (got.dtype.kind == "f" and want.dtype.kind in "fiu"), f"dtype {got.dtype} != {want.dtype}"
+    if want.dtype == bool:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-12 * max(1.0, float(np.max(np.abs(want))) if want.size else 1.0))
+
+
+def snapshot(folder):
+    """Every file under folder with its size and bytes' hash: to prove nothing changed."""
+    import hashlib
+    out = {}
+    for p in sorted(Path(folder).rglob("*")):
+        if p.is_file():
+            out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out

@@ -1,0 +1,206 @@
+"""End to end: job files run by the real binary with real local function processes, on
+the file store and on Garage (a real S3 server), results checked against NumPy."""
+import json
+
+import numpy as np
+import pytest
+
+from nums import assert_close, job_text, run
+
+rng = np.random.default_rng(42)
+A = rng.normal(size=(7, 5))
+B = rng.normal(size=(7, 5))
+C = rng.normal(size=(5, 4))
+v5 = rng.normal(size=5)
+v7 = rng.normal(size=7)
+T = rng.normal(size=(4, 3, 5))
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# (expression, NumPy's answer); inputs in ragged blocks: A, B 7x5 in 3x4; C 5x4 in 4x3;
+# v5 in 2; v7 in 3; T 4x3x5 in 3x2x2.
+CASES = [
+    ("A + B", A + B),
+    ("A - 2.5", A - 2.5),
+    ("2.5 - A", 2.5 - A),
+    ("A * B", A * B),
+    ("A / (B + 10)", A / (B + 10)),
+    ("3 / (A + 10)", 3 / (A + 10)),
+    ("A ** 2", A ** 2),
+    ("2 ** A", 2 ** A),
+    ("-A", -A),
+    ("A > B", A > B),
+    ("A <= 0.1", A <= 0.1),
+    ("A == A", A == A),
+    ("A != B", A != B),
+    ("(A > 0) & (B < 0)", (A > 0) & (B < 0)),
+    ("(A > 0) | (B < 0)", (A > 0) | (B < 0)),
+    ("~(A > 0)", ~(A > 0)),
+    ("exp(A)", np.exp(A)),
+    ("log(abs(A) + 1)", np.log(np.abs(A) + 1)),
+    ("sqrt(abs(A))", np.sqrt(np.abs(A))),
+    ("sigmoid(A)", sigmoid(A)),
+    ("A @ C", A @ C),
+    ("A @ v5", A @ v5),
+    ("v7 @ A", v7 @ A),
+    ("v5 @ v5", np.array(v5 @ v5)),
+    ("A.T", A.T),
+    ("A.T @ A", A.T @ A),
+    ("transpose(C) @ A.T", C.T @ A.T),
+    ("sum(A)", np.array(A.sum())),
+    ("sum(A, axis=0)", A.sum(axis=0)),
+    ("sum(A, axis=1)", A.sum(axis=1)),
+    ("sum(A, axis=-1)", A.sum(axis=-1)),
+    ("mean(A, axis=0)", A.mean(axis=0)),
+    ("mean(A)", np.array(A.mean())),
+    ("sum(T, axis=(0, 2))", T.sum(axis=(0, 2))),
+    ("sum(T, axis=1)", T.sum(axis=1)),
+    ("sum(A > 0, axis=0)", (A > 0).sum(axis=0).astype(float)),
+    ("A @ v5 > 0.5", A @ v5 > 0.5),
+    ("sigmoid(A @ v5) * (1 - sigmoid(A @ v5))", sigmoid(A @ v5) * (1 - sigmoid(A @ v5))),
+]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    for name, arr in {"A": A, "B": B, "C": C, "v5": v5, "v7": v7, "T": T}.items():
+        np.save(d / f"{name}.npy", arr)
+    return d
+
+
+def input_arrays(d):
+    return {
+        "A": {"load": str(d / "A.npy"), "block": [3, 4]},
+        "B": {"load": str(d / "B.npy"), "block": [3, 4]},
+        "C": {"load": str(d / "C.npy"), "block": [4, 3]},
+        "v5": {"load": str(d / "v5.npy"), "block": [2]},
+        "v7": {"load": str(d / "v7.npy"), "block": [3]},
+        "T": {"load": str(d / "T.npy"), "block": [3, 2, 2]},
+    }
+
+
+def storage_for(kind, garage, tmp_path):
+    if kind == "file":
+        return {"url": f"file://{tmp_path / 'store'}"}
+    return {"url": f"s3://{garage.bucket}/e2e", "endpoint": garage.endpoint}
+
+
+def run_cases(kind, garage, inputs, tmp_path, cases):
+    """All cases in one job (one output each), so one run covers the table."""
+    arrays = input_arrays(inputs)
+    outputs = {}
+    for i, (expr, _) in enumerate(cases):
+        arrays[f"r{i}"] = expr
+        outputs[f"r{i}"] = str(tmp_path / f"r{i}.npy")
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, name=f"cases-{kind}", storage=storage_for(kind, garage, tmp_path)))
+    env = garage.env() if kind == "garage" else None
+    run(job, "--stats", str(tmp_path / "stats.json"), env=env)
+    for i, (expr, want) in enumerate(cases):
+        got = np.load(tmp_path / f"r{i}.npy")
+        try:
+            assert_close(got, want)
+        except AssertionError as e:
+            raise AssertionError(f"{expr}: {e}") from None
+    return json.loads((tmp_path / "stats.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["file", "garage"])
+def test_ops_match_numpy_on_ragged_blocks(kind, request, inputs, tmp_path):
+    garage = request.getfixturevalue("garage") if kind == "garage" else None
+    stats = run_cases(kind, garage, inputs, tmp_path, CASES)
+    for key in ["wall_seconds", "invocations", "tasks", "s3_bytes_read", "s3_bytes_written", "s3_requests",
+                "peak_memory_bytes", "memory_limit_bytes", "gb_seconds", "cost_usd", "retries", "backups"]:
+        assert key in stats, key
+    assert stats["invocations"] == stats["tasks"] > len(CASES)
+    assert stats["s3_bytes_read"] > 0 and stats["s3_bytes_written"] > 0
+    assert 0 < stats["peak_memory_bytes"] <= stats["memory_limit_bytes"] == 512 << 20
+
+
+def test_block_shape_does_not_change_results(tmp_path):
+    """Random arrays are a function of (seed, element index): any block shape, same values."""
+    results = []
+    for block in ([5, 7], [64, 64], [13, 3]):
+        d = tmp_path / f"b{block[0]}x{block[1]}"
+        d.mkdir()
+        arrays = {
+            "X": {"random": "normal", "shape": [64, 9], "seed": 3, "block": block[:1] + [min(block[1], 9)]},
+            "G": "X.T @ X",
+            "s": "sum(X, axis=1)",
+        }
+        (d / "job.toml").write_text(job_text(arrays, {"X": "X.npy", "G": "G.npy", "s": "s.npy"}))
+        run(d / "job.toml")
+        results.append([np.load(d / f) for f in ("X.npy", "G.npy", "s.npy")])
+    X = results[0][0]
+    for Xb, G, s in results:
+        np.testing.assert_array_equal(Xb, X)
+        assert_close(G, X.T @ X)
+        assert_close(s, X.sum(axis=1))
+
+
+def test_random_distributions(tmp_path):
+    arrays = {
+        "N": {"random": "normal", "shape": [200000], "seed": 1},
+        "U": {"random": "uniform", "shape": [200000], "seed": 1},
+        "N2": {"random": "normal", "shape": [200000], "seed": 2},
+    }
+    (tmp_path / "job.toml").write_text(job_text(arrays, {k: f"{k}.npy" for k in arrays}))
+    run(tmp_path / "job.toml")
+    n, u, n2 = (np.load(tmp_path / f"{k}.npy") for k in ("N", "U", "N2"))
+    assert abs(n.mean()) < 0.01 and abs(n.std() - 1) < 0.01
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.01
+    assert abs(np.corrcoef(n, n2)[0, 1]) < 0.01
+
+
+def test_zarr_python_reads_what_nums_cloud_wrote(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    arrays = {
+        "X": {"random": "uniform", "shape": [7, 5], "seed": 9, "block": [3, 4]},
+        "M": "X > 0.5",
+        "S": "sum(X, axis=0)",
+    }
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"X": "X.npy", "M": "out/M.zarr", "S": "out/S.zarr"}))
+    run(tmp_path / "job.toml")
+    X = np.load(tmp_path / "X.npy")
+    m = zarr.open_array(str(tmp_path / "out" / "M.zarr"), mode="r")
+    assert m.shape == (7, 5) and m.chunks == (3, 4) and m.dtype == bool
+    np.testing.assert_array_equal(m[:], X > 0.5)
+    s = zarr.open_array(str(tmp_path / "out" / "S.zarr"), mode="r")
+    assert_close(s[:], X.sum(axis=0))
+    # The named arrays inside the store are Zarr arrays too.
+    x = zarr.open_array(str(tmp_path / "nums-data" / "t" / "X"), mode="r")
+    np.testing.assert_array_equal(x[:], X)
+
+
+def test_nums_cloud_loads_a_zarr_array_written_by_zarr_python(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    data = np.arange(35, dtype="float64").reshape(7, 5)
+    z = zarr.create_array(str(tmp_path / "in.zarr"), shape=(7, 5), chunks=(2, 2), dtype="float64")
+    z[:] = data
+    arrays = {"Z": {"load": "in.zarr", "block": [3, 4]}, "Y": "Z * 2"}
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy"}))
+    run(tmp_path / "job.toml")
+    assert_close(np.load(tmp_path / "Y.npy"), data * 2)
+
+
+def test_intermediates_removed_named_arrays_kept(tmp_path):
+    arrays = {"X": {"ones": [6, 6], "block": [4, 4]}, "Y": "(X + 1) * 2"}
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy"}))
+    run(tmp_path / "job.toml")
+    store = tmp_path / "nums-data" / "t"
+    assert (store / "X" / "zarr.json").exists() and (store / "Y" / "zarr.json").exists()
+    assert not (store / "_tmp").exists() or not any((store / "_tmp").rglob("*.json"))
+    assert_close(np.load(tmp_path / "Y.npy"), np.full((6, 6), 4.0))
+
+
+def test_out_of_memory_is_enforced(tmp_path):
+    """A batch over memory_mb is killed, as Lambda does, and the job fails saying so."""
+    arrays = {"X": {"random": "normal", "shape": [3000, 3000], "seed": 1, "block": [3000, 3000]}, "Y": "X * 2"}
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy"}, compute={"memory_mb": 128, "workers": 1}))
+    p = run(tmp_path / "job.toml", check=False)
+    assert p.returncode != 0
+    assert "OutOfMemory" in p.stderr and "memory_mb = 128" in p.stderr, p.stderr
