@@ -178,3 +178,87 @@ pub async fn run_batches(
     }
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::local::{LocalConfig, LocalEndpoint};
+    use nums_layout::batch::{ArrayRef, Batch};
+    use nums_layout::{ArrayMeta, DType, StoreSpec};
+
+    fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("nums-dispatch-{tag}-{}", std::process::id()));
+        let spec = StoreSpec { url: url::Url::from_directory_path(&dir).unwrap().to_string(), endpoint: None };
+        (Store::open(&spec).unwrap(), dir)
+    }
+
+    /// A batch description over 6 MB travels through the store; the function fetches it.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn large_batch_goes_through_the_store() {
+        let (store, dir) = temp_store("payload");
+        let meta = ArrayMeta::new(vec![10], vec![10], DType::Float64);
+        let arrays = (0..60_000)
+            .map(|i| ArrayRef { path: format!("job/_tmp/a-long-array-name-{i:08}-padding-padding-padding-padding"), meta: meta.clone() })
+            .collect();
+        let b = PlannedBatch {
+            batch: Batch { store: store.spec().clone(), job_prefix: "job".into(), arrays, tasks: vec![] },
+            deps: vec![],
+            bytes_in: 0,
+        };
+        let payload = payload_for(&b, 7, &store).await.unwrap();
+        assert!(payload.len() < 1024, "payload is {} bytes", payload.len());
+        let p: Payload = serde_json::from_slice(&payload).unwrap();
+        let (resolved, _) = nums_function::runtime::resolve(p).await.unwrap();
+        assert_eq!(resolved, b.batch);
+        // A stored batch outside the job prefix is refused.
+        let bad = Payload::Stored { store: store.spec().clone(), job_prefix: "other".into(), key: "job/_batches/7.json".into() };
+        assert!(nums_function::runtime::resolve(bad).await.is_err());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// The local endpoint refuses what Lambda refuses: payloads over 6 MB, unknown functions.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn endpoint_enforces_payload_limit_and_function_name() {
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 128,
+            timeout: Duration::from_secs(5),
+            command: vec!["sleep".into(), "30".into()],
+            log_dir: std::env::temp_dir().join("nums-dispatch-ep"),
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let e = inv.invoke(vec![b' '; PAYLOAD_LIMIT + 1]).await.unwrap_err();
+        assert!(e.to_string().contains("RequestEntityTooLarge"), "{e}");
+        let e = Invoker::local(&ep.invoke_url, "g").invoke(b"{}".to_vec()).await.unwrap_err();
+        assert!(e.to_string().contains("ResourceNotFound"), "{e}");
+        ep.stop().await;
+    }
+
+    /// A function process that exceeds its deadline is killed and the invocation fails as timed out.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn endpoint_times_out_a_stuck_function() {
+        // `sleep` never polls: use a process that polls once and hangs, emulated by curl-less
+        // bash reading the next invocation and then sleeping.
+        let script = "exec 3<>/dev/tcp/${AWS_LAMBDA_RUNTIME_API%:*}/${AWS_LAMBDA_RUNTIME_API#*:}; \
+            printf 'GET /2018-06-01/runtime/invocation/next HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3; sleep 30";
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 128,
+            timeout: Duration::from_secs(1),
+            command: vec!["bash".into(), "-c".into(), script.into()],
+            log_dir: std::env::temp_dir().join("nums-dispatch-ep2"),
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let t = std::time::Instant::now();
+        let e = inv.invoke(b"{}".to_vec()).await.unwrap_err();
+        assert!(matches!(&e, InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(10));
+        ep.stop().await;
+    }
+}

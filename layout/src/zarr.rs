@@ -145,12 +145,17 @@ impl StoredArray {
             });
         }
         let full: Vec<usize> = self.meta.block.iter().map(|&b| b as usize).collect();
-        let raw: Vec<u8> = match block {
+        // Zero-copy view of the values as little-endian bytes where the host is little-endian.
+        let raw: Cow<'_, [u8]> = match block {
             Block::F64(a) => {
                 let padded = pad(a, &full, 0.0);
-                padded.iter().flat_map(|v| v.to_le_bytes()).collect()
+                match (padded, cfg!(target_endian = "little")) {
+                    (Cow::Borrowed(p), true) => Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout"))),
+                    (Cow::Owned(p), true) => Cow::Owned(bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec()),
+                    (p, false) => Cow::Owned(p.iter().flat_map(|v| v.to_le_bytes()).collect()),
+                }
             }
-            Block::Bool(a) => pad(a, &full, false).iter().map(|&b| b as u8).collect(),
+            Block::Bool(a) => Cow::Owned(pad(a, &full, false).iter().map(|&b| b as u8).collect()),
         };
         let encoded = self
             .codec
@@ -185,7 +190,7 @@ impl StoredArray {
             .codec
             .codecs()
             .decode(
-                Cow::Owned(bytes.to_vec()),
+                Cow::Borrowed(&bytes[..]),
                 &self.chunk_shape(),
                 self.codec.data_type(),
                 self.codec.fill_value(),
@@ -205,10 +210,11 @@ impl StoredArray {
         }
         Ok(match self.meta.dtype {
             DType::Float64 => {
-                let v: Vec<f64> = raw
-                    .chunks_exact(8)
-                    .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect();
+                let v: Vec<f64> = if cfg!(target_endian = "little") {
+                    bytemuck::pod_collect_to_vec(&raw)
+                } else {
+                    raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+                };
                 Block::F64(crop(ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"), &shape))
             }
             DType::Bool => {
