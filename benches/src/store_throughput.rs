@@ -20,7 +20,9 @@ const CONCURRENCY: usize = 16;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// Smooth-ish but not trivially compressible values: a random walk, like real data.
@@ -40,12 +42,23 @@ fn data(n: usize, seed: u64) -> Vec<f64> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let blocks: u64 = arg("--blocks").map(|s| s.parse()).transpose()?.unwrap_or(32);
+    let blocks: u64 = arg("--blocks")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(32);
     let mib: u64 = arg("--mib").map(|s| s.parse()).transpose()?.unwrap_or(8);
     let tmp = std::env::temp_dir().join(format!("nums-bench-{}", std::process::id()));
     let spec = match arg("--url") {
-        Some(url) => StoreSpec { url, endpoint: arg("--endpoint") },
-        None => StoreSpec { url: url::Url::from_directory_path(&tmp).expect("abs").to_string(), endpoint: None },
+        Some(url) => StoreSpec {
+            url,
+            endpoint: arg("--endpoint"),
+        },
+        None => StoreSpec {
+            url: url::Url::from_directory_path(&tmp)
+                .expect("abs")
+                .to_string(),
+            endpoint: None,
+        },
     };
     let store = Store::open(&spec).context("open store")?;
     store.check().await.context("store unreachable")?;
@@ -55,20 +68,26 @@ async fn main() -> anyhow::Result<()> {
     let n = (rows * 1024) as usize;
     let payloads: Vec<Arc<Block>> = (0..blocks)
         .map(|i| {
-            let a = ArrayD::from_shape_vec(IxDyn(&[rows as usize, 1024]), data(n, i + 1)).expect("shape");
+            let a = ArrayD::from_shape_vec(IxDyn(&[rows as usize, 1024]), data(n, i + 1))
+                .expect("shape");
             Arc::new(Block::F64(a))
         })
         .collect();
     let raw: Vec<Bytes> = payloads
         .iter()
         .map(|b| match b.as_ref() {
-            Block::F64(a) => Bytes::from(a.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>()),
+            Block::F64(a) => {
+                Bytes::from(a.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
+            }
             Block::Bool(_) => unreachable!(),
         })
         .collect();
     let total = (n * 8) as f64 * blocks as f64;
     let mbps = |secs: f64| total / secs / 1e6;
-    println!("store {spec}: {blocks} blocks of {mib} MiB float64 ({:.0} MB), {CONCURRENCY} requests in flight", total / 1e6);
+    println!(
+        "store {spec}: {blocks} blocks of {mib} MiB float64 ({:.0} MB), {CONCURRENCY} requests in flight",
+        total / 1e6
+    );
 
     // Raw objects: PUT and GET the uncompressed bytes.
     let t = Instant::now();
@@ -91,7 +110,10 @@ async fn main() -> anyhow::Result<()> {
         .try_collect()
         .await?;
     let raw_get = t.elapsed().as_secs_f64();
-    anyhow::ensure!(got.iter().map(|b| b.len()).sum::<usize>() as f64 == total, "raw read size");
+    anyhow::ensure!(
+        got.iter().map(|b| b.len()).sum::<usize>() as f64 == total,
+        "raw read size"
+    );
 
     // nums-cloud blocks: encode (bytes + zstd) and PUT; GET and decode, as a function does.
     let t = Instant::now();
@@ -126,7 +148,8 @@ async fn main() -> anyhow::Result<()> {
             async move {
                 let bytes = s.get(&a.block_key(&[i, 0])).await?;
                 let a2 = a.clone();
-                let b = tokio::task::spawn_blocking(move || a2.decode(&[i, 0], Some(bytes))).await??;
+                let b =
+                    tokio::task::spawn_blocking(move || a2.decode(&[i, 0], Some(bytes))).await??;
                 anyhow::Ok(b)
             }
         })
@@ -141,9 +164,29 @@ async fn main() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&tmp);
 
     println!("{:<28}{:>12}{:>12}", "", "write MB/s", "read MB/s");
-    println!("{:<28}{:>12.0}{:>12.0}", "raw objects (object_store)", mbps(raw_put), mbps(raw_get));
-    println!("{:<28}{:>12.0}{:>12.0}", "nums-cloud blocks (zstd)", mbps(blk_put), mbps(blk_get));
-    println!("{:<28}{:>12.2}{:>12.2}", "ratio blocks / raw", raw_put / blk_put, raw_get / blk_get);
-    println!("compression: {:.0} MB stored for {:.0} MB of data (ratio {:.2})", stored as f64 / 1e6, total / 1e6, total / stored as f64);
+    println!(
+        "{:<28}{:>12.0}{:>12.0}",
+        "raw objects (object_store)",
+        mbps(raw_put),
+        mbps(raw_get)
+    );
+    println!(
+        "{:<28}{:>12.0}{:>12.0}",
+        "nums-cloud blocks (zstd)",
+        mbps(blk_put),
+        mbps(blk_get)
+    );
+    println!(
+        "{:<28}{:>12.2}{:>12.2}",
+        "ratio blocks / raw",
+        raw_put / blk_put,
+        raw_get / blk_get
+    );
+    println!(
+        "compression: {:.0} MB stored for {:.0} MB of data (ratio {:.2})",
+        stored as f64 / 1e6,
+        total / 1e6,
+        total / stored as f64
+    );
     Ok(())
 }

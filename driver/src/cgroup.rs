@@ -18,7 +18,11 @@ impl MemoryCgroup {
         std::fs::create_dir_all(&dir).ok()?;
         // Headroom over memory_mb for the kernel's page cache of the process's own files;
         // the supervisor's RSS check fires first at the exact limit.
-        let ok = std::fs::write(dir.join("memory.limit_in_bytes"), (limit_bytes + (limit_bytes / 8)).to_string()).is_ok();
+        let ok = std::fs::write(
+            dir.join("memory.limit_in_bytes"),
+            (limit_bytes + (limit_bytes / 8)).to_string(),
+        )
+        .is_ok();
         if !ok {
             let _ = std::fs::remove_dir(&dir);
             return None;

@@ -7,8 +7,8 @@ use std::time::Duration;
 use aws_sdk_lambda::primitives::Blob;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use nums_layout::batch::{PAYLOAD_LIMIT, Payload, Stats};
 use nums_layout::Store;
+use nums_layout::batch::{PAYLOAD_LIMIT, Payload, Stats};
 
 use crate::tasks::PlannedBatch;
 
@@ -28,7 +28,10 @@ impl InvokeError {
     pub fn retryable(&self) -> bool {
         match self {
             InvokeError::Function { error_type, .. } => {
-                matches!(error_type.as_str(), "StoreError" | "Runtime.ExitError" | "Runtime.Unknown")
+                matches!(
+                    error_type.as_str(),
+                    "StoreError" | "Runtime.ExitError" | "Runtime.Unknown"
+                )
             }
             InvokeError::Api(_) => true,
         }
@@ -46,7 +49,13 @@ impl Invoker {
     /// For the local endpoint: it checks no signature, but the SDK still signs, so give it
     /// throwaway credentials rather than the user's.
     pub fn local(endpoint_url: &str, function: &str) -> Invoker {
-        let creds = aws_sdk_lambda::config::Credentials::new("local", "local", None, None, "nums-cloud-local");
+        let creds = aws_sdk_lambda::config::Credentials::new(
+            "local",
+            "local",
+            None,
+            None,
+            "nums-cloud-local",
+        );
         let conf = aws_sdk_lambda::Config::builder()
             .behavior_version(aws_sdk_lambda::config::BehaviorVersion::latest())
             .region(aws_sdk_lambda::config::Region::new("us-east-1"))
@@ -58,13 +67,21 @@ impl Invoker {
                     .build(),
             )
             .build();
-        Invoker { client: aws_sdk_lambda::Client::from_conf(conf), function: function.to_string() }
+        Invoker {
+            client: aws_sdk_lambda::Client::from_conf(conf),
+            function: function.to_string(),
+        }
     }
 
     /// For AWS Lambda, with the standard credential and region chain.
     pub async fn lambda(function: &str) -> Invoker {
-        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-        Invoker { client: aws_sdk_lambda::Client::new(&conf), function: function.to_string() }
+        let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .load()
+            .await;
+        Invoker {
+            client: aws_sdk_lambda::Client::new(&conf),
+            function: function.to_string(),
+        }
     }
 
     pub async fn invoke(&self, payload: Vec<u8>) -> Result<Stats, InvokeError> {
@@ -75,14 +92,23 @@ impl Invoker {
             .payload(Blob::new(payload))
             .send()
             .await
-            .map_err(|e| InvokeError::Api(aws_sdk_lambda::error::DisplayErrorContext(&e).to_string()))?;
-        let body = out.payload().map(|b| b.as_ref().to_vec()).unwrap_or_default();
+            .map_err(|e| {
+                InvokeError::Api(aws_sdk_lambda::error::DisplayErrorContext(&e).to_string())
+            })?;
+        let body = out
+            .payload()
+            .map(|b| b.as_ref().to_vec())
+            .unwrap_or_default();
         if out.function_error().is_some() {
             let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-            return Err(InvokeError::Function { error_type: field("errorType"), message: field("errorMessage") });
+            return Err(InvokeError::Function {
+                error_type: field("errorType"),
+                message: field("errorMessage"),
+            });
         }
-        serde_json::from_slice(&body).map_err(|e| InvokeError::Api(format!("function answered with no stats: {e}")))
+        serde_json::from_slice(&body)
+            .map_err(|e| InvokeError::Api(format!("function answered with no stats: {e}")))
     }
 }
 
@@ -111,7 +137,9 @@ pub async fn payload_for(b: &PlannedBatch, n: usize, store: &Store) -> anyhow::R
         return Ok(inline);
     }
     let key = format!("{}/_batches/{n}.json", b.batch.job_prefix);
-    store.put(&key, serde_json::to_vec(&b.batch)?.into()).await?;
+    store
+        .put(&key, serde_json::to_vec(&b.batch)?.into())
+        .await?;
     Ok(serde_json::to_vec(&Payload::Stored {
         store: b.batch.store.clone(),
         job_prefix: b.batch.job_prefix.clone(),
@@ -147,7 +175,13 @@ pub async fn run_batches(
             running.push(async move {
                 let payload = match payload_for(b, i, store).await {
                     Ok(p) => p,
-                    Err(e) => return (i, 1, Err(InvokeError::Api(format!("cannot stage the batch: {e}")))),
+                    Err(e) => {
+                        return (
+                            i,
+                            1,
+                            Err(InvokeError::Api(format!("cannot stage the batch: {e}"))),
+                        );
+                    }
                 };
                 let mut attempt = 1;
                 loop {
@@ -164,7 +198,11 @@ pub async fn run_batches(
         let Some((i, attempts, r)) = running.next().await else {
             unreachable!("dependency cycle in the batch graph");
         };
-        let stats = r.map_err(|error| DispatchError { batch: i, attempts, error })?;
+        let stats = r.map_err(|error| DispatchError {
+            batch: i,
+            attempts,
+            error,
+        })?;
         total.retries += (attempts - 1) as u64;
         total.stats.add(&stats);
         on_done(&stats);
@@ -188,7 +226,10 @@ mod tests {
 
     fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("nums-dispatch-{tag}-{}", std::process::id()));
-        let spec = StoreSpec { url: url::Url::from_directory_path(&dir).unwrap().to_string(), endpoint: None };
+        let spec = StoreSpec {
+            url: url::Url::from_directory_path(&dir).unwrap().to_string(),
+            endpoint: None,
+        };
         (Store::open(&spec).unwrap(), dir)
     }
 
@@ -198,10 +239,18 @@ mod tests {
         let (store, dir) = temp_store("payload");
         let meta = ArrayMeta::new(vec![10], vec![10], DType::Float64);
         let arrays = (0..60_000)
-            .map(|i| ArrayRef { path: format!("job/_tmp/a-long-array-name-{i:08}-padding-padding-padding-padding"), meta: meta.clone() })
+            .map(|i| ArrayRef {
+                path: format!("job/_tmp/a-long-array-name-{i:08}-padding-padding-padding-padding"),
+                meta: meta.clone(),
+            })
             .collect();
         let b = PlannedBatch {
-            batch: Batch { store: store.spec().clone(), job_prefix: "job".into(), arrays, tasks: vec![] },
+            batch: Batch {
+                store: store.spec().clone(),
+                job_prefix: "job".into(),
+                arrays,
+                tasks: vec![],
+            },
             deps: vec![],
             bytes_in: 0,
         };
@@ -211,7 +260,11 @@ mod tests {
         let (resolved, _) = nums_function::runtime::resolve(p).await.unwrap();
         assert_eq!(resolved, b.batch);
         // A stored batch outside the job prefix is refused.
-        let bad = Payload::Stored { store: store.spec().clone(), job_prefix: "other".into(), key: "job/_batches/7.json".into() };
+        let bad = Payload::Stored {
+            store: store.spec().clone(),
+            job_prefix: "other".into(),
+            key: "job/_batches/7.json".into(),
+        };
         assert!(nums_function::runtime::resolve(bad).await.is_err());
         std::fs::remove_dir_all(dir).ok();
     }
@@ -232,7 +285,10 @@ mod tests {
         let inv = Invoker::local(&ep.invoke_url, "f");
         let e = inv.invoke(vec![b' '; PAYLOAD_LIMIT + 1]).await.unwrap_err();
         assert!(e.to_string().contains("RequestEntityTooLarge"), "{e}");
-        let e = Invoker::local(&ep.invoke_url, "g").invoke(b"{}".to_vec()).await.unwrap_err();
+        let e = Invoker::local(&ep.invoke_url, "g")
+            .invoke(b"{}".to_vec())
+            .await
+            .unwrap_err();
         assert!(e.to_string().contains("ResourceNotFound"), "{e}");
         ep.stop().await;
     }
@@ -257,7 +313,10 @@ mod tests {
         let inv = Invoker::local(&ep.invoke_url, "f");
         let t = std::time::Instant::now();
         let e = inv.invoke(b"{}".to_vec()).await.unwrap_err();
-        assert!(matches!(&e, InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut"), "{e}");
+        assert!(
+            matches!(&e, InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut"),
+            "{e}"
+        );
         assert!(t.elapsed() < Duration::from_secs(10));
         ep.stop().await;
     }

@@ -11,13 +11,22 @@ pub struct ExprError {
 
 impl ExprError {
     pub fn new(pos: usize, message: impl Into<String>) -> Self {
-        ExprError { pos, message: message.into() }
+        ExprError {
+            pos,
+            message: message.into(),
+        }
     }
 
     /// The message with the expression and a caret under the position.
     pub fn render(&self, text: &str) -> String {
         let col = text.chars().take(self.pos).count();
-        format!("{} (at column {})\n    {}\n    {}^", self.message, col + 1, text, " ".repeat(col))
+        format!(
+            "{} (at column {})\n    {}\n    {}^",
+            self.message,
+            col + 1,
+            text,
+            " ".repeat(col)
+        )
     }
 }
 
@@ -81,8 +90,8 @@ enum Tok {
 }
 
 const SYMS: &[&str] = &[
-    "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|", "~", "(", ")", "[",
-    "]", ",", ".", ":", "=",
+    "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|", "~", "(",
+    ")", "[", "]", ",", ".", ":", "=",
 ];
 
 fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
@@ -96,14 +105,20 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
             continue;
         }
         let start = i;
-        if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.' || chars[i] == '_'
-                || ((chars[i] == '+' || chars[i] == '-') && matches!(chars[i - 1], 'e' | 'E')))
+        if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(|d| d.is_ascii_digit()))
+        {
+            while i < chars.len()
+                && (chars[i].is_ascii_alphanumeric()
+                    || chars[i] == '.'
+                    || chars[i] == '_'
+                    || ((chars[i] == '+' || chars[i] == '-') && matches!(chars[i - 1], 'e' | 'E')))
             {
                 i += 1;
             }
             let text: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
-            let v: f64 = text.parse().map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
+            let v: f64 = text
+                .parse()
+                .map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
             out.push((Tok::Num(v), start));
         } else if c.is_alphabetic() || c == '_' {
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
@@ -141,7 +156,10 @@ pub fn parse(s: &str) -> Result<Expr, ExprError> {
     let e = p.expr(0)?;
     match p.peek() {
         Tok::End => Ok(e),
-        t => Err(ExprError::new(p.pos(), format!("unexpected {}", describe(t)))),
+        t => Err(ExprError::new(
+            p.pos(),
+            format!("unexpected {}", describe(t)),
+        )),
     }
 }
 
@@ -208,7 +226,10 @@ impl Parser {
         if self.eat(sym) {
             Ok(())
         } else {
-            Err(ExprError::new(self.pos(), format!("expected '{sym}', found {}", describe(self.peek()))))
+            Err(ExprError::new(
+                self.pos(),
+                format!("expected '{sym}', found {}", describe(self.peek())),
+            ))
         }
     }
 
@@ -223,9 +244,15 @@ impl Parser {
             self.next();
             let rhs = self.expr(bp)?;
             if bp == 1 && matches!(lhs.kind, ExprKind::Binary(o, ..) if infix_bp(o) == 1) {
-                return Err(ExprError::new(pos, "chained comparisons are ambiguous for arrays; add parentheses"));
+                return Err(ExprError::new(
+                    pos,
+                    "chained comparisons are ambiguous for arrays; add parentheses",
+                ));
             }
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), pos };
+            lhs = Expr {
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                pos,
+            };
         }
         Ok(lhs)
     }
@@ -241,13 +268,19 @@ impl Parser {
         if let Some(op) = op {
             self.next();
             let x = self.unary()?;
-            return Ok(Expr { kind: ExprKind::Unary(op, Box::new(x)), pos });
+            return Ok(Expr {
+                kind: ExprKind::Unary(op, Box::new(x)),
+                pos,
+            });
         }
         let base = self.postfix()?;
         if self.eat("**") {
             // Right-associative and tighter than unary minus on its left: -x**2 == -(x**2).
             let exp = self.unary()?;
-            return Ok(Expr { kind: ExprKind::Binary(Op::Pow, Box::new(base), Box::new(exp)), pos });
+            return Ok(Expr {
+                kind: ExprKind::Binary(Op::Pow, Box::new(base), Box::new(exp)),
+                pos,
+            });
         }
         Ok(base)
     }
@@ -261,7 +294,10 @@ impl Parser {
                 let Tok::Ident(name) = t else {
                     return Err(ExprError::new(p, "expected an attribute name after '.'"));
                 };
-                e = Expr { kind: ExprKind::Attr(Box::new(e), name), pos };
+                e = Expr {
+                    kind: ExprKind::Attr(Box::new(e), name),
+                    pos,
+                };
             } else if self.eat("[") {
                 let mut items = Vec::new();
                 loop {
@@ -271,7 +307,10 @@ impl Parser {
                     }
                 }
                 self.expect("]")?;
-                e = Expr { kind: ExprKind::Index(Box::new(e), items), pos };
+                e = Expr {
+                    kind: ExprKind::Index(Box::new(e), items),
+                    pos,
+                };
             } else {
                 return Ok(e);
             }
@@ -289,11 +328,16 @@ impl Parser {
         };
         let start = bound(self)?;
         if !self.eat(":") {
-            return start.map(|b| *b).ok_or_else(|| ExprError::new(pos, "empty index"));
+            return start
+                .map(|b| *b)
+                .ok_or_else(|| ExprError::new(pos, "empty index"));
         }
         let stop = bound(self)?;
         let step = if self.eat(":") { bound(self)? } else { None };
-        Ok(Expr { kind: ExprKind::Slice(start, stop, step), pos })
+        Ok(Expr {
+            kind: ExprKind::Slice(start, stop, step),
+            pos,
+        })
     }
 
     fn atom(&mut self) -> Result<Expr, ExprError> {
@@ -349,13 +393,18 @@ impl Parser {
         let mut kwargs = Vec::new();
         while *self.peek() != Tok::Sym(")") {
             let pos = self.pos();
-            if let (Tok::Ident(k), Tok::Sym("=")) = (self.peek().clone(), self.toks[self.i + 1].0.clone()) {
+            if let (Tok::Ident(k), Tok::Sym("=")) =
+                (self.peek().clone(), self.toks[self.i + 1].0.clone())
+            {
                 self.next();
                 self.next();
                 kwargs.push((k, self.expr(0)?));
             } else {
                 if !kwargs.is_empty() {
-                    return Err(ExprError::new(pos, "positional argument after a keyword argument"));
+                    return Err(ExprError::new(
+                        pos,
+                        "positional argument after a keyword argument",
+                    ));
                 }
                 args.push(self.expr(0)?);
             }
@@ -395,7 +444,9 @@ mod tests {
             ExprKind::Call(f, a, k) => format!(
                 "{f}({}{})",
                 a.iter().map(show).collect::<Vec<_>>().join(","),
-                k.iter().map(|(k, v)| format!(",{k}={}", show(v))).collect::<String>()
+                k.iter()
+                    .map(|(k, v)| format!(",{k}={}", show(v)))
+                    .collect::<String>()
             ),
             ExprKind::Tuple(t) => format!("({})", t.iter().map(show).collect::<Vec<_>>().join(",")),
             other => format!("{other:?}"),
@@ -404,11 +455,17 @@ mod tests {
 
     #[test]
     fn precedence_follows_python() {
-        assert_eq!(show(&parse("X @ w > 0.5").unwrap()), "(Gt (MatMul X w) 0.5)");
+        assert_eq!(
+            show(&parse("X @ w > 0.5").unwrap()),
+            "(Gt (MatMul X w) 0.5)"
+        );
         assert_eq!(show(&parse("-x ** 2").unwrap()), "(Neg (Pow x 2))");
         assert_eq!(show(&parse("a - b - c").unwrap()), "(Sub (Sub a b) c)");
         assert_eq!(show(&parse("2 ** 3 ** 2").unwrap()), "(Pow 2 (Pow 3 2))");
-        assert_eq!(show(&parse("sum(X.T, axis=(0, 1))").unwrap()), "sum(X.T,axis=(0,1))");
+        assert_eq!(
+            show(&parse("sum(X.T, axis=(0, 1))").unwrap()),
+            "sum(X.T,axis=(0,1))"
+        );
         assert_eq!(show(&parse("1e-3 * x").unwrap()), "(Mul 0.001 x)");
     }
 

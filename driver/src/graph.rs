@@ -14,27 +14,66 @@ pub type NodeId = usize;
 /// How a node's blocks come to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeOp {
-    Random { dist: RandomDist, seed: u64 },
-    Fill { value: f64 },
+    Random {
+        dist: RandomDist,
+        seed: u64,
+    },
+    Fill {
+        value: f64,
+    },
     /// A `.npy` file the driver imports into the store.
-    ImportNpy { path: String },
+    ImportNpy {
+        path: String,
+    },
     /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
-    ImportZarr { store: StoreSpec, path: String },
-    Unary { op: UnaryOp, x: NodeId },
-    Binary { op: BinaryOp, a: NodeId, b: NodeId },
-    Scalar { op: BinaryOp, x: NodeId, value: f64, scalar_left: bool },
-    Matmul { a: NodeId, b: NodeId },
-    Transpose { x: NodeId },
-    Sum { x: NodeId, axes: Vec<usize> },
+    ImportZarr {
+        store: StoreSpec,
+        path: String,
+    },
+    Unary {
+        op: UnaryOp,
+        x: NodeId,
+    },
+    Binary {
+        op: BinaryOp,
+        a: NodeId,
+        b: NodeId,
+    },
+    Scalar {
+        op: BinaryOp,
+        x: NodeId,
+        value: f64,
+        scalar_left: bool,
+    },
+    Matmul {
+        a: NodeId,
+        b: NodeId,
+    },
+    Transpose {
+        x: NodeId,
+    },
+    Sum {
+        x: NodeId,
+        axes: Vec<usize>,
+    },
     /// The same values in another block grid or dtype.
-    Rechunk { x: NodeId },
+    Rechunk {
+        x: NodeId,
+    },
 }
 
 impl NodeOp {
     pub fn inputs(&self) -> Vec<NodeId> {
         match self {
-            NodeOp::Random { .. } | NodeOp::Fill { .. } | NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } => vec![],
-            NodeOp::Unary { x, .. } | NodeOp::Scalar { x, .. } | NodeOp::Transpose { x } | NodeOp::Sum { x, .. } | NodeOp::Rechunk { x } => {
+            NodeOp::Random { .. }
+            | NodeOp::Fill { .. }
+            | NodeOp::ImportNpy { .. }
+            | NodeOp::ImportZarr { .. } => vec![],
+            NodeOp::Unary { x, .. }
+            | NodeOp::Scalar { x, .. }
+            | NodeOp::Transpose { x }
+            | NodeOp::Sum { x, .. }
+            | NodeOp::Rechunk { x } => {
                 vec![*x]
             }
             NodeOp::Binary { a, b, .. } | NodeOp::Matmul { a, b } => vec![*a, *b],
@@ -84,11 +123,20 @@ pub fn default_block(shape: &[u64], dtype: DType, workers: usize, memory_mb: u64
     // A single row larger than the target: split the trailing axes as well.
     let mut d = shape.len() - 1;
     while d > 0 && block.iter().product::<u64>() > elems {
-        let others: u64 = block.iter().enumerate().filter(|(i, _)| *i != d).map(|(_, b)| *b).product();
+        let others: u64 = block
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != d)
+            .map(|(_, b)| *b)
+            .product();
         block[d] = (elems / others.max(1)).max(1).min(shape[d]);
         d -= 1;
     }
-    block.iter().zip(shape).map(|(&b, &s)| b.min(s).max(1)).collect()
+    block
+        .iter()
+        .zip(shape)
+        .map(|(&b, &s)| b.min(s).max(1))
+        .collect()
 }
 
 #[derive(Debug, Clone)]
@@ -96,7 +144,7 @@ enum Val {
     Num(f64),
     Arr(NodeId),
     Tuple(Vec<Val>),
-    Str(String),
+    Str,
     None,
 }
 
@@ -125,14 +173,22 @@ pub fn build(job: &Job) -> Result<Graph, JobError> {
 fn shape_str(s: &[u64]) -> String {
     match s {
         [x] => format!("({x},)"),
-        _ => format!("({})", s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 
 impl<'a> Builder<'a> {
     fn add(&mut self, meta: ArrayMeta, op: NodeOp) -> NodeId {
         let id = self.g.nodes.len();
-        self.g.nodes.push(Node { id, meta, op, name: None });
+        self.g.nodes.push(Node {
+            id,
+            meta,
+            op,
+            name: None,
+        });
         id
     }
 
@@ -154,7 +210,11 @@ impl<'a> Builder<'a> {
         if let Some(pos) = self.stack.iter().position(|n| *n == def.name) {
             let mut cycle = self.stack[pos..].to_vec();
             cycle.push(def.name.clone());
-            return Err(self.job.err(def.line, key, format!("cyclic definition: {}", cycle.join(" -> "))));
+            return Err(self.job.err(
+                def.line,
+                key,
+                format!("cyclic definition: {}", cycle.join(" -> ")),
+            ));
         }
         self.stack.push(def.name.clone());
         let err = |m: String| self.job.err(def.line, key.clone(), m);
@@ -163,7 +223,13 @@ impl<'a> Builder<'a> {
                 Some(b) if b.len() != shape.len() => Err(self.job.err(
                     def.line,
                     format!("{key}.block"),
-                    format!("block {:?} has {} sizes but the array {} has shape {}", b, b.len(), def.name, shape_str(shape)),
+                    format!(
+                        "block {:?} has {} sizes but the array {} has shape {}",
+                        b,
+                        b.len(),
+                        def.name,
+                        shape_str(shape)
+                    ),
                 )),
                 _ => Ok(()),
             }
@@ -178,10 +244,20 @@ impl<'a> Builder<'a> {
             Source::Random { dist, shape, seed } => {
                 check_block(&def.block, shape)?;
                 if def.dtype == Some(DType::Bool) {
-                    return Err(self.job.err(def.line, format!("{key}.dtype"), "random arrays are float64"));
+                    return Err(self.job.err(
+                        def.line,
+                        format!("{key}.dtype"),
+                        "random arrays are float64",
+                    ));
                 }
                 let m = leaf_meta(shape.clone(), DType::Float64, self);
-                self.add(m, NodeOp::Random { dist: *dist, seed: *seed })
+                self.add(
+                    m,
+                    NodeOp::Random {
+                        dist: *dist,
+                        seed: *seed,
+                    },
+                )
             }
             Source::Full { shape, value } => {
                 check_block(&def.block, shape)?;
@@ -191,12 +267,16 @@ impl<'a> Builder<'a> {
             Source::Load { path } => {
                 let (shape, dtype, op) = if path.starts_with("s3://") || !path.ends_with(".npy") {
                     let (store, apath) = split_zarr_location(path, &self.job.storage);
-                    let m = load_zarr_meta(&store, &apath).map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
+                    let m = load_zarr_meta(&store, &apath)
+                        .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
                     (m.shape, m.dtype, NodeOp::ImportZarr { store, path: apath })
                 } else {
                     let h = crate::npy::read_header(std::path::Path::new(path))
                         .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
-                    let dtype = h.dtype().map_err(|m| self.job.err(def.line, format!("{key}.load"), format!("{path}: {m}")))?;
+                    let dtype = h.dtype().map_err(|m| {
+                        self.job
+                            .err(def.line, format!("{key}.load"), format!("{path}: {m}"))
+                    })?;
                     (h.shape, dtype, NodeOp::ImportNpy { path: path.clone() })
                 };
                 check_block(&def.block, &shape)?;
@@ -243,13 +323,23 @@ impl<'a> Builder<'a> {
         Ok(match &e.kind {
             ExprKind::Num(v) => Val::Num(*v),
             ExprKind::Bool(b) => Val::Num(*b as u8 as f64),
-            ExprKind::Str(s) => Val::Str(s.clone()),
+            ExprKind::Str(_) => Val::Str,
             ExprKind::None => Val::None,
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
-                None => return Err(at(format!("unknown array {n:?}; the job defines {}", self.known()))),
+                None => {
+                    return Err(at(format!(
+                        "unknown array {n:?}; the job defines {}",
+                        self.known()
+                    )));
+                }
             },
-            ExprKind::Tuple(items) => Val::Tuple(items.iter().map(|i| self.eval(i)).collect::<Result<_, _>>()?),
+            ExprKind::Tuple(items) => Val::Tuple(
+                items
+                    .iter()
+                    .map(|i| self.eval(i))
+                    .collect::<Result<_, _>>()?,
+            ),
             ExprKind::Unary(op, x) => {
                 let v = self.eval(x)?;
                 match (op, v) {
@@ -258,7 +348,9 @@ impl<'a> Builder<'a> {
                     (UnOp::Invert, Val::Num(x)) => Val::Num((x == 0.0) as u8 as f64),
                     (UnOp::Neg, Val::Arr(id)) => {
                         if self.meta(id).dtype == DType::Bool {
-                            return Err(at("the - operator is not supported for bool arrays; use ~".into()));
+                            return Err(at(
+                                "the - operator is not supported for bool arrays; use ~".into(),
+                            ));
                         }
                         self.elementwise1(UnaryOp::Neg, id)
                     }
@@ -298,7 +390,11 @@ impl<'a> Builder<'a> {
 
     fn elementwise1(&mut self, op: UnaryOp, x: NodeId) -> Val {
         let m = self.meta(x).clone();
-        let dtype = if op == UnaryOp::Not { DType::Bool } else { DType::Float64 };
+        let dtype = if op == UnaryOp::Not {
+            DType::Bool
+        } else {
+            DType::Float64
+        };
         Val::Arr(self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }))
     }
 
@@ -349,11 +445,19 @@ impl<'a> Builder<'a> {
             }
             Op::FloorDiv | Op::Mod => return Err(at("// and % are not supported yet".into())),
         };
-        let dtype = if bop.is_predicate() { DType::Bool } else { DType::Float64 };
+        let dtype = if bop.is_predicate() {
+            DType::Bool
+        } else {
+            DType::Float64
+        };
         let logic = matches!(bop, BinaryOp::And | BinaryOp::Or);
         let check_logic = |b: &Builder, id: NodeId| {
             if logic && b.meta(id).dtype != DType::Bool {
-                Err(at(format!("{} needs bool operands; got {}", bop.symbol(), b.meta(id).dtype)))
+                Err(at(format!(
+                    "{} needs bool operands; got {}",
+                    bop.symbol(),
+                    b.meta(id).dtype
+                )))
             } else {
                 Ok(())
             }
@@ -362,13 +466,35 @@ impl<'a> Builder<'a> {
             (Val::Num(x), Val::Num(y)) => Val::Num(fold(bop, x, y)),
             (Val::Arr(x), Val::Num(value)) => {
                 check_logic(self, x)?;
-                let m = ArrayMeta { dtype, ..self.meta(x).clone() };
-                Val::Arr(self.add(m, NodeOp::Scalar { op: bop, x, value, scalar_left: false }))
+                let m = ArrayMeta {
+                    dtype,
+                    ..self.meta(x).clone()
+                };
+                Val::Arr(self.add(
+                    m,
+                    NodeOp::Scalar {
+                        op: bop,
+                        x,
+                        value,
+                        scalar_left: false,
+                    },
+                ))
             }
             (Val::Num(value), Val::Arr(x)) => {
                 check_logic(self, x)?;
-                let m = ArrayMeta { dtype, ..self.meta(x).clone() };
-                Val::Arr(self.add(m, NodeOp::Scalar { op: bop, x, value, scalar_left: true }))
+                let m = ArrayMeta {
+                    dtype,
+                    ..self.meta(x).clone()
+                };
+                Val::Arr(self.add(
+                    m,
+                    NodeOp::Scalar {
+                        op: bop,
+                        x,
+                        value,
+                        scalar_left: true,
+                    },
+                ))
             }
             (Val::Arr(x), Val::Arr(y)) => {
                 check_logic(self, x)?;
@@ -391,7 +517,14 @@ impl<'a> Builder<'a> {
                     )));
                 }
                 let y = self.rechunk(y, mx.block.clone());
-                Val::Arr(self.add(ArrayMeta { dtype, ..mx }, NodeOp::Binary { op: bop, a: x, b: y }))
+                Val::Arr(self.add(
+                    ArrayMeta { dtype, ..mx },
+                    NodeOp::Binary {
+                        op: bop,
+                        a: x,
+                        b: y,
+                    },
+                ))
             }
             _ => return Err(at(format!("{} needs arrays or numbers", bop.symbol()))),
         })
@@ -426,10 +559,19 @@ impl<'a> Builder<'a> {
             (1, 2) => (vec![mb.shape[1]], vec![bblock[1]]),
             _ => (vec![], vec![]),
         };
-        Ok(Val::Arr(self.add(ArrayMeta::new(shape, block, DType::Float64), NodeOp::Matmul { a, b })))
+        Ok(Val::Arr(self.add(
+            ArrayMeta::new(shape, block, DType::Float64),
+            NodeOp::Matmul { a, b },
+        )))
     }
 
-    fn call(&mut self, f: &str, args: &[Expr], kwargs: &[(String, Expr)], pos: usize) -> Result<Val, EvalError> {
+    fn call(
+        &mut self,
+        f: &str,
+        args: &[Expr],
+        kwargs: &[(String, Expr)],
+        pos: usize,
+    ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let unary = match f {
             "exp" => Some(UnaryOp::Exp),
@@ -446,23 +588,31 @@ impl<'a> Builder<'a> {
             _ => &[],
         };
         if let Some((k, v)) = kwargs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
-            return Err(EvalError::Expr(ExprError::new(v.pos, format!("{f}() got an unexpected keyword argument {k:?}"))));
+            return Err(EvalError::Expr(ExprError::new(
+                v.pos,
+                format!("{f}() got an unexpected keyword argument {k:?}"),
+            )));
         }
         let nargs = |n: usize| -> Result<(), EvalError> {
             if args.len() == n {
                 Ok(())
             } else {
-                Err(at(format!("{f}() takes {n} positional argument(s), got {}", args.len())))
+                Err(at(format!(
+                    "{f}() takes {n} positional argument(s), got {}",
+                    args.len()
+                )))
             }
         };
         if let Some(op) = unary {
             nargs(1)?;
             return match self.eval(&args[0])? {
-                Val::Arr(id) => Ok(if op == UnaryOp::Not && self.meta(id).dtype != DType::Bool {
-                    return Err(at("logical_not applies to bool arrays".into()));
-                } else {
-                    self.elementwise1(op, id)
-                }),
+                Val::Arr(id) => Ok(
+                    if op == UnaryOp::Not && self.meta(id).dtype != DType::Bool {
+                        return Err(at("logical_not applies to bool arrays".into()));
+                    } else {
+                        self.elementwise1(op, id)
+                    },
+                ),
                 Val::Num(x) => Ok(Val::Num(match op {
                     UnaryOp::Exp => x.exp(),
                     UnaryOp::Log => x.ln(),
@@ -498,26 +648,59 @@ impl<'a> Builder<'a> {
                     Some((_, v)) => (self.eval(v)?, v.pos),
                     None => (Val::None, pos),
                 };
-                let axes = axes_of(&axis.0, m.ndim()).map_err(|msg| EvalError::Expr(ExprError::new(axis.1, msg)))?;
-                let shape: Vec<u64> = (0..m.ndim()).filter(|d| !axes.contains(d)).map(|d| m.shape[d]).collect();
-                let block: Vec<u64> = (0..m.ndim()).filter(|d| !axes.contains(d)).map(|d| m.block[d]).collect();
+                let axes = axes_of(&axis.0, m.ndim())
+                    .map_err(|msg| EvalError::Expr(ExprError::new(axis.1, msg)))?;
+                let shape: Vec<u64> = (0..m.ndim())
+                    .filter(|d| !axes.contains(d))
+                    .map(|d| m.shape[d])
+                    .collect();
+                let block: Vec<u64> = (0..m.ndim())
+                    .filter(|d| !axes.contains(d))
+                    .map(|d| m.block[d])
+                    .collect();
                 let count: u64 = axes.iter().map(|&d| m.shape[d]).product();
-                let s = self.add(ArrayMeta::new(shape, block, DType::Float64), NodeOp::Sum { x, axes });
+                let s = self.add(
+                    ArrayMeta::new(shape, block, DType::Float64),
+                    NodeOp::Sum { x, axes },
+                );
                 if f == "mean" {
                     let sm = self.meta(s).clone();
-                    Ok(Val::Arr(self.add(sm, NodeOp::Scalar { op: BinaryOp::Div, x: s, value: count as f64, scalar_left: false })))
+                    Ok(Val::Arr(self.add(
+                        sm,
+                        NodeOp::Scalar {
+                            op: BinaryOp::Div,
+                            x: s,
+                            value: count as f64,
+                            scalar_left: false,
+                        },
+                    )))
                 } else {
                     Ok(Val::Arr(s))
                 }
             }
-            _ => Err(at(format!("unknown function {f}(); supported: {}", SUPPORTED_FUNCTIONS.join(", ")))),
+            _ => Err(at(format!(
+                "unknown function {f}(); supported: {}",
+                SUPPORTED_FUNCTIONS.join(", ")
+            ))),
         }
     }
 }
 
 /// Functions the expression language knows (README's table is checked against this).
 pub const SUPPORTED_FUNCTIONS: &[&str] = &[
-    "abs", "absolute", "dot", "exp", "expit", "log", "logical_not", "matmul", "mean", "negative", "sigmoid", "sqrt", "sum",
+    "abs",
+    "absolute",
+    "dot",
+    "exp",
+    "expit",
+    "log",
+    "logical_not",
+    "matmul",
+    "mean",
+    "negative",
+    "sigmoid",
+    "sqrt",
+    "sum",
     "transpose",
 ];
 
@@ -529,7 +712,9 @@ fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
         }
         let n = ndim as i64;
         if i < -n || i >= n {
-            return Err(format!("axis {i} is out of bounds for an array of dimension {ndim}"));
+            return Err(format!(
+                "axis {i} is out of bounds for an array of dimension {ndim}"
+            ));
         }
         Ok(i.rem_euclid(n.max(1)) as usize)
     };
@@ -583,16 +768,26 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
     if let Some(rest) = loc.strip_prefix("s3://") {
         let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
         (
-            StoreSpec { url: format!("s3://{bucket}"), endpoint: storage.endpoint.clone() },
+            StoreSpec {
+                url: format!("s3://{bucket}"),
+                endpoint: storage.endpoint.clone(),
+            },
             path.trim_matches('/').to_string(),
         )
     } else {
         let p = std::path::Path::new(loc);
         let parent = p.parent().unwrap_or(std::path::Path::new("/"));
-        let url = url::Url::from_directory_path(parent).map(|u| u.to_string()).unwrap_or_default();
+        let url = url::Url::from_directory_path(parent)
+            .map(|u| u.to_string())
+            .unwrap_or_default();
         (
-            StoreSpec { url, endpoint: None },
-            p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            StoreSpec {
+                url,
+                endpoint: None,
+            },
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
         )
     }
 }
@@ -600,9 +795,15 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
 /// Reads a Zarr array's metadata (before anything runs) to learn its shape and dtype.
 fn load_zarr_meta(store: &StoreSpec, path: &str) -> Result<ArrayMeta, String> {
     if store.url.starts_with("file://") {
-        let dir = url::Url::parse(&store.url).ok().and_then(|u| u.to_file_path().ok()).unwrap_or_default();
+        let dir = url::Url::parse(&store.url)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .unwrap_or_default();
         if !dir.join(path).join("zarr.json").exists() {
-            return Err(format!("{} is neither a .npy file nor a Zarr v3 array (no zarr.json)", dir.join(path).display()));
+            return Err(format!(
+                "{} is neither a .npy file nor a Zarr v3 array (no zarr.json)",
+                dir.join(path).display()
+            ));
         }
     }
     let s = nums_layout::Store::open(store).map_err(|e| e.to_string())?;
@@ -636,14 +837,21 @@ mod tests {
         )
         .unwrap();
         let y = &g.nodes[g.named["y"]];
-        assert_eq!((y.meta.shape.clone(), y.meta.block.clone(), y.meta.dtype), (vec![7], vec![3], DType::Bool));
+        assert_eq!(
+            (y.meta.shape.clone(), y.meta.block.clone(), y.meta.dtype),
+            (vec![7], vec![3], DType::Bool)
+        );
         let s = &g.nodes[g.named["s"]];
-        assert_eq!((s.meta.shape.clone(), s.meta.block.clone()), (vec![7], vec![3]));
+        assert_eq!(
+            (s.meta.shape.clone(), s.meta.block.clone()),
+            (vec![7], vec![3])
+        );
     }
 
     #[test]
     fn errors_name_line_key_and_shapes() {
-        let e = graph("[arrays]\nA = { zeros = [3, 4] }\nB = { zeros = [4, 3] }\nC = \"A + B\"\n").unwrap_err();
+        let e = graph("[arrays]\nA = { zeros = [3, 4] }\nB = { zeros = [4, 3] }\nC = \"A + B\"\n")
+            .unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (4, "arrays.C"));
         assert!(e.message.contains("(3, 4) and (4, 3)"), "{e}");
         let e = graph("[arrays]\na = \"b + 1\"\nb = \"a * 2\"\n").unwrap_err();
@@ -658,8 +866,11 @@ mod tests {
 
     #[test]
     fn default_blocks_split_rows_over_workers() {
-        assert_eq!(default_block(&[1_000_000, 64], DType::Float64, 4, 2048), vec![250_000, 64].iter().map(|&x: &u64| x.min(131072)).collect::<Vec<_>>());
-        assert_eq!(default_block(&[7, 5], DType::Float64, 4, 2048), vec![7, 5]);
-        assert_eq!(default_block(&[], DType::Float64, 4, 2048), Vec::<u64>::new());
+        // 2048 MB / 16 = 128 MiB, capped at 64 MiB per block: 131072 rows of 64 float64.
+        let blocks = |shape: &[u64], workers| default_block(shape, DType::Float64, workers, 2048);
+        assert_eq!(blocks(&[1_000_000, 64], 4), [131_072, 64]);
+        assert_eq!(blocks(&[1_000_000, 64], 16), [62_500, 64]);
+        assert_eq!(blocks(&[7, 5], 4), [7, 5]);
+        assert!(blocks(&[], 4).is_empty());
     }
 }

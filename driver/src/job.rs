@@ -22,7 +22,14 @@ impl std::fmt::Display for JobError {
         if self.key.is_empty() {
             write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
         } else {
-            write!(f, "{}:{}: {}: {}", self.file.display(), self.line, self.key, self.message)
+            write!(
+                f,
+                "{}:{}: {}: {}",
+                self.file.display(),
+                self.line,
+                self.key,
+                self.message
+            )
         }
     }
 }
@@ -85,11 +92,22 @@ pub struct Compute {
 /// How an array is defined.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Source {
-    Random { dist: nums_layout::RandomDist, shape: Vec<u64>, seed: u64 },
-    Full { shape: Vec<u64>, value: f64 },
+    Random {
+        dist: nums_layout::RandomDist,
+        shape: Vec<u64>,
+        seed: u64,
+    },
+    Full {
+        shape: Vec<u64>,
+        value: f64,
+    },
     /// A `.npy` file (absolute path) or a Zarr v3 array (folder or `s3://` URL).
-    Load { path: String },
-    Expr { text: String },
+    Load {
+        path: String,
+    },
+    Expr {
+        text: String,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -164,7 +182,13 @@ impl Job {
         })?;
         let dir = path
             .parent()
-            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    p
+                }
+            })
             .unwrap_or(Path::new("."));
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
         let e = |line: usize, key: &str, message: String| JobError {
@@ -177,22 +201,42 @@ impl Job {
         let (name, name_line) = match &raw.name {
             Some(n) => (n.get_ref().clone(), line_of(n.span().start)),
             None => (
-                path.file_stem().and_then(|s| s.to_str()).unwrap_or("job").to_string(),
+                path.file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("job")
+                    .to_string(),
                 1,
             ),
         };
         if name.is_empty()
-            || !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
             || name.starts_with('.')
         {
-            return Err(e(name_line, "name", format!(
-                "job name {name:?} must be letters, digits, '-', '_' or '.' (it is the job's storage prefix)"
-            )));
+            return Err(e(
+                name_line,
+                "name",
+                format!(
+                    "job name {name:?} must be letters, digits, '-', '_' or '.' (it is the job's storage prefix)"
+                ),
+            ));
         }
 
-        let storage = raw.storage.clone().unwrap_or(RawStorage { url: None, endpoint: None });
-        let storage_line = storage.url.as_ref().map(|u| line_of(u.span().start)).unwrap_or(1);
-        let url = storage.url.as_ref().map(|u| u.get_ref().as_str()).unwrap_or("file://nums-data");
+        let storage = raw.storage.clone().unwrap_or(RawStorage {
+            url: None,
+            endpoint: None,
+        });
+        let storage_line = storage
+            .url
+            .as_ref()
+            .map(|u| line_of(u.span().start))
+            .unwrap_or(1);
+        let url = storage
+            .url
+            .as_ref()
+            .map(|u| u.get_ref().as_str())
+            .unwrap_or("file://nums-data");
         let endpoint = storage.endpoint.as_ref().map(|e| e.get_ref().clone());
         let storage_spec = resolve_store_url(&dir, url, endpoint.clone())
             .map_err(|m| e(storage_line, "storage.url", m))?;
@@ -205,14 +249,23 @@ impl Job {
             scheduler: None,
             function: None,
         });
-        let positive = |v: &Option<Spanned<i64>>, key: &str, default: i64, lo: i64, hi: i64| -> Result<u64, JobError> {
+        let positive = |v: &Option<Spanned<i64>>,
+                        key: &str,
+                        default: i64,
+                        lo: i64,
+                        hi: i64|
+         -> Result<u64, JobError> {
             match v {
                 None => Ok(default as u64),
                 Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref() as u64),
-                Some(s) => Err(e(line_of(s.span().start), key, format!(
-                    "{} is out of range: it must be between {lo} and {hi}",
-                    s.get_ref()
-                ))),
+                Some(s) => Err(e(
+                    line_of(s.span().start),
+                    key,
+                    format!(
+                        "{} is out of range: it must be between {lo} and {hi}",
+                        s.get_ref()
+                    ),
+                )),
             }
         };
         let compute = Compute {
@@ -230,13 +283,29 @@ impl Job {
                 let line = line_of(v.span().start);
                 let key = format!("arrays.{aname}");
                 if !is_identifier(aname) {
-                    return Err(e(line, &key, format!(
-                        "array name {aname:?} must be an identifier (letters, digits, '_', not starting with a digit)"
-                    )));
+                    return Err(e(
+                        line,
+                        &key,
+                        format!(
+                            "array name {aname:?} must be an identifier (letters, digits, '_', not starting with a digit)"
+                        ),
+                    ));
                 }
-                arrays.push(parse_array(aname, line, v.get_ref(), &dir, &storage_spec).map_err(|(k, m)| {
-                    e(line, &if k.is_empty() { key.clone() } else { format!("{key}.{k}") }, m)
-                })?);
+                arrays.push(
+                    parse_array(aname, line, v.get_ref(), &dir, &storage_spec).map_err(
+                        |(k, m)| {
+                            e(
+                                line,
+                                &if k.is_empty() {
+                                    key.clone()
+                                } else {
+                                    format!("{key}.{k}")
+                                },
+                                m,
+                            )
+                        },
+                    )?,
+                );
             }
         }
         arrays.sort_by_key(|a| a.line);
@@ -246,13 +315,21 @@ impl Job {
             let line = line_of(v.span().start);
             let key = format!("outputs.{oname}");
             let toml::Value::String(dest) = v.get_ref() else {
-                return Err(e(line, &key, "an output is a path: a .npy file, a Zarr folder or an s3:// URL".into()));
+                return Err(e(
+                    line,
+                    &key,
+                    "an output is a path: a .npy file, a Zarr folder or an s3:// URL".into(),
+                ));
             };
             if !arrays.iter().any(|a| &a.name == oname) {
                 return Err(e(line, &key, format!("no array named {oname} in [arrays]")));
             }
             let target = resolve_target(&dir, dest, &storage_spec).map_err(|m| e(line, &key, m))?;
-            outputs.push(OutputDef { name: oname.clone(), line, target });
+            outputs.push(OutputDef {
+                name: oname.clone(),
+                line,
+                target,
+            });
         }
         outputs.sort_by_key(|o| o.line);
 
@@ -277,22 +354,38 @@ pub fn is_identifier(s: &str) -> bool {
 }
 
 /// Resolves a storage URL: `file://rel` is relative to the job file's folder.
-pub fn resolve_store_url(dir: &Path, url: &str, endpoint: Option<String>) -> Result<StoreSpec, String> {
+pub fn resolve_store_url(
+    dir: &Path,
+    url: &str,
+    endpoint: Option<String>,
+) -> Result<StoreSpec, String> {
     if let Some(rest) = url.strip_prefix("file://") {
-        let p = if Path::new(rest).is_absolute() { PathBuf::from(rest) } else { dir.join(rest) };
+        let p = if Path::new(rest).is_absolute() {
+            PathBuf::from(rest)
+        } else {
+            dir.join(rest)
+        };
         let u = url::Url::from_directory_path(&p)
             .map_err(|_| format!("cannot make a file URL of {}", p.display()))?;
         if endpoint.is_some() {
             return Err("endpoint applies only to s3:// URLs".into());
         }
-        Ok(StoreSpec { url: u.to_string(), endpoint: None })
+        Ok(StoreSpec {
+            url: u.to_string(),
+            endpoint: None,
+        })
     } else if let Some(rest) = url.strip_prefix("s3://") {
         if rest.split('/').next().unwrap_or("").is_empty() {
             return Err(format!("{url:?} names no bucket: use s3://bucket/prefix"));
         }
-        Ok(StoreSpec { url: url.trim_end_matches('/').to_string(), endpoint })
+        Ok(StoreSpec {
+            url: url.trim_end_matches('/').to_string(),
+            endpoint,
+        })
     } else {
-        Err(format!("{url:?} is not a store URL: use file://folder or s3://bucket/prefix"))
+        Err(format!(
+            "{url:?} is not a store URL: use file://folder or s3://bucket/prefix"
+        ))
     }
 }
 
@@ -300,30 +393,63 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
     if let Some(rest) = dest.strip_prefix("s3://") {
         let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() || path.trim_matches('/').is_empty() {
-            return Err(format!("{dest:?}: an s3:// output needs a bucket and a path"));
+            return Err(format!(
+                "{dest:?}: an s3:// output needs a bucket and a path"
+            ));
         }
         return Ok(Target::Zarr {
-            store: StoreSpec { url: format!("s3://{bucket}"), endpoint: storage.endpoint.clone() },
+            store: StoreSpec {
+                url: format!("s3://{bucket}"),
+                endpoint: storage.endpoint.clone(),
+            },
             path: path.trim_matches('/').to_string(),
         });
     }
     let p = dest.strip_prefix("file://").unwrap_or(dest);
-    let p = if Path::new(p).is_absolute() { PathBuf::from(p) } else { dir.join(p) };
+    let p = if Path::new(p).is_absolute() {
+        PathBuf::from(p)
+    } else {
+        dir.join(p)
+    };
     if p.extension().is_some_and(|x| x == "npy") {
         Ok(Target::Npy(p))
     } else {
         // A Zarr array is a folder: its parent is the store, its name the array path.
-        let parent = p.parent().ok_or_else(|| format!("{dest:?} has no parent folder"))?;
-        let name = p.file_name().and_then(|n| n.to_str()).ok_or_else(|| format!("{dest:?} has no name"))?;
-        let url = url::Url::from_directory_path(parent).map_err(|_| format!("{dest:?}: bad path"))?;
-        Ok(Target::Zarr { store: StoreSpec { url: url.to_string(), endpoint: None }, path: name.to_string() })
+        let parent = p
+            .parent()
+            .ok_or_else(|| format!("{dest:?} has no parent folder"))?;
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{dest:?} has no name"))?;
+        let url =
+            url::Url::from_directory_path(parent).map_err(|_| format!("{dest:?}: bad path"))?;
+        Ok(Target::Zarr {
+            store: StoreSpec {
+                url: url.to_string(),
+                endpoint: None,
+            },
+            path: name.to_string(),
+        })
     }
 }
 
 type FieldErr = (String, String);
 
-fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &StoreSpec) -> Result<ArrayDef, FieldErr> {
-    let def = |source, block, dtype| ArrayDef { name: name.to_string(), line, source, block, dtype };
+fn parse_array(
+    name: &str,
+    line: usize,
+    v: &toml::Value,
+    dir: &Path,
+    storage: &StoreSpec,
+) -> Result<ArrayDef, FieldErr> {
+    let def = |source, block, dtype| ArrayDef {
+        name: name.to_string(),
+        line,
+        source,
+        block,
+        dtype,
+    };
     let t = match v {
         toml::Value::String(s) => return Ok(def(Source::Expr { text: s.clone() }, None, None)),
         toml::Value::Table(t) => t,
@@ -331,28 +457,48 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
             return Err((String::new(), "an array is an expression string or a table such as { random = \"normal\", shape = [10, 10] }".into()));
         }
     };
-    const KEYS: &[&str] = &["random", "zeros", "ones", "full", "value", "shape", "seed", "load", "expr", "block", "dtype"];
+    const KEYS: &[&str] = &[
+        "random", "zeros", "ones", "full", "value", "shape", "seed", "load", "expr", "block",
+        "dtype",
+    ];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
-        return Err((k.clone(), format!("unknown key; expected one of {}", KEYS.join(", "))));
+        return Err((
+            k.clone(),
+            format!("unknown key; expected one of {}", KEYS.join(", ")),
+        ));
     }
     let shape_of = |key: &str| -> Result<Vec<u64>, FieldErr> {
-        let v = t.get(key).ok_or_else(|| (key.to_string(), "missing".to_string()))?;
+        let v = t
+            .get(key)
+            .ok_or_else(|| (key.to_string(), "missing".to_string()))?;
         dims(v).map_err(|m| (key.to_string(), m))
     };
-    let block = t.get("block").map(|b| dims(b).map_err(|m| ("block".to_string(), m))).transpose()?;
-    if let Some(b) = &block {
-        if b.contains(&0) {
-            return Err(("block".into(), "block sizes must be positive".into()));
-        }
+    let block = t
+        .get("block")
+        .map(|b| dims(b).map_err(|m| ("block".to_string(), m)))
+        .transpose()?;
+    if block.as_ref().is_some_and(|b| b.contains(&0)) {
+        return Err(("block".into(), "block sizes must be positive".into()));
     }
     let dtype = match t.get("dtype") {
         None => None,
         Some(toml::Value::String(s)) => Some(DType::parse(s).ok_or_else(|| {
-            ("dtype".to_string(), format!("unsupported dtype {s:?}; supported: float64, bool"))
+            (
+                "dtype".to_string(),
+                format!("unsupported dtype {s:?}; supported: float64, bool"),
+            )
         })?),
-        Some(_) => return Err(("dtype".into(), "dtype is a string such as \"float64\"".into())),
+        Some(_) => {
+            return Err((
+                "dtype".into(),
+                "dtype is a string such as \"float64\"".into(),
+            ));
+        }
     };
-    let sources: Vec<&str> = ["random", "zeros", "ones", "full", "load", "expr"].into_iter().filter(|k| t.contains_key(*k)).collect();
+    let sources: Vec<&str> = ["random", "zeros", "ones", "full", "load", "expr"]
+        .into_iter()
+        .filter(|k| t.contains_key(*k))
+        .collect();
     let source = match sources.as_slice() {
         ["random"] => {
             let dist = match t.get("random") {
@@ -365,10 +511,20 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
                 Some(toml::Value::Integer(i)) if *i >= 0 => *i as u64,
                 Some(_) => return Err(("seed".into(), "must be a non-negative integer".into())),
             };
-            Source::Random { dist, shape: shape_of("shape")?, seed }
+            Source::Random {
+                dist,
+                shape: shape_of("shape")?,
+                seed,
+            }
         }
-        ["zeros"] => Source::Full { shape: dims(&t["zeros"]).map_err(|m| ("zeros".to_string(), m))?, value: 0.0 },
-        ["ones"] => Source::Full { shape: dims(&t["ones"]).map_err(|m| ("ones".to_string(), m))?, value: 1.0 },
+        ["zeros"] => Source::Full {
+            shape: dims(&t["zeros"]).map_err(|m| ("zeros".to_string(), m))?,
+            value: 0.0,
+        },
+        ["ones"] => Source::Full {
+            shape: dims(&t["ones"]).map_err(|m| ("ones".to_string(), m))?,
+            value: 1.0,
+        },
         ["full"] => {
             let value = match t.get("value") {
                 Some(toml::Value::Float(f)) => *f,
@@ -376,7 +532,10 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
                 Some(toml::Value::Boolean(b)) => *b as u8 as f64,
                 _ => return Err(("value".into(), "full needs a numeric value = ...".into())),
             };
-            Source::Full { shape: dims(&t["full"]).map_err(|m| ("full".to_string(), m))?, value }
+            Source::Full {
+                shape: dims(&t["full"]).map_err(|m| ("full".to_string(), m))?,
+                value,
+            }
         }
         ["load"] => {
             let Some(toml::Value::String(p)) = t.get("load") else {
@@ -386,7 +545,11 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
                 p.clone()
             } else {
                 let rel = p.strip_prefix("file://").unwrap_or(p);
-                let abs = if Path::new(rel).is_absolute() { PathBuf::from(rel) } else { dir.join(rel) };
+                let abs = if Path::new(rel).is_absolute() {
+                    PathBuf::from(rel)
+                } else {
+                    dir.join(rel)
+                };
                 abs.to_string_lossy().into_owned()
             };
             let _ = storage;
@@ -396,8 +559,21 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
             Some(toml::Value::String(s)) => Source::Expr { text: s.clone() },
             _ => return Err(("expr".into(), "expr is a string".into())),
         },
-        [] => return Err((String::new(), "says nothing to make: give random, zeros, ones, full, load or expr".into())),
-        many => return Err((String::new(), format!("gives {} ways to make it; use exactly one", many.join(" and ")))),
+        [] => {
+            return Err((
+                String::new(),
+                "says nothing to make: give random, zeros, ones, full, load or expr".into(),
+            ));
+        }
+        many => {
+            return Err((
+                String::new(),
+                format!(
+                    "gives {} ways to make it; use exactly one",
+                    many.join(" and ")
+                ),
+            ));
+        }
     };
     let allowed: &[&str] = match &source {
         Source::Random { .. } => &["random", "shape", "seed", "block", "dtype"],
@@ -406,7 +582,13 @@ fn parse_array(name: &str, line: usize, v: &toml::Value, dir: &Path, storage: &S
         Source::Expr { .. } => &["expr", "block", "dtype"],
     };
     if let Some(k) = t.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err((k.clone(), format!("does not apply here; this array takes {}", allowed.join(", "))));
+        return Err((
+            k.clone(),
+            format!(
+                "does not apply here; this array takes {}",
+                allowed.join(", ")
+            ),
+        ));
     }
     Ok(def(source, block, dtype))
 }
@@ -418,7 +600,9 @@ fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
     a.iter()
         .map(|x| match x {
             toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
-            _ => Err(format!("{x} is not a size: sizes are non-negative integers")),
+            _ => Err(format!(
+                "{x} is not a size: sizes are non-negative integers"
+            )),
         })
         .collect()
 }
@@ -439,7 +623,10 @@ mod tests {
         assert_eq!(j.compute.backend, Backend::Local);
         assert_eq!(j.arrays.len(), 2);
         assert_eq!(j.arrays[1].line, 3);
-        assert_eq!(j.outputs[0].target, Target::Npy(PathBuf::from("/tmp/j/out/y.npy")));
+        assert_eq!(
+            j.outputs[0].target,
+            Target::Npy(PathBuf::from("/tmp/j/out/y.npy"))
+        );
     }
 
     #[test]
@@ -447,7 +634,8 @@ mod tests {
         let e = parse("[compute]\nworkers = 2\nwrokers = 3\n").unwrap_err();
         assert_eq!(e.line, 3, "{e}");
         assert!(e.message.contains("wrokers"), "{e}");
-        let e = parse("[arrays]\n\nX = { random = \"normal\", shape = [2], sed = 1 }\n").unwrap_err();
+        let e =
+            parse("[arrays]\n\nX = { random = \"normal\", shape = [2], sed = 1 }\n").unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (3, "arrays.X.sed"), "{e}");
     }
 

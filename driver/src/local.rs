@@ -102,7 +102,10 @@ impl LocalEndpoint {
         for i in 0..shared.cfg.workers {
             let runtime = Router::new()
                 .route("/2018-06-01/runtime/invocation/next", get(next))
-                .route("/2018-06-01/runtime/invocation/{id}/response", post(response))
+                .route(
+                    "/2018-06-01/runtime/invocation/{id}/response",
+                    post(response),
+                )
                 .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
                 .route("/2018-06-01/runtime/init/error", post(init_error))
                 .layer(DefaultBodyLimit::max(64 << 20))
@@ -112,7 +115,11 @@ impl LocalEndpoint {
             tasks.push(serve(l, runtime, shared.clone()));
             tasks.push(tokio::spawn(supervise(shared.clone(), i, addr)));
         }
-        Ok(LocalEndpoint { invoke_url: format!("http://{invoke_addr}"), shared, tasks })
+        Ok(LocalEndpoint {
+            invoke_url: format!("http://{invoke_addr}"),
+            shared,
+            tasks,
+        })
     }
 
     pub async fn stop(self) {
@@ -124,7 +131,11 @@ impl LocalEndpoint {
     }
 }
 
-fn serve(l: tokio::net::TcpListener, r: Router<()>, shared: Arc<Shared>) -> tokio::task::JoinHandle<()> {
+fn serve(
+    l: tokio::net::TcpListener,
+    r: Router<()>,
+    shared: Arc<Shared>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let stop = async move {
             loop {
@@ -141,24 +152,48 @@ fn serve(l: tokio::net::TcpListener, r: Router<()>, shared: Arc<Shared>) -> toki
 
 async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Response {
     let aws_error = |status: StatusCode, kind: &str, message: String| {
-        let mut r = (status, serde_json::json!({"Type": "User", "message": message}).to_string()).into_response();
-        r.headers_mut().insert("x-amzn-ErrorType", HeaderValue::from_str(kind).expect("ascii"));
+        let mut r = (
+            status,
+            serde_json::json!({"Type": "User", "message": message}).to_string(),
+        )
+            .into_response();
+        r.headers_mut().insert(
+            "x-amzn-ErrorType",
+            HeaderValue::from_str(kind).expect("ascii"),
+        );
         r
     };
     if name != s.cfg.function {
-        return aws_error(StatusCode::NOT_FOUND, "ResourceNotFoundException", format!("Function not found: {name}"));
+        return aws_error(
+            StatusCode::NOT_FOUND,
+            "ResourceNotFoundException",
+            format!("Function not found: {name}"),
+        );
     }
     if body.len() > PAYLOAD_LIMIT {
         return aws_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "RequestEntityTooLargeException",
-            format!("Request must be smaller than {PAYLOAD_LIMIT} bytes for the InvokeFunction operation"),
+            format!(
+                "Request must be smaller than {PAYLOAD_LIMIT} bytes for the InvokeFunction operation"
+            ),
         );
     }
     let (tx, rx) = oneshot::channel();
     let id = format!("{:08x}-local", s.next_id.fetch_add(1, Ordering::Relaxed));
-    if s.queue_tx.send(Invocation { id, body, reply: tx }).is_err() {
-        return aws_error(StatusCode::SERVICE_UNAVAILABLE, "ServiceException", "endpoint stopping".into());
+    if s.queue_tx
+        .send(Invocation {
+            id,
+            body,
+            reply: tx,
+        })
+        .is_err()
+    {
+        return aws_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceException",
+            "endpoint stopping".into(),
+        );
     }
     let outcome = rx.await.unwrap_or(Outcome::Error {
         error_type: "Runtime.Unknown".into(),
@@ -168,17 +203,29 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
         Outcome::Ok(b) if b.len() > PAYLOAD_LIMIT => (
             error_json(
                 "Function.ResponseSizeTooLarge",
-                &format!("Response payload size ({} bytes) exceeded maximum allowed payload size ({PAYLOAD_LIMIT} bytes).", b.len()),
+                &format!(
+                    "Response payload size ({} bytes) exceeded maximum allowed payload size ({PAYLOAD_LIMIT} bytes).",
+                    b.len()
+                ),
             ),
             true,
         ),
         Outcome::Ok(b) => (b, false),
-        Outcome::Error { error_type, message } => (error_json(&error_type, &message), true),
+        Outcome::Error {
+            error_type,
+            message,
+        } => (error_json(&error_type, &message), true),
     };
     let mut r = (StatusCode::OK, body).into_response();
-    r.headers_mut().insert("X-Amz-Executed-Version", HeaderValue::from_static("$LATEST"));
+    r.headers_mut().insert(
+        "X-Amz-Executed-Version",
+        HeaderValue::from_static("$LATEST"),
+    );
     if function_error {
-        r.headers_mut().insert("X-Amz-Function-Error", HeaderValue::from_static("Unhandled"));
+        r.headers_mut().insert(
+            "X-Amz-Function-Error",
+            HeaderValue::from_static("Unhandled"),
+        );
     }
     r
 }
@@ -206,16 +253,34 @@ async fn next(State((s, i)): State<(Arc<Shared>, usize)>) -> Response {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let mut h = HeaderMap::new();
-    h.insert("Lambda-Runtime-Aws-Request-Id", HeaderValue::from_str(&inv.id).expect("ascii"));
-    h.insert("Lambda-Runtime-Deadline-Ms", HeaderValue::from_str(&deadline_ms.to_string()).expect("ascii"));
+    h.insert(
+        "Lambda-Runtime-Aws-Request-Id",
+        HeaderValue::from_str(&inv.id).expect("ascii"),
+    );
+    h.insert(
+        "Lambda-Runtime-Deadline-Ms",
+        HeaderValue::from_str(&deadline_ms.to_string()).expect("ascii"),
+    );
     h.insert(
         "Lambda-Runtime-Invoked-Function-Arn",
-        HeaderValue::from_str(&format!("arn:aws:lambda:local:000000000000:function:{}", s.cfg.function))
-            .unwrap_or(HeaderValue::from_static("arn:aws:lambda:local:000000000000:function:local")),
+        HeaderValue::from_str(&format!(
+            "arn:aws:lambda:local:000000000000:function:{}",
+            s.cfg.function
+        ))
+        .unwrap_or(HeaderValue::from_static(
+            "arn:aws:lambda:local:000000000000:function:local",
+        )),
     );
-    h.insert("Lambda-Runtime-Trace-Id", HeaderValue::from_static("Root=1-00000000-000000000000000000000000"));
+    h.insert(
+        "Lambda-Runtime-Trace-Id",
+        HeaderValue::from_static("Root=1-00000000-000000000000000000000000"),
+    );
     h.insert("Content-Type", HeaderValue::from_static("application/json"));
-    *s.slots[i].inflight.lock().expect("slot") = Some(InFlight { id: inv.id, reply: inv.reply, deadline });
+    *s.slots[i].inflight.lock().expect("slot") = Some(InFlight {
+        id: inv.id,
+        reply: inv.reply,
+        deadline,
+    });
     (StatusCode::OK, h, inv.body).into_response()
 }
 
@@ -233,19 +298,33 @@ fn finish(s: &Shared, i: usize, id: &str, outcome: Outcome) -> StatusCode {
     }
 }
 
-async fn response(State((s, i)): State<(Arc<Shared>, usize)>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+async fn response(
+    State((s, i)): State<(Arc<Shared>, usize)>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
     finish(&s, i, &id, Outcome::Ok(body))
 }
 
-async fn error(State((s, i)): State<(Arc<Shared>, usize)>, Path(id): Path<String>, body: Bytes) -> StatusCode {
+async fn error(
+    State((s, i)): State<(Arc<Shared>, usize)>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
     let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
-    let outcome = Outcome::Error { error_type: field("errorType"), message: field("errorMessage") };
+    let outcome = Outcome::Error {
+        error_type: field("errorType"),
+        message: field("errorMessage"),
+    };
     finish(&s, i, &id, outcome)
 }
 
 async fn init_error(State((_s, i)): State<(Arc<Shared>, usize)>, body: Bytes) -> StatusCode {
-    eprintln!("function process {i} failed to start: {}", String::from_utf8_lossy(&body));
+    eprintln!(
+        "function process {i} failed to start: {}",
+        String::from_utf8_lossy(&body)
+    );
     StatusCode::ACCEPTED
 }
 
@@ -254,8 +333,15 @@ async fn init_error(State((_s, i)): State<(Arc<Shared>, usize)>, body: Bytes) ->
 async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
     let cfg = &s.cfg;
     let limit = cfg.memory_mb << 20;
-    let cgroup = crate::cgroup::MemoryCgroup::create(&format!("nums-cloud-{}-{i}", std::process::id()), limit);
-    let threads = (std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) / cfg.workers).max(1);
+    let cgroup = crate::cgroup::MemoryCgroup::create(
+        &format!("nums-cloud-{}-{i}", std::process::id()),
+        limit,
+    );
+    let threads = (std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        / cfg.workers)
+        .max(1);
     let mut failures = 0u32;
     loop {
         if s.stopping.load(Ordering::SeqCst) {
@@ -271,7 +357,10 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
             .env("AWS_LAMBDA_FUNCTION_NAME", &cfg.function)
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", cfg.memory_mb.to_string())
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-            .env("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{}", cfg.function))
+            .env(
+                "AWS_LAMBDA_LOG_GROUP_NAME",
+                format!("/aws/lambda/{}", cfg.function),
+            )
             .env("AWS_LAMBDA_LOG_STREAM_NAME", format!("local/slot-{i}"))
             .env("RAYON_NUM_THREADS", threads.to_string())
             .env("OPENBLAS_NUM_THREADS", threads.to_string())
@@ -286,8 +375,18 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                fail_inflight(&s, i, "Runtime.InvalidEntrypoint", &format!("cannot start {}: {e}", cfg.command[0]));
-                fail_queue_if_hopeless(&s, &mut failures, &format!("cannot start {}: {e}", cfg.command[0])).await;
+                fail_inflight(
+                    &s,
+                    i,
+                    "Runtime.InvalidEntrypoint",
+                    &format!("cannot start {}: {e}", cfg.command[0]),
+                );
+                fail_queue_if_hopeless(
+                    &s,
+                    &mut failures,
+                    &format!("cannot start {}: {e}", cfg.command[0]),
+                )
+                .await;
                 continue;
             }
         };
@@ -329,10 +428,19 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
             (Some((k, m)), _) => (k.to_string(), m),
             (None, Ok(st)) if signal_of(&st) == Some(9) => (
                 "Runtime.OutOfMemory".to_string(),
-                format!("the function process exceeded memory_mb = {} and was killed by the kernel", cfg.memory_mb),
+                format!(
+                    "the function process exceeded memory_mb = {} and was killed by the kernel",
+                    cfg.memory_mb
+                ),
             ),
-            (None, Ok(st)) => ("Runtime.ExitError".to_string(), format!("Runtime exited with error: {st}")),
-            (None, Err(e)) => ("Runtime.ExitError".to_string(), format!("Runtime exited: {e}")),
+            (None, Ok(st)) => (
+                "Runtime.ExitError".to_string(),
+                format!("Runtime exited with error: {st}"),
+            ),
+            (None, Err(e)) => (
+                "Runtime.ExitError".to_string(),
+                format!("Runtime exited: {e}"),
+            ),
         };
         fail_inflight(&s, i, &kind, &message);
         if started.elapsed() < Duration::from_secs(2) && kind == "Runtime.ExitError" {
@@ -353,7 +461,10 @@ fn signal_of(st: &std::process::ExitStatus) -> Option<i32> {
 
 fn fail_inflight(s: &Shared, i: usize, error_type: &str, message: &str) {
     if let Some(f) = s.slots[i].inflight.lock().expect("slot").take() {
-        let _ = f.reply.send(Outcome::Error { error_type: error_type.into(), message: message.into() });
+        let _ = f.reply.send(Outcome::Error {
+            error_type: error_type.into(),
+            message: message.into(),
+        });
     }
 }
 
@@ -361,14 +472,14 @@ fn fail_inflight(s: &Shared, i: usize, error_type: &str, message: &str) {
 /// few tries, fail what is queued with the reason.
 async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
     *failures += 1;
-    if *failures >= 3 {
-        if let Ok(mut rx) = s.queue_rx.try_lock() {
-            while let Ok(inv) = rx.try_recv() {
-                let _ = inv.reply.send(Outcome::Error {
-                    error_type: "Runtime.ExitError".into(),
-                    message: format!("the function process cannot start: {message}"),
-                });
-            }
+    if *failures >= 3
+        && let Ok(mut rx) = s.queue_rx.try_lock()
+    {
+        while let Ok(inv) = rx.try_recv() {
+            let _ = inv.reply.send(Outcome::Error {
+                error_type: "Runtime.ExitError".into(),
+                message: format!("the function process cannot start: {message}"),
+            });
         }
     }
     tokio::time::sleep(Duration::from_millis(200 * (*failures as u64).min(10))).await;

@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "nums-cloud", version, about = "Run NumPy-like array jobs on serverless functions")]
+#[command(
+    name = "nums-cloud",
+    version,
+    about = "Run NumPy-like array jobs on serverless functions"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -38,7 +42,10 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");
@@ -47,7 +54,12 @@ fn main() -> ExitCode {
     };
     let result = rt.block_on(async {
         match cli.cmd {
-            Cmd::Run { job, stats, keep, quiet } => {
+            Cmd::Run {
+                job,
+                stats,
+                keep,
+                quiet,
+            } => {
                 let opts = nums_cloud::run::RunOptions {
                     keep,
                     progress: !quiet && std::io::stderr().is_terminal(),
@@ -63,10 +75,17 @@ fn main() -> ExitCode {
             }
             Cmd::Check { job } => {
                 let c = nums_cloud::run::check(&job).await?;
-                println!("{}: ok ({} arrays, {} outputs)", job.display(), c.job.arrays.len(), c.job.outputs.len());
+                println!(
+                    "{}: ok ({} arrays, {} outputs)",
+                    job.display(),
+                    c.job.arrays.len(),
+                    c.job.outputs.len()
+                );
                 Ok(())
             }
-            Cmd::Function => nums_function::runtime::serve().await.map_err(|e| anyhow::anyhow!(e)),
+            Cmd::Function => nums_function::runtime::serve()
+                .await
+                .map_err(|e| anyhow::anyhow!(e)),
         }
     });
     match result {

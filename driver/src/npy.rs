@@ -21,14 +21,17 @@ impl NpyHeader {
         let d = self.descr.trim_start_matches(['<', '>', '|', '=']);
         match d {
             "b1" => Ok(DType::Bool),
-            "f8" | "f4" | "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" | "u8" => Ok(DType::Float64),
+            "f8" | "f4" | "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" | "u8" => {
+                Ok(DType::Float64)
+            }
             _ => Err(format!("unsupported .npy dtype {:?}", self.descr)),
         }
     }
 }
 
 pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
-    let mut f = std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let mut f =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let bad = |m: &str| format!("{} is not a .npy file: {m}", path.display());
     let mut pre = [0u8; 10];
     f.read_exact(&mut pre).map_err(|_| bad("too short"))?;
@@ -63,7 +66,11 @@ pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.trim_end_matches('L').parse::<u64>().map_err(|_| bad("bad shape")))
+        .map(|s| {
+            s.trim_end_matches('L')
+                .parse::<u64>()
+                .map_err(|_| bad("bad shape"))
+        })
         .collect::<Result<_, _>>()?;
     Ok(NpyHeader { shape, descr })
 }
@@ -71,25 +78,46 @@ pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
 /// Reads a whole `.npy` as a block of nums-cloud's dtype.
 pub fn read(path: &Path) -> Result<Block, String> {
     let h = read_header(path)?;
-    let open = || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
+    let open =
+        || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
     let err = |e: ndarray_npy::ReadNpyError| format!("{}: {e}", path.display());
     let d = h.descr.trim_start_matches(['<', '>', '|', '=']);
     Ok(match d {
         "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
         "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
-        "f4" => Block::F64(ArrayD::<f32>::read_npy(open()?).map_err(err)?.mapv(f64::from)),
-        "i8" => Block::F64(ArrayD::<i64>::read_npy(open()?).map_err(err)?.mapv(|v| v as f64)),
-        "i4" => Block::F64(ArrayD::<i32>::read_npy(open()?).map_err(err)?.mapv(f64::from)),
-        _ => return Err(format!("{}: unsupported .npy dtype {:?}", path.display(), h.descr)),
+        "f4" => Block::F64(
+            ArrayD::<f32>::read_npy(open()?)
+                .map_err(err)?
+                .mapv(f64::from),
+        ),
+        "i8" => Block::F64(
+            ArrayD::<i64>::read_npy(open()?)
+                .map_err(err)?
+                .mapv(|v| v as f64),
+        ),
+        "i4" => Block::F64(
+            ArrayD::<i32>::read_npy(open()?)
+                .map_err(err)?
+                .mapv(f64::from),
+        ),
+        _ => {
+            return Err(format!(
+                "{}: unsupported .npy dtype {:?}",
+                path.display(),
+                h.descr
+            ));
+        }
     })
 }
 
 pub fn write(path: &Path, block: &Block) -> Result<(), String> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
     let tmp = path.with_extension("npy.partial");
-    let f = std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+    let f =
+        std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     let w = std::io::BufWriter::new(f);
     match block {
         Block::F64(a) => a.write_npy(w),

@@ -114,13 +114,21 @@ impl Report {
             "  time         {:.2} s in functions ({:.2} s compute, {:.2} s store I/O)\n",
             self.function_seconds, self.compute_seconds, self.io_seconds
         );
-        s += &format!("  cost         {:.3} GB-s, ${:.6} at Lambda and S3 list prices\n", self.gb_seconds, self.cost_usd);
+        s += &format!(
+            "  cost         {:.3} GB-s, ${:.6} at Lambda and S3 list prices\n",
+            self.gb_seconds, self.cost_usd
+        );
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
                 Target::Npy(p) => p.display().to_string(),
-                Target::Zarr { store, path } => format!("{}/{path}", store.url.trim_end_matches('/')),
+                Target::Zarr { store, path } => {
+                    format!("{}/{path}", store.url.trim_end_matches('/'))
+                }
             };
-            s += &format!("  output       {name} {:?} {} -> {dest}\n", meta.shape, meta.dtype);
+            s += &format!(
+                "  output       {name} {:?} {} -> {dest}\n",
+                meta.shape, meta.dtype
+            );
             if let Some(b) = preview {
                 let text = match b {
                     Block::F64(a) => format!("{a:.6}"),

@@ -36,12 +36,19 @@ pub struct Checked {
 pub async fn check(path: &Path) -> anyhow::Result<Checked> {
     let job = Job::load(path)?;
     let graph = tokio::task::block_in_place(|| graph::build(&job))?;
-    let store = Store::open(&job.storage).map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
-    store.check().await.map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+    let store = Store::open(&job.storage)
+        .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+    store
+        .check()
+        .await
+        .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
     for o in &job.outputs {
         if let Target::Zarr { store: spec, .. } = &o.target {
-            let s = Store::open(spec).map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
-            s.check().await.map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
+            let s = Store::open(spec)
+                .map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
+            s.check()
+                .await
+                .map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
         }
     }
     Ok(Checked { job, graph, store })
@@ -49,7 +56,11 @@ pub async fn check(path: &Path) -> anyhow::Result<Checked> {
 
 pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let Checked { job, graph: g, store } = check(path).await?;
+    let Checked {
+        job,
+        graph: g,
+        store,
+    } = check(path).await?;
     let prefix = job.name.clone();
     let block_tasks = tasks::block_tasks(&g);
     let batches = tasks::naive(&g, &block_tasks, &prefix, &job.storage);
@@ -74,7 +85,10 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
                 log_dir: std::env::temp_dir().join(format!("nums-cloud-{}", std::process::id())),
             })
             .await?;
-            (Invoker::local(&ep.invoke_url, &job.compute.function), Some(ep))
+            (
+                Invoker::local(&ep.invoke_url, &job.compute.function),
+                Some(ep),
+            )
         }
         Backend::Lambda => (Invoker::lambda(&job.compute.function).await, None),
     };
@@ -82,15 +96,20 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     let result = async {
         import_and_describe(&g, &prefix, &store).await?;
         let bar = progress(opts.progress, batches.len() as u64);
-        let dispatched = run_batches(&invoker, &batches, &store, job.compute.workers, |_| bar.inc(1))
-            .await
-            .map_err(|e| anyhow!(explain(&e, &job)))?;
+        let dispatched = run_batches(&invoker, &batches, &store, job.compute.workers, |_| {
+            bar.inc(1)
+        })
+        .await
+        .map_err(|e| anyhow!(explain(&e, &job)))?;
         bar.finish_and_clear();
         let mut outputs = Vec::new();
         for o in &job.outputs {
             let id = g.named[&o.name];
-            let arr = StoredArray::new(&tasks::node_path(&prefix, &g, id), g.nodes[id].meta.clone())?;
-            let preview = export(&arr, &o.target, &store).await.with_context(|| format!("output {}", o.name))?;
+            let arr =
+                StoredArray::new(&tasks::node_path(&prefix, &g, id), g.nodes[id].meta.clone())?;
+            let preview = export(&arr, &o.target, &store)
+                .await
+                .with_context(|| format!("output {}", o.name))?;
             outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
         }
         anyhow::Ok((dispatched, outputs))
@@ -106,7 +125,15 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         }
     }
     let (dispatched, outputs) = result?;
-    Ok(Report::new(&job, scheduler, block_tasks.len(), dispatched, &store, started.elapsed(), outputs))
+    Ok(Report::new(
+        &job,
+        scheduler,
+        block_tasks.len(),
+        dispatched,
+        &store,
+        started.elapsed(),
+        outputs,
+    ))
 }
 
 /// Re-run the current executable as a function process.
@@ -140,8 +167,10 @@ fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
     }
     let bar = indicatif::ProgressBar::new(n);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations {msg}")
-            .expect("template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations {msg}",
+        )
+        .expect("template"),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
@@ -155,7 +184,9 @@ async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::
         let full = match &n.op {
             NodeOp::ImportNpy { path } => {
                 let p = PathBuf::from(path);
-                tokio::task::spawn_blocking(move || crate::npy::read(&p)).await?.map_err(|e| anyhow!(e))?
+                tokio::task::spawn_blocking(move || crate::npy::read(&p))
+                    .await?
+                    .map_err(|e| anyhow!(e))?
             }
             NodeOp::ImportZarr { store: spec, path } => {
                 let src_store = Store::open(spec)?;
@@ -181,7 +212,10 @@ fn cast(b: Block, dtype: nums_layout::DType) -> Block {
 fn slice_info(meta: &ArrayMeta, idx: &[u64]) -> Vec<SliceInfoElem> {
     let o = meta.block_origin(idx);
     let s = meta.block_shape(idx);
-    o.iter().zip(&s).map(|(&o, &s)| SliceInfoElem::from(o as isize..(o as isize + s as isize))).collect()
+    o.iter()
+        .zip(&s)
+        .map(|(&o, &s)| SliceInfoElem::from(o as isize..(o as isize + s as isize)))
+        .collect()
 }
 
 /// Splits an in-memory array into blocks and writes them.
@@ -202,7 +236,11 @@ pub async fn write_whole(arr: &StoredArray, store: &Store, full: &Block) -> anyh
 }
 
 /// Reads every block of an array into one in-memory array.
-pub async fn read_whole(arr: &StoredArray, store: &Store, missing_is_fill: bool) -> anyhow::Result<Block> {
+pub async fn read_whole(
+    arr: &StoredArray,
+    store: &Store,
+    missing_is_fill: bool,
+) -> anyhow::Result<Block> {
     let blocks: Vec<(Vec<u64>, Block)> = futures::stream::iter(arr.meta.blocks())
         .map(|idx| async move {
             let b = if missing_is_fill {
@@ -222,20 +260,31 @@ pub async fn read_whole(arr: &StoredArray, store: &Store, missing_is_fill: bool)
         match (&mut full, b) {
             (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
             (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
-            _ => return Err(anyhow!("{}: block dtype differs from the array's", arr.path)),
+            _ => {
+                return Err(anyhow!(
+                    "{}: block dtype differs from the array's",
+                    arr.path
+                ));
+            }
         }
     }
     Ok(full)
 }
 
 /// Writes an output; returns the values when the array is small enough to print.
-async fn export(arr: &StoredArray, target: &Target, store: &Store) -> anyhow::Result<Option<Block>> {
+async fn export(
+    arr: &StoredArray,
+    target: &Target,
+    store: &Store,
+) -> anyhow::Result<Option<Block>> {
     const PREVIEW: u64 = 64;
     match target {
         Target::Npy(path) => {
             let full = read_whole(arr, store, false).await?;
             let (p, f) = (path.clone(), full.clone());
-            tokio::task::spawn_blocking(move || crate::npy::write(&p, &f)).await?.map_err(|e| anyhow!(e))?;
+            tokio::task::spawn_blocking(move || crate::npy::write(&p, &f))
+                .await?
+                .map_err(|e| anyhow!(e))?;
             Ok((arr.meta.len() <= PREVIEW).then_some(full))
         }
         Target::Zarr { store: spec, path } => {
@@ -265,5 +314,8 @@ async fn export(arr: &StoredArray, target: &Target, store: &Store) -> anyhow::Re
 
 /// For callers that want a whole array in memory (tests, `get`).
 pub fn to_ndarray(b: &Block) -> ArrayD<f64> {
-    b.to_f64().into_owned().into_shape_with_order(IxDyn(b.shape())).expect("shape")
+    b.to_f64()
+        .into_owned()
+        .into_shape_with_order(IxDyn(b.shape()))
+        .expect("shape")
 }

@@ -46,15 +46,36 @@ fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
     let same = |x: NodeId| vec![(x, idx.to_vec())];
     let (kernel, inputs) = match &n.op {
         NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } => return None,
-        NodeOp::Random { dist, seed } => (Kernel::Random { dist: *dist, seed: *seed }, vec![]),
+        NodeOp::Random { dist, seed } => (
+            Kernel::Random {
+                dist: *dist,
+                seed: *seed,
+            },
+            vec![],
+        ),
         NodeOp::Fill { value } => (Kernel::Fill { value: *value }, vec![]),
         NodeOp::Unary { op, x } => (Kernel::Unary { op: *op }, same(*x)),
-        NodeOp::Scalar { op, x, value, scalar_left } => (
-            Kernel::Scalar { op: *op, value: *value, scalar_left: *scalar_left },
+        NodeOp::Scalar {
+            op,
+            x,
+            value,
+            scalar_left,
+        } => (
+            Kernel::Scalar {
+                op: *op,
+                value: *value,
+                scalar_left: *scalar_left,
+            },
             same(*x),
         ),
-        NodeOp::Binary { op, a, b } => (Kernel::Binary { op: *op }, vec![(*a, idx.to_vec()), (*b, idx.to_vec())]),
-        NodeOp::Transpose { x } => (Kernel::Transpose, vec![(*x, idx.iter().rev().copied().collect())]),
+        NodeOp::Binary { op, a, b } => (
+            Kernel::Binary { op: *op },
+            vec![(*a, idx.to_vec()), (*b, idx.to_vec())],
+        ),
+        NodeOp::Transpose { x } => (
+            Kernel::Transpose,
+            vec![(*x, idx.iter().rev().copied().collect())],
+        ),
         NodeOp::Matmul { a, b } => {
             let (ma, mb) = (meta(*a), meta(*b));
             let k_blocks = *ma.grid().last().expect("matmul operand has an axis");
@@ -91,21 +112,38 @@ fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
             let shape = mo.block_shape(idx);
             // Input blocks overlapping [origin, origin + shape) along every axis.
             let ranges: Vec<(u64, u64)> = (0..mo.ndim())
-                .map(|d| (origin[d] / mx.block[d], (origin[d] + shape[d] as u64 - 1) / mx.block[d]))
+                .map(|d| {
+                    (
+                        origin[d] / mx.block[d],
+                        (origin[d] + shape[d] as u64 - 1) / mx.block[d],
+                    )
+                })
                 .collect();
             let mut inputs = Vec::new();
             let mut offsets = Vec::new();
             for b in mx.blocks() {
-                if b.iter().zip(&ranges).all(|(&i, &(lo, hi))| lo <= i && i <= hi) {
+                if b.iter()
+                    .zip(&ranges)
+                    .all(|(&i, &(lo, hi))| lo <= i && i <= hi)
+                {
                     let o = mx.block_origin(&b);
-                    offsets.push(o.iter().zip(&origin).map(|(&a, &c)| a as i64 - c as i64).collect());
+                    offsets.push(
+                        o.iter()
+                            .zip(&origin)
+                            .map(|(&a, &c)| a as i64 - c as i64)
+                            .collect(),
+                    );
                     inputs.push((*x, b));
                 }
             }
             (Kernel::Assemble { offsets }, inputs)
         }
     };
-    Some(BlockTask { kernel, inputs, output: (id, idx.to_vec()) })
+    Some(BlockTask {
+        kernel,
+        inputs,
+        output: (id, idx.to_vec()),
+    })
 }
 
 /// A batch ready to send, with the batches it waits for.
@@ -120,7 +158,11 @@ pub struct PlannedBatch {
 /// The naive schedule: one task per invocation, every input read from the store and every
 /// output written to it (as Cubed and PyWren do). The baseline LSHS is measured against.
 pub fn naive(g: &Graph, tasks: &[BlockTask], job: &str, store: &StoreSpec) -> Vec<PlannedBatch> {
-    let producer: HashMap<&BlockId, usize> = tasks.iter().enumerate().map(|(i, t)| (&t.output, i)).collect();
+    let producer: HashMap<&BlockId, usize> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (&t.output, i))
+        .collect();
     tasks
         .iter()
         .map(|t| {
@@ -128,23 +170,42 @@ pub fn naive(g: &Graph, tasks: &[BlockTask], job: &str, store: &StoreSpec) -> Ve
             let mut slot: HashMap<NodeId, u32> = HashMap::new();
             let mut bref = |(node, idx): &BlockId| {
                 let a = *slot.entry(*node).or_insert_with(|| {
-                    arrays.push(ArrayRef { path: node_path(job, g, *node), meta: g.nodes[*node].meta.clone() });
+                    arrays.push(ArrayRef {
+                        path: node_path(job, g, *node),
+                        meta: g.nodes[*node].meta.clone(),
+                    });
                     (arrays.len() - 1) as u32
                 });
-                BlockRef { array: a, index: idx.clone() }
+                BlockRef {
+                    array: a,
+                    index: idx.clone(),
+                }
             };
             let inputs: Vec<BlockRef> = t.inputs.iter().map(&mut bref).collect();
             let output = bref(&t.output);
-            let mut deps: Vec<usize> = t.inputs.iter().filter_map(|b| producer.get(b).copied()).collect();
+            let mut deps: Vec<usize> = t
+                .inputs
+                .iter()
+                .filter_map(|b| producer.get(b).copied())
+                .collect();
             deps.sort_unstable();
             deps.dedup();
-            let bytes_in = t.inputs.iter().map(|(n, i)| g.nodes[*n].meta.block_nbytes(i)).sum();
+            let bytes_in = t
+                .inputs
+                .iter()
+                .map(|(n, i)| g.nodes[*n].meta.block_nbytes(i))
+                .sum();
             PlannedBatch {
                 batch: Batch {
                     store: store.clone(),
                     job_prefix: job.to_string(),
                     arrays,
-                    tasks: vec![Task { kernel: t.kernel.clone(), inputs, output, store_output: true }],
+                    tasks: vec![Task {
+                        kernel: t.kernel.clone(),
+                        inputs,
+                        output,
+                        store_output: true,
+                    }],
                 },
                 deps,
                 bytes_in,

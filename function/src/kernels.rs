@@ -7,7 +7,12 @@ use nums_layout::{Block, DType};
 use rayon::prelude::*;
 
 /// Runs `kernel` for output block `index` of array `out`.
-pub fn run(kernel: &Kernel, inputs: &[&Block], out: &ArrayMeta, index: &[u64]) -> Result<Block, String> {
+pub fn run(
+    kernel: &Kernel,
+    inputs: &[&Block],
+    out: &ArrayMeta,
+    index: &[u64],
+) -> Result<Block, String> {
     let shape = out.block_shape(index);
     let block = match kernel {
         Kernel::Fill { value } => Block::full(out.dtype, &shape, *value),
@@ -15,20 +20,33 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], out: &ArrayMeta, index: &[u64]) -
         Kernel::Unary { op } => unary(*op, one(inputs)?),
         Kernel::Binary { op } => {
             let [a, b] = inputs else {
-                return Err(format!("binary kernel needs 2 inputs, got {}", inputs.len()));
+                return Err(format!(
+                    "binary kernel needs 2 inputs, got {}",
+                    inputs.len()
+                ));
             };
             binary(*op, a, b)?
         }
-        Kernel::Scalar { op, value, scalar_left } => {
+        Kernel::Scalar {
+            op,
+            value,
+            scalar_left,
+        } => {
             let x = one(inputs)?;
             let s = Block::full(x.dtype(), x.shape(), *value);
             let s = match s {
-                Block::Bool(_) if !op.is_predicate() || !matches!(op, BinaryOp::And | BinaryOp::Or) => {
+                Block::Bool(_)
+                    if !op.is_predicate() || !matches!(op, BinaryOp::And | BinaryOp::Or) =>
+                {
                     Block::full(DType::Float64, x.shape(), *value)
                 }
                 s => s,
             };
-            if *scalar_left { binary(*op, &s, x)? } else { binary(*op, x, &s)? }
+            if *scalar_left {
+                binary(*op, &s, x)?
+            } else {
+                binary(*op, x, &s)?
+            }
         }
         Kernel::Matmul => matmul(inputs)?,
         Kernel::Transpose => match one(inputs)? {
@@ -94,7 +112,10 @@ fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block 
     let n: usize = shape.iter().product();
     let row = shape.last().copied().unwrap_or(1).max(1);
     let mut v = vec![0.0; n];
-    let outer: Vec<u64> = shape[..shape.len().saturating_sub(1)].iter().map(|&s| s as u64).collect();
+    let outer: Vec<u64> = shape[..shape.len().saturating_sub(1)]
+        .iter()
+        .map(|&s| s as u64)
+        .collect();
     v.par_chunks_mut(row).enumerate().for_each(|(r, chunk)| {
         // Global index of this row's first element.
         let local = nums_layout::meta::unravel(r as u64, &outer);
@@ -140,7 +161,11 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
     }
     if matches!(op, BinaryOp::And | BinaryOp::Or) {
         let (a, b) = (to_bool(a), to_bool(b));
-        let f = if op == BinaryOp::And { |x: &bool, y: &bool| *x && *y } else { |x: &bool, y: &bool| *x || *y };
+        let f = if op == BinaryOp::And {
+            |x: &bool, y: &bool| *x && *y
+        } else {
+            |x: &bool, y: &bool| *x || *y
+        };
         return Ok(Block::Bool(Zip::from(&*a).and(&*b).par_map_collect(f)));
     }
     let (a, b) = (a.to_f64(), b.to_f64());
@@ -170,8 +195,11 @@ fn to_bool(x: &Block) -> std::borrow::Cow<'_, ArrayD<bool>> {
 
 /// Sum over k of a_k @ b_k, in k order (BLAS dgemm/dgemv through ndarray).
 fn matmul(inputs: &[&Block]) -> Result<Block, String> {
-    if inputs.is_empty() || inputs.len() % 2 != 0 {
-        return Err(format!("matmul needs pairs of inputs, got {}", inputs.len()));
+    if inputs.is_empty() || !inputs.len().is_multiple_of(2) {
+        return Err(format!(
+            "matmul needs pairs of inputs, got {}",
+            inputs.len()
+        ));
     }
     let mut acc: Option<ArrayD<f64>> = None;
     for pair in inputs.chunks(2) {
@@ -195,11 +223,15 @@ fn matmul(inputs: &[&Block]) -> Result<Block, String> {
 }
 
 fn view2(a: &ArrayD<f64>) -> Result<ndarray::ArrayView2<'_, f64>, String> {
-    a.view().into_dimensionality::<Ix2>().map_err(|e| e.to_string())
+    a.view()
+        .into_dimensionality::<Ix2>()
+        .map_err(|e| e.to_string())
 }
 
 fn view1(a: &ArrayD<f64>) -> Result<ndarray::ArrayView1<'_, f64>, String> {
-    a.view().into_dimensionality::<Ix1>().map_err(|e| e.to_string())
+    a.view()
+        .into_dimensionality::<Ix1>()
+        .map_err(|e| e.to_string())
 }
 
 /// Each input summed over `axes`, then the partial sums added in input order.
@@ -223,13 +255,18 @@ fn sum(inputs: &[&Block], axes: &[usize]) -> Result<Block, String> {
             }
         });
     }
-    acc.map(Block::F64).ok_or_else(|| "sum needs at least one input".to_string())
+    acc.map(Block::F64)
+        .ok_or_else(|| "sum needs at least one input".to_string())
 }
 
 /// Copies the part of each input block that overlaps the output block.
 fn assemble(inputs: &[&Block], offsets: &[Vec<i64>], shape: &[usize]) -> Result<Block, String> {
     if inputs.len() != offsets.len() || inputs.is_empty() {
-        return Err(format!("assemble has {} inputs and {} offsets", inputs.len(), offsets.len()));
+        return Err(format!(
+            "assemble has {} inputs and {} offsets",
+            inputs.len(),
+            offsets.len()
+        ));
     }
     fn place<T: Clone>(out: &mut ArrayD<T>, x: &ArrayD<T>, off: &[i64]) {
         let mut dst = Vec::new();
@@ -237,10 +274,15 @@ fn assemble(inputs: &[&Block], offsets: &[Vec<i64>], shape: &[usize]) -> Result<
         for (d, &o) in off.iter().enumerate() {
             let lo = o.max(0);
             let hi = (o + x.shape()[d] as i64).min(out.shape()[d] as i64);
-            dst.push(ndarray::SliceInfoElem::from(lo as isize..hi.max(lo) as isize));
-            src.push(ndarray::SliceInfoElem::from((lo - o) as isize..(hi.max(lo) - o) as isize));
+            dst.push(ndarray::SliceInfoElem::from(
+                lo as isize..hi.max(lo) as isize,
+            ));
+            src.push(ndarray::SliceInfoElem::from(
+                (lo - o) as isize..(hi.max(lo) - o) as isize,
+            ));
         }
-        out.slice_mut(dst.as_slice()).assign(&x.slice(src.as_slice()));
+        out.slice_mut(dst.as_slice())
+            .assign(&x.slice(src.as_slice()));
     }
     Ok(match inputs[0] {
         Block::F64(_) => {
@@ -253,7 +295,9 @@ fn assemble(inputs: &[&Block], offsets: &[Vec<i64>], shape: &[usize]) -> Result<
         Block::Bool(_) => {
             let mut out = ArrayD::from_elem(IxDyn(shape), false);
             for (x, off) in inputs.iter().zip(offsets) {
-                let Block::Bool(b) = x else { return Err("assemble mixes dtypes".into()) };
+                let Block::Bool(b) = x else {
+                    return Err("assemble mixes dtypes".into());
+                };
                 place(&mut out, b, off);
             }
             Block::Bool(out)
@@ -272,7 +316,9 @@ mod tests {
         let whole = random(RandomDist::Normal, 3, &b, &[0, 0]);
         let Block::F64(whole) = whole else { panic!() };
         for idx in a.blocks() {
-            let Block::F64(part) = random(RandomDist::Normal, 3, &a, &idx) else { panic!() };
+            let Block::F64(part) = random(RandomDist::Normal, 3, &a, &idx) else {
+                panic!()
+            };
             let o = a.block_origin(&idx);
             for (i, v) in part.indexed_iter() {
                 assert_eq!(*v, whole[[o[0] as usize + i[0], o[1] as usize + i[1]]]);
@@ -283,12 +329,16 @@ mod tests {
     #[test]
     fn normal_moments() {
         let n = 200_000u64;
-        let xs: Vec<f64> = (0..n).map(|i| random_value(RandomDist::Normal, 7, i)).collect();
+        let xs: Vec<f64> = (0..n)
+            .map(|i| random_value(RandomDist::Normal, 7, i))
+            .collect();
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / n as f64;
         assert!(mean.abs() < 0.01, "{mean}");
         assert!((var - 1.0).abs() < 0.02, "{var}");
-        let u: Vec<f64> = (0..n).map(|i| random_value(RandomDist::Uniform, 7, i)).collect();
+        let u: Vec<f64> = (0..n)
+            .map(|i| random_value(RandomDist::Uniform, 7, i))
+            .collect();
         assert!(u.iter().all(|&v| (0.0..1.0).contains(&v)));
         assert!((u.iter().sum::<f64>() / n as f64 - 0.5).abs() < 0.01);
     }
@@ -297,7 +347,9 @@ mod tests {
     fn matmul_sums_pairs() {
         let a = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1., 2., 3., 4.]).unwrap());
         let b = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2, 1]), vec![1., 1.]).unwrap());
-        let Block::F64(r) = matmul(&[&a, &b, &a, &b]).unwrap() else { panic!() };
+        let Block::F64(r) = matmul(&[&a, &b, &a, &b]).unwrap() else {
+            panic!()
+        };
         assert_eq!(r.into_raw_vec_and_offset().0, vec![6., 14.]);
     }
 }

@@ -66,14 +66,19 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
 
     // Blocks produced inside the batch never come from the store; count the uses of each
     // block so that it is dropped right after its last use.
-    let produced: std::collections::HashSet<&BlockRef> = batch.tasks.iter().map(|t| &t.output).collect();
+    let produced: std::collections::HashSet<&BlockRef> =
+        batch.tasks.iter().map(|t| &t.output).collect();
     let mut uses: HashMap<BlockRef, usize> = HashMap::new();
     for t in &batch.tasks {
         for i in &t.inputs {
             *uses.entry(i.clone()).or_default() += 1;
         }
     }
-    let to_read: Vec<BlockRef> = uses.keys().filter(|r| !produced.contains(r)).cloned().collect();
+    let to_read: Vec<BlockRef> = uses
+        .keys()
+        .filter(|r| !produced.contains(r))
+        .cloned()
+        .collect();
 
     let t_read = Instant::now();
     let read: Vec<(BlockRef, Block)> = futures::stream::iter(to_read)
@@ -82,9 +87,11 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
             let store = store.clone();
             async move {
                 let bytes = store.get(&arr.block_key(&r.index)).await?;
-                let block = tokio::task::spawn_blocking(move || arr.decode(&r.index, Some(bytes)).map(|b| (r, b)))
-                    .await
-                    .expect("decode task panicked")?;
+                let block = tokio::task::spawn_blocking(move || {
+                    arr.decode(&r.index, Some(bytes)).map(|b| (r, b))
+                })
+                .await
+                .expect("decode task panicked")?;
                 Ok::<_, FnError>(block)
             }
         })
@@ -92,7 +99,8 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         .try_collect()
         .await?;
     let mut io_seconds = t_read.elapsed().as_secs_f64();
-    let mut live: HashMap<BlockRef, Arc<Block>> = read.into_iter().map(|(r, b)| (r, Arc::new(b))).collect();
+    let mut live: HashMap<BlockRef, Arc<Block>> =
+        read.into_iter().map(|(r, b)| (r, Arc::new(b))).collect();
 
     // Kernels run on a blocking thread: ndarray uses rayon and BLAS its own threads inside.
     let t_compute = Instant::now();
@@ -104,13 +112,14 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
             let inputs: Vec<Arc<Block>> = t.inputs.iter().map(|r| live[r].clone()).collect();
             let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
             let out = &arrays2[t.output.array as usize];
-            let block = kernels::run(&t.kernel, &refs, &out.meta, &t.output.index).map_err(|message| {
-                FnError::Kernel {
-                    task: n,
-                    block: out.block_key(&t.output.index),
-                    message,
-                }
-            })?;
+            let block =
+                kernels::run(&t.kernel, &refs, &out.meta, &t.output.index).map_err(|message| {
+                    FnError::Kernel {
+                        task: n,
+                        block: out.block_key(&t.output.index),
+                        message,
+                    }
+                })?;
             drop(inputs);
             for r in &t.inputs {
                 let u = uses.get_mut(r).expect("counted");

@@ -31,16 +31,27 @@ pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
             let s = store_for(&b.store)?;
             Ok((b, s))
         }
-        Payload::Stored { store, job_prefix, key } => {
+        Payload::Stored {
+            store,
+            job_prefix,
+            key,
+        } => {
             let prefix = format!("{}/", job_prefix.trim_matches('/'));
             if !key.starts_with(&prefix) || key.split('/').any(|s| s == "..") {
-                return Err(nums_layout::Error::OutsidePrefix { key, prefix: job_prefix }.into());
+                return Err(nums_layout::Error::OutsidePrefix {
+                    key,
+                    prefix: job_prefix,
+                }
+                .into());
             }
             let s = store_for(&store)?;
             let bytes = s.get(&key).await?;
-            let b: Batch = serde_json::from_slice(&bytes).map_err(|e| FnError::Payload(format!("{key}: {e}")))?;
+            let b: Batch = serde_json::from_slice(&bytes)
+                .map_err(|e| FnError::Payload(format!("{key}: {e}")))?;
             if b.job_prefix != job_prefix || b.store != store {
-                return Err(FnError::Payload(format!("{key}: batch names another job or store")));
+                return Err(FnError::Payload(format!(
+                    "{key}: batch names another job or store"
+                )));
             }
             Ok((b, s))
         }

@@ -8,7 +8,9 @@ pub mod meta;
 pub mod store;
 pub mod zarr;
 
-pub use batch::{ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, Stats, Task, UnaryOp};
+pub use batch::{
+    ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, Stats, Task, UnaryOp,
+};
 pub use block::Block;
 pub use meta::{ArrayMeta, DType};
 pub use store::{IoCounters, Store, StoreSpec};

@@ -56,7 +56,11 @@ impl ArrayMeta {
             .zip(&block)
             .map(|(&s, &b)| b.min(s).max(1))
             .collect();
-        ArrayMeta { shape, block, dtype }
+        ArrayMeta {
+            shape,
+            block,
+            dtype,
+        }
     }
 
     pub fn ndim(&self) -> usize {

@@ -283,9 +283,12 @@ impl CredentialProvider for AwsChain {
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .load()
             .await;
-        let provider = config.credentials_provider().ok_or_else(|| generic(
-            "no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile".into(),
-        ))?;
+        let provider = config.credentials_provider().ok_or_else(|| {
+            generic(
+                "no AWS credentials: set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile"
+                    .into(),
+            )
+        })?;
         let creds = provider
             .provide_credentials()
             .await
@@ -337,6 +340,11 @@ mod tests {
             url: "s3://bucket/p".into(),
             endpoint: Some("http://example.com:9000".into()),
         };
-        assert!(Store::open(&spec).unwrap_err().to_string().contains("loopback"));
+        assert!(
+            Store::open(&spec)
+                .unwrap_err()
+                .to_string()
+                .contains("loopback")
+        );
     }
 }

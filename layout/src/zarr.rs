@@ -69,11 +69,13 @@ impl StoredArray {
     pub fn from_json(path: &str, json: &serde_json::Value) -> Result<StoredArray> {
         let metadata: ArrayMetadata =
             serde_json::from_value(json.clone()).map_err(|e| meta_err(path, e))?;
-        let array = Array::new_with_metadata(Arc::new(()), "/", metadata)
-            .map_err(|e| meta_err(path, e))?;
+        let array =
+            Array::new_with_metadata(Arc::new(()), "/", metadata).map_err(|e| meta_err(path, e))?;
         let md = match array.metadata() {
             ArrayMetadata::V3(v3) => v3.clone(),
-            ArrayMetadata::V2(_) => return Err(meta_err(path, "only Zarr v3 arrays are supported")),
+            ArrayMetadata::V2(_) => {
+                return Err(meta_err(path, "only Zarr v3 arrays are supported"));
+            }
         };
         let dtype_name = md.data_type.name();
         let dtype = DType::parse(dtype_name)
@@ -116,7 +118,8 @@ impl StoredArray {
 
     /// Writes `zarr.json` (nums-cloud's own form, which every Zarr v3 reader accepts).
     pub async fn write_metadata(&self, store: &Store) -> Result<()> {
-        let json = serde_json::to_vec_pretty(&zarr_json(&self.meta)).map_err(|e| meta_err(&self.path, e))?;
+        let json = serde_json::to_vec_pretty(&zarr_json(&self.meta))
+            .map_err(|e| meta_err(&self.path, e))?;
         store.put(&self.metadata_key(), Bytes::from(json)).await
     }
 
@@ -150,8 +153,12 @@ impl StoredArray {
             Block::F64(a) => {
                 let padded = pad(a, &full, 0.0);
                 match (padded, cfg!(target_endian = "little")) {
-                    (Cow::Borrowed(p), true) => Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout"))),
-                    (Cow::Owned(p), true) => Cow::Owned(bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec()),
+                    (Cow::Borrowed(p), true) => {
+                        Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout")))
+                    }
+                    (Cow::Owned(p), true) => Cow::Owned(
+                        bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec(),
+                    ),
                     (p, false) => Cow::Owned(p.iter().flat_map(|v| v.to_le_bytes()).collect()),
                 }
             }
@@ -197,9 +204,7 @@ impl StoredArray {
                 &Default::default(),
             )
             .map_err(|e| corrupt(e.to_string()))?;
-        let raw = decoded
-            .into_fixed()
-            .map_err(|e| corrupt(e.to_string()))?;
+        let raw = decoded.into_fixed().map_err(|e| corrupt(e.to_string()))?;
         let n: usize = full.iter().product();
         if raw.len() != n * self.meta.dtype.size() {
             return Err(corrupt(format!(
@@ -213,13 +218,21 @@ impl StoredArray {
                 let v: Vec<f64> = if cfg!(target_endian = "little") {
                     bytemuck::pod_collect_to_vec(&raw)
                 } else {
-                    raw.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+                    raw.chunks_exact(8)
+                        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+                        .collect()
                 };
-                Block::F64(crop(ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"), &shape))
+                Block::F64(crop(
+                    ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"),
+                    &shape,
+                ))
             }
             DType::Bool => {
                 let v: Vec<bool> = raw.iter().map(|&b| b != 0).collect();
-                Block::Bool(crop(ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"), &shape))
+                Block::Bool(crop(
+                    ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"),
+                    &shape,
+                ))
             }
         })
     }
