@@ -886,7 +886,13 @@ mod readme {
             .skip_while(|l| !l.starts_with("| name | NumPy equivalent |"))
             .skip(2)
             .take_while(|l| l.starts_with('|'))
-            .flat_map(|l| l.split('|').nth(1).unwrap_or("").split(',').map(|s| s.trim().trim_matches('`')))
+            .flat_map(|l| {
+                l.split('|')
+                    .nth(1)
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|s| s.trim().trim_matches('`'))
+            })
             .collect();
         let mut listed: Vec<&str> = table.into_iter().filter(|s| !s.is_empty()).collect();
         listed.sort_unstable();
