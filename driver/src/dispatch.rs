@@ -252,7 +252,6 @@ mod tests {
                 tasks: vec![],
             },
             deps: vec![],
-            bytes_in: 0,
         };
         let payload = payload_for(&b, 7, &store).await.unwrap();
         assert!(payload.len() < 1024, "payload is {} bytes", payload.len());

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use futures::{StreamExt, TryStreamExt};
-use ndarray::{ArrayD, IxDyn, SliceInfoElem};
+use ndarray::SliceInfoElem;
 use nums_layout::{ArrayMeta, Block, Store, StoredArray};
 
 use crate::dispatch::{Invoker, run_batches};
@@ -310,12 +310,4 @@ async fn export(
             Ok(None)
         }
     }
-}
-
-/// For callers that want a whole array in memory (tests, `get`).
-pub fn to_ndarray(b: &Block) -> ArrayD<f64> {
-    b.to_f64()
-        .into_owned()
-        .into_shape_with_order(IxDyn(b.shape()))
-        .expect("shape")
 }

@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
+use nums_layout::StoreSpec;
 use nums_layout::batch::{ArrayRef, Batch, BlockRef, Kernel, Task};
-use nums_layout::{ArrayMeta, StoreSpec};
 
 use crate::graph::{Graph, NodeId, NodeOp};
 
@@ -151,8 +151,6 @@ fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
 pub struct PlannedBatch {
     pub batch: Batch,
     pub deps: Vec<usize>,
-    /// Bytes of its input blocks that come from the store.
-    pub bytes_in: u64,
 }
 
 /// The naive schedule: one task per invocation, every input read from the store and every
@@ -190,11 +188,6 @@ pub fn naive(g: &Graph, tasks: &[BlockTask], job: &str, store: &StoreSpec) -> Ve
                 .collect();
             deps.sort_unstable();
             deps.dedup();
-            let bytes_in = t
-                .inputs
-                .iter()
-                .map(|(n, i)| g.nodes[*n].meta.block_nbytes(i))
-                .sum();
             PlannedBatch {
                 batch: Batch {
                     store: store.clone(),
@@ -208,13 +201,7 @@ pub fn naive(g: &Graph, tasks: &[BlockTask], job: &str, store: &StoreSpec) -> Ve
                     }],
                 },
                 deps,
-                bytes_in,
             }
         })
         .collect()
-}
-
-/// Bytes of one block of `meta` at `idx` (for estimates).
-pub fn block_bytes(meta: &ArrayMeta, idx: &[u64]) -> u64 {
-    meta.block_nbytes(idx)
 }
