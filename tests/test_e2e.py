@@ -204,3 +204,19 @@ def test_out_of_memory_is_enforced(tmp_path):
     p = run(tmp_path / "job.toml", check=False)
     assert p.returncode != 0
     assert "OutOfMemory" in p.stderr and "memory_mb = 128" in p.stderr, p.stderr
+
+
+def test_s3_zarr_output_loads_back(garage, tmp_path):
+    """A job writes a Zarr array to an s3:// URL; a second job loads it from there."""
+    url = f"s3://{garage.bucket}/e2e-io"
+    arrays = {"X": {"random": "uniform", "shape": [7, 5], "seed": 4, "block": [3, 4]}, "Y": "X.T @ X"}
+    (tmp_path / "one.toml").write_text(job_text(
+        arrays, {"X": "X.npy", "Y": f"s3://{garage.bucket}/exported/Y.zarr"}, name="one",
+        storage={"url": url, "endpoint": garage.endpoint}))
+    run(tmp_path / "one.toml", env=garage.env())
+    X = np.load(tmp_path / "X.npy")
+    arrays = {"Y": {"load": f"s3://{garage.bucket}/exported/Y.zarr", "block": [2, 2]}, "Z": "Y * 2"}
+    (tmp_path / "two.toml").write_text(job_text(
+        arrays, {"Z": "Z.npy"}, name="two", storage={"url": url, "endpoint": garage.endpoint}))
+    run(tmp_path / "two.toml", env=garage.env())
+    assert_close(np.load(tmp_path / "Z.npy"), 2 * (X.T @ X))

@@ -597,15 +597,24 @@ fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
     let toml::Value::Array(a) = v else {
         return Err("must be a list of sizes such as [1000, 64]".into());
     };
-    a.iter()
+    let sizes: Vec<u64> = a
+        .iter()
         .map(|x| match x {
             toml::Value::Integer(i) if *i >= 0 => Ok(*i as u64),
             _ => Err(format!(
                 "{x} is not a size: sizes are non-negative integers"
             )),
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    // Element counts must stay exact in f64 and in byte offsets.
+    let total = sizes.iter().try_fold(1u64, |acc, &s| acc.checked_mul(s));
+    if total.is_none_or(|t| t > MAX_ELEMENTS) {
+        return Err(format!("{sizes:?} has more than 2^50 elements"));
+    }
+    Ok(sizes)
 }
+
+const MAX_ELEMENTS: u64 = 1 << 50;
 
 #[cfg(test)]
 mod tests {
@@ -643,6 +652,13 @@ mod tests {
     fn syntax_error_has_line() {
         let e = parse("name = \"a\"\n[arrays\nX = 1\n").unwrap_err();
         assert_eq!(e.line, 2, "{e}");
+    }
+
+    #[test]
+    fn absurd_shapes_are_refused() {
+        let e = parse("[arrays]\nX = { zeros = [4294967296, 4294967296, 4] }\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (2, "arrays.X.zeros"), "{e}");
+        assert!(e.message.contains("2^50"), "{e}");
     }
 
     #[test]

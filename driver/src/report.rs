@@ -12,7 +12,8 @@ use crate::job::{Job, Target};
 /// AWS list prices (us-east-1, x86_64) used for `cost_usd`; docs/deploy.md explains them.
 pub const USD_PER_GB_SECOND: f64 = 0.000_016_666_7;
 pub const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
-pub const USD_PER_S3_REQUEST: f64 = 0.005 / 1000.0;
+pub const USD_PER_S3_PUT: f64 = 0.005 / 1000.0;
+pub const USD_PER_S3_GET: f64 = 0.0004 / 1000.0;
 
 /// The `--stats` JSON: every figure measured (by the functions or the driver).
 #[derive(Debug, Clone, Serialize)]
@@ -57,7 +58,8 @@ impl Report {
         let c = &store.counters;
         let s = &d.stats;
         let gb_seconds = s.wall_seconds * job.compute.memory_mb as f64 / 1024.0;
-        let requests = s.requests + c.requests();
+        let puts = s.put_requests + c.put_requests.load(Ordering::Relaxed);
+        let others = s.requests + c.requests() - puts;
         Report {
             job: job.name.clone(),
             backend: format!("{:?}", job.compute.backend).to_lowercase(),
@@ -80,7 +82,8 @@ impl Report {
             gb_seconds,
             cost_usd: gb_seconds * USD_PER_GB_SECOND
                 + s.invocations as f64 * USD_PER_INVOCATION
-                + requests as f64 * USD_PER_S3_REQUEST,
+                + puts as f64 * USD_PER_S3_PUT
+                + others as f64 * USD_PER_S3_GET,
             retries: d.retries,
             backups: 0,
             outputs,
@@ -91,6 +94,7 @@ impl Report {
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
+        let mib = |b: u64| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64);
         s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
         s += &format!(
             "  invocations  {} ({} tasks, {} retries) on {} with {} workers, scheduler {}\n",
@@ -106,8 +110,8 @@ impl Report {
         );
         s += &format!(
             "  memory       peak {} of the {} limit per invocation ({:.1}%)\n",
-            mb(self.peak_memory_bytes),
-            mb(self.memory_limit_bytes),
+            mib(self.peak_memory_bytes),
+            mib(self.memory_limit_bytes),
             100.0 * self.peak_memory_bytes as f64 / self.memory_limit_bytes as f64
         );
         s += &format!(

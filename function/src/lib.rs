@@ -170,6 +170,7 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         bytes_read: store.counters.bytes_read.load(Relaxed),
         bytes_written: store.counters.bytes_written.load(Relaxed),
         requests: store.counters.requests(),
+        put_requests: store.counters.put_requests.load(Relaxed),
         wall_seconds: started.elapsed().as_secs_f64(),
         compute_seconds,
         io_seconds,

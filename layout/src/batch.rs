@@ -185,6 +185,8 @@ pub struct Stats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub requests: u64,
+    /// Of `requests`, the PUTs (priced higher than GETs).
+    pub put_requests: u64,
     /// Seconds inside the handler (what Lambda bills).
     pub wall_seconds: f64,
     pub compute_seconds: f64,
@@ -201,6 +203,7 @@ impl Stats {
         self.bytes_read += o.bytes_read;
         self.bytes_written += o.bytes_written;
         self.requests += o.requests;
+        self.put_requests += o.put_requests;
         self.wall_seconds += o.wall_seconds;
         self.compute_seconds += o.compute_seconds;
         self.io_seconds += o.io_seconds;
@@ -210,3 +213,30 @@ impl Stats {
 
 /// Lambda's synchronous payload limit, each way.
 pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::DType;
+
+    #[test]
+    fn arrays_outside_the_job_prefix_are_refused() {
+        let meta = ArrayMeta::new(vec![2], vec![2], DType::Float64);
+        let batch = |path: &str| Batch {
+            store: StoreSpec {
+                url: "file:///tmp/x/".into(),
+                endpoint: None,
+            },
+            job_prefix: "job".into(),
+            arrays: vec![ArrayRef {
+                path: path.into(),
+                meta: meta.clone(),
+            }],
+            tasks: vec![],
+        };
+        assert!(batch("job/X").check_confined().is_ok());
+        for bad in ["other/X", "job", "jobX/a", "job/../other/X", "/job/./X"] {
+            assert!(batch(bad).check_confined().is_err(), "{bad}");
+        }
+    }
+}
