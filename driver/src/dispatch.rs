@@ -10,7 +10,7 @@ use futures::stream::FuturesUnordered;
 use nums_layout::Store;
 use nums_layout::batch::{PAYLOAD_LIMIT, Payload, Stats};
 
-use crate::tasks::PlannedBatch;
+use crate::sched::PlannedBatch;
 
 /// Why an invocation failed.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -153,7 +153,7 @@ pub async fn run_batches(
     batches: &[PlannedBatch],
     store: &Store,
     workers: usize,
-    mut on_done: impl FnMut(&Stats),
+    mut on_done: impl FnMut(usize, &Stats),
 ) -> Result<Dispatched, DispatchError> {
     let n = batches.len();
     let mut waiting: Vec<usize> = batches.iter().map(|b| b.deps.len()).collect();
@@ -205,7 +205,7 @@ pub async fn run_batches(
         })?;
         total.retries += (attempts - 1) as u64;
         total.stats.add(&stats);
-        on_done(&stats);
+        on_done(i, &stats);
         done += 1;
         for &d in &dependents[i] {
             waiting[d] -= 1;
@@ -245,6 +245,10 @@ mod tests {
             })
             .collect();
         let b = PlannedBatch {
+            slot: 0,
+            projected_peak: 0,
+            bytes_in: 0,
+            bytes_out: 0,
             batch: Batch {
                 store: store.spec().clone(),
                 job_prefix: "job".into(),
@@ -317,6 +321,33 @@ mod tests {
             "{e}"
         );
         assert!(t.elapsed() < Duration::from_secs(10));
+        ep.stop().await;
+    }
+
+    /// A function process over memory_mb is killed and its invocation fails as out of memory.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn endpoint_kills_a_function_over_memory() {
+        let script = "exec 3<>/dev/tcp/${AWS_LAMBDA_RUNTIME_API%:*}/${AWS_LAMBDA_RUNTIME_API#*:}; \
+            printf 'GET /2018-06-01/runtime/invocation/next HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3; \
+            exec python3 -c 'import time; b = bytearray(400 << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(30)'";
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 128,
+            timeout: Duration::from_secs(20),
+            command: vec!["bash".into(), "-c".into(), script.into()],
+            log_dir: std::env::temp_dir().join("nums-dispatch-ep3"),
+        })
+        .await
+        .unwrap();
+        let e = Invoker::local(&ep.invoke_url, "f")
+            .invoke(b"{}".to_vec())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, InvokeError::Function { error_type, message } if error_type == "Runtime.OutOfMemory" && message.contains("memory_mb = 128")),
+            "{e}"
+        );
         ep.stop().await;
     }
 }

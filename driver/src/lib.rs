@@ -10,4 +10,5 @@ pub mod local;
 pub mod npy;
 pub mod report;
 pub mod run;
+pub mod sched;
 pub mod tasks;

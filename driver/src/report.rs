@@ -34,6 +34,9 @@ pub struct Report {
     pub driver_requests: u64,
     pub peak_memory_bytes: u64,
     pub memory_limit_bytes: u64,
+    /// The plan's largest projected batch peak, and how many invocations measured more.
+    pub projected_peak_memory_bytes: u64,
+    pub invocations_over_projection: u64,
     pub function_seconds: f64,
     pub compute_seconds: f64,
     pub io_seconds: f64,
@@ -76,6 +79,8 @@ impl Report {
             driver_requests: c.requests(),
             peak_memory_bytes: s.peak_memory_bytes,
             memory_limit_bytes: job.compute.memory_mb << 20,
+            projected_peak_memory_bytes: 0,
+            invocations_over_projection: 0,
             function_seconds: s.wall_seconds,
             compute_seconds: s.compute_seconds,
             io_seconds: s.io_seconds,

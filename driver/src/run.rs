@@ -62,13 +62,9 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         store,
     } = check(path).await?;
     let prefix = job.name.clone();
-    let block_tasks = tasks::block_tasks(&g);
-    let batches = tasks::naive(&g, &block_tasks, &prefix, &job.storage);
-    let scheduler = match job.compute.scheduler {
-        SchedulerKind::Naive => "naive",
-        // LSHS batching is not built yet: it runs the naive schedule and says so.
-        SchedulerKind::Lshs => "naive (lshs not yet available)",
-    };
+    let plan = plan_job(&job, &g)?;
+    let batches = &plan.batches;
+    let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
 
     let (invoker, endpoint) = match job.compute.backend {
         Backend::Local => {
@@ -96,8 +92,12 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     let result = async {
         import_and_describe(&g, &prefix, &store).await?;
         let bar = progress(opts.progress, batches.len() as u64);
-        let dispatched = run_batches(&invoker, &batches, &store, job.compute.workers, |_| {
-            bar.inc(1)
+        let mut over = Vec::new();
+        let dispatched = run_batches(&invoker, batches, &store, job.compute.workers, |i, st| {
+            bar.inc(1);
+            if st.peak_memory_bytes > batches[i].projected_peak {
+                over.push((i, st.peak_memory_bytes, batches[i].projected_peak));
+            }
         })
         .await
         .map_err(|e| anyhow!(explain(&e, &job)))?;
@@ -112,7 +112,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
                 .with_context(|| format!("output {}", o.name))?;
             outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
         }
-        anyhow::Ok((dispatched, outputs))
+        anyhow::Ok((dispatched, outputs, over))
     }
     .await;
     if let Some(ep) = endpoint {
@@ -124,16 +124,43 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
             let _ = store.delete_prefix(&format!("{prefix}/{sub}")).await;
         }
     }
-    let (dispatched, outputs) = result?;
-    Ok(Report::new(
+    let (dispatched, outputs, over) = result?;
+    for (i, measured, projected) in &over {
+        eprintln!(
+            "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
+            *measured as f64 / (1 << 20) as f64,
+            *projected as f64 / (1 << 20) as f64
+        );
+    }
+    let mut report = Report::new(
         &job,
-        scheduler,
-        block_tasks.len(),
+        &scheduler,
+        plan.tasks,
         dispatched,
         &store,
         started.elapsed(),
         outputs,
-    ))
+    );
+    report.projected_peak_memory_bytes = plan.max_projected_peak();
+    report.invocations_over_projection = over.len() as u64;
+    Ok(report)
+}
+
+/// The job's plan under its scheduler; refused before anything runs when it cannot fit.
+pub fn plan_job(job: &Job, g: &Graph) -> anyhow::Result<crate::sched::Plan> {
+    plan_with(job, g, job.compute.scheduler)
+}
+
+pub fn plan_with(job: &Job, g: &Graph, kind: SchedulerKind) -> anyhow::Result<crate::sched::Plan> {
+    let cx = crate::sched::Ctx {
+        g,
+        job: &job.name,
+        store: &job.storage,
+        workers: job.compute.workers,
+        memory_mb: job.compute.memory_mb,
+    };
+    let work = tasks::block_work(g);
+    crate::sched::plan(kind, &cx, &work).map_err(|e| anyhow!("{}: {e}", job.file.display()))
 }
 
 /// Re-run the current executable as a function process.

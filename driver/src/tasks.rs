@@ -1,14 +1,40 @@
-//! From the array graph to block tasks, and from block tasks to batches (invocations).
+//! From the array graph to block work: for every output block either one task, or a
+//! reduction (a sum of terms: matmul pairs or blocks summed over axes) that a scheduler
+//! splits into partial sums and a combining task. Schedulers live in `sched`.
 
-use std::collections::HashMap;
-
-use nums_layout::StoreSpec;
-use nums_layout::batch::{ArrayRef, Batch, BlockRef, Kernel, Task};
+use nums_layout::batch::Kernel;
 
 use crate::graph::{Graph, NodeId, NodeOp};
 
-/// One block of one node.
-pub type BlockId = (NodeId, Vec<u64>);
+/// A block in the plan: block `index` of `node`, or its partial sum number `part` (> 0).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockId {
+    pub node: NodeId,
+    pub index: Vec<u64>,
+    pub part: u32,
+}
+
+impl BlockId {
+    pub fn new(node: NodeId, index: Vec<u64>) -> BlockId {
+        BlockId {
+            node,
+            index,
+            part: 0,
+        }
+    }
+
+    /// Bytes of this block in memory (partial sums are float64 like their node's block).
+    pub fn nbytes(&self, g: &Graph) -> u64 {
+        let m = &g.nodes[self.node].meta;
+        let elems: u64 = m.block_shape(&self.index).iter().product::<usize>() as u64;
+        elems
+            * if self.part > 0 {
+                8
+            } else {
+                m.dtype.size() as u64
+            }
+    }
+}
 
 /// A kernel that makes one output block from input blocks.
 #[derive(Debug, Clone)]
@@ -18,49 +44,128 @@ pub struct BlockTask {
     pub output: BlockId,
 }
 
-/// Where a node's array lives under the store root.
-pub fn node_path(job: &str, g: &Graph, id: NodeId) -> String {
-    match &g.nodes[id].name {
-        Some(n) => format!("{job}/{n}"),
-        None => format!("{job}/_tmp/n{id}"),
+/// What one output block needs.
+#[derive(Debug, Clone)]
+pub enum Work {
+    One(BlockTask),
+    /// `output` is the sum over `terms` of `kernel(term)`; any grouping of the terms into
+    /// partial sums gives the same value up to rounding.
+    Reduce {
+        kernel: Kernel,
+        terms: Vec<Vec<BlockId>>,
+        output: BlockId,
+    },
+}
+
+impl Work {
+    pub fn output(&self) -> &BlockId {
+        match self {
+            Work::One(t) => &t.output,
+            Work::Reduce { output, .. } => output,
+        }
+    }
+
+    /// The tasks for a grouping of a reduction's terms (groups in term order); a single
+    /// group is one task. Partial k of the output is `part = k + 1`; they add up in order.
+    pub fn expand(&self, groups: &[Vec<usize>]) -> Vec<BlockTask> {
+        match self {
+            Work::One(t) => vec![t.clone()],
+            Work::Reduce {
+                kernel,
+                terms,
+                output,
+            } => {
+                let task = |ids: &[usize], out: BlockId| BlockTask {
+                    kernel: kernel.clone(),
+                    inputs: ids.iter().flat_map(|&i| terms[i].iter().cloned()).collect(),
+                    output: out,
+                };
+                if groups.len() == 1 {
+                    return vec![task(&groups[0], output.clone())];
+                }
+                let mut out: Vec<BlockTask> = groups
+                    .iter()
+                    .enumerate()
+                    .map(|(k, g)| {
+                        task(
+                            g,
+                            BlockId {
+                                part: k as u32 + 1,
+                                ..output.clone()
+                            },
+                        )
+                    })
+                    .collect();
+                let partials = out.iter().map(|t| t.output.clone()).collect();
+                out.push(BlockTask {
+                    kernel: Kernel::Sum { axes: vec![] },
+                    inputs: partials,
+                    output: output.clone(),
+                });
+                out
+            }
+        }
     }
 }
 
-/// All block tasks of the graph, in topological order (imports have none: the driver
-/// writes their blocks).
-pub fn block_tasks(g: &Graph) -> Vec<BlockTask> {
+/// Where a block's array lives under the store root.
+pub fn array_path(job: &str, g: &Graph, b: &BlockId) -> String {
+    match (&g.nodes[b.node].name, b.part) {
+        (Some(n), 0) => format!("{job}/{n}"),
+        (None, 0) => format!("{job}/_tmp/n{}", b.node),
+        (_, p) => format!("{job}/_tmp/n{}p{p}", b.node),
+    }
+}
+
+/// Where a node's array lives under the store root.
+pub fn node_path(job: &str, g: &Graph, id: NodeId) -> String {
+    array_path(job, g, &BlockId::new(id, vec![]))
+}
+
+/// The work of every block of the graph, in topological order (imports have none: the
+/// driver writes their blocks).
+pub fn block_work(g: &Graph) -> Vec<Work> {
     let mut out = Vec::new();
     for n in &g.nodes {
         for idx in n.meta.blocks() {
-            if let Some(t) = task_for(g, n.id, &idx) {
-                out.push(t);
+            if let Some(w) = work_for(g, n.id, &idx) {
+                out.push(w);
             }
         }
     }
     out
 }
 
-fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
+fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
     let n = &g.nodes[id];
     let meta = |x: NodeId| &g.nodes[x].meta;
-    let same = |x: NodeId| vec![(x, idx.to_vec())];
-    let (kernel, inputs) = match &n.op {
-        NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } => return None,
-        NodeOp::Random { dist, seed } => (
+    let b = |x: NodeId, i: Vec<u64>| BlockId::new(x, i);
+    let same = |x: NodeId| vec![b(x, idx.to_vec())];
+    let output = b(id, idx.to_vec());
+    let one = |kernel: Kernel, inputs: Vec<BlockId>| {
+        Some(Work::One(BlockTask {
+            kernel,
+            inputs,
+            output: output.clone(),
+        }))
+    };
+    match &n.op {
+        NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } => None,
+        NodeOp::Random { dist, seed } => one(
             Kernel::Random {
                 dist: *dist,
                 seed: *seed,
             },
             vec![],
         ),
-        NodeOp::Fill { value } => (Kernel::Fill { value: *value }, vec![]),
-        NodeOp::Unary { op, x } => (Kernel::Unary { op: *op }, same(*x)),
+        NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
+        NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, same(*x)),
         NodeOp::Scalar {
             op,
             x,
             value,
             scalar_left,
-        } => (
+        } => one(
             Kernel::Scalar {
                 op: *op,
                 value: *value,
@@ -68,43 +173,51 @@ fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
             },
             same(*x),
         ),
-        NodeOp::Binary { op, a, b } => (
+        NodeOp::Binary { op, a, b: y } => one(
             Kernel::Binary { op: *op },
-            vec![(*a, idx.to_vec()), (*b, idx.to_vec())],
+            vec![b(*a, idx.to_vec()), b(*y, idx.to_vec())],
         ),
-        NodeOp::Transpose { x } => (
+        NodeOp::Transpose { x } => one(
             Kernel::Transpose,
-            vec![(*x, idx.iter().rev().copied().collect())],
+            vec![b(*x, idx.iter().rev().copied().collect())],
         ),
-        NodeOp::Matmul { a, b } => {
-            let (ma, mb) = (meta(*a), meta(*b));
+        NodeOp::Matmul { a, b: y } => {
+            let (ma, mb) = (meta(*a), meta(*y));
             let k_blocks = *ma.grid().last().expect("matmul operand has an axis");
-            let mut inputs = Vec::new();
-            for k in 0..k_blocks {
-                let ai = match ma.ndim() {
-                    2 => vec![idx[0], k],
-                    _ => vec![k],
-                };
-                let bi = match (ma.ndim(), mb.ndim()) {
-                    (2, 2) => vec![k, idx[1]],
-                    (1, 2) => vec![k, idx[0]],
-                    _ => vec![k],
-                };
-                inputs.push((*a, ai));
-                inputs.push((*b, bi));
-            }
-            (Kernel::Matmul, inputs)
+            let terms = (0..k_blocks)
+                .map(|k| {
+                    let ai = match ma.ndim() {
+                        2 => vec![idx[0], k],
+                        _ => vec![k],
+                    };
+                    let bi = match (ma.ndim(), mb.ndim()) {
+                        (2, 2) => vec![k, idx[1]],
+                        (1, 2) => vec![k, idx[0]],
+                        _ => vec![k],
+                    };
+                    vec![b(*a, ai), b(*y, bi)]
+                })
+                .collect();
+            Some(Work::Reduce {
+                kernel: Kernel::Matmul,
+                terms,
+                output,
+            })
         }
         NodeOp::Sum { x, axes } => {
             let mx = meta(*x);
             let kept: Vec<usize> = (0..mx.ndim()).filter(|d| !axes.contains(d)).collect();
-            let inputs = mx
+            let terms = mx
                 .blocks()
                 .into_iter()
-                .filter(|b| kept.iter().zip(idx).all(|(&d, &i)| b[d] == i))
-                .map(|b| (*x, b))
+                .filter(|bi| kept.iter().zip(idx).all(|(&d, &i)| bi[d] == i))
+                .map(|bi| vec![b(*x, bi)])
                 .collect();
-            (Kernel::Sum { axes: axes.clone() }, inputs)
+            Some(Work::Reduce {
+                kernel: Kernel::Sum { axes: axes.clone() },
+                terms,
+                output,
+            })
         }
         NodeOp::Rechunk { x } => {
             let (mx, mo) = (meta(*x), &n.meta);
@@ -121,87 +234,23 @@ fn task_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<BlockTask> {
                 .collect();
             let mut inputs = Vec::new();
             let mut offsets = Vec::new();
-            for b in mx.blocks() {
-                if b.iter()
+            for bi in mx.blocks() {
+                if bi
+                    .iter()
                     .zip(&ranges)
                     .all(|(&i, &(lo, hi))| lo <= i && i <= hi)
                 {
-                    let o = mx.block_origin(&b);
+                    let o = mx.block_origin(&bi);
                     offsets.push(
                         o.iter()
                             .zip(&origin)
                             .map(|(&a, &c)| a as i64 - c as i64)
                             .collect(),
                     );
-                    inputs.push((*x, b));
+                    inputs.push(b(*x, bi));
                 }
             }
-            (Kernel::Assemble { offsets }, inputs)
+            one(Kernel::Assemble { offsets }, inputs)
         }
-    };
-    Some(BlockTask {
-        kernel,
-        inputs,
-        output: (id, idx.to_vec()),
-    })
-}
-
-/// A batch ready to send, with the batches it waits for.
-#[derive(Debug, Clone)]
-pub struct PlannedBatch {
-    pub batch: Batch,
-    pub deps: Vec<usize>,
-}
-
-/// The naive schedule: one task per invocation, every input read from the store and every
-/// output written to it (as Cubed and PyWren do). The baseline LSHS is measured against.
-pub fn naive(g: &Graph, tasks: &[BlockTask], job: &str, store: &StoreSpec) -> Vec<PlannedBatch> {
-    let producer: HashMap<&BlockId, usize> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (&t.output, i))
-        .collect();
-    tasks
-        .iter()
-        .map(|t| {
-            let mut arrays: Vec<ArrayRef> = Vec::new();
-            let mut slot: HashMap<NodeId, u32> = HashMap::new();
-            let mut bref = |(node, idx): &BlockId| {
-                let a = *slot.entry(*node).or_insert_with(|| {
-                    arrays.push(ArrayRef {
-                        path: node_path(job, g, *node),
-                        meta: g.nodes[*node].meta.clone(),
-                    });
-                    (arrays.len() - 1) as u32
-                });
-                BlockRef {
-                    array: a,
-                    index: idx.clone(),
-                }
-            };
-            let inputs: Vec<BlockRef> = t.inputs.iter().map(&mut bref).collect();
-            let output = bref(&t.output);
-            let mut deps: Vec<usize> = t
-                .inputs
-                .iter()
-                .filter_map(|b| producer.get(b).copied())
-                .collect();
-            deps.sort_unstable();
-            deps.dedup();
-            PlannedBatch {
-                batch: Batch {
-                    store: store.clone(),
-                    job_prefix: job.to_string(),
-                    arrays,
-                    tasks: vec![Task {
-                        kernel: t.kernel.clone(),
-                        inputs,
-                        output,
-                        store_output: true,
-                    }],
-                },
-                deps,
-            }
-        })
-        .collect()
+    }
 }

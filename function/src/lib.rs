@@ -49,10 +49,16 @@ impl FnError {
     }
 }
 
-/// How many block reads or writes one invocation keeps in flight.
+/// How many block reads one task keeps in flight.
 const IO_CONCURRENCY: usize = 16;
 
 /// Runs one batch against `store` and returns what it measured.
+///
+/// Tasks run in the batch's order. Before a task, its inputs that are not in memory are
+/// read (concurrently); after it, its output is written if other batches or the user need
+/// it; every block is dropped right after its last use in the batch. So the memory held
+/// at any moment is what the planner projects: the blocks kept for later tasks, plus the
+/// current task's inputs and output.
 pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
     let started = Instant::now();
     memory::reset_peak();
@@ -63,105 +69,81 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         .iter()
         .map(|a| StoredArray::new(&a.path, a.meta.clone()).map(Arc::new))
         .collect::<Result<_, _>>()?;
-
-    // Blocks produced inside the batch never come from the store; count the uses of each
-    // block so that it is dropped right after its last use.
-    let produced: std::collections::HashSet<&BlockRef> =
-        batch.tasks.iter().map(|t| &t.output).collect();
     let mut uses: HashMap<BlockRef, usize> = HashMap::new();
     for t in &batch.tasks {
         for i in &t.inputs {
             *uses.entry(i.clone()).or_default() += 1;
         }
     }
-    let to_read: Vec<BlockRef> = uses
-        .keys()
-        .filter(|r| !produced.contains(r))
-        .cloned()
-        .collect();
-
-    let t_read = Instant::now();
-    let read: Vec<(BlockRef, Block)> = futures::stream::iter(to_read)
-        .map(|r| {
-            let arr = arrays[r.array as usize].clone();
-            let store = store.clone();
-            async move {
-                let bytes = store.get(&arr.block_key(&r.index)).await?;
-                let block = tokio::task::spawn_blocking(move || {
-                    arr.decode(&r.index, Some(bytes)).map(|b| (r, b))
-                })
-                .await
-                .expect("decode task panicked")?;
-                Ok::<_, FnError>(block)
-            }
-        })
-        .buffer_unordered(IO_CONCURRENCY)
-        .try_collect()
-        .await?;
-    let mut io_seconds = t_read.elapsed().as_secs_f64();
-    let mut live: HashMap<BlockRef, Arc<Block>> =
-        read.into_iter().map(|(r, b)| (r, Arc::new(b))).collect();
-
-    // Kernels run on a blocking thread: ndarray uses rayon and BLAS its own threads inside.
-    let t_compute = Instant::now();
-    let tasks = batch.tasks.clone();
-    let arrays2 = arrays.clone();
-    let (outputs, live_left) = tokio::task::spawn_blocking(move || {
-        let mut outputs = Vec::new();
-        for (n, t) in tasks.iter().enumerate() {
-            let inputs: Vec<Arc<Block>> = t.inputs.iter().map(|r| live[r].clone()).collect();
-            let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
-            let out = &arrays2[t.output.array as usize];
-            let block =
-                kernels::run(&t.kernel, &refs, &out.meta, &t.output.index).map_err(|message| {
-                    FnError::Kernel {
-                        task: n,
-                        block: out.block_key(&t.output.index),
-                        message,
-                    }
-                })?;
-            drop(inputs);
-            for r in &t.inputs {
-                let u = uses.get_mut(r).expect("counted");
-                *u -= 1;
-                if *u == 0 {
-                    live.remove(r);
+    let mut live: HashMap<BlockRef, Arc<Block>> = HashMap::new();
+    let (mut io_seconds, mut compute_seconds) = (0.0, 0.0);
+    for (n, t) in batch.tasks.iter().enumerate() {
+        let t_read = Instant::now();
+        let mut missing: Vec<&BlockRef> =
+            t.inputs.iter().filter(|r| !live.contains_key(*r)).collect();
+        missing.sort_by_key(|r| (r.array, r.index.clone()));
+        missing.dedup();
+        let read: Vec<(BlockRef, Block)> = futures::stream::iter(missing)
+            .map(|r| {
+                let arr = arrays[r.array as usize].clone();
+                let (store, r) = (store.clone(), r.clone());
+                async move {
+                    let bytes = store.get(&arr.block_key(&r.index)).await?;
+                    let block = tokio::task::spawn_blocking(move || {
+                        arr.decode(&r.index, Some(bytes)).map(|b| (r, b))
+                    })
+                    .await
+                    .expect("decode task panicked")?;
+                    Ok::<_, FnError>(block)
                 }
-            }
-            let block = Arc::new(block);
-            if t.store_output {
-                outputs.push((t.output.clone(), block.clone()));
-            }
-            if uses.get(&t.output).copied().unwrap_or(0) > 0 {
-                live.insert(t.output.clone(), block);
+            })
+            .buffer_unordered(IO_CONCURRENCY)
+            .try_collect()
+            .await?;
+        live.extend(read.into_iter().map(|(r, b)| (r, Arc::new(b))));
+        io_seconds += t_read.elapsed().as_secs_f64();
+
+        // Kernels run on a blocking thread: ndarray uses rayon and BLAS its own threads.
+        let t_compute = Instant::now();
+        let inputs: Vec<Arc<Block>> = t.inputs.iter().map(|r| live[r].clone()).collect();
+        let out = arrays[t.output.array as usize].clone();
+        let (kernel, index) = (t.kernel.clone(), t.output.index.clone());
+        let out2 = out.clone();
+        let block = tokio::task::spawn_blocking(move || {
+            let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
+            kernels::run(&kernel, &refs, &out2.meta, &index)
+        })
+        .await
+        .expect("kernel panicked")
+        .map_err(|message| FnError::Kernel {
+            task: n,
+            block: out.block_key(&t.output.index),
+            message,
+        })?;
+        compute_seconds += t_compute.elapsed().as_secs_f64();
+        for r in &t.inputs {
+            let u = uses.get_mut(r).expect("counted");
+            *u -= 1;
+            if *u == 0 {
+                live.remove(r);
             }
         }
-        Ok::<_, FnError>((outputs, live))
-    })
-    .await
-    .expect("compute task panicked")?;
-    drop(live_left);
-    let compute_seconds = t_compute.elapsed().as_secs_f64();
 
-    let t_write = Instant::now();
-    futures::stream::iter(outputs)
-        .map(|(r, block)| {
-            let arr = arrays[r.array as usize].clone();
-            let store = store.clone();
-            async move {
-                let idx = r.index.clone();
-                let arr2 = arr.clone();
-                let bytes = tokio::task::spawn_blocking(move || arr2.encode(&idx, &block))
-                    .await
-                    .expect("encode task panicked")?;
-                store.put(&arr.block_key(&r.index), bytes).await?;
-                Ok::<_, FnError>(())
-            }
-        })
-        .buffer_unordered(IO_CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
-    io_seconds += t_write.elapsed().as_secs_f64();
+        let block = Arc::new(block);
+        if t.store_output {
+            let t_write = Instant::now();
+            let (b, idx, arr) = (block.clone(), t.output.index.clone(), out.clone());
+            let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &b))
+                .await
+                .expect("encode task panicked")?;
+            store.put(&out.block_key(&t.output.index), bytes).await?;
+            io_seconds += t_write.elapsed().as_secs_f64();
+        }
+        if uses.get(&t.output).copied().unwrap_or(0) > 0 {
+            live.insert(t.output.clone(), block);
+        }
+    }
+    drop(live);
 
     use std::sync::atomic::Ordering::Relaxed;
     Ok(Stats {

@@ -2,6 +2,17 @@
 //! through /proc/self/clear_refs, read VmHWM afterwards). Elsewhere both are no-ops and
 //! the peak reads 0.
 
+/// Large buffers (blocks) get their own mappings, returned to the system when freed, so
+/// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
+/// and keeps freed blocks in the heap, which the memory limit would count).
+pub fn return_freed_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        // SAFETY: mallopt only changes allocator tuning; called before any block exists.
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 /// Resets the high-water mark to the current resident size.
 pub fn reset_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");

@@ -71,5 +71,6 @@ async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
 
 /// Polls the runtime API named by `AWS_LAMBDA_RUNTIME_API` until the process is stopped.
 pub async fn serve() -> Result<(), lambda_runtime::Error> {
+    crate::memory::return_freed_blocks();
     lambda_runtime::run(service_fn(invoke)).await
 }
