@@ -250,3 +250,22 @@ def test_measured_memory_within_projection(scheduler, tmp_path):
     assert s["projected_peak_memory_bytes"] > 0.5 * s["memory_limit_bytes"], s
     X = np.load(tmp_path / "X.npy")
     assert_close(np.load(tmp_path / "H.npy"), X.T @ X)
+
+
+def test_plan_shows_lshs_and_naive_and_draws_svg(tmp_path):
+    import subprocess
+    import xml.etree.ElementTree as ET
+    from nums import BIN, REPO
+    svg = tmp_path / "plan.svg"
+    p = subprocess.run([BIN, "plan", str(REPO / "examples" / "quickstart.toml"), "--svg", str(svg)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    header = next(line for line in p.stdout.splitlines() if "lshs" in line and "naive" in line)
+    assert header.split() == ["lshs", "naive"]
+    rows = {line[:28].strip(): line[28:].split() for line in p.stdout.splitlines() if line[:28].strip()}
+    lshs_inv, naive_inv = map(int, rows["invocations"])
+    assert lshs_inv < naive_inv
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg") and len(root) > 10
+    # plan runs nothing and writes nothing.
+    assert not (tmp_path / "nums-data").exists()

@@ -249,6 +249,8 @@ mod tests {
             projected_peak: 0,
             bytes_in: 0,
             bytes_out: 0,
+            gets: 0,
+            puts: 0,
             batch: Batch {
                 store: store.spec().clone(),
                 job_prefix: "job".into(),

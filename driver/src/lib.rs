@@ -8,6 +8,7 @@ pub mod graph;
 pub mod job;
 pub mod local;
 pub mod npy;
+pub mod planview;
 pub mod report;
 pub mod run;
 pub mod sched;

@@ -33,6 +33,14 @@ enum Cmd {
         #[arg(long, short)]
         quiet: bool,
     },
+    /// Dry run: the batches, simulated loads, projected memory and estimated cost of LSHS
+    /// and naive side by side; nothing runs and nothing is written.
+    Plan {
+        job: PathBuf,
+        /// Also draw both plans as an SVG chart.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
     /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
     Check { job: PathBuf },
     /// Serve batches as a function process (what the local endpoint starts).
@@ -72,6 +80,18 @@ fn main() -> ExitCode {
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 }
                 anyhow::Ok(())
+            }
+            Cmd::Plan { job, svg } => {
+                let c = nums_cloud::run::check(&job).await?;
+                use nums_cloud::job::SchedulerKind;
+                let lshs = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Lshs)?;
+                let naive = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Naive)?;
+                print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
+                if let Some(path) = svg {
+                    std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                }
+                Ok(())
             }
             Cmd::Check { job } => {
                 let c = nums_cloud::run::check(&job).await?;

@@ -15,6 +15,22 @@ pub const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
 pub const USD_PER_S3_PUT: f64 = 0.005 / 1000.0;
 pub const USD_PER_S3_GET: f64 = 0.0004 / 1000.0;
 
+/// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
+pub fn human(b: u64) -> String {
+    let v = b as f64;
+    match b {
+        0..1_000 => format!("{b} B"),
+        1_000..1_000_000 => format!("{:.1} kB", v / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", v / 1e6),
+        _ => format!("{:.2} GB", v / 1e9),
+    }
+}
+
+/// Memory for people, in MiB as Lambda's memory setting is.
+pub fn mib(b: u64) -> String {
+    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
 /// The `--stats` JSON: every figure measured (by the functions or the driver).
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -98,8 +114,7 @@ impl Report {
     /// The one-screen summary.
     pub fn summary(&self) -> String {
         let mut s = String::new();
-        let mb = |b: u64| format!("{:.1} MB", b as f64 / 1e6);
-        let mib = |b: u64| format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64);
+        let mb = human;
         s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
         s += &format!(
             "  invocations  {} ({} tasks, {} retries) on {} with {} workers, scheduler {}\n",

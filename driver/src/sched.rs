@@ -31,9 +31,14 @@ pub struct PlannedBatch {
     pub projected_peak: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+    /// Store requests the batch will make: one GET per block read, one PUT per block written.
+    pub gets: u64,
+    pub puts: u64,
 }
 
-/// Simulated loads of one slot.
+/// Loads of one slot: NumS's three (memory, bytes in, bytes out), simulated while placing;
+/// a plan reports them per slot after batching (largest projected invocation memory, store
+/// bytes read and written).
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SlotLoad {
     pub memory: u64,
@@ -56,6 +61,26 @@ impl Plan {
     pub fn bytes_written(&self) -> u64 {
         self.batches.iter().map(|b| b.bytes_out).sum()
     }
+    /// Bytes of intermediates (not named arrays) the plan writes to the store; they stay
+    /// there until the job ends, so this is the peak intermediate storage.
+    pub fn intermediate_bytes(&self) -> u64 {
+        self.batches
+            .iter()
+            .flat_map(|b| b.batch.tasks.iter().map(move |t| (b, t)))
+            .filter(|(b, t)| {
+                t.store_output
+                    && b.batch.arrays[t.output.array as usize]
+                        .path
+                        .contains("/_tmp/")
+            })
+            .map(|(b, t)| {
+                b.batch.arrays[t.output.array as usize]
+                    .meta
+                    .block_nbytes(&t.output.index)
+            })
+            .sum()
+    }
+
     pub fn max_projected_peak(&self) -> u64 {
         self.batches
             .iter()
@@ -88,11 +113,20 @@ pub struct Ctx<'a> {
 }
 
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &[Work]) -> Result<Plan, PlanError> {
-    let (placed, loads) = match kind {
+    let placed = match kind {
         SchedulerKind::Naive => naive_tasks(cx, work),
         SchedulerKind::Lshs => lshs_tasks(cx, work),
     };
     let batches = cut(cx, &placed, kind == SchedulerKind::Naive)?;
+    // What each slot will do once batched: its largest invocation's projected memory, and
+    // the store bytes its invocations read and write.
+    let mut loads = vec![SlotLoad::default(); cx.workers];
+    for b in &batches {
+        let l = &mut loads[b.slot];
+        l.memory = l.memory.max(b.projected_peak);
+        l.bytes_in += b.bytes_in;
+        l.bytes_out += b.bytes_out;
+    }
     Ok(Plan {
         scheduler: kind,
         tasks: placed.len(),
@@ -106,7 +140,7 @@ fn home(cx: &Ctx, b: &BlockId) -> usize {
     (cx.g.nodes[b.node].meta.block_linear(&b.index) as usize) % cx.workers
 }
 
-fn naive_tasks(cx: &Ctx, work: &[Work]) -> (Vec<(BlockTask, usize)>, Vec<SlotLoad>) {
+fn naive_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
     let budget = (cx.memory_mb << 20).saturating_sub(BASE_MEMORY) / 4;
     let mut out = Vec::new();
     for w in work {
@@ -129,8 +163,7 @@ fn naive_tasks(cx: &Ctx, work: &[Work]) -> (Vec<(BlockTask, usize)>, Vec<SlotLoa
             out.push((t, s));
         }
     }
-    let loads = simulate(cx, &out);
-    (out, loads)
+    out
 }
 
 /// NumS's three loads per slot, and where each block is.
@@ -229,15 +262,7 @@ impl<'a> Sim<'a> {
     }
 }
 
-fn simulate(cx: &Ctx, placed: &[(BlockTask, usize)]) -> Vec<SlotLoad> {
-    let mut sim = Sim::new(cx);
-    for (t, s) in placed {
-        sim.apply(t, *s);
-    }
-    sim.loads
-}
-
-fn lshs_tasks(cx: &Ctx, work: &[Work]) -> (Vec<(BlockTask, usize)>, Vec<SlotLoad>) {
+fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
     let mut sim = Sim::new(cx);
     let mut out = Vec::new();
     for w in work {
@@ -298,7 +323,7 @@ fn lshs_tasks(cx: &Ctx, work: &[Work]) -> (Vec<(BlockTask, usize)>, Vec<SlotLoad
             }
         }
     }
-    (out, sim.loads)
+    out
 }
 
 /// Projected peak memory of running `tasks` in order as one invocation (see
@@ -431,7 +456,7 @@ fn cut(
         let mine: HashSet<usize> = ids.iter().copied().collect();
         let mut tasks = Vec::new();
         let mut deps = Vec::new();
-        let (mut bytes_in, mut bytes_out) = (0, 0);
+        let (mut bytes_in, mut bytes_out, mut puts) = (0, 0, 0);
         let mut fetched = HashSet::new();
         for &i in ids {
             let t = &placed[i].0;
@@ -452,6 +477,7 @@ fn cut(
                 || needed_outside.contains(&i);
             if store_output {
                 bytes_out += t.output.nbytes(g);
+                puts += 1;
             }
             tasks.push(Task {
                 kernel: t.kernel.clone(),
@@ -475,6 +501,8 @@ fn cut(
             projected_peak: projected_peak(g, &ts),
             bytes_in,
             bytes_out,
+            gets: fetched.len() as u64,
+            puts,
         });
     }
     Ok(out)
