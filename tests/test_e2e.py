@@ -61,6 +61,15 @@ CASES = [
     ("sum(A > 0, axis=0)", (A > 0).sum(axis=0).astype(float)),
     ("A @ v5 > 0.5", A @ v5 > 0.5),
     ("sigmoid(A @ v5) * (1 - sigmoid(A @ v5))", sigmoid(A @ v5) * (1 - sigmoid(A @ v5))),
+    # NumPy broadcasting, between operands whose block grids differ
+    ("A + v5", A + v5),
+    ("A * v7[:, None]", A * v7[:, None]),
+    ("v7[:, None] - v5", v7[:, None] - v5),
+    ("v5[None, :] / (A + 10)", v5[None, :] / (A + 10)),
+    ("(A > 0) & (v5 > 0)", (A > 0) & (v5 > 0)),
+    ("T * v5", T * v5),
+    ("A.T @ (A * (sigmoid(A @ v5) * (1 - sigmoid(A @ v5)))[:, None])",
+     A.T @ (A * (sigmoid(A @ v5) * (1 - sigmoid(A @ v5)))[:, None])),
 ]
 
 

@@ -60,6 +60,11 @@ pub enum NodeOp {
     Rechunk {
         x: NodeId,
     },
+    /// The same values with axes of length 1 inserted at `new_axes` (of the output).
+    ExpandDims {
+        x: NodeId,
+        new_axes: Vec<usize>,
+    },
 }
 
 impl NodeOp {
@@ -73,7 +78,8 @@ impl NodeOp {
             | NodeOp::Scalar { x, .. }
             | NodeOp::Transpose { x }
             | NodeOp::Sum { x, .. }
-            | NodeOp::Rechunk { x } => {
+            | NodeOp::Rechunk { x }
+            | NodeOp::ExpandDims { x, .. } => {
                 vec![*x]
             }
             NodeOp::Binary { a, b, .. } | NodeOp::Matmul { a, b } => vec![*a, *b],
@@ -376,10 +382,58 @@ impl<'a> Builder<'a> {
                 }
             }
             ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
-            ExprKind::Index(..) | ExprKind::Slice(..) => {
-                return Err(at("indexing and slicing are not supported yet".into()));
+            ExprKind::Index(x, items) => {
+                let Val::Arr(id) = self.eval(x)? else {
+                    return Err(at("only arrays can be indexed".into()));
+                };
+                self.expand_dims(id, items)?
             }
+            ExprKind::Slice(..) => return Err(at("a slice is only allowed inside [ ]".into())),
         })
+    }
+
+    /// `x[:, None]` and the like: every item a full slice `:` or `None` (a new axis).
+    fn expand_dims(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
+        let m = self.meta(x).clone();
+        let (mut shape, mut block, mut src) = (Vec::new(), Vec::new(), 0);
+        let mut new_axes = Vec::new();
+        for it in items {
+            match &it.kind {
+                ExprKind::None => {
+                    new_axes.push(shape.len());
+                    shape.push(1);
+                    block.push(1);
+                }
+                ExprKind::Slice(None, None, None) if src < m.ndim() => {
+                    shape.push(m.shape[src]);
+                    block.push(m.block[src]);
+                    src += 1;
+                }
+                ExprKind::Slice(None, None, None) => {
+                    return Err(EvalError::Expr(ExprError::new(
+                        it.pos,
+                        format!("too many indices for an array of dimension {}", m.ndim()),
+                    )));
+                }
+                _ => {
+                    return Err(EvalError::Expr(ExprError::new(
+                        it.pos,
+                        "only `:` and `None` (new axes) are supported in indexing yet",
+                    )));
+                }
+            }
+        }
+        shape.extend_from_slice(&m.shape[src..]);
+        block.extend_from_slice(&m.block[src..]);
+        if new_axes.is_empty() {
+            return Ok(Val::Arr(x));
+        }
+        let meta = ArrayMeta {
+            shape,
+            block,
+            dtype: m.dtype,
+        };
+        Ok(Val::Arr(self.add(meta, NodeOp::ExpandDims { x, new_axes })))
     }
 
     fn known(&self) -> String {
@@ -500,25 +554,41 @@ impl<'a> Builder<'a> {
                 check_logic(self, x)?;
                 check_logic(self, y)?;
                 let (mx, my) = (self.meta(x).clone(), self.meta(y).clone());
-                if mx.shape != my.shape {
-                    if my.shape.is_empty() || mx.shape.is_empty() {
-                        return Err(at(format!(
-                            "operands of {} have shapes {} and {}: broadcasting a 0-d array is not supported yet",
-                            bop.symbol(),
-                            shape_str(&mx.shape),
-                            shape_str(&my.shape)
-                        )));
-                    }
+                let Some(shape) = broadcast(&mx.shape, &my.shape) else {
                     return Err(at(format!(
-                        "operands of {} have shapes {} and {}, which do not match",
+                        "operands of {} have shapes {} and {}, which do not broadcast",
                         bop.symbol(),
                         shape_str(&mx.shape),
                         shape_str(&my.shape)
                     )));
-                }
-                let y = self.rechunk(y, mx.block.clone());
+                };
+                // The output takes its blocks from the operand that spans each axis (the
+                // left one first); the other is re-blocked to match where it spans it too.
+                let n = shape.len();
+                let along = |m: &ArrayMeta, d: usize| (d + m.ndim() >= n).then(|| d + m.ndim() - n);
+                let block: Vec<u64> = (0..n)
+                    .map(|d| match (along(&mx, d), along(&my, d)) {
+                        (Some(i), _) if mx.shape[i] == shape[d] => mx.block[i],
+                        (_, Some(j)) if my.shape[j] == shape[d] => my.block[j],
+                        _ => 1,
+                    })
+                    .collect();
+                let fit = |b: &mut Self, id: NodeId, m: &ArrayMeta| {
+                    let want: Vec<u64> = (0..m.ndim())
+                        .map(|i| {
+                            if m.shape[i] == 1 {
+                                1
+                            } else {
+                                block[i + n - m.ndim()]
+                            }
+                        })
+                        .collect();
+                    b.rechunk(id, want)
+                };
+                let x = fit(self, x, &mx);
+                let y = fit(self, y, &my);
                 Val::Arr(self.add(
-                    ArrayMeta { dtype, ..mx },
+                    ArrayMeta::new(shape, block, dtype),
                     NodeOp::Binary {
                         op: bop,
                         a: x,
@@ -703,6 +773,26 @@ pub const SUPPORTED_FUNCTIONS: &[&str] = &[
     "sum",
     "transpose",
 ];
+
+/// NumPy's broadcast of two shapes (trailing axes aligned), or None.
+fn broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
+    let n = a.len().max(b.len());
+    let at = |s: &[u64], d: usize| {
+        if d + s.len() >= n {
+            s[d + s.len() - n]
+        } else {
+            1
+        }
+    };
+    (0..n)
+        .map(|d| match (at(a, d), at(b, d)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
 
 fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     let one = |x: f64| -> Result<usize, String> {

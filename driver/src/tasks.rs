@@ -173,10 +173,29 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             },
             same(*x),
         ),
-        NodeOp::Binary { op, a, b: y } => one(
-            Kernel::Binary { op: *op },
-            vec![b(*a, idx.to_vec()), b(*y, idx.to_vec())],
-        ),
+        NodeOp::Binary { op, a, b: y } => {
+            // A broadcast operand's block along an axis it does not span is its block 0.
+            let of = |x: NodeId| {
+                let m = meta(x);
+                let off = idx.len() - m.ndim();
+                b(
+                    x,
+                    (0..m.ndim())
+                        .map(|d| if m.shape[d] == 1 { 0 } else { idx[d + off] })
+                        .collect(),
+                )
+            };
+            one(Kernel::Binary { op: *op }, vec![of(*a), of(*y)])
+        }
+        NodeOp::ExpandDims { x, new_axes } => {
+            let src = idx
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| !new_axes.contains(k))
+                .map(|(_, &i)| i)
+                .collect();
+            one(Kernel::Reshape, vec![b(*x, src)])
+        }
         NodeOp::Transpose { x } => one(
             Kernel::Transpose,
             vec![b(*x, idx.iter().rev().copied().collect())],

@@ -55,6 +55,10 @@ pub fn run(
         },
         Kernel::Sum { axes } => sum(inputs, axes)?,
         Kernel::Assemble { offsets } => assemble(inputs, offsets, &shape)?,
+        Kernel::Reshape => match one(inputs)? {
+            Block::F64(a) => Block::F64(reshape(a, &shape)?),
+            Block::Bool(a) => Block::Bool(reshape(a, &shape)?),
+        },
     };
     // Cast to the output dtype the driver planned (e.g. bool inputs summed as float64).
     let block = match (out.dtype, block) {
@@ -150,15 +154,36 @@ fn unary(op: UnaryOp, x: &Block) -> Block {
     Block::F64(out)
 }
 
+/// NumPy's broadcast shape of two block shapes (trailing axes aligned).
+fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let n = a.len().max(b.len());
+    let at = |s: &[usize], d: usize| {
+        if d + s.len() >= n {
+            s[d + s.len() - n]
+        } else {
+            1
+        }
+    };
+    (0..n)
+        .map(|d| match (at(a, d), at(b, d)) {
+            (x, y) if x == y => Some(x),
+            (1, y) => Some(y),
+            (x, 1) => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
 fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
-    if a.shape() != b.shape() {
-        return Err(format!(
+    let shape = broadcast_shape(a.shape(), b.shape()).ok_or_else(|| {
+        format!(
             "operands of {} have block shapes {:?} and {:?}",
             op.symbol(),
             a.shape(),
             b.shape()
-        ));
-    }
+        )
+    })?;
+    let dim = IxDyn(&shape);
     if matches!(op, BinaryOp::And | BinaryOp::Or) {
         let (a, b) = (to_bool(a), to_bool(b));
         let f = if op == BinaryOp::And {
@@ -166,10 +191,18 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
         } else {
             |x: &bool, y: &bool| *x || *y
         };
-        return Ok(Block::Bool(Zip::from(&*a).and(&*b).par_map_collect(f)));
+        let (a, b) = (
+            a.broadcast(dim.clone()).expect("broadcastable"),
+            b.broadcast(dim).expect("broadcastable"),
+        );
+        return Ok(Block::Bool(Zip::from(a).and(b).par_map_collect(f)));
     }
     let (a, b) = (a.to_f64(), b.to_f64());
-    let zip = Zip::from(&*a).and(&*b);
+    let (a, b) = (
+        a.broadcast(dim.clone()).expect("broadcastable"),
+        b.broadcast(dim).expect("broadcastable"),
+    );
+    let zip = Zip::from(a).and(b);
     Ok(match op {
         BinaryOp::Add => Block::F64(zip.par_map_collect(|x, y| x + y)),
         BinaryOp::Sub => Block::F64(zip.par_map_collect(|x, y| x - y)),
@@ -257,6 +290,19 @@ fn sum(inputs: &[&Block], axes: &[usize]) -> Result<Block, String> {
     }
     acc.map(Block::F64)
         .ok_or_else(|| "sum needs at least one input".to_string())
+}
+
+/// The same elements in C order under another shape (expand_dims, squeeze, reshape of a block).
+fn reshape<T: Clone>(a: &ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>, String> {
+    a.as_standard_layout()
+        .into_owned()
+        .into_shape_with_order(IxDyn(shape))
+        .map_err(|e| {
+            format!(
+                "cannot reshape a block of {:?} to {shape:?}: {e}",
+                a.shape()
+            )
+        })
 }
 
 /// Copies the part of each input block that overlaps the output block.

@@ -99,7 +99,7 @@ pub enum Kernel {
     Random { dist: RandomDist, seed: u64 },
     /// One input.
     Unary { op: UnaryOp },
-    /// Two inputs of the same block shape.
+    /// Two inputs whose block shapes broadcast (NumPy's rules) to the output block's.
     Binary { op: BinaryOp },
     /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`).
     Scalar {
@@ -118,6 +118,9 @@ pub enum Kernel {
     /// Inputs: the blocks of one array that overlap this output block; `offsets[k]` is
     /// input k's origin minus the output block's origin. Copies the overlaps (re-blocking).
     Assemble { offsets: Vec<Vec<i64>> },
+    /// One input; the same elements in C order, shaped as the output block (axes of
+    /// length 1 inserted or removed).
+    Reshape,
 }
 
 /// One block task: a kernel, its input blocks, the block it produces.
