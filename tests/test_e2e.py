@@ -201,13 +201,15 @@ def test_nums_cloud_loads_a_zarr_array_written_by_zarr_python(tmp_path):
     assert_close(np.load(tmp_path / "Y.npy"), data * 2)
 
 
-def test_intermediates_removed_named_arrays_kept(tmp_path):
+def test_intermediates_removed_outputs_kept(tmp_path):
     arrays = {"X": {"ones": [6, 6], "block": [4, 4]}, "Y": "(X + 1) * 2"}
     (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy"}))
-    run(tmp_path / "job.toml")
+    run(tmp_path / "job.toml", "--keep")
     store = tmp_path / "nums-data" / "t"
-    assert (store / "X" / "zarr.json").exists() and (store / "Y" / "zarr.json").exists()
-    assert not (store / "_tmp").exists() or not any((store / "_tmp").rglob("*.json"))
+    assert (store / "Y" / "zarr.json").exists() and not (store / "X").exists()
+    assert any((store / "_tmp").rglob("zarr.json"))  # --keep keeps intermediates
+    run(tmp_path / "job.toml")
+    assert not any((store / "_tmp").rglob("*"))
     assert_close(np.load(tmp_path / "Y.npy"), np.full((6, 6), 4.0))
 
 

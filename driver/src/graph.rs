@@ -96,8 +96,18 @@ pub struct Node {
     pub id: NodeId,
     pub meta: ArrayMeta,
     pub op: NodeOp,
-    /// The job-file name that owns this node's storage, if any.
+    /// The job-file name of this node, if any.
     pub name: Option<String>,
+    /// Kept in the store under `<job>/<name>` after the job: the job's outputs and imported
+    /// inputs. Every other array is an intermediate, written only where another invocation
+    /// needs it and removed when the job ends.
+    pub stored: bool,
+}
+
+impl Node {
+    pub fn stored_name(&self) -> Option<&str> {
+        self.name.as_deref().filter(|_| self.stored)
+    }
 }
 
 /// All arrays of a job, in an order where inputs come first.
@@ -173,7 +183,15 @@ pub fn build(job: &Job) -> Result<Graph, JobError> {
     for a in &job.arrays {
         b.resolve(a)?;
     }
-    Ok(b.g)
+    let mut g = b.g;
+    for o in &job.outputs {
+        let id = g.named[&o.name];
+        g.nodes[id].stored = true;
+    }
+    for n in &mut g.nodes {
+        n.stored |= n.op.is_import();
+    }
+    Ok(g)
 }
 
 fn shape_str(s: &[u64]) -> String {
@@ -194,6 +212,7 @@ impl<'a> Builder<'a> {
             meta,
             op,
             name: None,
+            stored: false,
         });
         id
     }

@@ -44,6 +44,9 @@ pub struct Report {
     pub s3_bytes_read: u64,
     pub s3_bytes_written: u64,
     pub s3_requests: u64,
+    /// Intermediate bytes in the store at the end of the run, before clean-up (the most
+    /// it held: intermediates are only removed when the job ends).
+    pub peak_intermediate_bytes: u64,
     /// The driver's own store traffic (imports, metadata, outputs, clean-up).
     pub driver_bytes_read: u64,
     pub driver_bytes_written: u64,
@@ -90,6 +93,7 @@ impl Report {
             s3_bytes_read: s.bytes_read,
             s3_bytes_written: s.bytes_written,
             s3_requests: s.requests,
+            peak_intermediate_bytes: s.intermediate_bytes_written,
             driver_bytes_read: c.bytes_read.load(Ordering::Relaxed),
             driver_bytes_written: c.bytes_written.load(Ordering::Relaxed),
             driver_requests: c.requests(),

@@ -185,7 +185,7 @@ impl<'a> Sim<'a> {
     }
 
     fn is_named(&self, b: &BlockId) -> bool {
-        b.part == 0 && self.cx.g.nodes[b.node].name.is_some()
+        b.part == 0 && self.cx.g.nodes[b.node].stored
     }
 
     /// Load changes of running `t` on slot `s`: (slot, memory, in, out) deltas.
@@ -473,7 +473,7 @@ fn cut(
                     }
                 }
             }
-            let store_output = (t.output.part == 0 && g.nodes[t.output.node].name.is_some())
+            let store_output = (t.output.part == 0 && g.nodes[t.output.node].stored)
                 || needed_outside.contains(&i);
             if store_output {
                 bytes_out += t.output.nbytes(g);

@@ -110,7 +110,7 @@ impl Work {
 
 /// Where a block's array lives under the store root.
 pub fn array_path(job: &str, g: &Graph, b: &BlockId) -> String {
-    match (&g.nodes[b.node].name, b.part) {
+    match (g.nodes[b.node].stored_name(), b.part) {
         (Some(n), 0) => format!("{job}/{n}"),
         (None, 0) => format!("{job}/_tmp/n{}", b.node),
         (_, p) => format!("{job}/_tmp/n{}p{p}", b.node),

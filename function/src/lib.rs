@@ -77,6 +77,7 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
     }
     let mut live: HashMap<BlockRef, Arc<Block>> = HashMap::new();
     let (mut io_seconds, mut compute_seconds) = (0.0, 0.0);
+    let mut intermediate_bytes_written = 0;
     for (n, t) in batch.tasks.iter().enumerate() {
         let t_read = Instant::now();
         let mut missing: Vec<&BlockRef> =
@@ -136,6 +137,9 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
             let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &b))
                 .await
                 .expect("encode task panicked")?;
+            if out.path.contains("/_tmp/") {
+                intermediate_bytes_written += bytes.len() as u64;
+            }
             store.put(&out.block_key(&t.output.index), bytes).await?;
             io_seconds += t_write.elapsed().as_secs_f64();
         }
@@ -153,6 +157,7 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         bytes_written: store.counters.bytes_written.load(Relaxed),
         requests: store.counters.requests(),
         put_requests: store.counters.put_requests.load(Relaxed),
+        intermediate_bytes_written,
         wall_seconds: started.elapsed().as_secs_f64(),
         compute_seconds,
         io_seconds,

@@ -188,6 +188,8 @@ pub struct Stats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub requests: u64,
+    /// Of `bytes_written`, the bytes of intermediates (arrays under `<job>/_tmp/`).
+    pub intermediate_bytes_written: u64,
     /// Of `requests`, the PUTs (priced higher than GETs).
     pub put_requests: u64,
     /// Seconds inside the handler (what Lambda bills).
@@ -207,6 +209,7 @@ impl Stats {
         self.bytes_written += o.bytes_written;
         self.requests += o.requests;
         self.put_requests += o.put_requests;
+        self.intermediate_bytes_written += o.intermediate_bytes_written;
         self.wall_seconds += o.wall_seconds;
         self.compute_seconds += o.compute_seconds;
         self.io_seconds += o.io_seconds;
