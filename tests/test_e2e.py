@@ -246,14 +246,14 @@ def test_measured_memory_within_projection(scheduler, tmp_path):
     """Jobs whose batches fill memory_mb: every invocation's measured peak stays at or
     below its projection and the limit; the result still equals NumPy's."""
     arrays = {
-        "X": {"random": "normal", "shape": [40000, 200], "seed": 5, "block": [4000, 200]},
+        "X": {"random": "normal", "shape": [64000, 200], "seed": 5, "block": [16000, 200]},
         "b": {"random": "uniform", "shape": [200], "seed": 6},
         "mu": "sigmoid(X @ b)",
         "g": "X.T @ (mu - 0.5)",
         "H": "X.T @ X",
     }
     (tmp_path / "job.toml").write_text(job_text(
-        arrays, {"X": "X.npy", "g": "g.npy", "H": "H.npy"}, compute={"memory_mb": 160, "workers": 2, "scheduler": scheduler}))
+        arrays, {"X": "X.npy", "g": "g.npy", "H": "H.npy"}, compute={"memory_mb": 256, "workers": 2, "scheduler": scheduler}))
     run(tmp_path / "job.toml", "--stats", str(tmp_path / "s.json"))
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["invocations_over_projection"] == 0, s

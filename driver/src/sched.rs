@@ -117,6 +117,10 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &[Work]) -> Result<Plan, PlanEr
         SchedulerKind::Naive => naive_tasks(cx, work),
         SchedulerKind::Lshs => lshs_tasks(cx, work),
     };
+    let placed = match kind {
+        SchedulerKind::Naive => placed,
+        SchedulerKind::Lshs => reorder(cx, placed),
+    };
     let batches = cut(cx, &placed, kind == SchedulerKind::Naive)?;
     // What each slot will do once batched: its largest invocation's projected memory, and
     // the store bytes its invocations read and write.
@@ -141,7 +145,7 @@ fn home(cx: &Ctx, b: &BlockId) -> usize {
 }
 
 fn naive_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
-    let budget = (cx.memory_mb << 20).saturating_sub(BASE_MEMORY) / 4;
+    let room = (cx.memory_mb << 20).saturating_sub(BASE_MEMORY);
     let mut out = Vec::new();
     for w in work {
         let groups = match w {
@@ -153,7 +157,17 @@ fn naive_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
                     .max()
                     .unwrap_or(1)
                     .max(1);
-                let fan_in = ((budget / term_bytes) as usize).max(2);
+                // As many terms per invocation as fit (each read counts twice: encoded and
+                // decoded), at least one; the partial sums are then added by one more task.
+                let biggest = terms
+                    .iter()
+                    .flatten()
+                    .map(|b| b.nbytes(cx.g))
+                    .max()
+                    .unwrap_or(0);
+                let fan_in = ((room.saturating_sub(biggest + 3 * w.output().nbytes(cx.g))
+                    / (2 * term_bytes)) as usize)
+                    .max(1);
                 let ids: Vec<usize> = (0..terms.len()).collect();
                 ids.chunks(fan_in).map(<[usize]>::to_vec).collect()
             }
@@ -301,29 +315,122 @@ fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
                     }
                 }
                 let groups: Vec<Vec<usize>> = by_slot.iter().map(|(_, v)| v.clone()).collect();
-                let tasks = w.expand(&groups);
                 let named_home = sim.is_named(output).then(|| home(cx, output));
-                for (k, t) in tasks.iter().enumerate() {
-                    let s = if k < by_slot.len() && tasks.len() > 1 {
-                        by_slot[k].0
-                    } else if let Some(h) = named_home {
-                        h
-                    } else if tasks.len() == 1 {
-                        by_slot[0].0
-                    } else {
-                        let mut c: Vec<usize> = by_slot.iter().map(|(s, _)| *s).collect();
-                        c.push(sim.least_loaded());
-                        c.sort_unstable();
-                        c.dedup();
-                        sim.best(t, &c)
+                for (t, group) in w.expand_chained(&groups) {
+                    let s = match group {
+                        Some(k) => by_slot[k].0,
+                        None => match named_home {
+                            Some(h) => h,
+                            None => {
+                                let mut c: Vec<usize> = by_slot.iter().map(|(s, _)| *s).collect();
+                                c.push(sim.least_loaded());
+                                c.sort_unstable();
+                                c.dedup();
+                                sim.best(&t, &c)
+                            }
+                        },
                     };
-                    sim.apply(t, s);
-                    out.push((t.clone(), s));
+                    sim.apply(&t, s);
+                    out.push((t, s));
                 }
             }
         }
     }
     out
+}
+
+/// Orders the placed tasks so that each slot streams: among its ready tasks a slot runs
+/// first the one that frees the most memory (last uses of its inputs), then one whose
+/// inputs it already holds, then the smallest new block. Slots take turns, which gives
+/// one global topological order for cutting batches.
+fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)> {
+    let g = cx.g;
+    let n = placed.len();
+    let producer: HashMap<&BlockId, usize> = placed
+        .iter()
+        .enumerate()
+        .map(|(i, (t, _))| (&t.output, i))
+        .collect();
+    let mut uses: HashMap<&BlockId, usize> = HashMap::new();
+    let mut waiting = vec![0usize; n];
+    let mut consumers: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, (t, _)) in placed.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for b in &t.inputs {
+            *uses.entry(b).or_default() += 1;
+            if let Some(&p) = producer.get(b)
+                && seen.insert(p)
+            {
+                waiting[i] += 1;
+                consumers[p].push(i);
+            }
+        }
+    }
+    let mut ready: Vec<std::collections::BTreeSet<usize>> = vec![Default::default(); cx.workers];
+    for i in 0..n {
+        if waiting[i] == 0 {
+            ready[placed[i].1].insert(i);
+        }
+    }
+    let mut live: Vec<HashSet<&BlockId>> = vec![HashSet::new(); cx.workers];
+    let mut order = Vec::with_capacity(n);
+    while order.len() < n {
+        let mut progressed = false;
+        for s in 0..cx.workers {
+            let score = |i: usize| {
+                let t = &placed[i].0;
+                let mut freed = 0;
+                let mut held = 0;
+                let mut counts: HashMap<&BlockId, usize> = HashMap::new();
+                for b in &t.inputs {
+                    *counts.entry(b).or_default() += 1;
+                }
+                for (b, c) in counts {
+                    if uses[b] == c {
+                        freed += b.nbytes(g);
+                    }
+                    if live[s].contains(b) {
+                        held += 1;
+                    }
+                }
+                (
+                    freed,
+                    held,
+                    std::cmp::Reverse(t.output.nbytes(g)),
+                    std::cmp::Reverse(i),
+                )
+            };
+            let Some(&i) = ready[s].iter().max_by_key(|&&i| score(i)) else {
+                continue;
+            };
+            ready[s].remove(&i);
+            progressed = true;
+            order.push(i);
+            let t = &placed[i].0;
+            for b in &t.inputs {
+                let u = uses.get_mut(b).expect("counted");
+                *u -= 1;
+                if *u == 0 {
+                    live[s].remove(b);
+                }
+            }
+            if uses.get(&t.output).copied().unwrap_or(0) > 0 {
+                live[s].insert(&t.output);
+            }
+            for &c in &consumers[i] {
+                waiting[c] -= 1;
+                if waiting[c] == 0 {
+                    ready[placed[c].1].insert(c);
+                }
+            }
+        }
+        assert!(progressed, "the block task graph has a cycle");
+    }
+    let mut slots: Vec<Option<(BlockTask, usize)>> = placed.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .map(|i| slots[i].take().expect("each once"))
+        .collect()
 }
 
 /// Projected peak memory of running `tasks` in order as one invocation (see

@@ -106,6 +106,85 @@ impl Work {
             }
         }
     }
+
+    /// Like [`Work::expand`], but each group is a chain that adds one term at a time
+    /// (term, then running sum), so a group holds one term's blocks at once and its terms
+    /// can be computed as their operands appear. Each task comes with its group; the task
+    /// that combines the groups' sums has none.
+    pub fn expand_chained(&self, groups: &[Vec<usize>]) -> Vec<(BlockTask, Option<usize>)> {
+        let Work::Reduce {
+            kernel,
+            terms,
+            output,
+        } = self
+        else {
+            return self
+                .expand(groups)
+                .into_iter()
+                .map(|t| (t, Some(0)))
+                .collect();
+        };
+        let mut part = 0;
+        let mut next = |out: &BlockId| {
+            part += 1;
+            BlockId {
+                part,
+                ..out.clone()
+            }
+        };
+        let mut out = Vec::new();
+        let mut sums = Vec::new();
+        for (k, g) in groups.iter().enumerate() {
+            let mut acc: Option<BlockId> = None;
+            for (n, &j) in g.iter().enumerate() {
+                let final_step = groups.len() == 1 && n == g.len() - 1;
+                let term_out = if final_step && g.len() == 1 {
+                    output.clone()
+                } else {
+                    next(output)
+                };
+                out.push((
+                    BlockTask {
+                        kernel: kernel.clone(),
+                        inputs: terms[j].clone(),
+                        output: term_out.clone(),
+                    },
+                    Some(k),
+                ));
+                acc = Some(match acc {
+                    None => term_out,
+                    Some(a) => {
+                        let sum_out = if final_step {
+                            output.clone()
+                        } else {
+                            next(output)
+                        };
+                        out.push((
+                            BlockTask {
+                                kernel: Kernel::Sum { axes: vec![] },
+                                inputs: vec![a, term_out],
+                                output: sum_out.clone(),
+                            },
+                            Some(k),
+                        ));
+                        sum_out
+                    }
+                });
+            }
+            sums.push(acc.expect("a group has terms"));
+        }
+        if groups.len() > 1 {
+            out.push((
+                BlockTask {
+                    kernel: Kernel::Sum { axes: vec![] },
+                    inputs: sums,
+                    output: output.clone(),
+                },
+                None,
+            ));
+        }
+        out
+    }
 }
 
 /// Where a block's array lives under the store root.
