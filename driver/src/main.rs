@@ -95,6 +95,7 @@ fn main() -> ExitCode {
             }
             Cmd::Check { job } => {
                 let c = nums_cloud::run::check(&job).await?;
+                nums_cloud::run::plan_job(&c.job, &c.graph)?;
                 println!(
                     "{}: ok ({} arrays, {} outputs)",
                     job.display(),

@@ -19,6 +19,10 @@ use crate::graph::Graph;
 use crate::job::SchedulerKind;
 use crate::tasks::{BlockId, BlockTask, Work, array_path};
 
+/// New blocks up to this size are made again in each batch that needs them rather than
+/// read from the store (a random or constant block costs less to make than to fetch).
+const INLINE_MAX: u64 = 16 << 20;
+
 /// Memory of a function process before it holds any block (runtime, threads, buffers).
 pub const BASE_MEMORY: u64 = 40 << 20;
 
@@ -157,7 +161,7 @@ fn naive_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
                     .max()
                     .unwrap_or(1)
                     .max(1);
-                // As many terms per invocation as fit (each read counts twice: encoded and
+                // As many terms per invocation as fit (each read counts three times while it is
                 // decoded), at least one; the partial sums are then added by one more task.
                 let biggest = terms
                     .iter()
@@ -166,7 +170,7 @@ fn naive_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
                     .max()
                     .unwrap_or(0);
                 let fan_in = ((room.saturating_sub(biggest + 3 * w.output().nbytes(cx.g))
-                    / (2 * term_bytes)) as usize)
+                    / (3 * term_bytes)) as usize)
                     .max(1);
                 let ids: Vec<usize> = (0..terms.len()).collect();
                 ids.chunks(fan_in).map(<[usize]>::to_vec).collect()
@@ -282,7 +286,9 @@ fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
     for w in work {
         match w {
             Work::One(t) => {
-                let s = if sim.is_named(&t.output) {
+                // New blocks (no inputs) and the job's outputs go to their block-cyclic home, so
+                // that arrays blocked alike line up on the same slots.
+                let s = if sim.is_named(&t.output) || t.inputs.is_empty() {
                     home(cx, &t.output)
                 } else {
                     let mut c: Vec<usize> = t
@@ -290,9 +296,6 @@ fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
                         .iter()
                         .filter_map(|b| sim.at.get(b).copied())
                         .collect();
-                    if c.is_empty() {
-                        c.push(home(cx, &t.output));
-                    }
                     c.push(sim.least_loaded());
                     c.sort_unstable();
                     c.dedup();
@@ -435,7 +438,7 @@ fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)>
 
 /// Projected peak memory of running `tasks` in order as one invocation (see
 /// `nums_function::handle`): the process's base, the blocks kept for later tasks, the
-/// current task's fetched inputs twice (encoded and decoded), one input-sized kernel
+/// current task's fetched inputs three times (encoded, decompressed, decoded), one input-sized kernel
 /// temporary, the output twice (result and accumulator), and its encoded copy.
 fn projected_peak(g: &Graph, tasks: &[&BlockTask]) -> u64 {
     let mut uses: HashMap<&BlockId, usize> = HashMap::new();
@@ -457,7 +460,7 @@ fn projected_peak(g: &Graph, tasks: &[&BlockTask]) -> u64 {
         }
         let max_in = t.inputs.iter().map(|b| b.nbytes(g)).max().unwrap_or(0);
         let out = t.output.nbytes(g);
-        peak = peak.max(BASE_MEMORY + held + 2 * fetched + max_in + 3 * out);
+        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out);
         for b in &t.inputs {
             live.insert(b, b.nbytes(g));
         }
@@ -490,21 +493,45 @@ fn cut(
         .map(|(i, (t, _))| (&t.output, i))
         .collect();
     let mut batch_of = vec![usize::MAX; placed.len()];
+    // Each batch's tasks in execution order; a small new block (a task without inputs)
+    // that another slot made is made again where it is needed instead of waiting for it.
     let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut slot_of: Vec<usize> = Vec::new();
+    let cheap = |p: usize| {
+        !one_per_batch
+            && placed[p].0.inputs.is_empty()
+            && placed[p].0.output.nbytes(g) <= INLINE_MAX
+    };
     let mut open: Vec<Option<usize>> = vec![None; cx.workers];
     for (i, (t, s)) in placed.iter().enumerate() {
-        let fits = |b: usize| -> bool {
-            let first = members[b][0];
+        let copies = |b: usize, members: &[Vec<usize>], batch_of: &[usize]| -> Vec<usize> {
+            let mut c: Vec<usize> = t
+                .inputs
+                .iter()
+                .filter_map(|x| producer.get(x).copied())
+                .filter(|&p| batch_of[p] != b && cheap(p) && !members[b].contains(&p))
+                .collect();
+            c.sort_unstable();
+            c.dedup();
+            c
+        };
+        let fits = |b: usize, members: &[Vec<usize>], batch_of: &[usize]| -> bool {
+            let first = firsts[b];
             let acyclic = t.inputs.iter().all(|x| match producer.get(x) {
-                Some(&p) => batch_of[p] == b || p < first,
+                Some(&p) => batch_of[p] == b || p < first || cheap(p),
                 None => true,
             });
-            let mut ts: Vec<&BlockTask> = members[b].iter().map(|&j| &placed[j].0).collect();
+            let mut ts: Vec<&BlockTask> = copies(b, members, batch_of)
+                .iter()
+                .map(|&j| &placed[j].0)
+                .collect();
+            ts.extend(members[b].iter().map(|&j| &placed[j].0));
             ts.push(t);
             acyclic && projected_peak(g, &ts) <= limit
         };
         let b = match open[*s] {
-            Some(b) if !one_per_batch && fits(b) => b,
+            Some(b) if !one_per_batch && fits(b, &members, &batch_of) => b,
             _ => {
                 if projected_peak(g, &[t]) > limit {
                     let m = &g.nodes[t.output.node].meta;
@@ -520,27 +547,34 @@ fn cut(
                     });
                 }
                 members.push(Vec::new());
+                firsts.push(i);
+                slot_of.push(*s);
                 open[*s] = Some(members.len() - 1);
                 members.len() - 1
             }
         };
+        let c = copies(b, &members, &batch_of);
+        members[b].splice(0..0, c);
         members[b].push(i);
         batch_of[i] = b;
     }
 
-    // Which outputs leave their batch: named arrays, and blocks read by another batch.
+    // Which outputs leave their batch: the job's outputs, and blocks another batch reads.
     let mut needed_outside: HashSet<usize> = HashSet::new();
-    for (i, (t, _)) in placed.iter().enumerate() {
-        for x in &t.inputs {
-            if let Some(&p) = producer.get(x)
-                && batch_of[p] != batch_of[i]
-            {
-                needed_outside.insert(p);
+    for ids in &members {
+        let here: HashSet<usize> = ids.iter().copied().collect();
+        for &i in ids {
+            for x in &placed[i].0.inputs {
+                if let Some(&p) = producer.get(x)
+                    && !here.contains(&p)
+                {
+                    needed_outside.insert(p);
+                }
             }
         }
     }
     let mut out = Vec::new();
-    for ids in &members {
+    for (b, ids) in members.iter().enumerate() {
         let mut arrays: Vec<ArrayRef> = Vec::new();
         let mut slot: HashMap<(usize, u32), u32> = HashMap::new();
         let mut bref = |b: &BlockId| {
@@ -580,8 +614,10 @@ fn cut(
                     }
                 }
             }
-            let store_output = (t.output.part == 0 && g.nodes[t.output.node].stored)
-                || needed_outside.contains(&i);
+            let copy = batch_of[i] != b;
+            let store_output = !copy
+                && ((t.output.part == 0 && g.nodes[t.output.node].stored)
+                    || needed_outside.contains(&i));
             if store_output {
                 bytes_out += t.output.nbytes(g);
                 puts += 1;
@@ -604,7 +640,7 @@ fn cut(
                 tasks,
             },
             deps,
-            slot: placed[ids[0]].1,
+            slot: slot_of[b],
             projected_peak: projected_peak(g, &ts),
             bytes_in,
             bytes_out,
