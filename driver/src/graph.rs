@@ -516,8 +516,21 @@ impl<'a> Builder<'a> {
                 };
                 return self.matmul(x, y, pos);
             }
-            Op::FloorDiv | Op::Mod => return Err(at("// and % are not supported yet".into())),
+            Op::FloorDiv => BinaryOp::FloorDiv,
+            Op::Mod => BinaryOp::Mod,
         };
+        self.elementwise2(bop, a, b, pos)
+    }
+
+    /// An elementwise op of two operands (arrays broadcast, numbers fold).
+    fn elementwise2(
+        &mut self,
+        bop: BinaryOp,
+        a: Val,
+        b: Val,
+        pos: usize,
+    ) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let dtype = if bop.is_predicate() {
             DType::Bool
         } else {
@@ -536,7 +549,7 @@ impl<'a> Builder<'a> {
             }
         };
         Ok(match (a, b) {
-            (Val::Num(x), Val::Num(y)) => Val::Num(fold(bop, x, y)),
+            (Val::Num(x), Val::Num(y)) => Val::Num(bop.apply(x, y)),
             (Val::Arr(x), Val::Num(value)) => {
                 check_logic(self, x)?;
                 let m = ArrayMeta {
@@ -664,8 +677,18 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let unary = match f {
             "exp" => Some(UnaryOp::Exp),
+            "expm1" => Some(UnaryOp::Expm1),
             "log" => Some(UnaryOp::Log),
+            "log1p" => Some(UnaryOp::Log1p),
             "sqrt" => Some(UnaryOp::Sqrt),
+            "square" => Some(UnaryOp::Square),
+            "sign" => Some(UnaryOp::Sign),
+            "sin" => Some(UnaryOp::Sin),
+            "cos" => Some(UnaryOp::Cos),
+            "tan" => Some(UnaryOp::Tan),
+            "tanh" => Some(UnaryOp::Tanh),
+            "floor" => Some(UnaryOp::Floor),
+            "ceil" => Some(UnaryOp::Ceil),
             "abs" | "absolute" => Some(UnaryOp::Abs),
             "sigmoid" | "expit" => Some(UnaryOp::Sigmoid),
             "negative" => Some(UnaryOp::Neg),
@@ -702,15 +725,7 @@ impl<'a> Builder<'a> {
                         self.elementwise1(op, id)
                     },
                 ),
-                Val::Num(x) => Ok(Val::Num(match op {
-                    UnaryOp::Exp => x.exp(),
-                    UnaryOp::Log => x.ln(),
-                    UnaryOp::Sqrt => x.sqrt(),
-                    UnaryOp::Abs => x.abs(),
-                    UnaryOp::Sigmoid => 1.0 / (1.0 + (-x).exp()),
-                    UnaryOp::Neg => -x,
-                    UnaryOp::Not => (x == 0.0) as u8 as f64,
-                })),
+                Val::Num(x) => Ok(Val::Num(op.apply(x))),
                 _ => Err(at(format!("{f}() needs an array"))),
             };
         }
@@ -721,6 +736,23 @@ impl<'a> Builder<'a> {
                     Val::Arr(id) => Ok(self.transpose(id)),
                     _ => Err(at("transpose() needs an array".into())),
                 }
+            }
+            "maximum" | "minimum" | "add" | "subtract" | "multiply" | "divide" | "power"
+            | "floor_divide" | "mod" | "remainder" => {
+                nargs(2)?;
+                let bop = match f {
+                    "maximum" => BinaryOp::Maximum,
+                    "minimum" => BinaryOp::Minimum,
+                    "add" => BinaryOp::Add,
+                    "subtract" => BinaryOp::Sub,
+                    "multiply" => BinaryOp::Mul,
+                    "divide" => BinaryOp::Div,
+                    "power" => BinaryOp::Pow,
+                    "floor_divide" => BinaryOp::FloorDiv,
+                    _ => BinaryOp::Mod,
+                };
+                let (a, b) = (self.eval(&args[0])?, self.eval(&args[1])?);
+                self.elementwise2(bop, a, b, pos)
             }
             "matmul" | "dot" => {
                 nargs(2)?;
@@ -779,17 +811,37 @@ impl<'a> Builder<'a> {
 pub const SUPPORTED_FUNCTIONS: &[&str] = &[
     "abs",
     "absolute",
+    "add",
+    "ceil",
+    "cos",
+    "divide",
     "dot",
     "exp",
     "expit",
+    "expm1",
+    "floor",
+    "floor_divide",
     "log",
+    "log1p",
     "logical_not",
     "matmul",
+    "maximum",
     "mean",
+    "minimum",
+    "mod",
+    "multiply",
     "negative",
+    "power",
+    "remainder",
     "sigmoid",
+    "sign",
+    "sin",
     "sqrt",
+    "square",
+    "subtract",
     "sum",
+    "tan",
+    "tanh",
     "transpose",
 ];
 
@@ -846,25 +898,6 @@ fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
         return Err("repeated axis".into());
     }
     Ok(axes)
-}
-
-fn fold(op: BinaryOp, x: f64, y: f64) -> f64 {
-    let b = |v: bool| v as u8 as f64;
-    match op {
-        BinaryOp::Add => x + y,
-        BinaryOp::Sub => x - y,
-        BinaryOp::Mul => x * y,
-        BinaryOp::Div => x / y,
-        BinaryOp::Pow => x.powf(y),
-        BinaryOp::Lt => b(x < y),
-        BinaryOp::Le => b(x <= y),
-        BinaryOp::Gt => b(x > y),
-        BinaryOp::Ge => b(x >= y),
-        BinaryOp::Eq => b(x == y),
-        BinaryOp::Ne => b(x != y),
-        BinaryOp::And => b(x != 0.0 && y != 0.0),
-        BinaryOp::Or => b(x != 0.0 || y != 0.0),
-    }
 }
 
 enum EvalError {

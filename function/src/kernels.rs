@@ -139,18 +139,8 @@ fn unary(op: UnaryOp, x: &Block) -> Block {
     if let (UnaryOp::Not, Block::Bool(b)) = (op, x) {
         return Block::Bool(b.mapv(|v| !v));
     }
-    let a = x.to_f64();
-    let f: fn(f64) -> f64 = match op {
-        UnaryOp::Neg => |v| -v,
-        UnaryOp::Not => |v| (v == 0.0) as u8 as f64,
-        UnaryOp::Abs => f64::abs,
-        UnaryOp::Exp => f64::exp,
-        UnaryOp::Log => f64::ln,
-        UnaryOp::Sqrt => f64::sqrt,
-        UnaryOp::Sigmoid => |v| 1.0 / (1.0 + (-v).exp()),
-    };
-    let mut out = a.into_owned();
-    out.par_mapv_inplace(f);
+    let mut out = x.to_f64().into_owned();
+    out.par_mapv_inplace(|v| op.apply(v));
     Block::F64(out)
 }
 
@@ -208,7 +198,6 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
         BinaryOp::Sub => Block::F64(zip.par_map_collect(|x, y| x - y)),
         BinaryOp::Mul => Block::F64(zip.par_map_collect(|x, y| x * y)),
         BinaryOp::Div => Block::F64(zip.par_map_collect(|x, y| x / y)),
-        BinaryOp::Pow => Block::F64(zip.par_map_collect(|x, y| x.powf(*y))),
         BinaryOp::Lt => Block::Bool(zip.par_map_collect(|x, y| x < y)),
         BinaryOp::Le => Block::Bool(zip.par_map_collect(|x, y| x <= y)),
         BinaryOp::Gt => Block::Bool(zip.par_map_collect(|x, y| x > y)),
@@ -216,6 +205,7 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
         BinaryOp::Eq => Block::Bool(zip.par_map_collect(|x, y| x == y)),
         BinaryOp::Ne => Block::Bool(zip.par_map_collect(|x, y| x != y)),
         BinaryOp::And | BinaryOp::Or => unreachable!("handled above"),
+        op => Block::F64(zip.par_map_collect(|x, y| op.apply(*x, *y))),
     })
 }
 

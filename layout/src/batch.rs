@@ -36,9 +36,45 @@ pub enum UnaryOp {
     Not,
     Abs,
     Exp,
+    Expm1,
     Log,
+    Log1p,
     Sqrt,
+    Square,
+    Sign,
+    Sin,
+    Cos,
+    Tan,
+    Tanh,
+    Floor,
+    Ceil,
     Sigmoid,
+}
+
+impl UnaryOp {
+    /// The op on one float64, as NumPy computes it (`Not` gives 1.0 or 0.0).
+    pub fn apply(self, v: f64) -> f64 {
+        match self {
+            UnaryOp::Neg => -v,
+            UnaryOp::Not => (v == 0.0) as u8 as f64,
+            UnaryOp::Abs => v.abs(),
+            UnaryOp::Exp => v.exp(),
+            UnaryOp::Expm1 => v.exp_m1(),
+            UnaryOp::Log => v.ln(),
+            UnaryOp::Log1p => v.ln_1p(),
+            UnaryOp::Sqrt => v.sqrt(),
+            UnaryOp::Square => v * v,
+            UnaryOp::Sign if v.is_nan() => v,
+            UnaryOp::Sign => (v > 0.0) as u8 as f64 - (v < 0.0) as u8 as f64,
+            UnaryOp::Sin => v.sin(),
+            UnaryOp::Cos => v.cos(),
+            UnaryOp::Tan => v.tan(),
+            UnaryOp::Tanh => v.tanh(),
+            UnaryOp::Floor => v.floor(),
+            UnaryOp::Ceil => v.ceil(),
+            UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -49,6 +85,10 @@ pub enum BinaryOp {
     Mul,
     Div,
     Pow,
+    FloorDiv,
+    Mod,
+    Maximum,
+    Minimum,
     Lt,
     Le,
     Gt,
@@ -62,10 +102,52 @@ pub enum BinaryOp {
 impl BinaryOp {
     /// Comparisons and logic give bool; arithmetic gives float64.
     pub fn is_predicate(self) -> bool {
-        !matches!(
+        matches!(
             self,
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow
+            BinaryOp::Lt
+                | BinaryOp::Le
+                | BinaryOp::Gt
+                | BinaryOp::Ge
+                | BinaryOp::Eq
+                | BinaryOp::Ne
+                | BinaryOp::And
+                | BinaryOp::Or
         )
+    }
+
+    /// The op on two float64s as NumPy computes it; predicates give 1.0 or 0.0.
+    pub fn apply(self, x: f64, y: f64) -> f64 {
+        let b = |v: bool| v as u8 as f64;
+        match self {
+            BinaryOp::Add => x + y,
+            BinaryOp::Sub => x - y,
+            BinaryOp::Mul => x * y,
+            BinaryOp::Div => x / y,
+            BinaryOp::Pow => x.powf(y),
+            // Python's floor division and modulo: the remainder takes the divisor's sign.
+            BinaryOp::FloorDiv => (x / y).floor(),
+            BinaryOp::Mod => {
+                let r = x % y;
+                if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                    r + y
+                } else {
+                    r
+                }
+            }
+            // NumPy's maximum and minimum propagate NaN.
+            BinaryOp::Maximum if x.is_nan() || y.is_nan() => f64::NAN,
+            BinaryOp::Maximum => x.max(y),
+            BinaryOp::Minimum if x.is_nan() || y.is_nan() => f64::NAN,
+            BinaryOp::Minimum => x.min(y),
+            BinaryOp::Lt => b(x < y),
+            BinaryOp::Le => b(x <= y),
+            BinaryOp::Gt => b(x > y),
+            BinaryOp::Ge => b(x >= y),
+            BinaryOp::Eq => b(x == y),
+            BinaryOp::Ne => b(x != y),
+            BinaryOp::And => b(x != 0.0 && y != 0.0),
+            BinaryOp::Or => b(x != 0.0 || y != 0.0),
+        }
     }
 
     pub fn symbol(self) -> &'static str {
@@ -75,6 +157,10 @@ impl BinaryOp {
             BinaryOp::Mul => "*",
             BinaryOp::Div => "/",
             BinaryOp::Pow => "**",
+            BinaryOp::FloorDiv => "//",
+            BinaryOp::Mod => "%",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
             BinaryOp::Lt => "<",
             BinaryOp::Le => "<=",
             BinaryOp::Gt => ">",
