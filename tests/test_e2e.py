@@ -290,3 +290,29 @@ def test_plan_shows_lshs_and_naive_and_draws_svg(tmp_path):
     assert root.tag.endswith("svg") and len(root) > 10
     # plan runs nothing and writes nothing.
     assert not (tmp_path / "nums-data").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "garage"])
+def test_stored_array_is_read_in_place(kind, request, tmp_path):
+    """A job's output, kept in the store, is loaded by another job without a copy: the
+    functions read it where it is and nothing is written under it."""
+    from nums import snapshot
+    garage = request.getfixturevalue("garage") if kind == "garage" else None
+    storage = storage_for(kind, garage, tmp_path)
+    env = garage.env() if garage else None
+    where = f"s3://{garage.bucket}/e2e/data/X" if garage else "store/data/X"
+    arrays = {"X": {"random": "normal", "shape": [7, 5], "seed": 8, "block": [3, 4]}}
+    (tmp_path / "data.toml").write_text(job_text(arrays, {"X": where}, name="data", storage=storage))
+    run(tmp_path / "data.toml", env=env)
+    before = snapshot(tmp_path / "store") if kind == "file" else None
+    arrays = {"X": {"load": where}, "Xb": {"load": where, "block": [2, 5]}, "Y": "X * 2 + Xb"}
+    (tmp_path / "use.toml").write_text(job_text(arrays, {"Y": "Y.npy", "X": "X.npy"}, name="use", storage=storage))
+    p = run(tmp_path / "use.toml", "--stats", str(tmp_path / "s.json"), env=env)
+    X = np.load(tmp_path / "X.npy")
+    assert_close(np.load(tmp_path / "Y.npy"), 3 * X)
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["driver_bytes_written"] < 4096, s  # metadata only: X was not imported
+    if kind == "file":
+        after = snapshot(tmp_path / "store")
+        assert {k: v for k, v in after.items() if k.startswith("data/")} == before, p.stdout
+        assert not any(k.startswith("use/X/") for k in after)

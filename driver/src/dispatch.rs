@@ -242,6 +242,7 @@ mod tests {
             .map(|i| ArrayRef {
                 path: format!("job/_tmp/a-long-array-name-{i:08}-padding-padding-padding-padding"),
                 meta: meta.clone(),
+                read_only: false,
             })
             .collect();
         let b = PlannedBatch {

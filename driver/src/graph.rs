@@ -26,6 +26,11 @@ pub enum NodeOp {
         path: String,
     },
     /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
+    /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
+    /// place by the functions, never copied or written.
+    Stored {
+        path: String,
+    },
     ImportZarr {
         store: StoreSpec,
         path: String,
@@ -73,7 +78,8 @@ impl NodeOp {
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
             | NodeOp::ImportNpy { .. }
-            | NodeOp::ImportZarr { .. } => vec![],
+            | NodeOp::ImportZarr { .. }
+            | NodeOp::Stored { .. } => vec![],
             NodeOp::Unary { x, .. }
             | NodeOp::Scalar { x, .. }
             | NodeOp::Transpose { x }
@@ -292,8 +298,29 @@ impl<'a> Builder<'a> {
             Source::Load { path } => {
                 let (shape, dtype, op) = if path.starts_with("s3://") || !path.ends_with(".npy") {
                     let (store, apath) = split_zarr_location(path, &self.job.storage);
-                    let m = load_zarr_meta(&store, &apath)
+                    let arr = load_zarr_meta(&store, &apath)
                         .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
+                    if let Some(rel) = relative_to(&self.job.storage, &store, &apath)
+                        && arr.native
+                    {
+                        // In the job's own store and in nums-cloud's encoding: read it in place,
+                        // re-blocked (by tasks) only where the job asks for other blocks.
+                        check_block(&def.block, &arr.meta.shape)?;
+                        let mut id = self.add(arr.meta.clone(), NodeOp::Stored { path: rel });
+                        let want = ArrayMeta::new(
+                            arr.meta.shape.clone(),
+                            def.block.clone().unwrap_or(arr.meta.block.clone()),
+                            def.dtype.unwrap_or(arr.meta.dtype),
+                        );
+                        if want != arr.meta {
+                            id = self.add(want, NodeOp::Rechunk { x: id });
+                        }
+                        self.stack.pop();
+                        self.g.nodes[id].name = Some(def.name.clone());
+                        self.g.named.insert(def.name.clone(), id);
+                        return Ok(id);
+                    }
+                    let m = arr.meta;
                     (m.shape, m.dtype, NodeOp::ImportZarr { store, path: apath })
                 } else {
                     let h = crate::npy::read_header(std::path::Path::new(path))
@@ -935,7 +962,7 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
 }
 
 /// Reads a Zarr array's metadata (before anything runs) to learn its shape and dtype.
-fn load_zarr_meta(store: &StoreSpec, path: &str) -> Result<ArrayMeta, String> {
+fn load_zarr_meta(store: &StoreSpec, path: &str) -> Result<nums_layout::StoredArray, String> {
     if store.url.starts_with("file://") {
         let dir = url::Url::parse(&store.url)
             .ok()
@@ -960,7 +987,23 @@ fn load_zarr_meta(store: &StoreSpec, path: &str) -> Result<ArrayMeta, String> {
             .block_on(fut),
     }
     .map_err(|e| e.to_string())?;
-    Ok(arr.meta)
+    Ok(arr)
+}
+
+/// The path of `path` in `store` relative to the job's store root, if it lies inside it.
+pub fn relative_to(job_store: &StoreSpec, store: &StoreSpec, path: &str) -> Option<String> {
+    if job_store.endpoint != store.endpoint {
+        return None;
+    }
+    let full = format!(
+        "{}/{}",
+        store.url.trim_end_matches('/'),
+        path.trim_matches('/')
+    );
+    let root = format!("{}/", job_store.url.trim_end_matches('/'));
+    full.strip_prefix(&root)
+        .map(str::to_string)
+        .filter(|r| !r.is_empty())
 }
 
 #[cfg(test)]

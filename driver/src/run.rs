@@ -206,6 +206,9 @@ fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
 /// Writes `zarr.json` for every array the job makes, and the blocks of imported arrays.
 async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::Result<()> {
     for n in &g.nodes {
+        if matches!(n.op, NodeOp::Stored { .. }) {
+            continue; // read in place: never written
+        }
         let arr = StoredArray::new(&tasks::node_path(prefix, g, n.id), n.meta.clone())?;
         arr.write_metadata(store).await?;
         let full = match &n.op {
@@ -313,6 +316,13 @@ async fn export(
                 .await?
                 .map_err(|e| anyhow!(e))?;
             Ok((arr.meta.len() <= PREVIEW).then_some(full))
+        }
+        Target::Zarr { store: spec, path }
+            if crate::graph::relative_to(store.spec(), spec, path).as_deref()
+                == Some(arr.path.as_str()) =>
+        {
+            // The output already is where it should be.
+            Ok(None)
         }
         Target::Zarr { store: spec, path } => {
             let dst = Store::open(spec)?;

@@ -586,6 +586,7 @@ fn cut(
                 arrays.push(ArrayRef {
                     path: array_path(cx.job, g, b),
                     meta,
+                    read_only: matches!(g.nodes[b.node].op, crate::graph::NodeOp::Stored { .. }),
                 });
                 (arrays.len() - 1) as u32
             });

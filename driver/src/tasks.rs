@@ -189,6 +189,9 @@ impl Work {
 
 /// Where a block's array lives under the store root.
 pub fn array_path(job: &str, g: &Graph, b: &BlockId) -> String {
+    if let NodeOp::Stored { path } = &g.nodes[b.node].op {
+        return path.clone();
+    }
     match (g.nodes[b.node].stored_name(), b.part) {
         (Some(n), 0) => format!("{job}/{n}"),
         (None, 0) => format!("{job}/_tmp/n{}", b.node),
@@ -229,7 +232,7 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
         }))
     };
     match &n.op {
-        NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } => None,
+        NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } | NodeOp::Stored { .. } => None,
         NodeOp::Random { dist, seed } => one(
             Kernel::Random {
                 dist: *dist,

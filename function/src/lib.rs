@@ -69,6 +69,8 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         .iter()
         .map(|a| StoredArray::new(&a.path, a.meta.clone()).map(Arc::new))
         .collect::<Result<_, _>>()?;
+    let read_only: Vec<bool> = batch.arrays.iter().map(|a| a.read_only).collect();
+    let read_only = &read_only;
     let mut uses: HashMap<BlockRef, usize> = HashMap::new();
     for t in &batch.tasks {
         for i in &t.inputs {
@@ -89,9 +91,15 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
                 let arr = arrays[r.array as usize].clone();
                 let (store, r) = (store.clone(), r.clone());
                 async move {
-                    let bytes = store.get(&arr.block_key(&r.index)).await?;
+                    let key = arr.block_key(&r.index);
+                    // A read-only input may leave chunks out (the fill value), as Zarr allows.
+                    let bytes = if read_only[r.array as usize] {
+                        store.get_opt(&key).await?
+                    } else {
+                        Some(store.get(&key).await?)
+                    };
                     let block = tokio::task::spawn_blocking(move || {
-                        arr.decode(&r.index, Some(bytes)).map(|b| (r, b))
+                        arr.decode(&r.index, bytes).map(|b| (r, b))
                     })
                     .await
                     .expect("decode task panicked")?;

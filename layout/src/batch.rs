@@ -12,6 +12,10 @@ pub struct ArrayRef {
     /// Path of the Zarr array, relative to the store root.
     pub path: String,
     pub meta: ArrayMeta,
+    /// An input the job reads in place (outside its prefix): read only, missing chunks
+    /// are the fill value.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
 }
 
 /// One block of one of the batch's arrays.
@@ -237,12 +241,17 @@ pub struct Batch {
 }
 
 impl Batch {
-    /// Every array path must lie under the job prefix; checked by the function before any I/O.
+    /// Every array the batch writes lies under the job prefix, and every other array is
+    /// either there too or a declared read-only input; checked before any I/O.
     pub fn check_confined(&self) -> crate::Result<()> {
         let prefix = format!("{}/", self.job_prefix.trim_matches('/'));
-        for a in &self.arrays {
+        let written: std::collections::HashSet<u32> =
+            self.tasks.iter().map(|t| t.output.array).collect();
+        for (i, a) in self.arrays.iter().enumerate() {
             let p = a.path.trim_matches('/');
-            if !p.starts_with(&prefix) || p.split('/').any(|s| s == ".." || s == ".") {
+            let inside = p.starts_with(&prefix) && !(a.read_only && written.contains(&(i as u32)));
+            let readable = a.read_only && !written.contains(&(i as u32)) && !p.is_empty();
+            if !(inside || readable) || p.split('/').any(|s| s == ".." || s == ".") {
                 return Err(crate::Error::OutsidePrefix {
                     key: a.path.clone(),
                     prefix: self.job_prefix.clone(),

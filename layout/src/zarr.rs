@@ -27,6 +27,9 @@ pub const ZSTD_LEVEL: i64 = 1;
 pub struct StoredArray {
     pub path: String,
     pub meta: ArrayMeta,
+    /// Encoded exactly as nums-cloud encodes (codecs, chunk keys, fill value), so a
+    /// function can read it in place with [`StoredArray::new`].
+    pub native: bool,
     codec: Arc<Array<()>>,
 }
 
@@ -91,9 +94,14 @@ impl StoredArray {
             block,
             dtype,
         };
+        let ours = zarr_json(&meta);
+        let native = ["codecs", "chunk_key_encoding", "fill_value"]
+            .iter()
+            .all(|k| json.get(*k) == ours.get(*k));
         Ok(StoredArray {
             path: path.trim_matches('/').to_string(),
             meta,
+            native,
             codec: Arc::new(array),
         })
     }
