@@ -323,7 +323,7 @@ mod tests {
     #[test]
     fn arrays_outside_the_job_prefix_are_refused() {
         let meta = ArrayMeta::new(vec![2], vec![2], DType::Float64);
-        let batch = |path: &str| Batch {
+        let batch = |path: &str, read_only: bool, writes: bool| Batch {
             store: StoreSpec {
                 url: "file:///tmp/x/".into(),
                 endpoint: None,
@@ -332,12 +332,30 @@ mod tests {
             arrays: vec![ArrayRef {
                 path: path.into(),
                 meta: meta.clone(),
+                read_only,
             }],
-            tasks: vec![],
+            tasks: if writes {
+                vec![Task {
+                    kernel: Kernel::Fill { value: 0.0 },
+                    inputs: vec![],
+                    output: BlockRef {
+                        array: 0,
+                        index: vec![0],
+                    },
+                    store_output: true,
+                }]
+            } else {
+                vec![]
+            },
         };
-        assert!(batch("job/X").check_confined().is_ok());
+        assert!(batch("job/X", false, true).check_confined().is_ok());
         for bad in ["other/X", "job", "jobX/a", "job/../other/X", "/job/./X"] {
-            assert!(batch(bad).check_confined().is_err(), "{bad}");
+            assert!(batch(bad, false, false).check_confined().is_err(), "{bad}");
         }
+        // A declared read-only input may lie elsewhere, but is never written.
+        assert!(batch("data/X", true, false).check_confined().is_ok());
+        assert!(batch("data/X", true, true).check_confined().is_err());
+        assert!(batch("job/X", true, true).check_confined().is_err());
+        assert!(batch("data/../etc", true, false).check_confined().is_err());
     }
 }
