@@ -3,8 +3,10 @@
 //! runs `nums-cloud run --stats` under both schedulers and prints store bytes moved, peak
 //! intermediate bytes held in the store, invocations, GB-seconds and wall time, with ratios.
 //!
-//!     bash scripts/bench.sh lshs [--gb 4] [--block-mb 64] [--workers 2] [--memory-mb 2048]
+//!     bash scripts/bench.sh lshs [--gb 4] [--block-mb 64] [--workers 2] [--memory-mb 2048] [--generate]
 //!
+//! By default X is written to the store once by a setup job and every run reads it in
+//! place; with --generate each run makes X itself (seeded, so the same data).
 //! (scripts/bench.sh starts Garage on 127.0.0.1 and passes --url and --endpoint.)
 
 use std::path::PathBuf;
@@ -25,18 +27,10 @@ fn num(name: &str, default: f64) -> anyhow::Result<f64> {
 
 const D: u64 = 128;
 
-fn job(
-    name: &str,
-    scheduler: &str,
-    storage: &str,
-    compute: &str,
-    rows: u64,
-    block_rows: u64,
-    body: &str,
-) -> String {
+fn job(name: &str, scheduler: &str, storage: &str, compute: &str, x: &str, body: &str) -> String {
     format!(
-        "name = \"{name}-{scheduler}\"\n{storage}\n[compute]\n{compute}scheduler = \"{scheduler}\"\n[arrays]\n\
-         X = {{ random = \"normal\", shape = [{rows}, {D}], seed = 1, block = [{block_rows}, {D}] }}\n{body}"
+        "name = \"{name}-{scheduler}\"\n{storage}\n[compute]\n{compute}scheduler = \"{scheduler}\"\n\
+         [arrays]\nX = {x}\n{body}"
     )
 }
 
@@ -47,7 +41,9 @@ fn main() -> anyhow::Result<()> {
     let memory_mb = num("--memory-mb", 2048.0)? as u64;
     let rows = (gb * 1e9 / (8 * D) as f64).ceil() as u64;
     let block_rows = (block_mb * (1 << 20) as f64 / (8 * D) as f64) as u64;
-    let storage = match (arg("--url"), arg("--endpoint")) {
+    let generate = std::env::args().any(|a| a == "--generate");
+    let url = arg("--url");
+    let storage = match (url.clone(), arg("--endpoint")) {
         (Some(u), Some(e)) => format!("[storage]\nurl = \"{u}\"\nendpoint = \"{e}\""),
         (Some(u), None) => format!("[storage]\nurl = \"{u}\""),
         _ => String::new(),
@@ -63,7 +59,42 @@ fn main() -> anyhow::Result<()> {
     }
     let dir = std::env::temp_dir().join(format!("nums-bench-lshs-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
-
+    let make_x = format!(
+        "{{ random = \"normal\", shape = [{rows}, {D}], seed = 1, block = [{block_rows}, {D}] }}"
+    );
+    let x = if generate {
+        make_x
+    } else {
+        // Setup: a job whose output X is kept in the store; the runs read it in place.
+        let root = url
+            .clone()
+            .unwrap_or_else(|| format!("file://{}/store", dir.display()));
+        let at = format!("{}/bench-data/X", root.trim_end_matches('/'));
+        let setup = format!(
+            "name = \"bench-data\"\n{}\n[compute]\n{compute}[arrays]\nX = {make_x}\n[outputs]\nX = \"{at}\"\n",
+            if storage.is_empty() {
+                format!("[storage]\nurl = \"{root}\"")
+            } else {
+                storage.clone()
+            }
+        );
+        let path = dir.join("setup.toml");
+        std::fs::write(&path, setup)?;
+        let out = Command::new(&bin)
+            .arg("run")
+            .arg(&path)
+            .arg("--quiet")
+            .output()?;
+        if !out.status.success() {
+            bail!("setup failed:\n{}", String::from_utf8_lossy(&out.stderr));
+        }
+        format!("{{ load = \"{at}\" }}")
+    };
+    let storage = if storage.is_empty() && !generate {
+        format!("[storage]\nurl = \"file://{}/store\"", dir.display())
+    } else {
+        storage
+    };
     let workloads = [
         (
             "logreg",
@@ -85,9 +116,14 @@ fn main() -> anyhow::Result<()> {
         ),
     ];
     println!(
-        "X: {rows} x {D} float64 ({:.2} GB) in blocks of {block_rows} rows ({:.0} MiB); {workers} workers, memory_mb = {memory_mb}",
+        "X: {rows} x {D} float64 ({:.2} GB) in blocks of {block_rows} rows ({:.0} MiB), {}; {workers} workers, memory_mb = {memory_mb}",
         (rows * D * 8) as f64 / 1e9,
-        (block_rows * D * 8) as f64 / (1 << 20) as f64
+        (block_rows * D * 8) as f64 / (1 << 20) as f64,
+        if generate {
+            "generated in each run"
+        } else {
+            "stored once, read in place by each run"
+        }
     );
     let header = format!(
         "{:<44}{:>12}{:>12}{:>8}{:>10}{:>10}{:>10}",
@@ -104,10 +140,7 @@ fn main() -> anyhow::Result<()> {
             let d = dir.join(format!("{name}-{sched}"));
             std::fs::create_dir_all(&d)?;
             let path = d.join("job.toml");
-            std::fs::write(
-                &path,
-                job(name, sched, &storage, &compute, rows, block_rows, &body),
-            )?;
+            std::fs::write(&path, job(name, sched, &storage, &compute, &x, &body))?;
             let stats = d.join("stats.json");
             let out = Command::new(&bin)
                 .arg("run")

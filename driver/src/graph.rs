@@ -92,6 +92,11 @@ impl NodeOp {
         }
     }
 
+    /// Blocks that are in the store before any task runs (imported or read in place).
+    pub fn is_stored_input(&self) -> bool {
+        self.is_import() || matches!(self, NodeOp::Stored { .. })
+    }
+
     pub fn is_import(&self) -> bool {
         matches!(self, NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. })
     }

@@ -282,6 +282,18 @@ impl<'a> Sim<'a> {
 
 fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
     let mut sim = Sim::new(cx);
+    // Blocks already in the store (inputs) belong to their block-cyclic home slot, so that
+    // the work on them is spread the same way as the blocks they line up with.
+    for n in &cx.g.nodes {
+        if n.op.inputs().is_empty() && n.op.is_stored_input() {
+            for idx in n.meta.blocks() {
+                let b = BlockId::new(n.id, idx);
+                let h = home(cx, &b);
+                sim.written.insert(b.clone());
+                sim.at.insert(b, h);
+            }
+        }
+    }
     let mut out = Vec::new();
     for w in work {
         match w {
