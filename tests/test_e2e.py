@@ -140,7 +140,7 @@ def test_ops_match_numpy_on_ragged_blocks(kind, scheduler, request, inputs, tmp_
         assert stats["invocations"] == stats["tasks"] > len(CASES)
     else:
         # LSHS batches tasks: fewer invocations, and blocks kept in memory are not re-read.
-        assert len(CASES) <= stats["invocations"] < stats["tasks"] / 4
+        assert 0 < stats["invocations"] < stats["tasks"] / 4
     assert stats["s3_bytes_read"] > 0 and stats["s3_bytes_written"] > 0
     assert 0 < stats["peak_memory_bytes"] <= stats["memory_limit_bytes"] == 512 << 20
 
