@@ -355,8 +355,8 @@ fn lshs_tasks(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
 }
 
 /// Orders the placed tasks so that each slot streams: among its ready tasks a slot runs
-/// first the one that frees the most memory (last uses of its inputs), then one whose
-/// inputs it already holds, then the smallest new block. Slots take turns, which gives
+/// first the one that frees the most memory (last uses of its inputs), then the one that
+/// brings in the least new data (blocks to read or make), then one whose inputs it holds. Slots take turns, which gives
 /// one global topological order for cutting batches.
 fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)> {
     let g = cx.g;
@@ -394,8 +394,7 @@ fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)>
         for s in 0..cx.workers {
             let score = |i: usize| {
                 let t = &placed[i].0;
-                let mut freed = 0;
-                let mut held = 0;
+                let (mut freed, mut held, mut new) = (0, 0, 0);
                 let mut counts: HashMap<&BlockId, usize> = HashMap::new();
                 for b in &t.inputs {
                     *counts.entry(b).or_default() += 1;
@@ -406,10 +405,18 @@ fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)>
                     }
                     if live[s].contains(b) {
                         held += 1;
+                    } else {
+                        new += b.nbytes(g);
                     }
                 }
+                if t.inputs.is_empty() {
+                    new += t.output.nbytes(g);
+                }
+                // Free memory first, then bring in as little new data as possible (a block
+                // read or made), then use what is held.
                 (
                     freed,
+                    std::cmp::Reverse(new),
                     held,
                     std::cmp::Reverse(t.output.nbytes(g)),
                     std::cmp::Reverse(i),
@@ -427,6 +434,8 @@ fn reorder(cx: &Ctx, placed: Vec<(BlockTask, usize)>) -> Vec<(BlockTask, usize)>
                 *u -= 1;
                 if *u == 0 {
                     live[s].remove(b);
+                } else {
+                    live[s].insert(b); // read or received here, kept for its next use
                 }
             }
             if uses.get(&t.output).copied().unwrap_or(0) > 0 {
