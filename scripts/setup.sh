@@ -3,29 +3,40 @@
 # Installs what nums-cloud's build (build) or build and tests (test) need, into caches outside the checkout (or
 # git-ignored folders), so later runs skip the work: OpenBLAS (Debian), Garage (crates.io,
 # the S3 server of the tests), and a Python venv with NumPy, zarr and pytest (PyPI).
+# Idempotent; exports nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${NUMS_CACHE:-$HOME/.cache/nums-cloud}"
 GARAGE_VERSION=2.5.0
 mkdir -p "$CACHE"
 
+SUDO=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO=sudo
+
 if ! dpkg -s libopenblas-dev >/dev/null 2>&1 || ! command -v pkg-config >/dev/null; then
-  echo "setup: installing OpenBLAS (apt)"
-  apt-get update -qq
-  apt-get install -y -qq libopenblas-dev pkg-config >/dev/null
+  echo "setup: installing OpenBLAS and pkg-config (apt)"
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq libopenblas-dev pkg-config >/dev/null
 fi
 
-[ "${1:-test}" = build ] && exit 0
+[ "${1:-test}" = build ] && { echo "setup: ok (build)"; exit 0; }
 
 GARAGE="$CACHE/garage-$GARAGE_VERSION/bin/garage"
 if [ ! -x "$GARAGE" ]; then
-  echo "setup: building Garage $GARAGE_VERSION (about 7 minutes, once)"
+  echo "setup: building Garage $GARAGE_VERSION from crates.io (about 7 minutes, once)"
   cargo install "garage@$GARAGE_VERSION" --locked --root "$CACHE/garage-$GARAGE_VERSION" --quiet
 fi
 
-if ! .venv/bin/python -c "import numpy, zarr, pytest" >/dev/null 2>&1; then
-  echo "setup: creating .venv (numpy, zarr, pytest)"
-  python3 -m venv .venv
-  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+# The venv is (re)filled when the packages do not import or tests/requirements.txt changed
+# since the last install (a copy is kept in .venv).
+if ! cmp -s tests/requirements.txt .venv/nums-requirements.txt \
+   || ! .venv/bin/python -c "import numpy, zarr, pytest" >/dev/null 2>&1; then
+  echo "setup: filling .venv (numpy, zarr, pytest from PyPI)"
+  if ! python3 -m venv .venv; then
+    echo "setup: python3 -m venv failed; on Debian/Ubuntu install python3-venv" >&2
+    exit 1
+  fi
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r tests/requirements.txt
+  cp tests/requirements.txt .venv/nums-requirements.txt
 fi
 echo "setup: ok (garage $GARAGE, python .venv)"

@@ -10,5 +10,9 @@ from garage import Garage  # noqa: E402
 @pytest.fixture(scope="session")
 def garage():
     """One real Garage S3 server on 127.0.0.1 for the whole session, stopped at the end."""
-    with Garage() as g:
+    try:
+        server = Garage()
+    except FileNotFoundError as e:
+        pytest.fail(f"{e} (or set NUMS_GARAGE_BIN)", pytrace=False)
+    with server as g:
         yield g
