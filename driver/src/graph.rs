@@ -580,45 +580,28 @@ impl<'a> Builder<'a> {
                 Ok(())
             }
         };
+        let scalar_left = matches!((&a, &b), (Val::Num(_), Val::Arr(_)));
         Ok(match (a, b) {
             (Val::Num(x), Val::Num(y)) => Val::Num(bop.apply(x, y)),
-            (Val::Arr(x), Val::Num(value)) => {
+            (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
                 check_logic(self, x)?;
                 let m = ArrayMeta {
                     dtype,
                     ..self.meta(x).clone()
                 };
-                Val::Arr(self.add(
-                    m,
-                    NodeOp::Scalar {
-                        op: bop,
-                        x,
-                        value,
-                        scalar_left: false,
-                    },
-                ))
-            }
-            (Val::Num(value), Val::Arr(x)) => {
-                check_logic(self, x)?;
-                let m = ArrayMeta {
-                    dtype,
-                    ..self.meta(x).clone()
+                let op = NodeOp::Scalar {
+                    op: bop,
+                    x,
+                    value,
+                    scalar_left,
                 };
-                Val::Arr(self.add(
-                    m,
-                    NodeOp::Scalar {
-                        op: bop,
-                        x,
-                        value,
-                        scalar_left: true,
-                    },
-                ))
+                Val::Arr(self.add(m, op))
             }
             (Val::Arr(x), Val::Arr(y)) => {
                 check_logic(self, x)?;
                 check_logic(self, y)?;
                 let (mx, my) = (self.meta(x).clone(), self.meta(y).clone());
-                let Some(shape) = broadcast(&mx.shape, &my.shape) else {
+                let Some(shape) = nums_layout::meta::broadcast(&mx.shape, &my.shape) else {
                     return Err(at(format!(
                         "operands of {} have shapes {} and {}, which do not broadcast",
                         bop.symbol(),
@@ -876,26 +859,6 @@ pub const SUPPORTED_FUNCTIONS: &[&str] = &[
     "tanh",
     "transpose",
 ];
-
-/// NumPy's broadcast of two shapes (trailing axes aligned), or None.
-fn broadcast(a: &[u64], b: &[u64]) -> Option<Vec<u64>> {
-    let n = a.len().max(b.len());
-    let at = |s: &[u64], d: usize| {
-        if d + s.len() >= n {
-            s[d + s.len() - n]
-        } else {
-            1
-        }
-    };
-    (0..n)
-        .map(|d| match (at(a, d), at(b, d)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
-}
 
 fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     let one = |x: f64| -> Result<usize, String> {

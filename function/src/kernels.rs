@@ -144,28 +144,8 @@ fn unary(op: UnaryOp, x: &Block) -> Block {
     Block::F64(out)
 }
 
-/// NumPy's broadcast shape of two block shapes (trailing axes aligned).
-fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
-    let n = a.len().max(b.len());
-    let at = |s: &[usize], d: usize| {
-        if d + s.len() >= n {
-            s[d + s.len() - n]
-        } else {
-            1
-        }
-    };
-    (0..n)
-        .map(|d| match (at(a, d), at(b, d)) {
-            (x, y) if x == y => Some(x),
-            (1, y) => Some(y),
-            (x, 1) => Some(x),
-            _ => None,
-        })
-        .collect()
-}
-
 fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
-    let shape = broadcast_shape(a.shape(), b.shape()).ok_or_else(|| {
+    let shape = nums_layout::meta::broadcast(a.shape(), b.shape()).ok_or_else(|| {
         format!(
             "operands of {} have block shapes {:?} and {:?}",
             op.symbol(),

@@ -128,6 +128,28 @@ impl ArrayMeta {
     }
 }
 
+/// NumPy's broadcast of two shapes (trailing axes aligned), or None where they clash.
+/// Used for array shapes by the driver and for block shapes by the kernels.
+pub fn broadcast<T: Copy + PartialEq + From<u8>>(a: &[T], b: &[T]) -> Option<Vec<T>> {
+    let n = a.len().max(b.len());
+    let one = T::from(1);
+    let at = |s: &[T], d: usize| {
+        if d + s.len() >= n {
+            s[d + s.len() - n]
+        } else {
+            one
+        }
+    };
+    (0..n)
+        .map(|d| match (at(a, d), at(b, d)) {
+            (x, y) if x == y => Some(x),
+            (x, y) if x == one => Some(y),
+            (x, y) if y == one => Some(x),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Row-major multi-index of linear index `lin` in `shape`.
 pub fn unravel(mut lin: u64, shape: &[u64]) -> Vec<u64> {
     let mut idx = vec![0; shape.len()];
