@@ -79,7 +79,7 @@ async fn main() -> anyhow::Result<()> {
             Block::F64(a) => {
                 Bytes::from(a.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())
             }
-            Block::Bool(_) => unreachable!(),
+            _ => unreachable!("float64 blocks"),
         })
         .collect();
     let total = (n * 8) as f64 * blocks as f64;

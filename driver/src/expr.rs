@@ -48,6 +48,7 @@ pub enum Op {
     Ne,
     And,
     Or,
+    Xor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +61,8 @@ pub enum UnOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ExprKind {
     Num(f64),
+    /// An integer literal (NumPy treats `2` and `2.0` differently with int arrays).
+    Int(i64),
     Bool(bool),
     Str(String),
     None,
@@ -83,6 +86,7 @@ pub struct Expr {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Num(f64),
+    Int(i64),
     Str(String),
     Ident(String),
     Sym(&'static str),
@@ -90,7 +94,7 @@ enum Tok {
 }
 
 const SYMS: &[&str] = &[
-    "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|", "~", "(",
+    "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|", "^", "~", "(",
     ")", "[", "]", ",", ".", ":", "=",
 ];
 
@@ -116,10 +120,14 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 i += 1;
             }
             let text: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
-            let v: f64 = text
-                .parse()
-                .map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
-            out.push((Tok::Num(v), start));
+            if let Ok(i) = text.parse::<i64>() {
+                out.push((Tok::Int(i), start));
+            } else {
+                let v: f64 = text
+                    .parse()
+                    .map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
+                out.push((Tok::Num(v), start));
+            }
         } else if c.is_alphabetic() || c == '_' {
             while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
                 i += 1;
@@ -166,6 +174,7 @@ pub fn parse(s: &str) -> Result<Expr, ExprError> {
 fn describe(t: &Tok) -> String {
     match t {
         Tok::Num(v) => format!("number {v}"),
+        Tok::Int(v) => format!("number {v}"),
         Tok::Str(s) => format!("string {s:?}"),
         Tok::Ident(s) => format!("name {s}"),
         Tok::Sym(s) => format!("'{s}'"),
@@ -188,6 +197,7 @@ fn infix(t: &Tok) -> Option<(Op, u8)> {
         "==" => (Op::Eq, 1),
         "!=" => (Op::Ne, 1),
         "|" => (Op::Or, 2),
+        "^" => (Op::Xor, 3),
         "&" => (Op::And, 4),
         "+" => (Op::Add, 6),
         "-" => (Op::Sub, 6),
@@ -294,6 +304,18 @@ impl Parser {
                 let Tok::Ident(name) = t else {
                     return Err(ExprError::new(p, "expected an attribute name after '.'"));
                 };
+                if self.eat("(") {
+                    // `np.f(a)` is `f(a)`; a method `x.f(a)` is `f(x, a)`.
+                    let (mut args, kwargs) = self.call_args()?;
+                    if !matches!(&e.kind, ExprKind::Name(n) if n == "np" || n == "numpy") {
+                        args.insert(0, e);
+                    }
+                    e = Expr {
+                        kind: ExprKind::Call(name, args, kwargs),
+                        pos: p,
+                    };
+                    continue;
+                }
                 e = Expr {
                     kind: ExprKind::Attr(Box::new(e), name),
                     pos,
@@ -344,6 +366,7 @@ impl Parser {
         let (t, pos) = self.next();
         let kind = match t {
             Tok::Num(v) => ExprKind::Num(v),
+            Tok::Int(v) => ExprKind::Int(v),
             Tok::Str(s) => ExprKind::Str(s),
             Tok::Ident(name) => match name.as_str() {
                 "True" => ExprKind::Bool(true),
@@ -436,6 +459,7 @@ mod tests {
     fn show(e: &Expr) -> String {
         match &e.kind {
             ExprKind::Num(v) => format!("{v}"),
+            ExprKind::Int(v) => format!("{v}"),
             ExprKind::Name(n) => n.clone(),
             ExprKind::Str(s) => format!("{s:?}"),
             ExprKind::Unary(op, x) => format!("({op:?} {})", show(x)),

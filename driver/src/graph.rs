@@ -3,11 +3,15 @@
 
 use std::collections::HashMap;
 
-use nums_layout::batch::{BinaryOp, RandomDist, UnaryOp};
+use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::meta::ScalarKind;
 use nums_layout::{ArrayMeta, DType, StoreSpec};
 
 use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
 use crate::job::{ArrayDef, Job, JobError, Source};
+
+mod funcs;
+pub use funcs::SUPPORTED_FUNCTIONS;
 
 pub type NodeId = usize;
 
@@ -21,16 +25,30 @@ pub enum NodeOp {
     Fill {
         value: f64,
     },
+    /// `start + step * index along axis` (arange, linspace, index arrays).
+    Iota {
+        axis: usize,
+        start: f64,
+        step: f64,
+    },
+    /// 1 on the `k`-th diagonal.
+    Eye {
+        k: i64,
+    },
     /// A `.npy` file the driver imports into the store.
     ImportNpy {
         path: String,
     },
-    /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
+    /// A `.csv` file of numbers the driver imports into the store.
+    ImportCsv {
+        path: String,
+    },
     /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
     /// place by the functions, never copied or written.
     Stored {
         path: String,
     },
+    /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
     ImportZarr {
         store: StoreSpec,
         path: String,
@@ -50,25 +68,45 @@ pub enum NodeOp {
         value: f64,
         scalar_left: bool,
     },
-    Matmul {
+    Where {
+        c: NodeId,
         a: NodeId,
         b: NodeId,
     },
+    /// An Einstein sum (explicit output) of the operands; every letter has one block size.
+    Einsum {
+        subscripts: String,
+        xs: Vec<NodeId>,
+    },
+    /// Output axis i is input axis `perm[i]`.
     Transpose {
         x: NodeId,
+        perm: Vec<usize>,
     },
-    Sum {
+    Reduce {
         x: NodeId,
+        op: ReduceOp,
         axes: Vec<usize>,
     },
     /// The same values in another block grid or dtype.
     Rechunk {
         x: NodeId,
     },
-    /// The same values with axes of length 1 inserted at `new_axes` (of the output).
-    ExpandDims {
+    /// The same elements in C order under another shape. Either only axes of length 1
+    /// differ (blocks map one to one), or both arrays are blocked along axis 0 only.
+    Reshape {
         x: NodeId,
-        new_axes: Vec<usize>,
+    },
+    /// Output element `p` is input element `start + p * step` along every axis.
+    Slice {
+        x: NodeId,
+        start: Vec<i64>,
+        step: Vec<i64>,
+    },
+    /// The operands one after another along `axis`.
+    Concat {
+        xs: Vec<NodeId>,
+        axis: usize,
     },
 }
 
@@ -77,18 +115,22 @@ impl NodeOp {
         match self {
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
+            | NodeOp::Iota { .. }
+            | NodeOp::Eye { .. }
             | NodeOp::ImportNpy { .. }
+            | NodeOp::ImportCsv { .. }
             | NodeOp::ImportZarr { .. }
             | NodeOp::Stored { .. } => vec![],
             NodeOp::Unary { x, .. }
             | NodeOp::Scalar { x, .. }
-            | NodeOp::Transpose { x }
-            | NodeOp::Sum { x, .. }
+            | NodeOp::Transpose { x, .. }
+            | NodeOp::Reduce { x, .. }
             | NodeOp::Rechunk { x }
-            | NodeOp::ExpandDims { x, .. } => {
-                vec![*x]
-            }
-            NodeOp::Binary { a, b, .. } | NodeOp::Matmul { a, b } => vec![*a, *b],
+            | NodeOp::Reshape { x }
+            | NodeOp::Slice { x, .. } => vec![*x],
+            NodeOp::Binary { a, b, .. } => vec![*a, *b],
+            NodeOp::Where { c, a, b } => vec![*c, *a, *b],
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => xs.clone(),
         }
     }
 
@@ -98,7 +140,10 @@ impl NodeOp {
     }
 
     pub fn is_import(&self) -> bool {
-        matches!(self, NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. })
+        matches!(
+            self,
+            NodeOp::ImportNpy { .. } | NodeOp::ImportCsv { .. } | NodeOp::ImportZarr { .. }
+        )
     }
 }
 
@@ -168,10 +213,10 @@ pub fn default_block(shape: &[u64], dtype: DType, workers: usize, memory_mb: u64
 
 #[derive(Debug, Clone)]
 enum Val {
-    Num(f64),
+    Num(f64, ScalarKind),
     Arr(NodeId),
     Tuple(Vec<Val>),
-    Str,
+    Str(String),
     None,
 }
 
@@ -279,14 +324,19 @@ impl<'a> Builder<'a> {
         let id = match &def.source {
             Source::Random { dist, shape, seed } => {
                 check_block(&def.block, shape)?;
-                if def.dtype == Some(DType::Bool) {
+                let natural = match dist {
+                    RandomDist::Integers { .. } => DType::Int64,
+                    _ => DType::Float64,
+                };
+                let dtype = def.dtype.unwrap_or(natural);
+                if dtype == DType::Bool || (natural == DType::Int64) != (dtype == DType::Int64) {
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.dtype"),
-                        "random arrays are float64",
+                        format!("random {} arrays are {natural}; convert with astype in an expression", dist.name()),
                     ));
                 }
-                let m = leaf_meta(shape.clone(), DType::Float64, self);
+                let m = leaf_meta(shape.clone(), dtype, self);
                 self.add(
                     m,
                     NodeOp::Random {
@@ -301,7 +351,12 @@ impl<'a> Builder<'a> {
                 self.add(m, NodeOp::Fill { value: *value })
             }
             Source::Load { path } => {
-                let (shape, dtype, op) = if path.starts_with("s3://") || !path.ends_with(".npy") {
+                let (shape, dtype, op) = if path.ends_with(".csv") && !path.starts_with("s3://") {
+                    let b = crate::npy::read_csv(std::path::Path::new(path))
+                        .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
+                    let shape = b.shape().iter().map(|&s| s as u64).collect();
+                    (shape, DType::Float64, NodeOp::ImportCsv { path: path.clone() })
+                } else if path.starts_with("s3://") || !path.ends_with(".npy") {
                     let (store, apath) = split_zarr_location(path, &self.job.storage);
                     let arr = load_zarr_meta(&store, &apath)
                         .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
@@ -348,10 +403,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x) => {
-                        let m = ArrayMeta::new(vec![], vec![], DType::Float64);
-                        self.add(m, NodeOp::Fill { value: x })
-                    }
+                    Val::Num(x, k) => self.scalar_node(x, dtype_of_kind(k)),
                     _ => return Err(err(format!("{text:?} is not an array expression"))),
                 };
                 let m = self.meta(id).clone();
@@ -378,9 +430,10 @@ impl<'a> Builder<'a> {
     fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
         Ok(match &e.kind {
-            ExprKind::Num(v) => Val::Num(*v),
-            ExprKind::Bool(b) => Val::Num(*b as u8 as f64),
-            ExprKind::Str(_) => Val::Str,
+            ExprKind::Num(v) => Val::Num(*v, ScalarKind::Float),
+            ExprKind::Int(v) => Val::Num(*v as f64, ScalarKind::Int),
+            ExprKind::Bool(b) => Val::Num(*b as u8 as f64, ScalarKind::Bool),
+            ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
@@ -401,23 +454,13 @@ impl<'a> Builder<'a> {
                 let v = self.eval(x)?;
                 match (op, v) {
                     (UnOp::Pos, v) => v,
-                    (UnOp::Neg, Val::Num(x)) => Val::Num(-x),
-                    (UnOp::Invert, Val::Num(x)) => Val::Num((x == 0.0) as u8 as f64),
-                    (UnOp::Neg, Val::Arr(id)) => {
-                        if self.meta(id).dtype == DType::Bool {
-                            return Err(at(
-                                "the - operator is not supported for bool arrays; use ~".into(),
-                            ));
-                        }
-                        self.elementwise1(UnaryOp::Neg, id)
+                    (UnOp::Neg, Val::Num(x, k)) => Val::Num(-x, k.max(ScalarKind::Int)),
+                    (UnOp::Invert, Val::Num(x, ScalarKind::Bool)) => {
+                        Val::Num((x == 0.0) as u8 as f64, ScalarKind::Bool)
                     }
-                    (UnOp::Invert, Val::Arr(id)) => {
-                        if self.meta(id).dtype != DType::Bool {
-                            return Err(at("~ applies to bool arrays".into()));
-                        }
-                        self.elementwise1(UnaryOp::Not, id)
-                    }
-                    _ => return Err(at("unary operator on a non-array".into())),
+                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
+                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    _ => return Err(at("~ needs a bool, - a number or an array".into())),
                 }
             }
             ExprKind::Binary(op, a, b) => {
@@ -425,66 +468,154 @@ impl<'a> Builder<'a> {
                 self.binary(*op, va, vb, e.pos)?
             }
             ExprKind::Attr(x, attr) => {
+                if let ExprKind::Name(n) = &x.kind
+                    && (n == "np" || n == "numpy")
+                {
+                    return match attr.as_str() {
+                        "pi" => Ok(Val::Num(std::f64::consts::PI, ScalarKind::Float)),
+                        "e" => Ok(Val::Num(std::f64::consts::E, ScalarKind::Float)),
+                        "inf" => Ok(Val::Num(f64::INFINITY, ScalarKind::Float)),
+                        "nan" => Ok(Val::Num(f64::NAN, ScalarKind::Float)),
+                        "newaxis" => Ok(Val::None),
+                        a => Err(at(format!(
+                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis"
+                        ))),
+                    };
+                }
                 let v = self.eval(x)?;
-                match (attr.as_str(), v) {
-                    ("T", Val::Arr(id)) => self.transpose(id),
-                    ("T", v @ Val::Num(_)) => v,
-                    (a, _) => return Err(at(format!("unknown attribute .{a}; supported: .T"))),
+                let Val::Arr(id) = v else {
+                    return Err(at(format!("only arrays have the attribute .{attr}")));
+                };
+                let m = self.meta(id).clone();
+                let int = |v: u64| Val::Num(v as f64, ScalarKind::Int);
+                match attr.as_str() {
+                    "T" => Val::Arr(self.transpose(id, (0..m.ndim()).rev().collect())),
+                    "shape" => Val::Tuple(m.shape.iter().map(|&s| int(s)).collect()),
+                    "ndim" => int(m.ndim() as u64),
+                    "size" => int(m.len()),
+                    a => {
+                        return Err(at(format!(
+                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size"
+                        )));
+                    }
                 }
             }
             ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
-            ExprKind::Index(x, items) => {
-                let Val::Arr(id) = self.eval(x)? else {
-                    return Err(at("only arrays can be indexed".into()));
-                };
-                self.expand_dims(id, items)?
-            }
+            ExprKind::Index(x, items) => match self.eval(x)? {
+                Val::Arr(id) => self.index(id, items)?,
+                Val::Tuple(t) => {
+                    let [it] = items.as_slice() else {
+                        return Err(at("a tuple takes one index".into()));
+                    };
+                    let i = self.int(it)?;
+                    let n = t.len() as i64;
+                    if i < -n || i >= n {
+                        return Err(EvalError::Expr(ExprError::new(
+                            it.pos,
+                            format!("index {i} is out of range for a tuple of {n}"),
+                        )));
+                    }
+                    t[i.rem_euclid(n) as usize].clone()
+                }
+                _ => return Err(at("only arrays and tuples can be indexed".into())),
+            },
             ExprKind::Slice(..) => return Err(at("a slice is only allowed inside [ ]".into())),
         })
     }
 
-    /// `x[:, None]` and the like: every item a full slice `:` or `None` (a new axis).
-    fn expand_dims(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
+    /// An expression that must be an integer (an index, a size, an axis).
+    fn int(&mut self, e: &Expr) -> Result<i64, EvalError> {
+        match self.eval(e)? {
+            Val::Num(v, k) if k != ScalarKind::Float || v.fract() == 0.0 => Ok(v as i64),
+            _ => Err(EvalError::Expr(ExprError::new(e.pos, "expected an integer"))),
+        }
+    }
+
+    /// `x[...]`: integers, slices with steps (negative too), `None` (new axes), one per
+    /// axis from the left; missing trailing axes are whole.
+    fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
         let m = self.meta(x).clone();
-        let (mut shape, mut block, mut src) = (Vec::new(), Vec::new(), 0);
-        let mut new_axes = Vec::new();
+        let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
+        let mut out_shape = Vec::new();
+        let mut d = 0;
         for it in items {
-            match &it.kind {
-                ExprKind::None => {
-                    new_axes.push(shape.len());
-                    shape.push(1);
-                    block.push(1);
-                }
-                ExprKind::Slice(None, None, None) if src < m.ndim() => {
-                    shape.push(m.shape[src]);
-                    block.push(m.block[src]);
-                    src += 1;
-                }
-                ExprKind::Slice(None, None, None) => {
-                    return Err(EvalError::Expr(ExprError::new(
-                        it.pos,
-                        format!("too many indices for an array of dimension {}", m.ndim()),
-                    )));
-                }
-                _ => {
-                    return Err(EvalError::Expr(ExprError::new(
-                        it.pos,
-                        "only `:` and `None` (new axes) are supported in indexing yet",
-                    )));
-                }
+            let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
+            if matches!(it.kind, ExprKind::None) {
+                out_shape.push(1);
+                continue;
             }
+            if d >= m.ndim() {
+                return Err(err(format!(
+                    "too many indices for an array of dimension {}",
+                    m.ndim()
+                )));
+            }
+            let n = m.shape[d] as i64;
+            match &it.kind {
+                ExprKind::Slice(a, b, c) => {
+                    let mut opt = |e: &Option<Box<Expr>>| -> Result<Option<i64>, EvalError> {
+                        match e {
+                            None => Ok(None),
+                            Some(e) if matches!(e.kind, ExprKind::None) => Ok(None),
+                            Some(e) => self.int(e).map(Some),
+                        }
+                    };
+                    let (a, b, c) = (opt(a)?, opt(b)?, opt(c)?);
+                    let (s0, st, l) = python_slice(a, b, c.unwrap_or(1), n).map_err(err)?;
+                    if l == 0 {
+                        return Err(err(format!(
+                            "this slice of axis {d} (size {n}) is empty; nums-cloud arrays are not empty"
+                        )));
+                    }
+                    start.push(s0);
+                    step.push(st);
+                    len.push(l as u64);
+                    out_shape.push(l as u64);
+                }
+                _ => match self.eval(it)? {
+                    Val::Num(v, k) if k != ScalarKind::Float => {
+                        let i = v as i64;
+                        if i < -n || i >= n {
+                            return Err(err(format!(
+                                "index {i} is out of bounds for axis {d} with size {n}"
+                            )));
+                        }
+                        start.push(i.rem_euclid(n));
+                        step.push(1);
+                        len.push(1);
+                    }
+                    Val::Arr(_) => {
+                        return Err(err(
+                            "indexing with an array (a boolean mask or integer list) is not supported"
+                                .into(),
+                        ));
+                    }
+                    _ => return Err(err("an index is an integer, a slice or None".into())),
+                },
+            }
+            d += 1;
         }
-        shape.extend_from_slice(&m.shape[src..]);
-        block.extend_from_slice(&m.block[src..]);
-        if new_axes.is_empty() {
-            return Ok(Val::Arr(x));
+        for k in d..m.ndim() {
+            start.push(0);
+            step.push(1);
+            len.push(m.shape[k]);
+            out_shape.push(m.shape[k]);
         }
-        let meta = ArrayMeta {
-            shape,
-            block,
-            dtype: m.dtype,
-        };
-        Ok(Val::Arr(self.add(meta, NodeOp::ExpandDims { x, new_axes })))
+        let whole = start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && len == m.shape;
+        let mut id = x;
+        if !whole {
+            let block = m
+                .block
+                .iter()
+                .zip(&step)
+                .map(|(&b, &s)| (b / s.unsigned_abs()).max(1))
+                .collect();
+            id = self.add(
+                ArrayMeta::new(len, block, m.dtype),
+                NodeOp::Slice { x, start, step },
+            );
+        }
+        Ok(Val::Arr(self.reshape(id, &out_shape)))
     }
 
     fn known(&self) -> String {
@@ -493,41 +624,77 @@ impl<'a> Builder<'a> {
         names.join(", ")
     }
 
-    fn elementwise1(&mut self, op: UnaryOp, x: NodeId) -> Val {
-        let m = self.meta(x).clone();
-        let dtype = if op == UnaryOp::Not {
-            DType::Bool
-        } else {
-            DType::Float64
-        };
-        Val::Arr(self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }))
-    }
-
-    fn transpose(&mut self, x: NodeId) -> Val {
-        let m = self.meta(x).clone();
-        if m.ndim() < 2 {
-            return Val::Arr(x);
+    /// An operand as a node: numbers become 0-d arrays of their kind's dtype.
+    fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
+        match v {
+            Val::Arr(id) => Ok(id),
+            Val::Num(x, k) => Ok(self.scalar_node(x, dtype_of_kind(k))),
+            _ => Err(EvalError::Expr(ExprError::new(
+                pos,
+                "expected an array or a number",
+            ))),
         }
-        let meta = ArrayMeta {
-            shape: m.shape.iter().rev().copied().collect(),
-            block: m.block.iter().rev().copied().collect(),
-            dtype: m.dtype,
-        };
-        Val::Arr(self.add(meta, NodeOp::Transpose { x }))
     }
 
-    /// `x` with the block grid `block` (a new node only where it differs).
-    fn rechunk(&mut self, x: NodeId, block: Vec<u64>) -> NodeId {
+    fn scalar_node(&mut self, value: f64, dtype: DType) -> NodeId {
+        self.add(
+            ArrayMeta::new(vec![], vec![], dtype),
+            NodeOp::Fill { value },
+        )
+    }
+
+    /// `x` in `dtype` (a new node only where it differs).
+    fn cast(&mut self, x: NodeId, dtype: DType) -> NodeId {
         let m = self.meta(x).clone();
-        let want = ArrayMeta::new(m.shape.clone(), block, m.dtype);
-        if want == m {
+        if m.dtype == dtype {
             return x;
         }
-        self.add(want, NodeOp::Rechunk { x })
+        self.add(ArrayMeta { dtype, ..m }, NodeOp::Rechunk { x })
+    }
+
+    fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let x = match v {
+            Val::Num(x, k) => {
+                let kind = if op.is_predicate() {
+                    ScalarKind::Bool
+                } else if op.keeps_ints() {
+                    k.max(ScalarKind::Int)
+                } else {
+                    ScalarKind::Float
+                };
+                return Ok(Val::Num(op.apply(x), kind));
+            }
+            Val::Arr(id) => id,
+            _ => return Err(at("expected an array or a number".into())),
+        };
+        let dt = self.meta(x).dtype;
+        let dtype = match (op, dt) {
+            (UnaryOp::Not, DType::Bool) => DType::Bool,
+            (UnaryOp::Not, d) => {
+                return Err(at(format!(
+                    "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
+                )));
+            }
+            (UnaryOp::Neg, DType::Bool) => {
+                return Err(at(
+                    "the - operator is not supported for bool arrays (NumPy refuses it); use ~"
+                        .into(),
+                ));
+            }
+            (UnaryOp::Sign, DType::Bool) => {
+                return Err(at("sign is not defined for bool arrays (NumPy refuses it)".into()));
+            }
+            (op, _) if op.is_predicate() => DType::Bool,
+            (op, d) if op.keeps_ints() && !d.is_float() => d,
+            (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
+            (_, d) => d.to_float(),
+        };
+        let m = self.meta(x).clone();
+        Ok(Val::Arr(self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x })))
     }
 
     fn binary(&mut self, op: Op, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
-        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let bop = match op {
             Op::Add => BinaryOp::Add,
             Op::Sub => BinaryOp::Sub,
@@ -542,9 +709,10 @@ impl<'a> Builder<'a> {
             Op::Ne => BinaryOp::Ne,
             Op::And => BinaryOp::And,
             Op::Or => BinaryOp::Or,
+            Op::Xor => BinaryOp::Xor,
             Op::MatMul => {
                 let (Val::Arr(x), Val::Arr(y)) = (a, b) else {
-                    return Err(at("@ needs two arrays".into()));
+                    return Err(EvalError::Expr(ExprError::new(pos, "@ needs two arrays")));
                 };
                 return self.matmul(x, y, pos);
             }
@@ -552,6 +720,54 @@ impl<'a> Builder<'a> {
             Op::Mod => BinaryOp::Mod,
         };
         self.elementwise2(bop, a, b, pos)
+    }
+
+    /// The dtype NumPy gives `op` of two operands (arrays, or Python scalars that are weak).
+    fn result_dtype(
+        &self,
+        op: BinaryOp,
+        a: (DType, bool),
+        b: (DType, bool),
+        pos: usize,
+    ) -> Result<DType, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let kind = |d: DType| match d {
+            DType::Bool => ScalarKind::Bool,
+            DType::Int64 => ScalarKind::Int,
+            _ => ScalarKind::Float,
+        };
+        // A scalar operand (weak) takes the array's dtype where its kind fits.
+        let common = match (a, b) {
+            ((x, false), (y, false)) => x.promote(y),
+            ((x, false), (y, true)) => x.promote_scalar(kind(y)),
+            ((x, true), (y, false)) => y.promote_scalar(kind(x)),
+            ((x, true), (y, true)) => x.promote(y),
+        };
+        Ok(match op {
+            _ if op.is_logical() => {
+                if common != DType::Bool {
+                    return Err(at(format!(
+                        "{} needs bool operands; got {} and {} (bitwise ops on numbers are not supported)",
+                        op.symbol(),
+                        a.0,
+                        b.0
+                    )));
+                }
+                DType::Bool
+            }
+            _ if op.is_predicate() => DType::Bool,
+            BinaryOp::Sub if common == DType::Bool => {
+                return Err(at(
+                    "- of two bool operands is not supported (NumPy refuses it); use ^ or logical_xor"
+                        .into(),
+                ));
+            }
+            BinaryOp::Div => common.to_float(),
+            BinaryOp::Pow | BinaryOp::FloorDiv | BinaryOp::Mod if common == DType::Bool => {
+                DType::Int64
+            }
+            _ => common,
+        })
     }
 
     /// An elementwise op of two operands (arrays broadcast, numbers fold).
@@ -563,28 +779,26 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        let dtype = if bop.is_predicate() {
-            DType::Bool
-        } else {
-            DType::Float64
+        let dt = |b: &Self, v: &Val| match v {
+            Val::Arr(id) => Some((b.meta(*id).dtype, false)),
+            Val::Num(_, k) => Some((dtype_of_kind(*k), true)),
+            _ => None,
         };
-        let logic = matches!(bop, BinaryOp::And | BinaryOp::Or);
-        let check_logic = |b: &Builder, id: NodeId| {
-            if logic && b.meta(id).dtype != DType::Bool {
-                Err(at(format!(
-                    "{} needs bool operands; got {}",
-                    bop.symbol(),
-                    b.meta(id).dtype
-                )))
-            } else {
-                Ok(())
-            }
+        let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
+            return Err(at(format!("{} needs arrays or numbers", bop.symbol())));
         };
-        let scalar_left = matches!((&a, &b), (Val::Num(_), Val::Arr(_)));
+        let dtype = self.result_dtype(bop, da, db, pos)?;
+        let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
         Ok(match (a, b) {
-            (Val::Num(x), Val::Num(y)) => Val::Num(bop.apply(x, y)),
-            (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
-                check_logic(self, x)?;
+            (Val::Num(x, _), Val::Num(y, _)) => {
+                let kind = match dtype {
+                    DType::Bool => ScalarKind::Bool,
+                    DType::Int64 => ScalarKind::Int,
+                    _ => ScalarKind::Float,
+                };
+                Val::Num(bop.apply(x, y), kind)
+            }
+            (Val::Arr(x), Val::Num(value, _)) | (Val::Num(value, _), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
                     ..self.meta(x).clone()
@@ -598,67 +812,279 @@ impl<'a> Builder<'a> {
                 Val::Arr(self.add(m, op))
             }
             (Val::Arr(x), Val::Arr(y)) => {
-                check_logic(self, x)?;
-                check_logic(self, y)?;
-                let (mx, my) = (self.meta(x).clone(), self.meta(y).clone());
-                let Some(shape) = nums_layout::meta::broadcast(&mx.shape, &my.shape) else {
-                    return Err(at(format!(
-                        "operands of {} have shapes {} and {}, which do not broadcast",
-                        bop.symbol(),
-                        shape_str(&mx.shape),
-                        shape_str(&my.shape)
-                    )));
-                };
-                // The output takes its blocks from the operand that spans each axis (the
-                // left one first); the other is re-blocked to match where it spans it too.
-                let n = shape.len();
-                let along = |m: &ArrayMeta, d: usize| (d + m.ndim() >= n).then(|| d + m.ndim() - n);
-                let block: Vec<u64> = (0..n)
-                    .map(|d| match (along(&mx, d), along(&my, d)) {
-                        (Some(i), _) if mx.shape[i] == shape[d] => mx.block[i],
-                        (_, Some(j)) if my.shape[j] == shape[d] => my.block[j],
-                        _ => 1,
-                    })
-                    .collect();
-                let fit = |b: &mut Self, id: NodeId, m: &ArrayMeta| {
-                    let want: Vec<u64> = (0..m.ndim())
-                        .map(|i| {
-                            if m.shape[i] == 1 {
-                                1
-                            } else {
-                                block[i + n - m.ndim()]
-                            }
-                        })
-                        .collect();
-                    b.rechunk(id, want)
-                };
-                let x = fit(self, x, &mx);
-                let y = fit(self, y, &my);
+                let (shape, block, xs) = self.align(&[x, y], bop.symbol(), pos)?;
                 Val::Arr(self.add(
                     ArrayMeta::new(shape, block, dtype),
                     NodeOp::Binary {
                         op: bop,
-                        a: x,
-                        b: y,
+                        a: xs[0],
+                        b: xs[1],
                     },
                 ))
             }
-            _ => return Err(at(format!("{} needs arrays or numbers", bop.symbol()))),
+            _ => unreachable!("checked above"),
         })
     }
 
+    /// Broadcasts operands: the output shape, its blocks (each axis from the first operand
+    /// that spans it) and the operands re-blocked to match where they span an axis too.
+    fn align(
+        &mut self,
+        xs: &[NodeId],
+        what: &str,
+        pos: usize,
+    ) -> Result<(Vec<u64>, Vec<u64>, Vec<NodeId>), EvalError> {
+        let metas: Vec<ArrayMeta> = xs.iter().map(|&x| self.meta(x).clone()).collect();
+        let mut shape: Vec<u64> = vec![];
+        for m in &metas {
+            shape = nums_layout::meta::broadcast(&shape, &m.shape).ok_or_else(|| {
+                EvalError::Expr(ExprError::new(
+                    pos,
+                    format!(
+                        "operands of {what} have shapes {}, which do not broadcast",
+                        metas
+                            .iter()
+                            .map(|m| shape_str(&m.shape))
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
+                ))
+            })?;
+        }
+        let n = shape.len();
+        let block: Vec<u64> = (0..n)
+            .map(|d| {
+                metas
+                    .iter()
+                    .find_map(|m| {
+                        let i = (d + m.ndim()).checked_sub(n)?;
+                        (m.shape[i] == shape[d] && shape[d] > 1).then(|| m.block[i])
+                    })
+                    .unwrap_or(1)
+            })
+            .collect();
+        let out = xs
+            .iter()
+            .zip(&metas)
+            .map(|(&x, m)| {
+                let want: Vec<u64> = (0..m.ndim())
+                    .map(|i| {
+                        if m.shape[i] == 1 {
+                            1
+                        } else {
+                            block[i + n - m.ndim()]
+                        }
+                    })
+                    .collect();
+                self.rechunk(x, want)
+            })
+            .collect();
+        Ok((shape, block, out))
+    }
+
+    fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
+        let dt = |s: &Self, v: &Val| match v {
+            Val::Arr(id) => (s.meta(*id).dtype, false),
+            Val::Num(_, k) => (dtype_of_kind(*k), true),
+            _ => (DType::Float64, true),
+        };
+        let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
+        let c = self.node(c, pos)?;
+        let (a, b) = (self.node(a, pos)?, self.node(b, pos)?);
+        let (shape, block, xs) = self.align(&[c, a, b], "where", pos)?;
+        Ok(Val::Arr(self.add(
+            ArrayMeta::new(shape, block, dtype),
+            NodeOp::Where {
+                c: xs[0],
+                a: xs[1],
+                b: xs[2],
+            },
+        )))
+    }
+
+    /// `op` over `axes` (sorted, distinct), optionally keeping them as length-1 axes.
+    fn reduce(&mut self, x: NodeId, op: ReduceOp, axes: Vec<usize>, keepdims: bool) -> NodeId {
+        let m = self.meta(x).clone();
+        let dtype = match op {
+            ReduceOp::All | ReduceOp::Any => DType::Bool,
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd
+                if !m.dtype.is_float() =>
+            {
+                DType::Int64
+            }
+            _ => m.dtype,
+        };
+        let kept = |v: &[u64]| -> Vec<u64> {
+            (0..m.ndim())
+                .filter(|d| !axes.contains(d))
+                .map(|d| v[d])
+                .collect()
+        };
+        let r = self.add(
+            ArrayMeta::new(kept(&m.shape), kept(&m.block), dtype),
+            NodeOp::Reduce {
+                x,
+                op,
+                axes: axes.clone(),
+            },
+        );
+        if !keepdims {
+            return r;
+        }
+        let shape: Vec<u64> = (0..m.ndim())
+            .map(|d| if axes.contains(&d) { 1 } else { m.shape[d] })
+            .collect();
+        self.reshape(r, &shape)
+    }
+
+    /// `x` with another shape of the same size (checked by the caller).
+    fn reshape(&mut self, x: NodeId, shape: &[u64]) -> NodeId {
+        let m = self.meta(x).clone();
+        if m.shape == shape {
+            return x;
+        }
+        let non_unit = |s: &[u64]| -> Vec<u64> { s.iter().copied().filter(|&v| v != 1).collect() };
+        if non_unit(&m.shape) == non_unit(shape) {
+            // Only length-1 axes come or go: block i of the input is block i of the output.
+            let mut blocks = m
+                .shape
+                .iter()
+                .zip(&m.block)
+                .filter(|(s, _)| **s != 1)
+                .map(|(_, b)| *b);
+            let block = shape
+                .iter()
+                .map(|&s| if s == 1 { 1 } else { blocks.next().expect("same") })
+                .collect();
+            return self.add(
+                ArrayMeta::new(shape.to_vec(), block, m.dtype),
+                NodeOp::Reshape { x },
+            );
+        }
+        // Otherwise both are blocked along axis 0 only (whole rows are contiguous runs),
+        // with blocks about as large as the input's.
+        let target = m.max_block_nbytes().max(1 << 20) / m.dtype.size() as u64;
+        let rows = |s: &[u64]| -> Vec<u64> {
+            let row: u64 = s.iter().skip(1).product::<u64>().max(1);
+            let mut b = s.to_vec();
+            if let Some(b0) = b.first_mut() {
+                *b0 = (target / row).max(1);
+            }
+            b
+        };
+        let xr = self.rechunk(x, rows(&m.shape));
+        self.add(
+            ArrayMeta::new(shape.to_vec(), rows(shape), m.dtype),
+            NodeOp::Reshape { x: xr },
+        )
+    }
+
+    fn transpose(&mut self, x: NodeId, perm: Vec<usize>) -> NodeId {
+        let m = self.meta(x).clone();
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return x;
+        }
+        let meta = ArrayMeta {
+            shape: perm.iter().map(|&p| m.shape[p]).collect(),
+            block: perm.iter().map(|&p| m.block[p]).collect(),
+            dtype: m.dtype,
+        };
+        self.add(meta, NodeOp::Transpose { x, perm })
+    }
+
+    /// `x` with the block grid `block` (a new node only where it differs).
+    fn rechunk(&mut self, x: NodeId, block: Vec<u64>) -> NodeId {
+        let m = self.meta(x).clone();
+        let want = ArrayMeta::new(m.shape.clone(), block, m.dtype);
+        if want == m {
+            return x;
+        }
+        self.add(want, NodeOp::Rechunk { x })
+    }
+
+    /// An Einstein sum; `subscripts` may leave out the output (NumPy's implicit form).
+    fn einsum(&mut self, subscripts: &str, xs: Vec<NodeId>, pos: usize) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let explicit = if subscripts.contains("->") {
+            subscripts.to_string()
+        } else {
+            // Implicit output: the letters that appear once, in alphabetical order.
+            let mut once: Vec<char> = subscripts
+                .chars()
+                .filter(|c| c.is_ascii_alphabetic())
+                .filter(|c| subscripts.matches(*c).count() == 1)
+                .collect();
+            once.sort_unstable();
+            format!("{subscripts}->{}", once.iter().collect::<String>())
+        };
+        let spec = nums_function::einsum::Spec::parse(&explicit).map_err(at)?;
+        if spec.inputs.len() != xs.len() {
+            return Err(at(format!(
+                "einsum subscripts {subscripts:?} name {} operands, but {} are given",
+                spec.inputs.len(),
+                xs.len()
+            )));
+        }
+        let mut size: HashMap<char, u64> = HashMap::new();
+        let mut block: HashMap<char, u64> = HashMap::new();
+        for (k, (&x, letters)) in xs.iter().zip(&spec.inputs).enumerate() {
+            let m = self.meta(x).clone();
+            if m.ndim() != letters.len() {
+                return Err(at(format!(
+                    "einsum operand {k} has shape {} but subscripts {:?}",
+                    shape_str(&m.shape),
+                    letters.iter().collect::<String>()
+                )));
+            }
+            for (d, c) in letters.iter().enumerate() {
+                match size.get(c) {
+                    Some(&s) if s != m.shape[d] => {
+                        return Err(at(format!(
+                            "einsum letter {c:?} has sizes {s} and {} (operand {k})",
+                            m.shape[d]
+                        )));
+                    }
+                    _ => {
+                        size.insert(*c, m.shape[d]);
+                        block.entry(*c).or_insert(m.block[d]);
+                    }
+                }
+            }
+        }
+        let xs: Vec<NodeId> = xs
+            .iter()
+            .zip(&spec.inputs)
+            .map(|(&x, letters)| self.rechunk(x, letters.iter().map(|c| block[c]).collect()))
+            .collect();
+        let dtype = xs
+            .iter()
+            .map(|&x| self.meta(x).dtype)
+            .reduce(DType::promote)
+            .expect("operands");
+        let meta = ArrayMeta::new(
+            spec.output.iter().map(|c| size[c]).collect(),
+            spec.output.iter().map(|c| block[c]).collect(),
+            dtype,
+        );
+        Ok(Val::Arr(self.add(
+            meta,
+            NodeOp::Einsum {
+                subscripts: explicit,
+                xs,
+            },
+        )))
+    }
+
+    /// `a @ b` (NumPy's matmul: 1-D and 2-D operands, and stacks of equal batch shape).
     fn matmul(&mut self, a: NodeId, b: NodeId, pos: usize) -> Result<Val, EvalError> {
         let (ma, mb) = (self.meta(a).clone(), self.meta(b).clone());
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        if ma.ndim() == 0 || mb.ndim() == 0 || ma.ndim() > 2 || mb.ndim() > 2 {
-            return Err(at(format!(
-                "@ needs 1-D or 2-D operands; got shapes {} and {}",
-                shape_str(&ma.shape),
-                shape_str(&mb.shape)
-            )));
+        let (na, nb) = (ma.ndim(), mb.ndim());
+        if na == 0 || nb == 0 {
+            return Err(at("@ needs arrays of at least 1 dimension; use * for scalars".into()));
         }
-        let ka = *ma.shape.last().expect("ndim>0");
-        let kb = mb.shape[0];
+        let ka = ma.shape[na - 1];
+        let kb = mb.shape[nb.saturating_sub(2)];
         if ka != kb {
             return Err(at(format!(
                 "@ of shapes {} and {}: inner sizes {ka} and {kb} differ",
@@ -666,200 +1092,99 @@ impl<'a> Builder<'a> {
                 shape_str(&mb.shape)
             )));
         }
-        // Align b's row blocks with a's column blocks.
-        let mut bblock = mb.block.clone();
-        bblock[0] = *ma.block.last().expect("ndim>0");
-        let b = self.rechunk(b, bblock.clone());
-        let (shape, block): (Vec<u64>, Vec<u64>) = match (ma.ndim(), mb.ndim()) {
-            (2, 2) => (vec![ma.shape[0], mb.shape[1]], vec![ma.block[0], bblock[1]]),
-            (2, 1) => (vec![ma.shape[0]], vec![ma.block[0]]),
-            (1, 2) => (vec![mb.shape[1]], vec![bblock[1]]),
-            _ => (vec![], vec![]),
+        let batch = "abcdefgh";
+        let (sa, sb, so) = match (na, nb) {
+            (1, 1) => ("z".to_string(), "z".to_string(), String::new()),
+            (1, _) => {
+                let bb = &batch[..nb - 2];
+                (format!("z"), format!("{bb}zy"), format!("{bb}y"))
+            }
+            (_, 1) => {
+                let ba = &batch[..na - 2];
+                (format!("{ba}xz"), "z".to_string(), format!("{ba}x"))
+            }
+            _ => {
+                if ma.shape[..na - 2] != mb.shape[..nb - 2] {
+                    return Err(at(format!(
+                        "@ of stacks of shapes {} and {}: the batch shapes differ (broadcasting stacks is not supported)",
+                        shape_str(&ma.shape),
+                        shape_str(&mb.shape)
+                    )));
+                }
+                let bb = &batch[..na - 2];
+                (format!("{bb}xz"), format!("{bb}zy"), format!("{bb}xy"))
+            }
         };
-        Ok(Val::Arr(self.add(
-            ArrayMeta::new(shape, block, DType::Float64),
-            NodeOp::Matmul { a, b },
-        )))
+        if na > 8 || nb > 8 {
+            return Err(at("@ of arrays of more than 8 dimensions is not supported".into()));
+        }
+        self.einsum(&format!("{sa},{sb}->{so}"), vec![a, b], pos)
     }
 
-    fn call(
-        &mut self,
-        f: &str,
-        args: &[Expr],
-        kwargs: &[(String, Expr)],
-        pos: usize,
-    ) -> Result<Val, EvalError> {
+    /// The operands (same dtype after promotion) one after another along `axis`.
+    fn concat(&mut self, xs: Vec<NodeId>, axis: usize, pos: usize) -> Result<NodeId, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        let unary = match f {
-            "exp" => Some(UnaryOp::Exp),
-            "expm1" => Some(UnaryOp::Expm1),
-            "log" => Some(UnaryOp::Log),
-            "log1p" => Some(UnaryOp::Log1p),
-            "sqrt" => Some(UnaryOp::Sqrt),
-            "square" => Some(UnaryOp::Square),
-            "sign" => Some(UnaryOp::Sign),
-            "sin" => Some(UnaryOp::Sin),
-            "cos" => Some(UnaryOp::Cos),
-            "tan" => Some(UnaryOp::Tan),
-            "tanh" => Some(UnaryOp::Tanh),
-            "floor" => Some(UnaryOp::Floor),
-            "ceil" => Some(UnaryOp::Ceil),
-            "abs" | "absolute" => Some(UnaryOp::Abs),
-            "sigmoid" | "expit" => Some(UnaryOp::Sigmoid),
-            "negative" => Some(UnaryOp::Neg),
-            "logical_not" => Some(UnaryOp::Not),
-            _ => None,
-        };
-        let allowed: &[&str] = match f {
-            "sum" | "mean" => &["axis"],
-            _ => &[],
-        };
-        if let Some((k, v)) = kwargs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
-            return Err(EvalError::Expr(ExprError::new(
-                v.pos,
-                format!("{f}() got an unexpected keyword argument {k:?}"),
-            )));
+        let first = self.meta(xs[0]).clone();
+        let mut total = 0;
+        for &x in &xs {
+            let m = self.meta(x);
+            let same = m.ndim() == first.ndim()
+                && (0..m.ndim()).all(|d| d == axis || m.shape[d] == first.shape[d]);
+            if !same {
+                return Err(at(format!(
+                    "cannot concatenate shapes {} and {} along axis {axis}",
+                    shape_str(&first.shape),
+                    shape_str(&m.shape)
+                )));
+            }
+            total += m.shape[axis];
         }
-        let nargs = |n: usize| -> Result<(), EvalError> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(at(format!(
-                    "{f}() takes {n} positional argument(s), got {}",
-                    args.len()
-                )))
-            }
-        };
-        if let Some(op) = unary {
-            nargs(1)?;
-            return match self.eval(&args[0])? {
-                Val::Arr(id) => Ok(
-                    if op == UnaryOp::Not && self.meta(id).dtype != DType::Bool {
-                        return Err(at("logical_not applies to bool arrays".into()));
-                    } else {
-                        self.elementwise1(op, id)
-                    },
-                ),
-                Val::Num(x) => Ok(Val::Num(op.apply(x))),
-                _ => Err(at(format!("{f}() needs an array"))),
-            };
-        }
-        match f {
-            "transpose" => {
-                nargs(1)?;
-                match self.eval(&args[0])? {
-                    Val::Arr(id) => Ok(self.transpose(id)),
-                    _ => Err(at("transpose() needs an array".into())),
-                }
-            }
-            "maximum" | "minimum" | "add" | "subtract" | "multiply" | "divide" | "power"
-            | "floor_divide" | "mod" | "remainder" => {
-                nargs(2)?;
-                let bop = match f {
-                    "maximum" => BinaryOp::Maximum,
-                    "minimum" => BinaryOp::Minimum,
-                    "add" => BinaryOp::Add,
-                    "subtract" => BinaryOp::Sub,
-                    "multiply" => BinaryOp::Mul,
-                    "divide" => BinaryOp::Div,
-                    "power" => BinaryOp::Pow,
-                    "floor_divide" => BinaryOp::FloorDiv,
-                    _ => BinaryOp::Mod,
-                };
-                let (a, b) = (self.eval(&args[0])?, self.eval(&args[1])?);
-                self.elementwise2(bop, a, b, pos)
-            }
-            "matmul" | "dot" => {
-                nargs(2)?;
-                let (a, b) = (self.eval(&args[0])?, self.eval(&args[1])?);
-                self.binary(Op::MatMul, a, b, pos)
-            }
-            "sum" | "mean" => {
-                nargs(1)?;
-                let Val::Arr(x) = self.eval(&args[0])? else {
-                    return Err(at(format!("{f}() needs an array")));
-                };
-                let m = self.meta(x).clone();
-                let axis = match kwargs.first() {
-                    Some((_, v)) => (self.eval(v)?, v.pos),
-                    None => (Val::None, pos),
-                };
-                let axes = axes_of(&axis.0, m.ndim())
-                    .map_err(|msg| EvalError::Expr(ExprError::new(axis.1, msg)))?;
-                let shape: Vec<u64> = (0..m.ndim())
-                    .filter(|d| !axes.contains(d))
-                    .map(|d| m.shape[d])
-                    .collect();
-                let block: Vec<u64> = (0..m.ndim())
-                    .filter(|d| !axes.contains(d))
-                    .map(|d| m.block[d])
-                    .collect();
-                let count: u64 = axes.iter().map(|&d| m.shape[d]).product();
-                let s = self.add(
-                    ArrayMeta::new(shape, block, DType::Float64),
-                    NodeOp::Sum { x, axes },
-                );
-                if f == "mean" {
-                    let sm = self.meta(s).clone();
-                    Ok(Val::Arr(self.add(
-                        sm,
-                        NodeOp::Scalar {
-                            op: BinaryOp::Div,
-                            x: s,
-                            value: count as f64,
-                            scalar_left: false,
-                        },
-                    )))
-                } else {
-                    Ok(Val::Arr(s))
-                }
-            }
-            _ => Err(at(format!(
-                "unknown function {f}(); supported: {}",
-                SUPPORTED_FUNCTIONS.join(", ")
-            ))),
-        }
+        let dtype = xs
+            .iter()
+            .map(|&x| self.meta(x).dtype)
+            .reduce(DType::promote)
+            .expect("operands");
+        let xs: Vec<NodeId> = xs.into_iter().map(|x| self.cast(x, dtype)).collect();
+        let mut shape = first.shape.clone();
+        shape[axis] = total;
+        Ok(self.add(
+            ArrayMeta::new(shape, first.block.clone(), dtype),
+            NodeOp::Concat { xs, axis },
+        ))
     }
 }
 
-/// Functions the expression language knows (README's table is checked against this).
-pub const SUPPORTED_FUNCTIONS: &[&str] = &[
-    "abs",
-    "absolute",
-    "add",
-    "ceil",
-    "cos",
-    "divide",
-    "dot",
-    "exp",
-    "expit",
-    "expm1",
-    "floor",
-    "floor_divide",
-    "log",
-    "log1p",
-    "logical_not",
-    "matmul",
-    "maximum",
-    "mean",
-    "minimum",
-    "mod",
-    "multiply",
-    "negative",
-    "power",
-    "remainder",
-    "sigmoid",
-    "sign",
-    "sin",
-    "sqrt",
-    "square",
-    "subtract",
-    "sum",
-    "tan",
-    "tanh",
-    "transpose",
-];
+fn dtype_of_kind(k: ScalarKind) -> DType {
+    match k {
+        ScalarKind::Bool => DType::Bool,
+        ScalarKind::Int => DType::Int64,
+        ScalarKind::Float => DType::Float64,
+    }
+}
 
+/// Python's slice semantics on an axis of `n`: (first index, step, length).
+fn python_slice(
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: i64,
+    n: i64,
+) -> Result<(i64, i64, i64), String> {
+    if step == 0 {
+        return Err("slice step cannot be zero".into());
+    }
+    let norm = |v: i64, lo: i64, hi: i64| if v < 0 { (v + n).max(lo) } else { v.min(hi) };
+    if step > 0 {
+        let a = start.map_or(0, |v| norm(v, 0, n));
+        let b = stop.map_or(n, |v| norm(v, 0, n));
+        Ok((a, step, ((b - a).max(0) + step - 1) / step))
+    } else {
+        let a = start.map_or(n - 1, |v| norm(v, -1, n - 1));
+        let b = stop.map_or(-1, |v| norm(v, -1, n - 1));
+        Ok((a, step, ((a - b).max(0) + (-step) - 1) / (-step)))
+    }
+}
+
+/// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
 fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     let one = |x: f64| -> Result<usize, String> {
         let i = x as i64;
@@ -876,11 +1201,11 @@ fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     };
     let mut axes = match v {
         Val::None => (0..ndim).collect(),
-        Val::Num(x) => vec![one(*x)?],
+        Val::Num(x, _) => vec![one(*x)?],
         Val::Tuple(items) => items
             .iter()
             .map(|i| match i {
-                Val::Num(x) => one(*x),
+                Val::Num(x, _) => one(*x),
                 _ => Err("axis entries must be integers".to_string()),
             })
             .collect::<Result<Vec<_>, _>>()?,

@@ -458,8 +458,8 @@ fn parse_array(
         }
     };
     const KEYS: &[&str] = &[
-        "random", "zeros", "ones", "full", "value", "shape", "seed", "load", "expr", "block",
-        "dtype",
+        "random", "zeros", "ones", "full", "value", "shape", "seed", "low", "high", "load",
+        "expr", "block", "dtype",
     ];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err((
@@ -485,7 +485,7 @@ fn parse_array(
         Some(toml::Value::String(s)) => Some(DType::parse(s).ok_or_else(|| {
             (
                 "dtype".to_string(),
-                format!("unsupported dtype {s:?}; supported: float64, bool"),
+                format!("unsupported dtype {s:?}; supported: float64, float32, int64, bool"),
             )
         })?),
         Some(_) => {
@@ -504,7 +504,24 @@ fn parse_array(
             let dist = match t.get("random") {
                 Some(toml::Value::String(s)) if s == "normal" => nums_layout::RandomDist::Normal,
                 Some(toml::Value::String(s)) if s == "uniform" => nums_layout::RandomDist::Uniform,
-                _ => return Err(("random".into(), "must be \"normal\" or \"uniform\"".into())),
+                Some(toml::Value::String(s)) if s == "integers" => {
+                    let int = |k: &str| match t.get(k) {
+                        Some(toml::Value::Integer(i)) => Ok(*i),
+                        Some(_) => Err((k.to_string(), "must be an integer".to_string())),
+                        None => Err((k.to_string(), "missing (random integers in [low, high))".to_string())),
+                    };
+                    let (low, high) = (int("low")?, int("high")?);
+                    if high <= low {
+                        return Err(("high".into(), format!("high ({high}) must be above low ({low})")));
+                    }
+                    nums_layout::RandomDist::Integers { low, high }
+                }
+                _ => {
+                    return Err((
+                        "random".into(),
+                        "must be \"normal\", \"uniform\" or \"integers\"".into(),
+                    ));
+                }
             };
             let seed = match t.get("seed") {
                 None => 0,
@@ -576,7 +593,7 @@ fn parse_array(
         }
     };
     let allowed: &[&str] = match &source {
-        Source::Random { .. } => &["random", "shape", "seed", "block", "dtype"],
+        Source::Random { .. } => &["random", "shape", "seed", "low", "high", "block", "dtype"],
         Source::Full { .. } => &["zeros", "ones", "full", "value", "block", "dtype"],
         Source::Load { .. } => &["load", "block", "dtype"],
         Source::Expr { .. } => &["expr", "block", "dtype"],

@@ -16,15 +16,22 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
-    /// The dtype the array gets in nums-cloud: bool stays bool, numbers become float64.
+    /// The dtype the array gets in nums-cloud: bool, float32 and float64 stay; smaller
+    /// integers widen to int64.
     pub fn dtype(&self) -> Result<DType, String> {
-        let d = self.descr.trim_start_matches(['<', '>', '|', '=']);
+        if self.descr.starts_with('>') {
+            return Err(format!("big-endian .npy dtype {:?} is not supported", self.descr));
+        }
+        let d = self.descr.trim_start_matches(['<', '|', '=']);
         match d {
             "b1" => Ok(DType::Bool),
-            "f8" | "f4" | "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" | "u8" => {
-                Ok(DType::Float64)
-            }
-            _ => Err(format!("unsupported .npy dtype {:?}", self.descr)),
+            "f8" => Ok(DType::Float64),
+            "f4" => Ok(DType::Float32),
+            "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" => Ok(DType::Int64),
+            _ => Err(format!(
+                "unsupported .npy dtype {:?}; supported: float64, float32, int8-64, uint8-32, bool",
+                self.descr
+            )),
         }
     }
 }
@@ -81,33 +88,77 @@ pub fn read(path: &Path) -> Result<Block, String> {
     let open =
         || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
     let err = |e: ndarray_npy::ReadNpyError| format!("{}: {e}", path.display());
-    let d = h.descr.trim_start_matches(['<', '>', '|', '=']);
+    let d = h.descr.trim_start_matches(['<', '|', '=']);
+    macro_rules! ints {
+        ($t:ty) => {
+            Block::I64(ArrayD::<$t>::read_npy(open()?).map_err(err)?.mapv(i64::from))
+        };
+    }
+    h.dtype()
+        .map_err(|m| format!("{}: {m}", path.display()))?;
     Ok(match d {
         "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
         "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
-        "f4" => Block::F64(
-            ArrayD::<f32>::read_npy(open()?)
-                .map_err(err)?
-                .mapv(f64::from),
-        ),
-        "i8" => Block::F64(
-            ArrayD::<i64>::read_npy(open()?)
-                .map_err(err)?
-                .mapv(|v| v as f64),
-        ),
-        "i4" => Block::F64(
-            ArrayD::<i32>::read_npy(open()?)
-                .map_err(err)?
-                .mapv(f64::from),
-        ),
-        _ => {
-            return Err(format!(
-                "{}: unsupported .npy dtype {:?}",
-                path.display(),
-                h.descr
-            ));
-        }
+        "f4" => Block::F32(ArrayD::<f32>::read_npy(open()?).map_err(err)?),
+        "i8" => Block::I64(ArrayD::<i64>::read_npy(open()?).map_err(err)?),
+        "i4" => ints!(i32),
+        "i2" => ints!(i16),
+        "i1" => ints!(i8),
+        "u4" => ints!(u32),
+        "u2" => ints!(u16),
+        _ => ints!(u8),
     })
+}
+
+/// Reads a CSV file of numbers (comma-separated, no header; `#` lines are comments) as
+/// float64, 2-D, or 1-D when it has one column, like `np.loadtxt(path, delimiter=",")`.
+pub fn read_csv(path: &Path) -> Result<Block, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut values = Vec::new();
+    let mut cols = None;
+    let mut rows = 0u64;
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut count = 0;
+        for (c, field) in line.split(',').enumerate() {
+            let v: f64 = field.trim().parse().map_err(|_| {
+                format!(
+                    "{}:{}: column {}: {:?} is not a number",
+                    path.display(),
+                    n + 1,
+                    c + 1,
+                    field.trim()
+                )
+            })?;
+            values.push(v);
+            count += 1;
+        }
+        match cols {
+            None => cols = Some(count),
+            Some(k) if k != count => {
+                return Err(format!(
+                    "{}:{}: {count} columns, but the first row has {k}",
+                    path.display(),
+                    n + 1
+                ));
+            }
+            _ => {}
+        }
+        rows += 1;
+    }
+    let cols = cols.ok_or_else(|| format!("{}: no numbers", path.display()))?;
+    let shape: Vec<usize> = if cols == 1 {
+        vec![rows as usize]
+    } else {
+        vec![rows as usize, cols]
+    };
+    Ok(Block::F64(
+        ArrayD::from_shape_vec(ndarray::IxDyn(&shape), values).expect("rows x cols"),
+    ))
 }
 
 pub fn write(path: &Path, block: &Block) -> Result<(), String> {
@@ -119,10 +170,7 @@ pub fn write(path: &Path, block: &Block) -> Result<(), String> {
     let f =
         std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     let w = std::io::BufWriter::new(f);
-    match block {
-        Block::F64(a) => a.write_npy(w),
-        Block::Bool(a) => a.write_npy(w),
-    }
+    nums_layout::with_block!(block, a => a.write_npy(w))
     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

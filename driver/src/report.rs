@@ -160,6 +160,8 @@ impl Report {
             if let Some(b) = preview {
                 let text = match b {
                     Block::F64(a) => format!("{a:.6}"),
+                    Block::F32(a) => format!("{a:.6}"),
+                    Block::I64(a) => format!("{a}"),
                     Block::Bool(a) => format!("{a}"),
                 };
                 for line in text.lines() {

@@ -218,6 +218,12 @@ async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::
                     .await?
                     .map_err(|e| anyhow!(e))?
             }
+            NodeOp::ImportCsv { path } => {
+                let p = PathBuf::from(path);
+                tokio::task::spawn_blocking(move || crate::npy::read_csv(&p))
+                    .await?
+                    .map_err(|e| anyhow!(e))?
+            }
             NodeOp::ImportZarr { store: spec, path } => {
                 let src_store = Store::open(spec)?;
                 let src = StoredArray::open(&src_store, path).await?;
@@ -225,18 +231,10 @@ async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::
             }
             _ => continue,
         };
-        let full = cast(full, n.meta.dtype);
+        let full = full.cast(n.meta.dtype);
         write_whole(&arr, store, &full).await?;
     }
     Ok(())
-}
-
-fn cast(b: Block, dtype: nums_layout::DType) -> Block {
-    match (b, dtype) {
-        (Block::Bool(a), nums_layout::DType::Float64) => Block::F64(a.mapv(|v| v as u8 as f64)),
-        (Block::F64(a), nums_layout::DType::Bool) => Block::Bool(a.mapv(|v| v != 0.0)),
-        (b, _) => b,
-    }
 }
 
 fn slice_info(meta: &ArrayMeta, idx: &[u64]) -> Vec<SliceInfoElem> {
@@ -253,10 +251,7 @@ pub async fn write_whole(arr: &StoredArray, store: &Store, full: &Block) -> anyh
     futures::stream::iter(arr.meta.blocks())
         .map(|idx| async move {
             let info = slice_info(&arr.meta, &idx);
-            let block = match full {
-                Block::F64(a) => Block::F64(a.slice(info.as_slice()).to_owned()),
-                Block::Bool(a) => Block::Bool(a.slice(info.as_slice()).to_owned()),
-            };
+            let block = nums_layout::map_block!(full, a => a.slice(info.as_slice()).to_owned());
             arr.write_block(store, &idx, &block).await.map(|_| ())
         })
         .buffer_unordered(8)
@@ -289,6 +284,8 @@ pub async fn read_whole(
         let info = slice_info(&arr.meta, &idx);
         match (&mut full, b) {
             (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
+            (Block::F32(f), Block::F32(b)) => f.slice_mut(info.as_slice()).assign(&b),
+            (Block::I64(f), Block::I64(b)) => f.slice_mut(info.as_slice()).assign(&b),
             (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
             _ => {
                 return Err(anyhow!(

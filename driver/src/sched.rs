@@ -600,10 +600,7 @@ fn cut(
         let mut slot: HashMap<(usize, u32), u32> = HashMap::new();
         let mut bref = |b: &BlockId| {
             let a = *slot.entry((b.node, b.part)).or_insert_with(|| {
-                let mut meta = g.nodes[b.node].meta.clone();
-                if b.part > 0 {
-                    meta.dtype = nums_layout::DType::Float64;
-                }
+                let meta = g.nodes[b.node].meta.clone();
                 arrays.push(ArrayRef {
                     path: array_path(cx.job, g, b),
                     meta,

@@ -23,16 +23,9 @@ impl BlockId {
         }
     }
 
-    /// Bytes of this block in memory (partial sums are float64 like their node's block).
+    /// Bytes of this block in memory (partial results have their node's dtype).
     pub fn nbytes(&self, g: &Graph) -> u64 {
-        let m = &g.nodes[self.node].meta;
-        let elems: u64 = m.block_shape(&self.index).iter().product::<usize>() as u64;
-        elems
-            * if self.part > 0 {
-                8
-            } else {
-                m.dtype.size() as u64
-            }
+        g.nodes[self.node].meta.block_nbytes(&self.index)
     }
 }
 
@@ -98,7 +91,7 @@ impl Work {
                     .collect();
                 let partials = out.iter().map(|t| t.output.clone()).collect();
                 out.push(BlockTask {
-                    kernel: Kernel::Sum { axes: vec![] },
+                    kernel: kernel.combiner(),
                     inputs: partials,
                     output: output.clone(),
                 });
@@ -161,7 +154,7 @@ impl Work {
                         };
                         out.push((
                             BlockTask {
-                                kernel: Kernel::Sum { axes: vec![] },
+                                kernel: kernel.combiner(),
                                 inputs: vec![a, term_out],
                                 output: sum_out.clone(),
                             },
@@ -176,7 +169,7 @@ impl Work {
         if groups.len() > 1 {
             out.push((
                 BlockTask {
-                    kernel: Kernel::Sum { axes: vec![] },
+                    kernel: kernel.combiner(),
                     inputs: sums,
                     output: output.clone(),
                 },
@@ -231,8 +224,22 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             output: output.clone(),
         }))
     };
+    // A broadcast operand's block along an axis it does not span is its block 0.
+    let bcast = |x: NodeId| {
+        let m = meta(x);
+        let off = idx.len() - m.ndim();
+        b(
+            x,
+            (0..m.ndim())
+                .map(|d| if m.shape[d] == 1 { 0 } else { idx[d + off] })
+                .collect(),
+        )
+    };
     match &n.op {
-        NodeOp::ImportNpy { .. } | NodeOp::ImportZarr { .. } | NodeOp::Stored { .. } => None,
+        NodeOp::ImportNpy { .. }
+        | NodeOp::ImportCsv { .. }
+        | NodeOp::ImportZarr { .. }
+        | NodeOp::Stored { .. } => None,
         NodeOp::Random { dist, seed } => one(
             Kernel::Random {
                 dist: *dist,
@@ -241,6 +248,15 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             vec![],
         ),
         NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
+        NodeOp::Iota { axis, start, step } => one(
+            Kernel::Iota {
+                axis: *axis,
+                start: *start,
+                step: *step,
+            },
+            vec![],
+        ),
+        NodeOp::Eye { k } => one(Kernel::Eye { k: *k }, vec![]),
         NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, same(*x)),
         NodeOp::Scalar {
             op,
@@ -255,57 +271,54 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             },
             same(*x),
         ),
-        NodeOp::Binary { op, a, b: y } => {
-            // A broadcast operand's block along an axis it does not span is its block 0.
-            let of = |x: NodeId| {
-                let m = meta(x);
-                let off = idx.len() - m.ndim();
-                b(
-                    x,
-                    (0..m.ndim())
-                        .map(|d| if m.shape[d] == 1 { 0 } else { idx[d + off] })
-                        .collect(),
-                )
-            };
-            one(Kernel::Binary { op: *op }, vec![of(*a), of(*y)])
+        NodeOp::Binary { op, a, b: y } => one(Kernel::Binary { op: *op }, vec![bcast(*a), bcast(*y)]),
+        NodeOp::Where { c, a, b: y } => one(Kernel::Where, vec![bcast(*c), bcast(*a), bcast(*y)]),
+        NodeOp::Transpose { x, perm } => {
+            let mut src = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                src[p] = idx[i];
+            }
+            one(Kernel::Transpose { perm: perm.clone() }, vec![b(*x, src)])
         }
-        NodeOp::ExpandDims { x, new_axes } => {
-            let src = idx
-                .iter()
-                .enumerate()
-                .filter(|(k, _)| !new_axes.contains(k))
-                .map(|(_, &i)| i)
-                .collect();
-            one(Kernel::Reshape, vec![b(*x, src)])
-        }
-        NodeOp::Transpose { x } => one(
-            Kernel::Transpose,
-            vec![b(*x, idx.iter().rev().copied().collect())],
-        ),
-        NodeOp::Matmul { a, b: y } => {
-            let (ma, mb) = (meta(*a), meta(*y));
-            let k_blocks = *ma.grid().last().expect("matmul operand has an axis");
-            let terms = (0..k_blocks)
-                .map(|k| {
-                    let ai = match ma.ndim() {
-                        2 => vec![idx[0], k],
-                        _ => vec![k],
+        NodeOp::Einsum { subscripts, xs } => {
+            let (lhs, out) = subscripts.split_once("->").expect("explicit einsum");
+            let ins: Vec<Vec<char>> = lhs.split(',').map(|t| t.chars().collect()).collect();
+            let out: Vec<char> = out.chars().collect();
+            // Block index of every letter: the output's from `idx`, the contracted ones
+            // over their grids (all combinations, in C order).
+            let mut grid: Vec<(char, u64)> = Vec::new();
+            for (l, &x) in ins.iter().zip(xs) {
+                for (d, &c) in l.iter().enumerate() {
+                    if !out.contains(&c) && !grid.iter().any(|(g, _)| *g == c) {
+                        grid.push((c, meta(x).grid()[d]));
+                    }
+                }
+            }
+            let sizes: Vec<u64> = grid.iter().map(|(_, s)| *s).collect();
+            let count: u64 = sizes.iter().product();
+            let terms = (0..count)
+                .map(|t| {
+                    let ci = nums_layout::meta::unravel(t, &sizes);
+                    let at = |c: char| match out.iter().position(|&o| o == c) {
+                        Some(p) => idx[p],
+                        None => ci[grid.iter().position(|(g, _)| *g == c).expect("letter")],
                     };
-                    let bi = match (ma.ndim(), mb.ndim()) {
-                        (2, 2) => vec![k, idx[1]],
-                        (1, 2) => vec![k, idx[0]],
-                        _ => vec![k],
-                    };
-                    vec![b(*a, ai), b(*y, bi)]
+                    ins.iter()
+                        .zip(xs)
+                        .map(|(l, &x)| b(x, l.iter().map(|&c| at(c)).collect()))
+                        .collect()
                 })
                 .collect();
             Some(Work::Reduce {
-                kernel: Kernel::Matmul,
+                kernel: Kernel::Einsum {
+                    subscripts: subscripts.clone(),
+                    operands: xs.len(),
+                },
                 terms,
                 output,
             })
         }
-        NodeOp::Sum { x, axes } => {
+        NodeOp::Reduce { x, op, axes } => {
             let mx = meta(*x);
             let kept: Vec<usize> = (0..mx.ndim()).filter(|d| !axes.contains(d)).collect();
             let terms = mx
@@ -315,43 +328,136 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
                 .map(|bi| vec![b(*x, bi)])
                 .collect();
             Some(Work::Reduce {
-                kernel: Kernel::Sum { axes: axes.clone() },
+                kernel: Kernel::Reduce {
+                    op: *op,
+                    axes: axes.clone(),
+                },
                 terms,
                 output,
             })
         }
-        NodeOp::Rechunk { x } => {
-            let (mx, mo) = (meta(*x), &n.meta);
-            let origin = mo.block_origin(idx);
-            let shape = mo.block_shape(idx);
-            // Input blocks overlapping [origin, origin + shape) along every axis.
-            let ranges: Vec<(u64, u64)> = (0..mo.ndim())
-                .map(|d| {
-                    (
-                        origin[d] / mx.block[d],
-                        (origin[d] + shape[d] as u64 - 1) / mx.block[d],
-                    )
+        NodeOp::Rechunk { x } => gather(g, id, idx, &[(*x, vec![0; n.meta.ndim()])], &n.meta.block_origin(idx).iter().map(|&o| o as i64).collect::<Vec<_>>(), &[]),
+        NodeOp::Concat { xs, axis } => {
+            let mut at = 0i64;
+            let sources: Vec<(NodeId, Vec<i64>)> = xs
+                .iter()
+                .map(|&x| {
+                    let mut o = vec![0; n.meta.ndim()];
+                    o[*axis] = at;
+                    at += meta(x).shape[*axis] as i64;
+                    (x, o)
                 })
                 .collect();
-            let mut inputs = Vec::new();
-            let mut offsets = Vec::new();
-            for bi in mx.blocks() {
-                if bi
+            let first: Vec<i64> = n.meta.block_origin(idx).iter().map(|&o| o as i64).collect();
+            gather(g, id, idx, &sources, &first, &[])
+        }
+        NodeOp::Slice { x, start, step } => {
+            let first: Vec<i64> = n
+                .meta
+                .block_origin(idx)
+                .iter()
+                .zip(start.iter().zip(step))
+                .map(|(&o, (&s, &st))| s + o as i64 * st)
+                .collect();
+            gather(g, id, idx, &[(*x, vec![0; n.meta.ndim()])], &first, step)
+        }
+        NodeOp::Reshape { x } => {
+            let (mx, mo) = (meta(*x), &n.meta);
+            let non_unit = |m: &nums_layout::ArrayMeta| -> Vec<(u64, u64)> {
+                m.shape
                     .iter()
-                    .zip(&ranges)
-                    .all(|(&i, &(lo, hi))| lo <= i && i <= hi)
-                {
-                    let o = mx.block_origin(&bi);
-                    offsets.push(
-                        o.iter()
-                            .zip(&origin)
-                            .map(|(&a, &c)| a as i64 - c as i64)
-                            .collect(),
-                    );
+                    .zip(&m.block)
+                    .filter(|(s, _)| **s != 1)
+                    .map(|(s, b)| (*s, *b))
+                    .collect()
+            };
+            if non_unit(mx) == non_unit(mo) {
+                // Length-1 axes come or go: the block with the same non-unit indices.
+                let mut ids = mo
+                    .shape
+                    .iter()
+                    .zip(idx)
+                    .filter(|(s, _)| **s != 1)
+                    .map(|(_, i)| *i);
+                let src: Vec<u64> = mx
+                    .shape
+                    .iter()
+                    .map(|&s| if s == 1 { 0 } else { ids.next().expect("same") })
+                    .collect();
+                let len = mx.block_shape(&src).iter().product::<usize>() as u64;
+                return one(Kernel::Reshape { ranges: vec![(0, len)] }, vec![b(*x, src)]);
+            }
+            // Both blocked along axis 0 only: blocks are runs of the flat C order.
+            let row = |m: &nums_layout::ArrayMeta| m.shape.iter().skip(1).product::<u64>().max(1);
+            let lo = mo.block_origin(idx).first().copied().unwrap_or(0) * row(mo);
+            let hi = lo + mo.block_shape(idx).iter().product::<usize>() as u64;
+            let per = mx.block.first().copied().unwrap_or(1) * row(mx);
+            let mut inputs = Vec::new();
+            let mut ranges = Vec::new();
+            for k in lo / per..hi.div_ceil(per) {
+                let (a, z) = (k * per, ((k + 1) * per).min(mx.len()));
+                let (s, e) = (lo.max(a), hi.min(z));
+                if s < e {
+                    let mut bi = vec![0; mx.ndim()];
+                    if let Some(b0) = bi.first_mut() {
+                        *b0 = k;
+                    }
                     inputs.push(b(*x, bi));
+                    ranges.push((s - a, e - a));
                 }
             }
-            one(Kernel::Assemble { offsets }, inputs)
+            one(Kernel::Reshape { ranges }, inputs)
         }
     }
+}
+
+/// The Assemble task of output block `idx`: the blocks of `sources` (each placed at its
+/// origin in one frame) that hold elements `first + p * step` (step empty: 1).
+fn gather(
+    g: &Graph,
+    id: NodeId,
+    idx: &[u64],
+    sources: &[(NodeId, Vec<i64>)],
+    first: &[i64],
+    step: &[i64],
+) -> Option<Work> {
+    let shape = g.nodes[id].meta.block_shape(idx);
+    let mut inputs = Vec::new();
+    let mut offsets = Vec::new();
+    for (x, at) in sources {
+        let mx = &g.nodes[*x].meta;
+        // Per axis, the source blocks that hold an element of the output block.
+        let per_axis: Vec<Vec<u64>> = (0..mx.ndim())
+            .map(|d| {
+                let s = step.get(d).copied().unwrap_or(1);
+                (0..mx.grid()[d])
+                    .filter(|&k| {
+                        let o = at[d] + (k * mx.block[d]) as i64 - first[d];
+                        let len = (mx.shape[d].min((k + 1) * mx.block[d]) - k * mx.block[d]) as i64;
+                        nums_layout::meta::strided_overlap(o, len, s, shape[d] as i64).is_some()
+                    })
+                    .collect()
+            })
+            .collect();
+        let counts: Vec<u64> = per_axis.iter().map(|v| v.len() as u64).collect();
+        for lin in 0..counts.iter().product::<u64>() {
+            let pick = nums_layout::meta::unravel(lin, &counts);
+            let bi: Vec<u64> = pick.iter().enumerate().map(|(d, &i)| per_axis[d][i as usize]).collect();
+            offsets.push(
+                (0..mx.ndim())
+                    .map(|d| at[d] + (bi[d] * mx.block[d]) as i64 - first[d])
+                    .collect(),
+            );
+            inputs.push(BlockId::new(*x, bi));
+        }
+    }
+    let output = BlockId::new(id, idx.to_vec());
+    Some(Work::One(BlockTask {
+        kernel: Kernel::Assemble {
+            offsets,
+            step: step.to_vec(),
+        },
+        inputs,
+        output,
+    }))
 }

@@ -1,7 +1,8 @@
 //! Block kernels: pure functions from input blocks to one output block.
 
-use ndarray::{ArrayD, Axis, Ix1, Ix2, IxDyn, Zip};
-use nums_layout::batch::{BinaryOp, Kernel, RandomDist, UnaryOp};
+use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
+use nums_layout::batch::{BinaryOp, Kernel, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::map_block;
 use nums_layout::meta::{ArrayMeta, ravel};
 use nums_layout::{Block, DType};
 use rayon::prelude::*;
@@ -17,6 +18,23 @@ pub fn run(
     let block = match kernel {
         Kernel::Fill { value } => Block::full(out.dtype, &shape, *value),
         Kernel::Random { dist, seed } => random(*dist, *seed, out, index),
+        Kernel::Iota { axis, start, step } => {
+            let origin = out.block_origin(index);
+            let o = *origin.get(*axis).ok_or("iota axis out of range")? as f64;
+            Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
+                start + step * (o + i[*axis] as f64)
+            }))
+        }
+        Kernel::Eye { k } => {
+            let origin = out.block_origin(index);
+            if origin.len() != 2 {
+                return Err("eye makes 2-D blocks".into());
+            }
+            let (r0, c0) = (origin[0] as i64, origin[1] as i64);
+            Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
+                ((c0 + i[1] as i64) - (r0 + i[0] as i64) == *k) as u8 as f64
+            }))
+        }
         Kernel::Unary { op } => unary(*op, one(inputs)?),
         Kernel::Binary { op } => {
             let [a, b] = inputs else {
@@ -33,39 +51,51 @@ pub fn run(
             scalar_left,
         } => {
             let x = one(inputs)?;
-            let s = Block::full(x.dtype(), x.shape(), *value);
-            let s = match s {
-                Block::Bool(_)
-                    if !op.is_predicate() || !matches!(op, BinaryOp::And | BinaryOp::Or) =>
-                {
-                    Block::full(DType::Float64, x.shape(), *value)
-                }
-                s => s,
-            };
+            let s = Block::full(DType::Float64, x.shape(), *value);
             if *scalar_left {
                 binary(*op, &s, x)?
             } else {
                 binary(*op, x, &s)?
             }
         }
-        Kernel::Matmul => matmul(inputs)?,
-        Kernel::Transpose => match one(inputs)? {
-            Block::F64(a) => Block::F64(a.t().as_standard_layout().into_owned()),
-            Block::Bool(a) => Block::Bool(a.t().as_standard_layout().into_owned()),
-        },
-        Kernel::Sum { axes } => sum(inputs, axes)?,
-        Kernel::Assemble { offsets } => assemble(inputs, offsets, &shape)?,
-        Kernel::Reshape => match one(inputs)? {
-            Block::F64(a) => Block::F64(reshape(a, &shape)?),
-            Block::Bool(a) => Block::Bool(reshape(a, &shape)?),
-        },
+        Kernel::Where => {
+            let [c, a, b] = inputs else {
+                return Err(format!("where needs 3 inputs, got {}", inputs.len()));
+            };
+            let dim = IxDyn(&shape);
+            let (c, a, b) = (c.to_bool(), a.to_f64(), b.to_f64());
+            let bc = |x| format!("where: a block of shape {x:?} does not broadcast to {shape:?}");
+            let c = c.broadcast(dim.clone()).ok_or_else(|| bc(c.shape()))?;
+            let a = a.broadcast(dim.clone()).ok_or_else(|| bc(a.shape()))?;
+            let b = b.broadcast(dim).ok_or_else(|| bc(b.shape()))?;
+            Block::F64(
+                Zip::from(c)
+                    .and(a)
+                    .and(b)
+                    .par_map_collect(|&c, &a, &b| if c { a } else { b }),
+            )
+        }
+        Kernel::Einsum {
+            subscripts,
+            operands,
+        } => crate::einsum::sum_of_terms(subscripts, *operands, inputs)?,
+        Kernel::Transpose { perm } => {
+            let x = one(inputs)?;
+            if perm.len() != x.shape().len() {
+                return Err(format!(
+                    "transpose {perm:?} of a {}-D block",
+                    x.shape().len()
+                ));
+            }
+            map_block!(x, a => a.view().permuted_axes(perm.clone()).as_standard_layout().into_owned())
+        }
+        Kernel::Reduce { op, axes } => reduce(inputs, *op, axes)?,
+        Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
+        Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
     };
-    // Cast to the output dtype the driver planned (e.g. bool inputs summed as float64).
-    let block = match (out.dtype, block) {
-        (DType::Float64, Block::Bool(b)) => Block::F64(b.mapv(|v| v as u8 as f64)),
-        (DType::Bool, Block::F64(a)) => Block::Bool(a.mapv(|v| v != 0.0)),
-        (_, b) => b,
-    };
+    // Cast to the output dtype the driver planned (kernels compute in float64 where the
+    // dtypes mix, as NumPy's loops do after promotion).
+    let block = block.cast(out.dtype);
     if block.shape() != shape.as_slice() {
         return Err(format!(
             "kernel produced a block of shape {:?}, expected {:?}",
@@ -101,6 +131,10 @@ pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
     let key = mix(seed.wrapping_add(0x632b_e59b_d9b4_e019));
     match dist {
         RandomDist::Uniform => uniform01(key, i),
+        RandomDist::Integers { low, high } => {
+            let span = (high - low) as f64;
+            (low as f64 + (uniform01(key, i) * span).floor()).min((high - 1) as f64)
+        }
         RandomDist::Normal => {
             // Box-Muller on two independent uniforms; 1-u keeps the log finite.
             let u1 = 1.0 - uniform01(key, 2 * i);
@@ -154,18 +188,18 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
         )
     })?;
     let dim = IxDyn(&shape);
-    if matches!(op, BinaryOp::And | BinaryOp::Or) {
-        let (a, b) = (to_bool(a), to_bool(b));
-        let f = if op == BinaryOp::And {
-            |x: &bool, y: &bool| *x && *y
-        } else {
-            |x: &bool, y: &bool| *x || *y
-        };
+    if op.is_logical() {
+        let (a, b) = (a.to_bool(), b.to_bool());
         let (a, b) = (
             a.broadcast(dim.clone()).expect("broadcastable"),
             b.broadcast(dim).expect("broadcastable"),
         );
-        return Ok(Block::Bool(Zip::from(a).and(b).par_map_collect(f)));
+        let zip = Zip::from(a).and(b);
+        return Ok(Block::Bool(match op {
+            BinaryOp::And => zip.par_map_collect(|x, y| *x && *y),
+            BinaryOp::Or => zip.par_map_collect(|x, y| *x || *y),
+            _ => zip.par_map_collect(|x, y| *x != *y),
+        }));
     }
     let (a, b) = (a.to_f64(), b.to_f64());
     let (a, b) = (
@@ -184,61 +218,12 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
         BinaryOp::Ge => Block::Bool(zip.par_map_collect(|x, y| x >= y)),
         BinaryOp::Eq => Block::Bool(zip.par_map_collect(|x, y| x == y)),
         BinaryOp::Ne => Block::Bool(zip.par_map_collect(|x, y| x != y)),
-        BinaryOp::And | BinaryOp::Or => unreachable!("handled above"),
         op => Block::F64(zip.par_map_collect(|x, y| op.apply(*x, *y))),
     })
 }
 
-fn to_bool(x: &Block) -> std::borrow::Cow<'_, ArrayD<bool>> {
-    match x {
-        Block::Bool(b) => std::borrow::Cow::Borrowed(b),
-        Block::F64(a) => std::borrow::Cow::Owned(a.mapv(|v| v != 0.0)),
-    }
-}
-
-/// Sum over k of a_k @ b_k, in k order (BLAS dgemm/dgemv through ndarray).
-fn matmul(inputs: &[&Block]) -> Result<Block, String> {
-    if inputs.is_empty() || !inputs.len().is_multiple_of(2) {
-        return Err(format!(
-            "matmul needs pairs of inputs, got {}",
-            inputs.len()
-        ));
-    }
-    let mut acc: Option<ArrayD<f64>> = None;
-    for pair in inputs.chunks(2) {
-        let (a, b) = (pair[0].to_f64(), pair[1].to_f64());
-        let prod = match (a.ndim(), b.ndim()) {
-            (2, 2) => view2(&a)?.dot(&view2(&b)?).into_dyn(),
-            (2, 1) => view2(&a)?.dot(&view1(&b)?).into_dyn(),
-            (1, 2) => view1(&a)?.dot(&view2(&b)?).into_dyn(),
-            (1, 1) => ndarray::arr0(view1(&a)?.dot(&view1(&b)?)).into_dyn(),
-            (x, y) => return Err(format!("matmul of {x}-D and {y}-D blocks is not supported")),
-        };
-        acc = Some(match acc {
-            None => prod,
-            Some(mut s) => {
-                s += &prod;
-                s
-            }
-        });
-    }
-    Ok(Block::F64(acc.expect("at least one pair")))
-}
-
-fn view2(a: &ArrayD<f64>) -> Result<ndarray::ArrayView2<'_, f64>, String> {
-    a.view()
-        .into_dimensionality::<Ix2>()
-        .map_err(|e| e.to_string())
-}
-
-fn view1(a: &ArrayD<f64>) -> Result<ndarray::ArrayView1<'_, f64>, String> {
-    a.view()
-        .into_dimensionality::<Ix1>()
-        .map_err(|e| e.to_string())
-}
-
-/// Each input summed over `axes`, then the partial sums added in input order.
-fn sum(inputs: &[&Block], axes: &[usize]) -> Result<Block, String> {
+/// Each input reduced over `axes`, then the partial results combined in input order.
+fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, String> {
     let mut axes = axes.to_vec();
     axes.sort_unstable_by(|a, b| b.cmp(a));
     let mut acc: Option<ArrayD<f64>> = None;
@@ -246,37 +231,91 @@ fn sum(inputs: &[&Block], axes: &[usize]) -> Result<Block, String> {
         let mut part = x.to_f64().into_owned();
         for &ax in &axes {
             if ax >= part.ndim() {
-                return Err(format!("sum over axis {ax} of a {}-D block", part.ndim()));
+                return Err(format!(
+                    "{} over axis {ax} of a {}-D block",
+                    op.name(),
+                    part.ndim()
+                ));
             }
-            part = part.sum_axis(Axis(ax));
+            part = if op == ReduceOp::Sum {
+                part.sum_axis(Axis(ax))
+            } else {
+                part.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
+            };
         }
         acc = Some(match acc {
             None => part,
             Some(mut s) => {
-                s += &part;
+                if s.shape() != part.shape() {
+                    return Err(format!(
+                        "{} of partial results of shapes {:?} and {:?}",
+                        op.name(),
+                        s.shape(),
+                        part.shape()
+                    ));
+                }
+                Zip::from(&mut s).and(&part).for_each(|a, &v| *a = op.apply(*a, v));
                 s
             }
         });
     }
     acc.map(Block::F64)
-        .ok_or_else(|| "sum needs at least one input".to_string())
+        .ok_or_else(|| format!("{} needs at least one input", op.name()))
 }
 
-/// The same elements in C order under another shape (expand_dims, squeeze, reshape of a block).
-fn reshape<T: Clone>(a: &ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>, String> {
-    a.as_standard_layout()
-        .into_owned()
-        .into_shape_with_order(IxDyn(shape))
-        .map_err(|e| {
-            format!(
-                "cannot reshape a block of {:?} to {shape:?}: {e}",
-                a.shape()
-            )
-        })
+/// The elements `ranges[k]` (flat, C order) of each input, concatenated and shaped as
+/// the output block.
+fn splice(inputs: &[&Block], ranges: &[(u64, u64)], shape: &[usize]) -> Result<Block, String> {
+    if inputs.len() != ranges.len() || inputs.is_empty() {
+        return Err(format!(
+            "reshape has {} inputs and {} ranges",
+            inputs.len(),
+            ranges.len()
+        ));
+    }
+    fn cat<T: Clone>(parts: Vec<(&ArrayD<T>, (u64, u64))>, shape: &[usize]) -> Result<ArrayD<T>, String> {
+        let mut v = Vec::with_capacity(shape.iter().product());
+        for (a, (lo, hi)) in parts {
+            let a = a.as_standard_layout();
+            let flat = a.as_slice().expect("standard layout");
+            let r = flat
+                .get(lo as usize..hi as usize)
+                .ok_or_else(|| format!("range {lo}..{hi} of a block of {} elements", flat.len()))?;
+            v.extend_from_slice(r);
+        }
+        ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("reshape to {shape:?}: {e}"))
+    }
+    let dtype = inputs[0].dtype();
+    let same: Vec<Block> = inputs.iter().map(|b| (*b).clone().cast(dtype)).collect();
+    macro_rules! go {
+        ($v:ident) => {{
+            let parts = same
+                .iter()
+                .zip(ranges)
+                .map(|(b, r)| match b {
+                    Block::$v(a) => (a, *r),
+                    _ => unreachable!("cast above"),
+                })
+                .collect();
+            Block::$v(cat(parts, shape)?)
+        }};
+    }
+    Ok(match dtype {
+        DType::Float64 => go!(F64),
+        DType::Float32 => go!(F32),
+        DType::Int64 => go!(I64),
+        DType::Bool => go!(Bool),
+    })
 }
 
-/// Copies the part of each input block that overlaps the output block.
-fn assemble(inputs: &[&Block], offsets: &[Vec<i64>], shape: &[usize]) -> Result<Block, String> {
+/// Copies the part of each input block that lands in the output block, taking every
+/// `step`-th source element (negative: backwards).
+fn assemble(
+    inputs: &[&Block],
+    offsets: &[Vec<i64>],
+    step: &[i64],
+    shape: &[usize],
+) -> Result<Block, String> {
     if inputs.len() != offsets.len() || inputs.is_empty() {
         return Err(format!(
             "assemble has {} inputs and {} offsets",
@@ -284,41 +323,54 @@ fn assemble(inputs: &[&Block], offsets: &[Vec<i64>], shape: &[usize]) -> Result<
             offsets.len()
         ));
     }
-    fn place<T: Clone>(out: &mut ArrayD<T>, x: &ArrayD<T>, off: &[i64]) {
+    /// The (destination, source) slices of one axis.
+    fn axis(o: i64, len: i64, s: i64, n: i64) -> Option<(SliceInfoElem, SliceInfoElem)> {
+        let (p_lo, p_hi) = nums_layout::meta::strided_overlap(o, len, s, n)?;
+        let (first, last) = (p_lo * s - o, p_hi * s - o);
+        let src = if s > 0 {
+            SliceInfoElem::Slice { start: first as isize, end: Some(last as isize + 1), step: s as isize }
+        } else {
+            // ndarray walks a negative step from the end of the range.
+            SliceInfoElem::Slice { start: last as isize, end: Some(first as isize + 1), step: s as isize }
+        };
+        let dst = SliceInfoElem::Slice { start: p_lo as isize, end: Some(p_hi as isize + 1), step: 1 };
+        Some((dst, src))
+    }
+    fn place<T: Clone>(out: &mut ArrayD<T>, x: &ArrayD<T>, off: &[i64], step: &[i64]) {
         let mut dst = Vec::new();
         let mut src = Vec::new();
         for (d, &o) in off.iter().enumerate() {
-            let lo = o.max(0);
-            let hi = (o + x.shape()[d] as i64).min(out.shape()[d] as i64);
-            dst.push(ndarray::SliceInfoElem::from(
-                lo as isize..hi.max(lo) as isize,
-            ));
-            src.push(ndarray::SliceInfoElem::from(
-                (lo - o) as isize..(hi.max(lo) - o) as isize,
-            ));
+            let s = step.get(d).copied().unwrap_or(1);
+            match axis(o, x.shape()[d] as i64, s, out.shape()[d] as i64) {
+                Some((a, b)) => {
+                    dst.push(a);
+                    src.push(b);
+                }
+                None => return,
+            }
         }
-        out.slice_mut(dst.as_slice())
-            .assign(&x.slice(src.as_slice()));
+        out.slice_mut(dst.as_slice()).assign(&x.slice(src.as_slice()));
     }
-    Ok(match inputs[0] {
-        Block::F64(_) => {
-            let mut out = ArrayD::zeros(IxDyn(shape));
-            for (x, off) in inputs.iter().zip(offsets) {
-                place(&mut out, &x.to_f64(), off);
-            }
-            Block::F64(out)
+    let dtype = inputs[0].dtype();
+    let mut out = Block::full(dtype, shape, 0.0);
+    for (x, off) in inputs.iter().zip(offsets) {
+        if off.len() != shape.len() || x.shape().len() != shape.len() {
+            return Err(format!(
+                "assemble of a {}-D block at offset {off:?} into a {}-D block",
+                x.shape().len(),
+                shape.len()
+            ));
         }
-        Block::Bool(_) => {
-            let mut out = ArrayD::from_elem(IxDyn(shape), false);
-            for (x, off) in inputs.iter().zip(offsets) {
-                let Block::Bool(b) = x else {
-                    return Err("assemble mixes dtypes".into());
-                };
-                place(&mut out, b, off);
-            }
-            Block::Bool(out)
+        let x = (*x).clone().cast(dtype);
+        match (&mut out, &x) {
+            (Block::F64(o), Block::F64(x)) => place(o, x, off, step),
+            (Block::F32(o), Block::F32(x)) => place(o, x, off, step),
+            (Block::I64(o), Block::I64(x)) => place(o, x, off, step),
+            (Block::Bool(o), Block::Bool(x)) => place(o, x, off, step),
+            _ => unreachable!("cast above"),
         }
-    })
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -358,16 +410,6 @@ mod tests {
         assert!(u.iter().all(|&v| (0.0..1.0).contains(&v)));
         assert!((u.iter().sum::<f64>() / n as f64 - 0.5).abs() < 0.01);
     }
-
-    #[test]
-    fn matmul_sums_pairs() {
-        let a = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![1., 2., 3., 4.]).unwrap());
-        let b = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2, 1]), vec![1., 1.]).unwrap());
-        let Block::F64(r) = matmul(&[&a, &b, &a, &b]).unwrap() else {
-            panic!()
-        };
-        assert_eq!(r.into_raw_vec_and_offset().0, vec![6., 14.]);
-    }
 }
 
 #[cfg(test)]
@@ -379,7 +421,12 @@ mod assemble_tests {
         // A 1-D array [0..7) in blocks of 3, re-blocked into blocks of 4: block 1 is [4..7).
         let b = |v: Vec<f64>| Block::F64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap());
         let (b1, b2) = (b(vec![3., 4., 5.]), b(vec![6.]));
-        let out = assemble(&[&b1, &b2], &[vec![-1], vec![2]], &[3]).unwrap();
+        let out = assemble(&[&b1, &b2], &[vec![-1], vec![2]], &[], &[3]).unwrap();
         assert_eq!(out, b(vec![4., 5., 6.]));
+        // x[::-2] of [0..7) in blocks of 3, output block 0 (2 elements): 6, 4 — from the
+        // source coordinate 6 backwards; block 1 [3,4,5] sits at offset 3 - 6 = -3.
+        let b0 = b(vec![0., 1., 2.]);
+        let out = assemble(&[&b1, &b2, &b0], &[vec![-3], vec![0], vec![-6]], &[-2], &[4]).unwrap();
+        assert_eq!(out, b(vec![6., 4., 2., 0.]));
     }
 }

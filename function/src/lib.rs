@@ -6,6 +6,7 @@
 
 extern crate blas_src;
 
+pub mod einsum;
 pub mod kernels;
 pub mod memory;
 pub mod runtime;

@@ -31,6 +31,18 @@ pub struct BlockRef {
 pub enum RandomDist {
     Normal,
     Uniform,
+    /// Integers in `[low, high)`, int64.
+    Integers { low: i64, high: i64 },
+}
+
+impl RandomDist {
+    pub fn name(self) -> &'static str {
+        match self {
+            RandomDist::Normal => "normal",
+            RandomDist::Uniform => "uniform",
+            RandomDist::Integers { .. } => "integers",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,6 +65,9 @@ pub enum UnaryOp {
     Floor,
     Ceil,
     Sigmoid,
+    IsNan,
+    IsFinite,
+    IsInf,
 }
 
 impl UnaryOp {
@@ -77,7 +92,27 @@ impl UnaryOp {
             UnaryOp::Floor => v.floor(),
             UnaryOp::Ceil => v.ceil(),
             UnaryOp::Sigmoid => 1.0 / (1.0 + (-v).exp()),
+            UnaryOp::IsNan => v.is_nan() as u8 as f64,
+            UnaryOp::IsFinite => v.is_finite() as u8 as f64,
+            UnaryOp::IsInf => v.is_infinite() as u8 as f64,
         }
+    }
+
+    /// Gives bool whatever the input (`~`, `isnan`, ...).
+    pub fn is_predicate(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite | UnaryOp::IsInf
+        )
+    }
+
+    /// Keeps an int64 (or bool, for `abs`) input's dtype instead of computing in floats,
+    /// as NumPy does.
+    pub fn keeps_ints(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Sign
+        )
     }
 }
 
@@ -101,6 +136,7 @@ pub enum BinaryOp {
     Ne,
     And,
     Or,
+    Xor,
 }
 
 impl BinaryOp {
@@ -116,7 +152,13 @@ impl BinaryOp {
                 | BinaryOp::Ne
                 | BinaryOp::And
                 | BinaryOp::Or
+                | BinaryOp::Xor
         )
+    }
+
+    /// `& | ^` on bool (and on int64 as bitwise ops, which nums-cloud does not do).
+    pub fn is_logical(self) -> bool {
+        matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
     }
 
     /// The op on two float64s as NumPy computes it; predicates give 1.0 or 0.0.
@@ -151,6 +193,7 @@ impl BinaryOp {
             BinaryOp::Ne => b(x != y),
             BinaryOp::And => b(x != 0.0 && y != 0.0),
             BinaryOp::Or => b(x != 0.0 || y != 0.0),
+            BinaryOp::Xor => b((x != 0.0) != (y != 0.0)),
         }
     }
 
@@ -173,6 +216,74 @@ impl BinaryOp {
             BinaryOp::Ne => "!=",
             BinaryOp::And => "&",
             BinaryOp::Or => "|",
+            BinaryOp::Xor => "^",
+        }
+    }
+}
+
+/// How a reduction combines values. Each is associative, so any grouping of blocks into
+/// partial results gives the same value (up to float rounding, in a fixed order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ReduceOp {
+    Sum,
+    Prod,
+    Min,
+    Max,
+    All,
+    Any,
+    /// Like Sum, Prod, Min, Max but NaN values are skipped (NumPy's `nansum` etc.).
+    NanSum,
+    NanProd,
+    NanMin,
+    NanMax,
+}
+
+impl ReduceOp {
+    /// The value of a reduction over nothing.
+    pub fn identity(self) -> f64 {
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Any => 0.0,
+            ReduceOp::Prod | ReduceOp::NanProd | ReduceOp::All => 1.0,
+            ReduceOp::Min | ReduceOp::NanMin => f64::INFINITY,
+            ReduceOp::Max | ReduceOp::NanMax => f64::NEG_INFINITY,
+        }
+    }
+
+    /// Combines an accumulated value with the next one, as NumPy does (Min and Max
+    /// propagate NaN, the nan variants skip it).
+    pub fn apply(self, acc: f64, v: f64) -> f64 {
+        match self {
+            ReduceOp::Sum => acc + v,
+            ReduceOp::Prod => acc * v,
+            ReduceOp::Min if acc.is_nan() || v.is_nan() => f64::NAN,
+            ReduceOp::Min => acc.min(v),
+            ReduceOp::Max if acc.is_nan() || v.is_nan() => f64::NAN,
+            ReduceOp::Max => acc.max(v),
+            ReduceOp::All => (acc != 0.0 && v != 0.0) as u8 as f64,
+            ReduceOp::Any => (acc != 0.0 || v != 0.0) as u8 as f64,
+            ReduceOp::NanSum if v.is_nan() => acc,
+            ReduceOp::NanSum => acc + v,
+            ReduceOp::NanProd if v.is_nan() => acc,
+            ReduceOp::NanProd => acc * v,
+            // f64::min/max return the non-NaN operand: NumPy's nanmin/nanmax.
+            ReduceOp::NanMin => acc.min(v),
+            ReduceOp::NanMax => acc.max(v),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Min => "min",
+            ReduceOp::Max => "max",
+            ReduceOp::All => "all",
+            ReduceOp::Any => "any",
+            ReduceOp::NanSum => "nansum",
+            ReduceOp::NanProd => "nanprod",
+            ReduceOp::NanMin => "nanmin",
+            ReduceOp::NanMax => "nanmax",
         }
     }
 }
@@ -197,20 +308,51 @@ pub enum Kernel {
         value: f64,
         scalar_left: bool,
     },
-    /// Inputs `a0, b0, a1, b1, ...`: the sum of `a_k @ b_k`, added in k order.
-    /// 2-D @ 2-D, 2-D @ 1-D and 1-D @ 2-D blocks.
-    Matmul,
-    /// One input; axes reversed (`.T`).
-    Transpose,
-    /// Inputs: the blocks that reduce into this output block, in grid order; each is
-    /// summed over `axes` (all axes when empty and `all` is set), then the partial sums are added in order.
-    Sum { axes: Vec<usize> },
-    /// Inputs: the blocks of one array that overlap this output block; `offsets[k]` is
-    /// input k's origin minus the output block's origin. Copies the overlaps (re-blocking).
-    Assemble { offsets: Vec<Vec<i64>> },
-    /// One input; the same elements in C order, shaped as the output block (axes of
-    /// length 1 inserted or removed).
-    Reshape,
+    /// Three inputs (condition, then values where true and where false) whose block shapes
+    /// broadcast to the output block's (`where`).
+    Where,
+    /// No inputs; element at global index `g` is `start + step * g[axis]` (arange,
+    /// linspace, index arrays).
+    Iota { axis: usize, start: f64, step: f64 },
+    /// No inputs; 2-D, 1 where `column - row == k`, else 0 (eye, identity).
+    Eye { k: i64 },
+    /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
+    /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
+    Einsum { subscripts: String, operands: usize },
+    /// One input; its axes permuted: output axis i is input axis `perm[i]`.
+    Transpose { perm: Vec<usize> },
+    /// Inputs: blocks that reduce into this output block; each is reduced over `axes`,
+    /// then the partial results are combined in input order with the same op.
+    Reduce { op: ReduceOp, axes: Vec<usize> },
+    /// Inputs: blocks of arrays in one frame of coordinates; `offsets[k]` is input k's
+    /// origin minus the source coordinate of the output block's first element. Output
+    /// element `p` takes the source element at `p * step` from there (`step` empty: all 1).
+    /// Re-blocking, concatenation, slicing with steps.
+    Assemble {
+        offsets: Vec<Vec<i64>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        step: Vec<i64>,
+    },
+    /// Inputs: blocks whose elements, in C order, from flat position `ranges[k].0` up to
+    /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,
+    /// expand_dims, squeeze).
+    Reshape { ranges: Vec<(u64, u64)> },
+}
+
+impl Kernel {
+    /// The kernel that combines partial results of this reduction kernel.
+    pub fn combiner(&self) -> Kernel {
+        match self {
+            Kernel::Reduce { op, .. } => Kernel::Reduce {
+                op: *op,
+                axes: vec![],
+            },
+            _ => Kernel::Reduce {
+                op: ReduceOp::Sum,
+                axes: vec![],
+            },
+        }
+    }
 }
 
 /// One block task: a kernel, its input blocks, the block it produces.

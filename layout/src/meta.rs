@@ -6,14 +6,26 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
-    Float64,
     Bool,
+    Int64,
+    Float32,
+    Float64,
+}
+
+/// What kind of Python scalar a literal is: NumPy 2 (NEP 50) lets it take the array's
+/// dtype where the kind fits, so `x32 * 2.0` stays float32 and `i64 + 1` stays int64.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ScalarKind {
+    Bool,
+    Int,
+    Float,
 }
 
 impl DType {
     pub fn size(self) -> usize {
         match self {
-            DType::Float64 => 8,
+            DType::Float64 | DType::Int64 => 8,
+            DType::Float32 => 4,
             DType::Bool => 1,
         }
     }
@@ -21,14 +33,64 @@ impl DType {
     pub fn name(self) -> &'static str {
         match self {
             DType::Float64 => "float64",
+            DType::Float32 => "float32",
+            DType::Int64 => "int64",
             DType::Bool => "bool",
         }
     }
     pub fn parse(name: &str) -> Option<DType> {
         match name {
             "float64" | "f8" | "<f8" | "double" => Some(DType::Float64),
+            "float32" | "f4" | "<f4" | "single" => Some(DType::Float32),
+            "int64" | "i8" | "<i8" | "int" => Some(DType::Int64),
             "bool" | "|b1" | "b1" => Some(DType::Bool),
             _ => None,
+        }
+    }
+
+    pub fn is_float(self) -> bool {
+        matches!(self, DType::Float32 | DType::Float64)
+    }
+
+    fn kind(self) -> ScalarKind {
+        match self {
+            DType::Bool => ScalarKind::Bool,
+            DType::Int64 => ScalarKind::Int,
+            DType::Float32 | DType::Float64 => ScalarKind::Float,
+        }
+    }
+
+    /// NumPy's result type of two array dtypes (`np.result_type`).
+    pub fn promote(self, other: DType) -> DType {
+        use DType::*;
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Float64, _) | (_, Float64) => Float64,
+            (Float32, Int64) | (Int64, Float32) => Float64,
+            (Float32, _) | (_, Float32) => Float32,
+            (Int64, _) | (_, Int64) => Int64,
+            _ => Bool,
+        }
+    }
+
+    /// NumPy's result type of an array of this dtype with a Python scalar (NEP 50).
+    pub fn promote_scalar(self, k: ScalarKind) -> DType {
+        if k <= self.kind() {
+            self
+        } else if k == ScalarKind::Int {
+            DType::Int64
+        } else {
+            DType::Float64
+        }
+    }
+
+    /// The dtype NumPy gives a float function (`exp`, `sqrt`, `/`) of this dtype; bool and
+    /// int64 compute in float64 (NumPy gives float16 for bool, which nums-cloud does not store).
+    pub fn to_float(self) -> DType {
+        if self == DType::Float32 {
+            DType::Float32
+        } else {
+            DType::Float64
         }
     }
 }
@@ -148,6 +210,25 @@ pub fn broadcast<T: Copy + PartialEq + From<u8>>(a: &[T], b: &[T]) -> Option<Vec
             _ => None,
         })
         .collect()
+}
+
+/// Along one axis: the output positions `p` in `0..n` whose source coordinate `p * step`
+/// lies in `o..o + len` (a source block at offset `o`), as an inclusive range; None if
+/// there are none. Slicing with any non-zero step, re-blocking and concatenation use it.
+pub fn strided_overlap(o: i64, len: i64, step: i64, n: i64) -> Option<(i64, i64)> {
+    let (lo, hi) = (o, o + len - 1);
+    let (p_lo, p_hi) = if step > 0 {
+        (ceil_div(lo, step), hi.div_euclid(step))
+    } else {
+        // p * step in [lo, hi]  <=>  p in [-hi / |step|, -lo / |step|]
+        (ceil_div(-hi, -step), (-lo).div_euclid(-step))
+    };
+    let (p_lo, p_hi) = (p_lo.max(0), p_hi.min(n - 1));
+    (len > 0 && p_lo <= p_hi).then_some((p_lo, p_hi))
+}
+
+fn ceil_div(a: i64, b: i64) -> i64 {
+    a.div_euclid(b) + (a.rem_euclid(b) != 0) as i64
 }
 
 /// Row-major multi-index of linear index `lin` in `shape`.

@@ -35,11 +35,10 @@ pub struct StoredArray {
 
 /// The `zarr.json` nums-cloud writes for an array.
 pub fn zarr_json(meta: &ArrayMeta) -> serde_json::Value {
+    let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
     let (fill, bytes_codec) = match meta.dtype {
-        DType::Float64 => (
-            json!(0.0),
-            json!({"name": "bytes", "configuration": {"endian": "little"}}),
-        ),
+        DType::Float64 | DType::Float32 => (json!(0.0), le),
+        DType::Int64 => (json!(0), le),
         DType::Bool => (json!(false), json!({"name": "bytes"})),
     };
     json!({
@@ -158,18 +157,9 @@ impl StoredArray {
         let full: Vec<usize> = self.meta.block.iter().map(|&b| b as usize).collect();
         // Zero-copy view of the values as little-endian bytes where the host is little-endian.
         let raw: Cow<'_, [u8]> = match block {
-            Block::F64(a) => {
-                let padded = pad(a, &full, 0.0);
-                match (padded, cfg!(target_endian = "little")) {
-                    (Cow::Borrowed(p), true) => {
-                        Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout")))
-                    }
-                    (Cow::Owned(p), true) => Cow::Owned(
-                        bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec(),
-                    ),
-                    (p, false) => Cow::Owned(p.iter().flat_map(|v| v.to_le_bytes()).collect()),
-                }
-            }
+            Block::F64(a) => le_bytes(pad(a, &full, 0.0)),
+            Block::F32(a) => le_bytes(pad(a, &full, 0.0)),
+            Block::I64(a) => le_bytes(pad(a, &full, 0)),
             Block::Bool(a) => Cow::Owned(pad(a, &full, false).iter().map(|&b| b as u8).collect()),
         };
         let encoded = self
@@ -221,24 +211,15 @@ impl StoredArray {
                 n * self.meta.dtype.size()
             )));
         }
+        let dim = IxDyn(&full);
         Ok(match self.meta.dtype {
-            DType::Float64 => {
-                let v: Vec<f64> = if cfg!(target_endian = "little") {
-                    bytemuck::pod_collect_to_vec(&raw)
-                } else {
-                    raw.chunks_exact(8)
-                        .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-                        .collect()
-                };
-                Block::F64(crop(
-                    ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"),
-                    &shape,
-                ))
-            }
+            DType::Float64 => Block::F64(crop(from_le(dim, &raw), &shape)),
+            DType::Float32 => Block::F32(crop(from_le(dim, &raw), &shape)),
+            DType::Int64 => Block::I64(crop(from_le(dim, &raw), &shape)),
             DType::Bool => {
                 let v: Vec<bool> = raw.iter().map(|&b| b != 0).collect();
                 Block::Bool(crop(
-                    ArrayD::from_shape_vec(IxDyn(&full), v).expect("shape"),
+                    ArrayD::from_shape_vec(dim, v).expect("shape"),
                     &shape,
                 ))
             }
@@ -264,6 +245,49 @@ impl StoredArray {
         store.put(&self.block_key(idx), bytes).await?;
         Ok(n)
     }
+}
+
+/// A number type stored little-endian in a chunk.
+trait LeNum: bytemuck::Pod {
+    fn from_le(b: &[u8]) -> Self;
+    fn to_le(self) -> Vec<u8>;
+}
+
+macro_rules! le_num {
+    ($($t:ty),*) => {$(
+        impl LeNum for $t {
+            fn from_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("element size"))
+            }
+            fn to_le(self) -> Vec<u8> {
+                self.to_le_bytes().to_vec()
+            }
+        }
+    )*};
+}
+le_num!(f64, f32, i64);
+
+fn le_bytes<T: LeNum>(a: Cow<'_, ArrayD<T>>) -> Cow<'_, [u8]> {
+    match (a, cfg!(target_endian = "little")) {
+        (Cow::Borrowed(p), true) => {
+            Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout")))
+        }
+        (Cow::Owned(p), true) => {
+            Cow::Owned(bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec())
+        }
+        (p, false) => Cow::Owned(p.iter().flat_map(|v| v.to_le()).collect()),
+    }
+}
+
+fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
+    let v: Vec<T> = if cfg!(target_endian = "little") {
+        bytemuck::pod_collect_to_vec(raw)
+    } else {
+        raw.chunks_exact(std::mem::size_of::<T>())
+            .map(T::from_le)
+            .collect()
+    };
+    ArrayD::from_shape_vec(dim, v).expect("shape")
 }
 
 fn pad<'a, T: Clone>(a: &'a ArrayD<T>, full: &[usize], fill: T) -> Cow<'a, ArrayD<T>> {

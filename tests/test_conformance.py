@@ -1,0 +1,385 @@
+"""The NumPy conformance table: every expression runs through the real binary (one job per
+table, one output per case) and is compared with NumPy evaluating the *same* expression
+text on the same inputs: values (rtol 1e-10 for float64, 1e-5 for float32, exact for ints
+and bools), shape and dtype (NumPy 2's promotion rules). Inputs are blocked raggedly;
+the table also runs with other block shapes and must give the same answers."""
+import numpy as np
+import pytest
+
+from nums import job_text, run
+
+rng = np.random.default_rng(7)
+NAN = rng.normal(size=(7, 5))
+NAN[rng.random(size=(7, 5)) < 0.25] = np.nan
+NAN[:, 3] = np.nan  # a whole column of NaN
+NAN[2, 3] = 1.0
+
+# name -> (array, ragged block shape, other block shape)
+INPUTS = {
+    "A": (rng.normal(size=(7, 5)), [3, 2], [7, 5]),
+    "B": (rng.normal(size=(7, 5)), [4, 3], [2, 2]),
+    "P": (rng.uniform(0.5, 3.0, size=(7, 5)), [2, 3], [3, 3]),
+    "C": (rng.normal(size=(5, 4)), [2, 3], [5, 1]),
+    "S": (rng.normal(size=(5, 5)), [2, 2], [3, 3]),
+    "v": (rng.normal(size=5), [2], [5]),
+    "w": (rng.normal(size=7), [3], [2]),
+    "T": (rng.normal(size=(4, 3, 5)), [3, 2, 2], [1, 3, 5]),
+    "X": (rng.normal(size=(6, 5, 4)), [4, 2, 3], [2, 5, 2]),
+    "U": (rng.normal(size=(5, 3)), [2, 2], [5, 3]),
+    "V": (rng.normal(size=(4, 3)), [3, 2], [1, 1]),
+    "I": (rng.integers(-6, 7, size=(7, 5)), [3, 2], [7, 5]),
+    "J": (rng.integers(1, 5, size=(7, 5)), [4, 3], [1, 5]),
+    "F": (rng.normal(size=(7, 5)).astype(np.float32), [3, 2], [7, 1]),
+    "M": (rng.random(size=(7, 5)) < 0.5, [3, 2], [2, 5]),
+    "N": (NAN, [3, 2], [7, 5]),
+}
+
+
+def expit(x):
+    return 1 / (1 + np.exp(-x))
+
+
+# NumPy's namespace for the same expression texts: the job language's names are NumPy's.
+NS = {name: getattr(np, name) for name in dir(np) if not name.startswith("_")}
+NS.update(sigmoid=expit, expit=expit, astype=lambda a, d: np.asarray(a).astype(d), np=np)
+
+CASES = [
+    # creation
+    "zeros((3, 4)) + A[:3, :4]",
+    "ones(5, dtype='int64') * 3",
+    "full((2, 3), 7)",
+    "full((2, 3), 2.5, dtype='float32')",
+    "eye(4)",
+    "eye(4, 6, k=1)",
+    "eye(5, k=-2) @ S",
+    "identity(5) * 2 + S",
+    "arange(10)",
+    "arange(2, 11, 3)",
+    "arange(0.5, 3.0, 0.25)",
+    "arange(10, 0, -2)",
+    "linspace(0, 1, 7)",
+    "linspace(-2, 3, 6, endpoint=False)",
+    "zeros_like(A) + 1",
+    "ones_like(I)",
+    "full_like(F, 3)",
+    # arithmetic and promotion
+    "A + B",
+    "A - 2.5",
+    "2.5 - A",
+    "A * B / (P + 1)",
+    "A ** 2",
+    "P ** B",
+    "2 ** A",
+    "A // 0.3",
+    "A % 0.7",
+    "-2.5 % (B + 3)",
+    "I + J",
+    "I - 3",
+    "I * 2",
+    "I / J",
+    "I // J",
+    "I % J",
+    "I ** 2",
+    "I + 1.5",
+    "I * A",
+    "F + F",
+    "F * 2.0",
+    "F + A",
+    "F + I",
+    "F / 3",
+    "M + M",
+    "M * M",
+    "M + 1",
+    "M * A",
+    "M + I",
+    "-I",
+    "-A",
+    "abs(I)",
+    "square(I)",
+    "sign(I)",
+    # comparisons and logic
+    "A > B",
+    "A <= 0.1",
+    "I == J",
+    "I != 0",
+    "F < A",
+    "(A > 0) & (B < 0)",
+    "(A > 0) | M",
+    "M ^ (B > 0)",
+    "~M",
+    "logical_and(A > 0, M)",
+    "logical_or(I, M)",
+    "logical_xor(A > 0, B > 0)",
+    "logical_not(M)",
+    "greater(A, B) & less_equal(I, 2)",
+    "equal(I, J) | not_equal(A, A)",
+    # unary functions
+    "exp(A) + expm1(B)",
+    "log(P) + log1p(P)",
+    "sqrt(P)",
+    "abs(A) + absolute(B)",
+    "sign(A)",
+    "sin(A) * cos(B) - tan(A / 4) + tanh(B)",
+    "sigmoid(A) + expit(B)",
+    "floor(A) + ceil(B)",
+    "exp(I)",
+    "sqrt(F * F)",
+    "maximum(A, B)",
+    "minimum(A, 0)",
+    "maximum(I, J)",
+    "where(A > 0, A, B)",
+    "where(M, I, 0)",
+    "where(A > B, 1, -1)",
+    "where(M, F, 2)",
+    "clip(A, -0.5, 0.5)",
+    "clip(I, 0, None)",
+    "isnan(N)",
+    "isfinite(N / A)",
+    "isinf(1 / (I - I))",
+    "power(P, B) + subtract(A, multiply(B, 2)) + add(A, divide(B, 2))",
+    "floor_divide(A, B + 3) + remainder(A, 2) + mod(B, 3) + true_divide(A, 3)",
+    # broadcasting, also between different block grids
+    "A + v",
+    "A * w[:, None]",
+    "w[:, None] - v",
+    "v[None, :] / (P + 10)",
+    "T * v",
+    "T + A[:4, :, None][:, :3, :] * 0 + v",
+    "(A > 0) & (v > 0)",
+    # reductions
+    "sum(A)",
+    "sum(A, axis=0)",
+    "sum(A, axis=-1)",
+    "sum(T, axis=(0, 2))",
+    "sum(T, axis=1, keepdims=True)",
+    "A.sum(0)",
+    "sum(I, axis=1)",
+    "sum(M, axis=0)",
+    "sum(F, axis=0)",
+    "mean(A)",
+    "mean(A, axis=0)",
+    "mean(I, axis=1)",
+    "mean(T, axis=(1, 2), keepdims=True)",
+    "std(A)",
+    "std(A, axis=0)",
+    "var(A, axis=1, ddof=1)",
+    "var(T, axis=(0, 2))",
+    "min(A)",
+    "max(A, axis=0)",
+    "min(I, axis=1)",
+    "amax(T, axis=2)",
+    "amin(F, axis=0)",
+    "prod(P, axis=0)",
+    "prod(J)",
+    "argmin(A)",
+    "argmax(A, axis=0)",
+    "argmax(A, axis=1)",
+    "argmin(T, axis=1)",
+    "argmax(I, axis=0)",
+    "all(A > -3)",
+    "all(M, axis=0)",
+    "any(M, axis=1)",
+    "any(A > 2, axis=(0, 1))",
+    "nansum(N)",
+    "nansum(N, axis=0)",
+    "nanmean(N, axis=1)",
+    "nanmax(N, axis=1)",
+    "nanmin(N)",
+    "nanprod(N, axis=1)",
+    "nanstd(N, axis=1)",
+    "nanvar(N)",
+    "nanargmax(N, axis=1)",
+    "nanargmin(N, axis=1)",
+    "max(N, axis=0)",
+    "argmax(N, axis=0)",
+    "sum(N, axis=1)",
+    # linear and tensor algebra
+    "A @ C",
+    "A @ v",
+    "w @ A",
+    "v @ v",
+    "A.T @ A",
+    "matmul(A, C)",
+    "dot(A, C)",
+    "dot(v, v)",
+    "dot(T, C)",
+    "outer(w, v)",
+    "inner(A, B)",
+    "inner(v, v)",
+    "tensordot(T, C, axes=1)",
+    "tensordot(X, T, axes=([2, 1], [0, 2]))",
+    "tensordot(A, B, axes=2)",
+    "einsum('ij,jk->ik', A, C)",
+    "einsum('ijk,jf,kf->if', X, U, V)",
+    "einsum('ij,ij->i', A, B)",
+    "einsum('ii->i', S)",
+    "einsum('ij->ji', A)",
+    "einsum('ij,kj', A, B)",
+    "einsum('ijk->', T)",
+    "trace(S)",
+    "trace(A @ A.T)",
+    "trace(X[:4], axis1=0, axis2=2)",
+    # shapes
+    "A.T",
+    "transpose(T)",
+    "transpose(T, (1, 0, 2))",
+    "T.transpose(2, 0, 1)",
+    "swapaxes(T, 0, 2)",
+    "reshape(A, (5, 7))",
+    "A.reshape(35)",
+    "reshape(T, (6, -1))",
+    "reshape(T, (2, 2, 15)) * 2",
+    "ravel(A)",
+    "expand_dims(v, 0)",
+    "expand_dims(A, (0, 3))",
+    "squeeze(A[:, 1:2])",
+    "squeeze(T[1:2, :, 2:3], axis=0)",
+    "concatenate((A, B))",
+    "concatenate((A, B, P), axis=1)",
+    "concatenate((I, A), axis=0)",
+    "stack((A, B))",
+    "stack((v, v, v), axis=1)",
+    "vstack((A, B))",
+    "hstack((v, v))",
+    "astype(A, 'float32')",
+    "A.astype('int64')",
+    "I.astype('bool')",
+    # indexing
+    "A[2]",
+    "A[-1]",
+    "A[1:5]",
+    "A[::2]",
+    "A[::-1]",
+    "A[5:1:-2, ::-3]",
+    "A[:, 1]",
+    "A[-3:, 1:-1]",
+    "T[1, :, ::2]",
+    "T[::-1, 1:, -1]",
+    "T[:, :, 0]",
+    "A[2, 3]",
+    "w[1:6][::-1]",
+    "v[:, None] * v[None, :]",
+    "A[1:6:2, None, :]",
+    "A.shape[0] * v",
+    "A / A.size",
+]
+
+# A subset that also runs against Garage (the same code path, a real S3 server).
+GARAGE_SUBSET = [c for i, c in enumerate(CASES) if i % 5 == 0]
+
+
+def numpy_answer(expr):
+    ns = dict(NS)
+    ns.update({k: v[0] for k, v in INPUTS.items()})
+    with np.errstate(all="ignore"):
+        return np.asarray(eval(expr, ns))  # noqa: S307 - our own table
+
+
+def assert_matches(expr, got, want):
+    assert got.shape == want.shape, f"{expr}: shape {got.shape}, NumPy {want.shape}"
+    assert got.dtype == want.dtype, f"{expr}: dtype {got.dtype}, NumPy {want.dtype}"
+    if want.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want, err_msg=expr)
+    else:
+        rtol = 1e-5 if want.dtype == np.float32 else 1e-10
+        scale = float(np.nanmax(np.abs(want))) if np.isfinite(want).any() else 1.0
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-2 * max(scale, 1.0),
+                                   equal_nan=True, err_msg=expr)
+
+
+def run_table(tmp_path, cases, storage, env=None, blocks=1, scheduler="lshs"):
+    """All cases in one job; returns {case: result}."""
+    d = tmp_path / "in"
+    d.mkdir(exist_ok=True)
+    arrays = {}
+    for name, (arr, ragged, other) in INPUTS.items():
+        np.save(d / f"{name}.npy", arr)
+        arrays[name] = {"load": str(d / f"{name}.npy"), "block": ragged if blocks == 1 else other}
+    outputs = {}
+    for i, expr in enumerate(cases):
+        arrays[f"c{i}"] = expr
+        outputs[f"c{i}"] = str(tmp_path / f"c{i}.npy")
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, name="conformance", storage=storage,
+                            compute={"scheduler": scheduler, "memory_mb": 1024}))
+    run(job, env=env)
+    return {expr: np.load(tmp_path / f"c{i}.npy") for i, expr in enumerate(cases)}
+
+
+def test_table_is_large_enough():
+    assert len(CASES) >= 120 and len(set(CASES)) == len(CASES)
+
+
+def test_conformance_table_on_file_store(tmp_path):
+    got = run_table(tmp_path, CASES, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
+    for expr in CASES:
+        try:
+            assert_matches(expr, got[expr], numpy_answer(expr))
+        except AssertionError as e:
+            failures.append(str(e).strip().splitlines()[0])
+    assert not failures, f"{len(failures)} of {len(CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_other_block_shapes_and_naive_scheduler_give_the_same_results(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = run_table(tmp_path / "a", CASES, {"url": f"file://{tmp_path / 'a' / 'store'}"})
+    b = run_table(tmp_path / "b", CASES, {"url": f"file://{tmp_path / 'b' / 'store'}"}, blocks=2,
+                  scheduler="naive")
+    for expr in CASES:
+        assert a[expr].shape == b[expr].shape and a[expr].dtype == b[expr].dtype, expr
+        if a[expr].dtype.kind == "f":
+            rtol = 1e-5 if a[expr].dtype == np.float32 else 1e-12
+            np.testing.assert_allclose(a[expr], b[expr], rtol=rtol, atol=1e-12, equal_nan=True, err_msg=expr)
+        else:
+            np.testing.assert_array_equal(a[expr], b[expr], err_msg=expr)
+
+
+def test_same_job_gives_bitwise_identical_results(tmp_path):
+    """Reduction trees are fixed: running the same job twice gives the same bits."""
+    cases = ["sum(A)", "mean(T, axis=(0, 2))", "A.T @ A", "einsum('ijk,jf,kf->if', X, U, V)", "std(A, axis=0)"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = run_table(tmp_path / "a", cases, {"url": f"file://{tmp_path / 'a' / 'store'}"})
+    b = run_table(tmp_path / "b", cases, {"url": f"file://{tmp_path / 'b' / 'store'}"})
+    for expr in cases:
+        assert a[expr].tobytes() == b[expr].tobytes(), expr
+
+
+def test_conformance_subset_on_garage(garage, tmp_path):
+    got = run_table(tmp_path, GARAGE_SUBSET, {"url": f"s3://{garage.bucket}/conformance", "endpoint": garage.endpoint},
+                    env=garage.env())
+    for expr in GARAGE_SUBSET:
+        assert_matches(expr, got[expr], numpy_answer(expr))
+
+
+def test_load_csv(tmp_path):
+    data = rng.normal(size=(6, 3))
+    path = tmp_path / "d.csv"
+    path.write_text("# a comment\n" + "\n".join(",".join(repr(x) for x in row) for row in data) + "\n")
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"D": {"load": str(path), "block": [4, 2]}, "s": "D.sum(axis=0) / D.shape[0]"},
+                            {"s": str(tmp_path / "s.npy")}, storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    np.testing.assert_allclose(np.load(tmp_path / "s.npy"), data.mean(axis=0), rtol=1e-12)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2\n3,x\n")
+    job.write_text(job_text({"D": {"load": str(bad)}}, {"D": str(tmp_path / "o.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = run(job, check=False)
+    assert p.returncode != 0 and "bad.csv:2: column 2" in p.stderr and "'x'" not in p.stderr.split(":")[0], p.stderr
+
+
+def test_random_integers_in_range_and_deterministic(tmp_path):
+    arrays = {"R": {"random": "integers", "low": -3, "high": 4, "shape": [200, 50], "seed": 5, "block": [64, 16]},
+              "Q": {"random": "integers", "low": -3, "high": 4, "shape": [200, 50], "seed": 5, "block": [200, 50]}}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"R": str(tmp_path / "R.npy"), "Q": str(tmp_path / "Q.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    r, q = np.load(tmp_path / "R.npy"), np.load(tmp_path / "Q.npy")
+    assert r.dtype == np.int64 and r.min() == -3 and r.max() == 3
+    np.testing.assert_array_equal(r, q)  # values do not depend on the block shape
+    counts = np.bincount(r.ravel() + 3)
+    assert counts.min() > 0.8 * r.size / 7
