@@ -357,7 +357,7 @@ def test_conformance_subset_on_garage(garage, tmp_path):
 def test_load_csv(tmp_path):
     data = rng.normal(size=(6, 3))
     path = tmp_path / "d.csv"
-    path.write_text("# a comment\n" + "\n".join(",".join(repr(x) for x in row) for row in data) + "\n")
+    path.write_text("# a comment\n" + "\n".join(",".join(repr(float(x)) for x in row) for row in data) + "\n")
     job = tmp_path / "job.toml"
     job.write_text(job_text({"D": {"load": str(path), "block": [4, 2]}, "s": "D.sum(axis=0) / D.shape[0]"},
                             {"s": str(tmp_path / "s.npy")}, storage={"url": f"file://{tmp_path / 'store'}"}))

@@ -58,7 +58,7 @@ CASES = [
     ("mean(A)", np.array(A.mean())),
     ("sum(T, axis=(0, 2))", T.sum(axis=(0, 2))),
     ("sum(T, axis=1)", T.sum(axis=1)),
-    ("sum(A > 0, axis=0)", (A > 0).sum(axis=0).astype(float)),
+    ("sum(A > 0, axis=0)", (A > 0).sum(axis=0)),
     ("A @ v5 > 0.5", A @ v5 > 0.5),
     ("sigmoid(A @ v5) * (1 - sigmoid(A @ v5))", sigmoid(A @ v5) * (1 - sigmoid(A @ v5))),
     ("A // 0.3", A // 0.3),

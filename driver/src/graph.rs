@@ -333,7 +333,10 @@ impl<'a> Builder<'a> {
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.dtype"),
-                        format!("random {} arrays are {natural}; convert with astype in an expression", dist.name()),
+                        format!(
+                            "random {} arrays are {natural}; convert with astype in an expression",
+                            dist.name()
+                        ),
                     ));
                 }
                 let m = leaf_meta(shape.clone(), dtype, self);
@@ -355,7 +358,11 @@ impl<'a> Builder<'a> {
                     let b = crate::npy::read_csv(std::path::Path::new(path))
                         .map_err(|m| self.job.err(def.line, format!("{key}.load"), m))?;
                     let shape = b.shape().iter().map(|&s| s as u64).collect();
-                    (shape, DType::Float64, NodeOp::ImportCsv { path: path.clone() })
+                    (
+                        shape,
+                        DType::Float64,
+                        NodeOp::ImportCsv { path: path.clone() },
+                    )
                 } else if path.starts_with("s3://") || !path.ends_with(".npy") {
                     let (store, apath) = split_zarr_location(path, &self.job.storage);
                     let arr = load_zarr_meta(&store, &apath)
@@ -527,7 +534,10 @@ impl<'a> Builder<'a> {
     fn int(&mut self, e: &Expr) -> Result<i64, EvalError> {
         match self.eval(e)? {
             Val::Num(v, k) if k != ScalarKind::Float || v.fract() == 0.0 => Ok(v as i64),
-            _ => Err(EvalError::Expr(ExprError::new(e.pos, "expected an integer"))),
+            _ => Err(EvalError::Expr(ExprError::new(
+                e.pos,
+                "expected an integer",
+            ))),
         }
     }
 
@@ -683,7 +693,9 @@ impl<'a> Builder<'a> {
                 ));
             }
             (UnaryOp::Sign, DType::Bool) => {
-                return Err(at("sign is not defined for bool arrays (NumPy refuses it)".into()));
+                return Err(at(
+                    "sign is not defined for bool arrays (NumPy refuses it)".into()
+                ));
             }
             (op, _) if op.is_predicate() => DType::Bool,
             (op, d) if op.keeps_ints() && !d.is_float() => d,
@@ -691,7 +703,9 @@ impl<'a> Builder<'a> {
             (_, d) => d.to_float(),
         };
         let m = self.meta(x).clone();
-        Ok(Val::Arr(self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x })))
+        Ok(Val::Arr(
+            self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }),
+        ))
     }
 
     fn binary(&mut self, op: Op, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
@@ -828,12 +842,7 @@ impl<'a> Builder<'a> {
 
     /// Broadcasts operands: the output shape, its blocks (each axis from the first operand
     /// that spans it) and the operands re-blocked to match where they span an axis too.
-    fn align(
-        &mut self,
-        xs: &[NodeId],
-        what: &str,
-        pos: usize,
-    ) -> Result<(Vec<u64>, Vec<u64>, Vec<NodeId>), EvalError> {
+    fn align(&mut self, xs: &[NodeId], what: &str, pos: usize) -> Result<Aligned, EvalError> {
         let metas: Vec<ArrayMeta> = xs.iter().map(|&x| self.meta(x).clone()).collect();
         let mut shape: Vec<u64> = vec![];
         for m in &metas {
@@ -954,7 +963,13 @@ impl<'a> Builder<'a> {
                 .map(|(_, b)| *b);
             let block = shape
                 .iter()
-                .map(|&s| if s == 1 { 1 } else { blocks.next().expect("same") })
+                .map(|&s| {
+                    if s == 1 {
+                        1
+                    } else {
+                        blocks.next().expect("same")
+                    }
+                })
                 .collect();
             return self.add(
                 ArrayMeta::new(shape.to_vec(), block, m.dtype),
@@ -1081,7 +1096,9 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let (na, nb) = (ma.ndim(), mb.ndim());
         if na == 0 || nb == 0 {
-            return Err(at("@ needs arrays of at least 1 dimension; use * for scalars".into()));
+            return Err(at(
+                "@ needs arrays of at least 1 dimension; use * for scalars".into(),
+            ));
         }
         let ka = ma.shape[na - 1];
         let kb = mb.shape[nb.saturating_sub(2)];
@@ -1097,7 +1114,7 @@ impl<'a> Builder<'a> {
             (1, 1) => ("z".to_string(), "z".to_string(), String::new()),
             (1, _) => {
                 let bb = &batch[..nb - 2];
-                (format!("z"), format!("{bb}zy"), format!("{bb}y"))
+                ("z".to_string(), format!("{bb}zy"), format!("{bb}y"))
             }
             (_, 1) => {
                 let ba = &batch[..na - 2];
@@ -1116,7 +1133,9 @@ impl<'a> Builder<'a> {
             }
         };
         if na > 8 || nb > 8 {
-            return Err(at("@ of arrays of more than 8 dimensions is not supported".into()));
+            return Err(at(
+                "@ of arrays of more than 8 dimensions is not supported".into()
+            ));
         }
         self.einsum(&format!("{sa},{sb}->{so}"), vec![a, b], pos)
     }
@@ -1153,6 +1172,9 @@ impl<'a> Builder<'a> {
         ))
     }
 }
+
+/// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
+type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 
 fn dtype_of_kind(k: ScalarKind) -> DType {
     match k {

@@ -458,8 +458,8 @@ fn parse_array(
         }
     };
     const KEYS: &[&str] = &[
-        "random", "zeros", "ones", "full", "value", "shape", "seed", "low", "high", "load",
-        "expr", "block", "dtype",
+        "random", "zeros", "ones", "full", "value", "shape", "seed", "low", "high", "load", "expr",
+        "block", "dtype",
     ];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err((
@@ -508,11 +508,17 @@ fn parse_array(
                     let int = |k: &str| match t.get(k) {
                         Some(toml::Value::Integer(i)) => Ok(*i),
                         Some(_) => Err((k.to_string(), "must be an integer".to_string())),
-                        None => Err((k.to_string(), "missing (random integers in [low, high))".to_string())),
+                        None => Err((
+                            k.to_string(),
+                            "missing (random integers in [low, high))".to_string(),
+                        )),
                     };
                     let (low, high) = (int("low")?, int("high")?);
                     if high <= low {
-                        return Err(("high".into(), format!("high ({high}) must be above low ({low})")));
+                        return Err((
+                            "high".into(),
+                            format!("high ({high}) must be above low ({low})"),
+                        ));
                     }
                     nums_layout::RandomDist::Integers { low, high }
                 }

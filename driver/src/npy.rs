@@ -20,7 +20,10 @@ impl NpyHeader {
     /// integers widen to int64.
     pub fn dtype(&self) -> Result<DType, String> {
         if self.descr.starts_with('>') {
-            return Err(format!("big-endian .npy dtype {:?} is not supported", self.descr));
+            return Err(format!(
+                "big-endian .npy dtype {:?} is not supported",
+                self.descr
+            ));
         }
         let d = self.descr.trim_start_matches(['<', '|', '=']);
         match d {
@@ -91,11 +94,14 @@ pub fn read(path: &Path) -> Result<Block, String> {
     let d = h.descr.trim_start_matches(['<', '|', '=']);
     macro_rules! ints {
         ($t:ty) => {
-            Block::I64(ArrayD::<$t>::read_npy(open()?).map_err(err)?.mapv(i64::from))
+            Block::I64(
+                ArrayD::<$t>::read_npy(open()?)
+                    .map_err(err)?
+                    .mapv(i64::from),
+            )
         };
     }
-    h.dtype()
-        .map_err(|m| format!("{}: {m}", path.display()))?;
+    h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
     Ok(match d {
         "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
         "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
@@ -171,6 +177,6 @@ pub fn write(path: &Path, block: &Block) -> Result<(), String> {
         std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
     let w = std::io::BufWriter::new(f);
     nums_layout::with_block!(block, a => a.write_npy(w))
-    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

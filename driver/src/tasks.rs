@@ -271,7 +271,9 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             },
             same(*x),
         ),
-        NodeOp::Binary { op, a, b: y } => one(Kernel::Binary { op: *op }, vec![bcast(*a), bcast(*y)]),
+        NodeOp::Binary { op, a, b: y } => {
+            one(Kernel::Binary { op: *op }, vec![bcast(*a), bcast(*y)])
+        }
         NodeOp::Where { c, a, b: y } => one(Kernel::Where, vec![bcast(*c), bcast(*a), bcast(*y)]),
         NodeOp::Transpose { x, perm } => {
             let mut src = vec![0; perm.len()];
@@ -336,7 +338,18 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
                 output,
             })
         }
-        NodeOp::Rechunk { x } => gather(g, id, idx, &[(*x, vec![0; n.meta.ndim()])], &n.meta.block_origin(idx).iter().map(|&o| o as i64).collect::<Vec<_>>(), &[]),
+        NodeOp::Rechunk { x } => gather(
+            g,
+            id,
+            idx,
+            &[(*x, vec![0; n.meta.ndim()])],
+            &n.meta
+                .block_origin(idx)
+                .iter()
+                .map(|&o| o as i64)
+                .collect::<Vec<_>>(),
+            &[],
+        ),
         NodeOp::Concat { xs, axis } => {
             let mut at = 0i64;
             let sources: Vec<(NodeId, Vec<i64>)> = xs
@@ -385,7 +398,12 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
                     .map(|&s| if s == 1 { 0 } else { ids.next().expect("same") })
                     .collect();
                 let len = mx.block_shape(&src).iter().product::<usize>() as u64;
-                return one(Kernel::Reshape { ranges: vec![(0, len)] }, vec![b(*x, src)]);
+                return one(
+                    Kernel::Reshape {
+                        ranges: vec![(0, len)],
+                    },
+                    vec![b(*x, src)],
+                );
             }
             // Both blocked along axis 0 only: blocks are runs of the flat C order.
             let row = |m: &nums_layout::ArrayMeta| m.shape.iter().skip(1).product::<u64>().max(1);
@@ -442,7 +460,11 @@ fn gather(
         let counts: Vec<u64> = per_axis.iter().map(|v| v.len() as u64).collect();
         for lin in 0..counts.iter().product::<u64>() {
             let pick = nums_layout::meta::unravel(lin, &counts);
-            let bi: Vec<u64> = pick.iter().enumerate().map(|(d, &i)| per_axis[d][i as usize]).collect();
+            let bi: Vec<u64> = pick
+                .iter()
+                .enumerate()
+                .map(|(d, &i)| per_axis[d][i as usize])
+                .collect();
             offsets.push(
                 (0..mx.ndim())
                     .map(|d| at[d] + (bi[d] * mx.block[d]) as i64 - first[d])

@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use ndarray::{ArrayD, Axis, Dimension, Ix3, IxDyn, linalg::general_mat_mul, s};
+use ndarray::{ArrayD, Axis, CowArray, Dimension, Ix3, IxDyn, linalg::general_mat_mul, s};
 use nums_layout::Block;
 
 /// Subscripts such as `"ij,jk->ik"`: letters of each operand and of the output.
@@ -74,9 +74,9 @@ pub fn sum_of_terms(subscripts: &str, operands: usize, inputs: &[&Block]) -> Res
     Ok(Block::F64(acc.expect("at least one term")))
 }
 
-/// An operand with a letter per axis.
-struct Labeled {
-    a: ArrayD<f64>,
+/// An operand with a letter per axis; borrowed from its block until an op must copy.
+struct Labeled<'a> {
+    a: CowArray<'a, f64, IxDyn>,
     l: Vec<char>,
 }
 
@@ -91,7 +91,11 @@ pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
                 l.iter().collect::<String>()
             ));
         }
-        ops.push(diagonal(b.to_f64().into_owned(), l.clone())?);
+        let a = match b.to_f64() {
+            std::borrow::Cow::Borrowed(a) => CowArray::from(a.view()),
+            std::borrow::Cow::Owned(a) => CowArray::from(a),
+        };
+        ops.push(diagonal(a, l.clone())?);
     }
     // Letters in one operand only and not in the output are summed out first.
     for i in 0..ops.len() {
@@ -109,7 +113,7 @@ pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
             .collect();
         for c in only {
             let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
-            ops[i].a = ops[i].a.sum_axis(Axis(ax));
+            ops[i].a = CowArray::from(ops[i].a.sum_axis(Axis(ax)));
             ops[i].l.remove(ax);
         }
     }
@@ -128,13 +132,26 @@ pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
     let perm: Vec<usize> = spec
         .output
         .iter()
-        .map(|c| cur.l.iter().position(|x| x == c).expect("output letter kept"))
+        .map(|c| {
+            cur.l
+                .iter()
+                .position(|x| x == c)
+                .expect("output letter kept")
+        })
         .collect();
-    Ok(cur.a.permuted_axes(perm).as_standard_layout().into_owned())
+    if perm.iter().enumerate().all(|(i, &p)| i == p) && cur.a.is_standard_layout() {
+        return Ok(cur.a.into_owned());
+    }
+    Ok(cur
+        .a
+        .view()
+        .permuted_axes(perm)
+        .as_standard_layout()
+        .into_owned())
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
-fn diagonal(mut a: ArrayD<f64>, mut l: Vec<char>) -> Result<Labeled, String> {
+fn diagonal(mut a: CowArray<'_, f64, IxDyn>, mut l: Vec<char>) -> Result<Labeled<'_>, String> {
     while let Some((p, q)) = (0..l.len())
         .flat_map(|p| (p + 1..l.len()).map(move |q| (p, q)))
         .find(|&(p, q)| l[p] == l[q])
@@ -150,11 +167,11 @@ fn diagonal(mut a: ArrayD<f64>, mut l: Vec<char>) -> Result<Labeled, String> {
         let mut shape = a.shape().to_vec();
         shape.remove(q);
         let src = &a;
-        a = ArrayD::from_shape_fn(IxDyn(&shape), |idx| {
+        a = CowArray::from(ArrayD::from_shape_fn(IxDyn(&shape), |idx| {
             let mut full = idx.slice().to_vec();
             full.insert(q, idx[p]);
             src[IxDyn(&full)]
-        });
+        }));
         l.remove(q);
     }
     Ok(Labeled { a, l })
@@ -162,8 +179,13 @@ fn diagonal(mut a: ArrayD<f64>, mut l: Vec<char>) -> Result<Labeled, String> {
 
 /// Contracts two operands over their shared letters that no later operand or the output
 /// needs; shared letters still needed are batch axes.
-fn contract(x: Labeled, y: &Labeled, later: &HashSet<char>) -> Result<Labeled, String> {
-    let size = |o: &Labeled, c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
+fn contract<'a>(
+    x: Labeled<'a>,
+    y: &Labeled<'a>,
+    later: &HashSet<char>,
+) -> Result<Labeled<'a>, String> {
+    let size =
+        |o: &Labeled, c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
     let shared: Vec<char> = x.l.iter().copied().filter(|c| y.l.contains(c)).collect();
     for &c in &shared {
         if size(&x, c) != size(y, c) {
@@ -174,38 +196,53 @@ fn contract(x: Labeled, y: &Labeled, later: &HashSet<char>) -> Result<Labeled, S
             ));
         }
     }
-    let batch: Vec<char> = shared.iter().copied().filter(|c| later.contains(c)).collect();
-    let con: Vec<char> = shared.iter().copied().filter(|c| !later.contains(c)).collect();
+    let batch: Vec<char> = shared
+        .iter()
+        .copied()
+        .filter(|c| later.contains(c))
+        .collect();
+    let con: Vec<char> = shared
+        .iter()
+        .copied()
+        .filter(|c| !later.contains(c))
+        .collect();
     let fx: Vec<char> = x.l.iter().copied().filter(|c| !y.l.contains(c)).collect();
     let fy: Vec<char> = y.l.iter().copied().filter(|c| !x.l.contains(c)).collect();
-    let arrange = |o: &Labeled, order: &[&[char]]| -> (ArrayD<f64>, Vec<usize>) {
-        let letters: Vec<char> = order.iter().flat_map(|g| g.iter().copied()).collect();
-        let perm: Vec<usize> = letters
+    // Each operand as (batch, rows, columns); a view where the axes are already in order.
+    fn arrange<'v>(
+        o: &'v Labeled<'_>,
+        order: &[&[char]],
+    ) -> (CowArray<'v, f64, IxDyn>, Vec<usize>) {
+        let size = |c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
+        let perm: Vec<usize> = order
             .iter()
+            .flat_map(|g| g.iter())
             .map(|c| o.l.iter().position(|x| x == c).expect("letter"))
             .collect();
         let dims = order
             .iter()
-            .map(|g| g.iter().map(|&c| size(o, c)).product())
+            .map(|g| g.iter().map(|&c| size(c)).product())
             .collect();
-        (
-            o.a.view()
-                .permuted_axes(perm)
-                .as_standard_layout()
-                .into_owned(),
-            dims,
-        )
-    };
+        let v = o.a.view().permuted_axes(perm);
+        let v = if v.is_standard_layout() {
+            CowArray::from(v)
+        } else {
+            CowArray::from(v.as_standard_layout().into_owned())
+        };
+        (v, dims)
+    }
     let (ax, dx) = arrange(&x, &[&batch, &fx, &con]);
     let (ay, dy) = arrange(y, &[&batch, &con, &fy]);
     let (nb, m, k, n) = (dx[0], dx[1], dx[2], dy[2]);
     let shape_err = |e: ndarray::ShapeError| e.to_string();
     let ax = ax
+        .view()
         .into_shape_with_order((nb, m, k))
         .map_err(shape_err)?
         .into_dimensionality::<Ix3>()
         .map_err(shape_err)?;
     let ay = ay
+        .view()
         .into_shape_with_order((nb, k, n))
         .map_err(shape_err)?
         .into_dimensionality::<Ix3>()
@@ -230,7 +267,10 @@ fn contract(x: Labeled, y: &Labeled, later: &HashSet<char>) -> Result<Labeled, S
     let a = out
         .into_shape_with_order(IxDyn(&shape))
         .map_err(shape_err)?;
-    Ok(Labeled { a, l })
+    Ok(Labeled {
+        a: CowArray::from(a),
+        l,
+    })
 }
 
 #[cfg(test)]

@@ -228,21 +228,28 @@ fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, Stri
     axes.sort_unstable_by(|a, b| b.cmp(a));
     let mut acc: Option<ArrayD<f64>> = None;
     for x in inputs {
-        let mut part = x.to_f64().into_owned();
-        for &ax in &axes {
-            if ax >= part.ndim() {
-                return Err(format!(
-                    "{} over axis {ax} of a {}-D block",
-                    op.name(),
-                    part.ndim()
-                ));
-            }
-            part = if op == ReduceOp::Sum {
-                part.sum_axis(Axis(ax))
-            } else {
-                part.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
-            };
+        let x = x.to_f64();
+        if let Some(&ax) = axes.iter().find(|&&ax| ax >= x.ndim()) {
+            return Err(format!(
+                "{} over axis {ax} of a {}-D block",
+                op.name(),
+                x.ndim()
+            ));
         }
+        let fold = |a: ndarray::ArrayViewD<'_, f64>, ax: usize| {
+            if op == ReduceOp::Sum {
+                a.sum_axis(Axis(ax))
+            } else {
+                a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
+            }
+        };
+        // Reduce from a view of the block: only the (smaller) result is allocated.
+        let part = match axes.split_first() {
+            None => x.into_owned(),
+            Some((&first, rest)) => rest
+                .iter()
+                .fold(fold(x.view(), first), |p, &ax| fold(p.view(), ax)),
+        };
         acc = Some(match acc {
             None => part,
             Some(mut s) => {
@@ -254,7 +261,9 @@ fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, Stri
                         part.shape()
                     ));
                 }
-                Zip::from(&mut s).and(&part).for_each(|a, &v| *a = op.apply(*a, v));
+                Zip::from(&mut s)
+                    .and(&part)
+                    .for_each(|a, &v| *a = op.apply(*a, v));
                 s
             }
         });
@@ -273,7 +282,10 @@ fn splice(inputs: &[&Block], ranges: &[(u64, u64)], shape: &[usize]) -> Result<B
             ranges.len()
         ));
     }
-    fn cat<T: Clone>(parts: Vec<(&ArrayD<T>, (u64, u64))>, shape: &[usize]) -> Result<ArrayD<T>, String> {
+    fn cat<T: Clone>(
+        parts: Vec<(&ArrayD<T>, (u64, u64))>,
+        shape: &[usize],
+    ) -> Result<ArrayD<T>, String> {
         let mut v = Vec::with_capacity(shape.iter().product());
         for (a, (lo, hi)) in parts {
             let a = a.as_standard_layout();
@@ -328,12 +340,24 @@ fn assemble(
         let (p_lo, p_hi) = nums_layout::meta::strided_overlap(o, len, s, n)?;
         let (first, last) = (p_lo * s - o, p_hi * s - o);
         let src = if s > 0 {
-            SliceInfoElem::Slice { start: first as isize, end: Some(last as isize + 1), step: s as isize }
+            SliceInfoElem::Slice {
+                start: first as isize,
+                end: Some(last as isize + 1),
+                step: s as isize,
+            }
         } else {
             // ndarray walks a negative step from the end of the range.
-            SliceInfoElem::Slice { start: last as isize, end: Some(first as isize + 1), step: s as isize }
+            SliceInfoElem::Slice {
+                start: last as isize,
+                end: Some(first as isize + 1),
+                step: s as isize,
+            }
         };
-        let dst = SliceInfoElem::Slice { start: p_lo as isize, end: Some(p_hi as isize + 1), step: 1 };
+        let dst = SliceInfoElem::Slice {
+            start: p_lo as isize,
+            end: Some(p_hi as isize + 1),
+            step: 1,
+        };
         Some((dst, src))
     }
     fn place<T: Clone>(out: &mut ArrayD<T>, x: &ArrayD<T>, off: &[i64], step: &[i64]) {
@@ -349,7 +373,8 @@ fn assemble(
                 None => return,
             }
         }
-        out.slice_mut(dst.as_slice()).assign(&x.slice(src.as_slice()));
+        out.slice_mut(dst.as_slice())
+            .assign(&x.slice(src.as_slice()));
     }
     let dtype = inputs[0].dtype();
     let mut out = Block::full(dtype, shape, 0.0);
@@ -426,7 +451,13 @@ mod assemble_tests {
         // x[::-2] of [0..7) in blocks of 3, output block 0 (2 elements): 6, 4 — from the
         // source coordinate 6 backwards; block 1 [3,4,5] sits at offset 3 - 6 = -3.
         let b0 = b(vec![0., 1., 2.]);
-        let out = assemble(&[&b1, &b2, &b0], &[vec![-3], vec![0], vec![-6]], &[-2], &[4]).unwrap();
+        let out = assemble(
+            &[&b1, &b2, &b0],
+            &[vec![-3], vec![0], vec![-6]],
+            &[-2],
+            &[4],
+        )
+        .unwrap();
         assert_eq!(out, b(vec![6., 4., 2., 0.]));
     }
 }

@@ -32,7 +32,10 @@ pub enum RandomDist {
     Normal,
     Uniform,
     /// Integers in `[low, high)`, int64.
-    Integers { low: i64, high: i64 },
+    Integers {
+        low: i64,
+        high: i64,
+    },
 }
 
 impl RandomDist {

@@ -218,10 +218,7 @@ impl StoredArray {
             DType::Int64 => Block::I64(crop(from_le(dim, &raw), &shape)),
             DType::Bool => {
                 let v: Vec<bool> = raw.iter().map(|&b| b != 0).collect();
-                Block::Bool(crop(
-                    ArrayD::from_shape_vec(dim, v).expect("shape"),
-                    &shape,
-                ))
+                Block::Bool(crop(ArrayD::from_shape_vec(dim, v).expect("shape"), &shape))
             }
         })
     }

@@ -215,7 +215,9 @@ struct Bound {
 impl Bound {
     fn get(&self, name: &str) -> Option<&(Val, usize)> {
         let i = self.names.iter().position(|n| *n == name)?;
-        self.vals[i].as_ref().filter(|(v, _)| !matches!(v, Val::None))
+        self.vals[i]
+            .as_ref()
+            .filter(|(v, _)| !matches!(v, Val::None))
     }
 
     fn err(&self, pos: usize, m: String) -> EvalError {
@@ -388,13 +390,19 @@ impl<'a> Builder<'a> {
         if f == "einsum" {
             // einsum(subscripts, *operands)
             if let Some((k, v)) = kwargs.first() {
-                return Err(at(v.pos, format!("einsum() got an unexpected keyword argument {k:?}")));
+                return Err(at(
+                    v.pos,
+                    format!("einsum() got an unexpected keyword argument {k:?}"),
+                ));
             }
             let Some(first) = args.first() else {
                 return Err(at(pos, "einsum() takes the subscripts string first".into()));
             };
             let Val::Str(s) = self.eval(first)? else {
-                return Err(at(first.pos, "einsum() takes the subscripts string first".into()));
+                return Err(at(
+                    first.pos,
+                    "einsum() takes the subscripts string first".into(),
+                ));
             };
             let mut xs = Vec::new();
             for a in &args[1..] {
@@ -443,7 +451,13 @@ impl<'a> Builder<'a> {
                 b.unsupported(&["dtype", "out"])?;
                 let x = b.array("a")?;
                 let axes = axes_arg(self, &b, x)?;
-                Ok(Val::Arr(self.mean(x, axes, b.flag("keepdims")?, f == "nanmean", pos)?))
+                Ok(Val::Arr(self.mean(
+                    x,
+                    axes,
+                    b.flag("keepdims")?,
+                    f == "nanmean",
+                    pos,
+                )?))
             }
             "var" | "std" | "nanvar" | "nanstd" => {
                 b.unsupported(&["dtype", "out"])?;
@@ -547,7 +561,8 @@ impl<'a> Builder<'a> {
                 la[na - 1] = 'z';
                 lb[nb - 1] = 'z';
                 let out: String = la[..na - 1].iter().chain(&lb[..nb - 1]).collect();
-                let (la, lb): (String, String) = (la.into_iter().collect(), lb.into_iter().collect());
+                let (la, lb): (String, String) =
+                    (la.into_iter().collect(), lb.into_iter().collect());
                 self.einsum(&format!("{la},{lb}->{out}"), vec![x, y], pos)
             }
             "outer" => {
@@ -561,11 +576,17 @@ impl<'a> Builder<'a> {
                 let (x, y) = (b.array("a")?, b.array("b")?);
                 let (na, nb) = (self.meta(x).ndim(), self.meta(y).ndim());
                 let (ax, ay): (Vec<usize>, Vec<usize>) = match b.get("axes") {
-                    None => ((na.saturating_sub(2)..na).collect(), (0..2.min(nb)).collect()),
+                    None => (
+                        (na.saturating_sub(2)..na).collect(),
+                        (0..2.min(nb)).collect(),
+                    ),
                     Some((Val::Num(k, _), p)) => {
                         let k = *k as usize;
                         if k > na || k > nb {
-                            return Err(at(*p, format!("tensordot: axes={k} is more than the operands have")));
+                            return Err(at(
+                                *p,
+                                format!("tensordot: axes={k} is more than the operands have"),
+                            ));
                         }
                         ((na - k..na).collect(), (0..k).collect())
                     }
@@ -588,11 +609,17 @@ impl<'a> Builder<'a> {
                         (list(&t[0], na)?, list(&t[1], nb)?)
                     }
                     Some((_, p)) => {
-                        return Err(at(*p, "tensordot: axes is an integer or a pair of axis lists".into()));
+                        return Err(at(
+                            *p,
+                            "tensordot: axes is an integer or a pair of axis lists".into(),
+                        ));
                     }
                 };
                 if ax.len() != ay.len() {
-                    return Err(at(pos, format!("tensordot: {} axes of a but {} of b", ax.len(), ay.len())));
+                    return Err(at(
+                        pos,
+                        format!("tensordot: {} axes of a but {} of b", ax.len(), ay.len()),
+                    ));
                 }
                 let la: Vec<char> = letters(0, na).chars().collect();
                 let mut lb: Vec<char> = letters(na, nb).chars().collect();
@@ -604,7 +631,8 @@ impl<'a> Builder<'a> {
                     .map(|i| la[i])
                     .chain((0..nb).filter(|j| !ay.contains(j)).map(|j| lb[j]))
                     .collect();
-                let (la, lb): (String, String) = (la.into_iter().collect(), lb.into_iter().collect());
+                let (la, lb): (String, String) =
+                    (la.into_iter().collect(), lb.into_iter().collect());
                 self.einsum(&format!("{la},{lb}->{out}"), vec![x, y], pos)
             }
             "trace" => {
@@ -619,7 +647,10 @@ impl<'a> Builder<'a> {
                         .map_err(|m| at(pos, format!("trace(): {m}")))
                 };
                 if n < 2 {
-                    return Err(at(pos, "trace() needs an array of at least 2 dimensions".into()));
+                    return Err(at(
+                        pos,
+                        "trace() needs an array of at least 2 dimensions".into(),
+                    ));
                 }
                 let (a1, a2) = (one(b.int("axis1")?, 0)?, one(b.int("axis2")?, 1)?);
                 if a1 == a2 {
@@ -627,7 +658,10 @@ impl<'a> Builder<'a> {
                 }
                 let mut l: Vec<char> = letters(0, n).chars().collect();
                 l[a2] = l[a1];
-                let out: String = (0..n).filter(|&d| d != a1 && d != a2).map(|d| l[d]).collect();
+                let out: String = (0..n)
+                    .filter(|&d| d != a1 && d != a2)
+                    .map(|d| l[d])
+                    .collect();
                 let l: String = l.into_iter().collect();
                 self.einsum(&format!("{l}->{out}"), vec![x], pos)
             }
@@ -636,7 +670,9 @@ impl<'a> Builder<'a> {
                 let (value, kind) = match f {
                     "zeros" => (0.0, ScalarKind::Float),
                     "ones" => (1.0, ScalarKind::Float),
-                    _ => b.num("fill_value")?.ok_or_else(|| at(pos, "full() needs fill_value".into()))?,
+                    _ => b
+                        .num("fill_value")?
+                        .ok_or_else(|| at(pos, "full() needs fill_value".into()))?,
                 };
                 let dtype = b.dtype("dtype")?.unwrap_or(dtype_of_kind(kind));
                 let m = self.default_meta(shape, dtype);
@@ -648,10 +684,16 @@ impl<'a> Builder<'a> {
                 let value = match f {
                     "zeros_like" => 0.0,
                     "ones_like" => 1.0,
-                    _ => b.num("fill_value")?.ok_or_else(|| at(pos, "full_like() needs fill_value".into()))?.0,
+                    _ => {
+                        b.num("fill_value")?
+                            .ok_or_else(|| at(pos, "full_like() needs fill_value".into()))?
+                            .0
+                    }
                 };
                 let dtype = b.dtype("dtype")?.unwrap_or(m.dtype);
-                Ok(Val::Arr(self.add(ArrayMeta { dtype, ..m }, NodeOp::Fill { value })))
+                Ok(Val::Arr(
+                    self.add(ArrayMeta { dtype, ..m }, NodeOp::Fill { value }),
+                ))
             }
             "eye" | "identity" => {
                 let n = b.int(if f == "eye" { "N" } else { "n" })?.unwrap_or(0);
@@ -665,7 +707,9 @@ impl<'a> Builder<'a> {
                 Ok(Val::Arr(self.add(meta, NodeOp::Eye { k })))
             }
             "arange" => {
-                let a = b.num("start")?.ok_or_else(|| at(pos, "arange() needs a stop".into()))?;
+                let a = b
+                    .num("start")?
+                    .ok_or_else(|| at(pos, "arange() needs a stop".into()))?;
                 let (start, stop) = match b.num("stop")? {
                     Some(s) => (a, s),
                     None => ((0.0, ScalarKind::Int), a),
@@ -676,16 +720,32 @@ impl<'a> Builder<'a> {
                 }
                 let n = ((stop.0 - start.0) / step.0).ceil();
                 if n.is_nan() || n < 1.0 {
-                    return Err(at(pos, "arange() is empty; nums-cloud arrays are not empty".into()));
+                    return Err(at(
+                        pos,
+                        "arange() is empty; nums-cloud arrays are not empty".into(),
+                    ));
                 }
                 let kind = start.1.max(stop.1).max(step.1).max(ScalarKind::Int);
                 let dtype = b.dtype("dtype")?.unwrap_or(dtype_of_kind(kind));
                 let m = self.default_meta(vec![n as u64], dtype);
-                Ok(Val::Arr(self.add(m, NodeOp::Iota { axis: 0, start: start.0, step: step.0 })))
+                Ok(Val::Arr(self.add(
+                    m,
+                    NodeOp::Iota {
+                        axis: 0,
+                        start: start.0,
+                        step: step.0,
+                    },
+                )))
             }
             "linspace" => {
-                let start = b.num("start")?.ok_or_else(|| at(pos, "linspace() needs start".into()))?.0;
-                let stop = b.num("stop")?.ok_or_else(|| at(pos, "linspace() needs stop".into()))?.0;
+                let start = b
+                    .num("start")?
+                    .ok_or_else(|| at(pos, "linspace() needs start".into()))?
+                    .0;
+                let stop = b
+                    .num("stop")?
+                    .ok_or_else(|| at(pos, "linspace() needs stop".into()))?
+                    .0;
                 let num = b.int("num")?.unwrap_or(50);
                 if num < 1 {
                     return Err(at(pos, "linspace(): num must be positive".into()));
@@ -694,7 +754,14 @@ impl<'a> Builder<'a> {
                 let div = if endpoint { (num - 1).max(1) } else { num } as f64;
                 let dtype = b.dtype("dtype")?.unwrap_or(DType::Float64);
                 let m = self.default_meta(vec![num as u64], dtype);
-                Ok(Val::Arr(self.add(m, NodeOp::Iota { axis: 0, start, step: (stop - start) / div })))
+                Ok(Val::Arr(self.add(
+                    m,
+                    NodeOp::Iota {
+                        axis: 0,
+                        start,
+                        step: (stop - start) / div,
+                    },
+                )))
             }
             "transpose" => {
                 let x = b.array("a")?;
@@ -712,7 +779,12 @@ impl<'a> Builder<'a> {
                         let mut sorted = perm.clone();
                         sorted.sort_unstable();
                         if sorted != (0..n).collect::<Vec<_>>() {
-                            return Err(at(*p, format!("transpose(): axes {perm:?} are not a permutation of 0..{n}")));
+                            return Err(at(
+                                *p,
+                                format!(
+                                    "transpose(): axes {perm:?} are not a permutation of 0..{n}"
+                                ),
+                            ));
                         }
                         perm
                     }
@@ -723,7 +795,9 @@ impl<'a> Builder<'a> {
                 let x = b.array("a")?;
                 let n = self.meta(x).ndim();
                 let one = |name: &str| -> Result<usize, EvalError> {
-                    let v = b.int(name)?.ok_or_else(|| at(pos, format!("swapaxes() needs {name}")))?;
+                    let v = b
+                        .int(name)?
+                        .ok_or_else(|| at(pos, format!("swapaxes() needs {name}")))?;
                     axes_of(&Val::Num(v as f64, ScalarKind::Int), n)
                         .map(|a| a[0])
                         .map_err(|m| at(pos, m))
@@ -754,13 +828,24 @@ impl<'a> Builder<'a> {
                 };
                 let known: i64 = shape.iter().filter(|&&s| s != -1).product();
                 let free = shape.iter().filter(|&&s| s == -1).count();
-                let bad = || at(pos, format!("cannot reshape an array of size {len} into shape {shape:?}"));
+                let bad = || {
+                    at(
+                        pos,
+                        format!("cannot reshape an array of size {len} into shape {shape:?}"),
+                    )
+                };
                 if free > 1 || shape.iter().any(|&s| s == 0 || s < -1) || known <= 0 {
                     return Err(bad());
                 }
                 let shape: Vec<u64> = shape
                     .iter()
-                    .map(|&s| if s == -1 { len / known as u64 } else { s as u64 })
+                    .map(|&s| {
+                        if s == -1 {
+                            len / known as u64
+                        } else {
+                            s as u64
+                        }
+                    })
                     .collect();
                 if shape.iter().product::<u64>() != len {
                     return Err(bad());
@@ -772,11 +857,24 @@ impl<'a> Builder<'a> {
                 let m = self.meta(x).clone();
                 let shape = if f == "expand_dims" {
                     let (v, p) = b.need("axis")?;
-                    let axes = axes_of(v, m.ndim() + match v { Val::Tuple(t) => t.len(), _ => 1 })
-                        .map_err(|e| at(*p, e))?;
+                    let axes = axes_of(
+                        v,
+                        m.ndim()
+                            + match v {
+                                Val::Tuple(t) => t.len(),
+                                _ => 1,
+                            },
+                    )
+                    .map_err(|e| at(*p, e))?;
                     let mut src = m.shape.iter();
                     (0..m.ndim() + axes.len())
-                        .map(|d| if axes.contains(&d) { 1 } else { *src.next().expect("sizes") })
+                        .map(|d| {
+                            if axes.contains(&d) {
+                                1
+                            } else {
+                                *src.next().expect("sizes")
+                            }
+                        })
                         .collect::<Vec<u64>>()
                 } else {
                     let axes = match b.get("axis") {
@@ -784,17 +882,29 @@ impl<'a> Builder<'a> {
                         Some((v, p)) => {
                             let axes = axes_of(v, m.ndim()).map_err(|e| at(*p, e))?;
                             if let Some(&d) = axes.iter().find(|&&d| m.shape[d] != 1) {
-                                return Err(at(*p, format!("squeeze(): axis {d} has size {}, not 1", m.shape[d])));
+                                return Err(at(
+                                    *p,
+                                    format!("squeeze(): axis {d} has size {}, not 1", m.shape[d]),
+                                ));
                             }
                             axes
                         }
                     };
-                    (0..m.ndim()).filter(|d| !axes.contains(d)).map(|d| m.shape[d]).collect()
+                    (0..m.ndim())
+                        .filter(|d| !axes.contains(d))
+                        .map(|d| m.shape[d])
+                        .collect()
                 };
                 Ok(Val::Arr(self.reshape(x, &shape)))
             }
             "concatenate" | "stack" | "vstack" | "hstack" => {
-                let (v, p) = b.need(if f.ends_with("stack") && f != "stack" { "tup" } else { "arrays" })?.clone();
+                let (v, p) = b
+                    .need(if f.ends_with("stack") && f != "stack" {
+                        "tup"
+                    } else {
+                        "arrays"
+                    })?
+                    .clone();
                 let Val::Tuple(items) = v else {
                     return Err(at(p, format!("{f}() takes a tuple or list of arrays")));
                 };
@@ -834,12 +944,20 @@ impl<'a> Builder<'a> {
                             .into_iter()
                             .map(|x| {
                                 let s = self.meta(x).shape.clone();
-                                if s.len() == 1 { self.reshape(x, &[1, s[0]]) } else { x }
+                                if s.len() == 1 {
+                                    self.reshape(x, &[1, s[0]])
+                                } else {
+                                    x
+                                }
                             })
                             .collect();
                         Ok(Val::Arr(self.concat(xs, 0, pos)?))
                     }
-                    "hstack" => Ok(Val::Arr(self.concat(xs, if n == 1 { 0 } else { 1 }, pos)?)),
+                    "hstack" => Ok(Val::Arr(self.concat(
+                        xs,
+                        if n == 1 { 0 } else { 1 },
+                        pos,
+                    )?)),
                     _ => {
                         if n == 0 {
                             return Err(at(p, "concatenate() of 0-d arrays".into()));
@@ -851,7 +969,9 @@ impl<'a> Builder<'a> {
             }
             "astype" => {
                 let x = b.array("a")?;
-                let d = b.dtype("dtype")?.ok_or_else(|| at(pos, "astype() needs a dtype".into()))?;
+                let d = b
+                    .dtype("dtype")?
+                    .ok_or_else(|| at(pos, "astype() needs a dtype".into()))?;
                 Ok(Val::Arr(self.cast(x, d)))
             }
             _ => unreachable!("every function with params is handled: {f}"),
@@ -876,7 +996,12 @@ impl<'a> Builder<'a> {
             let n = self.count_over(x, &axes);
             let s = self.reduce(x, ReduceOp::Sum, axes, keepdims);
             let s = self.cast(s, fdt);
-            let v = self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Num(n as f64, ScalarKind::Int), pos)?;
+            let v = self.elementwise2(
+                BinaryOp::Div,
+                Val::Arr(s),
+                Val::Num(n as f64, ScalarKind::Int),
+                pos,
+            )?;
             return self.node(v, pos);
         }
         let s = self.reduce(x, ReduceOp::NanSum, axes.clone(), keepdims);
@@ -922,11 +1047,21 @@ impl<'a> Builder<'a> {
         let s = self.reduce(sq, op, axes.clone(), keepdims);
         let v = if nan {
             let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
-            let den = self.elementwise2(BinaryOp::Sub, Val::Arr(cnt), Val::Num(ddof, ScalarKind::Float), pos)?;
+            let den = self.elementwise2(
+                BinaryOp::Sub,
+                Val::Arr(cnt),
+                Val::Num(ddof, ScalarKind::Float),
+                pos,
+            )?;
             self.elementwise2(BinaryOp::Div, Val::Arr(s), den, pos)?
         } else {
             let n = self.count_over(x, &axes) as f64 - ddof;
-            self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Num(n, ScalarKind::Float), pos)?
+            self.elementwise2(
+                BinaryOp::Div,
+                Val::Arr(s),
+                Val::Num(n, ScalarKind::Float),
+                pos,
+            )?
         };
         self.node(v, pos)
     }
@@ -961,18 +1096,27 @@ impl<'a> Builder<'a> {
             hit = self.elementwise2(BinaryOp::Or, hit, isnan, pos)?;
         }
         let idx = self.add(
-            ArrayMeta { dtype: DType::Int64, ..m.clone() },
-            NodeOp::Iota { axis, start: 0.0, step: 1.0 },
+            ArrayMeta {
+                dtype: DType::Int64,
+                ..m.clone()
+            },
+            NodeOp::Iota {
+                axis,
+                start: 0.0,
+                step: 1.0,
+            },
         );
         let n = Val::Num(m.shape[axis] as f64, ScalarKind::Int);
         let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
         let cand = self.node(cand, pos)?;
         let r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);
-        Ok(if keepdims && orig.ndim() != 1 && self.meta(r).ndim() != orig.ndim() {
-            self.reshape(r, &vec![1; orig.ndim()])
-        } else {
-            r
-        })
+        Ok(
+            if keepdims && orig.ndim() != 1 && self.meta(r).ndim() != orig.ndim() {
+                self.reshape(r, &vec![1; orig.ndim()])
+            } else {
+                r
+            },
+        )
     }
 }
 
