@@ -1,9 +1,11 @@
 """Bad job files: a clear error naming the file, the line and the key (or the arrays and
 their shapes), a non-zero exit, nothing run, and every stored array left as it was."""
+import subprocess
+
 import numpy as np
 import pytest
 
-from nums import run, snapshot
+from nums import BIN, run, snapshot
 
 GOOD = """name = "same"
 [arrays]
@@ -104,3 +106,44 @@ def test_expression_error_points_into_the_expression(tmp_path):
     p = run(tmp_path / "job.toml", check=False)
     assert p.returncode != 0
     assert "job.toml:3: arrays.Y:" in p.stderr and "X + * 2" in p.stderr and "column 5" in p.stderr, p.stderr
+
+
+# Expression errors found before anything runs: (expression, column of the caret, words).
+EXPR_ERRORS = {
+    "broadcast": ("A + A.T", 3, ["shapes (7, 5) and (5, 7)", "do not broadcast"]),
+    "bad_axis": ("sum(A, axis=2)", 13, ["axis 2 is out of bounds", "dimension 2"]),
+    "bad_axis_tuple": ("mean(A, axis=(0, 0))", 14, ["repeated axis"]),
+    "bool_subtract": ("(A > 0) - M", 9, ["- of two bool operands", "NumPy refuses"]),
+    "float_and": ("A & M", 3, ["& needs bool operands", "float64"]),
+    "invert_float": ("~A", 1, ["~ and logical_not need a bool array"]),
+    "einsum_operands": ("einsum('ij,jk->ik', A)", 1, ["name 2 operands, but 1 are given"]),
+    "einsum_sizes": ("einsum('ij,ij->i', A, A.T)", 1, ["letter 'i' has sizes 7 and 5"]),
+    "einsum_repeated_output": ("einsum('ij->ii', A)", 1, ["output letter 'i' is repeated"]),
+    "unknown_function": ("frobnicate(A)", 1, ["unknown function frobnicate()", "supported:"]),
+    "unknown_keyword": ("sum(A, axes=0)", 13, ["unexpected keyword argument \"axes\""]),
+    "matmul_inner": ("A @ A", 3, ["inner sizes 5 and 7 differ"]),
+    "index_bounds": ("A[7]", 3, ["index 7 is out of bounds for axis 0 with size 7"]),
+    "slice_step": ("A[::0]", 3, ["slice step cannot be zero"]),
+    "reshape_size": ("reshape(A, (6, 6))", 1, ["cannot reshape an array of size 35"]),
+    "concat_shapes": ("concatenate((A, A.T))", 1, ["cannot concatenate shapes (7, 5) and (5, 7)"]),
+    "bad_dtype": ("astype(A, 'complex128')", 11, ["unsupported dtype \"complex128\""]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPR_ERRORS))
+def test_expression_errors_name_the_expression_and_position(case, tmp_path):
+    expr, col, words = EXPR_ERRORS[case]
+    (tmp_path / "job.toml").write_text(
+        f'[arrays]\nA = {{ zeros = [7, 5] }}\nM = {{ zeros = [7, 5], dtype = "bool" }}\nY = "{expr}"\n'
+        '[outputs]\nY = "y.npy"\n')
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0, p.stdout
+    err = p.stderr
+    assert "job.toml:4: arrays.Y:" in err and expr in err, err
+    assert f"(at column {col})" in err, err
+    caret = err.splitlines()[-1]
+    assert caret.index("^") - 4 == col - 1, err
+    for w in words:
+        assert w in err, err
+    assert "panicked" not in err
+    assert not (tmp_path / "nums-data").exists()
