@@ -1,6 +1,7 @@
 //! The nums-cloud driver: job file → array graph → block tasks → batches → dispatch
 //! (aws-sdk-lambda Invoke, against Lambda or the local endpoint) → report.
 
+pub mod api;
 pub mod cgroup;
 pub mod dispatch;
 pub mod expr;

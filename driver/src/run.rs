@@ -163,12 +163,34 @@ pub fn plan_with(job: &Job, g: &Graph, kind: SchedulerKind) -> anyhow::Result<cr
     crate::sched::plan(kind, &cx, &work).map_err(|e| anyhow!("{}: {e}", job.file.display()))
 }
 
-/// Re-run the current executable as a function process.
+/// The function process of the local backend: `nums-cloud function` — this executable
+/// when it is nums-cloud, else a `nums-cloud` next to it (or one folder up, as cargo lays
+/// out test binaries) or on the PATH; `$NUMS_CLOUD_FUNCTION` overrides.
 fn default_function_command() -> anyhow::Result<Vec<String>> {
     if let Ok(p) = std::env::var("NUMS_CLOUD_FUNCTION") {
         return Ok(p.split_whitespace().map(str::to_string).collect());
     }
     let exe = std::env::current_exe().context("cannot find the nums-cloud executable")?;
+    let name = format!("nums-cloud{}", std::env::consts::EXE_SUFFIX);
+    let found = if exe.file_name().is_some_and(|n| n == name.as_str()) {
+        Some(exe.clone())
+    } else {
+        let near = exe
+            .parent()
+            .into_iter()
+            .flat_map(|d| [d.join(&name), d.join("..").join(&name)]);
+        let path = std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(&name))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        near.chain(path).find(|p| p.is_file())
+    };
+    let exe = found.ok_or_else(|| {
+        anyhow!("cannot find the nums-cloud binary to run local functions; set NUMS_CLOUD_FUNCTION to its path")
+    })?;
     Ok(vec![exe.to_string_lossy().into_owned(), "function".into()])
 }
 
