@@ -261,6 +261,17 @@ CASES = [
     "v[:, None] * v[None, :]",
     "A[1:6:2, None, :]",
     "A.shape[0] * v",
+    "A[[0, 2, 6]]",
+    "A[:, [4, 0, 0, 3]]",
+    "T[:, [2, 0], 1:]",
+    "w[[-1, 0]] * 2",
+    # boolean masks: a shape known only once the mask is computed
+    "A[A[:, 0] > 0]",
+    "A[:, v > -1]",
+    "w[w > 0]",
+    "sum(A[w > 0], axis=0)",
+    "I[M[:, 0]] * 2",
+    "T[:, :, v < -0.5][1:, ::-1]",
     "A / A.size",
 ]
 

@@ -108,6 +108,13 @@ pub enum NodeOp {
         xs: Vec<NodeId>,
         axis: usize,
     },
+    /// The slices `indices` of `x` along `axis` (an integer list, or a boolean mask once
+    /// its values are known).
+    Take {
+        x: NodeId,
+        axis: usize,
+        indices: Vec<u64>,
+    },
 }
 
 impl NodeOp {
@@ -127,10 +134,40 @@ impl NodeOp {
             | NodeOp::Reduce { x, .. }
             | NodeOp::Rechunk { x }
             | NodeOp::Reshape { x }
-            | NodeOp::Slice { x, .. } => vec![*x],
+            | NodeOp::Slice { x, .. }
+            | NodeOp::Take { x, .. } => vec![*x],
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
             NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => xs.clone(),
+        }
+    }
+
+    /// Renames the inputs (for a sub-graph).
+    fn map_inputs(&mut self, f: impl Fn(NodeId) -> NodeId) {
+        match self {
+            NodeOp::Unary { x, .. }
+            | NodeOp::Scalar { x, .. }
+            | NodeOp::Transpose { x, .. }
+            | NodeOp::Reduce { x, .. }
+            | NodeOp::Rechunk { x }
+            | NodeOp::Reshape { x }
+            | NodeOp::Slice { x, .. }
+            | NodeOp::Take { x, .. } => *x = f(*x),
+            NodeOp::Binary { a, b, .. } => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeOp::Where { c, a, b } => {
+                *c = f(*c);
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => {
+                for x in xs {
+                    *x = f(*x);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -171,6 +208,54 @@ impl Node {
 pub struct Graph {
     pub nodes: Vec<Node>,
     pub named: HashMap<String, NodeId>,
+}
+
+impl Graph {
+    /// The nodes `target` depends on (and it), renumbered, with only `target` and the
+    /// imports kept in the store; `target` is stored under `<job>/<name>`.
+    pub fn subgraph(&self, target: NodeId, name: &str) -> (Graph, NodeId) {
+        let mut need = vec![false; self.nodes.len()];
+        need[target] = true;
+        for id in (0..=target).rev() {
+            if need[id] {
+                for i in self.nodes[id].op.inputs() {
+                    need[i] = true;
+                }
+            }
+        }
+        let mut map = vec![usize::MAX; self.nodes.len()];
+        let mut g = Graph::default();
+        for n in self.nodes.iter().filter(|n| need[n.id]) {
+            map[n.id] = g.nodes.len();
+            let mut op = n.op.clone();
+            op.map_inputs(|x| map[x]);
+            let keep = n.id == target || op.is_import();
+            let id = g.nodes.len();
+            let name = if n.id == target {
+                Some(name.to_string())
+            } else {
+                n.name.clone()
+            };
+            if let Some(nm) = &name {
+                g.named.insert(nm.clone(), id);
+            }
+            g.nodes.push(Node {
+                id,
+                meta: n.meta.clone(),
+                op,
+                name,
+                stored: keep,
+            });
+        }
+        (g, map[target])
+    }
+}
+
+/// What staged building found: the whole graph, or a boolean mask whose values the rest
+/// depends on (computed first from `graph`, whose nodes up to `mask` are final).
+pub enum Built {
+    Done(Graph),
+    NeedMask { graph: Graph, mask: NodeId },
 }
 
 /// How big a default block may be: a block should be a small part of what one invocation
@@ -223,15 +308,30 @@ enum Val {
 struct Builder<'a> {
     job: &'a Job,
     g: Graph,
+    /// Positions selected by boolean masks computed so far, by mask node.
+    masks: &'a HashMap<NodeId, Vec<u64>>,
+    /// The first mask whose values are not known yet (its selection assumed all true).
+    need: Option<NodeId>,
     defs: HashMap<&'a str, &'a ArrayDef>,
     /// Names being resolved, for cycle reports.
     stack: Vec<String>,
 }
 
-/// Builds and checks the graph of a job: unknown names, cycles, shapes and dtypes.
+/// Builds and checks the graph of a job: unknown names, cycles, shapes and dtypes. A
+/// boolean mask is assumed to select everything (the largest shape: what `check` and
+/// `plan` show).
 pub fn build(job: &Job) -> Result<Graph, JobError> {
+    match build_staged(job, &HashMap::new())? {
+        Built::Done(g) | Built::NeedMask { graph: g, .. } => Ok(g),
+    }
+}
+
+/// Like [`build`], with the selections of the masks computed so far.
+pub fn build_staged(job: &Job, masks: &HashMap<NodeId, Vec<u64>>) -> Result<Built, JobError> {
     let mut b = Builder {
         job,
+        masks,
+        need: None,
         g: Graph::default(),
         defs: job.arrays.iter().map(|a| (a.name.as_str(), a)).collect(),
         stack: Vec::new(),
@@ -239,6 +339,7 @@ pub fn build(job: &Job) -> Result<Graph, JobError> {
     for a in &job.arrays {
         b.resolve(a)?;
     }
+    let b_need = b.need;
     let mut g = b.g;
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -247,7 +348,10 @@ pub fn build(job: &Job) -> Result<Graph, JobError> {
     for n in &mut g.nodes {
         n.stored |= n.op.is_import();
     }
-    Ok(g)
+    Ok(match b_need {
+        Some(mask) => Built::NeedMask { graph: g, mask },
+        None => Built::Done(g),
+    })
 }
 
 fn shape_str(s: &[u64]) -> String {
@@ -541,17 +645,21 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// `x[...]`: integers, slices with steps (negative too), `None` (new axes), one per
-    /// axis from the left; missing trailing axes are whole.
+    /// `x[...]`: integers, slices with steps (negative too), `None` (new axes), integer
+    /// lists and 1-D boolean masks, one per axis from the left; missing trailing axes are
+    /// whole. Slicing comes first, then the lists and masks, then the axes of the integers
+    /// go and the new ones come.
     fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
         let m = self.meta(x).clone();
         let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
-        let mut out_shape = Vec::new();
+        // Output axes: Some(d) is source axis d, None a new axis of length 1.
+        let mut out: Vec<Option<usize>> = Vec::new();
+        let mut takes: Vec<(usize, Vec<u64>, usize)> = Vec::new();
         let mut d = 0;
         for it in items {
             let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
             if matches!(it.kind, ExprKind::None) {
-                out_shape.push(1);
+                out.push(None);
                 continue;
             }
             if d >= m.ndim() {
@@ -561,6 +669,11 @@ impl<'a> Builder<'a> {
                 )));
             }
             let n = m.shape[d] as i64;
+            let whole = |start: &mut Vec<i64>, step: &mut Vec<i64>, len: &mut Vec<u64>| {
+                start.push(0);
+                step.push(1);
+                len.push(m.shape[d]);
+            };
             match &it.kind {
                 ExprKind::Slice(a, b, c) => {
                     let mut opt = |e: &Option<Box<Expr>>| -> Result<Option<i64>, EvalError> {
@@ -580,7 +693,7 @@ impl<'a> Builder<'a> {
                     start.push(s0);
                     step.push(st);
                     len.push(l as u64);
-                    out_shape.push(l as u64);
+                    out.push(Some(d));
                 }
                 _ => match self.eval(it)? {
                     Val::Num(v, k) if k != ScalarKind::Float => {
@@ -594,13 +707,57 @@ impl<'a> Builder<'a> {
                         step.push(1);
                         len.push(1);
                     }
-                    Val::Arr(_) => {
+                    Val::Tuple(items) => {
+                        // An integer list: those slices, in that order.
+                        let mut idx = Vec::new();
+                        for v in items {
+                            match v {
+                                Val::Num(i, k) if k != ScalarKind::Float => {
+                                    let i = i as i64;
+                                    if i < -n || i >= n {
+                                        return Err(err(format!(
+                                            "index {i} is out of bounds for axis {d} with size {n}"
+                                        )));
+                                    }
+                                    idx.push(i.rem_euclid(n) as u64);
+                                }
+                                _ => return Err(err("an index list holds integers".into())),
+                            }
+                        }
+                        if idx.is_empty() {
+                            return Err(err("an empty index list selects nothing".into()));
+                        }
+                        takes.push((d, idx, it.pos));
+                        whole(&mut start, &mut step, &mut len);
+                        out.push(Some(d));
+                    }
+                    Val::Arr(mask) => {
+                        let mm = self.meta(mask).clone();
+                        if mm.dtype != DType::Bool || mm.shape != [m.shape[d]] {
+                            return Err(err(format!(
+                                "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
+                                mm.dtype,
+                                shape_str(&mm.shape)
+                            )));
+                        }
+                        let idx = match self.masks.get(&mask) {
+                            Some(idx) => idx.clone(),
+                            None => {
+                                // Not known until the mask is computed: assume all.
+                                self.need.get_or_insert(mask);
+                                (0..m.shape[d]).collect()
+                            }
+                        };
+                        takes.push((d, idx, it.pos));
+                        whole(&mut start, &mut step, &mut len);
+                        out.push(Some(d));
+                    }
+                    _ => {
                         return Err(err(
-                            "indexing with an array (a boolean mask or integer list) is not supported"
+                            "an index is an integer, a slice, None, an integer list or a bool mask"
                                 .into(),
                         ));
                     }
-                    _ => return Err(err("an index is an integer, a slice or None".into())),
                 },
             }
             d += 1;
@@ -609,7 +766,16 @@ impl<'a> Builder<'a> {
             start.push(0);
             step.push(1);
             len.push(m.shape[k]);
-            out_shape.push(m.shape[k]);
+            out.push(Some(k));
+        }
+        // NumPy's rules for several advanced indices (broadcast together, moved to the
+        // front) are not implemented: one list or mask, and no integer beside it.
+        let ints = out.iter().flatten().count() < m.ndim();
+        if takes.len() > 1 || (!takes.is_empty() && ints) {
+            return Err(EvalError::Expr(ExprError::new(
+                takes.last().map_or(0, |t| t.2),
+                "only one integer list or bool mask per index, and no integer beside it",
+            )));
         }
         let whole = start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && len == m.shape;
         let mut id = x;
@@ -625,7 +791,28 @@ impl<'a> Builder<'a> {
                 NodeOp::Slice { x, start, step },
             );
         }
-        Ok(Val::Arr(self.reshape(id, &out_shape)))
+        for (axis, indices, pos) in takes {
+            if indices.is_empty() {
+                return Err(EvalError::Expr(ExprError::new(
+                    pos,
+                    "the mask selects nothing; nums-cloud arrays are not empty",
+                )));
+            }
+            let t = self.meta(id).clone();
+            let mut shape = t.shape.clone();
+            shape[axis] = indices.len() as u64;
+            id = self.add(
+                ArrayMeta::new(shape, t.block, t.dtype),
+                NodeOp::Take {
+                    x: id,
+                    axis,
+                    indices,
+                },
+            );
+        }
+        let now = self.meta(id).shape.clone();
+        let shape: Vec<u64> = out.iter().map(|a| a.map_or(1, |d| now[d])).collect();
+        Ok(Val::Arr(self.reshape(id, &shape)))
     }
 
     fn known(&self) -> String {

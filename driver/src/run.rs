@@ -62,8 +62,9 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         store,
     } = check(path).await?;
     let prefix = job.name.clone();
+    // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
+    // select everything: the largest the job can be).
     let plan = plan_job(&job, &g)?;
-    let batches = &plan.batches;
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
 
     let (invoker, endpoint) = match job.compute.backend {
@@ -90,6 +91,8 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     };
 
     let result = async {
+        let (g, plan, early) = resolve_masks(&job, g, plan, &invoker, &store).await?;
+        let batches = &plan.batches;
         import_and_describe(&g, &prefix, &store).await?;
         let bar = progress(opts.progress, batches.len() as u64);
         let mut over = Vec::new();
@@ -101,6 +104,9 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         })
         .await
         .map_err(|e| anyhow!(explain(&e, &job)))?;
+        let mut dispatched = dispatched;
+        dispatched.stats.add(&early.stats);
+        dispatched.retries += early.retries;
         bar.finish_and_clear();
         let mut outputs = Vec::new();
         for o in &job.outputs {
@@ -112,7 +118,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
                 .with_context(|| format!("output {}", o.name))?;
             outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
         }
-        anyhow::Ok((dispatched, outputs, over))
+        anyhow::Ok((dispatched, outputs, over, plan))
     }
     .await;
     if let Some(ep) = endpoint {
@@ -124,7 +130,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
             let _ = store.delete_prefix(&format!("{prefix}/{sub}")).await;
         }
     }
-    let (dispatched, outputs, over) = result?;
+    let (dispatched, outputs, over, plan) = result?;
     for (i, measured, projected) in &over {
         eprintln!(
             "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
@@ -144,6 +150,62 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     report.projected_peak_memory_bytes = plan.max_projected_peak();
     report.invocations_over_projection = over.len() as u64;
     Ok(report)
+}
+
+/// Computes the boolean masks the job indexes with (each from the part of the graph it
+/// depends on, stored under `_tmp/`), then builds the graph with the selections known.
+async fn resolve_masks(
+    job: &Job,
+    mut g: Graph,
+    mut plan: crate::sched::Plan,
+    invoker: &Invoker,
+    store: &Store,
+) -> anyhow::Result<(Graph, crate::sched::Plan, crate::dispatch::Dispatched)> {
+    let mut masks = std::collections::HashMap::new();
+    let mut early = crate::dispatch::Dispatched::default();
+    loop {
+        let mask = match graph::build_staged(job, &masks)? {
+            graph::Built::Done(done) => {
+                if !masks.is_empty() {
+                    g = done;
+                    plan = plan_job(job, &g)?;
+                }
+                return Ok((g, plan, early));
+            }
+            graph::Built::NeedMask { graph, mask } => {
+                g = graph;
+                mask
+            }
+        };
+        let (sub, root) = g.subgraph(mask, &format!("_tmp/mask{mask}"));
+        let sub_plan = plan_job(job, &sub)?;
+        import_and_describe(&sub, &job.name, store).await?;
+        let d = run_batches(
+            invoker,
+            &sub_plan.batches,
+            store,
+            job.compute.workers,
+            |_, _| {},
+        )
+        .await
+        .map_err(|e| anyhow!(explain(&e, job)))?;
+        early.stats.add(&d.stats);
+        early.retries += d.retries;
+        let arr = StoredArray::new(
+            &tasks::node_path(&job.name, &sub, root),
+            sub.nodes[root].meta.clone(),
+        )?;
+        let Block::Bool(values) = read_whole(&arr, store, false).await? else {
+            return Err(anyhow!("mask {mask} is not bool"));
+        };
+        let picked: Vec<u64> = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| **v)
+            .map(|(i, _)| i as u64)
+            .collect();
+        masks.insert(mask, picked);
+    }
 }
 
 /// The job's plan under its scheduler; refused before anything runs when it cannot fit.

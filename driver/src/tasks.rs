@@ -374,6 +374,27 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
                 .collect();
             gather(g, id, idx, &[(*x, vec![0; n.meta.ndim()])], &first, step)
         }
+        NodeOp::Take { x, axis, indices } => {
+            let mx = meta(*x);
+            let o = n.meta.block_origin(idx)[*axis] as usize;
+            let l = n.meta.block_shape(idx)[*axis];
+            let xb = mx.block[*axis];
+            let mut inputs: Vec<BlockId> = Vec::new();
+            let mut picks = Vec::new();
+            for &i in &indices[o..o + l] {
+                let mut bi = idx.to_vec();
+                bi[*axis] = i / xb;
+                let k = match inputs.iter().position(|b| b.index == bi) {
+                    Some(k) => k,
+                    None => {
+                        inputs.push(b(*x, bi));
+                        inputs.len() - 1
+                    }
+                };
+                picks.push((k as u32, i % xb));
+            }
+            one(Kernel::Take { axis: *axis, picks }, inputs)
+        }
         NodeOp::Reshape { x } => {
             let (mx, mo) = (meta(*x), &n.meta);
             let non_unit = |m: &nums_layout::ArrayMeta| -> Vec<(u64, u64)> {

@@ -92,6 +92,7 @@ pub fn run(
         Kernel::Reduce { op, axes } => reduce(inputs, *op, axes)?,
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
+        Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
     };
     // Cast to the output dtype the driver planned (kernels compute in float64 where the
     // dtypes mix, as NumPy's loops do after promotion).
@@ -270,6 +271,64 @@ fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, Stri
     }
     acc.map(Block::F64)
         .ok_or_else(|| format!("{} needs at least one input", op.name()))
+}
+
+/// Output slice `p` along `axis` is slice `picks[p].1` of input `picks[p].0`.
+fn take(
+    inputs: &[&Block],
+    axis: usize,
+    picks: &[(u32, u64)],
+    shape: &[usize],
+) -> Result<Block, String> {
+    if picks.len() != shape.get(axis).copied().unwrap_or(0) || inputs.is_empty() {
+        return Err(format!(
+            "take of {} picks into a block of shape {shape:?}",
+            picks.len()
+        ));
+    }
+    fn go<T: Clone>(
+        out: &mut ArrayD<T>,
+        xs: &[&ArrayD<T>],
+        axis: usize,
+        picks: &[(u32, u64)],
+    ) -> Result<(), String> {
+        for (p, &(k, i)) in picks.iter().enumerate() {
+            let x = xs
+                .get(k as usize)
+                .ok_or_else(|| format!("take: no input {k}"))?;
+            if i as usize >= x.shape()[axis] {
+                return Err(format!(
+                    "take: index {i} of a block of {} along axis {axis}",
+                    x.shape()[axis]
+                ));
+            }
+            out.index_axis_mut(Axis(axis), p)
+                .assign(&x.index_axis(Axis(axis), i as usize));
+        }
+        Ok(())
+    }
+    let dtype = inputs[0].dtype();
+    let same: Vec<Block> = inputs.iter().map(|b| (*b).clone().cast(dtype)).collect();
+    let mut out = Block::full(dtype, shape, 0.0);
+    macro_rules! arm {
+        ($v:ident, $o:ident) => {{
+            let xs: Vec<&ArrayD<_>> = same
+                .iter()
+                .map(|b| match b {
+                    Block::$v(a) => a,
+                    _ => unreachable!("cast above"),
+                })
+                .collect();
+            go($o, &xs, axis, picks)?
+        }};
+    }
+    match &mut out {
+        Block::F64(o) => arm!(F64, o),
+        Block::F32(o) => arm!(F32, o),
+        Block::I64(o) => arm!(I64, o),
+        Block::Bool(o) => arm!(Bool, o),
+    }
+    Ok(out)
 }
 
 /// The elements `ranges[k]` (flat, C order) of each input, concatenated and shaped as

@@ -336,6 +336,9 @@ pub enum Kernel {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         step: Vec<i64>,
     },
+    /// Inputs: source blocks along `axis`; output position `p` along `axis` is the slice
+    /// `picks[p].1` of input `picks[p].0` (integer-list and boolean-mask indexing).
+    Take { axis: usize, picks: Vec<(u32, u64)> },
     /// Inputs: blocks whose elements, in C order, from flat position `ranges[k].0` up to
     /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,
     /// expand_dims, squeeze).
