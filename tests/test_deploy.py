@@ -37,9 +37,22 @@ TF_FILES = sorted(INFRA.rglob("*.tf"))
 
 # ------------------------------------------------------------------ Terraform
 
+def norm(x):
+    """checkov's python-hcl2 (bc-python-hcl2) wraps every attribute value, and every block,
+    in a list: unwrap the one-element lists, drop its line markers."""
+    if isinstance(x, dict):
+        return {k: norm(v[0] if isinstance(v, list) and len(v) == 1 else v)
+                for k, v in x.items() if not k.startswith("__")}
+    if isinstance(x, list):
+        return [norm(v) for v in x]
+    return x
+
+
 def load_tf(path):
+    """A .tf file as python-hcl2 parses it; top-level kinds (resource, variable, ...) stay lists."""
     with open(path) as f:
-        return hcl2.load(f)
+        doc = hcl2.load(f)
+    return {kind: [norm(b) for b in blocks] for kind, blocks in doc.items()}
 
 
 def module():
@@ -66,7 +79,8 @@ def one(v):
 
 
 def statements(policy_doc):
-    return [one(s) for s in policy_doc["statement"]]
+    st = policy_doc["statement"]
+    return [st] if isinstance(st, dict) else st
 
 
 def actions(stmt):
