@@ -134,10 +134,11 @@ pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(&line) else {
             continue;
         };
-        if msg["reason"] == "compiler-artifact" && msg["target"]["name"] == "bootstrap" {
-            if let Some(exe) = msg["executable"].as_str() {
-                binary = Some(PathBuf::from(exe));
-            }
+        if msg["reason"] == "compiler-artifact"
+            && msg["target"]["name"] == "bootstrap"
+            && let Some(exe) = msg["executable"].as_str()
+        {
+            binary = Some(PathBuf::from(exe));
         }
     }
     let status = child.wait()?;
