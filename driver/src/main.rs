@@ -32,8 +32,8 @@ enum Cmd {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
-        /// A deployment's `terraform output -json`: fills the job's function, storage url
-        /// and backend (lambda) where the job file leaves them out, and sets the region.
+        /// A deployment's `terraform output -json`: fills the job's function, storage url,
+        /// memory and backend (lambda) where the job file leaves them out; sets the region.
         #[arg(long)]
         infra: Option<PathBuf>,
     },
