@@ -437,13 +437,16 @@ class ThrottlingProxy:
                         status, headers, out = r.status, r.headers, r.read()
                 except urllib.error.HTTPError as e:
                     status, headers, out = e.code, e.headers, e.read()
-                self.send_response(status)
-                for k in ("X-Amz-Function-Error", "X-Amz-Executed-Version", "x-amzn-ErrorType", "Content-Type"):
-                    if headers.get(k):
-                        self.send_header(k, headers[k])
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
+                try:
+                    self.send_response(status)
+                    for k in ("X-Amz-Function-Error", "X-Amz-Executed-Version", "x-amzn-ErrorType", "Content-Type"):
+                        if headers.get(k):
+                            self.send_header(k, headers[k])
+                    self.send_header("Content-Length", str(len(out)))
+                    self.end_headers()
+                    self.wfile.write(out)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the driver stopped waiting (a job that failed on another batch)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
