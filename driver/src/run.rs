@@ -186,9 +186,18 @@ fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
             "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
             job.compute.memory_mb
         ),
-        InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut" => format!(
-            "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
-            job.compute.timeout_seconds
+        // Lambda reports a timeout as either, depending on the runtime's age.
+        InvokeError::Function { error_type, .. }
+            if error_type == "Function.TimedOut" || error_type == "Sandbox.Timedout" =>
+        {
+            format!(
+                "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
+                job.compute.timeout_seconds
+            )
+        }
+        InvokeError::Throttled { .. } => format!(
+            "\n  hint: Lambda kept throttling: lower [compute] workers (now {}) or raise the function's reserved concurrency",
+            job.compute.workers
         ),
         _ => String::new(),
     };
