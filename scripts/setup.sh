@@ -30,8 +30,8 @@ fi
 # The venv is (re)filled when the packages do not import or tests/requirements.txt changed
 # since the last install (a copy is kept in .venv).
 if ! cmp -s tests/requirements.txt .venv/nums-requirements.txt \
-   || ! .venv/bin/python -c "import numpy, zarr, pytest" >/dev/null 2>&1; then
-  echo "setup: filling .venv (numpy, zarr, pytest from PyPI)"
+   || ! .venv/bin/python -c "import numpy, zarr, pytest, hcl2" >/dev/null 2>&1; then
+  echo "setup: filling .venv (numpy, zarr, pytest, checkov from PyPI)"
   if ! python3 -m venv .venv; then
     echo "setup: python3 -m venv failed; on Debian/Ubuntu install python3-venv" >&2
     exit 1

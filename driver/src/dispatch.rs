@@ -18,23 +18,105 @@ pub enum InvokeError {
     /// The function ran and failed (Lambda's `X-Amz-Function-Error`).
     #[error("{error_type}: {message}")]
     Function { error_type: String, message: String },
-    /// The Invoke API call itself failed (network, throttling beyond retries, limits).
-    #[error("{0}")]
-    Api(String),
+    /// Lambda refused the call for now (429 TooManyRequestsException): concurrency or
+    /// request-rate limits. Always worth another try after a pause.
+    #[error("throttled: {message}")]
+    Throttled {
+        message: String,
+        /// Lambda's Retry-After, when it sent one.
+        retry_after: Option<Duration>,
+    },
+    /// The Invoke API call itself failed; `status` is the HTTP status when there was an
+    /// answer at all, `code` Lambda's error code.
+    #[error("{message}")]
+    Api {
+        status: Option<u16>,
+        code: Option<String>,
+        message: String,
+    },
 }
 
 impl InvokeError {
-    /// Store hiccups and API errors may pass; out-of-memory, timeouts and bad data do not.
+    fn api(message: String) -> InvokeError {
+        InvokeError::Api {
+            status: None,
+            code: None,
+            message,
+        }
+    }
+
+    /// Whether the same invocation may succeed if sent again. Function errors: store
+    /// hiccups and a crashed process may pass; out-of-memory, timeouts, refused keys and
+    /// bad data do not. API errors: no answer (network) or a 5xx may pass, except the
+    /// 5xx that report a broken deployment (an invalid zip, KMS or VPC set-up); other
+    /// 4xx (not found, access denied, bad request) will not. Throttling always may.
     pub fn retryable(&self) -> bool {
         match self {
-            InvokeError::Function { error_type, .. } => {
-                matches!(
-                    error_type.as_str(),
-                    "StoreError" | "Runtime.ExitError" | "Runtime.Unknown"
-                )
+            InvokeError::Function { error_type, .. } => matches!(
+                error_type.as_str(),
+                "StoreError" | "Runtime.ExitError" | "Runtime.Unknown"
+            ),
+            InvokeError::Throttled { .. } => true,
+            InvokeError::Api { status, code, .. } => {
+                let permanent = code.as_deref().is_some_and(|c| {
+                    c.starts_with("Invalid")
+                        || c.starts_with("KMS")
+                        || c.contains("AccessDenied")
+                        || c.contains("LimitReached")
+                });
+                match status {
+                    None => true,
+                    Some(s) => *s >= 500 && !permanent,
+                }
             }
-            InvokeError::Api(_) => true,
         }
+    }
+
+    /// Lambda refused the payload as too large (413): it must travel through the store.
+    fn too_large(&self) -> bool {
+        matches!(
+            self,
+            InvokeError::Api {
+                status: Some(413),
+                ..
+            }
+        )
+    }
+}
+
+/// An Invoke API error, classified: 429 as throttling (with Lambda's Retry-After), the
+/// rest with their HTTP status and error code.
+fn classify(
+    e: aws_sdk_lambda::error::SdkError<
+        aws_sdk_lambda::operation::invoke::InvokeError,
+        aws_sdk_lambda::config::http::HttpResponse,
+    >,
+) -> InvokeError {
+    use aws_sdk_lambda::error::ProvideErrorMetadata;
+    use aws_sdk_lambda::operation::invoke::InvokeError as E;
+    let status = e.raw_response().map(|r| r.status().as_u16());
+    let message = aws_sdk_lambda::error::DisplayErrorContext(&e).to_string();
+    let code = e
+        .as_service_error()
+        .and_then(|s| s.code())
+        .map(str::to_string);
+    match e.as_service_error() {
+        Some(E::TooManyRequestsException(t)) => InvokeError::Throttled {
+            retry_after: t
+                .retry_after_seconds()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .map(Duration::from_secs),
+            message,
+        },
+        _ if status == Some(429) => InvokeError::Throttled {
+            retry_after: None,
+            message,
+        },
+        _ => InvokeError::Api {
+            status,
+            code,
+            message,
+        },
     }
 }
 
@@ -43,6 +125,13 @@ impl InvokeError {
 pub struct Invoker {
     client: aws_sdk_lambda::Client,
     function: String,
+}
+
+/// A synchronous invocation may run for Lambda's 15 minutes; allow that and a margin.
+fn timeouts() -> aws_sdk_lambda::config::timeout::TimeoutConfig {
+    aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
+        .operation_attempt_timeout(Duration::from_secs(960))
+        .build()
 }
 
 impl Invoker {
@@ -61,11 +150,9 @@ impl Invoker {
             .region(aws_sdk_lambda::config::Region::new("us-east-1"))
             .credentials_provider(creds)
             .endpoint_url(endpoint_url)
-            .timeout_config(
-                aws_sdk_lambda::config::timeout::TimeoutConfig::builder()
-                    .operation_attempt_timeout(Duration::from_secs(960))
-                    .build(),
-            )
+            .timeout_config(timeouts())
+            // run_batches retries, counts and backs off itself.
+            .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
             .build();
         Invoker {
             client: aws_sdk_lambda::Client::from_conf(conf),
@@ -73,9 +160,13 @@ impl Invoker {
         }
     }
 
-    /// For AWS Lambda, with the standard credential and region chain.
+    /// For AWS Lambda, with the standard credential, region and endpoint chain
+    /// (AWS_ENDPOINT_URL_LAMBDA points it at any Lambda-compatible endpoint).
     pub async fn lambda(function: &str) -> Invoker {
         let conf = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .timeout_config(timeouts())
+            // run_batches retries, counts and backs off itself.
+            .retry_config(aws_config::retry::RetryConfig::disabled())
             .load()
             .await;
         Invoker {
@@ -92,9 +183,7 @@ impl Invoker {
             .payload(Blob::new(payload))
             .send()
             .await
-            .map_err(|e| {
-                InvokeError::Api(aws_sdk_lambda::error::DisplayErrorContext(&e).to_string())
-            })?;
+            .map_err(classify)?;
         let body = out
             .payload()
             .map(|b| b.as_ref().to_vec())
@@ -107,8 +196,11 @@ impl Invoker {
                 message: field("errorMessage"),
             });
         }
-        serde_json::from_slice(&body)
-            .map_err(|e| InvokeError::Api(format!("function answered with no stats: {e}")))
+        serde_json::from_slice(&body).map_err(|e| InvokeError::Api {
+            status: Some(out.status_code() as u16),
+            code: None,
+            message: format!("function answered with no stats: {e}"),
+        })
     }
 }
 
@@ -125,26 +217,117 @@ pub struct DispatchError {
 #[derive(Debug, Default, Clone)]
 pub struct Dispatched {
     pub stats: Stats,
+    /// Invocations sent again, for any reason (throttling included).
     pub retries: u64,
+    /// Of `retries`, those after Lambda throttled the call (429).
+    pub throttled: u64,
 }
 
+/// Sends of one batch that may fail with a retryable error before it fails for good.
 const ATTEMPTS: u32 = 3;
+/// Throttled sends of one batch waited out before giving up: with the backoff below, a
+/// batch waits up to about a minute for a concurrency slot.
+const THROTTLED_ATTEMPTS: u32 = 8;
+const BACKOFF_BASE: Duration = Duration::from_millis(200);
+const BACKOFF_CAP: Duration = Duration::from_secs(20);
 
-/// The payload for a batch: inline, or through the store when it would pass the limit.
-pub async fn payload_for(b: &PlannedBatch, n: usize, store: &Store) -> anyhow::Result<Vec<u8>> {
+/// The pause before the `n`th resend (n >= 1): exponential, capped, with "equal jitter"
+/// (half fixed, half random) so that workers throttled together do not return together.
+pub fn backoff(n: u32, floor: Option<Duration>) -> Duration {
+    let exp = BACKOFF_BASE
+        .saturating_mul(1u32 << (n - 1).min(16))
+        .min(BACKOFF_CAP);
+    let half = exp / 2;
+    let d = half + half.mul_f64(fastrand::f64());
+    d.max(floor.unwrap_or_default().min(BACKOFF_CAP))
+}
+
+/// The payload for a batch: inline, or through the store when it would pass the limit
+/// (or `force_stored`, after Lambda refused it as too large).
+pub async fn payload_for(
+    b: &PlannedBatch,
+    n: usize,
+    store: &Store,
+    force_stored: bool,
+) -> anyhow::Result<Vec<u8>> {
     let inline = serde_json::to_vec(&Payload::Inline(b.batch.clone()))?;
-    if inline.len() <= PAYLOAD_LIMIT - 1024 {
+    if inline.len() <= PAYLOAD_LIMIT - 1024 && !force_stored {
         return Ok(inline);
     }
     let key = format!("{}/_batches/{n}.json", b.batch.job_prefix);
     store
-        .put(&key, serde_json::to_vec(&b.batch)?.into())
+        .put_intermediate(&key, serde_json::to_vec(&b.batch)?.into())
         .await?;
     Ok(serde_json::to_vec(&Payload::Stored {
         store: b.batch.store.clone(),
         job_prefix: b.batch.job_prefix.clone(),
         key,
     })?)
+}
+
+/// How one batch's invocation went, after its retries.
+struct Sent {
+    batch: usize,
+    attempts: u32,
+    throttled: u32,
+    result: Result<Stats, InvokeError>,
+}
+
+/// Invokes one batch until it succeeds, fails for good, or runs out of attempts.
+async fn send(inv: &Invoker, b: &PlannedBatch, i: usize, store: &Store) -> Sent {
+    let (mut attempts, mut failures, mut throttled) = (0u32, 0u32, 0u32);
+    let mut stored = false;
+    let mut payload = None;
+    loop {
+        let p = match payload.take() {
+            Some(p) => p,
+            None => match payload_for(b, i, store, stored).await {
+                Ok(p) => p,
+                Err(e) => {
+                    return Sent {
+                        batch: i,
+                        attempts: attempts.max(1),
+                        throttled,
+                        result: Err(InvokeError::api(format!("cannot stage the batch: {e}"))),
+                    };
+                }
+            },
+        };
+        attempts += 1;
+        let result = inv.invoke(p.clone()).await;
+        let pause = match &result {
+            Err(e) if e.too_large() && !stored => {
+                stored = true; // send it again by key, at once
+                continue;
+            }
+            Err(InvokeError::Throttled { retry_after, .. }) if throttled < THROTTLED_ATTEMPTS => {
+                throttled += 1;
+                backoff(throttled, *retry_after)
+            }
+            Err(e) if e.retryable() && !matches!(e, InvokeError::Throttled { .. }) => {
+                failures += 1;
+                if failures >= ATTEMPTS {
+                    return Sent {
+                        batch: i,
+                        attempts,
+                        throttled,
+                        result,
+                    };
+                }
+                backoff(failures, None)
+            }
+            _ => {
+                return Sent {
+                    batch: i,
+                    attempts,
+                    throttled,
+                    result,
+                };
+            }
+        };
+        payload = Some(p);
+        tokio::time::sleep(pause).await;
+    }
 }
 
 /// Sends every batch once its dependencies have finished, at most `workers` at a time.
@@ -170,40 +353,19 @@ pub async fn run_batches(
     while done < n {
         while running.len() < workers {
             let Some(i) = ready.pop_front() else { break };
-            let inv = inv.clone();
-            let b = &batches[i];
-            running.push(async move {
-                let payload = match payload_for(b, i, store).await {
-                    Ok(p) => p,
-                    Err(e) => {
-                        return (
-                            i,
-                            1,
-                            Err(InvokeError::Api(format!("cannot stage the batch: {e}"))),
-                        );
-                    }
-                };
-                let mut attempt = 1;
-                loop {
-                    match inv.invoke(payload.clone()).await {
-                        Err(e) if e.retryable() && attempt < ATTEMPTS => {
-                            tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
-                            attempt += 1;
-                        }
-                        r => return (i, attempt, r),
-                    }
-                }
-            });
+            running.push(send(inv, &batches[i], i, store));
         }
-        let Some((i, attempts, r)) = running.next().await else {
+        let Some(sent) = running.next().await else {
             unreachable!("dependency cycle in the batch graph");
         };
-        let stats = r.map_err(|error| DispatchError {
+        let i = sent.batch;
+        total.retries += (sent.attempts - 1) as u64;
+        total.throttled += sent.throttled as u64;
+        let stats = sent.result.map_err(|error| DispatchError {
             batch: i,
-            attempts,
+            attempts: sent.attempts,
             error,
         })?;
-        total.retries += (attempts - 1) as u64;
         total.stats.add(&stats);
         on_done(i, &stats);
         done += 1;
@@ -233,6 +395,64 @@ mod tests {
         (Store::open(&spec).unwrap(), dir)
     }
 
+    /// Which failures are worth another send, as docs/deploy.md lists them.
+    #[test]
+    fn retry_classification() {
+        let f = |t: &str| InvokeError::Function {
+            error_type: t.into(),
+            message: String::new(),
+        };
+        let api = |status: Option<u16>, code: Option<&str>| InvokeError::Api {
+            status,
+            code: code.map(str::to_string),
+            message: String::new(),
+        };
+        for t in ["StoreError", "Runtime.ExitError", "Runtime.Unknown"] {
+            assert!(f(t).retryable(), "{t}");
+        }
+        for t in [
+            "Runtime.OutOfMemory",
+            "Function.TimedOut",
+            "OutsideJobPrefix",
+            "MissingBlock",
+            "CorruptBlock",
+            "KernelError",
+            "BadPayload",
+        ] {
+            assert!(!f(t).retryable(), "{t}");
+        }
+        let throttled = InvokeError::Throttled {
+            message: String::new(),
+            retry_after: None,
+        };
+        assert!(throttled.retryable());
+        assert!(api(None, None).retryable()); // no answer at all
+        assert!(api(Some(500), Some("ServiceException")).retryable());
+        assert!(api(Some(502), Some("ResourceNotReadyException")).retryable());
+        assert!(!api(Some(502), Some("InvalidZipFileException")).retryable());
+        assert!(!api(Some(502), Some("KMSAccessDeniedException")).retryable());
+        assert!(!api(Some(404), Some("ResourceNotFoundException")).retryable());
+        assert!(!api(Some(403), Some("AccessDeniedException")).retryable());
+        assert!(!api(Some(413), Some("RequestTooLargeException")).retryable());
+        assert!(api(Some(413), None).too_large());
+    }
+
+    /// Backoff doubles from 200 ms to a 20 s cap, half of it random, never under Retry-After.
+    #[test]
+    fn backoff_grows_with_jitter_and_a_cap() {
+        for n in 1..=12u32 {
+            let exp = (200u64 << (n - 1).min(16)).min(20_000);
+            for _ in 0..50 {
+                let d = backoff(n, None).as_millis() as u64;
+                assert!(d >= exp / 2 && d <= exp, "n={n}: {d} ms");
+            }
+        }
+        let spread: std::collections::HashSet<_> = (0..20).map(|_| backoff(5, None)).collect();
+        assert!(spread.len() > 1, "no jitter");
+        assert!(backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+        assert!(backoff(1, Some(Duration::from_secs(3600))) <= BACKOFF_CAP);
+    }
+
     /// A batch description over 6 MB travels through the store; the function fetches it.
     #[tokio::test(flavor = "multi_thread")]
     async fn large_batch_goes_through_the_store() {
@@ -260,7 +480,7 @@ mod tests {
             },
             deps: vec![],
         };
-        let payload = payload_for(&b, 7, &store).await.unwrap();
+        let payload = payload_for(&b, 7, &store, false).await.unwrap();
         assert!(payload.len() < 1024, "payload is {} bytes", payload.len());
         let p: Payload = serde_json::from_slice(&payload).unwrap();
         let (resolved, _) = nums_function::runtime::resolve(p).await.unwrap();

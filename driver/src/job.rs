@@ -78,6 +78,27 @@ struct RawJob {
     outputs: Option<BTreeMap<String, Spanned<toml::Value>>>,
 }
 
+/// What a job file may leave out: nums-cloud's own defaults, or a deployment's (read from
+/// `--infra terraform-output.json`). A key the job file sets always wins.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Defaults {
+    pub backend: Backend,
+    pub function: String,
+    pub storage_url: String,
+    pub memory_mb: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults {
+            backend: Backend::Local,
+            function: "nums-cloud".into(),
+            storage_url: "file://nums-data".into(),
+            memory_mb: 2048,
+        }
+    }
+}
+
 /// `[compute]`, with defaults filled in.
 #[derive(Debug, Clone)]
 pub struct Compute {
@@ -161,17 +182,27 @@ impl Job {
 
     /// Reads and checks a job file.
     pub fn load(path: &Path) -> Result<Job, JobError> {
+        Job::load_with(path, &Defaults::default())
+    }
+
+    /// Reads and checks a job file; what it leaves out comes from `defaults`.
+    pub fn load_with(path: &Path, defaults: &Defaults) -> Result<Job, JobError> {
         let text = std::fs::read_to_string(path).map_err(|e| JobError {
             file: path.to_path_buf(),
             line: 0,
             key: String::new(),
             message: format!("cannot read the job file: {e}"),
         })?;
-        Job::parse(path, &text)
+        Job::parse_with(path, &text, defaults)
     }
 
     /// Parses job-file text; `path` names the file in errors and anchors relative paths.
     pub fn parse(path: &Path, text: &str) -> Result<Job, JobError> {
+        Job::parse_with(path, text, &Defaults::default())
+    }
+
+    /// [`Job::parse`], with `defaults` for the keys the text leaves out.
+    pub fn parse_with(path: &Path, text: &str, defaults: &Defaults) -> Result<Job, JobError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
         let file = path.to_path_buf();
         let raw: RawJob = toml::from_str(text).map_err(|e| JobError {
@@ -236,7 +267,7 @@ impl Job {
             .url
             .as_ref()
             .map(|u| u.get_ref().as_str())
-            .unwrap_or("file://nums-data");
+            .unwrap_or(&defaults.storage_url);
         let endpoint = storage.endpoint.as_ref().map(|e| e.get_ref().clone());
         let storage_spec = resolve_store_url(&dir, url, endpoint.clone())
             .map_err(|m| e(storage_line, "storage.url", m))?;
@@ -269,12 +300,21 @@ impl Job {
             }
         };
         let compute = Compute {
-            backend: c.backend.unwrap_or(Backend::Local),
+            backend: c.backend.unwrap_or(defaults.backend),
             workers: positive(&c.workers, "compute.workers", 2, 1, 1000)? as usize,
-            memory_mb: positive(&c.memory_mb, "compute.memory_mb", 2048, 128, 10240)?,
+            memory_mb: positive(
+                &c.memory_mb,
+                "compute.memory_mb",
+                defaults.memory_mb as i64,
+                128,
+                10240,
+            )?,
             timeout_seconds: positive(&c.timeout_seconds, "compute.timeout_seconds", 900, 1, 900)?,
             scheduler: c.scheduler.unwrap_or(SchedulerKind::Lshs),
-            function: c.function.clone().unwrap_or_else(|| "nums-cloud".into()),
+            function: c
+                .function
+                .clone()
+                .unwrap_or_else(|| defaults.function.clone()),
         };
 
         let mut arrays = Vec::new();

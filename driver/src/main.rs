@@ -32,6 +32,10 @@ enum Cmd {
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
+        /// A deployment's `terraform output -json`: fills the job's function, storage url,
+        /// memory and backend (lambda) where the job file leaves them out; sets the region.
+        #[arg(long)]
+        infra: Option<PathBuf>,
     },
     /// Dry run: the batches, simulated loads, projected memory and estimated cost of LSHS
     /// and naive side by side; nothing runs and nothing is written.
@@ -40,9 +44,48 @@ enum Cmd {
         /// Also draw both plans as an SVG chart.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// A deployment's `terraform output -json` (as for `run`).
+        #[arg(long)]
+        infra: Option<PathBuf>,
     },
     /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
-    Check { job: PathBuf },
+    Check {
+        job: PathBuf,
+        /// A deployment's `terraform output -json` (as for `run`).
+        #[arg(long)]
+        infra: Option<PathBuf>,
+    },
+    /// Build the Lambda deployment zip: the `bootstrap` binary (provided.al2023) zipped at
+    /// its root. Run inside the nums-cloud source tree (or pass --source).
+    Package {
+        /// The Lambda architecture.
+        #[arg(long, value_enum, default_value = "x86_64")]
+        arch: nums_cloud::package::Arch,
+        /// Where the zip goes (default: target/lambda in the source tree).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The nums-cloud source tree (default: found from the current folder upwards).
+        #[arg(long)]
+        source: Option<PathBuf>,
+    },
+    /// Serve a local Lambda-compatible endpoint (the Invoke API, with function processes
+    /// behind it, as `backend = "local"` starts) until interrupted; prints its URL. Point
+    /// the lambda backend at it with AWS_ENDPOINT_URL_LAMBDA=URL.
+    Endpoint {
+        /// The function name it answers to.
+        #[arg(long, default_value = "nums-cloud")]
+        function: String,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 2048)]
+        memory_mb: u64,
+        #[arg(long, default_value_t = 900)]
+        timeout_seconds: u64,
+        /// The function process (for example an unzipped `bootstrap`); default: this
+        /// executable's own function loop.
+        #[arg(long, num_args = 1.., allow_hyphen_values = true)]
+        command: Option<Vec<String>>,
+    },
     /// Serve batches as a function process (what the local endpoint starts).
     #[command(hide = true)]
     Function,
@@ -50,6 +93,31 @@ enum Cmd {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let infra = match &cli.cmd {
+        Cmd::Run { infra, .. } | Cmd::Plan { infra, .. } | Cmd::Check { infra, .. } => {
+            infra.as_deref()
+        }
+        _ => None,
+    };
+    let defaults = match infra.map(nums_cloud::infra::Infra::load).transpose() {
+        Ok(Some(i)) => {
+            if let Some(region) = &i.region {
+                // The deployment's region for both the Lambda client and the store: set
+                // here, before any thread exists, as the AWS chain reads it from the env.
+                // SAFETY: single-threaded still (the runtime starts below).
+                unsafe {
+                    std::env::set_var("AWS_REGION", region);
+                    std::env::set_var("AWS_DEFAULT_REGION", region);
+                }
+            }
+            i.defaults()
+        }
+        Ok(None) => nums_cloud::job::Defaults::default(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -67,11 +135,13 @@ fn main() -> ExitCode {
                 stats,
                 keep,
                 quiet,
+                infra: _,
             } => {
                 let opts = nums_cloud::run::RunOptions {
                     keep,
                     progress: !quiet && std::io::stderr().is_terminal(),
                     function_command: None,
+                    defaults,
                 };
                 let report = nums_cloud::run::run(&job, &opts).await?;
                 print!("{}", report.summary());
@@ -81,8 +151,8 @@ fn main() -> ExitCode {
                 }
                 anyhow::Ok(())
             }
-            Cmd::Plan { job, svg } => {
-                let c = nums_cloud::run::check(&job).await?;
+            Cmd::Plan { job, svg, .. } => {
+                let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let lshs = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Lshs)?;
                 let naive = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Naive)?;
@@ -93,8 +163,8 @@ fn main() -> ExitCode {
                 }
                 Ok(())
             }
-            Cmd::Check { job } => {
-                let c = nums_cloud::run::check(&job).await?;
+            Cmd::Check { job, .. } => {
+                let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 nums_cloud::run::plan_job(&c.job, &c.graph)?;
                 println!(
                     "{}: ok ({} arrays, {} outputs)",
@@ -102,6 +172,51 @@ fn main() -> ExitCode {
                     c.job.arrays.len(),
                     c.job.outputs.len()
                 );
+                Ok(())
+            }
+            Cmd::Package { arch, out, source } => {
+                let opts = nums_cloud::package::PackageOptions { arch, out, source };
+                let p = tokio::task::spawn_blocking(move || nums_cloud::package::package(&opts))
+                    .await??;
+                println!(
+                    "{} ({}, bootstrap {}, built in {:.0} s)",
+                    p.zip.display(),
+                    nums_cloud::report::human(p.zip_bytes),
+                    nums_cloud::report::human(p.binary_bytes),
+                    p.build_seconds
+                );
+                Ok(())
+            }
+            Cmd::Endpoint {
+                function,
+                workers,
+                memory_mb,
+                timeout_seconds,
+                command,
+            } => {
+                let command = match command {
+                    Some(c) => c,
+                    None => nums_cloud::run::default_function_command()?,
+                };
+                let ep = nums_cloud::local::LocalEndpoint::start(nums_cloud::local::LocalConfig {
+                    function,
+                    workers,
+                    memory_mb,
+                    timeout: std::time::Duration::from_secs(timeout_seconds),
+                    command,
+                    log_dir: std::env::temp_dir()
+                        .join(format!("nums-cloud-endpoint-{}", std::process::id())),
+                })
+                .await?;
+                println!("{}", ep.invoke_url);
+                // Stop on SIGINT or SIGTERM, and take the function processes down too.
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => r?,
+                    _ = term.recv() => {}
+                }
+                ep.stop().await;
                 Ok(())
             }
             Cmd::Function => nums_function::runtime::serve()

@@ -62,6 +62,8 @@ pub struct Report {
     pub gb_seconds: f64,
     pub cost_usd: f64,
     pub retries: u64,
+    /// Of `retries`, the invocations Lambda throttled (429) and that were sent again.
+    pub throttled: u64,
     pub backups: u64,
     #[serde(skip)]
     pub outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
@@ -110,6 +112,7 @@ impl Report {
                 + puts as f64 * USD_PER_S3_PUT
                 + others as f64 * USD_PER_S3_GET,
             retries: d.retries,
+            throttled: d.throttled,
             backups: 0,
             outputs,
         }
@@ -121,8 +124,14 @@ impl Report {
         let mb = human;
         s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
         s += &format!(
-            "  invocations  {} ({} tasks, {} retries) on {} with {} workers, scheduler {}\n",
-            self.invocations, self.tasks, self.retries, self.backend, self.workers, self.scheduler
+            "  invocations  {} ({} tasks, {} retries of which {} throttled) on {} with {} workers, scheduler {}\n",
+            self.invocations,
+            self.tasks,
+            self.retries,
+            self.throttled,
+            self.backend,
+            self.workers,
+            self.scheduler
         );
         s += &format!(
             "  store        functions read {} and wrote {} in {} requests; driver read {} and wrote {}\n",

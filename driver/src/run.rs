@@ -11,7 +11,7 @@ use nums_layout::{ArrayMeta, Block, Store, StoredArray};
 
 use crate::dispatch::{Invoker, run_batches};
 use crate::graph::{self, Graph, NodeOp};
-use crate::job::{Backend, Job, SchedulerKind, Target};
+use crate::job::{Backend, Defaults, Job, SchedulerKind, Target};
 use crate::local::{LocalConfig, LocalEndpoint};
 use crate::report::Report;
 use crate::tasks;
@@ -22,6 +22,8 @@ pub struct RunOptions {
     pub progress: bool,
     /// The local function process; default: this executable's `function` subcommand.
     pub function_command: Option<Vec<String>>,
+    /// What the job file leaves out (from `--infra`, or nums-cloud's own defaults).
+    pub defaults: Defaults,
 }
 
 /// A checked job, ready to run: nothing has been written yet.
@@ -34,7 +36,12 @@ pub struct Checked {
 /// Everything that can be checked before anything runs: the file, names, shapes, dtypes,
 /// input files, and that the store answers.
 pub async fn check(path: &Path) -> anyhow::Result<Checked> {
-    let job = Job::load(path)?;
+    check_with(path, &Defaults::default()).await
+}
+
+/// [`check`], with `defaults` for what the job file leaves out.
+pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
+    let job = Job::load_with(path, defaults)?;
     let graph = tokio::task::block_in_place(|| graph::build(&job))?;
     let store = Store::open(&job.storage)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
@@ -60,7 +67,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         job,
         graph: g,
         store,
-    } = check(path).await?;
+    } = check_with(path, &opts.defaults).await?;
     let prefix = job.name.clone();
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
     // select everything: the largest the job can be).
@@ -228,7 +235,7 @@ pub fn plan_with(job: &Job, g: &Graph, kind: SchedulerKind) -> anyhow::Result<cr
 /// The function process of the local backend: `nums-cloud function` — this executable
 /// when it is nums-cloud, else a `nums-cloud` next to it (or one folder up, as cargo lays
 /// out test binaries) or on the PATH; `$NUMS_CLOUD_FUNCTION` overrides.
-fn default_function_command() -> anyhow::Result<Vec<String>> {
+pub fn default_function_command() -> anyhow::Result<Vec<String>> {
     if let Ok(p) = std::env::var("NUMS_CLOUD_FUNCTION") {
         return Ok(p.split_whitespace().map(str::to_string).collect());
     }
@@ -263,9 +270,18 @@ fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
             "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
             job.compute.memory_mb
         ),
-        InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut" => format!(
-            "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
-            job.compute.timeout_seconds
+        // Lambda reports a timeout as either, depending on the runtime's age.
+        InvokeError::Function { error_type, .. }
+            if error_type == "Function.TimedOut" || error_type == "Sandbox.Timedout" =>
+        {
+            format!(
+                "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
+                job.compute.timeout_seconds
+            )
+        }
+        InvokeError::Throttled { .. } => format!(
+            "\n  hint: Lambda kept throttling: lower [compute] workers (now {}) or raise the function's reserved concurrency",
+            job.compute.workers
         ),
         _ => String::new(),
     };

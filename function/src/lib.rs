@@ -146,10 +146,13 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
             let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &b))
                 .await
                 .expect("encode task panicked")?;
+            let key = out.block_key(&t.output.index);
             if out.path.contains("/_tmp/") {
                 intermediate_bytes_written += bytes.len() as u64;
+                store.put_intermediate(&key, bytes).await?;
+            } else {
+                store.put(&key, bytes).await?;
             }
-            store.put(&out.block_key(&t.output.index), bytes).await?;
             io_seconds += t_write.elapsed().as_secs_f64();
         }
         if uses.get(&t.output).copied().unwrap_or(0) > 0 {

@@ -13,7 +13,31 @@ use crate::FnError;
 /// Stores are opened once per process and reused by warm invocations (connection reuse).
 static STORES: Mutex<Option<HashMap<StoreSpec, Store>>> = Mutex::new(None);
 
+/// Where infra/ deploys the function it sets `NUMS_ALLOWED_STORE` (`s3://bucket/prefix`):
+/// a batch naming another store, or an endpoint other than `NUMS_ALLOWED_ENDPOINT`, is
+/// refused before any request, whatever the function's role could reach.
+pub fn check_allowed_store(spec: &StoreSpec) -> Result<(), FnError> {
+    let Ok(allowed) = std::env::var("NUMS_ALLOWED_STORE") else {
+        return Ok(());
+    };
+    let allowed = allowed.trim_end_matches('/');
+    let url = spec.url.trim_end_matches('/');
+    let inside = (url == allowed || url.starts_with(&format!("{allowed}/")))
+        && !url.split('/').any(|s| s == ".." || s == ".");
+    let endpoint_ok = spec.endpoint == std::env::var("NUMS_ALLOWED_ENDPOINT").ok();
+    if inside && endpoint_ok {
+        Ok(())
+    } else {
+        Err(nums_layout::Error::OutsidePrefix {
+            key: spec.to_string(),
+            prefix: allowed.to_string(),
+        }
+        .into())
+    }
+}
+
 fn store_for(spec: &StoreSpec) -> Result<Store, FnError> {
+    check_allowed_store(spec)?;
     let mut g = STORES.lock().expect("store cache");
     let map = g.get_or_insert_with(HashMap::new);
     if let Some(s) = map.get(spec) {

@@ -37,6 +37,10 @@ impl std::fmt::Display for StoreSpec {
     }
 }
 
+/// The S3 object tag (key, value) of job intermediates: infra/'s lifecycle rule expires
+/// objects that carry it.
+pub const INTERMEDIATE_TAG: (&str, &str) = ("nums-cloud", "intermediate");
+
 /// Requests and bytes that went through a [`Store`], with the time spent waiting on them.
 #[derive(Debug, Default)]
 pub struct IoCounters {
@@ -195,6 +199,27 @@ impl Store {
         let n = bytes.len() as u64;
         self.inner
             .put(&self.path(key), PutPayload::from_bytes(bytes))
+            .await
+            .map_err(|e| self.err(e, key))?;
+        self.counters.bytes_written.fetch_add(n, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// [`Store::put`] for a job intermediate (a `_tmp` block or a staged batch): on S3 the
+    /// object carries the tag [`INTERMEDIATE_TAG`], which the bucket's lifecycle rule
+    /// (infra/) expires, so intermediates of a job that never finished do not stay
+    /// forever. (S3 lifecycle filters take no wildcards, so the key alone cannot say it.)
+    pub async fn put_intermediate(&self, key: &str, bytes: Bytes) -> Result<()> {
+        self.counters.put_requests.fetch_add(1, Ordering::Relaxed);
+        let n = bytes.len() as u64;
+        let mut tags = object_store::TagSet::default();
+        tags.push(INTERMEDIATE_TAG.0, INTERMEDIATE_TAG.1);
+        let opts = object_store::PutOptions {
+            tags,
+            ..Default::default()
+        };
+        self.inner
+            .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
             .await
             .map_err(|e| self.err(e, key))?;
         self.counters.bytes_written.fetch_add(n, Ordering::Relaxed);
