@@ -349,6 +349,7 @@ impl Array {
             keep: false,
             progress: false,
             function_command: function,
+            defaults: Default::default(),
         };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()

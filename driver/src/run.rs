@@ -20,7 +20,7 @@ use crate::tasks;
 pub struct RunOptions {
     pub keep: bool,
     pub progress: bool,
-    /// The local function process; default: this executable's `function` subcommand.
+    /// The local function process; default: [`default_function_command`].
     pub function_command: Option<Vec<String>>,
     /// What the job file leaves out (from `--infra`, or nums-cloud's own defaults).
     pub defaults: Defaults,
