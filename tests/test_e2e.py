@@ -263,7 +263,7 @@ def test_measured_memory_within_projection(scheduler, tmp_path):
         "H": "X.T @ X",
     }
     (tmp_path / "job.toml").write_text(job_text(
-        arrays, {"X": "X.npy", "g": "g.npy", "H": "H.npy"}, compute={"memory_mb": 256, "workers": 2, "scheduler": scheduler}))
+        arrays, {"X": "X.npy", "g": "g.npy", "H": "H.npy"}, compute={"memory_mb": 192, "workers": 2, "scheduler": scheduler}))
     run(tmp_path / "job.toml", "--stats", str(tmp_path / "s.json"))
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["invocations_over_projection"] == 0, s

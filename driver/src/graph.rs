@@ -1253,6 +1253,33 @@ impl<'a> Builder<'a> {
                 }
             }
         }
+        // An operand that is a transpose is read through: its source with the letters
+        // permuted (no transposed copy of the blocks is made).
+        let mut spec = spec;
+        let xs: Vec<NodeId> = xs
+            .iter()
+            .zip(spec.inputs.iter_mut())
+            .map(|(&x, letters)| match &self.g.nodes[x].op {
+                NodeOp::Transpose { x: src, perm } => {
+                    let mut src_letters = letters.clone();
+                    for (i, &p) in perm.iter().enumerate() {
+                        src_letters[p] = letters[i];
+                    }
+                    *letters = src_letters;
+                    *src
+                }
+                _ => x,
+            })
+            .collect();
+        let explicit = format!(
+            "{}->{}",
+            spec.inputs
+                .iter()
+                .map(|l| l.iter().collect::<String>())
+                .collect::<Vec<_>>()
+                .join(","),
+            spec.output.iter().collect::<String>()
+        );
         let xs: Vec<NodeId> = xs
             .iter()
             .zip(&spec.inputs)

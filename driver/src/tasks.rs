@@ -200,8 +200,19 @@ pub fn node_path(job: &str, g: &Graph, id: NodeId) -> String {
 /// The work of every block of the graph, in topological order (imports have none: the
 /// driver writes their blocks).
 pub fn block_work(g: &Graph) -> Vec<Work> {
+    // Only what the stored arrays need is computed: a named array no output uses, or a
+    // transpose that a contraction reads through, makes no tasks.
+    let mut needed = vec![false; g.nodes.len()];
+    for n in g.nodes.iter().rev() {
+        if n.stored || needed[n.id] {
+            needed[n.id] = true;
+            for i in n.op.inputs() {
+                needed[i] = true;
+            }
+        }
+    }
     let mut out = Vec::new();
-    for n in &g.nodes {
+    for n in g.nodes.iter().filter(|n| needed[n.id]) {
         for idx in n.meta.blocks() {
             if let Some(w) = work_for(g, n.id, &idx) {
                 out.push(w);

@@ -177,6 +177,37 @@ fn diagonal(mut a: CowArray<'_, f64, IxDyn>, mut l: Vec<char>) -> Result<Labeled
     Ok(Labeled { a, l })
 }
 
+/// An operand as a (rows, columns) matrix over two groups of its letters: a view when its
+/// axes are in that order or in the opposite one (then transposed), else a copy.
+fn matrix<'v>(
+    o: &'v Labeled<'_>,
+    rows: &[char],
+    cols: &[char],
+) -> (CowArray<'v, f64, ndarray::Ix2>, (usize, usize)) {
+    let pos = |c: &char| o.l.iter().position(|x| x == c).expect("letter");
+    let size = |g: &[char]| g.iter().map(|c| o.a.shape()[pos(c)]).product::<usize>();
+    let (m, k) = (size(rows), size(cols));
+    let perm = |order: &[&[char]]| -> Vec<usize> {
+        order.iter().flat_map(|g| g.iter()).map(pos).collect()
+    };
+    let direct = o.a.view().permuted_axes(perm(&[rows, cols]));
+    if direct.is_standard_layout() {
+        let v = direct.into_shape_with_order((m, k)).expect("contiguous");
+        return (CowArray::from(v), (m, k));
+    }
+    let flipped = o.a.view().permuted_axes(perm(&[cols, rows]));
+    if flipped.is_standard_layout() {
+        let v = flipped.into_shape_with_order((k, m)).expect("contiguous");
+        return (CowArray::from(v.reversed_axes()), (m, k));
+    }
+    let owned = direct
+        .as_standard_layout()
+        .into_owned()
+        .into_shape_with_order((m, k))
+        .expect("contiguous");
+    (CowArray::from(owned), (m, k))
+}
+
 /// Contracts two operands over their shared letters that no later operand or the output
 /// needs; shared letters still needed are batch axes.
 fn contract<'a>(
@@ -230,6 +261,27 @@ fn contract<'a>(
             CowArray::from(v.as_standard_layout().into_owned())
         };
         (v, dims)
+    }
+    if batch.is_empty() {
+        // One product: BLAS reads a transposed operand in place, so an operand stored the
+        // other way round (`ji,jk->ik`) is passed as a transposed view, not copied.
+        let (ax, dx) = matrix(&x, &fx, &con);
+        let (ay, dy) = matrix(y, &con, &fy);
+        let mut out = ndarray::Array2::<f64>::zeros((dx.0, dy.1));
+        general_mat_mul(1.0, &ax, &ay, 0.0, &mut out);
+        let l: Vec<char> = fx.iter().chain(&fy).copied().collect();
+        let shape: Vec<usize> = fx
+            .iter()
+            .map(|&c| size(&x, c))
+            .chain(fy.iter().map(|&c| size(y, c)))
+            .collect();
+        let a = out
+            .into_shape_with_order(IxDyn(&shape))
+            .map_err(|e| e.to_string())?;
+        return Ok(Labeled {
+            a: CowArray::from(a),
+            l,
+        });
     }
     let (ax, dx) = arrange(&x, &[&batch, &fx, &con]);
     let (ay, dy) = arrange(y, &[&batch, &con, &fy]);
