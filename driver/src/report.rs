@@ -123,12 +123,15 @@ impl Report {
         let mut s = String::new();
         let mb = human;
         s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
+        let retries = match (self.retries, self.throttled) {
+            (1, 0) => "1 retry".to_string(),
+            (r, 0) => format!("{r} retries"),
+            (r, t) => format!("{r} retries, {t} of them throttled"),
+        };
         s += &format!(
-            "  invocations  {} ({} tasks, {} retries of which {} throttled) on {} with {} workers, scheduler {}\n",
+            "  invocations  {} ({} tasks, {retries}) on {} with {} workers, scheduler {}\n",
             self.invocations,
             self.tasks,
-            self.retries,
-            self.throttled,
             self.backend,
             self.workers,
             self.scheduler
