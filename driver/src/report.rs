@@ -130,11 +130,7 @@ impl Report {
         };
         s += &format!(
             "  invocations  {} ({} tasks, {retries}) on {} with {} workers, scheduler {}\n",
-            self.invocations,
-            self.tasks,
-            self.backend,
-            self.workers,
-            self.scheduler
+            self.invocations, self.tasks, self.backend, self.workers, self.scheduler
         );
         s += &format!(
             "  store        functions read {} and wrote {} in {} requests; driver read {} and wrote {}\n",
