@@ -75,6 +75,8 @@ pub enum ExprKind {
     Index(Box<Expr>, Vec<Expr>),
     /// `start:stop:step` inside an index.
     Slice(Option<Box<Expr>>, Option<Box<Expr>>, Option<Box<Expr>>),
+    /// `...` inside an index: as many whole axes as the other items leave.
+    Ellipsis,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -94,8 +96,8 @@ enum Tok {
 }
 
 const SYMS: &[&str] = &[
-    "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|", "^", "~",
-    "(", ")", "[", "]", ",", ".", ":", "=",
+    "...", "**", "//", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "&", "|",
+    "^", "~", "(", ")", "[", "]", ",", ".", ":", "=",
 ];
 
 fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
@@ -144,7 +146,7 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
             out.push((Tok::Str(chars[start + 1..i].iter().collect()), start));
             i += 1;
         } else {
-            let rest: String = chars[i..chars.len().min(i + 2)].iter().collect();
+            let rest: String = chars[i..chars.len().min(i + 3)].iter().collect();
             let sym = SYMS
                 .iter()
                 .find(|s| rest.starts_with(**s))
@@ -341,6 +343,12 @@ impl Parser {
 
     fn index_item(&mut self) -> Result<Expr, ExprError> {
         let pos = self.pos();
+        if self.eat("...") {
+            return Ok(Expr {
+                kind: ExprKind::Ellipsis,
+                pos,
+            });
+        }
         let bound = |p: &mut Parser| -> Result<Option<Box<Expr>>, ExprError> {
             if matches!(p.peek(), Tok::Sym(":") | Tok::Sym(",") | Tok::Sym("]")) {
                 Ok(None)

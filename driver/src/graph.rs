@@ -630,7 +630,9 @@ impl<'a> Builder<'a> {
                 }
                 _ => return Err(at("only arrays and tuples can be indexed".into())),
             },
-            ExprKind::Slice(..) => return Err(at("a slice is only allowed inside [ ]".into())),
+            ExprKind::Slice(..) | ExprKind::Ellipsis => {
+                return Err(at("slices and ... are only allowed inside [ ]".into()));
+            }
         })
     }
 
@@ -651,6 +653,38 @@ impl<'a> Builder<'a> {
     /// go and the new ones come.
     fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
         let m = self.meta(x).clone();
+        // `...` stands for the whole axes the other items leave.
+        let dots: Vec<&Expr> = items
+            .iter()
+            .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
+            .collect();
+        if dots.len() > 1 {
+            return Err(EvalError::Expr(ExprError::new(
+                dots[1].pos,
+                "an index can only have a single ellipsis ('...')",
+            )));
+        }
+        let expanded: Vec<Expr>;
+        let items = if let Some(dot) = dots.first() {
+            let used = items
+                .iter()
+                .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
+                .count();
+            let whole = Expr {
+                kind: ExprKind::Slice(None, None, None),
+                pos: dot.pos,
+            };
+            expanded = items
+                .iter()
+                .flat_map(|i| match i.kind {
+                    ExprKind::Ellipsis => vec![whole.clone(); m.ndim().saturating_sub(used)],
+                    _ => vec![i.clone()],
+                })
+                .collect();
+            expanded.as_slice()
+        } else {
+            items
+        };
         let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
         // Output axes: Some(d) is source axis d, None a new axis of length 1.
         let mut out: Vec<Option<usize>> = Vec::new();
