@@ -120,7 +120,7 @@ EXPR_ERRORS = {
     "einsum_sizes": ("einsum('ij,ij->i', A, A.T)", 1, ["letter 'i' has sizes 7 and 5"]),
     "einsum_repeated_output": ("einsum('ij->ii', A)", 1, ["output letter 'i' is repeated"]),
     "unknown_function": ("frobnicate(A)", 1, ["unknown function frobnicate()", "supported:"]),
-    "unknown_keyword": ("sum(A, axes=0)", 13, ["unexpected keyword argument \"axes\""]),
+    "unknown_keyword": ("sum(A, axes=0)", 8, ["unexpected keyword argument \"axes\""]),
     "matmul_inner": ("A @ A", 3, ["inner sizes 5 and 7 differ"]),
     "index_bounds": ("A[7]", 3, ["index 7 is out of bounds for axis 0 with size 7"]),
     "slice_step": ("A[::0]", 3, ["slice step cannot be zero"]),

@@ -70,13 +70,21 @@ pub enum ExprKind {
     Unary(UnOp, Box<Expr>),
     Binary(Op, Box<Expr>, Box<Expr>),
     Attr(Box<Expr>, String),
-    Call(String, Vec<Expr>, Vec<(String, Expr)>),
+    Call(String, Vec<Expr>, Vec<Kwarg>),
     Tuple(Vec<Expr>),
     Index(Box<Expr>, Vec<Expr>),
     /// `start:stop:step` inside an index.
     Slice(Option<Box<Expr>>, Option<Box<Expr>>, Option<Box<Expr>>),
     /// `...` inside an index: as many whole axes as the other items leave.
     Ellipsis,
+}
+
+/// A keyword argument `name=value`; `pos` is the name's position.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kwarg {
+    pub name: String,
+    pub pos: usize,
+    pub value: Expr,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -418,8 +426,7 @@ impl Parser {
         Ok(Expr { kind, pos })
     }
 
-    #[allow(clippy::type_complexity)]
-    fn call_args(&mut self) -> Result<(Vec<Expr>, Vec<(String, Expr)>), ExprError> {
+    fn call_args(&mut self) -> Result<(Vec<Expr>, Vec<Kwarg>), ExprError> {
         let mut args = Vec::new();
         let mut kwargs = Vec::new();
         while *self.peek() != Tok::Sym(")") {
@@ -429,7 +436,11 @@ impl Parser {
             {
                 self.next();
                 self.next();
-                kwargs.push((k, self.expr(0)?));
+                kwargs.push(Kwarg {
+                    name: k,
+                    pos,
+                    value: self.expr(0)?,
+                });
             } else {
                 if !kwargs.is_empty() {
                     return Err(ExprError::new(
@@ -477,7 +488,7 @@ mod tests {
                 "{f}({}{})",
                 a.iter().map(show).collect::<Vec<_>>().join(","),
                 k.iter()
-                    .map(|(k, v)| format!(",{k}={}", show(v)))
+                    .map(|k| format!(",{}={}", k.name, show(&k.value)))
                     .collect::<String>()
             ),
             ExprKind::Tuple(t) => format!("({})", t.iter().map(show).collect::<Vec<_>>().join(",")),

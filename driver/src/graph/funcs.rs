@@ -3,6 +3,7 @@
 //! primitive nodes, so that every block kernel stays small.
 
 use super::*;
+use crate::expr::Kwarg;
 
 /// Functions the expression language knows (README's table is checked against this).
 pub const SUPPORTED_FUNCTIONS: &[&str] = &[
@@ -316,7 +317,7 @@ impl<'a> Builder<'a> {
         &mut self,
         f: &str,
         args: &[Expr],
-        kwargs: &[(String, Expr)],
+        kwargs: &[Kwarg],
         pos: usize,
     ) -> Result<Bound, EvalError> {
         let at = |p: usize, m: String| EvalError::Expr(ExprError::new(p, m));
@@ -356,10 +357,15 @@ impl<'a> Builder<'a> {
                 .collect::<Result<Vec<_>, _>>()?;
             vals[1] = Some((Val::Tuple(items), args[1].pos));
         }
-        for (k, v) in kwargs {
+        for Kwarg {
+            name: k,
+            pos: kpos,
+            value: v,
+        } in kwargs
+        {
             let Some(i) = names.iter().position(|n| n == k) else {
                 return Err(at(
-                    v.pos,
+                    *kpos,
                     format!(
                         "{f}() got an unexpected keyword argument {k:?}; it takes {}",
                         names.join(", ")
@@ -367,7 +373,7 @@ impl<'a> Builder<'a> {
                 ));
             };
             if vals[i].is_some() {
-                return Err(at(v.pos, format!("{f}() got multiple values for {k:?}")));
+                return Err(at(*kpos, format!("{f}() got multiple values for {k:?}")));
             }
             vals[i] = Some((self.eval(v)?, v.pos));
         }
@@ -383,16 +389,16 @@ impl<'a> Builder<'a> {
         &mut self,
         f: &str,
         args: &[Expr],
-        kwargs: &[(String, Expr)],
+        kwargs: &[Kwarg],
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |p: usize, m: String| EvalError::Expr(ExprError::new(p, m));
         if f == "einsum" {
             // einsum(subscripts, *operands)
-            if let Some((k, v)) = kwargs.first() {
+            if let Some(k) = kwargs.first() {
                 return Err(at(
-                    v.pos,
-                    format!("einsum() got an unexpected keyword argument {k:?}"),
+                    k.pos,
+                    format!("einsum() got an unexpected keyword argument {:?}", k.name),
                 ));
             }
             let Some(first) = args.first() else {
