@@ -217,18 +217,11 @@ impl Array {
 
     /// The same values in blocks of `block` (the explicit re-blocking of the job file).
     pub fn block(&self, block: &[u64]) -> Array {
-        let inner = &mut self.s.0.borrow_mut();
-        let v = format!(
+        self.s.def(format!(
             "{{ expr = {}, block = {} }}",
             toml_str(&self.name),
             Session::dims(block)
-        );
-        let name = format!("a{}", inner.defs.len());
-        inner.defs.push((name.clone(), v));
-        Array {
-            s: self.s.clone(),
-            name,
-        }
+        ))
     }
 
     pub fn matmul(&self, other: &Array) -> Array {

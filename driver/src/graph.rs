@@ -514,7 +514,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x, k) => self.scalar_node(x, dtype_of_kind(k)),
+                    Val::Num(x, k) => self.scalar_node(x, DType::of_kind(k)),
                     _ => return Err(err(format!("{text:?} is not an array expression"))),
                 };
                 let m = self.meta(id).clone();
@@ -859,7 +859,7 @@ impl<'a> Builder<'a> {
     fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x, k) => Ok(self.scalar_node(x, dtype_of_kind(k))),
+            Val::Num(x, k) => Ok(self.scalar_node(x, DType::of_kind(k))),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -966,16 +966,11 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<DType, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        let kind = |d: DType| match d {
-            DType::Bool => ScalarKind::Bool,
-            DType::Int64 => ScalarKind::Int,
-            _ => ScalarKind::Float,
-        };
         // A scalar operand (weak) takes the array's dtype where its kind fits.
         let common = match (a, b) {
             ((x, false), (y, false)) => x.promote(y),
-            ((x, false), (y, true)) => x.promote_scalar(kind(y)),
-            ((x, true), (y, false)) => y.promote_scalar(kind(x)),
+            ((x, false), (y, true)) => x.promote_scalar(y.kind()),
+            ((x, true), (y, false)) => y.promote_scalar(x.kind()),
             ((x, true), (y, true)) => x.promote(y),
         };
         Ok(match op {
@@ -1016,7 +1011,7 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
-            Val::Num(_, k) => Some((dtype_of_kind(*k), true)),
+            Val::Num(_, k) => Some((DType::of_kind(*k), true)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -1025,14 +1020,7 @@ impl<'a> Builder<'a> {
         let dtype = self.result_dtype(bop, da, db, pos)?;
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
         Ok(match (a, b) {
-            (Val::Num(x, _), Val::Num(y, _)) => {
-                let kind = match dtype {
-                    DType::Bool => ScalarKind::Bool,
-                    DType::Int64 => ScalarKind::Int,
-                    _ => ScalarKind::Float,
-                };
-                Val::Num(bop.apply(x, y), kind)
-            }
+            (Val::Num(x, _), Val::Num(y, _)) => Val::Num(bop.apply(x, y), dtype.kind()),
             (Val::Arr(x), Val::Num(value, _)) | (Val::Num(value, _), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
@@ -1115,7 +1103,7 @@ impl<'a> Builder<'a> {
     fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
-            Val::Num(_, k) => (dtype_of_kind(*k), true),
+            Val::Num(_, k) => (DType::of_kind(*k), true),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -1424,14 +1412,6 @@ impl<'a> Builder<'a> {
 /// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
 type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 
-fn dtype_of_kind(k: ScalarKind) -> DType {
-    match k {
-        ScalarKind::Bool => DType::Bool,
-        ScalarKind::Int => DType::Int64,
-        ScalarKind::Float => DType::Float64,
-    }
-}
-
 /// Python's slice semantics on an axis of `n`: (first index, step, length).
 fn python_slice(
     start: Option<i64>,
@@ -1454,20 +1434,24 @@ fn python_slice(
     }
 }
 
+/// One axis NumPy-style: negatives count from the end.
+fn one_axis(i: i64, ndim: usize) -> Result<usize, String> {
+    let n = ndim as i64;
+    if i < -n || i >= n {
+        return Err(format!(
+            "axis {i} is out of bounds for an array of dimension {ndim}"
+        ));
+    }
+    Ok(i.rem_euclid(n.max(1)) as usize)
+}
+
 /// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
 fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     let one = |x: f64| -> Result<usize, String> {
-        let i = x as i64;
-        if i as f64 != x {
+        if x.fract() != 0.0 {
             return Err(format!("axis {x} is not an integer"));
         }
-        let n = ndim as i64;
-        if i < -n || i >= n {
-            return Err(format!(
-                "axis {i} is out of bounds for an array of dimension {ndim}"
-            ));
-        }
-        Ok(i.rem_euclid(n.max(1)) as usize)
+        one_axis(x as i64, ndim)
     };
     let mut axes = match v {
         Val::None => (0..ndim).collect(),

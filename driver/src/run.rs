@@ -29,8 +29,11 @@ pub struct RunOptions {
 /// A checked job, ready to run: nothing has been written yet.
 pub struct Checked {
     pub job: Job,
+    /// With every boolean mask assumed to select everything (the largest the job can be).
     pub graph: Graph,
     pub store: Store,
+    /// The first boolean mask whose values the graph waits for, if any.
+    pub mask: Option<graph::NodeId>,
 }
 
 /// Everything that can be checked before anything runs: the file, names, shapes, dtypes,
@@ -42,7 +45,13 @@ pub async fn check(path: &Path) -> anyhow::Result<Checked> {
 /// [`check`], with `defaults` for what the job file leaves out.
 pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
     let job = Job::load_with(path, defaults)?;
-    let graph = tokio::task::block_in_place(|| graph::build(&job))?;
+    let built = tokio::task::block_in_place(|| {
+        graph::build_staged(&job, &std::collections::HashMap::new())
+    })?;
+    let (graph, mask) = match built {
+        graph::Built::Done(g) => (g, None),
+        graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
+    };
     let store = Store::open(&job.storage)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
     store
@@ -58,7 +67,12 @@ pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Chec
                 .map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
         }
     }
-    Ok(Checked { job, graph, store })
+    Ok(Checked {
+        job,
+        graph,
+        store,
+        mask,
+    })
 }
 
 pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
@@ -67,6 +81,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
         job,
         graph: g,
         store,
+        mask,
     } = check_with(path, &opts.defaults).await?;
     let prefix = job.name.clone();
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
@@ -98,7 +113,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     };
 
     let result = async {
-        let (g, plan, early) = resolve_masks(&job, g, plan, &invoker, &store).await?;
+        let (g, plan, early) = resolve_masks(&job, g, plan, mask, &invoker, &store).await?;
         let batches = &plan.batches;
         import_and_describe(&g, &prefix, &store).await?;
         let bar = progress(opts.progress, batches.len() as u64);
@@ -161,30 +176,19 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
 
 /// Computes the boolean masks the job indexes with (each from the part of the graph it
 /// depends on, stored under `_tmp/`), then builds the graph with the selections known.
+/// `mask` is the first one the checked graph waits for; without one, nothing is redone.
 async fn resolve_masks(
     job: &Job,
     mut g: Graph,
     mut plan: crate::sched::Plan,
+    mut mask: Option<graph::NodeId>,
     invoker: &Invoker,
     store: &Store,
 ) -> anyhow::Result<(Graph, crate::sched::Plan, crate::dispatch::Dispatched)> {
     let mut masks = std::collections::HashMap::new();
     let mut early = crate::dispatch::Dispatched::default();
-    loop {
-        let mask = match graph::build_staged(job, &masks)? {
-            graph::Built::Done(done) => {
-                if !masks.is_empty() {
-                    g = done;
-                    plan = plan_job(job, &g)?;
-                }
-                return Ok((g, plan, early));
-            }
-            graph::Built::NeedMask { graph, mask } => {
-                g = graph;
-                mask
-            }
-        };
-        let (sub, root) = g.subgraph(mask, &format!("_tmp/mask{mask}"));
+    while let Some(m) = mask {
+        let (sub, root) = g.subgraph(m, &format!("_tmp/mask{m}"));
         let sub_plan = plan_job(job, &sub)?;
         import_and_describe(&sub, &job.name, store).await?;
         let d = run_batches(
@@ -203,7 +207,7 @@ async fn resolve_masks(
             sub.nodes[root].meta.clone(),
         )?;
         let Block::Bool(values) = read_whole(&arr, store, false).await? else {
-            return Err(anyhow!("mask {mask} is not bool"));
+            return Err(anyhow!("mask {m} is not bool"));
         };
         let picked: Vec<u64> = values
             .iter()
@@ -211,8 +215,20 @@ async fn resolve_masks(
             .filter(|(_, v)| **v)
             .map(|(i, _)| i as u64)
             .collect();
-        masks.insert(mask, picked);
+        masks.insert(m, picked);
+        mask = match graph::build_staged(job, &masks)? {
+            graph::Built::Done(done) => {
+                g = done;
+                plan = plan_job(job, &g)?;
+                None
+            }
+            graph::Built::NeedMask { graph, mask } => {
+                g = graph;
+                Some(mask)
+            }
+        };
     }
+    Ok((g, plan, early))
 }
 
 /// The job's plan under its scheduler; refused before anything runs when it cannot fit.

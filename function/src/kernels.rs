@@ -51,7 +51,8 @@ pub fn run(
             scalar_left,
         } => {
             let x = one(inputs)?;
-            let s = Block::full(DType::Float64, x.shape(), *value);
+            // A 0-d block: it broadcasts to x's shape without filling a block.
+            let s = Block::full(DType::Float64, &[], *value);
             if *scalar_left {
                 binary(*op, &s, x)?
             } else {
@@ -105,6 +106,23 @@ pub fn run(
         ));
     }
     Ok(block)
+}
+
+/// The inputs in the first one's dtype: borrowed where they already are (the usual case),
+/// converted only where they differ.
+fn in_first_dtype<'a>(inputs: &[&'a Block]) -> (DType, Vec<std::borrow::Cow<'a, Block>>) {
+    let dtype = inputs.first().map_or(DType::Float64, |b| b.dtype());
+    let same = inputs
+        .iter()
+        .map(|&b| {
+            if b.dtype() == dtype {
+                std::borrow::Cow::Borrowed(b)
+            } else {
+                std::borrow::Cow::Owned(b.clone().cast(dtype))
+            }
+        })
+        .collect();
+    (dtype, same)
 }
 
 fn one<'a>(inputs: &[&'a Block]) -> Result<&'a Block, String> {
@@ -307,14 +325,13 @@ fn take(
         }
         Ok(())
     }
-    let dtype = inputs[0].dtype();
-    let same: Vec<Block> = inputs.iter().map(|b| (*b).clone().cast(dtype)).collect();
+    let (dtype, same) = in_first_dtype(inputs);
     let mut out = Block::full(dtype, shape, 0.0);
     macro_rules! arm {
         ($v:ident, $o:ident) => {{
             let xs: Vec<&ArrayD<_>> = same
                 .iter()
-                .map(|b| match b {
+                .map(|b| match b.as_ref() {
                     Block::$v(a) => a,
                     _ => unreachable!("cast above"),
                 })
@@ -356,14 +373,13 @@ fn splice(inputs: &[&Block], ranges: &[(u64, u64)], shape: &[usize]) -> Result<B
         }
         ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("reshape to {shape:?}: {e}"))
     }
-    let dtype = inputs[0].dtype();
-    let same: Vec<Block> = inputs.iter().map(|b| (*b).clone().cast(dtype)).collect();
+    let (dtype, same) = in_first_dtype(inputs);
     macro_rules! go {
         ($v:ident) => {{
             let parts = same
                 .iter()
                 .zip(ranges)
-                .map(|(b, r)| match b {
+                .map(|(b, r)| match b.as_ref() {
                     Block::$v(a) => (a, *r),
                     _ => unreachable!("cast above"),
                 })
@@ -435,9 +451,9 @@ fn assemble(
         out.slice_mut(dst.as_slice())
             .assign(&x.slice(src.as_slice()));
     }
-    let dtype = inputs[0].dtype();
+    let (dtype, same) = in_first_dtype(inputs);
     let mut out = Block::full(dtype, shape, 0.0);
-    for (x, off) in inputs.iter().zip(offsets) {
+    for (x, off) in same.iter().zip(offsets) {
         if off.len() != shape.len() || x.shape().len() != shape.len() {
             return Err(format!(
                 "assemble of a {}-D block at offset {off:?} into a {}-D block",
@@ -445,8 +461,7 @@ fn assemble(
                 shape.len()
             ));
         }
-        let x = (*x).clone().cast(dtype);
-        match (&mut out, &x) {
+        match (&mut out, x.as_ref()) {
             (Block::F64(o), Block::F64(x)) => place(o, x, off, step),
             (Block::F32(o), Block::F32(x)) => place(o, x, off, step),
             (Block::I64(o), Block::I64(x)) => place(o, x, off, step),

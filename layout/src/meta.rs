@@ -52,11 +52,21 @@ impl DType {
         matches!(self, DType::Float32 | DType::Float64)
     }
 
-    fn kind(self) -> ScalarKind {
+    /// The kind of Python scalar this dtype holds.
+    pub fn kind(self) -> ScalarKind {
         match self {
             DType::Bool => ScalarKind::Bool,
             DType::Int64 => ScalarKind::Int,
             DType::Float32 | DType::Float64 => ScalarKind::Float,
+        }
+    }
+
+    /// The dtype a Python scalar of kind `k` has as an array.
+    pub fn of_kind(k: ScalarKind) -> DType {
+        match k {
+            ScalarKind::Bool => DType::Bool,
+            ScalarKind::Int => DType::Int64,
+            ScalarKind::Float => DType::Float64,
         }
     }
 

@@ -605,8 +605,7 @@ impl<'a> Builder<'a> {
                             items
                                 .iter()
                                 .map(|i| match i {
-                                    Val::Num(x, _) => axes_of(&Val::Num(*x, ScalarKind::Int), n)
-                                        .map(|a| a[0])
+                                    Val::Num(x, _) => one_axis(*x as i64, n)
                                         .map_err(|m| at(*p, format!("tensordot: {m}"))),
                                     _ => Err(at(*p, "tensordot: axes are integers".into())),
                                 })
@@ -648,9 +647,7 @@ impl<'a> Builder<'a> {
                     return Err(at(pos, "trace(): only offset=0 is supported".into()));
                 }
                 let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
-                    axes_of(&Val::Num(v.unwrap_or(d) as f64, ScalarKind::Int), n)
-                        .map(|a| a[0])
-                        .map_err(|m| at(pos, format!("trace(): {m}")))
+                    one_axis(v.unwrap_or(d), n).map_err(|m| at(pos, format!("trace(): {m}")))
                 };
                 if n < 2 {
                     return Err(at(
@@ -680,7 +677,7 @@ impl<'a> Builder<'a> {
                         .num("fill_value")?
                         .ok_or_else(|| at(pos, "full() needs fill_value".into()))?,
                 };
-                let dtype = b.dtype("dtype")?.unwrap_or(dtype_of_kind(kind));
+                let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
                 let m = self.default_meta(shape, dtype);
                 Ok(Val::Arr(self.add(m, NodeOp::Fill { value })))
             }
@@ -732,7 +729,7 @@ impl<'a> Builder<'a> {
                     ));
                 }
                 let kind = start.1.max(stop.1).max(step.1).max(ScalarKind::Int);
-                let dtype = b.dtype("dtype")?.unwrap_or(dtype_of_kind(kind));
+                let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
                 let m = self.default_meta(vec![n as u64], dtype);
                 Ok(Val::Arr(self.add(
                     m,
@@ -804,9 +801,7 @@ impl<'a> Builder<'a> {
                     let v = b
                         .int(name)?
                         .ok_or_else(|| at(pos, format!("swapaxes() needs {name}")))?;
-                    axes_of(&Val::Num(v as f64, ScalarKind::Int), n)
-                        .map(|a| a[0])
-                        .map_err(|m| at(pos, m))
+                    one_axis(v, n).map_err(|m| at(pos, m))
                 };
                 let (a1, a2) = (one("axis1")?, one("axis2")?);
                 let mut perm: Vec<usize> = (0..n).collect();
