@@ -317,26 +317,36 @@ impl Array {
 
     /// The array's shape, from checking its job (nothing runs).
     pub fn shape(&self) -> anyhow::Result<Vec<u64>> {
-        let (dir, job) = self.write_job()?;
-        let j = Job::load(&job)?;
-        let g = crate::graph::build(&j)?;
+        let (dir, j) = self.job()?;
+        let probes = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+            .block_on(crate::graph::probe(&j))?;
+        let g = crate::graph::build(&j, &probes)?;
         let _ = std::fs::remove_dir_all(dir);
         Ok(g.nodes[g.named[&self.name]].meta.shape.clone())
     }
 
-    fn write_job(&self) -> anyhow::Result<(PathBuf, PathBuf)> {
+    /// The job that computes this array (its values go to `out.npy` in a new temporary
+    /// folder, returned too). Relative paths resolve against the working directory, as
+    /// they would for a job file there.
+    fn job(&self) -> anyhow::Result<(PathBuf, Job)> {
         let n = JOBS.fetch_add(1, Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("nums-api-{}-{n}", std::process::id()));
+        let id = format!("api-{}-{n}", std::process::id());
+        let dir = std::env::temp_dir().join(format!("nums-{id}"));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let job = dir.join(format!("api-{}-{n}.toml", std::process::id()));
-        std::fs::write(&job, self.job_text(&dir.join("out.npy")))?;
+        let cwd = std::env::current_dir().context("no working directory")?;
+        let job = Job::parse(
+            &cwd.join(format!("{id}.toml")),
+            &self.job_text(&dir.join("out.npy")),
+        )?;
         Ok((dir, job))
     }
 
     /// Runs the job that makes this array and returns its values.
     pub fn compute(&self) -> anyhow::Result<Block> {
-        let (dir, job) = self.write_job()?;
+        let (dir, job) = self.job()?;
         let function = self.s.0.borrow().function.clone();
         let opts = crate::run::RunOptions {
             keep: false,
@@ -348,10 +358,10 @@ impl Array {
             .enable_all()
             .build()?;
         let out = rt.block_on(async {
-            let report = crate::run::run(&job, &opts).await?;
+            let storage = job.storage.clone();
+            let report = crate::run::run_job(job, &opts).await?;
             // Outputs stay in the store after a job; the library keeps only the values.
-            let j = Job::load(&job)?;
-            let store = nums_layout::Store::open(&j.storage)?;
+            let store = nums_layout::Store::open(&storage)?;
             store.delete_prefix(&report.job).await?;
             anyhow::Ok(())
         });

@@ -7,17 +7,22 @@ use std::time::Duration;
 use aws_sdk_lambda::primitives::Blob;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use nums_layout::Store;
 use nums_layout::batch::{PAYLOAD_LIMIT, Payload, Stats};
+use nums_layout::{ErrorKind, Store};
 
 use crate::sched::PlannedBatch;
 
 /// Why an invocation failed.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum InvokeError {
-    /// The function ran and failed (Lambda's `X-Amz-Function-Error`).
+    /// The function ran and failed (Lambda's `X-Amz-Function-Error`); `error_type` is
+    /// Lambda's `errorType` as sent, `kind` what it means.
     #[error("{error_type}: {message}")]
-    Function { error_type: String, message: String },
+    Function {
+        kind: ErrorKind,
+        error_type: String,
+        message: String,
+    },
     /// Lambda refused the call for now (429 TooManyRequestsException): concurrency or
     /// request-rate limits. Always worth another try after a pause.
     #[error("throttled: {message}")]
@@ -52,10 +57,7 @@ impl InvokeError {
     /// 4xx (not found, access denied, bad request) will not. Throttling always may.
     pub fn retryable(&self) -> bool {
         match self {
-            InvokeError::Function { error_type, .. } => matches!(
-                error_type.as_str(),
-                "StoreError" | "Runtime.ExitError" | "Runtime.Unknown"
-            ),
+            InvokeError::Function { kind, .. } => kind.retryable(),
             InvokeError::Throttled { .. } => true,
             InvokeError::Api { status, code, .. } => {
                 let permanent = code.as_deref().is_some_and(|c| {
@@ -191,8 +193,10 @@ impl Invoker {
         if out.function_error().is_some() {
             let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
+            let error_type = field("errorType");
             return Err(InvokeError::Function {
-                error_type: field("errorType"),
+                kind: ErrorKind::from_wire(&error_type),
+                error_type,
                 message: field("errorMessage"),
             });
         }
@@ -399,6 +403,7 @@ mod tests {
     #[test]
     fn retry_classification() {
         let f = |t: &str| InvokeError::Function {
+            kind: ErrorKind::from_wire(t),
             error_type: t.into(),
             message: String::new(),
         };
@@ -463,6 +468,8 @@ mod tests {
                 path: format!("job/_tmp/a-long-array-name-{i:08}-padding-padding-padding-padding"),
                 meta: meta.clone(),
                 read_only: false,
+                sparse: false,
+                intermediate: true,
             })
             .collect();
         let b = PlannedBatch {
@@ -540,7 +547,13 @@ mod tests {
         let t = std::time::Instant::now();
         let e = inv.invoke(b"{}".to_vec()).await.unwrap_err();
         assert!(
-            matches!(&e, InvokeError::Function { error_type, .. } if error_type == "Function.TimedOut"),
+            matches!(
+                &e,
+                InvokeError::Function {
+                    kind: ErrorKind::TimedOut,
+                    ..
+                }
+            ),
             "{e}"
         );
         assert!(t.elapsed() < Duration::from_secs(10));
@@ -568,7 +581,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            matches!(&e, InvokeError::Function { error_type, message } if error_type == "Runtime.OutOfMemory" && message.contains("memory_mb = 128")),
+            matches!(&e, InvokeError::Function { kind: ErrorKind::OutOfMemory, message, .. } if message.contains("memory_mb = 128")),
             "{e}"
         );
         ep.stop().await;

@@ -16,6 +16,7 @@ use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use nums_layout::ErrorKind;
 use nums_layout::batch::PAYLOAD_LIMIT;
 use tokio::sync::{Mutex, Notify, mpsc, oneshot};
 
@@ -196,13 +197,13 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
         );
     }
     let outcome = rx.await.unwrap_or(Outcome::Error {
-        error_type: "Runtime.Unknown".into(),
+        error_type: ErrorKind::Other.wire_name().into(),
         message: "the invocation was dropped".into(),
     });
     let (body, function_error) = match outcome {
         Outcome::Ok(b) if b.len() > PAYLOAD_LIMIT => (
             error_json(
-                "Function.ResponseSizeTooLarge",
+                ErrorKind::ResponseTooLarge.wire_name(),
                 &format!(
                     "Response payload size ({} bytes) exceeded maximum allowed payload size ({PAYLOAD_LIMIT} bytes).",
                     b.len()
@@ -378,7 +379,7 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
                 fail_inflight(
                     &s,
                     i,
-                    "Runtime.InvalidEntrypoint",
+                    ErrorKind::CannotStart.wire_name(),
                     &format!("cannot start {}: {e}", cfg.command[0]),
                 );
                 fail_queue_if_hopeless(
@@ -395,7 +396,7 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
             cg.add(pid);
         }
         let started = Instant::now();
-        let mut killed_for: Option<(&str, String)> = None;
+        let mut killed_for: Option<(ErrorKind, String)> = None;
         let status = loop {
             tokio::select! {
                 st = child.wait() => break st,
@@ -411,10 +412,10 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
                     let over_memory = nums_function::memory::rss_of(pid).is_some_and(|r| r > limit);
                     let timed_out = s.slots[i].inflight.lock().expect("slot").as_ref().is_some_and(|f| Instant::now() > f.deadline);
                     if over_memory {
-                        killed_for = Some(("Runtime.OutOfMemory", format!(
+                        killed_for = Some((ErrorKind::OutOfMemory, format!(
                             "the function process exceeded memory_mb = {} and was killed", cfg.memory_mb)));
                     } else if timed_out {
-                        killed_for = Some(("Function.TimedOut", format!(
+                        killed_for = Some((ErrorKind::TimedOut, format!(
                             "Task timed out after {:.2} seconds", cfg.timeout.as_secs_f64())));
                     }
                     if killed_for.is_some() {
@@ -425,25 +426,22 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
         };
         s.slots[i].generation.fetch_add(1, Ordering::SeqCst);
         let (kind, message) = match (killed_for, status) {
-            (Some((k, m)), _) => (k.to_string(), m),
+            (Some((k, m)), _) => (k, m),
             (None, Ok(st)) if signal_of(&st) == Some(9) => (
-                "Runtime.OutOfMemory".to_string(),
+                ErrorKind::OutOfMemory,
                 format!(
                     "the function process exceeded memory_mb = {} and was killed by the kernel",
                     cfg.memory_mb
                 ),
             ),
             (None, Ok(st)) => (
-                "Runtime.ExitError".to_string(),
+                ErrorKind::Crashed,
                 format!("Runtime exited with error: {st}"),
             ),
-            (None, Err(e)) => (
-                "Runtime.ExitError".to_string(),
-                format!("Runtime exited: {e}"),
-            ),
+            (None, Err(e)) => (ErrorKind::Crashed, format!("Runtime exited: {e}")),
         };
-        fail_inflight(&s, i, &kind, &message);
-        if started.elapsed() < Duration::from_secs(2) && kind == "Runtime.ExitError" {
+        fail_inflight(&s, i, kind.wire_name(), &message);
+        if started.elapsed() < Duration::from_secs(2) && kind == ErrorKind::Crashed {
             fail_queue_if_hopeless(&s, &mut failures, &message).await;
         } else {
             failures = 0;
@@ -477,7 +475,7 @@ async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
     {
         while let Ok(inv) = rx.try_recv() {
             let _ = inv.reply.send(Outcome::Error {
-                error_type: "Runtime.ExitError".into(),
+                error_type: ErrorKind::Crashed.wire_name().into(),
                 message: format!("the function process cannot start: {message}"),
             });
         }

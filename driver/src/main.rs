@@ -154,8 +154,11 @@ fn main() -> ExitCode {
             Cmd::Plan { job, svg, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
-                let lshs = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Lshs)?;
-                let naive = nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Naive)?;
+                let prefix = nums_cloud::run::dry_run_prefix(&c.job);
+                let lshs =
+                    nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Lshs, &prefix)?;
+                let naive =
+                    nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Naive, &prefix)?;
                 print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
                 if let Some(path) = svg {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
@@ -165,7 +168,11 @@ fn main() -> ExitCode {
             }
             Cmd::Check { job, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
-                nums_cloud::run::plan_job(&c.job, &c.graph)?;
+                nums_cloud::run::plan_job(
+                    &c.job,
+                    &c.graph,
+                    &nums_cloud::run::dry_run_prefix(&c.job),
+                )?;
                 println!(
                     "{}: ok ({} arrays, {} outputs)",
                     job.display(),

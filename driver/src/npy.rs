@@ -116,20 +116,23 @@ pub fn read(path: &Path) -> Result<Block, String> {
     })
 }
 
-/// Reads a CSV file of numbers (comma-separated, no header; `#` lines are comments) as
-/// float64, 2-D, or 1-D when it has one column, like `np.loadtxt(path, delimiter=",")`.
-pub fn read_csv(path: &Path) -> Result<Block, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut values = Vec::new();
+/// Walks a CSV file of numbers (comma-separated, no header; `#` starts a comment; blank
+/// lines are skipped) one row at a time, checking every field, without holding the file;
+/// `row` gets each row's values. Returns (rows, columns).
+fn csv_rows(path: &Path, mut row: impl FnMut(&[f64])) -> Result<(u64, usize), String> {
+    use std::io::BufRead;
+    let f =
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let mut cols = None;
     let mut rows = 0u64;
-    for (n, line) in text.lines().enumerate() {
+    let mut values = Vec::new();
+    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let line = line.split('#').next().unwrap_or("").trim();
         if line.is_empty() {
             continue;
         }
-        let mut count = 0;
+        values.clear();
         for (c, field) in line.split(',').enumerate() {
             let v: f64 = field.trim().parse().map_err(|_| {
                 format!(
@@ -141,22 +144,41 @@ pub fn read_csv(path: &Path) -> Result<Block, String> {
                 )
             })?;
             values.push(v);
-            count += 1;
         }
         match cols {
-            None => cols = Some(count),
-            Some(k) if k != count => {
+            None => cols = Some(values.len()),
+            Some(k) if k != values.len() => {
                 return Err(format!(
-                    "{}:{}: {count} columns, but the first row has {k}",
+                    "{}:{}: {} columns, but the first row has {k}",
                     path.display(),
-                    n + 1
+                    n + 1,
+                    values.len()
                 ));
             }
             _ => {}
         }
+        row(&values);
         rows += 1;
     }
     let cols = cols.ok_or_else(|| format!("{}: no numbers", path.display()))?;
+    Ok((rows, cols))
+}
+
+/// The shape `np.loadtxt(path, delimiter=",")` gives a CSV file: 2-D, or 1-D when it has
+/// one column.
+pub fn csv_shape(path: &Path) -> Result<Vec<u64>, String> {
+    let (rows, cols) = csv_rows(path, |_| {})?;
+    Ok(if cols == 1 {
+        vec![rows]
+    } else {
+        vec![rows, cols as u64]
+    })
+}
+
+/// Reads a CSV file of numbers as float64 (see [`csv_rows`]), shaped as [`csv_shape`].
+pub fn read_csv(path: &Path) -> Result<Block, String> {
+    let mut values = Vec::new();
+    let (rows, cols) = csv_rows(path, |r| values.extend_from_slice(r))?;
     let shape: Vec<usize> = if cols == 1 {
         vec![rows as usize]
     } else {

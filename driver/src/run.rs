@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, anyhow};
 use futures::{StreamExt, TryStreamExt};
 use ndarray::SliceInfoElem;
-use nums_layout::{ArrayMeta, Block, Store, StoredArray};
+use nums_layout::{ArrayMeta, Block, ErrorKind, Store, StoredArray};
 
 use crate::dispatch::{Invoker, run_batches};
 use crate::graph::{self, Graph, NodeOp};
@@ -31,6 +31,8 @@ pub struct Checked {
     pub job: Job,
     /// With every boolean mask assumed to select everything (the largest the job can be).
     pub graph: Graph,
+    /// What the job's inputs hold, as read before the graph was built.
+    pub probes: graph::Probes,
     pub store: Store,
     /// The first boolean mask whose values the graph waits for, if any.
     pub mask: Option<graph::NodeId>,
@@ -44,11 +46,14 @@ pub async fn check(path: &Path) -> anyhow::Result<Checked> {
 
 /// [`check`], with `defaults` for what the job file leaves out.
 pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
-    let job = Job::load_with(path, defaults)?;
-    let built = tokio::task::block_in_place(|| {
-        graph::build_staged(&job, &std::collections::HashMap::new())
-    })?;
-    let (graph, mask) = match built {
+    check_job(Job::load_with(path, defaults)?).await
+}
+
+/// Checks a parsed job: probes its inputs (the only reads), builds the graph (pure), and
+/// proves that every store it writes to answers.
+pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
+    let probes = graph::probe(&job).await?;
+    let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
         graph::Built::Done(g) => (g, None),
         graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
     };
@@ -70,23 +75,31 @@ pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Chec
     Ok(Checked {
         job,
         graph,
+        probes,
         store,
         mask,
     })
 }
 
+/// Checks and runs the job file at `path`.
 pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
+    run_job(Job::load_with(path, &opts.defaults)?, opts).await
+}
+
+/// Checks and runs a parsed job.
+pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
     let Checked {
         job,
         graph: g,
+        probes,
         store,
         mask,
-    } = check_with(path, &opts.defaults).await?;
+    } = check_job(job).await?;
     let prefix = job.name.clone();
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
     // select everything: the largest the job can be).
-    let plan = plan_job(&job, &g)?;
+    let plan = plan_job(&job, &g, &prefix)?;
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
 
     let (invoker, endpoint) = match job.compute.backend {
@@ -113,7 +126,8 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     };
 
     let result = async {
-        let (g, plan, early) = resolve_masks(&job, g, plan, mask, &invoker, &store).await?;
+        let (g, plan, early) =
+            resolve_masks(&job, &probes, g, plan, mask, &invoker, &store).await?;
         let batches = &plan.batches;
         import_and_describe(&g, &prefix, &store).await?;
         let bar = progress(opts.progress, batches.len() as u64);
@@ -179,6 +193,7 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
 /// `mask` is the first one the checked graph waits for; without one, nothing is redone.
 async fn resolve_masks(
     job: &Job,
+    probes: &graph::Probes,
     mut g: Graph,
     mut plan: crate::sched::Plan,
     mut mask: Option<graph::NodeId>,
@@ -189,7 +204,7 @@ async fn resolve_masks(
     let mut early = crate::dispatch::Dispatched::default();
     while let Some(m) = mask {
         let (sub, root) = g.subgraph(m, &format!("_tmp/mask{m}"));
-        let sub_plan = plan_job(job, &sub)?;
+        let sub_plan = plan_job(job, &sub, &job.name)?;
         import_and_describe(&sub, &job.name, store).await?;
         let d = run_batches(
             invoker,
@@ -216,10 +231,10 @@ async fn resolve_masks(
             .map(|(i, _)| i as u64)
             .collect();
         masks.insert(m, picked);
-        mask = match graph::build_staged(job, &masks)? {
+        mask = match graph::build_staged(job, probes, &masks)? {
             graph::Built::Done(done) => {
                 g = done;
-                plan = plan_job(job, &g)?;
+                plan = plan_job(job, &g, &job.name)?;
                 None
             }
             graph::Built::NeedMask { graph, mask } => {
@@ -231,15 +246,26 @@ async fn resolve_masks(
     Ok((g, plan, early))
 }
 
-/// The job's plan under its scheduler; refused before anything runs when it cannot fit.
-pub fn plan_job(job: &Job, g: &Graph) -> anyhow::Result<crate::sched::Plan> {
-    plan_with(job, g, job.compute.scheduler)
+/// The job's plan under its scheduler for the run with store prefix `prefix`; refused
+/// before anything runs when it cannot fit.
+pub fn plan_job(job: &Job, g: &Graph, prefix: &str) -> anyhow::Result<crate::sched::Plan> {
+    plan_with(job, g, job.compute.scheduler, prefix)
 }
 
-pub fn plan_with(job: &Job, g: &Graph, kind: SchedulerKind) -> anyhow::Result<crate::sched::Plan> {
+/// The prefix a dry run (`check`, `plan`) plans under: a run that never happens.
+pub fn dry_run_prefix(job: &Job) -> String {
+    format!("{}/_runs/dry-run", job.name)
+}
+
+pub fn plan_with(
+    job: &Job,
+    g: &Graph,
+    kind: SchedulerKind,
+    prefix: &str,
+) -> anyhow::Result<crate::sched::Plan> {
     let cx = crate::sched::Ctx {
         g,
-        job: &job.name,
+        prefix,
         store: &job.storage,
         workers: job.compute.workers,
         memory_mb: job.compute.memory_mb,
@@ -282,14 +308,18 @@ pub fn default_function_command() -> anyhow::Result<Vec<String>> {
 fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
     use crate::dispatch::InvokeError;
     let hint = match &e.error {
-        InvokeError::Function { error_type, .. } if error_type == "Runtime.OutOfMemory" => format!(
+        InvokeError::Function {
+            kind: ErrorKind::OutOfMemory,
+            ..
+        } => format!(
             "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
             job.compute.memory_mb
         ),
         // Lambda reports a timeout as either, depending on the runtime's age.
-        InvokeError::Function { error_type, .. }
-            if error_type == "Function.TimedOut" || error_type == "Sandbox.Timedout" =>
-        {
+        InvokeError::Function {
+            kind: ErrorKind::TimedOut,
+            ..
+        } => {
             format!(
                 "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
                 job.compute.timeout_seconds
@@ -322,7 +352,7 @@ fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
 /// Writes `zarr.json` for every array the job makes, and the blocks of imported arrays.
 async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::Result<()> {
     for n in &g.nodes {
-        if matches!(n.op, NodeOp::Stored { .. }) {
+        if matches!(n.op, NodeOp::InPlace { .. }) {
             continue; // read in place: never written
         }
         let arr = StoredArray::new(&tasks::node_path(prefix, g, n.id), n.meta.clone())?;

@@ -180,21 +180,31 @@ impl Work {
     }
 }
 
-/// Where a block's array lives under the store root.
-pub fn array_path(job: &str, g: &Graph, b: &BlockId) -> String {
-    if let NodeOp::Stored { path } = &g.nodes[b.node].op {
+/// Where a block's array lives under the store root while run `prefix` (`<job>/_runs/<run>`,
+/// see `crate::runs`) makes it: the arrays the run keeps (outputs, imports) are staged
+/// under `<prefix>/out/<name>` until the run commits them to `<job>/<name>`; intermediates
+/// live under `<prefix>/tmp/`; inputs read in place stay where they are.
+pub fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
+    if let NodeOp::InPlace { path, .. } = &g.nodes[b.node].op {
         return path.clone();
     }
-    match (g.nodes[b.node].stored_name(), b.part) {
-        (Some(n), 0) => format!("{job}/{n}"),
-        (None, 0) => format!("{job}/_tmp/n{}", b.node),
-        (_, p) => format!("{job}/_tmp/n{}p{p}", b.node),
+    match (g.nodes[b.node].persisted_name(), b.part) {
+        (Some(n), 0) => format!("{prefix}/{n}"),
+        (None, 0) => format!("{prefix}/_tmp/n{}", b.node),
+        (_, p) => format!("{prefix}/_tmp/n{}p{p}", b.node),
     }
 }
 
-/// Where a node's array lives under the store root.
-pub fn node_path(job: &str, g: &Graph, id: NodeId) -> String {
-    array_path(job, g, &BlockId::new(id, vec![]))
+/// Whether a block's array is a job intermediate (written only where another invocation
+/// needs it, removed when the job ends): not an output, an import or an input read in place.
+pub fn is_intermediate(g: &Graph, b: &BlockId) -> bool {
+    !matches!(g.nodes[b.node].op, NodeOp::InPlace { .. })
+        && (b.part > 0 || g.nodes[b.node].persisted_name().is_none())
+}
+
+/// Where a node's array lives under the store root during run `prefix`.
+pub fn node_path(prefix: &str, g: &Graph, id: NodeId) -> String {
+    array_path(prefix, g, &BlockId::new(id, vec![]))
 }
 
 /// The work of every block of the graph, in topological order (imports have none: the
@@ -204,7 +214,7 @@ pub fn block_work(g: &Graph) -> Vec<Work> {
     // transpose that a contraction reads through, makes no tasks.
     let mut needed = vec![false; g.nodes.len()];
     for n in g.nodes.iter().rev() {
-        if n.stored || needed[n.id] {
+        if n.persist || needed[n.id] {
             needed[n.id] = true;
             for i in n.op.inputs() {
                 needed[i] = true;
@@ -250,7 +260,7 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
         NodeOp::ImportNpy { .. }
         | NodeOp::ImportCsv { .. }
         | NodeOp::ImportZarr { .. }
-        | NodeOp::Stored { .. } => None,
+        | NodeOp::InPlace { .. } => None,
         NodeOp::Random { dist, seed } => one(
             Kernel::Random {
                 dist: *dist,

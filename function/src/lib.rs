@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use nums_layout::batch::{Batch, BlockRef, Stats};
-use nums_layout::{Block, Store, StoredArray};
+use nums_layout::{Block, ErrorKind, Store, StoredArray};
 
 /// Why an invocation failed; the kind tells the driver whether a retry can help.
 #[derive(Debug, thiserror::Error)]
@@ -35,17 +35,21 @@ pub enum FnError {
 }
 
 impl FnError {
-    /// The errorType reported to Lambda; the driver retries only `StoreError`.
-    pub fn error_type(&self) -> &'static str {
+    /// The kind reported to Lambda as `errorType`; the driver retries only what
+    /// [`ErrorKind::retryable`] allows.
+    pub fn kind(&self) -> ErrorKind {
         use nums_layout::Error as E;
         match self {
-            FnError::Layout(E::Store { .. }) => "StoreError",
-            FnError::Layout(E::NotFound { .. }) => "MissingBlock",
-            FnError::Layout(E::Corrupt { .. }) => "CorruptBlock",
-            FnError::Layout(E::Meta { .. }) => "BadArray",
-            FnError::Layout(E::OutsidePrefix { .. }) => "OutsideJobPrefix",
-            FnError::Kernel { .. } => "KernelError",
-            FnError::Payload(_) => "BadPayload",
+            FnError::Layout(E::Store { .. }) => ErrorKind::Store,
+            FnError::Layout(E::NotFound { .. }) => ErrorKind::MissingBlock,
+            FnError::Layout(E::Corrupt { .. }) => ErrorKind::CorruptBlock,
+            FnError::Layout(E::Meta { .. }) => ErrorKind::BadArray,
+            FnError::Layout(E::OutsidePrefix { .. }) => ErrorKind::OutsideJobPrefix,
+            FnError::Kernel { message, .. } if message.starts_with("LinAlgError: ") => {
+                ErrorKind::LinAlg
+            }
+            FnError::Kernel { .. } => ErrorKind::Kernel,
+            FnError::Payload(_) => ErrorKind::BadPayload,
         }
     }
 }
@@ -70,8 +74,8 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         .iter()
         .map(|a| StoredArray::new(&a.path, a.meta.clone()).map(Arc::new))
         .collect::<Result<_, _>>()?;
-    let read_only: Vec<bool> = batch.arrays.iter().map(|a| a.read_only).collect();
-    let read_only = &read_only;
+    let sparse: Vec<bool> = batch.arrays.iter().map(|a| a.sparse).collect();
+    let sparse = &sparse;
     let mut uses: HashMap<BlockRef, usize> = HashMap::new();
     for t in &batch.tasks {
         for i in &t.inputs {
@@ -93,8 +97,9 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
                 let (store, r) = (store.clone(), r.clone());
                 async move {
                     let key = arr.block_key(&r.index);
-                    // A read-only input may leave chunks out (the fill value), as Zarr allows.
-                    let bytes = if read_only[r.array as usize] {
+                    // An array nums-cloud did not write may leave chunks out (the fill
+                    // value), as Zarr allows; in any other a missing block is an error.
+                    let bytes = if sparse[r.array as usize] {
                         store.get_opt(&key).await?
                     } else {
                         Some(store.get(&key).await?)
@@ -140,14 +145,14 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
         }
 
         let block = Arc::new(block);
-        if t.store_output {
+        if t.write_output {
             let t_write = Instant::now();
             let (b, idx, arr) = (block.clone(), t.output.index.clone(), out.clone());
             let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &b))
                 .await
                 .expect("encode task panicked")?;
             let key = out.block_key(&t.output.index);
-            if out.path.contains("/_tmp/") {
+            if batch.arrays[t.output.array as usize].intermediate {
                 intermediate_bytes_written += bytes.len() as u64;
                 store.put_intermediate(&key, bytes).await?;
             } else {

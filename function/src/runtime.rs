@@ -88,7 +88,7 @@ async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
         crate::handle(&batch, &store).await
     };
     run.await.map_err(|e| Diagnostic {
-        error_type: e.error_type().to_string(),
+        error_type: e.kind().wire_name().to_string(),
         error_message: e.to_string(),
     })
 }

@@ -12,10 +12,18 @@ pub struct ArrayRef {
     /// Path of the Zarr array, relative to the store root.
     pub path: String,
     pub meta: ArrayMeta,
-    /// An input the job reads in place (outside its prefix): read only, missing chunks
-    /// are the fill value.
+    /// An input the job reads in place (outside its prefix): read only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub read_only: bool,
+    /// Chunks never written are the fill value, as Zarr allows (an array nums-cloud did not
+    /// write). Otherwise a missing chunk is an error naming the array, block and key:
+    /// nums-cloud writes every block of its arrays.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sparse: bool,
+    /// A job intermediate (not an output or an import): written with the store's
+    /// intermediate tag, counted apart, removed when the job ends.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intermediate: bool,
 }
 
 /// One block of one of the batch's arrays.
@@ -370,7 +378,7 @@ pub struct Task {
     pub output: BlockRef,
     /// Write the output to the store (a block consumed only inside the batch stays in memory).
     #[serde(default = "yes")]
-    pub store_output: bool,
+    pub write_output: bool,
 }
 
 fn yes() -> bool {
@@ -431,7 +439,7 @@ pub struct Stats {
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub requests: u64,
-    /// Of `bytes_written`, the bytes of intermediates (arrays under `<job>/_tmp/`).
+    /// Of `bytes_written`, the bytes of intermediates ([`ArrayRef::intermediate`]).
     pub intermediate_bytes_written: u64,
     /// Of `requests`, the PUTs (priced higher than GETs).
     pub put_requests: u64,
@@ -481,6 +489,8 @@ mod tests {
                 path: path.into(),
                 meta: meta.clone(),
                 read_only,
+                sparse: false,
+                intermediate: false,
             }],
             tasks: if writes {
                 vec![Task {
@@ -490,7 +500,7 @@ mod tests {
                         array: 0,
                         index: vec![0],
                     },
-                    store_output: true,
+                    write_output: true,
                 }]
             } else {
                 vec![]

@@ -1,9 +1,11 @@
 //! Arrays in storage: metadata and block grid ([`meta`]), block values ([`block`]),
 //! the Zarr v3 format of a stored array ([`zarr`]), the object store ([`store`]) and
-//! the wire format of a batch of block tasks ([`batch`]). Knows nothing of scheduling.
+//! the wire format of a batch of block tasks ([`batch`]) and of its failures
+//! ([`failure`]). Knows nothing of scheduling.
 
 pub mod batch;
 pub mod block;
+pub mod failure;
 pub mod meta;
 pub mod store;
 pub mod zarr;
@@ -12,6 +14,7 @@ pub use batch::{
     ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, Stats, Task, UnaryOp,
 };
 pub use block::Block;
+pub use failure::ErrorKind;
 pub use meta::{ArrayMeta, DType};
 pub use store::{IoCounters, Store, StoreSpec};
 pub use zarr::StoredArray;

@@ -22,6 +22,9 @@ use crate::{Error, Result};
 /// close to the store's own throughput; higher levels gain little on float64.
 pub const ZSTD_LEVEL: i64 = 1;
 
+/// The key under a `zarr.json`'s `attributes` where nums-cloud records what it wrote.
+pub const ATTRIBUTES_KEY: &str = "nums_cloud";
+
 /// One array at `path` in a store, with the codec chain its metadata names.
 #[derive(Clone, Debug)]
 pub struct StoredArray {
@@ -30,6 +33,9 @@ pub struct StoredArray {
     /// Encoded exactly as nums-cloud encodes (codecs, chunk keys, fill value), so a
     /// function can read it in place with [`StoredArray::new`].
     pub native: bool,
+    /// Written by nums-cloud, which writes every block (its `attributes` say so): a
+    /// missing chunk is then an error, not the fill value.
+    pub complete: bool,
     codec: Arc<Array<()>>,
 }
 
@@ -97,21 +103,32 @@ impl StoredArray {
         let native = ["codecs", "chunk_key_encoding", "fill_value"]
             .iter()
             .all(|k| json.get(*k) == ours.get(*k));
+        let complete = json
+            .get("attributes")
+            .and_then(|a| a.get(ATTRIBUTES_KEY))
+            .is_some_and(|n| n.get("complete") == Some(&json!(true)));
         Ok(StoredArray {
             path: path.trim_matches('/').to_string(),
             meta,
             native,
+            complete,
             codec: Arc::new(array),
         })
     }
 
     /// Opens the array stored at `path`.
     pub async fn open(store: &Store, path: &str) -> Result<StoredArray> {
+        Ok(Self::open_stamped(store, path).await?.0)
+    }
+
+    /// Opens the array stored at `path`, with a stamp of its `zarr.json` (a hash of its
+    /// bytes) that changes when the array is replaced.
+    pub async fn open_stamped(store: &Store, path: &str) -> Result<(StoredArray, u64)> {
         let key = format!("{}/zarr.json", path.trim_matches('/'));
         let bytes = store.get(&key).await?;
         let json: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| meta_err(path, e))?;
-        Self::from_json(path, &json)
+        Ok((Self::from_json(path, &json)?, stamp(&bytes)))
     }
 
     pub fn metadata_key(&self) -> String {
@@ -179,7 +196,8 @@ impl StoredArray {
         Ok(Bytes::from(encoded.into_owned()))
     }
 
-    /// Decodes the bytes of block `idx`'s chunk; `None` (no chunk stored) is the fill value.
+    /// Decodes the bytes of block `idx`'s chunk; `None` (no chunk stored) is the array's
+    /// fill value.
     pub fn decode(&self, idx: &[u64], bytes: Option<Bytes>) -> Result<Block> {
         let key = || self.block_key(idx);
         let corrupt = |message: String| Error::Corrupt {
@@ -189,7 +207,7 @@ impl StoredArray {
         let full: Vec<usize> = self.meta.block.iter().map(|&b| b as usize).collect();
         let shape = self.meta.block_shape(idx);
         let Some(bytes) = bytes else {
-            return Ok(Block::full(self.meta.dtype, &shape, 0.0));
+            return Ok(Block::full(self.meta.dtype, &shape, self.fill_value()));
         };
         let decoded = self
             .codec
@@ -223,6 +241,18 @@ impl StoredArray {
         })
     }
 
+    /// The array's `fill_value` as a number (what a chunk that was never written holds).
+    pub fn fill_value(&self) -> f64 {
+        let b = self.codec.fill_value().as_ne_bytes();
+        match (self.meta.dtype, b.len()) {
+            (DType::Float64, 8) => f64::from_ne_bytes(b.try_into().expect("8 bytes")),
+            (DType::Float32, 4) => f32::from_ne_bytes(b.try_into().expect("4 bytes")) as f64,
+            (DType::Int64, 8) => i64::from_ne_bytes(b.try_into().expect("8 bytes")) as f64,
+            (DType::Bool, 1) => (b[0] != 0) as u8 as f64,
+            _ => 0.0,
+        }
+    }
+
     /// Reads block `idx` from the store; a missing chunk is an error (nums-cloud writes all).
     pub async fn read_block(&self, store: &Store, idx: &[u64]) -> Result<Block> {
         let bytes = store.get(&self.block_key(idx)).await?;
@@ -242,6 +272,14 @@ impl StoredArray {
         store.put(&self.block_key(idx), bytes).await?;
         Ok(n)
     }
+}
+
+/// A stamp of a `zarr.json`'s bytes: equal bytes, equal stamps (FNV-1a, stable across
+/// builds).
+fn stamp(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 /// A number type stored little-endian in a chunk.

@@ -1,9 +1,15 @@
 //! The object store an array lives in: a local folder (`file://`, the embedded default) or
-//! any S3-compatible bucket (`s3://bucket/prefix`, with an optional endpoint). Every request
-//! is counted so that a function can report the bytes and requests it really made.
+//! any S3-compatible bucket (`s3://bucket/prefix`, with an optional endpoint), seen through
+//! one wrapper per concern: object_store's `PrefixStore` roots it at the URL's prefix,
+//! [`CountingStore`] counts every request (so a function reports the traffic it really
+//! made), and S3 requests retry with backoff for [`retry_budget`] (object_store's retry
+//! client). [`Store`] turns keys and errors into nums-cloud's.
+
+mod counting;
+
+pub use counting::{CountingStore, IoCounters};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
@@ -11,6 +17,7 @@ use futures::TryStreamExt;
 use object_store::aws::{AmazonS3Builder, AwsCredential};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
+use object_store::prefix::PrefixStore;
 use object_store::{CredentialProvider, ObjectStore, ObjectStoreExt, PutPayload};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
@@ -41,29 +48,24 @@ impl std::fmt::Display for StoreSpec {
 /// objects that carry it.
 pub const INTERMEDIATE_TAG: (&str, &str) = ("nums-cloud", "intermediate");
 
-/// Requests and bytes that went through a [`Store`], with the time spent waiting on them.
-#[derive(Debug, Default)]
-pub struct IoCounters {
-    pub bytes_read: AtomicU64,
-    pub bytes_written: AtomicU64,
-    pub get_requests: AtomicU64,
-    pub put_requests: AtomicU64,
-    pub other_requests: AtomicU64,
-}
-
-impl IoCounters {
-    pub fn requests(&self) -> u64 {
-        self.get_requests.load(Ordering::Relaxed)
-            + self.put_requests.load(Ordering::Relaxed)
-            + self.other_requests.load(Ordering::Relaxed)
-    }
+/// How long S3 requests are retried (with exponential backoff) before a store error
+/// reaches the caller: `NUMS_STORE_RETRY_SECONDS`, default 120 s, so that a store outage of
+/// a minute is absorbed. Local folders do not fail that way.
+pub fn retry_budget() -> Duration {
+    let secs = std::env::var("NUMS_STORE_RETRY_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(120);
+    Duration::from_secs(secs)
 }
 
 /// An opened store, rooted at the URL's prefix.
 #[derive(Clone, Debug)]
 pub struct Store {
+    /// The store rooted at the URL's prefix, uncounted.
+    rooted: Arc<dyn ObjectStore>,
+    /// `rooted`, counted into `counters`.
     inner: Arc<dyn ObjectStore>,
-    root: Path,
     spec: StoreSpec,
     pub counters: Arc<IoCounters>,
 }
@@ -77,7 +79,7 @@ impl Store {
             message,
         };
         let url = url::Url::parse(&spec.url).map_err(|e| err(format!("not a URL: {e}")))?;
-        let (inner, root): (Arc<dyn ObjectStore>, Path) = match url.scheme() {
+        let rooted: Arc<dyn ObjectStore> = match url.scheme() {
             "file" => {
                 let dir = url
                     .to_file_path()
@@ -87,17 +89,27 @@ impl Store {
                 let fs = LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| err(e.to_string()))?
                     .with_automatic_cleanup(true);
-                (Arc::new(fs), Path::default())
+                Arc::new(fs)
             }
             "s3" => {
                 let bucket = url
                     .host_str()
                     .filter(|b| !b.is_empty())
                     .ok_or_else(|| err("an s3:// URL needs a bucket: s3://bucket/prefix".into()))?;
+                let retry = object_store::RetryConfig {
+                    backoff: object_store::BackoffConfig {
+                        init_backoff: Duration::from_millis(100),
+                        max_backoff: Duration::from_secs(4),
+                        base: 2.0,
+                    },
+                    max_retries: usize::MAX,
+                    retry_timeout: retry_budget(),
+                };
                 let mut b = AmazonS3Builder::from_env()
                     .with_bucket_name(bucket)
                     .with_virtual_hosted_style_request(false)
-                    .with_credentials(Arc::new(AwsChain::default()));
+                    .with_credentials(Arc::new(AwsChain::default()))
+                    .with_retry(retry);
                 if std::env::var_os("AWS_REGION").is_none()
                     && std::env::var_os("AWS_DEFAULT_REGION").is_none()
                 {
@@ -120,7 +132,12 @@ impl Store {
                     b = b.with_endpoint(endpoint).with_allow_http(loopback);
                 }
                 let s3 = b.build().map_err(|e| err(e.to_string()))?;
-                (Arc::new(s3), Path::from(url.path().trim_matches('/')))
+                let root = url.path().trim_matches('/');
+                if root.is_empty() {
+                    Arc::new(s3)
+                } else {
+                    Arc::new(PrefixStore::new(s3, Path::from(root)))
+                }
             }
             other => {
                 return Err(err(format!(
@@ -128,12 +145,17 @@ impl Store {
                 )));
             }
         };
-        Ok(Store {
-            inner,
-            root,
-            spec: spec.clone(),
-            counters: Arc::default(),
-        })
+        Ok(Store::counted(rooted, spec.clone()))
+    }
+
+    fn counted(rooted: Arc<dyn ObjectStore>, spec: StoreSpec) -> Store {
+        let c = CountingStore::new(rooted.clone());
+        Store {
+            counters: c.counters.clone(),
+            inner: Arc::new(c),
+            rooted,
+            spec,
+        }
     }
 
     pub fn spec(&self) -> &StoreSpec {
@@ -142,21 +164,11 @@ impl Store {
 
     /// The same store with fresh counters (one per invocation).
     pub fn with_fresh_counters(&self) -> Store {
-        Store {
-            counters: Arc::default(),
-            ..self.clone()
-        }
+        Store::counted(self.rooted.clone(), self.spec.clone())
     }
 
     fn path(&self, key: &str) -> Path {
-        let key = key.trim_matches('/');
-        if self.root.as_ref().is_empty() {
-            Path::from(key)
-        } else if key.is_empty() {
-            self.root.clone()
-        } else {
-            Path::from(format!("{}/{key}", self.root))
-        }
+        Path::from(key.trim_matches('/'))
     }
 
     fn err(&self, e: object_store::Error, key: &str) -> Error {
@@ -174,14 +186,26 @@ impl Store {
 
     /// Reads a whole object.
     pub async fn get(&self, key: &str) -> Result<Bytes> {
-        self.counters.get_requests.fetch_add(1, Ordering::Relaxed);
-        let bytes = async { self.inner.get(&self.path(key)).await?.bytes().await }
+        async { self.inner.get(&self.path(key)).await?.bytes().await }
             .await
-            .map_err(|e| self.err(e, key))?;
-        self.counters
-            .bytes_read
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Ok(bytes)
+            .map_err(|e| self.err(e, key))
+    }
+
+    /// Bytes `range` of an object.
+    pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
+        self.inner
+            .get_range(&self.path(key), range)
+            .await
+            .map_err(|e| self.err(e, key))
+    }
+
+    /// The size of an object, or `None` where there is none.
+    pub async fn head(&self, key: &str) -> Result<Option<u64>> {
+        match self.inner.head(&self.path(key)).await {
+            Ok(m) => Ok(Some(m.size)),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err(e, key)),
+        }
     }
 
     /// Reads an object, or `None` where there is none.
@@ -195,14 +219,47 @@ impl Store {
 
     /// Writes a whole object with one atomic PUT.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<()> {
-        self.counters.put_requests.fetch_add(1, Ordering::Relaxed);
-        let n = bytes.len() as u64;
         self.inner
             .put(&self.path(key), PutPayload::from_bytes(bytes))
             .await
             .map_err(|e| self.err(e, key))?;
-        self.counters.bytes_written.fetch_add(n, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Writes an object only if none is there; `false` if one was. Atomic on local folders
+    /// and on S3 servers that honour `If-None-Match` (Garage does not: callers that need
+    /// the guarantee read the object back).
+    pub async fn put_if_absent(&self, key: &str, bytes: Bytes) -> Result<bool> {
+        let opts = object_store::PutOptions {
+            mode: object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .inner
+            .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(self.err(e, key)),
+        }
+    }
+
+    /// Moves an object: one atomic rename on a local folder; a server-side copy and a
+    /// delete on S3 (the destination appears whole, never partly written).
+    pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
+        self.inner
+            .rename(&self.path(from), &self.path(to))
+            .await
+            .map_err(|e| self.err(e, from))
+    }
+
+    /// Deletes one object (absent is fine).
+    pub async fn delete(&self, key: &str) -> Result<()> {
+        match self.inner.delete(&self.path(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err(e, key)),
+        }
     }
 
     /// [`Store::put`] for a job intermediate (a `_tmp` block or a staged batch): on S3 the
@@ -210,8 +267,6 @@ impl Store {
     /// (infra/) expires, so intermediates of a job that never finished do not stay
     /// forever. (S3 lifecycle filters take no wildcards, so the key alone cannot say it.)
     pub async fn put_intermediate(&self, key: &str, bytes: Bytes) -> Result<()> {
-        self.counters.put_requests.fetch_add(1, Ordering::Relaxed);
-        let n = bytes.len() as u64;
         let mut tags = object_store::TagSet::default();
         tags.push(INTERMEDIATE_TAG.0, INTERMEDIATE_TAG.1);
         let opts = object_store::PutOptions {
@@ -222,19 +277,22 @@ impl Store {
             .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
             .await
             .map_err(|e| self.err(e, key))?;
-        self.counters.bytes_written.fetch_add(n, Ordering::Relaxed);
         Ok(())
     }
 
     /// Keys (relative to the store root) under `prefix`, recursively.
     pub async fn list(&self, prefix: &str) -> Result<Vec<String>> {
-        self.counters.other_requests.fetch_add(1, Ordering::Relaxed);
+        Ok(self
+            .list_sizes(prefix)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .collect())
+    }
+
+    /// Keys under `prefix`, recursively, with their sizes in bytes.
+    pub async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
         let base = self.path(prefix);
-        let root_len = if self.root.as_ref().is_empty() {
-            0
-        } else {
-            self.root.as_ref().len() + 1
-        };
         let metas: Vec<_> = self
             .inner
             .list(Some(&base))
@@ -243,7 +301,7 @@ impl Store {
             .map_err(|e| self.err(e, prefix))?;
         Ok(metas
             .into_iter()
-            .map(|m| m.location.as_ref()[root_len..].to_string())
+            .map(|m| (m.location.as_ref().to_string(), m.size))
             .collect())
     }
 
@@ -252,13 +310,7 @@ impl Store {
         let keys = self.list(prefix).await?;
         let n = keys.len();
         futures::stream::iter(keys)
-            .map(|k| async move {
-                self.counters.other_requests.fetch_add(1, Ordering::Relaxed);
-                match self.inner.delete(&self.path(&k)).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(self.err(e, &k)),
-                }
-            })
+            .map(|k| async move { self.delete(&k).await })
             .buffer_unordered(16)
             .try_collect::<Vec<()>>()
             .await?;
@@ -352,9 +404,25 @@ mod tests {
         assert_eq!(&s.get("a/b/c").await.unwrap()[..], b"hello");
         assert!(s.get_opt("a/missing").await.unwrap().is_none());
         assert_eq!(s.list("a").await.unwrap(), vec!["a/b/c".to_string()]);
+        use std::sync::atomic::Ordering;
         assert_eq!(s.counters.bytes_written.load(Ordering::Relaxed), 5);
         assert_eq!(s.counters.bytes_read.load(Ordering::Relaxed), 5);
-        assert_eq!(s.delete_prefix("a").await.unwrap(), 1);
+        assert!(
+            s.put_if_absent("a/new", Bytes::from_static(b"1"))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.put_if_absent("a/new", Bytes::from_static(b"2"))
+                .await
+                .unwrap()
+        );
+        assert_eq!(&s.get("a/new").await.unwrap()[..], b"1");
+        s.rename("a/new", "a/moved").await.unwrap();
+        assert_eq!(s.head("a/new").await.unwrap(), None);
+        assert_eq!(s.head("a/moved").await.unwrap(), Some(1));
+        assert_eq!(&s.get_range("a/b/c", 1..3).await.unwrap()[..], b"el");
+        assert_eq!(s.delete_prefix("a").await.unwrap(), 2);
         assert!(s.list("a").await.unwrap().is_empty());
         std::fs::remove_dir_all(dir).ok();
     }

@@ -1,0 +1,642 @@
+//! Building the graph from a job: names resolved in any order, expressions evaluated to
+//! nodes, every shape and dtype checked before anything runs.
+
+use super::*;
+
+#[derive(Debug, Clone)]
+pub(super) enum Val {
+    Num(f64, ScalarKind),
+    Arr(NodeId),
+    Tuple(Vec<Val>),
+    Str(String),
+    None,
+}
+
+pub(super) struct Builder<'a> {
+    pub(super) job: &'a Job,
+    /// What the job's inputs hold (read before building: building does no I/O).
+    pub(super) probes: &'a Probes,
+    pub(super) g: Graph,
+    /// Positions selected by boolean masks computed so far, by mask node.
+    pub(super) masks: &'a HashMap<NodeId, Vec<u64>>,
+    /// The first mask whose values are not known yet (its selection assumed all true).
+    pub(super) need: Option<NodeId>,
+    pub(super) defs: HashMap<&'a str, &'a ArrayDef>,
+    /// Names being resolved, for cycle reports.
+    pub(super) stack: Vec<String>,
+}
+
+/// Builds and checks the graph of a job: unknown names, cycles, shapes and dtypes. A
+/// boolean mask is assumed to select everything (the largest shape: what `check` and
+/// `plan` show).
+pub fn build(job: &Job, probes: &Probes) -> Result<Graph, JobError> {
+    match build_staged(job, probes, &HashMap::new())? {
+        Built::Done(g) | Built::NeedMask { graph: g, .. } => Ok(g),
+    }
+}
+
+/// Like [`build`], with the selections of the masks computed so far.
+pub fn build_staged(
+    job: &Job,
+    probes: &Probes,
+    masks: &HashMap<NodeId, Vec<u64>>,
+) -> Result<Built, JobError> {
+    let mut b = Builder {
+        job,
+        probes,
+        masks,
+        need: None,
+        g: Graph::default(),
+        defs: job.arrays.iter().map(|a| (a.name.as_str(), a)).collect(),
+        stack: Vec::new(),
+    };
+    for a in &job.arrays {
+        b.resolve(a)?;
+    }
+    let b_need = b.need;
+    let mut g = b.g;
+    for o in &job.outputs {
+        let id = g.named[&o.name];
+        g.nodes[id].persist = true;
+    }
+    for n in &mut g.nodes {
+        n.persist |= n.op.is_import();
+    }
+    Ok(match b_need {
+        Some(mask) => Built::NeedMask { graph: g, mask },
+        None => Built::Done(g),
+    })
+}
+
+pub(super) fn shape_str(s: &[u64]) -> String {
+    match s {
+        [x] => format!("({x},)"),
+        _ => format!(
+            "({})",
+            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+impl<'a> Builder<'a> {
+    pub(super) fn add(&mut self, meta: ArrayMeta, op: NodeOp) -> NodeId {
+        let id = self.g.nodes.len();
+        self.g.nodes.push(Node {
+            id,
+            meta,
+            op,
+            name: None,
+            persist: false,
+        });
+        id
+    }
+
+    pub(super) fn meta(&self, id: NodeId) -> &ArrayMeta {
+        &self.g.nodes[id].meta
+    }
+
+    pub(super) fn default_meta(&self, shape: Vec<u64>, dtype: DType) -> ArrayMeta {
+        let c = &self.job.compute;
+        let block = default_block(&shape, dtype, c.workers, c.memory_mb);
+        ArrayMeta::new(shape, block, dtype)
+    }
+
+    pub(super) fn resolve(&mut self, def: &'a ArrayDef) -> Result<NodeId, JobError> {
+        if let Some(&id) = self.g.named.get(&def.name) {
+            return Ok(id);
+        }
+        let key = format!("arrays.{}", def.name);
+        if let Some(pos) = self.stack.iter().position(|n| *n == def.name) {
+            let mut cycle = self.stack[pos..].to_vec();
+            cycle.push(def.name.clone());
+            return Err(self.job.err(
+                def.line,
+                key,
+                format!("cyclic definition: {}", cycle.join(" -> ")),
+            ));
+        }
+        self.stack.push(def.name.clone());
+        let err = |m: String| self.job.err(def.line, key.clone(), m);
+        let check_block = |block: &Option<Vec<u64>>, shape: &[u64]| -> Result<(), JobError> {
+            match block {
+                Some(b) if b.len() != shape.len() => Err(self.job.err(
+                    def.line,
+                    format!("{key}.block"),
+                    format!(
+                        "block {:?} has {} sizes but the array {} has shape {}",
+                        b,
+                        b.len(),
+                        def.name,
+                        shape_str(shape)
+                    ),
+                )),
+                _ => Ok(()),
+            }
+        };
+        let leaf_meta = |shape: Vec<u64>, dtype: DType, b: &Builder| -> ArrayMeta {
+            match &def.block {
+                Some(bl) => ArrayMeta::new(shape, bl.clone(), dtype),
+                None => b.default_meta(shape, dtype),
+            }
+        };
+        let id = match &def.source {
+            Source::Random { dist, shape, seed } => {
+                check_block(&def.block, shape)?;
+                let natural = match dist {
+                    RandomDist::Integers { .. } => DType::Int64,
+                    _ => DType::Float64,
+                };
+                let dtype = def.dtype.unwrap_or(natural);
+                if dtype == DType::Bool || (natural == DType::Int64) != (dtype == DType::Int64) {
+                    return Err(self.job.err(
+                        def.line,
+                        format!("{key}.dtype"),
+                        format!(
+                            "random {} arrays are {natural}; convert with astype in an expression",
+                            dist.name()
+                        ),
+                    ));
+                }
+                let m = leaf_meta(shape.clone(), dtype, self);
+                self.add(
+                    m,
+                    NodeOp::Random {
+                        dist: *dist,
+                        seed: *seed,
+                    },
+                )
+            }
+            Source::Full { shape, value } => {
+                check_block(&def.block, shape)?;
+                let m = leaf_meta(shape.clone(), def.dtype.unwrap_or(DType::Float64), self);
+                self.add(m, NodeOp::Fill { value: *value })
+            }
+            Source::Load { .. } => {
+                let probe = self.probes.0.get(&def.name).ok_or_else(|| {
+                    self.job.err(
+                        def.line,
+                        format!("{key}.load"),
+                        "the input was not probed before the graph was built",
+                    )
+                })?;
+                check_block(&def.block, probe.shape())?;
+                let (dtype, op) = match probe.clone() {
+                    Probe::Npy { path, dtype, .. } => (dtype, NodeOp::ImportNpy { path }),
+                    Probe::Csv { path, .. } => (DType::Float64, NodeOp::ImportCsv { path }),
+                    Probe::Zarr {
+                        meta,
+                        in_place: Some(rel),
+                        sparse,
+                        ..
+                    } => {
+                        // In the job's own store and in nums-cloud's encoding: read it in
+                        // place, re-blocked (by tasks) only where the job asks for other blocks.
+                        let mut id = self.add(meta.clone(), NodeOp::InPlace { path: rel, sparse });
+                        let want = ArrayMeta::new(
+                            meta.shape.clone(),
+                            def.block.clone().unwrap_or(meta.block.clone()),
+                            def.dtype.unwrap_or(meta.dtype),
+                        );
+                        if want != meta {
+                            id = self.add(want, NodeOp::Rechunk { x: id });
+                        }
+                        self.stack.pop();
+                        self.g.nodes[id].name = Some(def.name.clone());
+                        self.g.named.insert(def.name.clone(), id);
+                        return Ok(id);
+                    }
+                    Probe::Zarr {
+                        store, path, meta, ..
+                    } => (meta.dtype, NodeOp::ImportZarr { store, path }),
+                };
+                let m = leaf_meta(probe.shape().to_vec(), def.dtype.unwrap_or(dtype), self);
+                self.add(m, op)
+            }
+            Source::Expr { text } => {
+                let e = expr::parse(text).map_err(|e| err(e.render(text)))?;
+                let v = self.eval(&e).map_err(|e| match e {
+                    EvalError::Expr(x) => err(x.render(text)),
+                    EvalError::Job(j) => j,
+                })?;
+                let mut id = match v {
+                    Val::Arr(id) => id,
+                    Val::Num(x, k) => self.scalar_node(x, DType::of_kind(k)),
+                    _ => return Err(err(format!("{text:?} is not an array expression"))),
+                };
+                let m = self.meta(id).clone();
+                check_block(&def.block, &m.shape)?;
+                let want = ArrayMeta::new(
+                    m.shape.clone(),
+                    def.block.clone().unwrap_or(m.block.clone()),
+                    def.dtype.unwrap_or(m.dtype),
+                );
+                // A named array owns its storage: rechunk where the block or dtype differs, or where
+                // the expression is just another array's name.
+                if want != m || self.g.nodes[id].name.is_some() {
+                    id = self.add(want, NodeOp::Rechunk { x: id });
+                }
+                id
+            }
+        };
+        self.stack.pop();
+        self.g.nodes[id].name = Some(def.name.clone());
+        self.g.named.insert(def.name.clone(), id);
+        Ok(id)
+    }
+
+    pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
+        Ok(match &e.kind {
+            ExprKind::Num(v) => Val::Num(*v, ScalarKind::Float),
+            ExprKind::Int(v) => Val::Num(*v as f64, ScalarKind::Int),
+            ExprKind::Bool(b) => Val::Num(*b as u8 as f64, ScalarKind::Bool),
+            ExprKind::Str(s) => Val::Str(s.clone()),
+            ExprKind::None => Val::None,
+            ExprKind::Name(n) => match self.defs.get(n.as_str()) {
+                Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
+                None => {
+                    return Err(at(format!(
+                        "unknown array {n:?}; the job defines {}",
+                        self.known()
+                    )));
+                }
+            },
+            ExprKind::Tuple(items) => Val::Tuple(
+                items
+                    .iter()
+                    .map(|i| self.eval(i))
+                    .collect::<Result<_, _>>()?,
+            ),
+            ExprKind::Unary(op, x) => {
+                let v = self.eval(x)?;
+                match (op, v) {
+                    (UnOp::Pos, v) => v,
+                    (UnOp::Neg, Val::Num(x, k)) => Val::Num(-x, k.max(ScalarKind::Int)),
+                    (UnOp::Invert, Val::Num(x, ScalarKind::Bool)) => {
+                        Val::Num((x == 0.0) as u8 as f64, ScalarKind::Bool)
+                    }
+                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
+                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    _ => return Err(at("~ needs a bool, - a number or an array".into())),
+                }
+            }
+            ExprKind::Binary(op, a, b) => {
+                let (va, vb) = (self.eval(a)?, self.eval(b)?);
+                self.binary(*op, va, vb, e.pos)?
+            }
+            ExprKind::Attr(x, attr) => {
+                if let ExprKind::Name(n) = &x.kind
+                    && (n == "np" || n == "numpy")
+                {
+                    return match attr.as_str() {
+                        "pi" => Ok(Val::Num(std::f64::consts::PI, ScalarKind::Float)),
+                        "e" => Ok(Val::Num(std::f64::consts::E, ScalarKind::Float)),
+                        "inf" => Ok(Val::Num(f64::INFINITY, ScalarKind::Float)),
+                        "nan" => Ok(Val::Num(f64::NAN, ScalarKind::Float)),
+                        "newaxis" => Ok(Val::None),
+                        a => Err(at(format!(
+                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis"
+                        ))),
+                    };
+                }
+                let v = self.eval(x)?;
+                let Val::Arr(id) = v else {
+                    return Err(at(format!("only arrays have the attribute .{attr}")));
+                };
+                let m = self.meta(id).clone();
+                let int = |v: u64| Val::Num(v as f64, ScalarKind::Int);
+                match attr.as_str() {
+                    "T" => Val::Arr(self.transpose(id, (0..m.ndim()).rev().collect())),
+                    "shape" => Val::Tuple(m.shape.iter().map(|&s| int(s)).collect()),
+                    "ndim" => int(m.ndim() as u64),
+                    "size" => int(m.len()),
+                    a => {
+                        return Err(at(format!(
+                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size"
+                        )));
+                    }
+                }
+            }
+            ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
+            ExprKind::Index(x, items) => match self.eval(x)? {
+                Val::Arr(id) => self.index(id, items)?,
+                Val::Tuple(t) => {
+                    let [it] = items.as_slice() else {
+                        return Err(at("a tuple takes one index".into()));
+                    };
+                    let i = self.int(it)?;
+                    let n = t.len() as i64;
+                    if i < -n || i >= n {
+                        return Err(EvalError::Expr(ExprError::new(
+                            it.pos,
+                            format!("index {i} is out of range for a tuple of {n}"),
+                        )));
+                    }
+                    t[i.rem_euclid(n) as usize].clone()
+                }
+                _ => return Err(at("only arrays and tuples can be indexed".into())),
+            },
+            ExprKind::Slice(..) | ExprKind::Ellipsis => {
+                return Err(at("slices and ... are only allowed inside [ ]".into()));
+            }
+        })
+    }
+
+    /// An expression that must be an integer (an index, a size, an axis).
+    pub(super) fn int(&mut self, e: &Expr) -> Result<i64, EvalError> {
+        match self.eval(e)? {
+            Val::Num(v, k) if k != ScalarKind::Float || v.fract() == 0.0 => Ok(v as i64),
+            _ => Err(EvalError::Expr(ExprError::new(
+                e.pos,
+                "expected an integer",
+            ))),
+        }
+    }
+
+    /// `x[...]`: integers, slices with steps (negative too), `None` (new axes), integer
+    /// lists and 1-D boolean masks, one per axis from the left; missing trailing axes are
+    /// whole. Slicing comes first, then the lists and masks, then the axes of the integers
+    /// go and the new ones come.
+    pub(super) fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
+        let m = self.meta(x).clone();
+        // `...` stands for the whole axes the other items leave.
+        let dots: Vec<&Expr> = items
+            .iter()
+            .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
+            .collect();
+        if dots.len() > 1 {
+            return Err(EvalError::Expr(ExprError::new(
+                dots[1].pos,
+                "an index can only have a single ellipsis ('...')",
+            )));
+        }
+        let expanded: Vec<Expr>;
+        let items = if let Some(dot) = dots.first() {
+            let used = items
+                .iter()
+                .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
+                .count();
+            let whole = Expr {
+                kind: ExprKind::Slice(None, None, None),
+                pos: dot.pos,
+            };
+            expanded = items
+                .iter()
+                .flat_map(|i| match i.kind {
+                    ExprKind::Ellipsis => vec![whole.clone(); m.ndim().saturating_sub(used)],
+                    _ => vec![i.clone()],
+                })
+                .collect();
+            expanded.as_slice()
+        } else {
+            items
+        };
+        let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
+        // Output axes: Some(d) is source axis d, None a new axis of length 1.
+        let mut out: Vec<Option<usize>> = Vec::new();
+        let mut takes: Vec<(usize, Vec<u64>, usize)> = Vec::new();
+        let mut d = 0;
+        for it in items {
+            let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
+            if matches!(it.kind, ExprKind::None) {
+                out.push(None);
+                continue;
+            }
+            if d >= m.ndim() {
+                return Err(err(format!(
+                    "too many indices for an array of dimension {}",
+                    m.ndim()
+                )));
+            }
+            let n = m.shape[d] as i64;
+            let whole = |start: &mut Vec<i64>, step: &mut Vec<i64>, len: &mut Vec<u64>| {
+                start.push(0);
+                step.push(1);
+                len.push(m.shape[d]);
+            };
+            match &it.kind {
+                ExprKind::Slice(a, b, c) => {
+                    let mut opt = |e: &Option<Box<Expr>>| -> Result<Option<i64>, EvalError> {
+                        match e {
+                            None => Ok(None),
+                            Some(e) if matches!(e.kind, ExprKind::None) => Ok(None),
+                            Some(e) => self.int(e).map(Some),
+                        }
+                    };
+                    let (a, b, c) = (opt(a)?, opt(b)?, opt(c)?);
+                    let (s0, st, l) = python_slice(a, b, c.unwrap_or(1), n).map_err(err)?;
+                    if l == 0 {
+                        return Err(err(format!(
+                            "this slice of axis {d} (size {n}) is empty; nums-cloud arrays are not empty"
+                        )));
+                    }
+                    start.push(s0);
+                    step.push(st);
+                    len.push(l as u64);
+                    out.push(Some(d));
+                }
+                _ => match self.eval(it)? {
+                    Val::Num(v, k) if k != ScalarKind::Float => {
+                        let i = v as i64;
+                        if i < -n || i >= n {
+                            return Err(err(format!(
+                                "index {i} is out of bounds for axis {d} with size {n}"
+                            )));
+                        }
+                        start.push(i.rem_euclid(n));
+                        step.push(1);
+                        len.push(1);
+                    }
+                    Val::Tuple(items) => {
+                        // An integer list: those slices, in that order.
+                        let mut idx = Vec::new();
+                        for v in items {
+                            match v {
+                                Val::Num(i, k) if k != ScalarKind::Float => {
+                                    let i = i as i64;
+                                    if i < -n || i >= n {
+                                        return Err(err(format!(
+                                            "index {i} is out of bounds for axis {d} with size {n}"
+                                        )));
+                                    }
+                                    idx.push(i.rem_euclid(n) as u64);
+                                }
+                                _ => return Err(err("an index list holds integers".into())),
+                            }
+                        }
+                        if idx.is_empty() {
+                            return Err(err("an empty index list selects nothing".into()));
+                        }
+                        takes.push((d, idx, it.pos));
+                        whole(&mut start, &mut step, &mut len);
+                        out.push(Some(d));
+                    }
+                    Val::Arr(mask) => {
+                        let mm = self.meta(mask).clone();
+                        if mm.dtype != DType::Bool || mm.shape != [m.shape[d]] {
+                            return Err(err(format!(
+                                "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
+                                mm.dtype,
+                                shape_str(&mm.shape)
+                            )));
+                        }
+                        let idx = match self.masks.get(&mask) {
+                            Some(idx) => idx.clone(),
+                            None => {
+                                // Not known until the mask is computed: assume all.
+                                self.need.get_or_insert(mask);
+                                (0..m.shape[d]).collect()
+                            }
+                        };
+                        takes.push((d, idx, it.pos));
+                        whole(&mut start, &mut step, &mut len);
+                        out.push(Some(d));
+                    }
+                    _ => {
+                        return Err(err(
+                            "an index is an integer, a slice, None, an integer list or a bool mask"
+                                .into(),
+                        ));
+                    }
+                },
+            }
+            d += 1;
+        }
+        for k in d..m.ndim() {
+            start.push(0);
+            step.push(1);
+            len.push(m.shape[k]);
+            out.push(Some(k));
+        }
+        // NumPy's rules for several advanced indices (broadcast together, moved to the
+        // front) are not implemented: one list or mask, and no integer beside it.
+        let ints = out.iter().flatten().count() < m.ndim();
+        if takes.len() > 1 || (!takes.is_empty() && ints) {
+            return Err(EvalError::Expr(ExprError::new(
+                takes.last().map_or(0, |t| t.2),
+                "only one integer list or bool mask per index, and no integer beside it",
+            )));
+        }
+        let whole = start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && len == m.shape;
+        let mut id = x;
+        if !whole {
+            let block = m
+                .block
+                .iter()
+                .zip(&step)
+                .map(|(&b, &s)| (b / s.unsigned_abs()).max(1))
+                .collect();
+            id = self.add(
+                ArrayMeta::new(len, block, m.dtype),
+                NodeOp::Slice { x, start, step },
+            );
+        }
+        for (axis, indices, pos) in takes {
+            if indices.is_empty() {
+                return Err(EvalError::Expr(ExprError::new(
+                    pos,
+                    "the mask selects nothing; nums-cloud arrays are not empty",
+                )));
+            }
+            let t = self.meta(id).clone();
+            let mut shape = t.shape.clone();
+            shape[axis] = indices.len() as u64;
+            id = self.add(
+                ArrayMeta::new(shape, t.block, t.dtype),
+                NodeOp::Take {
+                    x: id,
+                    axis,
+                    indices,
+                },
+            );
+        }
+        let now = self.meta(id).shape.clone();
+        let shape: Vec<u64> = out.iter().map(|a| a.map_or(1, |d| now[d])).collect();
+        Ok(Val::Arr(self.reshape(id, &shape)))
+    }
+
+    pub(super) fn known(&self) -> String {
+        let mut names: Vec<&str> = self.defs.keys().copied().collect();
+        names.sort_unstable();
+        names.join(", ")
+    }
+
+    /// An operand as a node: numbers become 0-d arrays of their kind's dtype.
+    pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
+        match v {
+            Val::Arr(id) => Ok(id),
+            Val::Num(x, k) => Ok(self.scalar_node(x, DType::of_kind(k))),
+            _ => Err(EvalError::Expr(ExprError::new(
+                pos,
+                "expected an array or a number",
+            ))),
+        }
+    }
+}
+
+/// Python's slice semantics on an axis of `n`: (first index, step, length).
+pub(super) fn python_slice(
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: i64,
+    n: i64,
+) -> Result<(i64, i64, i64), String> {
+    if step == 0 {
+        return Err("slice step cannot be zero".into());
+    }
+    let norm = |v: i64, lo: i64, hi: i64| if v < 0 { (v + n).max(lo) } else { v.min(hi) };
+    if step > 0 {
+        let a = start.map_or(0, |v| norm(v, 0, n));
+        let b = stop.map_or(n, |v| norm(v, 0, n));
+        Ok((a, step, ((b - a).max(0) + step - 1) / step))
+    } else {
+        let a = start.map_or(n - 1, |v| norm(v, -1, n - 1));
+        let b = stop.map_or(-1, |v| norm(v, -1, n - 1));
+        Ok((a, step, ((a - b).max(0) + (-step) - 1) / (-step)))
+    }
+}
+
+/// One axis NumPy-style: negatives count from the end.
+pub(super) fn one_axis(i: i64, ndim: usize) -> Result<usize, String> {
+    let n = ndim as i64;
+    if i < -n || i >= n {
+        return Err(format!(
+            "axis {i} is out of bounds for an array of dimension {ndim}"
+        ));
+    }
+    Ok(i.rem_euclid(n.max(1)) as usize)
+}
+
+/// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
+pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
+    let one = |x: f64| -> Result<usize, String> {
+        if x.fract() != 0.0 {
+            return Err(format!("axis {x} is not an integer"));
+        }
+        one_axis(x as i64, ndim)
+    };
+    let mut axes = match v {
+        Val::None => (0..ndim).collect(),
+        Val::Num(x, _) => vec![one(*x)?],
+        Val::Tuple(items) => items
+            .iter()
+            .map(|i| match i {
+                Val::Num(x, _) => one(*x),
+                _ => Err("axis entries must be integers".to_string()),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => return Err("axis must be None, an integer or a tuple of integers".into()),
+    };
+    let n = axes.len();
+    axes.sort_unstable();
+    axes.dedup();
+    if axes.len() != n {
+        return Err("repeated axis".into());
+    }
+    Ok(axes)
+}
+
+pub(super) enum EvalError {
+    Expr(ExprError),
+    Job(JobError),
+}

@@ -1,0 +1,391 @@
+//! The array graph: every array of a job (named or an anonymous sub-expression) as a node
+//! with its shape, block grid and dtype, checked before anything runs.
+
+use std::collections::HashMap;
+
+use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::meta::ScalarKind;
+use nums_layout::{ArrayMeta, DType, StoreSpec};
+
+use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
+use crate::job::{ArrayDef, Job, JobError, Source};
+
+mod build;
+mod funcs;
+mod ops;
+mod sources;
+
+use build::*;
+pub use build::{build, build_staged};
+pub use funcs::SUPPORTED_FUNCTIONS;
+pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
+
+pub type NodeId = usize;
+
+/// How a node's blocks come to be.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeOp {
+    Random {
+        dist: RandomDist,
+        seed: u64,
+    },
+    Fill {
+        value: f64,
+    },
+    /// `start + step * index along axis` (arange, linspace, index arrays).
+    Iota {
+        axis: usize,
+        start: f64,
+        step: f64,
+    },
+    /// 1 on the `k`-th diagonal.
+    Eye {
+        k: i64,
+    },
+    /// A `.npy` file the driver imports into the store.
+    ImportNpy {
+        path: String,
+    },
+    /// A `.csv` file of numbers the driver imports into the store.
+    ImportCsv {
+        path: String,
+    },
+    /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
+    /// place by the functions, never copied or written. `sparse`: not written by
+    /// nums-cloud, so chunks never written are the fill value (otherwise a missing chunk
+    /// is an error).
+    InPlace {
+        path: String,
+        sparse: bool,
+    },
+    /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
+    ImportZarr {
+        store: StoreSpec,
+        path: String,
+    },
+    Unary {
+        op: UnaryOp,
+        x: NodeId,
+    },
+    Binary {
+        op: BinaryOp,
+        a: NodeId,
+        b: NodeId,
+    },
+    Scalar {
+        op: BinaryOp,
+        x: NodeId,
+        value: f64,
+        scalar_left: bool,
+    },
+    Where {
+        c: NodeId,
+        a: NodeId,
+        b: NodeId,
+    },
+    /// An Einstein sum (explicit output) of the operands; every letter has one block size.
+    Einsum {
+        subscripts: String,
+        xs: Vec<NodeId>,
+    },
+    /// Output axis i is input axis `perm[i]`.
+    Transpose {
+        x: NodeId,
+        perm: Vec<usize>,
+    },
+    Reduce {
+        x: NodeId,
+        op: ReduceOp,
+        axes: Vec<usize>,
+    },
+    /// The same values in another block grid or dtype.
+    Rechunk {
+        x: NodeId,
+    },
+    /// The same elements in C order under another shape. Either only axes of length 1
+    /// differ (blocks map one to one), or both arrays are blocked along axis 0 only.
+    Reshape {
+        x: NodeId,
+    },
+    /// Output element `p` is input element `start + p * step` along every axis.
+    Slice {
+        x: NodeId,
+        start: Vec<i64>,
+        step: Vec<i64>,
+    },
+    /// The operands one after another along `axis`.
+    Concat {
+        xs: Vec<NodeId>,
+        axis: usize,
+    },
+    /// The slices `indices` of `x` along `axis` (an integer list, or a boolean mask once
+    /// its values are known).
+    Take {
+        x: NodeId,
+        axis: usize,
+        indices: Vec<u64>,
+    },
+}
+
+impl NodeOp {
+    pub fn inputs(&self) -> Vec<NodeId> {
+        match self {
+            NodeOp::Random { .. }
+            | NodeOp::Fill { .. }
+            | NodeOp::Iota { .. }
+            | NodeOp::Eye { .. }
+            | NodeOp::ImportNpy { .. }
+            | NodeOp::ImportCsv { .. }
+            | NodeOp::ImportZarr { .. }
+            | NodeOp::InPlace { .. } => vec![],
+            NodeOp::Unary { x, .. }
+            | NodeOp::Scalar { x, .. }
+            | NodeOp::Transpose { x, .. }
+            | NodeOp::Reduce { x, .. }
+            | NodeOp::Rechunk { x }
+            | NodeOp::Reshape { x }
+            | NodeOp::Slice { x, .. }
+            | NodeOp::Take { x, .. } => vec![*x],
+            NodeOp::Binary { a, b, .. } => vec![*a, *b],
+            NodeOp::Where { c, a, b } => vec![*c, *a, *b],
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => xs.clone(),
+        }
+    }
+
+    /// Renames the inputs (for a sub-graph).
+    fn map_inputs(&mut self, f: impl Fn(NodeId) -> NodeId) {
+        match self {
+            NodeOp::Unary { x, .. }
+            | NodeOp::Scalar { x, .. }
+            | NodeOp::Transpose { x, .. }
+            | NodeOp::Reduce { x, .. }
+            | NodeOp::Rechunk { x }
+            | NodeOp::Reshape { x }
+            | NodeOp::Slice { x, .. }
+            | NodeOp::Take { x, .. } => *x = f(*x),
+            NodeOp::Binary { a, b, .. } => {
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeOp::Where { c, a, b } => {
+                *c = f(*c);
+                *a = f(*a);
+                *b = f(*b);
+            }
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => {
+                for x in xs {
+                    *x = f(*x);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Blocks that are in the store before any task runs (imported or read in place).
+    pub fn in_store_before_run(&self) -> bool {
+        self.is_import() || matches!(self, NodeOp::InPlace { .. })
+    }
+
+    pub fn is_import(&self) -> bool {
+        matches!(
+            self,
+            NodeOp::ImportNpy { .. } | NodeOp::ImportCsv { .. } | NodeOp::ImportZarr { .. }
+        )
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub id: NodeId,
+    pub meta: ArrayMeta,
+    pub op: NodeOp,
+    /// The job-file name of this node, if any.
+    pub name: Option<String>,
+    /// Kept in the store under `<job>/<name>` after the job: the job's outputs and imported
+    /// inputs. Every other array is an intermediate, written only where another invocation
+    /// needs it and removed when the job ends.
+    pub persist: bool,
+}
+
+impl Node {
+    pub fn persisted_name(&self) -> Option<&str> {
+        self.name.as_deref().filter(|_| self.persist)
+    }
+}
+
+/// All arrays of a job, in an order where inputs come first.
+#[derive(Debug, Clone, Default)]
+pub struct Graph {
+    pub nodes: Vec<Node>,
+    pub named: HashMap<String, NodeId>,
+}
+
+impl Graph {
+    /// The nodes `target` depends on (and it), renumbered, with only `target` and the
+    /// imports kept in the store; `target` is stored under `<job>/<name>`.
+    pub fn subgraph(&self, target: NodeId, name: &str) -> (Graph, NodeId) {
+        let mut need = vec![false; self.nodes.len()];
+        need[target] = true;
+        for id in (0..=target).rev() {
+            if need[id] {
+                for i in self.nodes[id].op.inputs() {
+                    need[i] = true;
+                }
+            }
+        }
+        let mut map = vec![usize::MAX; self.nodes.len()];
+        let mut g = Graph::default();
+        for n in self.nodes.iter().filter(|n| need[n.id]) {
+            map[n.id] = g.nodes.len();
+            let mut op = n.op.clone();
+            op.map_inputs(|x| map[x]);
+            let keep = n.id == target || op.is_import();
+            let id = g.nodes.len();
+            let name = if n.id == target {
+                Some(name.to_string())
+            } else {
+                n.name.clone()
+            };
+            if let Some(nm) = &name {
+                g.named.insert(nm.clone(), id);
+            }
+            g.nodes.push(Node {
+                id,
+                meta: n.meta.clone(),
+                op,
+                name,
+                persist: keep,
+            });
+        }
+        (g, map[target])
+    }
+}
+
+/// What staged building found: the whole graph, or a boolean mask whose values the rest
+/// depends on (computed first from `graph`, whose nodes up to `mask` are final).
+pub enum Built {
+    Done(Graph),
+    NeedMask { graph: Graph, mask: NodeId },
+}
+
+/// How big a default block may be: a block should be a small part of what one invocation
+/// holds, and blocks should spread over the workers.
+pub fn default_block(shape: &[u64], dtype: DType, workers: usize, memory_mb: u64) -> Vec<u64> {
+    let target = (memory_mb << 20) / 16;
+    let target = target.clamp(1 << 16, 64 << 20);
+    let elems = (target / dtype.size() as u64).max(1);
+    let mut block = shape.to_vec();
+    if shape.is_empty() {
+        return block;
+    }
+    // Split rows so that every worker gets some, then further until a block fits the target.
+    let per_row: u64 = shape[1..].iter().product::<u64>().max(1);
+    let rows = shape[0].max(1);
+    let mut r = rows.div_ceil(workers as u64).max(1);
+    if rows * per_row * (dtype.size() as u64) < (1 << 20) {
+        r = rows; // small arrays: one block
+    }
+    r = r.min((elems / per_row).max(1));
+    block[0] = r;
+    // A single row larger than the target: split the trailing axes as well.
+    let mut d = shape.len() - 1;
+    while d > 0 && block.iter().product::<u64>() > elems {
+        let others: u64 = block
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != d)
+            .map(|(_, b)| *b)
+            .product();
+        block[d] = (elems / others.max(1)).max(1).min(shape[d]);
+        d -= 1;
+    }
+    block
+        .iter()
+        .zip(shape)
+        .map(|(&b, &s)| b.min(s).max(1))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn graph(text: &str) -> Result<Graph, JobError> {
+        build(
+            &Job::parse(Path::new("/tmp/g/job.toml"), text).unwrap(),
+            &Probes::default(),
+        )
+    }
+
+    #[test]
+    fn shapes_and_blocks_flow() {
+        let g = graph(
+            "[arrays]\nX = { random = \"normal\", shape = [7, 5], block = [3, 4] }\nw = { ones = [5] }\ny = \"X @ w > 0.5\"\ns = \"sum(X.T, axis=0)\"\n",
+        )
+        .unwrap();
+        let y = &g.nodes[g.named["y"]];
+        assert_eq!(
+            (y.meta.shape.clone(), y.meta.block.clone(), y.meta.dtype),
+            (vec![7], vec![3], DType::Bool)
+        );
+        let s = &g.nodes[g.named["s"]];
+        assert_eq!(
+            (s.meta.shape.clone(), s.meta.block.clone()),
+            (vec![7], vec![3])
+        );
+    }
+
+    #[test]
+    fn errors_name_line_key_and_shapes() {
+        let e = graph("[arrays]\nA = { zeros = [3, 4] }\nB = { zeros = [4, 3] }\nC = \"A + B\"\n")
+            .unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (4, "arrays.C"));
+        assert!(e.message.contains("(3, 4) and (4, 3)"), "{e}");
+        let e = graph("[arrays]\na = \"b + 1\"\nb = \"a * 2\"\n").unwrap_err();
+        assert!(e.message.contains("cyclic definition: a -> b -> a"), "{e}");
+        let e = graph("[arrays]\na = \"c + 1\"\n").unwrap_err();
+        assert!(e.message.contains("unknown array \"c\""), "{e}");
+        let e = graph("[arrays]\na = { zeros = [2, 2] }\nb = \"sum(a, axis=2)\"\n").unwrap_err();
+        assert!(e.message.contains("out of bounds"), "{e}");
+        let e = graph("[arrays]\na = { zeros = [2, 2] }\nb = \"frobnicate(a)\"\n").unwrap_err();
+        assert!(e.message.contains("unknown function frobnicate"), "{e}");
+    }
+
+    #[test]
+    fn default_blocks_split_rows_over_workers() {
+        // 2048 MB / 16 = 128 MiB, capped at 64 MiB per block: 131072 rows of 64 float64.
+        let blocks = |shape: &[u64], workers| default_block(shape, DType::Float64, workers, 2048);
+        assert_eq!(blocks(&[1_000_000, 64], 4), [131_072, 64]);
+        assert_eq!(blocks(&[1_000_000, 64], 16), [62_500, 64]);
+        assert_eq!(blocks(&[7, 5], 4), [7, 5]);
+        assert!(blocks(&[], 4).is_empty());
+    }
+}
+
+#[cfg(test)]
+mod readme {
+    /// README's table of supported names lists exactly the functions the code knows.
+    #[test]
+    fn readme_lists_every_supported_function() {
+        let readme = include_str!("../../../README.md");
+        let table: Vec<&str> = readme
+            .lines()
+            .skip_while(|l| !l.starts_with("| name | NumPy equivalent |"))
+            .skip(2)
+            .take_while(|l| l.starts_with('|'))
+            .flat_map(|l| {
+                l.split('|')
+                    .nth(1)
+                    .unwrap_or("")
+                    .split(',')
+                    .map(|s| s.trim().trim_matches('`'))
+            })
+            .collect();
+        let mut listed: Vec<&str> = table.into_iter().filter(|s| !s.is_empty()).collect();
+        listed.sort_unstable();
+        let mut known = super::SUPPORTED_FUNCTIONS.to_vec();
+        known.sort_unstable();
+        assert_eq!(listed, known);
+    }
+}

@@ -1,0 +1,571 @@
+//! The graph operations expressions lower to: elementwise ops with NumPy's promotion and
+//! broadcasting, reductions, reshapes, transposes, re-blocking, contractions, concatenation.
+
+use super::*;
+
+impl<'a> Builder<'a> {
+    pub(super) fn scalar_node(&mut self, value: f64, dtype: DType) -> NodeId {
+        self.add(
+            ArrayMeta::new(vec![], vec![], dtype),
+            NodeOp::Fill { value },
+        )
+    }
+
+    /// `x` in `dtype` (a new node only where it differs).
+    pub(super) fn cast(&mut self, x: NodeId, dtype: DType) -> NodeId {
+        let m = self.meta(x).clone();
+        if m.dtype == dtype {
+            return x;
+        }
+        self.add(ArrayMeta { dtype, ..m }, NodeOp::Rechunk { x })
+    }
+
+    pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let x = match v {
+            Val::Num(x, k) => {
+                let kind = if op.is_predicate() {
+                    ScalarKind::Bool
+                } else if op.keeps_ints() {
+                    k.max(ScalarKind::Int)
+                } else {
+                    ScalarKind::Float
+                };
+                return Ok(Val::Num(op.apply(x), kind));
+            }
+            Val::Arr(id) => id,
+            _ => return Err(at("expected an array or a number".into())),
+        };
+        let dt = self.meta(x).dtype;
+        let dtype = match (op, dt) {
+            (UnaryOp::Not, DType::Bool) => DType::Bool,
+            (UnaryOp::Not, d) => {
+                return Err(at(format!(
+                    "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
+                )));
+            }
+            (UnaryOp::Neg, DType::Bool) => {
+                return Err(at(
+                    "the - operator is not supported for bool arrays (NumPy refuses it); use ~"
+                        .into(),
+                ));
+            }
+            (UnaryOp::Sign, DType::Bool) => {
+                return Err(at(
+                    "sign is not defined for bool arrays (NumPy refuses it)".into()
+                ));
+            }
+            (op, _) if op.is_predicate() => DType::Bool,
+            (op, d) if op.keeps_ints() && !d.is_float() => d,
+            (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
+            (_, d) => d.to_float(),
+        };
+        let m = self.meta(x).clone();
+        Ok(Val::Arr(
+            self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }),
+        ))
+    }
+
+    pub(super) fn binary(&mut self, op: Op, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
+        let bop = match op {
+            Op::Add => BinaryOp::Add,
+            Op::Sub => BinaryOp::Sub,
+            Op::Mul => BinaryOp::Mul,
+            Op::Div => BinaryOp::Div,
+            Op::Pow => BinaryOp::Pow,
+            Op::Lt => BinaryOp::Lt,
+            Op::Le => BinaryOp::Le,
+            Op::Gt => BinaryOp::Gt,
+            Op::Ge => BinaryOp::Ge,
+            Op::Eq => BinaryOp::Eq,
+            Op::Ne => BinaryOp::Ne,
+            Op::And => BinaryOp::And,
+            Op::Or => BinaryOp::Or,
+            Op::Xor => BinaryOp::Xor,
+            Op::MatMul => {
+                let (Val::Arr(x), Val::Arr(y)) = (a, b) else {
+                    return Err(EvalError::Expr(ExprError::new(pos, "@ needs two arrays")));
+                };
+                return self.matmul(x, y, pos);
+            }
+            Op::FloorDiv => BinaryOp::FloorDiv,
+            Op::Mod => BinaryOp::Mod,
+        };
+        self.elementwise2(bop, a, b, pos)
+    }
+
+    /// The dtype NumPy gives `op` of two operands (arrays, or Python scalars that are weak).
+    pub(super) fn result_dtype(
+        &self,
+        op: BinaryOp,
+        a: (DType, bool),
+        b: (DType, bool),
+        pos: usize,
+    ) -> Result<DType, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        // A scalar operand (weak) takes the array's dtype where its kind fits.
+        let common = match (a, b) {
+            ((x, false), (y, false)) => x.promote(y),
+            ((x, false), (y, true)) => x.promote_scalar(y.kind()),
+            ((x, true), (y, false)) => y.promote_scalar(x.kind()),
+            ((x, true), (y, true)) => x.promote(y),
+        };
+        Ok(match op {
+            _ if op.is_logical() => {
+                if common != DType::Bool {
+                    return Err(at(format!(
+                        "{} needs bool operands; got {} and {} (bitwise ops on numbers are not supported)",
+                        op.symbol(),
+                        a.0,
+                        b.0
+                    )));
+                }
+                DType::Bool
+            }
+            _ if op.is_predicate() => DType::Bool,
+            BinaryOp::Sub if common == DType::Bool => {
+                return Err(at(
+                    "- of two bool operands is not supported (NumPy refuses it); use ^ or logical_xor"
+                        .into(),
+                ));
+            }
+            BinaryOp::Div => common.to_float(),
+            BinaryOp::Pow | BinaryOp::FloorDiv | BinaryOp::Mod if common == DType::Bool => {
+                DType::Int64
+            }
+            _ => common,
+        })
+    }
+
+    /// An elementwise op of two operands (arrays broadcast, numbers fold).
+    pub(super) fn elementwise2(
+        &mut self,
+        bop: BinaryOp,
+        a: Val,
+        b: Val,
+        pos: usize,
+    ) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let dt = |b: &Self, v: &Val| match v {
+            Val::Arr(id) => Some((b.meta(*id).dtype, false)),
+            Val::Num(_, k) => Some((DType::of_kind(*k), true)),
+            _ => None,
+        };
+        let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
+            return Err(at(format!("{} needs arrays or numbers", bop.symbol())));
+        };
+        let dtype = self.result_dtype(bop, da, db, pos)?;
+        let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
+        Ok(match (a, b) {
+            (Val::Num(x, _), Val::Num(y, _)) => Val::Num(bop.apply(x, y), dtype.kind()),
+            (Val::Arr(x), Val::Num(value, _)) | (Val::Num(value, _), Val::Arr(x)) => {
+                let m = ArrayMeta {
+                    dtype,
+                    ..self.meta(x).clone()
+                };
+                let op = NodeOp::Scalar {
+                    op: bop,
+                    x,
+                    value,
+                    scalar_left,
+                };
+                Val::Arr(self.add(m, op))
+            }
+            (Val::Arr(x), Val::Arr(y)) => {
+                let (shape, block, xs) = self.align(&[x, y], bop.symbol(), pos)?;
+                Val::Arr(self.add(
+                    ArrayMeta::new(shape, block, dtype),
+                    NodeOp::Binary {
+                        op: bop,
+                        a: xs[0],
+                        b: xs[1],
+                    },
+                ))
+            }
+            _ => unreachable!("checked above"),
+        })
+    }
+
+    /// Broadcasts operands: the output shape, its blocks (each axis from the first operand
+    /// that spans it) and the operands re-blocked to match where they span an axis too.
+    pub(super) fn align(
+        &mut self,
+        xs: &[NodeId],
+        what: &str,
+        pos: usize,
+    ) -> Result<Aligned, EvalError> {
+        let metas: Vec<ArrayMeta> = xs.iter().map(|&x| self.meta(x).clone()).collect();
+        let mut shape: Vec<u64> = vec![];
+        for m in &metas {
+            shape = nums_layout::meta::broadcast(&shape, &m.shape).ok_or_else(|| {
+                EvalError::Expr(ExprError::new(
+                    pos,
+                    format!(
+                        "operands of {what} have shapes {}, which do not broadcast",
+                        metas
+                            .iter()
+                            .map(|m| shape_str(&m.shape))
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
+                ))
+            })?;
+        }
+        let n = shape.len();
+        let block: Vec<u64> = (0..n)
+            .map(|d| {
+                metas
+                    .iter()
+                    .find_map(|m| {
+                        let i = (d + m.ndim()).checked_sub(n)?;
+                        (m.shape[i] == shape[d] && shape[d] > 1).then(|| m.block[i])
+                    })
+                    .unwrap_or(1)
+            })
+            .collect();
+        let out = xs
+            .iter()
+            .zip(&metas)
+            .map(|(&x, m)| {
+                let want: Vec<u64> = (0..m.ndim())
+                    .map(|i| {
+                        if m.shape[i] == 1 {
+                            1
+                        } else {
+                            block[i + n - m.ndim()]
+                        }
+                    })
+                    .collect();
+                self.rechunk(x, want)
+            })
+            .collect();
+        Ok((shape, block, out))
+    }
+
+    pub(super) fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
+        let dt = |s: &Self, v: &Val| match v {
+            Val::Arr(id) => (s.meta(*id).dtype, false),
+            Val::Num(_, k) => (DType::of_kind(*k), true),
+            _ => (DType::Float64, true),
+        };
+        let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
+        let c = self.node(c, pos)?;
+        let (a, b) = (self.node(a, pos)?, self.node(b, pos)?);
+        let (shape, block, xs) = self.align(&[c, a, b], "where", pos)?;
+        Ok(Val::Arr(self.add(
+            ArrayMeta::new(shape, block, dtype),
+            NodeOp::Where {
+                c: xs[0],
+                a: xs[1],
+                b: xs[2],
+            },
+        )))
+    }
+
+    /// `op` over `axes` (sorted, distinct), optionally keeping them as length-1 axes.
+    pub(super) fn reduce(
+        &mut self,
+        x: NodeId,
+        op: ReduceOp,
+        axes: Vec<usize>,
+        keepdims: bool,
+    ) -> NodeId {
+        let m = self.meta(x).clone();
+        let dtype = match op {
+            ReduceOp::All | ReduceOp::Any => DType::Bool,
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd
+                if !m.dtype.is_float() =>
+            {
+                DType::Int64
+            }
+            _ => m.dtype,
+        };
+        let kept = |v: &[u64]| -> Vec<u64> {
+            (0..m.ndim())
+                .filter(|d| !axes.contains(d))
+                .map(|d| v[d])
+                .collect()
+        };
+        let r = self.add(
+            ArrayMeta::new(kept(&m.shape), kept(&m.block), dtype),
+            NodeOp::Reduce {
+                x,
+                op,
+                axes: axes.clone(),
+            },
+        );
+        if !keepdims {
+            return r;
+        }
+        let shape: Vec<u64> = (0..m.ndim())
+            .map(|d| if axes.contains(&d) { 1 } else { m.shape[d] })
+            .collect();
+        self.reshape(r, &shape)
+    }
+
+    /// `x` with another shape of the same size (checked by the caller).
+    pub(super) fn reshape(&mut self, x: NodeId, shape: &[u64]) -> NodeId {
+        let m = self.meta(x).clone();
+        if m.shape == shape {
+            return x;
+        }
+        let non_unit = |s: &[u64]| -> Vec<u64> { s.iter().copied().filter(|&v| v != 1).collect() };
+        if non_unit(&m.shape) == non_unit(shape) {
+            // Only length-1 axes come or go: block i of the input is block i of the output.
+            let mut blocks = m
+                .shape
+                .iter()
+                .zip(&m.block)
+                .filter(|(s, _)| **s != 1)
+                .map(|(_, b)| *b);
+            let block = shape
+                .iter()
+                .map(|&s| {
+                    if s == 1 {
+                        1
+                    } else {
+                        blocks.next().expect("same")
+                    }
+                })
+                .collect();
+            return self.add(
+                ArrayMeta::new(shape.to_vec(), block, m.dtype),
+                NodeOp::Reshape { x },
+            );
+        }
+        // Otherwise both are blocked along axis 0 only (whole rows are contiguous runs),
+        // with blocks about as large as the input's.
+        let target = m.max_block_nbytes().max(1 << 20) / m.dtype.size() as u64;
+        let rows = |s: &[u64]| -> Vec<u64> {
+            let row: u64 = s.iter().skip(1).product::<u64>().max(1);
+            let mut b = s.to_vec();
+            if let Some(b0) = b.first_mut() {
+                *b0 = (target / row).max(1);
+            }
+            b
+        };
+        let xr = self.rechunk(x, rows(&m.shape));
+        self.add(
+            ArrayMeta::new(shape.to_vec(), rows(shape), m.dtype),
+            NodeOp::Reshape { x: xr },
+        )
+    }
+
+    pub(super) fn transpose(&mut self, x: NodeId, perm: Vec<usize>) -> NodeId {
+        let m = self.meta(x).clone();
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return x;
+        }
+        let meta = ArrayMeta {
+            shape: perm.iter().map(|&p| m.shape[p]).collect(),
+            block: perm.iter().map(|&p| m.block[p]).collect(),
+            dtype: m.dtype,
+        };
+        self.add(meta, NodeOp::Transpose { x, perm })
+    }
+
+    /// `x` with the block grid `block` (a new node only where it differs).
+    pub(super) fn rechunk(&mut self, x: NodeId, block: Vec<u64>) -> NodeId {
+        let m = self.meta(x).clone();
+        let want = ArrayMeta::new(m.shape.clone(), block, m.dtype);
+        if want == m {
+            return x;
+        }
+        self.add(want, NodeOp::Rechunk { x })
+    }
+
+    /// An Einstein sum; `subscripts` may leave out the output (NumPy's implicit form).
+    pub(super) fn einsum(
+        &mut self,
+        subscripts: &str,
+        xs: Vec<NodeId>,
+        pos: usize,
+    ) -> Result<Val, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let explicit = if subscripts.contains("->") {
+            subscripts.to_string()
+        } else {
+            // Implicit output: the letters that appear once, in alphabetical order.
+            let mut once: Vec<char> = subscripts
+                .chars()
+                .filter(|c| c.is_ascii_alphabetic())
+                .filter(|c| subscripts.matches(*c).count() == 1)
+                .collect();
+            once.sort_unstable();
+            format!("{subscripts}->{}", once.iter().collect::<String>())
+        };
+        let spec = nums_function::einsum::Spec::parse(&explicit).map_err(at)?;
+        if spec.inputs.len() != xs.len() {
+            return Err(at(format!(
+                "einsum subscripts {subscripts:?} name {} operands, but {} are given",
+                spec.inputs.len(),
+                xs.len()
+            )));
+        }
+        let mut size: HashMap<char, u64> = HashMap::new();
+        let mut block: HashMap<char, u64> = HashMap::new();
+        for (k, (&x, letters)) in xs.iter().zip(&spec.inputs).enumerate() {
+            let m = self.meta(x).clone();
+            if m.ndim() != letters.len() {
+                return Err(at(format!(
+                    "einsum operand {k} has shape {} but subscripts {:?}",
+                    shape_str(&m.shape),
+                    letters.iter().collect::<String>()
+                )));
+            }
+            for (d, c) in letters.iter().enumerate() {
+                match size.get(c) {
+                    Some(&s) if s != m.shape[d] => {
+                        return Err(at(format!(
+                            "einsum letter {c:?} has sizes {s} and {} (operand {k})",
+                            m.shape[d]
+                        )));
+                    }
+                    _ => {
+                        size.insert(*c, m.shape[d]);
+                        block.entry(*c).or_insert(m.block[d]);
+                    }
+                }
+            }
+        }
+        // An operand that is a transpose is read through: its source with the letters
+        // permuted (no transposed copy of the blocks is made).
+        let mut spec = spec;
+        let xs: Vec<NodeId> = xs
+            .iter()
+            .zip(spec.inputs.iter_mut())
+            .map(|(&x, letters)| match &self.g.nodes[x].op {
+                NodeOp::Transpose { x: src, perm } => {
+                    let mut src_letters = letters.clone();
+                    for (i, &p) in perm.iter().enumerate() {
+                        src_letters[p] = letters[i];
+                    }
+                    *letters = src_letters;
+                    *src
+                }
+                _ => x,
+            })
+            .collect();
+        let explicit = format!(
+            "{}->{}",
+            spec.inputs
+                .iter()
+                .map(|l| l.iter().collect::<String>())
+                .collect::<Vec<_>>()
+                .join(","),
+            spec.output.iter().collect::<String>()
+        );
+        let xs: Vec<NodeId> = xs
+            .iter()
+            .zip(&spec.inputs)
+            .map(|(&x, letters)| self.rechunk(x, letters.iter().map(|c| block[c]).collect()))
+            .collect();
+        let dtype = xs
+            .iter()
+            .map(|&x| self.meta(x).dtype)
+            .reduce(DType::promote)
+            .expect("operands");
+        let meta = ArrayMeta::new(
+            spec.output.iter().map(|c| size[c]).collect(),
+            spec.output.iter().map(|c| block[c]).collect(),
+            dtype,
+        );
+        Ok(Val::Arr(self.add(
+            meta,
+            NodeOp::Einsum {
+                subscripts: explicit,
+                xs,
+            },
+        )))
+    }
+
+    /// `a @ b` (NumPy's matmul: 1-D and 2-D operands, and stacks of equal batch shape).
+    pub(super) fn matmul(&mut self, a: NodeId, b: NodeId, pos: usize) -> Result<Val, EvalError> {
+        let (ma, mb) = (self.meta(a).clone(), self.meta(b).clone());
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let (na, nb) = (ma.ndim(), mb.ndim());
+        if na == 0 || nb == 0 {
+            return Err(at(
+                "@ needs arrays of at least 1 dimension; use * for scalars".into(),
+            ));
+        }
+        let ka = ma.shape[na - 1];
+        let kb = mb.shape[nb.saturating_sub(2)];
+        if ka != kb {
+            return Err(at(format!(
+                "@ of shapes {} and {}: inner sizes {ka} and {kb} differ",
+                shape_str(&ma.shape),
+                shape_str(&mb.shape)
+            )));
+        }
+        let batch = "abcdefgh";
+        let (sa, sb, so) = match (na, nb) {
+            (1, 1) => ("z".to_string(), "z".to_string(), String::new()),
+            (1, _) => {
+                let bb = &batch[..nb - 2];
+                ("z".to_string(), format!("{bb}zy"), format!("{bb}y"))
+            }
+            (_, 1) => {
+                let ba = &batch[..na - 2];
+                (format!("{ba}xz"), "z".to_string(), format!("{ba}x"))
+            }
+            _ => {
+                if ma.shape[..na - 2] != mb.shape[..nb - 2] {
+                    return Err(at(format!(
+                        "@ of stacks of shapes {} and {}: the batch shapes differ (broadcasting stacks is not supported)",
+                        shape_str(&ma.shape),
+                        shape_str(&mb.shape)
+                    )));
+                }
+                let bb = &batch[..na - 2];
+                (format!("{bb}xz"), format!("{bb}zy"), format!("{bb}xy"))
+            }
+        };
+        if na > 8 || nb > 8 {
+            return Err(at(
+                "@ of arrays of more than 8 dimensions is not supported".into()
+            ));
+        }
+        self.einsum(&format!("{sa},{sb}->{so}"), vec![a, b], pos)
+    }
+
+    /// The operands (same dtype after promotion) one after another along `axis`.
+    pub(super) fn concat(
+        &mut self,
+        xs: Vec<NodeId>,
+        axis: usize,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let first = self.meta(xs[0]).clone();
+        let mut total = 0;
+        for &x in &xs {
+            let m = self.meta(x);
+            let same = m.ndim() == first.ndim()
+                && (0..m.ndim()).all(|d| d == axis || m.shape[d] == first.shape[d]);
+            if !same {
+                return Err(at(format!(
+                    "cannot concatenate shapes {} and {} along axis {axis}",
+                    shape_str(&first.shape),
+                    shape_str(&m.shape)
+                )));
+            }
+            total += m.shape[axis];
+        }
+        let dtype = xs
+            .iter()
+            .map(|&x| self.meta(x).dtype)
+            .reduce(DType::promote)
+            .expect("operands");
+        let xs: Vec<NodeId> = xs.into_iter().map(|x| self.cast(x, dtype)).collect();
+        let mut shape = first.shape.clone();
+        shape[axis] = total;
+        Ok(self.add(
+            ArrayMeta::new(shape, first.block.clone(), dtype),
+            NodeOp::Concat { xs, axis },
+        ))
+    }
+}
+
+/// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
+pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);

@@ -1,0 +1,121 @@
+//! Why an invocation failed, as the function reports it (Lambda's `errorType`) and the
+//! driver reads it: the one list of failure kinds and their wire names, shared by the
+//! function, the local endpoint and the dispatcher.
+
+/// A failed invocation's kind. Its wire name is what Lambda carries as `errorType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// A store request failed (network, throttling, an outage): another try may pass.
+    Store,
+    /// A block that should exist is not in the store.
+    MissingBlock,
+    /// A block's bytes do not decode (checksum, size).
+    CorruptBlock,
+    /// An array's metadata is unusable.
+    BadArray,
+    /// The batch names an array outside its job prefix, or a store the function may not use.
+    OutsideJobPrefix,
+    /// A kernel refused its inputs.
+    Kernel,
+    /// A linear-algebra kernel found its input singular or not positive definite.
+    LinAlg,
+    /// The payload is not a batch.
+    BadPayload,
+    /// The process went over `memory_mb` (Lambda's `Runtime.OutOfMemory`).
+    OutOfMemory,
+    /// The invocation ran past `timeout_seconds` (`Function.TimedOut`; older Lambda
+    /// runtimes say `Sandbox.Timedout`).
+    TimedOut,
+    /// The process died some other way: a signal, an abort (`Runtime.ExitError`).
+    Crashed,
+    /// The response was over the payload limit (`Function.ResponseSizeTooLarge`).
+    ResponseTooLarge,
+    /// The function process could not be started (`Runtime.InvalidEntrypoint`).
+    CannotStart,
+    /// Anything else Lambda reports (`Runtime.Unknown`, ...).
+    Other,
+}
+
+impl ErrorKind {
+    /// Every kind, for tests and docs.
+    pub const ALL: [ErrorKind; 14] = [
+        ErrorKind::Store,
+        ErrorKind::MissingBlock,
+        ErrorKind::CorruptBlock,
+        ErrorKind::BadArray,
+        ErrorKind::OutsideJobPrefix,
+        ErrorKind::Kernel,
+        ErrorKind::LinAlg,
+        ErrorKind::BadPayload,
+        ErrorKind::OutOfMemory,
+        ErrorKind::TimedOut,
+        ErrorKind::Crashed,
+        ErrorKind::ResponseTooLarge,
+        ErrorKind::CannotStart,
+        ErrorKind::Other,
+    ];
+
+    /// The `errorType` string on the wire.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            ErrorKind::Store => "StoreError",
+            ErrorKind::MissingBlock => "MissingBlock",
+            ErrorKind::CorruptBlock => "CorruptBlock",
+            ErrorKind::BadArray => "BadArray",
+            ErrorKind::OutsideJobPrefix => "OutsideJobPrefix",
+            ErrorKind::Kernel => "KernelError",
+            ErrorKind::LinAlg => "LinAlgError",
+            ErrorKind::BadPayload => "BadPayload",
+            ErrorKind::OutOfMemory => "Runtime.OutOfMemory",
+            ErrorKind::TimedOut => "Function.TimedOut",
+            ErrorKind::Crashed => "Runtime.ExitError",
+            ErrorKind::ResponseTooLarge => "Function.ResponseSizeTooLarge",
+            ErrorKind::CannotStart => "Runtime.InvalidEntrypoint",
+            ErrorKind::Other => "Runtime.Unknown",
+        }
+    }
+
+    /// The kind of an `errorType` string (unknown strings are [`ErrorKind::Other`]).
+    pub fn from_wire(s: &str) -> ErrorKind {
+        if s == "Sandbox.Timedout" {
+            return ErrorKind::TimedOut;
+        }
+        ErrorKind::ALL
+            .into_iter()
+            .find(|k| k.wire_name() == s)
+            .unwrap_or(ErrorKind::Other)
+    }
+
+    /// Whether sending the same invocation again may succeed: store hiccups, a process
+    /// that died (not for memory) and unknown runtime failures may pass; out of memory,
+    /// timeouts, refused keys and bad data will not.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Store | ErrorKind::Crashed | ErrorKind::Other
+        )
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.wire_name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_names_round_trip() {
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_wire(k.wire_name()), k);
+        }
+        assert_eq!(
+            ErrorKind::from_wire("Sandbox.Timedout"),
+            ErrorKind::TimedOut
+        );
+        assert_eq!(ErrorKind::from_wire("Something.New"), ErrorKind::Other);
+    }
+}
