@@ -217,9 +217,12 @@ def test_intermediates_removed_outputs_kept(tmp_path):
     run(tmp_path / "job.toml", "--keep")
     store = tmp_path / "nums-data" / "t"
     assert (store / "Y" / "zarr.json").exists() and not (store / "X").exists()
-    assert any((store / "_tmp").rglob("zarr.json"))  # --keep keeps intermediates
-    run(tmp_path / "job.toml")
-    assert not any((store / "_tmp").rglob("*"))
+    # --keep keeps the run's intermediates (with metadata, to open them) under _runs/<run>/
+    assert any((store / "_runs").rglob("tmp/*/zarr.json"))
+    p = run(tmp_path / "job.toml")
+    assert "removed the state of 1 earlier" in p.stderr, p.stderr
+    assert not any((store / "_runs").rglob("*"))
+    assert not (store / "_lease.json").exists()
     assert_close(np.load(tmp_path / "Y.npy"), np.full((6, 6), 4.0))
 
 

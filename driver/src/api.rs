@@ -350,6 +350,7 @@ impl Array {
         let function = self.s.0.borrow().function.clone();
         let opts = crate::run::RunOptions {
             keep: false,
+            resume: false,
             progress: false,
             function_command: function,
             defaults: Default::default(),

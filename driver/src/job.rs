@@ -131,6 +131,21 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// What makes the array, in the job file's words (recorded in the stored array's
+    /// attributes).
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Random { dist, shape, seed } => {
+                format!("random {} {shape:?} seed {seed}", dist.name())
+            }
+            Source::Full { shape, value } => format!("full {shape:?} value {value}"),
+            Source::Load { path } => format!("load {path}"),
+            Source::Expr { text } => text.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct ArrayDef {
     pub name: String,

@@ -14,5 +14,6 @@ pub mod package;
 pub mod planview;
 pub mod report;
 pub mod run;
+pub mod runs;
 pub mod sched;
 pub mod tasks;

@@ -26,9 +26,13 @@ enum Cmd {
         /// Write the measured figures as JSON to this file.
         #[arg(long)]
         stats: Option<PathBuf>,
-        /// Keep the job's intermediate arrays in the store.
+        /// Keep the run's intermediate arrays in the store.
         #[arg(long)]
         keep: bool,
+        /// Resume the latest unfinished run of this job (killed, failed or interrupted):
+        /// only the invocations whose outputs are missing run again.
+        #[arg(long)]
+        resume: bool,
         /// No progress bar.
         #[arg(long, short)]
         quiet: bool,
@@ -128,28 +132,45 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mut interrupted = false;
     let result = rt.block_on(async {
         match cli.cmd {
             Cmd::Run {
                 job,
                 stats,
                 keep,
+                resume,
                 quiet,
                 infra: _,
             } => {
                 let opts = nums_cloud::run::RunOptions {
                     keep,
+                    resume,
                     progress: !quiet && std::io::stderr().is_terminal(),
                     function_command: None,
                     defaults,
                 };
-                let report = nums_cloud::run::run(&job, &opts).await?;
-                print!("{}", report.summary());
-                if let Some(path) = stats {
-                    std::fs::write(&path, serde_json::to_string_pretty(&report)?)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                let write_stats = |report: &nums_cloud::report::Report| match &stats {
+                    Some(path) => std::fs::write(path, serde_json::to_string_pretty(report)?)
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
+                    None => Ok(()),
+                };
+                match nums_cloud::run::run(&job, &opts).await {
+                    Ok(report) => {
+                        print!("{}", report.summary());
+                        write_stats(&report)
+                    }
+                    Err(e) => {
+                        // A run that started reports what it measured, with its error.
+                        if let Some(f) = e.downcast_ref::<nums_cloud::run::RunFailed>() {
+                            write_stats(&f.report)?;
+                            if f.interrupted {
+                                interrupted = true;
+                            }
+                        }
+                        Err(e)
+                    }
                 }
-                anyhow::Ok(())
             }
             Cmd::Plan { job, svg, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
@@ -235,7 +256,12 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            // 130: stopped by SIGINT, as shells report it.
+            if interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

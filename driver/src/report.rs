@@ -35,6 +35,15 @@ pub fn mib(b: u64) -> String {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub job: String,
+    /// The run's id (its state lives under `<job>/_runs/<run>/` while it runs).
+    pub run: String,
+    /// "ok", "failed" or "interrupted".
+    pub status: String,
+    /// Why the run did not finish.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Invocations a resumed run did not need to send again (finished before, verified).
+    pub skipped_batches: u64,
     pub backend: String,
     pub scheduler: String,
     pub workers: usize,
@@ -86,6 +95,10 @@ impl Report {
         let others = s.requests + c.requests() - puts;
         Report {
             job: job.name.clone(),
+            run: String::new(),
+            status: "ok".into(),
+            error: None,
+            skipped_batches: 0,
             backend: format!("{:?}", job.compute.backend).to_lowercase(),
             scheduler: scheduler.to_string(),
             workers: job.compute.workers,

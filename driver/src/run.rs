@@ -1,5 +1,6 @@
-//! `nums-cloud run`: check the whole job, then import inputs, dispatch the batches,
-//! export the outputs and report what was measured.
+//! `nums-cloud run`: check the whole job, take its lease and start a run (`crate::runs`),
+//! then import inputs, dispatch the batches, commit the outputs atomically, export them and
+//! report what was measured — for a failed or interrupted run too.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -9,17 +10,23 @@ use futures::{StreamExt, TryStreamExt};
 use ndarray::SliceInfoElem;
 use nums_layout::{ArrayMeta, Block, ErrorKind, Store, StoredArray};
 
-use crate::dispatch::{Invoker, run_batches};
+use crate::dispatch::{Dispatched, Invoker, run_batches};
 use crate::graph::{self, Graph, NodeOp};
 use crate::job::{Backend, Defaults, Job, SchedulerKind, Target};
 use crate::local::{LocalConfig, LocalEndpoint};
 use crate::report::Report;
+use crate::runs::Run;
+use crate::sched::PlannedBatch;
 use crate::tasks;
 
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
+    /// Keep the run's intermediates in the store after it succeeds.
     pub keep: bool,
     pub progress: bool,
+    /// Resume the latest earlier run of the same job (killed, failed or interrupted):
+    /// only the batches whose outputs are missing run again.
+    pub resume: bool,
     /// The local function process; default: [`default_function_command`].
     pub function_command: Option<Vec<String>>,
     /// What the job file leaves out (from `--infra`, or nums-cloud's own defaults).
@@ -38,6 +45,24 @@ pub struct Checked {
     pub mask: Option<graph::NodeId>,
 }
 
+/// A run that did not finish: what it measured until then, and why it stopped. Its
+/// state stays in the store for `--resume`.
+#[derive(Debug)]
+pub struct RunFailed {
+    pub report: Box<Report>,
+    pub error: anyhow::Error,
+    /// Stopped by Ctrl-C (SIGINT) rather than by an error.
+    pub interrupted: bool,
+}
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)
+    }
+}
+
+impl std::error::Error for RunFailed {}
+
 /// Everything that can be checked before anything runs: the file, names, shapes, dtypes,
 /// input files, and that the store answers.
 pub async fn check(path: &Path) -> anyhow::Result<Checked> {
@@ -50,7 +75,7 @@ pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Chec
 }
 
 /// Checks a parsed job: probes its inputs (the only reads), builds the graph (pure), and
-/// proves that every store it writes to answers.
+/// proves that every store it writes to answers and takes writes.
 pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
     let probes = graph::probe(&job).await?;
     let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
@@ -59,17 +84,16 @@ pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
     };
     let store = Store::open(&job.storage)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
-    store
-        .check()
+    check_writable(&store, &format!("{}/_runs", job.name))
         .await
-        .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+        .map_err(|e| job.err(job.storage_line, "storage.url", e))?;
     for o in &job.outputs {
-        if let Target::Zarr { store: spec, .. } = &o.target {
-            let s = Store::open(spec)
-                .map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
-            s.check()
+        if let Target::Zarr { store: spec, path } = &o.target {
+            let key = format!("outputs.{}", o.name);
+            let s = Store::open(spec).map_err(|e| job.err(o.line, &key, e.to_string()))?;
+            check_writable(&s, path)
                 .await
-                .map_err(|e| job.err(o.line, format!("outputs.{}", o.name), e.to_string()))?;
+                .map_err(|e| job.err(o.line, &key, e))?;
         }
     }
     Ok(Checked {
@@ -81,28 +105,164 @@ pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
     })
 }
 
+/// Proves that a store answers and takes writes under `prefix` (a small object written
+/// and removed), so that a read-only store or bucket fails at `check`, not mid-run.
+async fn check_writable(store: &Store, prefix: &str) -> Result<(), String> {
+    store.check().await.map_err(|e| e.to_string())?;
+    let key = format!(
+        "{}/.nums-cloud-check-{}",
+        prefix.trim_matches('/'),
+        std::process::id()
+    );
+    store
+        .put(&key, bytes::Bytes::from_static(b"check"))
+        .await
+        .map_err(|e| format!("the store does not take writes: {e}"))?;
+    store
+        .delete(&key)
+        .await
+        .map_err(|e| format!("the store does not take deletes: {e}"))
+}
+
 /// Checks and runs the job file at `path`.
 pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     run_job(Job::load_with(path, &opts.defaults)?, opts).await
 }
 
-/// Checks and runs a parsed job.
+/// A job's fingerprint: `--resume` continues only a run of the same job on the same inputs.
+fn fingerprint(job: &Job, probes: &graph::Probes) -> String {
+    let mut probes: Vec<_> = probes.0.iter().collect();
+    probes.sort_by(|a, b| a.0.cmp(b.0));
+    let text = format!("{job:?}{probes:?}");
+    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+/// What a run has measured so far (kept outside the run's future, so that a failed or
+/// interrupted run still reports it).
+#[derive(Default)]
+struct Measured {
+    dispatched: Dispatched,
+    tasks: usize,
+    projected_peak: u64,
+    over: Vec<(usize, u64, u64)>,
+    skipped: u64,
+}
+
+/// Checks and runs a parsed job. On failure the error is a [`RunFailed`] carrying the
+/// report of what ran.
 pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let Checked {
-        job,
-        graph: g,
-        probes,
+    let checked = check_job(job).await?;
+    let job = &checked.job;
+    let store = &checked.store;
+    let run = Run::start(
         store,
-        mask,
-    } = check_job(job).await?;
-    let prefix = job.name.clone();
-    // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
-    // select everything: the largest the job can be).
-    let plan = plan_job(&job, &g, &prefix)?;
+        &job.name,
+        &fingerprint(job, &checked.probes),
+        opts.resume,
+    )
+    .await
+    .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
+    if !run.removed.is_empty() {
+        eprintln!(
+            "note: removed the state of {} earlier unfinished run(s) of job {} ({})",
+            run.removed.len(),
+            job.name,
+            run.removed.join(", ")
+        );
+    }
+    if opts.resume && run.resumed.is_none() {
+        eprintln!(
+            "note: no earlier run of job {} to resume; running it whole",
+            job.name
+        );
+    }
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
+    let backend = match start_backend(job, opts).await {
+        Ok(b) => b,
+        Err(e) => {
+            let _ = run.finish(true).await;
+            return Err(e);
+        }
+    };
+    let measured = std::sync::Mutex::new(Measured::default());
+    let result = tokio::select! {
+        r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
+        _ = tokio::signal::ctrl_c() => Err((anyhow!("interrupted (Ctrl-C)"), true)),
+    };
+    if let Some(ep) = backend.1 {
+        ep.stop().await;
+    }
+    let m = measured.into_inner().unwrap_or_else(|p| p.into_inner());
+    let report = |outputs| {
+        let mut r = Report::new(
+            job,
+            &scheduler,
+            m.tasks,
+            m.dispatched.clone(),
+            store,
+            started.elapsed(),
+            outputs,
+        );
+        r.run = run.id.clone();
+        r.projected_peak_memory_bytes = m.projected_peak;
+        r.invocations_over_projection = m.over.len() as u64;
+        r.skipped_batches = m.skipped;
+        r
+    };
+    match result {
+        Ok(outputs) => {
+            let report = report(outputs);
+            let prefix = run.prefix();
+            run.finish(!opts.keep)
+                .await
+                .map_err(|e| anyhow!("job {}: {e}", job.name))?;
+            if opts.keep {
+                eprintln!("note: the run's intermediates are kept under {prefix}/");
+            }
+            for (i, measured, projected) in &m.over {
+                eprintln!(
+                    "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
+                    *measured as f64 / (1 << 20) as f64,
+                    *projected as f64 / (1 << 20) as f64
+                );
+            }
+            Ok(report)
+        }
+        Err((error, interrupted)) => {
+            let mut report = report(Vec::new());
+            report.status = if interrupted { "interrupted" } else { "failed" }.into();
+            report.error = Some(format!("{error:#}"));
+            let prefix = run.prefix();
+            let kept = run.finish(false).await;
+            let error = match kept {
+                Ok(()) => error.context(format!(
+                    "job {}: the run's state is kept under {prefix}/: `nums-cloud run --resume {}` \
+                     recomputes only what is missing (a run without --resume removes it)",
+                    job.name,
+                    job.file.display()
+                )),
+                Err(e) => error.context(format!("job {}: {e}", job.name)),
+            };
+            Err(RunFailed {
+                report: Box::new(report),
+                error,
+                interrupted,
+            }
+            .into())
+        }
+    }
+}
 
-    let (invoker, endpoint) = match job.compute.backend {
+/// The invoker for the job's backend, and the local endpoint when it is local.
+async fn start_backend(
+    job: &Job,
+    opts: &RunOptions,
+) -> anyhow::Result<(Invoker, Option<LocalEndpoint>)> {
+    Ok(match job.compute.backend {
         Backend::Local => {
             let command = match &opts.function_command {
                 Some(c) => c.clone(),
@@ -123,102 +283,216 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             )
         }
         Backend::Lambda => (Invoker::lambda(&job.compute.function).await, None),
-    };
+    })
+}
 
-    let result = async {
-        let (g, plan, early) =
-            resolve_masks(&job, &probes, g, plan, mask, &invoker, &store).await?;
-        let batches = &plan.batches;
-        import_and_describe(&g, &prefix, &store).await?;
-        let bar = progress(opts.progress, batches.len() as u64);
-        let mut over = Vec::new();
-        let dispatched = run_batches(&invoker, batches, &store, job.compute.workers, |i, st| {
-            bar.inc(1);
-            if st.peak_memory_bytes > batches[i].projected_peak {
-                over.push((i, st.peak_memory_bytes, batches[i].projected_peak));
-            }
-        })
+/// Everything a run does between taking its lease and giving it back: the masks' stages,
+/// imports, the main stage, the check that inputs read in place did not change, the
+/// commit, and the exports. Returns the outputs for the summary.
+async fn execute(
+    c: &Checked,
+    run: &Run,
+    invoker: &Invoker,
+    opts: &RunOptions,
+    measured: &std::sync::Mutex<Measured>,
+) -> anyhow::Result<Vec<Output>> {
+    let (job, store) = (&c.job, &c.store);
+    let prefix = run.prefix();
+    // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
+    // select everything: the largest the job can be).
+    let plan = plan_job(job, &c.graph, &prefix)?;
+    let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
+    let plan = plan_job(job, &g, &prefix)?;
+    {
+        let mut m = measured.lock().expect("measured");
+        m.tasks += plan.tasks;
+        m.projected_peak = m.projected_peak.max(plan.max_projected_peak());
+    }
+    import_and_describe(job, &g, run, store, opts.keep).await?;
+    dispatch_stage(
+        job,
+        "main",
+        &plan,
+        run,
+        invoker,
+        store,
+        opts.progress,
+        measured,
+    )
+    .await?;
+    check_inputs_unchanged(c).await?;
+    let names: Vec<String> = g
+        .nodes
+        .iter()
+        .filter(|n| n.persist && !matches!(n.op, NodeOp::InPlace { .. }))
+        .filter_map(|n| n.name.clone())
+        .collect();
+    run.commit(&names)
         .await
-        .map_err(|e| anyhow!(explain(&e, &job)))?;
-        let mut dispatched = dispatched;
-        dispatched.stats.add(&early.stats);
-        dispatched.retries += early.retries;
-        bar.finish_and_clear();
-        let mut outputs = Vec::new();
-        for o in &job.outputs {
-            let id = g.named[&o.name];
-            let arr =
-                StoredArray::new(&tasks::node_path(&prefix, &g, id), g.nodes[id].meta.clone())?;
-            let preview = export(&arr, &o.target, &store)
-                .await
-                .with_context(|| format!("output {}", o.name))?;
-            outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
-        }
-        anyhow::Ok((dispatched, outputs, over, plan))
+        .map_err(|e| anyhow!("job {}: {e}", job.name))?;
+    let mut outputs = Vec::new();
+    for o in &job.outputs {
+        let id = g.named[&o.name];
+        let path = match &g.nodes[id].op {
+            NodeOp::InPlace { path, .. } => path.clone(),
+            _ => format!("{}/{}", job.name, o.name),
+        };
+        let arr = StoredArray::new(&path, g.nodes[id].meta.clone())?;
+        let preview = export(&arr, &o.target, store)
+            .await
+            .with_context(|| format!("output {}", o.name))?;
+        outputs.push((o.name.clone(), o.target.clone(), arr.meta.clone(), preview));
     }
-    .await;
-    if let Some(ep) = endpoint {
-        ep.stop().await;
+    Ok(outputs)
+}
+
+type Output = (String, Target, ArrayMeta, Option<Block>);
+
+/// Runs one stage (a plan) of the run, skipping the batches a resumed run finished
+/// already — verified: every block such a batch writes is in the store.
+#[allow(clippy::too_many_arguments)]
+async fn dispatch_stage(
+    job: &Job,
+    stage: &str,
+    plan: &crate::sched::Plan,
+    run: &Run,
+    invoker: &Invoker,
+    store: &Store,
+    progress: bool,
+    measured: &std::sync::Mutex<Measured>,
+) -> anyhow::Result<()> {
+    let batches = &plan.batches;
+    let done = match run.resumed.as_ref().and_then(|j| j.done.get(stage)) {
+        Some(claimed) if !claimed.is_empty() => verified_done(batches, claimed, store, run).await?,
+        _ => Default::default(),
+    };
+    let pending: Vec<usize> = (0..batches.len()).filter(|i| !done.contains(i)).collect();
+    let mut new_index = vec![usize::MAX; batches.len()];
+    for (k, &i) in pending.iter().enumerate() {
+        new_index[i] = k;
     }
-    if !opts.keep {
-        // Intermediates go, whether the job succeeded or not; named arrays stay.
-        for sub in ["_tmp", "_batches"] {
-            let _ = store.delete_prefix(&format!("{prefix}/{sub}")).await;
-        }
-    }
-    let (dispatched, outputs, over, plan) = result?;
-    for (i, measured, projected) in &over {
+    let todo: Vec<PlannedBatch> = pending
+        .iter()
+        .map(|&i| {
+            let mut b = batches[i].clone();
+            b.deps = b
+                .deps
+                .iter()
+                .filter(|&&d| !done.contains(&d))
+                .map(|&d| new_index[d])
+                .collect();
+            b
+        })
+        .collect();
+    measured.lock().expect("measured").skipped += done.len() as u64;
+    if !done.is_empty() {
         eprintln!(
-            "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
-            *measured as f64 / (1 << 20) as f64,
-            *projected as f64 / (1 << 20) as f64
+            "note: resuming run {}: {} of {} invocations of stage {stage} finished before; {} to go",
+            run.id,
+            done.len(),
+            batches.len(),
+            todo.len()
         );
     }
-    let mut report = Report::new(
-        &job,
-        &scheduler,
-        plan.tasks,
-        dispatched,
-        &store,
-        started.elapsed(),
-        outputs,
-    );
-    report.projected_peak_memory_bytes = plan.max_projected_peak();
-    report.invocations_over_projection = over.len() as u64;
-    Ok(report)
+    let bar = progress_bar(progress, todo.len() as u64);
+    let result = run_batches(invoker, &todo, store, job.compute.workers, |k, st| {
+        bar.inc(1);
+        let i = pending[k];
+        run.done(stage, i);
+        let mut m = measured.lock().expect("measured");
+        m.dispatched.stats.add(st);
+        if st.peak_memory_bytes > batches[i].projected_peak {
+            m.over
+                .push((i, st.peak_memory_bytes, batches[i].projected_peak));
+        }
+    })
+    .await;
+    bar.finish_and_clear();
+    let _ = run.flush().await;
+    let d = result.map_err(|e| anyhow!(explain(&e, job)))?;
+    let mut m = measured.lock().expect("measured");
+    m.dispatched.retries += d.retries;
+    m.dispatched.throttled += d.throttled;
+    Ok(())
+}
+
+/// Of the batches an earlier run says it finished, those whose every written block is in
+/// the store (one listing of the run's prefix).
+async fn verified_done(
+    batches: &[PlannedBatch],
+    claimed: &std::collections::BTreeSet<usize>,
+    store: &Store,
+    run: &Run,
+) -> anyhow::Result<std::collections::HashSet<usize>> {
+    let present: std::collections::HashSet<String> = store
+        .list_sizes(&run.prefix())
+        .await?
+        .into_iter()
+        .filter(|(_, size)| *size > 0)
+        .map(|(k, _)| k)
+        .collect();
+    Ok(claimed
+        .iter()
+        .copied()
+        .filter(|&i| i < batches.len())
+        .filter(|&i| {
+            let b = &batches[i].batch;
+            b.tasks.iter().filter(|t| t.write_output).all(|t| {
+                let a = &b.arrays[t.output.array as usize];
+                present.contains(&nums_layout::zarr::chunk_key(&a.path, &t.output.index))
+            })
+        })
+        .collect())
+}
+
+/// Inputs read in place must not have been replaced while the run read them (another
+/// run of their job committing): a mix of old and new blocks would be a wrong answer.
+async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
+    for (name, probe) in &c.probes.0 {
+        if let graph::Probe::Zarr {
+            in_place: Some(path),
+            stamp,
+            ..
+        } = probe
+        {
+            let now = StoredArray::open_stamped(&c.store, path).await;
+            if now.ok().map(|(_, s)| s) != Some(*stamp) {
+                return Err(anyhow!(
+                    "input {name} ({path}) was replaced while this run read it (another run of its \
+                     job committed); nothing was committed: run this job again"
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Computes the boolean masks the job indexes with (each from the part of the graph it
-/// depends on, stored under `_tmp/`), then builds the graph with the selections known.
-/// `mask` is the first one the checked graph waits for; without one, nothing is redone.
+/// depends on, in its own stage), then builds the graph with the selections known.
 async fn resolve_masks(
-    job: &Job,
-    probes: &graph::Probes,
-    mut g: Graph,
-    mut plan: crate::sched::Plan,
-    mut mask: Option<graph::NodeId>,
+    c: &Checked,
+    run: &Run,
     invoker: &Invoker,
-    store: &Store,
-) -> anyhow::Result<(Graph, crate::sched::Plan, crate::dispatch::Dispatched)> {
+    plan: crate::sched::Plan,
+    opts: &RunOptions,
+    measured: &std::sync::Mutex<Measured>,
+) -> anyhow::Result<Graph> {
+    let (job, store) = (&c.job, &c.store);
+    let prefix = run.prefix();
+    let mut g = c.graph.clone();
+    drop(plan);
+    let mut mask = c.mask;
     let mut masks = std::collections::HashMap::new();
-    let mut early = crate::dispatch::Dispatched::default();
     while let Some(m) = mask {
-        let (sub, root) = g.subgraph(m, &format!("_tmp/mask{m}"));
-        let sub_plan = plan_job(job, &sub, &job.name)?;
-        import_and_describe(&sub, &job.name, store).await?;
-        let d = run_batches(
-            invoker,
-            &sub_plan.batches,
-            store,
-            job.compute.workers,
-            |_, _| {},
-        )
-        .await
-        .map_err(|e| anyhow!(explain(&e, job)))?;
-        early.stats.add(&d.stats);
-        early.retries += d.retries;
+        // Not an identifier, so never the name of one of the job's arrays.
+        let name = format!("mask-{m}");
+        let (sub, root) = g.subgraph(m, &name);
+        let sub_plan = plan_job(job, &sub, &prefix)?;
+        measured.lock().expect("measured").tasks += sub_plan.tasks;
+        import_and_describe(job, &sub, run, store, opts.keep).await?;
+        dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured).await?;
         let arr = StoredArray::new(
-            &tasks::node_path(&job.name, &sub, root),
+            &tasks::node_path(&prefix, &sub, root),
             sub.nodes[root].meta.clone(),
         )?;
         let Block::Bool(values) = read_whole(&arr, store, false).await? else {
@@ -231,10 +505,9 @@ async fn resolve_masks(
             .map(|(i, _)| i as u64)
             .collect();
         masks.insert(m, picked);
-        mask = match graph::build_staged(job, probes, &masks)? {
+        mask = match graph::build_staged(job, &c.probes, &masks)? {
             graph::Built::Done(done) => {
                 g = done;
-                plan = plan_job(job, &g, &job.name)?;
                 None
             }
             graph::Built::NeedMask { graph, mask } => {
@@ -243,7 +516,7 @@ async fn resolve_masks(
             }
         };
     }
-    Ok((g, plan, early))
+    Ok(g)
 }
 
 /// The job's plan under its scheduler for the run with store prefix `prefix`; refused
@@ -334,7 +607,7 @@ fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
     format!("job {}: {e}{hint}", job.name)
 }
 
-fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
+fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
     if !show {
         return indicatif::ProgressBar::hidden();
     }
@@ -349,36 +622,68 @@ fn progress(show: bool, n: u64) -> indicatif::ProgressBar {
     bar
 }
 
-/// Writes `zarr.json` for every array the job makes, and the blocks of imported arrays.
-async fn import_and_describe(g: &Graph, prefix: &str, store: &Store) -> anyhow::Result<()> {
+/// Stages what the run keeps: the `zarr.json` of every array it makes and keeps (with
+/// attributes saying what made it), and the blocks of imported arrays (their `zarr.json`
+/// after them, so that a resumed run finds an import whole or imports it again). With
+/// `keep`, intermediates get their `zarr.json` too, so they can be opened after the run.
+async fn import_and_describe(
+    job: &Job,
+    g: &Graph,
+    run: &Run,
+    store: &Store,
+    keep: bool,
+) -> anyhow::Result<()> {
+    let prefix = run.prefix();
     for n in &g.nodes {
-        if matches!(n.op, NodeOp::InPlace { .. }) {
-            continue; // read in place: never written
+        if matches!(n.op, NodeOp::InPlace { .. }) || !(n.persist || keep) {
+            continue; // read in place: never written; intermediates need no metadata
         }
-        let arr = StoredArray::new(&tasks::node_path(prefix, g, n.id), n.meta.clone())?;
-        arr.write_metadata(store).await?;
+        let arr = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
+        let attrs = n.persist.then(|| {
+            let def = n
+                .name
+                .as_ref()
+                .and_then(|k| job.arrays.iter().find(|a| &a.name == k));
+            serde_json::json!({
+                "complete": true,
+                "job": job.name,
+                "run": run.id,
+                "array": n.name,
+                "source": def.map(|d| d.source.describe()),
+                "version": env!("CARGO_PKG_VERSION"),
+            })
+        });
         let full = match &n.op {
             NodeOp::ImportNpy { path } => {
                 let p = PathBuf::from(path);
-                tokio::task::spawn_blocking(move || crate::npy::read(&p))
-                    .await?
-                    .map_err(|e| anyhow!(e))?
+                Some(
+                    tokio::task::spawn_blocking(move || crate::npy::read(&p))
+                        .await?
+                        .map_err(|e| anyhow!(e))?,
+                )
             }
             NodeOp::ImportCsv { path } => {
                 let p = PathBuf::from(path);
-                tokio::task::spawn_blocking(move || crate::npy::read_csv(&p))
-                    .await?
-                    .map_err(|e| anyhow!(e))?
+                Some(
+                    tokio::task::spawn_blocking(move || crate::npy::read_csv(&p))
+                        .await?
+                        .map_err(|e| anyhow!(e))?,
+                )
             }
             NodeOp::ImportZarr { store: spec, path } => {
                 let src_store = Store::open(spec)?;
                 let src = StoredArray::open(&src_store, path).await?;
-                read_whole(&src, &src_store, true).await?
+                Some(read_whole(&src, &src_store, true).await?)
             }
-            _ => continue,
+            _ => None,
         };
-        let full = full.cast(n.meta.dtype);
-        write_whole(&arr, store, &full).await?;
+        if let Some(full) = full {
+            if run.resumed.is_some() && store.head(&arr.metadata_key()).await?.is_some() {
+                continue; // imported whole by the run this one resumes
+            }
+            write_whole(&arr, store, &full.cast(n.meta.dtype)).await?;
+        }
+        arr.write_metadata_with(store, attrs).await?;
     }
     Ok(())
 }
@@ -470,6 +775,10 @@ async fn export(
         Target::Zarr { store: spec, path } => {
             let dst = Store::open(spec)?;
             let out = StoredArray::new(path, arr.meta.clone())?;
+            // As a commit does: the old array goes (its metadata first), the chunks come,
+            // the metadata last, so a reader never sees old and new chunks mixed.
+            dst.delete(&out.metadata_key()).await?;
+            dst.delete_prefix(path).await?;
             // Same format on both sides: copy the encoded chunks as they are.
             futures::stream::iter(arr.meta.blocks())
                 .map(|idx| {
@@ -483,7 +792,8 @@ async fn export(
                 .buffer_unordered(8)
                 .try_collect::<Vec<()>>()
                 .await?;
-            out.write_metadata(&dst).await?;
+            let src_meta = store.get(&arr.metadata_key()).await?;
+            dst.put(&out.metadata_key(), src_meta).await?;
             if arr.meta.len() <= PREVIEW {
                 return Ok(Some(read_whole(arr, store, false).await?));
             }

@@ -189,9 +189,9 @@ pub fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
         return path.clone();
     }
     match (g.nodes[b.node].persisted_name(), b.part) {
-        (Some(n), 0) => format!("{prefix}/{n}"),
-        (None, 0) => format!("{prefix}/_tmp/n{}", b.node),
-        (_, p) => format!("{prefix}/_tmp/n{}p{p}", b.node),
+        (Some(n), 0) => format!("{prefix}/out/{n}"),
+        (None, 0) => format!("{prefix}/tmp/n{}", b.node),
+        (_, p) => format!("{prefix}/tmp/n{}p{p}", b.node),
     }
 }
 

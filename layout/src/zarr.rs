@@ -142,8 +142,21 @@ impl StoredArray {
 
     /// Writes `zarr.json` (nums-cloud's own form, which every Zarr v3 reader accepts).
     pub async fn write_metadata(&self, store: &Store) -> Result<()> {
-        let json = serde_json::to_vec_pretty(&zarr_json(&self.meta))
-            .map_err(|e| meta_err(&self.path, e))?;
+        self.write_metadata_with(store, None).await
+    }
+
+    /// Writes `zarr.json` with `attrs` under `attributes.nums_cloud` (what made the array;
+    /// `"complete": true` says every block is written, so a missing one is an error).
+    pub async fn write_metadata_with(
+        &self,
+        store: &Store,
+        attrs: Option<serde_json::Value>,
+    ) -> Result<()> {
+        let mut z = zarr_json(&self.meta);
+        if let Some(a) = attrs {
+            z["attributes"][ATTRIBUTES_KEY] = a;
+        }
+        let json = serde_json::to_vec_pretty(&z).map_err(|e| meta_err(&self.path, e))?;
         store.put(&self.metadata_key(), Bytes::from(json)).await
     }
 
@@ -274,6 +287,17 @@ impl StoredArray {
     }
 }
 
+/// The key of block `idx` of the array at `path` in nums-cloud's encoding (Zarr v3's
+/// default chunk keys with `/`): `path/c/i/j`, `path/c` for a 0-d array.
+pub fn chunk_key(path: &str, idx: &[u64]) -> String {
+    let mut k = format!("{}/c", path.trim_matches('/'));
+    for i in idx {
+        k.push('/');
+        k.push_str(&i.to_string());
+    }
+    k
+}
+
 /// A stamp of a `zarr.json`'s bytes: equal bytes, equal stamps (FNV-1a, stable across
 /// builds).
 fn stamp(bytes: &[u8]) -> u64 {
@@ -359,6 +383,7 @@ mod tests {
         let meta = ArrayMeta::new(vec![7, 5], vec![3, 4], DType::Float64);
         let arr = StoredArray::new("job/x", meta).unwrap();
         assert_eq!(arr.block_key(&[2, 1]), "job/x/c/2/1");
+        assert_eq!(chunk_key("job/x", &[2, 1]), arr.block_key(&[2, 1]));
         let b = Block::F64(ArrayD::from_shape_fn(IxDyn(&[1, 1]), |_| 4.25));
         let bytes = arr.encode(&[2, 1], &b).unwrap();
         assert_eq!(arr.decode(&[2, 1], Some(bytes)).unwrap(), b);

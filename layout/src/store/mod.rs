@@ -67,6 +67,8 @@ pub struct Store {
     /// `rooted`, counted into `counters`.
     inner: Arc<dyn ObjectStore>,
     spec: StoreSpec,
+    /// The folder of a `file://` store (where empty folders are pruned after deletes).
+    local_root: Option<std::path::PathBuf>,
     pub counters: Arc<IoCounters>,
 }
 
@@ -79,6 +81,7 @@ impl Store {
             message,
         };
         let url = url::Url::parse(&spec.url).map_err(|e| err(format!("not a URL: {e}")))?;
+        let mut local_root = None;
         let rooted: Arc<dyn ObjectStore> = match url.scheme() {
             "file" => {
                 let dir = url
@@ -86,6 +89,7 @@ impl Store {
                     .map_err(|_| err("a file:// URL must name an absolute folder".into()))?;
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| err(format!("cannot create folder {}: {e}", dir.display())))?;
+                local_root = Some(dir.clone());
                 let fs = LocalFileSystem::new_with_prefix(&dir)
                     .map_err(|e| err(e.to_string()))?
                     .with_automatic_cleanup(true);
@@ -145,16 +149,21 @@ impl Store {
                 )));
             }
         };
-        Ok(Store::counted(rooted, spec.clone()))
+        Ok(Store::counted(rooted, spec.clone(), local_root))
     }
 
-    fn counted(rooted: Arc<dyn ObjectStore>, spec: StoreSpec) -> Store {
+    fn counted(
+        rooted: Arc<dyn ObjectStore>,
+        spec: StoreSpec,
+        local_root: Option<std::path::PathBuf>,
+    ) -> Store {
         let c = CountingStore::new(rooted.clone());
         Store {
             counters: c.counters.clone(),
             inner: Arc::new(c),
             rooted,
             spec,
+            local_root,
         }
     }
 
@@ -164,7 +173,11 @@ impl Store {
 
     /// The same store with fresh counters (one per invocation).
     pub fn with_fresh_counters(&self) -> Store {
-        Store::counted(self.rooted.clone(), self.spec.clone())
+        Store::counted(
+            self.rooted.clone(),
+            self.spec.clone(),
+            self.local_root.clone(),
+        )
     }
 
     fn path(&self, key: &str) -> Path {
@@ -314,6 +327,13 @@ impl Store {
             .buffer_unordered(16)
             .try_collect::<Vec<()>>()
             .await?;
+        // Objects moved away (renames) leave their folders behind on a local store.
+        if let Some(root) = &self.local_root {
+            let dir = root.join(prefix.trim_matches('/'));
+            if !prefix.trim_matches('/').is_empty() {
+                prune_empty_dirs(&dir);
+            }
+        }
         Ok(n)
     }
 
@@ -337,6 +357,19 @@ impl Store {
 }
 
 use futures::StreamExt;
+
+/// Removes `dir` and the folders under it that hold no files (bottom up).
+fn prune_empty_dirs(dir: &std::path::Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let mut empty = true;
+    for e in entries.flatten() {
+        let p = e.path();
+        empty &= p.is_dir() && prune_empty_dirs(&p);
+    }
+    empty && std::fs::remove_dir(dir).is_ok()
+}
 
 /// Credentials from the standard AWS chain (aws-config), refreshed before they expire.
 #[derive(Debug, Default)]

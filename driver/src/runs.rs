@@ -1,0 +1,631 @@
+//! A run of a job in the store. Each run has its own id and prefix, `<job>/_runs/<run>/`,
+//! holding everything it makes: intermediates (`tmp/`), the arrays it keeps, staged
+//! (`out/<name>`), payloads that travel by key (`batches/`), its record (`run.json`) and
+//! the journal of finished batches (`done.json`, for `--resume`).
+//!
+//! A lease (`<job>/_lease.json`, renewed while the run lives, expiring when its driver is
+//! gone) keeps two drivers from running one job at once: the second is refused, naming the
+//! first. When every batch has finished, [`Run::commit`] moves the staged arrays to
+//! `<job>/<name>` so that a reader sees the old complete array or the new one, never a mix:
+//! the old array (its `zarr.json` first) is removed, the new chunks move in, and the new
+//! `zarr.json` comes last. A redo record (`<job>/_commit.json`) lets the next run of the job
+//! finish a commit that was cut short.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use nums_layout::Store;
+use serde::{Deserialize, Serialize};
+use std::sync::Mutex;
+
+/// How long a lease lasts without renewal: a killed driver's job is free again after it.
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+/// How often a live run renews its lease.
+const LEASE_RENEW: Duration = Duration::from_secs(15);
+/// How often the journal of finished batches is written.
+const JOURNAL_EVERY: Duration = Duration::from_secs(2);
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".into())
+}
+
+/// Whether process `pid` of this host is alive.
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+/// A new run id: sortable by start time, unique enough for one job's runs.
+fn new_run_id() -> String {
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{}-{:04x}",
+        t.as_millis(),
+        fastrand::u16(..) ^ (std::process::id() as u16)
+    )
+}
+
+/// Who holds a job's lease.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Lease {
+    /// A fresh token per driver: the lease is ours while it carries our token.
+    pub owner: String,
+    pub run: String,
+    pub host: String,
+    pub pid: u32,
+    /// Unix seconds.
+    pub started: u64,
+    pub expires: u64,
+}
+
+impl Lease {
+    /// Held by a live driver: not expired, and on this host, its process alive.
+    fn live(&self) -> bool {
+        self.expires > now() && (self.host != hostname() || alive(self.pid))
+    }
+}
+
+/// What a run records about itself (`run.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RunRecord {
+    run: String,
+    job: String,
+    /// The job's fingerprint: a run resumes only the same job.
+    fingerprint: String,
+    started: u64,
+    host: String,
+    pid: u32,
+}
+
+/// The batches a run has finished, by stage (a dispatch of one plan).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Journal {
+    pub done: BTreeMap<String, BTreeSet<usize>>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "lowercase")]
+enum Phase {
+    /// The old arrays are being removed.
+    Clearing,
+    /// The staged arrays are moving in.
+    Moving,
+}
+
+/// The redo record of a commit (`<job>/_commit.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct CommitRecord {
+    run: String,
+    arrays: Vec<String>,
+    phase: Phase,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "job {job} is being run by another driver (run {run}, pid {pid} on {host}, started {ago} s ago); \
+         wait for it to finish, or, if that driver is gone, its lease expires within {ttl} s"
+    )]
+    Busy {
+        job: String,
+        run: String,
+        pid: u32,
+        host: String,
+        ago: u64,
+        ttl: u64,
+    },
+    #[error(
+        "job {job}: another driver took this job over (run {run}); this run's results were not committed"
+    )]
+    LeaseLost { job: String, run: String },
+    #[error(transparent)]
+    Store(#[from] nums_layout::Error),
+    #[error("{0}")]
+    Record(String),
+}
+
+/// A run in progress: its lease is renewed and its journal written in the background.
+pub struct Run {
+    pub job: String,
+    pub id: String,
+    store: Store,
+    owner: String,
+    /// The journal a resumed run starts from (verified by the caller), or empty.
+    pub resumed: Option<Journal>,
+    /// Runs of this job that were abandoned (killed, failed, interrupted) and removed.
+    pub removed: Vec<String>,
+    journal: Arc<Mutex<(Journal, bool)>>,
+    lost: Arc<AtomicBool>,
+    background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn lease_key(job: &str) -> String {
+    format!("{job}/_lease.json")
+}
+
+fn commit_key(job: &str) -> String {
+    format!("{job}/_commit.json")
+}
+
+/// The prefix of run `run` of `job`.
+pub fn run_prefix(job: &str, run: &str) -> String {
+    format!("{job}/_runs/{run}")
+}
+
+async fn get_json<T: for<'de> Deserialize<'de>>(
+    store: &Store,
+    key: &str,
+) -> Result<Option<T>, RunError> {
+    match store.get_opt(key).await? {
+        None => Ok(None),
+        Some(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| RunError::Record(format!("{key}: {e}"))),
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> Bytes {
+    Bytes::from(serde_json::to_vec_pretty(v).expect("serialisable"))
+}
+
+impl Run {
+    /// Starts a run of `job`: takes the job's lease (refused while another driver holds
+    /// it), finishes a commit an earlier run left half done, then either resumes the
+    /// latest earlier run with the same `fingerprint` (`resume`) or removes the state of
+    /// earlier runs (nothing else can be using it while we hold the lease).
+    pub async fn start(
+        store: &Store,
+        job: &str,
+        fingerprint: &str,
+        resume: bool,
+    ) -> Result<Run, RunError> {
+        let owner = new_run_id();
+        let mut lease = Lease {
+            owner: owner.clone(),
+            run: owner.clone(),
+            host: hostname(),
+            pid: std::process::id(),
+            started: now(),
+            expires: now() + LEASE_TTL.as_secs(),
+        };
+        acquire(store, job, &lease).await?;
+
+        if let Some(rec) = get_json::<CommitRecord>(store, &commit_key(job)).await? {
+            roll_forward(store, job, rec).await?;
+        }
+
+        // Earlier runs of this job, oldest first.
+        let mut earlier: Vec<(String, Option<RunRecord>)> = Vec::new();
+        let runs_prefix = format!("{job}/_runs/");
+        let mut ids: Vec<String> = store
+            .list(&runs_prefix)
+            .await?
+            .into_iter()
+            .filter_map(|k| {
+                k.strip_prefix(&runs_prefix)
+                    .and_then(|r| r.split('/').next())
+                    .map(str::to_string)
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        for id in ids {
+            let rec = get_json::<RunRecord>(store, &format!("{}/run.json", run_prefix(job, &id)))
+                .await
+                .ok()
+                .flatten();
+            earlier.push((id, rec));
+        }
+        let resumable = resume
+            .then(|| {
+                earlier
+                    .iter()
+                    .rev()
+                    .find(|(_, r)| r.as_ref().is_some_and(|r| r.fingerprint == fingerprint))
+            })
+            .flatten()
+            .map(|(id, _)| id.clone());
+        let id = resumable.clone().unwrap_or_else(|| owner.clone());
+        let mut removed = Vec::new();
+        for (old, _) in &earlier {
+            if Some(old) != resumable.as_ref() {
+                store.delete_prefix(&run_prefix(job, old)).await?;
+                removed.push(old.clone());
+            }
+        }
+        let resumed = match &resumable {
+            Some(r) => Some(
+                get_json::<Journal>(store, &format!("{}/done.json", run_prefix(job, r)))
+                    .await?
+                    .unwrap_or_default(),
+            ),
+            None => None,
+        };
+        lease.run = id.clone();
+        store.put(&lease_key(job), to_json(&lease)).await?;
+        let record = RunRecord {
+            run: id.clone(),
+            job: job.to_string(),
+            fingerprint: fingerprint.to_string(),
+            started: now(),
+            host: lease.host.clone(),
+            pid: lease.pid,
+        };
+        store
+            .put(
+                &format!("{}/run.json", run_prefix(job, &id)),
+                to_json(&record),
+            )
+            .await?;
+
+        let journal = Arc::new(Mutex::new((resumed.clone().unwrap_or_default(), false)));
+        let lost = Arc::new(AtomicBool::new(false));
+        let background = vec![
+            tokio::spawn(renew(store.clone(), job.to_string(), lease, lost.clone())),
+            tokio::spawn(write_journal(
+                store.clone(),
+                format!("{}/done.json", run_prefix(job, &id)),
+                journal.clone(),
+            )),
+        ];
+        Ok(Run {
+            job: job.to_string(),
+            id,
+            store: store.clone(),
+            owner,
+            resumed,
+            removed,
+            journal,
+            lost,
+            background,
+        })
+    }
+
+    /// The run's prefix under the store root.
+    pub fn prefix(&self) -> String {
+        run_prefix(&self.job, &self.id)
+    }
+
+    /// Records that batch `batch` of `stage` finished (written to the journal soon).
+    pub fn done(&self, stage: &str, batch: usize) {
+        let mut j = self.journal.lock().expect("journal");
+        j.0.done.entry(stage.to_string()).or_default().insert(batch);
+        j.1 = true;
+    }
+
+    /// Writes the journal now.
+    pub async fn flush(&self) -> Result<(), RunError> {
+        write_journal_once(
+            &self.store,
+            &format!("{}/done.json", self.prefix()),
+            &self.journal,
+        )
+        .await
+    }
+
+    /// Makes the staged arrays `names` (under `<prefix>/out/`) the job's arrays
+    /// `<job>/<name>`, replacing what was there: readers see the old array or the new one,
+    /// never a mix.
+    pub async fn commit(&self, names: &[String]) -> Result<(), RunError> {
+        self.check_lease().await?;
+        let rec = CommitRecord {
+            run: self.id.clone(),
+            arrays: names.to_vec(),
+            phase: Phase::Clearing,
+        };
+        self.store
+            .put(&commit_key(&self.job), to_json(&rec))
+            .await?;
+        roll_forward(&self.store, &self.job, rec).await
+    }
+
+    async fn check_lease(&self) -> Result<(), RunError> {
+        let held = get_json::<Lease>(&self.store, &lease_key(&self.job)).await?;
+        match held {
+            Some(l) if l.owner == self.owner && !self.lost.load(Ordering::SeqCst) => Ok(()),
+            other => Err(RunError::LeaseLost {
+                job: self.job.clone(),
+                run: other.map(|l| l.run).unwrap_or_else(|| "unknown".into()),
+            }),
+        }
+    }
+
+    /// Ends the run: its state is removed (unless `keep`, or unless it is kept for
+    /// `--resume` after a failure) and the lease released.
+    pub async fn finish(mut self, remove_state: bool) -> Result<(), RunError> {
+        for t in self.background.drain(..) {
+            t.abort();
+        }
+        let flushed = self.flush().await;
+        if remove_state {
+            self.store.delete_prefix(&self.prefix()).await?;
+        }
+        if let Ok(Some(l)) = get_json::<Lease>(&self.store, &lease_key(&self.job)).await
+            && l.owner == self.owner
+        {
+            self.store.delete(&lease_key(&self.job)).await?;
+        }
+        flushed
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        for t in &self.background {
+            t.abort();
+        }
+    }
+}
+
+/// Takes the lease, or says who holds it. Stores that ignore conditional writes (Garage)
+/// are covered by reading the lease back after a pause: the last writer wins and the
+/// others see it.
+async fn acquire(store: &Store, job: &str, lease: &Lease) -> Result<(), RunError> {
+    let key = lease_key(job);
+    for _ in 0..3 {
+        let held = get_json::<Lease>(store, &key).await.unwrap_or(None);
+        match held {
+            Some(h) if h.owner != lease.owner && h.live() => {
+                return Err(RunError::Busy {
+                    job: job.to_string(),
+                    run: h.run,
+                    pid: h.pid,
+                    host: h.host,
+                    ago: now().saturating_sub(h.started),
+                    ttl: h.expires.saturating_sub(now()),
+                });
+            }
+            Some(_) => store.put(&key, to_json(lease)).await?,
+            None => {
+                if !store.put_if_absent(&key, to_json(lease)).await? {
+                    continue; // another driver was first: look again
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        if get_json::<Lease>(store, &key)
+            .await?
+            .is_some_and(|l| l.owner == lease.owner)
+        {
+            return Ok(());
+        }
+    }
+    let h = get_json::<Lease>(store, &key).await?;
+    Err(match h {
+        Some(h) => RunError::Busy {
+            job: job.to_string(),
+            run: h.run,
+            pid: h.pid,
+            host: h.host,
+            ago: now().saturating_sub(h.started),
+            ttl: h.expires.saturating_sub(now()),
+        },
+        None => RunError::Record(format!("{key}: cannot take the job's lease")),
+    })
+}
+
+/// Renews the lease until the run ends; flags `lost` when another driver took it.
+async fn renew(store: Store, job: String, mut lease: Lease, lost: Arc<AtomicBool>) {
+    let key = lease_key(&job);
+    loop {
+        tokio::time::sleep(LEASE_RENEW).await;
+        match get_json::<Lease>(&store, &key).await {
+            Ok(Some(l)) if l.owner != lease.owner => {
+                lost.store(true, Ordering::SeqCst);
+                return;
+            }
+            Err(_) => continue, // the store is down for now: try again later
+            _ => {}
+        }
+        lease.expires = now() + LEASE_TTL.as_secs();
+        let _ = store.put(&key, to_json(&lease)).await;
+    }
+}
+
+async fn write_journal(store: Store, key: String, journal: Arc<Mutex<(Journal, bool)>>) {
+    loop {
+        tokio::time::sleep(JOURNAL_EVERY).await;
+        let _ = write_journal_once(&store, &key, &journal).await;
+    }
+}
+
+/// Writes the journal if it changed since it was last written.
+async fn write_journal_once(
+    store: &Store,
+    key: &str,
+    journal: &Mutex<(Journal, bool)>,
+) -> Result<(), RunError> {
+    let snapshot = {
+        let mut j = journal.lock().expect("journal");
+        if !j.1 {
+            return Ok(());
+        }
+        j.1 = false;
+        j.0.clone()
+    };
+    if let Err(e) = store.put(key, to_json(&snapshot)).await {
+        journal.lock().expect("journal").1 = true; // try again next time
+        return Err(e.into());
+    }
+    Ok(())
+}
+
+/// Carries a commit through from its record (again, if it was cut short: each step can
+/// be repeated).
+async fn roll_forward(store: &Store, job: &str, mut rec: CommitRecord) -> Result<(), RunError> {
+    if rec.phase == Phase::Clearing {
+        for name in &rec.arrays {
+            let fin = format!("{job}/{name}");
+            store.delete(&format!("{fin}/zarr.json")).await?;
+            store.delete_prefix(&fin).await?;
+        }
+        rec.phase = Phase::Moving;
+        store.put(&commit_key(job), to_json(&rec)).await?;
+    }
+    let staged_root = format!("{}/out", run_prefix(job, &rec.run));
+    for name in &rec.arrays {
+        let staged = format!("{staged_root}/{name}");
+        let fin = format!("{job}/{name}");
+        let keys: Vec<String> = store
+            .list(&staged)
+            .await?
+            .into_iter()
+            .filter(|k| !k.ends_with("/zarr.json"))
+            .collect();
+        let moves: HashMap<String, String> = keys
+            .into_iter()
+            .map(|k| {
+                let to = format!("{fin}{}", &k[staged.len()..]);
+                (k, to)
+            })
+            .collect();
+        futures::stream::iter(moves)
+            .map(|(from, to)| async move { store.rename(&from, &to).await })
+            .buffer_unordered(32)
+            .try_collect::<Vec<()>>()
+            .await?;
+        // The metadata last: the array is visible only once all of it is there.
+        let meta = format!("{staged}/zarr.json");
+        if store.head(&meta).await?.is_some() {
+            store.rename(&meta, &format!("{fin}/zarr.json")).await?;
+        }
+        store.delete_prefix(&staged).await?; // what renames leave (empty folders)
+    }
+    store.delete(&commit_key(job)).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nums_layout::StoreSpec;
+
+    fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("nums-runs-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let spec = StoreSpec {
+            url: url::Url::from_directory_path(&dir).unwrap().to_string(),
+            endpoint: None,
+        };
+        (Store::open(&spec).unwrap(), dir)
+    }
+
+    #[tokio::test]
+    async fn a_second_driver_is_refused_and_a_dead_ones_lease_is_taken_over() {
+        let (store, dir) = temp_store("lease");
+        let a = Run::start(&store, "j", "f", false).await.unwrap();
+        let e = Run::start(&store, "j", "f", false)
+            .await
+            .err()
+            .expect("refused");
+        assert!(matches!(e, RunError::Busy { .. }), "{e}");
+        assert!(e.to_string().contains(&a.id), "{e}");
+        a.finish(true).await.unwrap();
+        // A lease left by a process that no longer exists is taken over at once.
+        let dead = Lease {
+            owner: "x".into(),
+            run: "old".into(),
+            host: hostname(),
+            pid: 999_999_999,
+            started: now(),
+            expires: now() + 60,
+        };
+        store.put(&lease_key("j"), to_json(&dead)).await.unwrap();
+        let b = Run::start(&store, "j", "f", false).await.unwrap();
+        b.finish(true).await.unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn resume_finds_the_run_with_the_same_fingerprint() {
+        let (store, dir) = temp_store("resume");
+        let a = Run::start(&store, "j", "f1", false).await.unwrap();
+        a.done("main", 3);
+        let id = a.id.clone();
+        a.finish(false).await.unwrap(); // kept, as after a failure
+        let b = Run::start(&store, "j", "f2", true).await.unwrap();
+        assert_ne!(b.id, id, "another job: a fresh run");
+        assert!(b.removed.contains(&id));
+        b.finish(false).await.unwrap();
+        let c = Run::start(&store, "j", "f2", true).await.unwrap();
+        c.done("main", 1);
+        let cid = c.id.clone();
+        c.finish(false).await.unwrap();
+        let d = Run::start(&store, "j", "f2", true).await.unwrap();
+        assert_eq!(d.id, cid);
+        assert_eq!(
+            d.resumed.as_ref().unwrap().done["main"],
+            BTreeSet::from([1])
+        );
+        d.finish(true).await.unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn commit_replaces_an_array_whole_and_an_interrupted_commit_is_finished() {
+        let (store, dir) = temp_store("commit");
+        let put = |k: &str, v: &'static str| {
+            let store = store.clone();
+            let k = k.to_string();
+            async move {
+                store
+                    .put(&k, Bytes::from_static(v.as_bytes()))
+                    .await
+                    .unwrap()
+            }
+        };
+        // The old array has a chunk the new one lacks (another shape).
+        put("j/X/zarr.json", "old").await;
+        put("j/X/c/0", "old0").await;
+        put("j/X/c/1", "old1").await;
+        let a = Run::start(&store, "j", "f", false).await.unwrap();
+        let p = a.prefix();
+        put(&format!("{p}/out/X/zarr.json"), "new").await;
+        put(&format!("{p}/out/X/c/0/0"), "new00").await;
+        a.commit(&["X".to_string()]).await.unwrap();
+        let mut keys = store.list("j/X").await.unwrap();
+        keys.sort();
+        assert_eq!(keys, vec!["j/X/c/0/0", "j/X/zarr.json"]);
+        assert_eq!(&store.get("j/X/zarr.json").await.unwrap()[..], b"new");
+        assert!(store.head("j/_commit.json").await.unwrap().is_none());
+
+        // A commit cut short while moving: the next run finishes it before anything else.
+        let p = a.prefix();
+        put(&format!("{p}/out/Y/zarr.json"), "y").await;
+        put(&format!("{p}/out/Y/c/0"), "y0").await;
+        put(&format!("{p}/out/Y/c/1"), "y1").await;
+        let rec = CommitRecord {
+            run: a.id.clone(),
+            arrays: vec!["Y".into()],
+            phase: Phase::Moving,
+        };
+        store.put(&commit_key("j"), to_json(&rec)).await.unwrap();
+        store
+            .rename(&format!("{p}/out/Y/c/0"), "j/Y/c/0")
+            .await
+            .unwrap();
+        a.finish(false).await.unwrap();
+        let b = Run::start(&store, "j", "f", false).await.unwrap();
+        let mut keys = store.list("j/Y").await.unwrap();
+        keys.sort();
+        assert_eq!(keys, vec!["j/Y/c/0", "j/Y/c/1", "j/Y/zarr.json"]);
+        b.finish(true).await.unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+}
