@@ -27,7 +27,7 @@ pub const LEASE_TTL: Duration = Duration::from_secs(60);
 /// How often a live run renews its lease.
 const LEASE_RENEW: Duration = Duration::from_secs(15);
 /// How often the journal of finished batches is written.
-const JOURNAL_EVERY: Duration = Duration::from_secs(2);
+const JOURNAL_EVERY: Duration = Duration::from_millis(500);
 
 fn now() -> u64 {
     SystemTime::now()

@@ -84,19 +84,39 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
         });
     }
     let (store, apath) = split_zarr_location(path, &job.storage);
-    if local {
-        let dir = Path::new(path);
-        if !dir.join("zarr.json").exists() {
-            return Err(format!(
-                "{} is neither a .npy or .csv file nor a Zarr v3 array (no zarr.json)",
-                dir.display()
-            ));
-        }
-    }
     let s = nums_layout::Store::open(&store).map_err(|e| e.to_string())?;
-    let (arr, stamp) = nums_layout::StoredArray::open_stamped(&s, &apath)
-        .await
-        .map_err(|e| e.to_string())?;
+    let opened = nums_layout::StoredArray::open_stamped(&s, &apath).await;
+    let (arr, stamp) = match opened {
+        Ok(a) => a,
+        Err(nums_layout::Error::NotFound { .. }) => {
+            // An array of a job whose commit is under way (or was cut short) has no
+            // metadata until the commit ends: say so rather than "not found".
+            let committing = if local {
+                Path::new(path)
+                    .parent()
+                    .is_some_and(|d| d.join("_commit.json").exists())
+            } else {
+                let job_dir = apath.rsplit_once('/').map_or("", |(d, _)| d);
+                !job_dir.is_empty()
+                    && s.head(&format!("{job_dir}/_commit.json"))
+                        .await
+                        .ok()
+                        .flatten()
+                        .is_some()
+            };
+            return Err(if committing {
+                format!(
+                    "{path}: a run of its job is replacing this array (or that run's commit was \
+                     cut short: run the job again, or with --resume, to finish it)"
+                )
+            } else if local {
+                format!("{path} is neither a .npy or .csv file nor a Zarr v3 array (no zarr.json)")
+            } else {
+                format!("{path}: no Zarr array there (no zarr.json)")
+            });
+        }
+        Err(e) => return Err(e.to_string()),
+    };
     let in_place = relative_to(&job.storage, &store, &apath).filter(|_| arr.native);
     Ok(Probe::Zarr {
         store,

@@ -1,0 +1,201 @@
+"""Never a wrong answer with exit 0: two drivers on one job, interrupted and failed runs,
+missing blocks, --resume and Ctrl-C, each run by the real binary on the file store and
+compared with NumPy (or with an uninterrupted run, bit for bit)."""
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+
+from nums import BIN, job_text, run
+
+N = 60  # row blocks: enough invocations (naive) to stop a run in the middle
+
+
+def slow_job(seed, outputs=None, name="t"):
+    """A job of many invocations (naive: one task each) whose result depends on `seed`."""
+    arrays = {
+        "X": {"random": "normal", "shape": [N * 2000, 8], "seed": seed, "block": [2000, 8]},
+        "Y": "exp(X * 0.5) + sqrt(abs(X))",
+        "s": "sum(Y, axis=0)",
+    }
+    return job_text(arrays, outputs or {"Y": "Y.npy", "s": "s.npy"}, name=name,
+                    compute={"scheduler": "naive", "workers": 2})
+
+
+def start(job, *args):
+    return subprocess.Popen([BIN, "run", str(job), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(cond, timeout=60):
+    t = time.time()
+    while not cond():
+        assert time.time() - t < timeout, "timed out"
+        time.sleep(0.02)
+
+
+def journal_len(store):
+    n = 0
+    for p in (store / "_runs").glob("*/done.json"):
+        try:
+            n = max(n, sum(len(v) for v in json.loads(p.read_text())["done"].values()))
+        except (ValueError, KeyError):
+            pass
+    return n
+
+
+def test_a_second_driver_on_the_same_job_is_refused_by_name(tmp_path):
+    (tmp_path / "a.toml").write_text(slow_job(1, name="same"))
+    (tmp_path / "b.toml").write_text(slow_job(2, name="same"))
+    first = start(tmp_path / "a.toml")
+    lease = tmp_path / "nums-data" / "same" / "_lease.json"
+    wait_for(lease.exists)
+    second = run(tmp_path / "b.toml", check=False)
+    assert second.returncode != 0
+    assert "is being run by another driver" in second.stderr, second.stderr
+    assert json.loads(lease.read_text())["run"] in second.stderr
+    out, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    # The first run's answer is its own, whole.
+    ref_dir = tmp_path / "ref"
+    ref_dir.mkdir()
+    (ref_dir / "job.toml").write_text(slow_job(1, name="ref"))
+    run(ref_dir / "job.toml")
+    assert np.array_equal(np.load(tmp_path / "Y.npy"), np.load(ref_dir / "Y.npy"))
+    assert not lease.exists()
+
+
+def test_an_interrupted_rerun_leaves_the_old_output_whole_and_resume_finishes_it(tmp_path):
+    store = tmp_path / "nums-data" / "t"
+    (tmp_path / "job.toml").write_text(slow_job(1, outputs={"Y": "Y1.npy"}))
+    run(tmp_path / "job.toml")
+    old = np.load(tmp_path / "Y1.npy")
+    # The seed changes; the driver is killed halfway through.
+    (tmp_path / "job.toml").write_text(slow_job(2, outputs={"Y": "Y2.npy"}))
+    p = start(tmp_path / "job.toml")
+    wait_for(lambda: journal_len(store) >= N // 3)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    # A reader of the stored output sees the old run's array, whole.
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    (reader / "job.toml").write_text(job_text(
+        {"Y": {"load": str(store / "Y")}, "Z": "Y * 1"}, {"Z": "Z.npy"}, name="reader",
+        storage={"url": f"file://{tmp_path / 'nums-data'}"}))
+    run(reader / "job.toml")
+    assert np.array_equal(np.load(reader / "Z.npy"), old)
+    # --resume sends only what is missing and gives the same bits as a whole run.
+    p = run(tmp_path / "job.toml", "--resume", "--stats", str(tmp_path / "s.json"))
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["skipped_batches"] >= N // 3, stats
+    assert "resuming run" in p.stderr
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "job.toml").write_text(slow_job(2, outputs={"Y": "Y2.npy"}, name="fresh"))
+    run(fresh / "job.toml", "--stats", str(fresh / "s.json"))
+    assert np.array_equal(np.load(tmp_path / "Y2.npy"), np.load(fresh / "Y2.npy"))
+    assert stats["invocations"] < json.loads((fresh / "s.json").read_text())["invocations"]
+    assert not (store / "_runs").exists() or not any(p.is_file() for p in (store / "_runs").rglob("*"))
+
+
+def test_ctrl_c_stops_keeps_state_for_resume_and_writes_stats(tmp_path):
+    store = tmp_path / "nums-data" / "t"
+    (tmp_path / "job.toml").write_text(slow_job(3))
+    p = start(tmp_path / "job.toml", "--stats", str(tmp_path / "s.json"))
+    wait_for(lambda: journal_len(store) >= 5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert "interrupted" in err and "--resume" in err, err
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["status"] == "interrupted" and stats["invocations"] >= 5, stats
+    assert not (tmp_path / "Y.npy").exists()
+    assert not (store / "_lease.json").exists()
+    run(tmp_path / "job.toml", "--resume")
+    assert np.load(tmp_path / "s.npy").shape == (8,)
+
+
+def test_a_missing_block_is_an_error_naming_array_block_and_key(tmp_path):
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"random": "normal", "shape": [6, 4], "seed": 1, "block": [2, 4]}},
+        {"X": "X.npy"}, name="src"))
+    run(tmp_path / "job.toml")
+    chunk = tmp_path / "nums-data" / "src" / "X" / "c" / "1" / "0"
+    assert chunk.exists()
+    chunk.unlink()
+    (tmp_path / "r.toml").write_text(job_text(
+        {"X": {"load": "nums-data/src/X"}, "s": "sum(X)"}, {"s": "s.npy"}, name="r"))
+    p = run(tmp_path / "r.toml", check=False)
+    assert p.returncode == 1
+    assert "src/X/c/1/0" in p.stderr and "MissingBlock" in p.stderr, p.stderr
+    assert not (tmp_path / "s.npy").exists()
+
+
+def test_a_failed_run_commits_nothing(tmp_path):
+    """A run that fails after some of its blocks were written leaves the old output whole."""
+    good = job_text({"X": {"random": "normal", "shape": [6, 4], "seed": 1, "block": [2, 4]},
+                     "Y": "X * 2"}, {"Y": "Y.npy"}, name="f")
+    (tmp_path / "job.toml").write_text(good)
+    run(tmp_path / "job.toml")
+    old = np.load(tmp_path / "Y.npy")
+    # An input read in place with one corrupt block: the run fails at that block.
+    z = zarr.create_array(str(tmp_path / "nums-data" / "in"), shape=(6, 4), chunks=(2, 4),
+                          dtype="float64", compressors=zarr.codecs.ZstdCodec(level=1, checksum=True))
+    z[:] = np.ones((6, 4))
+    blob = tmp_path / "nums-data" / "in" / "c" / "2" / "0"
+    data = bytearray(blob.read_bytes())
+    data[-6] ^= 0xFF
+    blob.write_bytes(bytes(data))
+    bad = job_text({"X": {"load": "nums-data/in"}, "Y": "X * 3"}, {"Y": "Y.npy"}, name="f")
+    (tmp_path / "job.toml").write_text(bad)
+    p = run(tmp_path / "job.toml", check=False)
+    assert p.returncode == 1 and "in/c/2/0" in p.stderr, p.stderr
+    stored = zarr.open_array(str(tmp_path / "nums-data" / "f" / "Y"), mode="r")
+    assert np.array_equal(stored[:], old)
+    assert np.array_equal(np.load(tmp_path / "Y.npy"), old)
+
+
+def test_foreign_zarr_chunks_never_written_are_its_fill_value(tmp_path):
+    z = zarr.create_array(str(tmp_path / "f.zarr"), shape=(6, 4), chunks=(2, 2),
+                          dtype="float64", fill_value=np.nan)
+    z[0:2, :] = 1.0  # chunks of rows 2..5 are never written
+    (tmp_path / "job.toml").write_text(job_text(
+        {"Z": {"load": "f.zarr"}, "Y": "Z + 1"}, {"Y": "Y.npy"}))
+    run(tmp_path / "job.toml")
+    want = np.full((6, 4), np.nan)
+    want[0:2] = 2.0
+    np.testing.assert_array_equal(np.load(tmp_path / "Y.npy"), want)
+
+
+def test_output_whose_rank_changes_is_replaced(tmp_path):
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"ones": [6], "block": [2]}}, {"X": "X.npy"}))
+    run(tmp_path / "job.toml")
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"ones": [6, 3], "block": [2, 2]}}, {"X": "X.npy"}))
+    run(tmp_path / "job.toml")
+    stored = zarr.open_array(str(tmp_path / "nums-data" / "t" / "X"), mode="r")
+    assert stored.shape == (6, 3) and np.array_equal(stored[:], np.ones((6, 3)))
+
+
+def test_check_refuses_a_store_that_takes_no_writes(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"ones": [6]}}, {"X": "X.npy"}, storage={"url": "file://ro"}))
+    os.chmod(ro, 0o555)
+    try:
+        if os.geteuid() == 0:
+            # root writes anywhere: make the folder immutable instead, where allowed.
+            if subprocess.run(["chattr", "+i", str(ro)], capture_output=True).returncode != 0:
+                return
+        p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True)
+        assert p.returncode == 1 and "storage.url" in p.stderr and "writes" in p.stderr, p.stderr
+    finally:
+        subprocess.run(["chattr", "-i", str(ro)], capture_output=True)
+        os.chmod(ro, 0o755)
