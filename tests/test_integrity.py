@@ -199,3 +199,35 @@ def test_check_refuses_a_store_that_takes_no_writes(tmp_path):
     finally:
         subprocess.run(["chattr", "-i", str(ro)], capture_output=True)
         os.chmod(ro, 0o755)
+
+
+def test_memory_hint_is_right_the_first_time_and_names_the_users_array(tmp_path):
+    arrays = {"X": {"random": "normal", "shape": [4000, 1000], "seed": 1, "block": [4000, 1000]},
+              "Y": "sum(exp(X) * 2, axis=0)"}
+    text = job_text(arrays, {"Y": "Y.npy"}, compute={"memory_mb": 128, "workers": 1})
+    (tmp_path / "job.toml").write_text(text)
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert "job.toml:6: arrays.X: block [0, 0] of array X" in p.stderr, p.stderr
+    assert "(expression n" not in p.stderr, p.stderr
+    hint = int(p.stderr.split("give memory_mb = ")[1].split()[0])
+    assert hint > 128 and hint % 64 == 0
+    # Following the hint plans the job at once; 64 MB less does not.
+    (tmp_path / "job.toml").write_text(text.replace("memory_mb = 128", f"memory_mb = {hint}"))
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    (tmp_path / "job.toml").write_text(text.replace("memory_mb = 128", f"memory_mb = {hint - 64}"))
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+
+
+def test_one_mask_indexes_several_arrays(tmp_path):
+    X = np.arange(30, dtype=float).reshape(10, 3) - 12.0
+    np.save(tmp_path / "X.npy", X)
+    arrays = {"X": {"load": "X.npy", "block": [4, 3]}, "m": "X[:, 0] > 0", "w": "X[:, 1]",
+              "z": "X[~m] @ ones(3) - w[~m]", "y": "X[m][:, 2] + w[m]"}
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"z": "z.npy", "y": "y.npy"}))
+    run(tmp_path / "job.toml")
+    m = X[:, 0] > 0
+    np.testing.assert_allclose(np.load(tmp_path / "z.npy"), X[~m] @ np.ones(3) - X[:, 1][~m])
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), X[m, 2] + X[:, 1][m])

@@ -176,10 +176,9 @@ fn main() -> ExitCode {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let prefix = nums_cloud::run::dry_run_prefix(&c.job);
-                let lshs =
-                    nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Lshs, &prefix)?;
-                let naive =
-                    nums_cloud::run::plan_with(&c.job, &c.graph, SchedulerKind::Naive, &prefix)?;
+                let plan =
+                    |kind| nums_cloud::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
+                let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
                 print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
                 if let Some(path) = svg {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
@@ -193,6 +192,7 @@ fn main() -> ExitCode {
                     &c.job,
                     &c.graph,
                     &nums_cloud::run::dry_run_prefix(&c.job),
+                    &c.probes,
                 )?;
                 println!(
                     "{}: ok ({} arrays, {} outputs)",

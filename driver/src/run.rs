@@ -300,9 +300,9 @@ async fn execute(
     let prefix = run.prefix();
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
     // select everything: the largest the job can be).
-    let plan = plan_job(job, &c.graph, &prefix)?;
+    let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
     let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
-    let plan = plan_job(job, &g, &prefix)?;
+    let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
         let mut m = measured.lock().expect("measured");
         m.tasks += plan.tasks;
@@ -487,7 +487,7 @@ async fn resolve_masks(
         // Not an identifier, so never the name of one of the job's arrays.
         let name = format!("mask-{m}");
         let (sub, root) = g.subgraph(m, &name);
-        let sub_plan = plan_job(job, &sub, &prefix)?;
+        let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
         measured.lock().expect("measured").tasks += sub_plan.tasks;
         import_and_describe(job, &sub, run, store, opts.keep).await?;
         dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured).await?;
@@ -521,8 +521,13 @@ async fn resolve_masks(
 
 /// The job's plan under its scheduler for the run with store prefix `prefix`; refused
 /// before anything runs when it cannot fit.
-pub fn plan_job(job: &Job, g: &Graph, prefix: &str) -> anyhow::Result<crate::sched::Plan> {
-    plan_with(job, g, job.compute.scheduler, prefix)
+pub fn plan_job(
+    job: &Job,
+    g: &Graph,
+    prefix: &str,
+    probes: &graph::Probes,
+) -> anyhow::Result<crate::sched::Plan> {
+    plan_with(job, g, job.compute.scheduler, prefix, probes)
 }
 
 /// The prefix a dry run (`check`, `plan`) plans under: a run that never happens.
@@ -530,12 +535,26 @@ pub fn dry_run_prefix(job: &Job) -> String {
     format!("{}/_runs/dry-run", job.name)
 }
 
+/// The job's plan under scheduler `kind`. A plan that cannot fit `memory_mb` is refused
+/// with the user's array and line, and the least `memory_mb` that plans the job — found by
+/// planning it again as it would be with that setting (default blocks grow with it), so
+/// the hint is right the first time.
 pub fn plan_with(
     job: &Job,
     g: &Graph,
     kind: SchedulerKind,
     prefix: &str,
+    probes: &graph::Probes,
 ) -> anyhow::Result<crate::sched::Plan> {
+    plan_raw(job, g, kind, prefix).map_err(|e| anyhow!(explain_plan(job, g, kind, probes, &e)))
+}
+
+fn plan_raw(
+    job: &Job,
+    g: &Graph,
+    kind: SchedulerKind,
+    prefix: &str,
+) -> Result<crate::sched::Plan, crate::sched::PlanError> {
     let cx = crate::sched::Ctx {
         g,
         prefix,
@@ -543,8 +562,72 @@ pub fn plan_with(
         workers: job.compute.workers,
         memory_mb: job.compute.memory_mb,
     };
-    let work = tasks::block_work(g);
-    crate::sched::plan(kind, &cx, &work).map_err(|e| anyhow!("{}: {e}", job.file.display()))
+    crate::sched::plan(kind, &cx, &tasks::block_work(g))
+}
+
+/// The least `memory_mb` (a multiple of 64, at most Lambda's 10240) with which the job
+/// plans under `kind`, if any.
+fn least_memory(job: &Job, kind: SchedulerKind, probes: &graph::Probes, from: u64) -> Option<u64> {
+    let fits = |mb: u64| {
+        let mut j = job.clone();
+        j.compute.memory_mb = mb;
+        graph::build(&j, probes)
+            .map(|g| plan_raw(&j, &g, kind, &dry_run_prefix(&j)).is_ok())
+            .unwrap_or(false)
+    };
+    let (mut lo, mut hi) = (job.compute.memory_mb, from.div_ceil(64) * 64);
+    while !fits(hi) {
+        if hi >= 10240 {
+            return None;
+        }
+        lo = hi;
+        hi = (hi * 2).min(10240);
+    }
+    // lo fails, hi fits: narrow down to 64 MB.
+    while hi - lo > 64 {
+        let mid = (lo + (hi - lo) / 2).div_ceil(64) * 64;
+        if mid >= hi {
+            break;
+        }
+        if fits(mid) { hi = mid } else { lo = mid }
+    }
+    Some(hi)
+}
+
+fn explain_plan(
+    job: &Job,
+    g: &Graph,
+    kind: SchedulerKind,
+    probes: &graph::Probes,
+    e: &crate::sched::PlanError,
+) -> String {
+    let n = &g.nodes[e.node];
+    let what = match &n.name {
+        Some(name) => format!("array {name}"),
+        None => "a part of its expression".to_string(),
+    };
+    let def = n.def.as_ref().or(n.name.as_ref());
+    let (line, key) = match def.and_then(|d| job.arrays.iter().find(|a| &a.name == d)) {
+        Some(a) => (a.line, format!("arrays.{}", a.name)),
+        None => (job.name_line, "compute.memory_mb".to_string()),
+    };
+    let hint = match least_memory(job, kind, probes, e.need_mib.max(job.compute.memory_mb + 1)) {
+        Some(mb) => format!(
+            "give memory_mb = {mb} (the least with which this job plans), or a smaller `block` for the arrays it reads"
+        ),
+        None => {
+            "no memory_mb up to 10240 fits it: give the arrays it reads a smaller `block`".into()
+        }
+    };
+    job.err(
+        line,
+        key,
+        format!(
+            "block {} of {what} (block shape {:?}) needs {} MiB in one invocation, over memory_mb = {}; {hint}",
+            e.block, e.shape, e.need_mib, e.limit_mb
+        ),
+    )
+    .to_string()
 }
 
 /// The function process of the local backend: `nums-cloud function` — this executable

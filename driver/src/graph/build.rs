@@ -51,7 +51,14 @@ pub fn build_staged(
         stack: Vec::new(),
     };
     for a in &job.arrays {
-        b.resolve(a)?;
+        if let Err(e) = b.resolve(a) {
+            // With one mask known and another still assumed to select everything, shapes
+            // that combine them can clash for now: compute the pending mask first.
+            if let (false, Some(mask)) = (masks.is_empty(), b.need) {
+                return Ok(Built::NeedMask { graph: b.g, mask });
+            }
+            return Err(e);
+        }
     }
     let b_need = b.need;
     let mut g = b.g;
@@ -87,6 +94,7 @@ impl<'a> Builder<'a> {
             op,
             name: None,
             persist: false,
+            def: self.stack.last().cloned(),
         });
         id
     }

@@ -205,6 +205,9 @@ pub struct Node {
     /// inputs. Every other array is an intermediate, written only where another invocation
     /// needs it and removed when the job ends.
     pub persist: bool,
+    /// The job-file array whose definition made this node (errors name it, never an
+    /// internal node number).
+    pub def: Option<String>,
 }
 
 impl Node {
@@ -255,6 +258,7 @@ impl Graph {
                 op,
                 name,
                 persist: keep,
+                def: n.def.clone(),
             });
         }
         (g, map[target])
