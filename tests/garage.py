@@ -191,6 +191,20 @@ admin_token = "{self.admin_token}"
                 return None
             time.sleep(0.2)
 
+    def outage(self, seconds):
+        """Stops the server, waits `seconds`, and starts it again on the same ports and data
+        (a store outage as clients see it)."""
+        self._end_process()
+        self.log.close()
+        time.sleep(seconds)
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen([self.binary, "-c", str(self.config), "server"],
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=self._proc_env(), start_new_session=True,
+                                     preexec_fn=_die_with_parent)
+        if self._wait_ready() is None:
+            raise RuntimeError(f"garage did not come back on its ports:\n{self.log_tail()}")
+
     def create_bucket(self, name):
         self._cli("bucket", "create", name)
         self._cli("bucket", "allow", "--read", "--write", "--owner", name, "--key", KEY_NAME)

@@ -231,3 +231,38 @@ def test_one_mask_indexes_several_arrays(tmp_path):
     m = X[:, 0] > 0
     np.testing.assert_allclose(np.load(tmp_path / "z.npy"), X[~m] @ np.ones(3) - X[:, 1][~m])
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), X[m, 2] + X[:, 1][m])
+
+
+def test_a_store_outage_of_30_s_mid_job_is_survived(tmp_path):
+    """Garage stops for 30 s while functions read and write blocks; the run waits it out
+    (store requests retry with backoff) and gives NumPy's answer."""
+    from garage import Garage
+
+    with Garage(bucket="outage") as g:
+        arrays = {"X": {"random": "uniform", "shape": [N * 2000, 8], "seed": 5, "block": [2000, 8]},
+                  "Y": "X * 2 + 1", "s": "sum(Y, axis=0)"}
+        (tmp_path / "job.toml").write_text(job_text(
+            arrays, {"s": "s.npy"}, name="outage",
+            storage={"url": f"s3://{g.bucket}/o", "endpoint": g.endpoint},
+            compute={"scheduler": "naive", "workers": 2}))
+        env = {**os.environ, **g.env()}
+        p = subprocess.Popen([BIN, "run", str(tmp_path / "job.toml"), "--stats", str(tmp_path / "s.json")],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        time.sleep(1.5)
+        assert p.poll() is None, "the job ended before the outage"
+        # In this thread: Garage dies with the thread that started it (PR_SET_PDEATHSIG).
+        g.outage(30)
+        try:
+            out, err = p.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            raise AssertionError(f"the run hung:\n{err}") from None
+        assert p.returncode == 0, err
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert stats["wall_seconds"] > 25, stats  # it did live through the outage
+    # The same values as a job on the file store (same seed: same data).
+    (tmp_path / "ref.toml").write_text(job_text(arrays, {"s": "ref.npy"}, name="ref",
+                                                compute={"scheduler": "naive", "workers": 2}))
+    run(tmp_path / "ref.toml")
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.load(tmp_path / "ref.npy"))
