@@ -469,7 +469,7 @@ impl<'a> Builder<'a> {
             .reduce(DType::promote)
             .expect("operands");
         let shape: Vec<u64> = spec.output.iter().map(|c| size[c]).collect();
-        super::funcs::check_elements(&shape).map_err(|m| at(format!("einsum result: {m}")))?;
+        super::funcs::check_elements(&shape).map_err(|m| at(format!("the result: {m}")))?;
         let meta = ArrayMeta::new(shape, spec.output.iter().map(|c| block[c]).collect(), dtype);
         Ok(Val::Arr(self.add(
             meta,

@@ -8,10 +8,10 @@ const AB: &[&str] = &["a", "b"];
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "matmul",
-        AB,
+        &["x1", "x2"],
         "`np.matmul`, as `@` (1-D, 2-D and stacks of equal batch shape)",
         |s, b| {
-            let (x, y) = (b.array("a")?, b.array("b")?);
+            let (x, y) = (b.array("x1")?, b.array("x2")?);
             s.matmul(x, y, b.pos)
         },
     ),

@@ -42,7 +42,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "linspace",
-        &["start", "stop", "num", "endpoint", "dtype"],
+        &["start", "stop", "num", "endpoint", "retstep", "dtype"],
         "`np.linspace`",
         linspace,
     ),
@@ -118,8 +118,12 @@ fn range_len(b: &Bound, n: f64) -> Result<u64, EvalError> {
             format!("{}() is empty; nums-cloud arrays are not empty", b.f),
         ));
     }
-    check_elements(&[n as u64])
-        .map_err(|_| b.err(b.pos, format!("{}() of {n} elements: more than 2^50", b.f)))
+    check_elements(&[n as u64]).map_err(|_| {
+        b.err(
+            b.pos,
+            format!("{}() of {n:e} elements: more than 2^50", b.f),
+        )
+    })
 }
 
 fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -163,6 +167,9 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     let num = range_len(b, num as f64)?;
     let endpoint = b.get("endpoint").is_none() || b.flag("endpoint")?;
+    if b.flag("retstep")? {
+        return Err(b.err(b.pos, "linspace(): retstep=True is not supported"));
+    }
     let div = if endpoint { (num - 1).max(1) } else { num } as f64;
     let dtype = b.dtype("dtype")?.unwrap_or(DType::Float64);
     let m = s.default_meta(vec![num], dtype);

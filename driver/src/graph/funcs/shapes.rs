@@ -81,13 +81,18 @@ pub(super) const DEFS: &[FuncDef] = &[
         let axis = if s.meta(xs[0]).ndim() == 1 { 0 } else { 1 };
         Ok(Val::Arr(s.concat(xs, axis, b.pos)?))
     }),
-    FuncDef::new("astype", &["a", "dtype"], "`x.astype(dtype)`", |s, b| {
-        let x = b.array("a")?;
-        let d = b
-            .dtype("dtype")?
-            .ok_or_else(|| b.err(b.pos, "astype() needs a dtype"))?;
-        Ok(Val::Arr(s.cast(x, d)))
-    }),
+    FuncDef::new(
+        "astype",
+        &["x", "dtype"],
+        "`np.astype`, `x.astype(dtype)`",
+        |s, b| {
+            let x = b.array("x")?;
+            let d = b
+                .dtype("dtype")?
+                .ok_or_else(|| b.err(b.pos, "astype() needs a dtype"))?;
+            Ok(Val::Arr(s.cast(x, d)))
+        },
+    ),
 ];
 
 fn transpose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
