@@ -17,7 +17,6 @@ mod sources;
 
 use build::*;
 pub use build::{build, build_staged};
-pub use funcs::SUPPORTED_FUNCTIONS;
 pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
@@ -364,32 +363,5 @@ mod tests {
         assert_eq!(blocks(&[1_000_000, 64], 16), [62_500, 64]);
         assert_eq!(blocks(&[7, 5], 4), [7, 5]);
         assert!(blocks(&[], 4).is_empty());
-    }
-}
-
-#[cfg(test)]
-mod readme {
-    /// README's table of supported names lists exactly the functions the code knows.
-    #[test]
-    fn readme_lists_every_supported_function() {
-        let readme = include_str!("../../../README.md");
-        let table: Vec<&str> = readme
-            .lines()
-            .skip_while(|l| !l.starts_with("| name | NumPy equivalent |"))
-            .skip(2)
-            .take_while(|l| l.starts_with('|'))
-            .flat_map(|l| {
-                l.split('|')
-                    .nth(1)
-                    .unwrap_or("")
-                    .split(',')
-                    .map(|s| s.trim().trim_matches('`'))
-            })
-            .collect();
-        let mut listed: Vec<&str> = table.into_iter().filter(|s| !s.is_empty()).collect();
-        listed.sort_unstable();
-        let mut known = super::SUPPORTED_FUNCTIONS.to_vec();
-        known.sort_unstable();
-        assert_eq!(listed, known);
     }
 }

@@ -211,6 +211,9 @@ impl<'a> Builder<'a> {
                 ))
             })?;
         }
+        super::funcs::check_elements(&shape).map_err(|m| {
+            EvalError::Expr(ExprError::new(pos, format!("the result of {what}: {m}")))
+        })?;
         let n = shape.len();
         let block: Vec<u64> = (0..n)
             .map(|d| {
@@ -465,11 +468,9 @@ impl<'a> Builder<'a> {
             .map(|&x| self.meta(x).dtype)
             .reduce(DType::promote)
             .expect("operands");
-        let meta = ArrayMeta::new(
-            spec.output.iter().map(|c| size[c]).collect(),
-            spec.output.iter().map(|c| block[c]).collect(),
-            dtype,
-        );
+        let shape: Vec<u64> = spec.output.iter().map(|c| size[c]).collect();
+        super::funcs::check_elements(&shape).map_err(|m| at(format!("the result: {m}")))?;
+        let meta = ArrayMeta::new(shape, spec.output.iter().map(|c| block[c]).collect(), dtype);
         Ok(Val::Arr(self.add(
             meta,
             NodeOp::Einsum {
@@ -487,6 +488,12 @@ impl<'a> Builder<'a> {
         if na == 0 || nb == 0 {
             return Err(at(
                 "@ needs arrays of at least 1 dimension; use * for scalars".into(),
+            ));
+        }
+        // Checked before the batch letters below are sliced for them.
+        if na > 8 || nb > 8 {
+            return Err(at(
+                "@ of arrays of more than 8 dimensions is not supported".into()
             ));
         }
         let ka = ma.shape[na - 1];
@@ -521,11 +528,6 @@ impl<'a> Builder<'a> {
                 (format!("{bb}xz"), format!("{bb}zy"), format!("{bb}xy"))
             }
         };
-        if na > 8 || nb > 8 {
-            return Err(at(
-                "@ of arrays of more than 8 dimensions is not supported".into()
-            ));
-        }
         self.einsum(&format!("{sa},{sb}->{so}"), vec![a, b], pos)
     }
 
@@ -537,7 +539,16 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<NodeId, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        let first = self.meta(xs[0]).clone();
+        let Some(&x0) = xs.first() else {
+            return Err(at("nothing to concatenate".into()));
+        };
+        let first = self.meta(x0).clone();
+        if axis >= first.ndim() {
+            return Err(at(format!(
+                "cannot concatenate {}-d arrays along axis {axis}",
+                first.ndim()
+            )));
+        }
         let mut total = 0;
         for &x in &xs {
             let m = self.meta(x);

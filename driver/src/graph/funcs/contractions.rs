@@ -1,0 +1,242 @@
+//! Contractions: NumPy's products of arrays, every one an Einstein sum (one kernel that
+//! calls BLAS per block pair; see `ops.rs`).
+
+use super::*;
+
+const AB: &[&str] = &["a", "b"];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "matmul",
+        &["x1", "x2"],
+        "`np.matmul`, as `@` (1-D, 2-D and stacks of equal batch shape)",
+        |s, b| {
+            let (x, y) = (b.array("x1")?, b.array("x2")?);
+            s.matmul(x, y, b.pos)
+        },
+    ),
+    FuncDef::new("dot", AB, "`np.dot`", dot),
+    FuncDef::new("inner", AB, "`np.inner`", inner),
+    FuncDef::new("outer", AB, "`np.outer` (operands flattened)", |s, b| {
+        let (x, y) = (b.array("a")?, b.array("b")?);
+        let (lx, ly) = (s.meta(x).len(), s.meta(y).len());
+        let x = s.reshape(x, &[lx]);
+        let y = s.reshape(y, &[ly]);
+        s.einsum("i,j->ij", vec![x, y], b.pos)
+    }),
+    FuncDef::new(
+        "tensordot",
+        &["a", "b", "axes"],
+        "`np.tensordot` (`axes` an int or a pair of axis lists)",
+        tensordot,
+    ),
+    FuncDef::new(
+        "einsum",
+        &["subscripts", "operands"],
+        "`np.einsum` (implicit or explicit output; no `...`, no repeated output letter)",
+        einsum,
+    )
+    .rest(Rest::Star),
+    FuncDef::new(
+        "trace",
+        &["a", "offset", "axis1", "axis2"],
+        "`np.trace` (offset 0)",
+        trace,
+    ),
+];
+
+/// The most axes the operands of one product may have in all: one letter each.
+const LETTERS: usize = 26;
+
+/// `n` distinct einsum letters starting at the `from`-th.
+fn letters(from: usize, n: usize) -> Vec<char> {
+    ('a'..='z').skip(from).take(n).collect()
+}
+
+/// Refuses operands with more axes in all than there are letters.
+fn check_letters(b: &Bound, ndims: usize) -> Result<(), EvalError> {
+    if ndims > LETTERS {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{}(): {ndims} dimensions in all; at most {LETTERS} are supported",
+                b.f
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn dot(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (va, vb) = (b.need("a")?.0.clone(), b.need("b")?.0.clone());
+    let (&Val::Arr(x), &Val::Arr(y)) = (&va, &vb) else {
+        return s.elementwise2(BinaryOp::Mul, va, vb, b.pos);
+    };
+    let (ma, mb) = (s.meta(x).clone(), s.meta(y).clone());
+    let (na, nb) = (ma.ndim(), mb.ndim());
+    if na == 0 || nb == 0 {
+        // NumPy: a 0-d operand multiplies.
+        return s.elementwise2(BinaryOp::Mul, va, vb, b.pos);
+    }
+    if na <= 2 && nb <= 2 {
+        return s.matmul(x, y, b.pos);
+    }
+    check_letters(b, na + nb)?;
+    // dot(a, b)[i.., j..] = sum(a[i.., :] * b[j.., :, k]): a's last axis with b's second
+    // to last (its only one when b is 1-D).
+    let kb = nb.saturating_sub(2);
+    if ma.shape[na - 1] != mb.shape[kb] {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "dot(): shapes {} and {} not aligned: {} (dim {}) != {} (dim {kb})",
+                shape_str(&ma.shape),
+                shape_str(&mb.shape),
+                ma.shape[na - 1],
+                na - 1,
+                mb.shape[kb]
+            ),
+        ));
+    }
+    let la = letters(0, na);
+    let mut lb = letters(na, nb);
+    let k = la[na - 1];
+    lb[kb] = k;
+    let out: String = la.iter().chain(&lb).filter(|&&c| c != k).collect();
+    let (la, lb): (String, String) = (la.into_iter().collect(), lb.into_iter().collect());
+    s.einsum(&format!("{la},{lb}->{out}"), vec![x, y], b.pos)
+}
+
+fn inner(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, y) = (b.array("a")?, b.array("b")?);
+    let (na, nb) = (s.meta(x).ndim(), s.meta(y).ndim());
+    if na == 0 || nb == 0 {
+        return s.elementwise2(BinaryOp::Mul, Val::Arr(x), Val::Arr(y), b.pos);
+    }
+    check_letters(b, na + nb)?;
+    // The last axes of both get the one letter no other axis has.
+    let mut la = letters(0, na);
+    let mut lb = letters(na, nb);
+    la[na - 1] = 'z';
+    lb[nb - 1] = 'z';
+    let out: String = la[..na - 1].iter().chain(&lb[..nb - 1]).collect();
+    let (la, lb): (String, String) = (la.into_iter().collect(), lb.into_iter().collect());
+    s.einsum(&format!("{la},{lb}->{out}"), vec![x, y], b.pos)
+}
+
+fn tensordot(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, y) = (b.array("a")?, b.array("b")?);
+    let (na, nb) = (s.meta(x).ndim(), s.meta(y).ndim());
+    let (ax, ay): (Vec<usize>, Vec<usize>) = match b.get("axes") {
+        None => (
+            (na.saturating_sub(2)..na).collect(),
+            (0..2.min(nb)).collect(),
+        ),
+        Some((Val::Num(k, _), p)) => {
+            if k.fract() != 0.0 {
+                return Err(b.err(*p, format!("tensordot: axes={k} is not an integer")));
+            }
+            // NumPy: a negative count contracts nothing.
+            let k = k.max(0.0) as usize;
+            if k > na || k > nb {
+                return Err(b.err(
+                    *p,
+                    format!("tensordot: axes={k} is more than the operands have"),
+                ));
+            }
+            ((na - k..na).collect(), (0..k).collect())
+        }
+        Some((Val::Tuple(t), p)) if t.len() == 2 => {
+            let list = |v: &Val, n: usize| -> Result<Vec<usize>, EvalError> {
+                let items = match v {
+                    Val::Tuple(t) => t.clone(),
+                    v => vec![v.clone()],
+                };
+                items
+                    .iter()
+                    .map(|i| match i {
+                        Val::Num(..) => {
+                            axis_of(i, n).map_err(|m| b.err(*p, format!("tensordot: {m}")))
+                        }
+                        _ => Err(b.err(*p, "tensordot: axes are integers")),
+                    })
+                    .collect()
+            };
+            let (ax, ay) = (list(&t[0], na)?, list(&t[1], nb)?);
+            for axes in [&ax, &ay] {
+                if (1..axes.len()).any(|i| axes[..i].contains(&axes[i])) {
+                    return Err(b.err(*p, "tensordot: duplicate axes are not allowed"));
+                }
+            }
+            (ax, ay)
+        }
+        Some((_, p)) => {
+            return Err(b.err(*p, "tensordot: axes is an integer or a pair of axis lists"));
+        }
+    };
+    if ax.len() != ay.len() {
+        return Err(b.err(
+            b.pos,
+            format!("tensordot: {} axes of a but {} of b", ax.len(), ay.len()),
+        ));
+    }
+    check_letters(b, na + nb)?;
+    let la = letters(0, na);
+    let mut lb = letters(na, nb);
+    for (&i, &j) in ax.iter().zip(&ay) {
+        lb[j] = la[i];
+    }
+    let out: String = (0..na)
+        .filter(|i| !ax.contains(i))
+        .map(|i| la[i])
+        .chain((0..nb).filter(|j| !ay.contains(j)).map(|j| lb[j]))
+        .collect();
+    let (la, lb): (String, String) = (la.into_iter().collect(), lb.into_iter().collect());
+    s.einsum(&format!("{la},{lb}->{out}"), vec![x, y], b.pos)
+}
+
+/// `einsum(subscripts, *operands)`.
+fn einsum(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let subscripts = match b.given("subscripts") {
+        Some((Val::Str(t), _)) => t,
+        given => {
+            let p = given.map_or(b.pos, |g| g.1);
+            return Err(b.err(p, "einsum() takes the subscripts string first"));
+        }
+    };
+    let mut xs = Vec::new();
+    for (v, p) in b.rest() {
+        match v {
+            Val::Arr(id) => xs.push(*id),
+            _ => return Err(b.err(*p, "einsum operands are arrays")),
+        }
+    }
+    s.einsum(subscripts, xs, b.pos)
+}
+
+fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let n = s.meta(x).ndim();
+    if b.int("offset")?.unwrap_or(0) != 0 {
+        return Err(b.err(b.pos, "trace(): only offset=0 is supported"));
+    }
+    let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
+        one_axis(v.unwrap_or(d), n).map_err(|m| b.err(b.pos, format!("trace(): {m}")))
+    };
+    if n < 2 {
+        return Err(b.err(b.pos, "trace() needs an array of at least 2 dimensions"));
+    }
+    let (a1, a2) = (one(b.int("axis1")?, 0)?, one(b.int("axis2")?, 1)?);
+    if a1 == a2 {
+        return Err(b.err(b.pos, "trace(): axis1 and axis2 are the same"));
+    }
+    check_letters(b, n)?;
+    let mut l = letters(0, n);
+    l[a2] = l[a1];
+    let out: String = (0..n)
+        .filter(|&d| d != a1 && d != a2)
+        .map(|d| l[d])
+        .collect();
+    let l: String = l.into_iter().collect();
+    s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
+}

@@ -1,0 +1,179 @@
+//! Elementwise functions: NumPy's ufuncs of one and two operands, `where` and `clip`.
+//! Arrays broadcast; numbers fold (see `ops.rs` for promotion and broadcasting).
+
+use super::*;
+
+const X: &[&str] = &["x"];
+const X12: &[&str] = &["x1", "x2"];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new("abs", X, "`np.abs`", |s, b| unary(s, b, UnaryOp::Abs)).aliases(&["absolute"]),
+    FuncDef::new("negative", X, "`np.negative`, as unary `-`", |s, b| {
+        unary(s, b, UnaryOp::Neg)
+    }),
+    FuncDef::new("sign", X, "`np.sign`", |s, b| unary(s, b, UnaryOp::Sign)),
+    FuncDef::new("square", X, "`np.square`", |s, b| {
+        unary(s, b, UnaryOp::Square)
+    }),
+    FuncDef::new("sqrt", X, "`np.sqrt`", |s, b| unary(s, b, UnaryOp::Sqrt)),
+    FuncDef::new("exp", X, "`np.exp`", |s, b| unary(s, b, UnaryOp::Exp)),
+    FuncDef::new("expm1", X, "`np.expm1`", |s, b| unary(s, b, UnaryOp::Expm1)),
+    FuncDef::new("log", X, "`np.log`", |s, b| unary(s, b, UnaryOp::Log)),
+    FuncDef::new("log1p", X, "`np.log1p`", |s, b| unary(s, b, UnaryOp::Log1p)),
+    FuncDef::new("floor", X, "`np.floor`", |s, b| unary(s, b, UnaryOp::Floor)),
+    FuncDef::new("ceil", X, "`np.ceil`", |s, b| unary(s, b, UnaryOp::Ceil)),
+    FuncDef::new("sin", X, "`np.sin`", |s, b| unary(s, b, UnaryOp::Sin)),
+    FuncDef::new("cos", X, "`np.cos`", |s, b| unary(s, b, UnaryOp::Cos)),
+    FuncDef::new("tan", X, "`np.tan`", |s, b| unary(s, b, UnaryOp::Tan)),
+    FuncDef::new("tanh", X, "`np.tanh`", |s, b| unary(s, b, UnaryOp::Tanh)),
+    FuncDef::new("sigmoid", X, "`scipy.special.expit`", |s, b| {
+        unary(s, b, UnaryOp::Sigmoid)
+    })
+    .aliases(&["expit"]),
+    FuncDef::new("isnan", X, "`np.isnan` (bool)", |s, b| {
+        unary(s, b, UnaryOp::IsNan)
+    }),
+    FuncDef::new("isfinite", X, "`np.isfinite` (bool)", |s, b| {
+        unary(s, b, UnaryOp::IsFinite)
+    }),
+    FuncDef::new("isinf", X, "`np.isinf` (bool)", |s, b| {
+        unary(s, b, UnaryOp::IsInf)
+    }),
+    FuncDef::new("add", X12, "`np.add`, as `+`", |s, b| {
+        binary(s, b, BinaryOp::Add)
+    }),
+    FuncDef::new("subtract", X12, "`np.subtract`, as `-`", |s, b| {
+        binary(s, b, BinaryOp::Sub)
+    }),
+    FuncDef::new("multiply", X12, "`np.multiply`, as `*`", |s, b| {
+        binary(s, b, BinaryOp::Mul)
+    }),
+    FuncDef::new("divide", X12, "`np.divide`, as `/`", |s, b| {
+        binary(s, b, BinaryOp::Div)
+    })
+    .aliases(&["true_divide"]),
+    FuncDef::new("power", X12, "`np.power`, as `**`", |s, b| {
+        binary(s, b, BinaryOp::Pow)
+    }),
+    FuncDef::new("floor_divide", X12, "`np.floor_divide`, as `//`", |s, b| {
+        binary(s, b, BinaryOp::FloorDiv)
+    }),
+    FuncDef::new(
+        "remainder",
+        X12,
+        "`np.remainder`, as `%` (Python's signs)",
+        |s, b| binary(s, b, BinaryOp::Mod),
+    )
+    .aliases(&["mod"]),
+    FuncDef::new("maximum", X12, "`np.maximum` (NaN propagates)", |s, b| {
+        binary(s, b, BinaryOp::Maximum)
+    }),
+    FuncDef::new("minimum", X12, "`np.minimum` (NaN propagates)", |s, b| {
+        binary(s, b, BinaryOp::Minimum)
+    }),
+    FuncDef::new("equal", X12, "`np.equal`, as `==`", |s, b| {
+        binary(s, b, BinaryOp::Eq)
+    }),
+    FuncDef::new("not_equal", X12, "`np.not_equal`, as `!=`", |s, b| {
+        binary(s, b, BinaryOp::Ne)
+    }),
+    FuncDef::new("less", X12, "`np.less`, as `<`", |s, b| {
+        binary(s, b, BinaryOp::Lt)
+    }),
+    FuncDef::new("less_equal", X12, "`np.less_equal`, as `<=`", |s, b| {
+        binary(s, b, BinaryOp::Le)
+    }),
+    FuncDef::new("greater", X12, "`np.greater`, as `>`", |s, b| {
+        binary(s, b, BinaryOp::Gt)
+    }),
+    FuncDef::new(
+        "greater_equal",
+        X12,
+        "`np.greater_equal`, as `>=`",
+        |s, b| binary(s, b, BinaryOp::Ge),
+    ),
+    FuncDef::new(
+        "logical_and",
+        X12,
+        "`np.logical_and` (numbers read as bools), as `&` of bools",
+        |s, b| binary(s, b, BinaryOp::And),
+    ),
+    FuncDef::new(
+        "logical_or",
+        X12,
+        "`np.logical_or` (numbers read as bools), as `\\|` of bools",
+        |s, b| binary(s, b, BinaryOp::Or),
+    ),
+    FuncDef::new(
+        "logical_xor",
+        X12,
+        "`np.logical_xor` (numbers read as bools), as `^` of bools",
+        |s, b| binary(s, b, BinaryOp::Xor),
+    ),
+    FuncDef::new(
+        "logical_not",
+        X,
+        "`np.logical_not` of bools, as `~`",
+        |s, b| unary(s, b, UnaryOp::Not),
+    ),
+    FuncDef::new(
+        "where",
+        &["condition", "x", "y"],
+        "`np.where(condition, x, y)` (not the one-argument form)",
+        where_,
+    ),
+    FuncDef::new(
+        "clip",
+        &["a", "a_min", "a_max"],
+        "`np.clip` (`None`: no bound)",
+        clip,
+    ),
+];
+
+fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
+    let (v, _) = b.need("x")?.clone();
+    s.unary(op, v, b.pos)
+}
+
+fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
+    let (mut x1, _) = b.need("x1")?.clone();
+    let (mut x2, _) = b.need("x2")?.clone();
+    if op.is_logical() {
+        // NumPy's logical functions read any number as true when non-zero.
+        for v in [&mut x1, &mut x2] {
+            match v {
+                Val::Arr(id) => *v = Val::Arr(s.cast(*id, DType::Bool)),
+                Val::Num(x, _) => *v = Val::Num((*x != 0.0) as u8 as f64, ScalarKind::Bool),
+                _ => {}
+            }
+        }
+    }
+    s.elementwise2(op, x1, x2, b.pos)
+}
+
+fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let c = b.need("condition")?.clone();
+    let (Some(x), Some(y)) = (b.get("x"), b.get("y")) else {
+        return Err(b.err(
+            b.pos,
+            "where() needs three arguments (condition, x, y); the one-argument form is not supported",
+        ));
+    };
+    let (x, y) = (x.0.clone(), y.0.clone());
+    let c = match c.0 {
+        Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
+        v => v,
+    };
+    s.where_(c, x, y, b.pos)
+}
+
+fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (mut v, _) = b.need("a")?.clone();
+    if let Some((lo, _)) = b.get("a_min") {
+        v = s.elementwise2(BinaryOp::Maximum, v, lo.clone(), b.pos)?;
+    }
+    if let Some((hi, _)) = b.get("a_max") {
+        v = s.elementwise2(BinaryOp::Minimum, v, hi.clone(), b.pos)?;
+    }
+    Ok(v)
+}

@@ -1,0 +1,539 @@
+//! The functions of the expression language as one table of definitions, one file per
+//! family. A definition holds NumPy's name (and aliases), NumPy's parameters in positional
+//! order, a line for README's table and the lowering to graph nodes; binding the
+//! arguments, the "unknown function" error and README's function table all come from the
+//! table, the way ripgrep defines each flag once and derives parsing and help from it.
+//!
+//! To add a function: add a [`FuncDef`] to its family's `DEFS`, then run
+//! `cargo test -p nums-cloud function_table` and paste the table it prints into README.
+
+use super::*;
+use crate::expr::Kwarg;
+
+mod contractions;
+mod creation;
+mod elementwise;
+mod linalg;
+mod reductions;
+mod shapes;
+
+/// Turns a call's bound arguments into graph nodes (or a number).
+pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
+
+/// How positional arguments beyond the parameter list bind to the last parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Rest {
+    /// They are an error.
+    None,
+    /// Several trailing positionals are one tuple: `x.reshape(2, 3)` as `x.reshape((2, 3))`.
+    Spread,
+    /// NumPy's `*name`: every positional from the last parameter on, each kept with its
+    /// position (`einsum(subscripts, *operands)`); all parameters are positional only.
+    Star,
+}
+
+/// One function of the expression language.
+pub(super) struct FuncDef {
+    pub(super) name: &'static str,
+    /// Other names NumPy has for the same function (`absolute` for `abs`).
+    pub(super) aliases: &'static [&'static str],
+    /// NumPy's parameters in positional order (keywords take the same names).
+    pub(super) params: &'static [&'static str],
+    pub(super) rest: Rest,
+    /// NumPy parameters nums-cloud refuses when given (`out=`).
+    pub(super) refused: &'static [&'static str],
+    /// What it is in NumPy, one line of Markdown for README's table.
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by README's table test"))]
+    pub(super) numpy: &'static str,
+    pub(super) lower: Lower,
+}
+
+impl FuncDef {
+    const fn new(
+        name: &'static str,
+        params: &'static [&'static str],
+        numpy: &'static str,
+        lower: Lower,
+    ) -> Self {
+        FuncDef {
+            name,
+            aliases: &[],
+            params,
+            rest: Rest::None,
+            refused: &[],
+            numpy,
+            lower,
+        }
+    }
+
+    const fn aliases(mut self, aliases: &'static [&'static str]) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    const fn rest(mut self, rest: Rest) -> Self {
+        self.rest = rest;
+        self
+    }
+
+    const fn refusing(mut self, refused: &'static [&'static str]) -> Self {
+        self.refused = refused;
+        self
+    }
+
+    fn names(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.name).chain(self.aliases.iter().copied())
+    }
+
+    /// The parameter list as Python writes it (`subscripts, *operands`).
+    fn signature(&self) -> String {
+        let n = self.params.len();
+        self.params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| match self.rest {
+                Rest::Star if i + 1 == n => format!("*{p}"),
+                _ => p.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// A family of functions: one file, one group of README's table.
+pub(super) struct Family {
+    #[cfg_attr(not(test), expect(dead_code, reason = "read by README's table test"))]
+    pub(super) name: &'static str,
+    pub(super) defs: &'static [FuncDef],
+}
+
+/// Every function of the expression language.
+pub(super) const FAMILIES: &[Family] = &[
+    Family {
+        name: "creation",
+        defs: creation::DEFS,
+    },
+    Family {
+        name: "elementwise",
+        defs: elementwise::DEFS,
+    },
+    Family {
+        name: "reductions",
+        defs: reductions::DEFS,
+    },
+    Family {
+        name: "contractions",
+        defs: contractions::DEFS,
+    },
+    Family {
+        name: "shapes",
+        defs: shapes::DEFS,
+    },
+    Family {
+        name: "linalg",
+        defs: linalg::DEFS,
+    },
+];
+
+fn definitions() -> impl Iterator<Item = &'static FuncDef> {
+    FAMILIES.iter().flat_map(|f| f.defs)
+}
+
+fn lookup(name: &str) -> Option<&'static FuncDef> {
+    definitions().find(|d| d.names().any(|n| n == name))
+}
+
+/// Every name a call may use (aliases too), sorted.
+fn all_names() -> Vec<&'static str> {
+    let mut names: Vec<&str> = definitions().flat_map(FuncDef::names).collect();
+    names.sort_unstable();
+    names
+}
+
+/// The candidates within a few edits of `word`, closest first (at most three).
+fn suggestions<'n>(word: &str, candidates: impl Iterator<Item = &'n str>) -> Vec<&'n str> {
+    let limit = (word.chars().count() / 3).max(1);
+    let mut near: Vec<(usize, &str)> = candidates
+        .map(|c| (strsim::damerau_levenshtein(word, c), c))
+        .filter(|&(d, _)| d <= limit)
+        .collect();
+    near.sort_unstable();
+    near.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// "did you mean a, b or c? " (empty when nothing is near).
+fn did_you_mean(near: &[String]) -> String {
+    match near {
+        [] => String::new(),
+        [one] => format!("did you mean {one}? "),
+        [init @ .., last] => format!("did you mean {} or {last}? ", init.join(", ")),
+    }
+}
+
+/// The error for a call of a name the table does not have.
+fn unknown_function(f: &str, pos: usize) -> EvalError {
+    let names = all_names();
+    let near: Vec<String> = suggestions(f, names.iter().copied())
+        .into_iter()
+        .map(|n| format!("{n}()"))
+        .collect();
+    EvalError::Expr(ExprError::new(
+        pos,
+        format!(
+            "unknown function {f}(); {}supported: {}",
+            did_you_mean(&near),
+            names.join(", ")
+        ),
+    ))
+}
+
+/// README's function table, rendered from the definitions.
+#[cfg(test)]
+fn markdown_table() -> String {
+    let mut out = String::from("| family | function | NumPy equivalent |\n|---|---|---|\n");
+    for fam in FAMILIES {
+        for (i, d) in fam.defs.iter().enumerate() {
+            let also = match d.aliases {
+                [] => String::new(),
+                a => format!(
+                    " (also {})",
+                    a.iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let refused = match d.refused {
+                [] => String::new(),
+                r => format!(
+                    "; {} refused",
+                    r.iter()
+                        .map(|n| format!("`{n}=`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            out += &format!(
+                "| {} | `{}({})`{also} | {}{refused} |\n",
+                if i == 0 { fam.name } else { "" },
+                d.name,
+                d.signature(),
+                d.numpy
+            );
+        }
+    }
+    out
+}
+
+/// The most elements an array may have: the bound the job file puts on declared shapes
+/// (element counts stay exact in f64 and in byte offsets).
+const MAX_ELEMENTS: u64 = 1 << 50;
+
+/// `shape`'s element count, refused past [`MAX_ELEMENTS`].
+pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &s| acc.checked_mul(s))
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| format!("shape {} has more than 2^50 elements", shape_str(shape)))
+}
+
+/// A single axis given as a value (negatives count from the end).
+fn axis_of(v: &Val, ndim: usize) -> Result<usize, String> {
+    match v {
+        Val::Num(x, _) if x.fract() == 0.0 => one_axis(*x as i64, ndim),
+        Val::Num(x, _) => Err(format!("axis {x} is not an integer")),
+        _ => Err("axis must be an integer".into()),
+    }
+}
+
+/// Evaluated arguments, bound to a function's parameters.
+pub(super) struct Bound {
+    /// The name as called (an alias, maybe), for messages.
+    pub(super) f: String,
+    /// Where the call is.
+    pub(super) pos: usize,
+    vals: Vec<Option<(Val, usize)>>,
+    names: &'static [&'static str],
+    /// The positionals a [`Rest::Star`] parameter took.
+    rest: Vec<(Val, usize)>,
+}
+
+impl Bound {
+    pub(super) fn err(&self, pos: usize, m: impl Into<String>) -> EvalError {
+        EvalError::Expr(ExprError::new(pos, m))
+    }
+
+    /// The argument as given, `None` included.
+    pub(super) fn given(&self, name: &str) -> Option<&(Val, usize)> {
+        let i = self.names.iter().position(|n| *n == name)?;
+        self.vals.get(i)?.as_ref()
+    }
+
+    /// The argument, if given and not `None`.
+    pub(super) fn get(&self, name: &str) -> Option<&(Val, usize)> {
+        self.given(name).filter(|(v, _)| !matches!(v, Val::None))
+    }
+
+    pub(super) fn need(&self, name: &str) -> Result<&(Val, usize), EvalError> {
+        self.get(name).ok_or_else(|| {
+            self.err(
+                self.pos,
+                format!("{}() is missing the argument {name:?}", self.f),
+            )
+        })
+    }
+
+    /// The positionals of a [`Rest::Star`] parameter.
+    pub(super) fn rest(&self) -> &[(Val, usize)] {
+        &self.rest
+    }
+
+    pub(super) fn array(&self, name: &str) -> Result<NodeId, EvalError> {
+        match self.need(name)? {
+            (Val::Arr(id), _) => Ok(*id),
+            (_, p) => Err(self.err(*p, format!("{}(): {name} must be an array", self.f))),
+        }
+    }
+
+    pub(super) fn int(&self, name: &str) -> Result<Option<i64>, EvalError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some((Val::Num(v, k), _)) if *k != ScalarKind::Float || v.fract() == 0.0 => {
+                Ok(Some(*v as i64))
+            }
+            Some((_, p)) => Err(self.err(*p, format!("{}(): {name} must be an integer", self.f))),
+        }
+    }
+
+    pub(super) fn num(&self, name: &str) -> Result<Option<(f64, ScalarKind)>, EvalError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some((Val::Num(v, k), _)) => Ok(Some((*v, *k))),
+            Some((_, p)) => Err(self.err(*p, format!("{}(): {name} must be a number", self.f))),
+        }
+    }
+
+    pub(super) fn flag(&self, name: &str) -> Result<bool, EvalError> {
+        Ok(self.num(name)?.is_some_and(|(v, _)| v != 0.0))
+    }
+
+    pub(super) fn dtype(&self, name: &str) -> Result<Option<DType>, EvalError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some((Val::Str(s), p)) => DType::parse(s).map(Some).ok_or_else(|| {
+                self.err(
+                    *p,
+                    format!("unsupported dtype {s:?}; supported: float64, float32, int64, bool"),
+                )
+            }),
+            Some((_, p)) => Err(self.err(
+                *p,
+                format!("{}(): dtype is a string such as \"float32\"", self.f),
+            )),
+        }
+    }
+
+    /// A shape: an int or a tuple of ints, every size positive, at most 2^50 elements.
+    pub(super) fn shape(&self, name: &str) -> Result<Vec<u64>, EvalError> {
+        let (v, p) = self.need(name)?;
+        let items = match v {
+            Val::Tuple(t) => t.clone(),
+            v => vec![v.clone()],
+        };
+        let shape = items
+            .iter()
+            .map(|v| match v {
+                Val::Num(x, k) if *k != ScalarKind::Float && *x >= 1.0 => Ok(*x as u64),
+                _ => Err(self.err(
+                    *p,
+                    format!("{}(): {name} must be positive integers", self.f),
+                )),
+            })
+            .collect::<Result<Vec<u64>, _>>()?;
+        check_elements(&shape).map_err(|m| self.err(*p, format!("{}(): {m}", self.f)))?;
+        Ok(shape)
+    }
+
+    /// The `axis` argument of a reduction: every axis when not given or None.
+    pub(super) fn axes(&self, ndim: usize) -> Result<Vec<usize>, EvalError> {
+        match self.get("axis") {
+            None => Ok((0..ndim).collect()),
+            Some((v, p)) => axes_of(v, ndim).map_err(|m| self.err(*p, m)),
+        }
+    }
+}
+
+impl<'a> Builder<'a> {
+    /// A call `f(args, kwargs)` at `pos`: bound by its definition's parameters, lowered by
+    /// its definition.
+    pub(super) fn call(
+        &mut self,
+        f: &str,
+        args: &[Expr],
+        kwargs: &[Kwarg],
+        pos: usize,
+    ) -> Result<Val, EvalError> {
+        let def = lookup(f).ok_or_else(|| unknown_function(f, pos))?;
+        let b = self.bind(def, f, args, kwargs, pos)?;
+        (def.lower)(self, &b)
+    }
+
+    /// Evaluates the arguments and binds them to `def`'s parameters as Python does.
+    fn bind(
+        &mut self,
+        def: &FuncDef,
+        f: &str,
+        args: &[Expr],
+        kwargs: &[Kwarg],
+        pos: usize,
+    ) -> Result<Bound, EvalError> {
+        let at = |p: usize, m: String| EvalError::Expr(ExprError::new(p, m));
+        let names = def.params;
+        let mut vals: Vec<Option<(Val, usize)>> = vec![None; names.len()];
+        let last = names.len().checked_sub(1);
+        // From which positional on the arguments go to the last parameter together.
+        let gather = match def.rest {
+            Rest::None => None,
+            Rest::Spread => last.filter(|_| args.len() > names.len()),
+            Rest::Star => last,
+        };
+        let mut rest = Vec::new();
+        for (i, a) in args.iter().enumerate() {
+            if let Some(k) = gather.filter(|&k| i >= k) {
+                let v = self.eval(a)?;
+                match def.rest {
+                    Rest::Star => rest.push((v, a.pos)),
+                    _ => match &mut vals[k] {
+                        Some((Val::Tuple(items), _)) => items.push(v),
+                        slot => *slot = Some((Val::Tuple(vec![v]), a.pos)),
+                    },
+                }
+                continue;
+            }
+            let Some(slot) = vals.get_mut(i) else {
+                return Err(at(
+                    a.pos,
+                    format!(
+                        "{f}() takes at most {} positional arguments ({}), got {}",
+                        names.len(),
+                        def.signature(),
+                        args.len()
+                    ),
+                ));
+            };
+            *slot = Some((self.eval(a)?, a.pos));
+        }
+        for Kwarg {
+            name: k,
+            pos: kpos,
+            value: v,
+        } in kwargs
+        {
+            let slot = names
+                .iter()
+                .position(|n| n == k)
+                .filter(|_| def.rest != Rest::Star);
+            let Some(i) = slot else {
+                let why = if def.rest == Rest::Star {
+                    format!("its arguments are positional: {}", def.signature())
+                } else {
+                    let near: Vec<String> = suggestions(k, names.iter().copied())
+                        .into_iter()
+                        .map(|n| format!("{n:?}"))
+                        .collect();
+                    format!("{}it takes {}", did_you_mean(&near), def.signature())
+                };
+                return Err(at(
+                    *kpos,
+                    format!("{f}() got an unexpected keyword argument {k:?}; {why}"),
+                ));
+            };
+            if vals[i].is_some() {
+                return Err(at(*kpos, format!("{f}() got multiple values for {k:?}")));
+            }
+            vals[i] = Some((self.eval(v)?, v.pos));
+        }
+        let b = Bound {
+            f: f.to_string(),
+            pos,
+            vals,
+            names,
+            rest,
+        };
+        for n in def.refused {
+            if let Some((_, p)) = b.get(n) {
+                return Err(b.err(*p, format!("{f}(): the argument {n:?} is not supported")));
+            }
+        }
+        Ok(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_is_defined_once_and_binds() {
+        let names = all_names();
+        let mut distinct = names.clone();
+        distinct.dedup();
+        assert_eq!(names, distinct, "a name is defined twice");
+        for d in definitions() {
+            assert!(!d.numpy.is_empty(), "{}: no NumPy equivalent", d.name);
+            for r in d.refused {
+                assert!(
+                    d.params.contains(r),
+                    "{}: refuses {r}, not a parameter",
+                    d.name
+                );
+            }
+            if d.rest != Rest::None {
+                assert!(!d.params.is_empty(), "{}: rest without parameters", d.name);
+            }
+        }
+    }
+
+    #[test]
+    fn near_names_are_suggested() {
+        let names = all_names();
+        let near = |w: &str| suggestions(w, names.iter().copied());
+        assert_eq!(near("summ"), ["sum"]);
+        assert_eq!(near("reshap"), ["reshape"]);
+        assert_eq!(near("lnspace"), ["linspace"]);
+        assert!(near("frobnicate").is_empty());
+        let EvalError::Expr(e) = unknown_function("meen", 0) else {
+            panic!("an expression error")
+        };
+        assert!(
+            e.message
+                .starts_with("unknown function meen(); did you mean mean()? supported: abs, "),
+            "{}",
+            e.message
+        );
+        assert_eq!(
+            did_you_mean(&["a".into(), "b".into(), "c".into()]),
+            "did you mean a, b or c? "
+        );
+    }
+
+    /// README's function table is rendered from the definitions; on a difference this
+    /// prints the table to paste between README's markers.
+    #[test]
+    fn function_table_in_readme_is_generated() {
+        const BEGIN: &str = "<!-- function table: generated from driver/src/graph/funcs/ -->\n";
+        const END: &str = "<!-- end of function table -->";
+        let readme = include_str!("../../../../README.md");
+        let table = readme
+            .split_once(BEGIN)
+            .and_then(|(_, rest)| rest.split_once(END))
+            .map(|(t, _)| t);
+        let want = markdown_table();
+        assert!(
+            table == Some(want.as_str()),
+            "README's function table is not the one the definitions give; put this between \
+             the lines {BEGIN:?} and {END:?} in README.md:\n\n{want}"
+        );
+    }
+}

@@ -1,0 +1,294 @@
+//! Reductions: NumPy's sums, products, extremes, logical reductions, means, variances and
+//! arg-extremes, with their `nan` variants. The composite ones (mean, var, std, argmax) are
+//! built from the primitive reduce and elementwise nodes, so that every block kernel stays
+//! small.
+
+use super::*;
+
+const REDUCE: &[&str] = &["a", "axis", "dtype", "out", "keepdims"];
+const EXTREME: &[&str] = &["a", "axis", "out", "keepdims"];
+const SPREAD: &[&str] = &["a", "axis", "dtype", "out", "ddof", "keepdims"];
+/// nums-cloud picks a reduction's dtype as NumPy's default does and writes no `out`.
+const REFUSED: &[&str] = &["dtype", "out"];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new("sum", REDUCE, "`np.sum`", |s, b| {
+        reduce(s, b, ReduceOp::Sum)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("prod", REDUCE, "`np.prod`", |s, b| {
+        reduce(s, b, ReduceOp::Prod)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("min", EXTREME, "`np.min`", |s, b| {
+        reduce(s, b, ReduceOp::Min)
+    })
+    .aliases(&["amin"])
+    .refusing(&["out"]),
+    FuncDef::new("max", EXTREME, "`np.max`", |s, b| {
+        reduce(s, b, ReduceOp::Max)
+    })
+    .aliases(&["amax"])
+    .refusing(&["out"]),
+    FuncDef::new("all", EXTREME, "`np.all`", |s, b| {
+        reduce(s, b, ReduceOp::All)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("any", EXTREME, "`np.any`", |s, b| {
+        reduce(s, b, ReduceOp::Any)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("mean", REDUCE, "`np.mean`", |s, b| mean(s, b, false)).refusing(REFUSED),
+    FuncDef::new("var", SPREAD, "`np.var` (two passes)", |s, b| {
+        var(s, b, false, false)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("std", SPREAD, "`np.std` (two passes)", |s, b| {
+        var(s, b, false, true)
+    })
+    .refusing(REFUSED),
+    FuncDef::new(
+        "argmin",
+        EXTREME,
+        "`np.argmin` (one axis or None)",
+        |s, b| arg(s, b, false, false),
+    )
+    .refusing(&["out"]),
+    FuncDef::new(
+        "argmax",
+        EXTREME,
+        "`np.argmax` (one axis or None; NaN first)",
+        |s, b| arg(s, b, true, false),
+    )
+    .refusing(&["out"]),
+    FuncDef::new("nansum", REDUCE, "`np.nansum`", |s, b| {
+        reduce(s, b, ReduceOp::NanSum)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("nanprod", REDUCE, "`np.nanprod`", |s, b| {
+        reduce(s, b, ReduceOp::NanProd)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("nanmin", EXTREME, "`np.nanmin`", |s, b| {
+        reduce(s, b, ReduceOp::NanMin)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("nanmax", EXTREME, "`np.nanmax`", |s, b| {
+        reduce(s, b, ReduceOp::NanMax)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("nanmean", REDUCE, "`np.nanmean`", |s, b| mean(s, b, true)).refusing(REFUSED),
+    FuncDef::new("nanvar", SPREAD, "`np.nanvar`", |s, b| {
+        var(s, b, true, false)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("nanstd", SPREAD, "`np.nanstd`", |s, b| {
+        var(s, b, true, true)
+    })
+    .refusing(REFUSED),
+    FuncDef::new("nanargmin", EXTREME, "`np.nanargmin`", |s, b| {
+        arg(s, b, false, true)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("nanargmax", EXTREME, "`np.nanargmax`", |s, b| {
+        arg(s, b, true, true)
+    })
+    .refusing(&["out"]),
+];
+
+fn reduce(s: &mut Builder, b: &Bound, op: ReduceOp) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let axes = b.axes(s.meta(x).ndim())?;
+    Ok(Val::Arr(s.reduce(x, op, axes, b.flag("keepdims")?)))
+}
+
+fn mean(s: &mut Builder, b: &Bound, nan: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let axes = b.axes(s.meta(x).ndim())?;
+    Ok(Val::Arr(s.mean(
+        x,
+        axes,
+        b.flag("keepdims")?,
+        nan,
+        b.pos,
+    )?))
+}
+
+/// var (or std, its square root) with `ddof`.
+fn var(s: &mut Builder, b: &Bound, nan: bool, sqrt: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let axes = b.axes(s.meta(x).ndim())?;
+    let ddof = b.num("ddof")?.map_or(0.0, |v| v.0);
+    let v = s.var(x, axes, b.flag("keepdims")?, ddof, nan, b.pos)?;
+    if sqrt {
+        s.unary(UnaryOp::Sqrt, Val::Arr(v), b.pos)
+    } else {
+        Ok(Val::Arr(v))
+    }
+}
+
+/// argmin, argmax and their nan variants: one axis or None (flattened).
+fn arg(s: &mut Builder, b: &Bound, max: bool, nan: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let axis = match b.get("axis") {
+        None => None,
+        Some((v, p)) => {
+            let ax = axes_of(v, s.meta(x).ndim()).map_err(|m| b.err(*p, m))?;
+            match ax.as_slice() {
+                [a] if matches!(v, Val::Num(..)) => Some(*a),
+                _ => return Err(b.err(*p, format!("{}(): axis must be an integer", b.f))),
+            }
+        }
+    };
+    Ok(Val::Arr(s.arg_extreme(
+        x,
+        axis,
+        b.flag("keepdims")?,
+        max,
+        nan,
+        b.pos,
+    )?))
+}
+
+impl<'a> Builder<'a> {
+    fn count_over(&self, x: NodeId, axes: &[usize]) -> u64 {
+        let m = self.meta(x);
+        axes.iter().map(|&d| m.shape[d]).product()
+    }
+
+    fn mean(
+        &mut self,
+        x: NodeId,
+        axes: Vec<usize>,
+        keepdims: bool,
+        nan: bool,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let fdt = self.meta(x).dtype.to_float();
+        if !nan {
+            let n = self.count_over(x, &axes);
+            let s = self.reduce(x, ReduceOp::Sum, axes, keepdims);
+            let s = self.cast(s, fdt);
+            let v = self.elementwise2(
+                BinaryOp::Div,
+                Val::Arr(s),
+                Val::Num(n as f64, ScalarKind::Int),
+                pos,
+            )?;
+            return self.node(v, pos);
+        }
+        let s = self.reduce(x, ReduceOp::NanSum, axes.clone(), keepdims);
+        let s = self.cast(s, fdt);
+        let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
+        let v = self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Arr(cnt), pos)?;
+        self.node(v, pos)
+    }
+
+    /// How many values are not NaN along `axes`, in `dtype`.
+    fn valid_count(
+        &mut self,
+        x: NodeId,
+        axes: Vec<usize>,
+        keepdims: bool,
+        dtype: DType,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
+        let ok = self.unary(UnaryOp::Not, isnan, pos)?;
+        let ok = self.node(ok, pos)?;
+        let c = self.reduce(ok, ReduceOp::Sum, axes, keepdims);
+        Ok(self.cast(c, dtype))
+    }
+
+    /// Two passes, as NumPy computes it: the mean, then the mean square deviation.
+    fn var(
+        &mut self,
+        x: NodeId,
+        axes: Vec<usize>,
+        keepdims: bool,
+        ddof: f64,
+        nan: bool,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let fdt = self.meta(x).dtype.to_float();
+        let mu = self.mean(x, axes.clone(), true, nan, pos)?;
+        let d = self.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(mu), pos)?;
+        let d = self.node(d, pos)?;
+        let sq = self.elementwise2(BinaryOp::Mul, Val::Arr(d), Val::Arr(d), pos)?;
+        let sq = self.node(sq, pos)?;
+        let op = if nan { ReduceOp::NanSum } else { ReduceOp::Sum };
+        let s = self.reduce(sq, op, axes.clone(), keepdims);
+        let v = if nan {
+            let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
+            let den = self.elementwise2(
+                BinaryOp::Sub,
+                Val::Arr(cnt),
+                Val::Num(ddof, ScalarKind::Float),
+                pos,
+            )?;
+            self.elementwise2(BinaryOp::Div, Val::Arr(s), den, pos)?
+        } else {
+            let n = self.count_over(x, &axes) as f64 - ddof;
+            self.elementwise2(
+                BinaryOp::Div,
+                Val::Arr(s),
+                Val::Num(n, ScalarKind::Float),
+                pos,
+            )?
+        };
+        self.node(v, pos)
+    }
+
+    /// argmax and friends: the smallest index along the axis where the value equals the
+    /// extreme (or is NaN, which NumPy's argmax reports first); flattened when no axis.
+    fn arg_extreme(
+        &mut self,
+        x: NodeId,
+        axis: Option<usize>,
+        keepdims: bool,
+        max: bool,
+        nan: bool,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let orig = self.meta(x).clone();
+        let (x, axis) = match axis {
+            Some(a) => (x, a),
+            None => (self.reshape(x, &[orig.len()]), 0),
+        };
+        let m = self.meta(x).clone();
+        let op = match (max, nan) {
+            (true, false) => ReduceOp::Max,
+            (false, false) => ReduceOp::Min,
+            (true, true) => ReduceOp::NanMax,
+            (false, true) => ReduceOp::NanMin,
+        };
+        let ext = self.reduce(x, op, vec![axis], true);
+        let mut hit = self.elementwise2(BinaryOp::Eq, Val::Arr(x), Val::Arr(ext), pos)?;
+        if !nan && m.dtype.is_float() {
+            let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
+            hit = self.elementwise2(BinaryOp::Or, hit, isnan, pos)?;
+        }
+        let idx = self.add(
+            ArrayMeta {
+                dtype: DType::Int64,
+                ..m.clone()
+            },
+            NodeOp::Iota {
+                axis,
+                start: 0.0,
+                step: 1.0,
+            },
+        );
+        let n = Val::Num(m.shape[axis] as f64, ScalarKind::Int);
+        let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
+        let cand = self.node(cand, pos)?;
+        let r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);
+        Ok(
+            if keepdims && orig.ndim() != 1 && self.meta(r).ndim() != orig.ndim() {
+                self.reshape(r, &vec![1; orig.ndim()])
+            } else {
+                r
+            },
+        )
+    }
+}
