@@ -2,6 +2,7 @@
 //! (aws-sdk-lambda Invoke, against Lambda or the local endpoint) → report.
 
 pub mod api;
+pub mod arrays;
 pub mod cgroup;
 pub mod dispatch;
 pub mod expr;

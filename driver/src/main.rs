@@ -90,9 +90,88 @@ enum Cmd {
         #[arg(long, num_args = 1.., allow_hyphen_values = true)]
         command: Option<Vec<String>>,
     },
+    /// List the arrays stored under a prefix: shape, dtype, block shape, stored bytes,
+    /// compression ratio and the job (and run) that wrote them.
+    Ls {
+        /// A path under the store root (default: everything).
+        prefix: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one stored array: its metadata and its values as NumPy prints them
+    /// (summarised past 1000 elements; only the blocks printed are read).
+    Show {
+        /// The array's path under the store root, e.g. job/X.
+        array: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a stored array to a .npy or .csv file, streamed block-row by block-row.
+    Get {
+        array: String,
+        file: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Import a .npy, .csv or Zarr file as the stored array JOB/NAME, as a job would
+    /// (checked, written under a run, committed whole).
+    Put {
+        file: PathBuf,
+        /// JOB/NAME: the array NAME under the job prefix JOB.
+        array: String,
+        /// The block shape, e.g. --block 1000,64 (default: as a job would choose).
+        #[arg(long, value_delimiter = ',')]
+        block: Option<Vec<u64>>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Delete stored arrays (or a whole job's prefix), after asking (or with --yes).
+    Rm {
+        /// Array paths under the store root.
+        arrays: Vec<String>,
+        /// Delete everything under this job's prefix (its arrays and runs).
+        #[arg(long)]
+        job: Option<String>,
+        /// Do not ask.
+        #[arg(long, short)]
+        yes: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
     /// Serve batches as a function process (what the local endpoint starts).
     #[command(hide = true)]
     Function,
+}
+
+/// Which store `ls`, `show`, `get`, `put` and `rm` work on.
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The store: file://folder (relative to here) or s3://bucket/prefix
+    /// (default: file://nums-data).
+    #[arg(long)]
+    storage: Option<String>,
+    /// An S3-compatible endpoint for an s3:// store.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Take the store from this job file's [storage].
+    #[arg(long = "job-file")]
+    job_file: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn open(&self) -> anyhow::Result<nums_layout::Store> {
+        let spec = nums_cloud::arrays::store_spec(
+            self.storage.as_deref(),
+            self.endpoint.as_deref(),
+            self.job_file.as_deref(),
+        )?;
+        Ok(nums_layout::Store::open(&spec)?)
+    }
 }
 
 fn main() -> ExitCode {
@@ -245,6 +324,112 @@ fn main() -> ExitCode {
                     _ = term.recv() => {}
                 }
                 ep.stop().await;
+                Ok(())
+            }
+            Cmd::Ls {
+                prefix,
+                store,
+                json,
+            } => {
+                let s = store.open()?;
+                let infos = nums_cloud::arrays::list(&s, prefix.as_deref().unwrap_or("")).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&infos)?);
+                } else {
+                    print!("{}", nums_cloud::arrays::ls_table(&infos));
+                }
+                Ok(())
+            }
+            Cmd::Show { array, store, json } => {
+                let s = store.open()?;
+                let path = nums_cloud::arrays::array_path(&array)?;
+                let arr = nums_cloud::arrays::open(&s, &path).await?;
+                let info = nums_cloud::arrays::list(&s, &path)
+                    .await?
+                    .into_iter()
+                    .find(|i| i.path == path);
+                let values = nums_cloud::arrays::preview(&arr, &s).await?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&serde_json::json!({
+                            "array": info, "preview": values,
+                        }))?
+                    );
+                } else {
+                    if let Some(i) = info {
+                        print!("{}", nums_cloud::arrays::ls_table(&[i]));
+                    }
+                    println!("{values}");
+                }
+                Ok(())
+            }
+            Cmd::Get { array, file, store } => {
+                let s = store.open()?;
+                let path = nums_cloud::arrays::array_path(&array)?;
+                let meta = nums_cloud::arrays::get(&s, &path, &file).await?;
+                println!(
+                    "{path} {:?} {} -> {}",
+                    meta.shape,
+                    meta.dtype,
+                    file.display()
+                );
+                Ok(())
+            }
+            Cmd::Put {
+                file,
+                array,
+                block,
+                store,
+            } => {
+                let spec = nums_cloud::arrays::store_spec(
+                    store.storage.as_deref(),
+                    store.endpoint.as_deref(),
+                    store.job_file.as_deref(),
+                )?;
+                let path = nums_cloud::arrays::array_path(&array)?;
+                let job = nums_cloud::arrays::put_job(&spec, &file, &path, block.as_deref())?;
+                let opts = nums_cloud::run::RunOptions {
+                    defaults,
+                    ..Default::default()
+                };
+                let report = nums_cloud::run::run_job(job, &opts).await?;
+                println!(
+                    "{} -> {path} ({} invocations, {:.2} s)",
+                    file.display(),
+                    report.invocations,
+                    report.wall_seconds
+                );
+                Ok(())
+            }
+            Cmd::Rm {
+                arrays,
+                job,
+                yes,
+                store,
+            } => {
+                let s = store.open()?;
+                if arrays.is_empty() && job.is_none() {
+                    anyhow::bail!("rm: name the arrays to delete, or --job NAME");
+                }
+                let targets = nums_cloud::arrays::rm_targets(&s, &arrays, job.as_deref()).await?;
+                if !yes {
+                    use std::io::Write;
+                    for (p, n) in &targets {
+                        eprintln!("  {p} ({n} objects)");
+                    }
+                    eprint!("delete these from {}? [y/N] ", s.spec());
+                    std::io::stderr().flush()?;
+                    let mut answer = String::new();
+                    std::io::stdin().read_line(&mut answer)?;
+                    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                        anyhow::bail!("nothing deleted");
+                    }
+                }
+                for (p, _) in &targets {
+                    let n = s.delete_prefix(p).await?;
+                    println!("deleted {p} ({n} objects)");
+                }
                 Ok(())
             }
             Cmd::Function => nums_function::runtime::serve()

@@ -202,3 +202,162 @@ pub fn write(path: &Path, block: &Block) -> Result<(), String> {
         .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
+
+/// A `.npy` file written as a stream of C-order slabs (a partial file renamed by
+/// [`NpyWriter::finish`]), so an array need not be in memory whole.
+pub struct NpyWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    tmp: std::path::PathBuf,
+    path: std::path::PathBuf,
+    left: u64,
+}
+
+impl NpyWriter {
+    pub fn create(path: &Path, dtype: DType, shape: &[u64]) -> Result<NpyWriter, String> {
+        use std::io::Write;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let tmp = path.with_extension("npy.partial");
+        let f = std::fs::File::create(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        let descr = match dtype {
+            DType::Float64 => "<f8",
+            DType::Float32 => "<f4",
+            DType::Int64 => "<i8",
+            DType::Bool => "|b1",
+        };
+        let dims = match shape {
+            [n] => format!("({n},)"),
+            s => format!(
+                "({})",
+                s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let mut header =
+            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+        // Magic (6) + version (2) + length (2) + header + newline: a multiple of 64.
+        let total = 10 + header.len() + 1;
+        header.push_str(&" ".repeat(total.div_ceil(64) * 64 - total));
+        header.push('\n');
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
+        let err = |e: std::io::Error| format!("cannot write {}: {e}", tmp.display());
+        out.write_all(b"\x93NUMPY\x01\x00").map_err(err)?;
+        out.write_all(&(header.len() as u16).to_le_bytes())
+            .map_err(err)?;
+        out.write_all(header.as_bytes()).map_err(err)?;
+        Ok(NpyWriter {
+            out,
+            tmp,
+            path: path.to_path_buf(),
+            left: shape.iter().product::<u64>(),
+        })
+    }
+
+    /// Appends a slab's values in C order.
+    pub fn write(&mut self, slab: &Block) -> Result<(), String> {
+        use std::io::Write;
+        let n = slab.shape().iter().product::<usize>() as u64;
+        if n > self.left {
+            return Err(format!(
+                "{}: more values than the shape holds",
+                self.path.display()
+            ));
+        }
+        self.left -= n;
+        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.tmp.display());
+        match slab {
+            Block::F64(a) => {
+                for v in a.iter() {
+                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
+                }
+            }
+            Block::F32(a) => {
+                for v in a.iter() {
+                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
+                }
+            }
+            Block::I64(a) => {
+                for v in a.iter() {
+                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
+                }
+            }
+            Block::Bool(a) => {
+                for v in a.iter() {
+                    self.out.write_all(&[*v as u8]).map_err(err)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes and renames the file into place.
+    pub fn finish(mut self) -> Result<(), String> {
+        use std::io::Write;
+        if self.left != 0 {
+            return Err(format!(
+                "{}: {} values missing",
+                self.path.display(),
+                self.left
+            ));
+        }
+        self.out
+            .flush()
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+/// A CSV file of numbers written row by row (comma-separated, no header; floats with the
+/// shortest text that reads back to the same value), renamed into place at the end.
+pub struct CsvWriter {
+    out: std::io::BufWriter<std::fs::File>,
+    tmp: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl CsvWriter {
+    pub fn create(path: &Path) -> Result<CsvWriter, String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let tmp = path.with_extension("csv.partial");
+        let f = std::fs::File::create(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        Ok(CsvWriter {
+            out: std::io::BufWriter::with_capacity(1 << 20, f),
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Appends a slab of rows (1-D: one value per line; 2-D: one row per line).
+    pub fn write(&mut self, slab: &Block) -> Result<(), String> {
+        use std::io::Write;
+        let cols = slab.shape().get(1).copied().unwrap_or(1).max(1);
+        let text: Vec<String> = match slab {
+            Block::F64(a) => a.iter().map(|v| format!("{v:?}")).collect(),
+            Block::F32(a) => a.iter().map(|v| format!("{v:?}")).collect(),
+            Block::I64(a) => a.iter().map(|v| v.to_string()).collect(),
+            Block::Bool(a) => a.iter().map(|&v| (v as u8).to_string()).collect(),
+        };
+        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.tmp.display());
+        for row in text.chunks(cols) {
+            self.out.write_all(row.join(",").as_bytes()).map_err(err)?;
+            self.out.write_all(b"\n").map_err(err)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(mut self) -> Result<(), String> {
+        use std::io::Write;
+        self.out
+            .flush()
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}

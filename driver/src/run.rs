@@ -841,12 +841,11 @@ async fn export(
     const PREVIEW: u64 = 64;
     match target {
         Target::Npy(path) => {
-            let full = read_whole(arr, store, false).await?;
-            let (p, f) = (path.clone(), full.clone());
-            tokio::task::spawn_blocking(move || crate::npy::write(&p, &f))
-                .await?
-                .map_err(|e| anyhow!(e))?;
-            Ok((arr.meta.len() <= PREVIEW).then_some(full))
+            crate::arrays::export_npy(arr, store, path).await?;
+            if arr.meta.len() <= PREVIEW {
+                return Ok(Some(crate::arrays::read_small(arr, store).await?));
+            }
+            Ok(None)
         }
         Target::Zarr { store: spec, path }
             if crate::graph::relative_to(store.spec(), spec, path).as_deref()
