@@ -1,28 +1,28 @@
 //! Choosing the LAPACK binding for the linear-algebra block kernels: the same factorizations
 //! of the same float64 blocks, one run each, through
-//! - `lapack`: the `lapack` crate (LAPACK of the OpenBLAS already linked) and CBLAS, called on
-//!   the row-major blocks as the kernels call them (no transposing copies),
+//! - `kernel`: nums-function's kernels (`function/src/linalg.rs`): the LAPACK of the OpenBLAS
+//!   already linked, through the `lapack` and `cblas-sys` crates, on row-major blocks,
 //! - `ndarray-linalg` 0.18 (its high-level API, or its `lax` layer where it has no R-only QR),
 //!   on the same OpenBLAS,
 //! - `faer` 0.24 (pure Rust, rayon on all cores),
 //!
-//! and ratios against `lapack`. The copy a kernel must make (LAPACK overwrites its input) is
-//! timed as part of each call.
+//! with ratios against `kernel`; then the LAPACK routes to a tall-skinny QR, against the
+//! one the kernel takes (dgeqrt3). The copies a call must make (LAPACK overwrites its input,
+//! faer keeps column-major matrices) are timed as part of it.
 //!
 //!     cargo run --release -p nums-benches --features linalg-candidates --bin linalg
 
 use std::time::Instant;
 
-use cblas_sys::{
-    CBLAS_DIAG::CblasNonUnit, CBLAS_LAYOUT::CblasRowMajor, CBLAS_SIDE::CblasLeft,
-    CBLAS_TRANSPOSE::CblasNoTrans, CBLAS_UPLO::CblasLower,
-};
 use faer::linalg::solvers::Solve as _;
 use faer::{Mat, MatRef, Par, Side};
 use ndarray::{Array2, ShapeBuilder};
 use ndarray_linalg::{
     Cholesky, Diag, JobSvd, QR, SVDDC, Solve, SolveTriangular, UPLO, layout::MatrixLayout,
 };
+use nums_function::linalg;
+use nums_layout::Block;
+use nums_layout::batch::{Kernel, QrOutput, SvdOutput};
 
 /// Seconds of one run of `f`, and its result.
 fn time<T>(f: impl FnOnce() -> T) -> (f64, T) {
@@ -222,25 +222,46 @@ fn lapack_qr_geqr(a: &Array2<f64>) -> Array2<f64> {
     buf
 }
 
-fn row(name: &str, base: f64, others: &[Option<f64>]) {
-    let cell = |t: Option<f64>| match t {
-        Some(t) => format!("{:>10.1} {:>6.2}", t * 1e3, t / base),
-        None => format!("{:>10} {:>6}", "-", "-"),
+fn row(name: &str, base: f64, others: &[f64]) {
+    print!("{name:<34} {:>10.1}", base * 1e3);
+    for t in others {
+        print!(" {:>10.1} {:>6.2}", t * 1e3, t / base);
+    }
+    println!();
+}
+
+fn block(a: &Array2<f64>) -> Block {
+    Block::F64(a.clone().into_dyn())
+}
+
+/// One run of the kernel on `inputs` for an output block of `shape`.
+fn kernel(k: &Kernel, inputs: &[&Block], shape: &[usize]) -> (f64, Block) {
+    time(|| linalg::run(k, inputs, shape).expect("kernel"))
+}
+
+fn r_of(b: &Block) -> Array2<f64> {
+    let Block::F64(a) = b else {
+        unreachable!("float64")
     };
-    println!(
-        "{name:<38} {:>10.1} {} {}",
-        base * 1e3,
-        cell(others[0]),
-        cell(others[1])
-    );
+    a.clone().into_dimensionality().expect("2-D")
+}
+
+/// R's equal up to the sign of each row.
+fn same_r(a: &Array2<f64>, b: &Array2<f64>) {
+    for i in 0..b.nrows() {
+        let s = (a[[i, i]] / b[[i, i]]).signum();
+        for j in i..b.ncols() {
+            assert!((a[[i, j]] - s * b[[i, j]]).abs() < 1e-8 * (1.0 + b[[i, j]].abs()));
+        }
+    }
 }
 
 fn main() {
     let par = Par::rayon(0);
     faer::set_global_parallelism(par);
     println!(
-        "{:<38} {:>10} {:>10} {:>6} {:>10} {:>6}",
-        "operation (float64)", "lapack ms", "nd-la ms", "ratio", "faer ms", "ratio"
+        "{:<34} {:>10} {:>10} {:>6} {:>10} {:>6}",
+        "operation (float64)", "kernel ms", "nd-la ms", "ratio", "faer ms", "ratio"
     );
     // Warm both thread pools up (OpenBLAS starts its threads on first use).
     let w = matrix(256, 256, 1);
@@ -249,118 +270,72 @@ fn main() {
 
     // QR of a tall-skinny row block.
     let a = matrix(65536, 128, 1);
-    let (t_gelqf, r1) = time(|| lapack_qr_rowmajor(&a, false));
-    let (t_geqrf, r2) = time(|| lapack_qr_colmajor(&a, false));
-    let (t_lax, _) = time(|| {
+    let ab = block(&a);
+    let (t_kernel, r) = kernel(
+        &Kernel::Qr {
+            cols: 1,
+            output: QrOutput::R,
+        },
+        &[&ab],
+        &[128, 128],
+    );
+    let r = r_of(&r);
+    let (t_lax, r_lax) = time(|| {
         let mut buf = a.clone();
         let layout = MatrixLayout::C {
             row: 65536,
             lda: 128,
         };
         <f64 as lax::Lapack>::householder(layout, buf.as_slice_mut().expect("contiguous"))
-            .expect("qr")
+            .expect("qr");
+        buf
     });
     let (t_faer, rf) = time(|| {
         let m = faer_of(&a);
         m.qr().thin_R().to_owned()
     });
-    // The three R's agree up to row signs.
-    for i in 0..128 {
-        let s = (r1[[i, i]] / r2[[i, i]]).signum();
-        for j in i..128 {
-            assert!((r1[[i, j]] - s * r2[[i, j]]).abs() < 1e-8 * (1.0 + r2[[i, j]].abs()));
-            let fs = (rf[(i, i)] / r2[[i, i]]).signum();
-            assert!((rf[(i, j)] - fs * r2[[i, j]]).abs() < 1e-8 * (1.0 + r2[[i, j]].abs()));
-        }
-    }
-    row(
-        "QR R 65536x128 (gelqf, row-major)",
-        t_gelqf,
-        &[Some(t_lax), Some(t_faer)],
+    same_r(&r_lax, &r);
+    same_r(&Array2::from_shape_fn((128, 128), |(i, j)| rf[(i, j)]), &r);
+    row("QR R 65536x128", t_kernel, &[t_lax, t_faer]);
+    // Q takes a second task (one output block each): R, then Q's rows.
+    let (t_q, _) = kernel(
+        &Kernel::Qr {
+            cols: 1,
+            output: QrOutput::Q { part: 0 },
+        },
+        &[&ab],
+        &[65536, 128],
     );
-    row("QR R 65536x128 (geqrf, col. copy)", t_geqrf, &[None, None]);
-    let (t_geqrt3, r3) = time(|| lapack_qr_geqrt3(&a, false));
-    let (t_geqr, r4) = time(|| lapack_qr_geqr(&a));
-    for i in 0..128 {
-        for r in [&r3, &r4] {
-            let s = (r[[i, i]] / r2[[i, i]]).signum();
-            assert!((r[[i, 127]] - s * r2[[i, 127]]).abs() < 1e-8 * (1.0 + r2[[i, 127]].abs()));
-        }
-    }
-    row(
-        "QR R 65536x128 (geqrt3, col. copy)",
-        t_geqrt3,
-        &[None, None],
-    );
-    row("QR R 65536x128 (geqr TS, col. copy)", t_geqr, &[None, None]);
-    let (t_lapack_q, _) = time(|| lapack_qr_rowmajor(&a, true));
-    let (t_geqrf_q, _) = time(|| lapack_qr_colmajor(&a, true));
     let (t_nd, _) = time(|| a.qr().expect("qr"));
     let (t_faer, _) = time(|| {
         let m = faer_of(&a);
         let qr = m.qr();
         (qr.compute_thin_Q(), qr.thin_R().to_owned())
     });
-    row(
-        "QR Q+R 65536x128 (orglq, row-major)",
-        t_lapack_q,
-        &[Some(t_nd), Some(t_faer)],
-    );
-    row(
-        "QR Q+R 65536x128 (orgqr, col. copy)",
-        t_geqrf_q,
-        &[None, None],
-    );
-    let (t_geqrt3_q, _) = time(|| lapack_qr_geqrt3(&a, true));
-    row(
-        "QR Q+R 65536x128 (geqrt3+gemqrt)",
-        t_geqrt3_q,
-        &[None, None],
-    );
-    drop(a);
+    row("QR Q+R 65536x128", t_kernel + t_q, &[t_nd, t_faer]);
 
-    // Cholesky of an SPD block: potrf on the row-major memory (upper of the transpose).
+    // Cholesky of an SPD block.
     let n = 4096;
     let s = spd(n);
-    let (t_lapack, _) = time(|| {
-        let mut l = s.clone();
-        let mut info = 0;
-        let sl = l.as_slice_mut().expect("contiguous");
-        unsafe { lapack::dpotrf(b'U', n as i32, sl, n as i32, &mut info) };
-        assert_eq!(info, 0);
-        l
-    });
+    let (t_kernel, _) = kernel(&Kernel::Cholesky, &[&block(&s)], &[n, n]);
     let (t_nd, _) = time(|| s.cholesky(UPLO::Lower).expect("cholesky"));
     let (t_faer, _) = time(|| {
         let m = faer_of(&s);
         m.llt(Side::Lower).expect("llt").L().to_owned()
     });
-    row("Cholesky 4096x4096", t_lapack, &[Some(t_nd), Some(t_faer)]);
+    row("Cholesky 4096x4096", t_kernel, &[t_nd, t_faer]);
     drop(s);
 
     // Triangular solve L X = B.
     let l = lower(n);
     let b = matrix(n, 512, 5);
-    let (t_lapack, _) = time(|| {
-        let mut x = b.clone();
-        unsafe {
-            cblas_sys::cblas_dtrsm(
-                CblasRowMajor,
-                CblasLeft,
-                CblasLower,
-                CblasNoTrans,
-                CblasNonUnit,
-                n as i32,
-                512,
-                1.0,
-                l.as_ptr(),
-                n as i32,
-                x.as_mut_ptr(),
-                512,
-            )
-        };
-        x
-    });
+    let trsm = Kernel::TriangularSolve {
+        left: true,
+        lower: true,
+        transpose: false,
+        unit_diagonal: false,
+    };
+    let (t_kernel, _) = kernel(&trsm, &[&block(&l), &block(&b)], &[n, 512]);
     let (t_nd, _) = time(|| {
         l.solve_triangular(UPLO::Lower, Diag::NonUnit, &b)
             .expect("trsm")
@@ -376,97 +351,81 @@ fn main() {
         x
     });
     row(
-        "triangular solve 4096^2 \\ 4096x512",
-        t_lapack,
-        &[Some(t_nd), Some(t_faer)],
+        "triangular solve 4096^2, 512 rhs",
+        t_kernel,
+        &[t_nd, t_faer],
     );
     drop((l, b));
 
-    // SVD (thin, with vectors): gesdd.
+    // SVD (thin, with vectors): the kernel's U task computes all three.
     for n in [128usize, 2048] {
         let a = matrix(n, n, 11);
-        let (t_lapack, s1) = time(|| {
-            let mut buf = a.clone();
-            let ni = n as i32;
-            let (mut s, mut u, mut vt) = (vec![0.0; n], vec![0.0; n * n], vec![0.0; n * n]);
-            let mut iwork = vec![0i32; 8 * n];
-            let (mut q, mut info) = ([0.0], 0);
-            let sl = buf.as_slice_mut().expect("contiguous");
-            unsafe {
-                lapack::dgesdd(
-                    b'S', ni, ni, sl, ni, &mut s, &mut u, ni, &mut vt, ni, &mut q, -1, &mut iwork,
-                    &mut info,
-                )
-            };
-            let mut work = vec![0.0; lwork(q[0])];
-            unsafe {
-                lapack::dgesdd(
-                    b'S',
-                    ni,
-                    ni,
-                    sl,
-                    ni,
-                    &mut s,
-                    &mut u,
-                    ni,
-                    &mut vt,
-                    ni,
-                    &mut work,
-                    lwork(q[0]) as i32,
-                    &mut iwork,
-                    &mut info,
-                )
-            };
-            assert_eq!(info, 0);
-            s
-        });
+        let (t_kernel, _) = kernel(
+            &Kernel::Svd {
+                output: SvdOutput::U,
+            },
+            &[&block(&a)],
+            &[n, n],
+        );
         let (t_nd, _) = time(|| a.svddc(JobSvd::Some).expect("svd"));
-        let (t_faer, sf) = time(|| {
-            let m = faer_of(&a);
-            let svd = m.thin_svd().expect("svd");
-            (0..n).map(|i| svd.S()[i]).collect::<Vec<f64>>()
-        });
-        for (x, y) in s1.iter().zip(&sf) {
-            assert!((x - y).abs() < 1e-9 * s1[0], "{x} {y}");
-        }
+        let (t_faer, _) = time(|| faer_of(&a).thin_svd().expect("svd"));
         row(
             &format!("SVD {n}x{n} (U, S, Vh)"),
-            t_lapack,
-            &[Some(t_nd), Some(t_faer)],
+            t_kernel,
+            &[t_nd, t_faer],
         );
     }
 
-    // LU solve A x = b (getrf + getrs).
-    let a = spd(n) + matrix(n, n, 13) * (n as f64);
+    // LU solve A x = b (getrf, then two triangular solves).
+    let a4 = spd(n) + matrix(n, n, 13) * (n as f64);
     let rhs = matrix(n, 1, 17);
-    let (t_lapack, _) = time(|| {
-        // The row-major memory is A^T: solve A^T' x = b with trans = 'T'.
-        let mut lu = a.clone();
-        let mut x = rhs.clone();
-        let mut ipiv = vec![0i32; n];
-        let mut info = 0;
-        let sl = lu.as_slice_mut().expect("contiguous");
-        unsafe { lapack::dgetrf(n as i32, n as i32, sl, n as i32, &mut ipiv, &mut info) };
-        assert_eq!(info, 0);
-        let xs = x.as_slice_mut().expect("contiguous");
-        unsafe {
-            lapack::dgetrs(
-                b'T', n as i32, 1, sl, n as i32, &ipiv, xs, n as i32, &mut info,
-            )
-        };
-        x
-    });
+    let (t_kernel, _) = kernel(&Kernel::LuSolve, &[&block(&a4), &block(&rhs)], &[n, 1]);
     let rhs1 = rhs.column(0).to_owned();
-    let (t_nd, _) = time(|| a.solve(&rhs1).expect("solve"));
+    let (t_nd, _) = time(|| a4.solve(&rhs1).expect("solve"));
     let (t_faer, _) = time(|| {
-        let m = faer_of(&a);
+        let m = faer_of(&a4);
         let r: MatRef<'_, f64> =
-            faer::mat::MatRef::from_column_major_slice(rhs.as_slice().expect("contiguous"), n, 1);
+            MatRef::from_column_major_slice(rhs.as_slice().expect("contiguous"), n, 1);
         m.partial_piv_lu().solve(r)
     });
-    row(
-        "LU solve 4096^2 x = b",
-        t_lapack,
-        &[Some(t_nd), Some(t_faer)],
+    row("LU solve 4096^2, 1 rhs", t_kernel, &[t_nd, t_faer]);
+    drop(a4);
+
+    // The LAPACK routes to the R (and Q) of a tall-skinny block.
+    println!();
+    println!(
+        "{:<34} {:>10} {:>10} {:>6}",
+        "LAPACK route, 65536x128", "geqrt3 ms", "route ms", "ratio"
     );
+    let (t3, r3) = time(|| lapack_qr_geqrt3(&a, false));
+    for (name, f) in [
+        (
+            "R: dgeqrf (column-major copy)",
+            &(|| lapack_qr_colmajor(&a, false)) as &dyn Fn() -> Array2<f64>,
+        ),
+        ("R: dgeqr (LAPACK's TSQR)", &|| lapack_qr_geqr(&a)),
+        ("R: dgelqf (row-major, no copy)", &|| {
+            lapack_qr_rowmajor(&a, false)
+        }),
+    ] {
+        let (t, r2) = time(f);
+        same_r(
+            &r2.slice(ndarray::s![..128, ..]).to_owned(),
+            &r3.slice(ndarray::s![..128, ..]).to_owned(),
+        );
+        row(name, t3, &[t]);
+    }
+    let (t3q, _) = time(|| lapack_qr_geqrt3(&a, true));
+    for (name, f) in [
+        (
+            "Q+R: dgeqrf + dorgqr",
+            &(|| lapack_qr_colmajor(&a, true)) as &dyn Fn() -> Array2<f64>,
+        ),
+        ("Q+R: dgelqf + dorglq (row-major)", &|| {
+            lapack_qr_rowmajor(&a, true)
+        }),
+    ] {
+        let (t, _) = time(f);
+        row(name, t3q, &[t]);
+    }
 }

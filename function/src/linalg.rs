@@ -114,16 +114,21 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
     let first = inputs.first().map_or((0, 0), |s| mat(s));
     let f64s = |n: u64| 8 * n;
     Some(match kernel {
-        // The stacked M x N copy and T (N x N); for Q, Q itself (M x K) and dgemqrt's
-        // work (K x K), or dgeqrf's/dorgqr's (N x 64) when M < N.
+        // The stacked M x N copy and T (N x N, or dgeqrf's work, N x 64); for Q (or Q C),
+        // all M rows of it (M x w) and dgemqrt's work (K x w).
         Kernel::Qr { cols, output } => {
             let cols = (*cols).max(1);
-            let m: u64 = inputs.iter().step_by(cols).map(|s| mat(s).0).sum();
-            let n: u64 = inputs.iter().take(cols).map(|s| mat(s).1).sum();
+            let grid = match output {
+                QrOutput::QProduct { .. } => &inputs[..inputs.len().saturating_sub(1)],
+                _ => inputs,
+            };
+            let m: u64 = grid.iter().step_by(cols).map(|s| mat(s).0).sum();
+            let n: u64 = grid.iter().take(cols).map(|s| mat(s).1).sum();
             let k = m.min(n);
             let q = match output {
                 QrOutput::R => 0,
-                QrOutput::Q { .. } => m * k + k * k,
+                QrOutput::Q { .. } => (m + k) * k,
+                QrOutput::QProduct { .. } => (m + k) * inputs.last().map_or(0, |s| mat(s).1),
             };
             f64s(m * n + n * n + 64 * n + q)
         }
@@ -275,13 +280,21 @@ fn qr(
     output: QrOutput,
     shape: &[usize],
 ) -> Result<ArrayD<f64>, String> {
-    if cols == 0 || inputs.is_empty() || !inputs.len().is_multiple_of(cols) {
+    // QProduct's last input is C, the rest the grid.
+    let (grid, c) = match output {
+        QrOutput::QProduct { .. } => match inputs.split_last() {
+            Some((c, grid)) => (grid, Some(matrix(c, "qr")?)),
+            None => (inputs, None),
+        },
+        _ => (inputs, None),
+    };
+    if cols == 0 || grid.is_empty() || !grid.len().is_multiple_of(cols) {
         return Err(format!(
             "qr of {} input blocks in grid rows of {cols}",
-            inputs.len()
+            grid.len()
         ));
     }
-    let blocks = inputs
+    let blocks = grid
         .iter()
         .map(|b| matrix(b, "qr"))
         .collect::<Result<Vec<_>, _>>()?;
@@ -348,27 +361,41 @@ fn qr(
             }
             Ok(r.into_dyn())
         }
-        QrOutput::Q { part } => {
+        QrOutput::Q { part } | QrOutput::QProduct { part } => {
             let Some(&h) = heights.get(part) else {
                 return Err(format!("qr: Q part {part} of {rows} grid rows"));
             };
-            if shape[0] != h || shape[1] < k || shape[1] > n {
-                return Err(format!(
-                    "qr: Q rows of grid row {part} of a {m} x {n} matrix are {h} x {k} (or {h} x {n}), not {shape:?}"
-                ));
-            }
-            // Q column-major, M x k.
-            let q = if k > 0 {
-                form_q(a, m, n, &factors)?
-            } else {
-                vec![]
+            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself.
+            let w = match &c {
+                None if shape[0] != h || shape[1] < k || shape[1] > n => {
+                    return Err(format!(
+                        "qr: Q rows of grid row {part} of a {m} x {n} matrix are {h} x {k} (or {h} x {n}), not {shape:?}"
+                    ));
+                }
+                None => k,
+                Some(c) if c.nrows() < k || shape != [h, c.ncols()] => {
+                    return Err(format!(
+                        "qr: Q of a {m} x {n} matrix times C of {:?} (at least {k} rows), rows of grid row {part}: {h} x {}, not {shape:?}",
+                        c.dim(),
+                        c.ncols()
+                    ));
+                }
+                Some(c) => c.ncols(),
             };
+            let mut qc = vec![0.0; m * w];
+            for j in 0..w {
+                for (i, &sign) in signs.iter().enumerate() {
+                    qc[j * m + i] = sign * c.as_ref().map_or((i == j) as u8 as f64, |c| c[[i, j]]);
+                }
+            }
+            if k > 0 && w > 0 {
+                apply_q(&a, m, n, &factors, &mut qc, w)?;
+            }
             let r0: usize = heights[..part].iter().sum();
             let mut out = Array2::zeros((h, shape[1]));
-            for j in 0..k {
-                let col = &q[j * m + r0..j * m + r0 + h];
-                for (i, &v) in col.iter().enumerate() {
-                    out[[i, j]] = signs[j] * v;
+            for j in 0..w {
+                for (i, &v) in qc[j * m + r0..j * m + r0 + h].iter().enumerate() {
+                    out[[i, j]] = v;
                 }
             }
             Ok(out.into_dyn())
@@ -409,41 +436,49 @@ fn householder(a: &mut [f64], m: usize, n: usize) -> Result<Householder, String>
     Ok(Householder::Tau(tau))
 }
 
-/// The thin Q (column-major m x k, k = min(m, n)) from [`householder`]'s output.
-fn form_q(mut a: Vec<f64>, m: usize, n: usize, h: &Householder) -> Result<Vec<f64>, String> {
+/// Applies Q (m x m, from [`householder`]'s output in `a`) to the column-major m x w `c`
+/// in place: dgemqrt with dgeqrt3's T, or dormqr with dgeqrf's tau.
+fn apply_q(
+    a: &[f64],
+    m: usize,
+    n: usize,
+    h: &Householder,
+    c: &mut [f64],
+    w: usize,
+) -> Result<(), String> {
     let k = m.min(n);
-    let (mi, ki) = (int(m)?, int(k)?);
+    let (mi, ki, wi) = (int(m)?, int(k)?, int(w)?);
     let mut info = 0;
     match h {
         Householder::T(t) => {
-            // Q = H [I; 0]: the reflectors applied to the first k columns of the identity.
-            let mut q = vec![0.0; m * k];
-            for j in 0..k {
-                q[j * m + j] = 1.0;
-            }
-            let mut work = vec![0.0; k * k];
-            // SAFETY: V is a (m x k, ldv m), T k x k (ldt k, nb k), C = q m x k (ldc m),
-            // work nb x k as dgemqrt asks for side 'L'.
+            let mut work = vec![0.0; k * w];
+            // SAFETY: V is a (m x k, ldv m), T k x k (ldt k, nb k), C m x w (ldc m), work
+            // nb x w as dgemqrt asks for side 'L'.
             unsafe {
                 lapack::dgemqrt(
-                    b'L', b'N', mi, ki, ki, ki, &a, mi, t, ki, &mut q, mi, &mut work, &mut info,
+                    b'L', b'N', mi, wi, ki, ki, a, mi, t, ki, c, mi, &mut work, &mut info,
                 )
             };
-            check_args("dgemqrt", info)?;
-            Ok(q)
+            check_args("dgemqrt", info)
         }
         Householder::Tau(tau) => {
             let mut q = [0.0];
-            // SAFETY: a holds the k reflectors (lda m); lwork -1 is a size query.
-            unsafe { lapack::dorgqr(mi, ki, ki, &mut a, mi, tau, &mut q, -1, &mut info) };
-            check_args("dorgqr", info)?;
+            // SAFETY: a holds the k reflectors (lda m), C m x w (ldc m); a size query.
+            unsafe {
+                lapack::dormqr(
+                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut q, -1, &mut info,
+                )
+            };
+            check_args("dormqr", info)?;
             let mut work = vec![0.0; lwork(q[0])];
             let lw = int(work.len())?;
             // SAFETY: as above, with the work array LAPACK asked for.
-            unsafe { lapack::dorgqr(mi, ki, ki, &mut a, mi, tau, &mut work, lw, &mut info) };
-            check_args("dorgqr", info)?;
-            a.truncate(m * k);
-            Ok(a)
+            unsafe {
+                lapack::dormqr(
+                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut work, lw, &mut info,
+                )
+            };
+            check_args("dormqr", info)
         }
     }
 }
@@ -1077,6 +1112,14 @@ mod tests {
                 leaf_q.iter().zip(&path).map(|(ql, p)| ql.dot(p)).collect();
             let views: Vec<_> = q_tree.iter().map(|x| x.view()).collect();
             close(&concatenate(Axis(0), &views).unwrap(), &q_one, 1e-12);
+            // The same without forming the leaf Q's: the reflectors applied to the path.
+            let qp = Kernel::Qr {
+                cols: 1,
+                output: QrOutput::QProduct { part: 0 },
+            };
+            for ((leaf, p), want) in leaves.iter().zip(&path).zip(&q_tree) {
+                close(&go(&qp, &[leaf, p], &[leaf.nrows(), n]), want, 1e-12);
+            }
         }
     }
 

@@ -355,7 +355,7 @@ pub enum Kernel {
     /// A = Q R with diag(R) >= 0, so the result is unique and a tree of combines gives the
     /// one-shot R. `output`: R, N x N (rows past min(M, N) zero; the output block may
     /// have min(M, N) rows instead), or the rows of Q of grid row `part`, height x N
-    /// (columns past min(M, N) zero; or min(M, N) columns).
+    /// (columns past min(M, N) zero; or min(M, N) columns), or of Q C (see [`QrOutput`]).
     Qr { cols: usize, output: QrOutput },
     /// One input: the R of `[a | b]` (a: M x `n`, b: M x p), (n+p) x (n+p) or fewer rows.
     /// `rcond`: singular values of a at most `rcond` times the largest count as zero
@@ -408,6 +408,13 @@ pub enum QrOutput {
     R,
     /// The rows of Q belonging to grid row `part` of the input.
     Q {
+        part: usize,
+    },
+    /// The rows of grid row `part` of Q C, C being the task's last input (K x c, K =
+    /// min(M, N); rows past K are ignored, as they meet Q's zero columns): a direct-TSQR
+    /// leaf's final Q rows, Q_i times its product of Q2 slices up the tree, without
+    /// forming Q_i (the reflectors are applied to C; no more work than forming Q alone).
+    QProduct {
         part: usize,
     },
 }
