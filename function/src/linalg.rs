@@ -1290,6 +1290,7 @@ mod tests {
     /// driver would run (potrf, trsm, syrk, gemm), then solve A x = b by blocked forward
     /// and backward substitution: the one-shot L, and a small residual.
     #[test]
+    #[allow(clippy::needless_range_loop)] // block indices read as the algorithm is written
     fn blocked_cholesky_and_solve_from_the_pieces() {
         let a = spd(11, 13);
         let cuts = [0, 4, 9, 11];
@@ -1521,7 +1522,7 @@ mod tests {
         let j = serde_json::to_string(&lstsq_k(4, LstsqOutput::X)).unwrap();
         assert!(j.starts_with(r#"{"kernel":"lstsq","n":4,"#), "{j}");
         let w = workspace_bytes(&R, &[&[65536, 128]], &[128, 128]).unwrap();
-        assert!(w >= 65536 * 128 * 8 && w < 65536 * 128 * 9, "{w}");
+        assert!((65536 * 128 * 8..65536 * 128 * 9).contains(&w), "{w}");
         assert_eq!(
             workspace_bytes(&Kernel::Cholesky, &[&[9, 9]], &[9, 9]),
             Some(0)
