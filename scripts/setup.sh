@@ -13,10 +13,12 @@ mkdir -p "$CACHE"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && SUDO=sudo
 
-if ! dpkg -s libopenblas-dev >/dev/null 2>&1 || ! command -v pkg-config >/dev/null; then
-  echo "setup: installing OpenBLAS and pkg-config (apt)"
+# OpenBLAS (BLAS and LAPACK), and the static Fortran runtime its LAPACK needs in the
+# statically linked Lambda bootstrap (nums-cloud package).
+if ! dpkg -s libopenblas-dev libgfortran-12-dev >/dev/null 2>&1 || ! command -v pkg-config >/dev/null; then
+  echo "setup: installing OpenBLAS, the Fortran runtime and pkg-config (apt)"
   $SUDO apt-get update -qq
-  $SUDO apt-get install -y -qq libopenblas-dev pkg-config >/dev/null
+  $SUDO apt-get install -y -qq libopenblas-dev libgfortran-12-dev pkg-config >/dev/null
 fi
 
 [ "${1:-test}" = build ] && { echo "setup: ok (build)"; exit 0; }

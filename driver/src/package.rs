@@ -84,6 +84,7 @@ pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
     let triple = arch.triple();
     let linker = preflight(arch)?;
     let blas_dir = openblas_static_dir(arch)?;
+    let fortran_dir = gfortran_static_dir(arch)?;
 
     let started = Instant::now();
     let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
@@ -113,9 +114,15 @@ pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
     cmd.env("AWS_LC_SYS_NO_JITTER_ENTROPY", "1")
         // openblas-src: no pkg-config (it would pick the shared library); the static one here.
         .env("OPENBLAS_NO_PKG_CONFIG", "1")
+        // OpenBLAS's LAPACK is Fortran: its runtime (libgfortran, libquadmath) is linked
+        // statically too, so the binary needs nothing Amazon Linux lacks.
         .env(
             format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"),
-            format!("-L native={}", blas_dir.display()),
+            format!(
+                "-L native={} -L native={} -l static=gfortran -l static=quadmath",
+                blas_dir.display(),
+                fortran_dir.display()
+            ),
         );
     if let Linker::Gcc(gcc) = &linker {
         cmd.env(format!("CARGO_TARGET_{env_triple}_LINKER"), gcc)
@@ -263,6 +270,29 @@ fn preflight(arch: Arch) -> anyhow::Result<Linker> {
         arch.lambda_name(),
         arch.multiarch()
     )
+}
+
+/// The folder holding the static Fortran runtime (`libgfortran.a`) for the target, which
+/// OpenBLAS's LAPACK needs.
+fn gfortran_static_dir(arch: Arch) -> anyhow::Result<PathBuf> {
+    let ma = arch.multiarch();
+    let found = std::fs::read_dir(format!("/usr/lib/gcc/{ma}"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|d| d.join("libgfortran.a").is_file())
+        .max();
+    found.ok_or_else(|| {
+        let pkg = if arch == Arch::X86_64 {
+            "libgfortran-12-dev".to_string()
+        } else {
+            format!("libgfortran-12-dev:{}", arch.debian())
+        };
+        anyhow::anyhow!(
+            "no static Fortran runtime (libgfortran.a) under /usr/lib/gcc/{ma}: OpenBLAS's LAPACK needs it; install it with:\n    apt-get install -y {pkg}"
+        )
+    })
 }
 
 /// The folder holding a static `libopenblas.a` for the target.

@@ -94,6 +94,16 @@ pub fn run(
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
         Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
+        k @ (Kernel::Qr { .. }
+        | Kernel::Lstsq { .. }
+        | Kernel::Svd { .. }
+        | Kernel::Cholesky
+        | Kernel::TriangularSolve { .. }
+        | Kernel::SubtractProducts { .. }
+        | Kernel::SubtractGram { .. }
+        | Kernel::LuSolve
+        | Kernel::Inverse
+        | Kernel::Det { .. }) => crate::linalg::run(k, inputs, &shape)?,
     };
     // Cast to the output dtype the driver planned (kernels compute in float64 where the
     // dtypes mix, as NumPy's loops do after promotion).

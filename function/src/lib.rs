@@ -8,6 +8,7 @@ extern crate blas_src;
 
 pub mod einsum;
 pub mod kernels;
+pub mod linalg;
 pub mod memory;
 pub mod runtime;
 

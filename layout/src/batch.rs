@@ -351,6 +351,111 @@ pub enum Kernel {
     /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,
     /// expand_dims, squeeze).
     Reshape { ranges: Vec<(u64, u64)> },
+
+    // Linear algebra (function/src/linalg.rs, LAPACK and BLAS of the linked OpenBLAS).
+    // Inputs are matrices: 2-D blocks, or 1-D blocks taken as one column; any dtype is
+    // computed in float64. A singular matrix or one that is not positive definite fails
+    // the task with a message containing `LinAlgError: ` and NumPy's wording.
+    /// Inputs: a grid of blocks in row-major order, `cols` per grid row, that together form
+    /// one M x N matrix A (blocks of one grid row have equal heights, of one grid column
+    /// equal widths): a row block of a tall-skinny matrix (`[a | b]` for lstsq is
+    /// `cols: 2`), or R factors stacked vertically (a TSQR combine, any fan-in). Its QR
+    /// A = Q R with diag(R) >= 0, so the result is unique and a tree of combines gives the
+    /// one-shot R. `output`: R, N x N (rows past min(M, N) zero; the output block may
+    /// have min(M, N) rows instead), or the rows of Q of grid row `part`, height x N
+    /// (columns past min(M, N) zero; or min(M, N) columns), or of Q C (see [`QrOutput`]).
+    Qr { cols: usize, output: QrOutput },
+    /// One input: the R of `[a | b]` (a: M x `n`, b: M x p), (n+p) x (n+p) or fewer rows.
+    /// `rcond`: singular values of a at most `rcond` times the largest count as zero
+    /// (NumPy's default: machine epsilon times max(M, n)). `output`: the min-norm
+    /// solution x (n x p, or (n,) for one column), the residual sums of squares (p,), the
+    /// rank of a (0-d), or a's singular values (n,), as `numpy.linalg.lstsq` gives them.
+    Lstsq {
+        n: usize,
+        rcond: f64,
+        output: LstsqOutput,
+    },
+    /// One input A (m x n, k = min(m, n)): its thin SVD A = U diag(S) Vh, S descending,
+    /// each U column's entry of largest magnitude positive (Vh's row flipped with it).
+    Svd { output: SvdOutput },
+    /// One input: a symmetric positive-definite square block (only its lower triangle is
+    /// read, as NumPy does). Output: L, lower triangular, A = L L^T (potrf).
+    Cholesky,
+    /// Inputs: T (square, triangular: only the triangle `lower` names is read, so a packed
+    /// LU works), B. Output X with op(T) X = B (`left`) or X op(T) = B; op transposes when
+    /// `transpose`; `unit_diagonal` takes T's diagonal as ones (trsm).
+    TriangularSolve {
+        left: bool,
+        lower: bool,
+        transpose: bool,
+        unit_diagonal: bool,
+    },
+    /// Inputs: C, then pairs (A_k, B_k). Output C - sum_k op(A_k) op(B_k), op transposing
+    /// where asked (gemm, accumulated into one copy of C): the trailing update of blocked
+    /// Cholesky (`transpose_b`) and LU, and the updates of blocked triangular solves.
+    SubtractProducts {
+        transpose_a: bool,
+        transpose_b: bool,
+    },
+    /// Inputs: C (square, symmetric), then A_k. Output C - sum_k A_k A_k^T (A_k^T A_k when
+    /// `transpose`), symmetric (syrk: half gemm's work): the diagonal update of Cholesky.
+    SubtractGram { transpose: bool },
+    /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting, getrf).
+    LuSolve,
+    /// One input A (square). Output A^-1 (getrf, getri).
+    Inverse,
+    /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
+    /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).
+    Det { output: DetOutput },
+}
+
+/// Which block a [`Kernel::Qr`] task outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QrOutput {
+    R,
+    /// The rows of Q belonging to grid row `part` of the input.
+    Q {
+        part: usize,
+    },
+    /// The rows of grid row `part` of Q C, C being the task's last input (K x c, K =
+    /// min(M, N); rows past K are ignored, as they meet Q's zero columns): a direct-TSQR
+    /// leaf's final Q rows, Q_i times its product of Q2 slices up the tree, without
+    /// forming Q_i (the reflectors are applied to C; no more work than forming Q alone).
+    QProduct {
+        part: usize,
+    },
+}
+
+/// Which block a [`Kernel::Lstsq`] task outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LstsqOutput {
+    X,
+    Residuals,
+    Rank,
+    SingularValues,
+}
+
+/// Which block a [`Kernel::Svd`] task outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SvdOutput {
+    /// The singular values alone (gesdd without vectors: `svdvals`, 2-norms).
+    Values,
+    /// The singular values of the decomposition that gives U and Vh (`svd(...).S`).
+    S,
+    U,
+    Vh,
+}
+
+/// Which block a [`Kernel::Det`] task outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DetOutput {
+    Det,
+    Sign,
+    Logabsdet,
 }
 
 impl Kernel {

@@ -1,0 +1,1533 @@
+//! Linear-algebra block kernels, the pieces the distributed factorizations are built from:
+//! QR of a row block or of stacked R factors (TSQR, any fan-in; R or one slice of Q),
+//! least squares from the R of `[a | b]`, SVD of a block, Cholesky with the triangular
+//! solves and gemm/syrk updates of blocked right-looking algorithms, and LU solve, inverse
+//! and determinants of one block. Each is a pure function from its input blocks to ONE
+//! output block (the `Kernel` variants from `Qr` on, in `nums_layout::batch`).
+//!
+//! Arithmetic is float64 (other dtypes are converted; a 1-D block is one column), by the
+//! LAPACK and CBLAS of the OpenBLAS the function already links, through the `lapack` and
+//! `cblas-sys` bindings (BENCHMARKS.md, "LAPACK binding", says why). LAPACK is column-major
+//! and blocks are row-major, whose memory is the column-major transpose: most routines are
+//! called for the transpose (potrf 'U' for a lower Cholesky, getrf of A^T, gesdd of A^T),
+//! so the block is not transposed in memory; CBLAS takes row-major directly. QR alone
+//! stacks its inputs into a column-major copy (see [`qr`]).
+//!
+//! A singular matrix or one that is not positive definite fails with NumPy's words after
+//! [`LINALG_ERROR`]; [`linalg_error`] finds them in a failed task's message.
+//! [`workspace_bytes`] is each kernel's memory beyond its input and output blocks.
+
+use std::borrow::Cow;
+
+use cblas_sys::{CBLAS_DIAG, CBLAS_LAYOUT::CblasRowMajor, CBLAS_SIDE, CBLAS_TRANSPOSE, CBLAS_UPLO};
+use ndarray::{Array1, Array2, ArrayD, ArrayView2, CowArray, Ix2, IxDyn, s};
+use nums_layout::Block;
+use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
+
+/// Starts the message of every error a user can act on (the rest is NumPy's
+/// `numpy.linalg.LinAlgError` text, e.g. "Singular matrix").
+pub const LINALG_ERROR: &str = "LinAlgError: ";
+
+/// NumPy's LinAlgError text in a kernel's (or a failed task's) error message, if it has one:
+/// `"task 3 (block R/0.0): LinAlgError: Singular matrix"` gives `"Singular matrix"`.
+pub fn linalg_error(message: &str) -> Option<&str> {
+    message
+        .find(LINALG_ERROR)
+        .map(|i| &message[i + LINALG_ERROR.len()..])
+}
+
+fn singular() -> String {
+    format!("{LINALG_ERROR}Singular matrix")
+}
+
+fn not_positive_definite() -> String {
+    format!("{LINALG_ERROR}Matrix is not positive definite")
+}
+
+/// Whether `kernel` is one of this module's.
+pub fn is_linalg(kernel: &Kernel) -> bool {
+    matches!(
+        kernel,
+        Kernel::Qr { .. }
+            | Kernel::Lstsq { .. }
+            | Kernel::Svd { .. }
+            | Kernel::Cholesky
+            | Kernel::TriangularSolve { .. }
+            | Kernel::SubtractProducts { .. }
+            | Kernel::SubtractGram { .. }
+            | Kernel::LuSolve
+            | Kernel::Inverse
+            | Kernel::Det { .. }
+    )
+}
+
+/// Runs a linear-algebra `kernel` on `inputs` (in the order the kernel documents) for an
+/// output block of `shape`. The result is float64 (the caller casts to the output dtype).
+pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block, String> {
+    let two = |name: &str| match inputs {
+        [a, b] => Ok((*a, *b)),
+        _ => Err(format!("{name} needs 2 inputs, got {}", inputs.len())),
+    };
+    let out = match kernel {
+        Kernel::Qr { cols, output } => qr(inputs, *cols, *output, shape)?,
+        Kernel::Lstsq { n, rcond, output } => lstsq(one(inputs, "lstsq")?, *n, *rcond, *output)?,
+        Kernel::Svd { output } => svd(one(inputs, "svd")?, *output)?,
+        Kernel::Cholesky => cholesky(one(inputs, "cholesky")?)?,
+        Kernel::TriangularSolve {
+            left,
+            lower,
+            transpose,
+            unit_diagonal,
+        } => {
+            let (t, b) = two("triangular solve")?;
+            triangular_solve(t, b, *left, *lower, *transpose, *unit_diagonal)?
+        }
+        Kernel::SubtractProducts {
+            transpose_a,
+            transpose_b,
+        } => subtract_products(inputs, *transpose_a, *transpose_b)?,
+        Kernel::SubtractGram { transpose } => subtract_gram(inputs, *transpose)?,
+        Kernel::LuSolve => {
+            let (a, b) = two("solve")?;
+            lu_solve(a, b)?
+        }
+        Kernel::Inverse => inverse(one(inputs, "inv")?)?,
+        Kernel::Det { output } => det(one(inputs, "det")?, *output)?,
+        other => return Err(format!("not a linear-algebra kernel: {other:?}")),
+    };
+    shaped(out, shape).map(Block::F64)
+}
+
+/// Bytes a linear-algebra kernel needs beyond its input and output blocks, for inputs of
+/// `inputs` shapes and an output block of `out` shape: the copies LAPACK overwrites and its
+/// work arrays (sizes as LAPACK documents them, with block size 64). Float64 inputs; an
+/// input of another dtype adds a float64 copy of it. `None` for other kernels. OpenBLAS's
+/// own per-thread buffers are allocated once per process and are not counted here.
+pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> Option<u64> {
+    let mat = |s: &[usize]| -> (u64, u64) {
+        match *s {
+            [m] => (m as u64, 1),
+            [m, n, ..] => (m as u64, n as u64),
+            [] => (1, 1),
+        }
+    };
+    let first = inputs.first().map_or((0, 0), |s| mat(s));
+    let f64s = |n: u64| 8 * n;
+    Some(match kernel {
+        // The stacked M x N copy and T (N x N, or dgeqrf's work, N x 64); for Q (or Q C),
+        // all M rows of it (M x w) and dgemqrt's work (K x w).
+        Kernel::Qr { cols, output } => {
+            let cols = (*cols).max(1);
+            let grid = match output {
+                QrOutput::QProduct { .. } => &inputs[..inputs.len().saturating_sub(1)],
+                _ => inputs,
+            };
+            let m: u64 = grid.iter().step_by(cols).map(|s| mat(s).0).sum();
+            let n: u64 = grid.iter().take(cols).map(|s| mat(s).1).sum();
+            let k = m.min(n);
+            let q = match output {
+                QrOutput::R => 0,
+                QrOutput::Q { .. } => (m + k) * k,
+                QrOutput::QProduct { .. } => (m + k) * inputs.last().map_or(0, |s| mat(s).1),
+            };
+            f64s(m * n + n * n + 64 * n + q)
+        }
+        // R11 and R12 copies, the SVD of R11 (values, or vectors when a is rank deficient:
+        // the projection takes the worse case), x's copy for the residuals.
+        Kernel::Lstsq { n, .. } => {
+            let n = *n as u64;
+            let p = first.1.saturating_sub(n);
+            f64s(n * n + 2 * n * p) + gesdd_bytes(n, n, true)
+        }
+        Kernel::Svd { output } => {
+            gesdd_bytes(first.0, first.1, *output != SvdOutput::Values)
+                + if *output == SvdOutput::Values {
+                    0
+                } else {
+                    // U and Vh are both computed; one of them (or S) is the output.
+                    let (m, n) = first;
+                    let k = m.min(n);
+                    f64s(m * k + k * n + k)
+                        .saturating_sub(f64s(out.iter().product::<usize>() as u64))
+                }
+        }
+        // potrf, trsm, gemm and syrk work in place in the output (a copy of an input).
+        Kernel::Cholesky
+        | Kernel::TriangularSolve { .. }
+        | Kernel::SubtractProducts { .. }
+        | Kernel::SubtractGram { .. } => 0,
+        // The LU factors and the pivots (the right-hand side is solved in place).
+        Kernel::LuSolve | Kernel::Det { .. } => f64s(first.0 * first.0) + 4 * first.0,
+        // getri inverts the factors in place (they are the output): pivots and its work.
+        Kernel::Inverse => 4 * first.0 + f64s(64 * first.0),
+        _ => return None,
+    })
+}
+
+/// gesdd of an m x n matrix: the copy it overwrites, S, and its work arrays (with U and Vh
+/// when `vectors`).
+fn gesdd_bytes(m: u64, n: u64, vectors: bool) -> u64 {
+    let (k, mx) = (m.min(n), m.max(n));
+    let work = if vectors {
+        m * k + k * n + 3 * k + mx.max(4 * k * k + 4 * k)
+    } else {
+        3 * k + mx.max(7 * k)
+    };
+    8 * (m * n + k + work) + 4 * 8 * k
+}
+
+fn one<'a>(inputs: &[&'a Block], name: &str) -> Result<&'a Block, String> {
+    match inputs {
+        [x] => Ok(x),
+        _ => Err(format!("{name} needs 1 input, got {}", inputs.len())),
+    }
+}
+
+/// The result in the output block's shape: the same, or the same elements without its
+/// length-1 axes (an (n, 1) column for an (n,) block, a 1 x 1 for a 0-d one).
+fn shaped(a: ArrayD<f64>, shape: &[usize]) -> Result<ArrayD<f64>, String> {
+    if a.shape() == shape {
+        return Ok(a);
+    }
+    let squeeze = |s: &[usize]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+    if squeeze(a.shape()) == squeeze(shape) {
+        let got = a.shape().to_vec();
+        return a
+            .as_standard_layout()
+            .into_owned()
+            .into_shape_with_order(IxDyn(shape))
+            .map_err(|e| format!("result of shape {got:?} as {shape:?}: {e}"));
+    }
+    Err(format!(
+        "the result has shape {:?}, the output block {shape:?}",
+        a.shape()
+    ))
+}
+
+/// A block as a float64 matrix in row-major order, borrowed where it already is one; a
+/// 1-D block is one column.
+fn matrix<'a>(b: &'a Block, name: &str) -> Result<CowArray<'a, f64, Ix2>, String> {
+    let (r, c) = match *b.shape() {
+        [m] => (m, 1),
+        [m, n] => (m, n),
+        ref s => {
+            return Err(format!(
+                "{name} of a {}-D block of shape {s:?}: linear algebra takes 2-D blocks (or 1-D as a column)",
+                s.len()
+            ));
+        }
+    };
+    let shape = |a: ArrayD<f64>| a.into_shape_with_order((r, c)).expect("standard layout");
+    Ok(match b.to_f64() {
+        Cow::Borrowed(a) if a.is_standard_layout() => {
+            CowArray::from(a.view().into_shape_with_order((r, c)).expect("standard"))
+        }
+        Cow::Owned(a) if a.is_standard_layout() => CowArray::from(shape(a)),
+        a => CowArray::from(shape(a.as_standard_layout().into_owned())),
+    })
+}
+
+fn square(a: &CowArray<'_, f64, Ix2>, name: &str) -> Result<usize, String> {
+    if a.nrows() != a.ncols() {
+        return Err(format!(
+            "{name} of a {} x {} block: the matrix must be square",
+            a.nrows(),
+            a.ncols()
+        ));
+    }
+    Ok(a.nrows())
+}
+
+/// A dimension as LAPACK's integer.
+fn int(n: usize) -> Result<i32, String> {
+    i32::try_from(n).map_err(|_| format!("dimension {n} is too large for LAPACK (32-bit)"))
+}
+
+/// Leading dimension: at least 1, as LAPACK and BLAS require even for empty matrices.
+fn ld(n: usize) -> Result<i32, String> {
+    int(n.max(1))
+}
+
+/// The slice of a standard-layout matrix.
+fn slice<'a>(a: &'a ArrayView2<'_, f64>) -> &'a [f64] {
+    a.as_slice().expect("standard layout")
+}
+
+/// A LAPACK `info` below zero is a bad argument: a bug here, not the user's input.
+fn check_args(routine: &str, info: i32) -> Result<(), String> {
+    if info < 0 {
+        return Err(format!("LAPACK {routine}: argument {} is invalid", -info));
+    }
+    Ok(())
+}
+
+/// The optimal `lwork` a workspace query returned.
+fn lwork(query: f64) -> usize {
+    (query as usize).max(1)
+}
+
+// ---------------------------------------------------------------------------------------
+// QR (TSQR leaves and combines)
+// ---------------------------------------------------------------------------------------
+
+/// QR of the grid of `inputs` (row-major, `cols` per grid row) as one M x N matrix, with
+/// diag(R) >= 0. The one copy: the stacking into the column-major M x N that LAPACK
+/// overwrites (a row-major block's LQ, dgelqf, would avoid the transposition but is 4x
+/// slower on tall blocks).
+fn qr(
+    inputs: &[&Block],
+    cols: usize,
+    output: QrOutput,
+    shape: &[usize],
+) -> Result<ArrayD<f64>, String> {
+    // QProduct's last input is C, the rest the grid.
+    let (grid, c) = match output {
+        QrOutput::QProduct { .. } => match inputs.split_last() {
+            Some((c, grid)) => (grid, Some(matrix(c, "qr")?)),
+            None => (inputs, None),
+        },
+        _ => (inputs, None),
+    };
+    if cols == 0 || grid.is_empty() || !grid.len().is_multiple_of(cols) {
+        return Err(format!(
+            "qr of {} input blocks in grid rows of {cols}",
+            grid.len()
+        ));
+    }
+    let blocks = grid
+        .iter()
+        .map(|b| matrix(b, "qr"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rows = blocks.len() / cols;
+    let heights: Vec<usize> = (0..rows).map(|r| blocks[r * cols].nrows()).collect();
+    let widths: Vec<usize> = (0..cols).map(|c| blocks[c].ncols()).collect();
+    for (k, b) in blocks.iter().enumerate() {
+        let want = (heights[k / cols], widths[k % cols]);
+        if b.dim() != want {
+            return Err(format!(
+                "qr: input {k} has shape {:?}, but its grid row and column make it {want:?}",
+                b.dim()
+            ));
+        }
+    }
+    let (m, n) = (heights.iter().sum::<usize>(), widths.iter().sum::<usize>());
+    let k = m.min(n);
+    // Column-major M x N: the stacking, and the copy LAPACK overwrites.
+    let mut a = vec![0.0; m * n];
+    let mut r0 = 0;
+    for (gr, &h) in heights.iter().enumerate() {
+        let mut c0 = 0;
+        for (gc, &w) in widths.iter().enumerate() {
+            let b = &blocks[gr * cols + gc];
+            // Tiles of 64 rows: reads stay in cache, writes are runs of 64.
+            for i0 in (0..h).step_by(64) {
+                let i1 = (i0 + 64).min(h);
+                for j in 0..w {
+                    let dst = (c0 + j) * m + r0;
+                    for i in i0..i1 {
+                        a[dst + i] = b[[i, j]];
+                    }
+                }
+            }
+            c0 += w;
+        }
+        r0 += h;
+    }
+    if shape.len() != 2 {
+        return Err(format!("qr output block of shape {shape:?} is not 2-D"));
+    }
+    let factors = if k > 0 {
+        householder(&mut a, m, n)?
+    } else {
+        Householder::Tau(vec![])
+    };
+    // R is the upper triangle of the first k rows; row j of R (and column j of Q) is
+    // multiplied by the sign of R's diagonal.
+    let signs: Vec<f64> = (0..k)
+        .map(|j| if a[j * m + j] < 0.0 { -1.0 } else { 1.0 })
+        .collect();
+    match output {
+        QrOutput::R => {
+            if shape[1] != n || shape[0] < k || shape[0] > n {
+                return Err(format!(
+                    "qr: R of a {m} x {n} matrix is {k} x {n} (or {n} x {n}), not {shape:?}"
+                ));
+            }
+            let mut r = Array2::zeros((shape[0], n));
+            for j in 0..k {
+                for i in j..n {
+                    r[[j, i]] = signs[j] * a[i * m + j];
+                }
+            }
+            Ok(r.into_dyn())
+        }
+        QrOutput::Q { part } | QrOutput::QProduct { part } => {
+            let Some(&h) = heights.get(part) else {
+                return Err(format!("qr: Q part {part} of {rows} grid rows"));
+            };
+            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself.
+            let w = match &c {
+                None if shape[0] != h || shape[1] < k || shape[1] > n => {
+                    return Err(format!(
+                        "qr: Q rows of grid row {part} of a {m} x {n} matrix are {h} x {k} (or {h} x {n}), not {shape:?}"
+                    ));
+                }
+                None => k,
+                Some(c) if c.nrows() < k || shape != [h, c.ncols()] => {
+                    return Err(format!(
+                        "qr: Q of a {m} x {n} matrix times C of {:?} (at least {k} rows), rows of grid row {part}: {h} x {}, not {shape:?}",
+                        c.dim(),
+                        c.ncols()
+                    ));
+                }
+                Some(c) => c.ncols(),
+            };
+            let mut qc = vec![0.0; m * w];
+            for j in 0..w {
+                for (i, &sign) in signs.iter().enumerate() {
+                    qc[j * m + i] = sign * c.as_ref().map_or((i == j) as u8 as f64, |c| c[[i, j]]);
+                }
+            }
+            if k > 0 && w > 0 {
+                apply_q(&a, m, n, &factors, &mut qc, w)?;
+            }
+            let r0: usize = heights[..part].iter().sum();
+            let mut out = Array2::zeros((h, shape[1]));
+            for j in 0..w {
+                for (i, &v) in qc[j * m + r0..j * m + r0 + h].iter().enumerate() {
+                    out[[i, j]] = v;
+                }
+            }
+            Ok(out.into_dyn())
+        }
+    }
+}
+
+/// The Householder form LAPACK leaves below R: with the n x n block reflector T of dgeqrt3
+/// (M >= N), or the scalars tau of dgeqrf (M < N).
+enum Householder {
+    T(Vec<f64>),
+    Tau(Vec<f64>),
+}
+
+/// QR of the column-major m x n `a` in place. A tall matrix goes through dgeqrt3, the
+/// recursive QR made of level-3 BLAS: on 65536 x 128 it is 2x faster than dgeqrf, whose
+/// panels are level-2 (BENCHMARKS.md, "LAPACK binding").
+fn householder(a: &mut [f64], m: usize, n: usize) -> Result<Householder, String> {
+    let (mi, ni) = (int(m)?, int(n)?);
+    let mut info = 0;
+    if m >= n {
+        let mut t = vec![0.0; n * n];
+        // SAFETY: a is m x n column-major (lda m >= 1), t n x n (ldt n).
+        unsafe { lapack::dgeqrt3(mi, ni, a, mi, &mut t, ni, &mut info) };
+        check_args("dgeqrt3", info)?;
+        return Ok(Householder::T(t));
+    }
+    let mut tau = vec![0.0; m];
+    let mut q = [0.0];
+    // SAFETY: a is m x n column-major, tau min(m, n); lwork -1 is a size query.
+    unsafe { lapack::dgeqrf(mi, ni, a, mi, &mut tau, &mut q, -1, &mut info) };
+    check_args("dgeqrf", info)?;
+    let mut work = vec![0.0; lwork(q[0])];
+    let lw = int(work.len())?;
+    // SAFETY: as above, with the work array LAPACK asked for.
+    unsafe { lapack::dgeqrf(mi, ni, a, mi, &mut tau, &mut work, lw, &mut info) };
+    check_args("dgeqrf", info)?;
+    Ok(Householder::Tau(tau))
+}
+
+/// Applies Q (m x m, from [`householder`]'s output in `a`) to the column-major m x w `c`
+/// in place: dgemqrt with dgeqrt3's T, or dormqr with dgeqrf's tau.
+fn apply_q(
+    a: &[f64],
+    m: usize,
+    n: usize,
+    h: &Householder,
+    c: &mut [f64],
+    w: usize,
+) -> Result<(), String> {
+    let k = m.min(n);
+    let (mi, ki, wi) = (int(m)?, int(k)?, int(w)?);
+    let mut info = 0;
+    match h {
+        Householder::T(t) => {
+            let mut work = vec![0.0; k * w];
+            // SAFETY: V is a (m x k, ldv m), T k x k (ldt k, nb k), C m x w (ldc m), work
+            // nb x w as dgemqrt asks for side 'L'.
+            unsafe {
+                lapack::dgemqrt(
+                    b'L', b'N', mi, wi, ki, ki, a, mi, t, ki, c, mi, &mut work, &mut info,
+                )
+            };
+            check_args("dgemqrt", info)
+        }
+        Householder::Tau(tau) => {
+            let mut q = [0.0];
+            // SAFETY: a holds the k reflectors (lda m), C m x w (ldc m); a size query.
+            unsafe {
+                lapack::dormqr(
+                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut q, -1, &mut info,
+                )
+            };
+            check_args("dormqr", info)?;
+            let mut work = vec![0.0; lwork(q[0])];
+            let lw = int(work.len())?;
+            // SAFETY: as above, with the work array LAPACK asked for.
+            unsafe {
+                lapack::dormqr(
+                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut work, lw, &mut info,
+                )
+            };
+            check_args("dormqr", info)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SVD
+// ---------------------------------------------------------------------------------------
+
+/// A thin SVD: S descending, and U (m x k), Vh (k x n) when asked.
+struct Svd {
+    s: Array1<f64>,
+    uv: Option<(Array2<f64>, Array2<f64>)>,
+}
+
+/// dgesdd of the row-major m x n `a`, i.e. of the column-major A^T = U' S V'^T; then
+/// A = V' S U'^T: U is V' (LAPACK's VT, read row-major) and Vh is U'^T (LAPACK's U, read
+/// row-major). Each U column's largest entry (the first, on ties) is made positive.
+fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
+    let (m, n) = a.dim();
+    let k = m.min(n);
+    if k == 0 {
+        return Ok(Svd {
+            s: Array1::zeros(0),
+            uv: vectors.then(|| (Array2::zeros((m, 0)), Array2::zeros((0, n)))),
+        });
+    }
+    let mut buf = a.as_standard_layout().into_owned();
+    let buf = buf.as_slice_mut().expect("standard layout");
+    let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
+    let mut s = vec![0.0; k];
+    // LAPACK's U is n x k (the row-major Vh), its VT is k x m (the row-major U).
+    let (mut vh, mut u) = if vectors {
+        (vec![0.0; n * k], vec![0.0; k * m])
+    } else {
+        (vec![0.0; 1], vec![0.0; 1])
+    };
+    let (jobz, ldu, ldvt) = if vectors {
+        (b'S', ni, ki)
+    } else {
+        (b'N', 1, 1)
+    };
+    let mut iwork = vec![0i32; 8 * k];
+    let (mut q, mut info) = ([0.0], 0);
+    // SAFETY: buf is n x m column-major (lda n); s, U (n x k), VT (k x m) are sized for
+    // jobz; iwork 8k as LAPACK asks; lwork -1 is a size query.
+    unsafe {
+        lapack::dgesdd(
+            jobz, ni, mi, buf, ni, &mut s, &mut vh, ldu, &mut u, ldvt, &mut q, -1, &mut iwork,
+            &mut info,
+        )
+    };
+    check_args("dgesdd", info)?;
+    let mut work = vec![0.0; lwork(q[0])];
+    let lw = int(work.len())?;
+    // SAFETY: as above, with the work array LAPACK asked for.
+    unsafe {
+        lapack::dgesdd(
+            jobz, ni, mi, buf, ni, &mut s, &mut vh, ldu, &mut u, ldvt, &mut work, lw, &mut iwork,
+            &mut info,
+        )
+    };
+    check_args("dgesdd", info)?;
+    if info > 0 {
+        return Err(format!("{LINALG_ERROR}SVD did not converge"));
+    }
+    let s = Array1::from(s);
+    if !vectors {
+        return Ok(Svd { s, uv: None });
+    }
+    let mut u = Array2::from_shape_vec((m, k), u).expect("m x k");
+    let mut vh = Array2::from_shape_vec((k, n), vh).expect("k x n");
+    for j in 0..k {
+        let col = u.column(j);
+        let big = col
+            .iter()
+            .copied()
+            .reduce(|best, v| if v.abs() > best.abs() { v } else { best })
+            .unwrap_or(0.0);
+        if big < 0.0 {
+            u.column_mut(j).mapv_inplace(|v| -v);
+            vh.row_mut(j).mapv_inplace(|v| -v);
+        }
+    }
+    Ok(Svd {
+        s,
+        uv: Some((u, vh)),
+    })
+}
+
+fn svd(a: &Block, output: SvdOutput) -> Result<ArrayD<f64>, String> {
+    let a = matrix(a, "svd")?;
+    let r = gesdd(a.view(), output != SvdOutput::Values)?;
+    Ok(match (output, r.uv) {
+        (SvdOutput::Values | SvdOutput::S, _) => r.s.into_dyn(),
+        (SvdOutput::U, Some((u, _))) => u.into_dyn(),
+        (SvdOutput::Vh, Some((_, vh))) => vh.into_dyn(),
+        _ => unreachable!("vectors computed when asked"),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Least squares from the R of [a | b]
+// ---------------------------------------------------------------------------------------
+
+/// From R of [a | b] = [[R11, R12], [0, R22]]: a = Q R11, so the min-norm solution is
+/// pinv(R11) R12 (R11^-1 R12 when a has full rank: one triangular solve), and its
+/// residual is ||R22||^2 plus, when rank deficient, ||R11 x - R12||^2 per column.
+fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<f64>, String> {
+    let r = matrix(r, "lstsq")?;
+    let w = r.ncols();
+    if n > w || r.nrows() > w {
+        return Err(format!(
+            "lstsq: the R of [a | b] with a of {n} columns is (n+p) x (n+p) (or has fewer rows), got {:?}",
+            r.dim()
+        ));
+    }
+    let (p, top) = (w - n, r.nrows().min(n));
+    let mut r11 = Array2::zeros((n, n));
+    let mut r12 = Array2::zeros((n, p));
+    r11.slice_mut(s![..top, ..])
+        .assign(&r.slice(s![..top, ..n]));
+    r12.slice_mut(s![..top, ..])
+        .assign(&r.slice(s![..top, n..]));
+    let r22 = r.slice(s![top.., n..]);
+    let sv = gesdd(r11.view(), false)?.s;
+    let cutoff = rcond * sv.first().copied().unwrap_or(0.0);
+    let rank = sv.iter().filter(|&&v| v > cutoff).count();
+    match output {
+        LstsqOutput::SingularValues => return Ok(sv.into_dyn()),
+        LstsqOutput::Rank => return Ok(ArrayD::from_elem(IxDyn(&[]), rank as f64)),
+        LstsqOutput::X | LstsqOutput::Residuals => {}
+    }
+    let x = if rank == n {
+        let mut x = r12.clone();
+        trsm(r11.view(), &mut x, true, false, false, false)?;
+        x
+    } else {
+        // x = Vh[:rank]^T diag(1/s[:rank]) U[:, :rank]^T R12.
+        let full = gesdd(r11.view(), true)?;
+        let (u, vh) = full.uv.expect("vectors");
+        let mut y = u.slice(s![.., ..rank]).t().dot(&r12);
+        for (mut row, &sj) in y.rows_mut().into_iter().zip(&full.s) {
+            row.mapv_inplace(|v| v / sj);
+        }
+        vh.slice(s![..rank, ..]).t().dot(&y)
+    };
+    if output == LstsqOutput::X {
+        return Ok(x.into_dyn());
+    }
+    let mut res: Array1<f64> = r22.map_axis(ndarray::Axis(0), |c| c.dot(&c));
+    if rank < n {
+        let d = r11.dot(&x) - &r12;
+        res += &d.map_axis(ndarray::Axis(0), |c| c.dot(&c));
+    }
+    Ok(res.into_dyn())
+}
+
+// ---------------------------------------------------------------------------------------
+// Cholesky and the blocked pieces (trsm, gemm, syrk)
+// ---------------------------------------------------------------------------------------
+
+/// L with A = L L^T: the row-major lower triangle is the column-major upper one, so
+/// dpotrf 'U' reads exactly A's lower triangle (as NumPy does) and leaves L there.
+fn cholesky(a: &Block) -> Result<ArrayD<f64>, String> {
+    let a = matrix(a, "cholesky")?;
+    let n = square(&a, "cholesky")?;
+    let mut l = a.into_owned();
+    if n > 0 {
+        let mut info = 0;
+        let ni = int(n)?;
+        // SAFETY: l is n x n, contiguous.
+        unsafe { lapack::dpotrf(b'U', ni, l.as_slice_mut().expect("standard"), ni, &mut info) };
+        check_args("dpotrf", info)?;
+        if info > 0 {
+            return Err(not_positive_definite());
+        }
+    }
+    for i in 0..n {
+        l.row_mut(i).slice_mut(s![i + 1..]).fill(0.0);
+    }
+    Ok(l.into_dyn())
+}
+
+/// Solves op(T) X = B (`left`) or X op(T) = B in place of `x` (holding B) with cblas_dtrsm;
+/// only T's `lower` (or upper) triangle is read.
+fn trsm(
+    t: ArrayView2<'_, f64>,
+    x: &mut Array2<f64>,
+    left: bool,
+    lower: bool,
+    transpose: bool,
+    unit_diagonal: bool,
+) -> Result<(), String> {
+    let n = t.nrows();
+    let (m, r) = x.dim();
+    if (left && m != n) || (!left && r != n) || t.ncols() != n {
+        return Err(format!(
+            "triangular solve: a {:?} triangle and a right-hand side of {:?}",
+            t.dim(),
+            x.dim()
+        ));
+    }
+    if !unit_diagonal && t.diag().iter().any(|&d| d == 0.0) {
+        return Err(singular());
+    }
+    if m == 0 || r == 0 {
+        return Ok(());
+    }
+    let t = t.as_standard_layout();
+    let xs = x.as_slice_mut().expect("standard layout");
+    // SAFETY: T is n x n row-major (lda n), X m x r row-major (ldb r), sizes checked above.
+    unsafe {
+        cblas_sys::cblas_dtrsm(
+            CblasRowMajor,
+            if left {
+                CBLAS_SIDE::CblasLeft
+            } else {
+                CBLAS_SIDE::CblasRight
+            },
+            if lower {
+                CBLAS_UPLO::CblasLower
+            } else {
+                CBLAS_UPLO::CblasUpper
+            },
+            trans(transpose),
+            if unit_diagonal {
+                CBLAS_DIAG::CblasUnit
+            } else {
+                CBLAS_DIAG::CblasNonUnit
+            },
+            int(m)?,
+            int(r)?,
+            1.0,
+            slice(&t.view()).as_ptr(),
+            ld(n)?,
+            xs.as_mut_ptr(),
+            ld(r)?,
+        )
+    };
+    Ok(())
+}
+
+fn trans(t: bool) -> CBLAS_TRANSPOSE {
+    if t {
+        CBLAS_TRANSPOSE::CblasTrans
+    } else {
+        CBLAS_TRANSPOSE::CblasNoTrans
+    }
+}
+
+fn triangular_solve(
+    t: &Block,
+    b: &Block,
+    left: bool,
+    lower: bool,
+    transpose: bool,
+    unit_diagonal: bool,
+) -> Result<ArrayD<f64>, String> {
+    let t = matrix(t, "triangular solve")?;
+    square(&t, "triangular solve")?;
+    let mut x = matrix(b, "triangular solve")?.into_owned();
+    trsm(t.view(), &mut x, left, lower, transpose, unit_diagonal)?;
+    Ok(x.into_dyn())
+}
+
+/// op(a) as (rows, cols) of a row-major matrix.
+fn op_dim(a: &CowArray<'_, f64, Ix2>, t: bool) -> (usize, usize) {
+    if t { (a.ncols(), a.nrows()) } else { a.dim() }
+}
+
+/// C - sum_k op(A_k) op(B_k): one copy of C, then dgemm with beta 1 per pair.
+fn subtract_products(
+    inputs: &[&Block],
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Result<ArrayD<f64>, String> {
+    let Some((c, pairs)) = inputs.split_first() else {
+        return Err("subtract products needs C and pairs of blocks".into());
+    };
+    if !pairs.len().is_multiple_of(2) {
+        return Err(format!(
+            "subtract products needs C and pairs of blocks, got {} inputs",
+            inputs.len()
+        ));
+    }
+    let mut c = matrix(c, "subtract products")?.into_owned();
+    let (m, n) = c.dim();
+    for pair in pairs.chunks(2) {
+        let a = matrix(pair[0], "subtract products")?;
+        let b = matrix(pair[1], "subtract products")?;
+        let ((am, ak), (bk, bn)) = (op_dim(&a, transpose_a), op_dim(&b, transpose_b));
+        if am != m || bn != n || ak != bk {
+            return Err(format!(
+                "subtract products: C is {m} x {n}, op(A) {am} x {ak}, op(B) {bk} x {bn}"
+            ));
+        }
+        if m == 0 || n == 0 || ak == 0 {
+            continue;
+        }
+        let cs = c.as_slice_mut().expect("standard layout");
+        // SAFETY: row-major A (lda its columns), B (ldb its columns), C m x n (ldc n);
+        // shapes checked above.
+        unsafe {
+            cblas_sys::cblas_dgemm(
+                CblasRowMajor,
+                trans(transpose_a),
+                trans(transpose_b),
+                int(m)?,
+                int(n)?,
+                int(ak)?,
+                -1.0,
+                slice(&a.view()).as_ptr(),
+                ld(a.ncols())?,
+                slice(&b.view()).as_ptr(),
+                ld(b.ncols())?,
+                1.0,
+                cs.as_mut_ptr(),
+                ld(n)?,
+            )
+        };
+    }
+    Ok(c.into_dyn())
+}
+
+/// C - sum_k A_k A_k^T (or A_k^T A_k): dsyrk on C's lower triangle, mirrored to the upper
+/// (C's upper triangle is not read).
+fn subtract_gram(inputs: &[&Block], transpose: bool) -> Result<ArrayD<f64>, String> {
+    let Some((c, terms)) = inputs.split_first() else {
+        return Err("subtract gram needs C and at least one block".into());
+    };
+    let c = matrix(c, "subtract gram")?;
+    let n = square(&c, "subtract gram")?;
+    let mut c = c.into_owned();
+    for a in terms {
+        let a = matrix(a, "subtract gram")?;
+        let (an, k) = op_dim(&a, transpose);
+        if an != n {
+            return Err(format!(
+                "subtract gram: C is {n} x {n}, A {:?}{}",
+                a.dim(),
+                if transpose { " (transposed)" } else { "" }
+            ));
+        }
+        if n == 0 || k == 0 {
+            continue;
+        }
+        let cs = c.as_slice_mut().expect("standard layout");
+        // SAFETY: row-major A (lda its columns), C n x n (ldc n); shapes checked above.
+        unsafe {
+            cblas_sys::cblas_dsyrk(
+                CblasRowMajor,
+                CBLAS_UPLO::CblasLower,
+                trans(transpose),
+                int(n)?,
+                int(k)?,
+                -1.0,
+                slice(&a.view()).as_ptr(),
+                ld(a.ncols())?,
+                1.0,
+                cs.as_mut_ptr(),
+                ld(n)?,
+            )
+        };
+    }
+    for i in 0..n {
+        for j in i + 1..n {
+            c[[i, j]] = c[[j, i]];
+        }
+    }
+    Ok(c.into_dyn())
+}
+
+// ---------------------------------------------------------------------------------------
+// LU of one block: solve, inverse, determinants
+// ---------------------------------------------------------------------------------------
+
+/// dgetrf of the row-major n x n A, i.e. of the column-major A^T = P L U. Read row-major,
+/// `f` holds U^T in its lower triangle and L^T (unit diagonal) in its strict upper one,
+/// so A = U^T L^T P^T.
+struct Lu {
+    f: Array2<f64>,
+    ipiv: Vec<i32>,
+    singular: bool,
+}
+
+fn lu(a: &Block, name: &str) -> Result<Lu, String> {
+    let a = matrix(a, name)?;
+    let n = square(&a, name)?;
+    let mut f = a.into_owned();
+    let mut ipiv = vec![0i32; n];
+    let mut info = 0;
+    if n > 0 {
+        let ni = int(n)?;
+        // SAFETY: f is n x n contiguous, ipiv n.
+        unsafe {
+            lapack::dgetrf(
+                ni,
+                ni,
+                f.as_slice_mut().expect("standard"),
+                ni,
+                &mut ipiv,
+                &mut info,
+            )
+        };
+        check_args("dgetrf", info)?;
+    }
+    Ok(Lu {
+        f,
+        ipiv,
+        singular: info > 0,
+    })
+}
+
+/// X = A^-1 B = P (L^T)^-1 (U^T)^-1 B: two triangular solves and the row swaps.
+fn lu_solve(a: &Block, b: &Block) -> Result<ArrayD<f64>, String> {
+    let lu = lu(a, "solve")?;
+    if lu.singular {
+        return Err(singular());
+    }
+    let mut x = matrix(b, "solve")?.into_owned();
+    if x.nrows() != lu.f.nrows() {
+        return Err(format!(
+            "solve: a is {:?}, b has {} rows",
+            lu.f.dim(),
+            x.nrows()
+        ));
+    }
+    trsm(lu.f.view(), &mut x, true, true, false, false)?;
+    trsm(lu.f.view(), &mut x, true, false, false, true)?;
+    // P = P_1 ... P_n (P_i swaps rows i and ipiv[i]): P_n applies first.
+    for (i, &p) in lu.ipiv.iter().enumerate().rev() {
+        let p = p as usize - 1;
+        if p != i {
+            for j in 0..x.ncols() {
+                x.swap([i, j], [p, j]);
+            }
+        }
+    }
+    Ok(x.into_dyn())
+}
+
+/// A^-1: dgetri on A^T's factors gives (A^T)^-1 column-major, which read row-major is A^-1.
+fn inverse(a: &Block) -> Result<ArrayD<f64>, String> {
+    let mut lu = lu(a, "inv")?;
+    if lu.singular {
+        return Err(singular());
+    }
+    let n = lu.f.nrows();
+    if n > 0 {
+        let ni = int(n)?;
+        let f = lu.f.as_slice_mut().expect("standard layout");
+        let (mut q, mut info) = ([0.0], 0);
+        // SAFETY: f holds the n x n factors, ipiv their pivots; lwork -1 is a size query.
+        unsafe { lapack::dgetri(ni, f, ni, &lu.ipiv, &mut q, -1, &mut info) };
+        check_args("dgetri", info)?;
+        let mut work = vec![0.0; lwork(q[0])];
+        let lw = int(work.len())?;
+        // SAFETY: as above, with the work array LAPACK asked for.
+        unsafe { lapack::dgetri(ni, f, ni, &lu.ipiv, &mut work, lw, &mut info) };
+        check_args("dgetri", info)?;
+        if info > 0 {
+            return Err(singular());
+        }
+    }
+    Ok(lu.f.into_dyn())
+}
+
+/// det(A) = det(A^T) = det(P) prod(diag U); NumPy's values for a singular A.
+fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
+    let lu = lu(a, "det")?;
+    let swaps = lu
+        .ipiv
+        .iter()
+        .enumerate()
+        .filter(|&(i, &p)| p as usize != i + 1)
+        .count();
+    let mut sign = if swaps % 2 == 0 { 1.0 } else { -1.0 };
+    let diag = lu.f.diag();
+    let v = match output {
+        DetOutput::Det => sign * diag.product(),
+        DetOutput::Sign | DetOutput::Logabsdet => {
+            let mut log = 0.0;
+            for &d in diag {
+                sign *= d.signum();
+                log += d.abs().ln();
+            }
+            if lu.singular || diag.iter().any(|&d| d == 0.0) {
+                (sign, log) = (0.0, f64::NEG_INFINITY);
+            }
+            if output == DetOutput::Sign { sign } else { log }
+        }
+    };
+    Ok(ArrayD::from_elem(IxDyn(&[]), v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::random_value;
+    use ndarray::{Array, Axis, concatenate};
+    use nums_layout::DType;
+    use nums_layout::batch::RandomDist;
+
+    /// A deterministic m x n matrix of standard normals.
+    fn randn(m: usize, n: usize, seed: u64) -> Array2<f64> {
+        Array::from_shape_fn((m, n), |(i, j)| {
+            random_value(RandomDist::Normal, seed, (i * n + j) as u64)
+        })
+    }
+
+    fn blk(a: &Array2<f64>) -> Block {
+        Block::F64(a.clone().into_dyn())
+    }
+
+    fn mat(b: &Block) -> Array2<f64> {
+        let Block::F64(a) = b else { panic!("float64") };
+        match a.ndim() {
+            0 | 1 => a.clone().into_shape_with_order((a.len(), 1)).unwrap(),
+            _ => a.clone().into_dimensionality().unwrap(),
+        }
+    }
+
+    fn go(kernel: &Kernel, inputs: &[&Array2<f64>], shape: &[usize]) -> Array2<f64> {
+        let blocks: Vec<Block> = inputs.iter().map(|a| blk(a)).collect();
+        let refs: Vec<&Block> = blocks.iter().collect();
+        mat(&run(kernel, &refs, shape).unwrap_or_else(|e| panic!("{kernel:?}: {e}")))
+    }
+
+    fn err(kernel: &Kernel, inputs: &[&Array2<f64>], shape: &[usize]) -> String {
+        let blocks: Vec<Block> = inputs.iter().map(|a| blk(a)).collect();
+        let refs: Vec<&Block> = blocks.iter().collect();
+        run(kernel, &refs, shape).expect_err("an error")
+    }
+
+    fn close(a: &Array2<f64>, b: &Array2<f64>, tol: f64) {
+        assert_eq!(a.dim(), b.dim());
+        let scale = 1.0 + b.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        for ((i, x), y) in a.indexed_iter().zip(b.iter()) {
+            assert!((x - y).abs() <= tol * scale, "at {i:?}: {x} vs {y}");
+        }
+    }
+
+    fn eye(n: usize) -> Array2<f64> {
+        Array2::eye(n)
+    }
+
+    const R: Kernel = Kernel::Qr {
+        cols: 1,
+        output: QrOutput::R,
+    };
+
+    fn q(part: usize) -> Kernel {
+        Kernel::Qr {
+            cols: 1,
+            output: QrOutput::Q { part },
+        }
+    }
+
+    fn rows(a: &Array2<f64>, lo: usize, hi: usize) -> Array2<f64> {
+        a.slice(s![lo..hi, ..]).to_owned()
+    }
+
+    #[test]
+    fn qr_of_a_row_block() {
+        for (m, n) in [(37, 5), (5, 5), (3, 7), (1, 1)] {
+            let a = randn(m, n, 1);
+            let k = m.min(n);
+            let r = go(&R, &[&a], &[k, n]);
+            let qm = go(&q(0), &[&a], &[m, k]);
+            close(&qm.dot(&r), &a, 1e-13);
+            close(&qm.t().dot(&qm), &eye(k), 1e-13);
+            for j in 0..k {
+                assert!(r[[j, j]] >= 0.0);
+                assert!(r.row(j).iter().take(j).all(|&v| v == 0.0));
+            }
+            // The padded forms: R n x n with zero rows, Q m x n with zero columns.
+            let rp = go(&R, &[&a], &[n, n]);
+            let qp = go(&q(0), &[&a], &[m, n]);
+            assert_eq!(rp.slice(s![..k, ..]), r);
+            assert!(rp.slice(s![k.., ..]).iter().all(|&v| v == 0.0));
+            close(&qp.dot(&rp), &a, 1e-13);
+        }
+        // An R of the wrong shape is refused.
+        let a = randn(6, 3, 2);
+        assert!(err(&R, &[&a], &[2, 3]).contains("R of a 6 x 3 matrix is 3 x 3"));
+    }
+
+    /// TSQR: leaves, then trees of stacked-R combines with fan-in 2 and 3, over ragged row
+    /// blocks (one shorter than the matrix is wide): the same R as the one-shot QR, and
+    /// the direct-TSQR Q (leaf Q times the Q2 slices up the tree) the same Q.
+    #[test]
+    fn tsqr_trees_equal_the_one_shot_qr() {
+        let (m, n) = (103, 7);
+        let a = randn(m, n, 3);
+        let cuts = [0, 30, 60, 64, 94, 103];
+        let r_one = go(&R, &[&a], &[n, n]);
+        let q_one = go(&q(0), &[&a], &[m, n]);
+        let leaves: Vec<Array2<f64>> = cuts.windows(2).map(|w| rows(&a, w[0], w[1])).collect();
+        let leaf_r: Vec<Array2<f64>> = leaves.iter().map(|b| go(&R, &[b], &[n, n])).collect();
+        let leaf_q: Vec<Array2<f64>> = leaves
+            .iter()
+            .map(|b| go(&q(0), &[b], &[b.nrows(), n]))
+            .collect();
+        for fan_in in [2, 3, 5] {
+            // Each level combines groups of `fan_in` R's; `path[i]` is leaf i's product of
+            // Q2 slices so far.
+            let mut level = leaf_r.clone();
+            let mut owner: Vec<usize> = (0..leaves.len()).collect();
+            let mut path: Vec<Array2<f64>> = vec![eye(n); leaves.len()];
+            while level.len() > 1 {
+                let mut next = vec![];
+                let mut q2 = vec![];
+                for group in level.chunks(fan_in) {
+                    let refs: Vec<&Array2<f64>> = group.iter().collect();
+                    next.push(go(&R, &refs, &[n, n]));
+                    q2.push(
+                        (0..group.len())
+                            .map(|p| go(&q(p), &refs, &[n, n]))
+                            .collect::<Vec<_>>(),
+                    );
+                }
+                for (leaf, o) in owner.iter_mut().enumerate() {
+                    let slice = &q2[*o / fan_in][*o % fan_in];
+                    path[leaf] = path[leaf].dot(slice);
+                    *o /= fan_in;
+                }
+                level = next;
+            }
+            close(&level[0], &r_one, 1e-12);
+            let q_tree: Vec<Array2<f64>> =
+                leaf_q.iter().zip(&path).map(|(ql, p)| ql.dot(p)).collect();
+            let views: Vec<_> = q_tree.iter().map(|x| x.view()).collect();
+            close(&concatenate(Axis(0), &views).unwrap(), &q_one, 1e-12);
+            // The same without forming the leaf Q's: the reflectors applied to the path.
+            let qp = Kernel::Qr {
+                cols: 1,
+                output: QrOutput::QProduct { part: 0 },
+            };
+            for ((leaf, p), want) in leaves.iter().zip(&path).zip(&q_tree) {
+                close(&go(&qp, &[leaf, p], &[leaf.nrows(), n]), want, 1e-12);
+            }
+        }
+    }
+
+    #[test]
+    fn qr_of_a_grid_is_qr_of_the_whole() {
+        // [a | b] as two grid columns, two grid rows; b 1-D in one of them.
+        let (a, b) = (randn(20, 4, 4), randn(20, 1, 5));
+        let whole = concatenate(Axis(1), &[a.view(), b.view()]).unwrap();
+        let r_whole = go(&R, &[&whole], &[5, 5]);
+        let blocks = [rows(&a, 0, 12), rows(&b, 0, 12), rows(&a, 12, 20)];
+        let b1 = Block::F64(b.slice(s![12..20, 0]).to_owned().into_dyn());
+        let mut ins: Vec<Block> = blocks.iter().map(blk).collect();
+        ins.push(b1);
+        let refs: Vec<&Block> = ins.iter().collect();
+        let kernel = |output| Kernel::Qr { cols: 2, output };
+        let r = mat(&run(&kernel(QrOutput::R), &refs, &[5, 5]).unwrap());
+        close(&r, &r_whole, 1e-13);
+        let q1 = mat(&run(&kernel(QrOutput::Q { part: 1 }), &refs, &[8, 5]).unwrap());
+        close(&q1, &rows(&go(&q(0), &[&whole], &[20, 5]), 12, 20), 1e-13);
+        // A grid whose blocks do not line up is refused.
+        let bad = [blk(&a), blk(&randn(19, 1, 6))];
+        let refs: Vec<&Block> = bad.iter().collect();
+        let e = run(&kernel(QrOutput::R), &refs, &[5, 5]).unwrap_err();
+        assert!(e.contains("input 1 has shape (19, 1)"), "{e}");
+    }
+
+    fn lstsq_k(n: usize, output: LstsqOutput) -> Kernel {
+        Kernel::Lstsq {
+            n,
+            rcond: f64::EPSILON * 50.0,
+            output,
+        }
+    }
+
+    #[test]
+    fn lstsq_from_the_r_of_a_b() {
+        let (a, b) = (randn(50, 4, 7), randn(50, 2, 8));
+        let ab = concatenate(Axis(1), &[a.view(), b.view()]).unwrap();
+        let r = go(&R, &[&ab], &[6, 6]);
+        let x = go(&lstsq_k(4, LstsqOutput::X), &[&r], &[4, 2]);
+        // The normal equations hold: a^T (b - a x) = 0.
+        let res = &b - &a.dot(&x);
+        close(&a.t().dot(&res), &Array2::zeros((4, 2)), 1e-12);
+        let rss = go(&lstsq_k(4, LstsqOutput::Residuals), &[&r], &[2]);
+        let want = res.map_axis(Axis(0), |c| c.dot(&c));
+        close(&rss, &want.insert_axis(Axis(1)), 1e-12);
+        let rank = run(&lstsq_k(4, LstsqOutput::Rank), &[&blk(&r)], &[]).unwrap();
+        assert_eq!(rank, Block::F64(ArrayD::from_elem(IxDyn(&[]), 4.0)));
+        let sv = go(&lstsq_k(4, LstsqOutput::SingularValues), &[&r], &[4]);
+        let sv_a = go(
+            &Kernel::Svd {
+                output: SvdOutput::Values,
+            },
+            &[&a],
+            &[4],
+        );
+        close(&sv, &sv_a, 1e-12);
+        // One column of b, as a 1-D output block.
+        let x1 = run(
+            &lstsq_k(4, LstsqOutput::X),
+            &[&blk(&r.slice(s![..5, ..5]).to_owned())],
+            &[4],
+        )
+        .unwrap();
+        close(&mat(&x1), &x.slice(s![.., ..1]).to_owned(), 1e-12);
+    }
+
+    #[test]
+    fn lstsq_of_a_rank_deficient_a_is_the_min_norm_solution() {
+        // Columns 0 and 2 equal: rank 2; the null space is (1, 0, -1), so the min-norm
+        // solution has x0 == x2.
+        let c = randn(30, 2, 9);
+        let a = concatenate(Axis(1), &[c.view(), c.slice(s![.., ..1])]).unwrap();
+        let b = randn(30, 1, 10);
+        let ab = concatenate(Axis(1), &[a.view(), b.view()]).unwrap();
+        let r = go(&R, &[&ab], &[4, 4]);
+        let rank = run(&lstsq_k(3, LstsqOutput::Rank), &[&blk(&r)], &[]).unwrap();
+        assert_eq!(rank, Block::F64(ArrayD::from_elem(IxDyn(&[]), 2.0)));
+        let x = go(&lstsq_k(3, LstsqOutput::X), &[&r], &[3, 1]);
+        assert!((x[[0, 0]] - x[[2, 0]]).abs() < 1e-12, "{x}");
+        let res = &b - &a.dot(&x);
+        close(&a.t().dot(&res), &Array2::zeros((3, 1)), 1e-12);
+        let rss = go(&lstsq_k(3, LstsqOutput::Residuals), &[&r], &[1]);
+        assert!((rss[[0, 0]] - res.iter().map(|v| v * v).sum::<f64>()).abs() < 1e-10);
+    }
+
+    fn svd_k(output: SvdOutput) -> Kernel {
+        Kernel::Svd { output }
+    }
+
+    #[test]
+    fn svd_of_a_block() {
+        for (m, n) in [(9, 6), (6, 9), (128, 128)] {
+            let a = randn(m, n, 11);
+            let k = m.min(n);
+            let s = go(&svd_k(SvdOutput::S), &[&a], &[k]);
+            let u = go(&svd_k(SvdOutput::U), &[&a], &[m, k]);
+            let vh = go(&svd_k(SvdOutput::Vh), &[&a], &[k, n]);
+            let us = &u * &s.t();
+            close(&us.dot(&vh), &a, 1e-12);
+            close(&u.t().dot(&u), &eye(k), 1e-12);
+            close(&vh.dot(&vh.t()), &eye(k), 1e-12);
+            assert!(s.iter().zip(s.iter().skip(1)).all(|(x, y)| x >= y));
+            close(&go(&svd_k(SvdOutput::Values), &[&a], &[k]), &s, 1e-12);
+            for j in 0..k {
+                let big = u
+                    .column(j)
+                    .iter()
+                    .fold(0.0f64, |b, &v| if v.abs() > b.abs() { v } else { b });
+                assert!(big > 0.0);
+            }
+        }
+        // A known answer.
+        let d = Array2::from_diag(&ndarray::arr1(&[1.0, -3.0, 2.0]));
+        let s = go(&svd_k(SvdOutput::S), &[&d], &[3]);
+        close(&s, &ndarray::arr2(&[[3.0], [2.0], [1.0]]), 1e-15);
+    }
+
+    /// A well-conditioned SPD matrix: G G^T / n + I.
+    fn spd(n: usize, seed: u64) -> Array2<f64> {
+        let g = randn(n, n, seed);
+        g.dot(&g.t()) / n as f64 + eye(n)
+    }
+
+    #[test]
+    fn cholesky_reads_the_lower_triangle_and_refuses_what_is_not_positive_definite() {
+        // A known L.
+        let l = ndarray::arr2(&[[2.0, 0.0, 0.0], [1.0, 3.0, 0.0], [-1.0, 0.5, 1.5]]);
+        let mut a = l.dot(&l.t());
+        a[[0, 2]] = 99.0; // the upper triangle is not read
+        close(&go(&Kernel::Cholesky, &[&a], &[3, 3]), &l, 1e-15);
+        let a = spd(40, 12);
+        let l = go(&Kernel::Cholesky, &[&a], &[40, 40]);
+        close(&l.dot(&l.t()), &a, 1e-13);
+        let bad = ndarray::arr2(&[[1.0, 2.0], [2.0, 1.0]]);
+        let e = err(&Kernel::Cholesky, &[&bad], &[2, 2]);
+        assert_eq!(e, "LinAlgError: Matrix is not positive definite");
+        assert_eq!(
+            linalg_error(&format!("task 2 (block L/0.0): {e}")),
+            Some("Matrix is not positive definite")
+        );
+        assert!(err(&Kernel::Cholesky, &[&randn(2, 3, 1)], &[2, 3]).contains("must be square"));
+    }
+
+    fn trsm_k(left: bool, lower: bool, transpose: bool) -> Kernel {
+        Kernel::TriangularSolve {
+            left,
+            lower,
+            transpose,
+            unit_diagonal: false,
+        }
+    }
+
+    const GEMM_T: Kernel = Kernel::SubtractProducts {
+        transpose_a: false,
+        transpose_b: true,
+    };
+    const GEMM: Kernel = Kernel::SubtractProducts {
+        transpose_a: false,
+        transpose_b: false,
+    };
+    const GEMM_TN: Kernel = Kernel::SubtractProducts {
+        transpose_a: true,
+        transpose_b: false,
+    };
+
+    /// Blocked right-looking Cholesky over ragged blocks [4, 5, 2] with the kernels a
+    /// driver would run (potrf, trsm, syrk, gemm), then solve A x = b by blocked forward
+    /// and backward substitution: the one-shot L, and a small residual.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // block indices read as the algorithm is written
+    fn blocked_cholesky_and_solve_from_the_pieces() {
+        let a = spd(11, 13);
+        let cuts = [0, 4, 9, 11];
+        let nb = cuts.len() - 1;
+        let blk_of = |x: &Array2<f64>, i: usize, j: usize| {
+            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]])
+                .to_owned()
+        };
+        let mut t: Vec<Vec<Array2<f64>>> = (0..nb)
+            .map(|i| (0..nb).map(|j| blk_of(&a, i, j)).collect())
+            .collect();
+        let mut l: Vec<Vec<Option<Array2<f64>>>> = vec![vec![None; nb]; nb];
+        for k in 0..nb {
+            let d = &t[k][k];
+            let lkk = go(&Kernel::Cholesky, &[d], &[d.nrows(), d.ncols()]);
+            for i in k + 1..nb {
+                let sh = [t[i][k].nrows(), lkk.ncols()];
+                l[i][k] = Some(go(&trsm_k(false, true, true), &[&lkk, &t[i][k]], &sh));
+            }
+            l[k][k] = Some(lkk);
+            for i in k + 1..nb {
+                let lik = l[i][k].clone().unwrap();
+                let sh = [t[i][i].nrows(), t[i][i].nrows()];
+                t[i][i] = go(
+                    &Kernel::SubtractGram { transpose: false },
+                    &[&t[i][i], &lik],
+                    &sh,
+                );
+                for j in k + 1..i {
+                    let ljk = l[j][k].clone().unwrap();
+                    let sh = [t[i][j].nrows(), t[i][j].ncols()];
+                    t[i][j] = go(&GEMM_T, &[&t[i][j], &lik, &ljk], &sh);
+                }
+            }
+        }
+        let whole = go(&Kernel::Cholesky, &[&a], &[11, 11]);
+        for i in 0..nb {
+            for j in 0..=i {
+                close(l[i][j].as_ref().unwrap(), &blk_of(&whole, i, j), 1e-13);
+            }
+        }
+        // Forward: y_i = L_ii^-1 (b_i - sum_{k<i} L_ik y_k); backward with L^T.
+        let b = randn(11, 1, 14);
+        let bi = |i: usize| rows(&b, cuts[i], cuts[i + 1]);
+        let mut y: Vec<Array2<f64>> = vec![];
+        for i in 0..nb {
+            let mut ins = vec![bi(i)];
+            for (k, yk) in y.iter().enumerate() {
+                ins.push(l[i][k].clone().unwrap());
+                ins.push(yk.clone());
+            }
+            let refs: Vec<&Array2<f64>> = ins.iter().collect();
+            let c = go(&GEMM, &refs, &[ins[0].nrows(), 1]);
+            let lii = l[i][i].clone().unwrap();
+            y.push(go(&trsm_k(true, true, false), &[&lii, &c], &[c.nrows(), 1]));
+        }
+        let mut x: Vec<Option<Array2<f64>>> = vec![None; nb];
+        for i in (0..nb).rev() {
+            let mut ins = vec![y[i].clone()];
+            for k in i + 1..nb {
+                ins.push(l[k][i].clone().unwrap());
+                ins.push(x[k].clone().unwrap());
+            }
+            let refs: Vec<&Array2<f64>> = ins.iter().collect();
+            let c = go(&GEMM_TN, &refs, &[ins[0].nrows(), 1]);
+            let lii = l[i][i].clone().unwrap();
+            x[i] = Some(go(&trsm_k(true, true, true), &[&lii, &c], &[c.nrows(), 1]));
+        }
+        let views: Vec<Array2<f64>> = x.into_iter().map(Option::unwrap).collect();
+        let views: Vec<_> = views.iter().map(|v| v.view()).collect();
+        let x = concatenate(Axis(0), &views).unwrap();
+        close(&a.dot(&x), &b, 1e-12);
+    }
+
+    #[test]
+    fn triangular_solves_every_side_and_orientation() {
+        let mut t = randn(6, 6, 15);
+        for i in 0..6 {
+            t[[i, i]] = 3.0 + i as f64;
+        }
+        let lower = Array2::from_shape_fn((6, 6), |(i, j)| if j <= i { t[[i, j]] } else { 0.0 });
+        let upper = Array2::from_shape_fn((6, 6), |(i, j)| if j >= i { t[[i, j]] } else { 0.0 });
+        let b = randn(6, 3, 16);
+        let bt = randn(3, 6, 17);
+        for (lo, tri) in [(true, &lower), (false, &upper)] {
+            for tr in [false, true] {
+                let op = if tr { tri.t().to_owned() } else { tri.clone() };
+                // The full t is passed: only the named triangle may be read.
+                let x = go(&trsm_k(true, lo, tr), &[&t, &b], &[6, 3]);
+                close(&op.dot(&x), &b, 1e-13);
+                let x = go(&trsm_k(false, lo, tr), &[&t, &bt], &[3, 6]);
+                close(&x.dot(&op), &bt, 1e-13);
+            }
+        }
+        let unit = Kernel::TriangularSolve {
+            left: true,
+            lower: true,
+            transpose: false,
+            unit_diagonal: true,
+        };
+        let lu = &lower - &Array2::from_diag(&lower.diag()) + eye(6);
+        close(&lu.dot(&go(&unit, &[&t, &b], &[6, 3])), &b, 1e-13);
+        let mut z = lower.clone();
+        z[[3, 3]] = 0.0;
+        assert_eq!(
+            err(&trsm_k(true, true, false), &[&z, &b], &[6, 3]),
+            "LinAlgError: Singular matrix"
+        );
+        assert!(err(&trsm_k(true, true, false), &[&t, &bt], &[3, 6]).contains("right-hand side"));
+    }
+
+    #[test]
+    fn subtract_gram_and_products() {
+        let c = spd(5, 18);
+        let (a1, a2) = (randn(5, 3, 19), randn(5, 2, 20));
+        let want = &c - &a1.dot(&a1.t()) - &a2.dot(&a2.t());
+        close(
+            &go(
+                &Kernel::SubtractGram { transpose: false },
+                &[&c, &a1, &a2],
+                &[5, 5],
+            ),
+            &want,
+            1e-14,
+        );
+        let (t1, t2) = (a1.t().to_owned(), a2.t().to_owned());
+        close(
+            &go(
+                &Kernel::SubtractGram { transpose: true },
+                &[&c, &t1, &t2],
+                &[5, 5],
+            ),
+            &want,
+            1e-14,
+        );
+        let cc = randn(5, 4, 21);
+        let b1 = randn(3, 4, 22);
+        close(
+            &go(&GEMM, &[&cc, &a1, &b1], &[5, 4]),
+            &(&cc - &a1.dot(&b1)),
+            1e-14,
+        );
+        let both = Kernel::SubtractProducts {
+            transpose_a: true,
+            transpose_b: true,
+        };
+        let b1t = b1.t().to_owned();
+        close(
+            &go(&both, &[&cc, &t1, &b1t], &[5, 4]),
+            &(&cc - &a1.dot(&b1)),
+            1e-14,
+        );
+        assert!(err(&GEMM, &[&cc, &a1], &[5, 4]).contains("pairs"));
+        assert!(err(&GEMM, &[&cc, &a1, &a1], &[5, 4]).contains("op(B) 5 x 3"));
+    }
+
+    #[test]
+    fn lu_solve_inverse_and_determinants() {
+        let a = randn(7, 7, 23) + eye(7) * 3.0;
+        let x0 = randn(7, 3, 24);
+        let b = a.dot(&x0);
+        close(&go(&Kernel::LuSolve, &[&a, &b], &[7, 3]), &x0, 1e-12);
+        let b1 = Block::F64(b.column(1).to_owned().into_dyn());
+        let x1 = run(&Kernel::LuSolve, &[&blk(&a), &b1], &[7]).unwrap();
+        close(&mat(&x1), &x0.slice(s![.., 1..2]).to_owned(), 1e-12);
+        let inv = go(&Kernel::Inverse, &[&a], &[7, 7]);
+        close(&a.dot(&inv), &eye(7), 1e-12);
+        let det = |o: DetOutput, m: &Array2<f64>| go(&Kernel::Det { output: o }, &[m], &[])[[0, 0]];
+        let m = ndarray::arr2(&[[1.0, 2.0], [3.0, 4.0]]);
+        assert!((det(DetOutput::Det, &m) + 2.0).abs() < 1e-14);
+        assert_eq!(det(DetOutput::Sign, &m), -1.0);
+        assert!((det(DetOutput::Logabsdet, &m) - 2f64.ln()).abs() < 1e-14);
+        // An odd permutation of the identity: det -1 exactly.
+        let p = ndarray::arr2(&[[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]);
+        assert_eq!(det(DetOutput::Det, &p), -1.0);
+        // Singular: an error for solve and inv, zeros for det, as NumPy.
+        let s = ndarray::arr2(&[[1.0, 2.0], [2.0, 4.0]]);
+        let one = Array2::ones((2, 1));
+        assert_eq!(
+            err(&Kernel::LuSolve, &[&s, &one], &[2, 1]),
+            "LinAlgError: Singular matrix"
+        );
+        assert_eq!(
+            err(&Kernel::Inverse, &[&s], &[2, 2]),
+            "LinAlgError: Singular matrix"
+        );
+        assert_eq!(det(DetOutput::Det, &s), 0.0);
+        assert_eq!(det(DetOutput::Sign, &s), 0.0);
+        assert_eq!(det(DetOutput::Logabsdet, &s), f64::NEG_INFINITY);
+    }
+
+    /// Through `kernels::run` (the dispatch and the output dtype): float32 inputs are
+    /// computed in float64 and cast back; a rank comes out as int64.
+    #[test]
+    fn float32_and_int_outputs_through_the_kernel_dispatch() {
+        use nums_layout::meta::ArrayMeta;
+        let a = randn(12, 3, 25);
+        let a32 = Block::F32(a.mapv(|v| v as f32).into_dyn());
+        let out = ArrayMeta::new(vec![3, 3], vec![3, 3], DType::Float32);
+        let r32 = crate::kernels::run(&R, &[&a32], &out, &[0, 0]).unwrap();
+        let Block::F32(r32) = r32 else {
+            panic!("float32 out")
+        };
+        let r = go(&R, &[&a], &[3, 3]);
+        for (x, y) in r32.iter().zip(&r) {
+            assert!((*x as f64 - y).abs() < 1e-5 * (1.0 + y.abs()), "{x} {y}");
+        }
+        let out = ArrayMeta::new(vec![], vec![], DType::Int64);
+        let k = lstsq_k(2, LstsqOutput::Rank);
+        let rank = crate::kernels::run(&k, &[&blk(&r)], &out, &[]).unwrap();
+        assert_eq!(rank, Block::I64(ArrayD::from_elem(IxDyn(&[]), 2)));
+        // Not a matrix: a clear error.
+        let cube = Block::F64(ArrayD::zeros(IxDyn(&[2, 2, 2])));
+        let e = run(&Kernel::Cholesky, &[&cube], &[2, 2]).unwrap_err();
+        assert!(e.contains("cholesky of a 3-D block"), "{e}");
+    }
+
+    #[test]
+    fn wire_format_and_workspace() {
+        let k = Kernel::Qr {
+            cols: 2,
+            output: QrOutput::Q { part: 3 },
+        };
+        let j = serde_json::to_string(&k).unwrap();
+        assert_eq!(j, r#"{"kernel":"qr","cols":2,"output":{"q":{"part":3}}}"#);
+        assert_eq!(serde_json::from_str::<Kernel>(&j).unwrap(), k);
+        let j = serde_json::to_string(&Kernel::Cholesky).unwrap();
+        assert_eq!(j, r#"{"kernel":"cholesky"}"#);
+        let j = serde_json::to_string(&lstsq_k(4, LstsqOutput::X)).unwrap();
+        assert!(j.starts_with(r#"{"kernel":"lstsq","n":4,"#), "{j}");
+        let w = workspace_bytes(&R, &[&[65536, 128]], &[128, 128]).unwrap();
+        assert!((65536 * 128 * 8..65536 * 128 * 9).contains(&w), "{w}");
+        assert_eq!(
+            workspace_bytes(&Kernel::Cholesky, &[&[9, 9]], &[9, 9]),
+            Some(0)
+        );
+        assert_eq!(workspace_bytes(&Kernel::Where, &[], &[1]), None);
+        assert!(is_linalg(&Kernel::Inverse) && !is_linalg(&Kernel::Where));
+    }
+}
