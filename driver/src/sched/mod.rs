@@ -11,8 +11,11 @@
 //! consumed in one batch never touches the store.
 
 mod batch;
+mod check;
 mod lshs;
 mod naive;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 
@@ -134,12 +137,17 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &[Work]) -> Result<Plan, PlanEr
         l.bytes_in += b.bytes_in;
         l.bytes_out += b.bytes_out;
     }
-    Ok(Plan {
+    let plan = Plan {
         scheduler: kind,
         tasks: placed.len(),
         batches,
         loads,
-    })
+    };
+    #[cfg(debug_assertions)]
+    if let Err(e) = check::check_plan(cx, kind, work, &placed, &plan) {
+        panic!("the {kind:?} plan breaks an invariant: {e}");
+    }
+    Ok(plan)
 }
 
 /// Which slot a block belongs to when nothing else says: block-cyclic over the workers.
