@@ -72,7 +72,7 @@ fn wire_peak(b: &Batch) -> u64 {
 pub(crate) fn check_plan(
     cx: &Ctx,
     kind: SchedulerKind,
-    work: &[Work],
+    work: &BlockWork,
     placed: &[(BlockTask, usize)],
     plan: &Plan,
 ) -> Result<(), String> {
@@ -107,23 +107,19 @@ pub(crate) fn check_plan(
     }
     // Every block's work is done once: a task for each output, and a reduction's terms
     // each read exactly once by the tasks that make the output and its partial sums.
-    let mut by_output: HashMap<(usize, &[u64]), Vec<&BlockTask>> = HashMap::new();
+    let mut by_output: HashMap<(usize, u64), Vec<&BlockTask>> = HashMap::new();
     for (t, _) in placed {
         by_output
-            .entry((t.output.node, t.output.index.as_slice()))
+            .entry((t.output.node, t.output.block))
             .or_default()
             .push(t);
     }
-    if by_output.len() != work.len() {
-        return Err(format!(
-            "{} output blocks have tasks, {} have work",
-            by_output.len(),
-            work.len()
-        ));
-    }
-    for w in work {
+    let mut works = 0;
+    let all: Vec<Work> = work.iter().collect();
+    for w in &all {
+        works += 1;
         let o = w.output();
-        let Some(ts) = by_output.get(&(o.node, o.index.as_slice())) else {
+        let Some(ts) = by_output.get(&(o.node, o.block)) else {
             return Err(format!("no task makes {o:?}"));
         };
         if !ts.iter().any(|t| t.output.part == 0) {
@@ -132,7 +128,7 @@ pub(crate) fn check_plan(
         let mut read: Vec<&BlockId> = ts
             .iter()
             .flat_map(|t| &t.inputs)
-            .filter(|x| !(x.node == o.node && x.index == o.index))
+            .filter(|x| !(x.node == o.node && x.block == o.block))
             .collect();
         let mut want: Vec<&BlockId> = match w {
             Work::One(t) => {
@@ -141,7 +137,7 @@ pub(crate) fn check_plan(
                 }
                 t.inputs.iter().collect()
             }
-            Work::Reduce { terms, .. } => terms.iter().flatten().collect(),
+            Work::Reduce { terms, .. } => terms.iter().collect(),
         };
         read.sort_unstable();
         want.sort_unstable();
@@ -150,6 +146,12 @@ pub(crate) fn check_plan(
                 "the tasks of {o:?} do not read its terms once each"
             ));
         }
+    }
+    if by_output.len() != works {
+        return Err(format!(
+            "{} output blocks have tasks, {works} have work",
+            by_output.len()
+        ));
     }
 
     // The batches, as sent.
@@ -160,11 +162,11 @@ pub(crate) fn check_plan(
         .filter(|n| n.op.in_store_before_run())
         .map(|n| crate::tasks::node_path(cx.prefix, g, n.id))
         .collect();
+    let wire: Vec<Batch> = plan.batches.iter().map(PlannedBatch::batch).collect();
     // Where each block is written, and which batches make each block.
     let mut writer: HashMap<Key, usize> = HashMap::new();
     let mut makers: HashMap<Key, Vec<(usize, bool, bool)>> = HashMap::new();
-    for (i, pb) in plan.batches.iter().enumerate() {
-        let b = &pb.batch;
+    for (i, b) in wire.iter().enumerate() {
         for t in &b.tasks {
             let k = key(b, &t.output);
             if store_paths.contains(k.0) {
@@ -188,7 +190,8 @@ pub(crate) fn check_plan(
     }
     for (t, _) in placed {
         let p = path(&t.output);
-        let k: Key = (p.as_str(), t.output.index.as_slice());
+        let index = t.output.index(g);
+        let k: Key = (p.as_str(), index.as_slice());
         let Some(m) = makers.get(&k) else {
             return Err(format!("no batch makes {:?}", t.output));
         };
@@ -209,8 +212,7 @@ pub(crate) fn check_plan(
         .iter()
         .map(|(t, _)| (path(&t.output), is_intermediate(g, &t.output)))
         .collect();
-    for (i, pb) in plan.batches.iter().enumerate() {
-        let b = &pb.batch;
+    for (i, (pb, b)) in plan.batches.iter().zip(&wire).enumerate() {
         if pb.slot >= cx.workers {
             return Err(format!("batch {i} on slot {} of {}", pb.slot, cx.workers));
         }

@@ -496,11 +496,16 @@ fn plan_checked(
     r
 }
 
-fn placed_of(cx: &Ctx, kind: SchedulerKind, work: &[Work]) -> Vec<(BlockTask, usize)> {
-    match kind {
-        SchedulerKind::Naive => naive::place(cx, work),
-        SchedulerKind::Lshs => lshs::reorder(cx, lshs::place(cx, work)),
-    }
+fn placed_of(cx: &Ctx, kind: SchedulerKind, work: &BlockWork) -> Vec<(BlockTask, usize)> {
+    let mut blocks = Blocks::new(cx.g, work);
+    let tasks = match kind {
+        SchedulerKind::Naive => naive::place(cx, work, &mut blocks),
+        SchedulerKind::Lshs => {
+            let t = lshs::place(cx, work, &mut blocks);
+            lshs::reorder(cx, t, &blocks)
+        }
+    };
+    tasks.to_block_tasks(&blocks)
 }
 
 const KINDS: [SchedulerKind; 2] = [SchedulerKind::Lshs, SchedulerKind::Naive];
@@ -573,7 +578,7 @@ fn naive_runs_one_task_per_invocation() {
     for seed in 0..50 {
         let g = gen_graph(seed);
         if let Ok(p) = plan_checked(&g, SchedulerKind::Naive, 4, 2048) {
-            assert!(p.batches.iter().all(|b| b.batch.tasks.len() == 1));
+            assert!(p.batches.iter().all(|b| b.batch().tasks.len() == 1));
             assert_eq!(p.batches.len(), p.tasks);
         }
     }
@@ -588,7 +593,7 @@ pub(crate) fn fingerprint(p: &Plan) -> String {
     let mut h = sha2::Sha256::new();
     h.update(format!("tasks {}\n", p.tasks));
     for b in &p.batches {
-        let mut batch = b.batch.clone();
+        let mut batch = b.batch();
         for a in &mut batch.arrays {
             let n = names.len();
             a.path = format!("#{}", *names.entry(a.path.clone()).or_insert(n));
