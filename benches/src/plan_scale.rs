@@ -61,14 +61,10 @@ fn one(blocks: u64, workers: u64, scheduler: &str) -> anyhow::Result<()> {
     let job = Job::parse(std::path::Path::new("/tmp/plan-scale/job.toml"), &text)?;
     let g = nums_cloud::graph::build(&job, &Default::default())?;
     let kind = job.compute.scheduler;
-    let plan = nums_cloud::run::plan_with(&job, &g, kind, &nums_cloud::run::dry_run_prefix(&job))?;
+    let prefix = nums_cloud::run::dry_run_prefix(&job);
+    let plan = nums_cloud::run::plan_with(&job, &g, kind, &prefix, &Default::default())?;
     let secs = started.elapsed().as_secs_f64();
-    println!(
-        "{secs} {} {} {}",
-        plan.tasks,
-        plan.batches.len(),
-        vm_hwm()?
-    );
+    println!("{secs} {} {} {}", plan.tasks, plan.batches.len(), vm_hwm()?);
     Ok(())
 }
 
@@ -102,8 +98,16 @@ fn main() -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
     println!(
         "{:>9} {:>7} {:>9} {:>10} {:>10} {:>9} {:>11} {:>10} | {:>10} {:>10}",
-        "blocks", "workers", "scheduler", "tasks", "batches", "wall s", "us per task", "peak MB",
-        "before s", "before MB"
+        "blocks",
+        "workers",
+        "scheduler",
+        "tasks",
+        "batches",
+        "wall s",
+        "us per task",
+        "peak MB",
+        "before s",
+        "before MB"
     );
     for b in &blocks {
         for w in &workers {

@@ -45,6 +45,7 @@ impl Gen {
             op,
             name: None,
             persist: false,
+            def: None,
         });
         id
     }
