@@ -15,15 +15,13 @@ use super::*;
 /// encoded copy. In a batch, blocks kept for later tasks add to it, and a block already
 /// held is not fetched again.
 fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize) -> u64 {
-    let mut ins = tasks.inputs(i).to_vec();
+    let ins = tasks.inputs(i);
     let max_in = ins
         .iter()
         .map(|&x| blocks.nbytes[x as usize])
         .max()
         .unwrap_or(0);
-    ins.sort_unstable();
-    ins.dedup();
-    let fetched: u64 = ins.iter().map(|&x| blocks.nbytes[x as usize]).sum();
+    let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
     BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize]
 }
 
@@ -142,8 +140,9 @@ struct Open {
     steps: Steps,
     /// Largest projection among the copies at its front (0: none).
     copy_max: u64,
-    /// Step of the last task that read or made each block in the batch (-1: a copy).
-    last: HashMap<Bid, i64>,
+    /// Step of the last task that read or made each block in the batch that a later task
+    /// may read.
+    last: HashMap<Bid, u32>,
     /// Tasks copied into it.
     copied: HashSet<u32>,
 }
@@ -158,7 +157,7 @@ struct Trial {
     /// The new step's projection.
     value: u64,
     /// Blocks it reads that the batch already held since step `.0` (bytes `.1`).
-    kept: Vec<(i64, u64)>,
+    kept: Vec<(u32, u64)>,
 }
 
 /// Batches as cut: each task's batch, each batch's slot and projected peak, and the small
@@ -180,6 +179,8 @@ struct Cutter<'a> {
     tasks: &'a Tasks,
     blocks: &'a Blocks,
     producer: Vec<u32>,
+    /// Per block, the tasks not yet cut that read it.
+    readers: Vec<u32>,
     one_per_batch: bool,
     batch_of: Vec<u32>,
 }
@@ -231,12 +232,9 @@ impl Cutter<'_> {
         if o.copy_max > 0 {
             copy_max = copy_max.max(o.copy_max + copy_bytes);
         }
-        let mut distinct = ins.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
         let (mut held, mut fetched) = (0, 0);
         let mut kept = Vec::new();
-        for &x in &distinct {
+        for x in distinct(ins) {
             let n = nbytes(x);
             let p = self.producer[x as usize];
             if p != NONE && copies.binary_search(&p).is_ok() {
@@ -254,18 +252,19 @@ impl Cutter<'_> {
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();
-        let m = o.steps.n as i64;
+        let m = o.steps.n;
         let mut own = value;
-        let (mut from, mut extra) = (0i64, copy_bytes);
+        let (mut from, mut extra) = (0usize, copy_bytes);
         for &(l, n) in &kept {
+            let l = l as usize;
             if l >= from {
-                own = own.max(o.steps.range_max(from as usize, l as usize) + extra);
+                own = own.max(o.steps.range_max(from, l) + extra);
                 from = l + 1;
             }
             extra += n;
         }
         if from < m {
-            own = own.max(o.steps.range_max(from as usize, (m - 1) as usize) + extra);
+            own = own.max(o.steps.range_max(from, m - 1) + extra);
         }
         Trial {
             peak: own.max(copy_max),
@@ -287,14 +286,23 @@ impl Cutter<'_> {
         if m > 0 {
             o.steps.range_add(0, m - 1, t.copy_bytes);
             for &(l, n) in &t.kept {
-                o.steps.range_add((l + 1) as usize, m - 1, n);
+                o.steps.range_add(l as usize + 1, m - 1, n);
             }
         }
         o.steps.push(t.value);
-        for &x in self.tasks.inputs(i) {
-            o.last.insert(x, m as i64);
+        // Blocks no later task reads are forgotten.
+        for x in distinct(self.tasks.inputs(i)) {
+            self.readers[x as usize] -= 1;
+            if self.readers[x as usize] > 0 {
+                o.last.insert(x, m as u32);
+            } else {
+                o.last.remove(&x);
+            }
         }
-        o.last.insert(self.tasks.output[i], m as i64);
+        let out = self.tasks.output[i];
+        if self.readers[out as usize] > 0 {
+            o.last.insert(out, m as u32);
+        }
         self.batch_of[i] = o.batch;
     }
 }
@@ -309,9 +317,16 @@ pub(super) fn cut(
 ) -> Result<Cut, PlanError> {
     let g = cx.g;
     let limit = cx.memory_mb << 20;
+    let mut readers = vec![0u32; blocks.len()];
+    for i in 0..tasks.len() {
+        for x in distinct(tasks.inputs(i)) {
+            readers[x as usize] += 1;
+        }
+    }
     let mut c = Cutter {
         tasks,
         blocks,
+        readers,
         producer: tasks.producers(blocks.len()),
         one_per_batch,
         batch_of: vec![NONE; tasks.len()],
