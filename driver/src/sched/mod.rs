@@ -11,6 +11,7 @@
 //! consumed in one batch never touches the store.
 
 mod batch;
+#[cfg(any(test, debug_assertions))]
 mod check;
 mod lshs;
 mod naive;
@@ -377,7 +378,7 @@ impl Tasks {
     }
 
     /// The tasks as [`BlockTask`]s with their slots (for the invariant check).
-    #[cfg_attr(not(debug_assertions), allow(dead_code))]
+    #[cfg(any(test, debug_assertions))]
     pub(super) fn to_block_tasks(&self, blocks: &Blocks) -> Vec<(BlockTask, usize)> {
         (0..self.len())
             .map(|i| {
