@@ -254,17 +254,18 @@ pub async fn payload_for(
     store: &Store,
     force_stored: bool,
 ) -> anyhow::Result<Vec<u8>> {
-    let inline = serde_json::to_vec(&Payload::Inline(b.batch.clone()))?;
+    let batch = b.batch();
+    let inline = serde_json::to_vec(&Payload::Inline(batch.clone()))?;
     if inline.len() <= PAYLOAD_LIMIT - 1024 && !force_stored {
         return Ok(inline);
     }
-    let key = format!("{}/_batches/{n}.json", b.batch.job_prefix);
+    let key = format!("{}/_batches/{n}.json", batch.job_prefix);
     store
-        .put_intermediate(&key, serde_json::to_vec(&b.batch)?.into())
+        .put_intermediate(&key, serde_json::to_vec(&batch)?.into())
         .await?;
     Ok(serde_json::to_vec(&Payload::Stored {
-        store: b.batch.store.clone(),
-        job_prefix: b.batch.job_prefix.clone(),
+        store: batch.store.clone(),
+        job_prefix: batch.job_prefix.clone(),
         key,
     })?)
 }
@@ -472,26 +473,20 @@ mod tests {
                 intermediate: true,
             })
             .collect();
-        let b = PlannedBatch {
-            slot: 0,
-            projected_peak: 0,
-            bytes_in: 0,
-            bytes_out: 0,
-            gets: 0,
-            puts: 0,
-            batch: Batch {
+        let b = PlannedBatch::from_batch(
+            Batch {
                 store: store.spec().clone(),
                 job_prefix: "job".into(),
                 arrays,
                 tasks: vec![],
             },
-            deps: vec![],
-        };
+            vec![],
+        );
         let payload = payload_for(&b, 7, &store, false).await.unwrap();
         assert!(payload.len() < 1024, "payload is {} bytes", payload.len());
         let p: Payload = serde_json::from_slice(&payload).unwrap();
         let (resolved, _) = nums_function::runtime::resolve(p).await.unwrap();
-        assert_eq!(resolved, b.batch);
+        assert_eq!(resolved, b.batch());
         // A stored batch outside the job prefix is refused.
         let bad = Payload::Stored {
             store: store.spec().clone(),

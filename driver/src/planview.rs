@@ -93,7 +93,7 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
                 s,
                 "  #{i:<4} slot {}  {:>4} tasks  in {:>9}  out {:>9}  peak {:>8}  after {:?}",
                 b.slot,
-                b.batch.tasks.len(),
+                b.num_tasks(),
                 mb(b.bytes_in),
                 mb(b.bytes_out),
                 mib(b.projected_peak),

@@ -436,7 +436,7 @@ async fn verified_done(
         .copied()
         .filter(|&i| i < batches.len())
         .filter(|&i| {
-            let b = &batches[i].batch;
+            let b = &batches[i].batch();
             b.tasks.iter().filter(|t| t.write_output).all(|t| {
                 let a = &b.arrays[t.output.array as usize];
                 present.contains(&nums_layout::zarr::chunk_key(&a.path, &t.output.index))

@@ -1,32 +1,57 @@
 //! From the array graph to block work: for every output block either one task, or a
 //! reduction (a sum of terms: matmul pairs or blocks summed over axes) that a scheduler
 //! splits into partial sums and a combining task. Schedulers live in `sched`.
+//!
+//! The work is made lazily, block by block ([`BlockWork::iter`]), in time proportional to
+//! the inputs each block reads: no step scans a whole grid per block.
 
+use std::collections::HashMap;
+
+use nums_layout::ArrayMeta;
 use nums_layout::batch::Kernel;
+use nums_layout::meta::{ravel, strided_overlap, unravel};
 
 use crate::graph::{Graph, NodeId, NodeOp};
 
-/// A block in the plan: block `index` of `node`, or its partial sum number `part` (> 0).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A block in the plan: block number `block` (row-major over its node's grid) of `node`, or
+/// its partial sum number `part` (> 0). Ordered as (node, block index, part).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BlockId {
     pub node: NodeId,
-    pub index: Vec<u64>,
+    pub block: u64,
     pub part: u32,
 }
 
 impl BlockId {
-    pub fn new(node: NodeId, index: Vec<u64>) -> BlockId {
+    pub fn new(node: NodeId, block: u64) -> BlockId {
         BlockId {
             node,
-            index,
+            block,
             part: 0,
         }
     }
 
+    /// The block's index along each axis.
+    pub fn index(&self, g: &Graph) -> Vec<u64> {
+        unravel(self.block, &g.nodes[self.node].meta.grid())
+    }
+
     /// Bytes of this block in memory (partial results have their node's dtype).
     pub fn nbytes(&self, g: &Graph) -> u64 {
-        g.nodes[self.node].meta.block_nbytes(&self.index)
+        block_nbytes(&g.nodes[self.node].meta, self.block)
     }
+}
+
+/// Bytes of block number `lin` (row-major) of an array, without building its index.
+pub fn block_nbytes(m: &ArrayMeta, mut lin: u64) -> u64 {
+    let mut n = m.dtype.size() as u64;
+    for d in (0..m.ndim()).rev() {
+        let grid = m.shape[d].div_ceil(m.block[d]);
+        let i = lin % grid;
+        lin /= grid;
+        n *= m.shape[d].min((i + 1) * m.block[d]) - i * m.block[d];
+    }
+    n
 }
 
 /// A kernel that makes one output block from input blocks.
@@ -41,125 +66,130 @@ pub struct BlockTask {
 #[derive(Debug, Clone)]
 pub enum Work {
     One(BlockTask),
-    /// `output` is the sum over `terms` of `kernel(term)`; any grouping of the terms into
-    /// partial sums gives the same value up to rounding.
+    /// `output` is the sum over the terms of `kernel(term)`; any grouping of the terms
+    /// into partial sums gives the same value up to rounding. Term `i` is the `arity`
+    /// blocks `terms[i * arity..(i + 1) * arity]`.
     Reduce {
         kernel: Kernel,
-        terms: Vec<Vec<BlockId>>,
+        arity: usize,
+        terms: Vec<BlockId>,
         output: BlockId,
     },
 }
 
+/// Which kernel a task of a [`Work`] runs: the work's own, or the one that adds partial
+/// results ([`Kernel::combiner`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Work,
+    Combine,
+}
+
 impl Work {
-    pub fn output(&self) -> &BlockId {
+    pub fn output(&self) -> BlockId {
         match self {
-            Work::One(t) => &t.output,
-            Work::Reduce { output, .. } => output,
+            Work::One(t) => t.output,
+            Work::Reduce { output, .. } => *output,
         }
     }
 
-    /// The tasks for a grouping of a reduction's terms (groups in term order); a single
-    /// group is one task. Partial k of the output is `part = k + 1`; they add up in order.
-    pub fn expand(&self, groups: &[Vec<usize>]) -> Vec<BlockTask> {
+    pub fn kernel(&self) -> &Kernel {
         match self {
-            Work::One(t) => vec![t.clone()],
-            Work::Reduce {
-                kernel,
-                terms,
-                output,
-            } => {
-                let task = |ids: &[usize], out: BlockId| BlockTask {
-                    kernel: kernel.clone(),
-                    inputs: ids.iter().flat_map(|&i| terms[i].iter().cloned()).collect(),
-                    output: out,
-                };
-                if groups.len() == 1 {
-                    return vec![task(&groups[0], output.clone())];
-                }
-                let mut out: Vec<BlockTask> = groups
-                    .iter()
-                    .enumerate()
-                    .map(|(k, g)| {
-                        task(
-                            g,
-                            BlockId {
-                                part: k as u32 + 1,
-                                ..output.clone()
-                            },
-                        )
-                    })
-                    .collect();
-                let partials = out.iter().map(|t| t.output.clone()).collect();
-                out.push(BlockTask {
-                    kernel: kernel.combiner(),
-                    inputs: partials,
-                    output: output.clone(),
-                });
-                out
-            }
+            Work::One(t) => &t.kernel,
+            Work::Reduce { kernel, .. } => kernel,
         }
+    }
+
+    /// The terms of a reduction (a one-task work: its inputs, as one term).
+    pub fn terms(&self) -> impl Iterator<Item = &[BlockId]> {
+        let (all, arity) = match self {
+            Work::One(t) => (t.inputs.as_slice(), t.inputs.len().max(1)),
+            Work::Reduce { terms, arity, .. } => (terms.as_slice(), (*arity).max(1)),
+        };
+        all.chunks(arity)
+    }
+
+    pub fn num_terms(&self) -> usize {
+        match self {
+            Work::One(_) => 1,
+            Work::Reduce { terms, arity, .. } => terms.len() / (*arity).max(1),
+        }
+    }
+
+    fn term(&self, i: usize) -> &[BlockId] {
+        match self {
+            Work::One(t) => &t.inputs,
+            Work::Reduce { terms, arity, .. } => &terms[i * arity..(i + 1) * arity],
+        }
+    }
+
+    /// The tasks for a grouping of a reduction's terms (groups in term order), given to
+    /// `f(step, inputs, output)` in order; a single group is one task. Partial k of the
+    /// output is `part = k + 1`; a last task adds them up in order.
+    pub fn expand(&self, groups: &[Vec<usize>], mut f: impl FnMut(Step, &[BlockId], BlockId)) {
+        let output = self.output();
+        let Work::Reduce { .. } = self else {
+            let Work::One(t) = self else { unreachable!() };
+            return f(Step::Work, &t.inputs, t.output);
+        };
+        let mut ins = Vec::new();
+        let gather = |g: &[usize], ins: &mut Vec<BlockId>| {
+            ins.clear();
+            for &i in g {
+                ins.extend_from_slice(self.term(i));
+            }
+        };
+        if groups.len() == 1 {
+            gather(&groups[0], &mut ins);
+            return f(Step::Work, &ins, output);
+        }
+        let mut partials = Vec::with_capacity(groups.len());
+        for (k, g) in groups.iter().enumerate() {
+            gather(g, &mut ins);
+            let out = BlockId {
+                part: k as u32 + 1,
+                ..output
+            };
+            f(Step::Work, &ins, out);
+            partials.push(out);
+        }
+        f(Step::Combine, &partials, output);
     }
 
     /// Like [`Work::expand`], but each group is a chain that adds one term at a time
     /// (term, then running sum), so a group holds one term's blocks at once and its terms
     /// can be computed as their operands appear. Each task comes with its group; the task
     /// that combines the groups' sums has none.
-    pub fn expand_chained(&self, groups: &[Vec<usize>]) -> Vec<(BlockTask, Option<usize>)> {
-        let Work::Reduce {
-            kernel,
-            terms,
-            output,
-        } = self
-        else {
-            return self
-                .expand(groups)
-                .into_iter()
-                .map(|t| (t, Some(0)))
-                .collect();
+    pub fn expand_chained(
+        &self,
+        groups: &[Vec<usize>],
+        mut f: impl FnMut(Step, &[BlockId], BlockId, Option<usize>),
+    ) {
+        let Work::Reduce { output, .. } = self else {
+            return self.expand(groups, |s, i, o| f(s, i, o, Some(0)));
         };
+        let output = *output;
         let mut part = 0;
-        let mut next = |out: &BlockId| {
+        let mut next = || {
             part += 1;
-            BlockId {
-                part,
-                ..out.clone()
-            }
+            BlockId { part, ..output }
         };
-        let mut out = Vec::new();
-        let mut sums = Vec::new();
+        let mut sums = Vec::with_capacity(groups.len());
         for (k, g) in groups.iter().enumerate() {
             let mut acc: Option<BlockId> = None;
             for (n, &j) in g.iter().enumerate() {
                 let final_step = groups.len() == 1 && n == g.len() - 1;
                 let term_out = if final_step && g.len() == 1 {
-                    output.clone()
+                    output
                 } else {
-                    next(output)
+                    next()
                 };
-                out.push((
-                    BlockTask {
-                        kernel: kernel.clone(),
-                        inputs: terms[j].clone(),
-                        output: term_out.clone(),
-                    },
-                    Some(k),
-                ));
+                f(Step::Work, self.term(j), term_out, Some(k));
                 acc = Some(match acc {
                     None => term_out,
                     Some(a) => {
-                        let sum_out = if final_step {
-                            output.clone()
-                        } else {
-                            next(output)
-                        };
-                        out.push((
-                            BlockTask {
-                                kernel: kernel.combiner(),
-                                inputs: vec![a, term_out],
-                                output: sum_out.clone(),
-                            },
-                            Some(k),
-                        ));
+                        let sum_out = if final_step { output } else { next() };
+                        f(Step::Combine, &[a, term_out], sum_out, Some(k));
                         sum_out
                     }
                 });
@@ -167,16 +197,8 @@ impl Work {
             sums.push(acc.expect("a group has terms"));
         }
         if groups.len() > 1 {
-            out.push((
-                BlockTask {
-                    kernel: kernel.combiner(),
-                    inputs: sums,
-                    output: output.clone(),
-                },
-                None,
-            ));
+            f(Step::Combine, &sums, output, None);
         }
-        out
     }
 }
 
@@ -204,12 +226,21 @@ pub fn is_intermediate(g: &Graph, b: &BlockId) -> bool {
 
 /// Where a node's array lives under the store root during run `prefix`.
 pub fn node_path(prefix: &str, g: &Graph, id: NodeId) -> String {
-    array_path(prefix, g, &BlockId::new(id, vec![]))
+    array_path(prefix, g, &BlockId::new(id, 0))
+}
+
+/// The block work of a graph, made on demand in topological order ([`BlockWork::iter`]).
+pub struct BlockWork<'g> {
+    pub g: &'g Graph,
+    /// Which nodes have work: those the stored arrays need.
+    needed: Vec<bool>,
+    /// Each node's block grid.
+    grids: Vec<Vec<u64>>,
 }
 
 /// The work of every block of the graph, in topological order (imports have none: the
 /// driver writes their blocks).
-pub fn block_work(g: &Graph) -> Vec<Work> {
+pub fn block_work(g: &Graph) -> BlockWork<'_> {
     // Only what the stored arrays need is computed: a named array no output uses, or a
     // transpose that a contraction reads through, makes no tasks.
     let mut needed = vec![false; g.nodes.len()];
@@ -221,307 +252,361 @@ pub fn block_work(g: &Graph) -> Vec<Work> {
             }
         }
     }
-    let mut out = Vec::new();
-    for n in g.nodes.iter().filter(|n| needed[n.id]) {
-        for idx in n.meta.blocks() {
-            if let Some(w) = work_for(g, n.id, &idx) {
-                out.push(w);
+    BlockWork {
+        g,
+        needed,
+        grids: g.nodes.iter().map(|n| n.meta.grid()).collect(),
+    }
+}
+
+impl<'g> BlockWork<'g> {
+    /// The work of every block, node after node, blocks in row-major order.
+    pub fn iter(&self) -> impl Iterator<Item = Work> + '_ {
+        self.g
+            .nodes
+            .iter()
+            .filter(|n| self.needed[n.id])
+            .flat_map(move |n| {
+                let count: u64 = self.grids[n.id].iter().product();
+                (0..count).filter_map(move |lin| self.work_for(n.id, lin))
+            })
+    }
+
+    /// Whether node `id` has work (the stored arrays need it).
+    pub fn needed(&self, id: NodeId) -> bool {
+        self.needed[id]
+    }
+
+    fn id(&self, x: NodeId, idx: &[u64]) -> BlockId {
+        BlockId::new(x, ravel(idx, &self.grids[x]))
+    }
+
+    fn work_for(&self, id: NodeId, lin: u64) -> Option<Work> {
+        let g = self.g;
+        let n = &g.nodes[id];
+        let idx = &unravel(lin, &self.grids[id])[..];
+        let meta = |x: NodeId| &g.nodes[x].meta;
+        let b = |x: NodeId, i: &[u64]| self.id(x, i);
+        let output = BlockId::new(id, lin);
+        let one = |kernel: Kernel, inputs: Vec<BlockId>| {
+            Some(Work::One(BlockTask {
+                kernel,
+                inputs,
+                output,
+            }))
+        };
+        // A broadcast operand's block along an axis it does not span is its block 0.
+        let bcast = |x: NodeId| {
+            let m = meta(x);
+            let off = idx.len() - m.ndim();
+            let i: Vec<u64> = (0..m.ndim())
+                .map(|d| if m.shape[d] == 1 { 0 } else { idx[d + off] })
+                .collect();
+            b(x, &i)
+        };
+        match &n.op {
+            NodeOp::ImportNpy { .. }
+            | NodeOp::ImportCsv { .. }
+            | NodeOp::ImportZarr { .. }
+            | NodeOp::InPlace { .. } => None,
+            NodeOp::Random { dist, seed } => one(
+                Kernel::Random {
+                    dist: *dist,
+                    seed: *seed,
+                },
+                vec![],
+            ),
+            NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
+            NodeOp::Iota { axis, start, step } => one(
+                Kernel::Iota {
+                    axis: *axis,
+                    start: *start,
+                    step: *step,
+                },
+                vec![],
+            ),
+            NodeOp::Eye { k } => one(Kernel::Eye { k: *k }, vec![]),
+            NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, vec![b(*x, idx)]),
+            NodeOp::Scalar {
+                op,
+                x,
+                value,
+                scalar_left,
+            } => one(
+                Kernel::Scalar {
+                    op: *op,
+                    value: *value,
+                    scalar_left: *scalar_left,
+                },
+                vec![b(*x, idx)],
+            ),
+            NodeOp::Binary { op, a, b: y } => {
+                one(Kernel::Binary { op: *op }, vec![bcast(*a), bcast(*y)])
+            }
+            NodeOp::Where { c, a, b: y } => {
+                one(Kernel::Where, vec![bcast(*c), bcast(*a), bcast(*y)])
+            }
+            NodeOp::Transpose { x, perm } => {
+                let mut src = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    src[p] = idx[i];
+                }
+                one(Kernel::Transpose { perm: perm.clone() }, vec![b(*x, &src)])
+            }
+            NodeOp::Einsum { subscripts, xs } => {
+                let (lhs, out) = subscripts.split_once("->").expect("explicit einsum");
+                let ins: Vec<Vec<char>> = lhs.split(',').map(|t| t.chars().collect()).collect();
+                let out: Vec<char> = out.chars().collect();
+                // Block index of every letter: the output's from `idx`, the contracted ones
+                // over their grids (all combinations, in C order).
+                let mut grid: Vec<(char, u64)> = Vec::new();
+                for (l, &x) in ins.iter().zip(xs) {
+                    for (d, &c) in l.iter().enumerate() {
+                        if !out.contains(&c) && !grid.iter().any(|(g, _)| *g == c) {
+                            grid.push((c, self.grids[x][d]));
+                        }
+                    }
+                }
+                // Where each operand axis takes its index: output axis or contracted letter.
+                let from: Vec<Vec<Result<usize, usize>>> = ins
+                    .iter()
+                    .map(|l| {
+                        l.iter()
+                            .map(|&c| match out.iter().position(|&o| o == c) {
+                                Some(p) => Ok(p),
+                                None => {
+                                    Err(grid.iter().position(|(g, _)| *g == c).expect("letter"))
+                                }
+                            })
+                            .collect()
+                    })
+                    .collect();
+                let sizes: Vec<u64> = grid.iter().map(|(_, s)| *s).collect();
+                let count: u64 = sizes.iter().product();
+                let mut terms = Vec::with_capacity((count as usize).saturating_mul(xs.len()));
+                let mut at = Vec::new();
+                for t in 0..count {
+                    let ci = unravel(t, &sizes);
+                    for (f, &x) in from.iter().zip(xs) {
+                        at.clear();
+                        at.extend(f.iter().map(|w| match *w {
+                            Ok(p) => idx[p],
+                            Err(c) => ci[c],
+                        }));
+                        terms.push(b(x, &at));
+                    }
+                }
+                Some(Work::Reduce {
+                    kernel: Kernel::Einsum {
+                        subscripts: subscripts.clone(),
+                        operands: xs.len(),
+                    },
+                    arity: xs.len(),
+                    terms,
+                    output,
+                })
+            }
+            NodeOp::Reduce { x, op, axes } => {
+                // The input blocks whose kept indices are `idx`, in row-major order: every
+                // combination of the reduced axes' indices.
+                let gx = &self.grids[*x];
+                let kept: Vec<usize> = (0..gx.len()).filter(|d| !axes.contains(d)).collect();
+                let reduced: Vec<usize> = (0..gx.len()).filter(|d| axes.contains(d)).collect();
+                let sizes: Vec<u64> = reduced.iter().map(|&d| gx[d]).collect();
+                let mut bi = vec![0; gx.len()];
+                for (&d, &i) in kept.iter().zip(idx) {
+                    bi[d] = i;
+                }
+                let count: u64 = sizes.iter().product();
+                let terms = (0..count)
+                    .map(|t| {
+                        for (&d, r) in reduced.iter().zip(unravel(t, &sizes)) {
+                            bi[d] = r;
+                        }
+                        b(*x, &bi)
+                    })
+                    .collect();
+                Some(Work::Reduce {
+                    kernel: Kernel::Reduce {
+                        op: *op,
+                        axes: axes.clone(),
+                    },
+                    arity: 1,
+                    terms,
+                    output,
+                })
+            }
+            NodeOp::Rechunk { x } => self.gather(
+                id,
+                idx,
+                &[(*x, vec![0; n.meta.ndim()])],
+                &n.meta
+                    .block_origin(idx)
+                    .iter()
+                    .map(|&o| o as i64)
+                    .collect::<Vec<_>>(),
+                &[],
+            ),
+            NodeOp::Concat { xs, axis } => {
+                let mut at = 0i64;
+                let sources: Vec<(NodeId, Vec<i64>)> = xs
+                    .iter()
+                    .map(|&x| {
+                        let mut o = vec![0; n.meta.ndim()];
+                        o[*axis] = at;
+                        at += meta(x).shape[*axis] as i64;
+                        (x, o)
+                    })
+                    .collect();
+                let first: Vec<i64> = n.meta.block_origin(idx).iter().map(|&o| o as i64).collect();
+                self.gather(id, idx, &sources, &first, &[])
+            }
+            NodeOp::Slice { x, start, step } => {
+                let first: Vec<i64> = n
+                    .meta
+                    .block_origin(idx)
+                    .iter()
+                    .zip(start.iter().zip(step))
+                    .map(|(&o, (&s, &st))| s + o as i64 * st)
+                    .collect();
+                self.gather(id, idx, &[(*x, vec![0; n.meta.ndim()])], &first, step)
+            }
+            NodeOp::Take { x, axis, indices } => {
+                let mx = meta(*x);
+                let o = n.meta.block_origin(idx)[*axis] as usize;
+                let l = n.meta.block_shape(idx)[*axis];
+                let xb = mx.block[*axis];
+                let mut inputs: Vec<BlockId> = Vec::new();
+                // Input number of each source block along `axis`, in order of first use.
+                let mut seen: HashMap<u64, u32> = HashMap::new();
+                let mut picks = Vec::with_capacity(l);
+                let mut bi = idx.to_vec();
+                for &i in &indices[o..o + l] {
+                    let k = *seen.entry(i / xb).or_insert_with(|| {
+                        bi[*axis] = i / xb;
+                        inputs.push(b(*x, &bi));
+                        (inputs.len() - 1) as u32
+                    });
+                    picks.push((k, i % xb));
+                }
+                one(Kernel::Take { axis: *axis, picks }, inputs)
+            }
+            NodeOp::Reshape { x } => {
+                let (mx, mo) = (meta(*x), &n.meta);
+                let non_unit = |m: &ArrayMeta| -> Vec<(u64, u64)> {
+                    m.shape
+                        .iter()
+                        .zip(&m.block)
+                        .filter(|(s, _)| **s != 1)
+                        .map(|(s, b)| (*s, *b))
+                        .collect()
+                };
+                if non_unit(mx) == non_unit(mo) {
+                    // Length-1 axes come or go: the block with the same non-unit indices.
+                    let mut ids = mo
+                        .shape
+                        .iter()
+                        .zip(idx)
+                        .filter(|(s, _)| **s != 1)
+                        .map(|(_, i)| *i);
+                    let src: Vec<u64> = mx
+                        .shape
+                        .iter()
+                        .map(|&s| if s == 1 { 0 } else { ids.next().expect("same") })
+                        .collect();
+                    let len = mx.block_shape(&src).iter().product::<usize>() as u64;
+                    return one(
+                        Kernel::Reshape {
+                            ranges: vec![(0, len)],
+                        },
+                        vec![b(*x, &src)],
+                    );
+                }
+                // Both blocked along axis 0 only: blocks are runs of the flat C order.
+                let row = |m: &ArrayMeta| m.shape.iter().skip(1).product::<u64>().max(1);
+                let lo = mo.block_origin(idx).first().copied().unwrap_or(0) * row(mo);
+                let hi = lo + mo.block_shape(idx).iter().product::<usize>() as u64;
+                let per = mx.block.first().copied().unwrap_or(1) * row(mx);
+                let mut inputs = Vec::new();
+                let mut ranges = Vec::new();
+                for k in lo / per..hi.div_ceil(per) {
+                    let (a, z) = (k * per, ((k + 1) * per).min(mx.len()));
+                    let (s, e) = (lo.max(a), hi.min(z));
+                    if s < e {
+                        let mut bi = vec![0; mx.ndim()];
+                        if let Some(b0) = bi.first_mut() {
+                            *b0 = k;
+                        }
+                        inputs.push(b(*x, &bi));
+                        ranges.push((s - a, e - a));
+                    }
+                }
+                one(Kernel::Reshape { ranges }, inputs)
             }
         }
     }
-    out
-}
 
-fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
-    let n = &g.nodes[id];
-    let meta = |x: NodeId| &g.nodes[x].meta;
-    let b = |x: NodeId, i: Vec<u64>| BlockId::new(x, i);
-    let same = |x: NodeId| vec![b(x, idx.to_vec())];
-    let output = b(id, idx.to_vec());
-    let one = |kernel: Kernel, inputs: Vec<BlockId>| {
-        Some(Work::One(BlockTask {
-            kernel,
-            inputs,
-            output: output.clone(),
-        }))
-    };
-    // A broadcast operand's block along an axis it does not span is its block 0.
-    let bcast = |x: NodeId| {
-        let m = meta(x);
-        let off = idx.len() - m.ndim();
-        b(
-            x,
-            (0..m.ndim())
-                .map(|d| if m.shape[d] == 1 { 0 } else { idx[d + off] })
-                .collect(),
-        )
-    };
-    match &n.op {
-        NodeOp::ImportNpy { .. }
-        | NodeOp::ImportCsv { .. }
-        | NodeOp::ImportZarr { .. }
-        | NodeOp::InPlace { .. } => None,
-        NodeOp::Random { dist, seed } => one(
-            Kernel::Random {
-                dist: *dist,
-                seed: *seed,
-            },
-            vec![],
-        ),
-        NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
-        NodeOp::Iota { axis, start, step } => one(
-            Kernel::Iota {
-                axis: *axis,
-                start: *start,
-                step: *step,
-            },
-            vec![],
-        ),
-        NodeOp::Eye { k } => one(Kernel::Eye { k: *k }, vec![]),
-        NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, same(*x)),
-        NodeOp::Scalar {
-            op,
-            x,
-            value,
-            scalar_left,
-        } => one(
-            Kernel::Scalar {
-                op: *op,
-                value: *value,
-                scalar_left: *scalar_left,
-            },
-            same(*x),
-        ),
-        NodeOp::Binary { op, a, b: y } => {
-            one(Kernel::Binary { op: *op }, vec![bcast(*a), bcast(*y)])
-        }
-        NodeOp::Where { c, a, b: y } => one(Kernel::Where, vec![bcast(*c), bcast(*a), bcast(*y)]),
-        NodeOp::Transpose { x, perm } => {
-            let mut src = vec![0; perm.len()];
-            for (i, &p) in perm.iter().enumerate() {
-                src[p] = idx[i];
-            }
-            one(Kernel::Transpose { perm: perm.clone() }, vec![b(*x, src)])
-        }
-        NodeOp::Einsum { subscripts, xs } => {
-            let (lhs, out) = subscripts.split_once("->").expect("explicit einsum");
-            let ins: Vec<Vec<char>> = lhs.split(',').map(|t| t.chars().collect()).collect();
-            let out: Vec<char> = out.chars().collect();
-            // Block index of every letter: the output's from `idx`, the contracted ones
-            // over their grids (all combinations, in C order).
-            let mut grid: Vec<(char, u64)> = Vec::new();
-            for (l, &x) in ins.iter().zip(xs) {
-                for (d, &c) in l.iter().enumerate() {
-                    if !out.contains(&c) && !grid.iter().any(|(g, _)| *g == c) {
-                        grid.push((c, meta(x).grid()[d]));
+    /// The Assemble task of output block `idx`: the blocks of `sources` (each placed at its
+    /// origin in one frame) that hold elements `first + p * step` (step empty: 1). Per axis
+    /// only the source blocks between the first and last element are looked at.
+    fn gather(
+        &self,
+        id: NodeId,
+        idx: &[u64],
+        sources: &[(NodeId, Vec<i64>)],
+        first: &[i64],
+        step: &[i64],
+    ) -> Option<Work> {
+        let shape = self.g.nodes[id].meta.block_shape(idx);
+        let mut inputs = Vec::new();
+        let mut offsets = Vec::new();
+        for (x, at) in sources {
+            let mx = &self.g.nodes[*x].meta;
+            // Per axis, the source blocks that hold an element of the output block.
+            let per_axis: Vec<Vec<u64>> = (0..mx.ndim())
+                .map(|d| {
+                    let s = step.get(d).copied().unwrap_or(1);
+                    let (bl, n) = (mx.block[d] as i64, shape[d] as i64);
+                    // Source coordinates of the first and last element, in block numbers.
+                    let ends = [first[d] - at[d], first[d] - at[d] + (n - 1) * s];
+                    let (lo, hi) = (ends[0].min(ends[1]), ends[0].max(ends[1]));
+                    let (lo, hi) = (lo.max(0), hi.min(mx.shape[d] as i64 - 1));
+                    if n <= 0 || lo > hi {
+                        return vec![];
                     }
-                }
-            }
-            let sizes: Vec<u64> = grid.iter().map(|(_, s)| *s).collect();
-            let count: u64 = sizes.iter().product();
-            let terms = (0..count)
-                .map(|t| {
-                    let ci = nums_layout::meta::unravel(t, &sizes);
-                    let at = |c: char| match out.iter().position(|&o| o == c) {
-                        Some(p) => idx[p],
-                        None => ci[grid.iter().position(|(g, _)| *g == c).expect("letter")],
-                    };
-                    ins.iter()
-                        .zip(xs)
-                        .map(|(l, &x)| b(x, l.iter().map(|&c| at(c)).collect()))
+                    ((lo / bl) as u64..=(hi / bl) as u64)
+                        .filter(|&k| {
+                            let o = at[d] + (k * mx.block[d]) as i64 - first[d];
+                            let len =
+                                (mx.shape[d].min((k + 1) * mx.block[d]) - k * mx.block[d]) as i64;
+                            strided_overlap(o, len, s, n).is_some()
+                        })
                         .collect()
                 })
                 .collect();
-            Some(Work::Reduce {
-                kernel: Kernel::Einsum {
-                    subscripts: subscripts.clone(),
-                    operands: xs.len(),
-                },
-                terms,
-                output,
-            })
-        }
-        NodeOp::Reduce { x, op, axes } => {
-            let mx = meta(*x);
-            let kept: Vec<usize> = (0..mx.ndim()).filter(|d| !axes.contains(d)).collect();
-            let terms = mx
-                .blocks()
-                .into_iter()
-                .filter(|bi| kept.iter().zip(idx).all(|(&d, &i)| bi[d] == i))
-                .map(|bi| vec![b(*x, bi)])
-                .collect();
-            Some(Work::Reduce {
-                kernel: Kernel::Reduce {
-                    op: *op,
-                    axes: axes.clone(),
-                },
-                terms,
-                output,
-            })
-        }
-        NodeOp::Rechunk { x } => gather(
-            g,
-            id,
-            idx,
-            &[(*x, vec![0; n.meta.ndim()])],
-            &n.meta
-                .block_origin(idx)
-                .iter()
-                .map(|&o| o as i64)
-                .collect::<Vec<_>>(),
-            &[],
-        ),
-        NodeOp::Concat { xs, axis } => {
-            let mut at = 0i64;
-            let sources: Vec<(NodeId, Vec<i64>)> = xs
-                .iter()
-                .map(|&x| {
-                    let mut o = vec![0; n.meta.ndim()];
-                    o[*axis] = at;
-                    at += meta(x).shape[*axis] as i64;
-                    (x, o)
-                })
-                .collect();
-            let first: Vec<i64> = n.meta.block_origin(idx).iter().map(|&o| o as i64).collect();
-            gather(g, id, idx, &sources, &first, &[])
-        }
-        NodeOp::Slice { x, start, step } => {
-            let first: Vec<i64> = n
-                .meta
-                .block_origin(idx)
-                .iter()
-                .zip(start.iter().zip(step))
-                .map(|(&o, (&s, &st))| s + o as i64 * st)
-                .collect();
-            gather(g, id, idx, &[(*x, vec![0; n.meta.ndim()])], &first, step)
-        }
-        NodeOp::Take { x, axis, indices } => {
-            let mx = meta(*x);
-            let o = n.meta.block_origin(idx)[*axis] as usize;
-            let l = n.meta.block_shape(idx)[*axis];
-            let xb = mx.block[*axis];
-            let mut inputs: Vec<BlockId> = Vec::new();
-            let mut picks = Vec::new();
-            for &i in &indices[o..o + l] {
-                let mut bi = idx.to_vec();
-                bi[*axis] = i / xb;
-                let k = match inputs.iter().position(|b| b.index == bi) {
-                    Some(k) => k,
-                    None => {
-                        inputs.push(b(*x, bi));
-                        inputs.len() - 1
-                    }
-                };
-                picks.push((k as u32, i % xb));
-            }
-            one(Kernel::Take { axis: *axis, picks }, inputs)
-        }
-        NodeOp::Reshape { x } => {
-            let (mx, mo) = (meta(*x), &n.meta);
-            let non_unit = |m: &nums_layout::ArrayMeta| -> Vec<(u64, u64)> {
-                m.shape
+            let counts: Vec<u64> = per_axis.iter().map(|v| v.len() as u64).collect();
+            for lin in 0..counts.iter().product::<u64>() {
+                let pick = unravel(lin, &counts);
+                let bi: Vec<u64> = pick
                     .iter()
-                    .zip(&m.block)
-                    .filter(|(s, _)| **s != 1)
-                    .map(|(s, b)| (*s, *b))
-                    .collect()
-            };
-            if non_unit(mx) == non_unit(mo) {
-                // Length-1 axes come or go: the block with the same non-unit indices.
-                let mut ids = mo
-                    .shape
-                    .iter()
-                    .zip(idx)
-                    .filter(|(s, _)| **s != 1)
-                    .map(|(_, i)| *i);
-                let src: Vec<u64> = mx
-                    .shape
-                    .iter()
-                    .map(|&s| if s == 1 { 0 } else { ids.next().expect("same") })
+                    .enumerate()
+                    .map(|(d, &i)| per_axis[d][i as usize])
                     .collect();
-                let len = mx.block_shape(&src).iter().product::<usize>() as u64;
-                return one(
-                    Kernel::Reshape {
-                        ranges: vec![(0, len)],
-                    },
-                    vec![b(*x, src)],
+                offsets.push(
+                    (0..mx.ndim())
+                        .map(|d| at[d] + (bi[d] * mx.block[d]) as i64 - first[d])
+                        .collect(),
                 );
+                inputs.push(self.id(*x, &bi));
             }
-            // Both blocked along axis 0 only: blocks are runs of the flat C order.
-            let row = |m: &nums_layout::ArrayMeta| m.shape.iter().skip(1).product::<u64>().max(1);
-            let lo = mo.block_origin(idx).first().copied().unwrap_or(0) * row(mo);
-            let hi = lo + mo.block_shape(idx).iter().product::<usize>() as u64;
-            let per = mx.block.first().copied().unwrap_or(1) * row(mx);
-            let mut inputs = Vec::new();
-            let mut ranges = Vec::new();
-            for k in lo / per..hi.div_ceil(per) {
-                let (a, z) = (k * per, ((k + 1) * per).min(mx.len()));
-                let (s, e) = (lo.max(a), hi.min(z));
-                if s < e {
-                    let mut bi = vec![0; mx.ndim()];
-                    if let Some(b0) = bi.first_mut() {
-                        *b0 = k;
-                    }
-                    inputs.push(b(*x, bi));
-                    ranges.push((s - a, e - a));
-                }
-            }
-            one(Kernel::Reshape { ranges }, inputs)
         }
+        Some(Work::One(BlockTask {
+            kernel: Kernel::Assemble {
+                offsets,
+                step: step.to_vec(),
+            },
+            inputs,
+            output: BlockId::new(id, ravel(idx, &self.grids[id])),
+        }))
     }
-}
-
-/// The Assemble task of output block `idx`: the blocks of `sources` (each placed at its
-/// origin in one frame) that hold elements `first + p * step` (step empty: 1).
-fn gather(
-    g: &Graph,
-    id: NodeId,
-    idx: &[u64],
-    sources: &[(NodeId, Vec<i64>)],
-    first: &[i64],
-    step: &[i64],
-) -> Option<Work> {
-    let shape = g.nodes[id].meta.block_shape(idx);
-    let mut inputs = Vec::new();
-    let mut offsets = Vec::new();
-    for (x, at) in sources {
-        let mx = &g.nodes[*x].meta;
-        // Per axis, the source blocks that hold an element of the output block.
-        let per_axis: Vec<Vec<u64>> = (0..mx.ndim())
-            .map(|d| {
-                let s = step.get(d).copied().unwrap_or(1);
-                (0..mx.grid()[d])
-                    .filter(|&k| {
-                        let o = at[d] + (k * mx.block[d]) as i64 - first[d];
-                        let len = (mx.shape[d].min((k + 1) * mx.block[d]) - k * mx.block[d]) as i64;
-                        nums_layout::meta::strided_overlap(o, len, s, shape[d] as i64).is_some()
-                    })
-                    .collect()
-            })
-            .collect();
-        let counts: Vec<u64> = per_axis.iter().map(|v| v.len() as u64).collect();
-        for lin in 0..counts.iter().product::<u64>() {
-            let pick = nums_layout::meta::unravel(lin, &counts);
-            let bi: Vec<u64> = pick
-                .iter()
-                .enumerate()
-                .map(|(d, &i)| per_axis[d][i as usize])
-                .collect();
-            offsets.push(
-                (0..mx.ndim())
-                    .map(|d| at[d] + (bi[d] * mx.block[d]) as i64 - first[d])
-                    .collect(),
-            );
-            inputs.push(BlockId::new(*x, bi));
-        }
-    }
-    let output = BlockId::new(id, idx.to_vec());
-    Some(Work::One(BlockTask {
-        kernel: Kernel::Assemble {
-            offsets,
-            step: step.to_vec(),
-        },
-        inputs,
-        output,
-    }))
 }

@@ -1,223 +1,397 @@
 //! Cutting each slot's ordered tasks into batches (one invocation each) whose projected
-//! peak memory fits `memory_mb`, and writing them in the wire format.
+//! peak memory fits `memory_mb`. Placement decides each task's slot and order; this step
+//! decides which tasks run together; `wire` then writes the batches.
+//!
+//! The projection (see [`single_peak`] and `check::wire_peak`, which recomputes it from
+//! the wire) is kept incrementally per open batch: one value per task (step) in a segment
+//! tree with range add, so that adding a task costs O(inputs · log(batch size)) rather
+//! than a new pass over the batch.
 
 use super::*;
 
-/// Projected peak memory of running `tasks` in order as one invocation (see
-/// `nums_function::handle`): the process's base, the blocks kept for later tasks, the
-/// current task's fetched inputs three times (encoded, decompressed, decoded), one input-sized kernel
-/// temporary, the output twice (result and accumulator), and its encoded copy.
-pub(super) fn projected_peak(g: &Graph, tasks: &[&BlockTask]) -> u64 {
-    let mut uses: HashMap<&BlockId, usize> = HashMap::new();
-    for t in tasks {
-        for b in &t.inputs {
-            *uses.entry(b).or_default() += 1;
+/// Projected peak memory of running one task alone (see `nums_function::handle`): the
+/// process's base, its fetched inputs three times (encoded, decompressed, decoded), one
+/// input-sized kernel temporary, the output twice (result and accumulator), and its
+/// encoded copy. In a batch, blocks kept for later tasks add to it, and a block already
+/// held is not fetched again.
+fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize) -> u64 {
+    let ins = tasks.inputs(i);
+    let max_in = ins
+        .iter()
+        .map(|&x| blocks.nbytes[x as usize])
+        .max()
+        .unwrap_or(0);
+    let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
+    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize]
+}
+
+/// Each step's projected memory in one batch, with range add and range max.
+struct Steps {
+    n: usize,
+    cap: usize,
+    max: Vec<u64>,
+    add: Vec<u64>,
+}
+
+impl Steps {
+    fn new() -> Steps {
+        Steps {
+            n: 0,
+            cap: 1,
+            max: vec![0; 2],
+            add: vec![0; 2],
         }
     }
-    let mut live: HashMap<&BlockId, u64> = HashMap::new();
-    let mut peak = 0;
-    for t in tasks {
-        let held: u64 = live.values().sum();
-        let mut fetched = 0;
-        let mut seen = HashSet::new();
-        for b in &t.inputs {
-            if !live.contains_key(b) && seen.insert(b) {
-                fetched += b.nbytes(g);
+
+    fn update(&mut self, node: usize, lo: usize, hi: usize, l: usize, r: usize, v: u64) {
+        if r < lo || hi < l {
+            return;
+        }
+        if l <= lo && hi <= r {
+            self.max[node] += v;
+            self.add[node] += v;
+            return;
+        }
+        let mid = (lo + hi) / 2;
+        self.update(2 * node, lo, mid, l, r, v);
+        self.update(2 * node + 1, mid + 1, hi, l, r, v);
+        self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
+    }
+
+    fn query(&self, node: usize, lo: usize, hi: usize, l: usize, r: usize) -> u64 {
+        if r < lo || hi < l {
+            return 0;
+        }
+        if l <= lo && hi <= r {
+            return self.max[node];
+        }
+        let mid = (lo + hi) / 2;
+        self.add[node]
+            + self
+                .query(2 * node, lo, mid, l, r)
+                .max(self.query(2 * node + 1, mid + 1, hi, l, r))
+    }
+
+    /// The value of every step, pushing the pending adds down.
+    fn values(&self) -> Vec<u64> {
+        let mut out = Vec::with_capacity(self.n);
+        fn walk(s: &Steps, node: usize, lo: usize, hi: usize, acc: u64, out: &mut Vec<u64>) {
+            if lo >= s.n {
+                return;
             }
-        }
-        let max_in = t.inputs.iter().map(|b| b.nbytes(g)).max().unwrap_or(0);
-        let out = t.output.nbytes(g);
-        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out);
-        for b in &t.inputs {
-            live.insert(b, b.nbytes(g));
-        }
-        for b in &t.inputs {
-            let u = uses.get_mut(b).expect("counted");
-            *u -= 1;
-            if *u == 0 {
-                live.remove(b);
+            if lo == hi {
+                out.push(acc + s.max[node]);
+                return;
             }
+            let mid = (lo + hi) / 2;
+            let acc = acc + s.add[node];
+            walk(s, 2 * node, lo, mid, acc, out);
+            walk(s, 2 * node + 1, mid + 1, hi, acc, out);
         }
-        if uses.get(&t.output).copied().unwrap_or(0) > 0 {
-            live.insert(&t.output, out);
+        walk(self, 1, 0, self.cap - 1, 0, &mut out);
+        out
+    }
+
+    /// Adds `v` to steps `l..=r` (indices of appended steps).
+    fn range_add(&mut self, l: usize, r: usize, v: u64) {
+        if l <= r && v > 0 {
+            self.update(1, 0, self.cap - 1, l, r, v);
         }
     }
-    peak
+
+    fn range_max(&self, l: usize, r: usize) -> u64 {
+        if l > r {
+            return 0;
+        }
+        self.query(1, 0, self.cap - 1, l, r)
+    }
+
+    fn push(&mut self, v: u64) {
+        if self.n == self.cap {
+            let vals = self.values();
+            self.cap *= 2;
+            self.max = vec![0; 2 * self.cap];
+            self.add = vec![0; 2 * self.cap];
+            for (i, x) in vals.into_iter().enumerate() {
+                self.set(i, x);
+            }
+        }
+        let n = self.n;
+        self.set(n, v);
+        self.n += 1;
+    }
+
+    /// Sets step `i` (unset so far: 0) to `v`.
+    fn set(&mut self, i: usize, v: u64) {
+        let cur = self.range_max(i, i);
+        self.update(1, 0, self.cap - 1, i, i, v - cur);
+    }
+
+    fn peak(&self) -> u64 {
+        self.max[1]
+    }
+}
+
+/// The batch a slot is adding tasks to.
+struct Open {
+    batch: u32,
+    /// Position of its first task of its own (not a copy).
+    first: u32,
+    steps: Steps,
+    /// Largest projection among the copies at its front (0: none).
+    copy_max: u64,
+    /// Step of the last task that read or made each block in the batch that a later task
+    /// may read.
+    last: HashMap<Bid, u32>,
+    /// Tasks copied into it.
+    copied: HashSet<u32>,
+}
+
+/// What adding a task to an open batch does.
+struct Trial {
+    peak: u64,
+    /// Small new blocks made again at the batch's front (sorted), and their bytes.
+    copies: Vec<u32>,
+    copy_bytes: u64,
+    copy_max: u64,
+    /// The new step's projection.
+    value: u64,
+    /// Blocks it reads that the batch already held since step `.0` (bytes `.1`).
+    kept: Vec<(u32, u64)>,
+}
+
+/// Batches as cut: each task's batch, each batch's slot and projected peak, and the small
+/// new blocks each batch makes again (batch, group, task; later groups go first).
+pub(super) struct Cut {
+    pub batch_of: Vec<u32>,
+    pub slot: Vec<u32>,
+    pub peak: Vec<u64>,
+    pub copies: Vec<(u32, u32, u32)>,
+}
+
+impl Cut {
+    pub(super) fn len(&self) -> usize {
+        self.slot.len()
+    }
+}
+
+struct Cutter<'a> {
+    tasks: &'a Tasks,
+    blocks: &'a Blocks,
+    producer: Vec<u32>,
+    /// Per block, the tasks not yet cut that read it.
+    readers: Vec<u32>,
+    one_per_batch: bool,
+    batch_of: Vec<u32>,
+}
+
+impl Cutter<'_> {
+    /// A task without inputs whose block is small: made again where needed.
+    fn cheap(&self, p: usize) -> bool {
+        !self.one_per_batch
+            && self.tasks.inputs(p).is_empty()
+            && self.blocks.nbytes[self.tasks.output[p] as usize] <= INLINE_MAX
+    }
+
+    /// Whether task `i` may join `o` without a cycle: it reads from other batches only
+    /// blocks made before the batch's first task (or small blocks it makes again).
+    fn acyclic(&self, o: &Open, i: usize) -> bool {
+        self.tasks.inputs(i).iter().all(|&x| {
+            let p = self.producer[x as usize];
+            p == NONE
+                || self.batch_of[p as usize] == o.batch
+                || p < o.first
+                || self.cheap(p as usize)
+        })
+    }
+
+    fn trial(&self, o: &Open, i: usize) -> Trial {
+        let nbytes = |b: Bid| self.blocks.nbytes[b as usize];
+        let ins = self.tasks.inputs(i);
+        let mut copies: Vec<u32> = ins
+            .iter()
+            .map(|&x| self.producer[x as usize])
+            .filter(|&p| {
+                p != NONE
+                    && self.batch_of[p as usize] != o.batch
+                    && self.cheap(p as usize)
+                    && !o.copied.contains(&p)
+            })
+            .collect();
+        copies.sort_unstable();
+        copies.dedup();
+        // Copies run first, each holding the ones before it; those already there now
+        // also hold the new ones.
+        let mut copy_max = if o.copy_max > 0 { o.copy_max } else { 0 };
+        let mut copy_bytes = 0;
+        for &p in &copies {
+            let n = nbytes(self.tasks.output[p as usize]);
+            copy_max = copy_max.max(BASE_MEMORY + copy_bytes + 3 * n);
+            copy_bytes += n;
+        }
+        if o.copy_max > 0 {
+            copy_max = copy_max.max(o.copy_max + copy_bytes);
+        }
+        let (mut held, mut fetched) = (0, 0);
+        let mut kept = Vec::new();
+        for x in distinct(ins) {
+            let n = nbytes(x);
+            let p = self.producer[x as usize];
+            if p != NONE && copies.binary_search(&p).is_ok() {
+                held += n;
+            } else if let Some(&l) = o.last.get(&x) {
+                held += n;
+                kept.push((l, n));
+            } else {
+                fetched += n;
+            }
+        }
+        let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
+        let out = nbytes(self.tasks.output[i]);
+        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out;
+        // The steps so far hold the new copies' blocks, and each kept block from the step
+        // after its last use on.
+        kept.sort_unstable();
+        let m = o.steps.n;
+        let mut own = value;
+        let (mut from, mut extra) = (0usize, copy_bytes);
+        for &(l, n) in &kept {
+            let l = l as usize;
+            if l >= from {
+                own = own.max(o.steps.range_max(from, l) + extra);
+                from = l + 1;
+            }
+            extra += n;
+        }
+        if from < m {
+            own = own.max(o.steps.range_max(from, m - 1) + extra);
+        }
+        Trial {
+            peak: own.max(copy_max),
+            copies,
+            copy_bytes,
+            copy_max,
+            value,
+            kept,
+        }
+    }
+
+    fn apply(&mut self, o: &mut Open, i: usize, t: Trial, cut: &mut Cut) {
+        let m = o.steps.n;
+        for &p in &t.copies {
+            o.copied.insert(p);
+            cut.copies.push((o.batch, i as u32, p));
+        }
+        o.copy_max = t.copy_max;
+        if m > 0 {
+            o.steps.range_add(0, m - 1, t.copy_bytes);
+            for &(l, n) in &t.kept {
+                o.steps.range_add(l as usize + 1, m - 1, n);
+            }
+        }
+        o.steps.push(t.value);
+        // Blocks no later task reads are forgotten.
+        for x in distinct(self.tasks.inputs(i)) {
+            self.readers[x as usize] -= 1;
+            if self.readers[x as usize] > 0 {
+                o.last.insert(x, m as u32);
+            } else {
+                o.last.remove(&x);
+            }
+        }
+        let out = self.tasks.output[i];
+        if self.readers[out as usize] > 0 {
+            o.last.insert(out, m as u32);
+        }
+        self.batch_of[i] = o.batch;
+    }
 }
 
 /// Cuts each slot's task sequence into batches that fit memory and keep the batch graph
 /// acyclic: a batch reads from other batches only blocks produced before its first task.
 pub(super) fn cut(
     cx: &Ctx,
-    placed: &[(BlockTask, usize)],
+    tasks: &Tasks,
+    blocks: &Blocks,
     one_per_batch: bool,
-) -> Result<Vec<PlannedBatch>, PlanError> {
+) -> Result<Cut, PlanError> {
     let g = cx.g;
     let limit = cx.memory_mb << 20;
-    let producer: HashMap<&BlockId, usize> = placed
-        .iter()
-        .enumerate()
-        .map(|(i, (t, _))| (&t.output, i))
-        .collect();
-    let mut batch_of = vec![usize::MAX; placed.len()];
-    // Each batch's tasks in execution order; a small new block (a task without inputs)
-    // that another slot made is made again where it is needed instead of waiting for it.
-    let mut members: Vec<Vec<usize>> = Vec::new();
-    let mut firsts: Vec<usize> = Vec::new();
-    let mut slot_of: Vec<usize> = Vec::new();
-    let cheap = |p: usize| {
-        !one_per_batch
-            && placed[p].0.inputs.is_empty()
-            && placed[p].0.output.nbytes(g) <= INLINE_MAX
+    let mut readers = vec![0u32; blocks.len()];
+    for i in 0..tasks.len() {
+        for x in distinct(tasks.inputs(i)) {
+            readers[x as usize] += 1;
+        }
+    }
+    let mut c = Cutter {
+        tasks,
+        blocks,
+        readers,
+        producer: tasks.producers(blocks.len()),
+        one_per_batch,
+        batch_of: vec![NONE; tasks.len()],
     };
-    let mut open: Vec<Option<usize>> = vec![None; cx.workers];
-    for (i, (t, s)) in placed.iter().enumerate() {
-        let copies = |b: usize, members: &[Vec<usize>], batch_of: &[usize]| -> Vec<usize> {
-            let mut c: Vec<usize> = t
-                .inputs
-                .iter()
-                .filter_map(|x| producer.get(x).copied())
-                .filter(|&p| batch_of[p] != b && cheap(p) && !members[b].contains(&p))
-                .collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        };
-        let fits = |b: usize, members: &[Vec<usize>], batch_of: &[usize]| -> bool {
-            let first = firsts[b];
-            let acyclic = t.inputs.iter().all(|x| match producer.get(x) {
-                Some(&p) => batch_of[p] == b || p < first || cheap(p),
-                None => true,
-            });
-            let mut ts: Vec<&BlockTask> = copies(b, members, batch_of)
-                .iter()
-                .map(|&j| &placed[j].0)
-                .collect();
-            ts.extend(members[b].iter().map(|&j| &placed[j].0));
-            ts.push(t);
-            acyclic && projected_peak(g, &ts) <= limit
-        };
-        let b = match open[*s] {
-            Some(b) if !one_per_batch && fits(b, &members, &batch_of) => b,
-            _ => {
-                if projected_peak(g, &[t]) > limit {
-                    let m = &g.nodes[t.output.node].meta;
-                    return Err(PlanError {
-                        node: t.output.node,
-                        array: g.nodes[t.output.node]
-                            .name
-                            .clone()
-                            .unwrap_or_else(|| format!("(expression n{})", t.output.node)),
-                        block: format!("{:?}", t.output.index),
-                        shape: m.block_shape(&t.output.index),
-                        need_mib: projected_peak(g, &[t]).div_ceil(1 << 20),
-                        limit_mb: cx.memory_mb,
-                    });
-                }
-                members.push(Vec::new());
-                firsts.push(i);
-                slot_of.push(*s);
-                open[*s] = Some(members.len() - 1);
-                members.len() - 1
-            }
-        };
-        let c = copies(b, &members, &batch_of);
-        members[b].splice(0..0, c);
-        members[b].push(i);
-        batch_of[i] = b;
-    }
-
-    // Which outputs leave their batch: the job's outputs, and blocks another batch reads.
-    let mut needed_outside: HashSet<usize> = HashSet::new();
-    for ids in &members {
-        let here: HashSet<usize> = ids.iter().copied().collect();
-        for &i in ids {
-            for x in &placed[i].0.inputs {
-                if let Some(&p) = producer.get(x)
-                    && !here.contains(&p)
-                {
-                    needed_outside.insert(p);
-                }
+    let mut cut = Cut {
+        batch_of: Vec::new(),
+        slot: Vec::new(),
+        peak: Vec::new(),
+        copies: Vec::new(),
+    };
+    let mut open: Vec<Option<Open>> = (0..cx.workers).map(|_| None).collect();
+    for i in 0..tasks.len() {
+        let s = tasks.slot[i] as usize;
+        if !one_per_batch
+            && let Some(o) = open[s].as_mut()
+            && c.acyclic(o, i)
+        {
+            let t = c.trial(o, i);
+            if t.peak <= limit {
+                c.apply(o, i, t, &mut cut);
+                continue;
             }
         }
-    }
-    let mut out = Vec::new();
-    for (b, ids) in members.iter().enumerate() {
-        let mut arrays: Vec<ArrayRef> = Vec::new();
-        let mut slot: HashMap<(usize, u32), u32> = HashMap::new();
-        let mut bref = |b: &BlockId| {
-            let a = *slot.entry((b.node, b.part)).or_insert_with(|| {
-                let meta = g.nodes[b.node].meta.clone();
-                arrays.push(ArrayRef {
-                    path: array_path(cx.prefix, g, b),
-                    meta,
-                    read_only: matches!(g.nodes[b.node].op, crate::graph::NodeOp::InPlace { .. }),
-                    sparse: matches!(
-                        g.nodes[b.node].op,
-                        crate::graph::NodeOp::InPlace { sparse: true, .. }
-                    ),
-                    intermediate: crate::tasks::is_intermediate(g, b),
-                });
-                (arrays.len() - 1) as u32
-            });
-            BlockRef {
-                array: a,
-                index: b.index.clone(),
-            }
-        };
-        let mine: HashSet<usize> = ids.iter().copied().collect();
-        let mut tasks = Vec::new();
-        let mut deps = Vec::new();
-        let (mut bytes_in, mut bytes_out, mut puts) = (0, 0, 0);
-        let mut fetched = HashSet::new();
-        for &i in ids {
-            let t = &placed[i].0;
-            for x in &t.inputs {
-                match producer.get(x) {
-                    Some(&p) if mine.contains(&p) => {}
-                    p => {
-                        if let Some(&p) = p {
-                            deps.push(batch_of[p]);
-                        }
-                        if fetched.insert(x.clone()) {
-                            bytes_in += x.nbytes(g);
-                        }
-                    }
-                }
-            }
-            let copy = batch_of[i] != b;
-            let write_output = !copy
-                && ((t.output.part == 0 && g.nodes[t.output.node].persist)
-                    || needed_outside.contains(&i));
-            if write_output {
-                bytes_out += t.output.nbytes(g);
-                puts += 1;
-            }
-            tasks.push(Task {
-                kernel: t.kernel.clone(),
-                inputs: t.inputs.iter().map(&mut bref).collect(),
-                output: bref(&t.output),
-                write_output,
+        let single = single_peak(tasks, blocks, i);
+        if single > limit {
+            let out = blocks.block(tasks.output[i]);
+            let index = out.index(g);
+            let m = &g.nodes[out.node].meta;
+            return Err(PlanError {
+                node: out.node,
+                array: g.nodes[out.node]
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| format!("(expression n{})", out.node)),
+                block: format!("{index:?}"),
+                shape: m.block_shape(&index),
+                need_mib: single.div_ceil(1 << 20),
+                limit_mb: cx.memory_mb,
             });
         }
-        deps.sort_unstable();
-        deps.dedup();
-        let ts: Vec<&BlockTask> = ids.iter().map(|&i| &placed[i].0).collect();
-        out.push(PlannedBatch {
-            batch: Batch {
-                store: cx.store.clone(),
-                job_prefix: cx.prefix.to_string(),
-                arrays,
-                tasks,
-            },
-            deps,
-            slot: slot_of[b],
-            projected_peak: projected_peak(g, &ts),
-            bytes_in,
-            bytes_out,
-            gets: fetched.len() as u64,
-            puts,
-        });
+        let b = cut.slot.len() as u32;
+        cut.slot.push(s as u32);
+        if one_per_batch {
+            cut.peak.push(single);
+            c.batch_of[i] = b;
+            continue;
+        }
+        cut.peak.push(0);
+        let mut o = Open {
+            batch: b,
+            first: i as u32,
+            steps: Steps::new(),
+            copy_max: 0,
+            last: HashMap::new(),
+            copied: HashSet::new(),
+        };
+        let t = c.trial(&o, i);
+        c.apply(&mut o, i, t, &mut cut);
+        if let Some(done) = open[s].replace(o) {
+            cut.peak[done.batch as usize] = done.steps.peak().max(done.copy_max);
+        }
     }
-    Ok(out)
+    for o in open.into_iter().flatten() {
+        cut.peak[o.batch as usize] = o.steps.peak().max(o.copy_max);
+    }
+    cut.batch_of = c.batch_of;
+    Ok(cut)
 }

@@ -11,17 +11,23 @@
 //! consumed in one batch never touches the store.
 
 mod batch;
+#[cfg(any(test, debug_assertions))]
+mod check;
 mod lshs;
 mod naive;
+#[cfg(test)]
+mod tests;
+mod wire;
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use nums_layout::StoreSpec;
-use nums_layout::batch::{ArrayRef, Batch, BlockRef, Task};
+use nums_layout::batch::{Batch, Kernel};
 
 use crate::graph::Graph;
 use crate::job::SchedulerKind;
-use crate::tasks::{BlockId, BlockTask, Work, array_path};
+use crate::tasks::{BlockId, BlockTask, BlockWork, Step, Work, array_path, block_nbytes};
 
 /// New blocks up to this size are made again in each batch that needs them rather than
 /// read from the store (a random or constant block costs less to make than to fetch).
@@ -31,9 +37,10 @@ pub(super) const INLINE_MAX: u64 = 16 << 20;
 pub const BASE_MEMORY: u64 = 40 << 20;
 
 /// A batch ready to send, with the batches it waits for and what the plan expects of it.
+/// Its wire form ([`PlannedBatch::batch`]) is written when it is sent, from the plan's
+/// compact tables, so that a plan of millions of tasks stays small in memory.
 #[derive(Debug, Clone)]
 pub struct PlannedBatch {
-    pub batch: Batch,
     pub deps: Vec<usize>,
     pub slot: usize,
     pub projected_peak: u64,
@@ -42,6 +49,47 @@ pub struct PlannedBatch {
     /// Store requests the batch will make: one GET per block read, one PUT per block written.
     pub gets: u64,
     pub puts: u64,
+    body: Body,
+}
+
+#[derive(Debug, Clone)]
+enum Body {
+    /// Batch number `.1` of a plan.
+    Planned(Arc<wire::Wire>, u32),
+    /// A batch given whole.
+    Given(Arc<Batch>),
+}
+
+impl PlannedBatch {
+    /// A batch given whole (no projections), waiting for `deps`.
+    pub fn from_batch(batch: Batch, deps: Vec<usize>) -> PlannedBatch {
+        PlannedBatch {
+            deps,
+            slot: 0,
+            projected_peak: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            gets: 0,
+            puts: 0,
+            body: Body::Given(Arc::new(batch)),
+        }
+    }
+
+    /// The batch in the wire format, as the function receives it.
+    pub fn batch(&self) -> Batch {
+        match &self.body {
+            Body::Planned(w, b) => w.batch(*b as usize),
+            Body::Given(b) => (**b).clone(),
+        }
+    }
+
+    /// Number of block tasks the batch runs.
+    pub fn num_tasks(&self) -> usize {
+        match &self.body {
+            Body::Planned(w, b) => w.members(*b as usize).len(),
+            Body::Given(b) => b.tasks.len(),
+        }
+    }
 }
 
 /// Loads of one slot: NumS's three (memory, bytes in, bytes out), simulated while placing;
@@ -60,6 +108,7 @@ pub struct Plan {
     pub tasks: usize,
     pub batches: Vec<PlannedBatch>,
     pub loads: Vec<SlotLoad>,
+    wire: Arc<wire::Wire>,
 }
 
 impl Plan {
@@ -72,16 +121,7 @@ impl Plan {
     /// Bytes of intermediates (not named arrays) the plan writes to the store; they stay
     /// there until the job ends, so this is the peak intermediate storage.
     pub fn intermediate_bytes(&self) -> u64 {
-        self.batches
-            .iter()
-            .flat_map(|b| b.batch.tasks.iter().map(move |t| (b, t)))
-            .filter(|(b, t)| t.write_output && b.batch.arrays[t.output.array as usize].intermediate)
-            .map(|(b, t)| {
-                b.batch.arrays[t.output.array as usize]
-                    .meta
-                    .block_nbytes(&t.output.index)
-            })
-            .sum()
+        self.wire.intermediate_bytes()
     }
 
     pub fn max_projected_peak(&self) -> u64 {
@@ -119,30 +159,263 @@ pub struct Ctx<'a> {
     pub memory_mb: u64,
 }
 
-pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &[Work]) -> Result<Plan, PlanError> {
-    let placed = match kind {
-        SchedulerKind::Naive => naive::place(cx, work),
-        SchedulerKind::Lshs => lshs::reorder(cx, lshs::place(cx, work)),
+/// Plans `work` with scheduler `kind`: placement (which slot runs each task, in which
+/// order), then batch cutting (which tasks run together), then the batches' wire tables.
+pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
+    let mut blocks = Blocks::new(cx.g, work);
+    let tasks = match kind {
+        SchedulerKind::Naive => naive::place(cx, work, &mut blocks),
+        SchedulerKind::Lshs => {
+            let placed = lshs::place(cx, work, &mut blocks);
+            lshs::reorder(cx, placed, &blocks)
+        }
     };
-    let batches = batch::cut(cx, &placed, kind == SchedulerKind::Naive)?;
-    // What each slot will do once batched: its largest invocation's projected memory, and
-    // the store bytes its invocations read and write.
-    let mut loads = vec![SlotLoad::default(); cx.workers];
-    for b in &batches {
-        let l = &mut loads[b.slot];
-        l.memory = l.memory.max(b.projected_peak);
-        l.bytes_in += b.bytes_in;
-        l.bytes_out += b.bytes_out;
+    let cut = batch::cut(cx, &tasks, &blocks, kind == SchedulerKind::Naive)?;
+    // Debug builds check every plan small enough to check quickly (the property tests
+    // check plans of every shape).
+    #[cfg(debug_assertions)]
+    let placed = (tasks.len() <= CHECK_MAX_TASKS).then(|| tasks.to_block_tasks(&blocks));
+    let plan = wire::write(cx, kind, tasks, blocks, cut);
+    #[cfg(debug_assertions)]
+    if let Some(placed) = placed
+        && let Err(e) = check::check_plan(cx, kind, work, &placed, &plan)
+    {
+        panic!("the {kind:?} plan breaks an invariant: {e}");
     }
-    Ok(Plan {
-        scheduler: kind,
-        tasks: placed.len(),
-        batches,
-        loads,
-    })
+    Ok(plan)
 }
+
+/// Plans of up to this many tasks are checked in debug builds.
+#[cfg(debug_assertions)]
+const CHECK_MAX_TASKS: usize = 200_000;
 
 /// Which slot a block belongs to when nothing else says: block-cyclic over the workers.
 pub(super) fn home(cx: &Ctx, b: &BlockId) -> usize {
-    (cx.g.nodes[b.node].meta.block_linear(&b.index) as usize) % cx.workers
+    (b.block % cx.workers as u64) as usize
+}
+
+/// A block's number in the plan's dense tables.
+pub(super) type Bid = u32;
+
+/// No block, task or slot.
+pub(super) const NONE: u32 = u32::MAX;
+
+/// The distinct blocks of `ins` (a task's inputs), in order of first appearance.
+pub(super) fn distinct(ins: &[Bid]) -> impl Iterator<Item = Bid> + '_ {
+    // Inputs are few and mostly distinct: a short list is searched, a long one hashed.
+    let mut seen = (ins.len() > 16).then(HashSet::new);
+    ins.iter().enumerate().filter_map(move |(k, &x)| {
+        let first = match seen.as_mut() {
+            Some(s) => s.insert(x),
+            None => !ins[..k].contains(&x),
+        };
+        first.then_some(x)
+    })
+}
+
+/// Dense numbers for the plan's blocks: block `b` of node `n` is `base[n] + b` (nodes with
+/// no work and not in the store have none); partial sums are numbered after them as they
+/// are made. Each block's size is kept.
+pub(super) struct Blocks {
+    base: Vec<u64>,
+    parts: Vec<BlockId>,
+    pub nbytes: Vec<u64>,
+}
+
+impl Blocks {
+    fn new(g: &Graph, work: &BlockWork) -> Blocks {
+        let mut base = Vec::with_capacity(g.nodes.len() + 1);
+        let mut nbytes = Vec::new();
+        base.push(0);
+        for n in &g.nodes {
+            if work.needed(n.id) || n.op.in_store_before_run() {
+                nbytes.extend((0..n.meta.num_blocks()).map(|b| block_nbytes(&n.meta, b)));
+            }
+            base.push(nbytes.len() as u64);
+        }
+        assert!(
+            nbytes.len() < NONE as usize,
+            "a plan of more than 4 billion blocks"
+        );
+        Blocks {
+            base,
+            parts: Vec::new(),
+            nbytes,
+        }
+    }
+
+    /// The number of a block; a partial sum's through `parts` (by part, of one output).
+    pub(super) fn id(&self, b: &BlockId, parts: &[Bid]) -> Bid {
+        if b.part == 0 {
+            (self.base[b.node] + b.block) as Bid
+        } else {
+            parts[b.part as usize]
+        }
+    }
+
+    /// The number of `b`, a new partial sum's recorded in `parts`.
+    pub(super) fn made(&mut self, b: &BlockId, parts: &mut Vec<Bid>, g: &Graph) -> Bid {
+        if b.part == 0 {
+            return self.id(b, parts);
+        }
+        let id = self.nbytes.len() as Bid;
+        assert!(id < NONE, "a plan of more than 4 billion blocks");
+        self.nbytes.push(b.nbytes(g));
+        self.parts.push(*b);
+        let p = b.part as usize;
+        if parts.len() <= p {
+            parts.resize(p + 1, NONE);
+        }
+        parts[p] = id;
+        id
+    }
+
+    /// The block of number `id`.
+    pub(super) fn block(&self, id: Bid) -> BlockId {
+        let n0 = *self.base.last().expect("base") as usize;
+        let id = id as usize;
+        if id >= n0 {
+            return self.parts[id - n0];
+        }
+        let node = self.base.partition_point(|&b| b <= id as u64) - 1;
+        BlockId::new(node, id as u64 - self.base[node])
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.nbytes.len()
+    }
+}
+
+/// The block tasks of a plan, compact: kernels interned, blocks by number, inputs in one
+/// array. Task `i` runs `kernels[kernel[i]]` on `inputs(i)` and makes `output[i]` on slot
+/// `slot[i]`.
+#[derive(Default)]
+pub(super) struct Tasks {
+    pub kernels: Vec<Kernel>,
+    pub kernel: Vec<u32>,
+    pub output: Vec<Bid>,
+    start: Vec<u32>,
+    all_inputs: Vec<Bid>,
+    pub slot: Vec<u32>,
+}
+
+impl Tasks {
+    pub(super) fn len(&self) -> usize {
+        self.output.len()
+    }
+
+    pub(super) fn inputs(&self, i: usize) -> &[Bid] {
+        let end = self
+            .start
+            .get(i + 1)
+            .map_or(self.all_inputs.len(), |&e| e as usize);
+        &self.all_inputs[self.start[i] as usize..end]
+    }
+
+    /// The number of `k` among the kernels (the recent ones are looked at: the kernels of
+    /// one node's tasks and their combiners).
+    pub(super) fn intern(&mut self, k: &Kernel) -> u32 {
+        let n = self.kernels.len();
+        if let Some(i) = (n.saturating_sub(8)..n)
+            .rev()
+            .find(|&i| self.kernels[i] == *k)
+        {
+            return i as u32;
+        }
+        self.kernels.push(k.clone());
+        n as u32
+    }
+
+    pub(super) fn push(
+        &mut self,
+        kernel: u32,
+        inputs: impl IntoIterator<Item = Bid>,
+        output: Bid,
+        slot: usize,
+    ) {
+        assert!(
+            self.all_inputs.len() < NONE as usize,
+            "too many task inputs"
+        );
+        self.start.push(self.all_inputs.len() as u32);
+        self.all_inputs.extend(inputs);
+        self.kernel.push(kernel);
+        self.output.push(output);
+        self.slot.push(slot as u32);
+    }
+
+    /// The same tasks in `order` (a permutation of their numbers).
+    pub(super) fn permute(self, order: &[u32]) -> Tasks {
+        let mut t = Tasks {
+            kernels: self.kernels,
+            ..Default::default()
+        };
+        t.start.reserve(order.len());
+        t.all_inputs.reserve(self.all_inputs.len());
+        for &i in order {
+            let i = i as usize;
+            let end = self
+                .start
+                .get(i + 1)
+                .map_or(self.all_inputs.len(), |&e| e as usize);
+            t.start.push(t.all_inputs.len() as u32);
+            t.all_inputs
+                .extend_from_slice(&self.all_inputs[self.start[i] as usize..end]);
+            t.kernel.push(self.kernel[i]);
+            t.output.push(self.output[i]);
+            t.slot.push(self.slot[i]);
+        }
+        t
+    }
+
+    /// The task that makes each block (`NONE`: a block in the store before the run).
+    pub(super) fn producers(&self, nblocks: usize) -> Vec<u32> {
+        let mut p = vec![NONE; nblocks];
+        for (i, &o) in self.output.iter().enumerate() {
+            p[o as usize] = i as u32;
+        }
+        p
+    }
+
+    /// The tasks as [`BlockTask`]s with their slots (for the invariant check).
+    #[cfg(any(test, debug_assertions))]
+    pub(super) fn to_block_tasks(&self, blocks: &Blocks) -> Vec<(BlockTask, usize)> {
+        (0..self.len())
+            .map(|i| {
+                (
+                    BlockTask {
+                        kernel: self.kernels[self.kernel[i] as usize].clone(),
+                        inputs: self.inputs(i).iter().map(|&b| blocks.block(b)).collect(),
+                        output: blocks.block(self.output[i]),
+                    },
+                    self.slot[i] as usize,
+                )
+            })
+            .collect()
+    }
+}
+
+/// The kernel numbers of one work's tasks: its own and (made when first needed) its
+/// combiner's.
+pub(super) struct Kernels {
+    own: u32,
+    combine: Option<u32>,
+}
+
+impl Kernels {
+    pub(super) fn new(tasks: &mut Tasks, w: &Work) -> Kernels {
+        Kernels {
+            own: tasks.intern(w.kernel()),
+            combine: None,
+        }
+    }
+
+    pub(super) fn of(&mut self, step: Step, tasks: &mut Tasks, w: &Work) -> u32 {
+        match step {
+            Step::Work => self.own,
+            Step::Combine => *self
+                .combine
+                .get_or_insert_with(|| tasks.intern(&w.kernel().combiner())),
+        }
+    }
 }

@@ -3,38 +3,39 @@
 
 use super::*;
 
-pub(super) fn place(cx: &Ctx, work: &[Work]) -> Vec<(BlockTask, usize)> {
+pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
     let room = (cx.memory_mb << 20).saturating_sub(BASE_MEMORY);
-    let mut out = Vec::new();
-    for w in work {
-        let groups = match w {
+    let mut tasks = Tasks::default();
+    let mut parts: Vec<Bid> = Vec::new();
+    for w in work.iter() {
+        let groups = match &w {
             Work::One(_) => vec![vec![0]],
-            Work::Reduce { terms, .. } => {
-                let term_bytes = terms
-                    .iter()
-                    .map(|t| t.iter().map(|b| b.nbytes(cx.g)).sum::<u64>())
+            Work::Reduce { .. } => {
+                let size = |b: &BlockId| blocks.nbytes[blocks.id(b, &[]) as usize];
+                let term_bytes = w
+                    .terms()
+                    .map(|t| t.iter().map(size).sum::<u64>())
                     .max()
                     .unwrap_or(1)
                     .max(1);
                 // As many terms per invocation as fit (each read counts three times while it is
                 // decoded), at least one; the partial sums are then added by one more task.
-                let biggest = terms
-                    .iter()
-                    .flatten()
-                    .map(|b| b.nbytes(cx.g))
-                    .max()
-                    .unwrap_or(0);
-                let fan_in = ((room.saturating_sub(biggest + 3 * w.output().nbytes(cx.g))
+                let biggest = w.terms().flatten().map(size).max().unwrap_or(0);
+                let fan_in = ((room.saturating_sub(biggest + 3 * size(&w.output()))
                     / (3 * term_bytes)) as usize)
                     .max(1);
-                let ids: Vec<usize> = (0..terms.len()).collect();
+                let ids: Vec<usize> = (0..w.num_terms()).collect();
                 ids.chunks(fan_in).map(<[usize]>::to_vec).collect()
             }
         };
-        for t in w.expand(&groups) {
-            let s = home(cx, &t.output);
-            out.push((t, s));
-        }
+        let mut k = Kernels::new(&mut tasks, &w);
+        parts.clear();
+        w.expand(&groups, |step, ins, out| {
+            let kernel = k.of(step, &mut tasks, &w);
+            let o = blocks.made(&out, &mut parts, cx.g);
+            let ins: Vec<Bid> = ins.iter().map(|b| blocks.id(b, &parts)).collect();
+            tasks.push(kernel, ins, o, home(cx, &out));
+        });
     }
-    out
+    tasks
 }

@@ -1,0 +1,678 @@
+//! Property tests of the planner on generated graphs and cluster sizes (both schedulers:
+//! every plan keeps the invariants of `check`, or is refused for a block that cannot fit),
+//! and golden fingerprints of the plans of a fixed corpus, so that a rewrite of the
+//! planner proves it gives the same plans.
+//!
+//! The generator builds `Graph`s directly (not through job files), so that the corpus does
+//! not move when the graph builder's lowering changes: elementwise chains with
+//! broadcasting, reductions over axes, matmuls and einsums, rechunks, concatenations,
+//! strided slices, takes, reshapes, transposes; ragged blocks; inputs in the store.
+
+use std::fmt::Write;
+
+use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::{ArrayMeta, DType};
+
+use super::*;
+use crate::graph::{Node, NodeId, NodeOp};
+use crate::tasks::block_work;
+
+/// A random graph, from `seed` alone (fastrand's generator: the same graph on every machine).
+pub(crate) fn gen_graph(seed: u64) -> Graph {
+    let mut x = Gen {
+        rng: fastrand::Rng::with_seed(seed),
+        g: Graph::default(),
+        scale: [1, 1, 100, 10_000][(seed % 4) as usize],
+    };
+    x.build();
+    x.g
+}
+
+struct Gen {
+    rng: fastrand::Rng,
+    g: Graph,
+    /// Axis 0 of new arrays is this many times longer: from tiny blocks to blocks of tens
+    /// of MB, so that tight memory limits cut batches and refuse plans.
+    scale: u64,
+}
+
+impl Gen {
+    fn add(&mut self, meta: ArrayMeta, op: NodeOp) -> NodeId {
+        let id = self.g.nodes.len();
+        self.g.nodes.push(Node {
+            id,
+            meta,
+            op,
+            name: None,
+            persist: false,
+            def: None,
+        });
+        id
+    }
+
+    fn meta(&self, id: NodeId) -> ArrayMeta {
+        self.g.nodes[id].meta.clone()
+    }
+
+    fn block_for(&mut self, shape: &[u64]) -> Vec<u64> {
+        shape
+            .iter()
+            .map(|&d| {
+                if self.rng.u8(..4) == 0 {
+                    d.max(1)
+                } else {
+                    self.rng.u64(1..=d.max(1))
+                }
+            })
+            .collect()
+    }
+
+    fn new_shape(&mut self, ndim: usize) -> Vec<u64> {
+        (0..ndim)
+            .map(|d| {
+                let n = self.rng.u64(1..=9);
+                if d == 0 { n * self.scale } else { n }
+            })
+            .collect()
+    }
+
+    /// A new array with `shape` and `block` that no task reads: made or in the store.
+    fn source(&mut self, shape: Vec<u64>, block: Vec<u64>, dtype: DType) -> NodeId {
+        let meta = ArrayMeta::new(shape, block, dtype);
+        let id = self.g.nodes.len();
+        let op = match self.rng.u8(..8) {
+            0 | 1 => NodeOp::Random {
+                dist: RandomDist::Normal,
+                seed: self.rng.u64(..100),
+            },
+            2 => NodeOp::Fill { value: 1.5 },
+            3 if meta.ndim() > 0 => NodeOp::Iota {
+                axis: self.rng.usize(..meta.ndim()),
+                start: 0.0,
+                step: 1.0,
+            },
+            4 if meta.ndim() == 2 => NodeOp::Eye { k: 0 },
+            5 => NodeOp::InPlace {
+                path: format!("data/in{id}"),
+                sparse: self.rng.bool(),
+            },
+            6 => NodeOp::ImportNpy {
+                path: format!("/data/in{id}.npy"),
+            },
+            _ => NodeOp::Random {
+                dist: RandomDist::Normal,
+                seed: 7,
+            },
+        };
+        let import = op.is_import();
+        let id = self.add(meta, op);
+        if import {
+            self.g.nodes[id].name = Some(format!("in{id}"));
+            self.g.nodes[id].persist = true;
+        }
+        id
+    }
+
+    fn new_source(&mut self, ndim: usize) -> NodeId {
+        let shape = self.new_shape(ndim);
+        let block = self.block_for(&shape);
+        self.source(shape, block, DType::Float64)
+    }
+
+    /// An array with the same shape and blocks as `x`: one that exists, or a new one.
+    fn like(&mut self, x: NodeId) -> NodeId {
+        let m = self.meta(x);
+        let same: Vec<NodeId> = (0..self.g.nodes.len())
+            .filter(|&i| {
+                self.g.nodes[i].meta.shape == m.shape && self.g.nodes[i].meta.block == m.block
+            })
+            .collect();
+        let stored = same
+            .iter()
+            .copied()
+            .find(|&i| matches!(self.g.nodes[i].op, NodeOp::InPlace { .. }));
+        if let Some(i) = stored.filter(|_| self.rng.u8(..3) == 0) {
+            // The same stored input loaded twice: two arrays, one path.
+            let op = self.g.nodes[i].op.clone();
+            self.add(m, op)
+        } else if self.rng.bool() {
+            same[self.rng.usize(..same.len())]
+        } else {
+            self.source(m.shape, m.block, m.dtype)
+        }
+    }
+
+    fn build(&mut self) {
+        for _ in 0..self.rng.usize(1..=3) {
+            let nd = self.rng.usize(1..=3);
+            self.new_source(nd);
+        }
+        let steps = self.rng.usize(1..=9);
+        for _ in 0..steps {
+            let x = self.rng.usize(..self.g.nodes.len());
+            self.step(x);
+        }
+        // Outputs: the last array and some others; a few intermediates carry a name.
+        let last = self.g.nodes.len() - 1;
+        for id in 0..self.g.nodes.len() {
+            let n = &mut self.g.nodes[id];
+            if n.op.is_import() {
+                continue;
+            }
+            if id == last || self.rng.u8(..4) == 0 {
+                n.persist = !matches!(n.op, NodeOp::InPlace { .. });
+                n.name = Some(format!("a{id}"));
+            } else if self.rng.u8(..5) == 0 {
+                n.name = Some(format!("t{id}"));
+            }
+        }
+    }
+
+    fn step(&mut self, x: NodeId) {
+        let m = self.meta(x);
+        let nd = m.ndim();
+        match self.rng.u8(..12) {
+            0 => {
+                self.add(
+                    m,
+                    NodeOp::Unary {
+                        op: UnaryOp::Exp,
+                        x,
+                    },
+                );
+            }
+            1 => {
+                let left = self.rng.bool();
+                self.add(
+                    m,
+                    NodeOp::Scalar {
+                        op: BinaryOp::Sub,
+                        x,
+                        value: 1.0,
+                        scalar_left: left,
+                    },
+                );
+            }
+            2 => {
+                // A binary op: same blocks, or one operand broadcast (unit axes, fewer axes).
+                let y = if self.rng.bool() || nd == 0 {
+                    self.like(x)
+                } else {
+                    let drop = self.rng.usize(..=nd);
+                    let (shape, block): (Vec<u64>, Vec<u64>) = (drop..nd)
+                        .map(|d| {
+                            if self.rng.bool() {
+                                (1, 1)
+                            } else {
+                                (m.shape[d], m.block[d])
+                            }
+                        })
+                        .unzip();
+                    self.source(shape, block, DType::Float64)
+                };
+                let (a, b) = if self.rng.bool() { (x, y) } else { (y, x) };
+                self.add(
+                    m,
+                    NodeOp::Binary {
+                        op: BinaryOp::Add,
+                        a,
+                        b,
+                    },
+                );
+            }
+            3 => {
+                let c = self.source(m.shape.clone(), m.block.clone(), DType::Bool);
+                let b = self.like(x);
+                self.add(m, NodeOp::Where { c, a: x, b });
+            }
+            4 if nd >= 2 => {
+                let mut perm: Vec<usize> = (0..nd).collect();
+                self.rng.shuffle(&mut perm);
+                let meta = ArrayMeta::new(
+                    perm.iter().map(|&p| m.shape[p]).collect(),
+                    perm.iter().map(|&p| m.block[p]).collect(),
+                    m.dtype,
+                );
+                self.add(meta, NodeOp::Transpose { x, perm });
+            }
+            5 | 6 => self.einsum(x),
+            7 => {
+                if nd == 0 {
+                    return;
+                }
+                let mut axes: Vec<usize> = (0..nd).filter(|_| self.rng.bool()).collect();
+                if axes.is_empty() {
+                    axes.push(self.rng.usize(..nd));
+                }
+                let kept: Vec<usize> = (0..nd).filter(|d| !axes.contains(d)).collect();
+                let meta = ArrayMeta::new(
+                    kept.iter().map(|&d| m.shape[d]).collect(),
+                    kept.iter().map(|&d| m.block[d]).collect(),
+                    m.dtype,
+                );
+                let op = if self.rng.bool() {
+                    ReduceOp::Sum
+                } else {
+                    ReduceOp::Max
+                };
+                self.add(meta, NodeOp::Reduce { x, op, axes });
+            }
+            8 => {
+                let block = self.block_for(&m.shape);
+                self.add(
+                    ArrayMeta::new(m.shape.clone(), block, m.dtype),
+                    NodeOp::Rechunk { x },
+                );
+            }
+            9 if nd >= 1 => {
+                let axis = self.rng.usize(..nd);
+                let mut xs = vec![x];
+                for _ in 0..self.rng.usize(1..=2) {
+                    if self.rng.bool() {
+                        xs.push(x);
+                    } else {
+                        let mut shape = m.shape.clone();
+                        shape[axis] = self.rng.u64(1..=9);
+                        let block = self.block_for(&shape);
+                        let y = self.source(shape, block, m.dtype);
+                        xs.push(y);
+                    }
+                }
+                let mut shape = m.shape.clone();
+                shape[axis] = xs.iter().map(|&y| self.g.nodes[y].meta.shape[axis]).sum();
+                let block = self.block_for(&shape);
+                self.add(
+                    ArrayMeta::new(shape, block, m.dtype),
+                    NodeOp::Concat { xs, axis },
+                );
+            }
+            10 if nd >= 1 => {
+                // A strided slice along every axis (steps of either sign).
+                let (mut start, mut step, mut shape) = (vec![], vec![], vec![]);
+                for d in 0..nd {
+                    let dim = m.shape[d] as i64;
+                    let st: i64 = [1, 1, 2, -1, 3][self.rng.usize(..5)];
+                    let most = (dim - 1) / st.abs() + 1;
+                    let n = self.rng.i64(1..=most);
+                    let span = (n - 1) * st.abs();
+                    let s = if st > 0 {
+                        self.rng.i64(0..=dim - 1 - span)
+                    } else {
+                        self.rng.i64(span..=dim - 1)
+                    };
+                    start.push(s);
+                    step.push(st);
+                    shape.push(n as u64);
+                }
+                let block = self.block_for(&shape);
+                self.add(
+                    ArrayMeta::new(shape, block, m.dtype),
+                    NodeOp::Slice { x, start, step },
+                );
+            }
+            11 if nd >= 1 => {
+                if self.rng.bool() {
+                    let axis = self.rng.usize(..nd);
+                    let indices: Vec<u64> = (0..self.rng.usize(1..=6))
+                        .map(|_| self.rng.u64(..m.shape[axis]))
+                        .collect();
+                    let mut shape = m.shape.clone();
+                    shape[axis] = indices.len() as u64;
+                    let mut block = m.block.clone();
+                    block[axis] = self.rng.u64(1..=indices.len() as u64);
+                    self.add(
+                        ArrayMeta::new(shape, block, m.dtype),
+                        NodeOp::Take { x, axis, indices },
+                    );
+                } else {
+                    self.reshape(x);
+                }
+            }
+            _ => {
+                self.add(
+                    m,
+                    NodeOp::Unary {
+                        op: UnaryOp::Neg,
+                        x,
+                    },
+                );
+            }
+        }
+    }
+
+    fn reshape(&mut self, x: NodeId) {
+        let m = self.meta(x);
+        let nd = m.ndim();
+        let blocked_0_only = m.block[1..] == m.shape[1..];
+        let len = m.len();
+        let flat = if nd == 2 || !len.is_multiple_of(2) {
+            vec![len]
+        } else {
+            vec![len / 2, 2]
+        };
+        let non_unit = |s: &[u64]| s.iter().copied().filter(|&d| d != 1).collect::<Vec<_>>();
+        // Same non-unit axes means blocks map one to one: that is the other kind.
+        if blocked_0_only && non_unit(&flat) != non_unit(&m.shape) && self.rng.bool() {
+            // Both blocked along axis 0 only: flatten, or split the length into rows.
+            let shape = flat;
+            let mut block = shape.clone();
+            block[0] = self.rng.u64(1..=shape[0]);
+            self.add(ArrayMeta::new(shape, block, m.dtype), NodeOp::Reshape { x });
+        } else {
+            // A unit axis comes or goes.
+            let (mut shape, mut block) = (m.shape.clone(), m.block.clone());
+            match shape.iter().position(|&s| s == 1) {
+                Some(d) if self.rng.bool() => {
+                    shape.remove(d);
+                    block.remove(d);
+                }
+                _ => {
+                    let d = self.rng.usize(..=nd);
+                    shape.insert(d, 1);
+                    block.insert(d, 1);
+                }
+            }
+            self.add(ArrayMeta::new(shape, block, m.dtype), NodeOp::Reshape { x });
+        }
+    }
+
+    /// A contraction with `x`: matmul, matrix-vector (either side, `X.T @ v` too), `X.T @ X`,
+    /// a chain of three, a dot product, or a contraction of a 3-D array.
+    fn einsum(&mut self, x: NodeId) {
+        let m = self.meta(x);
+        let new = |g: &mut Gen, shape: Vec<u64>, block: Vec<u64>| g.source(shape, block, m.dtype);
+        let (subscripts, xs, shape, block): (&str, Vec<NodeId>, Vec<u64>, Vec<u64>) = match m.ndim()
+        {
+            1 => {
+                let y = self.like(x);
+                ("i,i->", vec![x, y], vec![], vec![])
+            }
+            2 => match self.rng.u8(..5) {
+                0 => {
+                    let n = self.rng.u64(1..=9);
+                    let bn = self.rng.u64(1..=n);
+                    let y = new(self, vec![m.shape[1], n], vec![m.block[1], bn]);
+                    (
+                        "ij,jk->ik",
+                        vec![x, y],
+                        vec![m.shape[0], n],
+                        vec![m.block[0], bn],
+                    )
+                }
+                1 => {
+                    let v = new(self, vec![m.shape[1]], vec![m.block[1]]);
+                    ("ij,j->i", vec![x, v], vec![m.shape[0]], vec![m.block[0]])
+                }
+                2 => {
+                    let v = new(self, vec![m.shape[0]], vec![m.block[0]]);
+                    ("ji,j->i", vec![x, v], vec![m.shape[1]], vec![m.block[1]])
+                }
+                3 => (
+                    "ji,jk->ik",
+                    vec![x, x],
+                    vec![m.shape[1], m.shape[1]],
+                    vec![m.block[1], m.block[1]],
+                ),
+                _ => {
+                    let n = self.rng.u64(1..=5);
+                    let bn = self.rng.u64(1..=n);
+                    let y = new(self, vec![m.shape[1], n], vec![m.block[1], bn]);
+                    let z = new(self, vec![n, 3], vec![bn, 2]);
+                    (
+                        "ij,jk,kl->il",
+                        vec![x, y, z],
+                        vec![m.shape[0], 3],
+                        vec![m.block[0], 2],
+                    )
+                }
+            },
+            3 => {
+                let v = new(self, vec![m.shape[2]], vec![m.block[2]]);
+                (
+                    "ijk,k->ij",
+                    vec![x, v],
+                    m.shape[..2].to_vec(),
+                    m.block[..2].to_vec(),
+                )
+            }
+            _ => return,
+        };
+        self.add(
+            ArrayMeta::new(shape, block, m.dtype),
+            NodeOp::Einsum {
+                subscripts: subscripts.to_string(),
+                xs,
+            },
+        );
+    }
+}
+
+/// The cluster a case plans for: workers 1..=64, memory from tight to loose.
+fn cluster(seed: u64) -> (usize, u64) {
+    let mut rng = fastrand::Rng::with_seed(seed ^ 0x5eed);
+    let workers = [1, 2, 3, 4, 7, 16, 64][rng.usize(..7)];
+    let memory_mb = [41, 44, 48, 64, 128, 512, 2048][rng.usize(..7)];
+    (workers, memory_mb)
+}
+
+const PREFIX: &str = "job/_runs/r";
+
+fn store() -> StoreSpec {
+    StoreSpec {
+        url: "file:///store".into(),
+        endpoint: None,
+    }
+}
+
+/// Plans `g` with `kind`, checking the invariants; a refusal must name a block whose one
+/// task alone does not fit.
+fn plan_checked(
+    g: &Graph,
+    kind: SchedulerKind,
+    workers: usize,
+    memory_mb: u64,
+) -> Result<Plan, PlanError> {
+    let spec = store();
+    let cx = Ctx {
+        g,
+        prefix: PREFIX,
+        store: &spec,
+        workers,
+        memory_mb,
+    };
+    let work = block_work(g);
+    let r = plan(kind, &cx, &work);
+    match &r {
+        Ok(p) => {
+            // `plan` checks in debug builds; check here too, whatever the build.
+            let placed = placed_of(&cx, kind, &work);
+            check::check_plan(&cx, kind, &work, &placed, p)
+                .unwrap_or_else(|e| panic!("{kind:?}, {workers} workers, {memory_mb} MB: {e}"));
+        }
+        Err(e) => {
+            assert!(e.need_mib > memory_mb, "refused without need: {e}");
+            assert!(e.node < g.nodes.len());
+        }
+    }
+    r
+}
+
+fn placed_of(cx: &Ctx, kind: SchedulerKind, work: &BlockWork) -> Vec<(BlockTask, usize)> {
+    let mut blocks = Blocks::new(cx.g, work);
+    let tasks = match kind {
+        SchedulerKind::Naive => naive::place(cx, work, &mut blocks),
+        SchedulerKind::Lshs => {
+            let t = lshs::place(cx, work, &mut blocks);
+            lshs::reorder(cx, t, &blocks)
+        }
+    };
+    tasks.to_block_tasks(&blocks)
+}
+
+const KINDS: [SchedulerKind; 2] = [SchedulerKind::Lshs, SchedulerKind::Naive];
+
+#[test]
+fn generated_plans_keep_the_invariants() {
+    let (mut ok, mut refused) = (0, 0);
+    for seed in 0..400 {
+        let g = gen_graph(seed);
+        let (workers, memory_mb) = cluster(seed);
+        for kind in KINDS {
+            match plan_checked(&g, kind, workers, memory_mb) {
+                Ok(_) => ok += 1,
+                Err(_) => refused += 1,
+            }
+        }
+    }
+    // The corpus exercises both outcomes.
+    assert!(ok > 500 && refused > 20, "{ok} plans, {refused} refused");
+}
+
+#[test]
+fn same_graph_any_cluster() {
+    // One graph of each shape over many cluster sizes: workers 1..=64.
+    for seed in [3, 10, 27, 42] {
+        let g = gen_graph(seed);
+        for workers in [1, 2, 5, 13, 64] {
+            for memory_mb in [42, 96, 4096] {
+                for kind in KINDS {
+                    let _ = plan_checked(&g, kind, workers, memory_mb);
+                }
+            }
+        }
+    }
+}
+
+fn job_graph(text: &str) -> Graph {
+    let job = crate::job::Job::parse(std::path::Path::new("/tmp/p/job.toml"), text).unwrap();
+    crate::graph::build(&job, &Default::default()).unwrap()
+}
+
+#[test]
+fn jobs_from_files_keep_the_invariants() {
+    // Graphs as the builder makes them (transposes read through, `mean` lowered, vstack).
+    let jobs = [
+        "[arrays]\nX = { random = \"normal\", shape = [2000, 16], block = [100, 16] }\n\
+         w = { random = \"normal\", shape = [16] }\nmu = \"1 / (1 + exp(-(X @ w)))\"\n\
+         g = \"X.T @ mu\"\n[outputs]\ng = \"out/g.npy\"\n",
+        "[arrays]\nX = { random = \"normal\", shape = [700, 50], block = [64, 20] }\n\
+         G = \"X.T @ X / 700\"\nm = \"mean(X, axis=0)\"\ny = \"X[::3, 1:40:2] * 2\"\n\
+         [outputs]\nG = \"out/G.npy\"\nm = \"out/m.npy\"\ny = \"out/y.npy\"\n",
+        "[arrays]\nA = { random = \"normal\", shape = [400, 3], block = [7, 3] }\n\
+         r = { ones = [1, 3] }\nB = \"vstack([r, A])\"\ns = \"sum(B, axis=1)\"\n\
+         [outputs]\nB = \"out/B.npy\"\ns = \"out/s.npy\"\n",
+    ];
+    for text in jobs {
+        let g = job_graph(text);
+        for workers in [1, 2, 3, 64] {
+            for memory_mb in [64, 2048] {
+                for kind in KINDS {
+                    plan_checked(&g, kind, workers, memory_mb).unwrap();
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn naive_runs_one_task_per_invocation() {
+    for seed in 0..50 {
+        let g = gen_graph(seed);
+        if let Ok(p) = plan_checked(&g, SchedulerKind::Naive, 4, 2048) {
+            assert!(p.batches.iter().all(|b| b.batch().tasks.len() == 1));
+            assert_eq!(p.batches.len(), p.tasks);
+        }
+    }
+}
+
+/// A fingerprint of everything a plan says: every batch's JSON (array paths replaced by
+/// their number of first appearance in the plan, so that renaming paths does not move it),
+/// deps, slot and projections, the task count and the slot loads.
+pub(crate) fn fingerprint(p: &Plan) -> String {
+    use sha2::Digest;
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut h = sha2::Sha256::new();
+    h.update(format!("tasks {}\n", p.tasks));
+    for b in &p.batches {
+        let mut batch = b.batch();
+        for a in &mut batch.arrays {
+            let n = names.len();
+            a.path = format!("#{}", *names.entry(a.path.clone()).or_insert(n));
+        }
+        h.update(serde_json::to_string(&batch).expect("json"));
+        h.update(format!(
+            "\n{:?} {} {} {} {} {} {}\n",
+            b.deps, b.slot, b.projected_peak, b.bytes_in, b.bytes_out, b.gets, b.puts
+        ));
+    }
+    h.update(serde_json::to_string(&p.loads).expect("json"));
+    let d = h.finalize();
+    d[..8].iter().fold(String::new(), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
+}
+
+/// One line per corpus case and scheduler: the plan's batches, tasks and fingerprint, or
+/// the refusal.
+fn golden_lines() -> String {
+    let mut out = String::new();
+    for seed in 0..GOLDEN_CASES {
+        let g = gen_graph(seed);
+        let (workers, memory_mb) = cluster(seed);
+        for kind in KINDS {
+            let spec = store();
+            let cx = Ctx {
+                g: &g,
+                prefix: PREFIX,
+                store: &spec,
+                workers,
+                memory_mb,
+            };
+            let r = match plan(kind, &cx, &block_work(&g)) {
+                Ok(p) => format!(
+                    "{} batches {} tasks {}",
+                    p.batches.len(),
+                    p.tasks,
+                    fingerprint(&p)
+                ),
+                Err(e) => format!("refused n{} {} MiB", e.node, e.need_mib),
+            };
+            let _ = writeln!(
+                out,
+                "{seed} {workers}w {memory_mb}MB {}: {r}",
+                format!("{kind:?}").to_lowercase()
+            );
+        }
+    }
+    out
+}
+
+const GOLDEN_CASES: u64 = 300;
+const GOLDEN: &str = "src/sched/testdata/golden_plans.txt";
+
+/// The plans of the corpus are those recorded. After a deliberate change of plans,
+/// `NUMS_BLESS=1 cargo test -p nums-cloud golden` rewrites the file (commit it, saying why).
+#[test]
+fn golden_plans() {
+    let got = golden_lines();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(GOLDEN);
+    if std::env::var_os("NUMS_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).expect("golden file (NUMS_BLESS=1 writes it)");
+    let diff: Vec<String> = want
+        .lines()
+        .zip(got.lines())
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  was {a}\n  now {b}"))
+        .take(10)
+        .collect();
+    assert!(
+        diff.is_empty() && want.lines().count() == got.lines().count(),
+        "plans differ from {GOLDEN}:\n{}",
+        diff.join("\n")
+    );
+}
