@@ -141,8 +141,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         .await
         .map_err(|e| anyhow!(explain(&e, &job)))?;
         let mut dispatched = dispatched;
-        dispatched.stats.add(&early.stats);
-        dispatched.retries += early.retries;
+        dispatched.merge(&early);
         bar.finish_and_clear();
         let mut outputs = Vec::new();
         for o in &job.outputs {
@@ -215,8 +214,7 @@ async fn resolve_masks(
         )
         .await
         .map_err(|e| anyhow!(explain(&e, job)))?;
-        early.stats.add(&d.stats);
-        early.retries += d.retries;
+        early.merge(&d);
         let arr = StoredArray::new(
             &tasks::node_path(&job.name, &sub, root),
             sub.nodes[root].meta.clone(),
