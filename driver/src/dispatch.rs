@@ -284,7 +284,8 @@ pub struct Policy {
 /// When a straggler gets a backup invocation: Cubed's rule (`cubed/runtime/backup.py`:
 /// at least `min_started` invocations started, at least `min_done_fraction` of them
 /// finished, and this one older than `slow_factor` × the median duration of the finished
-/// ones), and never before `min_age`: below a second, timing noise (a process scheduled
+/// ones; `min_started` is waived while every worker is taken, as nothing else can start
+/// then), and never before `min_age`: below a second, timing noise (a process scheduled
 /// late, a cold start) is not a straggler, and a backup would only add load. Each batch
 /// gets at most one backup; the first result wins and the other is ignored (a batch's
 /// outputs are deterministic blocks under deterministic keys, so a duplicate write is
@@ -473,6 +474,7 @@ struct Dispatch<'a, I> {
     batches: &'a [PlannedBatch],
     store: &'a Store,
     policy: &'a Policy,
+    workers: usize,
     state: Vec<BatchState>,
     dependents: Vec<Vec<usize>>,
     ready: VecDeque<usize>,
@@ -507,8 +509,8 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
     }
 
     /// Starts ready batches while fewer than `workers` are in progress.
-    fn fill(&mut self, workers: usize) {
-        while self.active < workers {
+    fn fill(&mut self) {
+        while self.active < self.workers {
             let Some(i) = self.ready.pop_front() else {
                 break;
             };
@@ -521,7 +523,10 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
     /// Sends a backup of every straggler; returns when the oldest send left would become one.
     fn back_up_stragglers(&mut self) -> Option<Instant> {
         let rule = self.policy.backups.as_ref()?;
-        if self.started < rule.min_started
+        // With every worker taken nothing else can start, so `min_started` may never be
+        // reached (one worker, one hung invocation): then the finished ones must do.
+        let stalled = self.active >= self.workers;
+        if (self.started < rule.min_started && !stalled)
             || (self.done as f64) < rule.min_done_fraction * self.started as f64
         {
             return None;
@@ -660,6 +665,7 @@ pub async fn run_batches_with<I: Invoke>(
         batches,
         store,
         policy,
+        workers: workers.max(1),
         state: batches
             .iter()
             .map(|b| BatchState {
@@ -677,9 +683,8 @@ pub async fn run_batches_with<I: Invoke>(
         active: 0,
         total: Dispatched::default(),
     };
-    let workers = workers.max(1);
     while d.done < n {
-        d.fill(workers);
+        d.fill();
         let wake = d.back_up_stragglers();
         if d.running.is_empty() {
             unreachable!("dependency cycle in the batch graph");
@@ -1166,6 +1171,25 @@ mod tests {
         assert_eq!(seen, (0..40).collect::<Vec<_>>());
         // The winner's answer released the batch's dependent.
         assert!(f.answered.lock().unwrap().contains_key(&39));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// With one worker, a hung send blocks everything: it gets its backup before
+    /// `min_started` batches could start.
+    #[tokio::test]
+    async fn a_hung_send_holding_every_worker_gets_a_backup() {
+        let (store, dir) = temp_store("fake-stalled");
+        let batches = plan(20, &store, |_| vec![]);
+        let f = fake(|i, n, _| match (i, n) {
+            (3, 1) => Act::Hang,
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 1, &with_backups())
+            .await
+            .0
+            .unwrap();
+        assert_eq!((d.backups, d.retries, d.stats.invocations), (1, 0, 20));
+        assert_eq!(f.most_in_flight.load(SeqCst), 2);
         std::fs::remove_dir_all(dir).ok();
     }
 

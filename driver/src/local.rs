@@ -6,10 +6,11 @@
 //! other way (a signal, an abort) fails its invocation as `Runtime.ExitError`, which the
 //! driver sends again, and is replaced.
 //!
-//! `workers` processes run all the time. When an invocation waits and every process is
-//! busy — a backup sent for a hung or slow invocation — the endpoint starts another
-//! process for it, as Lambda starts another execution environment (at most `workers`
-//! more); such a process is taken down after it has been idle for a few seconds.
+//! `workers` processes run all the time. When an invocation waits and no process takes
+//! it within [`GRACE`] — every process busy or frozen, as when the driver sends a backup
+//! for a hung invocation — the endpoint starts another process, as Lambda starts another
+//! execution environment (at most `workers` more); such a process is taken down after it
+//! has been idle for a few seconds.
 //!
 //! Stopping kills the processes first and only then stops answering the runtime API, so
 //! no process ever sees its `/next` poll answered without an invocation (lambda_runtime
@@ -45,6 +46,9 @@ pub struct LocalConfig {
     pub log_dir: PathBuf,
 }
 
+/// How long an invocation may wait for a process before another one is started. A free
+/// process takes an invocation within milliseconds; a process starts in tens.
+const GRACE: Duration = Duration::from_millis(200);
 /// How long a process started for a backup may sit idle before it is taken down.
 const EXTRA_IDLE: Duration = Duration::from_secs(5);
 /// How often a supervisor looks at its process's memory and deadline.
@@ -60,6 +64,8 @@ struct Invocation {
     id: String,
     body: Bytes,
     reply: oneshot::Sender<Outcome>,
+    /// Set once a process has it.
+    taken: Arc<AtomicBool>,
 }
 
 struct InFlight {
@@ -72,7 +78,7 @@ struct InFlight {
 /// polls), its invocation in flight, and its supervisor.
 struct Slot {
     n: usize,
-    /// Started because every process was busy; taken down when idle.
+    /// Started because an invocation found no process; taken down when idle.
     extra: bool,
     inflight: std::sync::Mutex<Option<InFlight>>,
     /// Bumped (under `inflight`'s lock) each time the slot's process dies; a poll from an
@@ -92,9 +98,7 @@ struct Shared {
     queue_rx: Mutex<mpsc::UnboundedReceiver<Invocation>>,
     /// Invocations waiting in the queue.
     queued: AtomicUsize,
-    /// Slots whose process runs an invocation, slots alive, extra slots alive.
-    busy: AtomicUsize,
-    live: AtomicUsize,
+    /// Extra slots alive.
     extras: AtomicUsize,
     next_id: AtomicU64,
     next_slot: AtomicUsize,
@@ -130,8 +134,6 @@ impl LocalEndpoint {
             queue_tx: tx,
             queue_rx: Mutex::new(rx),
             queued: AtomicUsize::new(0),
-            busy: AtomicUsize::new(0),
-            live: AtomicUsize::new(0),
             extras: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             next_slot: AtomicUsize::new(0),
@@ -260,16 +262,15 @@ async fn start_slot(s: &Arc<Shared>, extra: bool) -> anyhow::Result<()> {
     let addr = l.local_addr()?;
     let server = serve(l, runtime, s.stop_servers.subscribe(), Some(slot.clone()));
     s.servers.lock().expect("servers").push(server);
-    s.live.fetch_add(1, SeqCst);
     let sup = tokio::spawn(supervise(s.clone(), slot, addr));
     s.supervisors.lock().expect("supervisors").push(sup);
     Ok(())
 }
 
-/// An invocation waits and every process is busy: start one more, as Lambda would start
-/// another environment (at most `workers` more than `workers`).
-fn start_extra_if_all_busy(s: &Arc<Shared>) {
-    if s.stopping() || s.queued.load(SeqCst) == 0 || s.busy.load(SeqCst) < s.live.load(SeqCst) {
+/// An invocation found no process: start one more, as Lambda would start another
+/// environment (at most `workers` more than `workers`).
+fn start_extra(s: &Arc<Shared>) {
+    if s.stopping() {
         return;
     }
     let cap = s.cfg.workers.max(1);
@@ -326,17 +327,28 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     }
     let (tx, rx) = oneshot::channel();
     let id = format!("{:08x}-local", s.next_id.fetch_add(1, SeqCst));
+    let taken = Arc::new(AtomicBool::new(false));
     s.queued.fetch_add(1, SeqCst);
     let _ = s.queue_tx.send(Invocation {
         id,
         body,
         reply: tx,
+        taken: taken.clone(),
     });
-    start_extra_if_all_busy(&s);
-    let outcome = rx.await.unwrap_or(Outcome::Error {
-        error_type: ErrorKind::Other.wire_name().into(),
-        message: "the invocation was dropped".into(),
-    });
+    let mut rx = rx;
+    let outcome = loop {
+        tokio::select! {
+            r = &mut rx => break r.unwrap_or(Outcome::Error {
+                error_type: ErrorKind::Other.wire_name().into(),
+                message: "the invocation was dropped".into(),
+            }),
+            _ = tokio::time::sleep(GRACE), if !taken.load(SeqCst) => {
+                if !taken.load(SeqCst) {
+                    start_extra(&s);
+                }
+            }
+        }
+    };
     let (body, function_error) = match outcome {
         Outcome::Ok(b) if b.len() > PAYLOAD_LIMIT => (
             error_json(
@@ -452,21 +464,20 @@ async fn next(State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>) -> Response {
             let _ = s.queue_tx.send(inv);
             return StatusCode::GONE.into_response();
         }
+        inv.taken.store(true, SeqCst);
         *g = Some(InFlight {
             id: inv.id,
             reply: inv.reply,
             deadline,
         });
-        s.busy.fetch_add(1, SeqCst);
     }
     (StatusCode::OK, h, inv.body).into_response()
 }
 
-fn finish(s: &Shared, slot: &Slot, id: &str, outcome: Outcome) -> StatusCode {
+fn finish(slot: &Slot, id: &str, outcome: Outcome) -> StatusCode {
     let mut g = slot.inflight.lock().expect("slot");
     match g.take() {
         Some(f) if f.id == id => {
-            s.busy.fetch_sub(1, SeqCst);
             let _ = f.reply.send(outcome);
             StatusCode::ACCEPTED
         }
@@ -478,15 +489,15 @@ fn finish(s: &Shared, slot: &Slot, id: &str, outcome: Outcome) -> StatusCode {
 }
 
 async fn response(
-    State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>,
+    State((_, slot)): State<(Arc<Shared>, Arc<Slot>)>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> StatusCode {
-    finish(&s, &slot, &id, Outcome::Ok(body))
+    finish(&slot, &id, Outcome::Ok(body))
 }
 
 async fn error(
-    State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>,
+    State((_, slot)): State<(Arc<Shared>, Arc<Slot>)>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> StatusCode {
@@ -496,7 +507,7 @@ async fn error(
         error_type: field("errorType"),
         message: field("errorMessage"),
     };
-    finish(&s, &slot, &id, outcome)
+    finish(&slot, &id, outcome)
 }
 
 async fn init_error(State((_s, slot)): State<(Arc<Shared>, Arc<Slot>)>, body: Bytes) -> StatusCode {
@@ -510,14 +521,13 @@ async fn init_error(State((_s, slot)): State<(Arc<Shared>, Arc<Slot>)>, body: By
 
 /// Marks the slot's process dead (polls from it are stale from now on) and fails its
 /// invocation in flight, if any.
-fn process_died(s: &Shared, slot: &Slot, kind: ErrorKind, message: &str) {
+fn process_died(slot: &Slot, kind: ErrorKind, message: &str) {
     let f = {
         let mut g = slot.inflight.lock().expect("slot");
         slot.generation.fetch_add(1, SeqCst);
         g.take()
     };
     if let Some(f) = f {
-        s.busy.fetch_sub(1, SeqCst);
         let _ = f.reply.send(Outcome::Error {
             error_type: kind.wire_name().into(),
             message: message.into(),
@@ -629,7 +639,7 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("cannot start {}: {e}", cfg.command[0]);
-                process_died(&s, &slot, ErrorKind::CannotStart, &message);
+                process_died(&slot, ErrorKind::CannotStart, &message);
                 fail_queue_if_hopeless(&s, &mut failures, &message).await;
                 continue;
             }
@@ -646,13 +656,13 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
                 st = child.wait() => break st,
                 _ = until_set(&mut stop) => {
                     let _ = child.kill().await;
-                    process_died(&s, &slot, ErrorKind::Other, "the local endpoint stopped");
+                    process_died(&slot, ErrorKind::Other, "the local endpoint stopped");
                     break 'process;
                 }
                 _ = tokio::time::sleep(POLL) => {
                     if slot.retiring.load(SeqCst) {
                         let _ = child.kill().await;
-                        process_died(&s, &slot, ErrorKind::Other, "an idle function process was retired");
+                        process_died(&slot, ErrorKind::Other, "an idle function process was retired");
                         break 'process;
                     }
                     if let Some((_, p)) = nums_function::memory::usage_of(pid) {
@@ -681,7 +691,7 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
                 classify_death(status, oom_killed, peak, cfg.memory_mb)
             }
         };
-        process_died(&s, &slot, kind, &message);
+        process_died(&slot, kind, &message);
         if !slot.polled.load(SeqCst) && kind == ErrorKind::Crashed {
             // It died before asking for work: it cannot start.
             fail_queue_if_hopeless(&s, &mut failures, &message).await;
@@ -692,7 +702,6 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
     if let Some(cg) = cgroup {
         cg.remove();
     }
-    s.live.fetch_sub(1, SeqCst);
     if slot.extra {
         s.extras.fetch_sub(1, SeqCst);
     }
@@ -720,6 +729,54 @@ async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dispatch::{Invoke, Invoker};
+
+    /// A function process that polls /next and answers every invocation with empty stats.
+    const ANSWERS: &str = r#"
+import json, os, urllib.request
+api = "http://" + os.environ["AWS_LAMBDA_RUNTIME_API"] + "/2018-06-01/runtime/invocation/"
+stats = {k: 0 for k in ["invocations", "tasks", "bytes_read", "bytes_written", "requests",
+    "intermediate_bytes_written", "put_requests", "wall_seconds", "compute_seconds",
+    "io_seconds", "peak_memory_bytes"]}
+stats["invocations"] = 1
+while True:
+    r = urllib.request.urlopen(api + "next")
+    rid = r.headers["Lambda-Runtime-Aws-Request-Id"]
+    r.read()
+    urllib.request.urlopen(api + rid + "/response", data=json.dumps(stats).encode()).read()
+"#;
+
+    /// The only process is frozen without having asked for work: an invocation nobody
+    /// takes gets another process, as Lambda would start another environment.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_invocation_no_process_takes_gets_another_process() {
+        let dir = std::env::temp_dir().join(format!("nums-local-extra-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The first process ever started hangs (a frozen one); later ones answer.
+        let script = format!(
+            "import os, time\ntry:\n    os.mkdir({:?})\n    time.sleep(60)\nexcept FileExistsError:\n    pass\n{ANSWERS}",
+            dir.join("first").to_str().unwrap()
+        );
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 256,
+            timeout: Duration::from_secs(60),
+            command: vec!["python3".into(), "-c".into(), script],
+            log_dir: dir.join("logs"),
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let t = Instant::now();
+        let stats = inv.invoke(b"{}".to_vec()).await.unwrap();
+        assert_eq!(stats.invocations, 1);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(ep.shared.extras.load(SeqCst), 1);
+        ep.stop().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
 
     fn exit(code: i32) -> std::io::Result<std::process::ExitStatus> {
         use std::os::unix::process::ExitStatusExt;

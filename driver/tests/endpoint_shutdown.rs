@@ -43,10 +43,8 @@ async fn stopping_an_endpoint_leaves_no_panic_in_the_function_logs() {
         .unwrap();
         let inv = Invoker::local(&ep.invoke_url, "f");
         // Every process warm, then polling again for the next invocation.
-        let answers = futures::future::join_all(
-            (0..2 * workers).map(|_| inv.invoke(empty.clone())),
-        )
-        .await;
+        let answers =
+            futures::future::join_all((0..2 * workers).map(|_| inv.invoke(empty.clone()))).await;
         for a in answers {
             assert_eq!(a.unwrap().invocations, 1);
         }
@@ -57,6 +55,9 @@ async fn stopping_an_endpoint_leaves_no_panic_in_the_function_logs() {
     for e in std::fs::read_dir(&logs).unwrap() {
         text += &std::fs::read_to_string(e.unwrap().path()).unwrap();
     }
-    assert!(!text.contains("panicked"), "a function process panicked:\n{text}");
+    assert!(
+        !text.contains("panicked"),
+        "a function process panicked:\n{text}"
+    );
     std::fs::remove_dir_all(&root).ok();
 }
