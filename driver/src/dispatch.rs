@@ -1140,13 +1140,13 @@ mod tests {
         });
         let d = dispatch(&f, &batches, &store, 3, &fast()).await.0.unwrap();
         assert_eq!((d.retries, d.stats.invocations), (3, 3));
-        for i in 0..3 {
+        for (i, b) in batches.iter().enumerate() {
             assert_eq!(f.sends_of(i), 2);
             let staged: Batch = serde_json::from_slice(
                 &store.get(&format!("b{i}/_batches/{i}.json")).await.unwrap(),
             )
             .unwrap();
-            assert_eq!(staged, batches[i].batch);
+            assert_eq!(staged, b.batch);
         }
         std::fs::remove_dir_all(dir).ok();
     }

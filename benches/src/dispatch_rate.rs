@@ -1,0 +1,159 @@
+//! Dispatch at scale: how many invocations per second the driver keeps going, and what
+//! each costs it. `--batches` no-op batches (a batch with no tasks: the function returns
+//! at once) go through `run_batches` and the local Lambda-compatible endpoint to real
+//! function processes (`nums-cloud function`), for each worker count; printed side by
+//! side with the dispatcher alone (the same batches through an in-process no-op
+//! [`Invoke`], no HTTP, no process), so the dispatcher's own share shows.
+//!
+//!     cargo build --release -p nums-cloud -p nums-benches
+//!     target/release/dispatch_rate [--batches 100000] [--workers 2,4,8]
+//!
+//! CPU per invocation is from getrusage: the driver's (RUSAGE_SELF: the dispatcher, the
+//! SDK's HTTP client and the endpoint, which runs inside the driver) and the function
+//! processes' (RUSAGE_CHILDREN, counted once they have been stopped and reaped).
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use nums_cloud::dispatch::{Invoke, InvokeError, Invoker, run_batches};
+use nums_cloud::local::{LocalConfig, LocalEndpoint};
+use nums_cloud::sched::PlannedBatch;
+use nums_layout::batch::{Batch, Stats};
+use nums_layout::{Store, StoreSpec};
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// CPU seconds (user + system) of this process or of its reaped children.
+fn cpu(who: libc::c_int) -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes the struct it is given.
+    unsafe { libc::getrusage(who, &mut u) };
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
+    t(u.ru_utime) + t(u.ru_stime)
+}
+
+/// Answers every payload at once: the dispatcher alone.
+struct NoOp;
+
+impl Invoke for NoOp {
+    async fn invoke(&self, _payload: Vec<u8>) -> Result<Stats, InvokeError> {
+        Ok(Stats {
+            invocations: 1,
+            ..Stats::default()
+        })
+    }
+}
+
+struct Round {
+    seconds: f64,
+    invocations: u64,
+    driver_cpu: f64,
+    function_cpu: f64,
+}
+
+async fn round<I: Invoke>(
+    inv: &I,
+    batches: &[PlannedBatch],
+    store: &Store,
+    workers: usize,
+) -> anyhow::Result<Round> {
+    let (t, c) = (Instant::now(), cpu(libc::RUSAGE_SELF));
+    let d = run_batches(inv, batches, store, workers, |_, _| {}).await?;
+    Ok(Round {
+        seconds: t.elapsed().as_secs_f64(),
+        invocations: d.stats.invocations,
+        driver_cpu: cpu(libc::RUSAGE_SELF) - c,
+        function_cpu: 0.0,
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let n: usize = arg("--batches").map_or(Ok(100_000), |s| s.parse())?;
+    let workers: Vec<usize> = arg("--workers")
+        .unwrap_or_else(|| "2,4,8".into())
+        .split(',')
+        .map(|w| w.trim().parse())
+        .collect::<Result<_, _>>()
+        .context("--workers: a list like 2,4,8")?;
+    let dir = std::env::temp_dir().join(format!("nums-bench-dispatch-{}", std::process::id()));
+    let spec = StoreSpec {
+        url: url::Url::from_directory_path(&dir)
+            .map_err(|_| anyhow::anyhow!("temp dir"))?
+            .to_string(),
+        endpoint: None,
+    };
+    let store = Store::open(&spec)?;
+    let batches: Vec<PlannedBatch> = (0..n)
+        .map(|_| PlannedBatch {
+            batch: Batch {
+                store: spec.clone(),
+                job_prefix: "rate".into(),
+                arrays: vec![],
+                tasks: vec![],
+            },
+            deps: vec![],
+            slot: 0,
+            projected_peak: 0,
+            bytes_in: 0,
+            bytes_out: 0,
+            gets: 0,
+            puts: 0,
+        })
+        .collect();
+    let command = nums_cloud::run::default_function_command()?;
+    println!(
+        "{n} no-op batches; {} cores; function: {}",
+        std::thread::available_parallelism().map_or(1, |c| c.get()),
+        command.join(" ")
+    );
+    println!(
+        "| workers | path | seconds | invocations/s | driver CPU µs/invocation | functions CPU µs/invocation |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for &w in &workers {
+        let alone = round(&NoOp, &batches, &store, w).await?;
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "rate".into(),
+            workers: w,
+            memory_mb: 256,
+            timeout: Duration::from_secs(60),
+            command: command.clone(),
+            log_dir: dir.join("logs"),
+        })
+        .await?;
+        let inv = Invoker::local(&ep.invoke_url, "rate");
+        // Warm: every process started and polling, connections open.
+        round(&inv, &batches[..4 * w], &store, w).await?;
+        let children = cpu(libc::RUSAGE_CHILDREN);
+        let mut local = round(&inv, &batches, &store, w).await?;
+        ep.stop().await;
+        local.function_cpu = cpu(libc::RUSAGE_CHILDREN) - children;
+        for (path, r) in [("dispatcher alone", &alone), ("local endpoint", &local)] {
+            anyhow::ensure!(
+                r.invocations == n as u64,
+                "{path}: {} invocations",
+                r.invocations
+            );
+            let per = |s: f64| s / r.invocations as f64 * 1e6;
+            println!(
+                "| {w} | {path} | {:.2} | {:.0} | {:.1} | {} |",
+                r.seconds,
+                r.invocations as f64 / r.seconds,
+                per(r.driver_cpu),
+                if path == "local endpoint" {
+                    format!("{:.1}", per(r.function_cpu))
+                } else {
+                    "-".into()
+                },
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
