@@ -500,8 +500,10 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             self.total.backups += 1;
         } else {
             s.seq += 1;
-            self.by_age
-                .push(Reverse((Instant::now() + pause, i, s.seq)));
+            if self.policy.backups.is_some() {
+                self.by_age
+                    .push(Reverse((Instant::now() + pause, i, s.seq)));
+            }
         }
         let (inv, b, store) = (self.inv, &self.batches[i], self.store);
         let how = (s.seq, s.stored, pause);
@@ -1107,7 +1109,11 @@ mod tests {
             (1, ..=6) => Act::Fail(function_error(ErrorKind::Store)),
             _ => Act::Ok,
         });
-        let d = dispatch(&f, &batches, &store, 2, &fast()).await.0.unwrap();
+        let patient = Policy {
+            store_budget: Duration::from_secs(10),
+            ..fast()
+        };
+        let d = dispatch(&f, &batches, &store, 2, &patient).await.0.unwrap();
         assert_eq!((d.retries, d.stats.invocations), (6, 4));
 
         let f = fake(|i, _, _| match i {
@@ -1202,8 +1208,8 @@ mod tests {
         let ms = Duration::from_millis;
         // The original fails while its backup runs; the backup answers later.
         let f = fake(|i, n, _| match (i, n) {
-            (10, 1) => Act::FailAfter(ms(200), function_error(ErrorKind::TimedOut)),
-            (10, 2) => Act::OkAfter(ms(400)),
+            (10, 1) => Act::FailAfter(ms(400), function_error(ErrorKind::TimedOut)),
+            (10, 2) => Act::OkAfter(ms(800)),
             _ => Act::Ok,
         });
         let d = dispatch(&f, &batches, &store, 4, &with_backups())
@@ -1213,8 +1219,8 @@ mod tests {
         assert_eq!((d.backups, d.retries), (1, 0));
         // The backup answers first; the original's crash, later, is ignored.
         let f = fake(|i, n, _| match (i, n) {
-            (10, 1) => Act::FailAfter(ms(200), function_error(ErrorKind::Crashed)),
-            (29, _) => Act::OkAfter(ms(300)),
+            (10, 1) => Act::FailAfter(ms(400), function_error(ErrorKind::Crashed)),
+            (29, _) => Act::OkAfter(ms(600)),
             _ => Act::Ok,
         });
         let d = dispatch(&f, &batches, &store, 4, &with_backups())
@@ -1225,8 +1231,8 @@ mod tests {
         assert_eq!((d.backups, d.retries), (2, 0));
         // Both copies crash: the batch is sent again (and gets no second backup).
         let f = fake(|i, n, _| match (i, n) {
-            (10, 1) => Act::FailAfter(ms(150), function_error(ErrorKind::Crashed)),
-            (10, 2) => Act::FailAfter(ms(150), function_error(ErrorKind::Crashed)),
+            (10, 1) => Act::FailAfter(ms(300), function_error(ErrorKind::Crashed)),
+            (10, 2) => Act::FailAfter(ms(300), function_error(ErrorKind::Crashed)),
             (10, 3) => Act::OkAfter(ms(100)),
             _ => Act::Ok,
         });
