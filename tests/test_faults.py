@@ -192,3 +192,20 @@ def test_a_function_over_memory_is_out_of_memory_and_not_retried(tmp_path):
     assert "Runtime.OutOfMemory" in err and "memory_mb = 256" in err, err
     assert "after 1 attempt(s)" in err, err
     assert "hint: a batch needs more than memory_mb = 256" in err, err
+
+
+def test_a_killed_driver_takes_its_function_processes_along(tmp_path):
+    """SIGKILL of the driver mid-job: its function processes die with it (no orphan keeps
+    computing and writing for a run that is gone)."""
+    job, _ = matmul_job(tmp_path, "driverkill")
+    run = FaultRun(job, tmp_path)
+    run.busy_function()
+    pids = run.function_pids()
+    assert pids
+    run.proc.kill()
+    run.proc.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() for p in pids):
+        time.sleep(0.05)
+    left = [p for p in pids if Path(f"/proc/{p}").exists() and b"function" in cmdline(p)]
+    assert not left, f"function processes outlived their driver: {left}"

@@ -628,6 +628,16 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             .env("OPENBLAS_NUM_THREADS", threads.to_string())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
+        // A driver killed outright (SIGKILL, the OOM killer) takes its function processes
+        // with it, rather than leaving them to finish and write for a run that is gone.
+        #[cfg(target_os = "linux")]
+        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         if let Ok(log) = log {
             if let Ok(l2) = log.try_clone() {
                 cmd.stdout(l2);
