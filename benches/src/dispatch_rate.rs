@@ -3,14 +3,17 @@
 //! at once) go through `run_batches` and the local Lambda-compatible endpoint to real
 //! function processes (`nums-cloud function`), for each worker count; printed side by
 //! side with the dispatcher alone (the same batches through an in-process no-op
-//! [`Invoke`], no HTTP, no process), so the dispatcher's own share shows.
+//! [`Invoke`], no HTTP, no process), so the dispatcher's own share shows, and with the
+//! endpoint in a process of its own (`nums-cloud endpoint`), so the driver's CPU is what
+//! it would spend against AWS Lambda (the dispatcher and the SDK's Invoke calls).
 //!
 //!     cargo build --release -p nums-cloud -p nums-benches
 //!     target/release/dispatch_rate [--batches 100000] [--workers 2,4,8]
 //!
 //! CPU per invocation is from getrusage: the driver's (RUSAGE_SELF: the dispatcher, the
-//! SDK's HTTP client and the endpoint, which runs inside the driver) and the function
-//! processes' (RUSAGE_CHILDREN, counted once they have been stopped and reaped).
+//! SDK's HTTP client and, as `nums-cloud run` does it, the endpoint inside the driver) and
+//! its children's (RUSAGE_CHILDREN, counted once stopped and reaped: the function
+//! processes, and the endpoint process with them when it runs apart).
 
 use std::time::{Duration, Instant};
 
@@ -30,8 +33,9 @@ fn arg(name: &str) -> Option<String> {
 
 /// CPU seconds (user + system) of this process or of its reaped children.
 fn cpu(who: libc::c_int) -> f64 {
+    // SAFETY: rusage is plain integers (zero is a valid value), and getrusage only
+    // writes the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage only writes the struct it is given.
     unsafe { libc::getrusage(who, &mut u) };
     let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 * 1e-6;
     t(u.ru_utime) + t(u.ru_stime)
@@ -70,6 +74,45 @@ async fn round<I: Invoke>(
         driver_cpu: cpu(libc::RUSAGE_SELF) - c,
         function_cpu: 0.0,
     })
+}
+
+/// A round against `nums-cloud endpoint` run as a process of its own.
+async fn apart(
+    command: &[String],
+    batches: &[PlannedBatch],
+    store: &Store,
+    workers: usize,
+) -> anyhow::Result<Round> {
+    use tokio::io::AsyncBufReadExt;
+    let children = cpu(libc::RUSAGE_CHILDREN);
+    let mut ep = tokio::process::Command::new(&command[0])
+        .args([
+            "endpoint",
+            "--function",
+            "rate",
+            "--workers",
+            &workers.to_string(),
+        ])
+        .args(["--memory-mb", "256", "--timeout-seconds", "60", "--command"])
+        .args(command)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()?;
+    let mut lines = tokio::io::BufReader::new(ep.stdout.take().context("stdout")?).lines();
+    let url = lines
+        .next_line()
+        .await?
+        .context("the endpoint printed no URL")?;
+    let inv = Invoker::local(&url, "rate");
+    round(&inv, &batches[..4 * workers], store, workers).await?;
+    let mut r = round(&inv, batches, store, workers).await?;
+    // SIGTERM: the endpoint stops its function processes and reaps them.
+    let pid = ep.id().context("endpoint pid")? as i32;
+    // SAFETY: kill only sends a signal, to the child started above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    ep.wait().await?;
+    r.function_cpu = cpu(libc::RUSAGE_CHILDREN) - children;
+    Ok(r)
 }
 
 #[tokio::main]
@@ -113,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
         command.join(" ")
     );
     println!(
-        "| workers | path | seconds | invocations/s | driver CPU µs/invocation | functions CPU µs/invocation |"
+        "| workers | path | seconds | invocations/s | driver CPU µs/invocation | children's CPU µs/invocation |"
     );
     println!("|---|---|---|---|---|---|");
     for &w in &workers {
@@ -134,7 +177,12 @@ async fn main() -> anyhow::Result<()> {
         let mut local = round(&inv, &batches, &store, w).await?;
         ep.stop().await;
         local.function_cpu = cpu(libc::RUSAGE_CHILDREN) - children;
-        for (path, r) in [("dispatcher alone", &alone), ("local endpoint", &local)] {
+        let apart = apart(&command, &batches, &store, w).await?;
+        for (path, r) in [
+            ("dispatcher alone", &alone),
+            ("endpoint in the driver", &local),
+            ("endpoint apart", &apart),
+        ] {
             anyhow::ensure!(
                 r.invocations == n as u64,
                 "{path}: {} invocations",
@@ -146,10 +194,10 @@ async fn main() -> anyhow::Result<()> {
                 r.seconds,
                 r.invocations as f64 / r.seconds,
                 per(r.driver_cpu),
-                if path == "local endpoint" {
-                    format!("{:.1}", per(r.function_cpu))
-                } else {
+                if path == "dispatcher alone" {
                     "-".into()
+                } else {
+                    format!("{:.1}", per(r.function_cpu))
                 },
             );
         }
