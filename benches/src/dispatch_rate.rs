@@ -10,6 +10,10 @@
 //!     cargo build --release -p nums-cloud -p nums-benches
 //!     target/release/dispatch_rate [--batches 100000] [--workers 2,4,8]
 //!
+//! A second table shows the dispatcher's own cost per invocation staying flat from 10,000
+//! to 1,000,000 batches, with dependencies (batch i waits for i/2 and i-1000) and 1,000
+//! workers in flight, as against Lambda.
+//!
 //! CPU per invocation is from getrusage: the driver's (RUSAGE_SELF: the dispatcher, the
 //! SDK's HTTP client and, as `nums-cloud run` does it, the endpoint inside the driver) and
 //! its children's (RUSAGE_CHILDREN, counted once stopped and reaped: the function
@@ -201,6 +205,26 @@ async fn main() -> anyhow::Result<()> {
                 },
             );
         }
+    }
+    println!();
+    println!("| batches (with dependencies) | workers | seconds | dispatcher CPU µs/invocation |");
+    println!("|---|---|---|---|");
+    for n in [10_000, 100_000, 1_000_000] {
+        let mut dag = vec![batches[0].clone(); n];
+        for (i, b) in dag.iter_mut().enumerate() {
+            b.deps = if i >= 1000 {
+                vec![i / 2, i - 1000]
+            } else {
+                vec![]
+            };
+        }
+        let r = round(&NoOp, &dag, &store, 1000).await?;
+        anyhow::ensure!(r.invocations == n as u64);
+        println!(
+            "| {n} | 1000 | {:.2} | {:.2} |",
+            r.seconds,
+            r.driver_cpu / n as f64 * 1e6
+        );
     }
     std::fs::remove_dir_all(&dir).ok();
     Ok(())
