@@ -1,13 +1,22 @@
-//! The one dispatch path: aws-sdk-lambda's Invoke, against AWS Lambda or the local
-//! endpoint. Batches go out in dependency order, `workers` at a time, with retries.
+//! The one dispatch path: batches go out in dependency order, `workers` at a time, through
+//! an [`Invoke`] — aws-sdk-lambda's Invoke ([`Invoker`]), against AWS Lambda or the local
+//! endpoint. What can go wrong between the driver and a function is absorbed here, by
+//! rules unit-tested against a fake [`Invoke`] ([`Policy`]): throttling (429, honouring
+//! Retry-After), payloads over the limit (413: staged through the store), crashed
+//! processes (a few resends), store outages (resent for a time budget), and stragglers
+//! (one backup invocation each, Cubed's rule; the first result wins).
 
-use std::collections::VecDeque;
-use std::time::Duration;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use aws_sdk_lambda::primitives::Blob;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use nums_layout::batch::{PAYLOAD_LIMIT, Payload, Stats};
+use nums_layout::batch::{Batch, PAYLOAD_LIMIT, Payload, Stats};
+use nums_layout::failure::Retry;
 use nums_layout::{ErrorKind, Store};
 
 use crate::sched::PlannedBatch;
@@ -39,26 +48,23 @@ pub enum InvokeError {
         code: Option<String>,
         message: String,
     },
+    /// The batch could not be written to the store to travel by key (a store outage).
+    #[error("cannot stage the batch: {message}")]
+    Stage { message: String },
 }
 
 impl InvokeError {
-    fn api(message: String) -> InvokeError {
-        InvokeError::Api {
-            status: None,
-            code: None,
-            message,
-        }
-    }
-
-    /// Whether the same invocation may succeed if sent again. Function errors: store
-    /// hiccups and a crashed process may pass; out-of-memory, timeouts, refused keys and
-    /// bad data do not. API errors: no answer (network) or a 5xx may pass, except the
-    /// 5xx that report a broken deployment (an invalid zip, KMS or VPC set-up); other
-    /// 4xx (not found, access denied, bad request) will not. Throttling always may.
-    pub fn retryable(&self) -> bool {
+    /// How sending the same invocation again is ruled. Function errors: by their kind
+    /// ([`ErrorKind::retry`]). API errors: no answer (network) or a 5xx may pass, except
+    /// the 5xx that report a broken deployment (an invalid zip, KMS or VPC set-up); other
+    /// 4xx (not found, access denied, bad request) will not. Throttling always may (with
+    /// its own count); a batch that cannot be staged waits for the store like a
+    /// function's store error.
+    pub fn retry(&self) -> Retry {
         match self {
-            InvokeError::Function { kind, .. } => kind.retryable(),
-            InvokeError::Throttled { .. } => true,
+            InvokeError::Function { kind, .. } => kind.retry(),
+            InvokeError::Throttled { .. } => Retry::Attempts,
+            InvokeError::Stage { .. } => Retry::WithinBudget,
             InvokeError::Api { status, code, .. } => {
                 let permanent = code.as_deref().is_some_and(|c| {
                     c.starts_with("Invalid")
@@ -67,11 +73,17 @@ impl InvokeError {
                         || c.contains("LimitReached")
                 });
                 match status {
-                    None => true,
-                    Some(s) => *s >= 500 && !permanent,
+                    None => Retry::Attempts,
+                    Some(s) if *s >= 500 && !permanent => Retry::Attempts,
+                    Some(_) => Retry::Never,
                 }
             }
         }
+    }
+
+    /// Whether the same invocation may succeed if sent again.
+    pub fn retryable(&self) -> bool {
+        self.retry() != Retry::Never
     }
 
     /// Lambda refused the payload as too large (413): it must travel through the store.
@@ -84,6 +96,13 @@ impl InvokeError {
             }
         )
     }
+}
+
+/// "Invoke this payload": the seam between the dispatcher and whatever runs a batch.
+/// [`Invoker`] is the real one (AWS Lambda or the local endpoint); tests use a fake.
+pub trait Invoke: Sync {
+    /// Sends one payload and waits for the function's stats, or why it failed.
+    fn invoke(&self, payload: Vec<u8>) -> impl Future<Output = Result<Stats, InvokeError>> + Send;
 }
 
 /// An Invoke API error, classified: 429 as throttling (with Lambda's Retry-After), the
@@ -176,8 +195,10 @@ impl Invoker {
             function: function.to_string(),
         }
     }
+}
 
-    pub async fn invoke(&self, payload: Vec<u8>) -> Result<Stats, InvokeError> {
+impl Invoke for Invoker {
+    async fn invoke(&self, payload: Vec<u8>) -> Result<Stats, InvokeError> {
         let out = self
             .client
             .invoke()
@@ -186,12 +207,9 @@ impl Invoker {
             .send()
             .await
             .map_err(classify)?;
-        let body = out
-            .payload()
-            .map(|b| b.as_ref().to_vec())
-            .unwrap_or_default();
+        let body = out.payload().map(|b| b.as_ref()).unwrap_or_default();
         if out.function_error().is_some() {
-            let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
             let error_type = field("errorType");
             return Err(InvokeError::Function {
@@ -200,7 +218,7 @@ impl Invoker {
                 message: field("errorMessage"),
             });
         }
-        serde_json::from_slice(&body).map_err(|e| InvokeError::Api {
+        serde_json::from_slice(body).map_err(|e| InvokeError::Api {
             status: Some(out.status_code() as u16),
             code: None,
             message: format!("function answered with no stats: {e}"),
@@ -213,6 +231,7 @@ impl Invoker {
 #[error("invocation {batch} failed after {attempts} attempt(s): {error}")]
 pub struct DispatchError {
     pub batch: usize,
+    /// Invocations of the batch sent (backups included).
     pub attempts: u32,
     pub error: InvokeError,
 }
@@ -220,30 +239,109 @@ pub struct DispatchError {
 /// Totals of a dispatch.
 #[derive(Debug, Default, Clone)]
 pub struct Dispatched {
+    /// What the winning invocation of each batch measured.
     pub stats: Stats,
-    /// Invocations sent again, for any reason (throttling included).
+    /// Invocations sent again after a failure, for any reason (throttling included).
     pub retries: u64,
     /// Of `retries`, those after Lambda throttled the call (429).
     pub throttled: u64,
+    /// Backup invocations sent for stragglers (not counted in `retries`).
+    pub backups: u64,
 }
 
-/// Sends of one batch that may fail with a retryable error before it fails for good.
-const ATTEMPTS: u32 = 3;
-/// Throttled sends of one batch waited out before giving up: with the backoff below, a
-/// batch waits up to about a minute for a concurrency slot.
-const THROTTLED_ATTEMPTS: u32 = 8;
-const BACKOFF_BASE: Duration = Duration::from_millis(200);
-const BACKOFF_CAP: Duration = Duration::from_secs(20);
+impl Dispatched {
+    /// Adds another dispatch's totals (of the same run).
+    pub fn merge(&mut self, o: &Dispatched) {
+        self.stats.add(&o.stats);
+        self.retries += o.retries;
+        self.throttled += o.throttled;
+        self.backups += o.backups;
+    }
+}
 
-/// The pause before the `n`th resend (n >= 1): exponential, capped, with "equal jitter"
-/// (half fixed, half random) so that workers throttled together do not return together.
-pub fn backoff(n: u32, floor: Option<Duration>) -> Duration {
-    let exp = BACKOFF_BASE
-        .saturating_mul(1u32 << (n - 1).min(16))
-        .min(BACKOFF_CAP);
-    let half = exp / 2;
-    let d = half + half.mul_f64(fastrand::f64());
-    d.max(floor.unwrap_or_default().min(BACKOFF_CAP))
+/// How the dispatcher absorbs failures and stragglers. [`Policy::default`] is what `run`
+/// uses; tests scale the durations down.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Sends of one batch that may fail with an error retried by count (a crashed
+    /// process, an API error) before it fails for good.
+    pub attempts: u32,
+    /// Throttled sends of one batch waited out before giving up: with the default
+    /// backoff, a batch waits up to about a minute for a concurrency slot.
+    pub throttled_attempts: u32,
+    /// The first pause before a resend, doubled each time up to `backoff_cap`.
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    /// How long a batch whose function reports store errors is sent again, counted from
+    /// its first such failure: the store layer retries each request for
+    /// [`nums_layout::store::retry_budget`] (`NUMS_STORE_RETRY_SECONDS`, 120 s), and the
+    /// driver waits an outage out for as long.
+    pub store_budget: Duration,
+    /// Backup invocations for stragglers; `None`: never.
+    pub backups: Option<Backups>,
+}
+
+/// When a straggler gets a backup invocation: Cubed's rule (`cubed/runtime/backup.py`:
+/// at least `min_started` invocations started, at least `min_done_fraction` of them
+/// finished, and this one older than `slow_factor` × the median duration of the finished
+/// ones; `min_started` is waived while every worker is taken, as nothing else can start
+/// then), and never before `min_age`: below a second, timing noise (a process scheduled
+/// late, a cold start) is not a straggler, and a backup would only add load. Each batch
+/// gets at most one backup; the first result wins and the other is ignored (a batch's
+/// outputs are deterministic blocks under deterministic keys, so a duplicate write is
+/// harmless).
+#[derive(Debug, Clone)]
+pub struct Backups {
+    pub min_started: usize,
+    pub min_done_fraction: f64,
+    pub slow_factor: f64,
+    pub min_age: Duration,
+}
+
+impl Default for Backups {
+    fn default() -> Backups {
+        Backups {
+            min_started: 10,
+            min_done_fraction: 0.5,
+            slow_factor: 3.0,
+            min_age: Duration::from_secs(1),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy {
+            attempts: 3,
+            throttled_attempts: 8,
+            backoff_base: Duration::from_millis(200),
+            backoff_cap: Duration::from_secs(20),
+            store_budget: nums_layout::store::retry_budget(),
+            backups: Some(Backups::default()),
+        }
+    }
+}
+
+impl Policy {
+    /// The pause before the `n`th resend (n >= 1): exponential, capped, with "equal
+    /// jitter" (half fixed, half random) so that workers throttled together do not return
+    /// together; never under `floor` (Lambda's Retry-After), itself capped.
+    pub fn backoff(&self, n: u32, floor: Option<Duration>) -> Duration {
+        let exp = self
+            .backoff_base
+            .saturating_mul(1u32 << n.saturating_sub(1).min(16))
+            .min(self.backoff_cap);
+        let half = exp / 2;
+        let d = half + half.mul_f64(fastrand::f64());
+        d.max(floor.unwrap_or_default().min(self.backoff_cap))
+    }
+}
+
+/// `Payload::Inline` without cloning the batch (the same JSON).
+#[derive(serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+enum InlineRef<'a> {
+    Inline(&'a Batch),
 }
 
 /// The payload for a batch: inline, or through the store when it would pass the limit
@@ -255,9 +353,11 @@ pub async fn payload_for(
     force_stored: bool,
 ) -> anyhow::Result<Vec<u8>> {
     let batch = b.batch();
-    let inline = serde_json::to_vec(&Payload::Inline(batch.clone()))?;
-    if inline.len() <= PAYLOAD_LIMIT - 1024 && !force_stored {
-        return Ok(inline);
+    if !force_stored {
+        let inline = serde_json::to_vec(&InlineRef::Inline(&batch))?;
+        if inline.len() <= PAYLOAD_LIMIT - 1024 {
+            return Ok(inline);
+        }
     }
     let key = format!("{}/_batches/{n}.json", batch.job_prefix);
     store
@@ -270,126 +370,354 @@ pub async fn payload_for(
     })?)
 }
 
-/// How one batch's invocation went, after its retries.
-struct Sent {
+/// How one invocation of a batch went.
+struct Outcome {
     batch: usize,
-    attempts: u32,
-    throttled: u32,
+    /// Which send of the batch this was (backups share their original's).
+    seq: u32,
+    /// Whether the payload went by key.
+    stored: bool,
+    /// From the send to the answer.
+    took: Duration,
     result: Result<Stats, InvokeError>,
 }
 
-/// Invokes one batch until it succeeds, fails for good, or runs out of attempts.
-async fn send(inv: &Invoker, b: &PlannedBatch, i: usize, store: &Store) -> Sent {
-    let (mut attempts, mut failures, mut throttled) = (0u32, 0u32, 0u32);
-    let mut stored = false;
-    let mut payload = None;
-    loop {
-        let p = match payload.take() {
-            Some(p) => p,
-            None => match payload_for(b, i, store, stored).await {
-                Ok(p) => p,
-                Err(e) => {
-                    return Sent {
-                        batch: i,
-                        attempts: attempts.max(1),
-                        throttled,
-                        result: Err(InvokeError::api(format!("cannot stage the batch: {e}"))),
-                    };
-                }
-            },
-        };
-        attempts += 1;
-        let result = inv.invoke(p.clone()).await;
-        let pause = match &result {
-            Err(e) if e.too_large() && !stored => {
-                stored = true; // send it again by key, at once
-                continue;
-            }
-            Err(InvokeError::Throttled { retry_after, .. }) if throttled < THROTTLED_ATTEMPTS => {
-                throttled += 1;
-                backoff(throttled, *retry_after)
-            }
-            Err(e) if e.retryable() && !matches!(e, InvokeError::Throttled { .. }) => {
-                failures += 1;
-                if failures >= ATTEMPTS {
-                    return Sent {
-                        batch: i,
-                        attempts,
-                        throttled,
-                        result,
-                    };
-                }
-                backoff(failures, None)
-            }
-            _ => {
-                return Sent {
-                    batch: i,
-                    attempts,
-                    throttled,
-                    result,
-                };
-            }
-        };
-        payload = Some(p);
+type Pending<'a> = Pin<Box<dyn Future<Output = Outcome> + Send + 'a>>;
+
+/// One invocation of batch `i`, after a pause.
+async fn attempt<I: Invoke>(
+    inv: &I,
+    b: &PlannedBatch,
+    i: usize,
+    store: &Store,
+    (seq, stored, pause): (u32, bool, Duration),
+) -> Outcome {
+    if !pause.is_zero() {
         tokio::time::sleep(pause).await;
+    }
+    let (took, result) = match payload_for(b, i, store, stored).await {
+        Ok(p) => {
+            let t = Instant::now();
+            let r = inv.invoke(p).await;
+            (t.elapsed(), r)
+        }
+        Err(e) => (
+            Duration::ZERO,
+            Err(InvokeError::Stage {
+                message: format!("{e:#}"),
+            }),
+        ),
+    };
+    Outcome {
+        batch: i,
+        seq,
+        stored,
+        took,
+        result,
     }
 }
 
-/// Sends every batch once its dependencies have finished, at most `workers` at a time.
-pub async fn run_batches(
-    inv: &Invoker,
+/// Where one batch is.
+#[derive(Default)]
+struct BatchState {
+    /// Dependencies not finished yet.
+    waiting: u32,
+    done: bool,
+    /// Invocations of it in flight (2 while a backup runs).
+    running: u8,
+    /// Its current send; outcomes and straggler entries of older ones are stale.
+    seq: u32,
+    backed_up: bool,
+    /// Its payload goes through the store (Lambda refused it inline).
+    stored: bool,
+    sends: u32,
+    failures: u32,
+    throttled: u32,
+    store_failures: u32,
+    first_store_failure: Option<Instant>,
+}
+
+/// The running median of finished invocations' durations: two heaps, O(log n) a push.
+#[derive(Default)]
+struct Median {
+    low: BinaryHeap<Duration>,
+    high: BinaryHeap<Reverse<Duration>>,
+}
+
+impl Median {
+    fn push(&mut self, d: Duration) {
+        if self.low.peek().is_none_or(|&m| d <= m) {
+            self.low.push(d);
+        } else {
+            self.high.push(Reverse(d));
+        }
+        if self.low.len() > self.high.len() + 1 {
+            self.high.push(Reverse(self.low.pop().expect("non-empty")));
+        } else if self.high.len() > self.low.len() {
+            self.low.push(self.high.pop().expect("non-empty").0);
+        }
+    }
+
+    fn get(&self) -> Option<Duration> {
+        let lo = *self.low.peek()?;
+        Some(match self.high.peek() {
+            Some(Reverse(hi)) if self.high.len() == self.low.len() => (lo + *hi) / 2,
+            _ => lo,
+        })
+    }
+}
+
+/// One dispatch in progress. Everything it starts lives in `running`, polled by
+/// [`run_batches_with`]'s own future: dropping that future cancels every invocation in
+/// flight and leaves nothing behind.
+struct Dispatch<'a, I> {
+    inv: &'a I,
+    batches: &'a [PlannedBatch],
+    store: &'a Store,
+    policy: &'a Policy,
+    workers: usize,
+    state: Vec<BatchState>,
+    dependents: Vec<Vec<usize>>,
+    ready: VecDeque<usize>,
+    running: FuturesUnordered<Pending<'a>>,
+    /// Sends not yet backed up, oldest first: (when sent, batch, seq). Entries of
+    /// batches that finished or were sent again are dropped when they reach the top.
+    by_age: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    durations: Median,
+    /// Batches started (their first send), finished, and started but not finished.
+    started: usize,
+    done: usize,
+    active: usize,
+    total: Dispatched,
+}
+
+impl<'a, I: Invoke> Dispatch<'a, I> {
+    fn send(&mut self, i: usize, pause: Duration, backup: bool) {
+        let s = &mut self.state[i];
+        s.running += 1;
+        s.sends += 1;
+        if backup {
+            s.backed_up = true;
+            self.total.backups += 1;
+        } else {
+            s.seq += 1;
+            if self.policy.backups.is_some() {
+                self.by_age
+                    .push(Reverse((Instant::now() + pause, i, s.seq)));
+            }
+        }
+        let (inv, b, store) = (self.inv, &self.batches[i], self.store);
+        let how = (s.seq, s.stored, pause);
+        self.running.push(Box::pin(attempt(inv, b, i, store, how)));
+    }
+
+    /// Starts ready batches while fewer than `workers` are in progress.
+    fn fill(&mut self) {
+        while self.active < self.workers {
+            let Some(i) = self.ready.pop_front() else {
+                break;
+            };
+            self.active += 1;
+            self.started += 1;
+            self.send(i, Duration::ZERO, false);
+        }
+    }
+
+    /// Sends a backup of every straggler; returns when the oldest send left would become one.
+    fn back_up_stragglers(&mut self) -> Option<Instant> {
+        let rule = self.policy.backups.as_ref()?;
+        // With every worker taken nothing else can start, so `min_started` may never be
+        // reached (one worker, one hung invocation): then the finished ones must do.
+        let stalled = self.active >= self.workers;
+        if (self.started < rule.min_started && !stalled)
+            || (self.done as f64) < rule.min_done_fraction * self.started as f64
+        {
+            return None;
+        }
+        let slow = self
+            .durations
+            .get()?
+            .mul_f64(rule.slow_factor)
+            .max(rule.min_age);
+        let now = Instant::now();
+        while let Some(&Reverse((sent, i, seq))) = self.by_age.peek() {
+            let s = &self.state[i];
+            if s.done || s.backed_up || s.seq != seq || s.running == 0 {
+                self.by_age.pop();
+                continue;
+            }
+            if now < sent + slow {
+                return Some(sent + slow);
+            }
+            self.by_age.pop();
+            self.send(i, Duration::ZERO, true);
+        }
+        None
+    }
+
+    /// Takes one invocation's outcome: the batch is done, waits for its other copy, is
+    /// sent again, or has failed for good.
+    fn take(&mut self, o: Outcome) -> Result<Option<(usize, Stats)>, DispatchError> {
+        let i = o.batch;
+        let s = &mut self.state[i];
+        s.running -= 1;
+        if s.done {
+            return Ok(None); // the slower of a batch and its backup
+        }
+        let e = match o.result {
+            Ok(stats) => {
+                s.done = true;
+                self.done += 1;
+                self.active -= 1;
+                self.durations.push(o.took);
+                self.total.stats.add(&stats);
+                for k in 0..self.dependents[i].len() {
+                    let d = self.dependents[i][k];
+                    self.state[d].waiting -= 1;
+                    if self.state[d].waiting == 0 {
+                        self.ready.push_back(d);
+                    }
+                }
+                return Ok(Some((i, stats)));
+            }
+            Err(e) => e,
+        };
+        if e.too_large() && !o.stored {
+            // Lambda refused it inline: send it again by key, at once.
+            s.stored = true;
+            if s.running == 0 {
+                self.total.retries += 1;
+                self.send(i, Duration::ZERO, false);
+            }
+            return Ok(None);
+        }
+        if s.running > 0 || o.seq != s.seq {
+            return Ok(None); // its other copy may still succeed
+        }
+        let policy = self.policy;
+        let pause = match (&e, e.retry()) {
+            (InvokeError::Throttled { retry_after, .. }, _) => {
+                (s.throttled < policy.throttled_attempts).then(|| {
+                    s.throttled += 1;
+                    self.total.throttled += 1;
+                    policy.backoff(s.throttled, *retry_after)
+                })
+            }
+            (_, Retry::WithinBudget) => {
+                let first = *s.first_store_failure.get_or_insert_with(Instant::now);
+                (first.elapsed() < policy.store_budget).then(|| {
+                    s.store_failures += 1;
+                    policy.backoff(s.store_failures, None)
+                })
+            }
+            (_, Retry::Attempts) => {
+                s.failures += 1;
+                (s.failures < policy.attempts).then(|| policy.backoff(s.failures, None))
+            }
+            (_, Retry::Never) => None,
+        };
+        match pause {
+            Some(pause) => {
+                self.total.retries += 1;
+                self.send(i, pause, false);
+                Ok(None)
+            }
+            None => Err(DispatchError {
+                batch: i,
+                attempts: s.sends,
+                error: e,
+            }),
+        }
+    }
+}
+
+/// Sends every batch once its dependencies have finished, at most `workers` at a time,
+/// with the default [`Policy`].
+pub async fn run_batches<I: Invoke>(
+    inv: &I,
     batches: &[PlannedBatch],
     store: &Store,
     workers: usize,
+    on_done: impl FnMut(usize, &Stats),
+) -> Result<Dispatched, DispatchError> {
+    run_batches_with(inv, batches, store, workers, &Policy::default(), on_done).await
+}
+
+/// Sends every batch once its dependencies have finished, at most `workers` batches in
+/// progress at a time (plus a backup each for stragglers); `on_done` sees each batch's
+/// winning stats once. The cost per invocation does not grow with the number of batches:
+/// a finished batch releases its own dependents, and only the oldest sends are looked at
+/// for stragglers. Cancel-safe: dropping the future cancels what is in flight.
+pub async fn run_batches_with<I: Invoke>(
+    inv: &I,
+    batches: &[PlannedBatch],
+    store: &Store,
+    workers: usize,
+    policy: &Policy,
     mut on_done: impl FnMut(usize, &Stats),
 ) -> Result<Dispatched, DispatchError> {
     let n = batches.len();
-    let mut waiting: Vec<usize> = batches.iter().map(|b| b.deps.len()).collect();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (i, b) in batches.iter().enumerate() {
         for &d in &b.deps {
             dependents[d].push(i);
         }
     }
-    let mut ready: VecDeque<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
-    let mut running = FuturesUnordered::new();
-    let mut total = Dispatched::default();
-    let mut done = 0;
-    while done < n {
-        while running.len() < workers {
-            let Some(i) = ready.pop_front() else { break };
-            running.push(send(inv, &batches[i], i, store));
-        }
-        let Some(sent) = running.next().await else {
+    let mut d = Dispatch {
+        inv,
+        batches,
+        store,
+        policy,
+        workers: workers.max(1),
+        state: batches
+            .iter()
+            .map(|b| BatchState {
+                waiting: b.deps.len() as u32,
+                ..BatchState::default()
+            })
+            .collect(),
+        ready: (0..n).filter(|&i| batches[i].deps.is_empty()).collect(),
+        dependents,
+        running: FuturesUnordered::new(),
+        by_age: BinaryHeap::new(),
+        durations: Median::default(),
+        started: 0,
+        done: 0,
+        active: 0,
+        total: Dispatched::default(),
+    };
+    while d.done < n {
+        d.fill();
+        let wake = d.back_up_stragglers();
+        if d.running.is_empty() {
             unreachable!("dependency cycle in the batch graph");
+        }
+        let outcome = match wake {
+            Some(at) => tokio::select! {
+                o = d.running.next() => o,
+                _ = tokio::time::sleep_until(at.into()) => None,
+            },
+            None => d.running.next().await,
         };
-        let i = sent.batch;
-        total.retries += (sent.attempts - 1) as u64;
-        total.throttled += sent.throttled as u64;
-        let stats = sent.result.map_err(|error| DispatchError {
-            batch: i,
-            attempts: sent.attempts,
-            error,
-        })?;
-        total.stats.add(&stats);
-        on_done(i, &stats);
-        done += 1;
-        for &d in &dependents[i] {
-            waiting[d] -= 1;
-            if waiting[d] == 0 {
-                ready.push_back(d);
-            }
+        if let Some(o) = outcome
+            && let Some((i, stats)) = d.take(o)?
+        {
+            on_done(i, &stats);
         }
     }
-    Ok(total)
+    Ok(d.total)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::local::{LocalConfig, LocalEndpoint};
-    use nums_layout::batch::{ArrayRef, Batch};
+    use nums_layout::batch::ArrayRef;
     use nums_layout::{ArrayMeta, DType, StoreSpec};
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::{Arc, Mutex};
 
     fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("nums-dispatch-{tag}-{}", std::process::id()));
@@ -441,22 +769,535 @@ mod tests {
         assert!(!api(Some(403), Some("AccessDeniedException")).retryable());
         assert!(!api(Some(413), Some("RequestTooLargeException")).retryable());
         assert!(api(Some(413), None).too_large());
+        // What is waited out for a time, what is counted.
+        assert_eq!(f("StoreError").retry(), Retry::WithinBudget);
+        let stage = InvokeError::Stage {
+            message: String::new(),
+        };
+        assert_eq!(stage.retry(), Retry::WithinBudget);
+        assert_eq!(f("Runtime.ExitError").retry(), Retry::Attempts);
+        assert_eq!(api(None, None).retry(), Retry::Attempts);
     }
 
     /// Backoff doubles from 200 ms to a 20 s cap, half of it random, never under Retry-After.
     #[test]
     fn backoff_grows_with_jitter_and_a_cap() {
+        let p = Policy::default();
         for n in 1..=12u32 {
             let exp = (200u64 << (n - 1).min(16)).min(20_000);
             for _ in 0..50 {
-                let d = backoff(n, None).as_millis() as u64;
+                let d = p.backoff(n, None).as_millis() as u64;
                 assert!(d >= exp / 2 && d <= exp, "n={n}: {d} ms");
             }
         }
-        let spread: std::collections::HashSet<_> = (0..20).map(|_| backoff(5, None)).collect();
+        let spread: std::collections::HashSet<_> = (0..20).map(|_| p.backoff(5, None)).collect();
         assert!(spread.len() > 1, "no jitter");
-        assert!(backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
-        assert!(backoff(1, Some(Duration::from_secs(3600))) <= BACKOFF_CAP);
+        assert!(p.backoff(1, Some(Duration::from_secs(3))) >= Duration::from_secs(3));
+        assert!(p.backoff(1, Some(Duration::from_secs(3600))) <= p.backoff_cap);
+    }
+
+    /// What the fake function does with one send of a batch.
+    enum Act {
+        /// Answers at once.
+        Ok,
+        /// Answers after a pause.
+        OkAfter(Duration),
+        Fail(InvokeError),
+        FailAfter(Duration, InvokeError),
+        /// Never answers (a hung function).
+        Hang,
+    }
+
+    /// Counts sends in flight while alive (dropped with the send's future).
+    struct Gauge(Arc<AtomicUsize>);
+    impl Drop for Gauge {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, SeqCst);
+        }
+    }
+
+    /// A fake function: `act(batch, n, stored)` says what the `n`th send (from 1) of a batch
+    /// does. Batch i is recognised by its job prefix `b{i}`; its stats carry `tasks = i`.
+    struct Fake<F> {
+        act: F,
+        sends: Mutex<HashMap<usize, u32>>,
+        /// Every send: (batch, when, payload by key).
+        log: Mutex<Vec<(usize, Instant, bool)>>,
+        /// When each batch's successful answer left the function.
+        answered: Arc<Mutex<HashMap<usize, Instant>>>,
+        in_flight: Arc<AtomicUsize>,
+        most_in_flight: AtomicUsize,
+    }
+
+    fn fake<F: Fn(usize, u32, bool) -> Act + Sync>(act: F) -> Fake<F> {
+        Fake {
+            act,
+            sends: Mutex::default(),
+            log: Mutex::default(),
+            answered: Arc::default(),
+            in_flight: Arc::default(),
+            most_in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    impl<F> Fake<F> {
+        fn sends_of(&self, i: usize) -> u32 {
+            self.sends.lock().unwrap().get(&i).copied().unwrap_or(0)
+        }
+    }
+
+    impl<F: Fn(usize, u32, bool) -> Act + Sync> Invoke for Fake<F> {
+        fn invoke(
+            &self,
+            payload: Vec<u8>,
+        ) -> impl Future<Output = Result<Stats, InvokeError>> + Send {
+            let (prefix, stored) = match serde_json::from_slice(&payload).unwrap() {
+                Payload::Inline(b) => (b.job_prefix, false),
+                Payload::Stored { job_prefix, .. } => (job_prefix, true),
+            };
+            let i: usize = prefix[1..].parse().unwrap();
+            let n = {
+                let mut s = self.sends.lock().unwrap();
+                let n = s.entry(i).or_default();
+                *n += 1;
+                *n
+            };
+            self.log.lock().unwrap().push((i, Instant::now(), stored));
+            let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+            self.most_in_flight.fetch_max(now, SeqCst);
+            let gauge = Gauge(self.in_flight.clone());
+            let act = (self.act)(i, n, stored);
+            let answered = self.answered.clone();
+            async move {
+                let _gauge = gauge;
+                let ok = || {
+                    answered.lock().unwrap().insert(i, Instant::now());
+                    Ok(Stats {
+                        invocations: 1,
+                        tasks: i as u64,
+                        ..Stats::default()
+                    })
+                };
+                match act {
+                    Act::Ok => ok(),
+                    Act::OkAfter(d) => {
+                        tokio::time::sleep(d).await;
+                        ok()
+                    }
+                    Act::Fail(e) => Err(e),
+                    Act::FailAfter(d, e) => {
+                        tokio::time::sleep(d).await;
+                        Err(e)
+                    }
+                    Act::Hang => std::future::pending().await,
+                }
+            }
+        }
+    }
+
+    fn function_error(kind: ErrorKind) -> InvokeError {
+        InvokeError::Function {
+            kind,
+            error_type: kind.wire_name().into(),
+            message: "injected".into(),
+        }
+    }
+
+    /// `n` empty batches named `b{i}`, batch i depending on `deps(i)`.
+    fn plan(n: usize, store: &Store, deps: impl Fn(usize) -> Vec<usize>) -> Vec<PlannedBatch> {
+        (0..n)
+            .map(|i| {
+                PlannedBatch::from_batch(
+                    Batch {
+                        store: store.spec().clone(),
+                        job_prefix: format!("b{i}"),
+                        arrays: vec![],
+                        tasks: vec![],
+                    },
+                    deps(i),
+                )
+            })
+            .collect()
+    }
+
+    /// The default rules with every pause in milliseconds, and no backups.
+    fn fast() -> Policy {
+        Policy {
+            attempts: 3,
+            throttled_attempts: 4,
+            backoff_base: Duration::from_millis(1),
+            backoff_cap: Duration::from_millis(10),
+            store_budget: Duration::from_millis(40),
+            backups: None,
+        }
+    }
+
+    /// [`fast`] with Cubed's backup rule, a straggler being at least 20 ms old.
+    fn with_backups() -> Policy {
+        Policy {
+            backups: Some(Backups {
+                min_age: Duration::from_millis(20),
+                ..Backups::default()
+            }),
+            ..fast()
+        }
+    }
+
+    /// Runs `batches` against `f`; returns the totals and which batches `on_done` saw.
+    async fn dispatch<F: Fn(usize, u32, bool) -> Act + Sync>(
+        f: &Fake<F>,
+        batches: &[PlannedBatch],
+        store: &Store,
+        workers: usize,
+        policy: &Policy,
+    ) -> (Result<Dispatched, DispatchError>, Vec<usize>) {
+        let mut seen = Vec::new();
+        let r = run_batches_with(f, batches, store, workers, policy, |i, st| {
+            assert_eq!(st.tasks, i as u64, "stats of another batch");
+            seen.push(i);
+        })
+        .await;
+        (r, seen)
+    }
+
+    /// Every batch runs once, after its dependencies answered, never more than `workers`
+    /// at a time, and each batch's own stats reach `on_done`.
+    #[tokio::test]
+    async fn batches_run_in_dependency_order_within_the_worker_limit() {
+        let (store, dir) = temp_store("fake-order");
+        let deps = |i: usize| if i < 7 { vec![] } else { vec![i / 3, i - 7] };
+        let batches = plan(300, &store, deps);
+        let f = fake(|_, _, _| Act::OkAfter(Duration::from_micros(fastrand::u64(0..1500))));
+        let (r, mut seen) = dispatch(&f, &batches, &store, 5, &fast()).await;
+        let d = r.unwrap();
+        assert_eq!(d.stats.invocations, 300);
+        assert_eq!(d.stats.tasks, (0..300).sum::<u64>());
+        assert_eq!((d.retries, d.throttled, d.backups), (0, 0, 0));
+        seen.sort();
+        assert_eq!(seen, (0..300).collect::<Vec<_>>());
+        assert_eq!(f.most_in_flight.load(SeqCst), 5);
+        let answered = f.answered.lock().unwrap();
+        for &(i, sent, _) in f.log.lock().unwrap().iter() {
+            assert_eq!(f.sends_of(i), 1);
+            for dep in deps(i) {
+                assert!(
+                    answered[&dep] <= sent,
+                    "batch {i} sent before {dep} answered"
+                );
+            }
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A crashed process's batch is sent again, up to `attempts` sends in all.
+    #[tokio::test]
+    async fn crashes_are_resent_a_few_times() {
+        let (store, dir) = temp_store("fake-crash");
+        let batches = plan(12, &store, |_| vec![]);
+        let f = fake(|i, n, _| match (i, n) {
+            (3, 1 | 2) => Act::Fail(function_error(ErrorKind::Crashed)),
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 3, &fast()).await.0.unwrap();
+        assert_eq!((d.retries, d.stats.invocations), (2, 12));
+        assert_eq!(f.sends_of(3), 3);
+
+        let f = fake(|i, _, _| match i {
+            5 => Act::Fail(function_error(ErrorKind::Crashed)),
+            _ => Act::Ok,
+        });
+        let e = dispatch(&f, &batches, &store, 3, &fast())
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!((e.batch, e.attempts), (5, 3), "{e}");
+        assert!(e.to_string().contains("Runtime.ExitError"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Out of memory, a timeout, bad data: the same send would fail the same way.
+    #[tokio::test]
+    async fn failures_that_would_repeat_fail_at_once() {
+        let (store, dir) = temp_store("fake-fatal");
+        let batches = plan(6, &store, |_| vec![]);
+        for kind in [
+            ErrorKind::OutOfMemory,
+            ErrorKind::TimedOut,
+            ErrorKind::MissingBlock,
+        ] {
+            let f = fake(|i, _, _| match i {
+                2 => Act::Fail(function_error(kind)),
+                _ => Act::Ok,
+            });
+            let e = dispatch(&f, &batches, &store, 2, &fast())
+                .await
+                .0
+                .unwrap_err();
+            assert_eq!((e.batch, e.attempts), (2, 1), "{e}");
+            assert!(
+                matches!(&e.error, InvokeError::Function { kind: k, .. } if *k == kind),
+                "{e}"
+            );
+            assert_eq!(f.sends_of(2), 1);
+        }
+        let api = InvokeError::Api {
+            status: Some(403),
+            code: Some("AccessDeniedException".into()),
+            message: "no".into(),
+        };
+        let f = fake(|_, _, _| Act::Fail(api.clone()));
+        let e = dispatch(&f, &batches, &store, 2, &fast())
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!(e.attempts, 1, "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A throttled send is paused at least Lambda's Retry-After, counted in `throttled`;
+    /// a batch throttled past `throttled_attempts` fails as throttled.
+    #[tokio::test]
+    async fn throttling_is_waited_out_honouring_retry_after() {
+        let (store, dir) = temp_store("fake-throttle");
+        let batches = plan(3, &store, |_| vec![]);
+        let throttled = || InvokeError::Throttled {
+            message: "Rate Exceeded.".into(),
+            retry_after: Some(Duration::from_millis(8)),
+        };
+        let f = fake(|i, n, _| match (i, n) {
+            (0, 1 | 2) => Act::Fail(throttled()),
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 3, &fast()).await.0.unwrap();
+        assert_eq!((d.retries, d.throttled, d.stats.invocations), (2, 2, 3));
+        let sends: Vec<Instant> = f
+            .log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.0 == 0)
+            .map(|s| s.1)
+            .collect();
+        assert_eq!(sends.len(), 3);
+        for w in sends.windows(2) {
+            assert!(w[1] - w[0] >= Duration::from_millis(8), "{:?}", w[1] - w[0]);
+        }
+
+        let f = fake(|i, _, _| match i {
+            1 => Act::Fail(throttled()),
+            _ => Act::Ok,
+        });
+        let e = dispatch(&f, &batches, &store, 3, &fast())
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!((e.batch, e.attempts), (1, 5), "{e}");
+        assert!(matches!(e.error, InvokeError::Throttled { .. }), "{e}");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A function's store errors are resent for the store budget, however many sends that
+    /// takes, and fail the batch once it is spent.
+    #[tokio::test]
+    async fn store_errors_are_waited_out_for_the_budget() {
+        let (store, dir) = temp_store("fake-store");
+        let batches = plan(4, &store, |_| vec![]);
+        let f = fake(|i, n, _| match (i, n) {
+            (1, ..=6) => Act::Fail(function_error(ErrorKind::Store)),
+            _ => Act::Ok,
+        });
+        let patient = Policy {
+            store_budget: Duration::from_secs(10),
+            ..fast()
+        };
+        let d = dispatch(&f, &batches, &store, 2, &patient).await.0.unwrap();
+        assert_eq!((d.retries, d.stats.invocations), (6, 4));
+
+        let f = fake(|i, _, _| match i {
+            2 => Act::Fail(function_error(ErrorKind::Store)),
+            _ => Act::Ok,
+        });
+        let t = Instant::now();
+        let e = dispatch(&f, &batches, &store, 2, &fast())
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!(e.batch, 2, "{e}");
+        assert!(e.attempts > fast().attempts, "{e}");
+        assert!(t.elapsed() >= fast().store_budget, "{:?}", t.elapsed());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A payload Lambda refuses as too large (413) is staged in the store and sent by key.
+    #[tokio::test]
+    async fn refused_payloads_travel_through_the_store() {
+        let (store, dir) = temp_store("fake-413");
+        let batches = plan(3, &store, |_| vec![]);
+        let f = fake(|_, _, stored| match stored {
+            false => Act::Fail(InvokeError::Api {
+                status: Some(413),
+                code: Some("RequestEntityTooLargeException".into()),
+                message: "too large".into(),
+            }),
+            true => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 3, &fast()).await.0.unwrap();
+        assert_eq!((d.retries, d.stats.invocations), (3, 3));
+        for (i, b) in batches.iter().enumerate() {
+            assert_eq!(f.sends_of(i), 2);
+            let staged: Batch = serde_json::from_slice(
+                &store.get(&format!("b{i}/_batches/{i}.json")).await.unwrap(),
+            )
+            .unwrap();
+            assert_eq!(staged, b.batch());
+        }
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A hung send gets one backup once Cubed's rule holds; the backup's answer completes
+    /// the batch, and the run does not wait for the hung one.
+    #[tokio::test]
+    async fn a_straggler_gets_one_backup_and_the_first_answer_wins() {
+        let (store, dir) = temp_store("fake-backup");
+        let batches = plan(40, &store, |i| if i == 39 { vec![25] } else { vec![] });
+        let f = fake(|i, n, _| match (i, n) {
+            (25, 1) => Act::Hang,
+            _ => Act::Ok,
+        });
+        let t = Instant::now();
+        let (r, mut seen) = dispatch(&f, &batches, &store, 4, &with_backups()).await;
+        let d = r.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        assert_eq!((d.backups, d.retries, d.stats.invocations), (1, 0, 40));
+        assert_eq!(f.sends_of(25), 2);
+        seen.sort();
+        assert_eq!(seen, (0..40).collect::<Vec<_>>());
+        // The winner's answer released the batch's dependent.
+        assert!(f.answered.lock().unwrap().contains_key(&39));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// With one worker, a hung send blocks everything: it gets its backup before
+    /// `min_started` batches could start.
+    #[tokio::test]
+    async fn a_hung_send_holding_every_worker_gets_a_backup() {
+        let (store, dir) = temp_store("fake-stalled");
+        let batches = plan(20, &store, |_| vec![]);
+        let f = fake(|i, n, _| match (i, n) {
+            (3, 1) => Act::Hang,
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 1, &with_backups())
+            .await
+            .0
+            .unwrap();
+        assert_eq!((d.backups, d.retries, d.stats.invocations), (1, 0, 20));
+        assert_eq!(f.most_in_flight.load(SeqCst), 2);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A copy that fails while its twin still runs does not fail the batch, nor does a
+    /// loser failing after the batch is done; when both copies fail, the batch is resent.
+    #[tokio::test]
+    async fn one_copy_failing_waits_for_the_other() {
+        let (store, dir) = temp_store("fake-twins");
+        let batches = plan(30, &store, |i| if i == 29 { vec![10] } else { vec![] });
+        let ms = Duration::from_millis;
+        // The original fails while its backup runs; the backup answers later.
+        let f = fake(|i, n, _| match (i, n) {
+            (10, 1) => Act::FailAfter(ms(400), function_error(ErrorKind::TimedOut)),
+            (10, 2) => Act::OkAfter(ms(800)),
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 4, &with_backups())
+            .await
+            .0
+            .unwrap();
+        assert_eq!((d.backups, d.retries), (1, 0));
+        // The backup answers first; the original's crash, later, is ignored.
+        let f = fake(|i, n, _| match (i, n) {
+            (10, 1) => Act::FailAfter(ms(400), function_error(ErrorKind::Crashed)),
+            (29, _) => Act::OkAfter(ms(600)),
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 4, &with_backups())
+            .await
+            .0
+            .unwrap();
+        // (Batch 29, slow, got a backup too.)
+        assert_eq!((d.backups, d.retries), (2, 0));
+        // Both copies crash: the batch is sent again (and gets no second backup).
+        let f = fake(|i, n, _| match (i, n) {
+            (10, 1) => Act::FailAfter(ms(300), function_error(ErrorKind::Crashed)),
+            (10, 2) => Act::FailAfter(ms(300), function_error(ErrorKind::Crashed)),
+            (10, 3) => Act::OkAfter(ms(100)),
+            _ => Act::Ok,
+        });
+        let d = dispatch(&f, &batches, &store, 4, &with_backups())
+            .await
+            .0
+            .unwrap();
+        assert_eq!((d.backups, d.retries), (1, 1));
+        assert_eq!(f.sends_of(10), 3);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Below Cubed's threshold (10 started) a hung send gets no backup; and dropping the
+    /// dispatch cancels every send in flight (Ctrl-C drops it).
+    #[tokio::test]
+    async fn no_backup_below_the_rule_and_dropping_cancels_everything() {
+        let (store, dir) = temp_store("fake-cancel");
+        let batches = plan(5, &store, |_| vec![]);
+        let f = fake(|i, _, _| match i {
+            2 => Act::Hang,
+            _ => Act::Ok,
+        });
+        let policy = with_backups();
+        let run = dispatch(&f, &batches, &store, 3, &policy);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(200), run)
+                .await
+                .is_err()
+        );
+        assert_eq!(f.sends_of(2), 1);
+        assert_eq!(f.in_flight.load(SeqCst), 0, "a send outlived the dispatch");
+
+        let f = fake(|_, _, _| Act::Hang);
+        let run = dispatch(&f, &batches, &store, 3, &policy);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), run)
+                .await
+                .is_err()
+        );
+        assert_eq!(f.in_flight.load(SeqCst), 0, "a send outlived the dispatch");
+        let sent = f.log.lock().unwrap().len();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            f.log.lock().unwrap().len(),
+            sent,
+            "sends after the dispatch was dropped"
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn running_median() {
+        let mut m = Median::default();
+        assert_eq!(m.get(), None);
+        let mut all = Vec::new();
+        for _ in 0..101 {
+            let d = Duration::from_micros(fastrand::u64(0..1000));
+            m.push(d);
+            all.push(d);
+            all.sort();
+            let k = all.len();
+            let want = if k % 2 == 1 {
+                all[k / 2]
+            } else {
+                (all[k / 2 - 1] + all[k / 2]) / 2
+            };
+            assert_eq!(m.get(), Some(want));
+        }
     }
 
     /// A batch description over 6 MB travels through the store; the function fetches it.

@@ -2,12 +2,24 @@
 //! calls), the Lambda Runtime API behind (what function processes poll, exactly as on
 //! Lambda), and a supervisor per function process that enforces what Lambda enforces:
 //! the memory limit (a process over `memory_mb` is killed and its invocation fails as out
-//! of memory), the timeout, and the 6 MB payload limit each way.
+//! of memory), the timeout, and the 6 MB payload limit each way. A process that dies any
+//! other way (a signal, an abort) fails its invocation as `Runtime.ExitError`, which the
+//! driver sends again, and is replaced.
+//!
+//! `workers` processes run all the time. When an invocation waits and no process takes
+//! it within [`GRACE`] — every process busy or frozen, as when the driver sends a backup
+//! for a hung invocation — the endpoint starts another process, as Lambda starts another
+//! execution environment (at most `workers` more); such a process is taken down after it
+//! has been idle for a few seconds.
+//!
+//! Stopping kills the processes first and only then stops answering the runtime API, so
+//! no process ever sees its `/next` poll answered without an invocation (lambda_runtime
+//! panics on that).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -18,7 +30,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use nums_layout::ErrorKind;
 use nums_layout::batch::PAYLOAD_LIMIT;
-use tokio::sync::{Mutex, Notify, mpsc, oneshot};
+use tokio::sync::{Mutex, mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
 
 /// What the local endpoint runs and enforces.
 #[derive(Debug, Clone)]
@@ -33,6 +46,14 @@ pub struct LocalConfig {
     pub log_dir: PathBuf,
 }
 
+/// How long an invocation may wait for a process before another one is started. A free
+/// process takes an invocation within milliseconds; a process starts in tens.
+const GRACE: Duration = Duration::from_millis(200);
+/// How long a process started for a backup may sit idle before it is taken down.
+const EXTRA_IDLE: Duration = Duration::from_secs(5);
+/// How often a supervisor looks at its process's memory and deadline.
+const POLL: Duration = Duration::from_millis(10);
+
 #[derive(Debug)]
 enum Outcome {
     Ok(Bytes),
@@ -43,6 +64,8 @@ struct Invocation {
     id: String,
     body: Bytes,
     reply: oneshot::Sender<Outcome>,
+    /// Set once a process has it.
+    taken: Arc<AtomicBool>,
 }
 
 struct InFlight {
@@ -51,28 +74,51 @@ struct InFlight {
     deadline: Instant,
 }
 
-#[derive(Default)]
+/// One function process's place: its own runtime API port (the API does not say who
+/// polls), its invocation in flight, and its supervisor.
 struct Slot {
+    n: usize,
+    /// Started because an invocation found no process; taken down when idle.
+    extra: bool,
     inflight: std::sync::Mutex<Option<InFlight>>,
-    /// Bumped each time the slot's process is replaced; a poll from an older process is stale.
+    /// Bumped (under `inflight`'s lock) each time the slot's process dies; a poll from an
+    /// older process is stale.
     generation: AtomicU64,
+    /// The current process has polled for work: it started.
+    polled: AtomicBool,
+    /// An idle extra slot being taken down: its process gets no more work.
+    retiring: AtomicBool,
+    /// Set once the slot's process is gone for good: its server may stop.
+    closed: watch::Sender<bool>,
 }
 
 struct Shared {
     cfg: LocalConfig,
     queue_tx: mpsc::UnboundedSender<Invocation>,
     queue_rx: Mutex<mpsc::UnboundedReceiver<Invocation>>,
-    slots: Vec<Slot>,
+    /// Invocations waiting in the queue.
+    queued: AtomicUsize,
+    /// Extra slots alive.
+    extras: AtomicUsize,
     next_id: AtomicU64,
-    shutdown: Notify,
-    stopping: std::sync::atomic::AtomicBool,
+    next_slot: AtomicUsize,
+    /// First the processes stop, then the servers.
+    stop_processes: watch::Sender<bool>,
+    stop_servers: watch::Sender<bool>,
+    supervisors: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    servers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        *self.stop_processes.borrow()
+    }
 }
 
 /// A running endpoint; [`LocalEndpoint::stop`] kills the function processes.
 pub struct LocalEndpoint {
     pub invoke_url: String,
     shared: Arc<Shared>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 fn error_json(error_type: &str, message: &str) -> Bytes {
@@ -84,71 +130,163 @@ impl LocalEndpoint {
         std::fs::create_dir_all(&cfg.log_dir)?;
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
-            slots: (0..cfg.workers).map(|_| Slot::default()).collect(),
             cfg,
             queue_tx: tx,
             queue_rx: Mutex::new(rx),
+            queued: AtomicUsize::new(0),
+            extras: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
-            shutdown: Notify::new(),
-            stopping: false.into(),
+            next_slot: AtomicUsize::new(0),
+            stop_processes: watch::Sender::new(false),
+            stop_servers: watch::Sender::new(false),
+            supervisors: Default::default(),
+            servers: Default::default(),
         });
-        let mut tasks = Vec::new();
         let invoke = Router::new()
             .route("/2015-03-31/functions/{name}/invocations", post(invoke))
             .layer(DefaultBodyLimit::max(64 << 20))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let invoke_addr = listener.local_addr()?;
-        tasks.push(serve(listener, invoke, shared.clone()));
-        for i in 0..shared.cfg.workers {
-            let runtime = Router::new()
-                .route("/2018-06-01/runtime/invocation/next", get(next))
-                .route(
-                    "/2018-06-01/runtime/invocation/{id}/response",
-                    post(response),
-                )
-                .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
-                .route("/2018-06-01/runtime/init/error", post(init_error))
-                .layer(DefaultBodyLimit::max(64 << 20))
-                .with_state((shared.clone(), i));
-            let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let addr = l.local_addr()?;
-            tasks.push(serve(l, runtime, shared.clone()));
-            tasks.push(tokio::spawn(supervise(shared.clone(), i, addr)));
-        }
-        Ok(LocalEndpoint {
+        let server = serve(listener, invoke, shared.stop_servers.subscribe(), None);
+        shared.servers.lock().expect("servers").push(server);
+        let ep = LocalEndpoint {
             invoke_url: format!("http://{invoke_addr}"),
             shared,
-            tasks,
-        })
+        };
+        for _ in 0..ep.shared.cfg.workers {
+            start_slot(&ep.shared, false).await?;
+        }
+        Ok(ep)
     }
 
+    /// Kills the function processes (and waits for them), fails what they had not
+    /// answered, then stops the servers.
     pub async fn stop(self) {
-        self.shared.stopping.store(true, Ordering::SeqCst);
-        self.shared.shutdown.notify_waiters();
-        for t in self.tasks {
-            let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+        let s = self.shared.clone();
+        s.stop_processes.send_replace(true);
+        loop {
+            let sups: Vec<_> = std::mem::take(&mut *s.supervisors.lock().expect("supervisors"));
+            if sups.is_empty() {
+                break;
+            }
+            for t in sups {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t).await;
+            }
+        }
+        // No process is left to poll. Polls still pending (from processes now dead) give
+        // up the queue; then every caller still waiting is answered.
+        s.stop_servers.send_replace(true);
+        {
+            let mut rx = s.queue_rx.lock().await;
+            while let Ok(inv) = rx.try_recv() {
+                let _ = inv.reply.send(Outcome::Error {
+                    error_type: ErrorKind::Other.wire_name().into(),
+                    message: "the local endpoint stopped".into(),
+                });
+            }
+        }
+        let servers: Vec<_> = std::mem::take(&mut *s.servers.lock().expect("servers"));
+        for t in servers {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
         }
     }
 }
 
+impl Drop for LocalEndpoint {
+    /// Without [`LocalEndpoint::stop`] (a run future dropped), the supervisors still kill
+    /// their processes and remove their cgroups, in the background.
+    fn drop(&mut self) {
+        self.shared.stop_processes.send_replace(true);
+    }
+}
+
+/// Resolves once the flag is set (or its sender is gone).
+async fn until_set(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+/// Serves `r` on `l` until `stop` (or, for a slot's runtime API, the slot closing).
 fn serve(
     l: tokio::net::TcpListener,
     r: Router<()>,
-    shared: Arc<Shared>,
-) -> tokio::task::JoinHandle<()> {
+    mut stop: watch::Receiver<bool>,
+    slot: Option<Arc<Slot>>,
+) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let stop = async move {
-            loop {
-                let notified = shared.shutdown.notified();
-                if shared.stopping.load(Ordering::SeqCst) {
-                    return;
+        let mut closed = slot.map(|s| s.closed.subscribe());
+        let until = async move {
+            let closed = async {
+                match closed.as_mut() {
+                    Some(c) => until_set(c).await,
+                    None => std::future::pending().await,
                 }
-                notified.await;
+            };
+            tokio::select! {
+                _ = until_set(&mut stop) => {}
+                _ = closed => {}
             }
         };
-        let _ = axum::serve(l, r).with_graceful_shutdown(stop).await;
+        let _ = axum::serve(l, r).with_graceful_shutdown(until).await;
     })
+}
+
+/// Starts a slot: its runtime API server and its supervisor (which starts the process).
+async fn start_slot(s: &Arc<Shared>, extra: bool) -> anyhow::Result<()> {
+    let slot = Arc::new(Slot {
+        n: s.next_slot.fetch_add(1, SeqCst),
+        extra,
+        inflight: Default::default(),
+        generation: AtomicU64::new(0),
+        polled: AtomicBool::new(false),
+        retiring: AtomicBool::new(false),
+        closed: watch::Sender::new(false),
+    });
+    let runtime = Router::new()
+        .route("/2018-06-01/runtime/invocation/next", get(next))
+        .route(
+            "/2018-06-01/runtime/invocation/{id}/response",
+            post(response),
+        )
+        .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
+        .route("/2018-06-01/runtime/init/error", post(init_error))
+        .layer(DefaultBodyLimit::max(64 << 20))
+        .with_state((s.clone(), slot.clone()));
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = l.local_addr()?;
+    let server = serve(l, runtime, s.stop_servers.subscribe(), Some(slot.clone()));
+    s.servers.lock().expect("servers").push(server);
+    let sup = tokio::spawn(supervise(s.clone(), slot, addr));
+    s.supervisors.lock().expect("supervisors").push(sup);
+    Ok(())
+}
+
+/// An invocation found no process: start one more, as Lambda would start another
+/// environment (at most `workers` more than `workers`).
+fn start_extra(s: &Arc<Shared>) {
+    if s.stopping() {
+        return;
+    }
+    let cap = s.cfg.workers.max(1);
+    if s.extras
+        .fetch_update(SeqCst, SeqCst, |e| (e < cap).then_some(e + 1))
+        .is_err()
+    {
+        return;
+    }
+    let s = s.clone();
+    tokio::spawn(async move {
+        if let Err(e) = start_slot(&s, true).await {
+            s.extras.fetch_sub(1, SeqCst);
+            eprintln!("cannot start another function process: {e}");
+        }
+    });
 }
 
 async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Response {
@@ -180,26 +318,37 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
             ),
         );
     }
-    let (tx, rx) = oneshot::channel();
-    let id = format!("{:08x}-local", s.next_id.fetch_add(1, Ordering::Relaxed));
-    if s.queue_tx
-        .send(Invocation {
-            id,
-            body,
-            reply: tx,
-        })
-        .is_err()
-    {
+    if s.stopping() {
         return aws_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "ServiceException",
             "endpoint stopping".into(),
         );
     }
-    let outcome = rx.await.unwrap_or(Outcome::Error {
-        error_type: ErrorKind::Other.wire_name().into(),
-        message: "the invocation was dropped".into(),
+    let (tx, rx) = oneshot::channel();
+    let id = format!("{:08x}-local", s.next_id.fetch_add(1, SeqCst));
+    let taken = Arc::new(AtomicBool::new(false));
+    s.queued.fetch_add(1, SeqCst);
+    let _ = s.queue_tx.send(Invocation {
+        id,
+        body,
+        reply: tx,
+        taken: taken.clone(),
     });
+    let mut rx = rx;
+    let outcome = loop {
+        tokio::select! {
+            r = &mut rx => break r.unwrap_or(Outcome::Error {
+                error_type: ErrorKind::Other.wire_name().into(),
+                message: "the invocation was dropped".into(),
+            }),
+            _ = tokio::time::sleep(GRACE), if !taken.load(SeqCst) => {
+                if !taken.load(SeqCst) {
+                    start_extra(&s);
+                }
+            }
+        }
+    };
     let (body, function_error) = match outcome {
         Outcome::Ok(b) if b.len() > PAYLOAD_LIMIT => (
             error_json(
@@ -231,23 +380,50 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     r
 }
 
-async fn next(State((s, i)): State<(Arc<Shared>, usize)>) -> Response {
-    let generation = s.slots[i].generation.load(Ordering::SeqCst);
-    let inv = {
-        let mut rx = s.queue_rx.lock().await;
-        tokio::select! {
-            inv = rx.recv() => inv,
-            _ = s.shutdown.notified() => None,
+/// The next queued invocation whose caller still waits for it.
+async fn dequeue(s: &Shared) -> Invocation {
+    loop {
+        let inv = s.queue_rx.lock().await.recv().await;
+        let inv = inv.expect("the queue's sender lives in Shared");
+        s.queued.fetch_sub(1, SeqCst);
+        if !inv.reply.is_closed() {
+            return inv;
+        }
+    }
+}
+
+/// Resolves once the servers stop or `slot` is closed; every process is dead by then.
+async fn servers_stopped(s: &Shared, slot: &Slot) {
+    let (mut a, mut b) = (s.stop_servers.subscribe(), slot.closed.subscribe());
+    tokio::select! {
+        _ = until_set(&mut a) => {}
+        _ = until_set(&mut b) => {}
+    }
+}
+
+async fn next(State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>) -> Response {
+    let generation = slot.generation.load(SeqCst);
+    slot.polled.store(true, SeqCst);
+    let idle = async {
+        if slot.extra {
+            tokio::time::sleep(EXTRA_IDLE).await
+        } else {
+            std::future::pending().await
         }
     };
+    let inv = tokio::select! {
+        inv = dequeue(&s) => Some(inv),
+        _ = idle => {
+            // Its supervisor kills the process; this poll is never answered.
+            slot.retiring.store(true, SeqCst);
+            None
+        }
+        _ = servers_stopped(&s, &slot) => None,
+    };
     let Some(inv) = inv else {
+        servers_stopped(&s, &slot).await;
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     };
-    if s.slots[i].generation.load(Ordering::SeqCst) != generation {
-        // The process that asked has died meanwhile: give the work to another one.
-        let _ = s.queue_tx.send(inv);
-        return StatusCode::GONE.into_response();
-    }
     let deadline = Instant::now() + s.cfg.timeout;
     let deadline_ms = (std::time::SystemTime::now() + s.cfg.timeout)
         .duration_since(std::time::UNIX_EPOCH)
@@ -277,16 +453,29 @@ async fn next(State((s, i)): State<(Arc<Shared>, usize)>) -> Response {
         HeaderValue::from_static("Root=1-00000000-000000000000000000000000"),
     );
     h.insert("Content-Type", HeaderValue::from_static("application/json"));
-    *s.slots[i].inflight.lock().expect("slot") = Some(InFlight {
-        id: inv.id,
-        reply: inv.reply,
-        deadline,
-    });
+    {
+        // Under the lock the supervisor bumps the generation with: either it failed the
+        // process's invocation already, or it will find this one.
+        let mut g = slot.inflight.lock().expect("slot");
+        if slot.generation.load(SeqCst) != generation {
+            drop(g);
+            // The process that asked has died meanwhile: give the work to another one.
+            s.queued.fetch_add(1, SeqCst);
+            let _ = s.queue_tx.send(inv);
+            return StatusCode::GONE.into_response();
+        }
+        inv.taken.store(true, SeqCst);
+        *g = Some(InFlight {
+            id: inv.id,
+            reply: inv.reply,
+            deadline,
+        });
+    }
     (StatusCode::OK, h, inv.body).into_response()
 }
 
-fn finish(s: &Shared, i: usize, id: &str, outcome: Outcome) -> StatusCode {
-    let mut g = s.slots[i].inflight.lock().expect("slot");
+fn finish(slot: &Slot, id: &str, outcome: Outcome) -> StatusCode {
+    let mut g = slot.inflight.lock().expect("slot");
     match g.take() {
         Some(f) if f.id == id => {
             let _ = f.reply.send(outcome);
@@ -300,15 +489,15 @@ fn finish(s: &Shared, i: usize, id: &str, outcome: Outcome) -> StatusCode {
 }
 
 async fn response(
-    State((s, i)): State<(Arc<Shared>, usize)>,
+    State((_, slot)): State<(Arc<Shared>, Arc<Slot>)>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> StatusCode {
-    finish(&s, i, &id, Outcome::Ok(body))
+    finish(&slot, &id, Outcome::Ok(body))
 }
 
 async fn error(
-    State((s, i)): State<(Arc<Shared>, usize)>,
+    State((_, slot)): State<(Arc<Shared>, Arc<Slot>)>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> StatusCode {
@@ -318,34 +507,106 @@ async fn error(
         error_type: field("errorType"),
         message: field("errorMessage"),
     };
-    finish(&s, i, &id, outcome)
+    finish(&slot, &id, outcome)
 }
 
-async fn init_error(State((_s, i)): State<(Arc<Shared>, usize)>, body: Bytes) -> StatusCode {
+async fn init_error(State((_s, slot)): State<(Arc<Shared>, Arc<Slot>)>, body: Bytes) -> StatusCode {
     eprintln!(
-        "function process {i} failed to start: {}",
+        "function process {} failed to start: {}",
+        slot.n,
         String::from_utf8_lossy(&body)
     );
     StatusCode::ACCEPTED
 }
 
-/// Runs slot `i`'s function process, replaces it when it dies, and kills it when it
-/// exceeds the memory limit or its invocation's deadline.
-async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
+/// Marks the slot's process dead (polls from it are stale from now on) and fails its
+/// invocation in flight, if any.
+fn process_died(slot: &Slot, kind: ErrorKind, message: &str) {
+    let f = {
+        let mut g = slot.inflight.lock().expect("slot");
+        slot.generation.fetch_add(1, SeqCst);
+        g.take()
+    };
+    if let Some(f) = f {
+        let _ = f.reply.send(Outcome::Error {
+            error_type: kind.wire_name().into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Why a process the supervisor did not kill died. Out of memory only when it was: the
+/// kernel killed a process of its cgroup for memory, or its peak resident memory (as last
+/// polled) was over the limit. Any other death is a crash, which the driver retries.
+fn classify_death(
+    status: std::io::Result<std::process::ExitStatus>,
+    oom_killed: bool,
+    peak: u64,
+    memory_mb: u64,
+) -> (ErrorKind, String) {
+    use std::os::unix::process::ExitStatusExt;
+    let mib = peak >> 20;
+    let status = match status {
+        Ok(st) => st,
+        Err(e) => return (ErrorKind::Crashed, format!("Runtime exited: {e}")),
+    };
+    if oom_killed || peak > memory_mb << 20 {
+        return (
+            ErrorKind::OutOfMemory,
+            format!(
+                "the function process exceeded memory_mb = {memory_mb} (peak {mib} MiB) and was killed by the kernel"
+            ),
+        );
+    }
+    match status.signal() {
+        Some(sig) => (
+            ErrorKind::Crashed,
+            format!(
+                "Runtime exited with error: signal {sig} ({}), at a peak of {mib} MiB of memory_mb = {memory_mb}",
+                signal_name(sig)
+            ),
+        ),
+        None => (
+            ErrorKind::Crashed,
+            format!("Runtime exited with error: {status}"),
+        ),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGINT => "SIGINT",
+        _ => "a signal",
+    }
+}
+
+/// Runs slot's function process, replaces it when it dies, and kills it when it exceeds
+/// the memory limit or its invocation's deadline; ends when the endpoint stops (or an
+/// extra slot has been idle), with its process killed and reaped.
+async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
     let cfg = &s.cfg;
     let limit = cfg.memory_mb << 20;
     let cgroup = crate::cgroup::MemoryCgroup::create(
-        &format!("nums-cloud-{}-{i}", std::process::id()),
+        &format!("nums-cloud-{}-{}", std::process::id(), slot.n),
         limit,
     );
     let threads = (std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
-        / cfg.workers)
-        .max(1);
+        / cfg.workers.max(1))
+    .max(1);
+    let mut stop = s.stop_processes.subscribe();
     let mut failures = 0u32;
-    loop {
-        if s.stopping.load(Ordering::SeqCst) {
+    let i = slot.n;
+    'process: loop {
+        if s.stopping() || slot.retiring.load(SeqCst) {
             break;
         }
         let log = std::fs::OpenOptions::new()
@@ -367,53 +628,61 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
             .env("OPENBLAS_NUM_THREADS", threads.to_string())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
+        // A driver killed outright (SIGKILL, the OOM killer) takes its function processes
+        // with it, rather than leaving them to finish and write for a run that is gone.
+        #[cfg(target_os = "linux")]
+        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
         if let Ok(log) = log {
             if let Ok(l2) = log.try_clone() {
                 cmd.stdout(l2);
             }
             cmd.stderr(log);
         }
+        slot.polled.store(false, SeqCst);
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(e) => {
-                fail_inflight(
-                    &s,
-                    i,
-                    ErrorKind::CannotStart.wire_name(),
-                    &format!("cannot start {}: {e}", cfg.command[0]),
-                );
-                fail_queue_if_hopeless(
-                    &s,
-                    &mut failures,
-                    &format!("cannot start {}: {e}", cfg.command[0]),
-                )
-                .await;
+                let message = format!("cannot start {}: {e}", cfg.command[0]);
+                process_died(&slot, ErrorKind::CannotStart, &message);
+                fail_queue_if_hopeless(&s, &mut failures, &message).await;
                 continue;
             }
         };
         let pid = child.id().unwrap_or(0);
-        if let Some(cg) = &cgroup {
+        let oom_before = cgroup.as_ref().and_then(|cg| {
             cg.add(pid);
-        }
-        let started = Instant::now();
+            cg.oom_kills()
+        });
+        let mut peak = 0u64;
         let mut killed_for: Option<(ErrorKind, String)> = None;
         let status = loop {
             tokio::select! {
                 st = child.wait() => break st,
-                _ = s.shutdown.notified() => {
+                _ = until_set(&mut stop) => {
                     let _ = child.kill().await;
-                    return;
+                    process_died(&slot, ErrorKind::Other, "the local endpoint stopped");
+                    break 'process;
                 }
-                _ = tokio::time::sleep(Duration::from_millis(10)) => {
-                    if s.stopping.load(Ordering::SeqCst) {
+                _ = tokio::time::sleep(POLL) => {
+                    if slot.retiring.load(SeqCst) {
                         let _ = child.kill().await;
-                        return;
+                        process_died(&slot, ErrorKind::Other, "an idle function process was retired");
+                        break 'process;
                     }
-                    let over_memory = nums_function::memory::rss_of(pid).is_some_and(|r| r > limit);
-                    let timed_out = s.slots[i].inflight.lock().expect("slot").as_ref().is_some_and(|f| Instant::now() > f.deadline);
-                    if over_memory {
+                    if let Some((_, p)) = nums_function::memory::usage_of(pid) {
+                        peak = peak.max(p);
+                    }
+                    let timed_out = slot.inflight.lock().expect("slot").as_ref().is_some_and(|f| Instant::now() > f.deadline);
+                    if peak > limit {
                         killed_for = Some((ErrorKind::OutOfMemory, format!(
-                            "the function process exceeded memory_mb = {} and was killed", cfg.memory_mb)));
+                            "the function process exceeded memory_mb = {} (peak {} MiB) and was killed",
+                            cfg.memory_mb, peak >> 20)));
                     } else if timed_out {
                         killed_for = Some((ErrorKind::TimedOut, format!(
                             "Task timed out after {:.2} seconds", cfg.timeout.as_secs_f64())));
@@ -424,24 +693,17 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
                 }
             }
         };
-        s.slots[i].generation.fetch_add(1, Ordering::SeqCst);
-        let (kind, message) = match (killed_for, status) {
-            (Some((k, m)), _) => (k, m),
-            (None, Ok(st)) if signal_of(&st) == Some(9) => (
-                ErrorKind::OutOfMemory,
-                format!(
-                    "the function process exceeded memory_mb = {} and was killed by the kernel",
-                    cfg.memory_mb
-                ),
-            ),
-            (None, Ok(st)) => (
-                ErrorKind::Crashed,
-                format!("Runtime exited with error: {st}"),
-            ),
-            (None, Err(e)) => (ErrorKind::Crashed, format!("Runtime exited: {e}")),
+        let (kind, message) = match killed_for {
+            Some(k) => k,
+            None => {
+                let oom_after = cgroup.as_ref().and_then(|cg| cg.oom_kills());
+                let oom_killed = matches!((oom_before, oom_after), (Some(a), Some(b)) if b > a);
+                classify_death(status, oom_killed, peak, cfg.memory_mb)
+            }
         };
-        fail_inflight(&s, i, kind.wire_name(), &message);
-        if started.elapsed() < Duration::from_secs(2) && kind == ErrorKind::Crashed {
+        process_died(&slot, kind, &message);
+        if !slot.polled.load(SeqCst) && kind == ErrorKind::Crashed {
+            // It died before asking for work: it cannot start.
             fail_queue_if_hopeless(&s, &mut failures, &message).await;
         } else {
             failures = 0;
@@ -450,20 +712,10 @@ async fn supervise(s: Arc<Shared>, i: usize, runtime_addr: SocketAddr) {
     if let Some(cg) = cgroup {
         cg.remove();
     }
-}
-
-fn signal_of(st: &std::process::ExitStatus) -> Option<i32> {
-    use std::os::unix::process::ExitStatusExt;
-    st.signal()
-}
-
-fn fail_inflight(s: &Shared, i: usize, error_type: &str, message: &str) {
-    if let Some(f) = s.slots[i].inflight.lock().expect("slot").take() {
-        let _ = f.reply.send(Outcome::Error {
-            error_type: error_type.into(),
-            message: message.into(),
-        });
+    if slot.extra {
+        s.extras.fetch_sub(1, SeqCst);
     }
+    slot.closed.send_replace(true);
 }
 
 /// A process that keeps dying at start would leave invocations waiting forever: after a
@@ -474,6 +726,7 @@ async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
         && let Ok(mut rx) = s.queue_rx.try_lock()
     {
         while let Ok(inv) = rx.try_recv() {
+            s.queued.fetch_sub(1, SeqCst);
             let _ = inv.reply.send(Outcome::Error {
                 error_type: ErrorKind::Crashed.wire_name().into(),
                 message: format!("the function process cannot start: {message}"),
@@ -481,4 +734,90 @@ async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
         }
     }
     tokio::time::sleep(Duration::from_millis(200 * (*failures as u64).min(10))).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dispatch::{Invoke, Invoker};
+
+    /// A function process that polls /next and answers every invocation with empty stats.
+    const ANSWERS: &str = r#"
+import json, os, urllib.request
+api = "http://" + os.environ["AWS_LAMBDA_RUNTIME_API"] + "/2018-06-01/runtime/invocation/"
+stats = {k: 0 for k in ["invocations", "tasks", "bytes_read", "bytes_written", "requests",
+    "intermediate_bytes_written", "put_requests", "wall_seconds", "compute_seconds",
+    "io_seconds", "peak_memory_bytes"]}
+stats["invocations"] = 1
+while True:
+    r = urllib.request.urlopen(api + "next")
+    rid = r.headers["Lambda-Runtime-Aws-Request-Id"]
+    r.read()
+    urllib.request.urlopen(api + rid + "/response", data=json.dumps(stats).encode()).read()
+"#;
+
+    /// The only process is frozen without having asked for work: an invocation nobody
+    /// takes gets another process, as Lambda would start another environment.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_invocation_no_process_takes_gets_another_process() {
+        let dir = std::env::temp_dir().join(format!("nums-local-extra-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // The first process ever started hangs (a frozen one); later ones answer.
+        let script = format!(
+            "import os, time\ntry:\n    os.mkdir({:?})\n    time.sleep(60)\nexcept FileExistsError:\n    pass\n{ANSWERS}",
+            dir.join("first").to_str().unwrap()
+        );
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 256,
+            timeout: Duration::from_secs(60),
+            command: vec!["python3".into(), "-c".into(), script],
+            log_dir: dir.join("logs"),
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let t = Instant::now();
+        let stats = inv.invoke(b"{}".to_vec()).await.unwrap();
+        assert_eq!(stats.invocations, 1);
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(ep.shared.extras.load(SeqCst), 1);
+        ep.stop().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    fn exit(code: i32) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        Ok(std::process::ExitStatus::from_raw(code))
+    }
+
+    /// A killed process is out of memory only when it was; otherwise a crash, retried.
+    #[test]
+    fn a_death_is_out_of_memory_only_over_the_limit() {
+        let mib = |m: u64| m << 20;
+        // SIGKILL (raw wait status 9) at a fifth of the limit: a crash.
+        let (k, m) = classify_death(exit(9), false, mib(100), 512);
+        assert_eq!(k, ErrorKind::Crashed, "{m}");
+        assert!(m.contains("SIGKILL") && m.contains("100 MiB"), "{m}");
+        assert!(k.retryable());
+        // The same signal from the kernel's OOM killer for the cgroup, or over the limit.
+        assert_eq!(
+            classify_death(exit(9), true, mib(100), 512).0,
+            ErrorKind::OutOfMemory
+        );
+        let (k, m) = classify_death(exit(9), false, mib(600), 512);
+        assert_eq!(k, ErrorKind::OutOfMemory);
+        assert!(m.contains("memory_mb = 512"), "{m}");
+        // SIGSEGV, an abort, an exit code: crashes.
+        assert_eq!(
+            classify_death(exit(11), false, 0, 512).0,
+            ErrorKind::Crashed
+        );
+        assert_eq!(classify_death(exit(6), false, 0, 512).0, ErrorKind::Crashed);
+        let (k, m) = classify_death(exit(1 << 8), false, 0, 512);
+        assert_eq!(k, ErrorKind::Crashed);
+        assert!(m.contains("exit status: 1"), "{m}");
+    }
 }

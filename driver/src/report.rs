@@ -126,7 +126,7 @@ impl Report {
                 + others as f64 * USD_PER_S3_GET,
             retries: d.retries,
             throttled: d.throttled,
-            backups: 0,
+            backups: d.backups,
             outputs,
         }
     }

@@ -410,9 +410,12 @@ async fn dispatch_stage(
     bar.finish_and_clear();
     let _ = run.flush().await;
     let d = result.map_err(|e| anyhow!(explain(&e, job)))?;
+    // The stats were added per invocation above; the counters come from the dispatcher.
     let mut m = measured.lock().expect("measured");
-    m.dispatched.retries += d.retries;
-    m.dispatched.throttled += d.throttled;
+    m.dispatched.merge(&crate::dispatch::Dispatched {
+        stats: Default::default(),
+        ..d
+    });
     Ok(())
 }
 

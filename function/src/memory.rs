@@ -23,10 +23,13 @@ pub fn peak() -> u64 {
     status_kib("VmHWM:").unwrap_or(0) * 1024
 }
 
-/// Current resident bytes of process `pid`.
-pub fn rss_of(pid: u32) -> Option<u64> {
+/// Resident bytes of process `pid`: now, and the peak since it started or last reset it
+/// (`VmRSS`, `VmHWM`; the function resets the peak at each invocation).
+pub fn usage_of(pid: u32) -> Option<(u64, u64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    field_kib(&s, "VmRSS:").map(|k| k * 1024)
+    let rss = field_kib(&s, "VmRSS:")? * 1024;
+    let peak = field_kib(&s, "VmHWM:").map_or(rss, |k| k * 1024);
+    Some((rss, peak.max(rss)))
 }
 
 fn status_kib(field: &str) -> Option<u64> {

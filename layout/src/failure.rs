@@ -86,15 +86,35 @@ impl ErrorKind {
             .unwrap_or(ErrorKind::Other)
     }
 
-    /// Whether sending the same invocation again may succeed: store hiccups, a process
-    /// that died (not for memory) and unknown runtime failures may pass; out of memory,
-    /// timeouts, refused keys and bad data will not.
-    pub fn retryable(self) -> bool {
-        matches!(
-            self,
-            ErrorKind::Store | ErrorKind::Crashed | ErrorKind::Other
-        )
+    /// How the driver retries an invocation that failed this way.
+    pub fn retry(self) -> Retry {
+        match self {
+            // The function's store client has already retried each request; what reaches
+            // the driver is an outage, waited out for a time budget, not a count.
+            ErrorKind::Store => Retry::WithinBudget,
+            // A process that died without going over memory_mb (a signal, an abort, a lost
+            // host) or an unknown runtime failure: another process may well succeed.
+            ErrorKind::Crashed | ErrorKind::Other => Retry::Attempts,
+            // Out of memory, timeouts, refused keys and bad data fail the same way again.
+            _ => Retry::Never,
+        }
     }
+
+    /// Whether sending the same invocation again may succeed.
+    pub fn retryable(self) -> bool {
+        self.retry() != Retry::Never
+    }
+}
+
+/// How a failure is retried (see [`ErrorKind::retry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Retry {
+    /// Not at all: the same invocation fails the same way.
+    Never,
+    /// A few times, with backoff.
+    Attempts,
+    /// With backoff until a time budget has passed since the batch first failed so.
+    WithinBudget,
 }
 
 impl std::fmt::Display for ErrorKind {
@@ -117,5 +137,18 @@ mod tests {
             ErrorKind::TimedOut
         );
         assert_eq!(ErrorKind::from_wire("Something.New"), ErrorKind::Other);
+    }
+
+    /// A store outage is waited out, a crash retried a few times, the rest never.
+    #[test]
+    fn retry_rules() {
+        assert_eq!(ErrorKind::Store.retry(), Retry::WithinBudget);
+        assert_eq!(ErrorKind::Crashed.retry(), Retry::Attempts);
+        assert_eq!(ErrorKind::Other.retry(), Retry::Attempts);
+        for k in ErrorKind::ALL {
+            assert_eq!(k.retryable(), k.retry() != Retry::Never, "{k}");
+        }
+        assert!(!ErrorKind::OutOfMemory.retryable());
+        assert!(!ErrorKind::TimedOut.retryable());
     }
 }
