@@ -269,11 +269,17 @@ fn work_for(g: &Graph, id: NodeId, idx: &[u64]) -> Option<Work> {
             vec![],
         ),
         NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
-        NodeOp::Iota { axis, start, step } => one(
+        NodeOp::Iota {
+            axis,
+            start,
+            step,
+            last,
+        } => one(
             Kernel::Iota {
                 axis: *axis,
                 start: *start,
                 step: *step,
+                last: *last,
             },
             vec![],
         ),

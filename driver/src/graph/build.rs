@@ -12,6 +12,15 @@ pub(super) enum Val {
     None,
 }
 
+/// A number of the expression language as the exact scalar kernels carry.
+pub(super) fn scalar_of(v: f64, k: ScalarKind) -> Scalar {
+    match k {
+        ScalarKind::Bool => Scalar::Bool(v != 0.0),
+        ScalarKind::Int => Scalar::Int(v as i64),
+        ScalarKind::Float => Scalar::Float(v),
+    }
+}
+
 pub(super) struct Builder<'a> {
     pub(super) job: &'a Job,
     /// What the job's inputs hold (read before building: building does no I/O).
@@ -228,7 +237,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x, k) => self.scalar_node(x, DType::of_kind(k)),
+                    Val::Num(x, k) => self.scalar_node(scalar_of(x, k), DType::of_kind(k)),
                     _ => return Err(err(format!("{text:?} is not an array expression"))),
                 };
                 let m = self.meta(id).clone();
@@ -573,7 +582,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x, k) => Ok(self.scalar_node(x, DType::of_kind(k))),
+            Val::Num(x, k) => Ok(self.scalar_node(scalar_of(x, k), DType::of_kind(k))),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",

@@ -4,7 +4,7 @@
 use super::*;
 
 impl<'a> Builder<'a> {
-    pub(super) fn scalar_node(&mut self, value: f64, dtype: DType) -> NodeId {
+    pub(super) fn scalar_node(&mut self, value: Scalar, dtype: DType) -> NodeId {
         self.add(
             ArrayMeta::new(vec![], vec![], dtype),
             NodeOp::Fill { value },
@@ -156,9 +156,21 @@ impl<'a> Builder<'a> {
         };
         let dtype = self.result_dtype(bop, da, db, pos)?;
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
+        // NumPy raises for an int array to a negative int power; a literal exponent is
+        // known now (an array of exponents is checked when the kernel runs).
+        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e, k)) = (bop, &a, &b)
+            && !dtype.is_float()
+            && *k != ScalarKind::Float
+            && *e < 0.0
+        {
+            return Err(at(format!(
+                "{} (NumPy raises ValueError for ** {e} of an {dtype} array); use a float exponent such as {e:.1}",
+                nums_layout::batch::NEGATIVE_POWER
+            )));
+        }
         Ok(match (a, b) {
-            (Val::Num(x, _), Val::Num(y, _)) => Val::Num(bop.apply(x, y), dtype.kind()),
-            (Val::Arr(x), Val::Num(value, _)) | (Val::Num(value, _), Val::Arr(x)) => {
+            (Val::Num(x, kx), Val::Num(y, ky)) => fold(bop, x, kx, y, ky, dtype).map_err(at)?,
+            (Val::Arr(x), Val::Num(value, k)) | (Val::Num(value, k), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
                     ..self.meta(x).clone()
@@ -166,7 +178,7 @@ impl<'a> Builder<'a> {
                 let op = NodeOp::Scalar {
                     op: bop,
                     x,
-                    value,
+                    value: scalar_of(value, k),
                     scalar_left,
                 };
                 Val::Arr(self.add(m, op))
@@ -580,3 +592,60 @@ impl<'a> Builder<'a> {
 
 /// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
 pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
+
+/// `x op y` of two Python numbers as Python computes it: ints exactly (no wrapping; a
+/// result outside int64 is refused, as NumPy refuses such a Python int), an int to a
+/// negative int power is a float, anything with a float in float64.
+fn fold(
+    op: BinaryOp,
+    x: f64,
+    kx: ScalarKind,
+    y: f64,
+    ky: ScalarKind,
+    dtype: DType,
+) -> Result<Val, String> {
+    let ints = kx != ScalarKind::Float && ky != ScalarKind::Float;
+    if !ints || op == BinaryOp::Div || op.is_logical() {
+        return Ok(Val::Num(op.apply(x, y), dtype.kind()));
+    }
+    let (a, b) = (x as i128, y as i128);
+    let v: Option<i128> = match op {
+        BinaryOp::Pow if b < 0 => return Ok(Val::Num(x.powf(y), ScalarKind::Float)),
+        BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
+        BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => {
+            return Err(format!(
+                "integer division or modulo by zero: {a} {} 0",
+                op.symbol()
+            ));
+        }
+        BinaryOp::FloorDiv => Some(floor_div(a, b)),
+        BinaryOp::Mod => Some(a - b * floor_div(a, b)),
+        BinaryOp::Add => a.checked_add(b),
+        BinaryOp::Sub => a.checked_sub(b),
+        BinaryOp::Mul => a.checked_mul(b),
+        _ => {
+            let r = op
+                .apply_i64(a as i64, b as i64)
+                .expect("comparisons and min/max");
+            Some(r.into())
+        }
+    };
+    let kind = if op.is_predicate() {
+        ScalarKind::Bool
+    } else {
+        // Python's bools compute as ints (True + True is 2).
+        ScalarKind::Int
+    };
+    match v.and_then(|v| i64::try_from(v).ok()) {
+        Some(v) => Ok(Val::Num(v as f64, kind)),
+        None => Err(format!(
+            "{a} {} {b} is outside int64's range (NumPy refuses such a Python int)",
+            op.symbol()
+        )),
+    }
+}
+
+/// Python's `a // b` (rounded toward -inf) for `b != 0`.
+fn floor_div(a: i128, b: i128) -> i128 {
+    a.div_euclid(b) - i128::from(b < 0 && a.rem_euclid(b) != 0)
+}

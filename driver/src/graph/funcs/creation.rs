@@ -72,6 +72,7 @@ fn filled(s: &mut Builder, b: &Bound, value: Option<f64>) -> Result<Val, EvalErr
     let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
     check_fill(b, value, dtype)?;
     let m = s.default_meta(shape, dtype);
+    let value = scalar_of(value, kind);
     Ok(Val::Arr(s.add(m, NodeOp::Fill { value })))
 }
 
@@ -81,15 +82,16 @@ fn filled_like(s: &mut Builder, b: &Bound, value: Option<f64>) -> Result<Val, Ev
     let x = b.array("a")?;
     let m = s.meta(x).clone();
     let value = match value {
-        Some(v) => v,
+        Some(v) => Scalar::Float(v),
         None => {
-            b.num("fill_value")?
-                .ok_or_else(|| b.err(b.pos, "full_like() needs fill_value"))?
-                .0
+            let (v, k) = b
+                .num("fill_value")?
+                .ok_or_else(|| b.err(b.pos, "full_like() needs fill_value"))?;
+            scalar_of(v, k)
         }
     };
     let dtype = b.dtype("dtype")?.unwrap_or(m.dtype);
-    check_fill(b, value, dtype)?;
+    check_fill(b, value.as_f64(), dtype)?;
     Ok(Val::Arr(
         s.add(ArrayMeta { dtype, ..m }, NodeOp::Fill { value }),
     ))
@@ -146,8 +148,9 @@ fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         m,
         NodeOp::Iota {
             axis: 0,
-            start: start.0,
-            step: step.0,
+            start: scalar_of(start.0, start.1),
+            step: scalar_of(step.0, step.1),
+            last: None,
         },
     )))
 }
@@ -177,8 +180,10 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         m,
         NodeOp::Iota {
             axis: 0,
-            start,
-            step: (stop - start) / div,
+            start: Scalar::Float(start),
+            step: Scalar::Float((stop - start) / div),
+            // NumPy sets the endpoint to stop exactly.
+            last: (endpoint && num > 1).then_some(Scalar::Float(stop)),
         },
     )))
 }

@@ -165,6 +165,8 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<NodeId, EvalError> {
         let fdt = self.meta(x).dtype.to_float();
+        // NumPy sums ints in float64 for a mean (no int64 wrapping).
+        let x = self.cast(x, fdt);
         if !nan {
             let n = self.count_over(x, &axes);
             let s = self.reduce(x, ReduceOp::Sum, axes, keepdims);
@@ -275,8 +277,9 @@ impl<'a> Builder<'a> {
             },
             NodeOp::Iota {
                 axis,
-                start: 0.0,
-                step: 1.0,
+                start: Scalar::Int(0),
+                step: Scalar::Int(1),
+                last: None,
             },
         );
         let n = Val::Num(m.shape[axis] as f64, ScalarKind::Int);
