@@ -34,12 +34,17 @@ impl Elem for Wrapping<i64> {
             a.as_slice().expect("standard layout"),
             b.as_slice().expect("standard layout"),
         );
-        let mut out = vec![Wrapping(0i64); m * n];
-        if n > 0 {
-            int_gemm(a, b, &mut out, k, n);
+        c.fill(Wrapping(0));
+        if n == 0 {
+            return;
         }
-        let out = ndarray::Array2::from_shape_vec((m, n), out).expect("m x n");
-        c.assign(&out);
+        // Straight into `c` where it is one row-major slice (the usual case).
+        if let Some(out) = c.as_slice_mut() {
+            return int_gemm(a, b, out, k, n);
+        }
+        let mut out = vec![Wrapping(0i64); m * n];
+        int_gemm(a, b, &mut out, k, n);
+        c.assign(&ndarray::ArrayView2::from_shape((m, n), &out).expect("m x n"));
     }
 }
 

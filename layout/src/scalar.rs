@@ -117,7 +117,8 @@ impl Scalar {
 /// infinities and values outside [-2^63, 2^63) give -2^63.
 pub fn f64_to_i64(f: f64) -> i64 {
     // 2^63 as f64 is exact; every f64 in [-2^63, 2^63) truncates to an int64.
-    if f.is_nan() || !(-9.223_372_036_854_775_808e18..9.223_372_036_854_775_808e18).contains(&f) {
+    const TWO_63: f64 = (1u64 << 63) as f64;
+    if f.is_nan() || !(-TWO_63..TWO_63).contains(&f) {
         i64::MIN
     } else {
         f as i64
@@ -268,10 +269,7 @@ mod tests {
         assert_eq!(Scalar::Float(f64::NAN).as_i64(), i64::MIN);
         assert_eq!(Scalar::Float(f64::INFINITY).as_i64(), i64::MIN);
         assert_eq!(Scalar::Float(9.3e18).as_i64(), i64::MIN);
-        assert_eq!(
-            Scalar::Float(-9.223_372_036_854_775_808e18).as_i64(),
-            i64::MIN
-        );
+        assert_eq!(Scalar::Float(i64::MIN as f64).as_i64(), i64::MIN);
         assert_eq!(Scalar::Int(9007199254740993).as_f64(), 9007199254740992.0);
         // 2^60 + 2^36 + 1 rounds up to float32 directly, but to 2^60 via float64.
         let i = (1i64 << 60) + (1 << 36) + 1;
