@@ -3,10 +3,12 @@ table, one output per case) and is compared with NumPy evaluating the *same* exp
 text on the same inputs: values (rtol 1e-10 for float64, 1e-5 for float32, exact for ints
 and bools), shape and dtype (NumPy 2's promotion rules). Inputs are blocked raggedly;
 the table also runs with other block shapes and must give the same answers."""
+import subprocess
+
 import numpy as np
 import pytest
 
-from nums import job_text, run
+from nums import BIN, job_text, run
 
 rng = np.random.default_rng(7)
 NAN = rng.normal(size=(7, 5))
@@ -33,6 +35,13 @@ INPUTS = {
     "M": (rng.random(size=(7, 5)) < 0.5, [3, 2], [2, 5]),
     "N": (NAN, [3, 2], [7, 5]),
 }
+# int64 past 2^53 (products and sums wrap as NumPy's do) and int divisors with zeros and
+# negatives; from their own generator so the inputs above keep their values.
+_big = np.random.default_rng(11)
+INPUTS.update({
+    "L": (_big.integers(-2**62, 2**62, size=(7, 5)), [3, 2], [7, 1]),
+    "K": (_big.integers(-3, 4, size=(7, 5)), [2, 3], [7, 5]),
+})
 
 
 def expit(x):
@@ -283,6 +292,104 @@ CASES = [
     "I[M[:, 0]] * 2",
     "T[:, :, v < -0.5][1:, ::-1]",
     "A / A.size",
+    # int64 computed in int64, NumPy's bits (wrapping on overflow) past 2^53
+    "arange(3000000000, 3000000010)",
+    "arange(3000000000, 3000000010) * arange(3000000000, 3000000010) + 1",
+    "arange(3000000000, 3000000010) ** 2 + 1",
+    "arange(-3000000000, 3000000000, 1000000007) * 3000000019",
+    "full((2, 3), 3000000000) * 3000000000 + 7",
+    "linspace(0, 10, 4, dtype='int64')",
+    "linspace(-10, 0, 4, dtype='int64')",
+    "L + L",
+    "L - I",
+    "L * L + 1",
+    "L * 3000000019 - 7",
+    "-L",
+    "abs(L)",
+    "sign(L)",
+    "square(L)",
+    "L // J",
+    "L % J",
+    "L // K",
+    "L % K",
+    "I // K",
+    "I % K",
+    "-7 // K + 7 % K",
+    "L ** 3",
+    "L ** J",
+    "K ** 2",
+    "maximum(L, I)",
+    "minimum(L, K)",
+    "maximum(L, 0.5)",
+    "L == L + 1 - 1",
+    "L > I",
+    "L + 1 > L",
+    "L < 4611686018427387904.0",
+    "where(M, L, I)",
+    "where(L > 0, L, -1)",
+    "clip(L, -1000, 1000)",
+    "clip(L, I, J)",
+    "sum(L)",
+    "sum(L, axis=0)",
+    "sum(L * L, axis=1)",
+    "prod(L)",
+    "prod(L, axis=0)",
+    "nansum(L, axis=1)",
+    "min(L, axis=1)",
+    "max(L)",
+    "argmax(L, axis=0)",
+    "argmin(L)",
+    "mean(L)",
+    "mean(L, axis=0)",
+    "std(L, axis=1)",
+    "L @ L.T",
+    "L.T @ K",
+    "I @ J.T",
+    "dot(L, I[0])",
+    "einsum('ij,ij->i', L, L)",
+    "outer(L[0], L[1])",
+    "tensordot(L, K, axes=2)",
+    "trace(L[:5])",
+    "concatenate((L, I))",
+    "L.astype('float64')",
+    "L.astype('float32')",
+    "(L / 7).astype('int64')",
+    "(A * 1e6).astype('int64')",
+    # int literals past 2^53 stay exact (literals, folded Python ints, creation)
+    "L + 9007199254740993",
+    "L * 0 + 2 ** 62 + 1",
+    "-9223372036854775807 - 1 + I * 0",
+    "abs(-9223372036854775807 - 1 + I * 0)",
+    "I * 3000000000 * 3000000000",
+    "maximum(L, 9007199254740993)",
+    "where(M, L, 4611686018427387905)",
+    "clip(L, -2 ** 62 + 1, 2 ** 62 - 1)",
+    "full((2, 3), 9007199254740993)",
+    "full_like(I, -9007199254740993)",
+    "arange(9007199254740993, 9007199254741003)",
+    "arange(9007199254740993, 9007199254741013, 3) * 3 + 1",
+    "arange(0.5, 3, 0.5, dtype='int64')",
+    "arange(0.1, 1, 0.3)",
+    "arange(10, dtype='float32') / 3",
+    "2 ** -1 + A",
+    "7 // -2 + I",
+    # every special float scalar crosses the wire (NaN, infinities, -0.0: its sign shows
+    # as the sign of 1 / x)
+    "maximum(A, -np.inf) + np.nan",
+    "A * -0.0",
+    "1 / (A * -0.0)",
+    "1 / (-0.0 - zeros((2, 2)))",
+    "where(A > 0, np.inf, -np.inf)",
+    "minimum(A, np.inf) - np.inf",
+    "full((2, 3), np.nan)",
+    "1 / full((2, 2), -0.0)",
+    "full((2, 3), -np.inf, dtype='float32')",
+    "np.nan * I",
+    "I + np.inf",
+    "A > np.nan",
+    "maximum(I, np.nan)",
+    "clip(A, -np.inf, 0)",
+    "isnan(A + np.nan)",
 ]
 
 # A subset that also runs against Garage (the same code path, a real S3 server).
@@ -325,6 +432,26 @@ def run_table(tmp_path, cases, storage, env=None, blocks=1, scheduler="lshs"):
                             compute={"scheduler": scheduler, "memory_mb": 1024}))
     run(job, env=env)
     return {expr: np.load(tmp_path / f"c{i}.npy") for i, expr in enumerate(cases)}
+
+
+def test_negative_int_powers_are_refused_as_numpy_refuses_them(tmp_path):
+    """A literal negative exponent of an int array is refused at check; an array of
+    exponents that turns out negative fails the run with NumPy's message."""
+    d = tmp_path / "in"
+    d.mkdir()
+    np.save(d / "I.npy", INPUTS["I"][0])
+    storage = {"url": f"file://{tmp_path / 'store'}"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"I": {"load": str(d / "I.npy")}, "y": "I ** -1"}, {"y": str(tmp_path / "y.npy")},
+                            storage=storage))
+    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0 and "Integers to negative integer powers are not allowed" in p.stderr, p.stderr
+    assert "arrays.y" in p.stderr, p.stderr
+    job.write_text(job_text({"I": {"load": str(d / "I.npy")}, "y": "2 ** (I - 7)"}, {"y": str(tmp_path / "y.npy")},
+                            storage=storage))
+    p = run(job, check=False)
+    assert p.returncode != 0 and "Integers to negative integer powers are not allowed" in p.stderr, p.stderr
+    assert not (tmp_path / "y.npy").exists()
 
 
 def test_table_is_large_enough():

@@ -1,13 +1,17 @@
 //! The one contraction kernel (einsum) against the direct call it replaces, on the same
 //! blocks in one run: BLAS `dot` for matmul shapes, and a hand-written loop for MTTKRP.
-//! A ratio near 1 means routing every contraction through einsum costs nothing.
+//! A ratio near 1 means routing every contraction through einsum costs nothing. Then
+//! int64 contractions (BLAS has no integer GEMM): the kernel's blocked wrapping loop
+//! against ndarray's generic `dot` and against float64 `dgemm` on the same shapes.
 //!
 //!     cargo run --release -p nums-benches --bin einsum
 
 use std::time::Instant;
 
+use std::num::Wrapping;
+
 use ndarray::{Array2, Array3, ArrayD, Ix2};
-use nums_function::einsum::{Spec, einsum};
+use nums_function::einsum::{Spec, einsum, sum_of_terms};
 use nums_layout::Block;
 
 /// Best of `reps` runs, in seconds.
@@ -105,4 +109,48 @@ fn main() {
         let _: Array3<f64> = out.insert_axis(ndarray::Axis(2));
     });
     row(&format!("MTTKRP {i}x{j}x{k}, rank {f}"), e, d);
+    int64_contractions();
+}
+
+fn int_block(shape: &[usize], seed: u64) -> Block {
+    let n: usize = shape.iter().product();
+    let v: Vec<i64> = (0..n as u64)
+        .map(|i| ((i.wrapping_mul(2654435761) ^ seed) % 2001) as i64 - 1000)
+        .collect();
+    Block::I64(ArrayD::from_shape_vec(shape.to_vec(), v).expect("shape"))
+}
+
+fn int64_contractions() {
+    println!(
+        "\n{:<30} {:>10} {:>12} {:>8} {:>12} {:>8}",
+        "int64 matmul", "einsum ms", "nd dot ms", "ratio", "f64 BLAS ms", "ratio"
+    );
+    for (m, k, n) in [(512, 512, 512), (1024, 1024, 1024), (65536, 128, 128)] {
+        let (a, b) = (int_block(&[m, k], 1), int_block(&[k, n], 2));
+        let e = best(3, || {
+            sum_of_terms("ij,jk->ik", 2, &[&a, &b]).expect("einsum");
+        });
+        let wrap = |x: &Block| match x {
+            Block::I64(v) => v.mapv(Wrapping).into_dimensionality::<Ix2>().expect("2-D"),
+            _ => unreachable!("int64 blocks"),
+        };
+        let (wa, wb) = (wrap(&a), wrap(&b));
+        // ndarray's generic product (no BLAS, no matrixmultiply for integers).
+        let d = best(1, || {
+            let _: Array2<Wrapping<i64>> = wa.dot(&wb);
+        });
+        let (fa, fb) = (block(&[m, k], 1), block(&[k, n], 2));
+        let f = best(3, || {
+            sum_of_terms("ij,jk->ik", 2, &[&fa, &fb]).expect("einsum");
+        });
+        println!(
+            "{:<30} {:>10.1} {:>12.1} {:>8.2} {:>12.1} {:>8.2}",
+            format!("{m}x{k} @ {k}x{n}"),
+            e * 1e3,
+            d * 1e3,
+            d / e,
+            f * 1e3,
+            e / f
+        );
+    }
 }

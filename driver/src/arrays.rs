@@ -46,7 +46,7 @@ pub async fn for_each_row_slab(
             .buffered(READ_AHEAD)
             .try_collect()
             .await?;
-        let mut slab = Block::full(m.dtype, &shape, 0.0);
+        let mut slab = Block::full(m.dtype, &shape, 0.0.into());
         for (idx, b) in blocks {
             let o = m.block_origin(&idx);
             let info: Vec<SliceInfoElem> = b

@@ -120,7 +120,7 @@ pub enum Source {
     },
     Full {
         shape: Vec<u64>,
-        value: f64,
+        value: nums_layout::Scalar,
     },
     /// A `.npy` file (absolute path) or a Zarr v3 array (folder or `s3://` URL).
     Load {
@@ -597,17 +597,17 @@ fn parse_array(
         }
         ["zeros"] => Source::Full {
             shape: dims(&t["zeros"]).map_err(|m| ("zeros".to_string(), m))?,
-            value: 0.0,
+            value: nums_layout::Scalar::Int(0),
         },
         ["ones"] => Source::Full {
             shape: dims(&t["ones"]).map_err(|m| ("ones".to_string(), m))?,
-            value: 1.0,
+            value: nums_layout::Scalar::Int(1),
         },
         ["full"] => {
             let value = match t.get("value") {
-                Some(toml::Value::Float(f)) => *f,
-                Some(toml::Value::Integer(i)) => *i as f64,
-                Some(toml::Value::Boolean(b)) => *b as u8 as f64,
+                Some(toml::Value::Float(f)) => nums_layout::Scalar::Float(*f),
+                Some(toml::Value::Integer(i)) => nums_layout::Scalar::Int(*i),
+                Some(toml::Value::Boolean(b)) => nums_layout::Scalar::Bool(*b),
                 _ => return Err(("value".into(), "full needs a numeric value = ...".into())),
             };
             Source::Full {

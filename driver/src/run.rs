@@ -816,7 +816,7 @@ pub async fn read_whole(
         .try_collect()
         .await?;
     let shape: Vec<usize> = arr.meta.shape.iter().map(|&s| s as usize).collect();
-    let mut full = Block::full(arr.meta.dtype, &shape, 0.0);
+    let mut full = Block::zeros(arr.meta.dtype, &shape);
     for (idx, b) in blocks {
         let info = slice_info(&arr.meta, &idx);
         match (&mut full, b) {

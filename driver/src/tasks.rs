@@ -317,11 +317,17 @@ impl<'g> BlockWork<'g> {
                 vec![],
             ),
             NodeOp::Fill { value } => one(Kernel::Fill { value: *value }, vec![]),
-            NodeOp::Iota { axis, start, step } => one(
+            NodeOp::Iota {
+                axis,
+                start,
+                step,
+                last,
+            } => one(
                 Kernel::Iota {
                     axis: *axis,
                     start: *start,
                     step: *step,
+                    last: *last,
                 },
                 vec![],
             ),

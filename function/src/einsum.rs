@@ -1,11 +1,85 @@
 //! Einstein sums of blocks. Every contraction the job language has (`@`, dot, outer,
 //! tensordot, trace, einsum such as MTTKRP) is one of these, computed as pairwise
-//! matrix products so that BLAS does the arithmetic.
+//! matrix products: BLAS `dgemm` for floats; for int64 operands (BLAS has no integer
+//! GEMM) a cache-blocked loop in wrapping int64, NumPy's bits.
 
 use std::collections::HashSet;
+use std::num::Wrapping;
 
-use ndarray::{ArrayD, Axis, CowArray, Dimension, Ix3, IxDyn, linalg::general_mat_mul, s};
+use ndarray::{
+    ArrayD, ArrayView2, ArrayViewMut2, CowArray, Dimension, Ix3, IxDyn, LinalgScalar,
+    linalg::general_mat_mul, s,
+};
 use nums_layout::Block;
+use rayon::prelude::*;
+
+/// An element type einsum computes in: float64 (BLAS) or wrapping int64.
+pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
+    /// `c = a @ b`.
+    fn gemm(a: &ArrayView2<'_, Self>, b: &ArrayView2<'_, Self>, c: &mut ArrayViewMut2<'_, Self>);
+}
+
+impl Elem for f64 {
+    fn gemm(a: &ArrayView2<'_, f64>, b: &ArrayView2<'_, f64>, c: &mut ArrayViewMut2<'_, f64>) {
+        // BLAS reads a transposed operand in place.
+        general_mat_mul(1.0, a, b, 0.0, c);
+    }
+}
+
+impl Elem for Wrapping<i64> {
+    fn gemm(a: &ArrayView2<'_, Self>, b: &ArrayView2<'_, Self>, c: &mut ArrayViewMut2<'_, Self>) {
+        let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
+        let (a, b) = (a.as_standard_layout(), b.as_standard_layout());
+        let (a, b) = (
+            a.as_slice().expect("standard layout"),
+            b.as_slice().expect("standard layout"),
+        );
+        c.fill(Wrapping(0));
+        if n == 0 {
+            return;
+        }
+        // Straight into `c` where it is one row-major slice (the usual case).
+        if let Some(out) = c.as_slice_mut() {
+            return int_gemm(a, b, out, k, n);
+        }
+        let mut out = vec![Wrapping(0i64); m * n];
+        int_gemm(a, b, &mut out, k, n);
+        c.assign(&ndarray::ArrayView2::from_shape((m, n), &out).expect("m x n"));
+    }
+}
+
+/// `c` (m x n, row-major, zeros) += `a` (m x k) @ `b` (k x n), in wrapping int64. Rows of
+/// the output are split over threads in runs of `MC`; within a run, `b` is walked in
+/// panels of `KC` rows by `NC` columns (256 KiB) that stay in cache while each row of the
+/// run uses them; the innermost loop runs along a row of `b` and of `c`.
+fn int_gemm(a: &[Wrapping<i64>], b: &[Wrapping<i64>], c: &mut [Wrapping<i64>], k: usize, n: usize) {
+    const MC: usize = 64;
+    const KC: usize = 128;
+    const NC: usize = 256;
+    c.par_chunks_mut(MC * n).enumerate().for_each(|(chunk, c)| {
+        let row0 = chunk * MC;
+        let rows = c.len() / n;
+        for j0 in (0..n).step_by(NC) {
+            let j1 = (j0 + NC).min(n);
+            for p0 in (0..k).step_by(KC) {
+                let p1 = (p0 + KC).min(k);
+                for i in 0..rows {
+                    let a_row = &a[(row0 + i) * k..(row0 + i + 1) * k];
+                    let c_row = &mut c[i * n + j0..i * n + j1];
+                    for (p, &x) in a_row.iter().enumerate().take(p1).skip(p0) {
+                        if x.0 == 0 {
+                            continue;
+                        }
+                        let b_row = &b[p * n + j0..p * n + j1];
+                        for (c, &y) in c_row.iter_mut().zip(b_row) {
+                            *c += x * y;
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
 
 /// Subscripts such as `"ij,jk->ik"`: letters of each operand and of the output.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,7 +121,8 @@ impl Spec {
     }
 }
 
-/// The sum over terms (each `operands` consecutive blocks) of the einsum of each term.
+/// The sum over terms (each `operands` consecutive blocks) of the einsum of each term: in
+/// wrapping int64 where every block is int64 or bool, else in float64.
 pub fn sum_of_terms(subscripts: &str, operands: usize, inputs: &[&Block]) -> Result<Block, String> {
     let spec = Spec::parse(subscripts)?;
     if spec.inputs.len() != operands
@@ -60,9 +135,30 @@ pub fn sum_of_terms(subscripts: &str, operands: usize, inputs: &[&Block]) -> Res
             inputs.len()
         ));
     }
-    let mut acc: Option<ArrayD<f64>> = None;
-    for term in inputs.chunks(operands) {
-        let r = einsum(&spec, term)?;
+    if inputs.iter().all(|b| b.is_integer()) {
+        let sum = terms(&spec, inputs, |b| CowArray::from(b.to_i64().mapv(Wrapping)))?;
+        return Ok(Block::I64(sum.mapv(|v| v.0)));
+    }
+    Ok(Block::F64(terms(&spec, inputs, as_f64)?))
+}
+
+/// A block's values as float64, borrowed where they are float64.
+fn as_f64(b: &Block) -> CowArray<'_, f64, IxDyn> {
+    match b.to_f64() {
+        std::borrow::Cow::Borrowed(a) => CowArray::from(a.view()),
+        std::borrow::Cow::Owned(a) => CowArray::from(a),
+    }
+}
+
+/// The sum of the einsums of each term's blocks, each block made an array by `elems`.
+fn terms<'b, T: Elem>(
+    spec: &Spec,
+    inputs: &[&'b Block],
+    elems: impl Fn(&'b Block) -> CowArray<'b, T, IxDyn>,
+) -> Result<ArrayD<T>, String> {
+    let mut acc: Option<ArrayD<T>> = None;
+    for term in inputs.chunks(spec.inputs.len()) {
+        let r = einsum_of(spec, term.iter().map(|&b| elems(b)).collect())?;
         acc = Some(match acc {
             None => r,
             Some(mut a) => {
@@ -71,30 +167,34 @@ pub fn sum_of_terms(subscripts: &str, operands: usize, inputs: &[&Block]) -> Res
             }
         });
     }
-    Ok(Block::F64(acc.expect("at least one term")))
+    Ok(acc.expect("at least one term"))
 }
 
 /// An operand with a letter per axis; borrowed from its block until an op must copy.
-struct Labeled<'a> {
-    a: CowArray<'a, f64, IxDyn>,
+struct Labeled<'a, T> {
+    a: CowArray<'a, T, IxDyn>,
     l: Vec<char>,
 }
 
-/// The einsum of one block per operand.
+/// The einsum of one block per operand, in float64.
 pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
+    einsum_of(spec, blocks.iter().map(|&b| as_f64(b)).collect())
+}
+
+/// The einsum of one array per operand.
+fn einsum_of<T: Elem>(
+    spec: &Spec,
+    arrays: Vec<CowArray<'_, T, IxDyn>>,
+) -> Result<ArrayD<T>, String> {
     let mut ops = Vec::new();
-    for (k, (b, l)) in blocks.iter().zip(&spec.inputs).enumerate() {
-        if b.shape().len() != l.len() {
+    for (k, (a, l)) in arrays.into_iter().zip(&spec.inputs).enumerate() {
+        if a.ndim() != l.len() {
             return Err(format!(
                 "einsum operand {k} has {} axes but subscripts {:?}",
-                b.shape().len(),
+                a.ndim(),
                 l.iter().collect::<String>()
             ));
         }
-        let a = match b.to_f64() {
-            std::borrow::Cow::Borrowed(a) => CowArray::from(a.view()),
-            std::borrow::Cow::Owned(a) => CowArray::from(a),
-        };
         ops.push(diagonal(a, l.clone())?);
     }
     // Letters in one operand only and not in the output are summed out first.
@@ -113,13 +213,13 @@ pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
             .collect();
         for c in only {
             let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
-            ops[i].a = CowArray::from(ops[i].a.sum_axis(Axis(ax)));
+            ops[i].a = CowArray::from(ops[i].a.sum_axis(ndarray::Axis(ax)));
             ops[i].l.remove(ax);
         }
     }
     let mut rest = ops.into_iter();
     let mut cur = rest.next().ok_or("einsum of no operands")?;
-    let rest: Vec<Labeled> = rest.collect();
+    let rest: Vec<Labeled<T>> = rest.collect();
     for (k, next) in rest.iter().enumerate() {
         let later: HashSet<char> = spec
             .output
@@ -151,7 +251,10 @@ pub fn einsum(spec: &Spec, blocks: &[&Block]) -> Result<ArrayD<f64>, String> {
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
-fn diagonal(mut a: CowArray<'_, f64, IxDyn>, mut l: Vec<char>) -> Result<Labeled<'_>, String> {
+fn diagonal<T: Elem>(
+    mut a: CowArray<'_, T, IxDyn>,
+    mut l: Vec<char>,
+) -> Result<Labeled<'_, T>, String> {
     while let Some((p, q)) = (0..l.len())
         .flat_map(|p| (p + 1..l.len()).map(move |q| (p, q)))
         .find(|&(p, q)| l[p] == l[q])
@@ -179,11 +282,11 @@ fn diagonal(mut a: CowArray<'_, f64, IxDyn>, mut l: Vec<char>) -> Result<Labeled
 
 /// An operand as a (rows, columns) matrix over two groups of its letters: a view when its
 /// axes are in that order or in the opposite one (then transposed), else a copy.
-fn matrix<'v>(
-    o: &'v Labeled<'_>,
+fn matrix<'v, T: Elem>(
+    o: &'v Labeled<'_, T>,
     rows: &[char],
     cols: &[char],
-) -> (CowArray<'v, f64, ndarray::Ix2>, (usize, usize)) {
+) -> (CowArray<'v, T, ndarray::Ix2>, (usize, usize)) {
     let pos = |c: &char| o.l.iter().position(|x| x == c).expect("letter");
     let size = |g: &[char]| g.iter().map(|c| o.a.shape()[pos(c)]).product::<usize>();
     let (m, k) = (size(rows), size(cols));
@@ -210,13 +313,13 @@ fn matrix<'v>(
 
 /// Contracts two operands over their shared letters that no later operand or the output
 /// needs; shared letters still needed are batch axes.
-fn contract<'a>(
-    x: Labeled<'a>,
-    y: &Labeled<'a>,
+fn contract<'a, T: Elem>(
+    x: Labeled<'a, T>,
+    y: &Labeled<'a, T>,
     later: &HashSet<char>,
-) -> Result<Labeled<'a>, String> {
+) -> Result<Labeled<'a, T>, String> {
     let size =
-        |o: &Labeled, c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
+        |o: &Labeled<T>, c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
     let shared: Vec<char> = x.l.iter().copied().filter(|c| y.l.contains(c)).collect();
     for &c in &shared {
         if size(&x, c) != size(y, c) {
@@ -240,10 +343,10 @@ fn contract<'a>(
     let fx: Vec<char> = x.l.iter().copied().filter(|c| !y.l.contains(c)).collect();
     let fy: Vec<char> = y.l.iter().copied().filter(|c| !x.l.contains(c)).collect();
     // Each operand as (batch, rows, columns); a view where the axes are already in order.
-    fn arrange<'v>(
-        o: &'v Labeled<'_>,
+    fn arrange<'v, T: Elem>(
+        o: &'v Labeled<'_, T>,
         order: &[&[char]],
-    ) -> (CowArray<'v, f64, IxDyn>, Vec<usize>) {
+    ) -> (CowArray<'v, T, IxDyn>, Vec<usize>) {
         let size = |c: char| o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")];
         let perm: Vec<usize> = order
             .iter()
@@ -267,8 +370,8 @@ fn contract<'a>(
         // other way round (`ji,jk->ik`) is passed as a transposed view, not copied.
         let (ax, dx) = matrix(&x, &fx, &con);
         let (ay, dy) = matrix(y, &con, &fy);
-        let mut out = ndarray::Array2::<f64>::zeros((dx.0, dy.1));
-        general_mat_mul(1.0, &ax, &ay, 0.0, &mut out);
+        let mut out = ndarray::Array2::<T>::zeros((dx.0, dy.1));
+        T::gemm(&ax.view(), &ay.view(), &mut out.view_mut());
         let l: Vec<char> = fx.iter().chain(&fy).copied().collect();
         let shape: Vec<usize> = fx
             .iter()
@@ -299,13 +402,11 @@ fn contract<'a>(
         .map_err(shape_err)?
         .into_dimensionality::<Ix3>()
         .map_err(shape_err)?;
-    let mut out = ndarray::Array3::<f64>::zeros((nb, m, n));
+    let mut out = ndarray::Array3::<T>::zeros((nb, m, n));
     for i in 0..nb {
-        general_mat_mul(
-            1.0,
+        T::gemm(
             &ax.slice(s![i, .., ..]),
             &ay.slice(s![i, .., ..]),
-            0.0,
             &mut out.slice_mut(s![i, .., ..]),
         );
     }

@@ -1,10 +1,14 @@
-//! Block kernels: pure functions from input blocks to one output block.
+//! Block kernels: pure functions from input blocks to one output block. Operands that are
+//! all integers (int64, bool, int scalars) compute in int64 with NumPy's wrapping; any
+//! float operand makes the op compute in float64, as NumPy's loops do after promotion.
+
+use std::borrow::Cow;
 
 use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
-use nums_layout::batch::{BinaryOp, Kernel, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::batch::{self, BinaryOp, Kernel, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::map_block;
 use nums_layout::meta::{ArrayMeta, ravel};
-use nums_layout::{Block, DType};
+use nums_layout::{Block, DType, Scalar};
 use rayon::prelude::*;
 
 /// Runs `kernel` for output block `index` of array `out`.
@@ -18,13 +22,12 @@ pub fn run(
     let block = match kernel {
         Kernel::Fill { value } => Block::full(out.dtype, &shape, *value),
         Kernel::Random { dist, seed } => random(*dist, *seed, out, index),
-        Kernel::Iota { axis, start, step } => {
-            let origin = out.block_origin(index);
-            let o = *origin.get(*axis).ok_or("iota axis out of range")? as f64;
-            Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
-                start + step * (o + i[*axis] as f64)
-            }))
-        }
+        Kernel::Iota {
+            axis,
+            start,
+            step,
+            last,
+        } => iota(out, index, *axis, *start, *step, *last)?,
         Kernel::Eye { k } => {
             let origin = out.block_origin(index);
             if origin.len() != 2 {
@@ -51,8 +54,9 @@ pub fn run(
             scalar_left,
         } => {
             let x = one(inputs)?;
-            // A 0-d block: it broadcasts to x's shape without filling a block.
-            let s = Block::full(DType::Float64, &[], *value);
+            // A 0-d block of the scalar's own kind: it broadcasts to x's shape without
+            // filling a block, and an int stays an exact int64.
+            let s = Block::scalar(*value);
             if *scalar_left {
                 binary(*op, &s, x)?
             } else {
@@ -63,18 +67,7 @@ pub fn run(
             let [c, a, b] = inputs else {
                 return Err(format!("where needs 3 inputs, got {}", inputs.len()));
             };
-            let dim = IxDyn(&shape);
-            let (c, a, b) = (c.to_bool(), a.to_f64(), b.to_f64());
-            let bc = |x| format!("where: a block of shape {x:?} does not broadcast to {shape:?}");
-            let c = c.broadcast(dim.clone()).ok_or_else(|| bc(c.shape()))?;
-            let a = a.broadcast(dim.clone()).ok_or_else(|| bc(a.shape()))?;
-            let b = b.broadcast(dim).ok_or_else(|| bc(b.shape()))?;
-            Block::F64(
-                Zip::from(c)
-                    .and(a)
-                    .and(b)
-                    .par_map_collect(|&c, &a, &b| if c { a } else { b }),
-            )
+            where_(c, a, b, out.dtype, &shape)?
         }
         Kernel::Einsum {
             subscripts,
@@ -105,8 +98,8 @@ pub fn run(
         | Kernel::Inverse
         | Kernel::Det { .. }) => crate::linalg::run(k, inputs, &shape)?,
     };
-    // Cast to the output dtype the driver planned (kernels compute in float64 where the
-    // dtypes mix, as NumPy's loops do after promotion).
+    // Cast to the output dtype the driver planned (kernels compute in int64 or float64,
+    // as NumPy's loops do after promotion).
     let block = block.cast(out.dtype);
     if block.shape() != shape.as_slice() {
         return Err(format!(
@@ -118,21 +111,86 @@ pub fn run(
     Ok(block)
 }
 
-/// The inputs in the first one's dtype: borrowed where they already are (the usual case),
-/// converted only where they differ.
-fn in_first_dtype<'a>(inputs: &[&'a Block]) -> (DType, Vec<std::borrow::Cow<'a, Block>>) {
+/// A block in `dtype`: borrowed where it already is (the usual case), converted otherwise.
+fn in_dtype(b: &Block, dtype: DType) -> Cow<'_, Block> {
+    if b.dtype() == dtype {
+        Cow::Borrowed(b)
+    } else {
+        Cow::Owned(b.clone().cast(dtype))
+    }
+}
+
+/// The inputs in the first one's dtype.
+fn in_first_dtype<'a>(inputs: &[&'a Block]) -> (DType, Vec<Cow<'a, Block>>) {
     let dtype = inputs.first().map_or(DType::Float64, |b| b.dtype());
-    let same = inputs
-        .iter()
-        .map(|&b| {
-            if b.dtype() == dtype {
-                std::borrow::Cow::Borrowed(b)
-            } else {
-                std::borrow::Cow::Owned(b.clone().cast(dtype))
+    (dtype, inputs.iter().map(|&b| in_dtype(b, dtype)).collect())
+}
+
+/// Element at global index `g` is `start + step * g[axis]`; see [`Kernel::Iota`].
+fn iota(
+    out: &ArrayMeta,
+    index: &[u64],
+    axis: usize,
+    start: Scalar,
+    step: Scalar,
+    last: Option<Scalar>,
+) -> Result<Block, String> {
+    let shape = out.block_shape(index);
+    let origin = out.block_origin(index);
+    let o = *origin.get(axis).ok_or("iota axis out of range")?;
+    let n = out.shape[axis];
+    let ints = |s: Scalar| !matches!(s, Scalar::Float(_));
+    if !out.dtype.is_float() && ints(start) && ints(step) {
+        let (a, d) = (start.as_i64(), step.as_i64());
+        return Ok(Block::I64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
+            let g = o + i[axis] as u64;
+            match last {
+                Some(l) if g + 1 == n => l.as_i64(),
+                _ => a.wrapping_add(d.wrapping_mul(g as i64)),
             }
-        })
-        .collect();
-    (dtype, same)
+        })));
+    }
+    let (a, d) = (start.as_f64(), step.as_f64());
+    // NumPy's linspace rounds toward -inf for an integer dtype (astype would truncate).
+    let floor = out.dtype == DType::Int64;
+    Ok(Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
+        let g = o + i[axis] as u64;
+        let v = match last {
+            Some(l) if g + 1 == n => l.as_f64(),
+            _ => a + d * g as f64,
+        };
+        if floor { v.floor() } else { v }
+    })))
+}
+
+/// `where(c, a, b)`: a and b in the output's dtype (exact for int64), picked by c.
+fn where_(c: &Block, a: &Block, b: &Block, dtype: DType, shape: &[usize]) -> Result<Block, String> {
+    let dim = IxDyn(shape);
+    let bc = |x: &[usize]| format!("where: a block of shape {x:?} does not broadcast to {shape:?}");
+    let c = c.to_bool();
+    let c = c.broadcast(dim.clone()).ok_or_else(|| bc(c.shape()))?;
+    let (a, b) = (in_dtype(a, dtype), in_dtype(b, dtype));
+    macro_rules! pick {
+        ($v:ident) => {{
+            let (Block::$v(a), Block::$v(b)) = (a.as_ref(), b.as_ref()) else {
+                unreachable!("cast above")
+            };
+            let a = a.broadcast(dim.clone()).ok_or_else(|| bc(a.shape()))?;
+            let b = b.broadcast(dim.clone()).ok_or_else(|| bc(b.shape()))?;
+            Block::$v(
+                Zip::from(c)
+                    .and(a)
+                    .and(b)
+                    .par_map_collect(|&c, &a, &b| if c { a } else { b }),
+            )
+        }};
+    }
+    Ok(match dtype {
+        DType::Float64 => pick!(F64),
+        DType::Float32 => pick!(F32),
+        DType::Int64 => pick!(I64),
+        DType::Bool => pick!(Bool),
+    })
 }
 
 fn one<'a>(inputs: &[&'a Block]) -> Result<&'a Block, String> {
@@ -155,15 +213,31 @@ fn uniform01(key: u64, i: u64) -> f64 {
     (h >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
+fn key_of(seed: u64) -> u64 {
+    mix(seed.wrapping_add(0x632b_e59b_d9b4_e019))
+}
+
+/// Element `i` of the random integers in `[low, high)` with `seed`, exact over all of int64.
+pub fn random_int(low: i64, high: i64, seed: u64, i: u64) -> i64 {
+    let key = key_of(seed);
+    let span = (high as i128 - low as i128).max(1) as u128;
+    let offset = if span <= 1 << 53 {
+        // floor(u * span), in float64 (exact for these spans; the values of earlier versions).
+        ((uniform01(key, i) * span as f64).floor() as u128).min(span - 1)
+    } else {
+        // The same 53 random bits, scaled in integers.
+        let h = mix(key ^ i.wrapping_mul(0x9e37_79b9_7f4a_7c15)) >> 11;
+        (h as u128 * span) >> 53
+    };
+    (low as i128 + offset as i128) as i64
+}
+
 /// Element `i` of the random array with `seed`: the same value whatever the block shape.
 pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
-    let key = mix(seed.wrapping_add(0x632b_e59b_d9b4_e019));
+    let key = key_of(seed);
     match dist {
         RandomDist::Uniform => uniform01(key, i),
-        RandomDist::Integers { low, high } => {
-            let span = (high - low) as f64;
-            (low as f64 + (uniform01(key, i) * span).floor()).min((high - 1) as f64)
-        }
+        RandomDist::Integers { low, high } => random_int(low, high, seed, i) as f64,
         RandomDist::Normal => {
             // Box-Muller on two independent uniforms; 1-u keeps the log finite.
             let u1 = 1.0 - uniform01(key, 2 * i);
@@ -174,11 +248,25 @@ pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
 }
 
 fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block {
+    match dist {
+        RandomDist::Integers { low, high } => Block::I64(by_flat_index(out, index, |i| {
+            random_int(low, high, seed, i)
+        })),
+        _ => Block::F64(by_flat_index(out, index, |i| random_value(dist, seed, i))),
+    }
+}
+
+/// Output block `index` of `out` whose element at flat index `i` of the whole array is `f(i)`.
+fn by_flat_index<T: Send + Clone + Default>(
+    out: &ArrayMeta,
+    index: &[u64],
+    f: impl Fn(u64) -> T + Sync,
+) -> ArrayD<T> {
     let shape = out.block_shape(index);
     let origin = out.block_origin(index);
     let n: usize = shape.iter().product();
     let row = shape.last().copied().unwrap_or(1).max(1);
-    let mut v = vec![0.0; n];
+    let mut v = vec![T::default(); n];
     let outer: Vec<u64> = shape[..shape.len().saturating_sub(1)]
         .iter()
         .map(|&s| s as u64)
@@ -192,15 +280,21 @@ fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block 
         }
         let base = ravel(&g, &out.shape);
         for (j, x) in chunk.iter_mut().enumerate() {
-            *x = random_value(dist, seed, base + j as u64);
+            *x = f(base + j as u64);
         }
     });
-    Block::F64(ArrayD::from_shape_vec(IxDyn(&shape), v).expect("shape"))
+    ArrayD::from_shape_vec(IxDyn(&shape), v).expect("shape")
 }
 
 fn unary(op: UnaryOp, x: &Block) -> Block {
     if let (UnaryOp::Not, Block::Bool(b)) = (op, x) {
         return Block::Bool(b.mapv(|v| !v));
+    }
+    // Ops that keep ints compute in int64 (wrapping); the float functions in float64.
+    if x.is_integer() && (op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil)) {
+        let mut out = x.to_i64().into_owned();
+        out.par_mapv_inplace(|v| op.apply_i64(v).unwrap_or(v));
+        return Block::I64(out);
     }
     let mut out = x.to_f64().into_owned();
     out.par_mapv_inplace(|v| op.apply(v));
@@ -230,6 +324,9 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
             _ => zip.par_map_collect(|x, y| *x != *y),
         }));
     }
+    if a.is_integer() && b.is_integer() && op != BinaryOp::Div {
+        return int_binary(op, a, b, dim);
+    }
     let (a, b) = (a.to_f64(), b.to_f64());
     let (a, b) = (
         a.broadcast(dim.clone()).expect("broadcastable"),
@@ -251,34 +348,99 @@ fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
     })
 }
 
-/// Each input reduced over `axes`, then the partial results combined in input order.
+/// `op` of two integer operands in int64, as NumPy computes it (see [`BinaryOp::apply_i64`]).
+fn int_binary(op: BinaryOp, a: &Block, b: &Block, dim: IxDyn) -> Result<Block, String> {
+    let (a, b) = (a.to_i64(), b.to_i64());
+    if op == BinaryOp::Pow && b.iter().any(|&e| e < 0) {
+        return Err(format!("ValueError: {}", batch::NEGATIVE_POWER));
+    }
+    let (a, b) = (
+        a.broadcast(dim.clone()).expect("broadcastable"),
+        b.broadcast(dim).expect("broadcastable"),
+    );
+    let zip = Zip::from(a).and(b);
+    Ok(match op {
+        BinaryOp::Lt => Block::Bool(zip.par_map_collect(|x, y| x < y)),
+        BinaryOp::Le => Block::Bool(zip.par_map_collect(|x, y| x <= y)),
+        BinaryOp::Gt => Block::Bool(zip.par_map_collect(|x, y| x > y)),
+        BinaryOp::Ge => Block::Bool(zip.par_map_collect(|x, y| x >= y)),
+        BinaryOp::Eq => Block::Bool(zip.par_map_collect(|x, y| x == y)),
+        BinaryOp::Ne => Block::Bool(zip.par_map_collect(|x, y| x != y)),
+        BinaryOp::Add => Block::I64(zip.par_map_collect(|x, y| x.wrapping_add(*y))),
+        BinaryOp::Sub => Block::I64(zip.par_map_collect(|x, y| x.wrapping_sub(*y))),
+        BinaryOp::Mul => Block::I64(zip.par_map_collect(|x, y| x.wrapping_mul(*y))),
+        BinaryOp::FloorDiv => Block::I64(zip.par_map_collect(|x, y| batch::floor_div_i64(*x, *y))),
+        BinaryOp::Mod => Block::I64(zip.par_map_collect(|x, y| batch::mod_i64(*x, *y))),
+        BinaryOp::Pow => Block::I64(zip.par_map_collect(|x, y| batch::pow_i64(*x, *y))),
+        BinaryOp::Maximum => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
+        BinaryOp::Minimum => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
+        op => return Err(format!("{} is not an int64 op", op.symbol())),
+    })
+}
+
+/// Each input reduced over `axes`, then the partial results combined in input order:
+/// in int64 (sums and products wrapping, as NumPy's) where every input is int64 or bool,
+/// else in float64.
 fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, String> {
     let mut axes = axes.to_vec();
     axes.sort_unstable_by(|a, b| b.cmp(a));
-    let mut acc: Option<ArrayD<f64>> = None;
-    for x in inputs {
+    if let Some((x, &ax)) = inputs.iter().find_map(|x| {
+        axes.iter()
+            .find(|&&ax| ax >= x.shape().len())
+            .map(|ax| (x, ax))
+    }) {
+        return Err(format!(
+            "{} over axis {ax} of a {}-D block",
+            op.name(),
+            x.shape().len()
+        ));
+    }
+    let logical = matches!(op, ReduceOp::All | ReduceOp::Any);
+    if !logical && inputs.iter().all(|x| x.is_integer()) {
+        let parts = inputs.iter().map(|x| {
+            let x = x.to_i64();
+            reduce_axes(x, &axes, |a, ax| {
+                a.fold_axis(Axis(ax), op.identity_i64(), |&a, &v| op.apply_i64(a, v))
+            })
+        });
+        return combine(parts, op, |a, v| op.apply_i64(a, v)).map(Block::I64);
+    }
+    let parts = inputs.iter().map(|x| {
         let x = x.to_f64();
-        if let Some(&ax) = axes.iter().find(|&&ax| ax >= x.ndim()) {
-            return Err(format!(
-                "{} over axis {ax} of a {}-D block",
-                op.name(),
-                x.ndim()
-            ));
-        }
-        let fold = |a: ndarray::ArrayViewD<'_, f64>, ax: usize| {
+        reduce_axes(x, &axes, |a, ax| {
             if op == ReduceOp::Sum {
                 a.sum_axis(Axis(ax))
             } else {
                 a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
             }
-        };
-        // Reduce from a view of the block: only the (smaller) result is allocated.
-        let part = match axes.split_first() {
-            None => x.into_owned(),
-            Some((&first, rest)) => rest
-                .iter()
-                .fold(fold(x.view(), first), |p, &ax| fold(p.view(), ax)),
-        };
+        })
+    });
+    combine(parts, op, |a, v| op.apply(a, v)).map(Block::F64)
+}
+
+/// `x` folded over `axes` (descending) one at a time, from a view of the block: only the
+/// (smaller) results are allocated.
+fn reduce_axes<T: Clone>(
+    x: Cow<'_, ArrayD<T>>,
+    axes: &[usize],
+    fold: impl Fn(ndarray::ArrayViewD<'_, T>, usize) -> ArrayD<T>,
+) -> ArrayD<T> {
+    match axes.split_first() {
+        None => x.into_owned(),
+        Some((&first, rest)) => rest
+            .iter()
+            .fold(fold(x.view(), first), |p, &ax| fold(p.view(), ax)),
+    }
+}
+
+/// Partial results combined elementwise in order with `f`.
+fn combine<T: Copy>(
+    parts: impl Iterator<Item = ArrayD<T>>,
+    op: ReduceOp,
+    f: impl Fn(T, T) -> T,
+) -> Result<ArrayD<T>, String> {
+    let mut acc: Option<ArrayD<T>> = None;
+    for part in parts {
         acc = Some(match acc {
             None => part,
             Some(mut s) => {
@@ -290,15 +452,12 @@ fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, Stri
                         part.shape()
                     ));
                 }
-                Zip::from(&mut s)
-                    .and(&part)
-                    .for_each(|a, &v| *a = op.apply(*a, v));
+                Zip::from(&mut s).and(&part).for_each(|a, &v| *a = f(*a, v));
                 s
             }
         });
     }
-    acc.map(Block::F64)
-        .ok_or_else(|| format!("{} needs at least one input", op.name()))
+    acc.ok_or_else(|| format!("{} needs at least one input", op.name()))
 }
 
 /// Output slice `p` along `axis` is slice `picks[p].1` of input `picks[p].0`.
@@ -336,7 +495,7 @@ fn take(
         Ok(())
     }
     let (dtype, same) = in_first_dtype(inputs);
-    let mut out = Block::full(dtype, shape, 0.0);
+    let mut out = Block::zeros(dtype, shape);
     macro_rules! arm {
         ($v:ident, $o:ident) => {{
             let xs: Vec<&ArrayD<_>> = same
@@ -462,7 +621,7 @@ fn assemble(
             .assign(&x.slice(src.as_slice()));
     }
     let (dtype, same) = in_first_dtype(inputs);
-    let mut out = Block::full(dtype, shape, 0.0);
+    let mut out = Block::zeros(dtype, shape);
     for (x, off) in same.iter().zip(offsets) {
         if off.len() != shape.len() || x.shape().len() != shape.len() {
             return Err(format!(
@@ -543,5 +702,262 @@ mod assemble_tests {
         )
         .unwrap();
         assert_eq!(out, b(vec![6., 4., 2., 0.]));
+    }
+}
+
+#[cfg(test)]
+mod int_tests {
+    use super::*;
+
+    fn ints(v: &[i64]) -> Block {
+        Block::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())
+    }
+
+    fn run1(kernel: Kernel, inputs: &[&Block], dtype: DType, n: usize) -> Result<Block, String> {
+        let meta = ArrayMeta::new(vec![n as u64], vec![n as u64], dtype);
+        run(&kernel, inputs, &meta, &[0])
+    }
+
+    const BIG: i64 = 3_000_000_007;
+
+    #[test]
+    fn int64_arithmetic_is_exact_and_wraps() {
+        let x = ints(&[BIG, -BIG, i64::MAX, i64::MIN, -7, 7]);
+        let y = ints(&[BIG, 2, 1, -1, 2, -2]);
+        let bin = |op, dtype| run1(Kernel::Binary { op }, &[&x, &y], dtype, 6).unwrap();
+        assert_eq!(
+            bin(BinaryOp::Mul, DType::Int64),
+            ints(&[
+                9_000_000_042_000_000_049,
+                -6_000_000_014,
+                i64::MAX,
+                i64::MIN,
+                -14,
+                -14
+            ])
+        );
+        assert_eq!(
+            bin(BinaryOp::Add, DType::Int64),
+            ints(&[6_000_000_014, -3_000_000_005, i64::MIN, i64::MAX, -5, 5])
+        );
+        assert_eq!(
+            bin(BinaryOp::FloorDiv, DType::Int64),
+            ints(&[1, -1_500_000_004, i64::MAX, i64::MIN, -4, -4])
+        );
+        assert_eq!(bin(BinaryOp::Mod, DType::Int64), ints(&[0, 1, 0, 0, 1, -1]));
+        let Block::Bool(lt) = bin(BinaryOp::Lt, DType::Bool) else {
+            panic!()
+        };
+        assert_eq!(
+            lt.as_slice().unwrap(),
+            &[false, true, false, true, true, false]
+        );
+        // 2^53 + 1 and 2^53 are different ints (equal as float64s).
+        let a = ints(&[(1 << 53) + 1]);
+        let b = ints(&[1 << 53]);
+        let eq = run1(
+            Kernel::Binary { op: BinaryOp::Eq },
+            &[&a, &b],
+            DType::Bool,
+            1,
+        )
+        .unwrap();
+        assert_eq!(eq, Block::Bool(ArrayD::from_elem(IxDyn(&[1]), false)));
+    }
+
+    #[test]
+    fn int_scalars_stay_exact_and_float_scalars_promote() {
+        let x = ints(&[(1 << 53) + 1, 2]);
+        let k = |value: Scalar, op, dtype| {
+            run1(
+                Kernel::Scalar {
+                    op,
+                    value,
+                    scalar_left: false,
+                },
+                &[&x],
+                dtype,
+                2,
+            )
+            .unwrap()
+        };
+        assert_eq!(
+            k(Scalar::Int(1), BinaryOp::Add, DType::Int64),
+            ints(&[(1 << 53) + 2, 3])
+        );
+        assert_eq!(
+            k(Scalar::Int(2), BinaryOp::Pow, DType::Int64),
+            ints(&[((1i64 << 53) + 1).wrapping_mul((1 << 53) + 1), 4])
+        );
+        let e = run1(
+            Kernel::Scalar {
+                op: BinaryOp::Pow,
+                value: Scalar::Int(-1),
+                scalar_left: false,
+            },
+            &[&x],
+            DType::Int64,
+            2,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("Integers to negative integer powers are not allowed"),
+            "{e}"
+        );
+        // A float scalar computes in float64, as NumPy promotes.
+        let Block::F64(f) = k(Scalar::Float(0.5), BinaryOp::Add, DType::Float64) else {
+            panic!()
+        };
+        // 2^53 + 1 is 2^53 as a float64, and 2^53 + 0.5 rounds to it (NumPy: the same).
+        assert_eq!(f.as_slice().unwrap(), &[9_007_199_254_740_992.0, 2.5]);
+        let Block::F64(f) = k(Scalar::Float(f64::NAN), BinaryOp::Maximum, DType::Float64) else {
+            panic!()
+        };
+        assert!(f.iter().all(|v| v.is_nan()));
+        let Block::F64(f) = k(Scalar::Float(-0.0), BinaryOp::Mul, DType::Float64) else {
+            panic!()
+        };
+        assert_eq!(f[1].to_bits(), (-0.0f64).to_bits());
+        let Block::F64(f) = k(
+            Scalar::Float(f64::NEG_INFINITY),
+            BinaryOp::Maximum,
+            DType::Float64,
+        ) else {
+            panic!()
+        };
+        assert_eq!(f[1], 2.0);
+    }
+
+    #[test]
+    fn unary_int_ops_wrap() {
+        let x = ints(&[i64::MIN, -BIG, 0, BIG]);
+        let u = |op| run1(Kernel::Unary { op }, &[&x], DType::Int64, 4).unwrap();
+        assert_eq!(u(UnaryOp::Abs), ints(&[i64::MIN, BIG, 0, BIG]));
+        assert_eq!(u(UnaryOp::Neg), ints(&[i64::MIN, BIG, 0, -BIG]));
+        assert_eq!(u(UnaryOp::Sign), ints(&[-1, -1, 0, 1]));
+        assert_eq!(u(UnaryOp::Square), ints(&[0, BIG * BIG, 0, BIG * BIG]));
+        let y = ints(&[(1 << 60) + 1]);
+        let floor = run1(Kernel::Unary { op: UnaryOp::Floor }, &[&y], DType::Int64, 1).unwrap();
+        assert_eq!(floor, y);
+    }
+
+    #[test]
+    fn int_reductions_wrap_in_any_grouping() {
+        let a = ints(&[i64::MAX, 5, -3]);
+        let b = ints(&[i64::MAX, 1]);
+        let r = |op, inputs: &[&Block]| {
+            let meta = ArrayMeta::new(vec![], vec![], DType::Int64);
+            run(&Kernel::Reduce { op, axes: vec![0] }, inputs, &meta, &[]).unwrap()
+        };
+        let want = i64::MAX
+            .wrapping_add(5 - 3)
+            .wrapping_add(i64::MAX)
+            .wrapping_add(1);
+        let Block::I64(s) = r(ReduceOp::Sum, &[&a, &b]) else {
+            panic!()
+        };
+        assert_eq!(s[[]], want);
+        let Block::I64(p) = r(ReduceOp::Prod, &[&a]) else {
+            panic!()
+        };
+        assert_eq!(p[[]], i64::MAX.wrapping_mul(5).wrapping_mul(-3));
+        let Block::I64(m) = r(ReduceOp::Min, &[&a, &b]) else {
+            panic!()
+        };
+        assert_eq!(m[[]], -3);
+    }
+
+    #[test]
+    fn iota_is_exact_past_2_53() {
+        let meta = ArrayMeta::new(vec![10], vec![4], DType::Int64);
+        let k = Kernel::Iota {
+            axis: 0,
+            start: Scalar::Int(3_000_000_000_000_000_001),
+            step: Scalar::Int(3),
+            last: None,
+        };
+        let Block::I64(b) = run(&k, &[], &meta, &[1]).unwrap() else {
+            panic!()
+        };
+        let want: Vec<i64> = (4..8).map(|g| 3_000_000_000_000_000_001 + 3 * g).collect();
+        assert_eq!(b.as_slice().unwrap(), want.as_slice());
+        // linspace(0, 10, 4, dtype=int64): floats rounded toward -inf, the endpoint exact.
+        let meta = ArrayMeta::new(vec![4], vec![4], DType::Int64);
+        let k = Kernel::Iota {
+            axis: 0,
+            start: Scalar::Float(-10.0),
+            step: Scalar::Float(10.0 / 3.0),
+            last: Some(Scalar::Float(0.0)),
+        };
+        assert_eq!(run(&k, &[], &meta, &[0]).unwrap(), ints(&[-10, -7, -4, 0]));
+    }
+
+    #[test]
+    fn where_and_casts_keep_ints_exact() {
+        let c = Block::Bool(ArrayD::from_shape_vec(IxDyn(&[2]), vec![true, false]).unwrap());
+        let a = ints(&[(1 << 53) + 1, 0]);
+        let b = Block::scalar(Scalar::Int(-((1 << 53) + 3)));
+        let w = run1(Kernel::Where, &[&c, &a, &b], DType::Int64, 2).unwrap();
+        assert_eq!(w, ints(&[(1 << 53) + 1, -((1 << 53) + 3)]));
+        let f = Block::F64(
+            ArrayD::from_shape_vec(IxDyn(&[4]), vec![f64::NAN, -2.7, 1e300, 2.5]).unwrap(),
+        );
+        assert_eq!(f.cast(DType::Int64), ints(&[i64::MIN, -2, i64::MIN, 2]));
+        let Block::F32(g) = ints(&[(1 << 60) + (1 << 36) + 1]).cast(DType::Float32) else {
+            panic!()
+        };
+        assert_eq!(g[0], ((1i64 << 60) + (1 << 37)) as f32);
+    }
+
+    #[test]
+    fn int_matmul_is_exact_and_wraps() {
+        // Sizes that cross the gemm's panels; values whose products overflow int64.
+        let (m, k, n) = (70, 300, 260);
+        let val = |i: usize, j: usize, s: u64| {
+            let h = mix((i * 1000 + j) as u64 ^ s);
+            (h as i64) >> (h % 40)
+        };
+        let a = ArrayD::from_shape_fn(IxDyn(&[m, k]), |i| val(i[0], i[1], 1));
+        let b = ArrayD::from_shape_fn(IxDyn(&[k, n]), |i| val(i[0], i[1], 2));
+        let (ba, bb) = (Block::I64(a.clone()), Block::I64(b.clone()));
+        let got = crate::einsum::sum_of_terms("ij,jk->ik", 2, &[&ba, &bb]).unwrap();
+        let Block::I64(got) = got else { panic!() };
+        for i in 0..m {
+            for j in 0..n {
+                let want = (0..k).fold(0i64, |s, p| {
+                    s.wrapping_add(a[[i, p]].wrapping_mul(b[[p, j]]))
+                });
+                assert_eq!(got[[i, j]], want, "({i}, {j})");
+            }
+        }
+        // Transposed operand, batch axes and sums over terms in int64 too.
+        let at = Block::I64(a.t().to_owned());
+        let got2 = crate::einsum::sum_of_terms("ji,jk->ik", 2, &[&at, &bb]).unwrap();
+        assert_eq!(got2, Block::I64(got.clone()));
+        let twice = crate::einsum::sum_of_terms("ij,jk->ik", 2, &[&ba, &bb, &ba, &bb]).unwrap();
+        assert_eq!(twice, Block::I64(got.mapv(|v| v.wrapping_mul(2))));
+        let x = Block::I64(ArrayD::from_shape_fn(IxDyn(&[3, 4, 5]), |i| {
+            val(i[0] * 100 + i[1], i[2], 3)
+        }));
+        let y = Block::I64(ArrayD::from_shape_fn(IxDyn(&[3, 5, 2]), |i| {
+            val(i[0] * 100 + i[1], i[2], 4)
+        }));
+        let Block::I64(z) = crate::einsum::sum_of_terms("bij,bjk->bik", 2, &[&x, &y]).unwrap()
+        else {
+            panic!()
+        };
+        let (Block::I64(xa), Block::I64(ya)) = (&x, &y) else {
+            panic!()
+        };
+        for bi in 0..3 {
+            for i in 0..4 {
+                for kk in 0..2 {
+                    let want = (0..5).fold(0i64, |s, j| {
+                        s.wrapping_add(xa[[bi, i, j]].wrapping_mul(ya[[bi, j, kk]]))
+                    });
+                    assert_eq!(z[[bi, i, kk]], want);
+                }
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::meta::ArrayMeta;
+use crate::scalar::Scalar;
 use crate::store::StoreSpec;
 
 /// An array a batch touches: where it is stored and how it is blocked.
@@ -109,6 +110,23 @@ impl UnaryOp {
         }
     }
 
+    /// The op on one int64 as NumPy computes it where it keeps ints (wrapping: `-x` and
+    /// `abs(x)` of int64's minimum are that minimum) or gives bool (1 or 0); `None` for the
+    /// float functions (`exp`, `sqrt`, ...), which compute in floats.
+    pub fn apply_i64(self, v: i64) -> Option<i64> {
+        Some(match self {
+            UnaryOp::Neg => v.wrapping_neg(),
+            UnaryOp::Abs => v.wrapping_abs(),
+            UnaryOp::Square => v.wrapping_mul(v),
+            UnaryOp::Sign => v.signum(),
+            UnaryOp::Floor | UnaryOp::Ceil => v,
+            UnaryOp::Not => (v == 0) as i64,
+            UnaryOp::IsNan | UnaryOp::IsInf => 0,
+            UnaryOp::IsFinite => 1,
+            _ => return None,
+        })
+    }
+
     /// Gives bool whatever the input (`~`, `isnan`, ...).
     pub fn is_predicate(self) -> bool {
         matches!(
@@ -208,6 +226,35 @@ impl BinaryOp {
         }
     }
 
+    /// The op on two int64s as NumPy computes it: wrapping on overflow, `x // 0` and
+    /// `x % 0` are 0 (NumPy warns), predicates give 1 or 0. `None` where NumPy gives no
+    /// int: true division (a float) and a negative power (NumPy raises, see
+    /// [`NEGATIVE_POWER`]).
+    pub fn apply_i64(self, x: i64, y: i64) -> Option<i64> {
+        let b = |v: bool| v as i64;
+        Some(match self {
+            BinaryOp::Add => x.wrapping_add(y),
+            BinaryOp::Sub => x.wrapping_sub(y),
+            BinaryOp::Mul => x.wrapping_mul(y),
+            BinaryOp::Div => return None,
+            BinaryOp::Pow if y < 0 => return None,
+            BinaryOp::Pow => pow_i64(x, y),
+            BinaryOp::FloorDiv => floor_div_i64(x, y),
+            BinaryOp::Mod => mod_i64(x, y),
+            BinaryOp::Maximum => x.max(y),
+            BinaryOp::Minimum => x.min(y),
+            BinaryOp::Lt => b(x < y),
+            BinaryOp::Le => b(x <= y),
+            BinaryOp::Gt => b(x > y),
+            BinaryOp::Ge => b(x >= y),
+            BinaryOp::Eq => b(x == y),
+            BinaryOp::Ne => b(x != y),
+            BinaryOp::And => b(x != 0 && y != 0),
+            BinaryOp::Or => b(x != 0 || y != 0),
+            BinaryOp::Xor => b((x != 0) != (y != 0)),
+        })
+    }
+
     pub fn symbol(self) -> &'static str {
         match self {
             BinaryOp::Add => "+",
@@ -230,6 +277,55 @@ impl BinaryOp {
             BinaryOp::Xor => "^",
         }
     }
+}
+
+/// NumPy's error for an int64 raised to a negative int64 power.
+pub const NEGATIVE_POWER: &str = "Integers to negative integer powers are not allowed";
+
+/// Python's floor division of int64s as NumPy computes it: `x // 0` is 0, and
+/// `MIN // -1` wraps to MIN.
+#[inline]
+pub fn floor_div_i64(x: i64, y: i64) -> i64 {
+    if y == 0 {
+        return 0;
+    }
+    let q = x.wrapping_div(y);
+    let r = x.wrapping_rem(y);
+    if r != 0 && ((r < 0) != (y < 0)) {
+        q - 1
+    } else {
+        q
+    }
+}
+
+/// Python's modulo of int64s (the remainder takes the divisor's sign) as NumPy computes
+/// it: `x % 0` is 0.
+#[inline]
+pub fn mod_i64(x: i64, y: i64) -> i64 {
+    if y == 0 {
+        return 0;
+    }
+    let r = x.wrapping_rem(y);
+    if r != 0 && ((r < 0) != (y < 0)) {
+        r + y
+    } else {
+        r
+    }
+}
+
+/// `x ** y` for `y >= 0`, wrapping on overflow (so modulo 2^64, whatever the order of the
+/// products: NumPy's bits); by squaring.
+#[inline]
+pub fn pow_i64(mut x: i64, mut y: i64) -> i64 {
+    let mut r: i64 = 1;
+    while y > 0 {
+        if y & 1 == 1 {
+            r = r.wrapping_mul(x);
+        }
+        x = x.wrapping_mul(x);
+        y >>= 1;
+    }
+    r
 }
 
 /// How a reduction combines values. Each is associative, so any grouping of blocks into
@@ -283,6 +379,30 @@ impl ReduceOp {
         }
     }
 
+    /// The value of a reduction of int64s over nothing.
+    pub fn identity_i64(self) -> i64 {
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Any => 0,
+            ReduceOp::Prod | ReduceOp::NanProd | ReduceOp::All => 1,
+            ReduceOp::Min | ReduceOp::NanMin => i64::MAX,
+            ReduceOp::Max | ReduceOp::NanMax => i64::MIN,
+        }
+    }
+
+    /// Combines int64s as NumPy does: sums and products wrap on overflow (so any grouping
+    /// gives the same bits); ints have no NaN, so the nan variants are the plain ones.
+    #[inline]
+    pub fn apply_i64(self, acc: i64, v: i64) -> i64 {
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum => acc.wrapping_add(v),
+            ReduceOp::Prod | ReduceOp::NanProd => acc.wrapping_mul(v),
+            ReduceOp::Min | ReduceOp::NanMin => acc.min(v),
+            ReduceOp::Max | ReduceOp::NanMax => acc.max(v),
+            ReduceOp::All => (acc != 0 && v != 0) as i64,
+            ReduceOp::Any => (acc != 0 || v != 0) as i64,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -304,8 +424,8 @@ impl ReduceOp {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kernel", rename_all = "snake_case")]
 pub enum Kernel {
-    /// No inputs; every element `value`.
-    Fill { value: f64 },
+    /// No inputs; every element `value` (cast to the output's dtype).
+    Fill { value: Scalar },
     /// No inputs; element at flat index `i` of the whole array is a pure function of
     /// (`seed`, `i`), so values do not depend on the block shape.
     Random { dist: RandomDist, seed: u64 },
@@ -313,18 +433,27 @@ pub enum Kernel {
     Unary { op: UnaryOp },
     /// Two inputs whose block shapes broadcast (NumPy's rules) to the output block's.
     Binary { op: BinaryOp },
-    /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`).
+    /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`). An
+    /// int scalar with an int or bool input computes in int64, a float one in float64.
     Scalar {
         op: BinaryOp,
-        value: f64,
+        value: Scalar,
         scalar_left: bool,
     },
     /// Three inputs (condition, then values where true and where false) whose block shapes
     /// broadcast to the output block's (`where`).
     Where,
     /// No inputs; element at global index `g` is `start + step * g[axis]` (arange,
-    /// linspace, index arrays).
-    Iota { axis: usize, start: f64, step: f64 },
+    /// linspace, index arrays): in int64 (wrapping) where both are ints and the output is
+    /// not float, else in float64, rounded toward -inf for an int64 output (NumPy's
+    /// linspace). `last`, if given, is the last element along `axis` (linspace's endpoint).
+    Iota {
+        axis: usize,
+        start: Scalar,
+        step: Scalar,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last: Option<Scalar>,
+    },
     /// No inputs; 2-D, 1 where `column - row == k`, else 0 (eye, identity).
     Eye { k: i64 },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
@@ -582,6 +711,83 @@ mod tests {
     use crate::meta::DType;
 
     #[test]
+    fn kernel_values_cross_the_wire_exactly() {
+        let specials = [
+            Scalar::Float(f64::NAN),
+            Scalar::Float(f64::INFINITY),
+            Scalar::Float(f64::NEG_INFINITY),
+            Scalar::Float(-0.0),
+            Scalar::Float(0.1),
+            Scalar::Int(i64::MIN),
+            Scalar::Int(9_007_199_254_740_993),
+            Scalar::Bool(true),
+        ];
+        for &v in &specials {
+            for kernel in [
+                Kernel::Fill { value: v },
+                Kernel::Scalar {
+                    op: BinaryOp::Maximum,
+                    value: v,
+                    scalar_left: true,
+                },
+                Kernel::Iota {
+                    axis: 0,
+                    start: v,
+                    step: Scalar::Int(3_000_000_000),
+                    last: Some(v),
+                },
+            ] {
+                // As a task (the kernel flattened into it), as batches carry it.
+                let task = Task {
+                    kernel,
+                    inputs: vec![],
+                    output: BlockRef {
+                        array: 0,
+                        index: vec![0],
+                    },
+                    write_output: true,
+                };
+                let json = serde_json::to_string(&task).unwrap();
+                let back: Task = serde_json::from_str(&json).unwrap();
+                assert_eq!(back, task, "{json}");
+            }
+        }
+    }
+
+    #[test]
+    fn int_ops_follow_numpy() {
+        use BinaryOp::*;
+        let f = |op: BinaryOp, x, y| op.apply_i64(x, y);
+        assert_eq!(f(FloorDiv, -7, 2), Some(-4));
+        assert_eq!(f(FloorDiv, 7, -2), Some(-4));
+        assert_eq!(f(FloorDiv, -8, 2), Some(-4));
+        assert_eq!(f(FloorDiv, 7, 0), Some(0));
+        assert_eq!(f(FloorDiv, i64::MIN, -1), Some(i64::MIN));
+        assert_eq!(f(Mod, -7, 3), Some(2));
+        assert_eq!(f(Mod, 7, -3), Some(-2));
+        assert_eq!(f(Mod, -6, 3), Some(0));
+        assert_eq!(f(Mod, 7, 0), Some(0));
+        assert_eq!(f(Mod, i64::MIN, -1), Some(0));
+        assert_eq!(f(Pow, 2, 70), Some(0));
+        assert_eq!(f(Pow, 3, 40), Some(-6_289_078_614_652_622_815));
+        assert_eq!(f(Pow, 0, 0), Some(1));
+        assert_eq!(f(Pow, -3, 3), Some(-27));
+        assert_eq!(f(Pow, 2, -1), None);
+        assert_eq!(f(Div, 1, 2), None);
+        assert_eq!(f(Add, i64::MAX, 1), Some(i64::MIN));
+        assert_eq!(
+            f(Mul, 3_000_000_000, 3_000_000_000),
+            Some(9_000_000_000_000_000_000)
+        );
+        assert_eq!(f(Lt, 9_007_199_254_740_993, 9_007_199_254_740_992), Some(0));
+        assert_eq!(UnaryOp::Abs.apply_i64(i64::MIN), Some(i64::MIN));
+        assert_eq!(UnaryOp::Neg.apply_i64(i64::MIN), Some(i64::MIN));
+        assert_eq!(UnaryOp::Sign.apply_i64(-5), Some(-1));
+        assert_eq!(UnaryOp::Exp.apply_i64(1), None);
+        assert_eq!(ReduceOp::Sum.apply_i64(i64::MAX, 2), i64::MIN + 1);
+    }
+
+    #[test]
     fn arrays_outside_the_job_prefix_are_refused() {
         let meta = ArrayMeta::new(vec![2], vec![2], DType::Float64);
         let batch = |path: &str, read_only: bool, writes: bool| Batch {
@@ -599,7 +805,9 @@ mod tests {
             }],
             tasks: if writes {
                 vec![Task {
-                    kernel: Kernel::Fill { value: 0.0 },
+                    kernel: Kernel::Fill {
+                        value: Scalar::Float(0.0),
+                    },
                     inputs: vec![],
                     output: BlockRef {
                         array: 0,

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use ndarray::{ArrayD, IxDyn};
 
 use crate::meta::DType;
+use crate::scalar::{Scalar, f64_to_i64};
 
 /// One block's values, in the dtype of its array.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,9 +61,31 @@ impl Block {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }
 
-    /// A block of `shape` with every element `value` (cast to `dtype`).
-    pub fn full(dtype: DType, shape: &[usize], value: f64) -> Block {
-        Block::from_f64(dtype, ArrayD::from_elem(IxDyn(shape), value))
+    /// A block of `shape` with every element `value` (cast to `dtype` as NumPy casts it).
+    pub fn full(dtype: DType, shape: &[usize], value: Scalar) -> Block {
+        let dim = IxDyn(shape);
+        match dtype {
+            DType::Float64 => Block::F64(ArrayD::from_elem(dim, value.as_f64())),
+            DType::Float32 => Block::F32(ArrayD::from_elem(dim, value.cast(dtype).as_f64() as f32)),
+            DType::Int64 => Block::I64(ArrayD::from_elem(dim, value.as_i64())),
+            DType::Bool => Block::Bool(ArrayD::from_elem(dim, value.as_bool())),
+        }
+    }
+
+    /// A block of zeros (false for bool).
+    pub fn zeros(dtype: DType, shape: &[usize]) -> Block {
+        Block::full(dtype, shape, Scalar::Int(0))
+    }
+
+    /// A 0-d block holding `value` in its own kind's dtype: it broadcasts to any shape.
+    pub fn scalar(value: Scalar) -> Block {
+        Block::full(DType::of_kind(value.kind()), &[], value)
+    }
+
+    /// Whether the values are integers (int64 or bool): NumPy computes such operands in
+    /// int64, exactly, where no float joins them.
+    pub fn is_integer(&self) -> bool {
+        matches!(self, Block::I64(_) | Block::Bool(_))
     }
 
     /// Values as float64 (bool becomes 0/1), as NumPy does when it mixes them in arithmetic.
@@ -72,6 +95,16 @@ impl Block {
             Block::F32(a) => Cow::Owned(a.mapv(f64::from)),
             Block::I64(a) => Cow::Owned(a.mapv(|v| v as f64)),
             Block::Bool(a) => Cow::Owned(a.mapv(|b| if b { 1.0 } else { 0.0 })),
+        }
+    }
+
+    /// Values as int64 (bool becomes 0/1; floats as [`Block::cast`] converts them).
+    pub fn to_i64(&self) -> Cow<'_, ArrayD<i64>> {
+        match self {
+            Block::I64(a) => Cow::Borrowed(a),
+            Block::Bool(a) => Cow::Owned(a.mapv(i64::from)),
+            Block::F64(a) => Cow::Owned(a.mapv(f64_to_i64)),
+            Block::F32(a) => Cow::Owned(a.mapv(|v| f64_to_i64(v.into()))),
         }
     }
 
@@ -86,23 +119,26 @@ impl Block {
     }
 
     /// float64 values cast to `dtype` as NumPy's `astype` casts them (floats to int64
-    /// truncate toward zero; NaN and out-of-range values saturate).
+    /// truncate toward zero; NaN, infinities and out-of-range values become int64's
+    /// minimum, as NumPy gives on x86-64).
     pub fn from_f64(dtype: DType, a: ArrayD<f64>) -> Block {
         match dtype {
             DType::Float64 => Block::F64(a),
             DType::Float32 => Block::F32(a.mapv(|v| v as f32)),
-            DType::Int64 => Block::I64(a.mapv(|v| v as i64)),
+            DType::Int64 => Block::I64(a.mapv(f64_to_i64)),
             DType::Bool => Block::Bool(a.mapv(|v| v != 0.0)),
         }
     }
 
-    /// This block in `dtype` (no copy where it already is).
+    /// This block in `dtype` (no copy where it already is), as NumPy's `astype` casts.
     pub fn cast(self, dtype: DType) -> Block {
         match (self, dtype) {
             (b, d) if b.dtype() == d => b,
             (Block::I64(a), DType::Bool) => Block::Bool(a.mapv(|v| v != 0)),
             (Block::F32(a), DType::Bool) => Block::Bool(a.mapv(|v| v != 0.0)),
             (Block::Bool(a), DType::Int64) => Block::I64(a.mapv(i64::from)),
+            // Rounded once, straight from the int (via float64 it could round twice).
+            (Block::I64(a), DType::Float32) => Block::F32(a.mapv(|v| v as f32)),
             (b, d) => Block::from_f64(d, b.to_f64().into_owned()),
         }
     }

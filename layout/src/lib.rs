@@ -1,5 +1,5 @@
 //! Arrays in storage: metadata and block grid ([`meta`]), block values ([`block`]),
-//! the Zarr v3 format of a stored array ([`zarr`]), the object store ([`store`]) and
+//! exact scalars ([`scalar`]), the Zarr v3 format of a stored array ([`zarr`]), the object store ([`store`]) and
 //! the wire format of a batch of block tasks ([`batch`]) and of its failures
 //! ([`failure`]). Knows nothing of scheduling.
 
@@ -7,15 +7,18 @@ pub mod batch;
 pub mod block;
 pub mod failure;
 pub mod meta;
+pub mod scalar;
 pub mod store;
 pub mod zarr;
 
 pub use batch::{
-    ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, Stats, Task, UnaryOp,
+    ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, ReduceOp, Stats, Task,
+    UnaryOp,
 };
 pub use block::Block;
 pub use failure::ErrorKind;
 pub use meta::{ArrayMeta, DType};
+pub use scalar::Scalar;
 pub use store::{IoCounters, Store, StoreSpec};
 pub use zarr::StoredArray;
 

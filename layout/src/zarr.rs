@@ -15,6 +15,7 @@ use zarrs::array::{Array, ArrayBytes, ArrayMetadata};
 
 use crate::block::Block;
 use crate::meta::{ArrayMeta, DType};
+use crate::scalar::Scalar;
 use crate::store::Store;
 use crate::{Error, Result};
 
@@ -255,14 +256,18 @@ impl StoredArray {
     }
 
     /// The array's `fill_value` as a number (what a chunk that was never written holds).
-    pub fn fill_value(&self) -> f64 {
+    pub fn fill_value(&self) -> Scalar {
         let b = self.codec.fill_value().as_ne_bytes();
         match (self.meta.dtype, b.len()) {
-            (DType::Float64, 8) => f64::from_ne_bytes(b.try_into().expect("8 bytes")),
-            (DType::Float32, 4) => f32::from_ne_bytes(b.try_into().expect("4 bytes")) as f64,
-            (DType::Int64, 8) => i64::from_ne_bytes(b.try_into().expect("8 bytes")) as f64,
-            (DType::Bool, 1) => (b[0] != 0) as u8 as f64,
-            _ => 0.0,
+            (DType::Float64, 8) => {
+                Scalar::Float(f64::from_ne_bytes(b.try_into().expect("8 bytes")))
+            }
+            (DType::Float32, 4) => {
+                Scalar::Float(f32::from_ne_bytes(b.try_into().expect("4 bytes")).into())
+            }
+            (DType::Int64, 8) => Scalar::Int(i64::from_ne_bytes(b.try_into().expect("8 bytes"))),
+            (DType::Bool, 1) => Scalar::Bool(b[0] != 0),
+            _ => Scalar::Int(0),
         }
     }
 

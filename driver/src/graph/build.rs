@@ -5,7 +5,8 @@ use super::*;
 
 #[derive(Debug, Clone)]
 pub(super) enum Val {
-    Num(f64, ScalarKind),
+    /// A Python number: a bool, an exact int64 or a float.
+    Num(Scalar),
     Arr(NodeId),
     Tuple(Vec<Val>),
     Str(String),
@@ -228,7 +229,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x, k) => self.scalar_node(x, DType::of_kind(k)),
+                    Val::Num(x) => self.scalar_node(x, DType::of_kind(x.kind())),
                     _ => return Err(err(format!("{text:?} is not an array expression"))),
                 };
                 let m = self.meta(id).clone();
@@ -255,9 +256,9 @@ impl<'a> Builder<'a> {
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
         Ok(match &e.kind {
-            ExprKind::Num(v) => Val::Num(*v, ScalarKind::Float),
-            ExprKind::Int(v) => Val::Num(*v as f64, ScalarKind::Int),
-            ExprKind::Bool(b) => Val::Num(*b as u8 as f64, ScalarKind::Bool),
+            ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
+            ExprKind::Int(v) => Val::Num(Scalar::Int(*v)),
+            ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
@@ -279,10 +280,13 @@ impl<'a> Builder<'a> {
                 let v = self.eval(x)?;
                 match (op, v) {
                     (UnOp::Pos, v) => v,
-                    (UnOp::Neg, Val::Num(x, k)) => Val::Num(-x, k.max(ScalarKind::Int)),
-                    (UnOp::Invert, Val::Num(x, ScalarKind::Bool)) => {
-                        Val::Num((x == 0.0) as u8 as f64, ScalarKind::Bool)
-                    }
+                    // Python's -: exact for ints (-True is -1).
+                    (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
+                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
+                        Some(v) => Val::Num(Scalar::Int(v)),
+                        None => return Err(at(format!("-({x}) is outside int64's range"))),
+                    },
+                    (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
                     (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
                     (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
@@ -297,10 +301,10 @@ impl<'a> Builder<'a> {
                     && (n == "np" || n == "numpy")
                 {
                     return match attr.as_str() {
-                        "pi" => Ok(Val::Num(std::f64::consts::PI, ScalarKind::Float)),
-                        "e" => Ok(Val::Num(std::f64::consts::E, ScalarKind::Float)),
-                        "inf" => Ok(Val::Num(f64::INFINITY, ScalarKind::Float)),
-                        "nan" => Ok(Val::Num(f64::NAN, ScalarKind::Float)),
+                        "pi" => Ok(Val::Num(Scalar::Float(std::f64::consts::PI))),
+                        "e" => Ok(Val::Num(Scalar::Float(std::f64::consts::E))),
+                        "inf" => Ok(Val::Num(Scalar::Float(f64::INFINITY))),
+                        "nan" => Ok(Val::Num(Scalar::Float(f64::NAN))),
                         "newaxis" => Ok(Val::None),
                         a => Err(at(format!(
                             "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis"
@@ -312,7 +316,7 @@ impl<'a> Builder<'a> {
                     return Err(at(format!("only arrays have the attribute .{attr}")));
                 };
                 let m = self.meta(id).clone();
-                let int = |v: u64| Val::Num(v as f64, ScalarKind::Int);
+                let int = |v: u64| Val::Num(Scalar::Int(v as i64));
                 match attr.as_str() {
                     "T" => Val::Arr(self.transpose(id, (0..m.ndim()).rev().collect())),
                     "shape" => Val::Tuple(m.shape.iter().map(|&s| int(s)).collect()),
@@ -353,7 +357,7 @@ impl<'a> Builder<'a> {
     /// An expression that must be an integer (an index, a size, an axis).
     pub(super) fn int(&mut self, e: &Expr) -> Result<i64, EvalError> {
         match self.eval(e)? {
-            Val::Num(v, k) if k != ScalarKind::Float || v.fract() == 0.0 => Ok(v as i64),
+            Val::Num(v) if v.integer().is_some() => Ok(v.as_i64()),
             _ => Err(EvalError::Expr(ExprError::new(
                 e.pos,
                 "expected an integer",
@@ -444,8 +448,8 @@ impl<'a> Builder<'a> {
                     out.push(Some(d));
                 }
                 _ => match self.eval(it)? {
-                    Val::Num(v, k) if k != ScalarKind::Float => {
-                        let i = v as i64;
+                    Val::Num(v) if v.kind() != ScalarKind::Float => {
+                        let i = v.as_i64();
                         if i < -n || i >= n {
                             return Err(err(format!(
                                 "index {i} is out of bounds for axis {d} with size {n}"
@@ -460,8 +464,8 @@ impl<'a> Builder<'a> {
                         let mut idx = Vec::new();
                         for v in items {
                             match v {
-                                Val::Num(i, k) if k != ScalarKind::Float => {
-                                    let i = i as i64;
+                                Val::Num(i) if i.kind() != ScalarKind::Float => {
+                                    let i = i.as_i64();
                                     if i < -n || i >= n {
                                         return Err(err(format!(
                                             "index {i} is out of bounds for axis {d} with size {n}"
@@ -573,7 +577,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x, k) => Ok(self.scalar_node(x, DType::of_kind(k))),
+            Val::Num(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -617,19 +621,19 @@ pub(super) fn one_axis(i: i64, ndim: usize) -> Result<usize, String> {
 
 /// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
 pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
-    let one = |x: f64| -> Result<usize, String> {
-        if x.fract() != 0.0 {
-            return Err(format!("axis {x} is not an integer"));
-        }
-        one_axis(x as i64, ndim)
+    let one = |x: Scalar| -> Result<usize, String> {
+        let i = x
+            .integer()
+            .ok_or_else(|| format!("axis {x} is not an integer"))?;
+        one_axis(i, ndim)
     };
     let mut axes = match v {
         Val::None => (0..ndim).collect(),
-        Val::Num(x, _) => vec![one(*x)?],
+        Val::Num(x) => vec![one(*x)?],
         Val::Tuple(items) => items
             .iter()
             .map(|i| match i {
-                Val::Num(x, _) => one(*x),
+                Val::Num(x) => one(*x),
                 _ => Err("axis entries must be integers".to_string()),
             })
             .collect::<Result<Vec<_>, _>>()?,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::meta::ScalarKind;
-use nums_layout::{ArrayMeta, DType, StoreSpec};
+use nums_layout::{ArrayMeta, DType, Scalar, StoreSpec};
 
 use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
 use crate::job::{ArrayDef, Job, JobError, Source};
@@ -29,13 +29,15 @@ pub enum NodeOp {
         seed: u64,
     },
     Fill {
-        value: f64,
+        value: Scalar,
     },
-    /// `start + step * index along axis` (arange, linspace, index arrays).
+    /// `start + step * index along axis` (arange, linspace, index arrays); `last`, if
+    /// given, is the last element (linspace's endpoint). See `Kernel::Iota`.
     Iota {
         axis: usize,
-        start: f64,
-        step: f64,
+        start: Scalar,
+        step: Scalar,
+        last: Option<Scalar>,
     },
     /// 1 on the `k`-th diagonal.
     Eye {
@@ -74,7 +76,7 @@ pub enum NodeOp {
     Scalar {
         op: BinaryOp,
         x: NodeId,
-        value: f64,
+        value: Scalar,
         scalar_left: bool,
     },
     Where {

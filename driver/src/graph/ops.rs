@@ -4,7 +4,7 @@
 use super::*;
 
 impl<'a> Builder<'a> {
-    pub(super) fn scalar_node(&mut self, value: f64, dtype: DType) -> NodeId {
+    pub(super) fn scalar_node(&mut self, value: Scalar, dtype: DType) -> NodeId {
         self.add(
             ArrayMeta::new(vec![], vec![], dtype),
             NodeOp::Fill { value },
@@ -23,15 +23,19 @@ impl<'a> Builder<'a> {
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let x = match v {
-            Val::Num(x, k) => {
-                let kind = if op.is_predicate() {
-                    ScalarKind::Bool
-                } else if op.keeps_ints() {
-                    k.max(ScalarKind::Int)
+            Val::Num(x) => {
+                // NumPy's function of a Python number: ints (and bools) stay exact int64
+                // where the op keeps ints.
+                let v = op.apply(x.as_f64());
+                return Ok(Val::Num(if op.is_predicate() {
+                    Scalar::Bool(v != 0.0)
+                } else if let (true, ScalarKind::Bool | ScalarKind::Int) =
+                    (op.keeps_ints(), x.kind())
+                {
+                    Scalar::Int(op.apply_i64(x.as_i64()).unwrap_or(v as i64))
                 } else {
-                    ScalarKind::Float
-                };
-                return Ok(Val::Num(op.apply(x), kind));
+                    Scalar::Float(v)
+                }));
             }
             Val::Arr(id) => id,
             _ => return Err(at("expected an array or a number".into())),
@@ -148,7 +152,7 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
-            Val::Num(_, k) => Some((DType::of_kind(*k), true)),
+            Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -156,9 +160,21 @@ impl<'a> Builder<'a> {
         };
         let dtype = self.result_dtype(bop, da, db, pos)?;
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
+        // NumPy raises for an int array to a negative int power; a literal exponent is
+        // known now (an array of exponents is checked when the kernel runs).
+        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e)) = (bop, &a, &b)
+            && !dtype.is_float()
+            && e.kind() != ScalarKind::Float
+            && e.as_i64() < 0
+        {
+            return Err(at(format!(
+                "{} (NumPy raises ValueError for ** {e} of an {dtype} array); use a float exponent such as {e:.1}",
+                nums_layout::batch::NEGATIVE_POWER
+            )));
+        }
         Ok(match (a, b) {
-            (Val::Num(x, _), Val::Num(y, _)) => Val::Num(bop.apply(x, y), dtype.kind()),
-            (Val::Arr(x), Val::Num(value, _)) | (Val::Num(value, _), Val::Arr(x)) => {
+            (Val::Num(x), Val::Num(y)) => fold(bop, x, y, dtype).map_err(at)?,
+            (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
                     ..self.meta(x).clone()
@@ -248,7 +264,7 @@ impl<'a> Builder<'a> {
     pub(super) fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
-            Val::Num(_, k) => (DType::of_kind(*k), true),
+            Val::Num(x) => (DType::of_kind(x.kind()), true),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -580,3 +596,52 @@ impl<'a> Builder<'a> {
 
 /// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
 pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
+
+/// `x op y` of two Python numbers as Python computes it: ints exactly (no wrapping; a
+/// result outside int64 is refused, as NumPy refuses such a Python int), an int to a
+/// negative int power is a float, anything with a float in float64.
+fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String> {
+    let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
+    if !ints || op == BinaryOp::Div || op.is_logical() {
+        let v = op.apply(x.as_f64(), y.as_f64());
+        return Ok(Val::Num(Scalar::Float(v).cast(dtype)));
+    }
+    let (a, b) = (i128::from(x.as_i64()), i128::from(y.as_i64()));
+    let v: Option<i128> = match op {
+        BinaryOp::Pow if b < 0 => {
+            return Ok(Val::Num(Scalar::Float(x.as_f64().powf(y.as_f64()))));
+        }
+        BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
+        BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => {
+            return Err(format!(
+                "integer division or modulo by zero: {a} {} 0",
+                op.symbol()
+            ));
+        }
+        BinaryOp::FloorDiv => Some(floor_div(a, b)),
+        BinaryOp::Mod => Some(a - b * floor_div(a, b)),
+        BinaryOp::Add => a.checked_add(b),
+        BinaryOp::Sub => a.checked_sub(b),
+        BinaryOp::Mul => a.checked_mul(b),
+        _ => {
+            let r = op
+                .apply_i64(a as i64, b as i64)
+                .expect("comparisons and min/max");
+            Some(r.into())
+        }
+    };
+    match v.and_then(|v| i64::try_from(v).ok()) {
+        Some(v) if op.is_predicate() => Ok(Val::Num(Scalar::Bool(v != 0))),
+        // Python's bools compute as ints (True + True is 2).
+        Some(v) => Ok(Val::Num(Scalar::Int(v))),
+        None => Err(format!(
+            "{a} {} {b} is outside int64's range (NumPy refuses such a Python int)",
+            op.symbol()
+        )),
+    }
+}
+
+/// Python's `a // b` (rounded toward -inf) for `b != 0`.
+pub(super) fn floor_div(a: i128, b: i128) -> i128 {
+    a.div_euclid(b) - i128::from(b < 0 && a.rem_euclid(b) != 0)
+}

@@ -85,11 +85,12 @@ impl Gen {
                 dist: RandomDist::Normal,
                 seed: self.rng.u64(..100),
             },
-            2 => NodeOp::Fill { value: 1.5 },
+            2 => NodeOp::Fill { value: 1.5.into() },
             3 if meta.ndim() > 0 => NodeOp::Iota {
                 axis: self.rng.usize(..meta.ndim()),
-                start: 0.0,
-                step: 1.0,
+                start: 0.0.into(),
+                step: 1.0.into(),
+                last: None,
             },
             4 if meta.ndim() == 2 => NodeOp::Eye { k: 0 },
             5 => NodeOp::InPlace {
@@ -188,7 +189,7 @@ impl Gen {
                     NodeOp::Scalar {
                         op: BinaryOp::Sub,
                         x,
-                        value: 1.0,
+                        value: 1.0.into(),
                         scalar_left: left,
                     },
                 );

@@ -132,12 +132,12 @@ fn tensordot(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             (na.saturating_sub(2)..na).collect(),
             (0..2.min(nb)).collect(),
         ),
-        Some((Val::Num(k, _), p)) => {
-            if k.fract() != 0.0 {
+        Some((Val::Num(k), p)) => {
+            let Some(k) = k.integer() else {
                 return Err(b.err(*p, format!("tensordot: axes={k} is not an integer")));
-            }
+            };
             // NumPy: a negative count contracts nothing.
-            let k = k.max(0.0) as usize;
+            let k = k.max(0) as usize;
             if k > na || k > nb {
                 return Err(b.err(
                     *p,

@@ -2,6 +2,7 @@
 //! file). Their blocks are the default ones for the job's workers and memory.
 
 use super::*;
+use crate::graph::ops::floor_div;
 
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("zeros", &["shape", "dtype"], "`np.zeros`", |s, b| {
@@ -49,9 +50,11 @@ pub(super) const DEFS: &[FuncDef] = &[
 ];
 
 /// Refuses a fill value an integer array cannot hold (NumPy raises for these too).
-fn check_fill(b: &Bound, value: f64, dtype: DType) -> Result<(), EvalError> {
+fn check_fill(b: &Bound, value: Scalar, dtype: DType) -> Result<(), EvalError> {
     // NaN, infinities and magnitudes of 2^63 and beyond.
-    if dtype == DType::Int64 && (value.is_nan() || value.abs() >= 2f64.powi(63)) {
+    if let (DType::Int64, Scalar::Float(v)) = (dtype, value)
+        && (v.is_nan() || v.abs() >= 2f64.powi(63))
+    {
         return Err(b.err(
             b.pos,
             format!("{}(): cannot convert the float {value} to an integer", b.f),
@@ -63,13 +66,13 @@ fn check_fill(b: &Bound, value: f64, dtype: DType) -> Result<(), EvalError> {
 /// A new array of `shape` where every element is `value` (or the `fill_value` argument).
 fn filled(s: &mut Builder, b: &Bound, value: Option<f64>) -> Result<Val, EvalError> {
     let shape = b.shape("shape")?;
-    let (value, kind) = match value {
-        Some(v) => (v, ScalarKind::Float),
+    let value = match value {
+        Some(v) => Scalar::Float(v),
         None => b
             .num("fill_value")?
             .ok_or_else(|| b.err(b.pos, "full() needs fill_value"))?,
     };
-    let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
+    let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(value.kind()));
     check_fill(b, value, dtype)?;
     let m = s.default_meta(shape, dtype);
     Ok(Val::Arr(s.add(m, NodeOp::Fill { value })))
@@ -81,12 +84,10 @@ fn filled_like(s: &mut Builder, b: &Bound, value: Option<f64>) -> Result<Val, Ev
     let x = b.array("a")?;
     let m = s.meta(x).clone();
     let value = match value {
-        Some(v) => v,
-        None => {
-            b.num("fill_value")?
-                .ok_or_else(|| b.err(b.pos, "full_like() needs fill_value"))?
-                .0
-        }
+        Some(v) => Scalar::Float(v),
+        None => b
+            .num("fill_value")?
+            .ok_or_else(|| b.err(b.pos, "full_like() needs fill_value"))?,
     };
     let dtype = b.dtype("dtype")?.unwrap_or(m.dtype);
     check_fill(b, value, dtype)?;
@@ -126,41 +127,84 @@ fn range_len(b: &Bound, n: f64) -> Result<u64, EvalError> {
     })
 }
 
+/// NumPy's arange: `ceil((stop - start) / step)` elements (exact for ints); element `i`
+/// is `first + i * delta`, where `first` is `start` and `delta` the difference of the
+/// first two elements (`start` and `start + step`) in the array's dtype, as NumPy fills it.
 fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let a = b
         .num("start")?
         .ok_or_else(|| b.err(b.pos, "arange() needs a stop"))?;
     let (start, stop) = match b.num("stop")? {
         Some(s) => (a, s),
-        None => ((0.0, ScalarKind::Int), a),
+        None => (Scalar::Int(0), a),
     };
-    let step = b.num("step")?.unwrap_or((1.0, ScalarKind::Int));
-    if step.0 == 0.0 {
+    let step = b.num("step")?.unwrap_or(Scalar::Int(1));
+    if step.as_f64() == 0.0 {
         return Err(b.err(b.pos, "arange(): step cannot be zero"));
     }
-    let n = range_len(b, ((stop.0 - start.0) / step.0).ceil())?;
-    let kind = start.1.max(stop.1).max(step.1).max(ScalarKind::Int);
+    let ints = [start, stop, step]
+        .iter()
+        .all(|v| v.kind() != ScalarKind::Float);
+    let n = if ints {
+        // Python ints: exact (a negative count is an empty range).
+        let (lo, hi, d) = (
+            i128::from(start.as_i64()),
+            i128::from(stop.as_i64()),
+            i128::from(step.as_i64()),
+        );
+        -floor_div(lo - hi, d) as f64
+    } else {
+        ((stop.as_f64() - start.as_f64()) / step.as_f64()).ceil()
+    };
+    let n = range_len(b, n)?;
+    let kind = start
+        .kind()
+        .max(stop.kind())
+        .max(step.kind())
+        .max(ScalarKind::Int);
     let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
+    // The first two elements as Python computes them, then in the array's dtype.
+    let second = if ints {
+        i64::try_from(i128::from(start.as_i64()) + i128::from(step.as_i64()))
+            .map(Scalar::Int)
+            .map_err(|_| b.err(b.pos, "arange(): start + step is outside int64's range"))?
+    } else {
+        Scalar::Float(start.as_f64() + step.as_f64())
+    };
+    let (first, delta) = match dtype {
+        DType::Int64 => {
+            let (x, y) = (start.as_i64(), second.as_i64());
+            (Scalar::Int(x), Scalar::Int(y.wrapping_sub(x)))
+        }
+        DType::Float64 | DType::Float32 => {
+            let (x, y) = (start.as_f64(), second.as_f64());
+            (Scalar::Float(x), Scalar::Float(y - x))
+        }
+        DType::Bool => (start, step),
+    };
     let m = s.default_meta(vec![n], dtype);
     Ok(Val::Arr(s.add(
         m,
         NodeOp::Iota {
             axis: 0,
-            start: start.0,
-            step: step.0,
+            start: first,
+            step: delta,
+            last: None,
         },
     )))
 }
 
 fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    // NumPy computes a linspace in float64 whatever the dtype (rounding toward -inf for
+    // an int dtype, done by the kernel).
     let start = b
         .num("start")?
         .ok_or_else(|| b.err(b.pos, "linspace() needs start"))?
-        .0;
+        .as_f64();
     let stop = b
         .num("stop")?
         .ok_or_else(|| b.err(b.pos, "linspace() needs stop"))?
-        .0;
+        .as_f64();
     let num = b.int("num")?.unwrap_or(50);
     if num < 1 {
         return Err(b.err(b.pos, "linspace(): num must be positive"));
@@ -177,8 +221,10 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         m,
         NodeOp::Iota {
             axis: 0,
-            start,
-            step: (stop - start) / div,
+            start: Scalar::Float(start),
+            step: Scalar::Float((stop - start) / div),
+            // NumPy sets the endpoint to stop exactly.
+            last: (endpoint && num > 1).then_some(Scalar::Float(stop)),
         },
     )))
 }

@@ -143,7 +143,7 @@ fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
         for v in [&mut x1, &mut x2] {
             match v {
                 Val::Arr(id) => *v = Val::Arr(s.cast(*id, DType::Bool)),
-                Val::Num(x, _) => *v = Val::Num((*x != 0.0) as u8 as f64, ScalarKind::Bool),
+                Val::Num(x) => *v = Val::Num(Scalar::Bool(x.as_bool())),
                 _ => {}
             }
         }

@@ -241,8 +241,10 @@ pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {
 /// A single axis given as a value (negatives count from the end).
 fn axis_of(v: &Val, ndim: usize) -> Result<usize, String> {
     match v {
-        Val::Num(x, _) if x.fract() == 0.0 => one_axis(*x as i64, ndim),
-        Val::Num(x, _) => Err(format!("axis {x} is not an integer")),
+        Val::Num(x) => match x.integer() {
+            Some(i) => one_axis(i, ndim),
+            None => Err(format!("axis {x} is not an integer")),
+        },
         _ => Err("axis must be an integer".into()),
     }
 }
@@ -299,23 +301,21 @@ impl Bound {
     pub(super) fn int(&self, name: &str) -> Result<Option<i64>, EvalError> {
         match self.get(name) {
             None => Ok(None),
-            Some((Val::Num(v, k), _)) if *k != ScalarKind::Float || v.fract() == 0.0 => {
-                Ok(Some(*v as i64))
-            }
+            Some((Val::Num(v), _)) if v.integer().is_some() => Ok(v.integer()),
             Some((_, p)) => Err(self.err(*p, format!("{}(): {name} must be an integer", self.f))),
         }
     }
 
-    pub(super) fn num(&self, name: &str) -> Result<Option<(f64, ScalarKind)>, EvalError> {
+    pub(super) fn num(&self, name: &str) -> Result<Option<Scalar>, EvalError> {
         match self.get(name) {
             None => Ok(None),
-            Some((Val::Num(v, k), _)) => Ok(Some((*v, *k))),
+            Some((Val::Num(v), _)) => Ok(Some(*v)),
             Some((_, p)) => Err(self.err(*p, format!("{}(): {name} must be a number", self.f))),
         }
     }
 
     pub(super) fn flag(&self, name: &str) -> Result<bool, EvalError> {
-        Ok(self.num(name)?.is_some_and(|(v, _)| v != 0.0))
+        Ok(self.num(name)?.is_some_and(Scalar::as_bool))
     }
 
     pub(super) fn dtype(&self, name: &str) -> Result<Option<DType>, EvalError> {
@@ -344,7 +344,9 @@ impl Bound {
         let shape = items
             .iter()
             .map(|v| match v {
-                Val::Num(x, k) if *k != ScalarKind::Float && *x >= 1.0 => Ok(*x as u64),
+                Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 1 => {
+                    Ok(x.as_i64() as u64)
+                }
                 _ => Err(self.err(
                     *p,
                     format!("{}(): {name} must be positive integers", self.f),

@@ -118,7 +118,7 @@ fn mean(s: &mut Builder, b: &Bound, nan: bool) -> Result<Val, EvalError> {
 fn var(s: &mut Builder, b: &Bound, nan: bool, sqrt: bool) -> Result<Val, EvalError> {
     let x = b.array("a")?;
     let axes = b.axes(s.meta(x).ndim())?;
-    let ddof = b.num("ddof")?.map_or(0.0, |v| v.0);
+    let ddof = b.num("ddof")?.map_or(0.0, Scalar::as_f64);
     let v = s.var(x, axes, b.flag("keepdims")?, ddof, nan, b.pos)?;
     if sqrt {
         s.unary(UnaryOp::Sqrt, Val::Arr(v), b.pos)
@@ -165,6 +165,8 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<NodeId, EvalError> {
         let fdt = self.meta(x).dtype.to_float();
+        // NumPy sums ints in float64 for a mean (no int64 wrapping).
+        let x = self.cast(x, fdt);
         if !nan {
             let n = self.count_over(x, &axes);
             let s = self.reduce(x, ReduceOp::Sum, axes, keepdims);
@@ -172,7 +174,7 @@ impl<'a> Builder<'a> {
             let v = self.elementwise2(
                 BinaryOp::Div,
                 Val::Arr(s),
-                Val::Num(n as f64, ScalarKind::Int),
+                Val::Num(Scalar::Int(n as i64)),
                 pos,
             )?;
             return self.node(v, pos);
@@ -223,18 +225,13 @@ impl<'a> Builder<'a> {
             let den = self.elementwise2(
                 BinaryOp::Sub,
                 Val::Arr(cnt),
-                Val::Num(ddof, ScalarKind::Float),
+                Val::Num(Scalar::Float(ddof)),
                 pos,
             )?;
             self.elementwise2(BinaryOp::Div, Val::Arr(s), den, pos)?
         } else {
             let n = self.count_over(x, &axes) as f64 - ddof;
-            self.elementwise2(
-                BinaryOp::Div,
-                Val::Arr(s),
-                Val::Num(n, ScalarKind::Float),
-                pos,
-            )?
+            self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Num(Scalar::Float(n)), pos)?
         };
         self.node(v, pos)
     }
@@ -275,11 +272,12 @@ impl<'a> Builder<'a> {
             },
             NodeOp::Iota {
                 axis,
-                start: 0.0,
-                step: 1.0,
+                start: Scalar::Int(0),
+                step: Scalar::Int(1),
+                last: None,
             },
         );
-        let n = Val::Num(m.shape[axis] as f64, ScalarKind::Int);
+        let n = Val::Num(Scalar::Int(m.shape[axis] as i64));
         let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
         let cand = self.node(cand, pos)?;
         let r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);

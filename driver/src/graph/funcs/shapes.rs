@@ -32,7 +32,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             let shape = items
                 .iter()
                 .map(|i| match i {
-                    Val::Num(x, k) if *k != ScalarKind::Float => Ok(*x as i64),
+                    Val::Num(x) if x.kind() != ScalarKind::Float => Ok(x.as_i64()),
                     _ => Err(b.err(*p, "reshape(): sizes are integers")),
                 })
                 .collect::<Result<Vec<i64>, _>>()?;
