@@ -471,6 +471,8 @@ impl Parser {
                 }
                 _ => (ExprKind::Name(name), 0),
             },
+            // `()`: the empty tuple, as in Python.
+            Tok::Sym("(") if self.eat(")") => (ExprKind::Tuple(Vec::new()), 0),
             Tok::Sym("(") => {
                 let first = self.expr(0)?;
                 if self.eat(")") {
@@ -640,6 +642,8 @@ mod tests {
             "sum(X.T,axis=(0,1))"
         );
         assert_eq!(show(&parse("1e-3 * x").unwrap()), "(Mul 0.001 x)");
+        assert_eq!(show(&parse("f(x, axis=())").unwrap()), "f(x,axis=())");
+        assert_eq!(show(&parse("(x,)").unwrap()), "(x)");
     }
 
     #[test]
@@ -660,14 +664,16 @@ mod tests {
         }
         assert!(parse("sum(X, axis").unwrap_err().message.contains("')'"));
         let e = parse("sum(axis=").unwrap_err();
-        assert_eq!((e.pos, e.message.as_str()), (9, "unexpected end of expression"));
+        assert_eq!(
+            (e.pos, e.message.as_str()),
+            (9, "unexpected end of expression")
+        );
     }
 
     #[test]
     fn depth_and_length_are_bounded() {
-        let deep = |open: &str, close: &str, n: usize| {
-            format!("{}x{}", open.repeat(n), close.repeat(n))
-        };
+        let deep =
+            |open: &str, close: &str, n: usize| format!("{}x{}", open.repeat(n), close.repeat(n));
         let at_limit = MAX_EXPR_DEPTH - 1;
         assert!(parse(&deep("(", ")", at_limit)).is_ok());
         for (open, close) in [("(", ")"), ("[", "]"), ("f(", ")"), ("-", ""), ("x[", "]")] {
@@ -675,16 +681,27 @@ mod tests {
                 let text = deep(open, close, n);
                 let e = parse(&text).unwrap_err();
                 assert!(
-                    e.message.contains(&format!("nested more than {MAX_EXPR_DEPTH} levels")),
+                    e.message
+                        .contains(&format!("nested more than {MAX_EXPR_DEPTH} levels")),
                     "{open}{close} x{n}: {e:?}"
                 );
             }
         }
         // Chains deepen the tree without deepening the parser: refused as well.
         let chain = vec!["a"; MAX_EXPR_DEPTH + 2].join(" + ");
-        assert!(parse(&chain).unwrap_err().message.contains("nested more than"));
+        assert!(
+            parse(&chain)
+                .unwrap_err()
+                .message
+                .contains("nested more than")
+        );
         let pow = vec!["a"; 5_000].join(" ** ");
-        assert!(parse(&pow).unwrap_err().message.contains("nested more than"));
+        assert!(
+            parse(&pow)
+                .unwrap_err()
+                .message
+                .contains("nested more than")
+        );
         let chain = vec!["a"; MAX_EXPR_DEPTH / 2].join(" + ");
         assert!(parse(&chain).is_ok());
         let long = format!("{}1", " ".repeat(MAX_EXPR_CHARS));

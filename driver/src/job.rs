@@ -213,8 +213,8 @@ impl Job {
             key: String::new(),
             message,
         };
-        let file =
-            std::fs::File::open(path).map_err(|e| fail(format!("cannot read the job file: {e}")))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| fail(format!("cannot read the job file: {e}")))?;
         // Read one byte past the limit, so that a huge file (or a device) is refused
         // without reading it all.
         let mut text = String::new();

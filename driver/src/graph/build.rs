@@ -789,16 +789,29 @@ pub(super) fn python_slice(
     if step == 0 {
         return Err("slice step cannot be zero".into());
     }
-    let norm = |v: i64, lo: i64, hi: i64| if v < 0 { (v + n).max(lo) } else { v.min(hi) };
-    if step > 0 {
+    let norm = |v: i64, lo: i64, hi: i64| {
+        if v < 0 {
+            v.saturating_add(n).max(lo)
+        } else {
+            v.min(hi)
+        }
+    };
+    // ceil(span / |step|) without overflow, for steps up to i64::MIN.
+    let count = |span: i64| match span {
+        ..=0 => 0,
+        s => ((s as u64 - 1) / step.unsigned_abs() + 1) as i64,
+    };
+    let (a, len) = if step > 0 {
         let a = start.map_or(0, |v| norm(v, 0, n));
         let b = stop.map_or(n, |v| norm(v, 0, n));
-        Ok((a, step, ((b - a).max(0) + step - 1) / step))
+        (a, count(b - a))
     } else {
         let a = start.map_or(n - 1, |v| norm(v, -1, n - 1));
         let b = stop.map_or(-1, |v| norm(v, -1, n - 1));
-        Ok((a, step, ((a - b).max(0) + (-step) - 1) / (-step)))
-    }
+        (a, count(a - b))
+    };
+    // One element: any step selects it; a step of 1 keeps huge ones out of later sums.
+    Ok((a, if len == 1 { 1 } else { step }, len))
 }
 
 /// One axis NumPy-style: negatives count from the end.
