@@ -69,6 +69,45 @@ X = { zeros = [2] }
 [outputs]
 Q = "q.npy"
 """, 5, "outputs.Q", ["no array named Q"]),
+    # Limits: absurd job files get an error, never a crash or a hang.
+    "call_left_open": ("""name = "same"
+[arrays]
+X = { zeros = [7, 5] }
+Y = "sum("
+""", 4, "arrays.Y", ["expected ')', found end of expression"]),
+    "deep_expression": (f"""name = "same"
+[arrays]
+X = {{ zeros = [7, 5] }}
+Y = "{'(' * 6000}X{')' * 6000}"
+""", 4, "arrays.Y", ["nested more than 256 levels"]),
+    "long_operator_chain": (f"""name = "same"
+[arrays]
+X = {{ zeros = [7, 5] }}
+Y = "{' + '.join(['X'] * 1000)}"
+""", 4, "arrays.Y", ["nested more than 256 levels", "split it into several arrays"]),
+    "deep_toml": (f"""name = "same"
+[arrays]
+X = {{ zeros = [7, 5] }}
+Y = {'[' * 10000}1{']' * 10000}
+""", 4, None, ["nested more than 32 levels"]),
+    "too_many_arrays": ("""name = "same"
+[arrays]
+""" + "".join(f"a{i} = {{ zeros = [1] }}\n" for i in range(10001)), 2, "arrays", ["10001 arrays", "more than the 10000"]),
+    "blocks_per_array": ("""name = "same"
+[arrays]
+Z = { zeros = [1000000000000, 16], block = [250, 16] }
+[outputs]
+Z = "z.npy"
+""", 3, "arrays.Z.block", ["4000000000 blocks", "more than the 1000000", "blocks of (1000000, 16) would do"]),
+    "blocks_per_job": ("""name = "same"
+[arrays]
+""" + "".join(f"Z{i} = {{ zeros = [900000], block = [1] }}\n" for i in range(6)), 7, "arrays.Z4.block",
+        ["4500000 blocks in all", "more than the 4000000"]),
+    "too_many_elements": ("""name = "same"
+[arrays]
+v = { zeros = [1125899906842624], block = [1125899906842624] }
+Y = "outer(v, v)"
+""", 4, "arrays.Y", ["more than 2^50 elements"]),
 }
 
 
@@ -99,6 +138,15 @@ def test_bad_job_is_refused_and_nothing_changes(case, populated):
     assert "panicked" not in err, err
     assert snapshot(tmp_path / "nums-data") == before
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "Y.npy"), y_before)
+
+
+def test_a_chain_of_arrays_thousands_long_checks(tmp_path):
+    """Arrays may refer to each other in chains of any length (no recursion per link)."""
+    lines = ["[arrays]", "a0 = { ones = [3] }"] + [f'a{i} = "a{i - 1} + 1"' for i in range(1, 3000)]
+    (tmp_path / "job.toml").write_text("\n".join(lines) + '\n[outputs]\na2999 = "o.npy"\n')
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "ok (3000 arrays, 1 outputs)" in p.stdout, p.stdout
 
 
 def test_expression_error_points_into_the_expression(tmp_path):

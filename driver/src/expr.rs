@@ -1,6 +1,21 @@
 //! Expressions in NumPy's own syntax (a Python subset): numbers, names, `+ - * / ** @`,
 //! comparisons, `& | ~`, unary `-`, `.T`, calls with keyword arguments, tuples.
 //! Every node keeps its position so that errors can point into the expression.
+//!
+//! Expressions come from users, so the parser is bounded: at most [`MAX_EXPR_CHARS`]
+//! characters and [`MAX_EXPR_DEPTH`] levels of nesting, both in the parser's own recursion
+//! and in the tree it returns (whose evaluation recurses as deep), so that neither parsing
+//! nor evaluating an expression can overflow the stack.
+
+/// The longest expression accepted, in characters: far beyond a hand-written one, and
+/// small enough that parsing and checking it take milliseconds.
+pub const MAX_EXPR_CHARS: usize = 100_000;
+
+/// The deepest expression accepted: parentheses, brackets, calls, operators and indexing
+/// each add a level (a chain such as `a + b + c` adds one per operator). Python's own
+/// parser stops at 200 nested parentheses; evaluating 256 levels needs well under the
+/// 2 MiB stack of a Rust thread.
+pub const MAX_EXPR_DEPTH: usize = 256;
 
 /// A parse or check error at character `pos` of an expression.
 #[derive(Debug, Clone, PartialEq)]
@@ -169,8 +184,22 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
 
 /// Parses one expression.
 pub fn parse(s: &str) -> Result<Expr, ExprError> {
+    let chars = s.chars().count();
+    if chars > MAX_EXPR_CHARS {
+        return Err(ExprError::new(
+            0,
+            format!(
+                "the expression is {chars} characters long, more than the {MAX_EXPR_CHARS} allowed; split it into several arrays"
+            ),
+        ));
+    }
     let toks = lex(s)?;
-    let mut p = Parser { toks, i: 0 };
+    let mut p = Parser {
+        toks,
+        i: 0,
+        nesting: 0,
+        last: 0,
+    };
     let e = p.expr(0)?;
     match p.peek() {
         Tok::End => Ok(e),
@@ -195,6 +224,19 @@ fn describe(t: &Tok) -> String {
 struct Parser {
     toks: Vec<(Tok, usize)>,
     i: usize,
+    /// How deep the parser's own recursion is.
+    nesting: usize,
+    /// The depth of the tree the last parsing function returned (a leaf is 1).
+    last: usize,
+}
+
+fn too_deep(pos: usize) -> ExprError {
+    ExprError::new(
+        pos,
+        format!(
+            "the expression is nested more than {MAX_EXPR_DEPTH} levels deep (parentheses, brackets, calls and each operator of a chain count); split it into several arrays"
+        ),
+    )
 }
 
 fn infix(t: &Tok) -> Option<(Op, u8)> {
@@ -221,6 +263,31 @@ fn infix(t: &Tok) -> Option<(Op, u8)> {
 }
 
 impl Parser {
+    /// A node over children at most `below` levels deep; refuses trees deeper than
+    /// [`MAX_EXPR_DEPTH`] (evaluating them recurses as deep).
+    fn node(&mut self, kind: ExprKind, pos: usize, below: usize) -> Result<Expr, ExprError> {
+        if below + 1 > MAX_EXPR_DEPTH {
+            return Err(too_deep(pos));
+        }
+        self.last = below + 1;
+        Ok(Expr { kind, pos })
+    }
+
+    /// Runs `f` one level deeper in the parser's recursion, refusing too deep a nesting
+    /// before the stack can overflow.
+    fn descend<T>(
+        &mut self,
+        f: impl FnOnce(&mut Parser) -> Result<T, ExprError>,
+    ) -> Result<T, ExprError> {
+        if self.nesting >= MAX_EXPR_DEPTH {
+            return Err(too_deep(self.pos()));
+        }
+        self.nesting += 1;
+        let r = f(self);
+        self.nesting -= 1;
+        r
+    }
+
     fn peek(&self) -> &Tok {
         &self.toks[self.i].0
     }
@@ -255,7 +322,12 @@ impl Parser {
 
     /// Precedence climbing over binary operators with binding power above `min`.
     fn expr(&mut self, min: u8) -> Result<Expr, ExprError> {
+        self.descend(|p| p.expr_inner(min))
+    }
+
+    fn expr_inner(&mut self, min: u8) -> Result<Expr, ExprError> {
         let mut lhs = self.unary()?;
+        let mut depth = self.last;
         while let Some((op, bp)) = infix(self.peek()) {
             if bp <= min {
                 break;
@@ -263,17 +335,21 @@ impl Parser {
             let pos = self.pos();
             self.next();
             let rhs = self.expr(bp)?;
+            let below = depth.max(self.last);
             if bp == 1 && matches!(lhs.kind, ExprKind::Binary(o, ..) if infix_bp(o) == 1) {
                 return Err(ExprError::new(
                     pos,
                     "chained comparisons are ambiguous for arrays; add parentheses",
                 ));
             }
-            lhs = Expr {
-                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+            lhs = self.node(
+                ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
                 pos,
-            };
+                below,
+            )?;
+            depth = self.last;
         }
+        self.last = depth;
         Ok(lhs)
     }
 
@@ -287,26 +363,28 @@ impl Parser {
         };
         if let Some(op) = op {
             self.next();
-            let x = self.unary()?;
-            return Ok(Expr {
-                kind: ExprKind::Unary(op, Box::new(x)),
-                pos,
-            });
+            let x = self.descend(Parser::unary)?;
+            let below = self.last;
+            return self.node(ExprKind::Unary(op, Box::new(x)), pos, below);
         }
         let base = self.postfix()?;
         if self.eat("**") {
+            let below = self.last;
             // Right-associative and tighter than unary minus on its left: -x**2 == -(x**2).
-            let exp = self.unary()?;
-            return Ok(Expr {
-                kind: ExprKind::Binary(Op::Pow, Box::new(base), Box::new(exp)),
+            let exp = self.descend(Parser::unary)?;
+            let below = below.max(self.last);
+            return self.node(
+                ExprKind::Binary(Op::Pow, Box::new(base), Box::new(exp)),
                 pos,
-            });
+                below,
+            );
         }
         Ok(base)
     }
 
     fn postfix(&mut self) -> Result<Expr, ExprError> {
         let mut e = self.atom()?;
+        let mut depth = self.last;
         loop {
             let pos = self.pos();
             if self.eat(".") {
@@ -316,34 +394,31 @@ impl Parser {
                 };
                 if self.eat("(") {
                     // `np.f(a)` is `f(a)`; a method `x.f(a)` is `f(x, a)`.
-                    let (mut args, kwargs) = self.call_args()?;
+                    let (mut args, kwargs, below) = self.call_args()?;
                     if !matches!(&e.kind, ExprKind::Name(n) if n == "np" || n == "numpy") {
                         args.insert(0, e);
                     }
-                    e = Expr {
-                        kind: ExprKind::Call(name, args, kwargs),
-                        pos: p,
-                    };
+                    e = self.node(ExprKind::Call(name, args, kwargs), p, below.max(depth))?;
+                    depth = self.last;
                     continue;
                 }
-                e = Expr {
-                    kind: ExprKind::Attr(Box::new(e), name),
-                    pos,
-                };
+                e = self.node(ExprKind::Attr(Box::new(e), name), pos, depth)?;
+                depth = self.last;
             } else if self.eat("[") {
                 let mut items = Vec::new();
+                let mut below = depth;
                 loop {
                     items.push(self.index_item()?);
+                    below = below.max(self.last);
                     if !self.eat(",") {
                         break;
                     }
                 }
                 self.expect("]")?;
-                e = Expr {
-                    kind: ExprKind::Index(Box::new(e), items),
-                    pos,
-                };
+                e = self.node(ExprKind::Index(Box::new(e), items), pos, below)?;
+                depth = self.last;
             } else {
+                self.last = depth;
                 return Ok(e);
             }
         }
@@ -352,88 +427,100 @@ impl Parser {
     fn index_item(&mut self) -> Result<Expr, ExprError> {
         let pos = self.pos();
         if self.eat("...") {
-            return Ok(Expr {
-                kind: ExprKind::Ellipsis,
-                pos,
-            });
+            return self.node(ExprKind::Ellipsis, pos, 0);
         }
-        let bound = |p: &mut Parser| -> Result<Option<Box<Expr>>, ExprError> {
+        // Each bound with its depth (0 when absent).
+        let bound = |p: &mut Parser| -> Result<(Option<Box<Expr>>, usize), ExprError> {
             if matches!(p.peek(), Tok::Sym(":") | Tok::Sym(",") | Tok::Sym("]")) {
-                Ok(None)
+                Ok((None, 0))
             } else {
-                Ok(Some(Box::new(p.expr(0)?)))
+                let e = p.expr(0)?;
+                Ok((Some(Box::new(e)), p.last))
             }
         };
-        let start = bound(self)?;
+        let (start, d0) = bound(self)?;
         if !self.eat(":") {
+            self.last = d0;
             return start
                 .map(|b| *b)
                 .ok_or_else(|| ExprError::new(pos, "empty index"));
         }
-        let stop = bound(self)?;
-        let step = if self.eat(":") { bound(self)? } else { None };
-        Ok(Expr {
-            kind: ExprKind::Slice(start, stop, step),
-            pos,
-        })
+        let (stop, d1) = bound(self)?;
+        let (step, d2) = if self.eat(":") {
+            bound(self)?
+        } else {
+            (None, 0)
+        };
+        self.node(ExprKind::Slice(start, stop, step), pos, d0.max(d1).max(d2))
     }
 
     fn atom(&mut self) -> Result<Expr, ExprError> {
         let (t, pos) = self.next();
-        let kind = match t {
-            Tok::Num(v) => ExprKind::Num(v),
-            Tok::Int(v) => ExprKind::Int(v),
-            Tok::Str(s) => ExprKind::Str(s),
+        let (kind, below) = match t {
+            Tok::Num(v) => (ExprKind::Num(v), 0),
+            Tok::Int(v) => (ExprKind::Int(v), 0),
+            Tok::Str(s) => (ExprKind::Str(s), 0),
             Tok::Ident(name) => match name.as_str() {
-                "True" => ExprKind::Bool(true),
-                "False" => ExprKind::Bool(false),
-                "None" => ExprKind::None,
+                "True" => (ExprKind::Bool(true), 0),
+                "False" => (ExprKind::Bool(false), 0),
+                "None" => (ExprKind::None, 0),
                 _ if *self.peek() == Tok::Sym("(") => {
                     self.next();
-                    let (args, kwargs) = self.call_args()?;
-                    ExprKind::Call(name, args, kwargs)
+                    let (args, kwargs, below) = self.call_args()?;
+                    (ExprKind::Call(name, args, kwargs), below)
                 }
-                _ => ExprKind::Name(name),
+                _ => (ExprKind::Name(name), 0),
             },
+            // `()`: the empty tuple, as in Python.
+            Tok::Sym("(") if self.eat(")") => (ExprKind::Tuple(Vec::new()), 0),
             Tok::Sym("(") => {
                 let first = self.expr(0)?;
                 if self.eat(")") {
+                    // Parentheses group without a node: `self.last` is the inside's depth.
                     return Ok(first);
                 }
+                let mut below = self.last;
                 let mut items = vec![first];
                 while self.eat(",") {
                     if *self.peek() == Tok::Sym(")") {
                         break;
                     }
                     items.push(self.expr(0)?);
+                    below = below.max(self.last);
                 }
                 self.expect(")")?;
-                ExprKind::Tuple(items)
+                (ExprKind::Tuple(items), below)
             }
             Tok::Sym("[") => {
                 let mut items = Vec::new();
+                let mut below = 0;
                 while *self.peek() != Tok::Sym("]") {
                     items.push(self.expr(0)?);
+                    below = below.max(self.last);
                     if !self.eat(",") {
                         break;
                     }
                 }
                 self.expect("]")?;
-                ExprKind::Tuple(items)
+                (ExprKind::Tuple(items), below)
             }
             t => return Err(ExprError::new(pos, format!("unexpected {}", describe(&t)))),
         };
-        Ok(Expr { kind, pos })
+        self.node(kind, pos, below)
     }
 
-    fn call_args(&mut self) -> Result<(Vec<Expr>, Vec<Kwarg>), ExprError> {
+    /// The arguments of a call after its `(`, through the `)`; with their depth.
+    fn call_args(&mut self) -> Result<(Vec<Expr>, Vec<Kwarg>, usize), ExprError> {
         let mut args = Vec::new();
         let mut kwargs = Vec::new();
-        while *self.peek() != Tok::Sym(")") {
+        let mut below = 0;
+        while !matches!(self.peek(), Tok::Sym(")") | Tok::End) {
             let pos = self.pos();
-            if let (Tok::Ident(k), Tok::Sym("=")) =
-                (self.peek().clone(), self.toks[self.i + 1].0.clone())
-            {
+            let keyword = match (self.peek(), self.toks.get(self.i + 1)) {
+                (Tok::Ident(k), Some((Tok::Sym("="), _))) => Some(k.clone()),
+                _ => None,
+            };
+            if let Some(k) = keyword {
                 self.next();
                 self.next();
                 kwargs.push(Kwarg {
@@ -450,13 +537,58 @@ impl Parser {
                 }
                 args.push(self.expr(0)?);
             }
+            below = below.max(self.last);
             if !self.eat(",") {
                 break;
             }
         }
         self.expect(")")?;
-        Ok((args, kwargs))
+        Ok((args, kwargs, below))
     }
+}
+
+/// The names an expression refers to (arrays, where the job defines them), each once, in
+/// the order evaluation meets them; `np.pi` and the like are constants, not names. Walks
+/// the tree with a stack of its own, so any depth is safe.
+pub fn names(e: &Expr) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    let mut todo = vec![e];
+    while let Some(e) = todo.pop() {
+        let mut kids: Vec<&Expr> = Vec::new();
+        match &e.kind {
+            ExprKind::Name(n) => {
+                if !out.contains(&n.as_str()) {
+                    out.push(n);
+                }
+            }
+            ExprKind::Num(_)
+            | ExprKind::Int(_)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::None
+            | ExprKind::Ellipsis => {}
+            ExprKind::Attr(x, _) => {
+                if !matches!(&x.kind, ExprKind::Name(n) if n == "np" || n == "numpy") {
+                    kids.push(x);
+                }
+            }
+            ExprKind::Unary(_, x) => kids.push(x),
+            ExprKind::Binary(_, a, b) => kids.extend([&**a, &**b]),
+            ExprKind::Call(_, args, kwargs) => {
+                kids.extend(args);
+                kids.extend(kwargs.iter().map(|k| &k.value));
+            }
+            ExprKind::Tuple(items) => kids.extend(items),
+            ExprKind::Index(x, items) => {
+                kids.push(x);
+                kids.extend(items);
+            }
+            ExprKind::Slice(a, b, c) => kids.extend([a, b, c].into_iter().flatten().map(|b| &**b)),
+        }
+        // Reversed, so that the leftmost child comes off the stack first.
+        todo.extend(kids.into_iter().rev());
+    }
+    out
 }
 
 fn infix_bp(op: Op) -> u8 {
@@ -510,6 +642,8 @@ mod tests {
             "sum(X.T,axis=(0,1))"
         );
         assert_eq!(show(&parse("1e-3 * x").unwrap()), "(Mul 0.001 x)");
+        assert_eq!(show(&parse("f(x, axis=())").unwrap()), "f(x,axis=())");
+        assert_eq!(show(&parse("(x,)").unwrap()), "(x)");
     }
 
     #[test]
@@ -520,5 +654,64 @@ mod tests {
         assert_eq!(parse("(a + b").unwrap_err().pos, 6);
         assert_eq!(parse("a < b < c").unwrap_err().pos, 6);
         assert_eq!(parse("a $ b").unwrap_err().pos, 2);
+    }
+
+    #[test]
+    fn a_call_left_open_is_an_error() {
+        for text in ["sum(", "sum(X", "sum(X,", "sum(axis=0", "X.sum(", "np.f("] {
+            let e = parse(text).unwrap_err();
+            assert!(e.message.contains("expected ')'"), "{text}: {e:?}");
+        }
+        assert!(parse("sum(X, axis").unwrap_err().message.contains("')'"));
+        let e = parse("sum(axis=").unwrap_err();
+        assert_eq!(
+            (e.pos, e.message.as_str()),
+            (9, "unexpected end of expression")
+        );
+    }
+
+    #[test]
+    fn depth_and_length_are_bounded() {
+        let deep =
+            |open: &str, close: &str, n: usize| format!("{}x{}", open.repeat(n), close.repeat(n));
+        let at_limit = MAX_EXPR_DEPTH - 1;
+        assert!(parse(&deep("(", ")", at_limit)).is_ok());
+        for (open, close) in [("(", ")"), ("[", "]"), ("f(", ")"), ("-", ""), ("x[", "]")] {
+            for n in [MAX_EXPR_DEPTH + 1, 6_000, 30_000] {
+                let text = deep(open, close, n);
+                let e = parse(&text).unwrap_err();
+                assert!(
+                    e.message
+                        .contains(&format!("nested more than {MAX_EXPR_DEPTH} levels")),
+                    "{open}{close} x{n}: {e:?}"
+                );
+            }
+        }
+        // Chains deepen the tree without deepening the parser: refused as well.
+        let chain = vec!["a"; MAX_EXPR_DEPTH + 2].join(" + ");
+        assert!(
+            parse(&chain)
+                .unwrap_err()
+                .message
+                .contains("nested more than")
+        );
+        let pow = vec!["a"; 5_000].join(" ** ");
+        assert!(
+            parse(&pow)
+                .unwrap_err()
+                .message
+                .contains("nested more than")
+        );
+        let chain = vec!["a"; MAX_EXPR_DEPTH / 2].join(" + ");
+        assert!(parse(&chain).is_ok());
+        let long = format!("{}1", " ".repeat(MAX_EXPR_CHARS));
+        let e = parse(&long).unwrap_err();
+        assert!(e.message.contains("characters long"), "{e:?}");
+    }
+
+    #[test]
+    fn names_in_evaluation_order() {
+        let e = parse("f(b, a[c:d], k=np.pi + e) @ b.T + np.sum(g)").unwrap();
+        assert_eq!(names(&e), ["b", "a", "c", "d", "e", "g"]);
     }
 }

@@ -1,5 +1,10 @@
 //! The job file (`job.toml`): the public contract. Parsing keeps every value's line so
 //! that each error names the file, the line and the key.
+//!
+//! A job file is user input, so its size is bounded before anything else happens: at most
+//! [`MAX_JOB_FILE_BYTES`], values nested at most [`MAX_TOML_DEPTH`] deep (checked before
+//! the TOML parser, which recurses per level), at most [`MAX_ARRAYS`] arrays, and at most
+//! 2^50 elements per array.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -202,12 +207,22 @@ impl Job {
 
     /// Reads and checks a job file; what it leaves out comes from `defaults`.
     pub fn load_with(path: &Path, defaults: &Defaults) -> Result<Job, JobError> {
-        let text = std::fs::read_to_string(path).map_err(|e| JobError {
+        let fail = |message: String| JobError {
             file: path.to_path_buf(),
             line: 0,
             key: String::new(),
-            message: format!("cannot read the job file: {e}"),
-        })?;
+            message,
+        };
+        let file = std::fs::File::open(path)
+            .map_err(|e| fail(format!("cannot read the job file: {e}")))?;
+        // Read one byte past the limit, so that a huge file (or a device) is refused
+        // without reading it all.
+        let mut text = String::new();
+        std::io::Read::read_to_string(
+            &mut std::io::Read::take(file, MAX_JOB_FILE_BYTES as u64 + 1),
+            &mut text,
+        )
+        .map_err(|e| fail(format!("cannot read the job file: {e}")))?;
         Job::parse_with(path, &text, defaults)
     }
 
@@ -220,6 +235,25 @@ impl Job {
     pub fn parse_with(path: &Path, text: &str, defaults: &Defaults) -> Result<Job, JobError> {
         let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
         let file = path.to_path_buf();
+        if text.len() > MAX_JOB_FILE_BYTES {
+            return Err(JobError {
+                file,
+                line: 0,
+                key: String::new(),
+                message: format!(
+                    "the job file is larger than {} MiB; a job file describes arrays, it does not hold their data (use load = ...)",
+                    MAX_JOB_FILE_BYTES >> 20
+                ),
+            });
+        }
+        if let Err(offset) = check_nesting(text) {
+            return Err(JobError {
+                file,
+                line: line_of(offset),
+                key: String::new(),
+                message: format!("values are nested more than {MAX_TOML_DEPTH} levels deep"),
+            });
+        }
         let raw: RawJob = toml::from_str(text).map_err(|e| JobError {
             file: file.clone(),
             line: e.span().map(|s| line_of(s.start)).unwrap_or(0),
@@ -334,6 +368,16 @@ impl Job {
 
         let mut arrays = Vec::new();
         if let Some(a) = &raw.arrays {
+            if a.get_ref().len() > MAX_ARRAYS {
+                return Err(e(
+                    line_of(a.span().start),
+                    "arrays",
+                    format!(
+                        "the job defines {} arrays, more than the {MAX_ARRAYS} allowed; split it into several jobs (one job can load another's outputs)",
+                        a.get_ref().len()
+                    ),
+                ));
+            }
             for (aname, v) in a.get_ref() {
                 let line = line_of(v.span().start);
                 let key = format!("arrays.{aname}");
@@ -365,6 +409,8 @@ impl Job {
         }
         arrays.sort_by_key(|a| a.line);
 
+        let names: std::collections::HashSet<&str> =
+            arrays.iter().map(|a| a.name.as_str()).collect();
         let mut outputs = Vec::new();
         for (oname, v) in raw.outputs.iter().flatten() {
             let line = line_of(v.span().start);
@@ -376,7 +422,7 @@ impl Job {
                     "an output is a path: a .npy file, a Zarr folder or an s3:// URL".into(),
                 ));
             };
-            if !arrays.iter().any(|a| &a.name == oname) {
+            if !names.contains(oname.as_str()) {
                 return Err(e(line, &key, format!("no array named {oname} in [arrays]")));
             }
             let target = resolve_target(&dir, dest, &storage_spec).map_err(|m| e(line, &key, m))?;
@@ -692,7 +738,71 @@ fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
     Ok(sizes)
 }
 
-const MAX_ELEMENTS: u64 = 1 << 50;
+/// The most elements of an array (in the job file and from expressions): counts stay
+/// exact in f64 and byte offsets far from overflow.
+pub const MAX_ELEMENTS: u64 = 1 << 50;
+
+/// The largest job file read: a job file names arrays and expressions (each at most
+/// [`crate::expr::MAX_EXPR_CHARS`]); data goes in through `load`.
+pub const MAX_JOB_FILE_BYTES: usize = 16 << 20;
+
+/// The deepest nesting of TOML values (arrays and inline tables) accepted. A job file
+/// needs 3 (`[arrays]`, an inline table, a shape); the TOML parser recurses once per level,
+/// so tens of thousands would overflow its stack.
+pub const MAX_TOML_DEPTH: usize = 32;
+
+/// The most arrays one job may define. Every named array is at least one node and one
+/// block to plan; beyond this a job is better split into several.
+pub const MAX_ARRAYS: usize = 10_000;
+
+/// Checks that brackets and braces outside strings and comments nest at most
+/// [`MAX_TOML_DEPTH`] deep; Err(byte offset) of the first bracket too deep. A lexical scan
+/// that never fails on other errors: what is not TOML is left to the TOML parser.
+fn check_nesting(text: &str) -> Result<(), usize> {
+    let b = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    // Skips a string opened at `i` by `quote` (one or three of them); basic strings (")
+    // have backslash escapes, literal ones (') do not. Returns the offset after its end.
+    let skip_string = |i: usize, quote: u8| -> usize {
+        let triple = b[i..].starts_with(&[quote; 3]);
+        let mut j = i + if triple { 3 } else { 1 };
+        while j < b.len() {
+            match b[j] {
+                b'\\' if quote == b'"' => j += 2,
+                b'\n' if !triple => return j,
+                c if c == quote && (!triple || b[j..].starts_with(&[quote; 3])) => {
+                    return j + if triple { 3 } else { 1 };
+                }
+                _ => j += 1,
+            }
+        }
+        b.len()
+    };
+    while i < b.len() {
+        match b[i] {
+            b'#' => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            q @ (b'"' | b'\'') => i = skip_string(i, q),
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_TOML_DEPTH {
+                    return Err(i);
+                }
+                i += 1;
+            }
+            b']' | b'}' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {
@@ -737,6 +847,47 @@ mod tests {
         let e = parse("[arrays]\nX = { zeros = [4294967296, 4294967296, 4] }\n").unwrap_err();
         assert_eq!((e.line, e.key.as_str()), (2, "arrays.X.zeros"), "{e}");
         assert!(e.message.contains("2^50"), "{e}");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_the_toml_parser() {
+        for (open, close) in [("[", "]"), ("{a=", "}")] {
+            let text = format!(
+                "name = \"a\"\n[arrays]\nX = {}1{}\n",
+                open.repeat(10_000),
+                close.repeat(10_000)
+            );
+            let e = parse(&text).unwrap_err();
+            assert_eq!(e.line, 3, "{e}");
+            assert!(e.message.contains("nested more than 32 levels"), "{e}");
+        }
+        // Brackets in strings and comments are text, not nesting.
+        let text = r#"# [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
+name = "a" # [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[
+[arrays]
+X = { zeros = [2] }
+Y = "X + 0 # \" [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+Z = '[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[['
+W = """
+[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\""""
+V = '''
+[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[['''
+"#;
+        assert_eq!(parse(text).unwrap().arrays.len(), 5);
+    }
+
+    #[test]
+    fn too_many_arrays_and_too_big_a_file_are_refused() {
+        let mut text = String::from("[arrays]\n");
+        for i in 0..=MAX_ARRAYS {
+            text += &format!("a{i} = {{ zeros = [1] }}\n");
+        }
+        let e = parse(&text).unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (1, "arrays"), "{e}");
+        assert!(e.message.contains("10001 arrays"), "{e}");
+        let big = format!("name = \"a\"\n#{}\n", "x".repeat(MAX_JOB_FILE_BYTES));
+        let e = parse(&big).unwrap_err();
+        assert!(e.message.contains("larger than 16 MiB"), "{e}");
     }
 
     #[test]

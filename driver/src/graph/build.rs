@@ -1,5 +1,8 @@
 //! Building the graph from a job: names resolved in any order, expressions evaluated to
 //! nodes, every shape and dtype checked before anything runs.
+//!
+//! Sizes are bounded as nodes are made: at most 2^50 elements per array (as in the job
+//! file), [`MAX_BLOCKS_PER_ARRAY`] blocks per array and [`MAX_BLOCKS_PER_JOB`] in all.
 
 use super::*;
 
@@ -25,6 +28,56 @@ pub(super) struct Builder<'a> {
     pub(super) defs: HashMap<&'a str, &'a ArrayDef>,
     /// Names being resolved, for cycle reports.
     pub(super) stack: Vec<String>,
+    /// Blocks of all nodes so far.
+    pub(super) blocks: u64,
+    /// The first size limit a new node broke (see [`Builder::add`]).
+    pub(super) too_big: Option<String>,
+}
+
+/// The most blocks one array may have: the planner plans a million blocks in seconds,
+/// and a block is an object in the store (a million objects per array is already far
+/// past what a useful block size gives: 1 TB in blocks of 1 MB).
+pub const MAX_BLOCKS_PER_ARRAY: u64 = 1_000_000;
+
+/// The most blocks of all arrays of a job (intermediates included): what one plan holds.
+pub const MAX_BLOCKS_PER_JOB: u64 = 4_000_000;
+
+/// The longest axis a boolean mask or an index list may select along: its positions are
+/// held by the driver (8 bytes each: 128 MiB).
+pub const MAX_SELECTION: u64 = 1 << 24;
+
+/// A block shape for `shape` with at most `max` blocks, as close to `block` as that
+/// allows: the axes with the most blocks grow first.
+pub fn block_for(shape: &[u64], block: &[u64], max: u64) -> Vec<u64> {
+    let mut b: Vec<u64> = block
+        .iter()
+        .zip(shape)
+        .map(|(&b, &s)| b.clamp(1, s.max(1)))
+        .collect();
+    let grid = |b: &[u64]| -> Vec<u64> {
+        shape
+            .iter()
+            .zip(b)
+            .map(|(&s, &b)| s.div_ceil(b).max(1))
+            .collect()
+    };
+    let mut order: Vec<usize> = (0..shape.len()).collect();
+    order.sort_by_key(|&d| std::cmp::Reverse(grid(&b)[d]));
+    for d in order {
+        let g = grid(&b);
+        let others = g
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != d)
+            .fold(1u64, |a, (_, &n)| a.saturating_mul(n));
+        if others.saturating_mul(g[d]) <= max {
+            break;
+        }
+        // As many blocks along d as the other axes leave room for (at least one).
+        let along = (max / others).max(1);
+        b[d] = shape[d].div_ceil(along).max(b[d]);
+    }
+    b
 }
 
 /// Builds and checks the graph of a job: unknown names, cycles, shapes and dtypes. A
@@ -50,8 +103,10 @@ pub fn build_staged(
         g: Graph::default(),
         defs: job.arrays.iter().map(|a| (a.name.as_str(), a)).collect(),
         stack: Vec::new(),
+        blocks: 0,
+        too_big: None,
     };
-    for a in &job.arrays {
+    for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {
             // With one mask known and another still assumed to select everything, shapes
             // that combine them can clash for now: compute the pending mask first.
@@ -76,6 +131,70 @@ pub fn build_staged(
     })
 }
 
+/// The arrays in an order that resolves every array's names before it (depth first from
+/// each array in file order, as evaluation meets the names), found without recursion: a
+/// chain of thousands of arrays each naming the next then never nests `resolve` calls.
+/// A cycle is reported here, at the array met again, with its path; unknown names and bad
+/// expressions are left for `resolve` to report.
+fn dependency_order(job: &Job) -> Result<Vec<&ArrayDef>, JobError> {
+    let index: HashMap<&str, usize> = job
+        .arrays
+        .iter()
+        .enumerate()
+        .map(|(i, a)| (a.name.as_str(), i))
+        .collect();
+    let deps = |a: &ArrayDef| -> Vec<usize> {
+        let Source::Expr { text } = &a.source else {
+            return Vec::new();
+        };
+        match expr::parse(text) {
+            Ok(e) => expr::names(&e)
+                .into_iter()
+                .filter_map(|n| index.get(n).copied())
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    };
+    // 0: not seen, 1: on the stack, 2: placed.
+    let mut state = vec![0u8; job.arrays.len()];
+    let mut out = Vec::with_capacity(job.arrays.len());
+    for root in 0..job.arrays.len() {
+        if state[root] != 0 {
+            continue;
+        }
+        state[root] = 1;
+        let mut stack = vec![(root, deps(&job.arrays[root]), 0usize)];
+        while let Some((i, ds, next)) = stack.last_mut() {
+            if let Some(&d) = ds.get(*next) {
+                *next += 1;
+                if state[d] == 1 {
+                    let from = stack.iter().position(|s| s.0 == d).unwrap_or(0);
+                    let mut cycle: Vec<&str> = stack[from..]
+                        .iter()
+                        .map(|s| job.arrays[s.0].name.as_str())
+                        .collect();
+                    cycle.push(&job.arrays[d].name);
+                    return Err(job.err(
+                        job.arrays[d].line,
+                        format!("arrays.{}", job.arrays[d].name),
+                        format!("cyclic definition: {}", cycle.join(" -> ")),
+                    ));
+                }
+                if state[d] == 0 {
+                    state[d] = 1;
+                    let dd = deps(&job.arrays[d]);
+                    stack.push((d, dd, 0));
+                }
+            } else {
+                state[*i] = 2;
+                out.push(&job.arrays[*i]);
+                stack.pop();
+            }
+        }
+    }
+    Ok(out)
+}
+
 pub(super) fn shape_str(s: &[u64]) -> String {
     match s {
         [x] => format!("({x},)"),
@@ -87,7 +206,15 @@ pub(super) fn shape_str(s: &[u64]) -> String {
 }
 
 impl<'a> Builder<'a> {
-    pub(super) fn add(&mut self, meta: ArrayMeta, op: NodeOp) -> NodeId {
+    /// A new node. One beyond the size limits is recorded in `too_big` (reported by
+    /// [`Builder::eval`] or [`Builder::resolve`], whichever returns first) and stands in as
+    /// a single element, so that nothing downstream computes with its absurd size.
+    pub(super) fn add(&mut self, mut meta: ArrayMeta, op: NodeOp) -> NodeId {
+        if let Err(m) = self.within_limits(&meta) {
+            self.too_big.get_or_insert(m);
+            meta = ArrayMeta::new(vec![1; meta.ndim()], vec![1; meta.ndim()], meta.dtype);
+        }
+        self.blocks += meta.num_blocks();
         let id = self.g.nodes.len();
         self.g.nodes.push(Node {
             id,
@@ -98,6 +225,50 @@ impl<'a> Builder<'a> {
             def: self.stack.last().cloned(),
         });
         id
+    }
+
+    fn within_limits(&self, m: &ArrayMeta) -> Result<(), String> {
+        let elements = m
+            .shape
+            .iter()
+            .try_fold(1u64, |a, &s| a.checked_mul(s))
+            .filter(|&n| n <= crate::job::MAX_ELEMENTS);
+        if elements.is_none() {
+            return Err(format!(
+                "this makes an array of shape {}: more than 2^50 elements",
+                shape_str(&m.shape)
+            ));
+        }
+        let blocks = m.num_blocks();
+        if blocks > MAX_BLOCKS_PER_ARRAY {
+            return Err(format!(
+                "shape {} in blocks of {} makes {blocks} blocks, more than the {MAX_BLOCKS_PER_ARRAY} an array may have; blocks of {} would do",
+                shape_str(&m.shape),
+                shape_str(&m.block),
+                shape_str(&block_for(&m.shape, &m.block, MAX_BLOCKS_PER_ARRAY))
+            ));
+        }
+        if self.blocks + blocks > MAX_BLOCKS_PER_JOB {
+            // Which arrays hold the most blocks (anonymous nodes count for the array
+            // whose expression made them).
+            let mut per: HashMap<&str, u64> = HashMap::new();
+            for n in &self.g.nodes {
+                *per.entry(n.def.as_deref().unwrap_or("?")).or_default() += n.meta.num_blocks();
+            }
+            let mut per: Vec<(&str, u64)> = per.into_iter().collect();
+            per.sort_by_key(|&(n, b)| (std::cmp::Reverse(b), n));
+            let most: Vec<String> = per
+                .iter()
+                .take(3)
+                .map(|(n, b)| format!("{n} ({b})"))
+                .collect();
+            return Err(format!(
+                "with this array's {blocks} blocks the job has {} blocks in all, more than the {MAX_BLOCKS_PER_JOB} allowed; the most are in {}: give them larger blocks",
+                self.blocks + blocks,
+                most.join(", ")
+            ));
+        }
+        Ok(())
     }
 
     pub(super) fn meta(&self, id: NodeId) -> &ArrayMeta {
@@ -125,6 +296,11 @@ impl<'a> Builder<'a> {
             ));
         }
         self.stack.push(def.name.clone());
+        // Where a size limit points: at `block` when the job gives one.
+        let block_key = match def.block {
+            Some(_) => format!("{key}.block"),
+            None => key.clone(),
+        };
         let err = |m: String| self.job.err(def.line, key.clone(), m);
         let check_block = |block: &Option<Vec<u64>>, shape: &[u64]| -> Result<(), JobError> {
             match block {
@@ -209,6 +385,9 @@ impl<'a> Builder<'a> {
                         if want != meta {
                             id = self.add(want, NodeOp::Rechunk { x: id });
                         }
+                        if let Some(m) = self.too_big.take() {
+                            return Err(self.job.err(def.line, block_key.clone(), m));
+                        }
                         self.stack.pop();
                         self.g.nodes[id].name = Some(def.name.clone());
                         self.g.named.insert(def.name.clone(), id);
@@ -247,13 +426,26 @@ impl<'a> Builder<'a> {
                 id
             }
         };
+        if let Some(m) = self.too_big.take() {
+            return Err(self.job.err(def.line, block_key, m));
+        }
         self.stack.pop();
         self.g.nodes[id].name = Some(def.name.clone());
         self.g.named.insert(def.name.clone(), id);
         Ok(id)
     }
 
+    /// Evaluates an expression to a value (new nodes as needed). A size limit broken on
+    /// the way is the error, pointing at the innermost expression that broke it.
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
+        let v = self.eval_inner(e);
+        match self.too_big.take() {
+            Some(m) => Err(EvalError::Expr(ExprError::new(e.pos, m))),
+            None => v,
+        }
+    }
+
+    fn eval_inner(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
         Ok(match &e.kind {
             ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
@@ -492,6 +684,11 @@ impl<'a> Builder<'a> {
                                 shape_str(&mm.shape)
                             )));
                         }
+                        if m.shape[d] > MAX_SELECTION {
+                            return Err(err(format!(
+                                "a mask selects along axis {d} of {n}, longer than the {MAX_SELECTION} a mask may select along"
+                            )));
+                        }
                         let idx = match self.masks.get(&mask) {
                             Some(idx) => idx.clone(),
                             None => {
@@ -596,16 +793,29 @@ pub(super) fn python_slice(
     if step == 0 {
         return Err("slice step cannot be zero".into());
     }
-    let norm = |v: i64, lo: i64, hi: i64| if v < 0 { (v + n).max(lo) } else { v.min(hi) };
-    if step > 0 {
+    let norm = |v: i64, lo: i64, hi: i64| {
+        if v < 0 {
+            v.saturating_add(n).max(lo)
+        } else {
+            v.min(hi)
+        }
+    };
+    // ceil(span / |step|) without overflow, for steps up to i64::MIN.
+    let count = |span: i64| match span {
+        ..=0 => 0,
+        s => ((s as u64 - 1) / step.unsigned_abs() + 1) as i64,
+    };
+    let (a, len) = if step > 0 {
         let a = start.map_or(0, |v| norm(v, 0, n));
         let b = stop.map_or(n, |v| norm(v, 0, n));
-        Ok((a, step, ((b - a).max(0) + step - 1) / step))
+        (a, count(b - a))
     } else {
         let a = start.map_or(n - 1, |v| norm(v, -1, n - 1));
         let b = stop.map_or(-1, |v| norm(v, -1, n - 1));
-        Ok((a, step, ((a - b).max(0) + (-step) - 1) / (-step)))
-    }
+        (a, count(a - b))
+    };
+    // One element: any step selects it; a step of 1 keeps huge ones out of later sums.
+    Ok((a, if len == 1 { 1 } else { step }, len))
 }
 
 /// One axis NumPy-style: negatives count from the end.

@@ -16,7 +16,10 @@ mod ops;
 mod sources;
 
 use build::*;
-pub use build::{build, build_staged};
+pub use build::{
+    MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
+};
+pub use funcs::all_names as function_names;
 pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
@@ -283,24 +286,31 @@ pub fn default_block(shape: &[u64], dtype: DType, workers: usize, memory_mb: u64
     if shape.is_empty() {
         return block;
     }
+    // Saturating: shapes made by expressions may be past any limit until they are refused.
+    let product = |xs: &mut dyn Iterator<Item = u64>| xs.fold(1u64, |a, x| a.saturating_mul(x));
     // Split rows so that every worker gets some, then further until a block fits the target.
-    let per_row: u64 = shape[1..].iter().product::<u64>().max(1);
+    let per_row: u64 = product(&mut shape[1..].iter().copied()).max(1);
     let rows = shape[0].max(1);
-    let mut r = rows.div_ceil(workers as u64).max(1);
-    if rows * per_row * (dtype.size() as u64) < (1 << 20) {
+    let mut r = rows.div_ceil(workers.max(1) as u64).max(1);
+    if rows
+        .saturating_mul(per_row)
+        .saturating_mul(dtype.size() as u64)
+        < (1 << 20)
+    {
         r = rows; // small arrays: one block
     }
     r = r.min((elems / per_row).max(1));
     block[0] = r;
     // A single row larger than the target: split the trailing axes as well.
     let mut d = shape.len() - 1;
-    while d > 0 && block.iter().product::<u64>() > elems {
-        let others: u64 = block
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| *i != d)
-            .map(|(_, b)| *b)
-            .product();
+    while d > 0 && product(&mut block.iter().copied()) > elems {
+        let others: u64 = product(
+            &mut block
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != d)
+                .map(|(_, b)| *b),
+        );
         block[d] = (elems / others.max(1)).max(1).min(shape[d]);
         d -= 1;
     }

@@ -144,7 +144,7 @@ fn lookup(name: &str) -> Option<&'static FuncDef> {
 }
 
 /// Every name a call may use (aliases too), sorted.
-fn all_names() -> Vec<&'static str> {
+pub fn all_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = definitions().flat_map(FuncDef::names).collect();
     names.sort_unstable();
     names
