@@ -484,6 +484,7 @@ mod tests {
                 job_prefix: "job".into(),
                 arrays,
                 tasks: vec![],
+                prefetch_budget: 0,
             },
             deps: vec![],
         };

@@ -209,6 +209,7 @@ pub(super) fn cut(
                 job_prefix: cx.prefix.to_string(),
                 arrays,
                 tasks,
+                prefetch_budget: limit.saturating_sub(projected_peak(g, &ts)),
             },
             deps,
             slot: slot_of[b],
