@@ -144,6 +144,7 @@ async fn main() -> anyhow::Result<()> {
                     job_prefix: "rate".into(),
                     arrays: vec![],
                     tasks: vec![],
+                    prefetch_budget: 0,
                 },
                 vec![],
             )

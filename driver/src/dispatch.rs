@@ -913,6 +913,7 @@ mod tests {
                         job_prefix: format!("b{i}"),
                         arrays: vec![],
                         tasks: vec![],
+                        prefetch_budget: 0,
                     },
                     deps(i),
                 )
@@ -1320,6 +1321,7 @@ mod tests {
                 job_prefix: "job".into(),
                 arrays,
                 tasks: vec![],
+                prefetch_budget: 0,
             },
             vec![],
         );

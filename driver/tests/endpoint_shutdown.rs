@@ -26,6 +26,7 @@ async fn stopping_an_endpoint_leaves_no_panic_in_the_function_logs() {
         job_prefix: "t".into(),
         arrays: vec![],
         tasks: vec![],
+        prefetch_budget: 0,
     }))
     .unwrap();
     let workers = 3;

@@ -1,8 +1,11 @@
 //! The stateless executor. One invocation takes one [`Batch`]: it reads the batch's input
 //! blocks from the store, runs its block kernels, writes the output blocks that other
 //! batches or the user need (one atomic PUT each, under deterministic keys), and returns
-//! the [`Stats`] it measured. The `bootstrap` binary serves [`handle`] under Lambda's
-//! runtime API; local function processes run the very same loop.
+//! the [`Stats`] it measured. [`handle`] runs the batch as a pipeline ([`pipeline`]: reads
+//! ahead and writes behind the kernels, within the batch's prefetch budget);
+//! [`sequential`] keeps the one-step-after-the-other path it replaced, for comparison.
+//! The `bootstrap` binary serves [`handle`] under Lambda's runtime API; local function
+//! processes run the very same loop.
 
 extern crate blas_src;
 
@@ -10,14 +13,17 @@ pub mod einsum;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
+pub mod pipeline;
 pub mod runtime;
+pub mod sequential;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt};
-use nums_layout::batch::{Batch, BlockRef, Stats};
+use bytes::Bytes;
+use nums_layout::batch::{Batch, BlockRef, Stats, Task};
 use nums_layout::{Block, ErrorKind, Store, StoredArray};
 
 /// Why an invocation failed; the kind tells the driver whether a retry can help.
@@ -55,130 +61,184 @@ impl FnError {
     }
 }
 
-/// How many block reads one task keeps in flight.
+/// How many block reads an invocation keeps in flight (GET and decode).
 const IO_CONCURRENCY: usize = 16;
 
-/// Runs one batch against `store` and returns what it measured.
-///
-/// Tasks run in the batch's order. Before a task, its inputs that are not in memory are
-/// read (concurrently); after it, its output is written if other batches or the user need
-/// it; every block is dropped right after its last use in the batch. So the memory held
-/// at any moment is what the planner projects: the blocks kept for later tasks, plus the
-/// current task's inputs and output.
+/// Runs one batch against `store` and returns what it measured: the pipeline of
+/// [`pipeline::handle`], bounded by the batch's `prefetch_budget`.
 pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
-    let started = Instant::now();
-    memory::reset_peak();
-    batch.check_confined()?;
-    let store = store.with_fresh_counters();
-    let arrays: Vec<Arc<StoredArray>> = batch
-        .arrays
-        .iter()
-        .map(|a| StoredArray::new(&a.path, a.meta.clone()).map(Arc::new))
-        .collect::<Result<_, _>>()?;
-    let sparse: Vec<bool> = batch.arrays.iter().map(|a| a.sparse).collect();
-    let sparse = &sparse;
+    pipeline::handle(batch, store).await
+}
+
+/// How blocks are turned into bytes and back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Codec {
+    /// zstd called directly, decompressing into the block's own buffer (what runs).
+    Direct,
+    /// zarrs' codec chain, with its intermediate buffers (nums-cloud before; benchmarks).
+    ZarrsChain,
+}
+
+/// What every way of running a batch shares: the batch's arrays, the store with this
+/// invocation's own counters, and the block-level steps (read, kernel, encode, put). The
+/// steps return `'static` futures, so that the pipeline can run them as tasks.
+pub(crate) struct Invocation<'a> {
+    batch: &'a Batch,
+    started: Instant,
+    store: Store,
+    arrays: Vec<Arc<StoredArray>>,
+}
+
+impl<'a> Invocation<'a> {
+    /// Checks the batch and starts measuring (time, store traffic, peak memory).
+    fn start(batch: &'a Batch, store: &Store, codec: Codec) -> Result<Self, FnError> {
+        let started = Instant::now();
+        memory::reset_peak();
+        batch.check_confined()?;
+        let arrays = batch
+            .arrays
+            .iter()
+            .map(|a| {
+                let arr = StoredArray::new(&a.path, a.meta.clone())?;
+                Ok(Arc::new(match codec {
+                    Codec::Direct => arr,
+                    Codec::ZarrsChain => arr.with_codec_chain(),
+                }))
+            })
+            .collect::<Result<_, FnError>>()?;
+        Ok(Invocation {
+            batch,
+            started,
+            store: store.with_fresh_counters(),
+            arrays,
+        })
+    }
+
+    fn array(&self, r: &BlockRef) -> &Arc<StoredArray> {
+        &self.arrays[r.array as usize]
+    }
+
+    /// Reads block `r` from the store and decodes it on the blocking pool.
+    fn read(&self, r: &BlockRef) -> impl Future<Output = Result<Block, FnError>> + Send + 'static {
+        let arr = self.array(r).clone();
+        let store = self.store.clone();
+        let idx = r.index.clone();
+        // An array nums-cloud did not write may leave chunks out (the fill value), as
+        // Zarr allows; in any other a missing block is an error.
+        let sparse = self.batch.arrays[r.array as usize].sparse;
+        async move {
+            let key = arr.block_key(&idx);
+            let bytes = if sparse {
+                store.get_opt(&key).await?
+            } else {
+                Some(store.get(&key).await?)
+            };
+            let block = tokio::task::spawn_blocking(move || arr.decode(&idx, bytes))
+                .await
+                .expect("decode task panicked")?;
+            Ok(block)
+        }
+    }
+
+    /// Runs task `n`'s kernel on the blocking pool (ndarray uses rayon and BLAS its own
+    /// threads); returns its output and the seconds it took.
+    fn kernel(
+        &self,
+        n: usize,
+        t: &Task,
+        inputs: Vec<Arc<Block>>,
+    ) -> impl Future<Output = Result<(Block, f64), FnError>> + Send + 'static {
+        let out = self.array(&t.output).clone();
+        let key = out.block_key(&t.output.index);
+        let (kernel, index) = (t.kernel.clone(), t.output.index.clone());
+        async move {
+            let (result, seconds) = tokio::task::spawn_blocking(move || {
+                let t0 = Instant::now();
+                let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
+                let r = kernels::run(&kernel, &refs, &out.meta, &index);
+                (r, t0.elapsed().as_secs_f64())
+            })
+            .await
+            .expect("kernel panicked");
+            let block = result.map_err(|message| FnError::Kernel {
+                task: n,
+                block: key,
+                message,
+            })?;
+            Ok((block, seconds))
+        }
+    }
+
+    /// Encodes output block `r` on the blocking pool; the block is released once encoded.
+    fn encode(
+        &self,
+        r: &BlockRef,
+        block: Arc<Block>,
+    ) -> impl Future<Output = Result<Bytes, FnError>> + Send + 'static {
+        let arr = self.array(r).clone();
+        let idx = r.index.clone();
+        async move {
+            let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &block))
+                .await
+                .expect("encode task panicked")?;
+            Ok(bytes)
+        }
+    }
+
+    /// Writes output block `r`'s bytes with one PUT; returns the bytes written if the
+    /// block is an intermediate, else 0.
+    fn put(
+        &self,
+        r: &BlockRef,
+        bytes: Bytes,
+    ) -> impl Future<Output = Result<u64, FnError>> + Send + 'static {
+        let key = self.array(r).block_key(&r.index);
+        let store = self.store.clone();
+        let intermediate = self.batch.arrays[r.array as usize].intermediate;
+        async move {
+            let n = bytes.len() as u64;
+            if intermediate {
+                store.put_intermediate(&key, bytes).await?;
+                Ok(n)
+            } else {
+                store.put(&key, bytes).await?;
+                Ok(0)
+            }
+        }
+    }
+
+    /// What the invocation measured.
+    fn finish(
+        self,
+        compute_seconds: f64,
+        io_seconds: f64,
+        intermediate_bytes_written: u64,
+    ) -> Stats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.store.counters;
+        Stats {
+            invocations: 1,
+            tasks: self.batch.tasks.len() as u64,
+            bytes_read: c.bytes_read.load(Relaxed),
+            bytes_written: c.bytes_written.load(Relaxed),
+            requests: c.requests(),
+            put_requests: c.put_requests.load(Relaxed),
+            intermediate_bytes_written,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+            compute_seconds,
+            io_seconds,
+            peak_memory_bytes: memory::peak(),
+        }
+    }
+}
+
+/// How many tasks of the batch read each block: a block is dropped after its last use.
+fn uses(batch: &Batch) -> HashMap<BlockRef, usize> {
     let mut uses: HashMap<BlockRef, usize> = HashMap::new();
     for t in &batch.tasks {
         for i in &t.inputs {
             *uses.entry(i.clone()).or_default() += 1;
         }
     }
-    let mut live: HashMap<BlockRef, Arc<Block>> = HashMap::new();
-    let (mut io_seconds, mut compute_seconds) = (0.0, 0.0);
-    let mut intermediate_bytes_written = 0;
-    for (n, t) in batch.tasks.iter().enumerate() {
-        let t_read = Instant::now();
-        let mut missing: Vec<&BlockRef> =
-            t.inputs.iter().filter(|r| !live.contains_key(*r)).collect();
-        missing.sort_by_key(|r| (r.array, r.index.clone()));
-        missing.dedup();
-        let read: Vec<(BlockRef, Block)> = futures::stream::iter(missing)
-            .map(|r| {
-                let arr = arrays[r.array as usize].clone();
-                let (store, r) = (store.clone(), r.clone());
-                async move {
-                    let key = arr.block_key(&r.index);
-                    // An array nums-cloud did not write may leave chunks out (the fill
-                    // value), as Zarr allows; in any other a missing block is an error.
-                    let bytes = if sparse[r.array as usize] {
-                        store.get_opt(&key).await?
-                    } else {
-                        Some(store.get(&key).await?)
-                    };
-                    let block = tokio::task::spawn_blocking(move || {
-                        arr.decode(&r.index, bytes).map(|b| (r, b))
-                    })
-                    .await
-                    .expect("decode task panicked")?;
-                    Ok::<_, FnError>(block)
-                }
-            })
-            .buffer_unordered(IO_CONCURRENCY)
-            .try_collect()
-            .await?;
-        live.extend(read.into_iter().map(|(r, b)| (r, Arc::new(b))));
-        io_seconds += t_read.elapsed().as_secs_f64();
-
-        // Kernels run on a blocking thread: ndarray uses rayon and BLAS its own threads.
-        let t_compute = Instant::now();
-        let inputs: Vec<Arc<Block>> = t.inputs.iter().map(|r| live[r].clone()).collect();
-        let out = arrays[t.output.array as usize].clone();
-        let (kernel, index) = (t.kernel.clone(), t.output.index.clone());
-        let out2 = out.clone();
-        let block = tokio::task::spawn_blocking(move || {
-            let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
-            kernels::run(&kernel, &refs, &out2.meta, &index)
-        })
-        .await
-        .expect("kernel panicked")
-        .map_err(|message| FnError::Kernel {
-            task: n,
-            block: out.block_key(&t.output.index),
-            message,
-        })?;
-        compute_seconds += t_compute.elapsed().as_secs_f64();
-        for r in &t.inputs {
-            let u = uses.get_mut(r).expect("counted");
-            *u -= 1;
-            if *u == 0 {
-                live.remove(r);
-            }
-        }
-
-        let block = Arc::new(block);
-        if t.write_output {
-            let t_write = Instant::now();
-            let (b, idx, arr) = (block.clone(), t.output.index.clone(), out.clone());
-            let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &b))
-                .await
-                .expect("encode task panicked")?;
-            let key = out.block_key(&t.output.index);
-            if batch.arrays[t.output.array as usize].intermediate {
-                intermediate_bytes_written += bytes.len() as u64;
-                store.put_intermediate(&key, bytes).await?;
-            } else {
-                store.put(&key, bytes).await?;
-            }
-            io_seconds += t_write.elapsed().as_secs_f64();
-        }
-        if uses.get(&t.output).copied().unwrap_or(0) > 0 {
-            live.insert(t.output.clone(), block);
-        }
-    }
-    drop(live);
-
-    use std::sync::atomic::Ordering::Relaxed;
-    Ok(Stats {
-        invocations: 1,
-        tasks: batch.tasks.len() as u64,
-        bytes_read: store.counters.bytes_read.load(Relaxed),
-        bytes_written: store.counters.bytes_written.load(Relaxed),
-        requests: store.counters.requests(),
-        put_requests: store.counters.put_requests.load(Relaxed),
-        intermediate_bytes_written,
-        wall_seconds: started.elapsed().as_secs_f64(),
-        compute_seconds,
-        io_seconds,
-        peak_memory_bytes: memory::peak(),
-    })
+    uses
 }

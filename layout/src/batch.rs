@@ -628,6 +628,18 @@ pub struct Batch {
     pub job_prefix: String,
     pub arrays: Vec<ArrayRef>,
     pub tasks: Vec<Task>,
+    /// Bytes the function may hold beyond what the plan projects for running the tasks
+    /// one after the other, to overlap store I/O with compute: blocks read ahead for later
+    /// tasks and outputs still being encoded and written (`nums_function::pipeline` says
+    /// exactly what counts). The planner sets it to the headroom between the batch's
+    /// projected peak and the memory limit. 0: each task's reads start when it is due and
+    /// its output is written before the next task runs.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub prefetch_budget: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Batch {
@@ -679,7 +691,12 @@ pub struct Stats {
     pub put_requests: u64,
     /// Seconds inside the handler (what Lambda bills).
     pub wall_seconds: f64,
+    /// Seconds in block kernels (an invocation runs one kernel at a time).
     pub compute_seconds: f64,
+    /// Seconds the kernels waited on the store: for a task's inputs to be read and
+    /// decoded, for earlier outputs to be written when there was no room to write them
+    /// behind, and for the last writes at the end. Reads and writes that overlap a kernel
+    /// are not counted, so `wall_seconds` is about `compute_seconds + io_seconds`.
     pub io_seconds: f64,
     /// High-water mark of the process's resident memory during the invocation.
     pub peak_memory_bytes: u64,
@@ -818,6 +835,7 @@ mod tests {
             } else {
                 vec![]
             },
+            prefetch_budget: 0,
         };
         assert!(batch("job/X", false, true).check_confined().is_ok());
         for bad in ["other/X", "job", "jobX/a", "job/../other/X", "/job/./X"] {

@@ -38,6 +38,9 @@ pub struct StoredArray {
     /// missing chunk is then an error, not the fill value.
     pub complete: bool,
     codec: Arc<Array<()>>,
+    /// Whether [`encode`](Self::encode) and [`decode`](Self::decode) may call zstd
+    /// themselves (see [`StoredArray::direct`]); off only to measure zarrs' codec chain.
+    direct_codec: bool,
 }
 
 /// The `zarr.json` nums-cloud writes for an array.
@@ -114,6 +117,7 @@ impl StoredArray {
             native,
             complete,
             codec: Arc::new(array),
+            direct_codec: true,
         })
     }
 
@@ -193,6 +197,14 @@ impl StoredArray {
             Block::I64(a) => le_bytes(pad(a, &full, 0)),
             Block::Bool(a) => Cow::Owned(pad(a, &full, false).iter().map(|&b| b as u8).collect()),
         };
+        if self.direct() {
+            return zstd_encode(&raw)
+                .map(Bytes::from)
+                .map_err(|e| Error::Corrupt {
+                    key: key(),
+                    message: e.to_string(),
+                });
+        }
         let encoded = self
             .codec
             .codecs()
@@ -223,36 +235,117 @@ impl StoredArray {
         let Some(bytes) = bytes else {
             return Ok(Block::full(self.meta.dtype, &shape, self.fill_value()));
         };
+        if self.direct() {
+            return self.decode_direct(&bytes, &full, &shape).map_err(corrupt);
+        }
+        self.decode_with_codec_chain(&bytes, &full, &shape)
+            .map_err(corrupt)
+    }
+
+    /// nums-cloud's own codecs (`bytes` little-endian, `zstd` with checksum) on a
+    /// little-endian host: [`encode`](Self::encode) and [`decode`](Self::decode) call zstd
+    /// themselves. The frames are the ones zarrs writes (same library, level and flags:
+    /// byte for byte), and a frame decompresses straight into the block's buffer.
+    fn direct(&self) -> bool {
+        self.direct_codec && self.native && cfg!(target_endian = "little")
+    }
+
+    /// This array with every block going through zarrs' codec chain, as nums-cloud did
+    /// before it called zstd itself (for benchmarks comparing the two).
+    pub fn with_codec_chain(mut self) -> StoredArray {
+        self.direct_codec = false;
+        self
+    }
+
+    /// Decodes a chunk through zarrs' codec chain, which any codecs the metadata names
+    /// can use: the frame is decompressed into a byte buffer, then copied into the array.
+    fn decode_with_codec_chain(
+        &self,
+        bytes: &[u8],
+        full: &[usize],
+        shape: &[usize],
+    ) -> std::result::Result<Block, String> {
         let decoded = self
             .codec
             .codecs()
             .decode(
-                Cow::Borrowed(&bytes[..]),
+                Cow::Borrowed(bytes),
                 &self.chunk_shape(),
                 self.codec.data_type(),
                 self.codec.fill_value(),
                 &Default::default(),
             )
-            .map_err(|e| corrupt(e.to_string()))?;
-        let raw = decoded.into_fixed().map_err(|e| corrupt(e.to_string()))?;
+            .map_err(|e| e.to_string())?;
+        let raw = decoded.into_fixed().map_err(|e| e.to_string())?;
         let n: usize = full.iter().product();
         if raw.len() != n * self.meta.dtype.size() {
-            return Err(corrupt(format!(
+            return Err(format!(
                 "decoded {} bytes, expected {}",
                 raw.len(),
                 n * self.meta.dtype.size()
-            )));
+            ));
         }
-        let dim = IxDyn(&full);
+        let dim = IxDyn(full);
         Ok(match self.meta.dtype {
-            DType::Float64 => Block::F64(crop(from_le(dim, &raw), &shape)),
-            DType::Float32 => Block::F32(crop(from_le(dim, &raw), &shape)),
-            DType::Int64 => Block::I64(crop(from_le(dim, &raw), &shape)),
+            DType::Float64 => Block::F64(crop(from_le(dim, &raw), shape)),
+            DType::Float32 => Block::F32(crop(from_le(dim, &raw), shape)),
+            DType::Int64 => Block::I64(crop(from_le(dim, &raw), shape)),
             DType::Bool => {
                 let v: Vec<bool> = raw.iter().map(|&b| b != 0).collect();
-                Block::Bool(crop(ArrayD::from_shape_vec(dim, v).expect("shape"), &shape))
+                Block::Bool(crop(ArrayD::from_shape_vec(dim, v).expect("shape"), shape))
             }
         })
+    }
+
+    /// Decodes one of nums-cloud's own chunks with no copy: the zstd frame (its checksum
+    /// checked) is decompressed into the array's buffer, which must be filled exactly.
+    fn decode_direct(
+        &self,
+        bytes: &[u8],
+        full: &[usize],
+        shape: &[usize],
+    ) -> std::result::Result<Block, String> {
+        let n: usize = full.iter().product();
+        Ok(match self.meta.dtype {
+            DType::Float64 => Block::F64(crop_vec(zstd_decode(bytes, n)?, full, shape)),
+            DType::Float32 => Block::F32(crop_vec(zstd_decode(bytes, n)?, full, shape)),
+            DType::Int64 => Block::I64(crop_vec(zstd_decode(bytes, n)?, full, shape)),
+            DType::Bool => {
+                let raw: Vec<u8> = zstd_decode(bytes, n)?;
+                Block::Bool(crop_vec(raw.iter().map(|&b| b != 0).collect(), full, shape))
+            }
+        })
+    }
+
+    /// Bytes held at once while block `idx` is read: its chunk's encoded bytes (at most
+    /// zstd's bound for the chunk), the decoded chunk, and the cropped copy of an edge block
+    /// (zarrs' codec chain, for codecs other than nums-cloud's, adds a byte buffer).
+    pub fn decode_peak(&self, idx: &[u64]) -> u64 {
+        let chunk = self.chunk_nbytes();
+        let encoded = zstd::zstd_safe::compress_bound(chunk as usize) as u64;
+        let chain = if self.direct() { 0 } else { chunk };
+        encoded + chunk + chain + self.edge_copy(idx)
+    }
+
+    /// Bytes held at once while block `idx` is encoded, beyond the block itself: the padded
+    /// copy of an edge block and the encoded bytes (at most zstd's bound for the chunk).
+    pub fn encode_peak(&self, idx: &[u64]) -> u64 {
+        let chunk = self.chunk_nbytes();
+        zstd::zstd_safe::compress_bound(chunk as usize) as u64 + self.edge_copy(idx)
+    }
+
+    fn chunk_nbytes(&self) -> u64 {
+        self.meta.block.iter().product::<u64>() * self.meta.dtype.size() as u64
+    }
+
+    /// A padded or cropped copy for an edge block: a chunk's size.
+    fn edge_copy(&self, idx: &[u64]) -> u64 {
+        let shape = self.meta.block_shape(idx);
+        let full = shape
+            .iter()
+            .zip(&self.meta.block)
+            .all(|(&s, &b)| s as u64 == b);
+        if full { 0 } else { self.chunk_nbytes() }
     }
 
     /// The array's `fill_value` as a number (what a chunk that was never written holds).
@@ -354,6 +447,55 @@ fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
     ArrayD::from_shape_vec(dim, v).expect("shape")
 }
 
+/// Compresses a chunk's bytes as zarrs' `zstd` codec does for nums-cloud's metadata (the
+/// same zstd, level and checksum flag; one thread, so the frame is the same byte for
+/// byte). The buffer is allocated once at zstd's bound.
+fn zstd_encode(raw: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut c = zstd::bulk::Compressor::new(ZSTD_LEVEL as i32)?;
+    c.include_checksum(true)?;
+    let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(raw.len()));
+    c.compress_to_buffer(raw, &mut out)?;
+    Ok(out)
+}
+
+/// Decompresses a chunk that must hold exactly `n` values of `T` (little-endian) into a
+/// new buffer of `n` values, the kernel's own. The frame must carry a content checksum
+/// (nums-cloud's metadata asks for one), which zstd verifies while it decompresses.
+fn zstd_decode<T: bytemuck::Pod>(bytes: &[u8], n: usize) -> std::result::Result<Vec<T>, String> {
+    // Zeroed pages come from the kernel untouched, so this costs no pass over the buffer.
+    let mut v: Vec<T> = bytemuck::zeroed_vec(n);
+    let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
+    if !frame_has_checksum(bytes) {
+        return Err("not a zstd frame with a content checksum".into());
+    }
+    let got = zstd::bulk::decompress_to_buffer(bytes, buf).map_err(|e| format!("zstd: {e}"))?;
+    if got != buf.len() {
+        return Err(format!("decoded {got} bytes, expected {}", buf.len()));
+    }
+    Ok(v)
+}
+
+/// Whether `bytes` opens with a zstd frame header whose content-checksum flag is set.
+fn frame_has_checksum(bytes: &[u8]) -> bool {
+    const MAGIC: [u8; 4] = 0xFD2F_B528u32.to_le_bytes();
+    bytes.len() > 4 && bytes[..4] == MAGIC && bytes[4] & 0b100 != 0
+}
+
+/// The values of a decoded chunk of shape `full`, cropped to an edge block's `shape`.
+/// Where only the first axis is short (the usual edge: the last row block) the block is
+/// the buffer's head, kept without a copy (the tail is returned to the allocator).
+fn crop_vec<T: Clone>(mut v: Vec<T>, full: &[usize], shape: &[usize]) -> ArrayD<T> {
+    if !shape.is_empty() && shape[1..] == full[1..] {
+        v.truncate(shape.iter().product());
+        v.shrink_to_fit();
+        return ArrayD::from_shape_vec(IxDyn(shape), v).expect("shape");
+    }
+    crop(
+        ArrayD::from_shape_vec(IxDyn(full), v).expect("shape"),
+        shape,
+    )
+}
+
 fn pad<'a, T: Clone>(a: &'a ArrayD<T>, full: &[usize], fill: T) -> Cow<'a, ArrayD<T>> {
     if a.shape() == full && a.is_standard_layout() {
         return Cow::Borrowed(a);
@@ -418,5 +560,64 @@ mod tests {
         let b = Block::F64(ArrayD::from_elem(IxDyn(&[]), 2.5));
         let bytes = s.encode(&[], &b).unwrap();
         assert_eq!(s.decode(&[], Some(bytes)).unwrap(), b);
+    }
+
+    /// zstd called directly writes zarrs' bytes exactly, and each path reads the other's,
+    /// for every dtype and for full, first-axis-edge and other edge blocks.
+    #[test]
+    fn direct_codec_matches_zarrs_chain() {
+        for dtype in [DType::Float64, DType::Float32, DType::Int64, DType::Bool] {
+            let meta = ArrayMeta::new(vec![7, 5], vec![3, 5], dtype);
+            let direct = StoredArray::new("d/x", meta).unwrap();
+            let chain = direct.clone().with_codec_chain();
+            assert!(direct.direct() && !chain.direct());
+            for idx in [[0u64, 0], [2, 0]] {
+                let shape = direct.meta.block_shape(&idx);
+                let a = ArrayD::from_shape_fn(IxDyn(&shape), |i| (i[0] * 5 + i[1]) as f64 - 3.5);
+                let b = Block::from_f64(dtype, a);
+                let bytes = direct.encode(&idx, &b).unwrap();
+                assert_eq!(bytes, chain.encode(&idx, &b).unwrap(), "{dtype} {idx:?}");
+                assert_eq!(direct.decode(&idx, Some(bytes.clone())).unwrap(), b);
+                assert_eq!(chain.decode(&idx, Some(bytes)).unwrap(), b);
+            }
+        }
+        // An edge block short on the last axis (cropped by a copy).
+        let meta = ArrayMeta::new(vec![4, 7], vec![4, 3], DType::Float64);
+        let arr = StoredArray::new("d/y", meta).unwrap();
+        let b = Block::F64(ArrayD::from_shape_fn(IxDyn(&[4, 1]), |i| i[0] as f64));
+        let bytes = arr.encode(&[0, 2], &b).unwrap();
+        assert_eq!(arr.decode(&[0, 2], Some(bytes)).unwrap(), b);
+    }
+
+    /// The direct decoder refuses a frame without a checksum, a frame of the wrong size, a
+    /// truncated frame, and a flipped bit anywhere that changes a value (the header's
+    /// unused bit changes none: zstd ignores it).
+    #[test]
+    fn direct_decode_refuses_bad_frames() {
+        let meta = ArrayMeta::new(vec![64], vec![64], DType::Float64);
+        let arr = StoredArray::new("j/z", meta).unwrap();
+        let raw: Vec<u8> = (0..64)
+            .flat_map(|i| (i as f64).sqrt().to_le_bytes())
+            .collect();
+        let bad = |bytes: Vec<u8>| {
+            let e = arr.decode(&[0], Some(Bytes::from(bytes))).unwrap_err();
+            assert!(
+                matches!(e, Error::Corrupt { ref key, .. } if key == "j/z/c/0"),
+                "{e}"
+            );
+        };
+        bad(zstd::bulk::compress(&raw, 1).unwrap());
+        bad(zstd_encode(&raw[..256]).unwrap());
+        bad(zstd_encode(&[raw.clone(), vec![0; 8]].concat()).unwrap());
+        let good = zstd_encode(&raw).unwrap();
+        bad(good[..good.len() - 3].to_vec());
+        for i in 0..good.len() {
+            let mut b = good.clone();
+            b[i] ^= 0x10;
+            if let Ok(Block::F64(a)) = arr.decode(&[0], Some(Bytes::from(b))) {
+                let a: Vec<u8> = a.iter().flat_map(|v| v.to_le_bytes()).collect();
+                assert_eq!(a, raw, "flipped byte {i} decoded to other values");
+            }
+        }
     }
 }

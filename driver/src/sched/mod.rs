@@ -78,7 +78,11 @@ impl PlannedBatch {
     /// The batch in the wire format, as the function receives it.
     pub fn batch(&self) -> Batch {
         match &self.body {
-            Body::Planned(w, b) => w.batch(*b as usize),
+            Body::Planned(w, b) => {
+                let mut batch = w.batch(*b as usize);
+                batch.prefetch_budget = w.limit.saturating_sub(self.projected_peak);
+                batch
+            }
             Body::Given(b) => (**b).clone(),
         }
     }

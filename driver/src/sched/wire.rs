@@ -20,6 +20,9 @@ pub(crate) struct Wire {
     g: Graph,
     prefix: String,
     store: StoreSpec,
+    /// The invocation's memory limit in bytes: what a batch projects below it is its
+    /// function's read-ahead and write-behind budget.
+    pub(super) limit: u64,
     grids: Vec<Vec<u64>>,
     blocks: Blocks,
     tasks: Tasks,
@@ -85,6 +88,7 @@ impl Wire {
             job_prefix: self.prefix.clone(),
             arrays,
             tasks,
+            prefetch_budget: 0,
         }
     }
 
@@ -204,6 +208,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         g: g.clone(),
         prefix: cx.prefix.to_string(),
         store: cx.store.clone(),
+        limit: cx.memory_mb << 20,
         grids: g.nodes.iter().map(|n| n.meta.grid()).collect(),
         blocks,
         tasks,
