@@ -228,6 +228,7 @@ fn main() -> ExitCode {
                     progress: !quiet && std::io::stderr().is_terminal(),
                     function_command: None,
                     defaults,
+                    ctrl_c: true,
                 };
                 let write_stats = |report: &nums_cloud::report::Report| match &stats {
                     Some(path) => std::fs::write(path, serde_json::to_string_pretty(report)?)
