@@ -392,6 +392,7 @@ fn main() -> ExitCode {
                 let job = nums_cloud::arrays::put_job(&spec, &file, &path, block.as_deref())?;
                 let opts = nums_cloud::run::RunOptions {
                     defaults,
+                    ctrl_c: true,
                     ..Default::default()
                 };
                 let report = nums_cloud::run::run_job(job, &opts).await?;

@@ -305,7 +305,10 @@ impl ReduceOp {
 #[serde(tag = "kernel", rename_all = "snake_case")]
 pub enum Kernel {
     /// No inputs; every element `value`.
-    Fill { value: f64 },
+    Fill {
+        #[serde(with = "any_f64")]
+        value: f64,
+    },
     /// No inputs; element at flat index `i` of the whole array is a pure function of
     /// (`seed`, `i`), so values do not depend on the block shape.
     Random { dist: RandomDist, seed: u64 },
@@ -316,6 +319,7 @@ pub enum Kernel {
     /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`).
     Scalar {
         op: BinaryOp,
+        #[serde(with = "any_f64")]
         value: f64,
         scalar_left: bool,
     },
@@ -324,7 +328,13 @@ pub enum Kernel {
     Where,
     /// No inputs; element at global index `g` is `start + step * g[axis]` (arange,
     /// linspace, index arrays).
-    Iota { axis: usize, start: f64, step: f64 },
+    Iota {
+        axis: usize,
+        #[serde(with = "any_f64")]
+        start: f64,
+        #[serde(with = "any_f64")]
+        step: f64,
+    },
     /// No inputs; 2-D, 1 where `column - row == k`, else 0 (eye, identity).
     Eye { k: i64 },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
@@ -468,6 +478,42 @@ impl Stats {
     }
 }
 
+/// Kernel parameters that may be NaN or infinite (`np.nan`, `full(..., value = inf)`):
+/// JSON has no such numbers (serde_json writes `null`), so they travel as the strings
+/// `"NaN"`, `"inf"` and `"-inf"`; finite values stay JSON numbers.
+mod any_f64 {
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(v: &f64, s: S) -> Result<S::Ok, S::Error> {
+        match *v {
+            v if v.is_finite() => s.serialize_f64(v),
+            v if v.is_nan() => s.serialize_str("NaN"),
+            v if v > 0.0 => s.serialize_str("inf"),
+            _ => s.serialize_str("-inf"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Wire {
+            Number(f64),
+            Name(String),
+        }
+        match Wire::deserialize(d)? {
+            Wire::Number(v) => Ok(v),
+            Wire::Name(n) => match n.as_str() {
+                "NaN" => Ok(f64::NAN),
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => Err(D::Error::custom(format!(
+                    "{n:?} is not a number (NaN, inf, -inf)"
+                ))),
+            },
+        }
+    }
+}
+
 /// Lambda's synchronous payload limit, each way.
 pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;
 
@@ -475,6 +521,38 @@ pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;
 mod tests {
     use super::*;
     use crate::meta::DType;
+
+    #[test]
+    fn non_finite_kernel_parameters_travel() {
+        for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.5, 1e300] {
+            let k = Kernel::Scalar {
+                op: BinaryOp::Mul,
+                value: v,
+                scalar_left: true,
+            };
+            let back: Kernel = serde_json::from_slice(&serde_json::to_vec(&k).unwrap()).unwrap();
+            let Kernel::Scalar { value, .. } = back else {
+                panic!("{back:?}")
+            };
+            assert!(value == v || (v.is_nan() && value.is_nan()), "{v} -> {value}");
+            // As a batch carries it: flattened into its task.
+            let t = Task {
+                kernel: Kernel::Fill { value: v },
+                inputs: vec![],
+                output: BlockRef {
+                    array: 0,
+                    index: vec![0],
+                },
+                write_output: true,
+            };
+            let text = serde_json::to_string(&t).unwrap();
+            let back: Task = serde_json::from_str(&text).unwrap();
+            let Kernel::Fill { value } = back.kernel else {
+                panic!("{text}")
+            };
+            assert!(value == v || (v.is_nan() && value.is_nan()), "{text}");
+        }
+    }
 
     #[test]
     fn arrays_outside_the_job_prefix_are_refused() {

@@ -397,8 +397,11 @@ impl Rendered {
             if starts_word {
                 let j = (i..chars.len()).find(|&j| !ident(chars[j])).unwrap_or(chars.len());
                 let word: String = chars[i..j].iter().collect();
-                if let (true, Some(shown)) = (is_internal_name(&word), self.display.get(&word)) {
-                    let wrapped = i > 0 && chars[i - 1] == '(' && chars.get(j) == Some(&')');
+                let wrapped = i > 0 && chars[i - 1] == '(' && chars.get(j) == Some(&')');
+                // Internal names everywhere; in an expression, also the parentheses the
+                // API puts around every operand (`(X) + (_7)`).
+                let ours = is_internal_name(&word) || (wrapped && !quoted);
+                if let (true, Some(shown)) = (ours, self.display.get(&word)) {
                     let (start, old_len) = if wrapped { (i - 1, j - i + 2) } else { (i, j - i) };
                     let new = if quoted {
                         format!("`{shown}`")

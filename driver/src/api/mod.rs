@@ -333,6 +333,12 @@ impl Session {
         self.0.next.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A node id unique in the process (so that arrays of two sessions never share one).
+    fn node_id() -> u64 {
+        static NODES: AtomicU64 = AtomicU64::new(0);
+        NODES.fetch_add(1, Ordering::Relaxed)
+    }
+
     /// Reserves `name` for one array of the session; false if it is taken.
     fn claim_name(&self, name: &str) -> bool {
         self.0
@@ -345,7 +351,7 @@ impl Session {
     fn def(&self, def: Def, args: Vec<Array>) -> Array {
         Array {
             node: Arc::new(Node {
-                id: self.next(),
+                id: Self::node_id(),
                 session: self.clone(),
                 def,
                 args,
