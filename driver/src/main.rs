@@ -228,6 +228,7 @@ fn main() -> ExitCode {
                     progress: !quiet && std::io::stderr().is_terminal(),
                     function_command: None,
                     defaults,
+                    ctrl_c: true,
                 };
                 let write_stats = |report: &nums_cloud::report::Report| match &stats {
                     Some(path) => std::fs::write(path, serde_json::to_string_pretty(report)?)
@@ -391,6 +392,7 @@ fn main() -> ExitCode {
                 let job = nums_cloud::arrays::put_job(&spec, &file, &path, block.as_deref())?;
                 let opts = nums_cloud::run::RunOptions {
                     defaults,
+                    ctrl_c: true,
                     ..Default::default()
                 };
                 let report = nums_cloud::run::run_job(job, &opts).await?;

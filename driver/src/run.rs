@@ -31,6 +31,10 @@ pub struct RunOptions {
     pub function_command: Option<Vec<String>>,
     /// What the job file leaves out (from `--infra`, or nums-cloud's own defaults).
     pub defaults: Defaults,
+    /// Stop the run on Ctrl-C (SIGINT), keeping its state: the CLI's choice. A library
+    /// leaves it off, as listening for SIGINT takes the default (exit) away from the
+    /// whole program for good.
+    pub ctrl_c: bool,
 }
 
 /// A checked job, ready to run: nothing has been written yet.
@@ -191,7 +195,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let measured = std::sync::Mutex::new(Measured::default());
     let result = tokio::select! {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
-        _ = tokio::signal::ctrl_c() => Err((anyhow!("interrupted (Ctrl-C)"), true)),
+        _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
     };
     if let Some(ep) = backend.1 {
         ep.stop().await;
@@ -254,6 +258,13 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             }
             .into())
         }
+    }
+}
+
+/// Resolves at Ctrl-C when `listen`; never otherwise.
+async fn ctrl_c(listen: bool) {
+    if !listen || tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await
     }
 }
 
@@ -409,7 +420,7 @@ async fn dispatch_stage(
     .await;
     bar.finish_and_clear();
     let _ = run.flush().await;
-    let d = result.map_err(|e| anyhow!(explain(&e, job)))?;
+    let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
     // The stats were added per invocation above; the counters come from the dispatcher.
     let mut m = measured.lock().expect("measured");
     m.dispatched.merge(&crate::dispatch::Dispatched {
@@ -549,7 +560,9 @@ pub fn plan_with(
     prefix: &str,
     probes: &graph::Probes,
 ) -> anyhow::Result<crate::sched::Plan> {
-    plan_raw(job, g, kind, prefix).map_err(|e| anyhow!(explain_plan(job, g, kind, probes, &e)))
+    plan_raw(job, g, kind, prefix).map_err(|e| {
+        crate::error::Explained::into_anyhow(explain_plan(job, g, kind, probes, &e), e)
+    })
 }
 
 fn plan_raw(
