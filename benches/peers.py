@@ -28,7 +28,8 @@ Rules of fairness (also in BENCHMARKS.md):
   uses every core.
 - Each system runs each workload `--repeat` times, interleaved (NumPy, Dask, nums-cloud,
   NumPy, ...); the best time is reported (the machine is shared; the best run is the one
-  least disturbed). Every run's result is checked against NumPy's with
+  least disturbed). Before each run the benchmark waits (up to `--quiet-wait` s) until
+  the machine is at least 85% idle, and prints how idle it was. Every run's result is checked against NumPy's with
   `np.testing.assert_allclose` (rtol 1e-8, atol 1e-8 x max|result|) before its time is
   kept: a wrong answer fails the benchmark (exit status 1, "WRONG" in the table).
 """
@@ -130,11 +131,12 @@ WORKLOADS = [
 
 
 def size_label(key, s):
-    mib = lambda b: f"{b / 2**20:,.0f} MiB"
+    def mb(b):
+        return f"{b / 1e6:,.0f} MB"
     return {
-        "newton": f"X {s['n']:,} x {s['d']} ({mib(s['n'] * s['d'] * 8)}, {s['n'] // s['xb']} row blocks)",
+        "newton": f"X {s['n']:,} x {s['d']} ({mb(s['n'] * s['d'] * 8)}, {s['n'] // s['xb']} row blocks)",
         "gram": f"X {s['n']:,} x {s['d']}",
-        "mttkrp": f"T {s['ti']}x{s['tj']}x{s['tk']} ({mib(s['ti'] * s['tj'] * s['tk'] * 8)}, "
+        "mttkrp": f"T {s['ti']}x{s['tj']}x{s['tk']} ({mb(s['ti'] * s['tj'] * s['tk'] * 8)}, "
                   f"{s['ti'] // s['tb']} blocks), rank {s['rank']}",
         "matmul": f"{s['m']}^2 in {s['mb']}^2 blocks",
         "mean": f"2 x {s['u']}^2 ({s['u'] // s['ub']} row blocks each)",
@@ -274,6 +276,31 @@ def run_nums(w, store, bin_, job_dir, args):
     return seconds, out, stats
 
 
+def idle_fraction(seconds):
+    """The machine's idle share of CPU time over the next `seconds` (Linux /proc/stat)."""
+    def sample():
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        return v[3] + v[4], sum(v)  # idle + iowait, total
+    try:
+        i0, t0 = sample()
+        time.sleep(seconds)
+        i1, t1 = sample()
+    except OSError:
+        return None
+    return (i1 - i0) / max(t1 - t0, 1)
+
+
+def wait_quiet(max_wait):
+    """Wait (up to max_wait s) until other processes leave the cores alone: the machine
+    at least 85% idle over 2 s. Returns the last idle share measured."""
+    deadline = time.monotonic() + max_wait
+    while True:
+        idle = idle_fraction(2.0)
+        if idle is None or idle >= 0.85 or time.monotonic() >= deadline:
+            return idle
+
+
 def check(name, got, ref):
     """Raise AssertionError if got differs from NumPy's reference outputs."""
     if set(got) != set(ref):
@@ -304,6 +331,8 @@ def main():
     ap.add_argument("--nums", default=str(ROOT / "target" / "release" / "nums-cloud"))
     ap.add_argument("--cache", default=str(ROOT / ".cache" / "peers"))
     ap.add_argument("--json", help="write every measurement here")
+    ap.add_argument("--quiet-wait", type=float, default=120,
+                    help="before each run wait up to this many seconds for the machine to be 85%% idle (0: no wait)")
     args = ap.parse_args()
     # NumPy always runs: its result is the reference every other system is checked against.
     systems = ["numpy"] + [x for x in args.systems.split(",") if x != "numpy"]
@@ -326,6 +355,7 @@ def main():
     s = SIZES[args.size]
 
     setup_s = ensure_inputs(args, store, bin_, cache)
+    load_start = os.getloadavg()
 
     client = cluster = spec = None
     cluster_s = cubed_note = None
@@ -360,6 +390,7 @@ def main():
             for sysname in systems:
                 if sysname in errors or (sysname != "numpy" and ref is None):
                     continue
+                idle = wait_quiet(args.quiet_wait) if args.quiet_wait > 0 else None
                 try:
                     if sysname == "numpy":
                         sec, out, det = run_numpy(w, store)
@@ -384,10 +415,10 @@ def main():
                         failed = True
                     continue
                 del out
-                runs[sysname].append({"seconds": sec, **det})
-                log(f"   run {r + 1} {sysname:6s} {sec:8.2f} s")
+                runs[sysname].append({"seconds": sec, "idle_before": idle, **det})
+                log(f"   run {r + 1} {sysname:6s} {sec:8.2f} s" + (f"  (machine {idle:.0%} idle before)" if idle is not None else ""))
                 if sysname not in best or sec < best[sysname]["seconds"]:
-                    best[sysname] = {"seconds": sec, **det}
+                    best[sysname] = {"seconds": sec, "idle_before": idle, **det}
         ref = None
         results.append({"workload": w.key, "title": w.title, "size": size_label(w.key, s),
                         "input_bytes": input_bytes, "best": best, "runs": runs, "errors": errors})
@@ -408,13 +439,19 @@ def main():
         return f"{a / b:.2f}x" if a is not None and b else "-"
 
     print(f"\nPeers benchmark: size {args.size}, store {args.store}, best of {args.repeat} runs; "
-          f"{os.cpu_count()} cores")
+          f"{os.cpu_count()} cores; load average {load_start[0]:.1f} at the start, "
+          f"{os.getloadavg()[0]:.1f} at the end (other processes share the cores if above ~2)")
     if setup_s is not None:
         print(f"inputs written by the nums-cloud setup job in {setup_s:.1f} s")
     if cluster_s is not None:
         print(f"Dask LocalCluster(n_workers=2, threads_per_worker=1) started in {cluster_s:.2f} s (not timed below)")
     if cubed_note:
         print(cubed_note)
+    idles = [r["idle_before"] for res in results for rs in res["runs"].values() for r in rs
+             if r.get("idle_before") is not None]
+    if idles:
+        print(f"machine idle before each run (over 2 s; waited up to {args.quiet_wait:.0f} s for 85%): "
+              f"min {min(idles):.0%}, median {sorted(idles)[len(idles) // 2]:.0%}")
     cub = "cubed" in systems
     print()
     print("| workload | size | NumPy s | Dask s | " + ("Cubed s | " if cub else "")
