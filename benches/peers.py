@@ -268,10 +268,15 @@ def run_cubed(w, store, spec):
     return t1 - t0, {k: np.asarray(v) for k, v in zip(lazy, values)}, {}
 
 
-def run_nums(w, store, bin_, job_dir, args):
+def run_nums(w, store, bin_, job_dir, args, input_bytes):
     d = job_dir / w.key
     shutil.rmtree(d, ignore_errors=True)
     seconds, stats = nums_run(bin_, d, f"peers-{w.key}", nums_job(w, store, 2, args.memory_mb, args.size))
+    # An input the driver imported (copied into the job's prefix) instead of reading it in
+    # place would make this a different benchmark: refuse it.
+    if stats.get("driver_bytes_written", 0) > input_bytes / 2:
+        raise RuntimeError(f"nums-cloud wrote {stats['driver_bytes_written']:,} bytes itself: its inputs were "
+                           f"imported, not read in place (stale inputs? remove {store.root}/{store.prefix})")
     out = {p.stem: np.load(p) for p in sorted(d.glob("*.npy"))}
     return seconds, out, stats
 
@@ -401,7 +406,7 @@ def main():
                     elif sysname == "cubed":
                         sec, out, det = run_cubed(w, store, spec)
                     else:
-                        sec, out, det = run_nums(w, store, bin_, job_dir, args)
+                        sec, out, det = run_nums(w, store, bin_, job_dir, args, input_bytes)
                     check(sysname, out, ref)
                 except AssertionError as e:
                     log(f"   {sysname}: WRONG ANSWER\n{e}")
