@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Usage: scripts/bench.sh BENCH [ARGS...]   (BENCH: store_throughput | lshs)
+# Usage: scripts/bench.sh BENCH [ARGS...]   (BENCH: store_throughput | lshs | peers)
+# (peers is scripts/bench_peers.sh: NumPy, Dask and nums-cloud on the same data.)
 # Runs a benchmark from benches/ against a real Garage S3 server, started here on
 # 127.0.0.1 and stopped at the end. Extra arguments go to the benchmark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "${1:-}" = peers ] && { shift; exec bash scripts/bench_peers.sh "$@"; }
 bash scripts/setup.sh
 bench="$1"
 shift
