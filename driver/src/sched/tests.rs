@@ -596,6 +596,9 @@ pub(crate) fn fingerprint(p: &Plan) -> String {
     h.update(format!("tasks {}\n", p.tasks));
     for b in &p.batches {
         let mut batch = b.batch();
+        // The read-ahead budget follows from the projected peak (hashed below) and the
+        // memory limit; leaving it out keeps the fingerprints of plans from before it.
+        batch.prefetch_budget = 0;
         for a in &mut batch.arrays {
             let n = names.len();
             a.path = format!("#{}", *names.entry(a.path.clone()).or_insert(n));
