@@ -349,7 +349,8 @@ impl Array {
     /// let m = x.mean(Some(&[0])).compute().await?; // in async code
     /// assert_eq!(m.shape(), &[4]);
     /// // Computes are futures like any other: two at once.
-    /// let (a, b) = tokio::join!(x.max(None).compute(), x.min(None).compute());
+    /// let (hi, lo) = (x.max(None), x.min(None));
+    /// let (a, b) = tokio::join!(hi.compute(), lo.compute());
     /// assert!(a?.to_f64().sum() > b?.to_f64().sum());
     /// # Ok(())
     /// # }
