@@ -120,7 +120,7 @@ def test_lifecycle_expires_intermediates_by_the_tag_the_store_writes():
     assert len(tagged) == 1
     tag = one(one(tagged[0]["filter"])["tag"])
     # The tag pair lives in the Rust store (one source of truth); the module must match it.
-    src = (REPO / "layout" / "src" / "store.rs").read_text()
+    src = (REPO / "layout" / "src" / "store" / "mod.rs").read_text()
     key, value = re.search(r'INTERMEDIATE_TAG: \(&str, &str\) = \("([^"]+)", "([^"]+)"\)', src).groups()
     tf_locals = m["locals"]["intermediate_tag"]
     assert (tf_locals["key"], tf_locals["value"]) == (key, value)
