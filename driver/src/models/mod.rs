@@ -83,7 +83,7 @@ impl FitSpec {
 
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
 /// each), with the Hessian sums (Newton, `k` = 1), or the normal equations (least squares).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PassKind {
     Gradient { k: usize },
     Hessian,

@@ -4,7 +4,7 @@
 
 use ndarray::{Array1, Array2};
 
-use super::{Family, FitSpec, PassKind, Solver};
+use super::{FitSpec, PassKind, Solver};
 
 /// The parameters a pass is to evaluate: one vector (Newton, least squares) or several
 /// candidates of a line search (L-BFGS), each `[w..., b]`.
@@ -190,6 +190,21 @@ impl Fit {
         })
     }
 
+    /// Iterations done so far.
+    pub fn n_iter(&self) -> u32 {
+        self.n_iter
+    }
+
+    /// The objective after the last iteration.
+    pub fn last_loss(&self) -> Option<f64> {
+        self.loss.last().copied()
+    }
+
+    /// The largest gradient magnitude after the last iteration.
+    pub fn last_grad_max(&self) -> Option<f64> {
+        self.grad_max.last().copied()
+    }
+
     /// Takes a pass's sums for the pass asked last; says what to do next.
     pub fn step(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
         match self.spec.solver {
@@ -233,7 +248,7 @@ impl Fit {
         // The loss of least squares is not needed for the fit; record the gradient's norm 0.
         self.loss.push(f64::NAN);
         self.grad_max.push(0.0);
-        Ok(self.done(theta, true))
+        Ok(self.done(theta.to_vec(), true))
     }
 
     fn newton(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
