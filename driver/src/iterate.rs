@@ -260,7 +260,13 @@ fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f6
 }
 
 /// The pass's outputs as the solver's sums.
-async fn read_sums(p: &Planned, spec: &FitSpec, pass: &Pass, d: usize, store: &Store) -> anyhow::Result<Sums> {
+async fn read_sums(
+    p: &Planned,
+    spec: &FitSpec,
+    pass: &Pass,
+    d: usize,
+    store: &Store,
+) -> anyhow::Result<Sums> {
     if pass.kind == PassKind::Normal {
         return Ok(Sums {
             normal: Some((
@@ -352,7 +358,12 @@ pub async fn fit(
             bytes_read: dispatched.stats.bytes_read,
         });
         let next = fit.step(&pass, sums).map_err(|e| anyhow!(e))?;
-        on_pass(&dispatched, fit.n_iter(), fit.last_loss(), fit.last_grad_max());
+        on_pass(
+            &dispatched,
+            fit.n_iter(),
+            fit.last_loss(),
+            fit.last_grad_max(),
+        );
         match next {
             Next::Pass(p) => pass = p,
             Next::Done(f) => break f,

@@ -47,7 +47,8 @@ pub fn run(
                 ));
             }
             let f: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
-            let b = Block::F64(ArrayD::from_shape_vec(IxDyn(&shape), f).map_err(|e| e.to_string())?);
+            let b =
+                Block::F64(ArrayD::from_shape_vec(IxDyn(&shape), f).map_err(|e| e.to_string())?);
             b.cast(out.dtype)
         }
         Kernel::Param { name } => {

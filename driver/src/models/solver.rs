@@ -421,9 +421,7 @@ impl Fit {
             q = axpy(&q, -ai, y);
             a.push((rho, ai));
         }
-        let gamma = history
-            .last()
-            .map_or(1.0, |(s, y)| dot(s, y) / dot(y, y));
+        let gamma = history.last().map_or(1.0, |(s, y)| dot(s, y) / dot(y, y));
         let mut r: Vec<f64> = q.iter().map(|v| gamma * v).collect();
         for ((s, y), (rho, ai)) in history.iter().zip(a.iter().rev()) {
             let b = rho * dot(y, &r);
@@ -467,7 +465,14 @@ pub fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String
         })
     };
     let a = Block::F64(a.clone().into_dyn());
+    let scale = (0..p).map(|i| a.to_f64()[[i, i]].abs()).fold(0.0, f64::max);
     let l = run(&Kernel::Cholesky, &[&a], &[p, p])?;
+    // A pivot lost to rounding (linearly dependent columns) would give huge coefficients
+    // that look like an answer: refused as NumPy refuses an exactly singular matrix.
+    let lf = l.to_f64();
+    if (0..p).any(|i| lf[[i, i]] * lf[[i, i]] <= 1e-11 * scale) {
+        return Err("Singular matrix".into());
+    }
     let b = Block::F64(b.clone().insert_axis(ndarray::Axis(1)).into_dyn());
     let tri = |transpose| Kernel::TriangularSolve {
         left: true,
@@ -562,11 +567,15 @@ mod tests {
     fn data(n: usize, d: usize, seed: u64) -> (Array2<f64>, Array1<f64>) {
         let mut s = seed;
         let mut next = move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
         };
         let x = Array2::from_shape_fn((n, d), |_| next());
-        let w: Vec<f64> = (0..d).map(|i| (i as f64 - d as f64 / 2.0) / d as f64).collect();
+        let w: Vec<f64> = (0..d)
+            .map(|i| (i as f64 - d as f64 / 2.0) / d as f64)
+            .collect();
         let z = x.dot(&Array1::from(w)) + 0.3;
         let y = z.mapv(|v| if v + 0.5 * next() > 0.0 { 1.0 } else { 0.0 });
         (x, y)
@@ -640,7 +649,12 @@ mod tests {
         match fit(&s, &x, &y) {
             Ok(f) => assert!(!f.converged, "{f:?}"),
             Err(e) => assert!(
-                matches!(e, FitError::Singular { .. } | FitError::NotFinite { .. } | FitError::LineSearch { .. }),
+                matches!(
+                    e,
+                    FitError::Singular { .. }
+                        | FitError::NotFinite { .. }
+                        | FitError::LineSearch { .. }
+                ),
                 "{e}"
             ),
         }

@@ -36,7 +36,15 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "poisson_regression",
-        &["X", "y", "alpha", "solver", "tol", "max_iter", "fit_intercept"],
+        &[
+            "X",
+            "y",
+            "alpha",
+            "solver",
+            "tol",
+            "max_iter",
+            "fit_intercept",
+        ],
         "sklearn `PoissonRegressor(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default) or 'newton'",
         |s, b| fit(s, b, Family::Poisson),
     ),
@@ -52,7 +60,13 @@ fn string<'b>(b: &'b Bound, name: &str, default: &'b str) -> Result<&'b str, Eva
 }
 
 /// A number argument that must be finite and in a range (as scikit-learn validates it).
-fn number(b: &Bound, name: &str, default: f64, ok: fn(f64) -> bool, what: &str) -> Result<f64, EvalError> {
+fn number(
+    b: &Bound,
+    name: &str,
+    default: f64,
+    ok: fn(f64) -> bool,
+    what: &str,
+) -> Result<f64, EvalError> {
     let v = b.num(name)?.map_or(default, Scalar::as_f64);
     if !ok(v) {
         let p = b.get(name).map_or(b.pos, |(_, p)| *p);
@@ -104,7 +118,7 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             "newton" | "newton-cg" | "newton-cholesky" => Ok(Solver::Newton),
             other => Err(b.err(
                 b.get("solver").map_or(b.pos, |(_, p)| *p),
-                format!("{function}(): solver {other:?} is not supported; use 'lbfgs' or 'newton'"),
+                format!("{function}(): solver '{other}' is not supported; use 'lbfgs' or 'newton'"),
             )),
         }
     };
@@ -135,7 +149,9 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
                 other => {
                     return Err(b.err(
                         b.pos,
-                        format!("{function}(): penalty {other:?} is not supported; use 'l2' or None"),
+                        format!(
+                            "{function}(): penalty '{other}' is not supported; use 'l2' or None"
+                        ),
                     ));
                 }
             };
