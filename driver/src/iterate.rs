@@ -333,15 +333,14 @@ pub async fn fit(
     let mut reports = Vec::new();
     let (mut fit, mut pass) = Fit::start(spec, data.n, data.d);
     let fitted = loop {
-        if !planned.contains_key(&pass.kind) {
+        if let std::collections::hash_map::Entry::Vacant(e) = planned.entry(pass.kind) {
             let name = match pass.kind {
                 PassKind::Gradient { k } => format!("grad{k}"),
                 PassKind::Hessian => "newton".into(),
                 PassKind::Normal => "normal".into(),
             };
             let job = pass_job(data, spec, pass.kind);
-            let p = plan_small(&job, &format!("{}/{name}", data.prefix)).await?;
-            planned.insert(pass.kind, p);
+            e.insert(plan_small(&job, &format!("{}/{name}", data.prefix)).await?);
         }
         let p = &planned[&pass.kind];
         let started = Instant::now();

@@ -14,6 +14,9 @@ pub struct Pass {
     pub thetas: Vec<Vec<f64>>,
 }
 
+/// Least squares' sums: X^T X, X^T y, the column sums of X and the sum of y.
+pub type Normal = (Array2<f64>, Array1<f64>, Array1<f64>, f64);
+
 /// What a pass returned, as sums over the rows (not yet divided by n).
 #[derive(Debug, Clone, Default)]
 pub struct Sums {
@@ -24,7 +27,7 @@ pub struct Sums {
     /// Hessian sums (Newton), p x p.
     pub hess: Option<Array2<f64>>,
     /// Least squares: X^T X, X^T y, column sums of X, sum of y.
-    pub normal: Option<(Array2<f64>, Array1<f64>, Array1<f64>, f64)>,
+    pub normal: Option<Normal>,
 }
 
 /// A fit that ended: its parameters and how it went.
@@ -58,6 +61,10 @@ pub enum FitError {
         "LinAlgError: {message} at iteration {iteration} (the Hessian; X may have linearly dependent columns: add a penalty or drop them)"
     )]
     Singular { iteration: u32, message: String },
+    #[error(
+        "the classes are linearly separable: without a penalty the coefficients grow without bound; give C a finite value"
+    )]
+    Separable,
     #[error("the line search found no step that lowers the loss at iteration {iteration}")]
     LineSearch { iteration: u32 },
 }
@@ -207,11 +214,21 @@ impl Fit {
 
     /// Takes a pass's sums for the pass asked last; says what to do next.
     pub fn step(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
-        match self.spec.solver {
+        let next = match self.spec.solver {
             Solver::Direct => self.direct(sums),
             Solver::Newton => self.newton(pass, sums),
             Solver::Lbfgs => self.lbfgs(pass, sums),
+        }?;
+        // Without a penalty, separable classes have no best fit: the loss goes to 0 while
+        // the coefficients grow without bound, and any "converged" answer is arbitrary.
+        if let Next::Done(f) = &next
+            && self.spec.family == super::Family::Logistic
+            && self.spec.l2(self.n) == 0.0
+            && f.loss.last().is_some_and(|&l| l < 1e-6)
+        {
+            return Err(FitError::Separable);
         }
+        Ok(next)
     }
 
     /// Least squares from the normal equations: (A^T A + alpha D) theta = A^T y with
@@ -488,6 +505,7 @@ pub fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::Family;
 
     /// The sums a pass would return, computed in memory.
     fn evaluate(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>, pass: &Pass) -> Sums {
@@ -654,6 +672,7 @@ mod tests {
                     FitError::Singular { .. }
                         | FitError::NotFinite { .. }
                         | FitError::LineSearch { .. }
+                        | FitError::Separable
                 ),
                 "{e}"
             ),
