@@ -328,6 +328,8 @@ impl Parser {
     fn expr_inner(&mut self, min: u8) -> Result<Expr, ExprError> {
         let mut lhs = self.unary()?;
         let mut depth = self.last;
+        // Whether lhs is a comparison made in this loop (`a < b`), not one in parentheses.
+        let mut compared = false;
         while let Some((op, bp)) = infix(self.peek()) {
             if bp <= min {
                 break;
@@ -336,7 +338,7 @@ impl Parser {
             self.next();
             let rhs = self.expr(bp)?;
             let below = depth.max(self.last);
-            if bp == 1 && matches!(lhs.kind, ExprKind::Binary(o, ..) if infix_bp(o) == 1) {
+            if bp == 1 && compared {
                 return Err(ExprError::new(
                     pos,
                     "chained comparisons are ambiguous for arrays; add parentheses",
@@ -347,6 +349,7 @@ impl Parser {
                 pos,
                 below,
             )?;
+            compared = bp == 1;
             depth = self.last;
         }
         self.last = depth;
@@ -591,13 +594,6 @@ pub fn names(e: &Expr) -> Vec<&str> {
     out
 }
 
-fn infix_bp(op: Op) -> u8 {
-    match op {
-        Op::Lt | Op::Le | Op::Gt | Op::Ge | Op::Eq | Op::Ne => 1,
-        _ => 0,
-    }
-}
-
 /// The static symbol equal to `s` (so tokens compare without allocating).
 fn leak(s: &str) -> &'static str {
     SYMS.iter().find(|x| **x == s).copied().unwrap_or("")
@@ -626,6 +622,14 @@ mod tests {
             ExprKind::Tuple(t) => format!("({})", t.iter().map(show).collect::<Vec<_>>().join(",")),
             other => format!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn parenthesized_comparisons_compare_but_chains_are_refused() {
+        assert!(parse("(a > 0) == (b > 1)").is_ok());
+        assert!(parse("a == (b > 1)").is_ok());
+        let e = parse("a < b < c").unwrap_err();
+        assert!(e.message.contains("chained comparisons"), "{}", e.message);
     }
 
     #[test]

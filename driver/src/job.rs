@@ -134,6 +134,10 @@ pub enum Source {
     Expr {
         text: String,
     },
+    /// A model's parameter in the job of one pass of a fit (`iterate`); never in a job file.
+    Param {
+        shape: Vec<u64>,
+    },
 }
 
 impl Source {
@@ -147,6 +151,7 @@ impl Source {
             Source::Full { shape, value } => format!("full {shape:?} value {value}"),
             Source::Load { path } => format!("load {path}"),
             Source::Expr { text } => text.clone(),
+            Source::Param { shape } => format!("parameter {shape:?}"),
         }
     }
 }
@@ -704,6 +709,7 @@ fn parse_array(
         Source::Full { .. } => &["zeros", "ones", "full", "value", "block", "dtype"],
         Source::Load { .. } => &["load", "block", "dtype"],
         Source::Expr { .. } => &["expr", "block", "dtype"],
+        Source::Param { .. } => &[],
     };
     if let Some(k) = t.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err((

@@ -74,6 +74,9 @@ pub struct Report {
     /// Of `retries`, the invocations Lambda throttled (429) and that were sent again.
     pub throttled: u64,
     pub backups: u64,
+    /// The models the job fitted: coefficients, iterations, loss history, passes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fits: Vec<crate::iterate::FitReport>,
     #[serde(skip)]
     pub outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
 }
@@ -127,6 +130,7 @@ impl Report {
             retries: d.retries,
             throttled: d.throttled,
             backups: d.backups,
+            fits: Vec::new(),
             outputs,
         }
     }

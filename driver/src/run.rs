@@ -153,6 +153,7 @@ struct Measured {
     projected_peak: u64,
     over: Vec<(usize, u64, u64)>,
     skipped: u64,
+    fits: Vec<crate::iterate::FitReport>,
 }
 
 /// Checks and runs a parsed job. On failure the error is a [`RunFailed`] carrying the
@@ -215,6 +216,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         r.projected_peak_memory_bytes = m.projected_peak;
         r.invocations_over_projection = m.over.len() as u64;
         r.skipped_batches = m.skipped;
+        r.fits = m.fits.clone();
         r
     };
     match result {
@@ -319,6 +321,7 @@ async fn execute(
         m.tasks += plan.tasks;
         m.projected_peak = m.projected_peak.max(plan.max_projected_peak());
     }
+    fit_models(c, &g, run, invoker, opts, measured).await?;
     import_and_describe(job, &g, run, store, opts.keep).await?;
     dispatch_stage(
         job,
@@ -477,6 +480,113 @@ async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// Fits the job's models (`Fit` nodes) before the main stage, which reads their
+/// coefficients like stored blocks: X and y are made once in a stage of their own when
+/// the job makes them (read in place when they are stored), then `iterate::fit` runs the
+/// passes.
+async fn fit_models(
+    c: &Checked,
+    g: &Graph,
+    run: &Run,
+    invoker: &Invoker,
+    opts: &RunOptions,
+    measured: &std::sync::Mutex<Measured>,
+) -> anyhow::Result<()> {
+    let (job, store) = (&c.job, &c.store);
+    let prefix = run.prefix();
+    let work = tasks::block_work(g);
+    for n in &g.nodes {
+        let NodeOp::Fit { x, y, spec } = &n.op else {
+            continue;
+        };
+        if !(n.persist || work.needed(n.id)) {
+            continue;
+        }
+        let array = n
+            .name
+            .clone()
+            .or_else(|| n.def.clone())
+            .unwrap_or_else(|| "a model".into());
+        let about = |e: anyhow::Error| {
+            e.context(format!(
+                "array `{array}`: {}",
+                crate::models::describe(spec)
+            ))
+        };
+        let mut paths = [String::new(), String::new()];
+        let mut made = Vec::new();
+        for (i, (v, what)) in [(*x, "X"), (*y, "y")].into_iter().enumerate() {
+            paths[i] = match &g.nodes[v].op {
+                NodeOp::InPlace { path, .. } => path.clone(),
+                _ => {
+                    // Not an identifier, so never the name of one of the job's arrays.
+                    let name = format!("fit{}-{what}", n.id);
+                    let (sub, root) = g.subgraph(v, &name);
+                    let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
+                    measured.lock().expect("measured").tasks += sub_plan.tasks;
+                    import_and_describe(job, &sub, run, store, opts.keep).await?;
+                    dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured)
+                        .await?;
+                    let path = tasks::node_path(&prefix, &sub, root);
+                    made.push(path.clone());
+                    path
+                }
+            };
+        }
+        let mx = &g.nodes[*x].meta;
+        let data = crate::iterate::Data {
+            job,
+            x_path: &paths[0],
+            y_path: &paths[1],
+            n: mx.shape[0],
+            d: mx.shape[1] as usize,
+            prefix: format!("{prefix}/fit{}", n.id),
+            invoker,
+            store,
+        };
+        let bar = progress_bar(opts.progress, 0);
+        let (fitted, passes) = crate::iterate::fit(&data, spec, |d, it, loss, grad| {
+            measured.lock().expect("measured").dispatched.merge(d);
+            if let (Some(l), Some(gm)) = (loss, grad) {
+                bar.set_message(format!(
+                    "{array}: iteration {it}, loss {l:.6e}, largest gradient {gm:.2e}"
+                ));
+            }
+            bar.inc(1);
+        })
+        .await
+        .map_err(about)?;
+        bar.finish_and_clear();
+        for p in made {
+            let _ = store.delete_prefix(&p).await;
+        }
+        if !fitted.converged {
+            eprintln!(
+                "warning: array `{array}`: {} did not converge in max_iter = {} iterations \
+                 (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
+                crate::models::describe(spec),
+                spec.max_iter,
+                fitted.grad_max.last().copied().unwrap_or(f64::NAN),
+                spec.tol
+            );
+        }
+        let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
+        let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
+        out.write_block(store, &[0], &coef).await?;
+        measured
+            .lock()
+            .expect("measured")
+            .fits
+            .push(crate::iterate::FitReport {
+                array: array.clone(),
+                model: crate::models::describe(spec),
+                fitted,
+                passes,
+            });
     }
     Ok(())
 }

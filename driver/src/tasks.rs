@@ -308,6 +308,7 @@ impl<'g> BlockWork<'g> {
             NodeOp::ImportNpy { .. }
             | NodeOp::ImportCsv { .. }
             | NodeOp::ImportZarr { .. }
+            | NodeOp::Fit { .. }
             | NodeOp::InPlace { .. } => None,
             NodeOp::Random { dist, seed } => one(
                 Kernel::Random {
@@ -332,6 +333,7 @@ impl<'g> BlockWork<'g> {
                 vec![],
             ),
             NodeOp::Eye { k } => one(Kernel::Eye { k: *k }, vec![]),
+            NodeOp::Param { name } => one(Kernel::Param { name: name.clone() }, vec![]),
             NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, vec![b(*x, idx)]),
             NodeOp::Scalar {
                 op,

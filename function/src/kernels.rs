@@ -38,6 +38,24 @@ pub fn run(
                 ((c0 + i[1] as i64) - (r0 + i[0] as i64) == *k) as u8 as f64
             }))
         }
+        Kernel::Constant { values } => {
+            let n: usize = shape.iter().product();
+            if values.len() != n || out.num_blocks() != 1 {
+                return Err(format!(
+                    "a constant of {} values for a block of shape {shape:?} (one-block arrays only)",
+                    values.len()
+                ));
+            }
+            let f: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
+            let b =
+                Block::F64(ArrayD::from_shape_vec(IxDyn(&shape), f).map_err(|e| e.to_string())?);
+            b.cast(out.dtype)
+        }
+        Kernel::Param { name } => {
+            return Err(format!(
+                "parameter {name} was sent without its values (a driver bug)"
+            ));
+        }
         Kernel::Unary { op } => unary(*op, one(inputs)?),
         Kernel::Binary { op } => {
             let [a, b] = inputs else {

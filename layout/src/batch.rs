@@ -456,6 +456,12 @@ pub enum Kernel {
     },
     /// No inputs; 2-D, 1 where `column - row == k`, else 0 (eye, identity).
     Eye { k: i64 },
+    /// No inputs; the whole (one-block) array's values in C order, sent inline: a model's
+    /// parameters for one iteration of a fit.
+    Constant { values: Vec<Scalar> },
+    /// A parameter the driver fills in (as a [`Kernel::Constant`]) before each dispatch of
+    /// a planned pass; a function never runs one.
+    Param { name: String },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum { subscripts: String, operands: usize },

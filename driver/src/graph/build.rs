@@ -400,6 +400,15 @@ impl<'a> Builder<'a> {
                 let m = leaf_meta(probe.shape().to_vec(), def.dtype.unwrap_or(dtype), self);
                 self.add(m, op)
             }
+            Source::Param { shape } => {
+                let m = ArrayMeta::new(shape.clone(), shape.clone(), DType::Float64);
+                self.add(
+                    m,
+                    NodeOp::Param {
+                        name: def.name.clone(),
+                    },
+                )
+            }
             Source::Expr { text } => {
                 let e = expr::parse(text).map_err(|e| err(e.render(text)))?;
                 let v = self.eval(&e).map_err(|e| match e {

@@ -122,6 +122,19 @@ pub enum NodeOp {
         xs: Vec<NodeId>,
         axis: usize,
     },
+    /// A parameter of a model's pass (`iterate`): one block whose values the driver sends
+    /// inline at each iteration.
+    Param {
+        name: String,
+    },
+    /// A model fitted to `x` ([n, d]) and `y` ([n]) by the driver's iteration engine before
+    /// the main stage (`iterate::fit`); its coefficients are then in the store like an
+    /// import's blocks. `x` and `y` are not inputs of the main stage's work.
+    Fit {
+        x: NodeId,
+        y: NodeId,
+        spec: crate::models::FitSpec,
+    },
     /// The slices `indices` of `x` along `axis` (an integer list, or a boolean mask once
     /// its values are known).
     Take {
@@ -138,6 +151,8 @@ impl NodeOp {
             | NodeOp::Fill { .. }
             | NodeOp::Iota { .. }
             | NodeOp::Eye { .. }
+            | NodeOp::Param { .. }
+            | NodeOp::Fit { .. }
             | NodeOp::ImportNpy { .. }
             | NodeOp::ImportCsv { .. }
             | NodeOp::ImportZarr { .. }
@@ -187,7 +202,7 @@ impl NodeOp {
 
     /// Blocks that are in the store before any task runs (imported or read in place).
     pub fn in_store_before_run(&self) -> bool {
-        self.is_import() || matches!(self, NodeOp::InPlace { .. })
+        self.is_import() || matches!(self, NodeOp::InPlace { .. } | NodeOp::Fit { .. })
     }
 
     pub fn is_import(&self) -> bool {

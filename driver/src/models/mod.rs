@@ -83,7 +83,7 @@ impl FitSpec {
 
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
 /// each), with the Hessian sums (Newton, `k` = 1), or the normal equations (least squares).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PassKind {
     Gradient { k: usize },
     Hessian,
@@ -115,14 +115,13 @@ pub fn program(spec: &FitSpec, kind: PassKind) -> (Vec<(String, String)>, Vec<&'
     use names::*;
     let mut a: Vec<(String, String)> = Vec::new();
     let mut add = |n: &str, e: String| a.push((n.to_string(), e));
-    let outputs: Vec<&'static str>;
-    match kind {
+    let outputs: Vec<&'static str> = match kind {
         PassKind::Normal => {
             add(XTX, "X.T @ X".into());
             add(XTY, "X.T @ y".into());
             add(SX, "sum(X, axis=0)".into());
             add(SY, "sum(y)".into());
-            outputs = vec![XTX, XTY, SX, SY];
+            vec![XTX, XTY, SX, SY]
         }
         PassKind::Gradient { .. } => {
             let b = if spec.fit_intercept {
@@ -133,12 +132,12 @@ pub fn program(spec: &FitSpec, kind: PassKind) -> (Vec<(String, String)>, Vec<&'
             add("z_", format!("X @ {W}{b}"));
             link(spec, &mut add, "y[:, None]");
             add(GW, "X.T @ r_".into());
-            outputs = if spec.fit_intercept {
+            if spec.fit_intercept {
                 add(GB, "sum(r_, axis=0)".into());
                 vec![LOSS, GW, GB]
             } else {
                 vec![LOSS, GW]
-            };
+            }
         }
         PassKind::Hessian => {
             let b = if spec.fit_intercept {
@@ -150,16 +149,16 @@ pub fn program(spec: &FitSpec, kind: PassKind) -> (Vec<(String, String)>, Vec<&'
             link(spec, &mut add, "y");
             add(GW, "X.T @ r_".into());
             add(HWW, "X.T @ (X * s_[:, None])".into());
-            outputs = if spec.fit_intercept {
+            if spec.fit_intercept {
                 add(GB, "sum(r_)".into());
                 add(HWB, "X.T @ s_".into());
                 add(HBB, "sum(s_)".into());
                 vec![LOSS, GW, HWW, GB, HWB, HBB]
             } else {
                 vec![LOSS, GW, HWW]
-            };
+            }
         }
-    }
+    };
     (a, outputs)
 }
 

@@ -4,7 +4,7 @@
 
 use ndarray::{Array1, Array2};
 
-use super::{Family, FitSpec, PassKind, Solver};
+use super::{FitSpec, PassKind, Solver};
 
 /// The parameters a pass is to evaluate: one vector (Newton, least squares) or several
 /// candidates of a line search (L-BFGS), each `[w..., b]`.
@@ -13,6 +13,9 @@ pub struct Pass {
     pub kind: PassKind,
     pub thetas: Vec<Vec<f64>>,
 }
+
+/// Least squares' sums: X^T X, X^T y, the column sums of X and the sum of y.
+pub type Normal = (Array2<f64>, Array1<f64>, Array1<f64>, f64);
 
 /// What a pass returned, as sums over the rows (not yet divided by n).
 #[derive(Debug, Clone, Default)]
@@ -24,7 +27,7 @@ pub struct Sums {
     /// Hessian sums (Newton), p x p.
     pub hess: Option<Array2<f64>>,
     /// Least squares: X^T X, X^T y, column sums of X, sum of y.
-    pub normal: Option<(Array2<f64>, Array1<f64>, Array1<f64>, f64)>,
+    pub normal: Option<Normal>,
 }
 
 /// A fit that ended: its parameters and how it went.
@@ -58,6 +61,10 @@ pub enum FitError {
         "LinAlgError: {message} at iteration {iteration} (the Hessian; X may have linearly dependent columns: add a penalty or drop them)"
     )]
     Singular { iteration: u32, message: String },
+    #[error(
+        "the classes are linearly separable: without a penalty the coefficients grow without bound; give C a finite value"
+    )]
+    Separable,
     #[error("the line search found no step that lowers the loss at iteration {iteration}")]
     LineSearch { iteration: u32 },
 }
@@ -190,13 +197,38 @@ impl Fit {
         })
     }
 
+    /// Iterations done so far.
+    pub fn n_iter(&self) -> u32 {
+        self.n_iter
+    }
+
+    /// The objective after the last iteration.
+    pub fn last_loss(&self) -> Option<f64> {
+        self.loss.last().copied()
+    }
+
+    /// The largest gradient magnitude after the last iteration.
+    pub fn last_grad_max(&self) -> Option<f64> {
+        self.grad_max.last().copied()
+    }
+
     /// Takes a pass's sums for the pass asked last; says what to do next.
     pub fn step(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
-        match self.spec.solver {
+        let next = match self.spec.solver {
             Solver::Direct => self.direct(sums),
             Solver::Newton => self.newton(pass, sums),
             Solver::Lbfgs => self.lbfgs(pass, sums),
+        }?;
+        // Without a penalty, separable classes have no best fit: the loss goes to 0 while
+        // the coefficients grow without bound, and any "converged" answer is arbitrary.
+        if let Next::Done(f) = &next
+            && self.spec.family == super::Family::Logistic
+            && self.spec.l2(self.n) == 0.0
+            && f.loss.last().is_some_and(|&l| l < 1e-6)
+        {
+            return Err(FitError::Separable);
         }
+        Ok(next)
     }
 
     /// Least squares from the normal equations: (A^T A + alpha D) theta = A^T y with
@@ -233,7 +265,7 @@ impl Fit {
         // The loss of least squares is not needed for the fit; record the gradient's norm 0.
         self.loss.push(f64::NAN);
         self.grad_max.push(0.0);
-        Ok(self.done(theta, true))
+        Ok(self.done(theta.to_vec(), true))
     }
 
     fn newton(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
@@ -406,9 +438,7 @@ impl Fit {
             q = axpy(&q, -ai, y);
             a.push((rho, ai));
         }
-        let gamma = history
-            .last()
-            .map_or(1.0, |(s, y)| dot(s, y) / dot(y, y));
+        let gamma = history.last().map_or(1.0, |(s, y)| dot(s, y) / dot(y, y));
         let mut r: Vec<f64> = q.iter().map(|v| gamma * v).collect();
         for ((s, y), (rho, ai)) in history.iter().zip(a.iter().rev()) {
             let b = rho * dot(y, &r);
@@ -452,7 +482,14 @@ pub fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String
         })
     };
     let a = Block::F64(a.clone().into_dyn());
+    let scale = (0..p).map(|i| a.to_f64()[[i, i]].abs()).fold(0.0, f64::max);
     let l = run(&Kernel::Cholesky, &[&a], &[p, p])?;
+    // A pivot lost to rounding (linearly dependent columns) would give huge coefficients
+    // that look like an answer: refused as NumPy refuses an exactly singular matrix.
+    let lf = l.to_f64();
+    if (0..p).any(|i| lf[[i, i]] * lf[[i, i]] <= 1e-11 * scale) {
+        return Err("Singular matrix".into());
+    }
     let b = Block::F64(b.clone().insert_axis(ndarray::Axis(1)).into_dyn());
     let tri = |transpose| Kernel::TriangularSolve {
         left: true,
@@ -468,6 +505,7 @@ pub fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::models::Family;
 
     /// The sums a pass would return, computed in memory.
     fn evaluate(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>, pass: &Pass) -> Sums {
@@ -547,11 +585,15 @@ mod tests {
     fn data(n: usize, d: usize, seed: u64) -> (Array2<f64>, Array1<f64>) {
         let mut s = seed;
         let mut next = move || {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((s >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0
         };
         let x = Array2::from_shape_fn((n, d), |_| next());
-        let w: Vec<f64> = (0..d).map(|i| (i as f64 - d as f64 / 2.0) / d as f64).collect();
+        let w: Vec<f64> = (0..d)
+            .map(|i| (i as f64 - d as f64 / 2.0) / d as f64)
+            .collect();
         let z = x.dot(&Array1::from(w)) + 0.3;
         let y = z.mapv(|v| if v + 0.5 * next() > 0.0 { 1.0 } else { 0.0 });
         (x, y)
@@ -625,7 +667,13 @@ mod tests {
         match fit(&s, &x, &y) {
             Ok(f) => assert!(!f.converged, "{f:?}"),
             Err(e) => assert!(
-                matches!(e, FitError::Singular { .. } | FitError::NotFinite { .. } | FitError::LineSearch { .. }),
+                matches!(
+                    e,
+                    FitError::Singular { .. }
+                        | FitError::NotFinite { .. }
+                        | FitError::LineSearch { .. }
+                        | FitError::Separable
+                ),
                 "{e}"
             ),
         }

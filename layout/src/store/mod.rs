@@ -330,8 +330,16 @@ impl Store {
         // Objects moved away (renames) leave their folders behind on a local store.
         if let Some(root) = &self.local_root {
             let dir = root.join(prefix.trim_matches('/'));
-            if !prefix.trim_matches('/').is_empty() {
-                prune_empty_dirs(&dir);
+            if !prefix.trim_matches('/').is_empty() && prune_empty_dirs(&dir) {
+                // Folders left empty above it go too, as they would not exist on S3
+                // (`<job>/_runs/` after a run's state is removed).
+                let mut up = dir.parent();
+                while let Some(d) = up.filter(|d| d.starts_with(root) && *d != root.as_path()) {
+                    if std::fs::remove_dir(d).is_err() {
+                        break;
+                    }
+                    up = d.parent();
+                }
             }
         }
         Ok(n)

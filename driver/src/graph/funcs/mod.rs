@@ -14,6 +14,7 @@ mod contractions;
 mod creation;
 mod elementwise;
 mod linalg;
+mod models;
 mod reductions;
 mod shapes;
 
@@ -132,6 +133,10 @@ pub(super) const FAMILIES: &[Family] = &[
     Family {
         name: "linalg",
         defs: linalg::DEFS,
+    },
+    Family {
+        name: "models",
+        defs: models::DEFS,
     },
 ];
 

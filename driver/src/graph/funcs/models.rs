@@ -1,0 +1,196 @@
+//! Models: generalized linear models fitted to convergence, named and parameterised as
+//! scikit-learn's estimators. The result is the coefficient vector with the intercept last
+//! (when `fit_intercept`), computed by the driver's iteration engine (`crate::iterate`)
+//! before the main stage and usable by later expressions (`X_test @ w[:-1] + w[-1]`).
+
+use super::*;
+use crate::models::{Family, FitSpec, Solver};
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "logistic_regression",
+        &[
+            "X",
+            "y",
+            "penalty",
+            "C",
+            "solver",
+            "tol",
+            "max_iter",
+            "fit_intercept",
+        ],
+        "sklearn `LogisticRegression(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default) or 'newton'",
+        |s, b| fit(s, b, Family::Logistic),
+    ),
+    FuncDef::new(
+        "linear_regression",
+        &["X", "y", "fit_intercept"],
+        "sklearn `LinearRegression(...).fit(X, y)`: `[coef..., intercept]` (normal equations, one pass)",
+        |s, b| fit(s, b, Family::Linear),
+    ),
+    FuncDef::new(
+        "ridge",
+        &["X", "y", "alpha", "fit_intercept"],
+        "sklearn `Ridge(...).fit(X, y)`: `[coef..., intercept]` (normal equations, one pass)",
+        |s, b| fit(s, b, Family::Linear),
+    ),
+    FuncDef::new(
+        "poisson_regression",
+        &[
+            "X",
+            "y",
+            "alpha",
+            "solver",
+            "tol",
+            "max_iter",
+            "fit_intercept",
+        ],
+        "sklearn `PoissonRegressor(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default) or 'newton'",
+        |s, b| fit(s, b, Family::Poisson),
+    ),
+];
+
+/// A string argument, or `default`.
+fn string<'b>(b: &'b Bound, name: &str, default: &'b str) -> Result<&'b str, EvalError> {
+    match b.get(name) {
+        None => Ok(default),
+        Some((Val::Str(v), _)) => Ok(v),
+        Some((_, p)) => Err(b.err(*p, format!("{}(): {name} must be a string", b.f))),
+    }
+}
+
+/// A number argument that must be finite and in a range (as scikit-learn validates it).
+fn number(
+    b: &Bound,
+    name: &str,
+    default: f64,
+    ok: fn(f64) -> bool,
+    what: &str,
+) -> Result<f64, EvalError> {
+    let v = b.num(name)?.map_or(default, Scalar::as_f64);
+    if !ok(v) {
+        let p = b.get(name).map_or(b.pos, |(_, p)| *p);
+        return Err(b.err(p, format!("{}(): {name} must be {what}, not {v}", b.f)));
+    }
+    Ok(v)
+}
+
+fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
+    let function: &'static str = match (family, b.f.as_str()) {
+        (Family::Logistic, _) => "logistic_regression",
+        (Family::Poisson, _) => "poisson_regression",
+        (Family::Linear, "ridge") => "ridge",
+        (Family::Linear, _) => "linear_regression",
+    };
+    let x = b.array("X")?;
+    let y = b.array("y")?;
+    let (mx, my) = (s.meta(x).clone(), s.meta(y).clone());
+    if mx.ndim() != 2 {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{function}(): X must be 2-D (samples x features), not of shape {}",
+                shape_str(&mx.shape)
+            ),
+        ));
+    }
+    if my.ndim() != 1 || my.shape[0] != mx.shape[0] {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{function}(): y must be 1-D with one value per row of X ({} rows), not of shape {}",
+                mx.shape[0],
+                shape_str(&my.shape)
+            ),
+        ));
+    }
+    if mx.dtype == DType::Bool || my.dtype == DType::Bool {
+        return Err(b.err(
+            b.pos,
+            format!("{function}(): X and y must be numbers, not bool (use astype)"),
+        ));
+    }
+    let positive = |v: f64| v > 0.0 && !v.is_nan();
+    let non_negative = |v: f64| (0.0..f64::INFINITY).contains(&v);
+    let solver_of = |b: &Bound| -> Result<Solver, EvalError> {
+        match string(b, "solver", "lbfgs")? {
+            "lbfgs" => Ok(Solver::Lbfgs),
+            "newton" | "newton-cg" | "newton-cholesky" => Ok(Solver::Newton),
+            other => Err(b.err(
+                b.get("solver").map_or(b.pos, |(_, p)| *p),
+                format!("{function}(): solver '{other}' is not supported; use 'lbfgs' or 'newton'"),
+            )),
+        }
+    };
+    let max_iter = |b: &Bound| -> Result<u32, EvalError> {
+        match b.int("max_iter")? {
+            None => Ok(100),
+            Some(n) if (1..=100_000).contains(&n) => Ok(n as u32),
+            Some(n) => Err(b.err(
+                b.get("max_iter").map_or(b.pos, |(_, p)| *p),
+                format!("{function}(): max_iter must be between 1 and 100000, not {n}"),
+            )),
+        }
+    };
+    let fit_intercept = match b.get("fit_intercept") {
+        None => true,
+        Some(_) => b.flag("fit_intercept")?,
+    };
+    let spec = match family {
+        Family::Logistic => {
+            let penalty = match b.given("penalty") {
+                None => "l2",
+                Some((Val::None, _)) => "none",
+                Some(_) => string(b, "penalty", "l2")?,
+            };
+            let c = match penalty {
+                "l2" => number(b, "C", 1.0, positive, "positive")?,
+                "none" => f64::INFINITY,
+                other => {
+                    return Err(b.err(
+                        b.pos,
+                        format!(
+                            "{function}(): penalty '{other}' is not supported; use 'l2' or None"
+                        ),
+                    ));
+                }
+            };
+            FitSpec {
+                function,
+                family,
+                solver: solver_of(b)?,
+                penalty: c,
+                tol: number(b, "tol", 1e-4, positive, "positive")?,
+                max_iter: max_iter(b)?,
+                fit_intercept,
+            }
+        }
+        Family::Poisson => FitSpec {
+            function,
+            family,
+            solver: solver_of(b)?,
+            penalty: number(b, "alpha", 1.0, non_negative, "0 or more")?,
+            tol: number(b, "tol", 1e-4, positive, "positive")?,
+            max_iter: max_iter(b)?,
+            fit_intercept,
+        },
+        Family::Linear => FitSpec {
+            function,
+            family,
+            solver: Solver::Direct,
+            penalty: if function == "ridge" {
+                number(b, "alpha", 1.0, non_negative, "0 or more")?
+            } else {
+                0.0
+            },
+            tol: 0.0,
+            max_iter: 1,
+            fit_intercept,
+        },
+    };
+    // y in X's row blocks, so that each pass reads the two side by side.
+    let y = s.rechunk(y, vec![mx.block[0]]);
+    let p = mx.shape[1] + fit_intercept as u64;
+    let meta = ArrayMeta::new(vec![p], vec![p], DType::Float64);
+    Ok(Val::Arr(s.add(meta, NodeOp::Fit { x, y, spec })))
+}

@@ -1,0 +1,162 @@
+"""Models fitted to convergence (logistic by Newton and L-BFGS, linear, ridge, Poisson),
+run by the real binary and compared with scikit-learn fitting the same data; bad data and
+arguments refused with the array's name and nothing committed."""
+import json
+
+import numpy as np
+import pytest
+from sklearn.linear_model import LinearRegression, LogisticRegression, PoissonRegressor, Ridge
+
+from nums import job_text, run
+
+N, D = 8011, 5  # ragged: the last row block is short
+
+
+def data(tmp_path, kind, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, D))
+    w = rng.normal(size=D)
+    z = X @ w * 0.5 + 0.3
+    if kind == "logistic":
+        y = (rng.uniform(size=N) < 1 / (1 + np.exp(-z))).astype(np.float64)
+    elif kind == "poisson":
+        y = rng.poisson(np.exp(z * 0.5)).astype(np.float64)
+    else:
+        y = z + rng.normal(size=N) * 0.1
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    return X, y
+
+
+def fit(tmp_path, expr, scheduler="lshs", extra=None, check=True, stats=False):
+    arrays = {
+        "X": {"load": str(tmp_path / "X.npy"), "block": [2000, D]},
+        "y": {"load": str(tmp_path / "y.npy"), "block": [2000]},
+        "w": expr,
+        **(extra or {}),
+    }
+    outputs = {"w": "w.npy", **{k: f"{k}.npy" for k in (extra or {})}}
+    (tmp_path / "job.toml").write_text(
+        job_text(arrays, outputs, name="fit", compute={"scheduler": scheduler, "workers": 2})
+    )
+    args = ["--stats", str(tmp_path / "stats.json")] if stats else []
+    p = run(tmp_path / "job.toml", *args, check=check)
+    return p
+
+
+def coef(m):
+    return np.r_[np.ravel(m.coef_), np.ravel(m.intercept_)]
+
+
+@pytest.mark.parametrize("solver,scheduler", [("newton", "lshs"), ("newton", "naive"), ("lbfgs", "lshs")])
+def test_logistic_regression_equals_scikit_learn(tmp_path, solver, scheduler):
+    X, y = data(tmp_path, "logistic")
+    fit(tmp_path, f"logistic_regression(X, y, solver='{solver}', C=0.5, tol=1e-9, max_iter=200)",
+        scheduler=scheduler,
+        extra={"p": "sigmoid(X @ w[:-1] + w[-1])"}, stats=True)
+    want = coef(LogisticRegression(C=0.5, tol=1e-12, max_iter=10000).fit(X, y))
+    got = np.load(tmp_path / "w.npy")
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # The coefficients feed later expressions of the same job.
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), 1 / (1 + np.exp(-(X @ got[:-1] + got[-1]))),
+                               rtol=1e-12)
+    fits = json.loads((tmp_path / "stats.json").read_text())["fits"]
+    assert len(fits) == 1 and fits[0]["converged"], fits
+    assert fits[0]["n_iter"] >= 3 and len(fits[0]["loss"]) == fits[0]["n_iter"] + 1
+    # The objective goes down every iteration.
+    assert all(b <= a + 1e-12 for a, b in zip(fits[0]["loss"], fits[0]["loss"][1:])), fits[0]["loss"]
+    # Nothing of the fit is left in the store but the job's outputs and imports.
+    assert sorted(p.name for p in (tmp_path / "nums-data" / "fit").iterdir()) == ["X", "p", "w", "y"]
+
+
+def test_logistic_without_intercept_or_penalty(tmp_path):
+    X, y = data(tmp_path, "logistic", seed=1)
+    fit(tmp_path, "logistic_regression(X, y, penalty=None, fit_intercept=False, solver='newton', tol=1e-10)")
+    want = np.ravel(LogisticRegression(C=np.inf, fit_intercept=False, tol=1e-12, max_iter=10000).fit(X, y).coef_)
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("expr,model", [
+    ("linear_regression(X, y)", LinearRegression()),
+    ("ridge(X, y, alpha=250.0)", Ridge(alpha=250.0)),
+    ("ridge(X, y, alpha=3.0, fit_intercept=False)", Ridge(alpha=3.0, fit_intercept=False)),
+])
+def test_least_squares_equal_scikit_learn(tmp_path, expr, model):
+    X, y = data(tmp_path, "linear")
+    fit(tmp_path, expr)
+    m = model.fit(X, y)
+    want = coef(m) if m.fit_intercept else np.ravel(m.coef_)
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs"])
+def test_poisson_regression_equals_scikit_learn(tmp_path, solver):
+    X, y = data(tmp_path, "poisson")
+    fit(tmp_path, f"poisson_regression(X, y, alpha=0.5, solver='{solver}', tol=1e-9, max_iter=300)")
+    want = coef(PoissonRegressor(alpha=0.5, tol=1e-12, max_iter=10000).fit(X, y))
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-5, atol=1e-6)
+
+
+def test_x_and_y_made_by_the_job_are_fitted_in_place_of_files(tmp_path):
+    """X and y computed by the job (random, expressions) are made once for the loop."""
+    (tmp_path / "job.toml").write_text(job_text({
+        "X": {"random": "normal", "shape": [9000, 4], "seed": 3, "block": [2000, 4]},
+        "u": {"random": "uniform", "shape": [9000], "seed": 4, "block": [2000]},
+        "wt": {"random": "normal", "shape": [4], "seed": 5},
+        "y": "(sigmoid(X @ wt - 0.25) > u).astype('float64')",
+        "w": "logistic_regression(X, y, solver='newton', tol=1e-10)",
+    }, {"w": "w.npy", "X": "X.npy", "y": "y.npy"}, name="made"))
+    run(tmp_path / "job.toml")
+    X, y = np.load(tmp_path / "X.npy"), np.load(tmp_path / "y.npy")
+    want = coef(LogisticRegression(tol=1e-12, max_iter=10000).fit(X, y))
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("y,expr,message", [
+    (lambda y: np.where(y > 0, 2.0, 0.0), "logistic_regression(X, y)", "labels other than 0 and 1"),
+    (lambda y: np.where(np.arange(N) == 7, np.nan, y), "logistic_regression(X, y)", "1 NaN"),
+    (lambda y: -y - 1, "poisson_regression(X, y)", "negative values"),
+])
+def test_bad_labels_fail_naming_the_array_and_commit_nothing(tmp_path, y, expr, message):
+    X, y0 = data(tmp_path, "logistic")
+    np.save(tmp_path / "y.npy", y(y0))
+    p = fit(tmp_path, expr, check=False)
+    assert p.returncode == 1, p.stderr
+    assert "`w`" in p.stderr and message in p.stderr, p.stderr
+    assert not (tmp_path / "w.npy").exists()
+    assert not (tmp_path / "nums-data" / "fit" / "w").exists()
+
+
+@pytest.mark.parametrize("expr,message", [
+    ("logistic_regression(X[:, 0], y)", "X must be 2-D"),
+    ("logistic_regression(X, y[:100])", "y must be 1-D with one value per row of X"),
+    ("logistic_regression(X, y, solver='sag')", "solver 'sag' is not supported"),
+    ("logistic_regression(X, y, C=0)", "C must be positive"),
+    ("ridge(X, y, alpha=-1)", "alpha must be 0 or more"),
+    ("logistic_regression(X, y, max_iter=0)", "max_iter must be between 1 and 100000"),
+])
+def test_bad_arguments_are_refused_at_check(tmp_path, expr, message):
+    data(tmp_path, "logistic")
+    (tmp_path / "job.toml").write_text(job_text({
+        "X": {"load": str(tmp_path / "X.npy")},
+        "y": {"load": str(tmp_path / "y.npy")},
+        "w": expr,
+    }, {"w": "w.npy"}))
+    from nums import BIN
+    import subprocess
+    p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True)
+    assert p.returncode == 1 and message in p.stderr and "arrays.w" in p.stderr, p.stderr
+
+
+def test_a_singular_least_squares_problem_says_so(tmp_path):
+    X, y = data(tmp_path, "linear")
+    X[:, 1] = X[:, 0]  # linearly dependent columns, no penalty
+    np.save(tmp_path / "X.npy", X)
+    p = fit(tmp_path, "linear_regression(X, y)", check=False)
+    assert p.returncode == 1 and "LinAlgError" in p.stderr and "`w`" in p.stderr, p.stderr
+
+
+def test_not_converging_within_max_iter_warns(tmp_path):
+    data(tmp_path, "logistic")
+    p = fit(tmp_path, "logistic_regression(X, y, solver='lbfgs', tol=1e-14, max_iter=2)")
+    assert "did not converge in max_iter = 2" in p.stderr, p.stderr
