@@ -116,13 +116,13 @@ impl From<Array> for Operand {
 }
 
 impl Array {
-    fn session(&self) -> &Session {
+    pub(super) fn session(&self) -> &Session {
         &self.node.session
     }
 
     /// A job-language expression over this array (`{0}`) and `args` (`{1}`, ...); the
     /// templates are the API's own, so they are known to be well formed.
-    fn op(&self, template: &str, args: &[&Array]) -> Array {
+    pub(super) fn op(&self, template: &str, args: &[&Array]) -> Array {
         let mut all = vec![self.clone()];
         all.extend(args.iter().map(|a| (*a).clone()));
         self.session().def(Def::Expr(template.into()), all)

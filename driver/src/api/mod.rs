@@ -32,6 +32,7 @@
 mod array;
 mod blocking;
 mod job;
+pub mod models;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -531,6 +532,14 @@ impl Session {
     /// # }
     /// ```
     pub async fn compute_many(&self, arrays: &[&Array]) -> Result<Vec<Block>, Error> {
+        Ok(self.compute_with_report(arrays).await?.0)
+    }
+
+    /// [`Session::compute_many`], with the run's report (what the fits measured, say).
+    pub(crate) async fn compute_with_report(
+        &self,
+        arrays: &[&Array],
+    ) -> Result<(Vec<Block>, crate::report::Report), Error> {
         let name = format!("{}-{}", self.0.id, self.next());
         let tmp = std::env::temp_dir().join(format!("nums-{name}"));
         std::fs::create_dir_all(&tmp).map_err(|e| Error::Other {
@@ -540,16 +549,21 @@ impl Session {
             .iter()
             .map(|a| (&*a.node, Out::Npy(tmp.join(format!("{}.npy", a.node.id)))))
             .collect();
-        let result = self.run(&name, arrays, &outs, false).await.and_then(|()| {
-            outs.iter()
-                .map(|(_, out)| {
-                    let Out::Npy(p) = out else {
-                        unreachable!("npy outputs")
-                    };
-                    crate::npy::read(p).map_err(|e| Error::Other { message: e })
-                })
-                .collect()
-        });
+        let result = self
+            .run(&name, arrays, &outs, false)
+            .await
+            .and_then(|report| {
+                let blocks = outs
+                    .iter()
+                    .map(|(_, out)| {
+                        let Out::Npy(p) = out else {
+                            unreachable!("npy outputs")
+                        };
+                        crate::npy::read(p).map_err(|e| Error::Other { message: e })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok((blocks, report))
+            });
         let _ = std::fs::remove_dir_all(&tmp);
         result
     }
@@ -733,7 +747,7 @@ impl Session {
         targets: &[&Array],
         outs: &[(&Node, Out)],
         keep: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<crate::report::Report, Error> {
         self.refuse_closed()?;
         let nodes = job::closure(self, targets)?;
         for n in &nodes {
@@ -758,7 +772,7 @@ impl Session {
                 let _ = store.delete_prefix(name).await;
             }
         }
-        result.map(|_| ()).map_err(|e| r.error(&e))
+        result.map_err(|e| r.error(&e))
     }
 
     /// The shape and dtype of `a`, from checking its job.

@@ -1,0 +1,298 @@
+//! Models as scikit-learn's estimators over the API's lazy arrays: builder-style options,
+//! `fit(&X, &y)` runs one job (the same `logistic_regression(...)` and friends as the job
+//! language, so the same iteration engine) and returns the coefficients with how the fit
+//! went; predictions are lazy arrays.
+//!
+//! ```
+//! # use nums_cloud::api::{Session, models::{LogisticRegression, Solver}};
+//! # fn main() -> Result<(), nums_cloud::Error> {
+//! # let dir = std::env::temp_dir().join("nums-cloud-doc-models");
+//! # let s = Session::new(&format!("file://{}", dir.display()))?
+//! #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+//! let x = s.random_normal(&[4000, 3], 1);
+//! let y = x.matmul(&s.from_ndarray(ndarray::array![1.0, -2.0, 0.5])).gt(0.0).astype(nums_cloud::DType::Float64);
+//! let fit = LogisticRegression::new().solver(Solver::Newton).c(10.0).fit_blocking(&x, &y)?;
+//! assert!(fit.converged && fit.coef.len() == 3 && fit.coef[1] < 0.0);
+//! let p = fit.predict_proba(&x).mean(None).compute_f64_blocking()?; // a lazy array
+//! assert!(p.sum() > 0.3 && p.sum() < 0.7);
+//! # Ok(())
+//! # }
+//! ```
+
+use super::job::expr_f64;
+use super::{Array, Error, Session, blocking};
+pub use crate::models::Solver;
+
+/// A fitted model: scikit-learn's `coef_` and `intercept_`, and how the fit went.
+#[derive(Debug, Clone)]
+pub struct FitResult {
+    /// One coefficient per column of X.
+    pub coef: Vec<f64>,
+    /// 0 when fitted without an intercept.
+    pub intercept: f64,
+    /// Iterations (1 for least squares).
+    pub n_iter: u32,
+    /// Whether the fit met its tolerance within `max_iter` (a fit that did not also warns).
+    pub converged: bool,
+    /// The objective after each iteration (least squares: not computed, NaN).
+    pub loss: Vec<f64>,
+    /// The link's inverse applied to `X @ coef + intercept` by `predict`.
+    link: Link,
+    session: Session,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Link {
+    Logit,
+    Log,
+    Identity,
+}
+
+impl FitResult {
+    /// `X @ coef + intercept`, lazy.
+    pub fn decision_function(&self, x: &Array) -> Array {
+        let w = self
+            .session
+            .from_ndarray(ndarray::Array1::from(self.coef.clone()));
+        x.matmul(&w) + self.intercept
+    }
+
+    /// The model's mean response: probabilities (logistic), expected counts (Poisson),
+    /// or values (least squares), lazy.
+    pub fn predict(&self, x: &Array) -> Array {
+        let z = self.decision_function(x);
+        match self.link {
+            Link::Logit => z.sigmoid(),
+            Link::Log => z.exp(),
+            Link::Identity => z,
+        }
+    }
+
+    /// Logistic regression's probability of class 1 for each row, lazy.
+    pub fn predict_proba(&self, x: &Array) -> Array {
+        self.decision_function(x).sigmoid()
+    }
+}
+
+/// The options every estimator shares, rendered as the job language's keywords.
+#[derive(Debug, Clone)]
+struct Options {
+    solver: Solver,
+    tol: f64,
+    max_iter: u32,
+    fit_intercept: bool,
+}
+
+impl Options {
+    fn iterative(&self) -> String {
+        format!(
+            ", solver='{}', tol={}, max_iter={}, fit_intercept={}",
+            self.solver.name(),
+            expr_f64(self.tol),
+            self.max_iter,
+            if self.fit_intercept { "True" } else { "False" }
+        )
+    }
+}
+
+impl Default for Options {
+    /// scikit-learn's defaults.
+    fn default() -> Self {
+        Options {
+            solver: Solver::Lbfgs,
+            tol: 1e-4,
+            max_iter: 100,
+            fit_intercept: true,
+        }
+    }
+}
+
+/// Fits `call` (a template over `{0}` = X and `{1}` = y) and reads back what the fit did.
+async fn fit(x: &Array, y: &Array, call: String, link: Link) -> Result<FitResult, Error> {
+    let w = x.op(&call, &[y]);
+    let s = x.session().clone();
+    let (blocks, report) = s.compute_with_report(&[&w]).await?;
+    let theta: Vec<f64> = blocks[0].to_f64().iter().copied().collect();
+    let f = report.fits.into_iter().next().ok_or_else(|| Error::Other {
+        message: "the run reported no fit".into(),
+    })?;
+    let d = x.shape().await?[1] as usize;
+    Ok(FitResult {
+        coef: theta[..d].to_vec(),
+        intercept: theta.get(d).copied().unwrap_or(0.0),
+        n_iter: f.fitted.n_iter,
+        converged: f.fitted.converged,
+        loss: f.fitted.loss,
+        link,
+        session: s,
+    })
+}
+
+macro_rules! estimator_common {
+    ($t:ident) => {
+        impl $t {
+            /// The tolerance on the gradient's largest magnitude.
+            pub fn tol(mut self, tol: f64) -> Self {
+                self.o.tol = tol;
+                self
+            }
+
+            /// The most iterations the fit may take.
+            pub fn max_iter(mut self, n: u32) -> Self {
+                self.o.max_iter = n;
+                self
+            }
+
+            /// Whether to fit an intercept (not penalised).
+            pub fn fit_intercept(mut self, yes: bool) -> Self {
+                self.o.fit_intercept = yes;
+                self
+            }
+
+            /// [`Self::fit`] for code that is not async.
+            pub fn fit_blocking(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
+                blocking::block_on(self.fit(x, y))?
+            }
+        }
+    };
+}
+
+/// scikit-learn's `LogisticRegression` (L2 penalty, binary labels 0 and 1).
+#[derive(Debug, Clone)]
+pub struct LogisticRegression {
+    c: f64,
+    o: Options,
+}
+
+impl Default for LogisticRegression {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LogisticRegression {
+    /// scikit-learn's defaults: `C` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept.
+    pub fn new() -> Self {
+        LogisticRegression {
+            c: 1.0,
+            o: Options::default(),
+        }
+    }
+
+    /// The inverse penalty strength (`f64::INFINITY`: no penalty).
+    pub fn c(mut self, c: f64) -> Self {
+        self.c = c;
+        self
+    }
+
+    /// Newton's method or L-BFGS.
+    pub fn solver(mut self, solver: Solver) -> Self {
+        self.o.solver = solver;
+        self
+    }
+
+    /// Fits the model to `x` ([n, d]) and labels `y` ([n], 0 and 1).
+    pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
+        let call = format!(
+            "logistic_regression({{0}}, {{1}}, C={}{})",
+            expr_f64(self.c),
+            self.o.iterative()
+        );
+        fit(x, y, call, Link::Logit).await
+    }
+}
+estimator_common!(LogisticRegression);
+
+/// scikit-learn's `PoissonRegressor` (log link, L2 penalty `alpha`).
+#[derive(Debug, Clone)]
+pub struct PoissonRegression {
+    alpha: f64,
+    o: Options,
+}
+
+impl Default for PoissonRegression {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PoissonRegression {
+    /// scikit-learn's defaults: `alpha` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept.
+    pub fn new() -> Self {
+        PoissonRegression {
+            alpha: 1.0,
+            o: Options::default(),
+        }
+    }
+
+    /// The L2 penalty strength.
+    pub fn alpha(mut self, alpha: f64) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Newton's method or L-BFGS.
+    pub fn solver(mut self, solver: Solver) -> Self {
+        self.o.solver = solver;
+        self
+    }
+
+    /// Fits the model to `x` ([n, d]) and counts `y` ([n], not negative).
+    pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
+        let call = format!(
+            "poisson_regression({{0}}, {{1}}, alpha={}{})",
+            expr_f64(self.alpha),
+            self.o.iterative()
+        );
+        fit(x, y, call, Link::Log).await
+    }
+}
+estimator_common!(PoissonRegression);
+
+/// scikit-learn's `Ridge` (`alpha` 0: `LinearRegression`), from the normal equations in
+/// one pass.
+#[derive(Debug, Clone)]
+pub struct Ridge {
+    alpha: f64,
+    o: Options,
+}
+
+/// scikit-learn's `LinearRegression`: a [`Ridge`] without a penalty.
+pub type LinearRegression = Ridge;
+
+impl Default for Ridge {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Ridge {
+    /// `alpha` 1, as scikit-learn's `Ridge`; `.alpha(0.0)` is `LinearRegression`.
+    pub fn new() -> Self {
+        Ridge {
+            alpha: 1.0,
+            o: Options::default(),
+        }
+    }
+
+    /// The L2 penalty strength.
+    pub fn alpha(mut self, alpha: f64) -> Self {
+        self.alpha = alpha;
+        self
+    }
+
+    /// Fits the model to `x` ([n, d]) and `y` ([n]).
+    pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
+        let intercept = if self.o.fit_intercept {
+            "True"
+        } else {
+            "False"
+        };
+        let call = format!(
+            "ridge({{0}}, {{1}}, alpha={}, fit_intercept={intercept})",
+            expr_f64(self.alpha)
+        );
+        fit(x, y, call, Link::Identity).await
+    }
+}
+estimator_common!(Ridge);
