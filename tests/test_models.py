@@ -160,3 +160,28 @@ def test_not_converging_within_max_iter_warns(tmp_path):
     data(tmp_path, "logistic")
     p = fit(tmp_path, "logistic_regression(X, y, solver='lbfgs', tol=1e-14, max_iter=2)")
     assert "did not converge in max_iter = 2" in p.stderr, p.stderr
+
+
+def test_a_fit_on_garage_equals_scikit_learn_and_repeats_bit_for_bit(garage, tmp_path):
+    """On a real S3 server, with X made by the job and y imported: the same job twice gives
+    the same bits."""
+    rng = np.random.default_rng(7)
+    u = rng.uniform(size=6000)
+    np.save(tmp_path / "u.npy", u)
+    text = job_text({
+        "X": {"random": "normal", "shape": [6000, 4], "seed": 8, "block": [1600, 4]},
+        "u": {"load": str(tmp_path / "u.npy"), "block": [1600]},
+        "wt": {"random": "normal", "shape": [4], "seed": 9},
+        "y": "(sigmoid(X @ wt + 0.2) > u).astype('float64')",
+        "w": "logistic_regression(X, y, solver='lbfgs', C=2.0, tol=1e-10, max_iter=500)",
+    }, {"w": "w.npy", "X": "X.npy", "y": "y.npy"}, name="s3fit",
+        storage={"url": f"s3://{garage.bucket}/models", "endpoint": garage.endpoint})
+    (tmp_path / "job.toml").write_text(text)
+    p = run(tmp_path / "job.toml", env=garage.env())
+    assert "fit          w = logistic_regression(solver='lbfgs', C=2): converged" in p.stdout, p.stdout
+    first = np.load(tmp_path / "w.npy")
+    X, y = np.load(tmp_path / "X.npy"), np.load(tmp_path / "y.npy")
+    want = coef(LogisticRegression(C=2.0, tol=1e-12, max_iter=10000).fit(X, y))
+    np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-6)
+    run(tmp_path / "job.toml", env=garage.env())
+    assert np.load(tmp_path / "w.npy").tobytes() == first.tobytes()

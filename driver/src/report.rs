@@ -171,6 +171,24 @@ impl Report {
             "  cost         {:.3} GB-s, ${:.6} at Lambda and S3 list prices\n",
             self.gb_seconds, self.cost_usd
         );
+        for f in &self.fits {
+            let how = if f.fitted.converged {
+                format!("converged in {} iterations", f.fitted.n_iter)
+            } else {
+                format!("NOT converged after {} iterations", f.fitted.n_iter)
+            };
+            let loss = match f.fitted.loss.last() {
+                Some(l) if l.is_finite() => format!(", loss {l:.6e}"),
+                _ => String::new(),
+            };
+            let seconds: f64 = f.passes.iter().map(|p| p.wall_seconds).sum();
+            s += &format!(
+                "  fit          {} = {}: {how}{loss}, {} passes in {seconds:.2} s\n",
+                f.array,
+                f.model,
+                f.passes.len()
+            );
+        }
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
                 Target::Npy(p) => p.display().to_string(),
