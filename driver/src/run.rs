@@ -2,7 +2,7 @@
 //! then import inputs, dispatch the batches, commit the outputs atomically, export them and
 //! report what was measured — for a failed or interrupted run too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
@@ -862,23 +862,8 @@ async fn import_and_describe(
                 "version": env!("CARGO_PKG_VERSION"),
             })
         });
+        // `.npy` and CSV inputs are imported by the functions (tasks of the stage).
         let full = match &n.op {
-            NodeOp::ImportNpy { path } => {
-                let p = PathBuf::from(path);
-                Some(
-                    tokio::task::spawn_blocking(move || crate::npy::read(&p))
-                        .await?
-                        .map_err(|e| anyhow!(e))?,
-                )
-            }
-            NodeOp::ImportCsv { path } => {
-                let p = PathBuf::from(path);
-                Some(
-                    tokio::task::spawn_blocking(move || crate::npy::read_csv(&p))
-                        .await?
-                        .map_err(|e| anyhow!(e))?,
-                )
-            }
             NodeOp::ImportZarr { store: spec, path } => {
                 let src_store = Store::open(spec)?;
                 let src = StoredArray::open(&src_store, path).await?;

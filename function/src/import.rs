@@ -197,7 +197,17 @@ pub fn decode(
         } => {
             let rows = shape.first().copied().unwrap_or(1);
             let values = parse_csv(bytes, key, *line, *skip, rows, *columns, *delimiter)?;
-            let a = ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| e.to_string())?;
+            let a = if shape.len() == 2 && shape[1] as u64 != *columns {
+                // The block keeps some of the columns of its rows.
+                let c0 = out.block_origin(index)[1] as usize;
+                let full = ArrayD::from_shape_vec(IxDyn(&[rows, *columns as usize]), values)
+                    .map_err(|e| e.to_string())?;
+                full.slice(ndarray::s![.., c0..c0 + shape[1]])
+                    .to_owned()
+                    .into_dyn()
+            } else {
+                ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| e.to_string())?
+            };
             Ok(Block::from_f64(out.dtype, a))
         }
         _ => Err("not an import kernel".into()),
