@@ -462,7 +462,10 @@ mod tests {
         f.extend_from_slice(&(h.len() as u16).to_le_bytes());
         f.extend_from_slice(h.as_bytes());
         let p = parse_header(&f).unwrap();
-        assert_eq!((p.shape, p.fortran, p.offset), (vec![3, 2], true, 10 + h.len() as u64));
+        assert_eq!(
+            (p.shape, p.fortran, p.offset),
+            (vec![3, 2], true, 10 + h.len() as u64)
+        );
         assert!(parse_header(&f[..20]).unwrap_err().starts_with("needs "));
     }
 }

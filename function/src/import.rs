@@ -106,11 +106,7 @@ fn runs<'a>(
         }
         let mut flat = 0u64;
         for d in 0..nd {
-            let i = if d < k {
-                origin[d] + idx[d]
-            } else {
-                origin[d]
-            };
+            let i = if d < k { origin[d] + idx[d] } else { origin[d] };
             flat = flat * shape[d] + i;
         }
         (flat, len)
@@ -128,6 +124,21 @@ fn item_size(descr: &str) -> Result<u64, String> {
     }
 }
 
+/// The job's name of the array an import task writes (imports are kept under
+/// `<job>/.../<name>`): the part of its block key before `/c/`. `None` for other kernels.
+pub fn array_of(import: bool, block_key: &str) -> Option<&str> {
+    let path = block_key.rsplit_once("/c/")?.0;
+    import.then(|| path.rsplit('/').next()).flatten()
+}
+
+/// The file an import reads, as the job names it: a local path or an `s3://` URL.
+pub fn file_name(source: &nums_layout::StoreSpec, key: &str) -> String {
+    match source.url.strip_prefix("file://") {
+        Some(dir) => format!("{}/{key}", dir.trim_end_matches('/')),
+        None => format!("{}/{key}", source.url.trim_end_matches('/')),
+    }
+}
+
 /// Decodes what [`fetch`] read into the output block (in the output's dtype).
 pub fn decode(
     kernel: &Kernel,
@@ -138,7 +149,10 @@ pub fn decode(
     let shape = out.block_shape(index);
     match kernel {
         Kernel::ImportNpy {
-            descr, fortran, key, ..
+            descr,
+            fortran,
+            key,
+            ..
         } => {
             let n: usize = shape.iter().product();
             let item = item_size(descr)? as usize;
@@ -171,12 +185,30 @@ pub fn decode(
                 "f8" => Block::F64(shaped(&file_shape, le!(f64, 8))),
                 "f4" => Block::F32(shaped(&file_shape, le!(f32, 4))),
                 "i8" => Block::I64(shaped(&file_shape, le!(i64, 8))),
-                "i4" => Block::I64(shaped(&file_shape, le!(i32, 4).into_iter().map(i64::from).collect())),
-                "u4" => Block::I64(shaped(&file_shape, le!(u32, 4).into_iter().map(i64::from).collect())),
-                "i2" => Block::I64(shaped(&file_shape, le!(i16, 2).into_iter().map(i64::from).collect())),
-                "u2" => Block::I64(shaped(&file_shape, le!(u16, 2).into_iter().map(i64::from).collect())),
-                "i1" => Block::I64(shaped(&file_shape, bytes.iter().map(|&b| b as i8 as i64).collect())),
-                "u1" => Block::I64(shaped(&file_shape, bytes.iter().map(|&b| b as i64).collect())),
+                "i4" => Block::I64(shaped(
+                    &file_shape,
+                    le!(i32, 4).into_iter().map(i64::from).collect(),
+                )),
+                "u4" => Block::I64(shaped(
+                    &file_shape,
+                    le!(u32, 4).into_iter().map(i64::from).collect(),
+                )),
+                "i2" => Block::I64(shaped(
+                    &file_shape,
+                    le!(i16, 2).into_iter().map(i64::from).collect(),
+                )),
+                "u2" => Block::I64(shaped(
+                    &file_shape,
+                    le!(u16, 2).into_iter().map(i64::from).collect(),
+                )),
+                "i1" => Block::I64(shaped(
+                    &file_shape,
+                    bytes.iter().map(|&b| b as i8 as i64).collect(),
+                )),
+                "u1" => Block::I64(shaped(
+                    &file_shape,
+                    bytes.iter().map(|&b| b as i64).collect(),
+                )),
                 "b1" => Block::Bool(shaped(&file_shape, bytes.iter().map(|&b| b != 0).collect())),
                 _ => return Err(format!("unsupported .npy dtype {descr:?}")),
             };
@@ -188,6 +220,7 @@ pub fn decode(
             Ok(block.cast(out.dtype))
         }
         Kernel::ImportCsv {
+            source,
             key,
             line,
             skip,
@@ -196,7 +229,8 @@ pub fn decode(
             ..
         } => {
             let rows = shape.first().copied().unwrap_or(1);
-            let values = parse_csv(bytes, key, *line, *skip, rows, *columns, *delimiter)?;
+            let file = file_name(source, key);
+            let values = parse_csv(bytes, &file, *line, *skip, rows, *columns, *delimiter)?;
             let a = if shape.len() == 2 && shape[1] as u64 != *columns {
                 // The block keeps some of the columns of its rows.
                 let c0 = out.block_origin(index)[1] as usize;

@@ -155,13 +155,17 @@ impl<'a> Invocation<'a> {
         let counters = self.store.counters.clone();
         async move {
             // An import reads its file first (ranged reads, counted as this invocation's).
-            let fetched = if import::is_import(&kernel) {
+            let reads_file = import::is_import(&kernel);
+            let fetched = if reads_file {
                 let f = import::fetch(&kernel, &out.meta, &index)
                     .await
                     .map_err(|message| FnError::Kernel {
                         task: n,
+                        message: match import::array_of(true, &key) {
+                            Some(name) => format!("array {name}: {message}"),
+                            None => message,
+                        },
                         block: key.clone(),
-                        message,
                     })?;
                 counters
                     .bytes_read
@@ -185,8 +189,11 @@ impl<'a> Invocation<'a> {
             .expect("kernel panicked");
             let block = result.map_err(|message| FnError::Kernel {
                 task: n,
+                message: match import::array_of(reads_file, &key) {
+                    Some(name) => format!("array {name}: {message}"),
+                    None => message,
+                },
                 block: key,
-                message,
             })?;
             Ok((block, seconds))
         }

@@ -382,10 +382,7 @@ impl<'a> Builder<'a> {
                     ),
                     Probe::Csv {
                         source, key, index, ..
-                    } => (
-                        DType::Float64,
-                        NodeOp::ImportCsv { source, key, index },
-                    ),
+                    } => (DType::Float64, NodeOp::ImportCsv { source, key, index }),
                     Probe::Zarr {
                         meta,
                         in_place: Some(rel),

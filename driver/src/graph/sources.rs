@@ -4,6 +4,8 @@
 
 use std::path::Path;
 
+use crate::job::Backend;
+
 use super::*;
 
 /// What one `load` input holds, learnt before the graph is built.
@@ -18,6 +20,8 @@ pub enum Probe {
         shape: Vec<u64>,
         dtype: DType,
         header: crate::npy::NpyHeader,
+        /// A local file the run uploads to `key` of `source` (the job's store) first.
+        upload: Option<std::path::PathBuf>,
     },
     /// A CSV file of numbers: where its data rows are (no field is parsed before the run).
     Csv {
@@ -26,6 +30,8 @@ pub enum Probe {
         key: String,
         shape: Vec<u64>,
         index: std::sync::Arc<crate::npy::CsvIndex>,
+        /// As for `Npy`.
+        upload: Option<std::path::PathBuf>,
     },
     /// A Zarr v3 array. `in_place` is its path under the job's store root when it lies
     /// there and is encoded as nums-cloud encodes: the functions then read it in place.
@@ -79,11 +85,38 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
             .await
             .map_err(|e| format!("cannot read {path}: {e}"))?
             .ok_or_else(|| format!("cannot read {path}: no such file"))?;
-        return if path.ends_with(".csv") {
+        let mut p = if path.ends_with(".csv") {
             probe_csv(&s, path, source.clone(), key, size).await
         } else {
             probe_npy(&s, path, source.clone(), key, size).await
-        };
+        }?;
+        // Lambda's functions cannot read this machine's files: with a bucket for the
+        // store, the run uploads the file there first and they read it from there.
+        if local && job.compute.backend == Backend::Lambda && job.storage.url.starts_with("s3://") {
+            let name = std::path::Path::new(path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let (src, k, up) = match &mut p {
+                Probe::Npy {
+                    source,
+                    key,
+                    upload,
+                    ..
+                }
+                | Probe::Csv {
+                    source,
+                    key,
+                    upload,
+                    ..
+                } => (source, key, upload),
+                Probe::Zarr { .. } => unreachable!("a file's probe"),
+            };
+            *up = Some(std::path::PathBuf::from(path));
+            *src = job.storage.clone();
+            *k = format!("{}/_inputs/{name}", job.name);
+        }
+        return Ok(p);
     }
     let (store, apath) = split_zarr_location(path, &job.storage);
     let s = nums_layout::Store::open(&store).map_err(|e| e.to_string())?;
@@ -168,6 +201,7 @@ async fn probe_npy(
         shape: header.shape.clone(),
         dtype,
         header,
+        upload: None,
     })
 }
 
@@ -208,6 +242,7 @@ async fn probe_csv(
         key,
         shape,
         index: std::sync::Arc::new(index),
+        upload: None,
     })
 }
 
