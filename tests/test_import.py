@@ -243,3 +243,22 @@ def test_local_inputs_uploaded_for_lambda_with_a_bucket(garage, tmp_path):
         run(job, env=env)
     assert np.array_equal(np.load(tmp_path / "A.npy"), a)
     assert np.array_equal(np.load(tmp_path / "C.npy"), c)
+
+
+def test_csv_text_counts_in_the_memory_projection(tmp_path):
+    """A CSV block's text is held while it is parsed: the plan counts it. 7M one-column rows
+    of 21 bytes: the float64 block alone (3 x 56 MB + base) fits memory_mb = 256, with its
+    147 MB of text it does not, and the plan is refused before anything runs."""
+    line = b"0.123456789012345678\n"
+    rows = 7_000_000
+    path = tmp_path / "tall.csv"
+    with open(path, "wb") as f:
+        for _ in range(rows // 100_000):
+            f.write(line * 100_000)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"D": {"load": str(path), "block": [rows]}}, {"D": str(tmp_path / "o.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}, compute={"memory_mb": 256}))
+    p = run(job, check=False)
+    assert p.returncode != 0 and "array D" in p.stderr and "over memory_mb = 256" in p.stderr, p.stderr
+    need = int(p.stderr.split(" needs ")[1].split(" MiB")[0])
+    assert need >= 40 + 3 * 53 + 140, p.stderr
