@@ -1,5 +1,6 @@
-//! `.npy` files: the header (shape and dtype, read before anything runs), whole-array
-//! reads for import and writes for outputs (ndarray-npy does the data).
+//! `.npy` and CSV files: the `.npy` header and the CSV row index (read before anything
+//! runs; the functions import the data), whole `.npy` reads (the API) and the streamed
+//! writes of outputs.
 
 use std::io::Read;
 use std::path::Path;
@@ -13,6 +14,10 @@ use nums_layout::{Block, DType};
 pub struct NpyHeader {
     pub shape: Vec<u64>,
     pub descr: String,
+    /// Elements in Fortran (column-major) order.
+    pub fortran: bool,
+    /// Where the data starts.
+    pub offset: u64,
 }
 
 impl NpyHeader {
@@ -39,39 +44,76 @@ impl NpyHeader {
     }
 }
 
+impl NpyHeader {
+    /// Bytes of one element.
+    pub fn item_size(&self) -> u64 {
+        match self.descr.trim_start_matches(['<', '|', '=']) {
+            "b1" | "i1" | "u1" => 1,
+            "i2" | "u2" => 2,
+            "f4" | "i4" | "u4" => 4,
+            _ => 8,
+        }
+    }
+
+    /// Bytes of the whole file.
+    pub fn file_size(&self) -> u64 {
+        self.offset + self.shape.iter().product::<u64>() * self.item_size()
+    }
+}
+
 pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
     let mut f =
         std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let bad = |m: &str| format!("{} is not a .npy file: {m}", path.display());
-    let mut pre = [0u8; 10];
-    f.read_exact(&mut pre).map_err(|_| bad("too short"))?;
-    if &pre[..6] != b"\x93NUMPY" {
-        return Err(bad("no magic string"));
+    let mut head = Vec::new();
+    (&mut f)
+        .take(1 << 16)
+        .read_to_end(&mut head)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    parse_header(&head).map_err(|m| format!("{} is not a .npy file: {m}", path.display()))
+}
+
+/// How many bytes a `.npy` file's header takes at most before its length is known.
+pub const HEADER_PREFIX: usize = 12;
+
+/// The header of a `.npy` file from its first bytes (at least the whole header); where
+/// the header is longer than `head`, the error says `needs N bytes`.
+pub fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
+    if head.len() < 10 {
+        return Err("too short".into());
     }
-    let len = match pre[6] {
-        1 => u16::from_le_bytes([pre[8], pre[9]]) as usize,
-        2 | 3 => {
-            let mut more = [0u8; 2];
-            f.read_exact(&mut more).map_err(|_| bad("too short"))?;
-            u32::from_le_bytes([pre[8], pre[9], more[0], more[1]]) as usize
-        }
-        v => return Err(bad(&format!("version {v}"))),
+    if &head[..6] != b"\x93NUMPY" {
+        return Err("no magic string".into());
+    }
+    let (len, start) = match head[6] {
+        1 => (u16::from_le_bytes([head[8], head[9]]) as usize, 10),
+        2 | 3 if head.len() >= 12 => (
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as usize,
+            12,
+        ),
+        2 | 3 => return Err("too short".into()),
+        v => return Err(format!("version {v}")),
     };
-    let mut h = vec![0u8; len];
-    f.read_exact(&mut h).map_err(|_| bad("truncated header"))?;
-    let h = String::from_utf8_lossy(&h);
+    if head.len() < start + len {
+        return Err(format!("needs {} bytes", start + len));
+    }
+    let h = String::from_utf8_lossy(&head[start..start + len]);
     let descr = h
         .split("'descr':")
         .nth(1)
         .and_then(|r| r.split('\'').nth(1))
-        .ok_or_else(|| bad("no descr"))?
+        .ok_or("no descr")?
         .to_string();
+    let fortran = h
+        .split("'fortran_order':")
+        .nth(1)
+        .map(|r| r.trim_start().starts_with("True"))
+        .ok_or("no fortran_order")?;
     let shape_txt = h
         .split("'shape':")
         .nth(1)
         .and_then(|r| r.split('(').nth(1))
         .and_then(|r| r.split(')').next())
-        .ok_or_else(|| bad("no shape"))?;
+        .ok_or("no shape")?;
     let shape = shape_txt
         .split(',')
         .map(str::trim)
@@ -79,10 +121,15 @@ pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
         .map(|s| {
             s.trim_end_matches('L')
                 .parse::<u64>()
-                .map_err(|_| bad("bad shape"))
+                .map_err(|_| "bad shape".to_string())
         })
         .collect::<Result<_, _>>()?;
-    Ok(NpyHeader { shape, descr })
+    Ok(NpyHeader {
+        shape,
+        descr,
+        fortran,
+        offset: (start + len) as u64,
+    })
 }
 
 /// Reads a whole `.npy` as a block of nums-cloud's dtype.
@@ -114,79 +161,6 @@ pub fn read(path: &Path) -> Result<Block, String> {
         "u2" => ints!(u16),
         _ => ints!(u8),
     })
-}
-
-/// Walks a CSV file of numbers (comma-separated, no header; `#` starts a comment; blank
-/// lines are skipped) one row at a time, checking every field, without holding the file;
-/// `row` gets each row's values. Returns (rows, columns).
-fn csv_rows(path: &Path, mut row: impl FnMut(&[f64])) -> Result<(u64, usize), String> {
-    use std::io::BufRead;
-    let f =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut cols = None;
-    let mut rows = 0u64;
-    let mut values = Vec::new();
-    for (n, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let line = line.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        values.clear();
-        for (c, field) in line.split(',').enumerate() {
-            let v: f64 = field.trim().parse().map_err(|_| {
-                format!(
-                    "{}:{}: column {}: {:?} is not a number",
-                    path.display(),
-                    n + 1,
-                    c + 1,
-                    field.trim()
-                )
-            })?;
-            values.push(v);
-        }
-        match cols {
-            None => cols = Some(values.len()),
-            Some(k) if k != values.len() => {
-                return Err(format!(
-                    "{}:{}: {} columns, but the first row has {k}",
-                    path.display(),
-                    n + 1,
-                    values.len()
-                ));
-            }
-            _ => {}
-        }
-        row(&values);
-        rows += 1;
-    }
-    let cols = cols.ok_or_else(|| format!("{}: no numbers", path.display()))?;
-    Ok((rows, cols))
-}
-
-/// The shape `np.loadtxt(path, delimiter=",")` gives a CSV file: 2-D, or 1-D when it has
-/// one column.
-pub fn csv_shape(path: &Path) -> Result<Vec<u64>, String> {
-    let (rows, cols) = csv_rows(path, |_| {})?;
-    Ok(if cols == 1 {
-        vec![rows]
-    } else {
-        vec![rows, cols as u64]
-    })
-}
-
-/// Reads a CSV file of numbers as float64 (see [`csv_rows`]), shaped as [`csv_shape`].
-pub fn read_csv(path: &Path) -> Result<Block, String> {
-    let mut values = Vec::new();
-    let (rows, cols) = csv_rows(path, |r| values.extend_from_slice(r))?;
-    let shape: Vec<usize> = if cols == 1 {
-        vec![rows as usize]
-    } else {
-        vec![rows as usize, cols]
-    };
-    Ok(Block::F64(
-        ArrayD::from_shape_vec(ndarray::IxDyn(&shape), values).expect("rows x cols"),
-    ))
 }
 
 pub fn write(path: &Path, block: &Block) -> Result<(), String> {
@@ -359,5 +333,139 @@ impl CsvWriter {
             .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
         std::fs::rename(&self.tmp, &self.path)
             .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+    }
+}
+
+/// Every how many data rows a [`CsvIndex`] marks where a row starts.
+pub const CSV_STRIDE: u64 = 1024;
+
+/// Where the data rows of a CSV file of numbers are, learnt by one streamed pass over its
+/// lines (no field is parsed: the functions parse their own rows). A data row is a line
+/// with something before its `#` comment; `\r\n` line ends are taken.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CsvIndex {
+    /// Bytes of the file.
+    pub size: u64,
+    pub rows: u64,
+    /// Fields of the first data row (every row must have as many).
+    pub columns: u64,
+    /// (byte offset, line from 1) of data rows 0, `CSV_STRIDE`, 2 `CSV_STRIDE`, ...
+    pub marks: Vec<(u64, u64)>,
+}
+
+impl CsvIndex {
+    /// For data rows `r0..r1`: (first byte, end byte, line of the first byte, data rows
+    /// to pass over from there).
+    pub fn span(&self, r0: u64, r1: u64) -> (u64, u64, u64, u64) {
+        let m = (r0 / CSV_STRIDE) as usize;
+        let (start, line) = self.marks[m];
+        let end = self
+            .marks
+            .get(r1.div_ceil(CSV_STRIDE) as usize)
+            .map_or(self.size, |x| x.0);
+        (start, end, line, r0 - m as u64 * CSV_STRIDE)
+    }
+}
+
+/// Builds a [`CsvIndex`] from a file's bytes fed in order, in pieces of any size.
+pub struct CsvScanner {
+    index: CsvIndex,
+    delimiter: u8,
+    /// The current line so far, when it spans pieces.
+    carry: Vec<u8>,
+    line_start: u64,
+    line: u64,
+}
+
+impl CsvScanner {
+    pub fn new(delimiter: u8) -> CsvScanner {
+        CsvScanner {
+            index: CsvIndex::default(),
+            delimiter,
+            carry: Vec::new(),
+            line_start: 0,
+            line: 1,
+        }
+    }
+
+    fn line_done(&mut self, text: &[u8], len: u64) {
+        let data = match memchr::memchr(b'#', text) {
+            Some(p) => &text[..p],
+            None => text,
+        };
+        let data = data.trim_ascii();
+        if !data.is_empty() {
+            let ix = &mut self.index;
+            if ix.rows.is_multiple_of(CSV_STRIDE) {
+                ix.marks.push((self.line_start, self.line));
+            }
+            if ix.rows == 0 {
+                ix.columns = memchr::memchr_iter(self.delimiter, data).count() as u64 + 1;
+            }
+            ix.rows += 1;
+        }
+        self.line_start += len;
+        self.line += 1;
+    }
+
+    pub fn feed(&mut self, piece: &[u8]) {
+        let mut from = 0;
+        for nl in memchr::memchr_iter(b'\n', piece) {
+            if self.carry.is_empty() {
+                self.line_done(&piece[from..nl], (nl + 1 - from) as u64);
+            } else {
+                let mut line = std::mem::take(&mut self.carry);
+                line.extend_from_slice(&piece[from..nl]);
+                let len = line.len() as u64 + 1;
+                self.line_done(&line, len);
+            }
+            from = nl + 1;
+        }
+        self.carry.extend_from_slice(&piece[from..]);
+    }
+
+    pub fn finish(mut self) -> CsvIndex {
+        if !self.carry.is_empty() {
+            let line = std::mem::take(&mut self.carry);
+            self.line_done(&line, line.len() as u64);
+        }
+        self.index.size = self.line_start;
+        self.index
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_index_marks_data_rows_in_any_pieces() {
+        let text = b"# c\r\n1,2\r\n\r\n 3,4 # x\n  # y\n5,6";
+        for cut in 1..text.len() {
+            let mut s = CsvScanner::new(b',');
+            for piece in text.chunks(cut) {
+                s.feed(piece);
+            }
+            let ix = s.finish();
+            assert_eq!(
+                (ix.size, ix.rows, ix.columns, ix.marks.clone()),
+                (text.len() as u64, 3, 2, vec![(5, 2)])
+            );
+            assert_eq!(ix.span(1, 3), (5, text.len() as u64, 2, 1));
+        }
+    }
+
+    #[test]
+    fn npy_header_parses_order_and_offset() {
+        let mut f = b"\x93NUMPY\x01\x00".to_vec();
+        let h = "{'descr': '<f8', 'fortran_order': True, 'shape': (3, 2), }";
+        f.extend_from_slice(&(h.len() as u16).to_le_bytes());
+        f.extend_from_slice(h.as_bytes());
+        let p = parse_header(&f).unwrap();
+        assert_eq!(
+            (p.shape, p.fortran, p.offset),
+            (vec![3, 2], true, 10 + h.len() as u64)
+        );
+        assert!(parse_header(&f[..20]).unwrap_err().starts_with("needs "));
     }
 }

@@ -2,7 +2,7 @@
 //! then import inputs, dispatch the batches, commit the outputs atomically, export them and
 //! report what was measured — for a failed or interrupted run too.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
@@ -314,6 +314,7 @@ async fn execute(
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
     // select everything: the largest the job can be).
     let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
+    upload_local_inputs(c).await?;
     let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
@@ -361,6 +362,31 @@ async fn execute(
 }
 
 type Output = (String, Target, ArrayMeta, Option<Block>);
+
+/// Uploads the local `.npy` and CSV inputs that the functions read from the job's bucket
+/// (the lambda backend), streamed in parts.
+async fn upload_local_inputs(c: &Checked) -> anyhow::Result<()> {
+    for (name, p) in &c.probes.0 {
+        let (graph::Probe::Npy {
+            upload: Some(file),
+            key,
+            ..
+        }
+        | graph::Probe::Csv {
+            upload: Some(file),
+            key,
+            ..
+        }) = p
+        else {
+            continue;
+        };
+        c.store
+            .put_file(key, file)
+            .await
+            .with_context(|| format!("input {name}: uploading {}", file.display()))?;
+    }
+    Ok(())
+}
 
 /// Runs one stage (a plan) of the run, skipping the batches a resumed run finished
 /// already — verified: every block such a batch writes is in the store.
@@ -862,23 +888,8 @@ async fn import_and_describe(
                 "version": env!("CARGO_PKG_VERSION"),
             })
         });
+        // `.npy` and CSV inputs are imported by the functions (tasks of the stage).
         let full = match &n.op {
-            NodeOp::ImportNpy { path } => {
-                let p = PathBuf::from(path);
-                Some(
-                    tokio::task::spawn_blocking(move || crate::npy::read(&p))
-                        .await?
-                        .map_err(|e| anyhow!(e))?,
-                )
-            }
-            NodeOp::ImportCsv { path } => {
-                let p = PathBuf::from(path);
-                Some(
-                    tokio::task::spawn_blocking(move || crate::npy::read_csv(&p))
-                        .await?
-                        .map_err(|e| anyhow!(e))?,
-                )
-            }
             NodeOp::ImportZarr { store: spec, path } => {
                 let src_store = Store::open(spec)?;
                 let src = StoredArray::open(&src_store, path).await?;

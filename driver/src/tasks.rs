@@ -305,11 +305,42 @@ impl<'g> BlockWork<'g> {
             b(x, &i)
         };
         match &n.op {
-            NodeOp::ImportNpy { .. }
-            | NodeOp::ImportCsv { .. }
-            | NodeOp::ImportZarr { .. }
-            | NodeOp::Fit { .. }
-            | NodeOp::InPlace { .. } => None,
+            NodeOp::ImportZarr { .. } | NodeOp::Fit { .. } | NodeOp::InPlace { .. } => None,
+            NodeOp::ImportNpy {
+                source,
+                key,
+                header,
+            } => one(
+                Kernel::ImportNpy {
+                    source: source.clone(),
+                    key: key.clone(),
+                    offset: header.offset,
+                    shape: header.shape.clone(),
+                    descr: header.descr.clone(),
+                    fortran: header.fortran,
+                },
+                vec![],
+            ),
+            NodeOp::ImportCsv { source, key, index } => {
+                // The block's rows, found from the index; a block splitting the columns
+                // parses whole rows and keeps its own.
+                let r0 = n.meta.block_origin(idx)[0];
+                let r1 = r0 + n.meta.block_shape(idx)[0] as u64;
+                let (start, end, line, skip) = index.span(r0, r1);
+                one(
+                    Kernel::ImportCsv {
+                        source: source.clone(),
+                        key: key.clone(),
+                        start,
+                        end,
+                        line,
+                        skip,
+                        columns: index.columns,
+                        delimiter: b',',
+                    },
+                    vec![],
+                )
+            }
             NodeOp::Random { dist, seed } => one(
                 Kernel::Random {
                     dist: *dist,

@@ -56,6 +56,9 @@ pub fn run(
                 "parameter {name} was sent without its values (a driver bug)"
             ));
         }
+        Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. } => {
+            return Err("an import kernel reads its file before it runs (see `import`)".into());
+        }
         Kernel::Unary { op } => unary(*op, one(inputs)?),
         Kernel::Binary { op } => {
             let [a, b] = inputs else {

@@ -10,6 +10,7 @@
 extern crate blas_src;
 
 pub mod einsum;
+pub mod import;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
@@ -151,19 +152,48 @@ impl<'a> Invocation<'a> {
         let out = self.array(&t.output).clone();
         let key = out.block_key(&t.output.index);
         let (kernel, index) = (t.kernel.clone(), t.output.index.clone());
+        let counters = self.store.counters.clone();
         async move {
+            // An import reads its file first (ranged reads, counted as this invocation's).
+            let reads_file = import::is_import(&kernel);
+            let fetched = if reads_file {
+                let f = import::fetch(&kernel, &out.meta, &index)
+                    .await
+                    .map_err(|message| FnError::Kernel {
+                        task: n,
+                        message: match import::array_of(true, &key) {
+                            Some(name) => format!("array {name}: {message}"),
+                            None => message,
+                        },
+                        block: key.clone(),
+                    })?;
+                counters
+                    .bytes_read
+                    .fetch_add(f.0.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                Some(f)
+            } else {
+                None
+            };
             let (result, seconds) = tokio::task::spawn_blocking(move || {
                 let t0 = Instant::now();
-                let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
-                let r = kernels::run(&kernel, &refs, &out.meta, &index);
+                let r = match &fetched {
+                    Some(f) => import::decode(&kernel, &f.0, &out.meta, &index),
+                    None => {
+                        let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
+                        kernels::run(&kernel, &refs, &out.meta, &index)
+                    }
+                };
                 (r, t0.elapsed().as_secs_f64())
             })
             .await
             .expect("kernel panicked");
             let block = result.map_err(|message| FnError::Kernel {
                 task: n,
+                message: match import::array_of(reads_file, &key) {
+                    Some(name) => format!("array {name}: {message}"),
+                    None => message,
+                },
                 block: key,
-                message,
             })?;
             Ok((block, seconds))
         }

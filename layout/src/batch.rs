@@ -462,6 +462,34 @@ pub enum Kernel {
     /// A parameter the driver fills in (as a [`Kernel::Constant`]) before each dispatch of
     /// a planned pass; a function never runs one.
     Param { name: String },
+    /// No inputs; the output block read from the `.npy` file `key` of the store `source`
+    /// (a local folder or a bucket): its data of dtype `descr` (little-endian or
+    /// byte-sized: `<f8`, `|b1`, ...) starts at byte `offset`, `shape` is the file's, and
+    /// `fortran` says its elements are in Fortran order. Only the block's elements are
+    /// read (ranged reads); they are converted to the output's dtype.
+    ImportNpy {
+        source: StoreSpec,
+        key: String,
+        offset: u64,
+        shape: Vec<u64>,
+        descr: String,
+        fortran: bool,
+    },
+    /// No inputs; the output block's rows parsed from the CSV file `key` of the store
+    /// `source` (numbers separated by `delimiter`, `#` comments, blank lines skipped):
+    /// from byte `start` (the start of line `line`, 1-based, of the file), `skip` data rows
+    /// are passed over, then the block's rows are read; every data row has `columns`
+    /// fields. No row the block needs lies past byte `end`.
+    ImportCsv {
+        source: StoreSpec,
+        key: String,
+        start: u64,
+        end: u64,
+        line: u64,
+        skip: u64,
+        columns: u64,
+        delimiter: u8,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum { subscripts: String, operands: usize },
@@ -605,6 +633,21 @@ impl Kernel {
                 op: ReduceOp::Sum,
                 axes: vec![],
             },
+        }
+    }
+
+    /// Reads a file (an import): never worth making again in another batch.
+    pub fn reads_file(&self) -> bool {
+        matches!(self, Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. })
+    }
+
+    /// Bytes the kernel holds beyond its inputs and output (for memory projections): the
+    /// text a CSV import parses. A `.npy` import reads no more than its block's elements,
+    /// at most as wide as the output's, which the output's own share covers.
+    pub fn scratch_bytes(&self) -> u64 {
+        match self {
+            Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
+            _ => 0,
         }
     }
 }

@@ -366,8 +366,23 @@ impl<'a> Builder<'a> {
                 })?;
                 check_block(&def.block, probe.shape())?;
                 let (dtype, op) = match probe.clone() {
-                    Probe::Npy { path, dtype, .. } => (dtype, NodeOp::ImportNpy { path }),
-                    Probe::Csv { path, .. } => (DType::Float64, NodeOp::ImportCsv { path }),
+                    Probe::Npy {
+                        source,
+                        key,
+                        dtype,
+                        header,
+                        ..
+                    } => (
+                        dtype,
+                        NodeOp::ImportNpy {
+                            source,
+                            key,
+                            header,
+                        },
+                    ),
+                    Probe::Csv {
+                        source, key, index, ..
+                    } => (DType::Float64, NodeOp::ImportCsv { source, key, index }),
                     Probe::Zarr {
                         meta,
                         in_place: Some(rel),

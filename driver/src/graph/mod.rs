@@ -46,13 +46,19 @@ pub enum NodeOp {
     Eye {
         k: i64,
     },
-    /// A `.npy` file the driver imports into the store.
+    /// A `.npy` file (`key` in the store `source`) the functions import into the store,
+    /// each task reading its block's elements.
     ImportNpy {
-        path: String,
+        source: StoreSpec,
+        key: String,
+        header: crate::npy::NpyHeader,
     },
-    /// A `.csv` file of numbers the driver imports into the store.
+    /// A CSV file of numbers the functions import into the store, each task parsing its
+    /// rows (found with `index`).
     ImportCsv {
-        path: String,
+        source: StoreSpec,
+        key: String,
+        index: std::sync::Arc<crate::npy::CsvIndex>,
     },
     /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
     /// place by the functions, never copied or written. `sparse`: not written by
@@ -200,9 +206,13 @@ impl NodeOp {
         }
     }
 
-    /// Blocks that are in the store before any task runs (imported or read in place).
+    /// Blocks that are in the store before any task runs (imported by the driver or read
+    /// in place). `.npy` and CSV imports are tasks.
     pub fn in_store_before_run(&self) -> bool {
-        self.is_import() || matches!(self, NodeOp::InPlace { .. } | NodeOp::Fit { .. })
+        matches!(
+            self,
+            NodeOp::ImportZarr { .. } | NodeOp::InPlace { .. } | NodeOp::Fit { .. }
+        )
     }
 
     pub fn is_import(&self) -> bool {

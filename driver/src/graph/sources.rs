@@ -1,22 +1,38 @@
 //! Where input arrays come from. [`probe`] is the only I/O of checking a job: it reads
-//! what every `load` holds (a `.npy` header, a CSV's rows and columns, a Zarr array's
+//! what every `load` holds (a `.npy` header, a CSV's row index, a Zarr array's
 //! metadata) before the graph is built, so that building the graph is pure.
 
 use std::path::Path;
+
+use crate::job::Backend;
 
 use super::*;
 
 /// What one `load` input holds, learnt before the graph is built.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Probe {
-    /// A `.npy` file (its header only).
+    /// A `.npy` file (its header only): `key` in the store `source` (its folder, or its
+    /// bucket).
     Npy {
         path: String,
+        source: StoreSpec,
+        key: String,
         shape: Vec<u64>,
         dtype: DType,
+        header: crate::npy::NpyHeader,
+        /// A local file the run uploads to `key` of `source` (the job's store) first.
+        upload: Option<std::path::PathBuf>,
     },
-    /// A CSV file of numbers (rows and columns counted, every field checked).
-    Csv { path: String, shape: Vec<u64> },
+    /// A CSV file of numbers: where its data rows are (no field is parsed before the run).
+    Csv {
+        path: String,
+        source: StoreSpec,
+        key: String,
+        shape: Vec<u64>,
+        index: std::sync::Arc<crate::npy::CsvIndex>,
+        /// As for `Npy`.
+        upload: Option<std::path::PathBuf>,
+    },
     /// A Zarr v3 array. `in_place` is its path under the job's store root when it lies
     /// there and is encoded as nums-cloud encodes: the functions then read it in place.
     /// `sparse`: not written by nums-cloud (chunks never written are its fill value).
@@ -61,27 +77,46 @@ pub async fn probe(job: &Job) -> Result<Probes, JobError> {
 
 async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
     let local = !path.starts_with("s3://");
-    if local && path.ends_with(".csv") {
-        let p = std::path::PathBuf::from(path);
-        let shape = tokio::task::spawn_blocking(move || crate::npy::csv_shape(&p))
+    if path.ends_with(".csv") || path.ends_with(".npy") {
+        let (source, key) = split_zarr_location(path, &job.storage);
+        let s = nums_layout::Store::open(&source).map_err(|e| e.to_string())?;
+        let size = s
+            .head(&key)
             .await
-            .map_err(|e| e.to_string())??;
-        return Ok(Probe::Csv {
-            path: path.to_string(),
-            shape,
-        });
-    }
-    if local && path.ends_with(".npy") {
-        let p = std::path::PathBuf::from(path);
-        let h = tokio::task::spawn_blocking(move || crate::npy::read_header(&p))
-            .await
-            .map_err(|e| e.to_string())??;
-        let dtype = h.dtype().map_err(|m| format!("{path}: {m}"))?;
-        return Ok(Probe::Npy {
-            path: path.to_string(),
-            shape: h.shape,
-            dtype,
-        });
+            .map_err(|e| format!("cannot read {path}: {e}"))?
+            .ok_or_else(|| format!("cannot read {path}: no such file"))?;
+        let mut p = if path.ends_with(".csv") {
+            probe_csv(&s, path, source.clone(), key, size).await
+        } else {
+            probe_npy(&s, path, source.clone(), key, size).await
+        }?;
+        // Lambda's functions cannot read this machine's files: with a bucket for the
+        // store, the run uploads the file there first and they read it from there.
+        if local && job.compute.backend == Backend::Lambda && job.storage.url.starts_with("s3://") {
+            let name = std::path::Path::new(path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let (src, k, up) = match &mut p {
+                Probe::Npy {
+                    source,
+                    key,
+                    upload,
+                    ..
+                }
+                | Probe::Csv {
+                    source,
+                    key,
+                    upload,
+                    ..
+                } => (source, key, upload),
+                Probe::Zarr { .. } => unreachable!("a file's probe"),
+            };
+            *up = Some(std::path::PathBuf::from(path));
+            *src = job.storage.clone();
+            *k = format!("{}/_inputs/{name}", job.name);
+        }
+        return Ok(p);
     }
     let (store, apath) = split_zarr_location(path, &job.storage);
     let s = nums_layout::Store::open(&store).map_err(|e| e.to_string())?;
@@ -125,6 +160,89 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
         meta: arr.meta,
         in_place,
         stamp,
+    })
+}
+
+/// A `.npy` file's header (one or two ranged reads), checked against the file's size.
+async fn probe_npy(
+    s: &nums_layout::Store,
+    path: &str,
+    source: StoreSpec,
+    key: String,
+    size: u64,
+) -> Result<Probe, String> {
+    let bad = |m: String| format!("{path} is not a .npy file: {m}");
+    let read = |n: u64| s.get_range(&key, 0..n.min(size));
+    let mut head = read(4096).await.map_err(|e| e.to_string())?;
+    let header = match crate::npy::parse_header(&head) {
+        Err(m) if m.starts_with("needs ") => {
+            let n: u64 = m["needs ".len()..]
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            head = read(n).await.map_err(|e| e.to_string())?;
+            crate::npy::parse_header(&head).map_err(bad)?
+        }
+        r => r.map_err(bad)?,
+    };
+    let dtype = header.dtype().map_err(|m| format!("{path}: {m}"))?;
+    if header.file_size() != size {
+        return Err(format!(
+            "{path}: the header says {} bytes of data, the file has {} (truncated or not a .npy file)",
+            header.file_size() - header.offset,
+            size.saturating_sub(header.offset)
+        ));
+    }
+    Ok(Probe::Npy {
+        path: path.to_string(),
+        source,
+        key,
+        shape: header.shape.clone(),
+        dtype,
+        header,
+        upload: None,
+    })
+}
+
+/// How many bytes of a CSV file one read of the row index takes.
+const CSV_PIECE: u64 = 8 << 20;
+
+/// A CSV file's row index: one streamed pass over its bytes, a piece at a time.
+async fn probe_csv(
+    s: &nums_layout::Store,
+    path: &str,
+    source: StoreSpec,
+    key: String,
+    size: u64,
+) -> Result<Probe, String> {
+    let mut scan = crate::npy::CsvScanner::new(b',');
+    let mut at = 0;
+    while at < size {
+        let end = (at + CSV_PIECE).min(size);
+        let piece = s
+            .get_range(&key, at..end)
+            .await
+            .map_err(|e| format!("cannot read {path}: {e}"))?;
+        scan.feed(&piece);
+        at = end;
+    }
+    let index = scan.finish();
+    if index.rows == 0 {
+        return Err(format!("{path}: no numbers"));
+    }
+    let shape = if index.columns == 1 {
+        vec![index.rows]
+    } else {
+        vec![index.rows, index.columns]
+    };
+    Ok(Probe::Csv {
+        path: path.to_string(),
+        source,
+        key,
+        shape,
+        index: std::sync::Arc::new(index),
+        upload: None,
     })
 }
 

@@ -22,7 +22,8 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize) -> u64 {
         .max()
         .unwrap_or(0);
     let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
-    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize]
+    let scratch = tasks.kernels[tasks.kernel[i] as usize].scratch_bytes();
+    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize] + scratch
 }
 
 /// Each step's projected memory in one batch, with range add and range max.
@@ -190,6 +191,7 @@ impl Cutter<'_> {
     fn cheap(&self, p: usize) -> bool {
         !self.one_per_batch
             && self.tasks.inputs(p).is_empty()
+            && !self.tasks.kernels[self.tasks.kernel[p] as usize].reads_file()
             && self.blocks.nbytes[self.tasks.output[p] as usize] <= INLINE_MAX
     }
 
@@ -248,7 +250,8 @@ impl Cutter<'_> {
         }
         let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
         let out = nbytes(self.tasks.output[i]);
-        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out;
+        let scratch = self.tasks.kernels[self.tasks.kernel[i] as usize].scratch_bytes();
+        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + scratch;
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();

@@ -44,7 +44,8 @@ fn wire_peak(b: &Batch) -> u64 {
         }
         let max_in = t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0);
         let out = nbytes(b, &t.output);
-        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out);
+        let scratch = t.kernel.scratch_bytes();
+        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + scratch);
         for r in &t.inputs {
             let n = nbytes(b, r);
             if live.insert(r, n).is_none() {

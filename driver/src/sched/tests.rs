@@ -97,8 +97,12 @@ impl Gen {
                 path: format!("data/in{id}"),
                 sparse: self.rng.bool(),
             },
-            6 => NodeOp::ImportNpy {
-                path: format!("/data/in{id}.npy"),
+            6 => NodeOp::ImportZarr {
+                store: nums_layout::StoreSpec {
+                    url: "file:///data".into(),
+                    endpoint: None,
+                },
+                path: format!("in{id}"),
             },
             _ => NodeOp::Random {
                 dist: RandomDist::Normal,

@@ -239,6 +239,37 @@ impl Store {
         Ok(())
     }
 
+    /// Uploads a local file as one object, a part at a time (a multipart upload: memory
+    /// bounded by a few parts whatever the file's size); returns its bytes.
+    pub async fn put_file(&self, key: &str, file: &std::path::Path) -> Result<u64> {
+        use std::io::Read;
+        const PART: usize = 8 << 20;
+        let io = |e: std::io::Error| Error::Store {
+            url: self.spec.to_string(),
+            message: format!("{key}: cannot read {}: {e}", file.display()),
+        };
+        let mut f = std::fs::File::open(file).map_err(io)?;
+        let upload = self
+            .inner
+            .put_multipart(&self.path(key))
+            .await
+            .map_err(|e| self.err(e, key))?;
+        let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, PART);
+        let mut buf = vec![0u8; PART];
+        let mut total = 0u64;
+        loop {
+            let n = f.read(&mut buf).map_err(io)?;
+            if n == 0 {
+                break;
+            }
+            w.wait_for_capacity(2).await.map_err(|e| self.err(e, key))?;
+            w.write(&buf[..n]);
+            total += n as u64;
+        }
+        w.finish().await.map_err(|e| self.err(e, key))?;
+        Ok(total)
+    }
+
     /// Writes an object only if none is there; `false` if one was. Atomic on local folders
     /// and on S3 servers that honour `If-None-Match` (Garage does not: callers that need
     /// the guarantee read the object back).

@@ -1,0 +1,366 @@
+//! Import kernels: blocks read from files that are not Zarr arrays (`.npy`, `.csv`), local
+//! or in a bucket. The driver only reads headers (and a CSV's row index); each task fetches
+//! the bytes of its own block with ranged reads and decodes them here, so no process ever
+//! holds a whole input.
+
+use ndarray::{ArrayD, IxDyn};
+use nums_layout::batch::Kernel;
+use nums_layout::meta::ArrayMeta;
+use nums_layout::{Block, Store};
+
+/// How many ranged reads of one block are in flight.
+const RANGE_CONCURRENCY: usize = 16;
+
+/// The raw bytes one import task needs, fetched from the kernel's source.
+pub struct Fetched(pub bytes::Bytes);
+
+/// Whether `kernel` reads a file (and so must fetch before it runs).
+pub fn is_import(kernel: &Kernel) -> bool {
+    kernel.reads_file()
+}
+
+/// Bytes of the file of an import kernel: for `.npy`, the block's elements in the file's
+/// order (one ranged read per contiguous run); for CSV, its byte range.
+pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fetched, String> {
+    use futures::{StreamExt, TryStreamExt};
+    match kernel {
+        Kernel::ImportNpy {
+            source,
+            key,
+            offset,
+            shape,
+            descr,
+            fortran,
+        } => {
+            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let item = item_size(descr)?;
+            let (origin, bshape) = (out.block_origin(index), out.block_shape(index));
+            let bshape: Vec<u64> = bshape.iter().map(|&s| s as u64).collect();
+            let (fshape, origin, bshape) = if *fortran {
+                // A Fortran-order array is the C-order array of the reversed shape.
+                let r = |v: &[u64]| v.iter().rev().copied().collect::<Vec<u64>>();
+                (r(shape), r(&origin), r(&bshape))
+            } else {
+                (shape.clone(), origin, bshape)
+            };
+            let ranges: Vec<std::ops::Range<u64>> = runs(&fshape, &origin, &bshape)
+                .map(|(start, len)| offset + start * item..offset + (start + len) * item)
+                .collect();
+            let parts: Vec<bytes::Bytes> = futures::stream::iter(ranges)
+                .map(|r| {
+                    let (store, key) = (&store, key.as_str());
+                    async move { store.get_range(key, r).await.map_err(|e| e.to_string()) }
+                })
+                .buffered(RANGE_CONCURRENCY)
+                .try_collect()
+                .await?;
+            Ok(Fetched(if parts.len() == 1 {
+                parts.into_iter().next().expect("one part")
+            } else {
+                parts.concat().into()
+            }))
+        }
+        Kernel::ImportCsv {
+            source,
+            key,
+            start,
+            end,
+            ..
+        } => {
+            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let b = store
+                .get_range(key, *start..*end)
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(Fetched(b))
+        }
+        _ => Err("not an import kernel".into()),
+    }
+}
+
+/// The contiguous runs (first flat element, length) of block `bshape` at `origin` of a
+/// C-order array of shape `shape`, in C order: the trailing axes the block spans whole
+/// are one run with the first axis it splits.
+fn runs<'a>(
+    shape: &'a [u64],
+    origin: &'a [u64],
+    bshape: &'a [u64],
+) -> impl Iterator<Item = (u64, u64)> + 'a {
+    let nd = shape.len();
+    // Axis k: the last axis the block does not span whole (0 if it spans all).
+    let mut k = nd.saturating_sub(1);
+    while k > 0 && bshape[k] == shape[k] {
+        k -= 1;
+    }
+    let inner: u64 = shape[(k + 1).min(nd)..].iter().product();
+    let len = if nd == 0 { 1 } else { bshape[k] * inner };
+    let outer: Vec<u64> = bshape[..k].to_vec();
+    let count: u64 = outer.iter().product();
+    (0..count).map(move |t| {
+        // Index of run `t` among the axes before k, then its flat position.
+        let mut rest = t;
+        let mut idx = vec![0u64; k];
+        for d in (0..k).rev() {
+            idx[d] = rest % outer[d];
+            rest /= outer[d];
+        }
+        let mut flat = 0u64;
+        for d in 0..nd {
+            let i = if d < k { origin[d] + idx[d] } else { origin[d] };
+            flat = flat * shape[d] + i;
+        }
+        (flat, len)
+    })
+}
+
+fn item_size(descr: &str) -> Result<u64, String> {
+    let d = descr.trim_start_matches(['<', '|', '=']);
+    match d {
+        "b1" | "i1" | "u1" => Ok(1),
+        "i2" | "u2" => Ok(2),
+        "f4" | "i4" | "u4" => Ok(4),
+        "f8" | "i8" => Ok(8),
+        _ => Err(format!("unsupported .npy dtype {descr:?}")),
+    }
+}
+
+/// The job's name of the array an import task writes (imports are kept under
+/// `<job>/.../<name>`): the part of its block key before `/c/`. `None` for other kernels.
+pub fn array_of(import: bool, block_key: &str) -> Option<&str> {
+    let path = block_key.rsplit_once("/c/")?.0;
+    import.then(|| path.rsplit('/').next()).flatten()
+}
+
+/// The file an import reads, as the job names it: a local path or an `s3://` URL.
+pub fn file_name(source: &nums_layout::StoreSpec, key: &str) -> String {
+    match source.url.strip_prefix("file://") {
+        Some(dir) => format!("{}/{key}", dir.trim_end_matches('/')),
+        None => format!("{}/{key}", source.url.trim_end_matches('/')),
+    }
+}
+
+/// Decodes what [`fetch`] read into the output block (in the output's dtype).
+pub fn decode(
+    kernel: &Kernel,
+    bytes: &[u8],
+    out: &ArrayMeta,
+    index: &[u64],
+) -> Result<Block, String> {
+    let shape = out.block_shape(index);
+    match kernel {
+        Kernel::ImportNpy {
+            descr,
+            fortran,
+            key,
+            ..
+        } => {
+            let n: usize = shape.iter().product();
+            let item = item_size(descr)? as usize;
+            if bytes.len() != n * item {
+                return Err(format!(
+                    "{key}: read {} bytes for a block of {n} elements of {descr}",
+                    bytes.len()
+                ));
+            }
+            // The block's elements in the file's order: C order of the (reversed, for a
+            // Fortran-order file) block shape.
+            let file_shape: Vec<usize> = if *fortran {
+                shape.iter().rev().copied().collect()
+            } else {
+                shape.clone()
+            };
+            macro_rules! le {
+                ($t:ty, $w:expr) => {
+                    bytes
+                        .chunks_exact($w)
+                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("width")))
+                        .collect::<Vec<$t>>()
+                };
+            }
+            let d = descr.trim_start_matches(['<', '|', '=']);
+            fn shaped<T>(shape: &[usize], v: Vec<T>) -> ArrayD<T> {
+                ArrayD::from_shape_vec(IxDyn(shape), v).expect("block size")
+            }
+            let block = match d {
+                "f8" => Block::F64(shaped(&file_shape, le!(f64, 8))),
+                "f4" => Block::F32(shaped(&file_shape, le!(f32, 4))),
+                "i8" => Block::I64(shaped(&file_shape, le!(i64, 8))),
+                "i4" => Block::I64(shaped(
+                    &file_shape,
+                    le!(i32, 4).into_iter().map(i64::from).collect(),
+                )),
+                "u4" => Block::I64(shaped(
+                    &file_shape,
+                    le!(u32, 4).into_iter().map(i64::from).collect(),
+                )),
+                "i2" => Block::I64(shaped(
+                    &file_shape,
+                    le!(i16, 2).into_iter().map(i64::from).collect(),
+                )),
+                "u2" => Block::I64(shaped(
+                    &file_shape,
+                    le!(u16, 2).into_iter().map(i64::from).collect(),
+                )),
+                "i1" => Block::I64(shaped(
+                    &file_shape,
+                    bytes.iter().map(|&b| b as i8 as i64).collect(),
+                )),
+                "u1" => Block::I64(shaped(
+                    &file_shape,
+                    bytes.iter().map(|&b| b as i64).collect(),
+                )),
+                "b1" => Block::Bool(shaped(&file_shape, bytes.iter().map(|&b| b != 0).collect())),
+                _ => return Err(format!("unsupported .npy dtype {descr:?}")),
+            };
+            let block = if *fortran {
+                nums_layout::map_block!(block, a => a.reversed_axes().as_standard_layout().into_owned())
+            } else {
+                block
+            };
+            Ok(block.cast(out.dtype))
+        }
+        Kernel::ImportCsv {
+            source,
+            key,
+            line,
+            skip,
+            columns,
+            delimiter,
+            ..
+        } => {
+            let rows = shape.first().copied().unwrap_or(1);
+            let file = file_name(source, key);
+            let values = parse_csv(bytes, &file, *line, *skip, rows, *columns, *delimiter)?;
+            let a = if shape.len() == 2 && shape[1] as u64 != *columns {
+                // The block keeps some of the columns of its rows.
+                let c0 = out.block_origin(index)[1] as usize;
+                let full = ArrayD::from_shape_vec(IxDyn(&[rows, *columns as usize]), values)
+                    .map_err(|e| e.to_string())?;
+                full.slice(ndarray::s![.., c0..c0 + shape[1]])
+                    .to_owned()
+                    .into_dyn()
+            } else {
+                ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| e.to_string())?
+            };
+            Ok(Block::from_f64(out.dtype, a))
+        }
+        _ => Err("not an import kernel".into()),
+    }
+}
+
+/// Parses `rows` data rows of `columns` numbers each from `text` (which starts at line
+/// `line` of file `key`), after passing over `skip` data rows. A data row is a line with
+/// something before its `#` comment; CRLF line ends are taken; a quoted field is not a
+/// number. Errors name the file, line and column.
+pub fn parse_csv(
+    text: &[u8],
+    key: &str,
+    line: u64,
+    skip: u64,
+    rows: usize,
+    columns: u64,
+    delimiter: u8,
+) -> Result<Vec<f64>, String> {
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .delimiter(delimiter)
+        .flexible(true)
+        .quoting(false)
+        .comment(Some(b'#'))
+        .trim(csv::Trim::All)
+        .terminator(csv::Terminator::Any(b'\n'))
+        .from_reader(text);
+    let mut values = Vec::with_capacity(rows * columns as usize);
+    let mut rec = csv::ByteRecord::new();
+    let (mut seen, mut got) = (0u64, 0usize);
+    while got < rows {
+        let more = r
+            .read_byte_record(&mut rec)
+            .map_err(|e| format!("{key}: {e}"))?;
+        if !more {
+            break;
+        }
+        // The record's line: the reader's line after it, less its line end (a record's
+        // own position is where the reader stood before the blank lines it passed over).
+        let after = r.position();
+        let ended = after.byte() > 0 && text[after.byte() as usize - 1] == b'\n';
+        let at = line + after.line() - 1 - ended as u64;
+        // A comment after data (`1,2 # note`) ends the row where it starts.
+        let mut fields: Vec<&[u8]> = Vec::with_capacity(rec.len());
+        for f in rec.iter() {
+            if let Some(p) = f.iter().position(|&b| b == b'#') {
+                fields.push(f[..p].trim_ascii());
+                break;
+            }
+            fields.push(f);
+        }
+        if fields.len() == 1 && fields[0].is_empty() {
+            continue; // blank, or only a comment
+        }
+        seen += 1;
+        if seen <= skip {
+            continue;
+        }
+        if fields.len() as u64 != columns {
+            return Err(format!(
+                "{key}:{at}: {} columns, but the first row has {columns}",
+                fields.len()
+            ));
+        }
+        for (c, f) in fields.iter().enumerate() {
+            let v = std::str::from_utf8(f)
+                .ok()
+                .and_then(|s| s.parse::<f64>().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "{key}:{at}: column {}: {:?} is not a number",
+                        c + 1,
+                        String::from_utf8_lossy(f)
+                    )
+                })?;
+            values.push(v);
+        }
+        got += 1;
+    }
+    if got < rows {
+        return Err(format!(
+            "{key}: {got} rows where {rows} were expected from line {line}: the file changed since the job was checked"
+        ));
+    }
+    Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_cover_blocks_in_c_order() {
+        // Rows only: one run.
+        let r: Vec<_> = runs(&[10, 4], &[2, 0], &[3, 4]).collect();
+        assert_eq!(r, [(8, 12)]);
+        // Columns split: one run per row.
+        let r: Vec<_> = runs(&[10, 4], &[2, 1], &[2, 2]).collect();
+        assert_eq!(r, [(9, 2), (13, 2)]);
+        // 3-D, middle axis split.
+        let r: Vec<_> = runs(&[2, 3, 4], &[0, 1, 0], &[2, 2, 4]).collect();
+        assert_eq!(r, [(4, 8), (16, 8)]);
+        let r: Vec<_> = runs(&[], &[], &[]).collect();
+        assert_eq!(r, [(0, 1)]);
+    }
+
+    #[test]
+    fn csv_rows_comments_crlf_and_errors() {
+        let text = b"# head\r\n1, 2\r\n\r\n  # only\r\n3,4 # tail\r\n5,6\r\n";
+        let v = parse_csv(text, "f.csv", 1, 1, 2, 2, b',').unwrap();
+        assert_eq!(v, [3.0, 4.0, 5.0, 6.0]);
+        let e = parse_csv(b"1,2\n3,x\n", "f.csv", 10, 0, 2, 2, b',').unwrap_err();
+        assert_eq!(e, "f.csv:11: column 2: \"x\" is not a number");
+        let e = parse_csv(b"1,2\n\n\"3\",4\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        assert!(e.starts_with("f.csv:3: column 1:"), "{e}");
+        let e = parse_csv(b"1,2\n3\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        assert!(e.starts_with("f.csv:2: 1 columns"), "{e}");
+        let e = parse_csv(b"1,2\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        assert!(e.contains("1 rows where 2"), "{e}");
+    }
+}

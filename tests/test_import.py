@@ -1,0 +1,264 @@
+"""Imports run by the functions: `.npy` and CSV inputs read block by block (ranged reads,
+CSV rows parsed in the functions), round-tripped through `.npy` outputs exactly, with the
+driver's peak memory measured from /proc while it imports and exports inputs far larger
+than its bound; CSV edge cases and errors; and `s3://` inputs on Garage."""
+import datetime
+import hashlib
+import hmac
+import os
+import subprocess
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from nums import BIN, job_text, run
+
+# The driver's peak RSS bound for the large round trips (its inputs are ~400 MB).
+DRIVER_BOUND_MB = 150
+
+
+def run_measured(job_path):
+    """Runs the job, polling the driver's VmHWM (peak RSS, kB) until it exits; returns
+    (CompletedProcess-like tuple (returncode, stdout, stderr), peak MB)."""
+    p = subprocess.Popen([BIN, "run", str(job_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    status = f"/proc/{p.pid}/status"
+    peak_kb = 0
+    while p.poll() is None:
+        try:
+            with open(status) as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak_kb = max(peak_kb, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.02)
+    out, err = p.communicate(timeout=60)
+    return (p.returncode, out, err), peak_kb / 1024
+
+
+def test_large_npy_round_trip_bounds_driver_memory(tmp_path):
+    rows, cols = 1_638_400, 32  # 400 MiB of float64
+    src = tmp_path / "big.npy"
+    a = np.lib.format.open_memmap(src, mode="w+", dtype=np.float64, shape=(rows, cols))
+    step = 1 << 17
+    for r in range(0, rows, step):
+        n = min(step, rows - r)
+        a[r:r + n] = (np.arange(r * cols, (r + n) * cols, dtype=np.float64) * 0.5).reshape(n, cols)
+    a.flush()
+    del a
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"X": {"load": str(src)}}, {"X": str(tmp_path / "out.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    (rc, out, err), peak = run_measured(job)
+    assert rc == 0, err
+    assert os.path.getsize(src) > 2.5 * DRIVER_BOUND_MB * 2**20
+    assert peak < DRIVER_BOUND_MB, f"driver peak RSS {peak:.0f} MB"
+    got = np.load(tmp_path / "out.npy", mmap_mode="r")
+    want = np.load(src, mmap_mode="r")
+    assert got.shape == want.shape and got.dtype == want.dtype
+    for r in range(0, rows, step):
+        assert np.array_equal(got[r:r + step], want[r:r + step]), r
+    print(f"npy {os.path.getsize(src) / 2**20:.0f} MiB: driver peak RSS {peak:.0f} MB")
+
+
+def test_large_csv_round_trip_bounds_driver_memory(tmp_path):
+    # One chunk of rows repeated: fast to write, and the expected array is its tiling.
+    rng = np.random.default_rng(3)
+    chunk = np.round(rng.normal(size=(4096, 8)), 6)
+    text = "".join(",".join(repr(float(x)) for x in row) + "\n" for row in chunk).encode()
+    reps = (400 << 20) // len(text) + 1
+    src = tmp_path / "big.csv"
+    with open(src, "wb") as f:
+        for _ in range(reps):
+            f.write(text)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"D": {"load": str(src)}}, {"D": str(tmp_path / "out.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    (rc, out, err), peak = run_measured(job)
+    assert rc == 0, err
+    assert os.path.getsize(src) > 2.5 * DRIVER_BOUND_MB * 2**20
+    assert peak < DRIVER_BOUND_MB, f"driver peak RSS {peak:.0f} MB"
+    got = np.load(tmp_path / "out.npy", mmap_mode="r")
+    assert got.shape == (reps * 4096, 8)
+    for k in range(0, reps, 64):
+        part = got[k * 4096:(k + 64) * 4096].reshape(-1, 4096, 8)
+        assert np.array_equal(part, np.broadcast_to(chunk, part.shape)), k
+    print(f"csv {os.path.getsize(src) / 2**20:.0f} MiB: driver peak RSS {peak:.0f} MB")
+
+
+def csv_job(tmp_path, path, block=None, name="c"):
+    arr = {"load": str(path)}
+    if block:
+        arr["block"] = block
+    job = tmp_path / f"{name}.toml"
+    job.write_text(job_text({"D": arr}, {"D": str(tmp_path / f"{name}.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}, name=name))
+    return job
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+@pytest.mark.parametrize("trailing", [True, False])
+def test_csv_edge_cases_round_trip(tmp_path, ending, trailing):
+    data = np.random.default_rng(5).normal(size=(3000, 5))
+    lines = ["# a comment line", ""]
+    for i, row in enumerate(data):
+        line = ",".join(repr(float(x)) for x in row)
+        if i % 7 == 0:
+            line = " " + line.replace(",", " , ") + " # trailing comment"
+        lines.append(line)
+        if i % 500 == 0:
+            lines += ["", "   # indented comment"]
+    text = ending.join(lines) + (ending if trailing else "")
+    path = tmp_path / "d.csv"
+    path.write_bytes(text.encode())
+    # Ragged blocks crossing the row index's marks, and blocks splitting the columns.
+    for k, block in enumerate([None, [700, 5], [1001, 2]]):
+        run(csv_job(tmp_path, path, block, name=f"c{k}"))
+        got = np.load(tmp_path / f"c{k}.npy")
+        assert got.dtype == np.float64 and np.array_equal(got, data), block
+
+
+def test_csv_one_column_is_1d(tmp_path):
+    path = tmp_path / "v.csv"
+    path.write_text("1.5\n-2\n3e3")
+    run(csv_job(tmp_path, path))
+    got = np.load(tmp_path / "c.npy")
+    assert got.shape == (3,) and list(got) == [1.5, -2.0, 3000.0]
+
+
+@pytest.mark.parametrize("text,where", [
+    ("1,2\n3,4\n# c\n\n5,x\n", "bad.csv:5: column 2: \"x\" is not a number"),
+    ("1,2\r\n\"3\",4\r\n", "bad.csv:2: column 1: \"\\\"3\\\"\" is not a number"),
+    ("1,2\n3,4,5\n", "bad.csv:2: 3 columns, but the first row has 2"),
+])
+def test_csv_malformed_field_names_file_line_column(tmp_path, text, where):
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    p = run(csv_job(tmp_path, path), check=False)
+    assert p.returncode != 0, p.stdout
+    assert where in p.stderr and "array D: " in p.stderr, p.stderr
+    assert "panicked" not in p.stderr
+
+
+def test_npy_dtypes_fortran_and_ragged_blocks(tmp_path):
+    rng = np.random.default_rng(9)
+    cases = {
+        "F": (np.asfortranarray(rng.normal(size=(37, 11))), [10, 4]),
+        "T": (np.asfortranarray(rng.normal(size=(5, 6, 7))), [2, 4, 3]),
+        "I": (rng.integers(-100, 100, size=(23, 9)).astype(np.int16), [5, 9]),
+        "U": (rng.integers(0, 255, size=(19,)).astype(np.uint8), [4]),
+        "B": (rng.random(size=(13, 3)) < 0.5, [4, 2]),
+        "S": (rng.normal(size=(21, 6)).astype(np.float32), [8, 5]),
+    }
+    arrays, outputs = {}, {}
+    for name, (a, block) in cases.items():
+        np.save(tmp_path / f"{name}.npy", a)
+        arrays[name] = {"load": str(tmp_path / f"{name}.npy"), "block": block}
+        outputs[name] = str(tmp_path / f"out_{name}.npy")
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    for name, (a, _) in cases.items():
+        got = np.load(outputs[name])
+        want = a.astype(np.int64) if a.dtype.kind in "iu" else a
+        assert got.dtype == want.dtype and np.array_equal(got, want), name
+
+
+def test_truncated_npy_refused_before_running(tmp_path):
+    path = tmp_path / "t.npy"
+    np.save(path, np.arange(100.0))
+    path.write_bytes(path.read_bytes()[:-8])
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"X": {"load": str(path)}}, {"X": str(tmp_path / "o.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = run(job, check=False)
+    assert p.returncode != 0 and "t.npy" in p.stderr and "truncated" in p.stderr, p.stderr
+
+
+def s3_put(garage, key, body):
+    """A signed (SigV4) PUT of one object to Garage, with the standard library only."""
+    host = garage.endpoint.split("://", 1)[1]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    amz, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    path = f"/{garage.bucket}/{key}"
+    payload = hashlib.sha256(body).hexdigest()
+    headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": amz}
+    signed = ";".join(sorted(headers))
+    canonical = "\n".join(["PUT", path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, payload])
+    scope = f"{day}/{garage.region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    k = ("AWS4" + garage.secret_key).encode()
+    for part in (day, garage.region, "s3", "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    req = urllib.request.Request(garage.endpoint + path, data=body, method="PUT", headers={
+        "x-amz-content-sha256": payload, "x-amz-date": amz,
+        "Authorization": f"AWS4-HMAC-SHA256 Credential={garage.access_key}/{scope}, SignedHeaders={signed}, Signature={sig}",
+    })
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200
+
+
+def test_npy_and_csv_from_garage(garage, tmp_path):
+    rng = np.random.default_rng(13)
+    a = rng.normal(size=(3001, 7))
+    np.save(tmp_path / "a.npy", a)
+    s3_put(garage, "inputs/a.npy", (tmp_path / "a.npy").read_bytes())
+    c = np.round(rng.normal(size=(2500, 3)), 4)
+    text = "# header comment\r\n" + "".join(",".join(repr(float(x)) for x in row) + "\r\n" for row in c)
+    s3_put(garage, "inputs/c.csv", text.encode())
+    arrays = {"A": {"load": f"s3://{garage.bucket}/inputs/a.npy", "block": [1000, 4]},
+              "C": {"load": f"s3://{garage.bucket}/inputs/c.csv", "block": [900, 3]}}
+    outputs = {"A": str(tmp_path / "A.npy"), "C": str(tmp_path / "C.npy")}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, storage={"url": f"s3://{garage.bucket}/imports", "endpoint": garage.endpoint}))
+    run(job, env=garage.env())
+    assert np.array_equal(np.load(outputs["A"]), a)
+    assert np.array_equal(np.load(outputs["C"]), c)
+
+
+def test_local_inputs_uploaded_for_lambda_with_a_bucket(garage, tmp_path):
+    """The lambda backend (the local Lambda-compatible endpoint, functions as processes)
+    with a bucket store: the run uploads local `.npy` and CSV inputs to the bucket in parts,
+    and the functions import them from there."""
+    from test_deploy import Endpoint, lambda_env
+
+    rng = np.random.default_rng(17)
+    a = rng.normal(size=(1500, 6))
+    np.save(tmp_path / "a.npy", a)
+    c = np.round(rng.normal(size=(1200, 2)), 3)
+    (tmp_path / "c.csv").write_text("".join(f"{float(x)!r},{float(y)!r}\n" for x, y in c))
+    with Endpoint([BIN, "function"], function="nums-up", env=garage.env()) as ep:
+        job = tmp_path / "job.toml"
+        job.write_text(job_text(
+            {"A": {"load": str(tmp_path / "a.npy"), "block": [400, 6]},
+             "C": {"load": str(tmp_path / "c.csv"), "block": [500, 2]}},
+            {"A": str(tmp_path / "A.npy"), "C": str(tmp_path / "C.npy")}, name="up",
+            storage={"url": f"s3://{garage.bucket}/lambda", "endpoint": garage.endpoint},
+            compute={"backend": "lambda", "function": ep.function, "workers": 2, "memory_mb": 1024}))
+        env = {**lambda_env(ep.url), **garage.env()}
+        env["AWS_ENDPOINT_URL_LAMBDA"] = ep.url
+        run(job, env=env)
+    assert np.array_equal(np.load(tmp_path / "A.npy"), a)
+    assert np.array_equal(np.load(tmp_path / "C.npy"), c)
+
+
+def test_csv_text_counts_in_the_memory_projection(tmp_path):
+    """A CSV block's text is held while it is parsed: the plan counts it. 7M one-column rows
+    of 21 bytes: the float64 block alone (3 x 56 MB + base) fits memory_mb = 256, with its
+    147 MB of text it does not, and the plan is refused before anything runs."""
+    line = b"0.123456789012345678\n"
+    rows = 7_000_000
+    path = tmp_path / "tall.csv"
+    with open(path, "wb") as f:
+        for _ in range(rows // 100_000):
+            f.write(line * 100_000)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"D": {"load": str(path), "block": [rows]}}, {"D": str(tmp_path / "o.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}, compute={"memory_mb": 256}))
+    p = run(job, check=False)
+    assert p.returncode != 0 and "array D" in p.stderr and "over memory_mb = 256" in p.stderr, p.stderr
+    need = int(p.stderr.split(" needs ")[1].split(" MiB")[0])
+    assert need >= 40 + 3 * 53 + 140, p.stderr
