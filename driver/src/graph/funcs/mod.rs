@@ -14,6 +14,7 @@ mod contractions;
 mod creation;
 mod elementwise;
 mod linalg;
+pub(crate) use linalg::TsqrTree;
 mod reductions;
 mod shapes;
 
