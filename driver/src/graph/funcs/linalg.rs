@@ -177,7 +177,8 @@ impl<'a> Builder<'a> {
         if let Some(t) = self.tsqr_memo.get(&xs) {
             return Ok(t.clone());
         }
-        let dtype = self.meta(xs[0]).dtype.to_float();
+        // float64 whatever the input (the kernels compute in it; the results are cast).
+        let dtype = DType::Float64;
         let n: u64 = xs.iter().map(|&x| self.meta(x).shape[1]).sum();
         let limit = self.job.compute.memory_mb << 20;
         let fan_in = (2..=MAX_FAN_IN)
