@@ -132,6 +132,7 @@ def test_square_solvers_match_numpy(tmp_path, scheduler, block):
     ("np.linalg.solve(z, r)", "LinAlgError: Singular matrix"),
     ("np.linalg.inv(z)", "LinAlgError: Singular matrix"),
     ("np.linalg.cholesky(n)", "LinAlgError: Matrix is not positive definite"),
+    ("np.linalg.inv(z * 2) @ r + 1", "LinAlgError: Singular matrix"),  # an intermediate
 ])
 def test_linalg_errors_use_numpy_wording_and_name_the_array(tmp_path, expr, words):
     z = np.ones((6, 6))
@@ -141,7 +142,7 @@ def test_linalg_errors_use_numpy_wording_and_name_the_array(tmp_path, expr, word
     p = run_job(tmp_path, arrays, ["bad"], check=False)
     assert p.returncode == 1, p.stdout + p.stderr
     assert words in p.stderr, p.stderr
-    assert "bad" in p.stderr, p.stderr
+    assert "arrays.bad" in p.stderr, p.stderr  # the key (and its line) of the array
     assert not (tmp_path / "bad.npy").exists()
 
 
