@@ -32,6 +32,7 @@
 mod array;
 mod blocking;
 mod job;
+pub mod linalg;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -171,12 +171,19 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The TSQR tree of the operands side by side (`xs[0]` is m x n, m >= n; all blocked
-    /// alike along axis 0), memoized: a factorization several keys use is made once.
-    pub(crate) fn tsqr(&mut self, xs: Vec<NodeId>, b: &Bound) -> Result<TsqrTree, EvalError> {
-        if let Some(t) = self.tsqr_memo.get(&xs) {
+    /// The TSQR tree of the operands `make` gives, side by side (`xs[0]` is m x n, m >= n;
+    /// all blocked alike along axis 0), memoized by `key` (the operands as the user gave
+    /// them): a factorization several keys or results use is made once.
+    pub(crate) fn tsqr(
+        &mut self,
+        key: Vec<NodeId>,
+        make: impl FnOnce(&mut Self) -> Vec<NodeId>,
+        b: &Bound,
+    ) -> Result<TsqrTree, EvalError> {
+        if let Some(t) = self.tsqr_memo.get(&key) {
             return Ok(t.clone());
         }
+        let xs = make(self);
         // float64 whatever the input (the kernels compute in it; the results are cast).
         let dtype = DType::Float64;
         let n: u64 = xs.iter().map(|&x| self.meta(x).shape[1]).sum();
@@ -225,7 +232,7 @@ impl<'a> Builder<'a> {
             levels,
             fan_in: fans,
         };
-        self.tsqr_memo.insert(xs, t.clone());
+        self.tsqr_memo.insert(key, t.clone());
         Ok(t)
     }
 
@@ -265,13 +272,29 @@ impl<'a> Builder<'a> {
     /// `x.T` when wide (the same singular values). Also says whether it transposed.
     fn tall_r(&mut self, x: NodeId, b: &Bound, _pos: usize) -> Result<(NodeId, bool), EvalError> {
         let (m, n) = self.matrix_arg(x, b, "the array")?;
-        let (x, wide) = if m < n {
-            (self.transpose(x, vec![1, 0]), true)
+        Ok((self.tall_tree(x, m < n, b)?.r(), m < n))
+    }
+
+    /// The TSQR tree of `x` (of `x.T` when `transpose`).
+    fn tall_tree(&mut self, x: NodeId, transpose: bool, b: &Bound) -> Result<TsqrTree, EvalError> {
+        // The key tells x.T from x by a node id no operand has.
+        let key = if transpose {
+            vec![x, usize::MAX]
         } else {
-            (x, false)
+            vec![x]
         };
-        let x = self.one_col_block(x);
-        Ok((self.tsqr(vec![x], b)?.r(), wide))
+        self.tsqr(
+            key,
+            |s| {
+                let x = if transpose {
+                    s.transpose(x, vec![1, 0])
+                } else {
+                    x
+                };
+                vec![s.one_col_block(x)]
+            },
+            b,
+        )
     }
 
     /// `x` with its columns in one block (TSQR's operands hold whole rows).
@@ -339,8 +362,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             ),
         ));
     }
-    let x = s.one_col_block(a);
-    let t = s.tsqr(vec![x], b)?;
+    let t = s.tall_tree(a, false, b)?;
     let dtype = s.meta(a).dtype.to_float();
     let r = s.cast(t.r(), dtype);
     if mode == "r" {
@@ -383,11 +405,16 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some(v) if v.as_f64() < 0.0 => f64::EPSILON,
         Some(v) => v.as_f64(),
     };
-    let x = s.one_col_block(a);
-    let rows = s.meta(x).block[0];
-    let y2 = s.reshape(y, &[m, p]);
-    let y2 = s.rechunk(y2, vec![rows, p]);
-    let t = s.tsqr(vec![x, y2], b)?;
+    let t = s.tsqr(
+        vec![a, y],
+        |s| {
+            let x = s.one_col_block(a);
+            let rows = s.meta(x).block[0];
+            let y2 = s.reshape(y, &[m, p]);
+            vec![x, s.rechunk(y2, vec![rows, p])]
+        },
+        b,
+    )?;
     let dtype = s
         .meta(a)
         .dtype
@@ -451,9 +478,7 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let sv = s.svd_of(r, SvdOutput::S, a);
     let vh = s.svd_of(r, SvdOutput::Vh, a);
     // The tree tall_r made (memoized) gives Q; U = Q U_R.
-    let x = if wide { s.transpose(a, vec![1, 0]) } else { a };
-    let x = s.one_col_block(x);
-    let t = s.tsqr(vec![x], b)?;
+    let t = s.tall_tree(a, wide, b)?;
     let ur64 = s.cast(ur, s.meta(t.r()).dtype);
     let u = s.tsqr_q(&t, Some(ur64));
     let u = s.cast(u, dtype);
