@@ -175,3 +175,17 @@ def test_a_matrix_past_one_invocation_is_refused_with_the_memory_it_needs(tmp_pa
     p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "cholesky(): a is 9000 x 9000" in p.stderr and "MiB; memory_mb is 512" in p.stderr, p.stderr
+
+
+def test_plan_shows_the_tsqr_tree(tmp_path):
+    arrays = {"X": {"random": "normal", "shape": [4000, 8], "block": [10, 8]},
+              "R": "np.linalg.qr(X, mode='r')"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"R": str(tmp_path / "R.npy")}, name="la",
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "plan", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "TSQR in R: 4000 x 8 in 400 row blocks, 3 levels, fan-in 32" in p.stdout, p.stdout
+    assert "level 0: 400 blocks (one R per row block)" in p.stdout, p.stdout
+    assert "level 1: 13 blocks (each the R of up to 32 stacked R's)" in p.stdout, p.stdout
+    assert "level 2: 1 blocks" in p.stdout, p.stdout

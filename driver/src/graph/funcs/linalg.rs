@@ -705,3 +705,79 @@ fn square_op(
     let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, DType::Float64)).collect();
     Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
 }
+
+/// The TSQR trees of a graph as `plan` shows them: per tree its operand, levels and
+/// fan-in, and per level its blocks and one task's projected memory (the planner's model:
+/// inputs four times, the output three times, the QR kernel's workspace).
+pub fn tsqr_text(g: &Graph) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let is_r = |id: NodeId| matches!(&g.nodes[id].op, NodeOp::Tsqr { q: None, .. });
+    for n in &g.nodes {
+        let NodeOp::Tsqr { xs, q: None, .. } = &n.op else {
+            continue;
+        };
+        if xs.iter().any(|&x| is_r(x)) {
+            continue; // not a level 0
+        }
+        // The chain of levels above this one.
+        let mut levels = vec![n.id];
+        while let Some(up) = g.nodes.iter().find(|m| {
+            matches!(&m.op, NodeOp::Tsqr { xs, q: None, .. } if xs == &[*levels.last().expect("one")])
+        }) {
+            levels.push(up.id);
+        }
+        let x = &g.nodes[xs[0]];
+        // The job-file array whose definition made the tree.
+        let name = n.def.as_deref().unwrap_or("?");
+        let cols: u64 = xs.iter().map(|&x| g.nodes[x].meta.shape[1]).sum();
+        let fan = match &g.nodes[*levels.last().expect("one")].op {
+            NodeOp::Tsqr { group, .. } if levels.len() > 1 => *group,
+            _ => 1,
+        };
+        let _ = writeln!(
+            s,
+            "\nTSQR in {name}: {} x {cols}{} in {} row blocks, {} levels, fan-in {fan}",
+            x.meta.shape[0],
+            if xs.len() > 1 { " ([a | b])" } else { "" },
+            x.meta.grid()[0],
+            levels.len()
+        );
+        for (l, &id) in levels.iter().enumerate() {
+            let m = &g.nodes[id].meta;
+            let NodeOp::Tsqr { xs, group, .. } = &g.nodes[id].op else {
+                continue;
+            };
+            // The first task's inputs: `group` block rows of the operands.
+            let mut ins: Vec<Vec<usize>> = Vec::new();
+            for r in 0..(*group).min(g.nodes[xs[0]].meta.grid()[0]) {
+                for &x in xs {
+                    let xm = &g.nodes[x].meta;
+                    ins.extend((0..xm.grid()[1]).map(|c| xm.block_shape(&[r, c])));
+                }
+            }
+            let out = m.block_shape(&[0, 0]);
+            let kernel = Kernel::Qr {
+                cols: xs.iter().map(|&x| g.nodes[x].meta.grid()[1] as usize).sum(),
+                output: nums_layout::batch::QrOutput::R,
+            };
+            let refs: Vec<&[usize]> = ins.iter().map(Vec::as_slice).collect();
+            let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out).unwrap_or(0);
+            let bytes = |s: &[usize]| s.iter().product::<usize>() as u64 * 8;
+            let in_bytes: u64 = ins.iter().map(|s| bytes(s)).sum();
+            let need = crate::sched::BASE_MEMORY + 4 * in_bytes + 3 * bytes(&out) + work;
+            let what = if l == 0 {
+                "one R per row block".to_string()
+            } else {
+                format!("each the R of up to {group} stacked R's")
+            };
+            let _ = writeln!(
+                s,
+                "  level {l}: {} blocks ({what}), about {} MiB per task",
+                m.grid()[0],
+                mib(need)
+            );
+        }
+    }
+    s
+}

@@ -15,6 +15,7 @@ mod creation;
 mod elementwise;
 mod linalg;
 pub(crate) use linalg::TsqrTree;
+pub use linalg::tsqr_text;
 mod reductions;
 mod shapes;
 
