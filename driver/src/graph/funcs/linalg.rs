@@ -519,10 +519,19 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         }
     };
     let keepdims = b.flag("keepdims")?;
-    let axes = match b.get("axis") {
+    let mut axes = match b.get("axis") {
         None => (0..nd).collect::<Vec<_>>(),
         Some((v, p)) => axes_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}")))?,
     };
+    // A matrix norm's axes are (row axis, column axis) in the order given (axes_of sorts).
+    if let Some((Val::Tuple(t), p)) = b.get("axis")
+        && t.len() == 2
+    {
+        axes = t
+            .iter()
+            .map(|v| axis_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}"))))
+            .collect::<Result<_, _>>()?;
+    }
     let fdt = s.meta(x).dtype.to_float();
     let x = s.cast(x, fdt);
     let pos = b.pos;
@@ -537,7 +546,8 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         (0, _) => Err(b.err(pos, "norm(): of a 0-d array; give a 1-D or 2-D one")),
         // Frobenius / 2-norm of a vector, or of all elements (ord None).
         (1, Ord::Default) | (_, Ord::Default) | (2, Ord::Fro) => {
-            if axes.len() > 2 {
+            // NumPy: with neither ord nor axis, the 2-norm of all elements, any ndim.
+            if axes.len() > 2 && b.get("axis").is_some() {
                 return Err(b.err(pos, "norm(): improper number of dimensions to norm"));
             }
             let sq = s.unary(UnaryOp::Square, Val::Arr(x), pos)?;
@@ -577,6 +587,9 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             pos,
             "norm(): \"fro\" and \"nuc\" are matrix norms; a vector norm takes a number",
         )),
+        (2, _) if keepdims && nd != 2 => {
+            Err(b.err(pos, "norm(): keepdims with a matrix norm takes a 2-D array"))
+        }
         (2, ord) => {
             let (r0, r1) = (axes[0], axes[1]);
             let keep = |s: &mut Builder, v: NodeId| -> NodeId {
