@@ -396,9 +396,10 @@ impl Parser {
                     return Err(ExprError::new(p, "expected an attribute name after '.'"));
                 };
                 if self.eat("(") {
-                    // `np.f(a)` is `f(a)`; a method `x.f(a)` is `f(x, a)`.
+                    // `np.f(a)`, `np.linalg.f(a)` and `linalg.f(a)` are `f(a)`; a method
+                    // `x.f(a)` is `f(x, a)`.
                     let (mut args, kwargs, below) = self.call_args()?;
-                    if !matches!(&e.kind, ExprKind::Name(n) if n == "np" || n == "numpy") {
+                    if !is_module(&e) {
                         args.insert(0, e);
                     }
                     e = self.node(ExprKind::Call(name, args, kwargs), p, below.max(depth))?;
@@ -597,6 +598,17 @@ pub fn names(e: &Expr) -> Vec<&str> {
 /// The static symbol equal to `s` (so tokens compare without allocating).
 fn leak(s: &str) -> &'static str {
     SYMS.iter().find(|x| **x == s).copied().unwrap_or("")
+}
+
+/// Whether `e` names a module whose functions are the table's: `np`, `numpy`, `linalg`,
+/// `np.linalg`.
+fn is_module(e: &Expr) -> bool {
+    let module = |n: &str| n == "np" || n == "numpy";
+    match &e.kind {
+        ExprKind::Name(n) => module(n) || n == "linalg",
+        ExprKind::Attr(x, a) => a == "linalg" && matches!(&x.kind, ExprKind::Name(n) if module(n)),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -260,6 +260,7 @@ fn main() -> ExitCode {
                     |kind| nums_cloud::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
                 let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
                 print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
+                print!("{}", nums_cloud::graph::tsqr_text(&c.graph));
                 if let Some(path) = svg {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;

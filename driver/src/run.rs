@@ -263,6 +263,33 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     }
 }
 
+/// A task's LinAlgError (a singular matrix, one not positive definite) as an error of the
+/// job-file array whose definition made the failed block: its key and line, NumPy's words.
+fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> anyhow::Error {
+    const MARK: &str = nums_function::linalg::LINALG_ERROR;
+    let msg = format!("{e:#}");
+    let Some(at) = msg.rfind(MARK) else {
+        return e;
+    };
+    let words = &msg[at..];
+    let Some(node) = g
+        .nodes
+        .iter()
+        .find(|n| msg.contains(&format!("{}/", crate::tasks::node_path(prefix, g, n.id))))
+    else {
+        return e;
+    };
+    let Some(name) = node.def.as_ref().or(node.name.as_ref()) else {
+        return e;
+    };
+    let line = job
+        .arrays
+        .iter()
+        .find(|a| &a.name == name)
+        .map_or(0, |a| a.line);
+    anyhow!(job.err(line, format!("arrays.{name}"), words.to_string()))
+}
+
 /// Resolves at Ctrl-C when `listen`; never otherwise.
 async fn ctrl_c(listen: bool) {
     if !listen || tokio::signal::ctrl_c().await.is_err() {
@@ -334,7 +361,8 @@ async fn execute(
         opts.progress,
         measured,
     )
-    .await?;
+    .await
+    .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
     check_inputs_unchanged(c).await?;
     let names: Vec<String> = g
         .nodes

@@ -11,7 +11,9 @@ use nums_layout::ArrayMeta;
 use nums_layout::batch::Kernel;
 use nums_layout::meta::{ravel, strided_overlap, unravel};
 
-use crate::graph::{Graph, NodeId, NodeOp};
+use nums_layout::batch::QrOutput;
+
+use crate::graph::{Graph, NodeId, NodeOp, TsqrQ};
 
 /// A block in the plan: block number `block` (row-major over its node's grid) of `node`, or
 /// its partial sum number `part` (> 0). Ordered as (node, block index, part).
@@ -530,6 +532,45 @@ impl<'g> BlockWork<'g> {
                 }
                 one(Kernel::Take { axis: *axis, picks }, inputs)
             }
+            NodeOp::Tsqr { xs, group, q } => {
+                // Group `g` of the operands' block rows, each row's blocks side by side.
+                let j = idx[0];
+                let (g, part) = match q {
+                    None => (j, 0),
+                    Some(_) => (j / group, j % group),
+                };
+                let rows = self.grids[xs[0]][0];
+                let cols: u64 = xs.iter().map(|&x| self.grids[x][1]).sum();
+                let mut inputs = Vec::new();
+                for r in g * group..((g + 1) * group).min(rows) {
+                    for &x in xs {
+                        inputs.extend((0..self.grids[x][1]).map(|c| b(x, &[r, c])));
+                    }
+                }
+                let output = match q {
+                    None => QrOutput::R,
+                    Some(TsqrQ { c: None }) => QrOutput::Q {
+                        part: part as usize,
+                    },
+                    Some(TsqrQ { c: Some(c) }) => {
+                        inputs.push(b(*c, &[g, 0]));
+                        QrOutput::QProduct {
+                            part: part as usize,
+                        }
+                    }
+                };
+                one(
+                    Kernel::Qr {
+                        cols: cols as usize,
+                        output,
+                    },
+                    inputs,
+                )
+            }
+            NodeOp::Dense { kernel, xs } => one(
+                kernel.clone(),
+                xs.iter().map(|&x| BlockId::new(x, 0)).collect(),
+            ),
             NodeOp::Reshape { x } => {
                 let (mx, mo) = (meta(*x), &n.meta);
                 let non_unit = |m: &ArrayMeta| -> Vec<(u64, u64)> {

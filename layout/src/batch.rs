@@ -527,7 +527,12 @@ pub enum Kernel {
     /// one-shot R. `output`: R, N x N (rows past min(M, N) zero; the output block may
     /// have min(M, N) rows instead), or the rows of Q of grid row `part`, height x N
     /// (columns past min(M, N) zero; or min(M, N) columns), or of Q C (see [`QrOutput`]).
-    Qr { cols: usize, output: QrOutput },
+    Qr {
+        cols: usize,
+        // Not `output`: a task's kernel is flattened into it beside its own `output`.
+        #[serde(rename = "result")]
+        output: QrOutput,
+    },
     /// One input: the R of `[a | b]` (a: M x `n`, b: M x p), (n+p) x (n+p) or fewer rows.
     /// `rcond`: singular values of a at most `rcond` times the largest count as zero
     /// (NumPy's default: machine epsilon times max(M, n)). `output`: the min-norm
@@ -536,11 +541,15 @@ pub enum Kernel {
     Lstsq {
         n: usize,
         rcond: f64,
+        #[serde(rename = "result")]
         output: LstsqOutput,
     },
     /// One input A (m x n, k = min(m, n)): its thin SVD A = U diag(S) Vh, S descending,
     /// each U column's entry of largest magnitude positive (Vh's row flipped with it).
-    Svd { output: SvdOutput },
+    Svd {
+        #[serde(rename = "result")]
+        output: SvdOutput,
+    },
     /// One input: a symmetric positive-definite square block (only its lower triangle is
     /// read, as NumPy does). Output: L, lower triangular, A = L L^T (potrf).
     Cholesky,
@@ -569,7 +578,10 @@ pub enum Kernel {
     Inverse,
     /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
     /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).
-    Det { output: DetOutput },
+    Det {
+        #[serde(rename = "result")]
+        output: DetOutput,
+    },
 }
 
 /// Which block a [`Kernel::Qr`] task outputs.
@@ -817,6 +829,41 @@ mod tests {
                 let back: Task = serde_json::from_str(&json).unwrap();
                 assert_eq!(back, task, "{json}");
             }
+        }
+    }
+
+    /// Kernels with a field of their own named like a task's: as a task, both survive.
+    #[test]
+    fn linalg_kernels_cross_the_wire_as_tasks() {
+        for kernel in [
+            Kernel::Qr {
+                cols: 2,
+                output: QrOutput::QProduct { part: 3 },
+            },
+            Kernel::Lstsq {
+                n: 4,
+                rcond: 1e-15,
+                output: LstsqOutput::Residuals,
+            },
+            Kernel::Svd {
+                output: SvdOutput::Vh,
+            },
+            Kernel::Det {
+                output: DetOutput::Logabsdet,
+            },
+        ] {
+            let task = Task {
+                kernel,
+                inputs: vec![],
+                output: BlockRef {
+                    array: 1,
+                    index: vec![2, 0],
+                },
+                write_output: true,
+            };
+            let json = serde_json::to_string(&task).unwrap();
+            let back: Task = serde_json::from_str(&json).unwrap();
+            assert_eq!(back, task, "{json}");
         }
     }
 

@@ -218,6 +218,78 @@ impl Array {
         self.op("({0}) @ ({1})", &[other])
     }
 
+    /// `np.linalg.qr` (reduced) of a matrix with rows >= columns, by TSQR: `(Q, R)`. Q is
+    /// computed only by the jobs that use it; both share one factorization in a job.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-qr");
+    /// # let s = Session::new(&format!("file://{}", dir.display()))?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let a = s.random_normal(&[50, 3], 1).block(&[7, 3]);
+    /// let (q, r) = a.qr();
+    /// let err = (q.matmul(&r) - &a).abs().max(None).compute_f64_blocking()?;
+    /// assert!(err.sum() < 1e-12);
+    /// let x = nums_cloud::api::linalg::lstsq(&a, &s.ones(&[50]));
+    /// assert_eq!(x.compute_f64_blocking()?.shape(), &[3]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn qr(&self) -> (Array, Array) {
+        (
+            self.op("np.linalg.qr({0}).Q", &[]),
+            self.op("np.linalg.qr({0}).R", &[]),
+        )
+    }
+
+    /// `np.linalg.svd(a, full_matrices=False)` of a matrix (TSQR, then the SVD of R):
+    /// `(U, S, Vh)`.
+    pub fn svd(&self) -> (Array, Array, Array) {
+        let part = |p: &str| {
+            self.op(
+                &format!("np.linalg.svd({{0}}, full_matrices=False).{p}"),
+                &[],
+            )
+        };
+        (part("U"), part("S"), part("Vh"))
+    }
+
+    /// `np.linalg.svdvals`: the singular values, largest first.
+    pub fn svdvals(&self) -> Array {
+        self.op("np.linalg.svdvals({0})", &[])
+    }
+
+    /// `np.linalg.norm` with no `ord` or `axis`: the 2-norm of all elements (Frobenius).
+    pub fn norm(&self) -> Array {
+        self.op("np.linalg.norm({0})", &[])
+    }
+
+    /// `np.linalg.cholesky`: L, lower triangular, with L L^T = self.
+    pub fn cholesky(&self) -> Array {
+        self.op("np.linalg.cholesky({0})", &[])
+    }
+
+    /// `np.linalg.inv`.
+    pub fn inv(&self) -> Array {
+        self.op("np.linalg.inv({0})", &[])
+    }
+
+    /// `np.linalg.det`.
+    pub fn det(&self) -> Array {
+        self.op("np.linalg.det({0})", &[])
+    }
+
+    /// `np.linalg.solve(self, b)`.
+    pub fn solve(&self, b: &Array) -> Array {
+        self.op("np.linalg.solve({0}, {1})", &[b])
+    }
+
+    /// `np.linalg.lstsq(self, b)[0]`: the least-squares solution (TSQR of `[self | b]`).
+    pub fn lstsq(&self, b: &Array) -> Array {
+        self.op("np.linalg.lstsq({0}, {1})[0]", &[b])
+    }
+
     /// The transpose (`.T`): axes reversed.
     pub fn t(&self) -> Array {
         self.op("({0}).T", &[])

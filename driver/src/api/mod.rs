@@ -32,6 +32,7 @@
 mod array;
 mod blocking;
 mod job;
+pub mod linalg;
 pub mod models;
 
 use std::collections::HashSet;

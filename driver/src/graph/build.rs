@@ -12,6 +12,8 @@ pub(super) enum Val {
     Num(Scalar),
     Arr(NodeId),
     Tuple(Vec<Val>),
+    /// NumPy's named tuple (a factorization's result): `.Q`, `.R` or `[0]`, `[1]`.
+    Fields(Vec<(&'static str, Val)>),
     Str(String),
     None,
 }
@@ -32,6 +34,8 @@ pub(super) struct Builder<'a> {
     pub(super) blocks: u64,
     /// The first size limit a new node broke (see [`Builder::add`]).
     pub(super) too_big: Option<String>,
+    /// TSQR trees made so far, by their operands: a factorization is made once.
+    pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -105,6 +109,7 @@ pub fn build_staged(
         stack: Vec::new(),
         blocks: 0,
         too_big: None,
+        tsqr_memo: HashMap::new(),
     };
     for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {
@@ -433,6 +438,14 @@ impl<'a> Builder<'a> {
                 let mut id = match v {
                     Val::Arr(id) => id,
                     Val::Num(x) => self.scalar_node(x, DType::of_kind(x.kind())),
+                    Val::Fields(f) => {
+                        let names: Vec<String> = f.iter().map(|(n, _)| format!(".{n}")).collect();
+                        return Err(err(format!(
+                            "{text:?} is a result with {}: name one of them (e.g. {text}{})",
+                            names.join(", "),
+                            names[0]
+                        )));
+                    }
                     _ => return Err(err(format!("{text:?} is not an array expression"))),
                 };
                 let m = self.meta(id).clone();
@@ -528,6 +541,19 @@ impl<'a> Builder<'a> {
                     };
                 }
                 let v = self.eval(x)?;
+                if let Val::Fields(fields) = &v {
+                    return match fields.iter().find(|(n, _)| n == attr) {
+                        Some((_, f)) => Ok(f.clone()),
+                        None => Err(at(format!(
+                            "unknown attribute .{attr}; this result has {}",
+                            fields
+                                .iter()
+                                .map(|(n, _)| format!(".{n}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ))),
+                    };
+                }
                 let Val::Arr(id) = v else {
                     return Err(at(format!("only arrays have the attribute .{attr}")));
                 };
@@ -548,7 +574,12 @@ impl<'a> Builder<'a> {
             ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
             ExprKind::Index(x, items) => match self.eval(x)? {
                 Val::Arr(id) => self.index(id, items)?,
-                Val::Tuple(t) => {
+                v @ (Val::Tuple(_) | Val::Fields(_)) => {
+                    let t: Vec<Val> = match v {
+                        Val::Fields(f) => f.into_iter().map(|(_, v)| v).collect(),
+                        Val::Tuple(t) => t,
+                        _ => unreachable!(),
+                    };
                     let [it] = items.as_slice() else {
                         return Err(at("a tuple takes one index".into()));
                     };

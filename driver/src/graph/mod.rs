@@ -20,6 +20,7 @@ pub use build::{
     MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
 };
 pub use funcs::all_names as function_names;
+pub use funcs::tsqr_text;
 pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
@@ -148,6 +149,30 @@ pub enum NodeOp {
         axis: usize,
         indices: Vec<u64>,
     },
+    /// One level of a TSQR tree (`funcs/linalg.rs`). The operands' block rows, side by
+    /// side (all blocked alike along axis 0), are taken in groups of `group`; output block
+    /// `j` of an R level is the R (n x n, diag >= 0) of group `j` stacked; of a Q level,
+    /// the rows of Q belonging to block row `j % group` of group `j / group`, times block
+    /// `j / group` of `c` when given (direct TSQR: Q_i times the Q rows above it).
+    Tsqr {
+        xs: Vec<NodeId>,
+        group: u64,
+        q: Option<TsqrQ>,
+    },
+    /// One task: `kernel` on the operands, each one block, making this node's one block
+    /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
+    Dense {
+        kernel: nums_layout::batch::Kernel,
+        xs: Vec<NodeId>,
+    },
+}
+
+/// A Q level of a TSQR tree: the Q rows of each group's stacked blocks, times the
+/// matching block of `c` (the Q rows from the level above, or at the root a matrix the
+/// product goes on to, such as U of R's SVD) when given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TsqrQ {
+    pub c: Option<NodeId>,
 }
 
 impl NodeOp {
@@ -173,7 +198,14 @@ impl NodeOp {
             | NodeOp::Take { x, .. } => vec![*x],
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
-            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => xs.clone(),
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } | NodeOp::Dense { xs, .. } => {
+                xs.clone()
+            }
+            NodeOp::Tsqr { xs, q, .. } => xs
+                .iter()
+                .copied()
+                .chain(q.as_ref().and_then(|q| q.c))
+                .collect(),
         }
     }
 
@@ -197,9 +229,17 @@ impl NodeOp {
                 *a = f(*a);
                 *b = f(*b);
             }
-            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } => {
+            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } | NodeOp::Dense { xs, .. } => {
                 for x in xs {
                     *x = f(*x);
+                }
+            }
+            NodeOp::Tsqr { xs, q, .. } => {
+                for x in xs {
+                    *x = f(*x);
+                }
+                if let Some(TsqrQ { c: Some(c) }) = q {
+                    *c = f(*c);
                 }
             }
             _ => {}

@@ -12,9 +12,10 @@ use super::*;
 /// Projected peak memory of running one task alone (see `nums_function::handle`): the
 /// process's base, its fetched inputs three times (encoded, decompressed, decoded), one
 /// input-sized kernel temporary, the output twice (result and accumulator), and its
-/// encoded copy. In a batch, blocks kept for later tasks add to it, and a block already
-/// held is not fetched again.
-fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize) -> u64 {
+/// encoded copy, plus its kernel's workspace (`work`, see [`kernel_workspace`]). In a
+/// batch, blocks kept for later tasks add to it, and a block already held is not fetched
+/// again.
+fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
     let ins = tasks.inputs(i);
     let max_in = ins
         .iter()
@@ -22,8 +23,26 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize) -> u64 {
         .max()
         .unwrap_or(0);
     let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
-    let scratch = tasks.kernels[tasks.kernel[i] as usize].scratch_bytes();
-    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize] + scratch
+    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize] + work
+}
+
+/// Each task's kernel workspace ([`kernel_workspace`]): 0 but for the linear-algebra
+/// kernels, whose block shapes are looked up.
+fn workspaces(g: &Graph, tasks: &Tasks, blocks: &Blocks) -> Vec<u64> {
+    let shape = |b: Bid| {
+        let id = blocks.block(b);
+        g.nodes[id.node].meta.block_shape(&id.index(g))
+    };
+    (0..tasks.len())
+        .map(|i| {
+            let k = &tasks.kernels[tasks.kernel[i] as usize];
+            if !nums_function::linalg::is_linalg(k) {
+                return k.scratch_bytes();
+            }
+            let ins: Vec<Vec<usize>> = tasks.inputs(i).iter().map(|&x| shape(x)).collect();
+            kernel_workspace(k, &ins, &shape(tasks.output[i]))
+        })
+        .collect()
 }
 
 /// Each step's projected memory in one batch, with range add and range max.
@@ -184,6 +203,8 @@ struct Cutter<'a> {
     readers: Vec<u32>,
     one_per_batch: bool,
     batch_of: Vec<u32>,
+    /// Each task's kernel workspace.
+    work: Vec<u64>,
 }
 
 impl Cutter<'_> {
@@ -250,8 +271,7 @@ impl Cutter<'_> {
         }
         let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
         let out = nbytes(self.tasks.output[i]);
-        let scratch = self.tasks.kernels[self.tasks.kernel[i] as usize].scratch_bytes();
-        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + scratch;
+        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + self.work[i];
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();
@@ -333,6 +353,7 @@ pub(super) fn cut(
         producer: tasks.producers(blocks.len()),
         one_per_batch,
         batch_of: vec![NONE; tasks.len()],
+        work: workspaces(g, tasks, blocks),
     };
     let mut cut = Cut {
         batch_of: Vec::new(),
@@ -353,7 +374,7 @@ pub(super) fn cut(
                 continue;
             }
         }
-        let single = single_peak(tasks, blocks, i);
+        let single = single_peak(tasks, blocks, i, c.work[i]);
         if single > limit {
             let out = blocks.block(tasks.output[i]);
             let index = out.index(g);

@@ -44,8 +44,10 @@ fn wire_peak(b: &Batch) -> u64 {
         }
         let max_in = t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0);
         let out = nbytes(b, &t.output);
-        let scratch = t.kernel.scratch_bytes();
-        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + scratch);
+        let shape = |r: &BlockRef| b.arrays[r.array as usize].meta.block_shape(&r.index);
+        let ins: Vec<Vec<usize>> = t.inputs.iter().map(shape).collect();
+        let work = super::kernel_workspace(&t.kernel, &ins, &shape(&t.output));
+        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + work);
         for r in &t.inputs {
             let n = nbytes(b, r);
             if live.insert(r, n).is_none() {

@@ -36,6 +36,18 @@ pub(super) const INLINE_MAX: u64 = 16 << 20;
 /// Memory of a function process before it holds any block (runtime, threads, buffers).
 pub const BASE_MEMORY: u64 = 40 << 20;
 
+/// Bytes a task's kernel needs beyond its input and output blocks (the LAPACK kernels'
+/// copies and work arrays, `nums_function::linalg::workspace_bytes`; the text a CSV import
+/// parses, `Kernel::scratch_bytes`; other kernels' one input-sized temporary is in the
+/// projection already), for inputs and an output of these block shapes.
+pub(super) fn kernel_workspace(kernel: &Kernel, inputs: &[Vec<usize>], out: &[usize]) -> u64 {
+    if !nums_function::linalg::is_linalg(kernel) {
+        return kernel.scratch_bytes();
+    }
+    let ins: Vec<&[usize]> = inputs.iter().map(Vec::as_slice).collect();
+    nums_function::linalg::workspace_bytes(kernel, &ins, out).unwrap_or(0)
+}
+
 /// A batch ready to send, with the batches it waits for and what the plan expects of it.
 /// Its wire form ([`PlannedBatch::batch`]) is written when it is sent, from the plan's
 /// compact tables, so that a plan of millions of tasks stays small in memory.

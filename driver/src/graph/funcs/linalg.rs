@@ -1,6 +1,796 @@
-//! Linear algebra: where NumPy's `np.linalg` functions go (qr, lstsq, cholesky, solve,
-//! inv, svd, norm), each lowered to a blocked algorithm's graph.
+//! Linear algebra: NumPy's `np.linalg` functions (qr, lstsq, svd, svdvals, norm,
+//! cholesky, solve, inv, det, slogdet), each lowered to a graph of block tasks on the
+//! LAPACK kernels of `nums_function::linalg`.
+//!
+//! Tall-skinny factorizations are TSQR trees: level 0 is one R per block row of the
+//! input, each further level the R of groups of `fan-in` R's stacked, until one R is left
+//! (the fan-in is the largest at most [`MAX_FAN_IN`] whose combine fits `memory_mb`).
+//! Q is made only when used, by direct TSQR: from the root down, each level's Q rows times
+//! the Q rows above it. Square solvers (cholesky, solve, inv, det) run as one task on a
+//! matrix that fits one invocation; a larger one is refused here with the memory it needs.
+
+use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
 
 use super::*;
+use crate::graph::TsqrQ;
 
-pub(super) const DEFS: &[FuncDef] = &[];
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "qr",
+        &["a", "mode"],
+        "`np.linalg.qr` (mode \"reduced\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used)",
+        qr,
+    ),
+    FuncDef::new(
+        "lstsq",
+        &["a", "b", "rcond"],
+        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns)",
+        lstsq,
+    ),
+    FuncDef::new(
+        "svd",
+        &["a", "full_matrices", "compute_uv", "hermitian"],
+        "`np.linalg.svd` (full_matrices=False; TSQR, then the SVD of R in one task; U = Q U_R only when used)",
+        svd,
+    )
+    .refusing(&["hermitian"]),
+    FuncDef::new(
+        "svdvals",
+        &["x"],
+        "`np.linalg.svdvals` (TSQR, then the singular values of R)",
+        |s, b| {
+            let (x, pos) = (b.array("x")?, b.pos);
+            let (r, _) = s.tall_r(x, b, pos)?;
+            Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, x)))
+        },
+    ),
+    FuncDef::new(
+        "norm",
+        &["x", "ord", "axis", "keepdims"],
+        "`np.linalg.norm` (vector norms of any `ord`; matrix norms None, \"fro\", 1, -1, inf, -inf, 2, -2, \"nuc\"; 2 and \"nuc\" by svdvals)",
+        norm,
+    ),
+    FuncDef::new(
+        "cholesky",
+        &["a"],
+        "`np.linalg.cholesky` (one task: the matrix must fit one invocation)",
+        |s, b| square_op(s, b, "a", Kernel::Cholesky, None),
+    ),
+    FuncDef::new(
+        "solve",
+        &["a", "b"],
+        "`np.linalg.solve` (LU, one task: both must fit one invocation)",
+        |s, b| square_op(s, b, "a", Kernel::LuSolve, Some("b")),
+    ),
+    FuncDef::new(
+        "inv",
+        &["a"],
+        "`np.linalg.inv` (LU, one task: the matrix must fit one invocation)",
+        |s, b| square_op(s, b, "a", Kernel::Inverse, None),
+    ),
+    FuncDef::new(
+        "det",
+        &["a"],
+        "`np.linalg.det` (LU, one task: the matrix must fit one invocation)",
+        |s, b| {
+            square_op(
+                s,
+                b,
+                "a",
+                Kernel::Det {
+                    output: DetOutput::Det,
+                },
+                None,
+            )
+        },
+    ),
+    FuncDef::new(
+        "slogdet",
+        &["a"],
+        "`np.linalg.slogdet` (LU, one task: the matrix must fit one invocation)",
+        |s, b| {
+            let sign = square_op(
+                s,
+                b,
+                "a",
+                Kernel::Det {
+                    output: DetOutput::Sign,
+                },
+                None,
+            )?;
+            let log = square_op(
+                s,
+                b,
+                "a",
+                Kernel::Det {
+                    output: DetOutput::Logabsdet,
+                },
+                None,
+            )?;
+            Ok(Val::Fields(vec![("sign", sign), ("logabsdet", log)]))
+        },
+    ),
+];
+
+/// The largest fan-in of a TSQR combine: more levels cost little (each is n x n blocks),
+/// and a wide combine is one long task.
+pub(crate) const MAX_FAN_IN: u64 = 32;
+
+/// A TSQR tree of R factors.
+#[derive(Debug, Clone)]
+pub(crate) struct TsqrTree {
+    /// The operands of level 0, side by side (blocked alike along axis 0).
+    pub xs: Vec<NodeId>,
+    /// R levels, level 0 first; the last is the one n x n R.
+    pub levels: Vec<NodeId>,
+    /// Each level's fan-in (level 0: 1, one block row each).
+    pub fan_in: Vec<u64>,
+}
+
+impl TsqrTree {
+    pub(crate) fn r(&self) -> NodeId {
+        *self.levels.last().expect("a level")
+    }
+}
+
+/// Bytes a TSQR combine of `f` n x n blocks projects (the planner's model: inputs fetched
+/// three times, the largest input again, the output three times, plus the QR kernel's
+/// workspace: the stacked copy, T and dgeqrf's work).
+fn combine_bytes(f: u64, n: u64) -> u64 {
+    let nn = n * n * 8;
+    crate::sched::BASE_MEMORY + (3 * f + 1 + 3) * nn + (f * nn + nn + 64 * n * 8)
+}
+
+/// Which axis of a name's one-line description: `(m, n)` as "m x n".
+fn dims(shape: &[u64]) -> String {
+    shape
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(" x ")
+}
+
+fn mib(bytes: u64) -> u64 {
+    bytes.div_ceil(1 << 20)
+}
+
+impl<'a> Builder<'a> {
+    /// `x` as a matrix, refused unless 2-D.
+    fn matrix_arg(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
+        match self.meta(x).shape[..] {
+            [m, n] => Ok((m, n)),
+            ref s => Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): {what} has shape {} ({}-D); it takes a 2-D matrix",
+                    b.f,
+                    shape_str(s),
+                    s.len()
+                ),
+            )),
+        }
+    }
+
+    /// The TSQR tree of the operands `make` gives, side by side (`xs[0]` is m x n, m >= n;
+    /// all blocked alike along axis 0), memoized by `key` (the operands as the user gave
+    /// them): a factorization several keys or results use is made once.
+    pub(crate) fn tsqr(
+        &mut self,
+        key: Vec<NodeId>,
+        make: impl FnOnce(&mut Self) -> Vec<NodeId>,
+        b: &Bound,
+    ) -> Result<TsqrTree, EvalError> {
+        if let Some(t) = self.tsqr_memo.get(&key) {
+            return Ok(t.clone());
+        }
+        let xs = make(self);
+        // float64 whatever the input (the kernels compute in it; the results are cast).
+        let dtype = DType::Float64;
+        let n: u64 = xs.iter().map(|&x| self.meta(x).shape[1]).sum();
+        let limit = self.job.compute.memory_mb << 20;
+        let fan_in = (2..=MAX_FAN_IN)
+            .rev()
+            .find(|&f| combine_bytes(f, n) <= limit / 2)
+            .ok_or_else(|| {
+                b.err(
+                    b.pos,
+                    format!(
+                        "{}(): the R factor of {n} columns ({n} x {n}) cannot be combined within memory_mb = {}: a combine of two needs {} MiB (memory_mb = {} would do); TSQR is for tall-skinny matrices",
+                        b.f,
+                        self.job.compute.memory_mb,
+                        mib(combine_bytes(2, n)),
+                        mib(2 * combine_bytes(2, n))
+                    ),
+                )
+            })?;
+        let mut rows = self.meta(xs[0]).grid()[0];
+        let r_meta = |rows: u64| ArrayMeta::new(vec![rows * n, n], vec![n, n], dtype);
+        let mut levels = vec![self.add(
+            r_meta(rows),
+            NodeOp::Tsqr {
+                xs: xs.clone(),
+                group: 1,
+                q: None,
+            },
+        )];
+        let mut fans = vec![1];
+        while rows > 1 {
+            rows = rows.div_ceil(fan_in);
+            let prev = *levels.last().expect("level 0");
+            levels.push(self.add(
+                r_meta(rows),
+                NodeOp::Tsqr {
+                    xs: vec![prev],
+                    group: fan_in,
+                    q: None,
+                },
+            ));
+            fans.push(fan_in);
+        }
+        let t = TsqrTree {
+            xs: xs.clone(),
+            levels,
+            fan_in: fans,
+        };
+        self.tsqr_memo.insert(key, t.clone());
+        Ok(t)
+    }
+
+    /// Q of a TSQR tree (of its one operand) times `c` (n x w at the root; None: Q
+    /// itself), by direct TSQR from the root down: an m x w array in `xs[0]`'s block rows.
+    pub(crate) fn tsqr_q(&mut self, t: &TsqrTree, c: Option<NodeId>) -> NodeId {
+        let x = self.meta(t.xs[0]).clone();
+        let n = self.meta(t.r()).shape[1];
+        let w = c.map_or(n, |c| self.meta(c).shape[1]);
+        let dtype = self.meta(t.r()).dtype;
+        let mut c = c;
+        for l in (0..t.levels.len()).rev() {
+            let (xs, meta) = if l == 0 {
+                let meta = ArrayMeta::new(vec![x.shape[0], w], vec![x.block[0], w], dtype);
+                (t.xs.clone(), meta)
+            } else {
+                let below = t.levels[l - 1];
+                let rows = self.meta(below).shape[0];
+                (
+                    vec![below],
+                    ArrayMeta::new(vec![rows, w], vec![n, w], dtype),
+                )
+            };
+            c = Some(self.add(
+                meta,
+                NodeOp::Tsqr {
+                    xs,
+                    group: t.fan_in[l],
+                    q: Some(TsqrQ { c }),
+                },
+            ));
+        }
+        c.expect("a level")
+    }
+
+    /// The R of a matrix of any aspect, for its singular values: of `x` when tall, of
+    /// `x.T` when wide (the same singular values). Also says whether it transposed.
+    fn tall_r(&mut self, x: NodeId, b: &Bound, _pos: usize) -> Result<(NodeId, bool), EvalError> {
+        let (m, n) = self.matrix_arg(x, b, "the array")?;
+        Ok((self.tall_tree(x, m < n, b)?.r(), m < n))
+    }
+
+    /// The TSQR tree of `x` (of `x.T` when `transpose`).
+    fn tall_tree(&mut self, x: NodeId, transpose: bool, b: &Bound) -> Result<TsqrTree, EvalError> {
+        // The key tells x.T from x by a node id no operand has.
+        let key = if transpose {
+            vec![x, usize::MAX]
+        } else {
+            vec![x]
+        };
+        self.tsqr(
+            key,
+            |s| {
+                let x = if transpose {
+                    s.transpose(x, vec![1, 0])
+                } else {
+                    x
+                };
+                vec![s.one_col_block(x)]
+            },
+            b,
+        )
+    }
+
+    /// `x` with its columns in one block (TSQR's operands hold whole rows).
+    fn one_col_block(&mut self, x: NodeId) -> NodeId {
+        let m = self.meta(x).clone();
+        // Rows per block so that a block row stays about as large as the input's blocks.
+        let rows = (m.max_block_nbytes() / (m.shape[1] * m.dtype.size() as u64).max(1))
+            .clamp(1, m.shape[0]);
+        let rows = if m.block[1] == m.shape[1] {
+            m.block[0]
+        } else {
+            rows.max(m.block[0].min(m.shape[1]))
+        };
+        self.rechunk(x, vec![rows, m.shape[1]])
+    }
+
+    /// A one-task node: `kernel` on the operands (each made one block).
+    fn dense(&mut self, kernel: Kernel, xs: Vec<NodeId>, shape: Vec<u64>, dtype: DType) -> NodeId {
+        let xs = xs
+            .into_iter()
+            .map(|x| {
+                let s = self.meta(x).shape.clone();
+                self.rechunk(x, s)
+            })
+            .collect();
+        let block = shape.clone();
+        self.add(
+            ArrayMeta::new(shape, block, dtype),
+            NodeOp::Dense { kernel, xs },
+        )
+    }
+
+    /// Singular values (or U, Vh) of the n x n R of a TSQR, in `like`'s float dtype.
+    fn svd_of(&mut self, r: NodeId, output: SvdOutput, like: NodeId) -> NodeId {
+        let n = self.meta(r).shape[1];
+        let dtype = self.meta(like).dtype.to_float();
+        let shape = match output {
+            SvdOutput::Values | SvdOutput::S => vec![n],
+            SvdOutput::U | SvdOutput::Vh => vec![n, n],
+        };
+        self.dense(Kernel::Svd { output }, vec![r], shape, dtype)
+    }
+}
+
+fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let mode = match b.get("mode") {
+        None => "reduced".to_string(),
+        Some((Val::Str(t), _)) => t.clone(),
+        Some((_, p)) => return Err(b.err(*p, "qr(): mode is a string such as \"reduced\"")),
+    };
+    if mode != "reduced" && mode != "r" {
+        return Err(b.err(
+            b.given("mode").map_or(b.pos, |g| g.1),
+            format!("qr(): mode {mode:?} is not supported; supported: \"reduced\", \"r\""),
+        ));
+    }
+    if m < n {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "qr(): a is {} (wide); nums-cloud's qr (TSQR) takes matrices with rows >= columns",
+                dims(&[m, n])
+            ),
+        ));
+    }
+    let t = s.tall_tree(a, false, b)?;
+    let dtype = s.meta(a).dtype.to_float();
+    let r = s.cast(t.r(), dtype);
+    if mode == "r" {
+        return Ok(Val::Arr(r));
+    }
+    let q = s.tsqr_q(&t, None);
+    let q = s.cast(q, dtype);
+    Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]))
+}
+
+fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (a, y) = (b.array("a")?, b.array("b")?);
+    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let ym = s.meta(y).clone();
+    let p = match ym.shape[..] {
+        [r] if r == m => 1,
+        [r, p] if r == m => p,
+        _ => {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "lstsq(): a is {} and b has shape {}: b must have {m} rows (1-D or 2-D)",
+                    dims(&[m, n]),
+                    shape_str(&ym.shape)
+                ),
+            ));
+        }
+    };
+    if m < n {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "lstsq(): a is {} (fewer rows than columns); nums-cloud's lstsq (TSQR) takes rows >= columns",
+                dims(&[m, n])
+            ),
+        ));
+    }
+    let rcond = match b.num("rcond")? {
+        None => f64::EPSILON * m.max(n) as f64,
+        Some(v) if v.as_f64() < 0.0 => f64::EPSILON,
+        Some(v) => v.as_f64(),
+    };
+    let t = s.tsqr(
+        vec![a, y],
+        |s| {
+            let x = s.one_col_block(a);
+            let rows = s.meta(x).block[0];
+            let y2 = s.reshape(y, &[m, p]);
+            vec![x, s.rechunk(y2, vec![rows, p])]
+        },
+        b,
+    )?;
+    let dtype = s
+        .meta(a)
+        .dtype
+        .to_float()
+        .promote(s.meta(y).dtype.to_float());
+    let out = |s: &mut Builder, output, shape: Vec<u64>, dt| {
+        s.dense(
+            Kernel::Lstsq {
+                n: n as usize,
+                rcond,
+                output,
+            },
+            vec![t.r()],
+            shape,
+            dt,
+        )
+    };
+    let xshape = if ym.ndim() == 1 { vec![n] } else { vec![n, p] };
+    let sol = out(s, LstsqOutput::X, xshape, dtype);
+    // NumPy gives no residuals (an empty array) when rows <= columns.
+    let res = if m > n {
+        Val::Arr(out(s, LstsqOutput::Residuals, vec![p], dtype))
+    } else {
+        Val::None
+    };
+    let rank = out(s, LstsqOutput::Rank, vec![], DType::Int64);
+    let sv = out(s, LstsqOutput::SingularValues, vec![n], dtype);
+    Ok(Val::Tuple(vec![
+        Val::Arr(sol),
+        res,
+        Val::Arr(rank),
+        Val::Arr(sv),
+    ]))
+}
+
+fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let full = b
+        .given("full_matrices")
+        .is_none_or(|_| b.flag("full_matrices").unwrap_or(true));
+    if full && m != n {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "svd(): a is {}: full_matrices=True (NumPy's default) would make a {} U; pass full_matrices=False (nums-cloud computes the thin SVD)",
+                dims(&[m, n]),
+                dims(&[m.max(n), m.max(n)]),
+            ),
+        ));
+    }
+    let uv = b
+        .given("compute_uv")
+        .is_none_or(|_| b.flag("compute_uv").unwrap_or(true));
+    let (r, wide) = s.tall_r(a, b, b.pos)?;
+    if !uv {
+        return Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, a)));
+    }
+    let dtype = s.meta(a).dtype.to_float();
+    let ur = s.svd_of(r, SvdOutput::U, a);
+    let sv = s.svd_of(r, SvdOutput::S, a);
+    let vh = s.svd_of(r, SvdOutput::Vh, a);
+    // The tree tall_r made (memoized) gives Q; U = Q U_R.
+    let t = s.tall_tree(a, wide, b)?;
+    let ur64 = s.cast(ur, s.meta(t.r()).dtype);
+    let u = s.tsqr_q(&t, Some(ur64));
+    let u = s.cast(u, dtype);
+    // a.T = U' S Vh' gives a = Vh'^T S U'^T.
+    let (u, vh) = if wide {
+        (s.transpose(vh, vec![1, 0]), s.transpose(u, vec![1, 0]))
+    } else {
+        (u, vh)
+    };
+    Ok(Val::Fields(vec![
+        ("U", Val::Arr(u)),
+        ("S", Val::Arr(sv)),
+        ("Vh", Val::Arr(vh)),
+    ]))
+}
+
+/// `ord` of norm: None, a number (inf too) or a string.
+enum Ord {
+    Default,
+    Num(f64),
+    Fro,
+    Nuc,
+}
+
+fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("x")?;
+    let nd = s.meta(x).ndim();
+    let ord = match b.get("ord") {
+        None => Ord::Default,
+        Some((Val::Num(v), _)) => Ord::Num(v.as_f64()),
+        Some((Val::Str(t), _)) if t == "fro" => Ord::Fro,
+        Some((Val::Str(t), _)) if t == "nuc" => Ord::Nuc,
+        Some((_, p)) => {
+            return Err(b.err(
+                *p,
+                "norm(): ord is None, a number, inf, -inf, \"fro\" or \"nuc\"",
+            ));
+        }
+    };
+    let keepdims = b.flag("keepdims")?;
+    let mut axes = match b.get("axis") {
+        None => (0..nd).collect::<Vec<_>>(),
+        Some((v, p)) => axes_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}")))?,
+    };
+    // A matrix norm's axes are (row axis, column axis) in the order given (axes_of sorts).
+    if let Some((Val::Tuple(t), p)) = b.get("axis")
+        && t.len() == 2
+    {
+        axes = t
+            .iter()
+            .map(|v| axis_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}"))))
+            .collect::<Result<_, _>>()?;
+    }
+    let fdt = s.meta(x).dtype.to_float();
+    let x = s.cast(x, fdt);
+    let pos = b.pos;
+    let abs = |s: &mut Builder, x: NodeId| -> Result<NodeId, EvalError> {
+        let v = s.unary(UnaryOp::Abs, Val::Arr(x), pos)?;
+        s.node(v, pos)
+    };
+    let red = |s: &mut Builder, x: NodeId, op: ReduceOp, axes: Vec<usize>, keep: bool| {
+        s.reduce(x, op, axes, keep)
+    };
+    match (axes.len(), ord) {
+        (0, _) => Err(b.err(pos, "norm(): of a 0-d array; give a 1-D or 2-D one")),
+        // Frobenius / 2-norm of a vector, or of all elements (ord None).
+        (1, Ord::Default) | (_, Ord::Default) | (2, Ord::Fro) => {
+            // NumPy: with neither ord nor axis, the 2-norm of all elements, any ndim.
+            if axes.len() > 2 && b.get("axis").is_some() {
+                return Err(b.err(pos, "norm(): improper number of dimensions to norm"));
+            }
+            let sq = s.unary(UnaryOp::Square, Val::Arr(x), pos)?;
+            let sq = s.node(sq, pos)?;
+            let t = red(s, sq, ReduceOp::Sum, axes, keepdims);
+            s.unary(UnaryOp::Sqrt, Val::Arr(t), pos)
+        }
+        (1, Ord::Num(p)) => {
+            let a = abs(s, x)?;
+            if p == f64::INFINITY {
+                return Ok(Val::Arr(red(s, a, ReduceOp::Max, axes, keepdims)));
+            }
+            if p == f64::NEG_INFINITY {
+                return Ok(Val::Arr(red(s, a, ReduceOp::Min, axes, keepdims)));
+            }
+            if p == 0.0 {
+                let nz =
+                    s.elementwise2(BinaryOp::Ne, Val::Arr(x), Val::Num(Scalar::Float(0.0)), pos)?;
+                let nz = s.node(nz, pos)?;
+                let nz = s.cast(nz, fdt);
+                return Ok(Val::Arr(red(s, nz, ReduceOp::Sum, axes, keepdims)));
+            }
+            if p == 1.0 {
+                return Ok(Val::Arr(red(s, a, ReduceOp::Sum, axes, keepdims)));
+            }
+            let pw = s.elementwise2(BinaryOp::Pow, Val::Arr(a), Val::Num(Scalar::Float(p)), pos)?;
+            let pw = s.node(pw, pos)?;
+            let t = red(s, pw, ReduceOp::Sum, axes, keepdims);
+            s.elementwise2(
+                BinaryOp::Pow,
+                Val::Arr(t),
+                Val::Num(Scalar::Float(1.0 / p)),
+                pos,
+            )
+        }
+        (1, _) => Err(b.err(
+            pos,
+            "norm(): \"fro\" and \"nuc\" are matrix norms; a vector norm takes a number",
+        )),
+        (2, _) if keepdims && nd != 2 => {
+            Err(b.err(pos, "norm(): keepdims with a matrix norm takes a 2-D array"))
+        }
+        (2, ord) => {
+            let (r0, r1) = (axes[0], axes[1]);
+            let keep = |s: &mut Builder, v: NodeId| -> NodeId {
+                if keepdims {
+                    let shape: Vec<u64> = vec![1; nd];
+                    s.reshape(v, &shape)
+                } else {
+                    v
+                }
+            };
+            match ord {
+                Ord::Num(p) if p.abs() == 1.0 || p.abs() == f64::INFINITY => {
+                    // 1: the largest column sum of |x|; inf: the largest row sum.
+                    let a = abs(s, x)?;
+                    let (sum_axis, other) = if p.abs() == 1.0 { (r0, r1) } else { (r1, r0) };
+                    let t = red(s, a, ReduceOp::Sum, vec![sum_axis], false);
+                    let other = if other > sum_axis { other - 1 } else { other };
+                    let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
+                    let v = red(s, t, op, vec![other], false);
+                    Ok(Val::Arr(keep(s, v)))
+                }
+                Ord::Num(p) if p.abs() == 2.0 => {
+                    let xm = if nd == 2 && (r0, r1) == (0, 1) {
+                        x
+                    } else if nd == 2 {
+                        s.transpose(x, vec![1, 0])
+                    } else {
+                        return Err(b.err(pos, "norm(): ord=2 takes a 2-D array"));
+                    };
+                    let (r, _) = s.tall_r(xm, b, pos)?;
+                    let sv = s.svd_of(r, SvdOutput::Values, x);
+                    let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
+                    let v = red(s, sv, op, vec![0], false);
+                    Ok(Val::Arr(keep(s, v)))
+                }
+                Ord::Nuc => {
+                    if nd != 2 {
+                        return Err(b.err(pos, "norm(): \"nuc\" takes a 2-D array"));
+                    }
+                    let (r, _) = s.tall_r(x, b, pos)?;
+                    let sv = s.svd_of(r, SvdOutput::Values, x);
+                    let v = red(s, sv, ReduceOp::Sum, vec![0], false);
+                    Ok(Val::Arr(keep(s, v)))
+                }
+                _ => Err(b.err(
+                    pos,
+                    "norm(): matrix norms take ord None, \"fro\", \"nuc\", 1, -1, 2, -2, inf or -inf",
+                )),
+            }
+        }
+        _ => Err(b.err(pos, "norm(): improper number of dimensions to norm")),
+    }
+}
+
+/// cholesky, solve, inv, det: one task on the square matrix `a` (and `b`), refused when
+/// it cannot fit one invocation.
+fn square_op(
+    s: &mut Builder,
+    bd: &Bound,
+    a_name: &str,
+    kernel: Kernel,
+    b_name: Option<&str>,
+) -> Result<Val, EvalError> {
+    let a = bd.array(a_name)?;
+    let (m, n) = s.matrix_arg(a, bd, a_name)?;
+    if m != n {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): {a_name} is {}; the matrix must be square",
+                bd.f,
+                dims(&[m, n])
+            ),
+        ));
+    }
+    let mut xs = vec![a];
+    let mut dtype = s.meta(a).dtype.to_float();
+    let mut out_shape = match kernel {
+        Kernel::Det { .. } => vec![],
+        _ => vec![n, n],
+    };
+    if let Some(bn) = b_name {
+        let y = bd.array(bn)?;
+        let ym = s.meta(y).clone();
+        if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): {a_name} is {} and {bn} has shape {}: {bn} must be 1-D or 2-D with {n} rows",
+                    bd.f,
+                    dims(&[m, n]),
+                    shape_str(&ym.shape)
+                ),
+            ));
+        }
+        dtype = dtype.promote(ym.dtype.to_float());
+        out_shape = ym.shape.clone();
+        xs.push(y);
+    }
+    // The one task's projection, as the planner makes it: inputs fetched three times,
+    // the largest again, the output three times, the kernel's workspace.
+    let shapes: Vec<Vec<usize>> = xs
+        .iter()
+        .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
+        .collect();
+    let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
+    let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
+    let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out_usize).unwrap_or(0);
+    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
+    let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
+    let out = out_shape.iter().product::<u64>() * 8;
+    let need = crate::sched::BASE_MEMORY + 3 * ins + max_in + 3 * out + work;
+    let limit = s.job.compute.memory_mb << 20;
+    if need > limit {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): {a_name} is {}, done here in one task (blocked algorithms are not implemented yet), which needs {} MiB; memory_mb is {}",
+                bd.f,
+                dims(&[m, n]),
+                mib(need),
+                s.job.compute.memory_mb
+            ),
+        ));
+    }
+    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, DType::Float64)).collect();
+    Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
+}
+
+/// The TSQR trees of a graph as `plan` shows them: per tree its operand, levels and
+/// fan-in, and per level its blocks and one task's projected memory (the planner's model:
+/// inputs four times, the output three times, the QR kernel's workspace).
+pub fn tsqr_text(g: &Graph) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let is_r = |id: NodeId| matches!(&g.nodes[id].op, NodeOp::Tsqr { q: None, .. });
+    for n in &g.nodes {
+        let NodeOp::Tsqr { xs, q: None, .. } = &n.op else {
+            continue;
+        };
+        if xs.iter().any(|&x| is_r(x)) {
+            continue; // not a level 0
+        }
+        // The chain of levels above this one.
+        let mut levels = vec![n.id];
+        while let Some(up) = g.nodes.iter().find(|m| {
+            matches!(&m.op, NodeOp::Tsqr { xs, q: None, .. } if xs == &[*levels.last().expect("one")])
+        }) {
+            levels.push(up.id);
+        }
+        let x = &g.nodes[xs[0]];
+        // The job-file array whose definition made the tree.
+        let name = n.def.as_deref().unwrap_or("?");
+        let cols: u64 = xs.iter().map(|&x| g.nodes[x].meta.shape[1]).sum();
+        let fan = match &g.nodes[*levels.last().expect("one")].op {
+            NodeOp::Tsqr { group, .. } if levels.len() > 1 => *group,
+            _ => 1,
+        };
+        let _ = writeln!(
+            s,
+            "\nTSQR in {name}: {} x {cols}{} in {} row blocks, {} levels, fan-in {fan}",
+            x.meta.shape[0],
+            if xs.len() > 1 { " ([a | b])" } else { "" },
+            x.meta.grid()[0],
+            levels.len()
+        );
+        for (l, &id) in levels.iter().enumerate() {
+            let m = &g.nodes[id].meta;
+            let NodeOp::Tsqr { xs, group, .. } = &g.nodes[id].op else {
+                continue;
+            };
+            // The first task's inputs: `group` block rows of the operands.
+            let mut ins: Vec<Vec<usize>> = Vec::new();
+            for r in 0..(*group).min(g.nodes[xs[0]].meta.grid()[0]) {
+                for &x in xs {
+                    let xm = &g.nodes[x].meta;
+                    ins.extend((0..xm.grid()[1]).map(|c| xm.block_shape(&[r, c])));
+                }
+            }
+            let out = m.block_shape(&[0, 0]);
+            let kernel = Kernel::Qr {
+                cols: xs.iter().map(|&x| g.nodes[x].meta.grid()[1] as usize).sum(),
+                output: nums_layout::batch::QrOutput::R,
+            };
+            let refs: Vec<&[usize]> = ins.iter().map(Vec::as_slice).collect();
+            let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out).unwrap_or(0);
+            let bytes = |s: &[usize]| s.iter().product::<usize>() as u64 * 8;
+            let in_bytes: u64 = ins.iter().map(|s| bytes(s)).sum();
+            let need = crate::sched::BASE_MEMORY + 4 * in_bytes + 3 * bytes(&out) + work;
+            let what = if l == 0 {
+                "one R per row block".to_string()
+            } else {
+                format!("each the R of up to {group} stacked R's")
+            };
+            let _ = writeln!(
+                s,
+                "  level {l}: {} blocks ({what}), about {} MiB per task",
+                m.grid()[0],
+                mib(need)
+            );
+        }
+    }
+    s
+}

@@ -15,6 +15,8 @@ mod creation;
 mod elementwise;
 mod linalg;
 mod models;
+pub(crate) use linalg::TsqrTree;
+pub use linalg::tsqr_text;
 mod reductions;
 mod shapes;
 

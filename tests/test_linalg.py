@@ -1,0 +1,191 @@
+"""np.linalg through the real binary against NumPy: TSQR qr (1, 2 and many row blocks,
+ragged, blocks shorter than the matrix is wide, several tree levels), lstsq, svd, svdvals,
+norm, and the one-task square solvers; both schedulers; LinAlgError and bad shapes."""
+import subprocess
+
+import numpy as np
+import pytest
+
+from nums import BIN, job_text, run
+
+rng = np.random.default_rng(5)
+A = rng.normal(size=(103, 6))
+B = rng.normal(size=(103, 2))
+y = rng.normal(size=103)
+W = rng.normal(size=(5, 9))  # wide
+G = rng.normal(size=(40, 40))
+SPD = G @ G.T + 40 * np.eye(40)
+rhs = rng.normal(size=(40, 3))
+
+TALL = {
+    "R": "np.linalg.qr(a).R",
+    "Q": "linalg.qr(a)[0]",
+    "Ronly": "qr(a, mode='r')",
+    "x": "np.linalg.lstsq(a, b)[0]",
+    "x1": "np.linalg.lstsq(a, y)[0]",
+    "res": "np.linalg.lstsq(a, b)[1]",
+    "rank": "np.linalg.lstsq(a, b)[2]",
+    "sv": "svdvals(a)",
+    "U": "np.linalg.svd(a, full_matrices=False).U",
+    "S": "np.linalg.svd(a, full_matrices=False).S",
+    "Vh": "np.linalg.svd(a, full_matrices=False)[2]",
+    "svw": "svdvals(w)",
+    "n_fro": "np.linalg.norm(a)",
+    "n_2": "np.linalg.norm(a, 2)",
+    "n_1": "np.linalg.norm(a, 1)",
+    "n_inf": "np.linalg.norm(a, np.inf)",
+    "n_m2": "np.linalg.norm(a, -2)",
+    "n_nuc": "np.linalg.norm(a, 'nuc')",
+    "n_ax": "np.linalg.norm(a, axis=0)",
+    "n_ax3": "np.linalg.norm(a, 3, axis=1)",
+    "n_vec": "np.linalg.norm(y, 1)",
+    "n_w2": "np.linalg.norm(w, 2)",
+}
+
+
+def run_job(tmp_path, arrays, outputs, scheduler="lshs", check=True):
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {k: str(tmp_path / f"{k}.npy") for k in outputs},
+                            name="la", storage={"url": f"file://{tmp_path / 'store'}"},
+                            compute={"scheduler": scheduler, "memory_mb": 512}))
+    return run(job, check=check)
+
+
+def inputs(tmp_path, **arrays):
+    out = {}
+    for name, (arr, block) in arrays.items():
+        np.save(tmp_path / f"in_{name}.npy", arr)
+        out[name] = {"load": str(tmp_path / f"in_{name}.npy"), "block": block}
+    return out
+
+
+def close(got, want, rtol=1e-10):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-10 * max(1.0, np.abs(want).max()))
+
+
+@pytest.mark.parametrize("scheduler", ["lshs", "naive"])
+@pytest.mark.parametrize("block", [[103, 6], [60, 4], [7, 6], [1, 6]],
+                         ids=["one-row-block", "two-row-blocks", "many-ragged", "three-levels"])
+def test_tall_skinny_factorizations_match_numpy(tmp_path, scheduler, block):
+    arrays = inputs(tmp_path, a=(A, block), b=(B, [block[0], 2]), y=(y, [10]), w=(W, [2, 4]))
+    arrays.update(TALL)
+    run_job(tmp_path, arrays, TALL, scheduler)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in TALL}
+    Q, R = got["Q"], got["R"]
+    assert Q.shape == (103, 6) and R.shape == (6, 6)
+    close(Q @ R, A)
+    close(Q.T @ Q, np.eye(6))
+    assert np.all(np.tril(R, -1) == 0)
+    close(np.abs(R), np.abs(np.linalg.qr(A)[1]))
+    close(got["Ronly"], R)
+    close(got["x"], np.linalg.lstsq(A, B, rcond=None)[0])
+    assert got["x1"].shape == (6,)
+    close(got["x1"], np.linalg.lstsq(A, y, rcond=None)[0])
+    close(got["res"], np.linalg.lstsq(A, B, rcond=None)[1])
+    assert got["rank"] == 6 and got["rank"].dtype == np.int64
+    s = np.linalg.svd(A, compute_uv=False)
+    close(got["sv"], s)
+    close(got["S"], s)
+    U, Vh = got["U"], got["Vh"]
+    close((U * got["S"]) @ Vh, A)
+    close(U.T @ U, np.eye(6))
+    u0, _, vh0 = np.linalg.svd(A, full_matrices=False)
+    close(np.abs(U), np.abs(u0))  # up to a sign per column
+    close(np.abs(Vh), np.abs(vh0))
+    close(got["svw"], np.linalg.svd(W, compute_uv=False))
+    for key, want in [("n_fro", np.linalg.norm(A)), ("n_2", np.linalg.norm(A, 2)),
+                      ("n_1", np.linalg.norm(A, 1)), ("n_inf", np.linalg.norm(A, np.inf)),
+                      ("n_m2", np.linalg.norm(A, -2)), ("n_nuc", np.linalg.norm(A, "nuc")),
+                      ("n_ax", np.linalg.norm(A, axis=0)), ("n_ax3", np.linalg.norm(A, 3, axis=1)),
+                      ("n_vec", np.linalg.norm(y, 1)), ("n_w2", np.linalg.norm(W, 2))]:
+        assert got[key].shape == np.shape(want), key
+        close(got[key], want)
+
+
+@pytest.mark.parametrize("scheduler", ["lshs", "naive"])
+@pytest.mark.parametrize("block", [[40, 40], [15, 15]], ids=["one-block", "several-blocks"])
+def test_square_solvers_match_numpy(tmp_path, scheduler, block):
+    exprs = {
+        "L": "np.linalg.cholesky(s)",
+        "X": "np.linalg.solve(s, r)",
+        "x1": "solve(s, r[:, 0])",
+        "Inv": "linalg.inv(s)",
+        "D": "np.linalg.det(s / 40)",
+        "sg": "np.linalg.slogdet(s).sign",
+        "ld": "np.linalg.slogdet(s)[1]",
+    }
+    arrays = inputs(tmp_path, s=(SPD, block), r=(rhs, [block[0], 2]))
+    arrays.update(exprs)
+    run_job(tmp_path, arrays, exprs, scheduler)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in exprs}
+    close(got["L"], np.linalg.cholesky(SPD))
+    close(got["X"], np.linalg.solve(SPD, rhs))
+    close(got["x1"], np.linalg.solve(SPD, rhs[:, 0]))
+    close(got["Inv"], np.linalg.inv(SPD))
+    close(got["D"], np.linalg.det(SPD / 40), rtol=1e-9)
+    sign, logdet = np.linalg.slogdet(SPD)
+    assert got["sg"] == sign
+    close(got["ld"], logdet)
+
+
+@pytest.mark.parametrize("expr,words", [
+    ("np.linalg.solve(z, r)", "LinAlgError: Singular matrix"),
+    ("np.linalg.inv(z)", "LinAlgError: Singular matrix"),
+    ("np.linalg.cholesky(n)", "LinAlgError: Matrix is not positive definite"),
+    ("np.linalg.inv(z * 2) @ r + 1", "LinAlgError: Singular matrix"),  # an intermediate
+])
+def test_linalg_errors_use_numpy_wording_and_name_the_array(tmp_path, expr, words):
+    z = np.ones((6, 6))
+    n = -np.eye(6)
+    arrays = inputs(tmp_path, z=(z, [3, 3]), n=(n, [6, 6]), r=(np.ones((6, 1)), [6, 1]))
+    arrays["bad"] = expr
+    p = run_job(tmp_path, arrays, ["bad"], check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert words in p.stderr, p.stderr
+    assert "arrays.bad" in p.stderr, p.stderr  # the key (and its line) of the array
+    assert not (tmp_path / "bad.npy").exists()
+
+
+@pytest.mark.parametrize("expr,words", [
+    ("np.linalg.qr(w).R", "qr(): a is 5 x 9 (wide)"),
+    ("np.linalg.qr(v)", "qr(): a has shape (5,) (1-D)"),
+    ("np.linalg.cholesky(w)", "cholesky(): a is 5 x 9; the matrix must be square"),
+    ("np.linalg.lstsq(w, v)[0]", "lstsq(): a is 5 x 9 (fewer rows than columns)"),
+    ("np.linalg.svd(a).U", "full_matrices=True"),
+    ("np.linalg.qr(a)", "name one of them"),
+])
+def test_unsupported_shapes_are_refused_at_check(tmp_path, expr, words):
+    arrays = inputs(tmp_path, w=(W, [5, 9]), v=(np.ones(5), [5]), a=(A, [50, 6]))
+    arrays["bad"] = expr
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"bad": str(tmp_path / "bad.npy")}, name="la",
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0, p.stdout
+    assert words in p.stderr + p.stdout, p.stderr + p.stdout
+    assert "arrays.bad" in p.stderr + p.stdout, p.stderr + p.stdout
+
+
+def test_a_matrix_past_one_invocation_is_refused_with_the_memory_it_needs(tmp_path):
+    arrays = {"s": {"random": "normal", "shape": [9000, 9000], "block": [1000, 1000]},
+              "L": "np.linalg.cholesky(s)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"L": str(tmp_path / "L.npy")}, name="la",
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "cholesky(): a is 9000 x 9000" in p.stderr and "MiB; memory_mb is 512" in p.stderr, p.stderr
+
+
+def test_plan_shows_the_tsqr_tree(tmp_path):
+    arrays = {"X": {"random": "normal", "shape": [4000, 8], "block": [10, 8]},
+              "R": "np.linalg.qr(X, mode='r')"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"R": str(tmp_path / "R.npy")}, name="la",
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "plan", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert "TSQR in R: 4000 x 8 in 400 row blocks, 3 levels, fan-in 32" in p.stdout, p.stdout
+    assert "level 0: 400 blocks (one R per row block)" in p.stdout, p.stdout
+    assert "level 1: 13 blocks (each the R of up to 32 stacked R's)" in p.stdout, p.stdout
+    assert "level 2: 1 blocks" in p.stdout, p.stdout
