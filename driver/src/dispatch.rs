@@ -506,6 +506,18 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
                     .push(Reverse((Instant::now() + pause, i, s.seq)));
             }
         }
+        tracing::debug!(
+            "invocation {i}: send {} ({} tasks{}{}{})",
+            s.sends,
+            self.batches[i].num_tasks(),
+            if backup { ", a backup" } else { "" },
+            if s.stored { ", payload by key" } else { "" },
+            if pause.is_zero() {
+                String::new()
+            } else {
+                format!(", after {:.2} s", pause.as_secs_f64())
+            }
+        );
         let (inv, b, store) = (self.inv, &self.batches[i], self.store);
         let how = (s.seq, s.stored, pause);
         self.running.push(Box::pin(attempt(inv, b, i, store, how)));
@@ -566,6 +578,15 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         }
         let e = match o.result {
             Ok(stats) => {
+                tracing::debug!(
+                    "invocation {i}: done in {:.3} s ({:.3} s compute, {:.3} s store I/O, read {} B, wrote {} B, peak {} B)",
+                    o.took.as_secs_f64(),
+                    stats.compute_seconds,
+                    stats.io_seconds,
+                    stats.bytes_read,
+                    stats.bytes_written,
+                    stats.peak_memory_bytes
+                );
                 s.done = true;
                 self.done += 1;
                 self.active -= 1;
@@ -582,6 +603,7 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             }
             Err(e) => e,
         };
+        tracing::debug!("invocation {i}: a send failed: {e}");
         if e.too_large() && !o.stored {
             // Lambda refused it inline: send it again by key, at once.
             s.stored = true;

@@ -15,6 +15,7 @@ pub mod infra;
 pub mod iterate;
 pub mod job;
 pub mod local;
+pub mod logs;
 pub mod models;
 pub mod npy;
 pub mod package;

@@ -15,6 +15,14 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// More diagnostics on standard error: -v (debug: every invocation, stage and
+    /// retry; replaces the progress bar), -vv (trace, and the libraries' debug).
+    /// RUST_LOG (e.g. RUST_LOG=nums_cloud=debug) overrides both -v and -q.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors and results: no progress bar, notes or warnings.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -33,9 +41,6 @@ enum Cmd {
         /// only the invocations whose outputs are missing run again.
         #[arg(long)]
         resume: bool,
-        /// No progress bar.
-        #[arg(long, short)]
-        quiet: bool,
         /// A deployment's `terraform output -json`: fills the job's function, storage url,
         /// memory and backend (lambda) where the job file leaves them out; sets the region.
         #[arg(long)]
@@ -176,6 +181,12 @@ impl StoreArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let verbosity = if cli.quiet {
+        -1
+    } else {
+        cli.verbose.min(2) as i8
+    };
+    nums_cloud::logs::init(verbosity);
     let infra = match &cli.cmd {
         Cmd::Run { infra, .. } | Cmd::Plan { infra, .. } | Cmd::Check { infra, .. } => {
             infra.as_deref()
@@ -219,13 +230,13 @@ fn main() -> ExitCode {
                 stats,
                 keep,
                 resume,
-                quiet,
                 infra: _,
             } => {
                 let opts = nums_cloud::run::RunOptions {
                     keep,
                     resume,
-                    progress: !quiet && std::io::stderr().is_terminal(),
+                    // With -v the log lines say what the bar would, and would tear it.
+                    progress: verbosity == 0 && std::io::stderr().is_terminal(),
                     function_command: None,
                     defaults,
                     ctrl_c: true,

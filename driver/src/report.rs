@@ -77,6 +77,9 @@ pub struct Report {
     /// The models the job fitted: coefficients, iterations, loss history, passes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fits: Vec<crate::iterate::FitReport>,
+    /// The local function processes' log files, kept when the run did not succeed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub function_logs: Vec<std::path::PathBuf>,
     #[serde(skip)]
     pub outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
 }
@@ -131,6 +134,7 @@ impl Report {
             throttled: d.throttled,
             backups: d.backups,
             fits: Vec::new(),
+            function_logs: Vec::new(),
             outputs,
         }
     }

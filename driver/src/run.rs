@@ -57,11 +57,21 @@ pub struct RunFailed {
     pub error: anyhow::Error,
     /// Stopped by Ctrl-C (SIGINT) rather than by an error.
     pub interrupted: bool,
+    /// The local function processes' logs (kept after a failed run; removed after a
+    /// successful one).
+    pub logs: Vec<PathBuf>,
 }
 
 impl std::fmt::Display for RunFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#}", self.error)
+        write!(f, "{:#}", self.error)?;
+        if !self.logs.is_empty() {
+            write!(f, "\n  function logs (kept):")?;
+            for l in &self.logs {
+                write!(f, "\n    {}", l.display())?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -172,21 +182,21 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     .await
     .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
     if !run.removed.is_empty() {
-        eprintln!(
-            "note: removed the state of {} earlier unfinished run(s) of job {} ({})",
+        tracing::info!(
+            "removed the state of {} earlier unfinished run(s) of job {} ({})",
             run.removed.len(),
             job.name,
             run.removed.join(", ")
         );
     }
     if opts.resume && run.resumed.is_none() {
-        eprintln!(
-            "note: no earlier run of job {} to resume; running it whole",
+        tracing::info!(
+            "no earlier run of job {} to resume; running it whole",
             job.name
         );
     }
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
-    let backend = match start_backend(job, opts).await {
+    let backend = match start_backend(job, opts, &run.id).await {
         Ok(b) => b,
         Err(e) => {
             let _ = run.finish(true).await;
@@ -198,6 +208,9 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
         _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
     };
+    // The local function processes' logs: removed after a successful run, listed with
+    // the error of a failed one.
+    let log_dir = backend.1.as_ref().map(|ep| ep.log_dir().to_path_buf());
     if let Some(ep) = backend.1 {
         ep.stop().await;
     }
@@ -221,17 +234,20 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     };
     match result {
         Ok(outputs) => {
+            if let Some(d) = &log_dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
             let report = report(outputs);
             let prefix = run.prefix();
             run.finish(!opts.keep)
                 .await
                 .map_err(|e| anyhow!("job {}: {e}", job.name))?;
             if opts.keep {
-                eprintln!("note: the run's intermediates are kept under {prefix}/");
+                tracing::info!("the run's intermediates are kept under {prefix}/");
             }
             for (i, measured, projected) in &m.over {
-                eprintln!(
-                    "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
+                tracing::warn!(
+                    "invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
                     *measured as f64 / (1 << 20) as f64,
                     *projected as f64 / (1 << 20) as f64
                 );
@@ -242,6 +258,11 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             let mut report = report(Vec::new());
             report.status = if interrupted { "interrupted" } else { "failed" }.into();
             report.error = Some(format!("{error:#}"));
+            let logs = log_dir
+                .as_deref()
+                .map(crate::local::logs_in)
+                .unwrap_or_default();
+            report.function_logs = logs.clone();
             let prefix = run.prefix();
             let kept = run.finish(false).await;
             let error = match kept {
@@ -257,6 +278,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
                 report: Box::new(report),
                 error,
                 interrupted,
+                logs,
             }
             .into())
         }
@@ -270,10 +292,17 @@ async fn ctrl_c(listen: bool) {
     }
 }
 
+/// Where the local function processes of run `run_id` write their output:
+/// `nums-cloud-<pid>-<run>` in the system's temporary folder (`$TMPDIR`, else `/tmp`).
+pub fn local_log_dir(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("nums-cloud-{}-{run_id}", std::process::id()))
+}
+
 /// The invoker for the job's backend, and the local endpoint when it is local.
 async fn start_backend(
     job: &Job,
     opts: &RunOptions,
+    run_id: &str,
 ) -> anyhow::Result<(Invoker, Option<LocalEndpoint>)> {
     Ok(match job.compute.backend {
         Backend::Local => {
@@ -287,7 +316,7 @@ async fn start_backend(
                 memory_mb: job.compute.memory_mb,
                 timeout: Duration::from_secs(job.compute.timeout_seconds),
                 command,
-                log_dir: std::env::temp_dir().join(format!("nums-cloud-{}", std::process::id())),
+                log_dir: local_log_dir(run_id),
             })
             .await?;
             (
@@ -426,14 +455,21 @@ async fn dispatch_stage(
         .collect();
     measured.lock().expect("measured").skipped += done.len() as u64;
     if !done.is_empty() {
-        eprintln!(
-            "note: resuming run {}: {} of {} invocations of stage {stage} finished before; {} to go",
+        tracing::info!(
+            "resuming run {}: {} of {} invocations of stage {stage} finished before; {} to go",
             run.id,
             done.len(),
             batches.len(),
             todo.len()
         );
     }
+    tracing::debug!(
+        "stage {stage}: {} invocations ({} to run), {} tasks, scheduler {:?}",
+        batches.len(),
+        todo.len(),
+        plan.tasks,
+        job.compute.scheduler
+    );
     let bar = progress_bar(progress, todo.len() as u64);
     let result = run_batches(invoker, &todo, store, job.compute.workers, |k, st| {
         bar.inc(1);
