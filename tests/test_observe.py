@@ -3,6 +3,7 @@ the local function processes' logs (removed after success, listed after a failur
 per-invocation --stats records and the timeline SVG."""
 import json
 import sys
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -85,3 +86,62 @@ def test_failed_run_lists_its_function_logs(tmp_path):
     assert any("hello from the failing function" in l.read_text() for l in listed)
     report = json.loads(stats.read_text())
     assert report["status"] == "failed" and [Path(l) for l in report["function_logs"]] == listed
+    failed = [i for i in report["timeline"] if i["status"] == "failed"]
+    assert failed and all("deliberate failure" in i["error"] for i in failed), report["timeline"]
+
+
+def test_stats_records_every_invocation_and_the_timeline_draws_them(tmp_path):
+    import xml.etree.ElementTree as ET
+    job = small_job(tmp_path, name="tl")
+    svg = tmp_path / "run.svg"
+    p = run(job, "--stats", "-", "--timeline", str(svg))
+    report = json.loads(p.stdout)  # --stats -: standard output is the JSON alone
+    assert "finished in" in p.stderr  # and the summary went to standard error
+    check_outputs(tmp_path)
+    tl = report["timeline"]
+    assert len(tl) == report["invocations"] > 1 and report["retries"] == report["backups"] == 0
+    assert sum(i["tasks"] for i in tl) == report["tasks"]
+    assert sum(i["bytes_read"] for i in tl) == report["s3_bytes_read"]
+    assert sum(i["bytes_written"] for i in tl) == report["s3_bytes_written"]
+    assert max(i["peak_memory_bytes"] for i in tl) == report["peak_memory_bytes"]
+    assert sorted(i["batch"] for i in tl) == list(range(len(tl)))
+    for i in tl:
+        assert i["status"] == "ok" and i["attempt"] == 1 and not i["backup"] and i["stage"] == "main"
+        assert 0 <= i["start"] < i["end"] <= report["wall_seconds"], i
+        assert 0 <= i["slot"] < report["workers"], i
+        assert i["compute_seconds"] + i["io_seconds"] <= i["function_seconds"] * 1.01 + 1e-3, i
+        assert i["function_seconds"] <= i["end"] - i["start"] + 1e-3, i
+    for a in tl:
+        for b in tl:
+            if a is not b and a["slot"] == b["slot"]:
+                assert a["end"] <= b["start"] or b["end"] <= a["start"], (a, b)
+
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(svg).getroot()
+    lanes = root.findall(".//s:g[@class='lane']", ns)
+    assert sorted(int(g.get("data-slot")) for g in lanes) == sorted({i["slot"] for i in tl})
+    bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "invocation"]
+    assert sorted(int(r.get("data-batch")) for r in bars) == sorted(i["batch"] for i in tl)
+    for g in lanes:  # each invocation in its own slot's lane
+        slot = int(g.get("data-slot"))
+        got = sorted(int(r.get("data-batch")) for r in g.findall("s:rect[@class='invocation']", ns))
+        assert got == sorted(i["batch"] for i in tl if i["slot"] == slot)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "time since the run started (seconds)" in texts
+    assert any(t.startswith("peak memory of each invocation (MiB)") for t in texts)
+    assert "memory_mb = 512 MiB" in texts and "slot 0" in texts and ("0.0 s" in texts or "0 s" in texts)
+    assert any(f"{len(tl)} invocations" in t for t in texts)
+    peaks = root.findall(".//s:line[@class='peak']", ns)
+    assert len(peaks) == len(tl)
+
+    # `nums-cloud timeline` draws the same picture from the stats file.
+    stats = tmp_path / "stats.json"
+    stats.write_text(p.stdout)
+    again = tmp_path / "again.svg"
+    q = subprocess.run([BIN, "timeline", str(stats), str(again)], capture_output=True, text=True)
+    assert q.returncode == 0, q.stderr
+    assert again.read_text() == svg.read_text()
+    # A file that is not a stats file is refused by name.
+    (tmp_path / "bad.json").write_text('{"job": "x"}')
+    q = subprocess.run([BIN, "timeline", str(tmp_path / "bad.json"), str(again)], capture_output=True, text=True)
+    assert q.returncode == 1 and "bad.json: not a nums-cloud --stats file" in q.stderr, q.stderr

@@ -370,11 +370,37 @@ pub async fn payload_for(
     })?)
 }
 
+/// One invocation as it went, for `--stats`' per-invocation records and the timeline:
+/// every send is seen once it answers (failed ones, and the slower copy of a batch that
+/// had a backup, too); sends still in flight when a dispatch fails are not.
+#[derive(Debug)]
+pub struct Sent<'a> {
+    /// The batch's index in the slice given to the dispatcher.
+    pub batch: usize,
+    /// Which send of the batch this was, from 1 (a backup counts as one).
+    pub attempt: u32,
+    /// A backup sent for a straggler.
+    pub backup: bool,
+    /// Sent (after any pause before a resend), and answered.
+    pub started: Instant,
+    pub ended: Instant,
+    /// The function's figures, or why the invocation failed.
+    pub result: Result<&'a Stats, &'a InvokeError>,
+    /// Its batch was already done when it answered (the slower of a batch and its backup):
+    /// its result was not used.
+    pub late: bool,
+}
+
 /// How one invocation of a batch went.
 struct Outcome {
     batch: usize,
     /// Which send of the batch this was (backups share their original's).
     seq: u32,
+    /// The batch's send count when this one went (see [`Sent::attempt`]).
+    attempt: u32,
+    backup: bool,
+    started: Instant,
+    ended: Instant,
     /// Whether the payload went by key.
     stored: bool,
     /// From the send to the answer.
@@ -390,11 +416,12 @@ async fn attempt<I: Invoke>(
     b: &PlannedBatch,
     i: usize,
     store: &Store,
-    (seq, stored, pause): (u32, bool, Duration),
+    (seq, stored, pause, attempt_no, backup): (u32, bool, Duration, u32, bool),
 ) -> Outcome {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
+    let started = Instant::now();
     let (took, result) = match payload_for(b, i, store, stored).await {
         Ok(p) => {
             let t = Instant::now();
@@ -411,6 +438,10 @@ async fn attempt<I: Invoke>(
     Outcome {
         batch: i,
         seq,
+        attempt: attempt_no,
+        backup,
+        started,
+        ended: Instant::now(),
         stored,
         took,
         result,
@@ -519,7 +550,7 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             }
         );
         let (inv, b, store) = (self.inv, &self.batches[i], self.store);
-        let how = (s.seq, s.stored, pause);
+        let how = (s.seq, s.stored, pause, s.sends, backup);
         self.running.push(Box::pin(attempt(inv, b, i, store, how)));
     }
 
@@ -676,7 +707,21 @@ pub async fn run_batches_with<I: Invoke>(
     store: &Store,
     workers: usize,
     policy: &Policy,
+    on_done: impl FnMut(usize, &Stats),
+) -> Result<Dispatched, DispatchError> {
+    run_batches_observed(inv, batches, store, workers, policy, on_done, |_| {}).await
+}
+
+/// [`run_batches_with`], and `on_sent` sees every invocation as it answers ([`Sent`]),
+/// before `on_done` sees the batch's winning stats.
+pub async fn run_batches_observed<I: Invoke>(
+    inv: &I,
+    batches: &[PlannedBatch],
+    store: &Store,
+    workers: usize,
+    policy: &Policy,
     mut on_done: impl FnMut(usize, &Stats),
+    mut on_sent: impl FnMut(&Sent<'_>),
 ) -> Result<Dispatched, DispatchError> {
     let n = batches.len();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -721,10 +766,19 @@ pub async fn run_batches_with<I: Invoke>(
             },
             None => d.running.next().await,
         };
-        if let Some(o) = outcome
-            && let Some((i, stats)) = d.take(o)?
-        {
-            on_done(i, &stats);
+        if let Some(o) = outcome {
+            on_sent(&Sent {
+                batch: o.batch,
+                attempt: o.attempt,
+                backup: o.backup,
+                started: o.started,
+                ended: o.ended,
+                result: o.result.as_ref(),
+                late: d.state[o.batch].done,
+            });
+            if let Some((i, stats)) = d.take(o)? {
+                on_done(i, &stats);
+            }
         }
     }
     Ok(d.total)

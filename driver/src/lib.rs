@@ -24,7 +24,9 @@ pub mod report;
 pub mod run;
 pub mod runs;
 pub mod sched;
+pub mod svg;
 pub mod tasks;
+pub mod timeline;
 
 pub use error::Error;
 pub use nums_layout::{Block, DType};

@@ -31,9 +31,14 @@ enum Cmd {
     Run {
         /// The job file (TOML).
         job: PathBuf,
-        /// Write the measured figures as JSON to this file.
+        /// Write the measured figures as JSON to this file (`-`: to standard output, and
+        /// the summary to standard error), with one record per invocation (`timeline`).
         #[arg(long)]
         stats: Option<PathBuf>,
+        /// Draw the run's timeline as an SVG: one lane per slot, compute / store I/O /
+        /// waiting, and each invocation's peak memory against memory_mb.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
         /// Keep the run's intermediate arrays in the store.
         #[arg(long)]
         keep: bool,
@@ -63,6 +68,13 @@ enum Cmd {
         /// A deployment's `terraform output -json` (as for `run`).
         #[arg(long)]
         infra: Option<PathBuf>,
+    },
+    /// Draw the timeline of a past run from its `--stats` JSON (as `run --timeline` does).
+    Timeline {
+        /// The `--stats` file of the run.
+        stats: PathBuf,
+        /// The SVG to write.
+        svg: PathBuf,
     },
     /// Build the Lambda deployment zip: the `bootstrap` binary (provided.al2023) zipped at
     /// its root. Run inside the nums-cloud source tree (or pass --source).
@@ -179,6 +191,11 @@ impl StoreArgs {
     }
 }
 
+/// Writes a file the user named, saying which when it cannot.
+fn write_file(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let verbosity = if cli.quiet {
@@ -228,6 +245,7 @@ fn main() -> ExitCode {
             Cmd::Run {
                 job,
                 stats,
+                timeline,
                 keep,
                 resume,
                 infra: _,
@@ -241,14 +259,29 @@ fn main() -> ExitCode {
                     defaults,
                     ctrl_c: true,
                 };
-                let write_stats = |report: &nums_cloud::report::Report| match &stats {
-                    Some(path) => std::fs::write(path, serde_json::to_string_pretty(report)?)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
-                    None => Ok(()),
+                let to_stdout = stats.as_deref() == Some(std::path::Path::new("-"));
+                let write_stats = |report: &nums_cloud::report::Report| {
+                    if let Some(path) = &timeline {
+                        let t = nums_cloud::timeline::Timeline::from_report(report);
+                        write_file(path, &nums_cloud::timeline::svg(&t))?;
+                    }
+                    match &stats {
+                        Some(_) if to_stdout => {
+                            println!("{}", serde_json::to_string_pretty(report)?);
+                            Ok(())
+                        }
+                        Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
+                        None => Ok(()),
+                    }
                 };
                 match nums_cloud::run::run(&job, &opts).await {
                     Ok(report) => {
-                        print!("{}", report.summary());
+                        // Standard output is the JSON's with `--stats -`.
+                        if to_stdout {
+                            eprint!("{}", report.summary());
+                        } else {
+                            print!("{}", report.summary());
+                        }
                         write_stats(&report)
                     }
                     Err(e) => {
@@ -275,6 +308,17 @@ fn main() -> ExitCode {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 }
+                Ok(())
+            }
+            Cmd::Timeline { stats, svg } => {
+                let t = nums_cloud::timeline::Timeline::load(&stats)?;
+                write_file(&svg, &nums_cloud::timeline::svg(&t))?;
+                println!(
+                    "{} ({} invocations on {} s)",
+                    svg.display(),
+                    t.timeline.len(),
+                    format_args!("{:.2}", t.wall_seconds)
+                );
                 Ok(())
             }
             Cmd::Check { job, .. } => {

@@ -10,7 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use ndarray::SliceInfoElem;
 use nums_layout::{ArrayMeta, Block, ErrorKind, Store, StoredArray};
 
-use crate::dispatch::{Dispatched, Invoker, run_batches};
+use crate::dispatch::{Dispatched, Invoker, run_batches_observed};
 use crate::graph::{self, Graph, NodeOp};
 use crate::job::{Backend, Defaults, Job, SchedulerKind, Target};
 use crate::local::{LocalConfig, LocalEndpoint};
@@ -164,6 +164,9 @@ struct Measured {
     over: Vec<(usize, u64, u64)>,
     skipped: u64,
     fits: Vec<crate::iterate::FitReport>,
+    /// When the run started, and every invocation since (`--stats`' timeline).
+    t0: Option<Instant>,
+    timeline: Vec<crate::report::Invocation>,
 }
 
 /// Checks and runs a parsed job. On failure the error is a [`RunFailed`] carrying the
@@ -203,7 +206,10 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             return Err(e);
         }
     };
-    let measured = std::sync::Mutex::new(Measured::default());
+    let measured = std::sync::Mutex::new(Measured {
+        t0: Some(started),
+        ..Measured::default()
+    });
     let result = tokio::select! {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
         _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
@@ -230,6 +236,8 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         r.invocations_over_projection = m.over.len() as u64;
         r.skipped_batches = m.skipped;
         r.fits = m.fits.clone();
+        r.timeline = m.timeline.clone();
+        crate::report::assign_slots(&mut r.timeline);
         r
     };
     match result {
@@ -471,7 +479,7 @@ async fn dispatch_stage(
         job.compute.scheduler
     );
     let bar = progress_bar(progress, todo.len() as u64);
-    let result = run_batches(invoker, &todo, store, job.compute.workers, |k, st| {
+    let on_done = |k: usize, st: &nums_layout::batch::Stats| {
         bar.inc(1);
         let i = pending[k];
         run.done(stage, i);
@@ -481,8 +489,22 @@ async fn dispatch_stage(
             m.over
                 .push((i, st.peak_memory_bytes, batches[i].projected_peak));
         }
-    })
-    .await;
+    };
+    let on_sent = |s: &crate::dispatch::Sent<'_>| {
+        let mut m = measured.lock().expect("measured");
+        let t0 = m.t0.unwrap_or(s.started);
+        m.timeline.push(record(
+            stage,
+            pending[s.batch],
+            &batches[pending[s.batch]],
+            s,
+            t0,
+        ));
+    };
+    let policy = crate::dispatch::Policy::default();
+    let workers = job.compute.workers;
+    let result =
+        run_batches_observed(invoker, &todo, store, workers, &policy, on_done, on_sent).await;
     bar.finish_and_clear();
     let _ = run.flush().await;
     let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
@@ -493,6 +515,43 @@ async fn dispatch_stage(
         ..d
     });
     Ok(())
+}
+
+/// One invocation's `--stats` record.
+fn record(
+    stage: &str,
+    batch: usize,
+    b: &PlannedBatch,
+    s: &crate::dispatch::Sent<'_>,
+    t0: Instant,
+) -> crate::report::Invocation {
+    let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    let zero = nums_layout::batch::Stats::default();
+    let st = s.result.unwrap_or(&zero);
+    crate::report::Invocation {
+        stage: stage.to_string(),
+        batch,
+        slot: 0,
+        planned_slot: b.slot,
+        start: secs(s.started),
+        end: secs(s.ended),
+        tasks: b.num_tasks() as u64,
+        bytes_read: st.bytes_read,
+        bytes_written: st.bytes_written,
+        function_seconds: st.wall_seconds,
+        compute_seconds: st.compute_seconds,
+        io_seconds: st.io_seconds,
+        peak_memory_bytes: st.peak_memory_bytes,
+        attempt: s.attempt,
+        backup: s.backup,
+        status: match (&s.result, s.late) {
+            (Err(_), _) => "failed",
+            (Ok(_), true) => "late",
+            (Ok(_), false) => "ok",
+        }
+        .into(),
+        error: s.result.err().map(|e| e.to_string()),
+    }
 }
 
 /// Of the batches an earlier run says it finished, those whose every written block is in
