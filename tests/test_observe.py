@@ -2,6 +2,7 @@
 the local function processes' logs (removed after success, listed after a failure), the
 per-invocation --stats records and the timeline SVG."""
 import json
+import os
 import sys
 import subprocess
 from pathlib import Path
@@ -145,3 +146,80 @@ def test_stats_records_every_invocation_and_the_timeline_draws_them(tmp_path):
     (tmp_path / "bad.json").write_text('{"job": "x"}')
     q = subprocess.run([BIN, "timeline", str(tmp_path / "bad.json"), str(again)], capture_output=True, text=True)
     assert q.returncode == 1 and "bad.json: not a nums-cloud --stats file" in q.stderr, q.stderr
+
+
+def mask_job(tmp_path):
+    np.save(tmp_path / "X.npy", X)
+    arrays = {"X": {"load": "X.npy", "block": [100, 30]}, "P": "X[X[:, 0] > 0]", "s": "sum(P, axis=0)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"s": "s.npy"}, name="masked"))
+    return job
+
+
+def cli(*args):
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_plan_and_check_json_say_a_masked_plan_is_provisional(tmp_path):
+    job = mask_job(tmp_path)
+    plan = json.loads(cli("plan", "--json", job))
+    assert [s["scheduler"] for s in plan["schedulers"]] == ["lshs", "naive"]
+    assert plan["memory_mb"] == 512 and plan["workers"] == 2
+    assert "array P indexes with a boolean mask" in plan["provisional"]
+    for s in plan["schedulers"]:
+        assert s["invocations"] == len(s["batches"]) > 0
+        assert sum(b["tasks"] for b in s["batches"]) == s["tasks"]
+        assert sum(b["bytes_in"] for b in s["batches"]) == s["store_bytes_read"]
+        assert max(b["projected_peak_bytes"] for b in s["batches"]) == s["projected_peak_memory_bytes"]
+        assert all(d < i for i, b in enumerate(s["batches"]) for d in b["after"])
+    # The text says the same numbers, and that it is provisional.
+    text = cli("plan", job)
+    lshs = plan["schedulers"][0]
+    assert "invocations" in text and str(lshs["invocations"]) in text.split("invocations", 1)[1].splitlines()[0]
+    assert "provisional: array P indexes with a boolean mask" in text
+    check = json.loads(cli("check", "--json", job))
+    assert check["ok"] is True and check["arrays"] == 3 and check["outputs"] == 1
+    assert "boolean mask" in check["provisional"]
+    assert "provisional plan:" in cli("check", job)
+    # A job without masks is not provisional.
+    plain = small_job(tmp_path, name="plain")
+    assert "provisional" not in json.loads(cli("plan", "--json", plain))
+    assert json.loads(cli("check", "--json", plain))["provisional"] is None
+    assert "provisional" not in cli("plan", plain)
+
+
+def test_progress_bar_total_covers_every_stage(tmp_path):
+    """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
+    at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
+    import pty
+    import re
+    job = mask_job(tmp_path)
+    stats = tmp_path / "stats.json"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real binary on a terminal
+        os.chdir(tmp_path)
+        os.execv(BIN, [BIN, "run", str(job), "--stats", str(stats)])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
+    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA", out.decode(errors="replace"))
+    report = json.loads(stats.read_text())
+    stages = {i["stage"] for i in report["timeline"]}
+    assert "main" in stages and any(s.startswith("mask-") for s in stages), stages
+    assert frames, out.decode(errors="replace")
+    assert all(int(p) <= int(n) for p, n, _ in frames), frames
+    last_pos, last_len, moved = frames[-1]
+    assert int(last_pos) == int(last_len) == report["invocations"], (frames, report["invocations"])
+    assert moved.endswith("B"), frames
+    P = X[X[:, 0] > 0]
+    assert_close(np.load(tmp_path / "s.npy"), P.sum(axis=0))

@@ -58,6 +58,9 @@ enum Cmd {
         /// Also draw both plans as an SVG chart.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Print the plans as JSON (every batch) instead of text.
+        #[arg(long)]
+        json: bool,
         /// A deployment's `terraform output -json` (as for `run`).
         #[arg(long)]
         infra: Option<PathBuf>,
@@ -65,6 +68,9 @@ enum Cmd {
     /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
     Check {
         job: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
         /// A deployment's `terraform output -json` (as for `run`).
         #[arg(long)]
         infra: Option<PathBuf>,
@@ -296,14 +302,23 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Cmd::Plan { job, svg, .. } => {
+            Cmd::Plan { job, svg, json, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let prefix = nums_cloud::run::dry_run_prefix(&c.job);
                 let plan =
                     |kind| nums_cloud::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
                 let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
-                print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
+                let provisional = nums_cloud::planview::provisional(&c);
+                if json {
+                    let j = nums_cloud::planview::json(&c.job, &[&lshs, &naive], provisional);
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
+                    if let Some(why) = provisional {
+                        println!("\nprovisional: {why}");
+                    }
+                }
                 if let Some(path) = svg {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
@@ -321,7 +336,7 @@ fn main() -> ExitCode {
                 );
                 Ok(())
             }
-            Cmd::Check { job, .. } => {
+            Cmd::Check { job, json, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 nums_cloud::run::plan_job(
                     &c.job,
@@ -329,12 +344,28 @@ fn main() -> ExitCode {
                     &nums_cloud::run::dry_run_prefix(&c.job),
                     &c.probes,
                 )?;
-                println!(
-                    "{}: ok ({} arrays, {} outputs)",
-                    job.display(),
-                    c.job.arrays.len(),
-                    c.job.outputs.len()
-                );
+                let provisional = nums_cloud::planview::provisional(&c);
+                if json {
+                    let j = serde_json::json!({
+                        "file": job.display().to_string(),
+                        "job": c.job.name,
+                        "ok": true,
+                        "arrays": c.job.arrays.len(),
+                        "outputs": c.job.outputs.len(),
+                        "provisional": provisional,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    println!(
+                        "{}: ok ({} arrays, {} outputs)",
+                        job.display(),
+                        c.job.arrays.len(),
+                        c.job.outputs.len()
+                    );
+                    if let Some(why) = provisional {
+                        println!("provisional plan: {why}");
+                    }
+                }
                 Ok(())
             }
             Cmd::Package { arch, out, source } => {

@@ -8,6 +8,7 @@ use crate::report::{
     USD_PER_GB_SECOND, USD_PER_INVOCATION, USD_PER_S3_GET, USD_PER_S3_PUT, human as mb, mib,
 };
 use crate::sched::Plan;
+use serde::Serialize;
 
 /// Store throughput assumed by the estimate (measured on Garage, BENCHMARKS.md) and the
 /// fixed cost of an invocation.
@@ -30,6 +31,126 @@ pub fn estimate(plan: &Plan, memory_mb: u64) -> (f64, f64) {
         + gets as f64 * USD_PER_S3_GET
         + puts as f64 * USD_PER_S3_PUT;
     (gbs, usd)
+}
+
+/// `plan --json`: what `plan` prints, every batch included.
+#[derive(Debug, Serialize)]
+pub struct PlanJson {
+    pub job: String,
+    pub file: String,
+    pub workers: usize,
+    pub memory_mb: u64,
+    /// Why the plan is provisional (a boolean mask whose values only the run knows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisional: Option<String>,
+    pub schedulers: Vec<SchedulerJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SchedulerJson {
+    pub scheduler: String,
+    pub tasks: usize,
+    pub invocations: usize,
+    pub store_bytes_read: u64,
+    pub store_bytes_written: u64,
+    pub peak_intermediate_bytes: u64,
+    pub projected_peak_memory_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub estimated_gb_seconds: f64,
+    pub estimated_cost_usd: f64,
+    /// Per slot: largest invocation memory, store bytes in and out.
+    pub loads: Vec<LoadJson>,
+    pub batches: Vec<BatchJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadJson {
+    pub slot: usize,
+    pub memory_bytes: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchJson {
+    pub slot: usize,
+    pub tasks: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub projected_peak_bytes: u64,
+    /// The batches it waits for.
+    pub after: Vec<usize>,
+}
+
+/// The plans as `plan --json` prints them.
+pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson {
+    let c = &job.compute;
+    PlanJson {
+        job: job.name.clone(),
+        file: job.file.display().to_string(),
+        workers: c.workers,
+        memory_mb: c.memory_mb,
+        provisional,
+        schedulers: plans
+            .iter()
+            .map(|p| {
+                let (gbs, usd) = estimate(p, c.memory_mb);
+                SchedulerJson {
+                    scheduler: format!("{:?}", p.scheduler).to_lowercase(),
+                    tasks: p.tasks,
+                    invocations: p.batches.len(),
+                    store_bytes_read: p.bytes_read(),
+                    store_bytes_written: p.bytes_written(),
+                    peak_intermediate_bytes: p.intermediate_bytes(),
+                    projected_peak_memory_bytes: p.max_projected_peak(),
+                    memory_limit_bytes: c.memory_mb << 20,
+                    estimated_gb_seconds: gbs,
+                    estimated_cost_usd: usd,
+                    loads: p
+                        .loads
+                        .iter()
+                        .enumerate()
+                        .map(|(slot, l)| LoadJson {
+                            slot,
+                            memory_bytes: l.memory,
+                            bytes_in: l.bytes_in,
+                            bytes_out: l.bytes_out,
+                        })
+                        .collect(),
+                    batches: p
+                        .batches
+                        .iter()
+                        .map(|b| BatchJson {
+                            slot: b.slot,
+                            tasks: b.num_tasks(),
+                            bytes_in: b.bytes_in,
+                            bytes_out: b.bytes_out,
+                            projected_peak_bytes: b.projected_peak,
+                            after: b.deps.clone(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
+/// only once the run computes it.
+pub fn provisional(c: &crate::run::Checked) -> Option<String> {
+    let m = &c.graph.nodes[c.mask?];
+    let array = m
+        .def
+        .as_deref()
+        .or(m.name.as_deref())
+        .map(|a| format!("array {a}"))
+        .unwrap_or_else(|| "an array".into());
+    Some(format!(
+        "{array} indexes with a boolean mask whose values only the run knows: this plan assumes \
+         the mask selects every element (the largest the job can be); the run computes the mask \
+         first, in a stage of its own (its invocations are not in this plan), then plans the rest \
+         again with the selection known (no more than this plan)"
+    ))
 }
 
 pub fn text(job: &Job, plans: &[&Plan]) -> String {

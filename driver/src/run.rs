@@ -167,6 +167,10 @@ struct Measured {
     /// When the run started, and every invocation since (`--stats`' timeline).
     t0: Option<Instant>,
     timeline: Vec<crate::report::Invocation>,
+    /// One progress bar for every stage of the run (hidden when off), and the main
+    /// stage's invocations as first planned (counted in the bar's total until it runs).
+    bar: Option<indicatif::ProgressBar>,
+    main_estimate: u64,
 }
 
 /// Checks and runs a parsed job. On failure the error is a [`RunFailed`] carrying the
@@ -206,14 +210,17 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             return Err(e);
         }
     };
+    let bar = progress_bar(opts.progress, 0);
     let measured = std::sync::Mutex::new(Measured {
         t0: Some(started),
+        bar: Some(bar.clone()),
         ..Measured::default()
     });
     let result = tokio::select! {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
         _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
     };
+    bar.finish_and_clear();
     // The local function processes' logs: removed after a successful run, listed with
     // the error of a failed one.
     let log_dir = backend.1.as_ref().map(|ep| ep.log_dir().to_path_buf());
@@ -352,6 +359,7 @@ async fn execute(
     // select everything: the largest the job can be).
     let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
     upload_local_inputs(c).await?;
+    measured.lock().expect("measured").main_estimate = plan.batches.len() as u64;
     let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
@@ -361,17 +369,7 @@ async fn execute(
     }
     fit_models(c, &g, run, invoker, opts, measured).await?;
     import_and_describe(job, &g, run, store, opts.keep).await?;
-    dispatch_stage(
-        job,
-        "main",
-        &plan,
-        run,
-        invoker,
-        store,
-        opts.progress,
-        measured,
-    )
-    .await?;
+    dispatch_stage(job, "main", &plan, run, invoker, store, measured).await?;
     check_inputs_unchanged(c).await?;
     let names: Vec<String> = g
         .nodes
@@ -435,7 +433,6 @@ async fn dispatch_stage(
     run: &Run,
     invoker: &Invoker,
     store: &Store,
-    progress: bool,
     measured: &std::sync::Mutex<Measured>,
 ) -> anyhow::Result<()> {
     let batches = &plan.batches;
@@ -478,13 +475,23 @@ async fn dispatch_stage(
         plan.tasks,
         job.compute.scheduler
     );
-    let bar = progress_bar(progress, todo.len() as u64);
+    // The bar's total: what ran, this stage, and the main stage as planned when this is
+    // a boolean mask's stage (the main plan waits for the mask's values).
+    let bar = {
+        let m = measured.lock().expect("measured");
+        let bar = m.bar.clone().unwrap_or_else(indicatif::ProgressBar::hidden);
+        let after = if stage == "main" { 0 } else { m.main_estimate };
+        bar.set_length(bar.position() + todo.len() as u64 + after);
+        bar
+    };
     let on_done = |k: usize, st: &nums_layout::batch::Stats| {
         bar.inc(1);
         let i = pending[k];
         run.done(stage, i);
         let mut m = measured.lock().expect("measured");
         m.dispatched.stats.add(st);
+        let moved = m.dispatched.stats.bytes_read + m.dispatched.stats.bytes_written;
+        bar.set_message(crate::report::human(moved));
         if st.peak_memory_bytes > batches[i].projected_peak {
             m.over
                 .push((i, st.peak_memory_bytes, batches[i].projected_peak));
@@ -505,7 +512,6 @@ async fn dispatch_stage(
     let workers = job.compute.workers;
     let result =
         run_batches_observed(invoker, &todo, store, workers, &policy, on_done, on_sent).await;
-    bar.finish_and_clear();
     let _ = run.flush().await;
     let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
     // The stats were added per invocation above; the counters come from the dispatcher.
@@ -735,7 +741,7 @@ async fn resolve_masks(
         let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
         measured.lock().expect("measured").tasks += sub_plan.tasks;
         import_and_describe(job, &sub, run, store, opts.keep).await?;
-        dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured).await?;
+        dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
             sub.nodes[root].meta.clone(),
@@ -942,9 +948,10 @@ fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(n);
+    bar.set_message("0 B");
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations {msg}",
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}",
         )
         .expect("template"),
     );
