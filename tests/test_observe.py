@@ -223,3 +223,39 @@ def test_progress_bar_total_covers_every_stage(tmp_path):
     assert moved.endswith("B"), frames
     P = X[X[:, 0] > 0]
     assert_close(np.load(tmp_path / "s.npy"), P.sum(axis=0))
+
+
+def test_plan_svg_has_axes_values_and_both_schedulers_visible(tmp_path):
+    import xml.etree.ElementTree as ET
+    job = small_job(tmp_path, name="plansvg")
+    svg = tmp_path / "plan.svg"
+    cli("plan", job, "--svg", svg)
+    plan = json.loads(cli("plan", "--json", job))
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(svg).getroot()
+    panels = root.findall(".//s:g[@class='plan']", ns)
+    assert [g.get("data-scheduler") for g in panels] == ["lshs", "naive"]
+    for g, sched in zip(panels, plan["schedulers"]):
+        peaks = g.findall(".//s:rect[@class='peak']", ns)
+        assert len(peaks) == sched["invocations"]
+        loads = g.findall(".//s:rect[@class='load']", ns)
+        assert len(loads) == 2 * len(sched["loads"])
+        # Each plan on its own scale: its tallest bar fills most of its plot.
+        assert max(float(r.get("height")) for r in loads) > 0.5 * 170, [r.get("height") for r in loads]
+        texts = ["".join(t.itertext()) for t in g.iter("{http://www.w3.org/2000/svg}text")]
+        assert "store bytes per slot (MB)" in texts and "projected peak memory per invocation (MiB)" in texts
+        assert "memory_mb = 512" in texts and "slot 0" in texts
+        assert any(t.startswith(f"{sched['scheduler']}: {sched['invocations']} invocations") for t in texts)
+        assert any(t.endswith(" kB") or t.endswith(" MB") or t.endswith(" B") for t in texts)  # values on bars
+
+
+def test_shell_completions(tmp_path):
+    bash = cli("completions", "bash")
+    assert "timeline" in bash and "--stats" in bash and "completions" in bash
+    p = subprocess.run(["bash", "-c", f"source <({BIN} completions bash) && complete -p nums-cloud"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "nums-cloud" in p.stdout, p.stderr
+    assert "#compdef nums-cloud" in cli("completions", "zsh")
+    assert "complete -c nums-cloud" in cli("completions", "fish")
+    p = subprocess.run([BIN, "completions", "tcsh"], capture_output=True, text=True)
+    assert p.returncode == 2 and "tcsh" in p.stderr

@@ -166,6 +166,12 @@ enum Cmd {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Print a shell completion script, e.g.
+    /// `nums-cloud completions bash > ~/.local/share/bash-completion/completions/nums-cloud`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Serve batches as a function process (what the local endpoint starts).
     #[command(hide = true)]
     Function,
@@ -518,6 +524,12 @@ fn main() -> ExitCode {
                     let n = s.delete_prefix(p).await?;
                     println!("deleted {p} ({n} objects)");
                 }
+                Ok(())
+            }
+            Cmd::Completions { shell } => {
+                use clap::CommandFactory;
+                let mut cmd = Cli::command();
+                clap_complete::generate(shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
                 Ok(())
             }
             Cmd::Function => nums_function::runtime::serve()
