@@ -259,3 +259,20 @@ def test_shell_completions(tmp_path):
     assert "complete -c nums-cloud" in cli("completions", "fish")
     p = subprocess.run([BIN, "completions", "tcsh"], capture_output=True, text=True)
     assert p.returncode == 2 and "tcsh" in p.stderr
+
+
+def test_a_lambda_failure_names_its_log_group_and_request_id(tmp_path):
+    """The lambda backend (against the local Lambda-compatible endpoint): a failed
+    invocation's error says where its logs are on AWS: the log group and request id."""
+    from test_deploy import Endpoint, lambda_env
+    job = small_job(tmp_path, name="lambdafail")
+    text = job.read_text().replace("[compute]", '[compute]\nbackend = "lambda"\nfunction = "nums-obs"')
+    job.write_text(text)
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_FUNCTION)
+    with Endpoint([sys.executable, str(script)], function="nums-obs") as ep:
+        p = run(job, check=False, env=lambda_env(ep.url))
+    assert p.returncode == 1, p.stderr
+    assert "deliberate failure (logs: CloudWatch log group /aws/lambda/nums-obs, request id " in p.stderr, p.stderr
+    rid = p.stderr.split("request id ", 1)[1].split(")")[0]
+    assert rid.endswith("-local") and rid != "unknown", rid

@@ -141,11 +141,23 @@ fn classify(
     }
 }
 
+/// A function's name from what the job gives: a name, or an ARN
+/// (`arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]`), or `NAME:QUALIFIER`.
+fn function_name(f: &str) -> &str {
+    match f.split_once(":function:") {
+        Some((_, rest)) => rest.split(':').next().unwrap_or(rest),
+        None => f.split(':').next().unwrap_or(f),
+    }
+}
+
 /// A client for one function.
 #[derive(Clone)]
 pub struct Invoker {
     client: aws_sdk_lambda::Client,
     function: String,
+    /// Where a failed invocation's logs are: on AWS Lambda, CloudWatch (the function's
+    /// log group, found by request id); the local backend lists its own log files.
+    cloudwatch: bool,
 }
 
 /// A synchronous invocation may run for Lambda's 15 minutes; allow that and a margin.
@@ -178,6 +190,7 @@ impl Invoker {
         Invoker {
             client: aws_sdk_lambda::Client::from_conf(conf),
             function: function.to_string(),
+            cloudwatch: false,
         }
     }
 
@@ -193,6 +206,7 @@ impl Invoker {
         Invoker {
             client: aws_sdk_lambda::Client::new(&conf),
             function: function.to_string(),
+            cloudwatch: true,
         }
     }
 }
@@ -212,10 +226,19 @@ impl Invoke for Invoker {
             let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
             let error_type = field("errorType");
+            let mut message = field("errorMessage");
+            if self.cloudwatch {
+                use aws_sdk_lambda::operation::RequestId;
+                message += &format!(
+                    " (logs: CloudWatch log group /aws/lambda/{}, request id {})",
+                    function_name(&self.function),
+                    out.request_id().unwrap_or("unknown")
+                );
+            }
             return Err(InvokeError::Function {
                 kind: ErrorKind::from_wire(&error_type),
                 error_type,
-                message: field("errorMessage"),
+                message,
             });
         }
         serde_json::from_slice(body).map_err(|e| InvokeError::Api {
@@ -802,6 +825,20 @@ mod tests {
             endpoint: None,
         };
         (Store::open(&spec).unwrap(), dir)
+    }
+
+    #[test]
+    fn function_names_for_log_groups() {
+        assert_eq!(function_name("nums"), "nums");
+        assert_eq!(function_name("nums:prod"), "nums");
+        assert_eq!(
+            function_name("arn:aws:lambda:us-east-1:123456789012:function:nums:7"),
+            "nums"
+        );
+        assert_eq!(
+            function_name("arn:aws:lambda:us-east-1:123456789012:function:nums"),
+            "nums"
+        );
     }
 
     /// Which failures are worth another send, as docs/deploy.md lists them.

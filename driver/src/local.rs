@@ -361,7 +361,7 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     let taken = Arc::new(AtomicBool::new(false));
     s.queued.fetch_add(1, SeqCst);
     let _ = s.queue_tx.send(Invocation {
-        id,
+        id: id.clone(),
         body,
         reply: tx,
         taken: taken.clone(),
@@ -402,6 +402,10 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
         "X-Amz-Executed-Version",
         HeaderValue::from_static("$LATEST"),
     );
+    // As Lambda does: the invocation's request id (the one its runtime API handed out).
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        r.headers_mut().insert("x-amzn-RequestId", v);
+    }
     if function_error {
         r.headers_mut().insert(
             "X-Amz-Function-Error",
