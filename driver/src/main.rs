@@ -409,6 +409,10 @@ fn main() -> ExitCode {
                 })
                 .await?;
                 println!("{}", ep.invoke_url);
+                tracing::info!(
+                    "the function processes' logs go to {}/slot-N.log",
+                    ep.log_dir().display()
+                );
                 // Stop on SIGINT or SIGTERM, and take the function processes down too.
                 let mut term =
                     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
