@@ -2,7 +2,7 @@
 //! then import inputs, dispatch the batches, commit the outputs atomically, export them and
 //! report what was measured — for a failed or interrupted run too.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
@@ -478,9 +478,12 @@ async fn dispatch_stage(
     // The bar's total: what ran, this stage, and the main stage as planned when this is
     // a boolean mask's stage (the main plan waits for the mask's values).
     let bar = {
-        let m = measured.lock().expect("measured");
+        let mut m = measured.lock().expect("measured");
         let bar = m.bar.clone().unwrap_or_else(indicatif::ProgressBar::hidden);
-        let after = if stage == "main" { 0 } else { m.main_estimate };
+        if stage == "main" {
+            m.main_estimate = 0; // running now: stages after it add only their own
+        }
+        let after = m.main_estimate;
         bar.set_length(bar.position() + todo.len() as u64 + after);
         bar
     };
@@ -656,8 +659,7 @@ async fn fit_models(
                     let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
                     measured.lock().expect("measured").tasks += sub_plan.tasks;
                     import_and_describe(job, &sub, run, store, opts.keep).await?;
-                    dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured)
-                        .await?;
+                    dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
                     made.push(path.clone());
                     path
