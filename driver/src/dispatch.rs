@@ -141,11 +141,23 @@ fn classify(
     }
 }
 
+/// A function's name from what the job gives: a name, or an ARN
+/// (`arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]`), or `NAME:QUALIFIER`.
+fn function_name(f: &str) -> &str {
+    match f.split_once(":function:") {
+        Some((_, rest)) => rest.split(':').next().unwrap_or(rest),
+        None => f.split(':').next().unwrap_or(f),
+    }
+}
+
 /// A client for one function.
 #[derive(Clone)]
 pub struct Invoker {
     client: aws_sdk_lambda::Client,
     function: String,
+    /// Where a failed invocation's logs are: on AWS Lambda, CloudWatch (the function's
+    /// log group, found by request id); the local backend lists its own log files.
+    cloudwatch: bool,
 }
 
 /// A synchronous invocation may run for Lambda's 15 minutes; allow that and a margin.
@@ -178,6 +190,7 @@ impl Invoker {
         Invoker {
             client: aws_sdk_lambda::Client::from_conf(conf),
             function: function.to_string(),
+            cloudwatch: false,
         }
     }
 
@@ -193,6 +206,7 @@ impl Invoker {
         Invoker {
             client: aws_sdk_lambda::Client::new(&conf),
             function: function.to_string(),
+            cloudwatch: true,
         }
     }
 }
@@ -212,10 +226,19 @@ impl Invoke for Invoker {
             let v: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
             let error_type = field("errorType");
+            let mut message = field("errorMessage");
+            if self.cloudwatch {
+                use aws_sdk_lambda::operation::RequestId;
+                message += &format!(
+                    " (logs: CloudWatch log group /aws/lambda/{}, request id {})",
+                    function_name(&self.function),
+                    out.request_id().unwrap_or("unknown")
+                );
+            }
             return Err(InvokeError::Function {
                 kind: ErrorKind::from_wire(&error_type),
                 error_type,
-                message: field("errorMessage"),
+                message,
             });
         }
         serde_json::from_slice(body).map_err(|e| InvokeError::Api {
@@ -370,11 +393,37 @@ pub async fn payload_for(
     })?)
 }
 
+/// One invocation as it went, for `--stats`' per-invocation records and the timeline:
+/// every send is seen once it answers (failed ones, and the slower copy of a batch that
+/// had a backup, too); sends still in flight when a dispatch fails are not.
+#[derive(Debug)]
+pub struct Sent<'a> {
+    /// The batch's index in the slice given to the dispatcher.
+    pub batch: usize,
+    /// Which send of the batch this was, from 1 (a backup counts as one).
+    pub attempt: u32,
+    /// A backup sent for a straggler.
+    pub backup: bool,
+    /// Sent (after any pause before a resend), and answered.
+    pub started: Instant,
+    pub ended: Instant,
+    /// The function's figures, or why the invocation failed.
+    pub result: Result<&'a Stats, &'a InvokeError>,
+    /// Its batch was already done when it answered (the slower of a batch and its backup):
+    /// its result was not used.
+    pub late: bool,
+}
+
 /// How one invocation of a batch went.
 struct Outcome {
     batch: usize,
     /// Which send of the batch this was (backups share their original's).
     seq: u32,
+    /// The batch's send count when this one went (see [`Sent::attempt`]).
+    attempt: u32,
+    backup: bool,
+    started: Instant,
+    ended: Instant,
     /// Whether the payload went by key.
     stored: bool,
     /// From the send to the answer.
@@ -390,11 +439,12 @@ async fn attempt<I: Invoke>(
     b: &PlannedBatch,
     i: usize,
     store: &Store,
-    (seq, stored, pause): (u32, bool, Duration),
+    (seq, stored, pause, attempt_no, backup): (u32, bool, Duration, u32, bool),
 ) -> Outcome {
     if !pause.is_zero() {
         tokio::time::sleep(pause).await;
     }
+    let started = Instant::now();
     let (took, result) = match payload_for(b, i, store, stored).await {
         Ok(p) => {
             let t = Instant::now();
@@ -411,6 +461,10 @@ async fn attempt<I: Invoke>(
     Outcome {
         batch: i,
         seq,
+        attempt: attempt_no,
+        backup,
+        started,
+        ended: Instant::now(),
         stored,
         took,
         result,
@@ -506,8 +560,20 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
                     .push(Reverse((Instant::now() + pause, i, s.seq)));
             }
         }
+        tracing::debug!(
+            "invocation {i}: send {} ({} tasks{}{}{})",
+            s.sends,
+            self.batches[i].num_tasks(),
+            if backup { ", a backup" } else { "" },
+            if s.stored { ", payload by key" } else { "" },
+            if pause.is_zero() {
+                String::new()
+            } else {
+                format!(", after {:.2} s", pause.as_secs_f64())
+            }
+        );
         let (inv, b, store) = (self.inv, &self.batches[i], self.store);
-        let how = (s.seq, s.stored, pause);
+        let how = (s.seq, s.stored, pause, s.sends, backup);
         self.running.push(Box::pin(attempt(inv, b, i, store, how)));
     }
 
@@ -566,6 +632,15 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         }
         let e = match o.result {
             Ok(stats) => {
+                tracing::debug!(
+                    "invocation {i}: done in {:.3} s ({:.3} s compute, {:.3} s store I/O, read {} B, wrote {} B, peak {} B)",
+                    o.took.as_secs_f64(),
+                    stats.compute_seconds,
+                    stats.io_seconds,
+                    stats.bytes_read,
+                    stats.bytes_written,
+                    stats.peak_memory_bytes
+                );
                 s.done = true;
                 self.done += 1;
                 self.active -= 1;
@@ -582,6 +657,7 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             }
             Err(e) => e,
         };
+        tracing::debug!("invocation {i}: a send failed: {e}");
         if e.too_large() && !o.stored {
             // Lambda refused it inline: send it again by key, at once.
             s.stored = true;
@@ -654,7 +730,21 @@ pub async fn run_batches_with<I: Invoke>(
     store: &Store,
     workers: usize,
     policy: &Policy,
+    on_done: impl FnMut(usize, &Stats),
+) -> Result<Dispatched, DispatchError> {
+    run_batches_observed(inv, batches, store, workers, policy, on_done, |_| {}).await
+}
+
+/// [`run_batches_with`], and `on_sent` sees every invocation as it answers ([`Sent`]),
+/// before `on_done` sees the batch's winning stats.
+pub async fn run_batches_observed<I: Invoke>(
+    inv: &I,
+    batches: &[PlannedBatch],
+    store: &Store,
+    workers: usize,
+    policy: &Policy,
     mut on_done: impl FnMut(usize, &Stats),
+    mut on_sent: impl FnMut(&Sent<'_>),
 ) -> Result<Dispatched, DispatchError> {
     let n = batches.len();
     let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -699,10 +789,19 @@ pub async fn run_batches_with<I: Invoke>(
             },
             None => d.running.next().await,
         };
-        if let Some(o) = outcome
-            && let Some((i, stats)) = d.take(o)?
-        {
-            on_done(i, &stats);
+        if let Some(o) = outcome {
+            on_sent(&Sent {
+                batch: o.batch,
+                attempt: o.attempt,
+                backup: o.backup,
+                started: o.started,
+                ended: o.ended,
+                result: o.result.as_ref(),
+                late: d.state[o.batch].done,
+            });
+            if let Some((i, stats)) = d.take(o)? {
+                on_done(i, &stats);
+            }
         }
     }
     Ok(d.total)
@@ -726,6 +825,20 @@ mod tests {
             endpoint: None,
         };
         (Store::open(&spec).unwrap(), dir)
+    }
+
+    #[test]
+    fn function_names_for_log_groups() {
+        assert_eq!(function_name("nums"), "nums");
+        assert_eq!(function_name("nums:prod"), "nums");
+        assert_eq!(
+            function_name("arn:aws:lambda:us-east-1:123456789012:function:nums:7"),
+            "nums"
+        );
+        assert_eq!(
+            function_name("arn:aws:lambda:us-east-1:123456789012:function:nums"),
+            "nums"
+        );
     }
 
     /// Which failures are worth another send, as docs/deploy.md lists them.

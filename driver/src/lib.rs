@@ -15,6 +15,7 @@ pub mod infra;
 pub mod iterate;
 pub mod job;
 pub mod local;
+pub mod logs;
 pub mod models;
 pub mod npy;
 pub mod package;
@@ -23,7 +24,9 @@ pub mod report;
 pub mod run;
 pub mod runs;
 pub mod sched;
+pub mod svg;
 pub mod tasks;
+pub mod timeline;
 
 pub use error::Error;
 pub use nums_layout::{Block, DType};

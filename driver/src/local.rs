@@ -46,6 +46,27 @@ pub struct LocalConfig {
     pub log_dir: PathBuf,
 }
 
+/// The non-empty `slot-N.log` files in `dir`, in slot order.
+pub fn logs_in(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut logs: Vec<(usize, PathBuf)> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.metadata().is_ok_and(|m| m.len() > 0))
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let n = name
+                .strip_prefix("slot-")?
+                .strip_suffix(".log")?
+                .parse()
+                .ok()?;
+            Some((n, e.path()))
+        })
+        .collect();
+    logs.sort();
+    logs.into_iter().map(|(_, p)| p).collect()
+}
+
 /// How long an invocation may wait for a process before another one is started. A free
 /// process takes an invocation within milliseconds; a process starts in tens.
 const GRACE: Duration = Duration::from_millis(200);
@@ -162,6 +183,16 @@ impl LocalEndpoint {
 
     /// Kills the function processes (and waits for them), fails what they had not
     /// answered, then stops the servers.
+    /// Where the function processes' output goes (`slot-N.log`, one per process slot).
+    pub fn log_dir(&self) -> &std::path::Path {
+        &self.shared.cfg.log_dir
+    }
+
+    /// The function processes' log files that hold anything, in slot order.
+    pub fn logs(&self) -> Vec<PathBuf> {
+        logs_in(self.log_dir())
+    }
+
     pub async fn stop(self) {
         let s = self.shared.clone();
         s.stop_processes.send_replace(true);
@@ -284,7 +315,7 @@ fn start_extra(s: &Arc<Shared>) {
     tokio::spawn(async move {
         if let Err(e) = start_slot(&s, true).await {
             s.extras.fetch_sub(1, SeqCst);
-            eprintln!("cannot start another function process: {e}");
+            tracing::warn!("cannot start another function process: {e}");
         }
     });
 }
@@ -330,7 +361,7 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     let taken = Arc::new(AtomicBool::new(false));
     s.queued.fetch_add(1, SeqCst);
     let _ = s.queue_tx.send(Invocation {
-        id,
+        id: id.clone(),
         body,
         reply: tx,
         taken: taken.clone(),
@@ -371,6 +402,10 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
         "X-Amz-Executed-Version",
         HeaderValue::from_static("$LATEST"),
     );
+    // As Lambda does: the invocation's request id (the one its runtime API handed out).
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        r.headers_mut().insert("x-amzn-RequestId", v);
+    }
     if function_error {
         r.headers_mut().insert(
             "X-Amz-Function-Error",
@@ -511,7 +546,7 @@ async fn error(
 }
 
 async fn init_error(State((_s, slot)): State<(Arc<Shared>, Arc<Slot>)>, body: Bytes) -> StatusCode {
-    eprintln!(
+    tracing::error!(
         "function process {} failed to start: {}",
         slot.n,
         String::from_utf8_lossy(&body)

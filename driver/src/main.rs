@@ -15,6 +15,14 @@ use clap::{Parser, Subcommand};
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// More diagnostics on standard error: -v (debug: every invocation, stage and
+    /// retry; replaces the progress bar), -vv (trace, and the libraries' debug).
+    /// RUST_LOG (e.g. RUST_LOG=nums_cloud=debug) overrides both -v and -q.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors and results: no progress bar, notes or warnings.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
 }
 
 #[derive(Subcommand)]
@@ -23,9 +31,14 @@ enum Cmd {
     Run {
         /// The job file (TOML).
         job: PathBuf,
-        /// Write the measured figures as JSON to this file.
+        /// Write the measured figures as JSON to this file (`-`: to standard output, and
+        /// the summary to standard error), with one record per invocation (`timeline`).
         #[arg(long)]
         stats: Option<PathBuf>,
+        /// Draw the run's timeline as an SVG: one lane per slot, compute / store I/O /
+        /// waiting, and each invocation's peak memory against memory_mb.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
         /// Keep the run's intermediate arrays in the store.
         #[arg(long)]
         keep: bool,
@@ -33,9 +46,6 @@ enum Cmd {
         /// only the invocations whose outputs are missing run again.
         #[arg(long)]
         resume: bool,
-        /// No progress bar.
-        #[arg(long, short)]
-        quiet: bool,
         /// A deployment's `terraform output -json`: fills the job's function, storage url,
         /// memory and backend (lambda) where the job file leaves them out; sets the region.
         #[arg(long)]
@@ -48,6 +58,9 @@ enum Cmd {
         /// Also draw both plans as an SVG chart.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Print the plans as JSON (every batch) instead of text.
+        #[arg(long)]
+        json: bool,
         /// A deployment's `terraform output -json` (as for `run`).
         #[arg(long)]
         infra: Option<PathBuf>,
@@ -55,9 +68,19 @@ enum Cmd {
     /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
     Check {
         job: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
         /// A deployment's `terraform output -json` (as for `run`).
         #[arg(long)]
         infra: Option<PathBuf>,
+    },
+    /// Draw the timeline of a past run from its `--stats` JSON (as `run --timeline` does).
+    Timeline {
+        /// The `--stats` file of the run.
+        stats: PathBuf,
+        /// The SVG to write.
+        svg: PathBuf,
     },
     /// Build the Lambda deployment zip: the `bootstrap` binary (provided.al2023) zipped at
     /// its root. Run inside the nums-cloud source tree (or pass --source).
@@ -143,6 +166,12 @@ enum Cmd {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Print a shell completion script, e.g.
+    /// `nums-cloud completions bash > ~/.local/share/bash-completion/completions/nums-cloud`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Serve batches as a function process (what the local endpoint starts).
     #[command(hide = true)]
     Function,
@@ -174,8 +203,19 @@ impl StoreArgs {
     }
 }
 
+/// Writes a file the user named, saying which when it cannot.
+fn write_file(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let verbosity = if cli.quiet {
+        -1
+    } else {
+        cli.verbose.min(2) as i8
+    };
+    nums_cloud::logs::init(verbosity);
     let infra = match &cli.cmd {
         Cmd::Run { infra, .. } | Cmd::Plan { infra, .. } | Cmd::Check { infra, .. } => {
             infra.as_deref()
@@ -217,27 +257,43 @@ fn main() -> ExitCode {
             Cmd::Run {
                 job,
                 stats,
+                timeline,
                 keep,
                 resume,
-                quiet,
                 infra: _,
             } => {
                 let opts = nums_cloud::run::RunOptions {
                     keep,
                     resume,
-                    progress: !quiet && std::io::stderr().is_terminal(),
+                    // With -v the log lines say what the bar would, and would tear it.
+                    progress: verbosity == 0 && std::io::stderr().is_terminal(),
                     function_command: None,
                     defaults,
                     ctrl_c: true,
                 };
-                let write_stats = |report: &nums_cloud::report::Report| match &stats {
-                    Some(path) => std::fs::write(path, serde_json::to_string_pretty(report)?)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display())),
-                    None => Ok(()),
+                let to_stdout = stats.as_deref() == Some(std::path::Path::new("-"));
+                let write_stats = |report: &nums_cloud::report::Report| {
+                    if let Some(path) = &timeline {
+                        let t = nums_cloud::timeline::Timeline::from_report(report);
+                        write_file(path, &nums_cloud::timeline::svg(&t))?;
+                    }
+                    match &stats {
+                        Some(_) if to_stdout => {
+                            println!("{}", serde_json::to_string_pretty(report)?);
+                            Ok(())
+                        }
+                        Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
+                        None => Ok(()),
+                    }
                 };
                 match nums_cloud::run::run(&job, &opts).await {
                     Ok(report) => {
-                        print!("{}", report.summary());
+                        // Standard output is the JSON's with `--stats -`.
+                        if to_stdout {
+                            eprint!("{}", report.summary());
+                        } else {
+                            print!("{}", report.summary());
+                        }
                         write_stats(&report)
                     }
                     Err(e) => {
@@ -252,22 +308,42 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Cmd::Plan { job, svg, .. } => {
+            Cmd::Plan { job, svg, json, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let prefix = nums_cloud::run::dry_run_prefix(&c.job);
                 let plan =
                     |kind| nums_cloud::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
                 let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
-                print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
-                print!("{}", nums_cloud::graph::tsqr_text(&c.graph));
+                let provisional = nums_cloud::planview::provisional(&c);
+                if json {
+                    let j = nums_cloud::planview::json(&c.job, &[&lshs, &naive], provisional);
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    print!("{}", nums_cloud::planview::text(&c.job, &[&lshs, &naive]));
+                    print!("{}", nums_cloud::graph::tsqr_text(&c.graph));
+                    if let Some(why) = provisional {
+                        println!("\nprovisional: {why}");
+                    }
+                }
                 if let Some(path) = svg {
                     std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 }
                 Ok(())
             }
-            Cmd::Check { job, .. } => {
+            Cmd::Timeline { stats, svg } => {
+                let t = nums_cloud::timeline::Timeline::load(&stats)?;
+                write_file(&svg, &nums_cloud::timeline::svg(&t))?;
+                println!(
+                    "{} ({} invocations on {} s)",
+                    svg.display(),
+                    t.timeline.len(),
+                    format_args!("{:.2}", t.wall_seconds)
+                );
+                Ok(())
+            }
+            Cmd::Check { job, json, .. } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 nums_cloud::run::plan_job(
                     &c.job,
@@ -275,12 +351,28 @@ fn main() -> ExitCode {
                     &nums_cloud::run::dry_run_prefix(&c.job),
                     &c.probes,
                 )?;
-                println!(
-                    "{}: ok ({} arrays, {} outputs)",
-                    job.display(),
-                    c.job.arrays.len(),
-                    c.job.outputs.len()
-                );
+                let provisional = nums_cloud::planview::provisional(&c);
+                if json {
+                    let j = serde_json::json!({
+                        "file": job.display().to_string(),
+                        "job": c.job.name,
+                        "ok": true,
+                        "arrays": c.job.arrays.len(),
+                        "outputs": c.job.outputs.len(),
+                        "provisional": provisional,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    println!(
+                        "{}: ok ({} arrays, {} outputs)",
+                        job.display(),
+                        c.job.arrays.len(),
+                        c.job.outputs.len()
+                    );
+                    if let Some(why) = provisional {
+                        println!("provisional plan: {why}");
+                    }
+                }
                 Ok(())
             }
             Cmd::Package { arch, out, source } => {
@@ -318,6 +410,10 @@ fn main() -> ExitCode {
                 })
                 .await?;
                 println!("{}", ep.invoke_url);
+                tracing::info!(
+                    "the function processes' logs go to {}/slot-N.log",
+                    ep.log_dir().display()
+                );
                 // Stop on SIGINT or SIGTERM, and take the function processes down too.
                 let mut term =
                     tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -433,6 +529,12 @@ fn main() -> ExitCode {
                     let n = s.delete_prefix(p).await?;
                     println!("deleted {p} ({n} objects)");
                 }
+                Ok(())
+            }
+            Cmd::Completions { shell } => {
+                use clap::CommandFactory;
+                let mut cmd = Cli::command();
+                clap_complete::generate(shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
                 Ok(())
             }
             Cmd::Function => nums_function::runtime::serve()

@@ -129,7 +129,7 @@ pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
             .env(format!("CC_{}", triple.replace('-', "_")), gcc);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
-    eprintln!(
+    tracing::info!(
         "package: building bootstrap for {} ({triple}, profile lambda, OpenBLAS from {}); a cold build takes several minutes",
         arch.lambda_name(),
         blas_dir.display()

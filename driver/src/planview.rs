@@ -8,6 +8,8 @@ use crate::report::{
     USD_PER_GB_SECOND, USD_PER_INVOCATION, USD_PER_S3_GET, USD_PER_S3_PUT, human as mb, mib,
 };
 use crate::sched::Plan;
+use crate::svg::Svg;
+use serde::Serialize;
 
 /// Store throughput assumed by the estimate (measured on Garage, BENCHMARKS.md) and the
 /// fixed cost of an invocation.
@@ -30,6 +32,126 @@ pub fn estimate(plan: &Plan, memory_mb: u64) -> (f64, f64) {
         + gets as f64 * USD_PER_S3_GET
         + puts as f64 * USD_PER_S3_PUT;
     (gbs, usd)
+}
+
+/// `plan --json`: what `plan` prints, every batch included.
+#[derive(Debug, Serialize)]
+pub struct PlanJson {
+    pub job: String,
+    pub file: String,
+    pub workers: usize,
+    pub memory_mb: u64,
+    /// Why the plan is provisional (a boolean mask whose values only the run knows).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provisional: Option<String>,
+    pub schedulers: Vec<SchedulerJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SchedulerJson {
+    pub scheduler: String,
+    pub tasks: usize,
+    pub invocations: usize,
+    pub store_bytes_read: u64,
+    pub store_bytes_written: u64,
+    pub peak_intermediate_bytes: u64,
+    pub projected_peak_memory_bytes: u64,
+    pub memory_limit_bytes: u64,
+    pub estimated_gb_seconds: f64,
+    pub estimated_cost_usd: f64,
+    /// Per slot: largest invocation memory, store bytes in and out.
+    pub loads: Vec<LoadJson>,
+    pub batches: Vec<BatchJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct LoadJson {
+    pub slot: usize,
+    pub memory_bytes: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct BatchJson {
+    pub slot: usize,
+    pub tasks: usize,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub projected_peak_bytes: u64,
+    /// The batches it waits for.
+    pub after: Vec<usize>,
+}
+
+/// The plans as `plan --json` prints them.
+pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson {
+    let c = &job.compute;
+    PlanJson {
+        job: job.name.clone(),
+        file: job.file.display().to_string(),
+        workers: c.workers,
+        memory_mb: c.memory_mb,
+        provisional,
+        schedulers: plans
+            .iter()
+            .map(|p| {
+                let (gbs, usd) = estimate(p, c.memory_mb);
+                SchedulerJson {
+                    scheduler: format!("{:?}", p.scheduler).to_lowercase(),
+                    tasks: p.tasks,
+                    invocations: p.batches.len(),
+                    store_bytes_read: p.bytes_read(),
+                    store_bytes_written: p.bytes_written(),
+                    peak_intermediate_bytes: p.intermediate_bytes(),
+                    projected_peak_memory_bytes: p.max_projected_peak(),
+                    memory_limit_bytes: c.memory_mb << 20,
+                    estimated_gb_seconds: gbs,
+                    estimated_cost_usd: usd,
+                    loads: p
+                        .loads
+                        .iter()
+                        .enumerate()
+                        .map(|(slot, l)| LoadJson {
+                            slot,
+                            memory_bytes: l.memory,
+                            bytes_in: l.bytes_in,
+                            bytes_out: l.bytes_out,
+                        })
+                        .collect(),
+                    batches: p
+                        .batches
+                        .iter()
+                        .map(|b| BatchJson {
+                            slot: b.slot,
+                            tasks: b.num_tasks(),
+                            bytes_in: b.bytes_in,
+                            bytes_out: b.bytes_out,
+                            projected_peak_bytes: b.projected_peak,
+                            after: b.deps.clone(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
+/// only once the run computes it.
+pub fn provisional(c: &crate::run::Checked) -> Option<String> {
+    let m = &c.graph.nodes[c.mask?];
+    let array = m
+        .def
+        .as_deref()
+        .or(m.name.as_deref())
+        .map(|a| format!("array {a}"))
+        .unwrap_or_else(|| "an array".into());
+    Some(format!(
+        "{array} indexes with a boolean mask whose values only the run knows: this plan assumes \
+         the mask selects every element (the largest the job can be); the run computes the mask \
+         first, in a stage of its own (its invocations are not in this plan), then plans the rest \
+         again with the selection known (no more than this plan)"
+    ))
 }
 
 pub fn text(job: &Job, plans: &[&Plan]) -> String {
@@ -107,101 +229,131 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
     s
 }
 
-/// Both plans as one SVG: per scheduler, bars of each slot's simulated loads and the
-/// projected peak of every batch against the memory limit.
+/// Both plans as one SVG: per scheduler, each on its own scale (so that both show), the
+/// store bytes each slot reads and writes, and the projected peak memory of every batch
+/// against the limit; axes with units, and the values written on the bars.
 pub fn svg(job: &Job, plans: &[&Plan]) -> String {
-    let (w, panel_h) = (900.0, 300.0);
+    let (w, panel_h) = (960.0, 340.0);
     let h = 60.0 + panel_h * plans.len() as f64;
-    let mut s = format!(
-        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n\
-         <rect width='100%' height='100%' fill='white'/>\n\
-         <text x='20' y='28' font-size='16' font-weight='bold'>nums-cloud plan: {} ({} workers, memory_mb = {})</text>\n",
-        job.name, job.compute.workers, job.compute.memory_mb
+    let mut s = Svg::new(
+        w,
+        h,
+        &format!(
+            "nums-cloud plan: {} ({} workers, memory_mb = {})",
+            job.name, job.compute.workers, job.compute.memory_mb
+        ),
     );
-    let max_load = plans
-        .iter()
-        .flat_map(|p| p.loads.iter().flat_map(|l| [l.bytes_in, l.bytes_out]))
-        .max()
-        .unwrap_or(1)
-        .max(1) as f64;
     let colors = [
         ("store bytes in", "#f58518"),
         ("store bytes out", "#54a24b"),
     ];
+    let limit_mib = job.compute.memory_mb as f64;
     for (pi, p) in plans.iter().enumerate() {
         let y0 = 50.0 + panel_h * pi as f64;
         let name = format!("{:?}", p.scheduler).to_lowercase();
         let (gbs, usd) = estimate(p, job.compute.memory_mb);
-        let _ = writeln!(
-            s,
-            "<text x='20' y='{}' font-size='14' font-weight='bold'>{name}: {} invocations, read {}, wrote {}, {:.3} GB-s, ${:.6}</text>",
+        s.raw(&format!("<g class='plan' data-scheduler='{name}'>"));
+        s.text(
+            20.0,
             y0 + 16.0,
-            p.batches.len(),
-            mb(p.bytes_read()),
-            mb(p.bytes_written()),
-            gbs,
-            usd
+            &format!(
+                "{name}: {} invocations, read {}, wrote {}, estimated {gbs:.3} GB-s, ${usd:.6}",
+                p.batches.len(),
+                mb(p.bytes_read()),
+                mb(p.bytes_written()),
+            ),
+            "font-size='14' font-weight='bold'",
         );
-        // Left: per-slot loads.
-        let (bx, by, bh, bw) = (40.0, y0 + 40.0, 200.0, 420.0);
+        // Left: per-slot loads, in MB on this plan's own scale.
+        let (bx, by, bh, bw) = (80.0, y0 + 250.0, 170.0, 380.0);
+        let max_load = p
+            .loads
+            .iter()
+            .flat_map(|l| [l.bytes_in, l.bytes_out])
+            .max()
+            .unwrap_or(0) as f64
+            / 1e6;
+        let scale = s.y_axis(bx, by, bh, max_load, "", "store bytes per slot (MB)", bw);
         let group = bw / p.loads.len().max(1) as f64;
         for (i, l) in p.loads.iter().enumerate() {
+            let bar_w = ((group - 8.0) / 2.0 - 2.0).max(1.0);
             for (k, v) in [l.bytes_in, l.bytes_out].iter().enumerate() {
-                let bar_h = bh * *v as f64 / max_load;
+                let bar_h = scale * *v as f64 / 1e6;
                 let x = bx + group * i as f64 + 4.0 + k as f64 * (group - 8.0) / 2.0;
-                let _ = writeln!(
-                    s,
-                    "<rect x='{x:.1}' y='{:.1}' width='{:.1}' height='{bar_h:.1}' fill='{}'><title>slot {i} {}: {}</title></rect>",
-                    by + bh - bar_h,
-                    (group - 8.0) / 2.0 - 2.0,
+                s.rect(
+                    x,
+                    by - bar_h,
+                    bar_w,
+                    bar_h,
                     colors[k].1,
-                    colors[k].0,
-                    mb(*v)
+                    "class='load'",
+                    &format!("slot {i} {}: {}", colors[k].0, mb(*v)),
+                );
+                if bar_w >= 26.0 {
+                    s.text(
+                        x + bar_w / 2.0,
+                        by - bar_h - 3.0,
+                        &mb(*v),
+                        "text-anchor='middle' font-size='10'",
+                    );
+                }
+            }
+            if group >= 30.0 {
+                s.text(
+                    bx + group * (i as f64 + 0.5),
+                    by + 14.0,
+                    &format!("slot {i}"),
+                    "text-anchor='middle'",
                 );
             }
-            let _ = writeln!(
-                s,
-                "<text x='{:.1}' y='{:.1}'>slot {i}</text>",
-                bx + group * i as f64 + 4.0,
-                by + bh + 14.0
-            );
         }
-        for (k, (label, color)) in colors.iter().enumerate() {
-            let x = bx + 160.0 * k as f64;
-            let _ = writeln!(
-                s,
-                "<rect x='{x}' y='{}' width='10' height='10' fill='{color}'/><text x='{}' y='{}'>{label}</text>",
-                by + bh + 24.0,
-                x + 14.0,
-                by + bh + 33.0
-            );
-        }
-        // Right: projected peak memory of each batch against the limit.
-        let (rx, rw) = (520.0, 340.0);
-        let limit = (job.compute.memory_mb << 20) as f64;
+        s.line(bx, by, bx + bw, by, "stroke='black'");
+        s.legend(bx, by + 34.0, &colors);
+        // Right: projected peak memory of each batch against the limit, in MiB.
+        let (rx, rw) = (560.0, 360.0);
+        let peak_mib = p.max_projected_peak() as f64 / (1u64 << 20) as f64;
+        let my = s.y_axis(
+            rx,
+            by,
+            bh,
+            limit_mib.max(peak_mib),
+            "",
+            "projected peak memory per invocation (MiB)",
+            rw,
+        );
         let n = p.batches.len().max(1) as f64;
         for (i, b) in p.batches.iter().enumerate() {
-            let bar_h = bh * b.projected_peak as f64 / limit;
-            let _ = writeln!(
-                s,
-                "<rect x='{:.2}' y='{:.1}' width='{:.2}' height='{bar_h:.1}' fill='#9467bd'><title>batch {i}: {}</title></rect>",
+            let bar_h = my * b.projected_peak as f64 / (1u64 << 20) as f64;
+            s.rect(
                 rx + rw * i as f64 / n,
-                by + bh - bar_h,
+                by - bar_h,
                 (rw / n - 1.0).max(0.5),
-                mib(b.projected_peak)
+                bar_h,
+                "#9467bd",
+                "class='peak'",
+                &format!("batch {i}: {}", mib(b.projected_peak)),
             );
         }
-        let _ = writeln!(
-            s,
-            "<line x1='{rx}' y1='{by}' x2='{}' y2='{by}' stroke='red' stroke-dasharray='4'/>\
-             <text x='{rx}' y='{}' fill='red'>memory_mb = {}</text>\
-             <text x='{rx}' y='{}'>projected peak memory of each invocation</text>",
+        s.line(rx, by, rx + rw, by, "stroke='black'");
+        let ly = by - my * limit_mib;
+        s.line(rx, ly, rx + rw, ly, "stroke='red' stroke-dasharray='4'");
+        s.text(
             rx + rw,
-            by - 4.0,
-            job.compute.memory_mb,
-            by + bh + 14.0
+            ly - 4.0,
+            &format!("memory_mb = {}", job.compute.memory_mb),
+            "text-anchor='end' fill='red'",
         );
+        s.text(
+            rx,
+            by + 14.0,
+            &format!(
+                "one bar per invocation ({}), in plan order; largest {}",
+                p.batches.len(),
+                mib(p.max_projected_peak())
+            ),
+            "",
+        );
+        s.raw("</g>");
     }
-    s.push_str("</svg>\n");
-    s
+    s.finish()
 }

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nums_layout::{ArrayMeta, Block, Store};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::dispatch::Dispatched;
 use crate::job::{Job, Target};
@@ -29,6 +29,59 @@ pub fn human(b: u64) -> String {
 /// Memory for people, in MiB as Lambda's memory setting is.
 pub fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+/// One invocation of a run, as `--stats` lists it (`timeline`) and `nums-cloud timeline`
+/// draws it. Times are seconds since the run started (on the driver's clock: from the
+/// send to the answer).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invocation {
+    /// The stage it belongs to: `main`, or `mask-N` for a boolean mask computed first.
+    pub stage: String,
+    /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
+    pub batch: usize,
+    /// The concurrency slot it ran in: the lowest-numbered one free when it was sent
+    /// (0..workers, and more while backups run).
+    pub slot: usize,
+    /// The slot the scheduler planned it for.
+    pub planned_slot: usize,
+    pub start: f64,
+    pub end: f64,
+    pub tasks: u64,
+    /// Store bytes the function read and wrote (0 when it failed).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    /// Inside the handler: all of it, in kernels, and waiting on the store.
+    pub function_seconds: f64,
+    pub compute_seconds: f64,
+    pub io_seconds: f64,
+    pub peak_memory_bytes: u64,
+    /// Which send of its batch, from 1.
+    pub attempt: u32,
+    /// A backup sent for a straggler.
+    pub backup: bool,
+    /// `ok`; `late` (it answered after its batch was done by another copy: not used); or
+    /// `failed`, with `error`.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Gives each invocation the lowest-numbered slot free when it started (an invocation
+/// ending at an instant frees its slot for one starting then), and sorts them by start.
+pub fn assign_slots(inv: &mut [Invocation]) {
+    inv.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.end.total_cmp(&b.end)));
+    let mut free_at: Vec<f64> = Vec::new();
+    for i in inv.iter_mut() {
+        i.slot = match free_at.iter().position(|&f| f <= i.start) {
+            Some(k) => k,
+            None => {
+                free_at.push(0.0);
+                free_at.len() - 1
+            }
+        };
+        free_at[i.slot] = i.end;
+    }
 }
 
 /// The `--stats` JSON: every figure measured (by the functions or the driver).
@@ -77,6 +130,11 @@ pub struct Report {
     /// The models the job fitted: coefficients, iterations, loss history, passes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub fits: Vec<crate::iterate::FitReport>,
+    /// Every invocation, by start time.
+    pub timeline: Vec<Invocation>,
+    /// The local function processes' log files, kept when the run did not succeed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub function_logs: Vec<std::path::PathBuf>,
     #[serde(skip)]
     pub outputs: Vec<(String, Target, ArrayMeta, Option<Block>)>,
 }
@@ -131,6 +189,8 @@ impl Report {
             throttled: d.throttled,
             backups: d.backups,
             fits: Vec::new(),
+            timeline: Vec::new(),
+            function_logs: Vec::new(),
             outputs,
         }
     }
@@ -213,5 +273,54 @@ impl Report {
             }
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inv(start: f64, end: f64) -> Invocation {
+        Invocation {
+            stage: "main".into(),
+            batch: 0,
+            slot: usize::MAX,
+            planned_slot: 0,
+            start,
+            end,
+            tasks: 1,
+            bytes_read: 0,
+            bytes_written: 0,
+            function_seconds: 0.0,
+            compute_seconds: 0.0,
+            io_seconds: 0.0,
+            peak_memory_bytes: 0,
+            attempt: 1,
+            backup: false,
+            status: "ok".into(),
+            error: None,
+        }
+    }
+
+    /// Slots never hold two invocations at once, and a freed slot is reused first.
+    #[test]
+    fn slots_do_not_overlap_and_are_reused() {
+        let mut v = vec![
+            inv(0.5, 1.5),
+            inv(0.0, 1.0),
+            inv(1.0, 2.0),
+            inv(0.2, 0.4),
+            inv(1.6, 1.7),
+        ];
+        assign_slots(&mut v);
+        let got: Vec<(f64, usize)> = v.iter().map(|i| (i.start, i.slot)).collect();
+        assert_eq!(got, vec![(0.0, 0), (0.2, 1), (0.5, 1), (1.0, 0), (1.6, 1)]);
+        for a in &v {
+            for b in &v {
+                if a != b && a.slot == b.slot {
+                    assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
+                }
+            }
+        }
     }
 }

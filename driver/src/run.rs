@@ -2,7 +2,7 @@
 //! then import inputs, dispatch the batches, commit the outputs atomically, export them and
 //! report what was measured — for a failed or interrupted run too.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
@@ -10,7 +10,7 @@ use futures::{StreamExt, TryStreamExt};
 use ndarray::SliceInfoElem;
 use nums_layout::{ArrayMeta, Block, ErrorKind, Store, StoredArray};
 
-use crate::dispatch::{Dispatched, Invoker, run_batches};
+use crate::dispatch::{Dispatched, Invoker, run_batches_observed};
 use crate::graph::{self, Graph, NodeOp};
 use crate::job::{Backend, Defaults, Job, SchedulerKind, Target};
 use crate::local::{LocalConfig, LocalEndpoint};
@@ -57,11 +57,21 @@ pub struct RunFailed {
     pub error: anyhow::Error,
     /// Stopped by Ctrl-C (SIGINT) rather than by an error.
     pub interrupted: bool,
+    /// The local function processes' logs (kept after a failed run; removed after a
+    /// successful one).
+    pub logs: Vec<PathBuf>,
 }
 
 impl std::fmt::Display for RunFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#}", self.error)
+        write!(f, "{:#}", self.error)?;
+        if !self.logs.is_empty() {
+            write!(f, "\n  function logs (kept):")?;
+            for l in &self.logs {
+                write!(f, "\n    {}", l.display())?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -154,6 +164,13 @@ struct Measured {
     over: Vec<(usize, u64, u64)>,
     skipped: u64,
     fits: Vec<crate::iterate::FitReport>,
+    /// When the run started, and every invocation since (`--stats`' timeline).
+    t0: Option<Instant>,
+    timeline: Vec<crate::report::Invocation>,
+    /// One progress bar for every stage of the run (hidden when off), and the main
+    /// stage's invocations as first planned (counted in the bar's total until it runs).
+    bar: Option<indicatif::ProgressBar>,
+    main_estimate: u64,
 }
 
 /// Checks and runs a parsed job. On failure the error is a [`RunFailed`] carrying the
@@ -172,32 +189,41 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     .await
     .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
     if !run.removed.is_empty() {
-        eprintln!(
-            "note: removed the state of {} earlier unfinished run(s) of job {} ({})",
+        tracing::info!(
+            "removed the state of {} earlier unfinished run(s) of job {} ({})",
             run.removed.len(),
             job.name,
             run.removed.join(", ")
         );
     }
     if opts.resume && run.resumed.is_none() {
-        eprintln!(
-            "note: no earlier run of job {} to resume; running it whole",
+        tracing::info!(
+            "no earlier run of job {} to resume; running it whole",
             job.name
         );
     }
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
-    let backend = match start_backend(job, opts).await {
+    let backend = match start_backend(job, opts, &run.id).await {
         Ok(b) => b,
         Err(e) => {
             let _ = run.finish(true).await;
             return Err(e);
         }
     };
-    let measured = std::sync::Mutex::new(Measured::default());
+    let bar = progress_bar(opts.progress, 0);
+    let measured = std::sync::Mutex::new(Measured {
+        t0: Some(started),
+        bar: Some(bar.clone()),
+        ..Measured::default()
+    });
     let result = tokio::select! {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
         _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
     };
+    bar.finish_and_clear();
+    // The local function processes' logs: removed after a successful run, listed with
+    // the error of a failed one.
+    let log_dir = backend.1.as_ref().map(|ep| ep.log_dir().to_path_buf());
     if let Some(ep) = backend.1 {
         ep.stop().await;
     }
@@ -217,21 +243,26 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         r.invocations_over_projection = m.over.len() as u64;
         r.skipped_batches = m.skipped;
         r.fits = m.fits.clone();
+        r.timeline = m.timeline.clone();
+        crate::report::assign_slots(&mut r.timeline);
         r
     };
     match result {
         Ok(outputs) => {
+            if let Some(d) = &log_dir {
+                let _ = std::fs::remove_dir_all(d);
+            }
             let report = report(outputs);
             let prefix = run.prefix();
             run.finish(!opts.keep)
                 .await
                 .map_err(|e| anyhow!("job {}: {e}", job.name))?;
             if opts.keep {
-                eprintln!("note: the run's intermediates are kept under {prefix}/");
+                tracing::info!("the run's intermediates are kept under {prefix}/");
             }
             for (i, measured, projected) in &m.over {
-                eprintln!(
-                    "warning: invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
+                tracing::warn!(
+                    "invocation {i} peaked at {:.1} MiB, over its projected {:.1} MiB",
                     *measured as f64 / (1 << 20) as f64,
                     *projected as f64 / (1 << 20) as f64
                 );
@@ -242,6 +273,11 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             let mut report = report(Vec::new());
             report.status = if interrupted { "interrupted" } else { "failed" }.into();
             report.error = Some(format!("{error:#}"));
+            let logs = log_dir
+                .as_deref()
+                .map(crate::local::logs_in)
+                .unwrap_or_default();
+            report.function_logs = logs.clone();
             let prefix = run.prefix();
             let kept = run.finish(false).await;
             let error = match kept {
@@ -257,6 +293,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
                 report: Box::new(report),
                 error,
                 interrupted,
+                logs,
             }
             .into())
         }
@@ -297,10 +334,17 @@ async fn ctrl_c(listen: bool) {
     }
 }
 
+/// Where the local function processes of run `run_id` write their output:
+/// `nums-cloud-<pid>-<run>` in the system's temporary folder (`$TMPDIR`, else `/tmp`).
+pub fn local_log_dir(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("nums-cloud-{}-{run_id}", std::process::id()))
+}
+
 /// The invoker for the job's backend, and the local endpoint when it is local.
 async fn start_backend(
     job: &Job,
     opts: &RunOptions,
+    run_id: &str,
 ) -> anyhow::Result<(Invoker, Option<LocalEndpoint>)> {
     Ok(match job.compute.backend {
         Backend::Local => {
@@ -314,7 +358,7 @@ async fn start_backend(
                 memory_mb: job.compute.memory_mb,
                 timeout: Duration::from_secs(job.compute.timeout_seconds),
                 command,
-                log_dir: std::env::temp_dir().join(format!("nums-cloud-{}", std::process::id())),
+                log_dir: local_log_dir(run_id),
             })
             .await?;
             (
@@ -342,6 +386,7 @@ async fn execute(
     // select everything: the largest the job can be).
     let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
     upload_local_inputs(c).await?;
+    measured.lock().expect("measured").main_estimate = plan.batches.len() as u64;
     let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
@@ -351,18 +396,9 @@ async fn execute(
     }
     fit_models(c, &g, run, invoker, opts, measured).await?;
     import_and_describe(job, &g, run, store, opts.keep).await?;
-    dispatch_stage(
-        job,
-        "main",
-        &plan,
-        run,
-        invoker,
-        store,
-        opts.progress,
-        measured,
-    )
-    .await
-    .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
+    dispatch_stage(job, "main", &plan, run, invoker, store, measured)
+        .await
+        .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
     check_inputs_unchanged(c).await?;
     let names: Vec<String> = g
         .nodes
@@ -426,7 +462,6 @@ async fn dispatch_stage(
     run: &Run,
     invoker: &Invoker,
     store: &Store,
-    progress: bool,
     measured: &std::sync::Mutex<Measured>,
 ) -> anyhow::Result<()> {
     let batches = &plan.batches;
@@ -454,28 +489,61 @@ async fn dispatch_stage(
         .collect();
     measured.lock().expect("measured").skipped += done.len() as u64;
     if !done.is_empty() {
-        eprintln!(
-            "note: resuming run {}: {} of {} invocations of stage {stage} finished before; {} to go",
+        tracing::info!(
+            "resuming run {}: {} of {} invocations of stage {stage} finished before; {} to go",
             run.id,
             done.len(),
             batches.len(),
             todo.len()
         );
     }
-    let bar = progress_bar(progress, todo.len() as u64);
-    let result = run_batches(invoker, &todo, store, job.compute.workers, |k, st| {
+    tracing::debug!(
+        "stage {stage}: {} invocations ({} to run), {} tasks, scheduler {:?}",
+        batches.len(),
+        todo.len(),
+        plan.tasks,
+        job.compute.scheduler
+    );
+    // The bar's total: what ran, this stage, and the main stage as planned when this is
+    // a boolean mask's stage (the main plan waits for the mask's values).
+    let bar = {
+        let mut m = measured.lock().expect("measured");
+        let bar = m.bar.clone().unwrap_or_else(indicatif::ProgressBar::hidden);
+        if stage == "main" {
+            m.main_estimate = 0; // running now: stages after it add only their own
+        }
+        let after = m.main_estimate;
+        bar.set_length(bar.position() + todo.len() as u64 + after);
+        bar
+    };
+    let on_done = |k: usize, st: &nums_layout::batch::Stats| {
         bar.inc(1);
         let i = pending[k];
         run.done(stage, i);
         let mut m = measured.lock().expect("measured");
         m.dispatched.stats.add(st);
+        let moved = m.dispatched.stats.bytes_read + m.dispatched.stats.bytes_written;
+        bar.set_message(crate::report::human(moved));
         if st.peak_memory_bytes > batches[i].projected_peak {
             m.over
                 .push((i, st.peak_memory_bytes, batches[i].projected_peak));
         }
-    })
-    .await;
-    bar.finish_and_clear();
+    };
+    let on_sent = |s: &crate::dispatch::Sent<'_>| {
+        let mut m = measured.lock().expect("measured");
+        let t0 = m.t0.unwrap_or(s.started);
+        m.timeline.push(record(
+            stage,
+            pending[s.batch],
+            &batches[pending[s.batch]],
+            s,
+            t0,
+        ));
+    };
+    let policy = crate::dispatch::Policy::default();
+    let workers = job.compute.workers;
+    let result =
+        run_batches_observed(invoker, &todo, store, workers, &policy, on_done, on_sent).await;
     let _ = run.flush().await;
     let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
     // The stats were added per invocation above; the counters come from the dispatcher.
@@ -485,6 +553,43 @@ async fn dispatch_stage(
         ..d
     });
     Ok(())
+}
+
+/// One invocation's `--stats` record.
+fn record(
+    stage: &str,
+    batch: usize,
+    b: &PlannedBatch,
+    s: &crate::dispatch::Sent<'_>,
+    t0: Instant,
+) -> crate::report::Invocation {
+    let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    let zero = nums_layout::batch::Stats::default();
+    let st = s.result.unwrap_or(&zero);
+    crate::report::Invocation {
+        stage: stage.to_string(),
+        batch,
+        slot: 0,
+        planned_slot: b.slot,
+        start: secs(s.started),
+        end: secs(s.ended),
+        tasks: b.num_tasks() as u64,
+        bytes_read: st.bytes_read,
+        bytes_written: st.bytes_written,
+        function_seconds: st.wall_seconds,
+        compute_seconds: st.compute_seconds,
+        io_seconds: st.io_seconds,
+        peak_memory_bytes: st.peak_memory_bytes,
+        attempt: s.attempt,
+        backup: s.backup,
+        status: match (&s.result, s.late) {
+            (Err(_), _) => "failed",
+            (Ok(_), true) => "late",
+            (Ok(_), false) => "ok",
+        }
+        .into(),
+        error: s.result.err().map(|e| e.to_string()),
+    }
 }
 
 /// Of the batches an earlier run says it finished, those whose every written block is in
@@ -583,8 +688,7 @@ async fn fit_models(
                     let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
                     measured.lock().expect("measured").tasks += sub_plan.tasks;
                     import_and_describe(job, &sub, run, store, opts.keep).await?;
-                    dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured)
-                        .await?;
+                    dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
                     made.push(path.clone());
                     path
@@ -619,8 +723,8 @@ async fn fit_models(
             let _ = store.delete_prefix(&p).await;
         }
         if !fitted.converged {
-            eprintln!(
-                "warning: array `{array}`: {} did not converge in max_iter = {} iterations \
+            tracing::warn!(
+                "array `{array}`: {} did not converge in max_iter = {} iterations \
                  (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
                 crate::models::describe(spec),
                 spec.max_iter,
@@ -668,7 +772,7 @@ async fn resolve_masks(
         let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
         measured.lock().expect("measured").tasks += sub_plan.tasks;
         import_and_describe(job, &sub, run, store, opts.keep).await?;
-        dispatch_stage(job, &name, &sub_plan, run, invoker, store, false, measured).await?;
+        dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
             sub.nodes[root].meta.clone(),
@@ -875,9 +979,10 @@ fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::new(n);
+    bar.set_message("0 B");
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations {msg}",
+            "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}",
         )
         .expect("template"),
     );

@@ -1,0 +1,280 @@
+"""What users see of a run, end to end with the real binary: verbosity (-q, -v, RUST_LOG),
+the local function processes' logs (removed after success, listed after a failure), the
+per-invocation --stats records and the timeline SVG."""
+import json
+import os
+import re
+import sys
+import subprocess
+from pathlib import Path
+
+import numpy as np
+
+from nums import BIN, assert_close, job_text, run
+
+
+X = np.random.default_rng(3).normal(size=(400, 30))
+
+
+def small_job(tmp_path, name="obs", compute=None):
+    """G = X.T @ X and the column means of X, over 4 row blocks of X (a .npy)."""
+    np.save(tmp_path / "X.npy", X)
+    arrays = {"X": {"load": "X.npy", "block": [100, 30]}, "G": "X.T @ X", "m": "mean(X, axis=0)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"G": "G.npy", "m": "m.npy"}, name=name, compute=compute))
+    return job
+
+
+def check_outputs(tmp_path):
+    assert_close(np.load(tmp_path / "G.npy"), X.T @ X)
+    assert_close(np.load(tmp_path / "m.npy"), X.mean(axis=0))
+
+
+def isolated_tmp(tmp_path):
+    d = tmp_path / "systmp"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def test_verbosity_flags_and_rust_log(tmp_path):
+    job = small_job(tmp_path)
+    tmp = isolated_tmp(tmp_path)
+    env = {"TMPDIR": str(tmp)}
+    quiet = run(job, "-q", env=env)
+    assert quiet.stderr == "", quiet.stderr
+    assert "finished in" in quiet.stdout
+    loud = run(job, "-v", env=env)
+    assert "DEBUG nums_cloud::dispatch: invocation 0: done in" in loud.stderr, loud.stderr
+    assert "stage main:" in loud.stderr
+    plain = run(job, env=env)
+    assert "DEBUG" not in plain.stderr and "debug:" not in plain.stderr, plain.stderr
+    # RUST_LOG wins over the default.
+    filtered = run(job, env={**env, "RUST_LOG": "nums_cloud::run=debug"})
+    assert "stage main:" in filtered.stderr and "invocation 0: done" not in filtered.stderr, filtered.stderr
+    # The answers are right whatever the verbosity.
+    check_outputs(tmp_path)
+    # A successful run leaves no function logs behind.
+    assert [p.name for p in tmp.iterdir()] == [], list(tmp.iterdir())
+
+
+# A function process that writes to its log, takes one invocation and fails it with an
+# error nums-cloud does not retry.
+FAILING_FUNCTION = """
+import json, os, sys, urllib.request
+print("hello from the failing function", file=sys.stderr, flush=True)
+api = os.environ["AWS_LAMBDA_RUNTIME_API"]
+r = urllib.request.urlopen(f"http://{api}/2018-06-01/runtime/invocation/next")
+rid = r.headers["Lambda-Runtime-Aws-Request-Id"]
+r.read()
+body = json.dumps({"errorType": "KernelError", "errorMessage": "deliberate failure"}).encode()
+urllib.request.urlopen(urllib.request.Request(
+    f"http://{api}/2018-06-01/runtime/invocation/{rid}/error", data=body, method="POST")).read()
+import time; time.sleep(30)
+"""
+
+
+def test_failed_run_lists_its_function_logs(tmp_path):
+    job = small_job(tmp_path, name="fails")
+    tmp = isolated_tmp(tmp_path)
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_FUNCTION)
+    stats = tmp_path / "stats.json"
+    p = run(job, "--stats", str(stats), check=False,
+            env={"TMPDIR": str(tmp), "NUMS_CLOUD_FUNCTION": f"{sys.executable} {script}"})
+    assert p.returncode == 1, p.stderr
+    assert "deliberate failure" in p.stderr and "function logs (kept):" in p.stderr, p.stderr
+    listed = [Path(l.strip()) for l in p.stderr.split("function logs (kept):")[1].splitlines() if l.strip()]
+    assert listed and all(l.parent.parent == tmp and l.parent.name.startswith("nums-cloud-") for l in listed), listed
+    assert any("hello from the failing function" in l.read_text() for l in listed)
+    report = json.loads(stats.read_text())
+    assert report["status"] == "failed" and [Path(l) for l in report["function_logs"]] == listed
+    failed = [i for i in report["timeline"] if i["status"] == "failed"]
+    assert failed and all("deliberate failure" in i["error"] for i in failed), report["timeline"]
+
+
+def test_stats_records_every_invocation_and_the_timeline_draws_them(tmp_path):
+    import xml.etree.ElementTree as ET
+    job = small_job(tmp_path, name="tl")
+    svg = tmp_path / "run.svg"
+    p = run(job, "--stats", "-", "--timeline", str(svg))
+    report = json.loads(p.stdout)  # --stats -: standard output is the JSON alone
+    assert "finished in" in p.stderr  # and the summary went to standard error
+    check_outputs(tmp_path)
+    tl = report["timeline"]
+    assert len(tl) == report["invocations"] > 1 and report["retries"] == report["backups"] == 0
+    assert sum(i["tasks"] for i in tl) == report["tasks"]
+    assert sum(i["bytes_read"] for i in tl) == report["s3_bytes_read"]
+    assert sum(i["bytes_written"] for i in tl) == report["s3_bytes_written"]
+    assert max(i["peak_memory_bytes"] for i in tl) == report["peak_memory_bytes"]
+    assert sorted(i["batch"] for i in tl) == list(range(len(tl)))
+    for i in tl:
+        assert i["status"] == "ok" and i["attempt"] == 1 and not i["backup"] and i["stage"] == "main"
+        assert 0 <= i["start"] < i["end"] <= report["wall_seconds"], i
+        assert 0 <= i["slot"] < report["workers"], i
+        assert i["compute_seconds"] + i["io_seconds"] <= i["function_seconds"] * 1.01 + 1e-3, i
+        assert i["function_seconds"] <= i["end"] - i["start"] + 1e-3, i
+    for a in tl:
+        for b in tl:
+            if a is not b and a["slot"] == b["slot"]:
+                assert a["end"] <= b["start"] or b["end"] <= a["start"], (a, b)
+
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(svg).getroot()
+    lanes = root.findall(".//s:g[@class='lane']", ns)
+    assert sorted(int(g.get("data-slot")) for g in lanes) == sorted({i["slot"] for i in tl})
+    bars = [r for r in root.iter("{http://www.w3.org/2000/svg}rect") if r.get("class") == "invocation"]
+    assert sorted(int(r.get("data-batch")) for r in bars) == sorted(i["batch"] for i in tl)
+    for g in lanes:  # each invocation in its own slot's lane
+        slot = int(g.get("data-slot"))
+        got = sorted(int(r.get("data-batch")) for r in g.findall("s:rect[@class='invocation']", ns))
+        assert got == sorted(i["batch"] for i in tl if i["slot"] == slot)
+    texts = ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
+    assert "time since the run started (seconds)" in texts
+    assert any(t.startswith("peak memory of each invocation (MiB)") for t in texts)
+    assert "memory_mb = 512 MiB" in texts and "slot 0" in texts
+    assert any(re.fullmatch(r"0(\.0+)? s", t) for t in texts)  # the time axis starts at 0 s
+    assert any(f"{len(tl)} invocations" in t for t in texts)
+    peaks = root.findall(".//s:line[@class='peak']", ns)
+    assert len(peaks) == len(tl)
+
+    # `nums-cloud timeline` draws the same picture from the stats file.
+    stats = tmp_path / "stats.json"
+    stats.write_text(p.stdout)
+    again = tmp_path / "again.svg"
+    q = subprocess.run([BIN, "timeline", str(stats), str(again)], capture_output=True, text=True)
+    assert q.returncode == 0, q.stderr
+    assert again.read_text() == svg.read_text()
+    # A file that is not a stats file is refused by name.
+    (tmp_path / "bad.json").write_text('{"job": "x"}')
+    q = subprocess.run([BIN, "timeline", str(tmp_path / "bad.json"), str(again)], capture_output=True, text=True)
+    assert q.returncode == 1 and "bad.json: not a nums-cloud --stats file" in q.stderr, q.stderr
+
+
+def mask_job(tmp_path):
+    np.save(tmp_path / "X.npy", X)
+    arrays = {"X": {"load": "X.npy", "block": [100, 30]}, "P": "X[X[:, 0] > 0]", "s": "sum(P, axis=0)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"s": "s.npy"}, name="masked"))
+    return job
+
+
+def cli(*args):
+    p = subprocess.run([BIN, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_plan_and_check_json_say_a_masked_plan_is_provisional(tmp_path):
+    job = mask_job(tmp_path)
+    plan = json.loads(cli("plan", "--json", job))
+    assert [s["scheduler"] for s in plan["schedulers"]] == ["lshs", "naive"]
+    assert plan["memory_mb"] == 512 and plan["workers"] == 2
+    assert "array P indexes with a boolean mask" in plan["provisional"]
+    for s in plan["schedulers"]:
+        assert s["invocations"] == len(s["batches"]) > 0
+        assert sum(b["tasks"] for b in s["batches"]) == s["tasks"]
+        assert sum(b["bytes_in"] for b in s["batches"]) == s["store_bytes_read"]
+        assert max(b["projected_peak_bytes"] for b in s["batches"]) == s["projected_peak_memory_bytes"]
+        assert all(d < i for i, b in enumerate(s["batches"]) for d in b["after"])
+    # The text says the same numbers, and that it is provisional.
+    text = cli("plan", job)
+    lshs = plan["schedulers"][0]
+    assert "invocations" in text and str(lshs["invocations"]) in text.split("invocations", 1)[1].splitlines()[0]
+    assert "provisional: array P indexes with a boolean mask" in text
+    check = json.loads(cli("check", "--json", job))
+    assert check["ok"] is True and check["arrays"] == 3 and check["outputs"] == 1
+    assert "boolean mask" in check["provisional"]
+    assert "provisional plan:" in cli("check", job)
+    # A job without masks is not provisional.
+    plain = small_job(tmp_path, name="plain")
+    assert "provisional" not in json.loads(cli("plan", "--json", plain))
+    assert json.loads(cli("check", "--json", plain))["provisional"] is None
+    assert "provisional" not in cli("plan", plain)
+
+
+def test_progress_bar_total_covers_every_stage(tmp_path):
+    """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
+    at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
+    import pty
+    import re
+    job = mask_job(tmp_path)
+    stats = tmp_path / "stats.json"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the real binary on a terminal
+        os.chdir(tmp_path)
+        os.execv(BIN, [BIN, "run", str(job), "--stats", str(stats)])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
+    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA", out.decode(errors="replace"))
+    report = json.loads(stats.read_text())
+    stages = {i["stage"] for i in report["timeline"]}
+    assert "main" in stages and any(s.startswith("mask-") for s in stages), stages
+    assert frames, out.decode(errors="replace")
+    assert all(int(p) <= int(n) for p, n, _ in frames), frames
+    last_pos, last_len, moved = frames[-1]
+    assert int(last_pos) == int(last_len) == report["invocations"], (frames, report["invocations"])
+    assert moved.endswith("B"), frames
+    P = X[X[:, 0] > 0]
+    assert_close(np.load(tmp_path / "s.npy"), P.sum(axis=0))
+
+
+def test_plan_svg_has_axes_values_and_both_schedulers_visible(tmp_path):
+    import xml.etree.ElementTree as ET
+    job = small_job(tmp_path, name="plansvg")
+    svg = tmp_path / "plan.svg"
+    cli("plan", job, "--svg", svg)
+    plan = json.loads(cli("plan", "--json", job))
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    root = ET.parse(svg).getroot()
+    panels = root.findall(".//s:g[@class='plan']", ns)
+    assert [g.get("data-scheduler") for g in panels] == ["lshs", "naive"]
+    for g, sched in zip(panels, plan["schedulers"]):
+        peaks = g.findall(".//s:rect[@class='peak']", ns)
+        assert len(peaks) == sched["invocations"]
+        loads = g.findall(".//s:rect[@class='load']", ns)
+        assert len(loads) == 2 * len(sched["loads"])
+        # Each plan on its own scale: its tallest bar fills most of its plot.
+        assert max(float(r.get("height")) for r in loads) > 0.5 * 170, [r.get("height") for r in loads]
+        texts = ["".join(t.itertext()) for t in g.iter("{http://www.w3.org/2000/svg}text")]
+        assert "store bytes per slot (MB)" in texts and "projected peak memory per invocation (MiB)" in texts
+        assert "memory_mb = 512" in texts and "slot 0" in texts
+        assert any(t.startswith(f"{sched['scheduler']}: {sched['invocations']} invocations") for t in texts)
+        assert any(t.endswith(" kB") or t.endswith(" MB") or t.endswith(" B") for t in texts)  # values on bars
+
+
+def test_shell_completions(tmp_path):
+    bash = cli("completions", "bash")
+    assert "timeline" in bash and "--stats" in bash and "completions" in bash
+    p = subprocess.run(["bash", "-c", f"source <({BIN} completions bash) && complete -p nums-cloud"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "nums-cloud" in p.stdout, p.stderr
+    assert "#compdef nums-cloud" in cli("completions", "zsh")
+    assert "complete -c nums-cloud" in cli("completions", "fish")
+    p = subprocess.run([BIN, "completions", "tcsh"], capture_output=True, text=True)
+    assert p.returncode == 2 and "tcsh" in p.stderr
+
+
+def test_a_lambda_failure_names_its_log_group_and_request_id(tmp_path):
+    """The lambda backend (against the local Lambda-compatible endpoint): a failed
+    invocation's error says where its logs are on AWS: the log group and request id."""
+    from test_deploy import Endpoint, lambda_env
+    job = small_job(tmp_path, name="lambdafail")
+    text = job.read_text().replace("[compute]", '[compute]\nbackend = "lambda"\nfunction = "nums-obs"')
+    job.write_text(text)
+    script = tmp_path / "failing.py"
+    script.write_text(FAILING_FUNCTION)
+    with Endpoint([sys.executable, str(script)], function="nums-obs") as ep:
+        p = run(job, check=False, env=lambda_env(ep.url))
+    assert p.returncode == 1, p.stderr
+    assert "deliberate failure (logs: CloudWatch log group /aws/lambda/nums-obs, request id " in p.stderr, p.stderr
+    rid = p.stderr.split("request id ", 1)[1].split(")")[0]
+    assert rid.endswith("-local") and rid != "unknown", rid
