@@ -1515,7 +1515,7 @@ mod tests {
             output: QrOutput::Q { part: 3 },
         };
         let j = serde_json::to_string(&k).unwrap();
-        assert_eq!(j, r#"{"kernel":"qr","cols":2,"output":{"q":{"part":3}}}"#);
+        assert_eq!(j, r#"{"kernel":"qr","cols":2,"result":{"q":{"part":3}}}"#);
         assert_eq!(serde_json::from_str::<Kernel>(&j).unwrap(), k);
         let j = serde_json::to_string(&Kernel::Cholesky).unwrap();
         assert_eq!(j, r#"{"kernel":"cholesky"}"#);
