@@ -101,8 +101,8 @@ Z = "z.npy"
 """, 3, "arrays.Z.block", ["4000000000 blocks", "more than the 1000000", "blocks of (1000000, 16) would do"]),
     "blocks_per_job": ("""name = "same"
 [arrays]
-""" + "".join(f"Z{i} = {{ zeros = [900000], block = [1] }}\n" for i in range(6)), 7, "arrays.Z4.block",
-        ["4500000 blocks in all", "more than the 4000000"]),
+""" + "".join(f"Z{i} = {{ zeros = [900000], block = [1] }}\n" for i in range(18)), 20, "arrays.Z17.block",
+        ["16200000 blocks in all", "more than the 16000000"]),
     "too_many_elements": ("""name = "same"
 [arrays]
 v = { zeros = [1125899906842624], block = [1125899906842624] }

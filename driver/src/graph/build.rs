@@ -44,7 +44,9 @@ pub(super) struct Builder<'a> {
 pub const MAX_BLOCKS_PER_ARRAY: u64 = 1_000_000;
 
 /// The most blocks of all arrays of a job (intermediates included): what one plan holds.
-pub const MAX_BLOCKS_PER_JOB: u64 = 4_000_000;
+/// Elementwise chains count once per operation, so the planning-scale job of a
+/// million-block X (`1 / (1 + exp(-(X @ w)))`, then `X.T @ mu`) has about six million.
+pub const MAX_BLOCKS_PER_JOB: u64 = 16_000_000;
 
 /// The longest axis a boolean mask or an index list may select along: its positions are
 /// held by the driver (8 bytes each: 128 MiB).
