@@ -90,8 +90,13 @@ impl Options {
             self.solver.name(),
             expr_f64(self.tol),
             self.max_iter,
-            if self.fit_intercept { "True" } else { "False" }
+            self.intercept()
         )
+    }
+
+    /// `fit_intercept` as the job language writes it.
+    fn intercept(&self) -> &'static str {
+        if self.fit_intercept { "True" } else { "False" }
     }
 }
 
@@ -130,6 +135,12 @@ async fn fit(x: &Array, y: &Array, call: String, link: Link) -> Result<FitResult
 
 macro_rules! estimator_common {
     ($t:ident) => {
+        impl Default for $t {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
         impl $t {
             /// The tolerance on the gradient's largest magnitude.
             pub fn tol(mut self, tol: f64) -> Self {
@@ -162,12 +173,6 @@ macro_rules! estimator_common {
 pub struct LogisticRegression {
     c: f64,
     o: Options,
-}
-
-impl Default for LogisticRegression {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl LogisticRegression {
@@ -208,12 +213,6 @@ estimator_common!(LogisticRegression);
 pub struct PoissonRegression {
     alpha: f64,
     o: Options,
-}
-
-impl Default for PoissonRegression {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl PoissonRegression {
@@ -260,12 +259,6 @@ pub struct Ridge {
 /// scikit-learn's `LinearRegression`: a [`Ridge`] without a penalty.
 pub type LinearRegression = Ridge;
 
-impl Default for Ridge {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl Ridge {
     /// `alpha` 1, as scikit-learn's `Ridge`; `.alpha(0.0)` is `LinearRegression`.
     pub fn new() -> Self {
@@ -283,14 +276,10 @@ impl Ridge {
 
     /// Fits the model to `x` ([n, d]) and `y` ([n]).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let intercept = if self.o.fit_intercept {
-            "True"
-        } else {
-            "False"
-        };
         let call = format!(
-            "ridge({{0}}, {{1}}, alpha={}, fit_intercept={intercept})",
-            expr_f64(self.alpha)
+            "ridge({{0}}, {{1}}, alpha={}, fit_intercept={})",
+            expr_f64(self.alpha),
+            self.o.intercept()
         );
         fit(x, y, call, Link::Identity).await
     }
