@@ -27,7 +27,7 @@ use nums_layout::batch::{Batch, Kernel};
 
 use crate::graph::Graph;
 use crate::job::SchedulerKind;
-use crate::tasks::{BlockId, BlockTask, BlockWork, Step, Work, array_path, block_nbytes};
+use crate::tasks::{BlockId, BlockWork, Step, Work, array_path, block_nbytes};
 
 /// New blocks up to this size are made again in each batch that needs them rather than
 /// read from the store (a random or constant block costs less to make than to fetch).
@@ -395,11 +395,11 @@ impl Tasks {
 
     /// The tasks as [`BlockTask`]s with their slots (for the invariant check).
     #[cfg(any(test, debug_assertions))]
-    pub(super) fn to_block_tasks(&self, blocks: &Blocks) -> Vec<(BlockTask, usize)> {
+    pub(super) fn to_block_tasks(&self, blocks: &Blocks) -> Vec<(crate::tasks::BlockTask, usize)> {
         (0..self.len())
             .map(|i| {
                 (
-                    BlockTask {
+                    crate::tasks::BlockTask {
                         kernel: self.kernels[self.kernel[i] as usize].clone(),
                         inputs: self.inputs(i).iter().map(|&b| blocks.block(b)).collect(),
                         output: blocks.block(self.output[i]),

@@ -15,7 +15,7 @@ use nums_layout::{ArrayMeta, DType};
 
 use super::*;
 use crate::graph::{Node, NodeId, NodeOp};
-use crate::tasks::block_work;
+use crate::tasks::{BlockTask, block_work};
 
 /// A random graph, from `seed` alone (fastrand's generator: the same graph on every machine).
 pub(crate) fn gen_graph(seed: u64) -> Graph {
