@@ -8,6 +8,9 @@
 # .cache/peers/ and reused (file store). Other arguments go to benches/peers.py (--help).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# `--script FILE` first runs another benchmark of the same venv (scripts/bench_fit.sh).
+script=benches/peers.py
+if [ "${1:-}" = --script ]; then script="$2"; shift 2; fi
 store=file
 prev=""
 for a in "$@"; do
@@ -21,7 +24,7 @@ cargo build --release -p nums-cloud --quiet
 
 venv=.cache/peers-venv
 if ! cmp -s benches/peers-requirements.txt "$venv/peers-requirements.txt" \
-   || ! "$venv/bin/python" -c "import numpy, zarr, dask, distributed, s3fs, cubed" >/dev/null 2>&1; then
+   || ! "$venv/bin/python" -c "import numpy, zarr, dask, distributed, s3fs, cubed, dask_ml, sklearn" >/dev/null 2>&1; then
   echo "bench_peers: filling $venv (benches/peers-requirements.txt from PyPI)"
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r benches/peers-requirements.txt
@@ -38,4 +41,4 @@ if [ "$store" = garage ]; then
   # shellcheck disable=SC1090
   source "$env_file"
 fi
-"$venv/bin/python" benches/peers.py "$@"
+"$venv/bin/python" "$script" "$@"

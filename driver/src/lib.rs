@@ -7,6 +7,7 @@
 pub mod api;
 pub mod arrays;
 pub mod cgroup;
+pub mod cost;
 pub mod dispatch;
 pub mod error;
 pub mod expr;

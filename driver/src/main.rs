@@ -51,13 +51,16 @@ enum Cmd {
         #[arg(long)]
         infra: Option<PathBuf>,
     },
-    /// Dry run: the batches, simulated loads, projected memory and estimated cost of LSHS
+    /// Dry run: the batches, simulated loads, projected memory, wall time and cost of LSHS
     /// and naive side by side; nothing runs and nothing is written.
     Plan {
         job: PathBuf,
         /// Also draw both plans as an SVG chart.
         #[arg(long)]
         svg: Option<PathBuf>,
+        /// Also draw the LSHS plan's projected timeline (the backend's cost model) as SVG.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
         /// Print the plans as JSON (every batch) instead of text.
         #[arg(long)]
         json: bool,
@@ -308,7 +311,13 @@ fn main() -> ExitCode {
                     }
                 }
             }
-            Cmd::Plan { job, svg, json, .. } => {
+            Cmd::Plan {
+                job,
+                svg,
+                timeline,
+                json,
+                ..
+            } => {
                 let c = nums_cloud::run::check_with(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let prefix = nums_cloud::run::dry_run_prefix(&c.job);
@@ -327,8 +336,11 @@ fn main() -> ExitCode {
                     }
                 }
                 if let Some(path) = svg {
-                    std::fs::write(&path, nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+                    write_file(&path, &nums_cloud::planview::svg(&c.job, &[&lshs, &naive]))?;
+                }
+                if let Some(path) = timeline {
+                    let t = nums_cloud::timeline::Timeline::projected(&c.job, &lshs);
+                    write_file(&path, &nums_cloud::timeline::svg(&t))?;
                 }
                 Ok(())
             }

@@ -3,35 +3,17 @@
 
 use std::fmt::Write;
 
+use crate::cost::{CostModel, Projection};
 use crate::job::Job;
-use crate::report::{
-    USD_PER_GB_SECOND, USD_PER_INVOCATION, USD_PER_S3_GET, USD_PER_S3_PUT, human as mb, mib,
-};
+use crate::report::{human as mb, mib};
 use crate::sched::Plan;
 use crate::svg::Svg;
 use serde::Serialize;
 
-/// Store throughput assumed by the estimate (measured on Garage, BENCHMARKS.md) and the
-/// fixed cost of an invocation.
-const READ_BPS: f64 = 400e6;
-const WRITE_BPS: f64 = 200e6;
-const INVOKE_SECONDS: f64 = 0.02;
-
-/// Estimated (GB-seconds, USD) of a plan.
-pub fn estimate(plan: &Plan, memory_mb: u64) -> (f64, f64) {
-    let secs: f64 = plan
-        .batches
-        .iter()
-        .map(|b| INVOKE_SECONDS + b.bytes_in as f64 / READ_BPS + b.bytes_out as f64 / WRITE_BPS)
-        .sum();
-    let gbs = secs * memory_mb as f64 / 1024.0;
-    let gets: u64 = plan.batches.iter().map(|b| b.gets).sum();
-    let puts: u64 = plan.batches.iter().map(|b| b.puts).sum();
-    let usd = gbs * USD_PER_GB_SECOND
-        + plan.batches.len() as f64 * USD_PER_INVOCATION
-        + gets as f64 * USD_PER_S3_GET
-        + puts as f64 * USD_PER_S3_PUT;
-    (gbs, usd)
+/// The plan's projection by the cost model of the job's backend ([`crate::cost`]).
+pub fn projection(job: &Job, plan: &Plan) -> Projection {
+    let c = &job.compute;
+    plan.project(CostModel::for_backend(c.backend), c.workers, c.memory_mb)
 }
 
 /// `plan --json`: what `plan` prints, every batch included.
@@ -57,6 +39,9 @@ pub struct SchedulerJson {
     pub peak_intermediate_bytes: u64,
     pub projected_peak_memory_bytes: u64,
     pub memory_limit_bytes: u64,
+    /// The cost model's projection (`cost_model` names its calibration).
+    pub cost_model: String,
+    pub projected_wall_seconds: f64,
     pub estimated_gb_seconds: f64,
     pub estimated_cost_usd: f64,
     /// Per slot: largest invocation memory, store bytes in and out.
@@ -95,7 +80,7 @@ pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson
         schedulers: plans
             .iter()
             .map(|p| {
-                let (gbs, usd) = estimate(p, c.memory_mb);
+                let pr = projection(job, p);
                 SchedulerJson {
                     scheduler: format!("{:?}", p.scheduler).to_lowercase(),
                     tasks: p.tasks,
@@ -105,8 +90,10 @@ pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson
                     peak_intermediate_bytes: p.intermediate_bytes(),
                     projected_peak_memory_bytes: p.max_projected_peak(),
                     memory_limit_bytes: c.memory_mb << 20,
-                    estimated_gb_seconds: gbs,
-                    estimated_cost_usd: usd,
+                    cost_model: pr.model.name.to_string(),
+                    projected_wall_seconds: pr.wall_seconds,
+                    estimated_gb_seconds: pr.gb_seconds,
+                    estimated_cost_usd: pr.usd,
                     loads: p
                         .loads
                         .iter()
@@ -159,40 +146,43 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
     let c = &job.compute;
     let _ = writeln!(
         s,
-        "plan for {}: {} workers, memory_mb = {}",
+        "plan for {}: {} workers, memory_mb = {}, cost model {}",
         job.file.display(),
         c.workers,
-        c.memory_mb
+        c.memory_mb,
+        CostModel::for_backend(c.backend).name
     );
     let _ = write!(s, "{:<28}", "");
     for p in plans {
         let _ = write!(s, "{:>16}", format!("{:?}", p.scheduler).to_lowercase());
     }
     s.push('\n');
-    let row = |s: &mut String, name: &str, f: &dyn Fn(&Plan) -> String| {
+    let proj: Vec<Projection> = plans.iter().map(|p| projection(job, p)).collect();
+    let row = |s: &mut String, name: &str, f: &dyn Fn(&Plan, &Projection) -> String| {
         let _ = write!(s, "{name:<28}");
-        for p in plans {
-            let _ = write!(s, "{:>16}", f(p));
+        for (p, pr) in plans.iter().zip(&proj) {
+            let _ = write!(s, "{:>16}", f(p, pr));
         }
         s.push('\n');
     };
-    row(&mut s, "block tasks", &|p| p.tasks.to_string());
-    row(&mut s, "invocations", &|p| p.batches.len().to_string());
-    row(&mut s, "store bytes read", &|p| mb(p.bytes_read()));
-    row(&mut s, "store bytes written", &|p| mb(p.bytes_written()));
-    row(&mut s, "peak intermediate storage", &|p| {
+    row(&mut s, "block tasks", &|p, _| p.tasks.to_string());
+    row(&mut s, "invocations", &|p, _| p.batches.len().to_string());
+    row(&mut s, "store bytes read", &|p, _| mb(p.bytes_read()));
+    row(&mut s, "store bytes written", &|p, _| mb(p.bytes_written()));
+    row(&mut s, "peak intermediate storage", &|p, _| {
         mb(p.intermediate_bytes())
     });
-    row(&mut s, "projected peak memory", &|p| {
+    row(&mut s, "projected peak memory", &|p, _| {
         mib(p.max_projected_peak())
     });
-    row(&mut s, "memory limit", &|_| mib(c.memory_mb << 20));
-    row(&mut s, "estimated GB-seconds", &|p| {
-        format!("{:.3}", estimate(p, c.memory_mb).0)
+    row(&mut s, "memory limit", &|_, _| mib(c.memory_mb << 20));
+    row(&mut s, "projected wall time", &|_, pr| {
+        format!("{:.1} s", pr.wall_seconds)
     });
-    row(&mut s, "estimated cost", &|p| {
-        format!("${:.6}", estimate(p, c.memory_mb).1)
+    row(&mut s, "estimated GB-seconds", &|_, pr| {
+        format!("{:.3}", pr.gb_seconds)
     });
+    row(&mut s, "estimated cost", &|_, pr| format!("${:.6}", pr.usd));
     for p in plans {
         let name = format!("{:?}", p.scheduler).to_lowercase();
         let _ = writeln!(
@@ -251,7 +241,8 @@ pub fn svg(job: &Job, plans: &[&Plan]) -> String {
     for (pi, p) in plans.iter().enumerate() {
         let y0 = 50.0 + panel_h * pi as f64;
         let name = format!("{:?}", p.scheduler).to_lowercase();
-        let (gbs, usd) = estimate(p, job.compute.memory_mb);
+        let pr = projection(job, p);
+        let (gbs, usd) = (pr.gb_seconds, pr.usd);
         s.raw(&format!("<g class='plan' data-scheduler='{name}'>"));
         s.text(
             20.0,

@@ -118,6 +118,9 @@ pub struct Report {
     /// The plan's largest projected batch peak, and how many invocations measured more.
     pub projected_peak_memory_bytes: u64,
     pub invocations_over_projection: u64,
+    /// The cost model's projection of the main stage's wall seconds (`nums-cloud plan`'s
+    /// "projected wall time"), to set against the main stage's invocations in `timeline`.
+    pub projected_main_seconds: f64,
     pub function_seconds: f64,
     pub compute_seconds: f64,
     pub io_seconds: f64,
@@ -176,6 +179,7 @@ impl Report {
             peak_memory_bytes: s.peak_memory_bytes,
             memory_limit_bytes: job.compute.memory_mb << 20,
             projected_peak_memory_bytes: 0,
+            projected_main_seconds: 0.0,
             invocations_over_projection: 0,
             function_seconds: s.wall_seconds,
             compute_seconds: s.compute_seconds,

@@ -161,6 +161,8 @@ struct Measured {
     dispatched: Dispatched,
     tasks: usize,
     projected_peak: u64,
+    /// The cost model's projection of the main stage's wall seconds.
+    projected_main: f64,
     over: Vec<(usize, u64, u64)>,
     skipped: u64,
     fits: Vec<crate::iterate::FitReport>,
@@ -240,6 +242,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         );
         r.run = run.id.clone();
         r.projected_peak_memory_bytes = m.projected_peak;
+        r.projected_main_seconds = m.projected_main;
         r.invocations_over_projection = m.over.len() as u64;
         r.skipped_batches = m.skipped;
         r.fits = m.fits.clone();
@@ -393,6 +396,7 @@ async fn execute(
         let mut m = measured.lock().expect("measured");
         m.tasks += plan.tasks;
         m.projected_peak = m.projected_peak.max(plan.max_projected_peak());
+        m.projected_main = crate::planview::projection(job, &plan).wall_seconds;
     }
     fit_models(c, &g, run, invoker, opts, measured).await?;
     import_and_describe(job, &g, run, store, opts.keep).await?;

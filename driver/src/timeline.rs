@@ -39,6 +39,20 @@ impl Timeline {
         }
     }
 
+    /// A plan's projected run, by the cost model of the job's backend.
+    pub fn projected(job: &crate::job::Job, plan: &crate::sched::Plan) -> Timeline {
+        let p = crate::planview::projection(job, plan);
+        Timeline {
+            job: job.name.clone(),
+            run: format!("projected by the {} cost model", p.model.name),
+            status: "projected".into(),
+            wall_seconds: p.wall_seconds,
+            workers: job.compute.workers,
+            memory_limit_bytes: job.compute.memory_mb << 20,
+            timeline: p.timeline,
+        }
+    }
+
     /// Reads a `--stats` JSON file.
     pub fn load(path: &Path) -> anyhow::Result<Timeline> {
         let text = std::fs::read_to_string(path)

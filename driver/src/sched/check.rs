@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use nums_layout::batch::{Batch, BlockRef};
 
 use super::*;
-use crate::tasks::is_intermediate;
+use crate::tasks::{BlockTask, is_intermediate};
 
 /// A block on the wire: its array's path and its block index.
 type Key<'a> = (&'a str, &'a [u64]);

@@ -61,6 +61,9 @@ pub struct PlannedBatch {
     /// Store requests the batch will make: one GET per block read, one PUT per block written.
     pub gets: u64,
     pub puts: u64,
+    /// The kernels' work, for the cost model ([`crate::cost::task_work`]).
+    pub flops: f64,
+    pub streamed: u64,
     body: Body,
 }
 
@@ -83,6 +86,8 @@ impl PlannedBatch {
             bytes_out: 0,
             gets: 0,
             puts: 0,
+            flops: 0.0,
+            streamed: 0,
             body: Body::Given(Arc::new(batch)),
         }
     }
@@ -138,6 +143,32 @@ impl Plan {
     /// there until the job ends, so this is the peak intermediate storage.
     pub fn intermediate_bytes(&self) -> u64 {
         self.wire.intermediate_bytes()
+    }
+
+    /// The plan's projection on `workers` workers of `memory_mb` by `model`.
+    pub fn project(
+        &self,
+        model: crate::cost::CostModel,
+        workers: usize,
+        memory_mb: u64,
+    ) -> crate::cost::Projection {
+        let batches: Vec<_> = self
+            .batches
+            .iter()
+            .map(|b| {
+                let work = crate::cost::BatchWork {
+                    tasks: b.num_tasks() as u64,
+                    bytes_in: b.bytes_in,
+                    bytes_out: b.bytes_out,
+                    flops: b.flops,
+                    streamed: b.streamed,
+                };
+                (work, b.deps.as_slice(), b.projected_peak)
+            })
+            .collect();
+        let gets = self.batches.iter().map(|b| b.gets).sum();
+        let puts = self.batches.iter().map(|b| b.puts).sum();
+        crate::cost::project(model, workers, memory_mb, &batches, gets, puts)
     }
 
     pub fn max_projected_peak(&self) -> u64 {

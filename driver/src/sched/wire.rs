@@ -163,7 +163,15 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         bytes_out: u64,
         gets: u64,
         puts: u64,
+        flops: f64,
+        streamed: u64,
     }
+    let grids: Vec<Vec<u64>> = g.nodes.iter().map(|n| n.meta.grid()).collect();
+    let shape = |x: u32| {
+        let id = blocks.block(x);
+        let meta = &g.nodes[id.node].meta;
+        meta.block_shape(&nums_layout::meta::unravel(id.block, &grids[id.node]))
+    };
     let mut stats = Vec::with_capacity(nb);
     for b in 0..nb {
         for &m in of(b) {
@@ -175,9 +183,22 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             bytes_out: 0,
             gets: 0,
             puts: 0,
+            flops: 0.0,
+            streamed: 0,
         };
         for &m in of(b) {
             let m = m as usize;
+            let ins = tasks.inputs(m);
+            let out = tasks.output[m];
+            let (flops, streamed) = crate::cost::task_work(
+                &tasks.kernels[tasks.kernel[m] as usize],
+                ins.iter().map(|&x| blocks.nbytes[x as usize]).sum(),
+                blocks.nbytes[out as usize],
+                |i| shape(if i < ins.len() { ins[i] } else { out }),
+                ins.len(),
+            );
+            s.flops += flops;
+            s.streamed += streamed;
             for &x in tasks.inputs(m) {
                 let p = producer[x as usize];
                 if p != NONE && here[p as usize] == b as u32 {
@@ -209,7 +230,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         prefix: cx.prefix.to_string(),
         store: cx.store.clone(),
         limit: cx.memory_mb << 20,
-        grids: g.nodes.iter().map(|n| n.meta.grid()).collect(),
+        grids,
         blocks,
         tasks,
         batch_of: cut.batch_of,
@@ -228,6 +249,8 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             bytes_out: s.bytes_out,
             gets: s.gets,
             puts: s.puts,
+            flops: s.flops,
+            streamed: s.streamed,
             body: Body::Planned(wire.clone(), b as u32),
         })
         .collect();

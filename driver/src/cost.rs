@@ -1,0 +1,439 @@
+//! The cost model behind `plan`'s projections and a run's "projected" figure: how long
+//! each planned invocation takes (start-up, store I/O, kernels, overlapped as the
+//! function's read-ahead pipeline overlaps them), when it runs (free workers, its
+//! dependencies, how fast the platform starts new workers) and what that costs.
+//!
+//! Two calibrations, one per backend: `local` (function processes on the project's 2-core
+//! machine kind, file store; rates fitted to `--stats` of the peers workloads, BENCHMARKS.md)
+//! and `lambda` (AWS Lambda and S3; published figures, stated in BENCHMARKS.md).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use nums_layout::batch::{Kernel, QrOutput, SvdOutput};
+
+use crate::job::Backend;
+use crate::report::{
+    Invocation, USD_PER_GB_SECOND, USD_PER_INVOCATION, USD_PER_S3_GET, USD_PER_S3_PUT,
+};
+
+/// One function's rates on one platform.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostModel {
+    pub name: &'static str,
+    /// Seconds from sending a warm invocation to its reply, beyond its work.
+    pub invoke_s: f64,
+    /// Extra seconds of a worker's first invocation (a new process or execution
+    /// environment: start, binary load, first connections).
+    pub cold_start_s: f64,
+    /// Workers the platform starts at once, then new ones per second (Lambda: 1,000 per
+    /// 10 s per function).
+    pub burst: usize,
+    pub scale_per_s: f64,
+    /// Block bytes per second one function reads from and writes to the store, decoding
+    /// and encoding (zstd) included.
+    pub read_bps: f64,
+    pub write_bps: f64,
+    /// Kernel rates of one function: floating-point operations per second of BLAS and
+    /// LAPACK kernels, and block bytes per second through the other (streaming) kernels.
+    pub flops: f64,
+    pub stream_bps: f64,
+}
+
+/// Function processes on this machine kind with the file store (2 cores; fitted, with
+/// `scripts/bench_peers.sh`, to the peers workloads' `--stats`).
+pub const LOCAL: CostModel = CostModel {
+    name: "local",
+    invoke_s: 0.004,
+    cold_start_s: 0.05,
+    burst: usize::MAX,
+    scale_per_s: f64::INFINITY,
+    read_bps: 900e6,
+    write_bps: 450e6,
+    flops: 25e9,
+    stream_bps: 1.2e9,
+};
+
+/// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90
+/// and 70 MB/s per function (numpywren, Cubed's and AWS's measurements), a cold start of
+/// a static Rust binary of 0.3 s, 20 ms per warm invoke, 1,000 environments at once then
+/// 100 per second, one core's BLAS.
+pub const LAMBDA: CostModel = CostModel {
+    name: "lambda",
+    invoke_s: 0.02,
+    cold_start_s: 0.3,
+    burst: 1000,
+    scale_per_s: 100.0,
+    read_bps: 90e6,
+    write_bps: 70e6,
+    flops: 20e9,
+    stream_bps: 1.0e9,
+};
+
+impl CostModel {
+    pub fn for_backend(b: Backend) -> CostModel {
+        match b {
+            Backend::Local => LOCAL,
+            Backend::Lambda => LAMBDA,
+        }
+    }
+
+    /// Seconds of one invocation's handler: its store I/O and kernels, overlapped as the
+    /// function's pipeline overlaps them (all but one task's worth, the first read and the
+    /// last write), plus the invoke overhead.
+    pub fn batch_seconds(&self, b: &BatchWork) -> f64 {
+        let io = b.bytes_in as f64 / self.read_bps + b.bytes_out as f64 / self.write_bps;
+        let compute = b.flops / self.flops + b.streamed as f64 / self.stream_bps;
+        let overlap = io.min(compute) * (1.0 - 1.0 / b.tasks.max(1) as f64);
+        self.invoke_s + io + compute - overlap
+    }
+}
+
+/// What one planned invocation does, as the model needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct BatchWork {
+    pub tasks: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// Floating-point operations of its BLAS and LAPACK kernels.
+    pub flops: f64,
+    /// Bytes its other kernels read and write in memory.
+    pub streamed: u64,
+}
+
+/// A task's work: (floating-point operations, bytes streamed). Contractions and linear
+/// algebra count operations (the usual LAPACK counts); every other kernel streams its
+/// inputs and output once. `shapes` gives the input blocks' shapes (asked only for the
+/// kernels that count operations), `shapes(n_inputs)` the output block's.
+pub fn task_work(
+    kernel: &Kernel,
+    inputs_bytes: u64,
+    output_bytes: u64,
+    shapes: impl Fn(usize) -> Vec<usize>,
+    n_inputs: usize,
+) -> (f64, u64) {
+    let output = || shapes(n_inputs);
+    let dims = |i: usize| {
+        let s = shapes(i);
+        let m = s.first().copied().unwrap_or(1) as f64;
+        let n = s.get(1).copied().unwrap_or(1) as f64;
+        (m, n)
+    };
+    let flops = match kernel {
+        Kernel::Einsum {
+            subscripts,
+            operands,
+        } => return (einsum_flops(subscripts, *operands, n_inputs, &shapes), 0),
+        Kernel::Qr { cols, output: out } => {
+            // The stacked matrix: rows of its first grid column, width of its first row.
+            let m: f64 = (0..n_inputs)
+                .step_by((*cols).max(1))
+                .map(|i| dims(i).0)
+                .sum();
+            let n: f64 = (0..(*cols).min(n_inputs)).map(|i| dims(i).1).sum();
+            let qr = 2.0 * m * n * n - 2.0 * n * n * n / 3.0;
+            match out {
+                QrOutput::R => qr,
+                QrOutput::Q { .. } | QrOutput::QProduct { .. } => 2.0 * qr,
+            }
+        }
+        Kernel::Lstsq { .. } => {
+            let (m, _) = dims(0);
+            12.0 * m * m * m
+        }
+        Kernel::Svd { output: out } => {
+            let (m, n) = dims(0);
+            let (big, small) = (m.max(n), m.min(n));
+            match out {
+                SvdOutput::Values => 4.0 * big * small * small,
+                _ => 4.0 * big * small * small + 8.0 * small * small * small,
+            }
+        }
+        Kernel::Cholesky => dims(0).0.powi(3) / 3.0,
+        Kernel::TriangularSolve { .. } => {
+            let (t, _) = dims(0);
+            let (m, n) = dims(1);
+            t * m * n
+        }
+        // C (m x n) minus A_k B_k: each product is 2 m n k, and A_k holds m k elements.
+        Kernel::SubtractProducts { .. } => {
+            let n = output().get(1).copied().unwrap_or(1) as f64;
+            (1..n_inputs)
+                .step_by(2)
+                .map(|i| {
+                    let (a0, a1) = dims(i);
+                    2.0 * n * a0 * a1
+                })
+                .sum()
+        }
+        // C (n x n) minus A_k A_k^T: half of 2 n n k.
+        Kernel::SubtractGram { .. } => {
+            let n = output().first().copied().unwrap_or(1) as f64;
+            (1..n_inputs)
+                .map(|i| {
+                    let (a0, a1) = dims(i);
+                    n * a0 * a1
+                })
+                .sum()
+        }
+        Kernel::LuSolve => {
+            let (n, _) = dims(0);
+            let (_, k) = dims(1);
+            2.0 * n * n * n / 3.0 + 2.0 * n * n * k
+        }
+        Kernel::Inverse => 2.0 * dims(0).0.powi(3),
+        Kernel::Det { .. } => 2.0 * dims(0).0.powi(3) / 3.0,
+        _ => return (0.0, inputs_bytes + output_bytes),
+    };
+    (flops, 0)
+}
+
+/// Multiply-adds of each term's contraction, counted as 2 operations each: twice the
+/// product of every index's extent (no contraction order is assumed; with three or more
+/// operands this is an upper bound).
+fn einsum_flops(
+    subscripts: &str,
+    operands: usize,
+    n_inputs: usize,
+    shapes: &impl Fn(usize) -> Vec<usize>,
+) -> f64 {
+    let lhs = subscripts.split("->").next().unwrap_or("");
+    let subs: Vec<&str> = lhs.split(',').collect();
+    let mut total = 0.0;
+    for term in 0..n_inputs / operands.max(1) {
+        let mut extent = [0usize; 128];
+        for (k, s) in subs.iter().enumerate().take(operands) {
+            let shape = shapes(term * operands + k);
+            for (c, &d) in s.bytes().filter(u8::is_ascii_alphabetic).zip(&shape) {
+                extent[c as usize] = extent[c as usize].max(d);
+            }
+        }
+        total += 2.0
+            * extent
+                .iter()
+                .filter(|&&e| e > 0)
+                .map(|&e| e as f64)
+                .product::<f64>();
+    }
+    total
+}
+
+/// A plan's projection: wall time, GB-seconds, dollars, and each invocation's place in time.
+#[derive(Debug, Clone)]
+pub struct Projection {
+    pub model: CostModel,
+    pub wall_seconds: f64,
+    pub gb_seconds: f64,
+    pub usd: f64,
+    pub timeline: Vec<Invocation>,
+}
+
+/// Projects batches (with the batches each waits for) onto `workers` workers: a batch is
+/// sent, in plan order, once its dependencies are done and a worker is free, as the driver
+/// sends them; each worker's first invocation pays the cold start and waits for the
+/// platform to start it.
+pub fn project(
+    model: CostModel,
+    workers: usize,
+    memory_mb: u64,
+    batches: &[(BatchWork, &[usize], u64)],
+    gets: u64,
+    puts: u64,
+) -> Projection {
+    let n = batches.len();
+    let workers = workers.max(1);
+    let mut waiting: Vec<usize> = batches.iter().map(|(_, d, _)| d.len()).collect();
+    let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for (b, (_, deps, _)) in batches.iter().enumerate() {
+        for &d in deps.iter() {
+            dependents[d].push(b as u32);
+        }
+    }
+    // Ready batches by plan order; running ones by end time; free workers by number.
+    let mut ready: BinaryHeap<Reverse<usize>> =
+        (0..n).filter(|&b| waiting[b] == 0).map(Reverse).collect();
+    let mut running: BinaryHeap<Reverse<(Time, usize, usize)>> = BinaryHeap::new();
+    let mut free: BinaryHeap<Reverse<usize>> = (0..workers.min(n)).map(Reverse).collect();
+    let mut started = vec![false; workers.min(n)];
+    let mut timeline = Vec::with_capacity(n);
+    let (mut now, mut busy) = (0.0f64, 0.0f64);
+    loop {
+        while let (Some(&Reverse(b)), Some(&Reverse(w))) = (ready.peek(), free.peek()) {
+            ready.pop();
+            free.pop();
+            let (work, _, peak) = batches[b];
+            let mut start = now;
+            let mut secs = model.batch_seconds(&work);
+            if !started[w] {
+                started[w] = true;
+                if w >= model.burst {
+                    start = start.max((w - model.burst + 1) as f64 / model.scale_per_s);
+                }
+                secs += model.cold_start_s;
+            }
+            busy += secs;
+            let end = start + secs;
+            let io =
+                work.bytes_in as f64 / model.read_bps + work.bytes_out as f64 / model.write_bps;
+            timeline.push(Invocation {
+                stage: "projected".into(),
+                batch: b,
+                slot: w,
+                planned_slot: w,
+                start,
+                end,
+                tasks: work.tasks,
+                bytes_read: work.bytes_in,
+                bytes_written: work.bytes_out,
+                function_seconds: secs - model.invoke_s,
+                compute_seconds: work.flops / model.flops + work.streamed as f64 / model.stream_bps,
+                io_seconds: io,
+                peak_memory_bytes: peak,
+                attempt: 1,
+                backup: false,
+                status: "ok".into(),
+                error: None,
+            });
+            running.push(Reverse((Time(end), w, b)));
+        }
+        let Some(Reverse((Time(end), w, b))) = running.pop() else {
+            break;
+        };
+        now = end;
+        free.push(Reverse(w));
+        for &d in &dependents[b] {
+            waiting[d as usize] -= 1;
+            if waiting[d as usize] == 0 {
+                ready.push(Reverse(d as usize));
+            }
+        }
+    }
+    let gb_seconds = busy * memory_mb as f64 / 1024.0;
+    let usd = gb_seconds * USD_PER_GB_SECOND
+        + n as f64 * USD_PER_INVOCATION
+        + gets as f64 * USD_PER_S3_GET
+        + puts as f64 * USD_PER_S3_PUT;
+    Projection {
+        model,
+        wall_seconds: now,
+        gb_seconds,
+        usd,
+        timeline,
+    }
+}
+
+/// Seconds, ordered (they are never NaN).
+#[derive(Debug, Clone, Copy)]
+struct Time(f64);
+impl PartialEq for Time {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for Time {}
+impl PartialOrd for Time {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Time {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn work(bytes_in: u64, flops: f64) -> BatchWork {
+        BatchWork {
+            tasks: 1,
+            bytes_in,
+            bytes_out: 0,
+            flops,
+            streamed: 0,
+        }
+    }
+
+    #[test]
+    fn matmul_flops_are_2mnk() {
+        let shapes = |i: usize| match i {
+            0 => vec![100, 30],
+            1 => vec![30, 7],
+            _ => vec![100, 7],
+        };
+        let k = Kernel::Einsum {
+            subscripts: "ij,jk->ik".into(),
+            operands: 2,
+        };
+        assert_eq!(task_work(&k, 0, 0, shapes, 2).0, 2.0 * 100.0 * 30.0 * 7.0);
+        // Two terms: twice the work.
+        assert_eq!(
+            task_work(&k, 0, 0, shapes_two_terms, 4).0,
+            4.0 * 100.0 * 30.0 * 7.0
+        );
+        fn shapes_two_terms(i: usize) -> Vec<usize> {
+            if i.is_multiple_of(2) {
+                vec![100, 30]
+            } else {
+                vec![30, 7]
+            }
+        }
+    }
+
+    #[test]
+    fn a_chain_waits_and_independent_batches_share_the_workers() {
+        let m = CostModel {
+            invoke_s: 0.0,
+            cold_start_s: 0.0,
+            read_bps: 1.0,
+            ..LOCAL
+        };
+        let none: &[usize] = &[];
+        // Three one-second batches on two workers: two at once, then the third.
+        let three = [
+            (work(1, 0.0), none, 0),
+            (work(1, 0.0), none, 0),
+            (work(1, 0.0), none, 0),
+        ];
+        assert_eq!(project(m, 2, 1024, &three, 0, 0).wall_seconds, 2.0);
+        // A chain runs one after another whatever the workers.
+        let (d0, d1): (&[usize], &[usize]) = (&[0], &[1]);
+        let chain = [
+            (work(1, 0.0), none, 0),
+            (work(2, 0.0), d0, 0),
+            (work(1, 0.0), d1, 0),
+        ];
+        let p = project(m, 8, 2048, &chain, 0, 0);
+        assert_eq!(p.wall_seconds, 4.0);
+        assert_eq!(p.gb_seconds, 8.0);
+        // Past the burst, new workers start at the platform's rate.
+        let slow = CostModel {
+            burst: 1,
+            scale_per_s: 0.5,
+            ..m
+        };
+        assert_eq!(project(slow, 2, 1024, &three, 0, 0).wall_seconds, 3.0);
+    }
+
+    #[test]
+    fn io_and_compute_overlap_within_a_batch_of_many_tasks() {
+        let m = CostModel {
+            invoke_s: 0.0,
+            read_bps: 1.0,
+            flops: 1.0,
+            ..LOCAL
+        };
+        let one = BatchWork {
+            tasks: 1,
+            ..work(4, 4.0)
+        };
+        let many = BatchWork {
+            tasks: 4,
+            ..work(4, 4.0)
+        };
+        assert_eq!(m.batch_seconds(&one), 8.0);
+        assert_eq!(m.batch_seconds(&many), 5.0);
+    }
+}
