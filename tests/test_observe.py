@@ -192,6 +192,44 @@ def test_plan_and_check_json_say_a_masked_plan_is_provisional(tmp_path):
     assert "provisional" not in cli("plan", plain)
 
 
+def test_plan_needs_no_credentials_and_projects_wall_time(tmp_path):
+    """A Lambda job on S3 with no AWS credentials anywhere: `plan` plans it (nothing stored
+    is read) and projects its wall time and cost by the lambda cost model, and draws the
+    projected timeline; `check` refuses it in one line naming storage.url."""
+    import xml.etree.ElementTree as ET
+    job = tmp_path / "big.toml"
+    job.write_text(job_text(
+        {"U": {"random": "normal", "shape": [40000, 40000], "block": [4000, 4000], "seed": 1},
+         "V": {"random": "normal", "shape": [40000, 40000], "block": [4000, 4000], "seed": 2},
+         "m": "mean(U * V, axis=0)"},
+        {"m": "m.npy"}, name="big", storage={"url": "s3://no-such-bucket/x"},
+        compute={"backend": "lambda", "workers": 100, "memory_mb": 2048}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(HOME=str(tmp_path), AWS_EC2_METADATA_DISABLED="true")
+    svg = tmp_path / "projected.svg"
+    p = subprocess.run([BIN, "plan", "--json", str(job), "--timeline", str(svg)],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stderr
+    plan = json.loads(p.stdout)
+    lshs, naive = plan["schedulers"]
+    for s in (lshs, naive):
+        assert s["cost_model"] == "lambda"
+        assert s["projected_wall_seconds"] > 0 and s["estimated_cost_usd"] > 0
+    # At least a Lambda cold start (0.3 s) and the making of a 128 MB block; naive writes
+    # every product block to S3 and reads it back (at about 0.1 GB/s), LSHS does not.
+    assert 0.4 < lshs["projected_wall_seconds"] < naive["projected_wall_seconds"]
+    assert naive["projected_wall_seconds"] > 128e6 / 90e6
+    root = ET.parse(svg).getroot()
+    assert "projected by the lambda cost model" in "".join(root.itertext())
+    text = subprocess.run([BIN, "plan", str(job)], capture_output=True, text=True, timeout=120, env=env)
+    assert text.returncode == 0 and "cost model lambda" in text.stdout
+    assert "projected wall time" in text.stdout
+    # check proves the store takes writes: it cannot here, and says so in one line.
+    c = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=120, env=env)
+    assert c.returncode != 0 and "storage.url" in c.stderr, c.stderr
+    assert len(c.stderr.strip().splitlines()) <= 2, c.stderr
+
+
 def test_progress_bar_total_covers_every_stage(tmp_path):
     """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
     at N/N with N the invocations the run made, and shows bytes moved and an ETA."""

@@ -18,7 +18,9 @@ use tracing_subscriber::registry::LookupSpan;
 pub fn filter_for(verbosity: i8) -> &'static str {
     match verbosity {
         i8::MIN..=-1 => "error",
-        0 => "warn,nums_cloud=info,nums_function=info,nums_layout=info",
+        // aws_config warns of every credential source it tried (instance metadata, ...)
+        // before the store's own error says the one thing a user needs.
+        0 => "warn,aws_config=error,nums_cloud=info,nums_function=info,nums_layout=info",
         1 => "warn,nums_cloud=debug,nums_function=debug,nums_layout=debug",
         _ => "debug,nums_cloud=trace,nums_function=trace,nums_layout=trace",
     }

@@ -318,7 +318,7 @@ fn main() -> ExitCode {
                 json,
                 ..
             } => {
-                let c = nums_cloud::run::check_with(&job, &defaults).await?;
+                let c = nums_cloud::run::check_for_plan(&job, &defaults).await?;
                 use nums_cloud::job::SchedulerKind;
                 let prefix = nums_cloud::run::dry_run_prefix(&c.job);
                 let plan =

@@ -88,9 +88,20 @@ pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Chec
     check_job(Job::load_with(path, defaults)?).await
 }
 
+/// What `plan` needs of [`check_with`]: the inputs probed and the graph built, without
+/// proving that the stores take writes, so that planning a job that reads nothing stored
+/// needs no store and no credentials.
+pub async fn check_for_plan(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
+    check_parts(Job::load_with(path, defaults)?, false).await
+}
+
 /// Checks a parsed job: probes its inputs (the only reads), builds the graph (pure), and
 /// proves that every store it writes to answers and takes writes.
 pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
+    check_parts(job, true).await
+}
+
+async fn check_parts(job: Job, writable: bool) -> anyhow::Result<Checked> {
     let probes = graph::probe(&job).await?;
     let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
         graph::Built::Done(g) => (g, None),
@@ -98,6 +109,15 @@ pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
     };
     let store = Store::open(&job.storage)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
+    if !writable {
+        return Ok(Checked {
+            job,
+            graph,
+            probes,
+            store,
+            mask,
+        });
+    }
     check_writable(&store, &format!("{}/_runs", job.name))
         .await
         .map_err(|e| job.err(job.storage_line, "storage.url", e))?;
