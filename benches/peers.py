@@ -278,7 +278,15 @@ def run_nums(w, store, bin_, job_dir, args, input_bytes):
         raise RuntimeError(f"nums-cloud wrote {stats['driver_bytes_written']:,} bytes itself: its inputs were "
                            f"imported, not read in place (stale inputs? remove {store.root}/{store.prefix})")
     out = {p.stem: np.load(p) for p in sorted(d.glob("*.npy"))}
+    stats = {k: v for k, v in stats.items() if k != "timeline"} | {"main_stage_s": main_stage_seconds(stats)}
     return seconds, out, stats
+
+
+def main_stage_seconds(stats):
+    """The main stage's span, from its first send to its last answer (what the cost
+    model's `projected_main_seconds` projects)."""
+    main = [i for i in stats.get("timeline", []) if i["stage"] == "main"]
+    return max(i["end"] for i in main) - min(i["start"] for i in main) if main else None
 
 
 def idle_fraction(seconds):
@@ -472,14 +480,17 @@ def main():
               + (f"{n['s3_bytes_read'] / 1e6:,.0f} / {res['input_bytes'] / 1e6:,.0f} MB = {readx:.2f}x |"
                  if n else "- |"))
     print("\nnums-cloud details (best run; from --stats) and NumPy's split:\n")
-    print("| workload | process s | stats wall s | function s | compute s | store I/O s | invocations "
-          "| store written MB | peak MiB | NumPy read s | NumPy compute s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| workload | process s | stats wall s | main stage s | projected s (local model) | function s "
+          "| compute s | store I/O s | invocations | store written MB | peak MiB | NumPy read s | NumPy compute s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for res in results:
         n, p = res["best"].get("nums"), res["best"].get("numpy", {})
         if n is None:
             continue
-        print(f"| {res['workload']} | {n['seconds']:.2f} | {n['wall_seconds']:.2f} | {n['function_seconds']:.2f} | "
+        proj = n.get("projected_main_seconds")
+        print(f"| {res['workload']} | {n['seconds']:.2f} | {n['wall_seconds']:.2f} | {fmt(n.get('main_stage_s'))} | "
+              f"{fmt(proj)}" + (f" ({proj / n['main_stage_s'] - 1:+.0%})" if proj and n.get('main_stage_s') else "")
+              + f" | {n['function_seconds']:.2f} | "
               f"{n['compute_seconds']:.2f} | {n['io_seconds']:.2f} | {n['invocations']} | "
               f"{n['s3_bytes_written'] / 1e6:,.1f} | {n['peak_memory_bytes'] / 2**20:,.0f} | "
               f"{fmt(p.get('read_s'))} | {fmt(p.get('compute_s'))} |")

@@ -1,3 +1,4 @@
+import json
 """np.linalg through the real binary against NumPy: TSQR qr (1, 2 and many row blocks,
 ragged, blocks shorter than the matrix is wide, several tree levels), lstsq, svd, svdvals,
 norm, and the one-task square solvers; both schedulers; LinAlgError and bad shapes."""
@@ -128,16 +129,32 @@ def test_square_solvers_match_numpy(tmp_path, scheduler, block):
     close(got["ld"], logdet)
 
 
+@pytest.mark.parametrize("scheduler", ["lshs", "naive"])
+@pytest.mark.parametrize("block", [[16, 16], [16, 50], [100, 7]], ids=["square", "wide", "tall"])
+def test_blocked_cholesky_matches_numpy(tmp_path, scheduler, block):
+    """100 x 100 in ragged blocks (square blocks, or rechunked to them): one task per block
+    of L, as NumPy's L; an expression on L reads it like any array."""
+    rng = np.random.default_rng(8)
+    m = rng.normal(size=(100, 100))
+    spd = m @ m.T + 100 * np.eye(100)
+    arrays = inputs(tmp_path, s=(spd, block))
+    arrays.update({"L": "np.linalg.cholesky(s)", "t": "sum(np.linalg.cholesky(s) ** 2)"})
+    run_job(tmp_path, arrays, ["L", "t"], scheduler)
+    close(np.load(tmp_path / "L.npy"), np.linalg.cholesky(spd))
+    close(np.load(tmp_path / "t.npy"), np.trace(spd))
+
+
 @pytest.mark.parametrize("expr,words", [
     ("np.linalg.solve(z, r)", "LinAlgError: Singular matrix"),
     ("np.linalg.inv(z)", "LinAlgError: Singular matrix"),
     ("np.linalg.cholesky(n)", "LinAlgError: Matrix is not positive definite"),
+    ("np.linalg.cholesky(nb)", "LinAlgError: Matrix is not positive definite"),  # blocked
     ("np.linalg.inv(z * 2) @ r + 1", "LinAlgError: Singular matrix"),  # an intermediate
 ])
 def test_linalg_errors_use_numpy_wording_and_name_the_array(tmp_path, expr, words):
     z = np.ones((6, 6))
     n = -np.eye(6)
-    arrays = inputs(tmp_path, z=(z, [3, 3]), n=(n, [6, 6]), r=(np.ones((6, 1)), [6, 1]))
+    arrays = inputs(tmp_path, z=(z, [3, 3]), n=(n, [6, 6]), nb=(n, [4, 4]), r=(np.ones((6, 1)), [6, 1]))
     arrays["bad"] = expr
     p = run_job(tmp_path, arrays, ["bad"], check=False)
     assert p.returncode == 1, p.stdout + p.stderr
@@ -167,14 +184,23 @@ def test_unsupported_shapes_are_refused_at_check(tmp_path, expr, words):
 
 
 def test_a_matrix_past_one_invocation_is_refused_with_the_memory_it_needs(tmp_path):
-    arrays = {"s": {"random": "normal", "shape": [9000, 9000], "block": [1000, 1000]},
-              "L": "np.linalg.cholesky(s)"}
+    """inv is one task: a 9000 x 9000 matrix cannot be, within 512 MiB. cholesky of the same
+    matrix is blocked: it checks, and its plan keeps every task within the limit."""
+    s = {"random": "normal", "shape": [9000, 9000], "block": [1000, 1000]}
     job = tmp_path / "job.toml"
-    job.write_text(job_text(arrays, {"L": str(tmp_path / "L.npy")}, name="la",
+    job.write_text(job_text({"s": s, "I": "np.linalg.inv(s)"}, {"I": str(tmp_path / "I.npy")}, name="la",
                             storage={"url": f"file://{tmp_path / 'store'}"}))
     p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
-    assert "cholesky(): a is 9000 x 9000" in p.stderr and "MiB; memory_mb is 512" in p.stderr, p.stderr
+    assert "inv(): a is 9000 x 9000" in p.stderr and "MiB; memory_mb is 512" in p.stderr, p.stderr
+    job.write_text(job_text({"s": s, "L": "np.linalg.cholesky(s @ s.T)"}, {"L": str(tmp_path / "L.npy")}, name="la",
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "plan", "--json", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for s in json.loads(p.stdout)["schedulers"]:
+        assert 0 < s["projected_peak_memory_bytes"] <= 512 << 20
+        # One task per block of L on or below the diagonal (9 x 10 / 2) among the others.
+        assert s["tasks"] > 45
 
 
 def test_plan_shows_the_tsqr_tree(tmp_path):

@@ -38,6 +38,9 @@ pub struct CostModel {
     /// LAPACK kernels, and block bytes per second through the other (streaming) kernels.
     pub flops: f64,
     pub stream_bps: f64,
+    /// Seconds of every task beyond its work (decoding its batch entry, allocating its
+    /// output, small blocks' fixed costs).
+    pub task_s: f64,
 }
 
 /// Function processes on this machine kind with the file store (2 cores; fitted, with
@@ -52,6 +55,7 @@ pub const LOCAL: CostModel = CostModel {
     write_bps: 450e6,
     flops: 25e9,
     stream_bps: 1.2e9,
+    task_s: 0.005,
 };
 
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90
@@ -68,6 +72,7 @@ pub const LAMBDA: CostModel = CostModel {
     write_bps: 70e6,
     flops: 20e9,
     stream_bps: 1.0e9,
+    task_s: 0.005,
 };
 
 impl CostModel {
@@ -83,7 +88,9 @@ impl CostModel {
     /// last write), plus the invoke overhead.
     pub fn batch_seconds(&self, b: &BatchWork) -> f64 {
         let io = b.bytes_in as f64 / self.read_bps + b.bytes_out as f64 / self.write_bps;
-        let compute = b.flops / self.flops + b.streamed as f64 / self.stream_bps;
+        let compute = b.flops / self.flops
+            + b.streamed as f64 / self.stream_bps
+            + b.tasks as f64 * self.task_s;
         let overlap = io.min(compute) * (1.0 - 1.0 / b.tasks.max(1) as f64);
         self.invoke_s + io + compute - overlap
     }
@@ -150,6 +157,19 @@ pub fn task_work(
             }
         }
         Kernel::Cholesky => dims(0).0.powi(3) / 3.0,
+        // The update (syrk on the diagonal, gemm below), then potrf or trsm.
+        Kernel::CholeskyBlock { diagonal } => {
+            let (m, n) = dims(0);
+            let k: f64 = (1..n_inputs - usize::from(!diagonal))
+                .step_by(if *diagonal { 1 } else { 2 })
+                .map(|i| dims(i).1)
+                .sum();
+            if *diagonal {
+                n * n * k + n * n * n / 3.0
+            } else {
+                2.0 * m * n * k + m * n * n
+            }
+        }
         Kernel::TriangularSolve { .. } => {
             let (t, _) = dims(0);
             let (m, n) = dims(1);
@@ -286,7 +306,9 @@ pub fn project(
                 bytes_read: work.bytes_in,
                 bytes_written: work.bytes_out,
                 function_seconds: secs - model.invoke_s,
-                compute_seconds: work.flops / model.flops + work.streamed as f64 / model.stream_bps,
+                compute_seconds: work.flops / model.flops
+                    + work.streamed as f64 / model.stream_bps
+                    + work.tasks as f64 * model.task_s,
                 io_seconds: io,
                 peak_memory_bytes: peak,
                 attempt: 1,
@@ -388,6 +410,7 @@ mod tests {
             invoke_s: 0.0,
             cold_start_s: 0.0,
             read_bps: 1.0,
+            task_s: 0.0,
             ..LOCAL
         };
         let none: &[usize] = &[];
@@ -423,6 +446,7 @@ mod tests {
             invoke_s: 0.0,
             read_bps: 1.0,
             flops: 1.0,
+            task_s: 0.0,
             ..LOCAL
         };
         let one = BatchWork {

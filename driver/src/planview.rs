@@ -64,6 +64,10 @@ pub struct BatchJson {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub projected_peak_bytes: u64,
+    /// Its kernels' work as the cost model counts it: BLAS/LAPACK operations and bytes
+    /// streamed by the other kernels.
+    pub flops: f64,
+    pub streamed_bytes: u64,
     /// The batches it waits for.
     pub after: Vec<usize>,
 }
@@ -114,6 +118,8 @@ pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson
                             bytes_in: b.bytes_in,
                             bytes_out: b.bytes_out,
                             projected_peak_bytes: b.projected_peak,
+                            flops: b.flops,
+                            streamed_bytes: b.streamed,
                             after: b.deps.clone(),
                         })
                         .collect(),

@@ -567,6 +567,28 @@ impl<'g> BlockWork<'g> {
                     inputs,
                 )
             }
+            NodeOp::CholeskyBlocked { x } => {
+                let (i, j) = (idx[0], idx[1]);
+                if i < j {
+                    return one(
+                        Kernel::Fill {
+                            value: nums_layout::Scalar::Float(0.0),
+                        },
+                        vec![],
+                    );
+                }
+                let mut inputs = vec![b(*x, idx)];
+                for k in 0..j {
+                    if i != j {
+                        inputs.push(b(id, &[i, k]));
+                    }
+                    inputs.push(b(id, &[j, k]));
+                }
+                if i != j {
+                    inputs.push(b(id, &[j, j]));
+                }
+                one(Kernel::CholeskyBlock { diagonal: i == j }, inputs)
+            }
             NodeOp::Dense { kernel, xs } => one(
                 kernel.clone(),
                 xs.iter().map(|&x| BlockId::new(x, 0)).collect(),

@@ -112,6 +112,7 @@ pub fn run(
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }
         | Kernel::Cholesky
+        | Kernel::CholeskyBlock { .. }
         | Kernel::TriangularSolve { .. }
         | Kernel::SubtractProducts { .. }
         | Kernel::SubtractGram { .. }

@@ -52,6 +52,7 @@ pub fn is_linalg(kernel: &Kernel) -> bool {
             | Kernel::Lstsq { .. }
             | Kernel::Svd { .. }
             | Kernel::Cholesky
+            | Kernel::CholeskyBlock { .. }
             | Kernel::TriangularSolve { .. }
             | Kernel::SubtractProducts { .. }
             | Kernel::SubtractGram { .. }
@@ -73,6 +74,7 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block,
         Kernel::Lstsq { n, rcond, output } => lstsq(one(inputs, "lstsq")?, *n, *rcond, *output)?,
         Kernel::Svd { output } => svd(one(inputs, "svd")?, *output)?,
         Kernel::Cholesky => cholesky(one(inputs, "cholesky")?)?,
+        Kernel::CholeskyBlock { diagonal } => cholesky_block(inputs, *diagonal)?,
         Kernel::TriangularSolve {
             left,
             lower,
@@ -153,6 +155,7 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
         }
         // potrf, trsm, gemm and syrk work in place in the output (a copy of an input).
         Kernel::Cholesky
+        | Kernel::CholeskyBlock { .. }
         | Kernel::TriangularSolve { .. }
         | Kernel::SubtractProducts { .. }
         | Kernel::SubtractGram { .. } => 0,
@@ -660,6 +663,29 @@ fn cholesky(a: &Block) -> Result<ArrayD<f64>, String> {
         l.row_mut(i).slice_mut(s![i + 1..]).fill(0.0);
     }
     Ok(l.into_dyn())
+}
+
+/// One block of a left-looking blocked Cholesky ([`Kernel::CholeskyBlock`]): the update
+/// S = A_ij - sum_k L_ik L_jk^T (syrk on the diagonal, gemm elsewhere), then potrf of S on
+/// the diagonal, or the trsm X L_jj^T = S below it.
+fn cholesky_block(inputs: &[&Block], diagonal: bool) -> Result<ArrayD<f64>, String> {
+    if diagonal {
+        let s = subtract_gram(inputs, false)?;
+        return cholesky(&Block::F64(s));
+    }
+    let Some((ljj, rest)) = inputs.split_last() else {
+        return Err("cholesky block needs A_ij and L_jj".into());
+    };
+    if rest.is_empty() {
+        return Err("cholesky block needs A_ij and L_jj".into());
+    }
+    let mut s = subtract_products(rest, false, true)?
+        .into_dimensionality::<Ix2>()
+        .map_err(|e| e.to_string())?;
+    let l = matrix(ljj, "cholesky")?;
+    square(&l, "cholesky")?;
+    trsm(l.view(), &mut s, false, true, true, false)?;
+    Ok(s.into_dyn())
 }
 
 /// Solves op(T) X = B (`left`) or X op(T) = B in place of `x` (holding B) with cblas_dtrsm;
@@ -1285,6 +1311,55 @@ mod tests {
         transpose_a: true,
         transpose_b: false,
     };
+
+    /// The left-looking blocked Cholesky the driver plans for a matrix of several blocks:
+    /// one CholeskyBlock task per block of L on or below the diagonal, in row-major order,
+    /// gives the one-shot L (ragged last block), and a matrix that is not positive definite
+    /// fails in the block where it shows, with NumPy's wording.
+    #[test]
+    #[allow(clippy::needless_range_loop)] // block indices read as the algorithm is written
+    fn cholesky_blocks_give_the_one_shot_factor() {
+        let a = spd(11, 21);
+        let cuts = [0, 4, 8, 11];
+        let nb = cuts.len() - 1;
+        let blk = |x: &Array2<f64>, i: usize, j: usize| {
+            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]]).to_owned()
+        };
+        let mut l: Vec<Vec<Array2<f64>>> = vec![vec![]; nb];
+        for i in 0..nb {
+            for j in 0..=i {
+                let aij = blk(&a, i, j);
+                let mut ins = vec![&aij];
+                if i == j {
+                    ins.extend((0..j).map(|k| &l[j][k]));
+                } else {
+                    for k in 0..j {
+                        ins.push(&l[i][k]);
+                        ins.push(&l[j][k]);
+                    }
+                    ins.push(&l[j][j]);
+                }
+                let sh = [aij.nrows(), aij.ncols()];
+                let out = go(&Kernel::CholeskyBlock { diagonal: i == j }, &ins, &sh);
+                l[i].push(out);
+            }
+        }
+        let whole = go(&Kernel::Cholesky, &[&a], &[11, 11]);
+        for i in 0..nb {
+            for j in 0..=i {
+                close(&l[i][j], &blk(&whole, i, j), 1e-13);
+            }
+        }
+        let mut bad = a.clone();
+        bad[[9, 9]] = -50.0;
+        let b22 = blk(&bad, 2, 2);
+        let e = err(
+            &Kernel::CholeskyBlock { diagonal: true },
+            &[&b22, &l[2][0], &l[2][1]],
+            &[3, 3],
+        );
+        assert!(e.contains("Matrix is not positive definite"), "{e}");
+    }
 
     /// Blocked right-looking Cholesky over ragged blocks [4, 5, 2] with the kernels a
     /// driver would run (potrf, trsm, syrk, gemm), then solve A x = b by blocked forward

@@ -553,6 +553,12 @@ pub enum Kernel {
     /// One input: a symmetric positive-definite square block (only its lower triangle is
     /// read, as NumPy does). Output: L, lower triangular, A = L L^T (potrf).
     Cholesky,
+    /// One block L_ij (i >= j) of a blocked Cholesky factorization, left-looking: S = A_ij
+    /// minus the sum over k < j of L_ik L_jk^T; on the diagonal (`diagonal`) the output is
+    /// the Cholesky factor of S, else the X with X L_jj^T = S. Inputs: A_ij, then (diagonal)
+    /// L_jk for each k < j, or (not diagonal) the pairs L_ik, L_jk for each k < j and last
+    /// L_jj. Only the lower triangle of a diagonal A_jj is read.
+    CholeskyBlock { diagonal: bool },
     /// Inputs: T (square, triangular: only the triangle `lower` names is read, so a packed
     /// LU works), B. Output X with op(T) X = B (`left`) or X op(T) = B; op transposes when
     /// `transpose`; `unit_diagonal` takes T's diagonal as ones (trsm).

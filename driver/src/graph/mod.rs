@@ -159,6 +159,14 @@ pub enum NodeOp {
         group: u64,
         q: Option<TsqrQ>,
     },
+    /// L of a symmetric positive-definite `x` (square blocks, one grid both ways) by
+    /// left-looking blocked Cholesky: block (i, j) on or below the diagonal is one
+    /// [`Kernel::CholeskyBlock`](nums_layout::batch::Kernel::CholeskyBlock) task reading
+    /// x's block (i, j) and this node's blocks left of it in rows i and j; blocks above
+    /// the diagonal are zeros. Row-major block order is a topological order of its tasks.
+    CholeskyBlocked {
+        x: NodeId,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -195,7 +203,8 @@ impl NodeOp {
             | NodeOp::Rechunk { x }
             | NodeOp::Reshape { x }
             | NodeOp::Slice { x, .. }
-            | NodeOp::Take { x, .. } => vec![*x],
+            | NodeOp::Take { x, .. }
+            | NodeOp::CholeskyBlocked { x } => vec![*x],
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
             NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } | NodeOp::Dense { xs, .. } => {
@@ -219,7 +228,8 @@ impl NodeOp {
             | NodeOp::Rechunk { x }
             | NodeOp::Reshape { x }
             | NodeOp::Slice { x, .. }
-            | NodeOp::Take { x, .. } => *x = f(*x),
+            | NodeOp::Take { x, .. }
+            | NodeOp::CholeskyBlocked { x } => *x = f(*x),
             NodeOp::Binary { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b);

@@ -6,8 +6,10 @@
 //! input, each further level the R of groups of `fan-in` R's stacked, until one R is left
 //! (the fan-in is the largest at most [`MAX_FAN_IN`] whose combine fits `memory_mb`).
 //! Q is made only when used, by direct TSQR: from the root down, each level's Q rows times
-//! the Q rows above it. Square solvers (cholesky, solve, inv, det) run as one task on a
-//! matrix that fits one invocation; a larger one is refused here with the memory it needs.
+//! the Q rows above it. Cholesky of a matrix of several blocks is blocked (left-looking,
+//! one task per block of L); the other square solvers (solve, inv, det) run as one task on
+//! a matrix that fits one invocation, and a larger one is refused here with the memory it
+//! needs.
 
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
 
@@ -53,8 +55,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "cholesky",
         &["a"],
-        "`np.linalg.cholesky` (one task: the matrix must fit one invocation)",
-        |s, b| square_op(s, b, "a", Kernel::Cholesky, None),
+        "`np.linalg.cholesky` (one block: one task; more: blocked left-looking Cholesky, one task per block of L on square blocks, each task within `memory_mb`)",
+        cholesky,
     ),
     FuncDef::new(
         "solve",
@@ -644,6 +646,50 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
 }
 
+/// cholesky: one task when `a` is one block; otherwise left-looking blocked Cholesky on
+/// square blocks of `a`'s smaller block side (rechunked when its blocks are not square),
+/// halved until the largest task (a block of L in the last row: A_ij, two blocks per
+/// earlier column and L_jj) fits `memory_mb`.
+fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
+    let a = bd.array("a")?;
+    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    let meta = s.meta(a).clone();
+    if m != n || meta.num_blocks() <= 1 {
+        return square_op(s, bd, "a", Kernel::Cholesky, None);
+    }
+    // The planner's projection of one task: inputs three times, the largest again, the
+    // output three times.
+    let need = |blk: u64| {
+        let nb = n.div_ceil(blk);
+        let bb = blk * blk * 8;
+        crate::sched::BASE_MEMORY + 3 * (2 * nb).saturating_sub(2).max(nb) * bb + 4 * bb
+    };
+    let limit = s.job.compute.memory_mb << 20;
+    let mut blk = meta.block[0].min(meta.block[1]).min(n);
+    while need(blk) > limit && blk > 64 {
+        blk /= 2;
+    }
+    if need(blk) > limit {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): a is {}; blocked Cholesky on blocks of {blk} x {blk} needs {} MiB in its largest task; memory_mb is {}",
+                bd.f,
+                dims(&[m, n]),
+                mib(need(blk)),
+                s.job.compute.memory_mb
+            ),
+        ));
+    }
+    let dtype = meta.dtype.to_float();
+    let x = s.cast(a, DType::Float64);
+    let x = s.rechunk(x, vec![blk, blk]);
+    Ok(Val::Arr(s.add(
+        ArrayMeta::new(vec![n, n], vec![blk, blk], dtype),
+        NodeOp::CholeskyBlocked { x },
+    )))
+}
+
 /// cholesky, solve, inv, det: one task on the square matrix `a` (and `b`), refused when
 /// it cannot fit one invocation.
 fn square_op(
@@ -707,7 +753,7 @@ fn square_op(
         return Err(bd.err(
             bd.pos,
             format!(
-                "{}(): {a_name} is {}, done here in one task (blocked algorithms are not implemented yet), which needs {} MiB; memory_mb is {}",
+                "{}(): {a_name} is {}, done here in one task (an LU of the whole matrix; only cholesky is blocked), which needs {} MiB; memory_mb is {}",
                 bd.f,
                 dims(&[m, n]),
                 mib(need),

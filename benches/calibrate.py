@@ -1,0 +1,163 @@
+"""Calibrates and validates the cost model (driver/src/cost.rs) on this machine: runs the
+peers workloads (benches/peers.py's inputs and jobs) and the quick-start job with
+`--stats`, joins each invocation with its planned batch (`plan --json`: bytes in and out,
+flops, bytes streamed), fits the model's rates by least squares, and prints, per job, the
+main stage's measured wall time next to the projection of the model as compiled (the
+`projected_main_seconds` of --stats) and of the fitted rates.
+
+    bash scripts/bench_peers.sh --script benches/calibrate.py [--size base] [--repeat 2]
+
+Fitted per invocation: the handler's seconds by cost.rs's formula (store I/O = bytes_in /
+read_bps + bytes_out / write_bps; compute = flops / flops + streamed / stream_bps + tasks *
+task_s; the two overlapped but for one task's worth), and the invoke overhead (seconds
+from send to answer minus the handler's).
+Copy the printed rates into `LOCAL` in driver/src/cost.rs, rebuild, and run this again to
+see the compiled model's error (the target: within 25% on every job).
+"""
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers  # noqa: E402
+
+
+def plan_and_run(bin_, job):
+    plan = json.loads(subprocess.run([str(bin_), "plan", "--json", str(job)], check=True,
+                                     capture_output=True, text=True).stdout)
+    stats_path = job.with_suffix(".stats.json")
+    p = subprocess.run([str(bin_), "run", str(job), "--quiet", "--stats", str(stats_path)],
+                       capture_output=True, text=True, cwd=job.parent)
+    if p.returncode != 0:
+        raise RuntimeError(f"{job}: {p.stderr[-2000:]}")
+    stats = json.loads(stats_path.read_text())
+    sched = next(s for s in plan["schedulers"] if s["scheduler"] == stats["scheduler"])
+    rows = []
+    for inv in stats["timeline"]:
+        if inv["stage"] != "main" or inv["status"] != "ok" or inv["backup"]:
+            continue
+        b = sched["batches"][inv["batch"]]
+        rows.append({"bytes_in": b["bytes_in"], "bytes_out": b["bytes_out"], "flops": b["flops"],
+                     "streamed": b["streamed_bytes"], "tasks": b["tasks"], "io_s": inv["io_seconds"],
+                     "compute_s": inv["compute_seconds"], "handler_s": inv["function_seconds"],
+                     "total_s": inv["end"] - inv["start"]})
+    main = [i for i in stats["timeline"] if i["stage"] == "main"]
+    measured = max(i["end"] for i in main) - min(i["start"] for i in main)
+    return rows, measured, stats["projected_main_seconds"], plan, stats
+
+
+PARAMS = ["read_bps", "write_bps", "flops", "stream_bps", "task_s"]
+
+
+def handler_s(b, r):
+    """cost.rs's `batch_seconds` without the invoke overhead."""
+    io = b["bytes_in"] / r["read_bps"] + b["bytes_out"] / r["write_bps"]
+    comp = b["flops"] / r["flops"] + b["streamed"] / r["stream_bps"] + b["tasks"] * r["task_s"]
+    return io + comp - min(io, comp) * (1 - 1 / max(b["tasks"], 1))
+
+
+def fit(rows):
+    """The rates that make cost.rs's formula best predict each invocation's handler
+    seconds (least squares of log ratios, so small and large batches count alike), and
+    the invoke overhead (median of send-to-answer minus handler seconds)."""
+    from scipy.optimize import least_squares  # scipy comes with scikit-learn in the venv
+    rows = [r for r in rows if r["handler_s"] > 0.01]
+    x0 = np.log([400e6, 400e6, 20e9, 1e9, 0.005])
+
+    def resid(x):
+        r = dict(zip(PARAMS, np.exp(x)))
+        return [np.log(handler_s(b, r) / b["handler_s"]) for b in rows]
+
+    x = least_squares(resid, x0).x
+    rates = dict(zip(PARAMS, map(float, np.exp(x))))
+    rates["invoke_s"] = float(np.median([r["total_s"] - r["handler_s"] for r in rows]))
+    return rates
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", choices=sorted(peers.SIZES), default="base")
+    ap.add_argument("--memory-mb", type=int, default=2048)
+    ap.add_argument("--nums", default=str(peers.ROOT / "target" / "release" / "nums-cloud"))
+    ap.add_argument("--cache", default=str(peers.ROOT / ".cache" / "peers"))
+    args = ap.parse_args()
+    bin_ = Path(args.nums)
+    cache = Path(args.cache).resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+    store = peers.Store("file", cache, args.size)
+    peers.ensure_inputs(argparse.Namespace(size=args.size), store, bin_, cache)
+    work = Path(tempfile.mkdtemp(prefix="calibrate-", dir=cache))
+    jobs = []
+    for w in peers.WORKLOADS:
+        d = work / w.key
+        d.mkdir()
+        job = d / "job.toml"
+        job.write_text(peers.nums_job(w, store, 2, args.memory_mb, args.size))
+        jobs.append((w.key, job))
+    quick = work / "quickstart"
+    quick.mkdir()
+    (quick / "job.toml").write_text((peers.ROOT / "examples" / "quickstart.toml").read_text())
+    jobs.append(("quickstart", quick / "job.toml"))
+
+    results, all_rows = [], []
+    for key, job in jobs:
+        peers.wait_quiet(60)
+        rows, measured, projected, plan, stats = plan_and_run(bin_, job)
+        peers.log(f"{key}: {len(rows)} invocations, main stage {measured:.2f} s, projected {projected:.2f} s")
+        results.append((key, rows, measured, projected, plan, stats))
+        all_rows += rows
+    rates = fit(all_rows)
+    print("\nFitted rates (all jobs' invocations):")
+    for k, v in rates.items():
+        print(f"  {k:11s} {v:.4g}")
+
+    # The projection with the fitted rates: the same simulation as cost.rs, per job (the
+    # compiled model's figure is --stats' projected_main_seconds).
+    def batch_s(b, r):
+        w = {"bytes_in": b["bytes_in"], "bytes_out": b["bytes_out"], "flops": b["flops"],
+             "streamed": b["streamed_bytes"], "tasks": b["tasks"]}
+        return r["invoke_s"] + handler_s(w, r)
+
+    print("\n| job | invocations | measured main stage s | compiled model s | error | fitted rates s | error |")
+    print("|---|---|---|---|---|---|---|")
+    for key, rows, measured, projected, plan, stats in results:
+        sched = next(s for s in plan["schedulers"] if s["scheduler"] == stats["scheduler"])
+        fitted = simulate(sched["batches"], plan["workers"], lambda b: batch_s(b, rates))
+        print(f"| {key} | {len(rows)} | {measured:.2f} | {projected:.2f} | {projected / measured - 1:+.0%} | "
+              f"{fitted:.2f} | {fitted / measured - 1:+.0%} |")
+
+
+def simulate(batches, workers, seconds):
+    """List scheduling in plan order once dependencies are done (cost.rs's `project`,
+    without cold starts)."""
+    import heapq
+    n = len(batches)
+    waiting = [len(b["after"]) for b in batches]
+    dependents = [[] for _ in range(n)]
+    for i, b in enumerate(batches):
+        for d in b["after"]:
+            dependents[d].append(i)
+    ready = [i for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    running, free, now = [], workers, 0.0
+    while ready or running:
+        while ready and free:
+            b = heapq.heappop(ready)
+            free -= 1
+            heapq.heappush(running, (now + seconds(batches[b]), b))
+        now, b = heapq.heappop(running)
+        free += 1
+        for d in dependents[b]:
+            waiting[d] -= 1
+            if waiting[d] == 0:
+                heapq.heappush(ready, d)
+    return now
+
+
+if __name__ == "__main__":
+    main()
