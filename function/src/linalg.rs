@@ -1323,7 +1323,8 @@ mod tests {
         let cuts = [0, 4, 8, 11];
         let nb = cuts.len() - 1;
         let blk = |x: &Array2<f64>, i: usize, j: usize| {
-            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]]).to_owned()
+            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]])
+                .to_owned()
         };
         let mut l: Vec<Vec<Array2<f64>>> = vec![vec![]; nb];
         for i in 0..nb {
