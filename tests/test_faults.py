@@ -134,13 +134,23 @@ def matmul_job(tmp_path, name, compute=None):
 def test_a_killed_function_process_is_retried(tmp_path):
     """SIGKILL of a function process mid-invocation, far under its memory: the invocation
     fails as a crash (not out of memory), is sent again, and the result is NumPy's."""
-    job, want = matmul_job(tmp_path, "sigkill")
-    run = FaultRun(job, tmp_path)
-    run.signal(run.busy_function(), signal.SIGKILL)
-    code, _, err, stats = run.finish()
-    assert code == 0, err
-    assert_close(np.load(tmp_path / "Y.npy"), want)
-    assert stats["retries"] >= 1, stats
+    # A process seen busy may finish its invocation before the signal lands (then nothing
+    # is retried, and the next invocation starts a new process): every run must be right,
+    # and within three runs one must have been killed mid-invocation and retried.
+    retried = []
+    for attempt in range(3):
+        d = tmp_path / f"run{attempt}"
+        d.mkdir()
+        job, want = matmul_job(d, "sigkill")
+        run = FaultRun(job, d)
+        run.signal(run.busy_function(), signal.SIGKILL)
+        code, _, err, stats = run.finish()
+        assert code == 0, err
+        assert_close(np.load(d / "Y.npy"), want)
+        retried.append(stats["retries"])
+        if stats["retries"] >= 1:
+            break
+    assert max(retried) >= 1, retried
 
 
 def test_a_frozen_function_process_is_backed_up(tmp_path):
