@@ -314,6 +314,31 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 let kernel = k.of(Step::Work, &mut tasks, &w);
                 tasks.push(kernel, ins.iter().copied(), o, s);
             }
+            Work::Reduce { output, .. } if whole_on_one_slot(cx, &w, blocks) => {
+                // Enough output blocks to keep every slot busy, and a reduction small
+                // enough for one invocation: all its terms on one slot (the output's home
+                // if the job keeps it, else where its inputs and the loads say), as naive
+                // does. Partials on several slots would only add a store round trip and
+                // a wait between slots (the chains that made `A @ B` slower than naive).
+                ins.clear();
+                ins.extend(w.terms().flatten().map(|b| blocks.id(b, &[])));
+                let o = blocks.id(output, &[]);
+                let s = if sim.is_named(output) {
+                    home(cx, output)
+                } else {
+                    sim.choose(&ins, output, o, blocks)
+                };
+                let all: Vec<usize> = (0..w.terms().count()).collect();
+                w.expand_chained(&[all], |step, inputs, out, _| {
+                    let o = blocks.made(&out, &mut parts, cx.g);
+                    sim.grow(blocks.len());
+                    ins.clear();
+                    ins.extend(inputs.iter().map(|b| blocks.id(b, &parts)));
+                    sim.apply(&ins, &out, o, s, blocks);
+                    let kernel = k.of(step, &mut tasks, &w);
+                    tasks.push(kernel, ins.iter().copied(), o, s);
+                });
+            }
             Work::Reduce { output, .. } => {
                 // Sum each slot's own terms there first; then combine the partials.
                 let mut by_slot: Vec<(usize, Vec<usize>)> = Vec::new();
@@ -360,6 +385,25 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
         }
     }
     tasks
+}
+
+/// Whether a reduction runs whole on one slot: its node has at least a block per worker
+/// (parallel enough across output blocks) and all its terms' blocks together take at most
+/// a quarter of an invocation's memory.
+fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
+    let out = w.output();
+    if cx.g.nodes[out.node].meta.num_blocks() < cx.workers as u64 {
+        return false;
+    }
+    let limit = (cx.memory_mb << 20) / 4;
+    let mut bytes = 0u64;
+    for b in w.terms().flatten() {
+        bytes += blocks.nbytes[blocks.id(b, &[]) as usize];
+        if bytes > limit {
+            return false;
+        }
+    }
+    true
 }
 
 /// A ready task's priority on its slot: free memory first (last uses of its inputs), then
