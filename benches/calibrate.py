@@ -7,10 +7,10 @@ main stage's measured wall time next to the projection of the model as compiled 
 
     bash scripts/bench_peers.sh --script benches/calibrate.py [--size base] [--repeat 2]
 
-Fitted per invocation: the handler's seconds by cost.rs's formula (store I/O = bytes_in /
-read_bps + bytes_out / write_bps; compute = flops / flops + streamed / stream_bps + tasks *
-task_s; the two overlapped but for one task's worth), and the invoke overhead (seconds
-from send to answer minus the handler's).
+Fitted per invocation, as cost.rs adds them: store I/O seconds (the functions' measured
+wait) = bytes_in / read_bps + bytes_out / write_bps; kernel seconds = flops / flops +
+streamed / stream_bps + tasks * task_s; and the invoke overhead (send to answer minus the
+handler's seconds).
 Copy the printed rates into `LOCAL` in driver/src/cost.rs, rebuild, and run this again to
 see the compiled model's error (the target: within 25% on every job).
 """
@@ -51,32 +51,26 @@ def plan_and_run(bin_, job):
     return rows, measured, stats["projected_main_seconds"], plan, stats
 
 
-PARAMS = ["read_bps", "write_bps", "flops", "stream_bps", "task_s"]
-
-
-def handler_s(b, r):
-    """cost.rs's `batch_seconds` without the invoke overhead."""
+def batch_s(b, r):
+    """cost.rs's `batch_seconds`: invoke overhead, store I/O wait, kernels."""
     io = b["bytes_in"] / r["read_bps"] + b["bytes_out"] / r["write_bps"]
     comp = b["flops"] / r["flops"] + b["streamed"] / r["stream_bps"] + b["tasks"] * r["task_s"]
-    return io + comp - min(io, comp) * (1 - 1 / max(b["tasks"], 1))
+    return r["invoke_s"] + io + comp
 
 
 def fit(rows):
-    """The rates that make cost.rs's formula best predict each invocation's handler
-    seconds (least squares of log ratios, so small and large batches count alike), and
-    the invoke overhead (median of send-to-answer minus handler seconds)."""
-    from scipy.optimize import least_squares  # scipy comes with scikit-learn in the venv
-    rows = [r for r in rows if r["handler_s"] > 0.01]
-    x0 = np.log([400e6, 400e6, 20e9, 1e9, 0.005])
-
-    def resid(x):
-        r = dict(zip(PARAMS, np.exp(x)))
-        return [np.log(handler_s(b, r) / b["handler_s"]) for b in rows]
-
-    x = least_squares(resid, x0).x
-    rates = dict(zip(PARAMS, map(float, np.exp(x))))
-    rates["invoke_s"] = float(np.median([r["total_s"] - r["handler_s"] for r in rows]))
-    return rates
+    """Non-negative least squares of what the functions measure: store I/O seconds against
+    bytes read and written, kernel seconds against flops, bytes streamed and tasks; the
+    invoke overhead is the median of send-to-answer minus handler seconds."""
+    from scipy.optimize import nnls  # scipy comes with scikit-learn in the benchmark venv
+    inv = lambda x: float("inf") if x <= 0 else 1 / x  # noqa: E731
+    a = np.array([[r["bytes_in"], r["bytes_out"]] for r in rows], float)
+    io = nnls(a, np.array([r["io_s"] for r in rows]))[0]
+    a = np.array([[r["flops"], r["streamed"], r["tasks"]] for r in rows], float)
+    comp = nnls(a, np.array([r["compute_s"] for r in rows]))[0]
+    return {"read_bps": inv(io[0]), "write_bps": inv(io[1]), "flops": inv(comp[0]),
+            "stream_bps": inv(comp[1]), "task_s": float(comp[2]),
+            "invoke_s": float(np.median([r["total_s"] - r["handler_s"] for r in rows]))}
 
 
 def main():
@@ -107,6 +101,8 @@ def main():
     results, all_rows = [], []
     for key, job in jobs:
         peers.wait_quiet(60)
+        plan_and_run(bin_, job)  # warm: inputs in the page cache, as every later run has them
+        peers.wait_quiet(60)
         rows, measured, projected, plan, stats = plan_and_run(bin_, job)
         peers.log(f"{key}: {len(rows)} invocations, main stage {measured:.2f} s, projected {projected:.2f} s")
         results.append((key, rows, measured, projected, plan, stats))
@@ -118,16 +114,16 @@ def main():
 
     # The projection with the fitted rates: the same simulation as cost.rs, per job (the
     # compiled model's figure is --stats' projected_main_seconds).
-    def batch_s(b, r):
+    def seconds(b):
         w = {"bytes_in": b["bytes_in"], "bytes_out": b["bytes_out"], "flops": b["flops"],
              "streamed": b["streamed_bytes"], "tasks": b["tasks"]}
-        return r["invoke_s"] + handler_s(w, r)
+        return batch_s(w, rates)
 
     print("\n| job | invocations | measured main stage s | compiled model s | error | fitted rates s | error |")
     print("|---|---|---|---|---|---|---|")
     for key, rows, measured, projected, plan, stats in results:
         sched = next(s for s in plan["schedulers"] if s["scheduler"] == stats["scheduler"])
-        fitted = simulate(sched["batches"], plan["workers"], lambda b: batch_s(b, rates))
+        fitted = simulate(sched["batches"], plan["workers"], seconds)
         print(f"| {key} | {len(rows)} | {measured:.2f} | {projected:.2f} | {projected / measured - 1:+.0%} | "
               f"{fitted:.2f} | {fitted / measured - 1:+.0%} |")
 

@@ -1,6 +1,5 @@
 //! The cost model behind `plan`'s projections and a run's "projected" figure: how long
-//! each planned invocation takes (start-up, store I/O, kernels, overlapped as the
-//! function's read-ahead pipeline overlaps them), when it runs (free workers, its
+//! each planned invocation takes (start-up, store I/O, kernels), when it runs (free workers, its
 //! dependencies, how fast the platform starts new workers) and what that costs.
 //!
 //! Two calibrations, one per backend: `local` (function processes on the project's 2-core
@@ -41,21 +40,26 @@ pub struct CostModel {
     /// Seconds of every task beyond its work (decoding its batch entry, allocating its
     /// output, small blocks' fixed costs).
     pub task_s: f64,
+    /// How far its projections are known to be off (what `plan` prints beside them).
+    pub error_band: &'static str,
 }
 
-/// Function processes on this machine kind with the file store (2 cores; fitted, with
-/// `scripts/bench_peers.sh`, to the peers workloads' `--stats`).
+/// Function processes on this machine kind with the file store (2 cores), fitted by
+/// `benches/calibrate.py` to the peers workloads' `--stats` (BENCHMARKS.md). The processes
+/// start with the run, before its main stage: no cold start in the stage's projection.
+/// Writes were too small in those workloads to fit; 300 MB/s is assumed.
 pub const LOCAL: CostModel = CostModel {
     name: "local",
-    invoke_s: 0.004,
-    cold_start_s: 0.05,
+    invoke_s: 0.003,
+    cold_start_s: 0.0,
     burst: usize::MAX,
     scale_per_s: f64::INFINITY,
-    read_bps: 900e6,
-    write_bps: 450e6,
-    flops: 25e9,
-    stream_bps: 1.2e9,
-    task_s: 0.005,
+    read_bps: 520e6,
+    write_bps: 300e6,
+    flops: 40e9,
+    stream_bps: 5.4e9,
+    task_s: 0.0038,
+    error_band: "within 12% of measured on the peers workloads' main stages (0.6-2.5 s), 40% on stages under 0.3 s",
 };
 
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90
@@ -73,6 +77,7 @@ pub const LAMBDA: CostModel = CostModel {
     flops: 20e9,
     stream_bps: 1.0e9,
     task_s: 0.005,
+    error_band: "from published Lambda and S3 rates, not measured by this project",
 };
 
 impl CostModel {
@@ -83,16 +88,21 @@ impl CostModel {
         }
     }
 
-    /// Seconds of one invocation's handler: its store I/O and kernels, overlapped as the
-    /// function's pipeline overlaps them (all but one task's worth, the first read and the
-    /// last write), plus the invoke overhead.
+    /// Seconds of one invocation: the invoke overhead, then its store I/O and its kernels.
+    /// The functions measure store I/O as the time a task waits for its blocks (read-ahead
+    /// hides the rest behind kernels), and the rates are fitted to that, so the two add.
     pub fn batch_seconds(&self, b: &BatchWork) -> f64 {
-        let io = b.bytes_in as f64 / self.read_bps + b.bytes_out as f64 / self.write_bps;
-        let compute = b.flops / self.flops
-            + b.streamed as f64 / self.stream_bps
-            + b.tasks as f64 * self.task_s;
-        let overlap = io.min(compute) * (1.0 - 1.0 / b.tasks.max(1) as f64);
-        self.invoke_s + io + compute - overlap
+        self.invoke_s + self.io_seconds(b) + self.compute_seconds(b)
+    }
+
+    /// Store I/O seconds of a batch (waiting for reads and writes).
+    pub fn io_seconds(&self, b: &BatchWork) -> f64 {
+        b.bytes_in as f64 / self.read_bps + b.bytes_out as f64 / self.write_bps
+    }
+
+    /// Kernel seconds of a batch.
+    pub fn compute_seconds(&self, b: &BatchWork) -> f64 {
+        b.flops / self.flops + b.streamed as f64 / self.stream_bps + b.tasks as f64 * self.task_s
     }
 }
 
@@ -293,8 +303,6 @@ pub fn project(
             }
             busy += secs;
             let end = start + secs;
-            let io =
-                work.bytes_in as f64 / model.read_bps + work.bytes_out as f64 / model.write_bps;
             timeline.push(Invocation {
                 stage: "projected".into(),
                 batch: b,
@@ -306,10 +314,8 @@ pub fn project(
                 bytes_read: work.bytes_in,
                 bytes_written: work.bytes_out,
                 function_seconds: secs - model.invoke_s,
-                compute_seconds: work.flops / model.flops
-                    + work.streamed as f64 / model.stream_bps
-                    + work.tasks as f64 * model.task_s,
-                io_seconds: io,
+                compute_seconds: model.compute_seconds(&work),
+                io_seconds: model.io_seconds(&work),
                 peak_memory_bytes: peak,
                 attempt: 1,
                 backup: false,
@@ -441,23 +447,23 @@ mod tests {
     }
 
     #[test]
-    fn io_and_compute_overlap_within_a_batch_of_many_tasks() {
+    fn a_batch_is_invoke_io_and_compute() {
         let m = CostModel {
-            invoke_s: 0.0,
-            read_bps: 1.0,
-            flops: 1.0,
-            task_s: 0.0,
+            invoke_s: 0.5,
+            read_bps: 2.0,
+            write_bps: 1.0,
+            flops: 4.0,
+            stream_bps: 8.0,
+            task_s: 0.25,
             ..LOCAL
         };
-        let one = BatchWork {
-            tasks: 1,
-            ..work(4, 4.0)
+        let b = BatchWork {
+            tasks: 2,
+            bytes_in: 4,
+            bytes_out: 1,
+            flops: 8.0,
+            streamed: 8,
         };
-        let many = BatchWork {
-            tasks: 4,
-            ..work(4, 4.0)
-        };
-        assert_eq!(m.batch_seconds(&one), 8.0);
-        assert_eq!(m.batch_seconds(&many), 5.0);
+        assert_eq!(m.batch_seconds(&b), 0.5 + (2.0 + 1.0) + (2.0 + 1.0 + 0.5));
     }
 }

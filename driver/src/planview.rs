@@ -189,6 +189,12 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
         format!("{:.3}", pr.gb_seconds)
     });
     row(&mut s, "estimated cost", &|_, pr| format!("${:.6}", pr.usd));
+    let model = CostModel::for_backend(c.backend);
+    let _ = writeln!(
+        s,
+        "(projected by the {} cost model: {}; see BENCHMARKS.md)",
+        model.name, model.error_band
+    );
     for p in plans {
         let name = format!("{:?}", p.scheduler).to_lowercase();
         let _ = writeln!(
