@@ -201,3 +201,34 @@ def test_a_key_not_in_the_guide_is_refused(text, line, word, tmp_path):
     p = nums("check", str(tmp_path / "job.toml"))
     assert p.returncode != 0, p.stdout
     assert f"job.toml:{line}:" in p.stderr and word in p.stderr, p.stderr
+
+
+def cost_models():
+    """The calibrations of driver/src/cost.rs: {"local": {field: value}, "lambda": {...}}."""
+    text = (REPO / "driver" / "src" / "cost.rs").read_text()
+    models = {}
+    for body in re.findall(r"pub const \w+: CostModel = CostModel \{(.*?)\};", text, re.S):
+        fields = dict(re.findall(r"(\w+): ([^,\n]+),", body))
+        name = fields.pop("name").strip('"')
+        models[name] = {k: float("inf") if v in ("usize::MAX", "f64::INFINITY") else float(v.replace("_", ""))
+                        for k, v in fields.items()}
+    assert set(models) == {"local", "lambda"}, models
+    return models
+
+
+UNITS = {"s": 1, "workers": 1, "workers/s": 1, "MB/s": 1e6, "GFLOP/s": 1e9, "GB/s": 1e9}
+
+
+def test_the_cost_model_table_has_cost_rs_figures():
+    """The guide's table of calibrations states the constants plan uses, every one."""
+    models = cost_models()
+    rows = re.findall(r"^\| `(\w+)` \| ([\w/]+) \| ([\w.]+) \| ([\w.]+) \|", GUIDE, re.M)
+    rows = {r[0]: r[1:] for r in rows if r[0] in models["local"] or r[1] in UNITS}
+    assert set(rows) == set(models["local"]), f"fields of cost.rs and of the guide's table: {sorted(models['local'])} {sorted(rows)}"
+    for field, (unit, *values) in rows.items():
+        for model, written in zip(["local", "lambda"], values):
+            want = models[model][field]
+            got = float("inf") if written == "unlimited" else float(written) * UNITS[unit]
+            assert got == pytest.approx(want, rel=1e-9), (
+                f"docs/guide.md's cost model table says {field} = {written} {unit} for {model}; "
+                f"driver/src/cost.rs says {want}: update the table")
