@@ -232,3 +232,32 @@ def test_the_cost_model_table_has_cost_rs_figures():
             assert got == pytest.approx(want, rel=1e-9), (
                 f"docs/guide.md's cost model table says {field} = {written} {unit} for {model}; "
                 f"driver/src/cost.rs says {want}: update the table")
+
+
+def test_the_reliability_figures_are_the_codes():
+    """The lease, retry and backup figures the guide states, as the code sets them."""
+    src = lambda p: (REPO / p).read_text()  # noqa: E731
+    runs, dispatch, store = src("driver/src/runs.rs"), src("driver/src/dispatch.rs"), src("layout/src/store/mod.rs")
+    ttl = re.search(r"LEASE_TTL: Duration = Duration::from_secs\((\d+)\)", runs).group(1)
+    renew = re.search(r"LEASE_RENEW: Duration = Duration::from_secs\((\d+)\)", runs).group(1)
+    policy = re.search(r"impl Default for Policy \{.*?\n\}", dispatch, re.S).group(0)
+    backups = re.search(r"impl Default for Backups \{.*?\n\}", dispatch, re.S).group(0)
+    field = lambda body, name: re.search(rf"{name}: ([^,]+),", body).group(1)  # noqa: E731
+    budget = re.search(r"\.unwrap_or\((\d+)\);\s*Duration::from_secs\(secs\)", store).group(1)
+    section = GUIDE.split("\n## Reliability guarantees\n", 1)[1].split("\n## ", 1)[0]
+    section = " ".join(section.split())
+    base_ms = re.search(r"from_millis[(]([0-9]+)", field(policy, "backoff_base")).group(1)
+    cap_s = re.search(r"from_secs[(]([0-9]+)", field(policy, "backoff_cap")).group(1)
+    wants = [
+        f"renewed every {renew} s", f"expiring {ttl} s after its driver is gone",
+        f"backoff for {budget} s (`NUMS_STORE_RETRY_SECONDS`)",
+        f"up to {field(policy, 'throttled_attempts')} times",
+        f"backoff from {base_ms} ms",
+        f"capped at {cap_s} s",
+        f"up to {field(policy, 'attempts')} attempts",
+        f"at least {field(backups, 'min_started')} invocations started",
+        f"over {float(field(backups, 'slow_factor')):g} times their median",
+    ]
+    assert field(backups, "min_done_fraction") == "0.5" and "half of them finished" in section
+    for w in wants:
+        assert w in section, f"docs/guide.md's reliability section should say {w!r} (the code's figure)"
