@@ -261,3 +261,9 @@ def test_the_reliability_figures_are_the_codes():
     assert field(backups, "min_done_fraction") == "0.5" and "half of them finished" in section
     for w in wants:
         assert w in section, f"docs/guide.md's reliability section should say {w!r} (the code's figure)"
+
+
+def test_the_memory_projection_base_is_the_codes():
+    sched = (REPO / "driver" / "src" / "sched" / "mod.rs").read_text()
+    base = int(re.search(r"pub const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
+    assert f"a base of {base} MiB" in " ".join(GUIDE.split()), f"the guide should say the base is {base} MiB"
