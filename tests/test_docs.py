@@ -207,11 +207,14 @@ def cost_models():
     """The calibrations of driver/src/cost.rs: {"local": {field: value}, "lambda": {...}}."""
     text = (REPO / "driver" / "src" / "cost.rs").read_text()
     models = {}
-    for body in re.findall(r"pub const \w+: CostModel = CostModel \{(.*?)\};", text, re.S):
-        fields = dict(re.findall(r"(\w+): ([^,\n]+),", body))
-        name = fields.pop("name").strip('"')
+    for body in re.findall(r"pub const \w+: CostModel = CostModel \{(.*?)\n\};", text, re.S):
+        # Strings (the name, the error band) and numbers, one field a line.
+        strings = dict(re.findall(r'^\s*(\w+): "(.*)",$', body, re.M))
+        numbers = {k: v for k, v in re.findall(r"^\s*(\w+): ([^,\n\"]+),$", body, re.M)}
+        name = strings.pop("name")
         models[name] = {k: float("inf") if v in ("usize::MAX", "f64::INFINITY") else float(v.replace("_", ""))
-                        for k, v in fields.items()}
+                        for k, v in numbers.items()}
+        models[name]["strings"] = strings
     assert set(models) == {"local", "lambda"}, models
     return models
 
@@ -222,6 +225,11 @@ UNITS = {"s": 1, "workers": 1, "workers/s": 1, "MB/s": 1e6, "GFLOP/s": 1e9, "GB/
 def test_the_cost_model_table_has_cost_rs_figures():
     """The guide's table of calibrations states the constants plan uses, every one."""
     models = cost_models()
+    for name, m in models.items():
+        band = m.pop("strings").pop("error_band", None)
+        if band is not None:
+            assert f"- `{name}`: {band}\n" in GUIDE, (
+                f"docs/guide.md should quote the {name} model's error band as cost.rs states it: {band}")
     rows = re.findall(r"^\| `(\w+)` \| ([\w/]+) \| ([\w.]+) \| ([\w.]+) \|", GUIDE, re.M)
     rows = {r[0]: r[1:] for r in rows if r[0] in models["local"] or r[1] in UNITS}
     assert set(rows) == set(models["local"]), f"fields of cost.rs and of the guide's table: {sorted(models['local'])} {sorted(rows)}"
