@@ -69,6 +69,34 @@ X = { zeros = [2] }
 [outputs]
 Q = "q.npy"
 """, 5, "outputs.Q", ["no array named Q"]),
+    "two_outputs_one_path": ("""name = "same"
+[arrays]
+X = { zeros = [2] }
+Y = "X + 1"
+[outputs]
+X = "out/x.npy"
+Y = "out/../out/x.npy"
+""", 7, "outputs.Y", ["out/x.npy writes to the same path as outputs.X (line 6)"]),
+    "output_inside_output": ("""name = "same"
+[arrays]
+X = { zeros = [2] }
+Y = "X + 1"
+[outputs]
+X = "out/x.zarr"
+Y = "out/x.zarr/y"
+""", 7, "outputs.Y", ["writes inside the Zarr folder of outputs.X (line 6)"]),
+    "output_suffix_parquet": ("""name = "same"
+[arrays]
+X = { zeros = [2] }
+[outputs]
+X = "x.parquet"
+""", 5, "outputs.X", ['"x.parquet": nums-cloud does not write .parquet files', ".npy", ".zarr"]),
+    "output_suffix_h5_on_s3": ("""name = "same"
+[arrays]
+X = { zeros = [2] }
+[outputs]
+X = "s3://bucket/x.h5"
+""", 5, "outputs.X", ['"s3://bucket/x.h5": nums-cloud does not write .h5 files']),
     # Limits: absurd job files get an error, never a crash or a hang.
     "call_left_open": ("""name = "same"
 [arrays]
@@ -138,6 +166,18 @@ def test_bad_job_is_refused_and_nothing_changes(case, populated):
     assert "panicked" not in err, err
     assert snapshot(tmp_path / "nums-data") == before
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "Y.npy"), y_before)
+
+
+@pytest.mark.parametrize("case", ["two_outputs_one_path", "output_suffix_parquet"])
+def test_output_errors_are_found_by_check(case, tmp_path):
+    """Outputs are checked by `check` (and `plan`), before anything runs or is written."""
+    text, line, key, words = BAD[case]
+    (tmp_path / "job.toml").write_text(text)
+    for cmd in ["check", "plan"]:
+        p = subprocess.run([BIN, cmd, str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0, p.stdout
+        assert f"job.toml:{line}: {key}:" in p.stderr and all(w in p.stderr for w in words), p.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "nums-data").exists()
 
 
 def test_a_chain_of_arrays_thousands_long_checks(tmp_path):

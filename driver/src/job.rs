@@ -174,6 +174,75 @@ pub enum Target {
     Zarr { store: StoreSpec, path: String },
 }
 
+impl Target {
+    /// Where the output lands, as one path to compare with other outputs': the file, the
+    /// Zarr folder, or `s3://bucket/path` (lexically normalised: no `.` or `..`).
+    pub fn place(&self) -> PathBuf {
+        match self {
+            Target::Npy(p) => lexical(p),
+            Target::Zarr { store, path } => {
+                match url::Url::parse(&store.url)
+                    .ok()
+                    .filter(|u| u.scheme() == "file")
+                    .and_then(|u| u.to_file_path().ok())
+                {
+                    Some(root) => lexical(&root.join(path)),
+                    None => PathBuf::from(format!(
+                        "{}/{}",
+                        store.url.trim_end_matches('/'),
+                        path.trim_matches('/')
+                    )),
+                }
+            }
+        }
+    }
+}
+
+/// `p` without `.` components and with each `..` taking off the component before it, as
+/// the job file wrote the path (symbolic links are not followed).
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir if out.file_name().is_some() => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The output suffixes nums-cloud writes, for errors: what each becomes.
+const OUTPUT_SUFFIXES: &str =
+    ".npy (a NumPy file), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
+
+/// Refuses an output path whose suffix nums-cloud does not write (it would otherwise
+/// become a Zarr folder named `x.parquet`). `npy_ok`: a local path, where `.npy` is a file.
+fn check_output_suffix(dest: &str, path: &str, npy_ok: bool) -> Result<(), String> {
+    let ext = Path::new(path)
+        .extension()
+        .map(|x| x.to_string_lossy().into_owned());
+    match ext.as_deref() {
+        None | Some("zarr") => Ok(()),
+        Some("npy") if npy_ok => Ok(()),
+        Some("npy") => Err(format!(
+            "{dest:?}: an s3:// output is a Zarr array, so nums-cloud does not write a .npy file there; write it to a local .npy path, or name the Zarr array with .zarr or no suffix"
+        )),
+        Some(x) => {
+            let hint = if x.eq_ignore_ascii_case("csv") {
+                " (for a .csv file, write a .npy or Zarr output, then `nums-cloud get ARRAY FILE.csv`)"
+            } else {
+                ""
+            };
+            Err(format!(
+                "{dest:?}: nums-cloud does not write .{x} files; an output's suffix is {OUTPUT_SUFFIXES}{hint}"
+            ))
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct OutputDef {
     pub name: String,
@@ -438,6 +507,32 @@ impl Job {
             });
         }
         outputs.sort_by_key(|o| o.line);
+        // Two outputs to one place would overwrite each other (the last commit wins, or
+        // one deletes the other's folder): refused here, naming both.
+        let places: Vec<PathBuf> = outputs.iter().map(|o| o.target.place()).collect();
+        for (i, o) in outputs.iter().enumerate() {
+            for (first, place) in outputs[..i].iter().zip(&places) {
+                let how = if *place == places[i] {
+                    "writes to the same path as"
+                } else if places[i].starts_with(place) {
+                    "writes inside the Zarr folder of"
+                } else if place.starts_with(&places[i]) {
+                    "is a Zarr folder that would hold"
+                } else {
+                    continue;
+                };
+                return Err(e(
+                    o.line,
+                    &format!("outputs.{}", o.name),
+                    format!(
+                        "{} {how} outputs.{} (line {}); give each output its own path",
+                        places[i].display(),
+                        first.name,
+                        first.line
+                    ),
+                ));
+            }
+        }
 
         Ok(Job {
             file,
@@ -503,6 +598,7 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
                 "{dest:?}: an s3:// output needs a bucket and a path"
             ));
         }
+        check_output_suffix(dest, path.trim_matches('/'), false)?;
         return Ok(Target::Zarr {
             store: StoreSpec {
                 url: format!("s3://{bucket}"),
@@ -517,6 +613,7 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
     } else {
         dir.join(p)
     };
+    check_output_suffix(dest, &p.to_string_lossy(), true)?;
     if p.extension().is_some_and(|x| x == "npy") {
         Ok(Target::Npy(p))
     } else {
@@ -894,6 +991,58 @@ V = '''
         let big = format!("name = \"a\"\n#{}\n", "x".repeat(MAX_JOB_FILE_BYTES));
         let e = parse(&big).unwrap_err();
         assert!(e.message.contains("larger than 16 MiB"), "{e}");
+    }
+
+    #[test]
+    fn two_outputs_to_one_place_are_refused() {
+        let e = parse("[arrays]\nX = { zeros = [2] }\nY = \"X\"\n[outputs]\nX = \"out/x.npy\"\nY = \"out/./sub/../x.npy\"\n").unwrap_err();
+        assert_eq!((e.line, e.key.as_str()), (6, "outputs.Y"), "{e}");
+        assert!(
+            e.message
+                .contains("/tmp/j/out/x.npy writes to the same path as outputs.X (line 5)"),
+            "{e}"
+        );
+        let e = parse("[arrays]\nX = { zeros = [2] }\nY = \"X\"\n[outputs]\nX = \"out/x.zarr\"\nY = \"out/x.zarr/y.npy\"\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("inside the Zarr folder of outputs.X (line 5)"),
+            "{e}"
+        );
+        let e = parse("[arrays]\nX = { zeros = [2] }\nY = \"X\"\n[outputs]\nX = \"s3://b/p/x\"\nY = \"s3://b/p/x/\"\n").unwrap_err();
+        assert!(
+            e.message
+                .contains("s3://b/p/x writes to the same path as outputs.X"),
+            "{e}"
+        );
+        // Different places are fine, also when one name is the start of the other's.
+        parse(
+            "[arrays]\nX = { zeros = [2] }\nY = \"X\"\n[outputs]\nX = \"out/x\"\nY = \"out/xy\"\n",
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn output_suffixes_nums_cloud_does_not_write_are_refused() {
+        for (dest, words) in [
+            ("x.parquet", "does not write .parquet files"),
+            ("x.h5", "does not write .h5 files"),
+            ("out/x.csv", "nums-cloud get ARRAY FILE.csv"),
+            ("s3://b/x.npy", "an s3:// output is a Zarr array"),
+            ("s3://b/x.txt", "does not write .txt files"),
+        ] {
+            let e = parse(&format!(
+                "[arrays]\nX = {{ zeros = [2] }}\n[outputs]\nX = \"{dest}\"\n"
+            ))
+            .unwrap_err();
+            assert_eq!((e.line, e.key.as_str()), (4, "outputs.X"), "{e}");
+            assert!(e.message.contains(dest) && e.message.contains(words), "{e}");
+        }
+        for dest in ["x.npy", "x.zarr", "out/x", "s3://b/x.zarr", "s3://b/p/x"] {
+            parse(&format!(
+                "[arrays]\nX = {{ zeros = [2] }}\n[outputs]\nX = \"{dest}\"\n"
+            ))
+            .unwrap();
+        }
     }
 
     #[test]
