@@ -266,6 +266,24 @@ pub async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String>
     Ok(format!("array({body}{suffix})"))
 }
 
+/// A small in-memory block's values as NumPy prints an array's (nested brackets, NumPy's
+/// float format), without `array(...)` around them: the run summary's preview of an output.
+pub fn format_block(b: &Block) -> String {
+    let values: Vec<Printed> = match b {
+        Block::F64(a) => a.iter().map(|&v| Printed::Float(v)).collect(),
+        Block::F32(a) => a.iter().map(|&v| Printed::Float(v as f64)).collect(),
+        Block::I64(a) => a.iter().map(|v| Printed::Text(v.to_string())).collect(),
+        Block::Bool(a) => a
+            .iter()
+            .map(|&v| Printed::Text(if v { "True" } else { "False" }.into()))
+            .collect(),
+    };
+    let shape = b.shape().to_vec();
+    let values = format_values(values);
+    let width = values.iter().map(String::len).max().unwrap_or(1);
+    nest(&values, &shape, &vec![false; shape.len()], width, 1)
+}
+
 /// One printed element before formatting.
 enum Printed {
     Float(f64),

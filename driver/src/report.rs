@@ -265,12 +265,7 @@ impl Report {
                 meta.shape, meta.dtype
             );
             if let Some(b) = preview {
-                let text = match b {
-                    Block::F64(a) => format!("{a:.6}"),
-                    Block::F32(a) => format!("{a:.6}"),
-                    Block::I64(a) => format!("{a}"),
-                    Block::Bool(a) => format!("{a}"),
-                };
+                let text = crate::arrays::format_block(b);
                 for line in text.lines() {
                     s += &format!("               {line}\n");
                 }
