@@ -59,7 +59,7 @@ pub const LOCAL: CostModel = CostModel {
     flops: 40e9,
     stream_bps: 5.4e9,
     task_s: 0.0038,
-    error_band: "within 12% of measured on the peers workloads' main stages (0.6-2.5 s), 40% on stages under 0.3 s",
+    error_band: "5-32% under the measured main stages of the peers workloads (0.6-2.8 s) in two runs, up to 55% on stages under 0.4 s",
 };
 
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90

@@ -19,6 +19,8 @@ pub struct Infra {
     pub region: Option<String>,
     /// The function's memory, when the outputs say it.
     pub memory_mb: Option<u64>,
+    /// The function's reserved concurrency, when the outputs say it (and it is reserved).
+    pub reserved_concurrency: Option<u64>,
 }
 
 impl Infra {
@@ -48,6 +50,23 @@ impl Infra {
                     })?,
             ),
         };
+        // Terraform's -1 (or null) is "no reservation": the job file's or default workers.
+        let reserved_concurrency = match v
+            .get("reserved_concurrency")
+            .map(|x| x.get("value").unwrap_or(x))
+        {
+            None | Some(serde_json::Value::Null) => None,
+            Some(r) => match r
+                .as_i64()
+                .or_else(|| r.as_str().and_then(|s| s.parse().ok()))
+            {
+                Some(n) if n < 0 => None,
+                Some(n) if n >= 1 => Some(n as u64),
+                _ => bail!(
+                    "{file}: reserved_concurrency: expected a positive number or -1, found {r}"
+                ),
+            },
+        };
         let get = |key: &str| -> anyhow::Result<Option<String>> {
             let Some(x) = v.get(key) else {
                 return Ok(None);
@@ -75,6 +94,7 @@ impl Infra {
             storage_url,
             region: get("region")?,
             memory_mb,
+            reserved_concurrency,
         })
     }
 
@@ -85,6 +105,10 @@ impl Infra {
             function: self.function_name.clone(),
             storage_url: self.storage_url.clone(),
             memory_mb: self.memory_mb.unwrap_or(Defaults::default().memory_mb),
+            // As many workers as the function may run at once (Lambda throttles the rest).
+            workers: self
+                .reserved_concurrency
+                .map_or(Defaults::default().workers, |r| r.min(1000)),
         }
     }
 }
@@ -99,7 +123,8 @@ mod tests {
       "function_name": {"sensitive": false, "type": "string", "value": "nums-fn"},
       "region": {"sensitive": false, "type": "string", "value": "eu-west-1"},
       "storage_url": {"sensitive": false, "type": "string", "value": "s3://nums-b/jobs"},
-      "memory_mb": {"sensitive": false, "type": "number", "value": 3008}
+      "memory_mb": {"sensitive": false, "type": "number", "value": 3008},
+      "reserved_concurrency": {"sensitive": false, "type": "number", "value": 64}
     }"#;
 
     #[test]
@@ -159,9 +184,25 @@ mod tests {
         assert_eq!(j.compute.function, "nums-fn");
         assert_eq!(j.storage.url, "s3://nums-b/jobs");
         assert_eq!(j.compute.memory_mb, 3008);
-        let set = "[storage]\nurl = \"file://d\"\n[compute]\nbackend = \"local\"\nfunction = \"mine\"\n[arrays]\nx = { zeros = [2] }\n";
+        // As many workers as the deployment reserved; -1 (unreserved) leaves the default.
+        assert_eq!(j.compute.workers, 64);
+        let unreserved = OUT.replace("\"value\": 64", "\"value\": -1");
+        let d2 = Infra::parse(Path::new("tf.json"), &unreserved)
+            .unwrap()
+            .defaults();
+        let j2 = Job::parse_with(Path::new("/tmp/j/job.toml"), bare, &d2).unwrap();
+        assert_eq!(j2.compute.workers, 2);
+        let e = Infra::parse(
+            Path::new("tf.json"),
+            &OUT.replace("\"value\": 64", "\"value\": 0"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("tf.json: reserved_concurrency"), "{e}");
+        let set = "[storage]\nurl = \"file://d\"\n[compute]\nbackend = \"local\"\nfunction = \"mine\"\nworkers = 3\n[arrays]\nx = { zeros = [2] }\n";
         let j = Job::parse_with(Path::new("/tmp/j/job.toml"), set, &d).unwrap();
         assert_eq!(j.compute.backend, Backend::Local);
+        assert_eq!(j.compute.workers, 3);
         assert_eq!(j.compute.function, "mine");
         assert_eq!(j.storage.url, "file:///tmp/j/d/");
     }

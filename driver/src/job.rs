@@ -91,6 +91,9 @@ pub struct Defaults {
     pub function: String,
     pub storage_url: String,
     pub memory_mb: u64,
+    /// `compute.workers` when the job file leaves it out (a deployment's reserved
+    /// concurrency, capped at 1,000).
+    pub workers: u64,
 }
 
 impl Default for Defaults {
@@ -100,6 +103,7 @@ impl Default for Defaults {
             function: "nums-cloud".into(),
             storage_url: "file://nums-data".into(),
             memory_mb: 2048,
+            workers: 2,
         }
     }
 }
@@ -424,7 +428,13 @@ impl Job {
         };
         let compute = Compute {
             backend: c.backend.unwrap_or(defaults.backend),
-            workers: positive(&c.workers, "compute.workers", 2, 1, 1000)? as usize,
+            workers: positive(
+                &c.workers,
+                "compute.workers",
+                defaults.workers as i64,
+                1,
+                1000,
+            )? as usize,
             memory_mb: positive(
                 &c.memory_mb,
                 "compute.memory_mb",
