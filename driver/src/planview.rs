@@ -16,6 +16,16 @@ pub fn projection(job: &Job, plan: &Plan) -> Projection {
     plan.project(CostModel::for_backend(c.backend), c.workers, c.memory_mb)
 }
 
+/// Seconds with two significant digits below 10 s (0.042 s, not 0.0 s), one decimal above.
+fn seconds(s: f64) -> String {
+    if s >= 10.0 || s == 0.0 {
+        format!("{s:.1} s")
+    } else {
+        let decimals = (1 - s.log10().floor() as i32).max(1) as usize;
+        format!("{s:.decimals$} s")
+    }
+}
+
 /// `plan --json`: what `plan` prints, every batch included.
 #[derive(Debug, Serialize)]
 pub struct PlanJson {
@@ -182,9 +192,7 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
         mib(p.max_projected_peak())
     });
     row(&mut s, "memory limit", &|_, _| mib(c.memory_mb << 20));
-    row(&mut s, "projected wall time", &|_, pr| {
-        format!("{:.1} s", pr.wall_seconds)
-    });
+    row(&mut s, "projected wall time", &|_, pr| seconds(pr.wall_seconds));
     row(&mut s, "estimated GB-seconds", &|_, pr| {
         format!("{:.3}", pr.gb_seconds)
     });
@@ -359,4 +367,16 @@ pub fn svg(job: &Job, plans: &[&Plan]) -> String {
         s.raw("</g>");
     }
     s.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn projected_seconds_keep_two_significant_digits() {
+        let s = super::seconds;
+        assert_eq!(
+            [s(0.0), s(0.042), s(0.3), s(2.66), s(29.94)],
+            ["0.0 s", "0.042 s", "0.30 s", "2.7 s", "29.9 s"]
+        );
+    }
 }
