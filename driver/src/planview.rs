@@ -192,7 +192,9 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
         mib(p.max_projected_peak())
     });
     row(&mut s, "memory limit", &|_, _| mib(c.memory_mb << 20));
-    row(&mut s, "projected wall time", &|_, pr| seconds(pr.wall_seconds));
+    row(&mut s, "projected wall time", &|_, pr| {
+        seconds(pr.wall_seconds)
+    });
     row(&mut s, "estimated GB-seconds", &|_, pr| {
         format!("{:.3}", pr.gb_seconds)
     });
