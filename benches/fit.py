@@ -33,7 +33,7 @@ import numpy as np
 import zarr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from peers import ROOT, Store, log, nums_run, wait_quiet  # noqa: E402
+from peers import ROOT, Store, log, nums_run, wait_quiet, write_inputs  # noqa: E402
 
 C = 1e10
 D = 32
@@ -49,22 +49,6 @@ def setup_text(store, rows, block):
             f'u = {{ random = "uniform", shape = [{rows}], block = [{block}], seed = 13 }}\n'
             f'y = {{ expr = "sigmoid(X @ (wt * 0.3) + 0.25) > u", dtype = "float64", block = [{block}] }}\n'
             f"[outputs]\n{outputs}")
-
-
-def ensure_inputs(store, bin_, cache, rows, block):
-    text = setup_text(store, rows, block)
-    if store.kind == "file":
-        marker = store.dir / f"{store.prefix}.toml"
-        if marker.exists() and marker.read_text() == text:
-            log(f"inputs: reusing {store.dir / store.prefix}")
-            return None
-        shutil.rmtree(store.dir / store.prefix, ignore_errors=True)
-        marker.unlink(missing_ok=True)
-    log(f"inputs: writing X and y with a nums-cloud setup job into {store.root}/{store.prefix}")
-    seconds, _ = nums_run(bin_, cache / "jobs", "fit-setup", text)
-    if store.kind == "file":
-        marker.write_text(text)
-    return seconds
 
 
 def run_nums(store, bin_, job_dir, solver, scheduler, memory_mb):
@@ -135,7 +119,7 @@ def main():
     cache.mkdir(parents=True, exist_ok=True)
     store = Store(args.store, cache, f"{args.rows}x{D}-{args.block}")
     job_dir = Path(tempfile.mkdtemp(prefix="fit-jobs-", dir=cache))
-    setup_s = ensure_inputs(store, bin_, cache, args.rows, args.block)
+    setup_s = write_inputs(store, bin_, cache, setup_text(store, args.rows, args.block), "fit-setup")
     input_bytes = sum(store.stored_bytes(n) for n in ("X", "y"))
 
     runs = []  # (label, solver family, seconds, theta, details)

@@ -90,13 +90,7 @@ def main():
     cache = Path(args.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     store = peers.Store("file", cache, args.size)
-    text = setup_text(store, s)
-    marker = store.dir / f"{store.prefix}.toml"
-    if not (marker.exists() and marker.read_text() == text):
-        shutil.rmtree(store.dir / store.prefix, ignore_errors=True)
-        peers.log(f"inputs: writing X, y and S into {store.root}/{store.prefix}")
-        peers.nums_run(bin_, cache / "jobs", f"linalg-setup-{args.size}", text)
-        marker.write_text(text)
+    peers.write_inputs(store, bin_, cache, setup_text(store, s), f"linalg-setup-{args.size}")
     job_dir = Path(tempfile.mkdtemp(prefix="linalg-jobs-", dir=cache))
 
     from distributed import Client, LocalCluster

@@ -215,6 +215,13 @@ def ensure_inputs(args, store, bin_, cache):
     outputs = "".join(f'{n} = "{store.url(n)}"\n' for n in names)
     text = (f'name = "{store.prefix}"\n{store.storage_toml}[compute]\nworkers = 2\n'
             f"[arrays]\n{arrays}[outputs]\n{outputs}")
+    return write_inputs(store, bin_, cache, text, f"setup-{args.size}")
+
+
+def write_inputs(store, bin_, cache, text, job):
+    """Runs the setup job `text` (named `job`) unless, on the file store, the same job
+    already wrote its outputs (a marker holds its text). The setup job's seconds, or None
+    if reused. Shared by the peers, fit and linear-algebra benchmarks."""
     if store.kind == "file":
         marker = store.dir / f"{store.prefix}.toml"
         if marker.exists() and marker.read_text() == text:
@@ -223,7 +230,7 @@ def ensure_inputs(args, store, bin_, cache):
         shutil.rmtree(store.dir / store.prefix, ignore_errors=True)
         marker.unlink(missing_ok=True)
     log(f"inputs: writing them with a nums-cloud setup job into {store.root}/{store.prefix}")
-    seconds, _ = nums_run(bin_, cache / "jobs", f"setup-{args.size}", text)
+    seconds, _ = nums_run(bin_, cache / "jobs", job, text)
     if store.kind == "file":
         marker.write_text(text)
     return seconds

@@ -206,6 +206,17 @@ def test_outputs_are_what_nums_cloud_reads():
     assert mod["source"] == "../../modules/nums-cloud"
 
 
+def test_module_is_current_with_the_aws_provider_it_allows():
+    """AWS provider 6 is the current major: both files allow it and only it, and nothing uses
+    what 6.0 deprecated (a data source's region is `.region`; `.name` warns and will go)."""
+    for path in (MODULE / "versions.tf", INFRA / "examples" / "basic" / "main.tf"):
+        tf = one(load_tf(path)["terraform"])
+        assert tf["required_providers"]["aws"]["version"] == ">= 6.0, < 7.0", path
+    for path in TF_FILES:
+        text = path.read_text()
+        assert not re.search(r"data\.aws_region\.\w+\.name\b", text), path
+
+
 def test_every_checkov_skip_has_a_reason():
     for path in TF_FILES:
         for line in path.read_text().splitlines():

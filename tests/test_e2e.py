@@ -187,17 +187,16 @@ def test_zarr_python_reads_what_nums_cloud_wrote(tmp_path):
         "M": "X > 0.5",
         "S": "sum(X, axis=0)",
     }
-    (tmp_path / "job.toml").write_text(job_text(arrays, {"X": "X.npy", "M": "out/M.zarr", "S": "out/S.zarr"}))
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"X": "nums-data/t/X", "M": "out/M.zarr", "S": "out/S.zarr"}))
     run(tmp_path / "job.toml")
-    X = np.load(tmp_path / "X.npy")
+    # An array kept in the store is a Zarr array too.
+    X = zarr.open_array(str(tmp_path / "nums-data" / "t" / "X"), mode="r")[:]
+    assert X.shape == (7, 5) and 0 <= X.min() and X.max() < 1
     m = zarr.open_array(str(tmp_path / "out" / "M.zarr"), mode="r")
     assert m.shape == (7, 5) and m.chunks == (3, 4) and m.dtype == bool
     np.testing.assert_array_equal(m[:], X > 0.5)
     s = zarr.open_array(str(tmp_path / "out" / "S.zarr"), mode="r")
     assert_close(s[:], X.sum(axis=0))
-    # The named arrays inside the store are Zarr arrays too.
-    x = zarr.open_array(str(tmp_path / "nums-data" / "t" / "X"), mode="r")
-    np.testing.assert_array_equal(x[:], X)
 
 
 def test_nums_cloud_loads_a_zarr_array_written_by_zarr_python(tmp_path):
@@ -212,10 +211,15 @@ def test_nums_cloud_loads_a_zarr_array_written_by_zarr_python(tmp_path):
 
 
 def test_intermediates_removed_outputs_kept(tmp_path):
-    arrays = {"X": {"ones": [6, 6], "block": [4, 4]}, "Y": "(X + 1) * 2"}
-    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy"}))
-    run(tmp_path / "job.toml", "--keep")
+    arrays = {"X": {"ones": [6, 6], "block": [4, 4]}, "Y": "(X + 1) * 2", "Z": "Y + 1"}
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy", "Z": "nums-data/t/Z"}))
     store = tmp_path / "nums-data" / "t"
+    # A .npy output is the file only; an output whose path is the store's keeps it there.
+    run(tmp_path / "job.toml")
+    assert_close(np.load(tmp_path / "Y.npy"), np.full((6, 6), 4.0))
+    assert not (store / "Y").exists() and (store / "Z" / "zarr.json").exists()
+    assert sorted(p.name for p in store.iterdir()) == ["Z"]
+    run(tmp_path / "job.toml", "--keep")
     assert (store / "Y" / "zarr.json").exists() and not (store / "X").exists()
     # --keep keeps the run's intermediates (with metadata, to open them) under _runs/<run>/
     assert any((store / "_runs").rglob("tmp/*/zarr.json"))

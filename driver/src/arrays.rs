@@ -18,7 +18,7 @@ const READ_AHEAD: usize = 8;
 /// Calls `f` with each block-row of the array (all blocks whose index on axis 0 is `i`,
 /// assembled: rows `i * block[0]..` of the whole array), in order. A 0-d array is one call.
 /// Missing blocks of arrays nums-cloud wrote are errors; of others, the fill value.
-pub async fn for_each_row_slab(
+pub(crate) async fn for_each_row_slab(
     arr: &StoredArray,
     store: &Store,
     mut f: impl FnMut(Block) -> anyhow::Result<()>,
@@ -87,7 +87,11 @@ async fn read(arr: &StoredArray, store: &Store, idx: &[u64]) -> anyhow::Result<B
 
 /// Writes an array to a `.npy` file block-row by block-row (a partial file renamed at the
 /// end, so the file is the old one or the whole new one).
-pub async fn export_npy(arr: &StoredArray, store: &Store, path: &Path) -> anyhow::Result<()> {
+pub(crate) async fn export_npy(
+    arr: &StoredArray,
+    store: &Store,
+    path: &Path,
+) -> anyhow::Result<()> {
     let mut w = crate::npy::NpyWriter::create(path, arr.meta.dtype, &arr.meta.shape)
         .map_err(|e| anyhow!(e))?;
     for_each_row_slab(arr, store, |slab| w.write(&slab).map_err(|e| anyhow!(e))).await?;
@@ -96,7 +100,11 @@ pub async fn export_npy(arr: &StoredArray, store: &Store, path: &Path) -> anyhow
 
 /// Writes a 1-D or 2-D array to a CSV file (comma-separated, no header) row by row, as
 /// `np.savetxt(path, a, delimiter=",")` would with full precision.
-pub async fn export_csv(arr: &StoredArray, store: &Store, path: &Path) -> anyhow::Result<()> {
+pub(crate) async fn export_csv(
+    arr: &StoredArray,
+    store: &Store,
+    path: &Path,
+) -> anyhow::Result<()> {
     if arr.meta.ndim() == 0 || arr.meta.ndim() > 2 {
         bail!(
             "{}: a CSV file holds a 1-D or 2-D array; this one has shape {:?}",
@@ -111,7 +119,7 @@ pub async fn export_csv(arr: &StoredArray, store: &Store, path: &Path) -> anyhow
 
 /// What `ls` shows of one stored array.
 #[derive(Debug, Clone, Serialize)]
-pub struct ArrayInfo {
+pub(crate) struct ArrayInfo {
     /// Its path under the store root.
     pub path: String,
     pub shape: Vec<u64>,
@@ -131,7 +139,7 @@ pub struct ArrayInfo {
 }
 
 /// The arrays stored under `prefix` (runs' staging areas left out), sorted by path.
-pub async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<ArrayInfo>> {
+pub(crate) async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<ArrayInfo>> {
     let keys = store.list_sizes(prefix.trim_matches('/')).await?;
     let mut by_array: BTreeMap<String, u64> = BTreeMap::new();
     let arrays: Vec<String> = keys
@@ -196,7 +204,7 @@ const THRESHOLD: u64 = 1000;
 
 /// The array as NumPy prints it (`array([...])`, summarised with `...` past 1000 elements),
 /// reading only the blocks that hold the printed elements.
-pub async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String> {
+pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String> {
     let m = &arr.meta;
     let summarise = m.len() > THRESHOLD;
     // Per axis, the indices printed.
@@ -268,7 +276,7 @@ pub async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String>
 
 /// A small in-memory block's values as NumPy prints an array's (nested brackets, NumPy's
 /// float format), without `array(...)` around them: the run summary's preview of an output.
-pub fn format_block(b: &Block) -> String {
+pub(crate) fn format_block(b: &Block) -> String {
     let values: Vec<Printed> = match b {
         Block::F64(a) => a.iter().map(|&v| Printed::Float(v)).collect(),
         Block::F32(a) => a.iter().map(|&v| Printed::Float(v as f64)).collect(),
@@ -380,7 +388,7 @@ fn nest(values: &[String], shape: &[usize], cut: &[bool], width: usize, indent: 
 
 /// Where `ls`/`show`/`get`/`put`/`rm` look: `--storage` (and `--endpoint`), or a job file's
 /// `[storage]`, or the default `file://nums-data` in the working directory.
-pub fn store_spec(
+pub(crate) fn store_spec(
     storage: Option<&str>,
     endpoint: Option<&str>,
     job: Option<&Path>,
@@ -401,7 +409,7 @@ pub fn store_spec(
 }
 
 /// An array path under the store root as the user gives it: relative, no `.` or `..`.
-pub fn array_path(p: &str) -> anyhow::Result<String> {
+pub(crate) fn array_path(p: &str) -> anyhow::Result<String> {
     let t = p.trim_matches('/');
     if t.is_empty()
         || p.starts_with('/')
@@ -415,7 +423,7 @@ pub fn array_path(p: &str) -> anyhow::Result<String> {
 }
 
 /// Opens the array at `path`, or says plainly that there is none.
-pub async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArray> {
+pub(crate) async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArray> {
     match StoredArray::open(store, path).await {
         Ok(a) => Ok(a),
         Err(nums_layout::Error::NotFound { .. }) => {
@@ -426,7 +434,7 @@ pub async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArray> {
 }
 
 /// `get`: writes a stored array to a `.npy` or `.csv` file, streamed.
-pub async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<ArrayMeta> {
+pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<ArrayMeta> {
     let arr = open(store, path).await?;
     match file.extension().and_then(|e| e.to_str()) {
         Some("npy") => export_npy(&arr, store, file).await?,
@@ -438,7 +446,7 @@ pub async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<Array
 
 /// `put`: a job that imports `file` as `<job>/<name>` (`path` = `job/name`), run as any
 /// job is (checked, staged, committed whole), with `block` if given.
-pub fn put_job(
+pub(crate) fn put_job(
     spec: &StoreSpec,
     file: &Path,
     path: &str,
@@ -488,7 +496,7 @@ pub fn put_job(
 
 /// What `rm` would delete: every object of the arrays (or of the whole job), refusing a
 /// job another driver is running.
-pub async fn rm_targets(
+pub(crate) async fn rm_targets(
     store: &Store,
     arrays: &[String],
     job: Option<&str>,
@@ -530,7 +538,7 @@ pub async fn rm_targets(
 }
 
 /// Human-readable `ls` table.
-pub fn ls_table(infos: &[ArrayInfo]) -> String {
+pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
     let mut rows = vec![[
         "array".to_string(),
         "shape".into(),
@@ -579,7 +587,7 @@ pub fn ls_table(infos: &[ArrayInfo]) -> String {
 }
 
 /// The values of a whole (small) array as a Block, in C order: for previews and tests.
-pub async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Result<Block> {
+pub(crate) async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Result<Block> {
     let shape: Vec<usize> = arr.meta.shape.iter().map(|&s| s as usize).collect();
     let mut slabs = Vec::new();
     for_each_row_slab(arr, store, |s| {

@@ -9,12 +9,12 @@ const ROOT: &str = "/sys/fs/cgroup/memory";
 /// Every group this module makes is named `nums-cloud-<driver pid>-<slot>`.
 const PREFIX: &str = "nums-cloud-";
 
-pub struct MemoryCgroup {
+pub(crate) struct MemoryCgroup {
     dir: PathBuf,
 }
 
 impl MemoryCgroup {
-    pub fn create(name: &str, limit_bytes: u64) -> Option<MemoryCgroup> {
+    pub(crate) fn create(name: &str, limit_bytes: u64) -> Option<MemoryCgroup> {
         let root = Path::new(ROOT);
         if !root.join("memory.limit_in_bytes").exists() {
             return None;
@@ -36,13 +36,13 @@ impl MemoryCgroup {
         Some(MemoryCgroup { dir })
     }
 
-    pub fn add(&self, pid: u32) {
+    pub(crate) fn add(&self, pid: u32) {
         let _ = std::fs::write(self.dir.join("cgroup.procs"), pid.to_string());
     }
 
     /// How many processes of the group the kernel has killed for going over its limit
     /// (`oom_kill` in `memory.oom_control`, Linux 4.13 and later).
-    pub fn oom_kills(&self) -> Option<u64> {
+    pub(crate) fn oom_kills(&self) -> Option<u64> {
         let s = std::fs::read_to_string(self.dir.join("memory.oom_control")).ok()?;
         s.lines()
             .find_map(|l| l.strip_prefix("oom_kill "))
@@ -50,7 +50,7 @@ impl MemoryCgroup {
     }
 
     /// Removes the group; call it once its processes have been reaped.
-    pub fn remove(self) {
+    pub(crate) fn remove(self) {
         let _ = std::fs::remove_dir(&self.dir);
     }
 }

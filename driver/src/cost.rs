@@ -48,7 +48,7 @@ pub struct CostModel {
 /// `benches/calibrate.py` to the peers workloads' `--stats` (BENCHMARKS.md). The processes
 /// start with the run, before its main stage: no cold start in the stage's projection.
 /// Writes were too small in those workloads to fit; 300 MB/s is assumed.
-pub const LOCAL: CostModel = CostModel {
+pub(crate) const LOCAL: CostModel = CostModel {
     name: "local",
     invoke_s: 0.003,
     cold_start_s: 0.0,
@@ -66,7 +66,7 @@ pub const LOCAL: CostModel = CostModel {
 /// and 70 MB/s per function (numpywren, Cubed's and AWS's measurements), a cold start of
 /// a static Rust binary of 0.3 s, 20 ms per warm invoke, 1,000 environments at once then
 /// 100 per second, one core's BLAS.
-pub const LAMBDA: CostModel = CostModel {
+pub(crate) const LAMBDA: CostModel = CostModel {
     name: "lambda",
     invoke_s: 0.02,
     cold_start_s: 0.3,
@@ -122,7 +122,7 @@ pub struct BatchWork {
 /// algebra count operations (the usual LAPACK counts); every other kernel streams its
 /// inputs and output once. `shapes` gives the input blocks' shapes (asked only for the
 /// kernels that count operations), `shapes(n_inputs)` the output block's.
-pub fn task_work(
+pub(crate) fn task_work(
     kernel: &Kernel,
     inputs_bytes: u64,
     output_bytes: u64,
@@ -262,7 +262,7 @@ pub struct Projection {
 /// sent, in plan order, once its dependencies are done and a worker is free, as the driver
 /// sends them; each worker's first invocation pays the cold start and waits for the
 /// platform to start it.
-pub fn project(
+pub(crate) fn project(
     model: CostModel,
     workers: usize,
     memory_mb: u64,

@@ -134,7 +134,7 @@ impl<E: std::fmt::Debug> std::error::Error for Explained<E> {}
 
 impl<E: std::fmt::Debug + Send + Sync + 'static> Explained<E> {
     /// As an `anyhow` error whose text is `message`.
-    pub fn into_anyhow(message: String, error: E) -> anyhow::Error {
+    pub(crate) fn into_anyhow(message: String, error: E) -> anyhow::Error {
         anyhow::Error::new(Explained { message, error })
     }
 }

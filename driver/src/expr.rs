@@ -9,23 +9,23 @@
 
 /// The longest expression accepted, in characters: far beyond a hand-written one, and
 /// small enough that parsing and checking it take milliseconds.
-pub const MAX_EXPR_CHARS: usize = 100_000;
+pub(crate) const MAX_EXPR_CHARS: usize = 100_000;
 
 /// The deepest expression accepted: parentheses, brackets, calls, operators and indexing
 /// each add a level (a chain such as `a + b + c` adds one per operator). Python's own
 /// parser stops at 200 nested parentheses; evaluating 256 levels needs well under the
 /// 2 MiB stack of a Rust thread.
-pub const MAX_EXPR_DEPTH: usize = 256;
+pub(crate) const MAX_EXPR_DEPTH: usize = 256;
 
 /// A parse or check error at character `pos` of an expression.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ExprError {
+pub(crate) struct ExprError {
     pub pos: usize,
     pub message: String,
 }
 
 impl ExprError {
-    pub fn new(pos: usize, message: impl Into<String>) -> Self {
+    pub(crate) fn new(pos: usize, message: impl Into<String>) -> Self {
         ExprError {
             pos,
             message: message.into(),
@@ -33,7 +33,7 @@ impl ExprError {
     }
 
     /// The message with the expression and a caret under the position.
-    pub fn render(&self, text: &str) -> String {
+    pub(crate) fn render(&self, text: &str) -> String {
         let col = text.chars().take(self.pos).count();
         format!(
             "{} (at column {})\n    {}\n    {}^",
@@ -46,7 +46,7 @@ impl ExprError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     Add,
     Sub,
     Mul,
@@ -67,14 +67,14 @@ pub enum Op {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum UnOp {
+pub(crate) enum UnOp {
     Neg,
     Pos,
     Invert,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub enum ExprKind {
+pub(crate) enum ExprKind {
     Num(f64),
     /// An integer literal (NumPy treats `2` and `2.0` differently with int arrays).
     Int(i64),
@@ -96,14 +96,14 @@ pub enum ExprKind {
 
 /// A keyword argument `name=value`; `pos` is the name's position.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Kwarg {
+pub(crate) struct Kwarg {
     pub name: String,
     pub pos: usize,
     pub value: Expr,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Expr {
+pub(crate) struct Expr {
     pub kind: ExprKind,
     pub pos: usize,
 }
@@ -183,7 +183,7 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
 }
 
 /// Parses one expression.
-pub fn parse(s: &str) -> Result<Expr, ExprError> {
+pub(crate) fn parse(s: &str) -> Result<Expr, ExprError> {
     let chars = s.chars().count();
     if chars > MAX_EXPR_CHARS {
         return Err(ExprError::new(
@@ -554,7 +554,7 @@ impl Parser {
 /// The names an expression refers to (arrays, where the job defines them), each once, in
 /// the order evaluation meets them; `np.pi` and the like are constants, not names. Walks
 /// the tree with a stack of its own, so any depth is safe.
-pub fn names(e: &Expr) -> Vec<&str> {
+pub(crate) fn names(e: &Expr) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
     let mut todo = vec![e];
     while let Some(e) = todo.pop() {

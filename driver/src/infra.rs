@@ -11,7 +11,7 @@ use crate::job::{Backend, Defaults};
 
 /// A deployment's outputs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Infra {
+pub(crate) struct Infra {
     pub file: PathBuf,
     pub function_name: String,
     /// `s3://bucket/prefix`.
@@ -24,14 +24,14 @@ pub struct Infra {
 }
 
 impl Infra {
-    pub fn load(path: &Path) -> anyhow::Result<Infra> {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Infra> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
         Infra::parse(path, &text)
     }
 
     /// Takes `{"key": {"value": ...}}` (terraform output -json) or `{"key": "..."}`.
-    pub fn parse(path: &Path, text: &str) -> anyhow::Result<Infra> {
+    pub(crate) fn parse(path: &Path, text: &str) -> anyhow::Result<Infra> {
         let file = path.display();
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             anyhow!("{file}: not JSON ({e}); make it with `terraform output -json > {file}`")
@@ -99,7 +99,7 @@ impl Infra {
     }
 
     /// The job-file defaults this deployment stands for.
-    pub fn defaults(&self) -> Defaults {
+    pub(crate) fn defaults(&self) -> Defaults {
         Defaults {
             backend: Backend::Lambda,
             function: self.function_name.clone(),

@@ -45,7 +45,7 @@ pub struct PassReport {
 }
 
 /// Where a fit's data is and what it runs on.
-pub struct Data<'a> {
+pub(crate) struct Data<'a> {
     pub job: &'a Job,
     pub x_path: &'a str,
     pub y_path: &'a str,
@@ -182,7 +182,7 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
 }
 
 /// Refuses labels the model cannot take, and NaN or inf in y, before the first pass.
-pub async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<Dispatched> {
+pub(crate) async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<Dispatched> {
     let checks = crate::models::checks(spec);
     let names: Vec<&str> = checks.iter().map(|(n, _)| n.as_str()).collect();
     let job = small_job(
@@ -322,7 +322,7 @@ async fn read_sums(
 
 /// Fits `spec` to the data; `on_pass` sees each pass's dispatch totals and the fit's
 /// progress (iteration, loss, largest gradient).
-pub async fn fit(
+pub(crate) async fn fit(
     data: &Data<'_>,
     spec: &FitSpec,
     mut on_pass: impl FnMut(&Dispatched, u32, Option<f64>, Option<f64>),

@@ -5,29 +5,40 @@
 //! the values it returns ([`Block`] of a [`DType`]).
 
 pub mod api;
-pub mod arrays;
-pub mod cgroup;
-pub mod cost;
+pub mod cli;
+
+// The engine's modules that the project's own benches (`benches/`) and integration tests
+// drive directly: public for them, hidden from the docs, not a stable API.
+#[doc(hidden)]
 pub mod dispatch;
-pub mod error;
-pub mod expr;
+#[doc(hidden)]
 pub mod graph;
-pub mod infra;
-pub mod iterate;
+#[doc(hidden)]
 pub mod job;
+#[doc(hidden)]
 pub mod local;
-pub mod logs;
-pub mod models;
-pub mod npy;
-pub mod package;
-pub mod planview;
-pub mod report;
+#[doc(hidden)]
 pub mod run;
-pub mod runs;
+#[doc(hidden)]
 pub mod sched;
-pub mod svg;
-pub mod tasks;
-pub mod timeline;
+
+pub(crate) mod arrays;
+pub(crate) mod cgroup;
+pub(crate) mod cost;
+pub(crate) mod error;
+pub(crate) mod expr;
+pub(crate) mod infra;
+pub(crate) mod iterate;
+pub(crate) mod logs;
+pub(crate) mod models;
+pub(crate) mod npy;
+pub(crate) mod package;
+pub(crate) mod planview;
+pub(crate) mod report;
+pub(crate) mod runs;
+pub(crate) mod svg;
+pub(crate) mod tasks;
+pub(crate) mod timeline;
 
 pub use error::Error;
 pub use nums_layout::{Block, DType};

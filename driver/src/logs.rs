@@ -15,7 +15,7 @@ use tracing_subscriber::registry::LookupSpan;
 /// The filter for a verbosity: -1 (`-q`: errors only), 0 (notes and warnings of
 /// nums-cloud, warnings of the crates under it), 1 (`-v`: nums-cloud's debug events),
 /// 2 or more (`-vv`: nums-cloud's trace events, the other crates' debug).
-pub fn filter_for(verbosity: i8) -> &'static str {
+pub(crate) fn filter_for(verbosity: i8) -> &'static str {
     match verbosity {
         i8::MIN..=-1 => "error",
         // aws_config warns of every credential source it tried (instance metadata, ...)
@@ -56,7 +56,7 @@ where
 /// Sends `tracing` events to standard error. `RUST_LOG`, when set, replaces the filter
 /// chosen by `verbosity` (see [`filter_for`]). Called once, by the CLI; a second call
 /// (a library user's own subscriber already set) changes nothing.
-pub fn init(verbosity: i8) {
+pub(crate) fn init(verbosity: i8) {
     let filter = match std::env::var("RUST_LOG") {
         Ok(s) if !s.trim().is_empty() => EnvFilter::try_new(&s).unwrap_or_else(|e| {
             eprintln!("warning: RUST_LOG={s:?} is not a valid filter ({e}); using the default");

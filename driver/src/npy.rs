@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::Path;
 
 use ndarray::ArrayD;
-use ndarray_npy::{ReadNpyExt, WriteNpyExt};
+use ndarray_npy::ReadNpyExt;
 use nums_layout::{Block, DType};
 
 /// Shape and element type of a `.npy` file, from its header alone.
@@ -61,7 +61,7 @@ impl NpyHeader {
     }
 }
 
-pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
+pub(crate) fn read_header(path: &Path) -> Result<NpyHeader, String> {
     let mut f =
         std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let mut head = Vec::new();
@@ -72,12 +72,9 @@ pub fn read_header(path: &Path) -> Result<NpyHeader, String> {
     parse_header(&head).map_err(|m| format!("{} is not a .npy file: {m}", path.display()))
 }
 
-/// How many bytes a `.npy` file's header takes at most before its length is known.
-pub const HEADER_PREFIX: usize = 12;
-
 /// The header of a `.npy` file from its first bytes (at least the whole header); where
 /// the header is longer than `head`, the error says `needs N bytes`.
-pub fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
+pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
     if head.len() < 10 {
         return Err("too short".into());
     }
@@ -133,7 +130,7 @@ pub fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
 }
 
 /// Reads a whole `.npy` as a block of nums-cloud's dtype.
-pub fn read(path: &Path) -> Result<Block, String> {
+pub(crate) fn read(path: &Path) -> Result<Block, String> {
     let h = read_header(path)?;
     let open =
         || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
@@ -163,23 +160,9 @@ pub fn read(path: &Path) -> Result<Block, String> {
     })
 }
 
-pub fn write(path: &Path, block: &Block) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    }
-    let tmp = path.with_extension("npy.partial");
-    let f =
-        std::fs::File::create(&tmp).map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-    let w = std::io::BufWriter::new(f);
-    nums_layout::with_block!(block, a => a.write_npy(w))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 /// A `.npy` file written as a stream of C-order slabs (a partial file renamed by
 /// [`NpyWriter::finish`]), so an array need not be in memory whole.
-pub struct NpyWriter {
+pub(crate) struct NpyWriter {
     out: std::io::BufWriter<std::fs::File>,
     tmp: std::path::PathBuf,
     path: std::path::PathBuf,
@@ -187,7 +170,7 @@ pub struct NpyWriter {
 }
 
 impl NpyWriter {
-    pub fn create(path: &Path, dtype: DType, shape: &[u64]) -> Result<NpyWriter, String> {
+    pub(crate) fn create(path: &Path, dtype: DType, shape: &[u64]) -> Result<NpyWriter, String> {
         use std::io::Write;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
@@ -230,7 +213,7 @@ impl NpyWriter {
     }
 
     /// Appends a slab's values in C order.
-    pub fn write(&mut self, slab: &Block) -> Result<(), String> {
+    pub(crate) fn write(&mut self, slab: &Block) -> Result<(), String> {
         use std::io::Write;
         let n = slab.shape().iter().product::<usize>() as u64;
         if n > self.left {
@@ -267,7 +250,7 @@ impl NpyWriter {
     }
 
     /// Flushes and renames the file into place.
-    pub fn finish(mut self) -> Result<(), String> {
+    pub(crate) fn finish(mut self) -> Result<(), String> {
         use std::io::Write;
         if self.left != 0 {
             return Err(format!(
@@ -286,14 +269,14 @@ impl NpyWriter {
 
 /// A CSV file of numbers written row by row (comma-separated, no header; floats with the
 /// shortest text that reads back to the same value), renamed into place at the end.
-pub struct CsvWriter {
+pub(crate) struct CsvWriter {
     out: std::io::BufWriter<std::fs::File>,
     tmp: std::path::PathBuf,
     path: std::path::PathBuf,
 }
 
 impl CsvWriter {
-    pub fn create(path: &Path) -> Result<CsvWriter, String> {
+    pub(crate) fn create(path: &Path) -> Result<CsvWriter, String> {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -309,7 +292,7 @@ impl CsvWriter {
     }
 
     /// Appends a slab of rows (1-D: one value per line; 2-D: one row per line).
-    pub fn write(&mut self, slab: &Block) -> Result<(), String> {
+    pub(crate) fn write(&mut self, slab: &Block) -> Result<(), String> {
         use std::io::Write;
         let cols = slab.shape().get(1).copied().unwrap_or(1).max(1);
         let text: Vec<String> = match slab {
@@ -326,7 +309,7 @@ impl CsvWriter {
         Ok(())
     }
 
-    pub fn finish(mut self) -> Result<(), String> {
+    pub(crate) fn finish(mut self) -> Result<(), String> {
         use std::io::Write;
         self.out
             .flush()
@@ -337,7 +320,7 @@ impl CsvWriter {
 }
 
 /// Every how many data rows a [`CsvIndex`] marks where a row starts.
-pub const CSV_STRIDE: u64 = 1024;
+pub(crate) const CSV_STRIDE: u64 = 1024;
 
 /// Where the data rows of a CSV file of numbers are, learnt by one streamed pass over its
 /// lines (no field is parsed: the functions parse their own rows). A data row is a line
@@ -368,7 +351,7 @@ impl CsvIndex {
 }
 
 /// Builds a [`CsvIndex`] from a file's bytes fed in order, in pieces of any size.
-pub struct CsvScanner {
+pub(crate) struct CsvScanner {
     index: CsvIndex,
     delimiter: u8,
     /// The current line so far, when it spans pieces.
@@ -378,7 +361,7 @@ pub struct CsvScanner {
 }
 
 impl CsvScanner {
-    pub fn new(delimiter: u8) -> CsvScanner {
+    pub(crate) fn new(delimiter: u8) -> CsvScanner {
         CsvScanner {
             index: CsvIndex::default(),
             delimiter,
@@ -408,7 +391,7 @@ impl CsvScanner {
         self.line += 1;
     }
 
-    pub fn feed(&mut self, piece: &[u8]) {
+    pub(crate) fn feed(&mut self, piece: &[u8]) {
         let mut from = 0;
         for nl in memchr::memchr_iter(b'\n', piece) {
             if self.carry.is_empty() {
@@ -424,7 +407,7 @@ impl CsvScanner {
         self.carry.extend_from_slice(&piece[from..]);
     }
 
-    pub fn finish(mut self) -> CsvIndex {
+    pub(crate) fn finish(mut self) -> CsvIndex {
         if !self.carry.is_empty() {
             let line = std::mem::take(&mut self.carry);
             self.line_done(&line, line.len() as u64);

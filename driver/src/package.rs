@@ -15,7 +15,7 @@ use anyhow::{Context, anyhow, bail};
 
 /// A Lambda architecture, named as Lambda and Terraform name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Arch {
+pub(crate) enum Arch {
     #[value(name = "x86_64")]
     X86_64,
     #[value(name = "arm64")]
@@ -23,7 +23,7 @@ pub enum Arch {
 }
 
 impl Arch {
-    pub fn lambda_name(self) -> &'static str {
+    pub(crate) fn lambda_name(self) -> &'static str {
         match self {
             Arch::X86_64 => "x86_64",
             Arch::Arm64 => "arm64",
@@ -51,7 +51,7 @@ impl Arch {
 }
 
 #[derive(Debug, Clone)]
-pub struct PackageOptions {
+pub(crate) struct PackageOptions {
     pub arch: Arch,
     /// Where the zip goes; default: `target/lambda` of the workspace.
     pub out: Option<PathBuf>,
@@ -62,9 +62,8 @@ pub struct PackageOptions {
 
 /// What `package` made.
 #[derive(Debug, Clone)]
-pub struct Packaged {
+pub(crate) struct Packaged {
     pub zip: PathBuf,
-    pub binary: PathBuf,
     pub zip_bytes: u64,
     pub binary_bytes: u64,
     pub build_seconds: f64,
@@ -78,7 +77,7 @@ enum Linker {
     Zig,
 }
 
-pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
+pub(crate) fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
     let root = workspace_root(opts.source.as_deref())?;
     let arch = opts.arch;
     let triple = arch.triple();
@@ -166,14 +165,13 @@ pub fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
         zip_bytes: std::fs::metadata(&zip)?.len(),
         binary_bytes: std::fs::metadata(&binary)?.len(),
         zip,
-        binary,
         build_seconds,
     })
 }
 
 /// `bootstrap` at the zip's root, executable, with a fixed date so that the same binary
 /// gives the same zip (and Terraform's hash of it does not change for nothing).
-pub fn write_zip(binary: &Path, zip_path: &Path) -> anyhow::Result<()> {
+pub(crate) fn write_zip(binary: &Path, zip_path: &Path) -> anyhow::Result<()> {
     let bytes =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     let file = std::fs::File::create(zip_path)

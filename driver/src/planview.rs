@@ -11,7 +11,7 @@ use crate::svg::Svg;
 use serde::Serialize;
 
 /// The plan's projection by the cost model of the job's backend ([`crate::cost`]).
-pub fn projection(job: &Job, plan: &Plan) -> Projection {
+pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
     let c = &job.compute;
     plan.project(CostModel::for_backend(c.backend), c.workers, c.memory_mb)
 }
@@ -28,7 +28,7 @@ fn seconds(s: f64) -> String {
 
 /// `plan --json`: what `plan` prints, every batch included.
 #[derive(Debug, Serialize)]
-pub struct PlanJson {
+pub(crate) struct PlanJson {
     pub job: String,
     pub file: String,
     pub workers: usize,
@@ -40,7 +40,7 @@ pub struct PlanJson {
 }
 
 #[derive(Debug, Serialize)]
-pub struct SchedulerJson {
+pub(crate) struct SchedulerJson {
     pub scheduler: String,
     pub tasks: usize,
     pub invocations: usize,
@@ -60,7 +60,7 @@ pub struct SchedulerJson {
 }
 
 #[derive(Debug, Serialize)]
-pub struct LoadJson {
+pub(crate) struct LoadJson {
     pub slot: usize,
     pub memory_bytes: u64,
     pub bytes_in: u64,
@@ -68,7 +68,7 @@ pub struct LoadJson {
 }
 
 #[derive(Debug, Serialize)]
-pub struct BatchJson {
+pub(crate) struct BatchJson {
     pub slot: usize,
     pub tasks: usize,
     pub bytes_in: u64,
@@ -83,7 +83,7 @@ pub struct BatchJson {
 }
 
 /// The plans as `plan --json` prints them.
-pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson {
+pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson {
     let c = &job.compute;
     PlanJson {
         job: job.name.clone(),
@@ -141,7 +141,7 @@ pub fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson
 
 /// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
 /// only once the run computes it.
-pub fn provisional(c: &crate::run::Checked) -> Option<String> {
+pub(crate) fn provisional(c: &crate::run::Checked) -> Option<String> {
     let m = &c.graph.nodes[c.mask?];
     let array = m
         .def
@@ -157,7 +157,7 @@ pub fn provisional(c: &crate::run::Checked) -> Option<String> {
     ))
 }
 
-pub fn text(job: &Job, plans: &[&Plan]) -> String {
+pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
     let mut s = String::new();
     let c = &job.compute;
     let _ = writeln!(
@@ -244,7 +244,7 @@ pub fn text(job: &Job, plans: &[&Plan]) -> String {
 /// Both plans as one SVG: per scheduler, each on its own scale (so that both show), the
 /// store bytes each slot reads and writes, and the projected peak memory of every batch
 /// against the limit; axes with units, and the values written on the bars.
-pub fn svg(job: &Job, plans: &[&Plan]) -> String {
+pub(crate) fn svg(job: &Job, plans: &[&Plan]) -> String {
     let (w, panel_h) = (960.0, 340.0);
     let h = 60.0 + panel_h * plans.len() as f64;
     let mut s = Svg::new(

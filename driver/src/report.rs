@@ -10,13 +10,13 @@ use crate::dispatch::Dispatched;
 use crate::job::{Job, Target};
 
 /// AWS list prices (us-east-1, x86_64) used for `cost_usd`; docs/deploy.md explains them.
-pub const USD_PER_GB_SECOND: f64 = 0.000_016_666_7;
-pub const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
-pub const USD_PER_S3_PUT: f64 = 0.005 / 1000.0;
-pub const USD_PER_S3_GET: f64 = 0.0004 / 1000.0;
+pub(crate) const USD_PER_GB_SECOND: f64 = 0.000_016_666_7;
+pub(crate) const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
+pub(crate) const USD_PER_S3_PUT: f64 = 0.005 / 1000.0;
+pub(crate) const USD_PER_S3_GET: f64 = 0.0004 / 1000.0;
 
 /// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
-pub fn human(b: u64) -> String {
+pub(crate) fn human(b: u64) -> String {
     let v = b as f64;
     match b {
         0..1_000 => format!("{b} B"),
@@ -27,7 +27,7 @@ pub fn human(b: u64) -> String {
 }
 
 /// Memory for people, in MiB as Lambda's memory setting is.
-pub fn mib(b: u64) -> String {
+pub(crate) fn mib(b: u64) -> String {
     format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
 }
 
@@ -69,7 +69,7 @@ pub struct Invocation {
 
 /// Gives each invocation the lowest-numbered slot free when it started (an invocation
 /// ending at an instant frees its slot for one starting then), and sorts them by start.
-pub fn assign_slots(inv: &mut [Invocation]) {
+pub(crate) fn assign_slots(inv: &mut [Invocation]) {
     inv.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.end.total_cmp(&b.end)));
     let mut free_at: Vec<f64> = Vec::new();
     for i in inv.iter_mut() {

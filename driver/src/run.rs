@@ -109,16 +109,21 @@ async fn check_parts(job: Job, writable: bool) -> anyhow::Result<Checked> {
     };
     let store = Store::open(&job.storage)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
-    if !writable {
-        return Ok(Checked {
-            job,
-            graph,
-            probes,
-            store,
-            mask,
-        });
+    if writable {
+        check_stores_take_writes(&job, &store).await?;
     }
-    check_writable(&store, &format!("{}/_runs", job.name))
+    Ok(Checked {
+        job,
+        graph,
+        probes,
+        store,
+        mask,
+    })
+}
+
+/// The job's store and every Zarr output's store take writes (`check` and `run`).
+async fn check_stores_take_writes(job: &Job, store: &Store) -> anyhow::Result<()> {
+    check_writable(store, &format!("{}/_runs", job.name))
         .await
         .map_err(|e| job.err(job.storage_line, "storage.url", e))?;
     for o in &job.outputs {
@@ -130,13 +135,7 @@ async fn check_parts(job: Job, writable: bool) -> anyhow::Result<Checked> {
                 .map_err(|e| job.err(o.line, &key, e))?;
         }
     }
-    Ok(Checked {
-        job,
-        graph,
-        probes,
-        store,
-        mask,
-    })
+    Ok(())
 }
 
 /// Proves that a store answers and takes writes under `prefix` (a small object written
@@ -424,11 +423,23 @@ async fn execute(
         .await
         .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
     check_inputs_unchanged(c).await?;
+    // An output written elsewhere (a .npy file, another Zarr path) is exported from the
+    // run's staged copy, which goes with the run's state: the store keeps no second copy
+    // at `<job>/<name>` unless `--keep` asks for it.
+    let elsewhere: std::collections::HashSet<&str> = job
+        .outputs
+        .iter()
+        .filter(|o| {
+            !opts.keep && !writes_home(job, store, o) && !g.nodes[g.named[&o.name]].op.is_import()
+        })
+        .map(|o| o.name.as_str())
+        .collect();
     let names: Vec<String> = g
         .nodes
         .iter()
         .filter(|n| n.persist && !matches!(n.op, NodeOp::InPlace { .. }))
         .filter_map(|n| n.name.clone())
+        .filter(|n| !elsewhere.contains(n.as_str()))
         .collect();
     run.commit(&names)
         .await
@@ -438,6 +449,7 @@ async fn execute(
         let id = g.named[&o.name];
         let path = match &g.nodes[id].op {
             NodeOp::InPlace { path, .. } => path.clone(),
+            _ if elsewhere.contains(o.name.as_str()) => tasks::node_path(&prefix, &g, id),
             _ => format!("{}/{}", job.name, o.name),
         };
         let arr = StoredArray::new(&path, g.nodes[id].meta.clone())?;
@@ -450,6 +462,12 @@ async fn execute(
 }
 
 type Output = (String, Target, ArrayMeta, Option<Block>);
+
+/// Whether output `o` is the job's own array `<job>/<name>` in the job's store.
+fn writes_home(job: &Job, store: &Store, o: &crate::job::OutputDef) -> bool {
+    matches!(&o.target, Target::Zarr { store: spec, path }
+        if graph::relative_to(store.spec(), spec, path) == Some(format!("{}/{}", job.name, o.name)))
+}
 
 /// Uploads the local `.npy` and CSV inputs that the functions read from the job's bucket
 /// (the lambda backend), streamed in parts.

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Mutex;
 
 /// How long a lease lasts without renewal: a killed driver's job is free again after it.
-pub const LEASE_TTL: Duration = Duration::from_secs(60);
+pub(crate) const LEASE_TTL: Duration = Duration::from_secs(60);
 /// How often a live run renews its lease.
 const LEASE_RENEW: Duration = Duration::from_secs(15);
 /// How often the journal of finished batches is written.
@@ -63,7 +63,7 @@ fn new_run_id() -> String {
 
 /// Who holds a job's lease.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Lease {
+pub(crate) struct Lease {
     /// A fresh token per driver: the lease is ours while it carries our token.
     pub owner: String,
     pub run: String,
@@ -95,7 +95,7 @@ struct RunRecord {
 
 /// The batches a run has finished, by stage (a dispatch of one plan).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
-pub struct Journal {
+pub(crate) struct Journal {
     pub done: BTreeMap<String, BTreeSet<usize>>,
 }
 
@@ -117,7 +117,7 @@ struct CommitRecord {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum RunError {
+pub(crate) enum RunError {
     #[error(
         "job {job} is being run by another driver (run {run}, pid {pid} on {host}, started {ago} s ago); \
          wait for it to finish, or, if that driver is gone, its lease expires within {ttl} s"
@@ -141,7 +141,7 @@ pub enum RunError {
 }
 
 /// A run in progress: its lease is renewed and its journal written in the background.
-pub struct Run {
+pub(crate) struct Run {
     pub job: String,
     pub id: String,
     store: Store,
@@ -164,7 +164,7 @@ fn commit_key(job: &str) -> String {
 }
 
 /// The prefix of run `run` of `job`.
-pub fn run_prefix(job: &str, run: &str) -> String {
+pub(crate) fn run_prefix(job: &str, run: &str) -> String {
     format!("{job}/_runs/{run}")
 }
 
@@ -189,7 +189,7 @@ impl Run {
     /// it), finishes a commit an earlier run left half done, then either resumes the
     /// latest earlier run with the same `fingerprint` (`resume`) or removes the state of
     /// earlier runs (nothing else can be using it while we hold the lease).
-    pub async fn start(
+    pub(crate) async fn start(
         store: &Store,
         job: &str,
         fingerprint: &str,
@@ -298,19 +298,19 @@ impl Run {
     }
 
     /// The run's prefix under the store root.
-    pub fn prefix(&self) -> String {
+    pub(crate) fn prefix(&self) -> String {
         run_prefix(&self.job, &self.id)
     }
 
     /// Records that batch `batch` of `stage` finished (written to the journal soon).
-    pub fn done(&self, stage: &str, batch: usize) {
+    pub(crate) fn done(&self, stage: &str, batch: usize) {
         let mut j = self.journal.lock().expect("journal");
         j.0.done.entry(stage.to_string()).or_default().insert(batch);
         j.1 = true;
     }
 
     /// Writes the journal now.
-    pub async fn flush(&self) -> Result<(), RunError> {
+    pub(crate) async fn flush(&self) -> Result<(), RunError> {
         write_journal_once(
             &self.store,
             &format!("{}/done.json", self.prefix()),
@@ -322,7 +322,7 @@ impl Run {
     /// Makes the staged arrays `names` (under `<prefix>/out/`) the job's arrays
     /// `<job>/<name>`, replacing what was there: readers see the old array or the new one,
     /// never a mix.
-    pub async fn commit(&self, names: &[String]) -> Result<(), RunError> {
+    pub(crate) async fn commit(&self, names: &[String]) -> Result<(), RunError> {
         self.check_lease().await?;
         let rec = CommitRecord {
             run: self.id.clone(),
@@ -348,7 +348,7 @@ impl Run {
 
     /// Ends the run: its state is removed (unless `keep`, or unless it is kept for
     /// `--resume` after a failure) and the lease released.
-    pub async fn finish(mut self, remove_state: bool) -> Result<(), RunError> {
+    pub(crate) async fn finish(mut self, remove_state: bool) -> Result<(), RunError> {
         for t in self.background.drain(..) {
             t.abort();
         }
@@ -396,9 +396,9 @@ async fn acquire(store: &Store, job: &str, lease: &Lease) -> Result<(), RunError
                 if !store.put_if_absent(&key, to_json(lease)).await? {
                     continue; // another driver was first: look again
                 }
-                // A local folder's create-if-absent is atomic: nobody else can hold it,
-                // so no pause (it was most of a small job's fixed cost, 0.3 s a run).
-                if store.spec().url.starts_with("file://") {
+                // An atomic create-if-absent: nobody else can hold it, so no pause (it
+                // was most of a small job's fixed cost, 0.3 s a run).
+                if store.create_if_absent_is_atomic() {
                     return Ok(());
                 }
             }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 
 /// Text made safe for SVG (XML) content and attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -14,7 +14,7 @@ pub fn escape(s: &str) -> String {
 }
 
 /// Tick values from 0 covering `max` in about `n` steps of 1, 2 or 5 × 10^k.
-pub fn ticks(max: f64, n: usize) -> Vec<f64> {
+pub(crate) fn ticks(max: f64, n: usize) -> Vec<f64> {
     let max = if max.is_finite() && max > 0.0 {
         max
     } else {
@@ -32,7 +32,7 @@ pub fn ticks(max: f64, n: usize) -> Vec<f64> {
 }
 
 /// A tick label: no more decimals than the step needs.
-pub fn tick_label(v: f64, step: f64) -> String {
+pub(crate) fn tick_label(v: f64, step: f64) -> String {
     let decimals = if step >= 1.0 {
         0
     } else {
@@ -42,13 +42,13 @@ pub fn tick_label(v: f64, step: f64) -> String {
 }
 
 /// One SVG document being drawn.
-pub struct Svg {
+pub(crate) struct Svg {
     out: String,
 }
 
 impl Svg {
     /// A white `w` × `h` page with `title` at its top left.
-    pub fn new(w: f64, h: f64, title: &str) -> Svg {
+    pub(crate) fn new(w: f64, h: f64, title: &str) -> Svg {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -61,13 +61,13 @@ impl Svg {
     }
 
     /// Raw markup (already escaped), e.g. a group's opening tag.
-    pub fn raw(&mut self, s: &str) {
+    pub(crate) fn raw(&mut self, s: &str) {
         self.out.push_str(s);
         self.out.push('\n');
     }
 
     /// Text at (x, y); `attrs` are extra attributes (`text-anchor='end'`, a fill...).
-    pub fn text(&mut self, x: f64, y: f64, s: &str, attrs: &str) {
+    pub(crate) fn text(&mut self, x: f64, y: f64, s: &str, attrs: &str) {
         let _ = writeln!(
             self.out,
             "<text x='{x:.1}' y='{y:.1}' {attrs}>{}</text>",
@@ -77,7 +77,16 @@ impl Svg {
 
     /// A box with a tooltip; `attrs` are extra attributes (class, stroke, data-*).
     #[allow(clippy::too_many_arguments)]
-    pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, attrs: &str, tip: &str) {
+    pub(crate) fn rect(
+        &mut self,
+        x: f64,
+        y: f64,
+        w: f64,
+        h: f64,
+        fill: &str,
+        attrs: &str,
+        tip: &str,
+    ) {
         let _ = write!(
             self.out,
             "<rect x='{x:.2}' y='{y:.2}' width='{:.2}' height='{:.2}' fill='{fill}' {attrs}>",
@@ -90,7 +99,7 @@ impl Svg {
         self.out.push_str("</rect>\n");
     }
 
-    pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, attrs: &str) {
+    pub(crate) fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, attrs: &str) {
         let _ = writeln!(
             self.out,
             "<line x1='{x1:.2}' y1='{y1:.2}' x2='{x2:.2}' y2='{y2:.2}' {attrs}/>"
@@ -98,7 +107,7 @@ impl Svg {
     }
 
     /// A legend: coloured squares with their labels in one row from (x, y).
-    pub fn legend(&mut self, x: f64, y: f64, items: &[(&str, &str)]) {
+    pub(crate) fn legend(&mut self, x: f64, y: f64, items: &[(&str, &str)]) {
         let mut at = x;
         for (label, fill) in items {
             self.rect(
@@ -117,7 +126,15 @@ impl Svg {
 
     /// A horizontal axis under a plot: `x0`..`x0 + w` maps 0..`max`, at height `y`, with
     /// tick labels (`unit` after each) and `label` under them. Returns the scale (px/unit).
-    pub fn x_axis(&mut self, x0: f64, y: f64, w: f64, max: f64, unit: &str, label: &str) -> f64 {
+    pub(crate) fn x_axis(
+        &mut self,
+        x0: f64,
+        y: f64,
+        w: f64,
+        max: f64,
+        unit: &str,
+        label: &str,
+    ) -> f64 {
         let t = ticks(max, 8);
         let top = *t.last().unwrap_or(&1.0);
         let scale = w / top;
@@ -143,7 +160,7 @@ impl Svg {
     /// tick labels (`unit` after each), faint grid lines `grid_w` wide, and `label` above.
     /// Returns the scale (px/unit).
     #[allow(clippy::too_many_arguments)]
-    pub fn y_axis(
+    pub(crate) fn y_axis(
         &mut self,
         x: f64,
         y_bottom: f64,
@@ -177,7 +194,7 @@ impl Svg {
         scale
     }
 
-    pub fn finish(mut self) -> String {
+    pub(crate) fn finish(mut self) -> String {
         self.out.push_str("</svg>\n");
         self.out
     }

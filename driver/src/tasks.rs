@@ -45,7 +45,7 @@ impl BlockId {
 }
 
 /// Bytes of block number `lin` (row-major) of an array, without building its index.
-pub fn block_nbytes(m: &ArrayMeta, mut lin: u64) -> u64 {
+pub(crate) fn block_nbytes(m: &ArrayMeta, mut lin: u64) -> u64 {
     let mut n = m.dtype.size() as u64;
     for d in (0..m.ndim()).rev() {
         let grid = m.shape[d].div_ceil(m.block[d]);
@@ -208,7 +208,7 @@ impl Work {
 /// see `crate::runs`) makes it: the arrays the run keeps (outputs, imports) are staged
 /// under `<prefix>/out/<name>` until the run commits them to `<job>/<name>`; intermediates
 /// live under `<prefix>/tmp/`; inputs read in place stay where they are.
-pub fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
+pub(crate) fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
     if let NodeOp::InPlace { path, .. } = &g.nodes[b.node].op {
         return path.clone();
     }
@@ -221,13 +221,13 @@ pub fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
 
 /// Whether a block's array is a job intermediate (written only where another invocation
 /// needs it, removed when the job ends): not an output, an import or an input read in place.
-pub fn is_intermediate(g: &Graph, b: &BlockId) -> bool {
+pub(crate) fn is_intermediate(g: &Graph, b: &BlockId) -> bool {
     !matches!(g.nodes[b.node].op, NodeOp::InPlace { .. })
         && (b.part > 0 || g.nodes[b.node].persisted_name().is_none())
 }
 
 /// Where a node's array lives under the store root during run `prefix`.
-pub fn node_path(prefix: &str, g: &Graph, id: NodeId) -> String {
+pub(crate) fn node_path(prefix: &str, g: &Graph, id: NodeId) -> String {
     array_path(prefix, g, &BlockId::new(id, 0))
 }
 
@@ -242,7 +242,7 @@ pub struct BlockWork<'g> {
 
 /// The work of every block of the graph, in topological order (imports have none: the
 /// driver writes their blocks).
-pub fn block_work(g: &Graph) -> BlockWork<'_> {
+pub(crate) fn block_work(g: &Graph) -> BlockWork<'_> {
     // Only what the stored arrays need is computed: a named array no output uses, or a
     // transpose that a contraction reads through, makes no tasks.
     let mut needed = vec![false; g.nodes.len()];

@@ -14,7 +14,7 @@ use crate::svg::Svg;
 
 /// What the timeline needs of a `--stats` report.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     pub job: String,
     #[serde(default)]
     pub run: String,
@@ -27,7 +27,7 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    pub fn from_report(r: &Report) -> Timeline {
+    pub(crate) fn from_report(r: &Report) -> Timeline {
         Timeline {
             job: r.job.clone(),
             run: r.run.clone(),
@@ -40,7 +40,7 @@ impl Timeline {
     }
 
     /// A plan's projected run, by the cost model of the job's backend.
-    pub fn projected(job: &crate::job::Job, plan: &crate::sched::Plan) -> Timeline {
+    pub(crate) fn projected(job: &crate::job::Job, plan: &crate::sched::Plan) -> Timeline {
         let p = crate::planview::projection(job, plan);
         Timeline {
             job: job.name.clone(),
@@ -54,7 +54,7 @@ impl Timeline {
     }
 
     /// Reads a `--stats` JSON file.
-    pub fn load(path: &Path) -> anyhow::Result<Timeline> {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Timeline> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
         serde_json::from_str(&text).map_err(|e| {
@@ -74,7 +74,7 @@ const FAILED: &str = "#d62728";
 const MEMORY: &str = "#9467bd";
 
 /// The timeline as an SVG document.
-pub fn svg(t: &Timeline) -> String {
+pub(crate) fn svg(t: &Timeline) -> String {
     let inv = &t.timeline;
     let lanes = inv.iter().map(|i| i.slot + 1).max().unwrap_or(0).max(1);
     let (left, plot_w) = (80.0, 880.0);

@@ -69,30 +69,27 @@ fn regex_escape(s: &str) -> String {
         .collect()
 }
 
-#[test]
-fn check_text_and_json() {
-    let w = Workdir::new("small.toml", "check");
-    let (code, text, err) = w.nums(&["check"]);
+/// `nums-cloud CMD` and `CMD --json` on the small job, snapshotted as `CMD` and `CMD_json`.
+fn text_and_json(cmd: &str) {
+    let w = Workdir::new("small.toml", cmd);
+    let (code, text, err) = w.nums(&[cmd]);
     assert_eq!(code, 0, "{err}");
-    let (code, json, err) = w.nums(&["check", "--json"]);
+    let (code, json, err) = w.nums(&[cmd, "--json"]);
     assert_eq!(code, 0, "{err}");
     w.settings().bind(|| {
-        insta::assert_snapshot!("check", text);
-        insta::assert_snapshot!("check_json", json);
+        insta::assert_snapshot!(cmd, text);
+        insta::assert_snapshot!(format!("{cmd}_json"), json);
     });
 }
 
 #[test]
+fn check_text_and_json() {
+    text_and_json("check");
+}
+
+#[test]
 fn plan_text_and_json() {
-    let w = Workdir::new("small.toml", "plan");
-    let (code, text, err) = w.nums(&["plan"]);
-    assert_eq!(code, 0, "{err}");
-    let (code, json, err) = w.nums(&["plan", "--json"]);
-    assert_eq!(code, 0, "{err}");
-    w.settings().bind(|| {
-        insta::assert_snapshot!("plan", text);
-        insta::assert_snapshot!("plan_json", json);
-    });
+    text_and_json("plan");
 }
 
 #[test]

@@ -1312,6 +1312,12 @@ mod tests {
         transpose_b: false,
     };
 
+    /// Block (i, j) of `x` cut at `cuts` along both axes.
+    fn block(x: &Array2<f64>, cuts: &[usize], i: usize, j: usize) -> Array2<f64> {
+        x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]])
+            .to_owned()
+    }
+
     /// The left-looking blocked Cholesky the driver plans for a matrix of several blocks:
     /// one CholeskyBlock task per block of L on or below the diagonal, in row-major order,
     /// gives the one-shot L (ragged last block), and a matrix that is not positive definite
@@ -1322,10 +1328,7 @@ mod tests {
         let a = spd(11, 21);
         let cuts = [0, 4, 8, 11];
         let nb = cuts.len() - 1;
-        let blk = |x: &Array2<f64>, i: usize, j: usize| {
-            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]])
-                .to_owned()
-        };
+        let blk = |x: &Array2<f64>, i: usize, j: usize| block(x, &cuts, i, j);
         let mut l: Vec<Vec<Array2<f64>>> = vec![vec![]; nb];
         for i in 0..nb {
             for j in 0..=i {
@@ -1371,10 +1374,7 @@ mod tests {
         let a = spd(11, 13);
         let cuts = [0, 4, 9, 11];
         let nb = cuts.len() - 1;
-        let blk_of = |x: &Array2<f64>, i: usize, j: usize| {
-            x.slice(s![cuts[i]..cuts[i + 1], cuts[j]..cuts[j + 1]])
-                .to_owned()
-        };
+        let blk_of = |x: &Array2<f64>, i: usize, j: usize| block(x, &cuts, i, j);
         let mut t: Vec<Vec<Array2<f64>>> = (0..nb)
             .map(|i| (0..nb).map(|j| blk_of(&a, i, j)).collect())
             .collect();

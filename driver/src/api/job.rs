@@ -231,7 +231,7 @@ pub(crate) struct Rendered {
 
 impl Rendered {
     /// The job `name` that computes `nodes` (a closure, inputs first) with `outputs`.
-    pub fn new(
+    pub(super) fn new(
         name: &str,
         s: &Session,
         cfg: &Config,
@@ -291,18 +291,18 @@ impl Rendered {
     }
 
     /// Parses the job (what the engine runs).
-    pub fn parse(&self) -> Result<crate::job::Job, Error> {
+    pub(super) fn parse(&self) -> Result<crate::job::Job, Error> {
         crate::job::Job::parse(&self.file, &self.text).map_err(|j| self.job_error(&j))
     }
 
     /// An error in the job (found before anything runs) in the user's words.
-    pub fn job_error(&self, j: &crate::job::JobError) -> Error {
+    pub(super) fn job_error(&self, j: &crate::job::JobError) -> Error {
         let (message, array) = self.humanize(&j.to_string());
         Error::job(j, array, message)
     }
 
     /// An engine error in the user's words, classified.
-    pub fn error(&self, e: &anyhow::Error) -> Error {
+    pub(super) fn error(&self, e: &anyhow::Error) -> Error {
         let chain: &anyhow::Error = match e.downcast_ref::<crate::run::RunFailed>() {
             Some(f) => &f.error,
             None => e,
@@ -321,7 +321,7 @@ impl Rendered {
 
     /// `message` with the temporary job file, its lines and keys, the job's name and the
     /// internal array names replaced by the user's names; and the array it is about.
-    pub fn humanize(&self, message: &str) -> (String, Option<String>) {
+    pub(super) fn humanize(&self, message: &str) -> (String, Option<String>) {
         let mut m = message.replace(&format!("job {}: ", self.name), "");
         let mut array = None;
         // `<file>:<line>: <key>: ` → `array `X`: ` (or `X.load: `).

@@ -13,7 +13,7 @@
 //!
 //! with z = X w + b; the intercept b is never penalised.
 
-pub mod solver;
+pub(crate) mod solver;
 
 use std::fmt::Write;
 
@@ -39,6 +39,7 @@ pub enum Solver {
 }
 
 impl Solver {
+    /// The solver's job-file name.
     pub fn name(self) -> &'static str {
         match self {
             Solver::Newton => "newton",
@@ -84,34 +85,37 @@ impl FitSpec {
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
 /// each), with the Hessian sums (Newton, `k` = 1), or the normal equations (least squares).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PassKind {
+pub(crate) enum PassKind {
     Gradient { k: usize },
     Hessian,
     Normal,
 }
 
 /// The names of a pass program's parameters and outputs.
-pub mod names {
+pub(crate) mod names {
     /// Coefficients: `[d]` (Hessian pass) or `[d, k]` (gradient pass).
-    pub const W: &str = "w_";
+    pub(crate) const W: &str = "w_";
     /// Intercepts: `[1]` or `[k]`.
-    pub const B: &str = "b_";
-    pub const LOSS: &str = "loss_";
-    pub const GW: &str = "gw_";
-    pub const GB: &str = "gb_";
-    pub const HWW: &str = "hww_";
-    pub const HWB: &str = "hwb_";
-    pub const HBB: &str = "hbb_";
+    pub(crate) const B: &str = "b_";
+    pub(crate) const LOSS: &str = "loss_";
+    pub(crate) const GW: &str = "gw_";
+    pub(crate) const GB: &str = "gb_";
+    pub(crate) const HWW: &str = "hww_";
+    pub(crate) const HWB: &str = "hwb_";
+    pub(crate) const HBB: &str = "hbb_";
     /// Least squares: X^T X, X^T y, column sums of X, sum of y.
-    pub const XTX: &str = "xtx_";
-    pub const XTY: &str = "xty_";
-    pub const SX: &str = "sx_";
-    pub const SY: &str = "sy_";
+    pub(crate) const XTX: &str = "xtx_";
+    pub(crate) const XTY: &str = "xty_";
+    pub(crate) const SX: &str = "sx_";
+    pub(crate) const SY: &str = "sy_";
 }
 
 /// The job-language program of one pass over `X` ([n, d]) and `y` ([n]): `(name,
 /// expression)` in order, and which of them are outputs.
-pub fn program(spec: &FitSpec, kind: PassKind) -> (Vec<(String, String)>, Vec<&'static str>) {
+pub(crate) fn program(
+    spec: &FitSpec,
+    kind: PassKind,
+) -> (Vec<(String, String)>, Vec<&'static str>) {
     use names::*;
     let mut a: Vec<(String, String)> = Vec::new();
     let mut add = |n: &str, e: String| a.push((n.to_string(), e));
@@ -193,7 +197,7 @@ fn link(spec: &FitSpec, add: &mut impl FnMut(&str, String), y: &str) {
 
 /// The validation program run once before fitting: counts of labels the model cannot take
 /// and of NaN in y (NaN in X shows as a NaN loss, then is located).
-pub fn checks(spec: &FitSpec) -> Vec<(String, String)> {
+pub(crate) fn checks(spec: &FitSpec) -> Vec<(String, String)> {
     let bad = match spec.family {
         Family::Logistic => "sum((y != 0) & (y != 1) & ~isnan(y))",
         Family::Poisson => "sum(y < 0)",
@@ -207,7 +211,7 @@ pub fn checks(spec: &FitSpec) -> Vec<(String, String)> {
 }
 
 /// A short description of a fit for messages: `logistic_regression(solver='newton', C=1)`.
-pub fn describe(spec: &FitSpec) -> String {
+pub(crate) fn describe(spec: &FitSpec) -> String {
     let mut s = format!("{}(solver='{}'", spec.function, spec.solver.name());
     let _ = match spec.family {
         Family::Logistic => write!(s, ", C={}", spec.penalty),

@@ -9,17 +9,17 @@ use super::{FitSpec, PassKind, Solver};
 /// The parameters a pass is to evaluate: one vector (Newton, least squares) or several
 /// candidates of a line search (L-BFGS), each `[w..., b]`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Pass {
+pub(crate) struct Pass {
     pub kind: PassKind,
     pub thetas: Vec<Vec<f64>>,
 }
 
 /// Least squares' sums: X^T X, X^T y, the column sums of X and the sum of y.
-pub type Normal = (Array2<f64>, Array1<f64>, Array1<f64>, f64);
+pub(crate) type Normal = (Array2<f64>, Array1<f64>, Array1<f64>, f64);
 
 /// What a pass returned, as sums over the rows (not yet divided by n).
 #[derive(Debug, Clone, Default)]
-pub struct Sums {
+pub(crate) struct Sums {
     /// Loss sum per candidate.
     pub loss: Vec<f64>,
     /// Gradient sums per candidate, `[w..., b]`.
@@ -45,14 +45,14 @@ pub struct Fitted {
 
 /// The next thing to do.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Next {
+pub(crate) enum Next {
     Pass(Pass),
     Done(Fitted),
 }
 
 /// Why a fit cannot go on.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum FitError {
+pub(crate) enum FitError {
     #[error(
         "the loss is not finite at iteration {iteration} ({what}): the data holds NaN or inf, or the fit diverged"
     )]
@@ -104,7 +104,7 @@ enum State {
 
 /// One fit in progress.
 #[derive(Debug, Clone)]
-pub struct Fit {
+pub(crate) struct Fit {
     spec: FitSpec,
     n: u64,
     d: usize,
@@ -128,7 +128,7 @@ fn axpy(x: &[f64], alpha: f64, d: &[f64]) -> Vec<f64> {
 
 impl Fit {
     /// A fit of `spec` on `n` rows of `d` features, and the first pass to run.
-    pub fn start(spec: &FitSpec, n: u64, d: usize) -> (Fit, Pass) {
+    pub(crate) fn start(spec: &FitSpec, n: u64, d: usize) -> (Fit, Pass) {
         let fit = Fit {
             spec: spec.clone(),
             n,
@@ -198,22 +198,22 @@ impl Fit {
     }
 
     /// Iterations done so far.
-    pub fn n_iter(&self) -> u32 {
+    pub(crate) fn n_iter(&self) -> u32 {
         self.n_iter
     }
 
     /// The objective after the last iteration.
-    pub fn last_loss(&self) -> Option<f64> {
+    pub(crate) fn last_loss(&self) -> Option<f64> {
         self.loss.last().copied()
     }
 
     /// The largest gradient magnitude after the last iteration.
-    pub fn last_grad_max(&self) -> Option<f64> {
+    pub(crate) fn last_grad_max(&self) -> Option<f64> {
         self.grad_max.last().copied()
     }
 
     /// Takes a pass's sums for the pass asked last; says what to do next.
-    pub fn step(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
+    pub(crate) fn step(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
         let next = match self.spec.solver {
             Solver::Direct => self.direct(sums),
             Solver::Newton => self.newton(pass, sums),
@@ -470,7 +470,7 @@ impl Fit {
 
 /// x with A x = b for a symmetric positive-definite A, by Cholesky (LAPACK through the
 /// function crate's kernels); an error with NumPy's LinAlgError text otherwise.
-pub fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String> {
+pub(crate) fn solve_spd(a: &Array2<f64>, b: &Array1<f64>) -> Result<Array1<f64>, String> {
     use nums_layout::Block;
     use nums_layout::batch::Kernel;
     let p = a.nrows();

@@ -9,12 +9,17 @@
 
 use super::*;
 
-/// Projected peak memory of running one task alone (see `nums_function::handle`): the
-/// process's base, its fetched inputs three times (encoded, decompressed, decoded), one
-/// input-sized kernel temporary, the output twice (result and accumulator), and its
-/// encoded copy, plus its kernel's workspace (`work`, see [`kernel_workspace`]). In a
-/// batch, blocks kept for later tasks add to it, and a block already held is not fetched
-/// again.
+/// Projected peak memory of one task (see `nums_function::handle`): the process's base,
+/// its fetched inputs three times (encoded, decompressed, decoded), one input-sized kernel
+/// temporary (`max_in`), the output twice (result and accumulator) and its encoded copy,
+/// plus its kernel's workspace (`work`, see [`kernel_workspace`]). In a batch, blocks kept
+/// for later tasks add to it, and a block already held is not fetched again. The graph
+/// uses it too, to refuse or size linear-algebra tasks before planning.
+pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
+    BASE_MEMORY + 3 * fetched + max_in + 3 * out + work
+}
+
+/// [`task_peak`] of task `i` run alone.
 fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
     let ins = tasks.inputs(i);
     let max_in = ins
@@ -23,7 +28,12 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
         .max()
         .unwrap_or(0);
     let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
-    BASE_MEMORY + 3 * fetched + max_in + 3 * blocks.nbytes[tasks.output[i] as usize] + work
+    task_peak(
+        fetched,
+        max_in,
+        blocks.nbytes[tasks.output[i] as usize],
+        work,
+    )
 }
 
 /// Each task's kernel workspace ([`kernel_workspace`]): 0 but for the linear-algebra
@@ -271,7 +281,7 @@ impl Cutter<'_> {
         }
         let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
         let out = nbytes(self.tasks.output[i]);
-        let value = BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + self.work[i];
+        let value = held + task_peak(fetched, max_in, out, self.work[i]);
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();

@@ -11,6 +11,7 @@
 //! consumed in one batch never touches the store.
 
 mod batch;
+pub use batch::task_peak;
 #[cfg(any(test, debug_assertions))]
 mod check;
 mod lshs;

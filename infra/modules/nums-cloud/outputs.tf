@@ -12,7 +12,7 @@ output "bucket" {
 
 output "region" {
   description = "The region of the function and the bucket."
-  value       = data.aws_region.current.name
+  value       = data.aws_region.current.region
 }
 
 output "storage_url" {

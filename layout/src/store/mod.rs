@@ -270,6 +270,12 @@ impl Store {
         Ok(total)
     }
 
+    /// Whether [`Store::put_if_absent`] is known to be atomic here (a local folder: an
+    /// exclusive create). S3 servers may or may not honour `If-None-Match` (Garage does not).
+    pub fn create_if_absent_is_atomic(&self) -> bool {
+        self.local_root.is_some()
+    }
+
     /// Writes an object only if none is there; `false` if one was. Atomic on local folders
     /// and on S3 servers that honour `If-None-Match` (Garage does not: callers that need
     /// the guarantee read the object back).
@@ -397,7 +403,8 @@ impl Store {
 
 use futures::StreamExt;
 
-/// Removes `dir` and the folders under it that hold no files (bottom up).
+/// Removes `dir` and the folders under it that hold no files but staged leftovers of
+/// unfinished puts (bottom up).
 fn prune_empty_dirs(dir: &std::path::Path) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -405,7 +412,18 @@ fn prune_empty_dirs(dir: &std::path::Path) -> bool {
     let mut empty = true;
     for e in entries.flatten() {
         let p = e.path();
-        empty &= p.is_dir() && prune_empty_dirs(&p);
+        // object_store stages a local put as `<name>#<n>` and renames it; a writer killed
+        // mid-put leaves the staged file, which listings never show, so it goes here.
+        let staged = e
+            .file_name()
+            .to_str()
+            .and_then(|n| n.rsplit_once('#'))
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        empty &= if staged {
+            std::fs::remove_file(&p).is_ok()
+        } else {
+            p.is_dir() && prune_empty_dirs(&p)
+        };
     }
     empty && std::fs::remove_dir(dir).is_ok()
 }
@@ -494,8 +512,14 @@ mod tests {
         assert_eq!(s.head("a/new").await.unwrap(), None);
         assert_eq!(s.head("a/moved").await.unwrap(), Some(1));
         assert_eq!(&s.get_range("a/b/c", 1..3).await.unwrap()[..], b"el");
+        // A put killed before its rename leaves a staged file no listing shows.
+        std::fs::write(dir.join("a/b/c#7"), b"half").unwrap();
         assert_eq!(s.delete_prefix("a").await.unwrap(), 2);
         assert!(s.list("a").await.unwrap().is_empty());
+        assert!(
+            !dir.join("a").exists(),
+            "the prefix's folder and staged leftovers are gone"
+        );
         std::fs::remove_dir_all(dir).ok();
     }
 

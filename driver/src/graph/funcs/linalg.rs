@@ -657,12 +657,12 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
-    // The planner's projection of one task: inputs three times, the largest again, the
-    // output three times.
+    // The planner's projection of the largest task: 2 nb - 2 input blocks (nb on the
+    // diagonal when nb < 2), a block out.
     let need = |blk: u64| {
         let nb = n.div_ceil(blk);
         let bb = blk * blk * 8;
-        crate::sched::BASE_MEMORY + 3 * (2 * nb).saturating_sub(2).max(nb) * bb + 4 * bb
+        crate::sched::task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
     };
     let limit = s.job.compute.memory_mb << 20;
     let mut blk = meta.block[0].min(meta.block[1]).min(n);
@@ -747,7 +747,7 @@ fn square_op(
     let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
     let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
     let out = out_shape.iter().product::<u64>() * 8;
-    let need = crate::sched::BASE_MEMORY + 3 * ins + max_in + 3 * out + work;
+    let need = crate::sched::task_peak(ins, max_in, out, work);
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
         return Err(bd.err(

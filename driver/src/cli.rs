@@ -1,0 +1,571 @@
+//! The `nums-cloud` command line: its arguments (clap) and what each command does with
+//! the engine. `src/main.rs` only calls [`main`].
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "nums-cloud",
+    version,
+    about = "Run NumPy-like array jobs on serverless functions"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+    /// More diagnostics on standard error: -v (debug: every invocation, stage and
+    /// retry; replaces the progress bar), -vv (trace, and the libraries' debug).
+    /// RUST_LOG (e.g. RUST_LOG=nums_cloud=debug) overrides both -v and -q.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Only errors and results: no progress bar, notes or warnings.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check and run a job file.
+    Run {
+        /// The job file (TOML).
+        job: PathBuf,
+        /// Write the measured figures as JSON to this file (`-`: to standard output, and
+        /// the summary to standard error), with one record per invocation (`timeline`).
+        #[arg(long)]
+        stats: Option<PathBuf>,
+        /// Draw the run's timeline as an SVG: one lane per slot, compute / store I/O /
+        /// waiting, and each invocation's peak memory against memory_mb.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
+        /// Keep the run's intermediate arrays in the store, and a copy of every output at
+        /// `<job>/<array>` there.
+        #[arg(long)]
+        keep: bool,
+        /// Resume the latest unfinished run of this job (killed, failed or interrupted):
+        /// only the invocations whose outputs are missing run again.
+        #[arg(long)]
+        resume: bool,
+        /// A deployment's `terraform output -json`: fills the job's function, storage url,
+        /// memory and backend (lambda) where the job file leaves them out; sets the region.
+        #[arg(long)]
+        infra: Option<PathBuf>,
+    },
+    /// Dry run: the batches, simulated loads, projected memory, wall time and cost of LSHS
+    /// and naive side by side; nothing runs and nothing is written.
+    Plan {
+        job: PathBuf,
+        /// Also draw both plans as an SVG chart.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Also draw the LSHS plan's projected timeline (the backend's cost model) as SVG.
+        #[arg(long)]
+        timeline: Option<PathBuf>,
+        /// Print the plans as JSON (every batch) instead of text.
+        #[arg(long)]
+        json: bool,
+        /// A deployment's `terraform output -json` (as for `run`).
+        #[arg(long)]
+        infra: Option<PathBuf>,
+    },
+    /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
+    Check {
+        job: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+        /// A deployment's `terraform output -json` (as for `run`).
+        #[arg(long)]
+        infra: Option<PathBuf>,
+    },
+    /// Draw the timeline of a past run from its `--stats` JSON (as `run --timeline` does).
+    Timeline {
+        /// The `--stats` file of the run.
+        stats: PathBuf,
+        /// The SVG to write.
+        svg: PathBuf,
+    },
+    /// Build the Lambda deployment zip: the `bootstrap` binary (provided.al2023) zipped at
+    /// its root. Run inside the nums-cloud source tree (or pass --source).
+    Package {
+        /// The Lambda architecture.
+        #[arg(long, value_enum, default_value = "x86_64")]
+        arch: crate::package::Arch,
+        /// Where the zip goes (default: target/lambda in the source tree).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The nums-cloud source tree (default: found from the current folder upwards).
+        #[arg(long)]
+        source: Option<PathBuf>,
+    },
+    /// Serve a local Lambda-compatible endpoint (the Invoke API, with function processes
+    /// behind it, as `backend = "local"` starts) until interrupted; prints its URL. Point
+    /// the lambda backend at it with AWS_ENDPOINT_URL_LAMBDA=URL.
+    Endpoint {
+        /// The function name it answers to.
+        #[arg(long, default_value = "nums-cloud")]
+        function: String,
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        #[arg(long, default_value_t = 2048)]
+        memory_mb: u64,
+        #[arg(long, default_value_t = 900)]
+        timeout_seconds: u64,
+        /// The function process (for example an unzipped `bootstrap`); default: this
+        /// executable's own function loop.
+        #[arg(long, num_args = 1.., allow_hyphen_values = true)]
+        command: Option<Vec<String>>,
+    },
+    /// List the arrays stored under a prefix: shape, dtype, block shape, stored bytes,
+    /// compression ratio and the job (and run) that wrote them.
+    Ls {
+        /// A path under the store root (default: everything).
+        prefix: Option<String>,
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show one stored array: its metadata and its values as NumPy prints them
+    /// (summarised past 1000 elements; only the blocks printed are read).
+    Show {
+        /// The array's path under the store root, e.g. job/X.
+        array: String,
+        #[command(flatten)]
+        store: StoreArgs,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a stored array to a .npy or .csv file, streamed block-row by block-row.
+    Get {
+        array: String,
+        file: PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Import a .npy, .csv or Zarr file as the stored array JOB/NAME, as a job would
+    /// (checked, written under a run, committed whole).
+    Put {
+        file: PathBuf,
+        /// JOB/NAME: the array NAME under the job prefix JOB.
+        array: String,
+        /// The block shape, e.g. --block 1000,64 (default: as a job would choose).
+        #[arg(long, value_delimiter = ',')]
+        block: Option<Vec<u64>>,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Delete stored arrays (or a whole job's prefix), after asking (or with --yes).
+    Rm {
+        /// Array paths under the store root.
+        arrays: Vec<String>,
+        /// Delete everything under this job's prefix (its arrays and runs).
+        #[arg(long)]
+        job: Option<String>,
+        /// Do not ask.
+        #[arg(long, short)]
+        yes: bool,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// Print a shell completion script, e.g.
+    /// `nums-cloud completions bash > ~/.local/share/bash-completion/completions/nums-cloud`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Serve batches as a function process (what the local endpoint starts).
+    #[command(hide = true)]
+    Function,
+}
+
+/// Which store `ls`, `show`, `get`, `put` and `rm` work on.
+#[derive(clap::Args)]
+struct StoreArgs {
+    /// The store: file://folder (relative to here) or s3://bucket/prefix
+    /// (default: file://nums-data).
+    #[arg(long)]
+    storage: Option<String>,
+    /// An S3-compatible endpoint for an s3:// store.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Take the store from this job file's [storage].
+    #[arg(long = "job-file")]
+    job_file: Option<PathBuf>,
+}
+
+impl StoreArgs {
+    fn open(&self) -> anyhow::Result<nums_layout::Store> {
+        let spec = crate::arrays::store_spec(
+            self.storage.as_deref(),
+            self.endpoint.as_deref(),
+            self.job_file.as_deref(),
+        )?;
+        Ok(nums_layout::Store::open(&spec)?)
+    }
+}
+
+/// Writes a file the user named, saying which when it cannot.
+fn write_file(path: &std::path::Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))
+}
+
+/// Runs the command line of this process; the exit code says how it went.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let verbosity = if cli.quiet {
+        -1
+    } else {
+        cli.verbose.min(2) as i8
+    };
+    crate::logs::init(verbosity);
+    let infra = match &cli.cmd {
+        Cmd::Run { infra, .. } | Cmd::Plan { infra, .. } | Cmd::Check { infra, .. } => {
+            infra.as_deref()
+        }
+        _ => None,
+    };
+    let defaults = match infra.map(crate::infra::Infra::load).transpose() {
+        Ok(Some(i)) => {
+            if let Some(region) = &i.region {
+                // The deployment's region for both the Lambda client and the store: set
+                // here, before any thread exists, as the AWS chain reads it from the env.
+                // SAFETY: single-threaded still (the runtime starts below).
+                unsafe {
+                    std::env::set_var("AWS_REGION", region);
+                    std::env::set_var("AWS_DEFAULT_REGION", region);
+                }
+            }
+            i.defaults()
+        }
+        Ok(None) => crate::job::Defaults::default(),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut interrupted = false;
+    let result = rt.block_on(async {
+        match cli.cmd {
+            Cmd::Run {
+                job,
+                stats,
+                timeline,
+                keep,
+                resume,
+                infra: _,
+            } => {
+                let opts = crate::run::RunOptions {
+                    keep,
+                    resume,
+                    // With -v the log lines say what the bar would, and would tear it.
+                    progress: verbosity == 0 && std::io::stderr().is_terminal(),
+                    function_command: None,
+                    defaults,
+                    ctrl_c: true,
+                };
+                let to_stdout = stats.as_deref() == Some(std::path::Path::new("-"));
+                let write_stats = |report: &crate::report::Report| {
+                    if let Some(path) = &timeline {
+                        let t = crate::timeline::Timeline::from_report(report);
+                        write_file(path, &crate::timeline::svg(&t))?;
+                    }
+                    match &stats {
+                        Some(_) if to_stdout => {
+                            println!("{}", serde_json::to_string_pretty(report)?);
+                            Ok(())
+                        }
+                        Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
+                        None => Ok(()),
+                    }
+                };
+                match crate::run::run(&job, &opts).await {
+                    Ok(report) => {
+                        // Standard output is the JSON's with `--stats -`.
+                        if to_stdout {
+                            eprint!("{}", report.summary());
+                        } else {
+                            print!("{}", report.summary());
+                        }
+                        write_stats(&report)
+                    }
+                    Err(e) => {
+                        // A run that started reports what it measured, with its error.
+                        if let Some(f) = e.downcast_ref::<crate::run::RunFailed>() {
+                            write_stats(&f.report)?;
+                            if f.interrupted {
+                                interrupted = true;
+                            }
+                        }
+                        Err(e)
+                    }
+                }
+            }
+            Cmd::Plan {
+                job,
+                svg,
+                timeline,
+                json,
+                ..
+            } => {
+                let c = crate::run::check_for_plan(&job, &defaults).await?;
+                use crate::job::SchedulerKind;
+                let prefix = crate::run::dry_run_prefix(&c.job);
+                let plan = |kind| crate::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
+                let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
+                let provisional = crate::planview::provisional(&c);
+                if json {
+                    let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
+                    print!("{}", crate::graph::tsqr_text(&c.graph));
+                    if let Some(why) = provisional {
+                        println!("\nprovisional: {why}");
+                    }
+                }
+                if let Some(path) = svg {
+                    write_file(&path, &crate::planview::svg(&c.job, &[&lshs, &naive]))?;
+                }
+                if let Some(path) = timeline {
+                    let t = crate::timeline::Timeline::projected(&c.job, &lshs);
+                    write_file(&path, &crate::timeline::svg(&t))?;
+                }
+                Ok(())
+            }
+            Cmd::Timeline { stats, svg } => {
+                let t = crate::timeline::Timeline::load(&stats)?;
+                write_file(&svg, &crate::timeline::svg(&t))?;
+                println!(
+                    "{} ({} invocations on {} s)",
+                    svg.display(),
+                    t.timeline.len(),
+                    format_args!("{:.2}", t.wall_seconds)
+                );
+                Ok(())
+            }
+            Cmd::Check { job, json, .. } => {
+                let c = crate::run::check_with(&job, &defaults).await?;
+                crate::run::plan_job(
+                    &c.job,
+                    &c.graph,
+                    &crate::run::dry_run_prefix(&c.job),
+                    &c.probes,
+                )?;
+                let provisional = crate::planview::provisional(&c);
+                if json {
+                    let j = serde_json::json!({
+                        "file": job.display().to_string(),
+                        "job": c.job.name,
+                        "ok": true,
+                        "arrays": c.job.arrays.len(),
+                        "outputs": c.job.outputs.len(),
+                        "provisional": provisional,
+                    });
+                    println!("{}", serde_json::to_string_pretty(&j)?);
+                } else {
+                    println!(
+                        "{}: ok ({} arrays, {} outputs)",
+                        job.display(),
+                        c.job.arrays.len(),
+                        c.job.outputs.len()
+                    );
+                    if let Some(why) = provisional {
+                        println!("provisional plan: {why}");
+                    }
+                }
+                Ok(())
+            }
+            Cmd::Package { arch, out, source } => {
+                let opts = crate::package::PackageOptions { arch, out, source };
+                let p =
+                    tokio::task::spawn_blocking(move || crate::package::package(&opts)).await??;
+                println!(
+                    "{} ({}, bootstrap {}, built in {:.0} s)",
+                    p.zip.display(),
+                    crate::report::human(p.zip_bytes),
+                    crate::report::human(p.binary_bytes),
+                    p.build_seconds
+                );
+                Ok(())
+            }
+            Cmd::Endpoint {
+                function,
+                workers,
+                memory_mb,
+                timeout_seconds,
+                command,
+            } => {
+                let command = match command {
+                    Some(c) => c,
+                    None => crate::run::default_function_command()?,
+                };
+                let ep = crate::local::LocalEndpoint::start(crate::local::LocalConfig {
+                    function,
+                    workers,
+                    memory_mb,
+                    timeout: std::time::Duration::from_secs(timeout_seconds),
+                    command,
+                    log_dir: std::env::temp_dir()
+                        .join(format!("nums-cloud-endpoint-{}", std::process::id())),
+                })
+                .await?;
+                println!("{}", ep.invoke_url);
+                tracing::info!(
+                    "the function processes' logs go to {}/slot-N.log",
+                    ep.log_dir().display()
+                );
+                // Stop on SIGINT or SIGTERM, and take the function processes down too.
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+                tokio::select! {
+                    r = tokio::signal::ctrl_c() => r?,
+                    _ = term.recv() => {}
+                }
+                ep.stop().await;
+                Ok(())
+            }
+            Cmd::Ls {
+                prefix,
+                store,
+                json,
+            } => {
+                let s = store.open()?;
+                let infos = crate::arrays::list(&s, prefix.as_deref().unwrap_or("")).await?;
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&infos)?);
+                } else {
+                    print!("{}", crate::arrays::ls_table(&infos));
+                }
+                Ok(())
+            }
+            Cmd::Show { array, store, json } => {
+                let s = store.open()?;
+                let path = crate::arrays::array_path(&array)?;
+                let arr = crate::arrays::open(&s, &path).await?;
+                let info = crate::arrays::list(&s, &path)
+                    .await?
+                    .into_iter()
+                    .find(|i| i.path == path);
+                let values = crate::arrays::preview(&arr, &s).await?;
+                if json {
+                    println!(
+                        "{}",
+                        serde_json::to_string_pretty(&serde_json::json!({
+                            "array": info, "preview": values,
+                        }))?
+                    );
+                } else {
+                    if let Some(i) = info {
+                        print!("{}", crate::arrays::ls_table(&[i]));
+                    }
+                    println!("{values}");
+                }
+                Ok(())
+            }
+            Cmd::Get { array, file, store } => {
+                let s = store.open()?;
+                let path = crate::arrays::array_path(&array)?;
+                let meta = crate::arrays::get(&s, &path, &file).await?;
+                println!(
+                    "{path} {:?} {} -> {}",
+                    meta.shape,
+                    meta.dtype,
+                    file.display()
+                );
+                Ok(())
+            }
+            Cmd::Put {
+                file,
+                array,
+                block,
+                store,
+            } => {
+                let spec = crate::arrays::store_spec(
+                    store.storage.as_deref(),
+                    store.endpoint.as_deref(),
+                    store.job_file.as_deref(),
+                )?;
+                let path = crate::arrays::array_path(&array)?;
+                let job = crate::arrays::put_job(&spec, &file, &path, block.as_deref())?;
+                let opts = crate::run::RunOptions {
+                    defaults,
+                    ctrl_c: true,
+                    ..Default::default()
+                };
+                let report = crate::run::run_job(job, &opts).await?;
+                println!(
+                    "{} -> {path} ({} invocations, {:.2} s)",
+                    file.display(),
+                    report.invocations,
+                    report.wall_seconds
+                );
+                Ok(())
+            }
+            Cmd::Rm {
+                arrays,
+                job,
+                yes,
+                store,
+            } => {
+                let s = store.open()?;
+                if arrays.is_empty() && job.is_none() {
+                    anyhow::bail!("rm: name the arrays to delete, or --job NAME");
+                }
+                let targets = crate::arrays::rm_targets(&s, &arrays, job.as_deref()).await?;
+                if !yes {
+                    use std::io::Write;
+                    for (p, n) in &targets {
+                        eprintln!("  {p} ({n} objects)");
+                    }
+                    eprint!("delete these from {}? [y/N] ", s.spec());
+                    std::io::stderr().flush()?;
+                    let mut answer = String::new();
+                    std::io::stdin().read_line(&mut answer)?;
+                    if !matches!(answer.trim(), "y" | "Y" | "yes") {
+                        anyhow::bail!("nothing deleted");
+                    }
+                }
+                for (p, _) in &targets {
+                    let n = s.delete_prefix(p).await?;
+                    println!("deleted {p} ({n} objects)");
+                }
+                Ok(())
+            }
+            Cmd::Completions { shell } => {
+                use clap::CommandFactory;
+                let mut cmd = Cli::command();
+                clap_complete::generate(shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
+                Ok(())
+            }
+            Cmd::Function => nums_function::runtime::serve()
+                .await
+                .map_err(|e| anyhow::anyhow!(e)),
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            // 130: stopped by SIGINT, as shells report it.
+            if interrupted {
+                ExitCode::from(130)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
