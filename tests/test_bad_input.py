@@ -13,6 +13,7 @@ X = { random = "normal", shape = [7, 5], seed = 1, block = [3, 4] }
 Y = "X * 2"
 [outputs]
 Y = "out/Y.npy"
+X = "nums-data/same/X"
 """
 
 BAD = {
@@ -144,7 +145,7 @@ def populated(tmp_path):
     (tmp_path / "job.toml").write_text(GOOD)
     run(tmp_path / "job.toml")
     before = snapshot(tmp_path / "nums-data")
-    assert any(k.startswith("same/Y/c/") for k in before)
+    assert any(k.startswith("same/X/c/") for k in before)
     return tmp_path, before
 
 

@@ -207,7 +207,7 @@ def cost_models():
     """The calibrations of driver/src/cost.rs: {"local": {field: value}, "lambda": {...}}."""
     text = (REPO / "driver" / "src" / "cost.rs").read_text()
     models = {}
-    for body in re.findall(r"pub const \w+: CostModel = CostModel \{(.*?)\n\};", text, re.S):
+    for body in re.findall(r"pub(?:\(crate\))? const \w+: CostModel = CostModel \{(.*?)\n\};", text, re.S):
         # Strings (the name, the error band) and numbers, one field a line.
         strings = dict(re.findall(r'^\s*(\w+): "(.*)",$', body, re.M))
         numbers = {k: v for k, v in re.findall(r"^\s*(\w+): ([^,\n\"]+),$", body, re.M)}
@@ -273,5 +273,5 @@ def test_the_reliability_figures_are_the_codes():
 
 def test_the_memory_projection_base_is_the_codes():
     sched = (REPO / "driver" / "src" / "sched" / "mod.rs").read_text()
-    base = int(re.search(r"pub const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
+    base = int(re.search(r"pub(?:\(crate\))? const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
     assert f"a base of {base} MiB" in " ".join(GUIDE.split()), f"the guide should say the base is {base} MiB"

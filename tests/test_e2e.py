@@ -219,10 +219,17 @@ def test_intermediates_removed_outputs_kept(tmp_path):
     assert_close(np.load(tmp_path / "Y.npy"), np.full((6, 6), 4.0))
     assert not (store / "Y").exists() and (store / "Z" / "zarr.json").exists()
     assert sorted(p.name for p in store.iterdir()) == ["Z"]
+    # --keep keeps the run's intermediates under _runs/<run>/tmp/, named after the array
+    # that made them; those written whole (every one, with naive) get metadata, to open them.
+    (tmp_path / "job.toml").write_text(job_text(arrays, {"Y": "Y.npy", "Z": "nums-data/t/Z"},
+                                                compute={"scheduler": "naive"}))
     run(tmp_path / "job.toml", "--keep")
     assert (store / "Y" / "zarr.json").exists() and not (store / "X").exists()
-    # --keep keeps the run's intermediates (with metadata, to open them) under _runs/<run>/
-    assert any((store / "_runs").rglob("tmp/*/zarr.json"))
+    [x] = (store / "_runs").rglob("tmp/X-n*/zarr.json")
+    meta = json.loads(x.read_text())
+    assert meta["attributes"]["nums_cloud"]["intermediate_of"] == "X", meta
+    zarr = pytest.importorskip("zarr")
+    np.testing.assert_array_equal(zarr.open_array(str(x.parent), mode="r")[:], np.ones((6, 6)))
     p = run(tmp_path / "job.toml")
     assert "removed the state of 1 earlier" in p.stderr, p.stderr
     assert not any((store / "_runs").rglob("*"))

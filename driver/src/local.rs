@@ -661,18 +661,14 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             .env("AWS_LAMBDA_LOG_STREAM_NAME", format!("local/slot-{i}"))
             .env("RAYON_NUM_THREADS", threads.to_string())
             .env("OPENBLAS_NUM_THREADS", threads.to_string())
+            // The process dies with the driver (nums_function::runtime::serve). No
+            // `pre_exec` here: it would make the spawn a real fork, which runs OpenBLAS's
+            // fork handler, and that hangs now and then in a process that has used BLAS
+            // (seen as a hung `cargo test` of the API, one run in ten); without it the
+            // spawn is a posix_spawn, which runs no fork handlers.
+            .env("NUMS_DRIVER_PID", std::process::id().to_string())
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
-        // A driver killed outright (SIGKILL, the OOM killer) takes its function processes
-        // with it, rather than leaving them to finish and write for a run that is gone.
-        #[cfg(target_os = "linux")]
-        // SAFETY: prctl is async-signal-safe and touches nothing of the parent's.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                Ok(())
-            });
-        }
         if let Ok(log) = log {
             if let Ok(l2) = log.try_clone() {
                 cmd.stdout(l2);

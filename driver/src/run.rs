@@ -409,7 +409,7 @@ async fn execute(
     let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
     upload_local_inputs(c).await?;
     measured.lock().expect("measured").main_estimate = plan.batches.len() as u64;
-    let g = resolve_masks(c, run, invoker, plan, opts, measured).await?;
+    let g = resolve_masks(c, run, invoker, plan, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
         let mut m = measured.lock().expect("measured");
@@ -418,11 +418,14 @@ async fn execute(
         m.projected_main = crate::planview::projection(job, &plan).wall_seconds;
     }
     fit_models(c, &g, run, invoker, opts, measured).await?;
-    import_and_describe(job, &g, run, store, opts.keep).await?;
+    import_and_describe(job, &g, run, store).await?;
     dispatch_stage(job, "main", &plan, run, invoker, store, measured)
         .await
         .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
     check_inputs_unchanged(c).await?;
+    if opts.keep {
+        describe_kept(job, &g, run, store).await?;
+    }
     // An output written elsewhere (a .npy file, another Zarr path) is exported from the
     // run's staged copy, which goes with the run's state: the store keeps no second copy
     // at `<job>/<name>` unless `--keep` asks for it.
@@ -729,7 +732,7 @@ async fn fit_models(
                     let (sub, root) = g.subgraph(v, &name);
                     let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
                     measured.lock().expect("measured").tasks += sub_plan.tasks;
-                    import_and_describe(job, &sub, run, store, opts.keep).await?;
+                    import_and_describe(job, &sub, run, store).await?;
                     dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
                     made.push(path.clone());
@@ -798,7 +801,6 @@ async fn resolve_masks(
     run: &Run,
     invoker: &Invoker,
     plan: crate::sched::Plan,
-    opts: &RunOptions,
     measured: &std::sync::Mutex<Measured>,
 ) -> anyhow::Result<Graph> {
     let (job, store) = (&c.job, &c.store);
@@ -813,7 +815,7 @@ async fn resolve_masks(
         let (sub, root) = g.subgraph(m, &name);
         let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
         measured.lock().expect("measured").tasks += sub_plan.tasks;
-        import_and_describe(job, &sub, run, store, opts.keep).await?;
+        import_and_describe(job, &sub, run, store).await?;
         dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
@@ -1034,18 +1036,11 @@ fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
 
 /// Stages what the run keeps: the `zarr.json` of every array it makes and keeps (with
 /// attributes saying what made it), and the blocks of imported arrays (their `zarr.json`
-/// after them, so that a resumed run finds an import whole or imports it again). With
-/// `keep`, intermediates get their `zarr.json` too, so they can be opened after the run.
-async fn import_and_describe(
-    job: &Job,
-    g: &Graph,
-    run: &Run,
-    store: &Store,
-    keep: bool,
-) -> anyhow::Result<()> {
+/// after them, so that a resumed run finds an import whole or imports it again).
+async fn import_and_describe(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
     let prefix = run.prefix();
     for n in &g.nodes {
-        if matches!(n.op, NodeOp::InPlace { .. }) || !(n.persist || keep) {
+        if matches!(n.op, NodeOp::InPlace { .. }) || !n.persist {
             continue; // read in place: never written; intermediates need no metadata
         }
         let arr = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
@@ -1080,6 +1075,50 @@ async fn import_and_describe(
         }
         arr.write_metadata_with(store, attrs).await?;
     }
+    Ok(())
+}
+
+/// For `run --keep`: gives the intermediates the run wrote whole a `zarr.json` (saying
+/// which job-file array made them), so that they can be opened after the run. One written
+/// only in part (a plan writes a block only where another invocation reads it) gets none:
+/// its missing blocks would read as the fill value.
+async fn describe_kept(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
+    let prefix = run.prefix();
+    let mut written: std::collections::HashMap<String, u64> = Default::default();
+    for key in store.list(&format!("{prefix}/tmp/")).await? {
+        if let Some((array, _)) = key.split_once("/c/") {
+            *written.entry(array.to_string()).or_default() += 1;
+        }
+    }
+    let (mut whole, mut part) = (0, 0);
+    for n in &g.nodes {
+        if n.persist || matches!(n.op, NodeOp::InPlace { .. }) {
+            continue;
+        }
+        let path = tasks::node_path(&prefix, g, n.id);
+        match written.get(&path) {
+            Some(&k) if k == n.meta.num_blocks() => whole += 1,
+            Some(_) => {
+                part += 1;
+                continue;
+            }
+            None => continue,
+        }
+        let attrs = serde_json::json!({
+            "complete": true,
+            "job": job.name,
+            "run": run.id,
+            "intermediate_of": n.def.as_ref().or(n.name.as_ref()),
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        StoredArray::new(&path, n.meta.clone())?
+            .write_metadata_with(store, Some(attrs))
+            .await?;
+    }
+    tracing::info!(
+        "--keep: {whole} intermediates written whole are described under {prefix}/tmp/ \
+         ({part} written only in part have no zarr.json)"
+    );
     Ok(())
 }
 

@@ -209,13 +209,21 @@ impl Work {
 /// under `<prefix>/out/<name>` until the run commits them to `<job>/<name>`; intermediates
 /// live under `<prefix>/tmp/`; inputs read in place stay where they are.
 pub(crate) fn array_path(prefix: &str, g: &Graph, b: &BlockId) -> String {
-    if let NodeOp::InPlace { path, .. } = &g.nodes[b.node].op {
+    let n = &g.nodes[b.node];
+    if let NodeOp::InPlace { path, .. } = &n.op {
         return path.clone();
     }
-    match (g.nodes[b.node].persisted_name(), b.part) {
-        (Some(n), 0) => format!("{prefix}/out/{n}"),
+    if let (Some(name), 0) = (n.persisted_name(), b.part) {
+        return format!("{prefix}/out/{name}");
+    }
+    // An intermediate is named after the job-file array whose definition made it
+    // (`tmp/Y-n12`), so the arrays `run --keep` leaves say where they come from.
+    let owner = n.def.as_deref().or(n.name.as_deref());
+    match (owner, b.part) {
+        (Some(o), 0) => format!("{prefix}/tmp/{o}-n{}", b.node),
+        (Some(o), p) => format!("{prefix}/tmp/{o}-n{}p{p}", b.node),
         (None, 0) => format!("{prefix}/tmp/n{}", b.node),
-        (_, p) => format!("{prefix}/tmp/n{}p{p}", b.node),
+        (None, p) => format!("{prefix}/tmp/n{}p{p}", b.node),
     }
 }
 

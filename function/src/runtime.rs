@@ -95,6 +95,28 @@ async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
 
 /// Polls the runtime API named by `AWS_LAMBDA_RUNTIME_API` until the process is stopped.
 pub async fn serve() -> Result<(), lambda_runtime::Error> {
+    die_with_driver();
     crate::memory::return_freed_blocks();
     lambda_runtime::run(service_fn(invoke)).await
+}
+
+/// Under the local endpoint (`NUMS_DRIVER_PID` set): a driver killed outright (SIGKILL, the
+/// OOM killer) takes this process with it, rather than leaving it to finish and write for a
+/// run that is gone. Set here, not in a `pre_exec` of the driver's spawn: a `pre_exec` makes
+/// the spawn a real fork, whose OpenBLAS fork handler can hang the driver.
+fn die_with_driver() {
+    #[cfg(target_os = "linux")]
+    if let Some(driver) = std::env::var("NUMS_DRIVER_PID")
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    {
+        // SAFETY: plain system calls on this process.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            // The driver may have died before the line above: then the signal never comes.
+            if libc::getppid() != driver {
+                libc::_exit(1);
+            }
+        }
+    }
 }
