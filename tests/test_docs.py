@@ -121,11 +121,15 @@ def test_the_key_table_documents_every_key_the_parser_accepts():
 
 @pytest.fixture
 def data(tmp_path):
-    """Inputs the examples load: data/a.npy, data/a.csv and the Zarr v3 array data/a.zarr."""
+    """Inputs the examples load: data/a.npy, data/a.csv, data/a.parquet and the Zarr v3
+    array data/a.zarr."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
     a = np.arange(32.0).reshape(8, 4)
     (tmp_path / "data").mkdir()
     np.save(tmp_path / "data" / "a.npy", a)
     np.savetxt(tmp_path / "data" / "a.csv", a, delimiter=",")
+    pq.write_table(pa.table({f"c{j}": a[:, j] for j in range(4)}), tmp_path / "data" / "a.parquet")
     z = zarr.create_array(str(tmp_path / "data" / "a.zarr"), shape=a.shape, chunks=(4, 4), dtype="float64")
     z[:] = a
     return tmp_path

@@ -146,7 +146,7 @@ enum Cmd {
         #[command(flatten)]
         store: StoreArgs,
     },
-    /// Import a .npy, .csv or Zarr file as the stored array JOB/NAME, as a job would
+    /// Import a .npy, .csv, .parquet or Zarr file as the stored array JOB/NAME, as a job would
     /// (checked, written under a run, committed whole).
     Put {
         file: PathBuf,

@@ -485,6 +485,11 @@ async fn upload_local_inputs(c: &Checked) -> anyhow::Result<()> {
             upload: Some(file),
             key,
             ..
+        }
+        | graph::Probe::Parquet {
+            upload: Some(file),
+            key,
+            ..
         }) = p
         else {
             continue;

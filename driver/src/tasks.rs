@@ -351,6 +351,37 @@ impl<'g> BlockWork<'g> {
                     vec![],
                 )
             }
+            NodeOp::ImportParquet {
+                source,
+                key,
+                metadata,
+                row_groups,
+            } => {
+                // The column chunks of the row groups the block's rows fall in.
+                let (origin, shape) = (n.meta.block_origin(idx), n.meta.block_shape(idx));
+                let (r0, r1) = (origin[0], origin[0] + shape[0] as u64);
+                let (c0, c1) = match n.meta.ndim() {
+                    2 => (origin[1] as usize, origin[1] as usize + shape[1]),
+                    _ => (0, 1),
+                };
+                let mut first = 0;
+                let mut fetch = 0;
+                for (rows, sizes) in row_groups.iter() {
+                    if first < r1 && first + rows > r0 {
+                        fetch += sizes[c0..c1].iter().sum::<u64>();
+                    }
+                    first += rows;
+                }
+                one(
+                    Kernel::ImportParquet {
+                        source: source.clone(),
+                        key: key.clone(),
+                        metadata: *metadata,
+                        fetch,
+                    },
+                    vec![],
+                )
+            }
             NodeOp::Random { dist, seed } => one(
                 Kernel::Random {
                     dist: *dist,

@@ -74,8 +74,47 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
                 .map_err(|e| e.to_string())?;
             Ok(Fetched(b))
         }
+        Kernel::ImportParquet {
+            source,
+            key,
+            metadata: (at, len),
+            ..
+        } => {
+            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let file = file_name(source, key);
+            let meta = store
+                .get_range(key, *at..at + len)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (rows, cols) = parquet_span(out, index);
+            let ranges = crate::parquet::fetch_plan(&meta, &file, rows, cols)?;
+            let mut parts: Vec<bytes::Bytes> = vec![meta];
+            parts.extend(
+                futures::stream::iter(ranges)
+                    .map(|r| {
+                        let (store, key) = (&store, key.as_str());
+                        async move { store.get_range(key, r).await.map_err(|e| e.to_string()) }
+                    })
+                    .buffered(RANGE_CONCURRENCY)
+                    .try_collect::<Vec<_>>()
+                    .await?,
+            );
+            Ok(Fetched(parts.concat().into()))
+        }
         _ => Err("not an import kernel".into()),
     }
+}
+
+/// The rows and columns of block `index` of a Parquet import's output.
+fn parquet_span(out: &ArrayMeta, index: &[u64]) -> ((u64, u64), (usize, usize)) {
+    let (origin, shape) = (out.block_origin(index), out.block_shape(index));
+    let rows = (origin[0], origin[0] + shape[0] as u64);
+    let cols = if out.ndim() == 2 {
+        (origin[1] as usize, origin[1] as usize + shape[1])
+    } else {
+        (0, 1)
+    };
+    (rows, cols)
 }
 
 /// The contiguous runs (first flat element, length) of block `bshape` at `origin` of a
@@ -243,6 +282,18 @@ pub fn decode(
                 ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| e.to_string())?
             };
             Ok(Block::from_f64(out.dtype, a))
+        }
+        Kernel::ImportParquet {
+            source,
+            key,
+            metadata: (_, len),
+            ..
+        } => {
+            let (rows, cols) = parquet_span(out, index);
+            let file = file_name(source, key);
+            let block =
+                crate::parquet::decode(bytes, *len as usize, &file, rows, cols, out.ndim() == 1)?;
+            Ok(block.cast(out.dtype))
         }
         _ => Err("not an import kernel".into()),
     }

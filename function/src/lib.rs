@@ -14,6 +14,7 @@ pub mod import;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
+pub mod parquet;
 pub mod pipeline;
 pub mod runtime;
 pub mod sequential;

@@ -114,7 +114,8 @@ fn die_with_driver() {
         unsafe {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             // The driver may have died before the line above: then the signal never comes.
-            if libc::getppid() != driver {
+            // (Its pid, not the parent's: a wrapper command may stand between the two.)
+            if libc::kill(driver, 0) != 0 {
                 libc::_exit(1);
             }
         }

@@ -490,6 +490,16 @@ pub enum Kernel {
         columns: u64,
         delimiter: u8,
     },
+    /// No inputs; the output block's rows and columns read from the Parquet file `key` of
+    /// the store `source`: its metadata is bytes `metadata` (start, length) of the file,
+    /// then the task fetches the column chunks of the row groups holding its rows (at most
+    /// `fetch` bytes, for the memory projection). A file of one column is a 1-D array.
+    ImportParquet {
+        source: StoreSpec,
+        key: String,
+        metadata: (u64, u64),
+        fetch: u64,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum { subscripts: String, operands: usize },
@@ -656,15 +666,22 @@ impl Kernel {
 
     /// Reads a file (an import): never worth making again in another batch.
     pub fn reads_file(&self) -> bool {
-        matches!(self, Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. })
+        matches!(
+            self,
+            Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. } | Kernel::ImportParquet { .. }
+        )
     }
 
     /// Bytes the kernel holds beyond its inputs and output (for memory projections): the
-    /// text a CSV import parses. A `.npy` import reads no more than its block's elements,
-    /// at most as wide as the output's, which the output's own share covers.
+    /// text a CSV import parses, the metadata and column chunks a Parquet import decodes.
+    /// A `.npy` import reads no more than its block's elements, at most as wide as the
+    /// output's, which the output's own share covers.
     pub fn scratch_bytes(&self) -> u64 {
         match self {
             Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
+            Kernel::ImportParquet {
+                metadata, fetch, ..
+            } => metadata.1 + fetch,
             _ => 0,
         }
     }

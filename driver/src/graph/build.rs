@@ -390,6 +390,22 @@ impl<'a> Builder<'a> {
                     Probe::Csv {
                         source, key, index, ..
                     } => (DType::Float64, NodeOp::ImportCsv { source, key, index }),
+                    Probe::Parquet {
+                        source,
+                        key,
+                        dtype,
+                        metadata,
+                        row_groups,
+                        ..
+                    } => (
+                        dtype,
+                        NodeOp::ImportParquet {
+                            source,
+                            key,
+                            metadata,
+                            row_groups,
+                        },
+                    ),
                     Probe::Zarr {
                         meta,
                         in_place: Some(rel),

@@ -61,6 +61,15 @@ pub enum NodeOp {
         key: String,
         index: std::sync::Arc<crate::npy::CsvIndex>,
     },
+    /// A Parquet file's numeric columns the functions import into the store, each task
+    /// reading the column chunks of its rows (`metadata`: the footer's byte range;
+    /// `row_groups`: rows and column chunk bytes per row group, for the memory projection).
+    ImportParquet {
+        source: StoreSpec,
+        key: String,
+        metadata: (u64, u64),
+        row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
+    },
     /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
     /// place by the functions, never copied or written. `sparse`: not written by
     /// nums-cloud, so chunks never written are the fill value (otherwise a missing chunk
@@ -194,6 +203,7 @@ impl NodeOp {
             | NodeOp::Fit { .. }
             | NodeOp::ImportNpy { .. }
             | NodeOp::ImportCsv { .. }
+            | NodeOp::ImportParquet { .. }
             | NodeOp::ImportZarr { .. }
             | NodeOp::InPlace { .. } => vec![],
             NodeOp::Unary { x, .. }
@@ -268,7 +278,10 @@ impl NodeOp {
     pub fn is_import(&self) -> bool {
         matches!(
             self,
-            NodeOp::ImportNpy { .. } | NodeOp::ImportCsv { .. } | NodeOp::ImportZarr { .. }
+            NodeOp::ImportNpy { .. }
+                | NodeOp::ImportCsv { .. }
+                | NodeOp::ImportParquet { .. }
+                | NodeOp::ImportZarr { .. }
         )
     }
 }

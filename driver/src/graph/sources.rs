@@ -33,6 +33,20 @@ pub enum Probe {
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
     },
+    /// A Parquet file (its footer only): its numeric columns as one array.
+    Parquet {
+        path: String,
+        source: StoreSpec,
+        key: String,
+        shape: Vec<u64>,
+        dtype: DType,
+        /// The footer's metadata: (start, length) in the file.
+        metadata: (u64, u64),
+        /// Per row group: rows, and the compressed bytes of each column chunk.
+        row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
+        /// As for `Npy`.
+        upload: Option<std::path::PathBuf>,
+    },
     /// A Zarr v3 array. `in_place` is its path under the job's store root when it lies
     /// there and is encoded as nums-cloud encodes: the functions then read it in place.
     /// `sparse`: not written by nums-cloud (chunks never written are its fill value).
@@ -51,7 +65,9 @@ pub enum Probe {
 impl Probe {
     pub fn shape(&self) -> &[u64] {
         match self {
-            Probe::Npy { shape, .. } | Probe::Csv { shape, .. } => shape,
+            Probe::Npy { shape, .. } | Probe::Csv { shape, .. } | Probe::Parquet { shape, .. } => {
+                shape
+            }
             Probe::Zarr { meta, .. } => &meta.shape,
         }
     }
@@ -77,7 +93,7 @@ pub async fn probe(job: &Job) -> Result<Probes, JobError> {
 
 async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
     let local = !path.starts_with("s3://");
-    if path.ends_with(".csv") || path.ends_with(".npy") {
+    if path.ends_with(".csv") || path.ends_with(".npy") || path.ends_with(".parquet") {
         let (source, key) = split_zarr_location(path, &job.storage);
         let s = nums_layout::Store::open(&source).map_err(|e| e.to_string())?;
         let size = s
@@ -87,6 +103,8 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
             .ok_or_else(|| format!("cannot read {path}: no such file"))?;
         let mut p = if path.ends_with(".csv") {
             probe_csv(&s, path, source.clone(), key, size).await
+        } else if path.ends_with(".parquet") {
+            probe_parquet(&s, path, source.clone(), key, size).await
         } else {
             probe_npy(&s, path, source.clone(), key, size).await
         }?;
@@ -105,6 +123,12 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
                     ..
                 }
                 | Probe::Csv {
+                    source,
+                    key,
+                    upload,
+                    ..
+                }
+                | Probe::Parquet {
                     source,
                     key,
                     upload,
@@ -145,7 +169,9 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
                      cut short: run the job again, or with --resume, to finish it)"
                 )
             } else if local {
-                format!("{path} is neither a .npy or .csv file nor a Zarr v3 array (no zarr.json)")
+                format!(
+                    "{path} is neither a .npy, .csv or .parquet file nor a Zarr v3 array (no zarr.json)"
+                )
             } else {
                 format!("{path}: no Zarr array there (no zarr.json)")
             });
@@ -201,6 +227,49 @@ async fn probe_npy(
         shape: header.shape.clone(),
         dtype,
         header,
+        upload: None,
+    })
+}
+
+/// A Parquet file's footer: its numeric columns' shape and dtype, and its row groups.
+async fn probe_parquet(
+    s: &nums_layout::Store,
+    path: &str,
+    source: StoreSpec,
+    key: String,
+    size: u64,
+) -> Result<Probe, String> {
+    use nums_function::parquet::{TAIL, describe, metadata_len};
+    let read = |r: std::ops::Range<u64>| {
+        let key = &key;
+        async move {
+            s.get_range(key, r)
+                .await
+                .map_err(|e| format!("cannot read {path}: {e}"))
+        }
+    };
+    if size < TAIL + 4 {
+        return Err(format!("{path} is not a Parquet file (too short)"));
+    }
+    let len = metadata_len(&read(size - TAIL..size).await?, path)?;
+    let start = size
+        .checked_sub(TAIL + len)
+        .filter(|&st| st >= 4)
+        .ok_or_else(|| format!("{path}: the Parquet footer's length is past the file's start"))?;
+    let d = describe(&read(start..start + len).await?, path)?;
+    let shape = if d.columns.len() == 1 {
+        vec![d.rows]
+    } else {
+        vec![d.rows, d.columns.len() as u64]
+    };
+    Ok(Probe::Parquet {
+        path: path.to_string(),
+        source,
+        key,
+        shape,
+        dtype: d.dtype,
+        metadata: (start, len),
+        row_groups: std::sync::Arc::new(d.row_groups),
         upload: None,
     })
 }

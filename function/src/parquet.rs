@@ -1,0 +1,423 @@
+//! Parquet inputs: a file's numeric columns as one 2-D array (one column: 1-D). The driver
+//! reads the footer only ([`describe`]); each import task fetches the footer and the
+//! column chunks of the row groups its block's rows fall in ([`fetch_plan`]) and decodes
+//! them here ([`decode`]), so no process holds a whole file. Nulls, nested and
+//! non-numeric columns are refused by name: a missing value is never read as a number.
+
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use ndarray::{Array2, ArrayD, IxDyn};
+use nums_layout::{Block, DType};
+use parquet::basic::{LogicalType, Type as Physical};
+use parquet::column::reader::{ColumnReader, get_column_reader};
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::reader::{ChunkReader, Length};
+use parquet::file::serialized_reader::SerializedPageReader;
+
+/// The bytes at a Parquet file's end: the footer's length (4 bytes) and `PAR1`.
+pub const TAIL: u64 = 8;
+
+/// The length of the metadata before the file's last [`TAIL`] bytes.
+pub fn metadata_len(tail: &[u8], file: &str) -> Result<u64, String> {
+    match tail {
+        [a, b, c, d, b'P', b'A', b'R', b'1'] => Ok(u32::from_le_bytes([*a, *b, *c, *d]) as u64),
+        [.., b'P', b'A', b'R', b'E'] => Err(format!(
+            "{file}: an encrypted Parquet file, which nums-cloud does not read"
+        )),
+        _ => Err(format!(
+            "{file} is not a Parquet file (it does not end with PAR1)"
+        )),
+    }
+}
+
+/// What the driver needs of a Parquet file: its shape, dtype and row groups.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Described {
+    /// Rows in all row groups.
+    pub rows: u64,
+    /// The column names, in the file's order (the array's columns).
+    pub columns: Vec<String>,
+    /// The dtype NumPy would give the columns together (bool, int64, float32, float64).
+    pub dtype: DType,
+    /// Per row group: its rows and its column chunks' compressed bytes.
+    pub row_groups: Vec<(u64, Vec<u64>)>,
+}
+
+fn decode_metadata(metadata: &[u8], file: &str) -> Result<ParquetMetaData, String> {
+    ParquetMetaDataReader::decode_metadata(metadata)
+        .map_err(|e| format!("{file}: cannot read the Parquet footer: {e}"))
+}
+
+/// A column's values kind, or why nums-cloud does not read it.
+fn kind(col: &parquet::schema::types::ColumnDescriptor, file: &str) -> Result<DType, String> {
+    let name = col.path().string();
+    if col.max_rep_level() > 0 {
+        return Err(format!(
+            "{file}: column {name:?} is a list (nested), which is not a number per row"
+        ));
+    }
+    if let Some(LogicalType::Integer(int)) = col.logical_type_ref()
+        && int.bit_width == 64
+        && !int.is_signed
+    {
+        return Err(format!(
+            "{file}: column {name:?} is uint64, whose values past 2^63 int64 cannot hold"
+        ));
+    }
+    match col.physical_type() {
+        Physical::BOOLEAN => Ok(DType::Bool),
+        Physical::INT32 | Physical::INT64 => Ok(DType::Int64),
+        Physical::FLOAT => Ok(DType::Float32),
+        Physical::DOUBLE => Ok(DType::Float64),
+        t => Err(format!(
+            "{file}: column {name:?} holds {t} values, not numbers; nums-cloud reads bool, int and float columns"
+        )),
+    }
+}
+
+/// NumPy's promotion of the columns' kinds together.
+fn promote(kinds: &[DType]) -> DType {
+    if kinds.iter().all(|k| *k == DType::Bool) {
+        DType::Bool
+    } else if kinds
+        .iter()
+        .all(|k| matches!(k, DType::Bool | DType::Int64))
+    {
+        DType::Int64
+    } else if kinds.iter().all(|k| *k == DType::Float32) {
+        DType::Float32
+    } else {
+        DType::Float64
+    }
+}
+
+/// The shape, dtype and row groups of a Parquet file from its metadata bytes.
+pub fn describe(metadata: &[u8], file: &str) -> Result<Described, String> {
+    let meta = decode_metadata(metadata, file)?;
+    let schema = meta.file_metadata().schema_descr();
+    let mut kinds = Vec::new();
+    for col in schema.columns() {
+        kinds.push(kind(col, file)?);
+    }
+    if kinds.is_empty() {
+        return Err(format!("{file}: a Parquet file with no columns"));
+    }
+    let dtype = promote(&kinds);
+    let row_groups: Vec<(u64, Vec<u64>)> = meta
+        .row_groups()
+        .iter()
+        .map(|rg| {
+            let sizes = rg.columns().iter().map(|c| c.byte_range().1).collect();
+            (rg.num_rows().max(0) as u64, sizes)
+        })
+        .collect();
+    let rows = row_groups.iter().map(|(r, _)| r).sum();
+    if rows == 0 {
+        return Err(format!("{file}: a Parquet file with no rows"));
+    }
+    Ok(Described {
+        rows,
+        columns: schema.columns().iter().map(|c| c.path().string()).collect(),
+        dtype,
+        row_groups,
+    })
+}
+
+/// One column chunk a block needs: row group, column, its byte range in the file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Chunk {
+    rg: usize,
+    col: usize,
+    start: u64,
+    len: u64,
+}
+
+/// The column chunks (row group by row group, columns in order) holding rows `r0..r1` of
+/// columns `c0..c1`.
+fn chunks(meta: &ParquetMetaData, rows: (u64, u64), cols: (usize, usize)) -> Vec<Chunk> {
+    let mut out = Vec::new();
+    let mut first = 0;
+    for (g, rg) in meta.row_groups().iter().enumerate() {
+        let n = rg.num_rows().max(0) as u64;
+        if first < rows.1 && first + n > rows.0 {
+            for c in cols.0..cols.1 {
+                let (start, len) = rg.column(c).byte_range();
+                out.push(Chunk {
+                    rg: g,
+                    col: c,
+                    start,
+                    len,
+                });
+            }
+        }
+        first += n;
+    }
+    out
+}
+
+/// The byte ranges an import task fetches after the metadata: the column chunks of rows
+/// `rows` and columns `cols`, in the order [`decode`] takes them.
+pub fn fetch_plan(
+    metadata: &[u8],
+    file: &str,
+    rows: (u64, u64),
+    cols: (usize, usize),
+) -> Result<Vec<std::ops::Range<u64>>, String> {
+    let meta = decode_metadata(metadata, file)?;
+    Ok(chunks(&meta, rows, cols)
+        .into_iter()
+        .map(|c| c.start..c.start + c.len)
+        .collect())
+}
+
+/// A column chunk's bytes where the page reader expects them: at their file offset.
+struct At {
+    offset: u64,
+    bytes: Bytes,
+}
+
+impl Length for At {
+    fn len(&self) -> u64 {
+        self.offset + self.bytes.len() as u64
+    }
+}
+
+impl ChunkReader for At {
+    type T = bytes::buf::Reader<Bytes>;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<Self::T> {
+        Ok(self
+            .get_bytes(start, self.len().saturating_sub(start) as usize)?
+            .reader())
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        let from = start.checked_sub(self.offset).map(|f| f as usize);
+        match from {
+            Some(f) if f + length <= self.bytes.len() => Ok(self.bytes.slice(f..f + length)),
+            _ => Err(parquet::errors::ParquetError::EOF(format!(
+                "bytes {start}..{} outside the column chunk fetched",
+                start + length as u64
+            ))),
+        }
+    }
+}
+
+/// One column's values of a block, in the column's own kind.
+enum Values {
+    Bool(Vec<bool>),
+    Int(Vec<i64>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+/// Reads `want` values of a column after skipping `skip`, refusing nulls by row.
+macro_rules! read_column {
+    ($r:expr, $skip:expr, $want:expr, $max_def:expr, $first_row:expr, $name:expr, $file:expr) => {{
+        let r = &mut $r;
+        let skipped = r.skip_records($skip).map_err(|e| e.to_string())?;
+        if skipped != $skip {
+            return Err(format!("{}: column {:?} ends early", $file, $name));
+        }
+        let mut values = Vec::with_capacity($want);
+        let mut defs: Vec<i16> = Vec::new();
+        let mut got = 0;
+        while got < $want {
+            let (records, _, _) = r
+                .read_records(
+                    $want - got,
+                    ($max_def > 0).then_some(&mut defs),
+                    None,
+                    &mut values,
+                )
+                .map_err(|e| format!("{}: column {:?}: {e}", $file, $name))?;
+            if records == 0 {
+                return Err(format!("{}: column {:?} ends early", $file, $name));
+            }
+            got += records;
+        }
+        if let Some(i) = defs.iter().position(|&d| d < $max_def) {
+            return Err(format!(
+                "{}: column {:?} has a null at row {}; nums-cloud arrays have no missing values",
+                $file,
+                $name,
+                $first_row + i as u64
+            ));
+        }
+        values
+    }};
+}
+
+/// Decodes the block of rows `rows` and columns `cols` from the bytes an import task
+/// fetched: the metadata (`metadata_len` bytes), then the chunks of [`fetch_plan`].
+pub fn decode(
+    fetched: &[u8],
+    metadata_len: usize,
+    file: &str,
+    rows: (u64, u64),
+    cols: (usize, usize),
+    one_column: bool,
+) -> Result<Block, String> {
+    let meta = decode_metadata(&fetched[..metadata_len], file)?;
+    let schema = meta.file_metadata().schema_descr();
+    let mut kinds = Vec::new();
+    for c in 0..schema.num_columns() {
+        kinds.push(kind(schema.column(c).as_ref(), file)?);
+    }
+    let dtype = promote(&kinds);
+    let want = (rows.1 - rows.0) as usize;
+    let mut columns: Vec<Values> = Vec::new();
+    let mut at = metadata_len;
+    let plan = chunks(&meta, rows, cols);
+    for k in &kinds[cols.0..cols.1] {
+        columns.push(match k {
+            DType::Bool => Values::Bool(Vec::with_capacity(want)),
+            DType::Int64 => Values::Int(Vec::with_capacity(want)),
+            DType::Float32 => Values::F32(Vec::with_capacity(want)),
+            DType::Float64 => Values::F64(Vec::with_capacity(want)),
+        });
+    }
+    let mut first = 0u64; // first row of row group `rg`
+    let mut rg_seen = usize::MAX;
+    for ch in &plan {
+        if ch.rg != rg_seen {
+            first = meta.row_groups()[..ch.rg]
+                .iter()
+                .map(|g| g.num_rows().max(0) as u64)
+                .sum();
+            rg_seen = ch.rg;
+        }
+        let rg = &meta.row_groups()[ch.rg];
+        let n = rg.num_rows().max(0) as u64;
+        let (lo, hi) = (rows.0.max(first), rows.1.min(first + n));
+        let (skip, take) = ((lo - first) as usize, (hi - lo) as usize);
+        // The page reader wants owned bytes: one copy of the compressed chunk.
+        let bytes = Bytes::copy_from_slice(&fetched[at..at + ch.len as usize]);
+        at += ch.len as usize;
+        let col_meta = rg.column(ch.col);
+        let descr = schema.column(ch.col);
+        let name = descr.path().string();
+        let max_def = descr.max_def_level();
+        let pages = SerializedPageReader::new(
+            Arc::new(At {
+                offset: ch.start,
+                bytes,
+            }),
+            col_meta,
+            n as usize,
+            None,
+        )
+        .map_err(|e| format!("{file}: column {name:?}: {e}"))?;
+        let reader = get_column_reader(descr.clone(), Box::new(pages));
+        let out = &mut columns[ch.col - cols.0];
+        match (reader, out) {
+            (ColumnReader::BoolColumnReader(mut r), Values::Bool(v)) => {
+                v.extend(read_column!(r, skip, take, max_def, lo, name, file))
+            }
+            (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => v.extend(
+                read_column!(r, skip, take, max_def, lo, name, file)
+                    .into_iter()
+                    .map(i64::from),
+            ),
+            (ColumnReader::Int64ColumnReader(mut r), Values::Int(v)) => {
+                v.extend(read_column!(r, skip, take, max_def, lo, name, file))
+            }
+            (ColumnReader::FloatColumnReader(mut r), Values::F32(v)) => {
+                v.extend(read_column!(r, skip, take, max_def, lo, name, file))
+            }
+            (ColumnReader::DoubleColumnReader(mut r), Values::F64(v)) => {
+                v.extend(read_column!(r, skip, take, max_def, lo, name, file))
+            }
+            _ => {
+                return Err(format!(
+                    "{file}: column {name:?} changed type between row groups"
+                ));
+            }
+        }
+    }
+    let width = cols.1 - cols.0;
+    let shape: Vec<usize> = if one_column {
+        vec![want]
+    } else {
+        vec![want, width]
+    };
+    // Columns side by side, each converted to the file's dtype as NumPy promotes.
+    macro_rules! assemble {
+        ($t:ty, $conv:expr) => {{
+            let mut a = Array2::<$t>::default((want, width));
+            for (j, col) in columns.iter().enumerate() {
+                let conv: &dyn Fn(&Values, usize) -> $t = &$conv;
+                for i in 0..want {
+                    a[[i, j]] = conv(col, i);
+                }
+            }
+            ArrayD::from_shape_vec(IxDyn(&shape), a.into_raw_vec_and_offset().0)
+                .map_err(|e| e.to_string())?
+        }};
+    }
+    for col in &columns {
+        let len = match col {
+            Values::Bool(v) => v.len(),
+            Values::Int(v) => v.len(),
+            Values::F32(v) => v.len(),
+            Values::F64(v) => v.len(),
+        };
+        if len != want {
+            return Err(format!("{file}: {len} values read for {want} rows"));
+        }
+    }
+    Ok(match dtype {
+        DType::Bool => Block::Bool(assemble!(bool, |c, i| match c {
+            Values::Bool(v) => v[i],
+            _ => unreachable!("an all-bool file"),
+        })),
+        DType::Int64 => Block::I64(assemble!(i64, |c, i| match c {
+            Values::Bool(v) => v[i] as i64,
+            Values::Int(v) => v[i],
+            _ => unreachable!("an all-int file"),
+        })),
+        DType::Float32 => Block::F32(assemble!(f32, |c, i| match c {
+            Values::F32(v) => v[i],
+            _ => unreachable!("an all-float32 file"),
+        })),
+        DType::Float64 => Block::F64(assemble!(f64, |c, i| match c {
+            Values::Bool(v) => v[i] as u8 as f64,
+            Values::Int(v) => v[i] as f64,
+            Values::F32(v) => v[i] as f64,
+            Values::F64(v) => v[i],
+        })),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn footer_tail_and_chunk_bounds() {
+        assert_eq!(metadata_len(b"\x10\x02\0\0PAR1", "f").unwrap(), 528);
+        assert!(
+            metadata_len(b"\0\0\0\0PARE", "f")
+                .unwrap_err()
+                .contains("encrypted")
+        );
+        assert!(
+            metadata_len(b"12345678", "f")
+                .unwrap_err()
+                .contains("not a Parquet file")
+        );
+        let at = At {
+            offset: 100,
+            bytes: Bytes::from_static(b"abcdef"),
+        };
+        assert_eq!(at.len(), 106);
+        assert_eq!(&at.get_bytes(102, 3).unwrap()[..], b"cde");
+        assert!(at.get_bytes(99, 2).is_err() && at.get_bytes(104, 3).is_err());
+        assert!(
+            describe(b"not thrift", "f")
+                .unwrap_err()
+                .starts_with("f: cannot read")
+        );
+    }
+}
