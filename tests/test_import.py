@@ -262,3 +262,74 @@ def test_csv_text_counts_in_the_memory_projection(tmp_path):
     assert p.returncode != 0 and "array D" in p.stderr and "over memory_mb = 256" in p.stderr, p.stderr
     need = int(p.stderr.split(" needs ")[1].split(" MiB")[0])
     assert need >= 40 + 3 * 53 + 140, p.stderr
+
+
+def load_csv(tmp_path, arr, name="X"):
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({name: arr}, {name: str(tmp_path / "o.npy")}))
+    return run(job, check=False)
+
+
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_csv_header_names_delimiter_and_usecols(tmp_path, ending):
+    rng = np.random.default_rng(4)
+    a = np.round(rng.normal(size=(1300, 5)), 6)
+    names = ["id", "price", "qty", "tax", "w"]
+    text = "# exported\n" + ";".join(names) + ending + "".join(
+        ";".join(repr(float(x)) for x in row) + ending for row in a)
+    (tmp_path / "h.csv").write_text(text, newline="")
+    p = load_csv(tmp_path, {"load": str(tmp_path / "h.csv"), "header": True, "delimiter": ";",
+                           "usecols": ["qty", "price", "w"], "block": [400, 2]})
+    assert p.returncode == 0, p.stderr
+    want = np.loadtxt(tmp_path / "h.csv", delimiter=";", skiprows=2, usecols=(2, 1, 4))
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npy"), want)
+    # A TSV without header, negative indices (NumPy's), one column is 1-D.
+    np.savetxt(tmp_path / "t.tsv.csv", a, delimiter="\t", fmt="%.6f")
+    p = load_csv(tmp_path, {"load": str(tmp_path / "t.tsv.csv"), "delimiter": "\t", "usecols": [-1, 0],
+                           "block": [300, 1]})
+    assert p.returncode == 0, p.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "o.npy"),
+                                  np.loadtxt(tmp_path / "t.tsv.csv", delimiter="\t", usecols=(-1, 0)))
+    p = load_csv(tmp_path, {"load": str(tmp_path / "t.tsv.csv"), "delimiter": "\t", "usecols": [3]})
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "o.npy")
+    assert got.shape == (1300,)
+    np.testing.assert_array_equal(got, np.loadtxt(tmp_path / "t.tsv.csv", delimiter="\t", usecols=3))
+
+
+def test_csv_int64_is_exact_past_2_53(tmp_path):
+    v = np.array([[2**53 + 1, -(2**62) - 7], [9007199254740993, 2**63 - 1], [1, 2]], dtype=np.int64)
+    (tmp_path / "i.csv").write_text("a,b\n" + "".join(f"{x},{y}\n" for x, y in v))
+    p = load_csv(tmp_path, {"load": str(tmp_path / "i.csv"), "header": True, "dtype": "int64", "block": [2, 1]})
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "o.npy")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, v)
+    (tmp_path / "f.csv").write_text("1,2.5\n")
+    p = load_csv(tmp_path, {"load": str(tmp_path / "f.csv"), "dtype": "int64"})
+    assert p.returncode == 1 and 'f.csv:1: column 2: "2.5" is not an integer' in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("arr,key,words", [
+    ({"usecols": ["a"]}, "usecols", ["only with header = true"]),
+    ({"header": True, "usecols": ["b", "nope"]}, "usecols", ['no column "nope"', '"a", "b", "c"']),
+    ({"usecols": [3]}, "usecols", ["column 3 is out of range", "has 3 columns"]),
+    ({"usecols": [-4]}, "usecols", ["column -4 is out of range"]),
+    ({"delimiter": "ab"}, "delimiter", ["one ASCII character"]),
+    ({"header": "yes"}, "header", ["true or false"]),
+    ({"usecols": []}, "usecols", ["names no column"]),
+])
+def test_csv_option_errors_name_line_and_key(tmp_path, arr, key, words):
+    (tmp_path / "c.csv").write_text("a,b,c\n1,2,3\n")
+    p = load_csv(tmp_path, {"load": str(tmp_path / "c.csv"), **arr})
+    assert p.returncode != 0
+    assert "job.toml:" in p.stderr and f"arrays.X.{key}" in p.stderr, p.stderr
+    for w in words:
+        assert w in p.stderr, p.stderr
+    assert not (tmp_path / "o.npy").exists()
+
+
+def test_csv_options_on_another_input_are_refused(tmp_path):
+    np.save(tmp_path / "a.npy", np.ones(3))
+    p = load_csv(tmp_path, {"load": str(tmp_path / "a.npy"), "header": True})
+    assert p.returncode != 0 and "arrays.X.header" in p.stderr and "does not apply here" in p.stderr, p.stderr

@@ -81,12 +81,14 @@ fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
             "X",
             Source::Load {
                 path: location(&data.job.storage, data.x_path),
+                csv: Default::default(),
             },
         ),
         def(
             "y",
             Source::Load {
                 path: location(&data.job.storage, data.y_path),
+                csv: Default::default(),
             },
         ),
     ];

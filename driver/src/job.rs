@@ -131,9 +131,11 @@ pub enum Source {
         shape: Vec<u64>,
         value: nums_layout::Scalar,
     },
-    /// A `.npy` file (absolute path) or a Zarr v3 array (folder or `s3://` URL).
+    /// A `.npy`, `.csv` or `.parquet` file (absolute path or `s3://` URL) or a Zarr v3
+    /// array (folder or `s3://` URL); `csv`: how a `.csv` is read.
     Load {
         path: String,
+        csv: CsvOptions,
     },
     Expr {
         text: String,
@@ -153,7 +155,7 @@ impl Source {
                 format!("random {} {shape:?} seed {seed}", dist.name())
             }
             Source::Full { shape, value } => format!("full {shape:?} value {value}"),
-            Source::Load { path } => format!("load {path}"),
+            Source::Load { path, .. } => format!("load {path}"),
             Source::Expr { text } => text.clone(),
             Source::Param { shape } => format!("parameter {shape:?}"),
         }
@@ -671,8 +673,22 @@ fn parse_array(
         }
     };
     const KEYS: &[&str] = &[
-        "random", "zeros", "ones", "full", "value", "shape", "seed", "low", "high", "load", "expr",
-        "block", "dtype",
+        "random",
+        "zeros",
+        "ones",
+        "full",
+        "value",
+        "shape",
+        "seed",
+        "low",
+        "high",
+        "load",
+        "expr",
+        "block",
+        "dtype",
+        "header",
+        "delimiter",
+        "usecols",
     ];
     if let Some(k) = t.keys().find(|k| !KEYS.contains(&k.as_str())) {
         return Err((
@@ -789,7 +805,8 @@ fn parse_array(
                 abs.to_string_lossy().into_owned()
             };
             let _ = storage;
-            Source::Load { path }
+            let csv = csv_options(t, &path)?;
+            Source::Load { path, csv }
         }
         ["expr"] => match t.get("expr") {
             Some(toml::Value::String(s)) => Source::Expr { text: s.clone() },
@@ -814,6 +831,9 @@ fn parse_array(
     let allowed: &[&str] = match &source {
         Source::Random { .. } => &["random", "shape", "seed", "low", "high", "block", "dtype"],
         Source::Full { .. } => &["zeros", "ones", "full", "value", "block", "dtype"],
+        Source::Load { path, .. } if path.ends_with(".csv") => {
+            &["load", "block", "dtype", "header", "delimiter", "usecols"]
+        }
         Source::Load { .. } => &["load", "block", "dtype"],
         Source::Expr { .. } => &["expr", "block", "dtype"],
         Source::Param { .. } => &[],
@@ -828,6 +848,94 @@ fn parse_array(
         ));
     }
     Ok(def(source, block, dtype))
+}
+
+/// How a `.csv` input is read: NumPy's `loadtxt` options (`header`: the first data line
+/// names the columns instead, as pandas' `header=0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsvOptions {
+    /// The first line (after comments and blank lines) names the columns.
+    pub header: bool,
+    /// The field separator, one ASCII character.
+    pub delimiter: u8,
+    /// The columns kept, in this order: indices (negative from the end) or, with a
+    /// header, names. `None`: all of them.
+    pub usecols: Option<Vec<ColumnRef>>,
+}
+
+impl Default for CsvOptions {
+    fn default() -> CsvOptions {
+        CsvOptions {
+            header: false,
+            delimiter: b',',
+            usecols: None,
+        }
+    }
+}
+
+/// A column of a `.csv` input, as `usecols` names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnRef {
+    /// Counted from 0; negative from the end.
+    Index(i64),
+    /// A name of the header line.
+    Name(String),
+}
+
+/// The `.csv` options of a `load` table (keys other than a `.csv`'s are refused later).
+fn csv_options(t: &toml::Table, path: &str) -> Result<CsvOptions, FieldErr> {
+    let mut o = CsvOptions::default();
+    if !path.ends_with(".csv") {
+        return Ok(o);
+    }
+    if let Some(v) = t.get("header") {
+        let toml::Value::Boolean(b) = v else {
+            return Err(("header".into(), "header is true or false".into()));
+        };
+        o.header = *b;
+    }
+    if let Some(v) = t.get("delimiter") {
+        o.delimiter = match v.as_str().map(|s| s.as_bytes()) {
+            Some([c]) if c.is_ascii() && !matches!(c, b'\n' | b'\r' | b'#' | b'"') => *c,
+            _ => {
+                return Err((
+                    "delimiter".into(),
+                    "delimiter is one ASCII character such as \",\", \";\" or \"\\t\" (not a newline, '#' or '\"')"
+                        .into(),
+                ));
+            }
+        };
+    }
+    if let Some(v) = t.get("usecols") {
+        let bad = || {
+            (
+                "usecols".to_string(),
+                "usecols is a list of column numbers such as [0, 2, -1], or of header names such as [\"price\", \"qty\"]"
+                    .to_string(),
+            )
+        };
+        let toml::Value::Array(a) = v else {
+            return Err(bad());
+        };
+        if a.is_empty() {
+            return Err(("usecols".into(), "usecols names no column".into()));
+        }
+        let cols = a
+            .iter()
+            .map(|x| match x {
+                toml::Value::Integer(i) => Ok(ColumnRef::Index(*i)),
+                toml::Value::String(s) if o.header => Ok(ColumnRef::Name(s.clone())),
+                toml::Value::String(_) => Err((
+                    "usecols".to_string(),
+                    "columns are named only with header = true (the header line holds the names)"
+                        .to_string(),
+                )),
+                _ => Err(bad()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        o.usecols = Some(cols);
+    }
+    Ok(o)
 }
 
 fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {

@@ -330,8 +330,10 @@ pub struct CsvIndex {
     /// Bytes of the file.
     pub size: u64,
     pub rows: u64,
-    /// Fields of the first data row (every row must have as many).
+    /// Fields of the first data row, or of the header (every row must have as many).
     pub columns: u64,
+    /// The header line's names (a file read with `header`), else none.
+    pub names: Vec<String>,
     /// (byte offset, line from 1) of data rows 0, `CSV_STRIDE`, 2 `CSV_STRIDE`, ...
     pub marks: Vec<(u64, u64)>,
 }
@@ -354,6 +356,8 @@ impl CsvIndex {
 pub(crate) struct CsvScanner {
     index: CsvIndex,
     delimiter: u8,
+    /// The first data line is a header still to be seen.
+    header: bool,
     /// The current line so far, when it spans pieces.
     carry: Vec<u8>,
     line_start: u64,
@@ -361,10 +365,11 @@ pub(crate) struct CsvScanner {
 }
 
 impl CsvScanner {
-    pub(crate) fn new(delimiter: u8) -> CsvScanner {
+    pub(crate) fn new(delimiter: u8, header: bool) -> CsvScanner {
         CsvScanner {
             index: CsvIndex::default(),
             delimiter,
+            header,
             carry: Vec::new(),
             line_start: 0,
             line: 1,
@@ -377,12 +382,25 @@ impl CsvScanner {
             None => text,
         };
         let data = data.trim_ascii();
-        if !data.is_empty() {
+        if !data.is_empty() && std::mem::take(&mut self.header) {
+            // The header: names, not a data row (quotes around a name are dropped).
+            self.index.names = data
+                .split(|&b| b == self.delimiter)
+                .map(|f| {
+                    let f = String::from_utf8_lossy(f.trim_ascii()).into_owned();
+                    f.strip_prefix('"')
+                        .and_then(|g| g.strip_suffix('"'))
+                        .map(str::to_string)
+                        .unwrap_or(f)
+                })
+                .collect();
+            self.index.columns = self.index.names.len() as u64;
+        } else if !data.is_empty() {
             let ix = &mut self.index;
             if ix.rows.is_multiple_of(CSV_STRIDE) {
                 ix.marks.push((self.line_start, self.line));
             }
-            if ix.rows == 0 {
+            if ix.rows == 0 && ix.names.is_empty() {
                 ix.columns = memchr::memchr_iter(self.delimiter, data).count() as u64 + 1;
             }
             ix.rows += 1;
@@ -425,7 +443,7 @@ mod tests {
     fn csv_index_marks_data_rows_in_any_pieces() {
         let text = b"# c\r\n1,2\r\n\r\n 3,4 # x\n  # y\n5,6";
         for cut in 1..text.len() {
-            let mut s = CsvScanner::new(b',');
+            let mut s = CsvScanner::new(b',', false);
             for piece in text.chunks(cut) {
                 s.feed(piece);
             }

@@ -331,9 +331,22 @@ impl<'g> BlockWork<'g> {
                 },
                 vec![],
             ),
-            NodeOp::ImportCsv { source, key, index } => {
+            NodeOp::ImportCsv {
+                source,
+                key,
+                index,
+                delimiter,
+                usecols,
+            } => {
                 // The block's rows, found from the index; a block splitting the columns
-                // parses whole rows and keeps its own.
+                // parses only its own.
+                let cols = match n.meta.ndim() {
+                    2 => {
+                        let c0 = n.meta.block_origin(idx)[1] as usize;
+                        usecols[c0..c0 + n.meta.block_shape(idx)[1]].to_vec()
+                    }
+                    _ => usecols.clone(),
+                };
                 let r0 = n.meta.block_origin(idx)[0];
                 let r1 = r0 + n.meta.block_shape(idx)[0] as u64;
                 let (start, end, line, skip) = index.span(r0, r1);
@@ -346,7 +359,8 @@ impl<'g> BlockWork<'g> {
                         line,
                         skip,
                         columns: index.columns,
-                        delimiter: b',',
+                        usecols: cols,
+                        delimiter: *delimiter,
                     },
                     vec![],
                 )

@@ -264,24 +264,31 @@ pub fn decode(
             line,
             skip,
             columns,
+            usecols,
             delimiter,
             ..
         } => {
             let rows = shape.first().copied().unwrap_or(1);
             let file = file_name(source, key);
-            let values = parse_csv(bytes, &file, *line, *skip, rows, *columns, *delimiter)?;
-            let a = if shape.len() == 2 && shape[1] as u64 != *columns {
-                // The block keeps some of the columns of its rows.
-                let c0 = out.block_origin(index)[1] as usize;
-                let full = ArrayD::from_shape_vec(IxDyn(&[rows, *columns as usize]), values)
-                    .map_err(|e| e.to_string())?;
-                full.slice(ndarray::s![.., c0..c0 + shape[1]])
-                    .to_owned()
-                    .into_dyn()
-            } else {
-                ArrayD::from_shape_vec(IxDyn(&shape), values).map_err(|e| e.to_string())?
+            let at = CsvAt {
+                line: *line,
+                skip: *skip,
             };
-            Ok(Block::from_f64(out.dtype, a))
+            // Parsed as the output's dtype: int64 exactly, float32 rounded once.
+            macro_rules! parse {
+                ($t:ty) => {
+                    ArrayD::from_shape_vec(
+                        IxDyn(&shape),
+                        parse_csv::<$t>(bytes, &file, at, rows, *columns, usecols, *delimiter)?,
+                    )
+                    .map_err(|e| e.to_string())?
+                };
+            }
+            Ok(match out.dtype {
+                nums_layout::DType::Int64 => Block::I64(parse!(i64)),
+                nums_layout::DType::Float32 => Block::F32(parse!(f32)),
+                _ => Block::from_f64(out.dtype, parse!(f64)),
+            })
         }
         Kernel::ImportParquet {
             source,
@@ -299,19 +306,31 @@ pub fn decode(
     }
 }
 
-/// Parses `rows` data rows of `columns` numbers each from `text` (which starts at line
-/// `line` of file `key`), after passing over `skip` data rows. A data row is a line with
-/// something before its `#` comment; CRLF line ends are taken; a quoted field is not a
-/// number. Errors name the file, line and column.
-pub fn parse_csv(
+/// Where a task's text starts: its first line's number in the file (from 1), and the data
+/// rows to pass over before the block's.
+#[derive(Debug, Clone, Copy)]
+pub struct CsvAt {
+    /// The line of the text's first byte.
+    pub line: u64,
+    /// Data rows to pass over.
+    pub skip: u64,
+}
+
+/// Parses fields `keep` (0-based, in that order) of `rows` data rows of `columns` fields
+/// each from `text` (which starts at `at.line` of file `key`), after passing over
+/// `at.skip` data rows, as `T` (f64, f32 or i64: an int64 column exactly). A data row is
+/// a line with something before its `#` comment; CRLF line ends are taken; a quoted field
+/// is not a number. Errors name the file, line and column.
+pub fn parse_csv<T: std::str::FromStr>(
     text: &[u8],
     key: &str,
-    line: u64,
-    skip: u64,
+    at: CsvAt,
     rows: usize,
     columns: u64,
+    keep: &[u64],
     delimiter: u8,
-) -> Result<Vec<f64>, String> {
+) -> Result<Vec<T>, String> {
+    let CsvAt { line, skip } = at;
     let mut r = csv::ReaderBuilder::new()
         .has_headers(false)
         .delimiter(delimiter)
@@ -321,7 +340,7 @@ pub fn parse_csv(
         .trim(csv::Trim::All)
         .terminator(csv::Terminator::Any(b'\n'))
         .from_reader(text);
-    let mut values = Vec::with_capacity(rows * columns as usize);
+    let mut values = Vec::with_capacity(rows * keep.len());
     let mut rec = csv::ByteRecord::new();
     let (mut seen, mut got) = (0u64, 0usize);
     while got < rows {
@@ -358,13 +377,19 @@ pub fn parse_csv(
                 fields.len()
             ));
         }
-        for (c, f) in fields.iter().enumerate() {
+        for &c in keep {
+            let f = fields[c as usize];
             let v = std::str::from_utf8(f)
                 .ok()
-                .and_then(|s| s.parse::<f64>().ok())
+                .and_then(|s| s.parse::<T>().ok())
                 .ok_or_else(|| {
+                    let what = if std::any::type_name::<T>() == "i64" {
+                        "an integer (the array's dtype is int64)"
+                    } else {
+                        "a number"
+                    };
                     format!(
-                        "{key}:{at}: column {}: {:?} is not a number",
+                        "{key}:{at}: column {}: {:?} is not {what}",
                         c + 1,
                         String::from_utf8_lossy(f)
                     )
@@ -403,15 +428,67 @@ mod tests {
     #[test]
     fn csv_rows_comments_crlf_and_errors() {
         let text = b"# head\r\n1, 2\r\n\r\n  # only\r\n3,4 # tail\r\n5,6\r\n";
-        let v = parse_csv(text, "f.csv", 1, 1, 2, 2, b',').unwrap();
+        let v = parse_csv::<f64>(
+            text,
+            "f.csv",
+            CsvAt { line: 1, skip: 1 },
+            2,
+            2,
+            &[0, 1],
+            b',',
+        )
+        .unwrap();
         assert_eq!(v, [3.0, 4.0, 5.0, 6.0]);
-        let e = parse_csv(b"1,2\n3,x\n", "f.csv", 10, 0, 2, 2, b',').unwrap_err();
+        let e = parse_csv::<f64>(
+            b"1,2\n3,x\n",
+            "f.csv",
+            CsvAt { line: 10, skip: 0 },
+            2,
+            2,
+            &[0, 1],
+            b',',
+        )
+        .unwrap_err();
         assert_eq!(e, "f.csv:11: column 2: \"x\" is not a number");
-        let e = parse_csv(b"1,2\n\n\"3\",4\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        let e = parse_csv::<f64>(
+            b"1,2\n\n\"3\",4\n",
+            "f.csv",
+            CsvAt { line: 1, skip: 0 },
+            2,
+            2,
+            &[0, 1],
+            b',',
+        )
+        .unwrap_err();
         assert!(e.starts_with("f.csv:3: column 1:"), "{e}");
-        let e = parse_csv(b"1,2\n3\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        let e = parse_csv::<f64>(
+            b"1,2\n3\n",
+            "f.csv",
+            CsvAt { line: 1, skip: 0 },
+            2,
+            2,
+            &[0, 1],
+            b',',
+        )
+        .unwrap_err();
         assert!(e.starts_with("f.csv:2: 1 columns"), "{e}");
-        let e = parse_csv(b"1,2\n", "f.csv", 1, 0, 2, 2, b',').unwrap_err();
+        let e = parse_csv::<f64>(
+            b"1,2\n",
+            "f.csv",
+            CsvAt { line: 1, skip: 0 },
+            2,
+            2,
+            &[0, 1],
+            b',',
+        )
+        .unwrap_err();
         assert!(e.contains("1 rows where 2"), "{e}");
+        // Some fields, in another order and with another delimiter; int64 exactly.
+        let text = b"9007199254740993;x;-2\n4;y;5\n";
+        let at = CsvAt { line: 1, skip: 0 };
+        let v = parse_csv::<i64>(text, "f.csv", at, 2, 3, &[2, 0], b';').unwrap();
+        assert_eq!(v, [-2, 9007199254740993, 5, 4]);
+        let e = parse_csv::<i64>(b"1.5;2;3\n", "f.csv", at, 1, 3, &[0], b';').unwrap_err();
+        assert!(e.contains("\"1.5\" is not an integer"), "{e}");
     }
 }

@@ -479,7 +479,9 @@ pub enum Kernel {
     /// `source` (numbers separated by `delimiter`, `#` comments, blank lines skipped):
     /// from byte `start` (the start of line `line`, 1-based, of the file), `skip` data rows
     /// are passed over, then the block's rows are read; every data row has `columns`
-    /// fields. No row the block needs lies past byte `end`.
+    /// fields, of which the block's columns are fields `usecols` (0-based, in order). No
+    /// row the block needs lies past byte `end`. Fields parse as the output's dtype
+    /// (int64 exactly).
     ImportCsv {
         source: StoreSpec,
         key: String,
@@ -488,6 +490,7 @@ pub enum Kernel {
         line: u64,
         skip: u64,
         columns: u64,
+        usecols: Vec<u64>,
         delimiter: u8,
     },
     /// No inputs; the output block's rows and columns read from the Parquet file `key` of

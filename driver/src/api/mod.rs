@@ -484,7 +484,7 @@ impl Session {
         )
     }
 
-    /// A `.npy`, `.csv` or Zarr v3 array (a folder, or an `s3://` URL). A Zarr array in
+    /// A `.npy`, `.csv`, `.parquet` file or Zarr v3 array (a folder, or an `s3://` URL). A Zarr array in
     /// the session's store that nums-cloud wrote (another job's output) is read in place;
     /// any other input is imported into the job first. Relative paths resolve against the
     /// working directory when the session was made.
@@ -493,6 +493,44 @@ impl Session {
             format!("{{ load = {} }}", toml_str(path)),
             format!("load({path:?})"),
         )
+    }
+
+    /// A `.csv` file read with NumPy's `loadtxt` options: `header` (the first line names
+    /// the columns and is not data), `delimiter` (one ASCII character) and `usecols` (the
+    /// columns kept, in that order; negative from the end). As for [`Session::load`].
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-csv");
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let s = Session::new(&format!("file://{}", dir.display()))?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let file = dir.join("prices.csv");
+    /// std::fs::write(&file, "id;price;qty\n1;2.5;4\n2;0.5;10\n").unwrap();
+    /// let x = s.load_csv(file.to_str().unwrap(), true, ';', Some(&[-1, 1]));
+    /// assert_eq!(x.compute_f64_blocking()?.into_raw_vec_and_offset().0, vec![4.0, 2.5, 10.0, 0.5]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn load_csv(
+        &self,
+        path: &str,
+        header: bool,
+        delimiter: char,
+        usecols: Option<&[i64]>,
+    ) -> Array {
+        let mut t = format!(
+            "{{ load = {}, header = {header}, delimiter = {}",
+            toml_str(path),
+            toml_str(&delimiter.to_string())
+        );
+        if let Some(cols) = usecols {
+            let cols: Vec<String> = cols.iter().map(i64::to_string).collect();
+            t += &format!(", usecols = [{}]", cols.join(", "));
+        }
+        t += " }";
+        self.table(t, format!("load_csv({path:?})"))
     }
 
     /// An input made of values in memory (an `ndarray` array of `f64`, `f32`, `i64` or

@@ -388,8 +388,22 @@ impl<'a> Builder<'a> {
                         },
                     ),
                     Probe::Csv {
-                        source, key, index, ..
-                    } => (DType::Float64, NodeOp::ImportCsv { source, key, index }),
+                        source,
+                        key,
+                        index,
+                        delimiter,
+                        usecols,
+                        ..
+                    } => (
+                        DType::Float64,
+                        NodeOp::ImportCsv {
+                            source,
+                            key,
+                            index,
+                            delimiter,
+                            usecols,
+                        },
+                    ),
                     Probe::Parquet {
                         source,
                         key,

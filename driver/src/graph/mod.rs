@@ -55,11 +55,14 @@ pub enum NodeOp {
         header: crate::npy::NpyHeader,
     },
     /// A CSV file of numbers the functions import into the store, each task parsing its
-    /// rows (found with `index`).
+    /// rows (found with `index`): fields separated by `delimiter`, the file's columns
+    /// `usecols` kept in that order.
     ImportCsv {
         source: StoreSpec,
         key: String,
         index: std::sync::Arc<crate::npy::CsvIndex>,
+        delimiter: u8,
+        usecols: Vec<u64>,
     },
     /// A Parquet file's numeric columns the functions import into the store, each task
     /// reading the column chunks of its rows (`metadata`: the footer's byte range;

@@ -30,6 +30,10 @@ pub enum Probe {
         key: String,
         shape: Vec<u64>,
         index: std::sync::Arc<crate::npy::CsvIndex>,
+        /// The field separator.
+        delimiter: u8,
+        /// The file's columns the array keeps, in order (resolved from `usecols`).
+        usecols: Vec<u64>,
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
     },
@@ -81,17 +85,52 @@ pub struct Probes(pub HashMap<String, Probe>);
 pub async fn probe(job: &Job) -> Result<Probes, JobError> {
     let mut out = HashMap::new();
     for def in &job.arrays {
-        let Source::Load { path } = &def.source else {
+        let Source::Load { path, csv } = &def.source else {
             continue;
         };
-        let err = |m: String| job.err(def.line, format!("arrays.{}.load", def.name), m);
-        let p = probe_one(job, path).await.map_err(err)?;
+        let key = |k: &str| format!("arrays.{}.{k}", def.name);
+        let p = probe_one(job, path, csv)
+            .await
+            .map_err(|(k, m)| job.err(def.line, key(k), m))?;
         out.insert(def.name.clone(), p);
     }
     Ok(Probes(out))
 }
 
-async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
+/// An input's probe; an error names the key it is about (`load`, or a CSV option).
+async fn probe_one(
+    job: &Job,
+    path: &str,
+    csv: &crate::job::CsvOptions,
+) -> Result<Probe, (&'static str, String)> {
+    if path.ends_with(".csv") {
+        return probe_csv_file(job, path, csv).await;
+    }
+    probe_load(job, path).await.map_err(|m| ("load", m))
+}
+
+async fn probe_csv_file(
+    job: &Job,
+    path: &str,
+    csv: &crate::job::CsvOptions,
+) -> Result<Probe, (&'static str, String)> {
+    let load = |m: String| ("load", m);
+    let local = !path.starts_with("s3://");
+    let (source, key) = split_zarr_location(path, &job.storage);
+    let s = nums_layout::Store::open(&source).map_err(|e| load(e.to_string()))?;
+    let size = s
+        .head(&key)
+        .await
+        .map_err(|e| load(format!("cannot read {path}: {e}")))?
+        .ok_or_else(|| load(format!("cannot read {path}: no such file")))?;
+    let mut p = probe_csv(&s, path, source.clone(), key, size, csv).await?;
+    if local {
+        stage_upload(job, path, &mut p);
+    }
+    Ok(p)
+}
+
+async fn probe_load(job: &Job, path: &str) -> Result<Probe, String> {
     let local = !path.starts_with("s3://");
     if path.ends_with(".csv") || path.ends_with(".npy") || path.ends_with(".parquet") {
         let (source, key) = split_zarr_location(path, &job.storage);
@@ -101,44 +140,13 @@ async fn probe_one(job: &Job, path: &str) -> Result<Probe, String> {
             .await
             .map_err(|e| format!("cannot read {path}: {e}"))?
             .ok_or_else(|| format!("cannot read {path}: no such file"))?;
-        let mut p = if path.ends_with(".csv") {
-            probe_csv(&s, path, source.clone(), key, size).await
-        } else if path.ends_with(".parquet") {
+        let mut p = if path.ends_with(".parquet") {
             probe_parquet(&s, path, source.clone(), key, size).await
         } else {
             probe_npy(&s, path, source.clone(), key, size).await
         }?;
-        // Lambda's functions cannot read this machine's files: with a bucket for the
-        // store, the run uploads the file there first and they read it from there.
-        if local && job.compute.backend == Backend::Lambda && job.storage.url.starts_with("s3://") {
-            let name = std::path::Path::new(path)
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let (src, k, up) = match &mut p {
-                Probe::Npy {
-                    source,
-                    key,
-                    upload,
-                    ..
-                }
-                | Probe::Csv {
-                    source,
-                    key,
-                    upload,
-                    ..
-                }
-                | Probe::Parquet {
-                    source,
-                    key,
-                    upload,
-                    ..
-                } => (source, key, upload),
-                Probe::Zarr { .. } => unreachable!("a file's probe"),
-            };
-            *up = Some(std::path::PathBuf::from(path));
-            *src = job.storage.clone();
-            *k = format!("{}/_inputs/{name}", job.name);
+        if local {
+            stage_upload(job, path, &mut p);
         }
         return Ok(p);
     }
@@ -274,36 +282,82 @@ async fn probe_parquet(
     })
 }
 
+/// Lambda's functions cannot read this machine's files: with a bucket for the store, the
+/// run uploads a local input file there first and they read it from there.
+fn stage_upload(job: &Job, path: &str, p: &mut Probe) {
+    if job.compute.backend != Backend::Lambda || !job.storage.url.starts_with("s3://") {
+        return;
+    }
+    let name = std::path::Path::new(path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (src, k, up) = match p {
+        Probe::Npy {
+            source,
+            key,
+            upload,
+            ..
+        }
+        | Probe::Csv {
+            source,
+            key,
+            upload,
+            ..
+        }
+        | Probe::Parquet {
+            source,
+            key,
+            upload,
+            ..
+        } => (source, key, upload),
+        Probe::Zarr { .. } => return,
+    };
+    *up = Some(std::path::PathBuf::from(path));
+    *src = job.storage.clone();
+    *k = format!("{}/_inputs/{name}", job.name);
+}
+
 /// How many bytes of a CSV file one read of the row index takes.
 const CSV_PIECE: u64 = 8 << 20;
 
-/// A CSV file's row index: one streamed pass over its bytes, a piece at a time.
+/// A CSV file's row index: one streamed pass over its bytes, a piece at a time; the
+/// header's names and `usecols` resolved to the file's columns.
 async fn probe_csv(
     s: &nums_layout::Store,
     path: &str,
     source: StoreSpec,
     key: String,
     size: u64,
-) -> Result<Probe, String> {
-    let mut scan = crate::npy::CsvScanner::new(b',');
+    opts: &crate::job::CsvOptions,
+) -> Result<Probe, (&'static str, String)> {
+    let mut scan = crate::npy::CsvScanner::new(opts.delimiter, opts.header);
     let mut at = 0;
     while at < size {
         let end = (at + CSV_PIECE).min(size);
         let piece = s
             .get_range(&key, at..end)
             .await
-            .map_err(|e| format!("cannot read {path}: {e}"))?;
+            .map_err(|e| ("load", format!("cannot read {path}: {e}")))?;
         scan.feed(&piece);
         at = end;
     }
     let index = scan.finish();
     if index.rows == 0 {
-        return Err(format!("{path}: no numbers"));
+        return Err(("load", format!("{path}: no numbers")));
     }
-    let shape = if index.columns == 1 {
+    let usecols = match &opts.usecols {
+        None => (0..index.columns).collect(),
+        Some(cols) => cols
+            .iter()
+            .map(|c| resolve_column(c, &index, path))
+            .collect::<Result<Vec<u64>, String>>()
+            .map_err(|m| ("usecols", m))?,
+    };
+    let shape = if usecols.len() == 1 {
         vec![index.rows]
     } else {
-        vec![index.rows, index.columns]
+        vec![index.rows, usecols.len() as u64]
     };
     Ok(Probe::Csv {
         path: path.to_string(),
@@ -311,8 +365,49 @@ async fn probe_csv(
         key,
         shape,
         index: std::sync::Arc::new(index),
+        delimiter: opts.delimiter,
+        usecols,
         upload: None,
     })
+}
+
+/// The file column `usecols` names: an index (negative from the end) or a header name.
+fn resolve_column(
+    c: &crate::job::ColumnRef,
+    index: &crate::npy::CsvIndex,
+    path: &str,
+) -> Result<u64, String> {
+    use crate::job::ColumnRef;
+    let n = index.columns as i64;
+    match c {
+        ColumnRef::Index(i) => {
+            let at = if *i < 0 { n + i } else { *i };
+            if (0..n).contains(&at) {
+                Ok(at as u64)
+            } else {
+                Err(format!(
+                    "column {i} is out of range: {path} has {n} columns (0 to {}, or -{n} to -1)",
+                    n - 1
+                ))
+            }
+        }
+        ColumnRef::Name(name) => index
+            .names
+            .iter()
+            .position(|h| h == name)
+            .map(|p| p as u64)
+            .ok_or_else(|| {
+                format!(
+                    "no column {name:?} in the header of {path}; it names {}",
+                    index
+                        .names
+                        .iter()
+                        .map(|h| format!("{h:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }),
+    }
 }
 
 /// Splits a Zarr location into its store and the array path in it.
