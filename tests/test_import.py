@@ -333,3 +333,28 @@ def test_csv_options_on_another_input_are_refused(tmp_path):
     np.save(tmp_path / "a.npy", np.ones(3))
     p = load_csv(tmp_path, {"load": str(tmp_path / "a.npy"), "header": True})
     assert p.returncode != 0 and "arrays.X.header" in p.stderr and "does not apply here" in p.stderr, p.stderr
+
+
+def test_foreign_zarr_import_runs_in_the_functions_and_bounds_driver_memory(tmp_path):
+    """A Zarr array written by zarr-python (other codecs and chunks) is re-blocked by the
+    functions' tasks: the driver never holds it, and every value arrives."""
+    zarr = pytest.importorskip("zarr")
+    rows, cols = 700_000, 32  # 171 MiB of float64, more than the driver's bound
+    z = zarr.create_array(str(tmp_path / "f.zarr"), shape=(rows, cols), chunks=(65_536, 16),
+                          dtype="float64", fill_value=-1.0)
+    step = 100_000
+    for r in range(0, rows - step, step):  # the last rows' chunks are never written
+        z[r:r + step] = (np.arange(r * cols, (r + step) * cols, dtype=np.float64) * 0.25).reshape(step, cols)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"F": {"load": str(tmp_path / "f.zarr"), "block": [100_000, 32]},
+                             "s": "sum(F, axis=0)"},
+                            {"s": str(tmp_path / "s.npy"), "F": str(tmp_path / "F.npy")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    (rc, out, err), peak = run_measured(job)
+    assert rc == 0, err
+    assert rows * cols * 8 > DRIVER_BOUND_MB * 2**20
+    assert peak < DRIVER_BOUND_MB, f"driver peak RSS {peak:.0f} MB"
+    want = z[:]
+    got = np.load(tmp_path / "F.npy", mmap_mode="r")
+    assert np.array_equal(got, want) and (want[-1] == -1.0).all()
+    np.testing.assert_allclose(np.load(tmp_path / "s.npy"), want.sum(axis=0), rtol=1e-12)

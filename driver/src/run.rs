@@ -418,7 +418,7 @@ async fn execute(
         m.projected_main = crate::planview::projection(job, &plan).wall_seconds;
     }
     fit_models(c, &g, run, invoker, opts, measured).await?;
-    import_and_describe(job, &g, run, store).await?;
+    describe_staged(job, &g, run, store).await?;
     dispatch_stage(job, "main", &plan, run, invoker, store, measured)
         .await
         .map_err(|e| name_linalg_failure(e, job, &g, &prefix))?;
@@ -737,7 +737,7 @@ async fn fit_models(
                     let (sub, root) = g.subgraph(v, &name);
                     let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
                     measured.lock().expect("measured").tasks += sub_plan.tasks;
-                    import_and_describe(job, &sub, run, store).await?;
+                    describe_staged(job, &sub, run, store).await?;
                     dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
                     made.push(path.clone());
@@ -820,7 +820,7 @@ async fn resolve_masks(
         let (sub, root) = g.subgraph(m, &name);
         let sub_plan = plan_job(job, &sub, &prefix, &c.probes)?;
         measured.lock().expect("measured").tasks += sub_plan.tasks;
-        import_and_describe(job, &sub, run, store).await?;
+        describe_staged(job, &sub, run, store).await?;
         dispatch_stage(job, &name, &sub_plan, run, invoker, store, measured).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
@@ -1040,9 +1040,8 @@ fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
 }
 
 /// Stages what the run keeps: the `zarr.json` of every array it makes and keeps (with
-/// attributes saying what made it), and the blocks of imported arrays (their `zarr.json`
-/// after them, so that a resumed run finds an import whole or imports it again).
-async fn import_and_describe(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
+/// attributes saying what made it). Its blocks come from the stage's tasks (imports too).
+async fn describe_staged(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
     let prefix = run.prefix();
     for n in &g.nodes {
         if matches!(n.op, NodeOp::InPlace { .. }) || !n.persist {
@@ -1063,21 +1062,7 @@ async fn import_and_describe(job: &Job, g: &Graph, run: &Run, store: &Store) -> 
                 "version": env!("CARGO_PKG_VERSION"),
             })
         });
-        // `.npy` and CSV inputs are imported by the functions (tasks of the stage).
-        let full = match &n.op {
-            NodeOp::ImportZarr { store: spec, path } => {
-                let src_store = Store::open(spec)?;
-                let src = StoredArray::open(&src_store, path).await?;
-                Some(read_whole(&src, &src_store, true).await?)
-            }
-            _ => None,
-        };
-        if let Some(full) = full {
-            if run.resumed.is_some() && store.head(&arr.metadata_key()).await?.is_some() {
-                continue; // imported whole by the run this one resumes
-            }
-            write_whole(&arr, store, &full.cast(n.meta.dtype)).await?;
-        }
+        // Inputs (`.npy`, CSV, Parquet, foreign Zarr) are imported by the functions.
         arr.write_metadata_with(store, attrs).await?;
     }
     Ok(())

@@ -315,7 +315,26 @@ impl<'g> BlockWork<'g> {
             b(x, &i)
         };
         match &n.op {
-            NodeOp::ImportZarr { .. } | NodeOp::Fit { .. } | NodeOp::InPlace { .. } => None,
+            NodeOp::Fit { .. } | NodeOp::InPlace { .. } => None,
+            NodeOp::ImportZarr { store, path, src } => {
+                // The source chunks the block overlaps, decoded, for the projection.
+                let (origin, shape) = (n.meta.block_origin(idx), n.meta.block_shape(idx));
+                let chunks: u64 = (0..origin.len())
+                    .map(|d| {
+                        let c = src.block[d].max(1);
+                        (origin[d] + shape[d] as u64 - 1) / c - origin[d] / c + 1
+                    })
+                    .product();
+                let chunk: u64 = src.block.iter().product::<u64>() * src.dtype.size() as u64;
+                one(
+                    Kernel::ImportZarr {
+                        source: store.clone(),
+                        path: path.clone(),
+                        scratch: chunks * chunk,
+                    },
+                    vec![],
+                )
+            }
             NodeOp::ImportNpy {
                 source,
                 key,

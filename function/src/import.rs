@@ -11,8 +11,53 @@ use nums_layout::{Block, Store};
 /// How many ranged reads of one block are in flight.
 const RANGE_CONCURRENCY: usize = 16;
 
-/// The raw bytes one import task needs, fetched from the kernel's source.
-pub struct Fetched(pub bytes::Bytes);
+/// A Zarr import's source array and the chunks its block overlaps, by grid index
+/// (`None`: never written, so the fill value).
+pub type ZarrChunks = (
+    nums_layout::StoredArray,
+    Vec<(Vec<u64>, Option<bytes::Bytes>)>,
+);
+
+/// The raw bytes one import task needs, fetched from the kernel's source (for a Zarr
+/// import, its chunks instead).
+pub struct Fetched(pub bytes::Bytes, pub Option<ZarrChunks>);
+
+impl Fetched {
+    /// Bytes read from the store.
+    pub fn len(&self) -> u64 {
+        let chunks = self.1.iter().flat_map(|(_, c)| c);
+        self.0.len() as u64
+            + chunks
+                .flat_map(|(_, b)| b)
+                .map(|b| b.len() as u64)
+                .sum::<u64>()
+    }
+
+    /// Whether nothing was read.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The source chunks (grid indices) the block at `origin` of `shape` overlaps.
+fn overlapped(src: &ArrayMeta, origin: &[u64], shape: &[usize]) -> Vec<Vec<u64>> {
+    let mut out = vec![vec![]];
+    for d in 0..origin.len() {
+        let c = src.block[d].max(1);
+        let (lo, hi) = (origin[d] / c, (origin[d] + shape[d] as u64 - 1) / c);
+        out = out
+            .into_iter()
+            .flat_map(|p| {
+                (lo..=hi).map(move |i| {
+                    let mut q = p.clone();
+                    q.push(i);
+                    q
+                })
+            })
+            .collect();
+    }
+    out
+}
 
 /// Whether `kernel` reads a file (and so must fetch before it runs).
 pub fn is_import(kernel: &Kernel) -> bool {
@@ -54,11 +99,14 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
                 .buffered(RANGE_CONCURRENCY)
                 .try_collect()
                 .await?;
-            Ok(Fetched(if parts.len() == 1 {
-                parts.into_iter().next().expect("one part")
-            } else {
-                parts.concat().into()
-            }))
+            Ok(Fetched(
+                if parts.len() == 1 {
+                    parts.into_iter().next().expect("one part")
+                } else {
+                    parts.concat().into()
+                },
+                None,
+            ))
         }
         Kernel::ImportCsv {
             source,
@@ -72,7 +120,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
                 .get_range(key, *start..*end)
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(Fetched(b))
+            Ok(Fetched(b, None))
         }
         Kernel::ImportParquet {
             source,
@@ -99,7 +147,32 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
                     .try_collect::<Vec<_>>()
                     .await?,
             );
-            Ok(Fetched(parts.concat().into()))
+            Ok(Fetched(parts.concat().into(), None))
+        }
+        Kernel::ImportZarr { source, path, .. } => {
+            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let src = nums_layout::StoredArray::open(&store, path)
+                .await
+                .map_err(|e| e.to_string())?;
+            let (origin, shape) = (out.block_origin(index), out.block_shape(index));
+            if src.meta.shape != out.shape {
+                return Err(format!(
+                    "{path}: the array is {:?} now, {:?} when the job was checked (it was replaced)",
+                    src.meta.shape, out.shape
+                ));
+            }
+            let chunks = futures::stream::iter(overlapped(&src.meta, &origin, &shape))
+                .map(|idx| {
+                    let (store, key) = (&store, src.block_key(&idx));
+                    async move {
+                        let b = store.get_opt(&key).await.map_err(|e| e.to_string())?;
+                        Ok::<_, String>((idx, b))
+                    }
+                })
+                .buffered(RANGE_CONCURRENCY)
+                .try_collect()
+                .await?;
+            Ok(Fetched(bytes::Bytes::new(), Some((src, chunks))))
         }
         _ => Err("not an import kernel".into()),
     }
@@ -181,10 +254,11 @@ pub fn file_name(source: &nums_layout::StoreSpec, key: &str) -> String {
 /// Decodes what [`fetch`] read into the output block (in the output's dtype).
 pub fn decode(
     kernel: &Kernel,
-    bytes: &[u8],
+    fetched: &Fetched,
     out: &ArrayMeta,
     index: &[u64],
 ) -> Result<Block, String> {
+    let bytes = &fetched.0[..];
     let shape = out.block_shape(index);
     match kernel {
         Kernel::ImportNpy {
@@ -300,6 +374,44 @@ pub fn decode(
             let file = file_name(source, key);
             let block =
                 crate::parquet::decode(bytes, *len as usize, &file, rows, cols, out.ndim() == 1)?;
+            Ok(block.cast(out.dtype))
+        }
+        Kernel::ImportZarr { .. } => {
+            let Some((src, chunks)) = &fetched.1 else {
+                return Err("a Zarr import without its chunks".into());
+            };
+            let origin = out.block_origin(index);
+            let mut block = Block::zeros(src.meta.dtype, &shape);
+            for (idx, bytes) in chunks {
+                let chunk = src.decode(idx, bytes.clone()).map_err(|e| e.to_string())?;
+                // The part of the chunk inside the block, in each one's coordinates.
+                let c0 = src.meta.block_origin(idx);
+                let cs = src.meta.block_shape(idx);
+                let (mut in_block, mut in_chunk) = (Vec::new(), Vec::new());
+                for d in 0..shape.len() {
+                    let lo = origin[d].max(c0[d]);
+                    let hi = (origin[d] + shape[d] as u64).min(c0[d] + cs[d] as u64);
+                    let r =
+                        |o: u64| ndarray::SliceInfoElem::from((lo - o) as isize..(hi - o) as isize);
+                    in_block.push(r(origin[d]));
+                    in_chunk.push(r(c0[d]));
+                }
+                match (&mut block, &chunk) {
+                    (Block::F64(b), Block::F64(c)) => b
+                        .slice_mut(in_block.as_slice())
+                        .assign(&c.slice(in_chunk.as_slice())),
+                    (Block::F32(b), Block::F32(c)) => b
+                        .slice_mut(in_block.as_slice())
+                        .assign(&c.slice(in_chunk.as_slice())),
+                    (Block::I64(b), Block::I64(c)) => b
+                        .slice_mut(in_block.as_slice())
+                        .assign(&c.slice(in_chunk.as_slice())),
+                    (Block::Bool(b), Block::Bool(c)) => b
+                        .slice_mut(in_block.as_slice())
+                        .assign(&c.slice(in_chunk.as_slice())),
+                    _ => return Err(format!("{}: a chunk of another dtype", src.path)),
+                }
+            }
             Ok(block.cast(out.dtype))
         }
         _ => Err("not an import kernel".into()),

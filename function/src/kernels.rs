@@ -56,7 +56,10 @@ pub fn run(
                 "parameter {name} was sent without its values (a driver bug)"
             ));
         }
-        Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. } | Kernel::ImportParquet { .. } => {
+        Kernel::ImportNpy { .. }
+        | Kernel::ImportCsv { .. }
+        | Kernel::ImportParquet { .. }
+        | Kernel::ImportZarr { .. } => {
             return Err("an import kernel reads its file before it runs (see `import`)".into());
         }
         Kernel::Unary { op } => unary(*op, one(inputs)?),

@@ -170,7 +170,7 @@ impl<'a> Invocation<'a> {
                     })?;
                 counters
                     .bytes_read
-                    .fetch_add(f.0.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    .fetch_add(f.len(), std::sync::atomic::Ordering::Relaxed);
                 Some(f)
             } else {
                 None
@@ -178,7 +178,7 @@ impl<'a> Invocation<'a> {
             let (result, seconds) = tokio::task::spawn_blocking(move || {
                 let t0 = Instant::now();
                 let r = match &fetched {
-                    Some(f) => import::decode(&kernel, &f.0, &out.meta, &index),
+                    Some(f) => import::decode(&kernel, f, &out.meta, &index),
                     None => {
                         let refs: Vec<&Block> = inputs.iter().map(|b| b.as_ref()).collect();
                         kernels::run(&kernel, &refs, &out.meta, &index)

@@ -503,6 +503,15 @@ pub enum Kernel {
         metadata: (u64, u64),
         fetch: u64,
     },
+    /// No inputs; the output block cut from the Zarr v3 array at `path` of the store
+    /// `source` (any codecs and chunks zarrs reads; chunks never written are its
+    /// `fill_value`): the task reads its `zarr.json` and the chunks the block overlaps
+    /// (`scratch` bytes decoded, for the memory projection).
+    ImportZarr {
+        source: StoreSpec,
+        path: String,
+        scratch: u64,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum { subscripts: String, operands: usize },
@@ -671,7 +680,10 @@ impl Kernel {
     pub fn reads_file(&self) -> bool {
         matches!(
             self,
-            Kernel::ImportNpy { .. } | Kernel::ImportCsv { .. } | Kernel::ImportParquet { .. }
+            Kernel::ImportNpy { .. }
+                | Kernel::ImportCsv { .. }
+                | Kernel::ImportParquet { .. }
+                | Kernel::ImportZarr { .. }
         )
     }
 
@@ -685,6 +697,7 @@ impl Kernel {
             Kernel::ImportParquet {
                 metadata, fetch, ..
             } => metadata.1 + fetch,
+            Kernel::ImportZarr { scratch, .. } => *scratch,
             _ => 0,
         }
     }

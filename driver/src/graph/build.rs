@@ -447,7 +447,14 @@ impl<'a> Builder<'a> {
                     }
                     Probe::Zarr {
                         store, path, meta, ..
-                    } => (meta.dtype, NodeOp::ImportZarr { store, path }),
+                    } => (
+                        meta.dtype,
+                        NodeOp::ImportZarr {
+                            store,
+                            path,
+                            src: meta,
+                        },
+                    ),
                 };
                 let m = leaf_meta(probe.shape().to_vec(), def.dtype.unwrap_or(dtype), self);
                 self.add(m, op)

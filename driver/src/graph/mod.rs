@@ -81,10 +81,13 @@ pub enum NodeOp {
         path: String,
         sparse: bool,
     },
-    /// A Zarr v3 array the driver imports (re-blocked) into the job's prefix.
+    /// A Zarr v3 array (other codecs, chunks or store) the functions import, re-blocked,
+    /// into the job's prefix: each task reads the source chunks its block overlaps (`src`:
+    /// the source's shape, chunks and dtype).
     ImportZarr {
         store: StoreSpec,
         path: String,
+        src: ArrayMeta,
     },
     Unary {
         op: UnaryOp,
@@ -269,13 +272,10 @@ impl NodeOp {
         }
     }
 
-    /// Blocks that are in the store before any task runs (imported by the driver or read
-    /// in place). `.npy` and CSV imports are tasks.
+    /// Blocks that are in the store before any task runs (read in place, or a model's
+    /// fitted parameters). Imports of every kind are tasks.
     pub fn in_store_before_run(&self) -> bool {
-        matches!(
-            self,
-            NodeOp::ImportZarr { .. } | NodeOp::InPlace { .. } | NodeOp::Fit { .. }
-        )
+        matches!(self, NodeOp::InPlace { .. } | NodeOp::Fit { .. })
     }
 
     pub fn is_import(&self) -> bool {

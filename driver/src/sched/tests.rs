@@ -103,6 +103,7 @@ impl Gen {
                     endpoint: None,
                 },
                 path: format!("in{id}"),
+                src: meta.clone(),
             },
             _ => NodeOp::Random {
                 dist: RandomDist::Normal,
