@@ -121,7 +121,10 @@ pub fn run(
         | Kernel::SubtractGram { .. }
         | Kernel::LuSolve
         | Kernel::Inverse
-        | Kernel::Det { .. }) => crate::linalg::run(k, inputs, &shape)?,
+        | Kernel::Det { .. }
+        | Kernel::LuPanel { .. }
+        | Kernel::LuBack { .. }
+        | Kernel::LuDet { .. }) => crate::linalg::run(k, inputs, &shape)?,
     };
     // Cast to the output dtype the driver planned (kernels compute in int64 or float64,
     // as NumPy's loops do after promotion).

@@ -610,6 +610,37 @@ pub enum Kernel {
         #[serde(rename = "result")]
         output: DetOutput,
     },
+    /// A step of right-looking blocked LU with partial pivoting on column panels (all n
+    /// rows, `w` columns; row block k is rows k w .. k w + w_k, w_k the width of panel k).
+    /// A factored panel F_k has n + 1 rows: the last holds, for each of its columns i, the
+    /// row that row k w + i was swapped with (LAPACK's ipiv made global and 0-based).
+    /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 1 rows: of A, or of
+    /// a right-hand side). With F_k, Q's rows are swapped as F_k's pivots say, its row
+    /// block k solved with F_k's unit lower L_kk and the rows below updated (trsm, gemm).
+    /// Then, when `factor`, Q's rows from row block k + 1 down (from row 0 without
+    /// `apply`) are factored (getrf; an exactly singular block is left for the back
+    /// substitution and the determinant to find). The output has the rows of the output
+    /// block: n + 1 for a panel of the factorization, n for a right-hand side.
+    LuPanel {
+        w: usize,
+        apply: Option<usize>,
+        factor: bool,
+    },
+    /// Back substitution of blocked LU, step `step` (= k, from the last row block up).
+    /// Inputs: F_k, Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
+    /// triangle there; a zero on its diagonal is a singular matrix) and the rows above
+    /// updated with the part of U above it (Y_above -= U_above X_k).
+    LuBack { w: usize, step: usize },
+    /// Panel k's share (one element) of the determinant of a blocked LU, from F_k:
+    /// (-1)^swaps prod diag(U_kk) (`det`), its sign (0 when a diagonal entry is 0:
+    /// `sign`), or sum ln |diag(U_kk)| (`logabsdet`); the product (or the sum) over the
+    /// panels is the whole matrix's.
+    LuDet {
+        w: usize,
+        step: usize,
+        #[serde(rename = "result")]
+        output: DetOutput,
+    },
 }
 
 /// Which block a [`Kernel::Qr`] task outputs.
@@ -889,6 +920,16 @@ mod tests {
             },
             Kernel::Det {
                 output: DetOutput::Logabsdet,
+            },
+            Kernel::LuDet {
+                w: 64,
+                step: 2,
+                output: DetOutput::Sign,
+            },
+            Kernel::LuPanel {
+                w: 64,
+                apply: Some(1),
+                factor: true,
             },
         ] {
             let task = Task {
