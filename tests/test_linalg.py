@@ -130,6 +130,37 @@ def test_square_solvers_match_numpy(tmp_path, scheduler, block):
 
 
 @pytest.mark.parametrize("scheduler", ["lshs", "naive"])
+def test_blocked_lu_matches_numpy_on_a_general_matrix(tmp_path, scheduler):
+    """70 x 70, not symmetric, a zero where the first pivot would be without pivoting, in
+    ragged blocks that are not square (column panels of 16): solve with 20 right-hand
+    sides (two panels of them, one ragged) and with one, inv, det and slogdet (one
+    factorization for all), float32 kept float32; a singular matrix's det is 0."""
+    rng = np.random.default_rng(11)
+    g = rng.normal(size=(70, 70))
+    g[0, 0] = 0.0
+    b = rng.normal(size=(70, 20))
+    sing = g.copy()
+    sing[:, 33] = 0.0
+    exprs = {"X": "np.linalg.solve(g, b)", "x1": "np.linalg.solve(g, b[:, 3])",
+             "Inv": "np.linalg.inv(g)", "D": "np.linalg.det(g)", "sg": "np.linalg.slogdet(g).sign",
+             "ld": "np.linalg.slogdet(g).logabsdet", "D0": "np.linalg.det(z)",
+             "ld0": "np.linalg.slogdet(z)[1]", "I32": "np.linalg.inv(g.astype('float32'))"}
+    arrays = inputs(tmp_path, g=(g, [16, 50]), b=(b, [30, 20]), z=(sing, [20, 20]))
+    arrays.update(exprs)
+    run_job(tmp_path, arrays, exprs, scheduler)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in exprs}
+    close(got["X"], np.linalg.solve(g, b))
+    close(got["x1"], np.linalg.solve(g, b[:, 3]))
+    close(got["Inv"], np.linalg.inv(g))
+    close(got["D"], np.linalg.det(g), rtol=1e-9)
+    assert got["sg"] == np.linalg.slogdet(g)[0]
+    close(got["ld"], np.linalg.slogdet(g)[1])
+    assert got["D0"] == 0.0 and got["ld0"] == -np.inf
+    assert got["I32"].dtype == np.float32
+    close(got["I32"], np.linalg.inv(g.astype(np.float32)), rtol=1e-3)
+
+
+@pytest.mark.parametrize("scheduler", ["lshs", "naive"])
 @pytest.mark.parametrize("block", [[16, 16], [16, 50], [100, 7]], ids=["square", "wide", "tall"])
 def test_blocked_cholesky_matches_numpy(tmp_path, scheduler, block):
     """100 x 100 in ragged blocks (square blocks, or rechunked to them): one task per block
@@ -183,24 +214,37 @@ def test_unsupported_shapes_are_refused_at_check(tmp_path, expr, words):
     assert "arrays.bad" in p.stderr + p.stdout, p.stderr + p.stdout
 
 
-def test_a_matrix_past_one_invocation_is_refused_with_the_memory_it_needs(tmp_path):
-    """inv is one task: a 9000 x 9000 matrix cannot be, within 512 MiB. cholesky of the same
-    matrix is blocked: it checks, and its plan keeps every task within the limit."""
+def test_a_matrix_past_one_invocation_is_blocked_or_refused_with_the_memory_it_needs(tmp_path):
+    """A 9000 x 9000 matrix in one block is one LU task, which cannot fit 512 MiB: refused,
+    saying what would do. In blocks, inv and cholesky are blocked: they check, and their
+    plans keep every task within the limit. A matrix whose column panels of 64 cannot fit
+    is refused with the memory a task would need."""
+    one = {"random": "normal", "shape": [9000, 9000], "block": [9000, 9000]}
     s = {"random": "normal", "shape": [9000, 9000], "block": [1000, 1000]}
     job = tmp_path / "job.toml"
-    job.write_text(job_text({"s": s, "I": "np.linalg.inv(s)"}, {"I": str(tmp_path / "I.npy")}, name="la",
-                            storage={"url": f"file://{tmp_path / 'store'}"}))
-    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+
+    def run(cmd, arrays, out):
+        job.write_text(job_text(arrays, {out: str(tmp_path / f"{out}.npy")}, name="la",
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        return subprocess.run([BIN, *cmd, str(job)], capture_output=True, text=True, timeout=60)
+
+    p = run(["check"], {"s": one, "I": "np.linalg.inv(s)"}, "I")
     assert p.returncode != 0
     assert "inv(): a is 9000 x 9000" in p.stderr and "MiB; memory_mb is 512" in p.stderr, p.stderr
-    job.write_text(job_text({"s": s, "L": "np.linalg.cholesky(s @ s.T)"}, {"L": str(tmp_path / "L.npy")}, name="la",
-                            storage={"url": f"file://{tmp_path / 'store'}"}))
-    p = subprocess.run([BIN, "plan", "--json", str(job)], capture_output=True, text=True, timeout=60)
-    assert p.returncode == 0, p.stderr
-    for s in json.loads(p.stdout)["schedulers"]:
-        assert 0 < s["projected_peak_memory_bytes"] <= 512 << 20
-        # One task per block of L on or below the diagonal (9 x 10 / 2) among the others.
-        assert s["tasks"] > 45
+    assert "smaller blocks" in p.stderr, p.stderr
+    huge = {"random": "normal", "shape": [200000, 200000], "block": [4000, 4000]}
+    p = run(["check"], {"s": huge, "y": {"random": "normal", "shape": [200000], "block": [4000]},
+                        "x": "np.linalg.solve(s, y)"}, "x")
+    assert p.returncode != 0
+    assert "solve(): a is 200000 x 200000; blocked LU on column panels of 200000 x 62 needs" in p.stderr, p.stderr
+    for expr, out, least in [("np.linalg.inv(s)", "I", 45 + 2 * 81), ("np.linalg.cholesky(s @ s.T)", "L", 45)]:
+        p = run(["plan", "--json"], {"s": s, out: expr}, out)
+        assert p.returncode == 0, p.stderr
+        for sched in json.loads(p.stdout)["schedulers"]:
+            assert 0 < sched["projected_peak_memory_bytes"] <= 512 << 20
+            # inv: a task per panel step (9 x 10 / 2), per step and panel of the identity
+            # forward and back; cholesky: one per block of L on or below the diagonal.
+            assert sched["tasks"] > least, (expr, sched["tasks"])
 
 
 def test_plan_shows_the_tsqr_tree(tmp_path):

@@ -213,6 +213,28 @@ pub(crate) fn task_work(
         }
         Kernel::Inverse => 2.0 * dims(0).0.powi(3),
         Kernel::Det { .. } => 2.0 * dims(0).0.powi(3) / 3.0,
+        // Blocked LU: with F_k (n + 1 x w_k), the trsm of row block k and the gemm below
+        // it; then getrf of the rows from the next row block down.
+        Kernel::LuPanel { w, apply, factor } => {
+            let c = dims(n_inputs - 1).1;
+            let n = dims(0).0 - if apply.is_some() { 1.0 } else { 0.0 };
+            let mut f = 0.0;
+            if let Some(k) = apply {
+                let (r, wk) = ((k * w) as f64, dims(0).1);
+                f += wk * wk * c + 2.0 * (n - r - wk).max(0.0) * wk * c;
+            }
+            if *factor {
+                let r1 = apply.map_or(0, |k| (k + 1) * w) as f64;
+                let m = (n - r1).max(c);
+                f += m * c * c - c * c * c / 3.0;
+            }
+            f
+        }
+        // The trsm of row block k, the gemm of the rows above it.
+        Kernel::LuBack { w, step } => {
+            let (wk, c) = (dims(0).1, dims(1).1);
+            wk * wk * c + 2.0 * (step * w) as f64 * wk * c
+        }
         _ => return (0.0, inputs_bytes + output_bytes),
     };
     (flops, 0)

@@ -13,7 +13,7 @@ use nums_layout::meta::{ravel, strided_overlap, unravel};
 
 use nums_layout::batch::QrOutput;
 
-use crate::graph::{Graph, NodeId, NodeOp, TsqrQ};
+use crate::graph::{Graph, LuStep, NodeId, NodeOp, TsqrQ};
 
 /// A block in the plan: block number `block` (row-major over its node's grid) of `node`, or
 /// its partial sum number `part` (> 0). Ordered as (node, block index, part).
@@ -660,6 +660,84 @@ impl<'g> BlockWork<'g> {
                     inputs.push(b(id, &[j, j]));
                 }
                 one(Kernel::CholeskyBlock { diagonal: i == j }, inputs)
+            }
+            NodeOp::Lu { xs, step } => {
+                // F_k: block (k, 0, k) of the panels.
+                let lu = if *step == LuStep::Panels { id } else { xs[0] };
+                let w = meta(lu).block[2] as usize;
+                let p = self.grids[lu][0];
+                let f = |k: u64| b(lu, &[k, 0, k]);
+                // Panel i of a right-hand side as given (1-D: its one block).
+                let rhs = |i: u64| {
+                    let y = xs[1];
+                    b(
+                        y,
+                        &if meta(y).ndim() == 1 {
+                            vec![0]
+                        } else {
+                            vec![0, i]
+                        },
+                    )
+                };
+                let panel = |apply, factor| Kernel::LuPanel { w, apply, factor };
+                match *step {
+                    LuStep::Panels => {
+                        let (k, j) = (idx[0], idx[2]);
+                        if j < k || (k == 0 && j > 0) {
+                            return None; // no task reads it
+                        }
+                        if k == 0 {
+                            return one(panel(None, true), vec![b(xs[0], &[0, 0])]);
+                        }
+                        let src = if k == 1 {
+                            b(xs[0], &[0, j])
+                        } else {
+                            b(id, &[k - 1, 0, j])
+                        };
+                        one(panel(Some(k as usize - 1), j == k), vec![f(k - 1), src])
+                    }
+                    LuStep::Forward => {
+                        let (k, i) = (idx[0], idx[2]);
+                        let src = if k == 0 {
+                            rhs(i)
+                        } else {
+                            b(id, &[k - 1, 0, i])
+                        };
+                        one(panel(Some(k as usize), false), vec![f(k), src])
+                    }
+                    LuStep::Backward => {
+                        let (i, j) = (idx[0], idx[2]);
+                        let k = p - 1 - i;
+                        let src = if i == 0 {
+                            b(xs[1], &[p - 1, 0, j])
+                        } else {
+                            b(id, &[i - 1, 0, j])
+                        };
+                        one(
+                            Kernel::LuBack {
+                                w,
+                                step: k as usize,
+                            },
+                            vec![f(k), src],
+                        )
+                    }
+                    LuStep::Solution => {
+                        let j = idx.get(1).copied().unwrap_or(0);
+                        let src = match xs.get(2) {
+                            Some(&back) => b(back, &[p.saturating_sub(2), 0, j]),
+                            None => b(xs[1], &[p - 1, 0, j]),
+                        };
+                        one(Kernel::LuBack { w, step: 0 }, vec![f(0), src])
+                    }
+                    LuStep::Det(output) => one(
+                        Kernel::LuDet {
+                            w,
+                            step: idx[0] as usize,
+                            output,
+                        },
+                        vec![f(idx[0])],
+                    ),
+                }
             }
             NodeOp::Dense { kernel, xs } => one(
                 kernel.clone(),

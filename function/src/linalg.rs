@@ -103,7 +103,8 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block,
             *w,
             *apply,
             *factor,
-            shape.first().copied().unwrap_or(0),
+            // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
+            shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
         )?,
         Kernel::LuBack { w, step } => lu_back(inputs, *w, *step)?,
         Kernel::LuDet { w, step, output } => lu_det(one(inputs, "det")?, *w, *step, *output)?,
@@ -230,7 +231,8 @@ fn shaped(a: ArrayD<f64>, shape: &[usize]) -> Result<ArrayD<f64>, String> {
 fn matrix<'a>(b: &'a Block, name: &str) -> Result<CowArray<'a, f64, Ix2>, String> {
     let (r, c) = match *b.shape() {
         [m] => (m, 1),
-        [m, n] => (m, n),
+        // A blocked LU's step versions: [1, m, n] blocks.
+        [m, n] | [1, m, n] => (m, n),
         ref s => {
             return Err(format!(
                 "{name} of a {}-D block of shape {s:?}: linear algebra takes 2-D blocks (or 1-D as a column)",

@@ -36,6 +36,8 @@ pub(super) struct Builder<'a> {
     pub(super) too_big: Option<String>,
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
+    /// Blocked LU factorizations made so far (their panels node), by operand.
+    pub(super) lu_memo: HashMap<NodeId, NodeId>,
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -112,6 +114,7 @@ pub fn build_staged(
         blocks: 0,
         too_big: None,
         tsqr_memo: HashMap::new(),
+        lu_memo: HashMap::new(),
     };
     for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {

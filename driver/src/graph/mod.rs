@@ -182,12 +182,41 @@ pub enum NodeOp {
     CholeskyBlocked {
         x: NodeId,
     },
+    /// A part of a blocked LU with partial pivoting (`funcs/linalg.rs`) on column panels
+    /// of all n rows and `w` columns (the panels' block width); see [`LuStep`].
+    Lu {
+        xs: Vec<NodeId>,
+        step: LuStep,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
         kernel: nums_layout::batch::Kernel,
         xs: Vec<NodeId>,
     },
+}
+
+/// Which part of a blocked LU a [`NodeOp::Lu`] node is. Axis 0 of the panels and of the
+/// right-hand side's versions counts steps, so that row-major block order is an order
+/// its tasks can run in; blocks no task needs have no work.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LuStep {
+    /// `xs = [a]` (a in column panels, [n, w] blocks): [p, n + 1, n] in [1, n + 1, w]
+    /// blocks; block (k, 0, j), j >= k, is panel j after steps 0..k, factored when j == k
+    /// (F_k, its last row the pivots).
+    Panels,
+    /// `xs = [lu, b]` (b in [n, wb] blocks, or 1-D): [p, n, c] in [1, n, wb] blocks;
+    /// block (k, 0, i) is b's panel i after steps 0..=k (the last: L^-1 P b).
+    Forward,
+    /// `xs = [lu, forward]`: [p - 1, n, c]; block (i, 0, j) is after the back-substitution
+    /// steps p - 1 down to p - 1 - i.
+    Backward,
+    /// `xs = [lu, forward]` or `[lu, forward, backward]`: the solution, [n, c] in [n, wb]
+    /// blocks (or [n]), the back substitution's step 0.
+    Solution,
+    /// `xs = [lu]`: [p] in [1] blocks, each panel's share of the determinant (a product;
+    /// of `logabsdet`, a sum).
+    Det(nums_layout::batch::DetOutput),
 }
 
 /// A Q level of a TSQR tree: the Q rows of each group's stacked blocks, times the
@@ -223,9 +252,10 @@ impl NodeOp {
             | NodeOp::CholeskyBlocked { x } => vec![*x],
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
-            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } | NodeOp::Dense { xs, .. } => {
-                xs.clone()
-            }
+            NodeOp::Einsum { xs, .. }
+            | NodeOp::Concat { xs, .. }
+            | NodeOp::Dense { xs, .. }
+            | NodeOp::Lu { xs, .. } => xs.clone(),
             NodeOp::Tsqr { xs, q, .. } => xs
                 .iter()
                 .copied()
@@ -255,7 +285,10 @@ impl NodeOp {
                 *a = f(*a);
                 *b = f(*b);
             }
-            NodeOp::Einsum { xs, .. } | NodeOp::Concat { xs, .. } | NodeOp::Dense { xs, .. } => {
+            NodeOp::Einsum { xs, .. }
+            | NodeOp::Concat { xs, .. }
+            | NodeOp::Dense { xs, .. }
+            | NodeOp::Lu { xs, .. } => {
                 for x in xs {
                     *x = f(*x);
                 }

@@ -6,15 +6,15 @@
 //! input, each further level the R of groups of `fan-in` R's stacked, until one R is left
 //! (the fan-in is the largest at most [`MAX_FAN_IN`] whose combine fits `memory_mb`).
 //! Q is made only when used, by direct TSQR: from the root down, each level's Q rows times
-//! the Q rows above it. Cholesky of a matrix of several blocks is blocked (left-looking,
-//! one task per block of L); the other square solvers (solve, inv, det) run as one task on
-//! a matrix that fits one invocation, and a larger one is refused here with the memory it
-//! needs.
+//! the Q rows above it. A square matrix of several blocks is factored blocked: Cholesky
+//! left-looking (one task per block of L), LU (solve, inv, det, slogdet) right-looking with
+//! partial pivoting on column panels of all rows (see [`LuStep`]); a matrix in one block is
+//! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
 
 use super::*;
-use crate::graph::TsqrQ;
+use crate::graph::{LuStep, TsqrQ};
 
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
@@ -61,54 +61,28 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (LU, one task: both must fit one invocation)",
-        |s, b| square_op(s, b, "a", Kernel::LuSolve, Some("b")),
+        "`np.linalg.solve` (one block: LU in one task; more: blocked right-looking LU with partial pivoting on column panels of all rows, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`)",
+        |s, b| lu_op(s, b, LuUse::Solve),
     ),
     FuncDef::new(
         "inv",
         &["a"],
-        "`np.linalg.inv` (LU, one task: the matrix must fit one invocation)",
-        |s, b| square_op(s, b, "a", Kernel::Inverse, None),
+        "`np.linalg.inv` (as `solve(a, eye(n))`: one task, or blocked LU on column panels)",
+        |s, b| lu_op(s, b, LuUse::Inverse),
     ),
     FuncDef::new(
         "det",
         &["a"],
-        "`np.linalg.det` (LU, one task: the matrix must fit one invocation)",
-        |s, b| {
-            square_op(
-                s,
-                b,
-                "a",
-                Kernel::Det {
-                    output: DetOutput::Det,
-                },
-                None,
-            )
-        },
+        "`np.linalg.det` (LU: one task, or blocked LU on column panels and the product of each panel's share)",
+        |s, b| lu_op(s, b, LuUse::Det(DetOutput::Det)),
     ),
     FuncDef::new(
         "slogdet",
         &["a"],
-        "`np.linalg.slogdet` (LU, one task: the matrix must fit one invocation)",
+        "`np.linalg.slogdet` (LU as `det`, one factorization for both results)",
         |s, b| {
-            let sign = square_op(
-                s,
-                b,
-                "a",
-                Kernel::Det {
-                    output: DetOutput::Sign,
-                },
-                None,
-            )?;
-            let log = square_op(
-                s,
-                b,
-                "a",
-                Kernel::Det {
-                    output: DetOutput::Logabsdet,
-                },
-                None,
-            )?;
+            let sign = lu_op(s, b, LuUse::Det(DetOutput::Sign))?;
+            let log = lu_op(s, b, LuUse::Det(DetOutput::Logabsdet))?;
             Ok(Val::Fields(vec![("sign", sign), ("logabsdet", log)]))
         },
     ),
@@ -690,6 +664,176 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     )))
 }
 
+/// What a blocked LU is for.
+#[derive(Clone, Copy)]
+enum LuUse {
+    Solve,
+    Inverse,
+    Det(DetOutput),
+}
+
+/// solve, inv, det, slogdet: one task when `a` is one block (LAPACK on the whole matrix);
+/// otherwise blocked right-looking LU with partial pivoting on column panels of all rows
+/// (see [`LuStep`]): `b` (for inv, the identity) is carried through the factorization's
+/// steps and then solved by a blocked back substitution; det is the product of each
+/// panel's share.
+fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
+    let kernel = match what {
+        LuUse::Solve => Kernel::LuSolve,
+        LuUse::Inverse => Kernel::Inverse,
+        LuUse::Det(output) => Kernel::Det { output },
+    };
+    let a = bd.array("a")?;
+    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    if m != n || s.meta(a).num_blocks() <= 1 {
+        let b = matches!(what, LuUse::Solve).then_some("b");
+        return square_op(s, bd, "a", kernel, b);
+    }
+    let mut dtype = s.meta(a).dtype.to_float();
+    let rhs = match what {
+        LuUse::Solve => {
+            let y = s.rhs_arg(bd, "a", n, "b")?;
+            dtype = dtype.promote(s.meta(y).dtype.to_float());
+            Some(y)
+        }
+        _ => None,
+    };
+    let lu = s.lu_panels(a, bd)?;
+    let w = s.meta(lu).block[2];
+    Ok(Val::Arr(match (what, rhs) {
+        (LuUse::Solve, Some(y)) => s.lu_solution(lu, y, dtype),
+        (LuUse::Det(output), _) => {
+            let p = s.meta(lu).shape[0];
+            let shares = s.add(
+                ArrayMeta::new(vec![p], vec![1], DType::Float64),
+                NodeOp::Lu {
+                    xs: vec![lu],
+                    step: LuStep::Det(output),
+                },
+            );
+            let op = match output {
+                DetOutput::Logabsdet => ReduceOp::Sum,
+                _ => ReduceOp::Prod,
+            };
+            let r = s.reduce(shares, op, vec![0], false);
+            s.cast(r, dtype)
+        }
+        _ => {
+            let eye = s.add(
+                ArrayMeta::new(vec![n, n], vec![n, w], DType::Float64),
+                NodeOp::Eye { k: 0 },
+            );
+            s.lu_solution(lu, eye, dtype)
+        }
+    }))
+}
+
+impl Builder<'_> {
+    /// `b` of solve(a, b) for an n x n `a`: 1-D or 2-D with n rows.
+    fn rhs_arg(&self, bd: &Bound, a_name: &str, n: u64, b_name: &str) -> Result<NodeId, EvalError> {
+        let y = bd.array(b_name)?;
+        let ym = self.meta(y);
+        if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): {a_name} is {} and {b_name} has shape {}: {b_name} must be 1-D or 2-D with {n} rows",
+                    bd.f,
+                    dims(&[n, n]),
+                    shape_str(&ym.shape)
+                ),
+            ));
+        }
+        Ok(y)
+    }
+
+    /// The factored panels of `a` (n x n) by blocked LU ([`LuStep::Panels`]), memoized by
+    /// operand: panels of all n rows and `a`'s smaller block side, halved until the
+    /// largest task (a step reading F_k and a panel, writing a panel, getrf's copy of the
+    /// rows it factors) fits `memory_mb`.
+    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<NodeId, EvalError> {
+        if let Some(&lu) = self.lu_memo.get(&a) {
+            return Ok(lu);
+        }
+        let meta = self.meta(a).clone();
+        let n = meta.shape[0];
+        let need = |w: u64| {
+            let panel = (n + 1) * w * 8;
+            crate::sched::task_peak(2 * panel, panel, panel, panel)
+        };
+        let limit = self.job.compute.memory_mb << 20;
+        let mut w = meta.block[0].min(meta.block[1]).min(n);
+        while need(w) > limit && w > 64 {
+            w /= 2;
+        }
+        if need(w) > limit {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): a is {}; blocked LU on column panels of {} needs {} MiB in its largest task; memory_mb is {}",
+                    bd.f,
+                    dims(&[n, n]),
+                    dims(&[n, w]),
+                    mib(need(w)),
+                    self.job.compute.memory_mb
+                ),
+            ));
+        }
+        let x = self.cast(a, DType::Float64);
+        let x = self.rechunk(x, vec![n, w]);
+        let lu = self.add(
+            ArrayMeta::new(
+                vec![n.div_ceil(w), n + 1, n],
+                vec![1, n + 1, w],
+                DType::Float64,
+            ),
+            NodeOp::Lu {
+                xs: vec![x],
+                step: LuStep::Panels,
+            },
+        );
+        self.lu_memo.insert(a, lu);
+        Ok(lu)
+    }
+
+    /// A^-1 y from A's factored panels: y carried through the steps ([`LuStep::Forward`]),
+    /// then the back substitution, in `dtype`.
+    fn lu_solution(&mut self, lu: NodeId, y: NodeId, dtype: DType) -> NodeId {
+        let (p, n, w) = {
+            let m = self.meta(lu);
+            (m.shape[0], m.shape[2], m.block[2])
+        };
+        let vector = self.meta(y).ndim() == 1;
+        let c = if vector { 1 } else { self.meta(y).shape[1] };
+        let wb = c.min(w);
+        let y = self.cast(y, DType::Float64);
+        let y = self.rechunk(y, if vector { vec![n] } else { vec![n, wb] });
+        let versions = |s: &mut Self, steps: u64, xs: Vec<NodeId>, step: LuStep| {
+            s.add(
+                ArrayMeta::new(vec![steps, n, c], vec![1, n, wb], DType::Float64),
+                NodeOp::Lu { xs, step },
+            )
+        };
+        let forward = versions(self, p, vec![lu, y], LuStep::Forward);
+        let mut xs = vec![lu, forward];
+        if p > 1 {
+            xs.push(versions(self, p - 1, vec![lu, forward], LuStep::Backward));
+        }
+        let (shape, block) = if vector {
+            (vec![n], vec![n])
+        } else {
+            (vec![n, c], vec![n, wb])
+        };
+        self.add(
+            ArrayMeta::new(shape, block, dtype),
+            NodeOp::Lu {
+                xs,
+                step: LuStep::Solution,
+            },
+        )
+    }
+}
+
 /// cholesky, solve, inv, det: one task on the square matrix `a` (and `b`), refused when
 /// it cannot fit one invocation.
 fn square_op(
@@ -718,19 +862,8 @@ fn square_op(
         _ => vec![n, n],
     };
     if let Some(bn) = b_name {
-        let y = bd.array(bn)?;
-        let ym = s.meta(y).clone();
-        if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
-            return Err(bd.err(
-                bd.pos,
-                format!(
-                    "{}(): {a_name} is {} and {bn} has shape {}: {bn} must be 1-D or 2-D with {n} rows",
-                    bd.f,
-                    dims(&[m, n]),
-                    shape_str(&ym.shape)
-                ),
-            ));
-        }
+        let y = s.rhs_arg(bd, a_name, n, bn)?;
+        let ym = s.meta(y);
         dtype = dtype.promote(ym.dtype.to_float());
         out_shape = ym.shape.clone();
         xs.push(y);
@@ -753,7 +886,7 @@ fn square_op(
         return Err(bd.err(
             bd.pos,
             format!(
-                "{}(): {a_name} is {}, done here in one task (an LU of the whole matrix; only cholesky is blocked), which needs {} MiB; memory_mb is {}",
+                "{}(): {a_name} is {} in one block, done in one task, which needs {} MiB; memory_mb is {} (in smaller blocks it is factored blocked, each task within memory_mb)",
                 bd.f,
                 dims(&[m, n]),
                 mib(need),
