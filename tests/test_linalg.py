@@ -245,6 +245,15 @@ def test_a_matrix_past_one_invocation_is_blocked_or_refused_with_the_memory_it_n
             # inv: a task per panel step (9 x 10 / 2), per step and panel of the identity
             # forward and back; cholesky: one per block of L on or below the diagonal.
             assert sched["tasks"] > least, (expr, sched["tasks"])
+        # The factorization's structure, in the plan's text and its picture.
+        svg = tmp_path / "plan.svg"
+        p = run(["plan", "--svg", str(svg)], {"s": s, out: expr}, out)
+        assert p.returncode == 0, p.stderr
+        want = {"I": "LU in I: 9000 x 9000 in 18 column panels of 9000 x 500, right-looking with "
+                     "partial pivoting: 171 panel tasks",
+                "L": "Cholesky in L: 9000 x 9000 in 9 x 9 blocks of 1000, left-looking: 45 block tasks"}[out]
+        assert want in p.stdout, p.stdout
+        assert want.split(":")[0] in svg.read_text()
 
 
 def test_plan_shows_the_tsqr_tree(tmp_path):
@@ -253,9 +262,13 @@ def test_plan_shows_the_tsqr_tree(tmp_path):
     job = tmp_path / "job.toml"
     job.write_text(job_text(arrays, {"R": str(tmp_path / "R.npy")}, name="la",
                             storage={"url": f"file://{tmp_path / 'store'}"}))
-    p = subprocess.run([BIN, "plan", str(job)], capture_output=True, text=True, timeout=60)
+    svg = tmp_path / "plan.svg"
+    p = subprocess.run([BIN, "plan", "--svg", str(svg), str(job)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert "TSQR in R: 4000 x 8 in 400 row blocks, 3 levels, fan-in 32" in p.stdout, p.stdout
+    # The picture lists the tree too (bold heading, one line per level).
+    assert ">TSQR in R: 4000 x 8 in 400 row blocks, 3 levels, fan-in 32</text>" in svg.read_text()
+    assert "level 2: 1 blocks" in svg.read_text()
     assert "level 0: 400 blocks (one R per row block)" in p.stdout, p.stdout
     assert "level 1: 13 blocks (each the R of up to 32 stacked R's)" in p.stdout, p.stdout
     assert "level 2: 1 blocks" in p.stdout, p.stdout

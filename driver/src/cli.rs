@@ -327,18 +327,22 @@ pub fn main() -> ExitCode {
                 let plan = |kind| crate::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
                 let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
                 let provisional = crate::planview::provisional(&c);
+                let factorizations = crate::graph::factorizations_text(&c.graph);
                 if json {
                     let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
                     println!("{}", serde_json::to_string_pretty(&j)?);
                 } else {
                     print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
-                    print!("{}", crate::graph::tsqr_text(&c.graph));
+                    print!("{factorizations}");
                     if let Some(why) = provisional {
                         println!("\nprovisional: {why}");
                     }
                 }
                 if let Some(path) = svg {
-                    write_file(&path, &crate::planview::svg(&c.job, &[&lshs, &naive]))?;
+                    write_file(
+                        &path,
+                        &crate::planview::svg(&c.job, &[&lshs, &naive], &factorizations),
+                    )?;
                 }
                 if let Some(path) = timeline {
                     let t = crate::timeline::Timeline::projected(&c.job, &lshs);

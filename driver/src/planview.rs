@@ -244,9 +244,12 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
 /// Both plans as one SVG: per scheduler, each on its own scale (so that both show), the
 /// store bytes each slot reads and writes, and the projected peak memory of every batch
 /// against the limit; axes with units, and the values written on the bars.
-pub(crate) fn svg(job: &Job, plans: &[&Plan]) -> String {
+pub(crate) fn svg(job: &Job, plans: &[&Plan], factorizations: &str) -> String {
     let (w, panel_h) = (960.0, 340.0);
-    let h = 60.0 + panel_h * plans.len() as f64;
+    // The factorizations' structure under the plans, as `plan` prints it, wrapped to the
+    // picture's width.
+    let notes = wrap(factorizations, 140);
+    let h = 60.0 + panel_h * plans.len() as f64 + 18.0 * notes.len() as f64;
     let mut s = Svg::new(
         w,
         h,
@@ -368,11 +371,61 @@ pub(crate) fn svg(job: &Job, plans: &[&Plan]) -> String {
         );
         s.raw("</g>");
     }
+    let y0 = 50.0 + panel_h * plans.len() as f64;
+    for (i, line) in notes.iter().enumerate() {
+        let bold = if line.starts_with(' ') {
+            ""
+        } else {
+            "font-weight='bold'"
+        };
+        s.text(20.0, y0 + 18.0 * i as f64, line, bold);
+    }
     s.finish()
+}
+
+/// `text`'s non-empty lines, each cut at spaces into lines of at most `width` characters
+/// (a continuation indented like a detail line).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let mut cur = indent.to_string();
+        let mut fresh = true; // nothing after the indent yet
+        for word in line.trim_start().split(' ') {
+            if !fresh && cur.len() + 1 + word.len() > width {
+                out.push(std::mem::take(&mut cur));
+                cur = format!("{indent}    ");
+                fresh = true;
+            }
+            if !fresh {
+                cur.push(' ');
+            }
+            cur.push_str(word);
+            fresh = false;
+        }
+        out.push(cur);
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    #[test]
+    fn factorization_notes_wrap_at_spaces_and_keep_their_indent() {
+        let text = "\nLU in X: one two three four\n  level 0: five six seven\n";
+        assert_eq!(
+            wrap(text, 16),
+            [
+                "LU in X: one two",
+                "    three four",
+                "  level 0: five",
+                "      six seven"
+            ]
+        );
+    }
+
     #[test]
     fn projected_seconds_keep_two_significant_digits() {
         let s = super::seconds;

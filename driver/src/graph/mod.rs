@@ -20,7 +20,7 @@ pub use build::{
     MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
 };
 pub use funcs::all_names as function_names;
-pub use funcs::tsqr_text;
+pub use funcs::factorizations_text;
 pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
 
 pub type NodeId = usize;

@@ -631,13 +631,7 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
-    // The planner's projection of the largest task: 2 nb - 2 input blocks (nb on the
-    // diagonal when nb < 2), a block out.
-    let need = |blk: u64| {
-        let nb = n.div_ceil(blk);
-        let bb = blk * blk * 8;
-        crate::sched::task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
-    };
+    let need = |blk: u64| cholesky_task_bytes(n, blk);
     let limit = s.job.compute.memory_mb << 20;
     let mut blk = meta.block[0].min(meta.block[1]).min(n);
     while need(blk) > limit && blk > 64 {
@@ -662,6 +656,22 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
         ArrayMeta::new(vec![n, n], vec![blk, blk], dtype),
         NodeOp::CholeskyBlocked { x },
     )))
+}
+
+/// The planner's projection of blocked Cholesky's largest task (n x n in blocks of
+/// `blk`): 2 nb - 2 input blocks (nb on the diagonal when nb < 2), a block out.
+fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
+    let nb = n.div_ceil(blk);
+    let bb = blk * blk * 8;
+    crate::sched::task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
+}
+
+/// The planner's projection of blocked LU's largest task (n x n in column panels of `w`):
+/// a step reads F_k and a panel (n + 1 rows each), writes a panel, and getrf copies the
+/// rows it factors.
+fn lu_task_bytes(n: u64, w: u64) -> u64 {
+    let panel = (n + 1) * w * 8;
+    crate::sched::task_peak(2 * panel, panel, panel, panel)
 }
 
 /// What a blocked LU is for.
@@ -757,10 +767,7 @@ impl Builder<'_> {
         }
         let meta = self.meta(a).clone();
         let n = meta.shape[0];
-        let need = |w: u64| {
-            let panel = (n + 1) * w * 8;
-            crate::sched::task_peak(2 * panel, panel, panel, panel)
-        };
+        let need = |w: u64| lu_task_bytes(n, w);
         let limit = self.job.compute.memory_mb << 20;
         let mut w = meta.block[0].min(meta.block[1]).min(n);
         while need(w) > limit && w > 64 {
@@ -898,12 +905,41 @@ fn square_op(
     Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
 }
 
-/// The TSQR trees of a graph as `plan` shows them: per tree its operand, levels and
-/// fan-in, and per level its blocks and one task's projected memory (the planner's model:
-/// inputs four times, the output three times, the QR kernel's workspace).
-pub fn tsqr_text(g: &Graph) -> String {
+/// The factorizations of a graph as `plan` shows them (text, and lines of the plan's
+/// SVG): each TSQR tree (its operand, levels and fan-in; per level its blocks and one
+/// task's projected memory: inputs four times, the output three times, the QR kernel's
+/// workspace), each blocked LU (its column panels and tasks) and blocked Cholesky.
+pub fn factorizations_text(g: &Graph) -> String {
     use std::fmt::Write;
     let mut s = String::new();
+    for n in &g.nodes {
+        let name = n.def.as_deref().unwrap_or("?");
+        match &n.op {
+            NodeOp::Lu {
+                step: LuStep::Panels,
+                ..
+            } => {
+                let (p, size, w) = (n.meta.shape[0], n.meta.shape[2], n.meta.block[2]);
+                let _ = writeln!(
+                    s,
+                    "\nLU in {name}: {size} x {size} in {p} column panels of {size} x {w}, right-looking with partial pivoting: {} panel tasks, about {} MiB per task",
+                    p * (p + 1) / 2,
+                    mib(lu_task_bytes(size, w))
+                );
+            }
+            NodeOp::CholeskyBlocked { .. } => {
+                let (size, blk) = (n.meta.shape[0], n.meta.block[0]);
+                let nb = size.div_ceil(blk);
+                let _ = writeln!(
+                    s,
+                    "\nCholesky in {name}: {size} x {size} in {nb} x {nb} blocks of {blk}, left-looking: {} block tasks, about {} MiB in the largest",
+                    nb * (nb + 1) / 2,
+                    mib(cholesky_task_bytes(size, blk))
+                );
+            }
+            _ => {}
+        }
+    }
     let is_r = |id: NodeId| matches!(&g.nodes[id].op, NodeOp::Tsqr { q: None, .. });
     for n in &g.nodes {
         let NodeOp::Tsqr { xs, q: None, .. } = &n.op else {

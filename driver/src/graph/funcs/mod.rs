@@ -16,7 +16,7 @@ mod elementwise;
 mod linalg;
 mod models;
 pub(crate) use linalg::TsqrTree;
-pub use linalg::tsqr_text;
+pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
 
