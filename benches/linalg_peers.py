@@ -1,5 +1,5 @@
 """Linear-algebra benchmark (issue 11): TSQR's R and lstsq of a tall-skinny X, and blocked
-Cholesky of an SPD matrix, by nums-cloud (LSHS and naive), NumPy in memory and Dask, on
+Cholesky and solve (blocked LU) of an SPD matrix, by nums-cloud (LSHS and naive), NumPy in memory and Dask, on
 the same Zarr inputs in one run; prints seconds, ratios and nums-cloud's store traffic.
 
     bash scripts/bench_peers.sh --script benches/linalg_peers.py [--size base|small]
@@ -49,6 +49,8 @@ WORK = {
     "qr": (["X"], "R = \"np.linalg.qr(X, mode='r')\"\n[outputs]\nR = \"R.npy\"\n"),
     "lstsq": (["X", "y"], 'b = "np.linalg.lstsq(X, y)[0]"\n[outputs]\nb = "b.npy"\n'),
     "cholesky": (["S"], 'L = "np.linalg.cholesky(S)"\n[outputs]\nL = "L.npy"\n'),
+    # A general solve (blocked LU with partial pivoting) of 16 right-hand sides.
+    "solve": (["S"], 'x = "np.linalg.solve(S, S[:, :16] + 1.0)"\n[outputs]\nx = "x.npy"\n'),
 }
 
 
@@ -57,6 +59,8 @@ def numpy_fn(key, a):
         return {"R": np.linalg.qr(a["X"], mode="r")}
     if key == "lstsq":
         return {"b": np.linalg.lstsq(a["X"], a["y"], rcond=None)[0]}
+    if key == "solve":
+        return {"x": np.linalg.solve(a["S"], a["S"][:, :16] + 1.0)}
     return {"L": np.linalg.cholesky(a["S"])}
 
 
@@ -66,6 +70,8 @@ def dask_fn(key, a):
         return {"R": da.linalg.tsqr(a["X"])[1]}
     if key == "lstsq":
         return {"b": da.linalg.lstsq(a["X"], a["y"])[0]}
+    if key == "solve":
+        return {"x": da.linalg.solve(a["S"], a["S"][:, :16] + 1.0)}
     return {"L": da.linalg.cholesky(a["S"], lower=True)}
 
 
@@ -79,7 +85,7 @@ def same(key, got, ref):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=sorted(SIZES), default="base")
-    ap.add_argument("--only", default="qr,lstsq,cholesky")
+    ap.add_argument("--only", default="qr,lstsq,cholesky,solve")
     ap.add_argument("--memory-mb", type=int, default=2048)
     ap.add_argument("--nums", default=str(peers.ROOT / "target" / "release" / "nums-cloud"))
     ap.add_argument("--cache", default=str(peers.ROOT / ".cache" / "linalg"))

@@ -74,13 +74,17 @@ def test_large_csv_round_trip_bounds_driver_memory(tmp_path):
         for _ in range(reps):
             f.write(text)
     job = tmp_path / "job.toml"
-    job.write_text(job_text({"D": {"load": str(src)}}, {"D": str(tmp_path / "out.npy")},
+    # Out as CSV too: the driver streams it block-row by block-row.
+    job.write_text(job_text({"D": {"load": str(src)}}, {"D": str(tmp_path / "out.csv")},
                             storage={"url": f"file://{tmp_path / 'store'}"}))
     (rc, out, err), peak = run_measured(job)
     assert rc == 0, err
     assert os.path.getsize(src) > 2.5 * DRIVER_BOUND_MB * 2**20
+    assert os.path.getsize(tmp_path / "out.csv") > 2.5 * DRIVER_BOUND_MB * 2**20
     assert peak < DRIVER_BOUND_MB, f"driver peak RSS {peak:.0f} MB"
-    got = np.load(tmp_path / "out.npy", mmap_mode="r")
+    import pyarrow.csv as pacsv
+    table = pacsv.read_csv(tmp_path / "out.csv", read_options=pacsv.ReadOptions(autogenerate_column_names=True))
+    got = np.column_stack([c.to_numpy() for c in table.columns])
     assert got.shape == (reps * 4096, 8)
     for k in range(0, reps, 64):
         part = got[k * 4096:(k + 64) * 4096].reshape(-1, 4096, 8)
@@ -358,3 +362,30 @@ def test_foreign_zarr_import_runs_in_the_functions_and_bounds_driver_memory(tmp_
     got = np.load(tmp_path / "F.npy", mmap_mode="r")
     assert np.array_equal(got, want) and (want[-1] == -1.0).all()
     np.testing.assert_allclose(np.load(tmp_path / "s.npy"), want.sum(axis=0), rtol=1e-12)
+
+
+def test_csv_outputs_of_every_dtype_and_refused_past_2d(tmp_path):
+    """`.csv` outputs: 2-D float64 (full precision), 1-D int64 past 2^53, float32 and bool,
+    each as np.loadtxt reads it; a 3-D array to .csv is refused at check, by key."""
+    arrays = {"F": {"random": "normal", "shape": [50, 3], "block": [7, 2], "seed": 4},
+              "I": "arange(9007199254740993, 9007199254741013)",
+              "S": "F.astype('float32')",
+              "B": "F[:, 0] > 0",
+              "T": "zeros((2, 2, 2))"}
+    outs = {k: str(tmp_path / f"{k}.csv") for k in "FISB"}
+    outs["Fn"] = str(tmp_path / "F.npy")
+    arrays["Fn"] = "F"
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outs, storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    f = np.load(tmp_path / "F.npy")
+    assert np.array_equal(np.loadtxt(tmp_path / "F.csv", delimiter=","), f)
+    assert np.array_equal(np.loadtxt(tmp_path / "I.csv", dtype=np.int64),
+                          np.arange(9007199254740993, 9007199254741013))
+    assert np.array_equal(np.loadtxt(tmp_path / "S.csv", delimiter=",", dtype=np.float32), f.astype(np.float32))
+    assert np.array_equal(np.loadtxt(tmp_path / "B.csv", dtype=np.int64), (f[:, 0] > 0).astype(np.int64))
+    outs["T"] = str(tmp_path / "T.csv")
+    job.write_text(job_text(arrays, outs, storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "outputs.T" in p.stderr and "a .csv file holds a 1-D or 2-D array" in p.stderr, p.stderr

@@ -176,6 +176,9 @@ pub struct ArrayDef {
 pub enum Target {
     /// A local `.npy` file (absolute path).
     Npy(PathBuf),
+    /// A local `.csv` file (absolute path) of a 1-D or 2-D array: comma-separated, no
+    /// header, every value in full precision (as `np.savetxt(f, a, delimiter=",")`).
+    Csv(PathBuf),
     /// A Zarr v3 array in a store, at `path` under the store's root.
     Zarr { store: StoreSpec, path: String },
 }
@@ -185,7 +188,7 @@ impl Target {
     /// Zarr folder, or `s3://bucket/path` (lexically normalised: no `.` or `..`).
     pub fn place(&self) -> PathBuf {
         match self {
-            Target::Npy(p) => lexical(p),
+            Target::Npy(p) | Target::Csv(p) => lexical(p),
             Target::Zarr { store, path } => {
                 match url::Url::parse(&store.url)
                     .ok()
@@ -221,31 +224,24 @@ fn lexical(p: &Path) -> PathBuf {
 }
 
 /// The output suffixes nums-cloud writes, for errors: what each becomes.
-const OUTPUT_SUFFIXES: &str =
-    ".npy (a NumPy file), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
+const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file), .csv (comma-separated text, 1-D or 2-D arrays), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
 
 /// Refuses an output path whose suffix nums-cloud does not write (it would otherwise
-/// become a Zarr folder named `x.parquet`). `npy_ok`: a local path, where `.npy` is a file.
-fn check_output_suffix(dest: &str, path: &str, npy_ok: bool) -> Result<(), String> {
+/// become a Zarr folder named `x.parquet`). `file_ok`: a local path, where `.npy` and
+/// `.csv` are files.
+fn check_output_suffix(dest: &str, path: &str, file_ok: bool) -> Result<(), String> {
     let ext = Path::new(path)
         .extension()
         .map(|x| x.to_string_lossy().into_owned());
     match ext.as_deref() {
         None | Some("zarr") => Ok(()),
-        Some("npy") if npy_ok => Ok(()),
-        Some("npy") => Err(format!(
-            "{dest:?}: an s3:// output is a Zarr array, so nums-cloud does not write a .npy file there; write it to a local .npy path, or name the Zarr array with .zarr or no suffix"
+        Some("npy" | "csv") if file_ok => Ok(()),
+        Some(x @ ("npy" | "csv")) => Err(format!(
+            "{dest:?}: an s3:// output is a Zarr array, so nums-cloud does not write a .{x} file there; write it to a local .{x} path, or name the Zarr array with .zarr or no suffix (`nums-cloud get ARRAY FILE.{x}` writes a file from it)"
         )),
-        Some(x) => {
-            let hint = if x.eq_ignore_ascii_case("csv") {
-                " (for a .csv file, write a .npy or Zarr output, then `nums-cloud get ARRAY FILE.csv`)"
-            } else {
-                ""
-            };
-            Err(format!(
-                "{dest:?}: nums-cloud does not write .{x} files; an output's suffix is {OUTPUT_SUFFIXES}{hint}"
-            ))
-        }
+        Some(x) => Err(format!(
+            "{dest:?}: nums-cloud does not write .{x} files; an output's suffix is {OUTPUT_SUFFIXES}"
+        )),
     }
 }
 
@@ -628,6 +624,8 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
     check_output_suffix(dest, &p.to_string_lossy(), true)?;
     if p.extension().is_some_and(|x| x == "npy") {
         Ok(Target::Npy(p))
+    } else if p.extension().is_some_and(|x| x == "csv") {
+        Ok(Target::Csv(p))
     } else {
         // A Zarr array is a folder: its parent is the store, its name the array path.
         let parent = p
@@ -1144,7 +1142,7 @@ V = '''
         for (dest, words) in [
             ("x.parquet", "does not write .parquet files"),
             ("x.h5", "does not write .h5 files"),
-            ("out/x.csv", "nums-cloud get ARRAY FILE.csv"),
+            ("s3://b/x.csv", "nums-cloud get ARRAY FILE.csv"),
             ("s3://b/x.npy", "an s3:// output is a Zarr array"),
             ("s3://b/x.txt", "does not write .txt files"),
         ] {
@@ -1155,7 +1153,14 @@ V = '''
             assert_eq!((e.line, e.key.as_str()), (4, "outputs.X"), "{e}");
             assert!(e.message.contains(dest) && e.message.contains(words), "{e}");
         }
-        for dest in ["x.npy", "x.zarr", "out/x", "s3://b/x.zarr", "s3://b/p/x"] {
+        for dest in [
+            "x.npy",
+            "out/x.csv",
+            "x.zarr",
+            "out/x",
+            "s3://b/x.zarr",
+            "s3://b/p/x",
+        ] {
             parse(&format!(
                 "[arrays]\nX = {{ zeros = [2] }}\n[outputs]\nX = \"{dest}\"\n"
             ))

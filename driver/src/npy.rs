@@ -291,22 +291,35 @@ impl CsvWriter {
         })
     }
 
-    /// Appends a slab of rows (1-D: one value per line; 2-D: one row per line).
+    /// Appends a slab of rows (1-D: one value per line; 2-D: one row per line), each value
+    /// formatted straight into the buffered file (a slab's text is never held whole).
     pub(crate) fn write(&mut self, slab: &Block) -> Result<(), String> {
         use std::io::Write;
         let cols = slab.shape().get(1).copied().unwrap_or(1).max(1);
-        let text: Vec<String> = match slab {
-            Block::F64(a) => a.iter().map(|v| format!("{v:?}")).collect(),
-            Block::F32(a) => a.iter().map(|v| format!("{v:?}")).collect(),
-            Block::I64(a) => a.iter().map(|v| v.to_string()).collect(),
-            Block::Bool(a) => a.iter().map(|&v| (v as u8).to_string()).collect(),
+        let out = &mut self.out;
+        let mut put = |i: usize, v: std::fmt::Arguments<'_>| -> std::io::Result<()> {
+            out.write_fmt(v)?;
+            out.write_all(if (i + 1).is_multiple_of(cols) { b"\n" } else { b"," })
         };
-        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.tmp.display());
-        for row in text.chunks(cols) {
-            self.out.write_all(row.join(",").as_bytes()).map_err(err)?;
-            self.out.write_all(b"\n").map_err(err)?;
-        }
-        Ok(())
+        let r = match slab {
+            Block::F64(a) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
+            Block::F32(a) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
+            Block::I64(a) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, v)| put(i, format_args!("{v}"))),
+            Block::Bool(a) => a
+                .iter()
+                .enumerate()
+                .try_for_each(|(i, &v)| put(i, format_args!("{}", v as u8))),
+        };
+        r.map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))
     }
 
     pub(crate) fn finish(mut self) -> Result<(), String> {

@@ -255,7 +255,7 @@ impl Report {
         }
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
-                Target::Npy(p) => p.display().to_string(),
+                Target::Npy(p) | Target::Csv(p) => p.display().to_string(),
                 Target::Zarr { store, path } => {
                     format!("{}/{path}", store.url.trim_end_matches('/'))
                 }

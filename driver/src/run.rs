@@ -1181,8 +1181,12 @@ async fn export(
 ) -> anyhow::Result<Option<Block>> {
     const PREVIEW: u64 = 64;
     match target {
-        Target::Npy(path) => {
-            crate::arrays::export_npy(arr, store, path).await?;
+        Target::Npy(path) | Target::Csv(path) => {
+            if matches!(target, Target::Csv(_)) {
+                crate::arrays::export_csv(arr, store, path).await?;
+            } else {
+                crate::arrays::export_npy(arr, store, path).await?;
+            }
             if arr.meta.len() <= PREVIEW {
                 return Ok(Some(crate::arrays::read_small(arr, store).await?));
             }

@@ -131,6 +131,18 @@ pub fn build_staged(
     for o in &job.outputs {
         let id = g.named[&o.name];
         g.nodes[id].persist = true;
+        let ndim = g.nodes[id].meta.ndim();
+        if matches!(o.target, crate::job::Target::Csv(_)) && !(1..=2).contains(&ndim) {
+            return Err(job.err(
+                o.line,
+                format!("outputs.{}", o.name),
+                format!(
+                    "{} has shape {} ({ndim}-D); a .csv file holds a 1-D or 2-D array: write a .npy or Zarr output",
+                    o.name,
+                    shape_str(&g.nodes[id].meta.shape)
+                ),
+            ));
+        }
     }
     for n in &mut g.nodes {
         n.persist |= n.op.is_import();
