@@ -78,3 +78,20 @@ def test_clear_errors(tmp_path):
     cli("put", "a.npy", "d/X", cwd=tmp_path)
     p = cli("get", "d/X", "x.txt", cwd=tmp_path, check=False)
     assert p.returncode == 1 and ".npy or a .csv" in p.stderr
+
+
+def test_put_reads_a_csv_with_the_job_file_options(tmp_path):
+    """put --header --delimiter --usecols --dtype: the `load` keys of a job file, with the
+    same errors (an unknown column lists the header)."""
+    (tmp_path / "t.tsv.csv").write_text("a\tb\tc\n1\t2\t3\n4\t5\t9007199254740993\n")
+    cli("put", "t.tsv.csv", "d/T", "--header", "--delimiter", "\t", "--usecols", "c,0",
+        "--dtype", "int64", cwd=tmp_path)
+    cli("get", "d/T", "t.npy", cwd=tmp_path)
+    got = np.load(tmp_path / "t.npy")
+    assert got.dtype == np.int64 and got.tolist() == [[3, 1], [9007199254740993, 4]]
+    cli("put", "t.tsv.csv", "d/U", "--header", "--delimiter", "\t", "--usecols=-2", cwd=tmp_path)
+    cli("get", "d/U", "u.npy", cwd=tmp_path)
+    assert np.load(tmp_path / "u.npy").tolist() == [2.0, 5.0]
+    p = cli("put", "t.tsv.csv", "d/V", "--header", "--delimiter", "\t", "--usecols", "zz",
+            cwd=tmp_path, check=False)
+    assert p.returncode == 1 and 'no column "zz"' in p.stderr and '"a", "b", "c"' in p.stderr, p.stderr

@@ -451,6 +451,7 @@ pub(crate) fn put_job(
     file: &Path,
     path: &str,
     block: Option<&[u64]>,
+    load_keys: &str,
 ) -> anyhow::Result<crate::job::Job> {
     let (job, name) = path
         .split_once('/')
@@ -483,7 +484,7 @@ pub(crate) fn put_job(
         })
         .unwrap_or_default();
     text += &format!(
-        "[arrays]\n{name} = {{ load = {}{block} }}\n[outputs]\n{name} = {}\n",
+        "[arrays]\n{name} = {{ load = {}{block}{load_keys} }}\n[outputs]\n{name} = {}\n",
         toml_str(&file.to_string_lossy()),
         toml_str(&format!("{}/{path}", spec.url.trim_end_matches('/')))
     );

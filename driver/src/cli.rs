@@ -156,6 +156,8 @@ enum Cmd {
         #[arg(long, value_delimiter = ',')]
         block: Option<Vec<u64>>,
         #[command(flatten)]
+        load: LoadArgs,
+        #[command(flatten)]
         store: StoreArgs,
     },
     /// Delete stored arrays (or a whole job's prefix), after asking (or with --yes).
@@ -195,6 +197,52 @@ struct StoreArgs {
     /// Take the store from this job file's [storage].
     #[arg(long = "job-file")]
     job_file: Option<PathBuf>,
+}
+
+/// How `put` reads its file: the job file's `load` keys (CSV options, dtype).
+#[derive(clap::Args, Debug, Default)]
+struct LoadArgs {
+    /// The array's dtype (e.g. int64 for a CSV of integers; default float64 for CSV).
+    #[arg(long)]
+    dtype: Option<String>,
+    /// CSV: the first line names the columns.
+    #[arg(long)]
+    header: bool,
+    /// CSV: the field separator, one character ("\t" for tabs; default ",").
+    #[arg(long)]
+    delimiter: Option<String>,
+    /// CSV: the columns to read, by index (negative from the end) or header name, e.g.
+    /// --usecols 0,2,-1 or --usecols price,size.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    usecols: Option<Vec<String>>,
+}
+
+impl LoadArgs {
+    /// The keys as a job file writes them beside `load` (`, header = true, ...`).
+    fn job_keys(&self) -> String {
+        let q = |v: &str| serde_json::to_string(v).expect("a string");
+        let mut out = String::new();
+        if let Some(d) = &self.dtype {
+            out += &format!(", dtype = {}", q(d));
+        }
+        if self.header {
+            out += ", header = true";
+        }
+        if let Some(d) = &self.delimiter {
+            out += &format!(", delimiter = {}", q(d));
+        }
+        if let Some(cols) = &self.usecols {
+            let cols: Vec<String> = cols
+                .iter()
+                .map(|c| match c.trim().parse::<i64>() {
+                    Ok(i) => i.to_string(),
+                    Err(_) => q(c.trim()),
+                })
+                .collect();
+            out += &format!(", usecols = [{}]", cols.join(", "));
+        }
+        out
+    }
 }
 
 impl StoreArgs {
@@ -496,6 +544,7 @@ pub fn main() -> ExitCode {
                 file,
                 array,
                 block,
+                load,
                 store,
             } => {
                 let spec = crate::arrays::store_spec(
@@ -504,7 +553,13 @@ pub fn main() -> ExitCode {
                     store.job_file.as_deref(),
                 )?;
                 let path = crate::arrays::array_path(&array)?;
-                let job = crate::arrays::put_job(&spec, &file, &path, block.as_deref())?;
+                let job = crate::arrays::put_job(
+                    &spec,
+                    &file,
+                    &path,
+                    block.as_deref(),
+                    &load.job_keys(),
+                )?;
                 let opts = crate::run::RunOptions {
                     defaults,
                     ctrl_c: true,

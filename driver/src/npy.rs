@@ -299,7 +299,11 @@ impl CsvWriter {
         let out = &mut self.out;
         let mut put = |i: usize, v: std::fmt::Arguments<'_>| -> std::io::Result<()> {
             out.write_fmt(v)?;
-            out.write_all(if (i + 1).is_multiple_of(cols) { b"\n" } else { b"," })
+            out.write_all(if (i + 1).is_multiple_of(cols) {
+                b"\n"
+            } else {
+                b","
+            })
         };
         let r = match slab {
             Block::F64(a) => a
