@@ -8,6 +8,7 @@ import hmac
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 
 import numpy as np
@@ -183,6 +184,20 @@ def test_truncated_npy_refused_before_running(tmp_path):
 
 def s3_put(garage, key, body):
     """A signed (SigV4) PUT of one object to Garage, with the standard library only."""
+    s3_request(garage, "PUT", key, body)
+
+
+def s3_get(garage, key):
+    """The bytes of one object in Garage (a signed GET), or None where there is none."""
+    try:
+        return s3_request(garage, "GET", key)
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def s3_request(garage, method, key, body=b""):
     host = garage.endpoint.split("://", 1)[1]
     now = datetime.datetime.now(datetime.timezone.utc)
     amz, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
@@ -190,19 +205,57 @@ def s3_put(garage, key, body):
     payload = hashlib.sha256(body).hexdigest()
     headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": amz}
     signed = ";".join(sorted(headers))
-    canonical = "\n".join(["PUT", path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, payload])
+    canonical = "\n".join([method, path, "", *(f"{k}:{headers[k]}" for k in sorted(headers)), "", signed, payload])
     scope = f"{day}/{garage.region}/s3/aws4_request"
     to_sign = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canonical.encode()).hexdigest()])
     k = ("AWS4" + garage.secret_key).encode()
     for part in (day, garage.region, "s3", "aws4_request"):
         k = hmac.new(k, part.encode(), hashlib.sha256).digest()
     sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
-    req = urllib.request.Request(garage.endpoint + path, data=body, method="PUT", headers={
+    req = urllib.request.Request(garage.endpoint + path, data=body if method == "PUT" else None,
+                                 method=method, headers={
         "x-amz-content-sha256": payload, "x-amz-date": amz,
         "Authorization": f"AWS4-HMAC-SHA256 Credential={garage.access_key}/{scope}, SignedHeaders={signed}, Signature={sig}",
     })
     with urllib.request.urlopen(req, timeout=30) as r:
         assert r.status == 200
+        return r.read()
+
+
+def test_npy_outputs_to_s3_written_by_the_functions(garage, tmp_path):
+    """s3:// .npy outputs: a 37 MiB one written by the functions as five parts of one
+    multipart upload (memory_mb 128: parts of 8 MiB, the array re-blocked to whole rows),
+    a small one and a 0-d one by the driver with one PUT; each byte for byte what np.save
+    writes. A job whose run fails leaves no file."""
+    import io
+    b = garage.bucket
+    arrays = {"X": {"random": "normal", "shape": [600_000, 8], "block": [70_000, 5], "seed": 5},
+              "i": "arange(7) * 3", "s": "sum(X[:10, 0])", "Xl": "X"}
+    outputs = {"X": f"s3://{b}/exports/x.npy", "i": f"s3://{b}/exports/i.npy",
+               "s": f"s3://{b}/exports/s.npy", "Xl": str(tmp_path / "X.npy")}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, storage={"url": f"s3://{b}/exp", "endpoint": garage.endpoint},
+                            compute={"memory_mb": 128}))
+    run(job, "--stats", str(tmp_path / "stats.json"), env=garage.env())
+    x = np.load(tmp_path / "X.npy")
+    for key, want in [("x.npy", x), ("i.npy", np.arange(7) * 3), ("s.npy", np.sum(x[:10, 0]))]:
+        body = s3_get(garage, f"exports/{key}")
+        f = io.BytesIO()
+        np.save(f, want)
+        assert body == f.getvalue(), key
+    # The export was a stage of function tasks: one per part.
+    import json
+    timeline = json.loads((tmp_path / "stats.json").read_text())["timeline"]
+    export = [i for i in timeline if i["stage"].startswith("export-X-")]
+    assert export and sum(i["tasks"] for i in export) >= 5, timeline
+    # A failing run (a singular solve after the export's outputs) writes no new file.
+    arrays["bad"] = "np.linalg.inv(zeros((4, 4)))"
+    outputs = {"X": f"s3://{b}/exports/never.npy", "bad": str(tmp_path / "bad.npy")}
+    job.write_text(job_text(arrays, outputs, storage={"url": f"s3://{b}/exp", "endpoint": garage.endpoint},
+                            compute={"memory_mb": 128}))
+    p = run(job, env=garage.env(), check=False)
+    assert p.returncode == 1 and "Singular matrix" in p.stderr, p.stderr
+    assert s3_get(garage, "exports/never.npy") is None
 
 
 def test_npy_and_csv_from_garage(garage, tmp_path):

@@ -179,6 +179,9 @@ pub enum Target {
     /// A local `.csv` file (absolute path) of a 1-D or 2-D array: comma-separated, no
     /// header, every value in full precision (as `np.savetxt(f, a, delimiter=",")`).
     Csv(PathBuf),
+    /// A `.npy` file in an S3 bucket (`s3://bucket/key.npy`), written by the functions as
+    /// the parts of one multipart upload (it appears whole when the upload completes).
+    NpyStore { store: StoreSpec, key: String },
     /// A Zarr v3 array in a store, at `path` under the store's root.
     Zarr { store: StoreSpec, path: String },
 }
@@ -189,6 +192,11 @@ impl Target {
     pub fn place(&self) -> PathBuf {
         match self {
             Target::Npy(p) | Target::Csv(p) => lexical(p),
+            Target::NpyStore { store, key } => PathBuf::from(format!(
+                "{}/{}",
+                store.url.trim_end_matches('/'),
+                lexical(Path::new(key)).display()
+            )),
             Target::Zarr { store, path } => {
                 match url::Url::parse(&store.url)
                     .ok()
@@ -224,20 +232,21 @@ fn lexical(p: &Path) -> PathBuf {
 }
 
 /// The output suffixes nums-cloud writes, for errors: what each becomes.
-const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file), .csv (comma-separated text, 1-D or 2-D arrays), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
+const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file, local or s3://), .csv (comma-separated text of a 1-D or 2-D array, local), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
 
 /// Refuses an output path whose suffix nums-cloud does not write (it would otherwise
-/// become a Zarr folder named `x.parquet`). `file_ok`: a local path, where `.npy` and
-/// `.csv` are files.
-fn check_output_suffix(dest: &str, path: &str, file_ok: bool) -> Result<(), String> {
+/// become a Zarr folder named `x.parquet`). `local`: a local path, where `.csv` is a
+/// file too (`.npy` is a file anywhere).
+fn check_output_suffix(dest: &str, path: &str, local: bool) -> Result<(), String> {
     let ext = Path::new(path)
         .extension()
         .map(|x| x.to_string_lossy().into_owned());
     match ext.as_deref() {
         None | Some("zarr") => Ok(()),
-        Some("npy" | "csv") if file_ok => Ok(()),
-        Some(x @ ("npy" | "csv")) => Err(format!(
-            "{dest:?}: an s3:// output is a Zarr array, so nums-cloud does not write a .{x} file there; write it to a local .{x} path, or name the Zarr array with .zarr or no suffix (`nums-cloud get ARRAY FILE.{x}` writes a file from it)"
+        Some("npy") => Ok(()),
+        Some("csv") if local => Ok(()),
+        Some("csv") => Err(format!(
+            "{dest:?}: nums-cloud writes .csv files on local paths only; write it to a local .csv path, or to an s3:// .npy file or Zarr array (`nums-cloud get ARRAY FILE.csv` writes a CSV from it)"
         )),
         Some(x) => Err(format!(
             "{dest:?}: nums-cloud does not write .{x} files; an output's suffix is {OUTPUT_SUFFIXES}"
@@ -607,6 +616,15 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
             ));
         }
         check_output_suffix(dest, path.trim_matches('/'), false)?;
+        if path.ends_with(".npy") {
+            return Ok(Target::NpyStore {
+                store: StoreSpec {
+                    url: format!("s3://{bucket}"),
+                    endpoint: storage.endpoint.clone(),
+                },
+                key: path.trim_matches('/').to_string(),
+            });
+        }
         return Ok(Target::Zarr {
             store: StoreSpec {
                 url: format!("s3://{bucket}"),
@@ -1143,7 +1161,6 @@ V = '''
             ("x.parquet", "does not write .parquet files"),
             ("x.h5", "does not write .h5 files"),
             ("s3://b/x.csv", "nums-cloud get ARRAY FILE.csv"),
-            ("s3://b/x.npy", "an s3:// output is a Zarr array"),
             ("s3://b/x.txt", "does not write .txt files"),
         ] {
             let e = parse(&format!(
@@ -1160,6 +1177,7 @@ V = '''
             "out/x",
             "s3://b/x.zarr",
             "s3://b/p/x",
+            "s3://b/p/x.npy",
         ] {
             parse(&format!(
                 "[arrays]\nX = {{ zeros = [2] }}\n[outputs]\nX = \"{dest}\"\n"

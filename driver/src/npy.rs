@@ -169,6 +169,33 @@ pub(crate) struct NpyWriter {
     left: u64,
 }
 
+/// The header of a C-order `.npy` file (format 1.0) of `dtype` and `shape`, padded so
+/// that the data starts at a multiple of 64 bytes.
+pub(crate) fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {
+    let descr = match dtype {
+        DType::Float64 => "<f8",
+        DType::Float32 => "<f4",
+        DType::Int64 => "<i8",
+        DType::Bool => "|b1",
+    };
+    let dims = match shape {
+        [n] => format!("({n},)"),
+        s => format!(
+            "({})",
+            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let mut text = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
+    // Magic (6) + version (2) + length (2) + header + newline: a multiple of 64.
+    let total = 10 + text.len() + 1;
+    text.push_str(&" ".repeat(total.div_ceil(64) * 64 - total));
+    text.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(text.len() as u16).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+    out
+}
+
 impl NpyWriter {
     pub(crate) fn create(path: &Path, dtype: DType, shape: &[u64]) -> Result<NpyWriter, String> {
         use std::io::Write;
@@ -179,31 +206,9 @@ impl NpyWriter {
         let tmp = path.with_extension("npy.partial");
         let f = std::fs::File::create(&tmp)
             .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
-        let descr = match dtype {
-            DType::Float64 => "<f8",
-            DType::Float32 => "<f4",
-            DType::Int64 => "<i8",
-            DType::Bool => "|b1",
-        };
-        let dims = match shape {
-            [n] => format!("({n},)"),
-            s => format!(
-                "({})",
-                s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-            ),
-        };
-        let mut header =
-            format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {dims}, }}");
-        // Magic (6) + version (2) + length (2) + header + newline: a multiple of 64.
-        let total = 10 + header.len() + 1;
-        header.push_str(&" ".repeat(total.div_ceil(64) * 64 - total));
-        header.push('\n');
         let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
-        let err = |e: std::io::Error| format!("cannot write {}: {e}", tmp.display());
-        out.write_all(b"\x93NUMPY\x01\x00").map_err(err)?;
-        out.write_all(&(header.len() as u16).to_le_bytes())
-            .map_err(err)?;
-        out.write_all(header.as_bytes()).map_err(err)?;
+        out.write_all(&header(dtype, shape))
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
         Ok(NpyWriter {
             out,
             tmp,

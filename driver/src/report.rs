@@ -36,7 +36,8 @@ pub(crate) fn mib(b: u64) -> String {
 /// send to the answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invocation {
-    /// The stage it belongs to: `main`, or `mask-N` for a boolean mask computed first.
+    /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first, or
+    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file.
     pub stage: String,
     /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
     pub batch: usize,
@@ -256,6 +257,9 @@ impl Report {
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
                 Target::Npy(p) | Target::Csv(p) => p.display().to_string(),
+                Target::NpyStore { store, key } => {
+                    format!("{}/{key}", store.url.trim_end_matches('/'))
+                }
                 Target::Zarr { store, path } => {
                     format!("{}/{path}", store.url.trim_end_matches('/'))
                 }

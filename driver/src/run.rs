@@ -127,7 +127,13 @@ async fn check_stores_take_writes(job: &Job, store: &Store) -> anyhow::Result<()
         .await
         .map_err(|e| job.err(job.storage_line, "storage.url", e))?;
     for o in &job.outputs {
-        if let Target::Zarr { store: spec, path } = &o.target {
+        let (spec, path) = match &o.target {
+            Target::Zarr { store, path } => (store, path.as_str()),
+            // The folder the file goes in.
+            Target::NpyStore { store, key } => (store, key.rsplit_once('/').map_or("", |k| k.0)),
+            _ => continue,
+        };
+        {
             let key = format!("outputs.{}", o.name);
             let s = Store::open(spec).map_err(|e| job.err(o.line, &key, e.to_string()))?;
             check_writable(&s, path)
@@ -456,6 +462,19 @@ async fn execute(
             _ => format!("{}/{}", job.name, o.name),
         };
         let arr = StoredArray::new(&path, g.nodes[id].meta.clone())?;
+        if let Target::NpyStore { store: spec, key } = &o.target {
+            let stage = Stage {
+                job,
+                run,
+                invoker,
+                store,
+                measured,
+                probes: &c.probes,
+            };
+            export_npy_to_s3(&stage, &arr, spec, key, &o.name)
+                .await
+                .with_context(|| format!("output {}", o.name))?;
+        }
         let preview = export(&arr, &o.target, store)
             .await
             .with_context(|| format!("output {}", o.name))?;
@@ -1173,6 +1192,141 @@ pub async fn read_whole(
     Ok(full)
 }
 
+/// What a stage of a run dispatches with.
+struct Stage<'a> {
+    job: &'a Job,
+    run: &'a Run,
+    invoker: &'a Invoker,
+    store: &'a Store,
+    measured: &'a std::sync::Mutex<Measured>,
+    probes: &'a graph::Probes,
+}
+
+/// Writes an output to a `.npy` file on S3. One of at most 5 MiB is written by the driver
+/// with one PUT; a larger one by the functions in a stage of its own, each task writing
+/// whole rows as one part of a multipart upload the driver starts and completes (parts of
+/// at least 5 MiB, at most 10,000 of them), so the file appears whole or not at all (an
+/// upload that fails is aborted).
+async fn export_npy_to_s3(
+    st: &Stage<'_>,
+    arr: &StoredArray,
+    spec: &nums_layout::StoreSpec,
+    key: &str,
+    name: &str,
+) -> anyhow::Result<()> {
+    const MIN_PART: u64 = 5 << 20;
+    let dst = Store::open(spec)?;
+    let meta = &arr.meta;
+    let header = crate::npy::header(meta.dtype, &meta.shape);
+    let size = meta.dtype.size() as u64;
+    if meta.ndim() == 0 || meta.len() * size <= MIN_PART {
+        let mut bytes = header;
+        nums_function::export::le_bytes(&read_whole(arr, st.store, false).await?, &mut bytes);
+        return Ok(dst.put(key, bytes.into()).await?);
+    }
+    // Rows per part: about 64 MiB (a sixteenth of memory_mb if less: a re-blocking task
+    // holds the blocks it reads and its part, three times over), at least 5 MiB.
+    let row = meta.shape[1..].iter().product::<u64>() * size;
+    let target = ((st.job.compute.memory_mb << 20) / 16).clamp(MIN_PART, 64 << 20);
+    let rows = (target / row)
+        .max(MIN_PART.div_ceil(row))
+        .max(meta.shape[0].div_ceil(10_000))
+        .min(meta.shape[0]);
+    let parts = meta.shape[0].div_ceil(rows);
+    let upload = dst.create_multipart(key).await?;
+    let etags = async {
+        let mut g = Graph::default();
+        let node = |g: &Graph, meta: ArrayMeta, op: NodeOp| graph::Node {
+            id: g.nodes.len(),
+            meta,
+            op,
+            name: None,
+            persist: false,
+            def: Some(name.to_string()),
+        };
+        let n = node(
+            &g,
+            meta.clone(),
+            NodeOp::InPlace {
+                path: arr.path.clone(),
+                sparse: false,
+            },
+        );
+        g.nodes.push(n);
+        let mut block = meta.shape.clone();
+        block[0] = rows;
+        if meta.block != block {
+            let m = ArrayMeta::new(meta.shape.clone(), block, meta.dtype);
+            let n = node(&g, m, NodeOp::Rechunk { x: 0 });
+            g.nodes.push(n);
+        }
+        let etag_meta = ArrayMeta::new(
+            vec![parts, nums_layout::batch::ETAG_BYTES as u64],
+            vec![1, nums_layout::batch::ETAG_BYTES as u64],
+            nums_layout::DType::Int64,
+        );
+        let op = NodeOp::ExportNpy {
+            x: g.nodes.len() - 1,
+            dest: spec.clone(),
+            key: key.to_string(),
+            upload: upload.clone(),
+            header,
+        };
+        let mut n = node(&g, etag_meta, op);
+        // Named after the upload: a resumed run never takes another upload's parts as done.
+        let tag = format!("export-{name}-{:08x}", fnv(upload.as_bytes()) as u32);
+        (n.name, n.persist) = (Some(tag.clone()), true);
+        let id = n.id;
+        g.named.insert(tag.clone(), id);
+        g.nodes.push(n);
+        let prefix = st.run.prefix();
+        let plan = plan_job(st.job, &g, &prefix, st.probes)?;
+        st.measured.lock().expect("measured").tasks += plan.tasks;
+        describe_staged(st.job, &g, st.run, st.store).await?;
+        dispatch_stage(
+            st.job,
+            &tag,
+            &plan,
+            st.run,
+            st.invoker,
+            st.store,
+            st.measured,
+        )
+        .await?;
+        let tags = StoredArray::new(&tasks::node_path(&prefix, &g, id), g.nodes[id].meta.clone())?;
+        let Block::I64(values) = read_whole(&tags, st.store, false).await? else {
+            return Err(anyhow!("the parts' ETags are not int64"));
+        };
+        values
+            .rows()
+            .into_iter()
+            .map(|r| {
+                let b = Block::I64(r.to_owned().into_dyn());
+                nums_function::export::etag_of(&b).map_err(|e| anyhow!(e))
+            })
+            .collect::<anyhow::Result<Vec<String>>>()
+    }
+    .await;
+    let done = match etags {
+        Ok(etags) => dst
+            .complete_multipart(key, &upload, etags)
+            .await
+            .map_err(Into::into),
+        Err(e) => Err(e),
+    };
+    if done.is_err() {
+        let _ = dst.abort_multipart(key, &upload).await;
+    }
+    done
+}
+
+/// FNV-1a of some bytes (a short stable tag).
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Writes an output; returns the values when the array is small enough to print.
 async fn export(
     arr: &StoredArray,
@@ -1187,6 +1341,13 @@ async fn export(
             } else {
                 crate::arrays::export_npy(arr, store, path).await?;
             }
+            if arr.meta.len() <= PREVIEW {
+                return Ok(Some(crate::arrays::read_small(arr, store).await?));
+            }
+            Ok(None)
+        }
+        Target::NpyStore { .. } => {
+            // Written by `export_npy_to_s3`.
             if arr.meta.len() <= PREVIEW {
                 return Ok(Some(crate::arrays::read_small(arr, store).await?));
             }

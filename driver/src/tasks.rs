@@ -739,6 +739,28 @@ impl<'g> BlockWork<'g> {
                     ),
                 }
             }
+            NodeOp::ExportNpy {
+                x,
+                dest,
+                key,
+                upload,
+                header,
+            } => {
+                let mut src = vec![0; meta(*x).ndim()];
+                src[0] = idx[0];
+                let input = b(*x, &src);
+                one(
+                    Kernel::ExportNpyPart {
+                        dest: dest.clone(),
+                        key: key.clone(),
+                        upload: upload.clone(),
+                        part: idx[0] as usize,
+                        header: if idx[0] == 0 { header.clone() } else { vec![] },
+                        bytes: input.nbytes(g),
+                    },
+                    vec![input],
+                )
+            }
             NodeOp::Dense { kernel, xs } => one(
                 kernel.clone(),
                 xs.iter().map(|&x| BlockId::new(x, 0)).collect(),

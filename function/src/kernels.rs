@@ -62,6 +62,9 @@ pub fn run(
         | Kernel::ImportZarr { .. } => {
             return Err("an import kernel reads its file before it runs (see `import`)".into());
         }
+        Kernel::ExportNpyPart { .. } => {
+            return Err("an export part uploads as it runs (see `export`)".into());
+        }
         Kernel::Unary { op } => unary(*op, one(inputs)?),
         Kernel::Binary { op } => {
             let [a, b] = inputs else {

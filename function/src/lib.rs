@@ -10,6 +10,7 @@
 extern crate blas_src;
 
 pub mod einsum;
+pub mod export;
 pub mod import;
 pub mod kernels;
 pub mod linalg;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use nums_layout::batch::{Batch, BlockRef, Stats, Task};
+use nums_layout::batch::{Batch, BlockRef, Kernel, Stats, Task};
 use nums_layout::{Block, ErrorKind, Store, StoredArray};
 
 /// Why an invocation failed; the kind tells the driver whether a retry can help.
@@ -155,6 +156,24 @@ impl<'a> Invocation<'a> {
         let (kernel, index) = (t.kernel.clone(), t.output.index.clone());
         let counters = self.store.counters.clone();
         async move {
+            // An export's part is uploaded by the kernel itself (its output: the ETag).
+            if let Kernel::ExportNpyPart { .. } = &kernel {
+                let t0 = Instant::now();
+                let input = inputs.into_iter().next().ok_or_else(|| FnError::Kernel {
+                    task: n,
+                    message: "an export part needs its rows".into(),
+                    block: key.clone(),
+                })?;
+                let block =
+                    export::put_part(&kernel, input, &counters)
+                        .await
+                        .map_err(|message| FnError::Kernel {
+                            task: n,
+                            message,
+                            block: key,
+                        })?;
+                return Ok((block, t0.elapsed().as_secs_f64()));
+            }
             // An import reads its file first (ranged reads, counted as this invocation's).
             let reads_file = import::is_import(&kernel);
             let fetched = if reads_file {

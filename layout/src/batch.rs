@@ -512,6 +512,19 @@ pub enum Kernel {
         path: String,
         scratch: u64,
     },
+    /// Writes part `part` of the multipart upload `upload` of the `.npy` file `key` in the
+    /// S3 store `dest`: `header` (the file's header, given to part 0 only), then the
+    /// little-endian C-order bytes of the one input, `bytes` of them (rows of the array,
+    /// all of each row). Output: the part's ETag, which completing the upload names it
+    /// by, one byte per element of a [1, [`ETAG_BYTES`]] int64 block, zero-padded.
+    ExportNpyPart {
+        dest: StoreSpec,
+        key: String,
+        upload: String,
+        part: usize,
+        header: Vec<u8>,
+        bytes: u64,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum { subscripts: String, operands: usize },
@@ -729,6 +742,7 @@ impl Kernel {
                 metadata, fetch, ..
             } => metadata.1 + fetch,
             Kernel::ImportZarr { scratch, .. } => *scratch,
+            Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
             _ => 0,
         }
     }
@@ -849,6 +863,9 @@ impl Stats {
         self.peak_memory_bytes = self.peak_memory_bytes.max(o.peak_memory_bytes);
     }
 }
+
+/// The longest ETag a [`Kernel::ExportNpyPart`] output holds (S3's are 34 characters).
+pub const ETAG_BYTES: usize = 256;
 
 /// Lambda's synchronous payload limit, each way.
 pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;

@@ -188,6 +188,17 @@ pub enum NodeOp {
         xs: Vec<NodeId>,
         step: LuStep,
     },
+    /// The parts of a `.npy` file on S3 (an output's export stage, built by the run): block
+    /// i of this [parts, ETAG_BYTES] node uploads `x`'s block row i (whole rows) as part i
+    /// of multipart upload `upload` of `key` in `dest` (part 0 led by `header`), and holds
+    /// the part's ETag.
+    ExportNpy {
+        x: NodeId,
+        dest: StoreSpec,
+        key: String,
+        upload: String,
+        header: Vec<u8>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -249,6 +260,7 @@ impl NodeOp {
             | NodeOp::Reshape { x }
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
+            | NodeOp::ExportNpy { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
@@ -275,6 +287,7 @@ impl NodeOp {
             | NodeOp::Reshape { x }
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
+            | NodeOp::ExportNpy { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
             NodeOp::Binary { a, b, .. } => {
                 *a = f(*a);

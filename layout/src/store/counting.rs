@@ -34,6 +34,12 @@ impl IoCounters {
     fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
     }
+
+    /// A PUT of `n` bytes made outside the counting store (a multipart upload's part).
+    pub fn count_put(&self, n: u64) {
+        IoCounters::add(&self.put_requests, 1);
+        IoCounters::add(&self.bytes_written, n);
+    }
 }
 
 /// Counts every request made through it (GETs with the bytes they return, PUTs with the

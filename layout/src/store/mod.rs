@@ -69,6 +69,9 @@ pub struct Store {
     spec: StoreSpec,
     /// The folder of a `file://` store (where empty folders are pruned after deletes).
     local_root: Option<std::path::PathBuf>,
+    /// An S3 store's client and root prefix, for multipart uploads whose parts several
+    /// processes write (object_store's `MultipartStore`, which `PrefixStore` hides).
+    s3: Option<(object_store::aws::AmazonS3, String)>,
     pub counters: Arc<IoCounters>,
 }
 
@@ -82,6 +85,7 @@ impl Store {
         };
         let url = url::Url::parse(&spec.url).map_err(|e| err(format!("not a URL: {e}")))?;
         let mut local_root = None;
+        let mut s3_client = None;
         let rooted: Arc<dyn ObjectStore> = match url.scheme() {
             "file" => {
                 let dir = url
@@ -137,6 +141,7 @@ impl Store {
                 }
                 let s3 = b.build().map_err(|e| err(e.to_string()))?;
                 let root = url.path().trim_matches('/');
+                s3_client = Some((s3.clone(), root.to_string()));
                 if root.is_empty() {
                     Arc::new(s3)
                 } else {
@@ -149,13 +154,14 @@ impl Store {
                 )));
             }
         };
-        Ok(Store::counted(rooted, spec.clone(), local_root))
+        Ok(Store::counted(rooted, spec.clone(), local_root, s3_client))
     }
 
     fn counted(
         rooted: Arc<dyn ObjectStore>,
         spec: StoreSpec,
         local_root: Option<std::path::PathBuf>,
+        s3: Option<(object_store::aws::AmazonS3, String)>,
     ) -> Store {
         let c = CountingStore::new(rooted.clone());
         Store {
@@ -164,6 +170,7 @@ impl Store {
             rooted,
             spec,
             local_root,
+            s3,
         }
     }
 
@@ -177,6 +184,7 @@ impl Store {
             self.rooted.clone(),
             self.spec.clone(),
             self.local_root.clone(),
+            self.s3.clone(),
         )
     }
 
@@ -268,6 +276,87 @@ impl Store {
         }
         w.finish().await.map_err(|e| self.err(e, key))?;
         Ok(total)
+    }
+
+    /// The S3 client and the full path of `key` (the URL's prefix joined), for the
+    /// multipart calls; an error on a local folder.
+    fn s3_path(&self, key: &str) -> Result<(&object_store::aws::AmazonS3, Path)> {
+        let (s3, root) = self.s3.as_ref().ok_or_else(|| Error::Store {
+            url: self.spec.to_string(),
+            message: format!("{key}: multipart uploads are for s3:// stores"),
+        })?;
+        let full = if root.is_empty() {
+            key.trim_matches('/').to_string()
+        } else {
+            format!("{root}/{}", key.trim_matches('/'))
+        };
+        Ok((s3, Path::from(full)))
+    }
+
+    /// Starts a multipart upload of `key` whose parts other processes may write
+    /// ([`Store::put_part`]); returns its id. Nothing is visible at `key` until
+    /// [`Store::complete_multipart`] (an upload never completed is removed by the
+    /// bucket's lifecycle rule, or [`Store::abort_multipart`]).
+    pub async fn create_multipart(&self, key: &str) -> Result<String> {
+        use object_store::multipart::MultipartStore;
+        let (s3, path) = self.s3_path(key)?;
+        s3.create_multipart(&path)
+            .await
+            .map_err(|e| self.err(e, key))
+    }
+
+    /// Writes part `part` (from 0; every part but the last at least 5 MiB) of upload
+    /// `upload`; returns the part's ETag, which completing the upload names it by. A part
+    /// written again replaces the earlier one.
+    pub async fn put_part(
+        &self,
+        key: &str,
+        upload: &str,
+        part: usize,
+        data: Bytes,
+    ) -> Result<String> {
+        use object_store::multipart::MultipartStore;
+        let (s3, path) = self.s3_path(key)?;
+        let n = data.len() as u64;
+        let id = s3
+            .put_part(
+                &path,
+                &upload.to_string(),
+                part,
+                PutPayload::from_bytes(data),
+            )
+            .await
+            .map_err(|e| self.err(e, key))?;
+        self.counters.count_put(n);
+        Ok(id.content_id)
+    }
+
+    /// Completes upload `upload` from its parts' ETags in part order: `key` appears whole.
+    pub async fn complete_multipart(
+        &self,
+        key: &str,
+        upload: &str,
+        etags: Vec<String>,
+    ) -> Result<()> {
+        use object_store::multipart::{MultipartStore, PartId};
+        let (s3, path) = self.s3_path(key)?;
+        let parts = etags
+            .into_iter()
+            .map(|content_id| PartId { content_id })
+            .collect();
+        s3.complete_multipart(&path, &upload.to_string(), parts)
+            .await
+            .map_err(|e| self.err(e, key))?;
+        Ok(())
+    }
+
+    /// Abandons upload `upload` (its parts are deleted; `key` is untouched).
+    pub async fn abort_multipart(&self, key: &str, upload: &str) -> Result<()> {
+        use object_store::multipart::MultipartStore;
+        let (s3, path) = self.s3_path(key)?;
+        s3.abort_multipart(&path, &upload.to_string())
+            .await
+            .map_err(|e| self.err(e, key))
     }
 
     /// Whether [`Store::put_if_absent`] is known to be atomic here (a local folder: an
