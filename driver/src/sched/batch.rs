@@ -217,7 +217,20 @@ struct Cutter<'a> {
     work: Vec<u64>,
 }
 
+/// Ends a slot's open batch (if any), recording its peak.
+fn close(open: &mut Option<Open>, cut: &mut Cut) {
+    if let Some(done) = open.take() {
+        cut.peak[done.batch as usize] = done.steps.peak().max(done.copy_max);
+    }
+}
+
 impl Cutter<'_> {
+    /// Whether task `p` ends its batch ([`critical`]): published as soon as it is made,
+    /// not after the slot's other work of that step.
+    fn publishes(&self, p: usize) -> bool {
+        critical(&self.tasks.kernels[self.tasks.kernel[p] as usize])
+    }
+
     /// A task without inputs whose block is small: made again where needed.
     fn cheap(&self, p: usize) -> bool {
         !self.one_per_batch
@@ -381,6 +394,9 @@ pub(super) fn cut(
             let t = c.trial(o, i);
             if t.peak <= limit {
                 c.apply(o, i, t, &mut cut);
+                if c.publishes(i) {
+                    close(&mut open[s], &mut cut);
+                }
                 continue;
             }
         }
@@ -419,8 +435,10 @@ pub(super) fn cut(
         };
         let t = c.trial(&o, i);
         c.apply(&mut o, i, t, &mut cut);
-        if let Some(done) = open[s].replace(o) {
-            cut.peak[done.batch as usize] = done.steps.peak().max(done.copy_max);
+        close(&mut open[s], &mut cut);
+        open[s] = Some(o);
+        if c.publishes(i) {
+            close(&mut open[s], &mut cut);
         }
     }
     for o in open.into_iter().flatten() {

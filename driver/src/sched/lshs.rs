@@ -305,7 +305,10 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 ins.extend(t.inputs.iter().map(|b| blocks.id(b, &[])));
                 // New blocks (no inputs) and the job's outputs go to their block-cyclic home,
                 // so that arrays blocked alike line up on the same slots.
-                let s = if sim.is_named(&t.output) || t.inputs.is_empty() {
+                let s = if sim.is_named(&t.output)
+                    || t.inputs.is_empty()
+                    || panel_home(cx, &t.output).is_some()
+                {
                     home(cx, &t.output)
                 } else {
                     sim.choose(&ins, &t.output, o, blocks)
@@ -406,11 +409,13 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
     true
 }
 
-/// A ready task's priority on its slot: free memory first (last uses of its inputs), then
-/// bring in as little new data as possible (a block read or made), then use what the slot
-/// holds; then the smaller output, then the task placed first.
+/// A ready task's priority on its slot: what other slots wait for first ([`critical`]),
+/// then free memory (last uses of its inputs), then bring in as little new data as
+/// possible (a block read or made), then use what the slot holds; then the smaller
+/// output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Score {
+    critical: bool,
     freed: u64,
     new: Reverse<u64>,
     held: u32,
@@ -500,6 +505,7 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             new += out;
         }
         Score {
+            critical: critical(&tasks.kernels[tasks.kernel[i] as usize]),
             freed,
             new: Reverse(new),
             held,

@@ -239,7 +239,32 @@ const CHECK_MAX_TASKS: usize = 200_000;
 
 /// Which slot a block belongs to when nothing else says: block-cyclic over the workers.
 pub(super) fn home(cx: &Ctx, b: &BlockId) -> usize {
-    (b.block % cx.workers as u64) as usize
+    panel_home(cx, b).unwrap_or((b.block % cx.workers as u64) as usize)
+}
+
+/// Whether a task's output is what other slots' next work waits for, so that it goes
+/// first among its slot's ready tasks and ends its invocation (is published at once): a
+/// blocked LU's factored panel, read by every update of the next step.
+pub(super) fn critical(kernel: &Kernel) -> bool {
+    matches!(kernel, Kernel::LuPanel { factor: true, .. })
+}
+
+/// The slot of a blocked LU's panel version: cyclic over the panel (its column), whatever
+/// the step, so that each slot keeps its panels through the factorization and only the
+/// factored panel of each step crosses slots (ScaLAPACK's 1-D block-cyclic LU). Placed by
+/// loads alone, every update would follow the factored panel it reads onto one slot.
+pub(super) fn panel_home(cx: &Ctx, b: &BlockId) -> Option<usize> {
+    let n = &cx.g.nodes[b.node];
+    match n.op {
+        crate::graph::NodeOp::Lu {
+            step: crate::graph::LuStep::Panels,
+            ..
+        } => {
+            let panels = n.meta.shape[0].max(1);
+            Some(((b.block % panels) % cx.workers as u64) as usize)
+        }
+        _ => None,
+    }
 }
 
 /// A block's number in the plan's dense tables.

@@ -685,3 +685,39 @@ fn golden_plans() {
         diff.join("\n")
     );
 }
+
+/// Blocked LU (and Cholesky) graphs keep the invariants on any cluster; under LSHS the
+/// LU's panel versions stay on their column's slot (so both slots update panels) and
+/// every factored panel ends its invocation.
+#[test]
+fn blocked_factorizations_plan_with_panels_on_every_slot() {
+    let text = "[arrays]\nA = { random = \"normal\", shape = [300, 300], block = [40, 40] }\n\
+         b = { random = \"normal\", shape = [300, 3], block = [40, 3] }\n\
+         x = \"np.linalg.solve(A, b)\"\nd = \"np.linalg.det(A)\"\n\
+         L = \"np.linalg.cholesky(A @ A.T + 300 * eye(300))\"\n\
+         [outputs]\nx = \"out/x.npy\"\nd = \"out/d.npy\"\nL = \"out/L.npy\"\n";
+    let g = job_graph(text);
+    for workers in [1, 2, 3, 8] {
+        for kind in KINDS {
+            plan_checked(&g, kind, workers, 2048).unwrap();
+        }
+    }
+    let p = plan_checked(&g, SchedulerKind::Lshs, 2, 2048).unwrap();
+    let mut update_slots = std::collections::HashSet::new();
+    for b in &p.batches {
+        let batch = b.batch();
+        for (k, t) in batch.tasks.iter().enumerate() {
+            if let Kernel::LuPanel { factor, .. } = &t.kernel {
+                if *factor {
+                    assert_eq!(k + 1, batch.tasks.len(), "a factored panel ends its batch");
+                } else if batch.arrays[t.output.array as usize]
+                    .path
+                    .contains("/tmp/x-")
+                {
+                    update_slots.insert(b.slot);
+                }
+            }
+        }
+    }
+    assert_eq!(update_slots.len(), 2, "panel updates on both slots");
+}
