@@ -1,7 +1,8 @@
-import json
 """np.linalg through the real binary against NumPy: TSQR qr (1, 2 and many row blocks,
 ragged, blocks shorter than the matrix is wide, several tree levels), lstsq, svd, svdvals,
-norm, and the one-task square solvers; both schedulers; LinAlgError and bad shapes."""
+norm, and the square solvers in one task and blocked (Cholesky, LU with pivoting); both
+schedulers; a subset on Garage; LinAlgError and bad shapes; plan's factorization text."""
+import json
 import subprocess
 
 import numpy as np
@@ -272,3 +273,26 @@ def test_plan_shows_the_tsqr_tree(tmp_path):
     assert "level 0: 400 blocks (one R per row block)" in p.stdout, p.stdout
     assert "level 1: 13 blocks (each the R of up to 32 stacked R's)" in p.stdout, p.stdout
     assert "level 2: 1 blocks" in p.stdout, p.stdout
+
+
+def test_factorizations_on_garage(garage, tmp_path):
+    """A subset with the store on a real S3 server: TSQR R and lstsq, blocked Cholesky and
+    blocked LU solve, det."""
+    g = rng.normal(size=(70, 70))
+    spd = g @ g.T + 70 * np.eye(70)
+    arrays = inputs(tmp_path, a=(A, [20, 6]), b=(B, [20, 2]), s=(spd, [25, 25]), g=(g, [30, 30]),
+                    r=(rhs[:, :2].repeat(2, axis=0)[:70], [30, 2]))
+    exprs = {"R": "np.linalg.qr(a, mode='r')", "x": "np.linalg.lstsq(a, b)[0]",
+             "L": "np.linalg.cholesky(s)", "X": "np.linalg.solve(g, r)", "d": "np.linalg.det(g)"}
+    arrays.update(exprs)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {k: str(tmp_path / f"{k}.npy") for k in exprs}, name="la",
+                            storage={"url": f"s3://{garage.bucket}/la", "endpoint": garage.endpoint}))
+    run(job, env=garage.env())
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in exprs}
+    r0 = rhs[:, :2].repeat(2, axis=0)[:70]
+    close(np.abs(got["R"]), np.abs(np.linalg.qr(A, mode="r")))
+    close(got["x"], np.linalg.lstsq(A, B, rcond=None)[0])
+    close(got["L"], np.linalg.cholesky(spd))
+    close(got["X"], np.linalg.solve(g, r0))
+    close(got["d"], np.linalg.det(g), rtol=1e-9)
