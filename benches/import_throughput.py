@@ -7,7 +7,6 @@ file whole (np.load; np.loadtxt for CSV), with the driver's peak RSS, side by si
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -16,26 +15,15 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+import nums  # noqa: E402
 from nums import job_text  # noqa: E402
 
 
 def run_measured(bin_, job):
-    t = time.monotonic()
-    p = subprocess.Popen([bin_, "run", str(job), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    peak = 0
-    while p.poll() is None:
-        try:
-            with open(f"/proc/{p.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
-        except FileNotFoundError:
-            pass
-        time.sleep(0.02)
-    _, err = p.communicate()
+    p, seconds, peak = nums.run_measured([bin_, "run", str(job), "--quiet"])
     if p.returncode:
-        raise SystemExit(err.decode())
-    return time.monotonic() - t, peak / 1024
+        raise SystemExit(p.stderr)
+    return seconds, peak
 
 
 def raw_read(path):

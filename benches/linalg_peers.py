@@ -99,10 +99,7 @@ def main():
     peers.write_inputs(store, bin_, cache, setup_text(store, s), f"linalg-setup-{args.size}")
     job_dir = Path(tempfile.mkdtemp(prefix="linalg-jobs-", dir=cache))
 
-    from distributed import Client, LocalCluster
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
-    client = Client(cluster)
-    client.wait_for_workers(2)
+    client, cluster = peers.dask_cluster()
 
     rows, failed = [], False
     for key in args.only.split(","):

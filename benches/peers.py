@@ -193,6 +193,15 @@ class Store:
 # ---------------------------------------------------------------------------------------
 # Running nums-cloud
 
+def dask_cluster():
+    """A LocalCluster of 2 processes x 1 thread (the peers' Dask), and its client, ready."""
+    from distributed import Client, LocalCluster
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    client = Client(cluster)
+    client.wait_for_workers(2)
+    return client, cluster
+
+
 def nums_run(bin_, job_dir, name, text):
     """Run one job; the process's wall time and its --stats JSON."""
     job_dir.mkdir(parents=True, exist_ok=True)

@@ -2,6 +2,7 @@
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +21,27 @@ def toml_value(v):
     if isinstance(v, dict):
         return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
     return repr(v)
+
+
+def run_measured(cmd, env=None):
+    """Runs `cmd`, polling its peak RSS (VmHWM in /proc) until it exits; returns the
+    CompletedProcess, its wall seconds and its peak RSS in MB."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **(env or {})})
+    peak_kb = 0
+    while p.poll() is None:
+        try:
+            with open(f"/proc/{p.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak_kb = max(peak_kb, int(line.split()[1]))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+        time.sleep(0.02)
+    out, err = p.communicate()
+    done = subprocess.CompletedProcess(cmd, p.returncode, out, err)
+    return done, time.perf_counter() - t0, peak_kb / 1024
 
 
 def job_text(arrays, outputs, name="t", storage=None, compute=None):

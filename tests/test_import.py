@@ -7,13 +7,13 @@ import hashlib
 import hmac
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
 
+import nums
 from nums import BIN, job_text, run
 
 # The driver's peak RSS bound for the large round trips (its inputs are ~400 MB).
@@ -21,22 +21,10 @@ DRIVER_BOUND_MB = 150
 
 
 def run_measured(job_path):
-    """Runs the job, polling the driver's VmHWM (peak RSS, kB) until it exits; returns
-    (CompletedProcess-like tuple (returncode, stdout, stderr), peak MB)."""
-    p = subprocess.Popen([BIN, "run", str(job_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    status = f"/proc/{p.pid}/status"
-    peak_kb = 0
-    while p.poll() is None:
-        try:
-            with open(status) as f:
-                for line in f:
-                    if line.startswith("VmHWM:"):
-                        peak_kb = max(peak_kb, int(line.split()[1]))
-        except (FileNotFoundError, ProcessLookupError):
-            pass
-        time.sleep(0.02)
-    out, err = p.communicate(timeout=60)
-    return (p.returncode, out, err), peak_kb / 1024
+    """Runs the job, measuring the driver's peak RSS; returns ((returncode, stdout, stderr),
+    peak MB)."""
+    p, _, peak = nums.run_measured([BIN, "run", str(job_path)])
+    return (p.returncode, p.stdout, p.stderr), peak
 
 
 def test_large_npy_round_trip_bounds_driver_memory(tmp_path):
