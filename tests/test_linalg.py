@@ -238,6 +238,9 @@ def test_a_matrix_past_one_invocation_is_blocked_or_refused_with_the_memory_it_n
                         "x": "np.linalg.solve(s, y)"}, "x")
     assert p.returncode != 0
     assert "solve(): a is 200000 x 200000; blocked LU on column panels of 200000 x 62 needs" in p.stderr, p.stderr
+    narrow = {"random": "normal", "shape": [70000, 70000], "block": [1000, 64]}
+    p = run(["check"], {"s": narrow, "d": "np.linalg.det(s)"}, "d")
+    assert p.returncode != 0 and "1094 steps of 1094 panels" in p.stderr and "larger blocks" in p.stderr, p.stderr
     for expr, out, least in [("np.linalg.inv(s)", "I", 45 + 2 * 81), ("np.linalg.cholesky(s @ s.T)", "L", 45)]:
         p = run(["plan", "--json"], {"s": s, out: expr}, out)
         assert p.returncode == 0, p.stderr

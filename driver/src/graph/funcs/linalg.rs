@@ -786,6 +786,22 @@ impl Builder<'_> {
                 ),
             ));
         }
+        // One block per (step, panel): a matrix of very many narrow panels is refused here,
+        // by what it is, rather than as an internal array past the block limit.
+        let p = n.div_ceil(w);
+        if p * p > super::build::MAX_BLOCKS_PER_ARRAY {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): a is {}; blocked LU on column panels of {} takes {p} steps of {p} panels ({} panel versions, over the limit of {}): give `a` larger blocks (a panel is as wide as a's smaller block side, and a task holds about 11 panels within memory_mb)",
+                    bd.f,
+                    dims(&[n, n]),
+                    dims(&[n, w]),
+                    p * p,
+                    super::build::MAX_BLOCKS_PER_ARRAY
+                ),
+            ));
+        }
         let x = self.cast(a, DType::Float64);
         let x = self.rechunk(x, vec![n, w]);
         let lu = self.add(
