@@ -179,9 +179,11 @@ def main():
         srcs = {}
         for k, v in files.items():
             key = f"{bucket}/import-files-{args.size}/{v.name}"
-            if not fs.exists(key):
+            if not fs.exists(key) or fs.size(key) != v.stat().st_size:
                 peers.log(f"files: uploading {v.name} to Garage")
-                fs.put(str(v), key)
+                # Parts of 64 MiB, two at a time (s3fs's default concurrency stalled on
+                # Garage with a 4 GB file).
+                fs.put_file(str(v), key, chunksize=64 << 20, max_concurrency=2)
             srcs[k] = f"s3://{key}"
     job_dir = Path(tempfile.mkdtemp(prefix="import-jobs-", dir=cache))
     client, cluster = peers.dask_cluster()
