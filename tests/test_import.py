@@ -264,6 +264,36 @@ def test_npy_and_csv_from_garage(garage, tmp_path):
     assert np.array_equal(np.load(outputs["C"]), c)
 
 
+def test_csv_of_many_pieces_on_garage_is_indexed_in_parallel(garage, tmp_path):
+    """A 13 MB CSV on S3 (a header, comments, blank lines and CRLF scattered through it) is
+    indexed in 4 MiB pieces read several at once: the import equals np.loadtxt, and a bad
+    field past the first pieces is reported at its line in the whole file."""
+    rng = np.random.default_rng(21)
+    a = np.round(rng.normal(size=(500_000, 3)), 5)
+    lines = ["x;y;z"]
+    for i, row in enumerate(a):
+        if i % 50_000 == 7:
+            lines += ["# a comment", ""]
+        lines.append(";".join(repr(float(v)) for v in row))
+    body = "\r\n".join(lines) + "\r\n"
+    assert len(body) > 3 * (4 << 20)
+    s3_put(garage, "inputs/many.csv", body.encode())
+    arrays = {"A": {"load": f"s3://{garage.bucket}/inputs/many.csv", "header": True, "delimiter": ";",
+                    "block": [150_000, 2]}}
+    job = tmp_path / "job.toml"
+    storage = {"url": f"s3://{garage.bucket}/many", "endpoint": garage.endpoint}
+    job.write_text(job_text(arrays, {"A": str(tmp_path / "A.npy")}, storage=storage))
+    run(job, env=garage.env())
+    assert np.array_equal(np.load(tmp_path / "A.npy"), a)
+    # A bad field in row 400,000: its line counts the header, the comments and blanks.
+    k = 1 + 400_000 + 2 * 8  # header, rows before it, 8 comment-and-blank pairs
+    lines[k] = lines[k].replace(";", ";oops", 1)
+    s3_put(garage, "inputs/many.csv", ("\r\n".join(lines) + "\r\n").encode())
+    p = run(job, env=garage.env(), check=False)
+    assert p.returncode != 0
+    assert f"many.csv:{k + 1}: column 2" in p.stderr, p.stderr
+
+
 def test_local_inputs_uploaded_for_lambda_with_a_bucket(garage, tmp_path):
     """The lambda backend (the local Lambda-compatible endpoint, functions as processes)
     with a bucket store: the run uploads local `.npy` and CSV inputs to the bucket in parts,

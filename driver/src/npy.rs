@@ -344,9 +344,9 @@ impl CsvWriter {
 /// Every how many data rows a [`CsvIndex`] marks where a row starts.
 pub(crate) const CSV_STRIDE: u64 = 1024;
 
-/// Where the data rows of a CSV file of numbers are, learnt by one streamed pass over its
-/// lines (no field is parsed: the functions parse their own rows). A data row is a line
-/// with something before its `#` comment; `\r\n` line ends are taken.
+/// Where the data rows of a CSV file of numbers are, learnt by one pass over its lines (no
+/// field is parsed: the functions parse their own rows), made piece by piece and merged. A
+/// data row is a line with something before its `#` comment; `\r\n` line ends are taken.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CsvIndex {
     /// Bytes of the file.
@@ -356,21 +356,49 @@ pub struct CsvIndex {
     pub columns: u64,
     /// The header line's names (a file read with `header`), else none.
     pub names: Vec<String>,
-    /// (byte offset, line from 1) of data rows 0, `CSV_STRIDE`, 2 `CSV_STRIDE`, ...
-    pub marks: Vec<(u64, u64)>,
+    /// (data row, byte offset, line from 1) of some data rows, in order: at least every
+    /// `CSV_STRIDE` rows, and the first row of each piece scanned.
+    pub marks: Vec<(u64, u64, u64)>,
+    /// Lines of the file (with the last one, whether or not it ends in a newline).
+    pub lines: u64,
 }
 
 impl CsvIndex {
     /// For data rows `r0..r1`: (first byte, end byte, line of the first byte, data rows
     /// to pass over from there).
     pub fn span(&self, r0: u64, r1: u64) -> (u64, u64, u64, u64) {
-        let m = (r0 / CSV_STRIDE) as usize;
-        let (start, line) = self.marks[m];
-        let end = self
-            .marks
-            .get(r1.div_ceil(CSV_STRIDE) as usize)
-            .map_or(self.size, |x| x.0);
-        (start, end, line, r0 - m as u64 * CSV_STRIDE)
+        let m = self.marks.partition_point(|x| x.0 <= r0).saturating_sub(1);
+        let (row, start, line) = self.marks[m];
+        let end = self.marks[self.marks.partition_point(|x| x.0 < r1)..]
+            .first()
+            .map_or(self.size, |x| x.1);
+        (start, end, line, r0 - row)
+    }
+
+    /// The index of a file cut into pieces at line starts, from each piece's own index (its
+    /// offsets, lines and rows counted from the piece's start), in file order.
+    pub(crate) fn merge(pieces: Vec<(u64, CsvIndex)>, size: u64) -> CsvIndex {
+        let mut out = CsvIndex {
+            size,
+            ..Default::default()
+        };
+        for (start, p) in pieces {
+            if out.names.is_empty() && !p.names.is_empty() {
+                out.names = p.names;
+                out.columns = p.columns;
+            }
+            if out.columns == 0 {
+                out.columns = p.columns;
+            }
+            out.marks.extend(
+                p.marks
+                    .iter()
+                    .map(|&(r, o, l)| (out.rows + r, start + o, out.lines + l)),
+            );
+            out.rows += p.rows;
+            out.lines += p.lines;
+        }
+        out
     }
 }
 
@@ -420,7 +448,7 @@ impl CsvScanner {
         } else if !data.is_empty() {
             let ix = &mut self.index;
             if ix.rows.is_multiple_of(CSV_STRIDE) {
-                ix.marks.push((self.line_start, self.line));
+                ix.marks.push((ix.rows, self.line_start, self.line));
             }
             if ix.rows == 0 && ix.names.is_empty() {
                 ix.columns = memchr::memchr_iter(self.delimiter, data).count() as u64 + 1;
@@ -453,6 +481,7 @@ impl CsvScanner {
             self.line_done(&line, line.len() as u64);
         }
         self.index.size = self.line_start;
+        self.index.lines = self.line - 1;
         self.index
     }
 }
@@ -471,10 +500,78 @@ mod tests {
             }
             let ix = s.finish();
             assert_eq!(
-                (ix.size, ix.rows, ix.columns, ix.marks.clone()),
-                (text.len() as u64, 3, 2, vec![(5, 2)])
+                (ix.size, ix.rows, ix.columns, ix.marks.clone(), ix.lines),
+                (text.len() as u64, 3, 2, vec![(0, 5, 2)], 6)
             );
             assert_eq!(ix.span(1, 3), (5, text.len() as u64, 2, 1));
+        }
+    }
+
+    /// An index merged from pieces cut at line starts is the whole file's: the same rows,
+    /// columns, names and lines, and every span the same bytes.
+    #[test]
+    fn csv_index_merged_from_pieces_is_the_whole_files() {
+        let mut text = b"a;b\r\n# note\n".to_vec();
+        for i in 0..3000 {
+            text.extend_from_slice(format!("{i};{}\r\n", i * 2).as_bytes());
+            if i % 700 == 0 {
+                text.extend_from_slice(b"\n  # gap\n");
+            }
+        }
+        text.extend_from_slice(b"3000;6000"); // no final newline
+        let whole = |bytes: &[u8], header| {
+            let mut s = CsvScanner::new(b';', header);
+            s.feed(bytes);
+            s.finish()
+        };
+        let all = whole(&text, true);
+        for cuts in [vec![5000], vec![1, 17, 9000, 20000], vec![13, 14, 15]] {
+            // Cut at line starts only, as the probe does.
+            let mut starts = vec![0usize];
+            for c in cuts {
+                let at = memchr::memchr(b'\n', &text[c.min(text.len() - 1)..]).map(|p| c + p + 1);
+                if let Some(at) = at.filter(|&a| a < text.len() && a > *starts.last().unwrap()) {
+                    starts.push(at);
+                }
+            }
+            let mut pieces = Vec::new();
+            for (k, &s0) in starts.iter().enumerate() {
+                let s1 = starts.get(k + 1).copied().unwrap_or(text.len());
+                pieces.push((s0 as u64, whole(&text[s0..s1], k == 0)));
+            }
+            let merged = CsvIndex::merge(pieces, text.len() as u64);
+            assert_eq!(
+                (merged.rows, merged.columns, &merged.names, merged.lines),
+                (all.rows, all.columns, &all.names, all.lines)
+            );
+            // A span's first row (by skipping from its start) and that row's line; the
+            // last row of the span lies before its end.
+            let nth_row = |start: u64, line: u64, skip: u64| -> (u64, Vec<u8>, u64) {
+                let (mut at, mut line_no, mut seen) = (start, line, 0);
+                for l in text[start as usize..].split(|&c| c == b'\n') {
+                    let d = l.split(|&c| c == b'#').next().unwrap();
+                    if !d.trim_ascii().is_empty() {
+                        if seen == skip {
+                            return (at, l.to_vec(), line_no);
+                        }
+                        seen += 1;
+                    }
+                    at += l.len() as u64 + 1;
+                    line_no += 1;
+                }
+                panic!("no row {skip} from {start}");
+            };
+            for (r0, r1) in [(0, 1), (0, 3001), (699, 1500), (1024, 2048), (2999, 3001)] {
+                let (s0, end, line, skip) = merged.span(r0, r1);
+                let (_, row, at_line) = nth_row(s0, line, skip);
+                let (w0, _, wline, wskip) = all.span(r0, r1);
+                assert_eq!((row.clone(), at_line), {
+                    let (_, r, l) = nth_row(w0, wline, wskip);
+                    (r, l)
+                });
+                let (last, _, _) = nth_row(s0, line, skip + (r1 - r0) - 1);
+                assert!(last < end && end <= text.len() as u64, "{r0}..{r1}");
+            }
         }
     }
 
