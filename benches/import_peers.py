@@ -178,6 +178,8 @@ def main():
         bucket = os.environ["NUMS_S3_BUCKET"]
         srcs = {}
         for k, v in files.items():
+            if k not in args.only.split(","):
+                continue
             key = f"{bucket}/import-files-{args.size}/{v.name}"
             if not fs.exists(key) or fs.size(key) != v.stat().st_size:
                 peers.log(f"files: uploading {v.name} to Garage")
