@@ -84,7 +84,9 @@ fn int_gemm(a: &[Wrapping<i64>], b: &[Wrapping<i64>], c: &mut [Wrapping<i64>], k
 /// Subscripts such as `"ij,jk->ik"`: letters of each operand and of the output.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Spec {
+    /// Each operand's letters, one per axis.
     pub inputs: Vec<Vec<char>>,
+    /// The output's letters.
     pub output: Vec<char>,
 }
 

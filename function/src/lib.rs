@@ -32,14 +32,20 @@ use nums_layout::{Block, ErrorKind, Store, StoredArray};
 /// Why an invocation failed; the kind tells the driver whether a retry can help.
 #[derive(Debug, thiserror::Error)]
 pub enum FnError {
+    /// A store or encoding error (a missing or corrupt block, a store that failed).
     #[error(transparent)]
     Layout(#[from] nums_layout::Error),
+    /// A kernel refused its inputs (a LinAlgError, a malformed CSV field, ...).
     #[error("task {task} (block {block}): {message}")]
     Kernel {
+        /// The task's number in its batch.
         task: usize,
+        /// The key of the block it was making.
         block: String,
+        /// What went wrong, for the user.
         message: String,
     },
+    /// The invocation's payload is not a batch this function reads.
     #[error("bad payload: {0}")]
     Payload(String),
 }

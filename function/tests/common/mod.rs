@@ -9,13 +9,13 @@ use nums_layout::batch::{ArrayRef, Batch, BlockRef, Kernel, Task};
 use nums_layout::{ArrayMeta, DType, Store, StoreSpec};
 
 /// A file store in a new folder, removed when dropped.
-pub struct TempStore {
+pub(crate) struct TempStore {
     pub dir: PathBuf,
     pub store: Store,
 }
 
 impl TempStore {
-    pub fn new(name: &str) -> TempStore {
+    pub(crate) fn new(name: &str) -> TempStore {
         let dir = std::env::temp_dir().join(format!("nums-fn-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -28,7 +28,7 @@ impl TempStore {
     }
 
     /// Every object under the folder, by relative path, with its bytes.
-    pub fn objects(&self) -> Vec<(String, Vec<u8>)> {
+    pub(crate) fn objects(&self) -> Vec<(String, Vec<u8>)> {
         fn walk(root: &std::path::Path, d: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
             for e in std::fs::read_dir(d).unwrap() {
                 let p = e.unwrap().path();
@@ -54,12 +54,12 @@ impl Drop for TempStore {
 }
 
 /// A batch under way: arrays under `job/`, tasks in order.
-pub struct Builder {
+pub(crate) struct Builder {
     pub batch: Batch,
 }
 
 impl Builder {
-    pub fn new(store: &Store) -> Builder {
+    pub(crate) fn new(store: &Store) -> Builder {
         Builder {
             batch: Batch {
                 store: store.spec().clone(),
@@ -71,7 +71,7 @@ impl Builder {
         }
     }
 
-    pub fn array(&mut self, name: &str, shape: Vec<u64>, block: Vec<u64>, dtype: DType) -> u32 {
+    pub(crate) fn array(&mut self, name: &str, shape: Vec<u64>, block: Vec<u64>, dtype: DType) -> u32 {
         self.batch.arrays.push(ArrayRef {
             path: format!("job/{name}"),
             meta: ArrayMeta::new(shape, block, dtype),
@@ -82,7 +82,7 @@ impl Builder {
         (self.batch.arrays.len() - 1) as u32
     }
 
-    pub fn task(
+    pub(crate) fn task(
         &mut self,
         kernel: Kernel,
         inputs: &[(u32, &[u64])],
