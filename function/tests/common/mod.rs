@@ -71,7 +71,13 @@ impl Builder {
         }
     }
 
-    pub(crate) fn array(&mut self, name: &str, shape: Vec<u64>, block: Vec<u64>, dtype: DType) -> u32 {
+    pub(crate) fn array(
+        &mut self,
+        name: &str,
+        shape: Vec<u64>,
+        block: Vec<u64>,
+        dtype: DType,
+    ) -> u32 {
         self.batch.arrays.push(ArrayRef {
             path: format!("job/{name}"),
             meta: ArrayMeta::new(shape, block, dtype),
