@@ -266,8 +266,9 @@ def test_npy_and_csv_from_garage(garage, tmp_path):
 
 def test_csv_of_many_pieces_on_garage_is_indexed_in_parallel(garage, tmp_path):
     """A 13 MB CSV on S3 (a header, comments, blank lines and CRLF scattered through it) is
-    indexed in 4 MiB pieces read several at once: the import equals np.loadtxt, and a bad
-    field past the first pieces is reported at its line in the whole file."""
+    indexed in 4 MiB pieces, counted by the functions past the first: the import equals
+    the data written, and a bad field past the first pieces is reported at its line in the
+    whole file."""
     rng = np.random.default_rng(21)
     a = np.round(rng.normal(size=(500_000, 3)), 5)
     lines = ["x;y;z"]
@@ -283,7 +284,8 @@ def test_csv_of_many_pieces_on_garage_is_indexed_in_parallel(garage, tmp_path):
     job = tmp_path / "job.toml"
     storage = {"url": f"s3://{garage.bucket}/many", "endpoint": garage.endpoint}
     job.write_text(job_text(arrays, {"A": str(tmp_path / "A.npy")}, storage=storage))
-    run(job, env=garage.env())
+    p = run(job, "-v", env=garage.env())
+    assert "many.csv: rows counted by the functions (4 pieces)" in p.stderr, p.stderr
     assert np.array_equal(np.load(tmp_path / "A.npy"), a)
     # A bad field in row 400,000: its line counts the header, the comments and blanks.
     k = 1 + 400_000 + 2 * 8  # header, rows before it, 8 comment-and-blank pairs

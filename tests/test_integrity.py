@@ -27,9 +27,15 @@ def slow_job(seed, outputs=None, name="t"):
                     compute={"scheduler": "naive", "workers": 2})
 
 
-def start(job, *args):
+def start(job, *args, signal_after=None):
+    """`nums-cloud run job` in the background; `signal_after=(SIG, K)` has the driver send
+    itself SIG once its journal records K finished batches: a kill or Ctrl-C in the middle
+    of the run, where one sent from here would race a run that takes half a second."""
+    env = dict(os.environ)
+    if signal_after:
+        env["NUMS_FAULT_SIGNAL_AFTER_BATCHES"] = "%d:%d" % signal_after
     return subprocess.Popen([BIN, "run", str(job), *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def wait_for(cond, timeout=60):
@@ -39,23 +45,17 @@ def wait_for(cond, timeout=60):
         time.sleep(0.02)
 
 
-def journal_len(store):
-    n = 0
-    for p in (store / "_runs").glob("*/done.json"):
-        try:
-            n = max(n, sum(len(v) for v in json.loads(p.read_text())["done"].values()))
-        except (ValueError, KeyError):
-            pass
-    return n
-
-
 def test_a_second_driver_on_the_same_job_is_refused_by_name(tmp_path):
     (tmp_path / "a.toml").write_text(slow_job(1, name="same"))
     (tmp_path / "b.toml").write_text(slow_job(2, name="same"))
     first = start(tmp_path / "a.toml")
     lease = tmp_path / "nums-data" / "same" / "_lease.json"
     wait_for(lease.exists)
+    # Held still, the first driver's lease stays live for as long as the second takes.
+    first.send_signal(signal.SIGSTOP)
+    assert lease.exists(), "the first run ended before it could be paused"
     second = run(tmp_path / "b.toml", check=False)
+    first.send_signal(signal.SIGCONT)
     assert second.returncode != 0
     assert "is being run by another driver" in second.stderr, second.stderr
     assert json.loads(lease.read_text())["run"] in second.stderr
@@ -84,10 +84,9 @@ def test_an_interrupted_rerun_leaves_the_old_output_whole_and_resume_finishes_it
     old = np.load(reader / "Z.npy")
     # The seed changes; the driver is killed halfway through.
     (tmp_path / "job.toml").write_text(slow_job(2, outputs={"Y": "nums-data/t/Y"}))
-    p = start(tmp_path / "job.toml")
-    wait_for(lambda: journal_len(store) >= N // 3)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
+    p = start(tmp_path / "job.toml", signal_after=(signal.SIGKILL, N // 3))
+    p.communicate(timeout=120)
+    assert p.returncode == -signal.SIGKILL, p.returncode
     # A reader of the stored output sees the old run's array, whole.
     run(reader / "job.toml")
     assert np.array_equal(np.load(reader / "Z.npy"), old)
@@ -110,9 +109,8 @@ def test_an_interrupted_rerun_leaves_the_old_output_whole_and_resume_finishes_it
 def test_ctrl_c_stops_keeps_state_for_resume_and_writes_stats(tmp_path):
     store = tmp_path / "nums-data" / "t"
     (tmp_path / "job.toml").write_text(slow_job(3))
-    p = start(tmp_path / "job.toml", "--stats", str(tmp_path / "s.json"))
-    wait_for(lambda: journal_len(store) >= 5)
-    p.send_signal(signal.SIGINT)
+    p = start(tmp_path / "job.toml", "--stats", str(tmp_path / "s.json"),
+              signal_after=(signal.SIGINT, 5))
     out, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert "interrupted" in err and "--resume" in err, err

@@ -25,6 +25,7 @@ pub mod sched;
 pub(crate) mod arrays;
 pub(crate) mod cgroup;
 pub(crate) mod cost;
+pub(crate) mod csv_count;
 pub(crate) mod error;
 pub(crate) mod expr;
 pub(crate) mod infra;

@@ -102,7 +102,16 @@ pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
 }
 
 async fn check_parts(job: Job, writable: bool) -> anyhow::Result<Checked> {
-    let probes = graph::probe(&job).await?;
+    check_counted(job, writable, &Default::default()).await
+}
+
+/// [`check_parts`] with the rows of large CSV inputs counted by the functions.
+async fn check_counted(
+    job: Job,
+    writable: bool,
+    counted: &graph::Counted,
+) -> anyhow::Result<Checked> {
+    let probes = graph::probe_with(&job, counted).await?;
     let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
         graph::Built::Done(g) => (g, None),
         graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
@@ -204,7 +213,8 @@ struct Measured {
 /// report of what ran.
 pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let checked = check_job(job).await?;
+    let (counted, counting) = crate::csv_count::count(&job, opts).await?;
+    let checked = check_counted(job, true, &counted).await?;
     let job = &checked.job;
     let store = &checked.store;
     let run = Run::start(
@@ -239,13 +249,15 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     };
     let bar = progress_bar(opts.progress, 0);
     let measured = std::sync::Mutex::new(Measured {
+        // The CSV counts' invocations are the run's too.
+        dispatched: counting,
         t0: Some(started),
         bar: Some(bar.clone()),
         ..Measured::default()
     });
     let result = tokio::select! {
         r = execute(&checked, &run, &backend.0, opts, &measured) => r.map_err(|e| (e, false)),
-        _ = ctrl_c(opts.ctrl_c) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
+        _ = ctrl_c(opts.ctrl_c, &run) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
     };
     bar.finish_and_clear();
     // The local function processes' logs: removed after a successful run, listed with
@@ -356,9 +368,13 @@ fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> 
 }
 
 /// Resolves at Ctrl-C when `listen`; never otherwise.
-async fn ctrl_c(listen: bool) {
+async fn ctrl_c(listen: bool, run: &crate::runs::Run) {
     if !listen || tokio::signal::ctrl_c().await.is_err() {
         std::future::pending::<()>().await
+    }
+    // A commit cut short would leave the job's arrays half moved until its next run.
+    while run.committing() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -369,7 +385,7 @@ pub fn local_log_dir(run_id: &str) -> PathBuf {
 }
 
 /// The invoker for the job's backend, and the local endpoint when it is local.
-async fn start_backend(
+pub(crate) async fn start_backend(
     job: &Job,
     opts: &RunOptions,
     run_id: &str,

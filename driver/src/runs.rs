@@ -50,7 +50,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// A new run id: sortable by start time, unique enough for one job's runs.
-fn new_run_id() -> String {
+pub(crate) fn new_run_id() -> String {
     let t = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
@@ -152,6 +152,8 @@ pub(crate) struct Run {
     pub removed: Vec<String>,
     journal: Arc<Mutex<(Journal, bool)>>,
     lost: Arc<AtomicBool>,
+    /// Set while [`Run::commit`] moves arrays: Ctrl-C waits for it rather than cut it short.
+    committing: AtomicBool,
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -293,6 +295,7 @@ impl Run {
             removed,
             journal,
             lost,
+            committing: AtomicBool::new(false),
             background,
         })
     }
@@ -329,10 +332,21 @@ impl Run {
             arrays: names.to_vec(),
             phase: Phase::Clearing,
         };
-        self.store
-            .put(&commit_key(&self.job), to_json(&rec))
-            .await?;
-        roll_forward(&self.store, &self.job, rec).await
+        self.committing.store(true, Ordering::SeqCst);
+        let done = async {
+            self.store
+                .put(&commit_key(&self.job), to_json(&rec))
+                .await?;
+            roll_forward(&self.store, &self.job, rec).await
+        }
+        .await;
+        self.committing.store(false, Ordering::SeqCst);
+        done
+    }
+
+    /// Whether the run is committing its arrays now.
+    pub(crate) fn committing(&self) -> bool {
+        self.committing.load(Ordering::SeqCst)
     }
 
     async fn check_lease(&self) -> Result<(), RunError> {
@@ -468,7 +482,31 @@ async fn write_journal_once(
         journal.lock().expect("journal").1 = true; // try again next time
         return Err(e.into());
     }
+    fault_after_journal(snapshot.done.values().map(BTreeSet::len).sum());
     Ok(())
+}
+
+/// Fault injection for the integrity tests: `NUMS_FAULT_SIGNAL_AFTER_BATCHES=SIG:K` makes
+/// the driver send itself signal SIG (9 kills it, 2 is Ctrl-C) once the journal it stored
+/// records K finished batches. A signal sent from outside when the journal shows K races
+/// the rest of a fast run (the journal's last write comes just before the commit).
+fn fault_after_journal(done: usize) {
+    static SPEC: std::sync::OnceLock<Option<(i32, usize)>> = std::sync::OnceLock::new();
+    static SENT: AtomicBool = AtomicBool::new(false);
+    let spec = SPEC.get_or_init(|| {
+        let v = std::env::var("NUMS_FAULT_SIGNAL_AFTER_BATCHES").ok()?;
+        let (sig, k) = v.split_once(':')?;
+        Some((sig.trim().parse().ok()?, k.trim().parse().ok()?))
+    });
+    if let Some((sig, k)) = *spec
+        && done >= k
+        && !SENT.swap(true, Ordering::SeqCst)
+    {
+        // SAFETY: kill(2) on our own pid with a plain signal number has no memory effects.
+        unsafe {
+            libc::kill(libc::getpid(), sig);
+        }
+    }
 }
 
 /// Carries a commit through from its record (again, if it was cut short: each step can

@@ -58,6 +58,7 @@ pub fn run(
         }
         Kernel::ImportNpy { .. }
         | Kernel::ImportCsv { .. }
+        | Kernel::CsvCount { .. }
         | Kernel::ImportParquet { .. }
         | Kernel::ImportZarr { .. } => {
             return Err("an import kernel reads its file before it runs (see `import`)".into());

@@ -9,6 +9,7 @@
 
 extern crate blas_src;
 
+pub mod csv_index;
 pub mod einsum;
 pub mod export;
 pub mod import;

@@ -493,6 +493,19 @@ pub enum Kernel {
         usecols: Vec<u64>,
         delimiter: u8,
     },
+    /// No inputs; the first stage of importing a large CSV file `key` (`size` bytes) of the
+    /// store `source`: the row index of pieces `pieces.0..pieces.1` of the file cut every
+    /// `piece` bytes at line starts (`nums_function::csv_index::count_pieces`), one row of
+    /// `PIECE_ROW` int64 per piece. The task reads from the byte before its first piece to
+    /// the line start after its last; no field is parsed.
+    CsvCount {
+        source: StoreSpec,
+        key: String,
+        size: u64,
+        piece: u64,
+        pieces: (u64, u64),
+        delimiter: u8,
+    },
     /// No inputs; the output block's rows and columns read from the Parquet file `key` of
     /// the store `source`: its metadata is bytes `metadata` (start, length) of the file,
     /// then the task fetches the column chunks of the row groups holding its rows (at most
@@ -726,6 +739,7 @@ impl Kernel {
             self,
             Kernel::ImportNpy { .. }
                 | Kernel::ImportCsv { .. }
+                | Kernel::CsvCount { .. }
                 | Kernel::ImportParquet { .. }
                 | Kernel::ImportZarr { .. }
         )
@@ -738,6 +752,9 @@ impl Kernel {
     pub fn scratch_bytes(&self) -> u64 {
         match self {
             Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
+            // Its pieces and the rest of the last one's last line (a line longer than the
+            // 64 KiB the task reads past its pieces at a time, read whole).
+            Kernel::CsvCount { piece, pieces, .. } => (pieces.1 - pieces.0) * piece + (64 << 10),
             Kernel::ImportParquet {
                 metadata, fetch, ..
             } => metadata.1 + fetch,
@@ -747,6 +764,10 @@ impl Kernel {
         }
     }
 }
+
+/// Bytes of the pieces a CSV file's row index is made of (cut at line starts): the
+/// driver's scan and the functions' count cut it the same way, so the index is the same.
+pub const CSV_PIECE: u64 = 4 << 20;
 
 /// One block task: a kernel, its input blocks, the block it produces.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -21,7 +21,7 @@ pub use build::{
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
-pub use sources::{Probe, Probes, probe, relative_to, split_zarr_location};
+pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
 
@@ -60,7 +60,7 @@ pub enum NodeOp {
     ImportCsv {
         source: StoreSpec,
         key: String,
-        index: std::sync::Arc<crate::npy::CsvIndex>,
+        index: std::sync::Arc<nums_function::csv_index::CsvIndex>,
         delimiter: u8,
         usecols: Vec<u64>,
     },

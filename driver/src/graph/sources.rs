@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::job::Backend;
+use nums_layout::batch::CSV_PIECE;
 
 use super::*;
 
@@ -29,7 +30,7 @@ pub enum Probe {
         source: StoreSpec,
         key: String,
         shape: Vec<u64>,
-        index: std::sync::Arc<crate::npy::CsvIndex>,
+        index: std::sync::Arc<nums_function::csv_index::CsvIndex>,
         /// The field separator.
         delimiter: u8,
         /// The file's columns the array keeps, in order (resolved from `usecols`).
@@ -81,15 +82,25 @@ impl Probe {
 #[derive(Debug, Clone, Default)]
 pub struct Probes(pub HashMap<String, Probe>);
 
+/// The row indexes of the pieces after the first of large CSV inputs, counted by the
+/// functions before the job is checked (`csv_count`), by the input's path.
+#[derive(Debug, Clone, Default)]
+pub struct Counted(pub HashMap<String, Vec<(u64, nums_function::csv_index::CsvIndex)>>);
+
 /// Reads what every `load` of the job holds. Errors name the file, line and key.
 pub async fn probe(job: &Job) -> Result<Probes, JobError> {
+    probe_with(job, &Counted::default()).await
+}
+
+/// [`probe`], taking the rows of the CSV inputs in `counted` from there.
+pub async fn probe_with(job: &Job, counted: &Counted) -> Result<Probes, JobError> {
     let mut out = HashMap::new();
     for def in &job.arrays {
         let Source::Load { path, csv } = &def.source else {
             continue;
         };
         let key = |k: &str| format!("arrays.{}.{k}", def.name);
-        let p = probe_one(job, path, csv)
+        let p = probe_one(job, path, csv, counted.0.get(path))
             .await
             .map_err(|(k, m)| job.err(def.line, key(k), m))?;
         out.insert(def.name.clone(), p);
@@ -102,9 +113,10 @@ async fn probe_one(
     job: &Job,
     path: &str,
     csv: &crate::job::CsvOptions,
+    counted: Option<&Vec<(u64, nums_function::csv_index::CsvIndex)>>,
 ) -> Result<Probe, (&'static str, String)> {
     if path.ends_with(".csv") {
-        return probe_csv_file(job, path, csv).await;
+        return probe_csv_file(job, path, csv, counted).await;
     }
     probe_load(job, path).await.map_err(|m| ("load", m))
 }
@@ -113,6 +125,7 @@ async fn probe_csv_file(
     job: &Job,
     path: &str,
     csv: &crate::job::CsvOptions,
+    counted: Option<&Vec<(u64, nums_function::csv_index::CsvIndex)>>,
 ) -> Result<Probe, (&'static str, String)> {
     let load = |m: String| ("load", m);
     let local = !path.starts_with("s3://");
@@ -123,7 +136,7 @@ async fn probe_csv_file(
         .await
         .map_err(|e| load(format!("cannot read {path}: {e}")))?
         .ok_or_else(|| load(format!("cannot read {path}: no such file")))?;
-    let mut p = probe_csv(&s, path, source.clone(), key, size, csv).await?;
+    let mut p = probe_csv(&s, path, source.clone(), key, size, csv, counted).await?;
     if local {
         stage_upload(job, path, &mut p);
     }
@@ -318,9 +331,6 @@ fn stage_upload(job: &Job, path: &str, p: &mut Probe) {
     *k = format!("{}/_inputs/{name}", job.name);
 }
 
-/// Bytes of a CSV file each piece of the row index covers (cut at line starts).
-const CSV_PIECE: u64 = 4 << 20;
-
 /// Pieces of the row index read and scanned at once (at most 4 x 4 MiB held).
 const CSV_PIECES_AT_ONCE: usize = 4;
 
@@ -334,6 +344,7 @@ async fn probe_csv(
     key: String,
     size: u64,
     opts: &crate::job::CsvOptions,
+    counted: Option<&Vec<(u64, nums_function::csv_index::CsvIndex)>>,
 ) -> Result<Probe, (&'static str, String)> {
     use futures::{StreamExt, TryStreamExt};
     let load = |m: String| ("load", m);
@@ -347,30 +358,39 @@ async fn probe_csv(
     } else {
         CSV_PIECES_AT_ONCE
     };
+    // Counted by the functions: the first piece only is scanned here (for the header).
+    let last = match counted {
+        Some(_) => 2.min(size.div_ceil(CSV_PIECE)),
+        None => size.div_ceil(CSV_PIECE),
+    };
     // Each nominal cut moved to the next line start (a line longer than a piece merges
     // pieces).
-    let cuts: Vec<u64> =
-        futures::stream::iter((1..size.div_ceil(CSV_PIECE)).map(|i| i * CSV_PIECE))
-            .map(|b| next_line_start(s, &key, b, size))
-            .buffered(at_once)
-            .try_collect()
-            .await
-            .map_err(read)?;
+    let cuts: Vec<u64> = futures::stream::iter((1..last).map(|i| i * CSV_PIECE))
+        .map(|b| next_line_start(s, &key, b, size))
+        .buffered(at_once)
+        .try_collect()
+        .await
+        .map_err(read)?;
     let mut starts = vec![0u64];
     for c in cuts {
         if c < size && c > *starts.last().expect("0") {
             starts.push(c);
         }
     }
-    let ends: Vec<u64> = starts.iter().skip(1).copied().chain([size]).collect();
+    let ends: Vec<u64> = match counted {
+        Some(_) => vec![starts.get(1).copied().unwrap_or(size)],
+        None => starts.iter().skip(1).copied().chain([size]).collect(),
+    };
+    starts.truncate(ends.len());
     let (delimiter, header, k) = (opts.delimiter, opts.header, key.as_str());
-    let pieces: Vec<(u64, crate::npy::CsvIndex)> =
+    let mut pieces: Vec<(u64, nums_function::csv_index::CsvIndex)> =
         futures::stream::iter(starts.into_iter().zip(ends))
             .map(|(a, b)| async move {
                 let bytes = s.get_range(k, a..b).await?;
                 // Scanned here (memchr over 4 MiB: a few ms): on the blocking pool, each
                 // thread's allocator arena kept its pieces and the driver's RSS grew.
-                let mut scan = crate::npy::CsvScanner::new(delimiter, header && a == 0);
+                let mut scan =
+                    nums_function::csv_index::CsvScanner::new(delimiter, header && a == 0);
                 scan.feed(&bytes);
                 Ok::<_, nums_layout::Error>((a, scan.finish()))
             })
@@ -378,7 +398,8 @@ async fn probe_csv(
             .try_collect()
             .await
             .map_err(read)?;
-    let index = crate::npy::CsvIndex::merge(pieces, size);
+    pieces.extend(counted.into_iter().flatten().cloned());
+    let index = nums_function::csv_index::CsvIndex::merge(pieces, size);
     if header && index.names.is_empty() && index.rows > 0 {
         return Err(load(format!(
             "{path}: no header line in its first {} MiB (header = true takes the first line that is not a comment)",
@@ -438,7 +459,7 @@ async fn next_line_start(
 /// The file column `usecols` names: an index (negative from the end) or a header name.
 fn resolve_column(
     c: &crate::job::ColumnRef,
-    index: &crate::npy::CsvIndex,
+    index: &nums_function::csv_index::CsvIndex,
     path: &str,
 ) -> Result<u64, String> {
     use crate::job::ColumnRef;

@@ -1,0 +1,149 @@
+//! The first stage of importing a large CSV file, run by the functions before the job is
+//! checked: each task counts the rows of a few pieces of the file (`Kernel::CsvCount`),
+//! so that the driver never reads the file through; the probe then merges the counts
+//! with its own scan of the first piece (the header) into the same row index a scan of
+//! the whole file gives. Small files, and local files the functions cannot reach (the
+//! Lambda backend uploads them later), are scanned by the probe alone.
+
+use std::collections::HashMap;
+
+use futures::{StreamExt, TryStreamExt};
+use nums_function::csv_index::{CsvIndex, PIECE_ROW};
+use nums_layout::batch::{ArrayRef, Batch, BlockRef, CSV_PIECE, Kernel, Task};
+use nums_layout::{ArrayMeta, Block, DType, Store, StoredArray};
+
+use crate::dispatch::Dispatched;
+use crate::graph;
+use crate::job::{Backend, Job, Source};
+use crate::run::RunOptions;
+use crate::sched::PlannedBatch;
+
+/// Files of at least this many pieces are counted by the functions. The driver reads a
+/// bucket's pieces 4 at once: below that its scan is one round of reads.
+pub(crate) const COUNT_FROM_PIECES: u64 = 4;
+
+/// Most pieces one task counts (64 MiB read).
+const PIECES_PER_TASK: u64 = 16;
+
+/// The pieces after the first of each large CSV input, counted by the functions, by the
+/// input's path; and what the functions did.
+pub(crate) async fn count(
+    job: &Job,
+    opts: &RunOptions,
+) -> anyhow::Result<(graph::Counted, Dispatched)> {
+    let mut files = Vec::new();
+    for def in &job.arrays {
+        let Source::Load { path, csv } = &def.source else {
+            continue;
+        };
+        let reachable = path.starts_with("s3://") || job.compute.backend == Backend::Local;
+        if !path.ends_with(".csv") || !reachable {
+            continue;
+        }
+        let (source, key) = graph::split_zarr_location(path, &job.storage);
+        // A file that cannot be read is left to the probe, which says why.
+        let Ok(s) = Store::open(&source) else {
+            continue;
+        };
+        let Ok(Some(size)) = s.head(&key).await else {
+            continue;
+        };
+        if size.div_ceil(CSV_PIECE) >= COUNT_FROM_PIECES {
+            files.push((path.clone(), source, key, size, csv.delimiter));
+        }
+    }
+    if files.is_empty() {
+        return Ok(Default::default());
+    }
+    let store = Store::open(&job.storage)?;
+    let id = format!("count-{}", crate::runs::new_run_id());
+    let prefix = crate::runs::run_prefix(&job.name, &id);
+    let per_task = (job.compute.memory_mb * (1 << 20) / 4 / CSV_PIECE).clamp(1, PIECES_PER_TASK);
+    let mut batches = Vec::new();
+    let mut outputs = Vec::new();
+    for (f, (path, source, key, size, delimiter)) in files.iter().enumerate() {
+        let n = size.div_ceil(CSV_PIECE);
+        let meta = ArrayMeta::new(
+            vec![n - 1, PIECE_ROW],
+            vec![per_task, PIECE_ROW],
+            DType::Int64,
+        );
+        let array = ArrayRef {
+            path: format!("{prefix}/csv{f}"),
+            meta: meta.clone(),
+            read_only: false,
+            sparse: false,
+            intermediate: true,
+        };
+        for b in 0..(n - 1).div_ceil(per_task) {
+            let i0 = 1 + b * per_task;
+            let task = Task {
+                kernel: Kernel::CsvCount {
+                    source: source.clone(),
+                    key: key.clone(),
+                    size: *size,
+                    piece: CSV_PIECE,
+                    pieces: (i0, (i0 + per_task).min(n)),
+                    delimiter: *delimiter,
+                },
+                inputs: vec![],
+                output: BlockRef {
+                    array: 0,
+                    index: vec![b, 0],
+                },
+                write_output: true,
+            };
+            let batch = Batch {
+                store: job.storage.clone(),
+                job_prefix: prefix.clone(),
+                arrays: vec![array.clone()],
+                tasks: vec![task],
+                prefetch_budget: 0,
+            };
+            batches.push(PlannedBatch::from_batch(batch, vec![]));
+        }
+        outputs.push((path.clone(), StoredArray::new(&array.path, meta)?));
+    }
+    let (invoker, endpoint) = crate::run::start_backend(job, opts, &id).await?;
+    let sent =
+        crate::dispatch::run_batches(&invoker, &batches, &store, job.compute.workers, |_, _| {})
+            .await;
+    if let Some(ep) = endpoint {
+        ep.stop().await;
+    }
+    let read = async {
+        let d = sent.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let mut counted = HashMap::new();
+        for (path, arr) in &outputs {
+            let blocks: Vec<Block> = futures::stream::iter(arr.meta.blocks())
+                .map(|idx| {
+                    let store = &store;
+                    async move { arr.read_block(store, &idx).await }
+                })
+                .buffered(8)
+                .try_collect()
+                .await?;
+            let mut pieces: Vec<(u64, CsvIndex)> = Vec::new();
+            for b in blocks {
+                let Block::I64(a) = b else {
+                    anyhow::bail!("a CSV count of {path} is not int64 (a function bug)");
+                };
+                let a = a.as_standard_layout();
+                let flat = a.as_slice().expect("standard layout");
+                pieces.extend(
+                    flat.chunks(PIECE_ROW as usize)
+                        .map(CsvIndex::from_piece_row),
+                );
+            }
+            tracing::info!(
+                "{path}: rows counted by the functions ({} pieces)",
+                pieces.len() + 1
+            );
+            counted.insert(path.clone(), pieces);
+        }
+        Ok((graph::Counted(counted), d))
+    }
+    .await;
+    let _ = store.delete_prefix(&prefix).await;
+    read.map_err(|e: anyhow::Error| anyhow::anyhow!("job {}: counting CSV rows: {e}", job.name))
+}
