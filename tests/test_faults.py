@@ -153,30 +153,40 @@ def test_a_killed_function_process_is_retried(tmp_path):
     assert max(retried) >= 1, retried
 
 
+def frozen_runs(tmp_path, name, compute):
+    """Runs the matmul job with a busy function process frozen (SIGSTOP), up to three
+    times: a process seen busy may finish the job's last invocation before the signal
+    lands (then nothing needs a backup). Every run must be right and end long before
+    timeout_seconds; returns the backups of each."""
+    backups = []
+    for attempt in range(3):
+        d = tmp_path / f"run{attempt}"
+        d.mkdir()
+        job, want = matmul_job(d, name, compute={"timeout_seconds": 600, **compute})
+        run = FaultRun(job, d)
+        run.signal(run.busy_function(), signal.SIGSTOP)
+        code, _, err, stats = run.finish(timeout=120)
+        assert code == 0, err
+        assert run.seconds < 60, run.seconds
+        assert_close(np.load(d / "Y.npy"), want)
+        backups.append(stats["backups"])
+        if stats["backups"] >= 1:
+            break
+    return backups
+
+
 def test_a_frozen_function_process_is_backed_up(tmp_path):
     """SIGSTOP of a function process mid-invocation: its invocation gets a backup and the
     job completes long before timeout_seconds, with NumPy's result."""
-    job, want = matmul_job(tmp_path, "sigstop", compute={"timeout_seconds": 600})
-    run = FaultRun(job, tmp_path)
-    run.signal(run.busy_function(), signal.SIGSTOP)
-    code, _, err, stats = run.finish(timeout=120)
-    assert code == 0, err
-    assert run.seconds < 60, run.seconds
-    assert_close(np.load(tmp_path / "Y.npy"), want)
-    assert stats["backups"] >= 1, stats
+    backups = frozen_runs(tmp_path, "sigstop", {})
+    assert max(backups) >= 1, backups
 
 
 def test_a_frozen_process_with_one_worker_gets_another_process(tmp_path):
     """With workers = 1 the frozen process is the only one: the endpoint starts another
     for the backup, as Lambda starts another environment."""
-    job, want = matmul_job(tmp_path, "sigstop1", compute={"timeout_seconds": 600, "workers": 1})
-    run = FaultRun(job, tmp_path)
-    run.signal(run.busy_function(), signal.SIGSTOP)
-    code, _, err, stats = run.finish(timeout=120)
-    assert code == 0, err
-    assert run.seconds < 60, run.seconds
-    assert_close(np.load(tmp_path / "Y.npy"), want)
-    assert stats["backups"] >= 1, stats
+    backups = frozen_runs(tmp_path, "sigstop1", {"workers": 1})
+    assert max(backups) >= 1, backups
 
 
 # A function process that really goes over its memory: it takes an invocation, then fills
