@@ -36,13 +36,35 @@ fn main() -> anyhow::Result<()> {
     let noise = normal(n, 1);
     let cases: Vec<(&str, Vec<u8>)> = vec![
         ("normal float64", bytes_of(&noise)),
-        ("normal rounded to 3 decimals", bytes_of(&noise.iter().map(|x| (x * 1e3).round() / 1e3).collect::<Vec<_>>())),
-        ("small integers as float64", bytes_of(&noise.iter().map(|x| (x * 10.0).round()).collect::<Vec<_>>())),
-        ("arange * 0.5", bytes_of(&(0..n).map(|i| i as f64 * 0.5).collect::<Vec<_>>())),
+        (
+            "normal rounded to 3 decimals",
+            bytes_of(
+                &noise
+                    .iter()
+                    .map(|x| (x * 1e3).round() / 1e3)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "small integers as float64",
+            bytes_of(&noise.iter().map(|x| (x * 10.0).round()).collect::<Vec<_>>()),
+        ),
+        (
+            "arange * 0.5",
+            bytes_of(&(0..n).map(|i| i as f64 * 0.5).collect::<Vec<_>>()),
+        ),
         ("zeros", vec![0u8; n * 8]),
-        ("int64 labels 0/1", (0..n).flat_map(|i| ((noise[i] > 0.0) as i64).to_le_bytes()).collect()),
+        (
+            "int64 labels 0/1",
+            (0..n)
+                .flat_map(|i| ((noise[i] > 0.0) as i64).to_le_bytes())
+                .collect(),
+        ),
     ];
-    println!("{:<30} {:>6} {:>8} {:>10} {:>10}", "data (64 MiB)", "level", "ratio", "enc MB/s", "dec MB/s");
+    println!(
+        "{:<30} {:>6} {:>8} {:>10} {:>10}",
+        "data (64 MiB)", "level", "ratio", "enc MB/s", "dec MB/s"
+    );
     for (name, raw) in &cases {
         for level in [1, -1, -3, -7] {
             let mut c = zstd::bulk::Compressor::new(level)?;

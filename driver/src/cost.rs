@@ -50,16 +50,16 @@ pub struct CostModel {
 /// Writes were too small in those workloads to fit; 300 MB/s is assumed.
 pub(crate) const LOCAL: CostModel = CostModel {
     name: "local",
-    invoke_s: 0.003,
+    invoke_s: 0.0023,
     cold_start_s: 0.0,
     burst: usize::MAX,
     scale_per_s: f64::INFINITY,
-    read_bps: 520e6,
+    read_bps: 760e6,
     write_bps: 300e6,
-    flops: 40e9,
-    stream_bps: 5.4e9,
-    task_s: 0.0038,
-    error_band: "5-32% under the measured main stages of the peers workloads (0.6-2.8 s) in two runs, up to 55% on stages under 0.4 s",
+    flops: 68e9,
+    stream_bps: 9.0e9,
+    task_s: 0.0044,
+    error_band: "17% under to 10% over the measured main stages of the peers workloads (0.4-1.8 s) in two runs, up to 40% under or 90% over on stages under 0.2 s",
 };
 
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90

@@ -647,7 +647,12 @@ mod tests {
             assert_eq!(level_for(&raw).unwrap() == FAST_LEVEL, fast);
             let b = Block::F64(ArrayD::from_shape_vec(IxDyn(&[n]), v).unwrap());
             let bytes = direct.encode(&[0], &b).unwrap();
-            assert_eq!(bytes.len() as f64 >= raw.len() as f64, fast, "{}", bytes.len());
+            assert_eq!(
+                bytes.len() as f64 >= raw.len() as f64,
+                fast,
+                "{}",
+                bytes.len()
+            );
             assert_eq!(chain.decode(&[0], Some(bytes.clone())).unwrap(), b);
             assert_eq!(direct.decode(&[0], Some(bytes)).unwrap(), b);
         }
