@@ -284,6 +284,10 @@ def test_csv_of_many_pieces_on_garage_is_indexed_in_parallel(garage, tmp_path):
     job = tmp_path / "job.toml"
     storage = {"url": f"s3://{garage.bucket}/many", "endpoint": garage.endpoint}
     job.write_text(job_text(arrays, {"A": str(tmp_path / "A.npy")}, storage=storage))
+    plan = subprocess.run([BIN, "plan", str(job)], capture_output=True, text=True,
+                          env={**os.environ, **garage.env()})
+    assert (f"before this plan: the functions count the rows of s3://{garage.bucket}/inputs/many.csv: "
+            "3 pieces of 4 MiB in 1 task,") in plan.stdout, plan.stdout + plan.stderr
     p = run(job, "-v", env=garage.env())
     assert "many.csv: rows counted by the functions (4 pieces)" in p.stderr, p.stderr
     assert np.array_equal(np.load(tmp_path / "A.npy"), a)

@@ -382,6 +382,10 @@ pub fn main() -> ExitCode {
                 } else {
                     print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
                     print!("{factorizations}");
+                    let stages = crate::planview::stages_text(&c);
+                    if !stages.is_empty() {
+                        print!("\n{stages}");
+                    }
                     if let Some(why) = provisional {
                         println!("\nprovisional: {why}");
                     }

@@ -25,6 +25,33 @@ pub(crate) const COUNT_FROM_PIECES: u64 = 4;
 /// Most pieces one task counts (64 MiB read).
 const PIECES_PER_TASK: u64 = 16;
 
+/// Whether the job's functions read the file at `path` where it is (a local file with the
+/// Lambda backend is uploaded first, after the count).
+fn reachable(job: &Job, path: &str) -> bool {
+    path.starts_with("s3://") || job.compute.backend == Backend::Local
+}
+
+/// Pieces one count task takes: at most a quarter of `memory_mb` read.
+fn pieces_per_task(job: &Job) -> u64 {
+    (job.compute.memory_mb * (1 << 20) / 4 / CSV_PIECE).clamp(1, PIECES_PER_TASK)
+}
+
+/// What `plan` says of the CSV input at `path` of `size` bytes: the pieces and tasks of
+/// its count in the functions when the run counts it there.
+pub(crate) fn planned(job: &Job, path: &str, size: u64) -> Option<String> {
+    let n = size.div_ceil(CSV_PIECE);
+    let tasks = (n.max(1) - 1).div_ceil(pieces_per_task(job));
+    (n >= COUNT_FROM_PIECES && reachable(job, path)).then(|| {
+        format!(
+            "the functions count the rows of {path}: {} pieces of {} MiB in {tasks} task{}, \
+             the first piece (its header) in the driver (plan scanned the file in the driver)",
+            n - 1,
+            CSV_PIECE >> 20,
+            if tasks == 1 { "" } else { "s" }
+        )
+    })
+}
+
 /// The pieces after the first of each large CSV input, counted by the functions, by the
 /// input's path; and what the functions did.
 pub(crate) async fn count(
@@ -36,8 +63,7 @@ pub(crate) async fn count(
         let Source::Load { path, csv } = &def.source else {
             continue;
         };
-        let reachable = path.starts_with("s3://") || job.compute.backend == Backend::Local;
-        if !path.ends_with(".csv") || !reachable {
+        if !path.ends_with(".csv") || !reachable(job, path) {
             continue;
         }
         let (source, key) = graph::split_zarr_location(path, &job.storage);
@@ -58,7 +84,7 @@ pub(crate) async fn count(
     let store = Store::open(&job.storage)?;
     let id = format!("count-{}", crate::runs::new_run_id());
     let prefix = crate::runs::run_prefix(&job.name, &id);
-    let per_task = (job.compute.memory_mb * (1 << 20) / 4 / CSV_PIECE).clamp(1, PIECES_PER_TASK);
+    let per_task = pieces_per_task(job);
     let mut batches = Vec::new();
     let mut outputs = Vec::new();
     for (f, (path, source, key, size, delimiter)) in files.iter().enumerate() {

@@ -157,6 +157,40 @@ pub(crate) fn provisional(c: &crate::run::Checked) -> Option<String> {
     ))
 }
 
+/// The stages a run adds around the plan's: CSV inputs counted by the functions first,
+/// outputs exported after (by the functions to `s3://` `.npy` files, by the driver to
+/// local files, block-row by block-row).
+pub(crate) fn stages_text(c: &crate::run::Checked) -> String {
+    use crate::job::Target;
+    let mut lines = Vec::new();
+    let mut names: Vec<&String> = c.probes.0.keys().collect();
+    names.sort();
+    for name in names {
+        if let crate::graph::Probe::Csv { path, index, .. } = &c.probes.0[name] {
+            if let Some(l) = crate::csv_count::planned(&c.job, path, index.size) {
+                lines.push(format!("before this plan: {l}"));
+            }
+        }
+    }
+    for o in &c.job.outputs {
+        match &o.target {
+            Target::NpyStore { store, key } => lines.push(format!(
+                "after this plan: the functions write {} to {}/{key} as the parts of one \
+                 multipart upload",
+                o.name,
+                store.url.trim_end_matches('/')
+            )),
+            Target::Npy(p) | Target::Csv(p) => lines.push(format!(
+                "after this plan: the driver writes {} to {} block-row by block-row",
+                o.name,
+                p.display()
+            )),
+            Target::Zarr { .. } => {}
+        }
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
 pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
     let mut s = String::new();
     let c = &job.compute;
