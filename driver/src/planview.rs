@@ -166,10 +166,10 @@ pub(crate) fn stages_text(c: &crate::run::Checked) -> String {
     let mut names: Vec<&String> = c.probes.0.keys().collect();
     names.sort();
     for name in names {
-        if let crate::graph::Probe::Csv { path, index, .. } = &c.probes.0[name] {
-            if let Some(l) = crate::csv_count::planned(&c.job, path, index.size) {
-                lines.push(format!("before this plan: {l}"));
-            }
+        if let crate::graph::Probe::Csv { path, index, .. } = &c.probes.0[name]
+            && let Some(l) = crate::csv_count::planned(&c.job, path, index.size)
+        {
+            lines.push(format!("before this plan: {l}"));
         }
     }
     for o in &c.job.outputs {
