@@ -143,7 +143,8 @@ def test_a_killed_function_process_is_retried(tmp_path):
         d.mkdir()
         job, want = matmul_job(d, "sigkill")
         run = FaultRun(job, d)
-        run.signal(run.busy_function(), signal.SIGKILL)
+        # Early in the run (most invocations still to come), not after several are done.
+        run.signal(run.busy_function(after_cpu=0.05), signal.SIGKILL)
         code, _, err, stats = run.finish()
         assert code == 0, err
         assert_close(np.load(d / "Y.npy"), want)

@@ -410,12 +410,15 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
 }
 
 /// A ready task's priority on its slot: what other slots wait for first ([`critical`]),
-/// then free memory (last uses of its inputs), then bring in as little new data as
-/// possible (a block read or made), then use what the slot holds; then the smaller
-/// output, then the task placed first.
+/// then a task whose inputs are all made on this slot or stored before the run (one made
+/// on another slot ends the invocation: the slot's own stream goes first, so that it is
+/// not cut in two and its blocks read twice), then free memory (last uses of its inputs),
+/// then bring in as little new data as possible (a block read or made), then use what
+/// the slot holds; then the smaller output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Score {
     critical: bool,
+    local: bool,
     freed: u64,
     new: Reverse<u64>,
     held: u32,
@@ -504,8 +507,13 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
         if ins.is_empty() {
             new += out;
         }
+        let local = ins.iter().all(|&b| {
+            let p = producer[b as usize];
+            p == NONE || tasks.slot[p as usize] == s
+        });
         Score {
             critical: critical(&tasks.kernels[tasks.kernel[i] as usize]),
+            local,
             freed,
             new: Reverse(new),
             held,
