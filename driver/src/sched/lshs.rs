@@ -409,15 +409,17 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
     true
 }
 
-/// A ready task's priority on its slot: what other slots wait for first ([`critical`]),
-/// then a task whose inputs are all made on this slot or stored before the run (one made
-/// on another slot ends the invocation: the slot's own stream goes first, so that it is
-/// not cut in two and its blocks read twice), then free memory (last uses of its inputs),
+/// A ready task's priority on its slot: what other slots wait for first ([`critical`],
+/// then any task whose output another slot reads), then a task whose inputs are all made
+/// on this slot or stored before the run (one made on another slot ends the invocation:
+/// the slot's own stream goes first, so that it is not cut in two and its blocks read
+/// twice), then free memory (last uses of its inputs),
 /// then bring in as little new data as possible (a block read or made), then use what
 /// the slot holds; then the smaller output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Score {
     critical: bool,
+    feeds_other: bool,
     local: bool,
     freed: u64,
     new: Reverse<u64>,
@@ -511,8 +513,12 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             let p = producer[b as usize];
             p == NONE || tasks.slot[p as usize] == s
         });
+        let c = consumers_of(tasks.output[i]);
+        let feeds_other = c.first().is_some_and(|&f| tasks.slot[f as usize] != s)
+            || c.last().is_some_and(|&l| tasks.slot[l as usize] != s);
         Score {
             critical: critical(&tasks.kernels[tasks.kernel[i] as usize]),
+            feeds_other,
             local,
             freed,
             new: Reverse(new),
