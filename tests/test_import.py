@@ -7,8 +7,11 @@ import hashlib
 import hmac
 import os
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -66,8 +69,12 @@ def test_large_csv_round_trip_bounds_driver_memory(tmp_path):
     # Out as CSV too: the driver streams it block-row by block-row.
     job.write_text(job_text({"D": {"load": str(src)}}, {"D": str(tmp_path / "out.csv")},
                             storage={"url": f"file://{tmp_path / 'store'}"}))
+    logs = Path(tempfile.gettempdir())
+    before = set(logs.glob("nums-cloud-*-count-*"))
     (rc, out, err), peak = run_measured(job)
     assert rc == 0, err
+    # Its rows were counted by the functions, whose logs went with the successful count.
+    assert set(logs.glob("nums-cloud-*-count-*")) == before
     assert os.path.getsize(src) > 2.5 * DRIVER_BOUND_MB * 2**20
     assert os.path.getsize(tmp_path / "out.csv") > 2.5 * DRIVER_BOUND_MB * 2**20
     assert peak < DRIVER_BOUND_MB, f"driver peak RSS {peak:.0f} MB"

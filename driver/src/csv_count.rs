@@ -134,11 +134,26 @@ pub(crate) async fn count(
     let sent =
         crate::dispatch::run_batches(&invoker, &batches, &store, job.compute.workers, |_, _| {})
             .await;
-    if let Some(ep) = endpoint {
-        ep.stop().await;
+    // The local function processes' logs: removed after a count that succeeded, named
+    // with the error of one that failed (as a run does with its own).
+    let logs = match endpoint {
+        Some(ep) => {
+            let dir = ep.log_dir().to_path_buf();
+            ep.stop().await;
+            Some(dir)
+        }
+        None => None,
+    };
+    if sent.is_ok()
+        && let Some(d) = &logs
+    {
+        let _ = std::fs::remove_dir_all(d);
     }
     let read = async {
-        let d = sent.map_err(|e| anyhow::anyhow!("{e}"))?;
+        let d = sent.map_err(|e| match &logs {
+            Some(dir) => anyhow::anyhow!("{e} (the function processes' logs: {})", dir.display()),
+            None => anyhow::anyhow!("{e}"),
+        })?;
         let mut counted = HashMap::new();
         for (path, arr) in &outputs {
             let blocks: Vec<Block> = futures::stream::iter(arr.meta.blocks())
