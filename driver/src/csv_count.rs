@@ -156,26 +156,27 @@ pub(crate) async fn count(
         })?;
         let mut counted = HashMap::new();
         for (path, arr) in &outputs {
-            let blocks: Vec<Block> = futures::stream::iter(arr.meta.blocks())
+            // Each block becomes its pieces' indexes as it arrives (the blocks are mostly
+            // padding: 48 KiB per piece).
+            let per_block: Vec<Vec<(u64, CsvIndex)>> = futures::stream::iter(arr.meta.blocks())
                 .map(|idx| {
                     let store = &store;
-                    async move { arr.read_block(store, &idx).await }
+                    async move {
+                        let Block::I64(a) = arr.read_block(store, &idx).await? else {
+                            anyhow::bail!("a CSV count of {path} is not int64 (a function bug)");
+                        };
+                        let a = a.as_standard_layout();
+                        let flat = a.as_slice().expect("standard layout");
+                        Ok(flat
+                            .chunks(PIECE_ROW as usize)
+                            .map(CsvIndex::from_piece_row)
+                            .collect())
+                    }
                 })
                 .buffered(8)
                 .try_collect()
                 .await?;
-            let mut pieces: Vec<(u64, CsvIndex)> = Vec::new();
-            for b in blocks {
-                let Block::I64(a) = b else {
-                    anyhow::bail!("a CSV count of {path} is not int64 (a function bug)");
-                };
-                let a = a.as_standard_layout();
-                let flat = a.as_slice().expect("standard layout");
-                pieces.extend(
-                    flat.chunks(PIECE_ROW as usize)
-                        .map(CsvIndex::from_piece_row),
-                );
-            }
+            let pieces: Vec<(u64, CsvIndex)> = per_block.into_iter().flatten().collect();
             tracing::info!(
                 "{path}: rows counted by the functions ({} pieces)",
                 pieces.len() + 1
