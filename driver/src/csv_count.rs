@@ -63,7 +63,9 @@ pub(crate) async fn count(
         let Source::Load { path, csv } = &def.source else {
             continue;
         };
-        if !path.ends_with(".csv") || !reachable(job, path) {
+        // A file loaded by several arrays is counted once.
+        let seen = files.iter().any(|f: &(String, _, _, _, _)| &f.0 == path);
+        if !path.ends_with(".csv") || !reachable(job, path) || seen {
             continue;
         }
         let (source, key) = graph::split_zarr_location(path, &job.storage);
