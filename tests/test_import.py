@@ -5,6 +5,7 @@ than its bound; CSV edge cases and errors; and `s3://` inputs on Garage."""
 import datetime
 import hashlib
 import hmac
+import json
 import os
 import subprocess
 import tempfile
@@ -295,8 +296,11 @@ def test_csv_of_many_pieces_on_garage_is_indexed_in_parallel(garage, tmp_path):
                           env={**os.environ, **garage.env()})
     assert (f"before this plan: the functions count the rows of s3://{garage.bucket}/inputs/many.csv: "
             "3 pieces of 4 MiB in 1 task,") in plan.stdout, plan.stdout + plan.stderr
-    p = run(job, "-v", env=garage.env())
+    p = run(job, "-v", "--stats", str(tmp_path / "s.json"), env=garage.env())
     assert "many.csv: rows counted by the functions (4 pieces)" in p.stderr, p.stderr
+    stats = json.loads((tmp_path / "s.json").read_text())
+    assert [i["stage"] for i in stats["timeline"]].count("csv-count") == 1, stats["timeline"]
+    assert len(stats["timeline"]) == stats["invocations"], stats
     assert np.array_equal(np.load(tmp_path / "A.npy"), a)
     # A bad field in row 400,000: its line counts the header, the comments and blanks.
     k = 1 + 400_000 + 2 * 8  # header, rows before it, 8 comment-and-blank pairs

@@ -57,7 +57,8 @@ pub(crate) fn planned(job: &Job, path: &str, size: u64) -> Option<String> {
 pub(crate) async fn count(
     job: &Job,
     opts: &RunOptions,
-) -> anyhow::Result<(graph::Counted, Dispatched)> {
+    t0: std::time::Instant,
+) -> anyhow::Result<(graph::Counted, Dispatched, Vec<crate::report::Invocation>)> {
     let mut files = Vec::new();
     for def in &job.arrays {
         let Source::Load { path, csv } = &def.source else {
@@ -133,9 +134,26 @@ pub(crate) async fn count(
         outputs.push((path.clone(), StoredArray::new(&array.path, meta)?));
     }
     let (invoker, endpoint) = crate::run::start_backend(job, opts, &id).await?;
-    let sent =
-        crate::dispatch::run_batches(&invoker, &batches, &store, job.compute.workers, |_, _| {})
-            .await;
+    // Its invocations go in the run's timeline (stage `csv-count`) like every other.
+    let mut timeline = Vec::new();
+    let sent = crate::dispatch::run_batches_observed(
+        &invoker,
+        &batches,
+        &store,
+        job.compute.workers,
+        &crate::dispatch::Policy::default(),
+        |_, _| {},
+        |s| {
+            timeline.push(crate::run::record(
+                "csv-count",
+                s.batch,
+                &batches[s.batch],
+                s,
+                t0,
+            ))
+        },
+    )
+    .await;
     // The local function processes' logs: removed after a count that succeeded, named
     // with the error of one that failed (as a run does with its own).
     let logs = match endpoint {
@@ -185,7 +203,7 @@ pub(crate) async fn count(
             );
             counted.insert(path.clone(), pieces);
         }
-        Ok((graph::Counted(counted), d))
+        Ok((graph::Counted(counted), d, timeline))
     }
     .await;
     let _ = store.delete_prefix(&prefix).await;

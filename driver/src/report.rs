@@ -36,8 +36,9 @@ pub(crate) fn mib(b: u64) -> String {
 /// send to the answer).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invocation {
-    /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first, or
-    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file.
+    /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first,
+    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file, or `csv-count` for
+    /// the rows of large CSV inputs counted before the job is checked.
     pub stage: String,
     /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
     pub batch: usize,

@@ -213,7 +213,7 @@ struct Measured {
 /// report of what ran.
 pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let (counted, counting) = crate::csv_count::count(&job, opts).await?;
+    let (counted, counting, count_timeline) = crate::csv_count::count(&job, opts, started).await?;
     let checked = check_counted(job, true, &counted).await?;
     let job = &checked.job;
     let store = &checked.store;
@@ -251,6 +251,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let measured = std::sync::Mutex::new(Measured {
         // The CSV counts' invocations are the run's too.
         dispatched: counting,
+        timeline: count_timeline,
         t0: Some(started),
         bar: Some(bar.clone()),
         ..Measured::default()
@@ -641,7 +642,7 @@ async fn dispatch_stage(
 }
 
 /// One invocation's `--stats` record.
-fn record(
+pub(crate) fn record(
     stage: &str,
     batch: usize,
     b: &PlannedBatch,
