@@ -36,12 +36,17 @@ fn pieces_per_task(job: &Job) -> u64 {
     (job.compute.memory_mb * (1 << 20) / 4 / CSV_PIECE).clamp(1, PIECES_PER_TASK)
 }
 
+/// Whether the run counts the CSV input at `path` of `size` bytes in the functions.
+fn counted_there(job: &Job, path: &str, size: u64) -> bool {
+    path.ends_with(".csv") && reachable(job, path) && size.div_ceil(CSV_PIECE) >= COUNT_FROM_PIECES
+}
+
 /// What `plan` says of the CSV input at `path` of `size` bytes: the pieces and tasks of
 /// its count in the functions when the run counts it there.
 pub(crate) fn planned(job: &Job, path: &str, size: u64) -> Option<String> {
     let n = size.div_ceil(CSV_PIECE);
     let tasks = (n.max(1) - 1).div_ceil(pieces_per_task(job));
-    (n >= COUNT_FROM_PIECES && reachable(job, path)).then(|| {
+    counted_there(job, path, size).then(|| {
         format!(
             "the functions count the rows of {path}: {} pieces of {} MiB in {tasks} task{}, \
              the first piece (its header) in the driver (plan scanned the file in the driver)",
@@ -60,13 +65,13 @@ pub(crate) async fn count(
     t0: std::time::Instant,
 ) -> anyhow::Result<(graph::Counted, Dispatched, Vec<crate::report::Invocation>)> {
     let mut files = Vec::new();
+    // A file loaded by several arrays is counted once.
+    let mut seen = std::collections::HashSet::new();
     for def in &job.arrays {
         let Source::Load { path, csv } = &def.source else {
             continue;
         };
-        // A file loaded by several arrays is counted once.
-        let seen = files.iter().any(|f: &(String, _, _, _, _)| &f.0 == path);
-        if !path.ends_with(".csv") || !reachable(job, path) || seen {
+        if !path.ends_with(".csv") || !reachable(job, path) || !seen.insert(path) {
             continue;
         }
         let (source, key) = graph::split_zarr_location(path, &job.storage);
@@ -77,7 +82,7 @@ pub(crate) async fn count(
         let Ok(Some(size)) = s.head(&key).await else {
             continue;
         };
-        if size.div_ceil(CSV_PIECE) >= COUNT_FROM_PIECES {
+        if counted_there(job, path, size) {
             files.push((path.clone(), source, key, size, csv.delimiter));
         }
     }

@@ -214,6 +214,30 @@ pub fn line_start(bytes: &[u8], at: u64, x: u64) -> Option<u64> {
     memchr::memchr(b'\n', bytes.get(from..)?).map(|p| at + (from + p) as u64 + 1)
 }
 
+/// The offset of the first line of the file `key` (`size` bytes) of `store` that starts
+/// at or after `from` (just after a newline at or after `from - 1`), or `size`: read 64 KiB
+/// at a time from `from - 1`.
+pub async fn next_line_start(
+    store: &nums_layout::Store,
+    key: &str,
+    from: u64,
+    size: u64,
+) -> nums_layout::Result<u64> {
+    if from == 0 {
+        return Ok(0);
+    }
+    let mut at = from - 1;
+    while at < size {
+        let end = (at + (64 << 10)).min(size);
+        let bytes = store.get_range(key, at..end).await?;
+        if let Some(p) = memchr::memchr(b'\n', &bytes) {
+            return Ok(at + p as u64 + 1);
+        }
+        at = end;
+    }
+    Ok(size)
+}
+
 /// The rows of pieces `i0..i1` of a file of `size` bytes cut every `piece` bytes at line
 /// starts (piece `i` runs from the line start at or after `i * piece` to the next piece's
 /// start; pieces that start at the same line are empty but the last): `bytes` are the

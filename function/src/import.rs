@@ -132,53 +132,20 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
         } => {
             let store = Store::open(source).map_err(|e| e.to_string())?;
             let file = file_name(source, key);
-            let read = |r: std::ops::Range<u64>| {
-                let (store, key, file) = (&store, key.as_str(), &file);
-                async move {
-                    store
-                        .get_range(key, r)
-                        .await
-                        .map_err(|e| format!("cannot read {file}: {e}"))
-                }
-            };
-            // From the byte before the first piece (a newline there starts it) to the last
-            // piece's nominal end, then on to the line start after it.
+            let cannot = |e: nums_layout::Error| format!("cannot read {file}: {e}");
+            // From the byte before the first piece (a newline there starts it) to the line
+            // start after the last piece, found first (one small read).
             let at = (i0 * piece).saturating_sub(1);
-            let mut to = (i1 * piece).min(*size);
-            let mut parts = vec![read(at..to).await?];
-            let ends_line = |b: &bytes::Bytes| b.last() == Some(&b'\n');
-            if to < *size && !ends_line(&parts[0]) {
-                loop {
-                    let next = (to + (64 << 10)).min(*size);
-                    let b = read(to..next).await?;
-                    let nl = memchr::memchr(b'\n', &b);
-                    to = next;
-                    match nl {
-                        Some(p) => {
-                            parts.push(b.slice(..p + 1));
-                            break;
-                        }
-                        None => parts.push(b),
-                    }
-                    if to >= *size {
-                        break;
-                    }
-                }
-            }
-            let got: u64 = parts.iter().map(|b| b.len() as u64).sum();
-            if got < (i1 * piece).min(*size) - at {
+            let end = crate::csv_index::next_line_start(&store, key, i1 * piece, *size)
+                .await
+                .map_err(cannot)?;
+            let b = store.get_range(key, at..end).await.map_err(cannot)?;
+            if (b.len() as u64) < end - at {
                 return Err(format!(
                     "{file}: shorter than the {size} bytes it had when the job was checked (it changed)"
                 ));
             }
-            Ok(Fetched(
-                if parts.len() == 1 {
-                    parts.into_iter().next().expect("one part")
-                } else {
-                    parts.concat().into()
-                },
-                None,
-            ))
+            Ok(Fetched(b, None))
         }
         Kernel::ImportParquet {
             source,

@@ -366,7 +366,7 @@ async fn probe_csv(
     // Each nominal cut moved to the next line start (a line longer than a piece merges
     // pieces).
     let cuts: Vec<u64> = futures::stream::iter((1..last).map(|i| i * CSV_PIECE))
-        .map(|b| next_line_start(s, &key, b, size))
+        .map(|b| nums_function::csv_index::next_line_start(s, &key, b, size))
         .buffered(at_once)
         .try_collect()
         .await
@@ -432,28 +432,6 @@ async fn probe_csv(
         usecols,
         upload: None,
     })
-}
-
-/// The offset of the first line that starts at or after `from` (just after a newline at
-/// or after `from - 1`), or `size`.
-async fn next_line_start(
-    s: &nums_layout::Store,
-    key: &str,
-    from: u64,
-    size: u64,
-) -> nums_layout::Result<u64> {
-    let mut at = from.saturating_sub(1);
-    loop {
-        let end = (at + (64 << 10)).min(size);
-        let bytes = s.get_range(key, at..end).await?;
-        if let Some(p) = memchr::memchr(b'\n', &bytes) {
-            return Ok(at + p as u64 + 1);
-        }
-        if end >= size {
-            return Ok(size);
-        }
-        at = end;
-    }
 }
 
 /// The file column `usecols` names: an index (negative from the end) or a header name.
