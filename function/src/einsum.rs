@@ -15,26 +15,43 @@ use rayon::prelude::*;
 
 /// An element type einsum computes in: float64 (BLAS) or wrapping int64.
 pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
-    /// `c = a @ b`.
-    fn gemm(a: &ArrayView2<'_, Self>, b: &ArrayView2<'_, Self>, c: &mut ArrayViewMut2<'_, Self>);
+    /// `c = a @ b`, or `c += a @ b` where `accumulate`.
+    fn gemm(
+        a: &ArrayView2<'_, Self>,
+        b: &ArrayView2<'_, Self>,
+        c: &mut ArrayViewMut2<'_, Self>,
+        accumulate: bool,
+    );
 }
 
 impl Elem for f64 {
-    fn gemm(a: &ArrayView2<'_, f64>, b: &ArrayView2<'_, f64>, c: &mut ArrayViewMut2<'_, f64>) {
+    fn gemm(
+        a: &ArrayView2<'_, f64>,
+        b: &ArrayView2<'_, f64>,
+        c: &mut ArrayViewMut2<'_, f64>,
+        accumulate: bool,
+    ) {
         // BLAS reads a transposed operand in place.
-        general_mat_mul(1.0, a, b, 0.0, c);
+        general_mat_mul(1.0, a, b, if accumulate { 1.0 } else { 0.0 }, c);
     }
 }
 
 impl Elem for Wrapping<i64> {
-    fn gemm(a: &ArrayView2<'_, Self>, b: &ArrayView2<'_, Self>, c: &mut ArrayViewMut2<'_, Self>) {
+    fn gemm(
+        a: &ArrayView2<'_, Self>,
+        b: &ArrayView2<'_, Self>,
+        c: &mut ArrayViewMut2<'_, Self>,
+        accumulate: bool,
+    ) {
         let (m, k, n) = (a.nrows(), a.ncols(), b.ncols());
         let (a, b) = (a.as_standard_layout(), b.as_standard_layout());
         let (a, b) = (
             a.as_slice().expect("standard layout"),
             b.as_slice().expect("standard layout"),
         );
-        c.fill(Wrapping(0));
+        if !accumulate {
+            c.fill(Wrapping(0));
+        }
         if n == 0 {
             return;
         }
@@ -44,11 +61,11 @@ impl Elem for Wrapping<i64> {
         }
         let mut out = vec![Wrapping(0i64); m * n];
         int_gemm(a, b, &mut out, k, n);
-        c.assign(&ndarray::ArrayView2::from_shape((m, n), &out).expect("m x n"));
+        *c += &ndarray::ArrayView2::from_shape((m, n), &out).expect("m x n");
     }
 }
 
-/// `c` (m x n, row-major, zeros) += `a` (m x k) @ `b` (k x n), in wrapping int64. Rows of
+/// `c` (m x n, row-major) += `a` (m x k) @ `b` (k x n), in wrapping int64. Rows of
 /// the output are split over threads in runs of `MC`; within a run, `b` is walked in
 /// panels of `KC` rows by `NC` columns (256 KiB) that stay in cache while each row of the
 /// run uses them; the innermost loop runs along a row of `b` and of `c`.
@@ -158,6 +175,9 @@ fn terms<'b, T: Elem>(
     inputs: &[&'b Block],
     elems: impl Fn(&'b Block) -> CowArray<'b, T, IxDyn>,
 ) -> Result<ArrayD<T>, String> {
+    if let Some(letters) = matrix_product(spec) {
+        return sum_of_products(spec, letters, inputs, elems);
+    }
     let mut acc: Option<ArrayD<T>> = None;
     for term in inputs.chunks(spec.inputs.len()) {
         let r = einsum_of(spec, term.iter().map(|&b| elems(b)).collect())?;
@@ -170,6 +190,69 @@ fn terms<'b, T: Elem>(
         });
     }
     Ok(acc.expect("at least one term"))
+}
+
+/// The letters (rows, contracted, columns) of an einsum that is one matrix product
+/// (`ij,jk->ik`, either operand possibly stored transposed), or `None`.
+fn matrix_product(spec: &Spec) -> Option<(char, char, char)> {
+    let ([x, y], &[i, k]) = (&spec.inputs[..], &spec.output[..]) else {
+        return None;
+    };
+    let j = *x.iter().find(|&&c| c != i)?;
+    let two = |o: &[char], p: char, q: char| o.len() == 2 && o.contains(&p) && o.contains(&q);
+    (i != k && j != k && two(x, i, j) && two(y, j, k)).then_some((i, j, k))
+}
+
+/// The sum of matrix products `Σ a_t @ b_t` (a blocked `A @ B`'s block of C), each product
+/// added into one output by GEMM itself (`beta = 1`): no product is a buffer of its own,
+/// and no pass adds it.
+fn sum_of_products<'b, T: Elem>(
+    spec: &Spec,
+    (i, j, k): (char, char, char),
+    inputs: &[&'b Block],
+    elems: impl Fn(&'b Block) -> CowArray<'b, T, IxDyn>,
+) -> Result<ArrayD<T>, String> {
+    let mut acc: Option<ndarray::Array2<T>> = None;
+    for term in inputs.chunks(2) {
+        let (x, y) = (elems(term[0]), elems(term[1]));
+        for (n, (a, l)) in [(&x, &spec.inputs[0]), (&y, &spec.inputs[1])]
+            .into_iter()
+            .enumerate()
+        {
+            if a.ndim() != 2 {
+                return Err(format!(
+                    "einsum operand {n} has {} axes but subscripts {:?}",
+                    a.ndim(),
+                    l.iter().collect::<String>()
+                ));
+            }
+        }
+        let (x, y) = (
+            Labeled {
+                a: x,
+                l: spec.inputs[0].clone(),
+            },
+            Labeled {
+                a: y,
+                l: spec.inputs[1].clone(),
+            },
+        );
+        let (ax, (m, kx)) = matrix(&x, &[i], &[j]);
+        let (ay, (ky, n)) = matrix(&y, &[j], &[k]);
+        if kx != ky {
+            return Err(format!("einsum letter {j:?} has sizes {kx} and {ky}"));
+        }
+        let c = acc.get_or_insert_with(|| ndarray::Array2::zeros((m, n)));
+        if c.dim() != (m, n) {
+            return Err(format!(
+                "einsum terms of shapes {:?} and {:?}",
+                c.dim(),
+                (m, n)
+            ));
+        }
+        T::gemm(&ax.view(), &ay.view(), &mut c.view_mut(), true);
+    }
+    Ok(acc.ok_or("einsum of no terms")?.into_dyn())
 }
 
 /// An operand with a letter per axis; borrowed from its block until an op must copy.
@@ -373,7 +456,7 @@ fn contract<'a, T: Elem>(
         let (ax, dx) = matrix(&x, &fx, &con);
         let (ay, dy) = matrix(y, &con, &fy);
         let mut out = ndarray::Array2::<T>::zeros((dx.0, dy.1));
-        T::gemm(&ax.view(), &ay.view(), &mut out.view_mut());
+        T::gemm(&ax.view(), &ay.view(), &mut out.view_mut(), false);
         let l: Vec<char> = fx.iter().chain(&fy).copied().collect();
         let shape: Vec<usize> = fx
             .iter()
@@ -410,6 +493,7 @@ fn contract<'a, T: Elem>(
             &ax.slice(s![i, .., ..]),
             &ay.slice(s![i, .., ..]),
             &mut out.slice_mut(s![i, .., ..]),
+            false,
         );
     }
     let l: Vec<char> = batch.iter().chain(&fx).chain(&fy).copied().collect();
@@ -479,5 +563,64 @@ mod tests {
         }
         let e = Spec::parse("ij,jk->ii").unwrap_err();
         assert!(e.contains("repeated"), "{e}");
+    }
+
+    /// A sum of matrix products (GEMM adding into one output) equals the sum of each
+    /// product computed alone, for operands stored either way round, float64 and int64,
+    /// and a mismatched contraction is an error.
+    #[test]
+    fn a_sum_of_matrix_products_accumulates_in_place() {
+        for spec in [
+            "ij,jk->ik",
+            "ji,jk->ik",
+            "ij,kj->ik",
+            "ji,kj->ik",
+            "ab,bc->ac",
+        ] {
+            let s = Spec::parse(spec).unwrap();
+            assert!(matrix_product(&s).is_some(), "{spec}");
+            let (tx, ty) = (s.inputs[0][0] != s.output[0], s.inputs[1][1] != s.output[1]);
+            let dims = |t: bool, r: usize, c: usize| if t { [c, r] } else { [r, c] };
+            let mut blocks = Vec::new();
+            for t in 0..3usize {
+                let kt = 2 + t; // terms may differ in their contracted size
+                blocks.push(block(&dims(tx, 4, kt), |i| {
+                    (i[0] * 7 + i[1] * 3 + t) as f64 % 5.0 - 2.0
+                }));
+                blocks.push(block(&dims(ty, kt, 3), |i| {
+                    (i[0] * 2 + i[1] * 5 + t) as f64 % 7.0 - 3.0
+                }));
+            }
+            let refs: Vec<&Block> = blocks.iter().collect();
+            let got = sum_of_terms(spec, 2, &refs).unwrap();
+            let mut want = ArrayD::<f64>::zeros(IxDyn(&[4, 3]));
+            for term in refs.chunks(2) {
+                want += &run(spec, term);
+            }
+            assert_eq!(got, Block::F64(want.clone()), "{spec}");
+            let ints: Vec<Block> = blocks
+                .iter()
+                .map(|b| Block::I64(b.to_i64().into_owned()))
+                .collect();
+            let irefs: Vec<&Block> = ints.iter().collect();
+            let got = sum_of_terms(spec, 2, &irefs).unwrap();
+            assert_eq!(got, Block::I64(want.mapv(|v| v as i64)), "{spec} in int64");
+        }
+        for not in [
+            "ij,jk->ki",
+            "ij,jk,kl->il",
+            "ijk,kl->ijl",
+            "ii,ik->ik",
+            "ij,ij->ij",
+        ] {
+            assert!(
+                matrix_product(&Spec::parse(not).unwrap()).is_none(),
+                "{not}"
+            );
+        }
+        let a = block(&[2, 3], |_| 1.0);
+        let b = block(&[4, 2], |_| 1.0);
+        let e = sum_of_terms("ij,jk->ik", 2, &[&a, &b]).unwrap_err();
+        assert!(e.contains("sizes 3 and 4"), "{e}");
     }
 }

@@ -35,6 +35,12 @@ impl IoCounters {
         c.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// A GET of `n` bytes made outside the counting store (a local file mapped).
+    pub fn count_get(&self, n: u64) {
+        IoCounters::add(&self.get_requests, 1);
+        IoCounters::add(&self.bytes_read, n);
+    }
+
     /// A PUT of `n` bytes made outside the counting store (a multipart upload's part).
     pub fn count_put(&self, n: u64) {
         IoCounters::add(&self.put_requests, 1);
