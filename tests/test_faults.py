@@ -105,10 +105,12 @@ class FaultRun:
         return self.proc.returncode, out, err, stats
 
 
-# A job of 16 row blocks, each invocation a few tens of milliseconds of BLAS (naive
+# A job of 40 row blocks, each invocation a few tens of milliseconds of BLAS (naive
 # scheduler: one task per invocation, so many invocations to hit).
 rng = np.random.default_rng(7)
-A = rng.normal(size=(4000, 800))
+# (16 blocks were too few once blocks were read as mapped files: a whole run took 0.5 s,
+# and no function process had used the CPU `busy_function` waits for before it ended).
+A = rng.normal(size=(10000, 800))
 W = rng.normal(size=(800, 800)) / 30
 
 

@@ -302,18 +302,22 @@ fn einsum_of<T: Elem>(
             ops[i].l.remove(ax);
         }
     }
-    let mut rest = ops.into_iter();
-    let mut cur = rest.next().ok_or("einsum of no operands")?;
-    let rest: Vec<Labeled<T>> = rest.collect();
-    for (k, next) in rest.iter().enumerate() {
+    // Pairs in the order of fewest multiplications first (opt_einsum's greedy path): for
+    // MTTKRP (`ijk,jf,kf->if`) the two factors' product first, then one GEMM that reads
+    // the tensor block in place, instead of a transposed copy of the block.
+    while ops.len() > 1 {
+        let (p, q) = cheapest_pair(&ops);
+        let y = ops.remove(q);
+        let x = ops.remove(p);
         let later: HashSet<char> = spec
             .output
             .iter()
-            .chain(rest[k + 1..].iter().flat_map(|o| o.l.iter()))
+            .chain(ops.iter().flat_map(|o| o.l.iter()))
             .copied()
             .collect();
-        cur = contract(cur, next, &later)?;
+        ops.insert(p, contract(x, &y, &later)?);
     }
+    let cur = ops.pop().ok_or("einsum of no operands")?;
     let perm: Vec<usize> = spec
         .output
         .iter()
@@ -333,6 +337,33 @@ fn einsum_of<T: Elem>(
         .permuted_axes(perm)
         .as_standard_layout()
         .into_owned())
+}
+
+/// The pair of operands (`p < q`) whose contraction multiplies least: the product of the
+/// sizes of all their letters; the first such pair in operand order.
+fn cheapest_pair<T>(ops: &[Labeled<'_, T>]) -> (usize, usize) {
+    let size = |o: &Labeled<'_, T>, c: char| {
+        o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")]
+    };
+    let cost = |x: &Labeled<'_, T>, y: &Labeled<'_, T>| -> f64 {
+        let mut letters: Vec<char> = x.l.clone();
+        letters.extend(y.l.iter().filter(|c| !x.l.contains(c)));
+        letters
+            .iter()
+            .map(|&c| if x.l.contains(&c) { size(x, c) } else { size(y, c) } as f64)
+            .product()
+    };
+    let mut best = (0, 1);
+    let mut least = f64::INFINITY;
+    for p in 0..ops.len() {
+        for q in p + 1..ops.len() {
+            let c = cost(&ops[p], &ops[q]);
+            if c < least {
+                (best, least) = ((p, q), c);
+            }
+        }
+    }
+    best
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
