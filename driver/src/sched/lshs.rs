@@ -331,16 +331,12 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 } else {
                     sim.choose(&ins, output, o, blocks)
                 };
-                let all: Vec<usize> = (0..w.terms().count()).collect();
-                w.expand_chained(&[all], |step, inputs, out, _| {
-                    let o = blocks.made(&out, &mut parts, cx.g);
-                    sim.grow(blocks.len());
-                    ins.clear();
-                    ins.extend(inputs.iter().map(|b| blocks.id(b, &parts)));
-                    sim.apply(&ins, &out, o, s, blocks);
-                    let kernel = k.of(step, &mut tasks, &w);
-                    tasks.push(kernel, ins.iter().copied(), o, s);
-                });
+                // One task for all the terms: the kernel sums them itself (a blocked
+                // `A @ B` adds each product into C by GEMM), where a chain of a task per
+                // term and per partial sum made a new block of each.
+                let kernel = k.of(Step::Work, &mut tasks, &w);
+                sim.apply(&ins, output, o, s, blocks);
+                tasks.push(kernel, ins.iter().copied(), o, s);
             }
             Work::Reduce { output, .. } => {
                 // Sum each slot's own terms there first; then combine the partials.
