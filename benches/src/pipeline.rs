@@ -307,7 +307,7 @@ fn codec(rows: u64) -> anyhow::Result<()> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    nums_function::memory::return_freed_blocks();
+    nums_function::memory::setup_block_memory(0);
     let blocks: u64 = arg("--blocks", 8)?;
     let rows: u64 = arg("--rows", 262_144)?;
     let reps: usize = arg("--reps", 3)?;

@@ -1,15 +1,184 @@
 //! The process's peak resident memory per invocation (Linux: reset the high-water mark
 //! through /proc/self/clear_refs, read VmHWM afterwards). Elsewhere both are no-ops and
-//! the peak reads 0.
+//! the peak reads 0. And the functions' allocator, which keeps freed blocks for reuse.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
-/// and keeps freed blocks in the heap, which the memory limit would count).
-pub fn return_freed_blocks() {
+/// and keeps freed blocks in the heap, which the memory limit would count); up to
+/// `limit / KEPT_SHARE` bytes of freed blocks are kept for the next blocks of about their
+/// size ([`BlockAllocator`]). Called once, before any block exists.
+pub fn setup_block_memory(limit: u64) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    unsafe {
-        // SAFETY: mallopt only changes allocator tuning; called before any block exists.
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    {
+        // SAFETY: mallopt only changes allocator tuning.
+        unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE as i32) };
+        kept::BOUND.store((limit / KEPT_SHARE) as usize, Relaxed);
+    }
+    let _ = limit;
+}
+
+/// Frees the blocks [`BlockAllocator`] keeps: at the end of an invocation, so that an idle
+/// process holds only what is alive and the next invocation's peak starts from that.
+pub fn release_kept_blocks() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    kept::release();
+}
+
+/// Bytes of freed blocks kept for reuse now.
+pub fn kept_bytes() -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    return kept::held() as u64;
+    #[allow(unreachable_code)]
+    0
+}
+
+/// The share of the memory limit that freed blocks may hold (kept for reuse).
+pub const KEPT_SHARE: u64 = 8;
+
+/// Buffers from this size up are blocks: mapped on their own, and kept when freed.
+const LARGE: usize = 1 << 20;
+
+/// The functions' allocator: the system's, except that a freed block is kept (within
+/// [`setup_block_memory`]'s bound; nothing before it is called, as in the driver) and
+/// handed to the next allocation of about its size. A new mapping's pages each cost a
+/// page fault and a zeroing in the kernel, and each freed one an unmap: in the peers
+/// benchmark's `mean(U * V, axis=0)` that was 60% of the functions' time (`perf`), and a
+/// batch's blocks are mostly of a few sizes, so a kept block is soon used again.
+pub struct BlockAllocator;
+
+// SAFETY: every pointer handed out comes from `System` with a layout `System` accepts
+// for it (kept ones were allocated with alignment <= 16, i.e. by malloc, whose free and
+// realloc ignore the size), and is returned to `System` at most once.
+unsafe impl GlobalAlloc for BlockAllocator {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        if let Some(p) = kept::take(layout) {
+            return p;
+        }
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        if let Some(p) = kept::take(layout) {
+            // Zeroing pages already mapped costs less than faulting in fresh ones.
+            unsafe { p.write_bytes(0, layout.size()) };
+            return p;
+        }
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        if unsafe { kept::keep(ptr, layout) } {
+            return;
+        }
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // Any pointer handed out is a live `System` one: its realloc (mremap for mapped
+        // blocks) is cheaper than a copy into a kept block.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod kept {
+    use super::LARGE;
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+    /// Bytes the kept blocks may hold in all; 0 keeps none.
+    pub(super) static BOUND: AtomicUsize = AtomicUsize::new(0);
+
+    const SLOTS: usize = 16;
+
+    /// Kept blocks: (address, usable size), packed from slot 0, oldest first; (0, 0) is
+    /// an empty slot. A fixed array: the allocator cannot allocate for its own books.
+    static KEPT: Mutex<[(usize, usize); SLOTS]> = Mutex::new([(0, 0); SLOTS]);
+
+    fn kept() -> std::sync::MutexGuard<'static, [(usize, usize); SLOTS]> {
+        KEPT.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn eligible(layout: Layout) -> bool {
+        layout.size() >= LARGE && layout.align() <= 16 && BOUND.load(Relaxed) > 0
+    }
+
+    /// The smallest kept block that holds `layout` and wastes at most an eighth of it.
+    pub(super) fn take(layout: Layout) -> Option<*mut u8> {
+        if !eligible(layout) {
+            return None;
+        }
+        let want = layout.size();
+        let mut k = kept();
+        let i = (0..SLOTS)
+            .filter(|&i| k[i].0 != 0 && k[i].1 >= want && k[i].1 - want <= want / 8)
+            .min_by_key(|&i| k[i].1)?;
+        let p = k[i].0;
+        // Keep the list packed, oldest first.
+        k.copy_within(i + 1.., i);
+        k[SLOTS - 1] = (0, 0);
+        Some(p as *mut u8)
+    }
+
+    /// Keeps a freed block if the bound allows (freeing the oldest kept ones to make room).
+    ///
+    /// # Safety
+    /// `ptr` was allocated by `System` with `layout` and is not used again by the caller.
+    pub(super) unsafe fn keep(ptr: *mut u8, layout: Layout) -> bool {
+        if !eligible(layout) {
+            return false;
+        }
+        let bound = BOUND.load(Relaxed);
+        // SAFETY: a live malloc'd pointer (alignment <= 16).
+        let size = unsafe { libc::malloc_usable_size(ptr.cast()) };
+        if size > bound {
+            return false;
+        }
+        let mut out = [(0usize, 0usize); SLOTS];
+        {
+            let mut k = kept();
+            let mut held: usize = k.iter().map(|e| e.1).sum();
+            // Slot 0 is the oldest: shift the list up as the oldest leave.
+            let mut n = k.iter().filter(|e| e.0 != 0).count();
+            let mut i = 0;
+            while held + size > bound || n == SLOTS {
+                out[i] = k[0];
+                held -= k[0].1;
+                k.copy_within(1.., 0);
+                k[SLOTS - 1] = (0, 0);
+                n -= 1;
+                i += 1;
+            }
+            k[n] = (ptr as usize, size);
+        }
+        free(&out);
+        true
+    }
+
+    /// Bytes the kept blocks hold.
+    pub(super) fn held() -> usize {
+        kept().iter().map(|e| e.1).sum()
+    }
+
+    /// Frees every kept block.
+    pub(super) fn release() {
+        let out = std::mem::replace(&mut *kept(), [(0, 0); SLOTS]);
+        free(&out);
+    }
+
+    fn free(blocks: &[(usize, usize)]) {
+        for &(p, size) in blocks.iter().filter(|e| e.0 != 0) {
+            // SAFETY: a malloc'd block no one uses; free ignores the layout's size.
+            unsafe { System.dealloc(p as *mut u8, Layout::from_size_align_unchecked(size, 16)) };
+        }
     }
 }
 

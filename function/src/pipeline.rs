@@ -25,7 +25,9 @@
 //!
 //! Charges are taken only when they fit. Reads are started strictly in order, so a later
 //! task's read never passes an earlier one's; reads ahead leave room for one output
-//! written behind (up to half the budget). An output that does not fit even once the
+//! written behind (up to half the budget). On a local store reads start at most two
+//! tasks ahead: they run at memory speed, and a block read further ahead is only one more
+//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that does not fit even once the
 //! writes in flight are done is written before the next kernel runs, as in the sequential
 //! run (where the projection counts it). With a budget of 0 (the default) the pipeline
 //! is the sequential run: each task's reads start when it is due and its output is
@@ -134,6 +136,8 @@ struct Pipeline<'a> {
     budget: u64,
     /// Budget that reads ahead leave for an output written behind.
     write_reserve: u64,
+    /// How many tasks past the current one reads start for (within the budget).
+    tasks_ahead: usize,
     /// Bytes charged to the budget now.
     used: u64,
     /// Each read's charge (0: not charged, or its task is due).
@@ -167,8 +171,15 @@ impl<'a> Pipeline<'a> {
             .map(|t| write_cost(inv.array(&t.output), &t.output, false))
             .max()
             .unwrap_or(0);
+        // A local store's reads run at memory speed: reading the next two tasks' inputs
+        // ahead keeps the kernels fed, and every block read further ahead would be one
+        // more new buffer, whose pages cost a fault each (freed blocks are reused, see
+        // `memory::BlockAllocator`). A remote store's reads take a round trip each: as
+        // far ahead as the budget allows.
+        let tasks_ahead = if inv.store.is_local() { 2 } else { usize::MAX };
         Pipeline {
             inv,
+            tasks_ahead,
             charge: vec![0; reads.len()],
             reads,
             by_task,
@@ -279,6 +290,9 @@ impl<'a> Pipeline<'a> {
         {
             let i = self.next_read;
             let rd = &self.reads[i];
+            if rd.task > self.current.saturating_add(self.tasks_ahead) {
+                break;
+            }
             if rd.task > self.current {
                 let room = self.budget.saturating_sub(self.write_reserve);
                 if self.used + rd.peak > room {

@@ -85,7 +85,9 @@ pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
 async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
     let run = async {
         let (batch, store) = resolve(event.payload).await?;
-        crate::handle(&batch, &store).await
+        let stats = crate::handle(&batch, &store).await;
+        crate::memory::release_kept_blocks();
+        stats
     };
     run.await.map_err(|e| Diagnostic {
         error_type: e.kind().wire_name().to_string(),
@@ -96,7 +98,11 @@ async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
 /// Polls the runtime API named by `AWS_LAMBDA_RUNTIME_API` until the process is stopped.
 pub async fn serve() -> Result<(), lambda_runtime::Error> {
     die_with_driver();
-    crate::memory::return_freed_blocks();
+    let limit_mb = std::env::var("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+        .ok()
+        .and_then(|m| m.parse::<u64>().ok())
+        .unwrap_or(0);
+    crate::memory::setup_block_memory(limit_mb << 20);
     lambda_runtime::run(service_fn(invoke)).await
 }
 

@@ -30,7 +30,7 @@ fn noise(n: usize, seed: u64) -> Vec<f64> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn peak_memory_stays_within_the_budget() {
-    nums_function::memory::return_freed_blocks();
+    nums_function::memory::setup_block_memory(0);
     let t = TempStore::new("memory");
     let meta = ArrayMeta::new(vec![BLOCKS * ROWS, COLS], vec![ROWS, COLS], DType::Float64);
     let x = StoredArray::new("job/X", meta).unwrap();

@@ -409,15 +409,17 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
 /// then any task whose output another slot reads), then a task whose inputs are all made
 /// on this slot or stored before the run (one made on another slot ends the invocation:
 /// the slot's own stream goes first, so that it is not cut in two and its blocks read
-/// twice), then free memory (last uses of its inputs),
-/// then bring in as little new data as possible (a block read or made), then use what
-/// the slot holds; then the smaller output, then the task placed first.
+/// twice), then shrink the slot's memory most: bytes its inputs free (last uses) less
+/// the bytes it reads or makes (so that a task using up a block made here goes before
+/// one that reads two blocks to free them and makes a third), then bring in as little
+/// new data as possible (a block read or made), then use what the slot holds; then the
+/// smaller output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Score {
     critical: bool,
     feeds_other: bool,
     local: bool,
-    freed: u64,
+    shrinks: i64,
     new: Reverse<u64>,
     held: u32,
     out: Reverse<u64>,
@@ -439,8 +441,8 @@ fn counted(ins: &[Bid]) -> Vec<(Bid, u32)> {
 }
 
 /// Orders the placed tasks so that each slot streams: among its ready tasks a slot runs
-/// first the one that frees the most memory (last uses of its inputs), then the one that
-/// brings in the least new data (blocks to read or make), then one whose inputs it holds.
+/// first the one that shrinks its memory most (last uses of its inputs, less what it reads
+/// and makes), then the one that brings in the least new data (blocks to read or make), then one whose inputs it holds.
 /// Slots take turns, which gives one global topological order for cutting batches.
 pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
     let n = tasks.len();
@@ -502,6 +504,7 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             }
         }
         let out = blocks.nbytes[tasks.output[i] as usize];
+        let shrinks = freed as i64 - (new + out) as i64;
         if ins.is_empty() {
             new += out;
         }
@@ -516,7 +519,7 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             critical: critical(&tasks.kernels[tasks.kernel[i] as usize]),
             feeds_other,
             local,
-            freed,
+            shrinks,
             new: Reverse(new),
             held,
             out: Reverse(out),

@@ -203,6 +203,12 @@ impl Store {
         }
     }
 
+    /// Whether objects are files on this machine (a `file://` store): read at memory speed,
+    /// so reading far ahead buys nothing.
+    pub fn is_local(&self) -> bool {
+        self.local_fs.is_some()
+    }
+
     /// Reads a whole object. A large object of a `file://` store is its file mapped into
     /// memory, not copied (see [`map_file`]).
     pub async fn get(&self, key: &str) -> Result<Bytes> {
