@@ -410,8 +410,8 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
 /// on this slot or stored before the run (one made on another slot ends the invocation:
 /// the slot's own stream goes first, so that it is not cut in two and its blocks read
 /// twice), then shrink the slot's memory most: bytes its inputs free (last uses) less
-/// the bytes it reads or makes (so that a task using up a block made here goes before
-/// one that reads two blocks to free them and makes a third), then bring in as little
+/// the bytes it brings in (so that a task using up a block made here goes before one
+/// that reads two blocks only to free them), then bring in as little
 /// new data as possible (a block read or made), then use what the slot holds; then the
 /// smaller output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -442,7 +442,7 @@ fn counted(ins: &[Bid]) -> Vec<(Bid, u32)> {
 
 /// Orders the placed tasks so that each slot streams: among its ready tasks a slot runs
 /// first the one that shrinks its memory most (last uses of its inputs, less what it reads
-/// and makes), then the one that brings in the least new data (blocks to read or make), then one whose inputs it holds.
+/// or makes from nothing), then the one that brings in the least new data (blocks to read or make), then one whose inputs it holds.
 /// Slots take turns, which gives one global topological order for cutting batches.
 pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
     let n = tasks.len();
@@ -504,10 +504,10 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             }
         }
         let out = blocks.nbytes[tasks.output[i] as usize];
-        let shrinks = freed as i64 - (new + out) as i64;
         if ins.is_empty() {
             new += out;
         }
+        let shrinks = freed as i64 - new as i64;
         let local = ins.iter().all(|&b| {
             let p = producer[b as usize];
             p == NONE || tasks.slot[p as usize] == s
