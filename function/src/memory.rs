@@ -31,9 +31,10 @@ pub fn release_kept_blocks() {
 /// Bytes of freed blocks kept for reuse now.
 pub fn kept_bytes() -> u64 {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    return kept::held() as u64;
-    #[allow(unreachable_code)]
-    0
+    let held = kept::held() as u64;
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let held = 0;
+    held
 }
 
 /// The share of the memory limit that freed blocks may hold (kept for reuse).
@@ -146,16 +147,16 @@ mod kept {
         {
             let mut k = kept();
             let mut held: usize = k.iter().map(|e| e.1).sum();
-            // Slot 0 is the oldest: shift the list up as the oldest leave.
-            let mut n = k.iter().filter(|e| e.0 != 0).count();
-            let mut i = 0;
+            let mut n = k.iter().take_while(|e| e.0 != 0).count();
+            // The oldest (slot 0) leave first; the list shifts down as they do.
+            let mut gone = 0;
             while held + size > bound || n == SLOTS {
-                out[i] = k[0];
+                out[gone] = k[0];
                 held -= k[0].1;
                 k.copy_within(1.., 0);
                 k[SLOTS - 1] = (0, 0);
                 n -= 1;
-                i += 1;
+                gone += 1;
             }
             k[n] = (ptr as usize, size);
         }

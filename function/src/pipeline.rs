@@ -27,9 +27,9 @@
 //! task's read never passes an earlier one's; reads ahead leave room for one output
 //! written behind (up to half the budget). On a local store reads start at most two
 //! tasks ahead: they run at memory speed, and a block read further ahead is only one more
-//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that does not fit even once the
-//! writes in flight are done is written before the next kernel runs, as in the sequential
-//! run (where the projection counts it). With a budget of 0 (the default) the pipeline
+//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that
+//! does not fit even once the writes in flight are done is written before the next
+//! kernel runs, as in the sequential run (where the projection counts it). With a budget of 0 (the default) the pipeline
 //! is the sequential run: each task's reads start when it is due and its output is
 //! written before the next task.
 //!
@@ -171,11 +171,8 @@ impl<'a> Pipeline<'a> {
             .map(|t| write_cost(inv.array(&t.output), &t.output, false))
             .max()
             .unwrap_or(0);
-        // A local store's reads run at memory speed: reading the next two tasks' inputs
-        // ahead keeps the kernels fed, and every block read further ahead would be one
-        // more new buffer, whose pages cost a fault each (freed blocks are reused, see
-        // `memory::BlockAllocator`). A remote store's reads take a round trip each: as
-        // far ahead as the budget allows.
+        // Two on a local store (module docs); a remote store's reads take a round trip
+        // each: as far ahead as the budget allows.
         let tasks_ahead = if inv.store.is_local() { 2 } else { usize::MAX };
         Pipeline {
             inv,

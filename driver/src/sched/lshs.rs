@@ -411,9 +411,9 @@ fn whole_on_one_slot(cx: &Ctx, w: &Work, blocks: &Blocks) -> bool {
 /// the slot's own stream goes first, so that it is not cut in two and its blocks read
 /// twice), then shrink the slot's memory most: bytes its inputs free (last uses) less
 /// the bytes it brings in (so that a task using up a block made here goes before one
-/// that reads two blocks only to free them), then bring in as little
-/// new data as possible (a block read or made), then use what the slot holds; then the
-/// smaller output, then the task placed first.
+/// that reads two blocks only to free them), then bring in as little new data as
+/// possible (a block read or made), then use what the slot holds; then the smaller
+/// output, then the task placed first.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Score {
     critical: bool,
@@ -442,7 +442,8 @@ fn counted(ins: &[Bid]) -> Vec<(Bid, u32)> {
 
 /// Orders the placed tasks so that each slot streams: among its ready tasks a slot runs
 /// first the one that shrinks its memory most (last uses of its inputs, less what it reads
-/// or makes from nothing), then the one that brings in the least new data (blocks to read or make), then one whose inputs it holds.
+/// or makes from nothing), then the one that brings in the least new data (blocks to read
+/// or make), then one whose inputs it holds.
 /// Slots take turns, which gives one global topological order for cutting batches.
 pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
     let n = tasks.len();

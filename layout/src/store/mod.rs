@@ -389,7 +389,7 @@ impl Store {
     /// Whether [`Store::put_if_absent`] is known to be atomic here (a local folder: an
     /// exclusive create). S3 servers may or may not honour `If-None-Match` (Garage does not).
     pub fn create_if_absent_is_atomic(&self) -> bool {
-        self.local_root.is_some()
+        self.is_local()
     }
 
     /// Writes an object only if none is there; `false` if one was. Atomic on local folders
