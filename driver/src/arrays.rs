@@ -18,17 +18,20 @@ const READ_AHEAD: usize = 8;
 /// Calls `f` with each block-row of the array (all blocks whose index on axis 0 is `i`,
 /// assembled: rows `i * block[0]..` of the whole array), in order. A 0-d array is one call.
 /// Missing blocks of arrays nums-cloud wrote are errors; of others, the fill value.
+/// Blocks are decoded on the blocking pool (all cores) while earlier ones are assembled,
+/// and one slab's memory serves every block-row of its shape.
 pub(crate) async fn for_each_row_slab(
     arr: &StoredArray,
     store: &Store,
-    mut f: impl FnMut(Block) -> anyhow::Result<()>,
+    mut f: impl FnMut(&Block) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let m = &arr.meta;
     let grid = m.grid();
     if m.ndim() == 0 {
-        return f(read(arr, store, &[]).await?);
+        return f(&read(arr, store, &[]).await?);
     }
     let per_row: u64 = grid[1..].iter().product();
+    let mut slab: Option<Block> = None;
     for i in 0..grid[0] {
         let rows = m.block_shape(&{
             let mut idx = vec![0; m.ndim()];
@@ -46,7 +49,11 @@ pub(crate) async fn for_each_row_slab(
             .buffered(READ_AHEAD)
             .try_collect()
             .await?;
-        let mut slab = Block::full(m.dtype, &shape, 0.0.into());
+        // The blocks cover the slab: its old values are all overwritten.
+        let slab = match slab.take() {
+            Some(s) if s.shape() == shape.as_slice() => slab.insert(s),
+            _ => slab.insert(Block::zeros(m.dtype, &shape)),
+        };
         for (idx, b) in blocks {
             let o = m.block_origin(&idx);
             let info: Vec<SliceInfoElem> = b
@@ -58,7 +65,7 @@ pub(crate) async fn for_each_row_slab(
                     SliceInfoElem::from(start..start + n as isize)
                 })
                 .collect();
-            assign(&mut slab, &info, b)?;
+            assign(slab, &info, b)?;
         }
         f(slab)?;
     }
@@ -76,11 +83,20 @@ fn assign(dst: &mut Block, info: &[SliceInfoElem], src: Block) -> anyhow::Result
     Ok(())
 }
 
+/// Reads block `idx`, decoding it on the blocking pool.
 async fn read(arr: &StoredArray, store: &Store, idx: &[u64]) -> anyhow::Result<Block> {
-    let b = if arr.complete {
-        arr.read_block(store, idx).await
+    let key = arr.block_key(idx);
+    let bytes = if arr.complete {
+        Some(store.get(&key).await)
     } else {
-        arr.read_block_or_fill(store, idx).await
+        store.get_opt(&key).await.transpose()
+    };
+    let (a, i) = (arr.clone(), idx.to_vec());
+    let b = match bytes.transpose() {
+        Ok(bytes) => tokio::task::spawn_blocking(move || a.decode(&i, bytes))
+            .await
+            .map_err(|e| anyhow!("decoding: {e}"))?,
+        Err(e) => Err(e),
     };
     b.with_context(|| format!("array {} block {idx:?}", arr.path))
 }
@@ -94,7 +110,7 @@ pub(crate) async fn export_npy(
 ) -> anyhow::Result<()> {
     let mut w = crate::npy::NpyWriter::create(path, arr.meta.dtype, &arr.meta.shape)
         .map_err(|e| anyhow!(e))?;
-    for_each_row_slab(arr, store, |slab| w.write(&slab).map_err(|e| anyhow!(e))).await?;
+    for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
     w.finish().map_err(|e| anyhow!(e))
 }
 
@@ -113,7 +129,7 @@ pub(crate) async fn export_csv(
         );
     }
     let mut w = crate::npy::CsvWriter::create(path).map_err(|e| anyhow!(e))?;
-    for_each_row_slab(arr, store, |slab| w.write(&slab).map_err(|e| anyhow!(e))).await?;
+    for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
     w.finish().map_err(|e| anyhow!(e))
 }
 
@@ -592,7 +608,7 @@ pub(crate) async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Resu
     let shape: Vec<usize> = arr.meta.shape.iter().map(|&s| s as usize).collect();
     let mut slabs = Vec::new();
     for_each_row_slab(arr, store, |s| {
-        slabs.push(s);
+        slabs.push(s.clone());
         Ok(())
     })
     .await?;

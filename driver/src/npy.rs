@@ -228,29 +228,9 @@ impl NpyWriter {
             ));
         }
         self.left -= n;
-        let err = |e: std::io::Error| format!("cannot write {}: {e}", self.tmp.display());
-        match slab {
-            Block::F64(a) => {
-                for v in a.iter() {
-                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
-                }
-            }
-            Block::F32(a) => {
-                for v in a.iter() {
-                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
-                }
-            }
-            Block::I64(a) => {
-                for v in a.iter() {
-                    self.out.write_all(&v.to_le_bytes()).map_err(err)?;
-                }
-            }
-            Block::Bool(a) => {
-                for v in a.iter() {
-                    self.out.write_all(&[*v as u8]).map_err(err)?;
-                }
-            }
-        }
+        self.out
+            .write_all(&slab.le_bytes())
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
         Ok(())
     }
 

@@ -320,6 +320,20 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
                 .unwrap_or_default();
             report.function_logs = logs.clone();
             let prefix = run.prefix();
+            // A run that lost the race for the job's lease (it started before learning
+            // so) fails for that reason, whatever else went wrong; its state is dropped.
+            if let Err(lost) = run.confirm_lease().await {
+                let _ = run.finish(true).await;
+                let error = anyhow!("{}: {lost}", job.file.display());
+                report.error = Some(format!("{error:#}"));
+                return Err(RunFailed {
+                    report: Box::new(report),
+                    error,
+                    interrupted,
+                    logs,
+                }
+                .into());
+            }
             let kept = run.finish(false).await;
             let error = match kept {
                 Ok(()) => error.context(format!(
@@ -430,7 +444,7 @@ async fn execute(
     // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
     // select everything: the largest the job can be).
     let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
-    upload_local_inputs(c).await?;
+    upload_local_inputs(c, run).await?;
     measured.lock().expect("measured").main_estimate = plan.batches.len() as u64;
     let g = resolve_masks(c, run, invoker, plan, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
@@ -508,28 +522,17 @@ fn writes_home(job: &Job, store: &Store, o: &crate::job::OutputDef) -> bool {
         if graph::relative_to(store.spec(), spec, path) == Some(format!("{}/{}", job.name, o.name)))
 }
 
-/// Uploads the local `.npy` and CSV inputs that the functions read from the job's bucket
-/// (the lambda backend), streamed in parts.
-async fn upload_local_inputs(c: &Checked) -> anyhow::Result<()> {
-    for (name, p) in &c.probes.0 {
-        let (graph::Probe::Npy {
-            upload: Some(file),
-            key,
-            ..
-        }
-        | graph::Probe::Csv {
-            upload: Some(file),
-            key,
-            ..
-        }
-        | graph::Probe::Parquet {
-            upload: Some(file),
-            key,
-            ..
-        }) = p
-        else {
-            continue;
-        };
+/// Uploads the local `.npy`, CSV and Parquet inputs that the functions read from the
+/// job's bucket (the lambda backend), streamed in parts.
+async fn upload_local_inputs(c: &Checked, run: &Run) -> anyhow::Result<()> {
+    let uploads: Vec<_> = (c.probes.0.iter())
+        .filter_map(|(name, p)| Some((name, p.upload()?)))
+        .collect();
+    if !uploads.is_empty() {
+        // Their keys are shared by every run of the job: the lease must be ours.
+        run.confirm_lease().await?;
+    }
+    for (name, (file, key)) in uploads {
         c.store
             .put_file(key, file)
             .await
@@ -1238,7 +1241,7 @@ async fn export_npy_to_s3(
     let size = meta.dtype.size() as u64;
     if meta.ndim() == 0 || meta.len() * size <= MIN_PART {
         let mut bytes = header;
-        nums_function::export::le_bytes(&read_whole(arr, st.store, false).await?, &mut bytes);
+        bytes.extend_from_slice(&read_whole(arr, st.store, false).await?.le_bytes());
         return Ok(dst.put(key, bytes.into()).await?);
     }
     // Rows per part: about 64 MiB (a sixteenth of memory_mb if less: a re-blocking task

@@ -154,7 +154,19 @@ pub(crate) struct Run {
     lost: Arc<AtomicBool>,
     /// Set while [`Run::commit`] moves arrays: Ctrl-C waits for it rather than cut it short.
     committing: AtomicBool,
+    /// The lease's confirmation where the store could not make it atomic: awaited by
+    /// [`Run::confirm_lease`] before the run touches anything outside its own prefix.
+    confirm: tokio::sync::Mutex<Confirm>,
     background: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// Whether a run's hold on its lease is confirmed.
+enum Confirm {
+    Held,
+    /// The read-back after the race pause, running while the run starts its work.
+    Pending(tokio::task::JoinHandle<Result<(), RunError>>),
+    /// The read-back found another driver's lease: this run never commits.
+    Lost,
 }
 
 fn lease_key(job: &str) -> String {
@@ -197,6 +209,19 @@ impl Run {
         fingerprint: &str,
         resume: bool,
     ) -> Result<Run, RunError> {
+        let atomic = store.create_if_absent_is_atomic();
+        Run::start_with(store, job, fingerprint, resume, atomic).await
+    }
+
+    /// [`Run::start`], told whether the store's create-if-absent is atomic (tests make a
+    /// local folder behave like Garage).
+    async fn start_with(
+        store: &Store,
+        job: &str,
+        fingerprint: &str,
+        resume: bool,
+        atomic: bool,
+    ) -> Result<Run, RunError> {
         let owner = new_run_id();
         let mut lease = Lease {
             owner: owner.clone(),
@@ -206,12 +231,17 @@ impl Run {
             started: now(),
             expires: now() + LEASE_TTL.as_secs(),
         };
-        acquire(store, job, &lease).await?;
-
+        let mut confirm = match acquire(store, job, &lease, atomic).await? {
+            None => Confirm::Held,
+            Some(check) => Confirm::Pending(tokio::spawn(check)),
+        };
+        // Anything shared (a commit to finish, earlier runs' state) waits for the lease to
+        // be confirmed; a run with nothing of the kind starts at once, in its own prefix,
+        // and confirms before it commits.
         if let Some(rec) = get_json::<CommitRecord>(store, &commit_key(job)).await? {
+            confirm_now(&mut confirm).await?;
             roll_forward(store, job, rec).await?;
         }
-
         // Earlier runs of this job, oldest first.
         let mut earlier: Vec<(String, Option<RunRecord>)> = Vec::new();
         let runs_prefix = format!("{job}/_runs/");
@@ -244,6 +274,9 @@ impl Run {
             .flatten()
             .map(|(id, _)| id.clone());
         let id = resumable.clone().unwrap_or_else(|| owner.clone());
+        if !earlier.is_empty() || resume {
+            confirm_now(&mut confirm).await?;
+        }
         let mut removed = Vec::new();
         for (old, _) in &earlier {
             if Some(old) != resumable.as_ref() {
@@ -259,8 +292,10 @@ impl Run {
             ),
             None => None,
         };
-        lease.run = id.clone();
-        store.put(&lease_key(job), to_json(&lease)).await?;
+        if lease.run != id {
+            lease.run = id.clone();
+            store.put(&lease_key(job), to_json(&lease)).await?;
+        }
         let record = RunRecord {
             run: id.clone(),
             job: job.to_string(),
@@ -296,6 +331,7 @@ impl Run {
             journal,
             lost,
             committing: AtomicBool::new(false),
+            confirm: tokio::sync::Mutex::new(confirm),
             background,
         })
     }
@@ -349,7 +385,14 @@ impl Run {
         self.committing.load(Ordering::SeqCst)
     }
 
+    /// Waits until the run's lease is confirmed ([`acquire`]): before the run writes
+    /// anything outside its own prefix. An error if another driver holds it.
+    pub(crate) async fn confirm_lease(&self) -> Result<(), RunError> {
+        confirm_now(&mut *self.confirm.lock().await).await
+    }
+
     async fn check_lease(&self) -> Result<(), RunError> {
+        self.confirm_lease().await?;
         let held = get_json::<Lease>(&self.store, &lease_key(&self.job)).await?;
         match held {
             Some(l) if l.owner == self.owner && !self.lost.load(Ordering::SeqCst) => Ok(()),
@@ -384,59 +427,79 @@ impl Drop for Run {
         for t in &self.background {
             t.abort();
         }
+        if let Confirm::Pending(h) = self.confirm.get_mut() {
+            h.abort();
+        }
     }
 }
 
-/// Takes the lease, or says who holds it. Stores that ignore conditional writes (Garage),
-/// and a stale lease overwritten, are covered by reading the lease back after a pause:
-/// the last writer wins and the others see it.
-async fn acquire(store: &Store, job: &str, lease: &Lease) -> Result<(), RunError> {
+/// Takes the lease, or says who holds it. On a store whose create-if-absent is atomic the
+/// lease is then ours. On one that ignores conditional writes (Garage), and where a stale
+/// lease is overwritten, two drivers may both write it: the last writer wins, and each
+/// learns which by reading the lease back after a pause longer than a read and a write.
+/// That check is returned, to run while the run starts its own work (it was most of a
+/// small job's fixed cost on S3, 0.3 s a run).
+async fn acquire(
+    store: &Store,
+    job: &str,
+    lease: &Lease,
+    atomic: bool,
+) -> Result<Option<impl Future<Output = Result<(), RunError>> + Send + 'static>, RunError> {
     let key = lease_key(job);
     for _ in 0..3 {
-        let held = get_json::<Lease>(store, &key).await.unwrap_or(None);
-        match held {
-            Some(h) if h.owner != lease.owner && h.live() => {
-                return Err(RunError::Busy {
-                    job: job.to_string(),
-                    run: h.run,
-                    pid: h.pid,
-                    host: h.host,
-                    ago: now().saturating_sub(h.started),
-                    ttl: h.expires.saturating_sub(now()),
-                });
-            }
+        match get_json::<Lease>(store, &key).await.unwrap_or(None) {
+            Some(h) if h.owner != lease.owner && h.live() => return Err(busy(job, h)),
             Some(_) => store.put(&key, to_json(lease)).await?,
-            None => {
-                if !store.put_if_absent(&key, to_json(lease)).await? {
-                    continue; // another driver was first: look again
-                }
-                // An atomic create-if-absent: nobody else can hold it, so no pause (it
-                // was most of a small job's fixed cost, 0.3 s a run).
-                if store.create_if_absent_is_atomic() {
-                    return Ok(());
-                }
+            None if !store.put_if_absent(&key, to_json(lease)).await? => {
+                continue; // another driver was first: look again
             }
+            None if atomic => return Ok(None),
+            None => {}
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        if get_json::<Lease>(store, &key)
-            .await?
-            .is_some_and(|l| l.owner == lease.owner)
-        {
-            return Ok(());
-        }
+        let (store, job, owner) = (store.clone(), job.to_string(), lease.owner.clone());
+        return Ok(Some(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            match get_json::<Lease>(&store, &lease_key(&job)).await? {
+                Some(l) if l.owner == owner => Ok(()),
+                Some(l) => Err(busy(&job, l)),
+                None => Err(RunError::Record(format!(
+                    "{}: another driver took and released the job's lease as this run started",
+                    lease_key(&job)
+                ))),
+            }
+        }));
     }
-    let h = get_json::<Lease>(store, &key).await?;
-    Err(match h {
-        Some(h) => RunError::Busy {
-            job: job.to_string(),
-            run: h.run,
-            pid: h.pid,
-            host: h.host,
-            ago: now().saturating_sub(h.started),
-            ttl: h.expires.saturating_sub(now()),
-        },
-        None => RunError::Record(format!("{key}: cannot take the job's lease")),
-    })
+    match get_json::<Lease>(store, &key).await? {
+        Some(h) => Err(busy(job, h)),
+        None => Err(RunError::Record(format!(
+            "{key}: cannot take the job's lease"
+        ))),
+    }
+}
+
+/// The error of a job whose lease `h` holds.
+fn busy(job: &str, h: Lease) -> RunError {
+    RunError::Busy {
+        job: job.to_string(),
+        run: h.run,
+        pid: h.pid,
+        host: h.host,
+        ago: now().saturating_sub(h.started),
+        ttl: h.expires.saturating_sub(now()),
+    }
+}
+
+/// Waits for a pending confirmation of the lease; an error once it is known lost.
+async fn confirm_now(c: &mut Confirm) -> Result<(), RunError> {
+    match std::mem::replace(c, Confirm::Lost) {
+        Confirm::Held => {}
+        Confirm::Lost => return Err(RunError::Record("this run lost the job's lease".into())),
+        Confirm::Pending(h) => h
+            .await
+            .map_err(|e| RunError::Record(format!("confirming the job's lease: {e}")))??,
+    }
+    *c = Confirm::Held;
+    Ok(())
 }
 
 /// Renews the lease until the run ends; flags `lost` when another driver took it.
@@ -592,6 +655,60 @@ mod tests {
         store.put(&lease_key("j"), to_json(&dead)).await.unwrap();
         let b = Run::start(&store, "j", "f", false).await.unwrap();
         b.finish(true).await.unwrap();
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A store that ignores conditional writes (Garage): the run starts before its lease is
+    /// confirmed, and a driver that lost the race learns so before it commits anything.
+    #[tokio::test]
+    async fn a_run_that_lost_the_race_for_its_lease_commits_nothing() {
+        let (store, dir) = temp_store("race");
+        store
+            .put("j/X/zarr.json", Bytes::from_static(b"old"))
+            .await
+            .unwrap();
+        let a = Run::start_with(&store, "j", "f", false, false)
+            .await
+            .unwrap();
+        assert!(matches!(*a.confirm.lock().await, Confirm::Pending(_)));
+        // Another driver's write of the lease lands last, as both saw none.
+        let b = Lease {
+            owner: "b".into(),
+            run: "rb".into(),
+            host: hostname(),
+            pid: std::process::id(),
+            started: now(),
+            expires: now() + 60,
+        };
+        store.put(&lease_key("j"), to_json(&b)).await.unwrap();
+        let e = a.commit(&["X".to_string()]).await.expect_err("lost");
+        assert!(
+            matches!(&e, RunError::Busy { run, .. } if run == "rb"),
+            "{e}"
+        );
+        assert!(a.confirm_lease().await.is_err(), "still lost");
+        a.finish(false).await.unwrap(); // its state kept: an earlier run for the next one
+        assert_eq!(&store.get("j/X/zarr.json").await.unwrap()[..], b"old");
+        assert!(store.get_opt(&commit_key("j")).await.unwrap().is_none());
+        let held: Lease = get_json(&store, &lease_key("j")).await.unwrap().unwrap();
+        assert_eq!(held, b, "the winner's lease stays");
+
+        // Unraced, the confirmation comes back and the run commits. A run with earlier
+        // runs' state to remove waits for it first.
+        store.delete(&lease_key("j")).await.unwrap();
+        let c = Run::start_with(&store, "j", "f", false, false)
+            .await
+            .unwrap();
+        assert!(matches!(*c.confirm.lock().await, Confirm::Held), "waited");
+        assert_eq!(c.removed.len(), 1, "a's state");
+        c.commit(&[]).await.unwrap();
+        c.finish(true).await.unwrap();
+        let d = Run::start_with(&store, "j", "f", false, false)
+            .await
+            .unwrap();
+        d.confirm_lease().await.unwrap();
+        d.finish(true).await.unwrap();
+        assert!(store.get_opt(&lease_key("j")).await.unwrap().is_none());
         std::fs::remove_dir_all(dir).ok();
     }
 

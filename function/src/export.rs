@@ -28,7 +28,7 @@ pub async fn put_part(
     let head = header.clone();
     let payload = tokio::task::spawn_blocking(move || {
         let mut out = head;
-        le_bytes(&input, &mut out);
+        out.extend_from_slice(&input.le_bytes());
         out
     })
     .await
@@ -48,23 +48,6 @@ pub async fn put_part(
         .map_err(|e| e.to_string())?;
     counters.count_put(n);
     etag_block(&etag)
-}
-
-/// A block's values in C order, little-endian (a `.npy` file's data), appended to `out`.
-pub fn le_bytes(b: &Block, out: &mut Vec<u8>) {
-    out.reserve(b.shape().iter().product::<usize>() * b.dtype().size());
-    match b {
-        Block::F64(a) => a
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        Block::F32(a) => a
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        Block::I64(a) => a
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        Block::Bool(a) => out.extend(a.iter().map(|&v| v as u8)),
-    }
 }
 
 /// An ETag as a [1, ETAG_BYTES] int64 block, one byte per element, zero-padded.
@@ -106,7 +89,7 @@ mod tests {
         let a = ndarray::arr2(&[[1.5f64, -2.0], [3.0, 4.25]]).into_dyn();
         let t = Block::F64(a.t().to_owned().into_dyn()); // another memory order
         let mut out = b"H".to_vec();
-        le_bytes(&t, &mut out);
+        out.extend_from_slice(&t.le_bytes());
         let want: Vec<u8> = std::iter::once(b'H')
             .chain(
                 [1.5f64, 3.0, -2.0, 4.25]

@@ -61,6 +61,18 @@ impl Block {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }
 
+    /// The values in C order as little-endian bytes (a chunk's raw bytes, a `.npy` file's
+    /// data): borrowed, not copied, where the block is in standard layout on a
+    /// little-endian host.
+    pub fn le_bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Block::F64(a) => le_bytes(Cow::Borrowed(a)),
+            Block::F32(a) => le_bytes(Cow::Borrowed(a)),
+            Block::I64(a) => le_bytes(Cow::Borrowed(a)),
+            Block::Bool(a) => Cow::Owned(a.iter().map(|&b| b as u8).collect()),
+        }
+    }
+
     /// A block of `shape` with every element `value` (cast to `dtype` as NumPy casts it).
     pub fn full(dtype: DType, shape: &[usize], value: Scalar) -> Block {
         let dim = IxDyn(shape);
@@ -141,5 +153,67 @@ impl Block {
             (Block::I64(a), DType::Float32) => Block::F32(a.mapv(|v| v as f32)),
             (b, d) => Block::from_f64(d, b.to_f64().into_owned()),
         }
+    }
+}
+
+/// A number type stored little-endian (chunks, `.npy` files).
+pub(crate) trait LeNum: bytemuck::Pod {
+    fn from_le(b: &[u8]) -> Self;
+    fn to_le(self) -> Vec<u8>;
+}
+
+macro_rules! le_num {
+    ($($t:ty),*) => {$(
+        impl LeNum for $t {
+            fn from_le(b: &[u8]) -> Self {
+                <$t>::from_le_bytes(b.try_into().expect("element size"))
+            }
+            fn to_le(self) -> Vec<u8> {
+                self.to_le_bytes().to_vec()
+            }
+        }
+    )*};
+}
+le_num!(f64, f32, i64);
+
+/// An array's values in C order as little-endian bytes; a view of its memory where it
+/// is in standard layout on a little-endian host.
+pub(crate) fn le_bytes<T: LeNum>(a: Cow<'_, ArrayD<T>>) -> Cow<'_, [u8]> {
+    if !cfg!(target_endian = "little") {
+        return Cow::Owned(a.iter().flat_map(|v| v.to_le()).collect());
+    }
+    match a {
+        Cow::Borrowed(p) if p.is_standard_layout() => {
+            Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout")))
+        }
+        p => {
+            let c = p.as_standard_layout();
+            Cow::Owned(bytemuck::cast_slice(c.as_slice().expect("standard layout")).to_vec())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn le_bytes_are_c_order_little_endian_and_borrowed_when_they_can_be() {
+        let a = ndarray::arr2(&[[1.5f64, -2.0], [3.0, 4.25]]).into_dyn();
+        let want = |v: &[f64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let b = Block::F64(a.clone());
+        assert!(matches!(b.le_bytes(), Cow::Borrowed(_)));
+        assert_eq!(b.le_bytes(), want(&[1.5, -2.0, 3.0, 4.25]));
+        // Fortran order in memory: still C order out.
+        let t = Block::F64(a.t().to_owned());
+        assert_eq!(t.le_bytes(), want(&[1.5, 3.0, -2.0, 4.25]));
+        let i = Block::I64(ndarray::arr1(&[-1i64, 258]).into_dyn());
+        let mut w = (-1i64).to_le_bytes().to_vec();
+        w.extend(258i64.to_le_bytes());
+        assert_eq!(i.le_bytes(), w);
+        let f = Block::F32(ndarray::arr1(&[0.5f32]).into_dyn());
+        assert_eq!(f.le_bytes(), 0.5f32.to_le_bytes().to_vec());
+        let z = Block::Bool(ndarray::arr1(&[true, false]).into_dyn());
+        assert_eq!(z.le_bytes(), vec![1u8, 0]);
     }
 }

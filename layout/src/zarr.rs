@@ -13,7 +13,7 @@ use serde_json::json;
 use zarrs::array::codec::api::ArrayToBytesCodecTraits;
 use zarrs::array::{Array, ArrayBytes, ArrayMetadata};
 
-use crate::block::Block;
+use crate::block::{Block, LeNum, le_bytes};
 use crate::meta::{ArrayMeta, DType};
 use crate::scalar::Scalar;
 use crate::store::Store;
@@ -402,38 +402,6 @@ fn stamp(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// A number type stored little-endian in a chunk.
-trait LeNum: bytemuck::Pod {
-    fn from_le(b: &[u8]) -> Self;
-    fn to_le(self) -> Vec<u8>;
-}
-
-macro_rules! le_num {
-    ($($t:ty),*) => {$(
-        impl LeNum for $t {
-            fn from_le(b: &[u8]) -> Self {
-                <$t>::from_le_bytes(b.try_into().expect("element size"))
-            }
-            fn to_le(self) -> Vec<u8> {
-                self.to_le_bytes().to_vec()
-            }
-        }
-    )*};
-}
-le_num!(f64, f32, i64);
-
-fn le_bytes<T: LeNum>(a: Cow<'_, ArrayD<T>>) -> Cow<'_, [u8]> {
-    match (a, cfg!(target_endian = "little")) {
-        (Cow::Borrowed(p), true) => {
-            Cow::Borrowed(bytemuck::cast_slice(p.as_slice().expect("standard layout")))
-        }
-        (Cow::Owned(p), true) => {
-            Cow::Owned(bytemuck::cast_slice(p.as_slice().expect("standard layout")).to_vec())
-        }
-        (p, false) => Cow::Owned(p.iter().flat_map(|v| v.to_le()).collect()),
-    }
 }
 
 fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {

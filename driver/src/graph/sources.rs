@@ -76,6 +76,28 @@ impl Probe {
             Probe::Zarr { meta, .. } => &meta.shape,
         }
     }
+
+    /// The local file a run uploads first (the lambda backend), and its key in the store.
+    pub fn upload(&self) -> Option<(&std::path::Path, &str)> {
+        match self {
+            Probe::Npy {
+                upload: Some(file),
+                key,
+                ..
+            }
+            | Probe::Csv {
+                upload: Some(file),
+                key,
+                ..
+            }
+            | Probe::Parquet {
+                upload: Some(file),
+                key,
+                ..
+            } => Some((file, key)),
+            _ => None,
+        }
+    }
 }
 
 /// The probes of a job's inputs, by array name.
