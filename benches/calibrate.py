@@ -5,13 +5,14 @@ flops, bytes streamed), fits the model's rates by least squares, and prints, per
 main stage's measured wall time next to the projection of the model as compiled (the
 `projected_main_seconds` of --stats) and of the fitted rates.
 
-    bash scripts/bench_peers.sh --script benches/calibrate.py [--size base] [--repeat 2]
+    bash scripts/bench_peers.sh --script benches/calibrate.py [--size base] [--store garage]
 
 Fitted per invocation, as cost.rs adds them: store I/O seconds (the functions' measured
 wait) = bytes_in / read_bps + bytes_out / write_bps; kernel seconds = flops / flops +
 streamed / stream_bps + tasks * task_s; and the invoke overhead (send to answer minus the
 handler's seconds).
-Copy the printed rates into `LOCAL` in driver/src/cost.rs, rebuild, and run this again to
+Copy the printed rates into `LOCAL` (file store) or `LOCAL_S3` (`--store garage`) in
+driver/src/cost.rs, rebuild, and run this again to
 see the compiled model's error (the target: within 25% on every job).
 """
 import argparse
@@ -77,13 +78,15 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=sorted(peers.SIZES), default="base")
     ap.add_argument("--memory-mb", type=int, default=2048)
+    ap.add_argument("--store", choices=["file", "garage"], default="file",
+                    help="garage: the inputs in a Garage bucket (scripts/bench_peers.sh starts it)")
     ap.add_argument("--nums", default=str(peers.ROOT / "target" / "release" / "nums-cloud"))
     ap.add_argument("--cache", default=str(peers.ROOT / ".cache" / "peers"))
     args = ap.parse_args()
     bin_ = Path(args.nums)
     cache = Path(args.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
-    store = peers.Store("file", cache, args.size)
+    store = peers.Store(args.store, cache, args.size)
     peers.ensure_inputs(argparse.Namespace(size=args.size), store, bin_, cache)
     work = Path(tempfile.mkdtemp(prefix="calibrate-", dir=cache))
     jobs = []

@@ -496,7 +496,7 @@ def main():
               + (f"{n['s3_bytes_read'] / 1e6:,.0f} / {res['input_bytes'] / 1e6:,.0f} MB = {readx:.2f}x |"
                  if n else "- |"))
     print("\nnums-cloud details (best run; from --stats) and NumPy's split:\n")
-    print("| workload | process s | stats wall s | main stage s | projected s (local model) | function s "
+    print("| workload | process s | stats wall s | main stage s | projected s (cost model) | function s "
           "| compute s | store I/O s | invocations | store written MB | peak MiB | NumPy read s | NumPy compute s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for res in results:

@@ -208,7 +208,7 @@ def test_a_key_not_in_the_guide_is_refused(text, line, word, tmp_path):
 
 
 def cost_models():
-    """The calibrations of driver/src/cost.rs: {"local": {field: value}, "lambda": {...}}."""
+    """The calibrations of driver/src/cost.rs: {"local": {field: value}, "local-s3": ..., "lambda": ...}."""
     text = (REPO / "driver" / "src" / "cost.rs").read_text()
     models = {}
     for body in re.findall(r"pub(?:\(crate\))? const \w+: CostModel = CostModel \{(.*?)\n\};", text, re.S):
@@ -219,10 +219,11 @@ def cost_models():
         models[name] = {k: float("inf") if v in ("usize::MAX", "f64::INFINITY") else float(v.replace("_", ""))
                         for k, v in numbers.items()}
         models[name]["strings"] = strings
-    assert set(models) == {"local", "lambda"}, models
+    assert set(models) == set(MODELS), models
     return models
 
 
+MODELS = ["local", "local-s3", "lambda"]  # the guide's table's columns, in order
 UNITS = {"s": 1, "workers": 1, "workers/s": 1, "MB/s": 1e6, "GFLOP/s": 1e9, "GB/s": 1e9}
 
 
@@ -234,11 +235,11 @@ def test_the_cost_model_table_has_cost_rs_figures():
         if band is not None:
             assert f"- `{name}`: {band}\n" in GUIDE, (
                 f"docs/guide.md should quote the {name} model's error band as cost.rs states it: {band}")
-    rows = re.findall(r"^\| `(\w+)` \| ([\w/]+) \| ([\w.]+) \| ([\w.]+) \|", GUIDE, re.M)
+    rows = re.findall(r"^\| `(\w+)` \| ([\w/]+) \| ([\w.]+) \| ([\w.]+) \| ([\w.]+) \|", GUIDE, re.M)
     rows = {r[0]: r[1:] for r in rows if r[0] in models["local"] or r[1] in UNITS}
     assert set(rows) == set(models["local"]), f"fields of cost.rs and of the guide's table: {sorted(models['local'])} {sorted(rows)}"
     for field, (unit, *values) in rows.items():
-        for model, written in zip(["local", "lambda"], values):
+        for model, written in zip(MODELS, values):
             want = models[model][field]
             got = float("inf") if written == "unlimited" else float(written) * UNITS[unit]
             assert got == pytest.approx(want, rel=1e-9), (

@@ -63,6 +63,24 @@ pub(crate) const LOCAL: CostModel = CostModel {
     error_band: "15% under to 27% over the measured main stages of the peers workloads (0.24-1.7 s) in three runs, up to 50% under or 90% over on stages under 0.2 s",
 };
 
+/// Function processes on this machine kind with an S3 server on the same machine (Garage
+/// on 127.0.0.1), fitted as `LOCAL` is (`benches/calibrate.py --store garage`): reads of
+/// about 200 MB/s per function (HTTP and copies, where the file store maps files), and
+/// kernels slower than `LOCAL`'s because the server shares the two cores.
+pub(crate) const LOCAL_S3: CostModel = CostModel {
+    name: "local-s3",
+    invoke_s: 0.021,
+    cold_start_s: 0.0,
+    burst: usize::MAX,
+    scale_per_s: f64::INFINITY,
+    read_bps: 196e6,
+    write_bps: 1.9e9,
+    flops: 31e9,
+    stream_bps: 14e9,
+    task_s: 0.0044,
+    error_band: "16% under to 1% over the measured main stages of the peers workloads on Garage (0.47-3.4 s) in one run, 47% over on the quick-start's 0.17 s",
+};
+
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90
 /// and 70 MB/s per function (numpywren, Cubed's and AWS's measurements), a cold start of
 /// a static Rust binary of 0.3 s, 20 ms per warm invoke, 1,000 environments at once then
@@ -82,9 +100,12 @@ pub(crate) const LAMBDA: CostModel = CostModel {
 };
 
 impl CostModel {
-    pub fn for_backend(b: Backend) -> CostModel {
-        match b {
-            Backend::Local => LOCAL,
+    /// The model of a job's backend and store: local function processes with a local
+    /// folder or with an S3 server, or Lambda.
+    pub fn for_job(job: &crate::job::Job) -> CostModel {
+        match job.compute.backend {
+            Backend::Local if job.storage.url.starts_with("file:") => LOCAL,
+            Backend::Local => LOCAL_S3,
             Backend::Lambda => LAMBDA,
         }
     }
@@ -396,6 +417,20 @@ impl Ord for Time {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_backend_and_store_kind_has_its_model() {
+        let model = |compute: &str, storage: &str| {
+            let text =
+                format!("name = \"j\"\n{storage}[compute]\n{compute}[arrays]\nx = \"arange(4)\"\n");
+            let job = crate::job::Job::parse(std::path::Path::new("/tmp/j.toml"), &text);
+            CostModel::for_job(&job.unwrap()).name
+        };
+        let s3 = "[storage]\nurl = \"s3://b/p\"\nendpoint = \"http://127.0.0.1:3900\"\n";
+        assert_eq!(model("", ""), "local");
+        assert_eq!(model("", s3), "local-s3");
+        assert_eq!(model("backend = \"lambda\"\n", s3), "lambda");
+    }
 
     fn work(bytes_in: u64, flops: f64) -> BatchWork {
         BatchWork {

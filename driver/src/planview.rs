@@ -13,7 +13,7 @@ use serde::Serialize;
 /// The plan's projection by the cost model of the job's backend ([`crate::cost`]).
 pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
     let c = &job.compute;
-    plan.project(CostModel::for_backend(c.backend), c.workers, c.memory_mb)
+    plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
 }
 
 /// Seconds with two significant digits below 10 s (0.042 s, not 0.0 s), one decimal above.
@@ -200,7 +200,7 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         job.file.display(),
         c.workers,
         c.memory_mb,
-        CostModel::for_backend(c.backend).name
+        CostModel::for_job(job).name
     );
     let _ = write!(s, "{:<28}", "");
     for p in plans {
@@ -233,7 +233,7 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         format!("{:.3}", pr.gb_seconds)
     });
     row(&mut s, "estimated cost", &|_, pr| format!("${:.6}", pr.usd));
-    let model = CostModel::for_backend(c.backend);
+    let model = CostModel::for_job(job);
     let _ = writeln!(
         s,
         "(projected by the {} cost model: {}; see BENCHMARKS.md)",
