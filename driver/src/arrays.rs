@@ -18,8 +18,9 @@ const READ_AHEAD: usize = 8;
 /// Calls `f` with each block-row of the array (all blocks whose index on axis 0 is `i`,
 /// assembled: rows `i * block[0]..` of the whole array), in order. A 0-d array is one call.
 /// Missing blocks of arrays nums-cloud wrote are errors; of others, the fill value.
-/// Blocks are decoded on the blocking pool (all cores) while earlier ones are assembled,
-/// and one slab's memory serves every block-row of its shape.
+/// One slab's memory serves every block-row of its shape, and a block-row of one block is
+/// passed as it is. (Decoding on the blocking pool was tried: its threads' malloc arenas
+/// held freed blocks, doubling the driver's peak memory for little time.)
 pub(crate) async fn for_each_row_slab(
     arr: &StoredArray,
     store: &Store,
@@ -49,6 +50,12 @@ pub(crate) async fn for_each_row_slab(
             .buffered(READ_AHEAD)
             .try_collect()
             .await?;
+        if let [(_, b)] = blocks.as_slice()
+            && b.shape() == shape.as_slice()
+        {
+            f(b)?; // one block is the whole block-row: no slab to assemble
+            continue;
+        }
         // The blocks cover the slab: its old values are all overwritten.
         let slab = match slab.take() {
             Some(s) if s.shape() == shape.as_slice() => slab.insert(s),
@@ -83,20 +90,11 @@ fn assign(dst: &mut Block, info: &[SliceInfoElem], src: Block) -> anyhow::Result
     Ok(())
 }
 
-/// Reads block `idx`, decoding it on the blocking pool.
 async fn read(arr: &StoredArray, store: &Store, idx: &[u64]) -> anyhow::Result<Block> {
-    let key = arr.block_key(idx);
-    let bytes = if arr.complete {
-        Some(store.get(&key).await)
+    let b = if arr.complete {
+        arr.read_block(store, idx).await
     } else {
-        store.get_opt(&key).await.transpose()
-    };
-    let (a, i) = (arr.clone(), idx.to_vec());
-    let b = match bytes.transpose() {
-        Ok(bytes) => tokio::task::spawn_blocking(move || a.decode(&i, bytes))
-            .await
-            .map_err(|e| anyhow!("decoding: {e}"))?,
-        Err(e) => Err(e),
+        arr.read_block_or_fill(store, idx).await
     };
     b.with_context(|| format!("array {} block {idx:?}", arr.path))
 }
