@@ -9,16 +9,36 @@ use std::sync::atomic::Ordering::Relaxed;
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
 /// and keeps freed blocks in the heap, which the memory limit would count); up to
-/// `limit / KEPT_SHARE` bytes of freed blocks are kept for the next blocks of about their
-/// size ([`BlockAllocator`]). Called once, before any block exists.
+/// `limit / KEPT_SHARE` bytes of freed blocks may be kept for the next blocks of about
+/// their size ([`BlockAllocator`]; each invocation sets its own bound within that,
+/// [`bound_kept_blocks`]). Called once, before any block exists.
 pub fn setup_block_memory(limit: u64) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: mallopt only changes allocator tuning.
         unsafe { libc::mallopt(libc::M_MMAP_THRESHOLD, LARGE as i32) };
+        kept::CAP.store((limit / KEPT_SHARE) as usize, Relaxed);
         kept::BOUND.store((limit / KEPT_SHARE) as usize, Relaxed);
     }
     let _ = limit;
+}
+
+/// Lets freed blocks be kept up to `bytes` (at most `limit / KEPT_SHARE`, none before
+/// [`setup_block_memory`]) until the end of the invocation; returns the bound set. Kept
+/// blocks are resident memory that the batch's projection does not count: the invocation
+/// takes them out of its headroom (`prefetch_budget`), so the memory limit holds.
+pub fn bound_kept_blocks(bytes: u64) -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        let bound = (kept::CAP.load(Relaxed) as u64).min(bytes);
+        kept::BOUND.store(bound as usize, Relaxed);
+        bound
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        let _ = bytes;
+        0
+    }
 }
 
 /// Frees the blocks [`BlockAllocator`] keeps: at the end of an invocation, so that an idle
@@ -95,8 +115,10 @@ mod kept {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
-    /// Bytes the kept blocks may hold in all; 0 keeps none.
+    /// Bytes the kept blocks may hold in all, this invocation; 0 keeps none.
     pub(super) static BOUND: AtomicUsize = AtomicUsize::new(0);
+    /// The most `BOUND` may be (the memory limit's share).
+    pub(super) static CAP: AtomicUsize = AtomicUsize::new(0);
 
     const SLOTS: usize = 16;
 

@@ -9,8 +9,10 @@
 //!
 //! The planner projects a batch's peak for running its tasks one after the other
 //! (`projected_peak` in driver/src/sched/batch.rs) and sets `prefetch_budget` to the
-//! headroom between that and the memory limit. At any moment the pipeline holds what the
-//! sequential run holds at the same task, plus only what it has charged to the budget:
+//! headroom between that and the memory limit. Freed blocks the allocator keeps for reuse
+//! (`memory::bound_kept_blocks`) take up to half of it; the pipeline gets the rest. At any
+//! moment the pipeline holds what the sequential run holds at the same task, plus only
+//! what it has charged to its budget:
 //! - a block read ahead, for a task that is not yet due: from the start of its GET to the
 //!   end of its decoding, [`StoredArray::decode_peak`] (its encoded bytes, at most zstd's
 //!   bound for the chunk; the decoded chunk; an edge block's cropped copy); from then on
@@ -62,7 +64,10 @@ use crate::{Codec, FnError, IO_CONCURRENCY, Invocation};
 /// Runs one batch as a pipeline bounded by its `prefetch_budget` (see the module docs).
 pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
     let inv = Invocation::start(batch, store, Codec::Direct)?;
-    let mut p = Pipeline::new(&inv, batch.prefetch_budget);
+    // Freed blocks kept for reuse take up to half the headroom; reads ahead and writes
+    // behind the rest.
+    let kept = crate::memory::bound_kept_blocks(batch.prefetch_budget / 2);
+    let mut p = Pipeline::new(&inv, batch.prefetch_budget - kept);
     let (compute, io) = p.run().await?;
     let intermediate = p.intermediate_bytes_written;
     drop(p);

@@ -2,7 +2,8 @@
 //! other test takes or frees blocks while this one counts them.
 
 use nums_function::memory::{
-    BlockAllocator, KEPT_SHARE, kept_bytes, release_kept_blocks, setup_block_memory,
+    BlockAllocator, KEPT_SHARE, bound_kept_blocks, kept_bytes, release_kept_blocks,
+    setup_block_memory,
 };
 
 #[global_allocator]
@@ -41,4 +42,15 @@ fn a_freed_block_is_kept_within_the_bound_and_reused() {
     drop(b);
     release_kept_blocks();
     assert_eq!(kept_bytes(), 0);
+
+    // An invocation's own bound: within the limit's share, and none with no headroom.
+    assert_eq!(bound_kept_blocks(u64::MAX), 48 << 20);
+    assert_eq!(bound_kept_blocks(20 << 20), 20 << 20);
+    drop(vec![1u8; 12 << 20]);
+    drop(vec![1u8; (12 << 20) + 4096 * 300]);
+    assert!(kept_bytes() <= 20 << 20, "kept {} bytes", kept_bytes());
+    release_kept_blocks();
+    assert_eq!(bound_kept_blocks(0), 0);
+    drop(vec![1u8; 12 << 20]);
+    assert_eq!(kept_bytes(), 0, "kept with a bound of 0");
 }
