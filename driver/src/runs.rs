@@ -363,6 +363,9 @@ impl Run {
     /// never a mix.
     pub(crate) async fn commit(&self, names: &[String]) -> Result<(), RunError> {
         self.check_lease().await?;
+        if names.is_empty() {
+            return Ok(()); // no record to write and remove (three S3 requests)
+        }
         let rec = CommitRecord {
             run: self.id.clone(),
             arrays: names.to_vec(),
@@ -409,10 +412,13 @@ impl Run {
         for t in self.background.drain(..) {
             t.abort();
         }
-        let flushed = self.flush().await;
-        if remove_state {
+        // The journal is only for a run whose state is kept.
+        let flushed = if remove_state {
             self.store.delete_prefix(&self.prefix()).await?;
-        }
+            Ok(())
+        } else {
+            self.flush().await
+        };
         if let Ok(Some(l)) = get_json::<Lease>(&self.store, &lease_key(&self.job)).await
             && l.owner == self.owner
         {
