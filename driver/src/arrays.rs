@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use ndarray::{Axis, IxDyn, SliceInfoElem};
 use nums_layout::zarr::ATTRIBUTES_KEY;
 use nums_layout::{ArrayMeta, Block, DType, Store, StoreSpec, StoredArray};
 use serde::Serialize;
 
-/// Blocks read at once while streaming.
+/// Blocks read at once while streaming, and the bytes they may hold.
 const READ_AHEAD: usize = 8;
+const READ_AHEAD_BYTES: u64 = 64 << 20;
 
 /// Calls `f` with each block-row of the array (all blocks whose index on axis 0 is `i`,
 /// assembled: rows `i * block[0]..` of the whole array), in order. A 0-d array is one call.
@@ -32,6 +33,16 @@ pub(crate) async fn for_each_row_slab(
         return f(&read(arr, store, &[]).await?);
     }
     let per_row: u64 = grid[1..].iter().product();
+    // Reads run ahead across block-rows (on S3 each is a round trip), within
+    // READ_AHEAD_BYTES of decoded blocks.
+    let block_bytes = m.block.iter().product::<u64>() * m.dtype.size() as u64;
+    let ahead = (READ_AHEAD_BYTES / block_bytes.max(1)).clamp(1, READ_AHEAD as u64) as usize;
+    let mut reads = futures::stream::iter(0..grid[0] * per_row)
+        .map(|k| {
+            let idx = nums_layout::meta::unravel(k, &grid);
+            async move { Ok::<_, anyhow::Error>((idx.clone(), read(arr, store, &idx).await?)) }
+        })
+        .buffered(ahead);
     let mut slab: Option<Block> = None;
     for i in 0..grid[0] {
         let rows = m.block_shape(&{
@@ -41,15 +52,10 @@ pub(crate) async fn for_each_row_slab(
         })[0];
         let mut shape: Vec<usize> = m.shape.iter().map(|&s| s as usize).collect();
         shape[0] = rows;
-        let blocks: Vec<(Vec<u64>, Block)> = futures::stream::iter(0..per_row)
-            .map(|k| {
-                let mut idx = vec![i];
-                idx.extend(nums_layout::meta::unravel(k, &grid[1..]));
-                async move { Ok::<_, anyhow::Error>((idx.clone(), read(arr, store, &idx).await?)) }
-            })
-            .buffered(READ_AHEAD)
-            .try_collect()
-            .await?;
+        let mut blocks = Vec::with_capacity(per_row as usize);
+        for _ in 0..per_row {
+            blocks.push(reads.next().await.expect("a block per index")?);
+        }
         if let [(_, b)] = blocks.as_slice()
             && b.shape() == shape.as_slice()
         {
