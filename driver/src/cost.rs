@@ -78,7 +78,7 @@ pub(crate) const LOCAL_S3: CostModel = CostModel {
     flops: 31e9,
     stream_bps: 14e9,
     task_s: 0.0044,
-    error_band: "16% under to 1% over the measured main stages of the peers workloads on Garage (0.47-3.4 s) in one run, 47% over on the quick-start's 0.17 s",
+    error_band: "16% under to 9% over the measured main stages of the peers workloads on Garage (0.41-3.4 s) in two runs, 47% over on the quick-start's 0.17 s",
 };
 
 /// AWS Lambda with S3, at 1,769 MB or more (one vCPU): S3 reads and writes of about 90
