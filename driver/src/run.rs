@@ -311,39 +311,37 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             Ok(report)
         }
         Err((error, interrupted)) => {
+            // Made before `finish` takes the run.
             let mut report = report(Vec::new());
-            report.status = if interrupted { "interrupted" } else { "failed" }.into();
-            report.error = Some(format!("{error:#}"));
             let logs = log_dir
                 .as_deref()
                 .map(crate::local::logs_in)
                 .unwrap_or_default();
-            report.function_logs = logs.clone();
             let prefix = run.prefix();
+            // --stats gives the error itself, without the advice added below.
+            let mut stated = format!("{error:#}");
             // A run that lost the race for the job's lease (it started before learning
             // so) fails for that reason, whatever else went wrong; its state is dropped.
-            if let Err(lost) = run.confirm_lease().await {
-                let _ = run.finish(true).await;
-                let error = anyhow!("{}: {lost}", job.file.display());
-                report.error = Some(format!("{error:#}"));
-                return Err(RunFailed {
-                    report: Box::new(report),
-                    error,
-                    interrupted,
-                    logs,
+            let error = match run.confirm_lease().await {
+                Err(lost) => {
+                    let _ = run.finish(true).await;
+                    let error = anyhow!("{}: {lost}", job.file.display());
+                    stated = format!("{error:#}");
+                    error
                 }
-                .into());
-            }
-            let kept = run.finish(false).await;
-            let error = match kept {
-                Ok(()) => error.context(format!(
-                    "job {}: the run's state is kept under {prefix}/: `nums-cloud run --resume {}` \
-                     recomputes only what is missing (a run without --resume removes it)",
-                    job.name,
-                    job.file.display()
-                )),
-                Err(e) => error.context(format!("job {}: {e}", job.name)),
+                Ok(()) => match run.finish(false).await {
+                    Ok(()) => error.context(format!(
+                        "job {}: the run's state is kept under {prefix}/: `nums-cloud run --resume {}` \
+                         recomputes only what is missing (a run without --resume removes it)",
+                        job.name,
+                        job.file.display()
+                    )),
+                    Err(e) => error.context(format!("job {}: {e}", job.name)),
+                },
             };
+            report.status = if interrupted { "interrupted" } else { "failed" }.into();
+            report.error = Some(stated);
+            report.function_logs = logs.clone();
             Err(RunFailed {
                 report: Box::new(report),
                 error,

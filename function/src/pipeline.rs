@@ -31,9 +31,9 @@
 //! tasks ahead: they run at memory speed, and a block read further ahead is only one more
 //! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that
 //! does not fit even once the writes in flight are done is written before the next
-//! kernel runs, as in the sequential run (where the projection counts it). With a budget of 0 (the default) the pipeline
-//! is the sequential run: each task's reads start when it is due and its output is
-//! written before the next task.
+//! kernel runs, as in the sequential run (where the projection counts it). With a budget
+//! of 0 (the default) the pipeline is the sequential run: each task's reads start when
+//! it is due and its output is written before the next task.
 //!
 //! # Time
 //!
