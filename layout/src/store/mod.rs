@@ -3,7 +3,8 @@
 //! one wrapper per concern: object_store's `PrefixStore` roots it at the URL's prefix,
 //! [`CountingStore`] counts every request (so a function reports the traffic it really
 //! made), and S3 requests retry with backoff for [`retry_budget`] (object_store's retry
-//! client). [`Store`] turns keys and errors into nums-cloud's.
+//! client, and [`again_if_cut`] for requests whose connection broke in flight). [`Store`]
+//! turns keys and errors into nums-cloud's.
 
 mod counting;
 
@@ -57,6 +58,45 @@ pub fn retry_budget() -> Duration {
         .and_then(|v| v.parse::<u64>().ok())
         .unwrap_or(120);
     Duration::from_secs(secs)
+}
+
+/// Runs a store request again when its connection broke while it was in flight (a server
+/// restarting, a reset), until [`retry_budget`] from the first try. object_store repeats
+/// such requests only where it knows them idempotent, which leaves out S3's batch delete
+/// (every delete: `POST ?delete`) and breaks of unknown cause; every request passed here is
+/// safe to repeat (whole-object writes, reads, deletes, copies).
+async fn again_if_cut<T, F, Fut>(mut request: F) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<T>>,
+{
+    let start = std::time::Instant::now();
+    let budget = retry_budget();
+    let mut pause = Duration::from_millis(100);
+    loop {
+        match request().await {
+            Err(e) if cut_in_flight(&e) && start.elapsed() + pause < budget => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(4));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Whether a request failed in transport (no answer from the server), not by the server's
+/// answer.
+fn cut_in_flight(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<object_store::client::HttpError>()
+            .is_some()
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// An opened store, rooted at the URL's prefix.
@@ -234,22 +274,24 @@ impl Store {
                 }),
             };
         }
-        async { self.inner.get(&self.path(key)).await?.bytes().await }
+        let path = self.path(key);
+        again_if_cut(|| async { self.inner.get(&path).await?.bytes().await })
             .await
             .map_err(|e| self.err(e, key))
     }
 
     /// Bytes `range` of an object.
     pub async fn get_range(&self, key: &str, range: std::ops::Range<u64>) -> Result<Bytes> {
-        self.inner
-            .get_range(&self.path(key), range)
+        let path = self.path(key);
+        again_if_cut(|| self.inner.get_range(&path, range.clone()))
             .await
             .map_err(|e| self.err(e, key))
     }
 
     /// The size of an object, or `None` where there is none.
     pub async fn head(&self, key: &str) -> Result<Option<u64>> {
-        match self.inner.head(&self.path(key)).await {
+        let path = self.path(key);
+        match again_if_cut(|| self.inner.head(&path)).await {
             Ok(m) => Ok(Some(m.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.err(e, key)),
@@ -267,8 +309,8 @@ impl Store {
 
     /// Writes a whole object with one atomic PUT.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<()> {
-        self.inner
-            .put(&self.path(key), PutPayload::from_bytes(bytes))
+        let path = self.path(key);
+        again_if_cut(|| self.inner.put(&path, PutPayload::from_bytes(bytes.clone())))
             .await
             .map_err(|e| self.err(e, key))?;
         Ok(())
@@ -345,15 +387,12 @@ impl Store {
         use object_store::multipart::MultipartStore;
         let (s3, path) = self.s3_path(key)?;
         let n = data.len() as u64;
-        let id = s3
-            .put_part(
-                &path,
-                &upload.to_string(),
-                part,
-                PutPayload::from_bytes(data),
-            )
-            .await
-            .map_err(|e| self.err(e, key))?;
+        let upload = upload.to_string();
+        let id = again_if_cut(|| {
+            s3.put_part(&path, &upload, part, PutPayload::from_bytes(data.clone()))
+        })
+        .await
+        .map_err(|e| self.err(e, key))?;
         self.counters.count_put(n);
         Ok(id.content_id)
     }
@@ -414,15 +453,26 @@ impl Store {
     /// Moves an object: one atomic rename on a local folder; a server-side copy and a
     /// delete on S3 (the destination appears whole, never partly written).
     pub async fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner
-            .rename(&self.path(from), &self.path(to))
+        let (f, t) = (self.path(from), self.path(to));
+        if self.is_local() {
+            return self
+                .inner
+                .rename(&f, &t)
+                .await
+                .map_err(|e| self.err(e, from));
+        }
+        // Each half repeated on its own: a rename repeated whole after its delete went
+        // through would find no source.
+        again_if_cut(|| self.inner.copy(&f, &t))
             .await
-            .map_err(|e| self.err(e, from))
+            .map_err(|e| self.err(e, from))?;
+        self.delete(from).await
     }
 
     /// Deletes one object (absent is fine).
     pub async fn delete(&self, key: &str) -> Result<()> {
-        match self.inner.delete(&self.path(key)).await {
+        let path = self.path(key);
+        match again_if_cut(|| self.inner.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.err(e, key)),
         }
@@ -439,10 +489,13 @@ impl Store {
             tags,
             ..Default::default()
         };
-        self.inner
-            .put_opts(&self.path(key), PutPayload::from_bytes(bytes), opts)
-            .await
-            .map_err(|e| self.err(e, key))?;
+        let path = self.path(key);
+        again_if_cut(|| {
+            self.inner
+                .put_opts(&path, PutPayload::from_bytes(bytes.clone()), opts.clone())
+        })
+        .await
+        .map_err(|e| self.err(e, key))?;
         Ok(())
     }
 
@@ -459,10 +512,7 @@ impl Store {
     /// Keys under `prefix`, recursively, with their sizes in bytes.
     pub async fn list_sizes(&self, prefix: &str) -> Result<Vec<(String, u64)>> {
         let base = self.path(prefix);
-        let metas: Vec<_> = self
-            .inner
-            .list(Some(&base))
-            .try_collect()
+        let metas: Vec<_> = again_if_cut(|| self.inner.list(Some(&base)).try_collect())
             .await
             .map_err(|e| self.err(e, prefix))?;
         Ok(metas
@@ -475,9 +525,11 @@ impl Store {
     pub async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
         let keys = self.list(prefix).await?;
         let n = keys.len();
-        futures::stream::iter(keys)
-            .map(|k| async move { self.delete(&k).await })
-            .buffer_unordered(16)
+        // S3 deletes up to 1,000 keys per request.
+        let chunks: Vec<Vec<String>> = keys.chunks(1000).map(<[String]>::to_vec).collect();
+        futures::stream::iter(chunks)
+            .map(|chunk| async move { self.delete_keys(&chunk).await })
+            .buffer_unordered(4)
             .try_collect::<Vec<()>>()
             .await?;
         // Objects moved away (renames) leave their folders behind on a local store.
@@ -496,6 +548,32 @@ impl Store {
             }
         }
         Ok(n)
+    }
+
+    /// Deletes `keys` (absent ones are fine) with one batch request on S3.
+    async fn delete_keys(&self, keys: &[String]) -> Result<()> {
+        let paths: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
+        let results = again_if_cut(|| async {
+            let each = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
+            let mut results: Vec<_> = self.inner.delete_stream(each).collect().await;
+            // A batch cut short is tried again whole.
+            match results
+                .iter()
+                .position(|r| r.as_ref().is_err_and(cut_in_flight))
+            {
+                Some(i) => Err(results.swap_remove(i).unwrap_err()),
+                None => Ok(results),
+            }
+        })
+        .await;
+        let results = results.map_err(|e| self.err(e, &keys[0]))?;
+        for (r, key) in results.into_iter().zip(keys) {
+            match r {
+                Ok(_) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.err(e, key)),
+            }
+        }
+        Ok(())
     }
 
     /// Proves the store answers (and, for S3, that the bucket exists and the credentials
@@ -694,6 +772,40 @@ mod tests {
         std::fs::create_dir_all(dir.join("folder/x")).unwrap();
         assert!(matches!(s.get("folder").await, Err(Error::NotFound { .. })));
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_request_cut_in_flight_is_repeated_and_an_answer_is_not() {
+        use object_store::client::{HttpError, HttpErrorKind};
+        let cut = || object_store::Error::Generic {
+            store: "S3",
+            source: Box::new(HttpError::new(
+                HttpErrorKind::Interrupted,
+                std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+            )),
+        };
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let got = again_if_cut(|| async {
+            match tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 | 1 => Err(cut()),
+                n => Ok(n),
+            }
+        })
+        .await;
+        assert_eq!(got.unwrap(), 2, "two cut tries, then the answer");
+
+        // The server's own answer (here: an error the server gave) is final.
+        let tries = std::sync::atomic::AtomicUsize::new(0);
+        let got: object_store::Result<()> = again_if_cut(|| async {
+            tries.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Err(object_store::Error::Generic {
+                store: "S3",
+                source: "400 Bad Request".into(),
+            })
+        })
+        .await;
+        assert!(got.is_err());
+        assert_eq!(tries.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
