@@ -63,6 +63,7 @@ pub(crate) async fn count(
     job: &Job,
     opts: &RunOptions,
     t0: std::time::Instant,
+    bar: &indicatif::ProgressBar,
 ) -> anyhow::Result<(graph::Counted, Dispatched, Vec<crate::report::Invocation>)> {
     let mut files = Vec::new();
     // A file loaded by several arrays is counted once.
@@ -141,13 +142,20 @@ pub(crate) async fn count(
     let (invoker, endpoint) = crate::run::start_backend(job, opts, &id).await?;
     // Its invocations go in the run's timeline (stage `csv-count`) like every other.
     let mut timeline = Vec::new();
+    // The run's progress bar counts these invocations first.
+    bar.set_length(bar.position() + batches.len() as u64);
+    let mut moved = 0;
     let sent = crate::dispatch::run_batches_observed(
         &invoker,
         &batches,
         &store,
         job.compute.workers,
         &crate::dispatch::Policy::default(),
-        |_, _| {},
+        |_, st| {
+            bar.inc(1);
+            moved += st.bytes_read + st.bytes_written;
+            bar.set_message(crate::report::human(moved));
+        },
         |s| {
             timeline.push(crate::run::record(
                 "csv-count",

@@ -5,6 +5,8 @@
 //! `warning: ...`, no timestamps); with `-v` every line carries its time, level and module.
 
 use std::fmt;
+use std::io::Write;
+use std::sync::Mutex;
 
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
@@ -53,6 +55,42 @@ where
     }
 }
 
+/// The progress bar on screen, if any: lines logged while it shows go above it.
+static BAR: Mutex<Option<indicatif::ProgressBar>> = Mutex::new(None);
+
+/// Prints what is logged from now on above `bar` while it shows (rather than over it).
+pub(crate) fn above(bar: &indicatif::ProgressBar) {
+    *BAR.lock().unwrap_or_else(|p| p.into_inner()) = Some(bar.clone());
+}
+
+/// One event's text, written to standard error whole when dropped: through the bar's
+/// `suspend` while a bar shows, so the bar is cleared, the line printed, the bar redrawn.
+struct Line(Vec<u8>);
+
+impl Write for Line {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Line {
+    fn drop(&mut self) {
+        let bar = BAR.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let print = || {
+            let _ = std::io::stderr().write_all(&self.0);
+        };
+        match bar {
+            Some(b) if !b.is_hidden() && !b.is_finished() => b.suspend(print),
+            _ => print(),
+        }
+    }
+}
+
 /// Sends `tracing` events to standard error. `RUST_LOG`, when set, replaces the filter
 /// chosen by `verbosity` (see [`filter_for`]). Called once, by the CLI; a second call
 /// (a library user's own subscriber already set) changes nothing.
@@ -66,7 +104,7 @@ pub(crate) fn init(verbosity: i8) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| Line(Vec::new()))
         .with_ansi(false);
     let _ = if verbosity >= 1 {
         builder.try_init()

@@ -213,7 +213,9 @@ struct Measured {
 /// report of what ran.
 pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
-    let (counted, counting, count_timeline) = crate::csv_count::count(&job, opts, started).await?;
+    let bar = progress_bar(opts.progress, 0);
+    let (counted, counting, count_timeline) =
+        crate::csv_count::count(&job, opts, started, &bar).await?;
     let checked = check_counted(job, true, &counted).await?;
     let job = &checked.job;
     let store = &checked.store;
@@ -247,7 +249,6 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             return Err(e);
         }
     };
-    let bar = progress_bar(opts.progress, 0);
     let measured = std::sync::Mutex::new(Measured {
         // The CSV counts' invocations are the run's too.
         dispatched: counting,
@@ -1065,7 +1066,7 @@ fn explain(e: &crate::dispatch::DispatchError, job: &Job) -> String {
     format!("job {}: {e}{hint}", job.name)
 }
 
-fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
+pub(crate) fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
     if !show {
         return indicatif::ProgressBar::hidden();
     }
@@ -1078,6 +1079,7 @@ fn progress_bar(show: bool, n: u64) -> indicatif::ProgressBar {
         .expect("template"),
     );
     bar.enable_steady_tick(Duration::from_millis(200));
+    crate::logs::above(&bar);
     bar
 }
 
