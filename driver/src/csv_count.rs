@@ -64,6 +64,7 @@ pub(crate) async fn count(
     opts: &RunOptions,
     t0: std::time::Instant,
     bar: &indicatif::ProgressBar,
+    io: &std::sync::Arc<nums_layout::IoCounters>,
 ) -> anyhow::Result<(graph::Counted, Dispatched, Vec<crate::report::Invocation>)> {
     let mut files = Vec::new();
     // A file loaded by several arrays is counted once.
@@ -77,7 +78,7 @@ pub(crate) async fn count(
         }
         let (source, key) = graph::split_zarr_location(path, &job.storage);
         // A file that cannot be read is left to the probe, which says why.
-        let Ok(s) = Store::open(&source) else {
+        let Ok(s) = Store::open_counted(&source, io) else {
             continue;
         };
         let Ok(Some(size)) = s.head(&key).await else {
@@ -90,7 +91,7 @@ pub(crate) async fn count(
     if files.is_empty() {
         return Ok(Default::default());
     }
-    let store = Store::open(&job.storage)?;
+    let store = Store::open_counted(&job.storage, io)?;
     let id = format!("count-{}", crate::runs::new_run_id());
     let prefix = crate::runs::run_prefix(&job.name, &id);
     let per_task = pieces_per_task(job);

@@ -3,12 +3,13 @@
 //! report what was measured — for a failed or interrupted run too.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
 use futures::{StreamExt, TryStreamExt};
 use ndarray::SliceInfoElem;
-use nums_layout::{ArrayMeta, Block, ErrorKind, Store, StoredArray};
+use nums_layout::{ArrayMeta, Block, ErrorKind, IoCounters, Store, StoredArray};
 
 use crate::dispatch::{Dispatched, Invoker, run_batches_observed};
 use crate::graph::{self, Graph, NodeOp};
@@ -102,21 +103,23 @@ pub async fn check_job(job: Job) -> anyhow::Result<Checked> {
 }
 
 async fn check_parts(job: Job, writable: bool) -> anyhow::Result<Checked> {
-    check_counted(job, writable, &Default::default()).await
+    check_counted(job, writable, &Default::default(), &Default::default()).await
 }
 
-/// [`check_parts`] with the rows of large CSV inputs counted by the functions.
+/// [`check_parts`] with the rows of large CSV inputs counted by the functions; the
+/// driver's requests (the probe's too) count into `io`.
 async fn check_counted(
     job: Job,
     writable: bool,
     counted: &graph::Counted,
+    io: &Arc<IoCounters>,
 ) -> anyhow::Result<Checked> {
-    let probes = graph::probe_with(&job, counted).await?;
+    let probes = graph::probe_with(&job, counted, io).await?;
     let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
         graph::Built::Done(g) => (g, None),
         graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
     };
-    let store = Store::open(&job.storage)
+    let store = Store::open_counted(&job.storage, io)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
     if writable {
         check_stores_take_writes(&job, &store).await?;
@@ -144,7 +147,8 @@ async fn check_stores_take_writes(job: &Job, store: &Store) -> anyhow::Result<()
         };
         {
             let key = format!("outputs.{}", o.name);
-            let s = Store::open(spec).map_err(|e| job.err(o.line, &key, e.to_string()))?;
+            let s = Store::open_counted(spec, &store.counters)
+                .map_err(|e| job.err(o.line, &key, e.to_string()))?;
             check_writable(&s, path)
                 .await
                 .map_err(|e| job.err(o.line, &key, e))?;
@@ -214,9 +218,11 @@ struct Measured {
 pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
     let bar = progress_bar(opts.progress, 0);
+    // The driver's own requests, to every store it touches.
+    let io = Arc::default();
     let (counted, counting, count_timeline) =
-        crate::csv_count::count(&job, opts, started, &bar).await?;
-    let checked = check_counted(job, true, &counted).await?;
+        crate::csv_count::count(&job, opts, started, &bar, &io).await?;
+    let checked = check_counted(job, true, &counted, &io).await?;
     let job = &checked.job;
     let store = &checked.store;
     let run = Run::start(
@@ -1240,7 +1246,7 @@ async fn export_npy_to_s3(
     name: &str,
 ) -> anyhow::Result<()> {
     const MIN_PART: u64 = 5 << 20;
-    let dst = Store::open(spec)?;
+    let dst = Store::open_counted(spec, &st.store.counters)?;
     let meta = &arr.meta;
     let header = crate::npy::header(meta.dtype, &meta.shape);
     let size = meta.dtype.size() as u64;
@@ -1386,7 +1392,7 @@ async fn export(
             Ok(None)
         }
         Target::Zarr { store: spec, path } => {
-            let dst = Store::open(spec)?;
+            let dst = Store::open_counted(spec, &store.counters)?;
             let out = StoredArray::new(path, arr.meta.clone())?;
             // As a commit does: the old array goes (its metadata first), the chunks come,
             // the metadata last, so a reader never sees old and new chunks mixed.

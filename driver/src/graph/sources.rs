@@ -3,8 +3,10 @@
 //! metadata) before the graph is built, so that building the graph is pure.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::job::Backend;
+use nums_layout::IoCounters;
 use nums_layout::batch::CSV_PIECE;
 
 use super::*;
@@ -111,18 +113,23 @@ pub struct Counted(pub HashMap<String, Vec<(u64, nums_function::csv_index::CsvIn
 
 /// Reads what every `load` of the job holds. Errors name the file, line and key.
 pub async fn probe(job: &Job) -> Result<Probes, JobError> {
-    probe_with(job, &Counted::default()).await
+    probe_with(job, &Counted::default(), &Default::default()).await
 }
 
-/// [`probe`], taking the rows of the CSV inputs in `counted` from there.
-pub async fn probe_with(job: &Job, counted: &Counted) -> Result<Probes, JobError> {
+/// [`probe`], taking the rows of the CSV inputs in `counted` from there; the requests it
+/// makes count into `io`.
+pub async fn probe_with(
+    job: &Job,
+    counted: &Counted,
+    io: &Arc<IoCounters>,
+) -> Result<Probes, JobError> {
     let mut out = HashMap::new();
     for def in &job.arrays {
         let Source::Load { path, csv } = &def.source else {
             continue;
         };
         let key = |k: &str| format!("arrays.{}.{k}", def.name);
-        let p = probe_one(job, path, csv, counted.0.get(path))
+        let p = probe_one(job, path, csv, counted.0.get(path), io)
             .await
             .map_err(|(k, m)| job.err(def.line, key(k), m))?;
         out.insert(def.name.clone(), p);
@@ -136,11 +143,12 @@ async fn probe_one(
     path: &str,
     csv: &crate::job::CsvOptions,
     counted: Option<&Vec<(u64, nums_function::csv_index::CsvIndex)>>,
+    io: &Arc<IoCounters>,
 ) -> Result<Probe, (&'static str, String)> {
     if path.ends_with(".csv") {
-        return probe_csv_file(job, path, csv, counted).await;
+        return probe_csv_file(job, path, csv, counted, io).await;
     }
-    probe_load(job, path).await.map_err(|m| ("load", m))
+    probe_load(job, path, io).await.map_err(|m| ("load", m))
 }
 
 async fn probe_csv_file(
@@ -148,11 +156,12 @@ async fn probe_csv_file(
     path: &str,
     csv: &crate::job::CsvOptions,
     counted: Option<&Vec<(u64, nums_function::csv_index::CsvIndex)>>,
+    io: &Arc<IoCounters>,
 ) -> Result<Probe, (&'static str, String)> {
     let load = |m: String| ("load", m);
     let local = !path.starts_with("s3://");
     let (source, key) = split_zarr_location(path, &job.storage);
-    let s = nums_layout::Store::open(&source).map_err(|e| load(e.to_string()))?;
+    let s = nums_layout::Store::open_counted(&source, io).map_err(|e| load(e.to_string()))?;
     let size = s
         .head(&key)
         .await
@@ -165,11 +174,11 @@ async fn probe_csv_file(
     Ok(p)
 }
 
-async fn probe_load(job: &Job, path: &str) -> Result<Probe, String> {
+async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe, String> {
     let local = !path.starts_with("s3://");
     if path.ends_with(".csv") || path.ends_with(".npy") || path.ends_with(".parquet") {
         let (source, key) = split_zarr_location(path, &job.storage);
-        let s = nums_layout::Store::open(&source).map_err(|e| e.to_string())?;
+        let s = nums_layout::Store::open_counted(&source, io).map_err(|e| e.to_string())?;
         let size = s
             .head(&key)
             .await
@@ -186,7 +195,7 @@ async fn probe_load(job: &Job, path: &str) -> Result<Probe, String> {
         return Ok(p);
     }
     let (store, apath) = split_zarr_location(path, &job.storage);
-    let s = nums_layout::Store::open(&store).map_err(|e| e.to_string())?;
+    let s = nums_layout::Store::open_counted(&store, io).map_err(|e| e.to_string())?;
     let opened = nums_layout::StoredArray::open_stamped(&s, &apath).await;
     let (arr, stamp) = match opened {
         Ok(a) => a,

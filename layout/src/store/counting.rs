@@ -58,10 +58,13 @@ pub struct CountingStore {
 
 impl CountingStore {
     pub fn new(inner: Arc<dyn ObjectStore>) -> CountingStore {
-        CountingStore {
-            inner,
-            counters: Arc::default(),
-        }
+        CountingStore::counted_into(inner, Arc::default())
+    }
+
+    /// Counts into `counters`, which other stores may share (the driver's traffic to
+    /// every store it touches in a run is one figure).
+    pub fn counted_into(inner: Arc<dyn ObjectStore>, counters: Arc<IoCounters>) -> CountingStore {
+        CountingStore { inner, counters }
     }
 }
 
@@ -96,6 +99,12 @@ impl ObjectStore for CountingStore {
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        // A HEAD (object_store's `head` is a `get_opts`) says the object's whole range
+        // but reads none of it.
+        if options.head {
+            IoCounters::add(&self.counters.other_requests, 1);
+            return self.inner.get_opts(location, options).await;
+        }
         IoCounters::add(&self.counters.get_requests, 1);
         let r = self.inner.get_opts(location, options).await?;
         IoCounters::add(&self.counters.bytes_read, r.range.end - r.range.start);

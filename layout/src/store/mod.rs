@@ -216,9 +216,19 @@ impl Store {
         &self.spec
     }
 
+    /// Opens a store whose requests count into `counters` (the driver's traffic to every
+    /// store it touches in a run is one figure).
+    pub fn open_counted(spec: &StoreSpec, counters: &Arc<IoCounters>) -> Result<Store> {
+        Ok(Store::open(spec)?.with_counters(counters.clone()))
+    }
+
     /// The same store with fresh counters (one per invocation).
     pub fn with_fresh_counters(&self) -> Store {
-        let c = CountingStore::new(self.rooted.clone());
+        self.with_counters(Arc::default())
+    }
+
+    fn with_counters(&self, counters: Arc<IoCounters>) -> Store {
+        let c = CountingStore::counted_into(self.rooted.clone(), counters);
         Store {
             counters: c.counters.clone(),
             inner: Arc::new(c),
@@ -733,6 +743,8 @@ mod tests {
         assert_eq!(s.head("a/new").await.unwrap(), None);
         assert_eq!(s.head("a/moved").await.unwrap(), Some(1));
         assert_eq!(&s.get_range("a/b/c", 1..3).await.unwrap()[..], b"el");
+        // 5 + 1 + 2 bytes read: a HEAD reads none (object_store's `head` is a GET's options).
+        assert_eq!(s.counters.bytes_read.load(Ordering::Relaxed), 8);
         // A put killed before its rename leaves a staged file no listing shows.
         std::fs::write(dir.join("a/b/c#7"), b"half").unwrap();
         assert_eq!(s.delete_prefix("a").await.unwrap(), 2);
