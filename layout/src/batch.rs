@@ -12,6 +12,9 @@ use crate::store::StoreSpec;
 pub struct ArrayRef {
     /// Path of the Zarr array, relative to the store root.
     pub path: String,
+    /// Shape, block shape and dtype. The function encodes and decodes the array's chunks
+    /// as nums-cloud writes them for this metadata ([`crate::StoredArray::new`]), so an
+    /// array read in place must be stored that way.
     pub meta: ArrayMeta,
     /// An input the job reads in place (outside its prefix): read only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -32,22 +35,30 @@ pub struct ArrayRef {
 pub struct BlockRef {
     /// Index into [`Batch::arrays`].
     pub array: u32,
+    /// The block's position in its array's block grid, one entry per axis
+    /// ([`ArrayMeta::grid`]).
     pub index: Vec<u64>,
 }
 
+/// The distribution of a [`Kernel::Random`] array's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RandomDist {
+    /// Standard normal (mean 0, standard deviation 1), float64.
     Normal,
+    /// Uniform in `[0, 1)`, float64.
     Uniform,
     /// Integers in `[low, high)`, int64.
     Integers {
+        /// The smallest value.
         low: i64,
+        /// One past the largest value.
         high: i64,
     },
 }
 
 impl RandomDist {
+    /// Its name as a job file writes it: `normal`, `uniform` or `integers`.
     pub fn name(self) -> &'static str {
         match self {
             RandomDist::Normal => "normal",
@@ -57,28 +68,49 @@ impl RandomDist {
     }
 }
 
+/// An elementwise function of one array ([`Kernel::Unary`]), as NumPy computes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UnaryOp {
+    /// `-x`.
     Neg,
+    /// `~x` or `logical_not(x)` of a bool array: true where `x` is false (0).
     Not,
+    /// `abs(x)`.
     Abs,
+    /// `exp(x)`.
     Exp,
+    /// `expm1(x)`: `exp(x) - 1`, accurate near 0.
     Expm1,
+    /// `log(x)`: the natural logarithm.
     Log,
+    /// `log1p(x)`: `log(1 + x)`, accurate near 0.
     Log1p,
+    /// `sqrt(x)`.
     Sqrt,
+    /// `square(x)`: `x * x`.
     Square,
+    /// `sign(x)`: -1, 0 or 1 (NaN stays NaN).
     Sign,
+    /// `sin(x)`, `x` in radians.
     Sin,
+    /// `cos(x)`, `x` in radians.
     Cos,
+    /// `tan(x)`, `x` in radians.
     Tan,
+    /// `tanh(x)`.
     Tanh,
+    /// `floor(x)`: rounded toward -inf.
     Floor,
+    /// `ceil(x)`: rounded toward +inf.
     Ceil,
+    /// The logistic function `1 / (1 + exp(-x))`.
     Sigmoid,
+    /// `isnan(x)`, bool.
     IsNan,
+    /// `isfinite(x)`, bool: neither NaN nor infinite.
     IsFinite,
+    /// `isinf(x)`, bool: +inf or -inf.
     IsInf,
 }
 
@@ -145,26 +177,46 @@ impl UnaryOp {
     }
 }
 
+/// An elementwise function of two operands ([`Kernel::Binary`], [`Kernel::Scalar`]), as
+/// Python's operators and NumPy's functions compute it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum BinaryOp {
+    /// `x + y`.
     Add,
+    /// `x - y`.
     Sub,
+    /// `x * y`.
     Mul,
+    /// `x / y`: true division, a float even of ints.
     Div,
+    /// `x ** y`.
     Pow,
+    /// `x // y`: Python's floor division (rounds toward -inf).
     FloorDiv,
+    /// `x % y`: Python's modulo (the remainder takes the divisor's sign).
     Mod,
+    /// `maximum(x, y)`: the larger; NaN if either is NaN.
     Maximum,
+    /// `minimum(x, y)`: the smaller; NaN if either is NaN.
     Minimum,
+    /// `x < y`.
     Lt,
+    /// `x <= y`.
     Le,
+    /// `x > y`.
     Gt,
+    /// `x >= y`.
     Ge,
+    /// `x == y`.
     Eq,
+    /// `x != y`.
     Ne,
+    /// `x & y`: logical and (bool operands).
     And,
+    /// `x | y`: logical or (bool operands).
     Or,
+    /// `x ^ y`: logical exclusive or (bool operands).
     Xor,
 }
 
@@ -255,6 +307,8 @@ impl BinaryOp {
         })
     }
 
+    /// The operator as Python writes it (`+`, `//`, `**`, ...), or NumPy's function name
+    /// for `maximum` and `minimum`: for messages.
     pub fn symbol(self) -> &'static str {
         match self {
             BinaryOp::Add => "+",
@@ -333,16 +387,25 @@ pub fn pow_i64(mut x: i64, mut y: i64) -> i64 {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ReduceOp {
+    /// `sum`.
     Sum,
+    /// `prod`.
     Prod,
+    /// `min`: NaN if any value is NaN.
     Min,
+    /// `max`: NaN if any value is NaN.
     Max,
+    /// `all`: true where every value is non-zero.
     All,
+    /// `any`: true where some value is non-zero.
     Any,
     /// Like Sum, Prod, Min, Max but NaN values are skipped (NumPy's `nansum` etc.).
     NanSum,
+    /// `nanprod`: the product of the values that are not NaN.
     NanProd,
+    /// `nanmin`: the smallest value that is not NaN.
     NanMin,
+    /// `nanmax`: the largest value that is not NaN.
     NanMax,
 }
 
@@ -403,6 +466,7 @@ impl ReduceOp {
         }
     }
 
+    /// NumPy's name for it (`sum`, `nanmax`, ...), for messages.
     pub fn name(self) -> &'static str {
         match self {
             ReduceOp::Sum => "sum",
@@ -425,19 +489,36 @@ impl ReduceOp {
 #[serde(tag = "kernel", rename_all = "snake_case")]
 pub enum Kernel {
     /// No inputs; every element `value` (cast to the output's dtype).
-    Fill { value: Scalar },
+    Fill {
+        /// The value of every element.
+        value: Scalar,
+    },
     /// No inputs; element at flat index `i` of the whole array is a pure function of
     /// (`seed`, `i`), so values do not depend on the block shape.
-    Random { dist: RandomDist, seed: u64 },
+    Random {
+        /// The distribution the values follow.
+        dist: RandomDist,
+        /// The generator's seed: the same seed gives the same array.
+        seed: u64,
+    },
     /// One input.
-    Unary { op: UnaryOp },
+    Unary {
+        /// The function applied to each element.
+        op: UnaryOp,
+    },
     /// Two inputs whose block shapes broadcast (NumPy's rules) to the output block's.
-    Binary { op: BinaryOp },
+    Binary {
+        /// The function applied to each pair of elements, first input on the left.
+        op: BinaryOp,
+    },
     /// One input and a scalar; `scalar_left` puts the scalar on the left (`2 - x`). An
     /// int scalar with an int or bool input computes in int64, a float one in float64.
     Scalar {
+        /// The function applied to each element and the scalar.
         op: BinaryOp,
+        /// The scalar operand.
         value: Scalar,
+        /// The scalar is the left operand (`value op x`), else the right (`x op value`).
         scalar_left: bool,
     },
     /// Three inputs (condition, then values where true and where false) whose block shapes
@@ -448,31 +529,52 @@ pub enum Kernel {
     /// not float, else in float64, rounded toward -inf for an int64 output (NumPy's
     /// linspace). `last`, if given, is the last element along `axis` (linspace's endpoint).
     Iota {
+        /// The axis the values step along; they are constant along the others.
         axis: usize,
+        /// The element at index 0 along `axis`.
         start: Scalar,
+        /// The difference between neighbours along `axis`.
         step: Scalar,
+        /// The element at the last index along `axis`, exactly (instead of
+        /// `start + step * (n - 1)`); `None`: that formula holds there too.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         last: Option<Scalar>,
     },
     /// No inputs; 2-D, 1 where `column - row == k`, else 0 (eye, identity).
-    Eye { k: i64 },
+    Eye {
+        /// The diagonal: 0 the main one, positive above it, negative below.
+        k: i64,
+    },
     /// No inputs; the whole (one-block) array's values in C order, sent inline: a model's
     /// parameters for one iteration of a fit.
-    Constant { values: Vec<Scalar> },
+    Constant {
+        /// Every element of the array, in C order (as many as it has).
+        values: Vec<Scalar>,
+    },
     /// A parameter the driver fills in (as a [`Kernel::Constant`]) before each dispatch of
     /// a planned pass; a function never runs one.
-    Param { name: String },
+    Param {
+        /// The parameter's name, which the driver looks its values up by.
+        name: String,
+    },
     /// No inputs; the output block read from the `.npy` file `key` of the store `source`
     /// (a local folder or a bucket): its data of dtype `descr` (little-endian or
     /// byte-sized: `<f8`, `|b1`, ...) starts at byte `offset`, `shape` is the file's, and
     /// `fortran` says its elements are in Fortran order. Only the block's elements are
     /// read (ranged reads); they are converted to the output's dtype.
     ImportNpy {
+        /// The store that holds the file.
         source: StoreSpec,
+        /// The file's key in `source`.
         key: String,
+        /// Byte at which the data starts (after the file's header).
         offset: u64,
+        /// The shape of the array the file holds (its header's `shape`).
         shape: Vec<u64>,
+        /// The file's element type, as its header's `descr` writes it.
         descr: String,
+        /// The elements are in Fortran (column-major) order (the header's
+        /// `fortran_order`).
         fortran: bool,
     },
     /// No inputs; the output block's rows parsed from the CSV file `key` of the store
@@ -483,14 +585,23 @@ pub enum Kernel {
     /// row the block needs lies past byte `end`. Fields parse as the output's dtype
     /// (int64 exactly).
     ImportCsv {
+        /// The store that holds the file.
         source: StoreSpec,
+        /// The file's key in `source`.
         key: String,
+        /// First byte the task reads: a line start.
         start: u64,
+        /// Byte past the last one the task reads.
         end: u64,
+        /// The line number (from 1) of byte `start`, for messages that name a line.
         line: u64,
+        /// Data rows between `start` and the block's first row.
         skip: u64,
+        /// Fields in every data row of the file.
         columns: u64,
+        /// The fields (0-based) that are the block's columns, in order.
         usecols: Vec<u64>,
+        /// The byte that separates fields.
         delimiter: u8,
     },
     /// No inputs; the first stage of importing a large CSV file `key` (`size` bytes) of the
@@ -499,11 +610,18 @@ pub enum Kernel {
     /// `PIECE_ROW` int64 per piece. The task reads from the byte before its first piece to
     /// the line start after its last; no field is parsed.
     CsvCount {
+        /// The store that holds the file.
         source: StoreSpec,
+        /// The file's key in `source`.
         key: String,
+        /// The file's size in bytes when the job was checked (a file that has shrunk since
+        /// is an error).
         size: u64,
+        /// Bytes per piece ([`CSV_PIECE`]).
         piece: u64,
+        /// The pieces the task counts: indices `pieces.0..pieces.1`.
         pieces: (u64, u64),
+        /// The byte that separates fields.
         delimiter: u8,
     },
     /// No inputs; the output block's rows and columns read from the Parquet file `key` of
@@ -511,9 +629,13 @@ pub enum Kernel {
     /// then the task fetches the column chunks of the row groups holding its rows (at most
     /// `fetch` bytes, for the memory projection). A file of one column is a 1-D array.
     ImportParquet {
+        /// The store that holds the file.
         source: StoreSpec,
+        /// The file's key in `source`.
         key: String,
+        /// The file's footer metadata: (first byte, length in bytes).
         metadata: (u64, u64),
+        /// Bytes of column chunks the task fetches at most (for the memory projection).
         fetch: u64,
     },
     /// No inputs; the output block cut from the Zarr v3 array at `path` of the store
@@ -521,8 +643,11 @@ pub enum Kernel {
     /// `fill_value`): the task reads its `zarr.json` and the chunks the block overlaps
     /// (`scratch` bytes decoded, for the memory projection).
     ImportZarr {
+        /// The store that holds the array.
         source: StoreSpec,
+        /// The array's path in `source` (the folder of its `zarr.json`).
         path: String,
+        /// Bytes of chunks the task holds decoded at most (for the memory projection).
         scratch: u64,
     },
     /// Writes part `part` of the multipart upload `upload` of the `.npy` file `key` in the
@@ -531,37 +656,70 @@ pub enum Kernel {
     /// all of each row). Output: the part's ETag, which completing the upload names it
     /// by, one byte per element of a [1, [`ETAG_BYTES`]] int64 block, zero-padded.
     ExportNpyPart {
+        /// The S3 store the file is written to.
         dest: StoreSpec,
+        /// The file's key in `dest`.
         key: String,
+        /// The multipart upload's id ([`crate::Store::create_multipart`]).
         upload: String,
+        /// The part's number, from 0.
         part: usize,
+        /// Bytes written before the input's: the `.npy` header for part 0, else empty.
         header: Vec<u8>,
+        /// Bytes of the input's values (its elements times the dtype's size): checked
+        /// before the upload.
         bytes: u64,
     },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
-    Einsum { subscripts: String, operands: usize },
+    Einsum {
+        /// NumPy's einsum subscripts, explicit output included (`"ij,jk->ik"`).
+        subscripts: String,
+        /// Blocks per term: the number of operands `subscripts` names.
+        operands: usize,
+    },
     /// One input; its axes permuted: output axis i is input axis `perm[i]`.
-    Transpose { perm: Vec<usize> },
+    Transpose {
+        /// The permutation: output axis `i` is input axis `perm[i]`.
+        perm: Vec<usize>,
+    },
     /// Inputs: blocks that reduce into this output block; each is reduced over `axes`,
     /// then the partial results are combined in input order with the same op.
-    Reduce { op: ReduceOp, axes: Vec<usize> },
+    Reduce {
+        /// How values combine.
+        op: ReduceOp,
+        /// The input blocks' axes reduced away; empty: the inputs are only combined
+        /// elementwise (a [`Kernel::combiner`]).
+        axes: Vec<usize>,
+    },
     /// Inputs: blocks of arrays in one frame of coordinates; `offsets[k]` is input k's
     /// origin minus the source coordinate of the output block's first element. Output
     /// element `p` takes the source element at `p * step` from there (`step` empty: all 1).
     /// Re-blocking, concatenation, slicing with steps.
     Assemble {
+        /// Per input, per axis: its origin minus the source coordinate of the output
+        /// block's first element.
         offsets: Vec<Vec<i64>>,
+        /// Per axis, the source step between neighbouring output elements (non-zero;
+        /// negative walks backwards); empty: 1 on every axis.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         step: Vec<i64>,
     },
     /// Inputs: source blocks along `axis`; output position `p` along `axis` is the slice
     /// `picks[p].1` of input `picks[p].0` (integer-list and boolean-mask indexing).
-    Take { axis: usize, picks: Vec<(u32, u64)> },
+    Take {
+        /// The axis picked along.
+        axis: usize,
+        /// Per output position along `axis`: (input, index along `axis` in that input).
+        picks: Vec<(u32, u64)>,
+    },
     /// Inputs: blocks whose elements, in C order, from flat position `ranges[k].0` up to
     /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,
     /// expand_dims, squeeze).
-    Reshape { ranges: Vec<(u64, u64)> },
+    Reshape {
+        /// Per input: the flat (C-order) element range `start..end` it contributes.
+        ranges: Vec<(u64, u64)>,
+    },
 
     // Linear algebra (function/src/linalg.rs, LAPACK and BLAS of the linked OpenBLAS).
     // Inputs are matrices: 2-D blocks, or 1-D blocks taken as one column; any dtype is
@@ -576,8 +734,10 @@ pub enum Kernel {
     /// have min(M, N) rows instead), or the rows of Q of grid row `part`, height x N
     /// (columns past min(M, N) zero; or min(M, N) columns), or of Q C (see [`QrOutput`]).
     Qr {
+        /// Blocks per grid row of the input grid.
         cols: usize,
         // Not `output`: a task's kernel is flattened into it beside its own `output`.
+        /// Which block the task outputs.
         #[serde(rename = "result")]
         output: QrOutput,
     },
@@ -587,14 +747,18 @@ pub enum Kernel {
     /// solution x (n x p, or (n,) for one column), the residual sums of squares (p,), the
     /// rank of a (0-d), or a's singular values (n,), as `numpy.linalg.lstsq` gives them.
     Lstsq {
+        /// Columns of a (the rest of the R's columns are b's).
         n: usize,
+        /// Relative cutoff for small singular values of a.
         rcond: f64,
+        /// Which block the task outputs.
         #[serde(rename = "result")]
         output: LstsqOutput,
     },
     /// One input A (m x n, k = min(m, n)): its thin SVD A = U diag(S) Vh, S descending,
     /// each U column's entry of largest magnitude positive (Vh's row flipped with it).
     Svd {
+        /// Which block the task outputs.
         #[serde(rename = "result")]
         output: SvdOutput,
     },
@@ -606,26 +770,38 @@ pub enum Kernel {
     /// the Cholesky factor of S, else the X with X L_jj^T = S. Inputs: A_ij, then (diagonal)
     /// L_jk for each k < j, or (not diagonal) the pairs L_ik, L_jk for each k < j and last
     /// L_jj. Only the lower triangle of a diagonal A_jj is read.
-    CholeskyBlock { diagonal: bool },
+    CholeskyBlock {
+        /// The block is on the diagonal (i = j).
+        diagonal: bool,
+    },
     /// Inputs: T (square, triangular: only the triangle `lower` names is read, so a packed
     /// LU works), B. Output X with op(T) X = B (`left`) or X op(T) = B; op transposes when
     /// `transpose`; `unit_diagonal` takes T's diagonal as ones (trsm).
     TriangularSolve {
+        /// T is on the left (`op(T) X = B`), else on the right (`X op(T) = B`).
         left: bool,
+        /// T is lower triangular, else upper.
         lower: bool,
+        /// `op(T)` is T transposed, else T.
         transpose: bool,
+        /// T's diagonal is taken as ones (not read).
         unit_diagonal: bool,
     },
     /// Inputs: C, then pairs (A_k, B_k). Output C - sum_k op(A_k) op(B_k), op transposing
     /// where asked (gemm, accumulated into one copy of C): the trailing update of blocked
     /// Cholesky (`transpose_b`) and LU, and the updates of blocked triangular solves.
     SubtractProducts {
+        /// Each A_k is transposed.
         transpose_a: bool,
+        /// Each B_k is transposed.
         transpose_b: bool,
     },
     /// Inputs: C (square, symmetric), then A_k. Output C - sum_k A_k A_k^T (A_k^T A_k when
     /// `transpose`), symmetric (syrk: half gemm's work): the diagonal update of Cholesky.
-    SubtractGram { transpose: bool },
+    SubtractGram {
+        /// Subtract A_k^T A_k, else A_k A_k^T.
+        transpose: bool,
+    },
     /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting, getrf).
     LuSolve,
     /// One input A (square). Output A^-1 (getrf, getri).
@@ -633,6 +809,7 @@ pub enum Kernel {
     /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
     /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).
     Det {
+        /// Which value the task outputs.
         #[serde(rename = "result")]
         output: DetOutput,
     },
@@ -648,22 +825,33 @@ pub enum Kernel {
     /// substitution and the determinant to find). The output has the rows of the output
     /// block: n + 1 for a panel of the factorization, n for a right-hand side.
     LuPanel {
+        /// Columns per panel (the last panel may be narrower).
         w: usize,
+        /// `Some(k)`: first apply factored panel F_k (the first input) to Q.
         apply: Option<usize>,
+        /// Then factor Q's rows from row block k + 1 down (from row 0 without `apply`).
         factor: bool,
     },
     /// Back substitution of blocked LU, step `step` (= k, from the last row block up).
     /// Inputs: F_k, Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
     /// triangle there; a zero on its diagonal is a singular matrix) and the rows above
     /// updated with the part of U above it (Y_above -= U_above X_k).
-    LuBack { w: usize, step: usize },
+    LuBack {
+        /// Columns per panel of the factorization.
+        w: usize,
+        /// k: the row block solved.
+        step: usize,
+    },
     /// Panel k's share (one element) of the determinant of a blocked LU, from F_k:
     /// (-1)^swaps prod diag(U_kk) (`det`), its sign (0 when a diagonal entry is 0:
     /// `sign`), or sum ln |diag(U_kk)| (`logabsdet`); the product (or the sum) over the
     /// panels is the whole matrix's.
     LuDet {
+        /// Columns per panel of the factorization.
         w: usize,
+        /// k: the number of the panel whose F_k is the input.
         step: usize,
+        /// Which value's share the task outputs.
         #[serde(rename = "result")]
         output: DetOutput,
     },
@@ -673,9 +861,11 @@ pub enum Kernel {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QrOutput {
+    /// The R factor: upper triangular, diagonal non-negative.
     R,
     /// The rows of Q belonging to grid row `part` of the input.
     Q {
+        /// The input grid row, from 0.
         part: usize,
     },
     /// The rows of grid row `part` of Q C, C being the task's last input (K x c, K =
@@ -683,6 +873,7 @@ pub enum QrOutput {
     /// leaf's final Q rows, Q_i times its product of Q2 slices up the tree, without
     /// forming Q_i (the reflectors are applied to C; no more work than forming Q alone).
     QProduct {
+        /// The input grid row, from 0.
         part: usize,
     },
 }
@@ -691,9 +882,14 @@ pub enum QrOutput {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LstsqOutput {
+    /// The minimum-norm solution x.
     X,
+    /// The residual sum of squares of each column of b.
     Residuals,
+    /// The rank of a (0-d): how many of its singular values exceed `rcond` times the
+    /// largest.
     Rank,
+    /// The singular values of a, descending.
     SingularValues,
 }
 
@@ -705,7 +901,9 @@ pub enum SvdOutput {
     Values,
     /// The singular values of the decomposition that gives U and Vh (`svd(...).S`).
     S,
+    /// U: m x k, orthonormal columns.
     U,
+    /// Vh: k x n, orthonormal rows.
     Vh,
 }
 
@@ -713,8 +911,11 @@ pub enum SvdOutput {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DetOutput {
+    /// The determinant (`det`).
     Det,
+    /// Its sign, -1, 0 or 1 (slogdet's `sign`).
     Sign,
+    /// The natural log of its absolute value, -inf when singular (slogdet's `logabsdet`).
     Logabsdet,
 }
 
@@ -772,9 +973,13 @@ pub const CSV_PIECE: u64 = 4 << 20;
 /// One block task: a kernel, its input blocks, the block it produces.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Task {
+    /// What the task computes; flattened into the task's JSON, so a kernel's fields must
+    /// not be named like the task's own.
     #[serde(flatten)]
     pub kernel: Kernel,
+    /// The blocks the kernel reads, in the order it documents.
     pub inputs: Vec<BlockRef>,
+    /// The block it produces; its shape is that block's in the output array's grid.
     pub output: BlockRef,
     /// Write the output to the store (a block consumed only inside the batch stays in memory).
     #[serde(default = "yes")]
@@ -789,10 +994,13 @@ fn yes() -> bool {
 /// the batch or already stored.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Batch {
+    /// The job's store: every array path is relative to its root.
     pub store: StoreSpec,
     /// The function refuses to read or write any array outside this prefix.
     pub job_prefix: String,
+    /// The arrays the tasks read and write, indexed by [`BlockRef::array`].
     pub arrays: Vec<ArrayRef>,
+    /// The tasks, run in this order.
     pub tasks: Vec<Task>,
     /// Bytes the function may hold beyond what the plan projects for running the tasks
     /// one after the other, to overlap store I/O with compute: blocks read ahead for later
@@ -835,10 +1043,16 @@ impl Batch {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Payload {
+    /// The batch itself.
     Inline(Batch),
+    /// The batch's JSON, written to the store by the driver as an intermediate.
     Stored {
+        /// The store that holds it: the batch's own [`Batch::store`].
         store: StoreSpec,
+        /// The batch's [`Batch::job_prefix`]; `key` must lie under it, and the batch read
+        /// must name the same prefix and store.
         job_prefix: String,
+        /// Key of the batch's JSON (`<job_prefix>/_batches/<n>.json`).
         key: String,
     },
 }
@@ -846,10 +1060,16 @@ pub enum Payload {
 /// What one invocation measured.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
+    /// Invocations these figures add up (1 for one invocation's own).
     pub invocations: u64,
+    /// Tasks run.
     pub tasks: u64,
+    /// Bytes read from stores: input chunks and the bytes of files imports read.
     pub bytes_read: u64,
+    /// Bytes written to stores: chunks and export parts.
     pub bytes_written: u64,
+    /// Store requests of every kind the invocation counted
+    /// ([`IoCounters::requests`](crate::IoCounters::requests)): GETs, PUTs and others.
     pub requests: u64,
     /// Of `bytes_written`, the bytes of intermediates ([`ArrayRef::intermediate`]).
     pub intermediate_bytes_written: u64,

@@ -10,9 +10,13 @@ use crate::scalar::{Scalar, f64_to_i64};
 /// One block's values, in the dtype of its array.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Block {
+    /// A float64 block ([`DType::Float64`]).
     F64(ArrayD<f64>),
+    /// A float32 block ([`DType::Float32`]).
     F32(ArrayD<f32>),
+    /// An int64 block ([`DType::Int64`]).
     I64(ArrayD<i64>),
+    /// A bool block ([`DType::Bool`]).
     Bool(ArrayD<bool>),
 }
 
@@ -44,6 +48,7 @@ macro_rules! with_block {
 }
 
 impl Block {
+    /// The dtype its variant holds.
     pub fn dtype(&self) -> DType {
         match self {
             Block::F64(_) => DType::Float64,
@@ -53,10 +58,12 @@ impl Block {
         }
     }
 
+    /// Elements along each axis.
     pub fn shape(&self) -> &[usize] {
         with_block!(self, a => a.shape())
     }
 
+    /// Bytes of its values: elements times [`DType::size`].
     pub fn nbytes(&self) -> usize {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }

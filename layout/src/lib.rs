@@ -25,16 +25,53 @@ pub use zarr::StoredArray;
 /// Everything that can go wrong between a block and its bytes in the store.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A store could not be opened (bad URL, scheme or endpoint) or a request to it failed
+    /// (after the retries of [`store::retry_budget`]).
     #[error("store {url}: {message}")]
-    Store { url: String, message: String },
+    Store {
+        /// The store, as [`StoreSpec`]'s `Display` writes it (URL, and endpoint if any).
+        url: String,
+        /// What failed; for a request, prefixed with the key it was for.
+        message: String,
+    },
+    /// No object at a key that had to exist (a block, a `zarr.json`); readers that allow
+    /// absence ([`Store::get_opt`], [`Store::head`]) give `None` instead.
     #[error("{key}: not found in store {url}")]
-    NotFound { url: String, key: String },
+    NotFound {
+        /// The store, as [`StoreSpec`]'s `Display` writes it.
+        url: String,
+        /// The missing object's key, relative to the store root.
+        key: String,
+    },
+    /// A chunk's bytes do not decode (zstd checksum, size), or a block handed to
+    /// [`StoredArray::encode`] does not have its array's block shape and dtype.
     #[error("{key}: corrupt or unreadable block: {message}")]
-    Corrupt { key: String, message: String },
+    Corrupt {
+        /// The chunk's key, relative to the store root.
+        key: String,
+        /// Why it does not decode or encode.
+        message: String,
+    },
+    /// An array's `zarr.json` does not parse, or describes an array nums-cloud cannot use
+    /// (Zarr v2, an unsupported data type).
     #[error("array {path}: {message}")]
-    Meta { path: String, message: String },
+    Meta {
+        /// The array's path, relative to the store root.
+        path: String,
+        /// What is wrong with its metadata.
+        message: String,
+    },
+    /// A batch names an array (or a stored batch key) outside its job prefix, or would
+    /// write a read-only input (see [`Batch::check_confined`]); the function also gives it
+    /// for a store other than the one it is allowed (`NUMS_ALLOWED_STORE`).
     #[error("key {key} is outside the job prefix {prefix}")]
-    OutsidePrefix { key: String, prefix: String },
+    OutsidePrefix {
+        /// The array path or key refused (or the store, for a store not allowed).
+        key: String,
+        /// The job prefix it had to lie under (or the allowed store's URL).
+        prefix: String,
+    },
 }
 
+/// This crate's `Result`: its error is [`Error`] unless another is named.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -6,9 +6,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
+    /// NumPy's `bool`: one byte per element, 0 or 1.
     Bool,
+    /// Signed 64-bit integers (NumPy's `int64`).
     Int64,
+    /// IEEE 754 single precision (NumPy's `float32`).
     Float32,
+    /// IEEE 754 double precision (NumPy's `float64`), the dtype most kernels compute in.
     Float64,
 }
 
@@ -16,12 +20,17 @@ pub enum DType {
 /// dtype where the kind fits, so `x32 * 2.0` stays float32 and `i64 + 1` stays int64.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ScalarKind {
+    /// `True` or `False`; the lowest kind (kinds are ordered: bool < int < float, and a
+    /// scalar keeps an array's dtype when its kind is at most the dtype's).
     Bool,
+    /// A Python int: keeps an int64 or float array's dtype, makes a bool array int64.
     Int,
+    /// A Python float: keeps a float array's dtype, makes others float64.
     Float,
 }
 
 impl DType {
+    /// Bytes per element, in memory and in a chunk before compression (bool: 1).
     pub fn size(self) -> usize {
         match self {
             DType::Float64 | DType::Int64 => 8,
@@ -38,6 +47,9 @@ impl DType {
             DType::Bool => "bool",
         }
     }
+    /// The dtype a name means: the NumPy / Zarr v3 name ([`DType::name`]), a `.npy`
+    /// descr (`<f8`, `|b1`, ...), a short code (`f8`, `i8`) or `double`, `single`, `int`;
+    /// `None` for any other (unsupported) type.
     pub fn parse(name: &str) -> Option<DType> {
         match name {
             "float64" | "f8" | "<f8" | "double" => Some(DType::Float64),
@@ -48,6 +60,7 @@ impl DType {
         }
     }
 
+    /// Float32 or float64.
     pub fn is_float(self) -> bool {
         matches!(self, DType::Float32 | DType::Float64)
     }
@@ -114,8 +127,13 @@ impl std::fmt::Display for DType {
 /// Shape, block shape and dtype of an array: everything needed to find and decode its blocks.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct ArrayMeta {
+    /// Elements along each axis (empty for a 0-d array).
     pub shape: Vec<u64>,
+    /// Elements along each axis of a full block: the Zarr chunk shape, one entry per axis
+    /// of `shape`. [`ArrayMeta::new`] clamps it to `1..=extent`; an array read from another
+    /// writer's `zarr.json` keeps its chunk shape, which may exceed the extent.
     pub block: Vec<u64>,
+    /// Element type of every block.
     pub dtype: DType,
 }
 
@@ -135,18 +153,22 @@ impl ArrayMeta {
         }
     }
 
+    /// Number of axes (0 for a scalar).
     pub fn ndim(&self) -> usize {
         self.shape.len()
     }
 
+    /// Number of elements (1 for a 0-d array, 0 when an axis is empty).
     pub fn len(&self) -> u64 {
         self.shape.iter().product()
     }
 
+    /// Whether the array has no elements (some axis has extent 0).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Bytes of all elements in memory, uncompressed.
     pub fn nbytes(&self) -> u64 {
         self.len() * self.dtype.size() as u64
     }
@@ -160,6 +182,7 @@ impl ArrayMeta {
             .collect()
     }
 
+    /// Number of blocks in the grid (1 for a 0-d array, 0 for an empty one).
     pub fn num_blocks(&self) -> u64 {
         self.grid().iter().product()
     }
@@ -178,6 +201,8 @@ impl ArrayMeta {
             .collect()
     }
 
+    /// Bytes of block `idx` in memory, uncompressed (an edge block counts only its own
+    /// elements).
     pub fn block_nbytes(&self, idx: &[u64]) -> u64 {
         self.block_shape(idx).iter().product::<usize>() as u64 * self.dtype.size() as u64
     }

@@ -11,10 +11,15 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::meta::{DType, ScalarKind};
 
+/// A number as a kernel carries it: the kind of Python scalar it was written as, with its
+/// exact value (see the module docs for its JSON form).
 #[derive(Clone, Copy, Debug)]
 pub enum Scalar {
+    /// A bool (`True`, `False`).
     Bool(bool),
+    /// An int, exact over all of int64.
     Int(i64),
+    /// A float64, NaN, infinities and -0.0 included.
     Float(f64),
 }
 

@@ -29,7 +29,9 @@ pub const ATTRIBUTES_KEY: &str = "nums_cloud";
 /// One array at `path` in a store, with the codec chain its metadata names.
 #[derive(Clone, Debug)]
 pub struct StoredArray {
+    /// Path of the array relative to the store root, without leading or trailing `/`.
     pub path: String,
+    /// Shape, chunk shape (as the block shape) and dtype, as its `zarr.json` says.
     pub meta: ArrayMeta,
     /// Encoded exactly as nums-cloud encodes (codecs, chunk keys, fill value), so a
     /// function can read it in place with [`StoredArray::new`].
@@ -136,6 +138,7 @@ impl StoredArray {
         Ok((Self::from_json(path, &json)?, stamp(&bytes)))
     }
 
+    /// Key of its `zarr.json`.
     pub fn metadata_key(&self) -> String {
         format!("{}/zarr.json", self.path)
     }

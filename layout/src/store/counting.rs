@@ -17,14 +17,22 @@ use object_store::{
 /// Requests and bytes that went through a store.
 #[derive(Debug, Default)]
 pub struct IoCounters {
+    /// Bytes the GETs returned (a ranged read counts its range, a HEAD nothing), and
+    /// those counted with [`IoCounters::count_get`].
     pub bytes_read: AtomicU64,
+    /// Bytes the PUTs sent (whole-object writes and parts counted with
+    /// [`IoCounters::count_put`]).
     pub bytes_written: AtomicU64,
+    /// GET requests (each range of a multi-range read counts one).
     pub get_requests: AtomicU64,
+    /// PUT requests, and the requests priced as PUTs: multipart creates, copies, renames.
     pub put_requests: AtomicU64,
+    /// Every other request: HEADs, LISTs and one per key deleted.
     pub other_requests: AtomicU64,
 }
 
 impl IoCounters {
+    /// All requests: GETs, PUTs and the others.
     pub fn requests(&self) -> u64 {
         self.get_requests.load(Ordering::Relaxed)
             + self.put_requests.load(Ordering::Relaxed)
@@ -53,10 +61,12 @@ impl IoCounters {
 #[derive(Debug)]
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
+    /// Where its requests are counted (possibly shared with other stores).
     pub counters: Arc<IoCounters>,
 }
 
 impl CountingStore {
+    /// Counts `inner`'s requests into counters of its own.
     pub fn new(inner: Arc<dyn ObjectStore>) -> CountingStore {
         CountingStore::counted_into(inner, Arc::default())
     }

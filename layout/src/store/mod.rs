@@ -114,6 +114,9 @@ pub struct Store {
     /// An S3 store's client and root prefix, for multipart uploads whose parts several
     /// processes write (object_store's `MultipartStore`, which `PrefixStore` hides).
     s3: Option<(object_store::aws::AmazonS3, String)>,
+    /// Requests and bytes through this store: its own from [`Store::open`], shared ones
+    /// from [`Store::open_counted`]. Local files read by mapping and parts written with
+    /// [`Store::put_part`] count here too.
     pub counters: Arc<IoCounters>,
 }
 
@@ -212,6 +215,7 @@ impl Store {
         })
     }
 
+    /// The spec it was opened from.
     pub fn spec(&self) -> &StoreSpec {
         &self.spec
     }
