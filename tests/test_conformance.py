@@ -4,6 +4,7 @@ text on the same inputs: values (rtol 1e-10 for float64, 1e-5 for float32, exact
 and bools), shape and dtype (NumPy 2's promotion rules). Inputs are blocked raggedly;
 the table also runs with other block shapes and must give the same answers."""
 import subprocess
+import warnings
 
 import numpy as np
 import pytest
@@ -15,6 +16,10 @@ NAN = rng.normal(size=(7, 5))
 NAN[rng.random(size=(7, 5)) < 0.25] = np.nan
 NAN[:, 3] = np.nan  # a whole column of NaN
 NAN[2, 3] = 1.0
+# Slices of NaN only: nanmin/nanmax give NaN there, nanargmin/nanargmax raise.
+ALLNAN = rng.normal(size=(6, 4))
+ALLNAN[:, 1] = np.nan
+ALLNAN[4, :] = np.nan
 
 # name -> (array, ragged block shape, other block shape)
 INPUTS = {
@@ -34,6 +39,7 @@ INPUTS = {
     "F": (rng.normal(size=(7, 5)).astype(np.float32), [3, 2], [7, 1]),
     "M": (rng.random(size=(7, 5)) < 0.5, [3, 2], [2, 5]),
     "N": (NAN, [3, 2], [7, 5]),
+    "Q": (ALLNAN, [4, 3], [2, 2]),
 }
 # int64 past 2^53 (products and sums wrap as NumPy's do) and int divisors with zeros and
 # negatives; from their own generator so the inputs above keep their values.
@@ -205,6 +211,10 @@ CASES = [
     "nanvar(N)",
     "nanargmax(N, axis=1)",
     "nanargmin(N, axis=1)",
+    "nanmin(Q, axis=0)",
+    "nanmax(Q, axis=1)",
+    "nanmax(Q[4])",
+    "nanmean(Q, axis=0)",
     "max(N, axis=0)",
     "argmax(N, axis=0)",
     "sum(N, axis=1)",
@@ -431,7 +441,8 @@ GARAGE_SUBSET = [c for i, c in enumerate(CASES) if i % 5 == 0]
 def numpy_answer(expr):
     ns = dict(NS)
     ns.update({k: v[0] for k, v in INPUTS.items()})
-    with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "All-NaN slice" and the like
         return np.asarray(eval(expr, ns))  # noqa: S307 - our own table
 
 
@@ -484,6 +495,30 @@ def test_negative_int_powers_are_refused_as_numpy_refuses_them(tmp_path):
     p = run(job, check=False)
     assert p.returncode != 0 and "Integers to negative integer powers are not allowed" in p.stderr, p.stderr
     assert not (tmp_path / "y.npy").exists()
+
+
+def test_nanargmin_of_a_slice_of_nans_only_fails_as_numpy_raises(tmp_path):
+    """NumPy raises for nanargmin/nanargmax over a slice of NaNs only; the run fails saying
+    so (the index it would otherwise give is the axis' length) and writes nothing."""
+    d = tmp_path / "in"
+    d.mkdir()
+    np.save(d / "Q.npy", ALLNAN)
+    for expr in ("nanargmin(Q, axis=0)", "nanargmax(Q[4])"):
+        with pytest.raises(ValueError, match="All-NaN slice encountered"):
+            numpy_answer(expr)
+        out = tmp_path / "y.npy"
+        job = tmp_path / "job.toml"
+        job.write_text(job_text({"Q": {"load": str(d / "Q.npy"), "block": [4, 3]}, "y": expr}, {"y": str(out)},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = run(job, check=False)
+        f = expr.split("(")[0]
+        assert p.returncode != 0 and f"{f}: All-NaN slice encountered" in p.stderr, p.stderr
+        assert not out.exists()
+    # A slice with one number is answered.
+    job.write_text(job_text({"Q": {"load": str(d / "Q.npy"), "block": [4, 3]}, "y": "nanargmin(Q[:4], axis=1)"},
+                            {"y": str(out)}, storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    np.testing.assert_array_equal(np.load(out), np.nanargmin(ALLNAN[:4], axis=1))
 
 
 def test_table_is_large_enough():

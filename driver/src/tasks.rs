@@ -440,6 +440,13 @@ impl<'g> BlockWork<'g> {
             NodeOp::Eye { k } => one(Kernel::Eye { k: *k }, vec![]),
             NodeOp::Param { name } => one(Kernel::Param { name: name.clone() }, vec![]),
             NodeOp::Unary { op, x } => one(Kernel::Unary { op: *op }, vec![b(*x, idx)]),
+            NodeOp::CheckBelow { x, limit, error } => one(
+                Kernel::CheckBelow {
+                    limit: *limit,
+                    error: error.clone(),
+                },
+                vec![b(*x, idx)],
+            ),
             NodeOp::Scalar {
                 op,
                 x,

@@ -67,6 +67,13 @@ pub fn run(
             return Err("an export part uploads as it runs (see `export`)".into());
         }
         Kernel::Unary { op } => unary(*op, one(inputs)?),
+        Kernel::CheckBelow { limit, error } => {
+            let x = one(inputs)?;
+            if x.to_i64().iter().any(|v| v >= limit) {
+                return Err(format!("ValueError: {error}"));
+            }
+            x.clone()
+        }
         Kernel::Binary { op } => {
             let [a, b] = inputs else {
                 return Err(format!(

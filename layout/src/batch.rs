@@ -410,13 +410,16 @@ pub enum ReduceOp {
 }
 
 impl ReduceOp {
-    /// The value of a reduction over nothing.
+    /// The value of a reduction over nothing. For `nanmin`/`nanmax` it is NaN, which
+    /// [`ReduceOp::apply`] skips: a slice with no value that is not NaN gives NaN, as
+    /// NumPy's does, and its NaN stays skippable when partial results are combined.
     pub fn identity(self) -> f64 {
         match self {
             ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Any => 0.0,
             ReduceOp::Prod | ReduceOp::NanProd | ReduceOp::All => 1.0,
-            ReduceOp::Min | ReduceOp::NanMin => f64::INFINITY,
-            ReduceOp::Max | ReduceOp::NanMax => f64::NEG_INFINITY,
+            ReduceOp::Min => f64::INFINITY,
+            ReduceOp::Max => f64::NEG_INFINITY,
+            ReduceOp::NanMin | ReduceOp::NanMax => f64::NAN,
         }
     }
 
@@ -505,6 +508,15 @@ pub enum Kernel {
     Unary {
         /// The function applied to each element.
         op: UnaryOp,
+    },
+    /// One int64 input, passed through unchanged; the task fails with `ValueError: {error}`
+    /// where an element is `limit` or more: a value NumPy raises for rather than returns
+    /// (`nanargmin` of an all-NaN slice comes out as the axis' length).
+    CheckBelow {
+        /// The first value that fails.
+        limit: i64,
+        /// NumPy's message for it.
+        error: String,
     },
     /// Two inputs whose block shapes broadcast (NumPy's rules) to the output block's.
     Binary {

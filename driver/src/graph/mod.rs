@@ -93,6 +93,13 @@ pub enum NodeOp {
         op: UnaryOp,
         x: NodeId,
     },
+    /// `x` (int64) as it is, or an error where an element is `limit` or more
+    /// ([`Kernel::CheckBelow`](nums_layout::batch::Kernel::CheckBelow)).
+    CheckBelow {
+        x: NodeId,
+        limit: i64,
+        error: String,
+    },
     Binary {
         op: BinaryOp,
         a: NodeId,
@@ -253,6 +260,7 @@ impl NodeOp {
             | NodeOp::ImportZarr { .. }
             | NodeOp::InPlace { .. } => vec![],
             NodeOp::Unary { x, .. }
+            | NodeOp::CheckBelow { x, .. }
             | NodeOp::Scalar { x, .. }
             | NodeOp::Transpose { x, .. }
             | NodeOp::Reduce { x, .. }
@@ -280,6 +288,7 @@ impl NodeOp {
     fn map_inputs(&mut self, f: impl Fn(NodeId) -> NodeId) {
         match self {
             NodeOp::Unary { x, .. }
+            | NodeOp::CheckBelow { x, .. }
             | NodeOp::Scalar { x, .. }
             | NodeOp::Transpose { x, .. }
             | NodeOp::Reduce { x, .. }

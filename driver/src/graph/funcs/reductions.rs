@@ -280,7 +280,21 @@ impl<'a> Builder<'a> {
         let n = Val::Num(Scalar::Int(m.shape[axis] as i64));
         let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
         let cand = self.node(cand, pos)?;
-        let r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);
+        let mut r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);
+        if nan && m.dtype.is_float() {
+            // No candidate in a slice of NaNs only: NumPy raises rather than answer.
+            r = self.add(
+                self.meta(r).clone(),
+                NodeOp::CheckBelow {
+                    x: r,
+                    limit: m.shape[axis] as i64,
+                    error: format!(
+                        "{}: All-NaN slice encountered",
+                        if max { "nanargmax" } else { "nanargmin" }
+                    ),
+                },
+            );
+        }
         Ok(
             if keepdims && orig.ndim() != 1 && self.meta(r).ndim() != orig.ndim() {
                 self.reshape(r, &vec![1; orig.ndim()])
