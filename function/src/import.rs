@@ -6,7 +6,8 @@
 use ndarray::{ArrayD, IxDyn};
 use nums_layout::batch::Kernel;
 use nums_layout::meta::ArrayMeta;
-use nums_layout::{Block, Store};
+use nums_layout::{Block, IoCounters, Store};
+use std::sync::Arc;
 
 /// How many ranged reads of one block are in flight.
 const RANGE_CONCURRENCY: usize = 16;
@@ -66,7 +67,12 @@ pub fn is_import(kernel: &Kernel) -> bool {
 
 /// Bytes of the file of an import kernel: for `.npy`, the block's elements in the file's
 /// order (one ranged read per contiguous run); for CSV, its byte range.
-pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fetched, String> {
+pub async fn fetch(
+    kernel: &Kernel,
+    out: &ArrayMeta,
+    index: &[u64],
+    counters: &Arc<IoCounters>,
+) -> Result<Fetched, String> {
     use futures::{StreamExt, TryStreamExt};
     match kernel {
         Kernel::ImportNpy {
@@ -77,7 +83,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
             descr,
             fortran,
         } => {
-            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
             let item = item_size(descr)?;
             let (origin, bshape) = (out.block_origin(index), out.block_shape(index));
             let bshape: Vec<u64> = bshape.iter().map(|&s| s as u64).collect();
@@ -115,7 +121,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
             end,
             ..
         } => {
-            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
             let b = store
                 .get_range(key, *start..*end)
                 .await
@@ -130,7 +136,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
             pieces: (i0, i1),
             ..
         } => {
-            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
             let file = file_name(source, key);
             let cannot = |e: nums_layout::Error| format!("cannot read {file}: {e}");
             // From the byte before the first piece (a newline there starts it) to the line
@@ -153,7 +159,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
             metadata: (at, len),
             ..
         } => {
-            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
             let file = file_name(source, key);
             let meta = store
                 .get_range(key, *at..at + len)
@@ -175,7 +181,7 @@ pub async fn fetch(kernel: &Kernel, out: &ArrayMeta, index: &[u64]) -> Result<Fe
             Ok(Fetched(parts.concat().into(), None))
         }
         Kernel::ImportZarr { source, path, .. } => {
-            let store = Store::open(source).map_err(|e| e.to_string())?;
+            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
             let src = nums_layout::StoredArray::open(&store, path)
                 .await
                 .map_err(|e| e.to_string())?;

@@ -184,7 +184,7 @@ impl<'a> Invocation<'a> {
             // An import reads its file first (ranged reads, counted as this invocation's).
             let reads_file = import::is_import(&kernel);
             let fetched = if reads_file {
-                let f = import::fetch(&kernel, &out.meta, &index)
+                let f = import::fetch(&kernel, &out.meta, &index, &counters)
                     .await
                     .map_err(|message| FnError::Kernel {
                         task: n,
@@ -194,9 +194,6 @@ impl<'a> Invocation<'a> {
                         },
                         block: key.clone(),
                     })?;
-                counters
-                    .bytes_read
-                    .fetch_add(f.len(), std::sync::atomic::Ordering::Relaxed);
                 Some(f)
             } else {
                 None

@@ -104,8 +104,12 @@ impl ObjectStore for CountingStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        IoCounters::add(&self.counters.put_requests, 1);
-        self.inner.put_multipart_opts(location, opts).await
+        IoCounters::add(&self.counters.other_requests, 1);
+        let upload = self.inner.put_multipart_opts(location, opts).await?;
+        Ok(Box::new(CountedUpload {
+            inner: upload,
+            counters: self.counters.clone(),
+        }))
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
@@ -168,5 +172,31 @@ impl ObjectStore for CountingStore {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         IoCounters::add(&self.counters.put_requests, 1);
         self.inner.rename_opts(from, to, options).await
+    }
+}
+
+/// A multipart upload whose parts count as PUTs with their bytes (its start and
+/// completion as other requests).
+#[derive(Debug)]
+struct CountedUpload {
+    inner: Box<dyn MultipartUpload>,
+    counters: Arc<IoCounters>,
+}
+
+#[async_trait::async_trait]
+impl MultipartUpload for CountedUpload {
+    fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+        self.counters.count_put(data.content_length() as u64);
+        self.inner.put_part(data)
+    }
+
+    async fn complete(&mut self) -> Result<PutResult> {
+        IoCounters::add(&self.counters.other_requests, 1);
+        self.inner.complete().await
+    }
+
+    async fn abort(&mut self) -> Result<()> {
+        IoCounters::add(&self.counters.other_requests, 1);
+        self.inner.abort().await
     }
 }

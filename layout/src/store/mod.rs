@@ -749,9 +749,20 @@ mod tests {
         assert_eq!(&s.get_range("a/b/c", 1..3).await.unwrap()[..], b"el");
         // 5 + 1 + 2 bytes read: a HEAD reads none (object_store's `head` is a GET's options).
         assert_eq!(s.counters.bytes_read.load(Ordering::Relaxed), 8);
+        // A multipart upload's parts count with their bytes.
+        let written = s.counters.bytes_written.load(Ordering::Relaxed);
+        let file = dir.join("upload-me");
+        std::fs::write(&file, b"0123456789").unwrap();
+        assert_eq!(s.put_file("a/up", &file).await.unwrap(), 10);
+        assert_eq!(
+            s.counters.bytes_written.load(Ordering::Relaxed),
+            written + 10
+        );
+        assert_eq!(&s.get("a/up").await.unwrap()[..], b"0123456789");
+        std::fs::remove_file(&file).unwrap();
         // A put killed before its rename leaves a staged file no listing shows.
         std::fs::write(dir.join("a/b/c#7"), b"half").unwrap();
-        assert_eq!(s.delete_prefix("a").await.unwrap(), 2);
+        assert_eq!(s.delete_prefix("a").await.unwrap(), 3);
         assert!(s.list("a").await.unwrap().is_empty());
         assert!(
             !dir.join("a").exists(),
