@@ -221,7 +221,7 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
-    /// Comparisons and logic give bool; arithmetic gives float64.
+    /// Comparisons and logic give bool (arithmetic keeps its operands' promoted dtype).
     pub fn is_predicate(self) -> bool {
         matches!(
             self,

@@ -3,7 +3,7 @@
 //! one wrapper per concern: object_store's `PrefixStore` roots it at the URL's prefix,
 //! [`CountingStore`] counts every request (so a function reports the traffic it really
 //! made), and S3 requests retry with backoff for [`retry_budget`] (object_store's retry
-//! client, and [`again_if_cut`] for requests whose connection broke in flight). [`Store`]
+//! client, and `again_if_cut` for requests whose connection broke in flight). [`Store`]
 //! turns keys and errors into nums-cloud's.
 
 mod counting;
@@ -264,7 +264,7 @@ impl Store {
     }
 
     /// Reads a whole object. A large object of a `file://` store is its file mapped into
-    /// memory, not copied (see [`map_file`]).
+    /// memory, not copied (see `map_file`).
     pub async fn get(&self, key: &str) -> Result<Bytes> {
         if let Some(fs) = &self.local_fs {
             let file = fs
