@@ -61,7 +61,7 @@ pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
             key,
         } => {
             let prefix = format!("{}/", job_prefix.trim_matches('/'));
-            if !key.starts_with(&prefix) || key.split('/').any(|s| s == "..") {
+            if !key.starts_with(&prefix) || key.split('/').any(|s| s == ".." || s == ".") {
                 return Err(nums_layout::Error::OutsidePrefix {
                     key,
                     prefix: job_prefix,
