@@ -147,6 +147,31 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
             let text: String = chars[start..i].iter().filter(|&&c| c != '_').collect();
             if let Ok(i) = text.parse::<i64>() {
                 out.push((Tok::Int(i), start));
+            } else if text.bytes().all(|b| b.is_ascii_digit()) {
+                // A Python int outside int64: only -2**63 is one (after a unary minus);
+                // NumPy raises OverflowError for the others beside int arrays.
+                let operand_before = |t: Option<&(Tok, usize)>| {
+                    matches!(
+                        t,
+                        Some((Tok::Int(_) | Tok::Num(_) | Tok::Str(_) | Tok::Ident(_), _))
+                            | Some((Tok::Sym(")" | "]"), _))
+                    )
+                };
+                let k = out.len();
+                let unary_minus = k >= 1
+                    && out[k - 1].0 == Tok::Sym("-")
+                    && !operand_before(k.checked_sub(2).map(|j| &out[j]));
+                if unary_minus && text == "9223372036854775808" {
+                    let (_, at) = out.pop().expect("the minus");
+                    out.push((Tok::Int(i64::MIN), at));
+                } else {
+                    return Err(ExprError::new(
+                        start,
+                        format!(
+                            "{text} is outside int64's range (NumPy raises OverflowError for such an int); write {text}.0 for a float"
+                        ),
+                    ));
+                }
             } else {
                 let v: f64 = text
                     .parse()

@@ -90,8 +90,13 @@ pub fn run(
         } => {
             let x = one(inputs)?;
             // A 0-d block of the scalar's own kind: it broadcasts to x's shape without
-            // filling a block, and an int stays an exact int64.
-            let s = Block::scalar(*value);
+            // filling a block, and an int stays an exact int64. With a float32 array a
+            // Python number is a float32 first (NumPy 2's weak scalars): `F == 0.1`
+            // compares with 0.1f32.
+            let s = match x {
+                Block::F32(_) => Block::full(DType::Float32, &[], *value),
+                _ => Block::scalar(*value),
+            };
             if *scalar_left {
                 binary(*op, &s, x)?
             } else {

@@ -220,6 +220,32 @@ pub enum BinaryOp {
     Xor,
 }
 
+/// NumPy's float floor division and remainder (`npy_divmod`), bit for bit: the remainder
+/// takes the divisor's sign (+0.0 or -0.0 when exact), an infinite dividend gives NaN, a
+/// finite one over an infinite divisor of the other sign gives -1 and the divisor.
+pub fn divmod(a: f64, b: f64) -> (f64, f64) {
+    let mut m = a % b; // C's fmod
+    if b == 0.0 {
+        return (a / b, m);
+    }
+    let mut div = (a - m) / b;
+    if m != 0.0 {
+        if (b < 0.0) != (m < 0.0) {
+            m += b;
+            div -= 1.0;
+        }
+    } else {
+        m = 0.0f64.copysign(b);
+    }
+    let floor = if div != 0.0 {
+        let f = div.floor();
+        if div - f > 0.5 { f + 1.0 } else { f }
+    } else {
+        0.0f64.copysign(a / b)
+    };
+    (floor, m)
+}
+
 impl BinaryOp {
     /// Comparisons and logic give bool (arithmetic keeps its operands' promoted dtype).
     pub fn is_predicate(self) -> bool {
@@ -251,16 +277,8 @@ impl BinaryOp {
             BinaryOp::Mul => x * y,
             BinaryOp::Div => x / y,
             BinaryOp::Pow => x.powf(y),
-            // Python's floor division and modulo: the remainder takes the divisor's sign.
-            BinaryOp::FloorDiv => (x / y).floor(),
-            BinaryOp::Mod => {
-                let r = x % y;
-                if r != 0.0 && (r < 0.0) != (y < 0.0) {
-                    r + y
-                } else {
-                    r
-                }
-            }
+            BinaryOp::FloorDiv => divmod(x, y).0,
+            BinaryOp::Mod => divmod(x, y).1,
             // NumPy's maximum and minimum propagate NaN.
             BinaryOp::Maximum if x.is_nan() || y.is_nan() => f64::NAN,
             BinaryOp::Maximum => x.max(y),
@@ -1215,6 +1233,19 @@ mod tests {
             let back: Task = serde_json::from_str(&json).unwrap();
             assert_eq!(back, task, "{json}");
         }
+    }
+
+    #[test]
+    fn float_divmod_is_numpys() {
+        let bits = |(q, r): (f64, f64)| (q.to_bits(), r.to_bits());
+        let nan = |(q, r): (f64, f64)| q.is_nan() && r.is_nan();
+        assert!(nan(divmod(f64::INFINITY, 1.0)));
+        assert_eq!(bits(divmod(-0.5, f64::INFINITY)), bits((-1.0, f64::INFINITY)));
+        assert_eq!(bits(divmod(-1.0, 1.0)), bits((-1.0, 0.0)), "+0.0, not -0.0");
+        assert_eq!(bits(divmod(1.0, -1.0)), bits((-1.0, -0.0)));
+        assert_eq!(bits(divmod(-7.0, 2.0)), bits((-4.0, 1.0)));
+        let (q, r) = divmod(1.0, 0.0);
+        assert!(q == f64::INFINITY && r.is_nan());
     }
 
     #[test]

@@ -748,75 +748,109 @@ impl<'a> Builder<'a> {
                     len.push(l as u64);
                     out.push(Some(d));
                 }
-                _ => match self.eval(it)? {
-                    Val::Num(v) if v.kind() != ScalarKind::Float => {
-                        let i = v.as_i64();
-                        if i < -n || i >= n {
+                _ => {
+                    match self.eval(it)? {
+                        Val::Num(v) if v.kind() == ScalarKind::Bool => {
                             return Err(err(format!(
-                                "index {i} is out of bounds for axis {d} with size {n}"
+                                "a bool index ({}) adds an axis in NumPy, which nums-cloud does not do; use an integer",
+                                if v.as_i64() != 0 { "True" } else { "False" }
                             )));
                         }
-                        start.push(i.rem_euclid(n));
-                        step.push(1);
-                        len.push(1);
-                    }
-                    Val::Tuple(items) => {
-                        // An integer list: those slices, in that order.
-                        let mut idx = Vec::new();
-                        for v in items {
-                            match v {
-                                Val::Num(i) if i.kind() != ScalarKind::Float => {
-                                    let i = i.as_i64();
-                                    if i < -n || i >= n {
-                                        return Err(err(format!(
-                                            "index {i} is out of bounds for axis {d} with size {n}"
-                                        )));
+                        Val::Num(v) if v.kind() != ScalarKind::Float => {
+                            let i = v.as_i64();
+                            if i < -n || i >= n {
+                                return Err(err(format!(
+                                    "index {i} is out of bounds for axis {d} with size {n}"
+                                )));
+                            }
+                            start.push(i.rem_euclid(n));
+                            step.push(1);
+                            len.push(1);
+                        }
+                        Val::Tuple(items)
+                            if !items.is_empty()
+                                && items.iter().all(
+                                    |v| matches!(v, Val::Num(b) if b.kind() == ScalarKind::Bool),
+                                ) =>
+                        {
+                            // A list of bools is a mask, as in NumPy.
+                            if items.len() as i64 != n {
+                                return Err(err(format!(
+                                    "a bool index list of {} values for axis {d} of size {n}",
+                                    items.len()
+                                )));
+                            }
+                            let idx: Vec<u64> = (0..n as u64)
+                            .filter(|&i| matches!(&items[i as usize], Val::Num(b) if b.as_i64() != 0))
+                            .collect();
+                            if idx.is_empty() {
+                                return Err(err(
+                                "this bool index list selects nothing; nums-cloud arrays are not empty"
+                                    .into(),
+                            ));
+                            }
+                            takes.push((d, idx, it.pos));
+                            whole(&mut start, &mut step, &mut len);
+                            out.push(Some(d));
+                        }
+                        Val::Tuple(items) => {
+                            // An integer list: those slices, in that order.
+                            let mut idx = Vec::new();
+                            for v in items {
+                                match v {
+                                    Val::Num(i) if i.kind() != ScalarKind::Float => {
+                                        let i = i.as_i64();
+                                        if i < -n || i >= n {
+                                            return Err(err(format!(
+                                                "index {i} is out of bounds for axis {d} with size {n}"
+                                            )));
+                                        }
+                                        idx.push(i.rem_euclid(n) as u64);
                                     }
-                                    idx.push(i.rem_euclid(n) as u64);
+                                    _ => return Err(err("an index list holds integers".into())),
                                 }
-                                _ => return Err(err("an index list holds integers".into())),
                             }
-                        }
-                        if idx.is_empty() {
-                            return Err(err("an empty index list selects nothing".into()));
-                        }
-                        takes.push((d, idx, it.pos));
-                        whole(&mut start, &mut step, &mut len);
-                        out.push(Some(d));
-                    }
-                    Val::Arr(mask) => {
-                        let mm = self.meta(mask).clone();
-                        if mm.dtype != DType::Bool || mm.shape != [m.shape[d]] {
-                            return Err(err(format!(
-                                "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
-                                mm.dtype,
-                                shape_str(&mm.shape)
-                            )));
-                        }
-                        if m.shape[d] > MAX_SELECTION {
-                            return Err(err(format!(
-                                "a mask selects along axis {d} of {n}, longer than the {MAX_SELECTION} a mask may select along"
-                            )));
-                        }
-                        let idx = match self.masks.get(&mask) {
-                            Some(idx) => idx.clone(),
-                            None => {
-                                // Not known until the mask is computed: assume all.
-                                self.need.get_or_insert(mask);
-                                (0..m.shape[d]).collect()
+                            if idx.is_empty() {
+                                return Err(err("an empty index list selects nothing".into()));
                             }
-                        };
-                        takes.push((d, idx, it.pos));
-                        whole(&mut start, &mut step, &mut len);
-                        out.push(Some(d));
-                    }
-                    _ => {
-                        return Err(err(
+                            takes.push((d, idx, it.pos));
+                            whole(&mut start, &mut step, &mut len);
+                            out.push(Some(d));
+                        }
+                        Val::Arr(mask) => {
+                            let mm = self.meta(mask).clone();
+                            if mm.dtype != DType::Bool || mm.shape != [m.shape[d]] {
+                                return Err(err(format!(
+                                    "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
+                                    mm.dtype,
+                                    shape_str(&mm.shape)
+                                )));
+                            }
+                            if m.shape[d] > MAX_SELECTION {
+                                return Err(err(format!(
+                                    "a mask selects along axis {d} of {n}, longer than the {MAX_SELECTION} a mask may select along"
+                                )));
+                            }
+                            let idx = match self.masks.get(&mask) {
+                                Some(idx) => idx.clone(),
+                                None => {
+                                    // Not known until the mask is computed: assume all.
+                                    self.need.get_or_insert(mask);
+                                    (0..m.shape[d]).collect()
+                                }
+                            };
+                            takes.push((d, idx, it.pos));
+                            whole(&mut start, &mut step, &mut len);
+                            out.push(Some(d));
+                        }
+                        _ => {
+                            return Err(err(
                             "an index is an integer, a slice, None, an integer list or a bool mask"
                                 .into(),
                         ));
+                        }
                     }
-                },
+                }
             }
             d += 1;
         }

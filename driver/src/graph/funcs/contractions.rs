@@ -238,5 +238,11 @@ fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .map(|d| l[d])
         .collect();
     let l: String = l.into_iter().collect();
+    // NumPy's trace sums bools as ints (einsum would keep bool).
+    let x = if s.meta(x).dtype == DType::Bool {
+        s.cast(x, DType::Int64)
+    } else {
+        x
+    };
     s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
 }

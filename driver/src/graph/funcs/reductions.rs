@@ -214,13 +214,19 @@ impl<'a> Builder<'a> {
     ) -> Result<NodeId, EvalError> {
         let fdt = self.meta(x).dtype.to_float();
         let mu = self.mean(x, axes.clone(), true, nan, pos)?;
-        let d = self.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(mu), pos)?;
+        let mut d = self.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(mu), pos)?;
+        if nan {
+            // Only the NaNs of x are left out (as NumPy does): a deviation that is NaN
+            // because x holds infinities (inf - inf) makes the variance NaN.
+            let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
+            d = self.where_(isnan, Val::Num(Scalar::Float(0.0)), d, pos)?;
+        }
         let d = self.node(d, pos)?;
         let sq = self.elementwise2(BinaryOp::Mul, Val::Arr(d), Val::Arr(d), pos)?;
         let sq = self.node(sq, pos)?;
-        let op = if nan { ReduceOp::NanSum } else { ReduceOp::Sum };
-        let s = self.reduce(sq, op, axes.clone(), keepdims);
+        let s = self.reduce(sq, ReduceOp::Sum, axes.clone(), keepdims);
         let v = if nan {
+            // NaN where no degrees of freedom are left (count <= ddof), as NumPy's nanvar.
             let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
             let den = self.elementwise2(
                 BinaryOp::Sub,
@@ -228,9 +234,12 @@ impl<'a> Builder<'a> {
                 Val::Num(Scalar::Float(ddof)),
                 pos,
             )?;
-            self.elementwise2(BinaryOp::Div, Val::Arr(s), den, pos)?
+            let v = self.elementwise2(BinaryOp::Div, Val::Arr(s), den.clone(), pos)?;
+            let left = self.elementwise2(BinaryOp::Gt, den, Val::Num(Scalar::Float(0.0)), pos)?;
+            self.where_(left, v, Val::Num(Scalar::Float(f64::NAN)), pos)?
         } else {
-            let n = self.count_over(x, &axes) as f64 - ddof;
+            // NumPy divides by max(n - ddof, 0): inf or NaN past n, never a negative count.
+            let n = (self.count_over(x, &axes) as f64 - ddof).max(0.0);
             self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Num(Scalar::Float(n)), pos)?
         };
         self.node(v, pos)
