@@ -236,6 +236,12 @@ EXPR_ERRORS = {
     "full_inf_int": ("full(3, np.inf, dtype='int64')", 1, ["cannot convert the float inf to an integer"]),
     "tensordot_duplicate_axes": ("tensordot(A, A, axes=([0, 0], [0, 1]))", 22, ["duplicate axes"]),
     "tensordot_float_axes": ("tensordot(A, A.T, axes=1.5)", 24, ["axes=1.5 is not an integer"]),
+    # NumPy raises for these; nums-cloud answered.
+    "float_axis": ("mean(A, axis=0.0)", 14, ["axis 0.0 is not an integer"]),
+    "arange_bools": ("arange(3, dtype='bool')", 1, ["bools only for ranges of at most 2 values"]),
+    "bool_index": ("A[:, True]", 6, ["a bool index (True) adds an axis in NumPy"]),
+    "bool_list_length": ("A[[True, False]]", 3, ["a bool index list of 2 values for axis 0 of size 7"]),
+    "int_past_int64": ("A * 0 - 9223372036854775808", 9, ["9223372036854775808 is outside int64's range"]),
 }
 
 

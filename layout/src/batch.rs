@@ -1240,7 +1240,10 @@ mod tests {
         let bits = |(q, r): (f64, f64)| (q.to_bits(), r.to_bits());
         let nan = |(q, r): (f64, f64)| q.is_nan() && r.is_nan();
         assert!(nan(divmod(f64::INFINITY, 1.0)));
-        assert_eq!(bits(divmod(-0.5, f64::INFINITY)), bits((-1.0, f64::INFINITY)));
+        assert_eq!(
+            bits(divmod(-0.5, f64::INFINITY)),
+            bits((-1.0, f64::INFINITY))
+        );
         assert_eq!(bits(divmod(-1.0, 1.0)), bits((-1.0, 0.0)), "+0.0, not -0.0");
         assert_eq!(bits(divmod(1.0, -1.0)), bits((-1.0, -0.0)));
         assert_eq!(bits(divmod(-7.0, 2.0)), bits((-4.0, 1.0)));

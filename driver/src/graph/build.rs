@@ -975,8 +975,10 @@ pub(super) fn one_axis(i: i64, ndim: usize) -> Result<usize, String> {
 /// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
 pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
     let one = |x: Scalar| -> Result<usize, String> {
-        let i = x
-            .integer()
+        // NumPy refuses a float axis, whole or not (TypeError).
+        let i = Some(x)
+            .filter(|x| x.kind() != ScalarKind::Float)
+            .and_then(Scalar::integer)
             .ok_or_else(|| format!("axis {x} is not an integer"))?;
         one_axis(i, ndim)
     };

@@ -163,6 +163,12 @@ fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .max(step.kind())
         .max(ScalarKind::Int);
     let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
+    if dtype == DType::Bool && n > 2 {
+        return Err(b.err(
+            b.pos,
+            "arange(): bools only for ranges of at most 2 values (NumPy raises TypeError)",
+        ));
+    }
     // The first two elements as Python computes them, then in the array's dtype.
     let second = if ints {
         i64::try_from(i128::from(start.as_i64()) + i128::from(step.as_i64()))
