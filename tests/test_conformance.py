@@ -541,7 +541,7 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
     for name, a in (("F", f32), ("K", k), ("X", x)):
         np.save(d / f"{name}.npy", a)
     cases = ["F == 0.1", "F > 0.2", "F - 0.7", "F // 0.7", "F % 0.1", "F * 0.1", "F / 0.3", "F % 0.7",
-             "maximum(F, 0.1)", "K // 1", "K % 1", "K // np.inf", "K % -np.inf", "K // -2.0", "K % 0.0",
+             "maximum(F, 0.1)", "K // 1", "K % 1", "K // np.inf", "K % -np.inf", "K // -2.0", "K % 0.0", "K ** 0.5", "F ** 0.5", "power(K, 0.5)",
              "nanvar(X, axis=1)", "nanstd(X, axis=0)"]
     arrays = {n: {"load": str(d / f"{n}.npy"), "block": [3] if n != "X" else [1, 2]} for n in ("F", "K", "X")}
     outputs = {}

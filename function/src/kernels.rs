@@ -7,6 +7,7 @@ use std::borrow::Cow;
 use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
 use nums_layout::batch::{self, BinaryOp, Kernel, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::map_block;
+use nums_layout::meta::ScalarKind;
 use nums_layout::meta::{ArrayMeta, ravel};
 use nums_layout::{Block, DType, Scalar};
 use rayon::prelude::*;
@@ -89,6 +90,16 @@ pub fn run(
             scalar_left,
         } => {
             let x = one(inputs)?;
+            // NumPy's power of a float array to the scalar 0.5 is its sqrt (so -0.0 and
+            // -inf give -0.0 and NaN, where pow gives 0.0 and inf).
+            if *op == BinaryOp::Pow
+                && !*scalar_left
+                && value.kind() == ScalarKind::Float
+                && value.as_f64() == 0.5
+                && matches!(x, Block::F64(_) | Block::F32(_))
+            {
+                return Ok(unary(UnaryOp::Sqrt, x).cast(out.dtype));
+            }
             // A 0-d block of the scalar's own kind: it broadcasts to x's shape without
             // filling a block, and an int stays an exact int64. With a float32 array a
             // Python number is a float32 first (NumPy 2's weak scalars): `F == 0.1`
