@@ -446,9 +446,10 @@ CASES = [
 GARAGE_SUBSET = [c for i, c in enumerate(CASES) if i % 5 == 0]
 
 
-def numpy_answer(expr):
+def numpy_answer(expr, inputs=None):
+    """NumPy's value of `expr` on INPUTS (or on `inputs`, name -> array)."""
     ns = dict(NS)
-    ns.update({k: v[0] for k, v in INPUTS.items()})
+    ns.update(inputs if inputs is not None else {k: v[0] for k, v in INPUTS.items()})
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "All-NaN slice" and the like
         return np.asarray(eval(expr, ns))  # noqa: S307 - our own table
@@ -474,13 +475,19 @@ def run_table(tmp_path, cases, storage, env=None, blocks=1, scheduler="lshs"):
     for name, (arr, ragged, other) in INPUTS.items():
         np.save(d / f"{name}.npy", arr)
         arrays[name] = {"load": str(d / f"{name}.npy"), "block": ragged if blocks == 1 else other}
+    return run_cases(tmp_path, arrays, cases, storage, env=env,
+                     compute={"scheduler": scheduler, "memory_mb": 1024})
+
+
+def run_cases(tmp_path, arrays, cases, storage, env=None, compute=None):
+    """`cases` as one job beside `arrays` (the job's array table); returns {case: result}."""
+    arrays = dict(arrays)
     outputs = {}
     for i, expr in enumerate(cases):
         arrays[f"c{i}"] = expr
         outputs[f"c{i}"] = str(tmp_path / f"c{i}.npy")
     job = tmp_path / "job.toml"
-    job.write_text(job_text(arrays, outputs, name="conformance", storage=storage,
-                            compute={"scheduler": scheduler, "memory_mb": 1024}))
+    job.write_text(job_text(arrays, outputs, name="conformance", storage=storage, compute=compute or {}))
     run(job, env=env)
     return {expr: np.load(tmp_path / f"c{i}.npy") for i, expr in enumerate(cases)}
 
@@ -544,19 +551,9 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
              "maximum(F, 0.1)", "K // 1", "K % 1", "K // np.inf", "K % -np.inf", "K // -2.0", "K % 0.0", "K ** 0.5", "F ** 0.5", "power(K, 0.5)",
              "nanvar(X, axis=1)", "nanstd(X, axis=0)"]
     arrays = {n: {"load": str(d / f"{n}.npy"), "block": [3] if n != "X" else [1, 2]} for n in ("F", "K", "X")}
-    outputs = {}
-    for i, expr in enumerate(cases):
-        arrays[f"c{i}"] = expr
-        outputs[f"c{i}"] = str(tmp_path / f"c{i}.npy")
-    job = tmp_path / "job.toml"
-    job.write_text(job_text(arrays, outputs, storage={"url": f"file://{tmp_path / 'store'}"}))
-    run(job)
-    ns = dict(NS, F=f32, K=k, X=x)
-    for i, expr in enumerate(cases):
-        got = np.load(tmp_path / f"c{i}.npy")
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            want = np.asarray(eval(expr, ns))  # noqa: S307 - our own table
+    results = run_cases(tmp_path, arrays, cases, {"url": f"file://{tmp_path / 'store'}"})
+    for expr in cases:
+        got, want = results[expr], numpy_answer(expr, {"F": f32, "K": k, "X": x})
         assert got.dtype == want.dtype and got.shape == want.shape, expr
         # Same bits (NaNs compared as NaNs): signed zeros too.
         same = (got == want) & (np.signbit(got) == np.signbit(want)) if got.dtype.kind == "f" else got == want
