@@ -59,15 +59,21 @@ def test_an_output_replaces_an_array_and_nothing_else(tmp_path):
     # A folder of other files, and a folder holding two arrays: neither is replaced.
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "notes.txt").write_text("keep")
-    for name in ["A", "B"]:
+    for name in ["A", "B", "0", "1"]:
         z = zarr.create_array(str(tmp_path / "arrays" / name), shape=(3,), dtype="float64")
         z[:] = 1.0
+    for name in ["0", "1"]:
+        z = zarr.create_array(str(tmp_path / "numbered" / name), shape=(3,), dtype="float64")
+        z[:] = 1.0
+    z = zarr.create_array(str(tmp_path / "big.zarr"), shape=(4, 4), chunks=(2, 2), dtype="float64")
+    z[:] = 1.0
     kept = snapshot(tmp_path)
-    for i, dest in enumerate(["data", "arrays"]):
+    for i, dest in enumerate(["data", "arrays", "numbered", "big.zarr/c", "big.zarr/c/0",
+                              "big.zarr/c/0/new.zarr"]):
         (tmp_path / "a.toml").write_text(job_text({"Z": {"zeros": [3]}}, {"Z": dest}, name="attacker"))
         p = cli("check", "a.toml", cwd=tmp_path, check=False)
         assert p.returncode == 1 and "a.toml:8: outputs.Z" in p.stderr, p.stderr
-        assert "not a Zarr array" in p.stderr or "holds" in p.stderr, p.stderr
+        assert "not a Zarr array" in p.stderr or "inside the Zarr array" in p.stderr, p.stderr
         p = run(tmp_path / "a.toml", check=False)
         assert p.returncode == 1, p.stderr
     (tmp_path / "a.toml").unlink()
@@ -157,12 +163,22 @@ def test_links_out_of_the_store_are_never_followed(tmp_path):
     cli("rm", "--job", "linked", "--yes", cwd=tmp_path, check=False)
     assert snapshot(outside) == kept
     assert not (store / "victim" / "X").exists()
-    # A job reading an input through a link out of the store is refused too.
-    (tmp_path / "r.toml").write_text(job_text({"A": {"load": "nums-data/victim/arr"}, "B": "A * 2"},
-                                              {"B": "b.npy"}, name="r"))
+    # An output through a link out of its folder is refused; an input file the job file
+    # names through a link (data linked from elsewhere) is read.
+    (tmp_path / "res").mkdir()
+    os.symlink(outside / "arr", tmp_path / "res" / "linked.zarr")
+    np.save(outside / "in.npy", np.arange(4.0))
+    os.symlink(outside / "in.npy", tmp_path / "in.npy")
+    (tmp_path / "r.toml").write_text(job_text({"A": {"load": "in.npy"}, "B": "A * 2"},
+                                              {"B": "res/linked.zarr"}, name="r"))
+    kept = snapshot(outside)
     p = run(tmp_path / "r.toml", check=False)
-    assert p.returncode == 1 and "link" in p.stderr, p.stderr
+    assert p.returncode == 1 and "outputs.B" in p.stderr and "link" in p.stderr, p.stderr
     assert snapshot(outside) == kept
+    (tmp_path / "r.toml").write_text(job_text({"A": {"load": "in.npy"}, "B": "A * 2"},
+                                              {"B": "b.npy"}, name="r"))
+    run(tmp_path / "r.toml")
+    assert np.load(tmp_path / "b.npy").tolist() == [0.0, 2.0, 4.0, 6.0]
 
 
 # Item 2: two jobs writing one output path at once.

@@ -56,6 +56,9 @@ pub(crate) async fn for_each_row_slab(
         for _ in 0..per_row {
             blocks.push(reads.next().await.expect("a block per index")?);
         }
+        // Each block-row gives the task's other futures their turn (a run's Ctrl-C): reads
+        // of local blocks are often ready at once, and a whole export would run through.
+        tokio::task::yield_now().await;
         if let [(_, b)] = blocks.as_slice()
             && b.shape() == shape.as_slice()
         {
@@ -477,6 +480,8 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         "get",
     )
     .await?;
+    // Listening from now on: a Ctrl-C once the partial file exists must find the handler.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
     let written = async {
         lease.check().await?;
         // A partial file a killed writer left.
@@ -490,7 +495,7 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         // Dropping the write removes its partial file.
         tokio::select! {
             r = write => r,
-            _ = tokio::signal::ctrl_c() => {
+            _ = sigint.recv() => {
                 Err(anyhow!("interrupted (Ctrl-C): {} is as it was", file.display()))
             }
         }

@@ -166,26 +166,34 @@ async fn check_stores_take_writes(job: &Job, store: &Store) -> anyhow::Result<()
 }
 
 /// Whether an output may replace what is at `path` in `store`: nothing, a Zarr array, or
-/// the chunks an interrupted write of one leaves; never a file, a group, or a folder of
-/// other files or arrays (all of which the output's write would delete).
+/// the chunks an interrupted write of one leaves (`c/...` without metadata); never a file,
+/// a group, a part of an array, or a folder of other files or arrays (all of which the
+/// output's write would delete).
 pub(crate) async fn replaceable(store: &Store, path: &str) -> Result<(), String> {
     let at = format!("{}/{}", store.spec().url.trim_end_matches('/'), path);
     let refused = |what: String| {
         Err(format!(
-            "{at} is {what}, not a Zarr array: an output replaces a Zarr array (or a new path), never anything else"
+            "{at} is {what}: an output replaces a Zarr array (or a new path), never anything else"
         ))
     };
-    if store.head(path).await.map_err(|e| e.to_string())?.is_some() {
-        return refused("a file".into());
+    let e = |e: nums_layout::Error| e.to_string();
+    if let Some(array) = enclosing_array(store, path).await? {
+        return refused(format!("inside the Zarr array {array}"));
     }
-    let (objects, folders) = store.list_dir(path).await.map_err(|e| e.to_string())?;
-    // Chunk keys: `c/0/1` and `c.0.1` (Zarr v3), `0.1` and `0/1` (v2).
-    let chunk = |n: &str| {
-        n == "c"
-            || n.starts_with("c.")
-            || n.split('.')
-                .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    if store.head(path).await.map_err(e)?.is_some() {
+        return refused("a file, not a Zarr array".into());
+    }
+    let (objects, folders) = store.list_dir(path).await.map_err(e)?;
+    let (v3, v2) = (
+        objects.iter().any(|n| n == "zarr.json"),
+        objects.iter().any(|n| n == ".zarray"),
+    );
+    let digits = |n: &str| {
+        n.split('.')
+            .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
     };
+    // Chunk keys: `c/0/1` and `c.0.1` (Zarr v3), `0.1` and `0/1` (v2, and v3 with v2 keys).
+    let chunk = |n: &str| n == "c" || n.starts_with("c.") || ((v3 || v2) && digits(n));
     let others: Vec<&str> = objects
         .iter()
         .filter(|n| !matches!(n.as_str(), "zarr.json" | ".zarray" | ".zattrs") && !chunk(n))
@@ -195,27 +203,80 @@ pub(crate) async fn replaceable(store: &Store, path: &str) -> Result<(), String>
     if !others.is_empty() {
         let shown: Vec<&str> = others.iter().take(3).copied().collect();
         return refused(format!(
-            "a folder that holds {}{}",
+            "a folder that holds {}{}, not a Zarr array",
             shown.join(", "),
             if others.len() > 3 { ", ..." } else { "" }
         ));
     }
-    if objects.iter().any(|n| n == "zarr.json") {
-        let meta = store
-            .get(&format!("{path}/zarr.json"))
-            .await
-            .map_err(|e| e.to_string())?;
-        let kind = serde_json::from_slice::<serde_json::Value>(&meta)
-            .ok()
-            .and_then(|v| v.get("node_type")?.as_str().map(str::to_string));
-        if kind.as_deref() != Some("array") {
-            return refused(format!(
-                "a Zarr {}",
-                kind.unwrap_or_else(|| "node of unreadable metadata".into())
-            ));
+    if v3 {
+        let meta = store.get(&format!("{path}/zarr.json")).await.map_err(e)?;
+        match zarr_node_type(&meta).as_deref() {
+            Some("array") => {}
+            kind => {
+                return refused(format!(
+                    "a Zarr {}",
+                    kind.unwrap_or("node of unreadable metadata")
+                ));
+            }
+        }
+    } else if !v2 && folders.iter().any(|f| f == "c") {
+        // No metadata: only what an interrupted write of an array leaves, chunks.
+        let keys = store.list(&format!("{path}/c")).await.map_err(e)?;
+        let below = |k: &String| k.get(path.len() + 3..).unwrap_or("").to_string();
+        if let Some(k) = keys.iter().find(|k| !below(k).split('/').all(digits)) {
+            return refused(format!("a folder without Zarr metadata that holds {k}"));
         }
     }
     Ok(())
+}
+
+/// The `node_type` a `zarr.json` says.
+fn zarr_node_type(meta: &[u8]) -> Option<String> {
+    serde_json::from_slice::<serde_json::Value>(meta)
+        .ok()?
+        .get("node_type")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The Zarr array that `path` of `store` lies inside, if any: one whose metadata is in a
+/// folder above it (in the store, or above a local store's folder).
+async fn enclosing_array(store: &Store, path: &str) -> Result<Option<String>, String> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    for n in 0..segs.len() {
+        let dir = segs[..n].join("/");
+        let key = |f: &str| {
+            if dir.is_empty() {
+                f.to_string()
+            } else {
+                format!("{dir}/{f}")
+            }
+        };
+        let v2 = store
+            .head(&key(".zarray"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let v3 = store
+            .get_opt(&key("zarr.json"))
+            .await
+            .map_err(|e| e.to_string())?;
+        if v2.is_some() || v3.is_some_and(|m| zarr_node_type(&m).as_deref() == Some("array")) {
+            return Ok(Some(format!(
+                "{}/{dir}",
+                store.spec().url.trim_end_matches('/')
+            )));
+        }
+    }
+    let above = store.local_folder().into_iter().flat_map(Path::ancestors);
+    for d in above {
+        let v3 = std::fs::read(d.join("zarr.json")).ok();
+        if d.join(".zarray").is_file()
+            || v3.is_some_and(|m| zarr_node_type(&m).as_deref() == Some("array"))
+        {
+            return Ok(Some(d.display().to_string()));
+        }
+    }
+    Ok(None)
 }
 
 /// Proves that a store answers and takes writes under `prefix` (a small object written

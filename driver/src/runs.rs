@@ -220,8 +220,9 @@ enum Confirm {
     Held,
     /// The read-back after the race pause, running while the run starts its work.
     Pending(tokio::task::JoinHandle<Result<(), RunError>>),
-    /// The read-back found another driver's lease: this run never commits.
-    Lost,
+    /// The read-back found another driver's lease (why, as it was said first): this run
+    /// never commits.
+    Lost(String),
 }
 
 /// Runs' state: `<job>/_runs/<run>/`.
@@ -742,12 +743,22 @@ async fn acquire(
 
 /// Waits for a pending confirmation of the lease; an error once it is known lost.
 async fn confirm_now(c: &mut Confirm) -> Result<(), RunError> {
-    match std::mem::replace(c, Confirm::Lost) {
+    match std::mem::replace(c, Confirm::Lost("this run lost its lease".into())) {
         Confirm::Held => {}
-        Confirm::Lost => return Err(RunError::Record("this run lost its lease".into())),
-        Confirm::Pending(h) => h
-            .await
-            .map_err(|e| RunError::Record(format!("confirming the job's lease: {e}")))??,
+        Confirm::Lost(why) => {
+            *c = Confirm::Lost(why.clone());
+            return Err(RunError::Record(why));
+        }
+        Confirm::Pending(h) => {
+            let confirmed = h
+                .await
+                .map_err(|e| RunError::Record(format!("confirming a lease: {e}")))
+                .and_then(|r| r);
+            if let Err(e) = confirmed {
+                *c = Confirm::Lost(e.to_string());
+                return Err(e);
+            }
+        }
     }
     *c = Confirm::Held;
     Ok(())

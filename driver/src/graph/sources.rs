@@ -543,7 +543,13 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
             path.trim_matches('/').to_string(),
         )
     } else {
-        let p = std::path::Path::new(loc);
+        // A link the job file names (a data file linked from elsewhere) is followed: its
+        // folder is then the store the input is read from (a store never follows links
+        // out of its folder).
+        let named = std::path::Path::new(loc);
+        let linked = std::fs::symlink_metadata(named).is_ok_and(|m| m.is_symlink());
+        let real = linked.then(|| std::fs::canonicalize(named).ok()).flatten();
+        let p = real.as_deref().unwrap_or(named);
         let parent = p.parent().unwrap_or(std::path::Path::new("/"));
         let url = url::Url::from_directory_path(parent)
             .map(|u| u.to_string())

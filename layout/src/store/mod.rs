@@ -262,6 +262,11 @@ impl Store {
         }
     }
 
+    /// The folder of a `file://` store (resolved: symbolic links followed).
+    pub fn local_folder(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
     /// Whether objects are files on this machine (a `file://` store): read at memory speed,
     /// so reading far ahead buys nothing.
     pub fn is_local(&self) -> bool {
