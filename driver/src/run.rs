@@ -356,18 +356,21 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let main_estimate = plan_job(job, &checked.graph, &dry_run_prefix(job), &checked.probes)?
         .batches
         .len() as u64;
-    let mut run = Run::start(
+    let run = Run::start(
         store,
         &job.name,
         &fingerprint(job, &checked.probes),
         opts.resume,
+        output_leases(job, store)?,
     )
     .await
     .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
-    if let Err(e) = hold_outputs(job, store, &mut run).await {
-        let fresh = run.resumed.is_none();
-        let _ = run.finish(fresh).await;
-        return Err(e);
+    // Partial files a killed writer of the job's `.npy` and `.csv` outputs left (their
+    // leases are this run's now).
+    for o in &job.outputs {
+        if let Target::Npy(p) | Target::Csv(p) = &o.target {
+            let _ = std::fs::remove_file(crate::npy::partial_path(p));
+        }
     }
     if !run.removed.is_empty() {
         tracing::info!(
@@ -656,10 +659,9 @@ async fn execute(
 
 type Output = (String, Target, ArrayMeta, Option<Block>);
 
-/// Takes the leases of the job's outputs that are not its own arrays (those are the job
-/// lease's), so that no other writer writes one at once, and removes the partial files a
-/// killed writer of its `.npy` and `.csv` outputs left.
-async fn hold_outputs(job: &Job, store: &Store, run: &mut Run) -> anyhow::Result<()> {
+/// The leases a run of `job` takes for its outputs that are not its own arrays (those
+/// are the job lease's), so that no other writer writes one at once: `(store, key, output)`.
+fn output_leases(job: &Job, store: &Store) -> anyhow::Result<Vec<(Store, String, String)>> {
     let mut leases = Vec::new();
     for o in job.outputs.iter().filter(|o| !writes_home(job, store, o)) {
         let (spec, key) = lease_beside(&o.target);
@@ -667,15 +669,7 @@ async fn hold_outputs(job: &Job, store: &Store, run: &mut Run) -> anyhow::Result
             .with_context(|| format!("output {}", o.name))?;
         leases.push((s, key, o.target.place().display().to_string()));
     }
-    run.hold_outputs(leases)
-        .await
-        .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
-    for o in &job.outputs {
-        if let Target::Npy(p) | Target::Csv(p) = &o.target {
-            let _ = std::fs::remove_file(crate::npy::partial_path(p));
-        }
-    }
-    Ok(())
+    Ok(leases)
 }
 
 /// The store and key of the lease of an output at `target`: `.<name>.nums-cloud-lease.json`

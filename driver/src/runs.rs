@@ -210,7 +210,8 @@ pub(crate) struct Run {
     /// The lease's confirmation where the store could not make it atomic: awaited by
     /// [`Run::confirm_lease`] before the run touches anything outside its own prefix.
     confirm: tokio::sync::Mutex<Confirm>,
-    /// The leases of the outputs it writes outside the job's own arrays ([`Run::hold_outputs`]).
+    /// The leases of the outputs it writes outside the job's own arrays (held until
+    /// [`Run::finish`], checked before the run commits).
     outputs: Vec<OutputLease>,
     background: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -291,17 +292,21 @@ fn to_json<T: Serialize>(v: &T) -> Bytes {
 
 impl Run {
     /// Starts a run of `job`: takes the job's lease (refused while another driver holds
-    /// it), finishes a commit an earlier run left half done, then either resumes the
-    /// latest earlier run with the same `fingerprint` (`resume`) or removes the state of
-    /// earlier runs (nothing else can be using it while we hold the lease).
+    /// it), finishes a commit an earlier run left half done, takes the leases of the
+    /// `outputs` it writes outside the job's own arrays (each `(store, key, output)`:
+    /// refused, naming the writer, while another job or a `get` writes one), then either
+    /// resumes the latest earlier run with the same `fingerprint` (`resume`) or removes the
+    /// state of earlier runs (nothing else can be using it while we hold the lease). A run
+    /// refused changes nothing.
     pub(crate) async fn start(
         store: &Store,
         job: &str,
         fingerprint: &Fingerprint,
         resume: bool,
+        outputs: Vec<(Store, String, String)>,
     ) -> Result<Run, RunError> {
         let atomic = store.create_if_absent_is_atomic();
-        Run::start_with(store, job, fingerprint, resume, atomic).await
+        Run::start_with(store, job, fingerprint, resume, atomic, outputs).await
     }
 
     /// [`Run::start`], told whether the store's create-if-absent is atomic (tests make a
@@ -312,6 +317,7 @@ impl Run {
         fingerprint: &Fingerprint,
         resume: bool,
         atomic: bool,
+        outputs: Vec<(Store, String, String)>,
     ) -> Result<Run, RunError> {
         let owner = new_run_id();
         let mut lease = Lease {
@@ -373,6 +379,26 @@ impl Run {
             .filter(|_| resume && resumable.is_none())
             .map(|(id, r)| fingerprint.differs(id, r));
         let id = resumable.clone().unwrap_or_else(|| owner.clone());
+        let mut held = Vec::new();
+        for (s, key, output) in outputs {
+            match OutputLease::take(&s, &key, &output, &lease.writer, &id).await {
+                Ok(l) => held.push(l),
+                Err(e) => {
+                    for l in held {
+                        let _ = l.release().await;
+                    }
+                    if let Confirm::Pending(h) = &confirm {
+                        h.abort();
+                    }
+                    if let Ok(Some(l)) = get_json::<Lease>(store, &lease_key(job)).await
+                        && l.owner == owner
+                    {
+                        let _ = store.delete(&lease_key(job)).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
         if !earlier.is_empty() || resume {
             confirm_now(&mut confirm).await?;
         }
@@ -433,31 +459,9 @@ impl Run {
             lost,
             committing: AtomicBool::new(false),
             confirm: tokio::sync::Mutex::new(confirm),
-            outputs: Vec::new(),
+            outputs: held,
             background,
         })
-    }
-
-    /// Takes the leases of the outputs the run writes outside the job's own arrays (each
-    /// `(store, key, output)`): refused, naming the writer, while another job (or a `get`)
-    /// writes one of them. Held until [`Run::finish`]; checked before the run commits.
-    pub(crate) async fn hold_outputs(
-        &mut self,
-        outputs: Vec<(Store, String, String)>,
-    ) -> Result<(), RunError> {
-        let writer = format!("job {}", self.job);
-        for (store, key, output) in outputs {
-            match OutputLease::take(&store, &key, &output, &writer, &self.id).await {
-                Ok(l) => self.outputs.push(l),
-                Err(e) => {
-                    for l in self.outputs.drain(..) {
-                        let _ = l.release().await;
-                    }
-                    return Err(e);
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The run's prefix under the store root.
@@ -903,8 +907,10 @@ mod tests {
     #[tokio::test]
     async fn a_second_driver_is_refused_and_a_dead_ones_lease_is_taken_over() {
         let (store, dir) = temp_store("lease");
-        let a = Run::start(&store, "j", &fp("f"), false).await.unwrap();
-        let e = Run::start(&store, "j", &fp("f"), false)
+        let a = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
+        let e = Run::start(&store, "j", &fp("f"), false, vec![])
             .await
             .err()
             .expect("refused");
@@ -922,7 +928,9 @@ mod tests {
             expires: now() + 60,
         };
         store.put(&lease_key("j"), to_json(&dead)).await.unwrap();
-        let b = Run::start(&store, "j", &fp("f"), false).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         b.finish(true).await.unwrap();
         std::fs::remove_dir_all(dir).ok();
     }
@@ -936,7 +944,7 @@ mod tests {
             .put("j/X/zarr.json", Bytes::from_static(b"old"))
             .await
             .unwrap();
-        let a = Run::start_with(&store, "j", &fp("f"), false, false)
+        let a = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         assert!(matches!(*a.confirm.lock().await, Confirm::Pending(_)));
@@ -966,14 +974,14 @@ mod tests {
         // Unraced, the confirmation comes back and the run commits. A run with earlier
         // runs' state to remove waits for it first.
         store.delete(&lease_key("j")).await.unwrap();
-        let c = Run::start_with(&store, "j", &fp("f"), false, false)
+        let c = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         assert!(matches!(*c.confirm.lock().await, Confirm::Held), "waited");
         assert_eq!(c.removed.len(), 1, "a's state");
         c.commit(&[]).await.unwrap();
         c.finish(true).await.unwrap();
-        let d = Run::start_with(&store, "j", &fp("f"), false, false)
+        let d = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         d.confirm_lease().await.unwrap();
@@ -982,22 +990,93 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    /// A run refused because another writer holds one of its outputs changes nothing: the
+    /// state of an earlier run stays, and the job's lease goes back.
+    #[tokio::test]
+    async fn a_run_refused_for_a_busy_output_changes_nothing() {
+        let (store, dir) = temp_store("outputs");
+        let a = Run::start(&store, "j", &fp("f1"), false, vec![])
+            .await
+            .unwrap();
+        a.done("main", 1);
+        let id = a.id.clone();
+        a.finish(false).await.unwrap();
+        let key = "out/.Y.nums-cloud-lease.json";
+        let outputs = || vec![(store.clone(), key.to_string(), "out/Y".to_string())];
+        let other = OutputLease::take(&store, key, "out/Y", "job k", "rk")
+            .await
+            .unwrap();
+        let e = Run::start(&store, "j", &fp("f2"), false, outputs())
+            .await
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&e, RunError::OutputBusy { writer, run, .. } if writer == "job k" && run == "rk"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("out/Y is being written by job k"),
+            "{e}"
+        );
+        let kept = format!("{}/run.json", run_prefix("j", &id));
+        assert!(store.head(&kept).await.unwrap().is_some(), "state kept");
+        assert!(store.get_opt(&lease_key("j")).await.unwrap().is_none());
+        other.release().await.unwrap();
+        let b = Run::start(&store, "j", &fp("f2"), false, outputs())
+            .await
+            .unwrap();
+        assert_eq!(b.removed, vec![id]);
+        b.check_lease().await.unwrap();
+        b.finish(true).await.unwrap();
+        assert!(store.head(key).await.unwrap().is_none(), "given back");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_changed_input_file_is_named() {
+        let now = Fingerprint {
+            hash: "2".into(),
+            inputs: BTreeMap::from([("x.npy".into(), "v2".into()), ("y.npy".into(), "v".into())]),
+        };
+        let mut earlier = RunRecord {
+            run: "r".into(),
+            job: "j".into(),
+            fingerprint: "1".into(),
+            inputs: BTreeMap::from([("x.npy".into(), "v1".into()), ("y.npy".into(), "v".into())]),
+            started: 0,
+            host: "h".into(),
+            pid: 1,
+        };
+        let why = now.differs("r", &earlier);
+        assert!(why.starts_with("input x.npy changed since run r"), "{why}");
+        earlier.inputs = now.inputs.clone();
+        assert!(now.differs("r", &earlier).starts_with("the job changed"));
+    }
+
     #[tokio::test]
     async fn resume_finds_the_run_with_the_same_fingerprint() {
         let (store, dir) = temp_store("resume");
-        let a = Run::start(&store, "j", &fp("f1"), false).await.unwrap();
+        let a = Run::start(&store, "j", &fp("f1"), false, vec![])
+            .await
+            .unwrap();
         a.done("main", 3);
         let id = a.id.clone();
         a.finish(false).await.unwrap(); // kept, as after a failure
-        let b = Run::start(&store, "j", &fp("f2"), true).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         assert_ne!(b.id, id, "another job: a fresh run");
         assert!(b.removed.contains(&id));
         b.finish(false).await.unwrap();
-        let c = Run::start(&store, "j", &fp("f2"), true).await.unwrap();
+        let c = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         c.done("main", 1);
         let cid = c.id.clone();
         c.finish(false).await.unwrap();
-        let d = Run::start(&store, "j", &fp("f2"), true).await.unwrap();
+        let d = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         assert_eq!(d.id, cid);
         assert_eq!(
             d.resumed.as_ref().unwrap().done["main"],
@@ -1024,7 +1103,9 @@ mod tests {
         put("j/X/zarr.json", "old").await;
         put("j/X/c/0", "old0").await;
         put("j/X/c/1", "old1").await;
-        let a = Run::start(&store, "j", &fp("f"), false).await.unwrap();
+        let a = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         let p = a.prefix();
         put(&format!("{p}/out/X/zarr.json"), "new").await;
         put(&format!("{p}/out/X/c/0/0"), "new00").await;
@@ -1051,7 +1132,9 @@ mod tests {
             .await
             .unwrap();
         a.finish(false).await.unwrap();
-        let b = Run::start(&store, "j", &fp("f"), false).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         let mut keys = store.list("j/Y").await.unwrap();
         keys.sort();
         assert_eq!(keys, vec!["j/Y/c/0", "j/Y/c/1", "j/Y/zarr.json"]);

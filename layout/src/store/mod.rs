@@ -924,6 +924,45 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    /// A link inside a `file://` store to a folder or file outside it is never followed:
+    /// listings do not see behind it, reads, writes and deletes through it are refused,
+    /// and removing a prefix leaves what it leads to alone.
+    #[tokio::test]
+    async fn links_out_of_a_local_store_are_never_followed() {
+        let base = std::env::temp_dir().join(format!("nums-store-links-{}", std::process::id()));
+        let (dir, outside) = (base.join("store"), base.join("outside"));
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        std::fs::write(outside.join("keep"), b"keep").unwrap();
+        std::fs::write(outside.join("sub/x#1"), b"keep").unwrap();
+        let s = Store::open(&StoreSpec {
+            url: url::Url::from_directory_path(&dir).unwrap().to_string(),
+            endpoint: None,
+        })
+        .unwrap();
+        s.put("j/a", Bytes::from_static(b"a")).await.unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("j/link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("keep"), dir.join("j/file")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("whole")).unwrap();
+        assert_eq!(s.list("j").await.unwrap(), vec!["j/a".to_string()]);
+        let refused = |r: Result<()>| {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("symbolic link"), "{e}");
+        };
+        refused(s.get("j/link/keep").await.map(|_| ()));
+        refused(s.get("j/file").await.map(|_| ()));
+        refused(s.head("j/link/keep").await.map(|_| ()));
+        refused(s.put("j/link/new", Bytes::from_static(b"n")).await);
+        refused(s.delete("j/link/keep").await);
+        refused(s.rename("j/a", "j/link/a").await);
+        refused(s.list("whole").await.map(|_| ()));
+        assert_eq!(s.delete_prefix("j").await.unwrap(), 1);
+        assert!(s.delete_prefix("whole").await.is_err());
+        assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"keep");
+        assert_eq!(std::fs::read(outside.join("sub/x#1")).unwrap(), b"keep");
+        assert!(!outside.join("new").exists());
+        std::fs::remove_dir_all(base).ok();
+    }
+
     #[tokio::test]
     async fn a_request_cut_in_flight_is_repeated_and_an_answer_is_not() {
         use object_store::client::{HttpError, HttpErrorKind};
