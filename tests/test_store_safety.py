@@ -355,3 +355,32 @@ def test_over_long_names_are_refused_at_check_with_the_limit(tmp_path):
         assert p.returncode == 1 and f": {key}: " in p.stderr, p.stderr
         assert "at most" in p.stderr and "characters" in p.stderr, p.stderr
         assert "does not take writes" not in p.stderr
+
+
+def test_a_zarr_input_rewritten_while_a_run_reads_it_is_never_a_mix(tmp_path):
+    """A job imports a Zarr array outside its store while another job rewrites it: the
+    reader stops itself half way (SIGSTOP after 10 batches), the writer runs, the reader
+    goes on. It fails saying the input changed (it gave a mix of both, exit 0)."""
+    writer = lambda k: job_text({"X": {"ones": [400 * 50, 4], "block": [50, 4]}, "Y": f"X * {k}"},
+                                {"Y": "out/Y.zarr"}, name="writer")
+    (tmp_path / "w.toml").write_text(writer(1))
+    run(tmp_path / "w.toml")
+    (tmp_path / "r.toml").write_text(job_text({"Y": {"load": "out/Y.zarr", "block": [50, 4]}, "S": "Y + 0"},
+                                              {"S": "S.npy"}, name="reader",
+                                              compute={"scheduler": "naive", "workers": 1}))
+    env = {**os.environ, "NUMS_FAULT_SIGNAL_AFTER_BATCHES": "%d:10" % signal.SIGSTOP}
+    p = subprocess.Popen([BIN, "run", str(tmp_path / "r.toml")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env=env)
+    t = time.time()
+    while open(f"/proc/{p.pid}/stat").read().split(") ")[1][0] != "T":
+        assert p.poll() is None and time.time() - t < 60, "the reader did not stop"
+        time.sleep(0.01)
+    (tmp_path / "w.toml").write_text(writer(2))
+    run(tmp_path / "w.toml")
+    p.send_signal(signal.SIGCONT)
+    out, err = p.communicate(timeout=120)
+    if p.returncode == 0:
+        got = np.load(tmp_path / "S.npy")
+        assert np.all(got == 1) or np.all(got == 2), f"a mix: {np.unique(got)}"
+    assert p.returncode == 1 and "changed while this run read it" in err, err
+    assert not (tmp_path / "S.npy").exists()

@@ -311,10 +311,7 @@ fn fingerprint(job: &Job, probes: &graph::Probes) -> crate::runs::Fingerprint {
     let text = format!("{job:?}{probes:?}");
     crate::runs::Fingerprint {
         hash: format!("{:016x}", fnv(text.as_bytes())),
-        inputs: (probes.iter())
-            .filter_map(|(_, p)| p.file_version())
-            .map(|(path, v)| (path.to_string(), v.to_string()))
-            .collect(),
+        inputs: probes.iter().map(|(_, p)| p.version()).collect(),
     }
 }
 
@@ -894,44 +891,32 @@ async fn verified_done(
         .collect())
 }
 
-/// Inputs read in place must not have been replaced while the run read them (another
-/// run of their job committing): a mix of old and new blocks would be a wrong answer.
+/// No input may have changed while the run read it (a file written again, a Zarr array
+/// replaced by another run or job): a mix of old and new blocks would be a wrong answer.
 async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
     // Read at once: on S3 each is a round trip after the main stage.
-    let checks = c.probes.0.iter().filter_map(|(name, probe)| match probe {
-        graph::Probe::Zarr {
-            in_place: Some(path),
-            stamp,
-            ..
-        } => Some(async move {
-            let now = StoredArray::open_stamped(&c.store, path).await;
-            if now.ok().map(|(_, s)| s) != Some(*stamp) {
-                return Err(anyhow!(
-                    "input {name} ({path}) was replaced while this run read it (another run of its \
-                     job committed); nothing was committed: run this job again"
-                ));
-            }
-            Ok(())
-        }),
-        _ => None,
-    });
-    futures::future::try_join_all(checks).await?;
-    // Input files too: blocks imported from an old and a new file would be a mix.
-    for (name, probe) in &c.probes.0 {
-        let Some((path, version)) = probe.file_version() else {
-            continue;
-        };
-        // Where the probe read it (a local file, before any upload for Lambda).
-        let (source, key) = graph::split_zarr_location(path, &c.job.storage);
-        let now = Store::open_counted(&source, &c.store.counters)?
-            .version(&key)
-            .await?;
-        if now.as_ref().map(|v| v.1.as_str()) != Some(version) {
+    let checks = c.probes.0.iter().map(|(name, probe)| async move {
+        let (path, then) = probe.version();
+        if probe
+            .version_now(&c.job, &c.store.counters)
+            .await?
+            .as_deref()
+            != Some(&then)
+        {
+            let why = match probe {
+                graph::Probe::Zarr {
+                    in_place: Some(_), ..
+                } => " (another run of its job committed)",
+                _ => "",
+            };
             return Err(anyhow!(
-                "input {name} ({path}) changed while this run read it; nothing was committed: run this job again"
+                "input {name} ({path}) changed while this run read it{why}; nothing was \
+                 committed: run this job again"
             ));
         }
-    }
+        Ok(())
+    });
+    futures::future::try_join_all(checks).await?;
     Ok(())
 }
 

@@ -86,14 +86,42 @@ impl Probe {
         }
     }
 
-    /// The file an input is imported from (as the job file names it) and what it holds
-    /// ([`nums_layout::Store::version`]); `None` for a Zarr array.
-    pub fn file_version(&self) -> Option<(&str, &str)> {
+    /// Where the input is (the file as the job file names it, or the Zarr array's URL)
+    /// and what it held when probed: a file's [`nums_layout::Store::version`], a Zarr
+    /// array's `zarr.json` stamp. A run resumes only work made from the same, and fails
+    /// if it changes while the run reads it.
+    pub fn version(&self) -> (String, String) {
         match self {
             Probe::Npy { path, version, .. }
             | Probe::Csv { path, version, .. }
-            | Probe::Parquet { path, version, .. } => Some((path, version)),
-            Probe::Zarr { .. } => None,
+            | Probe::Parquet { path, version, .. } => (path.clone(), version.clone()),
+            Probe::Zarr {
+                store, path, stamp, ..
+            } => (zarr_url(store, path), format!("zarr.json {stamp:016x}")),
+        }
+    }
+
+    /// What the input holds now, as [`Probe::version`] says it (`None`: it is gone).
+    pub async fn version_now(
+        &self,
+        job: &Job,
+        io: &Arc<IoCounters>,
+    ) -> Result<Option<String>, nums_layout::Error> {
+        match self {
+            Probe::Zarr { store, path, .. } => {
+                let s = nums_layout::Store::open_counted(store, io)?;
+                match nums_layout::StoredArray::open_stamped(&s, path).await {
+                    Ok((_, stamp)) => Ok(Some(format!("zarr.json {stamp:016x}"))),
+                    Err(nums_layout::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => {
+                // Where the probe read it (a local file, before any upload for Lambda).
+                let (source, key) = split_zarr_location(&self.version().0, &job.storage);
+                let s = nums_layout::Store::open_counted(&source, io)?;
+                Ok(s.version(&key).await?.map(|(_, v)| v))
+            }
         }
     }
 
@@ -564,6 +592,15 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
                 .unwrap_or_default(),
         )
     }
+}
+
+/// The URL of array `path` of `store`.
+fn zarr_url(store: &StoreSpec, path: &str) -> String {
+    format!(
+        "{}/{}",
+        store.url.trim_end_matches('/'),
+        path.trim_matches('/')
+    )
 }
 
 /// The path of `path` in `store` relative to the job's store root, if it lies inside it.
