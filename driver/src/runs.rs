@@ -10,6 +10,10 @@
 //! the old array (its `zarr.json` first) is removed, the new chunks move in, and the new
 //! `zarr.json` comes last. A redo record (`<job>/_commit.json`) lets the next run of the job
 //! finish a commit that was cut short.
+//!
+//! An output written elsewhere (a file, another Zarr path) has a lease of its own beside
+//! it ([`OutputLease`]), so that two jobs never write one path at once. [`RESERVED`] lists
+//! every name this layout gives a job's own keys.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
