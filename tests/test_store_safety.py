@@ -184,20 +184,16 @@ def test_links_out_of_the_store_are_never_followed(tmp_path):
 # Item 2: two jobs writing one output path at once.
 def race(tmp_path, outputs, storage=None, env=None, races=8):
     """Runs jobs a (Y = 1) and b (Y = 2) at once `races` times, both writing `outputs`;
-    returns the exit codes and stderr of each race."""
+    yields the exit codes and stderr of each race."""
     arrays = lambda k: {"X": {"ones": [400, 30], "block": [4, 30]}, "Y": f"X * {k}"}
     for n, k in [("a", 1), ("b", 2)]:
         (tmp_path / f"{n}.toml").write_text(job_text(arrays(k), outputs, name=f"race-{n}", storage=storage,
                                                      compute={"workers": 1}))
-    seen = []
     for _ in range(races):
         ps = [subprocess.Popen([BIN, "run", str(tmp_path / f"{n}.toml")], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
               for n in "ab"]
-        done = [(p.wait(timeout=120), p.communicate()[1]) for p in ps]
-        seen.append(done)
-        yield done
-    return seen
+        yield [(p.wait(timeout=120), p.communicate()[1]) for p in ps]
 
 
 def one_answer(got):
@@ -325,6 +321,16 @@ def test_no_partial_file_is_left_by_ctrl_c_a_failed_write_or_a_killed_run(tmp_pa
     p.send_signal(signal.SIGINT)
     p.communicate(timeout=60)
     assert p.returncode != 0 and not (tmp_path / "x2.npy.partial").exists()
+    # A write that fails half way, as on a full disk: files may not grow past 40 MB (and
+    # SIGXFSZ is ignored, so that the write fails with EFBIG instead).
+    def small_files():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (40 << 20, 40 << 20))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    p = subprocess.run([BIN, "get", "d/X", "x6.npy"], cwd=tmp_path, capture_output=True, text=True,
+                       preexec_fn=small_files)
+    assert p.returncode == 1 and "x6.npy" in p.stderr, p.stderr
+    assert not list(tmp_path.glob("*.partial")) and not (tmp_path / "x6.npy").exists()
     chunk = tmp_path / "nums-data" / "d" / "X" / "c" / "7" / "0"
     chunk.write_bytes(chunk.read_bytes()[:100])
     p = cli("get", "d/X", "x3.npy", cwd=tmp_path, check=False)
