@@ -463,6 +463,19 @@ impl ReduceOp {
         }
     }
 
+    /// The op that combines this reduction's partial results (and folds a block's second
+    /// and later axes): the plain sum or product for `nansum`/`nanprod`. Only the input's
+    /// own NaNs are missing values; a NaN in a partial result was made by the data
+    /// (inf - inf, 0 * inf) and propagates, as NumPy's (which sums with NaNs made 0).
+    /// `nanmin`/`nanmax` keep skipping: their partial is NaN only where every value was.
+    pub fn partial(self) -> ReduceOp {
+        match self {
+            ReduceOp::NanSum => ReduceOp::Sum,
+            ReduceOp::NanProd => ReduceOp::Prod,
+            op => op,
+        }
+    }
+
     /// The value of a reduction of int64s over nothing.
     pub fn identity_i64(self) -> i64 {
         match self {
@@ -714,7 +727,8 @@ pub enum Kernel {
         perm: Vec<usize>,
     },
     /// Inputs: blocks that reduce into this output block; each is reduced over `axes`,
-    /// then the partial results are combined in input order with the same op.
+    /// then the partial results are combined in input order with [`ReduceOp::partial`]
+    /// (only an input's own NaNs are skipped by `nansum`/`nanprod`).
     Reduce {
         /// How values combine.
         op: ReduceOp,
@@ -954,7 +968,7 @@ impl Kernel {
     pub fn combiner(&self) -> Kernel {
         match self {
             Kernel::Reduce { op, .. } => Kernel::Reduce {
-                op: *op,
+                op: op.partial(),
                 axes: vec![],
             },
             _ => Kernel::Reduce {
