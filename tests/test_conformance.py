@@ -276,6 +276,13 @@ CASES = [
     "trace(S)",
     "trace(A @ A.T)",
     "trace(X[:4], axis1=0, axis2=2)",
+    "trace(A)",
+    "trace(A.T)",
+    "trace(A, 2)",
+    "trace(A, -3)",
+    "trace(A, 9)",
+    "trace(I, offset=1, axis1=1, axis2=0)",
+    "trace(X, -1, 2, 0)",
     # shapes
     "A.T",
     "transpose(T)",
@@ -664,3 +671,131 @@ def test_random_integers_in_range_and_deterministic(tmp_path):
     np.testing.assert_array_equal(r, q)  # values do not depend on the block shape
     counts = np.bincount(r.ravel() + 3)
     assert counts.min() > 0.8 * r.size / 7
+
+
+# Zero-length arrays are NumPy arrays: they compute, reduce to NumPy's identities and are
+# refused with NumPy's errors where NumPy has no answer.
+EMPTY_INPUTS = {"E": np.zeros((0, 4)), "G": rng.normal(size=(3, 4)), "u": np.arange(5.0),
+                "H": np.zeros((0, 3), dtype=np.int64)}
+EMPTY_CASES = [
+    # creation, slices, masks and index lists selecting nothing
+    "E", "zeros((0, 4))", "ones(0, dtype='int64')", "full((2, 0), 3)", "eye(0)", "eye(0, 3)",
+    "arange(0)", "arange(5, 1)", "linspace(0, 1, 0)", "G[5:5]", "G[2:2, :]", "G[:, 3:1]",
+    "G[G[:, 0] > 100]", "u[u > 100] + 1", "G[[False, False, False]]", "G[[]]", "E[E[:, 0] > 0]",
+    "E[:, 1]", "E[::-1, ::2]", "reshape(E, (4, 0))", "E.reshape(-1, 4)", "E.T", "expand_dims(E, 0)",
+    "squeeze(zeros((0, 1)))", "E.astype('int64')",
+    # elementwise and broadcasting
+    "E + 1", "E * G[0]", "exp(E)", "where(E > 0, E, 1)", "E + ones((1, 4))", "zeros((3, 1)) + zeros(0)",
+    "zeros((0, 1)) * ones((1, 5))", "clip(E, 0, 1)", "isnan(E)", "maximum(E, 0)",
+    # reductions over every axis: sum 0, prod 1, mean NaN, any False, all True
+    "sum(E)", "sum(E, axis=0)", "sum(E, axis=1)", "sum(E, axis=())", "prod(E)", "prod(E, axis=0)",
+    "prod(E, axis=1)", "prod(H, axis=0)", "sum(H)", "sum(E > 0)", "mean(E)", "mean(E, axis=0)",
+    "mean(E, axis=1)", "mean(E, axis=(0, 1), keepdims=True)", "var(E)", "var(E, axis=0, ddof=1)",
+    "std(E, axis=1)", "nansum(E, axis=0)", "nanprod(E)", "nanmean(E, axis=0)", "nanvar(E)",
+    "any(E)", "all(E)", "any(E, axis=0)", "all(zeros((2, 0)), axis=1)", "max(E, axis=1)",
+    "G[:, 4:].max(0)", "argmax(E, axis=1)", "nanargmin(E, axis=1)", "G[:0].sum(0)",
+    # contractions over an empty dimension: zeros of the right shape
+    "E @ G.T", "ones((2, 0)) @ ones((0, 3))", "E.T @ E", "G[:, :0] @ E", "E @ ones(4)", "ones(0) @ E",
+    "dot(u[:0], u[:0])", "outer(u[:0], u)", "inner(E, E)", "tensordot(E, E, axes=([0], [0]))",
+    "einsum('ij->', E)", "einsum('ij,kj->ik', E, G)", "einsum('ii->i', zeros((0, 0)))",
+    "trace(E)",
+    # concatenation with an empty piece
+    "concatenate((G, E))", "concatenate((E, G, E))", "concatenate((E, E))", "stack((E, E))",
+    "vstack((E, G))", "hstack((u[:0], u))",
+    # norms (NumPy's max with initial=0)
+    "np.linalg.norm(E)", "np.linalg.norm(E, np.inf)", "np.linalg.norm(E, 1)", "np.linalg.norm(E, 2)",
+    "np.linalg.norm(E, 'nuc')", "np.linalg.norm(u[:0], np.inf)", "np.linalg.norm(u[:0], -3)",
+    "np.linalg.norm(E, axis=0)", "np.linalg.norm(E, -1)",
+]
+# Refused as NumPy raises, when the job is checked, naming the array and the expression.
+EMPTY_ERRORS = {
+    "max(E)": "zero-size array to reduction operation maximum which has no identity",
+    "min(E, axis=0)": "zero-size array to reduction operation minimum which has no identity",
+    "G[:, 4:].max(1)": "zero-size array to reduction operation maximum which has no identity",
+    "nanmax(E)": "zero-size array to reduction operation fmax which has no identity",
+    "nanmin(E, axis=0)": "zero-size array to reduction operation fmin which has no identity",
+    "argmax(E)": "attempt to get argmax of an empty sequence",
+    "argmin(E, axis=0)": "attempt to get argmin of an empty sequence",
+    "nanargmax(E, axis=0)": "attempt to get argmax of an empty sequence",
+    "np.linalg.norm(E, -np.inf)": "zero-size array to reduction operation minimum which has no identity",
+    "np.linalg.norm(E, -2)": "zero-size array to reduction operation minimum which has no identity",
+}
+
+
+def test_empty_arrays_match_numpy(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    for name, a in EMPTY_INPUTS.items():
+        np.save(d / f"{name}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy"), "block": [2] * a.ndim} for n, a in EMPTY_INPUTS.items()}
+    got = run_cases(tmp_path, arrays, EMPTY_CASES, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
+    for expr in EMPTY_CASES:
+        try:
+            want = numpy_answer(expr, EMPTY_INPUTS)
+            assert_matches(expr, got[expr], want)
+            if want.dtype.kind == "f":
+                assert (np.signbit(got[expr]) == np.signbit(want)).all(), f"{expr}: signed zeros differ"
+        except AssertionError as e:
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
+    assert not failures, f"{len(failures)} of {len(EMPTY_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_empty_arrays_are_refused_where_numpy_raises(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    for name, a in EMPTY_INPUTS.items():
+        np.save(d / f"{name}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy")} for n in EMPTY_INPUTS}
+    job = tmp_path / "job.toml"
+    for expr, message in EMPTY_ERRORS.items():
+        with pytest.raises(ValueError, match=message):
+            numpy_answer(expr, EMPTY_INPUTS)
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr and expr in p.stderr, \
+            (expr, p.stderr)
+
+
+def test_an_empty_array_is_written_read_and_shown_and_a_failed_run_keeps_the_earlier_output(tmp_path):
+    """An empty output goes to .npy and to Zarr (as zarr-python reads it); an empty array
+    `put` in the store is shown and got as NumPy has it. A run that fails (a mask selecting
+    nothing, then max: NumPy's error once the mask is known) leaves the earlier output file
+    as it was."""
+    d = tmp_path / "in"
+    d.mkdir()
+    np.save(d / "G.npy", EMPTY_INPUTS["G"])
+    storage = {"url": f"file://{tmp_path / 'store'}"}
+    job = tmp_path / "job.toml"
+    arrays = {"G": {"load": str(d / "G.npy")}, "e": "G[G[:, 0] > 100] * 2", "s": "sum(G[G[:, 0] > 100], axis=0)"}
+    outputs = {"e": str(tmp_path / "e.npy"), "z": str(tmp_path / "e.zarr"), "s": str(tmp_path / "s.npy")}
+    arrays["z"] = "e"
+    job.write_text(job_text(arrays, outputs, name="empty", storage=storage))
+    run(job)
+    e = np.load(tmp_path / "e.npy")
+    assert e.shape == (0, 4) and e.dtype == np.float64
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.zeros(4))
+    import zarr
+    z = zarr.open_array(str(tmp_path / "e.zarr"), mode="r")
+    assert z.shape == (0, 4) and z[:].shape == (0, 4)
+    for a in (e, np.zeros(0, dtype=np.int64)):
+        np.save(tmp_path / "put.npy", a)
+        name = f"empty/P{a.ndim}"
+        for args in (["put", str(tmp_path / "put.npy"), name], ["show", name],
+                     ["get", name, str(tmp_path / "got.npy")]):
+            p = subprocess.run([BIN, *args, "--storage", storage["url"]], capture_output=True, text=True,
+                               timeout=60)
+            assert p.returncode == 0, p.stdout + p.stderr
+            if args[0] == "show":
+                assert repr(a) in p.stdout, p.stdout
+        got = np.load(tmp_path / "got.npy")
+        assert got.shape == a.shape and got.dtype == a.dtype
+    before = (tmp_path / "e.npy").read_bytes()
+    job.write_text(job_text({"G": {"load": str(d / "G.npy")}, "e": "max(G[G[:, 0] > 100], axis=0)"},
+                            {"e": str(tmp_path / "e.npy")}, name="empty2", storage=storage))
+    p = run(job, check=False)
+    assert p.returncode == 1, p.stderr
+    assert "zero-size array to reduction operation maximum which has no identity" in p.stderr, p.stderr
+    assert (tmp_path / "e.npy").read_bytes() == before
+    assert not list(tmp_path.glob("*.partial"))

@@ -476,6 +476,18 @@ impl ReduceOp {
         }
     }
 
+    /// NumPy's value of this reduction over nothing (sum 0, prod 1, all true, any false);
+    /// `min`/`max` have none (NumPy raises), for them this is [`ReduceOp::identity`].
+    pub fn empty_value(self) -> Scalar {
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum => Scalar::Int(0),
+            ReduceOp::Prod | ReduceOp::NanProd => Scalar::Int(1),
+            ReduceOp::All => Scalar::Bool(true),
+            ReduceOp::Any => Scalar::Bool(false),
+            op => Scalar::Float(op.identity()),
+        }
+    }
+
     /// The value of a reduction of int64s over nothing.
     pub fn identity_i64(self) -> i64 {
         match self {

@@ -134,6 +134,16 @@ impl<'a> Builder<'a> {
     /// `x` as a matrix, refused unless 2-D.
     fn matrix_arg(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
         match self.meta(x).shape[..] {
+            // NumPy answers some of these for empty matrices (det 1.0, empty factors);
+            // nums-cloud's factorizations refuse them rather than answer wrongly.
+            [m, n] if m == 0 || n == 0 => Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): {what} is an empty matrix ({}); nums-cloud's linear algebra takes matrices with rows and columns",
+                    b.f,
+                    dims(&[m, n])
+                ),
+            )),
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
                 b.pos,
@@ -516,8 +526,17 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         s.node(v, pos)
     };
     let red = |s: &mut Builder, x: NodeId, op: ReduceOp, axes: Vec<usize>, keep: bool| {
-        s.reduce(x, op, axes, keep)
+        s.reduce(x, op, axes, keep, pos)
     };
+    // NumPy's norm takes the max of |x| with initial=0: 0 over nothing, like a sum.
+    let max0 = |s: &Builder, x: NodeId, axes: &[usize]| {
+        if axes.iter().any(|&d| s.meta(x).shape[d] == 0) {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        }
+    };
+    let empty = s.meta(x).is_empty();
     match (axes.len(), ord) {
         (0, _) => Err(b.err(pos, "norm(): of a 0-d array; give a 1-D or 2-D one")),
         // Frobenius / 2-norm of a vector, or of all elements (ord None).
@@ -528,30 +547,31 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             }
             let sq = s.unary(UnaryOp::Square, Val::Arr(x), pos)?;
             let sq = s.node(sq, pos)?;
-            let t = red(s, sq, ReduceOp::Sum, axes, keepdims);
+            let t = red(s, sq, ReduceOp::Sum, axes, keepdims)?;
             s.unary(UnaryOp::Sqrt, Val::Arr(t), pos)
         }
         (1, Ord::Num(p)) => {
             let a = abs(s, x)?;
             if p == f64::INFINITY {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Max, axes, keepdims)));
+                let op = max0(s, a, &axes);
+                return Ok(Val::Arr(red(s, a, op, axes, keepdims)?));
             }
             if p == f64::NEG_INFINITY {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Min, axes, keepdims)));
+                return Ok(Val::Arr(red(s, a, ReduceOp::Min, axes, keepdims)?));
             }
             if p == 0.0 {
                 let nz =
                     s.elementwise2(BinaryOp::Ne, Val::Arr(x), Val::Num(Scalar::Float(0.0)), pos)?;
                 let nz = s.node(nz, pos)?;
                 let nz = s.cast(nz, fdt);
-                return Ok(Val::Arr(red(s, nz, ReduceOp::Sum, axes, keepdims)));
+                return Ok(Val::Arr(red(s, nz, ReduceOp::Sum, axes, keepdims)?));
             }
             if p == 1.0 {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Sum, axes, keepdims)));
+                return Ok(Val::Arr(red(s, a, ReduceOp::Sum, axes, keepdims)?));
             }
             let pw = s.elementwise2(BinaryOp::Pow, Val::Arr(a), Val::Num(Scalar::Float(p)), pos)?;
             let pw = s.node(pw, pos)?;
-            let t = red(s, pw, ReduceOp::Sum, axes, keepdims);
+            let t = red(s, pw, ReduceOp::Sum, axes, keepdims)?;
             s.elementwise2(
                 BinaryOp::Pow,
                 Val::Arr(t),
@@ -581,11 +601,26 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     // 1: the largest column sum of |x|; inf: the largest row sum.
                     let a = abs(s, x)?;
                     let (sum_axis, other) = if p.abs() == 1.0 { (r0, r1) } else { (r1, r0) };
-                    let t = red(s, a, ReduceOp::Sum, vec![sum_axis], false);
+                    let t = red(s, a, ReduceOp::Sum, vec![sum_axis], false)?;
                     let other = if other > sum_axis { other - 1 } else { other };
-                    let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
-                    let v = red(s, t, op, vec![other], false);
+                    let op = if p > 0.0 {
+                        max0(s, t, &[other])
+                    } else {
+                        ReduceOp::Min
+                    };
+                    let v = red(s, t, op, vec![other], false)?;
                     Ok(Val::Arr(keep(s, v)))
+                }
+                // The singular values of an empty matrix: none. NumPy's 2-norm and
+                // nuclear norm of one are 0 (a sum of nothing); its -2 norm has no value.
+                Ord::Num(p) if p == 2.0 && empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Sum, vec![0, 1], keepdims)?))
+                }
+                Ord::Nuc if empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Sum, vec![0, 1], keepdims)?))
+                }
+                Ord::Num(p) if p == -2.0 && empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Min, vec![0, 1], keepdims)?))
                 }
                 Ord::Num(p) if p.abs() == 2.0 => {
                     let xm = if nd == 2 && (r0, r1) == (0, 1) {
@@ -598,7 +633,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     let (r, _) = s.tall_r(xm, b, pos)?;
                     let sv = s.svd_of(r, SvdOutput::Values, x);
                     let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
-                    let v = red(s, sv, op, vec![0], false);
+                    let v = red(s, sv, op, vec![0], false)?;
                     Ok(Val::Arr(keep(s, v)))
                 }
                 Ord::Nuc => {
@@ -607,7 +642,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     }
                     let (r, _) = s.tall_r(x, b, pos)?;
                     let sv = s.svd_of(r, SvdOutput::Values, x);
-                    let v = red(s, sv, ReduceOp::Sum, vec![0], false);
+                    let v = red(s, sv, ReduceOp::Sum, vec![0], false)?;
                     Ok(Val::Arr(keep(s, v)))
                 }
                 _ => Err(b.err(
@@ -725,7 +760,7 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 DetOutput::Logabsdet => ReduceOp::Sum,
                 _ => ReduceOp::Prod,
             };
-            let r = s.reduce(shares, op, vec![0], false);
+            let r = s.reduce(shares, op, vec![0], false, bd.pos)?;
             s.cast(r, dtype)
         }
         _ => {
