@@ -15,6 +15,9 @@ use rayon::prelude::*;
 
 /// An element type einsum computes in: float64 (BLAS) or wrapping int64.
 pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
+    /// Neither infinite nor NaN (every int).
+    fn finite(&self) -> bool;
+
     /// `c = a @ b`, or `c += a @ b` where `accumulate`.
     fn gemm(
         a: &ArrayView2<'_, Self>,
@@ -25,6 +28,10 @@ pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
 }
 
 impl Elem for f64 {
+    fn finite(&self) -> bool {
+        self.is_finite()
+    }
+
     fn gemm(
         a: &ArrayView2<'_, f64>,
         b: &ArrayView2<'_, f64>,
@@ -37,6 +44,10 @@ impl Elem for f64 {
 }
 
 impl Elem for Wrapping<i64> {
+    fn finite(&self) -> bool {
+        true
+    }
+
     fn gemm(
         a: &ArrayView2<'_, Self>,
         b: &ArrayView2<'_, Self>,
@@ -282,25 +293,106 @@ fn einsum_of<T: Elem>(
         }
         ops.push(diagonal(a, l.clone())?);
     }
-    // Letters in one operand only and not in the output are summed out first.
-    for i in 0..ops.len() {
-        let only: Vec<char> = ops[i]
-            .l
-            .iter()
-            .copied()
-            .filter(|c| {
-                !spec.output.contains(c)
-                    && ops
-                        .iter()
-                        .enumerate()
-                        .all(|(j, o)| j == i || !o.l.contains(c))
-            })
-            .collect();
-        for c in only {
-            let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
-            ops[i].a = CowArray::from(ops[i].a.sum_axis(ndarray::Axis(ax)));
-            ops[i].l.remove(ax);
+    contract_all(ops, &spec.output)
+}
+
+/// The letters of operand `i` that no other operand and not the output has.
+fn lone<T>(ops: &[Labeled<'_, T>], i: usize, output: &[char]) -> Vec<char> {
+    ops[i]
+        .l
+        .iter()
+        .copied()
+        .filter(|c| {
+            !output.contains(c)
+                && ops
+                    .iter()
+                    .enumerate()
+                    .all(|(j, o)| j == i || !o.l.contains(c))
+        })
+        .collect()
+}
+
+/// `Σ Π ops` over every letter not in `output`, as NumPy's einsum sums the products. A
+/// letter of one operand only is summed out of that operand first where this gives the
+/// same value: where it is the only operand, or every other one is finite. (With an
+/// infinity in `a` and a 0 in `b`, `Σ_jk a_j b_k` is NaN but `(Σ_j a_j)(Σ_k b_k)` may
+/// not be.) Otherwise the sum runs over that letter's indices, one slice at a time.
+fn contract_all<T: Elem>(
+    mut ops: Vec<Labeled<'_, T>>,
+    output: &[char],
+) -> Result<ArrayD<T>, String> {
+    let many = ops.len() > 1;
+    let lonely: Vec<Vec<char>> = (0..ops.len()).map(|i| lone(&ops, i, output)).collect();
+    // Which operands are finite: read only when some operand has a lone letter and others
+    // share the sum (a single operand's letters are always summed out first).
+    let finite = |o: &Labeled<'_, T>| !many || o.a.iter().all(T::finite);
+    let mut ok: Vec<bool> = if lonely.iter().any(|l| !l.is_empty()) {
+        ops.iter().map(finite).collect()
+    } else {
+        vec![true; ops.len()]
+    };
+    let mut slice_at = None;
+    for (i, only) in lonely.into_iter().enumerate() {
+        if only.is_empty() {
+            continue;
         }
+        if !ok.iter().enumerate().all(|(j, &f)| j == i || f) {
+            slice_at.get_or_insert((i, only[0]));
+            continue;
+        }
+        let mut summed = Labeled {
+            a: CowArray::from(ops[i].a.view()),
+            l: ops[i].l.clone(),
+        };
+        for &c in &only {
+            let ax = summed.l.iter().position(|x| *x == c).expect("letter");
+            summed.a = CowArray::from(summed.a.sum_axis(ndarray::Axis(ax)));
+            summed.l.remove(ax);
+        }
+        let summed_ok = finite(&summed);
+        if ok[i] && !summed_ok {
+            // Finite values whose sum overflowed: the products may not.
+            slice_at.get_or_insert((i, only[0]));
+            continue;
+        }
+        let summed = Labeled {
+            a: CowArray::from(summed.a.into_owned()),
+            l: summed.l,
+        };
+        ops[i] = summed;
+        ok[i] = summed_ok;
+    }
+    if let Some((i, c)) = slice_at {
+        let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
+        let size = |c: &char| -> usize {
+            ops.iter()
+                .find_map(|o| o.l.iter().position(|x| x == c).map(|p| o.a.shape()[p]))
+                .expect("output letter in an operand")
+        };
+        let mut acc = ArrayD::<T>::zeros(IxDyn(&output.iter().map(size).collect::<Vec<_>>()));
+        for t in 0..ops[i].a.shape()[ax] {
+            let part: Vec<Labeled<'_, T>> = ops
+                .iter()
+                .enumerate()
+                .map(|(j, o)| {
+                    if j == i {
+                        let mut l = o.l.clone();
+                        l.remove(ax);
+                        Labeled {
+                            a: CowArray::from(o.a.index_axis(ndarray::Axis(ax), t)),
+                            l,
+                        }
+                    } else {
+                        Labeled {
+                            a: CowArray::from(o.a.view()),
+                            l: o.l.clone(),
+                        }
+                    }
+                })
+                .collect();
+            acc += &contract_all(part, output)?;
+        }
+        return Ok(acc);
     }
     // Pairs in the order of fewest multiplications first (opt_einsum's greedy path): for
     // MTTKRP (`ijk,jf,kf->if`) the two factors' product first, then one GEMM that reads
@@ -309,8 +401,7 @@ fn einsum_of<T: Elem>(
         let (p, q) = cheapest_pair(&ops);
         let y = ops.remove(q);
         let x = ops.remove(p);
-        let later: HashSet<char> = spec
-            .output
+        let later: HashSet<char> = output
             .iter()
             .chain(ops.iter().flat_map(|o| o.l.iter()))
             .copied()
@@ -318,8 +409,7 @@ fn einsum_of<T: Elem>(
         ops.insert(p, contract(x, &y, &later)?);
     }
     let cur = ops.pop().ok_or("einsum of no operands")?;
-    let perm: Vec<usize> = spec
-        .output
+    let perm: Vec<usize> = output
         .iter()
         .map(|c| {
             cur.l
@@ -594,6 +684,74 @@ mod tests {
         }
         let e = Spec::parse("ij,jk->ii").unwrap_err();
         assert!(e.contains("repeated"), "{e}");
+    }
+
+    /// A letter of one operand only is summed with every product, as NumPy's sum of
+    /// products: an infinity meeting a 0 of another operand is NaN, whichever operand
+    /// holds which (summing the letter out first would give an infinity).
+    #[test]
+    fn lone_letters_keep_zero_times_infinity() {
+        let inf = f64::INFINITY;
+        let x = block(&[2, 3], |i| [[1.0, inf, 2.0], [inf, -inf, 1.0]][i[0]][i[1]]);
+        let y = block(&[2, 2], |i| [[0.0, 1.0], [2.0, 0.0]][i[0]][i[1]]);
+        let big = block(&[2, 2], |i| [[1e308, 1e308], [-1.0, 3.0]][i[0]][i[1]]);
+        // Σ over every letter not in the output of the product of the operands.
+        let brute = |spec: &str, ops: &[&Block]| -> ArrayD<f64> {
+            let s = Spec::parse(spec).unwrap();
+            let mut size = std::collections::BTreeMap::new();
+            for (l, b) in s.inputs.iter().zip(ops) {
+                for (c, &n) in l.iter().zip(b.shape()) {
+                    size.insert(*c, n);
+                }
+            }
+            let letters: Vec<char> = size.keys().copied().collect();
+            let dims: Vec<usize> = letters.iter().map(|c| size[c]).collect();
+            let out_dims: Vec<usize> = s.output.iter().map(|c| size[c]).collect();
+            let mut out = ArrayD::<f64>::zeros(IxDyn(&out_dims));
+            for idx in ndarray::indices(IxDyn(&dims)) {
+                let at = |c: &char| idx[letters.iter().position(|x| x == c).unwrap()];
+                let p: f64 = s
+                    .inputs
+                    .iter()
+                    .zip(ops)
+                    .map(|(l, b)| {
+                        let i: Vec<usize> = l.iter().map(at).collect();
+                        b.to_f64()[IxDyn(&i)]
+                    })
+                    .product();
+                let o: Vec<usize> = s.output.iter().map(at).collect();
+                out[IxDyn(&o)] += p;
+            }
+            out
+        };
+        let same = |a: &ArrayD<f64>, b: &ArrayD<f64>| {
+            a.shape() == b.shape()
+                && a.iter().zip(b).all(|(x, y)| {
+                    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * y.abs()
+                })
+        };
+        for (spec, ops) in [
+            ("ij,kl->il", [&x, &y]),
+            ("ij,kl->il", [&y, &x]),
+            ("ji,jk->i", [&x, &y]),
+            ("j,k->", [&x, &y]),
+            ("ij,kl->", [&y, &x]),
+            ("ij,kl->ik", [&x, &y]),
+            ("ij,kl->ik", [&big, &y]),
+            ("ij,kl->", [&x, &x]),
+            ("ij,jk->ik", [&y, &big]),
+        ] {
+            let ops: Vec<&Block> = if spec == "j,k->" {
+                vec![
+                    &*Box::leak(Box::new(block(&[3], |i| [1.0, inf, 2.0][i[0]]))),
+                    &*Box::leak(Box::new(block(&[2], |i| [0.0, 1.0][i[0]]))),
+                ]
+            } else {
+                ops.to_vec()
+            };
+            let (got, want) = (run(spec, &ops), brute(spec, &ops));
+            assert!(same(&got, &want), "{spec}: {got} != {want}");
+        }
     }
 
     /// A sum of matrix products (GEMM adding into one output) equals the sum of each

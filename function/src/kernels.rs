@@ -427,8 +427,8 @@ fn int_binary(op: BinaryOp, a: &Block, b: &Block, dim: IxDyn) -> Result<Block, S
         BinaryOp::FloorDiv => Block::I64(zip.par_map_collect(|x, y| batch::floor_div_i64(*x, *y))),
         BinaryOp::Mod => Block::I64(zip.par_map_collect(|x, y| batch::mod_i64(*x, *y))),
         BinaryOp::Pow => Block::I64(zip.par_map_collect(|x, y| batch::pow_i64(*x, *y))),
-        BinaryOp::Maximum => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
-        BinaryOp::Minimum => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
+        BinaryOp::Maximum | BinaryOp::ClipLow => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
+        BinaryOp::Minimum | BinaryOp::ClipHigh => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
         op => return Err(format!("{} is not an int64 op", op.symbol())),
     })
 }

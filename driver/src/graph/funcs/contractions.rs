@@ -18,11 +18,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("dot", AB, "`np.dot`", dot),
     FuncDef::new("inner", AB, "`np.inner`", inner),
     FuncDef::new("outer", AB, "`np.outer` (operands flattened)", |s, b| {
+        // NumPy's outer is multiply(a.ravel()[:, None], b.ravel()[None, :]): products,
+        // not sums of products (which would turn -0.0 into 0.0).
         let (x, y) = (b.array("a")?, b.array("b")?);
         let (lx, ly) = (s.meta(x).len(), s.meta(y).len());
-        let x = s.reshape(x, &[lx]);
-        let y = s.reshape(y, &[ly]);
-        s.einsum("i,j->ij", vec![x, y], b.pos)
+        let x = s.reshape(x, &[lx, 1]);
+        let y = s.reshape(y, &[1, ly]);
+        s.elementwise2(BinaryOp::Mul, Val::Arr(x), Val::Arr(y), b.pos)
     }),
     FuncDef::new(
         "tensordot",
