@@ -312,101 +312,96 @@ fn lone<T>(ops: &[Labeled<'_, T>], i: usize, output: &[char]) -> Vec<char> {
         .collect()
 }
 
-/// `Σ Π ops` over every letter not in `output`, as NumPy's einsum sums the products. A
-/// letter of one operand only is summed out of that operand first where this gives the
-/// same value: where it is the only operand, or every other one is finite. (With an
-/// infinity in `a` and a 0 in `b`, `Σ_jk a_j b_k` is NaN but `(Σ_j a_j)(Σ_k b_k)` may
-/// not be.) Otherwise the sum runs over that letter's indices, one slice at a time.
+/// `Σ Π ops` over every letter not in `output`, as NumPy's einsum defines it: the sum of
+/// every product. Summing a letter out of some operands first (a lone letter of one
+/// operand, or a pair contracted before the others join) gives the same value where every
+/// operand left out of that step is finite; otherwise an infinity meeting a 0 or a sum that
+/// cancels could hide a NaN (`Σ_jk a_j b_k` with an infinity in `a` and a 0 in `b` is NaN,
+/// `(Σ_j a_j)(Σ_k b_k)` may not be). Where no step is exact, the sum runs over one summed
+/// letter's indices, a slice at a time.
 fn contract_all<T: Elem>(
     mut ops: Vec<Labeled<'_, T>>,
     output: &[char],
 ) -> Result<ArrayD<T>, String> {
     let many = ops.len() > 1;
     let lonely: Vec<Vec<char>> = (0..ops.len()).map(|i| lone(&ops, i, output)).collect();
-    // Which operands are finite: read only when some operand has a lone letter and others
-    // share the sum (a single operand's letters are always summed out first).
-    let finite = |o: &Labeled<'_, T>| !many || o.a.iter().all(T::finite);
-    let mut ok: Vec<bool> = if lonely.iter().any(|l| !l.is_empty()) {
+    // Which operands are finite: read only where an exactness question is asked (a lone
+    // letter beside other operands, or more than two operands).
+    let finite = |o: &Labeled<'_, T>| o.a.iter().all(T::finite);
+    let asks = many && (ops.len() > 2 || lonely.iter().any(|l| !l.is_empty()));
+    let mut ok: Vec<bool> = if asks {
         ops.iter().map(finite).collect()
     } else {
         vec![true; ops.len()]
     };
-    let mut slice_at = None;
     for (i, only) in lonely.into_iter().enumerate() {
         if only.is_empty() {
             continue;
         }
         if !ok.iter().enumerate().all(|(j, &f)| j == i || f) {
-            slice_at.get_or_insert((i, only[0]));
-            continue;
+            return sum_of_slices(&ops, output, only[0]);
         }
-        let mut summed = Labeled {
-            a: CowArray::from(ops[i].a.view()),
-            l: ops[i].l.clone(),
-        };
+        let mut summed = CowArray::from(ops[i].a.view());
+        let mut l = ops[i].l.clone();
         for &c in &only {
-            let ax = summed.l.iter().position(|x| *x == c).expect("letter");
-            summed.a = CowArray::from(summed.a.sum_axis(ndarray::Axis(ax)));
-            summed.l.remove(ax);
-        }
-        let summed_ok = finite(&summed);
-        if ok[i] && !summed_ok {
-            // Finite values whose sum overflowed: the products may not.
-            slice_at.get_or_insert((i, only[0]));
-            continue;
+            let ax = l.iter().position(|x| *x == c).expect("letter");
+            summed = CowArray::from(summed.sum_axis(ndarray::Axis(ax)));
+            l.remove(ax);
         }
         let summed = Labeled {
-            a: CowArray::from(summed.a.into_owned()),
-            l: summed.l,
+            a: CowArray::from(summed.into_owned()),
+            l,
         };
+        let summed_ok = !asks || finite(&summed);
+        if many && ok[i] && !summed_ok {
+            // Finite values whose sum overflowed: the products may not.
+            return sum_of_slices(&ops, output, only[0]);
+        }
         ops[i] = summed;
         ok[i] = summed_ok;
     }
-    if let Some((i, c)) = slice_at {
-        let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
-        let size = |c: &char| -> usize {
-            ops.iter()
-                .find_map(|o| o.l.iter().position(|x| x == c).map(|p| o.a.shape()[p]))
-                .expect("output letter in an operand")
-        };
-        let mut acc = ArrayD::<T>::zeros(IxDyn(&output.iter().map(size).collect::<Vec<_>>()));
-        for t in 0..ops[i].a.shape()[ax] {
-            let part: Vec<Labeled<'_, T>> = ops
-                .iter()
-                .enumerate()
-                .map(|(j, o)| {
-                    if j == i {
-                        let mut l = o.l.clone();
-                        l.remove(ax);
-                        Labeled {
-                            a: CowArray::from(o.a.index_axis(ndarray::Axis(ax), t)),
-                            l,
-                        }
-                    } else {
-                        Labeled {
-                            a: CowArray::from(o.a.view()),
-                            l: o.l.clone(),
-                        }
-                    }
-                })
-                .collect();
-            acc += &contract_all(part, output)?;
-        }
-        return Ok(acc);
-    }
     // Pairs in the order of fewest multiplications first (opt_einsum's greedy path): for
     // MTTKRP (`ijk,jf,kf->if`) the two factors' product first, then one GEMM that reads
-    // the tensor block in place, instead of a transposed copy of the block.
+    // the tensor block in place, instead of a transposed copy of the block. The last two
+    // operands' contraction is one sum of products, always exact.
     while ops.len() > 1 {
-        let (p, q) = cheapest_pair(&ops);
+        let later_of = |ops: &[Labeled<'_, T>], p: usize, q: usize| -> HashSet<char> {
+            output
+                .iter()
+                .chain(
+                    ops.iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != p && j != q)
+                        .flat_map(|(_, o)| o.l.iter()),
+                )
+                .copied()
+                .collect()
+        };
+        let exact = |p: usize, q: usize| {
+            let later = later_of(&ops, p, q);
+            let sums = ops[p]
+                .l
+                .iter()
+                .any(|c| ops[q].l.contains(c) && !later.contains(c));
+            !sums || ok.iter().enumerate().all(|(j, &f)| j == p || j == q || f)
+        };
+        let Some((p, q)) = pairs_by_cost(&ops).into_iter().find(|&(p, q)| exact(p, q)) else {
+            let c = ops
+                .iter()
+                .flat_map(|o| o.l.iter())
+                .find(|c| !output.contains(c))
+                .copied()
+                .expect("a pair that sums is over a letter not in the output");
+            return sum_of_slices(&ops, output, c);
+        };
+        let later = later_of(&ops, p, q);
         let y = ops.remove(q);
         let x = ops.remove(p);
-        let later: HashSet<char> = output
-            .iter()
-            .chain(ops.iter().flat_map(|o| o.l.iter()))
-            .copied()
-            .collect();
-        ops.insert(p, contract(x, &y, &later)?);
+        ok.remove(q);
+        ok.remove(p);
+        let z = contract(x, &y, &later)?;
+        ok.insert(p, ops.len() < 2 || finite(&z));
+        ops.insert(p, z);
     }
     let cur = ops.pop().ok_or("einsum of no operands")?;
     let perm: Vec<usize> = output
@@ -429,9 +424,45 @@ fn contract_all<T: Elem>(
         .into_owned())
 }
 
-/// The pair of operands (`p < q`) whose contraction multiplies least: the product of the
-/// sizes of all their letters; the first such pair in operand order.
-fn cheapest_pair<T>(ops: &[Labeled<'_, T>]) -> (usize, usize) {
+/// `Σ_t` of the einsum of `ops` with letter `c` (not in `output`) fixed at `t` in every
+/// operand that has it: the sum over that letter, one slice at a time, added in order.
+fn sum_of_slices<T: Elem>(
+    ops: &[Labeled<'_, T>],
+    output: &[char],
+    c: char,
+) -> Result<ArrayD<T>, String> {
+    let size = |c: &char| -> usize {
+        ops.iter()
+            .find_map(|o| o.l.iter().position(|x| x == c).map(|p| o.a.shape()[p]))
+            .expect("a letter of an operand")
+    };
+    let mut acc = ArrayD::<T>::zeros(IxDyn(&output.iter().map(size).collect::<Vec<_>>()));
+    for t in 0..size(&c) {
+        let part: Vec<Labeled<'_, T>> = ops
+            .iter()
+            .map(|o| match o.l.iter().position(|x| *x == c) {
+                Some(ax) => {
+                    let mut l = o.l.clone();
+                    l.remove(ax);
+                    Labeled {
+                        a: CowArray::from(o.a.index_axis(ndarray::Axis(ax), t)),
+                        l,
+                    }
+                }
+                None => Labeled {
+                    a: CowArray::from(o.a.view()),
+                    l: o.l.clone(),
+                },
+            })
+            .collect();
+        acc += &contract_all(part, output)?;
+    }
+    Ok(acc)
+}
+
+/// The pairs of operands (`p < q`) by how many multiplications their contraction takes
+/// (the product of the sizes of all their letters), fewest first, ties in operand order.
+fn pairs_by_cost<T>(ops: &[Labeled<'_, T>]) -> Vec<(usize, usize)> {
     let size = |o: &Labeled<'_, T>, c: char| {
         o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")]
     };
@@ -443,17 +474,12 @@ fn cheapest_pair<T>(ops: &[Labeled<'_, T>]) -> (usize, usize) {
             .map(|&c| if x.l.contains(&c) { size(x, c) } else { size(y, c) } as f64)
             .product()
     };
-    let mut best = (0, 1);
-    let mut least = f64::INFINITY;
-    for p in 0..ops.len() {
-        for q in p + 1..ops.len() {
-            let c = cost(&ops[p], &ops[q]);
-            if c < least {
-                (best, least) = ((p, q), c);
-            }
-        }
-    }
-    best
+    let mut pairs: Vec<(f64, (usize, usize))> = (0..ops.len())
+        .flat_map(|p| (p + 1..ops.len()).map(move |q| (p, q)))
+        .map(|(p, q)| (cost(&ops[p], &ops[q]), (p, q)))
+        .collect();
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pairs.into_iter().map(|(_, pq)| pq).collect()
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
@@ -730,25 +756,36 @@ mod tests {
                     (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * y.abs()
                 })
         };
+        let (u, w) = (
+            block(&[3], |i| [1.0, inf, 2.0][i[0]]),
+            block(&[2], |i| [0.0, 1.0][i[0]]),
+        );
+        // Three operands: contracting b and c first sums 2 - 1 = 1 and hides the NaN of
+        // inf * 2 + inf * (-1).
+        let a3 = block(&[1, 1], |_| inf);
+        let b3 = block(&[1, 2], |i| [2.0, -1.0][i[1]]);
+        let c3 = block(&[2, 1], |i| [1.0, inf][i[0]]);
+        // b and c the cheapest pair, a not finite: a and b go first.
+        let a4 = block(&[3, 1], |_| inf);
+        let c4 = block(&[2, 1], |_| 1.0);
         for (spec, ops) in [
-            ("ij,kl->il", [&x, &y]),
-            ("ij,kl->il", [&y, &x]),
-            ("ji,jk->i", [&x, &y]),
-            ("j,k->", [&x, &y]),
-            ("ij,kl->", [&y, &x]),
-            ("ij,kl->ik", [&x, &y]),
-            ("ij,kl->ik", [&big, &y]),
-            ("ij,kl->", [&x, &x]),
-            ("ij,jk->ik", [&y, &big]),
+            ("ij,kl->il", vec![&x, &y]),
+            ("ij,kl->il", vec![&y, &x]),
+            ("ji,jk->i", vec![&x, &y]),
+            ("j,k->", vec![&u, &w]),
+            ("ij,kl->", vec![&y, &x]),
+            ("ij,kl->ik", vec![&x, &y]),
+            ("ij,kl->ik", vec![&big, &y]),
+            ("ij,kl->", vec![&x, &x]),
+            ("ij,jk->ik", vec![&y, &big]),
+            ("ij,jk,kl->il", vec![&a3, &b3, &c3]),
+            ("ij,jk,kl->il", vec![&a4, &b3, &c4]),
+            ("ij,jk,kl->il", vec![&a4, &b3, &c3]),
+            ("ij,jk,kl->il", vec![&c3, &a3, &b3]),
+            ("ij,jk,kl->ik", vec![&a3, &b3, &c3]),
+            ("ij,jk,kl->", vec![&y, &y, &x]),
+            ("ji,jk,kl->il", vec![&x, &y, &big]),
         ] {
-            let ops: Vec<&Block> = if spec == "j,k->" {
-                vec![
-                    &*Box::leak(Box::new(block(&[3], |i| [1.0, inf, 2.0][i[0]]))),
-                    &*Box::leak(Box::new(block(&[2], |i| [0.0, 1.0][i[0]]))),
-                ]
-            } else {
-                ops.to_vec()
-            };
             let (got, want) = (run(spec, &ops), brute(spec, &ops));
             assert!(same(&got, &want), "{spec}: {got} != {want}");
         }
