@@ -26,7 +26,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "lstsq",
         &["a", "b", "rcond"],
-        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns)",
+        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns; rank is int64, NumPy's int32: nums-cloud has no int32)",
         lstsq,
     ),
     FuncDef::new(
