@@ -731,6 +731,12 @@ EMPTY_CASES = [
     "np.linalg.norm(E)", "np.linalg.norm(E, np.inf)", "np.linalg.norm(E, 1)", "np.linalg.norm(E, 2)",
     "np.linalg.norm(E, 'nuc')", "np.linalg.norm(u[:0], np.inf)", "np.linalg.norm(u[:0], -3)",
     "np.linalg.norm(E, axis=0)", "np.linalg.norm(E, -1)",
+    # linear algebra of empty matrices: NumPy's empty factors, det 1
+    "np.linalg.qr(E.T)[0]", "np.linalg.qr(E.T, mode='r')", "np.linalg.svd(E, full_matrices=False).Vh",
+    "np.linalg.svd(E.T, full_matrices=False).U", "np.linalg.svdvals(E)", "np.linalg.lstsq(E.T, G[0])[0]",
+    "np.linalg.lstsq(E.T, G[0])[1]", "np.linalg.lstsq(E.T, G.T)[1]", "np.linalg.lstsq(E.T, G[0])[3]",
+    "np.linalg.solve(eye(0), zeros((0, 3)))", "np.linalg.inv(eye(0))", "np.linalg.det(eye(0))",
+    "np.linalg.slogdet(eye(0)).sign", "np.linalg.slogdet(eye(0)).logabsdet", "np.linalg.cholesky(eye(0))",
 ]
 # Refused as NumPy raises, when the job is checked, naming the array and the expression.
 EMPTY_ERRORS = {
@@ -781,6 +787,13 @@ def test_empty_arrays_are_refused_where_numpy_raises(tmp_path):
         p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr and expr in p.stderr, \
             (expr, p.stderr)
+    # The fits refuse an empty X as scikit-learn does.
+    for expr, message in (("linear_regression(E, E[:, 0])", "found X with 0 sample(s)"),
+                          ("ridge(G[:, :0], G[:, 0])", "found X with 0 feature(s)")):
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
 
 
 def test_an_empty_array_is_written_read_and_shown_and_a_failed_run_keeps_the_earlier_output(tmp_path):

@@ -42,6 +42,11 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.linalg.svdvals` (TSQR, then the singular values of R)",
         |s, b| {
             let (x, pos) = (b.array("x")?, b.pos);
+            let (m, n) = s.matrix_shape(x, b, "the array")?;
+            if m == 0 || n == 0 {
+                let dtype = s.meta(x).dtype.to_float();
+                return Ok(Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0))));
+            }
             let (r, _) = s.tall_r(x, b, pos)?;
             Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, x)))
         },
@@ -132,11 +137,11 @@ fn mib(bytes: u64) -> u64 {
 
 impl<'a> Builder<'a> {
     /// `x` as a matrix, refused unless 2-D.
+    /// The shape of a matrix operand that the factorizations take: not empty (each
+    /// function answers an empty one as NumPy does before it factors, see `empty`).
     fn matrix_arg(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
-        match self.meta(x).shape[..] {
-            // NumPy answers some of these for empty matrices (det 1.0, empty factors);
-            // nums-cloud's factorizations refuse them rather than answer wrongly.
-            [m, n] if m == 0 || n == 0 => Err(b.err(
+        match self.matrix_shape(x, b, what)? {
+            (m, n) if m == 0 || n == 0 => Err(b.err(
                 b.pos,
                 format!(
                     "{}(): {what} is an empty matrix ({}); nums-cloud's linear algebra takes matrices with rows and columns",
@@ -144,6 +149,20 @@ impl<'a> Builder<'a> {
                     dims(&[m, n])
                 ),
             )),
+            mn => Ok(mn),
+        }
+    }
+
+    /// An empty result of NumPy's for an empty matrix: `shape` of `value` (empty factors,
+    /// det 1.0, slogdet's sign 1.0 and log 0.0, rank 0).
+    fn empty(&mut self, shape: Vec<u64>, dtype: DType, value: Scalar) -> NodeId {
+        let meta = self.default_meta(shape, dtype);
+        self.add(meta, NodeOp::Fill { value })
+    }
+
+    /// The shape of a 2-D operand.
+    fn matrix_shape(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
+        match self.meta(x).shape[..] {
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
                 b.pos,
@@ -327,7 +346,7 @@ impl<'a> Builder<'a> {
 
 fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let a = b.array("a")?;
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let mode = match b.get("mode") {
         None => "reduced".to_string(),
         Some((Val::Str(t), _)) => t.clone(),
@@ -348,8 +367,17 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             ),
         ));
     }
-    let t = s.tall_tree(a, false, b)?;
     let dtype = s.meta(a).dtype.to_float();
+    if n == 0 {
+        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0.
+        let r = s.empty(vec![0, 0], dtype, Scalar::Int(0));
+        if mode == "r" {
+            return Ok(Val::Arr(r));
+        }
+        let q = s.empty(vec![m, 0], dtype, Scalar::Int(0));
+        return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    let t = s.tall_tree(a, false, b)?;
     let r = s.cast(t.r(), dtype);
     if mode == "r" {
         return Ok(Val::Arr(r));
@@ -361,7 +389,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 
 fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (a, y) = (b.array("a")?, b.array("b")?);
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let ym = s.meta(y).clone();
     let p = match ym.shape[..] {
         [r] if r == m => 1,
@@ -385,6 +413,9 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 dims(&[m, n])
             ),
         ));
+    }
+    if n == 0 {
+        return lstsq_of_no_columns(s, b, y, m, p);
     }
     let rcond = match b.num("rcond")? {
         None => f64::EPSILON * m.max(n) as f64,
@@ -436,9 +467,42 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     ]))
 }
 
+/// lstsq of an m x 0 `a`, as NumPy answers it: no unknowns (x empty), rank 0, no singular
+/// values, and (m > 0) the residuals are all of `b`: the sum of its squares per column.
+fn lstsq_of_no_columns(
+    s: &mut Builder,
+    b: &Bound,
+    y: NodeId,
+    m: u64,
+    p: u64,
+) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let ym = s.meta(y).clone();
+    let dtype = s.meta(a).dtype.to_float().promote(ym.dtype.to_float());
+    let xshape = if ym.ndim() == 1 { vec![0] } else { vec![0, p] };
+    let x = s.empty(xshape, dtype, Scalar::Int(0));
+    let res = if m > 0 {
+        let y = s.cast(y, dtype);
+        let y2 = s.reshape(y, &[m, p]);
+        let sq = s.elementwise2(BinaryOp::Mul, Val::Arr(y2), Val::Arr(y2), b.pos)?;
+        let sq = s.node(sq, b.pos)?;
+        Val::Arr(s.reduce(sq, ReduceOp::Sum, vec![0], false, b.pos)?)
+    } else {
+        Val::None
+    };
+    let rank = s.empty(vec![], DType::Int64, Scalar::Int(0));
+    let sv = s.empty(vec![0], dtype, Scalar::Int(0));
+    Ok(Val::Tuple(vec![
+        Val::Arr(x),
+        res,
+        Val::Arr(rank),
+        Val::Arr(sv),
+    ]))
+}
+
 fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let a = b.array("a")?;
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let full = b
         .given("full_matrices")
         .is_none_or(|_| b.flag("full_matrices").unwrap_or(true));
@@ -455,6 +519,19 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let uv = b
         .given("compute_uv")
         .is_none_or(|_| b.flag("compute_uv").unwrap_or(true));
+    if m == 0 || n == 0 {
+        // No singular values: U is m x 0, S empty, Vh 0 x n (NumPy's thin SVD).
+        let dtype = s.meta(a).dtype.to_float();
+        let mut e = |shape: Vec<u64>| Val::Arr(s.empty(shape, dtype, Scalar::Int(0)));
+        if !uv {
+            return Ok(e(vec![0]));
+        }
+        return Ok(Val::Fields(vec![
+            ("U", e(vec![m, 0])),
+            ("S", e(vec![0])),
+            ("Vh", e(vec![0, n])),
+        ]));
+    }
     let (r, wide) = s.tall_r(a, b, b.pos)?;
     if !uv {
         return Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, a)));
@@ -661,8 +738,15 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// earlier column and L_jj) fits `memory_mb`.
 fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     let a = bd.array("a")?;
-    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    let (m, n) = s.matrix_shape(a, bd, "a")?;
     let meta = s.meta(a).clone();
+    if (m, n) == (0, 0) {
+        return Ok(Val::Arr(s.empty(
+            vec![0, 0],
+            meta.dtype.to_float(),
+            Scalar::Int(0),
+        )));
+    }
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
@@ -729,7 +813,22 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
         LuUse::Det(output) => Kernel::Det { output },
     };
     let a = bd.array("a")?;
-    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    let (m, n) = s.matrix_shape(a, bd, "a")?;
+    if (m, n) == (0, 0) {
+        // NumPy's answers for a 0 x 0 matrix: det 1 (an empty product), empty solutions.
+        let mut dtype = s.meta(a).dtype.to_float();
+        let (shape, value) = match what {
+            LuUse::Solve => {
+                let y = s.rhs_arg(bd, "a", 0, "b")?;
+                dtype = dtype.promote(s.meta(y).dtype.to_float());
+                (s.meta(y).shape.clone(), 0.0)
+            }
+            LuUse::Inverse => (vec![0, 0], 0.0),
+            LuUse::Det(DetOutput::Logabsdet) => (vec![], 0.0),
+            LuUse::Det(_) => (vec![], 1.0),
+        };
+        return Ok(Val::Arr(s.empty(shape, dtype, Scalar::Float(value))));
+    }
     if m != n || s.meta(a).num_blocks() <= 1 {
         let b = matches!(what, LuUse::Solve).then_some("b");
         return square_op(s, bd, "a", kernel, b);
@@ -902,7 +1001,7 @@ fn square_op(
     b_name: Option<&str>,
 ) -> Result<Val, EvalError> {
     let a = bd.array(a_name)?;
-    let (m, n) = s.matrix_arg(a, bd, a_name)?;
+    let (m, n) = s.matrix_shape(a, bd, a_name)?;
     if m != n {
         return Err(bd.err(
             bd.pos,
@@ -913,6 +1012,7 @@ fn square_op(
             ),
         ));
     }
+    s.matrix_arg(a, bd, a_name)?;
     let mut xs = vec![a];
     let mut dtype = s.meta(a).dtype.to_float();
     let mut out_shape = match kernel {
