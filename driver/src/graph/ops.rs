@@ -60,6 +60,8 @@ impl<'a> Builder<'a> {
                 ));
             }
             (op, _) if op.is_predicate() => DType::Bool,
+            // NumPy squares bools in int8; nums-cloud's smallest int is int64 (as `M ** 2`).
+            (UnaryOp::Square, DType::Bool) => DType::Int64,
             (op, d) if op.keeps_ints() && !d.is_float() => d,
             (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
             (_, d) => d.to_float(),
