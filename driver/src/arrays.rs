@@ -229,6 +229,21 @@ const THRESHOLD: u64 = 1000;
 /// reading only the blocks that hold the printed elements.
 pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String> {
     let m = &arr.meta;
+    if m.is_empty() && m.ndim() > 0 {
+        // As NumPy prints one: `[]` with its dtype (and its shape past one axis).
+        let shape = match m.ndim() {
+            1 => String::new(),
+            _ => format!(
+                "shape=({}), ",
+                m.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        return Ok(format!("array([], {shape}dtype={})", m.dtype.name()));
+    }
     let summarise = m.len() > THRESHOLD;
     // Per axis, the indices printed.
     let kept: Vec<Vec<u64>> = m
@@ -659,6 +674,10 @@ pub(crate) async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Resu
     .await?;
     if shape.is_empty() {
         return Ok(slabs.pop().expect("one slab"));
+    }
+    if slabs.is_empty() {
+        // An empty array (no block-rows): nothing to concatenate.
+        return Ok(Block::zeros(arr.meta.dtype, &shape));
     }
     macro_rules! cat {
         ($v:ident, $t:ty) => {{
