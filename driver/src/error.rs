@@ -140,7 +140,7 @@ impl<E: std::fmt::Debug + Send + Sync + 'static> Explained<E> {
 }
 
 /// Turns an engine message into the user's words: returns the message and the array it
-/// is about (see `api::job::Rendered::humanize`).
+/// is about.
 pub(crate) type Humanize<'a> = &'a dyn Fn(&str) -> (String, Option<String>);
 
 impl Error {

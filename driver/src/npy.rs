@@ -2,11 +2,8 @@
 //! runs; the functions import the data), whole `.npy` reads (the API) and the streamed
 //! writes of outputs.
 
-use std::io::Read;
 use std::path::Path;
 
-use ndarray::ArrayD;
-use ndarray_npy::ReadNpyExt;
 use nums_layout::{Block, DType};
 
 /// Shape and element type of a `.npy` file, from its header alone.
@@ -61,16 +58,6 @@ impl NpyHeader {
     }
 }
 
-pub(crate) fn read_header(path: &Path) -> Result<NpyHeader, String> {
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let mut head = Vec::new();
-    (&mut f)
-        .take(1 << 16)
-        .read_to_end(&mut head)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_header(&head).map_err(|m| format!("{} is not a .npy file: {m}", path.display()))
-}
 
 /// The header of a `.npy` file from its first bytes (at least the whole header); where
 /// the header is longer than `head`, the error says `needs N bytes`.
@@ -129,36 +116,6 @@ pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
     })
 }
 
-/// Reads a whole `.npy` as a block of nums-cloud's dtype.
-pub(crate) fn read(path: &Path) -> Result<Block, String> {
-    let h = read_header(path)?;
-    let open =
-        || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
-    let err = |e: ndarray_npy::ReadNpyError| format!("{}: {e}", path.display());
-    let d = h.descr.trim_start_matches(['<', '|', '=']);
-    macro_rules! ints {
-        ($t:ty) => {
-            Block::I64(
-                ArrayD::<$t>::read_npy(open()?)
-                    .map_err(err)?
-                    .mapv(i64::from),
-            )
-        };
-    }
-    h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
-    Ok(match d {
-        "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
-        "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
-        "f4" => Block::F32(ArrayD::<f32>::read_npy(open()?).map_err(err)?),
-        "i8" => Block::I64(ArrayD::<i64>::read_npy(open()?).map_err(err)?),
-        "i4" => ints!(i32),
-        "i2" => ints!(i16),
-        "i1" => ints!(i8),
-        "u4" => ints!(u32),
-        "u2" => ints!(u16),
-        _ => ints!(u8),
-    })
-}
 
 /// The partial file an output file `path` (`.npy`, `.csv`) is written to before it is
 /// renamed into place: `path` with `.partial` added.

@@ -38,6 +38,9 @@ pub(super) struct Builder<'a> {
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
     pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
+    /// operands are nodes already in the graph); empty for a job.
+    pub(super) bound: &'a [NodeId],
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -115,6 +118,7 @@ pub fn build_staged(
         too_big: None,
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
+        bound: &[],
     };
     for a in &job.arrays {
         if let Some(why) = reserved_name(&a.name) {
@@ -565,6 +569,12 @@ impl<'a> Builder<'a> {
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
+            ExprKind::Name(n) if n.starts_with('$') => {
+                match n[1..].parse::<usize>().ok().and_then(|k| self.bound.get(k)) {
+                    Some(&id) => Val::Arr(id),
+                    None => return Err(at(format!("no operand {n}"))),
+                }
+            }
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
                 None => {
@@ -1007,4 +1017,191 @@ pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
 pub(super) enum EvalError {
     Expr(ExprError),
     Job(JobError),
+}
+
+impl EvalError {
+    /// The message, without a position (the Rust API's expressions have no text).
+    fn message(self) -> String {
+        match self {
+            EvalError::Expr(e) => e.message,
+            EvalError::Job(e) => e.message,
+        }
+    }
+}
+
+/// What an expression of the Rust API evaluates to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Array(NodeId),
+    /// A Python number (`x.shape[0]` is one, as is a literal).
+    Number(Scalar),
+    Tuple(Vec<Value>),
+    /// NumPy's named tuple (a factorization's result): its fields in order.
+    Fields(Vec<(&'static str, Value)>),
+}
+
+impl Value {
+    fn of(v: Val) -> Result<Value, String> {
+        Ok(match v {
+            Val::Arr(id) => Value::Array(id),
+            Val::Num(x) => Value::Number(x),
+            Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
+            Val::Fields(f) => Value::Fields(
+                f.into_iter()
+                    .map(|(n, v)| Ok((n, Value::of(v)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+            Val::Str(s) => return Err(format!("a string ({s:?}) is not a value")),
+            Val::None => return Err("None is not a value".into()),
+        })
+    }
+}
+
+/// A graph built one expression at a time, as the Rust API builds it: each expression
+/// names its operands `$0`, `$1`, ... (nodes already in the graph), is lowered by the same
+/// builder and function table as a job file's, and adds its nodes; shapes and dtypes are
+/// checked as each is added. Nodes are never removed (a node no stored array needs makes
+/// no tasks), and a computed node becomes an array read in place ([`Incremental::stored`]).
+pub struct Incremental {
+    /// The settings the builder reads (default blocks from workers and memory); no arrays.
+    job: Job,
+    g: Graph,
+    blocks: u64,
+    tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
+    lu_memo: HashMap<NodeId, NodeId>,
+    masks: HashMap<NodeId, Vec<u64>>,
+}
+
+impl Incremental {
+    /// An empty graph whose default blocks follow `job`'s compute settings.
+    pub fn new(job: Job) -> Incremental {
+        Incremental {
+            job,
+            g: Graph::default(),
+            blocks: 0,
+            tsqr_memo: HashMap::new(),
+            lu_memo: HashMap::new(),
+            masks: HashMap::new(),
+        }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.g
+    }
+
+    /// The compute settings the graph's default blocks follow.
+    pub fn set_compute(&mut self, compute: crate::job::Compute) {
+        self.job.compute = compute;
+    }
+
+    /// Runs `f` with a builder over this graph, then takes the graph back.
+    fn with<'s, T>(
+        &'s mut self,
+        probes: &'s Probes,
+        bound: &'s [NodeId],
+        f: impl FnOnce(&mut Builder<'s>) -> Result<T, EvalError>,
+    ) -> Result<T, String> {
+        let mut b = Builder {
+            job: &self.job,
+            probes,
+            masks: &self.masks,
+            need: None,
+            g: std::mem::take(&mut self.g),
+            defs: HashMap::new(),
+            stack: Vec::new(),
+            blocks: self.blocks,
+            too_big: None,
+            tsqr_memo: std::mem::take(&mut self.tsqr_memo),
+            lu_memo: std::mem::take(&mut self.lu_memo),
+            bound,
+        };
+        let r = f(&mut b);
+        let need = b.need;
+        self.g = b.g;
+        self.blocks = b.blocks;
+        self.tsqr_memo = b.tsqr_memo;
+        self.lu_memo = b.lu_memo;
+        let v = r.map_err(EvalError::message)?;
+        match need {
+            Some(mask) => Err(format!(
+                "a boolean mask (node {mask}) must be computed before it selects: compute it first"
+            )),
+            None => Ok(v),
+        }
+    }
+
+    /// Evaluates `e`, whose names `$k` are `bound[k]`.
+    pub(crate) fn eval(&mut self, e: &Expr, bound: &[NodeId]) -> Result<Value, String> {
+        let v = self.with(&Probes::default(), bound, |b| b.eval(e))?;
+        Value::of(v)
+    }
+
+    /// Adds the array `def` describes (random, full, or a load whose probe is
+    /// `probes[def.name]`), with its `block` and `dtype`.
+    pub fn define<'s>(&'s mut self, def: &'s ArrayDef, probes: &'s Probes) -> Result<NodeId, String> {
+        self.with(probes, &[], |b| b.resolve(def).map_err(EvalError::Job))
+    }
+
+    /// An array stored at `path` (values from memory the caller writes there before a
+    /// compute reads them).
+    pub fn input(&mut self, meta: ArrayMeta, path: String) -> NodeId {
+        let id = self.g.nodes.len();
+        self.blocks += meta.num_blocks();
+        self.g.nodes.push(Node {
+            id,
+            meta,
+            op: NodeOp::InPlace {
+                path,
+                sparse: false,
+            },
+            name: None,
+            persist: false,
+            def: None,
+        });
+        id
+    }
+
+    /// `x` in blocks of `block`.
+    pub fn rechunk(&mut self, x: NodeId, block: Vec<u64>) -> Result<NodeId, String> {
+        let ndim = self.g.nodes[x].meta.ndim();
+        if block.len() != ndim || block.contains(&0) {
+            return Err(format!(
+                "block {block:?} is not {ndim} positive sizes for an array of shape {}",
+                shape_str(&self.g.nodes[x].meta.shape)
+            ));
+        }
+        self.with(&Probes::default(), &[], |b| Ok(b.rechunk(x, block)))
+    }
+
+    /// The positions a boolean mask node selects, now that its values are known: later
+    /// expressions index with it.
+    pub fn set_mask(&mut self, mask: NodeId, selected: Vec<u64>) {
+        self.masks.insert(mask, selected);
+    }
+
+    /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
+    /// in place instead of computing it again.
+    pub fn stored(&mut self, id: NodeId, path: String) {
+        self.g.nodes[id].op = NodeOp::InPlace {
+            path,
+            sparse: false,
+        };
+    }
+
+    /// The graph with `targets` to be stored under the names given (and nothing else a
+    /// compute would store but imports), for one compute.
+    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> Graph {
+        let mut g = self.g.clone();
+        for n in &mut g.nodes {
+            n.persist = n.op.is_import();
+            n.name = None;
+        }
+        g.named.clear();
+        for (id, name) in targets {
+            g.nodes[*id].persist = true;
+            g.nodes[*id].name = Some(name.clone());
+            g.named.insert(name.clone(), *id);
+        }
+        g
+    }
 }

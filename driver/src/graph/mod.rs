@@ -17,14 +17,19 @@ mod sources;
 
 use build::*;
 pub use build::{
-    MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
-    reserved_name,
+    Incremental, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Value, block_for, build,
+    build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
+
+/// A shape as NumPy prints it: `(3,)`, `(2, 4)`.
+pub(crate) fn shape_text(s: &[u64]) -> String {
+    build::shape_str(s)
+}
 
 /// How a node's blocks come to be.
 #[derive(Debug, Clone, PartialEq)]
