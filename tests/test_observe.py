@@ -48,8 +48,8 @@ def test_verbosity_flags_and_rust_log(tmp_path):
     assert "stage main:" in loud.stderr
     plain = run(job, env=env)
     assert "DEBUG" not in plain.stderr and "debug:" not in plain.stderr, plain.stderr
-    # RUST_LOG wins over the default.
-    filtered = run(job, env={**env, "RUST_LOG": "nums_cloud::run=debug"})
+    # RUST_LOG wins over the default (the stage runner says when a stage starts).
+    filtered = run(job, env={**env, "RUST_LOG": "nums_cloud::stage=debug"})
     assert "stage main:" in filtered.stderr and "invocation 0: done" not in filtered.stderr, filtered.stderr
     # The answers are right whatever the verbosity.
     check_outputs(tmp_path)

@@ -352,7 +352,7 @@ pub fn main() -> ExitCode {
                     }
                     Err(e) => {
                         // A run that started reports what it measured, with its error.
-                        if let Some(f) = e.downcast_ref::<crate::run::RunFailed>() {
+                        if let Some(f) = e.downcast_ref::<crate::report::RunFailed>() {
                             write_stats(&f.report)?;
                             if f.interrupted {
                                 interrupted = true;
@@ -369,10 +369,11 @@ pub fn main() -> ExitCode {
                 json,
                 ..
             } => {
-                let c = crate::run::check_for_plan(&job, &defaults).await?;
+                let c = crate::plan::check_for_plan(&job, &defaults).await?;
                 use crate::job::SchedulerKind;
-                let prefix = crate::run::dry_run_prefix(&c.job);
-                let plan = |kind| crate::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
+                let prefix = crate::plan::dry_run_prefix(&c.job);
+                let plan =
+                    |kind| crate::plan::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
                 let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
                 let provisional = crate::planview::provisional(&c);
                 let factorizations = crate::graph::factorizations_text(&c.graph);
@@ -414,11 +415,11 @@ pub fn main() -> ExitCode {
                 Ok(())
             }
             Cmd::Check { job, json, .. } => {
-                let c = crate::run::check_with(&job, &defaults).await?;
-                crate::run::plan_job(
+                let c = crate::plan::check_with(&job, &defaults).await?;
+                crate::plan::plan_job(
                     &c.job,
                     &c.graph,
-                    &crate::run::dry_run_prefix(&c.job),
+                    &crate::plan::dry_run_prefix(&c.job),
                     &c.probes,
                 )?;
                 let provisional = crate::planview::provisional(&c);
@@ -452,8 +453,8 @@ pub fn main() -> ExitCode {
                 println!(
                     "{} ({}, bootstrap {}, built in {:.0} s)",
                     p.zip.display(),
-                    crate::report::human(p.zip_bytes),
-                    crate::report::human(p.binary_bytes),
+                    crate::human::human(p.zip_bytes),
+                    crate::human::human(p.binary_bytes),
                     p.build_seconds
                 );
                 Ok(())
@@ -467,7 +468,7 @@ pub fn main() -> ExitCode {
             } => {
                 let command = match command {
                     Some(c) => c,
-                    None => crate::run::default_function_command()?,
+                    None => crate::backend::default_function_command()?,
                 };
                 let ep = crate::local::LocalEndpoint::start(crate::local::LocalConfig {
                     function,
