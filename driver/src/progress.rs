@@ -56,8 +56,10 @@ impl Progress {
         self.state().main_estimate = invocations;
     }
 
-    /// Takes the bar off the screen.
+    /// Draws the bar as it ends (redraws are rate-limited: a quick last stage would not
+    /// show), then takes it off the screen.
     pub(crate) fn finish(&self) {
+        self.bar.abandon();
         self.bar.finish_and_clear();
     }
 
