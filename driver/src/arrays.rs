@@ -103,6 +103,21 @@ const THRESHOLD: u64 = 1000;
 /// reading only the blocks that hold the printed elements.
 pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String> {
     let m = &arr.meta;
+    if m.is_empty() && m.ndim() > 0 {
+        // As NumPy prints one: `[]` with its dtype (and its shape past one axis).
+        let shape = match m.ndim() {
+            1 => String::new(),
+            _ => format!(
+                "shape=({}), ",
+                m.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        return Ok(format!("array([], {shape}dtype={})", m.dtype.name()));
+    }
     let summarise = m.len() > THRESHOLD;
     // Per axis, the indices printed.
     let kept: Vec<Vec<u64>> = m
