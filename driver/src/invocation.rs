@@ -25,8 +25,11 @@ pub(crate) fn usd(gb_seconds: f64, invocations: u64, gets: u64, puts: u64) -> f6
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invocation {
     /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first,
-    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file, or `csv-count` for
-    /// the rows of large CSV inputs counted before the job is checked.
+    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file, `csv-count` for
+    /// the rows of large CSV inputs counted before the job is checked, or a model's fit
+    /// (node N): `fitN-X` and `fitN-y` (its data made), `fitN-check` (its labels
+    /// checked), `fitN-PASS-K` (its K-th pass: `newton`, `normal`, `gradJ` for J
+    /// candidate steps).
     pub stage: String,
     /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
     pub batch: usize,

@@ -253,3 +253,32 @@ fn the_parser_reads_uses_and_leaves_tests_out() {
     let (_, tests) = code("#[cfg(test)]\nmod tests;\nuse crate::a;\n");
     assert_eq!(tests, vec!["tests".to_string()]);
 }
+
+/// `docs/architecture.md` draws the floors as `FLOORS` has them (a line per floor, top
+/// first: its number, its rooms, then three spaces or more and what the floor is for).
+#[test]
+fn the_architecture_page_draws_these_floors() {
+    let page = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md");
+    let text = std::fs::read_to_string(&page).expect("docs/architecture.md");
+    let mut drawn: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for line in text.lines() {
+        let head = line.trim_start();
+        let Some(rooms) = head.split("   ").next() else {
+            continue;
+        };
+        let mut words = rooms.split_whitespace();
+        let Some(Ok(n)) = words.next().map(str::parse::<usize>) else {
+            continue;
+        };
+        let rooms: Vec<String> = words.map(String::from).collect();
+        if !rooms.is_empty() && line.starts_with(' ') {
+            drawn.insert(n, rooms);
+        }
+    }
+    let want: BTreeMap<usize, Vec<String>> = FLOORS
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (i, f.iter().map(|r| r.to_string()).collect()))
+        .collect();
+    assert_eq!(drawn, want, "docs/architecture.md's floors differ from FLOORS");
+}
