@@ -64,7 +64,10 @@ pub(crate) fn tour(s: &Session) -> Result<(), Error> {
     // Computed once: later computes read y in place.
     s.persist_blocking(&y)?;
     assert!(y.computed());
-    let resid = (&y - x.matmul(&w)).abs().max(None).compute_blocking::<f64>()?;
+    let resid = (&y - x.matmul(&w))
+        .abs()
+        .max(None)
+        .compute_blocking::<f64>()?;
     assert!(
         resid.sum() <= 1e-12,
         "y read in place equals X @ w: {resid}"

@@ -58,7 +58,6 @@ impl NpyHeader {
     }
 }
 
-
 /// The header of a `.npy` file from its first bytes (at least the whole header); where
 /// the header is longer than `head`, the error says `needs N bytes`.
 pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
@@ -115,7 +114,6 @@ pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
         offset: (start + len) as u64,
     })
 }
-
 
 /// The partial file an output file `path` (`.npy`, `.csv`) is written to before it is
 /// renamed into place: `path` with `.partial` added.

@@ -81,7 +81,11 @@ async fn compute_awaits_in_async_code_and_errors_are_typed_at_once() {
     let y = x.matmul(&w);
     assert_eq!(y.shape().unwrap(), vec![4]);
     assert_eq!(
-        y.compute::<f64>().await.unwrap().into_raw_vec_and_offset().0,
+        y.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
         vec![8.0, 26.0, 44.0, 62.0]
     );
 
@@ -96,7 +100,10 @@ async fn compute_awaits_in_async_code_and_errors_are_typed_at_once() {
     assert!(message.starts_with("`X + ones([4])`: "), "{message}");
     assert!(message.contains("(4, 3) and (4,)"), "{message}");
     // Computing it, or anything made from it, gives the same error.
-    assert_eq!(bad.compute::<f64>().await.unwrap_err().to_string(), e.to_string());
+    assert_eq!(
+        bad.compute::<f64>().await.unwrap_err().to_string(),
+        e.to_string()
+    );
     assert_eq!((&bad * 2.0).check().unwrap_err().to_string(), e.to_string());
 
     // The session is not poisoned: arrays defined before and after still compute.
@@ -106,19 +113,40 @@ async fn compute_awaits_in_async_code_and_errors_are_typed_at_once() {
 
     // Every function of the table by name; an unknown one is named.
     let v = s
-        .call("var", &[(&x).into()], &[("axis", 0.into()), ("ddof", 1.into())])
+        .call(
+            "var",
+            &[(&x).into()],
+            &[("axis", 0.into()), ("ddof", 1.into())],
+        )
         .unwrap()
         .array()
         .unwrap();
     assert_eq!(v.label(), "var(X, axis=0, ddof=1)");
-    assert_eq!(v.compute::<f64>().await.unwrap().into_raw_vec_and_offset().0, vec![15.0; 3]);
+    assert_eq!(
+        v.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        vec![15.0; 3]
+    );
     let e = s.call("sine", &[(&x).into()], &[]).unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
-    assert!(e.to_string().contains("sine") && e.to_string().contains("sin()"), "{e}");
+    assert!(
+        e.to_string().contains("sine") && e.to_string().contains("sin()"),
+        "{e}"
+    );
 
     // Indexing: slices, integers, ndarray's s![], NumPy's negative indices.
     let last = x.index(&[Arg::Slice(None, None, None), Arg::Int(-1)]);
-    assert_eq!(last.compute::<f64>().await.unwrap().into_raw_vec_and_offset().0, vec![2.0, 5.0, 8.0, 11.0]);
+    assert_eq!(
+        last.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        vec![2.0, 5.0, 8.0, 11.0]
+    );
     let rows = x.slice(ndarray::s![1..3, ..]);
     assert_eq!(rows.shape().unwrap(), vec![2, 3]);
 
@@ -236,10 +264,7 @@ fn files_ending(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if suffixes
-                .iter()
-                .any(|s| p.to_string_lossy().ends_with(s))
-            {
+            } else if suffixes.iter().any(|s| p.to_string_lossy().ends_with(s)) {
                 out.push(p);
             }
         }
@@ -270,7 +295,12 @@ async fn from_ndarray_is_written_once_and_values_come_back_in_memory() {
     // Read in place by the next compute too: the same blocks, not written again.
     let times = |ks: &[String]| -> Vec<std::time::SystemTime> {
         ks.iter()
-            .map(|k| std::fs::metadata(d.0.join("store").join(k)).unwrap().modified().unwrap())
+            .map(|k| {
+                std::fs::metadata(d.0.join("store").join(k))
+                    .unwrap()
+                    .modified()
+                    .unwrap()
+            })
             .collect()
     };
     let t0 = times(&inputs);
@@ -282,11 +312,26 @@ async fn from_ndarray_is_written_once_and_values_come_back_in_memory() {
     assert_eq!(i.dtype().unwrap(), DType::Int64);
     let got = (&i * 2.0).compute::<f64>().await.unwrap(); // int64 * float: float64
     assert_eq!(got, array![[2.0, -4.0], [6.0, 8.0]].into_dyn());
-    let got = s.from_ndarray(flags).sum(None).compute::<i64>().await.unwrap();
+    let got = s
+        .from_ndarray(flags)
+        .sum(None)
+        .compute::<i64>()
+        .await
+        .unwrap();
     assert_eq!(got, ndarray::arr0(2).into_dyn());
     // No job file and no .npy file was written on the way (values in and out in memory).
     let after = files_ending(&std::env::temp_dir(), &[".npy", ".toml"]);
-    let new: Vec<_> = after.iter().filter(|p| !before.contains(p)).collect();
+    // (Other programs may write to the temporary folder meanwhile: only what a session or
+    // this process's functions would name is looked at.)
+    let ours = |p: &&PathBuf| {
+        let p = p.to_string_lossy();
+        p.contains("api-") || p.contains(&format!("nums-cloud-{}", std::process::id()))
+    };
+    let new: Vec<_> = after
+        .iter()
+        .filter(|p| !before.contains(p))
+        .filter(ours)
+        .collect();
     assert!(new.is_empty(), "{new:?}");
     assert!(files_ending(&d.0, &[".npy", ".toml"]).is_empty());
     drop((x, i, col_sums));
@@ -303,8 +348,16 @@ async fn a_computed_array_is_read_in_place_by_later_computes() {
     let input = d.0.join("x.npy");
     let xv = Array2::from_shape_fn((50, 4), |(i, j)| (i + 10 * j) as f64);
     ndarray_npy::write_npy(&input, &xv).unwrap();
-    let x = s.load(input.to_str().unwrap()).await.unwrap().named("X").unwrap();
-    assert_eq!((x.shape().unwrap(), x.dtype().unwrap()), (vec![50, 4], DType::Float64));
+    let x = s
+        .load(input.to_str().unwrap())
+        .await
+        .unwrap()
+        .named("X")
+        .unwrap();
+    assert_eq!(
+        (x.shape().unwrap(), x.dtype().unwrap()),
+        (vec![50, 4], DType::Float64)
+    );
     let y = (&x * 2.0 + 1.0).named("Y").unwrap();
     assert!(!y.computed());
     s.persist(&y).await.unwrap();
@@ -312,22 +365,24 @@ async fn a_computed_array_is_read_in_place_by_later_computes() {
     let kept = d.stored();
     s.persist(&y).await.unwrap(); // twice: nothing more
     assert_eq!(d.stored(), kept);
-    // The input is gone: a compute that needed X fails; Y is read in place.
+    // The input file is gone: Y is read in place.
     std::fs::remove_file(&input).unwrap();
     let got = y.sum(Some(&[0])).compute::<f64>().await.unwrap();
     let want = (&xv * 2.0 + 1.0).sum_axis(ndarray::Axis(0)).into_dyn();
     assert_eq!(got, want);
-    let e = (&x * 3.0).compute::<f64>().await.unwrap_err();
-    assert!(e.to_string().contains("x.npy"), "{e}");
+    // X was imported by Y's compute and kept: read in place too, not from the file.
+    let x3 = (&x * 3.0).compute::<f64>().await.unwrap();
+    assert_eq!(x3, (&xv * 3.0).into_dyn());
 
-    // A block of the computed array removed behind the session's back: a data error
-    // naming the block and the array, not a wrong answer.
-    let chunk = d
+    // The kept blocks removed behind the session's back: a data error naming the block
+    // and the array, not a wrong answer.
+    for chunk in d
         .stored()
         .into_iter()
-        .find(|k| k.contains("/out/") && k.contains("/c/"))
-        .unwrap();
-    std::fs::remove_file(d.0.join("store").join(&chunk)).unwrap();
+        .filter(|k| k.contains("/out/") && k.contains("/c/"))
+    {
+        std::fs::remove_file(d.0.join("store").join(&chunk)).unwrap();
+    }
     let e = (&y + 0.0).compute::<f64>().await.unwrap_err();
     assert!(matches!(e, Error::Data { .. }), "{e:?}");
     assert!(e.to_string().contains("(`Y`)"), "{e}");
@@ -359,8 +414,12 @@ async fn compute_many_plans_several_arrays_at_once() {
     // The same values when computed again (read in place) and from a fresh session.
     assert_eq!(v[0], mean.compute_any().await.unwrap());
     let t = d.session();
+    // (Planned alone, its partial sums may group otherwise: equal to the last bits.)
     let fresh = (&t.random_normal(&[3000, 6], 11) * 1.0).mean(Some(&[0]));
-    assert_eq!(v[0], fresh.compute_any().await.unwrap());
+    let fresh = f64s(&fresh.compute_any().await.unwrap());
+    for (a, b) in f64s(&v[0]).iter().zip(&fresh) {
+        assert!((a - b).abs() <= 1e-15, "{a} {b}");
+    }
     // Normal(0, 1): means near 0, mean squares near 1, about half positive.
     assert!(f64s(&v[0]).iter().all(|m| m.abs() < 0.1), "{:?}", v[0]);
     assert!(
@@ -382,8 +441,9 @@ fn settings_are_values_of_each_session() {
     assert_eq!((s.settings().workers, s.settings().memory_mb), (2, 2048));
     assert_eq!((t.settings().workers, t.settings().memory_mb), (8, 512));
     // Default blocks follow the settings of the session an array is made from.
-    assert_eq!(s.zeros(&[1000]).blocks().unwrap(), vec![500]);
-    assert_eq!(t.zeros(&[1000]).blocks().unwrap(), vec![125]);
+    // (An array under 1 MiB is one block; 8 MB spreads over the workers.)
+    assert_eq!(s.zeros(&[1_000_000]).blocks().unwrap(), vec![500_000]);
+    assert_eq!(t.zeros(&[1_000_000]).blocks().unwrap(), vec![125_000]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -413,7 +473,13 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
     assert!(!message.contains(".toml"), "{message}");
 
     // Settings out of range name the setting.
-    let e = d.session().workers(0).ones(&[2]).compute::<f64>().await.unwrap_err();
+    let e = d
+        .session()
+        .workers(0)
+        .ones(&[2])
+        .compute::<f64>()
+        .await
+        .unwrap_err();
     assert!(
         matches!(e, Error::Config { ref setting, .. } if setting == "workers"),
         "{e:?}"

@@ -402,7 +402,9 @@ impl Array {
             .filter(|&(_, &b)| b)
             .map(|(i, _)| i as u64)
             .collect();
-        self.s.graph().set_mask(mask.id().map_err(Clone::clone)?, selected);
+        self.s
+            .graph()
+            .set_mask(mask.id().map_err(Clone::clone)?, selected);
         let a = self.index(&[Arg::Array(mask.clone())]);
         a.check()?;
         Ok(a)
@@ -688,11 +690,12 @@ mod tests {
         let x = s.ones(&[4, 3]).named("X").unwrap();
         let w = s.ones(&[3]).named("w").unwrap();
         let y = (&x.matmul(&w) * 2.0 - 1.0).sum(None);
-        assert_eq!(y.label(), "sum((X @ w) * 2.0 - 1.0, axis=None)");
+        // (As Python reads it: @ and * bind alike, left to right.)
+        assert_eq!(y.label(), "sum(X @ w * 2.0 - 1.0, axis=None)");
         assert_eq!(y.shape().unwrap(), Vec::<usize>::new());
         let bad = x.matmul(&s.ones(&[4]));
         let e = bad.check().unwrap_err().to_string();
-        assert!(e.contains("X @ full([4], 1.0)"), "{e}");
+        assert!(e.contains("X @ ones([4])"), "{e}");
         // The error travels to what is made from it.
         assert!((&bad + 1.0).check().is_err());
         assert!(s.call("no_such_function", &[], &[]).is_err());
@@ -710,6 +713,12 @@ mod tests {
         assert!((&a + &b).check().is_ok());
         // Another session's arrays do not.
         let c = session().ones(&[2]);
-        assert!((&a + &c).check().unwrap_err().to_string().contains("another session"));
+        assert!(
+            (&a + &c)
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("another session")
+        );
     }
 }

@@ -192,7 +192,10 @@ pub(crate) fn label(e: &Expr, ops: &[Array]) -> String {
             [one] => format!("({},)", label(one, ops)),
             t => format!(
                 "({})",
-                t.iter().map(|x| label(x, ops)).collect::<Vec<_>>().join(", ")
+                t.iter()
+                    .map(|x| label(x, ops))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         },
         ExprKind::Index(x, items) => format!(

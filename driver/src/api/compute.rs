@@ -14,12 +14,35 @@ use super::{Array, Config, Error, Session, State, store_error};
 use crate::graph::{NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
 
-/// The session's backend: the invoker and, for the local backend, the endpoint and its
-/// function processes, kept between computes while the settings that made it hold.
+/// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
+/// for the local backend, the endpoint and its function processes), kept between
+/// computes while the settings that made it hold.
 pub(crate) struct SessionBackend {
     made_with: Config,
-    invoker: crate::dispatch::Invoker,
-    endpoint: Option<crate::local::LocalEndpoint>,
+    backend: crate::backend::Backend,
+    /// What its function processes' log folder is named after.
+    log_id: String,
+}
+
+impl SessionBackend {
+    /// The stage runner of one compute on this backend (no run journal: a session's
+    /// computes are not resumed), observed by `observer`.
+    fn stages<'a>(
+        &'a self,
+        job: &'a Job,
+        store: &'a Store,
+        observer: &'a dyn crate::stage::Observer,
+    ) -> crate::stage::Stages<'a> {
+        let t0 = std::time::Instant::now();
+        crate::stage::Stages::new(job, store, &self.backend, None, observer, t0, &self.log_id)
+    }
+
+    /// Stops its function processes (their logs removed).
+    async fn stop(b: Arc<SessionBackend>) {
+        if let Ok(b) = Arc::try_unwrap(b) {
+            b.backend.stop(true).await;
+        }
+    }
 }
 
 /// The node a word of an engine message names: `n12` (a target's name), or the last part
@@ -57,8 +80,23 @@ impl Session {
             }
             (out, first)
         };
-        let message = format!("{e:#}");
-        Error::classify(&e, &message, &human)
+        // The job value a session plans with is no file: its place says nothing.
+        let place = format!("{}:0: ", self.job(Vec::new()).file.display());
+        let message = format!("{e:#}").replace(&place, "");
+        let mut error = Error::classify(&e, &message, &human);
+        // A block that does not fit: name the session's array it belongs to.
+        if let Error::Plan {
+            array: array @ None,
+            message,
+            ..
+        } = &mut error
+            && let Some(x) = e.downcast_ref::<crate::error::Explained<crate::sched::PlanError>>()
+            && let Some(label) = self.owner(x.error.node)
+        {
+            *message = message.replace("a part of its expression", &format!("`{label}`"));
+            *array = Some(label);
+        }
+        error
     }
 }
 
@@ -97,7 +135,7 @@ impl Session {
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
     /// nums-cloud wrote is read in place; any other input is imported by the first
-    /// compute that needs it. Relative paths resolve against the working directory when
+    /// compute that needs it, and kept: later computes read the import, not the file. Relative paths resolve against the working directory when
     /// the session was made.
     pub async fn load(&self, path: &str) -> Result<Array, Error> {
         self.load_with(path, CsvOptions::default()).await
@@ -139,7 +177,9 @@ impl Session {
             message: format!("`{label}`: {message}"),
         };
         if !delimiter.is_ascii() {
-            return Err(refuse(format!("the delimiter {delimiter:?} is not one ASCII character")));
+            return Err(refuse(format!(
+                "the delimiter {delimiter:?} is not one ASCII character"
+            )));
         }
         let csv = CsvOptions {
             header,
@@ -269,11 +309,12 @@ impl Session {
         let mut out = Vec::with_capacity(ids.len());
         for &id in &ids {
             let (path, meta) = self.stored_at(id).expect("made");
-            let arr = StoredArray::new(&path, meta).map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+            let arr = StoredArray::new(&path, meta)
+                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
             out.push(
-                crate::run::read_whole(&arr, &store, false)
+                arr.read_whole(&store)
                     .await
-                    .map_err(|e| self.engine_error(e))?,
+                    .map_err(|e| self.engine_error(anyhow::Error::new(e)))?,
             );
         }
         Ok(out)
@@ -332,17 +373,30 @@ impl Session {
         }
         let k = self.next();
         let prefix = format!("{}/c{k}", self.st.id);
-        let targets: Vec<(NodeId, String)> = todo.iter().map(|&id| (id, format!("n{id}"))).collect();
+        let mut targets: Vec<(NodeId, String)> =
+            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
         let g = self.graph().for_compute(&targets);
         let work = crate::tasks::block_work(&g);
         let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
         drop(work);
+        // The inputs this compute imports are kept as well: later computes read them in
+        // place instead of importing them again.
+        targets.extend(
+            needed
+                .iter()
+                .filter(|&&i| g.nodes[i].op.is_import() && !todo.contains(&i))
+                .map(|&i| (i, format!("n{i}"))),
+        );
         // Models first: a fit is a stage of its own over its X and y, made first.
         let fits: Vec<NodeId> = needed
             .iter()
             .copied()
             .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. }) && !todo.contains(&i))
-            .chain(todo.iter().copied().filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. })))
+            .chain(
+                todo.iter()
+                    .copied()
+                    .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. })),
+            )
             .collect();
         for f in fits {
             Box::pin(self.fit(f)).await?;
@@ -353,26 +407,47 @@ impl Session {
         let g = self.graph().for_compute(&targets);
         self.write_pending(&needed).await?;
         let job = self.job(Vec::new());
-        let plan = crate::run::plan_with(&job, &g, self.cfg.scheduler, &prefix, &Default::default())
-            .map_err(|e| self.engine_error(e))?;
+        let plan =
+            crate::plan::plan_with(&job, &g, self.cfg.scheduler, &prefix, &Default::default())
+                .map_err(|e| self.engine_error(e))?;
         let backend = self.started_backend().await?;
         let store = self.store()?;
-        let bar = crate::run::progress_bar(self.cfg.progress, plan.batches.len() as u64);
-        let result = crate::dispatch::run_batches(
-            &backend.invoker,
-            &plan.batches,
-            &store,
-            self.cfg.workers,
-            |_, _| bar.inc(1),
-        )
-        .await;
-        bar.finish_and_clear();
+        let progress = crate::progress::Progress::new(self.cfg.progress);
+        progress.expect_main(plan.batches.len() as u64);
+        let stages = backend.stages(&job, &store, &progress);
+        let result = stages
+            .run(
+                "main",
+                &plan.batches,
+                plan.tasks as u64,
+                crate::stage::Resume::Never,
+            )
+            .await;
+        progress.finish();
         let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
-        result.map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+        result.map_err(|e| self.engine_error(e))?;
         cleanup.map_err(store_error)?;
-        let mut graph = self.graph();
+        // Described once complete, as a run describes its outputs: read in place by later
+        // computes, and by a fit's passes, as any Zarr array.
+        let mut paths = Vec::with_capacity(targets.len());
         for &(id, _) in &targets {
-            graph.stored(id, crate::tasks::node_path(&prefix, &g, id));
+            let path = crate::tasks::node_path(&prefix, &g, id);
+            let arr = StoredArray::new(&path, g.nodes[id].meta.clone())
+                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+            let attrs = serde_json::json!({
+                "complete": true,
+                "source": "nums-cloud API",
+                "array": self.owner(id),
+                "version": env!("CARGO_PKG_VERSION"),
+            });
+            arr.write_metadata_with(&store, Some(attrs))
+                .await
+                .map_err(store_error)?;
+            paths.push((id, path));
+        }
+        let mut graph = self.graph();
+        for (id, path) in paths {
+            graph.stored(id, path);
         }
         Ok(())
     }
@@ -383,7 +458,9 @@ impl Session {
         let (x, y, spec, meta) = {
             let g = self.graph();
             match &g.graph().nodes[f].op {
-                NodeOp::Fit { x, y, spec } => (*x, *y, spec.clone(), g.graph().nodes[f].meta.clone()),
+                NodeOp::Fit { x, y, spec } => {
+                    (*x, *y, spec.clone(), g.graph().nodes[f].meta.clone())
+                }
                 _ => return Ok(()),
             }
         };
@@ -394,6 +471,8 @@ impl Session {
         let store = self.store()?;
         let job = self.job(Vec::new());
         let prefix = format!("{}/c{}", self.st.id, self.next());
+        let progress = crate::progress::Progress::new(self.cfg.progress);
+        let stages = backend.stages(&job, &store, &progress);
         let data = crate::iterate::Data {
             job: &job,
             x_path: &x_path,
@@ -401,19 +480,24 @@ impl Session {
             n: x_meta.shape[0],
             d: x_meta.shape[1] as usize,
             prefix: format!("{prefix}/fit"),
-            invoker: &backend.invoker,
+            stage: format!("fit{f}"),
+            stages: &stages,
             store: &store,
         };
-        let (fitted, _passes) = crate::iterate::fit(&data, &spec, |_, _, _, _| {})
-            .await
-            .map_err(|e| self.engine_error(e))?;
+        let label = self.owner(f).unwrap_or_else(|| "a model".into());
+        let fitted = crate::iterate::fit(&data, &spec, &label).await;
+        progress.finish();
+        let (fitted, _passes) = fitted.map_err(|e| self.engine_error(e))?;
         let path = format!("{prefix}/out/n{f}");
-        let out = StoredArray::new(&path, meta).map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+        let out =
+            StoredArray::new(&path, meta).map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
         let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
         out.write_block(&store, &[0], &coef)
             .await
             .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-        out.write_metadata(&store).await.map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+        out.write_metadata(&store)
+            .await
+            .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
         self.st
             .fits
             .lock()
@@ -426,14 +510,21 @@ impl Session {
     /// What the fit that made `w` measured, once `w` is computed.
     pub(crate) fn fitted(&self, w: &Array) -> Option<crate::models::solver::Fitted> {
         let id = w.id().ok()?;
-        self.st.fits.lock().unwrap_or_else(|p| p.into_inner()).get(&id).cloned()
+        self.st
+            .fits
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .cloned()
     }
 
     /// Writes the values from memory that nodes `ids` are.
     async fn write_pending(&self, ids: &[NodeId]) -> Result<(), Error> {
         let todo: Vec<(NodeId, Block)> = {
             let mut p = self.st.pending.lock().unwrap_or_else(|p| p.into_inner());
-            ids.iter().filter_map(|id| p.remove(id).map(|b| (*id, b))).collect()
+            ids.iter()
+                .filter_map(|id| p.remove(id).map(|b| (*id, b)))
+                .collect()
         };
         if todo.is_empty() {
             return Ok(());
@@ -441,43 +532,42 @@ impl Session {
         let store = self.store()?;
         for (id, values) in todo {
             let (path, meta) = self.stored_at(id).expect("an input");
-            let arr = StoredArray::new(&path, meta).map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-            crate::run::write_whole(&arr, &store, &values)
+            let arr = StoredArray::new(&path, meta)
+                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+            arr.write_whole(&store, &values)
                 .await
-                .map_err(|e| self.engine_error(e))?;
-            arr.write_metadata(&store).await.map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
+            arr.write_metadata(&store)
+                .await
+                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
         }
         Ok(())
     }
 
-    /// The backend for the session's settings: the one running, or a new one.
+    /// The backend for the session's settings: the one running, or a new one, started on
+    /// the session's runtime.
     async fn started_backend(&self) -> Result<Arc<SessionBackend>, Error> {
         let mut slot = self.st.backend.lock().await;
         if let Some(b) = slot.as_ref().filter(|b| b.made_with == self.cfg) {
             return Ok(b.clone());
         }
-        if let Some(old) = slot.take()
-            && let Ok(old) = Arc::try_unwrap(old)
-            && let Some(ep) = old.endpoint
-        {
-            ep.stop().await;
+        if let Some(old) = slot.take() {
+            SessionBackend::stop(old).await;
         }
         let job = self.job(Vec::new());
-        let opts = crate::run::RunOptions {
-            function_command: self.cfg.function_binary.clone(),
-            ..Default::default()
-        };
-        let (invoker, endpoint) =
-            crate::run::start_backend(&job, &opts, &format!("{}-{}", self.st.id, self.next()))
-                .await
-                .map_err(|e| Error::Other {
-                    message: format!("{e:#}"),
-                })?;
         let b = Arc::new(SessionBackend {
             made_with: self.cfg.clone(),
-            invoker,
-            endpoint,
+            backend: crate::backend::Backend::new(&job, self.cfg.function_binary.clone()),
+            log_id: format!("{}-{}", self.st.id, self.next()),
         });
+        let rt = self.st.runtime_handle()?;
+        let started = b.clone();
+        rt.spawn(async move { started.backend.start(&started.log_id).await.map(|_| ()) })
+            .await
+            .map_err(|e| Error::Runtime {
+                message: format!("starting the functions: {e}"),
+            })?
+            .map_err(|e| self.engine_error(e))?;
         *slot = Some(b.clone());
         Ok(b)
     }
@@ -487,11 +577,8 @@ impl Session {
     /// afterwards.
     pub async fn close(&self) -> Result<(), Error> {
         self.st.closed.store(true, Ordering::SeqCst);
-        if let Some(b) = self.st.backend.lock().await.take()
-            && let Ok(b) = Arc::try_unwrap(b)
-            && let Some(ep) = b.endpoint
-        {
-            ep.stop().await;
+        if let Some(b) = self.st.backend.lock().await.take() {
+            SessionBackend::stop(b).await;
         }
         self.store()?
             .delete_prefix(&self.st.id)
@@ -505,7 +592,6 @@ impl Session {
         super::blocking::block_on(self.close())?
     }
 }
-
 
 /// The deployment's region must be the environment's (the AWS SDK reads it there).
 fn check_region(cfg: &Config) -> Result<(), Error> {
@@ -531,31 +617,65 @@ fn check_region(cfg: &Config) -> Result<(), Error> {
     }
 }
 
+impl State {
+    /// The session's runtime (one worker thread; started the first time).
+    fn runtime_handle(&self) -> Result<tokio::runtime::Handle, Error> {
+        let mut rt = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
+        if rt.is_none() {
+            *rt = Some(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(1)
+                    .thread_name("nums-cloud-session")
+                    .enable_all()
+                    .build()
+                    .map_err(|e| Error::Runtime {
+                        message: format!("cannot start the session's runtime: {e}"),
+                    })?,
+            );
+        }
+        Ok(rt.as_ref().expect("just made").handle().clone())
+    }
+}
+
 impl Drop for State {
     /// What the session kept goes with its last handle (best effort, at most 30 s; use
-    /// [`Session::close`] to see errors).
+    /// [`Session::close`] to see errors), and its functions stop.
     fn drop(&mut self) {
-        if *self.closed.get_mut() {
+        let closed = *self.closed.get_mut();
+        let backend = self.backend.get_mut().take();
+        let runtime = self
+            .runtime
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if closed && backend.is_none() {
+            // Dropping a runtime blocks, which an async caller must not.
+            if let Some(rt) = runtime {
+                rt.shutdown_background();
+            }
             return;
         }
         let spec = self.spec.clone();
         let prefix = self.id.clone();
-        let backend = self.backend.get_mut().take();
         // On a thread of its own: this may run inside an async runtime, which must not
         // block on another.
         let cleanup = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
+            let rt = match runtime {
+                Some(rt) => rt,
+                None => match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(_) => return,
+                },
             };
             rt.block_on(async {
-                if let Some(b) = backend
-                    && let Ok(b) = Arc::try_unwrap(b)
-                    && let Some(ep) = b.endpoint
-                {
-                    ep.stop().await;
+                if let Some(b) = backend {
+                    SessionBackend::stop(b).await;
+                }
+                if closed {
+                    return;
                 }
                 let Ok(store) = Store::open(&spec) else {
                     return;

@@ -4,7 +4,12 @@
 use super::{Arg, Array, Error, Value};
 
 /// `f(args)` of the function table whose value has the named fields `fields`, in order.
-fn fields<const N: usize>(f: &str, args: &[Arg], kwargs: &[(&str, Arg)], fields: [&str; N]) -> [Array; N] {
+fn fields<const N: usize>(
+    f: &str,
+    args: &[Arg],
+    kwargs: &[(&str, Arg)],
+    fields: [&str; N],
+) -> [Array; N] {
     let first = args.iter().find_map(|a| match a {
         Arg::Array(x) => Some(x.clone()),
         _ => None,

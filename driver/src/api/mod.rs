@@ -49,9 +49,9 @@ use nums_layout::{ArrayMeta, Block, DType, StoreSpec};
 pub use self::array::{Array, Operand};
 pub use self::build::Arg;
 use self::build::Operands;
-pub use crate::graph::Value as GraphValue;
 use crate::error::Error;
 use crate::expr::Expr;
+pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
 pub use crate::job::{Backend, SchedulerKind as Scheduler};
 use crate::job::{Compute, Job, Source};
@@ -93,12 +93,18 @@ impl Config {
             })
         };
         if !(1..=1000).contains(&self.workers) {
-            return refuse("workers", format!("{} is not within 1..=1000", self.workers));
+            return refuse(
+                "workers",
+                format!("{} is not within 1..=1000", self.workers),
+            );
         }
         if !(128..=10240).contains(&self.memory_mb) {
             return refuse(
                 "memory_mb",
-                format!("{} is not within 128..=10240 (Lambda's limits)", self.memory_mb),
+                format!(
+                    "{} is not within 128..=10240 (Lambda's limits)",
+                    self.memory_mb
+                ),
             );
         }
         if !(1..=900).contains(&self.timeout_seconds) {
@@ -126,6 +132,10 @@ pub(crate) struct State {
     closed: AtomicBool,
     /// The backend of the session's computes, started by the first and reused.
     backend: tokio::sync::Mutex<Option<Arc<compute::SessionBackend>>>,
+    /// The runtime the backend's tasks (the local endpoint's server, its processes'
+    /// supervisors) live on: a compute's own may end with it (a blocking form's runtime,
+    /// or the caller's), the backend must not.
+    runtime: Mutex<Option<tokio::runtime::Runtime>>,
     /// What each fit measured, by its node.
     fits: Mutex<compute::Fits>,
     /// The array that made each node, by the node it ended with: a node belongs to the
@@ -294,13 +304,12 @@ impl Session {
             setting: "storage".into(),
             message: format!("no working directory to resolve paths against: {e}"),
         })?;
-        let spec =
-            crate::job::resolve_store_url(&cwd, storage, endpoint).map_err(|message| {
-                Error::Config {
-                    setting: "storage".into(),
-                    message,
-                }
-            })?;
+        let spec = crate::job::resolve_store_url(&cwd, storage, endpoint).map_err(|message| {
+            Error::Config {
+                setting: "storage".into(),
+                message,
+            }
+        })?;
         let d = crate::job::Defaults::default();
         let cfg = Config {
             backend: d.backend,
@@ -335,6 +344,7 @@ impl Session {
                 next: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 backend: tokio::sync::Mutex::new(None),
+                runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),
                 owners: Mutex::new(Default::default()),
             }),
@@ -458,7 +468,10 @@ impl Session {
         if let Some(a) = ops.0.iter().find(|a| !a.session().same(self)) {
             return Err(Error::Job {
                 array: Some(label.to_string()),
-                message: format!("`{label}`: array `{}` belongs to another session", a.label()),
+                message: format!(
+                    "`{label}`: array `{}` belongs to another session",
+                    a.label()
+                ),
             });
         }
         let ids = ops

@@ -1138,7 +1138,11 @@ impl Incremental {
 
     /// Adds the array `def` describes (random, full, or a load whose probe is
     /// `probes[def.name]`), with its `block` and `dtype`.
-    pub fn define<'s>(&'s mut self, def: &'s ArrayDef, probes: &'s Probes) -> Result<NodeId, String> {
+    pub fn define<'s>(
+        &'s mut self,
+        def: &'s ArrayDef,
+        probes: &'s Probes,
+    ) -> Result<NodeId, String> {
         self.with(probes, &[], |b| b.resolve(def).map_err(EvalError::Job))
     }
 
@@ -1188,12 +1192,12 @@ impl Incremental {
         };
     }
 
-    /// The graph with `targets` to be stored under the names given (and nothing else a
-    /// compute would store but imports), for one compute.
+    /// The graph with `targets` to be stored under the names given (and nothing else),
+    /// for one compute.
     pub fn for_compute(&self, targets: &[(NodeId, String)]) -> Graph {
         let mut g = self.g.clone();
         for n in &mut g.nodes {
-            n.persist = n.op.is_import();
+            n.persist = false;
             n.name = None;
         }
         g.named.clear();
