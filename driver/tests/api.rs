@@ -433,6 +433,32 @@ async fn compute_many_plans_several_arrays_at_once() {
     assert!((8000..10000).contains(&n.sum()), "{n}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_input_from_memory_asked_for_beside_a_computed_array_is_written() {
+    // An input from memory that a compute asks for itself, beside an array it computes
+    // from another input: it is written too (a fit of X and y.astype(float) asks so).
+    let d = Dir::new("pending");
+    let s = d.session();
+    let x = s.from_ndarray(array![[1.0, 2.0], [3.0, 4.0]]);
+    let y = s.from_ndarray(array![1i64, 0]).astype(DType::Float64);
+    let v = s.compute_many(&[&x, &y]).await.unwrap();
+    assert_eq!(f64s(&v[0]), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(f64s(&v[1]), vec![1.0, 0.0]);
+    let fit = nums_cloud::api::models::Ridge::new()
+        .alpha(0.0)
+        .fit_intercept(false)
+        .fit(
+            &s.from_ndarray(array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            &s.from_ndarray(array![1i64, 2, 3]).astype(DType::Float64),
+        )
+        .await
+        .unwrap();
+    assert!(
+        (fit.coef[0] - 1.0).abs() < 1e-9 && (fit.coef[1] - 2.0).abs() < 1e-9,
+        "{fit:?}"
+    );
+}
+
 #[test]
 fn settings_are_values_of_each_session() {
     let d = Dir::new("settings");

@@ -368,8 +368,10 @@ impl Session {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        // Inputs from memory asked for themselves are written whatever else is computed.
+        self.write_pending(ids).await?;
         if todo.is_empty() {
-            return self.write_pending(ids).await;
+            return Ok(());
         }
         let k = self.next();
         let prefix = format!("{}/c{k}", self.st.id);
