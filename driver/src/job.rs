@@ -767,7 +767,11 @@ pub fn resolve_store_url(
     }
 }
 
-fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target, String> {
+pub(crate) fn resolve_target(
+    dir: &Path,
+    dest: &str,
+    storage: &StoreSpec,
+) -> Result<Target, String> {
     if let Some(rest) = dest.strip_prefix("s3://") {
         let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() || path.trim_matches('/').is_empty() {

@@ -134,6 +134,30 @@ impl From<Operand> for Arg {
     }
 }
 
+/// The binary operator a Python symbol names.
+fn binary_op(symbol: &str) -> Option<Op> {
+    Some(match symbol {
+        "+" => Op::Add,
+        "-" => Op::Sub,
+        "*" => Op::Mul,
+        "/" => Op::Div,
+        "//" => Op::FloorDiv,
+        "%" => Op::Mod,
+        "**" => Op::Pow,
+        "@" => Op::MatMul,
+        "<" => Op::Lt,
+        "<=" => Op::Le,
+        ">" => Op::Gt,
+        ">=" => Op::Ge,
+        "==" => Op::Eq,
+        "!=" => Op::Ne,
+        "&" => Op::And,
+        "|" => Op::Or,
+        "^" => Op::Xor,
+        _ => return None,
+    })
+}
+
 fn axes_arg(axes: Option<&[usize]>) -> Arg {
     match axes {
         None => Arg::None,
@@ -179,7 +203,8 @@ impl Array {
         Array::made(s, id, label)
     }
 
-    pub(crate) fn session(&self) -> &Session {
+    /// The session it belongs to.
+    pub fn session(&self) -> &Session {
         &self.s
     }
 
@@ -318,6 +343,66 @@ impl Array {
                 message: format!("`{label}`: {message}"),
             });
         Array::made(&self.s, r, label)
+    }
+
+    /// A binary operator by its Python symbol (`+ - * / // % ** @ < <= > >= == != & | ^`),
+    /// `self` on the left: what Python's `x + other` is. An unknown symbol is the
+    /// array's error.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-op").unwrap();
+    /// let x = s.arange(4.0).named("x").unwrap();
+    /// assert_eq!(x.op("//", 2).label(), "x // 2");
+    /// assert_eq!(x.rop("-", 1.0).label(), "1.0 - x"); // Python's __rsub__
+    /// assert_eq!(x.op("<=", &x).dtype().unwrap(), nums_cloud::DType::Bool);
+    /// assert!(x.op("<>", 1).check().is_err());
+    /// ```
+    pub fn op(&self, symbol: &str, other: impl Into<Arg>) -> Array {
+        self.op_sided(symbol, other.into(), false)
+    }
+
+    /// A binary operator by its Python symbol with `self` on the right: what Python's
+    /// reflected `other + x` (`__radd__`) is.
+    pub fn rop(&self, symbol: &str, other: impl Into<Arg>) -> Array {
+        self.op_sided(symbol, other.into(), true)
+    }
+
+    fn op_sided(&self, symbol: &str, other: Arg, reflected: bool) -> Array {
+        let Some(op) = binary_op(symbol) else {
+            let label = format!("{} {symbol} ...", self.label());
+            return Array::made(
+                &self.s,
+                Err(Error::Job {
+                    array: Some(label.clone()),
+                    message: format!("`{label}`: {symbol:?} is not an operator"),
+                }),
+                label,
+            );
+        };
+        let me = Arg::Array(self.clone());
+        let (a, b) = if reflected {
+            (&other, &me)
+        } else {
+            (&me, &other)
+        };
+        self.expr(|o| o.binary(op, a, b))
+    }
+
+    /// A unary operator by its Python symbol: `-`, `+` or `~`.
+    pub fn unary(&self, symbol: &str) -> Array {
+        let op = match symbol {
+            "-" => UnOp::Neg,
+            "+" => UnOp::Pos,
+            "~" => UnOp::Invert,
+            _ => return self.op_sided(symbol, Arg::None, false),
+        };
+        self.expr(|o| o.unary(op, &Arg::Array(self.clone())))
+    }
+
+    /// Its number of elements (the product of its shape).
+    pub fn size(&self) -> Result<usize, Error> {
+        Ok(self.shape()?.iter().product())
     }
 
     /// The matrix product (`@`), with NumPy's rules for 1-D and stacked operands.

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use nums_layout::{Block, Store, StoredArray};
 
 use super::{Array, Config, Error, Session, State, store_error};
-use crate::graph::{NodeId, NodeOp};
+use crate::graph::{Graph, NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
 
 /// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
@@ -342,6 +342,63 @@ impl Session {
         self.make(&[a.id().map_err(Clone::clone)?]).await
     }
 
+    /// Writes `a` (computed first, if it is not) to `path` as a job's output is written:
+    /// a `.npy` or `.csv` file (`.csv`: 1-D or 2-D), a `.npy` file on S3
+    /// (`s3://bucket/key.npy`), or a Zarr v3 array (a folder, or an `s3://bucket/path`).
+    /// An existing Zarr array or file there is replaced; anything else is refused.
+    /// Relative paths resolve against the working directory when the session was made.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-save");
+    /// # let s = Session::new(&format!("file://{}", dir.join("store").display()))?;
+    /// let file = dir.join("x.npy");
+    /// s.save_blocking(&s.arange(6.0), file.to_str().unwrap())?;
+    /// let back = s.load_blocking(file.to_str().unwrap())?;
+    /// assert_eq!(back.sum(None).compute_blocking::<f64>()?.sum(), 15.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn save(&self, a: &Array, path: &str) -> Result<(), Error> {
+        self.persist(a).await?;
+        let id = a.id().map_err(Clone::clone)?;
+        let target =
+            crate::job::resolve_target(&self.st.cwd, path, &self.st.spec).map_err(|m| {
+                Error::Job {
+                    array: Some(a.label()),
+                    message: format!("saving `{}` to {path:?}: {m}", a.label()),
+                }
+            })?;
+        let (at, meta) = self.stored_at(id).expect("made");
+        let in_process = meta.nbytes() <= self.cfg.in_process_bytes;
+        let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
+        let o = crate::job::OutputDef {
+            name: a.label(),
+            line: 0,
+            target,
+        };
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let written = async {
+            let backend = self.backend_for(in_process, &mut guard).await?;
+            let (job, store) = (self.job(Vec::new()), self.store()?);
+            let progress = crate::progress::Progress::new(false);
+            let stages = backend.stages(&job, &store, &progress);
+            crate::export::write_output(&stages, &Default::default(), &o, arr)
+                .await
+                .map_err(|e| self.engine_error(e))
+        }
+        .await;
+        guard.disarm();
+        written.map(|_| ())
+    }
+
+    /// [`Session::save`] for code that is not async.
+    pub fn save_blocking(&self, a: &Array, path: &str) -> Result<(), Error> {
+        super::blocking::block_on(self.save(a, path))?
+    }
+
     /// [`Session::persist`] for code that is not async.
     pub fn persist_blocking(&self, a: &Array) -> Result<(), Error> {
         super::blocking::block_on(self.persist(a))?
@@ -359,7 +416,8 @@ impl Session {
 
     /// Puts `ids` in the store: what is not there yet is computed in one plan (the models
     /// they need fitted first, each a stage of its own), and each becomes an input read
-    /// in place.
+    /// in place. A compute dropped before its end (a future let go, Ctrl-C in Python)
+    /// leaves nothing behind ([`Abandoned`]).
     async fn make(&self, ids: &[NodeId]) -> Result<(), Error> {
         let todo: Vec<NodeId> = ids
             .iter()
@@ -373,14 +431,20 @@ impl Session {
         if todo.is_empty() {
             return Ok(());
         }
-        let k = self.next();
-        let prefix = format!("{}/c{k}", self.st.id);
-        let mut targets: Vec<(NodeId, String)> =
-            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
-        let g = self.graph().for_compute(&targets);
-        let work = crate::tasks::block_work(&g);
-        let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
-        drop(work);
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let made = self.make_at(&todo, &prefix, &mut guard).await;
+        guard.disarm();
+        made
+    }
+
+    async fn make_at(
+        &self,
+        todo: &[NodeId],
+        prefix: &str,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<(), Error> {
+        let (mut targets, needed, g) = self.compute_graph(todo);
         // The inputs this compute imports are kept as well: later computes read them in
         // place instead of importing them again.
         targets.extend(
@@ -390,17 +454,7 @@ impl Session {
                 .map(|&i| (i, format!("n{i}"))),
         );
         // Models first: a fit is a stage of its own over its X and y, made first.
-        let fits: Vec<NodeId> = needed
-            .iter()
-            .copied()
-            .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. }) && !todo.contains(&i))
-            .chain(
-                todo.iter()
-                    .copied()
-                    .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. })),
-            )
-            .collect();
-        for f in fits {
+        for f in fits_of(&g, &needed, todo) {
             Box::pin(self.fit(f)).await?;
         }
         if todo.iter().all(|&id| self.stored_at(id).is_some()) {
@@ -410,11 +464,12 @@ impl Session {
         self.write_pending(&needed).await?;
         let job = self.job(Vec::new());
         let plan =
-            crate::plan::plan_with(&job, &g, self.cfg.scheduler, &prefix, &Default::default())
+            crate::plan::plan_with(&job, &g, self.cfg.scheduler, prefix, &Default::default())
                 .map_err(|e| self.engine_error(e))?;
-        let backend = self.started_backend().await?;
+        let in_process = work_bytes(&g, &needed) <= self.cfg.in_process_bytes;
+        let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
-        let progress = crate::progress::Progress::new(self.cfg.progress);
+        let progress = crate::progress::Progress::new(self.cfg.progress && !in_process);
         progress.expect_main(plan.batches.len() as u64);
         let stages = backend.stages(&job, &store, &progress);
         let result = stages
@@ -433,7 +488,7 @@ impl Session {
         // computes, and by a fit's passes, as any Zarr array.
         let mut paths = Vec::with_capacity(targets.len());
         for &(id, _) in &targets {
-            let path = crate::tasks::node_path(&prefix, &g, id);
+            let path = crate::tasks::node_path(prefix, &g, id);
             let arr = StoredArray::new(&path, g.nodes[id].meta.clone())
                 .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
             let attrs = serde_json::json!({
@@ -454,6 +509,98 @@ impl Session {
         Ok(())
     }
 
+    /// The graph of a compute of `todo`: its targets (each node asked for, named after
+    /// its id), the nodes it needs, and the graph with those targets as its outputs.
+    fn compute_graph(&self, todo: &[NodeId]) -> (Vec<(NodeId, String)>, Vec<NodeId>, Graph) {
+        let targets: Vec<(NodeId, String)> =
+            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
+        let g = self.graph().for_compute(&targets);
+        let work = crate::tasks::block_work(&g);
+        let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
+        drop(work);
+        (targets, needed, g)
+    }
+
+    /// The backend a compute runs on: this process (a compute within
+    /// `in_process_bytes`), or the session's (started by the first compute that needs
+    /// it), which an abandoned compute then stops.
+    async fn backend_for(
+        &self,
+        in_process: bool,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<Arc<SessionBackend>, Error> {
+        if in_process {
+            return Ok(Arc::new(SessionBackend {
+                made_with: self.cfg.clone(),
+                backend: crate::backend::Backend::in_process(&self.job(Vec::new())),
+                log_id: String::new(),
+            }));
+        }
+        guard.stops_backend = true;
+        self.started_backend().await
+    }
+
+    /// How a compute of `arrays` would run (where, over how many bytes, in how many
+    /// invocations), without running it.
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Place, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-explain");
+    /// let s = Session::new(&format!("file://{}", dir.display()))?;
+    /// let small = s.ones(&[1000]).sum(None);
+    /// assert_eq!(s.explain(&[&small])?.place, Place::InProcess);
+    /// let large = s.ones(&[10_000_000]).sum(None); // 80 MB: over the threshold
+    /// let e = s.explain(&[&large])?;
+    /// assert!(matches!(e.place, Place::Backend(_)), "{e}");
+    /// assert!(e.to_string().starts_with("on the local (function processes) backend"), "{e}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn explain(&self, arrays: &[&Array]) -> Result<super::Explain, Error> {
+        let mut ids = Vec::with_capacity(arrays.len());
+        for a in arrays {
+            a.check()?;
+            ids.push(a.id().map_err(Clone::clone)?);
+        }
+        let todo: Vec<NodeId> = ids
+            .into_iter()
+            .filter(|&id| self.stored_at(id).is_none())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let (_, needed, g) = self.compute_graph(&todo);
+        let work = work_bytes(&g, &needed);
+        let fits = fits_of(&g, &needed, &todo).len();
+        let place = if todo.is_empty() {
+            super::Place::Stored
+        } else if work <= self.cfg.in_process_bytes {
+            super::Place::InProcess
+        } else {
+            super::Place::Backend(self.cfg.backend)
+        };
+        let plan = (fits == 0 && !todo.is_empty())
+            .then(|| {
+                crate::plan::plan_with(
+                    &self.job(Vec::new()),
+                    &g,
+                    self.cfg.scheduler,
+                    &format!("{}/explain", self.st.id),
+                    &Default::default(),
+                )
+                .ok()
+            })
+            .flatten();
+        Ok(super::Explain {
+            place,
+            work_bytes: work,
+            in_process_bytes: self.cfg.in_process_bytes,
+            invocations: plan.as_ref().map(|p| p.batches.len()),
+            tasks: plan.as_ref().map(|p| p.tasks),
+            fits,
+        })
+    }
+
     /// Fits the model of node `f` (a stage of passes over its X and y, made first) and
     /// stores its coefficients.
     async fn fit(&self, f: NodeId) -> Result<(), Error> {
@@ -467,13 +614,31 @@ impl Session {
             }
         };
         Box::pin(self.make(&[x, y])).await?;
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let fitted = self
+            .fit_at(f, (x, y), &spec, meta, &prefix, &mut guard)
+            .await;
+        guard.disarm();
+        fitted
+    }
+
+    async fn fit_at(
+        &self,
+        f: NodeId,
+        (x, y): (NodeId, NodeId),
+        spec: &crate::models::FitSpec,
+        meta: nums_layout::ArrayMeta,
+        prefix: &str,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<(), Error> {
         let (x_path, x_meta) = self.stored_at(x).expect("made");
-        let (y_path, _) = self.stored_at(y).expect("made");
-        let backend = self.started_backend().await?;
+        let (y_path, y_meta) = self.stored_at(y).expect("made");
+        let in_process = x_meta.nbytes() + y_meta.nbytes() <= self.cfg.in_process_bytes;
+        let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
         let job = self.job(Vec::new());
-        let prefix = format!("{}/c{}", self.st.id, self.next());
-        let progress = crate::progress::Progress::new(self.cfg.progress);
+        let progress = crate::progress::Progress::new(self.cfg.progress && !in_process);
         let stages = backend.stages(&job, &store, &progress);
         let data = crate::iterate::Data {
             job: &job,
@@ -487,7 +652,7 @@ impl Session {
             store: &store,
         };
         let label = self.owner(f).unwrap_or_else(|| "a model".into());
-        let fitted = crate::iterate::fit(&data, &spec, &label).await;
+        let fitted = crate::iterate::fit(&data, spec, &label).await;
         progress.finish();
         let (fitted, _passes) = fitted.map_err(|e| self.engine_error(e))?;
         let path = format!("{prefix}/out/n{f}");
@@ -592,6 +757,82 @@ impl Session {
     /// [`Session::close`] for code that is not async (see [`Array::compute_blocking`]).
     pub fn close_blocking(&self) -> Result<(), Error> {
         super::blocking::block_on(self.close())?
+    }
+}
+
+/// Bytes of the arrays of `g` that a compute reads or makes (`needed`): what decides
+/// whether it runs in this process.
+fn work_bytes(g: &Graph, needed: &[NodeId]) -> u64 {
+    needed.iter().map(|&i| g.nodes[i].meta.nbytes()).sum()
+}
+
+/// The fits a compute of `todo` needs, in the order they run: the fits it reads first,
+/// then those asked for.
+fn fits_of(g: &Graph, needed: &[NodeId], todo: &[NodeId]) -> Vec<NodeId> {
+    let fit = |i: &NodeId| matches!(g.nodes[*i].op, NodeOp::Fit { .. });
+    needed
+        .iter()
+        .copied()
+        .filter(|i| fit(i) && !todo.contains(i))
+        .chain(todo.iter().copied().filter(fit))
+        .collect()
+}
+
+/// A compute that may be dropped before its end: a future let go, or Ctrl-C in Python.
+/// Dropped armed, it removes what the compute wrote (nothing of it was committed: only
+/// a finished compute marks its arrays stored) and, when the compute ran on the
+/// session's backend, stops its function processes (an invocation in flight dies with
+/// its process; the next compute starts new ones). Disarmed when the compute returns.
+pub(crate) struct Abandoned<'a> {
+    s: &'a Session,
+    prefix: String,
+    stops_backend: bool,
+    armed: bool,
+}
+
+impl<'a> Abandoned<'a> {
+    fn new(s: &'a Session, prefix: &str) -> Abandoned<'a> {
+        Abandoned {
+            s,
+            prefix: prefix.to_string(),
+            stops_backend: false,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let st = &self.s.st;
+        // Taken now, stopped on the session's runtime (a drop cannot wait): once the
+        // abandoned compute's own handle to it is gone, it stops.
+        let backend = self
+            .stops_backend
+            .then(|| st.backend.try_lock().ok().and_then(|mut b| b.take()))
+            .flatten();
+        let (spec, prefix) = (st.spec.clone(), self.prefix.clone());
+        let Ok(rt) = st.runtime_handle() else {
+            return;
+        };
+        rt.spawn(async move {
+            if let Some(b) = backend {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while Arc::strong_count(&b) > 1 && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                SessionBackend::stop(b).await;
+            }
+            if let Ok(store) = Store::open(&spec) {
+                let _ = store.delete_prefix(&prefix).await;
+            }
+        });
     }
 }
 

@@ -53,6 +53,7 @@ use crate::error::Error;
 use crate::expr::Expr;
 pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
+pub use crate::graph::{Signature, signatures as functions};
 pub use crate::job::{Backend, SchedulerKind as Scheduler};
 use crate::job::{Compute, Job, Source};
 
@@ -70,6 +71,9 @@ pub(crate) struct Config {
     /// The deployment's region (from `from_infra`), which the environment must agree with.
     pub region: Option<String>,
     pub progress: bool,
+    /// Computes whose arrays (read and made) come to at most this many bytes run in this
+    /// process ([`Session::in_process_bytes`]).
+    pub in_process_bytes: u64,
 }
 
 impl Config {
@@ -207,6 +211,74 @@ pub struct Settings {
     pub memory_mb: u64,
     /// The longest one invocation may run, in seconds.
     pub timeout_seconds: u64,
+    /// Computes of at most this many bytes of arrays run in this process.
+    pub in_process_bytes: u64,
+}
+
+/// Computes whose arrays (every array they read or make) come to at most this many bytes
+/// run in the calling process by default: 16 MiB ([`Session::in_process_bytes`]).
+pub const IN_PROCESS_BYTES: u64 = 16 << 20;
+
+/// Where a compute runs ([`Session::explain`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Place {
+    /// Nowhere: every array asked for is computed already (read from the store).
+    Stored,
+    /// In this process: the function's kernels called here over the session's store, no
+    /// function process or request (the compute is at most
+    /// [`Session::in_process_bytes`]).
+    InProcess,
+    /// On the session's backend: local function processes or AWS Lambda.
+    Backend(Backend),
+}
+
+/// How a compute would run, as [`Session::explain`] tells it (nothing runs).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Explain {
+    /// Where it runs.
+    pub place: Place,
+    /// Bytes of the arrays it reads and makes (inputs read in place included).
+    pub work_bytes: u64,
+    /// The session's threshold for running in this process.
+    pub in_process_bytes: u64,
+    /// Invocations (batches) of its plan, when it can be planned before it runs (not
+    /// when it needs a model fitted first, or an imported input counted).
+    pub invocations: Option<usize>,
+    /// Block tasks of its plan, likewise.
+    pub tasks: Option<usize>,
+    /// Model fits it runs first (each its own stages of passes).
+    pub fits: usize,
+}
+
+impl std::fmt::Display for Explain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = crate::human::human(self.work_bytes);
+        let limit = crate::human::human(self.in_process_bytes);
+        match &self.place {
+            Place::Stored => return write!(f, "computed already: read from the store"),
+            Place::InProcess => write!(
+                f,
+                "in this process: {size} of arrays, within in_process_bytes = {limit}"
+            )?,
+            Place::Backend(b) => write!(
+                f,
+                "on the {} backend: {size} of arrays, over in_process_bytes = {limit}",
+                match b {
+                    Backend::Local => "local (function processes)",
+                    Backend::Lambda => "lambda",
+                }
+            )?,
+        }
+        if let (Some(i), Some(t)) = (self.invocations, self.tasks) {
+            write!(f, "; {i} invocations of {t} tasks")?;
+        }
+        if self.fits > 0 {
+            write!(f, "; {} model fit(s) first", self.fits)?;
+        }
+        Ok(())
+    }
 }
 
 /// Values that [`Session::from_ndarray`] takes: any `ndarray` array (owned or a view) of
@@ -321,6 +393,7 @@ impl Session {
             function_binary: None,
             region: None,
             progress: false,
+            in_process_bytes: IN_PROCESS_BYTES,
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
         let job = Job {
@@ -395,6 +468,7 @@ impl Session {
             workers: self.cfg.workers,
             memory_mb: self.cfg.memory_mb,
             timeout_seconds: self.cfg.timeout_seconds,
+            in_process_bytes: self.cfg.in_process_bytes,
         }
     }
 
@@ -447,6 +521,24 @@ impl Session {
     /// `PATH`).
     pub fn function_binary(self, path: &str) -> Session {
         self.set(|c| c.function_binary = Some(vec![path.to_string(), "function".to_string()]))
+    }
+
+    /// The whole command of the local backend's function processes, program first: for a
+    /// program that serves the function loop otherwise than as `nums-cloud function` (the
+    /// Python package runs `python -m nums_cloud._function`).
+    pub fn function_command(self, command: &[&str]) -> Session {
+        let command = command.iter().map(|a| a.to_string()).collect();
+        self.set(|c| c.function_binary = Some(command))
+    }
+
+    /// Computes whose arrays (every array they read or make, inputs read in place
+    /// included) come to at most `bytes` run in this process: the function's own kernels
+    /// called here over the session's store, with no function process or request in
+    /// between (a small compute takes a millisecond or so, not the tens an invocation
+    /// costs). Larger ones run on the session's backend. Default [`IN_PROCESS_BYTES`]; 0
+    /// sends every compute to the backend. [`Session::explain`] tells which a compute gets.
+    pub fn in_process_bytes(self, bytes: u64) -> Session {
+        self.set(|c| c.in_process_bytes = bytes)
     }
 
     /// Show a progress bar on standard error while computing (default off).

@@ -22,6 +22,7 @@ pub use build::{
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
+pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
