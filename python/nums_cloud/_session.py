@@ -91,6 +91,13 @@ class Session:
         memory_mb, timeout_seconds, in_process_bytes."""
         return self._native.settings()
 
+    def counts(self):
+        """What the session's computes have sent so far: ``invocations`` (in this process
+        or to the backend; retries count), ``in_process`` (of those, run here) and
+        ``tasks`` (their block tasks). An array computed once is read in place
+        afterwards: computing it again sends nothing."""
+        return self._native.counts()
+
     def close(self):
         """Removes what the session keeps in the store and stops its function processes;
         its arrays cannot be computed afterwards."""

@@ -87,6 +87,13 @@ fn py_err(e: Error) -> PyErr {
                 ("LinAlgError", linalg_message(message))
             }
             Error::Store { message } => ("StoreError", message.clone()),
+            // A fit's targets refused after they were made (labels other than 0 and 1,
+            // negative counts, NaN): scikit-learn's ValueError.
+            Error::Other { message } | Error::Data { message }
+                if message.starts_with("y has ") || message.starts_with("y holds ") =>
+            {
+                return PyValueError::new_err(message.clone());
+            }
             other => ("RunError", other.to_string()),
         };
         match error_class(py, class).and_then(|c| c.call1((message.clone(),))) {
@@ -356,10 +363,11 @@ impl PyArr {
         ok(self.a.index(&args(items)?))
     }
 
-    /// `self[mask]` for a boolean mask: the mask is computed first.
-    fn select(&self, py: Python<'_>, mask: &PyArr) -> PyResult<PyArr> {
-        let (a, m) = (self.a.clone(), mask.a.clone());
-        let a = wait(py, async move { a.select(&m).await })?.py()?;
+    /// `self[items]` where items may be boolean masks (each computed first: its values
+    /// decide the shape).
+    fn index_masked(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        let (a, items) = (self.a.clone(), args(items)?);
+        let a = wait(py, async move { a.index_masked(&items).await })?.py()?;
         Ok(PyArr { a })
     }
 
@@ -563,6 +571,17 @@ impl PySession {
         d.set_item("memory_mb", st.memory_mb)?;
         d.set_item("timeout_seconds", st.timeout_seconds)?;
         d.set_item("in_process_bytes", st.in_process_bytes)?;
+        Ok(d)
+    }
+
+    /// What the session's computes sent so far: a dict of `invocations` (in this
+    /// process or to the backend), `in_process` (of those, here) and `tasks`.
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.s.counts();
+        let d = PyDict::new(py);
+        d.set_item("invocations", c.invocations)?;
+        d.set_item("in_process", c.in_process)?;
+        d.set_item("tasks", c.tasks)?;
         Ok(d)
     }
 

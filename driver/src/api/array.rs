@@ -472,27 +472,52 @@ impl Array {
     /// The elements where `mask` is true, as NumPy's `x[mask]` (a 1-D mask selects along
     /// the first axis): the mask is computed first (its values decide the shape).
     pub async fn select(&self, mask: &Array) -> Result<Array, Error> {
-        mask.check()?;
+        self.index_masked(&[Arg::Array(mask.clone())]).await
+    }
+
+    /// Indexing as [`Array::index`], where items may also be 1-D boolean masks (NumPy's
+    /// `x[:, mask]`, each selecting along its axis): each mask is computed first (its
+    /// values decide the shape), then the index is made.
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Arg, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-masked")?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let x = s.arange(12.0).reshape(&[3, 4]);
+    /// let w = s.arange(4.0);
+    /// let cols = x.index_masked_blocking(&[Arg::Slice(None, None, None), w.gt(1.0).into()])?; // x[:, w > 1]
+    /// assert_eq!(cols.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![2.0, 3.0, 6.0, 7.0, 10.0, 11.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn index_masked(&self, items: &[Arg]) -> Result<Array, Error> {
         self.check()?;
-        if mask.dtype()? != DType::Bool {
-            return Err(Error::Job {
-                array: Some(mask.label()),
-                message: format!("`{}` is not a boolean mask", mask.label()),
-            });
+        for item in items {
+            let Arg::Array(mask) = item else { continue };
+            mask.check()?;
+            if mask.dtype()? != DType::Bool {
+                continue;
+            }
+            let values = mask.compute::<bool>().await?;
+            let selected: Vec<u64> = values
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b)
+                .map(|(i, _)| i as u64)
+                .collect();
+            self.s
+                .graph()
+                .set_mask(mask.id().map_err(Clone::clone)?, selected);
         }
-        let values = mask.compute::<bool>().await?;
-        let selected: Vec<u64> = values
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b)
-            .map(|(i, _)| i as u64)
-            .collect();
-        self.s
-            .graph()
-            .set_mask(mask.id().map_err(Clone::clone)?, selected);
-        let a = self.index(&[Arg::Array(mask.clone())]);
+        let a = self.index(items);
         a.check()?;
         Ok(a)
+    }
+
+    /// [`Array::index_masked`] for code that is not async.
+    pub fn index_masked_blocking(&self, items: &[Arg]) -> Result<Array, Error> {
+        blocking::block_on(self.index_masked(items))?
     }
 
     /// Reductions over `axes` (all axes when `None`), NumPy's dtypes.

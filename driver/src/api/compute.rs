@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nums_layout::{Block, Store, StoredArray};
 
@@ -20,21 +20,33 @@ use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
 pub(crate) struct SessionBackend {
     made_with: Config,
     backend: crate::backend::Backend,
+    /// Whether it runs the function in this process ([`Session::in_process_bytes`]).
+    in_process: bool,
     /// What its function processes' log folder is named after.
     log_id: String,
 }
 
 impl SessionBackend {
     /// The stage runner of one compute on this backend (no run journal: a session's
-    /// computes are not resumed), observed by `observer`.
+    /// computes are not resumed), observed by `watch`.
     fn stages<'a>(
         &'a self,
         job: &'a Job,
         store: &'a Store,
-        observer: &'a dyn crate::stage::Observer,
+        watch: &'a Watch<'a>,
     ) -> crate::stage::Stages<'a> {
         let t0 = std::time::Instant::now();
-        crate::stage::Stages::new(job, store, &self.backend, None, observer, t0, &self.log_id)
+        crate::stage::Stages::new(job, store, &self.backend, None, watch, t0, &self.log_id)
+    }
+
+    /// What watches a compute on this backend: the progress bar (when the session shows
+    /// one and the compute is not in this process) and the session's counts.
+    fn watch<'a>(&self, s: &'a Session) -> Watch<'a> {
+        Watch {
+            progress: crate::progress::Progress::new(s.cfg.progress && !self.in_process),
+            counts: &s.st.counts,
+            in_process: self.in_process,
+        }
     }
 
     /// Stops its function processes (their logs removed).
@@ -383,8 +395,8 @@ impl Session {
         let written = async {
             let backend = self.backend_for(in_process, &mut guard).await?;
             let (job, store) = (self.job(Vec::new()), self.store()?);
-            let progress = crate::progress::Progress::new(false);
-            let stages = backend.stages(&job, &store, &progress);
+            let watch = backend.watch(self);
+            let stages = backend.stages(&job, &store, &watch);
             crate::export::write_output(&stages, &Default::default(), &o, arr)
                 .await
                 .map_err(|e| self.engine_error(e))
@@ -469,9 +481,9 @@ impl Session {
         let in_process = work_bytes(&g, &needed) <= self.cfg.in_process_bytes;
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
-        let progress = crate::progress::Progress::new(self.cfg.progress && !in_process);
-        progress.expect_main(plan.batches.len() as u64);
-        let stages = backend.stages(&job, &store, &progress);
+        let watch = backend.watch(self);
+        watch.progress.expect_main(plan.batches.len() as u64);
+        let stages = backend.stages(&job, &store, &watch);
         let result = stages
             .run(
                 "main",
@@ -480,7 +492,7 @@ impl Session {
                 crate::stage::Resume::Never,
             )
             .await;
-        progress.finish();
+        watch.progress.finish();
         let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
         result.map_err(|e| self.engine_error(e))?;
         cleanup.map_err(store_error)?;
@@ -533,6 +545,7 @@ impl Session {
             return Ok(Arc::new(SessionBackend {
                 made_with: self.cfg.clone(),
                 backend: crate::backend::Backend::in_process(&self.job(Vec::new())),
+                in_process: true,
                 log_id: String::new(),
             }));
         }
@@ -638,8 +651,8 @@ impl Session {
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
         let job = self.job(Vec::new());
-        let progress = crate::progress::Progress::new(self.cfg.progress && !in_process);
-        let stages = backend.stages(&job, &store, &progress);
+        let watch = backend.watch(self);
+        let stages = backend.stages(&job, &store, &watch);
         let data = crate::iterate::Data {
             job: &job,
             x_path: &x_path,
@@ -653,7 +666,7 @@ impl Session {
         };
         let label = self.owner(f).unwrap_or_else(|| "a model".into());
         let fitted = crate::iterate::fit(&data, spec, &label).await;
-        progress.finish();
+        watch.progress.finish();
         let (fitted, _passes) = fitted.map_err(|e| self.engine_error(e))?;
         let path = format!("{prefix}/out/n{f}");
         let out =
@@ -725,6 +738,7 @@ impl Session {
         let b = Arc::new(SessionBackend {
             made_with: self.cfg.clone(),
             backend: crate::backend::Backend::new(&job, self.cfg.function_binary.clone()),
+            in_process: false,
             log_id: format!("{}-{}", self.st.id, self.next()),
         });
         let rt = self.st.runtime_handle()?;
@@ -757,6 +771,74 @@ impl Session {
     /// [`Session::close`] for code that is not async (see [`Array::compute_blocking`]).
     pub fn close_blocking(&self) -> Result<(), Error> {
         super::blocking::block_on(self.close())?
+    }
+}
+
+/// What a session's computes sent ([`Session::counts`]).
+#[derive(Default)]
+pub(crate) struct Counters {
+    invocations: AtomicU64,
+    in_process: AtomicU64,
+    tasks: AtomicU64,
+}
+
+/// A compute's observer: its progress bar, and the session's counts.
+pub(crate) struct Watch<'a> {
+    progress: crate::progress::Progress,
+    counts: &'a Counters,
+    in_process: bool,
+}
+
+impl crate::stage::Observer for Watch<'_> {
+    fn on_stage_start(&self, e: &crate::stage::StageStart<'_>) {
+        self.progress.on_stage_start(e)
+    }
+    fn on_invocation(&self, r: &crate::invocation::Invocation) {
+        self.counts.invocations.fetch_add(1, Ordering::Relaxed);
+        if self.in_process {
+            self.counts.in_process.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counts.tasks.fetch_add(r.tasks, Ordering::Relaxed);
+        self.progress.on_invocation(r)
+    }
+    fn on_batch_end(&self, e: &crate::stage::BatchEnd<'_>) {
+        self.progress.on_batch_end(e)
+    }
+    fn on_stage_end(&self, stage: &str, counters: &crate::dispatch::Dispatched) {
+        self.progress.on_stage_end(stage, counters)
+    }
+    fn on_note(&self, text: &str) {
+        self.progress.on_note(text)
+    }
+}
+
+impl Session {
+    /// What the session's computes have sent so far: invocations (in this process or to
+    /// its backend; retries and backups count) and their block tasks. An array computed
+    /// once is read in place afterwards, so computing it again sends nothing.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-counts");
+    /// let s = Session::new(&format!("file://{}", dir.display()))?;
+    /// let x = s.arange(1000.0).sum(None);
+    /// x.compute_blocking::<f64>()?;
+    /// let once = s.counts();
+    /// assert!(once.invocations >= 1 && once.in_process == once.invocations); // small: here
+    /// x.compute_blocking::<f64>()?; // read, not computed again
+    /// (&x * 2.0).compute_blocking::<f64>()?; // reads x in place: one more small task
+    /// assert_eq!(s.counts().tasks, once.tasks + 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn counts(&self) -> super::Counts {
+        let c = &self.st.counts;
+        super::Counts {
+            invocations: c.invocations.load(Ordering::Relaxed),
+            in_process: c.in_process.load(Ordering::Relaxed),
+            tasks: c.tasks.load(Ordering::Relaxed),
+        }
     }
 }
 

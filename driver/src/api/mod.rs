@@ -142,6 +142,8 @@ pub(crate) struct State {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     /// What each fit measured, by its node.
     fits: Mutex<compute::Fits>,
+    /// What the session's computes sent.
+    counts: compute::Counters,
     /// The array that made each node, by the node it ended with: a node belongs to the
     /// first registered at or after it (an operation's own nodes come just before the one
     /// it gives). Messages name arrays by these.
@@ -218,6 +220,18 @@ pub struct Settings {
 /// Computes whose arrays (every array they read or make) come to at most this many bytes
 /// run in the calling process by default: 16 MiB ([`Session::in_process_bytes`]).
 pub const IN_PROCESS_BYTES: u64 = 16 << 20;
+
+/// What a session's computes have sent ([`Session::counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// Invocations, wherever they ran (retries and backups count).
+    pub invocations: u64,
+    /// Of those, the ones run in this process.
+    pub in_process: u64,
+    /// Block tasks of those invocations.
+    pub tasks: u64,
+}
 
 /// Where a compute runs ([`Session::explain`]).
 #[derive(Clone, Debug, PartialEq)]
@@ -419,6 +433,7 @@ impl Session {
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),
+                counts: Default::default(),
                 owners: Mutex::new(Default::default()),
             }),
             cfg,

@@ -307,10 +307,10 @@ class BlockArray:
 
     def _scalar(self, kind):
         if self.size != 1:
-            raise TypeError(f"only arrays of size 1 can be converted to Python {kind}s"
-                            if kind != "bool" else
-                            "The truth value of an array with more than one element is "
-                            "ambiguous. Use a.any() or a.all()")
+            if kind == "bool":
+                raise ValueError("The truth value of an array with more than one element is "
+                                 "ambiguous. Use a.any() or a.all()")
+            raise TypeError("only length-1 arrays can be converted to Python scalars")
         return self._a.compute().reshape(()).item()
 
     def __float__(self):
@@ -371,7 +371,7 @@ class BlockArray:
         s = self._s
         if type(key) is not tuple:
             key = (key,)
-        mask = None
+        masked = False
         items = []
         for k in key:
             if isinstance(k, (BlockArray, np.ndarray, list)):
@@ -381,8 +381,8 @@ class BlockArray:
                     continue
                 k = asarray(k, session=s) if not isinstance(k, BlockArray) else k
                 if k.dtype == np.bool_:
-                    mask = (len(items), k)
-                    items.append(None)
+                    masked = True
+                    items.append(k._a)
                     continue
                 if k.dtype.kind != "i" or k.ndim != 1:
                     raise IndexError("arrays used as indices must be 1-D, of integer (or "
@@ -393,14 +393,9 @@ class BlockArray:
                 items.append(k.item())
             else:
                 items.append(k)
-        if mask is not None:
-            at, m = mask
-            if len(key) != 1:
-                # NumPy's x[..., mask] and friends: the mask's axis selected after the
-                # others are indexed.
-                raise IndexError(
-                    "nums-cloud takes a boolean mask only as the whole index (x[mask]) ")
-            return BlockArray(self._a.select(m._a), s)
+        if masked:
+            # A boolean mask's values decide the shape: computed first.
+            return BlockArray(self._a.index_masked(items), s)
         return BlockArray(self._a.index(items), s)
 
     def __setitem__(self, key, value):

@@ -26,12 +26,16 @@ def qr(a, mode="reduced"):
 @_doc("svd", "lazy; the reduced SVD (``full_matrices=False``, nums-cloud's default: "
              "True is refused) by TSQR then the SVD of R: ``(U, S, Vh)``.")
 def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
-    return _call("svd", (a,), {"full_matrices": full_matrices, "compute_uv": compute_uv,
-                               "hermitian": hermitian})
+    kw = {"full_matrices": full_matrices}
+    if not compute_uv:
+        kw["compute_uv"] = False
+    if hermitian:
+        kw["hermitian"] = True
+    return _call("svd", (a,), kw)
 
 @_doc("lstsq", "lazy; rows >= columns (TSQR of ``[a | b]``): ``(x, residuals, rank, s)``.")
 def lstsq(a, b, rcond=None):
-    return _call("lstsq", (a, b), {"rcond": rcond})
+    return _call("lstsq", (a, b), {} if rcond is None else {"rcond": rcond})
 
 for _name in ("svdvals", "norm", "cholesky", "solve", "inv", "det", "slogdet"):
     globals()[_name] = _LINALG[_name]
