@@ -601,7 +601,8 @@ impl PySession {
     }
 
     /// An input of the values of a NumPy array (float64, float32, int64 or bool).
-    fn from_numpy(&self, values: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+    #[pyo3(name = "from_numpy")]
+    fn input(&self, values: &Bound<'_, PyAny>) -> PyResult<PyArr> {
         ok(self.s.from_ndarray(from_numpy(values)?))
     }
 

@@ -143,9 +143,20 @@ def _named_tuple(names):
     return t
 
 
+def check_device(device):
+    """The standard's ``device=``: nums-cloud's one device is ``"cpu"``."""
+    if device not in (None, "cpu"):
+        raise ValueError(f"nums-cloud arrays are on device 'cpu', not {device!r}")
+
+
 def call(name, args, kwargs):
     """``name(*args, **kwargs)`` of the engine's function table, in the session of the
-    first array argument (else the current one)."""
+    first array argument (else the current one). The standard's ``device=`` is taken
+    (``"cpu"``) and its ``copy=`` ignored (arrays are never changed in place)."""
+    if kwargs and ("device" in kwargs or "copy" in kwargs):
+        kwargs = dict(kwargs)
+        check_device(kwargs.pop("device", None))
+        kwargs.pop("copy", None)
     s = _session_of(*args)
     a = [to_native_arg(x, s) for x in args]
     kw = {k: to_native_arg(v, s) for k, v in kwargs.items()} if kwargs else None
