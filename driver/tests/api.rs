@@ -24,10 +24,13 @@ impl Dir {
         Dir(d)
     }
 
+    /// A session whose computes all run on function processes (as these tests were
+    /// written for them; `in_process_bytes` 0), of the `nums-cloud` binary.
     fn session(&self) -> Session {
         Session::new(&format!("file://{}", self.0.join("store").display()))
             .unwrap()
             .function_binary(env!("CARGO_BIN_EXE_nums-cloud"))
+            .in_process_bytes(0)
     }
 
     /// Files under the store folder (relative paths), sorted.
@@ -457,6 +460,45 @@ async fn an_input_from_memory_asked_for_beside_a_computed_array_is_written() {
         (fit.coef[0] - 1.0).abs() < 1e-9 && (fit.coef[1] - 2.0).abs() < 1e-9,
         "{fit:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn small_computes_run_in_this_process_with_the_same_values() {
+    let d = Dir::new("in-process");
+    let here = d
+        .session()
+        .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES);
+    let there = d.session();
+    let mut values = Vec::new();
+    for s in [&here, &there] {
+        let x = s
+            .random_normal(&[300, 4], 5)
+            .block(&[70, 3])
+            .named("X")
+            .unwrap();
+        let y = (x.t().matmul(&x) * 0.5).sum(Some(&[0]));
+        let e = s.explain(&[&y]).unwrap();
+        values.push(y.compute::<f64>().await.unwrap());
+        let c = s.counts();
+        assert!(c.invocations > 0 && c.tasks >= c.invocations, "{c:?}");
+        if std::ptr::eq(s, &here) {
+            assert_eq!(e.place, nums_cloud::api::Place::InProcess, "{e}");
+            assert_eq!(c.in_process, c.invocations, "{c:?}");
+        } else {
+            assert_eq!(
+                e.place,
+                nums_cloud::api::Place::Backend(nums_cloud::api::Backend::Local),
+                "{e}"
+            );
+            assert_eq!(c.in_process, 0, "{c:?}");
+        }
+        assert_eq!(
+            s.explain(&[&y]).unwrap().place,
+            nums_cloud::api::Place::Stored
+        );
+    }
+    // The same plan and kernels: the same bits.
+    assert_eq!(values[0], values[1]);
 }
 
 #[test]
