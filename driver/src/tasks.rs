@@ -686,7 +686,15 @@ impl<'g> BlockWork<'g> {
                         },
                     )
                 };
-                let panel = |apply, factor| Kernel::LuPanel { w, apply, factor };
+                let panel = |apply, factor, scale| Kernel::LuPanel {
+                    w,
+                    apply,
+                    factor,
+                    scale,
+                };
+                // A's row magnitudes (its rows' equilibration): the last operand of the
+                // panels, the forward steps and the determinant's shares.
+                let magnitudes = || b(*xs.last().expect("operands"), &[0]);
                 match *step {
                     LuStep::Panels => {
                         let (k, j) = (idx[0], idx[2]);
@@ -694,23 +702,29 @@ impl<'g> BlockWork<'g> {
                             return None; // no task reads it
                         }
                         if k == 0 {
-                            return one(panel(None, true), vec![b(xs[0], &[0, 0])]);
+                            return one(
+                                panel(None, true, true),
+                                vec![b(xs[0], &[0, 0]), magnitudes()],
+                            );
                         }
-                        let src = if k == 1 {
-                            b(xs[0], &[0, j])
+                        // A panel's first version reads A's panel, and scales its rows.
+                        let mut inputs = vec![f(k - 1)];
+                        if k == 1 {
+                            inputs.extend([b(xs[0], &[0, j]), magnitudes()]);
                         } else {
-                            b(id, &[k - 1, 0, j])
-                        };
-                        one(panel(Some(k as usize - 1), j == k), vec![f(k - 1), src])
+                            inputs.push(b(id, &[k - 1, 0, j]));
+                        }
+                        one(panel(Some(k as usize - 1), j == k, k == 1), inputs)
                     }
                     LuStep::Forward => {
                         let (k, i) = (idx[0], idx[2]);
-                        let src = if k == 0 {
-                            rhs(i)
+                        // Step 0 reads b as given, and scales its rows as A's.
+                        let inputs = if k == 0 {
+                            vec![f(k), rhs(i), magnitudes()]
                         } else {
-                            b(id, &[k - 1, 0, i])
+                            vec![f(k), b(id, &[k - 1, 0, i])]
                         };
-                        one(panel(Some(k as usize), false), vec![f(k), src])
+                        one(panel(Some(k as usize), false, k == 0), inputs)
                     }
                     LuStep::Backward => {
                         let (i, j) = (idx[0], idx[2]);
@@ -742,7 +756,7 @@ impl<'g> BlockWork<'g> {
                             step: idx[0] as usize,
                             output,
                         },
-                        vec![f(idx[0])],
+                        vec![f(idx[0]), magnitudes()],
                     ),
                 }
             }

@@ -37,7 +37,7 @@ pub(super) struct Builder<'a> {
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
-    pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
