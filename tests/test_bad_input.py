@@ -98,6 +98,27 @@ X = { zeros = [2] }
 [outputs]
 X = "s3://bucket/x.h5"
 """, 5, "outputs.X", ['"s3://bucket/x.h5": nums-cloud does not write .h5 files']),
+    # Names the expression language gives a meaning of its own: an array named True was
+    # shadowed by the literal ("True * 2" gave 2).
+    "reserved_name_literal": ("""name = "same"
+[arrays]
+True = { ones = [3] }
+Y = "True * 2"
+""", 3, "arrays.True", ['"True" cannot name an array: it is a literal']),
+    "reserved_name_constant": ("""name = "same"
+[arrays]
+X = { ones = [3] }
+pi = "X * 3"
+""", 4, "arrays.pi", ['"pi" cannot name an array', "NumPy constant"]),
+    "reserved_name_function": ("""name = "same"
+[arrays]
+X = { ones = [3] }
+sum = "X * 3"
+""", 4, "arrays.sum", ['"sum" cannot name an array', "the function sum()"]),
+    "reserved_name_module": ("""name = "same"
+[arrays]
+linalg = { ones = [3] }
+""", 3, "arrays.linalg", ["module name"]),
     # Limits: absurd job files get an error, never a crash or a hang.
     "call_left_open": ("""name = "same"
 [arrays]

@@ -268,10 +268,12 @@ def test_the_reliability_figures_are_the_codes():
         f"backoff from {base_ms} ms",
         f"capped at {cap_s} s",
         f"up to {field(policy, 'attempts')} attempts",
-        f"at least {field(backups, 'min_started')} invocations started",
-        f"over {float(field(backups, 'slow_factor')):g} times their median",
+        f"over {float(field(backups, 'slow_factor')):g} times the median",
+        f"over {float(field(backups, 'overdue_factor')):g} times its projection",
+        f"(and {re.search(r'from_secs[(]([0-9]+)', field(backups, 'min_overdue')).group(1)} s)",
     ]
-    assert field(backups, "min_done_fraction") == "0.5" and "half of them finished" in section
+    assert field(backups, "min_done_fraction") == "0.5" and "half of those started are finished" in section
+    assert field(backups, "stalled_relief") == "0.5" and "both limits halve" in section
     for w in wants:
         assert w in section, f"docs/guide.md's reliability section should say {w!r} (the code's figure)"
 

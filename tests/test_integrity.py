@@ -240,7 +240,9 @@ def test_a_store_outage_of_30_s_mid_job_is_survived(tmp_path):
     from garage import Garage
 
     with Garage(bucket="outage") as g:
-        arrays = {"X": {"random": "uniform", "shape": [N * 2000, 8], "seed": 5, "block": [2000, 8]},
+        # 5x the other tests' blocks: the run lasts well past the 1.5 s before the outage
+        # on a quiet machine too (60 blocks once ended in 1.4 s).
+        arrays = {"X": {"random": "uniform", "shape": [5 * N * 2000, 8], "seed": 5, "block": [2000, 8]},
                   "Y": "X * 2 + 1", "s": "sum(Y, axis=0)"}
         (tmp_path / "job.toml").write_text(job_text(
             arrays, {"s": "s.npy"}, name="outage",

@@ -304,31 +304,64 @@ pub struct Policy {
     pub backups: Option<Backups>,
 }
 
-/// When a straggler gets a backup invocation: Cubed's rule (`cubed/runtime/backup.py`:
-/// at least `min_started` invocations started, at least `min_done_fraction` of them
-/// finished, and this one older than `slow_factor` × the median duration of the finished
-/// ones; `min_started` is waived while every worker is taken, as nothing else can start
-/// then), and never before `min_age`: below a second, timing noise (a process scheduled
-/// late, a cold start) is not a straggler, and a backup would only add load. Each batch
-/// gets at most one backup; the first result wins and the other is ignored (a batch's
-/// outputs are deterministic blocks under deterministic keys, so a duplicate write is
-/// harmless).
+/// When a straggler gets a backup invocation. Two rules; either suffices:
+/// - Cubed's (`cubed/runtime/backup.py`): at least `min_done_fraction` of the invocations
+///   started have finished, and this one is older than `slow_factor` × the median duration
+///   of the finished ones. Cubed also waits for 10 invocations to start; here a backup
+///   takes only a free worker (below), that is, one with nothing else to start, so a
+///   backup never delays other work and waiting for more starts would only keep a worker
+///   idle while the rest of the plan waits for the straggler (a frozen function stalled an
+///   LSHS run of 12 invocations until its timeout).
+/// - The projection's: older than `overdue_factor` × its batch's duration as `model`
+///   projects it (and `min_overdue`), whatever the others did: for runs too small or too
+///   stalled for the statistics (one batch, or every finished one waiting on this).
+///
+/// While the run is stalled (no batch ready to start and a worker free: the rest of the
+/// plan waits for the sends in flight), both factors are multiplied by `stalled_relief`:
+/// a backup then costs only an idle worker's time, and each second waited is a second of
+/// the whole run.
+///
+/// Never before `min_age`: below a second, timing noise (a process scheduled late, a
+/// cold start) is not a straggler, and a backup would only add load. Each batch gets at
+/// most one backup; the first result wins and the other is ignored (a batch's outputs are
+/// deterministic blocks under deterministic keys, so a duplicate write is harmless).
 #[derive(Debug, Clone)]
 pub struct Backups {
-    pub min_started: usize,
     pub min_done_fraction: f64,
     pub slow_factor: f64,
     pub min_age: Duration,
+    /// The cost model of the projection rule; `None`: Cubed's rule only.
+    pub model: Option<crate::cost::CostModel>,
+    pub overdue_factor: f64,
+    pub min_overdue: Duration,
+    pub stalled_relief: f64,
 }
 
 impl Default for Backups {
     fn default() -> Backups {
         Backups {
-            min_started: 10,
             min_done_fraction: 0.5,
             slow_factor: 3.0,
             min_age: Duration::from_secs(1),
+            model: None,
+            // The local model is up to 50% under on small stages (BENCHMARKS.md): 4x is
+            // well past any honest run, and the floor keeps tiny batches from noise.
+            overdue_factor: 4.0,
+            min_overdue: Duration::from_secs(5),
+            stalled_relief: 0.5,
         }
+    }
+}
+
+impl Backups {
+    /// How long after it was sent a send of `b` is overdue by the projection rule, when
+    /// the run flows and when it is stalled.
+    fn overdue_after(&self, b: &PlannedBatch) -> Option<[Duration; 2]> {
+        let secs = self.model.as_ref()?.batch_seconds(&b.work());
+        let after = Duration::try_from_secs_f64(secs * self.overdue_factor)
+            .ok()?
+            .max(self.min_overdue);
+        Some([after, after.mul_f64(self.stalled_relief)].map(|d| d.max(self.min_age)))
     }
 }
 
@@ -521,6 +554,9 @@ impl Median {
     }
 }
 
+/// When a send becomes overdue, its batch, its seq and when it was sent.
+type Deadline = (Instant, usize, u32, Instant);
+
 /// One dispatch in progress. Everything it starts lives in `running`, polled by
 /// [`run_batches_with`]'s own future: dropping that future cancels every invocation in
 /// flight and leaves nothing behind.
@@ -537,6 +573,9 @@ struct Dispatch<'a, I> {
     /// Sends not yet backed up, oldest first: (when sent, batch, seq). Entries of
     /// batches that finished or were sent again are dropped when they reach the top.
     by_age: BinaryHeap<Reverse<(Instant, usize, u32)>>,
+    /// The same sends by when the projection rule calls them overdue while the run flows
+    /// (`.0`) and while it is stalled (`.1`), each with the send's batch, seq and time.
+    by_deadline: [BinaryHeap<Reverse<Deadline>>; 2],
     durations: Median,
     /// When an invocation last answered (or the dispatch began).
     last_answer: Instant,
@@ -557,9 +596,14 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             self.total.backups += 1;
         } else {
             s.seq += 1;
-            if self.policy.backups.is_some() {
-                self.by_age
-                    .push(Reverse((Instant::now() + pause, i, s.seq)));
+            if let Some(rule) = &self.policy.backups {
+                let sent = Instant::now() + pause;
+                self.by_age.push(Reverse((sent, i, s.seq)));
+                if let Some(after) = rule.overdue_after(&self.batches[i]) {
+                    for (heap, after) in self.by_deadline.iter_mut().zip(after) {
+                        heap.push(Reverse((sent + after, i, s.seq, sent)));
+                    }
+                }
             }
         }
         tracing::debug!(
@@ -591,42 +635,86 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         }
     }
 
-    /// Sends a backup of every straggler; returns when the oldest send left would become one.
+    /// Sends a backup of every straggler; returns when the next send left would become one.
     fn back_up_stragglers(&mut self) -> Option<Instant> {
         let rule = self.policy.backups.as_ref()?;
-        // With every worker taken nothing else can start, so `min_started` may never be
-        // reached (one worker, one hung invocation): then the finished ones must do.
-        let stalled = self.active >= self.workers;
-        if (self.started < rule.min_started && !stalled)
-            || (self.done as f64) < rule.min_done_fraction * self.started as f64
-        {
+        let now = Instant::now();
+        let stalled = self.ready.is_empty() && self.running.len() < self.workers;
+        let by_median = self.back_up_slow(rule, now, stalled);
+        let by_projection = self.back_up_overdue(rule, now, stalled);
+        by_median.into_iter().chain(by_projection).min()
+    }
+
+    /// Whether batch `i`'s send `seq` still runs and has no backup.
+    fn unbacked(&self, i: usize, seq: u32) -> bool {
+        let s = &self.state[i];
+        !(s.done || s.backed_up || s.seq != seq || s.running == 0)
+    }
+
+    /// Whether a backup of a straggler past its due time by `patience` may take a worker
+    /// now: when one is free, or when nothing has answered for ten times `patience` (the
+    /// pool is stuck: every worker hung). `workers` is the concurrency the user gave (a
+    /// Lambda function's reserved concurrency, this machine's cores), and backups past it
+    /// only slow everything down (367 of 3,577 naive invocations of a 4 GB fit on 2 cores
+    /// were backups before). `Err`: when to look again.
+    fn may_back_up(&self, now: Instant, patience: Duration) -> Result<(), Instant> {
+        let stuck = self.last_answer + patience * 10;
+        if self.running.len() >= self.workers && now < stuck {
+            return Err(stuck);
+        }
+        Ok(())
+    }
+
+    /// Cubed's rule ([`Backups`]).
+    fn back_up_slow(&mut self, rule: &Backups, now: Instant, stalled: bool) -> Option<Instant> {
+        if (self.done as f64) < rule.min_done_fraction * self.started as f64 {
             return None;
         }
+        let relief = if stalled { rule.stalled_relief } else { 1.0 };
         let slow = self
             .durations
             .get()?
-            .mul_f64(rule.slow_factor)
+            .mul_f64(rule.slow_factor * relief)
             .max(rule.min_age);
-        let now = Instant::now();
         while let Some(&Reverse((sent, i, seq))) = self.by_age.peek() {
-            let s = &self.state[i];
-            if s.done || s.backed_up || s.seq != seq || s.running == 0 {
+            if !self.unbacked(i, seq) {
                 self.by_age.pop();
                 continue;
             }
             if now < sent + slow {
                 return Some(sent + slow);
             }
-            // A backup takes a worker only when one is free, or when nothing has answered
-            // for ten straggler times (the pool is stuck: every worker hung): `workers` is
-            // the concurrency the user gave (a Lambda function's reserved concurrency, this
-            // machine's cores), and backups past it only slow everything down (367 of
-            // 3,577 naive invocations of a 4 GB fit on 2 cores were backups before).
-            let stuck = self.last_answer + slow * 10;
-            if self.running.len() >= self.workers && now < stuck {
-                return Some(stuck);
+            if let Err(later) = self.may_back_up(now, slow) {
+                return Some(later);
             }
             self.by_age.pop();
+            self.send(i, Duration::ZERO, true);
+        }
+        None
+    }
+
+    /// The projection's rule ([`Backups`]).
+    fn back_up_overdue(&mut self, rule: &Backups, now: Instant, stalled: bool) -> Option<Instant> {
+        rule.model.as_ref()?;
+        // The heap of the run's state decides (the other one drops its stale entries
+        // when its turn comes).
+        let k = usize::from(stalled);
+        while let Some(&Reverse((at, i, seq, sent))) = self.by_deadline[k].peek() {
+            if !self.unbacked(i, seq) {
+                self.by_deadline[k].pop();
+                continue;
+            }
+            if now < at {
+                return Some(at);
+            }
+            if let Err(later) = self.may_back_up(now, at - sent) {
+                return Some(later);
+            }
+            self.by_deadline[k].pop();
+            tracing::debug!(
+                "invocation {i}: {:.1} s old, past its projection",
+                (now - sent).as_secs_f64()
+            );
             self.send(i, Duration::ZERO, true);
         }
         None
@@ -781,6 +869,7 @@ pub async fn run_batches_observed<I: Invoke>(
         dependents,
         running: FuturesUnordered::new(),
         by_age: BinaryHeap::new(),
+        by_deadline: [BinaryHeap::new(), BinaryHeap::new()],
         durations: Median::default(),
         last_answer: Instant::now(),
         started: 0,
@@ -1329,7 +1418,7 @@ mod tests {
     }
 
     /// With one worker, a hung send blocks everything: it gets its backup before
-    /// `min_started` batches could start.
+    /// 10 batches could start (the pool is stuck: every worker hung).
     #[tokio::test]
     async fn a_hung_send_holding_every_worker_gets_a_backup() {
         let (store, dir) = temp_store("fake-stalled");
@@ -1344,6 +1433,67 @@ mod tests {
             .unwrap();
         assert_eq!((d.backups, d.retries, d.stats.invocations), (1, 0, 20));
         assert_eq!(f.most_in_flight.load(SeqCst), 2);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// Two workers, a hung send, and every other batch waiting for it (a plan of few
+    /// batches, as LSHS makes): nothing else can start, so the finished ones decide and
+    /// the hung send gets its backup (Cubed's rule would wait for 10 to start).
+    #[tokio::test]
+    async fn a_hung_send_that_the_rest_wait_for_gets_a_backup() {
+        let (store, dir) = temp_store("fake-waited-for");
+        // Batches 0-3 free; 4-11 all wait for batch 2.
+        let batches = plan(12, &store, |i| if i >= 4 { vec![2] } else { vec![] });
+        let f = fake(|i, n, _| match (i, n) {
+            (2, 1) => Act::Hang,
+            _ => Act::Ok,
+        });
+        let d = tokio::time::timeout(
+            Duration::from_secs(5),
+            dispatch(&f, &batches, &store, 2, &with_backups()),
+        )
+        .await
+        .expect("no backup: the dispatch hangs")
+        .0
+        .unwrap();
+        assert_eq!((d.backups, d.stats.invocations), (1, 12));
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A run of one batch has no statistics to call it slow: the projection does, once
+    /// the send is `overdue_factor` times older than its projected duration.
+    #[tokio::test]
+    async fn a_lone_hung_send_gets_a_backup_past_its_projection() {
+        let (store, dir) = temp_store("fake-overdue");
+        let batches = plan(1, &store, |_| vec![]);
+        let f = fake(|_, n, _| if n == 1 { Act::Hang } else { Act::Ok });
+        let model = crate::cost::CostModel {
+            invoke_s: 0.01,
+            ..crate::cost::LOCAL
+        };
+        let mut policy = with_backups();
+        if let Some(b) = &mut policy.backups {
+            b.model = Some(model);
+            b.min_overdue = Duration::from_millis(50);
+        }
+        let d = tokio::time::timeout(
+            Duration::from_secs(5),
+            dispatch(&f, &batches, &store, 2, &policy),
+        )
+        .await
+        .expect("no backup: the dispatch hangs")
+        .0
+        .unwrap();
+        assert_eq!((d.backups, d.stats.invocations), (1, 1));
+        // Without the model, Cubed's rule alone waits for a finished invocation that
+        // never comes: the dispatch is still waiting after a second.
+        let f = fake(|_, n, _| if n == 1 { Act::Hang } else { Act::Ok });
+        let waited = tokio::time::timeout(
+            Duration::from_secs(1),
+            dispatch(&f, &batches, &store, 2, &with_backups()),
+        )
+        .await;
+        assert!(waited.is_err(), "a backup without a projection");
         std::fs::remove_dir_all(dir).ok();
     }
 
@@ -1393,14 +1543,14 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
-    /// Below Cubed's threshold (10 started) a hung send gets no backup; and dropping the
-    /// dispatch cancels every send in flight (Ctrl-C drops it).
+    /// With fewer than half of the started invocations finished, hung sends get no
+    /// backup; and dropping the dispatch cancels every send in flight (Ctrl-C drops it).
     #[tokio::test]
     async fn no_backup_below_the_rule_and_dropping_cancels_everything() {
         let (store, dir) = temp_store("fake-cancel");
         let batches = plan(5, &store, |_| vec![]);
         let f = fake(|i, _, _| match i {
-            2 => Act::Hang,
+            0..=2 => Act::Hang,
             _ => Act::Ok,
         });
         let policy = with_backups();

@@ -620,6 +620,33 @@ pub(crate) fn names(e: &Expr) -> Vec<&str> {
     out
 }
 
+/// Why `name` cannot name an array: the expression language gives it a meaning of its
+/// own (a literal, a module, a constant NumPy users write bare, or a Python keyword), so
+/// an array of that name would be shadowed or would shadow it. `None`: free to use.
+pub(crate) fn reserved_word(name: &str) -> Option<&'static str> {
+    const LITERALS: &[&str] = &["True", "False", "None"];
+    const MODULES: &[&str] = &["np", "numpy", "linalg", "random"];
+    const CONSTANTS: &[&str] = &["pi", "e", "inf", "nan", "newaxis", "euler_gamma"];
+    // Python's keywords: the language is Python's expression syntax.
+    const KEYWORDS: &[&str] = &[
+        "and", "as", "assert", "async", "await", "break", "class", "continue", "def", "del",
+        "elif", "else", "except", "finally", "for", "from", "global", "if", "import", "in", "is",
+        "lambda", "nonlocal", "not", "or", "pass", "raise", "return", "try", "while", "with",
+        "yield",
+    ];
+    if LITERALS.contains(&name) {
+        Some("a literal of the expression language")
+    } else if MODULES.contains(&name) {
+        Some("a module name of the expression language (np.f, linalg.f)")
+    } else if CONSTANTS.contains(&name) {
+        Some("a NumPy constant (np.pi, np.e, np.inf, np.nan, np.newaxis)")
+    } else if KEYWORDS.contains(&name) {
+        Some("a Python keyword")
+    } else {
+        None
+    }
+}
+
 /// The static symbol equal to `s` (so tokens compare without allocating).
 fn leak(s: &str) -> &'static str {
     SYMS.iter().find(|x| **x == s).copied().unwrap_or("")

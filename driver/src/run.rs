@@ -636,7 +636,10 @@ async fn dispatch_stage(
             t0,
         ));
     };
-    let policy = crate::dispatch::Policy::default();
+    let mut policy = crate::dispatch::Policy::default();
+    if let Some(b) = &mut policy.backups {
+        b.model = Some(crate::cost::CostModel::for_job(job));
+    }
     let workers = job.compute.workers;
     let result =
         run_batches_observed(invoker, &todo, store, workers, &policy, on_done, on_sent).await;
@@ -943,6 +946,8 @@ fn plan_raw(
         store: &job.storage,
         workers: job.compute.workers,
         memory_mb: job.compute.memory_mb,
+        model: crate::cost::CostModel::for_job(job),
+        timeout_seconds: job.compute.timeout_seconds,
     };
     crate::sched::plan(kind, &cx, &tasks::block_work(g))
 }

@@ -161,6 +161,7 @@ impl Array {
     /// assert_eq!((&x * 2.0).label(), "X * 2.0");
     /// assert!(matches!(s.zeros(&[3]).named("X"), Err(Error::Job { .. }))); // taken
     /// assert!(matches!(s.zeros(&[3]).named("2x"), Err(Error::Job { .. }))); // not an identifier
+    /// assert!(matches!(s.zeros(&[3]).named("True"), Err(Error::Job { .. }))); // reserved
     /// ```
     pub fn named(self, name: &str) -> Result<Array, Error> {
         let refuse = |why: String| Error::Job {
@@ -171,6 +172,9 @@ impl Array {
             return Err(refuse(
                 "a name is letters, digits and '_', not starting with a digit, and not of the form _7".into(),
             ));
+        }
+        if let Some(why) = crate::graph::reserved_name(name) {
+            return Err(refuse(format!("it is {why}")));
         }
         if let Some(old) = self.node.name.get() {
             return Err(refuse(format!("it is named {old} already")));

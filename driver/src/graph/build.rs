@@ -116,6 +116,18 @@ pub fn build_staged(
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
     };
+    for a in &job.arrays {
+        if let Some(why) = reserved_name(&a.name) {
+            return Err(job.err(
+                a.line,
+                format!("arrays.{}", a.name),
+                format!(
+                    "{:?} cannot name an array: it is {why}; choose another name",
+                    a.name
+                ),
+            ));
+        }
+    }
     for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {
             // With one mask known and another still assumed to select everything, shapes
@@ -151,6 +163,15 @@ pub fn build_staged(
         Some(mask) => Built::NeedMask { graph: g, mask },
         None => Built::Done(g),
     })
+}
+
+/// Why `name` cannot name an array (a reserved word of the expression language, or a
+/// function's name); `None`: free to use.
+pub fn reserved_name(name: &str) -> Option<String> {
+    if let Some(why) = crate::expr::reserved_word(name) {
+        return Some(why.to_string());
+    }
+    funcs::is_function(name).then(|| format!("the name of the function {name}()"))
 }
 
 /// The arrays in an order that resolves every array's names before it (depth first from

@@ -18,6 +18,7 @@ mod sources;
 use build::*;
 pub use build::{
     MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
+    reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;

@@ -175,6 +175,8 @@ struct Open {
     last: HashMap<Bid, u32>,
     /// Tasks copied into it.
     copied: HashSet<u32>,
+    /// Its tasks' projected seconds.
+    secs: f64,
 }
 
 /// What adding a task to an open batch does.
@@ -215,6 +217,8 @@ struct Cutter<'a> {
     batch_of: Vec<u32>,
     /// Each task's kernel workspace.
     work: Vec<u64>,
+    /// Each task's projected seconds ([`task_seconds`]).
+    secs: Vec<f64>,
 }
 
 /// Ends a slot's open batch (if any), recording its peak.
@@ -336,6 +340,7 @@ impl Cutter<'_> {
             }
         }
         o.steps.push(t.value);
+        o.secs += self.secs[i];
         // Blocks no later task reads are forgotten.
         for x in distinct(self.tasks.inputs(i)) {
             self.readers[x as usize] -= 1;
@@ -353,8 +358,58 @@ impl Cutter<'_> {
     }
 }
 
+/// Each task's projected seconds by the cost model: its kernel, and its reads of blocks
+/// already stored (blocks made in the plan may be held in its batch, so they count 0).
+fn task_seconds(cx: &Ctx, tasks: &Tasks, blocks: &Blocks) -> Vec<f64> {
+    let g = cx.g;
+    let grids: Vec<Vec<u64>> = g.nodes.iter().map(|n| n.meta.grid()).collect();
+    let shape = |x: Bid| {
+        let id = blocks.block(x);
+        let meta = &g.nodes[id.node].meta;
+        meta.block_shape(&nums_layout::meta::unravel(id.block, &grids[id.node]))
+    };
+    let producer = tasks.producers(blocks.len());
+    (0..tasks.len())
+        .map(|i| {
+            let ins = tasks.inputs(i);
+            let out = tasks.output[i];
+            let nbytes = |x: &Bid| blocks.nbytes[*x as usize];
+            let (flops, streamed) = crate::cost::task_work(
+                &tasks.kernels[tasks.kernel[i] as usize],
+                ins.iter().map(nbytes).sum(),
+                nbytes(&out),
+                |k| shape(if k < ins.len() { ins[k] } else { out }),
+                ins.len(),
+            );
+            let stored: u64 = distinct(ins)
+                .filter(|&x| producer[x as usize] == NONE)
+                .map(|x| nbytes(&x))
+                .sum();
+            let work = crate::cost::BatchWork {
+                tasks: 1,
+                bytes_in: stored,
+                flops,
+                streamed,
+                ..Default::default()
+            };
+            cx.model.io_seconds(&work) + cx.model.compute_seconds(&work)
+        })
+        .collect()
+}
+
+/// The longest a batch may be projected to run: a quarter of the invocation timeout, so
+/// that a slot's work too long for one invocation (a large job on few workers, Lambda's
+/// 15 minutes) is cut into several, with room for the model's error. (Cutting a slot's
+/// work finer, for stragglers, was measured and refused: on the peers workloads it sent
+/// partial sums and re-read inputs through the store, 1.25-2x the bytes read.)
+fn batch_seconds_cap(cx: &Ctx) -> f64 {
+    cx.timeout_seconds as f64 / 4.0
+}
+
 /// Cuts each slot's task sequence into batches that fit memory and keep the batch graph
 /// acyclic: a batch reads from other batches only blocks produced before its first task.
+/// Batches are cut by duration too ([`batch_seconds_cap`]), a batch's first task
+/// excepted (a task is never split).
 pub(super) fn cut(
     cx: &Ctx,
     tasks: &Tasks,
@@ -377,7 +432,13 @@ pub(super) fn cut(
         one_per_batch,
         batch_of: vec![NONE; tasks.len()],
         work: workspaces(g, tasks, blocks),
+        secs: if one_per_batch {
+            vec![0.0; tasks.len()]
+        } else {
+            task_seconds(cx, tasks, blocks)
+        },
     };
+    let cap = batch_seconds_cap(cx);
     let mut cut = Cut {
         batch_of: Vec::new(),
         slot: Vec::new(),
@@ -389,6 +450,7 @@ pub(super) fn cut(
         let s = tasks.slot[i] as usize;
         if !one_per_batch
             && let Some(o) = open[s].as_mut()
+            && o.secs + c.secs[i] <= cap
             && c.acyclic(o, i)
         {
             let t = c.trial(o, i);
@@ -432,6 +494,7 @@ pub(super) fn cut(
             copy_max: 0,
             last: HashMap::new(),
             copied: HashSet::new(),
+            secs: 0.0,
         };
         let t = c.trial(&o, i);
         c.apply(&mut o, i, t, &mut cut);

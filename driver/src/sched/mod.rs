@@ -77,6 +77,17 @@ enum Body {
 }
 
 impl PlannedBatch {
+    /// Its work, as the cost model takes it.
+    pub fn work(&self) -> crate::cost::BatchWork {
+        crate::cost::BatchWork {
+            tasks: self.num_tasks() as u64,
+            bytes_in: self.bytes_in,
+            bytes_out: self.bytes_out,
+            flops: self.flops,
+            streamed: self.streamed,
+        }
+    }
+
     /// A batch given whole (no projections), waiting for `deps`.
     pub fn from_batch(batch: Batch, deps: Vec<usize>) -> PlannedBatch {
         PlannedBatch {
@@ -156,16 +167,7 @@ impl Plan {
         let batches: Vec<_> = self
             .batches
             .iter()
-            .map(|b| {
-                let work = crate::cost::BatchWork {
-                    tasks: b.num_tasks() as u64,
-                    bytes_in: b.bytes_in,
-                    bytes_out: b.bytes_out,
-                    flops: b.flops,
-                    streamed: b.streamed,
-                };
-                (work, b.deps.as_slice(), b.projected_peak)
-            })
+            .map(|b| (b.work(), b.deps.as_slice(), b.projected_peak))
             .collect();
         let gets = self.batches.iter().map(|b| b.gets).sum();
         let puts = self.batches.iter().map(|b| b.puts).sum();
@@ -205,6 +207,10 @@ pub struct Ctx<'a> {
     pub store: &'a StoreSpec,
     pub workers: usize,
     pub memory_mb: u64,
+    /// The backend's cost model and invocation timeout: batches are cut to a duration
+    /// too (see `batch::cut`).
+    pub model: crate::cost::CostModel,
+    pub timeout_seconds: u64,
 }
 
 /// Plans `work` with scheduler `kind`: placement (which slot runs each task, in which

@@ -485,6 +485,8 @@ fn plan_checked(
         store: &spec,
         workers,
         memory_mb,
+        model: crate::cost::LOCAL,
+        timeout_seconds: 900,
     };
     let work = block_work(g);
     let r = plan(kind, &cx, &work);
@@ -580,6 +582,49 @@ fn jobs_from_files_keep_the_invariants() {
     }
 }
 
+/// A slot's work too long for one invocation is cut: with a timeout of 4 s, no batch of
+/// more than one task is projected past 1 s (a large job on few workers would otherwise be
+/// one invocation per slot, over Lambda's 15 minutes).
+#[test]
+fn batches_are_cut_to_a_quarter_of_the_timeout() {
+    let g = job_graph(
+        "[arrays]\nX = { random = \"normal\", shape = [400000, 64], block = [4000, 64] }\n\
+         w = { random = \"normal\", shape = [64, 64] }\nY = \"tanh(X @ w) @ w\"\n\
+         [outputs]\nY = \"out/Y.npy\"\n",
+    );
+    let spec = store();
+    let plan_for = |timeout_seconds| {
+        let cx = Ctx {
+            g: &g,
+            prefix: PREFIX,
+            store: &spec,
+            workers: 2,
+            memory_mb: 2048,
+            model: crate::cost::LOCAL,
+            timeout_seconds,
+        };
+        plan(SchedulerKind::Lshs, &cx, &block_work(&g)).unwrap()
+    };
+    let long = plan_for(900);
+    let short = plan_for(4);
+    let model = crate::cost::LOCAL;
+    let longest = |p: &Plan| {
+        p.batches
+            .iter()
+            .filter(|b| b.num_tasks() > 1)
+            .map(|b| model.compute_seconds(&b.work()))
+            .fold(0.0, f64::max)
+    };
+    assert!(
+        longest(&long) > 1.0,
+        "the test's work fits one second: {}",
+        longest(&long)
+    );
+    // (Small blocks made again at a batch's front come on top.)
+    assert!(longest(&short) <= 1.05, "{} s", longest(&short));
+    assert!(short.batches.len() > long.batches.len());
+}
+
 #[test]
 fn naive_runs_one_task_per_invocation() {
     for seed in 0..50 {
@@ -637,6 +682,8 @@ fn golden_lines() -> String {
                 store: &spec,
                 workers,
                 memory_mb,
+                model: crate::cost::LOCAL,
+                timeout_seconds: 900,
             };
             let r = match plan(kind, &cx, &block_work(&g)) {
                 Ok(p) => format!(

@@ -150,6 +150,11 @@ fn lookup(name: &str) -> Option<&'static FuncDef> {
     definitions().find(|d| d.names().any(|n| n == name))
 }
 
+/// Whether `name` is a function of the table (or an alias of one).
+pub(crate) fn is_function(name: &str) -> bool {
+    lookup(name).is_some()
+}
+
 /// Every name a call may use (aliases too), sorted.
 pub fn all_names() -> Vec<&'static str> {
     let mut names: Vec<&str> = definitions().flat_map(FuncDef::names).collect();
