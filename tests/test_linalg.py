@@ -395,3 +395,35 @@ def test_ill_conditioned_and_badly_scaled_matrices_are_solved_as_numpy_solves_th
             # logabsdet: as exact as the smallest pivot, relatively cond * eps.
             ld = np.linalg.slogdet(m)[1]
             assert abs(float(np.load(tmp_path / f"d_{name}{k}.npy")) - ld) < 1e-9 * (1 + abs(ld)) + 1e-14 * cond
+
+
+def test_one_block_lu_gives_numpys_bits(tmp_path):
+    """A matrix in one block is factored as NumPy factors it (getrf of A, getrs, det as
+    sign * exp(sum of the pivots' logs)): det and slogdet of matrices whose LU is exact
+    (triangular, diagonal, a permutation) are NumPy's bits, and solve, inv and det of
+    random ones agree to the last bits (the same LAPACK calls)."""
+    rng = np.random.default_rng(12)
+    mats = {"tri": np.triu(rng.normal(size=(9, 9))) + 3 * np.eye(9), "diag": np.diag(rng.uniform(0.5, 2, 9)),
+            "perm": np.eye(9)[rng.permutation(9)] * 3.0, "big": np.diag(np.r_[[1e200] * 3, [1e-200] * 3]),
+            "rnd": rng.normal(size=(23, 23))}
+    exprs = {}
+    for name in mats:
+        exprs.update({f"d_{name}": f"np.linalg.det({name})", f"l_{name}": f"np.linalg.slogdet({name})[1]",
+                      f"s_{name}": f"np.linalg.slogdet({name}).sign"})
+    b = rng.normal(size=(23, 3))
+    exprs.update({"x": "np.linalg.solve(rnd, b)", "i": "np.linalg.inv(rnd)"})
+    arrays = inputs(tmp_path, b=(b, [23, 3]), **{k: (m, list(m.shape)) for k, m in mats.items()})
+    arrays.update(exprs)
+    run_job(tmp_path, arrays, exprs)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in exprs}
+    for name, m in mats.items():
+        sign, logdet = np.linalg.slogdet(m)
+        want = [np.linalg.det(m), logdet, sign]
+        have = [got[f"{c}_{name}"] for c in "dls"]
+        if name == "rnd":
+            np.testing.assert_allclose(have, want, rtol=1e-14)
+        else:
+            assert [h.tobytes() for h in have] == [np.float64(w).tobytes() for w in want], (name, have, want)
+    assert abs(float(got["d_big"]) - 1) < 1e-12  # 1e200^3 1e-200^3: no running product overflows
+    np.testing.assert_allclose(got["x"], np.linalg.solve(mats["rnd"], b), rtol=1e-13)
+    np.testing.assert_allclose(got["i"], np.linalg.inv(mats["rnd"]), rtol=1e-13)

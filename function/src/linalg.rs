@@ -181,8 +181,11 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
         | Kernel::TriangularSolve { .. }
         | Kernel::SubtractProducts { .. }
         | Kernel::SubtractGram { .. } => 0,
-        // The LU factors and the pivots (the right-hand side is solved in place).
-        Kernel::LuSolve | Kernel::Det { .. } => f64s(first.0 * first.0) + 4 * first.0,
+        // The LU factors (column-major) and the pivots; solve's column-major right-hand side.
+        Kernel::LuSolve | Kernel::Det { .. } => {
+            let rhs = inputs.get(1).map_or(0, |s| mat(s).0 * mat(s).1);
+            f64s(first.0 * first.0 + rhs) + 4 * first.0
+        }
         // getrf's column-major copy of the rows it factors, and the pivots.
         Kernel::LuPanel {
             factor: true,
@@ -194,8 +197,8 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
             f64s(m * c) + 4 * c
         }
         Kernel::LuPanel { .. } | Kernel::LuBack { .. } | Kernel::LuDet { .. } => 0,
-        // getri inverts the factors in place (they are the output): pivots and its work.
-        Kernel::Inverse => 4 * first.0 + f64s(64 * first.0),
+        // The factors and the identity solved in place (column-major), and the pivots.
+        Kernel::Inverse => f64s(2 * first.0 * first.0) + 4 * first.0,
         _ => return None,
     })
 }
@@ -966,28 +969,16 @@ fn max_abs<'a>(v: impl IntoIterator<Item = &'a f64>) -> f64 {
     v.into_iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
-/// Whether a pivot `u` of LU is numerically zero: at most n eps times `above`, the largest
-/// magnitude above it in its column of U (NumPy's matrix_rank tolerance, eps max(M, N)
-/// times the largest singular value). An exactly singular matrix has a zero pivot in exact
-/// arithmetic; getrf meets it as an exact zero only when the rounding cancels exactly
-/// (unblocked, two equal rows are updated alike), and a blocked LU rounds the trailing
-/// updates of the pivot's row (trsm) and of the rows below (gemm) differently, leaving a
-/// pivot of rounding size. Rows are equilibrated first, so a row merely small is not one.
-fn negligible_pivot(u: f64, above: f64, n: usize) -> bool {
-    let t = n as f64 * f64::EPSILON * above;
+/// Whether a pivot `u` of LU is numerically zero: at most n eps times `scale`, the size of
+/// what was cancelled to make it (as NumPy's matrix_rank tolerance is eps max(M, N) times
+/// the largest singular value). An exactly singular matrix has a zero pivot in exact
+/// arithmetic; getrf meets it as an exact zero only when the rounding cancels exactly (so
+/// NumPy raises for some matrices with two equal rows and not for others), and a blocked
+/// LU rounds the trailing updates of the pivot's row (trsm) and of the rows below (gemm)
+/// differently, leaving a pivot of rounding size where the unblocked one may have met 0.
+fn negligible_pivot(u: f64, scale: f64, n: usize) -> bool {
+    let t = n as f64 * f64::EPSILON * scale;
     t.is_finite() && u.abs() <= t
-}
-
-/// ln |u 2^e|: of the unscaled value itself where it is a finite nonzero float (the same
-/// bits as the pivot of an unequilibrated LU, when the factorizations agree), else
-/// ln |u| + e ln 2.
-fn ln_unscaled(u: f64, e: i32) -> f64 {
-    let v = u * pow2(e);
-    if (v.is_finite() && v != 0.0) || !u.is_finite() || u == 0.0 {
-        v.abs().ln()
-    } else {
-        u.abs().ln() + e as f64 * std::f64::consts::LN_2
-    }
 }
 
 /// NumPy's det from slogdet: sign * exp(logabsdet) (0 for a singular matrix, and no
@@ -1000,146 +991,111 @@ fn det_of(sign: f64, logabsdet: f64) -> f64 {
 // LU of one block: solve, inverse, determinants
 // ---------------------------------------------------------------------------------------
 
-/// dgetrf of the row-major n x n A, i.e. of the column-major A^T, its rows (A's columns)
-/// equilibrated: B = D A^T = P L U, D = diag(2^-e). Read row-major, `f` holds U^T in its
-/// lower triangle and L^T (unit diagonal) in its strict upper one, so A D = U^T L^T P^T. A
-/// numerically zero pivot ([`negligible_pivot`]) is made an exact zero.
+/// dgetrf of the n x n A, copied column-major, as NumPy calls LAPACK for solve, inv and
+/// det (so that the factors, and what is made of them, are NumPy's): A = P L U in `f`
+/// (column-major, L unit lower below the diagonal). A pivot that is numerically zero is
+/// made an exact zero: at most n eps times the largest |l_js u_sj| (s < j) of its row's
+/// elimination, the terms whose rounding it is within (a one-block LU has them all; the
+/// blocked one, which has not, equilibrates its rows instead).
 struct Lu {
-    f: Array2<f64>,
+    f: Vec<f64>,
+    n: usize,
     ipiv: Vec<i32>,
     singular: bool,
-    /// e of each row of A^T (column of A).
-    exps: Vec<i32>,
-}
-
-impl Lu {
-    /// X = D Y: the solution of A X = B from Y, that of (A D) Y = B.
-    fn unscale(&self, x: &mut Array2<f64>) {
-        for (mut row, &e) in x.rows_mut().into_iter().zip(&self.exps) {
-            if e != 0 {
-                row *= pow2(-e);
-            }
-        }
-    }
 }
 
 fn lu(a: &Block, name: &str) -> Result<Lu, String> {
     let a = matrix(a, name)?;
     let n = square(&a, name)?;
-    let mut f = a.into_owned();
-    let exps: Vec<i32> = f
-        .columns()
-        .into_iter()
-        .map(|c| row_exponent(max_abs(c)))
-        .collect();
-    for (mut c, &e) in f.columns_mut().into_iter().zip(&exps) {
-        if e != 0 {
-            c *= pow2(-e);
-        }
+    let mut f = vec![0.0; n * n];
+    for ((i, j), &v) in a.indexed_iter() {
+        f[j * n + i] = v;
     }
     let mut ipiv = vec![0i32; n];
     let mut info = 0;
     if n > 0 {
         let ni = int(n)?;
-        // SAFETY: f is n x n contiguous, ipiv n.
-        unsafe {
-            lapack::dgetrf(
-                ni,
-                ni,
-                f.as_slice_mut().expect("standard"),
-                ni,
-                &mut ipiv,
-                &mut info,
-            )
-        };
+        // SAFETY: f is n x n column-major (lda n), ipiv n.
+        unsafe { lapack::dgetrf(ni, ni, &mut f, ni, &mut ipiv, &mut info) };
         check_args("dgetrf", info)?;
     }
     let mut singular = info > 0;
     for j in 0..n {
-        // U's column j above the pivot: f's row j left of the diagonal.
-        if negligible_pivot(f[[j, j]], max_abs(f.row(j).slice(s![..j])), n) {
-            f[[j, j]] = 0.0;
+        // l_js is at (j, s), u_sj at (s, j).
+        let terms = max_abs(
+            &(0..j)
+                .map(|s| f[s * n + j] * f[j * n + s])
+                .collect::<Vec<_>>(),
+        );
+        if negligible_pivot(f[j * n + j], terms, n) {
+            f[j * n + j] = 0.0;
             singular = true;
         }
     }
     Ok(Lu {
         f,
+        n,
         ipiv,
         singular,
-        exps,
     })
 }
 
-/// X = A^-1 B = D P (L^T)^-1 (U^T)^-1 B: two triangular solves, the row swaps, D.
-fn lu_solve(a: &Block, b: &Block) -> Result<ArrayD<f64>, String> {
-    let lu = lu(a, "solve")?;
-    if lu.singular {
-        return Err(singular());
-    }
-    let mut x = matrix(b, "solve")?.into_owned();
-    if x.nrows() != lu.f.nrows() {
-        return Err(format!(
-            "solve: a is {:?}, b has {} rows",
-            lu.f.dim(),
-            x.nrows()
-        ));
-    }
-    trsm(lu.f.view(), x.view_mut(), true, true, false, false)?;
-    trsm(lu.f.view(), x.view_mut(), true, false, false, true)?;
-    // P = P_1 ... P_n (P_i swaps rows i and ipiv[i]): P_n applies first.
-    for (i, &p) in lu.ipiv.iter().enumerate().rev() {
-        let p = p as usize - 1;
-        if p != i {
-            for j in 0..x.ncols() {
-                x.swap([i, j], [p, j]);
-            }
-        }
-    }
-    lu.unscale(&mut x);
-    Ok(x.into_dyn())
-}
-
-/// A^-1: dgetri on B's factors gives B^-1 column-major, which read row-major is
-/// (A D)^-1 = D^-1 A^-1; D times it is A^-1.
-fn inverse(a: &Block) -> Result<ArrayD<f64>, String> {
-    let mut lu = lu(a, "inv")?;
-    if lu.singular {
-        return Err(singular());
-    }
-    let n = lu.f.nrows();
-    if n > 0 {
-        let ni = int(n)?;
-        let f = lu.f.as_slice_mut().expect("standard layout");
-        let (mut q, mut info) = ([0.0], 0);
-        // SAFETY: f holds the n x n factors, ipiv their pivots; lwork -1 is a size query.
-        unsafe { lapack::dgetri(ni, f, ni, &lu.ipiv, &mut q, -1, &mut info) };
-        check_args("dgetri", info)?;
-        let mut work = vec![0.0; lwork(q[0])];
-        let lw = int(work.len())?;
-        // SAFETY: as above, with the work array LAPACK asked for.
-        unsafe { lapack::dgetri(ni, f, ni, &lu.ipiv, &mut work, lw, &mut info) };
-        check_args("dgetri", info)?;
-        if info > 0 {
+impl Lu {
+    /// X = A^-1 B by getrs (B row-major n x k, copied column-major and back), as NumPy's
+    /// solve (gesv) and inv (gesv of the identity).
+    fn solve(&self, b: ArrayView2<'_, f64>) -> Result<Array2<f64>, String> {
+        if self.singular {
             return Err(singular());
         }
+        let (n, k) = b.dim();
+        if n != self.n {
+            return Err(format!("solve: a is {0} x {0}, b has {n} rows", self.n));
+        }
+        let mut cm = vec![0.0; n * k];
+        for ((i, j), &v) in b.indexed_iter() {
+            cm[j * n + i] = v;
+        }
+        if n > 0 && k > 0 {
+            let mut info = 0;
+            // SAFETY: f holds the n x n factors (lda n) and ipiv their pivots; cm is n x k
+            // column-major (ldb n).
+            unsafe {
+                lapack::dgetrs(
+                    b'N',
+                    int(n)?,
+                    int(k)?,
+                    &self.f,
+                    ld(n)?,
+                    &self.ipiv,
+                    &mut cm,
+                    ld(n)?,
+                    &mut info,
+                )
+            };
+            check_args("dgetrs", info)?;
+        }
+        Ok(Array2::from_shape_fn((n, k), |(i, j)| cm[j * n + i]))
     }
-    let mut x = std::mem::take(&mut lu.f);
-    lu.unscale(&mut x);
-    Ok(x.into_dyn())
 }
 
-/// det(A) = det(B) prod 2^e (B = D A^T), as NumPy makes it: sign * exp(logabsdet), each
-/// pivot's log taken of the pivot unscaled (u 2^e of its row, exactly: A's own pivot when
-/// the factorization is exact, as of a diagonal or permutation matrix). A singular A
-/// gives NumPy's 0, 0 and -inf.
+fn lu_solve(a: &Block, b: &Block) -> Result<ArrayD<f64>, String> {
+    let lu = lu(a, "solve")?;
+    let b = matrix(b, "solve")?;
+    Ok(lu.solve(b.view())?.into_dyn())
+}
+
+fn inverse(a: &Block) -> Result<ArrayD<f64>, String> {
+    let lu = lu(a, "inv")?;
+    let eye = Array2::from_shape_fn((lu.n, lu.n), |(i, j)| (i == j) as u8 as f64);
+    Ok(lu.solve(eye.view())?.into_dyn())
+}
+
+/// NumPy's slogdet and det from the factors: the sign of the permutation and of each
+/// pivot, the sum of the pivots' logs in order, det = sign * exp(logabsdet); a singular A
+/// gives 0, 0 and -inf.
 fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
     let lu = lu(a, "det")?;
-    let n = lu.f.nrows();
-    // The row of B each pivot came from: the swaps applied in order.
-    let mut perm: Vec<usize> = (0..n).collect();
-    for (i, &p) in lu.ipiv.iter().enumerate() {
-        perm.swap(i, p as usize - 1);
-    }
+    let n = lu.n;
     let swaps = lu
         .ipiv
         .iter()
@@ -1148,10 +1104,12 @@ fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
         .count();
     let mut sign = if swaps % 2 == 0 { 1.0 } else { -1.0 };
     let mut log = 0.0;
-    for (j, &row) in perm.iter().enumerate() {
-        let (u, e) = (lu.f[[j, j]], lu.exps[row]);
-        sign *= u.signum();
-        log += ln_unscaled(u, e);
+    for j in 0..n {
+        let u = lu.f[j * n + j];
+        if u < 0.0 {
+            sign = -sign;
+        }
+        log += u.abs().ln();
     }
     if lu.singular {
         (sign, log) = (0.0, f64::NEG_INFINITY);
@@ -1298,8 +1256,10 @@ fn lu_panel(
         for (j, &p) in ipiv.iter().enumerate() {
             out[[n, j]] = (r1 + p as usize - 1) as f64;
         }
-        // Column j's pivot is row r1 + j; U's column above it, rows 0 .. r1 + j (the
-        // earlier steps' rows, then this panel's).
+        // Column j's pivot is row r1 + j; the scale is U's column above it, rows 0 .. r1 + j
+        // (the earlier steps' rows, then this panel's): the rows' own terms are in other
+        // panels' tasks, so the rows were equilibrated instead, and what a row's
+        // elimination cancels is of the size of U's entries.
         for j in 0..c {
             let above = max_abs(out.slice(s![..r1 + j, j]));
             if negligible_pivot(out[[r1 + j, j]], above, n) {

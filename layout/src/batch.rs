@@ -832,11 +832,11 @@ pub enum Kernel {
         /// Subtract A_k^T A_k, else A_k A_k^T.
         transpose: bool,
     },
-    /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting, getrf, of the
-    /// matrix equilibrated as [`Kernel::LuPanel`]'s; a numerically zero pivot, as there,
-    /// is a singular matrix).
+    /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting: getrf and
+    /// getrs, as NumPy's solve; a numerically zero pivot, at most n eps times the largest
+    /// term of its row's elimination, is a singular matrix).
     LuSolve,
-    /// One input A (square). Output A^-1 (getrf, getri).
+    /// One input A (square). Output A^-1 (getrf, getrs of the identity, as NumPy's inv).
     Inverse,
     /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
     /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).

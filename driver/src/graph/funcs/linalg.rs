@@ -61,7 +61,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (one block: LU in one task; more: blocked right-looking LU with partial pivoting on column panels of all rows, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; rows equilibrated, and a pivot within n eps of its column of U is zero: LinAlgError \"Singular matrix\" on every block shape)",
+        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; a pivot within n eps of what its elimination cancelled is zero: LinAlgError \"Singular matrix\" on every block shape)",
         |s, b| lu_op(s, b, LuUse::Solve),
     ),
     FuncDef::new(
