@@ -18,6 +18,7 @@ seed, the count run and each mismatch with the command that reproduces it; exits
 The binary is target/debug/nums-cloud (NUMS_CLOUD_BIN or --bin for another)."""
 import argparse
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -229,11 +230,12 @@ class Batch:
             return self.pick([(f"{a[0]}[::-1]", a[1]), (f"{a[0]}[:, ::-1]", a[1]), (f"{a[0]}.T.T", a[1]),
                               (f"outer(u, {x('v')[0]})", "f"), (f"({a[0]} @ S)", "f")])
         if kind == "v":
-            a = x()
-            return self.pick([(f"({x('u')[0]} @ {x('m')[0]})", "f"), (f"(S @ {a[0]})", "f"), (f"{a[0]}[::-1]", a[1])])
+            a, p, q = x(), x("u"), x("m")
+            return self.pick([(f"({p[0]} @ {q[0]})", self.promote(p[1], q[1])), (f"(S @ {a[0]})", "f"),
+                              (f"{a[0]}[::-1]", a[1])])
         if kind == "u":
-            a = x()
-            return self.pick([(f"({x('m')[0]} @ {x('v')[0]})", "f"), (f"{a[0]}[::-1]", a[1])])
+            a, p, q = x(), x("m"), x("v")
+            return self.pick([(f"({p[0]} @ {q[0]})", self.promote(p[1], q[1])), (f"{a[0]}[::-1]", a[1])])
         return self.pick([(f"({x('v')[0]} @ v)", "f"), ("trace(S)", "f"), (f"inner({x('u')[0]}, u)", "f"),
                           (f"einsum('ij,ij->', {x('m')[0]}, A)", "f")])
 
@@ -275,9 +277,18 @@ class Batch:
 def numpy_value(expr, inputs):
     ns = dict(NS)
     ns.update({k: a for k, (a, _) in inputs.items()})
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return np.asarray(eval(expr, ns))  # noqa: S307 - our own generator's text
+    # LAPACK prints to the process's stdout when handed NaN: kept out of the report.
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.asarray(eval(expr, ns))  # noqa: S307 - our own generator's text
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def inexactness(expr):
@@ -291,21 +302,54 @@ def inexactness(expr):
     return 0 if n == 0 else 1 if n == 1 else 2
 
 
-def singular_to_working_precision(case, inputs):
-    """Whether the case is linear algebra on S and S is singular to working precision,
-    where NumPy's values are rounding noise (or NaN): nums-cloud may refuse, or give 0 for
-    det, or other noise."""
-    if "linalg" not in case.expr or "S" not in case.names:
-        return False
-    s = inputs["S"][0]
+def linalg_matrix(case, inputs):
+    """The matrix a linear-algebra case factors (the text of np.linalg.f's first argument,
+    evaluated by NumPy), or None."""
+    m = re.search(r"np\.linalg\.\w+\(", case.expr)
+    if not m:
+        return None
+    depth, i = 0, m.end()
+    for j in range(m.end(), len(case.expr)):
+        ch = case.expr[j]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]" and depth:
+            depth -= 1
+        elif ch in ",)" and not depth:
+            return numpy_value(case.expr[i:j], inputs)
+    return None
+
+
+def condition(a):
+    """a's condition number (inf when it holds NaN or inf) and its precision's eps."""
+    eps = np.finfo(a.dtype if a.dtype.kind == "f" else np.float64).eps
     with np.errstate(all="ignore"):
-        return not np.isfinite(s).all() or np.linalg.cond(s) > 1 / (len(s) * np.finfo(float).eps)
+        if a.ndim != 2 or not np.isfinite(a).all():
+            return np.inf, eps
+        return np.linalg.cond(a.astype(np.float64)), eps
+
+
+def singular_to_working_precision(case, inputs):
+    """Whether the case is linear algebra on a square matrix singular to working precision,
+    where NumPy's values are rounding noise (or NaN): nums-cloud may refuse, or give 0 for
+    det, or other noise. Or on NaN or inf, where LAPACK's results are not specified (where
+    inf - inf meets depends on the order of its operations)."""
+    a = linalg_matrix(case, inputs)
+    if a is None:
+        return False
+    if any(not np.isfinite(inputs[n][0]).all() for n in case.names if inputs[n][0].dtype.kind == "f"):
+        return True
+    if a.ndim != 2 or a.shape[0] != a.shape[1]:
+        return False
+    cond, eps = condition(a)
+    return cond > 1 / (len(a) * eps)
 
 
 def compare(case, got, inputs):
     """None when `got` matches NumPy's value, else why not."""
     want = case.want
     if singular_to_working_precision(case, inputs) and got.shape == want.shape and got.dtype == want.dtype:
+        case.ill_posed = True
         return None
     if got.shape != want.shape:
         return f"shape {got.shape}, NumPy {want.shape}"
@@ -336,10 +380,11 @@ def compare(case, got, inputs):
         tol = ULPS * np.maximum(ulp, np.spacing(precision.type(0)).astype(np.float64))
     else:
         rtol = RTOL[precision]
-        if "linalg" in case.expr and "S" in case.names:
-            # As exact as S's condition number allows.
-            s = inputs["S"][0]
-            rtol = max(rtol, 100 * len(s) * np.finfo(float).eps * np.linalg.cond(s))
+        a = linalg_matrix(case, inputs)
+        if a is not None:
+            # As exact as the matrix's condition number allows.
+            cond, eps = condition(a)
+            rtol = max(rtol, 100 * max(a.shape) * max(eps, np.finfo(precision).eps) * cond)
         scale = max([1.0] + [float(np.abs(a[np.isfinite(a)]).max(initial=0)) for n in case.names
                              for a in [inputs[n][0]] if a.dtype.kind == "f"])
         tol = rtol * (np.abs(w) + scale)
@@ -385,7 +430,7 @@ def run_batch(binary, folder, inputs, cases, failed):
         ok, err = run_job(binary, folder, inputs, cases)
         if ok:
             return cases
-        named = {int(m) for m in re.findall(r"arrays\.c(\d+)\b", err)} & {c.index for c in cases}
+        named = {int(m) for m in re.findall(r"(?:arrays\.|output )c(\d+)\b", err)} & {c.index for c in cases}
         if not named and len(cases) == 1:
             named = {cases[0].index}
         if named:
@@ -403,7 +448,17 @@ def run_batch(binary, folder, inputs, cases, failed):
 
 
 def first_error(err):
-    lines = [ln for ln in err.splitlines() if "error" in ln.lower() or "Error" in ln]
+    """The message of a failed run, without its paths and advice: a panic's message, or
+    what the error says about the output."""
+    lines = err.splitlines()
+    for i, ln in enumerate(lines):
+        if "panicked at" in ln:
+            return "PANIC: " + (lines[i + 1] if i + 1 < len(lines) else ln)[:300]
+    for ln in lines:
+        m = re.search(r"(?:arrays\.|output )c\d+:? (.*)", ln)
+        if m:
+            return m.group(1)[:300]
+    lines = [ln for ln in lines if ln.startswith("error")]
     return (lines[0] if lines else err.strip().splitlines()[-1] if err.strip() else "failed")[:300]
 
 
@@ -437,7 +492,7 @@ def main():
     root = Path(args.keep or tempfile.mkdtemp(prefix="diff_numpy_"))
     started = time.time()
     mismatches, counts = [], {"compared": 0, "exact": 0, "ulps": 0, "tolerance": 0, "refused": 0,
-                              "skipped": 0, "singular": 0}
+                              "skipped": 0, "singular": 0, "ill_posed": 0}
     numbers = [args.case // args.batch] if args.case is not None else range(math.ceil(args.count / args.batch))
     error_budget = int(args.errors * args.count)
     for number in numbers:
@@ -459,6 +514,7 @@ def main():
             why = compare(c, got, b.inputs)
             counts["compared"] += 1
             counts[("exact", "ulps", "tolerance")[inexactness(c.expr)]] += 1
+            counts["ill_posed"] += getattr(c, "ill_posed", False)
             if why:
                 mismatches.append((c, b, f"{why}\n    nums-cloud: {show(got)}\n    NumPy:      {show(c.want)}"))
         for c in cases:
@@ -481,8 +537,16 @@ def main():
     print(f"seed {args.seed}: {counts['compared']} expressions compared with NumPy ({counts['exact']} bit for bit, "
           f"{counts['ulps']} within {ULPS} ulps, {counts['tolerance']} within a tolerance), "
           f"{counts['refused']} that NumPy refuses run alone ({counts['skipped']} more not run), "
-          f"{counts['singular']} refused as singular where NumPy gives rounding noise; "
+          f"{counts['singular']} refused as singular where NumPy gives rounding noise, "
+          f"{counts['ill_posed']} linear algebra on singular or non-finite matrices not compared for values; "
           f"{len(mismatches)} mismatches; {time.time() - started:.0f} s")
+    kinds = {}
+    for _, _, why in mismatches:
+        kind = re.sub(r"\d+ of \d+ values", "values", why.splitlines()[0])
+        kind = re.sub(r"\(at column \d+\)|\(\d+,[\d, ]*\)|\(\)", "", kind)[:110]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    for kind, n in sorted(kinds.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:5d}  {kind}")
     for c, b, why in mismatches:
         print(f"\ncase {c.index}: {c.expr}\n  {why}")
         for n in c.names:
@@ -491,7 +555,9 @@ def main():
         print(f"  reproduce: .venv/bin/python scripts/diff_numpy.py --seed {args.seed} --batch {args.batch} "
               f"--linalg {args.linalg} --case {c.index} --keep /tmp/case{c.index}")
     if args.case is not None:
-        print(f"\njob: {root / f'batch{args.case // args.batch}' / 'job.toml'}")
+        folder = root / f"refused{args.case}"
+        folder = folder if folder.exists() else root / f"batch{args.case // args.batch}"
+        print(f"\njob: {folder / 'job.toml'}")
     elif not args.keep:
         shutil.rmtree(root, ignore_errors=True)
     sys.exit(1 if mismatches else 0)
