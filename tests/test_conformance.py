@@ -21,6 +21,11 @@ ALLNAN = rng.normal(size=(6, 4))
 ALLNAN[:, 1] = np.nan
 ALLNAN[4, :] = np.nan
 
+# NaNs that the data makes (inf - inf, 0 * inf) inside one block and across blocks: they
+# are no missing values, nan-reductions give NaN there as NumPy's do.
+INF = np.array([[2.0, np.nan, 0.0, np.inf], [np.inf, -np.inf, 3.0, 1.0], [0.0, 4.0, np.inf, -np.inf],
+                [np.inf, 6.0, np.nan, 0.0]])
+
 # name -> (array, ragged block shape, other block shape)
 INPUTS = {
     "A": (rng.normal(size=(7, 5)), [3, 2], [7, 5]),
@@ -40,6 +45,7 @@ INPUTS = {
     "M": (rng.random(size=(7, 5)) < 0.5, [3, 2], [2, 5]),
     "N": (NAN, [3, 2], [7, 5]),
     "Q": (ALLNAN, [4, 3], [2, 2]),
+    "Z": (INF, [2, 2], [4, 4]),
 }
 # int64 past 2^53 (products and sums wrap as NumPy's do) and int divisors with zeros and
 # negatives; from their own generator so the inputs above keep their values.
@@ -217,6 +223,24 @@ CASES = [
     "nanmean(Q, axis=0)",
     "nanvar(Q, axis=0)",
     "nanstd(Q)",
+    "nansum(Z)",
+    "nansum(Z, axis=0)",
+    "nansum(Z, axis=1)",
+    "nansum(Z, axis=())",
+    "nanprod(Z)",
+    "nanprod(Z, axis=0)",
+    "nanprod(Z, axis=1, keepdims=True)",
+    "nanmean(Z)",
+    "nanmean(Z, axis=1)",
+    "nanvar(Z)",
+    "nanvar(Z, axis=0)",
+    "nanstd(Z, axis=1)",
+    "nanmax(Z, axis=1)",
+    "nanmin(Z)",
+    "nanargmax(Z, axis=0)",
+    "nanargmin(Z, axis=1)",
+    "sum(Z, axis=1)",
+    "prod(Z, axis=0)",
     "var(v, ddof=7)",
     "std(A, axis=1, ddof=6)",
     "nanvar(v, ddof=6)",
@@ -252,6 +276,13 @@ CASES = [
     "trace(S)",
     "trace(A @ A.T)",
     "trace(X[:4], axis1=0, axis2=2)",
+    "trace(A)",
+    "trace(A.T)",
+    "trace(A, 2)",
+    "trace(A, -3)",
+    "trace(A, 9)",
+    "trace(I, offset=1, axis1=1, axis2=0)",
+    "trace(X, -1, 2, 0)",
     # shapes
     "A.T",
     "transpose(T)",
@@ -462,7 +493,8 @@ def assert_matches(expr, got, want):
         np.testing.assert_array_equal(got, want, err_msg=expr)
     else:
         rtol = 1e-5 if want.dtype == np.float32 else 1e-10
-        scale = float(np.nanmax(np.abs(want))) if np.isfinite(want).any() else 1.0
+        # The scale of the finite values (an infinity would make any finite value "close").
+        scale = float(np.max(np.abs(want[np.isfinite(want)]))) if np.isfinite(want).any() else 1.0
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 1e-2 * max(scale, 1.0),
                                    equal_nan=True, err_msg=expr)
 
@@ -539,27 +571,68 @@ def test_nanargmin_of_a_slice_of_nans_only_fails_as_numpy_raises(tmp_path):
 def test_edge_values_match_numpy_bit_for_bit(tmp_path):
     """Values where a near answer is a wrong one: float32 with Python numbers (NumPy 2 makes
     the number a float32 first), floor division and remainder with infinities and signed
-    zeros (npy_divmod), nanvar with infinities (inf - inf is not a missing value)."""
+    zeros (npy_divmod), nanvar with infinities (inf - inf is not a missing value), signed
+    zeros in maximum, minimum, clip, outer and the extremes, and einsums whose sum over a
+    letter of one operand meets 0 * inf (NaN in NumPy's sum of products)."""
     d = tmp_path / "in"
     d.mkdir()
     f32 = np.concatenate([np.float32([0.1, 0.2, 0.7, 1000]), rng.normal(size=60).astype(np.float32)])
     k = np.array([np.inf, -np.inf, -0.5, 0.5, 2.5, -1.0, -0.0, 3.0])
     x = np.array([[1.0, np.inf, 2.0], [np.inf, -np.inf, 1.0]])
-    for name, a in (("F", f32), ("K", k), ("X", x)):
+    # Signed zeros: NumPy's maximum/minimum give the second operand on a tie, fmax/fmin
+    # (nanmax, nanmin) the first; clip with number bounds keeps x on a tie.
+    z = np.array([-0.0, 0.0, -0.0, 0.0, 1.0, np.nan])
+    w = np.array([0.0, -0.0, -0.0, 0.0, -0.0, 0.0])
+    n = np.full((2, 3), -0.0)
+    y = np.array([[0.0, 1.0], [2.0, 0.0]])
+    inputs = {"F": f32, "K": k, "X": x, "Z": z, "W": w, "N": n, "Y": y}
+    for name, a in inputs.items():
         np.save(d / f"{name}.npy", a)
     cases = ["F == 0.1", "F > 0.2", "F - 0.7", "F // 0.7", "F % 0.1", "F * 0.1", "F / 0.3", "F % 0.7",
              "maximum(F, 0.1)", "K // 1", "K % 1", "K // np.inf", "K % -np.inf", "K // -2.0", "K % 0.0", "K ** 0.5", "F ** 0.5", "power(K, 0.5)",
-             "nanvar(X, axis=1)", "nanstd(X, axis=0)"]
-    arrays = {n: {"load": str(d / f"{n}.npy"), "block": [3] if n != "X" else [1, 2]} for n in ("F", "K", "X")}
+             "nanvar(X, axis=1)", "nanstd(X, axis=0)",
+             "maximum(Z, W)", "maximum(W, Z)", "minimum(Z, W)", "minimum(W, Z)", "maximum(Z, 0.0)",
+             "maximum(Z, -0.0)", "minimum(-0.0, W)", "maximum(0, W)", "maximum(Z, 0)",
+             "clip(Z, 0, None)", "clip(Z, -0.0, None)", "clip(W, None, 0.0)", "clip(W, None, -0.0)",
+             "clip(Z, -0.0, 0.0)", "clip(W, 0.0, -0.0)", "clip(Z, 0, 1)", "clip(W, -1, 0)", "clip(W, W, 0.0)",
+             "clip(Z, W, W)", "clip(Z, -0.0, W)", "clip(Z, np.nan, 1)", "clip(K, 3, -1)",
+             "outer(Z, W)", "outer(W, K)", "outer(K, Z)", "outer(F[:3], W)",
+             "max(W)", "min(W)", "nanmax(W)", "nanmin(W)", "max(N)", "max(N, axis=0)", "min(N, axis=1)",
+             "nanmax(Z)", "nanmin(Z)", "max(W[1:3])", "sum(N)", "sum(N, axis=1)", "prod(N)",
+             # (NumPy's own einsum loses such a NaN in a few operand orders, e.g.
+             # einsum('i,j->', X[0], Y[0]) is inf: nums-cloud always sums every product.)
+             "einsum('ij,kl->il', X, Y)", "einsum('ij,kl->il', Y, X)", "einsum('i,j->', Y[0], X[0])",
+             "einsum('ij,kl->', X, Y)", "einsum('ij,kl->', Y, X)", "einsum('ij,kl->ik', X, Y)",
+             "einsum('ij,kl->lj', X, Y)", "einsum('ij,jk->k', X.T, Y)"]
+    arrays = {n: {"load": str(d / f"{n}.npy"), "block": [3] if a.ndim == 1 else [1, 2]} for n, a in inputs.items()}
     results = run_cases(tmp_path, arrays, cases, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
     for expr in cases:
-        got, want = results[expr], numpy_answer(expr, {"F": f32, "K": k, "X": x})
+        got, want = results[expr], numpy_answer(expr, inputs)
         assert got.dtype == want.dtype and got.shape == want.shape, expr
         # Same bits (NaNs compared as NaNs): signed zeros too.
         same = (got == want) & (np.signbit(got) == np.signbit(want)) if got.dtype.kind == "f" else got == want
         if got.dtype.kind == "f":
             same |= np.isnan(got) & np.isnan(want)
-        assert same.all(), f"{expr}: {got} != NumPy {want}"
+        if not same.all():
+            failures.append(f"{expr}: {got} != NumPy {want}")
+    assert not failures, "\n".join(failures)
+
+
+def test_powers_of_bools_are_int64(tmp_path):
+    """NumPy squares bools in int8, which nums-cloud does not have: `square(M)` is int64 as
+    `M ** 2` is (README's differences), never bool."""
+    d = tmp_path / "in"
+    d.mkdir()
+    m = INPUTS["M"][0]
+    np.save(d / "M.npy", m)
+    cases = ["square(M)", "M ** 2", "square(M) * 3"]
+    got = run_cases(tmp_path, {"M": {"load": str(d / "M.npy"), "block": [3, 2]}}, cases,
+                    {"url": f"file://{tmp_path / 'store'}"})
+    for expr in cases:
+        want = numpy_answer(expr, {"M": m})
+        assert got[expr].dtype == np.int64 and want.dtype.kind == "i", expr
+        np.testing.assert_array_equal(got[expr], want, err_msg=expr)
 
 
 def test_table_is_large_enough():
@@ -573,7 +646,7 @@ def test_conformance_table_on_file_store(tmp_path):
         try:
             assert_matches(expr, got[expr], numpy_answer(expr))
         except AssertionError as e:
-            failures.append(str(e).strip().splitlines()[0])
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
     assert not failures, f"{len(failures)} of {len(CASES)} cases differ from NumPy:\n" + "\n".join(failures)
 
 
@@ -639,3 +712,144 @@ def test_random_integers_in_range_and_deterministic(tmp_path):
     np.testing.assert_array_equal(r, q)  # values do not depend on the block shape
     counts = np.bincount(r.ravel() + 3)
     assert counts.min() > 0.8 * r.size / 7
+
+
+# Zero-length arrays are NumPy arrays: they compute, reduce to NumPy's identities and are
+# refused with NumPy's errors where NumPy has no answer.
+EMPTY_INPUTS = {"E": np.zeros((0, 4)), "G": rng.normal(size=(3, 4)), "u": np.arange(5.0),
+                "H": np.zeros((0, 3), dtype=np.int64)}
+EMPTY_CASES = [
+    # creation, slices, masks and index lists selecting nothing
+    "E", "zeros((0, 4))", "ones(0, dtype='int64')", "full((2, 0), 3)", "eye(0)", "eye(0, 3)",
+    "arange(0)", "arange(5, 1)", "linspace(0, 1, 0)", "G[5:5]", "G[2:2, :]", "G[:, 3:1]",
+    "G[G[:, 0] > 100]", "u[u > 100] + 1", "G[[False, False, False]]", "G[[]]", "E[E[:, 0] > 0]",
+    "E[:, 1]", "E[::-1, ::2]", "reshape(E, (4, 0))", "E.reshape(-1, 4)", "E.T", "expand_dims(E, 0)",
+    "squeeze(zeros((0, 1)))", "E.astype('int64')",
+    # elementwise and broadcasting
+    "E + 1", "E * G[0]", "exp(E)", "where(E > 0, E, 1)", "E + ones((1, 4))", "zeros((3, 1)) + zeros(0)",
+    "zeros((0, 1)) * ones((1, 5))", "clip(E, 0, 1)", "isnan(E)", "maximum(E, 0)",
+    # reductions over every axis: sum 0, prod 1, mean NaN, any False, all True
+    "sum(E)", "sum(E, axis=0)", "sum(E, axis=1)", "sum(E, axis=())", "prod(E)", "prod(E, axis=0)",
+    "prod(E, axis=1)", "prod(H, axis=0)", "sum(H)", "sum(E > 0)", "mean(E)", "mean(E, axis=0)",
+    "mean(E, axis=1)", "mean(E, axis=(0, 1), keepdims=True)", "var(E)", "var(E, axis=0, ddof=1)",
+    "std(E, axis=1)", "nansum(E, axis=0)", "nanprod(E)", "nanmean(E, axis=0)", "nanvar(E)",
+    "any(E)", "all(E)", "any(E, axis=0)", "all(zeros((2, 0)), axis=1)", "max(E, axis=1)",
+    "G[:, 4:].max(0)", "argmax(E, axis=1)", "nanargmin(E, axis=1)", "G[:0].sum(0)",
+    # contractions over an empty dimension: zeros of the right shape
+    "E @ G.T", "ones((2, 0)) @ ones((0, 3))", "E.T @ E", "G[:, :0] @ E", "E @ ones(4)", "ones(0) @ E",
+    "dot(u[:0], u[:0])", "outer(u[:0], u)", "inner(E, E)", "tensordot(E, E, axes=([0], [0]))",
+    "einsum('ij->', E)", "einsum('ij,kj->ik', E, G)", "einsum('ii->i', zeros((0, 0)))",
+    "trace(E)",
+    # concatenation with an empty piece
+    "concatenate((G, E))", "concatenate((E, G, E))", "concatenate((E, E))", "stack((E, E))",
+    "vstack((E, G))", "hstack((u[:0], u))",
+    # norms (NumPy's max with initial=0)
+    "np.linalg.norm(E)", "np.linalg.norm(E, np.inf)", "np.linalg.norm(E, 1)", "np.linalg.norm(E, 2)",
+    "np.linalg.norm(E, 'nuc')", "np.linalg.norm(u[:0], np.inf)", "np.linalg.norm(u[:0], -3)",
+    "np.linalg.norm(E, axis=0)", "np.linalg.norm(E, -1)",
+    # linear algebra of empty matrices: NumPy's empty factors, det 1
+    "np.linalg.qr(E.T)[0]", "np.linalg.qr(E.T, mode='r')", "np.linalg.svd(E, full_matrices=False).Vh",
+    "np.linalg.svd(E.T, full_matrices=False).U", "np.linalg.svdvals(E)", "np.linalg.lstsq(E.T, G[0])[0]",
+    "np.linalg.lstsq(E.T, G[0])[1]", "np.linalg.lstsq(E.T, G.T)[1]", "np.linalg.lstsq(E.T, G[0])[3]",
+    "np.linalg.solve(eye(0), zeros((0, 3)))", "np.linalg.inv(eye(0))", "np.linalg.det(eye(0))",
+    "np.linalg.slogdet(eye(0)).sign", "np.linalg.slogdet(eye(0)).logabsdet", "np.linalg.cholesky(eye(0))",
+]
+# Refused as NumPy raises, when the job is checked, naming the array and the expression.
+EMPTY_ERRORS = {
+    "max(E)": "zero-size array to reduction operation maximum which has no identity",
+    "min(E, axis=0)": "zero-size array to reduction operation minimum which has no identity",
+    "G[:, 4:].max(1)": "zero-size array to reduction operation maximum which has no identity",
+    "nanmax(E)": "zero-size array to reduction operation fmax which has no identity",
+    "nanmin(E, axis=0)": "zero-size array to reduction operation fmin which has no identity",
+    "argmax(E)": "attempt to get argmax of an empty sequence",
+    "argmin(E, axis=0)": "attempt to get argmin of an empty sequence",
+    "nanargmax(E, axis=0)": "attempt to get argmax of an empty sequence",
+    "np.linalg.norm(E, -np.inf)": "zero-size array to reduction operation minimum which has no identity",
+    "np.linalg.norm(E, -2)": "zero-size array to reduction operation minimum which has no identity",
+}
+
+
+def test_empty_arrays_match_numpy(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    for name, a in EMPTY_INPUTS.items():
+        np.save(d / f"{name}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy"), "block": [2] * a.ndim} for n, a in EMPTY_INPUTS.items()}
+    got = run_cases(tmp_path, arrays, EMPTY_CASES, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
+    for expr in EMPTY_CASES:
+        try:
+            want = numpy_answer(expr, EMPTY_INPUTS)
+            assert_matches(expr, got[expr], want)
+            if want.dtype.kind == "f":
+                assert (np.signbit(got[expr]) == np.signbit(want)).all(), f"{expr}: signed zeros differ"
+        except AssertionError as e:
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
+    assert not failures, f"{len(failures)} of {len(EMPTY_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_empty_arrays_are_refused_where_numpy_raises(tmp_path):
+    d = tmp_path / "in"
+    d.mkdir()
+    for name, a in EMPTY_INPUTS.items():
+        np.save(d / f"{name}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy")} for n in EMPTY_INPUTS}
+    job = tmp_path / "job.toml"
+    for expr, message in EMPTY_ERRORS.items():
+        with pytest.raises(ValueError, match=message):
+            numpy_answer(expr, EMPTY_INPUTS)
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr and expr in p.stderr, \
+            (expr, p.stderr)
+    # The fits refuse an empty X as scikit-learn does.
+    for expr, message in (("linear_regression(E, E[:, 0])", "found X with 0 sample(s)"),
+                          ("ridge(G[:, :0], G[:, 0])", "found X with 0 feature(s)")):
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_an_empty_array_is_written_read_and_shown_and_a_failed_run_keeps_the_earlier_output(tmp_path):
+    """An empty output goes to .npy and to Zarr (as zarr-python reads it); an empty array
+    `put` in the store is shown and got as NumPy has it. A run that fails (a mask selecting
+    nothing, then max: NumPy's error once the mask is known) leaves the earlier output file
+    as it was."""
+    d = tmp_path / "in"
+    d.mkdir()
+    np.save(d / "G.npy", EMPTY_INPUTS["G"])
+    storage = {"url": f"file://{tmp_path / 'store'}"}
+    job = tmp_path / "job.toml"
+    arrays = {"G": {"load": str(d / "G.npy")}, "e": "G[G[:, 0] > 100] * 2", "s": "sum(G[G[:, 0] > 100], axis=0)"}
+    outputs = {"e": str(tmp_path / "e.npy"), "z": str(tmp_path / "e.zarr"), "s": str(tmp_path / "s.npy")}
+    arrays["z"] = "e"
+    job.write_text(job_text(arrays, outputs, name="empty", storage=storage))
+    run(job)
+    e = np.load(tmp_path / "e.npy")
+    assert e.shape == (0, 4) and e.dtype == np.float64
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.zeros(4))
+    import zarr
+    z = zarr.open_array(str(tmp_path / "e.zarr"), mode="r")
+    assert z.shape == (0, 4) and z[:].shape == (0, 4)
+    for a in (e, np.zeros(0, dtype=np.int64)):
+        np.save(tmp_path / "put.npy", a)
+        name = f"empty/P{a.ndim}"
+        for args in (["put", str(tmp_path / "put.npy"), name], ["show", name],
+                     ["get", name, str(tmp_path / "got.npy")]):
+            p = subprocess.run([BIN, *args, "--storage", storage["url"]], capture_output=True, text=True,
+                               timeout=60)
+            assert p.returncode == 0, p.stdout + p.stderr
+            if args[0] == "show":
+                assert repr(a) in p.stdout, p.stdout
+        got = np.load(tmp_path / "got.npy")
+        assert got.shape == a.shape and got.dtype == a.dtype
+    before = (tmp_path / "e.npy").read_bytes()
+    job.write_text(job_text({"G": {"load": str(d / "G.npy")}, "e": "max(G[G[:, 0] > 100], axis=0)"},
+                            {"e": str(tmp_path / "e.npy")}, name="empty2", storage=storage))
+    p = run(job, check=False)
+    assert p.returncode == 1, p.stderr
+    assert "zero-size array to reduction operation maximum which has no identity" in p.stderr, p.stderr
+    assert (tmp_path / "e.npy").read_bytes() == before
+    assert not list(tmp_path.glob("*.partial"))

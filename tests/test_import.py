@@ -477,3 +477,22 @@ def test_csv_outputs_of_every_dtype_and_refused_past_2d(tmp_path):
     p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
     assert p.returncode != 0
     assert "outputs.T" in p.stderr and "a .csv file holds a 1-D or 2-D array" in p.stderr, p.stderr
+
+
+def test_empty_arrays_from_and_to_garage(garage, tmp_path):
+    """An empty .npy input on S3, computed in an S3 store, written as an s3:// .npy output
+    (byte for byte np.save's) and as a local one."""
+    import io
+    f = io.BytesIO()
+    np.save(f, np.zeros((0, 3)))
+    s3_put(garage, "inputs/empty.npy", f.getvalue())
+    b = garage.bucket
+    arrays = {"E": {"load": f"s3://{b}/inputs/empty.npy"}, "y": "E * 2 + 1", "s": "prod(E, axis=0)"}
+    outputs = {"y": f"s3://{b}/exports/empty.npy", "s": str(tmp_path / "s.npy")}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, outputs, storage={"url": f"s3://{b}/empty", "endpoint": garage.endpoint}))
+    run(job, env=garage.env())
+    want = io.BytesIO()
+    np.save(want, np.zeros((0, 3)) * 2 + 1)
+    assert s3_get(garage, "exports/empty.npy") == want.getvalue()
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.ones(3))

@@ -56,6 +56,9 @@ pub(crate) async fn for_each_row_slab(
         for _ in 0..per_row {
             blocks.push(reads.next().await.expect("a block per index")?);
         }
+        // Each block-row gives the task's other futures their turn (a run's Ctrl-C): reads
+        // of local blocks are often ready at once, and a whole export would run through.
+        tokio::task::yield_now().await;
         if let [(_, b)] = blocks.as_slice()
             && b.shape() == shape.as_slice()
         {
@@ -168,7 +171,7 @@ pub(crate) async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<Arra
             k.strip_suffix("/zarr.json")
                 .or((k == "zarr.json").then_some(""))
         })
-        .filter(|p| !p.split('/').any(|s| s == "_runs"))
+        .filter(|p| !p.split('/').any(|s| s == crate::runs::RUNS))
         .map(str::to_string)
         .collect();
     for (k, size) in &keys {
@@ -226,6 +229,21 @@ const THRESHOLD: u64 = 1000;
 /// reading only the blocks that hold the printed elements.
 pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<String> {
     let m = &arr.meta;
+    if m.is_empty() && m.ndim() > 0 {
+        // As NumPy prints one: `[]` with its dtype (and its shape past one axis).
+        let shape = match m.ndim() {
+            1 => String::new(),
+            _ => format!(
+                "shape=({}), ",
+                m.shape
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        return Ok(format!("array([], {shape}dtype={})", m.dtype.name()));
+    }
     let summarise = m.len() > THRESHOLD;
     // Per axis, the indices printed.
     let kept: Vec<Vec<u64>> = m
@@ -428,7 +446,8 @@ pub(crate) fn store_spec(
     .map_err(|e| anyhow!(e))
 }
 
-/// An array path under the store root as the user gives it: relative, no `.` or `..`.
+/// An array path under the store root as the user gives it: relative, no `.` or `..`, no
+/// name the store layout reserves (`crate::runs::RESERVED`).
 pub(crate) fn array_path(p: &str) -> anyhow::Result<String> {
     let t = p.trim_matches('/');
     if t.is_empty()
@@ -438,6 +457,9 @@ pub(crate) fn array_path(p: &str) -> anyhow::Result<String> {
         bail!(
             "{p:?} is not an array path in the store (a relative path such as job/X, without . or ..)"
         );
+    }
+    if let Some(s) = t.split('/').find(|s| crate::runs::reserved(s)) {
+        bail!("{p:?}: {}", crate::runs::reserved_error(s));
     }
     Ok(t.to_string())
 }
@@ -453,15 +475,49 @@ pub(crate) async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArra
     }
 }
 
-/// `get`: writes a stored array to a `.npy` or `.csv` file, streamed.
+/// `get` (the CLI's): writes a stored array to a `.npy` or `.csv` file, streamed, holding
+/// the file's output lease (as a run writing it would: one writer at a time). Ctrl-C stops
+/// it, leaving the file as it was (and no partial file).
 pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<ArrayMeta> {
     let arr = open(store, path).await?;
-    match file.extension().and_then(|e| e.to_str()) {
-        Some("npy") => export_npy(&arr, store, file).await?,
-        Some("csv") => export_csv(&arr, store, file).await?,
+    let file = std::path::absolute(file).context("no working directory")?;
+    let target = match file.extension().and_then(|e| e.to_str()) {
+        Some("npy") => crate::job::Target::Npy(file.clone()),
+        Some("csv") => crate::job::Target::Csv(file.clone()),
         _ => bail!("{}: get writes a .npy or a .csv file", file.display()),
+    };
+    let (spec, key) = crate::run::lease_beside(&target);
+    let lease = crate::runs::OutputLease::take(
+        &Store::open(&spec)?,
+        &key,
+        &file.display().to_string(),
+        "nums-cloud get",
+        "get",
+    )
+    .await?;
+    // Listening from now on: a Ctrl-C once the partial file exists must find the handler.
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    let written = async {
+        lease.check().await?;
+        // A partial file a killed writer left.
+        let _ = std::fs::remove_file(crate::npy::partial_path(&file));
+        let write = async {
+            match target {
+                crate::job::Target::Csv(_) => export_csv(&arr, store, &file).await,
+                _ => export_npy(&arr, store, &file).await,
+            }
+        };
+        // Dropping the write removes its partial file.
+        tokio::select! {
+            r = write => r,
+            _ = sigint.recv() => {
+                Err(anyhow!("interrupted (Ctrl-C): {} is as it was", file.display()))
+            }
+        }
     }
-    Ok(arr.meta)
+    .await;
+    lease.release().await?;
+    written.map(|()| arr.meta)
 }
 
 /// `put`: a job that imports `file` as `<job>/<name>` (`path` = `job/name`), run as any
@@ -528,7 +584,7 @@ pub(crate) async fn rm_targets(
         if j.contains('/') {
             bail!("{j:?}: --job takes a job name");
         }
-        if let Some(b) = store.get_opt(&format!("{j}/_lease.json")).await? {
+        if let Some(b) = store.get_opt(&crate::runs::lease_key(&j)).await? {
             let l: crate::runs::Lease = serde_json::from_slice(&b).context("_lease.json")?;
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -618,6 +674,10 @@ pub(crate) async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Resu
     .await?;
     if shape.is_empty() {
         return Ok(slabs.pop().expect("one slab"));
+    }
+    if slabs.is_empty() {
+        // An empty array (no block-rows): nothing to concatenate.
+        return Ok(Block::zeros(arr.meta.dtype, &shape));
     }
     macro_rules! cat {
         ($v:ident, $t:ty) => {{

@@ -415,7 +415,7 @@ pub async fn payload_for(
             return Ok(inline);
         }
     }
-    let key = format!("{}/_batches/{n}.json", batch.job_prefix);
+    let key = format!("{}/{}/{n}.json", batch.job_prefix, crate::runs::BATCHES);
     store
         .put_intermediate(&key, serde_json::to_vec(&batch)?.into())
         .await?;

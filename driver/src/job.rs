@@ -4,7 +4,9 @@
 //! A job file is user input, so its size is bounded before anything else happens: at most
 //! [`MAX_JOB_FILE_BYTES`], values nested at most [`MAX_TOML_DEPTH`] deep (checked before
 //! the TOML parser, which recurses per level), at most [`MAX_ARRAYS`] arrays, and at most
-//! 2^50 elements per array.
+//! 2^50 elements per array. Job and array names are folder and key names in the store: at
+//! most [`MAX_NAME_CHARS`] characters, and never a name the store layout reserves
+//! (`crate::runs::RESERVED`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -231,6 +233,139 @@ fn lexical(p: &Path) -> PathBuf {
     out
 }
 
+/// `p` with the part of it that exists resolved (symbolic links followed) and the rest
+/// appended: where a path leads, even before the folders in it are made.
+fn resolved(p: &Path) -> PathBuf {
+    let p = lexical(p);
+    let mut rest = Vec::new();
+    let mut at = p.as_path();
+    loop {
+        if let Ok(mut real) = std::fs::canonicalize(at) {
+            real.extend(rest.iter().rev());
+            return real;
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return p,
+        }
+    }
+}
+
+/// Where a store or an output lies, to compare the two: a local path (resolved), or the
+/// endpoint, bucket and key segments of an S3 location.
+#[derive(Debug, PartialEq)]
+enum Location {
+    Local(PathBuf),
+    S3 {
+        endpoint: Option<String>,
+        bucket: String,
+        key: Vec<String>,
+    },
+}
+
+impl Location {
+    /// `path` under the root of `store`.
+    fn of(store: &StoreSpec, path: &str) -> Location {
+        if let Some(rest) = store.url.strip_prefix("s3://") {
+            let mut segs = rest
+                .split('/')
+                .chain(path.split('/'))
+                .filter(|s| !s.is_empty());
+            return Location::S3 {
+                endpoint: store.endpoint.clone(),
+                bucket: segs.next().unwrap_or_default().to_string(),
+                key: segs.map(str::to_string).collect(),
+            };
+        }
+        let root = url::Url::parse(&store.url)
+            .ok()
+            .and_then(|u| u.to_file_path().ok())
+            .unwrap_or_default();
+        Location::Local(resolved(&root.join(path.trim_matches('/'))))
+    }
+
+    fn of_target(t: &Target) -> Location {
+        match t {
+            Target::Npy(p) | Target::Csv(p) => Location::Local(resolved(p)),
+            Target::NpyStore { store, key: path } | Target::Zarr { store, path } => {
+                Location::of(store, path)
+            }
+        }
+    }
+
+    /// The segments of `inner` under `self`, when it lies there (empty: the same place).
+    fn under(&self, inner: &Location) -> Option<Vec<String>> {
+        match (self, inner) {
+            (Location::Local(o), Location::Local(i)) => i.strip_prefix(o).ok().map(|r| {
+                r.components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect()
+            }),
+            (
+                Location::S3 {
+                    endpoint: e1,
+                    bucket: b1,
+                    key: k1,
+                },
+                Location::S3 {
+                    endpoint: e2,
+                    bucket: b2,
+                    key: k2,
+                },
+            ) if e1 == e2 && b1 == b2 && k2.starts_with(k1) => Some(k2[k1.len()..].to_vec()),
+            _ => None,
+        }
+    }
+}
+
+/// Where an output may go, as it concerns the job's store: never a place that holds the
+/// store, and inside the store only a Zarr array of the job's own (`<store>/<job>/<name>`,
+/// `name` not reserved nor another of its arrays): the output replaces what is there, and
+/// anything else (the store, another job's prefix or arrays, a run's state) would be
+/// deleted with it.
+fn check_output_place(
+    storage: &StoreSpec,
+    job: &str,
+    arrays: &[ArrayDef],
+    o: &OutputDef,
+) -> Result<(), String> {
+    let (store, out) = (Location::of(storage, ""), Location::of_target(&o.target));
+    let place = o.target.place();
+    if out.under(&store).is_some() {
+        return Err(format!(
+            "{} holds the job's store ({}): an output replaces one array, never a store or a folder of arrays",
+            place.display(),
+            storage.url
+        ));
+    }
+    let Some(rel) = store.under(&out) else {
+        return Ok(());
+    };
+    let why = match rel.as_slice() {
+        _ if !matches!(o.target, Target::Zarr { .. }) => "a file".to_string(),
+        [j, ..] if j != job => format!("in the prefix of job {j}"),
+        [_] => "this job's prefix itself".into(),
+        [_, n] if crate::runs::reserved(n) || n.starts_with('.') => {
+            format!("a name the store layout reserves ({n})")
+        }
+        [_, n] if n != &o.name && arrays.iter().any(|a| &a.name == n) => {
+            format!("where array {n} of this job is kept")
+        }
+        [_, _] => return Ok(()),
+        _ => "a path below an array's".into(),
+    };
+    Err(format!(
+        "{} is inside the job's store ({}) but is {why}: an output kept in the store is a Zarr array of the job's own, {}/{job}/{}",
+        place.display(),
+        storage.url.trim_end_matches('/'),
+        storage.url.trim_end_matches('/'),
+        o.name
+    ))
+}
+
 /// The output suffixes nums-cloud writes, for errors: what each becomes.
 const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file, local or s3://), .csv (comma-separated text of a 1-D or 2-D array, local), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
 
@@ -387,6 +522,7 @@ impl Job {
                 ),
             ));
         }
+        check_name(&name, "job name").map_err(|m| e(name_line, "name", m))?;
 
         let storage = raw.storage.clone().unwrap_or(RawStorage {
             url: None,
@@ -481,6 +617,7 @@ impl Job {
                         ),
                     ));
                 }
+                check_name(aname, "array name").map_err(|m| e(line, &key, m))?;
                 arrays.push(
                     parse_array(aname, line, v.get_ref(), &dir, &storage_spec).map_err(
                         |(k, m)| {
@@ -550,6 +687,10 @@ impl Job {
                 ));
             }
         }
+        for o in &outputs {
+            check_output_place(&storage_spec, &name, &arrays, o)
+                .map_err(|m| e(o.line, &format!("outputs.{}", o.name), m))?;
+        }
 
         Ok(Job {
             file,
@@ -563,6 +704,25 @@ impl Job {
             outputs,
         })
     }
+}
+
+/// The longest job or array name: each is a folder or key name in the store (a file
+/// system takes 255 bytes per name; an intermediate's name adds a suffix to an array's).
+pub const MAX_NAME_CHARS: usize = 128;
+
+/// Refuses a job or array name (`what`) that is too long or reserved by the store layout.
+fn check_name(name: &str, what: &str) -> Result<(), String> {
+    if name.len() > MAX_NAME_CHARS {
+        return Err(format!(
+            "{what} {}... is {} characters long; names are at most {MAX_NAME_CHARS} characters (they are folder and key names in the store)",
+            &name[..16],
+            name.len()
+        ));
+    }
+    if crate::runs::reserved(name) {
+        return Err(format!("{what} {}", crate::runs::reserved_error(name)));
+    }
+    Ok(())
 }
 
 pub fn is_identifier(s: &str) -> bool {

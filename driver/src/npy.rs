@@ -160,11 +160,65 @@ pub(crate) fn read(path: &Path) -> Result<Block, String> {
     })
 }
 
+/// The partial file an output file `path` (`.npy`, `.csv`) is written to before it is
+/// renamed into place: `path` with `.partial` added.
+pub(crate) fn partial_path(path: &Path) -> std::path::PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".partial");
+    p.into()
+}
+
+/// A partial file, removed unless it was renamed into place: a write that fails (a full
+/// disk) or is interrupted (its future dropped, as Ctrl-C drops a run's) leaves nothing
+/// behind. One a killed process left is removed by the next writer of the path, which
+/// holds the output's lease (`crate::runs::OutputLease`).
+struct Partial {
+    tmp: std::path::PathBuf,
+    renamed: bool,
+}
+
+impl Partial {
+    /// Creates the partial file of `path` (and the folder it goes in).
+    fn create(path: &Path) -> Result<(Partial, std::fs::File), String> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        let tmp = partial_path(path);
+        let f = std::fs::File::create(&tmp)
+            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        Ok((
+            Partial {
+                tmp,
+                renamed: false,
+            },
+            f,
+        ))
+    }
+
+    /// Renames the partial file to `path`.
+    fn rename(&mut self, path: &Path) -> Result<(), String> {
+        std::fs::rename(&self.tmp, path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        self.renamed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        if !self.renamed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
 /// A `.npy` file written as a stream of C-order slabs (a partial file renamed by
 /// [`NpyWriter::finish`]), so an array need not be in memory whole.
 pub(crate) struct NpyWriter {
+    // Dropped in this order: the file is closed before an unfinished one is removed.
     out: std::io::BufWriter<std::fs::File>,
-    tmp: std::path::PathBuf,
+    tmp: Partial,
     path: std::path::PathBuf,
     left: u64,
 }
@@ -199,16 +253,10 @@ pub(crate) fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {
 impl NpyWriter {
     pub(crate) fn create(path: &Path, dtype: DType, shape: &[u64]) -> Result<NpyWriter, String> {
         use std::io::Write;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-        let tmp = path.with_extension("npy.partial");
-        let f = std::fs::File::create(&tmp)
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        let (tmp, f) = Partial::create(path)?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
         out.write_all(&header(dtype, shape))
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+            .map_err(|e| format!("cannot write {}: {e}", tmp.tmp.display()))?;
         Ok(NpyWriter {
             out,
             tmp,
@@ -230,7 +278,7 @@ impl NpyWriter {
         self.left -= n;
         self.out
             .write_all(&slab.le_bytes())
-            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))?;
         Ok(())
     }
 
@@ -246,29 +294,23 @@ impl NpyWriter {
         }
         self.out
             .flush()
-            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))?;
+        self.tmp.rename(&self.path)
     }
 }
 
 /// A CSV file of numbers written row by row (comma-separated, no header; floats with the
 /// shortest text that reads back to the same value), renamed into place at the end.
 pub(crate) struct CsvWriter {
+    // Dropped in this order: the file is closed before an unfinished one is removed.
     out: std::io::BufWriter<std::fs::File>,
-    tmp: std::path::PathBuf,
+    tmp: Partial,
     path: std::path::PathBuf,
 }
 
 impl CsvWriter {
     pub(crate) fn create(path: &Path) -> Result<CsvWriter, String> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
-        let tmp = path.with_extension("csv.partial");
-        let f = std::fs::File::create(&tmp)
-            .map_err(|e| format!("cannot write {}: {e}", tmp.display()))?;
+        let (tmp, f) = Partial::create(path)?;
         Ok(CsvWriter {
             out: std::io::BufWriter::with_capacity(1 << 20, f),
             tmp,
@@ -308,16 +350,15 @@ impl CsvWriter {
                 .enumerate()
                 .try_for_each(|(i, &v)| put(i, format_args!("{}", v as u8))),
         };
-        r.map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))
+        r.map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))
     }
 
     pub(crate) fn finish(mut self) -> Result<(), String> {
         use std::io::Write;
         self.out
             .flush()
-            .map_err(|e| format!("cannot write {}: {e}", self.tmp.display()))?;
-        std::fs::rename(&self.tmp, &self.path)
-            .map_err(|e| format!("cannot write {}: {e}", self.path.display()))
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))?;
+        self.tmp.rename(&self.path)
     }
 }
 

@@ -135,26 +135,148 @@ async fn check_counted(
 
 /// The job's store and every Zarr output's store take writes (`check` and `run`).
 async fn check_stores_take_writes(job: &Job, store: &Store) -> anyhow::Result<()> {
-    check_writable(store, &format!("{}/_runs", job.name))
+    check_writable(store, &format!("{}/{}", job.name, crate::runs::RUNS))
         .await
         .map_err(|e| job.err(job.storage_line, "storage.url", e))?;
     for o in &job.outputs {
         let (spec, path) = match &o.target {
-            Target::Zarr { store, path } => (store, path.as_str()),
-            // The folder the file goes in.
-            Target::NpyStore { store, key } => (store, key.rsplit_once('/').map_or("", |k| k.0)),
+            Target::Zarr { store, path: key } | Target::NpyStore { store, key } => {
+                (store, key.as_str())
+            }
             _ => continue,
         };
+        // The probe object goes in the folder the output goes in, never inside an array
+        // (another writer of it would find a stranger there).
+        let folder = path.rsplit_once('/').map_or("", |k| k.0);
         {
             let key = format!("outputs.{}", o.name);
             let s = Store::open_counted(spec, &store.counters)
                 .map_err(|e| job.err(o.line, &key, e.to_string()))?;
-            check_writable(&s, path)
+            if matches!(o.target, Target::Zarr { .. }) {
+                replaceable(&s, path)
+                    .await
+                    .map_err(|e| job.err(o.line, &key, e))?;
+            }
+            check_writable(&s, folder)
                 .await
                 .map_err(|e| job.err(o.line, &key, e))?;
         }
     }
     Ok(())
+}
+
+/// Whether an output may replace what is at `path` in `store`: nothing, a Zarr array, or
+/// the chunks an interrupted write of one leaves (`c/...` without metadata); never a file,
+/// a group, a part of an array, or a folder of other files or arrays (all of which the
+/// output's write would delete).
+pub(crate) async fn replaceable(store: &Store, path: &str) -> Result<(), String> {
+    let at = format!("{}/{}", store.spec().url.trim_end_matches('/'), path);
+    let refused = |what: String| {
+        Err(format!(
+            "{at} is {what}: an output replaces a Zarr array (or a new path), never anything else"
+        ))
+    };
+    let e = |e: nums_layout::Error| e.to_string();
+    if let Some(array) = enclosing_array(store, path).await? {
+        return refused(format!("inside the Zarr array {array}"));
+    }
+    if store.head(path).await.map_err(e)?.is_some() {
+        return refused("a file, not a Zarr array".into());
+    }
+    let (objects, folders) = store.list_dir(path).await.map_err(e)?;
+    let (v3, v2) = (
+        objects.iter().any(|n| n == "zarr.json"),
+        objects.iter().any(|n| n == ".zarray"),
+    );
+    let digits = |n: &str| {
+        n.split('.')
+            .all(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    // Chunk keys: `c/0/1` and `c.0.1` (Zarr v3), `0.1` and `0/1` (v2, and v3 with v2 keys).
+    let chunk = |n: &str| n == "c" || n.starts_with("c.") || ((v3 || v2) && digits(n));
+    let others: Vec<&str> = objects
+        .iter()
+        .filter(|n| !matches!(n.as_str(), "zarr.json" | ".zarray" | ".zattrs") && !chunk(n))
+        .chain(folders.iter().filter(|n| !chunk(n)))
+        .map(String::as_str)
+        .collect();
+    if !others.is_empty() {
+        let shown: Vec<&str> = others.iter().take(3).copied().collect();
+        return refused(format!(
+            "a folder that holds {}{}, not a Zarr array",
+            shown.join(", "),
+            if others.len() > 3 { ", ..." } else { "" }
+        ));
+    }
+    if v3 {
+        let meta = store.get(&format!("{path}/zarr.json")).await.map_err(e)?;
+        match zarr_node_type(&meta).as_deref() {
+            Some("array") => {}
+            kind => {
+                return refused(format!(
+                    "a Zarr {}",
+                    kind.unwrap_or("node of unreadable metadata")
+                ));
+            }
+        }
+    } else if !v2 && folders.iter().any(|f| f == "c") {
+        // No metadata: only what an interrupted write of an array leaves, chunks.
+        let keys = store.list(&format!("{path}/c")).await.map_err(e)?;
+        let below = |k: &String| k.get(path.len() + 3..).unwrap_or("").to_string();
+        if let Some(k) = keys.iter().find(|k| !below(k).split('/').all(digits)) {
+            return refused(format!("a folder without Zarr metadata that holds {k}"));
+        }
+    }
+    Ok(())
+}
+
+/// The `node_type` a `zarr.json` says.
+fn zarr_node_type(meta: &[u8]) -> Option<String> {
+    serde_json::from_slice::<serde_json::Value>(meta)
+        .ok()?
+        .get("node_type")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// The Zarr array that `path` of `store` lies inside, if any: one whose metadata is in a
+/// folder above it (in the store, or above a local store's folder).
+async fn enclosing_array(store: &Store, path: &str) -> Result<Option<String>, String> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    for n in 0..segs.len() {
+        let dir = segs[..n].join("/");
+        let key = |f: &str| {
+            if dir.is_empty() {
+                f.to_string()
+            } else {
+                format!("{dir}/{f}")
+            }
+        };
+        let v2 = store
+            .head(&key(".zarray"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let v3 = store
+            .get_opt(&key("zarr.json"))
+            .await
+            .map_err(|e| e.to_string())?;
+        if v2.is_some() || v3.is_some_and(|m| zarr_node_type(&m).as_deref() == Some("array")) {
+            return Ok(Some(format!(
+                "{}/{dir}",
+                store.spec().url.trim_end_matches('/')
+            )));
+        }
+    }
+    let above = store.local_folder().into_iter().flat_map(Path::ancestors);
+    for d in above {
+        let v3 = std::fs::read(d.join("zarr.json")).ok();
+        if d.join(".zarray").is_file()
+            || v3.is_some_and(|m| zarr_node_type(&m).as_deref() == Some("array"))
+        {
+            return Ok(Some(d.display().to_string()));
+        }
+    }
+    Ok(None)
 }
 
 /// Proves that a store answers and takes writes under `prefix` (a small object written
@@ -181,15 +303,16 @@ pub async fn run(path: &Path, opts: &RunOptions) -> anyhow::Result<Report> {
     run_job(Job::load_with(path, &opts.defaults)?, opts).await
 }
 
-/// A job's fingerprint: `--resume` continues only a run of the same job on the same inputs.
-fn fingerprint(job: &Job, probes: &graph::Probes) -> String {
+/// A job's fingerprint: `--resume` continues only a run of the same job on the same inputs
+/// (the probes hold each input file's version).
+fn fingerprint(job: &Job, probes: &graph::Probes) -> crate::runs::Fingerprint {
     let mut probes: Vec<_> = probes.0.iter().collect();
     probes.sort_by(|a, b| a.0.cmp(b.0));
     let text = format!("{job:?}{probes:?}");
-    let h = text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{h:016x}")
+    crate::runs::Fingerprint {
+        hash: format!("{:016x}", fnv(text.as_bytes())),
+        inputs: probes.iter().map(|(_, p)| p.version()).collect(),
+    }
 }
 
 /// What a run has measured so far (kept outside the run's future, so that a failed or
@@ -225,14 +348,27 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let checked = check_counted(job, true, &counted, &io).await?;
     let job = &checked.job;
     let store = &checked.store;
+    // Refused here, before the run makes anything, if it cannot fit (boolean masks
+    // assumed to select everything: the largest the job can be).
+    let main_estimate = plan_job(job, &checked.graph, &dry_run_prefix(job), &checked.probes)?
+        .batches
+        .len() as u64;
     let run = Run::start(
         store,
         &job.name,
         &fingerprint(job, &checked.probes),
         opts.resume,
+        output_leases(job, store)?,
     )
     .await
     .map_err(|e| anyhow!("{}: {e}", job.file.display()))?;
+    // Partial files a killed writer of the job's `.npy` and `.csv` outputs left (their
+    // leases are this run's now).
+    for o in &job.outputs {
+        if let Target::Npy(p) | Target::Csv(p) = &o.target {
+            let _ = std::fs::remove_file(crate::npy::partial_path(p));
+        }
+    }
     if !run.removed.is_empty() {
         tracing::info!(
             "removed the state of {} earlier unfinished run(s) of job {} ({})",
@@ -241,11 +377,13 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             run.removed.join(", ")
         );
     }
-    if opts.resume && run.resumed.is_none() {
-        tracing::info!(
+    match &run.not_resumed {
+        Some(why) => tracing::warn!("not resuming job {}: {why}; running it afresh", job.name),
+        None if opts.resume && run.resumed.is_none() => tracing::info!(
             "no earlier run of job {} to resume; running it whole",
             job.name
-        );
+        ),
+        None => {}
     }
     let scheduler = format!("{:?}", job.compute.scheduler).to_lowercase();
     let backend = match start_backend(job, opts, &run.id).await {
@@ -261,6 +399,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         timeline: count_timeline,
         t0: Some(started),
         bar: Some(bar.clone()),
+        main_estimate,
         ..Measured::default()
     });
     let result = tokio::select! {
@@ -446,12 +585,8 @@ async fn execute(
 ) -> anyhow::Result<Vec<Output>> {
     let (job, store) = (&c.job, &c.store);
     let prefix = run.prefix();
-    // Refused here, before anything runs, if it cannot fit (boolean masks assumed to
-    // select everything: the largest the job can be).
-    let plan = plan_job(job, &c.graph, &prefix, &c.probes)?;
     upload_local_inputs(c, run).await?;
-    measured.lock().expect("measured").main_estimate = plan.batches.len() as u64;
-    let g = resolve_masks(c, run, invoker, plan, measured).await?;
+    let g = resolve_masks(c, run, invoker, measured).await?;
     let plan = plan_job(job, &g, &prefix, &c.probes)?;
     {
         let mut m = measured.lock().expect("measured");
@@ -520,6 +655,45 @@ async fn execute(
 }
 
 type Output = (String, Target, ArrayMeta, Option<Block>);
+
+/// The leases a run of `job` takes for its outputs that are not its own arrays (those
+/// are the job lease's), so that no other writer writes one at once: `(store, key, output)`.
+fn output_leases(job: &Job, store: &Store) -> anyhow::Result<Vec<(Store, String, String)>> {
+    let mut leases = Vec::new();
+    for o in job.outputs.iter().filter(|o| !writes_home(job, store, o)) {
+        let (spec, key) = lease_beside(&o.target);
+        let s = Store::open_counted(&spec, &store.counters)
+            .with_context(|| format!("output {}", o.name))?;
+        leases.push((s, key, o.target.place().display().to_string()));
+    }
+    Ok(leases)
+}
+
+/// The store and key of the lease of an output at `target`: `.<name>.nums-cloud-lease.json`
+/// in the folder the output goes in, in the output's own store.
+pub(crate) fn lease_beside(target: &Target) -> (nums_layout::StoreSpec, String) {
+    let (spec, path) = match target {
+        Target::Npy(p) | Target::Csv(p) => {
+            let dir = p.parent().unwrap_or(Path::new("/"));
+            let spec = nums_layout::StoreSpec {
+                url: url::Url::from_directory_path(dir)
+                    .map(|u| u.to_string())
+                    .unwrap_or_default(),
+                endpoint: None,
+            };
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            (spec, name.into_owned())
+        }
+        Target::NpyStore { store, key: path } | Target::Zarr { store, path } => {
+            (store.clone(), path.clone())
+        }
+    };
+    let key = match path.rsplit_once('/') {
+        Some((dir, name)) => format!("{dir}/.{name}.nums-cloud-lease.json"),
+        None => format!(".{path}.nums-cloud-lease.json"),
+    };
+    (spec, key)
+}
 
 /// Whether output `o` is the job's own array `<job>/<name>` in the job's store.
 fn writes_home(job: &Job, store: &Store, o: &crate::job::OutputDef) -> bool {
@@ -720,26 +894,30 @@ async fn verified_done(
         .collect())
 }
 
-/// Inputs read in place must not have been replaced while the run read them (another
-/// run of their job committing): a mix of old and new blocks would be a wrong answer.
+/// No input may have changed while the run read it (a file written again, a Zarr array
+/// replaced by another run or job): a mix of old and new blocks would be a wrong answer.
 async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
     // Read at once: on S3 each is a round trip after the main stage.
-    let checks = c.probes.0.iter().filter_map(|(name, probe)| match probe {
-        graph::Probe::Zarr {
-            in_place: Some(path),
-            stamp,
-            ..
-        } => Some(async move {
-            let now = StoredArray::open_stamped(&c.store, path).await;
-            if now.ok().map(|(_, s)| s) != Some(*stamp) {
-                return Err(anyhow!(
-                    "input {name} ({path}) was replaced while this run read it (another run of its \
-                     job committed); nothing was committed: run this job again"
-                ));
-            }
-            Ok(())
-        }),
-        _ => None,
+    let checks = c.probes.0.iter().map(|(name, probe)| async move {
+        let (path, then) = probe.version();
+        if probe
+            .version_now(&c.job, &c.store.counters)
+            .await?
+            .as_deref()
+            != Some(&then)
+        {
+            let why = match probe {
+                graph::Probe::Zarr {
+                    in_place: Some(_), ..
+                } => " (another run of its job committed)",
+                _ => "",
+            };
+            return Err(anyhow!(
+                "input {name} ({path}) changed while this run read it{why}; nothing was \
+                 committed: run this job again"
+            ));
+        }
+        Ok(())
     });
     futures::future::try_join_all(checks).await?;
     Ok(())
@@ -857,13 +1035,11 @@ async fn resolve_masks(
     c: &Checked,
     run: &Run,
     invoker: &Invoker,
-    plan: crate::sched::Plan,
     measured: &std::sync::Mutex<Measured>,
 ) -> anyhow::Result<Graph> {
     let (job, store) = (&c.job, &c.store);
     let prefix = run.prefix();
     let mut g = c.graph.clone();
-    drop(plan);
     let mut mask = c.mask;
     let mut masks = std::collections::HashMap::new();
     while let Some(m) = mask {
@@ -915,7 +1091,7 @@ pub fn plan_job(
 
 /// The prefix a dry run (`check`, `plan`) plans under: a run that never happens.
 pub fn dry_run_prefix(job: &Job) -> String {
-    format!("{}/_runs/dry-run", job.name)
+    crate::runs::run_prefix(&job.name, "dry-run")
 }
 
 /// The job's plan under scheduler `kind`. A plan that cannot fit `memory_mb` is refused
@@ -1398,6 +1574,8 @@ async fn export(
         }
         Target::Zarr { store: spec, path } => {
             let dst = Store::open_counted(spec, &store.counters)?;
+            // Checked again now: it may have changed since the run began.
+            replaceable(&dst, path).await.map_err(|e| anyhow!(e))?;
             let out = StoredArray::new(path, arr.meta.clone())?;
             // As a commit does: the old array goes (its metadata first), the chunks come,
             // the metadata last, so a reader never sees old and new chunks mixed.

@@ -10,6 +10,10 @@
 //! the old array (its `zarr.json` first) is removed, the new chunks move in, and the new
 //! `zarr.json` comes last. A redo record (`<job>/_commit.json`) lets the next run of the job
 //! finish a commit that was cut short.
+//!
+//! An output written elsewhere (a file, another Zarr path) has a lease of its own beside
+//! it ([`OutputLease`]), so that two jobs never write one path at once. [`RESERVED`] lists
+//! every name this layout gives a job's own keys.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -61,12 +65,15 @@ pub(crate) fn new_run_id() -> String {
     )
 }
 
-/// Who holds a job's lease.
+/// Who holds a job's lease, or an output's.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Lease {
     /// A fresh token per driver: the lease is ours while it carries our token.
     pub owner: String,
     pub run: String,
+    /// Who writes: `job NAME`, or the command (`nums-cloud get`).
+    #[serde(default)]
+    pub writer: String,
     pub host: String,
     pub pid: u32,
     /// Unix seconds.
@@ -81,13 +88,44 @@ impl Lease {
     }
 }
 
+/// What a run resumes only if it is unchanged: the job (its file, and what its inputs
+/// hold) as one hash, and each input file's version (`Store::version`, by the file's
+/// path) to say which one changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Fingerprint {
+    pub hash: String,
+    pub inputs: BTreeMap<String, String>,
+}
+
+impl Fingerprint {
+    /// Why a run of `earlier` (run `id`) is not one of this: the input files that changed
+    /// since, or else the job.
+    fn differs(&self, id: &str, earlier: &RunRecord) -> String {
+        let changed: Vec<&str> = (self.inputs.iter())
+            .filter(|(p, v)| earlier.inputs.get(*p).is_some_and(|old| old != *v))
+            .map(|(p, _)| p.as_str())
+            .collect();
+        if changed.is_empty() {
+            format!("the job changed since run {id} (its file, or what its stored inputs hold)")
+        } else {
+            format!(
+                "input {} changed since run {id} read it (its size, times or content)",
+                changed.join(", ")
+            )
+        }
+    }
+}
+
 /// What a run records about itself (`run.json`).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct RunRecord {
     run: String,
     job: String,
-    /// The job's fingerprint: a run resumes only the same job.
+    /// The job's fingerprint (its hash): a run resumes only the same job.
     fingerprint: String,
+    /// Its input files' versions ([`Fingerprint::inputs`]).
+    #[serde(default)]
+    inputs: BTreeMap<String, String>,
     started: u64,
     host: String,
     pid: u32,
@@ -131,9 +169,25 @@ pub(crate) enum RunError {
         ttl: u64,
     },
     #[error(
+        "output {output} is being written by {writer} (run {run}, pid {pid} on {host}, started {ago} s ago); \
+         one writer at a time keeps it one answer whole: wait for it to finish, or, if that driver is gone, \
+         its lease expires within {ttl} s"
+    )]
+    OutputBusy {
+        output: String,
+        writer: String,
+        run: String,
+        pid: u32,
+        host: String,
+        ago: u64,
+        ttl: u64,
+    },
+    #[error(
         "job {job}: another driver took this job over (run {run}); this run's results were not committed"
     )]
     LeaseLost { job: String, run: String },
+    #[error("output {output}: another writer took it over ({writer}); this run did not write it")]
+    OutputLost { output: String, writer: String },
     #[error(transparent)]
     Store(#[from] nums_layout::Error),
     #[error("{0}")]
@@ -150,6 +204,9 @@ pub(crate) struct Run {
     pub resumed: Option<Journal>,
     /// Runs of this job that were abandoned (killed, failed, interrupted) and removed.
     pub removed: Vec<String>,
+    /// Why the latest earlier run was not resumed, when `--resume` asked for it: the job,
+    /// or an input file, changed since.
+    pub not_resumed: Option<String>,
     journal: Arc<Mutex<(Journal, bool)>>,
     lost: Arc<AtomicBool>,
     /// Set while [`Run::commit`] moves arrays: Ctrl-C waits for it rather than cut it short.
@@ -157,6 +214,9 @@ pub(crate) struct Run {
     /// The lease's confirmation where the store could not make it atomic: awaited by
     /// [`Run::confirm_lease`] before the run touches anything outside its own prefix.
     confirm: tokio::sync::Mutex<Confirm>,
+    /// The leases of the outputs it writes outside the job's own arrays (held until
+    /// [`Run::finish`], checked before the run commits).
+    outputs: Vec<OutputLease>,
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -165,21 +225,57 @@ enum Confirm {
     Held,
     /// The read-back after the race pause, running while the run starts its work.
     Pending(tokio::task::JoinHandle<Result<(), RunError>>),
-    /// The read-back found another driver's lease: this run never commits.
-    Lost,
+    /// The read-back found another driver's lease (why, as it was said first): this run
+    /// never commits.
+    Lost(String),
 }
 
-fn lease_key(job: &str) -> String {
-    format!("{job}/_lease.json")
+/// Runs' state: `<job>/_runs/<run>/`.
+pub(crate) const RUNS: &str = "_runs";
+/// The job's lease: `<job>/_lease.json`.
+const LEASE: &str = "_lease";
+/// A commit's redo record: `<job>/_commit.json`.
+const COMMIT: &str = "_commit";
+/// Local inputs uploaded for Lambda's functions: `<job>/_inputs/<file>`.
+pub(crate) const INPUTS: &str = "_inputs";
+/// Payloads that travel by key: `<run prefix>/_batches/<n>.json`.
+pub(crate) const BATCHES: &str = "_batches";
+
+/// Every name the store layout gives keys of a job's own, in one list: an array, an
+/// output path or a path given to `put`/`get`/`show`/`rm` never uses one (an array named
+/// `_runs` would be committed over the job's runs, wiping them).
+pub(crate) const RESERVED: [&str; 5] = [RUNS, LEASE, COMMIT, INPUTS, BATCHES];
+
+/// Whether a path segment (or a name) is reserved: one of [`RESERVED`], with or without a
+/// suffix (`_lease.json`).
+pub(crate) fn reserved(segment: &str) -> bool {
+    let stem = segment.split('.').next().unwrap_or(segment);
+    RESERVED.contains(&stem)
 }
 
-fn commit_key(job: &str) -> String {
-    format!("{job}/_commit.json")
+/// The error for a reserved name.
+pub(crate) fn reserved_error(name: &str) -> String {
+    format!(
+        "{name:?} is reserved: the store layout names a job's own records {} (with or without a suffix); choose another name",
+        RESERVED.join(", ")
+    )
+}
+
+pub(crate) fn lease_key(job: &str) -> String {
+    format!("{job}/{LEASE}.json")
+}
+
+/// The key of a job's commit record (`job` empty: its name in the job's folder).
+pub(crate) fn commit_key(job: &str) -> String {
+    match job {
+        "" => format!("{COMMIT}.json"),
+        _ => format!("{job}/{COMMIT}.json"),
+    }
 }
 
 /// The prefix of run `run` of `job`.
 pub(crate) fn run_prefix(job: &str, run: &str) -> String {
-    format!("{job}/_runs/{run}")
+    format!("{job}/{RUNS}/{run}")
 }
 
 async fn get_json<T: for<'de> Deserialize<'de>>(
@@ -200,17 +296,21 @@ fn to_json<T: Serialize>(v: &T) -> Bytes {
 
 impl Run {
     /// Starts a run of `job`: takes the job's lease (refused while another driver holds
-    /// it), finishes a commit an earlier run left half done, then either resumes the
-    /// latest earlier run with the same `fingerprint` (`resume`) or removes the state of
-    /// earlier runs (nothing else can be using it while we hold the lease).
+    /// it), finishes a commit an earlier run left half done, takes the leases of the
+    /// `outputs` it writes outside the job's own arrays (each `(store, key, output)`:
+    /// refused, naming the writer, while another job or a `get` writes one), then either
+    /// resumes the latest earlier run with the same `fingerprint` (`resume`) or removes the
+    /// state of earlier runs (nothing else can be using it while we hold the lease). A run
+    /// refused changes nothing.
     pub(crate) async fn start(
         store: &Store,
         job: &str,
-        fingerprint: &str,
+        fingerprint: &Fingerprint,
         resume: bool,
+        outputs: Vec<(Store, String, String)>,
     ) -> Result<Run, RunError> {
         let atomic = store.create_if_absent_is_atomic();
-        Run::start_with(store, job, fingerprint, resume, atomic).await
+        Run::start_with(store, job, fingerprint, resume, atomic, outputs).await
     }
 
     /// [`Run::start`], told whether the store's create-if-absent is atomic (tests make a
@@ -218,20 +318,23 @@ impl Run {
     async fn start_with(
         store: &Store,
         job: &str,
-        fingerprint: &str,
+        fingerprint: &Fingerprint,
         resume: bool,
         atomic: bool,
+        outputs: Vec<(Store, String, String)>,
     ) -> Result<Run, RunError> {
         let owner = new_run_id();
         let mut lease = Lease {
             owner: owner.clone(),
             run: owner.clone(),
+            writer: format!("job {job}"),
             host: hostname(),
             pid: std::process::id(),
             started: now(),
             expires: now() + LEASE_TTL.as_secs(),
         };
-        let mut confirm = match acquire(store, job, &lease, atomic).await? {
+        let what = Leased::Job(job.to_string());
+        let mut confirm = match acquire(store, &lease_key(job), &what, &lease, atomic).await? {
             None => Confirm::Held,
             Some(check) => Confirm::Pending(tokio::spawn(check)),
         };
@@ -244,7 +347,7 @@ impl Run {
         }
         // Earlier runs of this job, oldest first.
         let mut earlier: Vec<(String, Option<RunRecord>)> = Vec::new();
-        let runs_prefix = format!("{job}/_runs/");
+        let runs_prefix = format!("{job}/{RUNS}/");
         let mut ids: Vec<String> = store
             .list(&runs_prefix)
             .await?
@@ -266,14 +369,40 @@ impl Run {
         }
         let resumable = resume
             .then(|| {
-                earlier
-                    .iter()
-                    .rev()
-                    .find(|(_, r)| r.as_ref().is_some_and(|r| r.fingerprint == fingerprint))
+                earlier.iter().rev().find(|(_, r)| {
+                    r.as_ref()
+                        .is_some_and(|r| r.fingerprint == fingerprint.hash)
+                })
             })
             .flatten()
             .map(|(id, _)| id.clone());
+        let not_resumed = earlier
+            .iter()
+            .rev()
+            .find_map(|(id, r)| Some((id, r.as_ref()?)))
+            .filter(|_| resume && resumable.is_none())
+            .map(|(id, r)| fingerprint.differs(id, r));
         let id = resumable.clone().unwrap_or_else(|| owner.clone());
+        let mut held = Vec::new();
+        for (s, key, output) in outputs {
+            match OutputLease::take(&s, &key, &output, &lease.writer, &id).await {
+                Ok(l) => held.push(l),
+                Err(e) => {
+                    for l in held {
+                        let _ = l.release().await;
+                    }
+                    if let Confirm::Pending(h) = &confirm {
+                        h.abort();
+                    }
+                    if let Ok(Some(l)) = get_json::<Lease>(store, &lease_key(job)).await
+                        && l.owner == owner
+                    {
+                        let _ = store.delete(&lease_key(job)).await;
+                    }
+                    return Err(e);
+                }
+            }
+        }
         if !earlier.is_empty() || resume {
             confirm_now(&mut confirm).await?;
         }
@@ -299,7 +428,8 @@ impl Run {
         let record = RunRecord {
             run: id.clone(),
             job: job.to_string(),
-            fingerprint: fingerprint.to_string(),
+            fingerprint: fingerprint.hash.clone(),
+            inputs: fingerprint.inputs.clone(),
             started: now(),
             host: lease.host.clone(),
             pid: lease.pid,
@@ -314,7 +444,7 @@ impl Run {
         let journal = Arc::new(Mutex::new((resumed.clone().unwrap_or_default(), false)));
         let lost = Arc::new(AtomicBool::new(false));
         let background = vec![
-            tokio::spawn(renew(store.clone(), job.to_string(), lease, lost.clone())),
+            tokio::spawn(renew(store.clone(), lease_key(job), lease, lost.clone())),
             tokio::spawn(write_journal(
                 store.clone(),
                 format!("{}/done.json", run_prefix(job, &id)),
@@ -328,10 +458,12 @@ impl Run {
             owner,
             resumed,
             removed,
+            not_resumed,
             journal,
             lost,
             committing: AtomicBool::new(false),
             confirm: tokio::sync::Mutex::new(confirm),
+            outputs: held,
             background,
         })
     }
@@ -391,19 +523,29 @@ impl Run {
     /// Waits until the run's lease is confirmed ([`acquire`]): before the run writes
     /// anything outside its own prefix. An error if another driver holds it.
     pub(crate) async fn confirm_lease(&self) -> Result<(), RunError> {
-        confirm_now(&mut *self.confirm.lock().await).await
+        confirm_now(&mut *self.confirm.lock().await).await?;
+        for o in &self.outputs {
+            confirm_now(&mut *o.confirm.lock().await).await?;
+        }
+        Ok(())
     }
 
     async fn check_lease(&self) -> Result<(), RunError> {
         self.confirm_lease().await?;
         let held = get_json::<Lease>(&self.store, &lease_key(&self.job)).await?;
         match held {
-            Some(l) if l.owner == self.owner && !self.lost.load(Ordering::SeqCst) => Ok(()),
-            other => Err(RunError::LeaseLost {
-                job: self.job.clone(),
-                run: other.map(|l| l.run).unwrap_or_else(|| "unknown".into()),
-            }),
+            Some(l) if l.owner == self.owner && !self.lost.load(Ordering::SeqCst) => {}
+            other => {
+                return Err(RunError::LeaseLost {
+                    job: self.job.clone(),
+                    run: other.map(|l| l.run).unwrap_or_else(|| "unknown".into()),
+                });
+            }
         }
+        for o in &self.outputs {
+            o.check().await?;
+        }
+        Ok(())
     }
 
     /// Ends the run: its state is removed (unless `keep`, or unless it is kept for
@@ -419,12 +561,138 @@ impl Run {
         } else {
             self.flush().await
         };
+        for o in self.outputs.drain(..) {
+            o.release().await?;
+        }
         if let Ok(Some(l)) = get_json::<Lease>(&self.store, &lease_key(&self.job)).await
             && l.owner == self.owner
         {
             self.store.delete(&lease_key(&self.job)).await?;
         }
         flushed
+    }
+}
+
+/// The lease of one output path (a key beside the output, in the output's own store):
+/// two writers of one path (two jobs, or a job and a `get`) never write it at once, so it
+/// holds one writer's whole answer. Taken as the job's lease is ([`acquire`]), renewed
+/// while held, given back by [`OutputLease::release`].
+pub(crate) struct OutputLease {
+    store: Store,
+    key: String,
+    output: String,
+    owner: String,
+    confirm: tokio::sync::Mutex<Confirm>,
+    lost: Arc<AtomicBool>,
+    renew: tokio::task::JoinHandle<()>,
+}
+
+impl OutputLease {
+    /// Takes the lease `key` of `store` of output `output` for `writer` (`job NAME`) and its
+    /// run `run`; refused while another writer holds it.
+    pub(crate) async fn take(
+        store: &Store,
+        key: &str,
+        output: &str,
+        writer: &str,
+        run: &str,
+    ) -> Result<OutputLease, RunError> {
+        let owner = new_run_id();
+        let lease = Lease {
+            owner: owner.clone(),
+            run: run.to_string(),
+            writer: writer.to_string(),
+            host: hostname(),
+            pid: std::process::id(),
+            started: now(),
+            expires: now() + LEASE_TTL.as_secs(),
+        };
+        let what = Leased::Output(output.to_string());
+        let atomic = store.create_if_absent_is_atomic();
+        let confirm = match acquire(store, key, &what, &lease, atomic).await? {
+            None => Confirm::Held,
+            Some(check) => Confirm::Pending(tokio::spawn(check)),
+        };
+        let lost = Arc::new(AtomicBool::new(false));
+        let renew = tokio::spawn(renew(store.clone(), key.to_string(), lease, lost.clone()));
+        Ok(OutputLease {
+            store: store.clone(),
+            key: key.to_string(),
+            output: output.to_string(),
+            owner,
+            confirm: tokio::sync::Mutex::new(confirm),
+            lost,
+            renew,
+        })
+    }
+
+    /// Confirms that the lease is ours (and still is): before the output is written.
+    pub(crate) async fn check(&self) -> Result<(), RunError> {
+        confirm_now(&mut *self.confirm.lock().await).await?;
+        match get_json::<Lease>(&self.store, &self.key).await? {
+            Some(l) if l.owner == self.owner && !self.lost.load(Ordering::SeqCst) => Ok(()),
+            other => Err(RunError::OutputLost {
+                output: self.output.clone(),
+                writer: other.map_or_else(|| "unknown".into(), |l| l.writer),
+            }),
+        }
+    }
+
+    /// Gives the lease back, if it is still ours.
+    pub(crate) async fn release(self) -> Result<(), RunError> {
+        self.renew.abort();
+        if let Ok(Some(l)) = get_json::<Lease>(&self.store, &self.key).await
+            && l.owner == self.owner
+        {
+            self.store.delete(&self.key).await?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for OutputLease {
+    fn drop(&mut self) {
+        self.renew.abort();
+        if let Confirm::Pending(h) = self.confirm.get_mut() {
+            h.abort();
+        }
+    }
+}
+
+/// What a lease is for, to name its holder when it is refused.
+#[derive(Debug, Clone)]
+enum Leased {
+    Job(String),
+    /// An output path, as the job file gives it.
+    Output(String),
+}
+
+impl Leased {
+    /// The error of a lease `h` holds.
+    fn busy(&self, h: Lease) -> RunError {
+        let (ago, ttl) = (
+            now().saturating_sub(h.started),
+            h.expires.saturating_sub(now()),
+        );
+        match self {
+            Leased::Job(job) => RunError::Busy {
+                job: job.clone(),
+                run: h.run,
+                pid: h.pid,
+                host: h.host,
+                ago,
+                ttl,
+            },
+            Leased::Output(output) => RunError::OutputBusy {
+                output: output.clone(),
+                writer: h.writer,
+                run: h.run,
+                pid: h.pid,
+                host: h.host,
+                ago,
+                ttl,
+            },
+        }
     }
 }
 
@@ -447,70 +715,65 @@ impl Drop for Run {
 /// small job's fixed cost on S3, 0.3 s a run).
 async fn acquire(
     store: &Store,
-    job: &str,
+    key: &str,
+    what: &Leased,
     lease: &Lease,
     atomic: bool,
 ) -> Result<Option<impl Future<Output = Result<(), RunError>> + Send + 'static>, RunError> {
-    let key = lease_key(job);
     for _ in 0..3 {
-        match get_json::<Lease>(store, &key).await.unwrap_or(None) {
-            Some(h) if h.owner != lease.owner && h.live() => return Err(busy(job, h)),
-            Some(_) => store.put(&key, to_json(lease)).await?,
-            None if !store.put_if_absent(&key, to_json(lease)).await? => {
+        match get_json::<Lease>(store, key).await.unwrap_or(None) {
+            Some(h) if h.owner != lease.owner && h.live() => return Err(what.busy(h)),
+            Some(_) => store.put(key, to_json(lease)).await?,
+            None if !store.put_if_absent(key, to_json(lease)).await? => {
                 continue; // another driver was first: look again
             }
             None if atomic => return Ok(None),
             None => {}
         }
-        let (store, job, owner) = (store.clone(), job.to_string(), lease.owner.clone());
+        let (store, key, what) = (store.clone(), key.to_string(), what.clone());
+        let owner = lease.owner.clone();
         return Ok(Some(async move {
             tokio::time::sleep(Duration::from_millis(300)).await;
-            match get_json::<Lease>(&store, &lease_key(&job)).await? {
+            match get_json::<Lease>(&store, &key).await? {
                 Some(l) if l.owner == owner => Ok(()),
-                Some(l) => Err(busy(&job, l)),
+                Some(l) => Err(what.busy(l)),
                 None => Err(RunError::Record(format!(
-                    "{}: another driver took and released the job's lease as this run started",
-                    lease_key(&job)
+                    "{key}: another driver took and released this lease as this run started"
                 ))),
             }
         }));
     }
-    match get_json::<Lease>(store, &key).await? {
-        Some(h) => Err(busy(job, h)),
-        None => Err(RunError::Record(format!(
-            "{key}: cannot take the job's lease"
-        ))),
-    }
-}
-
-/// The error of a job whose lease `h` holds.
-fn busy(job: &str, h: Lease) -> RunError {
-    RunError::Busy {
-        job: job.to_string(),
-        run: h.run,
-        pid: h.pid,
-        host: h.host,
-        ago: now().saturating_sub(h.started),
-        ttl: h.expires.saturating_sub(now()),
+    match get_json::<Lease>(store, key).await? {
+        Some(h) => Err(what.busy(h)),
+        None => Err(RunError::Record(format!("{key}: cannot take this lease"))),
     }
 }
 
 /// Waits for a pending confirmation of the lease; an error once it is known lost.
 async fn confirm_now(c: &mut Confirm) -> Result<(), RunError> {
-    match std::mem::replace(c, Confirm::Lost) {
+    match std::mem::replace(c, Confirm::Lost("this run lost its lease".into())) {
         Confirm::Held => {}
-        Confirm::Lost => return Err(RunError::Record("this run lost the job's lease".into())),
-        Confirm::Pending(h) => h
-            .await
-            .map_err(|e| RunError::Record(format!("confirming the job's lease: {e}")))??,
+        Confirm::Lost(why) => {
+            *c = Confirm::Lost(why.clone());
+            return Err(RunError::Record(why));
+        }
+        Confirm::Pending(h) => {
+            let confirmed = h
+                .await
+                .map_err(|e| RunError::Record(format!("confirming a lease: {e}")))
+                .and_then(|r| r);
+            if let Err(e) = confirmed {
+                *c = Confirm::Lost(e.to_string());
+                return Err(e);
+            }
+        }
     }
     *c = Confirm::Held;
     Ok(())
 }
 
-/// Renews the lease until the run ends; flags `lost` when another driver took it.
-async fn renew(store: Store, job: String, mut lease: Lease, lost: Arc<AtomicBool>) {
-    let key = lease_key(&job);
+/// Renews lease `key` until the run ends; flags `lost` when another driver took it.
+async fn renew(store: Store, key: String, mut lease: Lease, lost: Arc<AtomicBool>) {
     loop {
         tokio::time::sleep(LEASE_RENEW).await;
         match get_json::<Lease>(&store, &key).await {
@@ -628,6 +891,13 @@ mod tests {
     use super::*;
     use nums_layout::StoreSpec;
 
+    fn fp(hash: &str) -> Fingerprint {
+        Fingerprint {
+            hash: hash.into(),
+            inputs: BTreeMap::new(),
+        }
+    }
+
     fn temp_store(tag: &str) -> (Store, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!("nums-runs-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
@@ -641,8 +911,10 @@ mod tests {
     #[tokio::test]
     async fn a_second_driver_is_refused_and_a_dead_ones_lease_is_taken_over() {
         let (store, dir) = temp_store("lease");
-        let a = Run::start(&store, "j", "f", false).await.unwrap();
-        let e = Run::start(&store, "j", "f", false)
+        let a = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
+        let e = Run::start(&store, "j", &fp("f"), false, vec![])
             .await
             .err()
             .expect("refused");
@@ -653,13 +925,16 @@ mod tests {
         let dead = Lease {
             owner: "x".into(),
             run: "old".into(),
+            writer: "job j".into(),
             host: hostname(),
             pid: 999_999_999,
             started: now(),
             expires: now() + 60,
         };
         store.put(&lease_key("j"), to_json(&dead)).await.unwrap();
-        let b = Run::start(&store, "j", "f", false).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         b.finish(true).await.unwrap();
         std::fs::remove_dir_all(dir).ok();
     }
@@ -673,7 +948,7 @@ mod tests {
             .put("j/X/zarr.json", Bytes::from_static(b"old"))
             .await
             .unwrap();
-        let a = Run::start_with(&store, "j", "f", false, false)
+        let a = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         assert!(matches!(*a.confirm.lock().await, Confirm::Pending(_)));
@@ -681,6 +956,7 @@ mod tests {
         let b = Lease {
             owner: "b".into(),
             run: "rb".into(),
+            writer: "job j".into(),
             host: hostname(),
             pid: std::process::id(),
             started: now(),
@@ -702,14 +978,14 @@ mod tests {
         // Unraced, the confirmation comes back and the run commits. A run with earlier
         // runs' state to remove waits for it first.
         store.delete(&lease_key("j")).await.unwrap();
-        let c = Run::start_with(&store, "j", "f", false, false)
+        let c = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         assert!(matches!(*c.confirm.lock().await, Confirm::Held), "waited");
         assert_eq!(c.removed.len(), 1, "a's state");
         c.commit(&[]).await.unwrap();
         c.finish(true).await.unwrap();
-        let d = Run::start_with(&store, "j", "f", false, false)
+        let d = Run::start_with(&store, "j", &fp("f"), false, false, vec![])
             .await
             .unwrap();
         d.confirm_lease().await.unwrap();
@@ -718,22 +994,93 @@ mod tests {
         std::fs::remove_dir_all(dir).ok();
     }
 
+    /// A run refused because another writer holds one of its outputs changes nothing: the
+    /// state of an earlier run stays, and the job's lease goes back.
+    #[tokio::test]
+    async fn a_run_refused_for_a_busy_output_changes_nothing() {
+        let (store, dir) = temp_store("outputs");
+        let a = Run::start(&store, "j", &fp("f1"), false, vec![])
+            .await
+            .unwrap();
+        a.done("main", 1);
+        let id = a.id.clone();
+        a.finish(false).await.unwrap();
+        let key = "out/.Y.nums-cloud-lease.json";
+        let outputs = || vec![(store.clone(), key.to_string(), "out/Y".to_string())];
+        let other = OutputLease::take(&store, key, "out/Y", "job k", "rk")
+            .await
+            .unwrap();
+        let e = Run::start(&store, "j", &fp("f2"), false, outputs())
+            .await
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&e, RunError::OutputBusy { writer, run, .. } if writer == "job k" && run == "rk"),
+            "{e}"
+        );
+        assert!(
+            e.to_string().contains("out/Y is being written by job k"),
+            "{e}"
+        );
+        let kept = format!("{}/run.json", run_prefix("j", &id));
+        assert!(store.head(&kept).await.unwrap().is_some(), "state kept");
+        assert!(store.get_opt(&lease_key("j")).await.unwrap().is_none());
+        other.release().await.unwrap();
+        let b = Run::start(&store, "j", &fp("f2"), false, outputs())
+            .await
+            .unwrap();
+        assert_eq!(b.removed, vec![id]);
+        b.check_lease().await.unwrap();
+        b.finish(true).await.unwrap();
+        assert!(store.head(key).await.unwrap().is_none(), "given back");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_changed_input_file_is_named() {
+        let now = Fingerprint {
+            hash: "2".into(),
+            inputs: BTreeMap::from([("x.npy".into(), "v2".into()), ("y.npy".into(), "v".into())]),
+        };
+        let mut earlier = RunRecord {
+            run: "r".into(),
+            job: "j".into(),
+            fingerprint: "1".into(),
+            inputs: BTreeMap::from([("x.npy".into(), "v1".into()), ("y.npy".into(), "v".into())]),
+            started: 0,
+            host: "h".into(),
+            pid: 1,
+        };
+        let why = now.differs("r", &earlier);
+        assert!(why.starts_with("input x.npy changed since run r"), "{why}");
+        earlier.inputs = now.inputs.clone();
+        assert!(now.differs("r", &earlier).starts_with("the job changed"));
+    }
+
     #[tokio::test]
     async fn resume_finds_the_run_with_the_same_fingerprint() {
         let (store, dir) = temp_store("resume");
-        let a = Run::start(&store, "j", "f1", false).await.unwrap();
+        let a = Run::start(&store, "j", &fp("f1"), false, vec![])
+            .await
+            .unwrap();
         a.done("main", 3);
         let id = a.id.clone();
         a.finish(false).await.unwrap(); // kept, as after a failure
-        let b = Run::start(&store, "j", "f2", true).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         assert_ne!(b.id, id, "another job: a fresh run");
         assert!(b.removed.contains(&id));
         b.finish(false).await.unwrap();
-        let c = Run::start(&store, "j", "f2", true).await.unwrap();
+        let c = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         c.done("main", 1);
         let cid = c.id.clone();
         c.finish(false).await.unwrap();
-        let d = Run::start(&store, "j", "f2", true).await.unwrap();
+        let d = Run::start(&store, "j", &fp("f2"), true, vec![])
+            .await
+            .unwrap();
         assert_eq!(d.id, cid);
         assert_eq!(
             d.resumed.as_ref().unwrap().done["main"],
@@ -760,7 +1107,9 @@ mod tests {
         put("j/X/zarr.json", "old").await;
         put("j/X/c/0", "old0").await;
         put("j/X/c/1", "old1").await;
-        let a = Run::start(&store, "j", "f", false).await.unwrap();
+        let a = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         let p = a.prefix();
         put(&format!("{p}/out/X/zarr.json"), "new").await;
         put(&format!("{p}/out/X/c/0/0"), "new00").await;
@@ -787,7 +1136,9 @@ mod tests {
             .await
             .unwrap();
         a.finish(false).await.unwrap();
-        let b = Run::start(&store, "j", "f", false).await.unwrap();
+        let b = Run::start(&store, "j", &fp("f"), false, vec![])
+            .await
+            .unwrap();
         let mut keys = store.list("j/Y").await.unwrap();
         keys.sort();
         assert_eq!(keys, vec!["j/Y/c/0", "j/Y/c/1", "j/Y/zarr.json"]);

@@ -7,9 +7,9 @@
 
 use std::collections::HashMap;
 
-use nums_layout::ArrayMeta;
 use nums_layout::batch::Kernel;
 use nums_layout::meta::{ravel, strided_overlap, unravel};
+use nums_layout::{ArrayMeta, Scalar};
 
 use nums_layout::batch::QrOutput;
 
@@ -503,6 +503,15 @@ impl<'g> BlockWork<'g> {
                     .collect();
                 let sizes: Vec<u64> = grid.iter().map(|(_, s)| *s).collect();
                 let count: u64 = sizes.iter().product();
+                if count == 0 {
+                    // A contracted letter of length 0: a sum of nothing (NumPy's zeros).
+                    return one(
+                        Kernel::Fill {
+                            value: Scalar::Int(0),
+                        },
+                        vec![],
+                    );
+                }
                 let mut terms = Vec::with_capacity((count as usize).saturating_mul(xs.len()));
                 let mut at = Vec::new();
                 for t in 0..count {
@@ -538,6 +547,16 @@ impl<'g> BlockWork<'g> {
                     bi[d] = i;
                 }
                 let count: u64 = sizes.iter().product();
+                if count == 0 {
+                    // Reduced axes of length 0: the op's identity, as NumPy's (the ops
+                    // with none, min and max, are refused when the graph is built).
+                    return one(
+                        Kernel::Fill {
+                            value: op.empty_value(),
+                        },
+                        vec![],
+                    );
+                }
                 let terms = (0..count)
                     .map(|t| {
                         for (&d, r) in reduced.iter().zip(unravel(t, &sizes)) {

@@ -15,6 +15,9 @@ use rayon::prelude::*;
 
 /// An element type einsum computes in: float64 (BLAS) or wrapping int64.
 pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
+    /// Neither infinite nor NaN (every int).
+    fn finite(&self) -> bool;
+
     /// `c = a @ b`, or `c += a @ b` where `accumulate`.
     fn gemm(
         a: &ArrayView2<'_, Self>,
@@ -25,6 +28,10 @@ pub trait Elem: LinalgScalar + Send + Sync + std::ops::AddAssign {
 }
 
 impl Elem for f64 {
+    fn finite(&self) -> bool {
+        self.is_finite()
+    }
+
     fn gemm(
         a: &ArrayView2<'_, f64>,
         b: &ArrayView2<'_, f64>,
@@ -37,6 +44,10 @@ impl Elem for f64 {
 }
 
 impl Elem for Wrapping<i64> {
+    fn finite(&self) -> bool {
+        true
+    }
+
     fn gemm(
         a: &ArrayView2<'_, Self>,
         b: &ArrayView2<'_, Self>,
@@ -282,44 +293,118 @@ fn einsum_of<T: Elem>(
         }
         ops.push(diagonal(a, l.clone())?);
     }
-    // Letters in one operand only and not in the output are summed out first.
-    for i in 0..ops.len() {
-        let only: Vec<char> = ops[i]
-            .l
-            .iter()
-            .copied()
-            .filter(|c| {
-                !spec.output.contains(c)
-                    && ops
-                        .iter()
-                        .enumerate()
-                        .all(|(j, o)| j == i || !o.l.contains(c))
-            })
-            .collect();
-        for c in only {
-            let ax = ops[i].l.iter().position(|x| *x == c).expect("letter");
-            ops[i].a = CowArray::from(ops[i].a.sum_axis(ndarray::Axis(ax)));
-            ops[i].l.remove(ax);
+    contract_all(ops, &spec.output)
+}
+
+/// The letters of operand `i` that no other operand and not the output has.
+fn lone<T>(ops: &[Labeled<'_, T>], i: usize, output: &[char]) -> Vec<char> {
+    ops[i]
+        .l
+        .iter()
+        .copied()
+        .filter(|c| {
+            !output.contains(c)
+                && ops
+                    .iter()
+                    .enumerate()
+                    .all(|(j, o)| j == i || !o.l.contains(c))
+        })
+        .collect()
+}
+
+/// `Σ Π ops` over every letter not in `output`, as NumPy's einsum defines it: the sum of
+/// every product. Summing a letter out of some operands first (a lone letter of one
+/// operand, or a pair contracted before the others join) gives the same value where every
+/// operand left out of that step is finite; otherwise an infinity meeting a 0 or a sum that
+/// cancels could hide a NaN (`Σ_jk a_j b_k` with an infinity in `a` and a 0 in `b` is NaN,
+/// `(Σ_j a_j)(Σ_k b_k)` may not be). Where no step is exact, the sum runs over one summed
+/// letter's indices, a slice at a time.
+fn contract_all<T: Elem>(
+    mut ops: Vec<Labeled<'_, T>>,
+    output: &[char],
+) -> Result<ArrayD<T>, String> {
+    let many = ops.len() > 1;
+    let lonely: Vec<Vec<char>> = (0..ops.len()).map(|i| lone(&ops, i, output)).collect();
+    // Which operands are finite: read only where an exactness question is asked (a lone
+    // letter beside other operands, or more than two operands).
+    let finite = |o: &Labeled<'_, T>| o.a.iter().all(T::finite);
+    let asks = many && (ops.len() > 2 || lonely.iter().any(|l| !l.is_empty()));
+    let mut ok: Vec<bool> = if asks {
+        ops.iter().map(finite).collect()
+    } else {
+        vec![true; ops.len()]
+    };
+    for (i, only) in lonely.into_iter().enumerate() {
+        if only.is_empty() {
+            continue;
         }
+        if !ok.iter().enumerate().all(|(j, &f)| j == i || f) {
+            return sum_of_slices(&ops, output, only[0]);
+        }
+        let mut summed = CowArray::from(ops[i].a.view());
+        let mut l = ops[i].l.clone();
+        for &c in &only {
+            let ax = l.iter().position(|x| *x == c).expect("letter");
+            summed = CowArray::from(summed.sum_axis(ndarray::Axis(ax)));
+            l.remove(ax);
+        }
+        let summed = Labeled {
+            a: CowArray::from(summed.into_owned()),
+            l,
+        };
+        let summed_ok = !asks || finite(&summed);
+        if many && ok[i] && !summed_ok {
+            // Finite values whose sum overflowed: the products may not.
+            return sum_of_slices(&ops, output, only[0]);
+        }
+        ops[i] = summed;
+        ok[i] = summed_ok;
     }
     // Pairs in the order of fewest multiplications first (opt_einsum's greedy path): for
     // MTTKRP (`ijk,jf,kf->if`) the two factors' product first, then one GEMM that reads
-    // the tensor block in place, instead of a transposed copy of the block.
+    // the tensor block in place, instead of a transposed copy of the block. The last two
+    // operands' contraction is one sum of products, always exact.
     while ops.len() > 1 {
-        let (p, q) = cheapest_pair(&ops);
+        let later_of = |ops: &[Labeled<'_, T>], p: usize, q: usize| -> HashSet<char> {
+            output
+                .iter()
+                .chain(
+                    ops.iter()
+                        .enumerate()
+                        .filter(|&(j, _)| j != p && j != q)
+                        .flat_map(|(_, o)| o.l.iter()),
+                )
+                .copied()
+                .collect()
+        };
+        let exact = |p: usize, q: usize| {
+            let later = later_of(&ops, p, q);
+            let sums = ops[p]
+                .l
+                .iter()
+                .any(|c| ops[q].l.contains(c) && !later.contains(c));
+            !sums || ok.iter().enumerate().all(|(j, &f)| j == p || j == q || f)
+        };
+        let Some((p, q)) = pairs_by_cost(&ops).into_iter().find(|&(p, q)| exact(p, q)) else {
+            let c = ops
+                .iter()
+                .flat_map(|o| o.l.iter())
+                .find(|c| !output.contains(c))
+                .copied()
+                .expect("a pair that sums is over a letter not in the output");
+            return sum_of_slices(&ops, output, c);
+        };
+        let later = later_of(&ops, p, q);
         let y = ops.remove(q);
         let x = ops.remove(p);
-        let later: HashSet<char> = spec
-            .output
-            .iter()
-            .chain(ops.iter().flat_map(|o| o.l.iter()))
-            .copied()
-            .collect();
-        ops.insert(p, contract(x, &y, &later)?);
+        ok.remove(q);
+        ok.remove(p);
+        let z = contract(x, &y, &later)?;
+        ok.insert(p, ops.len() < 2 || finite(&z));
+        ops.insert(p, z);
     }
     let cur = ops.pop().ok_or("einsum of no operands")?;
-    let perm: Vec<usize> = spec
-        .output
+    let perm: Vec<usize> = output
         .iter()
         .map(|c| {
             cur.l
@@ -339,9 +424,45 @@ fn einsum_of<T: Elem>(
         .into_owned())
 }
 
-/// The pair of operands (`p < q`) whose contraction multiplies least: the product of the
-/// sizes of all their letters; the first such pair in operand order.
-fn cheapest_pair<T>(ops: &[Labeled<'_, T>]) -> (usize, usize) {
+/// `Σ_t` of the einsum of `ops` with letter `c` (not in `output`) fixed at `t` in every
+/// operand that has it: the sum over that letter, one slice at a time, added in order.
+fn sum_of_slices<T: Elem>(
+    ops: &[Labeled<'_, T>],
+    output: &[char],
+    c: char,
+) -> Result<ArrayD<T>, String> {
+    let size = |c: &char| -> usize {
+        ops.iter()
+            .find_map(|o| o.l.iter().position(|x| x == c).map(|p| o.a.shape()[p]))
+            .expect("a letter of an operand")
+    };
+    let mut acc = ArrayD::<T>::zeros(IxDyn(&output.iter().map(size).collect::<Vec<_>>()));
+    for t in 0..size(&c) {
+        let part: Vec<Labeled<'_, T>> = ops
+            .iter()
+            .map(|o| match o.l.iter().position(|x| *x == c) {
+                Some(ax) => {
+                    let mut l = o.l.clone();
+                    l.remove(ax);
+                    Labeled {
+                        a: CowArray::from(o.a.index_axis(ndarray::Axis(ax), t)),
+                        l,
+                    }
+                }
+                None => Labeled {
+                    a: CowArray::from(o.a.view()),
+                    l: o.l.clone(),
+                },
+            })
+            .collect();
+        acc += &contract_all(part, output)?;
+    }
+    Ok(acc)
+}
+
+/// The pairs of operands (`p < q`) by how many multiplications their contraction takes
+/// (the product of the sizes of all their letters), fewest first, ties in operand order.
+fn pairs_by_cost<T>(ops: &[Labeled<'_, T>]) -> Vec<(usize, usize)> {
     let size = |o: &Labeled<'_, T>, c: char| {
         o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")]
     };
@@ -353,17 +474,12 @@ fn cheapest_pair<T>(ops: &[Labeled<'_, T>]) -> (usize, usize) {
             .map(|&c| if x.l.contains(&c) { size(x, c) } else { size(y, c) } as f64)
             .product()
     };
-    let mut best = (0, 1);
-    let mut least = f64::INFINITY;
-    for p in 0..ops.len() {
-        for q in p + 1..ops.len() {
-            let c = cost(&ops[p], &ops[q]);
-            if c < least {
-                (best, least) = ((p, q), c);
-            }
-        }
-    }
-    best
+    let mut pairs: Vec<(f64, (usize, usize))> = (0..ops.len())
+        .flat_map(|p| (p + 1..ops.len()).map(move |q| (p, q)))
+        .map(|(p, q)| (cost(&ops[p], &ops[q]), (p, q)))
+        .collect();
+    pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pairs.into_iter().map(|(_, pq)| pq).collect()
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
@@ -594,6 +710,85 @@ mod tests {
         }
         let e = Spec::parse("ij,jk->ii").unwrap_err();
         assert!(e.contains("repeated"), "{e}");
+    }
+
+    /// A letter of one operand only is summed with every product, as NumPy's sum of
+    /// products: an infinity meeting a 0 of another operand is NaN, whichever operand
+    /// holds which (summing the letter out first would give an infinity).
+    #[test]
+    fn lone_letters_keep_zero_times_infinity() {
+        let inf = f64::INFINITY;
+        let x = block(&[2, 3], |i| [[1.0, inf, 2.0], [inf, -inf, 1.0]][i[0]][i[1]]);
+        let y = block(&[2, 2], |i| [[0.0, 1.0], [2.0, 0.0]][i[0]][i[1]]);
+        let big = block(&[2, 2], |i| [[1e308, 1e308], [-1.0, 3.0]][i[0]][i[1]]);
+        // Σ over every letter not in the output of the product of the operands.
+        let brute = |spec: &str, ops: &[&Block]| -> ArrayD<f64> {
+            let s = Spec::parse(spec).unwrap();
+            let mut size = std::collections::BTreeMap::new();
+            for (l, b) in s.inputs.iter().zip(ops) {
+                for (c, &n) in l.iter().zip(b.shape()) {
+                    size.insert(*c, n);
+                }
+            }
+            let letters: Vec<char> = size.keys().copied().collect();
+            let dims: Vec<usize> = letters.iter().map(|c| size[c]).collect();
+            let out_dims: Vec<usize> = s.output.iter().map(|c| size[c]).collect();
+            let mut out = ArrayD::<f64>::zeros(IxDyn(&out_dims));
+            for idx in ndarray::indices(IxDyn(&dims)) {
+                let at = |c: &char| idx[letters.iter().position(|x| x == c).unwrap()];
+                let p: f64 = s
+                    .inputs
+                    .iter()
+                    .zip(ops)
+                    .map(|(l, b)| {
+                        let i: Vec<usize> = l.iter().map(at).collect();
+                        b.to_f64()[IxDyn(&i)]
+                    })
+                    .product();
+                let o: Vec<usize> = s.output.iter().map(at).collect();
+                out[IxDyn(&o)] += p;
+            }
+            out
+        };
+        let same = |a: &ArrayD<f64>, b: &ArrayD<f64>| {
+            a.shape() == b.shape()
+                && a.iter().zip(b).all(|(x, y)| {
+                    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * y.abs()
+                })
+        };
+        let (u, w) = (
+            block(&[3], |i| [1.0, inf, 2.0][i[0]]),
+            block(&[2], |i| [0.0, 1.0][i[0]]),
+        );
+        // Three operands: contracting b and c first sums 2 - 1 = 1 and hides the NaN of
+        // inf * 2 + inf * (-1).
+        let a3 = block(&[1, 1], |_| inf);
+        let b3 = block(&[1, 2], |i| [2.0, -1.0][i[1]]);
+        let c3 = block(&[2, 1], |i| [1.0, inf][i[0]]);
+        // b and c the cheapest pair, a not finite: a and b go first.
+        let a4 = block(&[3, 1], |_| inf);
+        let c4 = block(&[2, 1], |_| 1.0);
+        for (spec, ops) in [
+            ("ij,kl->il", vec![&x, &y]),
+            ("ij,kl->il", vec![&y, &x]),
+            ("ji,jk->i", vec![&x, &y]),
+            ("j,k->", vec![&u, &w]),
+            ("ij,kl->", vec![&y, &x]),
+            ("ij,kl->ik", vec![&x, &y]),
+            ("ij,kl->ik", vec![&big, &y]),
+            ("ij,kl->", vec![&x, &x]),
+            ("ij,jk->ik", vec![&y, &big]),
+            ("ij,jk,kl->il", vec![&a3, &b3, &c3]),
+            ("ij,jk,kl->il", vec![&a4, &b3, &c4]),
+            ("ij,jk,kl->il", vec![&a4, &b3, &c3]),
+            ("ij,jk,kl->il", vec![&c3, &a3, &b3]),
+            ("ij,jk,kl->ik", vec![&a3, &b3, &c3]),
+            ("ij,jk,kl->", vec![&y, &y, &x]),
+            ("ji,jk,kl->il", vec![&x, &y, &big]),
+        ] {
+            let (got, want) = (run(spec, &ops), brute(spec, &ops));
+            assert!(same(&got, &want), "{spec}: {got} != {want}");
+        }
     }
 
     /// A sum of matrix products (GEMM adding into one output) equals the sum of each

@@ -427,8 +427,8 @@ fn int_binary(op: BinaryOp, a: &Block, b: &Block, dim: IxDyn) -> Result<Block, S
         BinaryOp::FloorDiv => Block::I64(zip.par_map_collect(|x, y| batch::floor_div_i64(*x, *y))),
         BinaryOp::Mod => Block::I64(zip.par_map_collect(|x, y| batch::mod_i64(*x, *y))),
         BinaryOp::Pow => Block::I64(zip.par_map_collect(|x, y| batch::pow_i64(*x, *y))),
-        BinaryOp::Maximum => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
-        BinaryOp::Minimum => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
+        BinaryOp::Maximum | BinaryOp::ClipLow => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
+        BinaryOp::Minimum | BinaryOp::ClipHigh => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
         op => return Err(format!("{} is not an int64 op", op.symbol())),
     })
 }
@@ -460,17 +460,28 @@ fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, Stri
         });
         return combine(parts, op, |a, v| op.apply_i64(a, v)).map(Block::I64);
     }
+    // The input's values are folded with `op` (nansum skips their NaNs); what that first
+    // fold made (a NaN of inf - inf included) is folded and combined with `op.partial()`.
+    let later = op.partial();
+    let fold = |a: ndarray::ArrayViewD<'_, f64>, ax: usize, op: ReduceOp| {
+        if op == ReduceOp::Sum {
+            a.sum_axis(Axis(ax))
+        } else {
+            a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
+        }
+    };
     let parts = inputs.iter().map(|x| {
         let x = x.to_f64();
-        reduce_axes(x, &axes, |a, ax| {
-            if op == ReduceOp::Sum {
-                a.sum_axis(Axis(ax))
-            } else {
-                a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
-            }
-        })
+        match axes.split_first() {
+            // No axis reduced (`nansum(x, axis=())`): each value alone, a NaN its identity.
+            None if later != op => x.mapv(|v| if v.is_nan() { op.identity() } else { v }),
+            None => x.into_owned(),
+            Some((&first, rest)) => rest.iter().fold(fold(x.view(), first, op), |p, &ax| {
+                fold(p.view(), ax, later)
+            }),
+        }
     });
-    combine(parts, op, |a, v| op.apply(a, v)).map(Block::F64)
+    combine(parts, op, |a, v| later.apply(a, v)).map(Block::F64)
 }
 
 /// `x` folded over `axes` (descending) one at a time, from a view of the block: only the
@@ -920,6 +931,78 @@ mod int_tests {
             panic!()
         };
         assert_eq!(m[[]], -3);
+    }
+
+    /// nansum and nanprod skip only the input's own NaNs: a NaN that a block's partial
+    /// result holds (inf - inf, 0 * inf) propagates through the later axes of one block
+    /// and through the combine of partials, as NumPy's.
+    #[test]
+    fn nan_reductions_skip_only_the_inputs_nans() {
+        let f = |shape: &[usize], v: &[f64]| {
+            Block::F64(ArrayD::from_shape_vec(IxDyn(shape), v.to_vec()).unwrap())
+        };
+        let inf = f64::INFINITY;
+        let r = |k: &Kernel, inputs: &[&Block], shape: Vec<u64>| {
+            let idx = vec![0; shape.len()];
+            let meta = ArrayMeta::new(shape.clone(), shape, DType::Float64);
+            let Block::F64(a) = run(k, inputs, &meta, &idx).unwrap() else {
+                panic!()
+            };
+            a
+        };
+        // One block, both axes reduced: row 0 sums to inf - inf.
+        let x = f(&[2, 2], &[inf, -inf, 1.0, f64::NAN]);
+        for op in [ReduceOp::NanSum, ReduceOp::Sum] {
+            let k = Kernel::Reduce {
+                op,
+                axes: vec![0, 1],
+            };
+            assert!(r(&k, &[&x], vec![])[[]].is_nan(), "{op:?}");
+        }
+        // 0 * inf in one row, then the other axis.
+        let y = f(&[2, 2], &[0.0, inf, 2.0, f64::NAN]);
+        let k = Kernel::Reduce {
+            op: ReduceOp::NanProd,
+            axes: vec![1, 0],
+        };
+        assert!(r(&k, &[&y], vec![])[[]].is_nan());
+        // The input's own NaN is skipped: row 1 of y is 2.
+        let k = Kernel::Reduce {
+            op: ReduceOp::NanProd,
+            axes: vec![1],
+        };
+        let p = r(&k, &[&y], vec![2]);
+        assert!(p[[0]].is_nan() && p[[1]] == 2.0, "{p}");
+        // Partials combined: a NaN partial is a real NaN.
+        let k = Kernel::Reduce {
+            op: ReduceOp::NanSum,
+            axes: vec![0],
+        };
+        let comb = k.combiner();
+        let part = r(&k, &[&x], vec![2]);
+        assert!(part[[0]] == inf && part[[1]] == -inf, "{part}");
+        let nan_part = f(&[1], &[f64::NAN]);
+        let one = f(&[1], &[1.0]);
+        assert!(r(&comb, &[&nan_part, &one], vec![1])[[0]].is_nan());
+        // No axis reduced (axis=()): each NaN of the input is the identity.
+        let k = Kernel::Reduce {
+            op: ReduceOp::NanSum,
+            axes: vec![],
+        };
+        assert_eq!(
+            r(&k, &[&f(&[2], &[f64::NAN, -0.0])], vec![2])
+                .mapv(f64::to_bits)
+                .as_slice()
+                .unwrap(),
+            &[0.0f64.to_bits(), (-0.0f64).to_bits()]
+        );
+        // nanmax's partial of NaNs only is still skipped.
+        let k = Kernel::Reduce {
+            op: ReduceOp::NanMax,
+            axes: vec![0],
+        };
+        let comb = k.combiner();
+        assert_eq!(r(&comb, &[&nan_part, &one], vec![1])[[0]], 1.0);
     }
 
     #[test]

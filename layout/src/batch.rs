@@ -196,10 +196,16 @@ pub enum BinaryOp {
     FloorDiv,
     /// `x % y`: Python's modulo (the remainder takes the divisor's sign).
     Mod,
-    /// `maximum(x, y)`: the larger; NaN if either is NaN.
+    /// `maximum(x, y)`: the larger; NaN if either is NaN; `y` on a tie (so
+    /// `maximum(-0.0, 0.0)` is 0.0, NumPy's bits).
     Maximum,
-    /// `minimum(x, y)`: the smaller; NaN if either is NaN.
+    /// `minimum(x, y)`: the smaller; NaN if either is NaN; `y` on a tie.
     Minimum,
+    /// `clip`'s lower bound when both bounds are numbers: the larger, NaN if either is;
+    /// `x` on a tie (NumPy's clip with scalar bounds keeps a -0.0 at a bound of 0).
+    ClipLow,
+    /// `clip`'s upper bound when both bounds are numbers: the smaller; `x` on a tie.
+    ClipHigh,
     /// `x < y`.
     Lt,
     /// `x <= y`.
@@ -279,11 +285,13 @@ impl BinaryOp {
             BinaryOp::Pow => x.powf(y),
             BinaryOp::FloorDiv => divmod(x, y).0,
             BinaryOp::Mod => divmod(x, y).1,
-            // NumPy's maximum and minimum propagate NaN.
-            BinaryOp::Maximum if x.is_nan() || y.is_nan() => f64::NAN,
-            BinaryOp::Maximum => x.max(y),
-            BinaryOp::Minimum if x.is_nan() || y.is_nan() => f64::NAN,
-            BinaryOp::Minimum => x.min(y),
+            // NumPy's maximum and minimum propagate NaN (`x` where `x` is, else `y`).
+            BinaryOp::Maximum => maximum(x, y),
+            BinaryOp::Minimum => minimum(x, y),
+            BinaryOp::ClipLow if y.is_nan() => y,
+            BinaryOp::ClipLow => maximum(y, x),
+            BinaryOp::ClipHigh if y.is_nan() => y,
+            BinaryOp::ClipHigh => minimum(y, x),
             BinaryOp::Lt => b(x < y),
             BinaryOp::Le => b(x <= y),
             BinaryOp::Gt => b(x > y),
@@ -311,8 +319,8 @@ impl BinaryOp {
             BinaryOp::Pow => pow_i64(x, y),
             BinaryOp::FloorDiv => floor_div_i64(x, y),
             BinaryOp::Mod => mod_i64(x, y),
-            BinaryOp::Maximum => x.max(y),
-            BinaryOp::Minimum => x.min(y),
+            BinaryOp::Maximum | BinaryOp::ClipLow => x.max(y),
+            BinaryOp::Minimum | BinaryOp::ClipHigh => x.min(y),
             BinaryOp::Lt => b(x < y),
             BinaryOp::Le => b(x <= y),
             BinaryOp::Gt => b(x > y),
@@ -338,6 +346,7 @@ impl BinaryOp {
             BinaryOp::Mod => "%",
             BinaryOp::Maximum => "maximum",
             BinaryOp::Minimum => "minimum",
+            BinaryOp::ClipLow | BinaryOp::ClipHigh => "clip",
             BinaryOp::Lt => "<",
             BinaryOp::Le => "<=",
             BinaryOp::Gt => ">",
@@ -349,6 +358,31 @@ impl BinaryOp {
             BinaryOp::Xor => "^",
         }
     }
+}
+
+/// NumPy's `maximum` of two floats, bit for bit: `x` if it is NaN or larger, else `y` (a
+/// NaN `y`, or `y` on a tie of 0.0 and -0.0).
+#[inline]
+pub fn maximum(x: f64, y: f64) -> f64 {
+    if x > y || x.is_nan() { x } else { y }
+}
+
+/// NumPy's `minimum` of two floats: `x` if it is NaN or smaller, else `y`.
+#[inline]
+pub fn minimum(x: f64, y: f64) -> f64 {
+    if x < y || x.is_nan() { x } else { y }
+}
+
+/// NumPy's `fmax` (`nanmax`'s step): the larger, a NaN only if both are; `x` on a tie.
+#[inline]
+fn fmax(x: f64, y: f64) -> f64 {
+    if x >= y || y.is_nan() { x } else { y }
+}
+
+/// NumPy's `fmin` (`nanmin`'s step): the smaller, a NaN only if both are; `x` on a tie.
+#[inline]
+fn fmin(x: f64, y: f64) -> f64 {
+    if x <= y || y.is_nan() { x } else { y }
 }
 
 /// NumPy's error for an int64 raised to a negative int64 power.
@@ -447,19 +481,43 @@ impl ReduceOp {
         match self {
             ReduceOp::Sum => acc + v,
             ReduceOp::Prod => acc * v,
-            ReduceOp::Min if acc.is_nan() || v.is_nan() => f64::NAN,
-            ReduceOp::Min => acc.min(v),
-            ReduceOp::Max if acc.is_nan() || v.is_nan() => f64::NAN,
-            ReduceOp::Max => acc.max(v),
+            // A fold of minimum/maximum (the later value on a tie of zeros, NumPy's bits).
+            ReduceOp::Min => minimum(acc, v),
+            ReduceOp::Max => maximum(acc, v),
             ReduceOp::All => (acc != 0.0 && v != 0.0) as u8 as f64,
             ReduceOp::Any => (acc != 0.0 || v != 0.0) as u8 as f64,
             ReduceOp::NanSum if v.is_nan() => acc,
             ReduceOp::NanSum => acc + v,
             ReduceOp::NanProd if v.is_nan() => acc,
             ReduceOp::NanProd => acc * v,
-            // f64::min/max return the non-NaN operand: NumPy's nanmin/nanmax.
-            ReduceOp::NanMin => acc.min(v),
-            ReduceOp::NanMax => acc.max(v),
+            // fmin/fmax skip a NaN: NumPy's nanmin/nanmax (the earlier value on a tie).
+            ReduceOp::NanMin => fmin(acc, v),
+            ReduceOp::NanMax => fmax(acc, v),
+        }
+    }
+
+    /// The op that combines this reduction's partial results (and folds a block's second
+    /// and later axes): the plain sum or product for `nansum`/`nanprod`. Only the input's
+    /// own NaNs are missing values; a NaN in a partial result was made by the data
+    /// (inf - inf, 0 * inf) and propagates, as NumPy's (which sums with NaNs made 0).
+    /// `nanmin`/`nanmax` keep skipping: their partial is NaN only where every value was.
+    pub fn partial(self) -> ReduceOp {
+        match self {
+            ReduceOp::NanSum => ReduceOp::Sum,
+            ReduceOp::NanProd => ReduceOp::Prod,
+            op => op,
+        }
+    }
+
+    /// NumPy's value of this reduction over nothing (sum 0, prod 1, all true, any false);
+    /// `min`/`max` have none (NumPy raises), for them this is [`ReduceOp::identity`].
+    pub fn empty_value(self) -> Scalar {
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum => Scalar::Int(0),
+            ReduceOp::Prod | ReduceOp::NanProd => Scalar::Int(1),
+            ReduceOp::All => Scalar::Bool(true),
+            ReduceOp::Any => Scalar::Bool(false),
+            op => Scalar::Float(op.identity()),
         }
     }
 
@@ -714,7 +772,8 @@ pub enum Kernel {
         perm: Vec<usize>,
     },
     /// Inputs: blocks that reduce into this output block; each is reduced over `axes`,
-    /// then the partial results are combined in input order with the same op.
+    /// then the partial results are combined in input order with [`ReduceOp::partial`]
+    /// (only an input's own NaNs are skipped by `nansum`/`nanprod`).
     Reduce {
         /// How values combine.
         op: ReduceOp,
@@ -968,7 +1027,7 @@ impl Kernel {
     pub fn combiner(&self) -> Kernel {
         match self {
             Kernel::Reduce { op, .. } => Kernel::Reduce {
-                op: *op,
+                op: op.partial(),
                 axes: vec![],
             },
             _ => Kernel::Reduce {

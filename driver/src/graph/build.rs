@@ -759,11 +759,6 @@ impl<'a> Builder<'a> {
                     };
                     let (a, b, c) = (opt(a)?, opt(b)?, opt(c)?);
                     let (s0, st, l) = python_slice(a, b, c.unwrap_or(1), n).map_err(err)?;
-                    if l == 0 {
-                        return Err(err(format!(
-                            "this slice of axis {d} (size {n}) is empty; nums-cloud arrays are not empty"
-                        )));
-                    }
                     start.push(s0);
                     step.push(st);
                     len.push(l as u64);
@@ -804,12 +799,6 @@ impl<'a> Builder<'a> {
                             let idx: Vec<u64> = (0..n as u64)
                             .filter(|&i| matches!(&items[i as usize], Val::Num(b) if b.as_i64() != 0))
                             .collect();
-                            if idx.is_empty() {
-                                return Err(err(
-                                "this bool index list selects nothing; nums-cloud arrays are not empty"
-                                    .into(),
-                            ));
-                            }
                             takes.push((d, idx, it.pos));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
@@ -830,9 +819,6 @@ impl<'a> Builder<'a> {
                                     }
                                     _ => return Err(err("an index list holds integers".into())),
                                 }
-                            }
-                            if idx.is_empty() {
-                                return Err(err("an empty index list selects nothing".into()));
                             }
                             takes.push((d, idx, it.pos));
                             whole(&mut start, &mut step, &mut len);
@@ -904,13 +890,7 @@ impl<'a> Builder<'a> {
                 NodeOp::Slice { x, start, step },
             );
         }
-        for (axis, indices, pos) in takes {
-            if indices.is_empty() {
-                return Err(EvalError::Expr(ExprError::new(
-                    pos,
-                    "the mask selects nothing; nums-cloud arrays are not empty",
-                )));
-            }
+        for (axis, indices, _) in takes {
             let t = self.meta(id).clone();
             let mut shape = t.shape.clone();
             shape[axis] = indices.len() as u64;

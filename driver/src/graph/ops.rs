@@ -60,6 +60,8 @@ impl<'a> Builder<'a> {
                 ));
             }
             (op, _) if op.is_predicate() => DType::Bool,
+            // NumPy squares bools in int8; nums-cloud's smallest int is int64 (as `M ** 2`).
+            (UnaryOp::Square, DType::Bool) => DType::Int64,
             (op, d) if op.keeps_ints() && !d.is_float() => d,
             (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
             (_, d) => d.to_float(),
@@ -282,14 +284,32 @@ impl<'a> Builder<'a> {
     }
 
     /// `op` over `axes` (sorted, distinct), optionally keeping them as length-1 axes.
+    /// Over axes of length 0 it is the op's identity (sum 0, prod 1); min and max have
+    /// none and are refused with NumPy's error.
     pub(super) fn reduce(
         &mut self,
         x: NodeId,
         op: ReduceOp,
         axes: Vec<usize>,
         keepdims: bool,
-    ) -> NodeId {
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
         let m = self.meta(x).clone();
+        if axes.iter().any(|&d| m.shape[d] == 0) {
+            let ufunc = match op {
+                ReduceOp::Max => Some("maximum"),
+                ReduceOp::Min => Some("minimum"),
+                ReduceOp::NanMax => Some("fmax"),
+                ReduceOp::NanMin => Some("fmin"),
+                _ => None,
+            };
+            if let Some(u) = ufunc {
+                return Err(EvalError::Expr(ExprError::new(
+                    pos,
+                    format!("zero-size array to reduction operation {u} which has no identity"),
+                )));
+            }
+        }
         let dtype = match op {
             ReduceOp::All | ReduceOp::Any => DType::Bool,
             ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd
@@ -314,12 +334,34 @@ impl<'a> Builder<'a> {
             },
         );
         if !keepdims {
-            return r;
+            return Ok(r);
         }
         let shape: Vec<u64> = (0..m.ndim())
             .map(|d| if axes.contains(&d) { 1 } else { m.shape[d] })
             .collect();
-        self.reshape(r, &shape)
+        Ok(self.reshape(r, &shape))
+    }
+
+    /// `x[.., start:start + len, ..]` on each axis of `ranges` (axis, start, len), in bounds.
+    pub(super) fn slice(&mut self, x: NodeId, ranges: &[(usize, u64, u64)]) -> NodeId {
+        let m = self.meta(x).clone();
+        let mut start = vec![0i64; m.ndim()];
+        let mut shape = m.shape.clone();
+        for &(d, s, l) in ranges {
+            start[d] = s as i64;
+            shape[d] = l;
+        }
+        if shape == m.shape {
+            return x;
+        }
+        self.add(
+            ArrayMeta::new(shape, m.block.clone(), m.dtype),
+            NodeOp::Slice {
+                x,
+                start,
+                step: vec![1; m.ndim()],
+            },
+        )
     }
 
     /// `x` with another shape of the same size (checked by the caller).

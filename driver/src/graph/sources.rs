@@ -25,6 +25,9 @@ pub enum Probe {
         header: crate::npy::NpyHeader,
         /// A local file the run uploads to `key` of `source` (the job's store) first.
         upload: Option<std::path::PathBuf>,
+        /// What the file holds now (`Store::version`): a run resumes only work made from
+        /// the same, and fails if it changes while the run reads it.
+        version: String,
     },
     /// A CSV file of numbers: where its data rows are (no field is parsed before the run).
     Csv {
@@ -39,6 +42,8 @@ pub enum Probe {
         usecols: Vec<u64>,
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
+        /// As for `Npy`.
+        version: String,
     },
     /// A Parquet file (its footer only): its numeric columns as one array.
     Parquet {
@@ -53,6 +58,8 @@ pub enum Probe {
         row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
+        /// As for `Npy`.
+        version: String,
     },
     /// A Zarr v3 array. `in_place` is its path under the job's store root when it lies
     /// there and is encoded as nums-cloud encodes: the functions then read it in place.
@@ -76,6 +83,45 @@ impl Probe {
                 shape
             }
             Probe::Zarr { meta, .. } => &meta.shape,
+        }
+    }
+
+    /// Where the input is (the file as the job file names it, or the Zarr array's URL)
+    /// and what it held when probed: a file's [`nums_layout::Store::version`], a Zarr
+    /// array's `zarr.json` stamp. A run resumes only work made from the same, and fails
+    /// if it changes while the run reads it.
+    pub fn version(&self) -> (String, String) {
+        match self {
+            Probe::Npy { path, version, .. }
+            | Probe::Csv { path, version, .. }
+            | Probe::Parquet { path, version, .. } => (path.clone(), version.clone()),
+            Probe::Zarr {
+                store, path, stamp, ..
+            } => (zarr_url(store, path), format!("zarr.json {stamp:016x}")),
+        }
+    }
+
+    /// What the input holds now, as [`Probe::version`] says it (`None`: it is gone).
+    pub async fn version_now(
+        &self,
+        job: &Job,
+        io: &Arc<IoCounters>,
+    ) -> Result<Option<String>, nums_layout::Error> {
+        match self {
+            Probe::Zarr { store, path, .. } => {
+                let s = nums_layout::Store::open_counted(store, io)?;
+                match nums_layout::StoredArray::open_stamped(&s, path).await {
+                    Ok((_, stamp)) => Ok(Some(format!("zarr.json {stamp:016x}"))),
+                    Err(nums_layout::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            _ => {
+                // Where the probe read it (a local file, before any upload for Lambda).
+                let (source, key) = split_zarr_location(&self.version().0, &job.storage);
+                let s = nums_layout::Store::open_counted(&source, io)?;
+                Ok(s.version(&key).await?.map(|(_, v)| v))
+            }
         }
     }
 
@@ -162,12 +208,15 @@ async fn probe_csv_file(
     let local = !path.starts_with("s3://");
     let (source, key) = split_zarr_location(path, &job.storage);
     let s = nums_layout::Store::open_counted(&source, io).map_err(|e| load(e.to_string()))?;
-    let size = s
-        .head(&key)
+    let (size, version) = s
+        .version(&key)
         .await
         .map_err(|e| load(format!("cannot read {path}: {e}")))?
         .ok_or_else(|| load(format!("cannot read {path}: no such file")))?;
     let mut p = probe_csv(&s, path, source.clone(), key, size, csv, counted).await?;
+    if let Probe::Csv { version: v, .. } = &mut p {
+        *v = version;
+    }
     if local {
         stage_upload(job, path, &mut p);
     }
@@ -179,8 +228,8 @@ async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe
     if path.ends_with(".csv") || path.ends_with(".npy") || path.ends_with(".parquet") {
         let (source, key) = split_zarr_location(path, &job.storage);
         let s = nums_layout::Store::open_counted(&source, io).map_err(|e| e.to_string())?;
-        let size = s
-            .head(&key)
+        let (size, version) = s
+            .version(&key)
             .await
             .map_err(|e| format!("cannot read {path}: {e}"))?
             .ok_or_else(|| format!("cannot read {path}: no such file"))?;
@@ -189,6 +238,9 @@ async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe
         } else {
             probe_npy(&s, path, source.clone(), key, size).await
         }?;
+        if let Probe::Npy { version: v, .. } | Probe::Parquet { version: v, .. } = &mut p {
+            *v = version;
+        }
         if local {
             stage_upload(job, path, &mut p);
         }
@@ -205,11 +257,11 @@ async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe
             let committing = if local {
                 Path::new(path)
                     .parent()
-                    .is_some_and(|d| d.join("_commit.json").exists())
+                    .is_some_and(|d| d.join(crate::runs::commit_key("")).exists())
             } else {
                 let job_dir = apath.rsplit_once('/').map_or("", |(d, _)| d);
                 !job_dir.is_empty()
-                    && s.head(&format!("{job_dir}/_commit.json"))
+                    && s.head(&crate::runs::commit_key(job_dir))
                         .await
                         .ok()
                         .flatten()
@@ -280,6 +332,7 @@ async fn probe_npy(
         dtype,
         header,
         upload: None,
+        version: String::new(),
     })
 }
 
@@ -323,6 +376,7 @@ async fn probe_parquet(
         metadata: (start, len),
         row_groups: std::sync::Arc::new(d.row_groups),
         upload: None,
+        version: String::new(),
     })
 }
 
@@ -359,7 +413,7 @@ fn stage_upload(job: &Job, path: &str, p: &mut Probe) {
     };
     *up = Some(std::path::PathBuf::from(path));
     *src = job.storage.clone();
-    *k = format!("{}/_inputs/{name}", job.name);
+    *k = format!("{}/{}/{name}", job.name, crate::runs::INPUTS);
 }
 
 /// Pieces of the row index read and scanned at once (at most 4 x 4 MiB held).
@@ -462,6 +516,7 @@ async fn probe_csv(
         delimiter: opts.delimiter,
         usecols,
         upload: None,
+        version: String::new(),
     })
 }
 
@@ -516,7 +571,13 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
             path.trim_matches('/').to_string(),
         )
     } else {
-        let p = std::path::Path::new(loc);
+        // A link the job file names (a data file linked from elsewhere) is followed: its
+        // folder is then the store the input is read from (a store never follows links
+        // out of its folder).
+        let named = std::path::Path::new(loc);
+        let linked = std::fs::symlink_metadata(named).is_ok_and(|m| m.is_symlink());
+        let real = linked.then(|| std::fs::canonicalize(named).ok()).flatten();
+        let p = real.as_deref().unwrap_or(named);
         let parent = p.parent().unwrap_or(std::path::Path::new("/"));
         let url = url::Url::from_directory_path(parent)
             .map(|u| u.to_string())
@@ -531,6 +592,15 @@ pub fn split_zarr_location(loc: &str, storage: &StoreSpec) -> (StoreSpec, String
                 .unwrap_or_default(),
         )
     }
+}
+
+/// The URL of array `path` of `store`.
+fn zarr_url(store: &StoreSpec, path: &str) -> String {
+    format!(
+        "{}/{}",
+        store.url.trim_end_matches('/'),
+        path.trim_matches('/')
+    )
 }
 
 /// The path of `path` in `store` relative to the job's store root, if it lies inside it.

@@ -6,6 +6,7 @@
 //! client, and `again_if_cut` for requests whose connection broke in flight). [`Store`]
 //! turns keys and errors into nums-cloud's.
 
+mod confined;
 mod counting;
 
 pub use counting::{CountingStore, IoCounters};
@@ -139,6 +140,10 @@ impl Store {
                     .map_err(|_| err("a file:// URL must name an absolute folder".into()))?;
                 std::fs::create_dir_all(&dir)
                     .map_err(|e| err(format!("cannot create folder {}: {e}", dir.display())))?;
+                // Resolved, as `LocalFileSystem` resolves it: links inside the store are
+                // judged against the folder they really are in.
+                let dir = std::fs::canonicalize(&dir)
+                    .map_err(|e| err(format!("cannot resolve folder {}: {e}", dir.display())))?;
                 local_root = Some(dir.clone());
                 let fs = Arc::new(
                     LocalFileSystem::new_with_prefix(&dir)
@@ -146,7 +151,7 @@ impl Store {
                         .with_automatic_cleanup(true),
                 );
                 local_fs = Some(fs.clone());
-                fs
+                Arc::new(confined::ConfinedFs::new(fs, dir))
             }
             "s3" => {
                 let bucket = url
@@ -257,6 +262,11 @@ impl Store {
         }
     }
 
+    /// The folder of a `file://` store (resolved: symbolic links followed).
+    pub fn local_folder(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
+    }
+
     /// Whether objects are files on this machine (a `file://` store): read at memory speed,
     /// so reading far ahead buys nothing.
     pub fn is_local(&self) -> bool {
@@ -266,10 +276,16 @@ impl Store {
     /// Reads a whole object. A large object of a `file://` store is its file mapped into
     /// memory, not copied (see `map_file`).
     pub async fn get(&self, key: &str) -> Result<Bytes> {
-        if let Some(fs) = &self.local_fs {
+        if let (Some(fs), Some(root)) = (&self.local_fs, &self.local_root) {
             let file = fs
                 .path_to_filesystem(&self.path(key))
                 .map_err(|e| self.err(e, key))?;
+            if let Some(why) = confined::escapes(root, &file) {
+                return Err(Error::Store {
+                    url: self.spec.to_string(),
+                    message: format!("{key}: {why}"),
+                });
+            }
             let got = tokio::task::spawn_blocking(move || map_file(&file))
                 .await
                 .expect("reading a file panicked");
@@ -309,6 +325,52 @@ impl Store {
             Ok(m) => Ok(Some(m.size)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(self.err(e, key)),
+        }
+    }
+
+    /// An object's size, and what identifies its content now, to notice that it changed
+    /// (`None` where there is no object): on S3 its ETag, size and time; for a local file
+    /// its size, modification and change times, inode and a hash of its bytes (all of
+    /// them up to [`HASHED_WHOLE`]; of a larger file, 64 evenly spaced pieces of 1 MiB).
+    pub async fn version(&self, key: &str) -> Result<Option<(u64, String)>> {
+        let path = self.path(key);
+        let Some(fs) = &self.local_fs else {
+            return match again_if_cut(|| self.inner.head(&path)).await {
+                Ok(m) => Ok(Some((
+                    m.size,
+                    format!(
+                        "etag {}, {} bytes, {}",
+                        m.e_tag.unwrap_or_default(),
+                        m.size,
+                        m.last_modified.to_rfc3339()
+                    ),
+                ))),
+                Err(object_store::Error::NotFound { .. }) => Ok(None),
+                Err(e) => Err(self.err(e, key)),
+            };
+        };
+        let file = fs.path_to_filesystem(&path).map_err(|e| self.err(e, key))?;
+        if let Some(why) = self
+            .local_root
+            .as_deref()
+            .and_then(|root| confined::escapes(root, &file))
+        {
+            return Err(Error::Store {
+                url: self.spec.to_string(),
+                message: format!("{key}: {why}"),
+            });
+        }
+        self.counters.count_get(0);
+        let got = tokio::task::spawn_blocking(move || file_version(&file))
+            .await
+            .expect("hashing a file panicked");
+        match got {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::Store {
+                url: self.spec.to_string(),
+                message: format!("{key}: {e}"),
+            }),
         }
     }
 
@@ -535,6 +597,20 @@ impl Store {
             .collect())
     }
 
+    /// The names directly under `prefix`: its objects', and its folders' (one LIST request
+    /// on S3).
+    pub async fn list_dir(&self, prefix: &str) -> Result<(Vec<String>, Vec<String>)> {
+        let base = self.path(prefix);
+        let r = again_if_cut(|| self.inner.list_with_delimiter(Some(&base)))
+            .await
+            .map_err(|e| self.err(e, prefix))?;
+        let name = |p: &Path| p.filename().unwrap_or_default().to_string();
+        Ok((
+            r.objects.iter().map(|m| name(&m.location)).collect(),
+            r.common_prefixes.iter().map(name).collect(),
+        ))
+    }
+
     /// Deletes every object under `prefix`.
     pub async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
         let keys = self.list(prefix).await?;
@@ -638,9 +714,55 @@ fn map_file(path: &std::path::Path) -> std::io::Result<Bytes> {
     Ok(Bytes::from_owner(map))
 }
 
+/// A local file of up to this many bytes is hashed whole by [`Store::version`].
+pub const HASHED_WHOLE: u64 = 64 << 20;
+
+/// [`Store::version`] of a local file.
+fn file_version(file: &std::path::Path) -> std::io::Result<(u64, String)> {
+    use std::hash::Hasher;
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::MetadataExt;
+    const PIECE: u64 = 1 << 20;
+    let mut f = std::fs::File::open(file)?;
+    let m = f.metadata()?;
+    if m.is_dir() {
+        return Err(std::io::ErrorKind::NotFound.into());
+    }
+    let len = m.len();
+    let mut h = twox_hash::XxHash3_64::new();
+    let mut buf = vec![0u8; PIECE as usize];
+    let pieces: Vec<u64> = if len <= HASHED_WHOLE {
+        (0..len.div_ceil(PIECE)).map(|i| i * PIECE).collect()
+    } else {
+        (0..64).map(|i| i * ((len - PIECE) / 63)).collect()
+    };
+    for at in pieces {
+        f.seek(SeekFrom::Start(at))?;
+        let n = (len - at).min(PIECE) as usize;
+        f.read_exact(&mut buf[..n])?;
+        h.write(&buf[..n]);
+    }
+    Ok((
+        len,
+        format!(
+            "{len} bytes, modified {}.{:09}, changed {}.{:09}, inode {}, xxh3 {:016x}",
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            m.ino(),
+            h.finish()
+        ),
+    ))
+}
+
 /// Removes `dir` and the folders under it that hold no files but staged leftovers of
 /// unfinished puts (bottom up).
 fn prune_empty_dirs(dir: &std::path::Path) -> bool {
+    // A link is not followed (what it leads to is not the store's), nor removed.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir()) {
+        return false;
+    }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
     };
@@ -654,10 +776,11 @@ fn prune_empty_dirs(dir: &std::path::Path) -> bool {
             .to_str()
             .and_then(|n| n.rsplit_once('#'))
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-        empty &= if staged {
+        let folder = e.file_type().is_ok_and(|t| t.is_dir());
+        empty &= if staged && !folder {
             std::fs::remove_file(&p).is_ok()
         } else {
-            p.is_dir() && prune_empty_dirs(&p)
+            folder && prune_empty_dirs(&p)
         };
     }
     empty && std::fs::remove_dir(dir).is_ok()
@@ -799,6 +922,45 @@ mod tests {
         std::fs::create_dir_all(dir.join("folder/x")).unwrap();
         assert!(matches!(s.get("folder").await, Err(Error::NotFound { .. })));
         std::fs::remove_dir_all(dir).ok();
+    }
+
+    /// A link inside a `file://` store to a folder or file outside it is never followed:
+    /// listings do not see behind it, reads, writes and deletes through it are refused,
+    /// and removing a prefix leaves what it leads to alone.
+    #[tokio::test]
+    async fn links_out_of_a_local_store_are_never_followed() {
+        let base = std::env::temp_dir().join(format!("nums-store-links-{}", std::process::id()));
+        let (dir, outside) = (base.join("store"), base.join("outside"));
+        std::fs::create_dir_all(outside.join("sub")).unwrap();
+        std::fs::write(outside.join("keep"), b"keep").unwrap();
+        std::fs::write(outside.join("sub/x#1"), b"keep").unwrap();
+        let s = Store::open(&StoreSpec {
+            url: url::Url::from_directory_path(&dir).unwrap().to_string(),
+            endpoint: None,
+        })
+        .unwrap();
+        s.put("j/a", Bytes::from_static(b"a")).await.unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("j/link")).unwrap();
+        std::os::unix::fs::symlink(outside.join("keep"), dir.join("j/file")).unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("whole")).unwrap();
+        assert_eq!(s.list("j").await.unwrap(), vec!["j/a".to_string()]);
+        let refused = |r: Result<()>| {
+            let e = r.unwrap_err().to_string();
+            assert!(e.contains("symbolic link"), "{e}");
+        };
+        refused(s.get("j/link/keep").await.map(|_| ()));
+        refused(s.get("j/file").await.map(|_| ()));
+        refused(s.head("j/link/keep").await.map(|_| ()));
+        refused(s.put("j/link/new", Bytes::from_static(b"n")).await);
+        refused(s.delete("j/link/keep").await);
+        refused(s.rename("j/a", "j/link/a").await);
+        refused(s.list("whole").await.map(|_| ()));
+        assert_eq!(s.delete_prefix("j").await.unwrap(), 1);
+        assert!(s.delete_prefix("whole").await.is_err());
+        assert_eq!(std::fs::read(outside.join("keep")).unwrap(), b"keep");
+        assert_eq!(std::fs::read(outside.join("sub/x#1")).unwrap(), b"keep");
+        assert!(!outside.join("new").exists());
+        std::fs::remove_dir_all(base).ok();
     }
 
     #[tokio::test]

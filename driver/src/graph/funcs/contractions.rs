@@ -18,11 +18,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("dot", AB, "`np.dot`", dot),
     FuncDef::new("inner", AB, "`np.inner`", inner),
     FuncDef::new("outer", AB, "`np.outer` (operands flattened)", |s, b| {
+        // NumPy's outer is multiply(a.ravel()[:, None], b.ravel()[None, :]): products,
+        // not sums of products (which would turn -0.0 into 0.0).
         let (x, y) = (b.array("a")?, b.array("b")?);
         let (lx, ly) = (s.meta(x).len(), s.meta(y).len());
-        let x = s.reshape(x, &[lx]);
-        let y = s.reshape(y, &[ly]);
-        s.einsum("i,j->ij", vec![x, y], b.pos)
+        let x = s.reshape(x, &[lx, 1]);
+        let y = s.reshape(y, &[1, ly]);
+        s.elementwise2(BinaryOp::Mul, Val::Arr(x), Val::Arr(y), b.pos)
     }),
     FuncDef::new(
         "tensordot",
@@ -40,7 +42,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "trace",
         &["a", "offset", "axis1", "axis2"],
-        "`np.trace` (offset 0)",
+        "`np.trace`",
         trace,
     ),
 ];
@@ -217,9 +219,7 @@ fn einsum(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("a")?;
     let n = s.meta(x).ndim();
-    if b.int("offset")?.unwrap_or(0) != 0 {
-        return Err(b.err(b.pos, "trace(): only offset=0 is supported"));
-    }
+    let offset = b.int("offset")?.unwrap_or(0);
     let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
         one_axis(v.unwrap_or(d), n).map_err(|m| b.err(b.pos, format!("trace(): {m}")))
     };
@@ -231,6 +231,12 @@ fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         return Err(b.err(b.pos, "trace(): axis1 and axis2 are the same"));
     }
     check_letters(b, n)?;
+    // NumPy sums the diagonal (i, i + offset) of any rectangle: its min(n1, n2 - offset)
+    // elements (none past the edge), here the diagonal of the square slice that holds it.
+    let (n1, n2) = (s.meta(x).shape[a1] as i64, s.meta(x).shape[a2] as i64);
+    let (r0, c0) = (offset.saturating_neg().clamp(0, n1), offset.clamp(0, n2));
+    let k = (n1 - r0).min(n2 - c0).max(0) as u64;
+    let x = s.slice(x, &[(a1, r0 as u64, k), (a2, c0 as u64, k)]);
     let mut l = letters(0, n);
     l[a2] = l[a1];
     let out: String = (0..n)

@@ -38,7 +38,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "arange",
         &["start", "stop", "step", "dtype"],
-        "`np.arange` (not empty)",
+        "`np.arange`",
         arange,
     ),
     FuncDef::new(
@@ -100,8 +100,11 @@ fn filled_like(s: &mut Builder, b: &Bound, value: Option<f64>) -> Result<Val, Ev
 fn eye(s: &mut Builder, b: &Bound, rows: &str) -> Result<Val, EvalError> {
     let n = b.int(rows)?.unwrap_or(0);
     let m = b.int("M")?.unwrap_or(n);
-    if n < 1 || m < 1 {
-        return Err(b.err(b.pos, format!("{}(): sizes must be positive", b.f)));
+    if n < 0 || m < 0 {
+        return Err(b.err(
+            b.pos,
+            format!("{}(): negative dimensions are not allowed", b.f),
+        ));
     }
     let shape = vec![n as u64, m as u64];
     check_elements(&shape).map_err(|e| b.err(b.pos, format!("{}(): {e}", b.f)))?;
@@ -111,14 +114,13 @@ fn eye(s: &mut Builder, b: &Bound, rows: &str) -> Result<Val, EvalError> {
     Ok(Val::Arr(s.add(meta, NodeOp::Eye { k })))
 }
 
-/// The elements a range has, refused when none or too many.
+/// The elements a range has (none when `n` is not positive, as NumPy's); refused when
+/// too many or not a number.
 fn range_len(b: &Bound, n: f64) -> Result<u64, EvalError> {
-    if n.is_nan() || n < 1.0 {
-        return Err(b.err(
-            b.pos,
-            format!("{}() is empty; nums-cloud arrays are not empty", b.f),
-        ));
+    if n.is_nan() {
+        return Err(b.err(b.pos, format!("{}(): cannot compute length", b.f)));
     }
+    let n = n.max(0.0);
     check_elements(&[n as u64]).map_err(|_| {
         b.err(
             b.pos,
@@ -212,15 +214,22 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .ok_or_else(|| b.err(b.pos, "linspace() needs stop"))?
         .as_f64();
     let num = b.int("num")?.unwrap_or(50);
-    if num < 1 {
-        return Err(b.err(b.pos, "linspace(): num must be positive"));
+    if num < 0 {
+        return Err(b.err(
+            b.pos,
+            format!("linspace(): Number of samples, {num}, must be non-negative."),
+        ));
     }
     let num = range_len(b, num as f64)?;
     let endpoint = b.get("endpoint").is_none() || b.flag("endpoint")?;
     if b.flag("retstep")? {
         return Err(b.err(b.pos, "linspace(): retstep=True is not supported"));
     }
-    let div = if endpoint { (num - 1).max(1) } else { num } as f64;
+    let div = if endpoint {
+        num.saturating_sub(1).max(1)
+    } else {
+        num.max(1)
+    } as f64;
     let dtype = b.dtype("dtype")?.unwrap_or(DType::Float64);
     let m = s.default_meta(vec![num], dtype);
     Ok(Val::Arr(s.add(

@@ -167,13 +167,23 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     s.where_(c, x, y, b.pos)
 }
 
+/// NumPy's clip: `maximum` with a lone lower bound, `minimum` with a lone upper one (a
+/// tie gives the bound); with two number bounds its scalar loop, where a tie keeps `a`
+/// (the sign of a zero at a bound of zero is `a`'s); with an array bound both ufuncs.
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
-    if let Some((lo, _)) = b.get("a_min") {
-        v = s.elementwise2(BinaryOp::Maximum, v, lo.clone(), b.pos)?;
+    let (lo, hi) = (b.get("a_min"), b.get("a_max"));
+    let numbers = matches!((lo, hi), (Some((Val::Num(_), _)), Some((Val::Num(_), _))));
+    let (low, high) = if numbers {
+        (BinaryOp::ClipLow, BinaryOp::ClipHigh)
+    } else {
+        (BinaryOp::Maximum, BinaryOp::Minimum)
+    };
+    if let Some((lo, _)) = lo {
+        v = s.elementwise2(low, v, lo.clone(), b.pos)?;
     }
-    if let Some((hi, _)) = b.get("a_max") {
-        v = s.elementwise2(BinaryOp::Minimum, v, hi.clone(), b.pos)?;
+    if let Some((hi, _)) = hi {
+        v = s.elementwise2(high, v, hi.clone(), b.pos)?;
     }
     Ok(v)
 }

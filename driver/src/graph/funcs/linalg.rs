@@ -26,7 +26,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "lstsq",
         &["a", "b", "rcond"],
-        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns)",
+        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns; rank is int64, NumPy's int32: nums-cloud has no int32)",
         lstsq,
     ),
     FuncDef::new(
@@ -42,6 +42,11 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.linalg.svdvals` (TSQR, then the singular values of R)",
         |s, b| {
             let (x, pos) = (b.array("x")?, b.pos);
+            let (m, n) = s.matrix_shape(x, b, "the array")?;
+            if m == 0 || n == 0 {
+                let dtype = s.meta(x).dtype.to_float();
+                return Ok(Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0))));
+            }
             let (r, _) = s.tall_r(x, b, pos)?;
             Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, x)))
         },
@@ -132,7 +137,31 @@ fn mib(bytes: u64) -> u64 {
 
 impl<'a> Builder<'a> {
     /// `x` as a matrix, refused unless 2-D.
+    /// The shape of a matrix operand that the factorizations take: not empty (each
+    /// function answers an empty one as NumPy does before it factors, see `empty`).
     fn matrix_arg(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
+        match self.matrix_shape(x, b, what)? {
+            (m, n) if m == 0 || n == 0 => Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): {what} is an empty matrix ({}); nums-cloud's linear algebra takes matrices with rows and columns",
+                    b.f,
+                    dims(&[m, n])
+                ),
+            )),
+            mn => Ok(mn),
+        }
+    }
+
+    /// An empty result of NumPy's for an empty matrix: `shape` of `value` (empty factors,
+    /// det 1.0, slogdet's sign 1.0 and log 0.0, rank 0).
+    fn empty(&mut self, shape: Vec<u64>, dtype: DType, value: Scalar) -> NodeId {
+        let meta = self.default_meta(shape, dtype);
+        self.add(meta, NodeOp::Fill { value })
+    }
+
+    /// The shape of a 2-D operand.
+    fn matrix_shape(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
         match self.meta(x).shape[..] {
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
@@ -317,7 +346,7 @@ impl<'a> Builder<'a> {
 
 fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let a = b.array("a")?;
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let mode = match b.get("mode") {
         None => "reduced".to_string(),
         Some((Val::Str(t), _)) => t.clone(),
@@ -338,8 +367,17 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             ),
         ));
     }
-    let t = s.tall_tree(a, false, b)?;
     let dtype = s.meta(a).dtype.to_float();
+    if n == 0 {
+        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0.
+        let r = s.empty(vec![0, 0], dtype, Scalar::Int(0));
+        if mode == "r" {
+            return Ok(Val::Arr(r));
+        }
+        let q = s.empty(vec![m, 0], dtype, Scalar::Int(0));
+        return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    let t = s.tall_tree(a, false, b)?;
     let r = s.cast(t.r(), dtype);
     if mode == "r" {
         return Ok(Val::Arr(r));
@@ -351,7 +389,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 
 fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (a, y) = (b.array("a")?, b.array("b")?);
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let ym = s.meta(y).clone();
     let p = match ym.shape[..] {
         [r] if r == m => 1,
@@ -375,6 +413,9 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 dims(&[m, n])
             ),
         ));
+    }
+    if n == 0 {
+        return lstsq_of_no_columns(s, b, y, m, p);
     }
     let rcond = match b.num("rcond")? {
         None => f64::EPSILON * m.max(n) as f64,
@@ -426,9 +467,42 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     ]))
 }
 
+/// lstsq of an m x 0 `a`, as NumPy answers it: no unknowns (x empty), rank 0, no singular
+/// values, and (m > 0) the residuals are all of `b`: the sum of its squares per column.
+fn lstsq_of_no_columns(
+    s: &mut Builder,
+    b: &Bound,
+    y: NodeId,
+    m: u64,
+    p: u64,
+) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let ym = s.meta(y).clone();
+    let dtype = s.meta(a).dtype.to_float().promote(ym.dtype.to_float());
+    let xshape = if ym.ndim() == 1 { vec![0] } else { vec![0, p] };
+    let x = s.empty(xshape, dtype, Scalar::Int(0));
+    let res = if m > 0 {
+        let y = s.cast(y, dtype);
+        let y2 = s.reshape(y, &[m, p]);
+        let sq = s.elementwise2(BinaryOp::Mul, Val::Arr(y2), Val::Arr(y2), b.pos)?;
+        let sq = s.node(sq, b.pos)?;
+        Val::Arr(s.reduce(sq, ReduceOp::Sum, vec![0], false, b.pos)?)
+    } else {
+        Val::None
+    };
+    let rank = s.empty(vec![], DType::Int64, Scalar::Int(0));
+    let sv = s.empty(vec![0], dtype, Scalar::Int(0));
+    Ok(Val::Tuple(vec![
+        Val::Arr(x),
+        res,
+        Val::Arr(rank),
+        Val::Arr(sv),
+    ]))
+}
+
 fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let a = b.array("a")?;
-    let (m, n) = s.matrix_arg(a, b, "a")?;
+    let (m, n) = s.matrix_shape(a, b, "a")?;
     let full = b
         .given("full_matrices")
         .is_none_or(|_| b.flag("full_matrices").unwrap_or(true));
@@ -445,6 +519,19 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let uv = b
         .given("compute_uv")
         .is_none_or(|_| b.flag("compute_uv").unwrap_or(true));
+    if m == 0 || n == 0 {
+        // No singular values: U is m x 0, S empty, Vh 0 x n (NumPy's thin SVD).
+        let dtype = s.meta(a).dtype.to_float();
+        let mut e = |shape: Vec<u64>| Val::Arr(s.empty(shape, dtype, Scalar::Int(0)));
+        if !uv {
+            return Ok(e(vec![0]));
+        }
+        return Ok(Val::Fields(vec![
+            ("U", e(vec![m, 0])),
+            ("S", e(vec![0])),
+            ("Vh", e(vec![0, n])),
+        ]));
+    }
     let (r, wide) = s.tall_r(a, b, b.pos)?;
     if !uv {
         return Ok(Val::Arr(s.svd_of(r, SvdOutput::Values, a)));
@@ -516,8 +603,17 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         s.node(v, pos)
     };
     let red = |s: &mut Builder, x: NodeId, op: ReduceOp, axes: Vec<usize>, keep: bool| {
-        s.reduce(x, op, axes, keep)
+        s.reduce(x, op, axes, keep, pos)
     };
+    // NumPy's norm takes the max of |x| with initial=0: 0 over nothing, like a sum.
+    let max0 = |s: &Builder, x: NodeId, axes: &[usize]| {
+        if axes.iter().any(|&d| s.meta(x).shape[d] == 0) {
+            ReduceOp::Sum
+        } else {
+            ReduceOp::Max
+        }
+    };
+    let empty = s.meta(x).is_empty();
     match (axes.len(), ord) {
         (0, _) => Err(b.err(pos, "norm(): of a 0-d array; give a 1-D or 2-D one")),
         // Frobenius / 2-norm of a vector, or of all elements (ord None).
@@ -528,30 +624,31 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             }
             let sq = s.unary(UnaryOp::Square, Val::Arr(x), pos)?;
             let sq = s.node(sq, pos)?;
-            let t = red(s, sq, ReduceOp::Sum, axes, keepdims);
+            let t = red(s, sq, ReduceOp::Sum, axes, keepdims)?;
             s.unary(UnaryOp::Sqrt, Val::Arr(t), pos)
         }
         (1, Ord::Num(p)) => {
             let a = abs(s, x)?;
             if p == f64::INFINITY {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Max, axes, keepdims)));
+                let op = max0(s, a, &axes);
+                return Ok(Val::Arr(red(s, a, op, axes, keepdims)?));
             }
             if p == f64::NEG_INFINITY {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Min, axes, keepdims)));
+                return Ok(Val::Arr(red(s, a, ReduceOp::Min, axes, keepdims)?));
             }
             if p == 0.0 {
                 let nz =
                     s.elementwise2(BinaryOp::Ne, Val::Arr(x), Val::Num(Scalar::Float(0.0)), pos)?;
                 let nz = s.node(nz, pos)?;
                 let nz = s.cast(nz, fdt);
-                return Ok(Val::Arr(red(s, nz, ReduceOp::Sum, axes, keepdims)));
+                return Ok(Val::Arr(red(s, nz, ReduceOp::Sum, axes, keepdims)?));
             }
             if p == 1.0 {
-                return Ok(Val::Arr(red(s, a, ReduceOp::Sum, axes, keepdims)));
+                return Ok(Val::Arr(red(s, a, ReduceOp::Sum, axes, keepdims)?));
             }
             let pw = s.elementwise2(BinaryOp::Pow, Val::Arr(a), Val::Num(Scalar::Float(p)), pos)?;
             let pw = s.node(pw, pos)?;
-            let t = red(s, pw, ReduceOp::Sum, axes, keepdims);
+            let t = red(s, pw, ReduceOp::Sum, axes, keepdims)?;
             s.elementwise2(
                 BinaryOp::Pow,
                 Val::Arr(t),
@@ -581,11 +678,26 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     // 1: the largest column sum of |x|; inf: the largest row sum.
                     let a = abs(s, x)?;
                     let (sum_axis, other) = if p.abs() == 1.0 { (r0, r1) } else { (r1, r0) };
-                    let t = red(s, a, ReduceOp::Sum, vec![sum_axis], false);
+                    let t = red(s, a, ReduceOp::Sum, vec![sum_axis], false)?;
                     let other = if other > sum_axis { other - 1 } else { other };
-                    let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
-                    let v = red(s, t, op, vec![other], false);
+                    let op = if p > 0.0 {
+                        max0(s, t, &[other])
+                    } else {
+                        ReduceOp::Min
+                    };
+                    let v = red(s, t, op, vec![other], false)?;
                     Ok(Val::Arr(keep(s, v)))
+                }
+                // The singular values of an empty matrix: none. NumPy's 2-norm and
+                // nuclear norm of one are 0 (a sum of nothing); its -2 norm has no value.
+                Ord::Num(p) if p == 2.0 && empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Sum, vec![0, 1], keepdims)?))
+                }
+                Ord::Nuc if empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Sum, vec![0, 1], keepdims)?))
+                }
+                Ord::Num(p) if p == -2.0 && empty && nd == 2 => {
+                    Ok(Val::Arr(red(s, x, ReduceOp::Min, vec![0, 1], keepdims)?))
                 }
                 Ord::Num(p) if p.abs() == 2.0 => {
                     let xm = if nd == 2 && (r0, r1) == (0, 1) {
@@ -598,7 +710,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     let (r, _) = s.tall_r(xm, b, pos)?;
                     let sv = s.svd_of(r, SvdOutput::Values, x);
                     let op = if p > 0.0 { ReduceOp::Max } else { ReduceOp::Min };
-                    let v = red(s, sv, op, vec![0], false);
+                    let v = red(s, sv, op, vec![0], false)?;
                     Ok(Val::Arr(keep(s, v)))
                 }
                 Ord::Nuc => {
@@ -607,7 +719,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     }
                     let (r, _) = s.tall_r(x, b, pos)?;
                     let sv = s.svd_of(r, SvdOutput::Values, x);
-                    let v = red(s, sv, ReduceOp::Sum, vec![0], false);
+                    let v = red(s, sv, ReduceOp::Sum, vec![0], false)?;
                     Ok(Val::Arr(keep(s, v)))
                 }
                 _ => Err(b.err(
@@ -626,8 +738,15 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// earlier column and L_jj) fits `memory_mb`.
 fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     let a = bd.array("a")?;
-    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    let (m, n) = s.matrix_shape(a, bd, "a")?;
     let meta = s.meta(a).clone();
+    if (m, n) == (0, 0) {
+        return Ok(Val::Arr(s.empty(
+            vec![0, 0],
+            meta.dtype.to_float(),
+            Scalar::Int(0),
+        )));
+    }
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
@@ -694,7 +813,22 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
         LuUse::Det(output) => Kernel::Det { output },
     };
     let a = bd.array("a")?;
-    let (m, n) = s.matrix_arg(a, bd, "a")?;
+    let (m, n) = s.matrix_shape(a, bd, "a")?;
+    if (m, n) == (0, 0) {
+        // NumPy's answers for a 0 x 0 matrix: det 1 (an empty product), empty solutions.
+        let mut dtype = s.meta(a).dtype.to_float();
+        let (shape, value) = match what {
+            LuUse::Solve => {
+                let y = s.rhs_arg(bd, "a", 0, "b")?;
+                dtype = dtype.promote(s.meta(y).dtype.to_float());
+                (s.meta(y).shape.clone(), 0.0)
+            }
+            LuUse::Inverse => (vec![0, 0], 0.0),
+            LuUse::Det(DetOutput::Logabsdet) => (vec![], 0.0),
+            LuUse::Det(_) => (vec![], 1.0),
+        };
+        return Ok(Val::Arr(s.empty(shape, dtype, Scalar::Float(value))));
+    }
     if m != n || s.meta(a).num_blocks() <= 1 {
         let b = matches!(what, LuUse::Solve).then_some("b");
         return square_op(s, bd, "a", kernel, b);
@@ -722,15 +856,15 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                         step: LuStep::Det(out),
                     },
                 );
-                s.reduce(shares, op, vec![0], false)
+                s.reduce(shares, op, vec![0], false, bd.pos)
             };
             let r = match output {
-                DetOutput::Sign => of(s, DetOutput::Sign, ReduceOp::Prod),
-                DetOutput::Logabsdet => of(s, DetOutput::Logabsdet, ReduceOp::Sum),
+                DetOutput::Sign => of(s, DetOutput::Sign, ReduceOp::Prod)?,
+                DetOutput::Logabsdet => of(s, DetOutput::Logabsdet, ReduceOp::Sum)?,
                 // NumPy's det: sign * exp(logabsdet).
                 DetOutput::Det => {
-                    let sign = of(s, DetOutput::Sign, ReduceOp::Prod);
-                    let log = of(s, DetOutput::Logabsdet, ReduceOp::Sum);
+                    let sign = of(s, DetOutput::Sign, ReduceOp::Prod)?;
+                    let log = of(s, DetOutput::Logabsdet, ReduceOp::Sum)?;
                     let meta = s.meta(log).clone();
                     let exp = s.add(
                         meta,
@@ -830,7 +964,7 @@ impl Builder<'_> {
                 x,
             },
         );
-        let m = self.reduce(abs, ReduceOp::Max, vec![1], false);
+        let m = self.reduce(abs, ReduceOp::Max, vec![1], false, bd.pos)?;
         let m = self.rechunk(m, vec![n]);
         let x = self.rechunk(x, vec![n, w]);
         let lu = self.add(
@@ -896,7 +1030,7 @@ fn square_op(
     b_name: Option<&str>,
 ) -> Result<Val, EvalError> {
     let a = bd.array(a_name)?;
-    let (m, n) = s.matrix_arg(a, bd, a_name)?;
+    let (m, n) = s.matrix_shape(a, bd, a_name)?;
     if m != n {
         return Err(bd.err(
             bd.pos,
@@ -907,6 +1041,7 @@ fn square_op(
             ),
         ));
     }
+    s.matrix_arg(a, bd, a_name)?;
     let mut xs = vec![a];
     let mut dtype = s.meta(a).dtype.to_float();
     let mut out_shape = match kernel {

@@ -346,7 +346,8 @@ impl Bound {
         }
     }
 
-    /// A shape: an int or a tuple of ints, every size positive, at most 2^50 elements.
+    /// A shape: an int or a tuple of ints, no size negative (an empty array has a 0), at
+    /// most 2^50 elements.
     pub(super) fn shape(&self, name: &str) -> Result<Vec<u64>, EvalError> {
         let (v, p) = self.need(name)?;
         let items = match v {
@@ -356,12 +357,16 @@ impl Bound {
         let shape = items
             .iter()
             .map(|v| match v {
-                Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 1 => {
+                Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => {
                     Ok(x.as_i64() as u64)
                 }
+                Val::Num(x) if x.kind() != ScalarKind::Float => Err(self.err(
+                    *p,
+                    format!("{}(): negative dimensions are not allowed", self.f),
+                )),
                 _ => Err(self.err(
                     *p,
-                    format!("{}(): {name} must be positive integers", self.f),
+                    format!("{}(): {name} must be non-negative integers", self.f),
                 )),
             })
             .collect::<Result<Vec<u64>, _>>()?;

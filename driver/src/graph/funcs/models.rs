@@ -94,6 +94,18 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             ),
         ));
     }
+    // scikit-learn's refusal of an empty X.
+    for (n, what) in [(mx.shape[0], "sample"), (mx.shape[1], "feature")] {
+        if n == 0 {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "{function}(): found X with 0 {what}(s) (shape {}) while a minimum of 1 is required",
+                    shape_str(&mx.shape)
+                ),
+            ));
+        }
+    }
     if my.ndim() != 1 || my.shape[0] != mx.shape[0] {
         return Err(b.err(
             b.pos,

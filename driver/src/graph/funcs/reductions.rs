@@ -99,7 +99,13 @@ pub(super) const DEFS: &[FuncDef] = &[
 fn reduce(s: &mut Builder, b: &Bound, op: ReduceOp) -> Result<Val, EvalError> {
     let x = b.array("a")?;
     let axes = b.axes(s.meta(x).ndim())?;
-    Ok(Val::Arr(s.reduce(x, op, axes, b.flag("keepdims")?)))
+    Ok(Val::Arr(s.reduce(
+        x,
+        op,
+        axes,
+        b.flag("keepdims")?,
+        b.pos,
+    )?))
 }
 
 fn mean(s: &mut Builder, b: &Bound, nan: bool) -> Result<Val, EvalError> {
@@ -169,7 +175,7 @@ impl<'a> Builder<'a> {
         let x = self.cast(x, fdt);
         if !nan {
             let n = self.count_over(x, &axes);
-            let s = self.reduce(x, ReduceOp::Sum, axes, keepdims);
+            let s = self.reduce(x, ReduceOp::Sum, axes, keepdims, pos)?;
             let s = self.cast(s, fdt);
             let v = self.elementwise2(
                 BinaryOp::Div,
@@ -179,7 +185,7 @@ impl<'a> Builder<'a> {
             )?;
             return self.node(v, pos);
         }
-        let s = self.reduce(x, ReduceOp::NanSum, axes.clone(), keepdims);
+        let s = self.reduce(x, ReduceOp::NanSum, axes.clone(), keepdims, pos)?;
         let s = self.cast(s, fdt);
         let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
         let v = self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Arr(cnt), pos)?;
@@ -198,7 +204,7 @@ impl<'a> Builder<'a> {
         let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
         let ok = self.unary(UnaryOp::Not, isnan, pos)?;
         let ok = self.node(ok, pos)?;
-        let c = self.reduce(ok, ReduceOp::Sum, axes, keepdims);
+        let c = self.reduce(ok, ReduceOp::Sum, axes, keepdims, pos)?;
         Ok(self.cast(c, dtype))
     }
 
@@ -224,7 +230,7 @@ impl<'a> Builder<'a> {
         let d = self.node(d, pos)?;
         let sq = self.elementwise2(BinaryOp::Mul, Val::Arr(d), Val::Arr(d), pos)?;
         let sq = self.node(sq, pos)?;
-        let s = self.reduce(sq, ReduceOp::Sum, axes.clone(), keepdims);
+        let s = self.reduce(sq, ReduceOp::Sum, axes.clone(), keepdims, pos)?;
         let v = if nan {
             // NaN where no degrees of freedom are left (count <= ddof), as NumPy's nanvar.
             let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
@@ -268,7 +274,17 @@ impl<'a> Builder<'a> {
             (true, true) => ReduceOp::NanMax,
             (false, true) => ReduceOp::NanMin,
         };
-        let ext = self.reduce(x, op, vec![axis], true);
+        if m.shape[axis] == 0 {
+            // NumPy's argmax has no answer for an empty slice (nanargmax says argmax too).
+            return Err(EvalError::Expr(ExprError::new(
+                pos,
+                format!(
+                    "attempt to get {} of an empty sequence",
+                    if max { "argmax" } else { "argmin" }
+                ),
+            )));
+        }
+        let ext = self.reduce(x, op, vec![axis], true, pos)?;
         let mut hit = self.elementwise2(BinaryOp::Eq, Val::Arr(x), Val::Arr(ext), pos)?;
         if !nan && m.dtype.is_float() {
             let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
@@ -289,7 +305,7 @@ impl<'a> Builder<'a> {
         let n = Val::Num(Scalar::Int(m.shape[axis] as i64));
         let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
         let cand = self.node(cand, pos)?;
-        let mut r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims);
+        let mut r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims, pos)?;
         if nan && m.dtype.is_float() {
             // No candidate in a slice of NaNs only: NumPy raises rather than answer.
             r = self.add(

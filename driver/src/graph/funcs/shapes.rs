@@ -152,9 +152,9 @@ fn reshape(s: &mut Builder, b: &Bound, shape: Vec<i64>) -> Result<Val, EvalError
         .iter()
         .filter(|&&d| d != -1)
         .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
-        .filter(|&k| k > 0)
         .ok_or_else(bad)?;
-    if free > 1 {
+    // NumPy: -1 beside a 0 is not inferred (any size would do).
+    if free > 1 || (free == 1 && known == 0) {
         return Err(bad());
     }
     let sizes: Vec<u64> = shape
