@@ -822,9 +822,9 @@ def test_an_empty_array_is_written_read_and_shown_and_a_failed_run_keeps_the_ear
     np.save(d / "G.npy", EMPTY_INPUTS["G"])
     storage = {"url": f"file://{tmp_path / 'store'}"}
     job = tmp_path / "job.toml"
-    arrays = {"G": {"load": str(d / "G.npy")}, "e": "G[G[:, 0] > 100] * 2", "s": "sum(G[G[:, 0] > 100], axis=0)"}
-    outputs = {"e": str(tmp_path / "e.npy"), "z": str(tmp_path / "e.zarr"), "s": str(tmp_path / "s.npy")}
-    arrays["z"] = "e"
+    arrays = {"G": {"load": str(d / "G.npy")}, "E": "G[G[:, 0] > 100] * 2", "s": "sum(G[G[:, 0] > 100], axis=0)"}
+    outputs = {"E": str(tmp_path / "e.npy"), "z": str(tmp_path / "e.zarr"), "s": str(tmp_path / "s.npy")}
+    arrays["z"] = "E"
     job.write_text(job_text(arrays, outputs, name="empty", storage=storage))
     run(job)
     e = np.load(tmp_path / "e.npy")
@@ -846,8 +846,8 @@ def test_an_empty_array_is_written_read_and_shown_and_a_failed_run_keeps_the_ear
         got = np.load(tmp_path / "got.npy")
         assert got.shape == a.shape and got.dtype == a.dtype
     before = (tmp_path / "e.npy").read_bytes()
-    job.write_text(job_text({"G": {"load": str(d / "G.npy")}, "e": "max(G[G[:, 0] > 100], axis=0)"},
-                            {"e": str(tmp_path / "e.npy")}, name="empty2", storage=storage))
+    job.write_text(job_text({"G": {"load": str(d / "G.npy")}, "E": "max(G[G[:, 0] > 100], axis=0)"},
+                            {"E": str(tmp_path / "e.npy")}, name="empty2", storage=storage))
     p = run(job, check=False)
     assert p.returncode == 1, p.stderr
     assert "zero-size array to reduction operation maximum which has no identity" in p.stderr, p.stderr
