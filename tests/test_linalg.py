@@ -427,3 +427,29 @@ def test_one_block_lu_gives_numpys_bits(tmp_path):
     assert abs(float(got["d_big"]) - 1) < 1e-12  # 1e200^3 1e-200^3: no running product overflows
     np.testing.assert_allclose(got["x"], np.linalg.solve(mats["rnd"], b), rtol=1e-13)
     np.testing.assert_allclose(got["i"], np.linalg.inv(mats["rnd"]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+def test_svd_and_lstsq_of_nan_or_inf_fail_as_numpy_fails(tmp_path, bad):
+    """LAPACK's SVD refuses a matrix holding NaN: NumPy's svd, svdvals and 2 and nuclear
+    norms raise "SVD did not converge", its lstsq "SVD did not converge in Linear Least
+    Squares" (with inf too). nums-cloud failed them all with "LAPACK dgesdd: argument 4 is
+    invalid". (A matrix with inf and no NaN NumPy's svd answers with NaN; TSQR's R of it
+    holds NaN, so nums-cloud raises as for NaN.)"""
+    a = rng.normal(size=(9, 4))
+    a[5, 2] = bad
+    arrays = inputs(tmp_path, a=(a, [4, 4]), b=(np.ones(9), [4]))
+    cases = [("np.linalg.lstsq(a, b)[0]", "SVD did not converge in Linear Least Squares",
+              lambda: np.linalg.lstsq(a, np.ones(9), rcond=None))]
+    if np.isnan(bad):
+        cases += [(e, "SVD did not converge", f) for e, f in [
+            ("np.linalg.svdvals(a)", lambda: np.linalg.svdvals(a)),
+            ("np.linalg.svd(a, full_matrices=False).S", lambda: np.linalg.svd(a)),
+            ("np.linalg.norm(a, 2)", lambda: np.linalg.norm(a, 2)),
+            ("np.linalg.norm(a, 'nuc')", lambda: np.linalg.norm(a, "nuc"))]]
+    for expr, words, numpy in cases:
+        with pytest.raises(np.linalg.LinAlgError, match=words):
+            numpy()
+        p = run_job(tmp_path, {**arrays, "bad": expr}, ["bad"], check=False)
+        assert p.returncode == 1 and f"LinAlgError: {words}" in p.stderr, (expr, p.stderr)
+        assert "arrays.bad" in p.stderr

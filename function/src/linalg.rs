@@ -545,6 +545,22 @@ fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
             uv: vectors.then(|| (Array2::zeros((m, 0)), Array2::zeros((0, n)))),
         });
     }
+    // LAPACK's dgesdd refuses a matrix holding NaN (its argument 4), and NumPy says so;
+    // one holding inf it takes, to give NaN (the answer here too, without the call).
+    if a.iter().any(|v| v.is_nan()) {
+        return Err(format!("{LINALG_ERROR}SVD did not converge"));
+    }
+    if a.iter().any(|v| v.is_infinite()) {
+        return Ok(Svd {
+            s: Array1::from_elem(k, f64::NAN),
+            uv: vectors.then(|| {
+                (
+                    Array2::from_elem((m, k), f64::NAN),
+                    Array2::from_elem((k, n), f64::NAN),
+                )
+            }),
+        });
+    }
     let mut buf = a.as_standard_layout().into_owned();
     let buf = buf.as_slice_mut().expect("standard layout");
     let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
@@ -643,6 +659,12 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
     r12.slice_mut(s![..top, ..])
         .assign(&r.slice(s![..top, n..]));
     let r22 = r.slice(s![top.., n..]);
+    // a holding NaN or inf (its R does): NumPy's error (LAPACK's SVD refuses it).
+    if r11.iter().any(|v| !v.is_finite()) {
+        return Err(format!(
+            "{LINALG_ERROR}SVD did not converge in Linear Least Squares"
+        ));
+    }
     let sv = gesdd(r11.view(), false)?.s;
     let cutoff = rcond * sv.first().copied().unwrap_or(0.0);
     let rank = sv.iter().filter(|&&v| v > cutoff).count();
