@@ -582,17 +582,29 @@ impl<'a> Builder<'a> {
             ),
             ExprKind::Unary(op, x) => {
                 let v = self.eval(x)?;
+                // NumPy's ufuncs, of numbers too (`-True` is refused, `~True` is False,
+                // `-(-2**63)` wraps); a number stays a number.
                 match (op, v) {
-                    (UnOp::Pos, v) => v,
-                    // Python's -: exact for ints (-True is -1).
-                    (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
-                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
-                        Some(v) => Val::Num(Scalar::Int(v)),
-                        None => return Err(at(format!("-({x}) is outside int64's range"))),
-                    },
-                    (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
-                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
-                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    (UnOp::Pos, v @ (Val::Num(_) | Val::Arr(_))) => {
+                        let bool_ = match &v {
+                            Val::Num(x) => x.kind() == ScalarKind::Bool,
+                            Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
+                            _ => false,
+                        };
+                        if bool_ {
+                            return Err(at(
+                                "the unary + operator is not supported for bools (NumPy refuses it)"
+                                    .into(),
+                            ));
+                        }
+                        v
+                    }
+                    (UnOp::Neg, v @ (Val::Num(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Neg, v, e.pos)?
+                    }
+                    (UnOp::Invert, v @ (Val::Num(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Not, v, e.pos)?
+                    }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
                 }
             }
