@@ -2,7 +2,8 @@
 random expressions of the job language over random inputs (NaN, inf, -0.0, subnormals,
 int64 limits, float32, bool; ragged blocks; empty and one-element arrays), run through the
 real binary in batches (one job per batch, one output per expression), each compared with
-NumPy evaluating the same text on the same inputs: dtype and shape always; the values bit
+NumPy evaluating the same text on the same inputs, its numbers as NumPy scalars as the job
+language defines them (test_conformance.numpy_eval): dtype and shape always; the values bit
 for bit (NaN as NaN, the sign of zeros) where NumPy is exact (arithmetic, comparisons,
 min/max, indexing, casts, integer reductions), within a few ulps for its transcendental
 functions and power, within a tolerance for float reductions, contractions and linear
