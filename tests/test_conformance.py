@@ -732,7 +732,10 @@ NUMBER_CASES = [
     "floor(9)", "ceil(-9223372036854775807 - 1)", "floor(2.5)", "ceil(-0.5)", "abs(True)",
     "abs(logical_xor(-np.inf, False))", "isinf(3000000000)", "logical_not(3)", "logical_not(I)",
     "sqrt(2) * F", "F * exp(0)", "maximum(2.0, 3) * F", "clip(2.5, 0, 1) * F", "where(True, 2.0, 1) * F",
-    "F * (2.0 + 0.5)", "F * -1", "F * (1 > 0)",
+    "F * (2.0 + 0.5)", "F * -1", "F * (1 > 0)", "F * (sqrt(2) + 1)", "F * -sqrt(2)", "F * (floor(2.5) * 2)",
+    # a NumPy scalar is a number where a number is wanted, as in NumPy
+    "full((2,), sqrt(2))", "arange(floor(5.5))", "arange(7)[abs(-2)]", "sum(I, axis=abs(-1))",
+    "ones((abs(-2), 3)) * I[0, 0]",
     "9223372036854775807 * 2", "9223372036854775807 + 1 + I * 0", "-(-9223372036854775807 - 1) + I * 0",
     "3000000000 ** 3", "7 // 0 + I", "7 % 0", "-7 // 2", "1.0 / 0", "-1.0 // 0.0", "0.0 / 0",
     "np.nan / False", "2.5 ** 1e308", "1e308 % -0.0", "3 // -0.0", "9007199254740993 == 9007199254740992.0",

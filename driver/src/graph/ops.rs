@@ -21,12 +21,13 @@ impl<'a> Builder<'a> {
     }
 
     /// `op` of an array, or of a number as NumPy's ufunc computes it on a NumPy scalar of
-    /// the number's dtype (the result a number again: the caller decides whether it is
-    /// weak, as an operator's, or strong, as a function's).
+    /// the number's dtype (the result a number of the same strength: a function makes it
+    /// a NumPy scalar, see `funcs/elementwise.rs`).
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let strong = matches!(v, Val::NpScalar(_));
         let x = match v {
-            Val::Num(x) => {
+            Val::Num(x) | Val::NpScalar(x) => {
                 let dtype = unary_dtype(op, DType::of_kind(x.kind())).map_err(at)?;
                 // As the kernel computes it: ints (and bools) in int64 where the op keeps
                 // ints, the rest in float64; then in the result's dtype.
@@ -36,7 +37,12 @@ impl<'a> Builder<'a> {
                     _ if op == UnaryOp::Not => Scalar::Bool(!x.as_bool()),
                     _ => Scalar::Float(op.apply(x.as_f64())),
                 };
-                return Ok(Val::Num(v.cast(dtype)));
+                let v = v.cast(dtype);
+                return Ok(if strong {
+                    Val::NpScalar(v)
+                } else {
+                    Val::Num(v)
+                });
             }
             Val::Arr(id) => id,
             _ => return Err(at("expected an array or a number".into())),
@@ -131,6 +137,7 @@ impl<'a> Builder<'a> {
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
             Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
+            Val::NpScalar(x) => Some((DType::of_kind(x.kind()), false)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -140,7 +147,7 @@ impl<'a> Builder<'a> {
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
-        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e)) = (bop, &a, &b)
+        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e) | Val::NpScalar(e)) = (bop, &a, &b)
             && !dtype.is_float()
             && e.kind() != ScalarKind::Float
             && e.as_i64() < 0
@@ -151,7 +158,11 @@ impl<'a> Builder<'a> {
             )));
         }
         Ok(match (a, b) {
-            (Val::Num(x), Val::Num(y)) => fold(bop, x, y, dtype).map_err(at)?,
+            (Val::Num(x), Val::Num(y)) => Val::Num(fold(bop, x, y, dtype).map_err(at)?),
+            // A NumPy scalar's op with a number is one too.
+            (Val::Num(x) | Val::NpScalar(x), Val::Num(y) | Val::NpScalar(y)) => {
+                Val::NpScalar(fold(bop, x, y, dtype).map_err(at)?)
+            }
             (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
@@ -165,7 +176,9 @@ impl<'a> Builder<'a> {
                 };
                 Val::Arr(self.add(m, op))
             }
-            (Val::Arr(x), Val::Arr(y)) => {
+            // Two arrays, or an array and a NumPy scalar (a 0-d array).
+            (a @ (Val::Arr(_) | Val::NpScalar(_)), b @ (Val::Arr(_) | Val::NpScalar(_))) => {
+                let (x, y) = (self.node(a, pos)?, self.node(b, pos)?);
                 let (shape, block, xs) = self.align(&[x, y], bop.symbol(), pos)?;
                 Val::Arr(self.add(
                     ArrayMeta::new(shape, block, dtype),
@@ -243,6 +256,7 @@ impl<'a> Builder<'a> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
             Val::Num(x) => (DType::of_kind(x.kind()), true),
+            Val::NpScalar(x) => (DType::of_kind(x.kind()), false),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -701,7 +715,7 @@ fn unary_dtype(op: UnaryOp, d: DType) -> Result<DType, String> {
 /// (wrapping, `x // 0` is 0), a float operand or true division in float64, bools as
 /// bools (`True + True` is True). An int to a negative int power is refused, as NumPy
 /// raises.
-fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String> {
+fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, String> {
     let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
     let v = match op.apply_i64(x.as_i64(), y.as_i64()) {
         _ if !ints || op == BinaryOp::Div => Scalar::Float(op.apply(x.as_f64(), y.as_f64())),
@@ -713,7 +727,7 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String>
             ));
         }
     };
-    Ok(Val::Num(v.cast(dtype)))
+    Ok(v.cast(dtype))
 }
 
 /// Python's `a // b` (rounded toward -inf) for `b != 0`.

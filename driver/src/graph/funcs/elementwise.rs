@@ -118,7 +118,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             let (v, _) = b.need("x")?.clone();
             let v = as_bool(s, v);
             let v = s.unary(UnaryOp::Not, v, b.pos)?;
-            strong(s, v)
+            strong(v)
         },
     ),
     FuncDef::new(
@@ -136,10 +136,10 @@ pub(super) const DEFS: &[FuncDef] = &[
 ];
 
 /// A function's result: of numbers alone NumPy's ufunc gives a NumPy scalar, which is
-/// strong in promotion (`sqrt(2) * F32` is float64), as a 0-d array is.
-fn strong(s: &mut Builder, v: Val) -> Result<Val, EvalError> {
+/// strong in promotion (`sqrt(2) * F32` is float64).
+fn strong(v: Val) -> Result<Val, EvalError> {
     Ok(match v {
-        Val::Num(x) => Val::Arr(s.scalar_node(x, DType::of_kind(x.kind()))),
+        Val::Num(x) => Val::NpScalar(x),
         v => v,
     })
 }
@@ -149,6 +149,7 @@ fn as_bool(s: &mut Builder, v: Val) -> Val {
     match v {
         Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
         Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
+        Val::NpScalar(x) => Val::NpScalar(Scalar::Bool(x.as_bool())),
         v => v,
     }
 }
@@ -156,7 +157,7 @@ fn as_bool(s: &mut Builder, v: Val) -> Val {
 fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
     let (v, _) = b.need("x")?.clone();
     let v = s.unary(op, v, b.pos)?;
-    strong(s, v)
+    strong(v)
 }
 
 fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
@@ -167,7 +168,7 @@ fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
         x2 = as_bool(s, x2);
     }
     let v = s.elementwise2(op, x1, x2, b.pos)?;
-    strong(s, v)
+    strong(v)
 }
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -192,7 +193,8 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
     let (lo, hi) = (b.get("a_min"), b.get("a_max"));
-    let numbers = matches!((lo, hi), (Some((Val::Num(_), _)), Some((Val::Num(_), _))));
+    let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(_), _)));
+    let numbers = number(lo) && number(hi);
     let (low, high) = if numbers {
         (BinaryOp::ClipLow, BinaryOp::ClipHigh)
     } else {
@@ -204,5 +206,5 @@ fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if let Some((hi, _)) = hi {
         v = s.elementwise2(high, v, hi.clone(), b.pos)?;
     }
-    strong(s, v)
+    strong(v)
 }
