@@ -3,6 +3,8 @@ table, one output per case) and is compared with NumPy evaluating the *same* exp
 text on the same inputs: values (rtol 1e-10 for float64, 1e-5 for float32, exact for ints
 and bools), shape and dtype (NumPy 2's promotion rules). Inputs are blocked raggedly;
 the table also runs with other block shapes and must give the same answers."""
+import ast
+import operator
 import subprocess
 import warnings
 
@@ -273,6 +275,13 @@ CASES = [
     "einsum('ij->ji', A)",
     "einsum('ij,kj', A, B)",
     "einsum('ijk->', T)",
+    # NumPy's einsum broadcasts a length-1 axis against its letter's size elsewhere
+    "einsum('ij,ij->', w[:, None], A)",
+    "einsum('ij,ij->ij', A[:1], B)",
+    "einsum('ij,jk->ik', A[:, :1], C)",
+    "einsum('ij,ij', A[:1, :1], B)",
+    "einsum('ijk,jf,kf->if', X[:, :1], U, V[:1])",
+    "einsum('ii,i->i', S, v[:1])",
     "trace(S)",
     "trace(A @ A.T)",
     "trace(X[:4], axis1=0, axis2=2)",
@@ -420,7 +429,7 @@ CASES = [
     "arange(0.5, 3, 0.5, dtype='int64')",
     "arange(0.1, 1, 0.3)",
     "arange(10, dtype='float32') / 3",
-    "2 ** -1 + A",
+    "2.0 ** -1 + A",
     "7 // -2 + I",
     # every special float scalar crosses the wire (NaN, infinities, -0.0: its sign shows
     # as the sign of 1 / x)
@@ -477,13 +486,110 @@ CASES = [
 GARAGE_SUBSET = [c for i, c in enumerate(CASES) if i % 5 == 0]
 
 
+class Number:
+    """A number of the job language (a literal, `np.nan` and the like, or operators of
+    numbers alone): between numbers the operators are NumPy's ufuncs on NumPy scalars of
+    the numbers' dtypes (bool, int64, float64), as between arrays (`~True` is False,
+    `1.0 / 0` inf, `2 ** -1` refused, int64 wraps), not Python's; beside an array or as a
+    function's argument it is a Python number (weak: `F32 * 2.0` stays float32)."""
+    __array_ufunc__ = None  # NumPy's operators defer to ours
+
+    def __init__(self, v):
+        # An int outside int64 raises OverflowError, as NumPy refuses such a Python int.
+        self.v = v if isinstance(v, np.generic) else (
+            np.bool_(v) if isinstance(v, bool) else np.int64(v) if isinstance(v, int) else np.float64(v))
+
+    def py(self):
+        return self.v.item()
+
+    def __neg__(self):
+        return Number(-self.v)
+
+    def __pos__(self):
+        return Number(+self.v)
+
+    def __invert__(self):
+        return Number(~self.v)
+
+
+def _number_op(f):
+    def op(a, b):
+        return Number(f(a.v, b.v)) if isinstance(b, Number) else f(a.py(), b)
+
+    def rop(a, b):
+        return f(b, a.py())
+    return op, rop
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lt", "le", "gt",
+              "ge", "eq", "ne"):
+    _op, _rop = _number_op(getattr(operator, f"{_name}_" if _name in ("and", "or") else _name))
+    setattr(Number, f"__{_name}__", _op)
+    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Number, f"__r{_name}__", _rop)
+
+
+def _python(v):
+    if isinstance(v, (tuple, list)):
+        return type(v)(_python(x) for x in v)
+    return v.py() if isinstance(v, Number) else v
+
+
+class _Numbers(ast.NodeTransformer):
+    """Makes the numbers of an expression `Number`s (not inside an index, where they are
+    Python's ints) and passes them to functions as Python numbers."""
+    CONSTANTS = {"nan", "inf", "pi", "e"}
+
+    def wrap(self, node):
+        return ast.Call(ast.Name("_Number", ast.Load()), [node], [])
+
+    def visit_Constant(self, node):
+        ok = isinstance(node.value, (bool, int, float))
+        return self.wrap(node) if ok else node
+
+    def visit_UnaryOp(self, node):
+        # -9223372036854775808 is one literal (int64's minimum).
+        if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and \
+                type(node.operand.value) in (int, float):
+            return self.wrap(ast.Constant(-node.operand.value))
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        return self.wrap(node) if node.id in self.CONSTANTS else node
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "np" and node.attr in self.CONSTANTS:
+            return self.wrap(node)
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        unwrap = lambda a: ast.Call(ast.Name("_python", ast.Load()), [a], [])  # noqa: E731
+        node.args = [unwrap(a) for a in node.args]
+        for k in node.keywords:
+            k.value = unwrap(k.value)
+        return node
+
+
+def numpy_eval(expr, ns):
+    """NumPy's value of the job language's `expr` in the namespace `ns` (NumPy's names and
+    the inputs): Python's eval of the text, its numbers as `Number`s."""
+    tree = ast.fix_missing_locations(_Numbers().visit(ast.parse(expr, mode="eval")))
+    v = eval(compile(tree, "<expr>", "eval"), {**ns, "_Number": Number, "_python": _python})  # noqa: S307
+    return np.asarray(v.v if isinstance(v, Number) else v)
+
+
 def numpy_answer(expr, inputs=None):
     """NumPy's value of `expr` on INPUTS (or on `inputs`, name -> array)."""
     ns = dict(NS)
     ns.update(inputs if inputs is not None else {k: v[0] for k, v in INPUTS.items()})
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "All-NaN slice" and the like
-        return np.asarray(eval(expr, ns))  # noqa: S307 - our own table
+        return numpy_eval(expr, ns)
 
 
 def assert_matches(expr, got, want):
@@ -617,6 +723,87 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
         if not same.all():
             failures.append(f"{expr}: {got} != NumPy {want}")
     assert not failures, "\n".join(failures)
+
+
+# Numbers alone compute as NumPy's ufuncs compute on NumPy scalars (`Number`), and a
+# function of numbers is a NumPy scalar: strong beside a float32 array, as in NumPy.
+NUMBER_CASES = [
+    "~True", "~(1 > 2)", "True + True", "True * False", "(True + True) * I",
+    "floor(9)", "ceil(-9223372036854775807 - 1)", "floor(2.5)", "ceil(-0.5)", "abs(True)",
+    "abs(logical_xor(-np.inf, False))", "isinf(3000000000)", "logical_not(3)", "logical_not(I)",
+    "sqrt(2) * F", "F * exp(0)", "maximum(2.0, 3) * F", "clip(2.5, 0, 1) * F", "where(True, 2.0, 1) * F",
+    "F * (2.0 + 0.5)", "F * -1", "F * (1 > 0)", "F * (sqrt(2) + 1)", "F * -sqrt(2)", "F * (floor(2.5) * 2)",
+    # a NumPy scalar is a number where a number is wanted, as in NumPy
+    "full((2,), sqrt(2))", "arange(floor(5.5))", "arange(7)[abs(-2)]", "sum(I, axis=abs(-1))",
+    "ones((abs(-2), 3)) * I[0, 0]",
+    "9223372036854775807 * 2", "9223372036854775807 + 1 + I * 0", "-(-9223372036854775807 - 1) + I * 0",
+    "3000000000 ** 3", "7 // 0 + I", "7 % 0", "-7 // 2", "1.0 / 0", "-1.0 // 0.0", "0.0 / 0",
+    "np.nan / False", "2.5 ** 1e308", "1e308 % -0.0", "3 // -0.0", "9007199254740993 == 9007199254740992.0",
+]
+# What NumPy refuses of numbers alone, nums-cloud refuses at check.
+NUMBER_REFUSED = {
+    "2 ** -1 + A": "Integers to negative integer powers are not allowed",
+    "-True": "not supported for bool",
+    "+(1 > 0)": "not supported for bool",
+    "+M": "not supported for bool",
+    "negative(1 > 0)": "not supported for bool",
+    "sign(True)": "sign is not defined for bool",
+    "True - False": "- of two bool operands",
+    "-9223372036854775808 ** A[0, 0]": "outside int64's range",
+}
+
+
+def test_numbers_compute_as_numpy_scalars(tmp_path):
+    """Expressions of numbers alone are NumPy's ufuncs on NumPy scalars (`~True` is False,
+    `1.0 / 0` inf, `floor(9)` an int64, int64 wraps), not Python's operators; a function
+    of numbers is a NumPy scalar (`sqrt(2) * F` is float64, `2.0 * F` float32)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    inputs = {n: INPUTS[n][0] for n in ("A", "F", "I", "M")}
+    for n, a in inputs.items():
+        np.save(d / f"{n}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]} for n in inputs}
+    results = run_cases(tmp_path, arrays, NUMBER_CASES, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
+    for expr in NUMBER_CASES:
+        got, want = results[expr], numpy_answer(expr, inputs)
+        same = got.dtype == want.dtype and got.shape == want.shape and (
+            ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
+            if got.dtype.kind == "f" else got == want).all()
+        if not same:
+            failures.append(f"{expr}: {got!r} != NumPy {want!r}")
+    assert not failures, "\n".join(failures)
+    for expr, why in NUMBER_REFUSED.items():
+        with pytest.raises(Exception):  # noqa: B017 - NumPy's errors differ in type
+            numpy_answer(expr, inputs)
+        job = tmp_path / "refused.toml"
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and why in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_contractions_other_than_einsum_do_not_broadcast(tmp_path):
+    """einsum broadcasts a length-1 axis (the table); NumPy's other contractions and an
+    einsum's repeated letter in one operand do not, and nums-cloud refuses them too."""
+    d = tmp_path / "in"
+    d.mkdir()
+    arrays = {}
+    for n in ("A", "B", "C"):
+        np.save(d / f"{n}.npy", INPUTS[n][0])
+        arrays[n] = {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]}
+    refused = {"einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
+               "einsum('ij,ji->', A[:1, :3], A[:2, :1])": "einsum letter 'j' has sizes 3 and 2",
+               "tensordot(A[:, :1], C, axes=1)": "sizes 1 and 5", "dot(A[:, :1], C)": "sizes 1 and 5",
+               "A[:, :1] @ C": "sizes 1 and 5", "inner(A[:, :1], B)": "sizes 1 and 5"}
+    for expr, why in refused.items():
+        with pytest.raises(ValueError):
+            numpy_answer(expr)
+        job = tmp_path / "job.toml"
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and why in p.stderr, (expr, p.stderr)
 
 
 def test_powers_of_bools_are_int64(tmp_path):

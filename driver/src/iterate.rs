@@ -199,6 +199,16 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
             counts[2] as u64
         ));
     }
+    // Labels of one class: no boundary to find (scikit-learn's words).
+    if let Some(&ones) = counts.get(3)
+        && data.n > 0
+        && (ones == 0.0 || ones == data.n as f64)
+    {
+        return Err(anyhow!(
+            "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
+            if ones == 0.0 { "0.0" } else { "1.0" }
+        ));
+    }
     Ok(())
 }
 

@@ -8,8 +8,13 @@ use super::*;
 
 #[derive(Debug, Clone)]
 pub(super) enum Val {
-    /// A Python number: a bool, an exact int64 or a float.
+    /// A Python number: a bool, an exact int64 or a float; weak in promotion (NEP 50).
     Num(Scalar),
+    /// A NumPy scalar of a number's dtype (bool, int64, float64): what NumPy's function of
+    /// numbers alone returns (`sqrt(2)`). Strong in promotion, as a 0-d array is; a number
+    /// wherever a number is wanted (an axis, a size, an index: [`Builder::eval`] gives it
+    /// as one).
+    NpScalar(Scalar),
     Arr(NodeId),
     Tuple(Vec<Val>),
     /// NumPy's named tuple (a factorization's result): `.Q`, `.R` or `[0]`, `[1]`.
@@ -37,7 +42,7 @@ pub(super) struct Builder<'a> {
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
-    pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],
@@ -553,7 +558,17 @@ impl<'a> Builder<'a> {
 
     /// Evaluates an expression to a value (new nodes as needed). A size limit broken on
     /// the way is the error, pointing at the innermost expression that broke it.
+    /// A NumPy scalar comes back as a number (see [`Builder::eval_operand`]).
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
+        Ok(match self.eval_operand(e)? {
+            Val::NpScalar(x) => Val::Num(x),
+            v => v,
+        })
+    }
+
+    /// As [`Builder::eval`], but a NumPy scalar stays one: for the operands of operators
+    /// and elementwise functions, where it promotes as an array.
+    pub(super) fn eval_operand(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let v = self.eval_inner(e);
         match self.too_big.take() {
             Some(m) => Err(EvalError::Expr(ExprError::new(e.pos, m))),
@@ -591,23 +606,35 @@ impl<'a> Builder<'a> {
                     .collect::<Result<_, _>>()?,
             ),
             ExprKind::Unary(op, x) => {
-                let v = self.eval(x)?;
+                let v = self.eval_operand(x)?;
+                // NumPy's ufuncs, of numbers too (`-True` is refused, `~True` is False,
+                // `-(-2**63)` wraps); a number stays a number.
                 match (op, v) {
-                    (UnOp::Pos, v) => v,
-                    // Python's -: exact for ints (-True is -1).
-                    (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
-                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
-                        Some(v) => Val::Num(Scalar::Int(v)),
-                        None => return Err(at(format!("-({x}) is outside int64's range"))),
-                    },
-                    (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
-                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
-                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    (UnOp::Pos, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                        let bool_ = match &v {
+                            Val::Num(x) | Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
+                            Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
+                            _ => false,
+                        };
+                        if bool_ {
+                            return Err(at(
+                                "the unary + operator is not supported for bools (NumPy refuses it)"
+                                    .into(),
+                            ));
+                        }
+                        v
+                    }
+                    (UnOp::Neg, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Neg, v, e.pos)?
+                    }
+                    (UnOp::Invert, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Not, v, e.pos)?
+                    }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
                 }
             }
             ExprKind::Binary(op, a, b) => {
-                let (va, vb) = (self.eval(a)?, self.eval(b)?);
+                let (va, vb) = (self.eval_operand(a)?, self.eval_operand(b)?);
                 self.binary(*op, va, vb, e.pos)?
             }
             ExprKind::Attr(x, attr) => {
@@ -928,7 +955,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
+            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
