@@ -1071,7 +1071,7 @@ impl Value {
     fn of(v: Val) -> Result<Value, String> {
         Ok(match v {
             Val::Arr(id) => Value::Array(id),
-            Val::Num(x) => Value::Number(x),
+            Val::Num(x) | Val::NpScalar(x) => Value::Number(x),
             Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
             Val::Fields(f) => Value::Fields(
                 f.into_iter()
@@ -1095,7 +1095,7 @@ pub struct Incremental {
     g: Graph,
     blocks: u64,
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
-    lu_memo: HashMap<NodeId, NodeId>,
+    lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     masks: HashMap<NodeId, Vec<u64>>,
 }
 
