@@ -607,12 +607,14 @@ impl<'a> Builder<'a> {
             ),
             ExprKind::Unary(op, x) => {
                 let v = self.eval_operand(x)?;
-                // NumPy's ufuncs, of numbers too (`-True` is refused, `~True` is False,
-                // `-(-2**63)` wraps); a number stays a number.
+                // A Python number's operator is Python's (`-True` is -1, `~True` -2,
+                // `-(-2**63)` past int64 refused); NumPy's ufuncs of arrays and NumPy
+                // scalars (`-M` of a bool array refused, `~M` its logical not).
                 match (op, v) {
-                    (UnOp::Pos, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                    (op, Val::Num(x)) => Val::Num(ops::unary_python(*op, x).map_err(at)?),
+                    (UnOp::Pos, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
                         let bool_ = match &v {
-                            Val::Num(x) | Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
+                            Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
                             Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
                             _ => false,
                         };
@@ -624,10 +626,10 @@ impl<'a> Builder<'a> {
                         }
                         v
                     }
-                    (UnOp::Neg, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                    (UnOp::Neg, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
                         self.unary(UnaryOp::Neg, v, e.pos)?
                     }
-                    (UnOp::Invert, v @ (Val::Num(_) | Val::NpScalar(_) | Val::Arr(_))) => {
+                    (UnOp::Invert, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
                         self.unary(UnaryOp::Not, v, e.pos)?
                     }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),

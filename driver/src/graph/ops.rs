@@ -134,6 +134,10 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        // Two Python numbers: Python computes them before NumPy sees the result.
+        if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
+            return fold_python(bop, *x, *y).map(Val::Num).map_err(at);
+        }
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
             Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
@@ -158,7 +162,6 @@ impl<'a> Builder<'a> {
             )));
         }
         Ok(match (a, b) {
-            (Val::Num(x), Val::Num(y)) => Val::Num(fold(bop, x, y, dtype).map_err(at)?),
             // A NumPy scalar's op with a number is one too.
             (Val::Num(x) | Val::NpScalar(x), Val::Num(y) | Val::NpScalar(y)) => {
                 Val::NpScalar(fold(bop, x, y, dtype).map_err(at)?)
@@ -728,6 +731,125 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Stri
         }
     };
     Ok(v.cast(dtype))
+}
+
+/// `x op y` of two Python numbers (literals, `np.pi`, `X.shape[0]`), as Python computes
+/// it before NumPy sees the result, so that `X * 10**20` means what it means in NumPy
+/// code: ints exact (bools count as ints, `True + True` is 2), an int to a negative power a
+/// float, comparisons of an int with a float exact. Where Python raises (division by
+/// zero, a float overflow) nums-cloud refuses; so it does for an int past int64, which it
+/// cannot hold (write a float: `1e20`).
+pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, String> {
+    let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
+    let zero_division = || {
+        Err(format!(
+            "{x} {} {y}: division by zero (Python raises ZeroDivisionError)",
+            op.symbol()
+        ))
+    };
+    if op.is_logical() {
+        return Ok(Scalar::Bool(op.apply(x.as_f64(), y.as_f64()) != 0.0));
+    }
+    if op.is_predicate() {
+        let t = match (exact_int(x), exact_int(y)) {
+            (Some(a), Some(b)) => compare_i128(op, a, b),
+            _ => op.apply(x.as_f64(), y.as_f64()) != 0.0,
+        };
+        return Ok(Scalar::Bool(t));
+    }
+    if ints {
+        let (a, b) = (i128::from(x.as_i64()), i128::from(y.as_i64()));
+        let v = match op {
+            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => return zero_division(),
+            BinaryOp::Div => return Ok(Scalar::Float(a as f64 / b as f64)),
+            BinaryOp::Pow if b < 0 && a == 0 => return zero_division(),
+            BinaryOp::Pow if b < 0 => return Ok(Scalar::Float((a as f64).powf(b as f64))),
+            BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
+            BinaryOp::FloorDiv => Some(floor_div(a, b)),
+            BinaryOp::Mod => Some(a - b * floor_div(a, b)),
+            BinaryOp::Add => a.checked_add(b),
+            BinaryOp::Sub => a.checked_sub(b),
+            BinaryOp::Mul => a.checked_mul(b),
+            BinaryOp::Maximum | BinaryOp::ClipLow => Some(a.max(b)),
+            BinaryOp::Minimum | BinaryOp::ClipHigh => Some(a.min(b)),
+            _ => unreachable!("predicates and logical ops are folded above"),
+        };
+        return match v.and_then(|v| i64::try_from(v).ok()) {
+            Some(v) => Ok(Scalar::Int(v)),
+            None => Err(format!(
+                "{x} {} {y} is past int64's range: Python's ints have no limit, nums-cloud's \
+                 have int64's (write a float, such as {:e})",
+                op.symbol(),
+                op.apply(x.as_f64(), y.as_f64())
+            )),
+        };
+    }
+    let (a, b) = (x.as_f64(), y.as_f64());
+    let by_zero = matches!(op, BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod) && b == 0.0;
+    if by_zero || (op == BinaryOp::Pow && a == 0.0 && b < 0.0) {
+        return zero_division();
+    }
+    let v = op.apply(a, b);
+    if op == BinaryOp::Pow && a < 0.0 && b.is_finite() && b.fract() != 0.0 {
+        return Err(format!(
+            "{x} ** {y} is a complex number in Python; nums-cloud's numbers are real"
+        ));
+    }
+    if op == BinaryOp::Pow && v.is_infinite() && a.is_finite() && b.is_finite() {
+        return Err(format!(
+            "{x} ** {y} overflows float64 (Python raises OverflowError)"
+        ));
+    }
+    Ok(Scalar::Float(v))
+}
+
+/// A number's exact integer value: an int or bool, or a float that holds an integer.
+fn exact_int(x: Scalar) -> Option<i128> {
+    match x {
+        Scalar::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => Some(f as i128),
+        Scalar::Float(_) => None,
+        x => Some(i128::from(x.as_i64())),
+    }
+}
+
+/// A comparison of two exact integers.
+fn compare_i128(op: BinaryOp, a: i128, b: i128) -> bool {
+    match op {
+        BinaryOp::Lt => a < b,
+        BinaryOp::Le => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Ge => a >= b,
+        BinaryOp::Eq => a == b,
+        _ => a != b,
+    }
+}
+
+/// A unary operator (`-`, `+`, `~`) of a Python number, as Python computes it: bools count
+/// as ints (`-True` is -1, `~True` -2), ints exact (refused past int64), `~` of a float
+/// refused (Python raises TypeError).
+pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, String> {
+    use crate::expr::UnOp;
+    if x.kind() == ScalarKind::Float {
+        let f = x.as_f64();
+        return match op {
+            UnOp::Neg => Ok(Scalar::Float(-f)),
+            UnOp::Pos => Ok(Scalar::Float(f)),
+            UnOp::Invert => Err(format!(
+                "~{x}: ~ of a float (Python raises TypeError; ~ inverts bool arrays)"
+            )),
+        };
+    }
+    let v = i128::from(x.as_i64());
+    let r = match op {
+        UnOp::Neg => -v,
+        UnOp::Pos => v,
+        UnOp::Invert => -v - 1,
+    };
+    i64::try_from(r).map(Scalar::Int).map_err(|_| {
+        format!(
+            "-({x}) is past int64's range: Python's ints have no limit, nums-cloud's have int64's"
+        )
+    })
 }
 
 /// Python's `a // b` (rounded toward -inf) for `b != 0`.
