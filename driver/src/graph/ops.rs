@@ -786,7 +786,8 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
     }
     let (a, b) = (x.as_f64(), y.as_f64());
     let by_zero = matches!(op, BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod) && b == 0.0;
-    if by_zero || (op == BinaryOp::Pow && a == 0.0 && b < 0.0) {
+    // (Zero to a negative finite power raises; to -inf it is inf, as C's pow says.)
+    if by_zero || (op == BinaryOp::Pow && a == 0.0 && b < 0.0 && b.is_finite()) {
         return zero_division();
     }
     let v = op.apply(a, b);
@@ -825,8 +826,8 @@ fn compare_i128(op: BinaryOp, a: i128, b: i128) -> bool {
 }
 
 /// A unary operator (`-`, `+`, `~`) of a Python number, as Python computes it: bools count
-/// as ints (`-True` is -1, `~True` -2), ints exact (refused past int64), `~` of a float
-/// refused (Python raises TypeError).
+/// as ints (`-True` is -1), ints exact (refused past int64); `~` of a float refused
+/// (Python raises TypeError), and of a bool (an int in Python, which deprecates it).
 pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, String> {
     use crate::expr::UnOp;
     if x.kind() == ScalarKind::Float {
@@ -835,9 +836,16 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
             UnOp::Neg => Ok(Scalar::Float(-f)),
             UnOp::Pos => Ok(Scalar::Float(f)),
             UnOp::Invert => Err(format!(
-                "~{x}: ~ of a float (Python raises TypeError; ~ inverts bool arrays)"
+                "~{x}: ~ of a float (Python raises TypeError); ~ inverts bool arrays"
             )),
         };
+    }
+    if (op, x.kind()) == (UnOp::Invert, ScalarKind::Bool) {
+        return Err(format!(
+            "~{x}: ~ of a Python bool is an int (-1 or -2), deprecated by Python, which \
+             will raise TypeError; write logical_not({x}) or {}",
+            !x.as_bool()
+        ));
     }
     let v = i128::from(x.as_i64());
     let r = match op {
