@@ -226,15 +226,58 @@ pub(crate) fn array_path(p: &str) -> anyhow::Result<String> {
     Ok(t.to_string())
 }
 
-/// Opens the array at `path`, or says plainly that there is none.
+/// Opens the array at `path`, or says plainly that there is none, and what to try.
 pub(crate) async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArray> {
     match StoredArray::open(store, path).await {
         Ok(a) => Ok(a),
         Err(nums_layout::Error::NotFound { .. }) => {
-            bail!("no array {path} in store {}", store.spec())
+            let all = list(store, "").await.unwrap_or_default();
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let job = path.split('/').next().unwrap_or(path);
+            let like: Vec<&str> = all
+                .iter()
+                .map(|i| i.path.as_str())
+                .filter(|p| p.rsplit('/').next() == Some(name) || p.starts_with(&format!("{job}/")))
+                .collect();
+            let hint = if like.is_empty() {
+                KEPT.to_string()
+            } else {
+                format!("the store holds {}", shown(&like))
+            };
+            bail!("no array {path} in store {}: {hint}", store.spec())
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// Why the store holds no array a user expects after a job.
+const KEPT: &str = "a job keeps in the store only the outputs its [outputs] put there (a path \
+     such as nums-data/JOB/ARRAY); outputs written to files (.npy, .csv) or elsewhere are not \
+     in it. `nums-cloud run --keep` also keeps a copy of every output at JOB/ARRAY";
+
+/// Up to 8 paths, for a message.
+fn shown(paths: &[&str]) -> String {
+    let mut s = paths.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if paths.len() > 8 {
+        s += &format!(" and {} more", paths.len() - 8);
+    }
+    s
+}
+
+/// Why `ls` found no array under `prefix` (the store exists), and what to try.
+pub(crate) async fn why_none(store: &Store, prefix: &str) -> anyhow::Result<String> {
+    let all = list(store, "").await?;
+    let paths: Vec<&str> = all.iter().map(|i| i.path.as_str()).collect();
+    Ok(if paths.is_empty() {
+        format!("no arrays in store {}: {KEPT}", store.spec())
+    } else {
+        format!(
+            "no arrays under {}/ in store {}; it holds {}",
+            prefix.trim_matches('/'),
+            store.spec(),
+            shown(&paths)
+        )
+    })
 }
 
 /// `get` (the CLI's): writes a stored array to a `.npy` or `.csv` file, streamed, holding
@@ -327,10 +370,37 @@ pub(crate) fn put_job(
         toml_str(&format!("{}/{path}", spec.url.trim_end_matches('/')))
     );
     let cwd = std::env::current_dir().context("no working directory")?;
-    Ok(crate::job::Job::parse(
-        &cwd.join(format!("put-{job}.toml")),
-        &text,
-    )?)
+    // No job file exists: errors name the command and the file put (line 0: none), and
+    // the flags rather than the keys (`put_error`).
+    let mut job = crate::job::Job::parse(&cwd.join(format!("put-{job}.toml")), &text)
+        .map_err(|e| put_job_error(e, &file))?;
+    job.file = std::path::PathBuf::from(format!("nums-cloud put {}", file.display()));
+    job.name_line = 0;
+    job.storage_line = 0;
+    job.arrays.iter_mut().for_each(|a| a.line = 0);
+    job.outputs.iter_mut().for_each(|o| o.line = 0);
+    Ok(job)
+}
+
+/// An error of `put`'s job in the words of the command line: the command and its file
+/// instead of a job file, the flag instead of the key.
+pub(crate) fn put_error(mut e: anyhow::Error, file: &Path) -> anyhow::Error {
+    if let Some(j) = e.downcast_mut::<crate::job::JobError>() {
+        *j = put_job_error(j.clone(), file);
+    }
+    e
+}
+
+fn put_job_error(mut j: crate::job::JobError, file: &Path) -> crate::job::JobError {
+    let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    j.file = std::path::PathBuf::from(format!("nums-cloud put {}", file.display()));
+    j.line = 0;
+    j.key = match j.key.split('.').collect::<Vec<_>>().as_slice() {
+        ["arrays", _, key] if *key != "load" => format!("--{key}"),
+        ["storage", ..] => "--storage".into(),
+        _ => String::new(),
+    };
+    j
 }
 
 /// What `rm` would delete: every object of the arrays (or of the whole job), refusing a

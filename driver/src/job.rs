@@ -26,18 +26,15 @@ pub struct JobError {
 
 impl std::fmt::Display for JobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
-        } else {
-            write!(
-                f,
-                "{}:{}: {}: {}",
-                self.file.display(),
-                self.line,
-                self.key,
-                self.message
-            )
+        // Line 0: the error is about the file, or no file holds the job (`put`'s).
+        write!(f, "{}", self.file.display())?;
+        if self.line > 0 {
+            write!(f, ":{}", self.line)?;
         }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.message)
     }
 }
 

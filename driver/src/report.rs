@@ -38,7 +38,10 @@ pub struct PassReport {
 #[derive(Debug)]
 pub(crate) struct RunFailed {
     pub report: Box<Report>,
+    /// Why it stopped: the first line of the message.
     pub error: anyhow::Error,
+    /// What to do about the run's state (`--resume`), on a line after the cause.
+    pub advice: Option<String>,
     /// Stopped by Ctrl-C (SIGINT) rather than by an error.
     pub interrupted: bool,
     /// The local function processes' logs (kept after a failed run; removed after a
@@ -49,6 +52,9 @@ pub(crate) struct RunFailed {
 impl std::fmt::Display for RunFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:#}", self.error)?;
+        if let Some(a) = &self.advice {
+            write!(f, "\n  {a}")?;
+        }
         if !self.logs.is_empty() {
             write!(f, "\n  function logs (kept):")?;
             for l in &self.logs {

@@ -188,38 +188,49 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             // Made before `finish` takes the run.
             let mut report = report(Vec::new());
             let prefix = run.prefix();
-            // --stats gives the error itself, without the advice added below.
-            let mut stated = format!("{error:#}");
             // A run that lost the race for the job's lease (it started before learning
             // so) fails for that reason, whatever else went wrong; its state is dropped.
-            let error = match run.confirm_lease().await {
+            // The cause leads; what to do about the run's state follows on a line of its
+            // own (and stays out of --stats).
+            let (error, advice) = match run.confirm_lease().await {
                 Err(lost) => {
                     let _ = run.finish(true).await;
-                    let error = anyhow!("{}: {lost}", job.file.display());
-                    stated = format!("{error:#}");
-                    error
+                    (anyhow!("{}: {lost}", job.file.display()), None)
                 }
                 Ok(()) => match run.finish(false).await {
-                    Ok(()) => error.context(format!(
-                        "job {}: the run's state is kept under {prefix}/: `nums-cloud run --resume {}` \
-                         recomputes only what is missing (a run without --resume removes it)",
-                        job.name,
-                        job.file.display()
-                    )),
-                    Err(e) => error.context(format!("job {}: {e}", job.name)),
+                    Ok(()) => (error, Some(resume_advice(job, &prefix))),
+                    Err(e) => (error, Some(format!("job {}: {e}", job.name))),
                 },
             };
             report.status = if interrupted { "interrupted" } else { "failed" }.into();
-            report.error = Some(stated);
+            report.error = Some(format!("{error:#}"));
             report.function_logs = logs.clone();
             Err(RunFailed {
                 report: Box::new(report),
                 error,
+                advice,
                 interrupted,
                 logs,
             }
             .into())
         }
+    }
+}
+
+/// What a failed run's kept state is for: `--resume` of its job file, when there is one
+/// (`put` makes its job up).
+fn resume_advice(job: &Job, prefix: &str) -> String {
+    if job.file.is_file() {
+        format!(
+            "the run's state is kept under {prefix}/: `nums-cloud run --resume {}` recomputes \
+             only what is missing (a run without --resume removes it)",
+            job.file.display()
+        )
+    } else {
+        format!(
+            "the run's state is kept under {prefix}/ until the next run of job {}",
+            job.name
+        )
     }
 }
 

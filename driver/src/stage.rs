@@ -320,7 +320,8 @@ impl<'a> Stages<'a> {
         if let Some(run) = journal {
             let _ = run.flush().await;
         }
-        let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
+        let d =
+            result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job, name), e))?;
         self.observer.on_stage_end(name, &d);
         Ok(d)
     }
@@ -394,8 +395,40 @@ async fn verified_done(
         .collect())
 }
 
-/// A failed dispatch in the job's words, with a hint where one helps.
-fn explain(e: &DispatchError, job: &Job) -> String {
+/// A failed dispatch in the job's words, with a hint where one helps. A failure of the
+/// data (a malformed field, a missing or corrupt block, a singular matrix) leads with
+/// what the function said of it (the array, file, line or block); the invocation that met
+/// it follows on a line of its own.
+fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
+    if let InvokeError::Function {
+        kind:
+            ErrorKind::Kernel
+            | ErrorKind::LinAlg
+            | ErrorKind::MissingBlock
+            | ErrorKind::CorruptBlock
+            | ErrorKind::BadArray,
+        error_type,
+        message,
+    } = &e.error
+    {
+        // The function's `task N (block KEY): what` (`FnError::Kernel`).
+        let (task, what) = match message
+            .strip_prefix("task ")
+            .and_then(|m| m.split_once("): "))
+        {
+            Some((task, what)) => (format!(", task {task})"), what),
+            None => (String::new(), message.as_str()),
+        };
+        let what = if what.starts_with("array ") {
+            what.to_string()
+        } else {
+            format!("job {}: {what}", job.name)
+        };
+        return format!(
+            "{what}\n  ({error_type} in invocation {} of stage {stage}{task}, after {} attempt(s))",
+            e.batch, e.attempts
+        );
+    }
     let hint = match &e.error {
         InvokeError::Function {
             kind: ErrorKind::OutOfMemory,
@@ -431,7 +464,8 @@ fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> 
     let Some(at) = msg.rfind(MARK) else {
         return e;
     };
-    let words = &msg[at..];
+    // NumPy's words, up to the line that says which invocation met them.
+    let words = msg[at..].lines().next().unwrap_or_default();
     let Some(node) = g
         .nodes
         .iter()

@@ -303,17 +303,15 @@ impl Rendered {
 
     /// An engine error in the user's words, classified.
     pub(super) fn error(&self, e: &anyhow::Error) -> Error {
+        // A failed run's advice is for the CLI (`--resume` a job file that does not
+        // exist here): left out.
         let chain: &anyhow::Error = match e.downcast_ref::<crate::report::RunFailed>() {
             Some(f) => &f.error,
             None => e,
         };
-        // The context a failed run adds is advice for the CLI (`--resume` a job file that
-        // does not exist here): left out.
-        let cli_advice = format!("job {}: the run's state is kept", self.name);
         let message = chain
             .chain()
             .map(|c| c.to_string())
-            .filter(|m| !m.starts_with(&cli_advice))
             .collect::<Vec<_>>()
             .join(": ");
         Error::classify(e, &message, &|m| self.humanize(m))
