@@ -127,3 +127,71 @@ def test_ls_and_show_that_find_nothing_say_why(first):
     assert "no arrays under nothere/" in p.stderr and "data/G" in p.stderr, p.stderr
     p = cli("ls", "--storage", "file://absent", cwd=first)
     assert "does not exist" in p.stderr, p.stderr
+
+
+# Item 4: I/O without surprises.
+
+def test_parquet_and_csv_outputs_name_their_columns(tmp_path):
+    """A .parquet output (and `get FILE.parquet`) is read back by pyarrow with NumPy's
+    values; a CSV output has a header line when the job asks for one, or when its input
+    had one; columns keep the input's names, or are named after the array."""
+    import pyarrow.parquet as pq
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(300, 3))
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("price,qty,size\n")
+        np.savetxt(f, a, delimiter=",")
+    (tmp_path / "job.toml").write_text(job_text(
+        {"A": {"load": "in.csv", "header": True, "usecols": ["size", "price"], "block": [70, 2]},
+         "I": {"expr": "A.astype('int64') * 0 + 3"}, "s": "sum(A, axis=1)"},
+        {"A": "out/a.parquet", "I": "out/i.parquet", "s": {"path": "out/s.csv", "header": True}},
+        name="io"))
+    (tmp_path / "job2.toml").write_text(job_text(
+        {"A": {"load": "in.csv", "header": True, "usecols": ["qty"]}, "B": "A * 2"},
+        {"A": "out/a.csv", "B": "out/b.csv"}, name="io2"))
+    run(tmp_path / "job.toml")
+    run(tmp_path / "job2.toml")
+    t = pq.read_table(tmp_path / "out" / "a.parquet")
+    assert t.column_names == ["size", "price"]
+    np.testing.assert_array_equal(np.column_stack([c.to_numpy() for c in t.columns]), a[:, [2, 0]])
+    t = pq.read_table(tmp_path / "out" / "i.parquet")
+    assert t.column_names == ["I_0", "I_1"] and t.column("I_0").type == "int64"
+    assert (tmp_path / "out" / "s.csv").read_text().splitlines()[0] == "s"
+    np.testing.assert_allclose(np.loadtxt(tmp_path / "out" / "s.csv", skiprows=1), a[:, [2, 0]].sum(axis=1))
+    # The input's header comes along; an expression's output has none unless asked.
+    assert (tmp_path / "out" / "a.csv").read_text().splitlines()[0] == "qty"
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "out" / "a.csv", skiprows=1), a[:, 1])
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "out" / "b.csv"), a[:, 1] * 2)
+    # `get` writes Parquet too; put reads it back.
+    cli("put", "out/a.parquet", "data/A", cwd=tmp_path)
+    cli("get", "data/A", "back.parquet", cwd=tmp_path)
+    t = pq.read_table(tmp_path / "back.parquet")
+    assert t.column_names == ["A_0", "A_1"]
+    np.testing.assert_array_equal(np.column_stack([c.to_numpy() for c in t.columns]), a[:, [2, 0]])
+    # header applies to CSV outputs only.
+    (tmp_path / "bad.toml").write_text(job_text({"A": {"zeros": [3]}}, {"A": {"path": "a.npy", "header": True}}))
+    p = cli("check", "bad.toml", cwd=tmp_path, check=False)
+    assert p.returncode == 1 and "outputs.A.header: header applies to a .csv output" in p.stderr, p.stderr
+
+
+def test_an_output_to_standard_output_is_refused_and_a_job_without_outputs_warns(tmp_path):
+    (tmp_path / "job.toml").write_text(job_text({"A": {"zeros": [3]}}, {"A": "-"}))
+    p = cli("check", "job.toml", cwd=tmp_path, check=False)
+    assert p.returncode == 1 and "job.toml:" in p.stderr and "never to standard output" in p.stderr, p.stderr
+    assert not (tmp_path / "-").exists()
+    (tmp_path / "none.toml").write_text(job_text({"A": {"zeros": [3]}, "B": "A + 1"}, {}))
+    p = cli("run", "none.toml", cwd=tmp_path)
+    assert "warning: " in p.stderr and "no [outputs]" in p.stderr, p.stderr
+
+
+def test_check_and_plan_create_nothing(tmp_path):
+    """Neither the store folder nor an output's folder is left behind by check or plan."""
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"random": "normal", "shape": [100, 4]}, "Y": "X * 2"},
+        {"X": "out/x.zarr", "Y": "deep/er/y.npy"}))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for cmd in (["check"], ["check", "--json"], ["plan"], ["plan", "--json"]):
+        cli(*cmd, "job.toml", cwd=tmp_path)
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, cmd
+    cli("ls", cwd=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -280,7 +280,7 @@ pub(crate) async fn why_none(store: &Store, prefix: &str) -> anyhow::Result<Stri
     })
 }
 
-/// `get` (the CLI's): writes a stored array to a `.npy` or `.csv` file, streamed, holding
+/// `get` (the CLI's): writes a stored array to a `.npy`, `.csv` or `.parquet` file, streamed, holding
 /// the file's output lease (as a run writing it would: one writer at a time). Ctrl-C stops
 /// it, leaving the file as it was (and no partial file).
 pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<ArrayMeta> {
@@ -289,7 +289,11 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
     let target = match file.extension().and_then(|e| e.to_str()) {
         Some("npy") => crate::job::Target::Npy(file.clone()),
         Some("csv") => crate::job::Target::Csv(file.clone()),
-        _ => bail!("{}: get writes a .npy or a .csv file", file.display()),
+        Some("parquet") => crate::job::Target::Parquet(file.clone()),
+        _ => bail!(
+            "{}: get writes a .npy, .csv or .parquet file",
+            file.display()
+        ),
     };
     let (spec, key) = crate::export::lease_beside(&target);
     let lease = crate::runs::OutputLease::take(
@@ -308,7 +312,12 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         let _ = std::fs::remove_file(crate::npy::partial_path(&file));
         let write = async {
             match target {
-                crate::job::Target::Csv(_) => crate::export::export_csv(&arr, store, &file).await,
+                crate::job::Target::Csv(_) => {
+                    crate::export::export_csv(&arr, store, &file, None).await
+                }
+                crate::job::Target::Parquet(_) => {
+                    crate::export::export_parquet(&arr, store, &file, None).await
+                }
                 _ => crate::export::export_npy(&arr, store, &file).await,
             }
         };

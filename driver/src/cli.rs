@@ -50,7 +50,8 @@ enum Cmd {
     /// Show one stored array: its metadata and its values as NumPy prints them
     /// (summarised past 1000 elements; only the blocks printed are read).
     Show(ShowArgs),
-    /// Write a stored array to a .npy or .csv file, streamed block-row by block-row.
+    /// Write a stored array to a .npy, .csv or .parquet file, streamed block-row by
+    /// block-row.
     Get(GetArgs),
     /// Import a .npy, .csv, .parquet or Zarr file as the stored array JOB/NAME, as a job would
     /// (checked, written under a run, committed whole).
@@ -259,8 +260,9 @@ struct LoadArgs {
     /// CSV: the field separator, one character ("\t" for tabs; default ",").
     #[arg(long)]
     delimiter: Option<String>,
-    /// CSV: the columns to read, by index (negative from the end) or header name, e.g.
-    /// --usecols 0,2,-1 or --usecols price,size.
+    /// CSV or Parquet: the columns to read, by index (negative from the end) or name
+    /// (a CSV's header, a Parquet file's columns), e.g. --usecols 0,2,-1 or
+    /// --usecols price,size.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     usecols: Option<Vec<String>>,
 }
@@ -659,7 +661,7 @@ async fn show(a: ShowArgs) -> anyhow::Result<()> {
     }
 }
 
-/// `nums-cloud get`: an array to a `.npy` or `.csv` file.
+/// `nums-cloud get`: an array to a `.npy`, `.csv` or `.parquet` file.
 async fn get(a: GetArgs) -> anyhow::Result<()> {
     let (s, _untouched) = a.store.open()?;
     let path = crate::arrays::array_path(&a.array)?;

@@ -88,6 +88,7 @@ fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
                 store: data.job.storage.clone(),
                 path: String::new(),
             },
+            header: None,
         })
         .collect();
     Job {

@@ -142,6 +142,13 @@ pub(crate) async fn check_counted(
     if writable {
         check_stores_take_writes(&job, &store).await?;
     }
+    if job.outputs.is_empty() {
+        tracing::warn!(
+            "{}: no [outputs]: a run computes the job's arrays and keeps none; name where each \
+             array goes in an [outputs] table (X = \"out/X.npy\")",
+            job.file.display()
+        );
+    }
     Ok(Checked {
         job,
         graph,

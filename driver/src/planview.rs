@@ -175,7 +175,7 @@ pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
                 o.name,
                 store.url.trim_end_matches('/')
             )),
-            Target::Npy(p) | Target::Csv(p) => lines.push(format!(
+            Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => lines.push(format!(
                 "after this plan: the driver writes {} to {} block-row by block-row",
                 o.name,
                 p.display()

@@ -235,7 +235,7 @@ impl Report {
         }
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
-                Target::Npy(p) | Target::Csv(p) => p.display().to_string(),
+                Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => p.display().to_string(),
                 Target::NpyStore { store, key } => {
                     format!("{}/{key}", store.url.trim_end_matches('/'))
                 }

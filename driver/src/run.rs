@@ -15,7 +15,7 @@ use nums_layout::{Block, StoredArray};
 use crate::backend::Backend;
 use crate::export::Output;
 use crate::graph::{self, Graph, NodeOp};
-use crate::job::{Defaults, Job, Target};
+use crate::job::{Defaults, Job};
 use crate::plan::Checked;
 use crate::progress::Progress;
 use crate::report::{Report, RunFailed};
@@ -101,7 +101,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     // Partial files a killed writer of the job's `.npy` and `.csv` outputs left (their
     // leases are this run's now).
     for o in &job.outputs {
-        if let Target::Npy(p) | Target::Csv(p) = &o.target {
+        if let Some(p) = o.target.local_file() {
             let _ = std::fs::remove_file(crate::npy::partial_path(p));
         }
     }
