@@ -80,7 +80,7 @@ def test_a_data_error_leads_with_the_cause_and_the_resume_advice_follows(tmp_pat
     lines = p.stderr.strip().splitlines()
     assert re.match(r'error: array A: .*bad\.csv:3: column 2: "x" is not a number$', lines[0]), p.stderr
     assert any("--resume" in l and str(tmp_path / "job.toml") in l for l in lines[1:]), p.stderr
-    assert "after 1 attempt(s)" in p.stderr, p.stderr
+    assert "after 1 attempt)" in p.stderr, p.stderr
     # A model's refused labels, the same way.
     rng = np.random.default_rng(1)
     np.save(tmp_path / "X.npy", rng.normal(size=(200, 3)))
@@ -195,3 +195,51 @@ def test_check_and_plan_create_nothing(tmp_path):
         assert sorted(p.name for p in tmp_path.iterdir()) == before, cmd
     cli("ls", cwd=tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+# Item 6: numbers as people read them.
+
+SHOWN = {
+    "long": np.random.default_rng(1).normal(size=40),
+    "wide": np.random.default_rng(2).normal(size=(5, 20)),
+    "many": np.arange(2000.0) / 7,
+    "square": np.random.default_rng(3).normal(size=(100, 100)),
+    "ints": np.random.default_rng(4).integers(-10**6, 10**6, 50),
+    "bools": np.random.default_rng(5).random(30) < 0.5,
+    "f32": (np.random.default_rng(6).normal(size=30)).astype(np.float32),
+    "cube": np.arange(180.0).reshape(2, 3, 30) * 1.5,
+    "small": np.array([0.5, 0.25, 3.0]),
+    "sci": np.array([1e-5, 1.0, 1234.5678, -2.5e-7, 0.0]),
+    "big": np.array([1e9, 2.0, 3.5]),
+    "special": np.array([np.nan, 1.5, -np.inf, np.inf, -0.0, 2.25]),
+    "true": np.ones(12, dtype=bool),
+    "f32sci": (np.arange(1, 31) ** 4 / 3).astype(np.float32),
+    "tall": np.arange(3000.0).reshape(10, 30, 10) - 0.5,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHOWN))
+def test_show_prints_as_numpy_does_wrapped_at_75_columns(tmp_path, name):
+    a = SHOWN[name]
+    np.save(tmp_path / "a.npy", a)
+    cli("put", "a.npy", "data/A", cwd=tmp_path)
+    out = cli("show", "data/A", cwd=tmp_path).stdout
+    shown = out.split("\n", 2)[2].rstrip("\n")  # after ls's header and row
+    assert shown == repr(a), f"\n{shown}\n{repr(a)}"
+    assert max(len(line) for line in shown.splitlines()) <= 75
+
+
+def test_human_units_and_plurals(tmp_path):
+    """-v says bytes and memory in units, and one of a thing is singular everywhere."""
+    (tmp_path / "job.toml").write_text(job_text({"A": {"random": "normal", "shape": [40]}, "s": "sum(A)"},
+                                                {"s": "s.npy"}, name="one", compute={"workers": 1}))
+    p = cli("-v", "run", "job.toml", cwd=tmp_path)
+    done = [l for l in p.stderr.splitlines() if ": done in " in l]
+    assert done and all(re.search(r"read \d+(\.\d)? [kMG]?B, wrote \d+(\.\d)? [kMG]?B, peak \d+ MiB\)$", l)
+                        for l in done), done
+    assert "stage main: 1 invocation (1 to run)" in p.stderr, p.stderr
+    assert "with 1 worker," in p.stdout, p.stdout
+    one_many = r"\b1 (tasks|invocations|workers|outputs|arrays|iterations|passes|slots|objects|attempts)\b"
+    assert not re.search(one_many, p.stdout + p.stderr), p.stdout + p.stderr
+    assert cli("check", "job.toml", cwd=tmp_path).stdout.endswith("ok (2 arrays, 1 output)\n")
+    assert "1 worker," in cli("plan", "job.toml", cwd=tmp_path).stdout

@@ -11,7 +11,7 @@ use nums_layout::zarr::ATTRIBUTES_KEY;
 use nums_layout::{ArrayMeta, Block, DType, Store, StoreSpec, StoredArray};
 use serde::Serialize;
 
-use crate::human::{Printed, format_values, nest};
+use crate::human::{LINE_WIDTH, Printed, format_values, nest};
 
 /// What `ls` shows of one stored array.
 #[derive(Debug, Clone, Serialize)]
@@ -155,9 +155,9 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
             .collect();
         values.push(match b {
             Block::F64(a) => Printed::Float(a[IxDyn(&local)]),
-            Block::F32(a) => Printed::Float(a[IxDyn(&local)] as f64),
-            Block::I64(a) => Printed::Text(a[IxDyn(&local)].to_string()),
-            Block::Bool(a) => Printed::Text(if a[IxDyn(&local)] { "True" } else { "False" }.into()),
+            Block::F32(a) => Printed::Float32(a[IxDyn(&local)]),
+            Block::I64(a) => Printed::Int(a[IxDyn(&local)]),
+            Block::Bool(a) => Printed::Bool(a[IxDyn(&local)]),
         });
     }
     let values = format_values(values);
@@ -167,23 +167,38 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
         .iter()
         .map(|&n| summarise && n > 2 * EDGE_ITEMS as u64)
         .collect();
-    let body = nest(&values, &shape, &cut, width, 7);
-    let mut suffix = match m.dtype {
-        DType::Float64 | DType::Int64 | DType::Bool => String::new(),
-        d => format!(", dtype={}", d.name()),
-    };
+    // NumPy's repr: the closing `)` counts against the line width.
+    let body = nest(&values, &shape, &cut, width, "array(".len(), LINE_WIDTH - 1);
+    // What the values do not say (NumPy's `extras`): the shape of a summarised array,
+    // then a dtype other than the default of its kind; on a line of their own when they
+    // would pass the line width.
+    let mut extras = Vec::new();
     if summarise {
-        suffix += &format!(
-            ", shape=({})",
+        extras.push(format!(
+            "shape=({})",
             m.shape
                 .iter()
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
                 + if m.ndim() == 1 { "," } else { "" }
-        );
+        ));
     }
-    Ok(format!("array({body}{suffix})"))
+    if let DType::Float32 = m.dtype {
+        extras.push(format!("dtype={}", m.dtype.name()));
+    }
+    if extras.is_empty() {
+        return Ok(format!("array({body})"));
+    }
+    let text = format!("array({body},");
+    let extra = extras.join(", ") + ")";
+    let last_line = text.len() - text.rfind('\n').map_or(0, |i| i + 1);
+    let spacer = if last_line + extra.len() + 1 > LINE_WIDTH {
+        format!("\n{}", " ".repeat("array(".len()))
+    } else {
+        " ".into()
+    };
+    Ok(format!("{text}{spacer}{extra}"))
 }
 
 /// Where `ls`/`show`/`get`/`put`/`rm` look: `--storage` (and `--endpoint`), or a job file's

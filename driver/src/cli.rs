@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::human::plural;
+
 #[derive(Parser)]
 #[command(
     name = "nums-cloud",
@@ -539,10 +541,10 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
         outln!("{}", serde_json::to_string_pretty(&j)?)?;
     } else {
         outln!(
-            "{}: ok ({} arrays, {} outputs)",
+            "{}: ok ({}, {})",
             a.job.display(),
-            c.job.arrays.len(),
-            c.job.outputs.len()
+            plural(c.job.arrays.len() as u64, "array", "arrays"),
+            plural(c.job.outputs.len() as u64, "output", "outputs")
         )?;
         if let Some(why) = provisional {
             outln!("provisional plan: {why}")?;
@@ -556,9 +558,9 @@ fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
     let t = crate::timeline::Timeline::load(&a.stats)?;
     write_file(&a.svg, &crate::timeline::svg(&t))?;
     outln!(
-        "{} ({} invocations on {} s)",
+        "{} ({} on {} s)",
         a.svg.display(),
-        t.timeline.len(),
+        plural(t.timeline.len() as u64, "invocation", "invocations"),
         format_args!("{:.2}", t.wall_seconds)
     )
 }
@@ -694,9 +696,9 @@ async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
         .await
         .map_err(|e| crate::arrays::put_error(e, &a.file))?;
     outln!(
-        "{} -> {path} ({} invocations, {:.2} s)",
+        "{} -> {path} ({}, {:.2} s)",
         a.file.display(),
-        report.invocations,
+        plural(report.invocations, "invocation", "invocations"),
         report.wall_seconds
     )
 }
@@ -712,7 +714,7 @@ async fn rm(a: RmArgs) -> anyhow::Result<()> {
         use std::io::Write;
         let mut question: String = targets
             .iter()
-            .map(|(p, n)| format!("  {p} ({n} objects)\n"))
+            .map(|(p, n)| format!("  {p} ({})\n", plural(*n as u64, "object", "objects")))
             .collect();
         question += &format!("delete these from {}? [y/N] ", s.spec());
         let mut answer = String::new();
@@ -732,7 +734,7 @@ async fn rm(a: RmArgs) -> anyhow::Result<()> {
     }
     for (p, _) in &targets {
         let n = s.delete_prefix(p).await?;
-        outln!("deleted {p} ({n} objects)")?;
+        outln!("deleted {p} ({})", plural(n as u64, "object", "objects"))?;
     }
     Ok(())
 }

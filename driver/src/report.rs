@@ -8,7 +8,11 @@ use nums_layout::{ArrayMeta, Block, Store};
 use serde::Serialize;
 
 use crate::dispatch::Dispatched;
-use crate::human::{human, mib};
+use crate::human::{human, mib, plural};
+
+fn iterations(n: u32) -> String {
+    plural(n as u64, "iteration", "iterations")
+}
 use crate::invocation::Invocation;
 use crate::job::{Job, Target};
 use crate::models::solver::Fitted;
@@ -190,8 +194,12 @@ impl Report {
             t => format!("{retries}, {t} of them throttled"),
         };
         s += &format!(
-            "  invocations  {} ({} tasks, {retries}) on {} with {} workers, scheduler {}\n",
-            self.invocations, self.tasks, self.backend, self.workers, self.scheduler
+            "  invocations  {} ({}, {retries}) on {} with {}, scheduler {}\n",
+            self.invocations,
+            plural(self.tasks, "task", "tasks"),
+            self.backend,
+            plural(self.workers as u64, "worker", "workers"),
+            self.scheduler
         );
         s += &format!(
             "  store        functions read {} and wrote {} in {} requests; driver read {} and wrote {}\n",
@@ -217,9 +225,9 @@ impl Report {
         );
         for f in &self.fits {
             let how = if f.fitted.converged {
-                format!("converged in {} iterations", f.fitted.n_iter)
+                format!("converged in {}", iterations(f.fitted.n_iter))
             } else {
-                format!("NOT converged after {} iterations", f.fitted.n_iter)
+                format!("NOT converged after {}", iterations(f.fitted.n_iter))
             };
             let loss = match f.fitted.loss.last() {
                 Some(l) if l.is_finite() => format!(", loss {l:.6e}"),
@@ -227,10 +235,10 @@ impl Report {
             };
             let seconds: f64 = f.passes.iter().map(|p| p.wall_seconds).sum();
             s += &format!(
-                "  fit          {} = {}: {how}{loss}, {} passes in {seconds:.2} s\n",
+                "  fit          {} = {}: {how}{loss}, {} in {seconds:.2} s\n",
                 f.array,
                 f.model,
-                f.passes.len()
+                plural(f.passes.len() as u64, "pass", "passes")
             );
         }
         for (name, target, meta, preview) in &self.outputs {
@@ -248,9 +256,11 @@ impl Report {
                 meta.shape, meta.dtype
             );
             if let Some(b) = preview {
-                let text = crate::human::format_block(b);
-                for line in text.lines() {
-                    s += &format!("               {line}\n");
+                // Under the label column, within NumPy's line width.
+                const INDENT: &str = "               ";
+                let width = crate::human::LINE_WIDTH - INDENT.len();
+                for line in crate::human::format_block(b, width).lines() {
+                    s += &format!("{INDENT}{line}\n");
                 }
             }
         }

@@ -107,8 +107,12 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     }
     if !run.removed.is_empty() {
         tracing::info!(
-            "removed the state of {} earlier unfinished run(s) of job {} ({})",
-            run.removed.len(),
+            "removed the state of {} of job {} ({})",
+            crate::human::plural(
+                run.removed.len() as u64,
+                "earlier unfinished run",
+                "earlier unfinished runs"
+            ),
             job.name,
             run.removed.join(", ")
         );

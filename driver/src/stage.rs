@@ -20,6 +20,7 @@ use nums_layout::{ErrorKind, Store, StoredArray};
 use crate::backend::Backend;
 use crate::dispatch::{DispatchError, Dispatched, InvokeError, Sent};
 use crate::graph::{self, Graph, NodeOp};
+use crate::human::plural;
 use crate::invocation::Invocation;
 use crate::job::Job;
 use crate::report::FitReport;
@@ -272,17 +273,18 @@ impl<'a> Stages<'a> {
             .collect();
         if let (false, Some(run)) = (done.is_empty(), journal) {
             tracing::info!(
-                "resuming run {}: {} of {} invocations of stage {name} finished before; {} to go",
+                "resuming run {}: {} of {} of stage {name} finished before; {} to go",
                 run.id,
                 done.len(),
-                batches.len(),
+                plural(batches.len() as u64, "invocation", "invocations"),
                 todo.len()
             );
         }
         tracing::debug!(
-            "stage {name}: {} invocations ({} to run), {tasks} tasks, scheduler {:?}",
-            batches.len(),
+            "stage {name}: {} ({} to run), {}, scheduler {:?}",
+            plural(batches.len() as u64, "invocation", "invocations"),
             todo.len(),
+            plural(tasks, "task", "tasks"),
             job.compute.scheduler
         );
         self.observer.on_stage_start(&StageStart {
@@ -425,8 +427,9 @@ fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
             format!("job {}: {what}", job.name)
         };
         return format!(
-            "{what}\n  ({error_type} in invocation {} of stage {stage}{task}, after {} attempt(s))",
-            e.batch, e.attempts
+            "{what}\n  ({error_type} in invocation {} of stage {stage}{task}, after {})",
+            e.batch,
+            plural(u64::from(e.attempts), "attempt", "attempts")
         );
     }
     let hint = match &e.error {
