@@ -88,6 +88,7 @@ fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
                 store: data.job.storage.clone(),
                 path: String::new(),
             },
+            header: None,
         })
         .collect();
     Job {
@@ -434,10 +435,10 @@ pub(crate) async fn fit_all(
         }
         if !fitted.converged {
             tracing::warn!(
-                "array `{array}`: {} did not converge in max_iter = {} iterations \
+                "array `{array}`: {} did not converge in max_iter = {} \
                  (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
                 crate::models::describe(spec),
-                spec.max_iter,
+                crate::human::plural(spec.max_iter as u64, "iteration", "iterations"),
                 fitted.grad_max.last().copied().unwrap_or(f64::NAN),
                 spec.tol
             );

@@ -715,7 +715,7 @@ pub enum Kernel {
     /// No inputs; the output block's rows and columns read from the Parquet file `key` of
     /// the store `source`: its metadata is bytes `metadata` (start, length) of the file,
     /// then the task fetches the column chunks of the row groups holding its rows (at most
-    /// `fetch` bytes, for the memory projection). A file of one column is a 1-D array.
+    /// `fetch` bytes, for the memory projection). An array of one column is 1-D.
     ImportParquet {
         /// The store that holds the file.
         source: StoreSpec,
@@ -723,6 +723,8 @@ pub enum Kernel {
         key: String,
         /// The file's footer metadata: (first byte, length in bytes).
         metadata: (u64, u64),
+        /// The file's columns the array keeps, in order (its `usecols`).
+        columns: Vec<u64>,
         /// Bytes of column chunks the task fetches at most (for the memory projection).
         fetch: u64,
     },

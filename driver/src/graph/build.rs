@@ -153,12 +153,17 @@ pub fn build_staged(
         let id = g.named[&o.name];
         g.nodes[id].persist = true;
         let ndim = g.nodes[id].meta.ndim();
-        if matches!(o.target, crate::job::Target::Csv(_)) && !(1..=2).contains(&ndim) {
+        let kind = match o.target {
+            crate::job::Target::Csv(_) => "a .csv",
+            crate::job::Target::Parquet(_) => "a .parquet",
+            _ => "",
+        };
+        if !kind.is_empty() && !(1..=2).contains(&ndim) {
             return Err(job.err(
                 o.line,
                 format!("outputs.{}", o.name),
                 format!(
-                    "{} has shape {} ({ndim}-D); a .csv file holds a 1-D or 2-D array: write a .npy or Zarr output",
+                    "{} has shape {} ({ndim}-D); {kind} file holds a 1-D or 2-D array: write a .npy or Zarr output",
                     o.name,
                     shape_str(&g.nodes[id].meta.shape)
                 ),
@@ -454,6 +459,7 @@ impl<'a> Builder<'a> {
                         key,
                         dtype,
                         metadata,
+                        columns,
                         row_groups,
                         ..
                     } => (
@@ -462,6 +468,7 @@ impl<'a> Builder<'a> {
                             source,
                             key,
                             metadata,
+                            columns,
                             row_groups,
                         },
                     ),

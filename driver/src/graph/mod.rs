@@ -77,6 +77,8 @@ pub enum NodeOp {
         source: StoreSpec,
         key: String,
         metadata: (u64, u64),
+        /// The file's columns the array keeps, in order.
+        columns: Vec<u64>,
         row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
     },
     /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
