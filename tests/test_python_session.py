@@ -231,6 +231,8 @@ def test_files_in_and_out(tmp_path):
 
     pq.write_table(pa.table({"u": [1.5, 2.5], "v": [3, 4]}), tmp_path / "t.parquet")
     np.testing.assert_array_equal(nps.load(tmp_path / "t.parquet").get(), [[1.5, 3.0], [2.5, 4.0]])
+    nps.save(tmp_path / "x.parquet", x)
+    np.testing.assert_array_equal(np.column_stack(pq.read_table(tmp_path / "x.parquet").columns), a * 2)
     with pytest.raises(ValueError, match="missing.npy"):
         nps.load(tmp_path / "missing.npy")
 

@@ -264,10 +264,28 @@ pub(crate) struct CsvWriter {
 }
 
 impl CsvWriter {
-    pub(crate) fn create(path: &Path) -> Result<CsvWriter, String> {
+    /// Starts the file, with a `header` line of column names if given (each quoted where
+    /// it holds a comma or a quote, as pandas writes them).
+    pub(crate) fn create(path: &Path, header: Option<&[String]>) -> Result<CsvWriter, String> {
+        use std::io::Write;
         let (tmp, f) = Partial::create(path)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
+        if let Some(names) = header {
+            let quoted: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    if n.contains([',', '"', '\n', '\r']) {
+                        format!("\"{}\"", n.replace('"', "\"\""))
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            writeln!(out, "{}", quoted.join(","))
+                .map_err(|e| format!("cannot write {}: {e}", tmp.tmp.display()))?;
+        }
         Ok(CsvWriter {
-            out: std::io::BufWriter::with_capacity(1 << 20, f),
+            out,
             tmp,
             path: path.to_path_buf(),
         })
@@ -313,6 +331,53 @@ impl CsvWriter {
         self.out
             .flush()
             .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))?;
+        self.tmp.rename(&self.path)
+    }
+}
+
+/// A Parquet file written row group by row group (`nums_function::parquet::Writer`),
+/// renamed into place at the end.
+pub(crate) struct ParquetWriter {
+    // Dropped in this order: the file is closed before an unfinished one is removed.
+    w: nums_function::parquet::Writer<std::io::BufWriter<std::fs::File>>,
+    tmp: Partial,
+    path: std::path::PathBuf,
+}
+
+impl ParquetWriter {
+    pub(crate) fn create(
+        path: &Path,
+        dtype: DType,
+        names: &[String],
+    ) -> Result<ParquetWriter, String> {
+        let (tmp, f) = Partial::create(path)?;
+        let w = nums_function::parquet::Writer::new(
+            std::io::BufWriter::with_capacity(1 << 20, f),
+            dtype,
+            names,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", tmp.tmp.display()))?;
+        Ok(ParquetWriter {
+            w,
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Appends a slab of rows as one row group.
+    pub(crate) fn write(&mut self, slab: &Block) -> Result<(), String> {
+        self.w
+            .write(slab)
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))
+    }
+
+    /// Writes the footer, flushes and renames the file into place.
+    pub(crate) fn finish(mut self) -> Result<(), String> {
+        use std::io::Write;
+        let cannot = |e: String| format!("cannot write {}: {e}", self.tmp.tmp.display());
+        let mut out = self.w.finish().map_err(cannot)?;
+        out.flush().map_err(|e| cannot(e.to_string()))?;
+        drop(out);
         self.tmp.rename(&self.path)
     }
 }

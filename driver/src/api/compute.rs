@@ -355,7 +355,7 @@ impl Session {
     }
 
     /// Writes `a` (computed first, if it is not) to `path` as a job's output is written:
-    /// a `.npy` or `.csv` file (`.csv`: 1-D or 2-D), a `.npy` file on S3
+    /// a `.npy`, `.csv` or `.parquet` file (`.csv` and `.parquet`: 1-D or 2-D), a `.npy` file on S3
     /// (`s3://bucket/key.npy`), or a Zarr v3 array (a folder, or an `s3://bucket/path`).
     /// An existing Zarr array or file there is replaced; anything else is refused.
     /// Relative paths resolve against the working directory when the session was made.
@@ -389,6 +389,7 @@ impl Session {
             name: a.label(),
             line: 0,
             target,
+            header: None,
         };
         let prefix = format!("{}/c{}", self.st.id, self.next());
         let mut guard = Abandoned::new(self, &prefix);

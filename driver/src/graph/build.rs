@@ -8,8 +8,13 @@ use super::*;
 
 #[derive(Debug, Clone)]
 pub(super) enum Val {
-    /// A Python number: a bool, an exact int64 or a float.
+    /// A Python number: a bool, an exact int64 or a float; weak in promotion (NEP 50).
     Num(Scalar),
+    /// A NumPy scalar of a number's dtype (bool, int64, float64): what NumPy's function of
+    /// numbers alone returns (`sqrt(2)`). Strong in promotion, as a 0-d array is; a number
+    /// wherever a number is wanted (an axis, a size, an index: [`Builder::eval`] gives it
+    /// as one).
+    NpScalar(Scalar),
     Arr(NodeId),
     Tuple(Vec<Val>),
     /// NumPy's named tuple (a factorization's result): `.Q`, `.R` or `[0]`, `[1]`.
@@ -37,7 +42,7 @@ pub(super) struct Builder<'a> {
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
-    pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],
@@ -148,12 +153,17 @@ pub fn build_staged(
         let id = g.named[&o.name];
         g.nodes[id].persist = true;
         let ndim = g.nodes[id].meta.ndim();
-        if matches!(o.target, crate::job::Target::Csv(_)) && !(1..=2).contains(&ndim) {
+        let kind = match o.target {
+            crate::job::Target::Csv(_) => "a .csv",
+            crate::job::Target::Parquet(_) => "a .parquet",
+            _ => "",
+        };
+        if !kind.is_empty() && !(1..=2).contains(&ndim) {
             return Err(job.err(
                 o.line,
                 format!("outputs.{}", o.name),
                 format!(
-                    "{} has shape {} ({ndim}-D); a .csv file holds a 1-D or 2-D array: write a .npy or Zarr output",
+                    "{} has shape {} ({ndim}-D); {kind} file holds a 1-D or 2-D array: write a .npy or Zarr output",
                     o.name,
                     shape_str(&g.nodes[id].meta.shape)
                 ),
@@ -449,6 +459,7 @@ impl<'a> Builder<'a> {
                         key,
                         dtype,
                         metadata,
+                        columns,
                         row_groups,
                         ..
                     } => (
@@ -457,6 +468,7 @@ impl<'a> Builder<'a> {
                             source,
                             key,
                             metadata,
+                            columns,
                             row_groups,
                         },
                     ),
@@ -553,7 +565,17 @@ impl<'a> Builder<'a> {
 
     /// Evaluates an expression to a value (new nodes as needed). A size limit broken on
     /// the way is the error, pointing at the innermost expression that broke it.
+    /// A NumPy scalar comes back as a number (see [`Builder::eval_operand`]).
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
+        Ok(match self.eval_operand(e)? {
+            Val::NpScalar(x) => Val::Num(x),
+            v => v,
+        })
+    }
+
+    /// As [`Builder::eval`], but a NumPy scalar stays one: for the operands of operators
+    /// and elementwise functions, where it promotes as an array.
+    pub(super) fn eval_operand(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let v = self.eval_inner(e);
         match self.too_big.take() {
             Some(m) => Err(EvalError::Expr(ExprError::new(e.pos, m))),
@@ -591,23 +613,37 @@ impl<'a> Builder<'a> {
                     .collect::<Result<_, _>>()?,
             ),
             ExprKind::Unary(op, x) => {
-                let v = self.eval(x)?;
+                let v = self.eval_operand(x)?;
+                // A Python number's operator is Python's (`-True` is -1, `~True` -2,
+                // `-(-2**63)` past int64 refused); NumPy's ufuncs of arrays and NumPy
+                // scalars (`-M` of a bool array refused, `~M` its logical not).
                 match (op, v) {
-                    (UnOp::Pos, v) => v,
-                    // Python's -: exact for ints (-True is -1).
-                    (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
-                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
-                        Some(v) => Val::Num(Scalar::Int(v)),
-                        None => return Err(at(format!("-({x}) is outside int64's range"))),
-                    },
-                    (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
-                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
-                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    (op, Val::Num(x)) => Val::Num(ops::unary_python(*op, x).map_err(at)?),
+                    (UnOp::Pos, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        let bool_ = match &v {
+                            Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
+                            Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
+                            _ => false,
+                        };
+                        if bool_ {
+                            return Err(at(
+                                "the unary + operator is not supported for bools (NumPy refuses it)"
+                                    .into(),
+                            ));
+                        }
+                        v
+                    }
+                    (UnOp::Neg, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Neg, v, e.pos)?
+                    }
+                    (UnOp::Invert, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Not, v, e.pos)?
+                    }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
                 }
             }
             ExprKind::Binary(op, a, b) => {
-                let (va, vb) = (self.eval(a)?, self.eval(b)?);
+                let (va, vb) = (self.eval_operand(a)?, self.eval_operand(b)?);
                 self.binary(*op, va, vb, e.pos)?
             }
             ExprKind::Attr(x, attr) => {
@@ -928,7 +964,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
+            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -1044,7 +1080,7 @@ impl Value {
     fn of(v: Val) -> Result<Value, String> {
         Ok(match v {
             Val::Arr(id) => Value::Array(id),
-            Val::Num(x) => Value::Number(x),
+            Val::Num(x) | Val::NpScalar(x) => Value::Number(x),
             Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
             Val::Fields(f) => Value::Fields(
                 f.into_iter()
@@ -1068,7 +1104,7 @@ pub struct Incremental {
     g: Graph,
     blocks: u64,
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
-    lu_memo: HashMap<NodeId, NodeId>,
+    lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     masks: HashMap<NodeId, Vec<u64>>,
 }
 

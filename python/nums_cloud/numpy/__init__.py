@@ -289,9 +289,9 @@ def load(file):
 
 
 def save(file, arr):
-    """Save an array to a ``.npy`` or ``.csv`` file, or as a Zarr v3 array (a folder, or
-    ``s3://bucket/path``; ``.npy`` on S3 too): computed first if it is not (NumPy's
-    ``np.save(file, arr)`` order)."""
+    """Save an array to a ``.npy``, ``.csv`` or ``.parquet`` file, or as a Zarr v3 array (a
+    folder, or ``s3://bucket/path``; ``.npy`` on S3 too, of at most 5 MiB): computed first
+    if it is not (NumPy's ``np.save(file, arr)`` order)."""
     a = asarray(arr)
     a._s.save(a._a, str(file))
 

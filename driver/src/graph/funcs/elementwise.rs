@@ -113,8 +113,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "logical_not",
         X,
-        "`np.logical_not` of bools, as `~`",
-        |s, b| unary(s, b, UnaryOp::Not),
+        "`np.logical_not` (numbers read as bools), as `~` of bools",
+        |s, b| {
+            let (v, _) = b.need("x")?.clone();
+            let v = as_bool(s, v);
+            let v = s.unary(UnaryOp::Not, v, b.pos)?;
+            strong(v)
+        },
     ),
     FuncDef::new(
         "where",
@@ -130,25 +135,40 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
 ];
 
+/// A function's result: of numbers alone NumPy's ufunc gives a NumPy scalar, which is
+/// strong in promotion (`sqrt(2) * F32` is float64).
+fn strong(v: Val) -> Result<Val, EvalError> {
+    Ok(match v {
+        Val::Num(x) => Val::NpScalar(x),
+        v => v,
+    })
+}
+
+/// NumPy's logical functions read any number as true when non-zero.
+fn as_bool(s: &mut Builder, v: Val) -> Val {
+    match v {
+        Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
+        Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
+        Val::NpScalar(x) => Val::NpScalar(Scalar::Bool(x.as_bool())),
+        v => v,
+    }
+}
+
 fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
     let (v, _) = b.need("x")?.clone();
-    s.unary(op, v, b.pos)
+    let v = s.unary(op, v, b.pos)?;
+    strong(v)
 }
 
 fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
     let (mut x1, _) = b.need("x1")?.clone();
     let (mut x2, _) = b.need("x2")?.clone();
     if op.is_logical() {
-        // NumPy's logical functions read any number as true when non-zero.
-        for v in [&mut x1, &mut x2] {
-            match v {
-                Val::Arr(id) => *v = Val::Arr(s.cast(*id, DType::Bool)),
-                Val::Num(x) => *v = Val::Num(Scalar::Bool(x.as_bool())),
-                _ => {}
-            }
-        }
+        x1 = as_bool(s, x1);
+        x2 = as_bool(s, x2);
     }
-    s.elementwise2(op, x1, x2, b.pos)
+    let v = s.elementwise2(op, x1, x2, b.pos)?;
+    strong(v)
 }
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -173,7 +193,8 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
     let (lo, hi) = (b.get("a_min"), b.get("a_max"));
-    let numbers = matches!((lo, hi), (Some((Val::Num(_), _)), Some((Val::Num(_), _))));
+    let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(_), _)));
+    let numbers = number(lo) && number(hi);
     let (low, high) = if numbers {
         (BinaryOp::ClipLow, BinaryOp::ClipHigh)
     } else {
@@ -185,5 +206,5 @@ fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if let Some((hi, _)) = hi {
         v = s.elementwise2(high, v, hi.clone(), b.pos)?;
     }
-    Ok(v)
+    strong(v)
 }
