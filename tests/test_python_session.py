@@ -62,6 +62,21 @@ def test_init_reads_arguments_then_environment_then_defaults(tmp_path, monkeypat
         nums_cloud.init(storage=str(tmp_path), backend="cloud")
 
 
+def test_a_session_that_stored_nothing_ends_at_once(monkeypatch):
+    # An s3:// session with an endpoint is made from one without (Session::endpoint);
+    # that one stored nothing and must not try to clean the store at AWS meanwhile
+    # (with credentials set, a 30 s retry budget).
+    for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y", "AWS_REGION": "here",
+                 "AWS_EC2_METADATA_DISABLED": "true"}.items():
+        monkeypatch.setenv(k, v)
+    t = time.perf_counter()
+    s = nums_cloud.init(storage="s3://nums-test-nowhere/x", endpoint="http://127.0.0.1:9")
+    nps.ones(3) * 2  # defined, never computed
+    nums_cloud.close()
+    del s
+    assert time.perf_counter() - t < 5
+
+
 def test_errors_are_pythons_exceptions(tmp_path):
     init(tmp_path)
     x = nps.ones((4, 3)).named("X")

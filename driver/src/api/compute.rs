@@ -140,6 +140,7 @@ impl Session {
     }
 
     fn store(&self) -> Result<Store, Error> {
+        self.st.touched.store(true, Ordering::SeqCst);
         Store::open(&self.st.spec).map_err(store_error)
     }
 
@@ -762,6 +763,9 @@ impl Session {
         if let Some(b) = self.st.backend.lock().await.take() {
             SessionBackend::stop(b).await;
         }
+        if !self.st.touched.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         self.store()?
             .delete_prefix(&self.st.id)
             .await
@@ -967,7 +971,8 @@ impl Drop for State {
     /// What the session kept goes with its last handle (best effort, at most 30 s; use
     /// [`Session::close`] to see errors), and its functions stop.
     fn drop(&mut self) {
-        let closed = *self.closed.get_mut();
+        // A session that never opened its store has nothing there to remove.
+        let closed = *self.closed.get_mut() || !*self.touched.get_mut();
         let backend = self.backend.get_mut().take();
         let runtime = self
             .runtime

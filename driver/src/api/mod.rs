@@ -134,6 +134,9 @@ pub(crate) struct State {
     pending: Mutex<HashMap<NodeId, Block>>,
     next: AtomicU64,
     closed: AtomicBool,
+    /// Whether the session has opened its store (to compute, write or read): a session
+    /// that never did has nothing there to remove when it ends.
+    touched: AtomicBool,
     /// The backend of the session's computes, started by the first and reused.
     backend: tokio::sync::Mutex<Option<Arc<compute::SessionBackend>>>,
     /// The runtime the backend's tasks (the local endpoint's server, its processes'
@@ -430,6 +433,7 @@ impl Session {
                 pending: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
+                touched: AtomicBool::new(false),
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),

@@ -139,7 +139,7 @@ def nonzero(a):
     nums-cloud: computes ``a`` (the result's shape depends on its values) and returns a
     tuple of int64 arrays, one per axis."""
     a = asarray(a)
-    return tuple(asarray(i.astype(_np.int64), session=a._s) for i in _np.nonzero(a.compute()))
+    return tuple(_array.asarray(i.astype(_np.int64), session=a._s) for i in _np.nonzero(a.compute()))
 
 
 @_engine
@@ -148,7 +148,7 @@ def argwhere(a):
 
     nums-cloud: computes ``a``."""
     a = asarray(a)
-    return asarray(_np.argwhere(a.compute()).astype(_np.int64), session=a._s)
+    return _array.asarray(_np.argwhere(a.compute()).astype(_np.int64), session=a._s)
 
 
 @_engine
@@ -157,7 +157,7 @@ def flatnonzero(a):
 
     nums-cloud: computes ``a``."""
     a = asarray(a)
-    return asarray(_np.flatnonzero(a.compute()).astype(_np.int64), session=a._s)
+    return _array.asarray(_np.flatnonzero(a.compute()).astype(_np.int64), session=a._s)
 
 
 @_engine
@@ -167,7 +167,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
 
     nums-cloud: lazy."""
     a = asarray(a)
-    b = b if isinstance(b, BlockArray) else asarray(b, session=a._s)
+    b = b if isinstance(b, BlockArray) else _array.asarray(b, session=a._s)
     close = (a == b) | (abs(a - b) <= atol + rtol * abs(b))
     if equal_nan:
         close = close | (isnan(a) & isnan(b))
