@@ -332,3 +332,26 @@ def test_building_an_expression_is_fast_and_small_work_runs_here(session):
     # The benchmark's figure is the release build's (BENCHMARKS.md); this bound keeps the
     # debug build on a busy machine honest without being flaky.
     assert sorted(times)[len(times) // 2] < 0.05, times
+
+
+def test_a_compute_costs_what_it_computes_not_the_sessions_graph(session):
+    """A small compute reads only the nodes it needs: thousands of other operations in
+    the session (each a node of its graph) leave its time as it was."""
+    x = nps.arange(1000.0)
+    x.get()
+
+    def median_ms():
+        ts = []
+        for k in range(30):
+            z = x * float(k)
+            t = time.perf_counter()
+            z.get()
+            ts.append(time.perf_counter() - t)
+        return sorted(ts)[15] * 1e3
+
+    fresh = median_ms()
+    y = nps.arange(10.0)
+    for _ in range(20_000):
+        y = y + 1.0  # 20,000 nodes the computes below do not need
+    grown = median_ms()
+    assert grown < 1.5 * fresh + 1.0, (fresh, grown)

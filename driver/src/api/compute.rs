@@ -57,9 +57,11 @@ impl SessionBackend {
     }
 }
 
-/// The node a word of an engine message names: `n12` (a target's name), or the last part
-/// of a store path (`.../n12`, `.../n12p3`, `.../c3/out/n12/c/0`).
-fn named_node(word: &str) -> Option<NodeId> {
+/// The node a word of an engine message names: `n12` (a target's name: the session's
+/// node), or the last part of a store path (`.../c3/out/n12/c/0`: a target; `.../tmp/n5p3`:
+/// node 5 of the compute's graph, `local`).
+fn named_node(word: &str) -> Option<(NodeId, bool)> {
+    let local = word.contains("/tmp/");
     word.split('/').find_map(|part| {
         let digits = part.strip_prefix('n')?;
         let end = digits
@@ -67,9 +69,30 @@ fn named_node(word: &str) -> Option<NodeId> {
             .unwrap_or(digits.len());
         let rest = &digits[end..];
         (end > 0 && (rest.is_empty() || rest.starts_with('p') || rest.starts_with(')')))
-            .then(|| digits[..end].parse().ok())
+            .then(|| digits[..end].parse().ok().map(|id| (id, local)))
             .flatten()
     })
+}
+
+/// One compute's graph ([`Incremental::for_compute`](crate::graph::Incremental)): the
+/// nodes its targets need, renumbered; `back[i]` is the session's node of node `i`.
+struct ComputeGraph {
+    g: Graph,
+    back: Vec<NodeId>,
+    /// The nodes it computes or reads (its ids).
+    needed: Vec<NodeId>,
+}
+
+impl ComputeGraph {
+    /// Its node of the session's node `id` (which it holds).
+    fn local(&self, id: NodeId) -> NodeId {
+        self.back.binary_search(&id).expect("a node of the compute")
+    }
+
+    /// The session's nodes it computes or reads.
+    fn needed_in_session(&self) -> Vec<NodeId> {
+        self.needed.iter().map(|&i| self.back[i]).collect()
+    }
 }
 
 impl Session {
@@ -77,6 +100,16 @@ impl Session {
     /// a store path) is followed by the array that made it; the array of the first is the
     /// error's.
     fn engine_error(&self, e: anyhow::Error) -> Error {
+        self.engine_error_in(e, &[])
+    }
+
+    /// [`Session::engine_error`] of a compute whose graph's node `i` is the session's
+    /// `back[i]`.
+    fn engine_error_in(&self, e: anyhow::Error, back: &[NodeId]) -> Error {
+        let session_node = |(id, local): (NodeId, bool)| match local {
+            true => back.get(id).copied(),
+            false => Some(id),
+        };
         let human = |m: &str| -> (String, Option<String>) {
             let mut out = String::with_capacity(m.len());
             let mut first = None;
@@ -85,7 +118,10 @@ impl Session {
                     out.push(' ');
                 }
                 out.push_str(word);
-                if let Some(label) = named_node(word).and_then(|id| self.owner(id)) {
+                if let Some(label) = named_node(word)
+                    .and_then(session_node)
+                    .and_then(|id| self.owner(id))
+                {
                     out.push_str(&format!(" (`{label}`)"));
                     first.get_or_insert(label);
                 }
@@ -103,7 +139,10 @@ impl Session {
             ..
         } = &mut error
             && let Some(x) = e.downcast_ref::<crate::error::Explained<crate::sched::PlanError>>()
-            && let Some(label) = self.owner(x.error.node)
+            && let Some(label) = back
+                .get(x.error.node)
+                .or((back.is_empty()).then_some(&x.error.node))
+                .and_then(|&id| self.owner(id))
         {
             *message = message.replace("a part of its expression", &format!("`{label}`"));
             *array = Some(label);
@@ -458,29 +497,33 @@ impl Session {
         prefix: &str,
         guard: &mut Abandoned<'_>,
     ) -> Result<(), Error> {
-        let (mut targets, needed, g) = self.compute_graph(todo);
+        let mut targets: Vec<(NodeId, String)> =
+            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
+        let cg = self.compute_graph(&targets);
         // The inputs this compute imports are kept as well: later computes read them in
         // place instead of importing them again.
-        targets.extend(
-            needed
-                .iter()
-                .filter(|&&i| g.nodes[i].op.is_import() && !todo.contains(&i))
-                .map(|&i| (i, format!("n{i}"))),
-        );
+        let imports: Vec<NodeId> = cg
+            .needed
+            .iter()
+            .filter(|&&i| cg.g.nodes[i].op.is_import())
+            .map(|&i| cg.back[i])
+            .filter(|id| !todo.contains(id))
+            .collect();
+        targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
         // Models first: a fit is a stage of its own over its X and y, made first.
-        for f in fits_of(&g, &needed, todo) {
+        for f in fits_of(&cg, todo) {
             Box::pin(self.fit(f)).await?;
         }
         if todo.iter().all(|&id| self.stored_at(id).is_some()) {
             return Ok(());
         }
-        let g = self.graph().for_compute(&targets);
-        self.write_pending(&needed).await?;
+        let cg = self.compute_graph(&targets);
+        self.write_pending(&cg.needed_in_session()).await?;
         let job = self.job(Vec::new());
         let plan =
-            crate::plan::plan_with(&job, &g, self.cfg.scheduler, prefix, &Default::default())
-                .map_err(|e| self.engine_error(e))?;
-        let in_process = work_bytes(&g, &needed) <= self.cfg.in_process_bytes;
+            crate::plan::plan_with(&job, &cg.g, self.cfg.scheduler, prefix, &Default::default())
+                .map_err(|e| self.engine_error_in(e, &cg.back))?;
+        let in_process = work_bytes(&cg) <= self.cfg.in_process_bytes;
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
         let watch = backend.watch(self);
@@ -496,14 +539,15 @@ impl Session {
             .await;
         watch.progress.finish();
         let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
-        result.map_err(|e| self.engine_error(e))?;
+        result.map_err(|e| self.engine_error_in(e, &cg.back))?;
         cleanup.map_err(store_error)?;
         // Described once complete, as a run describes its outputs: read in place by later
         // computes, and by a fit's passes, as any Zarr array.
         let mut paths = Vec::with_capacity(targets.len());
         for &(id, _) in &targets {
-            let path = crate::tasks::node_path(prefix, &g, id);
-            let arr = StoredArray::new(&path, g.nodes[id].meta.clone())
+            let local = cg.local(id);
+            let path = crate::tasks::node_path(prefix, &cg.g, local);
+            let arr = StoredArray::new(&path, cg.g.nodes[local].meta.clone())
                 .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
             let attrs = serde_json::json!({
                 "complete": true,
@@ -523,16 +567,14 @@ impl Session {
         Ok(())
     }
 
-    /// The graph of a compute of `todo`: its targets (each node asked for, named after
-    /// its id), the nodes it needs, and the graph with those targets as its outputs.
-    fn compute_graph(&self, todo: &[NodeId]) -> (Vec<(NodeId, String)>, Vec<NodeId>, Graph) {
-        let targets: Vec<(NodeId, String)> =
-            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
-        let g = self.graph().for_compute(&targets);
+    /// The graph of a compute of `targets` (each a node of the session and the name it is
+    /// stored under), with the nodes it needs.
+    fn compute_graph(&self, targets: &[(NodeId, String)]) -> ComputeGraph {
+        let (g, back) = self.graph().for_compute(targets);
         let work = crate::tasks::block_work(&g);
         let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
         drop(work);
-        (targets, needed, g)
+        ComputeGraph { g, back, needed }
     }
 
     /// The backend a compute runs on: this process (a compute within
@@ -584,9 +626,11 @@ impl Session {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
-        let (_, needed, g) = self.compute_graph(&todo);
-        let work = work_bytes(&g, &needed);
-        let fits = fits_of(&g, &needed, &todo).len();
+        let targets: Vec<(NodeId, String)> =
+            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
+        let cg = self.compute_graph(&targets);
+        let work = work_bytes(&cg);
+        let fits = fits_of(&cg, &todo).len();
         let place = if todo.is_empty() {
             super::Place::Stored
         } else if work <= self.cfg.in_process_bytes {
@@ -598,7 +642,7 @@ impl Session {
             .then(|| {
                 crate::plan::plan_with(
                     &self.job(Vec::new()),
-                    &g,
+                    &cg.g,
                     self.cfg.scheduler,
                     &format!("{}/explain", self.st.id),
                     &Default::default(),
@@ -847,21 +891,25 @@ impl Session {
     }
 }
 
-/// Bytes of the arrays of `g` that a compute reads or makes (`needed`): what decides
-/// whether it runs in this process.
-fn work_bytes(g: &Graph, needed: &[NodeId]) -> u64 {
-    needed.iter().map(|&i| g.nodes[i].meta.nbytes()).sum()
+/// Bytes of the arrays a compute reads or makes: what decides whether it runs in this
+/// process.
+fn work_bytes(cg: &ComputeGraph) -> u64 {
+    cg.needed.iter().map(|&i| cg.g.nodes[i].meta.nbytes()).sum()
 }
 
-/// The fits a compute of `todo` needs, in the order they run: the fits it reads first,
-/// then those asked for.
-fn fits_of(g: &Graph, needed: &[NodeId], todo: &[NodeId]) -> Vec<NodeId> {
-    let fit = |i: &NodeId| matches!(g.nodes[*i].op, NodeOp::Fit { .. });
-    needed
+/// The fits (the session's nodes) a compute of `todo` needs, in the order they run: the
+/// fits it reads first, then those asked for.
+fn fits_of(cg: &ComputeGraph, todo: &[NodeId]) -> Vec<NodeId> {
+    let fits: Vec<NodeId> = cg
+        .needed
         .iter()
+        .filter(|&&i| matches!(cg.g.nodes[i].op, NodeOp::Fit { .. }))
+        .map(|&i| cg.back[i])
+        .collect();
+    fits.iter()
         .copied()
-        .filter(|i| fit(i) && !todo.contains(i))
-        .chain(todo.iter().copied().filter(fit))
+        .filter(|i| !todo.contains(i))
+        .chain(fits.iter().copied().filter(|i| todo.contains(i)))
         .collect()
 }
 

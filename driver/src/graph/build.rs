@@ -1228,20 +1228,10 @@ impl Incremental {
         };
     }
 
-    /// The graph with `targets` to be stored under the names given (and nothing else),
-    /// for one compute.
-    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> Graph {
-        let mut g = self.g.clone();
-        for n in &mut g.nodes {
-            n.persist = false;
-            n.name = None;
-        }
-        g.named.clear();
-        for (id, name) in targets {
-            g.nodes[*id].persist = true;
-            g.nodes[*id].name = Some(name.clone());
-            g.named.insert(name.clone(), *id);
-        }
-        g
+    /// The graph of one compute: the nodes `targets` need, renumbered, with only the
+    /// targets stored (under the names given); and the node of this graph each of its
+    /// nodes is ([`Graph::pruned`]).
+    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> (Graph, Vec<NodeId>) {
+        self.g.pruned(targets)
     }
 }
