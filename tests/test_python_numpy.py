@@ -355,3 +355,83 @@ def test_a_compute_costs_what_it_computes_not_the_sessions_graph(session):
         y = y + 1.0  # 20,000 nodes the computes below do not need
     grown = median_ms()
     assert grown < 1.5 * fresh + 1.0, (fresh, grown)
+
+
+def namespace_stub():
+    """The type stub of nums_cloud.numpy (its names are made at import from the engine's
+    function table, which type checkers cannot see): every public name with its
+    parameters."""
+    import nums_cloud.numpy._api as api
+
+    lines = [
+        '"""Type stub of nums_cloud.numpy (generated: tests/test_python_numpy.py',
+        'test_the_namespace_stub_lists_every_name prints it when the namespace changes)."""',
+        "",
+        "from typing import Any",
+        "",
+        "import numpy as np",
+        "",
+        "from . import linalg as linalg, random as random",
+        "from ._array import BlockArray as BlockArray",
+        "",
+        "__array_api_version__: str",
+        "EAGER: list[str]",
+        "ndarray = BlockArray",
+    ]
+    table = {name: (params, star) for _, name, aliases, params, star in nums_cloud._native.functions()
+             for name in (name, *aliases)}
+    for name in sorted(n for n in dir(nps) if not n.startswith("_") or n == "__array_namespace_info__"):
+        obj = getattr(nps, name)
+        if name in ("BlockArray", "ndarray", "linalg", "random", "EAGER", "__array_api_version__"):
+            continue
+        if isinstance(obj, type) and issubclass(obj, np.generic):
+            lines.append(f"{name} = np.{obj.__name__}")
+        elif isinstance(obj, float):
+            lines.append(f"{name}: float")
+        elif obj is None:
+            lines.append(f"{name}: None")
+        elif obj is np.dtype:
+            lines.append(f"{name} = np.dtype")
+        elif callable(obj):
+            fn = getattr(obj, "__wrapped__", obj)
+            sig = inspect.signature(fn)
+            params = list(sig.parameters.values())
+            kinds = [q.kind for q in params]
+            if kinds == [inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD] and name in table:
+                ps, star = table[name]
+                parts, optional = [], False
+                for i, p in enumerate(ps):
+                    if star and i == len(ps) - 1:
+                        parts.append(f"*{p}: Any")
+                        continue
+                    optional = optional or (i > 0 and p in OPTIONAL)
+                    parts.append(f"{p}: Any" + (" = ..." if optional else ""))
+                text = ", ".join(parts)
+            else:
+                text = str(sig.replace(parameters=[
+                    p.replace(annotation=Any, default=... if p.default is not p.empty else p.empty)
+                    for p in params], return_annotation=inspect.Signature.empty))[1:-1]
+                text = text.replace("typing.Any", "Any").replace("Ellipsis", "...")
+            ret = "BlockArray" if name in table and name not in ("qr", "svd", "lstsq", "slogdet") else "Any"
+            lines.append(f"def {name}({text}) -> {ret}: ...")
+    api  # noqa: B018
+    return "\n".join(lines) + "\n"
+
+
+from typing import Any  # noqa: E402
+
+# The table's parameters that NumPy gives a default (and every one after them).
+OPTIONAL = {"dtype", "axis", "out", "keepdims", "ddof", "M", "k", "num", "endpoint", "retstep",
+            "stop", "step", "offset", "axis1", "axis2", "axes", "mode", "rcond",
+            "full_matrices", "compute_uv", "hermitian", "ord", "a_min", "a_max"}
+
+
+def test_the_namespace_stub_lists_every_name():
+    """python/nums_cloud/numpy/__init__.pyi says what the namespace holds (its functions
+    are made from the engine's table at import): it must list every public name."""
+    import pathlib
+
+    stub = pathlib.Path(nps.__file__).with_suffix(".pyi")
+    want = namespace_stub()
+    have = stub.read_text() if stub.exists() else ""
+    assert have == want, f"{stub} differs from the namespace; write this:\n{want}"
