@@ -9,6 +9,10 @@
 
 extern crate blas_src;
 
+#[macro_use]
+extern crate nums_layout;
+
+pub mod compute;
 pub mod csv_index;
 pub mod einsum;
 pub mod export;

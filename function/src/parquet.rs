@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use ndarray::{Array2, ArrayD, IxDyn};
+use nums_layout::Elem as _;
 use nums_layout::{Block, DType};
 use parquet::basic::{LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, get_column_reader};
@@ -38,7 +39,8 @@ pub struct Described {
     pub rows: u64,
     /// The column names, in the file's order (the array's columns).
     pub columns: Vec<String>,
-    /// The dtype NumPy would give the columns together (bool, int64, float32, float64).
+    /// The dtype NumPy would give the columns together (`np.result_type` of bool,
+    /// int8 ... uint64, float32 and float64 columns).
     pub dtype: DType,
     /// Per row group: its rows and its column chunks' compressed bytes.
     pub row_groups: Vec<(u64, Vec<u64>)>,
@@ -57,17 +59,26 @@ fn kind(col: &parquet::schema::types::ColumnDescriptor, file: &str) -> Result<DT
             "{file}: column {name:?} is a list (nested), which is not a number per row"
         ));
     }
-    if let Some(LogicalType::Integer(int)) = col.logical_type_ref()
-        && int.bit_width == 64
-        && !int.is_signed
-    {
-        return Err(format!(
-            "{file}: column {name:?} is uint64, whose values past 2^63 int64 cannot hold"
-        ));
-    }
+    // An int column's logical type names its width and sign (as pyarrow writes int8 ...
+    // uint64); without one, the physical type's (int32, int64).
+    let int = |bits: i8, signed: bool| match (bits, signed) {
+        (8, true) => DType::Int8,
+        (16, true) => DType::Int16,
+        (32, true) => DType::Int32,
+        (8, false) => DType::UInt8,
+        (16, false) => DType::UInt16,
+        (32, false) => DType::UInt32,
+        (64, false) => DType::UInt64,
+        _ => DType::Int64,
+    };
+    let logical = match col.logical_type_ref() {
+        Some(LogicalType::Integer(i)) => Some(int(i.bit_width, i.is_signed)),
+        _ => None,
+    };
     match col.physical_type() {
         Physical::BOOLEAN => Ok(DType::Bool),
-        Physical::INT32 | Physical::INT64 => Ok(DType::Int64),
+        Physical::INT32 => Ok(logical.unwrap_or(DType::Int32)),
+        Physical::INT64 => Ok(logical.unwrap_or(DType::Int64)),
         Physical::FLOAT => Ok(DType::Float32),
         Physical::DOUBLE => Ok(DType::Float64),
         t => Err(format!(
@@ -76,20 +87,13 @@ fn kind(col: &parquet::schema::types::ColumnDescriptor, file: &str) -> Result<DT
     }
 }
 
-/// NumPy's promotion of the columns' kinds together.
+/// NumPy's promotion of the columns' dtypes together (`np.result_type`).
 fn promote(kinds: &[DType]) -> DType {
-    if kinds.iter().all(|k| *k == DType::Bool) {
-        DType::Bool
-    } else if kinds
+    kinds
         .iter()
-        .all(|k| matches!(k, DType::Bool | DType::Int64))
-    {
-        DType::Int64
-    } else if kinds.iter().all(|k| *k == DType::Float32) {
-        DType::Float32
-    } else {
-        DType::Float64
-    }
+        .copied()
+        .reduce(DType::promote)
+        .unwrap_or(DType::Float64)
 }
 
 /// The shape, dtype and row groups of a Parquet file from its metadata bytes.
@@ -273,9 +277,9 @@ pub fn decode(
     for k in &kinds[cols.0..cols.1] {
         columns.push(match k {
             DType::Bool => Values::Bool(Vec::with_capacity(want)),
-            DType::Int64 => Values::Int(Vec::with_capacity(want)),
             DType::Float32 => Values::F32(Vec::with_capacity(want)),
             DType::Float64 => Values::F64(Vec::with_capacity(want)),
+            _ => Values::Int(Vec::with_capacity(want)),
         });
     }
     let mut first = 0u64; // first row of row group `rg`
@@ -315,11 +319,15 @@ pub fn decode(
             (ColumnReader::BoolColumnReader(mut r), Values::Bool(v)) => {
                 v.extend(read_column!(r, skip, take, max_def, lo, name, file))
             }
-            (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => v.extend(
-                read_column!(r, skip, take, max_def, lo, name, file)
-                    .into_iter()
-                    .map(i64::from),
-            ),
+            // uint32 is stored in int32's bits.
+            (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => {
+                let unsigned = kinds[ch.col] == DType::UInt32;
+                v.extend(
+                    read_column!(r, skip, take, max_def, lo, name, file)
+                        .into_iter()
+                        .map(|x| if unsigned { x as u32 as i64 } else { x as i64 }),
+                )
+            }
             (ColumnReader::Int64ColumnReader(mut r), Values::Int(v)) => {
                 v.extend(read_column!(r, skip, take, max_def, lo, name, file))
             }
@@ -342,20 +350,6 @@ pub fn decode(
     } else {
         vec![want, width]
     };
-    // Columns side by side, each converted to the file's dtype as NumPy promotes.
-    macro_rules! assemble {
-        ($t:ty, $conv:expr) => {{
-            let mut a = Array2::<$t>::default((want, width));
-            for (j, col) in columns.iter().enumerate() {
-                let conv: &dyn Fn(&Values, usize) -> $t = &$conv;
-                for i in 0..want {
-                    a[[i, j]] = conv(col, i);
-                }
-            }
-            ArrayD::from_shape_vec(IxDyn(&shape), a.into_raw_vec_and_offset().0)
-                .map_err(|e| e.to_string())?
-        }};
-    }
     for col in &columns {
         let len = match col {
             Values::Bool(v) => v.len(),
@@ -367,27 +361,27 @@ pub fn decode(
             return Err(format!("{file}: {len} values read for {want} rows"));
         }
     }
-    Ok(match dtype {
-        DType::Bool => Block::Bool(assemble!(bool, |c, i| match c {
-            Values::Bool(v) => v[i],
-            _ => unreachable!("an all-bool file"),
-        })),
-        DType::Int64 => Block::I64(assemble!(i64, |c, i| match c {
-            Values::Bool(v) => v[i] as i64,
-            Values::Int(v) => v[i],
-            _ => unreachable!("an all-int file"),
-        })),
-        DType::Float32 => Block::F32(assemble!(f32, |c, i| match c {
-            Values::F32(v) => v[i],
-            _ => unreachable!("an all-float32 file"),
-        })),
-        DType::Float64 => Block::F64(assemble!(f64, |c, i| match c {
-            Values::Bool(v) => v[i] as u8 as f64,
-            Values::Int(v) => v[i] as f64,
-            Values::F32(v) => v[i] as f64,
-            Values::F64(v) => v[i],
-        })),
-    })
+    // Columns side by side, each converted to the file's dtype as NumPy promotes (a
+    // uint64 column's int64 bits are its values).
+    Ok(nums_layout::for_dtype!(dtype, T => {
+        let mut a = Array2::<T>::from_elem((want, width), T::ZERO);
+        for (j, col) in columns.iter().enumerate() {
+            let u64s = kinds[cols.0 + j] == DType::UInt64;
+            for i in 0..want {
+                a[[i, j]] = match col {
+                    Values::Bool(v) => T::from_elem(v[i]),
+                    Values::Int(v) if u64s => T::from_elem(v[i] as u64),
+                    Values::Int(v) => T::from_elem(v[i]),
+                    Values::F32(v) => T::from_elem(v[i]),
+                    Values::F64(v) => T::from_elem(v[i]),
+                };
+            }
+        }
+        T::wrap(
+            ArrayD::from_shape_vec(IxDyn(&shape), a.into_raw_vec_and_offset().0)
+                .map_err(|e| e.to_string())?,
+        )
+    }))
 }
 
 #[cfg(test)]

@@ -630,7 +630,10 @@ mod tests {
             let b = Block::from_f64(d, ndarray::arr1(&[1.0, 0.0, 3.0]).into_dyn());
             assert_eq!(b.dtype(), d);
             assert_eq!(b.nbytes(), 3 * d.size());
-            assert_eq!(Block::from_le_bytes(d, &[3], &b.le_bytes()), Some(b.clone()));
+            assert_eq!(
+                Block::from_le_bytes(d, &[3], &b.le_bytes()),
+                Some(b.clone())
+            );
             assert_eq!(Block::from_le_bytes(d, &[2], &b.le_bytes()), None);
         }
     }
@@ -651,12 +654,22 @@ mod tests {
             -40000.2,
         ])
         .into_dyn();
-        let cast = |d: DType| Block::F64(f.clone()).cast(d).to_i64().iter().copied().collect::<Vec<_>>();
+        let cast = |d: DType| {
+            Block::F64(f.clone())
+                .cast(d)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>()
+        };
         assert_eq!(cast(DType::Int8), [0, 0, 0, 44, -44, 0, -1, 112, -64]);
         assert_eq!(cast(DType::Int16), [0, 0, 0, 300, -300, 0, -1, 4464, 25536]);
         assert_eq!(cast(DType::UInt8), [0, 0, 0, 44, 212, 0, 255, 112, 192]);
         let m = i32::MIN as i64;
-        assert_eq!(cast(DType::Int32), [m, m, m, 300, -300, m, -1, 70000, -40000]);
+        assert_eq!(
+            cast(DType::Int32),
+            [m, m, m, 300, -300, m, -1, 70000, -40000]
+        );
         let Block::U64(u) = Block::F64(f.clone()).cast(DType::UInt64) else {
             panic!()
         };
@@ -675,19 +688,64 @@ mod tests {
             ]
         );
         let i = Block::I64(ndarray::arr1(&[-1i64, 300, 70000]).into_dyn());
-        assert_eq!(i.clone().cast(DType::UInt8).to_i64().iter().copied().collect::<Vec<_>>(), [255, 44, 112]);
-        assert_eq!(i.cast(DType::UInt64).to_f64().iter().copied().collect::<Vec<_>>(), [u64::MAX as f64, 300.0, 70000.0]);
+        assert_eq!(
+            i.clone()
+                .cast(DType::UInt8)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [255, 44, 112]
+        );
+        assert_eq!(
+            i.cast(DType::UInt64)
+                .to_f64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [u64::MAX as f64, 300.0, 70000.0]
+        );
         let z = Block::C128(ndarray::arr1(&[C128::new(1.7, 2.0), C128::new(0.0, 1.0)]).into_dyn());
-        assert_eq!(z.clone().cast(DType::Int8).to_i64().iter().copied().collect::<Vec<_>>(), [1, 0]);
-        assert_eq!(z.clone().cast(DType::Bool).to_bool().iter().copied().collect::<Vec<_>>(), [true, true]);
-        assert_eq!(z.clone().cast(DType::Float64).to_f64().iter().copied().collect::<Vec<_>>(), [1.7, 0.0]);
+        assert_eq!(
+            z.clone()
+                .cast(DType::Int8)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1, 0]
+        );
+        assert_eq!(
+            z.clone()
+                .cast(DType::Bool)
+                .to_bool()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [true, true]
+        );
+        assert_eq!(
+            z.clone()
+                .cast(DType::Float64)
+                .to_f64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1.7, 0.0]
+        );
         let Block::C64(c) = z.cast(DType::Complex64) else {
             panic!()
         };
         assert_eq!(c[1], C64::new(0.0, 1.0));
         assert_eq!(Scalar::Int(300).cast(DType::UInt8), Scalar::Int(44));
         assert_eq!(Scalar::Int(-1).cast(DType::UInt64), Scalar::UInt(u64::MAX));
-        assert_eq!(Scalar::Float(2.5).cast(DType::Complex64), Scalar::Complex(2.5, 0.0));
-        assert_eq!(Scalar::Complex(0.0, 2.0).cast(DType::Bool), Scalar::Bool(true));
+        assert_eq!(
+            Scalar::Float(2.5).cast(DType::Complex64),
+            Scalar::Complex(2.5, 0.0)
+        );
+        assert_eq!(
+            Scalar::Complex(0.0, 2.0).cast(DType::Bool),
+            Scalar::Bool(true)
+        );
     }
 }

@@ -366,13 +366,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused() {
-        for bad in [
-            "\"nan\"",
-            "null",
-            "[1]",
-            "[1.0, 2.0, 3.0]",
-            "[1, 2]",
-        ] {
+        for bad in ["\"nan\"", "null", "[1]", "[1.0, 2.0, 3.0]", "[1, 2]"] {
             assert!(serde_json::from_str::<Scalar>(bad).is_err(), "{bad}");
         }
     }

@@ -305,11 +305,13 @@ impl StoredArray {
         shape: &[usize],
     ) -> std::result::Result<Block, String> {
         let n: usize = full.iter().product();
-        Ok(crate::for_dtype!(self.meta.dtype, T => T::wrap(crop_vec(zstd_decode::<T>(bytes, n)?, full, shape)),
+        Ok(
+            crate::for_dtype!(self.meta.dtype, T => T::wrap(crop_vec(zstd_decode::<T>(bytes, n)?, full, shape)),
             bool => {
                 let raw: Vec<u8> = zstd_decode(bytes, n)?;
                 Block::Bool(crop_vec(raw.iter().map(|&b| b != 0).collect(), full, shape))
-            }))
+            }),
+        )
     }
 
     /// Bytes held at once while block `idx` is read: its chunk's encoded bytes (at most
