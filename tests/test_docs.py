@@ -279,6 +279,6 @@ def test_the_reliability_figures_are_the_codes():
 
 
 def test_the_memory_projection_base_is_the_codes():
-    sched = (REPO / "driver" / "src" / "sched" / "mod.rs").read_text()
+    sched = (REPO / "function" / "src" / "memory.rs").read_text()
     base = int(re.search(r"pub(?:\(crate\))? const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
     assert f"a base of {base} MiB" in " ".join(GUIDE.split()), f"the guide should say the base is {base} MiB"

@@ -2,6 +2,7 @@
 run by the real binary and compared with scikit-learn fitting the same data; bad data and
 arguments refused with the array's name and nothing committed."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -28,7 +29,7 @@ def data(tmp_path, kind, seed=0):
     return X, y
 
 
-def fit(tmp_path, expr, scheduler="lshs", extra=None, check=True, stats=False):
+def fit(tmp_path, expr, scheduler="lshs", extra=None, check=True, stats=False, args=()):
     arrays = {
         "X": {"load": str(tmp_path / "X.npy"), "block": [2000, D]},
         "y": {"load": str(tmp_path / "y.npy"), "block": [2000]},
@@ -39,7 +40,7 @@ def fit(tmp_path, expr, scheduler="lshs", extra=None, check=True, stats=False):
     (tmp_path / "job.toml").write_text(
         job_text(arrays, outputs, name="fit", compute={"scheduler": scheduler, "workers": 2})
     )
-    args = ["--stats", str(tmp_path / "stats.json")] if stats else []
+    args = [*(["--stats", str(tmp_path / "stats.json")] if stats else []), *map(str, args)]
     p = run(tmp_path / "job.toml", *args, check=check)
     return p
 
@@ -67,6 +68,30 @@ def test_logistic_regression_equals_scikit_learn(tmp_path, solver, scheduler):
     assert all(b <= a + 1e-12 for a, b in zip(fits[0]["loss"], fits[0]["loss"][1:])), fits[0]["loss"]
     # Nothing of the fit is left in the store but the job's imports (its outputs are files).
     assert sorted(p.name for p in (tmp_path / "nums-data" / "fit").iterdir()) == ["X", "y"]
+
+
+def test_a_fits_invocations_are_in_stats_and_the_timeline(tmp_path):
+    """Every invocation of a fit (the labels' check and each pass) is a --stats record of a
+    stage of its own, and the timeline draws it: records and invocations agree."""
+    data(tmp_path, "logistic")
+    svg = tmp_path / "run.svg"
+    fit(tmp_path, "logistic_regression(X, y, solver='newton', tol=1e-8)", stats=True,
+        args=["--timeline", svg])
+    report = json.loads((tmp_path / "stats.json").read_text())
+    tl = report["timeline"]
+    assert len(tl) == report["invocations"], (len(tl), report["invocations"])
+    assert sum(i["bytes_read"] for i in tl) == report["s3_bytes_read"]
+    passes = report["fits"][0]["passes"]
+    assert len(passes) >= 3, passes
+    stages = {i["stage"] for i in tl}
+    assert "main" in stages and any(re.fullmatch(r"fit\d+-check", s) for s in stages), stages
+    # Stage fit<N>-<pass>-<k> holds pass k's invocations, as the fit's report counts them.
+    for k, p in enumerate(passes, 1):
+        mine = [i for i in tl if re.fullmatch(rf"fit\d+-newton-{k}", i["stage"])]
+        assert len(mine) == p["invocations"] > 0, (k, p, sorted(stages))
+        assert sum(i["bytes_read"] for i in mine) == p["bytes_read"]
+    drawn = set(re.findall(r"data-stage='([^']+)'", svg.read_text()))
+    assert stages <= drawn, stages - drawn
 
 
 def test_logistic_without_intercept_or_penalty(tmp_path):

@@ -48,8 +48,8 @@ def test_verbosity_flags_and_rust_log(tmp_path):
     assert "stage main:" in loud.stderr
     plain = run(job, env=env)
     assert "DEBUG" not in plain.stderr and "debug:" not in plain.stderr, plain.stderr
-    # RUST_LOG wins over the default.
-    filtered = run(job, env={**env, "RUST_LOG": "nums_cloud::run=debug"})
+    # RUST_LOG wins over the default (the stage runner says when a stage starts).
+    filtered = run(job, env={**env, "RUST_LOG": "nums_cloud::stage=debug"})
     assert "stage main:" in filtered.stderr and "invocation 0: done" not in filtered.stderr, filtered.stderr
     # The answers are right whatever the verbosity.
     check_outputs(tmp_path)
@@ -230,12 +230,10 @@ def test_plan_needs_no_credentials_and_projects_wall_time(tmp_path):
     assert len(c.stderr.strip().splitlines()) <= 2, c.stderr
 
 
-def test_progress_bar_total_covers_every_stage(tmp_path):
-    """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
-    at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
+def bar_frames(tmp_path, job):
+    """Runs `job` on a terminal (a pty) with --stats: the progress bar's frames as
+    (position, total, bytes moved, what the bar notes), and the report."""
     import pty
-    import re
-    job = mask_job(tmp_path)
     stats = tmp_path / "stats.json"
     pid, fd = pty.fork()
     if pid == 0:  # the child: the real binary on a terminal
@@ -251,18 +249,72 @@ def test_progress_bar_total_covers_every_stage(tmp_path):
             break
         out += chunk
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, out.decode(errors="replace")
-    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA", out.decode(errors="replace"))
-    report = json.loads(stats.read_text())
+    text = out.decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA [^;\r\n\x1b]*(?:; ([^\r\n\x1b]*))?", text)
+    assert frames, text
+    assert all(int(p) <= int(n) for p, n, _, _ in frames), frames
+    return frames, json.loads(stats.read_text())
+
+
+def test_progress_bar_total_covers_every_stage(tmp_path):
+    """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
+    at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
+    frames, report = bar_frames(tmp_path, mask_job(tmp_path))
     stages = {i["stage"] for i in report["timeline"]}
     assert "main" in stages and any(s.startswith("mask-") for s in stages), stages
-    assert frames, out.decode(errors="replace")
-    assert all(int(p) <= int(n) for p, n, _ in frames), frames
-    last_pos, last_len, moved = frames[-1]
+    last_pos, last_len, moved, _ = frames[-1]
     assert int(last_pos) == int(last_len) == report["invocations"], (frames, report["invocations"])
     assert moved.endswith("B"), frames
     P = X[X[:, 0] > 0]
     assert_close(np.load(tmp_path / "s.npy"), P.sum(axis=0))
+
+
+def test_progress_bar_counts_a_fits_passes(tmp_path):
+    """The bar counts every invocation of a model's fit with the rest of the run, and says
+    which iteration the fit is at."""
+    y = (X[:, :5] @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) > 0).astype(np.float64)
+    np.save(tmp_path / "X.npy", X[:, :5])
+    np.save(tmp_path / "y.npy", y)
+    arrays = {"X": {"load": "X.npy", "block": [100, 5]}, "y": {"load": "y.npy", "block": [100]},
+              "w": "logistic_regression(X, y, solver='lbfgs', C=1.0, tol=1e-8)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"w": "w.npy"}, name="fitbar"))
+    frames, report = bar_frames(tmp_path, job)
+    passes = sum(len(f["passes"]) for f in report["fits"])
+    assert passes >= 3 and report["invocations"] > passes, report["fits"]
+    last_pos, last_len, _, _ = frames[-1]
+    assert int(last_pos) == int(last_len) == report["invocations"] == len(report["timeline"]), frames[-3:]
+    assert any(re.match(r"w: iteration \d+, loss ", note) for _, _, _, note in frames), frames
+
+
+def test_one_set_of_function_processes_serves_every_stage_of_a_run(tmp_path):
+    """A run that counts a large CSV's rows in the functions, fits a model and runs its main
+    stage starts its local function processes once: `workers` of them, for every stage."""
+    rng = np.random.default_rng(11)
+    n = 500_000
+    Xc = rng.normal(size=(n, 2))
+    yc = (Xc @ np.array([1.0, -2.0]) + rng.normal(size=n) > 0).astype(np.float64)
+    csv = tmp_path / "d.csv"
+    np.savetxt(csv, np.c_[Xc, yc], delimiter=",", fmt="%.6f")
+    assert csv.stat().st_size > 3 * (4 << 20)  # counted by the functions: 4 pieces or more
+    starts = tmp_path / "starts"
+    wrapper = tmp_path / "function.sh"
+    wrapper.write_text(f"#!/bin/sh\necho $$ >> {starts}\nexec {BIN} function\n")
+    wrapper.chmod(0o755)
+    arrays = {"X": {"load": "d.csv", "usecols": [0, 1], "block": [125_000, 2]},
+              "y": {"load": "d.csv", "usecols": [2], "block": [125_000]},
+              "w": "logistic_regression(X, y, solver='lbfgs', tol=1e-6)",
+              "s": "sum(X @ w[:-1] + w[-1] > 0)"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {"s": "s.npy"}, name="one", compute={"workers": 2}))
+    stats = tmp_path / "stats.json"
+    run(job, "--stats", stats, env={"NUMS_CLOUD_FUNCTION": str(wrapper), "TMPDIR": str(isolated_tmp(tmp_path))})
+    assert len(starts.read_text().split()) == 2, starts.read_text()
+    report = json.loads(stats.read_text())
+    stages = {i["stage"] for i in report["timeline"]}
+    assert {"csv-count", "main"} <= stages and any(re.fullmatch(r"fit\d+-grad\d+-\d+", s) for s in stages), stages
+    assert len(report["timeline"]) == report["invocations"]
 
 
 def test_plan_svg_has_axes_values_and_both_schedulers_visible(tmp_path):

@@ -150,7 +150,7 @@ async fn main() -> anyhow::Result<()> {
             )
         })
         .collect();
-    let command = nums_cloud::run::default_function_command()?;
+    let command = nums_cloud::backend::default_function_command()?;
     println!(
         "{n} no-op batches; {} cores; function: {}",
         std::thread::available_parallelism().map_or(1, |c| c.get()),

@@ -61,8 +61,8 @@ fn one(blocks: u64, workers: u64, scheduler: &str) -> anyhow::Result<()> {
     let job = Job::parse(std::path::Path::new("/tmp/plan-scale/job.toml"), &text)?;
     let g = nums_cloud::graph::build(&job, &Default::default())?;
     let kind = job.compute.scheduler;
-    let prefix = nums_cloud::run::dry_run_prefix(&job);
-    let plan = nums_cloud::run::plan_with(&job, &g, kind, &prefix, &Default::default())?;
+    let prefix = nums_cloud::plan::dry_run_prefix(&job);
+    let plan = nums_cloud::plan::plan_with(&job, &g, kind, &prefix, &Default::default())?;
     let secs = started.elapsed().as_secs_f64();
     println!("{secs} {} {} {}", plan.tasks, plan.batches.len(), vm_hwm()?);
     Ok(())

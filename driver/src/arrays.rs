@@ -1,144 +1,17 @@
-//! Stored arrays from the command line (`nums-cloud ls show get put rm`) and the streamed
-//! readers the driver exports with: an array is read block-row by block-row, so the driver
-//! holds one row of blocks at a time, never a whole array.
+//! Stored arrays from the command line (`nums-cloud ls show get put rm`): listing, NumPy's
+//! preview (reading only the blocks it prints), `get` through the streamed writers of
+//! `export`, `put` as a job of one array.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{Context, anyhow, bail};
-use futures::StreamExt;
-use ndarray::{Axis, IxDyn, SliceInfoElem};
+use ndarray::IxDyn;
 use nums_layout::zarr::ATTRIBUTES_KEY;
 use nums_layout::{ArrayMeta, Block, DType, Store, StoreSpec, StoredArray};
 use serde::Serialize;
 
-/// Blocks read at once while streaming, and the bytes they may hold.
-const READ_AHEAD: usize = 8;
-const READ_AHEAD_BYTES: u64 = 64 << 20;
-
-/// Calls `f` with each block-row of the array (all blocks whose index on axis 0 is `i`,
-/// assembled: rows `i * block[0]..` of the whole array), in order. A 0-d array is one call.
-/// Missing blocks of arrays nums-cloud wrote are errors; of others, the fill value.
-/// One slab's memory serves every block-row of its shape, and a block-row of one block is
-/// passed as it is. (Decoding on the blocking pool was tried: its threads' malloc arenas
-/// held freed blocks, doubling the driver's peak memory for little time.)
-pub(crate) async fn for_each_row_slab(
-    arr: &StoredArray,
-    store: &Store,
-    mut f: impl FnMut(&Block) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let m = &arr.meta;
-    let grid = m.grid();
-    if m.ndim() == 0 {
-        return f(&read(arr, store, &[]).await?);
-    }
-    let per_row: u64 = grid[1..].iter().product();
-    // Reads run ahead across block-rows (on S3 each is a round trip), within
-    // READ_AHEAD_BYTES of decoded blocks.
-    let block_bytes = m.block.iter().product::<u64>() * m.dtype.size() as u64;
-    let ahead = (READ_AHEAD_BYTES / block_bytes.max(1)).clamp(1, READ_AHEAD as u64) as usize;
-    let mut reads = futures::stream::iter(0..grid[0] * per_row)
-        .map(|k| {
-            let idx = nums_layout::meta::unravel(k, &grid);
-            async move { Ok::<_, anyhow::Error>((idx.clone(), read(arr, store, &idx).await?)) }
-        })
-        .buffered(ahead);
-    let mut slab: Option<Block> = None;
-    for i in 0..grid[0] {
-        let rows = m.block_shape(&{
-            let mut idx = vec![0; m.ndim()];
-            idx[0] = i;
-            idx
-        })[0];
-        let mut shape: Vec<usize> = m.shape.iter().map(|&s| s as usize).collect();
-        shape[0] = rows;
-        let mut blocks = Vec::with_capacity(per_row as usize);
-        for _ in 0..per_row {
-            blocks.push(reads.next().await.expect("a block per index")?);
-        }
-        // Each block-row gives the task's other futures their turn (a run's Ctrl-C): reads
-        // of local blocks are often ready at once, and a whole export would run through.
-        tokio::task::yield_now().await;
-        if let [(_, b)] = blocks.as_slice()
-            && b.shape() == shape.as_slice()
-        {
-            f(b)?; // one block is the whole block-row: no slab to assemble
-            continue;
-        }
-        // The blocks cover the slab: its old values are all overwritten.
-        let slab = match slab.take() {
-            Some(s) if s.shape() == shape.as_slice() => slab.insert(s),
-            _ => slab.insert(Block::zeros(m.dtype, &shape)),
-        };
-        for (idx, b) in blocks {
-            let o = m.block_origin(&idx);
-            let info: Vec<SliceInfoElem> = b
-                .shape()
-                .iter()
-                .enumerate()
-                .map(|(d, &n)| {
-                    let start = if d == 0 { 0 } else { o[d] as isize };
-                    SliceInfoElem::from(start..start + n as isize)
-                })
-                .collect();
-            assign(slab, &info, b)?;
-        }
-        f(slab)?;
-    }
-    Ok(())
-}
-
-fn assign(dst: &mut Block, info: &[SliceInfoElem], src: Block) -> anyhow::Result<()> {
-    match (dst, src) {
-        (Block::F64(d), Block::F64(s)) => d.slice_mut(info).assign(&s),
-        (Block::F32(d), Block::F32(s)) => d.slice_mut(info).assign(&s),
-        (Block::I64(d), Block::I64(s)) => d.slice_mut(info).assign(&s),
-        (Block::Bool(d), Block::Bool(s)) => d.slice_mut(info).assign(&s),
-        _ => bail!("a block's dtype differs from its array's"),
-    }
-    Ok(())
-}
-
-async fn read(arr: &StoredArray, store: &Store, idx: &[u64]) -> anyhow::Result<Block> {
-    let b = if arr.complete {
-        arr.read_block(store, idx).await
-    } else {
-        arr.read_block_or_fill(store, idx).await
-    };
-    b.with_context(|| format!("array {} block {idx:?}", arr.path))
-}
-
-/// Writes an array to a `.npy` file block-row by block-row (a partial file renamed at the
-/// end, so the file is the old one or the whole new one).
-pub(crate) async fn export_npy(
-    arr: &StoredArray,
-    store: &Store,
-    path: &Path,
-) -> anyhow::Result<()> {
-    let mut w = crate::npy::NpyWriter::create(path, arr.meta.dtype, &arr.meta.shape)
-        .map_err(|e| anyhow!(e))?;
-    for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
-    w.finish().map_err(|e| anyhow!(e))
-}
-
-/// Writes a 1-D or 2-D array to a CSV file (comma-separated, no header) row by row, as
-/// `np.savetxt(path, a, delimiter=",")` would with full precision.
-pub(crate) async fn export_csv(
-    arr: &StoredArray,
-    store: &Store,
-    path: &Path,
-) -> anyhow::Result<()> {
-    if arr.meta.ndim() == 0 || arr.meta.ndim() > 2 {
-        bail!(
-            "{}: a CSV file holds a 1-D or 2-D array; this one has shape {:?}",
-            arr.path,
-            arr.meta.shape
-        );
-    }
-    let mut w = crate::npy::CsvWriter::create(path).map_err(|e| anyhow!(e))?;
-    for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
-    w.finish().map_err(|e| anyhow!(e))
-}
+use crate::human::{Printed, format_values, nest};
 
 /// What `ls` shows of one stored array.
 #[derive(Debug, Clone, Serialize)]
@@ -222,6 +95,7 @@ pub(crate) async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<Arra
 
 /// NumPy's summary of a large array: at most this many items per axis at each end.
 const EDGE_ITEMS: usize = 3;
+
 /// NumPy's threshold: arrays with more elements are summarised.
 const THRESHOLD: u64 = 1000;
 
@@ -270,7 +144,7 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
         let g: Vec<u64> = at.iter().zip(&kept).map(|(&i, k)| k[i as usize]).collect();
         let bidx: Vec<u64> = g.iter().zip(&m.block).map(|(&x, &b)| x / b).collect();
         if !blocks.contains_key(&bidx) {
-            let b = read(arr, store, &bidx).await?;
+            let b = crate::export::read(arr, store, &bidx).await?;
             blocks.insert(bidx.clone(), b);
         }
         let b = &blocks[&bidx];
@@ -310,118 +184,6 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
         );
     }
     Ok(format!("array({body}{suffix})"))
-}
-
-/// A small in-memory block's values as NumPy prints an array's (nested brackets, NumPy's
-/// float format), without `array(...)` around them: the run summary's preview of an output.
-pub(crate) fn format_block(b: &Block) -> String {
-    let values: Vec<Printed> = match b {
-        Block::F64(a) => a.iter().map(|&v| Printed::Float(v)).collect(),
-        Block::F32(a) => a.iter().map(|&v| Printed::Float(v as f64)).collect(),
-        Block::I64(a) => a.iter().map(|v| Printed::Text(v.to_string())).collect(),
-        Block::Bool(a) => a
-            .iter()
-            .map(|&v| Printed::Text(if v { "True" } else { "False" }.into()))
-            .collect(),
-    };
-    let shape = b.shape().to_vec();
-    let values = format_values(values);
-    let width = values.iter().map(String::len).max().unwrap_or(1);
-    nest(&values, &shape, &vec![false; shape.len()], width, 1)
-}
-
-/// One printed element before formatting.
-enum Printed {
-    Float(f64),
-    Text(String),
-}
-
-/// NumPy's float format for an array: positional with as few decimals as the values need
-/// (at most 8, dropped together), or scientific with 8 when the magnitudes span more than
-/// 1e3 or reach 1e16 or fall under 1e-4.
-fn format_values(values: Vec<Printed>) -> Vec<String> {
-    let finite: Vec<f64> = values
-        .iter()
-        .filter_map(|p| match p {
-            Printed::Float(v) if v.is_finite() && *v != 0.0 => Some(v.abs()),
-            _ => None,
-        })
-        .collect();
-    let (lo, hi) = finite
-        .iter()
-        .fold((f64::INFINITY, 0f64), |(l, h), &v| (l.min(v), h.max(v)));
-    let sci = !finite.is_empty() && (hi >= 1e16 || lo < 1e-4 || hi / lo > 1e3);
-    let special = |v: f64| {
-        if v.is_nan() {
-            Some("nan".to_string())
-        } else if v.is_infinite() {
-            Some(if v > 0.0 { "inf" } else { "-inf" }.to_string())
-        } else {
-            None
-        }
-    };
-    let decimals = if sci {
-        8
-    } else {
-        values
-            .iter()
-            .filter_map(|p| match p {
-                Printed::Float(v) if v.is_finite() => Some(format!("{v:.8}")),
-                _ => None,
-            })
-            .filter_map(|t| {
-                t.split_once('.')
-                    .map(|(_, f)| f.trim_end_matches('0').len())
-            })
-            .max()
-            .unwrap_or(0)
-    };
-    values
-        .into_iter()
-        .map(|p| match p {
-            Printed::Text(t) => t,
-            Printed::Float(v) => special(v).unwrap_or_else(|| {
-                if sci {
-                    let t = format!("{v:.8e}");
-                    let (mant, exp) = t.split_once('e').expect("exponent");
-                    let e: i32 = exp.parse().expect("exponent");
-                    format!("{mant}e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs())
-                } else if decimals == 0 {
-                    format!("{v:.0}.")
-                } else {
-                    format!("{v:.decimals$}")
-                }
-            }),
-        })
-        .collect()
-}
-
-/// Nested brackets as NumPy prints them, `...` where an axis is summarised.
-fn nest(values: &[String], shape: &[usize], cut: &[bool], width: usize, indent: usize) -> String {
-    if shape.is_empty() {
-        return values.first().cloned().unwrap_or_default();
-    }
-    let n = shape[0];
-    let inner: usize = shape[1..].iter().product();
-    let mut parts: Vec<String> = (0..n)
-        .map(|i| {
-            let v = &values[i * inner..(i + 1) * inner];
-            if shape.len() == 1 {
-                format!("{:>width$}", v[0])
-            } else {
-                nest(v, &shape[1..], &cut[1..], width, indent + 1)
-            }
-        })
-        .collect();
-    if cut[0] {
-        parts.insert(n / 2, "...".into());
-    }
-    let sep = if shape.len() == 1 {
-        ", ".to_string()
-    } else {
-        format!(",{}{}", "\n".repeat(shape.len() - 1), " ".repeat(indent))
-    };
-    format!("[{}]", parts.join(&sep))
 }
 
 /// Where `ls`/`show`/`get`/`put`/`rm` look: `--storage` (and `--endpoint`), or a job file's
@@ -486,7 +248,7 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         Some("csv") => crate::job::Target::Csv(file.clone()),
         _ => bail!("{}: get writes a .npy or a .csv file", file.display()),
     };
-    let (spec, key) = crate::run::lease_beside(&target);
+    let (spec, key) = crate::export::lease_beside(&target);
     let lease = crate::runs::OutputLease::take(
         &Store::open(&spec)?,
         &key,
@@ -503,8 +265,8 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         let _ = std::fs::remove_file(crate::npy::partial_path(&file));
         let write = async {
             match target {
-                crate::job::Target::Csv(_) => export_csv(&arr, store, &file).await,
-                _ => export_npy(&arr, store, &file).await,
+                crate::job::Target::Csv(_) => crate::export::export_csv(&arr, store, &file).await,
+                _ => crate::export::export_npy(&arr, store, &file).await,
             }
         };
         // Dropping the write removes its partial file.
@@ -637,7 +399,7 @@ pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
             dims(&i.shape),
             i.dtype.clone(),
             dims(&i.block),
-            crate::report::human(i.stored_bytes),
+            crate::human::human(i.stored_bytes),
             format!("{:.2}", i.compression_ratio),
             match (&i.job, &i.run) {
                 (Some(j), Some(r)) => format!("{j} ({r})"),
@@ -661,40 +423,4 @@ pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
                 + "\n"
         })
         .collect()
-}
-
-/// The values of a whole (small) array as a Block, in C order: for previews and tests.
-pub(crate) async fn read_small(arr: &StoredArray, store: &Store) -> anyhow::Result<Block> {
-    let shape: Vec<usize> = arr.meta.shape.iter().map(|&s| s as usize).collect();
-    let mut slabs = Vec::new();
-    for_each_row_slab(arr, store, |s| {
-        slabs.push(s.clone());
-        Ok(())
-    })
-    .await?;
-    if shape.is_empty() {
-        return Ok(slabs.pop().expect("one slab"));
-    }
-    if slabs.is_empty() {
-        // An empty array (no block-rows): nothing to concatenate.
-        return Ok(Block::zeros(arr.meta.dtype, &shape));
-    }
-    macro_rules! cat {
-        ($v:ident, $t:ty) => {{
-            let views: Vec<_> = slabs
-                .iter()
-                .map(|s| match s {
-                    Block::$v(a) => Ok(a.view()),
-                    _ => Err(anyhow!("dtype")),
-                })
-                .collect::<anyhow::Result<_>>()?;
-            Block::$v(ndarray::concatenate(Axis(0), &views)?.into_shape_with_order(IxDyn(&shape))?)
-        }};
-    }
-    Ok(match arr.meta.dtype {
-        DType::Float64 => cat!(F64, f64),
-        DType::Float32 => cat!(F32, f32),
-        DType::Int64 => cat!(I64, i64),
-        DType::Bool => cat!(Bool, bool),
-    })
 }

@@ -29,159 +29,207 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Check and run a job file.
-    Run {
-        /// The job file (TOML).
-        job: PathBuf,
-        /// Write the measured figures as JSON to this file (`-`: to standard output, and
-        /// the summary to standard error), with one record per invocation (`timeline`).
-        #[arg(long)]
-        stats: Option<PathBuf>,
-        /// Draw the run's timeline as an SVG: one lane per slot, compute / store I/O /
-        /// waiting, and each invocation's peak memory against memory_mb.
-        #[arg(long)]
-        timeline: Option<PathBuf>,
-        /// Keep the run's intermediate arrays in the store, and a copy of every output at
-        /// `<job>/<array>` there.
-        #[arg(long)]
-        keep: bool,
-        /// Resume the latest unfinished run of this job (killed, failed or interrupted):
-        /// only the invocations whose outputs are missing run again.
-        #[arg(long)]
-        resume: bool,
-        /// A deployment's `terraform output -json`: fills the job's function, storage url,
-        /// memory and backend (lambda) where the job file leaves them out; sets the region.
-        #[arg(long)]
-        infra: Option<PathBuf>,
-    },
+    Run(RunArgs),
     /// Dry run: the batches, simulated loads, projected memory, wall time and cost of LSHS
     /// and naive side by side; nothing runs and nothing is written.
-    Plan {
-        job: PathBuf,
-        /// Also draw both plans as an SVG chart.
-        #[arg(long)]
-        svg: Option<PathBuf>,
-        /// Also draw the LSHS plan's projected timeline (the backend's cost model) as SVG.
-        #[arg(long)]
-        timeline: Option<PathBuf>,
-        /// Print the plans as JSON (every batch) instead of text.
-        #[arg(long)]
-        json: bool,
-        /// A deployment's `terraform output -json` (as for `run`).
-        #[arg(long)]
-        infra: Option<PathBuf>,
-    },
+    Plan(PlanArgs),
     /// Check a job file (names, shapes, dtypes, inputs, store) without running anything.
-    Check {
-        job: PathBuf,
-        /// Print the result as JSON.
-        #[arg(long)]
-        json: bool,
-        /// A deployment's `terraform output -json` (as for `run`).
-        #[arg(long)]
-        infra: Option<PathBuf>,
-    },
+    Check(CheckArgs),
     /// Draw the timeline of a past run from its `--stats` JSON (as `run --timeline` does).
-    Timeline {
-        /// The `--stats` file of the run.
-        stats: PathBuf,
-        /// The SVG to write.
-        svg: PathBuf,
-    },
+    Timeline(TimelineArgs),
     /// Build the Lambda deployment zip: the `bootstrap` binary (provided.al2023) zipped at
     /// its root. Run inside the nums-cloud source tree (or pass --source).
-    Package {
-        /// The Lambda architecture.
-        #[arg(long, value_enum, default_value = "x86_64")]
-        arch: crate::package::Arch,
-        /// Where the zip goes (default: target/lambda in the source tree).
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// The nums-cloud source tree (default: found from the current folder upwards).
-        #[arg(long)]
-        source: Option<PathBuf>,
-    },
+    Package(PackageArgs),
     /// Serve a local Lambda-compatible endpoint (the Invoke API, with function processes
     /// behind it, as `backend = "local"` starts) until interrupted; prints its URL. Point
     /// the lambda backend at it with AWS_ENDPOINT_URL_LAMBDA=URL.
-    Endpoint {
-        /// The function name it answers to.
-        #[arg(long, default_value = "nums-cloud")]
-        function: String,
-        #[arg(long, default_value_t = 2)]
-        workers: usize,
-        #[arg(long, default_value_t = 2048)]
-        memory_mb: u64,
-        #[arg(long, default_value_t = 900)]
-        timeout_seconds: u64,
-        /// The function process (for example an unzipped `bootstrap`); default: this
-        /// executable's own function loop.
-        #[arg(long, num_args = 1.., allow_hyphen_values = true)]
-        command: Option<Vec<String>>,
-    },
+    Endpoint(EndpointArgs),
     /// List the arrays stored under a prefix: shape, dtype, block shape, stored bytes,
     /// compression ratio and the job (and run) that wrote them.
-    Ls {
-        /// A path under the store root (default: everything).
-        prefix: Option<String>,
-        #[command(flatten)]
-        store: StoreArgs,
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Ls(LsArgs),
     /// Show one stored array: its metadata and its values as NumPy prints them
     /// (summarised past 1000 elements; only the blocks printed are read).
-    Show {
-        /// The array's path under the store root, e.g. job/X.
-        array: String,
-        #[command(flatten)]
-        store: StoreArgs,
-        #[arg(long)]
-        json: bool,
-    },
+    Show(ShowArgs),
     /// Write a stored array to a .npy or .csv file, streamed block-row by block-row.
-    Get {
-        array: String,
-        file: PathBuf,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    Get(GetArgs),
     /// Import a .npy, .csv, .parquet or Zarr file as the stored array JOB/NAME, as a job would
     /// (checked, written under a run, committed whole).
-    Put {
-        file: PathBuf,
-        /// JOB/NAME: the array NAME under the job prefix JOB.
-        array: String,
-        /// The block shape, e.g. --block 1000,64 (default: as a job would choose).
-        #[arg(long, value_delimiter = ',')]
-        block: Option<Vec<u64>>,
-        #[command(flatten)]
-        load: LoadArgs,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    Put(PutArgs),
     /// Delete stored arrays (or a whole job's prefix), after asking (or with --yes).
-    Rm {
-        /// Array paths under the store root.
-        arrays: Vec<String>,
-        /// Delete everything under this job's prefix (its arrays and runs).
-        #[arg(long)]
-        job: Option<String>,
-        /// Do not ask.
-        #[arg(long, short)]
-        yes: bool,
-        #[command(flatten)]
-        store: StoreArgs,
-    },
+    Rm(RmArgs),
     /// Print a shell completion script, e.g.
     /// `nums-cloud completions bash > ~/.local/share/bash-completion/completions/nums-cloud`.
-    Completions {
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
+    Completions(CompletionsArgs),
     /// Serve batches as a function process (what the local endpoint starts).
     #[command(hide = true)]
     Function,
+}
+
+// The arguments of `nums-cloud run`.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The job file (TOML).
+    job: PathBuf,
+    /// Write the measured figures as JSON to this file (`-`: to standard output, and
+    /// the summary to standard error), with one record per invocation (`timeline`).
+    #[arg(long)]
+    stats: Option<PathBuf>,
+    /// Draw the run's timeline as an SVG: one lane per slot, compute / store I/O /
+    /// waiting, and each invocation's peak memory against memory_mb.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
+    /// Keep the run's intermediate arrays in the store, and a copy of every output at
+    /// `<job>/<array>` there.
+    #[arg(long)]
+    keep: bool,
+    /// Resume the latest unfinished run of this job (killed, failed or interrupted):
+    /// only the invocations whose outputs are missing run again.
+    #[arg(long)]
+    resume: bool,
+    /// A deployment's `terraform output -json`: fills the job's function, storage url,
+    /// memory and backend (lambda) where the job file leaves them out; sets the region.
+    #[arg(long)]
+    infra: Option<PathBuf>,
+}
+
+// The arguments of `nums-cloud plan`.
+#[derive(clap::Args)]
+struct PlanArgs {
+    job: PathBuf,
+    /// Also draw both plans as an SVG chart.
+    #[arg(long)]
+    svg: Option<PathBuf>,
+    /// Also draw the LSHS plan's projected timeline (the backend's cost model) as SVG.
+    #[arg(long)]
+    timeline: Option<PathBuf>,
+    /// Print the plans as JSON (every batch) instead of text.
+    #[arg(long)]
+    json: bool,
+    /// A deployment's `terraform output -json` (as for `run`).
+    #[arg(long)]
+    infra: Option<PathBuf>,
+}
+
+// The arguments of `nums-cloud check`.
+#[derive(clap::Args)]
+struct CheckArgs {
+    job: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// A deployment's `terraform output -json` (as for `run`).
+    #[arg(long)]
+    infra: Option<PathBuf>,
+}
+
+// The arguments of `nums-cloud timeline`.
+#[derive(clap::Args)]
+struct TimelineArgs {
+    /// The `--stats` file of the run.
+    stats: PathBuf,
+    /// The SVG to write.
+    svg: PathBuf,
+}
+
+// The arguments of `nums-cloud package`.
+#[derive(clap::Args)]
+struct PackageArgs {
+    /// The Lambda architecture.
+    #[arg(long, value_enum, default_value = "x86_64")]
+    arch: crate::package::Arch,
+    /// Where the zip goes (default: target/lambda in the source tree).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// The nums-cloud source tree (default: found from the current folder upwards).
+    #[arg(long)]
+    source: Option<PathBuf>,
+}
+
+// The arguments of `nums-cloud endpoint`.
+#[derive(clap::Args)]
+struct EndpointArgs {
+    /// The function name it answers to.
+    #[arg(long, default_value = "nums-cloud")]
+    function: String,
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    #[arg(long, default_value_t = 2048)]
+    memory_mb: u64,
+    #[arg(long, default_value_t = 900)]
+    timeout_seconds: u64,
+    /// The function process (for example an unzipped `bootstrap`); default: this
+    /// executable's own function loop.
+    #[arg(long, num_args = 1.., allow_hyphen_values = true)]
+    command: Option<Vec<String>>,
+}
+
+// The arguments of `nums-cloud ls`.
+#[derive(clap::Args)]
+struct LsArgs {
+    /// A path under the store root (default: everything).
+    prefix: Option<String>,
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+// The arguments of `nums-cloud show`.
+#[derive(clap::Args)]
+struct ShowArgs {
+    /// The array's path under the store root, e.g. job/X.
+    array: String,
+    #[command(flatten)]
+    store: StoreArgs,
+    #[arg(long)]
+    json: bool,
+}
+
+// The arguments of `nums-cloud get`.
+#[derive(clap::Args)]
+struct GetArgs {
+    array: String,
+    file: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+// The arguments of `nums-cloud put`.
+#[derive(clap::Args)]
+struct PutArgs {
+    file: PathBuf,
+    /// JOB/NAME: the array NAME under the job prefix JOB.
+    array: String,
+    /// The block shape, e.g. --block 1000,64 (default: as a job would choose).
+    #[arg(long, value_delimiter = ',')]
+    block: Option<Vec<u64>>,
+    #[command(flatten)]
+    load: LoadArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+// The arguments of `nums-cloud rm`.
+#[derive(clap::Args)]
+struct RmArgs {
+    /// Array paths under the store root.
+    arrays: Vec<String>,
+    /// Delete everything under this job's prefix (its arrays and runs).
+    #[arg(long)]
+    job: Option<String>,
+    /// Do not ask.
+    #[arg(long, short)]
+    yes: bool,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+// The arguments of `nums-cloud completions`.
+#[derive(clap::Args)]
+struct CompletionsArgs {
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
 }
 
 /// Which store `ls`, `show`, `get`, `put` and `rm` work on.
@@ -270,26 +318,8 @@ pub fn main() -> ExitCode {
         cli.verbose.min(2) as i8
     };
     crate::logs::init(verbosity);
-    let infra = match &cli.cmd {
-        Cmd::Run { infra, .. } | Cmd::Plan { infra, .. } | Cmd::Check { infra, .. } => {
-            infra.as_deref()
-        }
-        _ => None,
-    };
-    let defaults = match infra.map(crate::infra::Infra::load).transpose() {
-        Ok(Some(i)) => {
-            if let Some(region) = &i.region {
-                // The deployment's region for both the Lambda client and the store: set
-                // here, before any thread exists, as the AWS chain reads it from the env.
-                // SAFETY: single-threaded still (the runtime starts below).
-                unsafe {
-                    std::env::set_var("AWS_REGION", region);
-                    std::env::set_var("AWS_DEFAULT_REGION", region);
-                }
-            }
-            i.defaults()
-        }
-        Ok(None) => crate::job::Defaults::default(),
+    let defaults = match defaults(&cli.cmd) {
+        Ok(d) => d,
         Err(e) => {
             eprintln!("error: {e:#}");
             return ExitCode::FAILURE;
@@ -305,315 +335,20 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut interrupted = false;
     let result = rt.block_on(async {
         match cli.cmd {
-            Cmd::Run {
-                job,
-                stats,
-                timeline,
-                keep,
-                resume,
-                infra: _,
-            } => {
-                let opts = crate::run::RunOptions {
-                    keep,
-                    resume,
-                    // With -v the log lines say what the bar would, and would tear it.
-                    progress: verbosity == 0 && std::io::stderr().is_terminal(),
-                    function_command: None,
-                    defaults,
-                    ctrl_c: true,
-                };
-                let to_stdout = stats.as_deref() == Some(std::path::Path::new("-"));
-                let write_stats = |report: &crate::report::Report| {
-                    if let Some(path) = &timeline {
-                        let t = crate::timeline::Timeline::from_report(report);
-                        write_file(path, &crate::timeline::svg(&t))?;
-                    }
-                    match &stats {
-                        Some(_) if to_stdout => {
-                            println!("{}", serde_json::to_string_pretty(report)?);
-                            Ok(())
-                        }
-                        Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
-                        None => Ok(()),
-                    }
-                };
-                match crate::run::run(&job, &opts).await {
-                    Ok(report) => {
-                        // Standard output is the JSON's with `--stats -`.
-                        if to_stdout {
-                            eprint!("{}", report.summary());
-                        } else {
-                            print!("{}", report.summary());
-                        }
-                        write_stats(&report)
-                    }
-                    Err(e) => {
-                        // A run that started reports what it measured, with its error.
-                        if let Some(f) = e.downcast_ref::<crate::run::RunFailed>() {
-                            write_stats(&f.report)?;
-                            if f.interrupted {
-                                interrupted = true;
-                            }
-                        }
-                        Err(e)
-                    }
-                }
-            }
-            Cmd::Plan {
-                job,
-                svg,
-                timeline,
-                json,
-                ..
-            } => {
-                let c = crate::run::check_for_plan(&job, &defaults).await?;
-                use crate::job::SchedulerKind;
-                let prefix = crate::run::dry_run_prefix(&c.job);
-                let plan = |kind| crate::run::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
-                let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
-                let provisional = crate::planview::provisional(&c);
-                let factorizations = crate::graph::factorizations_text(&c.graph);
-                if json {
-                    let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
-                    println!("{}", serde_json::to_string_pretty(&j)?);
-                } else {
-                    print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
-                    print!("{factorizations}");
-                    let stages = crate::planview::stages_text(&c);
-                    if !stages.is_empty() {
-                        print!("\n{stages}");
-                    }
-                    if let Some(why) = provisional {
-                        println!("\nprovisional: {why}");
-                    }
-                }
-                if let Some(path) = svg {
-                    write_file(
-                        &path,
-                        &crate::planview::svg(&c.job, &[&lshs, &naive], &factorizations),
-                    )?;
-                }
-                if let Some(path) = timeline {
-                    let t = crate::timeline::Timeline::projected(&c.job, &lshs);
-                    write_file(&path, &crate::timeline::svg(&t))?;
-                }
-                Ok(())
-            }
-            Cmd::Timeline { stats, svg } => {
-                let t = crate::timeline::Timeline::load(&stats)?;
-                write_file(&svg, &crate::timeline::svg(&t))?;
-                println!(
-                    "{} ({} invocations on {} s)",
-                    svg.display(),
-                    t.timeline.len(),
-                    format_args!("{:.2}", t.wall_seconds)
-                );
-                Ok(())
-            }
-            Cmd::Check { job, json, .. } => {
-                let c = crate::run::check_with(&job, &defaults).await?;
-                crate::run::plan_job(
-                    &c.job,
-                    &c.graph,
-                    &crate::run::dry_run_prefix(&c.job),
-                    &c.probes,
-                )?;
-                let provisional = crate::planview::provisional(&c);
-                if json {
-                    let j = serde_json::json!({
-                        "file": job.display().to_string(),
-                        "job": c.job.name,
-                        "ok": true,
-                        "arrays": c.job.arrays.len(),
-                        "outputs": c.job.outputs.len(),
-                        "provisional": provisional,
-                    });
-                    println!("{}", serde_json::to_string_pretty(&j)?);
-                } else {
-                    println!(
-                        "{}: ok ({} arrays, {} outputs)",
-                        job.display(),
-                        c.job.arrays.len(),
-                        c.job.outputs.len()
-                    );
-                    if let Some(why) = provisional {
-                        println!("provisional plan: {why}");
-                    }
-                }
-                Ok(())
-            }
-            Cmd::Package { arch, out, source } => {
-                let opts = crate::package::PackageOptions { arch, out, source };
-                let p =
-                    tokio::task::spawn_blocking(move || crate::package::package(&opts)).await??;
-                println!(
-                    "{} ({}, bootstrap {}, built in {:.0} s)",
-                    p.zip.display(),
-                    crate::report::human(p.zip_bytes),
-                    crate::report::human(p.binary_bytes),
-                    p.build_seconds
-                );
-                Ok(())
-            }
-            Cmd::Endpoint {
-                function,
-                workers,
-                memory_mb,
-                timeout_seconds,
-                command,
-            } => {
-                let command = match command {
-                    Some(c) => c,
-                    None => crate::run::default_function_command()?,
-                };
-                let ep = crate::local::LocalEndpoint::start(crate::local::LocalConfig {
-                    function,
-                    workers,
-                    memory_mb,
-                    timeout: std::time::Duration::from_secs(timeout_seconds),
-                    command,
-                    log_dir: std::env::temp_dir()
-                        .join(format!("nums-cloud-endpoint-{}", std::process::id())),
-                })
-                .await?;
-                println!("{}", ep.invoke_url);
-                tracing::info!(
-                    "the function processes' logs go to {}/slot-N.log",
-                    ep.log_dir().display()
-                );
-                // Stop on SIGINT or SIGTERM, and take the function processes down too.
-                let mut term =
-                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-                tokio::select! {
-                    r = tokio::signal::ctrl_c() => r?,
-                    _ = term.recv() => {}
-                }
-                ep.stop().await;
-                Ok(())
-            }
-            Cmd::Ls {
-                prefix,
-                store,
-                json,
-            } => {
-                let s = store.open()?;
-                let infos = crate::arrays::list(&s, prefix.as_deref().unwrap_or("")).await?;
-                if json {
-                    println!("{}", serde_json::to_string_pretty(&infos)?);
-                } else {
-                    print!("{}", crate::arrays::ls_table(&infos));
-                }
-                Ok(())
-            }
-            Cmd::Show { array, store, json } => {
-                let s = store.open()?;
-                let path = crate::arrays::array_path(&array)?;
-                let arr = crate::arrays::open(&s, &path).await?;
-                let info = crate::arrays::list(&s, &path)
-                    .await?
-                    .into_iter()
-                    .find(|i| i.path == path);
-                let values = crate::arrays::preview(&arr, &s).await?;
-                if json {
-                    println!(
-                        "{}",
-                        serde_json::to_string_pretty(&serde_json::json!({
-                            "array": info, "preview": values,
-                        }))?
-                    );
-                } else {
-                    if let Some(i) = info {
-                        print!("{}", crate::arrays::ls_table(&[i]));
-                    }
-                    println!("{values}");
-                }
-                Ok(())
-            }
-            Cmd::Get { array, file, store } => {
-                let s = store.open()?;
-                let path = crate::arrays::array_path(&array)?;
-                let meta = crate::arrays::get(&s, &path, &file).await?;
-                println!(
-                    "{path} {:?} {} -> {}",
-                    meta.shape,
-                    meta.dtype,
-                    file.display()
-                );
-                Ok(())
-            }
-            Cmd::Put {
-                file,
-                array,
-                block,
-                load,
-                store,
-            } => {
-                let spec = crate::arrays::store_spec(
-                    store.storage.as_deref(),
-                    store.endpoint.as_deref(),
-                    store.job_file.as_deref(),
-                )?;
-                let path = crate::arrays::array_path(&array)?;
-                let job = crate::arrays::put_job(
-                    &spec,
-                    &file,
-                    &path,
-                    block.as_deref(),
-                    &load.job_keys(),
-                )?;
-                let opts = crate::run::RunOptions {
-                    defaults,
-                    ctrl_c: true,
-                    ..Default::default()
-                };
-                let report = crate::run::run_job(job, &opts).await?;
-                println!(
-                    "{} -> {path} ({} invocations, {:.2} s)",
-                    file.display(),
-                    report.invocations,
-                    report.wall_seconds
-                );
-                Ok(())
-            }
-            Cmd::Rm {
-                arrays,
-                job,
-                yes,
-                store,
-            } => {
-                let s = store.open()?;
-                if arrays.is_empty() && job.is_none() {
-                    anyhow::bail!("rm: name the arrays to delete, or --job NAME");
-                }
-                let targets = crate::arrays::rm_targets(&s, &arrays, job.as_deref()).await?;
-                if !yes {
-                    use std::io::Write;
-                    for (p, n) in &targets {
-                        eprintln!("  {p} ({n} objects)");
-                    }
-                    eprint!("delete these from {}? [y/N] ", s.spec());
-                    std::io::stderr().flush()?;
-                    let mut answer = String::new();
-                    std::io::stdin().read_line(&mut answer)?;
-                    if !matches!(answer.trim(), "y" | "Y" | "yes") {
-                        anyhow::bail!("nothing deleted");
-                    }
-                }
-                for (p, _) in &targets {
-                    let n = s.delete_prefix(p).await?;
-                    println!("deleted {p} ({n} objects)");
-                }
-                Ok(())
-            }
-            Cmd::Completions { shell } => {
-                use clap::CommandFactory;
-                let mut cmd = Cli::command();
-                clap_complete::generate(shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
-                Ok(())
-            }
+            Cmd::Run(a) => run(a, defaults, verbosity).await,
+            Cmd::Plan(a) => plan(a, defaults).await,
+            Cmd::Check(a) => check(a, defaults).await,
+            Cmd::Timeline(a) => timeline(a),
+            Cmd::Package(a) => package(a).await,
+            Cmd::Endpoint(a) => endpoint(a).await,
+            Cmd::Ls(a) => ls(a).await,
+            Cmd::Show(a) => show(a).await,
+            Cmd::Get(a) => get(a).await,
+            Cmd::Put(a) => put(a, defaults).await,
+            Cmd::Rm(a) => rm(a).await,
+            Cmd::Completions(a) => completions(a),
             Cmd::Function => nums_function::runtime::serve()
                 .await
                 .map_err(|e| anyhow::anyhow!(e)),
@@ -624,11 +359,330 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             // 130: stopped by SIGINT, as shells report it.
-            if interrupted {
-                ExitCode::from(130)
-            } else {
-                ExitCode::FAILURE
+            match e.downcast_ref::<crate::report::RunFailed>() {
+                Some(f) if f.interrupted => ExitCode::from(130),
+                _ => ExitCode::FAILURE,
             }
         }
     }
+}
+
+/// What job files leave out: from `--infra` (`run`, `plan`, `check`), else nums-cloud's
+/// own defaults. A deployment's region is set for the AWS clients here, before any thread
+/// exists.
+fn defaults(cmd: &Cmd) -> anyhow::Result<crate::job::Defaults> {
+    let infra = match cmd {
+        Cmd::Run(RunArgs { infra, .. })
+        | Cmd::Plan(PlanArgs { infra, .. })
+        | Cmd::Check(CheckArgs { infra, .. }) => infra.as_deref(),
+        _ => None,
+    };
+    let Some(infra) = infra.map(crate::infra::Infra::load).transpose()? else {
+        return Ok(crate::job::Defaults::default());
+    };
+    if let Some(region) = &infra.region {
+        // The deployment's region for both the Lambda client and the store: the AWS chain
+        // reads it from the environment.
+        // SAFETY: single-threaded still (the runtime starts after this).
+        unsafe {
+            std::env::set_var("AWS_REGION", region);
+            std::env::set_var("AWS_DEFAULT_REGION", region);
+        }
+    }
+    Ok(infra.defaults())
+}
+
+/// `nums-cloud run`: the summary on standard output (standard error with `--stats -`),
+/// `--stats` and `--timeline` written for a failed run too.
+async fn run(a: RunArgs, defaults: crate::job::Defaults, verbosity: i8) -> anyhow::Result<()> {
+    let opts = crate::run::RunOptions {
+        keep: a.keep,
+        resume: a.resume,
+        // With -v the log lines say what the bar would, and would tear it.
+        progress: verbosity == 0 && std::io::stderr().is_terminal(),
+        function_command: None,
+        defaults,
+        ctrl_c: true,
+    };
+    let to_stdout = a.stats.as_deref() == Some(std::path::Path::new("-"));
+    let write_stats = |report: &crate::report::Report| {
+        if let Some(path) = &a.timeline {
+            let t = crate::timeline::Timeline::from_report(report);
+            write_file(path, &crate::timeline::svg(&t))?;
+        }
+        match &a.stats {
+            Some(_) if to_stdout => {
+                println!("{}", serde_json::to_string_pretty(report)?);
+                Ok(())
+            }
+            Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
+            None => Ok(()),
+        }
+    };
+    match crate::run::run(&a.job, &opts).await {
+        Ok(report) => {
+            // Standard output is the JSON's with `--stats -`.
+            if to_stdout {
+                eprint!("{}", report.summary());
+            } else {
+                print!("{}", report.summary());
+            }
+            write_stats(&report)
+        }
+        Err(e) => {
+            // A run that started reports what it measured, with its error.
+            if let Some(f) = e.downcast_ref::<crate::report::RunFailed>() {
+                write_stats(&f.report)?;
+            }
+            Err(e)
+        }
+    }
+}
+
+/// `nums-cloud plan`: LSHS and naive side by side, as text or JSON, and as SVG.
+async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
+    use crate::job::SchedulerKind;
+    let c = crate::plan::check_for_plan(&a.job, &defaults).await?;
+    let prefix = crate::plan::dry_run_prefix(&c.job);
+    let plan = |kind| crate::plan::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
+    let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
+    let provisional = crate::planview::provisional(&c);
+    let factorizations = crate::graph::factorizations_text(&c.graph);
+    if a.json {
+        let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
+        print!("{factorizations}");
+        let stages = crate::planview::stages_text(&c);
+        if !stages.is_empty() {
+            print!("\n{stages}");
+        }
+        if let Some(why) = provisional {
+            println!("\nprovisional: {why}");
+        }
+    }
+    if let Some(path) = a.svg {
+        write_file(
+            &path,
+            &crate::planview::svg(&c.job, &[&lshs, &naive], &factorizations),
+        )?;
+    }
+    if let Some(path) = a.timeline {
+        let t = crate::timeline::Timeline::projected(&c.job, &lshs);
+        write_file(&path, &crate::timeline::svg(&t))?;
+    }
+    Ok(())
+}
+
+/// `nums-cloud check`: the job checked and planned, nothing run.
+async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
+    let c = crate::plan::check_with(&a.job, &defaults).await?;
+    crate::plan::plan_job(
+        &c.job,
+        &c.graph,
+        &crate::plan::dry_run_prefix(&c.job),
+        &c.probes,
+    )?;
+    let provisional = crate::planview::provisional(&c);
+    if a.json {
+        let j = serde_json::json!({
+            "file": a.job.display().to_string(),
+            "job": c.job.name,
+            "ok": true,
+            "arrays": c.job.arrays.len(),
+            "outputs": c.job.outputs.len(),
+            "provisional": provisional,
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+    } else {
+        println!(
+            "{}: ok ({} arrays, {} outputs)",
+            a.job.display(),
+            c.job.arrays.len(),
+            c.job.outputs.len()
+        );
+        if let Some(why) = provisional {
+            println!("provisional plan: {why}");
+        }
+    }
+    Ok(())
+}
+
+/// `nums-cloud timeline`: a past run's timeline from its `--stats`.
+fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
+    let t = crate::timeline::Timeline::load(&a.stats)?;
+    write_file(&a.svg, &crate::timeline::svg(&t))?;
+    println!(
+        "{} ({} invocations on {} s)",
+        a.svg.display(),
+        t.timeline.len(),
+        format_args!("{:.2}", t.wall_seconds)
+    );
+    Ok(())
+}
+
+/// `nums-cloud package`: the Lambda deployment zip.
+async fn package(a: PackageArgs) -> anyhow::Result<()> {
+    let opts = crate::package::PackageOptions {
+        arch: a.arch,
+        out: a.out,
+        source: a.source,
+    };
+    let p = tokio::task::spawn_blocking(move || crate::package::package(&opts)).await??;
+    println!(
+        "{} ({}, bootstrap {}, built in {:.0} s)",
+        p.zip.display(),
+        crate::human::human(p.zip_bytes),
+        crate::human::human(p.binary_bytes),
+        p.build_seconds
+    );
+    Ok(())
+}
+
+/// `nums-cloud endpoint`: a local Lambda-compatible endpoint until SIGINT or SIGTERM.
+async fn endpoint(a: EndpointArgs) -> anyhow::Result<()> {
+    let command = match a.command {
+        Some(c) => c,
+        None => crate::backend::default_function_command()?,
+    };
+    let ep = crate::local::LocalEndpoint::start(crate::local::LocalConfig {
+        function: a.function,
+        workers: a.workers,
+        memory_mb: a.memory_mb,
+        timeout: std::time::Duration::from_secs(a.timeout_seconds),
+        command,
+        log_dir: std::env::temp_dir().join(format!("nums-cloud-endpoint-{}", std::process::id())),
+    })
+    .await?;
+    println!("{}", ep.invoke_url);
+    tracing::info!(
+        "the function processes' logs go to {}/slot-N.log",
+        ep.log_dir().display()
+    );
+    // Stop on SIGINT or SIGTERM, and take the function processes down too.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    ep.stop().await;
+    Ok(())
+}
+
+/// `nums-cloud ls`: the arrays under a prefix, as a table or JSON.
+async fn ls(a: LsArgs) -> anyhow::Result<()> {
+    let s = a.store.open()?;
+    let infos = crate::arrays::list(&s, a.prefix.as_deref().unwrap_or("")).await?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&infos)?);
+    } else {
+        print!("{}", crate::arrays::ls_table(&infos));
+    }
+    Ok(())
+}
+
+/// `nums-cloud show`: one array's metadata and values.
+async fn show(a: ShowArgs) -> anyhow::Result<()> {
+    let s = a.store.open()?;
+    let path = crate::arrays::array_path(&a.array)?;
+    let arr = crate::arrays::open(&s, &path).await?;
+    let info = crate::arrays::list(&s, &path)
+        .await?
+        .into_iter()
+        .find(|i| i.path == path);
+    let values = crate::arrays::preview(&arr, &s).await?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "array": info, "preview": values,
+            }))?
+        );
+    } else {
+        if let Some(i) = info {
+            print!("{}", crate::arrays::ls_table(&[i]));
+        }
+        println!("{values}");
+    }
+    Ok(())
+}
+
+/// `nums-cloud get`: an array to a `.npy` or `.csv` file.
+async fn get(a: GetArgs) -> anyhow::Result<()> {
+    let s = a.store.open()?;
+    let path = crate::arrays::array_path(&a.array)?;
+    let meta = crate::arrays::get(&s, &path, &a.file).await?;
+    println!(
+        "{path} {:?} {} -> {}",
+        meta.shape,
+        meta.dtype,
+        a.file.display()
+    );
+    Ok(())
+}
+
+/// `nums-cloud put`: a file imported as an array, by a job of one array.
+async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
+    let spec = crate::arrays::store_spec(
+        a.store.storage.as_deref(),
+        a.store.endpoint.as_deref(),
+        a.store.job_file.as_deref(),
+    )?;
+    let path = crate::arrays::array_path(&a.array)?;
+    let job = crate::arrays::put_job(
+        &spec,
+        &a.file,
+        &path,
+        a.block.as_deref(),
+        &a.load.job_keys(),
+    )?;
+    let opts = crate::run::RunOptions {
+        defaults,
+        ctrl_c: true,
+        ..Default::default()
+    };
+    let report = crate::run::run_job(job, &opts).await?;
+    println!(
+        "{} -> {path} ({} invocations, {:.2} s)",
+        a.file.display(),
+        report.invocations,
+        report.wall_seconds
+    );
+    Ok(())
+}
+
+/// `nums-cloud rm`: arrays or a job's prefix deleted, after asking.
+async fn rm(a: RmArgs) -> anyhow::Result<()> {
+    let s = a.store.open()?;
+    if a.arrays.is_empty() && a.job.is_none() {
+        anyhow::bail!("rm: name the arrays to delete, or --job NAME");
+    }
+    let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref()).await?;
+    if !a.yes {
+        use std::io::Write;
+        for (p, n) in &targets {
+            eprintln!("  {p} ({n} objects)");
+        }
+        eprint!("delete these from {}? [y/N] ", s.spec());
+        std::io::stderr().flush()?;
+        let mut answer = String::new();
+        std::io::stdin().read_line(&mut answer)?;
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            anyhow::bail!("nothing deleted");
+        }
+    }
+    for (p, _) in &targets {
+        let n = s.delete_prefix(p).await?;
+        println!("deleted {p} ({n} objects)");
+    }
+    Ok(())
+}
+
+/// `nums-cloud completions`: a shell's completion script.
+fn completions(a: CompletionsArgs) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    clap_complete::generate(a.shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
+    Ok(())
 }

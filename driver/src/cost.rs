@@ -11,10 +11,8 @@ use std::collections::BinaryHeap;
 
 use nums_layout::batch::{Kernel, QrOutput, SvdOutput};
 
+use crate::invocation::Invocation;
 use crate::job::Backend;
-use crate::report::{
-    Invocation, USD_PER_GB_SECOND, USD_PER_INVOCATION, USD_PER_S3_GET, USD_PER_S3_PUT,
-};
 
 /// One function's rates on one platform.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -381,10 +379,7 @@ pub(crate) fn project(
         }
     }
     let gb_seconds = busy * memory_mb as f64 / 1024.0;
-    let usd = gb_seconds * USD_PER_GB_SECOND
-        + n as f64 * USD_PER_INVOCATION
-        + gets as f64 * USD_PER_S3_GET
-        + puts as f64 * USD_PER_S3_PUT;
+    let usd = crate::invocation::usd(gb_seconds, n as u64, gets, puts);
     Projection {
         model,
         wall_seconds: now,

@@ -12,11 +12,11 @@ use nums_function::csv_index::{CsvIndex, PIECE_ROW};
 use nums_layout::batch::{ArrayRef, Batch, BlockRef, CSV_PIECE, Kernel, Task};
 use nums_layout::{ArrayMeta, Block, DType, Store, StoredArray};
 
-use crate::dispatch::Dispatched;
+use crate::backend::Backend;
 use crate::graph;
-use crate::job::{Backend, Job, Source};
-use crate::run::RunOptions;
+use crate::job::{self, Job, Source};
 use crate::sched::PlannedBatch;
+use crate::stage::{Observer, Resume, Stages};
 
 /// Files of at least this many pieces are counted by the functions. The driver reads a
 /// bucket's pieces 4 at once: below that its scan is one round of reads.
@@ -28,7 +28,7 @@ const PIECES_PER_TASK: u64 = 16;
 /// Whether the job's functions read the file at `path` where it is (a local file with the
 /// Lambda backend is uploaded first, after the count).
 fn reachable(job: &Job, path: &str) -> bool {
-    path.starts_with("s3://") || job.compute.backend == Backend::Local
+    path.starts_with("s3://") || job.compute.backend == job::Backend::Local
 }
 
 /// Pieces one count task takes: at most a quarter of `memory_mb` read.
@@ -48,24 +48,24 @@ pub(crate) fn planned(job: &Job, path: &str, size: u64) -> Option<String> {
     let tasks = (n.max(1) - 1).div_ceil(pieces_per_task(job));
     counted_there(job, path, size).then(|| {
         format!(
-            "the functions count the rows of {path}: {} pieces of {} MiB in {tasks} task{}, \
+            "the functions count the rows of {path}: {} pieces of {} MiB in {}, \
              the first piece (its header) in the driver (plan scanned the file in the driver)",
             n - 1,
             CSV_PIECE >> 20,
-            if tasks == 1 { "" } else { "s" }
+            crate::human::plural(tasks, "task", "tasks")
         )
     })
 }
 
-/// The pieces after the first of each large CSV input, counted by the functions, by the
-/// input's path; and what the functions did.
+/// The pieces after the first of each large CSV input, counted by the functions in stage
+/// `csv-count` (on the run's backend, before the run exists), by the input's path.
 pub(crate) async fn count(
     job: &Job,
-    opts: &RunOptions,
+    backend: &Backend,
+    observer: &dyn Observer,
     t0: std::time::Instant,
-    bar: &indicatif::ProgressBar,
     io: &std::sync::Arc<nums_layout::IoCounters>,
-) -> anyhow::Result<(graph::Counted, Dispatched, Vec<crate::report::Invocation>)> {
+) -> anyhow::Result<graph::Counted> {
     let mut files = Vec::new();
     // A file loaded by several arrays is counted once.
     let mut seen = std::collections::HashSet::new();
@@ -140,54 +140,12 @@ pub(crate) async fn count(
         }
         outputs.push((path.clone(), StoredArray::new(&array.path, meta)?));
     }
-    let (invoker, endpoint) = crate::run::start_backend(job, opts, &id).await?;
-    // Its invocations go in the run's timeline (stage `csv-count`) like every other.
-    let mut timeline = Vec::new();
-    // The run's progress bar counts these invocations first.
-    bar.set_length(bar.position() + batches.len() as u64);
-    let mut moved = 0;
-    let sent = crate::dispatch::run_batches_observed(
-        &invoker,
-        &batches,
-        &store,
-        job.compute.workers,
-        &crate::dispatch::Policy::default(),
-        |_, st| {
-            bar.inc(1);
-            moved += st.bytes_read + st.bytes_written;
-            bar.set_message(crate::report::human(moved));
-        },
-        |s| {
-            timeline.push(crate::run::record(
-                "csv-count",
-                s.batch,
-                &batches[s.batch],
-                s,
-                t0,
-            ))
-        },
-    )
-    .await;
-    // The local function processes' logs: removed after a count that succeeded, named
-    // with the error of one that failed (as a run does with its own).
-    let logs = match endpoint {
-        Some(ep) => {
-            let dir = ep.log_dir().to_path_buf();
-            ep.stop().await;
-            Some(dir)
-        }
-        None => None,
-    };
-    if sent.is_ok()
-        && let Some(d) = &logs
-    {
-        let _ = std::fs::remove_dir_all(d);
-    }
+    let stages = Stages::new(job, &store, backend, None, observer, t0, &id);
+    let tasks = batches.len() as u64;
     let read = async {
-        let d = sent.map_err(|e| match &logs {
-            Some(dir) => anyhow::anyhow!("{e} (the function processes' logs: {})", dir.display()),
-            None => anyhow::anyhow!("{e}"),
-        })?;
+        stages
+            .run("csv-count", &batches, tasks, Resume::Never)
+            .await?;
         let mut counted = HashMap::new();
         for (path, arr) in &outputs {
             // Each block becomes its pieces' indexes as it arrives (the blocks are mostly
@@ -217,9 +175,10 @@ pub(crate) async fn count(
             );
             counted.insert(path.clone(), pieces);
         }
-        Ok((graph::Counted(counted), d, timeline))
+        Ok(graph::Counted(counted))
     }
     .await;
     let _ = store.delete_prefix(&prefix).await;
-    read.map_err(|e: anyhow::Error| anyhow::anyhow!("job {}: counting CSV rows: {e}", job.name))
+    // A failed invocation's error names the job already.
+    read.map_err(|e: anyhow::Error| e.context("counting CSV rows"))
 }

@@ -147,7 +147,7 @@ impl Error {
     /// Classifies an engine error. `message` is its text with the context that only a
     /// CLI user can act on (`--resume`) left out.
     pub(crate) fn classify(e: &anyhow::Error, message: &str, human: Humanize) -> Error {
-        if let Some(f) = e.downcast_ref::<crate::run::RunFailed>() {
+        if let Some(f) = e.downcast_ref::<crate::report::RunFailed>() {
             if f.interrupted {
                 return Error::Interrupted;
             }

@@ -1,48 +1,32 @@
 //! The iteration engine: fits a model by passes over data read in place.
 //!
-//! X and y are in the store before the loop (`run` makes them once when the job makes
-//! them). Each kind of pass (`models::PassKind`) is a small job over X and y — expressions
+//! X and y are in the store before the loop ([`fit_all`] makes them once, in a stage of
+//! their own, when the job makes them). Each kind of pass (`models::PassKind`) is a small job over X and y — expressions
 //! of the job language with the model's parameters as `Param` inputs — planned once by
 //! LSHS; each iteration sends the same batches again with the parameters inline in the
 //! payload (a `Param` task becomes a `Constant` one), so an iteration costs its pass and
 //! its dispatch, never a plan. A pass's outputs are sums of the feature size (loss,
 //! gradient, Hessian), read back by the driver, which takes the step (`models::solver`).
+//! Every pass is a stage of the run's stage runner (`fit<N>-check`, `fit<N>-<pass>-<k>`):
+//! its invocations are in `--stats`, the timeline and the progress bar like any other.
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use ndarray::Array2;
-use nums_layout::batch::{Batch, Kernel};
-use nums_layout::{Scalar, Store, StoreSpec, StoredArray};
-use serde::Serialize;
+use nums_layout::batch::Kernel;
+use nums_layout::{Block, Scalar, Store, StoreSpec, StoredArray};
 
-use crate::dispatch::{Dispatched, Invoker};
-use crate::graph::{self, Graph};
+use crate::dispatch::Dispatched;
+use crate::graph::{self, Graph, NodeOp};
 use crate::job::{ArrayDef, Job, OutputDef, Source, Target};
 use crate::models::solver::{Fit, Fitted, Next, Pass, Sums};
 use crate::models::{FitSpec, PassKind, names};
+use crate::report::{FitReport, PassReport};
 use crate::sched::PlannedBatch;
-
-/// What one fit measured, for `--stats`.
-#[derive(Debug, Clone, Serialize)]
-pub struct FitReport {
-    /// The job's array the fit makes.
-    pub array: String,
-    pub model: String,
-    #[serde(flatten)]
-    pub fitted: Fitted,
-    /// Per pass: its kind, wall seconds, invocations and store bytes read.
-    pub passes: Vec<PassReport>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct PassReport {
-    pub kind: String,
-    pub wall_seconds: f64,
-    pub invocations: u64,
-    pub bytes_read: u64,
-}
+use crate::stage::{History, Resume, Stages};
+use crate::tasks;
 
 /// Where a fit's data is and what it runs on.
 pub(crate) struct Data<'a> {
@@ -53,7 +37,9 @@ pub(crate) struct Data<'a> {
     pub d: usize,
     /// Store prefix for the passes' own arrays (removed at the end).
     pub prefix: String,
-    pub invoker: &'a Invoker,
+    /// What the passes' stages are named after (`fit<N>`).
+    pub stage: String,
+    pub stages: &'a Stages<'a>,
     pub store: &'a Store,
 }
 
@@ -111,21 +97,17 @@ fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
     }
 }
 
-/// A job planned once: its batches in the wire format, and where its outputs land.
+/// A job planned once: its batches, and where its outputs land.
 struct Planned {
-    batches: Vec<(Batch, Vec<usize>)>,
+    batches: Vec<PlannedBatch>,
+    tasks: u64,
     outputs: HashMap<String, StoredArray>,
 }
 
 async fn plan_small(job: &Job, prefix: &str) -> anyhow::Result<Planned> {
     let probes = graph::probe(job).await?;
     let g: Graph = graph::build(job, &probes)?;
-    let plan = crate::run::plan_job(job, &g, prefix, &probes)?;
-    let batches = plan
-        .batches
-        .iter()
-        .map(|b| (b.batch(), b.deps.clone()))
-        .collect();
+    let plan = crate::plan::plan_job(job, &g, prefix, &probes)?;
     let mut outputs = HashMap::new();
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -135,18 +117,24 @@ async fn plan_small(job: &Job, prefix: &str) -> anyhow::Result<Planned> {
             StoredArray::new(&path, g.nodes[id].meta.clone())?,
         );
     }
-    Ok(Planned { batches, outputs })
+    Ok(Planned {
+        batches: plan.batches,
+        tasks: plan.tasks as u64,
+        outputs,
+    })
 }
 
-/// Sends a planned job's batches once, its parameters filled in from `values`.
+/// Sends a planned job's batches once as stage `stage`, its parameters filled in from
+/// `values`.
 async fn dispatch(
     data: &Data<'_>,
+    stage: &str,
     p: &Planned,
     values: &HashMap<&str, Vec<f64>>,
 ) -> anyhow::Result<Dispatched> {
     let mut batches = Vec::with_capacity(p.batches.len());
-    for (b, deps) in &p.batches {
-        let mut b = b.clone();
+    for planned in &p.batches {
+        let mut b = planned.batch();
         for t in &mut b.tasks {
             if let Kernel::Param { name } = &t.kernel {
                 let v = values
@@ -157,22 +145,16 @@ async fn dispatch(
                 };
             }
         }
-        batches.push(PlannedBatch::from_batch(b, deps.clone()));
+        batches.push(planned.with_batch(b));
     }
-    crate::dispatch::run_batches(
-        data.invoker,
-        &batches,
-        data.store,
-        data.job.compute.workers,
-        |_, _| {},
-    )
-    .await
-    .map_err(|e| anyhow!("{e}"))
+    data.stages
+        .run(stage, &batches, p.tasks, Resume::Never)
+        .await
 }
 
 async fn read(p: &Planned, name: &str, store: &Store) -> anyhow::Result<ndarray::ArrayD<f64>> {
     let a = &p.outputs[name];
-    Ok(crate::arrays::read_small(a, store)
+    Ok(a.read_whole(store)
         .await
         .with_context(|| format!("reading the pass's {name}"))?
         .to_f64()
@@ -184,7 +166,7 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
 }
 
 /// Refuses labels the model cannot take, and NaN or inf in y, before the first pass.
-pub(crate) async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<Dispatched> {
+async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
     let checks = crate::models::checks(spec);
     let names: Vec<&str> = checks.iter().map(|(n, _)| n.as_str()).collect();
     let job = small_job(
@@ -196,7 +178,8 @@ pub(crate) async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Res
         &names,
     );
     let p = plan_small(&job, &format!("{}/check", data.prefix)).await?;
-    let dispatched = dispatch(data, &p, &HashMap::new()).await?;
+    let stage = format!("{}-check", data.stage);
+    dispatch(data, &stage, &p, &HashMap::new()).await?;
     let mut counts = Vec::new();
     for n in &names {
         counts.push(first(&read(&p, n, data.store).await?));
@@ -216,7 +199,7 @@ pub(crate) async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Res
             counts[2] as u64
         ));
     }
-    Ok(dispatched)
+    Ok(())
 }
 
 /// The job of one pass of `kind`.
@@ -322,31 +305,31 @@ async fn read_sums(
     })
 }
 
-/// Fits `spec` to the data; `on_pass` sees each pass's dispatch totals and the fit's
-/// progress (iteration, loss, largest gradient).
+/// Fits `spec` to the data (`array`, the job's array it makes, for the progress notes):
+/// returns the fit and what each pass measured.
 pub(crate) async fn fit(
     data: &Data<'_>,
     spec: &FitSpec,
-    mut on_pass: impl FnMut(&Dispatched, u32, Option<f64>, Option<f64>),
+    array: &str,
 ) -> anyhow::Result<(Fitted, Vec<PassReport>)> {
-    let checked = check_labels(data, spec).await?;
-    on_pass(&checked, 0, None, None);
+    check_labels(data, spec).await?;
     let mut planned: HashMap<PassKind, Planned> = HashMap::new();
     let mut reports = Vec::new();
     let (mut fit, mut pass) = Fit::start(spec, data.n, data.d);
     let fitted = loop {
+        let name = match pass.kind {
+            PassKind::Gradient { k } => format!("grad{k}"),
+            PassKind::Hessian => "newton".into(),
+            PassKind::Normal => "normal".into(),
+        };
         if let std::collections::hash_map::Entry::Vacant(e) = planned.entry(pass.kind) {
-            let name = match pass.kind {
-                PassKind::Gradient { k } => format!("grad{k}"),
-                PassKind::Hessian => "newton".into(),
-                PassKind::Normal => "normal".into(),
-            };
             let job = pass_job(data, spec, pass.kind);
             e.insert(plan_small(&job, &format!("{}/{name}", data.prefix)).await?);
         }
         let p = &planned[&pass.kind];
         let started = Instant::now();
-        let dispatched = dispatch(data, p, &params(spec, &pass, data.d)).await?;
+        let stage = format!("{}-{name}-{}", data.stage, reports.len() + 1);
+        let dispatched = dispatch(data, &stage, p, &params(spec, &pass, data.d)).await?;
         let sums = read_sums(p, spec, &pass, data.d, data.store).await?;
         reports.push(PassReport {
             kind: match pass.kind {
@@ -359,18 +342,105 @@ pub(crate) async fn fit(
             bytes_read: dispatched.stats.bytes_read,
         });
         let next = fit.step(&pass, sums).map_err(|e| anyhow!(e))?;
-        on_pass(
-            &dispatched,
-            fit.n_iter(),
-            fit.last_loss(),
-            fit.last_grad_max(),
-        );
+        if let (Some(l), Some(gm)) = (fit.last_loss(), fit.last_grad_max()) {
+            data.stages.note(&format!(
+                "{array}: iteration {}, loss {l:.6e}, largest gradient {gm:.2e}",
+                fit.n_iter()
+            ));
+        }
         match next {
             Next::Pass(p) => pass = p,
             Next::Done(f) => break f,
         }
     };
+    data.stages.note("");
     // The passes' arrays are of no use after the loop.
     let _ = data.store.delete_prefix(&data.prefix).await;
     Ok((fitted, reports))
+}
+
+/// Fits the job's models (`Fit` nodes of `g`) before the main stage, which reads their
+/// coefficients like stored blocks: X and y are made once in a stage of their own when
+/// the job makes them (read in place when they are stored), then [`fit`] runs the
+/// passes; what each fit measured goes to `history`.
+pub(crate) async fn fit_all(
+    stages: &Stages<'_>,
+    g: &Graph,
+    probes: &graph::Probes,
+    history: &History,
+) -> anyhow::Result<()> {
+    let (job, store) = (stages.job, stages.store);
+    let prefix = stages.prefix()?;
+    let work = tasks::block_work(g);
+    for n in &g.nodes {
+        let NodeOp::Fit { x, y, spec } = &n.op else {
+            continue;
+        };
+        if !(n.persist || work.needed(n.id)) {
+            continue;
+        }
+        let array = n
+            .name
+            .clone()
+            .or_else(|| n.def.clone())
+            .unwrap_or_else(|| "a model".into());
+        let about = |e: anyhow::Error| {
+            e.context(format!(
+                "array `{array}`: {}",
+                crate::models::describe(spec)
+            ))
+        };
+        let mut paths = [String::new(), String::new()];
+        let mut made = Vec::new();
+        for (i, (v, what)) in [(*x, "X"), (*y, "y")].into_iter().enumerate() {
+            paths[i] = match &g.nodes[v].op {
+                NodeOp::InPlace { path, .. } => path.clone(),
+                _ => {
+                    // Not an identifier, so never the name of one of the job's arrays.
+                    let name = format!("fit{}-{what}", n.id);
+                    let (sub, root) = g.subgraph(v, &name);
+                    stages.run_graph(&name, &sub, probes).await?;
+                    let path = tasks::node_path(&prefix, &sub, root);
+                    made.push(path.clone());
+                    path
+                }
+            };
+        }
+        let mx = &g.nodes[*x].meta;
+        let data = Data {
+            job,
+            x_path: &paths[0],
+            y_path: &paths[1],
+            n: mx.shape[0],
+            d: mx.shape[1] as usize,
+            prefix: format!("{prefix}/fit{}", n.id),
+            stage: format!("fit{}", n.id),
+            stages,
+            store,
+        };
+        let (fitted, passes) = fit(&data, spec, &array).await.map_err(about)?;
+        for p in made {
+            let _ = store.delete_prefix(&p).await;
+        }
+        if !fitted.converged {
+            tracing::warn!(
+                "array `{array}`: {} did not converge in max_iter = {} iterations \
+                 (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
+                crate::models::describe(spec),
+                spec.max_iter,
+                fitted.grad_max.last().copied().unwrap_or(f64::NAN),
+                spec.tol
+            );
+        }
+        let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
+        let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
+        out.write_block(store, &[0], &coef).await?;
+        history.fitted(FitReport {
+            array: array.clone(),
+            model: crate::models::describe(spec),
+            fitted,
+            passes,
+        });
+    }
+    Ok(())
 }

@@ -10,6 +10,8 @@ pub mod cli;
 // The engine's modules that the project's own benches (`benches/`) and integration tests
 // drive directly: public for them, hidden from the docs, not a stable API.
 #[doc(hidden)]
+pub mod backend;
+#[doc(hidden)]
 pub mod dispatch;
 #[doc(hidden)]
 pub mod graph;
@@ -17,6 +19,8 @@ pub mod graph;
 pub mod job;
 #[doc(hidden)]
 pub mod local;
+#[doc(hidden)]
+pub mod plan;
 #[doc(hidden)]
 pub mod run;
 #[doc(hidden)]
@@ -27,16 +31,21 @@ pub(crate) mod cgroup;
 pub(crate) mod cost;
 pub(crate) mod csv_count;
 pub(crate) mod error;
+pub(crate) mod export;
 pub(crate) mod expr;
+pub(crate) mod human;
 pub(crate) mod infra;
+pub(crate) mod invocation;
 pub(crate) mod iterate;
 pub(crate) mod logs;
 pub(crate) mod models;
 pub(crate) mod npy;
 pub(crate) mod package;
 pub(crate) mod planview;
+pub(crate) mod progress;
 pub(crate) mod report;
 pub(crate) mod runs;
+pub(crate) mod stage;
 pub(crate) mod svg;
 pub(crate) mod tasks;
 pub(crate) mod timeline;

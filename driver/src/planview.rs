@@ -4,17 +4,12 @@
 use std::fmt::Write;
 
 use crate::cost::{CostModel, Projection};
+use crate::human::{human as mb, mib};
 use crate::job::Job;
-use crate::report::{human as mb, mib};
+use crate::plan::projection;
 use crate::sched::Plan;
 use crate::svg::Svg;
 use serde::Serialize;
-
-/// The plan's projection by the cost model of the job's backend ([`crate::cost`]).
-pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
-    let c = &job.compute;
-    plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
-}
 
 /// Seconds with two significant digits below 10 s (0.042 s, not 0.0 s), one decimal above.
 fn seconds(s: f64) -> String {
@@ -141,7 +136,7 @@ pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> P
 
 /// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
 /// only once the run computes it.
-pub(crate) fn provisional(c: &crate::run::Checked) -> Option<String> {
+pub(crate) fn provisional(c: &crate::plan::Checked) -> Option<String> {
     let m = &c.graph.nodes[c.mask?];
     let array = m
         .def
@@ -160,7 +155,7 @@ pub(crate) fn provisional(c: &crate::run::Checked) -> Option<String> {
 /// The stages a run adds around the plan's: CSV inputs counted by the functions first,
 /// outputs exported after (by the functions to `s3://` `.npy` files, by the driver to
 /// local files, block-row by block-row).
-pub(crate) fn stages_text(c: &crate::run::Checked) -> String {
+pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
     use crate::job::Target;
     let mut lines = Vec::new();
     let mut names: Vec<&String> = c.probes.0.keys().collect();

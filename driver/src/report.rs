@@ -1,90 +1,65 @@
 //! What a run measured: the `--stats` JSON and the one-screen summary.
 
+use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use nums_layout::{ArrayMeta, Block, Store};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::dispatch::Dispatched;
+use crate::human::{human, mib};
+use crate::invocation::Invocation;
 use crate::job::{Job, Target};
+use crate::models::solver::Fitted;
 
-/// AWS list prices (us-east-1, x86_64) used for `cost_usd`; docs/deploy.md explains them.
-pub(crate) const USD_PER_GB_SECOND: f64 = 0.000_016_666_7;
-pub(crate) const USD_PER_INVOCATION: f64 = 0.20 / 1e6;
-pub(crate) const USD_PER_S3_PUT: f64 = 0.005 / 1000.0;
-pub(crate) const USD_PER_S3_GET: f64 = 0.0004 / 1000.0;
-
-/// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
-pub(crate) fn human(b: u64) -> String {
-    let v = b as f64;
-    match b {
-        0..1_000 => format!("{b} B"),
-        1_000..1_000_000 => format!("{:.1} kB", v / 1e3),
-        1_000_000..1_000_000_000 => format!("{:.1} MB", v / 1e6),
-        _ => format!("{:.2} GB", v / 1e9),
-    }
+/// What one fit measured, for `--stats`.
+#[derive(Debug, Clone, Serialize)]
+pub struct FitReport {
+    /// The job's array the fit makes.
+    pub array: String,
+    pub model: String,
+    #[serde(flatten)]
+    pub fitted: Fitted,
+    /// Per pass: its kind, wall seconds, invocations and store bytes read.
+    pub passes: Vec<PassReport>,
 }
 
-/// Memory for people, in MiB as Lambda's memory setting is.
-pub(crate) fn mib(b: u64) -> String {
-    format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
-}
-
-/// One invocation of a run, as `--stats` lists it (`timeline`) and `nums-cloud timeline`
-/// draws it. Times are seconds since the run started (on the driver's clock: from the
-/// send to the answer).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Invocation {
-    /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first,
-    /// `export-NAME-TAG` for an output written to an s3:// `.npy` file, or `csv-count` for
-    /// the rows of large CSV inputs counted before the job is checked.
-    pub stage: String,
-    /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
-    pub batch: usize,
-    /// The concurrency slot it ran in: the lowest-numbered one free when it was sent
-    /// (0..workers, and more while backups run).
-    pub slot: usize,
-    /// The slot the scheduler planned it for.
-    pub planned_slot: usize,
-    pub start: f64,
-    pub end: f64,
-    pub tasks: u64,
-    /// Store bytes the function read and wrote (0 when it failed).
+#[derive(Debug, Clone, Serialize)]
+pub struct PassReport {
+    pub kind: String,
+    pub wall_seconds: f64,
+    pub invocations: u64,
     pub bytes_read: u64,
-    pub bytes_written: u64,
-    /// Inside the handler: all of it, in kernels, and waiting on the store.
-    pub function_seconds: f64,
-    pub compute_seconds: f64,
-    pub io_seconds: f64,
-    pub peak_memory_bytes: u64,
-    /// Which send of its batch, from 1.
-    pub attempt: u32,
-    /// A backup sent for a straggler.
-    pub backup: bool,
-    /// `ok`; `late` (it answered after its batch was done by another copy: not used); or
-    /// `failed`, with `error`.
-    pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
-/// Gives each invocation the lowest-numbered slot free when it started (an invocation
-/// ending at an instant frees its slot for one starting then), and sorts them by start.
-pub(crate) fn assign_slots(inv: &mut [Invocation]) {
-    inv.sort_by(|a, b| a.start.total_cmp(&b.start).then(a.end.total_cmp(&b.end)));
-    let mut free_at: Vec<f64> = Vec::new();
-    for i in inv.iter_mut() {
-        i.slot = match free_at.iter().position(|&f| f <= i.start) {
-            Some(k) => k,
-            None => {
-                free_at.push(0.0);
-                free_at.len() - 1
+/// A run that did not finish: what it measured until then, and why it stopped. Its
+/// state stays in the store for `--resume`.
+#[derive(Debug)]
+pub(crate) struct RunFailed {
+    pub report: Box<Report>,
+    pub error: anyhow::Error,
+    /// Stopped by Ctrl-C (SIGINT) rather than by an error.
+    pub interrupted: bool,
+    /// The local function processes' logs (kept after a failed run; removed after a
+    /// successful one).
+    pub logs: Vec<PathBuf>,
+}
+
+impl std::fmt::Display for RunFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:#}", self.error)?;
+        if !self.logs.is_empty() {
+            write!(f, "\n  function logs (kept):")?;
+            for l in &self.logs {
+                write!(f, "\n    {}", l.display())?;
             }
-        };
-        free_at[i.slot] = i.end;
+        }
+        Ok(())
     }
 }
+
+impl std::error::Error for RunFailed {}
 
 /// The `--stats` JSON: every figure measured (by the functions or the driver).
 #[derive(Debug, Clone, Serialize)]
@@ -134,7 +109,7 @@ pub struct Report {
     pub backups: u64,
     /// The models the job fitted: coefficients, iterations, loss history, passes.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub fits: Vec<crate::iterate::FitReport>,
+    pub fits: Vec<FitReport>,
     /// Every invocation, by start time.
     pub timeline: Vec<Invocation>,
     /// The local function processes' log files, kept when the run did not succeed.
@@ -187,10 +162,7 @@ impl Report {
             compute_seconds: s.compute_seconds,
             io_seconds: s.io_seconds,
             gb_seconds,
-            cost_usd: gb_seconds * USD_PER_GB_SECOND
-                + s.invocations as f64 * USD_PER_INVOCATION
-                + puts as f64 * USD_PER_S3_PUT
-                + others as f64 * USD_PER_S3_GET,
+            cost_usd: crate::invocation::usd(gb_seconds, s.invocations, others, puts),
             retries: d.retries,
             throttled: d.throttled,
             backups: d.backups,
@@ -206,10 +178,10 @@ impl Report {
         let mut s = String::new();
         let mb = human;
         s += &format!("job {} finished in {:.2} s\n", self.job, self.wall_seconds);
-        let retries = match (self.retries, self.throttled) {
-            (1, 0) => "1 retry".to_string(),
-            (r, 0) => format!("{r} retries"),
-            (r, t) => format!("{r} retries, {t} of them throttled"),
+        let retries = crate::human::plural(self.retries, "retry", "retries");
+        let retries = match self.throttled {
+            0 => retries,
+            t => format!("{retries}, {t} of them throttled"),
         };
         s += &format!(
             "  invocations  {} ({} tasks, {retries}) on {} with {} workers, scheduler {}\n",
@@ -270,61 +242,12 @@ impl Report {
                 meta.shape, meta.dtype
             );
             if let Some(b) = preview {
-                let text = crate::arrays::format_block(b);
+                let text = crate::human::format_block(b);
                 for line in text.lines() {
                     s += &format!("               {line}\n");
                 }
             }
         }
         s
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn inv(start: f64, end: f64) -> Invocation {
-        Invocation {
-            stage: "main".into(),
-            batch: 0,
-            slot: usize::MAX,
-            planned_slot: 0,
-            start,
-            end,
-            tasks: 1,
-            bytes_read: 0,
-            bytes_written: 0,
-            function_seconds: 0.0,
-            compute_seconds: 0.0,
-            io_seconds: 0.0,
-            peak_memory_bytes: 0,
-            attempt: 1,
-            backup: false,
-            status: "ok".into(),
-            error: None,
-        }
-    }
-
-    /// Slots never hold two invocations at once, and a freed slot is reused first.
-    #[test]
-    fn slots_do_not_overlap_and_are_reused() {
-        let mut v = vec![
-            inv(0.5, 1.5),
-            inv(0.0, 1.0),
-            inv(1.0, 2.0),
-            inv(0.2, 0.4),
-            inv(1.6, 1.7),
-        ];
-        assign_slots(&mut v);
-        let got: Vec<(f64, usize)> = v.iter().map(|i| (i.start, i.slot)).collect();
-        assert_eq!(got, vec![(0.0, 0), (0.2, 1), (0.5, 1), (1.0, 0), (1.6, 1)]);
-        for a in &v {
-            for b in &v {
-                if a != b && a.slot == b.slot {
-                    assert!(a.end <= b.start || b.end <= a.start, "{a:?} {b:?}");
-                }
-            }
-        }
     }
 }

@@ -9,7 +9,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::report::{Invocation, Report, human, mib};
+use crate::human::{human, mib};
+use crate::invocation::Invocation;
+use crate::report::Report;
 use crate::svg::Svg;
 
 /// What the timeline needs of a `--stats` report.
@@ -41,7 +43,7 @@ impl Timeline {
 
     /// A plan's projected run, by the cost model of the job's backend.
     pub(crate) fn projected(job: &crate::job::Job, plan: &crate::sched::Plan) -> Timeline {
-        let p = crate::planview::projection(job, plan);
+        let p = crate::plan::projection(job, plan);
         Timeline {
             job: job.name.clone(),
             run: format!("projected by the {} cost model", p.model.name),

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use nums_cloud::graph::{self, Built};
 use nums_cloud::job::{Job, SchedulerKind};
-use nums_cloud::run::{dry_run_prefix, plan_with};
+use nums_cloud::plan::{dry_run_prefix, plan_with};
 
 /// Counts the bytes allocated, so that each case's peak is measured, and refuses to go past
 /// [`HARD_CAP`] (an allocation failure aborts with the case on disk, instead of taking the

@@ -1,10 +1,28 @@
 //! The process's peak resident memory per invocation (Linux: reset the high-water mark
 //! through /proc/self/clear_refs, read VmHWM afterwards). Elsewhere both are no-ops and
 //! the peak reads 0. And the functions' allocator, which keeps freed blocks for reuse.
+//!
+//! And the model of that memory the driver plans with ([`task_peak`], [`BASE_MEMORY`]):
+//! stated here, beside the code it describes, so that the scheduler and the graph (which
+//! refuses or sizes linear-algebra tasks before planning) use one formula.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 use std::sync::atomic::Ordering::Relaxed;
+
+/// Memory of a function process before it holds any block (runtime, threads, buffers).
+pub const BASE_MEMORY: u64 = 40 << 20;
+
+/// Projected peak memory of one task run by [`crate::handle`] (the sequential run the
+/// pipeline keeps within): the process's base, its fetched inputs three times (encoded,
+/// decompressed, decoded), one input-sized kernel temporary (`max_in`), the output twice
+/// (result and accumulator) and its encoded copy, plus its kernel's workspace (`work`:
+/// [`crate::linalg::workspace_bytes`] of the LAPACK kernels, `Kernel::scratch_bytes` of
+/// the others). In a batch, blocks kept for later tasks add to it, and a block already
+/// held is not fetched again (the driver's `sched/batch.rs`).
+pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
+    BASE_MEMORY + 3 * fetched + max_in + 3 * out + work
+}
 
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold

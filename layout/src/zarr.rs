@@ -8,6 +8,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use ndarray::{ArrayD, IxDyn, SliceInfoElem};
 use serde_json::json;
 use zarrs::array::codec::api::ArrayToBytesCodecTraits;
@@ -375,6 +376,78 @@ impl StoredArray {
         store.put(&self.block_key(idx), bytes).await?;
         Ok(n)
     }
+
+    /// Reads every block into one in-memory array (a small one: a mask's values, a fit's
+    /// sums, an output's preview); a missing chunk is an error (nums-cloud writes all).
+    pub async fn read_whole(&self, store: &Store) -> Result<Block> {
+        self.read_all(store, false).await
+    }
+
+    /// [`read_whole`](Self::read_whole), a missing chunk read as the fill value (arrays
+    /// written by others).
+    pub async fn read_whole_or_fill(&self, store: &Store) -> Result<Block> {
+        self.read_all(store, true).await
+    }
+
+    async fn read_all(&self, store: &Store, missing_is_fill: bool) -> Result<Block> {
+        let blocks: Vec<(Vec<u64>, Block)> = futures::stream::iter(self.meta.blocks())
+            .map(|idx| async move {
+                let b = if missing_is_fill {
+                    self.read_block_or_fill(store, &idx).await?
+                } else {
+                    self.read_block(store, &idx).await?
+                };
+                Ok::<_, Error>((idx, b))
+            })
+            .buffer_unordered(WHOLE_AT_ONCE)
+            .try_collect()
+            .await?;
+        let shape: Vec<usize> = self.meta.shape.iter().map(|&s| s as usize).collect();
+        let mut full = Block::zeros(self.meta.dtype, &shape);
+        for (idx, b) in blocks {
+            let info = block_slice(&self.meta, &idx);
+            match (&mut full, b) {
+                (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
+                (Block::F32(f), Block::F32(b)) => f.slice_mut(info.as_slice()).assign(&b),
+                (Block::I64(f), Block::I64(b)) => f.slice_mut(info.as_slice()).assign(&b),
+                (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
+                _ => {
+                    return Err(meta_err(
+                        &self.path,
+                        "a block's dtype differs from the array's",
+                    ));
+                }
+            }
+        }
+        Ok(full)
+    }
+
+    /// Splits an in-memory array of the array's shape into blocks and writes them.
+    pub async fn write_whole(&self, store: &Store, full: &Block) -> Result<()> {
+        futures::stream::iter(self.meta.blocks())
+            .map(|idx| async move {
+                let info = block_slice(&self.meta, &idx);
+                let block = crate::map_block!(full, a => a.slice(info.as_slice()).to_owned());
+                self.write_block(store, &idx, &block).await.map(|_| ())
+            })
+            .buffer_unordered(WHOLE_AT_ONCE)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+}
+
+/// Blocks [`StoredArray::read_whole`] and [`StoredArray::write_whole`] move at once.
+const WHOLE_AT_ONCE: usize = 8;
+
+/// Where block `idx` lies in the whole array, as a slice.
+fn block_slice(meta: &ArrayMeta, idx: &[u64]) -> Vec<SliceInfoElem> {
+    let o = meta.block_origin(idx);
+    let s = meta.block_shape(idx);
+    o.iter()
+        .zip(&s)
+        .map(|(&o, &s)| SliceInfoElem::from(o as isize..(o as isize + s as isize)))
+        .collect()
 }
 
 /// The key of block `idx` of the array at `path` in nums-cloud's encoding (Zarr v3's

@@ -303,7 +303,7 @@ impl Rendered {
 
     /// An engine error in the user's words, classified.
     pub(super) fn error(&self, e: &anyhow::Error) -> Error {
-        let chain: &anyhow::Error = match e.downcast_ref::<crate::run::RunFailed>() {
+        let chain: &anyhow::Error = match e.downcast_ref::<crate::report::RunFailed>() {
             Some(f) => &f.error,
             None => e,
         };

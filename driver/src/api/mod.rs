@@ -731,9 +731,7 @@ impl Session {
                     message: e.to_string(),
                 }
             })?;
-        crate::run::write_whole(&arr, &store, values)
-            .await
-            .map_err(store_error)?;
+        arr.write_whole(&store, values).await.map_err(store_error)?;
         let attrs = serde_json::json!({
             "complete": true,
             "source": "from_ndarray",

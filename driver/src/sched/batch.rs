@@ -7,17 +7,9 @@
 //! tree with range add, so that adding a task costs O(inputs · log(batch size)) rather
 //! than a new pass over the batch.
 
-use super::*;
+use nums_function::memory::{BASE_MEMORY, task_peak};
 
-/// Projected peak memory of one task (see `nums_function::handle`): the process's base,
-/// its fetched inputs three times (encoded, decompressed, decoded), one input-sized kernel
-/// temporary (`max_in`), the output twice (result and accumulator) and its encoded copy,
-/// plus its kernel's workspace (`work`, see [`kernel_workspace`]). In a batch, blocks kept
-/// for later tasks add to it, and a block already held is not fetched again. The graph
-/// uses it too, to refuse or size linear-algebra tasks before planning.
-pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
-    BASE_MEMORY + 3 * fetched + max_in + 3 * out + work
-}
+use super::*;
 
 /// [`task_peak`] of task `i` run alone.
 fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {

@@ -5,6 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use nums_function::memory::task_peak;
 use nums_layout::batch::{Batch, BlockRef};
 
 use super::*;
@@ -47,7 +48,7 @@ fn wire_peak(b: &Batch) -> u64 {
         let shape = |r: &BlockRef| b.arrays[r.array as usize].meta.block_shape(&r.index);
         let ins: Vec<Vec<usize>> = t.inputs.iter().map(shape).collect();
         let work = super::kernel_workspace(&t.kernel, &ins, &shape(&t.output));
-        peak = peak.max(BASE_MEMORY + held + 3 * fetched + max_in + 3 * out + work);
+        peak = peak.max(held + task_peak(fetched, max_in, out, work));
         for r in &t.inputs {
             let n = nbytes(b, r);
             if live.insert(r, n).is_none() {

@@ -11,7 +11,6 @@
 //! consumed in one batch never touches the store.
 
 mod batch;
-pub use batch::task_peak;
 #[cfg(any(test, debug_assertions))]
 mod check;
 mod lshs;
@@ -33,9 +32,6 @@ use crate::tasks::{BlockId, BlockWork, Step, Work, array_path, block_nbytes};
 /// New blocks up to this size are made again in each batch that needs them rather than
 /// read from the store (a random or constant block costs less to make than to fetch).
 pub(super) const INLINE_MAX: u64 = 16 << 20;
-
-/// Memory of a function process before it holds any block (runtime, threads, buffers).
-pub const BASE_MEMORY: u64 = 40 << 20;
 
 /// Bytes a task's kernel needs beyond its input and output blocks (the LAPACK kernels'
 /// copies and work arrays, `nums_function::linalg::workspace_bytes`; the text a CSV import
@@ -101,6 +97,15 @@ impl PlannedBatch {
             flops: 0.0,
             streamed: 0,
             body: Body::Given(Arc::new(batch)),
+        }
+    }
+
+    /// The same batch (dependencies, slot, projections) sent as `batch`: a fit's pass
+    /// sends its plan's batches again, with new parameter values in them.
+    pub fn with_batch(&self, batch: Batch) -> PlannedBatch {
+        PlannedBatch {
+            body: Body::Given(Arc::new(batch)),
+            ..self.clone()
         }
     }
 

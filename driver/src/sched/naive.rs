@@ -1,6 +1,8 @@
 //! The naive scheduler: one task per invocation, every input read from and every output
 //! written to the store; reductions become trees whose fan-in fits `memory_mb`.
 
+use nums_function::memory::BASE_MEMORY;
+
 use super::*;
 
 pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {

@@ -11,6 +11,7 @@
 //! partial pivoting on column panels of all rows (see [`LuStep`]); a matrix in one block is
 //! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
+use nums_function::memory::task_peak;
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
 
 use super::*;
@@ -119,7 +120,7 @@ impl TsqrTree {
 /// workspace: the stacked copy, T and dgeqrf's work).
 fn combine_bytes(f: u64, n: u64) -> u64 {
     let nn = n * n * 8;
-    crate::sched::BASE_MEMORY + (3 * f + 1 + 3) * nn + (f * nn + nn + 64 * n * 8)
+    task_peak(f * nn, nn, nn, f * nn + nn + 64 * n * 8)
 }
 
 /// Which axis of a name's one-line description: `(m, n)` as "m x n".
@@ -782,7 +783,7 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
 fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
     let nb = n.div_ceil(blk);
     let bb = blk * blk * 8;
-    crate::sched::task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
+    task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
 }
 
 /// The planner's projection of blocked LU's largest task (n x n in column panels of `w`):
@@ -790,7 +791,7 @@ fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
 /// rows it factors.
 fn lu_task_bytes(n: u64, w: u64) -> u64 {
     let panel = (n + 1) * w * 8;
-    crate::sched::task_peak(2 * panel, panel, panel, panel)
+    task_peak(2 * panel, panel, panel, panel)
 }
 
 /// What a blocked LU is for.
@@ -1038,7 +1039,7 @@ fn square_op(
     let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
     let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
     let out = out_shape.iter().product::<u64>() * 8;
-    let need = crate::sched::task_peak(ins, max_in, out, work);
+    let need = task_peak(ins, max_in, out, work);
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
         return Err(bd.err(
@@ -1144,7 +1145,8 @@ pub fn factorizations_text(g: &Graph) -> String {
             let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out).unwrap_or(0);
             let bytes = |s: &[usize]| s.iter().product::<usize>() as u64 * 8;
             let in_bytes: u64 = ins.iter().map(|s| bytes(s)).sum();
-            let need = crate::sched::BASE_MEMORY + 4 * in_bytes + 3 * bytes(&out) + work;
+            // All inputs taken as the largest: a bound, as the description rounds anyway.
+            let need = task_peak(in_bytes, in_bytes, bytes(&out), work);
             let what = if l == 0 {
                 "one R per row block".to_string()
             } else {

@@ -1,0 +1,123 @@
+//! The functions a run invokes, owned in one place ([`Backend`]): the invoker (AWS Lambda,
+//! or the local Lambda-compatible endpoint with its function processes), started once per
+//! run and handed to every stage (the CSV count, the masks, the fits, the main stage, the
+//! exports), stopped once at the end; and the rules for the local processes' logs, kept
+//! after a run that did not succeed and removed after one that did.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, anyhow};
+
+use crate::dispatch::Invoker;
+use crate::job::{self, Compute, Job};
+use crate::local::{LocalConfig, LocalEndpoint};
+
+/// The functions of one run: nothing runs until [`Backend::start`], and
+/// [`Backend::stop`] ends them.
+pub(crate) struct Backend {
+    compute: Compute,
+    /// The local function process; `None`: [`default_function_command`].
+    command: Option<Vec<String>>,
+    started: tokio::sync::OnceCell<(Invoker, Option<LocalEndpoint>)>,
+}
+
+impl Backend {
+    /// The backend of `job`'s `[compute]`, not started.
+    pub(crate) fn new(job: &Job, command: Option<Vec<String>>) -> Backend {
+        Backend {
+            compute: job.compute.clone(),
+            command,
+            started: Default::default(),
+        }
+    }
+
+    /// Starts the functions the first time it is called (the local processes' logs go to
+    /// [`local_log_dir`]`(id)`); every later call returns the same invoker.
+    pub(crate) async fn start(&self, id: &str) -> anyhow::Result<&Invoker> {
+        let (invoker, _) = self
+            .started
+            .get_or_try_init(|| async {
+                let c = &self.compute;
+                Ok::<_, anyhow::Error>(match c.backend {
+                    job::Backend::Local => {
+                        let command = match &self.command {
+                            Some(c) => c.clone(),
+                            None => default_function_command()?,
+                        };
+                        let ep = LocalEndpoint::start(LocalConfig {
+                            function: c.function.clone(),
+                            workers: c.workers,
+                            memory_mb: c.memory_mb,
+                            timeout: Duration::from_secs(c.timeout_seconds),
+                            command,
+                            log_dir: local_log_dir(id),
+                        })
+                        .await?;
+                        (Invoker::local(&ep.invoke_url, &c.function), Some(ep))
+                    }
+                    job::Backend::Lambda => (Invoker::lambda(&c.function).await, None),
+                })
+            })
+            .await?;
+        Ok(invoker)
+    }
+
+    /// The folder of the local function processes' logs, once they started.
+    pub(crate) fn log_dir(&self) -> Option<&Path> {
+        self.started.get()?.1.as_ref().map(LocalEndpoint::log_dir)
+    }
+
+    /// Stops the functions (the local processes killed and waited for). Their logs are
+    /// removed when `succeeded`; else kept, and their files returned (for the error and
+    /// `--stats`' `function_logs`).
+    pub(crate) async fn stop(self, succeeded: bool) -> Vec<PathBuf> {
+        let Some((_, Some(ep))) = self.started.into_inner() else {
+            return Vec::new();
+        };
+        let dir = ep.log_dir().to_path_buf();
+        ep.stop().await;
+        if succeeded {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Vec::new();
+        }
+        crate::local::logs_in(&dir)
+    }
+}
+
+/// Where the local function processes of run `run_id` write their output:
+/// `nums-cloud-<pid>-<run>` in the system's temporary folder (`$TMPDIR`, else `/tmp`).
+pub fn local_log_dir(run_id: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("nums-cloud-{}-{run_id}", std::process::id()))
+}
+
+/// The function process of the local backend: `nums-cloud function` — this executable
+/// when it is nums-cloud, else a `nums-cloud` next to it (or one folder up, as cargo lays
+/// out test binaries) or on the PATH; `$NUMS_CLOUD_FUNCTION` overrides.
+pub fn default_function_command() -> anyhow::Result<Vec<String>> {
+    if let Ok(p) = std::env::var("NUMS_CLOUD_FUNCTION") {
+        return Ok(p.split_whitespace().map(str::to_string).collect());
+    }
+    let exe = std::env::current_exe().context("cannot find the nums-cloud executable")?;
+    let name = format!("nums-cloud{}", std::env::consts::EXE_SUFFIX);
+    let found = if exe.file_name().is_some_and(|n| n == name.as_str()) {
+        Some(exe.clone())
+    } else {
+        let near = exe
+            .parent()
+            .into_iter()
+            .flat_map(|d| [d.join(&name), d.join("..").join(&name)]);
+        let path = std::env::var_os("PATH")
+            .map(|p| {
+                std::env::split_paths(&p)
+                    .map(|d| d.join(&name))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        near.chain(path).find(|p| p.is_file())
+    };
+    let exe = found.ok_or_else(|| {
+        anyhow!("cannot find the nums-cloud binary to run local functions; set NUMS_CLOUD_FUNCTION to its path")
+    })?;
+    Ok(vec![exe.to_string_lossy().into_owned(), "function".into()])
+}

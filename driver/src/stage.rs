@@ -1,0 +1,527 @@
+//! The stage runner: every stage of a run goes through [`Stages::run`] — the CSV count
+//! before the job is checked, each boolean mask's stage, the making of a fit's X and y,
+//! every pass of a fit, the main stage, and the export of large `.npy` outputs to S3. One
+//! place gives each stage the run's backend, the journal (`--resume` skips the batches an
+//! earlier run finished), the dispatcher's policy, the `--stats` record of every
+//! invocation, the progress, and the explanation of a failure.
+//!
+//! What happens reaches the caller through an [`Observer`] (as Cubed's executor callbacks
+//! do): [`History`] keeps what `--stats` reports, `progress::Progress` draws the bar. A
+//! stage never calls back up into the run.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use anyhow::anyhow;
+use nums_layout::batch::Stats;
+use nums_layout::{ErrorKind, Store, StoredArray};
+
+use crate::backend::Backend;
+use crate::dispatch::{DispatchError, Dispatched, InvokeError, Sent};
+use crate::graph::{self, Graph, NodeOp};
+use crate::invocation::Invocation;
+use crate::job::Job;
+use crate::report::FitReport;
+use crate::runs::Run;
+use crate::sched::{Plan, PlannedBatch};
+use crate::tasks;
+
+/// A stage begins.
+pub(crate) struct StageStart<'a> {
+    pub stage: &'a str,
+    /// Invocations it sends now, and those a resumed run skips (finished before).
+    pub to_run: u64,
+    pub skipped: u64,
+    /// Block tasks in its batches.
+    pub tasks: u64,
+}
+
+/// A batch of a stage finished: the stats of the invocation that did it, and the memory
+/// it was allowed (its projection, or `memory_mb` when that is more).
+pub(crate) struct BatchEnd<'a> {
+    pub stage: &'a str,
+    pub batch: usize,
+    pub stats: &'a Stats,
+    pub allowed_peak: u64,
+}
+
+/// What a caller sees of the stages it runs. Every method has a default that ignores it.
+pub(crate) trait Observer: Send + Sync {
+    fn on_stage_start(&self, _e: &StageStart<'_>) {}
+    /// Each invocation as it answers (failed ones, retries, backups and late copies too).
+    fn on_invocation(&self, _r: &Invocation) {}
+    fn on_batch_end(&self, _e: &BatchEnd<'_>) {}
+    /// A stage finished: its dispatcher's counters (retries, throttling, backups).
+    fn on_stage_end(&self, _stage: &str, _counters: &Dispatched) {}
+    /// What a long stage is at, in words (a fit's iteration, loss and gradient).
+    fn on_note(&self, _text: &str) {}
+}
+
+/// Two observers, each seeing everything.
+impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
+    fn on_stage_start(&self, e: &StageStart<'_>) {
+        self.0.on_stage_start(e);
+        self.1.on_stage_start(e);
+    }
+    fn on_invocation(&self, r: &Invocation) {
+        self.0.on_invocation(r);
+        self.1.on_invocation(r);
+    }
+    fn on_batch_end(&self, e: &BatchEnd<'_>) {
+        self.0.on_batch_end(e);
+        self.1.on_batch_end(e);
+    }
+    fn on_stage_end(&self, stage: &str, counters: &Dispatched) {
+        self.0.on_stage_end(stage, counters);
+        self.1.on_stage_end(stage, counters);
+    }
+    fn on_note(&self, text: &str) {
+        self.0.on_note(text);
+        self.1.on_note(text);
+    }
+}
+
+/// What a run measured, stage after stage: the `--stats` figures. Kept by the caller
+/// (outside the run's future), so that a failed or interrupted run reports it too.
+#[derive(Default)]
+pub(crate) struct Recorded {
+    pub dispatched: Dispatched,
+    pub tasks: u64,
+    pub skipped: u64,
+    /// Invocations that peaked over what they were allowed: (stage, batch, measured,
+    /// allowed).
+    pub over: Vec<(String, usize, u64, u64)>,
+    /// Every invocation, as it answered.
+    pub timeline: Vec<Invocation>,
+    pub fits: Vec<FitReport>,
+    /// The main stage's largest projected batch peak, and its projected wall seconds.
+    pub projected_peak: u64,
+    pub projected_main: f64,
+}
+
+/// The [`Observer`] that keeps the run's [`Recorded`] figures (Cubed's `HistoryCallback`).
+#[derive(Default)]
+pub(crate) struct History(Mutex<Recorded>);
+
+impl History {
+    fn with<T>(&self, f: impl FnOnce(&mut Recorded) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The main stage's plan as projected (before it runs).
+    pub(crate) fn planned_main(&self, plan: &Plan, seconds: f64) {
+        self.with(|r| {
+            r.projected_peak = r.projected_peak.max(plan.max_projected_peak());
+            r.projected_main = seconds;
+        })
+    }
+
+    pub(crate) fn fitted(&self, fit: FitReport) {
+        self.with(|r| r.fits.push(fit))
+    }
+
+    pub(crate) fn into_inner(self) -> Recorded {
+        self.0.into_inner().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Observer for History {
+    fn on_stage_start(&self, e: &StageStart<'_>) {
+        self.with(|r| {
+            r.tasks += e.tasks;
+            r.skipped += e.skipped;
+        })
+    }
+    fn on_invocation(&self, i: &Invocation) {
+        self.with(|r| r.timeline.push(i.clone()))
+    }
+    fn on_batch_end(&self, e: &BatchEnd<'_>) {
+        self.with(|r| {
+            r.dispatched.stats.add(e.stats);
+            // The functions spend the headroom between the projected peak and the memory
+            // limit on reads ahead, writes behind and kept blocks: over is over both.
+            if e.stats.peak_memory_bytes > e.allowed_peak {
+                let over = (e.stats.peak_memory_bytes, e.allowed_peak);
+                r.over.push((e.stage.to_string(), e.batch, over.0, over.1));
+            }
+        })
+    }
+    fn on_stage_end(&self, _stage: &str, counters: &Dispatched) {
+        self.with(|r| {
+            r.dispatched.merge(&Dispatched {
+                stats: Default::default(),
+                ..counters.clone()
+            })
+        })
+    }
+}
+
+/// Runs the stages of one run (or, before the run exists, the CSV count's).
+pub(crate) struct Stages<'a> {
+    pub job: &'a Job,
+    pub store: &'a Store,
+    backend: &'a Backend,
+    /// The run whose journal records the finished batches (and whose resumed journal
+    /// skips them); `None` before it exists.
+    run: Option<&'a Run>,
+    observer: &'a dyn Observer,
+    /// When the run started: the records' times count from it.
+    t0: Instant,
+    /// What the backend's log folder is named after, if a stage of these starts it.
+    log_id: String,
+}
+
+impl<'a> Stages<'a> {
+    pub(crate) fn new(
+        job: &'a Job,
+        store: &'a Store,
+        backend: &'a Backend,
+        run: Option<&'a Run>,
+        observer: &'a dyn Observer,
+        t0: Instant,
+        log_id: &str,
+    ) -> Stages<'a> {
+        Stages {
+            job,
+            store,
+            backend,
+            run,
+            observer,
+            t0,
+            log_id: log_id.to_string(),
+        }
+    }
+
+    /// Passes a note on to the observer (see [`Observer::on_note`]).
+    pub(crate) fn note(&self, text: &str) {
+        self.observer.on_note(text)
+    }
+
+    /// The run's store prefix (`<job>/_runs/<run>`).
+    pub(crate) fn prefix(&self) -> anyhow::Result<String> {
+        Ok(self.run_state()?.prefix())
+    }
+
+    fn run_state(&self) -> anyhow::Result<&'a Run> {
+        self.run
+            .ok_or_else(|| anyhow!("a stage of a graph runs within a run"))
+    }
+
+    /// Plans `g` (a part of the job's graph) and runs it as stage `name`.
+    pub(crate) async fn run_graph(
+        &self,
+        name: &str,
+        g: &Graph,
+        probes: &graph::Probes,
+    ) -> anyhow::Result<()> {
+        let prefix = self.run_state()?.prefix();
+        let plan = crate::plan::plan_job(self.job, g, &prefix, probes)?;
+        self.run_plan(name, g, &plan).await
+    }
+
+    /// Runs stage `name`, the plan of `g`: the arrays it keeps described first, its
+    /// batches resumable; a task's linear-algebra failure named by the job-file array.
+    pub(crate) async fn run_plan(&self, name: &str, g: &Graph, plan: &Plan) -> anyhow::Result<()> {
+        let run = self.run_state()?;
+        describe_staged(self.job, g, run, self.store).await?;
+        self.run(name, &plan.batches, plan.tasks as u64, Resume::Skip)
+            .await
+            .map(|_| ())
+            .map_err(|e| name_linalg_failure(e, self.job, g, &run.prefix()))
+    }
+
+    /// Runs `batches` as stage `name` (`tasks` block tasks): in dependency order on the
+    /// run's backend, every invocation recorded and observed. With [`Resume::Skip`] the
+    /// batches finished go to the run's journal, and a resumed run skips those an earlier
+    /// run finished (verified: every block they write is in the store). Returns the
+    /// stage's dispatch totals.
+    pub(crate) async fn run(
+        &self,
+        name: &str,
+        batches: &[PlannedBatch],
+        tasks: u64,
+        resume: Resume,
+    ) -> anyhow::Result<Dispatched> {
+        let (job, store) = (self.job, self.store);
+        let invoker = self.backend.start(&self.log_id).await?;
+        let journal = self.run.filter(|_| resume == Resume::Skip);
+        let done = match journal.and_then(|r| Some((r, r.resumed.as_ref()?.done.get(name)?))) {
+            Some((run, claimed)) if !claimed.is_empty() => {
+                verified_done(batches, claimed, store, run).await?
+            }
+            _ => Default::default(),
+        };
+        let pending: Vec<usize> = (0..batches.len()).filter(|i| !done.contains(i)).collect();
+        let mut new_index = vec![usize::MAX; batches.len()];
+        for (k, &i) in pending.iter().enumerate() {
+            new_index[i] = k;
+        }
+        let todo: Vec<PlannedBatch> = pending
+            .iter()
+            .map(|&i| {
+                let mut b = batches[i].clone();
+                b.deps = b
+                    .deps
+                    .iter()
+                    .filter(|&&d| !done.contains(&d))
+                    .map(|&d| new_index[d])
+                    .collect();
+                b
+            })
+            .collect();
+        if let (false, Some(run)) = (done.is_empty(), journal) {
+            tracing::info!(
+                "resuming run {}: {} of {} invocations of stage {name} finished before; {} to go",
+                run.id,
+                done.len(),
+                batches.len(),
+                todo.len()
+            );
+        }
+        tracing::debug!(
+            "stage {name}: {} invocations ({} to run), {tasks} tasks, scheduler {:?}",
+            batches.len(),
+            todo.len(),
+            job.compute.scheduler
+        );
+        self.observer.on_stage_start(&StageStart {
+            stage: name,
+            to_run: todo.len() as u64,
+            skipped: done.len() as u64,
+            tasks,
+        });
+        let on_done = |k: usize, stats: &Stats| {
+            let i = pending[k];
+            if let Some(run) = journal {
+                run.done(name, i);
+            }
+            self.observer.on_batch_end(&BatchEnd {
+                stage: name,
+                batch: i,
+                stats,
+                allowed_peak: batches[i].projected_peak.max(job.compute.memory_mb << 20),
+            });
+        };
+        let on_sent = |s: &Sent<'_>| {
+            let i = pending[s.batch];
+            self.observer
+                .on_invocation(&record(name, i, &batches[i], s, self.t0));
+        };
+        let mut policy = crate::dispatch::Policy::default();
+        if let Some(b) = &mut policy.backups {
+            b.model = Some(crate::cost::CostModel::for_job(job));
+        }
+        let workers = job.compute.workers;
+        let result = crate::dispatch::run_batches_observed(
+            invoker, &todo, store, workers, &policy, on_done, on_sent,
+        )
+        .await;
+        if let Some(run) = journal {
+            let _ = run.flush().await;
+        }
+        let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
+        self.observer.on_stage_end(name, &d);
+        Ok(d)
+    }
+}
+
+/// Whether a stage's finished batches go to the run's journal, for a resumed run to skip.
+/// A fit's passes never do: each sends the same batches with new parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resume {
+    Skip,
+    Never,
+}
+
+/// One invocation's `--stats` record.
+fn record(stage: &str, batch: usize, b: &PlannedBatch, s: &Sent<'_>, t0: Instant) -> Invocation {
+    let secs = |t: Instant| t.saturating_duration_since(t0).as_secs_f64();
+    let zero = Stats::default();
+    let st = s.result.unwrap_or(&zero);
+    Invocation {
+        stage: stage.to_string(),
+        batch,
+        slot: 0,
+        planned_slot: b.slot,
+        start: secs(s.started),
+        end: secs(s.ended),
+        tasks: b.num_tasks() as u64,
+        bytes_read: st.bytes_read,
+        bytes_written: st.bytes_written,
+        function_seconds: st.wall_seconds,
+        compute_seconds: st.compute_seconds,
+        io_seconds: st.io_seconds,
+        peak_memory_bytes: st.peak_memory_bytes,
+        attempt: s.attempt,
+        backup: s.backup,
+        status: match (&s.result, s.late) {
+            (Err(_), _) => "failed",
+            (Ok(_), true) => "late",
+            (Ok(_), false) => "ok",
+        }
+        .into(),
+        error: s.result.err().map(|e| e.to_string()),
+    }
+}
+
+/// Of the batches an earlier run says it finished, those whose every written block is in
+/// the store (one listing of the run's prefix).
+async fn verified_done(
+    batches: &[PlannedBatch],
+    claimed: &BTreeSet<usize>,
+    store: &Store,
+    run: &Run,
+) -> anyhow::Result<HashSet<usize>> {
+    let present: HashSet<String> = store
+        .list_sizes(&run.prefix())
+        .await?
+        .into_iter()
+        .filter(|(_, size)| *size > 0)
+        .map(|(k, _)| k)
+        .collect();
+    Ok(claimed
+        .iter()
+        .copied()
+        .filter(|&i| i < batches.len())
+        .filter(|&i| {
+            let b = &batches[i].batch();
+            b.tasks.iter().filter(|t| t.write_output).all(|t| {
+                let a = &b.arrays[t.output.array as usize];
+                present.contains(&nums_layout::zarr::chunk_key(&a.path, &t.output.index))
+            })
+        })
+        .collect())
+}
+
+/// A failed dispatch in the job's words, with a hint where one helps.
+fn explain(e: &DispatchError, job: &Job) -> String {
+    let hint = match &e.error {
+        InvokeError::Function {
+            kind: ErrorKind::OutOfMemory,
+            ..
+        } => format!(
+            "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
+            job.compute.memory_mb
+        ),
+        // Lambda reports a timeout as either, depending on the runtime's age.
+        InvokeError::Function {
+            kind: ErrorKind::TimedOut,
+            ..
+        } => {
+            format!(
+                "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
+                job.compute.timeout_seconds
+            )
+        }
+        InvokeError::Throttled { .. } => format!(
+            "\n  hint: Lambda kept throttling: lower [compute] workers (now {}) or raise the function's reserved concurrency",
+            job.compute.workers
+        ),
+        _ => String::new(),
+    };
+    format!("job {}: {e}{hint}", job.name)
+}
+
+/// A task's LinAlgError (a singular matrix, one not positive definite) as an error of the
+/// job-file array whose definition made the failed block: its key and line, NumPy's words.
+fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> anyhow::Error {
+    const MARK: &str = nums_function::linalg::LINALG_ERROR;
+    let msg = format!("{e:#}");
+    let Some(at) = msg.rfind(MARK) else {
+        return e;
+    };
+    let words = &msg[at..];
+    let Some(node) = g
+        .nodes
+        .iter()
+        .find(|n| msg.contains(&format!("{}/", tasks::node_path(prefix, g, n.id))))
+    else {
+        return e;
+    };
+    let Some(name) = node.def.as_ref().or(node.name.as_ref()) else {
+        return e;
+    };
+    let line = job
+        .arrays
+        .iter()
+        .find(|a| &a.name == name)
+        .map_or(0, |a| a.line);
+    anyhow!(job.err(line, format!("arrays.{name}"), words.to_string()))
+}
+
+/// Stages what the run keeps: the `zarr.json` of every array it makes and keeps (with
+/// attributes saying what made it). Its blocks come from the stage's tasks (imports too).
+async fn describe_staged(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
+    let prefix = run.prefix();
+    for n in &g.nodes {
+        if matches!(n.op, NodeOp::InPlace { .. }) || !n.persist {
+            continue; // read in place: never written; intermediates need no metadata
+        }
+        let arr = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
+        let def = n
+            .name
+            .as_ref()
+            .and_then(|k| job.arrays.iter().find(|a| &a.name == k));
+        let attrs = serde_json::json!({
+            "complete": true,
+            "job": job.name,
+            "run": run.id,
+            "array": n.name,
+            "source": def.map(|d| d.source.describe()),
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        // Inputs (`.npy`, CSV, Parquet, foreign Zarr) are imported by the functions.
+        arr.write_metadata_with(store, Some(attrs)).await?;
+    }
+    Ok(())
+}
+
+/// For `run --keep`: gives the intermediates the run wrote whole a `zarr.json` (saying
+/// which job-file array made them), so that they can be opened after the run. One written
+/// only in part (a plan writes a block only where another invocation reads it) gets none:
+/// its missing blocks would read as the fill value.
+pub(crate) async fn describe_kept(
+    job: &Job,
+    g: &Graph,
+    run: &Run,
+    store: &Store,
+) -> anyhow::Result<()> {
+    let prefix = run.prefix();
+    let mut written: std::collections::HashMap<String, u64> = Default::default();
+    for key in store.list(&format!("{prefix}/tmp/")).await? {
+        if let Some((array, _)) = key.split_once("/c/") {
+            *written.entry(array.to_string()).or_default() += 1;
+        }
+    }
+    let (mut whole, mut part) = (0, 0);
+    for n in &g.nodes {
+        if n.persist || matches!(n.op, NodeOp::InPlace { .. }) {
+            continue;
+        }
+        let path = tasks::node_path(&prefix, g, n.id);
+        match written.get(&path) {
+            Some(&k) if k == n.meta.num_blocks() => whole += 1,
+            Some(_) => {
+                part += 1;
+                continue;
+            }
+            None => continue,
+        }
+        let attrs = serde_json::json!({
+            "complete": true,
+            "job": job.name,
+            "run": run.id,
+            "intermediate_of": n.def.as_ref().or(n.name.as_ref()),
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        StoredArray::new(&path, n.meta.clone())?
+            .write_metadata_with(store, Some(attrs))
+            .await?;
+    }
+    tracing::info!(
+        "--keep: {whole} intermediates written whole are described under {prefix}/tmp/ \
+         ({part} written only in part have no zarr.json)"
+    );
+    Ok(())
+}

@@ -1,0 +1,154 @@
+//! Block work of the linear algebra (`graph/funcs/linalg.rs`): TSQR's levels, blocked
+//! Cholesky and LU on column panels, and the dense one-task kernels.
+
+use nums_layout::batch::QrOutput;
+
+use crate::graph::{LuStep, TsqrQ};
+
+use super::*;
+
+pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
+    let (id, n, idx) = (cx.id, cx.n, cx.idx);
+    match &n.op {
+        NodeOp::Tsqr { xs, group, q } => {
+            // Group `g` of the operands' block rows, each row's blocks side by side.
+            let j = idx[0];
+            let (g, part) = match q {
+                None => (j, 0),
+                Some(_) => (j / group, j % group),
+            };
+            let rows = cx.w.grids[xs[0]][0];
+            let cols: u64 = xs.iter().map(|&x| cx.w.grids[x][1]).sum();
+            let mut inputs = Vec::new();
+            for r in g * group..((g + 1) * group).min(rows) {
+                for &x in xs {
+                    inputs.extend((0..cx.w.grids[x][1]).map(|c| cx.b(x, &[r, c])));
+                }
+            }
+            let output = match q {
+                None => QrOutput::R,
+                Some(TsqrQ { c: None }) => QrOutput::Q {
+                    part: part as usize,
+                },
+                Some(TsqrQ { c: Some(c) }) => {
+                    inputs.push(cx.b(*c, &[g, 0]));
+                    QrOutput::QProduct {
+                        part: part as usize,
+                    }
+                }
+            };
+            cx.one(
+                Kernel::Qr {
+                    cols: cols as usize,
+                    output,
+                },
+                inputs,
+            )
+        }
+        NodeOp::CholeskyBlocked { x } => {
+            let (i, j) = (idx[0], idx[1]);
+            if i < j {
+                return cx.one(
+                    Kernel::Fill {
+                        value: nums_layout::Scalar::Float(0.0),
+                    },
+                    vec![],
+                );
+            }
+            let mut inputs = vec![cx.b(*x, idx)];
+            for k in 0..j {
+                if i != j {
+                    inputs.push(cx.b(id, &[i, k]));
+                }
+                inputs.push(cx.b(id, &[j, k]));
+            }
+            if i != j {
+                inputs.push(cx.b(id, &[j, j]));
+            }
+            cx.one(Kernel::CholeskyBlock { diagonal: i == j }, inputs)
+        }
+        NodeOp::Lu { xs, step } => {
+            // F_k: block (k, 0, k) of the panels.
+            let lu = if *step == LuStep::Panels { id } else { xs[0] };
+            let w = cx.meta(lu).block[2] as usize;
+            let p = cx.w.grids[lu][0];
+            let f = |k: u64| cx.b(lu, &[k, 0, k]);
+            // Panel i of a right-hand side as given (1-D: its one block).
+            let rhs = |i: u64| {
+                let y = xs[1];
+                cx.b(
+                    y,
+                    &if cx.meta(y).ndim() == 1 {
+                        vec![0]
+                    } else {
+                        vec![0, i]
+                    },
+                )
+            };
+            let panel = |apply, factor| Kernel::LuPanel { w, apply, factor };
+            match *step {
+                LuStep::Panels => {
+                    let (k, j) = (idx[0], idx[2]);
+                    if j < k || (k == 0 && j > 0) {
+                        return None; // no task reads it
+                    }
+                    if k == 0 {
+                        return cx.one(panel(None, true), vec![cx.b(xs[0], &[0, 0])]);
+                    }
+                    let src = if k == 1 {
+                        cx.b(xs[0], &[0, j])
+                    } else {
+                        cx.b(id, &[k - 1, 0, j])
+                    };
+                    cx.one(panel(Some(k as usize - 1), j == k), vec![f(k - 1), src])
+                }
+                LuStep::Forward => {
+                    let (k, i) = (idx[0], idx[2]);
+                    let src = if k == 0 {
+                        rhs(i)
+                    } else {
+                        cx.b(id, &[k - 1, 0, i])
+                    };
+                    cx.one(panel(Some(k as usize), false), vec![f(k), src])
+                }
+                LuStep::Backward => {
+                    let (i, j) = (idx[0], idx[2]);
+                    let k = p - 1 - i;
+                    let src = if i == 0 {
+                        cx.b(xs[1], &[p - 1, 0, j])
+                    } else {
+                        cx.b(id, &[i - 1, 0, j])
+                    };
+                    cx.one(
+                        Kernel::LuBack {
+                            w,
+                            step: k as usize,
+                        },
+                        vec![f(k), src],
+                    )
+                }
+                LuStep::Solution => {
+                    let j = idx.get(1).copied().unwrap_or(0);
+                    let src = match xs.get(2) {
+                        Some(&back) => cx.b(back, &[p.saturating_sub(2), 0, j]),
+                        None => cx.b(xs[1], &[p - 1, 0, j]),
+                    };
+                    cx.one(Kernel::LuBack { w, step: 0 }, vec![f(0), src])
+                }
+                LuStep::Det(output) => cx.one(
+                    Kernel::LuDet {
+                        w,
+                        step: idx[0] as usize,
+                        output,
+                    },
+                    vec![f(idx[0])],
+                ),
+            }
+        }
+        NodeOp::Dense { kernel, xs } => cx.one(
+            kernel.clone(),
+            xs.iter().map(|&x| BlockId::new(x, 0)).collect(),
+        ),
+        _ => unreachable!("routed here by tasks::BlockWork::work_for"),
+    }
+}
