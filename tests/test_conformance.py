@@ -635,6 +635,200 @@ def test_powers_of_bools_are_int64(tmp_path):
         np.testing.assert_array_equal(got[expr], want, err_msg=expr)
 
 
+# Every Array API dtype, on ragged blocks (complex inputs are z64 and z128: the outputs
+# are c0, c1, ...): NumPy 2's promotion (arrays with arrays, and
+# Python scalars as NEP 50 makes them weak), wrapping on overflow, uint64 with int64 as
+# float64 (compared exactly), complex elementwise functions, reductions and contractions.
+_dt = np.random.default_rng(26)
+
+
+def _full_range(dtype):
+    info = np.iinfo(dtype)
+    a = _dt.integers(info.min, info.max, size=(7, 5), dtype=dtype, endpoint=True)
+    a[0, 0], a[6, 4] = info.min, info.max  # the extremes wrap in -x, abs and sums
+    return a
+
+
+_c = _dt.normal(size=(7, 5)) + 1j * _dt.normal(size=(7, 5))
+_c[1, 1], _c[2, 3] = 0, 2.5  # zero, and a real number with an imaginary part 0
+DTYPE_INPUTS = {
+    "i8": _full_range(np.int8), "i16": _full_range(np.int16), "i32": _full_range(np.int32),
+    "i64": _full_range(np.int64), "u8": _full_range(np.uint8), "u16": _full_range(np.uint16),
+    "u32": _full_range(np.uint32), "u64": _full_range(np.uint64),
+    "f32": _dt.normal(size=(7, 5)).astype(np.float32), "f64": _dt.normal(size=(7, 5)),
+    "z64": (_c * 0.5).astype(np.complex64), "z128": _c, "bb": _dt.random(size=(7, 5)) < 0.5,
+    # small ints (zeros and negatives) for division, powers and contractions that stay in range
+    "s8": _dt.integers(-3, 4, size=(7, 5), dtype=np.int8), "t16": _dt.integers(0, 5, size=(7, 5), dtype=np.uint16),
+}
+_NAMES = ["bb", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64", "z64", "z128"]
+DTYPE_CASES = [
+    # promotion of every pair of dtypes (np.result_type of arrays), values of + and ==
+    *[f"{a} + {b}" for i, a in enumerate(_NAMES) for b in _NAMES[i:] if (a, b) != ("bb", "bb")],
+    "bb + bb", "bb * bb",
+    *[f"{a} == {b}" for a, b in [("i64", "u64"), ("u64", "f64"), ("i8", "u8"), ("z64", "f32"), ("u32", "i32")]],
+    # NEP 50: Python scalars take the array's dtype where their kind fits
+    *[f"{a} + 1" for a in _NAMES], *[f"{a} * 2.5" for a in _NAMES], *[f"{a} + 1j" for a in _NAMES],
+    *[f"{a} > 1" for a in _NAMES], *[f"{a} - True" for a in _NAMES if a != "bb"],
+    "2 - i8", "0.5 / u16", "3 ** s8.astype('uint8')", "1j * f32", "(1 + 2j) * (3 - 1j) + f64",
+    # ints out of the array's range compare exactly (NumPy 2's comparisons of Python ints)
+    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256",
+    # wrapping on overflow, in every width
+    "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
+    "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",
+    # division, floor division and remainder by ints with zeros (NumPy gives 0 there)
+    "i8 / s8", "u16 / t16", "i8 // s8", "i8 % s8", "u16 // t16", "u16 % t16", "i32 // 7", "u64 // 3",
+    "u64 % 1000", "i64 // u8", "s8 ** t16", "bb ** bb", "bb // bb", "bb % bb", "bb ** 2", "bb ** 3",
+    # uint64 with int64: float64 arithmetic, exact comparisons and extremes
+    "u64 + i64", "u64 - i64", "u64 > i64", "u64 <= i64", "maximum(u64, i64)", "minimum(u64, i64)",
+    "where(bb, u64, i64)", "concatenate((u64, i64))",
+    # unary functions of ints (float32 for 16-bit ints, float64 for wider ones)
+    "sign(i16)", "square(u8)", "floor(i8)", "ceil(u32)", "exp(i16)", "sqrt(u16)", "log1p(u32)",
+    "sin(i32)", "tanh(i64)", "exp(f32)", "abs(bb)", "floor(bb)", "conj(bb)", "real(i8)", "imag(u16)",
+    "conj(i32)", "angle(i32)", "angle(bb)", "angle(f32)", "isnan(i8)", "isfinite(u64)",
+    # complex elementwise
+    "z128 + z64", "z64 * f32", "z64 + f64", "z64 * i16", "z64 * i32", "z128 - u64", "z128 / z64",
+    "z128 / f64", "z64 / z64", "z128 ** 2", "z128 ** z64", "z64 ** 0.5", "2 ** z128",
+    "abs(z128)", "abs(z64)", "real(z64)", "imag(z128)", "z128.real", "z64.imag", "conj(z128)",
+    "conjugate(z64)", "angle(z128)", "angle(z64, deg=True)", "exp(z128)", "exp(z64)", "log(z128)",
+    "log(z64)", "sqrt(z128)", "sqrt(z64)", "expm1(z128)", "log1p(z128)", "sin(z128)", "cos(z64)",
+    "tan(z128)", "tanh(z128)", "square(z128)", "sign(z128)", "sign(z64)", "-z64", "isnan(z128)",
+    "isfinite(z64)", "isinf(z128 / 0)", "z128 == z64", "z128 != conj(z128)", "z128 < z64",
+    "z64 >= 0", "maximum(z128, z64)", "minimum(z64, 0)", "clip(z128, 0, 1)", "where(bb, z128, 1j)",
+    "where(z128.real > 0, z64, f32)", "z128 * 1j", "2 + 3j + i8", "logical_and(z128, bb)",
+    "logical_not(z128)",
+    # reductions in NumPy's dtypes: sums in int64 or uint64, extremes in their own
+    "sum(i8)", "sum(i8, axis=0)", "sum(u8, axis=1)", "sum(u64)", "sum(u64, axis=0)", "prod(i16, axis=1)",
+    "prod(u32, axis=0)", "sum(bb)", "sum(i32, axis=(0, 1), keepdims=True)", "max(i8, axis=0)",
+    "min(u64)", "max(u16)", "min(bb, axis=1)", "mean(i32, axis=0)", "mean(u64)", "var(u16)",
+    "std(i8, axis=1)", "argmax(u64, axis=0)", "argmin(i8)", "argmax(i16, axis=1)", "all(u8)",
+    "any(i8, axis=0)", "nansum(u16, axis=0)", "nanmax(u8, axis=1)", "nanprod(s8, axis=0)",
+    "sum(z128)", "sum(z64, axis=0)", "prod(z128, axis=1)", "mean(z64)", "mean(z128, axis=1)",
+    "var(z128)", "var(z64, axis=0)", "std(z64, axis=1)", "std(z128)", "max(z128, axis=0)", "min(z64)",
+    "argmax(z128, axis=1)", "argmin(z64)", "all(z128)", "any(z64, axis=1)", "nansum(z128)",
+    "nanmean(z128, axis=0)", "nanvar(z64)", "nanmax(z128, axis=1)", "nanargmin(z128, axis=0)",
+    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)",
+    # contractions: ints in their own dtype (wrapping), complex through BLAS's complex GEMM
+    "i8 @ i8.T", "u8 @ u8.T", "i16 @ u16.T", "s8 @ t16.T", "bb @ bb.T", "u64 @ u64.T", "u64 @ i64.T",
+    "z128 @ z128.T", "z64 @ z64.T", "z64 @ f32.T", "z128 @ f64.T", "z64 @ i8.T", "z64 @ f64.T",
+    "f32 @ f32.T", "z128 @ z128[0]", "z64[1] @ z64.T",
+    "einsum('ij,ij->i', z128, z64)", "einsum('ij,kj->ik', z64, z64)", "einsum('ij->', u8)",
+    "einsum('ij->j', i16)", "einsum('ij,ij->j', s8, t16)", "tensordot(z64, z64, axes=2)",
+    "tensordot(z128, f32, axes=([0], [0]))", "dot(z128[0], z128[1])", "dot(z64, z64[0])",
+    "outer(z64[0], i8[0])", "inner(z128, z128)", "inner(u16, u16)", "trace(z128[:5])", "trace(i8[:5])",
+    "trace(u8[:5])", "trace(bb[:5])", "np.linalg.norm(z128)", "np.linalg.norm(z64, axis=1)",
+    "np.linalg.norm(z128, 1)", "np.linalg.norm(z128[0], np.inf)", "np.linalg.norm(z64, 'fro')",
+    "np.linalg.norm(i8)", "np.linalg.norm(u16, axis=0)", "np.linalg.lstsq(f64, z128.real[:, 0])[2]",
+    "np.linalg.lstsq(i16.astype('float64'), f64)[2]",
+    # casts, and creation in every dtype
+    "f64.astype('int8')", "(f64 * 100).astype('uint8')", "i64.astype('uint8')", "u64.astype('float32')",
+    "i8.astype('complex64')", "f64.astype(np.int16)", "z128.astype('complex64')", "i16.astype('bool')",
+    "u64.astype('int64')", "i64.astype(np.uint32)", "astype(z64, 'complex128')", "i8.astype(u64.dtype)",
+    "zeros((2, 3), dtype='int8')", "ones(4, dtype=np.uint16)", "full((2, 2), 1 + 2j)",
+    "full((2, 2), 3, dtype='complex64')", "arange(5, dtype='uint8')", "arange(3, dtype='complex128')",
+    "arange(250, 260, 3, dtype=np.uint8)", "eye(3, dtype='int32')", "linspace(0, 10, 4, dtype='int16')",
+    "linspace(-10, 0, 4, dtype=np.int8)", "zeros_like(z64)", "full_like(i8, 7)", "ones_like(u64)",
+    "full((3,), -1, dtype='int16')",
+    # shapes and selections keep the dtype
+    "i8[::2, 1:]", "z128.T", "reshape(z64, (5, 7))", "u64[[0, 2]]", "z128[z128.real[:, 0] > 0]", "transpose(u16)",
+    "concatenate((i8, u8))", "stack((z64, f32))", "where(bb, i8, u8)", "where(bb, i8, 1)",
+    "where(bb, f32, 2j)", "expand_dims(z64, 0)[:, 1:3]", "ravel(u32)[::7]",
+]
+# Where nums-cloud differs from NumPy on purpose (README's differences): NumPy's float16
+# results of float functions of bool, int8 and uint8 are float32 here (no float16).
+FLOAT16_CASES = ["exp(i8)", "sqrt(u8)", "sin(bb)", "log1p(u8)", "angle(i8)"]
+# Refused when checked, as NumPy raises.
+DTYPE_ERRORS = {
+    "i8 + 300": "Python integer 300 out of bounds for int8",
+    "u64 + -1": "Python integer -1 out of bounds for uint64",
+    "maximum(u8, 256)": "Python integer 256 out of bounds for uint8",
+    "z128 // z64": "// is not defined for complex numbers",
+    "z64 % 2": "% is not defined for complex numbers",
+    "floor(z128)": "floor is not defined for complex numbers",
+    "u16 ** -1": "Python integer -1 out of bounds for uint16",
+    "i16 ** -2": "Integers to negative integer powers are not allowed",
+    "np.linalg.qr(z128)": "LAPACK's zgeqrf/zungqr is not wired",
+    "np.linalg.svd(z64)": "LAPACK's zgesdd is not wired",
+    "np.linalg.solve(z128[:5], z128[:5, 0])": "LAPACK's zgetrf/zgetrs is not wired",
+    "np.linalg.cholesky(z128[:5])": "LAPACK's zpotrf is not wired",
+    "np.linalg.lstsq(f64, z128)": "LAPACK's zgeqrf (TSQR) and zgelsd is not wired",
+    "np.linalg.norm(z128, 2)": "LAPACK's zgesdd is not wired",
+    "astype(f64, 'float16')": "unsupported dtype \"float16\"",
+}
+
+
+def _dtype_arrays(tmp_path, inputs, block=(3, 2)):
+    d = tmp_path / "in"
+    d.mkdir(exist_ok=True)
+    for name, a in inputs.items():
+        np.save(d / f"{name}.npy", a)
+    return {n: {"load": str(d / f"{n}.npy"), "block": list(block[:a.ndim])} for n, a in inputs.items()}
+
+
+def _dtype_failures(cases, got):
+    failures = []
+    for expr in cases:
+        try:
+            want = numpy_answer(expr, DTYPE_INPUTS)
+            g = got[expr]
+            assert g.shape == want.shape and g.dtype == want.dtype, \
+                f"shape {g.shape} dtype {g.dtype}, NumPy {want.shape} {want.dtype}"
+            if want.dtype.kind in "biu":
+                np.testing.assert_array_equal(g, want)
+            else:
+                # float32 and complex64 round once where NumPy may round twice; floating
+                # reductions and contractions sum in another order.
+                rtol = 2e-6 if want.dtype in (np.float32, np.complex64) else 1e-12
+                if expr.startswith(("sum", "mean", "var", "std", "prod", "nan", "np.linalg", "einsum", "dot",
+                                    "inner", "tensordot", "trace")) or "@" in expr:
+                    rtol = 1e-5 if want.dtype in (np.float32, np.complex64) else 1e-10
+                fin = np.isfinite(want)
+                scale = float(np.max(np.abs(want[fin]))) if fin.any() else 1.0
+                np.testing.assert_allclose(g, want, rtol=rtol, atol=rtol * 1e-2 * max(scale, 1.0), equal_nan=True)
+        except AssertionError as e:
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
+    return failures
+
+
+def test_every_dtype_matches_numpy(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), DTYPE_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"})
+    failures = _dtype_failures(DTYPE_CASES, got)
+    assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_float_functions_of_small_ints_are_float32_where_numpy_has_float16(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), FLOAT16_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"})
+    for expr in FLOAT16_CASES:
+        want = numpy_answer(expr, DTYPE_INPUTS)
+        assert want.dtype == np.float16 and got[expr].dtype == np.float32, expr
+        # float16 keeps 11 bits: NumPy's values are ours rounded to it (inf past its range).
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got[expr].astype(np.float16), want, err_msg=expr)
+
+
+def test_dtype_errors_are_refused_as_numpy_raises(tmp_path):
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    job = tmp_path / "job.toml"
+    for expr, message in DTYPE_ERRORS.items():
+        if not expr.startswith("np.linalg") and "float16" not in expr:
+            with pytest.raises((OverflowError, TypeError, ValueError)):
+                numpy_answer(expr, DTYPE_INPUTS)
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_dtype_subset_on_garage(garage, tmp_path):
+    cases = DTYPE_CASES[::9]
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    got = run_cases(tmp_path, arrays, cases, {"url": f"s3://{garage.bucket}/dtypes", "endpoint": garage.endpoint},
+                    env=garage.env())
+    failures = _dtype_failures(cases, got)
+    assert not failures, "\n".join(failures)
+
+
 def test_table_is_large_enough():
     assert len(CASES) >= 120 and len(set(CASES)) == len(CASES)
 

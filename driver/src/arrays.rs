@@ -153,12 +153,7 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
             .zip(&m.block)
             .map(|(&x, &b)| (x % b) as usize)
             .collect();
-        values.push(match b {
-            Block::F64(a) => Printed::Float(a[IxDyn(&local)]),
-            Block::F32(a) => Printed::Float(a[IxDyn(&local)] as f64),
-            Block::I64(a) => Printed::Text(a[IxDyn(&local)].to_string()),
-            Block::Bool(a) => Printed::Text(if a[IxDyn(&local)] { "True" } else { "False" }.into()),
-        });
+        values.push(nums_layout::with_block!(b, a => crate::human::printed(a[IxDyn(&local)])));
     }
     let values = format_values(values);
     let width = values.iter().map(String::len).max().unwrap_or(1);
@@ -169,7 +164,8 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
         .collect();
     let body = nest(&values, &shape, &cut, width, 7);
     let mut suffix = match m.dtype {
-        DType::Float64 | DType::Int64 | DType::Bool => String::new(),
+        // NumPy names the dtype unless it is the default of its kind.
+        DType::Float64 | DType::Int64 | DType::Bool | DType::Complex128 => String::new(),
         d => format!(", dtype={}", d.name()),
     };
     if summarise {

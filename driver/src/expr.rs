@@ -76,6 +76,8 @@ pub(crate) enum UnOp {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ExprKind {
     Num(f64),
+    /// An imaginary literal (`2j`): the complex number with this imaginary part.
+    Imag(f64),
     /// An integer literal (NumPy treats `2` and `2.0` differently with int arrays).
     Int(i64),
     Bool(bool),
@@ -111,6 +113,7 @@ pub(crate) struct Expr {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Num(f64),
+    Imag(f64),
     Int(i64),
     Str(String),
     Ident(String),
@@ -153,7 +156,10 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 let operand_before = |t: Option<&(Tok, usize)>| {
                     matches!(
                         t,
-                        Some((Tok::Int(_) | Tok::Num(_) | Tok::Str(_) | Tok::Ident(_), _))
+                        Some((
+                            Tok::Int(_) | Tok::Num(_) | Tok::Imag(_) | Tok::Str(_) | Tok::Ident(_),
+                            _
+                        ))
                             | Some((Tok::Sym(")" | "]"), _))
                     )
                 };
@@ -172,6 +178,12 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                         ),
                     ));
                 }
+            } else if let Some(im) = text.strip_suffix(['j', 'J']) {
+                // Python's imaginary literal (`2j`, `1.5e-3J`): a complex number.
+                let v: f64 = im
+                    .parse()
+                    .map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
+                out.push((Tok::Imag(v), start));
             } else {
                 let v: f64 = text
                     .parse()
@@ -238,6 +250,7 @@ pub(crate) fn parse(s: &str) -> Result<Expr, ExprError> {
 fn describe(t: &Tok) -> String {
     match t {
         Tok::Num(v) => format!("number {v}"),
+        Tok::Imag(v) => format!("number {v}j"),
         Tok::Int(v) => format!("number {v}"),
         Tok::Str(s) => format!("string {s:?}"),
         Tok::Ident(s) => format!("name {s}"),
@@ -487,6 +500,7 @@ impl Parser {
         let (t, pos) = self.next();
         let (kind, below) = match t {
             Tok::Num(v) => (ExprKind::Num(v), 0),
+            Tok::Imag(v) => (ExprKind::Imag(v), 0),
             Tok::Int(v) => (ExprKind::Int(v), 0),
             Tok::Str(s) => (ExprKind::Str(s), 0),
             Tok::Ident(name) => match name.as_str() {
@@ -591,6 +605,7 @@ pub(crate) fn names(e: &Expr) -> Vec<&str> {
                 }
             }
             ExprKind::Num(_)
+            | ExprKind::Imag(_)
             | ExprKind::Int(_)
             | ExprKind::Bool(_)
             | ExprKind::Str(_)
@@ -670,6 +685,7 @@ mod tests {
     fn show(e: &Expr) -> String {
         match &e.kind {
             ExprKind::Num(v) => format!("{v}"),
+            ExprKind::Imag(v) => format!("{v}j"),
             ExprKind::Int(v) => format!("{v}"),
             ExprKind::Name(n) => n.clone(),
             ExprKind::Str(s) => format!("{s:?}"),

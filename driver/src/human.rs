@@ -1,7 +1,7 @@
 //! Numbers and values for people: byte counts, memory, plurals, and small arrays as NumPy
 //! prints them. A leaf: the summary, `plan`, `ls`/`show` and the timeline all print with it.
 
-use nums_layout::Block;
+use nums_layout::{Block, Elem, Scalar};
 
 /// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
 pub(crate) fn human(b: u64) -> String {
@@ -28,15 +28,8 @@ pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
 /// A small in-memory block's values as NumPy prints an array's (nested brackets, NumPy's
 /// float format), without `array(...)` around them: the run summary's preview of an output.
 pub(crate) fn format_block(b: &Block) -> String {
-    let values: Vec<Printed> = match b {
-        Block::F64(a) => a.iter().map(|&v| Printed::Float(v)).collect(),
-        Block::F32(a) => a.iter().map(|&v| Printed::Float(v as f64)).collect(),
-        Block::I64(a) => a.iter().map(|v| Printed::Text(v.to_string())).collect(),
-        Block::Bool(a) => a
-            .iter()
-            .map(|&v| Printed::Text(if v { "True" } else { "False" }.into()))
-            .collect(),
-    };
+    let values: Vec<Printed> =
+        nums_layout::with_block!(b, a => a.iter().map(|&v| printed(v)).collect());
     let shape = b.shape().to_vec();
     let values = format_values(values);
     let width = values.iter().map(String::len).max().unwrap_or(1);
@@ -46,13 +39,30 @@ pub(crate) fn format_block(b: &Block) -> String {
 /// One printed element before formatting.
 pub(crate) enum Printed {
     Float(f64),
+    /// Real and imaginary parts, each formatted with the others of its kind (NumPy's
+    /// `1.5+0.j`).
+    Complex(f64, f64),
     Text(String),
+}
+
+/// An element of any dtype, as NumPy prints it: bools as `True`/`False`, ints exactly.
+pub(crate) fn printed<T: Elem>(v: T) -> Printed {
+    match v.to_scalar() {
+        Scalar::Bool(b) => Printed::Text(if b { "True" } else { "False" }.into()),
+        Scalar::Int(i) => Printed::Text(i.to_string()),
+        Scalar::UInt(u) => Printed::Text(u.to_string()),
+        Scalar::Float(f) => Printed::Float(f),
+        Scalar::Complex(re, im) => Printed::Complex(re, im),
+    }
 }
 
 /// NumPy's float format for an array: positional with as few decimals as the values need
 /// (at most 8, dropped together), or scientific with 8 when the magnitudes span more than
 /// 1e3 or reach 1e16 or fall under 1e-4.
 pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
+    if values.iter().any(|p| matches!(p, Printed::Complex(..))) {
+        return format_complex(values);
+    }
     let finite: Vec<f64> = values
         .iter()
         .filter_map(|p| match p {
@@ -93,6 +103,7 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
         .into_iter()
         .map(|p| match p {
             Printed::Text(t) => t,
+            Printed::Complex(..) => unreachable!("formatted by format_complex"),
             Printed::Float(v) => special(v).unwrap_or_else(|| {
                 if sci {
                     let t = format!("{v:.8e}");
@@ -105,6 +116,28 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
                     format!("{v:.decimals$}")
                 }
             }),
+        })
+        .collect()
+}
+
+/// Complex values as NumPy prints them: the real parts formatted together, the imaginary
+/// parts together with their sign, then `re+imj` (`1.5+0.j`, `-0.-2.25j`, `nan+infj`).
+fn format_complex(values: Vec<Printed>) -> Vec<String> {
+    let parts: Vec<(f64, f64)> = values
+        .iter()
+        .map(|p| match p {
+            Printed::Complex(re, im) => (*re, *im),
+            Printed::Float(v) => (*v, 0.0),
+            Printed::Text(_) => (f64::NAN, 0.0),
+        })
+        .collect();
+    let re = format_values(parts.iter().map(|p| Printed::Float(p.0)).collect());
+    let im = format_values(parts.iter().map(|p| Printed::Float(p.1)).collect());
+    re.into_iter()
+        .zip(im)
+        .map(|(r, i)| {
+            let sign = if i.starts_with('-') { "" } else { "+" };
+            format!("{r}{sign}{i}j")
         })
         .collect()
 }

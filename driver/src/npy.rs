@@ -5,9 +5,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use ndarray::ArrayD;
-use ndarray_npy::ReadNpyExt;
-use nums_layout::{Block, DType};
+use nums_layout::{Block, DType, Scalar};
 
 /// Shape and element type of a `.npy` file, from its header alone.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,8 +19,7 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
-    /// The dtype the array gets in nums-cloud: bool, float32 and float64 stay; smaller
-    /// integers widen to int64.
+    /// The array's dtype: any of the thirteen, little-endian or byte-sized.
     pub fn dtype(&self) -> Result<DType, String> {
         if self.descr.starts_with('>') {
             return Err(format!(
@@ -30,29 +27,19 @@ impl NpyHeader {
                 self.descr
             ));
         }
-        let d = self.descr.trim_start_matches(['<', '|', '=']);
-        match d {
-            "b1" => Ok(DType::Bool),
-            "f8" => Ok(DType::Float64),
-            "f4" => Ok(DType::Float32),
-            "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" => Ok(DType::Int64),
-            _ => Err(format!(
-                "unsupported .npy dtype {:?}; supported: float64, float32, int8-64, uint8-32, bool",
-                self.descr
-            )),
-        }
+        DType::parse(&self.descr).ok_or_else(|| {
+            format!(
+                "unsupported .npy dtype {:?}; supported: {}",
+                self.descr,
+                DType::supported()
+            )
+        })
     }
-}
 
-impl NpyHeader {
-    /// Bytes of one element.
+    /// Bytes of one element (8 where the dtype is not one nums-cloud reads: such a file
+    /// is refused by [`NpyHeader::dtype`]).
     pub fn item_size(&self) -> u64 {
-        match self.descr.trim_start_matches(['<', '|', '=']) {
-            "b1" | "i1" | "u1" => 1,
-            "i2" | "u2" => 2,
-            "f4" | "i4" | "u4" => 4,
-            _ => 8,
-        }
+        self.dtype().map_or(8, |d| d.size() as u64)
     }
 
     /// Bytes of the whole file.
@@ -129,35 +116,29 @@ pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
     })
 }
 
-/// Reads a whole `.npy` as a block of nums-cloud's dtype.
+/// Reads a whole `.npy` as a block of its dtype (C order).
 pub(crate) fn read(path: &Path) -> Result<Block, String> {
     let h = read_header(path)?;
-    let open =
-        || std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()));
-    let err = |e: ndarray_npy::ReadNpyError| format!("{}: {e}", path.display());
-    let d = h.descr.trim_start_matches(['<', '|', '=']);
-    macro_rules! ints {
-        ($t:ty) => {
-            Block::I64(
-                ArrayD::<$t>::read_npy(open()?)
-                    .map_err(err)?
-                    .mapv(i64::from),
-            )
-        };
+    let dtype = h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let data = bytes.get(h.offset as usize..h.file_size() as usize).ok_or_else(|| {
+        format!(
+            "{}: shorter than its header says ({} bytes, {} expected)",
+            path.display(),
+            bytes.len(),
+            h.file_size()
+        )
+    })?;
+    let shape: Vec<usize> = h.shape.iter().map(|&s| s as usize).collect();
+    if !h.fortran {
+        return Block::from_le_bytes(dtype, &shape, data)
+            .ok_or_else(|| format!("{}: bad data", path.display()));
     }
-    h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
-    Ok(match d {
-        "b1" => Block::Bool(ArrayD::<bool>::read_npy(open()?).map_err(err)?),
-        "f8" => Block::F64(ArrayD::<f64>::read_npy(open()?).map_err(err)?),
-        "f4" => Block::F32(ArrayD::<f32>::read_npy(open()?).map_err(err)?),
-        "i8" => Block::I64(ArrayD::<i64>::read_npy(open()?).map_err(err)?),
-        "i4" => ints!(i32),
-        "i2" => ints!(i16),
-        "i1" => ints!(i8),
-        "u4" => ints!(u32),
-        "u2" => ints!(u16),
-        _ => ints!(u8),
-    })
+    // Fortran order: the C-order array of the reversed shape, its axes reversed.
+    let rev: Vec<usize> = shape.iter().rev().copied().collect();
+    let b = Block::from_le_bytes(dtype, &rev, data)
+        .ok_or_else(|| format!("{}: bad data", path.display()))?;
+    Ok(nums_layout::map_block!(b, a => a.reversed_axes().as_standard_layout().into_owned()))
 }
 
 /// The partial file an output file `path` (`.npy`, `.csv`) is written to before it is
@@ -226,12 +207,7 @@ pub(crate) struct NpyWriter {
 /// The header of a C-order `.npy` file (format 1.0) of `dtype` and `shape`, padded so
 /// that the data starts at a multiple of 64 bytes.
 pub(crate) fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {
-    let descr = match dtype {
-        DType::Float64 => "<f8",
-        DType::Float32 => "<f4",
-        DType::Int64 => "<i8",
-        DType::Bool => "|b1",
-    };
+    let descr = dtype.descr();
     let dims = match shape {
         [n] => format!("({n},)"),
         s => format!(
@@ -332,23 +308,30 @@ impl CsvWriter {
                 b","
             })
         };
+        // Floats with the shortest text that reads back (float32's own), complex in
+        // Python's syntax (`1.5-2.0j`, as `complex()` and the CSV import read it), bools
+        // as 0 and 1, ints exactly.
         let r = match slab {
-            Block::F64(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
             Block::F32(a) => a
                 .iter()
                 .enumerate()
                 .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
-            Block::I64(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, v)| put(i, format_args!("{v}"))),
-            Block::Bool(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, &v)| put(i, format_args!("{}", v as u8))),
+            Block::C64(a) => a.iter().enumerate().try_for_each(|(i, z)| {
+                let sign = if z.im.is_sign_negative() { "" } else { "+" };
+                put(i, format_args!("{:?}{sign}{:?}j", z.re, z.im))
+            }),
+            b => nums_layout::with_block!(b, a => a.iter().enumerate().try_for_each(|(i, v)| {
+                match nums_layout::Elem::to_scalar(*v) {
+                    Scalar::Bool(b) => put(i, format_args!("{}", b as u8)),
+                    Scalar::Int(x) => put(i, format_args!("{x}")),
+                    Scalar::UInt(x) => put(i, format_args!("{x}")),
+                    Scalar::Float(x) => put(i, format_args!("{x:?}")),
+                    Scalar::Complex(re, im) => {
+                        let sign = if im.is_sign_negative() { "" } else { "+" };
+                        put(i, format_args!("{re:?}{sign}{im:?}j"))
+                    }
+                }
+            })),
         };
         r.map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))
     }

@@ -202,7 +202,7 @@ fn iota(
     }
     let (a, d) = (start.as_f64(), step.as_f64());
     // NumPy's linspace rounds toward -inf for an integer dtype (astype would truncate).
-    let floor = out.dtype == DType::Int64;
+    let floor = out.dtype.is_int();
     Ok(Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
         let g = o + i[axis] as u64;
         let v = match last {

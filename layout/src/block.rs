@@ -418,6 +418,21 @@ impl Block {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }
 
+    /// Writes `src` into the part `info` of this block (of the same dtype, and of
+    /// `src`'s shape there); `false`, and nothing written, where the dtypes differ.
+    pub fn assign(&mut self, info: &[ndarray::SliceInfoElem], src: &Block) -> bool {
+        macro_rules! same_dtype {
+            ($($v:ident),*) => {
+                match (self, src) {
+                    $((Block::$v(d), Block::$v(s)) => d.slice_mut(info).assign(s),)*
+                    _ => return false,
+                }
+            };
+        }
+        same_dtype!(F64, F32, I64, Bool, I8, I16, I32, U8, U16, U32, U64, C64, C128);
+        true
+    }
+
     /// The array of element type `T`, where the block is of `T`'s dtype.
     pub fn view<T: Elem>(&self) -> Option<&ArrayD<T>> {
         T::view(self)

@@ -167,6 +167,16 @@ impl DType {
         })
     }
 
+    /// [`DType::parse`], or the error that names the name and every supported one.
+    pub fn parse_named(name: &str) -> Result<DType, String> {
+        DType::parse(name).ok_or_else(|| {
+            format!(
+                "unsupported dtype {name:?}; supported: {}",
+                DType::supported()
+            )
+        })
+    }
+
     /// Float32 or float64.
     pub fn is_float(self) -> bool {
         matches!(self, DType::Float32 | DType::Float64)

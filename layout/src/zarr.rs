@@ -406,17 +406,11 @@ impl StoredArray {
         let mut full = Block::zeros(self.meta.dtype, &shape);
         for (idx, b) in blocks {
             let info = block_slice(&self.meta, &idx);
-            match (&mut full, b) {
-                (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::F32(f), Block::F32(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::I64(f), Block::I64(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                _ => {
-                    return Err(meta_err(
-                        &self.path,
-                        "a block's dtype differs from the array's",
-                    ));
-                }
+            if !full.assign(&info, &b) {
+                return Err(meta_err(
+                    &self.path,
+                    "a block's dtype differs from the array's",
+                ));
             }
         }
         Ok(full)

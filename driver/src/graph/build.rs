@@ -561,6 +561,7 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
         Ok(match &e.kind {
             ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
+            ExprKind::Imag(v) => Val::Num(Scalar::Complex(0.0, *v)),
             ExprKind::Int(v) => Val::Num(Scalar::Int(*v)),
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
@@ -586,6 +587,9 @@ impl<'a> Builder<'a> {
                     (UnOp::Pos, v) => v,
                     // Python's -: exact for ints (-True is -1).
                     (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
+                    (UnOp::Neg, Val::Num(Scalar::Complex(re, im))) => {
+                        Val::Num(Scalar::Complex(-re, -im))
+                    }
                     (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
                         Some(v) => Val::Num(Scalar::Int(v)),
                         None => return Err(at(format!("-({x}) is outside int64's range"))),
@@ -610,8 +614,20 @@ impl<'a> Builder<'a> {
                         "inf" => Ok(Val::Num(Scalar::Float(f64::INFINITY))),
                         "nan" => Ok(Val::Num(Scalar::Float(f64::NAN))),
                         "newaxis" => Ok(Val::None),
+                        // A dtype (np.int8, np.complex128, np.double, ...) as its name, as
+                        // `dtype=` and astype take it; NumPy 2 has no np.float, np.int or
+                        // np.complex, and type codes are no attributes.
+                        a if a.len() > 3
+                            && !["float", "complex"].contains(&a)
+                            && DType::parse(a).is_some() =>
+                        {
+                            Ok(Val::Str(DType::parse(a).expect("parsed").name().into()))
+                        }
                         a => Err(at(format!(
-                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis"
+                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis and the dtypes ({})",
+                            DType::ALL
+                                .map(|d| format!("np.{}", d.name()))
+                                .join(", ")
                         ))),
                     };
                 }
@@ -639,9 +655,12 @@ impl<'a> Builder<'a> {
                     "shape" => Val::Tuple(m.shape.iter().map(|&s| int(s)).collect()),
                     "ndim" => int(m.ndim() as u64),
                     "size" => int(m.len()),
+                    "dtype" => Val::Str(m.dtype.name().into()),
+                    "real" => self.unary(UnaryOp::Real, Val::Arr(id), e.pos)?,
+                    "imag" => self.unary(UnaryOp::Imag, Val::Arr(id), e.pos)?,
                     a => {
                         return Err(at(format!(
-                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size"
+                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size, .dtype, .real, .imag"
                         )));
                     }
                 }

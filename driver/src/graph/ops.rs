@@ -23,49 +23,11 @@ impl<'a> Builder<'a> {
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let x = match v {
-            Val::Num(x) => {
-                // NumPy's function of a Python number: ints (and bools) stay exact int64
-                // where the op keeps ints.
-                let v = op.apply(x.as_f64());
-                return Ok(Val::Num(if op.is_predicate() {
-                    Scalar::Bool(v != 0.0)
-                } else if let (true, ScalarKind::Bool | ScalarKind::Int) =
-                    (op.keeps_ints(), x.kind())
-                {
-                    Scalar::Int(op.apply_i64(x.as_i64()).unwrap_or(v as i64))
-                } else {
-                    Scalar::Float(v)
-                }));
-            }
+            Val::Num(x) => return fold_unary(op, x).map(Val::Num).map_err(at),
             Val::Arr(id) => id,
             _ => return Err(at("expected an array or a number".into())),
         };
-        let dt = self.meta(x).dtype;
-        let dtype = match (op, dt) {
-            (UnaryOp::Not, DType::Bool) => DType::Bool,
-            (UnaryOp::Not, d) => {
-                return Err(at(format!(
-                    "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
-                )));
-            }
-            (UnaryOp::Neg, DType::Bool) => {
-                return Err(at(
-                    "the - operator is not supported for bool arrays (NumPy refuses it); use ~"
-                        .into(),
-                ));
-            }
-            (UnaryOp::Sign, DType::Bool) => {
-                return Err(at(
-                    "sign is not defined for bool arrays (NumPy refuses it)".into()
-                ));
-            }
-            (op, _) if op.is_predicate() => DType::Bool,
-            // NumPy squares bools in int8; nums-cloud's smallest int is int64 (as `M ** 2`).
-            (UnaryOp::Square, DType::Bool) => DType::Int64,
-            (op, d) if op.keeps_ints() && !d.is_float() => d,
-            (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
-            (_, d) => d.to_float(),
-        };
+        let dtype = unary_dtype(op, self.meta(x).dtype).map_err(at)?;
         let m = self.meta(x).clone();
         Ok(Val::Arr(
             self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }),
@@ -116,7 +78,16 @@ impl<'a> Builder<'a> {
             ((x, true), (y, false)) => y.promote_scalar(x.kind()),
             ((x, true), (y, true)) => x.promote(y),
         };
+        let no_complex = |what: &str| {
+            at(format!(
+                "{what} is not defined for complex numbers (NumPy raises TypeError); got {} and {}",
+                a.0, b.0
+            ))
+        };
         Ok(match op {
+            BinaryOp::FloorDiv | BinaryOp::Mod if common.is_complex() => {
+                return Err(no_complex(op.symbol()));
+            }
             _ if op.is_logical() => {
                 if common != DType::Bool {
                     return Err(at(format!(
@@ -136,8 +107,9 @@ impl<'a> Builder<'a> {
                 ));
             }
             BinaryOp::Div => common.to_float(),
+            // NumPy has no bool loop of these: two bools compute as int8.
             BinaryOp::Pow | BinaryOp::FloorDiv | BinaryOp::Mod if common == DType::Bool => {
-                DType::Int64
+                DType::Int8
             }
             _ => common,
         })
@@ -160,13 +132,38 @@ impl<'a> Builder<'a> {
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
             return Err(at(format!("{} needs arrays or numbers", bop.symbol())));
         };
-        let dtype = self.result_dtype(bop, da, db, pos)?;
+        let mut dtype = self.result_dtype(bop, da, db, pos)?;
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
+        // NumPy computes `x ** 2` as `square(x)`: int8 for bools, as `M ** True` is.
+        if let (BinaryOp::Pow, (DType::Bool, false), Val::Num(Scalar::Int(2))) = (bop, da, &b) {
+            dtype = DType::Int8;
+        }
+        // A Python int with an int array takes the array's dtype (NEP 50), and NumPy
+        // raises where it does not fit; a comparison compares the values exactly.
+        let (a, b) = match (&a, &b) {
+            (Val::Arr(x), Val::Num(v)) | (Val::Num(v), Val::Arr(x)) => {
+                match out_of_range(*v, self.meta(*x).dtype) {
+                    Some(_) if bop.is_predicate() => {
+                        // Exact in float64: ints of 32 bits and fewer are, and an int64 or
+                        // uint64 array's out-of-range int is past every element.
+                        let f = Val::Num(Scalar::Float(v.as_f64()));
+                        if scalar_left { (f, b) } else { (a, f) }
+                    }
+                    Some(dt) => {
+                        return Err(at(format!(
+                            "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
+                        )));
+                    }
+                    None => (a, b),
+                }
+            }
+            _ => (a, b),
+        };
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
         if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e)) = (bop, &a, &b)
-            && !dtype.is_float()
-            && e.kind() != ScalarKind::Float
+            && dtype.is_exact()
+            && e.kind() <= ScalarKind::Int
             && e.as_i64() < 0
         {
             return Err(at(format!(
@@ -312,10 +309,8 @@ impl<'a> Builder<'a> {
         }
         let dtype = match op {
             ReduceOp::All | ReduceOp::Any => DType::Bool,
-            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd
-                if !m.dtype.is_float() =>
-            {
-                DType::Int64
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd => {
+                m.dtype.sum_dtype()
             }
             _ => m.dtype,
         };
@@ -641,8 +636,31 @@ pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 
 /// `x op y` of two Python numbers as Python computes it: ints exactly (no wrapping; a
 /// result outside int64 is refused, as NumPy refuses such a Python int), an int to a
-/// negative int power is a float, anything with a float in float64.
+/// negative int power is a float, anything with a float in float64, with a complex in
+/// complex128 (which has no order, no `//` and no `%`).
 fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String> {
+    if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
+        let c = |s: Scalar| {
+            let (re, im) = s.as_complex();
+            nums_layout::C128::new(re, im)
+        };
+        let ordered = matches!(
+            op,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        );
+        if ordered || matches!(op, BinaryOp::FloorDiv | BinaryOp::Mod) {
+            return Err(format!(
+                "{} is not defined for complex numbers (Python raises TypeError)",
+                op.symbol()
+            ));
+        }
+        let z = op.apply_complex(c(x), c(y));
+        return Ok(Val::Num(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else {
+            Scalar::Complex(z.re, z.im)
+        }));
+    }
     let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
     if !ints || op == BinaryOp::Div || op.is_logical() {
         let v = op.apply(x.as_f64(), y.as_f64());
@@ -681,6 +699,83 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String>
             op.symbol()
         )),
     }
+}
+
+/// `op` of one Python number, as NumPy computes it for a Python scalar: ints (and bools)
+/// stay exact int64 where the op keeps ints, predicates give bools, a complex computes in
+/// complex128 (real results for `abs`, `angle`, `real` and `imag`).
+fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
+    if x.kind() == ScalarKind::Complex {
+        unary_dtype(op, DType::Complex128)?;
+        let (re, im) = x.as_complex();
+        let z = op.apply_complex(nums_layout::C128::new(re, im));
+        return Ok(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else if op.is_real_of_complex() {
+            Scalar::Float(z.re)
+        } else {
+            Scalar::Complex(z.re, z.im)
+        });
+    }
+    let v = op.apply(x.as_f64());
+    Ok(if op.is_predicate() {
+        Scalar::Bool(v != 0.0)
+    } else if let (true, ScalarKind::Bool | ScalarKind::Int) = (op.keeps_ints(), x.kind()) {
+        Scalar::Int(op.apply_i64(x.as_i64()).unwrap_or(v as i64))
+    } else {
+        Scalar::Float(v)
+    })
+}
+
+/// The dtype NumPy 2 gives `op` of an array of `dt`, or its error where it has no loop.
+pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
+    use DType::{Bool, Float64, Int8};
+    Ok(match (op, dt) {
+        (UnaryOp::Not, Bool) => Bool,
+        (UnaryOp::Not, d) => {
+            return Err(format!(
+                "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
+            ));
+        }
+        (UnaryOp::Neg, Bool) => {
+            return Err(
+                "the - operator is not supported for bool arrays (NumPy refuses it); use ~".into(),
+            );
+        }
+        (UnaryOp::Sign, Bool) => {
+            return Err("sign is not defined for bool arrays (NumPy refuses it)".into());
+        }
+        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Sigmoid, d) if d.is_complex() => {
+            let name = match op {
+                UnaryOp::Floor => "floor",
+                UnaryOp::Ceil => "ceil",
+                _ => "sigmoid",
+            };
+            return Err(format!(
+                "{name} is not defined for complex numbers (NumPy raises TypeError); got {d}"
+            ));
+        }
+        (op, _) if op.is_predicate() => Bool,
+        (op, d) if op.is_real_of_complex() && d.is_complex() => d.real(),
+        // NumPy's loops for bools: abs, floor, ceil, real and imag keep bool; square and
+        // conj compute in int8; angle is float64.
+        (UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Real | UnaryOp::Imag, Bool) => {
+            Bool
+        }
+        (UnaryOp::Square | UnaryOp::Conj, Bool) => Int8,
+        (UnaryOp::Angle, Bool) => Float64,
+        (op, d) if op.keeps_ints() && d.kind() != ScalarKind::Float => d,
+        (UnaryOp::Floor | UnaryOp::Ceil, d) if d.is_exact() => d,
+        (_, d) => d.to_float_fn(),
+    })
+}
+
+/// The int dtype of an array a Python int `v` does not fit (NumPy 2 raises for it), or
+/// `None` where it fits or the array is not of ints.
+fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
+    let (lo, hi) = dtype.int_range().filter(|_| dtype.is_int())?;
+    let i = v.as_i128().filter(|_| v.kind() == ScalarKind::Int)?;
+    (i < lo || i > hi).then_some(dtype)
 }
 
 /// Python's `a // b` (rounded toward -inf) for `b != 0`.

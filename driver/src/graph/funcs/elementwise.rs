@@ -30,6 +30,20 @@ pub(super) const DEFS: &[FuncDef] = &[
         unary(s, b, UnaryOp::Sigmoid)
     })
     .aliases(&["expit"]),
+    FuncDef::new("real", &["val"], "`np.real`, as `x.real`", |s, b| {
+        unary_of(s, b, "val", UnaryOp::Real)
+    }),
+    FuncDef::new("imag", &["val"], "`np.imag`, as `x.imag`", |s, b| {
+        unary_of(s, b, "val", UnaryOp::Imag)
+    }),
+    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj))
+        .aliases(&["conjugate"]),
+    FuncDef::new(
+        "angle",
+        &["z", "deg"],
+        "`np.angle` (radians, or degrees with `deg=True`)",
+        angle,
+    ),
     FuncDef::new("isnan", X, "`np.isnan` (bool)", |s, b| {
         unary(s, b, UnaryOp::IsNan)
     }),
@@ -113,8 +127,12 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "logical_not",
         X,
-        "`np.logical_not` of bools, as `~`",
-        |s, b| unary(s, b, UnaryOp::Not),
+        "`np.logical_not` (numbers read as bools), as `~` of bools",
+        |s, b| {
+            let (v, _) = b.need("x")?.clone();
+            let v = truth(s, v);
+            s.unary(UnaryOp::Not, v, b.pos)
+        },
     ),
     FuncDef::new(
         "where",
@@ -131,24 +149,43 @@ pub(super) const DEFS: &[FuncDef] = &[
 ];
 
 fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
-    let (v, _) = b.need("x")?.clone();
+    unary_of(s, b, "x", op)
+}
+
+/// `op` of the argument `param`.
+fn unary_of(s: &mut Builder, b: &Bound, param: &str, op: UnaryOp) -> Result<Val, EvalError> {
+    let (v, _) = b.need(param)?.clone();
     s.unary(op, v, b.pos)
+}
+
+/// NumPy's angle: the argument in radians, times 180 / pi with `deg=True`.
+fn angle(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = unary_of(s, b, "z", UnaryOp::Angle)?;
+    if !b.flag("deg")? {
+        return Ok(a);
+    }
+    let k = Val::Num(Scalar::Float(180.0 / std::f64::consts::PI));
+    s.elementwise2(BinaryOp::Mul, a, k, b.pos)
 }
 
 fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
     let (mut x1, _) = b.need("x1")?.clone();
     let (mut x2, _) = b.need("x2")?.clone();
     if op.is_logical() {
-        // NumPy's logical functions read any number as true when non-zero.
-        for v in [&mut x1, &mut x2] {
-            match v {
-                Val::Arr(id) => *v = Val::Arr(s.cast(*id, DType::Bool)),
-                Val::Num(x) => *v = Val::Num(Scalar::Bool(x.as_bool())),
-                _ => {}
-            }
-        }
+        x1 = truth(s, x1);
+        x2 = truth(s, x2);
     }
     s.elementwise2(op, x1, x2, b.pos)
+}
+
+/// A value as NumPy's logical functions read it: any number is true when non-zero (a
+/// complex when either part is).
+fn truth(s: &mut Builder, v: Val) -> Val {
+    match v {
+        Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
+        Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
+        v => v,
+    }
 }
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {

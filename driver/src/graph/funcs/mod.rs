@@ -333,12 +333,9 @@ impl Bound {
     pub(super) fn dtype(&self, name: &str) -> Result<Option<DType>, EvalError> {
         match self.get(name) {
             None => Ok(None),
-            Some((Val::Str(s), p)) => DType::parse(s).map(Some).ok_or_else(|| {
-                self.err(
-                    *p,
-                    format!("unsupported dtype {s:?}; supported: float64, float32, int64, bool"),
-                )
-            }),
+            Some((Val::Str(s), p)) => DType::parse_named(s)
+                .map(Some)
+                .map_err(|m| self.err(*p, format!("{}(): {m}", self.f))),
             Some((_, p)) => Err(self.err(
                 *p,
                 format!("{}(): dtype is a string such as \"float32\"", self.f),
