@@ -26,6 +26,8 @@ pub struct Checked {
     pub store: Store,
     /// The first boolean mask whose values the graph waits for, if any.
     pub mask: Option<graph::NodeId>,
+    /// Or the first small node whose values it waits for (a sample sort's samples).
+    pub values: Option<graph::NodeId>,
 }
 
 impl Checked {
@@ -79,9 +81,10 @@ pub(crate) async fn check_counted(
     io: &Arc<IoCounters>,
 ) -> anyhow::Result<Checked> {
     let probes = graph::probe_with(&job, counted, io).await?;
-    let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
-        graph::Built::Done(g) => (g, None),
-        graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
+    let (graph, mask, values) = match graph::build_staged(&job, &probes, &Default::default())? {
+        graph::Built::Done(g) => (g, None, None),
+        graph::Built::NeedMask { graph, mask } => (graph, Some(mask), None),
+        graph::Built::NeedValues { graph, node } => (graph, None, Some(node)),
     };
     let store = Store::open_counted(&job.storage, io)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
@@ -94,6 +97,7 @@ pub(crate) async fn check_counted(
         probes,
         store,
         mask,
+        values,
     })
 }
 

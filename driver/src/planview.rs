@@ -137,6 +137,21 @@ pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> P
 /// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
 /// only once the run computes it.
 pub(crate) fn provisional(c: &crate::plan::Checked) -> Option<String> {
+    if let Some(v) = c.values {
+        let n = &c.graph.nodes[v];
+        let array = n
+            .def
+            .as_deref()
+            .or(n.name.as_deref())
+            .map(|a| format!("array {a}"))
+            .unwrap_or_else(|| "an array".into());
+        return Some(format!(
+            "{array} sorts or selects by values only the run knows: this plan assumes even \
+             partitions (a sort) or every element selected (the largest the job can be); the \
+             run computes them first, in stages of their own (values-N, not in this plan), \
+             then plans the rest again with them known"
+        ));
+    }
     let m = &c.graph.nodes[c.mask?];
     let array = m
         .def

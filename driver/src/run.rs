@@ -341,41 +341,59 @@ async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Computes the boolean masks the job indexes with (each from the part of the graph it
-/// depends on, in its own stage), then builds the graph with the selections known.
+/// Computes what the job's shapes depend on — the boolean masks it indexes with, the
+/// samples and partition sizes of its sorts — each from the part of the graph it depends
+/// on, in its own stage, then builds the graph with the values known.
 async fn resolve_masks(c: &Checked, stages: &Stages<'_>) -> anyhow::Result<Graph> {
     let (job, store) = (&c.job, &c.store);
     let prefix = stages.prefix()?;
     let mut g = c.graph.clone();
-    let mut mask = c.mask;
-    let mut masks = std::collections::HashMap::new();
-    while let Some(m) = mask {
+    let mut next = match (c.mask, c.values) {
+        (Some(m), _) => Some((m, true)),
+        (None, Some(v)) => Some((v, false)),
+        (None, None) => None,
+    };
+    let mut known = graph::Known::default();
+    while let Some((n, is_mask)) = next {
         // Not an identifier, so never the name of one of the job's arrays.
-        let name = format!("mask-{m}");
-        let (sub, root) = g.subgraph(m, &name);
+        let name = if is_mask {
+            format!("mask-{n}")
+        } else {
+            format!("values-{n}")
+        };
+        let (sub, root) = g.subgraph(n, &name);
         stages.run_graph(&name, &sub, &c.probes).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
             sub.nodes[root].meta.clone(),
         )?;
-        let Block::Bool(values) = arr.read_whole(store).await? else {
-            return Err(anyhow!("mask {m} is not bool"));
-        };
-        let picked: Vec<u64> = values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| **v)
-            .map(|(i, _)| i as u64)
-            .collect();
-        masks.insert(m, picked);
-        mask = match graph::build_staged(job, &c.probes, &masks)? {
+        let values = arr.read_whole(store).await?;
+        if is_mask {
+            let Block::Bool(values) = values else {
+                return Err(anyhow!("mask {n} is not bool"));
+            };
+            let picked: Vec<u64> = values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v)
+                .map(|(i, _)| i as u64)
+                .collect();
+            known.masks.insert(n, picked);
+        } else {
+            known.values.insert(n, values);
+        }
+        next = match graph::build_known(job, &c.probes, &known)? {
             graph::Built::Done(done) => {
                 g = done;
                 None
             }
             graph::Built::NeedMask { graph, mask } => {
                 g = graph;
-                Some(mask)
+                Some((mask, true))
+            }
+            graph::Built::NeedValues { graph, node } => {
+                g = graph;
+                Some((node, false))
             }
         };
     }

@@ -11,6 +11,7 @@ use nums_layout::meta::{ArrayMeta, ravel};
 use nums_layout::{Block, DType, Elem, Scalar, for_dtype, map_block};
 
 use crate::compute;
+use crate::order;
 use rayon::prelude::*;
 
 /// Runs `kernel` for output block `index` of array `out`.
@@ -136,6 +137,46 @@ pub fn run(
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
         Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
+        Kernel::Scan {
+            op,
+            axis,
+            exclusive,
+            offset,
+        } => {
+            let (x, offsets) = match (inputs, offset) {
+                ([x], None) => (*x, None),
+                ([x, o], Some(k)) => (*x, Some((*o, *k))),
+                _ => return Err(format!("a scan given {} inputs", inputs.len())),
+            };
+            order::scan(x, offsets, *op, *axis, *exclusive, out.dtype)?
+        }
+        Kernel::ScanTotal { op, axis } => order::scan_total(one(inputs)?, *op, *axis, out.dtype)?,
+        Kernel::Sort {
+            axis,
+            descending,
+            arg,
+            ..
+        } => {
+            let origin = out.block_origin(index).get(*axis).copied().unwrap_or(0);
+            order::sort(one(inputs)?, *axis, *descending, *arg, origin)?
+        }
+        Kernel::SortCount {
+            first,
+            splitters,
+            descending,
+        } => order::sort_count(one(inputs)?, *first, splitters, *descending)?,
+        Kernel::SortMerge {
+            parts,
+            start,
+            descending,
+            arg,
+            ..
+        } => {
+            let len = shape.first().copied().unwrap_or(0);
+            order::sort_merge(inputs, *parts, *start, len, *descending, *arg)?
+        }
+        Kernel::SearchCount { right } => order::search_counts(inputs, *right)?,
+        Kernel::Compress { ranges } => order::compress(inputs, ranges)?,
         k @ (Kernel::Qr { .. }
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }

@@ -20,6 +20,7 @@ pub mod import;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
+pub mod order;
 pub mod parquet;
 pub mod pipeline;
 pub mod runtime;

@@ -961,6 +961,104 @@ pub enum Kernel {
         ranges: Vec<(u64, u64)>,
     },
 
+    // Scans, sorting and searching (function/src/order.rs). Values are ordered as NumPy
+    // sorts them: NaN last (a complex with a NaN part after every other, real NaN after
+    // imaginary NaN), -0.0 equal to 0.0; `descending` reverses that order (NaN first) and
+    // keeps equal values in their order.
+    /// One input block, then (with `offset`) the block of its lane's offsets: the running
+    /// sum or product (`op`: sum, prod, nansum, nanprod) along `axis`, in the output's
+    /// dtype, each lane starting from the identity, or from element `offset` along `axis`
+    /// of the offsets block (what the blocks before it along `axis` add up to); with
+    /// `exclusive`, element k is what the elements before it add up to (a cumulative sum
+    /// across blocks: each block's offset).
+    Scan {
+        /// How values accumulate (sum, prod, nansum or nanprod).
+        op: ReduceOp,
+        /// The axis accumulated along.
+        axis: usize,
+        /// Element k leaves out element k itself.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exclusive: bool,
+        /// The position along `axis` in the offsets block (the second input) of this
+        /// block's starting values; `None`: no second input, lanes start at the identity.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
+    },
+    /// One input block: its total (`op`: sum, prod, nansum or nanprod) along `axis`, in the
+    /// output's dtype, kept as an axis of length 1: the block totals a scan across blocks
+    /// starts from.
+    ScanTotal {
+        /// How values accumulate.
+        op: ReduceOp,
+        /// The axis totalled along.
+        axis: usize,
+    },
+    /// One input block: its values (or with `arg`, the indices along `axis` that sort
+    /// them, as int64 counted from the array's start: the block's origin added) sorted
+    /// along `axis`, stably.
+    Sort {
+        /// The axis sorted along.
+        axis: usize,
+        /// Largest first (equal values keep their order).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+        /// Output the sorting indices (argsort), not the values.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        arg: bool,
+        /// Bytes the sort holds beyond its input and output (for the memory projection).
+        scratch: u64,
+    },
+    /// One 1-D input block, elements `first..` of its array: output row (1 x k, int64) j
+    /// is how many of its elements come before splitter j in the sort order, an element
+    /// being (value, global index) and a splitter (value, index) (so that equal values
+    /// split between partitions by position): the partition sizes of a sample sort.
+    SortCount {
+        /// The array position of the block's first element.
+        first: u64,
+        /// The splitters, ascending in the sort order: (value, array position).
+        splitters: Vec<(Scalar, u64)>,
+        /// The sort order is descending.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+    },
+    /// Inputs: `parts` 1-D runs, each sorted, that hold between them the elements of one
+    /// range of the sorted array, in the order their keys (value, array position) come
+    /// (run by run); with `arg`, then as many runs of their array positions (int64). The
+    /// runs merged stably; the output is elements `start..start + len` of that merge (the
+    /// values, or with `arg` the positions): a sample sort's partitions become the sorted
+    /// array's blocks.
+    SortMerge {
+        /// Runs of values (the first inputs).
+        parts: usize,
+        /// Merged position of the output block's first element.
+        start: u64,
+        /// Largest first.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+        /// Output array positions (argsort), read from the second half of the inputs.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        arg: bool,
+        /// Bytes the merge holds beyond its inputs and output (for the memory projection).
+        scratch: u64,
+    },
+    /// Terms of two inputs: a block of a sorted 1-D array, then a block of values. Output:
+    /// for each value, how many elements of the sorted block come before it (`right`: are
+    /// at most it), as int64; summed over the terms (the blocks of the sorted array) that
+    /// is NumPy's `searchsorted`.
+    SearchCount {
+        /// Count the elements equal to the value too (`side="right"`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        right: bool,
+    },
+    /// Inputs: pairs (a block of values, the block of a bool mask beside it), 1-D, each
+    /// with the range (skip, take) of its selected elements the output takes: the
+    /// selected values of each pair in order (the elements of a 1-D array where the mask is
+    /// true, across blocks: `x[mask]` with the counts per block known).
+    Compress {
+        /// Per pair: selected elements passed over, then taken.
+        ranges: Vec<(u64, u64)>,
+    },
+
     // Linear algebra (function/src/linalg.rs, LAPACK and BLAS of the linked OpenBLAS).
     // Inputs are matrices: 2-D blocks, or 1-D blocks taken as one column; any dtype is
     // computed in float64. A singular matrix or one that is not positive definite fails
@@ -1199,7 +1297,9 @@ impl Kernel {
             Kernel::ImportParquet {
                 metadata, fetch, ..
             } => metadata.1 + fetch,
-            Kernel::ImportZarr { scratch, .. } => *scratch,
+            Kernel::ImportZarr { scratch, .. }
+            | Kernel::Sort { scratch, .. }
+            | Kernel::SortMerge { scratch, .. } => *scratch,
             Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
             _ => 0,
         }

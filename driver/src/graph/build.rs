@@ -27,6 +27,11 @@ pub(super) struct Builder<'a> {
     pub(super) masks: &'a HashMap<NodeId, Vec<u64>>,
     /// The first mask whose values are not known yet (its selection assumed all true).
     pub(super) need: Option<NodeId>,
+    /// Values of small nodes computed so far (a sample sort's samples and partition
+    /// sizes, a selection's counts per block), by node.
+    pub(super) values: &'a HashMap<NodeId, Block>,
+    /// The first such node whose values are not known yet (an assumption stands in).
+    pub(super) need_values: Option<NodeId>,
     pub(super) defs: HashMap<&'a str, &'a ArrayDef>,
     /// Names being resolved, for cycle reports.
     pub(super) stack: Vec<String>,
@@ -38,6 +43,9 @@ pub(super) struct Builder<'a> {
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
     pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    /// Sample sorts' samples made so far (the sample node and its positions), by operand:
+    /// a sort and an argsort of one array share them.
+    pub(super) sort_memo: HashMap<NodeId, (NodeId, std::sync::Arc<Vec<u64>>)>,
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -93,8 +101,19 @@ pub fn block_for(shape: &[u64], block: &[u64], max: u64) -> Vec<u64> {
 /// `plan` show).
 pub fn build(job: &Job, probes: &Probes) -> Result<Graph, JobError> {
     match build_staged(job, probes, &HashMap::new())? {
-        Built::Done(g) | Built::NeedMask { graph: g, .. } => Ok(g),
+        Built::Done(g) | Built::NeedMask { graph: g, .. } | Built::NeedValues { graph: g, .. } => {
+            Ok(g)
+        }
     }
+}
+
+/// What the run has computed of the values that shapes and blocks depend on, before the
+/// main stage: the positions each boolean mask selects, and the values of small nodes (a
+/// sample sort's samples and partition sizes, a selection's counts per block).
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub masks: HashMap<NodeId, Vec<u64>>,
+    pub values: HashMap<NodeId, Block>,
 }
 
 /// Like [`build`], with the selections of the masks computed so far.
@@ -103,11 +122,27 @@ pub fn build_staged(
     probes: &Probes,
     masks: &HashMap<NodeId, Vec<u64>>,
 ) -> Result<Built, JobError> {
+    build_known(
+        job,
+        probes,
+        &Known {
+            masks: masks.clone(),
+            values: HashMap::new(),
+        },
+    )
+}
+
+/// Like [`build`], with what the run has computed so far ([`Known`]): the first value the
+/// graph still waits for (a mask's or a node's, whichever comes first) is in the answer.
+pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, JobError> {
+    let masks = &known.masks;
     let mut b = Builder {
         job,
         probes,
         masks,
         need: None,
+        values: &known.values,
+        need_values: None,
         g: Graph::default(),
         defs: job.arrays.iter().map(|a| (a.name.as_str(), a)).collect(),
         stack: Vec::new(),
@@ -115,6 +150,7 @@ pub fn build_staged(
         too_big: None,
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
+        sort_memo: HashMap::new(),
     };
     for a in &job.arrays {
         if let Some(why) = reserved_name(&a.name) {
@@ -130,15 +166,16 @@ pub fn build_staged(
     }
     for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {
-            // With one mask known and another still assumed to select everything, shapes
-            // that combine them can clash for now: compute the pending mask first.
-            if let (false, Some(mask)) = (masks.is_empty(), b.need) {
-                return Ok(Built::NeedMask { graph: b.g, mask });
+            // With one value known and another still assumed, shapes that combine them
+            // can clash for now: compute the pending one first.
+            let started = !masks.is_empty() || !known.values.is_empty();
+            if let (true, Ok(need)) = (started, pending(b.need, b.need_values, b.g)) {
+                return Ok(need);
             }
             return Err(e);
         }
     }
-    let b_need = b.need;
+    let (b_need, b_values) = (b.need, b.need_values);
     let mut g = b.g;
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -159,10 +196,18 @@ pub fn build_staged(
     for n in &mut g.nodes {
         n.persist |= n.op.is_import();
     }
-    Ok(match b_need {
-        Some(mask) => Built::NeedMask { graph: g, mask },
-        None => Built::Done(g),
-    })
+    Ok(pending(b_need, b_values, g).unwrap_or_else(|g| Built::Done(g)))
+}
+
+/// The first value `g` waits for: a mask's or a node's, the earlier node first (a later
+/// one may be computed from it); `Err(g)` when none.
+fn pending(mask: Option<NodeId>, values: Option<NodeId>, g: Graph) -> Result<Built, Graph> {
+    match (mask, values) {
+        (Some(m), Some(v)) if v < m => Ok(Built::NeedValues { graph: g, node: v }),
+        (Some(mask), _) => Ok(Built::NeedMask { graph: g, mask }),
+        (None, Some(node)) => Ok(Built::NeedValues { graph: g, node }),
+        (None, None) => Err(g),
+    }
 }
 
 /// Why `name` cannot name an array (a reserved word of the expression language, or a
@@ -625,9 +670,7 @@ impl<'a> Builder<'a> {
                         }
                         a => Err(at(format!(
                             "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis and the dtypes ({})",
-                            DType::ALL
-                                .map(|d| format!("np.{}", d.name()))
-                                .join(", ")
+                            DType::ALL.map(|d| format!("np.{}", d.name())).join(", ")
                         ))),
                     };
                 }

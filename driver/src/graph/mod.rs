@@ -2,10 +2,11 @@
 //! with its shape, block grid and dtype, checked before anything runs.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::meta::ScalarKind;
-use nums_layout::{ArrayMeta, DType, Scalar, StoreSpec};
+use nums_layout::{ArrayMeta, Block, DType, Scalar, StoreSpec};
 
 use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
 use crate::job::{ArrayDef, Job, JobError, Source};
@@ -17,8 +18,8 @@ mod sources;
 
 use build::*;
 pub use build::{
-    MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_staged,
-    reserved_name,
+    Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_known,
+    build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
@@ -207,6 +208,64 @@ pub enum NodeOp {
         upload: String,
         header: Vec<u8>,
     },
+    /// The running sum or product (`op`) of `x` along `axis`, in this node's dtype
+    /// (`exclusive`: each element leaves itself out); with `offsets` (this node's shape
+    /// but one element per block along `axis`, one block along it), each block starts from
+    /// its lane's offset: a scan across blocks ([`NodeOp::ScanTotal`] first).
+    Scan {
+        x: NodeId,
+        op: ReduceOp,
+        axis: usize,
+        exclusive: bool,
+        offsets: Option<NodeId>,
+    },
+    /// The total (`op`) of each block of `x` along `axis`: x's shape with one element per
+    /// block along `axis`, in blocks of 1 along it (x's blocks along the others).
+    ScanTotal {
+        x: NodeId,
+        op: ReduceOp,
+        axis: usize,
+    },
+    /// `x` sorted along `axis` block by block (each block holds whole lanes, or is one run
+    /// of a sample sort), stably; with `arg` the int64 positions that sort it.
+    Sort {
+        x: NodeId,
+        axis: usize,
+        descending: bool,
+        arg: bool,
+    },
+    /// A sample sort's partition sizes: row i ([1, splitters] int64) counts the elements
+    /// of block i of the 1-D `x` that come before each splitter (value, position).
+    SortCount {
+        x: NodeId,
+        splitters: Arc<Vec<(Scalar, u64)>>,
+        descending: bool,
+    },
+    /// A sample sort's sorted array from its partitions: `runs` are 1-D sorted pieces
+    /// (partition by partition, in key order), `positions` (argsort) their positions
+    /// alike; partition k starts at `buckets[k].0` in the sorted array and holds runs
+    /// `buckets[k].1`. Each block merges the partitions it overlaps.
+    SortMerge {
+        runs: Vec<NodeId>,
+        positions: Vec<NodeId>,
+        buckets: Arc<Vec<(u64, std::ops::Range<usize>)>>,
+        descending: bool,
+        arg: bool,
+    },
+    /// NumPy's `searchsorted` of `v` (any shape) in the sorted 1-D `a`: per block of `a`
+    /// the elements before each value, summed.
+    SearchSorted {
+        a: NodeId,
+        v: NodeId,
+        right: bool,
+    },
+    /// The elements of the 1-D `x` where the 1-D bool `mask` (blocked alike) is true, in
+    /// order: block i of the mask selects `offsets[i]..offsets[i + 1]` of the output.
+    Compress {
+        x: NodeId,
+        mask: NodeId,
+        offsets: Arc<Vec<u64>>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -270,7 +329,16 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ScanTotal { x, .. }
+            | NodeOp::Sort { x, .. }
+            | NodeOp::SortCount { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
+            NodeOp::SortMerge {
+                runs, positions, ..
+            } => runs.iter().chain(positions).copied().collect(),
+            NodeOp::SearchSorted { a, v, .. } => vec![*a, *v],
+            NodeOp::Compress { x, mask, .. } => vec![*x, *mask],
+            NodeOp::Scan { x, offsets, .. } => std::iter::once(*x).chain(*offsets).collect(),
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
             NodeOp::Einsum { xs, .. }
@@ -298,7 +366,31 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ScanTotal { x, .. }
+            | NodeOp::Sort { x, .. }
+            | NodeOp::SortCount { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
+            NodeOp::SortMerge {
+                runs, positions, ..
+            } => {
+                for x in runs.iter_mut().chain(positions.iter_mut()) {
+                    *x = f(*x);
+                }
+            }
+            NodeOp::SearchSorted { a, v, .. } => {
+                *a = f(*a);
+                *v = f(*v);
+            }
+            NodeOp::Compress { x, mask, .. } => {
+                *x = f(*x);
+                *mask = f(*mask);
+            }
+            NodeOp::Scan { x, offsets, .. } => {
+                *x = f(*x);
+                if let Some(o) = offsets {
+                    *o = f(*o);
+                }
+            }
             NodeOp::Binary { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b);
@@ -420,7 +512,17 @@ impl Graph {
 /// depends on (computed first from `graph`, whose nodes up to `mask` are final).
 pub enum Built {
     Done(Graph),
-    NeedMask { graph: Graph, mask: NodeId },
+    NeedMask {
+        graph: Graph,
+        mask: NodeId,
+    },
+    /// The values of a small node (`graph`'s nodes up to it are final) that the rest's
+    /// shapes or blocks depend on: a sample sort's samples or partition sizes, a
+    /// selection's counts per block. Until they are known an assumption stands in.
+    NeedValues {
+        graph: Graph,
+        node: NodeId,
+    },
 }
 
 /// How big a default block may be: a block should be a small part of what one invocation

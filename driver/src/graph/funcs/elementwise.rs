@@ -36,8 +36,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("imag", &["val"], "`np.imag`, as `x.imag`", |s, b| {
         unary_of(s, b, "val", UnaryOp::Imag)
     }),
-    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj))
-        .aliases(&["conjugate"]),
+    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj)).aliases(&["conjugate"]),
     FuncDef::new(
         "angle",
         &["z", "deg"],
@@ -137,7 +136,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "where",
         &["condition", "x", "y"],
-        "`np.where(condition, x, y)` (not the one-argument form)",
+        "`np.where(condition, x, y)`; `np.where(condition)` is `nonzero`",
         where_,
     ),
     FuncDef::new(
@@ -190,11 +189,19 @@ fn truth(s: &mut Builder, v: Val) -> Val {
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let c = b.need("condition")?.clone();
-    let (Some(x), Some(y)) = (b.get("x"), b.get("y")) else {
-        return Err(b.err(
-            b.pos,
-            "where() needs three arguments (condition, x, y); the one-argument form is not supported",
-        ));
+    let (x, y) = match (b.get("x"), b.get("y")) {
+        (Some(x), Some(y)) => (x, y),
+        (None, None) => {
+            // NumPy's where(condition): its nonzero.
+            let c = s.node(c.0, c.1)?;
+            return s.nonzero(c, b.pos);
+        }
+        _ => {
+            return Err(b.err(
+                b.pos,
+                "where() takes one argument (condition) or three (condition, x, y)",
+            ));
+        }
     };
     let (x, y) = (x.0.clone(), y.0.clone());
     let c = match c.0 {

@@ -12,6 +12,7 @@ use crate::expr::Kwarg;
 
 mod contractions;
 mod creation;
+mod cumulative;
 mod elementwise;
 mod linalg;
 mod models;
@@ -19,6 +20,7 @@ pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
+mod sorting;
 
 /// Turns a call's bound arguments into graph nodes (or a number).
 pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
@@ -123,6 +125,14 @@ pub(super) const FAMILIES: &[Family] = &[
     Family {
         name: "reductions",
         defs: reductions::DEFS,
+    },
+    Family {
+        name: "cumulative",
+        defs: cumulative::DEFS,
+    },
+    Family {
+        name: "sorting",
+        defs: sorting::DEFS,
     },
     Family {
         name: "contractions",
