@@ -159,12 +159,10 @@ pub fn sort_scratch(elems: u64, size: u64, arg: bool) -> u64 {
     elems * if arg { pair_bytes(size) } else { size }
 }
 
-/// Bytes [`sort_merge`] holds beyond its inputs and output when its runs hold `elems`
-/// elements of `size` bytes: them in one vector (values, or pairs with `arg`) and the
-/// stable sort's buffer of half as many.
-pub fn merge_scratch(elems: u64, size: u64, arg: bool) -> u64 {
-    let each = if arg { pair_bytes(size) } else { size };
-    elems * each + elems.div_ceil(2) * each
+/// Bytes [`sort_merge`] holds beyond its inputs and output for an output of `out`
+/// elements: the merge's (run, index) of each, one head per run aside.
+pub fn merge_scratch(out: u64) -> u64 {
+    out * 16
 }
 
 fn check_axis(shape: &[usize], axis: usize) -> Result<(), String> {
@@ -348,7 +346,8 @@ pub fn splitters(
 }
 
 /// See [`nums_layout::batch::Kernel::SortMerge`]: `inputs` are the runs of values, then
-/// (with `arg`) of positions; `len` elements from `start`.
+/// (with `arg`) of positions; `len` elements from `start`. A k-way merge (ties go to the
+/// earlier run: a stable merge), holding one head per run beside the output.
 pub fn sort_merge(
     inputs: &[&Block],
     parts: usize,
@@ -367,39 +366,95 @@ pub fn sort_merge(
     let dtype = inputs[0].dtype();
     let start = start as usize;
     for_dtype!(dtype, T => {
-        let views = inputs[..parts]
+        let runs = inputs[..parts]
             .iter()
-            .map(|b| b.view::<T>().ok_or_else(|| format!("runs of dtypes {dtype} and {}", b.dtype())))
-            .collect::<Result<Vec<_>, String>>()?;
-        let total: usize = views.iter().map(|v| v.len()).sum();
+            .map(|b| {
+                let v = b.view::<T>().ok_or_else(|| format!("runs of dtypes {dtype} and {}", b.dtype()))?;
+                Ok(v.as_slice().map(std::borrow::Cow::Borrowed).unwrap_or_else(|| v.iter().copied().collect::<Vec<_>>().into()))
+            })
+            .collect::<Result<Vec<std::borrow::Cow<[T]>>, String>>()?;
+        let total: usize = runs.iter().map(|v| v.len()).sum();
         if start + len > total {
             return Err(format!("elements {start}..{} of a merge of {total}", start + len));
         }
+        let order = merge_order(&runs, start, len, descending);
         if arg {
-            let mut pairs: Vec<(T, i64)> = Vec::with_capacity(total);
-            for (v, p) in views.iter().zip(&inputs[parts..]) {
-                let p = p.to_i64();
-                if p.len() != v.len() {
-                    return Err("a run of positions as long as its run of values".into());
-                }
-                pairs.extend(v.iter().copied().zip(p.iter().copied()));
+            let positions = inputs[parts..]
+                .iter()
+                .map(|b| b.view::<i64>().and_then(|a| a.as_slice()).ok_or("runs of positions are int64"))
+                .collect::<Result<Vec<&[i64]>, _>>()?;
+            if positions.iter().zip(&runs).any(|(p, r)| p.len() != r.len()) {
+                return Err("a run of positions as long as its run of values".into());
             }
-            // The runs come in key order; a stable sort by value merges them so.
-            pairs.sort_by(|p, q| cmp(&p.0, &q.0, descending));
-            let out: Vec<i64> = pairs[start..start + len].iter().map(|p| p.1).collect();
+            let out: Vec<i64> = order.iter().map(|&(r, i)| positions[r][i]).collect();
             Ok(Block::I64(ArrayD::from_shape_vec(IxDyn(&[len]), out).map_err(|e| e.to_string())?))
         } else {
-            let mut all: Vec<T> = Vec::with_capacity(total);
-            for v in &views {
-                all.extend(v.iter().copied());
-            }
-            // Sorted runs: the stable sort merges them.
-            all.sort_by(|p, q| cmp(p, q, descending));
-            all.truncate(start + len);
-            all.drain(..start);
-            Ok(T::wrap(ArrayD::from_shape_vec(IxDyn(&[len]), all).map_err(|e| e.to_string())?))
+            let out: Vec<T> = order.iter().map(|&(r, i)| runs[r][i]).collect();
+            Ok(T::wrap(ArrayD::from_shape_vec(IxDyn(&[len]), out).map_err(|e| e.to_string())?))
         }
     })
+}
+
+/// Elements `skip..skip + count` of the stable k-way merge of sorted `runs`, as (run,
+/// index).
+fn merge_order<T: Sortable>(
+    runs: &[std::borrow::Cow<[T]>],
+    mut skip: usize,
+    count: usize,
+    descending: bool,
+) -> Vec<(usize, usize)> {
+    use std::collections::BinaryHeap;
+    struct Head<'a, T: Sortable> {
+        v: T,
+        run: usize,
+        at: usize,
+        descending: bool,
+        _r: std::marker::PhantomData<&'a T>,
+    }
+    impl<T: Sortable> PartialEq for Head<'_, T> {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o) == Ordering::Equal
+        }
+    }
+    impl<T: Sortable> Eq for Head<'_, T> {}
+    impl<T: Sortable> PartialOrd for Head<'_, T> {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl<T: Sortable> Ord for Head<'_, T> {
+        // Reversed: the heap's top is the next element (the earlier run on a tie).
+        fn cmp(&self, o: &Self) -> Ordering {
+            cmp(&o.v, &self.v, self.descending).then(o.run.cmp(&self.run))
+        }
+    }
+    let mut heap: BinaryHeap<Head<T>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(run, r)| Head {
+            v: r[0],
+            run,
+            at: 0,
+            descending,
+            _r: std::marker::PhantomData,
+        })
+        .collect();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let Some(mut h) = heap.pop() else { break };
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            out.push((h.run, h.at));
+        }
+        h.at += 1;
+        if let Some(&v) = runs[h.run].get(h.at) {
+            h.v = v;
+            heap.push(h);
+        }
+    }
+    out
 }
 
 /// See [`nums_layout::batch::Kernel::SearchCount`]: terms (sorted block, values), the

@@ -66,15 +66,13 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             if *arg {
                 inputs.extend(positions[first..last].iter().map(|&r| BlockId::new(r, 0)));
             }
-            let elems: u64 = runs[first..last].iter().map(|&r| cx.meta(r).len()).sum();
-            let size = cx.meta(runs[first]).dtype.size() as u64;
             cx.one(
                 Kernel::SortMerge {
                     parts: last - first,
                     start: a - buckets[lo].0,
                     descending: *descending,
                     arg: *arg,
-                    scratch: merge_scratch(elems, size, *arg),
+                    scratch: merge_scratch(len),
                 },
                 inputs,
             )

@@ -301,11 +301,11 @@ struct SampleSort {
 const SAMPLES_PER_PART: u64 = 128;
 
 impl<'a> Builder<'a> {
-    /// Bytes one sort or merge task may project: most of what an invocation holds past its
-    /// base, the rest for the batch around it.
+    /// Bytes one sort or merge task may project: half of what an invocation holds past its
+    /// base, the rest for the tasks that make its inputs in the same batch.
     fn sort_budget(&self) -> u64 {
         let limit = self.job.compute.memory_mb << 20;
-        limit.saturating_sub(BASE_MEMORY) / 10 * 8 + BASE_MEMORY
+        limit.saturating_sub(BASE_MEMORY) / 2 + BASE_MEMORY
     }
 
     /// The most elements of `size` bytes one task sorts (values, or positions with `arg`).
@@ -320,15 +320,10 @@ impl<'a> Builder<'a> {
     fn sample_sort_sizes(&self, n: u64, size: u64, arg: bool) -> SampleSort {
         let budget = self.sort_budget().saturating_sub(BASE_MEMORY);
         let run = self.sort_limit(size, arg);
-        // A merge reads its block's partitions: the block, and up to a partition and a half
-        // on either side (partitions are half a block, a third over at most).
-        let (each, out_each) = if arg { (size + 8, 8) } else { (size, size) };
-        let per_out = |o: u64| {
-            let fetched = o * 5 / 2;
-            3 * fetched * each + o * each + 3 * o * out_each + merge_scratch(fetched, size, arg)
-        };
-        let out = (budget / per_out(1)).max(2);
-        let parts = n.div_ceil(out / 2).max(2);
+        // A merge block of o elements reads the partitions it overlaps: partitions of about
+        // o elements (a third over at most) make it read up to o + 2 * 4/3 o.
+        let out = (3 * budget / merge_peak(size, arg, 11, 3, 4)).max(2);
+        let parts = n.div_ceil(out).max(2);
         SampleSort {
             run,
             out,
@@ -513,12 +508,40 @@ impl<'a> Builder<'a> {
                 at += size_k;
             }
         }
+        // The merge blocks as large as fit what the partitions turned out to be.
+        let sizes: Vec<u64> = buckets
+            .iter()
+            .enumerate()
+            .map(|(k, b)| buckets.get(k + 1).map_or(n, |c| c.0) - b.0)
+            .collect();
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let budget = self.sort_budget().saturating_sub(BASE_MEMORY);
+        let fits = |o: u64| {
+            // Per output block, the elements of the partitions it overlaps.
+            let (mut k, mut a) = (0, 0);
+            while a < n {
+                let e = (a + o).min(n);
+                while k + 1 < buckets.len() && buckets[k + 1].0 <= a {
+                    k += 1;
+                }
+                let (mut j, mut f) = (k, 0);
+                while j < buckets.len() && buckets[j].0 < e {
+                    f += sizes[j];
+                    j += 1;
+                }
+                if merge_peak(size, arg, f, e - a, largest) > budget {
+                    return false;
+                }
+                a = e;
+            }
+            true
+        };
+        let mut out = z.out.min(n).max(1);
+        while out > 1 && !fits(out) {
+            out = out * 4 / 5;
+        }
         self.add(
-            ArrayMeta::new(
-                vec![n],
-                vec![z.out.min(n)],
-                if arg { DType::Int64 } else { m.dtype },
-            ),
+            ArrayMeta::new(vec![n], vec![out], if arg { DType::Int64 } else { m.dtype }),
             NodeOp::SortMerge {
                 runs,
                 positions: pos_runs,
@@ -769,6 +792,19 @@ impl<'a> Builder<'a> {
             counts,
         })
     }
+}
+
+/// The projected peak (past the base) of a merge that reads `fetched` elements of
+/// `size` bytes (with `arg`, and as many positions), its largest run `largest`, for an
+/// output of `out` elements.
+fn merge_peak(size: u64, arg: bool, fetched: u64, out: u64, largest: u64) -> u64 {
+    let (each, out_each) = if arg { (size + 8, 8) } else { (size, size) };
+    task_peak(
+        fetched * each,
+        largest * each,
+        out * out_each,
+        merge_scratch(out),
+    ) - BASE_MEMORY
 }
 
 /// A well-mixed 64-bit hash (SplitMix64's finalizer): the sample positions.
