@@ -619,19 +619,19 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
     assert not failures, "\n".join(failures)
 
 
-def test_powers_of_bools_are_int64(tmp_path):
-    """NumPy squares bools in int8, which nums-cloud does not have: `square(M)` is int64 as
-    `M ** 2` is (README's differences), never bool."""
+def test_powers_of_bools_are_numpys_ints(tmp_path):
+    """NumPy squares bools in int8 (`square(M)`, `M ** 2`, `M ** True`), other powers of a
+    Python int in int64: the same dtypes here, never bool."""
     d = tmp_path / "in"
     d.mkdir()
     m = INPUTS["M"][0]
     np.save(d / "M.npy", m)
-    cases = ["square(M)", "M ** 2", "square(M) * 3"]
+    cases = ["square(M)", "M ** 2", "square(M) * 3", "M ** 3", "M ** True", "M ** M"]
     got = run_cases(tmp_path, {"M": {"load": str(d / "M.npy"), "block": [3, 2]}}, cases,
                     {"url": f"file://{tmp_path / 'store'}"})
     for expr in cases:
         want = numpy_answer(expr, {"M": m})
-        assert got[expr].dtype == np.int64 and want.dtype.kind == "i", expr
+        assert got[expr].dtype == want.dtype and want.dtype.kind == "i", expr
         np.testing.assert_array_equal(got[expr], want, err_msg=expr)
 
 

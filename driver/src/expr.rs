@@ -159,8 +159,7 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                         Some((
                             Tok::Int(_) | Tok::Num(_) | Tok::Imag(_) | Tok::Str(_) | Tok::Ident(_),
                             _
-                        ))
-                            | Some((Tok::Sym(")" | "]"), _))
+                        )) | Some((Tok::Sym(")" | "]"), _))
                     )
                 };
                 let k = out.len();

@@ -121,14 +121,16 @@ pub(crate) fn read(path: &Path) -> Result<Block, String> {
     let h = read_header(path)?;
     let dtype = h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let data = bytes.get(h.offset as usize..h.file_size() as usize).ok_or_else(|| {
-        format!(
-            "{}: shorter than its header says ({} bytes, {} expected)",
-            path.display(),
-            bytes.len(),
-            h.file_size()
-        )
-    })?;
+    let data = bytes
+        .get(h.offset as usize..h.file_size() as usize)
+        .ok_or_else(|| {
+            format!(
+                "{}: shorter than its header says ({} bytes, {} expected)",
+                path.display(),
+                bytes.len(),
+                h.file_size()
+            )
+        })?;
     let shape: Vec<usize> = h.shape.iter().map(|&s| s as usize).collect();
     if !h.fortran {
         return Block::from_le_bytes(dtype, &shape, data)

@@ -280,5 +280,8 @@ fn the_architecture_page_draws_these_floors() {
         .enumerate()
         .map(|(i, f)| (i, f.iter().map(|r| r.to_string()).collect()))
         .collect();
-    assert_eq!(drawn, want, "docs/architecture.md's floors differ from FLOORS");
+    assert_eq!(
+        drawn, want,
+        "docs/architecture.md's floors differ from FLOORS"
+    );
 }

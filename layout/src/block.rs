@@ -429,7 +429,9 @@ impl Block {
                 }
             };
         }
-        same_dtype!(F64, F32, I64, Bool, I8, I16, I32, U8, U16, U32, U64, C64, C128);
+        same_dtype!(
+            F64, F32, I64, Bool, I8, I16, I32, U8, U16, U32, U64, C64, C128
+        );
         true
     }
 

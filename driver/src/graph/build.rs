@@ -370,17 +370,31 @@ impl<'a> Builder<'a> {
         let id = match &def.source {
             Source::Random { dist, shape, seed } => {
                 check_block(&def.block, shape)?;
-                let natural = match dist {
-                    RandomDist::Integers { .. } => DType::Int64,
-                    _ => DType::Float64,
+                // As NumPy's Generator: integers in any int dtype that holds [low, high),
+                // normal and uniform in float32 or float64.
+                let (natural, fits) = match *dist {
+                    RandomDist::Integers { low, high } => (
+                        DType::Int64,
+                        def.dtype.is_none_or(|d| {
+                            d.is_int()
+                                && d.int_range().is_some_and(|(lo, hi)| {
+                                    lo <= low.into() && i128::from(high) - 1 <= hi
+                                })
+                        }),
+                    ),
+                    _ => (DType::Float64, def.dtype.is_none_or(DType::is_float)),
                 };
                 let dtype = def.dtype.unwrap_or(natural);
-                if dtype == DType::Bool || (natural == DType::Int64) != (dtype == DType::Int64) {
+                if !fits {
+                    let kinds = match dist {
+                        RandomDist::Integers { .. } => "an int dtype that holds low and high - 1",
+                        _ => "float32 or float64",
+                    };
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.dtype"),
                         format!(
-                            "random {} arrays are {natural}; convert with astype in an expression",
+                            "random {} arrays are {kinds}, not {dtype}; convert with astype in an expression",
                             dist.name()
                         ),
                     ));
@@ -625,9 +639,7 @@ impl<'a> Builder<'a> {
                         }
                         a => Err(at(format!(
                             "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis and the dtypes ({})",
-                            DType::ALL
-                                .map(|d| format!("np.{}", d.name()))
-                                .join(", ")
+                            DType::ALL.map(|d| format!("np.{}", d.name())).join(", ")
                         ))),
                     };
                 }

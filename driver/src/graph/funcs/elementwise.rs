@@ -36,8 +36,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("imag", &["val"], "`np.imag`, as `x.imag`", |s, b| {
         unary_of(s, b, "val", UnaryOp::Imag)
     }),
-    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj))
-        .aliases(&["conjugate"]),
+    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj)).aliases(&["conjugate"]),
     FuncDef::new(
         "angle",
         &["z", "deg"],
