@@ -741,6 +741,8 @@ DTYPE_ERRORS = {
     "i8 + 300": "Python integer 300 out of bounds for int8",
     "u64 + -1": "Python integer -1 out of bounds for uint64",
     "maximum(u8, 256)": "Python integer 256 out of bounds for uint8",
+    "full(3, 300, dtype='int8')": "Python integer 300 out of bounds for int8",
+    "full_like(u16, -1)": "Python integer -1 out of bounds for uint16",
     "z128 // z64": "// is not defined for complex numbers",
     "z64 % 2": "% is not defined for complex numbers",
     "floor(z128)": "floor is not defined for complex numbers",
@@ -818,6 +820,26 @@ def test_dtype_errors_are_refused_as_numpy_raises(tmp_path):
                                 storage={"url": f"file://{tmp_path / 'store'}"}))
         p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_check_shows_numpys_result_dtypes(tmp_path):
+    """`check` (nothing runs) gives each output NumPy's result dtype: np.result_type of
+    every pair of array dtypes, and NEP 50's weak Python scalars."""
+    import json
+    cases = [f"{a} {op} {b}" for a in _NAMES for b in _NAMES for op in ("+", "/")
+             if not (a == b == "bb" and op == "+")]
+    cases += [f"{a} {op} {v}" for a in _NAMES for op in ("*", "**") for v in ("3", "0.5", "2j")]
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    arrays.update({f"c{i}": e for i, e in enumerate(cases)})
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {f"c{i}": str(tmp_path / f"c{i}.npy") for i in range(len(cases))},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", "--json", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = {o["name"]: o["dtype"] for o in json.loads(p.stdout)["output_arrays"]}
+    wrong = [f"{e}: {got[f'c{i}']}, NumPy {numpy_answer(e, DTYPE_INPUTS).dtype}"
+             for i, e in enumerate(cases) if got[f"c{i}"] != str(numpy_answer(e, DTYPE_INPUTS).dtype)]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_dtype_subset_on_garage(garage, tmp_path):

@@ -410,7 +410,15 @@ impl<'a> Builder<'a> {
             }
             Source::Full { shape, value } => {
                 check_block(&def.block, shape)?;
-                let m = leaf_meta(shape.clone(), def.dtype.unwrap_or(DType::Float64), self);
+                let dtype = def.dtype.unwrap_or(DType::Float64);
+                if let Some(dt) = super::ops::out_of_range(*value, dtype) {
+                    return Err(self.job.err(
+                        def.line,
+                        format!("{key}.value"),
+                        format!("{value} is out of bounds for {dt} (NumPy raises OverflowError)"),
+                    ));
+                }
+                let m = leaf_meta(shape.clone(), dtype, self);
                 self.add(m, NodeOp::Fill { value: *value })
             }
             Source::Load { .. } => {

@@ -772,7 +772,7 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
 
 /// The int dtype of an array a Python int `v` does not fit (NumPy 2 raises for it), or
 /// `None` where it fits or the array is not of ints.
-fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
+pub(super) fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
     let (lo, hi) = dtype.int_range().filter(|_| dtype.is_int())?;
     let i = v.as_i128().filter(|_| v.kind() == ScalarKind::Int)?;
     (i < lo || i > hi).then_some(dtype)
