@@ -660,6 +660,10 @@ DTYPE_INPUTS = {
     # small ints (zeros and negatives) for division, powers and contractions that stay in range
     "s8": _dt.integers(-3, 4, size=(7, 5), dtype=np.int8), "t16": _dt.integers(0, 5, size=(7, 5), dtype=np.uint16),
 }
+# complex NaN and infinities: NaN propagates through max/min and sums, nan-reductions skip it
+_zn = _c.copy()
+_zn[0, 1], _zn[3, 2], _zn[5, 4] = complex(np.nan, 0), complex(1, np.nan), complex(np.inf, -np.inf)
+DTYPE_INPUTS["zn"] = _zn
 _NAMES = ["bb", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64", "z64", "z128"]
 DTYPE_CASES = [
     # promotion of every pair of dtypes (np.result_type of arrays), values of + and ==
@@ -671,7 +675,11 @@ DTYPE_CASES = [
     *[f"{a} > 1" for a in _NAMES], *[f"{a} - True" for a in _NAMES if a != "bb"],
     "2 - i8", "0.5 / u16", "3 ** s8.astype('uint8')", "1j * f32", "(1 + 2j) * (3 - 1j) + f64",
     # ints out of the array's range compare exactly (NumPy 2's comparisons of Python ints)
-    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256",
+    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256", "i64 > 9223372036854775808",
+    "9223372036854775808 > i64", "-3 < u16",
+    # Python ints up to uint64's largest
+    "u64 == 18446744073709551615", "u64 - 9223372036854775808", "f64 + 9223372036854775808",
+    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64",
     # wrapping on overflow, in every width
     "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
     "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",
@@ -695,7 +703,8 @@ DTYPE_CASES = [
     "isfinite(z64)", "isinf(z128 / 0)", "z128 == z64", "z128 != conj(z128)", "z128 < z64",
     "z64 >= 0", "maximum(z128, z64)", "minimum(z64, 0)", "clip(z128, 0, 1)", "where(bb, z128, 1j)",
     "where(z128.real > 0, z64, f32)", "z128 * 1j", "2 + 3j + i8", "logical_and(z128, bb)",
-    "logical_not(z128)",
+    "logical_not(z128)", "sign(zn)", "abs(zn)", "sqrt(zn)", "isnan(zn)", "isinf(zn)", "zn < 1",
+    "maximum(zn, 0)", "minimum(zn, z128)", "1 / zn", "zn ** 2", "angle(zn)",
     # reductions in NumPy's dtypes: sums in int64 or uint64, extremes in their own
     "sum(i8)", "sum(i8, axis=0)", "sum(u8, axis=1)", "sum(u64)", "sum(u64, axis=0)", "prod(i16, axis=1)",
     "prod(u32, axis=0)", "sum(bb)", "sum(i32, axis=(0, 1), keepdims=True)", "max(i8, axis=0)",
@@ -706,7 +715,10 @@ DTYPE_CASES = [
     "var(z128)", "var(z64, axis=0)", "std(z64, axis=1)", "std(z128)", "max(z128, axis=0)", "min(z64)",
     "argmax(z128, axis=1)", "argmin(z64)", "all(z128)", "any(z64, axis=1)", "nansum(z128)",
     "nanmean(z128, axis=0)", "nanvar(z64)", "nanmax(z128, axis=1)", "nanargmin(z128, axis=0)",
-    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)",
+    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)", "max(zn, axis=0)", "min(zn)", "nanmax(zn, axis=1)",
+    "nanmin(zn, axis=0)", "argmax(zn, axis=0)", "argmin(zn, axis=1)", "nanargmax(zn, axis=0)", "sum(zn, axis=0)",
+    "nansum(zn, axis=1)", "nanmean(zn, axis=0)", "nanvar(zn, axis=0)", "nanprod(zn, axis=0)",
+    "np.linalg.norm(zn, axis=0)",
     # contractions: ints in their own dtype (wrapping), complex through BLAS's complex GEMM
     "i8 @ i8.T", "u8 @ u8.T", "i16 @ u16.T", "s8 @ t16.T", "bb @ bb.T", "u64 @ u64.T", "u64 @ i64.T",
     "z128 @ z128.T", "z64 @ z64.T", "z64 @ f32.T", "z128 @ f64.T", "z64 @ i8.T", "z64 @ f64.T",
@@ -742,6 +754,8 @@ DTYPE_ERRORS = {
     "u64 + -1": "Python integer -1 out of bounds for uint64",
     "maximum(u8, 256)": "Python integer 256 out of bounds for uint8",
     "full(3, 300, dtype='int8')": "Python integer 300 out of bounds for int8",
+    "i64 + 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
+    "bb > 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
     "full_like(u16, -1)": "Python integer -1 out of bounds for uint16",
     "z128 // z64": "// is not defined for complex numbers",
     "z64 % 2": "% is not defined for complex numbers",

@@ -585,6 +585,7 @@ impl<'a> Builder<'a> {
             ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
             ExprKind::Imag(v) => Val::Num(Scalar::Complex(0.0, *v)),
             ExprKind::Int(v) => Val::Num(Scalar::Int(*v)),
+            ExprKind::UInt(v) => Val::Num(Scalar::UInt(*v)),
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
@@ -612,10 +613,12 @@ impl<'a> Builder<'a> {
                     (UnOp::Neg, Val::Num(Scalar::Complex(re, im))) => {
                         Val::Num(Scalar::Complex(-re, -im))
                     }
-                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
-                        Some(v) => Val::Num(Scalar::Int(v)),
-                        None => return Err(at(format!("-({x}) is outside int64's range"))),
-                    },
+                    (UnOp::Neg, Val::Num(x)) => {
+                        match x.as_i128().and_then(|v| Scalar::from_i128(-v)) {
+                            Some(v) => Val::Num(v),
+                            None => return Err(at(format!("-({x}) is outside int64's range"))),
+                        }
+                    }
                     (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
                     (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
                     (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
