@@ -739,7 +739,8 @@ DTYPE_CASES = [
     "full((2, 2), 3, dtype='complex64')", "arange(5, dtype='uint8')", "arange(3, dtype='complex128')",
     "arange(250, 260, 3, dtype=np.uint8)", "eye(3, dtype='int32')", "linspace(0, 10, 4, dtype='int16')",
     "linspace(-10, 0, 4, dtype=np.int8)", "zeros_like(z64)", "full_like(i8, 7)", "ones_like(u64)",
-    "full((3,), -1, dtype='int16')",
+    "full((3,), -1, dtype='int16')", "zeros(3, dtype=complex)", "ones((2, 2), dtype=int)", "i8.astype(float)",
+    "f64.astype(bool)", "u8.astype(np.uint16) * 300", "i16.astype('<i4')", "u8.astype(np.double)",
     # shapes and selections keep the dtype
     "i8[::2, 1:]", "z128.T", "reshape(z64, (5, 7))", "u64[[0, 2]]", "z128[z128.real[:, 0] > 0]", "transpose(u16)",
     "concatenate((i8, u8))", "stack((z64, f32))", "where(bb, i8, u8)", "where(bb, i8, 1)",
@@ -808,6 +809,13 @@ def _dtype_failures(cases, got):
 def test_every_dtype_matches_numpy(tmp_path):
     got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), DTYPE_CASES,
                     {"url": f"file://{tmp_path / 'store'}"})
+    failures = _dtype_failures(DTYPE_CASES, got)
+    assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_every_dtype_on_other_blocks_with_the_naive_scheduler(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS, block=(2, 5)), DTYPE_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"}, compute={"scheduler": "naive", "memory_mb": 1024})
     failures = _dtype_failures(DTYPE_CASES, got)
     assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
 

@@ -591,6 +591,10 @@ impl<'a> Builder<'a> {
             ExprKind::None => Val::None,
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
+                // Python's type names as NumPy takes them for a dtype (`dtype=complex`).
+                None if ["bool", "int", "float", "complex"].contains(&n.as_str()) => {
+                    Val::Str(DType::parse(n).expect("a dtype name").name().into())
+                }
                 None => {
                     return Err(at(format!(
                         "unknown array {n:?}; the job defines {}",
