@@ -262,7 +262,8 @@ EXPR_ERRORS = {
     "arange_bools": ("arange(3, dtype='bool')", 1, ["bools only for ranges of at most 2 values"]),
     "bool_index": ("A[:, True]", 6, ["a bool index (True) adds an axis in NumPy"]),
     "bool_list_length": ("A[[True, False]]", 3, ["a bool index list of 2 values for axis 0 of size 7"]),
-    "int_past_int64": ("A * 0 - 9223372036854775808", 9, ["9223372036854775808 is outside int64's range"]),
+    "int_past_uint64": ("A * 0 - 18446744073709551616", 9, ["18446744073709551616 is outside uint64's range"]),
+    "int_past_int64": ("M - 9223372036854775808", 3, ["Python integer 9223372036854775808 out of bounds for int64"]),
 }
 
 

@@ -701,19 +701,19 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
     assert not failures, "\n".join(failures)
 
 
-def test_powers_of_bools_are_int64(tmp_path):
-    """NumPy squares bools in int8, which nums-cloud does not have: `square(M)` is int64 as
-    `M ** 2` is (README's differences), never bool."""
+def test_powers_of_bools_are_numpys_ints(tmp_path):
+    """NumPy squares bools in int8 (`square(M)`, `M ** 2`, `M ** True`), other powers of a
+    Python int in int64: the same dtypes here, never bool."""
     d = tmp_path / "in"
     d.mkdir()
     m = INPUTS["M"][0]
     np.save(d / "M.npy", m)
-    cases = ["square(M)", "M ** 2", "square(M) * 3"]
+    cases = ["square(M)", "M ** 2", "square(M) * 3", "M ** 3", "M ** True", "M ** M"]
     got = run_cases(tmp_path, {"M": {"load": str(d / "M.npy"), "block": [3, 2]}}, cases,
                     {"url": f"file://{tmp_path / 'store'}"})
     for expr in cases:
         want = numpy_answer(expr, {"M": m})
-        assert got[expr].dtype == np.int64 and want.dtype.kind == "i", expr
+        assert got[expr].dtype == want.dtype and want.dtype.kind == "i", expr
         np.testing.assert_array_equal(got[expr], want, err_msg=expr)
 
 
@@ -742,6 +742,10 @@ DTYPE_INPUTS = {
     # small ints (zeros and negatives) for division, powers and contractions that stay in range
     "s8": _dt.integers(-3, 4, size=(7, 5), dtype=np.int8), "t16": _dt.integers(0, 5, size=(7, 5), dtype=np.uint16),
 }
+# complex NaN and infinities: NaN propagates through max/min and sums, nan-reductions skip it
+_zn = _c.copy()
+_zn[0, 1], _zn[3, 2], _zn[5, 4] = complex(np.nan, 0), complex(1, np.nan), complex(np.inf, -np.inf)
+DTYPE_INPUTS["zn"] = _zn
 _NAMES = ["bb", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64", "z64", "z128"]
 DTYPE_CASES = [
     # promotion of every pair of dtypes (np.result_type of arrays), values of + and ==
@@ -753,7 +757,11 @@ DTYPE_CASES = [
     *[f"{a} > 1" for a in _NAMES], *[f"{a} - True" for a in _NAMES if a != "bb"],
     "2 - i8", "0.5 / u16", "3 ** s8.astype('uint8')", "1j * f32", "(1 + 2j) * (3 - 1j) + f64",
     # ints out of the array's range compare exactly (NumPy 2's comparisons of Python ints)
-    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256",
+    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256", "i64 > 9223372036854775808",
+    "9223372036854775808 > i64", "-3 < u16",
+    # Python ints up to uint64's largest
+    "u64 == 18446744073709551615", "u64 - 9223372036854775808", "f64 + 9223372036854775808",
+    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64",
     # wrapping on overflow, in every width
     "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
     "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",
@@ -777,7 +785,8 @@ DTYPE_CASES = [
     "isfinite(z64)", "isinf(z128 / 0)", "z128 == z64", "z128 != conj(z128)", "z128 < z64",
     "z64 >= 0", "maximum(z128, z64)", "minimum(z64, 0)", "clip(z128, 0, 1)", "where(bb, z128, 1j)",
     "where(z128.real > 0, z64, f32)", "z128 * 1j", "2 + 3j + i8", "logical_and(z128, bb)",
-    "logical_not(z128)",
+    "logical_not(z128)", "sign(zn)", "abs(zn)", "sqrt(zn)", "isnan(zn)", "isinf(zn)", "zn < 1",
+    "maximum(zn, 0)", "minimum(zn, z128)", "1 / zn", "zn ** 2", "angle(zn)",
     # reductions in NumPy's dtypes: sums in int64 or uint64, extremes in their own
     "sum(i8)", "sum(i8, axis=0)", "sum(u8, axis=1)", "sum(u64)", "sum(u64, axis=0)", "prod(i16, axis=1)",
     "prod(u32, axis=0)", "sum(bb)", "sum(i32, axis=(0, 1), keepdims=True)", "max(i8, axis=0)",
@@ -788,7 +797,10 @@ DTYPE_CASES = [
     "var(z128)", "var(z64, axis=0)", "std(z64, axis=1)", "std(z128)", "max(z128, axis=0)", "min(z64)",
     "argmax(z128, axis=1)", "argmin(z64)", "all(z128)", "any(z64, axis=1)", "nansum(z128)",
     "nanmean(z128, axis=0)", "nanvar(z64)", "nanmax(z128, axis=1)", "nanargmin(z128, axis=0)",
-    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)",
+    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)", "max(zn, axis=0)", "min(zn)", "nanmax(zn, axis=1)",
+    "nanmin(zn, axis=0)", "argmax(zn, axis=0)", "argmin(zn, axis=1)", "nanargmax(zn, axis=0)", "sum(zn, axis=0)",
+    "nansum(zn, axis=1)", "nanmean(zn, axis=0)", "nanvar(zn, axis=0)", "nanprod(zn, axis=0)",
+    "np.linalg.norm(zn, axis=0)",
     # contractions: ints in their own dtype (wrapping), complex through BLAS's complex GEMM
     "i8 @ i8.T", "u8 @ u8.T", "i16 @ u16.T", "s8 @ t16.T", "bb @ bb.T", "u64 @ u64.T", "u64 @ i64.T",
     "z128 @ z128.T", "z64 @ z64.T", "z64 @ f32.T", "z128 @ f64.T", "z64 @ i8.T", "z64 @ f64.T",
@@ -809,7 +821,8 @@ DTYPE_CASES = [
     "full((2, 2), 3, dtype='complex64')", "arange(5, dtype='uint8')", "arange(3, dtype='complex128')",
     "arange(250, 260, 3, dtype=np.uint8)", "eye(3, dtype='int32')", "linspace(0, 10, 4, dtype='int16')",
     "linspace(-10, 0, 4, dtype=np.int8)", "zeros_like(z64)", "full_like(i8, 7)", "ones_like(u64)",
-    "full((3,), -1, dtype='int16')",
+    "full((3,), -1, dtype='int16')", "zeros(3, dtype=complex)", "ones((2, 2), dtype=int)", "i8.astype(float)",
+    "f64.astype(bool)", "u8.astype(np.uint16) * 300", "i16.astype('<i4')", "u8.astype(np.double)",
     # shapes and selections keep the dtype
     "i8[::2, 1:]", "z128.T", "reshape(z64, (5, 7))", "u64[[0, 2]]", "z128[z128.real[:, 0] > 0]", "transpose(u16)",
     "concatenate((i8, u8))", "stack((z64, f32))", "where(bb, i8, u8)", "where(bb, i8, 1)",
@@ -830,6 +843,10 @@ DTYPE_ERRORS = {
     "i8 + 300": "Python integer 300 out of bounds for int8",
     "u64 + -1": "Python integer -1 out of bounds for uint64",
     "maximum(u8, 256)": "Python integer 256 out of bounds for uint8",
+    "full(3, 300, dtype='int8')": "Python integer 300 out of bounds for int8",
+    "i64 + 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
+    "bb > 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
+    "full_like(u16, -1)": "Python integer -1 out of bounds for uint16",
     "z128 // z64": "// is not defined for complex numbers",
     "z64 % 2": "% is not defined for complex numbers",
     "floor(z128)": "floor is not defined for complex numbers",
@@ -842,6 +859,7 @@ DTYPE_ERRORS = {
     "np.linalg.lstsq(f64, z128)": "LAPACK's zgeqrf (TSQR) and zgelsd is not wired",
     "np.linalg.norm(z128, 2)": "LAPACK's zgesdd is not wired",
     "astype(f64, 'float16')": "unsupported dtype \"float16\"",
+    "linear_regression(z128, f64[:, 0])": "X and y must be real numbers, not complex128",
 }
 
 
@@ -885,6 +903,13 @@ def test_every_dtype_matches_numpy(tmp_path):
     assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
 
 
+def test_every_dtype_on_other_blocks_with_the_naive_scheduler(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS, block=(2, 5)), DTYPE_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"}, compute={"scheduler": "naive", "memory_mb": 1024})
+    failures = _dtype_failures(DTYPE_CASES, got)
+    assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
 def test_float_functions_of_small_ints_are_float32_where_numpy_has_float16(tmp_path):
     got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), FLOAT16_CASES,
                     {"url": f"file://{tmp_path / 'store'}"})
@@ -900,13 +925,33 @@ def test_dtype_errors_are_refused_as_numpy_raises(tmp_path):
     arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
     job = tmp_path / "job.toml"
     for expr, message in DTYPE_ERRORS.items():
-        if not expr.startswith("np.linalg") and "float16" not in expr:
+        if not expr.startswith(("np.linalg", "linear_regression")) and "float16" not in expr:
             with pytest.raises((OverflowError, TypeError, ValueError)):
                 numpy_answer(expr, DTYPE_INPUTS)
         job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
                                 storage={"url": f"file://{tmp_path / 'store'}"}))
         p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
         assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_check_shows_numpys_result_dtypes(tmp_path):
+    """`check` (nothing runs) gives each output NumPy's result dtype: np.result_type of
+    every pair of array dtypes, and NEP 50's weak Python scalars."""
+    import json
+    cases = [f"{a} {op} {b}" for a in _NAMES for b in _NAMES for op in ("+", "/")
+             if not (a == b == "bb" and op == "+")]
+    cases += [f"{a} {op} {v}" for a in _NAMES for op in ("*", "**") for v in ("3", "0.5", "2j")]
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    arrays.update({f"c{i}": e for i, e in enumerate(cases)})
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {f"c{i}": str(tmp_path / f"c{i}.npy") for i in range(len(cases))},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", "--json", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = {o["name"]: o["dtype"] for o in json.loads(p.stdout)["output_arrays"]}
+    wrong = [f"{e}: {got[f'c{i}']}, NumPy {numpy_answer(e, DTYPE_INPUTS).dtype}"
+             for i, e in enumerate(cases) if got[f"c{i}"] != str(numpy_answer(e, DTYPE_INPUTS).dtype)]
+    assert not wrong, "\n".join(wrong)
 
 
 def test_dtype_subset_on_garage(garage, tmp_path):

@@ -485,6 +485,16 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
         &c.probes,
     )?;
     let provisional = crate::planview::provisional(&c);
+    // Each output's shape and dtype as the graph gives them (NumPy's result types).
+    let outputs: Vec<(&str, &nums_layout::ArrayMeta)> = c
+        .job
+        .outputs
+        .iter()
+        .filter_map(|o| {
+            let id = c.graph.named.get(&o.name)?;
+            Some((o.name.as_str(), &c.graph.nodes[*id].meta))
+        })
+        .collect();
     if a.json {
         let j = serde_json::json!({
             "file": a.job.display().to_string(),
@@ -492,6 +502,11 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
             "ok": true,
             "arrays": c.job.arrays.len(),
             "outputs": c.job.outputs.len(),
+            "output_arrays": outputs.iter().map(|(name, m)| serde_json::json!({
+                "name": name,
+                "shape": m.shape,
+                "dtype": m.dtype.name(),
+            })).collect::<Vec<_>>(),
             "provisional": provisional,
         });
         println!("{}", serde_json::to_string_pretty(&j)?);
@@ -502,6 +517,9 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
             c.job.arrays.len(),
             c.job.outputs.len()
         );
+        for (name, m) in &outputs {
+            println!("  output {name} {:?} {}", m.shape, m.dtype);
+        }
         if let Some(why) = provisional {
             println!("provisional plan: {why}");
         }

@@ -80,6 +80,8 @@ pub(crate) enum ExprKind {
     Imag(f64),
     /// An integer literal (NumPy treats `2` and `2.0` differently with int arrays).
     Int(i64),
+    /// An integer literal above int64's range, up to uint64's largest.
+    UInt(u64),
     Bool(bool),
     Str(String),
     None,
@@ -115,6 +117,7 @@ enum Tok {
     Num(f64),
     Imag(f64),
     Int(i64),
+    UInt(u64),
     Str(String),
     Ident(String),
     Sym(&'static str),
@@ -151,13 +154,18 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
             if let Ok(i) = text.parse::<i64>() {
                 out.push((Tok::Int(i), start));
             } else if text.bytes().all(|b| b.is_ascii_digit()) {
-                // A Python int outside int64: only -2**63 is one (after a unary minus);
-                // NumPy raises OverflowError for the others beside int arrays.
+                // A Python int outside int64: -2**63 (after a unary minus), or one up to
+                // uint64's largest; NumPy raises OverflowError for larger ones.
                 let operand_before = |t: Option<&(Tok, usize)>| {
                     matches!(
                         t,
                         Some((
-                            Tok::Int(_) | Tok::Num(_) | Tok::Imag(_) | Tok::Str(_) | Tok::Ident(_),
+                            Tok::Int(_)
+                                | Tok::UInt(_)
+                                | Tok::Num(_)
+                                | Tok::Imag(_)
+                                | Tok::Str(_)
+                                | Tok::Ident(_),
                             _
                         )) | Some((Tok::Sym(")" | "]"), _))
                     )
@@ -169,11 +177,14 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 if unary_minus && text == "9223372036854775808" {
                     let (_, at) = out.pop().expect("the minus");
                     out.push((Tok::Int(i64::MIN), at));
+                } else if let Ok(u) = text.parse::<u64>() {
+                    // Up to uint64's largest: a uint64 array takes it (others refuse it).
+                    out.push((Tok::UInt(u), start));
                 } else {
                     return Err(ExprError::new(
                         start,
                         format!(
-                            "{text} is outside int64's range (NumPy raises OverflowError for such an int); write {text}.0 for a float"
+                            "{text} is outside uint64's range (NumPy raises OverflowError for such an int); write {text}.0 for a float"
                         ),
                     ));
                 }
@@ -251,6 +262,7 @@ fn describe(t: &Tok) -> String {
         Tok::Num(v) => format!("number {v}"),
         Tok::Imag(v) => format!("number {v}j"),
         Tok::Int(v) => format!("number {v}"),
+        Tok::UInt(v) => format!("number {v}"),
         Tok::Str(s) => format!("string {s:?}"),
         Tok::Ident(s) => format!("name {s}"),
         Tok::Sym(s) => format!("'{s}'"),
@@ -501,6 +513,7 @@ impl Parser {
             Tok::Num(v) => (ExprKind::Num(v), 0),
             Tok::Imag(v) => (ExprKind::Imag(v), 0),
             Tok::Int(v) => (ExprKind::Int(v), 0),
+            Tok::UInt(v) => (ExprKind::UInt(v), 0),
             Tok::Str(s) => (ExprKind::Str(s), 0),
             Tok::Ident(name) => match name.as_str() {
                 "True" => (ExprKind::Bool(true), 0),
@@ -606,6 +619,7 @@ pub(crate) fn names(e: &Expr) -> Vec<&str> {
             ExprKind::Num(_)
             | ExprKind::Imag(_)
             | ExprKind::Int(_)
+            | ExprKind::UInt(_)
             | ExprKind::Bool(_)
             | ExprKind::Str(_)
             | ExprKind::None
@@ -686,6 +700,7 @@ mod tests {
             ExprKind::Num(v) => format!("{v}"),
             ExprKind::Imag(v) => format!("{v}j"),
             ExprKind::Int(v) => format!("{v}"),
+            ExprKind::UInt(v) => format!("{v}"),
             ExprKind::Name(n) => n.clone(),
             ExprKind::Str(s) => format!("{s:?}"),
             ExprKind::Unary(op, x) => format!("({op:?} {})", show(x)),

@@ -1,7 +1,7 @@
 //! Numbers and values for people: byte counts, memory, plurals, and small arrays as NumPy
 //! prints them. A leaf: the summary, `plan`, `ls`/`show` and the timeline all print with it.
 
-use nums_layout::{Block, Elem, Scalar};
+use nums_layout::{Block, DType, Elem, Scalar};
 
 /// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
 pub(crate) fn human(b: u64) -> String {
@@ -45,14 +45,23 @@ pub(crate) enum Printed {
     Text(String),
 }
 
-/// An element of any dtype, as NumPy prints it: bools as `True`/`False`, ints exactly.
+/// An element of any dtype, as NumPy prints it: bools as `True`/`False`, ints exactly,
+/// float32 parts by their own shortest digits (1.164899, not 1.16489899).
 pub(crate) fn printed<T: Elem>(v: T) -> Printed {
+    let narrow = matches!(T::DTYPE, DType::Float32 | DType::Complex64);
+    let f = |x: f64| {
+        if narrow {
+            (x as f32).to_string().parse().unwrap_or(x)
+        } else {
+            x
+        }
+    };
     match v.to_scalar() {
         Scalar::Bool(b) => Printed::Text(if b { "True" } else { "False" }.into()),
         Scalar::Int(i) => Printed::Text(i.to_string()),
         Scalar::UInt(u) => Printed::Text(u.to_string()),
-        Scalar::Float(f) => Printed::Float(f),
-        Scalar::Complex(re, im) => Printed::Complex(re, im),
+        Scalar::Float(x) => Printed::Float(f(x)),
+        Scalar::Complex(re, im) => Printed::Complex(f(re), f(im)),
     }
 }
 

@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
-use nums_layout::batch::{self, BinaryOp, ReduceOp, UnaryOp};
+use nums_layout::batch::{self, BinaryOp, Kernel, ReduceOp, UnaryOp};
 use nums_layout::num::Int;
 use nums_layout::{Block, C64, C128, DType, Elem};
 
@@ -137,6 +137,63 @@ pub fn binary_cast_bytes(op: BinaryOp, a: (u64, DType), b: (u64, DType)) -> u64 
         return cast_bytes(&[a, b], DType::Bool);
     }
     cast_bytes(&[a, b], compute_dtype(op, a.1, b.1))
+}
+
+/// Bytes a kernel allocates beyond what the memory model counts for every task (its
+/// inputs, one input-sized temporary and its output, [`crate::memory::task_peak`]): its
+/// operands cast to the dtype it computes in, and its result in that dtype where the
+/// output's differs (`int8 + float64` copies the int8 block as float64; an int8 einsum
+/// computes in int64). `inputs`: elements and dtype of each input block, in order; `out`:
+/// the output block's. 0 for the kernels that compute in their operands' dtype.
+pub fn cast_workspace(kernel: &Kernel, inputs: &[(u64, DType)], out: (u64, DType)) -> u64 {
+    let (compute, result) = match (kernel, inputs) {
+        (Kernel::Binary { op }, [a, b]) if op.is_logical() => {
+            return cast_bytes(&[*a, *b], DType::Bool);
+        }
+        (Kernel::Binary { op }, [a, b]) => (compute_dtype(*op, a.1, b.1), *op),
+        (Kernel::Scalar { op, value, .. }, [x]) => (
+            compute_dtype(*op, x.1, x.1.promote_scalar(value.kind())),
+            *op,
+        ),
+        (Kernel::Unary { op }, [x]) => {
+            let c = unary_dtype(*op, x.1, out.1);
+            return cast_bytes(inputs, c)
+                + if c != out.1 {
+                    out.0 * c.size() as u64
+                } else {
+                    0
+                };
+        }
+        (Kernel::Where, [c, rest @ ..]) => {
+            return cast_bytes(&[*c], DType::Bool) + cast_bytes(rest, out.1);
+        }
+        (Kernel::Einsum { .. }, _) => {
+            let p = inputs.iter().map(|x| x.1).reduce(DType::promote);
+            let c = match p {
+                Some(d) if d.is_exact() => DType::Int64,
+                Some(d) => d,
+                None => return 0,
+            };
+            return cast_bytes(inputs, c)
+                + if c != out.1 {
+                    out.0 * c.size() as u64
+                } else {
+                    0
+                };
+        }
+        _ => return 0,
+    };
+    let made = if result.is_predicate() {
+        DType::Bool
+    } else {
+        compute
+    };
+    cast_bytes(inputs, compute)
+        + if made != out.1 {
+            out.0 * made.size() as u64
+        } else {
+            0
+        }
 }
 
 /// `op` of one block, its result in the dtype it computes in (the caller casts to the
@@ -454,6 +511,50 @@ pub fn in_dtype(b: &Block, dtype: DType) -> Cow<'_, Block> {
 mod tests {
     use super::*;
     use ndarray::arr1;
+
+    #[test]
+    fn casts_are_counted_where_a_kernel_widens() {
+        use DType::*;
+        let bin = |op| Kernel::Binary { op };
+        // Same dtypes: nothing beyond the model's one temporary.
+        let k = bin(BinaryOp::Add);
+        assert_eq!(
+            cast_workspace(&k, &[(10, Float64), (10, Float64)], (10, Float64)),
+            0
+        );
+        // int8 + float64: the int8 operand copied as float64.
+        assert_eq!(
+            cast_workspace(&k, &[(10, Int8), (10, Float64)], (10, Float64)),
+            80
+        );
+        // int8 / int8: both as float64.
+        let d = bin(BinaryOp::Div);
+        assert_eq!(
+            cast_workspace(&d, &[(10, Int8), (10, Int8)], (10, Float64)),
+            160
+        );
+        // A comparison makes bools, the output's dtype: the casts only (int16 as float32).
+        let lt = bin(BinaryOp::Lt);
+        assert_eq!(
+            cast_workspace(&lt, &[(10, Int16), (10, Float32)], (10, Bool)),
+            40
+        );
+        // exp of int8 computes in float32 (its output); an int8 einsum in int64, then cast.
+        let exp = Kernel::Unary { op: UnaryOp::Exp };
+        assert_eq!(cast_workspace(&exp, &[(10, Int8)], (10, Float32)), 40);
+        let e = Kernel::Einsum {
+            subscripts: "ij,jk->ik".into(),
+            operands: 2,
+        };
+        assert_eq!(
+            cast_workspace(&e, &[(6, Int8), (6, Int8)], (4, Int8)),
+            2 * 6 * 8 + 4 * 8
+        );
+        assert_eq!(
+            cast_workspace(&e, &[(6, Complex64), (6, Complex64)], (4, Complex64)),
+            0
+        );
+    }
 
     #[test]
     fn narrow_ints_wrap_in_their_own_type() {

@@ -251,8 +251,11 @@ pub fn c_sign(z: C128) -> C128 {
     let r = z.norm();
     if r == 0.0 {
         C128::new(0.0, 0.0)
+    } else if z.re.is_infinite() && z.im.is_infinite() {
+        // No direction: NumPy's NaN.
+        C128::new(f64::NAN, f64::NAN)
     } else if r.is_infinite() {
-        // An infinite part: its direction (inf/inf would be NaN).
+        // One infinite part: its direction (inf/inf would be NaN).
         let f = |v: f64| if v.is_infinite() { v.signum() } else { 0.0 };
         let u = C128::new(f(z.re), f(z.im));
         u / u.norm()
@@ -317,5 +320,9 @@ mod tests {
         assert_eq!(c_maximum(z(1.0, 2.0), z(0.0, 1.0)), z(1.0, 2.0));
         assert_eq!(c_sign(z(3.0, -4.0)), z(0.6, -0.8));
         assert_eq!(c_sign(z(0.0, 0.0)), z(0.0, 0.0));
+        // NumPy's: one infinite part gives its direction, two give NaN.
+        assert_eq!(c_sign(z(f64::INFINITY, 2.0)), z(1.0, 0.0));
+        assert_eq!(c_sign(z(0.0, f64::NEG_INFINITY)), z(0.0, -1.0));
+        assert!(c_isnan(c_sign(z(f64::INFINITY, f64::NEG_INFINITY))));
     }
 }

@@ -350,6 +350,21 @@ impl Array {
         self.op("abs({0})", &[])
     }
 
+    /// The real part, element by element (`x.real`; a real array's own values).
+    pub fn real(&self) -> Array {
+        self.op("real({0})", &[])
+    }
+
+    /// The imaginary part, element by element (`x.imag`; zeros for a real array).
+    pub fn imag(&self) -> Array {
+        self.op("imag({0})", &[])
+    }
+
+    /// The complex conjugate, element by element (`np.conj`).
+    pub fn conj(&self) -> Array {
+        self.op("conj({0})", &[])
+    }
+
     /// The logistic function `1 / (1 + e^-x)` (`scipy.special.expit`).
     pub fn sigmoid(&self) -> Array {
         self.op("sigmoid({0})", &[])

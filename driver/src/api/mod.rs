@@ -157,7 +157,11 @@ macro_rules! element {
         }
     )*};
 }
-element!(f64 => F64, f32 => F32, i64 => I64, bool => Bool);
+element!(
+    f64 => F64, f32 => F32, i64 => I64, bool => Bool, i8 => I8, i16 => I16, i32 => I32,
+    u8 => U8, u16 => U16, u32 => U32, u64 => U64, nums_layout::C64 => C64,
+    nums_layout::C128 => C128
+);
 
 impl<A, S, D> IntoBlock for ndarray::ArrayBase<S, D>
 where

@@ -415,17 +415,31 @@ impl<'a> Builder<'a> {
         let id = match &def.source {
             Source::Random { dist, shape, seed } => {
                 check_block(&def.block, shape)?;
-                let natural = match dist {
-                    RandomDist::Integers { .. } => DType::Int64,
-                    _ => DType::Float64,
+                // As NumPy's Generator: integers in any int dtype that holds [low, high),
+                // normal and uniform in float32 or float64.
+                let (natural, fits) = match *dist {
+                    RandomDist::Integers { low, high } => (
+                        DType::Int64,
+                        def.dtype.is_none_or(|d| {
+                            d.is_int()
+                                && d.int_range().is_some_and(|(lo, hi)| {
+                                    lo <= low.into() && i128::from(high) - 1 <= hi
+                                })
+                        }),
+                    ),
+                    _ => (DType::Float64, def.dtype.is_none_or(DType::is_float)),
                 };
                 let dtype = def.dtype.unwrap_or(natural);
-                if dtype == DType::Bool || (natural == DType::Int64) != (dtype == DType::Int64) {
+                if !fits {
+                    let kinds = match dist {
+                        RandomDist::Integers { .. } => "an int dtype that holds low and high - 1",
+                        _ => "float32 or float64",
+                    };
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.dtype"),
                         format!(
-                            "random {} arrays are {natural}; convert with astype in an expression",
+                            "random {} arrays are {kinds}, not {dtype}; convert with astype in an expression",
                             dist.name()
                         ),
                     ));
@@ -441,7 +455,15 @@ impl<'a> Builder<'a> {
             }
             Source::Full { shape, value } => {
                 check_block(&def.block, shape)?;
-                let m = leaf_meta(shape.clone(), def.dtype.unwrap_or(DType::Float64), self);
+                let dtype = def.dtype.unwrap_or(DType::Float64);
+                if let Some(dt) = super::ops::out_of_range(*value, dtype) {
+                    return Err(self.job.err(
+                        def.line,
+                        format!("{key}.value"),
+                        format!("{value} is out of bounds for {dt} (NumPy raises OverflowError)"),
+                    ));
+                }
+                let m = leaf_meta(shape.clone(), dtype, self);
                 self.add(m, NodeOp::Fill { value: *value })
             }
             Source::Load { .. } => {
@@ -608,11 +630,16 @@ impl<'a> Builder<'a> {
             ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
             ExprKind::Imag(v) => Val::Num(Scalar::Complex(0.0, *v)),
             ExprKind::Int(v) => Val::Num(Scalar::Int(*v)),
+            ExprKind::UInt(v) => Val::Num(Scalar::UInt(*v)),
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
+                // Python's type names as NumPy takes them for a dtype (`dtype=complex`).
+                None if ["bool", "int", "float", "complex"].contains(&n.as_str()) => {
+                    Val::Str(DType::parse(n).expect("a dtype name").name().into())
+                }
                 None => {
                     return Err(at(format!(
                         "unknown array {n:?}; the job defines {}",
@@ -635,10 +662,12 @@ impl<'a> Builder<'a> {
                     (UnOp::Neg, Val::Num(Scalar::Complex(re, im))) => {
                         Val::Num(Scalar::Complex(-re, -im))
                     }
-                    (UnOp::Neg, Val::Num(x)) => match x.as_i64().checked_neg() {
-                        Some(v) => Val::Num(Scalar::Int(v)),
-                        None => return Err(at(format!("-({x}) is outside int64's range"))),
-                    },
+                    (UnOp::Neg, Val::Num(x)) => {
+                        match x.as_i128().and_then(|v| Scalar::from_i128(-v)) {
+                            Some(v) => Val::Num(v),
+                            None => return Err(at(format!("-({x}) is outside int64's range"))),
+                        }
+                    }
                     (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
                     (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
                     (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,

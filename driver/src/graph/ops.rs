@@ -140,25 +140,36 @@ impl<'a> Builder<'a> {
         }
         // A Python int with an int array takes the array's dtype (NEP 50), and NumPy
         // raises where it does not fit; a comparison compares the values exactly.
-        let (a, b) = match (&a, &b) {
-            (Val::Arr(x), Val::Num(v)) | (Val::Num(v), Val::Arr(x)) => {
-                match out_of_range(*v, self.meta(*x).dtype) {
-                    Some(_) if bop.is_predicate() => {
-                        // Exact in float64: ints of 32 bits and fewer are, and an int64 or
-                        // uint64 array's out-of-range int is past every element.
-                        let f = Val::Num(Scalar::Float(v.as_f64()));
-                        if scalar_left { (f, b) } else { (a, f) }
-                    }
-                    Some(dt) => {
-                        return Err(at(format!(
-                            "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
-                        )));
-                    }
-                    None => (a, b),
-                }
+        if let (Val::Arr(x), Val::Num(v)) | (Val::Num(v), Val::Arr(x)) = (&a, &b)
+            && let Some(dt) = out_of_range(*v, self.meta(*x).dtype)
+        {
+            // (NumPy compares int arrays with any int exactly; a bool array's is int64.)
+            if !bop.is_predicate() || self.meta(*x).dtype == DType::Bool {
+                return Err(at(format!(
+                    "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
+                )));
             }
-            _ => (a, b),
-        };
+            // Past every element: the left operand is less than the right one where the
+            // int is above the range and on the right, or below it and on the left.
+            let above = v.as_i128() > dt.int_range().map(|r| r.1);
+            let lt = above != scalar_left;
+            let truth = match bop {
+                BinaryOp::Lt | BinaryOp::Le => lt,
+                BinaryOp::Gt | BinaryOp::Ge => !lt,
+                BinaryOp::Eq => false,
+                _ => true, // !=
+            };
+            let m = ArrayMeta {
+                dtype: DType::Bool,
+                ..self.meta(*x).clone()
+            };
+            return Ok(Val::Arr(self.add(
+                m,
+                NodeOp::Fill {
+                    value: Scalar::Bool(truth),
+                },
+            )));
+        }
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
         if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e)) = (bop, &a, &b)
@@ -666,7 +677,8 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String>
         let v = op.apply(x.as_f64(), y.as_f64());
         return Ok(Val::Num(Scalar::Float(v).cast(dtype)));
     }
-    let (a, b) = (i128::from(x.as_i64()), i128::from(y.as_i64()));
+    let exact = |s: Scalar| s.as_i128().expect("a bool or an int");
+    let (a, b) = (exact(x), exact(y));
     let v: Option<i128> = match op {
         BinaryOp::Pow if b < 0 => {
             return Ok(Val::Num(Scalar::Float(x.as_f64().powf(y.as_f64()))));
@@ -683,19 +695,18 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String>
         BinaryOp::Add => a.checked_add(b),
         BinaryOp::Sub => a.checked_sub(b),
         BinaryOp::Mul => a.checked_mul(b),
+        BinaryOp::Maximum | BinaryOp::ClipLow => Some(a.max(b)),
+        BinaryOp::Minimum | BinaryOp::ClipHigh => Some(a.min(b)),
         _ => {
-            let r = op
-                .apply_i64(a as i64, b as i64)
-                .expect("comparisons and min/max");
-            Some(r.into())
+            let t = op.compare(a, b).expect("a comparison");
+            return Ok(Val::Num(Scalar::Bool(t)));
         }
     };
-    match v.and_then(|v| i64::try_from(v).ok()) {
-        Some(v) if op.is_predicate() => Ok(Val::Num(Scalar::Bool(v != 0))),
-        // Python's bools compute as ints (True + True is 2).
-        Some(v) => Ok(Val::Num(Scalar::Int(v))),
+    // Python's bools compute as ints (True + True is 2).
+    match v.and_then(Scalar::from_i128) {
+        Some(v) => Ok(Val::Num(v)),
         None => Err(format!(
-            "{a} {} {b} is outside int64's range (NumPy refuses such a Python int)",
+            "{a} {} {b} is outside int64's and uint64's range (NumPy refuses such a Python int)",
             op.symbol()
         )),
     }
@@ -772,7 +783,13 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
 
 /// The int dtype of an array a Python int `v` does not fit (NumPy 2 raises for it), or
 /// `None` where it fits or the array is not of ints.
-fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
+pub(super) fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
+    // With a bool array a Python int is an int64.
+    let dtype = if dtype == DType::Bool {
+        DType::Int64
+    } else {
+        dtype
+    };
     let (lo, hi) = dtype.int_range().filter(|_| dtype.is_int())?;
     let i = v.as_i128().filter(|_| v.kind() == ScalarKind::Int)?;
     (i < lo || i > hi).then_some(dtype)

@@ -60,6 +60,15 @@ fn check_fill(b: &Bound, value: Scalar, dtype: DType) -> Result<(), EvalError> {
             format!("{}(): cannot convert the float {value} to an integer", b.f),
         ));
     }
+    if let Some(dt) = super::super::ops::out_of_range(value, dtype) {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{}(): Python integer {value} out of bounds for {dt} (NumPy raises OverflowError)",
+                b.f
+            ),
+        ));
+    }
     Ok(())
 }
 
