@@ -177,6 +177,16 @@ pub fn run(
         }
         Kernel::SearchCount { right } => order::search_counts(inputs, *right)?,
         Kernel::Compress { ranges } => order::compress(inputs, ranges)?,
+        Kernel::Quantile {
+            axis,
+            qs,
+            method,
+            nan,
+        } => crate::stats::quantile(one(inputs)?, *axis, qs, *method, *nan)?,
+        Kernel::Histogram { bins, weighted } => crate::stats::histogram(inputs, *bins, *weighted)?,
+        Kernel::Bincount { length, weighted } => {
+            crate::stats::bincount(inputs, *length, *weighted)?
+        }
         k @ (Kernel::Qr { .. }
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }

@@ -25,6 +25,7 @@ pub mod parquet;
 pub mod pipeline;
 pub mod runtime;
 pub mod sequential;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -713,6 +713,93 @@ impl ReduceOp {
     }
 }
 
+/// Where a quantile between two order statistics of a sorted lane is (NumPy's `method=`
+/// of `quantile` and `percentile`), or NumPy's `median` (the mean of the middle two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantileMethod {
+    /// `inverted_cdf`.
+    InvertedCdf,
+    /// `averaged_inverted_cdf`.
+    AveragedInvertedCdf,
+    /// `closest_observation`.
+    ClosestObservation,
+    /// `interpolated_inverted_cdf`.
+    InterpolatedInvertedCdf,
+    /// `hazen`.
+    Hazen,
+    /// `weibull`.
+    Weibull,
+    /// `linear` (NumPy's default).
+    Linear,
+    /// `median_unbiased`.
+    MedianUnbiased,
+    /// `normal_unbiased`.
+    NormalUnbiased,
+    /// `lower`.
+    Lower,
+    /// `higher`.
+    Higher,
+    /// `midpoint`.
+    Midpoint,
+    /// `nearest`.
+    Nearest,
+    /// NumPy's median: the middle element, or the mean of the middle two.
+    Median,
+}
+
+impl QuantileMethod {
+    /// Every method NumPy names, as it names them.
+    pub const NAMES: [&'static str; 13] = [
+        "inverted_cdf",
+        "averaged_inverted_cdf",
+        "closest_observation",
+        "interpolated_inverted_cdf",
+        "hazen",
+        "weibull",
+        "linear",
+        "median_unbiased",
+        "normal_unbiased",
+        "lower",
+        "higher",
+        "midpoint",
+        "nearest",
+    ];
+
+    /// The method NumPy calls `name`.
+    pub fn parse(name: &str) -> Option<QuantileMethod> {
+        use QuantileMethod::*;
+        let all = [
+            InvertedCdf,
+            AveragedInvertedCdf,
+            ClosestObservation,
+            InterpolatedInvertedCdf,
+            Hazen,
+            Weibull,
+            Linear,
+            MedianUnbiased,
+            NormalUnbiased,
+            Lower,
+            Higher,
+            Midpoint,
+            Nearest,
+        ];
+        Self::NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| all[i])
+    }
+
+    /// It picks an element (the result keeps the input's dtype) rather than blending two.
+    pub fn picks(self) -> bool {
+        use QuantileMethod::*;
+        matches!(
+            self,
+            InvertedCdf | ClosestObservation | Lower | Higher | Nearest
+        )
+    }
+}
+
 /// What a task computes. Inputs are listed in [`Task::inputs`] in the order each kernel
 /// documents; the output block's shape comes from the output array's grid.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -1049,6 +1136,46 @@ pub enum Kernel {
         /// Count the elements equal to the value too (`side="right"`).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         right: bool,
+    },
+    /// One input block holding whole lanes along `axis`, each sorted (NaN last): per lane,
+    /// the quantiles `qs` (fractions in [0, 1]) by `method`, as NumPy's `quantile` (and
+    /// `median`) compute them from the sorted lane; with `nan` the lane's NaNs are left out
+    /// (`nanquantile`), else a lane holding a NaN gives NaN. The output has `qs.len()`
+    /// elements along `axis`: in the input's dtype for the methods that pick an element,
+    /// else in float64 (cast to the output's).
+    Quantile {
+        /// The axis of the lanes.
+        axis: usize,
+        /// The quantiles, fractions in [0, 1].
+        qs: Vec<f64>,
+        /// How a quantile between two elements is found.
+        method: QuantileMethod,
+        /// Leave NaNs out.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        nan: bool,
+    },
+    /// Terms (a block of values, a 0-d block of the histogram's lowest edge, a 0-d block of
+    /// its highest; then with `weighted` a block of weights like the values): the count (or
+    /// the weights' sum, float64) of the values in each of `bins` equal bins between the
+    /// edges, as NumPy's `histogram` finds them (the last bin holds its upper edge, values
+    /// outside are left out), summed over the terms.
+    Histogram {
+        /// Equal bins between the edges.
+        bins: u64,
+        /// A weights block follows each values block.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        weighted: bool,
+    },
+    /// Terms (a block of non-negative ints; then with `weighted` a block of weights like
+    /// it): how often each of 0..`length` occurs (or the weights' sum, float64), summed
+    /// over the terms: NumPy's `bincount`. A negative value or one of `length` or more
+    /// fails the task.
+    Bincount {
+        /// Values counted: 0..length.
+        length: u64,
+        /// A weights block follows each values block.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        weighted: bool,
     },
     /// Inputs: pairs (a block of values, the block of a bool mask beside it), 1-D, each
     /// with the range (skip, take) of its selected elements the output takes: the

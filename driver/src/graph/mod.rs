@@ -266,6 +266,27 @@ pub enum NodeOp {
         mask: NodeId,
         offsets: Arc<Vec<u64>>,
     },
+    /// Quantiles `qs` by `method` of each lane along `axis` of the sorted `x` (one block
+    /// along `axis`), NaNs left out with `nan`: x's shape with `qs.len()` along `axis`.
+    Quantile {
+        x: NodeId,
+        axis: usize,
+        qs: Vec<f64>,
+        method: nums_layout::batch::QuantileMethod,
+        nan: bool,
+    },
+    /// NumPy's histogram counts (or weights' sums) of `x` in `bins` equal bins between the
+    /// 0-d `lo` and `hi`: a sum over x's blocks.
+    Histogram {
+        x: NodeId,
+        lo: NodeId,
+        hi: NodeId,
+        weights: Option<NodeId>,
+        bins: u64,
+    },
+    /// NumPy's bincount of the 1-D `x` (weighted by `weights`) into this node's length:
+    /// a sum over x's blocks.
+    Bincount { x: NodeId, weights: Option<NodeId> },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -332,7 +353,12 @@ impl NodeOp {
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
+            | NodeOp::Quantile { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
+            NodeOp::Histogram {
+                x, lo, hi, weights, ..
+            } => [*x, *lo, *hi].into_iter().chain(*weights).collect(),
+            NodeOp::Bincount { x, weights } => std::iter::once(*x).chain(*weights).collect(),
             NodeOp::SortMerge {
                 runs, positions, ..
             } => runs.iter().chain(positions).copied().collect(),
@@ -369,7 +395,24 @@ impl NodeOp {
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
+            | NodeOp::Quantile { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
+            NodeOp::Histogram {
+                x, lo, hi, weights, ..
+            } => {
+                *x = f(*x);
+                *lo = f(*lo);
+                *hi = f(*hi);
+                if let Some(w) = weights {
+                    *w = f(*w);
+                }
+            }
+            NodeOp::Bincount { x, weights } => {
+                *x = f(*x);
+                if let Some(w) = weights {
+                    *w = f(*w);
+                }
+            }
             NodeOp::SortMerge {
                 runs, positions, ..
             } => {

@@ -385,7 +385,10 @@ impl<'g> BlockWork<'g> {
             | NodeOp::SortCount { .. }
             | NodeOp::SortMerge { .. }
             | NodeOp::SearchSorted { .. }
-            | NodeOp::Compress { .. } => sorting::work(&o),
+            | NodeOp::Compress { .. }
+            | NodeOp::Quantile { .. }
+            | NodeOp::Histogram { .. }
+            | NodeOp::Bincount { .. } => sorting::work(&o),
             NodeOp::Transpose { .. }
             | NodeOp::Rechunk { .. }
             | NodeOp::Concat { .. }

@@ -106,6 +106,94 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             }
             cx.one(Kernel::Compress { ranges }, inputs)
         }
+        NodeOp::Quantile {
+            x,
+            axis,
+            qs,
+            method,
+            nan,
+        } => cx.one(
+            Kernel::Quantile {
+                axis: *axis,
+                qs: qs.clone(),
+                method: *method,
+                nan: *nan,
+            },
+            vec![cx.b(*x, idx)],
+        ),
+        NodeOp::Histogram {
+            x,
+            lo,
+            hi,
+            weights,
+            bins,
+        } => {
+            let count: u64 = cx.w.grids[*x].iter().product();
+            let gx = &cx.w.grids[*x];
+            let mut terms = Vec::new();
+            for k in 0..count {
+                let bi = unravel(k, gx);
+                terms.push(cx.b(*x, &bi));
+                terms.push(cx.b(*lo, &[]));
+                terms.push(cx.b(*hi, &[]));
+                if let Some(w) = weights {
+                    terms.push(cx.b(*w, &bi));
+                }
+            }
+            reduce_or_fill(
+                Kernel::Histogram {
+                    bins: *bins,
+                    weighted: weights.is_some(),
+                },
+                3 + weights.is_some() as usize,
+                terms,
+                output,
+                cx,
+            )
+        }
+        NodeOp::Bincount { x, weights } => {
+            let mut terms = Vec::new();
+            for k in 0..cx.w.grids[*x][0] {
+                terms.push(cx.b(*x, &[k]));
+                if let Some(w) = weights {
+                    terms.push(cx.b(*w, &[k]));
+                }
+            }
+            reduce_or_fill(
+                Kernel::Bincount {
+                    length: n.meta.shape[0],
+                    weighted: weights.is_some(),
+                },
+                1 + weights.is_some() as usize,
+                terms,
+                output,
+                cx,
+            )
+        }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
+}
+
+/// A sum of `kernel` over `terms`, or zeros when there are none (an empty input).
+fn reduce_or_fill(
+    kernel: Kernel,
+    arity: usize,
+    terms: Vec<BlockId>,
+    output: BlockId,
+    cx: &Out<'_, '_>,
+) -> Option<Work> {
+    if terms.is_empty() {
+        return cx.one(
+            Kernel::Fill {
+                value: nums_layout::Scalar::Int(0),
+            },
+            vec![],
+        );
+    }
+    Some(Work::Reduce {
+        kernel,
+        arity,
+        terms,
+        output,
+    })
 }

@@ -21,6 +21,7 @@ pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
 mod sorting;
+mod statistics;
 
 /// Turns a call's bound arguments into graph nodes (or a number).
 pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
@@ -133,6 +134,10 @@ pub(super) const FAMILIES: &[Family] = &[
     Family {
         name: "sorting",
         defs: sorting::DEFS,
+    },
+    Family {
+        name: "statistics",
+        defs: statistics::DEFS,
     },
     Family {
         name: "contractions",

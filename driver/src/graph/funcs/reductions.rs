@@ -162,7 +162,7 @@ impl<'a> Builder<'a> {
         axes.iter().map(|&d| m.shape[d]).product()
     }
 
-    fn mean(
+    pub(super) fn mean(
         &mut self,
         x: NodeId,
         axes: Vec<usize>,
