@@ -102,7 +102,7 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
     );
     eprintln!(
         "{n} float64 ({} MiB) under memory_mb = {memory_mb}: {} nodes, {} tasks in {} batches, largest projection {} MiB",
-        n * 8 >> 20,
+        (n * 8) >> 20,
         g.nodes.len(),
         plan.tasks,
         plan.batches.len(),

@@ -138,7 +138,10 @@ macro_rules! acc_complex {
 acc_complex!(C64, C128);
 
 /// The accumulation of `op` (sum, prod, nansum, nanprod): (identity, step).
-fn accumulation<T: Acc>(op: ReduceOp) -> Result<(T, fn(T, T) -> T), String> {
+/// One step of an accumulation: the accumulated value and the next one.
+type Step<T> = fn(T, T) -> T;
+
+fn accumulation<T: Acc>(op: ReduceOp) -> Result<(T, Step<T>), String> {
     Ok(match op {
         ReduceOp::Sum => (T::ZERO, |a, v| a.plus(v)),
         ReduceOp::Prod => (T::ONE, |a, v| a.times(v)),
@@ -460,7 +463,7 @@ fn merge_order<T: Sortable>(
 /// See [`nums_layout::batch::Kernel::SearchCount`]: terms (sorted block, values), the
 /// counts of each added up.
 pub fn search_counts(inputs: &[&Block], right: bool) -> Result<Block, String> {
-    if inputs.is_empty() || inputs.len() % 2 != 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(2) {
         return Err(format!("a search given {} inputs", inputs.len()));
     }
     let mut sum: Option<ArrayD<i64>> = None;

@@ -88,7 +88,11 @@ pub fn quantile_point(n: usize, q: f64, method: QuantileMethod) -> Point {
 /// NumPy's `_lerp`: from the nearer end, so that t = 1 gives b.
 fn lerp(a: f64, b: f64, t: f64) -> f64 {
     let d = b - a;
-    if t >= 0.5 { b - d * (1.0 - t) } else { a + d * t }
+    if t >= 0.5 {
+        b - d * (1.0 - t)
+    } else {
+        a + d * t
+    }
 }
 
 /// See [`nums_layout::batch::Kernel::Quantile`].
@@ -199,7 +203,7 @@ fn valid_len<T: Copy>(
 /// edge, weights when `weighted`).
 pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, String> {
     let arity = if weighted { 4 } else { 3 };
-    if inputs.is_empty() || inputs.len() % arity != 0 || bins == 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(arity) || bins == 0 {
         return Err(format!("a histogram given {} inputs", inputs.len()));
     }
     let nb = bins as usize;
@@ -257,7 +261,7 @@ pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, 
 /// See [`nums_layout::batch::Kernel::Bincount`]: terms (values, weights when `weighted`).
 pub fn bincount(inputs: &[&Block], length: u64, weighted: bool) -> Result<Block, String> {
     let arity = if weighted { 2 } else { 1 };
-    if inputs.is_empty() || inputs.len() % arity != 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(arity) {
         return Err(format!("a bincount given {} inputs", inputs.len()));
     }
     let len = length as usize;
@@ -322,6 +326,9 @@ mod tests {
         assert_eq!(quantile_point(4, 0.5, InvertedCdf), Point::At(1));
         assert_eq!(quantile_point(4, 0.5, Median), Point::Mean(1, 2));
         assert_eq!(quantile_point(4, 0.5, Midpoint), Point::Lerp(1, 2, 0.5));
-        assert_eq!(quantile_point(4, 0.5, AveragedInvertedCdf), Point::Lerp(1, 2, 0.5));
+        assert_eq!(
+            quantile_point(4, 0.5, AveragedInvertedCdf),
+            Point::Lerp(1, 2, 0.5)
+        );
     }
 }

@@ -784,10 +784,7 @@ impl QuantileMethod {
             Midpoint,
             Nearest,
         ];
-        Self::NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| all[i])
+        Self::NAMES.iter().position(|n| *n == name).map(|i| all[i])
     }
 
     /// It picks an element (the result keeps the input's dtype) rather than blending two.

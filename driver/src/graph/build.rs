@@ -196,7 +196,7 @@ pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, J
     for n in &mut g.nodes {
         n.persist |= n.op.is_import();
     }
-    Ok(pending(b_need, b_values, g).unwrap_or_else(|g| Built::Done(g)))
+    Ok(pending(b_need, b_values, g).unwrap_or_else(Built::Done))
 }
 
 /// The first value `g` waits for: a mask's or a node's, the earlier node first (a later

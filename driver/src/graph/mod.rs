@@ -286,7 +286,10 @@ pub enum NodeOp {
     },
     /// NumPy's bincount of the 1-D `x` (weighted by `weights`) into this node's length:
     /// a sum over x's blocks.
-    Bincount { x: NodeId, weights: Option<NodeId> },
+    Bincount {
+        x: NodeId,
+        weights: Option<NodeId>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {

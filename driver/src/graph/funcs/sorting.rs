@@ -238,10 +238,10 @@ fn unique(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn isin(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (e, p) = b.need("element")?.clone();
     let (t, tp) = b.need("test_elements")?.clone();
-    if let Some((v, kp)) = b.get("kind") {
-        if !matches!(v, Val::Str(k) if k == "sort" || k == "table") {
-            return Err(b.err(*kp, "isin(): kind is None, 'sort' or 'table'"));
-        }
+    if let Some((v, kp)) = b.get("kind")
+        && !matches!(v, Val::Str(k) if k == "sort" || k == "table")
+    {
+        return Err(b.err(*kp, "isin(): kind is None, 'sort' or 'table'"));
     }
     let t = s.node(t, tp)?;
     let n = s.meta(t).len();
@@ -632,7 +632,7 @@ impl<'a> Builder<'a> {
                     pos,
                 )?;
             }
-            if out.len() > 0 {
+            if !out.is_empty() {
                 v = self.elementwise2(
                     BinaryOp::Mod,
                     v,

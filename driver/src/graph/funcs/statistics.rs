@@ -116,7 +116,10 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     let x = b.array("a")?;
     let m = s.meta(x).clone();
     if m.dtype.is_complex() {
-        return Err(b.err(b.pos, format!("{}(): a must be an array of real numbers", b.f)));
+        return Err(b.err(
+            b.pos,
+            format!("{}(): a must be an array of real numbers", b.f),
+        ));
     }
     let mut method = QuantileMethod::Median;
     // The quantiles, and whether q is a sequence (its axis comes first in the result).
@@ -127,13 +130,21 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
             let items = match v {
                 Val::Num(_) => vec![v.clone()],
                 Val::Tuple(t) => t.clone(),
-                _ => return Err(b.err(*p, format!("{}(): q must be a number or a list of numbers", b.f))),
+                _ => {
+                    return Err(b.err(
+                        *p,
+                        format!("{}(): q must be a number or a list of numbers", b.f),
+                    ));
+                }
             };
             let mut qs = Vec::new();
             let mut ints = true;
             for i in &items {
                 let Val::Num(q) = i else {
-                    return Err(b.err(*p, format!("{}(): q must be a number or a list of numbers", b.f)));
+                    return Err(b.err(
+                        *p,
+                        format!("{}(): q must be a number or a list of numbers", b.f),
+                    ));
                 };
                 ints &= q.kind() != ScalarKind::Float;
                 let f = q.as_f64() / scale;
@@ -266,7 +277,10 @@ fn average(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             return Err(b.err(*p, "average(): one axis with 1-D weights"));
         };
         if wm.ndim() != 1 {
-            return Err(b.err(wp, "1D weights expected when shapes of a and weights differ."));
+            return Err(b.err(
+                wp,
+                "1D weights expected when shapes of a and weights differ.",
+            ));
         }
         if wm.shape[0] != m.shape[ax] {
             return Err(b.err(
@@ -408,7 +422,10 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         }
     };
     if bins > MAX_SELECTION {
-        return Err(b.err(b.pos, format!("histogram(): more than {MAX_SELECTION} bins")));
+        return Err(b.err(
+            b.pos,
+            format!("histogram(): more than {MAX_SELECTION} bins"),
+        ));
     }
     let f64_node = |s: &mut Builder, v: f64| s.scalar_node(Scalar::Float(v), DType::Float64);
     let (lo, hi) = match b.get("range") {
@@ -435,8 +452,18 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             let hi = s.reduce(flat, ReduceOp::Max, vec![0], false, b.pos)?;
             let (lo, hi) = (s.cast(lo, DType::Float64), s.cast(hi, DType::Float64));
             let same = s.elementwise2(BinaryOp::Eq, Val::Arr(lo), Val::Arr(hi), b.pos)?;
-            let l2 = s.elementwise2(BinaryOp::Sub, Val::Arr(lo), Val::Num(Scalar::Float(0.5)), b.pos)?;
-            let h2 = s.elementwise2(BinaryOp::Add, Val::Arr(hi), Val::Num(Scalar::Float(0.5)), b.pos)?;
+            let l2 = s.elementwise2(
+                BinaryOp::Sub,
+                Val::Arr(lo),
+                Val::Num(Scalar::Float(0.5)),
+                b.pos,
+            )?;
+            let h2 = s.elementwise2(
+                BinaryOp::Add,
+                Val::Arr(hi),
+                Val::Num(Scalar::Float(0.5)),
+                b.pos,
+            )?;
             let l = s.where_(same.clone(), l2, Val::Arr(lo), b.pos)?;
             let h = s.where_(same, h2, Val::Arr(hi), b.pos)?;
             (s.node(l, b.pos)?, s.node(h, b.pos)?)
@@ -484,7 +511,12 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         },
     );
     let span = s.elementwise2(BinaryOp::Sub, Val::Arr(hi), Val::Arr(lo), b.pos)?;
-    let step = s.elementwise2(BinaryOp::Div, span, Val::Num(Scalar::Float(bins as f64)), b.pos)?;
+    let step = s.elementwise2(
+        BinaryOp::Div,
+        span,
+        Val::Num(Scalar::Float(bins as f64)),
+        b.pos,
+    )?;
     let e = s.elementwise2(BinaryOp::Mul, Val::Arr(iota), step, b.pos)?;
     let e = s.elementwise2(BinaryOp::Add, e, Val::Arr(lo), b.pos)?;
     let end = s.elementwise2(
@@ -498,7 +530,12 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let hist = if b.flag("density")? {
         let widths_hi = s.slice(edges, &[(0, 1, bins)]);
         let widths_lo = s.slice(edges, &[(0, 0, bins)]);
-        let db = s.elementwise2(BinaryOp::Sub, Val::Arr(widths_hi), Val::Arr(widths_lo), b.pos)?;
+        let db = s.elementwise2(
+            BinaryOp::Sub,
+            Val::Arr(widths_hi),
+            Val::Arr(widths_lo),
+            b.pos,
+        )?;
         let total = s.reduce(hist, ReduceOp::Sum, vec![0], false, b.pos)?;
         let h = s.elementwise2(BinaryOp::Div, Val::Arr(hist), db, b.pos)?;
         let h = s.elementwise2(BinaryOp::Div, h, Val::Arr(total), b.pos)?;
@@ -513,7 +550,10 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("x")?;
     let m = s.meta(x).clone();
     if m.ndim() != 1 {
-        return Err(b.err(b.pos, "bincount(): x must be 1-D (object too deep for desired array)"));
+        return Err(b.err(
+            b.pos,
+            "bincount(): x must be 1-D (object too deep for desired array)",
+        ));
     }
     if !m.dtype.is_exact() || m.dtype == DType::UInt64 {
         return Err(b.err(
@@ -528,7 +568,7 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if minlength < 0 {
         return Err(b.err(b.pos, "'minlength' must not be negative"));
     }
-    let length = if m.len() == 0 {
+    let length = if m.is_empty() {
         minlength as u64
     } else {
         // The largest value decides the length: computed first, in a stage of its own.
@@ -577,7 +617,13 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 impl<'a> Builder<'a> {
     /// `x` without its axes of length 1 (NumPy's squeeze()).
     fn squeeze_all(&mut self, x: NodeId) -> NodeId {
-        let shape: Vec<u64> = self.meta(x).shape.iter().copied().filter(|&l| l != 1).collect();
+        let shape: Vec<u64> = self
+            .meta(x)
+            .shape
+            .iter()
+            .copied()
+            .filter(|&l| l != 1)
+            .collect();
         self.reshape(x, &shape)
     }
 
@@ -651,10 +697,16 @@ impl<'a> Builder<'a> {
                     let (a, b) = (Val::Arr(at(self, i)), Val::Arr(at(self, j)));
                     let d = self.elementwise2(BinaryOp::Sub, b.clone(), a.clone(), pos)?;
                     if t >= 0.5 {
-                        let w = self.elementwise2(BinaryOp::Mul, d, Val::Num(Scalar::Float(1.0 - t)), pos)?;
+                        let w = self.elementwise2(
+                            BinaryOp::Mul,
+                            d,
+                            Val::Num(Scalar::Float(1.0 - t)),
+                            pos,
+                        )?;
                         self.elementwise2(BinaryOp::Sub, b, w, pos)?
                     } else {
-                        let w = self.elementwise2(BinaryOp::Mul, d, Val::Num(Scalar::Float(t)), pos)?;
+                        let w =
+                            self.elementwise2(BinaryOp::Mul, d, Val::Num(Scalar::Float(t)), pos)?;
                         self.elementwise2(BinaryOp::Add, a, w, pos)?
                     }
                 }
