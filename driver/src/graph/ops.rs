@@ -635,8 +635,18 @@ impl<'a> Builder<'a> {
         let xs: Vec<NodeId> = xs.into_iter().map(|x| self.cast(x, dtype)).collect();
         let mut shape = first.shape.clone();
         shape[axis] = total;
+        // The blocks of the longest operand along `axis` (the first of them): a short one
+        // in front (a prepended slice, a first element) does not cut the result into its
+        // blocks.
+        let mut base = &first;
+        for &x in &xs {
+            if self.meta(x).shape[axis] > base.shape[axis] {
+                base = self.meta(x);
+            }
+        }
+        let block = base.block.clone();
         Ok(self.add(
-            ArrayMeta::new(shape, first.block.clone(), dtype),
+            ArrayMeta::new(shape, block, dtype),
             NodeOp::Concat { xs, axis },
         ))
     }
