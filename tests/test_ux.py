@@ -215,6 +215,16 @@ SHOWN = {
     "true": np.ones(12, dtype=bool),
     "f32sci": (np.arange(1, 31) ** 4 / 3).astype(np.float32),
     "tall": np.arange(3000.0).reshape(10, 30, 10) - 0.5,
+    # every dtype: ints of each width (dtype named but int64's), complex parts apart
+    "i8": np.array([-128, 0, 7, 127], dtype=np.int8),
+    "u16": np.arange(0, 65535, 3001, dtype=np.uint16),
+    "i32": np.random.default_rng(7).integers(-2**31, 2**31, 12, dtype=np.int32),
+    "u64": np.array([0, 2**64 - 1, 2**63, 12], dtype=np.uint64),
+    "c128": np.array([1.5 + 2j, -1 - 0.25j, 0j, 3.0 - 0j, -0.0 + 1e-3j]),
+    "c64": (np.random.default_rng(8).normal(size=(3, 4)) + 1j).astype(np.complex64),
+    "cspecial": np.array([complex(np.nan, 1), complex(2, np.inf), complex(-np.inf, -1), 0.5 - 0.5j]),
+    "csci": np.array([1e-7 + 1e9j, 2.5 + 0j, -3e5 - 4e-6j]),
+    "cmany": (np.arange(1200.0) / 7 + 1j * np.arange(1200.0)).reshape(40, 30),
 }
 
 
