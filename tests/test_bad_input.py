@@ -208,7 +208,7 @@ def test_a_chain_of_arrays_thousands_long_checks(tmp_path):
     (tmp_path / "job.toml").write_text("\n".join(lines) + '\n[outputs]\na2999 = "o.npy"\n')
     p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "ok (3000 arrays, 1 outputs)" in p.stdout, p.stdout
+    assert "ok (3000 arrays, 1 output)" in p.stdout, p.stdout
 
 
 def test_expression_error_points_into_the_expression(tmp_path):
