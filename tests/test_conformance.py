@@ -748,7 +748,8 @@ NUMBER_CASES = [
     "A * 10.0 ** 20", "np.nan + 1", "9007199254740993 == 9007199254740992.0", "3 < 2.5",
     # Python ints up to uint64's largest (a float array takes them as floats), complex numbers
     "9223372036854775807 * 2 + A", "-9223372036854775808 ** A[0, 0]", "(1 + 2j) * (3 - 1j) + A",
-    "-(2j) + F", "2j ** 2 + A", "(1 + 1j) == 1 + 1j",
+    "-(2j) + F", "2j ** 2 + A", "(1 + 1j) == 1 + 1j", "A + abs(9223372036854775808)",
+    "floor(18446744073709551615) + A",
 ]
 # What Python raises of numbers alone, and ints past int64 (nums-cloud has none larger),
 # nums-cloud refuses at check.
@@ -886,7 +887,8 @@ DTYPE_CASES = [
     "9223372036854775808 > i64", "-3 < u16",
     # Python ints up to uint64's largest
     "u64 == 18446744073709551615", "u64 - 9223372036854775808", "f64 + 9223372036854775808",
-    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64",
+    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64", "u64 + abs(9223372036854775808)",
+    "i8 * square(2 ** 40)",
     # wrapping on overflow, in every width
     "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
     "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",

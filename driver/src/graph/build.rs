@@ -561,7 +561,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x) => self.scalar_node(x, DType::of_kind(x.kind())),
+                    Val::Num(x) => self.scalar_node(x, x.dtype()),
                     Val::Fields(f) => {
                         let names: Vec<String> = f.iter().map(|(n, _)| format!(".{n}")).collect();
                         return Err(err(format!(
@@ -1016,7 +1016,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
+            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, x.dtype())),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",

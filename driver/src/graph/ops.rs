@@ -28,7 +28,7 @@ impl<'a> Builder<'a> {
         let strong = matches!(v, Val::NpScalar(_));
         let x = match v {
             Val::Num(x) | Val::NpScalar(x) => {
-                let dtype = unary_dtype(op, DType::of_kind(x.kind())).map_err(at)?;
+                let dtype = unary_dtype(op, x.dtype()).map_err(at)?;
                 let v = fold_unary(op, x).map_err(at)?.cast(dtype);
                 return Ok(if strong {
                     Val::NpScalar(v)
@@ -142,8 +142,8 @@ impl<'a> Builder<'a> {
         }
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
-            Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
-            Val::NpScalar(x) => Some((DType::of_kind(x.kind()), false)),
+            Val::Num(x) => Some((x.dtype(), true)),
+            Val::NpScalar(x) => Some((x.dtype(), false)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -296,8 +296,8 @@ impl<'a> Builder<'a> {
     pub(super) fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
-            Val::Num(x) => (DType::of_kind(x.kind()), true),
-            Val::NpScalar(x) => (DType::of_kind(x.kind()), false),
+            Val::Num(x) => (x.dtype(), true),
+            Val::NpScalar(x) => (x.dtype(), false),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -935,6 +935,14 @@ fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
         });
     }
     let keeps = op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+    if let (Scalar::UInt(u), false) = (x, op.is_predicate())
+        && keeps
+    {
+        // Past int64: a uint64, as NumPy makes such a Python int.
+        return Ok(op
+            .apply_int(u)
+            .map_or(Scalar::Float(op.apply(u as f64)), Scalar::UInt));
+    }
     Ok(match op.apply_i64(x.as_i64()) {
         _ if op.is_predicate() => Scalar::Bool(op.apply(x.as_f64()) != 0.0),
         Some(v) if keeps && x.kind() != ScalarKind::Float => Scalar::Int(v),
