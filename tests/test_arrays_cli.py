@@ -77,7 +77,7 @@ def test_clear_errors(tmp_path):
     assert p.returncode == 1 and "JOB/NAME" in p.stderr
     cli("put", "a.npy", "d/X", cwd=tmp_path)
     p = cli("get", "d/X", "x.txt", cwd=tmp_path, check=False)
-    assert p.returncode == 1 and ".npy or a .csv" in p.stderr
+    assert p.returncode == 1 and ".npy, .csv or .parquet" in p.stderr
 
 
 def test_put_reads_a_csv_with_the_job_file_options(tmp_path):

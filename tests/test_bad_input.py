@@ -86,12 +86,12 @@ Y = "X + 1"
 X = "out/x.zarr"
 Y = "out/x.zarr/y"
 """, 7, "outputs.Y", ["writes inside the Zarr folder of outputs.X (line 6)"]),
-    "output_suffix_parquet": ("""name = "same"
+    "output_suffix_h5": ("""name = "same"
 [arrays]
 X = { zeros = [2] }
 [outputs]
-X = "x.parquet"
-""", 5, "outputs.X", ['"x.parquet": nums-cloud does not write .parquet files', ".npy", ".zarr"]),
+X = "x.h5"
+""", 5, "outputs.X", ['"x.h5": nums-cloud does not write .h5 files', ".npy", ".parquet", ".zarr"]),
     "output_suffix_h5_on_s3": ("""name = "same"
 [arrays]
 X = { zeros = [2] }
@@ -190,7 +190,7 @@ def test_bad_job_is_refused_and_nothing_changes(case, populated):
     np.testing.assert_array_equal(np.load(tmp_path / "out" / "Y.npy"), y_before)
 
 
-@pytest.mark.parametrize("case", ["two_outputs_one_path", "output_suffix_parquet"])
+@pytest.mark.parametrize("case", ["two_outputs_one_path", "output_suffix_h5"])
 def test_output_errors_are_found_by_check(case, tmp_path):
     """Outputs are checked by `check` (and `plan`), before anything runs or is written."""
     text, line, key, words = BAD[case]
@@ -208,7 +208,7 @@ def test_a_chain_of_arrays_thousands_long_checks(tmp_path):
     (tmp_path / "job.toml").write_text("\n".join(lines) + '\n[outputs]\na2999 = "o.npy"\n')
     p = subprocess.run([BIN, "check", str(tmp_path / "job.toml")], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "ok (3000 arrays, 1 outputs)" in p.stdout, p.stdout
+    assert "ok (3000 arrays, 1 output)" in p.stdout, p.stdout
 
 
 def test_expression_error_points_into_the_expression(tmp_path):

@@ -3,6 +3,8 @@ table, one output per case) and is compared with NumPy evaluating the *same* exp
 text on the same inputs: values (rtol 1e-10 for float64, 1e-5 for float32, exact for ints
 and bools), shape and dtype (NumPy 2's promotion rules). Inputs are blocked raggedly;
 the table also runs with other block shapes and must give the same answers."""
+import ast
+import operator
 import subprocess
 import warnings
 
@@ -273,6 +275,13 @@ CASES = [
     "einsum('ij->ji', A)",
     "einsum('ij,kj', A, B)",
     "einsum('ijk->', T)",
+    # NumPy's einsum broadcasts a length-1 axis against its letter's size elsewhere
+    "einsum('ij,ij->', w[:, None], A)",
+    "einsum('ij,ij->ij', A[:1], B)",
+    "einsum('ij,jk->ik', A[:, :1], C)",
+    "einsum('ij,ij', A[:1, :1], B)",
+    "einsum('ijk,jf,kf->if', X[:, :1], U, V[:1])",
+    "einsum('ii,i->i', S, v[:1])",
     "trace(S)",
     "trace(A @ A.T)",
     "trace(X[:4], axis1=0, axis2=2)",
@@ -420,7 +429,7 @@ CASES = [
     "arange(0.5, 3, 0.5, dtype='int64')",
     "arange(0.1, 1, 0.3)",
     "arange(10, dtype='float32') / 3",
-    "2 ** -1 + A",
+    "2.0 ** -1 + A",
     "7 // -2 + I",
     # every special float scalar crosses the wire (NaN, infinities, -0.0: its sign shows
     # as the sign of 1 / x)
@@ -619,13 +628,118 @@ CASES = [
 GARAGE_SUBSET = [c for i, c in enumerate(CASES) if i % 5 == 0]
 
 
+class Number:
+    """A number of the job language (a literal, `np.nan` and the like, or operators of
+    numbers alone): between numbers the operators are Python's (ints exact, `True + True`
+    is 2, `1.0 / 0` raises), as in NumPy code, where Python computes them before NumPy
+    sees the result; an int past uint64 raises OverflowError, as nums-cloud refuses it.
+    Beside an array or as a function's argument it is a Python number (weak: `F32 * 2.0`
+    stays float32)."""
+    __array_ufunc__ = None  # NumPy's operators defer to ours
+
+    def __init__(self, v):
+        # An int past uint64 raises OverflowError: nums-cloud has no larger int.
+        def integer(i):
+            return np.int64(i) if -2**63 <= i < 2**63 else np.uint64(i)
+        self.v = v if isinstance(v, np.generic) else (
+            np.bool_(v) if isinstance(v, bool) else integer(v) if isinstance(v, int)
+            else np.complex128(v) if isinstance(v, complex) else np.float64(v))
+
+    def py(self):
+        return self.v.item()
+
+    def __neg__(self):
+        return Number(-self.py())
+
+    def __pos__(self):
+        return Number(+self.py())
+
+    def __invert__(self):
+        v = self.py()
+        if isinstance(v, (float, bool)):
+            # (~ of a bool is deprecated by Python, and nums-cloud refuses it.)
+            raise TypeError(f"bad operand type for unary ~: {type(v).__name__!r}")
+        return Number(~v)
+
+
+def _number_op(f):
+    def op(a, b):
+        return Number(f(a.py(), b.py())) if isinstance(b, Number) else f(a.py(), b)
+
+    def rop(a, b):
+        return f(b, a.py())
+    return op, rop
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lt", "le", "gt",
+              "ge", "eq", "ne"):
+    _op, _rop = _number_op(getattr(operator, f"{_name}_" if _name in ("and", "or") else _name))
+    setattr(Number, f"__{_name}__", _op)
+    if _name not in ("lt", "le", "gt", "ge", "eq", "ne"):
+        setattr(Number, f"__r{_name}__", _rop)
+
+
+def _python(v):
+    if isinstance(v, (tuple, list)):
+        return type(v)(_python(x) for x in v)
+    return v.py() if isinstance(v, Number) else v
+
+
+class _Numbers(ast.NodeTransformer):
+    """Makes the numbers of an expression `Number`s (not inside an index, where they are
+    Python's ints) and passes them to functions as Python numbers."""
+    CONSTANTS = {"nan", "inf", "pi", "e"}
+
+    def wrap(self, node):
+        return ast.Call(ast.Name("_Number", ast.Load()), [node], [])
+
+    def visit_Constant(self, node):
+        ok = isinstance(node.value, (bool, int, float))
+        return self.wrap(node) if ok else node
+
+    def visit_UnaryOp(self, node):
+        # -9223372036854775808 is one literal (int64's minimum).
+        if isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and \
+                type(node.operand.value) in (int, float):
+            return self.wrap(ast.Constant(-node.operand.value))
+        return self.generic_visit(node)
+
+    def visit_Name(self, node):
+        return self.wrap(node) if node.id in self.CONSTANTS else node
+
+    def visit_Attribute(self, node):
+        if isinstance(node.value, ast.Name) and node.value.id == "np" and node.attr in self.CONSTANTS:
+            return self.wrap(node)
+        return self.generic_visit(node)
+
+    def visit_Subscript(self, node):
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_Call(self, node):
+        node = self.generic_visit(node)
+        unwrap = lambda a: ast.Call(ast.Name("_python", ast.Load()), [a], [])  # noqa: E731
+        node.args = [unwrap(a) for a in node.args]
+        for k in node.keywords:
+            k.value = unwrap(k.value)
+        return node
+
+
+def numpy_eval(expr, ns):
+    """NumPy's value of the job language's `expr` in the namespace `ns` (NumPy's names and
+    the inputs): Python's eval of the text, its numbers as `Number`s."""
+    tree = ast.fix_missing_locations(_Numbers().visit(ast.parse(expr, mode="eval")))
+    v = eval(compile(tree, "<expr>", "eval"), {**ns, "_Number": Number, "_python": _python})  # noqa: S307
+    return np.asarray(v.v if isinstance(v, Number) else v)
+
+
 def numpy_answer(expr, inputs=None):
     """NumPy's value of `expr` on INPUTS (or on `inputs`, name -> array)."""
     ns = dict(NS)
     ns.update(inputs if inputs is not None else {k: v[0] for k, v in INPUTS.items()})
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # NumPy's "All-NaN slice" and the like
-        return np.asarray(eval(expr, ns))  # noqa: S307 - our own table
+        return numpy_eval(expr, ns)
 
 
 def assert_matches(expr, got, want):
@@ -761,6 +875,100 @@ def test_edge_values_match_numpy_bit_for_bit(tmp_path):
     assert not failures, "\n".join(failures)
 
 
+# Numbers alone compute as Python computes them (`Number`), before NumPy sees the result,
+# and a function of numbers is a NumPy scalar: strong beside a float32 array, as in NumPy.
+NUMBER_CASES = [
+    "~5 + I", "0 ** -np.inf", "-0.0 ** -np.inf", "True + True", "True * False", "(True + True) * I", "True - False", "-True",
+    "+(1 > 0)", "2 ** -1 + A", "-7 // 2", "-7 % 2", "7.5 // -2", "2 ** 62 + I * 0",
+    "floor(9)", "ceil(-9223372036854775807 - 1)", "floor(2.5)", "ceil(-0.5)", "abs(True)",
+    "abs(logical_xor(-np.inf, False))", "isinf(3000000000)", "logical_not(3)", "logical_not(I)",
+    "sqrt(2) * F", "F * exp(0)", "maximum(2.0, 3) * F", "clip(2.5, 0, 1) * F", "where(True, 2.0, 1) * F",
+    "F * (2.0 + 0.5)", "F * -1", "F * (1 > 0)", "F * (sqrt(2) + 1)", "F * -sqrt(2)", "F * (floor(2.5) * 2)",
+    # a NumPy scalar is a number where a number is wanted, as in NumPy
+    "full((2,), sqrt(2))", "arange(floor(5.5))", "arange(7)[abs(-2)]", "sum(I, axis=abs(-1))",
+    "ones((abs(-2), 3)) * I[0, 0]",
+    "A * 10.0 ** 20", "np.nan + 1", "9007199254740993 == 9007199254740992.0", "3 < 2.5",
+    # Python ints up to uint64's largest (a float array takes them as floats), complex numbers
+    "9223372036854775807 * 2 + A", "-9223372036854775808 ** A[0, 0]", "(1 + 2j) * (3 - 1j) + A",
+    "-(2j) + F", "2j ** 2 + A", "(1 + 1j) == 1 + 1j", "A + abs(9223372036854775808)",
+    "floor(18446744073709551615) + A",
+]
+# What Python raises of numbers alone, and ints past int64 (nums-cloud has none larger),
+# nums-cloud refuses at check.
+NUMBER_REFUSED = {
+    # Python computes 10**20 exactly: int64 would wrap it; nums-cloud refuses.
+    "A * 10 ** 20": "past int64's range",
+    "9223372036854775807 * 4 + A": "past int64's range (and uint64's)",
+    "-(-9223372036854775807 - 1) + I * 0": "Python integer 9223372036854775808 out of bounds for int64",
+    "3000000000 ** 3 + A": "past int64's range",
+    "7 // 0 + I": "division by zero",
+    "7 % 0 + A": "division by zero",
+    "1.0 / 0 + A": "division by zero",
+    "np.nan / False + A": "division by zero",
+    "2.5 ** 1e308 + A": "overflows float64",
+    "+M": "not supported for bool",
+    "~True + A": "deprecated by Python",
+    "~(1 > 2) + A": "deprecated by Python",
+    "0.0 ** -1 + A": "division by zero",
+    "negative(1 > 0)": "not supported for bool",
+    "sign(True)": "sign is not defined for bool",
+}
+
+
+def test_numbers_compute_as_python_computes_them(tmp_path):
+    """Operators of numbers alone are Python's, as in NumPy code (`X * 10**20` is not
+    int64's wrapped 10**20: refused, as nums-cloud's ints stop at int64; `True + True` is
+    2; `1.0 / 0` refused as Python raises); a function of numbers is a NumPy scalar
+    (`floor(9)` an int64, `sqrt(2) * F` float64, `2.0 * F` float32)."""
+    d = tmp_path / "in"
+    d.mkdir()
+    inputs = {n: INPUTS[n][0] for n in ("A", "F", "I", "M")}
+    for n, a in inputs.items():
+        np.save(d / f"{n}.npy", a)
+    arrays = {n: {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]} for n in inputs}
+    results = run_cases(tmp_path, arrays, NUMBER_CASES, {"url": f"file://{tmp_path / 'store'}"})
+    failures = []
+    for expr in NUMBER_CASES:
+        got, want = results[expr], numpy_answer(expr, inputs)
+        same = got.dtype == want.dtype and got.shape == want.shape and (
+            ((got == want) & (np.signbit(got) == np.signbit(want))) | (np.isnan(got) & np.isnan(want))
+            if got.dtype.kind == "f" else got == want).all()
+        if not same:
+            failures.append(f"{expr}: {got!r} != NumPy {want!r}")
+    assert not failures, "\n".join(failures)
+    for expr, why in NUMBER_REFUSED.items():
+        with pytest.raises(Exception):  # noqa: B017 - NumPy's errors differ in type
+            numpy_answer(expr, inputs)
+        job = tmp_path / "refused.toml"
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and why in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_contractions_other_than_einsum_do_not_broadcast(tmp_path):
+    """einsum broadcasts a length-1 axis (the table); NumPy's other contractions and an
+    einsum's repeated letter in one operand do not, and nums-cloud refuses them too."""
+    d = tmp_path / "in"
+    d.mkdir()
+    arrays = {}
+    for n in ("A", "B", "C"):
+        np.save(d / f"{n}.npy", INPUTS[n][0])
+        arrays[n] = {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]}
+    refused = {"einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
+               "einsum('ij,ji->', A[:1, :3], A[:2, :1])": "einsum letter 'j' has sizes 3 and 2",
+               "tensordot(A[:, :1], C, axes=1)": "sizes 1 and 5", "dot(A[:, :1], C)": "sizes 1 and 5",
+               "A[:, :1] @ C": "sizes 1 and 5", "inner(A[:, :1], B)": "sizes 1 and 5"}
+    for expr, why in refused.items():
+        with pytest.raises(ValueError):
+            numpy_answer(expr)
+        job = tmp_path / "job.toml"
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and why in p.stderr, (expr, p.stderr)
+
+
 def test_powers_of_bools_are_numpys_ints(tmp_path):
     """NumPy squares bools in int8 (`square(M)`, `M ** 2`, `M ** True`), other powers of a
     Python int in int64: the same dtypes here, never bool."""
@@ -821,7 +1029,8 @@ DTYPE_CASES = [
     "9223372036854775808 > i64", "-3 < u16",
     # Python ints up to uint64's largest
     "u64 == 18446744073709551615", "u64 - 9223372036854775808", "f64 + 9223372036854775808",
-    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64",
+    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64", "u64 + abs(9223372036854775808)",
+    "i8 * square(2 ** 40)",
     # wrapping on overflow, in every width
     "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
     "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",

@@ -494,6 +494,6 @@ def test_a_client_error_is_not_retried(tmp_path):
         job, _ = numpy_job(tmp_path, "no-such-function", name="notfound")
         p = run(job, "--quiet", env=lambda_env(proxy.url), check=False)
     assert p.returncode != 0
-    assert "ResourceNotFoundException" in p.stderr and "after 1 attempt(s)" in p.stderr, p.stderr
+    assert "ResourceNotFoundException" in p.stderr and "after 1 attempt:" in p.stderr, p.stderr
     # Every batch sent at most once (the first batches may have been in flight together).
     assert 1 <= proxy.requests == len(set(proxy.bodies)) <= 2

@@ -102,6 +102,8 @@ def parser_keys():
     keys |= {f"compute.{k}" for k in fields("RawCompute")}
     array_keys = re.search(r"const KEYS: &\[&str\] = &\[(.*?)\];", JOB_RS, re.S).group(1)
     keys |= {f"arrays.NAME.{k}" for k in re.findall(r'"(\w+)"', array_keys)}
+    output_keys = re.search(r"const OUTPUT_KEYS: &\[&str\] = &\[(.*?)\];", JOB_RS, re.S).group(1)
+    keys |= {f"outputs.NAME.{k}" for k in re.findall(r'"(\w+)"', output_keys)}
     return keys
 
 
@@ -197,7 +199,7 @@ def test_the_guides_job_files_check(data):
     ('[storage]\nurll = "file://d"\n', 2, "urll"),
     ('[compute]\nworkers = 2\nwrokers = 3\n', 3, "wrokers"),
     ('[arrays]\nA = { random = "normal", shape = [2], sed = 1 }\n', 2, "arrays.A.sed"),
-    ('[arrays]\nA = { zeros = [2] }\n[outputs]\nA = { path = "a.npy" }\n', 4, "outputs.A"),
+    ('[arrays]\nA = { zeros = [2] }\n[outputs]\nA = { path = "a.npy", hedaer = true }\n', 4, "outputs.A.hedaer"),
 ])
 def test_a_key_not_in_the_guide_is_refused(text, line, word, tmp_path):
     """The examples' checks above can fail: check refuses what the parser does not know."""

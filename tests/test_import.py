@@ -205,6 +205,8 @@ def test_every_dtype_in_and_out(tmp_path):
         outputs[name] = str(tmp_path / f"out_{d}.npy")
         arrays["Z" + d], outputs["Z" + d] = name, str(tmp_path / f"{d}.zarr")
         arrays["C" + d], outputs["C" + d] = name, str(tmp_path / f"{d}.csv")
+        if not d.startswith("complex"):
+            arrays["P" + d], outputs["P" + d] = name, str(tmp_path / f"{d}.parquet")
     job = tmp_path / "job.toml"
     job.write_text(job_text(arrays, outputs, storage={"url": f"file://{tmp_path / 'store'}"}))
     run(job)
@@ -216,6 +218,17 @@ def test_every_dtype_in_and_out(tmp_path):
         np.testing.assert_array_equal(z[:], a, err_msg=d)
         c = np.loadtxt(tmp_path / f"{d}.csv", delimiter=",", dtype=np.int8 if d == "bool" else d)
         np.testing.assert_array_equal(c, a.astype(c.dtype), err_msg=d)
+        if not d.startswith("complex"):
+            import pyarrow.parquet as pq
+            t = pq.read_table(tmp_path / f"{d}.parquet")
+            cols = [c.to_numpy() for c in t.columns]
+            assert all(c.dtype == a.dtype for c in cols), (d, t.schema)
+            np.testing.assert_array_equal(np.column_stack(cols), a, err_msg=d)
+    # Parquet has no complex type: refused when checked, naming the output.
+    job.write_text(job_text({"Z": {"load": str(tmp_path / "complex64.npy")}}, {"Z": str(tmp_path / "z.parquet")},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "outputs.Z" in p.stderr and "Parquet has no complex type" in p.stderr, p.stderr
     # CSV inputs of a given dtype, read back through nums-cloud's own CSV writer.
     for d in ("uint64", "int8", "complex64", "complex128", "uint16"):
         arrays = {"X": {"load": str(tmp_path / f"{d}.csv"), "dtype": d, "block": [4, 3]}}

@@ -299,3 +299,157 @@ def test_factorizations_on_garage(garage, tmp_path):
     close(got["L"], np.linalg.cholesky(spd))
     close(got["X"], np.linalg.solve(g, r0))
     close(got["d"], np.linalg.det(g), rtol=1e-9)
+
+
+def duplicate_rows(n, seed):
+    """An n x n matrix whose rows i and j are the same (exactly singular); the seeds below are
+    ones where NumPy's LU meets an exact zero pivot, so that NumPy raises and its det is 0."""
+    rng = np.random.default_rng(seed)
+    g = rng.normal(size=(n, n))
+    i, j = sorted(rng.choice(n, 2, replace=False))
+    g[j] = g[i]
+    return g
+
+
+# (n, seed): sizes whose blocks below are ragged, square, wide and tall panels, one block.
+SINGULAR = [(12, 4), (26, 8), (40, 1)]
+BLOCKS = [[4, 4], [13, 13], [4, 13], [13, 4], [6, 6], [2, 2], [7, 40], [40, 40]]
+
+
+@pytest.mark.parametrize("n,seed", SINGULAR)
+def test_an_exactly_singular_matrix_is_singular_on_every_block_shape(tmp_path, n, seed):
+    """Two identical rows: solve and inv fail with NumPy's LinAlgError on every block shape
+    (one block, or blocked LU on panels of 2 to 13 columns), and det is NumPy's 0.0 (sign 0,
+    logabsdet -inf). The blocked LU's panels see a pivot of rounding size where NumPy's
+    sees an exact zero (the trailing updates round differently): a pivot within n eps of
+    its column counts as zero."""
+    g = duplicate_rows(n, seed)
+    with pytest.raises(np.linalg.LinAlgError, match="Singular matrix"):
+        np.linalg.solve(g, np.ones(n))
+    assert np.linalg.det(g) == 0.0
+    blocks = BLOCKS
+    arrays = {}
+    for k, blk in enumerate(blocks):
+        arrays.update(inputs(tmp_path, **{f"g{k}": (g, blk)}))
+        arrays.update({f"d{k}": f"np.linalg.det(g{k})", f"s{k}": f"np.linalg.slogdet(g{k}).sign",
+                       f"l{k}": f"np.linalg.slogdet(g{k}).logabsdet"})
+    outs = [f"{c}{k}" for k in range(len(blocks)) for c in "dsl"]
+    run_job(tmp_path, {**arrays}, outs)
+    for k, blk in enumerate(blocks):
+        got = [float(np.load(tmp_path / f"{c}{k}.npy")) for c in "dsl"]
+        assert got == [0.0, 0.0, -np.inf], (blk, got)
+    # One run per failing expression: solve and inv alternate over the block shapes.
+    for k, blk in enumerate(blocks):
+        expr = f"np.linalg.solve(g{k}, r)" if k % 2 == 0 else f"np.linalg.inv(g{k}) * 2"
+        arr = {f"g{k}": arrays[f"g{k}"], **inputs(tmp_path, r=(np.ones((n, 3)), [blk[0], 3])), "bad": expr}
+        p = run_job(tmp_path, arr, ["bad"], check=False)
+        assert p.returncode == 1 and "LinAlgError: Singular matrix" in p.stderr, (blk, p.stdout + p.stderr)
+        assert not (tmp_path / "bad.npy").exists()
+
+
+def test_ill_conditioned_and_badly_scaled_matrices_are_solved_as_numpy_solves_them(tmp_path):
+    """What is not singular is not refused, on any block shape: condition numbers to 1e13
+    (prescribed singular values, Hilbert 10), rows or columns scaled across 200 orders of
+    magnitude (the LU equilibrates its rows, so the singularity rule does not depend on
+    them). Each solution has NumPy's small residual and agrees with NumPy's within the
+    condition number's reach."""
+    rng = np.random.default_rng(21)
+    n = 30
+
+    def with_singular_values(s):
+        u, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        v, _ = np.linalg.qr(rng.normal(size=(n, n)))
+        return (u * s) @ v.T
+
+    i = np.arange(10)
+    mats = {
+        "k12": with_singular_values(np.logspace(0, -12, n)),
+        "k13": with_singular_values(np.r_[np.ones(n - 1), 1e-13]),
+        "rows": rng.normal(size=(n, n)) * np.logspace(0, -200, n)[rng.permutation(n)][:, None],
+        "cols": rng.normal(size=(n, n)) * np.logspace(0, -200, n)[None, rng.permutation(n)],
+        "both": rng.normal(size=(n, n)) * np.logspace(50, -50, n)[:, None] * np.logspace(-50, 50, n)[None, :],
+        "hilb": 1.0 / (i[:, None] + i[None, :] + 1),
+    }
+    b = rng.normal(size=(n, 2))
+    arrays, outs = {}, []
+    for name, m in mats.items():
+        for k, blk in enumerate([[4, 4], [7, 30], [30, 3], [30, 30]]):
+            arrays.update(inputs(tmp_path, **{f"{name}{k}": (m, blk)}))
+            arrays[f"x_{name}{k}"] = f"np.linalg.solve({name}{k}, b[:{len(m)}])"
+            arrays[f"d_{name}{k}"] = f"np.linalg.slogdet({name}{k}).logabsdet"
+            outs += [f"x_{name}{k}", f"d_{name}{k}"]
+    arrays.update(inputs(tmp_path, b=(b, [4, 2])))
+    run_job(tmp_path, arrays, outs)
+    for name, m in mats.items():
+        want = np.linalg.solve(m, b[:len(m)])
+        cond = np.linalg.cond(m)
+        for k in range(4):
+            got = np.load(tmp_path / f"x_{name}{k}.npy")
+            # Backward stable as NumPy's: a residual of rounding size row by row.
+            res = np.abs(m @ got - b[:len(m)]) / (np.abs(m) @ np.abs(got) + np.abs(b[:len(m)]))
+            assert res.max() < 1e-12, (name, k, res.max())
+            if name in ("rows", "cols", "both"):
+                close(got, want, rtol=1e-9)  # badly scaled, not ill-posed: NumPy's answer
+            else:
+                assert np.abs(got - want).max() <= 1e-15 * cond * np.abs(want).max() * 10, (name, k)
+            # logabsdet: as exact as the smallest pivot, relatively cond * eps.
+            ld = np.linalg.slogdet(m)[1]
+            assert abs(float(np.load(tmp_path / f"d_{name}{k}.npy")) - ld) < 1e-9 * (1 + abs(ld)) + 1e-14 * cond
+
+
+def test_one_block_lu_gives_numpys_bits(tmp_path):
+    """A matrix in one block is factored as NumPy factors it (getrf of A, getrs, det as
+    sign * exp(sum of the pivots' logs)): det and slogdet of matrices whose LU is exact
+    (triangular, diagonal, a permutation) are NumPy's bits, and solve, inv and det of
+    random ones agree to the last bits (the same LAPACK calls)."""
+    rng = np.random.default_rng(12)
+    mats = {"tri": np.triu(rng.normal(size=(9, 9))) + 3 * np.eye(9), "diag": np.diag(rng.uniform(0.5, 2, 9)),
+            "perm": np.eye(9)[rng.permutation(9)] * 3.0, "big": np.diag(np.r_[[1e200] * 3, [1e-200] * 3]),
+            "rnd": rng.normal(size=(23, 23))}
+    exprs = {}
+    for name in mats:
+        exprs.update({f"d_{name}": f"np.linalg.det({name})", f"l_{name}": f"np.linalg.slogdet({name})[1]",
+                      f"s_{name}": f"np.linalg.slogdet({name}).sign"})
+    b = rng.normal(size=(23, 3))
+    exprs.update({"x": "np.linalg.solve(rnd, b)", "i": "np.linalg.inv(rnd)"})
+    arrays = inputs(tmp_path, b=(b, [23, 3]), **{k: (m, list(m.shape)) for k, m in mats.items()})
+    arrays.update(exprs)
+    run_job(tmp_path, arrays, exprs)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in exprs}
+    for name, m in mats.items():
+        sign, logdet = np.linalg.slogdet(m)
+        want = [np.linalg.det(m), logdet, sign]
+        have = [got[f"{c}_{name}"] for c in "dls"]
+        if name == "rnd":
+            np.testing.assert_allclose(have, want, rtol=1e-14)
+        else:
+            assert [h.tobytes() for h in have] == [np.float64(w).tobytes() for w in want], (name, have, want)
+    assert abs(float(got["d_big"]) - 1) < 1e-12  # 1e200^3 1e-200^3: no running product overflows
+    np.testing.assert_allclose(got["x"], np.linalg.solve(mats["rnd"], b), rtol=1e-13)
+    np.testing.assert_allclose(got["i"], np.linalg.inv(mats["rnd"]), rtol=1e-13)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+def test_svd_and_lstsq_of_nan_or_inf_fail_as_numpy_fails(tmp_path, bad):
+    """LAPACK's SVD refuses a matrix holding NaN: NumPy's svd, svdvals and 2 and nuclear
+    norms raise "SVD did not converge", its lstsq "SVD did not converge in Linear Least
+    Squares" (with inf too). nums-cloud failed them all with "LAPACK dgesdd: argument 4 is
+    invalid". (A matrix with inf and no NaN NumPy's svd answers with NaN; TSQR's R of it
+    holds NaN, so nums-cloud raises as for NaN.)"""
+    a = rng.normal(size=(9, 4))
+    a[5, 2] = bad
+    arrays = inputs(tmp_path, a=(a, [4, 4]), b=(np.ones(9), [4]))
+    cases = [("np.linalg.lstsq(a, b)[0]", "SVD did not converge in Linear Least Squares",
+              lambda: np.linalg.lstsq(a, np.ones(9), rcond=None))]
+    if np.isnan(bad):
+        cases += [(e, "SVD did not converge", f) for e, f in [
+            ("np.linalg.svdvals(a)", lambda: np.linalg.svdvals(a)),
+            ("np.linalg.svd(a, full_matrices=False).S", lambda: np.linalg.svd(a)),
+            ("np.linalg.norm(a, 2)", lambda: np.linalg.norm(a, 2)),
+            ("np.linalg.norm(a, 'nuc')", lambda: np.linalg.norm(a, "nuc"))]]
+    for expr, words, numpy in cases:
+        with pytest.raises(np.linalg.LinAlgError, match=words):
+            numpy()
+        p = run_job(tmp_path, {**arrays, "bad": expr}, ["bad"], check=False)
+        assert p.returncode == 1 and f"LinAlgError: {words}" in p.stderr, (expr, p.stderr)
+        assert "arrays.bad" in p.stderr

@@ -210,3 +210,53 @@ def test_a_fit_on_garage_equals_scikit_learn_and_repeats_bit_for_bit(garage, tmp
     np.testing.assert_allclose(first, want, rtol=1e-5, atol=1e-6)
     run(tmp_path / "job.toml", env=garage.env())
     assert np.load(tmp_path / "w.npy").tobytes() == first.tobytes()
+
+
+def save(tmp_path, X, y):
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs"])
+def test_separable_classes_without_a_penalty_fail_instead_of_converging(tmp_path, solver):
+    """Separable classes have no unpenalised optimum: the coefficients grow while the loss
+    falls to 0. At scikit-learn's default tol such a fit used to stop with its gradient
+    faded and report coefficients of 93 (Newton) or 288 (L-BFGS) as converged."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(N, D))
+    save(tmp_path, X, (X @ rng.normal(size=D) + 0.2 > 0).astype(np.float64))
+    p = fit(tmp_path, f"logistic_regression(X, y, penalty=None, solver='{solver}')", check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "`w`" in p.stderr and "separable" in p.stderr and "give C a finite value" in p.stderr, p.stderr
+    assert not (tmp_path / "w.npy").exists()
+
+
+@pytest.mark.parametrize("label", [0.0, 1.0])
+def test_labels_of_one_class_are_refused_as_scikit_learn_refuses_them(tmp_path, label):
+    rng = np.random.default_rng(5)
+    save(tmp_path, rng.normal(size=(N, D)), np.full(N, label))
+    p = fit(tmp_path, "logistic_regression(X, y)", check=False)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert ("This solver needs samples of at least 2 classes in the data, but the data contains only one "
+            f"class: {label}") in p.stderr and "`w`" in p.stderr, p.stderr
+    assert not (tmp_path / "w.npy").exists()
+
+
+@pytest.mark.parametrize("solver", ["newton", "lbfgs"])
+def test_fits_with_an_optimum_and_no_penalty_equal_scikit_learn(tmp_path, solver):
+    """Not refused: classes separable but for 6 rows repeated with the other label (no
+    hyperplane separates them, the coefficients are large and finite), and Poisson counts
+    without a penalty."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(N, D))
+    y = (X @ rng.normal(size=D) > 0).astype(np.float64)
+    X, y = np.r_[X, X[:6]], np.r_[y, 1 - y[:6]]
+    save(tmp_path, X, y)
+    fit(tmp_path, f"logistic_regression(X, y, penalty=None, solver='{solver}', tol=1e-9, max_iter=1000)")
+    want = coef(LogisticRegression(C=np.inf, tol=1e-12, max_iter=100000).fit(X, y))
+    assert np.abs(want).max() > 10  # large, as near-separable classes make them
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-4, atol=1e-4)
+    X, y = data(tmp_path, "poisson", seed=2)
+    fit(tmp_path, f"poisson_regression(X, y, alpha=0.0, solver='{solver}', tol=1e-9, max_iter=300)")
+    want = coef(PoissonRegressor(alpha=0.0, tol=1e-12, max_iter=10000).fit(X, y))
+    np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-5, atol=1e-6)

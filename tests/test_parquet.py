@@ -29,8 +29,8 @@ def as_numpy(t, cols=None):
     return np.column_stack([t.column(c).to_numpy() for c in cols])
 
 
-def load(tmp_path, src, block=None, name="P"):
-    arr = {"load": str(src)}
+def load(tmp_path, src, block=None, name="P", **keys):
+    arr = {"load": str(src), **keys}
     if block:
         arr["block"] = block
     job = tmp_path / "job.toml"
@@ -103,6 +103,39 @@ def test_nulls_strings_and_non_parquet_are_refused_by_name(tmp_path):
     (tmp_path / "fake.parquet").write_bytes(b"not a parquet file at all")
     p = load(tmp_path, tmp_path / "fake.parquet")
     assert p.returncode != 0 and "is not a Parquet file" in p.stderr, p.stderr
+
+
+def test_usecols_picks_columns_by_name_or_index_and_dtype_converts(tmp_path):
+    """`usecols` (names or indices, negative from the end, in any order) keeps the columns
+    it names, so a string column left out does not matter; `dtype` converts as astype."""
+    t = table(250, seed=2).append_column("label", pa.array([f"r{i}" for i in range(250)]))
+    pq.write_table(t, tmp_path / "t.parquet", row_group_size=37)
+    p = load(tmp_path, tmp_path / "t.parquet", block=[40, 2], usecols=["f64", "i32", -4])
+    assert p.returncode == 0, p.stderr
+    got = np.load(tmp_path / "out.npy")
+    np.testing.assert_array_equal(got, as_numpy(t, ["f64", "i32", "f32"]))
+    assert got.dtype == np.float64
+    # Ints only: int64, exact; one column: 1-D.
+    assert load(tmp_path, tmp_path / "t.parquet", usecols=["i64", "b"]).returncode == 0
+    got = np.load(tmp_path / "out.npy")
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, as_numpy(t, ["i64", "b"]).astype(np.int64))
+    assert load(tmp_path, tmp_path / "t.parquet", usecols=[3], dtype="float32", block=[50]).returncode == 0
+    got = np.load(tmp_path / "out.npy")
+    assert got.shape == (250,) and got.dtype == np.float32
+    np.testing.assert_array_equal(got, t.column("f64").to_numpy().astype(np.float32))
+    # Refused by check, naming the key: a column the file lacks, a string column kept, a
+    # CSV-only key.
+    for keys, words in (({"usecols": ["nope"]}, 'no column "nope" in the columns of'),
+                        ({"usecols": [9]}, "column 9 is out of range"),
+                        ({"usecols": ["f64", "label"]}, 'column "label" holds BYTE_ARRAY values'),
+                        ({"header": True}, "does not apply here")):
+        p = load(tmp_path, tmp_path / "t.parquet", **keys)
+        assert p.returncode != 0 and words in p.stderr, (keys, p.stderr)
+        assert "arrays.P." in p.stderr, p.stderr
+    # The whole file, with its string column: the error says how to leave it out.
+    p = load(tmp_path, tmp_path / "t.parquet")
+    assert p.returncode != 0 and "usecols" in p.stderr, p.stderr
 
 
 def test_parquet_from_garage(garage, tmp_path):

@@ -1,7 +1,7 @@
 //! The library API in a plain program (no async code): generated data and data from
-//! memory, an expression computed, several arrays from one job, an array persisted and
-//! read in place, a relative input path, and a typed error matched. Every value is checked
-//! against the known answer.
+//! memory, an expression computed, several arrays in one plan, an array computed once and
+//! read in place after, a relative input path, and a typed error matched. Every value is
+//! checked against the known answer.
 //!
 //! ```sh
 //! cargo build -p nums-cloud            # the function processes of the local backend
@@ -19,9 +19,9 @@ fn main() {
         (Some(flag), Some(file)) if flag == "--infra" => Session::from_infra(file),
         (url, _) => {
             let url = url.unwrap_or_else(|| "file://nums-data".into());
-            Session::new(&url).map(|s| match std::env::var("NUMS_S3_ENDPOINT") {
+            Session::new(&url).and_then(|s| match std::env::var("NUMS_S3_ENDPOINT") {
                 Ok(e) if url.starts_with("s3://") => s.endpoint(&e),
-                _ => s,
+                _ => Ok(s),
             })
         }
     };
@@ -38,7 +38,7 @@ pub(crate) fn tour(s: &Session) -> Result<(), Error> {
     let w = s.from_ndarray(ndarray::array![0.5, -1.0, 2.0]).named("w")?;
     let y = x.matmul(&w).named("y")?;
 
-    // Several arrays from one job: the normal equations' parts, one pass over X.
+    // Several arrays in one plan: the normal equations' parts, one pass over X.
     let xtx = x.t().matmul(&x);
     let xty = x.t().matmul(&y);
     let v = s.compute_many_blocking(&[&xtx, &xty, &y.sum(None)])?;
@@ -61,9 +61,13 @@ pub(crate) fn tour(s: &Session) -> Result<(), Error> {
         v[2].to_f64().sum()
     );
 
-    // Persisted: later computes read y in place.
+    // Computed once: later computes read y in place.
     s.persist_blocking(&y)?;
-    let resid = (&y - x.matmul(&w)).abs().max(None).compute_f64_blocking()?;
+    assert!(y.computed());
+    let resid = (&y - x.matmul(&w))
+        .abs()
+        .max(None)
+        .compute_blocking::<f64>()?;
     assert!(
         resid.sum() <= 1e-12,
         "y read in place equals X @ w: {resid}"
@@ -72,24 +76,24 @@ pub(crate) fn tour(s: &Session) -> Result<(), Error> {
     // A relative input path resolves against the working directory.
     let input = std::path::Path::new("api-tour-input.npy");
     ndarray_npy::write_npy(input, &ndarray::array![[1.0, 2.0], [3.0, 4.0]]).expect("write");
-    let m = s.load("api-tour-input.npy").named("M")?;
-    let got = (&m.matmul(&m) - 1.0).compute_blocking();
+    let m = s.load_blocking("api-tour-input.npy")?.named("M")?;
+    let got = (&m.matmul(&m) - 1.0).compute_any_blocking();
     assert_eq!(
         got?,
         Block::F64(ndarray::array![[6.0, 9.0], [14.0, 21.0]].into_dyn())
     );
+    std::fs::remove_file(input).expect("remove");
 
-    // A typed error naming the program's arrays; the session goes on.
-    match (&x + &m).compute_blocking() {
+    // A typed error naming the program's arrays, as soon as the operation is made; the
+    // session goes on.
+    match (&x + &m).check() {
         Err(Error::Job { array, message }) => {
             assert_eq!(array.as_deref(), Some("X + M"), "{message}");
             println!("refused as expected: {message}");
         }
         other => panic!("expected Error::Job, got {other:?}"),
     }
-    // M is read from the file at each compute, so the file goes only now.
-    std::fs::remove_file(input).expect("remove");
-    let n = x.gt(0.0).sum(None).compute_blocking()?;
-    println!("{} of 60000 values of X are positive", n.to_f64().sum());
+    let n = x.gt(0.0).sum(None).compute_blocking::<i64>()?;
+    println!("{} of 60000 values of X are positive", n.sum());
     s.close_blocking()
 }

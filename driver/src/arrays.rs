@@ -11,7 +11,7 @@ use nums_layout::zarr::ATTRIBUTES_KEY;
 use nums_layout::{ArrayMeta, Block, DType, Store, StoreSpec, StoredArray};
 use serde::Serialize;
 
-use crate::human::{Printed, format_values, nest};
+use crate::human::{LINE_WIDTH, Printed, format_values, nest};
 
 /// What `ls` shows of one stored array.
 #[derive(Debug, Clone, Serialize)]
@@ -162,24 +162,42 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
         .iter()
         .map(|&n| summarise && n > 2 * EDGE_ITEMS as u64)
         .collect();
-    let body = nest(&values, &shape, &cut, width, 7);
-    let mut suffix = match m.dtype {
-        // NumPy names the dtype unless it is the default of its kind.
-        DType::Float64 | DType::Int64 | DType::Bool | DType::Complex128 => String::new(),
-        d => format!(", dtype={}", d.name()),
-    };
+    // NumPy's repr: the closing `)` counts against the line width.
+    let body = nest(&values, &shape, &cut, width, "array(".len(), LINE_WIDTH - 1);
+    // What the values do not say (NumPy's `extras`): the shape of a summarised array,
+    // then a dtype other than the default of its kind; on a line of their own when they
+    // would pass the line width.
+    let mut extras = Vec::new();
     if summarise {
-        suffix += &format!(
-            ", shape=({})",
+        extras.push(format!(
+            "shape=({})",
             m.shape
                 .iter()
                 .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(", ")
                 + if m.ndim() == 1 { "," } else { "" }
-        );
+        ));
     }
-    Ok(format!("array({body}{suffix})"))
+    // NumPy names the dtype unless it is the default of its kind.
+    if !matches!(
+        m.dtype,
+        DType::Float64 | DType::Int64 | DType::Bool | DType::Complex128
+    ) {
+        extras.push(format!("dtype={}", m.dtype.name()));
+    }
+    if extras.is_empty() {
+        return Ok(format!("array({body})"));
+    }
+    let text = format!("array({body},");
+    let extra = extras.join(", ") + ")";
+    let last_line = text.len() - text.rfind('\n').map_or(0, |i| i + 1);
+    let spacer = if last_line + extra.len() + 1 > LINE_WIDTH {
+        format!("\n{}", " ".repeat("array(".len()))
+    } else {
+        " ".into()
+    };
+    Ok(format!("{text}{spacer}{extra}"))
 }
 
 /// Where `ls`/`show`/`get`/`put`/`rm` look: `--storage` (and `--endpoint`), or a job file's
@@ -222,18 +240,61 @@ pub(crate) fn array_path(p: &str) -> anyhow::Result<String> {
     Ok(t.to_string())
 }
 
-/// Opens the array at `path`, or says plainly that there is none.
+/// Opens the array at `path`, or says plainly that there is none, and what to try.
 pub(crate) async fn open(store: &Store, path: &str) -> anyhow::Result<StoredArray> {
     match StoredArray::open(store, path).await {
         Ok(a) => Ok(a),
         Err(nums_layout::Error::NotFound { .. }) => {
-            bail!("no array {path} in store {}", store.spec())
+            let all = list(store, "").await.unwrap_or_default();
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let job = path.split('/').next().unwrap_or(path);
+            let like: Vec<&str> = all
+                .iter()
+                .map(|i| i.path.as_str())
+                .filter(|p| p.rsplit('/').next() == Some(name) || p.starts_with(&format!("{job}/")))
+                .collect();
+            let hint = if like.is_empty() {
+                KEPT.to_string()
+            } else {
+                format!("the store holds {}", shown(&like))
+            };
+            bail!("no array {path} in store {}: {hint}", store.spec())
         }
         Err(e) => Err(e.into()),
     }
 }
 
-/// `get` (the CLI's): writes a stored array to a `.npy` or `.csv` file, streamed, holding
+/// Why the store holds no array a user expects after a job.
+const KEPT: &str = "a job keeps in the store only the outputs its [outputs] put there (a path \
+     such as nums-data/JOB/ARRAY); outputs written to files (.npy, .csv) or elsewhere are not \
+     in it. `nums-cloud run --keep` also keeps a copy of every output at JOB/ARRAY";
+
+/// Up to 8 paths, for a message.
+fn shown(paths: &[&str]) -> String {
+    let mut s = paths.iter().take(8).copied().collect::<Vec<_>>().join(", ");
+    if paths.len() > 8 {
+        s += &format!(" and {} more", paths.len() - 8);
+    }
+    s
+}
+
+/// Why `ls` found no array under `prefix` (the store exists), and what to try.
+pub(crate) async fn why_none(store: &Store, prefix: &str) -> anyhow::Result<String> {
+    let all = list(store, "").await?;
+    let paths: Vec<&str> = all.iter().map(|i| i.path.as_str()).collect();
+    Ok(if paths.is_empty() {
+        format!("no arrays in store {}: {KEPT}", store.spec())
+    } else {
+        format!(
+            "no arrays under {}/ in store {}; it holds {}",
+            prefix.trim_matches('/'),
+            store.spec(),
+            shown(&paths)
+        )
+    })
+}
+
+/// `get` (the CLI's): writes a stored array to a `.npy`, `.csv` or `.parquet` file, streamed, holding
 /// the file's output lease (as a run writing it would: one writer at a time). Ctrl-C stops
 /// it, leaving the file as it was (and no partial file).
 pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Result<ArrayMeta> {
@@ -242,7 +303,11 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
     let target = match file.extension().and_then(|e| e.to_str()) {
         Some("npy") => crate::job::Target::Npy(file.clone()),
         Some("csv") => crate::job::Target::Csv(file.clone()),
-        _ => bail!("{}: get writes a .npy or a .csv file", file.display()),
+        Some("parquet") => crate::job::Target::Parquet(file.clone()),
+        _ => bail!(
+            "{}: get writes a .npy, .csv or .parquet file",
+            file.display()
+        ),
     };
     let (spec, key) = crate::export::lease_beside(&target);
     let lease = crate::runs::OutputLease::take(
@@ -261,7 +326,12 @@ pub(crate) async fn get(store: &Store, path: &str, file: &Path) -> anyhow::Resul
         let _ = std::fs::remove_file(crate::npy::partial_path(&file));
         let write = async {
             match target {
-                crate::job::Target::Csv(_) => crate::export::export_csv(&arr, store, &file).await,
+                crate::job::Target::Csv(_) => {
+                    crate::export::export_csv(&arr, store, &file, None).await
+                }
+                crate::job::Target::Parquet(_) => {
+                    crate::export::export_parquet(&arr, store, &file, None).await
+                }
                 _ => crate::export::export_npy(&arr, store, &file).await,
             }
         };
@@ -323,10 +393,37 @@ pub(crate) fn put_job(
         toml_str(&format!("{}/{path}", spec.url.trim_end_matches('/')))
     );
     let cwd = std::env::current_dir().context("no working directory")?;
-    Ok(crate::job::Job::parse(
-        &cwd.join(format!("put-{job}.toml")),
-        &text,
-    )?)
+    // No job file exists: errors name the command and the file put (line 0: none), and
+    // the flags rather than the keys (`put_error`).
+    let mut job = crate::job::Job::parse(&cwd.join(format!("put-{job}.toml")), &text)
+        .map_err(|e| put_job_error(e, &file))?;
+    job.file = std::path::PathBuf::from(format!("nums-cloud put {}", file.display()));
+    job.name_line = 0;
+    job.storage_line = 0;
+    job.arrays.iter_mut().for_each(|a| a.line = 0);
+    job.outputs.iter_mut().for_each(|o| o.line = 0);
+    Ok(job)
+}
+
+/// An error of `put`'s job in the words of the command line: the command and its file
+/// instead of a job file, the flag instead of the key.
+pub(crate) fn put_error(mut e: anyhow::Error, file: &Path) -> anyhow::Error {
+    if let Some(j) = e.downcast_mut::<crate::job::JobError>() {
+        *j = put_job_error(j.clone(), file);
+    }
+    e
+}
+
+fn put_job_error(mut j: crate::job::JobError, file: &Path) -> crate::job::JobError {
+    let file = std::path::absolute(file).unwrap_or_else(|_| file.to_path_buf());
+    j.file = std::path::PathBuf::from(format!("nums-cloud put {}", file.display()));
+    j.line = 0;
+    j.key = match j.key.split('.').collect::<Vec<_>>().as_slice() {
+        ["arrays", _, key] if *key != "load" => format!("--{key}"),
+        ["storage", ..] => "--storage".into(),
+        _ => String::new(),
+    };
+    j
 }
 
 /// What `rm` would delete: every object of the arrays (or of the whole job), refusing a

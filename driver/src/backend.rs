@@ -5,13 +5,27 @@
 //! after a run that did not succeed and removed after one that did.
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "local")]
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 
 use crate::dispatch::Invoker;
 use crate::job::{self, Compute, Job};
+#[cfg(feature = "local")]
 use crate::local::{LocalConfig, LocalEndpoint};
+
+/// Built without the `local` feature (a library user who invokes AWS Lambda only), there
+/// is no local endpoint: a type with no values stands in for it.
+#[cfg(not(feature = "local"))]
+enum LocalEndpoint {}
+
+#[cfg(not(feature = "local"))]
+impl LocalEndpoint {
+    fn log_dir(&self) -> &Path {
+        match *self {}
+    }
+}
 
 /// The functions of one run: nothing runs until [`Backend::start`], and
 /// [`Backend::stop`] ends them.
@@ -40,6 +54,15 @@ impl Backend {
             .get_or_try_init(|| async {
                 let c = &self.compute;
                 Ok::<_, anyhow::Error>(match c.backend {
+                    #[cfg(not(feature = "local"))]
+                    job::Backend::Local => {
+                        let _ = (id, &self.command);
+                        anyhow::bail!(
+                            "backend \"local\" needs nums-cloud built with its `local` feature \
+                             (on by default); this build invokes AWS Lambda only"
+                        )
+                    }
+                    #[cfg(feature = "local")]
                     job::Backend::Local => {
                         let command = match &self.command {
                             Some(c) => c.clone(),
@@ -75,14 +98,24 @@ impl Backend {
         let Some((_, Some(ep))) = self.started.into_inner() else {
             return Vec::new();
         };
-        let dir = ep.log_dir().to_path_buf();
-        ep.stop().await;
-        if succeeded {
-            let _ = std::fs::remove_dir_all(&dir);
-            return Vec::new();
-        }
-        crate::local::logs_in(&dir)
+        stop_local(ep, succeeded).await
     }
+}
+
+#[cfg(feature = "local")]
+async fn stop_local(ep: LocalEndpoint, succeeded: bool) -> Vec<PathBuf> {
+    let dir = ep.log_dir().to_path_buf();
+    ep.stop().await;
+    if succeeded {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Vec::new();
+    }
+    crate::local::logs_in(&dir)
+}
+
+#[cfg(not(feature = "local"))]
+async fn stop_local(ep: LocalEndpoint, _succeeded: bool) -> Vec<PathBuf> {
+    match ep {}
 }
 
 /// Where the local function processes of run `run_id` write their output:

@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::human::plural;
+
 #[derive(Parser)]
 #[command(
     name = "nums-cloud",
@@ -50,7 +52,8 @@ enum Cmd {
     /// Show one stored array: its metadata and its values as NumPy prints them
     /// (summarised past 1000 elements; only the blocks printed are read).
     Show(ShowArgs),
-    /// Write a stored array to a .npy or .csv file, streamed block-row by block-row.
+    /// Write a stored array to a .npy, .csv or .parquet file, streamed block-row by
+    /// block-row.
     Get(GetArgs),
     /// Import a .npy, .csv, .parquet or Zarr file as the stored array JOB/NAME, as a job would
     /// (checked, written under a run, committed whole).
@@ -259,8 +262,9 @@ struct LoadArgs {
     /// CSV: the field separator, one character ("\t" for tabs; default ",").
     #[arg(long)]
     delimiter: Option<String>,
-    /// CSV: the columns to read, by index (negative from the end) or header name, e.g.
-    /// --usecols 0,2,-1 or --usecols price,size.
+    /// CSV or Parquet: the columns to read, by index (negative from the end) or name
+    /// (a CSV's header, a Parquet file's columns), e.g. --usecols 0,2,-1 or
+    /// --usecols price,size.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     usecols: Option<Vec<String>>,
 }
@@ -294,14 +298,52 @@ impl LoadArgs {
 }
 
 impl StoreArgs {
-    fn open(&self) -> anyhow::Result<nums_layout::Store> {
-        let spec = crate::arrays::store_spec(
+    fn spec(&self) -> anyhow::Result<nums_layout::StoreSpec> {
+        crate::arrays::store_spec(
             self.storage.as_deref(),
             self.endpoint.as_deref(),
             self.job_file.as_deref(),
-        )?;
-        Ok(nums_layout::Store::open(&spec)?)
+        )
     }
+
+    /// The store, and the guard that removes its folder again if opening it made one
+    /// (`ls`, `show`, `get` and `rm` change nothing in it).
+    fn open(&self) -> anyhow::Result<(nums_layout::Store, crate::plan::Untouched)> {
+        let spec = self.spec()?;
+        let untouched = crate::plan::Untouched::of([&spec]);
+        Ok((nums_layout::Store::open(&spec)?, untouched))
+    }
+}
+
+/// Writes `text` to standard output. A write that fails because the reader went away
+/// (EPIPE: `nums-cloud plan --json | head -c 400`) comes back as that `io::Error`, which
+/// [`main`] turns into a quiet exit, as ripgrep does; `print!` would panic.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes())?;
+    o.flush()?;
+    Ok(())
+}
+
+/// [`out`] with `format!`'s arguments and a line end.
+macro_rules! outln {
+    ($($arg:tt)*) => { out(&format!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Writes to standard error, ignoring a failure (nothing else could tell it): `eprint!`
+/// would panic on a closed pipe.
+fn err_text(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Whether `e` is a write to a pipe whose reader went away.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Writes a file the user named, saying which when it cannot.
@@ -321,7 +363,7 @@ pub fn main() -> ExitCode {
     let defaults = match defaults(&cli.cmd) {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            err_text(&format!("error: {e:#}\n"));
             return ExitCode::FAILURE;
         }
     };
@@ -331,7 +373,7 @@ pub fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
+            err_text(&format!("error: cannot start the runtime: {e}\n"));
             return ExitCode::FAILURE;
         }
     };
@@ -356,8 +398,10 @@ pub fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of standard output went away (`| head`): what it wanted it has.
+        Err(e) if closed_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            err_text(&format!("error: {e:#}\n"));
             // 130: stopped by SIGINT, as shells report it.
             match e.downcast_ref::<crate::report::RunFailed>() {
                 Some(f) if f.interrupted => ExitCode::from(130),
@@ -411,23 +455,22 @@ async fn run(a: RunArgs, defaults: crate::job::Defaults, verbosity: i8) -> anyho
             write_file(path, &crate::timeline::svg(&t))?;
         }
         match &a.stats {
-            Some(_) if to_stdout => {
-                println!("{}", serde_json::to_string_pretty(report)?);
-                Ok(())
-            }
+            Some(_) if to_stdout => outln!("{}", serde_json::to_string_pretty(report)?),
             Some(path) => write_file(path, &serde_json::to_string_pretty(report)?),
             None => Ok(()),
         }
     };
     match crate::run::run(&a.job, &opts).await {
         Ok(report) => {
+            // The files first: a closed standard output must not lose them.
+            write_stats(&report)?;
             // Standard output is the JSON's with `--stats -`.
             if to_stdout {
-                eprint!("{}", report.summary());
+                err_text(&report.summary());
+                Ok(())
             } else {
-                print!("{}", report.summary());
+                out(&report.summary())
             }
-            write_stats(&report)
         }
         Err(e) => {
             // A run that started reports what it measured, with its error.
@@ -450,17 +493,18 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     let factorizations = crate::graph::factorizations_text(&c.graph);
     if a.json {
         let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        outln!("{}", serde_json::to_string_pretty(&j)?)?;
     } else {
-        print!("{}", crate::planview::text(&c.job, &[&lshs, &naive]));
-        print!("{factorizations}");
+        let mut text = crate::planview::text(&c.job, &[&lshs, &naive]);
+        text += &factorizations;
         let stages = crate::planview::stages_text(&c);
         if !stages.is_empty() {
-            print!("\n{stages}");
+            text += &format!("\n{stages}");
         }
         if let Some(why) = provisional {
-            println!("\nprovisional: {why}");
+            text += &format!("\nprovisional: {why}\n");
         }
+        out(&text)?;
     }
     if let Some(path) = a.svg {
         write_file(
@@ -509,19 +553,19 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
             })).collect::<Vec<_>>(),
             "provisional": provisional,
         });
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        outln!("{}", serde_json::to_string_pretty(&j)?)?;
     } else {
-        println!(
-            "{}: ok ({} arrays, {} outputs)",
+        outln!(
+            "{}: ok ({}, {})",
             a.job.display(),
-            c.job.arrays.len(),
-            c.job.outputs.len()
-        );
+            plural(c.job.arrays.len() as u64, "array", "arrays"),
+            plural(c.job.outputs.len() as u64, "output", "outputs")
+        )?;
         for (name, m) in &outputs {
-            println!("  output {name} {:?} {}", m.shape, m.dtype);
+            outln!("  output {name} {:?} {}", m.shape, m.dtype)?;
         }
         if let Some(why) = provisional {
-            println!("provisional plan: {why}");
+            outln!("provisional plan: {why}")?;
         }
     }
     Ok(())
@@ -531,13 +575,12 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
 fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
     let t = crate::timeline::Timeline::load(&a.stats)?;
     write_file(&a.svg, &crate::timeline::svg(&t))?;
-    println!(
-        "{} ({} invocations on {} s)",
+    outln!(
+        "{} ({} on {} s)",
         a.svg.display(),
-        t.timeline.len(),
+        plural(t.timeline.len() as u64, "invocation", "invocations"),
         format_args!("{:.2}", t.wall_seconds)
-    );
-    Ok(())
+    )
 }
 
 /// `nums-cloud package`: the Lambda deployment zip.
@@ -548,14 +591,13 @@ async fn package(a: PackageArgs) -> anyhow::Result<()> {
         source: a.source,
     };
     let p = tokio::task::spawn_blocking(move || crate::package::package(&opts)).await??;
-    println!(
+    outln!(
         "{} ({}, bootstrap {}, built in {:.0} s)",
         p.zip.display(),
         crate::human::human(p.zip_bytes),
         crate::human::human(p.binary_bytes),
         p.build_seconds
-    );
-    Ok(())
+    )
 }
 
 /// `nums-cloud endpoint`: a local Lambda-compatible endpoint until SIGINT or SIGTERM.
@@ -573,7 +615,7 @@ async fn endpoint(a: EndpointArgs) -> anyhow::Result<()> {
         log_dir: std::env::temp_dir().join(format!("nums-cloud-endpoint-{}", std::process::id())),
     })
     .await?;
-    println!("{}", ep.invoke_url);
+    outln!("{}", ep.invoke_url)?;
     tracing::info!(
         "the function processes' logs go to {}/slot-N.log",
         ep.log_dir().display()
@@ -590,19 +632,35 @@ async fn endpoint(a: EndpointArgs) -> anyhow::Result<()> {
 
 /// `nums-cloud ls`: the arrays under a prefix, as a table or JSON.
 async fn ls(a: LsArgs) -> anyhow::Result<()> {
-    let s = a.store.open()?;
-    let infos = crate::arrays::list(&s, a.prefix.as_deref().unwrap_or("")).await?;
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&infos)?);
+    let (s, untouched) = a.store.open()?;
+    let prefix = a.prefix.as_deref().unwrap_or("");
+    let infos = if untouched.made() {
+        tracing::info!(
+            "store {} does not exist: no job has written to it (a job's store is its \
+             [storage] url, default file://nums-data beside the job file; give --storage URL \
+             or --job-file job.toml)",
+            s.spec()
+        );
+        Vec::new()
     } else {
-        print!("{}", crate::arrays::ls_table(&infos));
+        let infos = crate::arrays::list(&s, prefix).await?;
+        if infos.is_empty() {
+            tracing::info!("{}", crate::arrays::why_none(&s, prefix).await?);
+        }
+        infos
+    };
+    if a.json {
+        outln!("{}", serde_json::to_string_pretty(&infos)?)
+    } else if infos.is_empty() {
+        Ok(())
+    } else {
+        out(&crate::arrays::ls_table(&infos))
     }
-    Ok(())
 }
 
 /// `nums-cloud show`: one array's metadata and values.
 async fn show(a: ShowArgs) -> anyhow::Result<()> {
-    let s = a.store.open()?;
+    let (s, _untouched) = a.store.open()?;
     let path = crate::arrays::array_path(&a.array)?;
     let arr = crate::arrays::open(&s, &path).await?;
     let info = crate::arrays::list(&s, &path)
@@ -611,42 +669,34 @@ async fn show(a: ShowArgs) -> anyhow::Result<()> {
         .find(|i| i.path == path);
     let values = crate::arrays::preview(&arr, &s).await?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "array": info, "preview": values,
             }))?
-        );
+        )
     } else {
-        if let Some(i) = info {
-            print!("{}", crate::arrays::ls_table(&[i]));
-        }
-        println!("{values}");
+        let table = info.map(|i| crate::arrays::ls_table(&[i]));
+        outln!("{}{values}", table.unwrap_or_default())
     }
-    Ok(())
 }
 
-/// `nums-cloud get`: an array to a `.npy` or `.csv` file.
+/// `nums-cloud get`: an array to a `.npy`, `.csv` or `.parquet` file.
 async fn get(a: GetArgs) -> anyhow::Result<()> {
-    let s = a.store.open()?;
+    let (s, _untouched) = a.store.open()?;
     let path = crate::arrays::array_path(&a.array)?;
     let meta = crate::arrays::get(&s, &path, &a.file).await?;
-    println!(
+    outln!(
         "{path} {:?} {} -> {}",
         meta.shape,
         meta.dtype,
         a.file.display()
-    );
-    Ok(())
+    )
 }
 
 /// `nums-cloud put`: a file imported as an array, by a job of one array.
 async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
-    let spec = crate::arrays::store_spec(
-        a.store.storage.as_deref(),
-        a.store.endpoint.as_deref(),
-        a.store.job_file.as_deref(),
-    )?;
+    let spec = a.store.spec()?;
     let path = crate::arrays::array_path(&a.array)?;
     let job = crate::arrays::put_job(
         &spec,
@@ -660,39 +710,49 @@ async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
         ctrl_c: true,
         ..Default::default()
     };
-    let report = crate::run::run_job(job, &opts).await?;
-    println!(
-        "{} -> {path} ({} invocations, {:.2} s)",
+    let report = crate::run::run_job(job, &opts)
+        .await
+        .map_err(|e| crate::arrays::put_error(e, &a.file))?;
+    outln!(
+        "{} -> {path} ({}, {:.2} s)",
         a.file.display(),
-        report.invocations,
+        plural(report.invocations, "invocation", "invocations"),
         report.wall_seconds
-    );
-    Ok(())
+    )
 }
 
 /// `nums-cloud rm`: arrays or a job's prefix deleted, after asking.
 async fn rm(a: RmArgs) -> anyhow::Result<()> {
-    let s = a.store.open()?;
+    let (s, _untouched) = a.store.open()?;
     if a.arrays.is_empty() && a.job.is_none() {
         anyhow::bail!("rm: name the arrays to delete, or --job NAME");
     }
     let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref()).await?;
     if !a.yes {
         use std::io::Write;
-        for (p, n) in &targets {
-            eprintln!("  {p} ({n} objects)");
-        }
-        eprint!("delete these from {}? [y/N] ", s.spec());
-        std::io::stderr().flush()?;
+        let mut question: String = targets
+            .iter()
+            .map(|(p, n)| format!("  {p} ({})\n", plural(*n as u64, "object", "objects")))
+            .collect();
+        question += &format!("delete these from {}? [y/N] ", s.spec());
         let mut answer = String::new();
-        std::io::stdin().read_line(&mut answer)?;
+        // Not a quiet exit: a closed standard error means no one was asked.
+        (|| {
+            let mut e = std::io::stderr().lock();
+            e.write_all(question.as_bytes())?;
+            e.flush()?;
+            std::io::stdin().read_line(&mut answer)
+        })()
+        .map_err(|e| {
+            anyhow::anyhow!("rm: cannot ask ({e}); nothing deleted (--yes does not ask)")
+        })?;
         if !matches!(answer.trim(), "y" | "Y" | "yes") {
             anyhow::bail!("nothing deleted");
         }
     }
     for (p, _) in &targets {
         let n = s.delete_prefix(p).await?;
-        println!("deleted {p} ({n} objects)");
+        outln!("deleted {p} ({})", plural(n as u64, "object", "objects"))?;
     }
     Ok(())
 }
@@ -701,6 +761,8 @@ async fn rm(a: RmArgs) -> anyhow::Result<()> {
 fn completions(a: CompletionsArgs) -> anyhow::Result<()> {
     use clap::CommandFactory;
     let mut cmd = Cli::command();
-    clap_complete::generate(a.shell, &mut cmd, "nums-cloud", &mut std::io::stdout());
-    Ok(())
+    // Into memory first: clap_complete panics when its writer fails.
+    let mut script = Vec::new();
+    clap_complete::generate(a.shell, &mut cmd, "nums-cloud", &mut script);
+    out(&String::from_utf8_lossy(&script))
 }

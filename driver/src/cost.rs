@@ -235,8 +235,14 @@ pub(crate) fn task_work(
         Kernel::Det { .. } => 2.0 * dims(0).0.powi(3) / 3.0,
         // Blocked LU: with F_k (n + 1 x w_k), the trsm of row block k and the gemm below
         // it; then getrf of the rows from the next row block down.
-        Kernel::LuPanel { w, apply, factor } => {
-            let c = dims(n_inputs - 1).1;
+        Kernel::LuPanel {
+            w,
+            apply,
+            factor,
+            scale,
+        } => {
+            // Q is the last input but A's row magnitudes.
+            let c = dims(n_inputs - 1 - *scale as usize).1;
             let n = dims(0).0 - if apply.is_some() { 1.0 } else { 0.0 };
             let mut f = 0.0;
             if let Some(k) = apply {

@@ -251,7 +251,7 @@ impl Invoke for Invoker {
 
 /// A batch that failed for good.
 #[derive(Debug, thiserror::Error)]
-#[error("invocation {batch} failed after {attempts} attempt(s): {error}")]
+#[error("invocation {batch} failed after {}: {error}", crate::human::plural(u64::from(*.attempts), "attempt", "attempts"))]
 pub struct DispatchError {
     pub batch: usize,
     /// Invocations of the batch sent (backups included).
@@ -607,9 +607,9 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             }
         }
         tracing::debug!(
-            "invocation {i}: send {} ({} tasks{}{}{})",
+            "invocation {i}: send {} ({}{}{}{})",
             s.sends,
-            self.batches[i].num_tasks(),
+            crate::human::plural(self.batches[i].num_tasks() as u64, "task", "tasks"),
             if backup { ", a backup" } else { "" },
             if s.stored { ", payload by key" } else { "" },
             if pause.is_zero() {
@@ -732,13 +732,13 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         let e = match o.result {
             Ok(stats) => {
                 tracing::debug!(
-                    "invocation {i}: done in {:.3} s ({:.3} s compute, {:.3} s store I/O, read {} B, wrote {} B, peak {} B)",
+                    "invocation {i}: done in {:.3} s ({:.3} s compute, {:.3} s store I/O, read {}, wrote {}, peak {})",
                     o.took.as_secs_f64(),
                     stats.compute_seconds,
                     stats.io_seconds,
-                    stats.bytes_read,
-                    stats.bytes_written,
-                    stats.peak_memory_bytes
+                    crate::human::human(stats.bytes_read),
+                    crate::human::human(stats.bytes_written),
+                    crate::human::mib(stats.peak_memory_bytes)
                 );
                 s.done = true;
                 self.done += 1;

@@ -22,7 +22,7 @@ use nums_layout::ErrorKind;
 /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
 /// let x = s.ones(&[7, 5]).named("X")?;
 /// let w = s.ones(&[5, 7]).named("W")?;
-/// match (&x + &w).compute_blocking() {
+/// match (&x + &w).compute_blocking::<f64>() {
 ///     Err(Error::Job { array, message }) => {
 ///         assert_eq!(array.as_deref(), Some("X + W"));
 ///         assert!(message.contains("(7, 5) and (5, 7)"), "{message}");
@@ -30,7 +30,7 @@ use nums_layout::ErrorKind;
 ///     other => panic!("expected a job error, got {other:?}"),
 /// }
 /// // The session is not poisoned: other arrays still compute.
-/// assert_eq!(x.sum(None).compute_blocking()?.to_f64().sum(), 35.0);
+/// assert_eq!(x.sum(None).compute_blocking::<f64>()?.sum(), 35.0);
 /// # Ok(())
 /// # }
 /// ```
@@ -140,7 +140,7 @@ impl<E: std::fmt::Debug + Send + Sync + 'static> Explained<E> {
 }
 
 /// Turns an engine message into the user's words: returns the message and the array it
-/// is about (see `api::job::Rendered::humanize`).
+/// is about.
 pub(crate) type Humanize<'a> = &'a dyn Fn(&str) -> (String, Option<String>);
 
 impl Error {

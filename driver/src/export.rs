@@ -33,10 +33,58 @@ pub(crate) async fn write_output(
             .await
             .with_context(about)?;
     }
-    let preview = export(&arr, &o.target, stages.store)
+    let names = column_names(stages.job, probes, &o.name, &arr.meta);
+    let header = match (o.header, &names) {
+        (Some(true), n) => Some(
+            n.clone()
+                .unwrap_or_else(|| default_names(&o.name, &arr.meta)),
+        ),
+        (None, Some(n)) => Some(n.clone()),
+        _ => None,
+    };
+    let preview = export(&arr, &o.target, stages.store, header, names)
         .await
         .with_context(about)?;
     Ok((o.name.clone(), o.target.clone(), arr.meta, preview))
+}
+
+/// The names of the columns of output `name` when it is a loaded input whose columns have
+/// names (a CSV with `header = true`, a Parquet file), in the order it keeps them.
+fn column_names(
+    job: &Job,
+    probes: &graph::Probes,
+    name: &str,
+    meta: &ArrayMeta,
+) -> Option<Vec<String>> {
+    let loaded = job
+        .arrays
+        .iter()
+        .any(|a| a.name == name && matches!(a.source, crate::job::Source::Load { .. }));
+    let names: Vec<String> = match probes.0.get(name).filter(|_| loaded)? {
+        graph::Probe::Csv { index, usecols, .. } if !index.names.is_empty() => usecols
+            .iter()
+            .map(|&c| index.names[c as usize].clone())
+            .collect(),
+        graph::Probe::Parquet { names, columns, .. } => {
+            columns.iter().map(|&c| names[c as usize].clone()).collect()
+        }
+        _ => return None,
+    };
+    (names.len() as u64 == columns_of(meta)).then_some(names)
+}
+
+/// The columns of a 1-D (one) or 2-D array in a CSV or Parquet file.
+fn columns_of(meta: &ArrayMeta) -> u64 {
+    meta.shape.get(1).copied().unwrap_or(1)
+}
+
+/// Column names for an array whose columns have none: its own name for a 1-D array,
+/// `NAME_0`, `NAME_1`, ... for the columns of a 2-D one.
+pub(crate) fn default_names(name: &str, meta: &ArrayMeta) -> Vec<String> {
+    match meta.ndim() {
+        2 => (0..meta.shape[1]).map(|j| format!("{name}_{j}")).collect(),
+        _ => vec![name.to_string()],
+    }
 }
 
 /// The leases a run of `job` takes for its outputs that are not its own arrays (those
@@ -59,7 +107,7 @@ pub(crate) fn output_leases(
 /// in the folder the output goes in, in the output's own store.
 pub(crate) fn lease_beside(target: &Target) -> (StoreSpec, String) {
     let (spec, path) = match target {
-        Target::Npy(p) | Target::Csv(p) => {
+        Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => {
             let dir = p.parent().unwrap_or(Path::new("/"));
             let spec = StoreSpec {
                 url: url::Url::from_directory_path(dir)
@@ -197,19 +245,22 @@ async fn export_npy_to_s3(
     done
 }
 
-/// Writes an output; returns the values when the array is small enough to print.
+/// Writes an output (a CSV's `header` line and a Parquet file's column `names`, when
+/// known); returns the values when the array is small enough to print.
 async fn export(
     arr: &StoredArray,
     target: &Target,
     store: &Store,
+    header: Option<Vec<String>>,
+    names: Option<Vec<String>>,
 ) -> anyhow::Result<Option<Block>> {
     const PREVIEW: u64 = 64;
     match target {
-        Target::Npy(path) | Target::Csv(path) => {
-            if matches!(target, Target::Csv(_)) {
-                export_csv(arr, store, path).await?;
-            } else {
-                export_npy(arr, store, path).await?;
+        Target::Npy(path) | Target::Csv(path) | Target::Parquet(path) => {
+            match target {
+                Target::Csv(_) => export_csv(arr, store, path, header.as_deref()).await?,
+                Target::Parquet(_) => export_parquet(arr, store, path, names.as_deref()).await?,
+                _ => export_npy(arr, store, path).await?,
             }
             if arr.meta.len() <= PREVIEW {
                 return Ok(Some(values(arr, store).await?));
@@ -375,21 +426,48 @@ pub(crate) async fn export_npy(
     w.finish().map_err(|e| anyhow!(e))
 }
 
-/// Writes a 1-D or 2-D array to a CSV file (comma-separated, no header) row by row, as
-/// `np.savetxt(path, a, delimiter=",")` would with full precision.
-pub(crate) async fn export_csv(
-    arr: &StoredArray,
-    store: &Store,
-    path: &Path,
-) -> anyhow::Result<()> {
+/// Refuses an array a CSV or Parquet file cannot hold (`what`: the kind of file).
+fn one_or_two_d(arr: &StoredArray, what: &str) -> anyhow::Result<()> {
     if arr.meta.ndim() == 0 || arr.meta.ndim() > 2 {
         bail!(
-            "{}: a CSV file holds a 1-D or 2-D array; this one has shape {:?}",
+            "{}: a {what} file holds a 1-D or 2-D array; this one has shape {:?}",
             arr.path,
             arr.meta.shape
         );
     }
-    let mut w = crate::npy::CsvWriter::create(path).map_err(|e| anyhow!(e))?;
+    Ok(())
+}
+
+/// Writes a 1-D or 2-D array to a CSV file (comma-separated, after a `header` line of
+/// column names if given) row by row, as `np.savetxt(path, a, delimiter=",")` would
+/// with full precision.
+pub(crate) async fn export_csv(
+    arr: &StoredArray,
+    store: &Store,
+    path: &Path,
+    header: Option<&[String]>,
+) -> anyhow::Result<()> {
+    one_or_two_d(arr, "CSV")?;
+    let mut w = crate::npy::CsvWriter::create(path, header).map_err(|e| anyhow!(e))?;
+    for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
+    w.finish().map_err(|e| anyhow!(e))
+}
+
+/// Writes a 1-D or 2-D array to a Parquet file, one row group per block-row, its columns
+/// named `names` (default: [`default_names`] of the array's last path segment).
+pub(crate) async fn export_parquet(
+    arr: &StoredArray,
+    store: &Store,
+    path: &Path,
+    names: Option<&[String]>,
+) -> anyhow::Result<()> {
+    one_or_two_d(arr, "Parquet")?;
+    let names = match names {
+        Some(n) => n.to_vec(),
+        None => default_names(arr.path.rsplit('/').next().unwrap_or("x"), &arr.meta),
+    };
+    let mut w =
+        crate::npy::ParquetWriter::create(path, arr.meta.dtype, &names).map_err(|e| anyhow!(e))?;
     for_each_row_slab(arr, store, |slab| w.write(slab).map_err(|e| anyhow!(e))).await?;
     w.finish().map_err(|e| anyhow!(e))
 }

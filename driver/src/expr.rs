@@ -174,7 +174,13 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 let unary_minus = k >= 1
                     && out[k - 1].0 == Tok::Sym("-")
                     && !operand_before(k.checked_sub(2).map(|j| &out[j]));
-                if unary_minus && text == "9223372036854775808" {
+                // `-2**63 ** y` is `-(2**63 ** y)`: then 2**63 (a uint64) is the base.
+                let next: String = chars[i..]
+                    .iter()
+                    .filter(|c| !c.is_whitespace())
+                    .take(2)
+                    .collect();
+                if unary_minus && text == "9223372036854775808" && next != "**" {
                     let (_, at) = out.pop().expect("the minus");
                     out.push((Tok::Int(i64::MIN), at));
                 } else if let Ok(u) = text.parse::<u64>() {

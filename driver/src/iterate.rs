@@ -88,6 +88,7 @@ fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
                 store: data.job.storage.clone(),
                 path: String::new(),
             },
+            header: None,
         })
         .collect();
     Job {
@@ -197,6 +198,16 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
             "y holds {} NaN and {} infinite values",
             counts[1] as u64,
             counts[2] as u64
+        ));
+    }
+    // Labels of one class: no boundary to find (scikit-learn's words).
+    if let Some(&ones) = counts.get(3)
+        && data.n > 0
+        && (ones == 0.0 || ones == data.n as f64)
+    {
+        return Err(anyhow!(
+            "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
+            if ones == 0.0 { "0.0" } else { "1.0" }
         ));
     }
     Ok(())
@@ -424,10 +435,10 @@ pub(crate) async fn fit_all(
         }
         if !fitted.converged {
             tracing::warn!(
-                "array `{array}`: {} did not converge in max_iter = {} iterations \
+                "array `{array}`: {} did not converge in max_iter = {} \
                  (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
                 crate::models::describe(spec),
-                spec.max_iter,
+                crate::human::plural(spec.max_iter as u64, "iteration", "iterations"),
                 fitted.grad_max.last().copied().unwrap_or(f64::NAN),
                 spec.tol
             );

@@ -26,18 +26,15 @@ pub struct JobError {
 
 impl std::fmt::Display for JobError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.key.is_empty() {
-            write!(f, "{}:{}: {}", self.file.display(), self.line, self.message)
-        } else {
-            write!(
-                f,
-                "{}:{}: {}: {}",
-                self.file.display(),
-                self.line,
-                self.key,
-                self.message
-            )
+        // Line 0: the error is about the file, or no file holds the job (`put`'s).
+        write!(f, "{}", self.file.display())?;
+        if self.line > 0 {
+            write!(f, ":{}", self.line)?;
         }
+        if !self.key.is_empty() {
+            write!(f, ": {}", self.key)?;
+        }
+        write!(f, ": {}", self.message)
     }
 }
 
@@ -178,9 +175,13 @@ pub struct ArrayDef {
 pub enum Target {
     /// A local `.npy` file (absolute path).
     Npy(PathBuf),
-    /// A local `.csv` file (absolute path) of a 1-D or 2-D array: comma-separated, no
-    /// header, every value in full precision (as `np.savetxt(f, a, delimiter=",")`).
+    /// A local `.csv` file (absolute path) of a 1-D or 2-D array: comma-separated, every
+    /// value in full precision (as `np.savetxt(f, a, delimiter=",")`), a header line of
+    /// column names when the output asks (`OutputDef::header`).
     Csv(PathBuf),
+    /// A local `.parquet` file (absolute path) of a 1-D or 2-D array: one named column per
+    /// array column, one row group per block-row.
+    Parquet(PathBuf),
     /// A `.npy` file in an S3 bucket (`s3://bucket/key.npy`), written by the functions as
     /// the parts of one multipart upload (it appears whole when the upload completes).
     NpyStore { store: StoreSpec, key: String },
@@ -189,11 +190,20 @@ pub enum Target {
 }
 
 impl Target {
+    /// The local file the driver writes, for the outputs that are one (`.npy`, `.csv`,
+    /// `.parquet`).
+    pub fn local_file(&self) -> Option<&Path> {
+        match self {
+            Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => Some(p),
+            _ => None,
+        }
+    }
+
     /// Where the output lands, as one path to compare with other outputs': the file, the
     /// Zarr folder, or `s3://bucket/path` (lexically normalised: no `.` or `..`).
     pub fn place(&self) -> PathBuf {
         match self {
-            Target::Npy(p) | Target::Csv(p) => lexical(p),
+            Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => lexical(p),
             Target::NpyStore { store, key } => PathBuf::from(format!(
                 "{}/{}",
                 store.url.trim_end_matches('/'),
@@ -289,7 +299,7 @@ impl Location {
 
     fn of_target(t: &Target) -> Location {
         match t {
-            Target::Npy(p) | Target::Csv(p) => Location::Local(resolved(p)),
+            Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => Location::Local(resolved(p)),
             Target::NpyStore { store, key: path } | Target::Zarr { store, path } => {
                 Location::of(store, path)
             }
@@ -367,11 +377,11 @@ fn check_output_place(
 }
 
 /// The output suffixes nums-cloud writes, for errors: what each becomes.
-const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file, local or s3://), .csv (comma-separated text of a 1-D or 2-D array, local), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
+const OUTPUT_SUFFIXES: &str = ".npy (a NumPy file, local or s3://), .csv (comma-separated text of a 1-D or 2-D array, local), .parquet (a Parquet file of a 1-D or 2-D array, local), .zarr or none (a Zarr v3 array folder, or an s3:// Zarr array)";
 
 /// Refuses an output path whose suffix nums-cloud does not write (it would otherwise
-/// become a Zarr folder named `x.parquet`). `local`: a local path, where `.csv` is a
-/// file too (`.npy` is a file anywhere).
+/// become a Zarr folder named `x.h5`). `local`: a local path, where `.csv` and
+/// `.parquet` are files too (`.npy` is a file anywhere).
 fn check_output_suffix(dest: &str, path: &str, local: bool) -> Result<(), String> {
     let ext = Path::new(path)
         .extension()
@@ -379,9 +389,9 @@ fn check_output_suffix(dest: &str, path: &str, local: bool) -> Result<(), String
     match ext.as_deref() {
         None | Some("zarr") => Ok(()),
         Some("npy") => Ok(()),
-        Some("csv") if local => Ok(()),
-        Some("csv") => Err(format!(
-            "{dest:?}: nums-cloud writes .csv files on local paths only; write it to a local .csv path, or to an s3:// .npy file or Zarr array (`nums-cloud get ARRAY FILE.csv` writes a CSV from it)"
+        Some("csv" | "parquet") if local => Ok(()),
+        Some(x @ ("csv" | "parquet")) => Err(format!(
+            "{dest:?}: nums-cloud writes .{x} files on local paths only; write it to a local .{x} path, or to an s3:// .npy file or Zarr array (`nums-cloud get ARRAY FILE.{x}` writes a .{x} from it)"
         )),
         Some(x) => Err(format!(
             "{dest:?}: nums-cloud does not write .{x} files; an output's suffix is {OUTPUT_SUFFIXES}"
@@ -394,7 +404,14 @@ pub struct OutputDef {
     pub name: String,
     pub line: usize,
     pub target: Target,
+    /// A `.csv` output's header line of column names: `Some` as the job file says
+    /// (`header = true`), `None` when it does not (then: when the array is a loaded
+    /// input whose columns have names).
+    pub header: Option<bool>,
 }
+
+/// The keys of an output given as a table (`A = { path = "out/a.csv", header = true }`).
+pub const OUTPUT_KEYS: &[&str] = &["path", "header"];
 
 /// A parsed and resolved job file.
 #[derive(Debug, Clone)]
@@ -643,21 +660,25 @@ impl Job {
         for (oname, v) in raw.outputs.iter().flatten() {
             let line = line_of(v.span().start);
             let key = format!("outputs.{oname}");
-            let toml::Value::String(dest) = v.get_ref() else {
-                return Err(e(
-                    line,
-                    &key,
-                    "an output is a path: a .npy file, a Zarr folder or an s3:// URL".into(),
-                ));
-            };
+            let (dest, header) =
+                output_value(v.get_ref()).map_err(|(k, m)| e(line, &format!("{key}{k}"), m))?;
             if !names.contains(oname.as_str()) {
                 return Err(e(line, &key, format!("no array named {oname} in [arrays]")));
             }
             let target = resolve_target(&dir, dest, &storage_spec).map_err(|m| e(line, &key, m))?;
+            if header.is_some() && !matches!(target, Target::Csv(_)) {
+                return Err(e(
+                    line,
+                    &format!("{key}.header"),
+                    "header applies to a .csv output (a .parquet file always names its columns)"
+                        .into(),
+                ));
+            }
             outputs.push(OutputDef {
                 name: oname.clone(),
                 line,
                 target,
+                header,
             });
         }
         outputs.sort_by_key(|o| o.line);
@@ -767,7 +788,42 @@ pub fn resolve_store_url(
     }
 }
 
+/// An output's path, and its `header` when given as a table; an error names the key
+/// under the output's (`.path`, `.header`, or none).
+fn output_value(v: &toml::Value) -> Result<(&str, Option<bool>), FieldErr> {
+    const WHAT: &str = "an output is a path (a .npy, .csv or .parquet file, a Zarr folder or an s3:// URL), or a table such as { path = \"out/a.csv\", header = true }";
+    match v {
+        toml::Value::String(dest) => Ok((dest, None)),
+        toml::Value::Table(t) => {
+            if let Some(k) = t.keys().find(|k| !OUTPUT_KEYS.contains(&k.as_str())) {
+                return Err((
+                    format!(".{k}"),
+                    format!("unknown key; expected one of {}", OUTPUT_KEYS.join(", ")),
+                ));
+            }
+            let Some(toml::Value::String(dest)) = t.get("path") else {
+                return Err((".path".into(), WHAT.into()));
+            };
+            let header = match t.get("header") {
+                None => None,
+                Some(toml::Value::Boolean(b)) => Some(*b),
+                Some(_) => return Err((".header".into(), "header is true or false".into())),
+            };
+            Ok((dest, header))
+        }
+        _ => Err((String::new(), WHAT.into())),
+    }
+}
+
 fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target, String> {
+    if dest.trim() == "-" {
+        return Err(
+            "\"-\": outputs are written to files, never to standard output; give a path (out/a.npy, \
+             out/a.csv, ...). The run's summary prints outputs of up to 64 elements, and \
+             `nums-cloud show JOB/ARRAY` prints a stored array"
+                .into(),
+        );
+    }
     if let Some(rest) = dest.strip_prefix("s3://") {
         let (bucket, path) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() || path.trim_matches('/').is_empty() {
@@ -804,6 +860,8 @@ fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target,
         Ok(Target::Npy(p))
     } else if p.extension().is_some_and(|x| x == "csv") {
         Ok(Target::Csv(p))
+    } else if p.extension().is_some_and(|x| x == "parquet") {
+        Ok(Target::Parquet(p))
     } else {
         // A Zarr array is a folder: its parent is the store, its name the array path.
         let parent = p
@@ -1007,6 +1065,9 @@ fn parse_array(
         Source::Load { path, .. } if path.ends_with(".csv") => {
             &["load", "block", "dtype", "header", "delimiter", "usecols"]
         }
+        Source::Load { path, .. } if path.ends_with(".parquet") => {
+            &["load", "block", "dtype", "usecols"]
+        }
         Source::Load { .. } => &["load", "block", "dtype"],
         Source::Expr { .. } => &["expr", "block", "dtype"],
         Source::Param { .. } => &[],
@@ -1055,10 +1116,14 @@ pub enum ColumnRef {
     Name(String),
 }
 
-/// The `.csv` options of a `load` table (keys other than a `.csv`'s are refused later).
+/// The `.csv` options of a `load` table, and a `.parquet`'s `usecols` (keys other than an
+/// input's own are refused later).
 fn csv_options(t: &toml::Table, path: &str) -> Result<CsvOptions, FieldErr> {
     let mut o = CsvOptions::default();
-    if !path.ends_with(".csv") {
+    if path.ends_with(".parquet") {
+        // A Parquet file's columns have names: no header line to ask for.
+        o.header = true;
+    } else if !path.ends_with(".csv") {
         return Ok(o);
     }
     if let Some(v) = t.get("header") {
@@ -1315,8 +1380,9 @@ V = '''
     #[test]
     fn output_suffixes_nums_cloud_does_not_write_are_refused() {
         for (dest, words) in [
-            ("x.parquet", "does not write .parquet files"),
+            ("s3://b/x.parquet", "nums-cloud get ARRAY FILE.parquet"),
             ("x.h5", "does not write .h5 files"),
+            ("-", "never to standard output"),
             ("s3://b/x.csv", "nums-cloud get ARRAY FILE.csv"),
             ("s3://b/x.txt", "does not write .txt files"),
         ] {
@@ -1330,6 +1396,7 @@ V = '''
         for dest in [
             "x.npy",
             "out/x.csv",
+            "out/x.parquet",
             "x.zarr",
             "out/x",
             "s3://b/x.zarr",

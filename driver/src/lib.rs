@@ -4,7 +4,12 @@
 //! As a library: [`api`] (lazy arrays run by the same engine), its typed [`Error`], and
 //! the values it returns ([`Block`] of a [`DType`]).
 
+// Built without the command line, the few helpers only it reads (log set-up, the plan's
+// CSV note) are unused: allowed there, not removed.
+#![cfg_attr(not(feature = "cli"), allow(dead_code))]
+
 pub mod api;
+#[cfg(feature = "cli")]
 pub mod cli;
 
 // The engine's modules that the project's own benches (`benches/`) and integration tests
@@ -18,6 +23,7 @@ pub mod graph;
 #[doc(hidden)]
 pub mod job;
 #[doc(hidden)]
+#[cfg(feature = "local")]
 pub mod local;
 #[doc(hidden)]
 pub mod plan;
@@ -26,7 +32,9 @@ pub mod run;
 #[doc(hidden)]
 pub mod sched;
 
+#[cfg(feature = "cli")]
 pub(crate) mod arrays;
+#[cfg(feature = "local")]
 pub(crate) mod cgroup;
 pub(crate) mod cost;
 pub(crate) mod csv_count;
@@ -40,14 +48,18 @@ pub(crate) mod iterate;
 pub(crate) mod logs;
 pub(crate) mod models;
 pub(crate) mod npy;
+#[cfg(feature = "cli")]
 pub(crate) mod package;
+#[cfg(feature = "cli")]
 pub(crate) mod planview;
 pub(crate) mod progress;
 pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod stage;
+#[cfg(feature = "cli")]
 pub(crate) mod svg;
 pub(crate) mod tasks;
+#[cfg(feature = "cli")]
 pub(crate) mod timeline;
 
 pub use error::Error;

@@ -97,7 +97,11 @@ impl Drop for Line {
 pub(crate) fn init(verbosity: i8) {
     let filter = match std::env::var("RUST_LOG") {
         Ok(s) if !s.trim().is_empty() => EnvFilter::try_new(&s).unwrap_or_else(|e| {
-            eprintln!("warning: RUST_LOG={s:?} is not a valid filter ({e}); using the default");
+            // Not `eprintln!`, which panics when standard error is a closed pipe.
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: RUST_LOG={s:?} is not a valid filter ({e}); using the default"
+            );
             EnvFilter::new(filter_for(verbosity))
         }),
         _ => EnvFilter::new(filter_for(verbosity)),

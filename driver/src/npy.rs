@@ -2,7 +2,6 @@
 //! runs; the functions import the data), whole `.npy` reads (the API) and the streamed
 //! writes of outputs.
 
-use std::io::Read;
 use std::path::Path;
 
 use nums_layout::{Block, DType, Scalar};
@@ -46,17 +45,6 @@ impl NpyHeader {
     pub fn file_size(&self) -> u64 {
         self.offset + self.shape.iter().product::<u64>() * self.item_size()
     }
-}
-
-pub(crate) fn read_header(path: &Path) -> Result<NpyHeader, String> {
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let mut head = Vec::new();
-    (&mut f)
-        .take(1 << 16)
-        .read_to_end(&mut head)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    parse_header(&head).map_err(|m| format!("{} is not a .npy file: {m}", path.display()))
 }
 
 /// The header of a `.npy` file from its first bytes (at least the whole header); where
@@ -114,33 +102,6 @@ pub(crate) fn parse_header(head: &[u8]) -> Result<NpyHeader, String> {
         fortran,
         offset: (start + len) as u64,
     })
-}
-
-/// Reads a whole `.npy` as a block of its dtype (C order).
-pub(crate) fn read(path: &Path) -> Result<Block, String> {
-    let h = read_header(path)?;
-    let dtype = h.dtype().map_err(|m| format!("{}: {m}", path.display()))?;
-    let bytes = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let data = bytes
-        .get(h.offset as usize..h.file_size() as usize)
-        .ok_or_else(|| {
-            format!(
-                "{}: shorter than its header says ({} bytes, {} expected)",
-                path.display(),
-                bytes.len(),
-                h.file_size()
-            )
-        })?;
-    let shape: Vec<usize> = h.shape.iter().map(|&s| s as usize).collect();
-    if !h.fortran {
-        return Block::from_le_bytes(dtype, &shape, data)
-            .ok_or_else(|| format!("{}: bad data", path.display()));
-    }
-    // Fortran order: the C-order array of the reversed shape, its axes reversed.
-    let rev: Vec<usize> = shape.iter().rev().copied().collect();
-    let b = Block::from_le_bytes(dtype, &rev, data)
-        .ok_or_else(|| format!("{}: bad data", path.display()))?;
-    Ok(nums_layout::map_block!(b, a => a.reversed_axes().as_standard_layout().into_owned()))
 }
 
 /// The partial file an output file `path` (`.npy`, `.csv`) is written to before it is
@@ -287,10 +248,28 @@ pub(crate) struct CsvWriter {
 }
 
 impl CsvWriter {
-    pub(crate) fn create(path: &Path) -> Result<CsvWriter, String> {
+    /// Starts the file, with a `header` line of column names if given (each quoted where
+    /// it holds a comma or a quote, as pandas writes them).
+    pub(crate) fn create(path: &Path, header: Option<&[String]>) -> Result<CsvWriter, String> {
+        use std::io::Write;
         let (tmp, f) = Partial::create(path)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, f);
+        if let Some(names) = header {
+            let quoted: Vec<String> = names
+                .iter()
+                .map(|n| {
+                    if n.contains([',', '"', '\n', '\r']) {
+                        format!("\"{}\"", n.replace('"', "\"\""))
+                    } else {
+                        n.clone()
+                    }
+                })
+                .collect();
+            writeln!(out, "{}", quoted.join(","))
+                .map_err(|e| format!("cannot write {}: {e}", tmp.tmp.display()))?;
+        }
         Ok(CsvWriter {
-            out: std::io::BufWriter::with_capacity(1 << 20, f),
+            out,
             tmp,
             path: path.to_path_buf(),
         })
@@ -343,6 +322,53 @@ impl CsvWriter {
         self.out
             .flush()
             .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))?;
+        self.tmp.rename(&self.path)
+    }
+}
+
+/// A Parquet file written row group by row group (`nums_function::parquet::Writer`),
+/// renamed into place at the end.
+pub(crate) struct ParquetWriter {
+    // Dropped in this order: the file is closed before an unfinished one is removed.
+    w: nums_function::parquet::Writer<std::io::BufWriter<std::fs::File>>,
+    tmp: Partial,
+    path: std::path::PathBuf,
+}
+
+impl ParquetWriter {
+    pub(crate) fn create(
+        path: &Path,
+        dtype: DType,
+        names: &[String],
+    ) -> Result<ParquetWriter, String> {
+        let (tmp, f) = Partial::create(path)?;
+        let w = nums_function::parquet::Writer::new(
+            std::io::BufWriter::with_capacity(1 << 20, f),
+            dtype,
+            names,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", tmp.tmp.display()))?;
+        Ok(ParquetWriter {
+            w,
+            tmp,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Appends a slab of rows as one row group.
+    pub(crate) fn write(&mut self, slab: &Block) -> Result<(), String> {
+        self.w
+            .write(slab)
+            .map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))
+    }
+
+    /// Writes the footer, flushes and renames the file into place.
+    pub(crate) fn finish(mut self) -> Result<(), String> {
+        use std::io::Write;
+        let cannot = |e: String| format!("cannot write {}: {e}", self.tmp.tmp.display());
+        let mut out = self.w.finish().map_err(cannot)?;
+        out.flush().map_err(|e| cannot(e.to_string()))?;
+        drop(out);
         self.tmp.rename(&self.path)
     }
 }

@@ -50,16 +50,70 @@ pub async fn check(path: &Path) -> anyhow::Result<Checked> {
     check_with(path, &Defaults::default()).await
 }
 
-/// [`check`], with `defaults` for what the job file leaves out.
+/// [`check`], with `defaults` for what the job file leaves out. Leaves nothing behind: a
+/// local store's folder it had to make (to prove it takes writes) is removed again.
 pub async fn check_with(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
-    check_job(Job::load_with(path, defaults)?).await
+    let job = Job::load_with(path, defaults)?;
+    let _untouched = Untouched::of_job(&job);
+    check_job(job).await
 }
 
 /// What `plan` needs of [`check_with`]: the inputs probed and the graph built, without
 /// proving that the stores take writes, so that planning a job that reads nothing stored
-/// needs no store and no credentials.
+/// needs no store and no credentials. Leaves nothing behind.
 pub async fn check_for_plan(path: &Path, defaults: &Defaults) -> anyhow::Result<Checked> {
-    check_parts(Job::load_with(path, defaults)?, false).await
+    let job = Job::load_with(path, defaults)?;
+    let _untouched = Untouched::of_job(&job);
+    check_parts(job, false).await
+}
+
+/// The local folders a command that changes nothing (`check`, `plan`, `ls`, `show`) must
+/// not leave behind: of each local store's folder, the part of its path that did not
+/// exist (opening a store makes its folder; proving it takes writes writes in it). When
+/// dropped, removes those folders again, deepest first, each only if it is empty.
+pub(crate) struct Untouched(Vec<(std::path::PathBuf, std::path::PathBuf)>);
+
+impl Untouched {
+    /// For the stores `specs` name.
+    pub(crate) fn of<'a>(specs: impl IntoIterator<Item = &'a nums_layout::StoreSpec>) -> Untouched {
+        let missing = specs.into_iter().filter_map(|spec| {
+            let dir = url::Url::parse(&spec.url)
+                .ok()
+                .filter(|u| u.scheme() == "file")?
+                .to_file_path()
+                .ok()?;
+            // The outermost folder of its path that does not exist yet.
+            let first = dir.ancestors().take_while(|d| !d.exists()).last()?;
+            Some((dir.clone(), first.to_path_buf()))
+        });
+        Untouched(missing.collect())
+    }
+
+    /// Whether a folder was missing: the store does not exist yet.
+    pub(crate) fn made(&self) -> bool {
+        !self.0.is_empty()
+    }
+
+    /// For the job's store and its outputs' stores.
+    pub(crate) fn of_job(job: &Job) -> Untouched {
+        let outputs = job.outputs.iter().filter_map(|o| match &o.target {
+            Target::Zarr { store, .. } | Target::NpyStore { store, .. } => Some(store),
+            _ => None,
+        });
+        Untouched::of(std::iter::once(&job.storage).chain(outputs))
+    }
+}
+
+impl Drop for Untouched {
+    fn drop(&mut self) {
+        for (dir, first) in &self.0 {
+            for d in dir.ancestors() {
+                if std::fs::remove_dir(d).is_err() || d == first {
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// Checks a parsed job: probes its inputs (the only reads), builds the graph (pure), and
@@ -90,6 +144,13 @@ pub(crate) async fn check_counted(
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
     if writable {
         check_stores_take_writes(&job, &store).await?;
+    }
+    if job.outputs.is_empty() {
+        tracing::warn!(
+            "{}: no [outputs]: a run computes the job's arrays and keeps none; name where each \
+             array goes in an [outputs] table (X = \"out/X.npy\")",
+            job.file.display()
+        );
     }
     Ok(Checked {
         job,

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use crate::cost::{CostModel, Projection};
-use crate::human::{human as mb, mib};
+use crate::human::{human as mb, mib, plural};
 use crate::job::Job;
 use crate::plan::projection;
 use crate::sched::Plan;
@@ -190,7 +190,7 @@ pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
                 o.name,
                 store.url.trim_end_matches('/')
             )),
-            Target::Npy(p) | Target::Csv(p) => lines.push(format!(
+            Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => lines.push(format!(
                 "after this plan: the driver writes {} to {} block-row by block-row",
                 o.name,
                 p.display()
@@ -206,9 +206,9 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
     let c = &job.compute;
     let _ = writeln!(
         s,
-        "plan for {}: {} workers, memory_mb = {}, cost model {}",
+        "plan for {}: {}, memory_mb = {}, cost model {}",
         job.file.display(),
-        c.workers,
+        plural(c.workers as u64, "worker", "workers"),
         c.memory_mb,
         CostModel::for_job(job).name
     );
@@ -269,9 +269,9 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         for (i, b) in p.batches.iter().enumerate().take(shown) {
             let _ = writeln!(
                 s,
-                "  #{i:<4} slot {}  {:>4} tasks  in {:>9}  out {:>9}  peak {:>8}  after {:?}",
+                "  #{i:<4} slot {}  {:>10}  in {:>9}  out {:>9}  peak {:>8}  after {:?}",
                 b.slot,
-                b.num_tasks(),
+                plural(b.num_tasks() as u64, "task", "tasks"),
                 mb(b.bytes_in),
                 mb(b.bytes_out),
                 mib(b.projected_peak),

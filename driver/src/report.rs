@@ -8,7 +8,11 @@ use nums_layout::{ArrayMeta, Block, Store};
 use serde::Serialize;
 
 use crate::dispatch::Dispatched;
-use crate::human::{human, mib};
+use crate::human::{human, mib, plural};
+
+fn iterations(n: u32) -> String {
+    plural(n as u64, "iteration", "iterations")
+}
 use crate::invocation::Invocation;
 use crate::job::{Job, Target};
 use crate::models::solver::Fitted;
@@ -38,7 +42,10 @@ pub struct PassReport {
 #[derive(Debug)]
 pub(crate) struct RunFailed {
     pub report: Box<Report>,
+    /// Why it stopped: the first line of the message.
     pub error: anyhow::Error,
+    /// What to do about the run's state (`--resume`), on a line after the cause.
+    pub advice: Option<String>,
     /// Stopped by Ctrl-C (SIGINT) rather than by an error.
     pub interrupted: bool,
     /// The local function processes' logs (kept after a failed run; removed after a
@@ -49,6 +56,9 @@ pub(crate) struct RunFailed {
 impl std::fmt::Display for RunFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{:#}", self.error)?;
+        if let Some(a) = &self.advice {
+            write!(f, "\n  {a}")?;
+        }
         if !self.logs.is_empty() {
             write!(f, "\n  function logs (kept):")?;
             for l in &self.logs {
@@ -184,8 +194,12 @@ impl Report {
             t => format!("{retries}, {t} of them throttled"),
         };
         s += &format!(
-            "  invocations  {} ({} tasks, {retries}) on {} with {} workers, scheduler {}\n",
-            self.invocations, self.tasks, self.backend, self.workers, self.scheduler
+            "  invocations  {} ({}, {retries}) on {} with {}, scheduler {}\n",
+            self.invocations,
+            plural(self.tasks, "task", "tasks"),
+            self.backend,
+            plural(self.workers as u64, "worker", "workers"),
+            self.scheduler
         );
         s += &format!(
             "  store        functions read {} and wrote {} in {} requests; driver read {} and wrote {}\n",
@@ -211,9 +225,9 @@ impl Report {
         );
         for f in &self.fits {
             let how = if f.fitted.converged {
-                format!("converged in {} iterations", f.fitted.n_iter)
+                format!("converged in {}", iterations(f.fitted.n_iter))
             } else {
-                format!("NOT converged after {} iterations", f.fitted.n_iter)
+                format!("NOT converged after {}", iterations(f.fitted.n_iter))
             };
             let loss = match f.fitted.loss.last() {
                 Some(l) if l.is_finite() => format!(", loss {l:.6e}"),
@@ -221,15 +235,15 @@ impl Report {
             };
             let seconds: f64 = f.passes.iter().map(|p| p.wall_seconds).sum();
             s += &format!(
-                "  fit          {} = {}: {how}{loss}, {} passes in {seconds:.2} s\n",
+                "  fit          {} = {}: {how}{loss}, {} in {seconds:.2} s\n",
                 f.array,
                 f.model,
-                f.passes.len()
+                plural(f.passes.len() as u64, "pass", "passes")
             );
         }
         for (name, target, meta, preview) in &self.outputs {
             let dest = match target {
-                Target::Npy(p) | Target::Csv(p) => p.display().to_string(),
+                Target::Npy(p) | Target::Csv(p) | Target::Parquet(p) => p.display().to_string(),
                 Target::NpyStore { store, key } => {
                     format!("{}/{key}", store.url.trim_end_matches('/'))
                 }
@@ -242,9 +256,11 @@ impl Report {
                 meta.shape, meta.dtype
             );
             if let Some(b) = preview {
-                let text = crate::human::format_block(b);
-                for line in text.lines() {
-                    s += &format!("               {line}\n");
+                // Under the label column, within NumPy's line width.
+                const INDENT: &str = "               ";
+                let width = crate::human::LINE_WIDTH - INDENT.len();
+                for line in crate::human::format_block(b, width).lines() {
+                    s += &format!("{INDENT}{line}\n");
                 }
             }
         }

@@ -15,7 +15,7 @@ use nums_layout::{Block, StoredArray};
 use crate::backend::Backend;
 use crate::export::Output;
 use crate::graph::{self, Graph, NodeOp};
-use crate::job::{Defaults, Job, Target};
+use crate::job::{Defaults, Job};
 use crate::plan::Checked;
 use crate::progress::Progress;
 use crate::report::{Report, RunFailed};
@@ -101,14 +101,18 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     // Partial files a killed writer of the job's `.npy` and `.csv` outputs left (their
     // leases are this run's now).
     for o in &job.outputs {
-        if let Target::Npy(p) | Target::Csv(p) = &o.target {
+        if let Some(p) = o.target.local_file() {
             let _ = std::fs::remove_file(crate::npy::partial_path(p));
         }
     }
     if !run.removed.is_empty() {
         tracing::info!(
-            "removed the state of {} earlier unfinished run(s) of job {} ({})",
-            run.removed.len(),
+            "removed the state of {} of job {} ({})",
+            crate::human::plural(
+                run.removed.len() as u64,
+                "earlier unfinished run",
+                "earlier unfinished runs"
+            ),
             job.name,
             run.removed.join(", ")
         );
@@ -188,38 +192,49 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
             // Made before `finish` takes the run.
             let mut report = report(Vec::new());
             let prefix = run.prefix();
-            // --stats gives the error itself, without the advice added below.
-            let mut stated = format!("{error:#}");
             // A run that lost the race for the job's lease (it started before learning
             // so) fails for that reason, whatever else went wrong; its state is dropped.
-            let error = match run.confirm_lease().await {
+            // The cause leads; what to do about the run's state follows on a line of its
+            // own (and stays out of --stats).
+            let (error, advice) = match run.confirm_lease().await {
                 Err(lost) => {
                     let _ = run.finish(true).await;
-                    let error = anyhow!("{}: {lost}", job.file.display());
-                    stated = format!("{error:#}");
-                    error
+                    (anyhow!("{}: {lost}", job.file.display()), None)
                 }
                 Ok(()) => match run.finish(false).await {
-                    Ok(()) => error.context(format!(
-                        "job {}: the run's state is kept under {prefix}/: `nums-cloud run --resume {}` \
-                         recomputes only what is missing (a run without --resume removes it)",
-                        job.name,
-                        job.file.display()
-                    )),
-                    Err(e) => error.context(format!("job {}: {e}", job.name)),
+                    Ok(()) => (error, Some(resume_advice(job, &prefix))),
+                    Err(e) => (error, Some(format!("job {}: {e}", job.name))),
                 },
             };
             report.status = if interrupted { "interrupted" } else { "failed" }.into();
-            report.error = Some(stated);
+            report.error = Some(format!("{error:#}"));
             report.function_logs = logs.clone();
             Err(RunFailed {
                 report: Box::new(report),
                 error,
+                advice,
                 interrupted,
                 logs,
             }
             .into())
         }
+    }
+}
+
+/// What a failed run's kept state is for: `--resume` of its job file, when there is one
+/// (`put` makes its job up).
+fn resume_advice(job: &Job, prefix: &str) -> String {
+    if job.file.is_file() {
+        format!(
+            "the run's state is kept under {prefix}/: `nums-cloud run --resume {}` recomputes \
+             only what is missing (a run without --resume removes it)",
+            job.file.display()
+        )
+    } else {
+        format!(
+            "the run's state is kept under {prefix}/ until the next run of job {}",
+            job.name
+        )
     }
 }
 

@@ -20,6 +20,7 @@ use nums_layout::{ErrorKind, Store, StoredArray};
 use crate::backend::Backend;
 use crate::dispatch::{DispatchError, Dispatched, InvokeError, Sent};
 use crate::graph::{self, Graph, NodeOp};
+use crate::human::plural;
 use crate::invocation::Invocation;
 use crate::job::Job;
 use crate::report::FitReport;
@@ -272,17 +273,18 @@ impl<'a> Stages<'a> {
             .collect();
         if let (false, Some(run)) = (done.is_empty(), journal) {
             tracing::info!(
-                "resuming run {}: {} of {} invocations of stage {name} finished before; {} to go",
+                "resuming run {}: {} of {} of stage {name} finished before; {} to go",
                 run.id,
                 done.len(),
-                batches.len(),
+                plural(batches.len() as u64, "invocation", "invocations"),
                 todo.len()
             );
         }
         tracing::debug!(
-            "stage {name}: {} invocations ({} to run), {tasks} tasks, scheduler {:?}",
-            batches.len(),
+            "stage {name}: {} ({} to run), {}, scheduler {:?}",
+            plural(batches.len() as u64, "invocation", "invocations"),
             todo.len(),
+            plural(tasks, "task", "tasks"),
             job.compute.scheduler
         );
         self.observer.on_stage_start(&StageStart {
@@ -320,7 +322,8 @@ impl<'a> Stages<'a> {
         if let Some(run) = journal {
             let _ = run.flush().await;
         }
-        let d = result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job), e))?;
+        let d =
+            result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job, name), e))?;
         self.observer.on_stage_end(name, &d);
         Ok(d)
     }
@@ -394,8 +397,41 @@ async fn verified_done(
         .collect())
 }
 
-/// A failed dispatch in the job's words, with a hint where one helps.
-fn explain(e: &DispatchError, job: &Job) -> String {
+/// A failed dispatch in the job's words, with a hint where one helps. A failure of the
+/// data (a malformed field, a missing or corrupt block, a singular matrix) leads with
+/// what the function said of it (the array, file, line or block); the invocation that met
+/// it follows on a line of its own.
+fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
+    if let InvokeError::Function {
+        kind:
+            ErrorKind::Kernel
+            | ErrorKind::LinAlg
+            | ErrorKind::MissingBlock
+            | ErrorKind::CorruptBlock
+            | ErrorKind::BadArray,
+        error_type,
+        message,
+    } = &e.error
+    {
+        // The function's `task N (block KEY): what` (`FnError::Kernel`).
+        let (task, what) = match message
+            .strip_prefix("task ")
+            .and_then(|m| m.split_once("): "))
+        {
+            Some((task, what)) => (format!(", task {task})"), what),
+            None => (String::new(), message.as_str()),
+        };
+        let what = if what.starts_with("array ") {
+            what.to_string()
+        } else {
+            format!("job {}: {what}", job.name)
+        };
+        return format!(
+            "{what}\n  ({error_type} in invocation {} of stage {stage}{task}, after {})",
+            e.batch,
+            plural(u64::from(e.attempts), "attempt", "attempts")
+        );
+    }
     let hint = match &e.error {
         InvokeError::Function {
             kind: ErrorKind::OutOfMemory,
@@ -431,7 +467,8 @@ fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> 
     let Some(at) = msg.rfind(MARK) else {
         return e;
     };
-    let words = &msg[at..];
+    // NumPy's words, up to the line that says which invocation met them.
+    let words = msg[at..].lines().next().unwrap_or_default();
     let Some(node) = g
         .nodes
         .iter()

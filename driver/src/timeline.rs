@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::human::{human, mib};
+use crate::human::{human, mib, plural};
 use crate::invocation::Invocation;
 use crate::report::Report;
 use crate::svg::Svg;
@@ -106,11 +106,13 @@ pub(crate) fn svg(t: &Timeline) -> String {
         20.0,
         50.0,
         &format!(
-            "{}: {} invocations ({failed} failed, {backups} backups) in {:.2} s on {lanes} slots ({} workers)",
+            "{}: {} ({failed} failed, {}) in {:.2} s on {} ({})",
             if t.status.is_empty() { "ok" } else { &t.status },
-            inv.len(),
+            plural(inv.len() as u64, "invocation", "invocations"),
+            plural(backups as u64, "backup", "backups"),
             t.wall_seconds,
-            t.workers,
+            plural(lanes as u64, "slot", "slots"),
+            plural(t.workers as u64, "worker", "workers"),
         ),
         "",
     );
@@ -241,7 +243,7 @@ pub(crate) fn svg(t: &Timeline) -> String {
 fn draw_invocation(s: &mut Svg, i: &Invocation, x: f64, y: f64, w: f64, h: f64) {
     let dur = (i.end - i.start).max(1e-9);
     let mut tip = format!(
-        "{} #{} (attempt {}{}), {:.3}-{:.3} s ({:.3} s): {} tasks, compute {:.3} s, store I/O {:.3} s, read {}, wrote {}, peak {}",
+        "{} #{} (attempt {}{}), {:.3}-{:.3} s ({:.3} s): {}, compute {:.3} s, store I/O {:.3} s, read {}, wrote {}, peak {}",
         i.stage,
         i.batch,
         i.attempt,
@@ -249,7 +251,7 @@ fn draw_invocation(s: &mut Svg, i: &Invocation, x: f64, y: f64, w: f64, h: f64) 
         i.start,
         i.end,
         i.end - i.start,
-        i.tasks,
+        plural(i.tasks, "task", "tasks"),
         i.compute_seconds,
         i.io_seconds,
         human(i.bytes_read),

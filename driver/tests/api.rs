@@ -1,13 +1,15 @@
 //! The library API (`nums_cloud::api`) used from async code, as a program would: computes
 //! awaited under a multi-thread runtime, blocking forms inside runtimes, typed errors
-//! matched, a bad definition that does not poison the session, and persist /
-//! compute_many / from_ndarray checked against known values. Runs the real engine with
-//! the local backend (function processes of the `nums-cloud` binary) on a file store.
+//! matched as soon as an operation is made, a bad operation that does not poison the
+//! session, arrays computed once and read in place after, compute_many and from_ndarray
+//! checked against known values, settings that are values, and no job text or `.npy`
+//! file on the way. Runs the real engine with the local backend (function processes of
+//! the `nums-cloud` binary) on a file store.
 
 use std::path::{Path, PathBuf};
 
-use ndarray::{Array2, ArrayD, array};
-use nums_cloud::api::{Array, Session};
+use ndarray::{Array2, array};
+use nums_cloud::api::{Arg, Array, Session};
 use nums_cloud::dispatch::InvokeError;
 use nums_cloud::{Block, DType, Error};
 
@@ -66,7 +68,7 @@ fn api_types_are_send_and_sync() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn compute_awaits_in_async_code_and_errors_are_typed() {
+async fn compute_awaits_in_async_code_and_errors_are_typed_at_once() {
     let d = Dir::new("async");
     let s = d.session();
     let x = s
@@ -77,59 +79,87 @@ async fn compute_awaits_in_async_code_and_errors_are_typed() {
         .unwrap();
     let w = s.from_ndarray(array![1.0, 2.0, 3.0]).named("w").unwrap();
     let y = x.matmul(&w);
+    assert_eq!(y.shape().unwrap(), vec![4]);
     assert_eq!(
-        f64s(&y.compute().await.unwrap()),
+        y.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
         vec![8.0, 26.0, 44.0, 62.0]
     );
 
-    // Shapes that do not broadcast: refused before anything runs, naming the arrays as
-    // the program named them, the caret under the operator of the expression it built.
+    // Shapes that do not broadcast: the operation's error, before anything runs, naming
+    // the arrays as the program named them.
     let bad = &x + &s.ones(&[4]);
-    let e = bad.compute().await.unwrap_err();
+    let e = bad.check().unwrap_err();
     let Error::Job { array, message } = &e else {
         panic!("expected a job error, got {e:?}")
     };
     assert_eq!(array.as_deref(), Some("X + ones([4])"));
-    assert!(message.starts_with("array `X + ones([4])`: "), "{message}");
+    assert!(message.starts_with("`X + ones([4])`: "), "{message}");
     assert!(message.contains("(4, 3) and (4,)"), "{message}");
-    assert!(message.contains("X + ones([4])\n      ^"), "{message}");
-    assert!(
-        !message.contains(".toml") && !message.contains("_"),
-        "{message}"
+    // Computing it, or anything made from it, gives the same error.
+    assert_eq!(
+        bad.compute::<f64>().await.unwrap_err().to_string(),
+        e.to_string()
     );
+    assert_eq!((&bad * 2.0).check().unwrap_err().to_string(), e.to_string());
 
     // The session is not poisoned: arrays defined before and after still compute.
     let after = (&x * 2.0).sum(None);
-    assert_eq!(f64s(&after.compute().await.unwrap()), vec![132.0]);
-    assert_eq!(f64s(&y.sum(None).compute().await.unwrap()), vec![140.0]);
+    assert_eq!(after.compute::<f64>().await.unwrap().sum(), 132.0);
+    assert_eq!(y.sum(None).compute::<f64>().await.unwrap().sum(), 140.0);
 
-    // An expression's syntax is checked when it is defined, with the caret in the text
-    // the program wrote.
-    let e = s.expr("{0} @@ {1}", &[&x, &w]).unwrap_err();
+    // Every function of the table by name; an unknown one is named.
+    let v = s
+        .call(
+            "var",
+            &[(&x).into()],
+            &[("axis", 0.into()), ("ddof", 1.into())],
+        )
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(v.label(), "var(X, axis=0, ddof=1)");
+    assert_eq!(
+        v.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        vec![15.0; 3]
+    );
+    let e = s.call("sine", &[(&x).into()], &[]).unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
-    assert!(e.to_string().contains("{0} @@ {1}\n         ^"), "{e}");
-    let e = s.expr("{0} + {2}", &[&x, &w]).unwrap_err();
-    assert!(e.to_string().contains("{2}"), "{e}");
+    assert!(
+        e.to_string().contains("sine") && e.to_string().contains("sin()"),
+        "{e}"
+    );
 
-    // An unknown function is found when the array is computed, and named.
-    let unknown = s.expr("sine({0})", &[&x]).unwrap();
-    let e = unknown.compute().await.unwrap_err();
-    assert!(matches!(e, Error::Job { .. }), "{e:?}");
-    assert!(e.to_string().contains("sine"), "{e}");
+    // Indexing: slices, integers, ndarray's s![], NumPy's negative indices.
+    let last = x.index(&[Arg::Slice(None, None, None), Arg::Int(-1)]);
+    assert_eq!(
+        last.compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        vec![2.0, 5.0, 8.0, 11.0]
+    );
+    let rows = x.slice(ndarray::s![1..3, ..]);
+    assert_eq!(rows.shape().unwrap(), vec![2, 3]);
 
     // Two computes at once from spawned tasks (the futures are Send).
     let (a, b) = (x.max(None), x.min(None));
-    let ta = tokio::spawn(async move { a.compute().await });
-    let tb = tokio::spawn(async move { b.compute().await });
-    assert_eq!(f64s(&ta.await.unwrap().unwrap()), vec![11.0]);
-    assert_eq!(f64s(&tb.await.unwrap().unwrap()), vec![0.0]);
+    let ta = tokio::spawn(async move { a.compute::<f64>().await });
+    let tb = tokio::spawn(async move { b.compute::<f64>().await });
+    assert_eq!(ta.await.unwrap().unwrap().sum(), 11.0);
+    assert_eq!(tb.await.unwrap().unwrap().sum(), 0.0);
 
-    // Nothing of these computes is left in the store but the input from memory.
-    let left = d.stored();
-    let arrays: Vec<_> = left.iter().filter(|k| k.ends_with("zarr.json")).collect();
-    assert_eq!(arrays.len(), 1, "{left:?}");
-    let prefix = arrays[0].trim_end_matches("zarr.json");
-    assert!(left.iter().all(|k| k.starts_with(prefix)), "{left:?}");
+    // A dtype that is not the array's is refused, naming both.
+    let e = x.gt(5.0).compute::<f64>().await.unwrap_err();
+    assert!(e.to_string().contains("is bool, not float64"), "{e}");
     s.close().await.unwrap();
     assert!(d.stored().is_empty(), "{:?}", d.stored());
 }
@@ -138,20 +168,20 @@ async fn compute_awaits_in_async_code_and_errors_are_typed() {
 async fn blocking_forms_work_inside_a_multi_thread_runtime() {
     let d = Dir::new("blocking-mt");
     let s = d.session();
-    let v = s.ones(&[3, 3]).sum(None).compute_blocking().unwrap();
-    assert_eq!(f64s(&v), vec![9.0]);
-    assert_eq!(s.zeros(&[2, 5]).shape_blocking().unwrap(), vec![2, 5]);
+    let v = s.ones(&[3, 3]).sum(None).compute_blocking::<f64>().unwrap();
+    assert_eq!(v.sum(), 9.0);
+    assert_eq!(s.zeros(&[2, 5]).shape().unwrap(), vec![2, 5]);
 }
 
 #[tokio::test]
 async fn blocking_forms_work_inside_a_current_thread_runtime() {
     let d = Dir::new("blocking-ct");
     let s = d.session();
-    let v = s.arange(5.0).sum(None).compute_blocking().unwrap();
-    assert_eq!(f64s(&v), vec![10.0]);
+    let v = s.arange(5.0).sum(None).compute_blocking::<f64>().unwrap();
+    assert_eq!(v.sum(), 10.0);
     // And the async form, awaited on this runtime.
-    let v = s.arange(5.0).max(None).compute().await.unwrap();
-    assert_eq!(f64s(&v), vec![4.0]);
+    let v = s.arange(5.0).max(None).compute::<f64>().await.unwrap();
+    assert_eq!(v.sum(), 4.0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -177,9 +207,11 @@ async fn operators_take_every_owned_and_borrowed_pair_and_non_finite_scalars() {
         &a * f64::NAN,
         f64::INFINITY + &a,
         s.full(&[3], f64::NAN),
-        a.gt(&b),
-        a.le(2.0),
-        a.equal(2.0),
+        a.gt(&b).astype(DType::Float64),
+        a.le(2.0).astype(DType::Float64),
+        a.equal(2.0).astype(DType::Float64),
+        (!a.gt(&b)).astype(DType::Float64),
+        (a.gt(1.0) & b.gt(1.0)).astype(DType::Float64),
     ];
     let refs: Vec<&Array> = all.iter().collect();
     let got: Vec<Vec<f64>> = s
@@ -210,6 +242,8 @@ async fn operators_take_every_owned_and_borrowed_pair_and_non_finite_scalars() {
         vec![0.0, 0.0, 1.0],
         vec![1.0, 1.0, 0.0],
         vec![0.0, 1.0, 0.0],
+        vec![1.0, 1.0, 0.0],
+        vec![0.0, 1.0, 1.0],
     ];
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         let same = g
@@ -218,42 +252,88 @@ async fn operators_take_every_owned_and_borrowed_pair_and_non_finite_scalars() {
             .all(|(g, w)| g == w || (g.is_nan() && w.is_nan()));
         assert!(same, "{}: got {g:?}, want {w:?}", all[i].label());
     }
-    assert_eq!(a.gt(&b).dtype().await.unwrap(), DType::Bool);
+    assert_eq!(a.gt(&b).dtype().unwrap(), DType::Bool);
+}
+
+/// Every file under `dir` whose name ends in one of `suffixes`.
+fn files_ending(dir: &Path, suffixes: &[&str]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if suffixes.iter().any(|s| p.to_string_lossy().ends_with(s)) {
+                out.push(p);
+            }
+        }
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn from_ndarray_is_written_once_and_read_in_place() {
+async fn from_ndarray_is_written_once_and_values_come_back_in_memory() {
     let d = Dir::new("ndarray");
     let s = d.session().workers(2);
     // 1000 x 200 float64 (1.6 MB): split into row blocks over the 2 workers.
     let m = Array2::from_shape_fn((1000, 200), |(i, j)| ((i * 7 + j * 3) % 11) as f64 - 5.0);
     let ints = array![[1i64, -2], [3, 4]];
     let flags = array![true, false, true];
+    let before = files_ending(&std::env::temp_dir(), &[".npy", ".toml"]);
     let x = s.from_ndarray(&m).named("M").unwrap();
+    assert_eq!(x.blocks().unwrap(), vec![500, 200]);
     let col_sums = x.sum(Some(&[0]));
-    let got = col_sums.compute().await.unwrap();
-    let want: ArrayD<f64> = m.sum_axis(ndarray::Axis(0)).into_dyn();
-    assert_eq!(got, Block::F64(want));
-    let stored = d.stored();
-    let chunks: Vec<_> = stored
-        .iter()
-        .filter(|k| k.contains("/M/") || k.contains("/_"))
+    let got = col_sums.compute::<f64>().await.unwrap();
+    assert_eq!(got, m.sum_axis(ndarray::Axis(0)).into_dyn());
+    let inputs: Vec<_> = d
+        .stored()
+        .into_iter()
+        .filter(|k| k.contains("/in/") && k.contains("/c/"))
         .collect();
-    assert!(
-        chunks.iter().any(|k| k.ends_with("c/1/0")),
-        "two row blocks: {stored:?}"
-    );
-    // Read in place by the next compute too: still one copy in the store.
-    let gram = x.t().matmul(&x).compute().await.unwrap();
-    assert_eq!(gram, Block::F64(m.t().dot(&m).into_dyn()));
-    assert_eq!(d.stored(), stored);
+    assert_eq!(inputs.len(), 2, "two row blocks: {:?}", d.stored());
+    // Read in place by the next compute too: the same blocks, not written again.
+    let times = |ks: &[String]| -> Vec<std::time::SystemTime> {
+        ks.iter()
+            .map(|k| {
+                std::fs::metadata(d.0.join("store").join(k))
+                    .unwrap()
+                    .modified()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let t0 = times(&inputs);
+    let gram = x.t().matmul(&x).compute::<f64>().await.unwrap();
+    assert_eq!(gram, m.t().dot(&m).into_dyn());
+    assert_eq!(times(&inputs), t0);
 
     let i = s.from_ndarray(ints.clone());
-    assert_eq!(i.dtype().await.unwrap(), DType::Int64);
-    let got = (&i * 2.0).compute().await.unwrap(); // int64 * float: float64
-    assert_eq!(got, Block::F64(array![[2.0, -4.0], [6.0, 8.0]].into_dyn()));
-    let got = s.from_ndarray(flags).sum(None).compute().await.unwrap();
-    assert_eq!(got, Block::I64(ndarray::arr0(2).into_dyn()));
+    assert_eq!(i.dtype().unwrap(), DType::Int64);
+    let got = (&i * 2.0).compute::<f64>().await.unwrap(); // int64 * float: float64
+    assert_eq!(got, array![[2.0, -4.0], [6.0, 8.0]].into_dyn());
+    let got = s
+        .from_ndarray(flags)
+        .sum(None)
+        .compute::<i64>()
+        .await
+        .unwrap();
+    assert_eq!(got, ndarray::arr0(2).into_dyn());
+    // No job file and no .npy file was written on the way (values in and out in memory).
+    let after = files_ending(&std::env::temp_dir(), &[".npy", ".toml"]);
+    // (Other programs may write to the temporary folder meanwhile: only what a session or
+    // this process's functions would name is looked at.)
+    let ours = |p: &&PathBuf| {
+        let p = p.to_string_lossy();
+        p.contains("api-") || p.contains(&format!("nums-cloud-{}", std::process::id()))
+    };
+    let new: Vec<_> = after
+        .iter()
+        .filter(|p| !before.contains(p))
+        .filter(ours)
+        .collect();
+    assert!(new.is_empty(), "{new:?}");
+    assert!(files_ending(&d.0, &[".npy", ".toml"]).is_empty());
     drop((x, i, col_sums));
     drop(s);
     // The last handle gone, what the session stored is gone too.
@@ -262,92 +342,98 @@ async fn from_ndarray_is_written_once_and_read_in_place() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn arrays_of_every_dtype_come_and_go_in_their_dtype() {
+    use nums_cloud::api::Arg;
     use nums_layout::C64;
     let d = Dir::new("dtypes");
     let s = d.session();
     let z = array![C64::new(1.0, 2.0), C64::new(-0.5, 0.25)];
     let x = s.from_ndarray(&z);
-    assert_eq!(x.dtype().await.unwrap(), DType::Complex64);
+    assert_eq!(x.dtype().unwrap(), DType::Complex64);
     // |z|^2 through the conjugate (complex64), and the real and imaginary parts (float32).
-    let sq = (&x * &x.conj()).compute().await.unwrap();
+    let sq = (&x * &x.conj()).compute::<C64>().await.unwrap();
     assert_eq!(
         sq,
-        Block::C64(array![C64::new(5.0, 0.0), C64::new(0.3125, 0.0)].into_dyn())
+        array![C64::new(5.0, 0.0), C64::new(0.3125, 0.0)].into_dyn()
     );
-    let re = x.real().compute().await.unwrap();
-    assert_eq!(re, Block::F32(array![1.0f32, -0.5].into_dyn()));
+    let re = x.real().compute::<f32>().await.unwrap();
+    assert_eq!(re, array![1.0f32, -0.5].into_dyn());
     assert_eq!(
-        x.imag().compute().await.unwrap(),
+        x.imag().compute_any().await.unwrap(),
         Block::F32(array![2.0f32, 0.25].into_dyn())
     );
-    // uint8 wraps as NumPy's (250 + 10 is 4), and keeps its dtype.
+    // uint8 wraps as NumPy's (250 + 250 // 25 is 4), and keeps its dtype.
     let u = s.from_ndarray(array![250u8, 7]);
-    let got = s
-        .expr("{0} + {0} // 25", &[&u])
+    let tenth = s
+        .call("floor_divide", &[(&u).into(), Arg::Int(25)], &[])
         .unwrap()
-        .compute()
-        .await
+        .array()
         .unwrap();
-    assert_eq!(got, Block::U8(array![4u8, 7].into_dyn()));
+    let got = s
+        .call("add", &[(&u).into(), (&tenth).into()], &[])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(
+        got.compute::<u8>().await.unwrap(),
+        array![4u8, 7].into_dyn()
+    );
     let i = s.from_ndarray(array![-128i8, 5]).astype(DType::Int16);
     assert_eq!(
-        i.abs().compute().await.unwrap(),
-        Block::I16(array![128i16, 5].into_dyn())
+        i.abs().compute::<i16>().await.unwrap(),
+        array![128i16, 5].into_dyn()
     );
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn persist_keeps_an_array_that_later_computes_read_in_place() {
+async fn a_computed_array_is_read_in_place_by_later_computes() {
     let d = Dir::new("persist");
     let s = d.session();
-    // An input file that the persisted array is made from.
+    // An input file that the computed array is made from.
     let input = d.0.join("x.npy");
     let xv = Array2::from_shape_fn((50, 4), |(i, j)| (i + 10 * j) as f64);
     ndarray_npy::write_npy(&input, &xv).unwrap();
-    let x = s.load(input.to_str().unwrap()).named("X").unwrap();
-    let y = (&x * 2.0 + 1.0).named("Y").unwrap();
-    s.persist(&y).await.unwrap();
-    s.persist(&y).await.unwrap(); // twice: nothing more
-    let kept: Vec<_> = d
-        .stored()
-        .into_iter()
-        .filter(|k| k.contains("/Y/"))
-        .collect();
-    assert!(
-        kept.iter().any(|k| k.ends_with("/Y/zarr.json")),
-        "{:?}",
-        d.stored()
-    );
-    // The input is gone: a compute that needed X would fail; Y is read in place.
-    std::fs::remove_file(&input).unwrap();
-    let got = y.sum(Some(&[0])).compute().await.unwrap();
-    let want = (&xv * 2.0 + 1.0).sum_axis(ndarray::Axis(0)).into_dyn();
-    assert_eq!(got, Block::F64(want));
-    let e = x.sum(None).compute().await.unwrap_err();
-    let Error::Job { array, message } = &e else {
-        panic!("expected a job error, got {e:?}")
-    };
-    assert_eq!(array.as_deref(), Some("X"));
-    assert!(
-        message.contains("array `X`: load: ") && message.contains("x.npy"),
-        "{message}"
-    );
-
-    // A block of the persisted array removed behind the session's back: a data error
-    // naming the block, not a wrong answer.
-    let chunk = d
-        .stored()
-        .into_iter()
-        .find(|k| k.contains("/Y/c/"))
+    let x = s
+        .load(input.to_str().unwrap())
+        .await
+        .unwrap()
+        .named("X")
         .unwrap();
-    std::fs::remove_file(d.0.join("store").join(&chunk)).unwrap();
-    let e = (&y + 0.0).compute().await.unwrap_err();
+    assert_eq!(
+        (x.shape().unwrap(), x.dtype().unwrap()),
+        (vec![50, 4], DType::Float64)
+    );
+    let y = (&x * 2.0 + 1.0).named("Y").unwrap();
+    assert!(!y.computed());
+    s.persist(&y).await.unwrap();
+    assert!(y.computed());
+    let kept = d.stored();
+    s.persist(&y).await.unwrap(); // twice: nothing more
+    assert_eq!(d.stored(), kept);
+    // The input file is gone: Y is read in place.
+    std::fs::remove_file(&input).unwrap();
+    let got = y.sum(Some(&[0])).compute::<f64>().await.unwrap();
+    let want = (&xv * 2.0 + 1.0).sum_axis(ndarray::Axis(0)).into_dyn();
+    assert_eq!(got, want);
+    // X was imported by Y's compute and kept: read in place too, not from the file.
+    let x3 = (&x * 3.0).compute::<f64>().await.unwrap();
+    assert_eq!(x3, (&xv * 3.0).into_dyn());
+
+    // The kept blocks removed behind the session's back: a data error naming the block
+    // and the array, not a wrong answer.
+    for chunk in d
+        .stored()
+        .into_iter()
+        .filter(|k| k.contains("/out/") && k.contains("/c/"))
+    {
+        std::fs::remove_file(d.0.join("store").join(&chunk)).unwrap();
+    }
+    let e = (&y + 0.0).compute::<f64>().await.unwrap_err();
     assert!(matches!(e, Error::Data { .. }), "{e:?}");
-    assert!(e.to_string().contains("Y/c/"), "{e}");
+    assert!(e.to_string().contains("(`Y`)"), "{e}");
 
     s.close().await.unwrap();
     assert!(d.stored().is_empty(), "{:?}", d.stored());
-    let e = y.compute().await.unwrap_err();
+    let e = y.compute::<f64>().await.unwrap_err();
     assert!(
         matches!(e, Error::Config { ref setting, .. } if setting == "close"),
         "{e:?}"
@@ -355,7 +441,7 @@ async fn persist_keeps_an_array_that_later_computes_read_in_place() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn compute_many_runs_one_job_for_several_arrays() {
+async fn compute_many_plans_several_arrays_at_once() {
     let d = Dir::new("many");
     let s = d.session();
     let x = s
@@ -369,9 +455,15 @@ async fn compute_many_runs_one_job_for_several_arrays() {
     let v = s.compute_many(&[&mean, &sq, &n, &mean]).await.unwrap();
     assert_eq!(v.len(), 4);
     assert_eq!(v[0], v[3]);
-    // The same values as computed one by one (the same seed gives the same data).
-    assert_eq!(v[0], mean.compute().await.unwrap());
-    assert_eq!(v[1], sq.compute().await.unwrap());
+    // The same values when computed again (read in place) and from a fresh session.
+    assert_eq!(v[0], mean.compute_any().await.unwrap());
+    let t = d.session();
+    // (Planned alone, its partial sums may group otherwise: equal to the last bits.)
+    let fresh = (&t.random_normal(&[3000, 6], 11) * 1.0).mean(Some(&[0]));
+    let fresh = f64s(&fresh.compute_any().await.unwrap());
+    for (a, b) in f64s(&v[0]).iter().zip(&fresh) {
+        assert!((a - b).abs() <= 1e-15, "{a} {b}");
+    }
     // Normal(0, 1): means near 0, mean squares near 1, about half positive.
     assert!(f64s(&v[0]).iter().all(|m| m.abs() < 0.1), "{:?}", v[0]);
     assert!(
@@ -385,6 +477,19 @@ async fn compute_many_runs_one_job_for_several_arrays() {
     assert!((8000..10000).contains(&n.sum()), "{n}");
 }
 
+#[test]
+fn settings_are_values_of_each_session() {
+    let d = Dir::new("settings");
+    let s = d.session();
+    let t = s.clone().workers(8).memory_mb(512);
+    assert_eq!((s.settings().workers, s.settings().memory_mb), (2, 2048));
+    assert_eq!((t.settings().workers, t.settings().memory_mb), (8, 512));
+    // Default blocks follow the settings of the session an array is made from.
+    // (An array under 1 MiB is one block; 8 MB spreads over the workers.)
+    assert_eq!(s.zeros(&[1_000_000]).blocks().unwrap(), vec![500_000]);
+    assert_eq!(t.zeros(&[1_000_000]).blocks().unwrap(), vec![125_000]);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn settings_plan_store_and_dispatch_errors_are_typed() {
     let d = Dir::new("errors");
@@ -395,7 +500,7 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
         .block(&[40_000_000])
         .named("Big")
         .unwrap();
-    let e = (&big + 1.0).compute().await.unwrap_err();
+    let e = (&big + 1.0).compute::<f64>().await.unwrap_err();
     let Error::Plan {
         array,
         need_mib,
@@ -416,7 +521,7 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
         .session()
         .workers(0)
         .ones(&[2])
-        .compute()
+        .compute::<f64>()
         .await
         .unwrap_err();
     assert!(
@@ -427,7 +532,7 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
         .session()
         .timeout_seconds(901)
         .ones(&[2])
-        .compute()
+        .compute::<f64>()
         .await
         .unwrap_err();
     assert!(
@@ -437,12 +542,12 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
 
     // A store that does not take writes.
     let s = Session::new("file:///proc/nums-api-test").unwrap();
-    let e = s.ones(&[2]).compute().await.unwrap_err();
+    let e = (s.ones(&[2]) * 2.0).compute::<f64>().await.unwrap_err();
     assert!(matches!(e, Error::Store { .. }), "{e:?}");
 
     // Function processes that fail every invocation: a dispatch error, after retries.
     let s = d.session().function_binary("/bin/false");
-    let e = s.ones(&[2]).sum(None).compute().await.unwrap_err();
+    let e = s.ones(&[2]).sum(None).compute::<f64>().await.unwrap_err();
     let Error::Dispatch {
         error, attempts, ..
     } = &e
@@ -459,11 +564,11 @@ fn sessions_do_not_mix() {
     let (s, t) = (a.session(), b.session());
     let x = s.ones(&[2]);
     let y = t.ones(&[2]);
-    let e = (&x + &y).compute_blocking().unwrap_err();
+    let e = (&x + &y).check().unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
     assert!(e.to_string().contains("another session"), "{e}");
-    let e = s.expr("{0} + {1}", &[&x, &y]).unwrap_err();
+    let e = s.compute_many_blocking(&[&y]).unwrap_err();
     assert!(e.to_string().contains("another session"), "{e}");
-    let e = x.named("_3").unwrap_err();
+    let e = x.named("1x").unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
 }

@@ -139,6 +139,7 @@ fn main() {
             let s = Session::new(&format!("s3://{bucket}/api-tour"))
                 .expect("session")
                 .endpoint(endpoint)
+                .expect("endpoint")
                 .function_binary(BIN);
             tour::tour(&s).expect("tour, S3 store");
         }
@@ -154,7 +155,7 @@ fn main() {
     )
     .expect("write");
     let s = Session::from_infra(&tf).expect("deployment");
-    match s.ones(&[2]).compute_blocking() {
+    match s.ones(&[2]).compute_blocking::<f64>() {
         Err(Error::Config { setting, message }) => {
             assert_eq!(setting, "from_infra");
             assert!(

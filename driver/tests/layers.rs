@@ -285,3 +285,36 @@ fn the_architecture_page_draws_these_floors() {
         "docs/architecture.md's floors differ from FLOORS"
     );
 }
+
+/// A library user who builds without the default features compiles neither the command
+/// line's clap nor the local endpoint's axum.
+#[test]
+fn the_library_alone_has_no_cli_or_local_endpoint_dependencies() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "nums-cloud",
+            "--no-default-features",
+            "-e",
+            "normal",
+            "--offline",
+        ])
+        .args(["--prefix", "none", "--format", "{p}"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(tree.contains("nums-layout"), "{tree}");
+    for name in ["clap ", "clap_complete ", "axum "] {
+        assert!(
+            !tree.lines().any(|l| l.starts_with(name)),
+            "{name}in:\n{tree}"
+        );
+    }
+}

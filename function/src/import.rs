@@ -158,6 +158,7 @@ pub async fn fetch(
             source,
             key,
             metadata: (at, len),
+            columns,
             ..
         } => {
             let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
@@ -166,8 +167,8 @@ pub async fn fetch(
                 .get_range(key, *at..at + len)
                 .await
                 .map_err(|e| e.to_string())?;
-            let (rows, cols) = parquet_span(out, index);
-            let ranges = crate::parquet::fetch_plan(&meta, &file, rows, cols)?;
+            let (rows, cols) = parquet_span(out, index, columns);
+            let ranges = crate::parquet::fetch_plan(&meta, &file, rows, &cols)?;
             let mut parts: Vec<bytes::Bytes> = vec![meta];
             parts.extend(
                 futures::stream::iter(ranges)
@@ -210,15 +211,20 @@ pub async fn fetch(
     }
 }
 
-/// The rows and columns of block `index` of a Parquet import's output.
-fn parquet_span(out: &ArrayMeta, index: &[u64]) -> ((u64, u64), (usize, usize)) {
+/// The rows of block `index` of a Parquet import's output, and the file's columns it
+/// holds (of `columns`, the file's columns the array keeps in order).
+fn parquet_span(out: &ArrayMeta, index: &[u64], columns: &[u64]) -> ((u64, u64), Vec<usize>) {
     let (origin, shape) = (out.block_origin(index), out.block_shape(index));
     let rows = (origin[0], origin[0] + shape[0] as u64);
-    let cols = if out.ndim() == 2 {
+    let (c0, c1) = if out.ndim() == 2 {
         (origin[1] as usize, origin[1] as usize + shape[1])
     } else {
         (0, 1)
     };
+    let cols = columns[c0.min(columns.len())..c1.min(columns.len())]
+        .iter()
+        .map(|&c| c as usize)
+        .collect();
     (rows, cols)
 }
 
@@ -360,12 +366,13 @@ pub fn decode(
             source,
             key,
             metadata: (_, len),
+            columns,
             ..
         } => {
-            let (rows, cols) = parquet_span(out, index);
+            let (rows, cols) = parquet_span(out, index, columns);
             let file = file_name(source, key);
             let block =
-                crate::parquet::decode(bytes, *len as usize, &file, rows, cols, out.ndim() == 1)?;
+                crate::parquet::decode(bytes, *len as usize, &file, rows, &cols, out.ndim() == 1)?;
             Ok(block.cast(out.dtype))
         }
         Kernel::ImportZarr { .. } => {

@@ -32,18 +32,30 @@ pub fn metadata_len(tail: &[u8], file: &str) -> Result<u64, String> {
     }
 }
 
-/// What the driver needs of a Parquet file: its shape, dtype and row groups.
+/// What the driver needs of a Parquet file: its columns, rows and row groups.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Described {
     /// Rows in all row groups.
     pub rows: u64,
-    /// The column names, in the file's order (the array's columns).
+    /// The column names, in the file's order.
     pub columns: Vec<String>,
-    /// The dtype NumPy would give the columns together (`np.result_type` of bool,
-    /// int8 ... uint64, float32 and float64 columns).
-    pub dtype: DType,
+    /// Each column's kind, or why nums-cloud does not read it (a string, a list, ...):
+    /// an error only when the array uses the column (`usecols` may leave it out).
+    pub kinds: Vec<Result<DType, String>>,
     /// Per row group: its rows and its column chunks' compressed bytes.
     pub row_groups: Vec<(u64, Vec<u64>)>,
+}
+
+impl Described {
+    /// The dtype NumPy would give the columns `cols` together (bool, int64, float32,
+    /// float64), or why one of them cannot be read.
+    pub fn dtype(&self, cols: &[usize]) -> Result<DType, String> {
+        let kinds = cols
+            .iter()
+            .map(|&c| self.kinds[c].clone())
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(promote(&kinds))
+    }
 }
 
 fn decode_metadata(metadata: &[u8], file: &str) -> Result<ParquetMetaData, String> {
@@ -96,18 +108,14 @@ fn promote(kinds: &[DType]) -> DType {
         .unwrap_or(DType::Float64)
 }
 
-/// The shape, dtype and row groups of a Parquet file from its metadata bytes.
+/// The columns, rows and row groups of a Parquet file from its metadata bytes.
 pub fn describe(metadata: &[u8], file: &str) -> Result<Described, String> {
     let meta = decode_metadata(metadata, file)?;
     let schema = meta.file_metadata().schema_descr();
-    let mut kinds = Vec::new();
-    for col in schema.columns() {
-        kinds.push(kind(col, file)?);
-    }
+    let kinds: Vec<_> = schema.columns().iter().map(|c| kind(c, file)).collect();
     if kinds.is_empty() {
         return Err(format!("{file}: a Parquet file with no columns"));
     }
-    let dtype = promote(&kinds);
     let row_groups: Vec<(u64, Vec<u64>)> = meta
         .row_groups()
         .iter()
@@ -123,7 +131,7 @@ pub fn describe(metadata: &[u8], file: &str) -> Result<Described, String> {
     Ok(Described {
         rows,
         columns: schema.columns().iter().map(|c| c.path().string()).collect(),
-        dtype,
+        kinds,
         row_groups,
     })
 }
@@ -137,15 +145,15 @@ struct Chunk {
     len: u64,
 }
 
-/// The column chunks (row group by row group, columns in order) holding rows `r0..r1` of
-/// columns `c0..c1`.
-fn chunks(meta: &ParquetMetaData, rows: (u64, u64), cols: (usize, usize)) -> Vec<Chunk> {
+/// The column chunks (row group by row group, columns in the order given) holding rows
+/// `r0..r1` of the file's columns `cols`.
+fn chunks(meta: &ParquetMetaData, rows: (u64, u64), cols: &[usize]) -> Vec<Chunk> {
     let mut out = Vec::new();
     let mut first = 0;
     for (g, rg) in meta.row_groups().iter().enumerate() {
         let n = rg.num_rows().max(0) as u64;
         if first < rows.1 && first + n > rows.0 {
-            for c in cols.0..cols.1 {
+            for &c in cols {
                 let (start, len) = rg.column(c).byte_range();
                 out.push(Chunk {
                     rg: g,
@@ -161,14 +169,15 @@ fn chunks(meta: &ParquetMetaData, rows: (u64, u64), cols: (usize, usize)) -> Vec
 }
 
 /// The byte ranges an import task fetches after the metadata: the column chunks of rows
-/// `rows` and columns `cols`, in the order [`decode`] takes them.
+/// `rows` and the file's columns `cols`, in the order [`decode`] takes them.
 pub fn fetch_plan(
     metadata: &[u8],
     file: &str,
     rows: (u64, u64),
-    cols: (usize, usize),
+    cols: &[usize],
 ) -> Result<Vec<std::ops::Range<u64>>, String> {
     let meta = decode_metadata(metadata, file)?;
+    check_columns(&meta, cols, file)?;
     Ok(chunks(&meta, rows, cols)
         .into_iter()
         .map(|c| c.start..c.start + c.len)
@@ -253,20 +262,34 @@ macro_rules! read_column {
     }};
 }
 
-/// Decodes the block of rows `rows` and columns `cols` from the bytes an import task
-/// fetched: the metadata (`metadata_len` bytes), then the chunks of [`fetch_plan`].
+/// Refuses a column number the file does not have (the file changed since the job was
+/// checked).
+fn check_columns(meta: &ParquetMetaData, cols: &[usize], file: &str) -> Result<(), String> {
+    let n = meta.file_metadata().schema_descr().num_columns();
+    match cols.iter().find(|&&c| c >= n) {
+        Some(c) => Err(format!(
+            "{file} has {n} columns, no column {c} (it changed since the job was checked)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Decodes the block of rows `rows` of the file's columns `cols` (side by side, in that
+/// order) from the bytes an import task fetched: the metadata (`metadata_len` bytes), then
+/// the chunks of [`fetch_plan`]. Its dtype is NumPy's promotion of those columns' kinds.
 pub fn decode(
     fetched: &[u8],
     metadata_len: usize,
     file: &str,
     rows: (u64, u64),
-    cols: (usize, usize),
+    cols: &[usize],
     one_column: bool,
 ) -> Result<Block, String> {
     let meta = decode_metadata(&fetched[..metadata_len], file)?;
+    check_columns(&meta, cols, file)?;
     let schema = meta.file_metadata().schema_descr();
     let mut kinds = Vec::new();
-    for c in 0..schema.num_columns() {
+    for &c in cols {
         kinds.push(kind(schema.column(c).as_ref(), file)?);
     }
     let dtype = promote(&kinds);
@@ -274,7 +297,7 @@ pub fn decode(
     let mut columns: Vec<Values> = Vec::new();
     let mut at = metadata_len;
     let plan = chunks(&meta, rows, cols);
-    for k in &kinds[cols.0..cols.1] {
+    for k in &kinds {
         columns.push(match k {
             DType::Bool => Values::Bool(Vec::with_capacity(want)),
             DType::Float32 => Values::F32(Vec::with_capacity(want)),
@@ -284,7 +307,7 @@ pub fn decode(
     }
     let mut first = 0u64; // first row of row group `rg`
     let mut rg_seen = usize::MAX;
-    for ch in &plan {
+    for (k, ch) in plan.iter().enumerate() {
         if ch.rg != rg_seen {
             first = meta.row_groups()[..ch.rg]
                 .iter()
@@ -314,14 +337,15 @@ pub fn decode(
         )
         .map_err(|e| format!("{file}: column {name:?}: {e}"))?;
         let reader = get_column_reader(descr.clone(), Box::new(pages));
-        let out = &mut columns[ch.col - cols.0];
+        // Chunks come row group by row group, each with `cols` in order.
+        let out = &mut columns[k % cols.len()];
         match (reader, out) {
             (ColumnReader::BoolColumnReader(mut r), Values::Bool(v)) => {
                 v.extend(read_column!(r, skip, take, max_def, lo, name, file))
             }
             // uint32 is stored in int32's bits.
             (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => {
-                let unsigned = kinds[ch.col] == DType::UInt32;
+                let unsigned = kinds[k % cols.len()] == DType::UInt32;
                 v.extend(
                     read_column!(r, skip, take, max_def, lo, name, file)
                         .into_iter()
@@ -344,7 +368,7 @@ pub fn decode(
             }
         }
     }
-    let width = cols.1 - cols.0;
+    let width = cols.len();
     let shape: Vec<usize> = if one_column {
         vec![want]
     } else {
@@ -366,7 +390,7 @@ pub fn decode(
     Ok(nums_layout::for_dtype!(dtype, T => {
         let mut a = Array2::<T>::from_elem((want, width), T::ZERO);
         for (j, col) in columns.iter().enumerate() {
-            let u64s = kinds[cols.0 + j] == DType::UInt64;
+            let u64s = kinds[j] == DType::UInt64;
             for i in 0..want {
                 a[[i, j]] = match col {
                     Values::Bool(v) => T::from_elem(v[i]),
@@ -382,6 +406,150 @@ pub fn decode(
                 .map_err(|e| e.to_string())?,
         )
     }))
+}
+
+/// A Parquet file written as a stream of slabs of rows (1-D: one column; 2-D: one column
+/// per array column), each slab one row group: no array is held whole. Columns are
+/// required (no nulls) and of the array's dtype: DOUBLE, FLOAT, BOOLEAN, or an INT32 or
+/// INT64 with its integer logical type (int8 ... uint64, as pyarrow writes them; Parquet
+/// has no complex type); pages snappy-compressed.
+pub struct Writer<W: std::io::Write + Send> {
+    inner: parquet::file::writer::SerializedFileWriter<W>,
+    columns: usize,
+}
+
+impl<W: std::io::Write + Send> Writer<W> {
+    /// Starts a file of columns named `names`, all of `dtype`.
+    pub fn new(out: W, dtype: DType, names: &[String]) -> Result<Writer<W>, String> {
+        use parquet::basic::{Compression, Repetition};
+        use parquet::schema::types::Type;
+        let int = |bits: i8, signed: bool| {
+            let p = if bits == 64 {
+                Physical::INT64
+            } else {
+                Physical::INT32
+            };
+            (
+                p,
+                Some(LogicalType::Integer(parquet::basic::IntType {
+                    bit_width: bits,
+                    is_signed: signed,
+                })),
+            )
+        };
+        let (physical, logical) = match dtype {
+            DType::Float64 => (Physical::DOUBLE, None),
+            DType::Float32 => (Physical::FLOAT, None),
+            DType::Bool => (Physical::BOOLEAN, None),
+            DType::Int64 => (Physical::INT64, None),
+            DType::Int8 => int(8, true),
+            DType::Int16 => int(16, true),
+            DType::Int32 => int(32, true),
+            DType::UInt8 => int(8, false),
+            DType::UInt16 => int(16, false),
+            DType::UInt32 => int(32, false),
+            DType::UInt64 => int(64, false),
+            DType::Complex64 | DType::Complex128 => {
+                return Err(format!(
+                    "Parquet has no complex type ({dtype}): write .npy, .csv or Zarr"
+                ));
+            }
+        };
+        let fields = names
+            .iter()
+            .map(|n| {
+                Type::primitive_type_builder(n, physical)
+                    .with_repetition(Repetition::REQUIRED)
+                    .with_logical_type(logical.clone())
+                    .build()
+                    .map(Arc::new)
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let schema = Type::group_type_builder("schema")
+            .with_fields(fields)
+            .build()
+            .map_err(|e| e.to_string())?;
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .build();
+        let inner = parquet::file::writer::SerializedFileWriter::new(
+            out,
+            Arc::new(schema),
+            Arc::new(props),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(Writer {
+            inner,
+            columns: names.len(),
+        })
+    }
+
+    /// Appends a slab of rows as one row group.
+    pub fn write(&mut self, slab: &Block) -> Result<(), String> {
+        use parquet::data_type::{BoolType, DoubleType, FloatType, Int32Type, Int64Type};
+        let cols = slab.shape().get(1).copied().unwrap_or(1);
+        if cols != self.columns {
+            return Err(format!(
+                "a slab of {cols} columns for a file of {}",
+                self.columns
+            ));
+        }
+        let e = |e: parquet::errors::ParquetError| e.to_string();
+        let mut rg = self.inner.next_row_group().map_err(e)?;
+        for j in 0..cols {
+            let mut col = rg
+                .next_column()
+                .map_err(e)?
+                .ok_or("fewer columns than the schema's")?;
+            // Column j of the slab (a 1-D slab is its one column).
+            macro_rules! values {
+                ($a:expr) => {{
+                    let a = $a;
+                    let v: Vec<_> = if a.ndim() == 1 {
+                        a.iter().copied().collect()
+                    } else {
+                        a.index_axis(ndarray::Axis(1), j).iter().copied().collect()
+                    };
+                    v
+                }};
+            }
+            match slab {
+                Block::F64(a) => col
+                    .typed::<DoubleType>()
+                    .write_batch(&values!(a), None, None),
+                Block::F32(a) => col
+                    .typed::<FloatType>()
+                    .write_batch(&values!(a), None, None),
+                Block::I64(a) => col
+                    .typed::<Int64Type>()
+                    .write_batch(&values!(a), None, None),
+                Block::Bool(a) => col.typed::<BoolType>().write_batch(&values!(a), None, None),
+                // Narrower ints as INT32, uint64 as INT64's bits (their logical types say
+                // which).
+                Block::U64(a) => col.typed::<Int64Type>().write_batch(
+                    &values!(a).into_iter().map(|v| v as i64).collect::<Vec<_>>(),
+                    None,
+                    None,
+                ),
+                Block::C64(_) | Block::C128(_) => {
+                    return Err("Parquet has no complex type".into());
+                }
+                b => col
+                    .typed::<Int32Type>()
+                    .write_batch(&values!(b.to_elem::<i32>()), None, None),
+            }
+            .map_err(e)?;
+            col.close().map_err(e)?;
+        }
+        rg.close().map_err(e)?;
+        Ok(())
+    }
+
+    /// Writes the footer; returns the output.
+    pub fn finish(self) -> Result<W, String> {
+        self.inner.into_inner().map_err(|e| e.to_string())
+    }
 }
 
 #[cfg(test)]

@@ -950,7 +950,7 @@ pub enum Kernel {
     /// No inputs; the output block's rows and columns read from the Parquet file `key` of
     /// the store `source`: its metadata is bytes `metadata` (start, length) of the file,
     /// then the task fetches the column chunks of the row groups holding its rows (at most
-    /// `fetch` bytes, for the memory projection). A file of one column is a 1-D array.
+    /// `fetch` bytes, for the memory projection). An array of one column is 1-D.
     ImportParquet {
         /// The store that holds the file.
         source: StoreSpec,
@@ -958,6 +958,8 @@ pub enum Kernel {
         key: String,
         /// The file's footer metadata: (first byte, length in bytes).
         metadata: (u64, u64),
+        /// The file's columns the array keeps, in order (its `usecols`).
+        columns: Vec<u64>,
         /// Bytes of column chunks the task fetches at most (for the memory projection).
         fetch: u64,
     },
@@ -1264,9 +1266,11 @@ pub enum Kernel {
         /// Subtract A_k^T A_k, else A_k A_k^T.
         transpose: bool,
     },
-    /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting, getrf).
+    /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting: getrf and
+    /// getrs, as NumPy's solve; a numerically zero pivot, at most n eps times the largest
+    /// term of its row's elimination, is a singular matrix).
     LuSolve,
-    /// One input A (square). Output A^-1 (getrf, getri).
+    /// One input A (square). Output A^-1 (getrf, getrs of the identity, as NumPy's inv).
     Inverse,
     /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
     /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).
@@ -1279,13 +1283,21 @@ pub enum Kernel {
     /// rows, `w` columns; row block k is rows k w .. k w + w_k, w_k the width of panel k).
     /// A factored panel F_k has n + 1 rows: the last holds, for each of its columns i, the
     /// row that row k w + i was swapped with (LAPACK's ipiv made global and 0-based).
+    /// The factorization is of D A, A's rows equilibrated by powers of two (D: each row's
+    /// largest magnitude brought to [1, 2), exactly), so that a pivot's size says how
+    /// singular A is whatever the scale of its rows.
     /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 1 rows: of A, or of
-    /// a right-hand side). With F_k, Q's rows are swapped as F_k's pivots say, its row
+    /// a right-hand side), then with `scale` A's row magnitudes (n: each row's largest
+    /// |a_ij|). With `scale`, Q is as given (a panel of A or of b) and its rows are first
+    /// multiplied by D. With F_k, Q's rows are swapped as F_k's pivots say, its row
     /// block k solved with F_k's unit lower L_kk and the rows below updated (trsm, gemm).
     /// Then, when `factor`, Q's rows from row block k + 1 down (from row 0 without
-    /// `apply`) are factored (getrf; an exactly singular block is left for the back
-    /// substitution and the determinant to find). The output has the rows of the output
-    /// block: n + 1 for a panel of the factorization, n for a right-hand side.
+    /// `apply`) are factored (getrf), and a pivot that is numerically zero (at most n eps
+    /// times the largest magnitude above it in its column of U: rounding, as when the
+    /// trailing updates of an exactly singular A leave a tiny pivot where an unblocked LU
+    /// meets an exact zero) is made an exact zero, for the back substitution (an error)
+    /// and the determinant (0) to find. The output has the rows of the output block:
+    /// n + 1 for a panel of the factorization, n for a right-hand side.
     LuPanel {
         /// Columns per panel (the last panel may be narrower).
         w: usize,
@@ -1293,6 +1305,9 @@ pub enum Kernel {
         apply: Option<usize>,
         /// Then factor Q's rows from row block k + 1 down (from row 0 without `apply`).
         factor: bool,
+        /// Q is a panel of the input: scale its rows by D first (the last input).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        scale: bool,
     },
     /// Back substitution of blocked LU, step `step` (= k, from the last row block up).
     /// Inputs: F_k, Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
@@ -1304,10 +1319,11 @@ pub enum Kernel {
         /// k: the row block solved.
         step: usize,
     },
-    /// Panel k's share (one element) of the determinant of a blocked LU, from F_k:
-    /// (-1)^swaps prod diag(U_kk) (`det`), its sign (0 when a diagonal entry is 0:
-    /// `sign`), or sum ln |diag(U_kk)| (`logabsdet`); the product (or the sum) over the
-    /// panels is the whole matrix's.
+    /// Panel k's share (one element) of the determinant of a blocked LU, from F_k and A's
+    /// row magnitudes (as [`Kernel::LuPanel`]'s): (-1)^swaps prod diag(U_kk) / prod D_ii
+    /// over row block k (`det`), its sign (0 when a diagonal entry is 0: `sign`), or the
+    /// log of the magnitude (`logabsdet`); the product (or the sum) over the panels is
+    /// the whole matrix's.
     LuDet {
         /// Columns per panel of the factorization.
         w: usize,
@@ -1652,6 +1668,7 @@ mod tests {
                 w: 64,
                 apply: Some(1),
                 factor: true,
+                scale: true,
             },
         ] {
             let task = Task {

@@ -1,62 +1,36 @@
-//! [`Array`]: a lazy array of a session: how it is made (an expression over other arrays,
-//! a creation, an input), its operations and operators, and computing it.
+//! [`Array`]: an array of a session, a node of its graph. Its operations add nodes at once
+//! (an error is the operation's, kept in the array and returned by [`Array::check`] and
+//! by every use of it); computing it runs what it needs and hands the values back.
 
 use std::sync::{Arc, OnceLock};
 
-use ndarray::ArrayD;
+use ndarray::{ArrayD, SliceInfoElem};
 use nums_layout::{Block, DType};
 
-use super::job::{dims, expr_f64, substitute, toml_str};
-use super::{Session, blocking};
+use super::build::{Arg, Operands, label};
+use super::{Element, Session, blocking};
 use crate::error::Error;
+use crate::expr::{Expr, Op, UnOp};
+use crate::graph::NodeId;
 
-/// How an array is made.
-pub(crate) enum Def {
-    /// A job-language expression; `{i}` stands for the i-th argument.
-    Expr(String),
-    /// A job-file array table (`{ zeros = [2, 3] }`), `{i}` standing for argument names,
-    /// and how messages describe it (`{i}` for the arguments' descriptions).
-    Table { toml: String, label: String },
-    /// Values in memory (`Session::from_ndarray`), written to the store before the first
-    /// job that reads them.
-    Data(Block),
-}
-
-impl Def {
-    /// The job-file value that defines the array (`args` named as the job names them).
-    pub(crate) fn job_value(&self, args: &[Array]) -> String {
-        let name = |k: usize, wrapped: bool| {
-            let n = super::job::job_name(&args[k].node);
-            if wrapped { format!("({n})") } else { n }
-        };
-        match self {
-            // Placeholders were checked when the array was defined.
-            Def::Expr(t) => toml_str(&substitute(t, args.len(), name).unwrap_or_default()),
-            Def::Table { toml, .. } => substitute(toml, args.len(), name).unwrap_or_default(),
-            Def::Data(_) => unreachable!("in-memory arrays are stored before a job is made"),
-        }
-    }
-}
-
-/// One array of a session: immutable once made, except for its name (given once) and its
-/// place in the store (once persisted or written).
-pub(crate) struct Node {
-    pub id: u64,
-    pub session: Session,
-    pub def: Def,
-    pub args: Vec<Array>,
+/// One node of the session's graph as the API holds it.
+pub(crate) struct Handle {
+    pub id: NodeId,
+    /// How NumPy users would write the operation that made it (over its operands' labels).
+    pub label: String,
+    /// The name given with [`Array::named`], which messages use instead of the label.
     pub name: OnceLock<String>,
-    /// Where the array is in the store (a path or `s3://` URL a job can `load`), once it is.
-    pub stored: tokio::sync::OnceCell<String>,
 }
 
-/// A lazy array: an expression over other arrays of its [`Session`]. Cloning is cheap
-/// (a shared handle); arrays are `Send + Sync`.
+/// A lazy array: a node of its [`Session`]'s graph. Cloning is cheap (a shared handle);
+/// arrays are `Send + Sync`.
 ///
-/// Operations only record what to compute. [`Array::compute`] (or
-/// [`Array::compute_blocking`]) runs the job that makes the array and returns its values.
-/// Arithmetic works with owned and borrowed arrays and with `f64` on either side
-/// (NumPy's broadcasting and dtype rules apply):
+/// Operations add nodes to the graph at once, shapes and dtypes checked as NumPy checks
+/// them: an operation that NumPy would refuse makes an array that holds the error
+/// ([`Array::check`] returns it; computing it, or an array made from it, returns it too).
+/// [`Array::compute`] runs what the array needs and returns its values. Arithmetic works
+/// with owned and borrowed arrays and with numbers on either side (NumPy's broadcasting
+/// and dtype rules apply):
 ///
 /// ```
 /// # use nums_cloud::api::Session;
@@ -69,38 +43,54 @@ pub(crate) struct Node {
 /// let c = &a + &b;                  // borrowed + borrowed
 /// let d = 2.0 * &c - a.clone() / 2.0; // f64 on either side, owned and borrowed mixed
 /// let e = -(d + f64::NAN * s.zeros(&[4]).gt(1.0)); // NaN * false is NaN, as in NumPy
-/// let v = e.compute_f64_blocking()?;
-/// assert!(v.iter().all(|x| x.is_nan()));
-/// let v = (2.0 * &c - a / 2.0).compute_f64_blocking()?;
+/// assert!(e.compute_blocking::<f64>()?.iter().all(|x| x.is_nan()));
+/// let v = (2.0 * &c - a / 2.0).compute_blocking::<f64>()?;
 /// assert_eq!(v.into_raw_vec_and_offset().0, vec![2.0, 3.5, 5.0, 6.5]);
+/// // A shape NumPy refuses is the operation's error, at once:
+/// let bad = &s.ones(&[3]) + &s.ones(&[4]);
+/// assert!(bad.check().unwrap_err().to_string().contains("(3,) and (4,)"));
 /// # Ok(())
 /// # }
 /// ```
 #[derive(Clone)]
 pub struct Array {
-    pub(crate) node: Arc<Node>,
+    s: Session,
+    h: Result<Arc<Handle>, Error>,
 }
 
 impl std::fmt::Debug for Array {
+    /// Its label, shape, dtype and whether it is computed:
+    /// `Array(X @ w, shape=(4,), dtype=float64)`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Array({})", self.label())
+        match &self.h {
+            Ok(h) => {
+                let m = self.s.meta(h.id);
+                write!(
+                    f,
+                    "Array({}, shape={}, dtype={}, blocks={}{})",
+                    self.label(),
+                    crate::graph::shape_text(&m.shape),
+                    m.dtype,
+                    crate::graph::shape_text(&m.block),
+                    if self.computed() { ", computed" } else { "" }
+                )
+            }
+            Err(e) => write!(f, "Array(error: {e})"),
+        }
     }
 }
 
-/// The other operand of a comparison or of [`Array::maximum`]-like functions: an array
-/// or a number (`x.gt(0.5)`, `x.gt(&y)`).
+/// The other side of a binary operation: an array or a number.
 #[derive(Clone, Debug)]
 pub enum Operand {
     /// An array of the same session.
     Array(Array),
-    /// A number (NaN and infinities too).
-    Scalar(f64),
-}
-
-impl From<f64> for Operand {
-    fn from(v: f64) -> Operand {
-        Operand::Scalar(v)
-    }
+    /// A Python float (NumPy 2 keeps a float32 array float32 with it).
+    F64(f64),
+    /// A Python int (keeps an int64 array int64).
+    I64(i64),
+    /// A Python bool.
+    Bool(bool),
 }
 
 impl From<&Array> for Operand {
@@ -115,319 +105,434 @@ impl From<Array> for Operand {
     }
 }
 
+impl From<f64> for Operand {
+    fn from(v: f64) -> Operand {
+        Operand::F64(v)
+    }
+}
+
+impl From<i64> for Operand {
+    fn from(v: i64) -> Operand {
+        Operand::I64(v)
+    }
+}
+
+impl From<bool> for Operand {
+    fn from(v: bool) -> Operand {
+        Operand::Bool(v)
+    }
+}
+
+impl From<Operand> for Arg {
+    fn from(o: Operand) -> Arg {
+        match o {
+            Operand::Array(a) => Arg::Array(a),
+            Operand::F64(v) => Arg::Float(v),
+            Operand::I64(v) => Arg::Int(v),
+            Operand::Bool(v) => Arg::Bool(v),
+        }
+    }
+}
+
+fn axes_arg(axes: Option<&[usize]>) -> Arg {
+    match axes {
+        None => Arg::None,
+        Some(a) => Arg::Tuple(a.iter().map(|&x| Arg::Int(x as i64)).collect()),
+    }
+}
+
 impl Array {
-    pub(super) fn session(&self) -> &Session {
-        &self.node.session
+    /// The array of node `id` (or the error that stopped its operation).
+    pub(crate) fn made(s: &Session, id: Result<NodeId, Error>, label: String) -> Array {
+        let h = id.map(|id| {
+            let h = Arc::new(Handle {
+                id,
+                label,
+                name: OnceLock::new(),
+            });
+            s.st.owners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(id)
+                .or_insert_with(|| Arc::downgrade(&h));
+            h
+        });
+        Array { s: s.clone(), h }
     }
 
-    /// A job-language expression over this array (`{0}`) and `args` (`{1}`, ...); the
-    /// templates are the API's own, so they are known to be well formed.
-    pub(super) fn op(&self, template: &str, args: &[&Array]) -> Array {
-        let mut all = vec![self.clone()];
-        all.extend(args.iter().map(|a| (*a).clone()));
-        self.session().def(Def::Expr(template.into()), all)
+    /// The array `e` (operands `ops`) makes, or the first error among its operands and
+    /// its own.
+    pub(crate) fn from_eval(s: &Session, e: &Expr, ops: &Operands, label: String) -> Array {
+        if let Some(err) = ops.0.iter().find_map(|a| a.h.as_ref().err()) {
+            return Array {
+                s: s.clone(),
+                h: Err(err.clone()),
+            };
+        }
+        let id = s.eval(e, ops, &label).and_then(|v| match v {
+            crate::graph::Value::Array(id) => Ok(id),
+            other => Err(Error::Job {
+                array: Some(label.clone()),
+                message: format!("`{label}` is not an array but {other:?}"),
+            }),
+        });
+        Array::made(s, id, label)
     }
 
-    fn with(&self, template: &str, other: Operand) -> Array {
-        match other {
-            Operand::Array(o) => self.op(&template.replace("{b}", "({1})"), &[&o]),
-            Operand::Scalar(v) => self.op(&template.replace("{b}", &expr_f64(v)), &[]),
+    pub(crate) fn session(&self) -> &Session {
+        &self.s
+    }
+
+    pub(crate) fn id(&self) -> Result<NodeId, &Error> {
+        self.h.as_ref().map(|h| h.id)
+    }
+
+    /// Whether `self` and `other` are the same node.
+    pub(crate) fn same(&self, other: &Array) -> bool {
+        match (&self.h, &other.h) {
+            (Ok(a), Ok(b)) => a.id == b.id && self.s.same(&other.s),
+            _ => false,
         }
     }
 
-    fn scalar_left(&self, op: &str, v: f64) -> Array {
-        self.op(&format!("{} {op} ({{0}})", expr_f64(v)), &[])
+    /// Whether its values are in the store (computed, or an input read in place).
+    pub fn computed(&self) -> bool {
+        self.id().is_ok_and(|id| {
+            matches!(
+                self.s.graph().graph().nodes[id].op,
+                crate::graph::NodeOp::InPlace { .. }
+            )
+        })
     }
 
-    fn axes(&self, f: &str, axes: Option<&[i64]>) -> Array {
-        match axes {
-            None => self.op(&format!("{f}({{0}})"), &[]),
-            Some(a) => {
-                let items: Vec<String> = a.iter().map(i64::to_string).collect();
-                self.op(&format!("{f}({{0}}, axis=({},))", items.join(", ")), &[])
-            }
+    /// The error of the operation that made it (or of one it was made from), if any.
+    pub fn check(&self) -> Result<(), Error> {
+        self.h.as_ref().map(|_| ()).map_err(Clone::clone)
+    }
+
+    /// Its name for messages: what [`Array::named`] gave, or the expression that made it.
+    pub fn label(&self) -> String {
+        match &self.h {
+            Ok(h) => h.name.get().cloned().unwrap_or_else(|| h.label.clone()),
+            Err(_) => "(an array whose operation failed)".into(),
         }
     }
 
-    /// Gives the array a name: messages and errors name it so, and jobs define it under
-    /// it. A name is an identifier (letters, digits, `_`, not starting with a digit), not
-    /// of the form `_7` (the session's own for unnamed arrays), and unique in its session.
+    /// Gives the array a name for messages (`X` instead of the expression that made it).
+    /// A name is an identifier, given once, one array per name in a session's messages.
     ///
     /// ```
     /// # use nums_cloud::{Error, api::Session};
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-named");
-    /// # let s = Session::new(&format!("file://{}", dir.display())).unwrap();
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-named").unwrap();
     /// let x = s.ones(&[3]).named("X").unwrap();
     /// assert_eq!((&x * 2.0).label(), "X * 2.0");
-    /// assert!(matches!(s.zeros(&[3]).named("X"), Err(Error::Job { .. }))); // taken
     /// assert!(matches!(s.zeros(&[3]).named("2x"), Err(Error::Job { .. }))); // not an identifier
     /// assert!(matches!(s.zeros(&[3]).named("True"), Err(Error::Job { .. }))); // reserved
+    /// assert!(matches!(x.clone().named("Y"), Err(Error::Job { .. }))); // named already
     /// ```
     pub fn named(self, name: &str) -> Result<Array, Error> {
         let refuse = |why: String| Error::Job {
             array: Some(self.label()),
             message: format!("array `{}`: cannot be named {name:?}: {why}", self.label()),
         };
-        if !crate::job::is_identifier(name) || super::job::is_internal_name(name) {
+        let h = self.h.as_ref().map_err(Clone::clone)?;
+        if !crate::job::is_identifier(name) {
             return Err(refuse(
-                "a name is letters, digits and '_', not starting with a digit, and not of the form _7".into(),
+                "a name is letters, digits and '_', not starting with a digit".into(),
             ));
         }
         if let Some(why) = crate::graph::reserved_name(name) {
             return Err(refuse(format!("it is {why}")));
         }
-        if let Some(old) = self.node.name.get() {
+        if let Some(old) = h.name.get() {
             return Err(refuse(format!("it is named {old} already")));
         }
-        if !self.session().claim_name(name) {
-            return Err(refuse(format!(
-                "another array of this session is named {name}"
-            )));
-        }
-        self.node
-            .name
+        h.name
             .set(name.to_string())
-            .map_err(|_| refuse("it was named meanwhile".into()))?;
+            .map_err(|_| refuse("it is named already".into()))?;
         Ok(self)
     }
 
-    /// How messages name this array: its name, or the expression that made it.
-    pub fn label(&self) -> String {
-        super::job::display(&self.node)
-    }
-
-    /// The same values in blocks of `block` (the explicit re-blocking of the job file's
-    /// `block` key): blocks are the unit of work and of storage.
+    /// Shape, from the graph (nothing runs).
     ///
     /// ```
     /// # use nums_cloud::api::Session;
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-block");
-    /// # let s = Session::new(&format!("file://{}", dir.display())).unwrap()
-    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
-    /// let x = s.arange(12.0).reshape(&[4, 3]).block(&[3, 2]); // ragged edge blocks
-    /// assert_eq!(x.sum(None).compute_f64_blocking().unwrap().sum(), 66.0);
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-shape").unwrap();
+    /// let x = s.zeros(&[4, 3]);
+    /// assert_eq!(x.t().matmul(&x).shape().unwrap(), vec![3, 3]);
+    /// assert_eq!(x.gt(0.0).dtype().unwrap(), nums_cloud::DType::Bool);
     /// ```
-    pub fn block(&self, block: &[u64]) -> Array {
-        self.session().def(
-            Def::Table {
-                toml: format!("{{ expr = \"{{0}}\", block = {} }}", dims(block)),
-                label: format!("{{0}}.block({})", dims(block)),
-            },
-            vec![self.clone()],
-        )
+    pub fn shape(&self) -> Result<Vec<usize>, Error> {
+        let id = self.id().map_err(Clone::clone)?;
+        Ok(self.s.meta(id).shape.iter().map(|&d| d as usize).collect())
     }
 
-    /// Matrix product (`@`): 1-D, 2-D and stacks of equal batch shape, as `np.matmul`.
+    /// Its dtype, from the graph (nothing runs).
+    pub fn dtype(&self) -> Result<DType, Error> {
+        let id = self.id().map_err(Clone::clone)?;
+        Ok(self.s.meta(id).dtype)
+    }
+
+    /// Its block shape.
+    pub fn blocks(&self) -> Result<Vec<usize>, Error> {
+        let id = self.id().map_err(Clone::clone)?;
+        Ok(self.s.meta(id).block.iter().map(|&d| d as usize).collect())
+    }
+
+    /// Its number of dimensions.
+    pub fn ndim(&self) -> Result<usize, Error> {
+        Ok(self.shape()?.len())
+    }
+
+    /// A function of the expression language with this array first (NumPy's method form:
+    /// `x.f(args)` is `f(x, args)`).
+    pub fn call(&self, f: &str, args: &[Arg], kwargs: &[(&str, Arg)]) -> Array {
+        let mut all = vec![Arg::Array(self.clone())];
+        all.extend_from_slice(args);
+        self.s.call_array(f, &all, kwargs)
+    }
+
+    fn expr(&self, build: impl FnOnce(&mut Operands) -> Expr) -> Array {
+        let mut ops = Operands::default();
+        let e = build(&mut ops);
+        let l = label(&e, &ops.0);
+        Array::from_eval(&self.s, &e, &ops, l)
+    }
+
+    fn binary(&self, op: Op, other: Arg) -> Array {
+        self.expr(|o| o.binary(op, &Arg::Array(self.clone()), &other))
+    }
+
+    /// The same values in blocks of `block` (ragged at the ends).
+    pub fn block(&self, block: &[usize]) -> Array {
+        let Ok(id) = self.id() else {
+            return self.clone();
+        };
+        let label = format!("{}.block({block:?})", self.label());
+        let r = self
+            .s
+            .graph()
+            .rechunk(id, super::dims(block))
+            .map_err(|message| Error::Job {
+                array: Some(label.clone()),
+                message: format!("`{label}`: {message}"),
+            });
+        Array::made(&self.s, r, label)
+    }
+
+    /// The matrix product (`@`), with NumPy's rules for 1-D and stacked operands.
     pub fn matmul(&self, other: &Array) -> Array {
-        self.op("({0}) @ ({1})", &[other])
+        self.binary(Op::MatMul, Arg::Array(other.clone()))
     }
 
-    /// `np.linalg.qr` (reduced) of a matrix with rows >= columns, by TSQR: `(Q, R)`. Q is
-    /// computed only by the jobs that use it; both share one factorization in a job.
+    /// The transpose (`.T`: axes reversed).
+    pub fn t(&self) -> Array {
+        self.expr(|o| o.attr(self, "T"))
+    }
+
+    /// Axes permuted: output axis i is axis `axes[i]`.
+    pub fn transpose(&self, axes: &[usize]) -> Array {
+        self.call("transpose", &[axes_arg(Some(axes))], &[])
+    }
+
+    /// The same elements in C order under `shape`.
+    pub fn reshape(&self, shape: &[usize]) -> Array {
+        self.call("reshape", &[Arg::from(shape)], &[])
+    }
+
+    /// The values as `dtype` (NumPy's `astype`).
+    pub fn astype(&self, dtype: DType) -> Array {
+        self.call("astype", &[Arg::Str(dtype.to_string())], &[])
+    }
+
+    /// Indexing as NumPy's `x[items]`: integers, slices, `None` (a new axis), `...`, and
+    /// integer arrays (a boolean mask: [`Array::select`]).
     ///
     /// ```
-    /// # use nums_cloud::api::Session;
+    /// # use nums_cloud::api::{Arg, Session};
     /// # fn main() -> Result<(), nums_cloud::Error> {
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-qr");
-    /// # let s = Session::new(&format!("file://{}", dir.display()))?
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-index")?
     /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
-    /// let a = s.random_normal(&[50, 3], 1).block(&[7, 3]);
-    /// let (q, r) = a.qr();
-    /// let err = (q.matmul(&r) - &a).abs().max(None).compute_f64_blocking()?;
-    /// assert!(err.sum() < 1e-12);
-    /// let x = nums_cloud::api::linalg::lstsq(&a, &s.ones(&[50]));
-    /// assert_eq!(x.compute_f64_blocking()?.shape(), &[3]);
+    /// let x = s.arange(12.0).reshape(&[3, 4]);
+    /// let col = x.index(&[Arg::Slice(None, None, None), Arg::Int(-1)]); // x[:, -1]
+    /// assert_eq!(col.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![3.0, 7.0, 11.0]);
+    /// let corner = x.slice(ndarray::s![1.., ..2]); // x[1:, :2], with ndarray's s!
+    /// assert_eq!(corner.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![4.0, 5.0, 8.0, 9.0]);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn qr(&self) -> (Array, Array) {
-        (
-            self.op("np.linalg.qr({0}).Q", &[]),
-            self.op("np.linalg.qr({0}).R", &[]),
-        )
+    pub fn index(&self, items: &[Arg]) -> Array {
+        self.expr(|o| o.index(self, items))
     }
 
-    /// `np.linalg.svd(a, full_matrices=False)` of a matrix (TSQR, then the SVD of R):
-    /// `(U, S, Vh)`.
-    pub fn svd(&self) -> (Array, Array, Array) {
-        let part = |p: &str| {
-            self.op(
-                &format!("np.linalg.svd({{0}}, full_matrices=False).{p}"),
-                &[],
-            )
-        };
-        (part("U"), part("S"), part("Vh"))
+    /// Slicing with ndarray's `s![]` (steps must be positive, as NumPy's slices of a
+    /// view are not: a negative step reverses as NumPy's `::-1` does).
+    pub fn slice(&self, info: impl AsRef<[SliceInfoElem]>) -> Array {
+        let items: Vec<Arg> = info
+            .as_ref()
+            .iter()
+            .map(|e| match *e {
+                SliceInfoElem::Index(i) => Arg::Int(i as i64),
+                SliceInfoElem::NewAxis => Arg::None,
+                SliceInfoElem::Slice { start, end, step } => Arg::Slice(
+                    (start != 0).then_some(start as i64),
+                    end.map(|e| e as i64),
+                    (step != 1).then_some(step as i64),
+                ),
+            })
+            .collect();
+        self.index(&items)
     }
 
-    /// `np.linalg.svdvals`: the singular values, largest first.
-    pub fn svdvals(&self) -> Array {
-        self.op("np.linalg.svdvals({0})", &[])
+    /// The elements where `mask` is true, as NumPy's `x[mask]` (a 1-D mask selects along
+    /// the first axis): the mask is computed first (its values decide the shape).
+    pub async fn select(&self, mask: &Array) -> Result<Array, Error> {
+        mask.check()?;
+        self.check()?;
+        if mask.dtype()? != DType::Bool {
+            return Err(Error::Job {
+                array: Some(mask.label()),
+                message: format!("`{}` is not a boolean mask", mask.label()),
+            });
+        }
+        let values = mask.compute::<bool>().await?;
+        let selected: Vec<u64> = values
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b)
+            .map(|(i, _)| i as u64)
+            .collect();
+        self.s
+            .graph()
+            .set_mask(mask.id().map_err(Clone::clone)?, selected);
+        let a = self.index(&[Arg::Array(mask.clone())]);
+        a.check()?;
+        Ok(a)
     }
 
-    /// `np.linalg.norm` with no `ord` or `axis`: the 2-norm of all elements (Frobenius).
-    pub fn norm(&self) -> Array {
-        self.op("np.linalg.norm({0})", &[])
+    /// Reductions over `axes` (all axes when `None`), NumPy's dtypes.
+    pub fn sum(&self, axes: Option<&[usize]>) -> Array {
+        self.call("sum", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// `np.linalg.cholesky`: L, lower triangular, with L L^T = self.
-    pub fn cholesky(&self) -> Array {
-        self.op("np.linalg.cholesky({0})", &[])
+    /// The mean over `axes` (all when `None`).
+    pub fn mean(&self, axes: Option<&[usize]>) -> Array {
+        self.call("mean", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// `np.linalg.inv`.
-    pub fn inv(&self) -> Array {
-        self.op("np.linalg.inv({0})", &[])
+    /// The largest element over `axes` (all when `None`).
+    pub fn max(&self, axes: Option<&[usize]>) -> Array {
+        self.call("max", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// `np.linalg.det`.
-    pub fn det(&self) -> Array {
-        self.op("np.linalg.det({0})", &[])
+    /// The smallest element over `axes` (all when `None`).
+    pub fn min(&self, axes: Option<&[usize]>) -> Array {
+        self.call("min", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// `np.linalg.solve(self, b)`.
-    pub fn solve(&self, b: &Array) -> Array {
-        self.op("np.linalg.solve({0}, {1})", &[b])
+    /// The product over `axes` (all when `None`).
+    pub fn prod(&self, axes: Option<&[usize]>) -> Array {
+        self.call("prod", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// `np.linalg.lstsq(self, b)[0]`: the least-squares solution (TSQR of `[self | b]`).
-    pub fn lstsq(&self, b: &Array) -> Array {
-        self.op("np.linalg.lstsq({0}, {1})[0]", &[b])
+    /// The standard deviation over `axes` (all when `None`; NumPy's `ddof=0`).
+    pub fn std(&self, axes: Option<&[usize]>) -> Array {
+        self.call("std", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// The transpose (`.T`): axes reversed.
-    pub fn t(&self) -> Array {
-        self.op("({0}).T", &[])
+    /// The variance over `axes` (all when `None`; NumPy's `ddof=0`).
+    pub fn var(&self, axes: Option<&[usize]>) -> Array {
+        self.call("var", &[], &[("axis", axes_arg(axes))])
     }
 
-    /// The same values in `shape` (one size may be `-1`: inferred), as `np.reshape`.
-    pub fn reshape(&self, shape: &[i64]) -> Array {
-        let items: Vec<String> = shape.iter().map(i64::to_string).collect();
-        self.op(&format!("reshape({{0}}, ({},))", items.join(", ")), &[])
-    }
-
-    /// The values converted to `dtype`, as NumPy's `astype`.
-    pub fn astype(&self, dtype: DType) -> Array {
-        self.op(&format!("astype({{0}}, {})", toml_str(dtype.name())), &[])
-    }
-
-    /// Sum over `axes` (all of them for `None`), as `np.sum`.
-    pub fn sum(&self, axes: Option<&[i64]>) -> Array {
-        self.axes("sum", axes)
-    }
-
-    /// Mean over `axes` (all of them for `None`), as `np.mean`.
-    pub fn mean(&self, axes: Option<&[i64]>) -> Array {
-        self.axes("mean", axes)
-    }
-
-    /// Maximum over `axes` (all of them for `None`), as `np.max`.
-    pub fn max(&self, axes: Option<&[i64]>) -> Array {
-        self.axes("max", axes)
-    }
-
-    /// Minimum over `axes` (all of them for `None`), as `np.min`.
-    pub fn min(&self, axes: Option<&[i64]>) -> Array {
-        self.axes("min", axes)
-    }
-
-    /// `e^x`, element by element.
+    /// `e` to the power of each element.
     pub fn exp(&self) -> Array {
-        self.op("exp({0})", &[])
+        self.call("exp", &[], &[])
     }
 
-    /// Natural logarithm, element by element.
+    /// The natural logarithm of each element.
     pub fn log(&self) -> Array {
-        self.op("log({0})", &[])
+        self.call("log", &[], &[])
     }
 
-    /// Square root, element by element.
+    /// The square root of each element.
     pub fn sqrt(&self) -> Array {
-        self.op("sqrt({0})", &[])
+        self.call("sqrt", &[], &[])
     }
 
-    /// Absolute value, element by element.
+    /// The absolute value of each element.
     pub fn abs(&self) -> Array {
-        self.op("abs({0})", &[])
+        self.call("abs", &[], &[])
     }
 
-    /// The real part, element by element (`x.real`; a real array's own values).
+    /// The real part of each element (`x.real`; a real array's own values).
     pub fn real(&self) -> Array {
-        self.op("real({0})", &[])
+        self.call("real", &[], &[])
     }
 
-    /// The imaginary part, element by element (`x.imag`; zeros for a real array).
+    /// The imaginary part of each element (`x.imag`; zeros for a real array).
     pub fn imag(&self) -> Array {
-        self.op("imag({0})", &[])
+        self.call("imag", &[], &[])
     }
 
-    /// The complex conjugate, element by element (`np.conj`).
+    /// The complex conjugate of each element (`np.conj`).
     pub fn conj(&self) -> Array {
-        self.op("conj({0})", &[])
+        self.call("conj", &[], &[])
     }
 
-    /// The logistic function `1 / (1 + e^-x)` (`scipy.special.expit`).
+    /// `1 / (1 + exp(-x))` of each element.
     pub fn sigmoid(&self) -> Array {
-        self.op("sigmoid({0})", &[])
+        self.call("sigmoid", &[], &[])
     }
 
-    /// `self ** other`, element by element.
+    /// Each element to the power `other`.
     pub fn pow(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) ** {b}", other.into())
+        self.binary(Op::Pow, other.into().into())
     }
 
-    /// Element-wise maximum (NaN propagates), as `np.maximum`.
+    /// The larger of each pair (NaN if either is).
     pub fn maximum(&self, other: impl Into<Operand>) -> Array {
-        self.with("maximum({0}, {b})", other.into())
+        self.call("maximum", &[other.into().into()], &[])
     }
 
-    /// Element-wise minimum (NaN propagates), as `np.minimum`.
+    /// The smaller of each pair (NaN if either is).
     pub fn minimum(&self, other: impl Into<Operand>) -> Array {
-        self.with("minimum({0}, {b})", other.into())
+        self.call("minimum", &[other.into().into()], &[])
     }
 
-    /// `self > other`, a bool array.
-    ///
-    /// ```
-    /// # use nums_cloud::api::Session;
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-gt");
-    /// # let s = Session::new(&format!("file://{}", dir.display())).unwrap()
-    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
-    /// let x = s.arange(6.0);
-    /// let n = x.gt(2.0).sum(None).compute_blocking().unwrap(); // sum of bools is int64
-    /// assert_eq!(n, nums_cloud::Block::I64(ndarray::arr0(3).into_dyn()));
-    /// ```
+    /// `self > other`, elementwise (bool).
     pub fn gt(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) > {b}", other.into())
+        self.binary(Op::Gt, other.into().into())
     }
 
-    /// `self >= other`, a bool array.
+    /// `self >= other`, elementwise (bool).
     pub fn ge(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) >= {b}", other.into())
+        self.binary(Op::Ge, other.into().into())
     }
 
-    /// `self < other`, a bool array.
+    /// `self < other`, elementwise (bool).
     pub fn lt(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) < {b}", other.into())
+        self.binary(Op::Lt, other.into().into())
     }
 
-    /// `self <= other`, a bool array.
+    /// `self <= other`, elementwise (bool).
     pub fn le(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) <= {b}", other.into())
+        self.binary(Op::Le, other.into().into())
     }
 
-    /// `self == other`, a bool array (`eq` is `PartialEq`'s, so this is `equal`).
+    /// `self == other`, elementwise (bool).
     pub fn equal(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) == {b}", other.into())
+        self.binary(Op::Eq, other.into().into())
     }
 
-    /// `self != other`, a bool array.
+    /// `self != other`, elementwise (bool).
     pub fn not_equal(&self, other: impl Into<Operand>) -> Array {
-        self.with("({0}) != {b}", other.into())
+        self.binary(Op::Ne, other.into().into())
     }
 
-    /// Runs the job that makes this array and returns its values. The job is checked
-    /// whole first (nothing runs if it is refused); it runs on the session's store and
-    /// backend and leaves nothing in the store.
+    /// Computes the array (and what it needs that is not computed yet) and returns its
+    /// values as `T`, which must be its dtype (`astype` first to convert). It stays in the
+    /// session's store: computing it again, or an array made from it, reads it in place.
     ///
     /// ```
     /// # use nums_cloud::api::Session;
@@ -437,18 +542,28 @@ impl Array {
     /// # let s = Session::new(&format!("file://{}", dir.display()))?
     /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
     /// let x = s.random_normal(&[1000, 4], 7);
-    /// let m = x.mean(Some(&[0])).compute().await?; // in async code
+    /// let m = x.mean(Some(&[0])).compute::<f64>().await?; // in async code
     /// assert_eq!(m.shape(), &[4]);
     /// // Computes are futures like any other: two at once.
     /// let (hi, lo) = (x.max(None), x.min(None));
-    /// let (a, b) = tokio::join!(hi.compute(), lo.compute());
-    /// assert!(a?.to_f64().sum() > b?.to_f64().sum());
+    /// let (a, b) = tokio::join!(hi.compute::<f64>(), lo.compute::<f64>());
+    /// assert!(a?.sum() > b?.sum());
+    /// // The dtype is checked:
+    /// assert!(x.gt(0.0).compute::<f64>().await.is_err());
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn compute(&self) -> Result<Block, Error> {
-        let mut v = self.session().compute_many(&[self]).await?;
-        Ok(v.pop().expect("one output"))
+    pub async fn compute<T: Element>(&self) -> Result<ArrayD<T>, Error> {
+        let b = self.compute_any().await?;
+        let dtype = b.dtype();
+        T::from_block(b).ok_or_else(|| Error::Job {
+            array: Some(self.label()),
+            message: format!(
+                "`{}` is {dtype}, not {}: compute it as {dtype}, or convert it with astype",
+                self.label(),
+                T::DTYPE
+            ),
+        })
     }
 
     /// [`Array::compute`] for code that is not async. It works everywhere: outside a
@@ -456,71 +571,30 @@ impl Array {
     /// runs on it (with `tokio::task::block_in_place`); inside a current-thread runtime
     /// (`#[tokio::test]`'s default) it runs on a thread of its own while that runtime's
     /// other tasks wait, as they would for any blocking call: prefer `.await` there.
-    ///
-    /// ```
-    /// # use nums_cloud::api::Session;
-    /// # fn main() -> Result<(), nums_cloud::Error> {
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-blocking");
-    /// # let s = Session::new(&format!("file://{}", dir.display()))?
-    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
-    /// let total = s.ones(&[10, 10]).sum(None).compute_blocking()?;
-    /// assert_eq!(total.to_f64().sum(), 100.0);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn compute_blocking(&self) -> Result<Block, Error> {
-        blocking::block_on(self.compute())?
+    pub fn compute_blocking<T: Element>(&self) -> Result<ArrayD<T>, Error> {
+        blocking::block_on(self.compute::<T>())?
     }
 
-    /// [`Array::compute`] as float64 values (bools as 0 and 1).
-    pub async fn compute_f64(&self) -> Result<ArrayD<f64>, Error> {
-        Ok(self.compute().await?.to_f64().into_owned())
+    /// [`Array::compute`], whatever the dtype: a [`Block`] of it.
+    pub async fn compute_any(&self) -> Result<Block, Error> {
+        let mut v = self.s.compute_many(&[self]).await?;
+        Ok(v.pop().expect("one value"))
     }
 
-    /// [`Array::compute_blocking`] as float64 values (bools as 0 and 1).
-    pub fn compute_f64_blocking(&self) -> Result<ArrayD<f64>, Error> {
-        Ok(self.compute_blocking()?.to_f64().into_owned())
-    }
-
-    /// The array's shape, from checking its job (nothing runs). An array indexed by a
-    /// boolean mask has the shape it would have if the mask selected everything (its
-    /// largest), until it is computed.
-    ///
-    /// ```
-    /// # use nums_cloud::api::Session;
-    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-shape");
-    /// # let s = Session::new(&format!("file://{}", dir.display())).unwrap();
-    /// let x = s.zeros(&[4, 3]);
-    /// assert_eq!(x.t().matmul(&x).shape_blocking().unwrap(), vec![3, 3]);
-    /// assert_eq!(x.gt(0.0).dtype_blocking().unwrap(), nums_cloud::DType::Bool);
-    /// ```
-    pub async fn shape(&self) -> Result<Vec<u64>, Error> {
-        Ok(self.session().meta(self).await?.shape)
-    }
-
-    /// [`Array::shape`] for code that is not async (see [`Array::compute_blocking`]).
-    pub fn shape_blocking(&self) -> Result<Vec<u64>, Error> {
-        blocking::block_on(self.shape())?
-    }
-
-    /// The array's dtype, from checking its job (nothing runs).
-    pub async fn dtype(&self) -> Result<DType, Error> {
-        Ok(self.session().meta(self).await?.dtype)
-    }
-
-    /// [`Array::dtype`] for code that is not async (see [`Array::compute_blocking`]).
-    pub fn dtype_blocking(&self) -> Result<DType, Error> {
-        blocking::block_on(self.dtype())?
+    /// [`Array::compute_any`] for code that is not async.
+    pub fn compute_any_blocking(&self) -> Result<Block, Error> {
+        blocking::block_on(self.compute_any())?
     }
 }
 
-/// `+ - * / %` between every owned/borrowed pair of arrays and with `f64` on either side.
+/// `+ - * / % & | ^` between every owned/borrowed pair of arrays and with `f64` on either
+/// side.
 macro_rules! binary_ops {
-    ($($tr:ident $f:ident $sym:literal),*) => {$(
+    ($($tr:ident $f:ident $op:ident),*) => {$(
         impl std::ops::$tr<&Array> for &Array {
             type Output = Array;
             fn $f(self, o: &Array) -> Array {
-                self.op(concat!("({0}) ", $sym, " ({1})"), &[o])
+                self.binary(Op::$op, Arg::Array(o.clone()))
             }
         }
         impl std::ops::$tr<Array> for &Array {
@@ -544,7 +618,7 @@ macro_rules! binary_ops {
         impl std::ops::$tr<f64> for &Array {
             type Output = Array;
             fn $f(self, v: f64) -> Array {
-                self.op(&format!(concat!("({{0}}) ", $sym, " {}"), expr_f64(v)), &[])
+                self.binary(Op::$op, Arg::Float(v))
             }
         }
         impl std::ops::$tr<f64> for Array {
@@ -556,23 +630,42 @@ macro_rules! binary_ops {
         impl std::ops::$tr<&Array> for f64 {
             type Output = Array;
             fn $f(self, a: &Array) -> Array {
-                a.scalar_left($sym, self)
+                a.expr(|o| o.binary(Op::$op, &Arg::Float(self), &Arg::Array(a.clone())))
             }
         }
         impl std::ops::$tr<Array> for f64 {
             type Output = Array;
             fn $f(self, a: Array) -> Array {
-                a.scalar_left($sym, self)
+                std::ops::$tr::$f(self, &a)
             }
         }
     )*};
 }
-binary_ops!(Add add "+", Sub sub "-", Mul mul "*", Div div "/", Rem rem "%");
+binary_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Mod);
+
+/// `& | ^` between arrays (bool or int64, NumPy's bitwise operators).
+macro_rules! bit_ops {
+    ($($tr:ident $f:ident $op:ident),*) => {$(
+        impl std::ops::$tr<&Array> for &Array {
+            type Output = Array;
+            fn $f(self, o: &Array) -> Array {
+                self.binary(Op::$op, Arg::Array(o.clone()))
+            }
+        }
+        impl std::ops::$tr<Array> for Array {
+            type Output = Array;
+            fn $f(self, o: Array) -> Array {
+                std::ops::$tr::$f(&self, &o)
+            }
+        }
+    )*};
+}
+bit_ops!(BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor);
 
 impl std::ops::Neg for &Array {
     type Output = Array;
     fn neg(self) -> Array {
-        self.op("-({0})", &[])
+        self.expr(|o| o.unary(UnOp::Neg, &Arg::Array(self.clone())))
     }
 }
 
@@ -580,5 +673,67 @@ impl std::ops::Neg for Array {
     type Output = Array;
     fn neg(self) -> Array {
         -&self
+    }
+}
+
+impl std::ops::Not for &Array {
+    type Output = Array;
+    /// `~x`: logical not of a bool array, bitwise not of an int64 one.
+    fn not(self) -> Array {
+        self.expr(|o| o.unary(UnOp::Invert, &Arg::Array(self.clone())))
+    }
+}
+
+impl std::ops::Not for Array {
+    type Output = Array;
+    fn not(self) -> Array {
+        !&self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session::new("file:///tmp/nums-cloud-api-unit").unwrap()
+    }
+
+    #[test]
+    fn operations_check_shapes_at_once_and_label_as_numpy_writes() {
+        let s = session();
+        let x = s.ones(&[4, 3]).named("X").unwrap();
+        let w = s.ones(&[3]).named("w").unwrap();
+        let y = (&x.matmul(&w) * 2.0 - 1.0).sum(None);
+        // (As Python reads it: @ and * bind alike, left to right.)
+        assert_eq!(y.label(), "sum(X @ w * 2.0 - 1.0, axis=None)");
+        assert_eq!(y.shape().unwrap(), Vec::<usize>::new());
+        let bad = x.matmul(&s.ones(&[4]));
+        let e = bad.check().unwrap_err().to_string();
+        assert!(e.contains("X @ ones([4])"), "{e}");
+        // The error travels to what is made from it.
+        assert!((&bad + 1.0).check().is_err());
+        assert!(s.call("no_such_function", &[], &[]).is_err());
+    }
+
+    #[test]
+    fn settings_are_values() {
+        let s = session();
+        let t = s.clone().workers(8).memory_mb(512);
+        assert_eq!((s.settings().workers, s.settings().memory_mb), (2, 2048));
+        assert_eq!((t.settings().workers, t.settings().memory_mb), (8, 512));
+        // One store and graph: arrays of both combine.
+        let a = s.ones(&[2]);
+        let b = t.ones(&[2]);
+        assert!((&a + &b).check().is_ok());
+        // Another session's arrays do not.
+        let c = session().ones(&[2]);
+        assert!(
+            (&a + &c)
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("another session")
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! Models as scikit-learn's estimators over the API's lazy arrays: builder-style options,
-//! `fit(&X, &y)` runs one job (the same `logistic_regression(...)` and friends as the job
-//! language, so the same iteration engine) and returns the coefficients with how the fit
+//! `fit(&X, &y)` computes the same `logistic_regression(...)` and friends as the job
+//! language (so the same iteration engine) and returns the coefficients with how the fit
 //! went; predictions are lazy arrays.
 //!
 //! ```
@@ -13,14 +13,13 @@
 //! let y = x.matmul(&s.from_ndarray(ndarray::array![1.0, -2.0, 0.5])).gt(0.0).astype(nums_cloud::DType::Float64);
 //! let fit = LogisticRegression::new().solver(Solver::Newton).c(10.0).fit_blocking(&x, &y)?;
 //! assert!(fit.converged && fit.coef.len() == 3 && fit.coef[1] < 0.0);
-//! let p = fit.predict_proba(&x).mean(None).compute_f64_blocking()?; // a lazy array
+//! let p = fit.predict_proba(&x).mean(None).compute_blocking::<f64>()?; // a lazy array
 //! assert!(p.sum() > 0.3 && p.sum() < 0.7);
 //! # Ok(())
 //! # }
 //! ```
 
-use super::job::expr_f64;
-use super::{Array, Error, Session, blocking};
+use super::{Arg, Array, Error, Session, blocking};
 pub use crate::models::Solver;
 
 /// A fitted model: scikit-learn's `coef_` and `intercept_`, and how the fit went.
@@ -74,7 +73,7 @@ impl FitResult {
     }
 }
 
-/// The options every estimator shares, rendered as the job language's keywords.
+/// The options every estimator shares.
 #[derive(Debug, Clone)]
 struct Options {
     solver: Solver,
@@ -84,19 +83,14 @@ struct Options {
 }
 
 impl Options {
-    fn iterative(&self) -> String {
-        format!(
-            ", solver='{}', tol={}, max_iter={}, fit_intercept={}",
-            self.solver.name(),
-            expr_f64(self.tol),
-            self.max_iter,
-            self.intercept()
-        )
-    }
-
-    /// `fit_intercept` as the job language writes it.
-    fn intercept(&self) -> &'static str {
-        if self.fit_intercept { "True" } else { "False" }
+    /// The keywords of an iterative fit.
+    fn iterative(&self) -> Vec<(&'static str, Arg)> {
+        vec![
+            ("solver", Arg::Str(self.solver.name().to_string())),
+            ("tol", Arg::Float(self.tol)),
+            ("max_iter", Arg::Int(self.max_iter as i64)),
+            ("fit_intercept", Arg::Bool(self.fit_intercept)),
+        ]
     }
 }
 
@@ -112,22 +106,28 @@ impl Default for Options {
     }
 }
 
-/// Fits `call` (a template over `{0}` = X and `{1}` = y) and reads back what the fit did.
-async fn fit(x: &Array, y: &Array, call: String, link: Link) -> Result<FitResult, Error> {
-    let w = x.op(&call, &[y]);
+/// Fits `f(x, y, kwargs)` and reads back what the fit did.
+async fn fit(
+    x: &Array,
+    y: &Array,
+    f: &str,
+    kwargs: Vec<(&'static str, Arg)>,
+    link: Link,
+) -> Result<FitResult, Error> {
     let s = x.session().clone();
-    let (blocks, report) = s.compute_with_report(&[&w]).await?;
-    let theta: Vec<f64> = blocks[0].to_f64().iter().copied().collect();
-    let f = report.fits.into_iter().next().ok_or_else(|| Error::Other {
-        message: "the run reported no fit".into(),
+    let w = s.call_array(f, &[x.into(), y.into()], &kwargs);
+    w.check()?;
+    let theta: Vec<f64> = w.compute::<f64>().await?.iter().copied().collect();
+    let fitted = s.fitted(&w).ok_or_else(|| Error::Other {
+        message: "the fit reported nothing".into(),
     })?;
-    let d = x.shape().await?[1] as usize;
+    let d = x.shape()?[1];
     Ok(FitResult {
         coef: theta[..d].to_vec(),
         intercept: theta.get(d).copied().unwrap_or(0.0),
-        n_iter: f.fitted.n_iter,
-        converged: f.fitted.converged,
-        loss: f.fitted.loss,
+        n_iter: fitted.n_iter,
+        converged: fitted.converged,
+        loss: fitted.loss,
         link,
         session: s,
     })
@@ -198,12 +198,9 @@ impl LogisticRegression {
 
     /// Fits the model to `x` ([n, d]) and labels `y` ([n], 0 and 1).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let call = format!(
-            "logistic_regression({{0}}, {{1}}, C={}{})",
-            expr_f64(self.c),
-            self.o.iterative()
-        );
-        fit(x, y, call, Link::Logit).await
+        let mut kw = vec![("C", Arg::Float(self.c))];
+        kw.extend(self.o.iterative());
+        fit(x, y, "logistic_regression", kw, Link::Logit).await
     }
 }
 estimator_common!(LogisticRegression);
@@ -238,12 +235,9 @@ impl PoissonRegression {
 
     /// Fits the model to `x` ([n, d]) and counts `y` ([n], not negative).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let call = format!(
-            "poisson_regression({{0}}, {{1}}, alpha={}{})",
-            expr_f64(self.alpha),
-            self.o.iterative()
-        );
-        fit(x, y, call, Link::Log).await
+        let mut kw = vec![("alpha", Arg::Float(self.alpha))];
+        kw.extend(self.o.iterative());
+        fit(x, y, "poisson_regression", kw, Link::Log).await
     }
 }
 estimator_common!(PoissonRegression);
@@ -276,12 +270,11 @@ impl Ridge {
 
     /// Fits the model to `x` ([n, d]) and `y` ([n]).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let call = format!(
-            "ridge({{0}}, {{1}}, alpha={}, fit_intercept={})",
-            expr_f64(self.alpha),
-            self.o.intercept()
-        );
-        fit(x, y, call, Link::Identity).await
+        let kw = vec![
+            ("alpha", Arg::Float(self.alpha)),
+            ("fit_intercept", Arg::Bool(self.o.fit_intercept)),
+        ];
+        fit(x, y, "ridge", kw, Link::Identity).await
     }
 }
 estimator_common!(Ridge);

@@ -8,8 +8,13 @@ use super::*;
 
 #[derive(Debug, Clone)]
 pub(super) enum Val {
-    /// A Python number: a bool, an exact int64 or a float.
+    /// A Python number: a bool, an exact int64 or a float; weak in promotion (NEP 50).
     Num(Scalar),
+    /// A NumPy scalar of a number's dtype (bool, int64, float64): what NumPy's function of
+    /// numbers alone returns (`sqrt(2)`). Strong in promotion, as a 0-d array is; a number
+    /// wherever a number is wanted (an axis, a size, an index: [`Builder::eval`] gives it
+    /// as one).
+    NpScalar(Scalar),
     Arr(NodeId),
     Tuple(Vec<Val>),
     /// NumPy's named tuple (a factorization's result): `.Q`, `.R` or `[0]`, `[1]`.
@@ -42,10 +47,13 @@ pub(super) struct Builder<'a> {
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
-    pub(super) lu_memo: HashMap<NodeId, NodeId>,
+    pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     /// Sample sorts' samples made so far (the sample node and its positions), by operand:
     /// a sort and an argsort of one array share them.
     pub(super) sort_memo: HashMap<NodeId, (NodeId, std::sync::Arc<Vec<u64>>)>,
+    /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
+    /// operands are nodes already in the graph); empty for a job.
+    pub(super) bound: &'a [NodeId],
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -151,6 +159,7 @@ pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, J
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
         sort_memo: HashMap::new(),
+        bound: &[],
     };
     for a in &job.arrays {
         if let Some(why) = reserved_name(&a.name) {
@@ -181,14 +190,30 @@ pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, J
         let id = g.named[&o.name];
         g.nodes[id].persist = true;
         let ndim = g.nodes[id].meta.ndim();
-        if matches!(o.target, crate::job::Target::Csv(_)) && !(1..=2).contains(&ndim) {
+        let kind = match o.target {
+            crate::job::Target::Csv(_) => "a .csv",
+            crate::job::Target::Parquet(_) => "a .parquet",
+            _ => "",
+        };
+        if !kind.is_empty() && !(1..=2).contains(&ndim) {
             return Err(job.err(
                 o.line,
                 format!("outputs.{}", o.name),
                 format!(
-                    "{} has shape {} ({ndim}-D); a .csv file holds a 1-D or 2-D array: write a .npy or Zarr output",
+                    "{} has shape {} ({ndim}-D); {kind} file holds a 1-D or 2-D array: write a .npy or Zarr output",
                     o.name,
                     shape_str(&g.nodes[id].meta.shape)
+                ),
+            ));
+        }
+        let dtype = g.nodes[id].meta.dtype;
+        if matches!(o.target, crate::job::Target::Parquet(_)) && dtype.is_complex() {
+            return Err(job.err(
+                o.line,
+                format!("outputs.{}", o.name),
+                format!(
+                    "{} is {dtype}, and Parquet has no complex type: write a .npy, .csv or Zarr output (or its real and imag parts)",
+                    o.name
                 ),
             ));
         }
@@ -512,6 +537,7 @@ impl<'a> Builder<'a> {
                         key,
                         dtype,
                         metadata,
+                        columns,
                         row_groups,
                         ..
                     } => (
@@ -520,6 +546,7 @@ impl<'a> Builder<'a> {
                             source,
                             key,
                             metadata,
+                            columns,
                             row_groups,
                         },
                     ),
@@ -579,7 +606,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x) => self.scalar_node(x, DType::of_kind(x.kind())),
+                    Val::Num(x) => self.scalar_node(x, x.dtype()),
                     Val::Fields(f) => {
                         let names: Vec<String> = f.iter().map(|(n, _)| format!(".{n}")).collect();
                         return Err(err(format!(
@@ -616,7 +643,17 @@ impl<'a> Builder<'a> {
 
     /// Evaluates an expression to a value (new nodes as needed). A size limit broken on
     /// the way is the error, pointing at the innermost expression that broke it.
+    /// A NumPy scalar comes back as a number (see [`Builder::eval_operand`]).
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
+        Ok(match self.eval_operand(e)? {
+            Val::NpScalar(x) => Val::Num(x),
+            v => v,
+        })
+    }
+
+    /// As [`Builder::eval`], but a NumPy scalar stays one: for the operands of operators
+    /// and elementwise functions, where it promotes as an array.
+    pub(super) fn eval_operand(&mut self, e: &Expr) -> Result<Val, EvalError> {
         let v = self.eval_inner(e);
         match self.too_big.take() {
             Some(m) => Err(EvalError::Expr(ExprError::new(e.pos, m))),
@@ -634,6 +671,12 @@ impl<'a> Builder<'a> {
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
+            ExprKind::Name(n) if n.starts_with('$') => {
+                match n[1..].parse::<usize>().ok().and_then(|k| self.bound.get(k)) {
+                    Some(&id) => Val::Arr(id),
+                    None => return Err(at(format!("no operand {n}"))),
+                }
+            }
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
                 // Python's type names as NumPy takes them for a dtype (`dtype=complex`).
@@ -654,28 +697,37 @@ impl<'a> Builder<'a> {
                     .collect::<Result<_, _>>()?,
             ),
             ExprKind::Unary(op, x) => {
-                let v = self.eval(x)?;
+                let v = self.eval_operand(x)?;
+                // A Python number's operator is Python's (`-True` is -1, `~True` -2,
+                // `-(-2**63)` past int64 refused); NumPy's ufuncs of arrays and NumPy
+                // scalars (`-M` of a bool array refused, `~M` its logical not).
                 match (op, v) {
-                    (UnOp::Pos, v) => v,
-                    // Python's -: exact for ints (-True is -1).
-                    (UnOp::Neg, Val::Num(Scalar::Float(x))) => Val::Num(Scalar::Float(-x)),
-                    (UnOp::Neg, Val::Num(Scalar::Complex(re, im))) => {
-                        Val::Num(Scalar::Complex(-re, -im))
-                    }
-                    (UnOp::Neg, Val::Num(x)) => {
-                        match x.as_i128().and_then(|v| Scalar::from_i128(-v)) {
-                            Some(v) => Val::Num(v),
-                            None => return Err(at(format!("-({x}) is outside int64's range"))),
+                    (op, Val::Num(x)) => Val::Num(ops::unary_python(*op, x).map_err(at)?),
+                    (UnOp::Pos, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        let bool_ = match &v {
+                            Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
+                            Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
+                            _ => false,
+                        };
+                        if bool_ {
+                            return Err(at(
+                                "the unary + operator is not supported for bools (NumPy refuses it)"
+                                    .into(),
+                            ));
                         }
+                        v
                     }
-                    (UnOp::Invert, Val::Num(Scalar::Bool(b))) => Val::Num(Scalar::Bool(!b)),
-                    (UnOp::Neg, v @ Val::Arr(_)) => self.unary(UnaryOp::Neg, v, e.pos)?,
-                    (UnOp::Invert, v @ Val::Arr(_)) => self.unary(UnaryOp::Not, v, e.pos)?,
+                    (UnOp::Neg, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Neg, v, e.pos)?
+                    }
+                    (UnOp::Invert, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                        self.unary(UnaryOp::Not, v, e.pos)?
+                    }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
                 }
             }
             ExprKind::Binary(op, a, b) => {
-                let (va, vb) = (self.eval(a)?, self.eval(b)?);
+                let (va, vb) = (self.eval_operand(a)?, self.eval_operand(b)?);
                 self.binary(*op, va, vb, e.pos)?
             }
             ExprKind::Attr(x, attr) => {
@@ -1009,7 +1061,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
+            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, x.dtype())),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -1098,4 +1150,211 @@ pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
 pub(super) enum EvalError {
     Expr(ExprError),
     Job(JobError),
+}
+
+impl EvalError {
+    /// The message, without a position (the Rust API's expressions have no text).
+    fn message(self) -> String {
+        match self {
+            EvalError::Expr(e) => e.message,
+            EvalError::Job(e) => e.message,
+        }
+    }
+}
+
+/// What an expression of the Rust API evaluates to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Array(NodeId),
+    /// A Python number (`x.shape[0]` is one, as is a literal).
+    Number(Scalar),
+    Tuple(Vec<Value>),
+    /// NumPy's named tuple (a factorization's result): its fields in order.
+    Fields(Vec<(&'static str, Value)>),
+}
+
+impl Value {
+    fn of(v: Val) -> Result<Value, String> {
+        Ok(match v {
+            Val::Arr(id) => Value::Array(id),
+            Val::Num(x) | Val::NpScalar(x) => Value::Number(x),
+            Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
+            Val::Fields(f) => Value::Fields(
+                f.into_iter()
+                    .map(|(n, v)| Ok((n, Value::of(v)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+            Val::Str(s) => return Err(format!("a string ({s:?}) is not a value")),
+            Val::None => return Err("None is not a value".into()),
+        })
+    }
+}
+
+/// A graph built one expression at a time, as the Rust API builds it: each expression
+/// names its operands `$0`, `$1`, ... (nodes already in the graph), is lowered by the same
+/// builder and function table as a job file's, and adds its nodes; shapes and dtypes are
+/// checked as each is added. Nodes are never removed (a node no stored array needs makes
+/// no tasks), and a computed node becomes an array read in place ([`Incremental::stored`]).
+pub struct Incremental {
+    /// The settings the builder reads (default blocks from workers and memory); no arrays.
+    job: Job,
+    g: Graph,
+    blocks: u64,
+    tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
+    lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
+    masks: HashMap<NodeId, Vec<u64>>,
+    /// Values of small nodes a function's shapes depend on (none yet: see `with`).
+    values: HashMap<NodeId, Block>,
+}
+
+impl Incremental {
+    /// An empty graph whose default blocks follow `job`'s compute settings.
+    pub fn new(job: Job) -> Incremental {
+        Incremental {
+            job,
+            g: Graph::default(),
+            blocks: 0,
+            tsqr_memo: HashMap::new(),
+            lu_memo: HashMap::new(),
+            masks: HashMap::new(),
+            values: HashMap::new(),
+        }
+    }
+
+    pub fn graph(&self) -> &Graph {
+        &self.g
+    }
+
+    /// The compute settings the graph's default blocks follow.
+    pub fn set_compute(&mut self, compute: crate::job::Compute) {
+        self.job.compute = compute;
+    }
+
+    /// Runs `f` with a builder over this graph, then takes the graph back.
+    fn with<'s, T>(
+        &'s mut self,
+        probes: &'s Probes,
+        bound: &'s [NodeId],
+        f: impl FnOnce(&mut Builder<'s>) -> Result<T, EvalError>,
+    ) -> Result<T, String> {
+        let mut b = Builder {
+            job: &self.job,
+            probes,
+            masks: &self.masks,
+            need: None,
+            g: std::mem::take(&mut self.g),
+            defs: HashMap::new(),
+            stack: Vec::new(),
+            blocks: self.blocks,
+            too_big: None,
+            tsqr_memo: std::mem::take(&mut self.tsqr_memo),
+            lu_memo: std::mem::take(&mut self.lu_memo),
+            sort_memo: HashMap::new(),
+            values: &self.values,
+            need_values: None,
+            bound,
+        };
+        let r = f(&mut b);
+        let need = b.need;
+        let need_values = b.need_values;
+        self.g = b.g;
+        self.blocks = b.blocks;
+        self.tsqr_memo = b.tsqr_memo;
+        self.lu_memo = b.lu_memo;
+        let v = r.map_err(EvalError::message)?;
+        if let Some(node) = need_values {
+            // A job computes such values in a stage of its own, then builds again; the
+            // library does not yet.
+            return Err(format!(
+                "its shape depends on values computed first (node {node}: a sample sort's \
+                 sample, a selection's counts), which the Rust API does not do yet: use a job \
+                 file, or sort lanes that fit one invocation"
+            ));
+        }
+        match need {
+            Some(mask) => Err(format!(
+                "a boolean mask (node {mask}) must be computed before it selects: compute it first"
+            )),
+            None => Ok(v),
+        }
+    }
+
+    /// Evaluates `e`, whose names `$k` are `bound[k]`.
+    pub(crate) fn eval(&mut self, e: &Expr, bound: &[NodeId]) -> Result<Value, String> {
+        let v = self.with(&Probes::default(), bound, |b| b.eval(e))?;
+        Value::of(v)
+    }
+
+    /// Adds the array `def` describes (random, full, or a load whose probe is
+    /// `probes[def.name]`), with its `block` and `dtype`.
+    pub fn define<'s>(
+        &'s mut self,
+        def: &'s ArrayDef,
+        probes: &'s Probes,
+    ) -> Result<NodeId, String> {
+        self.with(probes, &[], |b| b.resolve(def).map_err(EvalError::Job))
+    }
+
+    /// An array stored at `path` (values from memory the caller writes there before a
+    /// compute reads them).
+    pub fn input(&mut self, meta: ArrayMeta, path: String) -> NodeId {
+        let id = self.g.nodes.len();
+        self.blocks += meta.num_blocks();
+        self.g.nodes.push(Node {
+            id,
+            meta,
+            op: NodeOp::InPlace {
+                path,
+                sparse: false,
+            },
+            name: None,
+            persist: false,
+            def: None,
+        });
+        id
+    }
+
+    /// `x` in blocks of `block`.
+    pub fn rechunk(&mut self, x: NodeId, block: Vec<u64>) -> Result<NodeId, String> {
+        let ndim = self.g.nodes[x].meta.ndim();
+        if block.len() != ndim || block.contains(&0) {
+            return Err(format!(
+                "block {block:?} is not {ndim} positive sizes for an array of shape {}",
+                shape_str(&self.g.nodes[x].meta.shape)
+            ));
+        }
+        self.with(&Probes::default(), &[], |b| Ok(b.rechunk(x, block)))
+    }
+
+    /// The positions a boolean mask node selects, now that its values are known: later
+    /// expressions index with it.
+    pub fn set_mask(&mut self, mask: NodeId, selected: Vec<u64>) {
+        self.masks.insert(mask, selected);
+    }
+
+    /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
+    /// in place instead of computing it again.
+    pub fn stored(&mut self, id: NodeId, path: String) {
+        self.g.nodes[id].op = NodeOp::InPlace {
+            path,
+            sparse: false,
+        };
+    }
+
+    /// The graph with `targets` to be stored under the names given (and nothing else),
+    /// for one compute.
+    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> Graph {
+        let mut g = self.g.clone();
+        for n in &mut g.nodes {
+            n.persist = false;
+            n.name = None;
+        }
+        g.named.clear();
+        for (id, name) in targets {
+            g.nodes[*id].persist = true;
+            g.nodes[*id].name = Some(name.clone());
+            g.named.insert(name.clone(), *id);
+        }
+        g
+    }
 }

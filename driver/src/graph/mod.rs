@@ -18,14 +18,19 @@ mod sources;
 
 use build::*;
 pub use build::{
-    Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, block_for, build, build_known,
-    build_staged, reserved_name,
+    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Value, block_for,
+    build, build_known, build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 
 pub type NodeId = usize;
+
+/// A shape as NumPy prints it: `(3,)`, `(2, 4)`.
+pub(crate) fn shape_text(s: &[u64]) -> String {
+    build::shape_str(s)
+}
 
 /// How a node's blocks come to be.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +78,8 @@ pub enum NodeOp {
         source: StoreSpec,
         key: String,
         metadata: (u64, u64),
+        /// The file's columns the array keeps, in order.
+        columns: Vec<u64>,
         row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
     },
     /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
@@ -303,12 +310,14 @@ pub enum NodeOp {
 /// its tasks can run in; blocks no task needs have no work.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LuStep {
-    /// `xs = [a]` (a in column panels, [n, w] blocks): [p, n + 1, n] in [1, n + 1, w]
-    /// blocks; block (k, 0, j), j >= k, is panel j after steps 0..k, factored when j == k
-    /// (F_k, its last row the pivots).
+    /// `xs = [a, m]` (a in column panels, [n, w] blocks; m its rows' largest magnitudes,
+    /// [n] in one block, by which the steps equilibrate a's rows): [p, n + 1, n] in
+    /// [1, n + 1, w] blocks; block (k, 0, j), j >= k, is panel j after steps 0..k,
+    /// factored when j == k (F_k, its last row the pivots).
     Panels,
-    /// `xs = [lu, b]` (b in [n, wb] blocks, or 1-D): [p, n, c] in [1, n, wb] blocks;
-    /// block (k, 0, i) is b's panel i after steps 0..=k (the last: L^-1 P b).
+    /// `xs = [lu, b, m]` (b in [n, wb] blocks, or 1-D; m as the panels'): [p, n, c] in
+    /// [1, n, wb] blocks; block (k, 0, i) is b's panel i after steps 0..=k (the last:
+    /// L^-1 P D b).
     Forward,
     /// `xs = [lu, forward]`: [p - 1, n, c]; block (i, 0, j) is after the back-substitution
     /// steps p - 1 down to p - 1 - i.
@@ -316,8 +325,8 @@ pub enum LuStep {
     /// `xs = [lu, forward]` or `[lu, forward, backward]`: the solution, [n, c] in [n, wb]
     /// blocks (or [n]), the back substitution's step 0.
     Solution,
-    /// `xs = [lu]`: [p] in [1] blocks, each panel's share of the determinant (a product;
-    /// of `logabsdet`, a sum).
+    /// `xs = [lu, m]`: [p] in [1] blocks, each panel's share of the sign (a product) or
+    /// of `logabsdet` (a sum); det is sign * exp(logabsdet), as NumPy makes it.
     Det(nums_layout::batch::DetOutput),
 }
 

@@ -20,10 +20,22 @@ impl<'a> Builder<'a> {
         self.add(ArrayMeta { dtype, ..m }, NodeOp::Rechunk { x })
     }
 
+    /// `op` of an array, or of a number as NumPy's ufunc computes it on a NumPy scalar of
+    /// the number's dtype (the result a number of the same strength: a function makes it
+    /// a NumPy scalar, see `funcs/elementwise.rs`).
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let strong = matches!(v, Val::NpScalar(_));
         let x = match v {
-            Val::Num(x) => return fold_unary(op, x).map(Val::Num).map_err(at),
+            Val::Num(x) | Val::NpScalar(x) => {
+                let dtype = unary_dtype(op, x.dtype()).map_err(at)?;
+                let v = fold_unary(op, x).map_err(at)?.cast(dtype);
+                return Ok(if strong {
+                    Val::NpScalar(v)
+                } else {
+                    Val::Num(v)
+                });
+            }
             Val::Arr(id) => id,
             _ => return Err(at("expected an array or a number".into())),
         };
@@ -124,9 +136,14 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        // Two Python numbers: Python computes them before NumPy sees the result.
+        if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
+            return fold_python(bop, *x, *y).map(Val::Num).map_err(at);
+        }
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
-            Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
+            Val::Num(x) => Some((x.dtype(), true)),
+            Val::NpScalar(x) => Some((x.dtype(), false)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -172,9 +189,9 @@ impl<'a> Builder<'a> {
         }
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
-        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e)) = (bop, &a, &b)
+        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e) | Val::NpScalar(e)) = (bop, &a, &b)
             && dtype.is_exact()
-            && e.kind() <= ScalarKind::Int
+            && e.as_i128().is_some_and(|v| v < 0)
             && e.as_i64() < 0
         {
             return Err(at(format!(
@@ -183,7 +200,10 @@ impl<'a> Builder<'a> {
             )));
         }
         Ok(match (a, b) {
-            (Val::Num(x), Val::Num(y)) => fold(bop, x, y, dtype).map_err(at)?,
+            // A NumPy scalar's op with a number is one too.
+            (Val::Num(x) | Val::NpScalar(x), Val::Num(y) | Val::NpScalar(y)) => {
+                Val::NpScalar(fold(bop, x, y, dtype).map_err(at)?)
+            }
             (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
                 let m = ArrayMeta {
                     dtype,
@@ -197,7 +217,9 @@ impl<'a> Builder<'a> {
                 };
                 Val::Arr(self.add(m, op))
             }
-            (Val::Arr(x), Val::Arr(y)) => {
+            // Two arrays, or an array and a NumPy scalar (a 0-d array).
+            (a @ (Val::Arr(_) | Val::NpScalar(_)), b @ (Val::Arr(_) | Val::NpScalar(_))) => {
+                let (x, y) = (self.node(a, pos)?, self.node(b, pos)?);
                 let (shape, block, xs) = self.align(&[x, y], bop.symbol(), pos)?;
                 Val::Arr(self.add(
                     ArrayMeta::new(shape, block, dtype),
@@ -274,7 +296,8 @@ impl<'a> Builder<'a> {
     pub(super) fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
-            Val::Num(x) => (DType::of_kind(x.kind()), true),
+            Val::Num(x) => (x.dtype(), true),
+            Val::NpScalar(x) => (x.dtype(), false),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -442,11 +465,35 @@ impl<'a> Builder<'a> {
     }
 
     /// An Einstein sum; `subscripts` may leave out the output (NumPy's implicit form).
+    /// Every letter has one size in every operand (the contractions built on it: `@`,
+    /// `dot`, `tensordot`, `inner`, `trace`, as NumPy's do not broadcast).
     pub(super) fn einsum(
         &mut self,
         subscripts: &str,
         xs: Vec<NodeId>,
         pos: usize,
+    ) -> Result<Val, EvalError> {
+        self.einsum_with(subscripts, xs, pos, false)
+    }
+
+    /// NumPy's `einsum` itself: as [`Builder::einsum`], but an operand's length-1 axis
+    /// broadcasts against its letter's size in the others (that operand is the same for
+    /// every value of the letter, so the axis is dropped from it).
+    pub(super) fn einsum_broadcasting(
+        &mut self,
+        subscripts: &str,
+        xs: Vec<NodeId>,
+        pos: usize,
+    ) -> Result<Val, EvalError> {
+        self.einsum_with(subscripts, xs, pos, true)
+    }
+
+    fn einsum_with(
+        &mut self,
+        subscripts: &str,
+        xs: Vec<NodeId>,
+        pos: usize,
+        broadcast: bool,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let explicit = if subscripts.contains("->") {
@@ -470,7 +517,6 @@ impl<'a> Builder<'a> {
             )));
         }
         let mut size: HashMap<char, u64> = HashMap::new();
-        let mut block: HashMap<char, u64> = HashMap::new();
         for (k, (&x, letters)) in xs.iter().zip(&spec.inputs).enumerate() {
             let m = self.meta(x).clone();
             if m.ndim() != letters.len() {
@@ -480,24 +526,56 @@ impl<'a> Builder<'a> {
                     letters.iter().collect::<String>()
                 )));
             }
+            let mut own: HashMap<char, u64> = HashMap::new();
             for (d, c) in letters.iter().enumerate() {
-                match size.get(c) {
-                    Some(&s) if s != m.shape[d] => {
-                        return Err(at(format!(
-                            "einsum letter {c:?} has sizes {s} and {} (operand {k})",
-                            m.shape[d]
-                        )));
-                    }
-                    _ => {
-                        size.insert(*c, m.shape[d]);
-                        block.entry(*c).or_insert(m.block[d]);
-                    }
+                let n = m.shape[d];
+                // A letter repeated in one operand (a diagonal) never broadcasts.
+                let ok = |s: u64, same: bool| s == n || (broadcast && !same && (s == 1 || n == 1));
+                let clash = match (own.get(c), size.get(c)) {
+                    (Some(&s), _) => (!ok(s, true)).then_some(s),
+                    (None, Some(&s)) => (!ok(s, false)).then_some(s),
+                    _ => None,
+                };
+                if let Some(s) = clash {
+                    return Err(at(format!(
+                        "einsum letter {c:?} has sizes {s} and {n} (operand {k})"
+                    )));
                 }
+                own.insert(*c, n);
+                // A broadcast letter takes the size that is not 1.
+                let s = size.entry(*c).or_insert(n);
+                if *s == 1 {
+                    *s = n;
+                }
+            }
+        }
+        // Operands' length-1 axes of broadcast letters: dropped, with their letters.
+        let mut spec = spec;
+        let xs: Vec<NodeId> = xs
+            .iter()
+            .zip(spec.inputs.iter_mut())
+            .map(|(&x, letters)| {
+                let m = self.meta(x).clone();
+                let keep: Vec<usize> = (0..letters.len())
+                    .filter(|&d| m.shape[d] == size[&letters[d]])
+                    .collect();
+                if keep.len() == letters.len() {
+                    return x;
+                }
+                *letters = keep.iter().map(|&d| letters[d]).collect();
+                let shape: Vec<u64> = keep.iter().map(|&d| m.shape[d]).collect();
+                self.reshape(x, &shape)
+            })
+            .collect();
+        // Each letter's block size: the first operand's that spans it.
+        let mut block: HashMap<char, u64> = HashMap::new();
+        for (&x, letters) in xs.iter().zip(&spec.inputs) {
+            for (d, c) in letters.iter().enumerate() {
+                block.entry(*c).or_insert(self.meta(x).block[d]);
             }
         }
         // An operand that is a transpose is read through: its source with the letters
         // permuted (no transposed copy of the blocks is made).
-        let mut spec = spec;
         let xs: Vec<NodeId> = xs
             .iter()
             .zip(spec.inputs.iter_mut())
@@ -655,81 +733,209 @@ impl<'a> Builder<'a> {
 /// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
 pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 
-/// `x op y` of two Python numbers as Python computes it: ints exactly (no wrapping; a
-/// result outside int64 is refused, as NumPy refuses such a Python int), an int to a
-/// negative int power is a float, anything with a float in float64, with a complex in
-/// complex128 (which has no order, no `//` and no `%`).
-fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Val, String> {
+/// `x op y` of two numbers as NumPy's ufunc computes it on NumPy scalars of their dtypes,
+/// `dtype` its result's (the promotion rules): ints in int64 as the kernel computes them
+/// (wrapping, `x // 0` is 0), a float operand or true division in float64, bools as
+/// bools (`True + True` is True). An int to a negative int power is refused, as NumPy
+/// raises.
+fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, String> {
     if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
-        let c = |s: Scalar| {
-            let (re, im) = s.as_complex();
-            nums_layout::C128::new(re, im)
-        };
+        let z = op.apply_complex(complex(x), complex(y));
+        return Ok(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else {
+            Scalar::Complex(z.re, z.im).cast(dtype)
+        });
+    }
+    let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
+    let v = match op.apply_i64(x.as_i64(), y.as_i64()) {
+        _ if !ints || op == BinaryOp::Div => Scalar::Float(op.apply(x.as_f64(), y.as_f64())),
+        Some(v) => Scalar::Int(v),
+        None => {
+            return Err(format!(
+                "{} (NumPy raises ValueError for {x} ** {y})",
+                nums_layout::batch::NEGATIVE_POWER
+            ));
+        }
+    };
+    Ok(v.cast(dtype))
+}
+
+/// `x op y` of two Python numbers (literals, `np.pi`, `X.shape[0]`), as Python computes
+/// it before NumPy sees the result, so that `X * 10**20` means what it means in NumPy
+/// code: ints exact (bools count as ints, `True + True` is 2), an int to a negative power a
+/// float, comparisons of an int with a float exact. Where Python raises (division by
+/// zero, a float overflow) nums-cloud refuses; so it does for an int past int64, which it
+/// cannot hold (write a float: `1e20`).
+pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, String> {
+    let ints = x.kind() <= ScalarKind::Int && y.kind() <= ScalarKind::Int;
+    let zero_division = || {
+        Err(format!(
+            "{x} {} {y}: division by zero (Python raises ZeroDivisionError)",
+            op.symbol()
+        ))
+    };
+    if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
+        // Python's complex numbers: no order, no `//` or `%`.
         let ordered = matches!(
             op,
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
         );
         if ordered || matches!(op, BinaryOp::FloorDiv | BinaryOp::Mod) {
             return Err(format!(
-                "{} is not defined for complex numbers (Python raises TypeError)",
+                "{x} {} {y}: {} is not defined for complex numbers (Python raises TypeError)",
+                op.symbol(),
                 op.symbol()
             ));
         }
-        let z = op.apply_complex(c(x), c(y));
-        return Ok(Val::Num(if op.is_predicate() {
+        if op == BinaryOp::Div && complex(y) == nums_layout::C128::new(0.0, 0.0) {
+            return zero_division();
+        }
+        let z = op.apply_complex(complex(x), complex(y));
+        return Ok(if op.is_predicate() {
             Scalar::Bool(z.re != 0.0)
         } else {
             Scalar::Complex(z.re, z.im)
-        }));
+        });
     }
-    let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
-    if !ints || op == BinaryOp::Div || op.is_logical() {
-        let v = op.apply(x.as_f64(), y.as_f64());
-        return Ok(Val::Num(Scalar::Float(v).cast(dtype)));
+    if op.is_logical() {
+        return Ok(Scalar::Bool(op.apply(x.as_f64(), y.as_f64()) != 0.0));
     }
-    let exact = |s: Scalar| s.as_i128().expect("a bool or an int");
-    let (a, b) = (exact(x), exact(y));
-    let v: Option<i128> = match op {
-        BinaryOp::Pow if b < 0 => {
-            return Ok(Val::Num(Scalar::Float(x.as_f64().powf(y.as_f64()))));
-        }
-        BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
-        BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => {
-            return Err(format!(
-                "integer division or modulo by zero: {a} {} 0",
-                op.symbol()
-            ));
-        }
-        BinaryOp::FloorDiv => Some(floor_div(a, b)),
-        BinaryOp::Mod => Some(a - b * floor_div(a, b)),
-        BinaryOp::Add => a.checked_add(b),
-        BinaryOp::Sub => a.checked_sub(b),
-        BinaryOp::Mul => a.checked_mul(b),
-        BinaryOp::Maximum | BinaryOp::ClipLow => Some(a.max(b)),
-        BinaryOp::Minimum | BinaryOp::ClipHigh => Some(a.min(b)),
-        _ => {
-            let t = op.compare(a, b).expect("a comparison");
-            return Ok(Val::Num(Scalar::Bool(t)));
-        }
-    };
-    // Python's bools compute as ints (True + True is 2).
-    match v.and_then(Scalar::from_i128) {
-        Some(v) => Ok(Val::Num(v)),
-        None => Err(format!(
-            "{a} {} {b} is outside int64's and uint64's range (NumPy refuses such a Python int)",
-            op.symbol()
-        )),
+    if op.is_predicate() {
+        let t = match (exact_int(x), exact_int(y)) {
+            (Some(a), Some(b)) => compare_i128(op, a, b),
+            _ => op.apply(x.as_f64(), y.as_f64()) != 0.0,
+        };
+        return Ok(Scalar::Bool(t));
+    }
+    if ints {
+        let exact = |s: Scalar| s.as_i128().expect("a bool or an int");
+        let (a, b) = (exact(x), exact(y));
+        let v = match op {
+            BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => return zero_division(),
+            BinaryOp::Div => return Ok(Scalar::Float(a as f64 / b as f64)),
+            BinaryOp::Pow if b < 0 && a == 0 => return zero_division(),
+            BinaryOp::Pow if b < 0 => return Ok(Scalar::Float((a as f64).powf(b as f64))),
+            BinaryOp::Pow => u32::try_from(b).ok().and_then(|e| a.checked_pow(e)),
+            BinaryOp::FloorDiv => Some(floor_div(a, b)),
+            BinaryOp::Mod => Some(a - b * floor_div(a, b)),
+            BinaryOp::Add => a.checked_add(b),
+            BinaryOp::Sub => a.checked_sub(b),
+            BinaryOp::Mul => a.checked_mul(b),
+            BinaryOp::Maximum | BinaryOp::ClipLow => Some(a.max(b)),
+            BinaryOp::Minimum | BinaryOp::ClipHigh => Some(a.min(b)),
+            _ => unreachable!("predicates and logical ops are folded above"),
+        };
+        // Up to uint64's largest, which a uint64 array takes (others refuse it).
+        return match v.and_then(Scalar::from_i128) {
+            Some(v) => Ok(v),
+            None => Err(format!(
+                "{x} {} {y} is past int64's range (and uint64's): Python's ints have no \
+                 limit, nums-cloud's stop at uint64's (write a float, such as {:e})",
+                op.symbol(),
+                op.apply(x.as_f64(), y.as_f64())
+            )),
+        };
+    }
+    let (a, b) = (x.as_f64(), y.as_f64());
+    let by_zero = matches!(op, BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod) && b == 0.0;
+    // (Zero to a negative finite power raises; to -inf it is inf, as C's pow says.)
+    if by_zero || (op == BinaryOp::Pow && a == 0.0 && b < 0.0 && b.is_finite()) {
+        return zero_division();
+    }
+    let v = op.apply(a, b);
+    if op == BinaryOp::Pow && a < 0.0 && b.is_finite() && b.fract() != 0.0 {
+        return Err(format!(
+            "{x} ** {y} is a complex number in Python; nums-cloud's numbers are real"
+        ));
+    }
+    if op == BinaryOp::Pow && v.is_infinite() && a.is_finite() && b.is_finite() {
+        return Err(format!(
+            "{x} ** {y} overflows float64 (Python raises OverflowError)"
+        ));
+    }
+    Ok(Scalar::Float(v))
+}
+
+/// A number's exact integer value: an int or bool, or a float that holds an integer.
+fn exact_int(x: Scalar) -> Option<i128> {
+    match x {
+        Scalar::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => Some(f as i128),
+        Scalar::Float(_) => None,
+        x => x.as_i128(),
     }
 }
 
-/// `op` of one Python number, as NumPy computes it for a Python scalar: ints (and bools)
-/// stay exact int64 where the op keeps ints, predicates give bools, a complex computes in
-/// complex128 (real results for `abs`, `angle`, `real` and `imag`).
+/// A number as a complex128 (a real one with imaginary part 0).
+fn complex(x: Scalar) -> nums_layout::C128 {
+    let (re, im) = x.as_complex();
+    nums_layout::C128::new(re, im)
+}
+
+/// A comparison of two exact integers.
+fn compare_i128(op: BinaryOp, a: i128, b: i128) -> bool {
+    match op {
+        BinaryOp::Lt => a < b,
+        BinaryOp::Le => a <= b,
+        BinaryOp::Gt => a > b,
+        BinaryOp::Ge => a >= b,
+        BinaryOp::Eq => a == b,
+        _ => a != b,
+    }
+}
+
+/// A unary operator (`-`, `+`, `~`) of a Python number, as Python computes it: bools count
+/// as ints (`-True` is -1), ints exact (refused past int64); `~` of a float refused
+/// (Python raises TypeError), and of a bool (an int in Python, which deprecates it).
+pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, String> {
+    use crate::expr::UnOp;
+    if x.kind() == ScalarKind::Float {
+        let f = x.as_f64();
+        return match op {
+            UnOp::Neg => Ok(Scalar::Float(-f)),
+            UnOp::Pos => Ok(Scalar::Float(f)),
+            UnOp::Invert => Err(format!(
+                "~{x}: ~ of a float (Python raises TypeError); ~ inverts bool arrays"
+            )),
+        };
+    }
+    if let Scalar::Complex(re, im) = x {
+        return match op {
+            UnOp::Neg => Ok(Scalar::Complex(-re, -im)),
+            UnOp::Pos => Ok(x),
+            UnOp::Invert => Err(format!(
+                "~{x}: ~ of a complex number (Python raises TypeError)"
+            )),
+        };
+    }
+    if (op, x.kind()) == (UnOp::Invert, ScalarKind::Bool) {
+        return Err(format!(
+            "~{x}: ~ of a Python bool is an int (-1 or -2), deprecated by Python, which \
+             will raise TypeError; write logical_not({x}) or {}",
+            !x.as_bool()
+        ));
+    }
+    let v = x.as_i128().expect("a bool or an int");
+    let r = match op {
+        UnOp::Neg => -v,
+        UnOp::Pos => v,
+        UnOp::Invert => -v - 1,
+    };
+    Scalar::from_i128(r).ok_or_else(|| {
+        format!(
+            "-({x}) is past int64's range: Python's ints have no limit, nums-cloud's stop at int64's smallest"
+        )
+    })
+}
+
+/// `op` of one number as NumPy's ufunc computes it (the caller casts the result to the
+/// op's dtype): ints and bools in int64 where the op keeps ints (`floor` and `ceil` too),
+/// predicates as bools, a complex in complex128 (real results for `abs`, `angle`, `real`
+/// and `imag`), the rest in float64.
 fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
     if x.kind() == ScalarKind::Complex {
         unary_dtype(op, DType::Complex128)?;
-        let (re, im) = x.as_complex();
-        let z = op.apply_complex(nums_layout::C128::new(re, im));
+        let z = op.apply_complex(complex(x));
         return Ok(if op.is_predicate() {
             Scalar::Bool(z.re != 0.0)
         } else if op.is_real_of_complex() {
@@ -738,13 +944,19 @@ fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
             Scalar::Complex(z.re, z.im)
         });
     }
-    let v = op.apply(x.as_f64());
-    Ok(if op.is_predicate() {
-        Scalar::Bool(v != 0.0)
-    } else if let (true, ScalarKind::Bool | ScalarKind::Int) = (op.keeps_ints(), x.kind()) {
-        Scalar::Int(op.apply_i64(x.as_i64()).unwrap_or(v as i64))
-    } else {
-        Scalar::Float(v)
+    let keeps = op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+    if let (Scalar::UInt(u), false) = (x, op.is_predicate())
+        && keeps
+    {
+        // Past int64: a uint64, as NumPy makes such a Python int.
+        return Ok(op
+            .apply_int(u)
+            .map_or(Scalar::Float(op.apply(u as f64)), Scalar::UInt));
+    }
+    Ok(match op.apply_i64(x.as_i64()) {
+        _ if op.is_predicate() => Scalar::Bool(op.apply(x.as_f64()) != 0.0),
+        Some(v) if keeps && x.kind() != ScalarKind::Float => Scalar::Int(v),
+        _ => Scalar::Float(op.apply(x.as_f64())),
     })
 }
 

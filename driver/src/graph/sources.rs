@@ -45,13 +45,19 @@ pub enum Probe {
         /// As for `Npy`.
         version: String,
     },
-    /// A Parquet file (its footer only): its numeric columns as one array.
+    /// A Parquet file (its footer only): its numeric columns (or those `usecols` names)
+    /// as one array.
     Parquet {
         path: String,
         source: StoreSpec,
         key: String,
         shape: Vec<u64>,
         dtype: DType,
+        /// The file's columns the array keeps, in order (resolved from `usecols`).
+        columns: Vec<u64>,
+        /// Every column of the file: its name, and its kind or why it cannot be read.
+        names: Vec<String>,
+        kinds: Vec<Result<DType, String>>,
         /// The footer's metadata: (start, length) in the file.
         metadata: (u64, u64),
         /// Per row group: rows, and the compressed bytes of each column chunk.
@@ -194,7 +200,11 @@ async fn probe_one(
     if path.ends_with(".csv") {
         return probe_csv_file(job, path, csv, counted, io).await;
     }
-    probe_load(job, path, io).await.map_err(|m| ("load", m))
+    let mut p = probe_load(job, path, io).await.map_err(|m| ("load", m))?;
+    if let Probe::Parquet { .. } = p {
+        p = select_parquet(p, csv.usecols.as_deref())?;
+    }
+    Ok(p)
 }
 
 async fn probe_csv_file(
@@ -362,21 +372,89 @@ async fn probe_parquet(
         .filter(|&st| st >= 4)
         .ok_or_else(|| format!("{path}: the Parquet footer's length is past the file's start"))?;
     let d = describe(&read(start..start + len).await?, path)?;
-    let shape = if d.columns.len() == 1 {
-        vec![d.rows]
-    } else {
-        vec![d.rows, d.columns.len() as u64]
-    };
+    // Every column; `select_parquet` then keeps those `usecols` names (shape, dtype).
     Ok(Probe::Parquet {
         path: path.to_string(),
         source,
         key,
-        shape,
-        dtype: d.dtype,
+        shape: vec![d.rows, d.columns.len() as u64],
+        dtype: DType::Float64,
+        columns: (0..d.columns.len() as u64).collect(),
+        names: d.columns,
+        kinds: d.kinds,
         metadata: (start, len),
         row_groups: std::sync::Arc::new(d.row_groups),
         upload: None,
         version: String::new(),
+    })
+}
+
+/// A Parquet probe with the columns `usecols` names (indices, negative from the end, or
+/// names; `None`: all of them): its shape (one column: 1-D) and dtype (NumPy's promotion
+/// of those columns' kinds). A column nums-cloud cannot read is an error only when kept.
+fn select_parquet(
+    p: Probe,
+    usecols: Option<&[crate::job::ColumnRef]>,
+) -> Result<Probe, (&'static str, String)> {
+    let Probe::Parquet {
+        path,
+        source,
+        key,
+        shape,
+        names,
+        kinds,
+        metadata,
+        row_groups,
+        upload,
+        version,
+        ..
+    } = p
+    else {
+        return Ok(p);
+    };
+    let (columns, what) = match usecols {
+        None => ((0..names.len() as u64).collect::<Vec<_>>(), "load"),
+        Some(cols) => (
+            cols.iter()
+                .map(|c| resolve_column(c, names.len() as u64, &names, &path, "columns"))
+                .collect::<Result<Vec<u64>, String>>()
+                .map_err(|m| ("usecols", m))?,
+            "usecols",
+        ),
+    };
+    let picked: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
+    let d = nums_function::parquet::Described {
+        rows: shape[0],
+        columns: names.clone(),
+        kinds: kinds.clone(),
+        row_groups: Vec::new(),
+    };
+    let dtype = d.dtype(&picked).map_err(|m| {
+        let hint = if what == "load" {
+            " (usecols = [...] keeps the columns it names)"
+        } else {
+            ""
+        };
+        (what, format!("{m}{hint}"))
+    })?;
+    let shape = if columns.len() == 1 {
+        vec![shape[0]]
+    } else {
+        vec![shape[0], columns.len() as u64]
+    };
+    Ok(Probe::Parquet {
+        path,
+        source,
+        key,
+        shape,
+        dtype,
+        columns,
+        names,
+        kinds,
+        metadata,
+        row_groups,
+        upload,
+        version,
     })
 }
 
@@ -498,7 +576,7 @@ async fn probe_csv(
         None => (0..index.columns).collect(),
         Some(cols) => cols
             .iter()
-            .map(|c| resolve_column(c, &index, path))
+            .map(|c| resolve_column(c, index.columns, &index.names, path, "header"))
             .collect::<Result<Vec<u64>, String>>()
             .map_err(|m| ("usecols", m))?,
     };
@@ -520,14 +598,17 @@ async fn probe_csv(
     })
 }
 
-/// The file column `usecols` names: an index (negative from the end) or a header name.
+/// The file column `usecols` names: an index (negative from the end) or a name among the
+/// file's `names` (of its `header` line, or its Parquet `columns`).
 fn resolve_column(
     c: &crate::job::ColumnRef,
-    index: &nums_function::csv_index::CsvIndex,
+    columns: u64,
+    names: &[String],
     path: &str,
+    what: &str,
 ) -> Result<u64, String> {
     use crate::job::ColumnRef;
-    let n = index.columns as i64;
+    let n = columns as i64;
     match c {
         ColumnRef::Index(i) => {
             let at = if *i < 0 { n + i } else { *i };
@@ -540,16 +621,14 @@ fn resolve_column(
                 ))
             }
         }
-        ColumnRef::Name(name) => index
-            .names
+        ColumnRef::Name(name) => names
             .iter()
             .position(|h| h == name)
             .map(|p| p as u64)
             .ok_or_else(|| {
                 format!(
-                    "no column {name:?} in the header of {path}; it names {}",
-                    index
-                        .names
+                    "no column {name:?} in the {what} of {path}; it names {}",
+                    names
                         .iter()
                         .map(|h| format!("{h:?}"))
                         .collect::<Vec<_>>()

@@ -196,18 +196,23 @@ fn link(spec: &FitSpec, add: &mut impl FnMut(&str, String), y: &str) {
 }
 
 /// The validation program run once before fitting: counts of labels the model cannot take
-/// and of NaN in y (NaN in X shows as a NaN loss, then is located).
+/// and of NaN in y (NaN in X shows as a NaN loss, then is located), and for logistic
+/// regression of the labels 1 (a single class is refused, as scikit-learn does).
 pub(crate) fn checks(spec: &FitSpec) -> Vec<(String, String)> {
     let bad = match spec.family {
         Family::Logistic => "sum((y != 0) & (y != 1) & ~isnan(y))",
         Family::Poisson => "sum(y < 0)",
         Family::Linear => "sum(y != y)",
     };
-    vec![
+    let mut checks = vec![
         ("bady_".into(), bad.into()),
         ("nany_".into(), "sum(isnan(y))".into()),
         ("infy_".into(), "sum(isinf(y))".into()),
-    ]
+    ];
+    if spec.family == Family::Logistic {
+        checks.push(("onesy_".into(), "sum(y == 1)".into()));
+    }
+    checks
 }
 
 /// A short description of a fit for messages: `logistic_regression(solver='newton', C=1)`.

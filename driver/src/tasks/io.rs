@@ -79,6 +79,7 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             source,
             key,
             metadata,
+            columns,
             row_groups,
         } => {
             // The column chunks of the row groups the block's rows fall in.
@@ -92,7 +93,10 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             let mut fetch = 0;
             for (rows, sizes) in row_groups.iter() {
                 if first < r1 && first + rows > r0 {
-                    fetch += sizes[c0..c1].iter().sum::<u64>();
+                    fetch += columns[c0..c1]
+                        .iter()
+                        .map(|&c| sizes[c as usize])
+                        .sum::<u64>();
                 }
                 first += rows;
             }
@@ -101,6 +105,7 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     source: source.clone(),
                     key: key.clone(),
                     metadata: *metadata,
+                    columns: columns.clone(),
                     fetch,
                 },
                 vec![],

@@ -85,7 +85,15 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     },
                 )
             };
-            let panel = |apply, factor| Kernel::LuPanel { w, apply, factor };
+            let panel = |apply, factor, scale| Kernel::LuPanel {
+                w,
+                apply,
+                factor,
+                scale,
+            };
+            // A's row magnitudes (its rows' equilibration): the last operand of the
+            // panels, the forward steps and the determinant's shares.
+            let magnitudes = || cx.b(*xs.last().expect("operands"), &[0]);
             match *step {
                 LuStep::Panels => {
                     let (k, j) = (idx[0], idx[2]);
@@ -93,23 +101,29 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                         return None; // no task reads it
                     }
                     if k == 0 {
-                        return cx.one(panel(None, true), vec![cx.b(xs[0], &[0, 0])]);
+                        return cx.one(
+                            panel(None, true, true),
+                            vec![cx.b(xs[0], &[0, 0]), magnitudes()],
+                        );
                     }
-                    let src = if k == 1 {
-                        cx.b(xs[0], &[0, j])
+                    // A panel's first version reads A's panel, and scales its rows.
+                    let mut inputs = vec![f(k - 1)];
+                    if k == 1 {
+                        inputs.extend([cx.b(xs[0], &[0, j]), magnitudes()]);
                     } else {
-                        cx.b(id, &[k - 1, 0, j])
-                    };
-                    cx.one(panel(Some(k as usize - 1), j == k), vec![f(k - 1), src])
+                        inputs.push(cx.b(id, &[k - 1, 0, j]));
+                    }
+                    cx.one(panel(Some(k as usize - 1), j == k, k == 1), inputs)
                 }
                 LuStep::Forward => {
                     let (k, i) = (idx[0], idx[2]);
-                    let src = if k == 0 {
-                        rhs(i)
+                    // Step 0 reads b as given, and scales its rows as A's.
+                    let inputs = if k == 0 {
+                        vec![f(k), rhs(i), magnitudes()]
                     } else {
-                        cx.b(id, &[k - 1, 0, i])
+                        vec![f(k), cx.b(id, &[k - 1, 0, i])]
                     };
-                    cx.one(panel(Some(k as usize), false), vec![f(k), src])
+                    cx.one(panel(Some(k as usize), false, k == 0), inputs)
                 }
                 LuStep::Backward => {
                     let (i, j) = (idx[0], idx[2]);
@@ -141,7 +155,7 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                         step: idx[0] as usize,
                         output,
                     },
-                    vec![f(idx[0])],
+                    vec![f(idx[0]), magnitudes()],
                 ),
             }
         }

@@ -213,7 +213,7 @@ fn einsum(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             _ => return Err(b.err(*p, "einsum operands are arrays")),
         }
     }
-    s.einsum(subscripts, xs, b.pos)
+    s.einsum_broadcasting(subscripts, xs, b.pos)
 }
 
 fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {

@@ -129,8 +129,9 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.logical_not` (numbers read as bools), as `~` of bools",
         |s, b| {
             let (v, _) = b.need("x")?.clone();
-            let v = truth(s, v);
-            s.unary(UnaryOp::Not, v, b.pos)
+            let v = as_bool(s, v);
+            let v = s.unary(UnaryOp::Not, v, b.pos)?;
+            strong(v)
         },
     ),
     FuncDef::new(
@@ -147,14 +148,34 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
 ];
 
+/// A function's result: of numbers alone NumPy's ufunc gives a NumPy scalar, which is
+/// strong in promotion (`sqrt(2) * F32` is float64).
+fn strong(v: Val) -> Result<Val, EvalError> {
+    Ok(match v {
+        Val::Num(x) => Val::NpScalar(x),
+        v => v,
+    })
+}
+
+/// NumPy's logical functions read any number as true when non-zero.
+fn as_bool(s: &mut Builder, v: Val) -> Val {
+    match v {
+        Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
+        Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
+        Val::NpScalar(x) => Val::NpScalar(Scalar::Bool(x.as_bool())),
+        v => v,
+    }
+}
+
 fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
     unary_of(s, b, "x", op)
 }
 
-/// `op` of the argument `param`.
+/// `op` of the argument `param` (of a number, a NumPy scalar).
 fn unary_of(s: &mut Builder, b: &Bound, param: &str, op: UnaryOp) -> Result<Val, EvalError> {
     let (v, _) = b.need(param)?.clone();
-    s.unary(op, v, b.pos)
+    let v = s.unary(op, v, b.pos)?;
+    strong(v)
 }
 
 /// NumPy's angle: the argument in radians, times 180 / pi with `deg=True`.
@@ -171,20 +192,11 @@ fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
     let (mut x1, _) = b.need("x1")?.clone();
     let (mut x2, _) = b.need("x2")?.clone();
     if op.is_logical() {
-        x1 = truth(s, x1);
-        x2 = truth(s, x2);
+        x1 = as_bool(s, x1);
+        x2 = as_bool(s, x2);
     }
-    s.elementwise2(op, x1, x2, b.pos)
-}
-
-/// A value as NumPy's logical functions read it: any number is true when non-zero (a
-/// complex when either part is).
-fn truth(s: &mut Builder, v: Val) -> Val {
-    match v {
-        Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
-        Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
-        v => v,
-    }
+    let v = s.elementwise2(op, x1, x2, b.pos)?;
+    strong(v)
 }
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -217,7 +229,8 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
     let (lo, hi) = (b.get("a_min"), b.get("a_max"));
-    let numbers = matches!((lo, hi), (Some((Val::Num(_), _)), Some((Val::Num(_), _))));
+    let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(_), _)));
+    let numbers = number(lo) && number(hi);
     let (low, high) = if numbers {
         (BinaryOp::ClipLow, BinaryOp::ClipHigh)
     } else {
@@ -229,5 +242,5 @@ fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if let Some((hi, _)) = hi {
         v = s.elementwise2(high, v, hi.clone(), b.pos)?;
     }
-    Ok(v)
+    strong(v)
 }

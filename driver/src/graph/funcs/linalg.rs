@@ -67,7 +67,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (one block: LU in one task; more: blocked right-looking LU with partial pivoting on column panels of all rows, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`)",
+        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; a pivot within n eps of what its elimination cancelled is zero: LinAlgError \"Singular matrix\" on every block shape)",
         |s, b| lu_op(s, b, LuUse::Solve),
     ),
     FuncDef::new(
@@ -79,7 +79,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "det",
         &["a"],
-        "`np.linalg.det` (LU: one task, or blocked LU on column panels and the product of each panel's share)",
+        "`np.linalg.det` (LU: one task, or blocked LU on column panels, each panel's share of the sign and of the log; as NumPy's, sign * exp(logabsdet); 0 where `solve` finds a zero pivot)",
         |s, b| lu_op(s, b, LuUse::Det(DetOutput::Det)),
     ),
     FuncDef::new(
@@ -879,24 +879,42 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
         }
         _ => None,
     };
-    let lu = s.lu_panels(a, bd)?;
+    let (lu, m) = s.lu_panels(a, bd)?;
     let w = s.meta(lu).block[2];
     Ok(Val::Arr(match (what, rhs) {
-        (LuUse::Solve, Some(y)) => s.lu_solution(lu, y, dtype),
+        (LuUse::Solve, Some(y)) => s.lu_solution(lu, m, y, dtype),
         (LuUse::Det(output), _) => {
             let p = s.meta(lu).shape[0];
-            let shares = s.add(
-                ArrayMeta::new(vec![p], vec![1], DType::Float64),
-                NodeOp::Lu {
-                    xs: vec![lu],
-                    step: LuStep::Det(output),
-                },
-            );
-            let op = match output {
-                DetOutput::Logabsdet => ReduceOp::Sum,
-                _ => ReduceOp::Prod,
+            let of = |s: &mut Builder, out: DetOutput, op| {
+                let shares = s.add(
+                    ArrayMeta::new(vec![p], vec![1], DType::Float64),
+                    NodeOp::Lu {
+                        xs: vec![lu, m],
+                        step: LuStep::Det(out),
+                    },
+                );
+                s.reduce(shares, op, vec![0], false, bd.pos)
             };
-            let r = s.reduce(shares, op, vec![0], false, bd.pos)?;
+            let r = match output {
+                DetOutput::Sign => of(s, DetOutput::Sign, ReduceOp::Prod)?,
+                DetOutput::Logabsdet => of(s, DetOutput::Logabsdet, ReduceOp::Sum)?,
+                // NumPy's det: sign * exp(logabsdet).
+                DetOutput::Det => {
+                    let sign = of(s, DetOutput::Sign, ReduceOp::Prod)?;
+                    let log = of(s, DetOutput::Logabsdet, ReduceOp::Sum)?;
+                    let meta = s.meta(log).clone();
+                    let exp = s.add(
+                        meta,
+                        NodeOp::Unary {
+                            op: UnaryOp::Exp,
+                            x: log,
+                        },
+                    );
+                    let det =
+                        s.elementwise2(BinaryOp::Mul, Val::Arr(sign), Val::Arr(exp), bd.pos)?;
+                    s.node(det, bd.pos)?
+                }
+            };
             s.cast(r, dtype)
         }
         _ => {
@@ -904,7 +922,7 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 ArrayMeta::new(vec![n, n], vec![n, w], DType::Float64),
                 NodeOp::Eye { k: 0 },
             );
-            s.lu_solution(lu, eye, dtype)
+            s.lu_solution(lu, m, eye, dtype)
         }
     }))
 }
@@ -929,11 +947,12 @@ impl Builder<'_> {
         Ok(y)
     }
 
-    /// The factored panels of `a` (n x n) by blocked LU ([`LuStep::Panels`]), memoized by
-    /// operand: panels of all n rows and `a`'s smaller block side, halved until the
-    /// largest task (a step reading F_k and a panel, writing a panel, getrf's copy of the
-    /// rows it factors) fits `memory_mb`.
-    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<NodeId, EvalError> {
+    /// The factored panels of `a` (n x n) by blocked LU ([`LuStep::Panels`]) and the row
+    /// magnitudes its steps equilibrate the rows by, memoized by operand: panels of all n
+    /// rows and `a`'s smaller block side, halved until the largest task (a step reading
+    /// F_k and a panel, writing a panel, getrf's copy of the rows it factors) fits
+    /// `memory_mb`.
+    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<(NodeId, NodeId), EvalError> {
         if let Some(&lu) = self.lu_memo.get(&a) {
             return Ok(lu);
         }
@@ -975,6 +994,16 @@ impl Builder<'_> {
             ));
         }
         let x = self.cast(a, DType::Float64);
+        // Each row's largest magnitude (NaN where the row has one), in one block.
+        let abs = self.add(
+            self.meta(x).clone(),
+            NodeOp::Unary {
+                op: UnaryOp::Abs,
+                x,
+            },
+        );
+        let m = self.reduce(abs, ReduceOp::Max, vec![1], false, bd.pos)?;
+        let m = self.rechunk(m, vec![n]);
         let x = self.rechunk(x, vec![n, w]);
         let lu = self.add(
             ArrayMeta::new(
@@ -983,17 +1012,17 @@ impl Builder<'_> {
                 DType::Float64,
             ),
             NodeOp::Lu {
-                xs: vec![x],
+                xs: vec![x, m],
                 step: LuStep::Panels,
             },
         );
-        self.lu_memo.insert(a, lu);
-        Ok(lu)
+        self.lu_memo.insert(a, (lu, m));
+        Ok((lu, m))
     }
 
-    /// A^-1 y from A's factored panels: y carried through the steps ([`LuStep::Forward`]),
-    /// then the back substitution, in `dtype`.
-    fn lu_solution(&mut self, lu: NodeId, y: NodeId, dtype: DType) -> NodeId {
+    /// A^-1 y from A's factored panels (and A's row magnitudes `m`): y carried through the
+    /// steps ([`LuStep::Forward`]), then the back substitution, in `dtype`.
+    fn lu_solution(&mut self, lu: NodeId, m: NodeId, y: NodeId, dtype: DType) -> NodeId {
         let (p, n, w) = {
             let m = self.meta(lu);
             (m.shape[0], m.shape[2], m.block[2])
@@ -1009,7 +1038,7 @@ impl Builder<'_> {
                 NodeOp::Lu { xs, step },
             )
         };
-        let forward = versions(self, p, vec![lu, y], LuStep::Forward);
+        let forward = versions(self, p, vec![lu, y, m], LuStep::Forward);
         let mut xs = vec![lu, forward];
         if p > 1 {
             xs.push(versions(self, p - 1, vec![lu, forward], LuStep::Backward));

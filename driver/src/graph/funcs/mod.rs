@@ -421,6 +421,16 @@ impl<'a> Builder<'a> {
     ) -> Result<Bound, EvalError> {
         let at = |p: usize, m: String| EvalError::Expr(ExprError::new(p, m));
         let names = def.params;
+        // A NumPy scalar argument stays one where it promotes (the elementwise functions);
+        // elsewhere it is a number (a size, an axis, a fill value).
+        let operands = elementwise::DEFS.iter().any(|d| std::ptr::eq(d, def));
+        let eval = |s: &mut Self, e: &Expr| {
+            if operands {
+                s.eval_operand(e)
+            } else {
+                s.eval(e)
+            }
+        };
         let mut vals: Vec<Option<(Val, usize)>> = vec![None; names.len()];
         let last = names.len().checked_sub(1);
         // From which positional on the arguments go to the last parameter together.
@@ -432,7 +442,7 @@ impl<'a> Builder<'a> {
         let mut rest = Vec::new();
         for (i, a) in args.iter().enumerate() {
             if let Some(k) = gather.filter(|&k| i >= k) {
-                let v = self.eval(a)?;
+                let v = eval(self, a)?;
                 match def.rest {
                     Rest::Star => rest.push((v, a.pos)),
                     _ => match &mut vals[k] {
@@ -453,7 +463,7 @@ impl<'a> Builder<'a> {
                     ),
                 ));
             };
-            *slot = Some((self.eval(a)?, a.pos));
+            *slot = Some((eval(self, a)?, a.pos));
         }
         for Kwarg {
             name: k,
@@ -483,7 +493,7 @@ impl<'a> Builder<'a> {
             if vals[i].is_some() {
                 return Err(at(*kpos, format!("{f}() got multiple values for {k:?}")));
             }
-            vals[i] = Some((self.eval(v)?, v.pos));
+            vals[i] = Some((eval(self, v)?, v.pos));
         }
         let b = Bound {
             f: f.to_string(),
