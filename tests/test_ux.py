@@ -243,3 +243,80 @@ def test_human_units_and_plurals(tmp_path):
     assert not re.search(one_many, p.stdout + p.stderr), p.stdout + p.stderr
     assert cli("check", "job.toml", cwd=tmp_path).stdout.endswith("ok (2 arrays, 1 output)\n")
     assert "1 worker," in cli("plan", "job.toml", cwd=tmp_path).stdout
+
+
+# Item 1: a fit planned, shown and counted like any other stage.
+
+def fit_job(tmp_path, call, name="fitplan"):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 6))
+    y = (X @ rng.normal(size=6) + rng.normal(size=4000) > 0).astype(np.float64)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    job = tmp_path / f"{name}.toml"
+    job.write_text(job_text({"X": {"load": "X.npy", "block": [1000, 6]}, "y": {"load": "y.npy", "block": [1000]},
+                             "w": call, "p": "mean((X @ w[:-1] + w[-1] > 0) == y)"},
+                            {"w": "w.npy", "p": "p.npy"}, name=name))
+    return job
+
+
+@pytest.mark.parametrize("call,assumed,at_most", [
+    ("logistic_regression(X, y)", 14, 102),                       # check, first evaluation, 12 line searches
+    ("logistic_regression(X, y, solver='newton')", 8, 102),       # check, 1 + 6 Newton passes
+    ("logistic_regression(X, y, max_iter=3)", 5, 5),              # max_iter bounds it
+    ("linear_regression(X, y)", 2, 2),                            # check, one pass
+])
+def test_plan_projects_a_fits_passes(tmp_path, call, assumed, at_most):
+    """`plan` projects a fit's passes (invocations, bytes, time, cost of each kind of pass)
+    and says how many it assumes and why, in text and --json; the whole run's totals add
+    the fit to the main stage."""
+    job = fit_job(tmp_path, call)
+    j = json.loads(cli("plan", "--json", job, cwd=tmp_path).stdout)
+    for sched in j["schedulers"]:
+        (f,) = sched["fits"]
+        assert f["array"] == "w" and (f["passes_assumed"], f["passes_at_most"]) == (assumed, at_most), f
+        assert f["why"].startswith(f"{assumed} passes assumed ("), f["why"]
+        names = [s["stage"] for s in f["stages"]]
+        assert names[:3] == ["X", "y", "check"], names
+        assert sum(s["times"] for s in f["stages"][2:]) == assumed
+        assert f["assumed"]["invocations"] == sum(s["times"] * s["invocations"] for s in f["stages"])
+        assert f["assumed"]["projected_wall_seconds" if False else "wall_seconds"] > 0 and f["assumed"]["usd"] > 0
+        run = sched["run"]
+        assert run["invocations"] == sched["invocations"] + f["assumed"]["invocations"]
+        assert abs(run["projected_wall_seconds"] - sched["projected_wall_seconds"] - f["assumed"]["wall_seconds"]) < 1e-9
+        assert run["at_most"]["invocations"] >= run["invocations"]
+    text = cli("plan", job, cwd=tmp_path).stdout
+    assert f"fit w = " in text and f"{assumed} passes assumed (" in text, text
+    assert re.search(r"^fits before it \(\d+ passes assumed\)$", text, re.M), text
+    assert re.search(r"^whole run \(fits and main stage\)$", text, re.M), text
+    if "max_iter=3" in call:
+        assert "max_iter = 3 bounds the iterations" in text, text
+    elif "linear" in call:
+        assert "least squares is solved in one pass" in text, text
+    else:
+        assert "typical" in text and f"at most {at_most} passes with max_iter = 100" in text, text
+
+
+def test_a_fits_stats_hold_every_invocation_and_the_totals_are_their_sums(tmp_path):
+    """Every invocation of every stage is one record; the totals are the records' sums;
+    each pass sends the invocations its plan projects."""
+    job = fit_job(tmp_path, "logistic_regression(X, y)", name="fitstats")
+    plan = json.loads(cli("plan", "--json", job, cwd=tmp_path).stdout)["schedulers"][0]
+    per = {s["stage"]: s["invocations"] for s in plan["fits"][0]["stages"]}
+    run(job, "--stats", tmp_path / "s.json")
+    s = json.loads((tmp_path / "s.json").read_text())
+    tl = s["timeline"]
+    assert len(tl) == s["invocations"] and all(i["status"] == "ok" for i in tl)
+    for field, total in (("bytes_read", "s3_bytes_read"), ("bytes_written", "s3_bytes_written"), ("tasks", "tasks")):
+        assert sum(i[field] for i in tl) == s[total], field
+    for field, total in (("function_seconds", "function_seconds"), ("compute_seconds", "compute_seconds")):
+        assert abs(sum(i[field] for i in tl) - s[total]) < 1e-6, field
+    by_stage = {}
+    for i in tl:
+        by_stage.setdefault(i["stage"], []).append(i)
+    for stage, recs in by_stage.items():
+        m = re.fullmatch(r"fit\d+-(\w+?)(?:-\d+)?", stage)
+        if m:
+            assert len(recs) == per[m.group(1)], (stage, len(recs), per)
+    passes = len(s["fits"][0]["passes"]) + 1  # and the check
+    assert passes == 2 + s["fits"][0]["n_iter"]

@@ -489,13 +489,25 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     let prefix = crate::plan::dry_run_prefix(&c.job);
     let plan = |kind| crate::plan::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
     let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
+    let fits = |kind| crate::iterate::plan_fits(&c.job, &c.graph, &c.probes, kind, &prefix);
+    let (lshs_fits, naive_fits) = (fits(SchedulerKind::Lshs)?, fits(SchedulerKind::Naive)?);
+    let planned = [
+        crate::planview::Planned {
+            main: &lshs,
+            fits: &lshs_fits,
+        },
+        crate::planview::Planned {
+            main: &naive,
+            fits: &naive_fits,
+        },
+    ];
     let provisional = crate::planview::provisional(&c);
     let factorizations = crate::graph::factorizations_text(&c.graph);
     if a.json {
-        let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
+        let j = crate::planview::json(&c.job, &planned, provisional);
         outln!("{}", serde_json::to_string_pretty(&j)?)?;
     } else {
-        let mut text = crate::planview::text(&c.job, &[&lshs, &naive]);
+        let mut text = crate::planview::text(&c.job, &planned);
         text += &factorizations;
         let stages = crate::planview::stages_text(&c);
         if !stages.is_empty() {

@@ -439,6 +439,17 @@ pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
     plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
 }
 
+/// [`projection`] on workers already started (no cold start): a stage after the run's
+/// first, such as a fit's passes.
+pub(crate) fn projection_warm(job: &Job, plan: &Plan) -> Projection {
+    let c = &job.compute;
+    let model = CostModel {
+        cold_start_s: 0.0,
+        ..CostModel::for_job(job)
+    };
+    plan.project(model, c.workers, c.memory_mb)
+}
+
 /// FNV-1a of some bytes (a short stable tag).
 pub(crate) fn fnv(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {

@@ -20,7 +20,7 @@ use crate::plan::Checked;
 use crate::progress::Progress;
 use crate::report::{Report, RunFailed};
 use crate::runs::Run;
-use crate::stage::{History, Stages};
+use crate::stage::{History, Observer, Stages};
 use crate::tasks;
 
 #[derive(Debug, Clone, Default)]
@@ -82,7 +82,17 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     // assumed to select everything: the largest the job can be).
     let dry_run = crate::plan::dry_run_prefix(job);
     let main_estimate = crate::plan::plan_job(job, &checked.graph, &dry_run, &checked.probes)?;
-    progress.expect_main(main_estimate.batches.len() as u64);
+    progress.on_expect("main", main_estimate.batches.len() as u64);
+    let fits = crate::iterate::plan_fits(
+        job,
+        &checked.graph,
+        &checked.probes,
+        job.compute.scheduler,
+        &dry_run,
+    )?;
+    for f in &fits {
+        progress.on_expect(&f.stage, f.totals(job, false).invocations);
+    }
     let run = Run::start(
         store,
         &job.name,
@@ -152,7 +162,8 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         let mut r = Report::new(
             job,
             &scheduler,
-            m.tasks as usize,
+            // The tasks the invocations ran: the records' sum.
+            m.dispatched.stats.tasks as usize,
             m.dispatched.clone(),
             store,
             started.elapsed(),
