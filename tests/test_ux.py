@@ -320,3 +320,76 @@ def test_a_fits_stats_hold_every_invocation_and_the_totals_are_their_sums(tmp_pa
             assert len(recs) == per[m.group(1)], (stage, len(recs), per)
     passes = len(s["fits"][0]["passes"]) + 1  # and the check
     assert passes == 2 + s["fits"][0]["n_iter"]
+
+
+# Item 3: imports once.
+
+def imports_job(tmp_path, name, src="in.csv"):
+    job = tmp_path / f"{name}.toml"
+    job.write_text(job_text({"X": {"load": src, "header": True, "usecols": ["b", "a"]}, "s": "sum(X, axis=0)"},
+                            {"s": f"{name}_s.npy"}, name=name))
+    return job
+
+
+def test_an_unchanged_input_is_imported_once_and_reused_by_any_job(tmp_path):
+    """A run imports an input file once; later runs of that job or another that load the
+    same file the same way read the import in place while the file is unchanged (same
+    size, times and content), and import it again once it changes. `ls` shows imports
+    apart; `rm --imports` removes them."""
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=(500, 3))
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("a,b,c\n")
+        np.savetxt(f, a, delimiter=",")
+    reused = re.compile(r"in\.csv: unchanged since it was imported to (\S+); read there")
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    stamp = (tmp_path / "nums-data" / "one" / "X" / "zarr.json").stat().st_mtime_ns
+    for name in ("one", "two"):
+        p = cli("-v", "run", imports_job(tmp_path, name), cwd=tmp_path)
+        assert reused.search(p.stderr).group(1) == "one/X", p.stderr
+        np.testing.assert_allclose(np.load(tmp_path / f"{name}_s.npy"), a[:, [1, 0]].sum(axis=0))
+    assert (tmp_path / "nums-data" / "one" / "X" / "zarr.json").stat().st_mtime_ns == stamp
+    assert not (tmp_path / "nums-data" / "two" / "X").exists()
+    # Read another way: another import.
+    (tmp_path / "three.toml").write_text(job_text({"X": {"load": "in.csv", "header": True}, "s": "sum(X)"},
+                                                  {"s": "three_s.npy"}, name="three"))
+    assert not reused.search(cli("-v", "run", "three.toml", cwd=tmp_path).stderr)
+    ls = json.loads(cli("ls", "--json", cwd=tmp_path).stdout)
+    froms = {i["path"]: i["imported_from"] for i in ls}
+    assert froms == {"one/X": str(tmp_path / "in.csv"), "three/X": str(tmp_path / "in.csv")}, froms
+    table = cli("ls", cwd=tmp_path).stdout
+    assert "imported inputs" in table and "rm --imports" in table, table
+    # Changed: imported again, by whichever job runs next.
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("a,b,c\n")
+        np.savetxt(f, a * 2, delimiter=",")
+    p = cli("-v", "run", imports_job(tmp_path, "two"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "two_s.npy"), 2 * a[:, [1, 0]].sum(axis=0))
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert reused.search(p.stderr).group(1) == "two/X", p.stderr
+    # rm --imports: the imports and their index entries go; outputs elsewhere stay.
+    p = cli("rm", "--imports", "--yes", cwd=tmp_path)
+    assert "deleted one/X" in p.stdout and "deleted two/X" in p.stdout and "deleted three/X" in p.stdout, p.stdout
+    assert json.loads(cli("ls", "--json", cwd=tmp_path).stdout) == []
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "one_s.npy"), 2 * a[:, [1, 0]].sum(axis=0))
+
+
+def test_a_reused_large_csv_is_not_counted_again(tmp_path):
+    """A CSV the functions count before the probe (4 pieces of 4 MiB or more) is not
+    counted again when its import is reused."""
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=(400_000, 5))
+    np.savetxt(tmp_path / "big.csv", a, delimiter=",", fmt="%.6f")
+    assert (tmp_path / "big.csv").stat().st_size > 4 * (4 << 20)
+    (tmp_path / "job.toml").write_text(job_text({"X": {"load": "big.csv"}, "s": "sum(X, axis=0)"},
+                                                {"s": "s.npy"}, name="big"))
+    stages = []
+    for k in range(2):
+        run(tmp_path / "job.toml", "--stats", tmp_path / f"s{k}.json")
+        stages.append({i["stage"] for i in json.loads((tmp_path / f"s{k}.json").read_text())["timeline"]})
+        np.testing.assert_allclose(np.load(tmp_path / "s.npy"), np.loadtxt(tmp_path / "big.csv", delimiter=",").sum(axis=0))
+    assert "csv-count" in stages[0] and "csv-count" not in stages[1], stages

@@ -218,9 +218,14 @@ struct PutArgs {
 struct RmArgs {
     /// Array paths under the store root.
     arrays: Vec<String>,
-    /// Delete everything under this job's prefix (its arrays and runs).
+    /// Delete everything under this job's prefix (its arrays and runs); with --imports,
+    /// only the inputs its runs imported.
     #[arg(long)]
     job: Option<String>,
+    /// Delete the input files runs imported into the store (kept so that later runs
+    /// read them in place while the file is unchanged), of every job or of --job.
+    #[arg(long)]
+    imports: bool,
     /// Do not ask.
     #[arg(long, short)]
     yes: bool,
@@ -670,7 +675,7 @@ async fn show(a: ShowArgs) -> anyhow::Result<()> {
             }))?
         )
     } else {
-        let table = info.map(|i| crate::arrays::ls_table(&[i]));
+        let table = info.map(|i| crate::arrays::table(&[i], "job (run)"));
         outln!("{}{values}", table.unwrap_or_default())
     }
 }
@@ -718,13 +723,19 @@ async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
 /// `nums-cloud rm`: arrays or a job's prefix deleted, after asking.
 async fn rm(a: RmArgs) -> anyhow::Result<()> {
     let (s, _untouched) = a.store.open()?;
-    if a.arrays.is_empty() && a.job.is_none() {
-        anyhow::bail!("rm: name the arrays to delete, or --job NAME");
+    if a.arrays.is_empty() && a.job.is_none() && !a.imports {
+        anyhow::bail!("rm: name the arrays to delete, or --job NAME, or --imports");
     }
-    let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref()).await?;
+    if a.imports && !a.arrays.is_empty() {
+        anyhow::bail!(
+            "rm: --imports deletes imported inputs (of --job NAME); name no arrays with it"
+        );
+    }
+    let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref(), a.imports).await?;
     if !a.yes {
         use std::io::Write;
         let mut question: String = targets
+            .prefixes
             .iter()
             .map(|(p, n)| format!("  {p} ({})\n", plural(*n as u64, "object", "objects")))
             .collect();
@@ -744,9 +755,12 @@ async fn rm(a: RmArgs) -> anyhow::Result<()> {
             anyhow::bail!("nothing deleted");
         }
     }
-    for (p, _) in &targets {
+    for (p, _) in &targets.prefixes {
         let n = s.delete_prefix(p).await?;
         outln!("deleted {p} ({})", plural(n as u64, "object", "objects"))?;
+    }
+    for k in &targets.index {
+        s.delete(k).await?;
     }
     Ok(())
 }

@@ -554,9 +554,8 @@ pub(crate) fn plan_fits(
             .or_else(|| n.def.clone())
             .unwrap_or_else(|| "a model".into());
         let stage = format!("fit{}", n.id);
-        let plan = |j: &Job, g: &Graph, p: &graph::Probes| {
-            crate::plan::plan_with(j, g, kind, prefix, p)
-        };
+        let plan =
+            |j: &Job, g: &Graph, p: &graph::Probes| crate::plan::plan_with(j, g, kind, prefix, p);
         let mut stages = Vec::new();
         let mut paths = [String::new(), String::new()];
         let mut stored = graph::Probes::default();
@@ -643,8 +642,16 @@ pub(crate) fn plan_fits(
             model: crate::models::describe(spec),
             stage,
             stages,
-            iterations: if spec.solver == Solver::Direct { 1 } else { iterations },
-            max_iter: if spec.solver == Solver::Direct { 1 } else { max_iter },
+            iterations: if spec.solver == Solver::Direct {
+                1
+            } else {
+                iterations
+            },
+            max_iter: if spec.solver == Solver::Direct {
+                1
+            } else {
+                max_iter
+            },
         });
     }
     Ok(out)

@@ -372,7 +372,9 @@ pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
             };
             line(s, "invocations", &|c| c.invocations.to_string());
             line(s, "projected wall time", &|c| seconds(c.wall_seconds));
-            line(s, "estimated GB-seconds", &|c| format!("{:.3}", c.gb_seconds));
+            line(s, "estimated GB-seconds", &|c| {
+                format!("{:.3}", c.gb_seconds)
+            });
             line(s, "estimated cost", &|c| format!("${:.6}", c.usd));
         };
         let (assumed, _) = planned[0].fits.iter().fold((0, 0), |(a, m), f| {
@@ -390,7 +392,9 @@ pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
         rows(&mut s, "whole run (fits and main stage)", &|p| {
             p.run_total(job, false)
         });
-        rows(&mut s, "whole run, fits at max_iter", &|p| p.run_total(job, true));
+        rows(&mut s, "whole run, fits at max_iter", &|p| {
+            p.run_total(job, true)
+        });
     }
     let model = CostModel::for_job(job);
     let _ = writeln!(
@@ -450,7 +454,11 @@ pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
             for pl in planned {
                 let other = &pl.fits[i].stages[k];
                 let pr = crate::plan::projection_warm(job, &other.plan);
-                let cell = format!("{} / {}", other.plan.batches.len(), seconds(pr.wall_seconds));
+                let cell = format!(
+                    "{} / {}",
+                    other.plan.batches.len(),
+                    seconds(pr.wall_seconds)
+                );
                 let _ = write!(s, "{cell:>16}");
             }
             s.push('\n');

@@ -32,7 +32,8 @@ struct State {
 }
 
 /// The bar's line; a note goes on a line of its own under it.
-const BAR: &str = "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}";
+const BAR: &str =
+    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}";
 
 impl Progress {
     pub(crate) fn new(show: bool) -> Progress {

@@ -305,6 +305,7 @@ async fn execute(
     run.commit(&names)
         .await
         .map_err(|e| anyhow!("job {}: {e}", job.name))?;
+    record_imports(c, &g, &names).await;
     let mut outputs = Vec::new();
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -317,6 +318,50 @@ async fn execute(
         outputs.push(crate::export::write_output(stages, &c.probes, o, arr).await?);
     }
     Ok(outputs)
+}
+
+/// Adds the input files this run imported (and committed, at `<job>/<name>`) to the
+/// store's index of imports (`runs::Imported`), so that a later run of any job that loads
+/// one of them, unchanged and read the same way, reads the array in place. Best effort:
+/// an entry not written costs a later run an import, nothing else.
+async fn record_imports(c: &Checked, g: &Graph, committed: &[String]) {
+    for def in &c.job.arrays {
+        let crate::job::Source::Load { path, csv } = &def.source else {
+            continue;
+        };
+        let imported = g
+            .named
+            .get(&def.name)
+            .is_some_and(|&id| g.nodes[id].op.is_import());
+        // An input the job also keeps as its output is the job's, not a copy to reuse or
+        // to remove with `rm --imports`.
+        let output = (c.job.outputs.iter())
+            .any(|o| o.name == def.name && crate::export::writes_home(&c.job, &c.store, o));
+        if !graph::is_file(path) || !imported || output || !committed.contains(&def.name) {
+            continue;
+        }
+        let Some(probe) = c.probes.0.get(&def.name) else {
+            continue;
+        };
+        let array = format!("{}/{}", c.job.name, def.name);
+        let Ok((_, stamp)) = StoredArray::open_stamped(&c.store, &array).await else {
+            continue;
+        };
+        let options = graph::import_options(csv, def.dtype);
+        let entry = crate::runs::Imported {
+            file: path.clone(),
+            version: probe.version().1,
+            array,
+            stamp,
+            options: options.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec_pretty(&entry) {
+            let key = crate::runs::import_key(path, &options, &entry.array);
+            if let Err(e) = c.store.put(&key, bytes.into()).await {
+                tracing::debug!("{path}: the index of imports not written ({e})");
+            }
+        }
+    }
 }
 
 /// Uploads the local `.npy`, CSV and Parquet inputs that the functions read from the
