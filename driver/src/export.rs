@@ -210,7 +210,7 @@ async fn export_npy_to_s3(
         // Named after the upload: a resumed run never takes another upload's parts as done.
         let tag = format!(
             "export-{name}-{:08x}",
-            crate::plan::fnv(upload.as_bytes()) as u32
+            crate::runs::fnv(upload.as_bytes()) as u32
         );
         (n.name, n.persist) = (Some(tag.clone()), true);
         let id = n.id;

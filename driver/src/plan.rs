@@ -38,7 +38,7 @@ impl Checked {
         probes.sort_by(|a, b| a.0.cmp(b.0));
         let text = format!("{:?}{probes:?}", self.job);
         crate::runs::Fingerprint {
-            hash: format!("{:016x}", fnv(text.as_bytes())),
+            hash: format!("{:016x}", crate::runs::fnv(text.as_bytes())),
             inputs: probes.iter().map(|(_, p)| p.version()).collect(),
         }
     }
@@ -443,9 +443,13 @@ pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
     plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
 }
 
-/// FNV-1a of some bytes (a short stable tag).
-pub(crate) fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+/// [`projection`] on workers already started (no cold start): a stage after the run's
+/// first, such as a fit's passes.
+pub(crate) fn projection_warm(job: &Job, plan: &Plan) -> Projection {
+    let c = &job.compute;
+    let model = CostModel {
+        cold_start_s: 0.0,
+        ..CostModel::for_job(job)
+    };
+    plan.project(model, c.workers, c.memory_mb)
 }

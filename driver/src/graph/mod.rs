@@ -24,6 +24,7 @@ pub use build::{
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
+pub(crate) use sources::{import_options, is_file, reuse_import};
 
 pub type NodeId = usize;
 
