@@ -48,6 +48,7 @@ pub(crate) struct Data<'a> {
 /// A fit's passes as `plan` assumes them, and those started so far (for the notes; the
 /// progress total counts the invocations `plan` expects of the fit's stages, each
 /// leaving the expectation as it starts).
+#[derive(Default)]
 pub(crate) struct Ahead {
     pub assumed: u32,
     pub started: u32,
@@ -692,10 +693,7 @@ pub(crate) async fn fit_all(
         let stage = format!("fit{}", n.id);
         let mut ahead = match planned.iter().find(|f| f.stage == stage) {
             Some(f) => Ahead::of(f),
-            None => Ahead {
-                assumed: 0,
-                started: 0,
-            },
+            None => Ahead::default(),
         };
         let array = n
             .name

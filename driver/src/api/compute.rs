@@ -13,6 +13,7 @@ use nums_layout::{Block, Store, StoredArray};
 use super::{Array, Config, Error, Session, State, store_error};
 use crate::graph::{NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
+use crate::stage::Observer;
 
 /// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
 /// for the local backend, the endpoint and its function processes), kept between
@@ -413,7 +414,7 @@ impl Session {
         let backend = self.started_backend().await?;
         let store = self.store()?;
         let progress = crate::progress::Progress::new(self.cfg.progress);
-        progress.expect_main(plan.batches.len() as u64);
+        progress.on_expect("main", plan.batches.len() as u64);
         let stages = backend.stages(&job, &store, &progress);
         let result = stages
             .run(
@@ -483,6 +484,7 @@ impl Session {
             stage: format!("fit{f}"),
             stages: &stages,
             store: &store,
+            ahead: Default::default(),
         };
         let label = self.owner(f).unwrap_or_else(|| "a model".into());
         let fitted = crate::iterate::fit(&data, &spec, &label).await;
