@@ -95,3 +95,29 @@ def test_put_reads_a_csv_with_the_job_file_options(tmp_path):
     p = cli("put", "t.tsv.csv", "d/V", "--header", "--delimiter", "\t", "--usecols", "zz",
             cwd=tmp_path, check=False)
     assert p.returncode == 1 and 'no column "zz"' in p.stderr and '"a", "b", "c"' in p.stderr, p.stderr
+
+
+def test_every_dtype_put_ls_show_get(tmp_path, where):
+    """Arrays of every dtype go in and out in their dtype: `ls` names it, `show` prints the
+    values as NumPy would (ints exactly, complex as re+imj, the dtype named unless it is
+    the default of its kind), `get` writes the same .npy and CSV."""
+    from test_import import every_dtype_inputs
+    store, env = where
+    arrays = every_dtype_inputs(np.random.default_rng(8))
+    for d, a in arrays.items():
+        np.save(tmp_path / f"{d}.npy", a)
+        cli("put", f"{d}.npy", f"dt/{d}", "--block", "3,2", *store, cwd=tmp_path, env=env)
+    ls = {i["path"]: i for i in json.loads(cli("ls", "dt", "--json", *store, cwd=tmp_path, env=env).stdout)}
+    for d, a in arrays.items():
+        assert ls[f"dt/{d}"]["dtype"] == d, ls
+        cli("get", f"dt/{d}", f"out_{d}.npy", *store, cwd=tmp_path, env=env)
+        got = np.load(tmp_path / f"out_{d}.npy")
+        assert got.dtype == a.dtype and got.tobytes() == a.tobytes(), d
+        shown = cli("show", f"dt/{d}", *store, cwd=tmp_path, env=env).stdout
+        default = d in ("bool", "int64", "float64", "complex128")
+        assert (f"dtype={d}" in shown) != default, shown
+        if d.startswith(("int", "uint")):
+            assert str(int(a[-1, -1])) in shown and str(int(a[0, 0])) in shown, shown
+    shown = cli("show", "dt/complex64", *store, cwd=tmp_path, env=env).stdout
+    z = arrays["complex64"][1, 0]
+    assert f"{z.real:.8f}"[:6] in shown and "j" in shown, shown

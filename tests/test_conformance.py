@@ -480,6 +480,148 @@ CASES = [
     "np.linalg.det(S)",
     "np.linalg.slogdet(S).logabsdet",
     "np.linalg.cholesky(S @ S.T + 5 * eye(5))",
+    # cumulative: a scan across blocks (block totals, their offsets, each block from its own)
+    "cumsum(A)",
+    "cumsum(A, axis=0)",
+    "cumsum(T, axis=1)",
+    "cumprod(P, axis=1)",
+    "cumprod(J, axis=0)",
+    "cumsum(I, axis=0)",
+    "cumsum(M, axis=1)",
+    "cumsum(F, axis=0)",
+    "cumsum(L, axis=0)",
+    "cumprod(L, axis=1)",
+    "nancumsum(N, axis=0)",
+    "nancumprod(N, axis=1)",
+    "cumsum(A, axis=1, dtype='float32')",
+    "cumsum(Z, axis=0)",
+    "nancumsum(Z, axis=1)",
+    "cumulative_sum(w, include_initial=True)",
+    "cumulative_sum(A, axis=0)",
+    "cumulative_prod(P, axis=1, include_initial=True)",
+    "diff(A)",
+    "diff(A, n=2, axis=0)",
+    "diff(M, axis=0)",
+    "diff(I, prepend=0)",
+    "diff(w, append=w[:2])",
+    "diff(T, axis=1)",
+    "diff(A, n=0)",
+    # sorting and searching (stable; NumPy's order: NaN last) and selections whose size the
+    # values decide (counted per block in a stage of their own first)
+    "sort(A)",
+    "sort(A, axis=0)",
+    "sort(N, axis=0)",
+    "sort(T, axis=1)",
+    "sort(A, axis=None)",
+    "sort(I, kind='stable')",
+    "sort(M, axis=0)",
+    "sort(F, axis=None)",
+    "sort(Z, axis=None)",
+    "argsort(A, axis=0)",
+    "argsort(I, axis=None, kind='stable')",
+    "argsort(N, axis=1, kind='stable')",
+    "argsort(M, axis=0, kind='stable')",
+    "argsort(T, axis=0, stable=True)",
+    "searchsorted(sort(w), v)",
+    "searchsorted(sort(w), A, side='right')",
+    "searchsorted(sort(ravel(I)), 0)",
+    "searchsorted(sort(ravel(N)), N)",
+    "searchsorted(sort(ravel(I)), J, side='right')",
+    "nonzero(I)[0]",
+    "nonzero(I)[1]",
+    "nonzero(T > 0)[2]",
+    "nonzero(w > 0)[0]",
+    "flatnonzero(M)",
+    "argwhere(I > 2)",
+    "argwhere(w > 0)",
+    "count_nonzero(I)",
+    "count_nonzero(I, axis=0)",
+    "count_nonzero(A > 0, axis=1, keepdims=True)",
+    "where(M)[1]",
+    "where(I < 0)[0] + 1",
+    # sets (np.unique_values is unordered in NumPy: compared sorted)
+    "unique(I)",
+    "unique(N)",
+    "unique(M)",
+    "unique(J, return_counts=True)[1]",
+    "unique(I, return_index=True)[1]",
+    "unique(I, return_inverse=True)[1]",
+    "unique(N, return_inverse=True)[1]",
+    "unique(N, return_index=True, return_counts=True)[2]",
+    "unique(N, equal_nan=False)",
+    "sort(unique_values(J))",
+    "unique_counts(I).counts",
+    "unique_inverse(J).inverse_indices",
+    "unique_all(N).indices",
+    "unique_all(N).inverse_indices",
+    "unique_all(I).counts",
+    "unique_all(T > 0).values",
+    "isin(I, J)",
+    "isin(N, N[0])",
+    "isin(A, A[:2])",
+    "isin(I, J, invert=True)",
+    "isin(I, 3)",
+    "isin(Z, Z[:, 0])",
+    # statistics: exact order statistics from the sorted lanes (every NumPy method), ptp,
+    # weighted averages, cov/corrcoef, histogram and bincount (a sum over blocks)
+    "median(A)",
+    "median(A, axis=0)",
+    "median(I, axis=1)",
+    "median(N, axis=0)",
+    "median(T, axis=2, keepdims=True)",
+    "median(F)",
+    "nanmedian(N, axis=0)",
+    "nanmedian(N)",
+    "nanmedian(Q, axis=1)",
+    "percentile(A, 30)",
+    "percentile(A, (10, 50, 90), axis=0)",
+    "percentile(I, 25, axis=1, method='lower')",
+    "percentile(J, 50, method='nearest')",
+    "quantile(A, 0.3, axis=1)",
+    "quantile(w, (0.1, 0.5, 1.0))",
+    "quantile(A, 0.4, method='inverted_cdf')",
+    "quantile(A, 0.4, method='averaged_inverted_cdf')",
+    "quantile(A, 0.4, method='closest_observation')",
+    "quantile(A, 0.4, method='interpolated_inverted_cdf')",
+    "quantile(A, 0.4, method='hazen')",
+    "quantile(A, 0.4, method='weibull')",
+    "quantile(A, 0.4, method='median_unbiased')",
+    "quantile(A, 0.4, method='normal_unbiased')",
+    "quantile(A, 0.4, method='higher')",
+    "quantile(A, 0.5, method='midpoint', axis=0)",
+    "quantile(I, 1)",
+    "quantile(F, 0.25, axis=0)",
+    "quantile(N, 0.5, axis=1)",
+    "nanquantile(N, (0.2, 0.7), axis=0)",
+    "nanpercentile(N, 50, axis=1, keepdims=True)",
+    "nanquantile(Q, 0.5, axis=0)",
+    "ptp(A)",
+    "ptp(I, axis=0)",
+    "ptp(T, axis=(0, 2), keepdims=True)",
+    "average(A)",
+    "average(A, axis=0, weights=P[:, 0])",
+    "average(A, weights=P)",
+    "average(I, axis=1, weights=J, returned=True)[1]",
+    "average(A, axis=1, returned=True)[1]",
+    "cov(A)",
+    "cov(A, rowvar=False)",
+    "cov(w)",
+    "cov(A[0], B[0])",
+    "cov(A, bias=True)",
+    "cov(A, ddof=2)",
+    "cov(I)",
+    "corrcoef(A)",
+    "corrcoef(A, rowvar=False)",
+    "corrcoef(w, w * 2 + 1)",
+    "histogram(A)[0]",
+    "histogram(A)[1]",
+    "histogram(A, bins=4, range=(-1, 1))[0]",
+    "histogram(A, bins=3, weights=P)[0]",
+    "histogram(I, bins=5, density=True)[0]",
+    "histogram(I, bins=5)[1]",
+    "bincount(ravel(J))",
+    "bincount(ravel(J), minlength=9)",
+    "bincount(ravel(J), weights=ravel(A))",
 ]
 
 # A subset that also runs against Garage (the same code path, a real S3 server).
@@ -490,15 +632,18 @@ class Number:
     """A number of the job language (a literal, `np.nan` and the like, or operators of
     numbers alone): between numbers the operators are Python's (ints exact, `True + True`
     is 2, `1.0 / 0` raises), as in NumPy code, where Python computes them before NumPy
-    sees the result; an int past int64 raises OverflowError, as nums-cloud refuses it.
+    sees the result; an int past uint64 raises OverflowError, as nums-cloud refuses it.
     Beside an array or as a function's argument it is a Python number (weak: `F32 * 2.0`
     stays float32)."""
     __array_ufunc__ = None  # NumPy's operators defer to ours
 
     def __init__(self, v):
-        # An int outside int64 raises OverflowError: nums-cloud has no larger int.
+        # An int past uint64 raises OverflowError: nums-cloud has no larger int.
+        def integer(i):
+            return np.int64(i) if -2**63 <= i < 2**63 else np.uint64(i)
         self.v = v if isinstance(v, np.generic) else (
-            np.bool_(v) if isinstance(v, bool) else np.int64(v) if isinstance(v, int) else np.float64(v))
+            np.bool_(v) if isinstance(v, bool) else integer(v) if isinstance(v, int)
+            else np.complex128(v) if isinstance(v, complex) else np.float64(v))
 
     def py(self):
         return self.v.item()
@@ -743,14 +888,18 @@ NUMBER_CASES = [
     "full((2,), sqrt(2))", "arange(floor(5.5))", "arange(7)[abs(-2)]", "sum(I, axis=abs(-1))",
     "ones((abs(-2), 3)) * I[0, 0]",
     "A * 10.0 ** 20", "np.nan + 1", "9007199254740993 == 9007199254740992.0", "3 < 2.5",
+    # Python ints up to uint64's largest (a float array takes them as floats), complex numbers
+    "9223372036854775807 * 2 + A", "-9223372036854775808 ** A[0, 0]", "(1 + 2j) * (3 - 1j) + A",
+    "-(2j) + F", "2j ** 2 + A", "(1 + 1j) == 1 + 1j", "A + abs(9223372036854775808)",
+    "floor(18446744073709551615) + A",
 ]
 # What Python raises of numbers alone, and ints past int64 (nums-cloud has none larger),
 # nums-cloud refuses at check.
 NUMBER_REFUSED = {
     # Python computes 10**20 exactly: int64 would wrap it; nums-cloud refuses.
     "A * 10 ** 20": "past int64's range",
-    "9223372036854775807 * 2 + A": "past int64's range",
-    "-(-9223372036854775807 - 1) + I * 0": "past int64's range",
+    "9223372036854775807 * 4 + A": "past int64's range (and uint64's)",
+    "-(-9223372036854775807 - 1) + I * 0": "Python integer 9223372036854775808 out of bounds for int64",
     "3000000000 ** 3 + A": "past int64's range",
     "7 // 0 + I": "division by zero",
     "7 % 0 + A": "division by zero",
@@ -763,7 +912,6 @@ NUMBER_REFUSED = {
     "0.0 ** -1 + A": "division by zero",
     "negative(1 > 0)": "not supported for bool",
     "sign(True)": "sign is not defined for bool",
-    "-9223372036854775808 ** A[0, 0]": "outside int64's range",
 }
 
 
@@ -821,20 +969,270 @@ def test_contractions_other_than_einsum_do_not_broadcast(tmp_path):
         assert p.returncode != 0 and why in p.stderr, (expr, p.stderr)
 
 
-def test_powers_of_bools_are_int64(tmp_path):
-    """NumPy squares bools in int8, which nums-cloud does not have: `square(M)` is int64 as
-    `M ** 2` is (README's differences), never bool."""
+def test_powers_of_bools_are_numpys_ints(tmp_path):
+    """NumPy squares bools in int8 (`square(M)`, `M ** 2`, `M ** True`), other powers of a
+    Python int in int64: the same dtypes here, never bool."""
     d = tmp_path / "in"
     d.mkdir()
     m = INPUTS["M"][0]
     np.save(d / "M.npy", m)
-    cases = ["square(M)", "M ** 2", "square(M) * 3"]
+    cases = ["square(M)", "M ** 2", "square(M) * 3", "M ** 3", "M ** True", "M ** M"]
     got = run_cases(tmp_path, {"M": {"load": str(d / "M.npy"), "block": [3, 2]}}, cases,
                     {"url": f"file://{tmp_path / 'store'}"})
     for expr in cases:
         want = numpy_answer(expr, {"M": m})
-        assert got[expr].dtype == np.int64 and want.dtype.kind == "i", expr
+        assert got[expr].dtype == want.dtype and want.dtype.kind == "i", expr
         np.testing.assert_array_equal(got[expr], want, err_msg=expr)
+
+
+# Every Array API dtype, on ragged blocks (complex inputs are z64 and z128: the outputs
+# are c0, c1, ...): NumPy 2's promotion (arrays with arrays, and
+# Python scalars as NEP 50 makes them weak), wrapping on overflow, uint64 with int64 as
+# float64 (compared exactly), complex elementwise functions, reductions and contractions.
+_dt = np.random.default_rng(26)
+
+
+def _full_range(dtype):
+    info = np.iinfo(dtype)
+    a = _dt.integers(info.min, info.max, size=(7, 5), dtype=dtype, endpoint=True)
+    a[0, 0], a[6, 4] = info.min, info.max  # the extremes wrap in -x, abs and sums
+    return a
+
+
+_c = _dt.normal(size=(7, 5)) + 1j * _dt.normal(size=(7, 5))
+_c[1, 1], _c[2, 3] = 0, 2.5  # zero, and a real number with an imaginary part 0
+DTYPE_INPUTS = {
+    "i8": _full_range(np.int8), "i16": _full_range(np.int16), "i32": _full_range(np.int32),
+    "i64": _full_range(np.int64), "u8": _full_range(np.uint8), "u16": _full_range(np.uint16),
+    "u32": _full_range(np.uint32), "u64": _full_range(np.uint64),
+    "f32": _dt.normal(size=(7, 5)).astype(np.float32), "f64": _dt.normal(size=(7, 5)),
+    "z64": (_c * 0.5).astype(np.complex64), "z128": _c, "bb": _dt.random(size=(7, 5)) < 0.5,
+    # small ints (zeros and negatives) for division, powers and contractions that stay in range
+    "s8": _dt.integers(-3, 4, size=(7, 5), dtype=np.int8), "t16": _dt.integers(0, 5, size=(7, 5), dtype=np.uint16),
+}
+# complex NaN and infinities: NaN propagates through max/min and sums, nan-reductions skip it
+_zn = _c.copy()
+_zn[0, 1], _zn[3, 2], _zn[5, 4] = complex(np.nan, 0), complex(1, np.nan), complex(np.inf, -np.inf)
+DTYPE_INPUTS["zn"] = _zn
+_NAMES = ["bb", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f32", "f64", "z64", "z128"]
+DTYPE_CASES = [
+    # promotion of every pair of dtypes (np.result_type of arrays), values of + and ==
+    *[f"{a} + {b}" for i, a in enumerate(_NAMES) for b in _NAMES[i:] if (a, b) != ("bb", "bb")],
+    "bb + bb", "bb * bb",
+    *[f"{a} == {b}" for a, b in [("i64", "u64"), ("u64", "f64"), ("i8", "u8"), ("z64", "f32"), ("u32", "i32")]],
+    # NEP 50: Python scalars take the array's dtype where their kind fits
+    *[f"{a} + 1" for a in _NAMES], *[f"{a} * 2.5" for a in _NAMES], *[f"{a} + 1j" for a in _NAMES],
+    *[f"{a} > 1" for a in _NAMES], *[f"{a} - True" for a in _NAMES if a != "bb"],
+    "2 - i8", "0.5 / u16", "3 ** s8.astype('uint8')", "1j * f32", "(1 + 2j) * (3 - 1j) + f64",
+    # ints out of the array's range compare exactly (NumPy 2's comparisons of Python ints)
+    "u8 > -1", "i8 < 300", "u64 == -1", "i16 >= -40000", "u8 != 256", "i64 > 9223372036854775808",
+    "9223372036854775808 > i64", "-3 < u16",
+    # Python ints up to uint64's largest
+    "u64 == 18446744073709551615", "u64 - 9223372036854775808", "f64 + 9223372036854775808",
+    "18446744073709551615 // 7 + u64 * 0", "2 ** 63 + u64", "u64 + abs(9223372036854775808)",
+    "i8 * square(2 ** 40)",
+    # wrapping on overflow, in every width
+    "i8 * i8", "i8 + 100", "u8 - 3", "u8 * u8", "-u8", "-i8", "abs(i8)", "abs(i64)", "i16 * 300",
+    "i32 * i32", "u32 + u32", "u64 + u64", "u64 * 3", "-u64", "square(i8)", "u16 ** 2", "i8 ** 3",
+    # division, floor division and remainder by ints with zeros (NumPy gives 0 there)
+    "i8 / s8", "u16 / t16", "i8 // s8", "i8 % s8", "u16 // t16", "u16 % t16", "i32 // 7", "u64 // 3",
+    "u64 % 1000", "i64 // u8", "s8 ** t16", "bb ** bb", "bb // bb", "bb % bb", "bb ** 2", "bb ** 3",
+    # uint64 with int64: float64 arithmetic, exact comparisons and extremes
+    "u64 + i64", "u64 - i64", "u64 > i64", "u64 <= i64", "maximum(u64, i64)", "minimum(u64, i64)",
+    "where(bb, u64, i64)", "concatenate((u64, i64))",
+    # unary functions of ints (float32 for 16-bit ints, float64 for wider ones)
+    "sign(i16)", "square(u8)", "floor(i8)", "ceil(u32)", "exp(i16)", "sqrt(u16)", "log1p(u32)",
+    "sin(i32)", "tanh(i64)", "exp(f32)", "abs(bb)", "floor(bb)", "conj(bb)", "real(i8)", "imag(u16)",
+    "conj(i32)", "angle(i32)", "angle(bb)", "angle(f32)", "isnan(i8)", "isfinite(u64)",
+    # complex elementwise
+    "z128 + z64", "z64 * f32", "z64 + f64", "z64 * i16", "z64 * i32", "z128 - u64", "z128 / z64",
+    "z128 / f64", "z64 / z64", "z128 ** 2", "z128 ** z64", "z64 ** 0.5", "2 ** z128",
+    "abs(z128)", "abs(z64)", "real(z64)", "imag(z128)", "z128.real", "z64.imag", "conj(z128)",
+    "conjugate(z64)", "angle(z128)", "angle(z64, deg=True)", "exp(z128)", "exp(z64)", "log(z128)",
+    "log(z64)", "sqrt(z128)", "sqrt(z64)", "expm1(z128)", "log1p(z128)", "sin(z128)", "cos(z64)",
+    "tan(z128)", "tanh(z128)", "square(z128)", "sign(z128)", "sign(z64)", "-z64", "isnan(z128)",
+    "isfinite(z64)", "isinf(z128 / 0)", "z128 == z64", "z128 != conj(z128)", "z128 < z64",
+    "z64 >= 0", "maximum(z128, z64)", "minimum(z64, 0)", "clip(z128, 0, 1)", "where(bb, z128, 1j)",
+    "where(z128.real > 0, z64, f32)", "z128 * 1j", "2 + 3j + i8", "logical_and(z128, bb)",
+    "logical_not(z128)", "sign(zn)", "abs(zn)", "sqrt(zn)", "isnan(zn)", "isinf(zn)", "zn < 1",
+    "maximum(zn, 0)", "minimum(zn, z128)", "1 / zn", "zn ** 2", "angle(zn)",
+    # reductions in NumPy's dtypes: sums in int64 or uint64, extremes in their own
+    "sum(i8)", "sum(i8, axis=0)", "sum(u8, axis=1)", "sum(u64)", "sum(u64, axis=0)", "prod(i16, axis=1)",
+    "prod(u32, axis=0)", "sum(bb)", "sum(i32, axis=(0, 1), keepdims=True)", "max(i8, axis=0)",
+    "min(u64)", "max(u16)", "min(bb, axis=1)", "mean(i32, axis=0)", "mean(u64)", "var(u16)",
+    "std(i8, axis=1)", "argmax(u64, axis=0)", "argmin(i8)", "argmax(i16, axis=1)", "all(u8)",
+    "any(i8, axis=0)", "nansum(u16, axis=0)", "nanmax(u8, axis=1)", "nanprod(s8, axis=0)",
+    "sum(z128)", "sum(z64, axis=0)", "prod(z128, axis=1)", "mean(z64)", "mean(z128, axis=1)",
+    "var(z128)", "var(z64, axis=0)", "std(z64, axis=1)", "std(z128)", "max(z128, axis=0)", "min(z64)",
+    "argmax(z128, axis=1)", "argmin(z64)", "all(z128)", "any(z64, axis=1)", "nansum(z128)",
+    "nanmean(z128, axis=0)", "nanvar(z64)", "nanmax(z128, axis=1)", "nanargmin(z128, axis=0)",
+    "sum(f32, axis=1)", "mean(f32)", "var(f32, axis=0)", "max(zn, axis=0)", "min(zn)", "nanmax(zn, axis=1)",
+    "nanmin(zn, axis=0)", "argmax(zn, axis=0)", "argmin(zn, axis=1)", "nanargmax(zn, axis=0)", "sum(zn, axis=0)",
+    "nansum(zn, axis=1)", "nanmean(zn, axis=0)", "nanvar(zn, axis=0)", "nanprod(zn, axis=0)",
+    "np.linalg.norm(zn, axis=0)",
+    # contractions: ints in their own dtype (wrapping), complex through BLAS's complex GEMM
+    "i8 @ i8.T", "u8 @ u8.T", "i16 @ u16.T", "s8 @ t16.T", "bb @ bb.T", "u64 @ u64.T", "u64 @ i64.T",
+    "z128 @ z128.T", "z64 @ z64.T", "z64 @ f32.T", "z128 @ f64.T", "z64 @ i8.T", "z64 @ f64.T",
+    "f32 @ f32.T", "z128 @ z128[0]", "z64[1] @ z64.T",
+    "einsum('ij,ij->i', z128, z64)", "einsum('ij,kj->ik', z64, z64)", "einsum('ij->', u8)",
+    "einsum('ij->j', i16)", "einsum('ij,ij->j', s8, t16)", "tensordot(z64, z64, axes=2)",
+    "tensordot(z128, f32, axes=([0], [0]))", "dot(z128[0], z128[1])", "dot(z64, z64[0])",
+    "outer(z64[0], i8[0])", "inner(z128, z128)", "inner(u16, u16)", "trace(z128[:5])", "trace(i8[:5])",
+    "trace(u8[:5])", "trace(bb[:5])", "np.linalg.norm(z128)", "np.linalg.norm(z64, axis=1)",
+    "np.linalg.norm(z128, 1)", "np.linalg.norm(z128[0], np.inf)", "np.linalg.norm(z64, 'fro')",
+    "np.linalg.norm(i8)", "np.linalg.norm(u16, axis=0)", "np.linalg.lstsq(f64, z128.real[:, 0])[2]",
+    "np.linalg.lstsq(i16.astype('float64'), f64)[2]",
+    # casts, and creation in every dtype
+    "f64.astype('int8')", "(f64 * 100).astype('uint8')", "i64.astype('uint8')", "u64.astype('float32')",
+    "i8.astype('complex64')", "f64.astype(np.int16)", "z128.astype('complex64')", "i16.astype('bool')",
+    "u64.astype('int64')", "i64.astype(np.uint32)", "astype(z64, 'complex128')", "i8.astype(u64.dtype)",
+    "zeros((2, 3), dtype='int8')", "ones(4, dtype=np.uint16)", "full((2, 2), 1 + 2j)",
+    "full((2, 2), 3, dtype='complex64')", "arange(5, dtype='uint8')", "arange(3, dtype='complex128')",
+    "arange(250, 260, 3, dtype=np.uint8)", "eye(3, dtype='int32')", "linspace(0, 10, 4, dtype='int16')",
+    "linspace(-10, 0, 4, dtype=np.int8)", "zeros_like(z64)", "full_like(i8, 7)", "ones_like(u64)",
+    "full((3,), -1, dtype='int16')", "zeros(3, dtype=complex)", "ones((2, 2), dtype=int)", "i8.astype(float)",
+    "f64.astype(bool)", "u8.astype(np.uint16) * 300", "i16.astype('<i4')", "u8.astype(np.double)",
+    # shapes and selections keep the dtype
+    "i8[::2, 1:]", "z128.T", "reshape(z64, (5, 7))", "u64[[0, 2]]", "z128[z128.real[:, 0] > 0]", "transpose(u16)",
+    "concatenate((i8, u8))", "stack((z64, f32))", "where(bb, i8, u8)", "where(bb, i8, 1)",
+    "where(bb, f32, 2j)", "expand_dims(z64, 0)[:, 1:3]", "ravel(u32)[::7]",
+    # cumulative, sorting and sets in every dtype (sums in sum_dtype; complex in NumPy's order)
+    "cumsum(i8, axis=0)", "cumsum(u8)", "cumprod(u16, axis=1)", "cumsum(bb, axis=1)", "cumsum(z128, axis=0)",
+    "cumprod(z64, axis=1)", "cumsum(f32, axis=1)", "diff(u8, axis=0)", "diff(z64)", "sort(i8, axis=0)",
+    "sort(u64, axis=None)", "sort(z128, axis=None)", "sort(z64, axis=0)", "argsort(u16, axis=None, kind='stable')",
+    "argsort(z128, axis=0, kind='stable')", "sort(bb, axis=1)", "unique(i16)", "unique(z64)",
+    "unique(u8, return_counts=True)[1]", "searchsorted(sort(ravel(i32)), i32)", "isin(u8, u8[0])",
+    "count_nonzero(z128, axis=0)", "flatnonzero(i8 > 0)",
+    "median(i8, axis=0)", "median(u64)", "percentile(f32, 30, axis=1)", "quantile(u8, 0.5, method='nearest')",
+    "nanmedian(f32, axis=0)", "ptp(u8, axis=0)", "ptp(i8)", "average(i16, axis=0, weights=u8[:, 0])", "cov(f32)",
+    "cov(z128)", "corrcoef(i32)", "histogram(u16, bins=4)[0]", "bincount(ravel(u8))",
+]
+# Where nums-cloud differs from NumPy on purpose (README's differences): NumPy's float16
+# results of float functions of bool, int8 and uint8 are float32 here (no float16).
+FLOAT16_CASES = ["exp(i8)", "sqrt(u8)", "sin(bb)", "log1p(u8)", "angle(i8)"]
+# Refused when checked, as NumPy raises.
+DTYPE_ERRORS = {
+    "i8 + 300": "Python integer 300 out of bounds for int8",
+    "u64 + -1": "Python integer -1 out of bounds for uint64",
+    "maximum(u8, 256)": "Python integer 256 out of bounds for uint8",
+    "full(3, 300, dtype='int8')": "Python integer 300 out of bounds for int8",
+    "i64 + 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
+    "bb > 9223372036854775808": "Python integer 9223372036854775808 out of bounds for int64",
+    "full_like(u16, -1)": "Python integer -1 out of bounds for uint16",
+    "z128 // z64": "// is not defined for complex numbers",
+    "z64 % 2": "% is not defined for complex numbers",
+    "floor(z128)": "floor is not defined for complex numbers",
+    "u16 ** -1": "Python integer -1 out of bounds for uint16",
+    "i16 ** -2": "Integers to negative integer powers are not allowed",
+    "np.linalg.qr(z128)": "LAPACK's zgeqrf/zungqr is not wired",
+    "np.linalg.svd(z64)": "LAPACK's zgesdd is not wired",
+    "np.linalg.solve(z128[:5], z128[:5, 0])": "LAPACK's zgetrf/zgetrs is not wired",
+    "np.linalg.cholesky(z128[:5])": "LAPACK's zpotrf is not wired",
+    "np.linalg.lstsq(f64, z128)": "LAPACK's zgeqrf (TSQR) and zgelsd is not wired",
+    "np.linalg.norm(z128, 2)": "LAPACK's zgesdd is not wired",
+    "astype(f64, 'float16')": "unsupported dtype \"float16\"",
+    "linear_regression(z128, f64[:, 0])": "X and y must be real numbers, not complex128",
+}
+
+
+def _dtype_arrays(tmp_path, inputs, block=(3, 2)):
+    d = tmp_path / "in"
+    d.mkdir(exist_ok=True)
+    for name, a in inputs.items():
+        np.save(d / f"{name}.npy", a)
+    return {n: {"load": str(d / f"{n}.npy"), "block": list(block[:a.ndim])} for n, a in inputs.items()}
+
+
+def _dtype_failures(cases, got):
+    failures = []
+    for expr in cases:
+        try:
+            want = numpy_answer(expr, DTYPE_INPUTS)
+            g = got[expr]
+            assert g.shape == want.shape and g.dtype == want.dtype, \
+                f"shape {g.shape} dtype {g.dtype}, NumPy {want.shape} {want.dtype}"
+            if want.dtype.kind in "biu":
+                np.testing.assert_array_equal(g, want)
+            else:
+                # float32 and complex64 round once where NumPy may round twice; floating
+                # reductions and contractions sum in another order.
+                rtol = 2e-6 if want.dtype in (np.float32, np.complex64) else 1e-12
+                if expr.startswith(("sum", "mean", "var", "std", "prod", "nan", "np.linalg", "einsum", "dot",
+                                    "inner", "tensordot", "trace")) or "@" in expr:
+                    rtol = 1e-5 if want.dtype in (np.float32, np.complex64) else 1e-10
+                fin = np.isfinite(want)
+                scale = float(np.max(np.abs(want[fin]))) if fin.any() else 1.0
+                np.testing.assert_allclose(g, want, rtol=rtol, atol=rtol * 1e-2 * max(scale, 1.0), equal_nan=True)
+        except AssertionError as e:
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
+    return failures
+
+
+def test_every_dtype_matches_numpy(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), DTYPE_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"})
+    failures = _dtype_failures(DTYPE_CASES, got)
+    assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_every_dtype_on_other_blocks_with_the_naive_scheduler(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS, block=(2, 5)), DTYPE_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"}, compute={"scheduler": "naive", "memory_mb": 1024})
+    failures = _dtype_failures(DTYPE_CASES, got)
+    assert not failures, f"{len(failures)} of {len(DTYPE_CASES)} cases differ from NumPy:\n" + "\n".join(failures)
+
+
+def test_float_functions_of_small_ints_are_float32_where_numpy_has_float16(tmp_path):
+    got = run_cases(tmp_path, _dtype_arrays(tmp_path, DTYPE_INPUTS), FLOAT16_CASES,
+                    {"url": f"file://{tmp_path / 'store'}"})
+    for expr in FLOAT16_CASES:
+        want = numpy_answer(expr, DTYPE_INPUTS)
+        assert want.dtype == np.float16 and got[expr].dtype == np.float32, expr
+        # float16 keeps 11 bits: NumPy's values are ours rounded to it (inf past its range).
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got[expr].astype(np.float16), want, err_msg=expr)
+
+
+def test_dtype_errors_are_refused_as_numpy_raises(tmp_path):
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    job = tmp_path / "job.toml"
+    for expr, message in DTYPE_ERRORS.items():
+        if not expr.startswith(("np.linalg", "linear_regression")) and "float16" not in expr:
+            with pytest.raises((OverflowError, TypeError, ValueError)):
+                numpy_answer(expr, DTYPE_INPUTS)
+        job.write_text(job_text({**arrays, "y": expr}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and message in p.stderr and "arrays.y" in p.stderr, (expr, p.stderr)
+
+
+def test_check_shows_numpys_result_dtypes(tmp_path):
+    """`check` (nothing runs) gives each output NumPy's result dtype: np.result_type of
+    every pair of array dtypes, and NEP 50's weak Python scalars."""
+    import json
+    cases = [f"{a} {op} {b}" for a in _NAMES for b in _NAMES for op in ("+", "/")
+             if not (a == b == "bb" and op == "+")]
+    cases += [f"{a} {op} {v}" for a in _NAMES for op in ("*", "**") for v in ("3", "0.5", "2j")]
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    arrays.update({f"c{i}": e for i, e in enumerate(cases)})
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {f"c{i}": str(tmp_path / f"c{i}.npy") for i in range(len(cases))},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    p = subprocess.run([BIN, "check", "--json", str(job)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    got = {o["name"]: o["dtype"] for o in json.loads(p.stdout)["output_arrays"]}
+    wrong = [f"{e}: {got[f'c{i}']}, NumPy {numpy_answer(e, DTYPE_INPUTS).dtype}"
+             for i, e in enumerate(cases) if got[f"c{i}"] != str(numpy_answer(e, DTYPE_INPUTS).dtype)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_dtype_subset_on_garage(garage, tmp_path):
+    cases = DTYPE_CASES[::9]
+    arrays = _dtype_arrays(tmp_path, DTYPE_INPUTS)
+    got = run_cases(tmp_path, arrays, cases, {"url": f"s3://{garage.bucket}/dtypes", "endpoint": garage.endpoint},
+                    env=garage.env())
+    failures = _dtype_failures(cases, got)
+    assert not failures, "\n".join(failures)
 
 
 def test_table_is_large_enough():

@@ -232,7 +232,7 @@ def test_plan_needs_no_credentials_and_projects_wall_time(tmp_path):
 
 def bar_frames(tmp_path, job):
     """Runs `job` on a terminal (a pty) with --stats: the progress bar's frames as
-    (position, total, bytes moved, what the bar notes), and the report."""
+    (position, total, bytes moved), the report, and the notes on the line under the bar."""
     import pty
     stats = tmp_path / "stats.json"
     pid, fd = pty.fork()
@@ -251,19 +251,20 @@ def bar_frames(tmp_path, job):
     _, status = os.waitpid(pid, 0)
     text = out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
-    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA [^;\r\n\x1b]*(?:; ([^\r\n\x1b]*))?", text)
+    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA ", text)
     assert frames, text
-    assert all(int(p) <= int(n) for p, n, _, _ in frames), frames
-    return frames, json.loads(stats.read_text())
+    assert all(int(p) <= int(n) for p, n, _ in frames), frames
+    notes = re.findall(r"\s{2}(\w+: pass [^\r\n\x1b]*?)\s*\x1b", text)
+    return frames, json.loads(stats.read_text()), notes
 
 
 def test_progress_bar_total_covers_every_stage(tmp_path):
     """Under a terminal the bar's total counts the mask's stage and the main stage: it ends
     at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
-    frames, report = bar_frames(tmp_path, mask_job(tmp_path))
+    frames, report, _ = bar_frames(tmp_path, mask_job(tmp_path))
     stages = {i["stage"] for i in report["timeline"]}
     assert "main" in stages and any(s.startswith("mask-") for s in stages), stages
-    last_pos, last_len, moved, _ = frames[-1]
+    last_pos, last_len, moved = frames[-1]
     assert int(last_pos) == int(last_len) == report["invocations"], (frames, report["invocations"])
     assert moved.endswith("B"), frames
     P = X[X[:, 0] > 0]
@@ -271,8 +272,10 @@ def test_progress_bar_total_covers_every_stage(tmp_path):
 
 
 def test_progress_bar_counts_a_fits_passes(tmp_path):
-    """The bar counts every invocation of a model's fit with the rest of the run, and says
-    which iteration the fit is at."""
+    """The bar counts every invocation of a model's fit with the rest of the run: its
+    total starts at the run `plan` projects (the fit's passes as assumed) and ends at the
+    invocations made; a line under it says the pass, the iteration, the loss and the
+    gradient."""
     y = (X[:, :5] @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) > 0).astype(np.float64)
     np.save(tmp_path / "X.npy", X[:, :5])
     np.save(tmp_path / "y.npy", y)
@@ -280,12 +283,17 @@ def test_progress_bar_counts_a_fits_passes(tmp_path):
               "w": "logistic_regression(X, y, solver='lbfgs', C=1.0, tol=1e-8)"}
     job = tmp_path / "job.toml"
     job.write_text(job_text(arrays, {"w": "w.npy"}, name="fitbar"))
-    frames, report = bar_frames(tmp_path, job)
+    planned = json.loads(cli("plan", "--json", job))["schedulers"][0]["run"]["invocations"]
+    frames, report, notes = bar_frames(tmp_path, job)
     passes = sum(len(f["passes"]) for f in report["fits"])
     assert passes >= 3 and report["invocations"] > passes, report["fits"]
-    last_pos, last_len, _, _ = frames[-1]
+    last_pos, last_len, _ = frames[-1]
     assert int(last_pos) == int(last_len) == report["invocations"] == len(report["timeline"]), frames[-3:]
-    assert any(re.match(r"w: iteration \d+, loss ", note) for _, _, _, note in frames), frames
+    # Until the fit ends, the total is the run as planned: never the invocations so far.
+    totals = [int(n) for p, n, _ in frames if int(p) > 0]
+    assert totals[0] == planned, (planned, frames[:5])
+    assert any(re.match(r"w: pass \d+ of \d+ assumed, iteration \d+: loss \S+, largest gradient \S+ \(tol 1e-8\)$", n)
+               for n in notes), notes
 
 
 def test_one_set_of_function_processes_serves_every_stage_of_a_run(tmp_path):

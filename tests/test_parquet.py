@@ -65,6 +65,32 @@ def test_int_columns_are_exact_int64_and_one_column_is_1d(tmp_path):
     np.testing.assert_array_equal(got, np.arange(10.0, dtype=np.float32))
 
 
+def test_every_int_and_float_width_keeps_its_dtype(tmp_path):
+    """Parquet's int8 ... uint64 and float columns are those dtypes (uint64 past int64
+    exactly); columns of several types are NumPy's promotion of them (int8 with uint8 is
+    int16, int64 with uint64 float64). Parquet has no complex type."""
+    rng = np.random.default_rng(3)
+    cols = {}
+    for t in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"):
+        info = np.iinfo(t)
+        cols[t] = rng.integers(info.min, info.max, size=9, dtype=t, endpoint=True)
+        cols[t][:2] = [info.min, info.max]
+    cols["float32"] = rng.normal(size=9).astype(np.float32)
+    for t, a in cols.items():
+        pq.write_table(pa.table({"x": a}), tmp_path / f"{t}.parquet", row_group_size=4)
+        assert load(tmp_path, tmp_path / f"{t}.parquet", block=[3]).returncode == 0, t
+        got = np.load(tmp_path / "out.npy")
+        assert got.dtype == a.dtype, t
+        np.testing.assert_array_equal(got, a, err_msg=t)
+    for pair in (("int8", "uint8"), ("uint16", "int32"), ("int64", "uint64"), ("uint32", "float32")):
+        t = pa.table({c: cols[c] for c in pair})
+        pq.write_table(t, tmp_path / "mixed.parquet", row_group_size=4)
+        assert load(tmp_path, tmp_path / "mixed.parquet", block=[4, 1]).returncode == 0, pair
+        got, want = np.load(tmp_path / "out.npy"), np.column_stack([cols[c] for c in pair])
+        assert got.dtype == want.dtype, pair
+        np.testing.assert_array_equal(got, want, err_msg=str(pair))
+
+
 def test_nulls_strings_and_non_parquet_are_refused_by_name(tmp_path):
     pq.write_table(pa.table({"a": [1.0, None, 3.0], "b": [1.0, 2.0, 3.0]}), tmp_path / "n.parquet")
     p = load(tmp_path, tmp_path / "n.parquet")

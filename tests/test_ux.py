@@ -215,6 +215,16 @@ SHOWN = {
     "true": np.ones(12, dtype=bool),
     "f32sci": (np.arange(1, 31) ** 4 / 3).astype(np.float32),
     "tall": np.arange(3000.0).reshape(10, 30, 10) - 0.5,
+    # every dtype: ints of each width (dtype named but int64's), complex parts apart
+    "i8": np.array([-128, 0, 7, 127], dtype=np.int8),
+    "u16": np.arange(0, 65535, 3001, dtype=np.uint16),
+    "i32": np.random.default_rng(7).integers(-2**31, 2**31, 12, dtype=np.int32),
+    "u64": np.array([0, 2**64 - 1, 2**63, 12], dtype=np.uint64),
+    "c128": np.array([1.5 + 2j, -1 - 0.25j, 0j, 3.0 - 0j, -0.0 + 1e-3j]),
+    "c64": (np.random.default_rng(8).normal(size=(3, 4)) + 1j).astype(np.complex64),
+    "cspecial": np.array([complex(np.nan, 1), complex(2, np.inf), complex(-np.inf, -1), 0.5 - 0.5j]),
+    "csci": np.array([1e-7 + 1e9j, 2.5 + 0j, -3e5 - 4e-6j]),
+    "cmany": (np.arange(1200.0) / 7 + 1j * np.arange(1200.0)).reshape(40, 30),
 }
 
 
@@ -241,5 +251,155 @@ def test_human_units_and_plurals(tmp_path):
     assert "with 1 worker," in p.stdout, p.stdout
     one_many = r"\b1 (tasks|invocations|workers|outputs|arrays|iterations|passes|slots|objects|attempts)\b"
     assert not re.search(one_many, p.stdout + p.stderr), p.stdout + p.stderr
-    assert cli("check", "job.toml", cwd=tmp_path).stdout.endswith("ok (2 arrays, 1 output)\n")
+    assert cli("check", "job.toml", cwd=tmp_path).stdout.splitlines()[0].endswith("ok (2 arrays, 1 output)")
     assert "1 worker," in cli("plan", "job.toml", cwd=tmp_path).stdout
+
+
+# Item 1: a fit planned, shown and counted like any other stage.
+
+def fit_job(tmp_path, call, name="fitplan"):
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(4000, 6))
+    y = (X @ rng.normal(size=6) + rng.normal(size=4000) > 0).astype(np.float64)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    job = tmp_path / f"{name}.toml"
+    job.write_text(job_text({"X": {"load": "X.npy", "block": [1000, 6]}, "y": {"load": "y.npy", "block": [1000]},
+                             "w": call, "p": "mean((X @ w[:-1] + w[-1] > 0) == y)"},
+                            {"w": "w.npy", "p": "p.npy"}, name=name))
+    return job
+
+
+@pytest.mark.parametrize("call,assumed,at_most", [
+    ("logistic_regression(X, y)", 14, 102),                       # check, first evaluation, 12 line searches
+    ("logistic_regression(X, y, solver='newton')", 8, 102),       # check, 1 + 6 Newton passes
+    ("logistic_regression(X, y, max_iter=3)", 5, 5),              # max_iter bounds it
+    ("linear_regression(X, y)", 2, 2),                            # check, one pass
+])
+def test_plan_projects_a_fits_passes(tmp_path, call, assumed, at_most):
+    """`plan` projects a fit's passes (invocations, bytes, time, cost of each kind of pass)
+    and says how many it assumes and why, in text and --json; the whole run's totals add
+    the fit to the main stage."""
+    job = fit_job(tmp_path, call)
+    j = json.loads(cli("plan", "--json", job, cwd=tmp_path).stdout)
+    for sched in j["schedulers"]:
+        (f,) = sched["fits"]
+        assert f["array"] == "w" and (f["passes_assumed"], f["passes_at_most"]) == (assumed, at_most), f
+        assert f["why"].startswith(f"{assumed} passes assumed ("), f["why"]
+        names = [s["stage"] for s in f["stages"]]
+        assert names[:3] == ["X", "y", "check"], names
+        assert sum(s["times"] for s in f["stages"][2:]) == assumed
+        assert f["assumed"]["invocations"] == sum(s["times"] * s["invocations"] for s in f["stages"])
+        assert f["assumed"]["projected_wall_seconds" if False else "wall_seconds"] > 0 and f["assumed"]["usd"] > 0
+        run = sched["run"]
+        assert run["invocations"] == sched["invocations"] + f["assumed"]["invocations"]
+        assert abs(run["projected_wall_seconds"] - sched["projected_wall_seconds"] - f["assumed"]["wall_seconds"]) < 1e-9
+        assert run["at_most"]["invocations"] >= run["invocations"]
+    text = cli("plan", job, cwd=tmp_path).stdout
+    assert f"fit w = " in text and f"{assumed} passes assumed (" in text, text
+    assert re.search(r"^fits before it \(\d+ passes assumed\)$", text, re.M), text
+    assert re.search(r"^whole run \(fits and main stage\)$", text, re.M), text
+    if "max_iter=3" in call:
+        assert "max_iter = 3 bounds the iterations" in text, text
+    elif "linear" in call:
+        assert "least squares is solved in one pass" in text, text
+    else:
+        assert "typical" in text and f"at most {at_most} passes with max_iter = 100" in text, text
+
+
+def test_a_fits_stats_hold_every_invocation_and_the_totals_are_their_sums(tmp_path):
+    """Every invocation of every stage is one record; the totals are the records' sums;
+    each pass sends the invocations its plan projects."""
+    job = fit_job(tmp_path, "logistic_regression(X, y)", name="fitstats")
+    plan = json.loads(cli("plan", "--json", job, cwd=tmp_path).stdout)["schedulers"][0]
+    per = {s["stage"]: s["invocations"] for s in plan["fits"][0]["stages"]}
+    run(job, "--stats", tmp_path / "s.json")
+    s = json.loads((tmp_path / "s.json").read_text())
+    tl = s["timeline"]
+    assert len(tl) == s["invocations"] and all(i["status"] == "ok" for i in tl)
+    for field, total in (("bytes_read", "s3_bytes_read"), ("bytes_written", "s3_bytes_written"), ("tasks", "tasks")):
+        assert sum(i[field] for i in tl) == s[total], field
+    for field, total in (("function_seconds", "function_seconds"), ("compute_seconds", "compute_seconds")):
+        assert abs(sum(i[field] for i in tl) - s[total]) < 1e-6, field
+    by_stage = {}
+    for i in tl:
+        by_stage.setdefault(i["stage"], []).append(i)
+    for stage, recs in by_stage.items():
+        m = re.fullmatch(r"fit\d+-(\w+?)(?:-\d+)?", stage)
+        if m:
+            assert len(recs) == per[m.group(1)], (stage, len(recs), per)
+    passes = len(s["fits"][0]["passes"]) + 1  # and the check
+    assert passes == 2 + s["fits"][0]["n_iter"]
+
+
+# Item 3: imports once.
+
+def imports_job(tmp_path, name, src="in.csv"):
+    job = tmp_path / f"{name}.toml"
+    job.write_text(job_text({"X": {"load": src, "header": True, "usecols": ["b", "a"]}, "s": "sum(X, axis=0)"},
+                            {"s": f"{name}_s.npy"}, name=name))
+    return job
+
+
+def test_an_unchanged_input_is_imported_once_and_reused_by_any_job(tmp_path):
+    """A run imports an input file once; later runs of that job or another that load the
+    same file the same way read the import in place while the file is unchanged (same
+    size, times and content), and import it again once it changes. `ls` shows imports
+    apart; `rm --imports` removes them."""
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=(500, 3))
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("a,b,c\n")
+        np.savetxt(f, a, delimiter=",")
+    reused = re.compile(r"in\.csv: unchanged since it was imported to (\S+); read there")
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    stamp = (tmp_path / "nums-data" / "one" / "X" / "zarr.json").stat().st_mtime_ns
+    for name in ("one", "two"):
+        p = cli("-v", "run", imports_job(tmp_path, name), cwd=tmp_path)
+        assert reused.search(p.stderr).group(1) == "one/X", p.stderr
+        np.testing.assert_allclose(np.load(tmp_path / f"{name}_s.npy"), a[:, [1, 0]].sum(axis=0))
+    assert (tmp_path / "nums-data" / "one" / "X" / "zarr.json").stat().st_mtime_ns == stamp
+    assert not (tmp_path / "nums-data" / "two" / "X").exists()
+    # Read another way: another import.
+    (tmp_path / "three.toml").write_text(job_text({"X": {"load": "in.csv", "header": True}, "s": "sum(X)"},
+                                                  {"s": "three_s.npy"}, name="three"))
+    assert not reused.search(cli("-v", "run", "three.toml", cwd=tmp_path).stderr)
+    ls = json.loads(cli("ls", "--json", cwd=tmp_path).stdout)
+    froms = {i["path"]: i["imported_from"] for i in ls}
+    assert froms == {"one/X": str(tmp_path / "in.csv"), "three/X": str(tmp_path / "in.csv")}, froms
+    table = cli("ls", cwd=tmp_path).stdout
+    assert "imported inputs" in table and "rm --imports" in table, table
+    # Changed: imported again, by whichever job runs next.
+    with open(tmp_path / "in.csv", "w") as f:
+        f.write("a,b,c\n")
+        np.savetxt(f, a * 2, delimiter=",")
+    p = cli("-v", "run", imports_job(tmp_path, "two"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "two_s.npy"), 2 * a[:, [1, 0]].sum(axis=0))
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert reused.search(p.stderr).group(1) == "two/X", p.stderr
+    # rm --imports: the imports and their index entries go; outputs elsewhere stay.
+    p = cli("rm", "--imports", "--yes", cwd=tmp_path)
+    assert "deleted one/X" in p.stdout and "deleted two/X" in p.stdout and "deleted three/X" in p.stdout, p.stdout
+    assert json.loads(cli("ls", "--json", cwd=tmp_path).stdout) == []
+    p = cli("-v", "run", imports_job(tmp_path, "one"), cwd=tmp_path)
+    assert not reused.search(p.stderr), p.stderr
+    np.testing.assert_allclose(np.load(tmp_path / "one_s.npy"), 2 * a[:, [1, 0]].sum(axis=0))
+
+
+def test_a_reused_large_csv_is_not_counted_again(tmp_path):
+    """A CSV the functions count before the probe (4 pieces of 4 MiB or more) is not
+    counted again when its import is reused."""
+    rng = np.random.default_rng(9)
+    a = rng.normal(size=(400_000, 5))
+    np.savetxt(tmp_path / "big.csv", a, delimiter=",", fmt="%.6f")
+    assert (tmp_path / "big.csv").stat().st_size > 4 * (4 << 20)
+    (tmp_path / "job.toml").write_text(job_text({"X": {"load": "big.csv"}, "s": "sum(X, axis=0)"},
+                                                {"s": "s.npy"}, name="big"))
+    stages = []
+    for k in range(2):
+        run(tmp_path / "job.toml", "--stats", tmp_path / f"s{k}.json")
+        stages.append({i["stage"] for i in json.loads((tmp_path / f"s{k}.json").read_text())["timeline"]})
+        np.testing.assert_allclose(np.load(tmp_path / "s.npy"), np.loadtxt(tmp_path / "big.csv", delimiter=",").sum(axis=0))
+    assert "csv-count" in stages[0] and "csv-count" not in stages[1], stages

@@ -32,10 +32,18 @@ pub(crate) struct ArrayInfo {
     pub run: Option<String>,
     /// What made it, in the job file's words.
     pub source: Option<String>,
+    /// For an input file a run imported (and later runs reuse while it is unchanged):
+    /// the file.
+    pub imported_from: Option<String>,
 }
 
 /// The arrays stored under `prefix` (runs' staging areas left out), sorted by path.
 pub(crate) async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<ArrayInfo>> {
+    let imports: BTreeMap<String, String> = crate::runs::imports(store)
+        .await?
+        .into_iter()
+        .map(|(_, i)| (i.array, i.file))
+        .collect();
     let keys = store.list_sizes(prefix.trim_matches('/')).await?;
     let mut by_array: BTreeMap<String, u64> = BTreeMap::new();
     let arrays: Vec<String> = keys
@@ -87,6 +95,7 @@ pub(crate) async fn list(store: &Store, prefix: &str) -> anyhow::Result<Vec<Arra
             job: text("job"),
             run: text("run"),
             source: text("source"),
+            imported_from: imports.get(&path).cloned(),
             path,
         });
     }
@@ -153,12 +162,7 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
             .zip(&m.block)
             .map(|(&x, &b)| (x % b) as usize)
             .collect();
-        values.push(match b {
-            Block::F64(a) => Printed::Float(a[IxDyn(&local)]),
-            Block::F32(a) => Printed::Float32(a[IxDyn(&local)]),
-            Block::I64(a) => Printed::Int(a[IxDyn(&local)]),
-            Block::Bool(a) => Printed::Bool(a[IxDyn(&local)]),
-        });
+        values.push(nums_layout::with_block!(b, a => crate::human::printed(a[IxDyn(&local)])));
     }
     let values = format_values(values);
     let width = values.iter().map(String::len).max().unwrap_or(1);
@@ -184,7 +188,11 @@ pub(crate) async fn preview(arr: &StoredArray, store: &Store) -> anyhow::Result<
                 + if m.ndim() == 1 { "," } else { "" }
         ));
     }
-    if let DType::Float32 = m.dtype {
+    // NumPy names the dtype unless it is the default of its kind.
+    if !matches!(
+        m.dtype,
+        DType::Float64 | DType::Int64 | DType::Bool | DType::Complex128
+    ) {
         extras.push(format!("dtype={}", m.dtype.name()));
     }
     if extras.is_empty() {
@@ -427,14 +435,62 @@ fn put_job_error(mut j: crate::job::JobError, file: &Path) -> crate::job::JobErr
     j
 }
 
-/// What `rm` would delete: every object of the arrays (or of the whole job), refusing a
-/// job another driver is running.
+/// What `rm` deletes: prefixes (arrays, a job, its uploaded inputs) with their objects,
+/// and the entries of the index of imports that would name what is gone.
+#[derive(Debug, Default)]
+pub(crate) struct RmTargets {
+    pub prefixes: Vec<(String, usize)>,
+    pub index: Vec<String>,
+}
+
+/// What `rm` would delete: every object of the arrays (or of the whole job; with
+/// `imports`, the inputs runs imported, of the job or of every job), refusing a job
+/// another driver is running.
 pub(crate) async fn rm_targets(
     store: &Store,
     arrays: &[String],
     job: Option<&str>,
-) -> anyhow::Result<Vec<(String, usize)>> {
+    imports: bool,
+) -> anyhow::Result<RmTargets> {
     let mut out = Vec::new();
+    let index = crate::runs::imports(store).await?;
+    if imports {
+        let mine = |p: &str| job.is_none_or(|j| p.starts_with(&format!("{j}/")));
+        for (_, i) in index.iter().filter(|(_, i)| mine(&i.array)) {
+            let n = store.list(&i.array).await?.len();
+            if n > 0 && !out.iter().any(|(p, _): &(String, usize)| p == &i.array) {
+                out.push((i.array.clone(), n));
+            }
+        }
+        // Local inputs uploaded for Lambda's functions (a run uploads them again).
+        let (_, jobs) = store.list_dir("").await?;
+        for j in jobs
+            .iter()
+            .filter(|j| !crate::runs::reserved(j) && mine(&format!("{j}/")))
+        {
+            let uploads = format!("{j}/{}", crate::runs::INPUTS);
+            let n = store.list(&uploads).await?.len();
+            if n > 0 {
+                out.push((uploads, n));
+            }
+        }
+        let targets = RmTargets {
+            index: index
+                .iter()
+                .filter(|(_, i)| mine(&i.array))
+                .map(|(k, _)| k.clone())
+                .collect(),
+            prefixes: out,
+        };
+        if targets.prefixes.is_empty() && targets.index.is_empty() {
+            bail!(
+                "no imported inputs in store {}{}",
+                store.spec(),
+                job.map(|j| format!(" for job {j}")).unwrap_or_default()
+            );
+        }
+        return Ok(targets);
+    }
     if let Some(j) = job {
         let j = array_path(j)?;
         if j.contains('/') {
@@ -467,11 +523,45 @@ pub(crate) async fn rm_targets(
         let n = store.list(&p).await?.len();
         out.push((p, n));
     }
-    Ok(out)
+    // The index's entries of what goes.
+    let gone = |a: &str| {
+        out.iter()
+            .any(|(p, _)| a == p || a.starts_with(&format!("{p}/")))
+    };
+    Ok(RmTargets {
+        index: index
+            .iter()
+            .filter(|(_, i)| gone(&i.array))
+            .map(|(k, _)| k.clone())
+            .collect(),
+        prefixes: out,
+    })
 }
 
 /// Human-readable `ls` table.
+/// `ls`'s tables: the arrays jobs made, then apart the input files runs imported.
 pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
+    let (imports, made): (Vec<ArrayInfo>, Vec<ArrayInfo>) = infos
+        .iter()
+        .cloned()
+        .partition(|i| i.imported_from.is_some());
+    let mut s = String::new();
+    if !made.is_empty() {
+        s += &table(&made, "job (run)");
+    }
+    if !imports.is_empty() {
+        if !s.is_empty() {
+            s.push('\n');
+        }
+        s += "imported inputs (read in place by later runs while the file is unchanged; \
+              `nums-cloud rm --imports` removes them):\n";
+        s += &table(&imports, "imported from");
+    }
+    s
+}
+
+/// One table of arrays; the last column is `last` (the job and run, or the file).
+pub(crate) fn table(infos: &[ArrayInfo], last: &str) -> String {
     let mut rows = vec![[
         "array".to_string(),
         "shape".into(),
@@ -479,7 +569,7 @@ pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
         "block".into(),
         "stored".into(),
         "ratio".into(),
-        "job (run)".into(),
+        last.into(),
     ]];
     for i in infos {
         let dims = |v: &[u64]| {
@@ -495,9 +585,10 @@ pub(crate) fn ls_table(infos: &[ArrayInfo]) -> String {
             dims(&i.block),
             crate::human::human(i.stored_bytes),
             format!("{:.2}", i.compression_ratio),
-            match (&i.job, &i.run) {
-                (Some(j), Some(r)) => format!("{j} ({r})"),
-                (Some(j), None) => j.clone(),
+            match (&i.imported_from, &i.job, &i.run) {
+                (Some(f), _, _) if last != "job (run)" => f.clone(),
+                (_, Some(j), Some(r)) => format!("{j} ({r})"),
+                (_, Some(j), None) => j.clone(),
                 _ => "-".into(),
             },
         ]);

@@ -218,9 +218,14 @@ struct PutArgs {
 struct RmArgs {
     /// Array paths under the store root.
     arrays: Vec<String>,
-    /// Delete everything under this job's prefix (its arrays and runs).
+    /// Delete everything under this job's prefix (its arrays and runs); with --imports,
+    /// only the inputs its runs imported.
     #[arg(long)]
     job: Option<String>,
+    /// Delete the input files runs imported into the store (kept so that later runs
+    /// read them in place while the file is unchanged), of every job or of --job.
+    #[arg(long)]
+    imports: bool,
     /// Do not ask.
     #[arg(long, short)]
     yes: bool,
@@ -489,13 +494,25 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     let prefix = crate::plan::dry_run_prefix(&c.job);
     let plan = |kind| crate::plan::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
     let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
+    let fits = |kind| crate::iterate::plan_fits(&c.job, &c.graph, &c.probes, kind, &prefix);
+    let (lshs_fits, naive_fits) = (fits(SchedulerKind::Lshs)?, fits(SchedulerKind::Naive)?);
+    let planned = [
+        crate::planview::Planned {
+            main: &lshs,
+            fits: &lshs_fits,
+        },
+        crate::planview::Planned {
+            main: &naive,
+            fits: &naive_fits,
+        },
+    ];
     let provisional = crate::planview::provisional(&c);
     let factorizations = crate::graph::factorizations_text(&c.graph);
     if a.json {
-        let j = crate::planview::json(&c.job, &[&lshs, &naive], provisional);
+        let j = crate::planview::json(&c.job, &planned, provisional);
         outln!("{}", serde_json::to_string_pretty(&j)?)?;
     } else {
-        let mut text = crate::planview::text(&c.job, &[&lshs, &naive]);
+        let mut text = crate::planview::text(&c.job, &planned);
         text += &factorizations;
         let stages = crate::planview::stages_text(&c);
         if !stages.is_empty() {
@@ -529,6 +546,16 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
         &c.probes,
     )?;
     let provisional = crate::planview::provisional(&c);
+    // Each output's shape and dtype as the graph gives them (NumPy's result types).
+    let outputs: Vec<(&str, &nums_layout::ArrayMeta)> = c
+        .job
+        .outputs
+        .iter()
+        .filter_map(|o| {
+            let id = c.graph.named.get(&o.name)?;
+            Some((o.name.as_str(), &c.graph.nodes[*id].meta))
+        })
+        .collect();
     if a.json {
         let j = serde_json::json!({
             "file": a.job.display().to_string(),
@@ -536,6 +563,11 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
             "ok": true,
             "arrays": c.job.arrays.len(),
             "outputs": c.job.outputs.len(),
+            "output_arrays": outputs.iter().map(|(name, m)| serde_json::json!({
+                "name": name,
+                "shape": m.shape,
+                "dtype": m.dtype.name(),
+            })).collect::<Vec<_>>(),
             "provisional": provisional,
         });
         outln!("{}", serde_json::to_string_pretty(&j)?)?;
@@ -546,6 +578,9 @@ async fn check(a: CheckArgs, defaults: crate::job::Defaults) -> anyhow::Result<(
             plural(c.job.arrays.len() as u64, "array", "arrays"),
             plural(c.job.outputs.len() as u64, "output", "outputs")
         )?;
+        for (name, m) in &outputs {
+            outln!("  output {name} {:?} {}", m.shape, m.dtype)?;
+        }
         if let Some(why) = provisional {
             outln!("provisional plan: {why}")?;
         }
@@ -658,7 +693,7 @@ async fn show(a: ShowArgs) -> anyhow::Result<()> {
             }))?
         )
     } else {
-        let table = info.map(|i| crate::arrays::ls_table(&[i]));
+        let table = info.map(|i| crate::arrays::table(&[i], "job (run)"));
         outln!("{}{values}", table.unwrap_or_default())
     }
 }
@@ -706,13 +741,19 @@ async fn put(a: PutArgs, defaults: crate::job::Defaults) -> anyhow::Result<()> {
 /// `nums-cloud rm`: arrays or a job's prefix deleted, after asking.
 async fn rm(a: RmArgs) -> anyhow::Result<()> {
     let (s, _untouched) = a.store.open()?;
-    if a.arrays.is_empty() && a.job.is_none() {
-        anyhow::bail!("rm: name the arrays to delete, or --job NAME");
+    if a.arrays.is_empty() && a.job.is_none() && !a.imports {
+        anyhow::bail!("rm: name the arrays to delete, or --job NAME, or --imports");
     }
-    let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref()).await?;
+    if a.imports && !a.arrays.is_empty() {
+        anyhow::bail!(
+            "rm: --imports deletes imported inputs (of --job NAME); name no arrays with it"
+        );
+    }
+    let targets = crate::arrays::rm_targets(&s, &a.arrays, a.job.as_deref(), a.imports).await?;
     if !a.yes {
         use std::io::Write;
         let mut question: String = targets
+            .prefixes
             .iter()
             .map(|(p, n)| format!("  {p} ({})\n", plural(*n as u64, "object", "objects")))
             .collect();
@@ -732,9 +773,12 @@ async fn rm(a: RmArgs) -> anyhow::Result<()> {
             anyhow::bail!("nothing deleted");
         }
     }
-    for (p, _) in &targets {
+    for (p, _) in &targets.prefixes {
         let n = s.delete_prefix(p).await?;
         outln!("deleted {p} ({})", plural(n as u64, "object", "objects"))?;
+    }
+    for k in &targets.index {
+        s.delete(k).await?;
     }
     Ok(())
 }

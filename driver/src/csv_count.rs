@@ -76,6 +76,20 @@ pub(crate) async fn count(
         if !path.ends_with(".csv") || !reachable(job, path) || !seen.insert(path) {
             continue;
         }
+        // Not counted when every array that loads it reads an unchanged earlier import.
+        let loads = job.arrays.iter().filter_map(|d| match &d.source {
+            Source::Load { path: p, csv } if p == path => Some((csv, d.dtype)),
+            _ => None,
+        });
+        let mut reused = true;
+        for (csv, dtype) in loads {
+            reused &= graph::reuse_import(job, path, csv, dtype, io)
+                .await
+                .is_some();
+        }
+        if reused {
+            continue;
+        }
         let (source, key) = graph::split_zarr_location(path, &job.storage);
         // A file that cannot be read is left to the probe, which says why.
         let Ok(s) = Store::open_counted(&source, io) else {

@@ -210,7 +210,7 @@ async fn export_npy_to_s3(
         // Named after the upload: a resumed run never takes another upload's parts as done.
         let tag = format!(
             "export-{name}-{:08x}",
-            crate::plan::fnv(upload.as_bytes()) as u32
+            crate::runs::fnv(upload.as_bytes()) as u32
         );
         (n.name, n.persist) = (Some(tag.clone()), true);
         let id = n.id;
@@ -395,20 +395,11 @@ async fn for_each_row_slab(
                     SliceInfoElem::from(start..start + n as isize)
                 })
                 .collect();
-            assign(slab, &info, b)?;
+            if !slab.assign(&info, &b) {
+                bail!("a block's dtype differs from its array's");
+            }
         }
         f(slab)?;
-    }
-    Ok(())
-}
-
-fn assign(dst: &mut Block, info: &[SliceInfoElem], src: Block) -> anyhow::Result<()> {
-    match (dst, src) {
-        (Block::F64(d), Block::F64(s)) => d.slice_mut(info).assign(&s),
-        (Block::F32(d), Block::F32(s)) => d.slice_mut(info).assign(&s),
-        (Block::I64(d), Block::I64(s)) => d.slice_mut(info).assign(&s),
-        (Block::Bool(d), Block::Bool(s)) => d.slice_mut(info).assign(&s),
-        _ => bail!("a block's dtype differs from its array's"),
     }
     Ok(())
 }

@@ -76,8 +76,12 @@ pub(crate) enum UnOp {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum ExprKind {
     Num(f64),
+    /// An imaginary literal (`2j`): the complex number with this imaginary part.
+    Imag(f64),
     /// An integer literal (NumPy treats `2` and `2.0` differently with int arrays).
     Int(i64),
+    /// An integer literal above int64's range, up to uint64's largest.
+    UInt(u64),
     Bool(bool),
     Str(String),
     None,
@@ -111,7 +115,9 @@ pub(crate) struct Expr {
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
     Num(f64),
+    Imag(f64),
     Int(i64),
+    UInt(u64),
     Str(String),
     Ident(String),
     Sym(&'static str),
@@ -148,20 +154,27 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
             if let Ok(i) = text.parse::<i64>() {
                 out.push((Tok::Int(i), start));
             } else if text.bytes().all(|b| b.is_ascii_digit()) {
-                // A Python int outside int64: only -2**63 is one (after a unary minus);
-                // NumPy raises OverflowError for the others beside int arrays.
+                // A Python int outside int64: -2**63 (after a unary minus), or one up to
+                // uint64's largest; NumPy raises OverflowError for larger ones.
                 let operand_before = |t: Option<&(Tok, usize)>| {
                     matches!(
                         t,
-                        Some((Tok::Int(_) | Tok::Num(_) | Tok::Str(_) | Tok::Ident(_), _))
-                            | Some((Tok::Sym(")" | "]"), _))
+                        Some((
+                            Tok::Int(_)
+                                | Tok::UInt(_)
+                                | Tok::Num(_)
+                                | Tok::Imag(_)
+                                | Tok::Str(_)
+                                | Tok::Ident(_),
+                            _
+                        )) | Some((Tok::Sym(")" | "]"), _))
                     )
                 };
                 let k = out.len();
                 let unary_minus = k >= 1
                     && out[k - 1].0 == Tok::Sym("-")
                     && !operand_before(k.checked_sub(2).map(|j| &out[j]));
-                // `-2**63 ** y` is `-(2**63 ** y)`: then 2**63 is the base, out of range.
+                // `-2**63 ** y` is `-(2**63 ** y)`: then 2**63 (a uint64) is the base.
                 let next: String = chars[i..]
                     .iter()
                     .filter(|c| !c.is_whitespace())
@@ -170,14 +183,23 @@ fn lex(s: &str) -> Result<Vec<(Tok, usize)>, ExprError> {
                 if unary_minus && text == "9223372036854775808" && next != "**" {
                     let (_, at) = out.pop().expect("the minus");
                     out.push((Tok::Int(i64::MIN), at));
+                } else if let Ok(u) = text.parse::<u64>() {
+                    // Up to uint64's largest: a uint64 array takes it (others refuse it).
+                    out.push((Tok::UInt(u), start));
                 } else {
                     return Err(ExprError::new(
                         start,
                         format!(
-                            "{text} is outside int64's range (NumPy raises OverflowError for such an int); write {text}.0 for a float"
+                            "{text} is outside uint64's range (NumPy raises OverflowError for such an int); write {text}.0 for a float"
                         ),
                     ));
                 }
+            } else if let Some(im) = text.strip_suffix(['j', 'J']) {
+                // Python's imaginary literal (`2j`, `1.5e-3J`): a complex number.
+                let v: f64 = im
+                    .parse()
+                    .map_err(|_| ExprError::new(start, format!("{text:?} is not a number")))?;
+                out.push((Tok::Imag(v), start));
             } else {
                 let v: f64 = text
                     .parse()
@@ -244,7 +266,9 @@ pub(crate) fn parse(s: &str) -> Result<Expr, ExprError> {
 fn describe(t: &Tok) -> String {
     match t {
         Tok::Num(v) => format!("number {v}"),
+        Tok::Imag(v) => format!("number {v}j"),
         Tok::Int(v) => format!("number {v}"),
+        Tok::UInt(v) => format!("number {v}"),
         Tok::Str(s) => format!("string {s:?}"),
         Tok::Ident(s) => format!("name {s}"),
         Tok::Sym(s) => format!("'{s}'"),
@@ -493,7 +517,9 @@ impl Parser {
         let (t, pos) = self.next();
         let (kind, below) = match t {
             Tok::Num(v) => (ExprKind::Num(v), 0),
+            Tok::Imag(v) => (ExprKind::Imag(v), 0),
             Tok::Int(v) => (ExprKind::Int(v), 0),
+            Tok::UInt(v) => (ExprKind::UInt(v), 0),
             Tok::Str(s) => (ExprKind::Str(s), 0),
             Tok::Ident(name) => match name.as_str() {
                 "True" => (ExprKind::Bool(true), 0),
@@ -597,7 +623,9 @@ pub(crate) fn names(e: &Expr) -> Vec<&str> {
                 }
             }
             ExprKind::Num(_)
+            | ExprKind::Imag(_)
             | ExprKind::Int(_)
+            | ExprKind::UInt(_)
             | ExprKind::Bool(_)
             | ExprKind::Str(_)
             | ExprKind::None
@@ -676,7 +704,9 @@ mod tests {
     fn show(e: &Expr) -> String {
         match &e.kind {
             ExprKind::Num(v) => format!("{v}"),
+            ExprKind::Imag(v) => format!("{v}j"),
             ExprKind::Int(v) => format!("{v}"),
+            ExprKind::UInt(v) => format!("{v}"),
             ExprKind::Name(n) => n.clone(),
             ExprKind::Str(s) => format!("{s:?}"),
             ExprKind::Unary(op, x) => format!("({op:?} {})", show(x)),

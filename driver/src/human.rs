@@ -1,7 +1,7 @@
 //! Numbers and values for people: byte counts, memory, plurals, and small arrays as NumPy
 //! prints them. A leaf: the summary, `plan`, `ls`/`show` and the timeline all print with it.
 
-use nums_layout::Block;
+use nums_layout::{Block, Elem, Scalar};
 
 /// Bytes for people: B, kB, MB or GB (powers of 1000), three significant figures or so.
 pub(crate) fn human(b: u64) -> String {
@@ -29,12 +29,8 @@ pub(crate) fn plural(n: u64, one: &str, many: &str) -> String {
 /// float format), without `array(...)` around them, in lines of at most `line_width`
 /// columns: the run summary's preview of an output.
 pub(crate) fn format_block(b: &Block, line_width: usize) -> String {
-    let values: Vec<Printed> = match b {
-        Block::F64(a) => a.iter().map(|&v| Printed::Float(v)).collect(),
-        Block::F32(a) => a.iter().map(|&v| Printed::Float32(v)).collect(),
-        Block::I64(a) => a.iter().map(|&v| Printed::Int(v)).collect(),
-        Block::Bool(a) => a.iter().map(|&v| Printed::Bool(v)).collect(),
-    };
+    let values: Vec<Printed> =
+        nums_layout::with_block!(b, a => a.iter().map(|&v| printed(v)).collect());
     let shape = b.shape().to_vec();
     let values = format_values(values);
     let width = values.iter().map(String::len).max().unwrap_or(1);
@@ -49,12 +45,35 @@ pub(crate) fn format_block(b: &Block, line_width: usize) -> String {
 }
 
 /// One printed element before formatting.
+#[derive(Clone, Copy)]
 pub(crate) enum Printed {
     Float(f64),
     /// Printed with a float32's own shortest digits, as NumPy prints them.
     Float32(f32),
-    Int(i64),
+    /// An int of any width (uint64's largest included).
+    Int(i128),
     Bool(bool),
+    /// Real and imaginary parts (each a `Float` or a `Float32`), formatted as NumPy's
+    /// `ComplexFloatingFormat` does: the real parts together, the imaginary parts together
+    /// with their signs, then `re+imj`.
+    Complex(f64, f64),
+    /// A complex64's parts, with float32's own digits.
+    Complex64(f32, f32),
+}
+
+/// An element of any dtype as NumPy prints it.
+pub(crate) fn printed<T: Elem>(v: T) -> Printed {
+    match (T::DTYPE, v.to_scalar()) {
+        (_, Scalar::Bool(b)) => Printed::Bool(b),
+        (_, Scalar::Int(i)) => Printed::Int(i.into()),
+        (_, Scalar::UInt(u)) => Printed::Int(u.into()),
+        (nums_layout::DType::Float32, Scalar::Float(x)) => Printed::Float32(x as f32),
+        (_, Scalar::Float(x)) => Printed::Float(x),
+        (nums_layout::DType::Complex64, Scalar::Complex(re, im)) => {
+            Printed::Complex64(re as f32, im as f32)
+        }
+        (_, Scalar::Complex(re, im)) => Printed::Complex(re, im),
+    }
 }
 
 /// NumPy's most fractional digits (`precision`).
@@ -72,7 +91,18 @@ fn trim_zeros(text: &str) -> String {
 /// read back to the value (of its own type), at most [`PRECISION`] after the point
 /// (rounded), trailing zeros dropped; positional (`-0.25`, `3.`) or scientific
 /// (mantissa and exponent apart: `("-2.5", -7)`).
-fn digits(p: &Printed, sci: bool) -> (String, i32) {
+fn digits(p: &Printed, sci: bool, plus: bool) -> (String, i32) {
+    let (t, e) = unsigned_digits(p, sci);
+    // NumPy's `sign='+'` (a complex's imaginary parts): `+` before a non-negative value.
+    if plus && !t.starts_with('-') {
+        (format!("+{t}"), e)
+    } else {
+        (t, e)
+    }
+}
+
+/// [`digits`] without a `+`.
+fn unsigned_digits(p: &Printed, sci: bool) -> (String, i32) {
     macro_rules! of {
         ($v:expr) => {{
             let v = $v;
@@ -113,24 +143,51 @@ fn digits(p: &Printed, sci: bool) -> (String, i32) {
 /// needs when the magnitudes span more than 1e3, reach 1e8 or fall under 1e-4; `nan` and
 /// `inf` right-aligned in the same width; ints right-aligned; bools ` True` and `False`.
 pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
+    let parts = |p: &Printed| match *p {
+        Printed::Complex(re, im) => Some((Printed::Float(re), Printed::Float(im))),
+        Printed::Complex64(re, im) => Some((Printed::Float32(re), Printed::Float32(im))),
+        _ => None,
+    };
+    if values.iter().any(|p| parts(p).is_some()) {
+        let (re, im): (Vec<Printed>, Vec<Printed>) = values.iter().filter_map(parts).unzip();
+        let (re, im) = (format_floats(&re, false), format_floats(&im, true));
+        // The `j` goes before the imaginary part's padding: `1.5+2.j  `.
+        return re
+            .into_iter()
+            .zip(im)
+            .map(|(r, i)| {
+                let end = i.trim_end().len();
+                format!("{r}{}j{}", &i[..end], &i[end..])
+            })
+            .collect();
+    }
+    if values
+        .iter()
+        .any(|p| matches!(p, Printed::Float(_) | Printed::Float32(_)))
+    {
+        return format_floats(&values, false);
+    }
+    let texts: Vec<String> = values
+        .iter()
+        .map(|p| match p {
+            Printed::Int(v) => v.to_string(),
+            Printed::Bool(true) => " True".into(),
+            Printed::Bool(false) => "False".into(),
+            _ => unreachable!("not a number of these kinds"),
+        })
+        .collect();
+    let w = texts.iter().map(String::len).max().unwrap_or(0);
+    texts.into_iter().map(|t| format!("{t:>w$}")).collect()
+}
+
+/// NumPy's `FloatingFormat` of floats (`plus`: its `sign='+'`, a `+` before non-negative
+/// values and infinities, as a complex's imaginary parts have).
+fn format_floats(values: &[Printed], plus: bool) -> Vec<String> {
     let float = |p: &Printed| match p {
         Printed::Float(v) => Some(*v),
         Printed::Float32(v) => Some(*v as f64),
         _ => None,
     };
-    if !values.iter().any(|p| float(p).is_some()) {
-        let texts: Vec<String> = values
-            .iter()
-            .map(|p| match p {
-                Printed::Int(v) => v.to_string(),
-                Printed::Bool(true) => " True".into(),
-                Printed::Bool(false) => "False".into(),
-                _ => unreachable!("not a float"),
-            })
-            .collect();
-        let w = texts.iter().map(String::len).max().unwrap_or(0);
-        return texts.into_iter().map(|t| format!("{t:>w$}")).collect();
-    }
     let finite: Vec<&Printed> = values
         .iter()
         .filter(|p| float(p).is_some_and(f64::is_finite))
@@ -150,7 +207,7 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
         (i.to_string(), f.to_string())
     };
     // The widths of the integer part, the decimals and (scientific) the exponent.
-    let parts: Vec<(String, i32)> = finite.iter().map(|p| digits(p, sci)).collect();
+    let parts: Vec<(String, i32)> = finite.iter().map(|p| digits(p, sci, plus)).collect();
     let pad_left = parts
         .iter()
         .map(|(t, _)| split(t).0.len())
@@ -172,9 +229,10 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
         precision
     };
     // Room for `nan`, `inf` and `-inf` in the integer part's place.
-    let neginf = values
-        .iter()
-        .any(|p| float(p).is_some_and(|v| v == f64::NEG_INFINITY));
+    let neginf = plus
+        || values
+            .iter()
+            .any(|p| float(p).is_some_and(|v| v == f64::NEG_INFINITY));
     let pad_left = if finite.len() == values.len() {
         pad_left
     } else {
@@ -188,11 +246,19 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
         .iter()
         .map(|p| {
             let v = float(p).expect("a float");
+            let sign = if plus { "+" } else { "" };
             if v.is_nan() {
-                return format!("{:>width$}", "nan");
+                return format!("{:>width$}", format!("{sign}nan"));
             }
             if v.is_infinite() {
-                return format!("{:>width$}", if v > 0.0 { "inf" } else { "-inf" });
+                return format!(
+                    "{:>width$}",
+                    if v > 0.0 {
+                        format!("{sign}inf")
+                    } else {
+                        "-inf".into()
+                    }
+                );
             }
             if sci {
                 // Every value with the most decimals any needs (zeros kept).
@@ -203,13 +269,18 @@ pub(crate) fn format_values(values: Vec<Printed>) -> Vec<String> {
                 let (mant, exp) = t.split_once('e').expect("an exponent");
                 let e: i32 = exp.parse().expect("an exponent");
                 let (i, f) = split(mant);
+                let i = if plus && !i.starts_with('-') {
+                    format!("+{i}")
+                } else {
+                    i
+                };
                 format!(
                     "{i:>pad_left$}.{f}e{}{:0exp_size$}",
                     if e < 0 { '-' } else { '+' },
                     e.unsigned_abs()
                 )
             } else {
-                let (i, f) = split(&digits(p, false).0);
+                let (i, f) = split(&digits(p, false, plus).0);
                 format!("{i:>pad_left$}.{f:<precision$}")
             }
         })

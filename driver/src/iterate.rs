@@ -41,6 +41,62 @@ pub(crate) struct Data<'a> {
     pub stage: String,
     pub stages: &'a Stages<'a>,
     pub store: &'a Store,
+    /// What remains of the fit's stages as planned, for the progress total.
+    pub ahead: std::sync::Mutex<Ahead>,
+}
+
+/// A fit's passes as `plan` assumes them, and those started so far (for the notes; the
+/// progress total counts the invocations `plan` expects of the fit's stages, each
+/// leaving the expectation as it starts).
+#[derive(Default)]
+pub(crate) struct Ahead {
+    pub assumed: u32,
+    pub started: u32,
+}
+
+impl Ahead {
+    pub(crate) fn of(f: &FitPlan) -> Ahead {
+        Ahead {
+            assumed: f.passes().0,
+            started: 0,
+        }
+    }
+
+    /// Stage `name` of the fit starts.
+    fn start(&mut self, name: &str) {
+        if !matches!(name, "X" | "y") {
+            self.started += 1;
+        }
+    }
+}
+
+impl Data<'_> {
+    /// Stage `name` of the fit starts: "pass K of N assumed", for the notes.
+    fn starting(&self, name: &str) -> String {
+        let mut a = self.ahead.lock().unwrap_or_else(|p| p.into_inner());
+        a.start(name);
+        format!("pass {} of {} assumed", a.started, a.assumed.max(a.started))
+    }
+}
+
+impl Data<'_> {
+    fn over(&self) -> Over<'_> {
+        Over {
+            job: self.job,
+            x_path: self.x_path,
+            y_path: self.y_path,
+            d: self.d,
+        }
+    }
+}
+
+/// What a fit's small jobs are made over: the run's job, where X and y are stored, and
+/// the features.
+struct Over<'a> {
+    job: &'a Job,
+    x_path: &'a str,
+    y_path: &'a str,
+    d: usize,
 }
 
 /// Where an array at `path` under `spec`'s root is, as a job file's `load` names it.
@@ -61,7 +117,7 @@ fn def(name: &str, source: Source) -> ArrayDef {
 }
 
 /// A job of `arrays` (after loads of X and y) whose `outputs` are stored, over the data.
-fn small_job(data: &Data, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Job {
+fn small_job(data: &Over, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Job {
     let mut defs = vec![
         def(
             "X",
@@ -166,8 +222,8 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
     a.iter().next().copied().unwrap_or(f64::NAN)
 }
 
-/// Refuses labels the model cannot take, and NaN or inf in y, before the first pass.
-async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
+/// The job of the pass that checks y (its outputs: counts of refused values).
+fn check_job(data: &Over, spec: &FitSpec) -> (Job, Vec<String>) {
     let checks = crate::models::checks(spec);
     let names: Vec<&str> = checks.iter().map(|(n, _)| n.as_str()).collect();
     let job = small_job(
@@ -178,6 +234,12 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
             .collect(),
         &names,
     );
+    (job, names.iter().map(|n| n.to_string()).collect())
+}
+
+/// Refuses labels the model cannot take, and NaN or inf in y, before the first pass.
+async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
+    let (job, names) = check_job(&data.over(), spec);
     let p = plan_small(&job, &format!("{}/check", data.prefix)).await?;
     let stage = format!("{}-check", data.stage);
     dispatch(data, &stage, &p, &HashMap::new()).await?;
@@ -214,7 +276,7 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
 }
 
 /// The job of one pass of `kind`.
-fn pass_job(data: &Data, spec: &FitSpec, kind: PassKind) -> Job {
+fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
     let (exprs, outputs) = crate::models::program(spec, kind);
     let d = data.d as u64;
     let mut arrays = Vec::new();
@@ -323,6 +385,8 @@ pub(crate) async fn fit(
     spec: &FitSpec,
     array: &str,
 ) -> anyhow::Result<(Fitted, Vec<PassReport>)> {
+    let at = data.starting("check");
+    data.stages.note(&format!("{array}: {at} (the check of y)"));
     check_labels(data, spec).await?;
     let mut planned: HashMap<PassKind, Planned> = HashMap::new();
     let mut reports = Vec::new();
@@ -334,10 +398,19 @@ pub(crate) async fn fit(
             PassKind::Normal => "normal".into(),
         };
         if let std::collections::hash_map::Entry::Vacant(e) = planned.entry(pass.kind) {
-            let job = pass_job(data, spec, pass.kind);
+            let job = pass_job(&data.over(), spec, pass.kind);
             e.insert(plan_small(&job, &format!("{}/{name}", data.prefix)).await?);
         }
         let p = &planned[&pass.kind];
+        let at = data.starting(&name);
+        data.stages.note(&match (fit.last_loss(), fit.last_grad_max()) {
+            (Some(l), Some(gm)) => format!(
+                "{array}: {at}, iteration {}: loss {l:.6e}, largest gradient {gm:.2e} (tol {:e})",
+                fit.n_iter() + 1,
+                spec.tol
+            ),
+            _ => format!("{array}: {at} (the first evaluation)"),
+        });
         let started = Instant::now();
         let stage = format!("{}-{name}-{}", data.stage, reports.len() + 1);
         let dispatched = dispatch(data, &stage, p, &params(spec, &pass, data.d)).await?;
@@ -353,21 +426,246 @@ pub(crate) async fn fit(
             bytes_read: dispatched.stats.bytes_read,
         });
         let next = fit.step(&pass, sums).map_err(|e| anyhow!(e))?;
-        if let (Some(l), Some(gm)) = (fit.last_loss(), fit.last_grad_max()) {
-            data.stages.note(&format!(
-                "{array}: iteration {}, loss {l:.6e}, largest gradient {gm:.2e}",
-                fit.n_iter()
-            ));
-        }
         match next {
             Next::Pass(p) => pass = p,
             Next::Done(f) => break f,
         }
     };
     data.stages.note("");
+    data.stages.expect(&data.stage, 0);
     // The passes' arrays are of no use after the loop.
     let _ = data.store.delete_prefix(&data.prefix).await;
     Ok((fitted, reports))
+}
+
+/// A fit as `plan` projects it: each kind of stage it runs, planned once, with how many
+/// times it is assumed to run and how many at most.
+pub(crate) struct FitPlan {
+    /// The job's array the fit makes.
+    pub array: String,
+    pub model: String,
+    /// Its stages' names begin with this (`fit<N>`).
+    pub stage: String,
+    pub stages: Vec<FitStage>,
+    /// The iterations assumed ([`crate::models::typical_iterations`], or `max_iter` when
+    /// less) and the most it may take.
+    pub iterations: u32,
+    pub max_iter: u32,
+}
+
+/// One kind of stage of a fit: making X or y, the check of y, a kind of pass.
+pub(crate) struct FitStage {
+    /// As the run names it after `fit<N>-` (`X`, `check`, `grad4`, `newton`, ...).
+    pub name: String,
+    /// What it is, in words.
+    pub what: String,
+    pub plan: crate::sched::Plan,
+    /// Times it runs when the fit takes the assumed iterations, and at most.
+    pub times: u32,
+    pub at_most: u32,
+}
+
+impl FitPlan {
+    /// The stages that are passes over X and y (not the making of X or y).
+    fn pass_stages(&self) -> impl Iterator<Item = &FitStage> {
+        self.stages
+            .iter()
+            .filter(|s| !matches!(s.name.as_str(), "X" | "y"))
+    }
+
+    /// Passes over X and y the fit is assumed to send (the check included), and at most.
+    pub(crate) fn passes(&self) -> (u32, u32) {
+        self.pass_stages()
+            .fold((0, 0), |(a, m), s| (a + s.times, m + s.at_most))
+    }
+
+    /// How many passes it assumes, and why, in words.
+    pub(crate) fn why(&self) -> String {
+        let (assumed, most) = self.passes();
+        let kinds: Vec<String> = self
+            .pass_stages()
+            .map(|s| {
+                let many = match s.what.strip_suffix(" pass") {
+                    Some(w) => format!("{w} passes"),
+                    None => s.what.replacen("check", "checks", 1),
+                };
+                crate::human::plural(u64::from(s.times), &s.what, &many)
+            })
+            .collect();
+        let reason = if self.max_iter == 1 {
+            "least squares is solved in one pass".to_string()
+        } else if self.iterations >= self.max_iter {
+            format!("max_iter = {} bounds the iterations", self.max_iter)
+        } else {
+            format!(
+                "the solver's typical {} iterations on scaled data; at most {most} passes \
+                 with max_iter = {}",
+                self.iterations, self.max_iter
+            )
+        };
+        format!(
+            "{} assumed ({}): {reason}",
+            crate::human::plural(u64::from(assumed), "pass", "passes"),
+            kinds.join(", ")
+        )
+    }
+
+    /// What the fit's stages add to a run, with each stage run as often as assumed (or,
+    /// `at_most`, as often as it may be): projected by the job's cost model, its workers
+    /// warm (the run's first stage pays their cold starts).
+    pub(crate) fn totals(&self, job: &Job, at_most: bool) -> FitTotals {
+        let mut t = FitTotals::default();
+        for s in &self.stages {
+            let k = u64::from(if at_most { s.at_most } else { s.times });
+            let pr = crate::plan::projection_warm(job, &s.plan);
+            t.invocations += k * s.plan.batches.len() as u64;
+            t.bytes_read += k * s.plan.bytes_read();
+            t.bytes_written += k * s.plan.bytes_written();
+            t.wall_seconds += k as f64 * pr.wall_seconds;
+            t.gb_seconds += k as f64 * pr.gb_seconds;
+            t.usd += k as f64 * pr.usd;
+        }
+        t
+    }
+}
+
+/// What a fit (or a whole run) adds up to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub(crate) struct FitTotals {
+    pub invocations: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub wall_seconds: f64,
+    pub gb_seconds: f64,
+    pub usd: f64,
+}
+
+/// The fits of graph `g` as `plan` projects them under scheduler `kind`, in the order a
+/// run makes them. Pure: X and y are taken as stored where the run would store them.
+pub(crate) fn plan_fits(
+    job: &Job,
+    g: &Graph,
+    probes: &graph::Probes,
+    kind: crate::job::SchedulerKind,
+    prefix: &str,
+) -> anyhow::Result<Vec<FitPlan>> {
+    use crate::models::{Solver, solver::LINE_SEARCH_STEPS, typical_iterations};
+    let work = tasks::block_work(g);
+    let mut out = Vec::new();
+    for n in &g.nodes {
+        let NodeOp::Fit { x, y, spec } = &n.op else {
+            continue;
+        };
+        if !(n.persist || work.needed(n.id)) {
+            continue;
+        }
+        let array = n
+            .name
+            .clone()
+            .or_else(|| n.def.clone())
+            .unwrap_or_else(|| "a model".into());
+        let stage = format!("fit{}", n.id);
+        let plan =
+            |j: &Job, g: &Graph, p: &graph::Probes| crate::plan::plan_with(j, g, kind, prefix, p);
+        let mut stages = Vec::new();
+        let mut paths = [String::new(), String::new()];
+        let mut stored = graph::Probes::default();
+        for (i, (v, what)) in [(*x, "X"), (*y, "y")].into_iter().enumerate() {
+            paths[i] = match &g.nodes[v].op {
+                NodeOp::InPlace { path, .. } => path.clone(),
+                _ => {
+                    let (sub, root) = g.subgraph(v, &format!("{stage}-{what}"));
+                    stages.push(FitStage {
+                        name: what.into(),
+                        what: format!("making {what}"),
+                        plan: plan(job, &sub, probes)?,
+                        times: 1,
+                        at_most: 1,
+                    });
+                    tasks::node_path(prefix, &sub, root)
+                }
+            };
+            // Where the passes read it: stored, in place.
+            stored.0.insert(
+                what.to_string(),
+                graph::Probe::Zarr {
+                    store: job.storage.clone(),
+                    path: paths[i].clone(),
+                    meta: g.nodes[v].meta.clone(),
+                    in_place: Some(paths[i].clone()),
+                    sparse: false,
+                    stamp: 0,
+                },
+            );
+        }
+        let over = Over {
+            job,
+            x_path: &paths[0],
+            y_path: &paths[1],
+            d: g.nodes[*x].meta.shape[1] as usize,
+        };
+        let planned = |j: Job| -> anyhow::Result<crate::sched::Plan> {
+            let g = graph::build(&j, &stored)?;
+            plan(&j, &g, &stored)
+        };
+        stages.push(FitStage {
+            name: "check".into(),
+            what: "check of y".into(),
+            plan: planned(check_job(&over, spec).0)?,
+            times: 1,
+            at_most: 1,
+        });
+        let iterations = typical_iterations(spec.solver).min(spec.max_iter.max(1));
+        let max_iter = spec.max_iter.max(1);
+        let passes: Vec<(PassKind, &str, &str, u32, u32)> = match spec.solver {
+            Solver::Direct => vec![(PassKind::Normal, "normal", "normal-equations pass", 1, 1)],
+            Solver::Newton => vec![(
+                PassKind::Hessian,
+                "newton",
+                "Newton pass",
+                1 + iterations,
+                1 + max_iter,
+            )],
+            Solver::Lbfgs => vec![
+                (PassKind::Gradient { k: 1 }, "grad1", "gradient pass", 1, 1),
+                (
+                    PassKind::Gradient {
+                        k: LINE_SEARCH_STEPS,
+                    },
+                    "grad4",
+                    "line-search pass",
+                    iterations,
+                    max_iter,
+                ),
+            ],
+        };
+        for (kind, name, what, times, at_most) in passes {
+            stages.push(FitStage {
+                name: name.into(),
+                what: what.into(),
+                plan: planned(pass_job(&over, spec, kind))?,
+                times,
+                at_most,
+            });
+        }
+        out.push(FitPlan {
+            array,
+            model: crate::models::describe(spec),
+            stage,
+            stages,
+            iterations: if spec.solver == Solver::Direct {
+                1
+            } else {
+                iterations
+            },
+            max_iter: if spec.solver == Solver::Direct {
+                1
+            } else {
+                max_iter
+            },
+        });
+    }
+    Ok(out)
 }
 
 /// Fits the job's models (`Fit` nodes of `g`) before the main stage, which reads their
@@ -383,6 +681,8 @@ pub(crate) async fn fit_all(
     let (job, store) = (stages.job, stages.store);
     let prefix = stages.prefix()?;
     let work = tasks::block_work(g);
+    // As `plan` projects them: what the progress total expects of each fit.
+    let planned = plan_fits(job, g, probes, job.compute.scheduler, &prefix)?;
     for n in &g.nodes {
         let NodeOp::Fit { x, y, spec } = &n.op else {
             continue;
@@ -390,6 +690,11 @@ pub(crate) async fn fit_all(
         if !(n.persist || work.needed(n.id)) {
             continue;
         }
+        let stage = format!("fit{}", n.id);
+        let mut ahead = match planned.iter().find(|f| f.stage == stage) {
+            Some(f) => Ahead::of(f),
+            None => Ahead::default(),
+        };
         let array = n
             .name
             .clone()
@@ -408,7 +713,8 @@ pub(crate) async fn fit_all(
                 NodeOp::InPlace { path, .. } => path.clone(),
                 _ => {
                     // Not an identifier, so never the name of one of the job's arrays.
-                    let name = format!("fit{}-{what}", n.id);
+                    let name = format!("{stage}-{what}");
+                    ahead.start(what);
                     let (sub, root) = g.subgraph(v, &name);
                     stages.run_graph(&name, &sub, probes).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
@@ -425,9 +731,10 @@ pub(crate) async fn fit_all(
             n: mx.shape[0],
             d: mx.shape[1] as usize,
             prefix: format!("{prefix}/fit{}", n.id),
-            stage: format!("fit{}", n.id),
+            stage: stage.clone(),
             stages,
             store,
+            ahead: std::sync::Mutex::new(ahead),
         };
         let (fitted, passes) = fit(&data, spec, &array).await.map_err(about)?;
         for p in made {

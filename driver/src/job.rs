@@ -949,12 +949,9 @@ fn parse_array(
     }
     let dtype = match t.get("dtype") {
         None => None,
-        Some(toml::Value::String(s)) => Some(DType::parse(s).ok_or_else(|| {
-            (
-                "dtype".to_string(),
-                format!("unsupported dtype {s:?}; supported: float64, float32, int64, bool"),
-            )
-        })?),
+        Some(toml::Value::String(s)) => {
+            Some(DType::parse_named(s).map_err(|m| ("dtype".to_string(), m))?)
+        }
         Some(_) => {
             return Err((
                 "dtype".into(),

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use nums_layout::{Block, DType};
+use nums_layout::{Block, DType, Scalar};
 
 /// Shape and element type of a `.npy` file, from its header alone.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,8 +18,7 @@ pub struct NpyHeader {
 }
 
 impl NpyHeader {
-    /// The dtype the array gets in nums-cloud: bool, float32 and float64 stay; smaller
-    /// integers widen to int64.
+    /// The array's dtype: any of the thirteen, little-endian or byte-sized.
     pub fn dtype(&self) -> Result<DType, String> {
         if self.descr.starts_with('>') {
             return Err(format!(
@@ -27,29 +26,19 @@ impl NpyHeader {
                 self.descr
             ));
         }
-        let d = self.descr.trim_start_matches(['<', '|', '=']);
-        match d {
-            "b1" => Ok(DType::Bool),
-            "f8" => Ok(DType::Float64),
-            "f4" => Ok(DType::Float32),
-            "i8" | "i4" | "i2" | "i1" | "u1" | "u2" | "u4" => Ok(DType::Int64),
-            _ => Err(format!(
-                "unsupported .npy dtype {:?}; supported: float64, float32, int8-64, uint8-32, bool",
-                self.descr
-            )),
-        }
+        DType::parse(&self.descr).ok_or_else(|| {
+            format!(
+                "unsupported .npy dtype {:?}; supported: {}",
+                self.descr,
+                DType::supported()
+            )
+        })
     }
-}
 
-impl NpyHeader {
-    /// Bytes of one element.
+    /// Bytes of one element (8 where the dtype is not one nums-cloud reads: such a file
+    /// is refused by [`NpyHeader::dtype`]).
     pub fn item_size(&self) -> u64 {
-        match self.descr.trim_start_matches(['<', '|', '=']) {
-            "b1" | "i1" | "u1" => 1,
-            "i2" | "u2" => 2,
-            "f4" | "i4" | "u4" => 4,
-            _ => 8,
-        }
+        self.dtype().map_or(8, |d| d.size() as u64)
     }
 
     /// Bytes of the whole file.
@@ -181,12 +170,7 @@ pub(crate) struct NpyWriter {
 /// The header of a C-order `.npy` file (format 1.0) of `dtype` and `shape`, padded so
 /// that the data starts at a multiple of 64 bytes.
 pub(crate) fn header(dtype: DType, shape: &[u64]) -> Vec<u8> {
-    let descr = match dtype {
-        DType::Float64 => "<f8",
-        DType::Float32 => "<f4",
-        DType::Int64 => "<i8",
-        DType::Bool => "|b1",
-    };
+    let descr = dtype.descr();
     let dims = match shape {
         [n] => format!("({n},)"),
         s => format!(
@@ -305,23 +289,30 @@ impl CsvWriter {
                 b","
             })
         };
+        // Floats with the shortest text that reads back (float32's own), complex in
+        // Python's syntax (`1.5-2.0j`, as `complex()` and the CSV import read it), bools
+        // as 0 and 1, ints exactly.
         let r = match slab {
-            Block::F64(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
             Block::F32(a) => a
                 .iter()
                 .enumerate()
                 .try_for_each(|(i, v)| put(i, format_args!("{v:?}"))),
-            Block::I64(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, v)| put(i, format_args!("{v}"))),
-            Block::Bool(a) => a
-                .iter()
-                .enumerate()
-                .try_for_each(|(i, &v)| put(i, format_args!("{}", v as u8))),
+            Block::C64(a) => a.iter().enumerate().try_for_each(|(i, z)| {
+                let sign = if z.im.is_sign_negative() { "" } else { "+" };
+                put(i, format_args!("{:?}{sign}{:?}j", z.re, z.im))
+            }),
+            b => nums_layout::with_block!(b, a => a.iter().enumerate().try_for_each(|(i, v)| {
+                match nums_layout::Elem::to_scalar(*v) {
+                    Scalar::Bool(b) => put(i, format_args!("{}", b as u8)),
+                    Scalar::Int(x) => put(i, format_args!("{x}")),
+                    Scalar::UInt(x) => put(i, format_args!("{x}")),
+                    Scalar::Float(x) => put(i, format_args!("{x:?}")),
+                    Scalar::Complex(re, im) => {
+                        let sign = if im.is_sign_negative() { "" } else { "+" };
+                        put(i, format_args!("{re:?}{sign}{im:?}j"))
+                    }
+                }
+            })),
         };
         r.map_err(|e| format!("cannot write {}: {e}", self.tmp.tmp.display()))
     }

@@ -26,6 +26,8 @@ pub struct Checked {
     pub store: Store,
     /// The first boolean mask whose values the graph waits for, if any.
     pub mask: Option<graph::NodeId>,
+    /// Or the first small node whose values it waits for (a sample sort's samples).
+    pub values: Option<graph::NodeId>,
 }
 
 impl Checked {
@@ -36,7 +38,7 @@ impl Checked {
         probes.sort_by(|a, b| a.0.cmp(b.0));
         let text = format!("{:?}{probes:?}", self.job);
         crate::runs::Fingerprint {
-            hash: format!("{:016x}", fnv(text.as_bytes())),
+            hash: format!("{:016x}", crate::runs::fnv(text.as_bytes())),
             inputs: probes.iter().map(|(_, p)| p.version()).collect(),
         }
     }
@@ -133,9 +135,10 @@ pub(crate) async fn check_counted(
     io: &Arc<IoCounters>,
 ) -> anyhow::Result<Checked> {
     let probes = graph::probe_with(&job, counted, io).await?;
-    let (graph, mask) = match graph::build_staged(&job, &probes, &Default::default())? {
-        graph::Built::Done(g) => (g, None),
-        graph::Built::NeedMask { graph, mask } => (graph, Some(mask)),
+    let (graph, mask, values) = match graph::build_staged(&job, &probes, &Default::default())? {
+        graph::Built::Done(g) => (g, None, None),
+        graph::Built::NeedMask { graph, mask } => (graph, Some(mask), None),
+        graph::Built::NeedValues { graph, node } => (graph, None, Some(node)),
     };
     let store = Store::open_counted(&job.storage, io)
         .map_err(|e| job.err(job.storage_line, "storage.url", e.to_string()))?;
@@ -155,6 +158,7 @@ pub(crate) async fn check_counted(
         probes,
         store,
         mask,
+        values,
     })
 }
 
@@ -439,9 +443,13 @@ pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
     plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
 }
 
-/// FNV-1a of some bytes (a short stable tag).
-pub(crate) fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+/// [`projection`] on workers already started (no cold start): a stage after the run's
+/// first, such as a fit's passes.
+pub(crate) fn projection_warm(job: &Job, plan: &Plan) -> Projection {
+    let c = &job.compute;
+    let model = CostModel {
+        cold_start_s: 0.0,
+        ..CostModel::for_job(job)
+    };
+    plan.project(model, c.workers, c.memory_mb)
 }

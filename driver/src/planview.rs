@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use crate::cost::{CostModel, Projection};
 use crate::human::{human as mb, mib, plural};
+use crate::iterate::{FitPlan, FitTotals};
 use crate::job::Job;
 use crate::plan::projection;
 use crate::sched::Plan;
@@ -52,6 +53,54 @@ pub(crate) struct SchedulerJson {
     /// Per slot: largest invocation memory, store bytes in and out.
     pub loads: Vec<LoadJson>,
     pub batches: Vec<BatchJson>,
+    /// The model fits the run makes before the main stage, each pass planned once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub fits: Vec<FitJson>,
+    /// The whole run: the main stage and the fits (their passes as assumed, and at most).
+    pub run: RunJson,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FitJson {
+    pub array: String,
+    pub model: String,
+    /// Its stages are named `<stage>-X`, `<stage>-check`, `<stage>-<pass>-<k>`, ...
+    pub stage: String,
+    pub iterations_assumed: u32,
+    pub max_iter: u32,
+    pub passes_assumed: u32,
+    pub passes_at_most: u32,
+    /// How many passes it assumes, and why.
+    pub why: String,
+    /// With the passes as assumed, and at most.
+    pub assumed: crate::iterate::FitTotals,
+    pub at_most: crate::iterate::FitTotals,
+    pub stages: Vec<FitStageJson>,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct FitStageJson {
+    pub stage: String,
+    pub what: String,
+    /// Times it runs as assumed, and at most.
+    pub times: u32,
+    pub at_most: u32,
+    /// One run of the stage.
+    pub invocations: usize,
+    pub store_bytes_read: u64,
+    pub store_bytes_written: u64,
+    pub projected_wall_seconds: f64,
+    pub estimated_cost_usd: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct RunJson {
+    pub invocations: u64,
+    pub projected_wall_seconds: f64,
+    pub estimated_gb_seconds: f64,
+    pub estimated_cost_usd: f64,
+    /// With every fit at max_iter.
+    pub at_most: crate::iterate::FitTotals,
 }
 
 #[derive(Debug, Serialize)]
@@ -77,8 +126,44 @@ pub(crate) struct BatchJson {
     pub after: Vec<usize>,
 }
 
+/// One scheduler's plan of a job: its main stage, and the fits before it.
+pub(crate) struct Planned<'a> {
+    pub main: &'a Plan,
+    pub fits: &'a [FitPlan],
+}
+
+impl Planned<'_> {
+    /// The fits' totals, with their passes as assumed (or at most).
+    fn fits_total(&self, job: &Job, at_most: bool) -> FitTotals {
+        self.fits.iter().fold(FitTotals::default(), |mut t, f| {
+            let f = f.totals(job, at_most);
+            t.invocations += f.invocations;
+            t.bytes_read += f.bytes_read;
+            t.bytes_written += f.bytes_written;
+            t.wall_seconds += f.wall_seconds;
+            t.gb_seconds += f.gb_seconds;
+            t.usd += f.usd;
+            t
+        })
+    }
+
+    /// The whole run: the main stage's projection and the fits' totals.
+    fn run_total(&self, job: &Job, at_most: bool) -> FitTotals {
+        let pr = projection(job, self.main);
+        let f = self.fits_total(job, at_most);
+        FitTotals {
+            invocations: self.main.batches.len() as u64 + f.invocations,
+            bytes_read: self.main.bytes_read() + f.bytes_read,
+            bytes_written: self.main.bytes_written() + f.bytes_written,
+            wall_seconds: pr.wall_seconds + f.wall_seconds,
+            gb_seconds: pr.gb_seconds + f.gb_seconds,
+            usd: pr.usd + f.usd,
+        }
+    }
+}
+
 /// The plans as `plan --json` prints them.
-pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> PlanJson {
+pub(crate) fn json(job: &Job, planned: &[Planned<'_>], provisional: Option<String>) -> PlanJson {
     let c = &job.compute;
     PlanJson {
         job: job.name.clone(),
@@ -86,10 +171,12 @@ pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> P
         workers: c.workers,
         memory_mb: c.memory_mb,
         provisional,
-        schedulers: plans
+        schedulers: planned
             .iter()
-            .map(|p| {
+            .map(|pl| {
+                let p = pl.main;
                 let pr = projection(job, p);
+                let total = pl.run_total(job, false);
                 SchedulerJson {
                     scheduler: format!("{:?}", p.scheduler).to_lowercase(),
                     tasks: p.tasks,
@@ -128,6 +215,48 @@ pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> P
                             after: b.deps.clone(),
                         })
                         .collect(),
+                    fits: pl.fits.iter().map(|f| fit_json(job, f)).collect(),
+                    run: RunJson {
+                        invocations: total.invocations,
+                        projected_wall_seconds: total.wall_seconds,
+                        estimated_gb_seconds: total.gb_seconds,
+                        estimated_cost_usd: total.usd,
+                        at_most: pl.run_total(job, true),
+                    },
+                }
+            })
+            .collect(),
+    }
+}
+
+fn fit_json(job: &Job, f: &FitPlan) -> FitJson {
+    let (passes_assumed, passes_at_most) = f.passes();
+    FitJson {
+        array: f.array.clone(),
+        model: f.model.clone(),
+        stage: f.stage.clone(),
+        iterations_assumed: f.iterations,
+        max_iter: f.max_iter,
+        passes_assumed,
+        passes_at_most,
+        why: f.why(),
+        assumed: f.totals(job, false),
+        at_most: f.totals(job, true),
+        stages: f
+            .stages
+            .iter()
+            .map(|s| {
+                let pr = crate::plan::projection_warm(job, &s.plan);
+                FitStageJson {
+                    stage: s.name.clone(),
+                    what: s.what.clone(),
+                    times: s.times,
+                    at_most: s.at_most,
+                    invocations: s.plan.batches.len(),
+                    store_bytes_read: s.plan.bytes_read(),
+                    store_bytes_written: s.plan.bytes_written(),
+                    projected_wall_seconds: pr.wall_seconds,
+                    estimated_cost_usd: pr.usd,
                 }
             })
             .collect(),
@@ -137,6 +266,21 @@ pub(crate) fn json(job: &Job, plans: &[&Plan], provisional: Option<String>) -> P
 /// Why a checked job's plan is provisional, if it is: a boolean mask's values are known
 /// only once the run computes it.
 pub(crate) fn provisional(c: &crate::plan::Checked) -> Option<String> {
+    if let Some(v) = c.values {
+        let n = &c.graph.nodes[v];
+        let array = n
+            .def
+            .as_deref()
+            .or(n.name.as_deref())
+            .map(|a| format!("array {a}"))
+            .unwrap_or_else(|| "an array".into());
+        return Some(format!(
+            "{array} sorts or selects by values only the run knows: this plan assumes even \
+             partitions (a sort) or every element selected (the largest the job can be); the \
+             run computes them first, in stages of their own (values-N, not in this plan), \
+             then plans the rest again with them known"
+        ));
+    }
     let m = &c.graph.nodes[c.mask?];
     let array = m
         .def
@@ -186,7 +330,8 @@ pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
+pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
+    let plans: Vec<&Plan> = planned.iter().map(|p| p.main).collect();
     let mut s = String::new();
     let c = &job.compute;
     let _ = writeln!(
@@ -198,7 +343,7 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         CostModel::for_job(job).name
     );
     let _ = write!(s, "{:<28}", "");
-    for p in plans {
+    for p in &plans {
         let _ = write!(s, "{:>16}", format!("{:?}", p.scheduler).to_lowercase());
     }
     s.push('\n');
@@ -228,13 +373,51 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         format!("{:.3}", pr.gb_seconds)
     });
     row(&mut s, "estimated cost", &|_, pr| format!("${:.6}", pr.usd));
+    if planned.iter().any(|p| !p.fits.is_empty()) {
+        // The fits' stages, with their passes as assumed, then the whole run.
+        let rows = |s: &mut String, title: &str, total: &dyn Fn(&Planned<'_>) -> FitTotals| {
+            let _ = writeln!(s, "{title}");
+            let cells: Vec<FitTotals> = planned.iter().map(total).collect();
+            let line = |s: &mut String, name: &str, f: &dyn Fn(&FitTotals) -> String| {
+                let _ = write!(s, "{:<28}", format!("  {name}"));
+                for c in &cells {
+                    let _ = write!(s, "{:>16}", f(c));
+                }
+                s.push('\n');
+            };
+            line(s, "invocations", &|c| c.invocations.to_string());
+            line(s, "projected wall time", &|c| seconds(c.wall_seconds));
+            line(s, "estimated GB-seconds", &|c| {
+                format!("{:.3}", c.gb_seconds)
+            });
+            line(s, "estimated cost", &|c| format!("${:.6}", c.usd));
+        };
+        let (assumed, _) = planned[0].fits.iter().fold((0, 0), |(a, m), f| {
+            let (x, y) = f.passes();
+            (a + x, m + y)
+        });
+        rows(
+            &mut s,
+            &format!(
+                "fits before it ({} assumed)",
+                plural(u64::from(assumed), "pass", "passes")
+            ),
+            &|p| p.fits_total(job, false),
+        );
+        rows(&mut s, "whole run (fits and main stage)", &|p| {
+            p.run_total(job, false)
+        });
+        rows(&mut s, "whole run, fits at max_iter", &|p| {
+            p.run_total(job, true)
+        });
+    }
     let model = CostModel::for_job(job);
     let _ = writeln!(
         s,
         "(projected by the {} cost model: {}; see BENCHMARKS.md)",
         model.name, model.error_band
     );
-    for p in plans {
+    for p in &plans {
         let name = format!("{:?}", p.scheduler).to_lowercase();
         let _ = writeln!(
             s,
@@ -266,6 +449,39 @@ pub(crate) fn text(job: &Job, plans: &[&Plan]) -> String {
         if p.batches.len() > shown {
             let _ = writeln!(s, "  ... {} more", p.batches.len() - shown);
         }
+    }
+    for (i, f) in planned[0].fits.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "\nfit {} = {}, in stages {}-*, before the main stage:\n  {}",
+            f.array,
+            f.model,
+            f.stage,
+            f.why()
+        );
+        let _ = write!(s, "{:<28}", "  stage (times run)");
+        for p in &plans {
+            let _ = write!(s, "{:>16}", format!("{:?}", p.scheduler).to_lowercase());
+        }
+        s.push('\n');
+        for (k, st) in f.stages.iter().enumerate() {
+            let _ = write!(s, "{:<28}", format!("  {} ({})", st.what, st.times));
+            for pl in planned {
+                let other = &pl.fits[i].stages[k];
+                let pr = crate::plan::projection_warm(job, &other.plan);
+                let cell = format!(
+                    "{} / {}",
+                    other.plan.batches.len(),
+                    seconds(pr.wall_seconds)
+                );
+                let _ = write!(s, "{cell:>16}");
+            }
+            s.push('\n');
+        }
+        let _ = writeln!(
+            s,
+            "  (each: invocations / projected wall time of one run of the stage)"
+        );
     }
     s
 }

@@ -2,6 +2,7 @@
 //! fits' passes, the main stage, the exports), fed by the stage runner as an
 //! [`Observer`]; hidden when off (not a terminal, `-q`, `-v`).
 
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -18,25 +19,26 @@ pub(crate) struct Progress {
 
 #[derive(Default)]
 struct State {
-    /// The main stage's invocations as first planned: in the bar's total until it runs
-    /// (a mask's stage runs before the main plan is known for good).
-    main_estimate: u64,
+    /// Invocations expected of stages not started yet, by what makes them (`main`, a
+    /// fit's `fit<N>`): in the bar's total until they run.
+    ahead: BTreeMap<String, u64>,
+    /// Invocations of the running stage not finished yet.
+    running: u64,
     /// Store bytes the functions moved so far.
     moved: u64,
-    /// What a long stage is at (a fit's iteration).
+    /// What a long stage is at (a fit's pass, iteration, loss and gradient): a second
+    /// line under the bar.
     note: String,
 }
+
+/// The bar's line; a note goes on a line of its own under it.
+const BAR: &str =
+    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}";
 
 impl Progress {
     pub(crate) fn new(show: bool) -> Progress {
         let bar = if show {
             let bar = ProgressBar::new(0);
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed_precise}] {bar:40} {pos}/{len} invocations, {msg} moved, ETA {eta}{prefix}",
-                )
-                .expect("template"),
-            );
             bar.enable_steady_tick(Duration::from_millis(200));
             crate::logs::above(&bar);
             bar
@@ -51,11 +53,6 @@ impl Progress {
         p
     }
 
-    /// Counts the main stage's `invocations` in the total until it starts.
-    pub(crate) fn expect_main(&self, invocations: u64) {
-        self.state().main_estimate = invocations;
-    }
-
     /// Draws the bar as it ends (redraws are rate-limited: a quick last stage would not
     /// show), then takes it off the screen.
     pub(crate) fn finish(&self) {
@@ -68,28 +65,39 @@ impl Progress {
     }
 
     fn show(&self, s: &State) {
+        let template = match s.note.as_str() {
+            "" => BAR.to_string(),
+            _ => format!("{BAR}\n  {{prefix}}"),
+        };
+        self.bar
+            .set_style(ProgressStyle::with_template(&template).expect("template"));
         self.bar.set_message(human(s.moved));
-        self.bar.set_prefix(match s.note.as_str() {
-            "" => String::new(),
-            note => format!("; {note}"),
-        });
+        self.bar.set_prefix(s.note.clone());
+    }
+
+    /// The total: what ran, what runs now, and what is expected after.
+    fn set_total(&self, s: &State) {
+        let total = self.bar.position() + s.running + s.ahead.values().sum::<u64>();
+        self.bar.set_length(total);
     }
 }
 
 impl Observer for Progress {
     fn on_stage_start(&self, e: &StageStart<'_>) {
         let mut s = self.state();
-        if e.stage == "main" {
-            s.main_estimate = 0; // running now: stages after it add only their own
+        // Its invocations were expected: they run now (`main`, `fit2` for `fit2-grad4-3`).
+        let key = e.stage.split('-').next().unwrap_or(e.stage);
+        if let Some(n) = s.ahead.get_mut(key) {
+            *n = n.saturating_sub(e.to_run);
         }
-        // What ran, this stage, and the main stage as planned when it is still to come.
-        self.bar
-            .set_length(self.bar.position() + e.to_run + s.main_estimate);
+        s.running = e.to_run;
+        self.set_total(&s);
     }
 
     fn on_batch_end(&self, e: &BatchEnd<'_>) {
         let mut s = self.state();
         s.moved += e.stats.bytes_read + e.stats.bytes_written;
+        s.running = s.running.saturating_sub(1);
         self.bar.inc(1);
         self.show(&s);
     }
@@ -98,5 +106,11 @@ impl Observer for Progress {
         let mut s = self.state();
         s.note = text.to_string();
         self.show(&s);
+    }
+
+    fn on_expect(&self, what: &str, invocations: u64) {
+        let mut s = self.state();
+        s.ahead.insert(what.to_string(), invocations);
+        self.set_total(&s);
     }
 }

@@ -20,7 +20,7 @@ use crate::plan::Checked;
 use crate::progress::Progress;
 use crate::report::{Report, RunFailed};
 use crate::runs::Run;
-use crate::stage::{History, Stages};
+use crate::stage::{History, Observer, Stages};
 use crate::tasks;
 
 #[derive(Debug, Clone, Default)]
@@ -82,7 +82,17 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     // assumed to select everything: the largest the job can be).
     let dry_run = crate::plan::dry_run_prefix(job);
     let main_estimate = crate::plan::plan_job(job, &checked.graph, &dry_run, &checked.probes)?;
-    progress.expect_main(main_estimate.batches.len() as u64);
+    progress.on_expect("main", main_estimate.batches.len() as u64);
+    let fits = crate::iterate::plan_fits(
+        job,
+        &checked.graph,
+        &checked.probes,
+        job.compute.scheduler,
+        &dry_run,
+    )?;
+    for f in &fits {
+        progress.on_expect(&f.stage, f.totals(job, false).invocations);
+    }
     let run = Run::start(
         store,
         &job.name,
@@ -152,7 +162,8 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         let mut r = Report::new(
             job,
             &scheduler,
-            m.tasks as usize,
+            // The tasks the invocations ran: the records' sum.
+            m.dispatched.stats.tasks as usize,
             m.dispatched.clone(),
             store,
             started.elapsed(),
@@ -294,6 +305,7 @@ async fn execute(
     run.commit(&names)
         .await
         .map_err(|e| anyhow!("job {}: {e}", job.name))?;
+    record_imports(c, &g, &names).await;
     let mut outputs = Vec::new();
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -306,6 +318,50 @@ async fn execute(
         outputs.push(crate::export::write_output(stages, &c.probes, o, arr).await?);
     }
     Ok(outputs)
+}
+
+/// Adds the input files this run imported (and committed, at `<job>/<name>`) to the
+/// store's index of imports (`runs::Imported`), so that a later run of any job that loads
+/// one of them, unchanged and read the same way, reads the array in place. Best effort:
+/// an entry not written costs a later run an import, nothing else.
+async fn record_imports(c: &Checked, g: &Graph, committed: &[String]) {
+    for def in &c.job.arrays {
+        let crate::job::Source::Load { path, csv } = &def.source else {
+            continue;
+        };
+        let imported = g
+            .named
+            .get(&def.name)
+            .is_some_and(|&id| g.nodes[id].op.is_import());
+        // An input the job also keeps as its output is the job's, not a copy to reuse or
+        // to remove with `rm --imports`.
+        let output = (c.job.outputs.iter())
+            .any(|o| o.name == def.name && crate::export::writes_home(&c.job, &c.store, o));
+        if !graph::is_file(path) || !imported || output || !committed.contains(&def.name) {
+            continue;
+        }
+        let Some(probe) = c.probes.0.get(&def.name) else {
+            continue;
+        };
+        let array = format!("{}/{}", c.job.name, def.name);
+        let Ok((_, stamp)) = StoredArray::open_stamped(&c.store, &array).await else {
+            continue;
+        };
+        let options = graph::import_options(csv, def.dtype);
+        let entry = crate::runs::Imported {
+            file: path.clone(),
+            version: probe.version().1,
+            array,
+            stamp,
+            options: options.clone(),
+        };
+        if let Ok(bytes) = serde_json::to_vec_pretty(&entry) {
+            let key = crate::runs::import_key(path, &options, &entry.array);
+            if let Err(e) = c.store.put(&key, bytes.into()).await {
+                tracing::debug!("{path}: the index of imports not written ({e})");
+            }
+        }
+    }
 }
 
 /// Uploads the local `.npy`, CSV and Parquet inputs that the functions read from the
@@ -356,41 +412,59 @@ async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Computes the boolean masks the job indexes with (each from the part of the graph it
-/// depends on, in its own stage), then builds the graph with the selections known.
+/// Computes what the job's shapes depend on — the boolean masks it indexes with, the
+/// samples and partition sizes of its sorts — each from the part of the graph it depends
+/// on, in its own stage, then builds the graph with the values known.
 async fn resolve_masks(c: &Checked, stages: &Stages<'_>) -> anyhow::Result<Graph> {
     let (job, store) = (&c.job, &c.store);
     let prefix = stages.prefix()?;
     let mut g = c.graph.clone();
-    let mut mask = c.mask;
-    let mut masks = std::collections::HashMap::new();
-    while let Some(m) = mask {
+    let mut next = match (c.mask, c.values) {
+        (Some(m), _) => Some((m, true)),
+        (None, Some(v)) => Some((v, false)),
+        (None, None) => None,
+    };
+    let mut known = graph::Known::default();
+    while let Some((n, is_mask)) = next {
         // Not an identifier, so never the name of one of the job's arrays.
-        let name = format!("mask-{m}");
-        let (sub, root) = g.subgraph(m, &name);
+        let name = if is_mask {
+            format!("mask-{n}")
+        } else {
+            format!("values-{n}")
+        };
+        let (sub, root) = g.subgraph(n, &name);
         stages.run_graph(&name, &sub, &c.probes).await?;
         let arr = StoredArray::new(
             &tasks::node_path(&prefix, &sub, root),
             sub.nodes[root].meta.clone(),
         )?;
-        let Block::Bool(values) = arr.read_whole(store).await? else {
-            return Err(anyhow!("mask {m} is not bool"));
-        };
-        let picked: Vec<u64> = values
-            .iter()
-            .enumerate()
-            .filter(|(_, v)| **v)
-            .map(|(i, _)| i as u64)
-            .collect();
-        masks.insert(m, picked);
-        mask = match graph::build_staged(job, &c.probes, &masks)? {
+        let values = arr.read_whole(store).await?;
+        if is_mask {
+            let Block::Bool(values) = values else {
+                return Err(anyhow!("mask {n} is not bool"));
+            };
+            let picked: Vec<u64> = values
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| **v)
+                .map(|(i, _)| i as u64)
+                .collect();
+            known.masks.insert(n, picked);
+        } else {
+            known.values.insert(n, values);
+        }
+        next = match graph::build_known(job, &c.probes, &known)? {
             graph::Built::Done(done) => {
                 g = done;
                 None
             }
             graph::Built::NeedMask { graph, mask } => {
                 g = graph;
-                Some(mask)
+                Some((mask, true))
+            }
+            graph::Built::NeedValues { graph, node } => {
+                g = graph;
+                Some((node, false))
             }
         };
     }

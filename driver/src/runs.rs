@@ -236,8 +236,12 @@ pub(crate) const RUNS: &str = "_runs";
 const LEASE: &str = "_lease";
 /// A commit's redo record: `<job>/_commit.json`.
 const COMMIT: &str = "_commit";
-/// Local inputs uploaded for Lambda's functions: `<job>/_inputs/<file>`.
+/// Local inputs uploaded for Lambda's functions: `<job>/_inputs/<file>`; and at the
+/// store's root, the index of imported inputs ([`IMPORTS`]).
 pub(crate) const INPUTS: &str = "_inputs";
+/// The index of imported inputs: `_inputs/imports/<key>.json` at the store's root, one
+/// [`Imported`] per file and the way it is read.
+pub(crate) const IMPORTS: &str = "_inputs/imports";
 /// Payloads that travel by key: `<run prefix>/_batches/<n>.json`.
 pub(crate) const BATCHES: &str = "_batches";
 
@@ -259,6 +263,71 @@ pub(crate) fn reserved_error(name: &str) -> String {
         "{name:?} is reserved: the store layout names a job's own records {} (with or without a suffix); choose another name",
         RESERVED.join(", ")
     )
+}
+
+/// An input file imported into the store by a run: a later run of any job that loads the
+/// same file the same way reads this array in place while the file holds what it held
+/// (the same [`Store::version`]: size, modification and change times, inode and content
+/// hash of a local file; size and ETag of an S3 object), instead of importing it again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Imported {
+    /// The file as the job named it (an absolute path or an `s3://` URL).
+    pub file: String,
+    /// How it is read (dtype and CSV or Parquet options), as the key hashes it.
+    pub options: String,
+    /// What the file held when it was imported (`Store::version`).
+    pub version: String,
+    /// The array it was imported to (its path under the store's root) and the stamp of
+    /// that array's `zarr.json` then: an array written since is not the import.
+    pub array: String,
+    pub stamp: u64,
+}
+
+/// The folder of the index that lists the imports of the file `file` read with
+/// `options` (one entry per array it was imported to).
+pub(crate) fn import_folder(file: &str, options: &str) -> String {
+    format!(
+        "{IMPORTS}/{:016x}",
+        fnv(format!("{file}\0{options}").as_bytes())
+    )
+}
+
+/// The index key of the import of `file` (read with `options`) to `array`.
+pub(crate) fn import_key(file: &str, options: &str, array: &str) -> String {
+    format!(
+        "{}/{:016x}.json",
+        import_folder(file, options),
+        fnv(array.as_bytes())
+    )
+}
+
+/// FNV-1a of some bytes (a short stable tag).
+pub(crate) fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The imports the store's index lists under `folder` (default: all), each with its key.
+pub(crate) async fn imports_under(
+    store: &Store,
+    folder: &str,
+) -> Result<Vec<(String, Imported)>, nums_layout::Error> {
+    let keys = store.list(folder).await?;
+    let mut out = Vec::new();
+    for k in keys.into_iter().filter(|k| k.ends_with(".json")) {
+        if let Some(bytes) = store.get_opt(&k).await?
+            && let Ok(i) = serde_json::from_slice::<Imported>(&bytes)
+        {
+            out.push((k, i));
+        }
+    }
+    Ok(out)
+}
+
+/// Every import the store's index lists, each with its key.
+pub(crate) async fn imports(store: &Store) -> Result<Vec<(String, Imported)>, nums_layout::Error> {
+    imports_under(store, IMPORTS).await
 }
 
 pub(crate) fn lease_key(job: &str) -> String {

@@ -34,8 +34,6 @@ pub(crate) struct StageStart<'a> {
     /// Invocations it sends now, and those a resumed run skips (finished before).
     pub to_run: u64,
     pub skipped: u64,
-    /// Block tasks in its batches.
-    pub tasks: u64,
 }
 
 /// A batch of a stage finished: the stats of the invocation that did it, and the memory
@@ -57,6 +55,9 @@ pub(crate) trait Observer: Send + Sync {
     fn on_stage_end(&self, _stage: &str, _counters: &Dispatched) {}
     /// What a long stage is at, in words (a fit's iteration, loss and gradient).
     fn on_note(&self, _text: &str) {}
+    /// Invocations still to come in the stages of `what` (`main`, a fit's `fit<N>`) that
+    /// have not started: a progress total that counts them.
+    fn on_expect(&self, _what: &str, _invocations: u64) {}
 }
 
 /// Two observers, each seeing everything.
@@ -81,6 +82,10 @@ impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
         self.0.on_note(text);
         self.1.on_note(text);
     }
+    fn on_expect(&self, what: &str, invocations: u64) {
+        self.0.on_expect(what, invocations);
+        self.1.on_expect(what, invocations);
+    }
 }
 
 /// What a run measured, stage after stage: the `--stats` figures. Kept by the caller
@@ -88,7 +93,6 @@ impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
 #[derive(Default)]
 pub(crate) struct Recorded {
     pub dispatched: Dispatched,
-    pub tasks: u64,
     pub skipped: u64,
     /// Invocations that peaked over what they were allowed: (stage, batch, measured,
     /// allowed).
@@ -129,10 +133,7 @@ impl History {
 
 impl Observer for History {
     fn on_stage_start(&self, e: &StageStart<'_>) {
-        self.with(|r| {
-            r.tasks += e.tasks;
-            r.skipped += e.skipped;
-        })
+        self.with(|r| r.skipped += e.skipped)
     }
     fn on_invocation(&self, i: &Invocation) {
         self.with(|r| r.timeline.push(i.clone()))
@@ -197,6 +198,11 @@ impl<'a> Stages<'a> {
     /// Passes a note on to the observer (see [`Observer::on_note`]).
     pub(crate) fn note(&self, text: &str) {
         self.observer.on_note(text)
+    }
+
+    /// Tells the observer what is still to come (see [`Observer::on_expect`]).
+    pub(crate) fn expect(&self, what: &str, invocations: u64) {
+        self.observer.on_expect(what, invocations)
     }
 
     /// The run's store prefix (`<job>/_runs/<run>`).
@@ -291,7 +297,6 @@ impl<'a> Stages<'a> {
             stage: name,
             to_run: todo.len() as u64,
             skipped: done.len() as u64,
-            tasks,
         });
         let on_done = |k: usize, stats: &Stats| {
             let i = pending[k];

@@ -344,6 +344,50 @@ async fn from_ndarray_is_written_once_and_values_come_back_in_memory() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn arrays_of_every_dtype_come_and_go_in_their_dtype() {
+    use nums_cloud::api::Arg;
+    use nums_layout::C64;
+    let d = Dir::new("dtypes");
+    let s = d.session();
+    let z = array![C64::new(1.0, 2.0), C64::new(-0.5, 0.25)];
+    let x = s.from_ndarray(&z);
+    assert_eq!(x.dtype().unwrap(), DType::Complex64);
+    // |z|^2 through the conjugate (complex64), and the real and imaginary parts (float32).
+    let sq = (&x * &x.conj()).compute::<C64>().await.unwrap();
+    assert_eq!(
+        sq,
+        array![C64::new(5.0, 0.0), C64::new(0.3125, 0.0)].into_dyn()
+    );
+    let re = x.real().compute::<f32>().await.unwrap();
+    assert_eq!(re, array![1.0f32, -0.5].into_dyn());
+    assert_eq!(
+        x.imag().compute_any().await.unwrap(),
+        Block::F32(array![2.0f32, 0.25].into_dyn())
+    );
+    // uint8 wraps as NumPy's (250 + 250 // 25 is 4), and keeps its dtype.
+    let u = s.from_ndarray(array![250u8, 7]);
+    let tenth = s
+        .call("floor_divide", &[(&u).into(), Arg::Int(25)], &[])
+        .unwrap()
+        .array()
+        .unwrap();
+    let got = s
+        .call("add", &[(&u).into(), (&tenth).into()], &[])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(
+        got.compute::<u8>().await.unwrap(),
+        array![4u8, 7].into_dyn()
+    );
+    let i = s.from_ndarray(array![-128i8, 5]).astype(DType::Int16);
+    assert_eq!(
+        i.abs().compute::<i16>().await.unwrap(),
+        array![128i16, 5].into_dyn()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_computed_array_is_read_in_place_by_later_computes() {
     let d = Dir::new("persist");
     let s = d.session();

@@ -163,6 +163,7 @@ fn check(rt: &tokio::runtime::Runtime, dir: &Path, text: &str) -> Result<(), Str
             graph::build_staged(&job, &probes, &masks).map_err(|e| format!("graph: {e}"))?;
             graph
         }
+        Built::NeedValues { graph, .. } => graph,
     };
     if g.nodes.iter().map(|n| n.meta.num_blocks()).sum::<u64>() > PLAN_BLOCKS {
         return Ok(());

@@ -1,7 +1,8 @@
 //! Einstein sums of blocks. Every contraction the job language has (`@`, dot, outer,
 //! tensordot, trace, einsum such as MTTKRP) is one of these, computed as pairwise
-//! matrix products: BLAS `dgemm` for floats; for int64 operands (BLAS has no integer
-//! GEMM) a cache-blocked loop in wrapping int64, NumPy's bits.
+//! matrix products in the operands' promoted dtype: BLAS `dgemm`, `sgemm`, `zgemm` and
+//! `cgemm` for float64, float32, complex128 and complex64; for integer operands (BLAS has
+//! no integer GEMM) a cache-blocked loop in wrapping int64, NumPy's bits.
 
 use std::collections::HashSet;
 use std::num::Wrapping;
@@ -10,7 +11,7 @@ use ndarray::{
     ArrayD, ArrayView2, ArrayViewMut2, CowArray, Dimension, Ix3, IxDyn, LinalgScalar,
     linalg::general_mat_mul, s,
 };
-use nums_layout::Block;
+use nums_layout::{Block, C64, C128, DType};
 use rayon::prelude::*;
 
 /// An element type einsum computes in: float64 (BLAS) or wrapping int64.
@@ -41,6 +42,38 @@ impl Elem for f64 {
         // BLAS reads a transposed operand in place.
         general_mat_mul(1.0, a, b, if accumulate { 1.0 } else { 0.0 }, c);
     }
+}
+
+/// float32, complex64 and complex128 through BLAS (`sgemm`, `cgemm`, `zgemm`) as float64.
+macro_rules! blas_elem {
+    ($($t:ty),*) => {$(
+        impl Elem for $t {
+            fn finite(&self) -> bool {
+                nums_layout::Elem::to_c128(*self).is_finite()
+            }
+
+            fn gemm(
+                a: &ArrayView2<'_, $t>,
+                b: &ArrayView2<'_, $t>,
+                c: &mut ArrayViewMut2<'_, $t>,
+                accumulate: bool,
+            ) {
+                blas_gemm(a, b, c, accumulate);
+            }
+        }
+    )*};
+}
+blas_elem!(f32, C64, C128);
+
+/// `c = a @ b` (or `+=`) by ndarray's BLAS dispatch.
+fn blas_gemm<T: LinalgScalar>(
+    a: &ArrayView2<'_, T>,
+    b: &ArrayView2<'_, T>,
+    c: &mut ArrayViewMut2<'_, T>,
+    accumulate: bool,
+) {
+    let beta = if accumulate { T::one() } else { T::zero() };
+    general_mat_mul(T::one(), a, b, beta, c);
 }
 
 impl Elem for Wrapping<i64> {
@@ -165,11 +198,29 @@ pub fn sum_of_terms(subscripts: &str, operands: usize, inputs: &[&Block]) -> Res
             inputs.len()
         ));
     }
-    if inputs.iter().all(|b| b.is_integer()) {
+    let dtype = inputs
+        .iter()
+        .map(|b| b.dtype())
+        .reduce(DType::promote)
+        .expect("inputs");
+    if dtype.is_exact() {
+        // Every int type in wrapping int64: its low bits are the narrower type's wrapped
+        // sum of products, and uint64's are its own.
         let sum = terms(&spec, inputs, |b| CowArray::from(b.to_i64().mapv(Wrapping)))?;
         return Ok(Block::I64(sum.mapv(|v| v.0)));
     }
-    Ok(Block::F64(terms(&spec, inputs, as_f64)?))
+    fn cow<T: nums_layout::Elem>(b: &Block) -> CowArray<'_, T, IxDyn> {
+        match b.to_elem::<T>() {
+            std::borrow::Cow::Borrowed(a) => CowArray::from(a.view()),
+            std::borrow::Cow::Owned(a) => CowArray::from(a),
+        }
+    }
+    Ok(match dtype {
+        DType::Float32 => Block::F32(terms(&spec, inputs, cow::<f32>)?),
+        DType::Complex64 => Block::C64(terms(&spec, inputs, cow::<C64>)?),
+        DType::Complex128 => Block::C128(terms(&spec, inputs, cow::<C128>)?),
+        _ => Block::F64(terms(&spec, inputs, as_f64)?),
+    })
 }
 
 /// A block's values as float64, borrowed where they are float64.

@@ -4,6 +4,7 @@
 //! holds a whole input.
 
 use ndarray::{ArrayD, IxDyn};
+use nums_layout::Elem as _;
 use nums_layout::batch::Kernel;
 use nums_layout::meta::ArrayMeta;
 use nums_layout::{Block, IoCounters, Store};
@@ -84,7 +85,7 @@ pub async fn fetch(
             fortran,
         } => {
             let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
-            let item = item_size(descr)?;
+            let item = npy_dtype(descr)?.size() as u64;
             let (origin, bshape) = (out.block_origin(index), out.block_shape(index));
             let bshape: Vec<u64> = bshape.iter().map(|&s| s as u64).collect();
             let (fshape, origin, bshape) = if *fortran {
@@ -262,15 +263,9 @@ fn runs<'a>(
     })
 }
 
-fn item_size(descr: &str) -> Result<u64, String> {
-    let d = descr.trim_start_matches(['<', '|', '=']);
-    match d {
-        "b1" | "i1" | "u1" => Ok(1),
-        "i2" | "u2" => Ok(2),
-        "f4" | "i4" | "u4" => Ok(4),
-        "f8" | "i8" => Ok(8),
-        _ => Err(format!("unsupported .npy dtype {descr:?}")),
-    }
+/// The dtype of a `.npy` descr (little-endian or one byte: `<f8`, `|u1`, `<c16`).
+fn npy_dtype(descr: &str) -> Result<nums_layout::DType, String> {
+    nums_layout::DType::parse(descr).ok_or_else(|| format!("unsupported .npy dtype {descr:?}"))
 }
 
 /// The job's name of the array an import task writes (imports are kept under
@@ -305,8 +300,8 @@ pub fn decode(
             ..
         } => {
             let n: usize = shape.iter().product();
-            let item = item_size(descr)? as usize;
-            if bytes.len() != n * item {
+            let dtype = npy_dtype(descr)?;
+            if bytes.len() != n * dtype.size() {
                 return Err(format!(
                     "{key}: read {} bytes for a block of {n} elements of {descr}",
                     bytes.len()
@@ -319,49 +314,7 @@ pub fn decode(
             } else {
                 shape.clone()
             };
-            macro_rules! le {
-                ($t:ty, $w:expr) => {
-                    bytes
-                        .chunks_exact($w)
-                        .map(|c| <$t>::from_le_bytes(c.try_into().expect("width")))
-                        .collect::<Vec<$t>>()
-                };
-            }
-            let d = descr.trim_start_matches(['<', '|', '=']);
-            fn shaped<T>(shape: &[usize], v: Vec<T>) -> ArrayD<T> {
-                ArrayD::from_shape_vec(IxDyn(shape), v).expect("block size")
-            }
-            let block = match d {
-                "f8" => Block::F64(shaped(&file_shape, le!(f64, 8))),
-                "f4" => Block::F32(shaped(&file_shape, le!(f32, 4))),
-                "i8" => Block::I64(shaped(&file_shape, le!(i64, 8))),
-                "i4" => Block::I64(shaped(
-                    &file_shape,
-                    le!(i32, 4).into_iter().map(i64::from).collect(),
-                )),
-                "u4" => Block::I64(shaped(
-                    &file_shape,
-                    le!(u32, 4).into_iter().map(i64::from).collect(),
-                )),
-                "i2" => Block::I64(shaped(
-                    &file_shape,
-                    le!(i16, 2).into_iter().map(i64::from).collect(),
-                )),
-                "u2" => Block::I64(shaped(
-                    &file_shape,
-                    le!(u16, 2).into_iter().map(i64::from).collect(),
-                )),
-                "i1" => Block::I64(shaped(
-                    &file_shape,
-                    bytes.iter().map(|&b| b as i8 as i64).collect(),
-                )),
-                "u1" => Block::I64(shaped(
-                    &file_shape,
-                    bytes.iter().map(|&b| b as i64).collect(),
-                )),
-                "b1" => Block::Bool(shaped(&file_shape, bytes.iter().map(|&b| b != 0).collect())),
-                _ => return Err(format!("unsupported .npy dtype {descr:?}")),
-            };
+            let block = Block::from_le_bytes(dtype, &file_shape, bytes).expect("size checked");
             let block = if *fortran {
                 nums_layout::map_block!(block, a => a.reversed_axes().as_standard_layout().into_owned())
             } else {
@@ -385,21 +338,14 @@ pub fn decode(
                 line: *line,
                 skip: *skip,
             };
-            // Parsed as the output's dtype: int64 exactly, float32 rounded once.
-            macro_rules! parse {
-                ($t:ty) => {
-                    ArrayD::from_shape_vec(
-                        IxDyn(&shape),
-                        parse_csv::<$t>(bytes, &file, at, rows, *columns, usecols, *delimiter)?,
-                    )
-                    .map_err(|e| e.to_string())?
-                };
-            }
-            Ok(match out.dtype {
-                nums_layout::DType::Int64 => Block::I64(parse!(i64)),
-                nums_layout::DType::Float32 => Block::F32(parse!(f32)),
-                _ => Block::from_f64(out.dtype, parse!(f64)),
-            })
+            // Parsed as the output's dtype, as NumPy's loadtxt parses (see `CsvField`).
+            Ok(nums_layout::for_dtype!(out.dtype, T => T::wrap(
+                ArrayD::from_shape_vec(
+                    IxDyn(&shape),
+                    parse_csv::<T>(bytes, &file, at, rows, *columns, usecols, *delimiter)?,
+                )
+                .map_err(|e| e.to_string())?,
+            )))
         }
         Kernel::CsvCount {
             size,
@@ -449,20 +395,19 @@ pub fn decode(
                     in_block.push(r(origin[d]));
                     in_chunk.push(r(c0[d]));
                 }
-                match (&mut block, &chunk) {
-                    (Block::F64(b), Block::F64(c)) => b
-                        .slice_mut(in_block.as_slice())
-                        .assign(&c.slice(in_chunk.as_slice())),
-                    (Block::F32(b), Block::F32(c)) => b
-                        .slice_mut(in_block.as_slice())
-                        .assign(&c.slice(in_chunk.as_slice())),
-                    (Block::I64(b), Block::I64(c)) => b
-                        .slice_mut(in_block.as_slice())
-                        .assign(&c.slice(in_chunk.as_slice())),
-                    (Block::Bool(b), Block::Bool(c)) => b
-                        .slice_mut(in_block.as_slice())
-                        .assign(&c.slice(in_chunk.as_slice())),
-                    _ => return Err(format!("{}: a chunk of another dtype", src.path)),
+                fn place<T: Clone>(
+                    b: &mut ArrayD<T>,
+                    c: Option<&ArrayD<T>>,
+                    in_block: &[ndarray::SliceInfoElem],
+                    in_chunk: &[ndarray::SliceInfoElem],
+                ) -> bool {
+                    let Some(c) = c else { return false };
+                    b.slice_mut(in_block).assign(&c.slice(in_chunk));
+                    true
+                }
+                let same = nums_layout::with_block!(&mut block, b => place(b, chunk.view(), &in_block, &in_chunk));
+                if !same {
+                    return Err(format!("{}: a chunk of another dtype", src.path));
                 }
             }
             Ok(block.cast(out.dtype))
@@ -470,6 +415,104 @@ pub fn decode(
         _ => Err("not an import kernel".into()),
     }
 }
+
+/// A CSV field parsed as NumPy's `loadtxt` parses it for a dtype: an int dtype takes
+/// integers in its range only ("1.0" and "300" for int8 are refused), bool takes 0 and 1,
+/// a float dtype any decimal (float32 rounded once), complex Python's complex syntax
+/// (`1+2j`, `(1-2.5e-3j)`, `2j`, `nan+infj`, or a real number).
+pub trait CsvField: Sized {
+    /// The value of a (trimmed) field, or `None` where it is not one of this type.
+    fn parse(s: &str) -> Option<Self>;
+    /// What a field must be, for the error: "an integer in int8's range".
+    fn what() -> String;
+}
+
+macro_rules! csv_int {
+    ($($t:ty),*) => {$(
+        impl CsvField for $t {
+            fn parse(s: &str) -> Option<$t> {
+                s.strip_prefix('+').unwrap_or(s).parse().ok()
+            }
+            fn what() -> String {
+                format!(
+                    "an integer (the array's dtype is {})",
+                    <$t as nums_layout::Elem>::DTYPE
+                )
+            }
+        }
+    )*};
+}
+csv_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! csv_float {
+    ($($t:ty),*) => {$(
+        impl CsvField for $t {
+            fn parse(s: &str) -> Option<$t> {
+                s.parse().ok()
+            }
+            fn what() -> String {
+                "a number".into()
+            }
+        }
+    )*};
+}
+csv_float!(f32, f64);
+
+impl CsvField for bool {
+    fn parse(s: &str) -> Option<bool> {
+        match s.parse::<i64>().ok()? {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        }
+    }
+    fn what() -> String {
+        "0 or 1 (the array's dtype is bool)".into()
+    }
+}
+
+/// Python's `complex(s)`: `[(]re[+-]imj[)]`, `imj`, `re`; `j` alone is 1j.
+pub fn parse_complex(s: &str) -> Option<nums_layout::C128> {
+    let s = s.trim();
+    let s = match s.strip_prefix('(') {
+        Some(inner) => inner.strip_suffix(')')?.trim(),
+        None => s,
+    };
+    let num = |t: &str| -> Option<f64> {
+        match t {
+            "" | "+" => Some(1.0),
+            "-" => Some(-1.0),
+            t => t.parse().ok(),
+        }
+    };
+    let Some(body) = s.strip_suffix(['j', 'J']) else {
+        return Some(nums_layout::C128::new(s.parse().ok()?, 0.0));
+    };
+    // The sign that starts the imaginary part: the last + or - not at the start and not
+    // an exponent's.
+    let b = body.as_bytes();
+    let split = (1..b.len())
+        .rev()
+        .find(|&i| matches!(b[i], b'+' | b'-') && !matches!(b[i - 1], b'e' | b'E'));
+    Some(match split {
+        Some(i) => nums_layout::C128::new(body[..i].parse().ok()?, num(&body[i..])?),
+        None => nums_layout::C128::new(0.0, num(body)?),
+    })
+}
+
+macro_rules! csv_complex {
+    ($($t:ty),*) => {$(
+        impl CsvField for $t {
+            fn parse(s: &str) -> Option<$t> {
+                parse_complex(s).map(<$t as nums_layout::Elem>::from_elem)
+            }
+            fn what() -> String {
+                "a complex number (Python's syntax, such as 1+2j)".into()
+            }
+        }
+    )*};
+}
+csv_complex!(nums_layout::C64, nums_layout::C128);
 
 /// Where a task's text starts: its first line's number in the file (from 1), and the data
 /// rows to pass over before the block's.
@@ -486,7 +529,7 @@ pub struct CsvAt {
 /// `at.skip` data rows, as `T` (f64, f32 or i64: an int64 column exactly). A data row is
 /// a line with something before its `#` comment; CRLF line ends are taken; a quoted field
 /// is not a number. Errors name the file, line and column.
-pub fn parse_csv<T: std::str::FromStr>(
+pub fn parse_csv<T: CsvField>(
     text: &[u8],
     key: &str,
     at: CsvAt,
@@ -546,17 +589,13 @@ pub fn parse_csv<T: std::str::FromStr>(
             let f = fields[c as usize];
             let v = std::str::from_utf8(f)
                 .ok()
-                .and_then(|s| s.parse::<T>().ok())
+                .and_then(T::parse)
                 .ok_or_else(|| {
-                    let what = if std::any::type_name::<T>() == "i64" {
-                        "an integer (the array's dtype is int64)"
-                    } else {
-                        "a number"
-                    };
                     format!(
-                        "{key}:{at}: column {}: {:?} is not {what}",
+                        "{key}:{at}: column {}: {:?} is not {}",
                         c + 1,
-                        String::from_utf8_lossy(f)
+                        String::from_utf8_lossy(f),
+                        T::what()
                     )
                 })?;
             values.push(v);

@@ -1,15 +1,17 @@
-//! Block kernels: pure functions from input blocks to one output block. Operands that are
-//! all integers (int64, bool, int scalars) compute in int64 with NumPy's wrapping; any
-//! float operand makes the op compute in float64, as NumPy's loops do after promotion.
+//! Block kernels: pure functions from input blocks to one output block. Elementwise
+//! functions and reductions compute in the operands' promoted dtype as NumPy's loops do
+//! ([`crate::compute`]).
 
 use std::borrow::Cow;
 
 use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
-use nums_layout::batch::{self, BinaryOp, Kernel, RandomDist, ReduceOp, UnaryOp};
-use nums_layout::map_block;
+use nums_layout::batch::{BinaryOp, Kernel, RandomDist, UnaryOp};
 use nums_layout::meta::ScalarKind;
 use nums_layout::meta::{ArrayMeta, ravel};
-use nums_layout::{Block, DType, Scalar};
+use nums_layout::{Block, DType, Elem, Scalar, for_dtype, map_block};
+
+use crate::compute;
+use crate::order;
 use rayon::prelude::*;
 
 /// Runs `kernel` for output block `index` of array `out`.
@@ -47,10 +49,10 @@ pub fn run(
                     values.len()
                 ));
             }
-            let f: Vec<f64> = values.iter().map(|v| v.as_f64()).collect();
-            let b =
-                Block::F64(ArrayD::from_shape_vec(IxDyn(&shape), f).map_err(|e| e.to_string())?);
-            b.cast(out.dtype)
+            // Each value cast once, exactly (an int stays an int, a complex a complex).
+            for_dtype!(out.dtype, T => T::wrap(
+                ArrayD::from_shape_vec(IxDyn(&shape), values.iter().map(|&v| T::from_scalar(v)).collect())
+                    .map_err(|e| e.to_string())?))
         }
         Kernel::Param { name } => {
             return Err(format!(
@@ -67,7 +69,7 @@ pub fn run(
         Kernel::ExportNpyPart { .. } => {
             return Err("an export part uploads as it runs (see `export`)".into());
         }
-        Kernel::Unary { op } => unary(*op, one(inputs)?),
+        Kernel::Unary { op } => compute::unary(*op, one(inputs)?, out.dtype),
         Kernel::CheckBelow { limit, error } => {
             let x = one(inputs)?;
             if x.to_i64().iter().any(|v| v >= limit) {
@@ -82,7 +84,7 @@ pub fn run(
                     inputs.len()
                 ));
             };
-            binary(*op, a, b)?
+            compute::binary(*op, a, b)?
         }
         Kernel::Scalar {
             op,
@@ -96,22 +98,19 @@ pub fn run(
                 && !*scalar_left
                 && value.kind() == ScalarKind::Float
                 && value.as_f64() == 0.5
-                && matches!(x, Block::F64(_) | Block::F32(_))
+                && x.dtype().is_float()
             {
-                return Ok(unary(UnaryOp::Sqrt, x).cast(out.dtype));
+                return Ok(compute::unary(UnaryOp::Sqrt, x, out.dtype).cast(out.dtype));
             }
-            // A 0-d block of the scalar's own kind: it broadcasts to x's shape without
-            // filling a block, and an int stays an exact int64. With a float32 array a
-            // Python number is a float32 first (NumPy 2's weak scalars): `F == 0.1`
-            // compares with 0.1f32.
-            let s = match x {
-                Block::F32(_) => Block::full(DType::Float32, &[], *value),
-                _ => Block::scalar(*value),
-            };
+            // A 0-d block in the dtype NumPy 2 gives the weak scalar with x (NEP 50: the
+            // array's, where the scalar's kind fits): it broadcasts to x's shape without
+            // filling a block, an int stays exact, and with a float32 array a Python number
+            // is a float32 first (`F == 0.1` compares with 0.1f32).
+            let s = Block::full(x.dtype().promote_scalar(value.kind()), &[], *value);
             if *scalar_left {
-                binary(*op, &s, x)?
+                compute::binary(*op, &s, x)?
             } else {
-                binary(*op, x, &s)?
+                compute::binary(*op, x, &s)?
             }
         }
         Kernel::Where => {
@@ -134,10 +133,60 @@ pub fn run(
             }
             map_block!(x, a => a.view().permuted_axes(perm.clone()).as_standard_layout().into_owned())
         }
-        Kernel::Reduce { op, axes } => reduce(inputs, *op, axes)?,
+        Kernel::Reduce { op, axes } => compute::reduce(inputs, *op, axes)?,
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
         Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
+        Kernel::Scan {
+            op,
+            axis,
+            exclusive,
+            offset,
+        } => {
+            let (x, offsets) = match (inputs, offset) {
+                ([x], None) => (*x, None),
+                ([x, o], Some(k)) => (*x, Some((*o, *k))),
+                _ => return Err(format!("a scan given {} inputs", inputs.len())),
+            };
+            order::scan(x, offsets, *op, *axis, *exclusive, out.dtype)?
+        }
+        Kernel::ScanTotal { op, axis } => order::scan_total(one(inputs)?, *op, *axis, out.dtype)?,
+        Kernel::Sort {
+            axis,
+            descending,
+            arg,
+            ..
+        } => {
+            let origin = out.block_origin(index).get(*axis).copied().unwrap_or(0);
+            order::sort(one(inputs)?, *axis, *descending, *arg, origin)?
+        }
+        Kernel::SortCount {
+            first,
+            splitters,
+            descending,
+        } => order::sort_count(one(inputs)?, *first, splitters, *descending)?,
+        Kernel::SortMerge {
+            parts,
+            start,
+            descending,
+            arg,
+            ..
+        } => {
+            let len = shape.first().copied().unwrap_or(0);
+            order::sort_merge(inputs, *parts, *start, len, *descending, *arg)?
+        }
+        Kernel::SearchCount { right } => order::search_counts(inputs, *right)?,
+        Kernel::Compress { ranges } => order::compress(inputs, ranges)?,
+        Kernel::Quantile {
+            axis,
+            qs,
+            method,
+            nan,
+        } => crate::stats::quantile(one(inputs)?, *axis, qs, *method, *nan)?,
+        Kernel::Histogram { bins, weighted } => crate::stats::histogram(inputs, *bins, *weighted)?,
+        Kernel::Bincount { length, weighted } => {
+            crate::stats::bincount(inputs, *length, *weighted)?
+        }
         k @ (Kernel::Qr { .. }
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }
@@ -153,8 +202,8 @@ pub fn run(
         | Kernel::LuBack { .. }
         | Kernel::LuDet { .. }) => crate::linalg::run(k, inputs, &shape)?,
     };
-    // Cast to the output dtype the driver planned (kernels compute in int64 or float64,
-    // as NumPy's loops do after promotion).
+    // Cast to the output dtype the driver planned (kernels compute in the operands'
+    // promoted dtype, or wider: int64 sums, float64 functions of float32, complex128).
     let block = block.cast(out.dtype);
     if block.shape() != shape.as_slice() {
         return Err(format!(
@@ -166,19 +215,16 @@ pub fn run(
     Ok(block)
 }
 
-/// A block in `dtype`: borrowed where it already is (the usual case), converted otherwise.
-fn in_dtype(b: &Block, dtype: DType) -> Cow<'_, Block> {
-    if b.dtype() == dtype {
-        Cow::Borrowed(b)
-    } else {
-        Cow::Owned(b.clone().cast(dtype))
-    }
-}
-
 /// The inputs in the first one's dtype.
 fn in_first_dtype<'a>(inputs: &[&'a Block]) -> (DType, Vec<Cow<'a, Block>>) {
     let dtype = inputs.first().map_or(DType::Float64, |b| b.dtype());
-    (dtype, inputs.iter().map(|&b| in_dtype(b, dtype)).collect())
+    (
+        dtype,
+        inputs
+            .iter()
+            .map(|&b| compute::in_dtype(b, dtype))
+            .collect(),
+    )
 }
 
 /// Element at global index `g` is `start + step * g[axis]`; see [`Kernel::Iota`].
@@ -207,7 +253,7 @@ fn iota(
     }
     let (a, d) = (start.as_f64(), step.as_f64());
     // NumPy's linspace rounds toward -inf for an integer dtype (astype would truncate).
-    let floor = out.dtype == DType::Int64;
+    let floor = out.dtype.is_int();
     Ok(Block::F64(ArrayD::from_shape_fn(IxDyn(&shape), |i| {
         let g = o + i[axis] as u64;
         let v = match last {
@@ -218,34 +264,23 @@ fn iota(
     })))
 }
 
-/// `where(c, a, b)`: a and b in the output's dtype (exact for int64), picked by c.
+/// `where(c, a, b)`: a and b in the output's dtype (exact for ints), picked by c.
 fn where_(c: &Block, a: &Block, b: &Block, dtype: DType, shape: &[usize]) -> Result<Block, String> {
     let dim = IxDyn(shape);
     let bc = |x: &[usize]| format!("where: a block of shape {x:?} does not broadcast to {shape:?}");
     let c = c.to_bool();
     let c = c.broadcast(dim.clone()).ok_or_else(|| bc(c.shape()))?;
-    let (a, b) = (in_dtype(a, dtype), in_dtype(b, dtype));
-    macro_rules! pick {
-        ($v:ident) => {{
-            let (Block::$v(a), Block::$v(b)) = (a.as_ref(), b.as_ref()) else {
-                unreachable!("cast above")
-            };
-            let a = a.broadcast(dim.clone()).ok_or_else(|| bc(a.shape()))?;
-            let b = b.broadcast(dim.clone()).ok_or_else(|| bc(b.shape()))?;
-            Block::$v(
-                Zip::from(c)
-                    .and(a)
-                    .and(b)
-                    .par_map_collect(|&c, &a, &b| if c { a } else { b }),
-            )
-        }};
-    }
-    Ok(match dtype {
-        DType::Float64 => pick!(F64),
-        DType::Float32 => pick!(F32),
-        DType::Int64 => pick!(I64),
-        DType::Bool => pick!(Bool),
-    })
+    Ok(for_dtype!(dtype, T => {
+        let (a, b) = (a.to_elem::<T>(), b.to_elem::<T>());
+        let a = a.broadcast(dim.clone()).ok_or_else(|| bc(a.shape()))?;
+        let b = b.broadcast(dim.clone()).ok_or_else(|| bc(b.shape()))?;
+        T::wrap(
+            Zip::from(c)
+                .and(a)
+                .and(b)
+                .par_map_collect(|&c, &a, &b| if c { a } else { b }),
+        )
+    }))
 }
 
 fn one<'a>(inputs: &[&'a Block]) -> Result<&'a Block, String> {
@@ -341,191 +376,6 @@ fn by_flat_index<T: Send + Clone + Default>(
     ArrayD::from_shape_vec(IxDyn(&shape), v).expect("shape")
 }
 
-fn unary(op: UnaryOp, x: &Block) -> Block {
-    if let (UnaryOp::Not, Block::Bool(b)) = (op, x) {
-        return Block::Bool(b.mapv(|v| !v));
-    }
-    // Ops that keep ints compute in int64 (wrapping); the float functions in float64.
-    if x.is_integer() && (op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil)) {
-        let mut out = x.to_i64().into_owned();
-        out.par_mapv_inplace(|v| op.apply_i64(v).unwrap_or(v));
-        return Block::I64(out);
-    }
-    let mut out = x.to_f64().into_owned();
-    out.par_mapv_inplace(|v| op.apply(v));
-    Block::F64(out)
-}
-
-fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
-    let shape = nums_layout::meta::broadcast(a.shape(), b.shape()).ok_or_else(|| {
-        format!(
-            "operands of {} have block shapes {:?} and {:?}",
-            op.symbol(),
-            a.shape(),
-            b.shape()
-        )
-    })?;
-    let dim = IxDyn(&shape);
-    if op.is_logical() {
-        let (a, b) = (a.to_bool(), b.to_bool());
-        let (a, b) = (
-            a.broadcast(dim.clone()).expect("broadcastable"),
-            b.broadcast(dim).expect("broadcastable"),
-        );
-        let zip = Zip::from(a).and(b);
-        return Ok(Block::Bool(match op {
-            BinaryOp::And => zip.par_map_collect(|x, y| *x && *y),
-            BinaryOp::Or => zip.par_map_collect(|x, y| *x || *y),
-            _ => zip.par_map_collect(|x, y| *x != *y),
-        }));
-    }
-    if a.is_integer() && b.is_integer() && op != BinaryOp::Div {
-        return int_binary(op, a, b, dim);
-    }
-    let (a, b) = (a.to_f64(), b.to_f64());
-    let (a, b) = (
-        a.broadcast(dim.clone()).expect("broadcastable"),
-        b.broadcast(dim).expect("broadcastable"),
-    );
-    let zip = Zip::from(a).and(b);
-    Ok(match op {
-        BinaryOp::Add => Block::F64(zip.par_map_collect(|x, y| x + y)),
-        BinaryOp::Sub => Block::F64(zip.par_map_collect(|x, y| x - y)),
-        BinaryOp::Mul => Block::F64(zip.par_map_collect(|x, y| x * y)),
-        BinaryOp::Div => Block::F64(zip.par_map_collect(|x, y| x / y)),
-        BinaryOp::Lt => Block::Bool(zip.par_map_collect(|x, y| x < y)),
-        BinaryOp::Le => Block::Bool(zip.par_map_collect(|x, y| x <= y)),
-        BinaryOp::Gt => Block::Bool(zip.par_map_collect(|x, y| x > y)),
-        BinaryOp::Ge => Block::Bool(zip.par_map_collect(|x, y| x >= y)),
-        BinaryOp::Eq => Block::Bool(zip.par_map_collect(|x, y| x == y)),
-        BinaryOp::Ne => Block::Bool(zip.par_map_collect(|x, y| x != y)),
-        op => Block::F64(zip.par_map_collect(|x, y| op.apply(*x, *y))),
-    })
-}
-
-/// `op` of two integer operands in int64, as NumPy computes it (see [`BinaryOp::apply_i64`]).
-fn int_binary(op: BinaryOp, a: &Block, b: &Block, dim: IxDyn) -> Result<Block, String> {
-    let (a, b) = (a.to_i64(), b.to_i64());
-    if op == BinaryOp::Pow && b.iter().any(|&e| e < 0) {
-        return Err(format!("ValueError: {}", batch::NEGATIVE_POWER));
-    }
-    let (a, b) = (
-        a.broadcast(dim.clone()).expect("broadcastable"),
-        b.broadcast(dim).expect("broadcastable"),
-    );
-    let zip = Zip::from(a).and(b);
-    Ok(match op {
-        BinaryOp::Lt => Block::Bool(zip.par_map_collect(|x, y| x < y)),
-        BinaryOp::Le => Block::Bool(zip.par_map_collect(|x, y| x <= y)),
-        BinaryOp::Gt => Block::Bool(zip.par_map_collect(|x, y| x > y)),
-        BinaryOp::Ge => Block::Bool(zip.par_map_collect(|x, y| x >= y)),
-        BinaryOp::Eq => Block::Bool(zip.par_map_collect(|x, y| x == y)),
-        BinaryOp::Ne => Block::Bool(zip.par_map_collect(|x, y| x != y)),
-        BinaryOp::Add => Block::I64(zip.par_map_collect(|x, y| x.wrapping_add(*y))),
-        BinaryOp::Sub => Block::I64(zip.par_map_collect(|x, y| x.wrapping_sub(*y))),
-        BinaryOp::Mul => Block::I64(zip.par_map_collect(|x, y| x.wrapping_mul(*y))),
-        BinaryOp::FloorDiv => Block::I64(zip.par_map_collect(|x, y| batch::floor_div_i64(*x, *y))),
-        BinaryOp::Mod => Block::I64(zip.par_map_collect(|x, y| batch::mod_i64(*x, *y))),
-        BinaryOp::Pow => Block::I64(zip.par_map_collect(|x, y| batch::pow_i64(*x, *y))),
-        BinaryOp::Maximum | BinaryOp::ClipLow => Block::I64(zip.par_map_collect(|x, y| *x.max(y))),
-        BinaryOp::Minimum | BinaryOp::ClipHigh => Block::I64(zip.par_map_collect(|x, y| *x.min(y))),
-        op => return Err(format!("{} is not an int64 op", op.symbol())),
-    })
-}
-
-/// Each input reduced over `axes`, then the partial results combined in input order:
-/// in int64 (sums and products wrapping, as NumPy's) where every input is int64 or bool,
-/// else in float64.
-fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, String> {
-    let mut axes = axes.to_vec();
-    axes.sort_unstable_by(|a, b| b.cmp(a));
-    if let Some((x, &ax)) = inputs.iter().find_map(|x| {
-        axes.iter()
-            .find(|&&ax| ax >= x.shape().len())
-            .map(|ax| (x, ax))
-    }) {
-        return Err(format!(
-            "{} over axis {ax} of a {}-D block",
-            op.name(),
-            x.shape().len()
-        ));
-    }
-    let logical = matches!(op, ReduceOp::All | ReduceOp::Any);
-    if !logical && inputs.iter().all(|x| x.is_integer()) {
-        let parts = inputs.iter().map(|x| {
-            let x = x.to_i64();
-            reduce_axes(x, &axes, |a, ax| {
-                a.fold_axis(Axis(ax), op.identity_i64(), |&a, &v| op.apply_i64(a, v))
-            })
-        });
-        return combine(parts, op, |a, v| op.apply_i64(a, v)).map(Block::I64);
-    }
-    // The input's values are folded with `op` (nansum skips their NaNs); what that first
-    // fold made (a NaN of inf - inf included) is folded and combined with `op.partial()`.
-    let later = op.partial();
-    let fold = |a: ndarray::ArrayViewD<'_, f64>, ax: usize, op: ReduceOp| {
-        if op == ReduceOp::Sum {
-            a.sum_axis(Axis(ax))
-        } else {
-            a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
-        }
-    };
-    let parts = inputs.iter().map(|x| {
-        let x = x.to_f64();
-        match axes.split_first() {
-            // No axis reduced (`nansum(x, axis=())`): each value alone, a NaN its identity.
-            None if later != op => x.mapv(|v| if v.is_nan() { op.identity() } else { v }),
-            None => x.into_owned(),
-            Some((&first, rest)) => rest.iter().fold(fold(x.view(), first, op), |p, &ax| {
-                fold(p.view(), ax, later)
-            }),
-        }
-    });
-    combine(parts, op, |a, v| later.apply(a, v)).map(Block::F64)
-}
-
-/// `x` folded over `axes` (descending) one at a time, from a view of the block: only the
-/// (smaller) results are allocated.
-fn reduce_axes<T: Clone>(
-    x: Cow<'_, ArrayD<T>>,
-    axes: &[usize],
-    fold: impl Fn(ndarray::ArrayViewD<'_, T>, usize) -> ArrayD<T>,
-) -> ArrayD<T> {
-    match axes.split_first() {
-        None => x.into_owned(),
-        Some((&first, rest)) => rest
-            .iter()
-            .fold(fold(x.view(), first), |p, &ax| fold(p.view(), ax)),
-    }
-}
-
-/// Partial results combined elementwise in order with `f`.
-fn combine<T: Copy>(
-    parts: impl Iterator<Item = ArrayD<T>>,
-    op: ReduceOp,
-    f: impl Fn(T, T) -> T,
-) -> Result<ArrayD<T>, String> {
-    let mut acc: Option<ArrayD<T>> = None;
-    for part in parts {
-        acc = Some(match acc {
-            None => part,
-            Some(mut s) => {
-                if s.shape() != part.shape() {
-                    return Err(format!(
-                        "{} of partial results of shapes {:?} and {:?}",
-                        op.name(),
-                        s.shape(),
-                        part.shape()
-                    ));
-                }
-                Zip::from(&mut s).and(&part).for_each(|a, &v| *a = f(*a, v));
-                s
-            }
-        });
-    }
-    acc.ok_or_else(|| format!("{} needs at least one input", op.name()))
-}
-
 /// Output slice `p` along `axis` is slice `picks[p].1` of input `picks[p].0`.
 fn take(
     inputs: &[&Block],
@@ -561,26 +411,12 @@ fn take(
         Ok(())
     }
     let (dtype, same) = in_first_dtype(inputs);
-    let mut out = Block::zeros(dtype, shape);
-    macro_rules! arm {
-        ($v:ident, $o:ident) => {{
-            let xs: Vec<&ArrayD<_>> = same
-                .iter()
-                .map(|b| match b.as_ref() {
-                    Block::$v(a) => a,
-                    _ => unreachable!("cast above"),
-                })
-                .collect();
-            go($o, &xs, axis, picks)?
-        }};
-    }
-    match &mut out {
-        Block::F64(o) => arm!(F64, o),
-        Block::F32(o) => arm!(F32, o),
-        Block::I64(o) => arm!(I64, o),
-        Block::Bool(o) => arm!(Bool, o),
-    }
-    Ok(out)
+    Ok(for_dtype!(dtype, T => {
+        let xs: Vec<&ArrayD<T>> = same.iter().map(|b| T::view(b).expect("cast above")).collect();
+        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        go(&mut out, &xs, axis, picks)?;
+        T::wrap(out)
+    }))
 }
 
 /// The elements `ranges[k]` (flat, C order) of each input, concatenated and shaped as
@@ -609,25 +445,14 @@ fn splice(inputs: &[&Block], ranges: &[(u64, u64)], shape: &[usize]) -> Result<B
         ArrayD::from_shape_vec(IxDyn(shape), v).map_err(|e| format!("reshape to {shape:?}: {e}"))
     }
     let (dtype, same) = in_first_dtype(inputs);
-    macro_rules! go {
-        ($v:ident) => {{
-            let parts = same
-                .iter()
-                .zip(ranges)
-                .map(|(b, r)| match b.as_ref() {
-                    Block::$v(a) => (a, *r),
-                    _ => unreachable!("cast above"),
-                })
-                .collect();
-            Block::$v(cat(parts, shape)?)
-        }};
-    }
-    Ok(match dtype {
-        DType::Float64 => go!(F64),
-        DType::Float32 => go!(F32),
-        DType::Int64 => go!(I64),
-        DType::Bool => go!(Bool),
-    })
+    Ok(for_dtype!(dtype, T => {
+        let parts = same
+            .iter()
+            .zip(ranges)
+            .map(|(b, r)| (T::view(b).expect("cast above"), *r))
+            .collect();
+        T::wrap(cat(parts, shape)?)
+    }))
 }
 
 /// Copies the part of each input block that lands in the output block, taking every
@@ -687,7 +512,6 @@ fn assemble(
             .assign(&x.slice(src.as_slice()));
     }
     let (dtype, same) = in_first_dtype(inputs);
-    let mut out = Block::zeros(dtype, shape);
     for (x, off) in same.iter().zip(offsets) {
         if off.len() != shape.len() || x.shape().len() != shape.len() {
             return Err(format!(
@@ -696,15 +520,14 @@ fn assemble(
                 shape.len()
             ));
         }
-        match (&mut out, x.as_ref()) {
-            (Block::F64(o), Block::F64(x)) => place(o, x, off, step),
-            (Block::F32(o), Block::F32(x)) => place(o, x, off, step),
-            (Block::I64(o), Block::I64(x)) => place(o, x, off, step),
-            (Block::Bool(o), Block::Bool(x)) => place(o, x, off, step),
-            _ => unreachable!("cast above"),
-        }
     }
-    Ok(out)
+    Ok(for_dtype!(dtype, T => {
+        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        for (x, off) in same.iter().zip(offsets) {
+            place(&mut out, T::view(x).expect("cast above"), off, step);
+        }
+        T::wrap(out)
+    }))
 }
 
 #[cfg(test)]
@@ -774,6 +597,7 @@ mod assemble_tests {
 #[cfg(test)]
 mod int_tests {
     use super::*;
+    use nums_layout::batch::ReduceOp;
 
     fn ints(v: &[i64]) -> Block {
         Block::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())

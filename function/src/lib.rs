@@ -9,6 +9,10 @@
 
 extern crate blas_src;
 
+#[macro_use]
+extern crate nums_layout;
+
+pub mod compute;
 pub mod csv_index;
 pub mod einsum;
 pub mod export;
@@ -16,10 +20,12 @@ pub mod import;
 pub mod kernels;
 pub mod linalg;
 pub mod memory;
+pub mod order;
 pub mod parquet;
 pub mod pipeline;
 pub mod runtime;
 pub mod sequential;
+pub mod stats;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
 use ndarray::{Array2, ArrayD, IxDyn};
+use nums_layout::Elem as _;
 use nums_layout::{Block, DType};
 use parquet::basic::{LogicalType, Type as Physical};
 use parquet::column::reader::{ColumnReader, get_column_reader};
@@ -70,17 +71,26 @@ fn kind(col: &parquet::schema::types::ColumnDescriptor, file: &str) -> Result<DT
             "{file}: column {name:?} is a list (nested), which is not a number per row"
         ));
     }
-    if let Some(LogicalType::Integer(int)) = col.logical_type_ref()
-        && int.bit_width == 64
-        && !int.is_signed
-    {
-        return Err(format!(
-            "{file}: column {name:?} is uint64, whose values past 2^63 int64 cannot hold"
-        ));
-    }
+    // An int column's logical type names its width and sign (as pyarrow writes int8 ...
+    // uint64); without one, the physical type's (int32, int64).
+    let int = |bits: i8, signed: bool| match (bits, signed) {
+        (8, true) => DType::Int8,
+        (16, true) => DType::Int16,
+        (32, true) => DType::Int32,
+        (8, false) => DType::UInt8,
+        (16, false) => DType::UInt16,
+        (32, false) => DType::UInt32,
+        (64, false) => DType::UInt64,
+        _ => DType::Int64,
+    };
+    let logical = match col.logical_type_ref() {
+        Some(LogicalType::Integer(i)) => Some(int(i.bit_width, i.is_signed)),
+        _ => None,
+    };
     match col.physical_type() {
         Physical::BOOLEAN => Ok(DType::Bool),
-        Physical::INT32 | Physical::INT64 => Ok(DType::Int64),
+        Physical::INT32 => Ok(logical.unwrap_or(DType::Int32)),
+        Physical::INT64 => Ok(logical.unwrap_or(DType::Int64)),
         Physical::FLOAT => Ok(DType::Float32),
         Physical::DOUBLE => Ok(DType::Float64),
         t => Err(format!(
@@ -89,20 +99,13 @@ fn kind(col: &parquet::schema::types::ColumnDescriptor, file: &str) -> Result<DT
     }
 }
 
-/// NumPy's promotion of the columns' kinds together.
+/// NumPy's promotion of the columns' dtypes together (`np.result_type`).
 fn promote(kinds: &[DType]) -> DType {
-    if kinds.iter().all(|k| *k == DType::Bool) {
-        DType::Bool
-    } else if kinds
+    kinds
         .iter()
-        .all(|k| matches!(k, DType::Bool | DType::Int64))
-    {
-        DType::Int64
-    } else if kinds.iter().all(|k| *k == DType::Float32) {
-        DType::Float32
-    } else {
-        DType::Float64
-    }
+        .copied()
+        .reduce(DType::promote)
+        .unwrap_or(DType::Float64)
 }
 
 /// The columns, rows and row groups of a Parquet file from its metadata bytes.
@@ -297,9 +300,9 @@ pub fn decode(
     for k in &kinds {
         columns.push(match k {
             DType::Bool => Values::Bool(Vec::with_capacity(want)),
-            DType::Int64 => Values::Int(Vec::with_capacity(want)),
             DType::Float32 => Values::F32(Vec::with_capacity(want)),
             DType::Float64 => Values::F64(Vec::with_capacity(want)),
+            _ => Values::Int(Vec::with_capacity(want)),
         });
     }
     let mut first = 0u64; // first row of row group `rg`
@@ -340,11 +343,15 @@ pub fn decode(
             (ColumnReader::BoolColumnReader(mut r), Values::Bool(v)) => {
                 v.extend(read_column!(r, skip, take, max_def, lo, name, file))
             }
-            (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => v.extend(
-                read_column!(r, skip, take, max_def, lo, name, file)
-                    .into_iter()
-                    .map(i64::from),
-            ),
+            // uint32 is stored in int32's bits.
+            (ColumnReader::Int32ColumnReader(mut r), Values::Int(v)) => {
+                let unsigned = kinds[k % cols.len()] == DType::UInt32;
+                v.extend(
+                    read_column!(r, skip, take, max_def, lo, name, file)
+                        .into_iter()
+                        .map(|x| if unsigned { x as u32 as i64 } else { x as i64 }),
+                )
+            }
             (ColumnReader::Int64ColumnReader(mut r), Values::Int(v)) => {
                 v.extend(read_column!(r, skip, take, max_def, lo, name, file))
             }
@@ -367,20 +374,6 @@ pub fn decode(
     } else {
         vec![want, width]
     };
-    // Columns side by side, each converted to the file's dtype as NumPy promotes.
-    macro_rules! assemble {
-        ($t:ty, $conv:expr) => {{
-            let mut a = Array2::<$t>::default((want, width));
-            for (j, col) in columns.iter().enumerate() {
-                let conv: &dyn Fn(&Values, usize) -> $t = &$conv;
-                for i in 0..want {
-                    a[[i, j]] = conv(col, i);
-                }
-            }
-            ArrayD::from_shape_vec(IxDyn(&shape), a.into_raw_vec_and_offset().0)
-                .map_err(|e| e.to_string())?
-        }};
-    }
     for col in &columns {
         let len = match col {
             Values::Bool(v) => v.len(),
@@ -392,33 +385,34 @@ pub fn decode(
             return Err(format!("{file}: {len} values read for {want} rows"));
         }
     }
-    Ok(match dtype {
-        DType::Bool => Block::Bool(assemble!(bool, |c, i| match c {
-            Values::Bool(v) => v[i],
-            _ => unreachable!("an all-bool file"),
-        })),
-        DType::Int64 => Block::I64(assemble!(i64, |c, i| match c {
-            Values::Bool(v) => v[i] as i64,
-            Values::Int(v) => v[i],
-            _ => unreachable!("an all-int file"),
-        })),
-        DType::Float32 => Block::F32(assemble!(f32, |c, i| match c {
-            Values::F32(v) => v[i],
-            _ => unreachable!("an all-float32 file"),
-        })),
-        DType::Float64 => Block::F64(assemble!(f64, |c, i| match c {
-            Values::Bool(v) => v[i] as u8 as f64,
-            Values::Int(v) => v[i] as f64,
-            Values::F32(v) => v[i] as f64,
-            Values::F64(v) => v[i],
-        })),
-    })
+    // Columns side by side, each converted to the file's dtype as NumPy promotes (a
+    // uint64 column's int64 bits are its values).
+    Ok(nums_layout::for_dtype!(dtype, T => {
+        let mut a = Array2::<T>::from_elem((want, width), T::ZERO);
+        for (j, col) in columns.iter().enumerate() {
+            let u64s = kinds[j] == DType::UInt64;
+            for i in 0..want {
+                a[[i, j]] = match col {
+                    Values::Bool(v) => T::from_elem(v[i]),
+                    Values::Int(v) if u64s => T::from_elem(v[i] as u64),
+                    Values::Int(v) => T::from_elem(v[i]),
+                    Values::F32(v) => T::from_elem(v[i]),
+                    Values::F64(v) => T::from_elem(v[i]),
+                };
+            }
+        }
+        T::wrap(
+            ArrayD::from_shape_vec(IxDyn(&shape), a.into_raw_vec_and_offset().0)
+                .map_err(|e| e.to_string())?,
+        )
+    }))
 }
 
 /// A Parquet file written as a stream of slabs of rows (1-D: one column; 2-D: one column
 /// per array column), each slab one row group: no array is held whole. Columns are
-/// required (no nulls) and of the array's dtype: DOUBLE, FLOAT, INT64 or BOOLEAN;
-/// pages snappy-compressed.
+/// required (no nulls) and of the array's dtype: DOUBLE, FLOAT, BOOLEAN, or an INT32 or
+/// INT64 with its integer logical type (int8 ... uint64, as pyarrow writes them; Parquet
+/// has no complex type); pages snappy-compressed.
 pub struct Writer<W: std::io::Write + Send> {
     inner: parquet::file::writer::SerializedFileWriter<W>,
     columns: usize,
@@ -429,17 +423,44 @@ impl<W: std::io::Write + Send> Writer<W> {
     pub fn new(out: W, dtype: DType, names: &[String]) -> Result<Writer<W>, String> {
         use parquet::basic::{Compression, Repetition};
         use parquet::schema::types::Type;
-        let physical = match dtype {
-            DType::Float64 => Physical::DOUBLE,
-            DType::Float32 => Physical::FLOAT,
-            DType::Int64 => Physical::INT64,
-            DType::Bool => Physical::BOOLEAN,
+        let int = |bits: i8, signed: bool| {
+            let p = if bits == 64 {
+                Physical::INT64
+            } else {
+                Physical::INT32
+            };
+            (
+                p,
+                Some(LogicalType::Integer(parquet::basic::IntType {
+                    bit_width: bits,
+                    is_signed: signed,
+                })),
+            )
+        };
+        let (physical, logical) = match dtype {
+            DType::Float64 => (Physical::DOUBLE, None),
+            DType::Float32 => (Physical::FLOAT, None),
+            DType::Bool => (Physical::BOOLEAN, None),
+            DType::Int64 => (Physical::INT64, None),
+            DType::Int8 => int(8, true),
+            DType::Int16 => int(16, true),
+            DType::Int32 => int(32, true),
+            DType::UInt8 => int(8, false),
+            DType::UInt16 => int(16, false),
+            DType::UInt32 => int(32, false),
+            DType::UInt64 => int(64, false),
+            DType::Complex64 | DType::Complex128 => {
+                return Err(format!(
+                    "Parquet has no complex type ({dtype}): write .npy, .csv or Zarr"
+                ));
+            }
         };
         let fields = names
             .iter()
             .map(|n| {
                 Type::primitive_type_builder(n, physical)
                     .with_repetition(Repetition::REQUIRED)
+                    .with_logical_type(logical.clone())
                     .build()
                     .map(Arc::new)
             })
@@ -466,7 +487,7 @@ impl<W: std::io::Write + Send> Writer<W> {
 
     /// Appends a slab of rows as one row group.
     pub fn write(&mut self, slab: &Block) -> Result<(), String> {
-        use parquet::data_type::{BoolType, DoubleType, FloatType, Int64Type};
+        use parquet::data_type::{BoolType, DoubleType, FloatType, Int32Type, Int64Type};
         let cols = slab.shape().get(1).copied().unwrap_or(1);
         if cols != self.columns {
             return Err(format!(
@@ -504,6 +525,19 @@ impl<W: std::io::Write + Send> Writer<W> {
                     .typed::<Int64Type>()
                     .write_batch(&values!(a), None, None),
                 Block::Bool(a) => col.typed::<BoolType>().write_batch(&values!(a), None, None),
+                // Narrower ints as INT32, uint64 as INT64's bits (their logical types say
+                // which).
+                Block::U64(a) => col.typed::<Int64Type>().write_batch(
+                    &values!(a).into_iter().map(|v| v as i64).collect::<Vec<_>>(),
+                    None,
+                    None,
+                ),
+                Block::C64(_) | Block::C128(_) => {
+                    return Err("Parquet has no complex type".into());
+                }
+                b => col
+                    .typed::<Int32Type>()
+                    .write_batch(&values!(b.to_elem::<i32>()), None, None),
             }
             .map_err(e)?;
             col.close().map_err(e)?;

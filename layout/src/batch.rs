@@ -3,7 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::block::C128;
 use crate::meta::ArrayMeta;
+use crate::num::{self, Int};
 use crate::scalar::Scalar;
 use crate::store::StoreSpec;
 
@@ -112,6 +114,15 @@ pub enum UnaryOp {
     IsFinite,
     /// `isinf(x)`, bool: +inf or -inf.
     IsInf,
+    /// `real(x)`: a complex's real part (a real value is its own).
+    Real,
+    /// `imag(x)`: a complex's imaginary part (0 for a real value).
+    Imag,
+    /// `conj(x)`: the complex conjugate (a real value is its own).
+    Conj,
+    /// `angle(x)`: a complex's argument in radians, `atan2(imag, real)` (a real value:
+    /// 0, or pi where it is negative).
+    Angle,
 }
 
 impl UnaryOp {
@@ -139,6 +150,9 @@ impl UnaryOp {
             UnaryOp::IsNan => v.is_nan() as u8 as f64,
             UnaryOp::IsFinite => v.is_finite() as u8 as f64,
             UnaryOp::IsInf => v.is_infinite() as u8 as f64,
+            UnaryOp::Real | UnaryOp::Conj => v,
+            UnaryOp::Imag => 0.0,
+            UnaryOp::Angle => 0.0f64.atan2(v),
         }
     }
 
@@ -146,17 +160,65 @@ impl UnaryOp {
     /// `abs(x)` of int64's minimum are that minimum) or gives bool (1 or 0); `None` for the
     /// float functions (`exp`, `sqrt`, ...), which compute in floats.
     pub fn apply_i64(self, v: i64) -> Option<i64> {
+        self.apply_int(v)
+    }
+
+    /// The op on one integer of any width, as [`UnaryOp::apply_i64`] (see [`Int`]).
+    #[inline]
+    pub fn apply_int<T: Int>(self, v: T) -> Option<T> {
+        let b = |x: bool| if x { T::ONE } else { T::ZERO };
         Some(match self {
-            UnaryOp::Neg => v.wrapping_neg(),
-            UnaryOp::Abs => v.wrapping_abs(),
-            UnaryOp::Square => v.wrapping_mul(v),
-            UnaryOp::Sign => v.signum(),
-            UnaryOp::Floor | UnaryOp::Ceil => v,
-            UnaryOp::Not => (v == 0) as i64,
-            UnaryOp::IsNan | UnaryOp::IsInf => 0,
-            UnaryOp::IsFinite => 1,
+            UnaryOp::Neg => v.wneg(),
+            UnaryOp::Abs => v.wabs(),
+            UnaryOp::Square => v.wmul(v),
+            UnaryOp::Sign => v.sign(),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Real | UnaryOp::Conj => v,
+            UnaryOp::Imag => T::ZERO,
+            UnaryOp::Not => b(v == T::ZERO),
+            UnaryOp::IsNan | UnaryOp::IsInf => T::ZERO,
+            UnaryOp::IsFinite => T::ONE,
             _ => return None,
         })
+    }
+
+    /// The op on one complex128 as NumPy computes it. Ops with a real result (`abs`,
+    /// `angle`, `real`, `imag`) give it as the real part, predicates give 1 or 0; `floor`,
+    /// `ceil` and `~` (which NumPy refuses for complex) give NaN.
+    pub fn apply_complex(self, z: C128) -> C128 {
+        let real = |v: f64| C128::new(v, 0.0);
+        let one = C128::new(1.0, 0.0);
+        match self {
+            UnaryOp::Neg => -z,
+            UnaryOp::Abs => real(z.norm()),
+            UnaryOp::Exp => z.exp(),
+            UnaryOp::Expm1 => num::c_expm1(z),
+            UnaryOp::Log => z.ln(),
+            UnaryOp::Log1p => num::c_log1p(z),
+            UnaryOp::Sqrt => z.sqrt(),
+            UnaryOp::Square => z * z,
+            UnaryOp::Sign => num::c_sign(z),
+            UnaryOp::Sin => z.sin(),
+            UnaryOp::Cos => z.cos(),
+            UnaryOp::Tan => z.tan(),
+            UnaryOp::Tanh => z.tanh(),
+            UnaryOp::Sigmoid => num::c_div(one, one + (-z).exp()),
+            UnaryOp::IsNan => real(num::c_isnan(z) as u8 as f64),
+            UnaryOp::IsFinite => real((z.re.is_finite() && z.im.is_finite()) as u8 as f64),
+            UnaryOp::IsInf => real((z.re.is_infinite() || z.im.is_infinite()) as u8 as f64),
+            UnaryOp::Real => real(z.re),
+            UnaryOp::Imag => real(z.im),
+            UnaryOp::Conj => z.conj(),
+            UnaryOp::Angle => real(z.im.atan2(z.re)),
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Not => real(f64::NAN),
+        }
+    }
+
+    /// Of a complex input, gives a real (float) result: `abs`, `angle`, `real`, `imag`.
+    pub fn is_real_of_complex(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Abs | UnaryOp::Angle | UnaryOp::Real | UnaryOp::Imag
+        )
     }
 
     /// Gives bool whatever the input (`~`, `isnan`, ...).
@@ -172,7 +234,13 @@ impl UnaryOp {
     pub fn keeps_ints(self) -> bool {
         matches!(
             self,
-            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Square | UnaryOp::Sign
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Square
+                | UnaryOp::Sign
+                | UnaryOp::Real
+                | UnaryOp::Imag
+                | UnaryOp::Conj
         )
     }
 }
@@ -309,27 +377,89 @@ impl BinaryOp {
     /// int: true division (a float) and a negative power (NumPy raises, see
     /// [`NEGATIVE_POWER`]).
     pub fn apply_i64(self, x: i64, y: i64) -> Option<i64> {
-        let b = |v: bool| v as i64;
+        match self.compare(x, y) {
+            Some(b) => Some(b as i64),
+            None => self.apply_int(x, y),
+        }
+    }
+
+    /// The arithmetic op on two integers of one type as NumPy computes it (see [`Int`]);
+    /// `None` for true division, a negative power and the predicates.
+    #[inline]
+    pub fn apply_int<T: Int>(self, x: T, y: T) -> Option<T> {
         Some(match self {
-            BinaryOp::Add => x.wrapping_add(y),
-            BinaryOp::Sub => x.wrapping_sub(y),
-            BinaryOp::Mul => x.wrapping_mul(y),
-            BinaryOp::Div => return None,
-            BinaryOp::Pow if y < 0 => return None,
-            BinaryOp::Pow => pow_i64(x, y),
-            BinaryOp::FloorDiv => floor_div_i64(x, y),
-            BinaryOp::Mod => mod_i64(x, y),
+            BinaryOp::Add => x.wadd(y),
+            BinaryOp::Sub => x.wsub(y),
+            BinaryOp::Mul => x.wmul(y),
+            BinaryOp::Pow if y.negative() => return None,
+            BinaryOp::Pow => x.wpow(y),
+            BinaryOp::FloorDiv => x.floor_div(y),
+            BinaryOp::Mod => x.modulo(y),
             BinaryOp::Maximum | BinaryOp::ClipLow => x.max(y),
             BinaryOp::Minimum | BinaryOp::ClipHigh => x.min(y),
-            BinaryOp::Lt => b(x < y),
-            BinaryOp::Le => b(x <= y),
-            BinaryOp::Gt => b(x > y),
-            BinaryOp::Ge => b(x >= y),
-            BinaryOp::Eq => b(x == y),
-            BinaryOp::Ne => b(x != y),
-            BinaryOp::And => b(x != 0 && y != 0),
-            BinaryOp::Or => b(x != 0 || y != 0),
-            BinaryOp::Xor => b((x != 0) != (y != 0)),
+            _ => return None,
+        })
+    }
+
+    /// A predicate on two ordered values (comparisons; `& | ^` on their truth); `None`
+    /// for the arithmetic ops.
+    #[inline]
+    pub fn compare<T: PartialOrd + Default>(self, x: T, y: T) -> Option<bool> {
+        let t = |v: T| v != T::default();
+        Some(match self {
+            BinaryOp::Lt => x < y,
+            BinaryOp::Le => x <= y,
+            BinaryOp::Gt => x > y,
+            BinaryOp::Ge => x >= y,
+            BinaryOp::Eq => x == y,
+            BinaryOp::Ne => x != y,
+            BinaryOp::And => t(x) && t(y),
+            BinaryOp::Or => t(x) || t(y),
+            BinaryOp::Xor => t(x) != t(y),
+            _ => return None,
+        })
+    }
+
+    /// The arithmetic op on two complex128s as NumPy computes it (its complex division
+    /// and power, lexicographic `maximum`/`minimum`); `//` and `%` (which NumPy refuses
+    /// for complex) give NaN.
+    #[inline]
+    pub fn apply_complex(self, x: C128, y: C128) -> C128 {
+        match self {
+            BinaryOp::Add => x + y,
+            BinaryOp::Sub => x - y,
+            BinaryOp::Mul => x * y,
+            BinaryOp::Div => num::c_div(x, y),
+            BinaryOp::Pow => num::c_pow(x, y),
+            BinaryOp::Maximum => num::c_maximum(x, y),
+            BinaryOp::Minimum => num::c_minimum(x, y),
+            BinaryOp::ClipLow if num::c_isnan(y) => y,
+            BinaryOp::ClipLow => num::c_maximum(y, x),
+            BinaryOp::ClipHigh if num::c_isnan(y) => y,
+            BinaryOp::ClipHigh => num::c_minimum(y, x),
+            op => match op.compare_complex(x, y) {
+                Some(b) => C128::new(b as u8 as f64, 0.0),
+                None => C128::new(f64::NAN, f64::NAN),
+            },
+        }
+    }
+
+    /// A predicate on two complex128s: NumPy's lexicographic order (real parts first;
+    /// false where a NaN takes part), equality of both parts.
+    #[inline]
+    pub fn compare_complex(self, x: C128, y: C128) -> Option<bool> {
+        let t = |v: C128| v.re != 0.0 || v.im != 0.0;
+        Some(match self {
+            BinaryOp::Lt => num::c_lt(x, y),
+            BinaryOp::Le => num::c_le(x, y),
+            BinaryOp::Gt => num::c_lt(y, x),
+            BinaryOp::Ge => num::c_le(y, x),
+            BinaryOp::Eq => x == y,
+            BinaryOp::Ne => x != y,
+            BinaryOp::And => t(x) && t(y),
+            BinaryOp::Or => t(x) || t(y),
+            BinaryOp::Xor => t(x) != t(y),
+            _ => return None,
         })
     }
 
@@ -392,46 +522,21 @@ pub const NEGATIVE_POWER: &str = "Integers to negative integer powers are not al
 /// `MIN // -1` wraps to MIN.
 #[inline]
 pub fn floor_div_i64(x: i64, y: i64) -> i64 {
-    if y == 0 {
-        return 0;
-    }
-    let q = x.wrapping_div(y);
-    let r = x.wrapping_rem(y);
-    if r != 0 && ((r < 0) != (y < 0)) {
-        q - 1
-    } else {
-        q
-    }
+    x.floor_div(y)
 }
 
 /// Python's modulo of int64s (the remainder takes the divisor's sign) as NumPy computes
 /// it: `x % 0` is 0.
 #[inline]
 pub fn mod_i64(x: i64, y: i64) -> i64 {
-    if y == 0 {
-        return 0;
-    }
-    let r = x.wrapping_rem(y);
-    if r != 0 && ((r < 0) != (y < 0)) {
-        r + y
-    } else {
-        r
-    }
+    x.modulo(y)
 }
 
 /// `x ** y` for `y >= 0`, wrapping on overflow (so modulo 2^64, whatever the order of the
 /// products: NumPy's bits); by squaring.
 #[inline]
-pub fn pow_i64(mut x: i64, mut y: i64) -> i64 {
-    let mut r: i64 = 1;
-    while y > 0 {
-        if y & 1 == 1 {
-            r = r.wrapping_mul(x);
-        }
-        x = x.wrapping_mul(x);
-        y >>= 1;
-    }
-    r
+pub fn pow_i64(x: i64, y: i64) -> i64 {
+    x.wpow(y)
 }
 
 /// How a reduction combines values. Each is associative, so any grouping of blocks into
@@ -523,25 +628,71 @@ impl ReduceOp {
 
     /// The value of a reduction of int64s over nothing.
     pub fn identity_i64(self) -> i64 {
-        match self {
-            ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Any => 0,
-            ReduceOp::Prod | ReduceOp::NanProd | ReduceOp::All => 1,
-            ReduceOp::Min | ReduceOp::NanMin => i64::MAX,
-            ReduceOp::Max | ReduceOp::NanMax => i64::MIN,
-        }
+        self.identity_int()
     }
 
     /// Combines int64s as NumPy does: sums and products wrap on overflow (so any grouping
     /// gives the same bits); ints have no NaN, so the nan variants are the plain ones.
     #[inline]
     pub fn apply_i64(self, acc: i64, v: i64) -> i64 {
+        self.apply_int(acc, v)
+    }
+
+    /// The value of a reduction of integers of one type over nothing.
+    pub fn identity_int<T: Int>(self) -> T {
         match self {
-            ReduceOp::Sum | ReduceOp::NanSum => acc.wrapping_add(v),
-            ReduceOp::Prod | ReduceOp::NanProd => acc.wrapping_mul(v),
+            ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Any => T::ZERO,
+            ReduceOp::Prod | ReduceOp::NanProd | ReduceOp::All => T::ONE,
+            ReduceOp::Min | ReduceOp::NanMin => T::MAX,
+            ReduceOp::Max | ReduceOp::NanMax => T::MIN,
+        }
+    }
+
+    /// Combines integers of one type as [`ReduceOp::apply_i64`] does.
+    #[inline]
+    pub fn apply_int<T: Int>(self, acc: T, v: T) -> T {
+        let b = |x: bool| if x { T::ONE } else { T::ZERO };
+        match self {
+            ReduceOp::Sum | ReduceOp::NanSum => acc.wadd(v),
+            ReduceOp::Prod | ReduceOp::NanProd => acc.wmul(v),
             ReduceOp::Min | ReduceOp::NanMin => acc.min(v),
             ReduceOp::Max | ReduceOp::NanMax => acc.max(v),
-            ReduceOp::All => (acc != 0 && v != 0) as i64,
-            ReduceOp::Any => (acc != 0 || v != 0) as i64,
+            ReduceOp::All => b(acc != T::ZERO && v != T::ZERO),
+            ReduceOp::Any => b(acc != T::ZERO || v != T::ZERO),
+        }
+    }
+
+    /// The value of a reduction of complex128s over nothing (for `min`/`max`, a value
+    /// every other one replaces; NaN for the nan variants, as [`ReduceOp::identity`]).
+    pub fn identity_complex(self) -> C128 {
+        let (inf, nan) = (f64::INFINITY, f64::NAN);
+        match self {
+            ReduceOp::Min => C128::new(inf, inf),
+            ReduceOp::Max => C128::new(-inf, -inf),
+            ReduceOp::NanMin | ReduceOp::NanMax => C128::new(nan, nan),
+            op => C128::new(op.identity(), 0.0),
+        }
+    }
+
+    /// Combines complex128s as NumPy does: sums and products of both parts, the
+    /// lexicographic `minimum`/`maximum` (NaN propagates; the nan variants skip a value
+    /// with a NaN part).
+    #[inline]
+    pub fn apply_complex(self, acc: C128, v: C128) -> C128 {
+        let t = |z: C128| z.re != 0.0 || z.im != 0.0;
+        let b = |x: bool| C128::new(x as u8 as f64, 0.0);
+        match self {
+            ReduceOp::Sum => acc + v,
+            ReduceOp::Prod => acc * v,
+            ReduceOp::NanSum | ReduceOp::NanProd if num::c_isnan(v) => acc,
+            ReduceOp::NanSum => acc + v,
+            ReduceOp::NanProd => acc * v,
+            ReduceOp::Min => num::c_minimum(acc, v),
+            ReduceOp::Max => num::c_maximum(acc, v),
+            ReduceOp::NanMin => num::c_fmin(acc, v),
+            ReduceOp::NanMax => num::c_fmax(acc, v),
+            ReduceOp::All => b(t(acc) && t(v)),
+            ReduceOp::Any => b(t(acc) || t(v)),
         }
     }
 
@@ -559,6 +710,90 @@ impl ReduceOp {
             ReduceOp::NanMin => "nanmin",
             ReduceOp::NanMax => "nanmax",
         }
+    }
+}
+
+/// Where a quantile between two order statistics of a sorted lane is (NumPy's `method=`
+/// of `quantile` and `percentile`), or NumPy's `median` (the mean of the middle two).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuantileMethod {
+    /// `inverted_cdf`.
+    InvertedCdf,
+    /// `averaged_inverted_cdf`.
+    AveragedInvertedCdf,
+    /// `closest_observation`.
+    ClosestObservation,
+    /// `interpolated_inverted_cdf`.
+    InterpolatedInvertedCdf,
+    /// `hazen`.
+    Hazen,
+    /// `weibull`.
+    Weibull,
+    /// `linear` (NumPy's default).
+    Linear,
+    /// `median_unbiased`.
+    MedianUnbiased,
+    /// `normal_unbiased`.
+    NormalUnbiased,
+    /// `lower`.
+    Lower,
+    /// `higher`.
+    Higher,
+    /// `midpoint`.
+    Midpoint,
+    /// `nearest`.
+    Nearest,
+    /// NumPy's median: the middle element, or the mean of the middle two.
+    Median,
+}
+
+impl QuantileMethod {
+    /// Every method NumPy names, as it names them.
+    pub const NAMES: [&'static str; 13] = [
+        "inverted_cdf",
+        "averaged_inverted_cdf",
+        "closest_observation",
+        "interpolated_inverted_cdf",
+        "hazen",
+        "weibull",
+        "linear",
+        "median_unbiased",
+        "normal_unbiased",
+        "lower",
+        "higher",
+        "midpoint",
+        "nearest",
+    ];
+
+    /// The method NumPy calls `name`.
+    pub fn parse(name: &str) -> Option<QuantileMethod> {
+        use QuantileMethod::*;
+        let all = [
+            InvertedCdf,
+            AveragedInvertedCdf,
+            ClosestObservation,
+            InterpolatedInvertedCdf,
+            Hazen,
+            Weibull,
+            Linear,
+            MedianUnbiased,
+            NormalUnbiased,
+            Lower,
+            Higher,
+            Midpoint,
+            Nearest,
+        ];
+        Self::NAMES.iter().position(|n| *n == name).map(|i| all[i])
+    }
+
+    /// It picks an element (the result keeps the input's dtype) rather than blending two.
+    pub fn picks(self) -> bool {
+        use QuantileMethod::*;
+        matches!(
+            self,
+            InvertedCdf | ClosestObservation | Lower | Higher | Nearest
+        )
     }
 }
 
@@ -809,6 +1044,144 @@ pub enum Kernel {
     /// expand_dims, squeeze).
     Reshape {
         /// Per input: the flat (C-order) element range `start..end` it contributes.
+        ranges: Vec<(u64, u64)>,
+    },
+
+    // Scans, sorting and searching (function/src/order.rs). Values are ordered as NumPy
+    // sorts them: NaN last (a complex with a NaN part after every other, real NaN after
+    // imaginary NaN), -0.0 equal to 0.0; `descending` reverses that order (NaN first) and
+    // keeps equal values in their order.
+    /// One input block, then (with `offset`) the block of its lane's offsets: the running
+    /// sum or product (`op`: sum, prod, nansum, nanprod) along `axis`, in the output's
+    /// dtype, each lane starting from the identity, or from element `offset` along `axis`
+    /// of the offsets block (what the blocks before it along `axis` add up to); with
+    /// `exclusive`, element k is what the elements before it add up to (a cumulative sum
+    /// across blocks: each block's offset).
+    Scan {
+        /// How values accumulate (sum, prod, nansum or nanprod).
+        op: ReduceOp,
+        /// The axis accumulated along.
+        axis: usize,
+        /// Element k leaves out element k itself.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        exclusive: bool,
+        /// The position along `axis` in the offsets block (the second input) of this
+        /// block's starting values; `None`: no second input, lanes start at the identity.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
+    },
+    /// One input block: its total (`op`: sum, prod, nansum or nanprod) along `axis`, in the
+    /// output's dtype, kept as an axis of length 1: the block totals a scan across blocks
+    /// starts from.
+    ScanTotal {
+        /// How values accumulate.
+        op: ReduceOp,
+        /// The axis totalled along.
+        axis: usize,
+    },
+    /// One input block: its values (or with `arg`, the indices along `axis` that sort
+    /// them, as int64 counted from the array's start: the block's origin added) sorted
+    /// along `axis`, stably.
+    Sort {
+        /// The axis sorted along.
+        axis: usize,
+        /// Largest first (equal values keep their order).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+        /// Output the sorting indices (argsort), not the values.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        arg: bool,
+        /// Bytes the sort holds beyond its input and output (for the memory projection).
+        scratch: u64,
+    },
+    /// One 1-D input block, elements `first..` of its array: output row (1 x k, int64) j
+    /// is how many of its elements come before splitter j in the sort order, an element
+    /// being (value, global index) and a splitter (value, index) (so that equal values
+    /// split between partitions by position): the partition sizes of a sample sort.
+    SortCount {
+        /// The array position of the block's first element.
+        first: u64,
+        /// The splitters, ascending in the sort order: (value, array position).
+        splitters: Vec<(Scalar, u64)>,
+        /// The sort order is descending.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+    },
+    /// Inputs: `parts` 1-D runs, each sorted, that hold between them the elements of one
+    /// range of the sorted array, in the order their keys (value, array position) come
+    /// (run by run); with `arg`, then as many runs of their array positions (int64). The
+    /// runs merged stably; the output is elements `start..start + len` of that merge (the
+    /// values, or with `arg` the positions): a sample sort's partitions become the sorted
+    /// array's blocks.
+    SortMerge {
+        /// Runs of values (the first inputs).
+        parts: usize,
+        /// Merged position of the output block's first element.
+        start: u64,
+        /// Largest first.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        descending: bool,
+        /// Output array positions (argsort), read from the second half of the inputs.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        arg: bool,
+        /// Bytes the merge holds beyond its inputs and output (for the memory projection).
+        scratch: u64,
+    },
+    /// Terms of two inputs: a block of a sorted 1-D array, then a block of values. Output:
+    /// for each value, how many elements of the sorted block come before it (`right`: are
+    /// at most it), as int64; summed over the terms (the blocks of the sorted array) that
+    /// is NumPy's `searchsorted`.
+    SearchCount {
+        /// Count the elements equal to the value too (`side="right"`).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        right: bool,
+    },
+    /// One input block holding whole lanes along `axis`, each sorted (NaN last): per lane,
+    /// the quantiles `qs` (fractions in [0, 1]) by `method`, as NumPy's `quantile` (and
+    /// `median`) compute them from the sorted lane; with `nan` the lane's NaNs are left out
+    /// (`nanquantile`), else a lane holding a NaN gives NaN. The output has `qs.len()`
+    /// elements along `axis`: in the input's dtype for the methods that pick an element,
+    /// else in float64 (cast to the output's).
+    Quantile {
+        /// The axis of the lanes.
+        axis: usize,
+        /// The quantiles, fractions in [0, 1].
+        qs: Vec<f64>,
+        /// How a quantile between two elements is found.
+        method: QuantileMethod,
+        /// Leave NaNs out.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        nan: bool,
+    },
+    /// Terms (a block of values, a 0-d block of the histogram's lowest edge, a 0-d block of
+    /// its highest; then with `weighted` a block of weights like the values): the count (or
+    /// the weights' sum, float64) of the values in each of `bins` equal bins between the
+    /// edges, as NumPy's `histogram` finds them (the last bin holds its upper edge, values
+    /// outside are left out), summed over the terms.
+    Histogram {
+        /// Equal bins between the edges.
+        bins: u64,
+        /// A weights block follows each values block.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        weighted: bool,
+    },
+    /// Terms (a block of non-negative ints; then with `weighted` a block of weights like
+    /// it): how often each of 0..`length` occurs (or the weights' sum, float64), summed
+    /// over the terms: NumPy's `bincount`. A negative value or one of `length` or more
+    /// fails the task.
+    Bincount {
+        /// Values counted: 0..length.
+        length: u64,
+        /// A weights block follows each values block.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        weighted: bool,
+    },
+    /// Inputs: pairs (a block of values, the block of a bool mask beside it), 1-D, each
+    /// with the range (skip, take) of its selected elements the output takes: the
+    /// selected values of each pair in order (the elements of a 1-D array where the mask is
+    /// true, across blocks: `x[mask]` with the counts per block known).
+    Compress {
+        /// Per pair: selected elements passed over, then taken.
         ranges: Vec<(u64, u64)>,
     },
 
@@ -1064,7 +1437,9 @@ impl Kernel {
             Kernel::ImportParquet {
                 metadata, fetch, ..
             } => metadata.1 + fetch,
-            Kernel::ImportZarr { scratch, .. } => *scratch,
+            Kernel::ImportZarr { scratch, .. }
+            | Kernel::Sort { scratch, .. }
+            | Kernel::SortMerge { scratch, .. } => *scratch,
             Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
             _ => 0,
         }

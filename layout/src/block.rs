@@ -1,11 +1,18 @@
-//! The value of one block in memory.
+//! The value of one block in memory, and the element types of the thirteen dtypes
+//! ([`Elem`]) with NumPy's casts between them.
 
 use std::borrow::Cow;
 
 use ndarray::{ArrayD, IxDyn};
+pub use num_complex::Complex;
 
 use crate::meta::DType;
 use crate::scalar::{Scalar, f64_to_i64};
+
+/// A complex64 element: two float32s.
+pub type C64 = Complex<f32>;
+/// A complex128 element: two float64s.
+pub type C128 = Complex<f64>;
 
 /// One block's values, in the dtype of its array.
 #[derive(Clone, Debug, PartialEq)]
@@ -18,6 +25,24 @@ pub enum Block {
     I64(ArrayD<i64>),
     /// A bool block ([`DType::Bool`]).
     Bool(ArrayD<bool>),
+    /// An int8 block ([`DType::Int8`]).
+    I8(ArrayD<i8>),
+    /// An int16 block ([`DType::Int16`]).
+    I16(ArrayD<i16>),
+    /// An int32 block ([`DType::Int32`]).
+    I32(ArrayD<i32>),
+    /// A uint8 block ([`DType::UInt8`]).
+    U8(ArrayD<u8>),
+    /// A uint16 block ([`DType::UInt16`]).
+    U16(ArrayD<u16>),
+    /// A uint32 block ([`DType::UInt32`]).
+    U32(ArrayD<u32>),
+    /// A uint64 block ([`DType::UInt64`]).
+    U64(ArrayD<u64>),
+    /// A complex64 block ([`DType::Complex64`]).
+    C64(ArrayD<C64>),
+    /// A complex128 block ([`DType::Complex128`]).
+    C128(ArrayD<C128>),
 }
 
 /// Runs `$body` with `$a` bound to the block's array whatever its dtype, and wraps a
@@ -30,32 +55,357 @@ macro_rules! map_block {
             $crate::Block::F32($a) => $crate::Block::F32($body),
             $crate::Block::I64($a) => $crate::Block::I64($body),
             $crate::Block::Bool($a) => $crate::Block::Bool($body),
+            $crate::Block::I8($a) => $crate::Block::I8($body),
+            $crate::Block::I16($a) => $crate::Block::I16($body),
+            $crate::Block::I32($a) => $crate::Block::I32($body),
+            $crate::Block::U8($a) => $crate::Block::U8($body),
+            $crate::Block::U16($a) => $crate::Block::U16($body),
+            $crate::Block::U32($a) => $crate::Block::U32($body),
+            $crate::Block::U64($a) => $crate::Block::U64($body),
+            $crate::Block::C64($a) => $crate::Block::C64($body),
+            $crate::Block::C128($a) => $crate::Block::C128($body),
         }
     };
 }
 
-/// Runs `$body` with `$a` bound to the block's array whatever its dtype (any result type).
+/// Runs `$body` with `$a` bound to the block's array whatever its dtype (any result type);
+/// `Bool(b) => ...` after it gives bool blocks their own body (where `$body` needs a
+/// number type).
 #[macro_export]
 macro_rules! with_block {
     ($b:expr, $a:ident => $body:expr) => {
+        $crate::with_block!($b, $a => $body, Bool($a) => $body)
+    };
+    ($b:expr, $a:ident => $body:expr, Bool($c:ident) => $bool:expr) => {
         match $b {
+            $crate::Block::Bool($c) => $bool,
             $crate::Block::F64($a) => $body,
             $crate::Block::F32($a) => $body,
             $crate::Block::I64($a) => $body,
-            $crate::Block::Bool($a) => $body,
+            $crate::Block::I8($a) => $body,
+            $crate::Block::I16($a) => $body,
+            $crate::Block::I32($a) => $body,
+            $crate::Block::U8($a) => $body,
+            $crate::Block::U16($a) => $body,
+            $crate::Block::U32($a) => $body,
+            $crate::Block::U64($a) => $body,
+            $crate::Block::C64($a) => $body,
+            $crate::Block::C128($a) => $body,
         }
     };
 }
+
+/// Runs `$body` with the type name `$t` standing for the element type of dtype `$d`:
+/// `for_dtype!(d, T => T::wrap(ArrayD::from_elem(dim, T::default())))`; `bool => ...`
+/// after it gives bool its own body (where `$body` needs a number type).
+#[macro_export]
+macro_rules! for_dtype {
+    ($d:expr, $t:ident => $body:expr) => {
+        $crate::for_dtype!($d, $t => $body, bool => {
+            #[allow(dead_code)]
+            type $t = bool;
+            $body
+        })
+    };
+    ($d:expr, $t:ident => $body:expr, bool => $bool:expr) => {
+        match $d {
+            $crate::DType::Bool => $bool,
+            $crate::DType::Int8 => {
+                type $t = i8;
+                $body
+            }
+            $crate::DType::Int16 => {
+                type $t = i16;
+                $body
+            }
+            $crate::DType::Int32 => {
+                type $t = i32;
+                $body
+            }
+            $crate::DType::Int64 => {
+                type $t = i64;
+                $body
+            }
+            $crate::DType::UInt8 => {
+                type $t = u8;
+                $body
+            }
+            $crate::DType::UInt16 => {
+                type $t = u16;
+                $body
+            }
+            $crate::DType::UInt32 => {
+                type $t = u32;
+                $body
+            }
+            $crate::DType::UInt64 => {
+                type $t = u64;
+                $body
+            }
+            $crate::DType::Float32 => {
+                type $t = f32;
+                $body
+            }
+            $crate::DType::Float64 => {
+                type $t = f64;
+                $body
+            }
+            $crate::DType::Complex64 => {
+                type $t = $crate::block::C64;
+                $body
+            }
+            $crate::DType::Complex128 => {
+                type $t = $crate::block::C128;
+                $body
+            }
+        }
+    };
+}
+
+/// The element type of one dtype, with NumPy's casts from every other element type
+/// ([`Elem::from_elem`]): ints wrap (`300` as uint8 is 44), floats truncate toward zero
+/// (NaN, infinities and values out of range give what NumPy gives on x86-64: int64's and
+/// int32's minimum, that minimum's low bytes for 8- and 16-bit ints), a complex gives its
+/// real part to a real dtype and is true where either part is non-zero.
+pub trait Elem: Copy + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+    /// Its dtype.
+    const DTYPE: DType;
+    /// Zero (false).
+    const ZERO: Self;
+    /// An array of it as a block.
+    fn wrap(a: ArrayD<Self>) -> Block;
+    /// The block's array, where the block is of this dtype.
+    fn view(b: &Block) -> Option<&ArrayD<Self>>;
+    /// As float64 (a complex: its real part; an int rounds to the nearest).
+    fn to_f64(self) -> f64;
+    /// As float32, rounded once (a complex: its real part).
+    fn to_f32(self) -> f32;
+    /// As int64: ints exactly or wrapped (uint64 above int64's range), floats as NumPy
+    /// casts them ([`f64_to_i64`]).
+    fn to_i64(self) -> i64;
+    /// Non-zero is true.
+    fn to_bool(self) -> bool;
+    /// As complex128 (a real: imaginary part 0).
+    fn to_c128(self) -> C128;
+    /// As complex64, each part rounded once.
+    fn to_c64(self) -> C64;
+    /// As a Python scalar of its kind.
+    fn to_scalar(self) -> Scalar;
+    /// `s` cast to this type as NumPy's `astype` casts it.
+    fn from_elem<S: Elem>(s: S) -> Self;
+    /// A Python scalar as an element of this type (NumPy's cast).
+    fn from_scalar(s: Scalar) -> Self {
+        match s {
+            Scalar::Bool(b) => Self::from_elem(b),
+            Scalar::Int(i) => Self::from_elem(i),
+            Scalar::UInt(u) => Self::from_elem(u),
+            Scalar::Float(f) => Self::from_elem(f),
+            Scalar::Complex(re, im) => Self::from_elem(C128::new(re, im)),
+        }
+    }
+}
+
+/// float64 to int32 as NumPy's cast does on x86-64 (`cvttsd2si`): truncation toward
+/// zero; NaN, infinities and values outside int32's range give int32's minimum. NumPy's
+/// casts to int8, int16, uint8 and uint16 go through it and keep the low bytes.
+pub fn f64_to_i32(f: f64) -> i32 {
+    if f.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&f) {
+        i32::MIN
+    } else {
+        f as i32
+    }
+}
+
+/// float64 to uint64 as NumPy's cast does on x86-64: values in `[0, 2^64)` truncate,
+/// negative ones above -2^63 wrap (as int64's bits), +inf and values from 2^64 give 0,
+/// NaN, -inf and values from -2^63 down give 2^63.
+pub fn f64_to_u64(f: f64) -> u64 {
+    const TWO_63: f64 = (1u64 << 63) as f64;
+    if f.is_nan() || f <= -TWO_63 {
+        1 << 63
+    } else if f >= 2.0 * TWO_63 {
+        0
+    } else if f >= 0.0 {
+        f as u64
+    } else {
+        f as i64 as u64
+    }
+}
+
+macro_rules! elem_common {
+    ($t:ty, $variant:ident, $dtype:ident) => {
+        const DTYPE: DType = DType::$dtype;
+        fn wrap(a: ArrayD<$t>) -> Block {
+            Block::$variant(a)
+        }
+        fn view(b: &Block) -> Option<&ArrayD<$t>> {
+            match b {
+                Block::$variant(a) => Some(a),
+                _ => None,
+            }
+        }
+    };
+}
+
+macro_rules! elem_int {
+    ($t:ty, $variant:ident, $dtype:ident, $from_float:expr) => {
+        impl Elem for $t {
+            elem_common!($t, $variant, $dtype);
+            const ZERO: $t = 0;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+            fn to_i64(self) -> i64 {
+                self as i64
+            }
+            fn to_bool(self) -> bool {
+                self != 0
+            }
+            fn to_c128(self) -> C128 {
+                C128::new(self as f64, 0.0)
+            }
+            fn to_c64(self) -> C64 {
+                C64::new(self as f32, 0.0)
+            }
+            fn to_scalar(self) -> Scalar {
+                Scalar::from_i128(self as i128).expect("an int of at most 64 bits")
+            }
+            fn from_elem<S: Elem>(s: S) -> $t {
+                if S::DTYPE.is_exact() {
+                    s.to_i64() as $t
+                } else {
+                    let f: fn(f64) -> $t = $from_float;
+                    f(s.to_f64())
+                }
+            }
+        }
+    };
+}
+
+elem_int!(i8, I8, Int8, |f| f64_to_i32(f) as i8);
+elem_int!(i16, I16, Int16, |f| f64_to_i32(f) as i16);
+elem_int!(i32, I32, Int32, f64_to_i32);
+elem_int!(i64, I64, Int64, f64_to_i64);
+elem_int!(u8, U8, UInt8, |f| f64_to_i32(f) as u8);
+elem_int!(u16, U16, UInt16, |f| f64_to_i32(f) as u16);
+elem_int!(u32, U32, UInt32, |f| f64_to_i64(f) as u32);
+elem_int!(u64, U64, UInt64, f64_to_u64);
+
+impl Elem for bool {
+    elem_common!(bool, Bool, Bool);
+    const ZERO: bool = false;
+    fn to_f64(self) -> f64 {
+        self as u8 as f64
+    }
+    fn to_f32(self) -> f32 {
+        self as u8 as f32
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn to_bool(self) -> bool {
+        self
+    }
+    fn to_c128(self) -> C128 {
+        C128::new(self.to_f64(), 0.0)
+    }
+    fn to_c64(self) -> C64 {
+        C64::new(self.to_f32(), 0.0)
+    }
+    fn to_scalar(self) -> Scalar {
+        Scalar::Bool(self)
+    }
+    fn from_elem<S: Elem>(s: S) -> bool {
+        s.to_bool()
+    }
+}
+
+macro_rules! elem_float {
+    ($t:ty, $variant:ident, $dtype:ident) => {
+        impl Elem for $t {
+            elem_common!($t, $variant, $dtype);
+            const ZERO: $t = 0.0;
+            fn to_f64(self) -> f64 {
+                self as f64
+            }
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+            fn to_i64(self) -> i64 {
+                f64_to_i64(self as f64)
+            }
+            fn to_bool(self) -> bool {
+                self != 0.0
+            }
+            fn to_c128(self) -> C128 {
+                C128::new(self as f64, 0.0)
+            }
+            fn to_c64(self) -> C64 {
+                C64::new(self as f32, 0.0)
+            }
+            fn to_scalar(self) -> Scalar {
+                Scalar::Float(self as f64)
+            }
+            fn from_elem<S: Elem>(s: S) -> $t {
+                if Self::DTYPE == DType::Float32 {
+                    s.to_f32() as $t
+                } else {
+                    s.to_f64() as $t
+                }
+            }
+        }
+    };
+}
+
+elem_float!(f32, F32, Float32);
+elem_float!(f64, F64, Float64);
+
+macro_rules! elem_complex {
+    ($t:ty, $variant:ident, $dtype:ident, $to:ident) => {
+        impl Elem for $t {
+            elem_common!($t, $variant, $dtype);
+            const ZERO: $t = Complex { re: 0.0, im: 0.0 };
+            fn to_f64(self) -> f64 {
+                self.re as f64
+            }
+            fn to_f32(self) -> f32 {
+                self.re as f32
+            }
+            fn to_i64(self) -> i64 {
+                f64_to_i64(self.re as f64)
+            }
+            fn to_bool(self) -> bool {
+                self.re != 0.0 || self.im != 0.0
+            }
+            fn to_c128(self) -> C128 {
+                C128::new(self.re as f64, self.im as f64)
+            }
+            fn to_c64(self) -> C64 {
+                C64::new(self.re as f32, self.im as f32)
+            }
+            fn to_scalar(self) -> Scalar {
+                Scalar::Complex(self.re as f64, self.im as f64)
+            }
+            fn from_elem<S: Elem>(s: S) -> $t {
+                s.$to()
+            }
+        }
+    };
+}
+
+elem_complex!(C64, C64, Complex64, to_c64);
+elem_complex!(C128, C128, Complex128, to_c128);
 
 impl Block {
     /// The dtype its variant holds.
     pub fn dtype(&self) -> DType {
-        match self {
-            Block::F64(_) => DType::Float64,
-            Block::F32(_) => DType::Float32,
-            Block::I64(_) => DType::Int64,
-            Block::Bool(_) => DType::Bool,
+        fn of<T: Elem>(_: &ArrayD<T>) -> DType {
+            T::DTYPE
         }
+        with_block!(self, a => of(a))
     }
 
     /// Elements along each axis.
@@ -68,27 +418,53 @@ impl Block {
         self.shape().iter().product::<usize>() * self.dtype().size()
     }
 
+    /// Writes `src` into the part `info` of this block (of the same dtype, and of
+    /// `src`'s shape there); `false`, and nothing written, where the dtypes differ.
+    pub fn assign(&mut self, info: &[ndarray::SliceInfoElem], src: &Block) -> bool {
+        macro_rules! same_dtype {
+            ($($v:ident),*) => {
+                match (self, src) {
+                    $((Block::$v(d), Block::$v(s)) => d.slice_mut(info).assign(s),)*
+                    _ => return false,
+                }
+            };
+        }
+        same_dtype!(
+            F64, F32, I64, Bool, I8, I16, I32, U8, U16, U32, U64, C64, C128
+        );
+        true
+    }
+
+    /// The array of element type `T`, where the block is of `T`'s dtype.
+    pub fn view<T: Elem>(&self) -> Option<&ArrayD<T>> {
+        T::view(self)
+    }
+
     /// The values in C order as little-endian bytes (a chunk's raw bytes, a `.npy` file's
     /// data): borrowed, not copied, where the block is in standard layout on a
     /// little-endian host.
     pub fn le_bytes(&self) -> Cow<'_, [u8]> {
-        match self {
-            Block::F64(a) => le_bytes(Cow::Borrowed(a)),
-            Block::F32(a) => le_bytes(Cow::Borrowed(a)),
-            Block::I64(a) => le_bytes(Cow::Borrowed(a)),
-            Block::Bool(a) => Cow::Owned(a.iter().map(|&b| b as u8).collect()),
+        with_block!(self, a => le_bytes(Cow::Borrowed(a)),
+            Bool(a) => Cow::Owned(a.iter().map(|&b| b as u8).collect()))
+    }
+
+    /// A block of `dtype` and `shape` from its values in C order as little-endian bytes
+    /// (bool: one byte each, non-zero is true); `None` where the bytes are not exactly
+    /// the block's.
+    pub fn from_le_bytes(dtype: DType, shape: &[usize], raw: &[u8]) -> Option<Block> {
+        let n: usize = shape.iter().product();
+        if raw.len() != n * dtype.size() {
+            return None;
         }
+        let dim = IxDyn(shape);
+        Some(for_dtype!(dtype, T => T::wrap(from_le::<T>(dim, raw)),
+            bool => Block::Bool(ArrayD::from_shape_vec(dim, raw.iter().map(|&b| b != 0).collect()).ok()?)))
     }
 
     /// A block of `shape` with every element `value` (cast to `dtype` as NumPy casts it).
     pub fn full(dtype: DType, shape: &[usize], value: Scalar) -> Block {
         let dim = IxDyn(shape);
-        match dtype {
-            DType::Float64 => Block::F64(ArrayD::from_elem(dim, value.as_f64())),
-            DType::Float32 => Block::F32(ArrayD::from_elem(dim, value.cast(dtype).as_f64() as f32)),
-            DType::Int64 => Block::I64(ArrayD::from_elem(dim, value.as_i64())),
-            DType::Bool => Block::Bool(ArrayD::from_elem(dim, value.as_bool())),
-        }
+        for_dtype!(dtype, T => T::wrap(ArrayD::from_elem(dim, T::from_scalar(value))))
     }
 
     /// A block of zeros (false for bool).
@@ -96,24 +472,30 @@ impl Block {
         Block::full(dtype, shape, Scalar::Int(0))
     }
 
-    /// A 0-d block holding `value` in its own kind's dtype: it broadcasts to any shape.
+    /// A 0-d block holding `value` in its own dtype ([`Scalar::dtype`]): it broadcasts to
+    /// any shape.
     pub fn scalar(value: Scalar) -> Block {
-        Block::full(DType::of_kind(value.kind()), &[], value)
+        Block::full(value.dtype(), &[], value)
     }
 
-    /// Whether the values are integers (int64 or bool): NumPy computes such operands in
-    /// int64, exactly, where no float joins them.
+    /// The first element in C order as a Python scalar of the block's kind (a 0-d block's
+    /// value); 0 of the block's dtype where it has no elements.
+    pub fn first(&self) -> Scalar {
+        with_block!(self, a => a.iter().next().copied().unwrap_or(Elem::ZERO).to_scalar())
+    }
+
+    /// Whether the values are bool or ints: NumPy computes such operands exactly, in an
+    /// int dtype, where no float joins them.
     pub fn is_integer(&self) -> bool {
-        matches!(self, Block::I64(_) | Block::Bool(_))
+        self.dtype().is_exact()
     }
 
-    /// Values as float64 (bool becomes 0/1), as NumPy does when it mixes them in arithmetic.
+    /// Values as float64 (bool becomes 0/1, a complex its real part), as NumPy does when it
+    /// mixes them in arithmetic.
     pub fn to_f64(&self) -> Cow<'_, ArrayD<f64>> {
         match self {
             Block::F64(a) => Cow::Borrowed(a),
-            Block::F32(a) => Cow::Owned(a.mapv(f64::from)),
-            Block::I64(a) => Cow::Owned(a.mapv(|v| v as f64)),
-            Block::Bool(a) => Cow::Owned(a.mapv(|b| if b { 1.0 } else { 0.0 })),
+            b => with_block!(b, a => Cow::Owned(a.mapv(Elem::to_f64))),
         }
     }
 
@@ -121,9 +503,7 @@ impl Block {
     pub fn to_i64(&self) -> Cow<'_, ArrayD<i64>> {
         match self {
             Block::I64(a) => Cow::Borrowed(a),
-            Block::Bool(a) => Cow::Owned(a.mapv(i64::from)),
-            Block::F64(a) => Cow::Owned(a.mapv(f64_to_i64)),
-            Block::F32(a) => Cow::Owned(a.mapv(|v| f64_to_i64(v.into()))),
+            b => with_block!(b, a => Cow::Owned(a.mapv(Elem::to_i64))),
         }
     }
 
@@ -131,40 +511,47 @@ impl Block {
     pub fn to_bool(&self) -> Cow<'_, ArrayD<bool>> {
         match self {
             Block::Bool(a) => Cow::Borrowed(a),
-            Block::F64(a) => Cow::Owned(a.mapv(|v| v != 0.0)),
-            Block::F32(a) => Cow::Owned(a.mapv(|v| v != 0.0)),
-            Block::I64(a) => Cow::Owned(a.mapv(|v| v != 0)),
+            b => with_block!(b, a => Cow::Owned(a.mapv(Elem::to_bool))),
         }
     }
 
-    /// float64 values cast to `dtype` as NumPy's `astype` casts them (floats to int64
-    /// truncate toward zero; NaN, infinities and out-of-range values become int64's
-    /// minimum, as NumPy gives on x86-64).
+    /// The values as an array of `T` (NumPy's cast), borrowed where the block is of `T`'s
+    /// dtype.
+    pub fn to_elem<T: Elem>(&self) -> Cow<'_, ArrayD<T>> {
+        match T::view(self) {
+            Some(a) => Cow::Borrowed(a),
+            None => with_block!(self, a => Cow::Owned(a.mapv(T::from_elem))),
+        }
+    }
+
+    /// float64 values cast to `dtype` as NumPy's `astype` casts them (see [`Elem`]).
     pub fn from_f64(dtype: DType, a: ArrayD<f64>) -> Block {
-        match dtype {
-            DType::Float64 => Block::F64(a),
-            DType::Float32 => Block::F32(a.mapv(|v| v as f32)),
-            DType::Int64 => Block::I64(a.mapv(f64_to_i64)),
-            DType::Bool => Block::Bool(a.mapv(|v| v != 0.0)),
-        }
+        Block::F64(a).cast(dtype)
     }
 
-    /// This block in `dtype` (no copy where it already is), as NumPy's `astype` casts.
+    /// This block in `dtype` (no copy where it already is), as NumPy's `astype` casts (see
+    /// [`Elem`]).
     pub fn cast(self, dtype: DType) -> Block {
-        match (self, dtype) {
-            (b, d) if b.dtype() == d => b,
-            (Block::I64(a), DType::Bool) => Block::Bool(a.mapv(|v| v != 0)),
-            (Block::F32(a), DType::Bool) => Block::Bool(a.mapv(|v| v != 0.0)),
-            (Block::Bool(a), DType::Int64) => Block::I64(a.mapv(i64::from)),
-            // Rounded once, straight from the int (via float64 it could round twice).
-            (Block::I64(a), DType::Float32) => Block::F32(a.mapv(|v| v as f32)),
-            (b, d) => Block::from_f64(d, b.to_f64().into_owned()),
+        if self.dtype() == dtype {
+            return self;
+        }
+        for_dtype!(dtype, T => T::wrap(with_block!(&self, a => a.mapv(T::from_elem))))
+    }
+}
+
+impl Scalar {
+    /// The dtype NumPy gives this Python scalar as an array (`np.asarray(v).dtype`):
+    /// bool, int64 (uint64 above int64's range), float64 or complex128.
+    pub fn dtype(self) -> DType {
+        match self {
+            Scalar::UInt(_) => DType::UInt64,
+            s => DType::of_kind(s.kind()),
         }
     }
 }
 
 /// A number type stored little-endian (chunks, `.npy` files).
-pub(crate) trait LeNum: bytemuck::Pod {
+pub(crate) trait LeNum: bytemuck::Pod + Elem {
     fn from_le(b: &[u8]) -> Self;
     fn to_le(self) -> Vec<u8>;
 }
@@ -181,7 +568,24 @@ macro_rules! le_num {
         }
     )*};
 }
-le_num!(f64, f32, i64);
+le_num!(f64, f32, i64, i32, i16, i8, u64, u32, u16, u8);
+
+macro_rules! le_complex {
+    ($($t:ty),*) => {$(
+        impl LeNum for Complex<$t> {
+            fn from_le(b: &[u8]) -> Self {
+                let (re, im) = b.split_at(b.len() / 2);
+                Complex::new(<$t>::from_le(re), <$t>::from_le(im))
+            }
+            fn to_le(self) -> Vec<u8> {
+                let mut v = self.re.to_le();
+                v.extend(self.im.to_le());
+                v
+            }
+        }
+    )*};
+}
+le_complex!(f32, f64);
 
 /// An array's values in C order as little-endian bytes; a view of its memory where it
 /// is in standard layout on a little-endian host.
@@ -198,6 +602,18 @@ pub(crate) fn le_bytes<T: LeNum>(a: Cow<'_, ArrayD<T>>) -> Cow<'_, [u8]> {
             Cow::Owned(bytemuck::cast_slice(c.as_slice().expect("standard layout")).to_vec())
         }
     }
+}
+
+/// An array of `dim` from its values' little-endian bytes (exactly as many as it holds).
+pub(crate) fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
+    let v: Vec<T> = if cfg!(target_endian = "little") {
+        bytemuck::pod_collect_to_vec(raw)
+    } else {
+        raw.chunks_exact(std::mem::size_of::<T>())
+            .map(T::from_le)
+            .collect()
+    };
+    ArrayD::from_shape_vec(dim, v).expect("shape")
 }
 
 #[cfg(test)]
@@ -222,5 +638,131 @@ mod tests {
         assert_eq!(f.le_bytes(), 0.5f32.to_le_bytes().to_vec());
         let z = Block::Bool(ndarray::arr1(&[true, false]).into_dyn());
         assert_eq!(z.le_bytes(), vec![1u8, 0]);
+        let c = Block::C64(ndarray::arr1(&[C64::new(1.0, -2.0)]).into_dyn());
+        let mut w = 1.0f32.to_le_bytes().to_vec();
+        w.extend((-2.0f32).to_le_bytes());
+        assert_eq!(c.le_bytes(), w);
+        // Every dtype back from its bytes.
+        for d in DType::ALL {
+            let b = Block::from_f64(d, ndarray::arr1(&[1.0, 0.0, 3.0]).into_dyn());
+            assert_eq!(b.dtype(), d);
+            assert_eq!(b.nbytes(), 3 * d.size());
+            assert_eq!(
+                Block::from_le_bytes(d, &[3], &b.le_bytes()),
+                Some(b.clone())
+            );
+            assert_eq!(Block::from_le_bytes(d, &[2], &b.le_bytes()), None);
+        }
+    }
+
+    /// NumPy 2's `astype` on x86-64 (values from NumPy 2.4): ints wrap, floats truncate,
+    /// NaN and out-of-range floats give what NumPy gives, complex gives its real part.
+    #[test]
+    fn casts_follow_numpy() {
+        let f = ndarray::arr1(&[
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            300.7,
+            -300.7,
+            1e10,
+            -1.5,
+            70000.5,
+            -40000.2,
+        ])
+        .into_dyn();
+        let cast = |d: DType| {
+            Block::F64(f.clone())
+                .cast(d)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cast(DType::Int8), [0, 0, 0, 44, -44, 0, -1, 112, -64]);
+        assert_eq!(cast(DType::Int16), [0, 0, 0, 300, -300, 0, -1, 4464, 25536]);
+        assert_eq!(cast(DType::UInt8), [0, 0, 0, 44, 212, 0, 255, 112, 192]);
+        let m = i32::MIN as i64;
+        assert_eq!(
+            cast(DType::Int32),
+            [m, m, m, 300, -300, m, -1, 70000, -40000]
+        );
+        let Block::U64(u) = Block::F64(f.clone()).cast(DType::UInt64) else {
+            panic!()
+        };
+        assert_eq!(
+            u.iter().copied().collect::<Vec<_>>(),
+            [
+                1 << 63,
+                0,
+                1 << 63,
+                300,
+                18446744073709551316,
+                10_000_000_000,
+                u64::MAX,
+                70000,
+                18446744073709511616
+            ]
+        );
+        let i = Block::I64(ndarray::arr1(&[-1i64, 300, 70000]).into_dyn());
+        assert_eq!(
+            i.clone()
+                .cast(DType::UInt8)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [255, 44, 112]
+        );
+        assert_eq!(
+            i.cast(DType::UInt64)
+                .to_f64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [u64::MAX as f64, 300.0, 70000.0]
+        );
+        let z = Block::C128(ndarray::arr1(&[C128::new(1.7, 2.0), C128::new(0.0, 1.0)]).into_dyn());
+        assert_eq!(
+            z.clone()
+                .cast(DType::Int8)
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1, 0]
+        );
+        assert_eq!(
+            z.clone()
+                .cast(DType::Bool)
+                .to_bool()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [true, true]
+        );
+        assert_eq!(
+            z.clone()
+                .cast(DType::Float64)
+                .to_f64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1.7, 0.0]
+        );
+        let Block::C64(c) = z.cast(DType::Complex64) else {
+            panic!()
+        };
+        assert_eq!(c[1], C64::new(0.0, 1.0));
+        assert_eq!(Scalar::Int(300).cast(DType::UInt8), Scalar::Int(44));
+        assert_eq!(Scalar::Int(-1).cast(DType::UInt64), Scalar::UInt(u64::MAX));
+        assert_eq!(
+            Scalar::Float(2.5).cast(DType::Complex64),
+            Scalar::Complex(2.5, 0.0)
+        );
+        assert_eq!(
+            Scalar::Complex(0.0, 2.0).cast(DType::Bool),
+            Scalar::Bool(true)
+        );
     }
 }

@@ -7,6 +7,7 @@ pub mod batch;
 pub mod block;
 pub mod failure;
 pub mod meta;
+pub mod num;
 pub mod scalar;
 pub mod store;
 pub mod zarr;
@@ -15,7 +16,7 @@ pub use batch::{
     ArrayRef, Batch, BinaryOp, BlockRef, Kernel, Payload, RandomDist, ReduceOp, Stats, Task,
     UnaryOp,
 };
-pub use block::Block;
+pub use block::{Block, C64, C128, Elem};
 pub use failure::ErrorKind;
 pub use meta::{ArrayMeta, DType};
 pub use scalar::Scalar;

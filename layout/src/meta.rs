@@ -2,62 +2,179 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Element types a stored array can have.
+/// Element types a stored array can have: the Array API's thirteen, named as NumPy and
+/// Zarr v3 name them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DType {
     /// NumPy's `bool`: one byte per element, 0 or 1.
     Bool,
+    /// Signed 8-bit integers (NumPy's `int8`).
+    Int8,
+    /// Signed 16-bit integers (NumPy's `int16`).
+    Int16,
+    /// Signed 32-bit integers (NumPy's `int32`).
+    Int32,
     /// Signed 64-bit integers (NumPy's `int64`).
     Int64,
+    /// Unsigned 8-bit integers (NumPy's `uint8`).
+    #[serde(rename = "uint8")]
+    UInt8,
+    /// Unsigned 16-bit integers (NumPy's `uint16`).
+    #[serde(rename = "uint16")]
+    UInt16,
+    /// Unsigned 32-bit integers (NumPy's `uint32`).
+    #[serde(rename = "uint32")]
+    UInt32,
+    /// Unsigned 64-bit integers (NumPy's `uint64`).
+    #[serde(rename = "uint64")]
+    UInt64,
     /// IEEE 754 single precision (NumPy's `float32`).
     Float32,
     /// IEEE 754 double precision (NumPy's `float64`), the dtype most kernels compute in.
     Float64,
+    /// Complex numbers of two float32s, real part first (NumPy's `complex64`).
+    Complex64,
+    /// Complex numbers of two float64s, real part first (NumPy's `complex128`).
+    Complex128,
 }
 
 /// What kind of Python scalar a literal is: NumPy 2 (NEP 50) lets it take the array's
-/// dtype where the kind fits, so `x32 * 2.0` stays float32 and `i64 + 1` stays int64.
+/// dtype where the kind fits, so `x32 * 2.0` stays float32 and `i8 + 1` stays int8.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ScalarKind {
-    /// `True` or `False`; the lowest kind (kinds are ordered: bool < int < float, and a
-    /// scalar keeps an array's dtype when its kind is at most the dtype's).
+    /// `True` or `False`; the lowest kind (kinds are ordered: bool < int < float <
+    /// complex, and a scalar keeps an array's dtype when its kind is at most the dtype's).
     Bool,
-    /// A Python int: keeps an int64 or float array's dtype, makes a bool array int64.
+    /// A Python int: keeps an int, float or complex array's dtype (NumPy raises where it
+    /// does not fit an int dtype), makes a bool array int64.
     Int,
-    /// A Python float: keeps a float array's dtype, makes others float64.
+    /// A Python float: keeps a float or complex array's dtype, makes others float64.
     Float,
+    /// A Python complex (`2j`): keeps a complex array's dtype, makes a float32 array
+    /// complex64 and others complex128.
+    Complex,
 }
 
 impl DType {
+    /// Every dtype, in NumPy's order of kinds (bool, signed, unsigned, float, complex).
+    pub const ALL: [DType; 13] = [
+        DType::Bool,
+        DType::Int8,
+        DType::Int16,
+        DType::Int32,
+        DType::Int64,
+        DType::UInt8,
+        DType::UInt16,
+        DType::UInt32,
+        DType::UInt64,
+        DType::Float32,
+        DType::Float64,
+        DType::Complex64,
+        DType::Complex128,
+    ];
+
+    /// The names of every dtype, comma-separated: for error messages.
+    pub fn supported() -> String {
+        DType::ALL.map(DType::name).join(", ")
+    }
+
     /// Bytes per element, in memory and in a chunk before compression (bool: 1).
     pub fn size(self) -> usize {
+        use DType::*;
         match self {
-            DType::Float64 | DType::Int64 => 8,
-            DType::Float32 => 4,
-            DType::Bool => 1,
+            Bool | Int8 | UInt8 => 1,
+            Int16 | UInt16 => 2,
+            Int32 | UInt32 | Float32 => 4,
+            Int64 | UInt64 | Float64 | Complex64 => 8,
+            Complex128 => 16,
         }
     }
+
     /// The Zarr v3 / NumPy name.
     pub fn name(self) -> &'static str {
+        use DType::*;
         match self {
-            DType::Float64 => "float64",
-            DType::Float32 => "float32",
-            DType::Int64 => "int64",
-            DType::Bool => "bool",
+            Bool => "bool",
+            Int8 => "int8",
+            Int16 => "int16",
+            Int32 => "int32",
+            Int64 => "int64",
+            UInt8 => "uint8",
+            UInt16 => "uint16",
+            UInt32 => "uint32",
+            UInt64 => "uint64",
+            Float32 => "float32",
+            Float64 => "float64",
+            Complex64 => "complex64",
+            Complex128 => "complex128",
         }
     }
-    /// The dtype a name means: the NumPy / Zarr v3 name ([`DType::name`]), a `.npy`
-    /// descr (`<f8`, `|b1`, ...), a short code (`f8`, `i8`) or `double`, `single`, `int`;
-    /// `None` for any other (unsupported) type.
+
+    /// The `.npy` descr of this dtype (little-endian): `|b1`, `|i1`, `<u2`, `<f8`, `<c16`.
+    pub fn descr(self) -> String {
+        let (code, order) = match self.kind() {
+            ScalarKind::Bool => ("b", '|'),
+            ScalarKind::Int if self.is_unsigned() => ("u", '<'),
+            ScalarKind::Int => ("i", '<'),
+            ScalarKind::Float => ("f", '<'),
+            ScalarKind::Complex => ("c", '<'),
+        };
+        let order = if self.size() == 1 { '|' } else { order };
+        format!("{order}{code}{}", self.size())
+    }
+
+    /// The dtype a name means: the NumPy / Zarr v3 name ([`DType::name`]), NumPy's
+    /// other names (`double`, `single`, `int`, `uint`, `byte`, `ubyte`, `short`, `intc`,
+    /// `long`, `complex`, `cdouble`, ...), or a type code with or without its byte order
+    /// (`f8`, `<f8`, `|b1`, `i1`, `<u2`, `c16`, `?`); `None` for any other (unsupported)
+    /// type, a big-endian code included.
     pub fn parse(name: &str) -> Option<DType> {
-        match name {
-            "float64" | "f8" | "<f8" | "double" => Some(DType::Float64),
-            "float32" | "f4" | "<f4" | "single" => Some(DType::Float32),
-            "int64" | "i8" | "<i8" | "int" => Some(DType::Int64),
-            "bool" | "|b1" | "b1" => Some(DType::Bool),
-            _ => None,
-        }
+        use DType::*;
+        Some(match name {
+            "bool" | "bool_" | "?" => Bool,
+            "int8" | "byte" => Int8,
+            "int16" | "short" => Int16,
+            "int32" | "intc" => Int32,
+            "int64" | "int" | "long" | "longlong" | "intp" => Int64,
+            "uint8" | "ubyte" => UInt8,
+            "uint16" | "ushort" => UInt16,
+            "uint32" | "uintc" => UInt32,
+            "uint64" | "uint" | "ulong" | "ulonglong" | "uintp" => UInt64,
+            "float32" | "single" => Float32,
+            "float64" | "double" | "float" => Float64,
+            "complex64" | "csingle" => Complex64,
+            "complex128" | "cdouble" | "complex" => Complex128,
+            code => {
+                let code = code.strip_prefix(['<', '|', '=']).unwrap_or(code);
+                match code {
+                    "b1" => Bool,
+                    "i1" => Int8,
+                    "i2" => Int16,
+                    "i4" => Int32,
+                    "i8" => Int64,
+                    "u1" => UInt8,
+                    "u2" => UInt16,
+                    "u4" => UInt32,
+                    "u8" => UInt64,
+                    "f4" => Float32,
+                    "f8" => Float64,
+                    "c8" => Complex64,
+                    "c16" => Complex128,
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    /// [`DType::parse`], or the error that names the name and every supported one.
+    pub fn parse_named(name: &str) -> Result<DType, String> {
+        DType::parse(name).ok_or_else(|| {
+            format!(
+                "unsupported dtype {name:?}; supported: {}",
+                DType::supported()
+            )
+        })
     }
 
     /// Float32 or float64.
@@ -65,12 +182,55 @@ impl DType {
         matches!(self, DType::Float32 | DType::Float64)
     }
 
+    /// Complex64 or complex128.
+    pub fn is_complex(self) -> bool {
+        matches!(self, DType::Complex64 | DType::Complex128)
+    }
+
+    /// A signed or unsigned integer dtype (not bool).
+    pub fn is_int(self) -> bool {
+        self.kind() == ScalarKind::Int
+    }
+
+    /// uint8, uint16, uint32 or uint64.
+    pub fn is_unsigned(self) -> bool {
+        matches!(
+            self,
+            DType::UInt8 | DType::UInt16 | DType::UInt32 | DType::UInt64
+        )
+    }
+
+    /// Bool or an integer dtype: exact values, computed without rounding.
+    pub fn is_exact(self) -> bool {
+        self.kind() <= ScalarKind::Int
+    }
+
+    /// The smallest and largest value of an integer dtype (bool: 0 and 1; `None` for
+    /// floats and complex).
+    pub fn int_range(self) -> Option<(i128, i128)> {
+        use DType::*;
+        Some(match self {
+            Bool => (0, 1),
+            Int8 => (i8::MIN.into(), i8::MAX.into()),
+            Int16 => (i16::MIN.into(), i16::MAX.into()),
+            Int32 => (i32::MIN.into(), i32::MAX.into()),
+            Int64 => (i64::MIN.into(), i64::MAX.into()),
+            UInt8 => (0, u8::MAX.into()),
+            UInt16 => (0, u16::MAX.into()),
+            UInt32 => (0, u32::MAX.into()),
+            UInt64 => (0, u64::MAX.into()),
+            _ => return None,
+        })
+    }
+
     /// The kind of Python scalar this dtype holds.
     pub fn kind(self) -> ScalarKind {
+        use DType::*;
         match self {
-            DType::Bool => ScalarKind::Bool,
-            DType::Int64 => ScalarKind::Int,
-            DType::Float32 | DType::Float64 => ScalarKind::Float,
+            Bool => ScalarKind::Bool,
+            Int8 | Int16 | Int32 | Int64 | UInt8 | UInt16 | UInt32 | UInt64 => ScalarKind::Int,
+            Float32 | Float64 => ScalarKind::Float,
+            Complex64 | Complex128 => ScalarKind::Complex,
         }
     }
 
@@ -80,40 +240,120 @@ impl DType {
             ScalarKind::Bool => DType::Bool,
             ScalarKind::Int => DType::Int64,
             ScalarKind::Float => DType::Float64,
+            ScalarKind::Complex => DType::Complex128,
         }
     }
 
-    /// NumPy's result type of two array dtypes (`np.result_type`).
+    /// NumPy's result type of two array dtypes (`np.result_type`): the Array API's
+    /// promotion table, and NumPy's rules where the table has none (a signed with an
+    /// unsigned int: the next signed int that holds both, float64 for uint64; an int with
+    /// a float or complex: float32/complex64 for 8- and 16-bit ints, else 64-bit).
     pub fn promote(self, other: DType) -> DType {
         use DType::*;
-        match (self, other) {
-            (a, b) if a == b => a,
-            (Float64, _) | (_, Float64) => Float64,
-            (Float32, Int64) | (Int64, Float32) => Float64,
-            (Float32, _) | (_, Float32) => Float32,
-            (Int64, _) | (_, Int64) => Int64,
-            _ => Bool,
+        use ScalarKind as K;
+        let (a, b) = (self, other);
+        if a == b || b == Bool {
+            return a;
+        }
+        if a == Bool {
+            return b;
+        }
+        let wider = |x: DType, y: DType| if x.size() >= y.size() { x } else { y };
+        match (a.kind(), b.kind()) {
+            (K::Int, K::Int) if a.is_unsigned() == b.is_unsigned() => wider(a, b),
+            (K::Int, K::Int) => {
+                let (s, u) = if a.is_unsigned() { (b, a) } else { (a, b) };
+                if s.size() > u.size() {
+                    s
+                } else {
+                    match u.size() {
+                        1 => Int16,
+                        2 => Int32,
+                        4 => Int64,
+                        _ => Float64,
+                    }
+                }
+            }
+            // An int joins a float or complex: 8- and 16-bit ints fit a float32's
+            // mantissa, wider ones need float64's.
+            (K::Int, _) | (_, K::Int) => {
+                let (i, f) = if a.kind() == K::Int { (a, b) } else { (b, a) };
+                if i.size() <= 2 {
+                    f
+                } else if f.is_complex() {
+                    Complex128
+                } else {
+                    Float64
+                }
+            }
+            (K::Float, K::Float) => Float64,
+            (K::Complex, K::Complex) => Complex128,
+            _ => {
+                // A float with a complex: complex64 only for float32 with complex64.
+                let (f, c) = if a.is_float() { (a, b) } else { (b, a) };
+                if f == Float32 && c == Complex64 {
+                    Complex64
+                } else {
+                    Complex128
+                }
+            }
         }
     }
 
-    /// NumPy's result type of an array of this dtype with a Python scalar (NEP 50).
+    /// NumPy's result type of an array of this dtype with a Python scalar (NEP 50): the
+    /// array's dtype where the scalar's kind is at most the array's (the value is then
+    /// converted, and NumPy raises where a Python int does not fit an int dtype), else the
+    /// scalar's kind at the array's precision (float32 with a complex is complex64).
     pub fn promote_scalar(self, k: ScalarKind) -> DType {
         if k <= self.kind() {
-            self
-        } else if k == ScalarKind::Int {
-            DType::Int64
-        } else {
-            DType::Float64
+            return self;
+        }
+        match k {
+            ScalarKind::Complex if self == DType::Float32 => DType::Complex64,
+            k => DType::of_kind(k),
         }
     }
 
-    /// The dtype NumPy gives a float function (`exp`, `sqrt`, `/`) of this dtype; bool and
-    /// int64 compute in float64 (NumPy gives float16 for bool, which nums-cloud does not store).
+    /// The dtype NumPy gives true division and the float results of reductions and linear
+    /// algebra (`/`, `mean`, `var`, `linalg.solve`): float64 for bool and ints; floats and
+    /// complex keep theirs.
     pub fn to_float(self) -> DType {
-        if self == DType::Float32 {
+        if self.is_exact() {
+            DType::Float64
+        } else {
+            self
+        }
+    }
+
+    /// The dtype NumPy gives a float ufunc (`exp`, `sqrt`, `sin`) of this dtype: float64
+    /// for 32- and 64-bit ints, float32 for int16 and uint16, and float32 for bool, int8
+    /// and uint8 where NumPy gives float16 (which nums-cloud does not store: float32 holds
+    /// each of its values); floats and complex keep theirs.
+    pub fn to_float_fn(self) -> DType {
+        if self.is_exact() && self.size() <= 2 {
             DType::Float32
         } else {
-            DType::Float64
+            self.to_float()
+        }
+    }
+
+    /// The real dtype of a complex one (complex64: float32); others are their own.
+    pub fn real(self) -> DType {
+        match self {
+            DType::Complex64 => DType::Float32,
+            DType::Complex128 => DType::Float64,
+            d => d,
+        }
+    }
+
+    /// The dtype NumPy's `sum` and `prod` accumulate and answer in: int64 for bool and
+    /// signed ints, uint64 for unsigned ints; floats and complex keep theirs.
+    pub fn sum_dtype(self) -> DType {
+        match self.kind() {
+            ScalarKind::Bool => DType::Int64,
+            ScalarKind::Int if self.is_unsigned() => DType::UInt64,
+            ScalarKind::Int => DType::Int64,
+            _ => self,
         }
     }
 }
@@ -313,5 +553,53 @@ mod tests {
         let m = ArrayMeta::new(vec![2, 9], vec![100, 4], DType::Bool);
         assert_eq!(m.block, vec![2, 4]);
         assert_eq!(m.grid(), vec![1, 3]);
+    }
+}
+
+#[cfg(test)]
+mod dtype_tests {
+    use super::*;
+    use DType::*;
+
+    /// NumPy 2.4's `np.result_type` (the pytest table checks every pair against NumPy).
+    #[test]
+    fn promotion_is_numpys() {
+        for (a, b, want) in [
+            (Int64, UInt64, Float64),
+            (UInt8, Int8, Int16),
+            (UInt16, Int8, Int32),
+            (UInt32, Int32, Int64),
+            (UInt8, Int16, Int16),
+            (Bool, Int8, Int8),
+            (Int8, Float32, Float32),
+            (UInt16, Float32, Float32),
+            (Int32, Float32, Float64),
+            (Int16, Complex64, Complex64),
+            (Int32, Complex64, Complex128),
+            (Float64, Complex64, Complex128),
+            (Float32, Complex64, Complex64),
+            (UInt64, Complex64, Complex128),
+        ] {
+            assert_eq!(a.promote(b), want, "{a} {b}");
+            assert_eq!(b.promote(a), want, "{b} {a}");
+        }
+        assert_eq!(Int8.promote_scalar(ScalarKind::Int), Int8);
+        assert_eq!(Bool.promote_scalar(ScalarKind::Int), Int64);
+        assert_eq!(UInt8.promote_scalar(ScalarKind::Float), Float64);
+        assert_eq!(Float32.promote_scalar(ScalarKind::Complex), Complex64);
+        assert_eq!(Int8.promote_scalar(ScalarKind::Complex), Complex128);
+        assert_eq!(Complex64.promote_scalar(ScalarKind::Float), Complex64);
+    }
+
+    #[test]
+    fn names_and_descrs_round_trip() {
+        for d in DType::ALL {
+            assert_eq!(DType::parse(d.name()), Some(d));
+            assert_eq!(DType::parse(&d.descr()), Some(d), "{}", d.descr());
+        }
+        assert_eq!(UInt8.descr(), "|u1");
+        assert_eq!(Complex128.descr(), "<c16");
+        assert_eq!(DType::parse(">f8"), None);
+        assert_eq!(DType::parse("float16"), None);
     }
 }

@@ -14,8 +14,8 @@ use serde_json::json;
 use zarrs::array::codec::api::ArrayToBytesCodecTraits;
 use zarrs::array::{Array, ArrayBytes, ArrayMetadata};
 
-use crate::block::{Block, LeNum, le_bytes};
-use crate::meta::{ArrayMeta, DType};
+use crate::block::{Block, Elem, le_bytes};
+use crate::meta::{ArrayMeta, DType, ScalarKind};
 use crate::scalar::Scalar;
 use crate::store::Store;
 use crate::{Error, Result};
@@ -49,10 +49,18 @@ pub struct StoredArray {
 /// The `zarr.json` nums-cloud writes for an array.
 pub fn zarr_json(meta: &ArrayMeta) -> serde_json::Value {
     let le = json!({"name": "bytes", "configuration": {"endian": "little"}});
-    let (fill, bytes_codec) = match meta.dtype {
-        DType::Float64 | DType::Float32 => (json!(0.0), le),
-        DType::Int64 => (json!(0), le),
-        DType::Bool => (json!(false), json!({"name": "bytes"})),
+    // As zarr-python 3 writes them: one-byte types have no byte order, a complex fill
+    // value is the pair [re, im].
+    let bytes_codec = if meta.dtype.size() == 1 {
+        json!({"name": "bytes"})
+    } else {
+        le
+    };
+    let fill = match meta.dtype.kind() {
+        ScalarKind::Bool => json!(false),
+        ScalarKind::Int => json!(0),
+        ScalarKind::Float => json!(0.0),
+        ScalarKind::Complex => json!([0.0, 0.0]),
     };
     json!({
         "zarr_format": 3,
@@ -195,12 +203,8 @@ impl StoredArray {
         }
         let full: Vec<usize> = self.meta.block.iter().map(|&b| b as usize).collect();
         // Zero-copy view of the values as little-endian bytes where the host is little-endian.
-        let raw: Cow<'_, [u8]> = match block {
-            Block::F64(a) => le_bytes(pad(a, &full, 0.0)),
-            Block::F32(a) => le_bytes(pad(a, &full, 0.0)),
-            Block::I64(a) => le_bytes(pad(a, &full, 0)),
-            Block::Bool(a) => Cow::Owned(pad(a, &full, false).iter().map(|&b| b as u8).collect()),
-        };
+        let raw: Cow<'_, [u8]> = crate::with_block!(block, a => le_bytes(pad(a, &full, Elem::ZERO)),
+            Bool(a) => Cow::Owned(pad(a, &full, false).iter().map(|&b| b as u8).collect()));
         if self.direct() {
             return zstd_encode(&raw)
                 .map(Bytes::from)
@@ -289,16 +293,8 @@ impl StoredArray {
                 n * self.meta.dtype.size()
             ));
         }
-        let dim = IxDyn(full);
-        Ok(match self.meta.dtype {
-            DType::Float64 => Block::F64(crop(from_le(dim, &raw), shape)),
-            DType::Float32 => Block::F32(crop(from_le(dim, &raw), shape)),
-            DType::Int64 => Block::I64(crop(from_le(dim, &raw), shape)),
-            DType::Bool => {
-                let v: Vec<bool> = raw.iter().map(|&b| b != 0).collect();
-                Block::Bool(crop(ArrayD::from_shape_vec(dim, v).expect("shape"), shape))
-            }
-        })
+        let block = Block::from_le_bytes(self.meta.dtype, full, &raw).expect("size checked");
+        Ok(crate::map_block!(block, a => crop(a, shape)))
     }
 
     /// Decodes one of nums-cloud's own chunks with no copy: the zstd frame (its checksum
@@ -310,15 +306,13 @@ impl StoredArray {
         shape: &[usize],
     ) -> std::result::Result<Block, String> {
         let n: usize = full.iter().product();
-        Ok(match self.meta.dtype {
-            DType::Float64 => Block::F64(crop_vec(zstd_decode(bytes, n)?, full, shape)),
-            DType::Float32 => Block::F32(crop_vec(zstd_decode(bytes, n)?, full, shape)),
-            DType::Int64 => Block::I64(crop_vec(zstd_decode(bytes, n)?, full, shape)),
-            DType::Bool => {
+        Ok(
+            crate::for_dtype!(self.meta.dtype, T => T::wrap(crop_vec(zstd_decode::<T>(bytes, n)?, full, shape)),
+            bool => {
                 let raw: Vec<u8> = zstd_decode(bytes, n)?;
                 Block::Bool(crop_vec(raw.iter().map(|&b| b != 0).collect(), full, shape))
-            }
-        })
+            }),
+        )
     }
 
     /// Bytes held at once while block `idx` is read: its chunk's encoded bytes (at most
@@ -355,15 +349,10 @@ impl StoredArray {
     /// The array's `fill_value` as a number (what a chunk that was never written holds).
     pub fn fill_value(&self) -> Scalar {
         let b = self.codec.fill_value().as_ne_bytes();
-        match (self.meta.dtype, b.len()) {
-            (DType::Float64, 8) => {
-                Scalar::Float(f64::from_ne_bytes(b.try_into().expect("8 bytes")))
-            }
-            (DType::Float32, 4) => {
-                Scalar::Float(f32::from_ne_bytes(b.try_into().expect("4 bytes")).into())
-            }
-            (DType::Int64, 8) => Scalar::Int(i64::from_ne_bytes(b.try_into().expect("8 bytes"))),
-            (DType::Bool, 1) => Scalar::Bool(b[0] != 0),
+        // zarrs holds it in the host's byte order: little-endian on every host nums-cloud
+        // runs on (a big-endian one reads the encoded chunks through zarrs' chain).
+        match Block::from_le_bytes(self.meta.dtype, &[], b) {
+            Some(v) if cfg!(target_endian = "little") => v.first(),
             _ => Scalar::Int(0),
         }
     }
@@ -417,17 +406,11 @@ impl StoredArray {
         let mut full = Block::zeros(self.meta.dtype, &shape);
         for (idx, b) in blocks {
             let info = block_slice(&self.meta, &idx);
-            match (&mut full, b) {
-                (Block::F64(f), Block::F64(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::F32(f), Block::F32(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::I64(f), Block::I64(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                (Block::Bool(f), Block::Bool(b)) => f.slice_mut(info.as_slice()).assign(&b),
-                _ => {
-                    return Err(meta_err(
-                        &self.path,
-                        "a block's dtype differs from the array's",
-                    ));
-                }
+            if !full.assign(&info, &b) {
+                return Err(meta_err(
+                    &self.path,
+                    "a block's dtype differs from the array's",
+                ));
             }
         }
         Ok(full)
@@ -478,17 +461,6 @@ fn stamp(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
-    let v: Vec<T> = if cfg!(target_endian = "little") {
-        bytemuck::pod_collect_to_vec(raw)
-    } else {
-        raw.chunks_exact(std::mem::size_of::<T>())
-            .map(T::from_le)
-            .collect()
-    };
-    ArrayD::from_shape_vec(dim, v).expect("shape")
 }
 
 /// zstd level for a chunk that barely compresses at [`ZSTD_LEVEL`] (float64 noise: 1.04):
@@ -645,7 +617,7 @@ mod tests {
     /// for every dtype and for full, first-axis-edge and other edge blocks.
     #[test]
     fn direct_codec_matches_zarrs_chain() {
-        for dtype in [DType::Float64, DType::Float32, DType::Int64, DType::Bool] {
+        for dtype in DType::ALL {
             let meta = ArrayMeta::new(vec![7, 5], vec![3, 5], dtype);
             let direct = StoredArray::new("d/x", meta).unwrap();
             let chain = direct.clone().with_codec_chain();

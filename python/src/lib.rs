@@ -14,7 +14,7 @@ use nums_cloud::api::{self, Arg, Value};
 use nums_cloud::{Block, Error};
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PySlice, PyString, PyTuple};
+use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyInt, PyList, PySlice, PyString, PyTuple};
 
 /// The functions' allocator (freed blocks kept for reuse), as the `nums-cloud` binary
 /// has it: it matters in a function process (`serve_function`); elsewhere it passes
@@ -162,14 +162,21 @@ fn arg(o: &Bound<'_, PyAny>) -> PyResult<Arg> {
         return Ok(Arg::Bool(b.is_true()));
     }
     if o.cast::<PyInt>().is_ok() {
-        return o.extract::<i64>().map(Arg::Int).map_err(|_| {
+        if let Ok(i) = o.extract::<i64>() {
+            return Ok(Arg::Int(i));
+        }
+        // Past int64, a uint64 as NumPy makes it.
+        return o.extract::<u64>().map(Arg::UInt).map_err(|_| {
             pyo3::exceptions::PyOverflowError::new_err(format!(
-                "Python integer {o} out of bounds for int64"
+                "Python integer {o} out of bounds for int64 and uint64"
             ))
         });
     }
     if let Ok(f) = o.cast::<PyFloat>() {
         return Ok(Arg::Float(f.value()));
+    }
+    if let Ok(c) = o.cast::<PyComplex>() {
+        return Ok(Arg::Complex(c.real(), c.imag()));
     }
     if o.cast::<PyString>().is_ok() {
         return Ok(Arg::Str(o.extract::<String>()?));
@@ -238,6 +245,10 @@ fn value(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
         Value::Number(nums_layout::Scalar::Float(f)) => f.into_pyobject(py)?.into_any(),
         Value::Number(nums_layout::Scalar::Int(i)) => i.into_pyobject(py)?.into_any(),
         Value::Number(nums_layout::Scalar::Bool(b)) => PyBool::new(py, b).to_owned().into_any(),
+        Value::Number(nums_layout::Scalar::UInt(u)) => u.into_pyobject(py)?.into_any(),
+        Value::Number(nums_layout::Scalar::Complex(re, im)) => {
+            PyComplex::from_doubles(py, re, im).into_any()
+        }
         Value::Tuple(items) => {
             let named = items.iter().all(|(n, _)| n.is_some()) && !items.is_empty();
             let names: Vec<&str> = items.iter().map(|(n, _)| n.unwrap_or("")).collect();
@@ -269,13 +280,15 @@ fn to_numpy(py: Python<'_>, b: Block) -> PyResult<Bound<'_, PyAny>> {
         Block::F32(a) => PyArray::from_owned_array(py, a).into_any(),
         Block::I64(a) => PyArray::from_owned_array(py, a).into_any(),
         Block::Bool(a) => PyArray::from_owned_array(py, a).into_any(),
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(PyTypeError::new_err(format!(
-                "no NumPy array for a block of {}",
-                other.dtype()
-            )));
-        }
+        Block::I8(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I16(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I32(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U8(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U16(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U32(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::C64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::C128(a) => PyArray::from_owned_array(py, a).into_any(),
     })
 }
 
@@ -291,24 +304,22 @@ fn from_numpy(o: &Bound<'_, PyAny>) -> PyResult<Block> {
                 .map_err(|e| PyValueError::new_err(e.to_string())),
         )
     }
-    if let Some(a) = get::<f64>(o) {
-        return Ok(Block::F64(a?));
+    macro_rules! each {
+        ($($v:ident: $t:ty),*) => {$(
+            if let Some(a) = get::<$t>(o) {
+                return Ok(Block::$v(a?));
+            }
+        )*};
     }
-    if let Some(a) = get::<f32>(o) {
-        return Ok(Block::F32(a?));
-    }
-    if let Some(a) = get::<i64>(o) {
-        return Ok(Block::I64(a?));
-    }
-    if let Some(a) = get::<bool>(o) {
-        return Ok(Block::Bool(a?));
-    }
+    each!(F64: f64, F32: f32, I64: i64, Bool: bool, I8: i8, I16: i16, I32: i32, U8: u8,
+          U16: u16, U32: u32, U64: u64, C64: nums_layout::C64, C128: nums_layout::C128);
     let dtype = match o.cast::<numpy::PyUntypedArray>() {
         Ok(a) => a.dtype().to_string(),
         Err(_) => o.get_type().name()?.to_string(),
     };
     Err(PyTypeError::new_err(format!(
-        "nums-cloud has no dtype {dtype}: convert to float64, float32, int64 or bool first"
+        "nums-cloud has no dtype {dtype}: its dtypes are bool, int8 to int64, uint8 to \
+         uint64, float32, float64, complex64 and complex128"
     )))
 }
 

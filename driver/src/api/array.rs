@@ -575,6 +575,21 @@ impl Array {
         self.call("abs", &[], &[])
     }
 
+    /// The real part of each element (`x.real`; a real array's own values).
+    pub fn real(&self) -> Array {
+        self.call("real", &[], &[])
+    }
+
+    /// The imaginary part of each element (`x.imag`; zeros for a real array).
+    pub fn imag(&self) -> Array {
+        self.call("imag", &[], &[])
+    }
+
+    /// The complex conjugate of each element (`np.conj`).
+    pub fn conj(&self) -> Array {
+        self.call("conj", &[], &[])
+    }
+
     /// `1 / (1 + exp(-x))` of each element.
     pub fn sigmoid(&self) -> Array {
         self.call("sigmoid", &[], &[])

@@ -13,6 +13,7 @@ use nums_layout::{Block, Store, StoredArray};
 use super::{Array, Config, Error, Session, State, store_error};
 use crate::graph::{Graph, NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
+use crate::stage::Observer;
 
 /// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
 /// for the local backend, the endpoint and its function processes), kept between
@@ -356,10 +357,15 @@ impl Session {
             }
             ids.push(a.id().map_err(Clone::clone)?);
         }
-        self.make(&ids).await?;
+        self.values_of(&ids).await
+    }
+
+    /// The values of the session's nodes `ids`, computed first where they are not stored.
+    pub(crate) async fn values_of(&self, ids: &[NodeId]) -> Result<Vec<Block>, Error> {
+        self.make(ids).await?;
         let store = self.store()?;
         let mut out = Vec::with_capacity(ids.len());
-        for &id in &ids {
+        for &id in ids {
             let (path, meta) = self.stored_at(id).expect("made");
             let arr = StoredArray::new(&path, meta)
                 .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
@@ -527,7 +533,7 @@ impl Session {
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
         let watch = backend.watch(self);
-        watch.progress.expect_main(plan.batches.len() as u64);
+        watch.on_expect("main", plan.batches.len() as u64);
         let stages = backend.stages(&job, &store, &watch);
         let result = stages
             .run(
@@ -709,6 +715,7 @@ impl Session {
             stage: format!("fit{f}"),
             stages: &stages,
             store: &store,
+            ahead: Default::default(),
         };
         let label = self.owner(f).unwrap_or_else(|| "a model".into());
         let fitted = crate::iterate::fit(&data, spec, &label).await;
@@ -858,6 +865,9 @@ impl crate::stage::Observer for Watch<'_> {
     }
     fn on_note(&self, text: &str) {
         self.progress.on_note(text)
+    }
+    fn on_expect(&self, what: &str, invocations: u64) {
+        self.progress.on_expect(what, invocations)
     }
 }
 

@@ -299,7 +299,8 @@ impl std::fmt::Display for Explain {
 }
 
 /// Values that [`Session::from_ndarray`] takes: any `ndarray` array (owned or a view) of
-/// `f64`, `f32`, `i64` or `bool`, or a [`Block`].
+/// any of the thirteen dtypes' element types (`f64`, `f32`, `i8` ... `u64`, `bool`,
+/// [`nums_layout::C64`], [`nums_layout::C128`]), or a [`Block`].
 pub trait IntoBlock {
     /// The values as a [`Block`].
     fn into_block(self) -> Block;
@@ -331,7 +332,12 @@ macro_rules! element {
         }
     )*};
 }
-element!(f64 => F64 Float64, f32 => F32 Float32, i64 => I64 Int64, bool => Bool Bool);
+element!(
+    f64 => F64 Float64, f32 => F32 Float32, i64 => I64 Int64, bool => Bool Bool,
+    i8 => I8 Int8, i16 => I16 Int16, i32 => I32 Int32, u8 => U8 UInt8, u16 => U16 UInt16,
+    u32 => U32 UInt32, u64 => U64 UInt64, nums_layout::C64 => C64 Complex64,
+    nums_layout::C128 => C128 Complex128
+);
 
 impl<A, S, D> IntoBlock for ndarray::ArrayBase<S, D>
 where
@@ -590,11 +596,29 @@ impl Session {
             .iter()
             .map(|a| a.id().map_err(Clone::clone))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut g = self.graph();
-        g.set_compute(self.cfg.compute());
-        g.eval(e, &ids).map_err(|message| Error::Job {
+        // Each value asked for is one more stage of the function (a sort's sample, then
+        // its counts): a few at most.
+        for _ in 0..8 {
+            let need = {
+                let mut g = self.graph();
+                g.set_compute(self.cfg.compute());
+                match g.eval(e, &ids) {
+                    Ok(v) => return Ok(v),
+                    Err(message) => g.need_values().ok_or_else(|| Error::Job {
+                        array: Some(label.to_string()),
+                        message: format!("`{label}`: {message}"),
+                    })?,
+                }
+            };
+            // Its shape depends on a small node's values (a sort's sample, a selection's
+            // counts): computed first, as a job's stage computes them, then built again.
+            let values = blocking::block_on(self.values_of(&[need]))??;
+            let values = values.into_iter().next().expect("one node asked");
+            self.graph().set_values(need, values);
+        }
+        Err(Error::Job {
             array: Some(label.to_string()),
-            message: format!("`{label}`: {message}"),
+            message: format!("`{label}`: its shape still depends on values after 8 stages"),
         })
     }
 

@@ -32,6 +32,11 @@ pub(super) struct Builder<'a> {
     pub(super) masks: &'a HashMap<NodeId, Vec<u64>>,
     /// The first mask whose values are not known yet (its selection assumed all true).
     pub(super) need: Option<NodeId>,
+    /// Values of small nodes computed so far (a sample sort's samples and partition
+    /// sizes, a selection's counts per block), by node.
+    pub(super) values: &'a HashMap<NodeId, Block>,
+    /// The first such node whose values are not known yet (an assumption stands in).
+    pub(super) need_values: Option<NodeId>,
     pub(super) defs: HashMap<&'a str, &'a ArrayDef>,
     /// Names being resolved, for cycle reports.
     pub(super) stack: Vec<String>,
@@ -43,6 +48,9 @@ pub(super) struct Builder<'a> {
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
     pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
+    /// Sample sorts' samples made so far (the sample node and its positions), by operand:
+    /// a sort and an argsort of one array share them.
+    pub(super) sort_memo: HashMap<NodeId, (NodeId, std::sync::Arc<Vec<u64>>)>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],
@@ -101,8 +109,19 @@ pub fn block_for(shape: &[u64], block: &[u64], max: u64) -> Vec<u64> {
 /// `plan` show).
 pub fn build(job: &Job, probes: &Probes) -> Result<Graph, JobError> {
     match build_staged(job, probes, &HashMap::new())? {
-        Built::Done(g) | Built::NeedMask { graph: g, .. } => Ok(g),
+        Built::Done(g) | Built::NeedMask { graph: g, .. } | Built::NeedValues { graph: g, .. } => {
+            Ok(g)
+        }
     }
+}
+
+/// What the run has computed of the values that shapes and blocks depend on, before the
+/// main stage: the positions each boolean mask selects, and the values of small nodes (a
+/// sample sort's samples and partition sizes, a selection's counts per block).
+#[derive(Debug, Clone, Default)]
+pub struct Known {
+    pub masks: HashMap<NodeId, Vec<u64>>,
+    pub values: HashMap<NodeId, Block>,
 }
 
 /// Like [`build`], with the selections of the masks computed so far.
@@ -111,11 +130,27 @@ pub fn build_staged(
     probes: &Probes,
     masks: &HashMap<NodeId, Vec<u64>>,
 ) -> Result<Built, JobError> {
+    build_known(
+        job,
+        probes,
+        &Known {
+            masks: masks.clone(),
+            values: HashMap::new(),
+        },
+    )
+}
+
+/// Like [`build`], with what the run has computed so far ([`Known`]): the first value the
+/// graph still waits for (a mask's or a node's, whichever comes first) is in the answer.
+pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, JobError> {
+    let masks = &known.masks;
     let mut b = Builder {
         job,
         probes,
         masks,
         need: None,
+        values: &known.values,
+        need_values: None,
         g: Graph::default(),
         defs: job.arrays.iter().map(|a| (a.name.as_str(), a)).collect(),
         stack: Vec::new(),
@@ -123,6 +158,7 @@ pub fn build_staged(
         too_big: None,
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
+        sort_memo: HashMap::new(),
         bound: &[],
     };
     for a in &job.arrays {
@@ -139,15 +175,16 @@ pub fn build_staged(
     }
     for a in dependency_order(job)? {
         if let Err(e) = b.resolve(a) {
-            // With one mask known and another still assumed to select everything, shapes
-            // that combine them can clash for now: compute the pending mask first.
-            if let (false, Some(mask)) = (masks.is_empty(), b.need) {
-                return Ok(Built::NeedMask { graph: b.g, mask });
+            // With one value known and another still assumed, shapes that combine them
+            // can clash for now: compute the pending one first.
+            let started = !masks.is_empty() || !known.values.is_empty();
+            if let (true, Ok(need)) = (started, pending(b.need, b.need_values, b.g)) {
+                return Ok(need);
             }
             return Err(e);
         }
     }
-    let b_need = b.need;
+    let (b_need, b_values) = (b.need, b.need_values);
     let mut g = b.g;
     for o in &job.outputs {
         let id = g.named[&o.name];
@@ -169,14 +206,33 @@ pub fn build_staged(
                 ),
             ));
         }
+        let dtype = g.nodes[id].meta.dtype;
+        if matches!(o.target, crate::job::Target::Parquet(_)) && dtype.is_complex() {
+            return Err(job.err(
+                o.line,
+                format!("outputs.{}", o.name),
+                format!(
+                    "{} is {dtype}, and Parquet has no complex type: write a .npy, .csv or Zarr output (or its real and imag parts)",
+                    o.name
+                ),
+            ));
+        }
     }
     for n in &mut g.nodes {
         n.persist |= n.op.is_import();
     }
-    Ok(match b_need {
-        Some(mask) => Built::NeedMask { graph: g, mask },
-        None => Built::Done(g),
-    })
+    Ok(pending(b_need, b_values, g).unwrap_or_else(Built::Done))
+}
+
+/// The first value `g` waits for: a mask's or a node's, the earlier node first (a later
+/// one may be computed from it); `Err(g)` when none.
+fn pending(mask: Option<NodeId>, values: Option<NodeId>, g: Graph) -> Result<Built, Graph> {
+    match (mask, values) {
+        (Some(m), Some(v)) if v < m => Ok(Built::NeedValues { graph: g, node: v }),
+        (Some(mask), _) => Ok(Built::NeedMask { graph: g, mask }),
+        (None, Some(node)) => Ok(Built::NeedValues { graph: g, node }),
+        (None, None) => Err(g),
+    }
 }
 
 /// Why `name` cannot name an array (a reserved word of the expression language, or a
@@ -384,17 +440,31 @@ impl<'a> Builder<'a> {
         let id = match &def.source {
             Source::Random { dist, shape, seed } => {
                 check_block(&def.block, shape)?;
-                let natural = match dist {
-                    RandomDist::Integers { .. } => DType::Int64,
-                    _ => DType::Float64,
+                // As NumPy's Generator: integers in any int dtype that holds [low, high),
+                // normal and uniform in float32 or float64.
+                let (natural, fits) = match *dist {
+                    RandomDist::Integers { low, high } => (
+                        DType::Int64,
+                        def.dtype.is_none_or(|d| {
+                            d.is_int()
+                                && d.int_range().is_some_and(|(lo, hi)| {
+                                    lo <= low.into() && i128::from(high) - 1 <= hi
+                                })
+                        }),
+                    ),
+                    _ => (DType::Float64, def.dtype.is_none_or(DType::is_float)),
                 };
                 let dtype = def.dtype.unwrap_or(natural);
-                if dtype == DType::Bool || (natural == DType::Int64) != (dtype == DType::Int64) {
+                if !fits {
+                    let kinds = match dist {
+                        RandomDist::Integers { .. } => "an int dtype that holds low and high - 1",
+                        _ => "float32 or float64",
+                    };
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.dtype"),
                         format!(
-                            "random {} arrays are {natural}; convert with astype in an expression",
+                            "random {} arrays are {kinds}, not {dtype}; convert with astype in an expression",
                             dist.name()
                         ),
                     ));
@@ -410,7 +480,15 @@ impl<'a> Builder<'a> {
             }
             Source::Full { shape, value } => {
                 check_block(&def.block, shape)?;
-                let m = leaf_meta(shape.clone(), def.dtype.unwrap_or(DType::Float64), self);
+                let dtype = def.dtype.unwrap_or(DType::Float64);
+                if let Some(dt) = super::ops::out_of_range(*value, dtype) {
+                    return Err(self.job.err(
+                        def.line,
+                        format!("{key}.value"),
+                        format!("{value} is out of bounds for {dt} (NumPy raises OverflowError)"),
+                    ));
+                }
+                let m = leaf_meta(shape.clone(), dtype, self);
                 self.add(m, NodeOp::Fill { value: *value })
             }
             Source::Load { .. } => {
@@ -528,7 +606,7 @@ impl<'a> Builder<'a> {
                 })?;
                 let mut id = match v {
                     Val::Arr(id) => id,
-                    Val::Num(x) => self.scalar_node(x, DType::of_kind(x.kind())),
+                    Val::Num(x) => self.scalar_node(x, x.dtype()),
                     Val::Fields(f) => {
                         let names: Vec<String> = f.iter().map(|(n, _)| format!(".{n}")).collect();
                         return Err(err(format!(
@@ -587,7 +665,9 @@ impl<'a> Builder<'a> {
         let at = |m: String| EvalError::Expr(ExprError::new(e.pos, m));
         Ok(match &e.kind {
             ExprKind::Num(v) => Val::Num(Scalar::Float(*v)),
+            ExprKind::Imag(v) => Val::Num(Scalar::Complex(0.0, *v)),
             ExprKind::Int(v) => Val::Num(Scalar::Int(*v)),
+            ExprKind::UInt(v) => Val::Num(Scalar::UInt(*v)),
             ExprKind::Bool(b) => Val::Num(Scalar::Bool(*b)),
             ExprKind::Str(s) => Val::Str(s.clone()),
             ExprKind::None => Val::None,
@@ -599,6 +679,10 @@ impl<'a> Builder<'a> {
             }
             ExprKind::Name(n) => match self.defs.get(n.as_str()) {
                 Some(def) => Val::Arr(self.resolve(def).map_err(EvalError::Job)?),
+                // Python's type names as NumPy takes them for a dtype (`dtype=complex`).
+                None if ["bool", "int", "float", "complex"].contains(&n.as_str()) => {
+                    Val::Str(DType::parse(n).expect("a dtype name").name().into())
+                }
                 None => {
                     return Err(at(format!(
                         "unknown array {n:?}; the job defines {}",
@@ -656,8 +740,18 @@ impl<'a> Builder<'a> {
                         "inf" => Ok(Val::Num(Scalar::Float(f64::INFINITY))),
                         "nan" => Ok(Val::Num(Scalar::Float(f64::NAN))),
                         "newaxis" => Ok(Val::None),
+                        // A dtype (np.int8, np.complex128, np.double, ...) as its name, as
+                        // `dtype=` and astype take it; NumPy 2 has no np.float, np.int or
+                        // np.complex, and type codes are no attributes.
+                        a if a.len() > 3
+                            && !["float", "complex"].contains(&a)
+                            && DType::parse(a).is_some() =>
+                        {
+                            Ok(Val::Str(DType::parse(a).expect("parsed").name().into()))
+                        }
                         a => Err(at(format!(
-                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis"
+                            "unknown constant np.{a}; supported: np.pi, np.e, np.inf, np.nan, np.newaxis and the dtypes ({})",
+                            DType::ALL.map(|d| format!("np.{}", d.name())).join(", ")
                         ))),
                     };
                 }
@@ -685,9 +779,12 @@ impl<'a> Builder<'a> {
                     "shape" => Val::Tuple(m.shape.iter().map(|&s| int(s)).collect()),
                     "ndim" => int(m.ndim() as u64),
                     "size" => int(m.len()),
+                    "dtype" => Val::Str(m.dtype.name().into()),
+                    "real" => self.unary(UnaryOp::Real, Val::Arr(id), e.pos)?,
+                    "imag" => self.unary(UnaryOp::Imag, Val::Arr(id), e.pos)?,
                     a => {
                         return Err(at(format!(
-                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size"
+                            "unknown attribute .{a}; supported: .T, .shape, .ndim, .size, .dtype, .real, .imag"
                         )));
                     }
                 }
@@ -964,7 +1061,7 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, DType::of_kind(x.kind()))),
+            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, x.dtype())),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -1106,6 +1203,12 @@ pub struct Incremental {
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     masks: HashMap<NodeId, Vec<u64>>,
+    /// Values of small nodes a function's shapes depend on, computed by the caller when
+    /// an evaluation asked for them ([`Incremental::take_need_values`]).
+    values: HashMap<NodeId, Block>,
+    /// The node whose values the last failed evaluation needed, with the graph's length
+    /// and block count before and its length after that evaluation.
+    need_values: Option<(NodeId, (usize, u64), usize)>,
 }
 
 impl Incremental {
@@ -1118,6 +1221,8 @@ impl Incremental {
             tsqr_memo: HashMap::new(),
             lu_memo: HashMap::new(),
             masks: HashMap::new(),
+            values: HashMap::new(),
+            need_values: None,
         }
     }
 
@@ -1137,6 +1242,8 @@ impl Incremental {
         bound: &'s [NodeId],
         f: impl FnOnce(&mut Builder<'s>) -> Result<T, EvalError>,
     ) -> Result<T, String> {
+        let before = (self.g.nodes.len(), self.blocks);
+        self.need_values = None;
         let mut b = Builder {
             job: &self.job,
             probes,
@@ -1149,15 +1256,29 @@ impl Incremental {
             too_big: None,
             tsqr_memo: std::mem::take(&mut self.tsqr_memo),
             lu_memo: std::mem::take(&mut self.lu_memo),
+            sort_memo: HashMap::new(),
+            values: &self.values,
+            need_values: None,
             bound,
         };
         let r = f(&mut b);
         let need = b.need;
+        let need_values = b.need_values;
         self.g = b.g;
         self.blocks = b.blocks;
         self.tsqr_memo = b.tsqr_memo;
         self.lu_memo = b.lu_memo;
         let v = r.map_err(EvalError::message)?;
+        if let Some(node) = need_values {
+            // As a job computes such values in a stage of its own, then builds again, the
+            // caller computes node `node` (its nodes are final), gives its values
+            // ([`Incremental::set_values`]) and evaluates again.
+            self.need_values = Some((node, before, self.g.nodes.len()));
+            return Err(format!(
+                "its shape depends on the values of node {node} (a sample sort's sample, a \
+                 selection's counts), computed first"
+            ));
+        }
         match need {
             Some(mask) => Err(format!(
                 "a boolean mask (node {mask}) must be computed before it selects: compute it first"
@@ -1217,6 +1338,30 @@ impl Incremental {
     /// expressions index with it.
     pub fn set_mask(&mut self, mask: NodeId, selected: Vec<u64>) {
         self.masks.insert(mask, selected);
+    }
+
+    /// The node whose values the last evaluation needed (it failed for want of them).
+    pub fn need_values(&self) -> Option<NodeId> {
+        self.need_values.map(|(node, _, _)| node)
+    }
+
+    /// Node `node`'s values, now computed (the failed evaluation's nodes stored it): the
+    /// nodes that evaluation added are taken off again, so that evaluating it again makes
+    /// the same nodes, `node` among them, and builds with the values. Unless nodes were
+    /// added since (another thread's), whose ids must stay.
+    pub fn set_values(&mut self, node: NodeId, values: Block) {
+        if let Some((n, (len, blocks), after)) = self.need_values.take()
+            && n == node
+            && self.g.nodes.len() == after
+        {
+            self.g.nodes.truncate(len);
+            self.blocks = blocks;
+            self.tsqr_memo
+                .retain(|k, t| k.iter().chain(&t.xs).chain(&t.levels).all(|&i| i < len));
+            self.lu_memo
+                .retain(|&k, &mut (a, b)| k < len && a < len && b < len);
+        }
+        self.values.insert(node, values);
     }
 
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it

@@ -2,10 +2,11 @@
 //! with its shape, block grid and dtype, checked before anything runs.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::meta::ScalarKind;
-use nums_layout::{ArrayMeta, DType, Scalar, StoreSpec};
+use nums_layout::{ArrayMeta, Block, DType, Scalar, StoreSpec};
 
 use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
 use crate::job::{ArrayDef, Job, JobError, Source};
@@ -17,13 +18,14 @@ mod sources;
 
 use build::*;
 pub use build::{
-    Incremental, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Value, block_for, build,
-    build_staged, reserved_name,
+    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Value, block_for,
+    build, build_known, build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
 pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
+pub(crate) use sources::{import_options, is_file, reuse_import};
 
 pub type NodeId = usize;
 
@@ -215,6 +217,88 @@ pub enum NodeOp {
         upload: String,
         header: Vec<u8>,
     },
+    /// The running sum or product (`op`) of `x` along `axis`, in this node's dtype
+    /// (`exclusive`: each element leaves itself out); with `offsets` (this node's shape
+    /// but one element per block along `axis`, one block along it), each block starts from
+    /// its lane's offset: a scan across blocks ([`NodeOp::ScanTotal`] first).
+    Scan {
+        x: NodeId,
+        op: ReduceOp,
+        axis: usize,
+        exclusive: bool,
+        offsets: Option<NodeId>,
+    },
+    /// The total (`op`) of each block of `x` along `axis`: x's shape with one element per
+    /// block along `axis`, in blocks of 1 along it (x's blocks along the others).
+    ScanTotal {
+        x: NodeId,
+        op: ReduceOp,
+        axis: usize,
+    },
+    /// `x` sorted along `axis` block by block (each block holds whole lanes, or is one run
+    /// of a sample sort), stably; with `arg` the int64 positions that sort it.
+    Sort {
+        x: NodeId,
+        axis: usize,
+        descending: bool,
+        arg: bool,
+    },
+    /// A sample sort's partition sizes: row i ([1, splitters] int64) counts the elements
+    /// of block i of the 1-D `x` that come before each splitter (value, position).
+    SortCount {
+        x: NodeId,
+        splitters: Arc<Vec<(Scalar, u64)>>,
+        descending: bool,
+    },
+    /// A sample sort's sorted array from its partitions: `runs` are 1-D sorted pieces
+    /// (partition by partition, in key order), `positions` (argsort) their positions
+    /// alike; partition k starts at `buckets[k].0` in the sorted array and holds runs
+    /// `buckets[k].1`. Each block merges the partitions it overlaps.
+    SortMerge {
+        runs: Vec<NodeId>,
+        positions: Vec<NodeId>,
+        buckets: Arc<Vec<(u64, std::ops::Range<usize>)>>,
+        descending: bool,
+        arg: bool,
+    },
+    /// NumPy's `searchsorted` of `v` (any shape) in the sorted 1-D `a`: per block of `a`
+    /// the elements before each value, summed.
+    SearchSorted {
+        a: NodeId,
+        v: NodeId,
+        right: bool,
+    },
+    /// The elements of the 1-D `x` where the 1-D bool `mask` (blocked alike) is true, in
+    /// order: block i of the mask selects `offsets[i]..offsets[i + 1]` of the output.
+    Compress {
+        x: NodeId,
+        mask: NodeId,
+        offsets: Arc<Vec<u64>>,
+    },
+    /// Quantiles `qs` by `method` of each lane along `axis` of the sorted `x` (one block
+    /// along `axis`), NaNs left out with `nan`: x's shape with `qs.len()` along `axis`.
+    Quantile {
+        x: NodeId,
+        axis: usize,
+        qs: Vec<f64>,
+        method: nums_layout::batch::QuantileMethod,
+        nan: bool,
+    },
+    /// NumPy's histogram counts (or weights' sums) of `x` in `bins` equal bins between the
+    /// 0-d `lo` and `hi`: a sum over x's blocks.
+    Histogram {
+        x: NodeId,
+        lo: NodeId,
+        hi: NodeId,
+        weights: Option<NodeId>,
+        bins: u64,
+    },
+    /// NumPy's bincount of the 1-D `x` (weighted by `weights`) into this node's length:
+    /// a sum over x's blocks.
+    Bincount {
+        x: NodeId,
+        weights: Option<NodeId>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -280,7 +364,21 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ScanTotal { x, .. }
+            | NodeOp::Sort { x, .. }
+            | NodeOp::SortCount { x, .. }
+            | NodeOp::Quantile { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
+            NodeOp::Histogram {
+                x, lo, hi, weights, ..
+            } => [*x, *lo, *hi].into_iter().chain(*weights).collect(),
+            NodeOp::Bincount { x, weights } => std::iter::once(*x).chain(*weights).collect(),
+            NodeOp::SortMerge {
+                runs, positions, ..
+            } => runs.iter().chain(positions).copied().collect(),
+            NodeOp::SearchSorted { a, v, .. } => vec![*a, *v],
+            NodeOp::Compress { x, mask, .. } => vec![*x, *mask],
+            NodeOp::Scan { x, offsets, .. } => std::iter::once(*x).chain(*offsets).collect(),
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
             NodeOp::Einsum { xs, .. }
@@ -308,7 +406,48 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ScanTotal { x, .. }
+            | NodeOp::Sort { x, .. }
+            | NodeOp::SortCount { x, .. }
+            | NodeOp::Quantile { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
+            NodeOp::Histogram {
+                x, lo, hi, weights, ..
+            } => {
+                *x = f(*x);
+                *lo = f(*lo);
+                *hi = f(*hi);
+                if let Some(w) = weights {
+                    *w = f(*w);
+                }
+            }
+            NodeOp::Bincount { x, weights } => {
+                *x = f(*x);
+                if let Some(w) = weights {
+                    *w = f(*w);
+                }
+            }
+            NodeOp::SortMerge {
+                runs, positions, ..
+            } => {
+                for x in runs.iter_mut().chain(positions.iter_mut()) {
+                    *x = f(*x);
+                }
+            }
+            NodeOp::SearchSorted { a, v, .. } => {
+                *a = f(*a);
+                *v = f(*v);
+            }
+            NodeOp::Compress { x, mask, .. } => {
+                *x = f(*x);
+                *mask = f(*mask);
+            }
+            NodeOp::Scan { x, offsets, .. } => {
+                *x = f(*x);
+                if let Some(o) = offsets {
+                    *o = f(*o);
+                }
+            }
             NodeOp::Binary { a, b, .. } => {
                 *a = f(*a);
                 *b = f(*b);
@@ -478,7 +617,17 @@ impl Graph {
 /// depends on (computed first from `graph`, whose nodes up to `mask` are final).
 pub enum Built {
     Done(Graph),
-    NeedMask { graph: Graph, mask: NodeId },
+    NeedMask {
+        graph: Graph,
+        mask: NodeId,
+    },
+    /// The values of a small node (`graph`'s nodes up to it are final) that the rest's
+    /// shapes or blocks depend on: a sample sort's samples or partition sizes, a
+    /// selection's counts per block. Until they are known an assumption stands in.
+    NeedValues {
+        graph: Graph,
+        node: NodeId,
+    },
 }
 
 /// How big a default block may be: a block should be a small part of what one invocation

@@ -28,16 +28,8 @@ impl<'a> Builder<'a> {
         let strong = matches!(v, Val::NpScalar(_));
         let x = match v {
             Val::Num(x) | Val::NpScalar(x) => {
-                let dtype = unary_dtype(op, DType::of_kind(x.kind())).map_err(at)?;
-                // As the kernel computes it: ints (and bools) in int64 where the op keeps
-                // ints, the rest in float64; then in the result's dtype.
-                let keeps = op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
-                let v = match op.apply_i64(x.as_i64()) {
-                    Some(v) if keeps && x.kind() != ScalarKind::Float => Scalar::Int(v),
-                    _ if op == UnaryOp::Not => Scalar::Bool(!x.as_bool()),
-                    _ => Scalar::Float(op.apply(x.as_f64())),
-                };
-                let v = v.cast(dtype);
+                let dtype = unary_dtype(op, x.dtype()).map_err(at)?;
+                let v = fold_unary(op, x).map_err(at)?.cast(dtype);
                 return Ok(if strong {
                     Val::NpScalar(v)
                 } else {
@@ -98,7 +90,16 @@ impl<'a> Builder<'a> {
             ((x, true), (y, false)) => y.promote_scalar(x.kind()),
             ((x, true), (y, true)) => x.promote(y),
         };
+        let no_complex = |what: &str| {
+            at(format!(
+                "{what} is not defined for complex numbers (NumPy raises TypeError); got {} and {}",
+                a.0, b.0
+            ))
+        };
         Ok(match op {
+            BinaryOp::FloorDiv | BinaryOp::Mod if common.is_complex() => {
+                return Err(no_complex(op.symbol()));
+            }
             _ if op.is_logical() => {
                 if common != DType::Bool {
                     return Err(at(format!(
@@ -118,8 +119,9 @@ impl<'a> Builder<'a> {
                 ));
             }
             BinaryOp::Div => common.to_float(),
+            // NumPy has no bool loop of these: two bools compute as int8.
             BinaryOp::Pow | BinaryOp::FloorDiv | BinaryOp::Mod if common == DType::Bool => {
-                DType::Int64
+                DType::Int8
             }
             _ => common,
         })
@@ -140,20 +142,56 @@ impl<'a> Builder<'a> {
         }
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
-            Val::Num(x) => Some((DType::of_kind(x.kind()), true)),
-            Val::NpScalar(x) => Some((DType::of_kind(x.kind()), false)),
+            Val::Num(x) => Some((x.dtype(), true)),
+            Val::NpScalar(x) => Some((x.dtype(), false)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
             return Err(at(format!("{} needs arrays or numbers", bop.symbol())));
         };
-        let dtype = self.result_dtype(bop, da, db, pos)?;
+        let mut dtype = self.result_dtype(bop, da, db, pos)?;
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
+        // NumPy computes `x ** 2` as `square(x)`: int8 for bools, as `M ** True` is.
+        if let (BinaryOp::Pow, (DType::Bool, false), Val::Num(Scalar::Int(2))) = (bop, da, &b) {
+            dtype = DType::Int8;
+        }
+        // A Python int with an int array takes the array's dtype (NEP 50), and NumPy
+        // raises where it does not fit; a comparison compares the values exactly.
+        if let (Val::Arr(x), Val::Num(v)) | (Val::Num(v), Val::Arr(x)) = (&a, &b)
+            && let Some(dt) = out_of_range(*v, self.meta(*x).dtype)
+        {
+            // (NumPy compares int arrays with any int exactly; a bool array's is int64.)
+            if !bop.is_predicate() || self.meta(*x).dtype == DType::Bool {
+                return Err(at(format!(
+                    "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
+                )));
+            }
+            // Past every element: the left operand is less than the right one where the
+            // int is above the range and on the right, or below it and on the left.
+            let above = v.as_i128() > dt.int_range().map(|r| r.1);
+            let lt = above != scalar_left;
+            let truth = match bop {
+                BinaryOp::Lt | BinaryOp::Le => lt,
+                BinaryOp::Gt | BinaryOp::Ge => !lt,
+                BinaryOp::Eq => false,
+                _ => true, // !=
+            };
+            let m = ArrayMeta {
+                dtype: DType::Bool,
+                ..self.meta(*x).clone()
+            };
+            return Ok(Val::Arr(self.add(
+                m,
+                NodeOp::Fill {
+                    value: Scalar::Bool(truth),
+                },
+            )));
+        }
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
         if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e) | Val::NpScalar(e)) = (bop, &a, &b)
-            && !dtype.is_float()
-            && e.kind() != ScalarKind::Float
+            && dtype.is_exact()
+            && e.as_i128().is_some_and(|v| v < 0)
             && e.as_i64() < 0
         {
             return Err(at(format!(
@@ -258,8 +296,8 @@ impl<'a> Builder<'a> {
     pub(super) fn where_(&mut self, c: Val, a: Val, b: Val, pos: usize) -> Result<Val, EvalError> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
-            Val::Num(x) => (DType::of_kind(x.kind()), true),
-            Val::NpScalar(x) => (DType::of_kind(x.kind()), false),
+            Val::Num(x) => (x.dtype(), true),
+            Val::NpScalar(x) => (x.dtype(), false),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -305,10 +343,8 @@ impl<'a> Builder<'a> {
         }
         let dtype = match op {
             ReduceOp::All | ReduceOp::Any => DType::Bool,
-            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd
-                if !m.dtype.is_float() =>
-            {
-                DType::Int64
+            ReduceOp::Sum | ReduceOp::Prod | ReduceOp::NanSum | ReduceOp::NanProd => {
+                m.dtype.sum_dtype()
             }
             _ => m.dtype,
         };
@@ -677,8 +713,18 @@ impl<'a> Builder<'a> {
         let xs: Vec<NodeId> = xs.into_iter().map(|x| self.cast(x, dtype)).collect();
         let mut shape = first.shape.clone();
         shape[axis] = total;
+        // The blocks of the longest operand along `axis` (the first of them): a short one
+        // in front (a prepended slice, a first element) does not cut the result into its
+        // blocks.
+        let mut base = &first;
+        for &x in &xs {
+            if self.meta(x).shape[axis] > base.shape[axis] {
+                base = self.meta(x);
+            }
+        }
+        let block = base.block.clone();
         Ok(self.add(
-            ArrayMeta::new(shape, first.block.clone(), dtype),
+            ArrayMeta::new(shape, block, dtype),
             NodeOp::Concat { xs, axis },
         ))
     }
@@ -687,38 +733,20 @@ impl<'a> Builder<'a> {
 /// Broadcast operands: the output's shape and blocks, and the operands re-blocked to fit.
 pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 
-/// The dtype NumPy gives `op` of an array (or scalar) of dtype `d`, or its refusal.
-fn unary_dtype(op: UnaryOp, d: DType) -> Result<DType, String> {
-    Ok(match (op, d) {
-        (UnaryOp::Not, DType::Bool) => DType::Bool,
-        (UnaryOp::Not, d) => {
-            return Err(format!(
-                "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
-            ));
-        }
-        (UnaryOp::Neg, DType::Bool) => {
-            return Err(
-                "the - operator is not supported for bool arrays (NumPy refuses it); use ~".into(),
-            );
-        }
-        (UnaryOp::Sign, DType::Bool) => {
-            return Err("sign is not defined for bool arrays (NumPy refuses it)".into());
-        }
-        (op, _) if op.is_predicate() => DType::Bool,
-        // NumPy squares bools in int8; nums-cloud's smallest int is int64 (as `M ** 2`).
-        (UnaryOp::Square, DType::Bool) => DType::Int64,
-        (op, d) if op.keeps_ints() && !d.is_float() => d,
-        (UnaryOp::Floor | UnaryOp::Ceil, d) if !d.is_float() => d,
-        (_, d) => d.to_float(),
-    })
-}
-
 /// `x op y` of two numbers as NumPy's ufunc computes it on NumPy scalars of their dtypes,
 /// `dtype` its result's (the promotion rules): ints in int64 as the kernel computes them
 /// (wrapping, `x // 0` is 0), a float operand or true division in float64, bools as
 /// bools (`True + True` is True). An int to a negative int power is refused, as NumPy
 /// raises.
 fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, String> {
+    if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
+        let z = op.apply_complex(complex(x), complex(y));
+        return Ok(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else {
+            Scalar::Complex(z.re, z.im).cast(dtype)
+        });
+    }
     let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
     let v = match op.apply_i64(x.as_i64(), y.as_i64()) {
         _ if !ints || op == BinaryOp::Div => Scalar::Float(op.apply(x.as_f64(), y.as_f64())),
@@ -740,13 +768,36 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Stri
 /// zero, a float overflow) nums-cloud refuses; so it does for an int past int64, which it
 /// cannot hold (write a float: `1e20`).
 pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, String> {
-    let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
+    let ints = x.kind() <= ScalarKind::Int && y.kind() <= ScalarKind::Int;
     let zero_division = || {
         Err(format!(
             "{x} {} {y}: division by zero (Python raises ZeroDivisionError)",
             op.symbol()
         ))
     };
+    if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
+        // Python's complex numbers: no order, no `//` or `%`.
+        let ordered = matches!(
+            op,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
+        );
+        if ordered || matches!(op, BinaryOp::FloorDiv | BinaryOp::Mod) {
+            return Err(format!(
+                "{x} {} {y}: {} is not defined for complex numbers (Python raises TypeError)",
+                op.symbol(),
+                op.symbol()
+            ));
+        }
+        if op == BinaryOp::Div && complex(y) == nums_layout::C128::new(0.0, 0.0) {
+            return zero_division();
+        }
+        let z = op.apply_complex(complex(x), complex(y));
+        return Ok(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else {
+            Scalar::Complex(z.re, z.im)
+        });
+    }
     if op.is_logical() {
         return Ok(Scalar::Bool(op.apply(x.as_f64(), y.as_f64()) != 0.0));
     }
@@ -758,7 +809,8 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
         return Ok(Scalar::Bool(t));
     }
     if ints {
-        let (a, b) = (i128::from(x.as_i64()), i128::from(y.as_i64()));
+        let exact = |s: Scalar| s.as_i128().expect("a bool or an int");
+        let (a, b) = (exact(x), exact(y));
         let v = match op {
             BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => return zero_division(),
             BinaryOp::Div => return Ok(Scalar::Float(a as f64 / b as f64)),
@@ -774,11 +826,12 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
             BinaryOp::Minimum | BinaryOp::ClipHigh => Some(a.min(b)),
             _ => unreachable!("predicates and logical ops are folded above"),
         };
-        return match v.and_then(|v| i64::try_from(v).ok()) {
-            Some(v) => Ok(Scalar::Int(v)),
+        // Up to uint64's largest, which a uint64 array takes (others refuse it).
+        return match v.and_then(Scalar::from_i128) {
+            Some(v) => Ok(v),
             None => Err(format!(
-                "{x} {} {y} is past int64's range: Python's ints have no limit, nums-cloud's \
-                 have int64's (write a float, such as {:e})",
+                "{x} {} {y} is past int64's range (and uint64's): Python's ints have no \
+                 limit, nums-cloud's stop at uint64's (write a float, such as {:e})",
                 op.symbol(),
                 op.apply(x.as_f64(), y.as_f64())
             )),
@@ -809,8 +862,14 @@ fn exact_int(x: Scalar) -> Option<i128> {
     match x {
         Scalar::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e38 => Some(f as i128),
         Scalar::Float(_) => None,
-        x => Some(i128::from(x.as_i64())),
+        x => x.as_i128(),
     }
+}
+
+/// A number as a complex128 (a real one with imaginary part 0).
+fn complex(x: Scalar) -> nums_layout::C128 {
+    let (re, im) = x.as_complex();
+    nums_layout::C128::new(re, im)
 }
 
 /// A comparison of two exact integers.
@@ -840,6 +899,15 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
             )),
         };
     }
+    if let Scalar::Complex(re, im) = x {
+        return match op {
+            UnOp::Neg => Ok(Scalar::Complex(-re, -im)),
+            UnOp::Pos => Ok(x),
+            UnOp::Invert => Err(format!(
+                "~{x}: ~ of a complex number (Python raises TypeError)"
+            )),
+        };
+    }
     if (op, x.kind()) == (UnOp::Invert, ScalarKind::Bool) {
         return Err(format!(
             "~{x}: ~ of a Python bool is an int (-1 or -2), deprecated by Python, which \
@@ -847,17 +915,106 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
             !x.as_bool()
         ));
     }
-    let v = i128::from(x.as_i64());
+    let v = x.as_i128().expect("a bool or an int");
     let r = match op {
         UnOp::Neg => -v,
         UnOp::Pos => v,
         UnOp::Invert => -v - 1,
     };
-    i64::try_from(r).map(Scalar::Int).map_err(|_| {
+    Scalar::from_i128(r).ok_or_else(|| {
         format!(
-            "-({x}) is past int64's range: Python's ints have no limit, nums-cloud's have int64's"
+            "-({x}) is past int64's range: Python's ints have no limit, nums-cloud's stop at int64's smallest"
         )
     })
+}
+
+/// `op` of one number as NumPy's ufunc computes it (the caller casts the result to the
+/// op's dtype): ints and bools in int64 where the op keeps ints (`floor` and `ceil` too),
+/// predicates as bools, a complex in complex128 (real results for `abs`, `angle`, `real`
+/// and `imag`), the rest in float64.
+fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
+    if x.kind() == ScalarKind::Complex {
+        unary_dtype(op, DType::Complex128)?;
+        let z = op.apply_complex(complex(x));
+        return Ok(if op.is_predicate() {
+            Scalar::Bool(z.re != 0.0)
+        } else if op.is_real_of_complex() {
+            Scalar::Float(z.re)
+        } else {
+            Scalar::Complex(z.re, z.im)
+        });
+    }
+    let keeps = op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+    if let (Scalar::UInt(u), false) = (x, op.is_predicate())
+        && keeps
+    {
+        // Past int64: a uint64, as NumPy makes such a Python int.
+        return Ok(op
+            .apply_int(u)
+            .map_or(Scalar::Float(op.apply(u as f64)), Scalar::UInt));
+    }
+    Ok(match op.apply_i64(x.as_i64()) {
+        _ if op.is_predicate() => Scalar::Bool(op.apply(x.as_f64()) != 0.0),
+        Some(v) if keeps && x.kind() != ScalarKind::Float => Scalar::Int(v),
+        _ => Scalar::Float(op.apply(x.as_f64())),
+    })
+}
+
+/// The dtype NumPy 2 gives `op` of an array of `dt`, or its error where it has no loop.
+pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
+    use DType::{Bool, Float64, Int8};
+    Ok(match (op, dt) {
+        (UnaryOp::Not, Bool) => Bool,
+        (UnaryOp::Not, d) => {
+            return Err(format!(
+                "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
+            ));
+        }
+        (UnaryOp::Neg, Bool) => {
+            return Err(
+                "the - operator is not supported for bool arrays (NumPy refuses it); use ~".into(),
+            );
+        }
+        (UnaryOp::Sign, Bool) => {
+            return Err("sign is not defined for bool arrays (NumPy refuses it)".into());
+        }
+        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Sigmoid, d) if d.is_complex() => {
+            let name = match op {
+                UnaryOp::Floor => "floor",
+                UnaryOp::Ceil => "ceil",
+                _ => "sigmoid",
+            };
+            return Err(format!(
+                "{name} is not defined for complex numbers (NumPy raises TypeError); got {d}"
+            ));
+        }
+        (op, _) if op.is_predicate() => Bool,
+        (op, d) if op.is_real_of_complex() && d.is_complex() => d.real(),
+        // NumPy's loops for bools: abs, floor, ceil, real and imag keep bool; square and
+        // conj compute in int8; angle is float64.
+        (UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Real | UnaryOp::Imag, Bool) => {
+            Bool
+        }
+        (UnaryOp::Square | UnaryOp::Conj, Bool) => Int8,
+        (UnaryOp::Angle, Bool) => Float64,
+        (op, d) if op.keeps_ints() && d.kind() != ScalarKind::Float => d,
+        (UnaryOp::Floor | UnaryOp::Ceil, d) if d.is_exact() => d,
+        (_, d) => d.to_float_fn(),
+    })
+}
+
+/// The int dtype of an array a Python int `v` does not fit (NumPy 2 raises for it), or
+/// `None` where it fits or the array is not of ints.
+pub(super) fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
+    // With a bool array a Python int is an int64.
+    let dtype = if dtype == DType::Bool {
+        DType::Int64
+    } else {
+        dtype
+    };
+    let (lo, hi) = dtype.int_range().filter(|_| dtype.is_int())?;
+    let i = v.as_i128().filter(|_| v.kind() == ScalarKind::Int)?;
+    (i < lo || i > hi).then_some(dtype)
 }
 
 /// Python's `a // b` (rounded toward -inf) for `b != 0`.

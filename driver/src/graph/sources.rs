@@ -181,12 +181,90 @@ pub async fn probe_with(
             continue;
         };
         let key = |k: &str| format!("arrays.{}.{k}", def.name);
+        if let Some(p) = reuse_import(job, path, csv, def.dtype, io).await {
+            out.insert(def.name.clone(), p);
+            continue;
+        }
         let p = probe_one(job, path, csv, counted.0.get(path), io)
             .await
             .map_err(|(k, m)| job.err(def.line, key(k), m))?;
         out.insert(def.name.clone(), p);
     }
     Ok(Probes(out))
+}
+
+/// How a `load` of a file is read, as the index of imports tells imports apart: the
+/// dtype asked for and the CSV or Parquet options.
+pub(crate) fn import_options(csv: &crate::job::CsvOptions, dtype: Option<DType>) -> String {
+    format!("{csv:?} dtype {dtype:?}")
+}
+
+/// Whether a `load` is of a file the functions import (rather than a Zarr array).
+pub(crate) fn is_file(path: &str) -> bool {
+    [".npy", ".csv", ".parquet"]
+        .iter()
+        .any(|x| path.ends_with(x))
+}
+
+/// The array an earlier run imported the file at `path` to (read with `csv` and
+/// `dtype`), when the store's index names one, that array is as the import left it, and
+/// the file holds what it held then: a probe that reads it in place. `None` otherwise
+/// (any error included: the file is then imported as usual).
+pub(crate) async fn reuse_import(
+    job: &Job,
+    path: &str,
+    csv: &crate::job::CsvOptions,
+    dtype: Option<DType>,
+    io: &Arc<IoCounters>,
+) -> Option<Probe> {
+    if !is_file(path) {
+        return None;
+    }
+    let options = import_options(csv, dtype);
+    let store = nums_layout::Store::open_counted(&job.storage, io).ok()?;
+    let mut entries =
+        crate::runs::imports_under(&store, &crate::runs::import_folder(path, &options))
+            .await
+            .ok()?;
+    if entries.is_empty() {
+        return None;
+    }
+    let (source, key) = split_zarr_location(path, &job.storage);
+    let (_, version) = nums_layout::Store::open_counted(&source, io)
+        .ok()?
+        .version(&key)
+        .await
+        .ok()??;
+    // The job's own import first, then any other job's.
+    let own = format!("{}/", job.name);
+    entries.sort_by_key(|(_, e)| !e.array.starts_with(&own));
+    let mut found = None;
+    for (_, entry) in entries {
+        if entry.file != path || entry.options != options || entry.version != version {
+            continue;
+        }
+        let Ok((arr, stamp)) = nums_layout::StoredArray::open_stamped(&store, &entry.array).await
+        else {
+            continue;
+        };
+        if stamp == entry.stamp && arr.native && arr.complete {
+            found = Some((entry, arr, stamp));
+            break;
+        }
+    }
+    let (entry, arr, stamp) = found?;
+    tracing::debug!(
+        "{path}: unchanged since it was imported to {}; read there",
+        entry.array
+    );
+    Some(Probe::Zarr {
+        store: job.storage.clone(),
+        path: entry.array.clone(),
+        meta: arr.meta,
+        in_place: Some(entry.array),
+        sparse: false,
+        stamp,
+    })
 }
 
 /// An input's probe; an error names the key it is about (`load`, or a CSV option).

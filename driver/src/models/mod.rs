@@ -49,6 +49,18 @@ impl Solver {
     }
 }
 
+/// The iterations `plan` assumes a fit of this solver takes: what the fits of this
+/// project's benchmarks and tests took to converge on scaled data at the default `tol`
+/// (BENCHMARKS.md, "Fits: projected against measured"). A fit may take more (an
+/// ill-conditioned X, a tight `tol`), never more than `max_iter`.
+pub(crate) const fn typical_iterations(solver: Solver) -> u32 {
+    match solver {
+        Solver::Newton => 6,
+        Solver::Lbfgs => 12,
+        Solver::Direct => 1,
+    }
+}
+
 /// A model to fit, as the job language's call gave it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct FitSpec {

@@ -86,6 +86,8 @@ const WOLFE: f64 = 0.9;
 const HISTORY: usize = 10;
 /// Step sizes an L-BFGS pass evaluates at once, as fractions of the first.
 const CANDIDATES: [f64; 4] = [1.0, 0.5, 0.25, 0.1];
+/// The parameter vectors an L-BFGS line-search pass evaluates.
+pub(crate) const LINE_SEARCH_STEPS: usize = CANDIDATES.len();
 /// scipy's relative-decrease stop for L-BFGS (`ftol`, as scikit-learn sets it).
 const FTOL: f64 = 64.0 * f64::EPSILON;
 /// The iterations whose iterates [`Fit::diverging`] reads.

@@ -28,21 +28,30 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
     )
 }
 
-/// Each task's kernel workspace ([`kernel_workspace`]): 0 but for the linear-algebra
-/// kernels, whose block shapes are looked up.
+/// Each task's kernel workspace ([`kernel_workspace`]): the linear-algebra kernels' by
+/// their block shapes, the others' scratch and casts by their blocks' sizes and dtypes.
 fn workspaces(g: &Graph, tasks: &Tasks, blocks: &Blocks) -> Vec<u64> {
     let shape = |b: Bid| {
         let id = blocks.block(b);
-        g.nodes[id.node].meta.block_shape(&id.index(g))
+        let m = &g.nodes[id.node].meta;
+        (m.block_shape(&id.index(g)), m.dtype)
+    };
+    // Elements and dtype, without the shape (the same numbers, for every task).
+    let elems = |b: Bid| {
+        let d = g.nodes[blocks.block(b).node].meta.dtype;
+        (blocks.nbytes[b as usize] / d.size() as u64, d)
     };
     (0..tasks.len())
         .map(|i| {
             let k = &tasks.kernels[tasks.kernel[i] as usize];
             if !nums_function::linalg::is_linalg(k) {
-                return k.scratch_bytes();
+                let ins: Vec<(u64, DType)> = tasks.inputs(i).iter().map(|&x| elems(x)).collect();
+                return k.scratch_bytes()
+                    + nums_function::compute::cast_workspace(k, &ins, elems(tasks.output[i]));
             }
-            let ins: Vec<Vec<usize>> = tasks.inputs(i).iter().map(|&x| shape(x)).collect();
-            kernel_workspace(k, &ins, &shape(tasks.output[i]))
+            let ins: Vec<(Vec<usize>, DType)> = tasks.inputs(i).iter().map(|&x| shape(x)).collect();
+            let (out, dt) = shape(tasks.output[i]);
+            kernel_workspace(k, &ins, (&out, dt))
         })
         .collect()
 }

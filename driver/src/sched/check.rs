@@ -45,9 +45,13 @@ fn wire_peak(b: &Batch) -> u64 {
         }
         let max_in = t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0);
         let out = nbytes(b, &t.output);
-        let shape = |r: &BlockRef| b.arrays[r.array as usize].meta.block_shape(&r.index);
-        let ins: Vec<Vec<usize>> = t.inputs.iter().map(shape).collect();
-        let work = super::kernel_workspace(&t.kernel, &ins, &shape(&t.output));
+        let shape = |r: &BlockRef| {
+            let m = &b.arrays[r.array as usize].meta;
+            (m.block_shape(&r.index), m.dtype)
+        };
+        let ins: Vec<(Vec<usize>, DType)> = t.inputs.iter().map(shape).collect();
+        let (o, dt) = shape(&t.output);
+        let work = super::kernel_workspace(&t.kernel, &ins, (&o, dt));
         peak = peak.max(held + task_peak(fetched, max_in, out, work));
         for r in &t.inputs {
             let n = nbytes(b, r);

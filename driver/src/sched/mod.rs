@@ -22,8 +22,8 @@ mod wire;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use nums_layout::StoreSpec;
 use nums_layout::batch::{Batch, Kernel};
+use nums_layout::{DType, StoreSpec};
 
 use crate::graph::Graph;
 use crate::job::SchedulerKind;
@@ -35,14 +35,22 @@ pub(super) const INLINE_MAX: u64 = 16 << 20;
 
 /// Bytes a task's kernel needs beyond its input and output blocks (the LAPACK kernels'
 /// copies and work arrays, `nums_function::linalg::workspace_bytes`; the text a CSV import
-/// parses, `Kernel::scratch_bytes`; other kernels' one input-sized temporary is in the
-/// projection already), for inputs and an output of these block shapes.
-pub(super) fn kernel_workspace(kernel: &Kernel, inputs: &[Vec<usize>], out: &[usize]) -> u64 {
+/// parses, `Kernel::scratch_bytes`; operands cast to a wider dtype,
+/// `nums_function::compute::cast_workspace`; other kernels' one input-sized temporary is
+/// in the projection already), for inputs and an output of these block shapes and dtypes.
+pub(super) fn kernel_workspace(
+    kernel: &Kernel,
+    inputs: &[(Vec<usize>, DType)],
+    out: (&[usize], DType),
+) -> u64 {
     if !nums_function::linalg::is_linalg(kernel) {
-        return kernel.scratch_bytes();
+        let n = |s: &[usize]| s.iter().product::<usize>() as u64;
+        let ins: Vec<(u64, DType)> = inputs.iter().map(|(s, d)| (n(s), *d)).collect();
+        return kernel.scratch_bytes()
+            + nums_function::compute::cast_workspace(kernel, &ins, (n(out.0), out.1));
     }
-    let ins: Vec<&[usize]> = inputs.iter().map(Vec::as_slice).collect();
-    nums_function::linalg::workspace_bytes(kernel, &ins, out).unwrap_or(0)
+    let ins: Vec<&[usize]> = inputs.iter().map(|(s, _)| s.as_slice()).collect();
+    nums_function::linalg::workspace_bytes(kernel, &ins, out.0).unwrap_or(0)
 }
 
 /// A batch ready to send, with the batches it waits for and what the plan expects of it.

@@ -5,7 +5,7 @@
 //! The work is made lazily, block by block ([`BlockWork::iter`]), in time proportional to
 //! the inputs each block reads: no step scans a whole grid per block. Each kind of node's
 //! work is in the file of its family, as `graph/funcs/` groups the functions: `creation`,
-//! `elementwise`, `contractions`, `reductions`, `shapes`, `linalg`, and `io` (imports and
+//! `elementwise`, `contractions`, `reductions`, `cumulative`, `sorting`, `shapes`, `linalg`, and `io` (imports and
 //! the export to S3).
 
 use nums_layout::ArrayMeta;
@@ -17,11 +17,13 @@ use crate::graph::{Graph, Node, NodeId, NodeOp};
 // The block work of each family of functions, as `graph/funcs/` defines them.
 mod contractions;
 mod creation;
+mod cumulative;
 mod elementwise;
 mod io;
 mod linalg;
 mod reductions;
 mod shapes;
+mod sorting;
 
 /// A block in the plan: block number `block` (row-major over its node's grid) of `node`, or
 /// its partial sum number `part` (> 0). Ordered as (node, block index, part).
@@ -378,6 +380,15 @@ impl<'g> BlockWork<'g> {
             | NodeOp::Where { .. } => elementwise::work(&o),
             NodeOp::Einsum { .. } => contractions::work(&o),
             NodeOp::Reduce { .. } => reductions::work(&o),
+            NodeOp::Scan { .. } | NodeOp::ScanTotal { .. } => cumulative::work(&o),
+            NodeOp::Sort { .. }
+            | NodeOp::SortCount { .. }
+            | NodeOp::SortMerge { .. }
+            | NodeOp::SearchSorted { .. }
+            | NodeOp::Compress { .. }
+            | NodeOp::Quantile { .. }
+            | NodeOp::Histogram { .. }
+            | NodeOp::Bincount { .. } => sorting::work(&o),
             NodeOp::Transpose { .. }
             | NodeOp::Rechunk { .. }
             | NodeOp::Concat { .. }

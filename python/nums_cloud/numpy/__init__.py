@@ -26,7 +26,9 @@ from ._array import BlockArray, asarray, array
 # ``x.dtype == np.float64`` both hold.
 float64 = _np.float64
 float32 = _np.float32
-int64 = _np.int64
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+complex64, complex128 = _np.complex64, _np.complex128
 bool_ = _np.bool_
 bool = _np.bool_  # noqa: A001 (NumPy 2's and the Array API's name)
 # NumS's names: ``nps.int`` and ``nps.float`` are the default integer and float dtypes.
@@ -236,17 +238,6 @@ def size(a, axis=None):
     """Return the number of elements along a given axis."""
     a = asarray(a)
     return a.size if axis is None else a.shape[axis]
-
-
-@_engine
-def average(a, axis=None, weights=None):
-    """Compute the weighted average along the specified axis.
-
-    nums-cloud: lazy."""
-    if weights is None:
-        return mean(a, axis=axis)
-    a, w = asarray(a), asarray(weights)
-    return (a * w).sum(axis=axis) / w.sum(axis=axis)
 
 
 def get(*arrays):

@@ -4,8 +4,9 @@ dtype functions, and the standard's function names.
 
 Each is lazy where the engine has the operation or it is built from the engine's
 operations exactly (``concat``, ``permute_dims``, ``pow``, ``flip``, ``trunc``, ``tril``,
-...). The rest — functions the engine has no kernel for (sorting, set functions,
-``cumulative_sum``, the inverse trigonometric and hyperbolic functions, ...) — compute
+...); sorting, searching, set and cumulative functions are the engine's (its table). The
+rest — functions the engine has no kernel for (the inverse trigonometric and hyperbolic
+functions, ``take_along_axis``, ...) — compute
 their arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
@@ -19,8 +20,7 @@ from ._array import BlockArray, asarray, call, dtype_name
 
 __array_api_version__ = "2023.12"
 
-_DTYPES = {"bool": np.dtype("bool"), "int64": np.dtype("int64"),
-           "float32": np.dtype("float32"), "float64": np.dtype("float64")}
+_DTYPES = _array._DTYPES
 
 # The standard's names that compute with NumPy in this process (no engine kernel).
 EAGER = []
@@ -34,16 +34,14 @@ __all__ = [
     # elementwise
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
     "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "conj", "copysign", "cosh", "hypot", "imag", "log2", "log10",
-    "logaddexp", "positive", "pow", "real", "round", "signbit", "sinh", "trunc",
+    "bitwise_xor", "copysign", "cosh", "hypot", "log2", "log10",
+    "logaddexp", "positive", "pow", "round", "signbit", "sinh", "trunc",
     "nextafter", "reciprocal",
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
     "moveaxis", "permute_dims", "repeat", "roll", "tile", "unstack", "matrix_transpose",
     "vecdot",
-    # searching, sets, sorting, statistics
-    "searchsorted", "count_nonzero", "unique_all", "unique_counts", "unique_inverse",
-    "unique_values", "argsort", "sort", "cumulative_sum", "cumulative_prod", "diff",
+    # (searching, sets, sorting and cumulative functions are the engine's: its table)
 ]
 
 
@@ -61,9 +59,9 @@ class _Info:
         return "cpu"
 
     def default_dtypes(self, *, device=None):
-        """The default dtypes: float64, int64 for integers and indices; no complex."""
-        return {"real floating": np.dtype("float64"), "integral": np.dtype("int64"),
-                "indexing": np.dtype("int64")}
+        """The default dtypes: float64, complex128, int64 for integers and indices."""
+        return {"real floating": np.dtype("float64"), "complex floating": np.dtype("complex128"),
+                "integral": np.dtype("int64"), "indexing": np.dtype("int64")}
 
     def devices(self):
         """The devices arrays may be on: ``["cpu"]``."""
@@ -260,21 +258,6 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-def conj(x, /):
-    """Return the complex conjugate, element-wise (real arrays: themselves)."""
-    return asarray(x)
-
-
-def real(x, /):
-    """Return the real part of the complex argument (real arrays: themselves)."""
-    return asarray(x)
-
-
-def imag(x, /):
-    """Return the imaginary part of the complex argument (real arrays: zeros)."""
-    return _ns().zeros_like(asarray(x))
-
-
 hypot = _eager("hypot")
 for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "log2",
               "log10", "logaddexp", "round", "nextafter"):
@@ -451,62 +434,8 @@ def triu(x, /, *, k=0):
     return _triangle(x, k, False)
 
 
-def count_nonzero(x, /, *, axis=None, keepdims=False):
-    """Counts the number of array elements which are non-zero."""
-    x = asarray(x)
-    return (x != 0).sum(axis=axis, keepdims=keepdims)
-
-
-# Data-dependent or without a kernel: NumPy's, on the values.
-searchsorted = _eager("searchsorted")
-unique_values = _eager("unique_values", lambda x: np.unique(x))
-unique_counts = _eager("unique_counts", getattr(np, "unique_counts", None) or
-                       (lambda x: np.unique(x, return_counts=True)))
-unique_inverse = _eager("unique_inverse", getattr(np, "unique_inverse", None) or
-                        (lambda x: np.unique(x, return_inverse=True)))
-unique_all = _eager("unique_all", getattr(np, "unique_all", None) or
-                    (lambda x: np.unique(x, return_index=True, return_inverse=True,
-                                         return_counts=True)))
+# Without a kernel: NumPy's, on the values.
 take_along_axis = _eager("take_along_axis")
-diff = _eager("diff")
-
-
-def _sort(x, /, *, axis=-1, descending=False, stable=True):
-    v = np.sort(x, axis=axis, kind="stable")
-    return np.flip(v, axis=axis) if descending else v
-
-
-def _argsort(x, /, *, axis=-1, descending=False, stable=True):
-    if descending:
-        n = x.shape[axis] if x.ndim else 1
-        return n - 1 - np.flip(np.argsort(np.flip(x, axis=axis), axis=axis, kind="stable"),
-                               axis=axis)
-    return np.argsort(x, axis=axis, kind="stable")
-
-
-def _cumulative(f):
-    def g(x, /, *, axis=None, dtype=None, include_initial=False):
-        if axis is None:
-            if x.ndim > 1:
-                raise ValueError("axis is required for arrays of more than one dimension")
-            axis = 0
-        out = f(x, axis=axis, dtype=dtype)
-        if include_initial:
-            shape = list(out.shape)
-            shape[axis] = 1
-            first = np.full(shape, 0 if f is np.cumsum else 1, dtype=out.dtype)
-            out = np.concatenate([first, out], axis=axis)
-        return out
-    return g
-
-
-sort = _eager("sort", _sort, "Returns a sorted copy of an input array.")
-argsort = _eager("argsort", _argsort,
-                 "Returns the indices that sort an array along a specified axis.")
-cumulative_sum = _eager("cumulative_sum", _cumulative(np.cumsum),
-                        "Calculates the cumulative sum of elements along a given axis.")
-cumulative_prod = _eager("cumulative_prod", _cumulative(np.cumprod),
-                         "Calculates the cumulative product of elements along an axis.")
 
 
 # The standard's signatures where they differ from NumPy's (keyword names, `correction`,

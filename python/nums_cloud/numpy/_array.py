@@ -13,8 +13,11 @@ from .. import _native, _session
 __all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
 
 # NumPy's dtypes for the engine's dtype names, and back.
-_DTYPES = {name: np.dtype(name) for name in ("float64", "float32", "int64", "bool")}
+_DTYPES = {name: np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128")}
 _SUPPORTED = frozenset(_DTYPES.values())
+_NAMES = "bool, int8 to int64, uint8 to uint64, float32, float64, complex64 and complex128"
 
 
 def dtype_name(dtype):
@@ -27,30 +30,20 @@ def dtype_name(dtype):
     except TypeError:
         raise TypeError(f"data type {dtype!r} not understood") from None
     if d not in _SUPPORTED:
-        raise TypeError(
-            f"nums-cloud has no dtype {d}: its dtypes are float64, float32, int64 and bool")
+        raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
     return d.name
 
 
 def _engine_values(a):
-    """A NumPy array in a dtype nums-cloud has: NumPy's own where it is one, else the
-    dtype NumPy would promote it to within those (smaller ints to int64, float16 to
-    float32); TypeError for the others (complex, strings, objects)."""
+    """A NumPy array in a dtype nums-cloud has: NumPy's own where it is one, float16 as
+    float32 (the dtype NumPy would promote it to); TypeError for the others (strings,
+    objects, dates)."""
     d = a.dtype
     if d in _SUPPORTED:
         return a
-    if d.kind in "iu":
-        if d.kind == "u" and d.itemsize == 8:
-            if a.size and a.max() > np.iinfo(np.int64).max:
-                raise TypeError(
-                    "nums-cloud has no uint64: these values do not fit in int64")
-        return a.astype(np.int64)
     if d.kind == "f" and d.itemsize < 4:
         return a.astype(np.float32)
-    if d.kind == "f":
-        raise TypeError(f"nums-cloud has no dtype {d}: use float64 or float32")
-    raise TypeError(
-        f"nums-cloud has no dtype {d}: its dtypes are float64, float32, int64 and bool")
+    raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
 
 
 def asarray(obj, dtype=None, *, session=None):
@@ -97,7 +90,7 @@ def to_native_arg(v, s):
     t = type(v)
     if t is BlockArray:
         return v._a
-    if t in (int, float, bool, str) or v is None or v is Ellipsis or t is slice:
+    if t in (int, float, bool, complex, str) or v is None or v is Ellipsis or t is slice:
         return v
     if isinstance(v, np.ndarray):
         return asarray(v, session=s)._a
@@ -168,7 +161,7 @@ def _operand(o, s):
     t = type(o)
     if t is BlockArray:
         return o._a
-    if t is float or t is int or t is bool:
+    if t is float or t is int or t is bool or t is complex:
         return o
     if isinstance(o, np.generic):
         return o.item()
@@ -176,7 +169,7 @@ def _operand(o, s):
         return asarray(o, session=s)._a
     if isinstance(o, BlockArray):
         return o._a
-    if isinstance(o, (int, float)):
+    if isinstance(o, (int, float, complex)):
         return o
     return NotImplemented
 

@@ -244,11 +244,8 @@ fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .map(|d| l[d])
         .collect();
     let l: String = l.into_iter().collect();
-    // NumPy's trace sums bools as ints (einsum would keep bool).
-    let x = if s.meta(x).dtype == DType::Bool {
-        s.cast(x, DType::Int64)
-    } else {
-        x
-    };
+    // NumPy's trace sums as `sum` does (bools and ints in int64 or uint64), where einsum
+    // keeps the dtype.
+    let x = s.cast(x, s.meta(x).dtype.sum_dtype());
     s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
 }

@@ -60,6 +60,15 @@ fn check_fill(b: &Bound, value: Scalar, dtype: DType) -> Result<(), EvalError> {
             format!("{}(): cannot convert the float {value} to an integer", b.f),
         ));
     }
+    if let Some(dt) = super::super::ops::out_of_range(value, dtype) {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{}(): Python integer {value} out of bounds for {dt} (NumPy raises OverflowError)",
+                b.f
+            ),
+        ));
+    }
     Ok(())
 }
 
@@ -179,16 +188,18 @@ fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     } else {
         Scalar::Float(start.as_f64() + step.as_f64())
     };
-    let (first, delta) = match dtype {
-        DType::Int64 => {
+    // (Ints step in wrapping int64, which the kernel's cast to a narrower int wraps as
+    // NumPy's int8 arithmetic does; complex ranges are real ones.)
+    let (first, delta) = match dtype.kind() {
+        ScalarKind::Int => {
             let (x, y) = (start.as_i64(), second.as_i64());
             (Scalar::Int(x), Scalar::Int(y.wrapping_sub(x)))
         }
-        DType::Float64 | DType::Float32 => {
+        ScalarKind::Float | ScalarKind::Complex => {
             let (x, y) = (start.as_f64(), second.as_f64());
             (Scalar::Float(x), Scalar::Float(y - x))
         }
-        DType::Bool => (start, step),
+        ScalarKind::Bool => (start, step),
     };
     let m = s.default_meta(vec![n], dtype);
     Ok(Val::Arr(s.add(

@@ -30,6 +30,19 @@ pub(super) const DEFS: &[FuncDef] = &[
         unary(s, b, UnaryOp::Sigmoid)
     })
     .aliases(&["expit"]),
+    FuncDef::new("real", &["val"], "`np.real`, as `x.real`", |s, b| {
+        unary_of(s, b, "val", UnaryOp::Real)
+    }),
+    FuncDef::new("imag", &["val"], "`np.imag`, as `x.imag`", |s, b| {
+        unary_of(s, b, "val", UnaryOp::Imag)
+    }),
+    FuncDef::new("conj", X, "`np.conj`", |s, b| unary(s, b, UnaryOp::Conj)).aliases(&["conjugate"]),
+    FuncDef::new(
+        "angle",
+        &["z", "deg"],
+        "`np.angle` (radians, or degrees with `deg=True`)",
+        angle,
+    ),
     FuncDef::new("isnan", X, "`np.isnan` (bool)", |s, b| {
         unary(s, b, UnaryOp::IsNan)
     }),
@@ -124,7 +137,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "where",
         &["condition", "x", "y"],
-        "`np.where(condition, x, y)` (not the one-argument form)",
+        "`np.where(condition, x, y)`; `np.where(condition)` is `nonzero`",
         where_,
     ),
     FuncDef::new(
@@ -155,9 +168,24 @@ fn as_bool(s: &mut Builder, v: Val) -> Val {
 }
 
 fn unary(s: &mut Builder, b: &Bound, op: UnaryOp) -> Result<Val, EvalError> {
-    let (v, _) = b.need("x")?.clone();
+    unary_of(s, b, "x", op)
+}
+
+/// `op` of the argument `param` (of a number, a NumPy scalar).
+fn unary_of(s: &mut Builder, b: &Bound, param: &str, op: UnaryOp) -> Result<Val, EvalError> {
+    let (v, _) = b.need(param)?.clone();
     let v = s.unary(op, v, b.pos)?;
     strong(v)
+}
+
+/// NumPy's angle: the argument in radians, times 180 / pi with `deg=True`.
+fn angle(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = unary_of(s, b, "z", UnaryOp::Angle)?;
+    if !b.flag("deg")? {
+        return Ok(a);
+    }
+    let k = Val::Num(Scalar::Float(180.0 / std::f64::consts::PI));
+    s.elementwise2(BinaryOp::Mul, a, k, b.pos)
 }
 
 fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
@@ -173,11 +201,19 @@ fn binary(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
 
 fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let c = b.need("condition")?.clone();
-    let (Some(x), Some(y)) = (b.get("x"), b.get("y")) else {
-        return Err(b.err(
-            b.pos,
-            "where() needs three arguments (condition, x, y); the one-argument form is not supported",
-        ));
+    let (x, y) = match (b.get("x"), b.get("y")) {
+        (Some(x), Some(y)) => (x, y),
+        (None, None) => {
+            // NumPy's where(condition): its nonzero.
+            let c = s.node(c.0, c.1)?;
+            return s.nonzero(c, b.pos);
+        }
+        _ => {
+            return Err(b.err(
+                b.pos,
+                "where() takes one argument (condition) or three (condition, x, y)",
+            ));
+        }
     };
     let (x, y) = (x.0.clone(), y.0.clone());
     let c = match c.0 {

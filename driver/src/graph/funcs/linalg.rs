@@ -27,7 +27,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "lstsq",
         &["a", "b", "rcond"],
-        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns; rank is int64, NumPy's int32: nums-cloud has no int32)",
+        "`np.linalg.lstsq` (rows >= columns: TSQR of `[a | b]`, Q never formed; residuals always given when rows > columns)",
         lstsq,
     ),
     FuncDef::new(
@@ -163,6 +163,7 @@ impl<'a> Builder<'a> {
 
     /// The shape of a 2-D operand.
     fn matrix_shape(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
+        self.real_operand(x, b, what)?;
         match self.meta(x).shape[..] {
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
@@ -175,6 +176,29 @@ impl<'a> Builder<'a> {
                 ),
             )),
         }
+    }
+
+    /// `x`, refused when complex: nums-cloud's factorizations run LAPACK's real routines,
+    /// and the error names the complex one that is not wired.
+    fn real_operand(&self, x: NodeId, b: &Bound, what: &str) -> Result<(), EvalError> {
+        let dt = self.meta(x).dtype;
+        if !dt.is_complex() {
+            return Ok(());
+        }
+        let routine = match b.f.as_str() {
+            "qr" => "zgeqrf/zungqr",
+            "lstsq" => "zgeqrf (TSQR) and zgelsd",
+            "svd" | "svdvals" | "norm" => "zgesdd",
+            "cholesky" => "zpotrf",
+            _ => "zgetrf/zgetrs", // solve, inv, det, slogdet
+        };
+        Err(b.err(
+            b.pos,
+            format!(
+                "{}(): {what} is {dt}; complex linear algebra is not supported yet (LAPACK's {routine} is not wired); matmul, einsum, norm's vector and fro/1/inf norms and the reductions take complex arrays",
+                b.f
+            ),
+        ))
     }
 
     /// The TSQR tree of the operands `make` gives, side by side (`xs[0]` is m x n, m >= n;
@@ -391,6 +415,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (a, y) = (b.array("a")?, b.array("b")?);
     let (m, n) = s.matrix_shape(a, b, "a")?;
+    s.real_operand(y, b, "b")?;
     let ym = s.meta(y).clone();
     let p = match ym.shape[..] {
         [r] if r == m => 1,
@@ -458,7 +483,7 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     } else {
         Val::None
     };
-    let rank = out(s, LstsqOutput::Rank, vec![], DType::Int64);
+    let rank = out(s, LstsqOutput::Rank, vec![], DType::Int32);
     let sv = out(s, LstsqOutput::SingularValues, vec![n], dtype);
     Ok(Val::Tuple(vec![
         Val::Arr(sol),
@@ -491,7 +516,7 @@ fn lstsq_of_no_columns(
     } else {
         Val::None
     };
-    let rank = s.empty(vec![], DType::Int64, Scalar::Int(0));
+    let rank = s.empty(vec![], DType::Int32, Scalar::Int(0));
     let sv = s.empty(vec![0], dtype, Scalar::Int(0));
     Ok(Val::Tuple(vec![
         Val::Arr(x),
@@ -596,13 +621,24 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             .map(|v| axis_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}"))))
             .collect::<Result<_, _>>()?;
     }
-    let fdt = s.meta(x).dtype.to_float();
-    let x = s.cast(x, fdt);
     let pos = b.pos;
     let abs = |s: &mut Builder, x: NodeId| -> Result<NodeId, EvalError> {
         let v = s.unary(UnaryOp::Abs, Val::Arr(x), pos)?;
         s.node(v, pos)
     };
+    // A complex array's norms are its moduli's (a real dtype), but for the singular
+    // values (ord 2, -2, "nuc" of a matrix), which need the complex SVD.
+    let x = if s.meta(x).dtype.is_complex() {
+        let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
+        if axes.len() == 2 && svd {
+            s.real_operand(x, b, "x")?;
+        }
+        abs(s, x)?
+    } else {
+        x
+    };
+    let fdt = s.meta(x).dtype.to_float();
+    let x = s.cast(x, fdt);
     let red = |s: &mut Builder, x: NodeId, op: ReduceOp, axes: Vec<usize>, keep: bool| {
         s.reduce(x, op, axes, keep, pos)
     };
@@ -895,6 +931,7 @@ impl Builder<'_> {
     /// `b` of solve(a, b) for an n x n `a`: 1-D or 2-D with n rows.
     fn rhs_arg(&self, bd: &Bound, a_name: &str, n: u64, b_name: &str) -> Result<NodeId, EvalError> {
         let y = bd.array(b_name)?;
+        self.real_operand(y, bd, b_name)?;
         let ym = self.meta(y);
         if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
             return Err(bd.err(

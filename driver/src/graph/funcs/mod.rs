@@ -12,6 +12,7 @@ use crate::expr::Kwarg;
 
 mod contractions;
 mod creation;
+mod cumulative;
 mod elementwise;
 mod linalg;
 mod models;
@@ -19,6 +20,8 @@ pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
+mod sorting;
+mod statistics;
 
 /// Turns a call's bound arguments into graph nodes (or a number).
 pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
@@ -122,6 +125,18 @@ pub(super) const FAMILIES: &[Family] = &[
     Family {
         name: "reductions",
         defs: reductions::DEFS,
+    },
+    Family {
+        name: "cumulative",
+        defs: cumulative::DEFS,
+    },
+    Family {
+        name: "sorting",
+        defs: sorting::DEFS,
+    },
+    Family {
+        name: "statistics",
+        defs: statistics::DEFS,
     },
     Family {
         name: "contractions",
@@ -366,12 +381,9 @@ impl Bound {
     pub(super) fn dtype(&self, name: &str) -> Result<Option<DType>, EvalError> {
         match self.get(name) {
             None => Ok(None),
-            Some((Val::Str(s), p)) => DType::parse(s).map(Some).ok_or_else(|| {
-                self.err(
-                    *p,
-                    format!("unsupported dtype {s:?}; supported: float64, float32, int64, bool"),
-                )
-            }),
+            Some((Val::Str(s), p)) => DType::parse_named(s)
+                .map(Some)
+                .map_err(|m| self.err(*p, format!("{}(): {m}", self.f))),
             Some((_, p)) => Err(self.err(
                 *p,
                 format!("{}(): dtype is a string such as \"float32\"", self.f),

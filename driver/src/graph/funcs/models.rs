@@ -122,6 +122,14 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             format!("{function}(): X and y must be numbers, not bool (use astype)"),
         ));
     }
+    if let Some(d) = [mx.dtype, my.dtype].into_iter().find(|d| d.is_complex()) {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{function}(): X and y must be real numbers, not {d} (scikit-learn refuses complex data)"
+            ),
+        ));
+    }
     let positive = |v: f64| v > 0.0 && !v.is_nan();
     let non_negative = |v: f64| (0.0..f64::INFINITY).contains(&v);
     let solver_of = |b: &Bound| -> Result<Solver, EvalError> {

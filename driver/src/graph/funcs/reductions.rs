@@ -162,7 +162,7 @@ impl<'a> Builder<'a> {
         axes.iter().map(|&d| m.shape[d]).product()
     }
 
-    fn mean(
+    pub(super) fn mean(
         &mut self,
         x: NodeId,
         axes: Vec<usize>,
@@ -187,7 +187,7 @@ impl<'a> Builder<'a> {
         }
         let s = self.reduce(x, ReduceOp::NanSum, axes.clone(), keepdims, pos)?;
         let s = self.cast(s, fdt);
-        let cnt = self.valid_count(x, axes, keepdims, fdt, pos)?;
+        let cnt = self.valid_count(x, axes, keepdims, fdt.real(), pos)?;
         let v = self.elementwise2(BinaryOp::Div, Val::Arr(s), Val::Arr(cnt), pos)?;
         self.node(v, pos)
     }
@@ -208,7 +208,8 @@ impl<'a> Builder<'a> {
         Ok(self.cast(c, dtype))
     }
 
-    /// Two passes, as NumPy computes it: the mean, then the mean square deviation.
+    /// Two passes, as NumPy computes it: the mean, then the mean square deviation (of a
+    /// complex array, the mean of `|x - mean|^2`: a real variance).
     fn var(
         &mut self,
         x: NodeId,
@@ -218,7 +219,7 @@ impl<'a> Builder<'a> {
         nan: bool,
         pos: usize,
     ) -> Result<NodeId, EvalError> {
-        let fdt = self.meta(x).dtype.to_float();
+        let fdt = self.meta(x).dtype.to_float().real();
         let mu = self.mean(x, axes.clone(), true, nan, pos)?;
         let mut d = self.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(mu), pos)?;
         if nan {
@@ -228,7 +229,14 @@ impl<'a> Builder<'a> {
             d = self.where_(isnan, Val::Num(Scalar::Float(0.0)), d, pos)?;
         }
         let d = self.node(d, pos)?;
-        let sq = self.elementwise2(BinaryOp::Mul, Val::Arr(d), Val::Arr(d), pos)?;
+        let sq = if self.meta(d).dtype.is_complex() {
+            // NumPy's: the real part of d * conj(d).
+            let c = self.unary(UnaryOp::Conj, Val::Arr(d), pos)?;
+            let p = self.elementwise2(BinaryOp::Mul, Val::Arr(d), c, pos)?;
+            self.unary(UnaryOp::Real, p, pos)?
+        } else {
+            self.elementwise2(BinaryOp::Mul, Val::Arr(d), Val::Arr(d), pos)?
+        };
         let sq = self.node(sq, pos)?;
         let s = self.reduce(sq, ReduceOp::Sum, axes.clone(), keepdims, pos)?;
         let v = if nan {
@@ -286,7 +294,7 @@ impl<'a> Builder<'a> {
         }
         let ext = self.reduce(x, op, vec![axis], true, pos)?;
         let mut hit = self.elementwise2(BinaryOp::Eq, Val::Arr(x), Val::Arr(ext), pos)?;
-        if !nan && m.dtype.is_float() {
+        if !nan && !m.dtype.is_exact() {
             let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
             hit = self.elementwise2(BinaryOp::Or, hit, isnan, pos)?;
         }
@@ -306,7 +314,7 @@ impl<'a> Builder<'a> {
         let cand = self.where_(hit, Val::Arr(idx), n, pos)?;
         let cand = self.node(cand, pos)?;
         let mut r = self.reduce(cand, ReduceOp::Min, vec![axis], keepdims, pos)?;
-        if nan && m.dtype.is_float() {
+        if nan && !m.dtype.is_exact() {
             // No candidate in a slice of NaNs only: NumPy raises rather than answer.
             r = self.add(
                 self.meta(r).clone(),

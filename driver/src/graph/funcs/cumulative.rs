@@ -1,0 +1,231 @@
+//! Cumulative functions: NumPy's running sums and products (and the Array API's
+//! `cumulative_sum`/`cumulative_prod` with `include_initial`) and `diff`. A running sum
+//! across blocks is a scan: each block's total first, then the totals' running sum (the
+//! offsets, one small block per lane), then each block's own running sum from its offset
+//! (`NodeOp::ScanTotal`, `NodeOp::Scan`); no task holds more than one block of the input.
+
+use super::*;
+
+const CUM: &[&str] = &["a", "axis", "dtype", "out"];
+const CUMULATIVE: &[&str] = &["x", "axis", "dtype", "out", "include_initial"];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "cumsum",
+        CUM,
+        "`np.cumsum` (a scan across blocks)",
+        |s, b| cumulative(s, b, ReduceOp::Sum, false),
+    )
+    .refusing(&["out"]),
+    FuncDef::new("cumprod", CUM, "`np.cumprod`", |s, b| {
+        cumulative(s, b, ReduceOp::Prod, false)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("nancumsum", CUM, "`np.nancumsum`", |s, b| {
+        cumulative(s, b, ReduceOp::NanSum, false)
+    })
+    .refusing(&["out"]),
+    FuncDef::new("nancumprod", CUM, "`np.nancumprod`", |s, b| {
+        cumulative(s, b, ReduceOp::NanProd, false)
+    })
+    .refusing(&["out"]),
+    FuncDef::new(
+        "cumulative_sum",
+        CUMULATIVE,
+        "`np.cumulative_sum` (Array API; `include_initial=True` starts with 0)",
+        |s, b| cumulative(s, b, ReduceOp::Sum, true),
+    )
+    .refusing(&["out"]),
+    FuncDef::new(
+        "cumulative_prod",
+        CUMULATIVE,
+        "`np.cumulative_prod` (Array API)",
+        |s, b| cumulative(s, b, ReduceOp::Prod, true),
+    )
+    .refusing(&["out"]),
+    FuncDef::new(
+        "diff",
+        &["a", "n", "axis", "prepend", "append"],
+        "`np.diff` (`!=` for bool)",
+        diff,
+    ),
+];
+
+/// cumsum and friends (`array_api`: cumulative_sum/prod, whose axis is required past 1-D
+/// and which may start with the identity).
+fn cumulative(s: &mut Builder, b: &Bound, op: ReduceOp, array_api: bool) -> Result<Val, EvalError> {
+    let x = b.array(if array_api { "x" } else { "a" })?;
+    let m = s.meta(x).clone();
+    let dtype = match b.dtype("dtype")? {
+        Some(DType::Bool) => {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): dtype=bool is not supported; sum in an integer dtype and compare with 0",
+                    b.f
+                ),
+            ));
+        }
+        Some(d) => d,
+        None => m.dtype.sum_dtype(),
+    };
+    let (x, axis) = match b.get("axis") {
+        Some((v, p)) => {
+            let ax = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?;
+            match ax.as_slice() {
+                [a] if matches!(v, Val::Num(..)) => (x, *a),
+                _ => return Err(b.err(*p, format!("{}(): axis must be an integer", b.f))),
+            }
+        }
+        None if array_api && m.ndim() != 1 => {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): axis must be given for an array of {} dimensions",
+                    b.f,
+                    m.ndim()
+                ),
+            ));
+        }
+        // NumPy's running sums flatten without an axis.
+        None => (s.reshape(x, &[m.len()]), 0),
+    };
+    let r = s.scan(x, op, axis, dtype);
+    if !(array_api && b.flag("include_initial")?) {
+        return Ok(Val::Arr(r));
+    }
+    let rm = s.meta(r).clone();
+    let mut shape = rm.shape.clone();
+    shape[axis] = 1;
+    let init = s.add(
+        ArrayMeta::new(shape, rm.block.clone(), dtype),
+        NodeOp::Fill {
+            value: op.empty_value(),
+        },
+    );
+    Ok(Val::Arr(s.concat(vec![init, r], axis, b.pos)?))
+}
+
+/// `diff`: `n` times the differences of neighbours along `axis` (`!=` of bools), after
+/// `prepend` and `append` are joined on.
+fn diff(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut x = b.array("a")?;
+    let nd = s.meta(x).ndim();
+    if nd == 0 {
+        return Err(b.err(
+            b.pos,
+            "diff requires input that is at least one dimensional",
+        ));
+    }
+    let n = b.int("n")?.unwrap_or(1);
+    if n < 0 {
+        return Err(b.err(b.pos, format!("order must be non-negative but got {n}")));
+    }
+    let axis = match b.get("axis") {
+        None => nd - 1,
+        Some((v, p)) => axis_of(v, nd).map_err(|e| b.err(*p, e))?,
+    };
+    let mut parts = Vec::new();
+    for (name, after) in [("prepend", false), ("append", true)] {
+        let Some((v, p)) = b.get(name) else { continue };
+        let m = s.meta(x).clone();
+        let mut shape = m.shape.clone();
+        shape[axis] = 1;
+        let node = match v {
+            Val::Num(value) => s.add(
+                ArrayMeta::new(shape, m.block.clone(), DType::of_kind(value.kind())),
+                NodeOp::Fill { value: *value },
+            ),
+            Val::Arr(a) if s.meta(*a).ndim() == 0 => {
+                // A 0-d array broadcasts to one slice (NumPy's broadcast_to).
+                let z = s.add(
+                    ArrayMeta::new(shape, m.block.clone(), DType::Bool),
+                    NodeOp::Fill {
+                        value: Scalar::Bool(false),
+                    },
+                );
+                let v = s.elementwise2(BinaryOp::Add, Val::Arr(*a), Val::Arr(z), *p)?;
+                s.node(v, *p)?
+            }
+            Val::Arr(a) => *a,
+            _ => return Err(b.err(*p, format!("diff(): {name} must be an array or a number"))),
+        };
+        parts.push((node, after));
+    }
+    if !parts.is_empty() {
+        let mut xs: Vec<NodeId> = parts.iter().filter(|p| !p.1).map(|p| p.0).collect();
+        xs.push(x);
+        xs.extend(parts.iter().filter(|p| p.1).map(|p| p.0));
+        x = s.concat(xs, axis, b.pos)?;
+    }
+    for _ in 0..n {
+        let len = s.meta(x).shape[axis];
+        if len == 0 {
+            break;
+        }
+        let hi = s.slice(x, &[(axis, 1, len - 1)]);
+        let lo = s.slice(x, &[(axis, 0, len - 1)]);
+        let op = if s.meta(x).dtype == DType::Bool {
+            BinaryOp::Ne
+        } else {
+            BinaryOp::Sub
+        };
+        let d = s.elementwise2(op, Val::Arr(hi), Val::Arr(lo), b.pos)?;
+        x = s.node(d, b.pos)?;
+    }
+    Ok(Val::Arr(x))
+}
+
+impl<'a> Builder<'a> {
+    /// The running `op` of `x` along `axis` in `dtype`: one scan per block when the axis
+    /// has one block, else block totals, their exclusive scan (the offsets) and each
+    /// block's scan from its offset.
+    pub(super) fn scan(&mut self, x: NodeId, op: ReduceOp, axis: usize, dtype: DType) -> NodeId {
+        let m = self.meta(x).clone();
+        let out = ArrayMeta { dtype, ..m.clone() };
+        let nk = m.grid()[axis];
+        if nk <= 1 {
+            return self.add(
+                out,
+                NodeOp::Scan {
+                    x,
+                    op,
+                    axis,
+                    exclusive: false,
+                    offsets: None,
+                },
+            );
+        }
+        let mut shape = m.shape.clone();
+        shape[axis] = nk;
+        let mut block = m.block.clone();
+        block[axis] = 1;
+        let totals = self.add(
+            ArrayMeta::new(shape.clone(), block.clone(), dtype),
+            NodeOp::ScanTotal { x, op, axis },
+        );
+        block[axis] = nk;
+        let totals = self.rechunk(totals, block.clone());
+        // A NaN among the totals was made by the data (inf - inf): it propagates.
+        let offsets = self.add(
+            ArrayMeta::new(shape, block, dtype),
+            NodeOp::Scan {
+                x: totals,
+                op: op.partial(),
+                axis,
+                exclusive: true,
+                offsets: None,
+            },
+        );
+        self.add(
+            out,
+            NodeOp::Scan {
+                x,
+                op,
+                axis,
+                exclusive: false,
+                offsets: Some(offsets),
+            },
+        )
+    }
+}

@@ -1,0 +1,816 @@
+//! Sorting, searching and sets: NumPy's `sort`/`argsort` (stable; the Array API's
+//! `descending=`), `searchsorted`, `nonzero` and its relatives, `unique` and the Array
+//! API's `unique_*`, `isin`.
+//!
+//! A sort whose lanes fit one invocation sorts each block of whole lanes. A longer 1-D
+//! array is sample-sorted, bounded in memory at any size: a sample of it (stage
+//! `values-N`, read back) gives the splitters, the counts of each block's elements below
+//! each splitter (another stage) the partitions' sizes; then each block is sorted on its
+//! own, cut into its partitions' pieces, and each block of the result merges the pieces of
+//! the partitions it overlaps. An element's key is (value, position), so equal values
+//! split between partitions and the result is stable. Shapes that depend on values
+//! (`nonzero`, `unique`) select with counts per block computed first the same way
+//! (`Builder::compress`).
+
+use super::*;
+use nums_function::memory::{BASE_MEMORY, task_peak};
+use nums_function::order::{merge_scratch, sort_scratch};
+
+const SORT: &[&str] = &["a", "axis", "kind", "order", "stable", "descending"];
+const UNIQUE: &[&str] = &[
+    "ar",
+    "return_index",
+    "return_inverse",
+    "return_counts",
+    "axis",
+    "equal_nan",
+    "sorted",
+];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "sort",
+        SORT,
+        "`np.sort` (stable; the Array API's `descending=`; any length: a sample sort past one invocation)",
+        |s, b| sort(s, b, false),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "argsort",
+        SORT,
+        "`np.argsort` (stable; `descending=` keeps equal values in order)",
+        |s, b| sort(s, b, true),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "searchsorted",
+        &["a", "v", "side", "sorter"],
+        "`np.searchsorted`",
+        searchsorted,
+    )
+    .refusing(&["sorter"]),
+    FuncDef::new("nonzero", &["a"], "`np.nonzero`, `np.where(condition)`", |s, b| {
+        let x = b.array("a")?;
+        s.nonzero(x, b.pos)
+    }),
+    FuncDef::new("flatnonzero", &["a"], "`np.flatnonzero`", |s, b| {
+        let x = b.array("a")?;
+        let n = s.meta(x).len();
+        let flat = s.reshape(x, &[n]);
+        Ok(Val::Arr(s.nonzero_positions(flat, b.pos)?))
+    }),
+    FuncDef::new("argwhere", &["a"], "`np.argwhere`", argwhere),
+    FuncDef::new(
+        "count_nonzero",
+        &["a", "axis", "keepdims"],
+        "`np.count_nonzero`",
+        |s, b| {
+            let x = b.array("a")?;
+            let axes = b.axes(s.meta(x).ndim())?;
+            let nz = s.is_nonzero(x, b.pos)?;
+            Ok(Val::Arr(s.reduce(
+                nz,
+                ReduceOp::Sum,
+                axes,
+                b.flag("keepdims")?,
+                b.pos,
+            )?))
+        },
+    ),
+    FuncDef::new(
+        "unique",
+        UNIQUE,
+        "`np.unique` (flattened; `return_index`, `return_inverse`, `return_counts`, `equal_nan`)",
+        unique,
+    )
+    .refusing(&["axis"]),
+    FuncDef::new(
+        "unique_values",
+        &["x"],
+        "`np.unique_values` (Array API: NaNs distinct)",
+        |s, b| {
+            let x = b.array("x")?;
+            let u = s.unique_parts(x, false, false, false, false, b.pos)?;
+            Ok(Val::Arr(u.values))
+        },
+    ),
+    FuncDef::new(
+        "unique_counts",
+        &["x"],
+        "`np.unique_counts` (`.values`, `.counts`)",
+        |s, b| {
+            let x = b.array("x")?;
+            let u = s.unique_parts(x, false, false, false, true, b.pos)?;
+            Ok(Val::Fields(vec![
+                ("values", Val::Arr(u.values)),
+                ("counts", Val::Arr(u.counts.expect("asked"))),
+            ]))
+        },
+    ),
+    FuncDef::new(
+        "unique_inverse",
+        &["x"],
+        "`np.unique_inverse` (`.values`, `.inverse_indices`)",
+        |s, b| {
+            let x = b.array("x")?;
+            let u = s.unique_parts(x, false, false, true, false, b.pos)?;
+            Ok(Val::Fields(vec![
+                ("values", Val::Arr(u.values)),
+                ("inverse_indices", Val::Arr(u.inverse.expect("asked"))),
+            ]))
+        },
+    ),
+    FuncDef::new(
+        "unique_all",
+        &["x"],
+        "`np.unique_all` (`.values`, `.indices`, `.inverse_indices`, `.counts`)",
+        |s, b| {
+            let x = b.array("x")?;
+            let u = s.unique_parts(x, false, true, true, true, b.pos)?;
+            Ok(Val::Fields(vec![
+                ("values", Val::Arr(u.values)),
+                ("indices", Val::Arr(u.index.expect("asked"))),
+                ("inverse_indices", Val::Arr(u.inverse.expect("asked"))),
+                ("counts", Val::Arr(u.counts.expect("asked"))),
+            ]))
+        },
+    ),
+    FuncDef::new(
+        "isin",
+        &["element", "test_elements", "assume_unique", "invert", "kind"],
+        "`np.isin`",
+        isin,
+    ),
+];
+
+/// sort and argsort: along `axis` (-1 by default; None flattens).
+fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let ndim = s.meta(x).ndim();
+    if let Some((v, p)) = b.get("kind") {
+        match v {
+            Val::Str(k)
+                if ["quicksort", "mergesort", "heapsort", "stable"].contains(&k.as_str()) => {}
+            _ => {
+                return Err(b.err(
+                    *p,
+                    format!(
+                        "{}(): kind is one of 'quicksort', 'mergesort', 'heapsort' or 'stable' (every sort here is stable)",
+                        b.f
+                    ),
+                ));
+            }
+        }
+    }
+    let descending = b.flag("descending")?;
+    let (x, axis) = match b.given("axis") {
+        Some((Val::None, _)) => {
+            let n = s.meta(x).len();
+            (s.reshape(x, &[n]), 0)
+        }
+        Some((v, p)) => (x, axis_of(v, ndim).map_err(|e| b.err(*p, e))?),
+        None => (x, one_axis(-1, ndim).map_err(|e| b.err(b.pos, e))?),
+    };
+    Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
+}
+
+/// searchsorted(a, v, side): `a` 1-D and sorted.
+fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    if s.meta(a).ndim() != 1 {
+        return Err(b.err(b.pos, "searchsorted(): a must be 1-D"));
+    }
+    let right = match b.get("side") {
+        None => false,
+        Some((Val::Str(side), _)) if side == "left" => false,
+        Some((Val::Str(side), _)) if side == "right" => true,
+        Some((_, p)) => {
+            return Err(b.err(*p, "searchsorted(): side must be 'left' or 'right'"));
+        }
+    };
+    let (v, p) = b.need("v")?.clone();
+    Ok(Val::Arr(s.searchsorted(a, v, right, p)?))
+}
+
+fn argwhere(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let Val::Tuple(parts) = s.nonzero(x, b.pos)? else {
+        unreachable!("a tuple")
+    };
+    let cols = parts
+        .into_iter()
+        .map(|v| {
+            let id = s.node(v, b.pos)?;
+            let n = s.meta(id).shape[0];
+            Ok(s.reshape(id, &[n, 1]))
+        })
+        .collect::<Result<Vec<_>, EvalError>>()?;
+    Ok(Val::Arr(s.concat(cols, 1, b.pos)?))
+}
+
+fn unique(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("ar")?;
+    let (index, inverse, counts) = (
+        b.flag("return_index")?,
+        b.flag("return_inverse")?,
+        b.flag("return_counts")?,
+    );
+    let equal_nan = match b.num("equal_nan")? {
+        None => true,
+        Some(v) => v.as_bool(),
+    };
+    let u = s.unique_parts(x, equal_nan, index, inverse, counts, b.pos)?;
+    if !(index || inverse || counts) {
+        return Ok(Val::Arr(u.values));
+    }
+    let mut out = vec![Val::Arr(u.values)];
+    out.extend(
+        [u.index, u.inverse, u.counts]
+            .into_iter()
+            .flatten()
+            .map(Val::Arr),
+    );
+    Ok(Val::Tuple(out))
+}
+
+/// isin: whether each element is among the test elements (found between the left and
+/// right search positions in their sorted values; a NaN never is, as NumPy's `==`).
+fn isin(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (e, p) = b.need("element")?.clone();
+    let (t, tp) = b.need("test_elements")?.clone();
+    if let Some((v, kp)) = b.get("kind")
+        && !matches!(v, Val::Str(k) if k == "sort" || k == "table")
+    {
+        return Err(b.err(*kp, "isin(): kind is None, 'sort' or 'table'"));
+    }
+    let t = s.node(t, tp)?;
+    let n = s.meta(t).len();
+    let flat = s.reshape(t, &[n]);
+    let e_dtype = match &e {
+        Val::Arr(id) => s.meta(*id).dtype,
+        Val::Num(x) => DType::of_kind(x.kind()),
+        _ => return Err(b.err(p, "isin(): element must be an array or a number")),
+    };
+    let dtype = e_dtype.promote(s.meta(flat).dtype);
+    let flat = s.cast(flat, dtype);
+    let sorted = s.sort_along(flat, 0, false, false, b.pos)?;
+    let e = match e {
+        Val::Num(x) => s.scalar_node(x, dtype),
+        v => {
+            let id = s.node(v, p)?;
+            s.cast(id, dtype)
+        }
+    };
+    let lo = s.searchsorted(sorted, Val::Arr(e), false, p)?;
+    let hi = s.searchsorted(sorted, Val::Arr(e), true, p)?;
+    let mut found = s.elementwise2(BinaryOp::Gt, Val::Arr(hi), Val::Arr(lo), b.pos)?;
+    if !dtype.is_exact() {
+        let nan = s.unary(UnaryOp::IsNan, Val::Arr(e), b.pos)?;
+        let ok = s.unary(UnaryOp::Not, nan, b.pos)?;
+        found = s.elementwise2(BinaryOp::And, found, ok, b.pos)?;
+    }
+    if b.flag("invert")? {
+        found = s.unary(UnaryOp::Not, found, b.pos)?;
+    }
+    Ok(found)
+}
+
+/// What `unique` computes: the sorted distinct values and, when asked, the position of
+/// each one's first occurrence, each element's index into them, each one's count.
+pub(super) struct Unique {
+    pub(super) values: NodeId,
+    pub(super) index: Option<NodeId>,
+    pub(super) inverse: Option<NodeId>,
+    pub(super) counts: Option<NodeId>,
+}
+
+/// Sample sort sizes for sorting `n` elements of `size` bytes within `memory_mb`.
+struct SampleSort {
+    /// Elements per locally sorted block.
+    run: u64,
+    /// Elements per block of the merged result.
+    out: u64,
+    /// Partitions.
+    parts: u64,
+    /// Samples in all.
+    samples: u64,
+}
+
+/// Samples per partition: enough that no partition is more than about a third over its
+/// share (the merge is sized for that).
+const SAMPLES_PER_PART: u64 = 128;
+
+impl<'a> Builder<'a> {
+    /// Bytes one sort or merge task may project: half of what an invocation holds past its
+    /// base, the rest for the tasks that make its inputs in the same batch.
+    fn sort_budget(&self) -> u64 {
+        let limit = self.job.compute.memory_mb << 20;
+        limit.saturating_sub(BASE_MEMORY) / 2 + BASE_MEMORY
+    }
+
+    /// The most elements of `size` bytes one task sorts (values, or positions with `arg`).
+    fn sort_limit(&self, size: u64, arg: bool) -> u64 {
+        let budget = self.sort_budget();
+        let out = if arg { 8 } else { size };
+        // task_peak is linear in the block's elements.
+        let per = task_peak(size, size, out, sort_scratch(1, size, arg)) - BASE_MEMORY;
+        (budget.saturating_sub(BASE_MEMORY) / per).max(1)
+    }
+
+    fn sample_sort_sizes(&self, n: u64, size: u64, arg: bool) -> SampleSort {
+        let budget = self.sort_budget().saturating_sub(BASE_MEMORY);
+        let run = self.sort_limit(size, arg);
+        // A merge block of o elements reads the partitions it overlaps: partitions of about
+        // o elements (a third over at most) make it read up to o + 2 * 4/3 o.
+        let out = (3 * budget / merge_peak(size, arg, 11, 3, 4)).max(2);
+        let parts = n.div_ceil(out).max(2);
+        SampleSort {
+            run,
+            out,
+            parts,
+            samples: (parts * SAMPLES_PER_PART).min(n),
+        }
+    }
+
+    /// `x` sorted along `axis` (or its argsort): in blocks of whole lanes when a lane fits
+    /// one task, else (1-D) by a sample sort.
+    pub(super) fn sort_along(
+        &mut self,
+        x: NodeId,
+        axis: usize,
+        descending: bool,
+        arg: bool,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let m = self.meta(x).clone();
+        let dtype = if arg { DType::Int64 } else { m.dtype };
+        let n = m.shape[axis];
+        let size = m.dtype.size() as u64;
+        let limit = self.sort_limit(size, arg);
+        if n <= limit || m.is_empty() {
+            // Whole lanes per block, the other axes cut so that a block fits.
+            let mut block = m.block.clone();
+            block[axis] = n.max(1);
+            let mut room = (limit / n.max(1)).max(1);
+            for d in (0..m.ndim()).filter(|&d| d != axis) {
+                block[d] = block[d].clamp(1, room);
+                room = (room / block[d]).max(1);
+            }
+            let xr = self.rechunk(x, block.clone());
+            return Ok(self.add(
+                ArrayMeta::new(m.shape.clone(), block, dtype),
+                NodeOp::Sort {
+                    x: xr,
+                    axis,
+                    descending,
+                    arg,
+                },
+            ));
+        }
+        if m.ndim() != 1 {
+            return Err(EvalError::Expr(ExprError::new(
+                pos,
+                format!(
+                    "sorting along an axis of {n} elements, more than one invocation of {} MB sorts ({limit}), is done for 1-D arrays: sort a 1-D array (ravel, or axis=None) or give more memory_mb",
+                    self.job.compute.memory_mb
+                ),
+            )));
+        }
+        Ok(self.sample_sort(x, descending, arg))
+    }
+
+    /// The sample sort of the 1-D `x` (see the module's doc).
+    fn sample_sort(&mut self, x: NodeId, descending: bool, arg: bool) -> NodeId {
+        let m = self.meta(x).clone();
+        let n = m.shape[0];
+        let size = m.dtype.size() as u64;
+        let z = self.sample_sort_sizes(n, size, arg);
+        let (samp, positions) = match self.sort_memo.get(&x) {
+            Some(s) => s.clone(),
+            None => {
+                // Stratified positions, each at a pseudo-random offset within its stratum.
+                let positions: Vec<u64> = (0..z.samples)
+                    .map(|j| {
+                        let lo = j * n / z.samples;
+                        let hi = ((j + 1) * n / z.samples).max(lo + 1);
+                        lo + splitmix(j ^ n) % (hi - lo)
+                    })
+                    .collect();
+                // A sample block reads about one block of x.
+                let per = z.samples.div_ceil(m.grid()[0]).max(1);
+                let samp = self.add(
+                    ArrayMeta::new(vec![z.samples], vec![per], m.dtype),
+                    NodeOp::Take {
+                        x,
+                        axis: 0,
+                        indices: positions.clone(),
+                    },
+                );
+                let positions = Arc::new(positions);
+                self.sort_memo.insert(x, (samp, positions.clone()));
+                (samp, positions)
+            }
+        };
+        // Sorted runs: x's blocks when they fit a sort and are not too many, else larger.
+        let run = if m.block[0] <= z.run && m.grid()[0] * z.parts <= 1 << 16 {
+            m.block[0]
+        } else {
+            z.run
+        };
+        let xs = self.rechunk(x, vec![run]);
+        let nb = n.div_ceil(run);
+        let block_len = |i: u64| run.min(n - i * run);
+        // counts[i][k]: elements of block i before splitter k; assumed even until known.
+        let even =
+            |i: u64| -> Vec<u64> { (1..z.parts).map(|k| block_len(i) * k / z.parts).collect() };
+        let counts: Vec<Vec<u64>> = match self.values.get(&samp) {
+            None => {
+                self.need_values.get_or_insert(samp);
+                (0..nb).map(even).collect()
+            }
+            Some(values) => {
+                let splitters = nums_function::order::splitters(
+                    values,
+                    &positions,
+                    z.parts as usize,
+                    descending,
+                );
+                let counts_node = self.add(
+                    ArrayMeta::new(
+                        vec![nb, splitters.len() as u64],
+                        vec![1, splitters.len() as u64],
+                        DType::Int64,
+                    ),
+                    NodeOp::SortCount {
+                        x: xs,
+                        splitters: Arc::new(splitters),
+                        descending,
+                    },
+                );
+                match self.values.get(&counts_node) {
+                    None => {
+                        self.need_values.get_or_insert(counts_node);
+                        (0..nb).map(even).collect()
+                    }
+                    Some(c) => {
+                        let c = c.to_i64();
+                        let row = c.shape().get(1).copied().unwrap_or(0);
+                        (0..nb as usize)
+                            .map(|i| (0..row).map(|k| c[[i, k]] as u64).collect())
+                            .collect()
+                    }
+                }
+            }
+        };
+        let sorted = self.add(
+            ArrayMeta::new(vec![n], vec![run], m.dtype),
+            NodeOp::Sort {
+                x: xs,
+                axis: 0,
+                descending,
+                arg: false,
+            },
+        );
+        let argsorted = arg.then(|| {
+            self.add(
+                ArrayMeta::new(vec![n], vec![run], DType::Int64),
+                NodeOp::Sort {
+                    x: xs,
+                    axis: 0,
+                    descending,
+                    arg: true,
+                },
+            )
+        });
+        let parts = counts.first().map_or(0, Vec::len) + 1;
+        let (mut runs, mut pos_runs) = (Vec::new(), Vec::new());
+        let mut buckets = Vec::new();
+        let mut at = 0u64;
+        for k in 0..parts {
+            let first = runs.len();
+            let mut size_k = 0;
+            for i in 0..nb {
+                let c = &counts[i as usize];
+                let lo = if k == 0 { 0 } else { c[k - 1] };
+                let hi = if k + 1 == parts { block_len(i) } else { c[k] };
+                if hi <= lo {
+                    continue;
+                }
+                let start = i * run + lo;
+                runs.push(self.slice(sorted, &[(0, start, hi - lo)]));
+                if let Some(a) = argsorted {
+                    pos_runs.push(self.slice(a, &[(0, start, hi - lo)]));
+                }
+                size_k += hi - lo;
+            }
+            if size_k > 0 {
+                buckets.push((at, first..runs.len()));
+                at += size_k;
+            }
+        }
+        // The merge blocks as large as fit what the partitions turned out to be.
+        let sizes: Vec<u64> = buckets
+            .iter()
+            .enumerate()
+            .map(|(k, b)| buckets.get(k + 1).map_or(n, |c| c.0) - b.0)
+            .collect();
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let budget = self.sort_budget().saturating_sub(BASE_MEMORY);
+        let fits = |o: u64| {
+            // Per output block, the elements of the partitions it overlaps.
+            let (mut k, mut a) = (0, 0);
+            while a < n {
+                let e = (a + o).min(n);
+                while k + 1 < buckets.len() && buckets[k + 1].0 <= a {
+                    k += 1;
+                }
+                let (mut j, mut f) = (k, 0);
+                while j < buckets.len() && buckets[j].0 < e {
+                    f += sizes[j];
+                    j += 1;
+                }
+                if merge_peak(size, arg, f, e - a, largest) > budget {
+                    return false;
+                }
+                a = e;
+            }
+            true
+        };
+        let mut out = z.out.min(n).max(1);
+        while out > 1 && !fits(out) {
+            out = out * 4 / 5;
+        }
+        self.add(
+            ArrayMeta::new(vec![n], vec![out], if arg { DType::Int64 } else { m.dtype }),
+            NodeOp::SortMerge {
+                runs,
+                positions: pos_runs,
+                buckets: Arc::new(buckets),
+                descending,
+                arg,
+            },
+        )
+    }
+
+    /// NumPy's searchsorted of `v` in the sorted 1-D `a`, both in their promoted dtype.
+    pub(super) fn searchsorted(
+        &mut self,
+        a: NodeId,
+        v: Val,
+        right: bool,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let ad = self.meta(a).dtype;
+        let v = match v {
+            Val::Num(x) => {
+                let d = ad.promote_scalar(x.kind());
+                self.scalar_node(x, d)
+            }
+            v => self.node(v, pos)?,
+        };
+        let dtype = ad.promote(self.meta(v).dtype);
+        let (a, v) = (self.cast(a, dtype), self.cast(v, dtype));
+        let vm = self.meta(v).clone();
+        Ok(self.add(
+            ArrayMeta {
+                dtype: DType::Int64,
+                ..vm
+            },
+            NodeOp::SearchSorted { a, v, right },
+        ))
+    }
+
+    /// `x != 0` as bool (a bool array is its own).
+    fn is_nonzero(&mut self, x: NodeId, pos: usize) -> Result<NodeId, EvalError> {
+        if self.meta(x).dtype == DType::Bool {
+            return Ok(x);
+        }
+        let v = self.elementwise2(BinaryOp::Ne, Val::Arr(x), Val::Num(Scalar::Int(0)), pos)?;
+        self.node(v, pos)
+    }
+
+    /// The positions (int64) of the non-zero elements of the 1-D `x`.
+    fn nonzero_positions(&mut self, x: NodeId, pos: usize) -> Result<NodeId, EvalError> {
+        let mask = self.is_nonzero(x, pos)?;
+        let mm = self.meta(mask).clone();
+        let iota = self.add(
+            ArrayMeta {
+                dtype: DType::Int64,
+                ..mm
+            },
+            NodeOp::Iota {
+                axis: 0,
+                start: Scalar::Int(0),
+                step: Scalar::Int(1),
+                last: None,
+            },
+        );
+        Ok(self.compress(iota, mask))
+    }
+
+    /// NumPy's nonzero: a tuple of each axis' indices of the non-zero elements, C order.
+    pub(super) fn nonzero(&mut self, x: NodeId, pos: usize) -> Result<Val, EvalError> {
+        let m = self.meta(x).clone();
+        if m.ndim() == 0 {
+            return Err(EvalError::Expr(ExprError::new(
+                pos,
+                "Calling nonzero on 0d arrays is not allowed. Use np.atleast_1d(scalar).nonzero() instead",
+            )));
+        }
+        let flat = self.reshape(x, &[m.len()]);
+        let p = self.nonzero_positions(flat, pos)?;
+        let mut out = Vec::new();
+        let mut stride: u64 = m.shape.iter().product();
+        for &len in &m.shape {
+            stride /= len.max(1);
+            let mut v = Val::Arr(p);
+            if stride > 1 {
+                v = self.elementwise2(
+                    BinaryOp::FloorDiv,
+                    v,
+                    Val::Num(Scalar::Int(stride as i64)),
+                    pos,
+                )?;
+            }
+            if !out.is_empty() {
+                v = self.elementwise2(
+                    BinaryOp::Mod,
+                    v,
+                    Val::Num(Scalar::Int(len.max(1) as i64)),
+                    pos,
+                )?;
+            }
+            out.push(v);
+        }
+        Ok(Val::Tuple(out))
+    }
+
+    /// The elements of the 1-D `x` where the 1-D bool `mask` is true: the count in each of
+    /// the mask's blocks is computed first (a stage), then each output block assembles
+    /// the blocks whose selected elements it holds. Until the counts are known every
+    /// element is assumed selected (the largest the array can be).
+    pub(super) fn compress(&mut self, x: NodeId, mask: NodeId) -> NodeId {
+        let mask = self.cast(mask, DType::Bool);
+        let mm = self.meta(mask).clone();
+        let x = self.rechunk(x, mm.block.clone());
+        let nb = mm.grid()[0];
+        let counts_node = self.add(
+            ArrayMeta::new(vec![nb], vec![1], DType::Int64),
+            NodeOp::ScanTotal {
+                x: mask,
+                op: ReduceOp::Sum,
+                axis: 0,
+            },
+        );
+        let counts: Vec<u64> = match self.values.get(&counts_node) {
+            Some(c) => c.to_i64().iter().map(|&c| c as u64).collect(),
+            None if nb == 0 => vec![],
+            None => {
+                self.need_values.get_or_insert(counts_node);
+                (0..nb)
+                    .map(|i| mm.block[0].min(mm.shape[0] - i * mm.block[0]))
+                    .collect()
+            }
+        };
+        let mut offsets = vec![0u64];
+        for c in counts {
+            offsets.push(offsets.last().copied().unwrap_or(0) + c);
+        }
+        let total = offsets.last().copied().unwrap_or(0);
+        let xm = self.meta(x).clone();
+        self.add(
+            ArrayMeta::new(vec![total], xm.block.clone(), xm.dtype),
+            NodeOp::Compress {
+                x,
+                mask,
+                offsets: Arc::new(offsets),
+            },
+        )
+    }
+
+    /// unique of `x` flattened; `equal_nan`: all NaNs are one value (NumPy's unique), else
+    /// each is its own (the Array API's).
+    pub(super) fn unique_parts(
+        &mut self,
+        x: NodeId,
+        equal_nan: bool,
+        want_index: bool,
+        want_inverse: bool,
+        want_counts: bool,
+        pos: usize,
+    ) -> Result<Unique, EvalError> {
+        let m = self.meta(x).clone();
+        let n = m.len();
+        let flat = self.reshape(x, &[n]);
+        let sorted = self.sort_along(flat, 0, false, false, pos)?;
+        // A value starts where it differs from the one before (the first always does).
+        let first = self.add(
+            ArrayMeta::new(vec![n.min(1)], vec![1], DType::Bool),
+            NodeOp::Fill {
+                value: Scalar::Bool(true),
+            },
+        );
+        let flags = if n > 1 {
+            let hi = self.slice(sorted, &[(0, 1, n - 1)]);
+            let lo = self.slice(sorted, &[(0, 0, n - 1)]);
+            let mut neq = self.elementwise2(BinaryOp::Ne, Val::Arr(hi), Val::Arr(lo), pos)?;
+            if equal_nan && !m.dtype.is_exact() {
+                let a = self.unary(UnaryOp::IsNan, Val::Arr(hi), pos)?;
+                let b = self.unary(UnaryOp::IsNan, Val::Arr(lo), pos)?;
+                let both = self.elementwise2(BinaryOp::And, a, b, pos)?;
+                let not_both = self.unary(UnaryOp::Not, both, pos)?;
+                neq = self.elementwise2(BinaryOp::And, neq, not_both, pos)?;
+            }
+            let neq = self.node(neq, pos)?;
+            self.concat(vec![first, neq], 0, pos)?
+        } else {
+            first
+        };
+        let values = self.compress(sorted, flags);
+        let index = if want_index {
+            let perm = self.sort_along(flat, 0, false, true, pos)?;
+            Some(self.compress(perm, flags))
+        } else {
+            None
+        };
+        let counts = if want_counts {
+            let fm = self.meta(flags).clone();
+            let iota = self.add(
+                ArrayMeta {
+                    dtype: DType::Int64,
+                    ..fm
+                },
+                NodeOp::Iota {
+                    axis: 0,
+                    start: Scalar::Int(0),
+                    step: Scalar::Int(1),
+                    last: None,
+                },
+            );
+            let starts = self.compress(iota, flags);
+            let end = self.add(
+                ArrayMeta::new(vec![1], vec![1], DType::Int64),
+                NodeOp::Fill {
+                    value: Scalar::Int(n as i64),
+                },
+            );
+            let bounds = self.concat(vec![starts, end], 0, pos)?;
+            let k = self.meta(bounds).shape[0];
+            let hi = self.slice(bounds, &[(0, 1, k - 1)]);
+            let lo = self.slice(bounds, &[(0, 0, k - 1)]);
+            let c = self.elementwise2(BinaryOp::Sub, Val::Arr(hi), Val::Arr(lo), pos)?;
+            Some(self.node(c, pos)?)
+        } else {
+            None
+        };
+        let inverse = if want_inverse {
+            let mut inv = Val::Arr(self.searchsorted(values, Val::Arr(flat), false, pos)?);
+            if !equal_nan && !m.dtype.is_exact() {
+                // Each NaN is its own value, in the order they come: the first NaN's index
+                // plus how many NaNs came before.
+                let nan = self.unary(UnaryOp::IsNan, Val::Arr(flat), pos)?;
+                let nan = self.node(nan, pos)?;
+                let before = self.scan(nan, ReduceOp::Sum, 0, DType::Int64);
+                let before = self.elementwise2(
+                    BinaryOp::Sub,
+                    Val::Arr(before),
+                    Val::Num(Scalar::Int(1)),
+                    pos,
+                )?;
+                let add = self.where_(Val::Arr(nan), before, Val::Num(Scalar::Int(0)), pos)?;
+                inv = self.elementwise2(BinaryOp::Add, inv, add, pos)?;
+            }
+            let inv = self.node(inv, pos)?;
+            Some(self.reshape(inv, &m.shape))
+        } else {
+            None
+        };
+        Ok(Unique {
+            values,
+            index,
+            inverse,
+            counts,
+        })
+    }
+}
+
+/// The projected peak (past the base) of a merge that reads `fetched` elements of
+/// `size` bytes (with `arg`, and as many positions), its largest run `largest`, for an
+/// output of `out` elements.
+fn merge_peak(size: u64, arg: bool, fetched: u64, out: u64, largest: u64) -> u64 {
+    let (each, out_each) = if arg { (size + 8, 8) } else { (size, size) };
+    task_peak(
+        fetched * each,
+        largest * each,
+        out * out_each,
+        merge_scratch(out),
+    ) - BASE_MEMORY
+}
+
+/// A well-mixed 64-bit hash (SplitMix64's finalizer): the sample positions.
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

@@ -1,0 +1,734 @@
+//! Statistics: NumPy's order statistics (`median`, `percentile`, `quantile` with every
+//! `method=`, and their `nan` variants: exact, from the sorted lanes, so at any length
+//! through the sample sort), `ptp`, `average` with weights, `cov`, `corrcoef`, and the
+//! counts of `histogram` and `bincount` (a sum over blocks; bincount's length, the
+//! largest value, is computed first in a stage of its own).
+
+use super::*;
+use nums_function::stats::{Point, quantile_dtype, quantile_point};
+use nums_layout::batch::QuantileMethod;
+
+const Q: &[&str] = &[
+    "a",
+    "q",
+    "axis",
+    "out",
+    "overwrite_input",
+    "method",
+    "keepdims",
+    "weights",
+];
+const MEDIAN: &[&str] = &["a", "axis", "out", "overwrite_input", "keepdims"];
+
+pub(super) const DEFS: &[FuncDef] = &[
+    FuncDef::new(
+        "median",
+        MEDIAN,
+        "`np.median` (exact: the sorted lanes)",
+        |s, b| quantile(s, b, None, false),
+    )
+    .refusing(&["out"]),
+    FuncDef::new("nanmedian", MEDIAN, "`np.nanmedian`", |s, b| {
+        quantile(s, b, None, true)
+    })
+    .refusing(&["out"]),
+    FuncDef::new(
+        "percentile",
+        Q,
+        "`np.percentile` (every `method=`; exact at any length)",
+        |s, b| quantile(s, b, Some(100.0), false),
+    )
+    .refusing(&["out", "weights"]),
+    FuncDef::new("nanpercentile", Q, "`np.nanpercentile`", |s, b| {
+        quantile(s, b, Some(100.0), true)
+    })
+    .refusing(&["out", "weights"]),
+    FuncDef::new("quantile", Q, "`np.quantile` (every `method=`)", |s, b| {
+        quantile(s, b, Some(1.0), false)
+    })
+    .refusing(&["out", "weights"]),
+    FuncDef::new("nanquantile", Q, "`np.nanquantile`", |s, b| {
+        quantile(s, b, Some(1.0), true)
+    })
+    .refusing(&["out", "weights"]),
+    FuncDef::new(
+        "ptp",
+        &["a", "axis", "out", "keepdims"],
+        "`np.ptp`",
+        |s, b| {
+            let x = b.array("a")?;
+            if s.meta(x).dtype == DType::Bool {
+                return Err(b.err(
+                    b.pos,
+                    "ptp(): numpy boolean subtract, the `-` operator, is not supported",
+                ));
+            }
+            let axes = b.axes(s.meta(x).ndim())?;
+            let keep = b.flag("keepdims")?;
+            let hi = s.reduce(x, ReduceOp::Max, axes.clone(), keep, b.pos)?;
+            let lo = s.reduce(x, ReduceOp::Min, axes, keep, b.pos)?;
+            s.elementwise2(BinaryOp::Sub, Val::Arr(hi), Val::Arr(lo), b.pos)
+        },
+    )
+    .refusing(&["out"]),
+    FuncDef::new(
+        "average",
+        &["a", "axis", "weights", "returned", "keepdims"],
+        "`np.average` (with `weights`, `returned`)",
+        average,
+    ),
+    FuncDef::new(
+        "cov",
+        &[
+            "m", "y", "rowvar", "bias", "ddof", "fweights", "aweights", "dtype",
+        ],
+        "`np.cov`",
+        |s, b| {
+            let c = cov(s, b)?;
+            Ok(Val::Arr(s.squeeze_all(c)))
+        },
+    )
+    .refusing(&["fweights", "aweights", "dtype"]),
+    FuncDef::new(
+        "corrcoef",
+        &["x", "y", "rowvar", "dtype"],
+        "`np.corrcoef`",
+        corrcoef,
+    )
+    .refusing(&["dtype"]),
+    FuncDef::new(
+        "histogram",
+        &["a", "bins", "range", "density", "weights"],
+        "`np.histogram` (a number of equal bins; `range`, `density`, `weights`)",
+        histogram,
+    ),
+    FuncDef::new(
+        "bincount",
+        &["x", "weights", "minlength"],
+        "`np.bincount` (at most 2^24 bins)",
+        bincount,
+    ),
+];
+
+/// median, percentile and quantile (`scale`: 100 for percentiles, None for the median)
+/// and their nan variants.
+fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let m = s.meta(x).clone();
+    if m.dtype.is_complex() {
+        return Err(b.err(
+            b.pos,
+            format!("{}(): a must be an array of real numbers", b.f),
+        ));
+    }
+    let mut method = QuantileMethod::Median;
+    // The quantiles, and whether q is a sequence (its axis comes first in the result).
+    let (qs, listed, ints) = match scale {
+        None => (vec![0.5], false, false),
+        Some(scale) => {
+            let (v, p) = b.need("q")?;
+            let items = match v {
+                Val::Num(_) => vec![v.clone()],
+                Val::Tuple(t) => t.clone(),
+                _ => {
+                    return Err(b.err(
+                        *p,
+                        format!("{}(): q must be a number or a list of numbers", b.f),
+                    ));
+                }
+            };
+            let mut qs = Vec::new();
+            let mut ints = true;
+            for i in &items {
+                let Val::Num(q) = i else {
+                    return Err(b.err(
+                        *p,
+                        format!("{}(): q must be a number or a list of numbers", b.f),
+                    ));
+                };
+                ints &= q.kind() != ScalarKind::Float;
+                let f = q.as_f64() / scale;
+                if !(0.0..=1.0).contains(&f) {
+                    return Err(b.err(
+                        *p,
+                        if scale == 100.0 {
+                            "Percentiles must be in the range [0, 100]"
+                        } else {
+                            "Quantiles must be in the range [0, 1]"
+                        },
+                    ));
+                }
+                qs.push(f);
+            }
+            method = match b.get("method") {
+                None => QuantileMethod::Linear,
+                Some((Val::Str(name), p)) => QuantileMethod::parse(name).ok_or_else(|| {
+                    b.err(
+                        *p,
+                        format!(
+                            "{name:?} is not a valid method. Use one of: {}",
+                            QuantileMethod::NAMES.join(", ")
+                        ),
+                    )
+                })?,
+                Some((_, p)) => return Err(b.err(*p, format!("{}(): method is a string", b.f))),
+            };
+            (qs, matches!(v, Val::Tuple(_)), ints && scale == 1.0)
+        }
+    };
+    // NumPy takes the element (keeping the dtype) for integral linear indices.
+    if method == QuantileMethod::Linear && ints {
+        method = QuantileMethod::Lower;
+    }
+    if qs.is_empty() {
+        return Err(b.err(b.pos, format!("{}(): q is empty", b.f)));
+    }
+    if m.dtype == DType::Bool && !method.picks() {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "{}(): numpy boolean subtract, the `-` operator, is not supported",
+                b.f
+            ),
+        ));
+    }
+    let keepdims = b.flag("keepdims")?;
+    let (xf, axis, kept_shape) = match b.get("axis") {
+        None => {
+            let n = m.len();
+            (s.reshape(x, &[n]), 0, vec![1; m.ndim()])
+        }
+        Some((v, p)) => {
+            let ax = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?;
+            let [a] = ax.as_slice() else {
+                return Err(b.err(*p, format!("{}(): one axis or None", b.f)));
+            };
+            let mut kept = m.shape.clone();
+            kept[*a] = 1;
+            (x, *a, kept)
+        }
+    };
+    if s.meta(xf).shape[axis] == 0 {
+        return Err(b.err(
+            b.pos,
+            format!("{}(): cannot take a quantile of an empty axis", b.f),
+        ));
+    }
+    let out_dtype = quantile_dtype(m.dtype, method);
+    let r = s.quantiles_along(xf, axis, &qs, method, nan, out_dtype, b.pos)?;
+    let rm = s.meta(r).clone();
+    // NumPy: q's axis first, then the other axes (the reduced one kept as 1 by keepdims).
+    let mut rest: Vec<u64> = if keepdims {
+        kept_shape
+    } else {
+        rm.shape
+            .iter()
+            .enumerate()
+            .filter(|&(d, _)| d != axis)
+            .map(|(_, &l)| l)
+            .collect()
+    };
+    if listed {
+        let mut perm = vec![axis];
+        perm.extend((0..rm.ndim()).filter(|&d| d != axis));
+        let t = s.transpose(r, perm);
+        rest.insert(0, qs.len() as u64);
+        Ok(Val::Arr(s.reshape(t, &rest)))
+    } else {
+        Ok(Val::Arr(s.reshape(r, &rest)))
+    }
+}
+
+fn average(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let m = s.meta(a).clone();
+    let keep = b.flag("keepdims")?;
+    let axes = b.axes(m.ndim())?;
+    let Some((w, wp)) = b.get("weights").cloned() else {
+        let avg = s.mean(a, axes.clone(), keep, false, b.pos)?;
+        if !b.flag("returned")? {
+            return Ok(Val::Arr(avg));
+        }
+        let n: u64 = axes.iter().map(|&d| m.shape[d]).product();
+        let am = s.meta(avg).clone();
+        let scl = s.add(
+            am,
+            NodeOp::Fill {
+                value: Scalar::Int(n as i64),
+            },
+        );
+        return Ok(Val::Tuple(vec![Val::Arr(avg), Val::Arr(scl)]));
+    };
+    let mut w = s.node(w, wp)?;
+    let wm = s.meta(w).clone();
+    let rdt = if m.dtype.is_exact() {
+        m.dtype.promote(wm.dtype).promote(DType::Float64)
+    } else {
+        m.dtype.promote(wm.dtype)
+    };
+    if wm.shape != m.shape {
+        let Some((v, p)) = b.get("axis") else {
+            return Err(b.err(
+                wp,
+                "Axis must be specified when shapes of a and weights differ.",
+            ));
+        };
+        let [ax] = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?[..] else {
+            return Err(b.err(*p, "average(): one axis with 1-D weights"));
+        };
+        if wm.ndim() != 1 {
+            return Err(b.err(
+                wp,
+                "1D weights expected when shapes of a and weights differ.",
+            ));
+        }
+        if wm.shape[0] != m.shape[ax] {
+            return Err(b.err(
+                wp,
+                "Shape of weights must be consistent with shape of a along specified axis.",
+            ));
+        }
+        let mut shape = vec![1; m.ndim()];
+        shape[ax] = m.shape[ax];
+        w = s.reshape(w, &shape);
+    }
+    let (ac, wc) = (s.cast(a, rdt), s.cast(w, rdt));
+    let prod = s.elementwise2(BinaryOp::Mul, Val::Arr(ac), Val::Arr(wc), b.pos)?;
+    let prod = s.node(prod, b.pos)?;
+    let num = s.reduce(prod, ReduceOp::Sum, axes.clone(), keep, b.pos)?;
+    // Weights broadcast to a's shape before they are summed (NumPy's wgt).
+    let zeros = s.add(
+        ArrayMeta {
+            dtype: rdt,
+            ..m.clone()
+        },
+        NodeOp::Fill {
+            value: Scalar::Int(0),
+        },
+    );
+    let wb = s.elementwise2(BinaryOp::Add, Val::Arr(wc), Val::Arr(zeros), b.pos)?;
+    let wb = s.node(wb, b.pos)?;
+    let scl = s.reduce(wb, ReduceOp::Sum, axes, keep, b.pos)?;
+    let avg = s.elementwise2(BinaryOp::Div, Val::Arr(num), Val::Arr(scl), b.pos)?;
+    if b.flag("returned")? {
+        Ok(Val::Tuple(vec![avg, Val::Arr(scl)]))
+    } else {
+        Ok(avg)
+    }
+}
+
+/// NumPy's cov before its squeeze: observations along axis 1 (rowvar), rows of `m` then
+/// of `y`, in float64 (complex128 for complex).
+fn cov(s: &mut Builder, b: &Bound) -> Result<NodeId, EvalError> {
+    let name = if b.get("m").is_some() { "m" } else { "x" };
+    let rowvar = match b.num("rowvar")? {
+        None => true,
+        Some(v) => v.as_bool(),
+    };
+    let as_rows = |s: &mut Builder, x: NodeId, p: usize| -> Result<NodeId, EvalError> {
+        let m = s.meta(x).clone();
+        let x2 = match m.ndim() {
+            0 => s.reshape(x, &[1, 1]),
+            1 => s.reshape(x, &[1, m.shape[0]]),
+            2 => x,
+            _ => return Err(b.err(p, "m has more than 2 dimensions")),
+        };
+        Ok(if !rowvar && s.meta(x2).shape[0] != 1 {
+            s.transpose(x2, vec![1, 0])
+        } else {
+            x2
+        })
+    };
+    let x = b.array(name)?;
+    let mut xs = vec![as_rows(s, x, b.pos)?];
+    if let Some((yv, yp)) = b.get("y").cloned() {
+        let y = s.node(yv, yp)?;
+        xs.push(as_rows(s, y, yp)?);
+    }
+    let dtype = xs
+        .iter()
+        .map(|&x| s.meta(x).dtype)
+        .fold(DType::Float64, DType::promote);
+    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, dtype)).collect();
+    let x = if xs.len() == 1 {
+        xs[0]
+    } else {
+        s.concat(xs, 0, b.pos)?
+    };
+    let ddof = match b.num("ddof")? {
+        Some(d) => d.as_f64(),
+        None if b.flag("bias")? => 0.0,
+        None => 1.0,
+    };
+    let n = s.meta(x).shape[1] as f64;
+    let fact = (n - ddof).max(0.0);
+    let avg = s.mean(x, vec![1], true, false, b.pos)?;
+    let xc = s.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(avg), b.pos)?;
+    let xc = s.node(xc, b.pos)?;
+    let mut xt = Val::Arr(s.transpose(xc, vec![1, 0]));
+    if dtype.is_complex() {
+        xt = s.unary(UnaryOp::Conj, xt, b.pos)?;
+    }
+    let xt = s.node(xt, b.pos)?;
+    let c = s.matmul(xc, xt, b.pos)?;
+    let c = s.elementwise2(BinaryOp::Div, c, Val::Num(Scalar::Float(fact)), b.pos)?;
+    s.node(c, b.pos)
+}
+
+fn corrcoef(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let c = cov(s, b)?;
+    let k = s.meta(c).shape[0];
+    let dtype = s.meta(c).dtype;
+    let eye = s.add(
+        ArrayMeta::new(vec![k, k], vec![k, k], DType::Float64),
+        NodeOp::Eye { k: 0 },
+    );
+    let diag = s.elementwise2(BinaryOp::Mul, Val::Arr(c), Val::Arr(eye), b.pos)?;
+    let diag = s.node(diag, b.pos)?;
+    let d = s.reduce(diag, ReduceOp::Sum, vec![1], false, b.pos)?;
+    let d = s.unary(UnaryOp::Real, Val::Arr(d), b.pos)?;
+    let sd = s.unary(UnaryOp::Sqrt, d, b.pos)?;
+    let sd = s.node(sd, b.pos)?;
+    let col = s.reshape(sd, &[k, 1]);
+    let row = s.reshape(sd, &[1, k]);
+    let r = s.elementwise2(BinaryOp::Div, Val::Arr(c), Val::Arr(col), b.pos)?;
+    let mut r = s.elementwise2(BinaryOp::Div, r, Val::Arr(row), b.pos)?;
+    if !dtype.is_complex() {
+        // NumPy clips rounding past +-1.
+        let lo = s.elementwise2(BinaryOp::Maximum, r, Val::Num(Scalar::Float(-1.0)), b.pos)?;
+        r = s.elementwise2(BinaryOp::Minimum, lo, Val::Num(Scalar::Float(1.0)), b.pos)?;
+    }
+    let r = s.node(r, b.pos)?;
+    Ok(Val::Arr(s.squeeze_all(r)))
+}
+
+fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let n = s.meta(a).len();
+    let flat = s.reshape(a, &[n]);
+    let bins = match b.get("bins") {
+        None => 10,
+        Some((Val::Num(v), p)) if v.kind() != ScalarKind::Float => {
+            if v.as_i64() < 1 {
+                return Err(b.err(*p, "`bins` must be positive, when an integer"));
+            }
+            v.as_i64() as u64
+        }
+        Some((_, p)) => {
+            return Err(b.err(
+                *p,
+                "histogram(): bins is a number of equal bins (edges or a rule's name are not supported)",
+            ));
+        }
+    };
+    if bins > MAX_SELECTION {
+        return Err(b.err(
+            b.pos,
+            format!("histogram(): more than {MAX_SELECTION} bins"),
+        ));
+    }
+    let f64_node = |s: &mut Builder, v: f64| s.scalar_node(Scalar::Float(v), DType::Float64);
+    let (lo, hi) = match b.get("range") {
+        Some((Val::Tuple(r), p)) => {
+            let [Val::Num(l), Val::Num(h)] = r.as_slice() else {
+                return Err(b.err(*p, "histogram(): range is (min, max)"));
+            };
+            let (mut l, mut h) = (l.as_f64(), h.as_f64());
+            if l > h {
+                return Err(b.err(*p, "max must be larger than min in range parameter."));
+            }
+            if !(l.is_finite() && h.is_finite()) {
+                return Err(b.err(*p, format!("supplied range of [{l}, {h}] is not finite")));
+            }
+            if l == h {
+                (l, h) = (l - 0.5, h + 0.5);
+            }
+            (f64_node(s, l), f64_node(s, h))
+        }
+        Some((_, p)) => return Err(b.err(*p, "histogram(): range is (min, max)")),
+        None if n == 0 => (f64_node(s, 0.0), f64_node(s, 1.0)),
+        None => {
+            let lo = s.reduce(flat, ReduceOp::Min, vec![0], false, b.pos)?;
+            let hi = s.reduce(flat, ReduceOp::Max, vec![0], false, b.pos)?;
+            let (lo, hi) = (s.cast(lo, DType::Float64), s.cast(hi, DType::Float64));
+            let same = s.elementwise2(BinaryOp::Eq, Val::Arr(lo), Val::Arr(hi), b.pos)?;
+            let l2 = s.elementwise2(
+                BinaryOp::Sub,
+                Val::Arr(lo),
+                Val::Num(Scalar::Float(0.5)),
+                b.pos,
+            )?;
+            let h2 = s.elementwise2(
+                BinaryOp::Add,
+                Val::Arr(hi),
+                Val::Num(Scalar::Float(0.5)),
+                b.pos,
+            )?;
+            let l = s.where_(same.clone(), l2, Val::Arr(lo), b.pos)?;
+            let h = s.where_(same, h2, Val::Arr(hi), b.pos)?;
+            (s.node(l, b.pos)?, s.node(h, b.pos)?)
+        }
+    };
+    let weights = match b.get("weights").cloned() {
+        None => None,
+        Some((w, p)) => {
+            let w = s.node(w, p)?;
+            if s.meta(w).shape != s.meta(a).shape {
+                return Err(b.err(p, "weights should have the same shape as a."));
+            }
+            let wf = s.reshape(w, &[n]);
+            let wf = s.cast(wf, DType::Float64);
+            let block = s.meta(flat).block.clone();
+            Some(s.rechunk(wf, block))
+        }
+    };
+    let hist = s.add(
+        ArrayMeta::new(
+            vec![bins],
+            vec![bins],
+            if weights.is_some() {
+                DType::Float64
+            } else {
+                DType::Int64
+            },
+        ),
+        NodeOp::Histogram {
+            x: flat,
+            lo,
+            hi,
+            weights,
+            bins,
+        },
+    );
+    // NumPy's linspace(lo, hi, bins + 1): i * step + lo, the last exactly hi.
+    let iota = s.add(
+        ArrayMeta::new(vec![bins + 1], vec![bins + 1], DType::Float64),
+        NodeOp::Iota {
+            axis: 0,
+            start: Scalar::Float(0.0),
+            step: Scalar::Float(1.0),
+            last: None,
+        },
+    );
+    let span = s.elementwise2(BinaryOp::Sub, Val::Arr(hi), Val::Arr(lo), b.pos)?;
+    let step = s.elementwise2(
+        BinaryOp::Div,
+        span,
+        Val::Num(Scalar::Float(bins as f64)),
+        b.pos,
+    )?;
+    let e = s.elementwise2(BinaryOp::Mul, Val::Arr(iota), step, b.pos)?;
+    let e = s.elementwise2(BinaryOp::Add, e, Val::Arr(lo), b.pos)?;
+    let end = s.elementwise2(
+        BinaryOp::Eq,
+        Val::Arr(iota),
+        Val::Num(Scalar::Float(bins as f64)),
+        b.pos,
+    )?;
+    let edges = s.where_(end, Val::Arr(hi), e, b.pos)?;
+    let edges = s.node(edges, b.pos)?;
+    let hist = if b.flag("density")? {
+        let widths_hi = s.slice(edges, &[(0, 1, bins)]);
+        let widths_lo = s.slice(edges, &[(0, 0, bins)]);
+        let db = s.elementwise2(
+            BinaryOp::Sub,
+            Val::Arr(widths_hi),
+            Val::Arr(widths_lo),
+            b.pos,
+        )?;
+        let total = s.reduce(hist, ReduceOp::Sum, vec![0], false, b.pos)?;
+        let h = s.elementwise2(BinaryOp::Div, Val::Arr(hist), db, b.pos)?;
+        let h = s.elementwise2(BinaryOp::Div, h, Val::Arr(total), b.pos)?;
+        s.node(h, b.pos)?
+    } else {
+        hist
+    };
+    Ok(Val::Tuple(vec![Val::Arr(hist), Val::Arr(edges)]))
+}
+
+fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("x")?;
+    let m = s.meta(x).clone();
+    if m.ndim() != 1 {
+        return Err(b.err(
+            b.pos,
+            "bincount(): x must be 1-D (object too deep for desired array)",
+        ));
+    }
+    if !m.dtype.is_exact() || m.dtype == DType::UInt64 {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "Cannot cast array data from dtype('{}') to dtype('int64') according to the rule 'safe'",
+                m.dtype
+            ),
+        ));
+    }
+    let minlength = b.int("minlength")?.unwrap_or(0);
+    if minlength < 0 {
+        return Err(b.err(b.pos, "'minlength' must not be negative"));
+    }
+    let length = if m.is_empty() {
+        minlength as u64
+    } else {
+        // The largest value decides the length: computed first, in a stage of its own.
+        let top = s.reduce(x, ReduceOp::Max, vec![0], false, b.pos)?;
+        let top = s.cast(top, DType::Int64);
+        let largest = match s.values.get(&top) {
+            Some(v) => v.first().as_i64(),
+            None => {
+                s.need_values.get_or_insert(top);
+                0
+            }
+        };
+        (largest.saturating_add(1)).max(minlength).max(0) as u64
+    };
+    if length > MAX_SELECTION {
+        return Err(b.err(
+            b.pos,
+            format!("bincount(): {length} bins, more than the {MAX_SELECTION} a bincount may have"),
+        ));
+    }
+    let weights = match b.get("weights").cloned() {
+        None => None,
+        Some((w, p)) => {
+            let w = s.node(w, p)?;
+            if s.meta(w).shape != m.shape {
+                return Err(b.err(p, "The weights and list don't have the same length."));
+            }
+            let w = s.cast(w, DType::Float64);
+            Some(s.rechunk(w, m.block.clone()))
+        }
+    };
+    Ok(Val::Arr(s.add(
+        ArrayMeta::new(
+            vec![length],
+            vec![length.max(1)],
+            if weights.is_some() {
+                DType::Float64
+            } else {
+                DType::Int64
+            },
+        ),
+        NodeOp::Bincount { x, weights },
+    )))
+}
+
+impl<'a> Builder<'a> {
+    /// `x` without its axes of length 1 (NumPy's squeeze()).
+    fn squeeze_all(&mut self, x: NodeId) -> NodeId {
+        let shape: Vec<u64> = self
+            .meta(x)
+            .shape
+            .iter()
+            .copied()
+            .filter(|&l| l != 1)
+            .collect();
+        self.reshape(x, &shape)
+    }
+
+    /// The quantiles `qs` of the lanes of `x` along `axis`, in `dtype`: x's shape with
+    /// `qs.len()` along `axis`. From lanes sorted whole in one block each, or (a 1-D array
+    /// past one invocation) from the order statistics of its sample sort.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn quantiles_along(
+        &mut self,
+        x: NodeId,
+        axis: usize,
+        qs: &[f64],
+        method: QuantileMethod,
+        nan: bool,
+        dtype: DType,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let sorted = self.sort_along(x, axis, false, false, pos)?;
+        let sm = self.meta(sorted).clone();
+        let k = qs.len() as u64;
+        if sm.block[axis] >= sm.shape[axis] {
+            let mut shape = sm.shape.clone();
+            shape[axis] = k;
+            let mut block = sm.block.clone();
+            block[axis] = k.max(1);
+            return Ok(self.add(
+                ArrayMeta::new(shape, block, dtype),
+                NodeOp::Quantile {
+                    x: sorted,
+                    axis,
+                    qs: qs.to_vec(),
+                    method,
+                    nan,
+                },
+            ));
+        }
+        // 1-D, sample-sorted: the order statistics are slices of the sorted array.
+        let n = sm.shape[0];
+        let valid = if nan {
+            // How many are not NaN (they sort last): computed first, in a stage.
+            let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
+            let ok = self.unary(UnaryOp::Not, isnan, pos)?;
+            let ok = self.node(ok, pos)?;
+            let cnt = self.reduce(ok, ReduceOp::Sum, vec![0], false, pos)?;
+            match self.values.get(&cnt) {
+                Some(v) => v.first().as_i64() as u64,
+                None => {
+                    self.need_values.get_or_insert(cnt);
+                    n
+                }
+            }
+        } else {
+            n
+        };
+        let at = |s: &mut Self, i: usize| s.slice(sorted, &[(0, i as u64, 1)]);
+        let last = at(self, n as usize - 1);
+        let mut parts = Vec::new();
+        for &q in qs {
+            if valid == 0 {
+                parts.push(self.add(
+                    ArrayMeta::new(vec![1], vec![1], dtype),
+                    NodeOp::Fill {
+                        value: Scalar::Float(f64::NAN),
+                    },
+                ));
+                continue;
+            }
+            let v = match quantile_point(valid as usize, q, method) {
+                Point::At(i) => Val::Arr(at(self, i)),
+                Point::Lerp(i, j, t) => {
+                    let (a, b) = (Val::Arr(at(self, i)), Val::Arr(at(self, j)));
+                    let d = self.elementwise2(BinaryOp::Sub, b.clone(), a.clone(), pos)?;
+                    if t >= 0.5 {
+                        let w = self.elementwise2(
+                            BinaryOp::Mul,
+                            d,
+                            Val::Num(Scalar::Float(1.0 - t)),
+                            pos,
+                        )?;
+                        self.elementwise2(BinaryOp::Sub, b, w, pos)?
+                    } else {
+                        let w =
+                            self.elementwise2(BinaryOp::Mul, d, Val::Num(Scalar::Float(t)), pos)?;
+                        self.elementwise2(BinaryOp::Add, a, w, pos)?
+                    }
+                }
+                Point::Mean(i, j) => {
+                    let (a, b) = (at(self, i), at(self, j));
+                    let a = self.cast(a, DType::Float64);
+                    let b = self.cast(b, DType::Float64);
+                    let sum = self.elementwise2(BinaryOp::Add, Val::Arr(a), Val::Arr(b), pos)?;
+                    self.elementwise2(BinaryOp::Div, sum, Val::Num(Scalar::Float(2.0)), pos)?
+                }
+            };
+            let mut v = self.node(v, pos)?;
+            v = self.cast(v, dtype);
+            if !nan && !sm.dtype.is_exact() {
+                // A NaN anywhere (it sorts last) makes the quantile NaN.
+                let isnan = self.unary(UnaryOp::IsNan, Val::Arr(last), pos)?;
+                let w = self.where_(isnan, Val::Num(Scalar::Float(f64::NAN)), Val::Arr(v), pos)?;
+                v = self.node(w, pos)?;
+                v = self.cast(v, dtype);
+            }
+            parts.push(v);
+        }
+        self.concat(parts, 0, pos)
+    }
+}

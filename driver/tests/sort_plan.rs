@@ -1,0 +1,111 @@
+//! A sort of ten times `memory_mb` of float64 plans with every invocation within
+//! `memory_mb`: the graph is built as a run builds it (the sample, then the partition
+//! sizes, each read back before the next build; here made up as the functions would find
+//! them for normal data, partitions up to a third off their share), then planned by LSHS.
+
+use std::path::Path;
+
+use nums_cloud::graph::{self, Built, Known, NodeOp};
+use nums_cloud::job::Job;
+use nums_cloud::plan::{dry_run_prefix, plan_job};
+use nums_layout::{Block, DType};
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// What a stage would read back for node `node` of `g`: a sample's values, or the
+/// partition sizes of each block.
+fn made_up_values(g: &graph::Graph, node: usize) -> Block {
+    let n = &g.nodes[node];
+    match &n.op {
+        NodeOp::SortCount { x, .. } => {
+            let xm = &g.nodes[*x].meta;
+            let (nb, splitters) = (n.meta.shape[0] as usize, n.meta.shape[1] as usize);
+            let parts = splitters + 1;
+            // Partition k's share of every block, between 2/3 and 4/3 of the even share.
+            let weight: Vec<f64> = (0..parts)
+                .map(|k| 1.0 + (splitmix(k as u64) % 1000) as f64 / 1000.0 * 0.66 - 0.33)
+                .collect();
+            let total: f64 = weight.iter().sum();
+            let mut counts = Vec::with_capacity(nb * splitters);
+            for i in 0..nb {
+                let len = xm.block[0].min(xm.shape[0] - i as u64 * xm.block[0]) as f64;
+                let mut acc = 0.0;
+                for w in &weight[..splitters] {
+                    acc += w / total;
+                    counts.push((len * acc) as i64);
+                }
+            }
+            Block::I64(ndarray::ArrayD::from_shape_vec(vec![nb, splitters], counts).unwrap())
+        }
+        _ => {
+            assert_eq!(n.meta.dtype, DType::Float64, "a sample of X");
+            let len = n.meta.shape[0] as usize;
+            // Normal values (Box-Muller).
+            let u = |i: u64| (splitmix(i) >> 11) as f64 / (1u64 << 53) as f64 + 1e-12;
+            let v: Vec<f64> = (0..len as u64)
+                .map(|i| {
+                    (-2.0 * u(2 * i).ln()).sqrt() * (std::f64::consts::TAU * u(2 * i + 1)).cos()
+                })
+                .collect();
+            Block::F64(ndarray::ArrayD::from_shape_vec(vec![len], v).unwrap())
+        }
+    }
+}
+
+#[test]
+fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
+    let memory_mb = 128u64;
+    let n = 10 * (memory_mb << 20) / 8;
+    let text = format!(
+        "[compute]\nmemory_mb = {memory_mb}\nworkers = 4\n[arrays]\n\
+         X = {{ random = \"normal\", shape = [{n}], seed = 1 }}\n\
+         s = \"sort(X)\"\na = \"argsort(X, descending=True)\"\n\
+         [outputs]\ns = \"s.zarr\"\na = \"a.zarr\"\n"
+    );
+    let job = Job::parse(Path::new("/tmp/nums-sort-plan/job.toml"), &text).unwrap();
+    let probes = graph::Probes::default();
+    let mut known = Known::default();
+    let mut stages = 0;
+    let g = loop {
+        match graph::build_known(&job, &probes, &known).unwrap() {
+            Built::Done(g) => break g,
+            Built::NeedMask { .. } => panic!("no mask in this job"),
+            Built::NeedValues { graph, node } => {
+                stages += 1;
+                assert!(
+                    stages <= 3,
+                    "more stages than the sample and two partitionings"
+                );
+                known.values.insert(node, made_up_values(&graph, node));
+            }
+        }
+    };
+    // One sample (sort and argsort share it), then each sort's partition sizes.
+    assert_eq!(stages, 3);
+    let merges = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, NodeOp::SortMerge { .. }))
+        .count();
+    assert_eq!(merges, 2);
+    let plan = plan_job(&job, &g, &dry_run_prefix(&job), &probes).unwrap();
+    let limit = memory_mb << 20;
+    assert!(
+        plan.max_projected_peak() <= limit,
+        "a batch projects {} MiB, over memory_mb = {memory_mb}",
+        plan.max_projected_peak() >> 20
+    );
+    eprintln!(
+        "{n} float64 ({} MiB) under memory_mb = {memory_mb}: {} nodes, {} tasks in {} batches, largest projection {} MiB",
+        (n * 8) >> 20,
+        g.nodes.len(),
+        plan.tasks,
+        plan.batches.len(),
+        plan.max_projected_peak() >> 20
+    );
+}

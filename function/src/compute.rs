@@ -1,0 +1,643 @@
+//! Elementwise functions and reductions of blocks in every dtype, as NumPy's loops compute
+//! them: both operands are cast to their promoted dtype (bool arithmetic to int8) and the
+//! op runs in it. Integers wrap on overflow ([`nums_layout::num::Int`]); float32 computes
+//! `+ - * /` in float32 (rounded as float64-then-float32 would be) and other functions in
+//! float64, rounded once; complex computes in complex128 with NumPy's complex division,
+//! power and lexicographic order ([`nums_layout::num`]).
+
+use std::borrow::Cow;
+
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
+use nums_layout::batch::{self, BinaryOp, Kernel, ReduceOp, UnaryOp};
+use nums_layout::num::Int;
+use nums_layout::{Block, C64, C128, DType, Elem};
+
+/// Runs the arm of `$d`'s domain with the type name bound to its element type: the
+/// integer arm for int8 ... uint64, the float arm for float32 and float64, the complex arm
+/// for complex64 and complex128. Bool has none (it computes as int8 or as bool).
+macro_rules! by_domain {
+    ($d:expr, int $ti:ident => $int:expr, float $tf:ident => $float:expr, complex $tc:ident => $complex:expr) => {
+        match $d {
+            DType::Int8 => {
+                type $ti = i8;
+                $int
+            }
+            DType::Int16 => {
+                type $ti = i16;
+                $int
+            }
+            DType::Int32 => {
+                type $ti = i32;
+                $int
+            }
+            DType::Int64 => {
+                type $ti = i64;
+                $int
+            }
+            DType::UInt8 => {
+                type $ti = u8;
+                $int
+            }
+            DType::UInt16 => {
+                type $ti = u16;
+                $int
+            }
+            DType::UInt32 => {
+                type $ti = u32;
+                $int
+            }
+            DType::UInt64 => {
+                type $ti = u64;
+                $int
+            }
+            DType::Float32 => {
+                type $tf = f32;
+                $float
+            }
+            DType::Float64 => {
+                type $tf = f64;
+                $float
+            }
+            DType::Complex64 => {
+                type $tc = C64;
+                $complex
+            }
+            DType::Complex128 => {
+                type $tc = C128;
+                $complex
+            }
+            DType::Bool => unreachable!("bool computes as int8 or as bool"),
+        }
+    };
+}
+
+/// float32 or float64: the types whose `+ - * /` run natively.
+pub trait Real:
+    Elem
+    + PartialOrd
+    + Default
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+{
+}
+impl Real for f32 {}
+impl Real for f64 {}
+
+/// The dtype `op` of operands of dtypes `a` and `b` computes in: their promoted dtype
+/// (NumPy's loop), float64 for true division of bools and ints, int8 for the arithmetic
+/// and comparisons of two bools.
+pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
+    let c = a.promote(b);
+    if op == BinaryOp::Div {
+        c.to_float()
+    } else if c == DType::Bool {
+        DType::Int8
+    } else {
+        c
+    }
+}
+
+/// The dtype a unary op of a `dtype` block computes in before its result is cast to the
+/// output's: its own for the ops that keep ints (bool as int8) and for complex; float64 or
+/// float32 for the float functions.
+fn unary_dtype(op: UnaryOp, dtype: DType, out: DType) -> DType {
+    if dtype.is_complex() {
+        dtype
+    } else if dtype.is_exact() && (op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil))
+    {
+        if dtype == DType::Bool {
+            DType::Int8
+        } else {
+            dtype
+        }
+    } else if op.is_predicate() {
+        DType::Bool
+    } else if out == DType::Float32 {
+        DType::Float32
+    } else {
+        DType::Float64
+    }
+}
+
+/// Bytes a kernel of these ops allocates beyond its inputs and output: copies of operands
+/// cast to the dtype it computes in (elements of each input not already in it).
+pub fn cast_bytes(inputs: &[(u64, DType)], compute: DType) -> u64 {
+    inputs
+        .iter()
+        .filter(|(_, d)| *d != compute)
+        .map(|(n, _)| n * compute.size() as u64)
+        .sum()
+}
+
+/// Bytes of the casts [`binary`] makes for operands of `a` and `b` elements.
+pub fn binary_cast_bytes(op: BinaryOp, a: (u64, DType), b: (u64, DType)) -> u64 {
+    if op.is_logical() {
+        return cast_bytes(&[a, b], DType::Bool);
+    }
+    cast_bytes(&[a, b], compute_dtype(op, a.1, b.1))
+}
+
+/// Bytes a kernel allocates beyond what the memory model counts for every task (its
+/// inputs, one input-sized temporary and its output, [`crate::memory::task_peak`]): its
+/// operands cast to the dtype it computes in, and its result in that dtype where the
+/// output's differs (`int8 + float64` copies the int8 block as float64; an int8 einsum
+/// computes in int64). `inputs`: elements and dtype of each input block, in order; `out`:
+/// the output block's. 0 for the kernels that compute in their operands' dtype.
+pub fn cast_workspace(kernel: &Kernel, inputs: &[(u64, DType)], out: (u64, DType)) -> u64 {
+    let (compute, result) = match (kernel, inputs) {
+        (Kernel::Binary { op }, [a, b]) if op.is_logical() => {
+            return cast_bytes(&[*a, *b], DType::Bool);
+        }
+        (Kernel::Binary { op }, [a, b]) => (compute_dtype(*op, a.1, b.1), *op),
+        (Kernel::Scalar { op, value, .. }, [x]) => (
+            compute_dtype(*op, x.1, x.1.promote_scalar(value.kind())),
+            *op,
+        ),
+        (Kernel::Unary { op }, [x]) => {
+            let c = unary_dtype(*op, x.1, out.1);
+            return cast_bytes(inputs, c)
+                + if c != out.1 {
+                    out.0 * c.size() as u64
+                } else {
+                    0
+                };
+        }
+        (Kernel::Where, [c, rest @ ..]) => {
+            return cast_bytes(&[*c], DType::Bool) + cast_bytes(rest, out.1);
+        }
+        (Kernel::Einsum { .. }, _) => {
+            let p = inputs.iter().map(|x| x.1).reduce(DType::promote);
+            let c = match p {
+                Some(d) if d.is_exact() => DType::Int64,
+                Some(d) => d,
+                None => return 0,
+            };
+            return cast_bytes(inputs, c)
+                + if c != out.1 {
+                    out.0 * c.size() as u64
+                } else {
+                    0
+                };
+        }
+        _ => return 0,
+    };
+    let made = if result.is_predicate() {
+        DType::Bool
+    } else {
+        compute
+    };
+    cast_bytes(inputs, compute)
+        + if made != out.1 {
+            out.0 * made.size() as u64
+        } else {
+            0
+        }
+}
+
+/// `op` of one block, its result in the dtype it computes in (the caller casts to the
+/// output's dtype `out`).
+pub fn unary(op: UnaryOp, x: &Block, out: DType) -> Block {
+    if let (UnaryOp::Not, Block::Bool(b)) = (op, x) {
+        return Block::Bool(b.mapv(|v| !v));
+    }
+    let d = x.dtype();
+    match unary_dtype(op, d, out) {
+        DType::Bool => with_block!(x, a => Block::Bool(
+            Zip::from(a).par_map_collect(|v| op.apply(v.to_f64()) != 0.0))),
+        DType::Float32 => with_block!(x, a => Block::F32(
+            Zip::from(a).par_map_collect(|v| op.apply(v.to_f64()) as f32))),
+        DType::Float64 => with_block!(x, a => Block::F64(
+            Zip::from(a).par_map_collect(|v| op.apply(v.to_f64())))),
+        c => by_domain!(c,
+            int T => {
+                let a = x.to_elem::<T>();
+                T::wrap(Zip::from(&*a).par_map_collect(|&v| op.apply_int(v).unwrap_or(v)))
+            },
+            float T => unreachable!("float functions computed above {:?}", T::DTYPE),
+            complex T => {
+                // Straight into the output's element type: a real result (abs, angle,
+                // real, imag) is the real part, a predicate 1 or 0.
+                let a = x.view::<T>().expect("complex computes in its own dtype");
+                nums_layout::for_dtype!(out, O => O::wrap(Zip::from(a).par_map_collect(|&z| {
+                    O::from_elem(op.apply_complex(z.to_c128()))
+                })))
+            }
+        ),
+    }
+}
+
+/// `op` of two blocks broadcast together, in the dtype it computes in
+/// ([`compute_dtype`]); predicates give bool.
+pub fn binary(op: BinaryOp, a: &Block, b: &Block) -> Result<Block, String> {
+    let shape = nums_layout::meta::broadcast(a.shape(), b.shape()).ok_or_else(|| {
+        format!(
+            "operands of {} have block shapes {:?} and {:?}",
+            op.symbol(),
+            a.shape(),
+            b.shape()
+        )
+    })?;
+    let dim = IxDyn(&shape);
+    if op.is_logical() {
+        let (a, b) = (a.to_bool(), b.to_bool());
+        let (a, b) = (
+            a.broadcast(dim.clone()).expect("broadcastable"),
+            b.broadcast(dim).expect("broadcastable"),
+        );
+        let zip = Zip::from(a).and(b);
+        return Ok(Block::Bool(match op {
+            BinaryOp::And => zip.par_map_collect(|x, y| *x && *y),
+            BinaryOp::Or => zip.par_map_collect(|x, y| *x || *y),
+            _ => zip.par_map_collect(|x, y| *x != *y),
+        }));
+    }
+    let c = compute_dtype(op, a.dtype(), b.dtype());
+    // NumPy compares int64 with uint64 exactly (their promoted dtype is float64).
+    if op.is_predicate() && a.dtype().is_int() && b.dtype().is_int() && !c.is_exact() {
+        return Ok(mixed_compare(op, a, b, dim));
+    }
+    by_domain!(c,
+        int T => {
+            let (x, y) = (a.to_elem::<T>(), b.to_elem::<T>());
+            int_binary(op, bc(&x, &dim), bc(&y, &dim))
+        },
+        float T => {
+            let (x, y) = (a.to_elem::<T>(), b.to_elem::<T>());
+            Ok(float_binary(op, bc(&x, &dim), bc(&y, &dim)))
+        },
+        complex T => {
+            let (x, y) = (a.to_elem::<T>(), b.to_elem::<T>());
+            Ok(complex_binary(op, bc(&x, &dim), bc(&y, &dim)))
+        }
+    )
+}
+
+fn bc<'a, T>(a: &'a ArrayD<T>, dim: &IxDyn) -> ArrayViewD<'a, T> {
+    a.broadcast(dim.clone()).expect("broadcastable")
+}
+
+/// `op` of two integers of one type (see [`BinaryOp::apply_int`]): an int array to a
+/// negative power is NumPy's error.
+fn int_binary<T: Int>(
+    op: BinaryOp,
+    a: ArrayViewD<'_, T>,
+    b: ArrayViewD<'_, T>,
+) -> Result<Block, String> {
+    if op == BinaryOp::Pow && b.iter().any(|e| e.negative()) {
+        return Err(format!("ValueError: {}", batch::NEGATIVE_POWER));
+    }
+    let zip = Zip::from(a).and(b);
+    if op.is_predicate() {
+        return Ok(Block::Bool(
+            zip.par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate")),
+        ));
+    }
+    Ok(T::wrap(match op {
+        BinaryOp::Add => zip.par_map_collect(|&x, &y| x.wadd(y)),
+        BinaryOp::Sub => zip.par_map_collect(|&x, &y| x.wsub(y)),
+        BinaryOp::Mul => zip.par_map_collect(|&x, &y| x.wmul(y)),
+        BinaryOp::Div => return Err("/ of ints computes in float64".into()),
+        op => zip.par_map_collect(|&x, &y| op.apply_int(x, y).expect("an int op")),
+    }))
+}
+
+/// `op` of two floats of one type: `+ - * /` natively, comparisons, and the other ops in
+/// float64 rounded once.
+fn float_binary<T: Real>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T>) -> Block {
+    let zip = Zip::from(a).and(b);
+    match op {
+        BinaryOp::Add => T::wrap(zip.par_map_collect(|&x, &y| x + y)),
+        BinaryOp::Sub => T::wrap(zip.par_map_collect(|&x, &y| x - y)),
+        BinaryOp::Mul => T::wrap(zip.par_map_collect(|&x, &y| x * y)),
+        BinaryOp::Div => T::wrap(zip.par_map_collect(|&x, &y| x / y)),
+        op if op.is_predicate() => {
+            Block::Bool(zip.par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate")))
+        }
+        op => T::wrap(zip.par_map_collect(|&x, &y| T::from_elem(op.apply(x.to_f64(), y.to_f64())))),
+    }
+}
+
+/// `op` of two complex numbers of one type, in complex128 (see
+/// [`BinaryOp::apply_complex`]); comparisons are lexicographic, as NumPy's.
+fn complex_binary<T: Elem>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T>) -> Block {
+    let zip = Zip::from(a).and(b);
+    if op.is_predicate() {
+        return Block::Bool(zip.par_map_collect(|&x, &y| {
+            op.compare_complex(x.to_c128(), y.to_c128())
+                .expect("a predicate")
+        }));
+    }
+    T::wrap(zip.par_map_collect(|&x, &y| T::from_elem(op.apply_complex(x.to_c128(), y.to_c128()))))
+}
+
+/// A comparison of a signed int block with a uint64 one (either side), exact.
+fn mixed_compare(op: BinaryOp, a: &Block, b: &Block, dim: IxDyn) -> Block {
+    let (x, y) = (a.to_i64(), b.to_i64());
+    let (ua, ub) = (a.dtype().is_unsigned(), b.dtype().is_unsigned());
+    let wide = |v: i64, unsigned: bool| {
+        if unsigned {
+            v as u64 as i128
+        } else {
+            v as i128
+        }
+    };
+    Block::Bool(
+        Zip::from(bc(&x, &dim))
+            .and(bc(&y, &dim))
+            .par_map_collect(|&p, &q| op.compare(wide(p, ua), wide(q, ub)).expect("a predicate")),
+    )
+}
+
+/// Each input reduced over `axes`, then the partial results combined in input order (all
+/// inputs of one dtype). Ints: sums and products in wrapping int64 (whose bits are
+/// uint64's too), extremes in their own type; floats in float64; complex in complex128;
+/// `all`/`any` in bool.
+pub fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, String> {
+    let mut axes = axes.to_vec();
+    axes.sort_unstable_by(|a, b| b.cmp(a));
+    if let Some((x, &ax)) = inputs.iter().find_map(|x| {
+        axes.iter()
+            .find(|&&ax| ax >= x.shape().len())
+            .map(|ax| (x, ax))
+    }) {
+        return Err(format!(
+            "{} over axis {ax} of a {}-D block",
+            op.name(),
+            x.shape().len()
+        ));
+    }
+    let d = inputs.first().map_or(DType::Float64, |x| x.dtype());
+    if let Some(x) = inputs.iter().find(|x| x.dtype() != d) {
+        return Err(format!(
+            "{} of blocks of dtypes {d} and {}",
+            op.name(),
+            x.dtype()
+        ));
+    }
+    if matches!(op, ReduceOp::All | ReduceOp::Any) {
+        let f = |a: bool, v: bool| if op == ReduceOp::All { a && v } else { a || v };
+        let parts = inputs
+            .iter()
+            .map(|x| fold_axes(&x.to_bool(), &axes, op == ReduceOp::All, f, f));
+        return combine(parts, op, f).map(Block::Bool);
+    }
+    let extreme = matches!(
+        op,
+        ReduceOp::Min | ReduceOp::Max | ReduceOp::NanMin | ReduceOp::NanMax
+    );
+    if d.is_exact() && !extreme {
+        let later = |acc, v| op.apply_i64(acc, v);
+        let parts = inputs.iter().map(|x| {
+            with_block!(x, a => fold_axes(a, &axes, op.identity_i64(),
+                |acc, v| op.apply_i64(acc, v.to_i64()), later))
+        });
+        return combine(parts, op, later).map(Block::I64);
+    }
+    if d.is_exact() {
+        let c = if d == DType::Bool { DType::Int8 } else { d };
+        return by_domain!(c,
+            int T => {
+                let f = |acc: T, v: T| op.apply_int(acc, v);
+                let parts = inputs
+                    .iter()
+                    .map(|x| fold_axes(&x.to_elem::<T>(), &axes, op.identity_int::<T>(), f, f));
+                combine(parts, op, f).map(T::wrap)
+            },
+            float T => unreachable!("exact dtypes only, not {}", T::DTYPE),
+            complex T => unreachable!("exact dtypes only, not {}", T::DTYPE)
+        );
+    }
+    // The input's values are folded with `op` (nansum skips their NaNs); what that first
+    // fold made (a NaN of inf - inf included) is folded and combined with `op.partial()`.
+    let later = op.partial();
+    if d.is_complex() {
+        let id = op.identity_complex();
+        let parts = inputs.iter().map(|x| {
+            with_block!(x, a => if axes.is_empty() {
+                // No axis reduced: each value alone, a NaN the nan variants' identity.
+                a.mapv(|v| {
+                    let z = v.to_c128();
+                    if later != op && nums_layout::num::c_isnan(z) { id } else { z }
+                })
+            } else {
+                fold_axes(a, &axes, id, |acc, v| op.apply_complex(acc, v.to_c128()),
+                    |acc, v| later.apply_complex(acc, v))
+            })
+        });
+        return combine(parts, op, |a, v| later.apply_complex(a, v)).map(Block::C128);
+    }
+    let fold = |a: ndarray::ArrayViewD<'_, f64>, ax: usize, op: ReduceOp| {
+        if op == ReduceOp::Sum {
+            a.sum_axis(Axis(ax))
+        } else {
+            a.fold_axis(Axis(ax), op.identity(), |&a, &v| op.apply(a, v))
+        }
+    };
+    let parts = inputs.iter().map(|x| {
+        let x = x.to_f64();
+        match axes.split_first() {
+            // No axis reduced (`nansum(x, axis=())`): each value alone, a NaN its identity.
+            None if later != op => x.mapv(|v| if v.is_nan() { op.identity() } else { v }),
+            None => x.into_owned(),
+            Some((&first, rest)) => rest.iter().fold(fold(x.view(), first, op), |p, &ax| {
+                fold(p.view(), ax, later)
+            }),
+        }
+    });
+    combine(parts, op, |a, v| later.apply(a, v)).map(Block::F64)
+}
+
+/// `x` folded over `axes` (descending) one at a time into accumulators of type `A`
+/// starting at `init`: the first axis with `first` (from the input's elements), the others
+/// with `later`; only the (smaller) results are allocated. With no axes, each value is
+/// folded into `init` alone.
+fn fold_axes<T: Copy, A: Copy>(
+    x: &ArrayD<T>,
+    axes: &[usize],
+    init: A,
+    first: impl Fn(A, T) -> A,
+    later: impl Fn(A, A) -> A,
+) -> ArrayD<A> {
+    match axes.split_first() {
+        None => x.mapv(|v| first(init, v)),
+        Some((&ax, rest)) => {
+            let p = x.fold_axis(Axis(ax), init, |&a, &v| first(a, v));
+            rest.iter().fold(p, |p, &ax| {
+                p.fold_axis(Axis(ax), init, |&a, &v| later(a, v))
+            })
+        }
+    }
+}
+
+/// Partial results combined elementwise in order with `f`.
+pub fn combine<T: Copy>(
+    parts: impl Iterator<Item = ArrayD<T>>,
+    op: ReduceOp,
+    f: impl Fn(T, T) -> T,
+) -> Result<ArrayD<T>, String> {
+    let mut acc: Option<ArrayD<T>> = None;
+    for part in parts {
+        acc = Some(match acc {
+            None => part,
+            Some(mut s) => {
+                if s.shape() != part.shape() {
+                    return Err(format!(
+                        "{} of partial results of shapes {:?} and {:?}",
+                        op.name(),
+                        s.shape(),
+                        part.shape()
+                    ));
+                }
+                Zip::from(&mut s).and(&part).for_each(|a, &v| *a = f(*a, v));
+                s
+            }
+        });
+    }
+    acc.ok_or_else(|| format!("{} needs at least one input", op.name()))
+}
+
+/// The block in `dtype`, borrowed where it already is.
+pub fn in_dtype(b: &Block, dtype: DType) -> Cow<'_, Block> {
+    if b.dtype() == dtype {
+        Cow::Borrowed(b)
+    } else {
+        Cow::Owned(b.clone().cast(dtype))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::arr1;
+
+    #[test]
+    fn casts_are_counted_where_a_kernel_widens() {
+        use DType::*;
+        let bin = |op| Kernel::Binary { op };
+        // Same dtypes: nothing beyond the model's one temporary.
+        let k = bin(BinaryOp::Add);
+        assert_eq!(
+            cast_workspace(&k, &[(10, Float64), (10, Float64)], (10, Float64)),
+            0
+        );
+        // int8 + float64: the int8 operand copied as float64.
+        assert_eq!(
+            cast_workspace(&k, &[(10, Int8), (10, Float64)], (10, Float64)),
+            80
+        );
+        // int8 / int8: both as float64.
+        let d = bin(BinaryOp::Div);
+        assert_eq!(
+            cast_workspace(&d, &[(10, Int8), (10, Int8)], (10, Float64)),
+            160
+        );
+        // A comparison makes bools, the output's dtype: the casts only (int16 as float32).
+        let lt = bin(BinaryOp::Lt);
+        assert_eq!(
+            cast_workspace(&lt, &[(10, Int16), (10, Float32)], (10, Bool)),
+            40
+        );
+        // exp of int8 computes in float32 (its output); an int8 einsum in int64, then cast.
+        let exp = Kernel::Unary { op: UnaryOp::Exp };
+        assert_eq!(cast_workspace(&exp, &[(10, Int8)], (10, Float32)), 40);
+        let e = Kernel::Einsum {
+            subscripts: "ij,jk->ik".into(),
+            operands: 2,
+        };
+        assert_eq!(
+            cast_workspace(&e, &[(6, Int8), (6, Int8)], (4, Int8)),
+            2 * 6 * 8 + 4 * 8
+        );
+        assert_eq!(
+            cast_workspace(&e, &[(6, Complex64), (6, Complex64)], (4, Complex64)),
+            0
+        );
+    }
+
+    #[test]
+    fn narrow_ints_wrap_in_their_own_type() {
+        let a = Block::I8(arr1(&[100i8, -128, 7]).into_dyn());
+        let b = Block::I8(arr1(&[100i8, -1, 0]).into_dyn());
+        assert_eq!(
+            binary(BinaryOp::Add, &a, &b).unwrap(),
+            Block::I8(arr1(&[-56i8, 127, 7]).into_dyn())
+        );
+        // MIN // -1 wraps, x // 0 and x % 0 are 0.
+        assert_eq!(
+            binary(BinaryOp::FloorDiv, &a, &b).unwrap(),
+            Block::I8(arr1(&[1i8, -128, 0]).into_dyn())
+        );
+        assert_eq!(
+            binary(BinaryOp::Mod, &a, &b).unwrap(),
+            Block::I8(arr1(&[0i8, 0, 0]).into_dyn())
+        );
+        // uint8 with int8: int16, as NumPy promotes.
+        let u = Block::U8(arr1(&[200u8, 1, 255]).into_dyn());
+        assert_eq!(
+            binary(BinaryOp::Sub, &b, &u).unwrap(),
+            Block::I16(arr1(&[-100i16, -2, -255]).into_dyn())
+        );
+        assert_eq!(
+            unary(UnaryOp::Neg, &u, DType::UInt8),
+            Block::U8(arr1(&[56u8, 255, 1]).into_dyn())
+        );
+        // int64 against uint64: exact, though their promoted dtype is float64.
+        let i = Block::I64(arr1(&[(1 << 62) + 1, -1]).into_dyn());
+        let w = Block::U64(arr1(&[1u64 << 62, u64::MAX]).into_dyn());
+        assert_eq!(
+            binary(BinaryOp::Gt, &i, &w).unwrap(),
+            Block::Bool(arr1(&[true, false]).into_dyn())
+        );
+        assert_eq!(
+            binary(BinaryOp::Add, &i, &w).unwrap().dtype(),
+            DType::Float64
+        );
+        // Sums of int8 in int64; extremes in their own type.
+        let s = reduce(&[&a, &b], ReduceOp::Sum, &[0]).unwrap();
+        assert_eq!(
+            s,
+            Block::I64(ndarray::arr0(100 - 128 + 7 + 100 - 1).into_dyn())
+        );
+        let m = reduce(&[&u], ReduceOp::Max, &[0]).unwrap();
+        assert_eq!(m, Block::U8(ndarray::arr0(255u8).into_dyn()));
+    }
+
+    #[test]
+    fn complex_computes_as_numpy() {
+        let z = |re, im| C128::new(re, im);
+        let a = Block::C128(arr1(&[z(1.0, 2.0), z(3.0, -4.0)]).into_dyn());
+        let b = Block::C64(arr1(&[C64::new(0.0, 1.0), C64::new(2.0, 0.0)]).into_dyn());
+        assert_eq!(
+            binary(BinaryOp::Mul, &a, &b).unwrap(),
+            Block::C128(arr1(&[z(-2.0, 1.0), z(6.0, -8.0)]).into_dyn())
+        );
+        assert_eq!(
+            binary(BinaryOp::Div, &a, &b).unwrap(),
+            Block::C128(arr1(&[z(2.0, -1.0), z(1.5, -2.0)]).into_dyn())
+        );
+        assert_eq!(
+            binary(BinaryOp::Lt, &a, &b).unwrap(),
+            Block::Bool(arr1(&[false, false]).into_dyn())
+        );
+        assert_eq!(
+            unary(UnaryOp::Abs, &a, DType::Float64),
+            Block::F64(arr1(&[5f64.sqrt(), 5.0]).into_dyn())
+        );
+        assert_eq!(
+            unary(UnaryOp::Imag, &b, DType::Float32),
+            Block::F32(arr1(&[1.0f32, 0.0]).into_dyn())
+        );
+        assert_eq!(
+            unary(UnaryOp::IsNan, &a, DType::Bool),
+            Block::Bool(arr1(&[false, false]).into_dyn())
+        );
+        let s = reduce(&[&a], ReduceOp::Sum, &[0]).unwrap();
+        assert_eq!(s, Block::C128(ndarray::arr0(z(4.0, -2.0)).into_dyn()));
+        let p = reduce(&[&a], ReduceOp::Prod, &[0]).unwrap();
+        assert_eq!(p, Block::C128(ndarray::arr0(z(11.0, 2.0)).into_dyn()));
+        let m = reduce(&[&a], ReduceOp::Max, &[0]).unwrap();
+        assert_eq!(m, Block::C128(ndarray::arr0(z(3.0, -4.0)).into_dyn()));
+    }
+}

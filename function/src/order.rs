@@ -1,0 +1,655 @@
+//! Scans, sorting and searching of blocks in every dtype: running sums and products
+//! (the blocks of `cumsum`, each from its offset), NumPy's sort order ([`Sortable`]), a
+//! block sorted or arg-sorted, the partition sizes and the merge of a sample sort, the
+//! counts `searchsorted` adds up, and the selection of a 1-D mask across blocks.
+
+use std::cmp::Ordering;
+
+use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use nums_layout::batch::ReduceOp;
+use nums_layout::num::Int;
+use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
+
+/// An element type in NumPy's sort order: NaN after every number (a complex: finite, then
+/// a NaN imaginary part, then a NaN real part, then both), -0.0 equal to 0.0.
+pub trait Sortable: Elem {
+    /// Where `self` comes relative to `other` in NumPy's ascending sort.
+    fn order(&self, other: &Self) -> Ordering;
+}
+
+macro_rules! sortable_ord {
+    ($($t:ty),*) => {$(
+        impl Sortable for $t {
+            #[inline]
+            fn order(&self, other: &Self) -> Ordering {
+                self.cmp(other)
+            }
+        }
+    )*};
+}
+sortable_ord!(bool, i8, i16, i32, i64, u8, u16, u32, u64);
+
+/// NaN last, otherwise as `<` compares (so -0.0 equals 0.0).
+#[inline]
+fn float_order<F: PartialOrd + Copy>(a: F, b: F, a_nan: bool, b_nan: bool) -> Ordering {
+    match (a_nan, b_nan) {
+        (false, false) => a.partial_cmp(&b).unwrap_or(Ordering::Equal),
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+    }
+}
+
+macro_rules! sortable_float {
+    ($($t:ty),*) => {$(
+        impl Sortable for $t {
+            #[inline]
+            fn order(&self, other: &Self) -> Ordering {
+                float_order(*self, *other, self.is_nan(), other.is_nan())
+            }
+        }
+    )*};
+}
+sortable_float!(f32, f64);
+
+macro_rules! sortable_complex {
+    ($($t:ty),*) => {$(
+        impl Sortable for $t {
+            #[inline]
+            fn order(&self, other: &Self) -> Ordering {
+                // NumPy's complex order: by which parts are NaN first, then by the parts
+                // that are not.
+                let class = |z: &$t| (z.re.is_nan(), z.im.is_nan());
+                let (ca, cb) = (class(self), class(other));
+                ca.cmp(&cb).then_with(|| match ca {
+                    (false, false) => float_order(self.re, other.re, false, false)
+                        .then(float_order(self.im, other.im, false, false)),
+                    (false, true) => float_order(self.re, other.re, false, false),
+                    (true, false) => float_order(self.im, other.im, false, false),
+                    (true, true) => Ordering::Equal,
+                })
+            }
+        }
+    )*};
+}
+sortable_complex!(C64, C128);
+
+/// The order of two elements of a sort: ascending, or descending (NaN first).
+#[inline]
+fn cmp<T: Sortable>(a: &T, b: &T, descending: bool) -> Ordering {
+    if descending { b.order(a) } else { a.order(b) }
+}
+
+/// A number type running sums and products accumulate in (NumPy's: ints wrap).
+pub trait Acc: Elem {
+    /// 1 (a product's identity).
+    const ONE: Self;
+    /// `self + o` (ints wrap).
+    fn plus(self, o: Self) -> Self;
+    /// `self * o` (ints wrap).
+    fn times(self, o: Self) -> Self;
+    /// Whether it is NaN (a complex: either part); ints never are.
+    fn nan(self) -> bool;
+}
+
+macro_rules! acc_int {
+    ($($t:ty),*) => {$(
+        impl Acc for $t {
+            const ONE: Self = 1;
+            #[inline]
+            fn plus(self, o: Self) -> Self { self.wadd(o) }
+            #[inline]
+            fn times(self, o: Self) -> Self { self.wmul(o) }
+            #[inline]
+            fn nan(self) -> bool { false }
+        }
+    )*};
+}
+acc_int!(i8, i16, i32, i64, u8, u16, u32, u64);
+
+macro_rules! acc_float {
+    ($($t:ty),*) => {$(
+        impl Acc for $t {
+            const ONE: Self = 1.0;
+            #[inline]
+            fn plus(self, o: Self) -> Self { self + o }
+            #[inline]
+            fn times(self, o: Self) -> Self { self * o }
+            #[inline]
+            fn nan(self) -> bool { self.is_nan() }
+        }
+    )*};
+}
+acc_float!(f32, f64);
+
+macro_rules! acc_complex {
+    ($($t:ty),*) => {$(
+        impl Acc for $t {
+            const ONE: Self = <$t>::new(1.0, 0.0);
+            #[inline]
+            fn plus(self, o: Self) -> Self { self + o }
+            #[inline]
+            fn times(self, o: Self) -> Self { self * o }
+            #[inline]
+            fn nan(self) -> bool { self.re.is_nan() || self.im.is_nan() }
+        }
+    )*};
+}
+acc_complex!(C64, C128);
+
+/// The accumulation of `op` (sum, prod, nansum, nanprod): (identity, step).
+/// One step of an accumulation: the accumulated value and the next one.
+type Step<T> = fn(T, T) -> T;
+
+fn accumulation<T: Acc>(op: ReduceOp) -> Result<(T, Step<T>), String> {
+    Ok(match op {
+        ReduceOp::Sum => (T::ZERO, |a, v| a.plus(v)),
+        ReduceOp::Prod => (T::ONE, |a, v| a.times(v)),
+        ReduceOp::NanSum => (T::ZERO, |a, v| if v.nan() { a } else { a.plus(v) }),
+        ReduceOp::NanProd => (T::ONE, |a, v| if v.nan() { a } else { a.times(v) }),
+        op => return Err(format!("no running {}", op.name())),
+    })
+}
+
+/// Bytes of one (value, position) pair an argsort sorts: the value padded to 8 bytes.
+fn pair_bytes(size: u64) -> u64 {
+    size.next_multiple_of(8) + 8
+}
+
+/// Bytes [`sort`] holds beyond its input and output for `elems` elements of `size` bytes:
+/// a lane's copy (values), or its (value, position) pairs (`arg`).
+pub fn sort_scratch(elems: u64, size: u64, arg: bool) -> u64 {
+    elems * if arg { pair_bytes(size) } else { size }
+}
+
+/// Bytes [`sort_merge`] holds beyond its inputs and output for an output of `out`
+/// elements: the merge's (run, index) of each, one head per run aside.
+pub fn merge_scratch(out: u64) -> u64 {
+    out * 16
+}
+
+fn check_axis(shape: &[usize], axis: usize) -> Result<(), String> {
+    if axis >= shape.len() {
+        return Err(format!("axis {axis} of a {}-D block", shape.len()));
+    }
+    Ok(())
+}
+
+/// See [`nums_layout::batch::Kernel::Scan`]: `offsets` is the block of starting values
+/// and the position along `axis` in it.
+pub fn scan(
+    x: &Block,
+    offsets: Option<(&Block, u64)>,
+    op: ReduceOp,
+    axis: usize,
+    exclusive: bool,
+    dtype: DType,
+) -> Result<Block, String> {
+    check_axis(x.shape(), axis)?;
+    for_dtype!(dtype, T => scan_t::<T>(x, offsets, op, axis, exclusive),
+        bool => Err("a running sum or product in bool".into()))
+}
+
+fn scan_t<T: Acc>(
+    x: &Block,
+    offsets: Option<(&Block, u64)>,
+    op: ReduceOp,
+    axis: usize,
+    exclusive: bool,
+) -> Result<Block, String> {
+    let (id, step) = accumulation::<T>(op)?;
+    let a = x.to_elem::<T>();
+    let mut out = ArrayD::from_elem(a.raw_dim(), T::ZERO);
+    let run = |mut o: ndarray::ArrayViewMut1<T>, i: ndarray::ArrayView1<T>, start: T| {
+        let mut acc = start;
+        for (o, &v) in o.iter_mut().zip(i) {
+            if exclusive {
+                *o = acc;
+                acc = step(acc, v);
+            } else {
+                acc = step(acc, v);
+                *o = acc;
+            }
+        }
+    };
+    match offsets {
+        Some((b, k)) => {
+            let o = b.to_elem::<T>();
+            let mut want = a.shape().to_vec();
+            want[axis] = o.shape().get(axis).copied().unwrap_or(0);
+            if o.shape() != want.as_slice() || k as usize >= want[axis] {
+                return Err(format!(
+                    "offsets of shape {:?} (position {k}) for a block of shape {:?} along axis {axis}",
+                    o.shape(),
+                    a.shape()
+                ));
+            }
+            let start = o.index_axis(Axis(axis), k as usize);
+            Zip::from(out.lanes_mut(Axis(axis)))
+                .and(a.lanes(Axis(axis)))
+                .and(&start)
+                .for_each(|o, i, &s| run(o, i, s));
+        }
+        None => Zip::from(out.lanes_mut(Axis(axis)))
+            .and(a.lanes(Axis(axis)))
+            .for_each(|o, i| run(o, i, id)),
+    }
+    Ok(T::wrap(out))
+}
+
+/// See [`nums_layout::batch::Kernel::ScanTotal`].
+pub fn scan_total(x: &Block, op: ReduceOp, axis: usize, dtype: DType) -> Result<Block, String> {
+    check_axis(x.shape(), axis)?;
+    for_dtype!(dtype, T => {
+        let (id, step) = accumulation::<T>(op)?;
+        let a = x.to_elem::<T>();
+        let t = Zip::from(a.lanes(Axis(axis))).map_collect(|l| l.iter().fold(id, |acc, &v| step(acc, v)));
+        Ok(T::wrap(t.insert_axis(Axis(axis))))
+    }, bool => Err("a total in bool".into()))
+}
+
+/// See [`nums_layout::batch::Kernel::Sort`]: `origin` is the block's position along
+/// `axis` in its array (added to argsort's indices).
+pub fn sort(
+    x: &Block,
+    axis: usize,
+    descending: bool,
+    arg: bool,
+    origin: u64,
+) -> Result<Block, String> {
+    check_axis(x.shape(), axis)?;
+    for_dtype!(x.dtype(), T => Ok(sort_t::<T>(x.view::<T>().expect("its dtype"), axis, descending, arg, origin)))
+}
+
+fn sort_t<T: Sortable>(
+    a: &ArrayD<T>,
+    axis: usize,
+    descending: bool,
+    arg: bool,
+    origin: u64,
+) -> Block {
+    if arg {
+        let mut out = ArrayD::<i64>::zeros(a.raw_dim());
+        let mut pairs: Vec<(T, i64)> = Vec::with_capacity(a.shape()[axis]);
+        Zip::from(out.lanes_mut(Axis(axis)))
+            .and(a.lanes(Axis(axis)))
+            .for_each(|mut o, l| {
+                pairs.clear();
+                pairs.extend(l.iter().zip(origin as i64..).map(|(&v, i)| (v, i)));
+                // Ties by position: the order a stable sort gives, at an unstable sort's cost.
+                pairs.sort_unstable_by(|p, q| cmp(&p.0, &q.0, descending).then(p.1.cmp(&q.1)));
+                for (o, p) in o.iter_mut().zip(&pairs) {
+                    *o = p.1;
+                }
+            });
+        return Block::I64(out);
+    }
+    let mut out = a.clone();
+    let mut lane: Vec<T> = Vec::with_capacity(a.shape()[axis]);
+    for mut o in out.lanes_mut(Axis(axis)) {
+        lane.clear();
+        lane.extend(o.iter().copied());
+        // Equal values are alike (-0.0 and 0.0 aside, which NumPy's sort does not order).
+        lane.sort_unstable_by(|p, q| cmp(p, q, descending));
+        for (o, v) in o.iter_mut().zip(&lane) {
+            *o = *v;
+        }
+    }
+    T::wrap(out)
+}
+
+/// See [`nums_layout::batch::Kernel::SortCount`]: a [1, splitters] int64 block.
+pub fn sort_count(
+    x: &Block,
+    first: u64,
+    splitters: &[(Scalar, u64)],
+    descending: bool,
+) -> Result<Block, String> {
+    if x.shape().len() != 1 {
+        return Err(format!("partition sizes of a {}-D block", x.shape().len()));
+    }
+    for_dtype!(x.dtype(), T => {
+        let a = x.view::<T>().expect("its dtype");
+        let s: Vec<(T, u64)> = splitters.iter().map(|&(v, i)| (T::from_scalar(v), i)).collect();
+        // Per element, how many splitters are at most its key; then a prefix sum.
+        let mut hist = vec![0i64; s.len() + 1];
+        for (j, v) in a.iter().enumerate() {
+            let at = first + j as u64;
+            let b = s.partition_point(|(sv, si)| cmp(sv, v, descending).then(si.cmp(&at)) != Ordering::Greater);
+            hist[b] += 1;
+        }
+        let counts: Vec<i64> = hist[..s.len()].iter().scan(0i64, |acc, &h| { *acc += h; Some(*acc) }).collect();
+        Ok(Block::I64(ArrayD::from_shape_vec(IxDyn(&[1, s.len()]), counts).map_err(|e| e.to_string())?))
+    })
+}
+
+/// A sample sort's splitters: `parts - 1` keys (value, array position) evenly spaced in
+/// the sorted sample (`values`, taken at `positions`), ascending in the sort order.
+pub fn splitters(
+    values: &Block,
+    positions: &[u64],
+    parts: usize,
+    descending: bool,
+) -> Vec<(Scalar, u64)> {
+    for_dtype!(values.dtype(), T => {
+        let v = values.to_elem::<T>();
+        let mut keys: Vec<(T, u64)> = v.iter().copied().zip(positions.iter().copied()).collect();
+        keys.sort_unstable_by(|a, b| cmp(&a.0, &b.0, descending).then(a.1.cmp(&b.1)));
+        let n = keys.len();
+        if n == 0 {
+            return vec![];
+        }
+        (1..parts)
+            .map(|k| {
+                let (v, p) = keys[(k * n / parts).min(n - 1)];
+                (v.to_scalar(), p)
+            })
+            .collect()
+    })
+}
+
+/// See [`nums_layout::batch::Kernel::SortMerge`]: `inputs` are the runs of values, then
+/// (with `arg`) of positions; `len` elements from `start`. A k-way merge (ties go to the
+/// earlier run: a stable merge), holding one head per run beside the output.
+pub fn sort_merge(
+    inputs: &[&Block],
+    parts: usize,
+    start: u64,
+    len: usize,
+    descending: bool,
+    arg: bool,
+) -> Result<Block, String> {
+    let want = if arg { 2 * parts } else { parts };
+    if inputs.len() != want || parts == 0 {
+        return Err(format!(
+            "a merge of {parts} runs given {} inputs",
+            inputs.len()
+        ));
+    }
+    let dtype = inputs[0].dtype();
+    let start = start as usize;
+    for_dtype!(dtype, T => {
+        let runs = inputs[..parts]
+            .iter()
+            .map(|b| {
+                let v = b.view::<T>().ok_or_else(|| format!("runs of dtypes {dtype} and {}", b.dtype()))?;
+                Ok(v.as_slice().map(std::borrow::Cow::Borrowed).unwrap_or_else(|| v.iter().copied().collect::<Vec<_>>().into()))
+            })
+            .collect::<Result<Vec<std::borrow::Cow<[T]>>, String>>()?;
+        let total: usize = runs.iter().map(|v| v.len()).sum();
+        if start + len > total {
+            return Err(format!("elements {start}..{} of a merge of {total}", start + len));
+        }
+        let order = merge_order(&runs, start, len, descending);
+        if arg {
+            let positions = inputs[parts..]
+                .iter()
+                .map(|b| b.view::<i64>().and_then(|a| a.as_slice()).ok_or("runs of positions are int64"))
+                .collect::<Result<Vec<&[i64]>, _>>()?;
+            if positions.iter().zip(&runs).any(|(p, r)| p.len() != r.len()) {
+                return Err("a run of positions as long as its run of values".into());
+            }
+            let out: Vec<i64> = order.iter().map(|&(r, i)| positions[r][i]).collect();
+            Ok(Block::I64(ArrayD::from_shape_vec(IxDyn(&[len]), out).map_err(|e| e.to_string())?))
+        } else {
+            let out: Vec<T> = order.iter().map(|&(r, i)| runs[r][i]).collect();
+            Ok(T::wrap(ArrayD::from_shape_vec(IxDyn(&[len]), out).map_err(|e| e.to_string())?))
+        }
+    })
+}
+
+/// Elements `skip..skip + count` of the stable k-way merge of sorted `runs`, as (run,
+/// index).
+fn merge_order<T: Sortable>(
+    runs: &[std::borrow::Cow<[T]>],
+    mut skip: usize,
+    count: usize,
+    descending: bool,
+) -> Vec<(usize, usize)> {
+    use std::collections::BinaryHeap;
+    struct Head<'a, T: Sortable> {
+        v: T,
+        run: usize,
+        at: usize,
+        descending: bool,
+        _r: std::marker::PhantomData<&'a T>,
+    }
+    impl<T: Sortable> PartialEq for Head<'_, T> {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o) == Ordering::Equal
+        }
+    }
+    impl<T: Sortable> Eq for Head<'_, T> {}
+    impl<T: Sortable> PartialOrd for Head<'_, T> {
+        fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl<T: Sortable> Ord for Head<'_, T> {
+        // Reversed: the heap's top is the next element (the earlier run on a tie).
+        fn cmp(&self, o: &Self) -> Ordering {
+            cmp(&o.v, &self.v, self.descending).then(o.run.cmp(&self.run))
+        }
+    }
+    let mut heap: BinaryHeap<Head<T>> = runs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(run, r)| Head {
+            v: r[0],
+            run,
+            at: 0,
+            descending,
+            _r: std::marker::PhantomData,
+        })
+        .collect();
+    let mut out = Vec::with_capacity(count);
+    while out.len() < count {
+        let Some(mut h) = heap.pop() else { break };
+        if skip > 0 {
+            skip -= 1;
+        } else {
+            out.push((h.run, h.at));
+        }
+        h.at += 1;
+        if let Some(&v) = runs[h.run].get(h.at) {
+            h.v = v;
+            heap.push(h);
+        }
+    }
+    out
+}
+
+/// See [`nums_layout::batch::Kernel::SearchCount`]: terms (sorted block, values), the
+/// counts of each added up.
+pub fn search_counts(inputs: &[&Block], right: bool) -> Result<Block, String> {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(2) {
+        return Err(format!("a search given {} inputs", inputs.len()));
+    }
+    let mut sum: Option<ArrayD<i64>> = None;
+    for t in inputs.chunks(2) {
+        let Block::I64(c) = search_count(t[0], t[1], right)? else {
+            unreachable!("counts are int64")
+        };
+        match &mut sum {
+            Some(s) if s.shape() == c.shape() => *s += &c,
+            Some(_) => return Err("terms of values of different shapes".into()),
+            None => sum = Some(c),
+        }
+    }
+    Ok(Block::I64(sum.expect("a term")))
+}
+
+/// For each value of `v`, how many
+/// elements of the sorted 1-D `a` come before it.
+pub fn search_count(a: &Block, v: &Block, right: bool) -> Result<Block, String> {
+    if a.shape().len() != 1 {
+        return Err(format!("searchsorted in a {}-D block", a.shape().len()));
+    }
+    for_dtype!(a.dtype(), T => {
+        let s = a.view::<T>().expect("its dtype");
+        let s = s.as_slice().map(std::borrow::Cow::Borrowed).unwrap_or_else(|| s.iter().copied().collect::<Vec<_>>().into());
+        let v = v.to_elem::<T>();
+        Ok(Block::I64(v.mapv(|x| {
+            s.partition_point(|e| match e.order(&x) {
+                Ordering::Less => true,
+                Ordering::Equal => right,
+                Ordering::Greater => false,
+            }) as i64
+        })))
+    })
+}
+
+/// See [`nums_layout::batch::Kernel::Compress`]: inputs are pairs (values, mask).
+pub fn compress(inputs: &[&Block], ranges: &[(u64, u64)]) -> Result<Block, String> {
+    if inputs.len() != 2 * ranges.len() || inputs.is_empty() {
+        return Err(format!(
+            "a selection of {} ranges given {} inputs",
+            ranges.len(),
+            inputs.len()
+        ));
+    }
+    let dtype = inputs[0].dtype();
+    for_dtype!(dtype, T => {
+        let mut out: Vec<T> = Vec::new();
+        for (pair, &(skip, take)) in inputs.chunks(2).zip(ranges) {
+            let x = pair[0].view::<T>().ok_or("values of one dtype")?;
+            let m = pair[1].to_bool();
+            if x.shape() != m.shape() {
+                return Err(format!("values of shape {:?} with a mask of shape {:?}", x.shape(), m.shape()));
+            }
+            let before = out.len();
+            out.extend(x.iter().zip(m.iter()).filter(|(_, m)| **m).map(|(v, _)| *v).skip(skip as usize).take(take as usize));
+            if out.len() - before != take as usize {
+                return Err(format!("{} selected values where the counts said {take} after {skip}", out.len() - before));
+            }
+        }
+        let n = out.len();
+        Ok(T::wrap(ArrayD::from_shape_vec(IxDyn(&[n]), out).map_err(|e| e.to_string())?))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f64s(b: &Block) -> Vec<f64> {
+        b.to_f64().iter().copied().collect()
+    }
+
+    #[test]
+    fn numpy_sort_order_puts_nan_last() {
+        let x = Block::F64(
+            ArrayD::from_shape_vec(IxDyn(&[5]), vec![2.0, f64::NAN, -1.0, 0.0, -0.0]).unwrap(),
+        );
+        let s = sort(&x, 0, false, false, 0).unwrap();
+        let v = f64s(&s);
+        assert_eq!(&v[..1], &[-1.0]);
+        assert_eq!(v[1], 0.0);
+        assert_eq!(v[3], 2.0);
+        assert!(v[4].is_nan());
+        let a = sort(&x, 0, false, true, 10).unwrap();
+        assert_eq!(
+            a.to_i64().iter().copied().collect::<Vec<_>>(),
+            [12, 13, 14, 10, 11]
+        );
+        let d = sort(&x, 0, true, true, 0).unwrap();
+        assert_eq!(
+            d.to_i64().iter().copied().collect::<Vec<_>>(),
+            [1, 0, 3, 4, 2]
+        );
+        let z = |re: f64, im: f64| C128::new(re, im);
+        let mut c = [
+            z(f64::NAN, 0.0),
+            z(1.0, f64::NAN),
+            z(1.0, 2.0),
+            z(0.0, 5.0),
+            z(f64::NAN, f64::NAN),
+        ];
+        c.sort_by(|a, b| a.order(b));
+        assert_eq!((c[0].re, c[1].re), (0.0, 1.0));
+        assert!(c[2].im.is_nan() && c[3].re.is_nan() && c[4].im.is_nan());
+    }
+
+    #[test]
+    fn scans_start_from_offsets() {
+        let x = Block::I64(ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![1, 2, 3, 4, 5, 6]).unwrap());
+        let s = scan(&x, None, ReduceOp::Sum, 1, false, DType::Int64).unwrap();
+        assert_eq!(
+            s.to_i64().iter().copied().collect::<Vec<_>>(),
+            [1, 3, 6, 4, 9, 15]
+        );
+        let e = scan(&x, None, ReduceOp::Sum, 0, true, DType::Int64).unwrap();
+        assert_eq!(
+            e.to_i64().iter().copied().collect::<Vec<_>>(),
+            [0, 0, 0, 1, 2, 3]
+        );
+        let off = Block::I64(ArrayD::from_shape_vec(IxDyn(&[2, 2]), vec![0, 100, 0, 200]).unwrap());
+        let s = scan(&x, Some((&off, 1)), ReduceOp::Sum, 1, false, DType::Int64).unwrap();
+        assert_eq!(
+            s.to_i64().iter().copied().collect::<Vec<_>>(),
+            [101, 103, 106, 204, 209, 215]
+        );
+        let t = scan_total(&x, ReduceOp::Prod, 1, DType::Int64).unwrap();
+        assert_eq!(
+            (
+                t.shape().to_vec(),
+                t.to_i64().iter().copied().collect::<Vec<_>>()
+            ),
+            (vec![2, 1], vec![6, 120])
+        );
+    }
+
+    #[test]
+    fn sample_sort_counts_and_merges() {
+        let x = Block::F64(
+            ArrayD::from_shape_vec(IxDyn(&[6]), vec![3.0, 1.0, 2.0, 1.0, 5.0, 1.0]).unwrap(),
+        );
+        // Splitters (1.0 at position 13) and (3.0 at 0): the block holds positions 10..16.
+        let c = sort_count(
+            &x,
+            10,
+            &[(Scalar::Float(1.0), 13), (Scalar::Float(3.0), 0)],
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.to_i64().iter().copied().collect::<Vec<_>>(), [1, 4]);
+        let r1 = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2]), vec![1.0, 4.0]).unwrap());
+        let r2 = Block::F64(ArrayD::from_shape_vec(IxDyn(&[3]), vec![0.0, 1.0, 2.0]).unwrap());
+        let p1 = Block::I64(ArrayD::from_shape_vec(IxDyn(&[2]), vec![0, 1]).unwrap());
+        let p2 = Block::I64(ArrayD::from_shape_vec(IxDyn(&[3]), vec![7, 8, 9]).unwrap());
+        let m = sort_merge(&[&r1, &r2], 2, 1, 3, false, false).unwrap();
+        assert_eq!(f64s(&m), [1.0, 1.0, 2.0]);
+        let m = sort_merge(&[&r1, &r2, &p1, &p2], 2, 1, 3, false, true).unwrap();
+        assert_eq!(m.to_i64().iter().copied().collect::<Vec<_>>(), [0, 8, 9]);
+    }
+
+    #[test]
+    fn searches_and_selections() {
+        let a = Block::I64(ArrayD::from_shape_vec(IxDyn(&[4]), vec![1, 2, 2, 5]).unwrap());
+        let v = Block::I64(ArrayD::from_shape_vec(IxDyn(&[3]), vec![2, 0, 9]).unwrap());
+        assert_eq!(
+            search_count(&a, &v, false)
+                .unwrap()
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [1, 0, 4]
+        );
+        assert_eq!(
+            search_count(&a, &v, true)
+                .unwrap()
+                .to_i64()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            [3, 0, 4]
+        );
+        let m = Block::Bool(
+            ArrayD::from_shape_vec(IxDyn(&[4]), vec![true, false, true, true]).unwrap(),
+        );
+        let c = compress(&[&a, &m], &[(1, 2)]).unwrap();
+        assert_eq!(c.to_i64().iter().copied().collect::<Vec<_>>(), [2, 5]);
+    }
+}

@@ -1,0 +1,334 @@
+//! Order statistics and counts of blocks: NumPy's quantiles of sorted lanes (every
+//! `method=`, and `median`), histograms of equal bins and `bincount`, as NumPy computes
+//! them.
+
+use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use nums_layout::batch::QuantileMethod;
+use nums_layout::{Block, DType, for_dtype};
+
+use crate::order::Sortable;
+
+/// Where quantile `q` of `n` sorted values is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Point {
+    /// Element i.
+    At(usize),
+    /// NumPy's `_lerp` of elements i and j by t.
+    Lerp(usize, usize, f64),
+    /// The mean of elements i and j (the median of an even count).
+    Mean(usize, usize),
+}
+
+/// NumPy's `_quantile` for `n` (> 0) sorted values: the element, or the two elements and
+/// the weight, its `method` takes for quantile `q` (in [0, 1]).
+pub fn quantile_point(n: usize, q: f64, method: QuantileMethod) -> Point {
+    use QuantileMethod::*;
+    let nf = n as f64;
+    let last = n - 1;
+    let clip = |i: f64| (i.max(0.0) as usize).min(last);
+    // NumPy's _discrete_interpolation_to_boundaries: the previous index where the
+    // condition holds, else the next one.
+    let discrete = |index: f64, cond: &dyn Fn(f64, f64) -> bool| {
+        let previous = index.floor();
+        let gamma = index - previous;
+        Point::At(clip(if cond(gamma, index) {
+            previous
+        } else {
+            previous + 1.0
+        }))
+    };
+    let virtual_index = |alpha: f64, beta: f64| nf * q + (alpha + q * (1.0 - alpha - beta)) - 1.0;
+    let v = match method {
+        Lower => return Point::At(clip(((nf - 1.0) * q).floor())),
+        Higher => return Point::At(clip(((nf - 1.0) * q).ceil())),
+        Nearest => return Point::At(clip(((nf - 1.0) * q).round_ties_even())),
+        InvertedCdf => return discrete(nf * q - 1.0, &|g, _| g == 0.0),
+        ClosestObservation => {
+            return discrete(nf * q - 1.0 - 0.5, &|g, i| {
+                g == 0.0 && i.floor().rem_euclid(2.0) == 1.0
+            });
+        }
+        Median => {
+            return if n % 2 == 1 {
+                Point::At(n / 2)
+            } else {
+                Point::Mean(n / 2 - 1, n / 2)
+            };
+        }
+        AveragedInvertedCdf => nf * q - 1.0,
+        InterpolatedInvertedCdf => virtual_index(0.0, 1.0),
+        Hazen => virtual_index(0.5, 0.5),
+        Weibull => virtual_index(0.0, 0.0),
+        Linear => (nf - 1.0) * q,
+        MedianUnbiased => virtual_index(1.0 / 3.0, 1.0 / 3.0),
+        NormalUnbiased => virtual_index(3.0 / 8.0, 3.0 / 8.0),
+        Midpoint => 0.5 * (((nf - 1.0) * q).floor() + ((nf - 1.0) * q).ceil()),
+    };
+    // NumPy's _get_indexes: past the ends both are the end (the last as index -1, which
+    // gamma is computed from).
+    let (i, j, previous) = if v >= nf - 1.0 {
+        (last, last, -1.0)
+    } else if v < 0.0 {
+        (0, 0, 0.0)
+    } else {
+        let p = v.floor();
+        (p as usize, p as usize + 1, p)
+    };
+    let gamma = v - previous;
+    let gamma = match method {
+        AveragedInvertedCdf if gamma == 0.0 => 0.5,
+        AveragedInvertedCdf => 1.0,
+        Midpoint if v % 1.0 == 0.0 => 0.0,
+        Midpoint => 0.5,
+        _ => gamma,
+    };
+    Point::Lerp(i, j, gamma)
+}
+
+/// NumPy's `_lerp`: from the nearer end, so that t = 1 gives b.
+fn lerp(a: f64, b: f64, t: f64) -> f64 {
+    let d = b - a;
+    if t >= 0.5 {
+        b - d * (1.0 - t)
+    } else {
+        a + d * t
+    }
+}
+
+/// See [`nums_layout::batch::Kernel::Quantile`].
+pub fn quantile(
+    x: &Block,
+    axis: usize,
+    qs: &[f64],
+    method: QuantileMethod,
+    nan: bool,
+) -> Result<Block, String> {
+    if axis >= x.shape().len() {
+        return Err(format!("axis {axis} of a {}-D block", x.shape().len()));
+    }
+    for_dtype!(x.dtype(), T => quantile_t::<T>(x.view::<T>().expect("its dtype"), axis, qs, method, nan))
+}
+
+fn quantile_t<T: Sortable>(
+    a: &ArrayD<T>,
+    axis: usize,
+    qs: &[f64],
+    method: QuantileMethod,
+    nan: bool,
+) -> Result<Block, String> {
+    let mut shape = a.shape().to_vec();
+    shape[axis] = qs.len();
+    let is_nan = |v: &T| {
+        let f = v.to_f64();
+        f.is_nan()
+    };
+    if method.picks() {
+        // The elements themselves (NaN where the lane has one, in a float dtype).
+        let mut out = ArrayD::from_elem(IxDyn(&shape), T::ZERO);
+        let mut nans = ArrayD::from_elem(IxDyn(&shape), false);
+        Zip::from(out.lanes_mut(Axis(axis)))
+            .and(nans.lanes_mut(Axis(axis)))
+            .and(a.lanes(Axis(axis)))
+            .for_each(|mut o, mut m, l| {
+                let valid = valid_len(&l, nan, &is_nan);
+                for (k, &q) in qs.iter().enumerate() {
+                    match valid {
+                        Some(n) if n > 0 => {
+                            if let Point::At(i) = quantile_point(n, q, method) {
+                                o[k] = l[i];
+                            }
+                        }
+                        _ => m[k] = true,
+                    }
+                }
+            });
+        if nans.iter().any(|&m| m) {
+            let mut f = out.mapv(|v| v.to_f64());
+            Zip::from(&mut f).and(&nans).for_each(|f, &m| {
+                if m {
+                    *f = f64::NAN;
+                }
+            });
+            return Ok(Block::F64(f));
+        }
+        return Ok(T::wrap(out));
+    }
+    let mut out = ArrayD::from_elem(IxDyn(&shape), 0.0f64);
+    Zip::from(out.lanes_mut(Axis(axis)))
+        .and(a.lanes(Axis(axis)))
+        .for_each(|mut o, l| {
+            let valid = valid_len(&l, nan, &is_nan);
+            for (k, &q) in qs.iter().enumerate() {
+                o[k] = match valid {
+                    Some(n) if n > 0 => match quantile_point(n, q, method) {
+                        Point::At(i) => l[i].to_f64(),
+                        Point::Lerp(i, j, t) => lerp(l[i].to_f64(), l[j].to_f64(), t),
+                        Point::Mean(i, j) => (l[i].to_f64() + l[j].to_f64()) / 2.0,
+                    },
+                    _ => f64::NAN,
+                };
+            }
+        });
+    Ok(Block::F64(out))
+}
+
+/// The values of a sorted lane a quantile is taken over: all (`None` when one is NaN,
+/// which sorts last), or with `nan` those before the first NaN.
+fn valid_len<T: Copy>(
+    l: &ndarray::ArrayView1<T>,
+    nan: bool,
+    is_nan: &dyn Fn(&T) -> bool,
+) -> Option<usize> {
+    let n = l.len();
+    if nan {
+        // NaNs are last: the first one by bisection.
+        let (mut lo, mut hi) = (0, n);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if is_nan(&l[mid]) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Some(lo)
+    } else if n > 0 && is_nan(&l[n - 1]) {
+        None
+    } else {
+        Some(n)
+    }
+}
+
+/// See [`nums_layout::batch::Kernel::Histogram`]: terms (values, lowest edge, highest
+/// edge, weights when `weighted`).
+pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, String> {
+    let arity = if weighted { 4 } else { 3 };
+    if inputs.is_empty() || !inputs.len().is_multiple_of(arity) || bins == 0 {
+        return Err(format!("a histogram given {} inputs", inputs.len()));
+    }
+    let nb = bins as usize;
+    let mut counts = vec![0i64; nb];
+    let mut sums = vec![0.0f64; nb];
+    for t in inputs.chunks(arity) {
+        let x = t[0].to_f64();
+        let (first, last) = (t[1].first().as_f64(), t[2].first().as_f64());
+        // NumPy's linspace(first, last, bins + 1): i * step + first, the last exactly.
+        let step = (last - first) / bins as f64;
+        let edge = |i: usize| {
+            if i == nb {
+                last
+            } else {
+                i as f64 * step + first
+            }
+        };
+        let w = if weighted {
+            let w = t[3].to_f64();
+            if w.shape() != x.shape() {
+                return Err("weights of another shape than the values".into());
+            }
+            Some(w)
+        } else {
+            None
+        };
+        let denom = last - first;
+        let weights = w.as_ref().map(|w| w.iter().copied().collect::<Vec<f64>>());
+        for (k, &v) in x.iter().enumerate() {
+            if !(v >= first && v <= last) {
+                continue;
+            }
+            let mut i = ((v - first) / denom * bins as f64) as usize;
+            if i >= nb {
+                i = nb - 1;
+            }
+            if v < edge(i) {
+                i = i.saturating_sub(1);
+            } else if i + 1 < nb && v >= edge(i + 1) {
+                i += 1;
+            }
+            match &weights {
+                Some(w) => sums[i] += w[k],
+                None => counts[i] += 1,
+            }
+        }
+    }
+    Ok(if weighted {
+        Block::F64(ArrayD::from_shape_vec(IxDyn(&[nb]), sums).map_err(|e| e.to_string())?)
+    } else {
+        Block::I64(ArrayD::from_shape_vec(IxDyn(&[nb]), counts).map_err(|e| e.to_string())?)
+    })
+}
+
+/// See [`nums_layout::batch::Kernel::Bincount`]: terms (values, weights when `weighted`).
+pub fn bincount(inputs: &[&Block], length: u64, weighted: bool) -> Result<Block, String> {
+    let arity = if weighted { 2 } else { 1 };
+    if inputs.is_empty() || !inputs.len().is_multiple_of(arity) {
+        return Err(format!("a bincount given {} inputs", inputs.len()));
+    }
+    let len = length as usize;
+    let mut counts = vec![0i64; len];
+    let mut sums = vec![0.0f64; len];
+    for t in inputs.chunks(arity) {
+        if !t[0].dtype().is_exact() {
+            return Err(format!(
+                "TypeError: Cannot cast array data from dtype('{}') to dtype('int64') according to the rule 'safe'",
+                t[0].dtype()
+            ));
+        }
+        let x = t[0].to_i64();
+        let w: Option<Vec<f64>> = weighted.then(|| t[1].to_f64().iter().copied().collect());
+        if w.as_ref().is_some_and(|w| w.len() != x.len()) {
+            return Err("weights of another length than the values".into());
+        }
+        for (k, &v) in x.iter().enumerate() {
+            if v < 0 {
+                return Err("ValueError: 'list' argument must have no negative elements".into());
+            }
+            let Some(slot) = usize::try_from(v).ok().filter(|&v| v < len) else {
+                return Err(format!(
+                    "a value {v} past the {len} bins its count was planned for"
+                ));
+            };
+            match &w {
+                Some(w) => sums[slot] += w[k],
+                None => counts[slot] += 1,
+            }
+        }
+    }
+    Ok(if weighted {
+        Block::F64(ArrayD::from_shape_vec(IxDyn(&[len]), sums).map_err(|e| e.to_string())?)
+    } else {
+        Block::I64(ArrayD::from_shape_vec(IxDyn(&[len]), counts).map_err(|e| e.to_string())?)
+    })
+}
+
+/// The dtype NumPy's quantile of a `dtype` array has with `method`.
+pub fn quantile_dtype(dtype: DType, method: QuantileMethod) -> DType {
+    if method.picks() {
+        dtype
+    } else {
+        dtype.to_float()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantile_points_are_numpys() {
+        use QuantileMethod::*;
+        assert_eq!(quantile_point(5, 0.5, Linear), Point::Lerp(2, 3, 0.0));
+        assert_eq!(quantile_point(4, 0.5, Linear), Point::Lerp(1, 2, 0.5));
+        assert_eq!(quantile_point(4, 1.0, Linear), Point::Lerp(3, 3, 4.0));
+        assert_eq!(quantile_point(4, 0.5, Lower), Point::At(1));
+        assert_eq!(quantile_point(4, 0.5, Higher), Point::At(2));
+        assert_eq!(quantile_point(4, 0.5, Nearest), Point::At(2));
+        assert_eq!(quantile_point(4, 0.5, InvertedCdf), Point::At(1));
+        assert_eq!(quantile_point(4, 0.5, Median), Point::Mean(1, 2));
+        assert_eq!(quantile_point(4, 0.5, Midpoint), Point::Lerp(1, 2, 0.5));
+        assert_eq!(
+            quantile_point(4, 0.5, AveragedInvertedCdf),
+            Point::Lerp(1, 2, 0.5)
+        );
+    }
+}
