@@ -14,6 +14,9 @@ file store (under .cache/python-fit/), and both sides read those same arrays in 
   build; its function processes are ``python -m nums_cloud._function``).
 Both: local backend, 2 workers, memory_mb 2048, LSHS. The runs alternate, ``--repeat``
 times each; the best of each is compared, and the coefficients must agree (1e-6).
+- scikit-learn (when installed): ``LogisticRegression(C=1e10, tol=1e-8, solver=
+  "newton-cholesky")`` on the same X and y read whole into memory (the read not timed;
+  left out past ``--sklearn-max-gb``); its coefficients must agree as well (1e-4).
 """
 import argparse
 import json
@@ -63,6 +66,7 @@ def main():
     ap.add_argument("--block", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--bin", default=str(ROOT / "target" / "release" / "nums-cloud"))
+    ap.add_argument("--sklearn-max-gb", type=float, default=6.0)
     a = ap.parse_args()
 
     import nums_cloud
@@ -98,11 +102,33 @@ def main():
         np.testing.assert_allclose(w_py, w_cli, rtol=1e-6, atol=1e-9)
         sess.close()
 
-    b_cli, b_py = min(cli), min(py)
-    print(f"\n| X | CLI `nums-cloud run` s | Python `fit` s | Python / CLI |")
-    print("|---|---|---|---|")
     gb = a.rows * D * 8 / 1e9
-    print(f"| {a.rows:,} x {D} ({gb:.1f} GB) | {b_cli:.1f} | {b_py:.1f} | {b_py / b_cli:.3f} |")
+    sk = None
+    try:
+        from sklearn.linear_model import LogisticRegression as SkLR
+    except ImportError:
+        print("(scikit-learn is not installed: its column is left out)")
+        SkLR = None
+    if SkLR is not None and gb <= a.sklearn_max_gb:
+        sess = nums_cloud.init(storage=root, workers=2, memory_mb=2048, progress=False)
+        Xv = nps.load(f"{root}/data-{a.rows}/X").get()
+        yv = nps.load(f"{root}/data-{a.rows}/y").get()
+        sess.close()
+        t = time.perf_counter()
+        m = SkLR(C=1e10, tol=1e-8, solver="newton-cholesky", max_iter=100).fit(Xv, yv)
+        sk = time.perf_counter() - t
+        print(f"scikit-learn: {sk:7.1f} s  ({m.n_iter_[0]} iterations)")
+        np.testing.assert_allclose(np.concatenate([m.coef_[0], m.intercept_]), w_cli,
+                                   rtol=1e-4, atol=1e-6)
+        del Xv, yv
+
+    b_cli, b_py = min(cli), min(py)
+    sk_cols = f" {sk:.1f} | {b_py / sk:.2f} |" if sk is not None else " - | - |"
+    print("\n| X | CLI `nums-cloud run` s | Python `fit` s | Python / CLI | scikit-learn s "
+          "| Python / scikit-learn |")
+    print("|---|---|---|---|---|---|")
+    print(f"| {a.rows:,} x {D} ({gb:.2f} GB) | {b_cli:.1f} | {b_py:.1f} | {b_py / b_cli:.3f} |"
+          + sk_cols)
 
 
 if __name__ == "__main__":

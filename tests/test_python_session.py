@@ -236,6 +236,9 @@ def test_files_in_and_out(tmp_path):
     np.testing.assert_array_equal(np.load(tmp_path / "x.npy"), a * 2)
     nps.save(tmp_path / "x.zarr", x)
     np.testing.assert_array_equal(nps.load(tmp_path / "x.zarr").get(), a * 2)
+    # file:// URLs as a job file's load takes them (the store's own URL scheme).
+    np.testing.assert_array_equal(nps.load(f"file://{tmp_path / 'x.zarr'}").get(), a * 2)
+    np.testing.assert_array_equal(nps.load(f"file://{tmp_path / 'x.npy'}").get(), a * 2)
     nps.save(tmp_path / "x.csv", x)
     np.testing.assert_array_equal(nps.loadtxt(tmp_path / "x.csv").get(), a * 2)
     (tmp_path / "h.csv").write_text("a,b,c\n1,2,3\n4,5,6\n")

@@ -37,19 +37,28 @@ def read_csv(filename, has_header=False, delimiter=",", usecols=None):
     return read_csv(filename, has_header=has_header, delimiter=delimiter, usecols=usecols)
 
 
+def _nps(filename):
+    """NumS's ``.nps`` names (its own format, a folder of blocks): here a folder holding a
+    Zarr v3 array, ``<name>.nps/array``."""
+    name = str(filename)
+    return name.rstrip("/") + "/array" if name.rstrip("/").endswith(".nps") else name
+
+
 def read(filename):
-    """Read an array written by :func:`write` (NumS's ``nums.read``), or any ``.npy``,
-    ``.csv``, ``.parquet`` file or Zarr array (``nums_cloud.numpy.load``)."""
+    """Read an array written by :func:`write` (NumS's ``nums.read``: a ``.nps`` name
+    too), or any ``.npy``, ``.csv``, ``.parquet`` file or Zarr array
+    (``nums_cloud.numpy.load``)."""
     from .numpy import load
 
-    return load(filename)
+    return load(_nps(filename))
 
 
 def write(filename, x):
-    """Write ``x`` to ``filename`` (NumS's ``nums.write``): a Zarr v3 array for a folder or
-    ``s3://`` path, a ``.npy`` or ``.csv`` file by its suffix. Computed first if it is
-    not. Returns ``x``."""
+    """Write ``x`` to ``filename`` (NumS's ``nums.write``): a Zarr v3 array for a folder,
+    an ``s3://`` path or NumS's ``.nps`` name (a folder holding the Zarr array), a
+    ``.npy``, ``.csv`` or ``.parquet`` file by its suffix. Computed first if it is not.
+    Returns ``x``."""
     from .numpy import save
 
-    save(filename, x)
+    save(_nps(filename), x)
     return x

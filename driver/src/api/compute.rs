@@ -256,9 +256,16 @@ impl Session {
     async fn load_with(&self, path: &str, csv: CsvOptions) -> Result<Array, Error> {
         self.refuse_closed()?;
         let label = format!("load({path:?})");
-        let path = match url::Url::parse(path) {
-            Ok(_) => path.to_string(),
-            Err(_) => self.st.cwd.join(path).display().to_string(),
+        // As a job file's `load` takes it: s3:// as it is, a file:// URL or a path (relative
+        // to the working directory when the session was made) as an absolute path.
+        let path = match path.strip_prefix("file://") {
+            None if path.starts_with("s3://") => path.to_string(),
+            local => self
+                .st
+                .cwd
+                .join(local.unwrap_or(path))
+                .display()
+                .to_string(),
         };
         let def = ArrayDef {
             name: format!("load{}", self.next()),

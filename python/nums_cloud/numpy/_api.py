@@ -125,9 +125,27 @@ def can_cast(from_, to, /):
     return np.can_cast(f, to)
 
 
+class _FInfo:
+    """Machine limits of a floating-point dtype, as the standard gives them: Python
+    numbers (NumPy's ``finfo`` gives NumPy scalars), ``dtype`` the real dtype."""
+
+    __slots__ = ("bits", "eps", "max", "min", "smallest_normal", "dtype")
+
+    def __init__(self, f):
+        self.bits = int(f.bits)
+        self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        self.smallest_normal = float(f.smallest_normal)
+        self.dtype = f.dtype
+
+    def __repr__(self):
+        return (f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, "
+                f"smallest_normal={self.smallest_normal}, dtype={self.dtype})")
+
+
 def finfo(type, /):
-    """Machine limits for floating-point data types."""
-    return np.finfo(type.dtype if isinstance(type, BlockArray) else type)
+    """Machine limits for floating-point data types (Python numbers, as the standard
+    says)."""
+    return _FInfo(np.finfo(type.dtype if isinstance(type, BlockArray) else type))
 
 
 def iinfo(type, /):
