@@ -640,3 +640,39 @@ fn sessions_do_not_mix() {
     let e = x.named("1x").unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn functions_whose_shapes_depend_on_values_compute_those_first() {
+    // unique's length and bincount's come from the values (a job computes them in a
+    // stage of its own; the API computes them when the expression is made), here on the
+    // function processes and again in this process.
+    let d = Dir::new("values-first");
+    for s in [
+        d.session(),
+        d.session()
+            .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES),
+    ] {
+        let x = s.from_ndarray(array![3i64, 1, 3, 7, 1, 0].into_dyn());
+        let u = s
+            .call("unique", &[(&x).into()], &[])
+            .unwrap()
+            .array()
+            .unwrap();
+        assert_eq!(u.shape().unwrap(), vec![4]);
+        let got = u.compute::<i64>().await.unwrap();
+        assert_eq!(got.into_raw_vec_and_offset().0, vec![0, 1, 3, 7]);
+        let b = s
+            .call("bincount", &[(&x).into()], &[])
+            .unwrap()
+            .array()
+            .unwrap();
+        let got = b.compute::<i64>().await.unwrap();
+        assert_eq!(
+            got.into_raw_vec_and_offset().0,
+            vec![1, 2, 0, 2, 0, 0, 0, 1]
+        );
+        // Made after: the session's graph goes on as before.
+        let y = (&x * 2.0).sum(None);
+        assert_eq!(y.compute::<f64>().await.unwrap().sum(), 30.0);
+    }
+}

@@ -199,18 +199,20 @@ def array_equal(a1, a2, equal_nan=False):
 
 
 @_engine
-def empty(shape, dtype=float64):
+def empty(shape, dtype=float64, *, device=None):
     """Return a new array of given shape and type.
 
     nums-cloud: zeros (arrays are never uninitialised)."""
+    _array.check_device(device)
     return zeros(shape, dtype=dtype)
 
 
 @_engine
-def empty_like(prototype, dtype=None):
+def empty_like(prototype, dtype=None, *, device=None):
     """Return a new array with the same shape and type as a given array.
 
     nums-cloud: zeros."""
+    _array.check_device(device)
     return zeros_like(prototype, dtype=dtype)
 
 

@@ -330,7 +330,7 @@ class BlockArray:
         return complex(self._scalar("complex"))
 
     def __index__(self):
-        if self.dtype.kind not in "ib" or self.ndim != 0:
+        if self.dtype.kind not in "iub" or self.ndim != 0:
             raise TypeError("only integer scalar arrays can be converted to a scalar index")
         return int(self._scalar("int"))
 
