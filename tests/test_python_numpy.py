@@ -561,6 +561,22 @@ def test_array_api_namespace_against_numpy_2s(session):
     np.testing.assert_array_equal(
         nps.searchsorted(nps.asarray(s), xi, side="right").get(),
         np.searchsorted(s, ints, side="right"))
+    # A reduction's dtype= is its accumulator's (NumPy's wrap-around in narrow ints too).
+    u = np.array([[1, 2, 3, 250], [7, 255, 9, 1]], dtype=np.uint64)
+    for f, d in [("sum", np.uint8), ("sum", np.int8), ("prod", np.uint8), ("sum", np.float32)]:
+        got = getattr(nps, f)(nps.asarray(u), axis=1, dtype=d)
+        want = getattr(np, f)(u, axis=1, dtype=d)
+        assert got.dtype == want.dtype, (f, d)
+        np.testing.assert_array_equal(got.get(), want, err_msg=f"{f} {d}")
+    u8 = np.array([[200, 3], [17, 255]], dtype=np.uint8)
+    got = nps.vecdot(nps.asarray(u8), nps.asarray(u8))
+    assert got.dtype == np.uint8
+    np.testing.assert_array_equal(got.get(), np.vecdot(u8, u8))
+    with pytest.raises(ValueError, match="along axis"):
+        nps.vecdot(x, nps.ones((4, 3)))
+    e = nps.repeat(nps.zeros((0,), dtype=bool), 1)
+    assert e.shape == (0,) and e.dtype == np.bool_
+    np.testing.assert_array_equal(nps.take(x, [], axis=1).get(), np.take(a, [], axis=1))
     z = np.array([1 + 2j, -3j], dtype=np.complex64)
     np.testing.assert_array_equal(nps.real(nps.asarray(z)).get(), np.real(z))
     np.testing.assert_array_equal(nps.conj(nps.asarray(z)).get(), np.conj(z))

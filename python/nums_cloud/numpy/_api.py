@@ -307,7 +307,15 @@ def matrix_transpose(x, /):
 def vecdot(x1, x2, /, *, axis=-1):
     """Computes the (vector) dot product of two arrays along ``axis``."""
     x1, x2 = asarray(x1), asarray(x2)
-    return (x1 * x2).sum(axis=axis)
+    # In the operands' promoted dtype, as the standard says (a sum would widen ints).
+    n1 = x1.shape[axis] if x1.ndim else None
+    n2 = x2.shape[axis] if x2.ndim else None
+    if n1 is None or n2 is None or n1 != n2:
+        raise ValueError(f"vecdot: x1 of shape {x1.shape} and x2 of shape {x2.shape} differ "
+                         f"in size along axis {axis} (they are not broadcast along it)")
+    if x1.dtype.kind == "c":
+        x1 = _ns().conj(x1)
+    return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
 
 
 def flip(x, /, *, axis=None):
@@ -369,7 +377,8 @@ def take(x, indices, /, *, axis=None):
     idx = indices.compute() if isinstance(indices, BlockArray) else np.asarray(indices)
     idx = idx.astype(np.int64).tolist()
     key = [slice(None)] * x.ndim
-    key[axis % x.ndim] = idx
+    # No indices: none taken (an empty list would read as a float array of indices).
+    key[axis % x.ndim] = idx if idx else slice(0, 0)
     return x[tuple(key)]
 
 

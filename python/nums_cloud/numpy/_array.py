@@ -621,5 +621,15 @@ def _reduce(x, name, axis, keepdims, dtype=None, out=None, **kw):
     if keepdims:
         kwargs["keepdims"] = True
     kwargs.update(kw)
-    return r._call(name, **kwargs)
+    out = r._call(name, **kwargs)
+    if dtype is not None and name in _ACCUMULATING and dtype_name(dtype) != out._a.dtype:
+        # The engine accumulates narrow ints in 64 bits (NumPy's default); NumPy's dtype=
+        # accumulates in that dtype, which for ints is the same sum or product modulo its
+        # width: the cast of the wide result.
+        out = out.astype(dtype)
+    return out
+
+
+# Reductions whose dtype= is the accumulator's (and the result's).
+_ACCUMULATING = frozenset({"sum", "prod", "nansum", "nanprod"})
 

@@ -79,7 +79,9 @@ def tensordot(x1, x2, /, *, axes=2):
     return _call("tensordot", (x1, x2), {"axes": axes})
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """Computes the (vector) dot product of two arrays along ``axis``."""
-    x1, x2 = _array.asarray(x1), _array.asarray(x2)
-    return (x1 * x2).sum(axis=axis)
+    """Computes the (vector) dot product of two arrays along ``axis`` (the namespace's
+    ``vecdot``)."""
+    from ._api import vecdot as f
+
+    return f(x1, x2, axis=axis)
 
