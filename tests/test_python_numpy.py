@@ -270,7 +270,7 @@ def test_linalg_matches_numpy(session):
         nps.linalg.cholesky(-nps.eye(3)).get()
 
 
-def test_nums_readme_examples_run_with_only_the_import_changed(session, tmp_path, monkeypatch):
+def test_nums_readme_examples_run_with_only_the_import_changed(session, tmp_path):
     """NumS's README examples (sizes scaled down), with ``import nums`` and
     ``import nums.numpy as nps`` changed to nums_cloud's."""
     import nums_cloud as nums
@@ -289,10 +289,11 @@ def test_nums_readme_examples_run_with_only_the_import_changed(session, tmp_path
     else:
         raise Exception("This is impossible.")
     # I/O.
-    monkeypatch.chdir(tmp_path)
+    # (NumS's "x.nps", in this test's folder: relative paths are the session's working
+    # directory's.)
     x1 = nps.random.rand(10**4)
-    print(nums.write("x.nps", x1).get())
-    x2 = nums.read("x.nps")
+    print(nums.write(str(tmp_path / "x.nps"), x1).get())
+    x2 = nums.read(str(tmp_path / "x.nps"))
     assert nps.allclose(x1, x2)
     np.testing.assert_array_equal(x2.get(), x1.get())
     # Logistic regression on a bimodal Gaussian.
