@@ -575,6 +575,10 @@ def test_array_api_namespace_against_numpy_2s(session):
     np.testing.assert_array_equal(got.get(), np.vecdot(u8, u8))
     with pytest.raises(ValueError, match="along axis"):
         nps.vecdot(x, nps.ones((4, 3)))
+    b = np.array([True, False])
+    for reps in (np.array([3], dtype=np.int8), np.array([2, 1]), 2):
+        r = nps.repeat(nps.asarray(b), nps.asarray(reps) if not isinstance(reps, int) else reps)
+        np.testing.assert_array_equal(r.get(), np.repeat(b, reps))
     e = nps.repeat(nps.zeros((0,), dtype=bool), 1)
     assert e.shape == (0,) and e.dtype == np.bool_
     np.testing.assert_array_equal(nps.take(x, [], axis=1).get(), np.take(a, [], axis=1))

@@ -403,6 +403,8 @@ def repeat(x, repeats, /, *, axis=None):
     n = x.shape[axis]
     reps = repeats.compute().tolist() if isinstance(repeats, BlockArray) else repeats
     reps = [reps] * n if isinstance(reps, builtins.int) else list(reps)
+    if len(reps) == 1:  # one count for every element, as NumPy broadcasts it
+        reps = reps * n
     idx = [i for i, r in enumerate(reps) for _ in range(r)]
     return take(x, idx, axis=axis)
 
