@@ -582,6 +582,10 @@ def test_array_api_namespace_against_numpy_2s(session):
     e = nps.repeat(nps.zeros((0,), dtype=bool), 1)
     assert e.shape == (0,) and e.dtype == np.bool_
     np.testing.assert_array_equal(nps.take(x, [], axis=1).get(), np.take(a, [], axis=1))
+    perm = np.argsort(ints)
+    np.testing.assert_array_equal(
+        nps.searchsorted(xi, nps.asarray(np.array([0, 3, 9])), sorter=nps.argsort(xi)).get(),
+        np.searchsorted(ints, [0, 3, 9], sorter=perm))
     z = np.array([1 + 2j, -3j], dtype=np.complex64)
     np.testing.assert_array_equal(nps.real(nps.asarray(z)).get(), np.real(z))
     np.testing.assert_array_equal(nps.conj(nps.asarray(z)).get(), np.conj(z))

@@ -467,6 +467,19 @@ def triu(x, /, *, k=0):
 take_along_axis = _eager("take_along_axis")
 
 
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    """Finds the indices into ``x1`` such that, if the corresponding elements in ``x2``
+    were inserted before the indices, the order of ``x1``, when sorted in ascending
+    order, would be preserved (``sorter``: the indices that sort ``x1``)."""
+    if sorter is not None:
+        x1 = take(asarray(x1), sorter, axis=0)
+    return call("searchsorted", (x1, x2), {"side": side})
+
+
+searchsorted._engine = True
+__all__.append("searchsorted")
+
+
 # The standard's signatures where they differ from NumPy's (keyword names, `correction`,
 # `device`, `dtype` of reductions).
 def _reduction(name, ddof=False):
