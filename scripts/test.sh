@@ -9,5 +9,13 @@ bash scripts/setup.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --quiet
+# The Python package (python/), built once by the line above (the workspace member
+# nums-cloud-python), in the profile and target folder of every other test: no second
+# build of the driver. Its extension module is linked into python/nums_cloud, and
+# tests/conftest.py puts python/ first on the path of the tests and of the function
+# processes they start (`pip install ./python` makes a release wheel instead, with maturin).
+# Its Python dependencies (NumPy; scikit-learn and pyarrow for its tests) are the venv's,
+# from tests/requirements.txt (scripts/setup.sh).
+ln -sfn ../../target/debug/libnums_cloud_native.so python/nums_cloud/_native.abi3.so
 cargo test --workspace --quiet
 .venv/bin/pytest -q tests

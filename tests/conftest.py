@@ -1,9 +1,17 @@
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+# The Python package of this checkout (python/, its extension linked there by
+# scripts/test.sh), for the tests and the function processes their sessions start
+# (`python -m nums_cloud._function`), whatever else the venv has on its path.
+_PACKAGE = str(Path(__file__).resolve().parent.parent / "python")
+sys.path.insert(0, _PACKAGE)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_PACKAGE, os.environ.get("PYTHONPATH")) if p)
 from garage import Garage  # noqa: E402
 
 

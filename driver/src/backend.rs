@@ -33,6 +33,8 @@ pub(crate) struct Backend {
     compute: Compute,
     /// The local function process; `None`: [`default_function_command`].
     command: Option<Vec<String>>,
+    /// The function runs in this process ([`Backend::in_process`]), whatever the backend.
+    in_process: bool,
     started: tokio::sync::OnceCell<(Invoker, Option<LocalEndpoint>)>,
 }
 
@@ -42,7 +44,18 @@ impl Backend {
         Backend {
             compute: job.compute.clone(),
             command,
+            in_process: false,
             started: Default::default(),
+        }
+    }
+
+    /// The function of `job` run in this process: its batches go to
+    /// `nums_function::handle` on the caller's runtime (the library's small computes),
+    /// with no endpoint, process or request in between.
+    pub(crate) fn in_process(job: &Job) -> Backend {
+        Backend {
+            in_process: true,
+            ..Backend::new(job, None)
         }
     }
 
@@ -53,6 +66,9 @@ impl Backend {
             .started
             .get_or_try_init(|| async {
                 let c = &self.compute;
+                if self.in_process {
+                    return Ok((Invoker::in_process(), None));
+                }
                 Ok::<_, anyhow::Error>(match c.backend {
                     #[cfg(not(feature = "local"))]
                     job::Backend::Local => {

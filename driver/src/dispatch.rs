@@ -150,14 +150,27 @@ fn function_name(f: &str) -> &str {
     }
 }
 
-/// A client for one function.
+/// A client for one function, or the function's handler in this process.
 #[derive(Clone)]
 pub struct Invoker {
-    client: aws_sdk_lambda::Client,
-    function: String,
-    /// Where a failed invocation's logs are: on AWS Lambda, CloudWatch (the function's
-    /// log group, found by request id); the local backend lists its own log files.
-    cloudwatch: bool,
+    how: How,
+}
+
+#[derive(Clone)]
+enum How {
+    /// Lambda's Invoke API (AWS Lambda, or the local endpoint).
+    Api {
+        client: aws_sdk_lambda::Client,
+        function: String,
+        /// Where a failed invocation's logs are: on AWS Lambda, CloudWatch (the
+        /// function's log group, found by request id); the local backend lists its own
+        /// log files.
+        cloudwatch: bool,
+    },
+    /// `nums_function::handle` called here, on the caller's runtime: the same kernels
+    /// over the same store, without a process or a request in between (small computes
+    /// of the library, `api::Session::in_process_bytes`).
+    InProcess,
 }
 
 /// A synchronous invocation may run for Lambda's 15 minutes; allow that and a margin.
@@ -188,9 +201,11 @@ impl Invoker {
             .retry_config(aws_sdk_lambda::config::retry::RetryConfig::disabled())
             .build();
         Invoker {
-            client: aws_sdk_lambda::Client::from_conf(conf),
-            function: function.to_string(),
-            cloudwatch: false,
+            how: How::Api {
+                client: aws_sdk_lambda::Client::from_conf(conf),
+                function: function.to_string(),
+                cloudwatch: false,
+            },
         }
     }
 
@@ -204,19 +219,51 @@ impl Invoker {
             .load()
             .await;
         Invoker {
-            client: aws_sdk_lambda::Client::new(&conf),
-            function: function.to_string(),
-            cloudwatch: true,
+            how: How::Api {
+                client: aws_sdk_lambda::Client::new(&conf),
+                function: function.to_string(),
+                cloudwatch: true,
+            },
+        }
+    }
+
+    /// Runs each payload in this process: [`nums_function::handle`] on the caller's
+    /// runtime, its failures typed as a function's would be.
+    pub fn in_process() -> Invoker {
+        Invoker {
+            how: How::InProcess,
         }
     }
 }
 
+/// One payload run by this process's own copy of the function.
+async fn invoke_here(payload: &[u8]) -> Result<Stats, InvokeError> {
+    let failed = |e: nums_function::FnError| InvokeError::Function {
+        kind: e.kind(),
+        error_type: e.kind().wire_name().to_string(),
+        message: e.to_string(),
+    };
+    let payload: Payload = serde_json::from_slice(payload)
+        .map_err(|e| failed(nums_function::FnError::Payload(e.to_string())))?;
+    let (batch, store) = nums_function::runtime::resolve(payload)
+        .await
+        .map_err(failed)?;
+    nums_function::handle(&batch, &store).await.map_err(failed)
+}
+
 impl Invoke for Invoker {
     async fn invoke(&self, payload: Vec<u8>) -> Result<Stats, InvokeError> {
-        let out = self
-            .client
+        let (client, function, cloudwatch) = match &self.how {
+            How::Api {
+                client,
+                function,
+                cloudwatch,
+            } => (client, function, *cloudwatch),
+            How::InProcess => return invoke_here(&payload).await,
+        };
+        let out = client
             .invoke()
-            .function_name(&self.function)
+            .function_name(function)
             .payload(Blob::new(payload))
             .send()
             .await
@@ -227,11 +274,11 @@ impl Invoke for Invoker {
             let field = |k: &str| v.get(k).and_then(|x| x.as_str()).unwrap_or("").to_string();
             let error_type = field("errorType");
             let mut message = field("errorMessage");
-            if self.cloudwatch {
+            if cloudwatch {
                 use aws_sdk_lambda::operation::RequestId;
                 message += &format!(
                     " (logs: CloudWatch log group /aws/lambda/{}, request id {})",
-                    function_name(&self.function),
+                    function_name(function),
                     out.request_id().unwrap_or("unknown")
                 );
             }

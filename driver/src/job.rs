@@ -815,7 +815,11 @@ fn output_value(v: &toml::Value) -> Result<(&str, Option<bool>), FieldErr> {
     }
 }
 
-fn resolve_target(dir: &Path, dest: &str, storage: &StoreSpec) -> Result<Target, String> {
+pub(crate) fn resolve_target(
+    dir: &Path,
+    dest: &str,
+    storage: &StoreSpec,
+) -> Result<Target, String> {
     if dest.trim() == "-" {
         return Err(
             "\"-\": outputs are written to files, never to standard output; give a path (out/a.npy, \

@@ -24,10 +24,13 @@ impl Dir {
         Dir(d)
     }
 
+    /// A session whose computes all run on function processes (as these tests were
+    /// written for them; `in_process_bytes` 0), of the `nums-cloud` binary.
     fn session(&self) -> Session {
         Session::new(&format!("file://{}", self.0.join("store").display()))
             .unwrap()
             .function_binary(env!("CARGO_BIN_EXE_nums-cloud"))
+            .in_process_bytes(0)
     }
 
     /// Files under the store folder (relative paths), sorted.
@@ -477,6 +480,71 @@ async fn compute_many_plans_several_arrays_at_once() {
     assert!((8000..10000).contains(&n.sum()), "{n}");
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn an_input_from_memory_asked_for_beside_a_computed_array_is_written() {
+    // An input from memory that a compute asks for itself, beside an array it computes
+    // from another input: it is written too (a fit of X and y.astype(float) asks so).
+    let d = Dir::new("pending");
+    let s = d.session();
+    let x = s.from_ndarray(array![[1.0, 2.0], [3.0, 4.0]]);
+    let y = s.from_ndarray(array![1i64, 0]).astype(DType::Float64);
+    let v = s.compute_many(&[&x, &y]).await.unwrap();
+    assert_eq!(f64s(&v[0]), vec![1.0, 2.0, 3.0, 4.0]);
+    assert_eq!(f64s(&v[1]), vec![1.0, 0.0]);
+    let fit = nums_cloud::api::models::Ridge::new()
+        .alpha(0.0)
+        .fit_intercept(false)
+        .fit(
+            &s.from_ndarray(array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
+            &s.from_ndarray(array![1i64, 2, 3]).astype(DType::Float64),
+        )
+        .await
+        .unwrap();
+    assert!(
+        (fit.coef[0] - 1.0).abs() < 1e-9 && (fit.coef[1] - 2.0).abs() < 1e-9,
+        "{fit:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn small_computes_run_in_this_process_with_the_same_values() {
+    let d = Dir::new("in-process");
+    let here = d
+        .session()
+        .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES);
+    let there = d.session();
+    let mut values = Vec::new();
+    for s in [&here, &there] {
+        let x = s
+            .random_normal(&[300, 4], 5)
+            .block(&[70, 3])
+            .named("X")
+            .unwrap();
+        let y = (x.t().matmul(&x) * 0.5).sum(Some(&[0]));
+        let e = s.explain(&[&y]).unwrap();
+        values.push(y.compute::<f64>().await.unwrap());
+        let c = s.counts();
+        assert!(c.invocations > 0 && c.tasks >= c.invocations, "{c:?}");
+        if std::ptr::eq(s, &here) {
+            assert_eq!(e.place, nums_cloud::api::Place::InProcess, "{e}");
+            assert_eq!(c.in_process, c.invocations, "{c:?}");
+        } else {
+            assert_eq!(
+                e.place,
+                nums_cloud::api::Place::Backend(nums_cloud::api::Backend::Local),
+                "{e}"
+            );
+            assert_eq!(c.in_process, 0, "{c:?}");
+        }
+        assert_eq!(
+            s.explain(&[&y]).unwrap().place,
+            nums_cloud::api::Place::Stored
+        );
+    }
+    // The same plan and kernels: the same bits.
+    assert_eq!(values[0], values[1]);
+}
+
 #[test]
 fn settings_are_values_of_each_session() {
     let d = Dir::new("settings");
@@ -571,4 +639,40 @@ fn sessions_do_not_mix() {
     assert!(e.to_string().contains("another session"), "{e}");
     let e = x.named("1x").unwrap_err();
     assert!(matches!(e, Error::Job { .. }), "{e:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn functions_whose_shapes_depend_on_values_compute_those_first() {
+    // unique's length and bincount's come from the values (a job computes them in a
+    // stage of its own; the API computes them when the expression is made), here on the
+    // function processes and again in this process.
+    let d = Dir::new("values-first");
+    for s in [
+        d.session(),
+        d.session()
+            .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES),
+    ] {
+        let x = s.from_ndarray(array![3i64, 1, 3, 7, 1, 0].into_dyn());
+        let u = s
+            .call("unique", &[(&x).into()], &[])
+            .unwrap()
+            .array()
+            .unwrap();
+        assert_eq!(u.shape().unwrap(), vec![4]);
+        let got = u.compute::<i64>().await.unwrap();
+        assert_eq!(got.into_raw_vec_and_offset().0, vec![0, 1, 3, 7]);
+        let b = s
+            .call("bincount", &[(&x).into()], &[])
+            .unwrap()
+            .array()
+            .unwrap();
+        let got = b.compute::<i64>().await.unwrap();
+        assert_eq!(
+            got.into_raw_vec_and_offset().0,
+            vec![1, 2, 0, 2, 0, 0, 0, 1]
+        );
+        // Made after: the session's graph goes on as before.
+        let y = (&x * 2.0).sum(None);
+        assert_eq!(y.compute::<f64>().await.unwrap().sum(), 30.0);
+    }
 }

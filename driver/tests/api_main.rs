@@ -115,11 +115,20 @@ fn main() {
     // SAFETY: as above.
     unsafe { std::env::set_var("AWS_ENDPOINT_URL_LAMBDA", &lambda_url) };
 
+    // Each tour below sends every compute to the backend it names (in_process_bytes 0);
+    // this one runs its small computes in this process, as a session does by default.
+    println!("tour: relative file store, in this process");
+    let s = Session::new("file://data").expect("session");
+    tour::tour(&s).expect("tour, in this process");
+    assert!(s.counts().in_process > 0, "{:?}", s.counts());
+
     println!("tour: relative file store, local backend");
     let s = Session::new("file://data")
         .expect("session")
-        .function_binary(BIN);
+        .function_binary(BIN)
+        .in_process_bytes(0);
     tour::tour(&s).expect("tour, local backend");
+    assert_eq!(s.counts().in_process, 0, "{:?}", s.counts());
     assert!(
         dir.join("data").is_dir(),
         "the store resolved against the working directory"
@@ -130,7 +139,8 @@ fn main() {
         .expect("session")
         .backend(Backend::Lambda)
         .function("api-tour")
-        .memory_mb(1024);
+        .memory_mb(1024)
+        .in_process_bytes(0);
     tour::tour(&s).expect("tour, lambda backend");
 
     match &s3 {
@@ -140,7 +150,8 @@ fn main() {
                 .expect("session")
                 .endpoint(endpoint)
                 .expect("endpoint")
-                .function_binary(BIN);
+                .function_binary(BIN)
+                .in_process_bytes(0);
             tour::tour(&s).expect("tour, S3 store");
         }
         None => println!("skipped: the S3 store (Garage is not installed: bash scripts/setup.sh)"),

@@ -134,6 +134,30 @@ impl From<Operand> for Arg {
     }
 }
 
+/// The binary operator a Python symbol names.
+fn binary_op(symbol: &str) -> Option<Op> {
+    Some(match symbol {
+        "+" => Op::Add,
+        "-" => Op::Sub,
+        "*" => Op::Mul,
+        "/" => Op::Div,
+        "//" => Op::FloorDiv,
+        "%" => Op::Mod,
+        "**" => Op::Pow,
+        "@" => Op::MatMul,
+        "<" => Op::Lt,
+        "<=" => Op::Le,
+        ">" => Op::Gt,
+        ">=" => Op::Ge,
+        "==" => Op::Eq,
+        "!=" => Op::Ne,
+        "&" => Op::And,
+        "|" => Op::Or,
+        "^" => Op::Xor,
+        _ => return None,
+    })
+}
+
 fn axes_arg(axes: Option<&[usize]>) -> Arg {
     match axes {
         None => Arg::None,
@@ -179,7 +203,8 @@ impl Array {
         Array::made(s, id, label)
     }
 
-    pub(crate) fn session(&self) -> &Session {
+    /// The session it belongs to.
+    pub fn session(&self) -> &Session {
         &self.s
     }
 
@@ -320,6 +345,66 @@ impl Array {
         Array::made(&self.s, r, label)
     }
 
+    /// A binary operator by its Python symbol (`+ - * / // % ** @ < <= > >= == != & | ^`),
+    /// `self` on the left: what Python's `x + other` is. An unknown symbol is the
+    /// array's error.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-op").unwrap();
+    /// let x = s.arange(4.0).named("x").unwrap();
+    /// assert_eq!(x.op("//", 2).label(), "x // 2");
+    /// assert_eq!(x.rop("-", 1.0).label(), "1.0 - x"); // Python's __rsub__
+    /// assert_eq!(x.op("<=", &x).dtype().unwrap(), nums_cloud::DType::Bool);
+    /// assert!(x.op("<>", 1).check().is_err());
+    /// ```
+    pub fn op(&self, symbol: &str, other: impl Into<Arg>) -> Array {
+        self.op_sided(symbol, other.into(), false)
+    }
+
+    /// A binary operator by its Python symbol with `self` on the right: what Python's
+    /// reflected `other + x` (`__radd__`) is.
+    pub fn rop(&self, symbol: &str, other: impl Into<Arg>) -> Array {
+        self.op_sided(symbol, other.into(), true)
+    }
+
+    fn op_sided(&self, symbol: &str, other: Arg, reflected: bool) -> Array {
+        let Some(op) = binary_op(symbol) else {
+            let label = format!("{} {symbol} ...", self.label());
+            return Array::made(
+                &self.s,
+                Err(Error::Job {
+                    array: Some(label.clone()),
+                    message: format!("`{label}`: {symbol:?} is not an operator"),
+                }),
+                label,
+            );
+        };
+        let me = Arg::Array(self.clone());
+        let (a, b) = if reflected {
+            (&other, &me)
+        } else {
+            (&me, &other)
+        };
+        self.expr(|o| o.binary(op, a, b))
+    }
+
+    /// A unary operator by its Python symbol: `-`, `+` or `~`.
+    pub fn unary(&self, symbol: &str) -> Array {
+        let op = match symbol {
+            "-" => UnOp::Neg,
+            "+" => UnOp::Pos,
+            "~" => UnOp::Invert,
+            _ => return self.op_sided(symbol, Arg::None, false),
+        };
+        self.expr(|o| o.unary(op, &Arg::Array(self.clone())))
+    }
+
+    /// Its number of elements (the product of its shape).
+    pub fn size(&self) -> Result<usize, Error> {
+        Ok(self.shape()?.iter().product())
+    }
+
     /// The matrix product (`@`), with NumPy's rules for 1-D and stacked operands.
     pub fn matmul(&self, other: &Array) -> Array {
         self.binary(Op::MatMul, Arg::Array(other.clone()))
@@ -387,27 +472,52 @@ impl Array {
     /// The elements where `mask` is true, as NumPy's `x[mask]` (a 1-D mask selects along
     /// the first axis): the mask is computed first (its values decide the shape).
     pub async fn select(&self, mask: &Array) -> Result<Array, Error> {
-        mask.check()?;
+        self.index_masked(&[Arg::Array(mask.clone())]).await
+    }
+
+    /// Indexing as [`Array::index`], where items may also be 1-D boolean masks (NumPy's
+    /// `x[:, mask]`, each selecting along its axis): each mask is computed first (its
+    /// values decide the shape), then the index is made.
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Arg, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-masked")?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let x = s.arange(12.0).reshape(&[3, 4]);
+    /// let w = s.arange(4.0);
+    /// let cols = x.index_masked_blocking(&[Arg::Slice(None, None, None), w.gt(1.0).into()])?; // x[:, w > 1]
+    /// assert_eq!(cols.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![2.0, 3.0, 6.0, 7.0, 10.0, 11.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn index_masked(&self, items: &[Arg]) -> Result<Array, Error> {
         self.check()?;
-        if mask.dtype()? != DType::Bool {
-            return Err(Error::Job {
-                array: Some(mask.label()),
-                message: format!("`{}` is not a boolean mask", mask.label()),
-            });
+        for item in items {
+            let Arg::Array(mask) = item else { continue };
+            mask.check()?;
+            if mask.dtype()? != DType::Bool {
+                continue;
+            }
+            let values = mask.compute::<bool>().await?;
+            let selected: Vec<u64> = values
+                .iter()
+                .enumerate()
+                .filter(|&(_, &b)| b)
+                .map(|(i, _)| i as u64)
+                .collect();
+            self.s
+                .graph()
+                .set_mask(mask.id().map_err(Clone::clone)?, selected);
         }
-        let values = mask.compute::<bool>().await?;
-        let selected: Vec<u64> = values
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b)
-            .map(|(i, _)| i as u64)
-            .collect();
-        self.s
-            .graph()
-            .set_mask(mask.id().map_err(Clone::clone)?, selected);
-        let a = self.index(&[Arg::Array(mask.clone())]);
+        let a = self.index(items);
         a.check()?;
         Ok(a)
+    }
+
+    /// [`Array::index_masked`] for code that is not async.
+    pub fn index_masked_blocking(&self, items: &[Arg]) -> Result<Array, Error> {
+        blocking::block_on(self.index_masked(items))?
     }
 
     /// Reductions over `axes` (all axes when `None`), NumPy's dtypes.

@@ -18,6 +18,10 @@ pub enum Arg {
     Float(f64),
     /// `True` or `False`.
     Bool(bool),
+    /// A Python int above int64's largest, up to uint64's (a uint64, as NumPy makes it).
+    UInt(u64),
+    /// A Python complex: its real and imaginary parts.
+    Complex(f64, f64),
     /// A string (a dtype's name, einsum's subscripts, a solver's name).
     Str(String),
     /// `None`.
@@ -105,6 +109,13 @@ impl Operands {
             Arg::Int(i) => e(ExprKind::Int(*i)),
             Arg::Float(f) => e(ExprKind::Num(*f)),
             Arg::Bool(b) => e(ExprKind::Bool(*b)),
+            Arg::UInt(u) => e(ExprKind::UInt(*u)),
+            // `re + imj`, which the expression language folds into one complex number.
+            Arg::Complex(re, im) => e(ExprKind::Binary(
+                Op::Add,
+                Box::new(e(ExprKind::Num(*re))),
+                Box::new(e(ExprKind::Imag(*im))),
+            )),
             Arg::Str(s) => e(ExprKind::Str(s.clone())),
             Arg::None => e(ExprKind::None),
             Arg::Tuple(t) => e(ExprKind::Tuple(t.iter().map(|x| self.arg(x)).collect())),

@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use nums_layout::{Block, Store, StoredArray};
 
 use super::{Array, Config, Error, Session, State, store_error};
-use crate::graph::{NodeId, NodeOp};
+use crate::graph::{Graph, NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
 use crate::stage::Observer;
 
@@ -21,21 +21,33 @@ use crate::stage::Observer;
 pub(crate) struct SessionBackend {
     made_with: Config,
     backend: crate::backend::Backend,
+    /// Whether it runs the function in this process ([`Session::in_process_bytes`]).
+    in_process: bool,
     /// What its function processes' log folder is named after.
     log_id: String,
 }
 
 impl SessionBackend {
     /// The stage runner of one compute on this backend (no run journal: a session's
-    /// computes are not resumed), observed by `observer`.
+    /// computes are not resumed), observed by `watch`.
     fn stages<'a>(
         &'a self,
         job: &'a Job,
         store: &'a Store,
-        observer: &'a dyn crate::stage::Observer,
+        watch: &'a Watch<'a>,
     ) -> crate::stage::Stages<'a> {
         let t0 = std::time::Instant::now();
-        crate::stage::Stages::new(job, store, &self.backend, None, observer, t0, &self.log_id)
+        crate::stage::Stages::new(job, store, &self.backend, None, watch, t0, &self.log_id)
+    }
+
+    /// What watches a compute on this backend: the progress bar (when the session shows
+    /// one and the compute is not in this process) and the session's counts.
+    fn watch<'a>(&self, s: &'a Session) -> Watch<'a> {
+        Watch {
+            progress: crate::progress::Progress::new(s.cfg.progress && !self.in_process),
+            counts: &s.st.counts,
+            in_process: self.in_process,
+        }
     }
 
     /// Stops its function processes (their logs removed).
@@ -46,9 +58,11 @@ impl SessionBackend {
     }
 }
 
-/// The node a word of an engine message names: `n12` (a target's name), or the last part
-/// of a store path (`.../n12`, `.../n12p3`, `.../c3/out/n12/c/0`).
-fn named_node(word: &str) -> Option<NodeId> {
+/// The node a word of an engine message names: `n12` (a target's name: the session's
+/// node), or the last part of a store path (`.../c3/out/n12/c/0`: a target; `.../tmp/n5p3`:
+/// node 5 of the compute's graph, `local`).
+fn named_node(word: &str) -> Option<(NodeId, bool)> {
+    let local = word.contains("/tmp/");
     word.split('/').find_map(|part| {
         let digits = part.strip_prefix('n')?;
         let end = digits
@@ -56,9 +70,30 @@ fn named_node(word: &str) -> Option<NodeId> {
             .unwrap_or(digits.len());
         let rest = &digits[end..];
         (end > 0 && (rest.is_empty() || rest.starts_with('p') || rest.starts_with(')')))
-            .then(|| digits[..end].parse().ok())
+            .then(|| digits[..end].parse().ok().map(|id| (id, local)))
             .flatten()
     })
+}
+
+/// One compute's graph ([`Incremental::for_compute`](crate::graph::Incremental)): the
+/// nodes its targets need, renumbered; `back[i]` is the session's node of node `i`.
+struct ComputeGraph {
+    g: Graph,
+    back: Vec<NodeId>,
+    /// The nodes it computes or reads (its ids).
+    needed: Vec<NodeId>,
+}
+
+impl ComputeGraph {
+    /// Its node of the session's node `id` (which it holds).
+    fn local(&self, id: NodeId) -> NodeId {
+        self.back.binary_search(&id).expect("a node of the compute")
+    }
+
+    /// The session's nodes it computes or reads.
+    fn needed_in_session(&self) -> Vec<NodeId> {
+        self.needed.iter().map(|&i| self.back[i]).collect()
+    }
 }
 
 impl Session {
@@ -66,6 +101,16 @@ impl Session {
     /// a store path) is followed by the array that made it; the array of the first is the
     /// error's.
     fn engine_error(&self, e: anyhow::Error) -> Error {
+        self.engine_error_in(e, &[])
+    }
+
+    /// [`Session::engine_error`] of a compute whose graph's node `i` is the session's
+    /// `back[i]`.
+    fn engine_error_in(&self, e: anyhow::Error, back: &[NodeId]) -> Error {
+        let session_node = |(id, local): (NodeId, bool)| match local {
+            true => back.get(id).copied(),
+            false => Some(id),
+        };
         let human = |m: &str| -> (String, Option<String>) {
             let mut out = String::with_capacity(m.len());
             let mut first = None;
@@ -74,7 +119,10 @@ impl Session {
                     out.push(' ');
                 }
                 out.push_str(word);
-                if let Some(label) = named_node(word).and_then(|id| self.owner(id)) {
+                if let Some(label) = named_node(word)
+                    .and_then(session_node)
+                    .and_then(|id| self.owner(id))
+                {
                     out.push_str(&format!(" (`{label}`)"));
                     first.get_or_insert(label);
                 }
@@ -92,7 +140,10 @@ impl Session {
             ..
         } = &mut error
             && let Some(x) = e.downcast_ref::<crate::error::Explained<crate::sched::PlanError>>()
-            && let Some(label) = self.owner(x.error.node)
+            && let Some(label) = back
+                .get(x.error.node)
+                .or((back.is_empty()).then_some(&x.error.node))
+                .and_then(|&id| self.owner(id))
         {
             *message = message.replace("a part of its expression", &format!("`{label}`"));
             *array = Some(label);
@@ -129,6 +180,7 @@ impl Session {
     }
 
     fn store(&self) -> Result<Store, Error> {
+        self.st.touched.store(true, Ordering::SeqCst);
         Store::open(&self.st.spec).map_err(store_error)
     }
 
@@ -204,9 +256,16 @@ impl Session {
     async fn load_with(&self, path: &str, csv: CsvOptions) -> Result<Array, Error> {
         self.refuse_closed()?;
         let label = format!("load({path:?})");
-        let path = match url::Url::parse(path) {
-            Ok(_) => path.to_string(),
-            Err(_) => self.st.cwd.join(path).display().to_string(),
+        // As a job file's `load` takes it: s3:// as it is, a file:// URL or a path (relative
+        // to the working directory when the session was made) as an absolute path.
+        let path = match path.strip_prefix("file://") {
+            None if path.starts_with("s3://") => path.to_string(),
+            local => self
+                .st
+                .cwd
+                .join(local.unwrap_or(path))
+                .display()
+                .to_string(),
         };
         let def = ArrayDef {
             name: format!("load{}", self.next()),
@@ -305,10 +364,15 @@ impl Session {
             }
             ids.push(a.id().map_err(Clone::clone)?);
         }
-        self.make(&ids).await?;
+        self.values_of(&ids).await
+    }
+
+    /// The values of the session's nodes `ids`, computed first where they are not stored.
+    pub(crate) async fn values_of(&self, ids: &[NodeId]) -> Result<Vec<Block>, Error> {
+        self.make(ids).await?;
         let store = self.store()?;
         let mut out = Vec::with_capacity(ids.len());
-        for &id in &ids {
+        for &id in ids {
             let (path, meta) = self.stored_at(id).expect("made");
             let arr = StoredArray::new(&path, meta)
                 .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
@@ -343,6 +407,64 @@ impl Session {
         self.make(&[a.id().map_err(Clone::clone)?]).await
     }
 
+    /// Writes `a` (computed first, if it is not) to `path` as a job's output is written:
+    /// a `.npy`, `.csv` or `.parquet` file (`.csv` and `.parquet`: 1-D or 2-D), a `.npy` file on S3
+    /// (`s3://bucket/key.npy`), or a Zarr v3 array (a folder, or an `s3://bucket/path`).
+    /// An existing Zarr array or file there is replaced; anything else is refused.
+    /// Relative paths resolve against the working directory when the session was made.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-save");
+    /// # let s = Session::new(&format!("file://{}", dir.join("store").display()))?;
+    /// let file = dir.join("x.npy");
+    /// s.save_blocking(&s.arange(6.0), file.to_str().unwrap())?;
+    /// let back = s.load_blocking(file.to_str().unwrap())?;
+    /// assert_eq!(back.sum(None).compute_blocking::<f64>()?.sum(), 15.0);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn save(&self, a: &Array, path: &str) -> Result<(), Error> {
+        self.persist(a).await?;
+        let id = a.id().map_err(Clone::clone)?;
+        let target =
+            crate::job::resolve_target(&self.st.cwd, path, &self.st.spec).map_err(|m| {
+                Error::Job {
+                    array: Some(a.label()),
+                    message: format!("saving `{}` to {path:?}: {m}", a.label()),
+                }
+            })?;
+        let (at, meta) = self.stored_at(id).expect("made");
+        let in_process = meta.nbytes() <= self.cfg.in_process_bytes;
+        let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
+        let o = crate::job::OutputDef {
+            name: a.label(),
+            line: 0,
+            target,
+            header: None,
+        };
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let written = async {
+            let backend = self.backend_for(in_process, &mut guard).await?;
+            let (job, store) = (self.job(Vec::new()), self.store()?);
+            let watch = backend.watch(self);
+            let stages = backend.stages(&job, &store, &watch);
+            crate::export::write_output(&stages, &Default::default(), &o, arr)
+                .await
+                .map_err(|e| self.engine_error(e))
+        }
+        .await;
+        guard.disarm();
+        written.map(|_| ())
+    }
+
+    /// [`Session::save`] for code that is not async.
+    pub fn save_blocking(&self, a: &Array, path: &str) -> Result<(), Error> {
+        super::blocking::block_on(self.save(a, path))?
+    }
+
     /// [`Session::persist`] for code that is not async.
     pub fn persist_blocking(&self, a: &Array) -> Result<(), Error> {
         super::blocking::block_on(self.persist(a))?
@@ -360,7 +482,8 @@ impl Session {
 
     /// Puts `ids` in the store: what is not there yet is computed in one plan (the models
     /// they need fitted first, each a stage of its own), and each becomes an input read
-    /// in place.
+    /// in place. A compute dropped before its end (a future let go, Ctrl-C in Python)
+    /// leaves nothing behind ([`Abandoned`]).
     async fn make(&self, ids: &[NodeId]) -> Result<(), Error> {
         let todo: Vec<NodeId> = ids
             .iter()
@@ -369,53 +492,56 @@ impl Session {
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
+        // Inputs from memory asked for themselves are written whatever else is computed.
+        self.write_pending(ids).await?;
         if todo.is_empty() {
-            return self.write_pending(ids).await;
+            return Ok(());
         }
-        let k = self.next();
-        let prefix = format!("{}/c{k}", self.st.id);
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let made = self.make_at(&todo, &prefix, &mut guard).await;
+        guard.disarm();
+        made
+    }
+
+    async fn make_at(
+        &self,
+        todo: &[NodeId],
+        prefix: &str,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<(), Error> {
         let mut targets: Vec<(NodeId, String)> =
             todo.iter().map(|&id| (id, format!("n{id}"))).collect();
-        let g = self.graph().for_compute(&targets);
-        let work = crate::tasks::block_work(&g);
-        let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
-        drop(work);
+        let cg = self.compute_graph(&targets);
         // The inputs this compute imports are kept as well: later computes read them in
         // place instead of importing them again.
-        targets.extend(
-            needed
-                .iter()
-                .filter(|&&i| g.nodes[i].op.is_import() && !todo.contains(&i))
-                .map(|&i| (i, format!("n{i}"))),
-        );
-        // Models first: a fit is a stage of its own over its X and y, made first.
-        let fits: Vec<NodeId> = needed
+        let imports: Vec<NodeId> = cg
+            .needed
             .iter()
-            .copied()
-            .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. }) && !todo.contains(&i))
-            .chain(
-                todo.iter()
-                    .copied()
-                    .filter(|&i| matches!(g.nodes[i].op, NodeOp::Fit { .. })),
-            )
+            .filter(|&&i| cg.g.nodes[i].op.is_import())
+            .map(|&i| cg.back[i])
+            .filter(|id| !todo.contains(id))
             .collect();
-        for f in fits {
+        targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
+        // Models first: a fit is a stage of its own over its X and y, made first.
+        for f in fits_of(&cg, todo) {
             Box::pin(self.fit(f)).await?;
         }
         if todo.iter().all(|&id| self.stored_at(id).is_some()) {
             return Ok(());
         }
-        let g = self.graph().for_compute(&targets);
-        self.write_pending(&needed).await?;
+        let cg = self.compute_graph(&targets);
+        self.write_pending(&cg.needed_in_session()).await?;
         let job = self.job(Vec::new());
         let plan =
-            crate::plan::plan_with(&job, &g, self.cfg.scheduler, &prefix, &Default::default())
-                .map_err(|e| self.engine_error(e))?;
-        let backend = self.started_backend().await?;
+            crate::plan::plan_with(&job, &cg.g, self.cfg.scheduler, prefix, &Default::default())
+                .map_err(|e| self.engine_error_in(e, &cg.back))?;
+        let in_process = work_bytes(&cg) <= self.cfg.in_process_bytes;
+        let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
-        let progress = crate::progress::Progress::new(self.cfg.progress);
-        progress.on_expect("main", plan.batches.len() as u64);
-        let stages = backend.stages(&job, &store, &progress);
+        let watch = backend.watch(self);
+        watch.on_expect("main", plan.batches.len() as u64);
+        let stages = backend.stages(&job, &store, &watch);
         let result = stages
             .run(
                 "main",
@@ -424,16 +550,17 @@ impl Session {
                 crate::stage::Resume::Never,
             )
             .await;
-        progress.finish();
+        watch.progress.finish();
         let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
-        result.map_err(|e| self.engine_error(e))?;
+        result.map_err(|e| self.engine_error_in(e, &cg.back))?;
         cleanup.map_err(store_error)?;
         // Described once complete, as a run describes its outputs: read in place by later
         // computes, and by a fit's passes, as any Zarr array.
         let mut paths = Vec::with_capacity(targets.len());
         for &(id, _) in &targets {
-            let path = crate::tasks::node_path(&prefix, &g, id);
-            let arr = StoredArray::new(&path, g.nodes[id].meta.clone())
+            let local = cg.local(id);
+            let path = crate::tasks::node_path(prefix, &cg.g, local);
+            let arr = StoredArray::new(&path, cg.g.nodes[local].meta.clone())
                 .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
             let attrs = serde_json::json!({
                 "complete": true,
@@ -453,6 +580,99 @@ impl Session {
         Ok(())
     }
 
+    /// The graph of a compute of `targets` (each a node of the session and the name it is
+    /// stored under), with the nodes it needs.
+    fn compute_graph(&self, targets: &[(NodeId, String)]) -> ComputeGraph {
+        let (g, back) = self.graph().for_compute(targets);
+        let work = crate::tasks::block_work(&g);
+        let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
+        drop(work);
+        ComputeGraph { g, back, needed }
+    }
+
+    /// The backend a compute runs on: this process (a compute within
+    /// `in_process_bytes`), or the session's (started by the first compute that needs
+    /// it), which an abandoned compute then stops.
+    async fn backend_for(
+        &self,
+        in_process: bool,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<Arc<SessionBackend>, Error> {
+        if in_process {
+            return Ok(Arc::new(SessionBackend {
+                made_with: self.cfg.clone(),
+                backend: crate::backend::Backend::in_process(&self.job(Vec::new())),
+                in_process: true,
+                log_id: String::new(),
+            }));
+        }
+        guard.stops_backend = true;
+        self.started_backend().await
+    }
+
+    /// How a compute of `arrays` would run (where, over how many bytes, in how many
+    /// invocations), without running it.
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Place, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-explain");
+    /// let s = Session::new(&format!("file://{}", dir.display()))?;
+    /// let small = s.ones(&[1000]).sum(None);
+    /// assert_eq!(s.explain(&[&small])?.place, Place::InProcess);
+    /// let large = s.ones(&[10_000_000]).sum(None); // 80 MB: over the threshold
+    /// let e = s.explain(&[&large])?;
+    /// assert!(matches!(e.place, Place::Backend(_)), "{e}");
+    /// assert!(e.to_string().starts_with("on the local (function processes) backend"), "{e}");
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn explain(&self, arrays: &[&Array]) -> Result<super::Explain, Error> {
+        let mut ids = Vec::with_capacity(arrays.len());
+        for a in arrays {
+            a.check()?;
+            ids.push(a.id().map_err(Clone::clone)?);
+        }
+        let todo: Vec<NodeId> = ids
+            .into_iter()
+            .filter(|&id| self.stored_at(id).is_none())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let targets: Vec<(NodeId, String)> =
+            todo.iter().map(|&id| (id, format!("n{id}"))).collect();
+        let cg = self.compute_graph(&targets);
+        let work = work_bytes(&cg);
+        let fits = fits_of(&cg, &todo).len();
+        let place = if todo.is_empty() {
+            super::Place::Stored
+        } else if work <= self.cfg.in_process_bytes {
+            super::Place::InProcess
+        } else {
+            super::Place::Backend(self.cfg.backend)
+        };
+        let plan = (fits == 0 && !todo.is_empty())
+            .then(|| {
+                crate::plan::plan_with(
+                    &self.job(Vec::new()),
+                    &cg.g,
+                    self.cfg.scheduler,
+                    &format!("{}/explain", self.st.id),
+                    &Default::default(),
+                )
+                .ok()
+            })
+            .flatten();
+        Ok(super::Explain {
+            place,
+            work_bytes: work,
+            in_process_bytes: self.cfg.in_process_bytes,
+            invocations: plan.as_ref().map(|p| p.batches.len()),
+            tasks: plan.as_ref().map(|p| p.tasks),
+            fits,
+        })
+    }
+
     /// Fits the model of node `f` (a stage of passes over its X and y, made first) and
     /// stores its coefficients.
     async fn fit(&self, f: NodeId) -> Result<(), Error> {
@@ -466,14 +686,32 @@ impl Session {
             }
         };
         Box::pin(self.make(&[x, y])).await?;
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let fitted = self
+            .fit_at(f, (x, y), &spec, meta, &prefix, &mut guard)
+            .await;
+        guard.disarm();
+        fitted
+    }
+
+    async fn fit_at(
+        &self,
+        f: NodeId,
+        (x, y): (NodeId, NodeId),
+        spec: &crate::models::FitSpec,
+        meta: nums_layout::ArrayMeta,
+        prefix: &str,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<(), Error> {
         let (x_path, x_meta) = self.stored_at(x).expect("made");
-        let (y_path, _) = self.stored_at(y).expect("made");
-        let backend = self.started_backend().await?;
+        let (y_path, y_meta) = self.stored_at(y).expect("made");
+        let in_process = x_meta.nbytes() + y_meta.nbytes() <= self.cfg.in_process_bytes;
+        let backend = self.backend_for(in_process, guard).await?;
         let store = self.store()?;
         let job = self.job(Vec::new());
-        let prefix = format!("{}/c{}", self.st.id, self.next());
-        let progress = crate::progress::Progress::new(self.cfg.progress);
-        let stages = backend.stages(&job, &store, &progress);
+        let watch = backend.watch(self);
+        let stages = backend.stages(&job, &store, &watch);
         let data = crate::iterate::Data {
             job: &job,
             x_path: &x_path,
@@ -487,8 +725,8 @@ impl Session {
             ahead: Default::default(),
         };
         let label = self.owner(f).unwrap_or_else(|| "a model".into());
-        let fitted = crate::iterate::fit(&data, &spec, &label).await;
-        progress.finish();
+        let fitted = crate::iterate::fit(&data, spec, &label).await;
+        watch.progress.finish();
         let (fitted, _passes) = fitted.map_err(|e| self.engine_error(e))?;
         let path = format!("{prefix}/out/n{f}");
         let out =
@@ -560,6 +798,7 @@ impl Session {
         let b = Arc::new(SessionBackend {
             made_with: self.cfg.clone(),
             backend: crate::backend::Backend::new(&job, self.cfg.function_binary.clone()),
+            in_process: false,
             log_id: format!("{}-{}", self.st.id, self.next()),
         });
         let rt = self.st.runtime_handle()?;
@@ -582,6 +821,9 @@ impl Session {
         if let Some(b) = self.st.backend.lock().await.take() {
             SessionBackend::stop(b).await;
         }
+        if !self.st.touched.load(Ordering::SeqCst) {
+            return Ok(());
+        }
         self.store()?
             .delete_prefix(&self.st.id)
             .await
@@ -592,6 +834,157 @@ impl Session {
     /// [`Session::close`] for code that is not async (see [`Array::compute_blocking`]).
     pub fn close_blocking(&self) -> Result<(), Error> {
         super::blocking::block_on(self.close())?
+    }
+}
+
+/// What a session's computes sent ([`Session::counts`]).
+#[derive(Default)]
+pub(crate) struct Counters {
+    invocations: AtomicU64,
+    in_process: AtomicU64,
+    tasks: AtomicU64,
+}
+
+/// A compute's observer: its progress bar, and the session's counts.
+pub(crate) struct Watch<'a> {
+    progress: crate::progress::Progress,
+    counts: &'a Counters,
+    in_process: bool,
+}
+
+impl crate::stage::Observer for Watch<'_> {
+    fn on_stage_start(&self, e: &crate::stage::StageStart<'_>) {
+        self.progress.on_stage_start(e)
+    }
+    fn on_invocation(&self, r: &crate::invocation::Invocation) {
+        self.counts.invocations.fetch_add(1, Ordering::Relaxed);
+        if self.in_process {
+            self.counts.in_process.fetch_add(1, Ordering::Relaxed);
+        }
+        self.counts.tasks.fetch_add(r.tasks, Ordering::Relaxed);
+        self.progress.on_invocation(r)
+    }
+    fn on_batch_end(&self, e: &crate::stage::BatchEnd<'_>) {
+        self.progress.on_batch_end(e)
+    }
+    fn on_stage_end(&self, stage: &str, counters: &crate::dispatch::Dispatched) {
+        self.progress.on_stage_end(stage, counters)
+    }
+    fn on_note(&self, text: &str) {
+        self.progress.on_note(text)
+    }
+    fn on_expect(&self, what: &str, invocations: u64) {
+        self.progress.on_expect(what, invocations)
+    }
+}
+
+impl Session {
+    /// What the session's computes have sent so far: invocations (in this process or to
+    /// its backend; retries and backups count) and their block tasks. An array computed
+    /// once is read in place afterwards, so computing it again sends nothing.
+    ///
+    /// ```
+    /// # use nums_cloud::api::Session;
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-counts");
+    /// let s = Session::new(&format!("file://{}", dir.display()))?;
+    /// let x = s.arange(1000.0).sum(None);
+    /// x.compute_blocking::<f64>()?;
+    /// let once = s.counts();
+    /// assert!(once.invocations >= 1 && once.in_process == once.invocations); // small: here
+    /// x.compute_blocking::<f64>()?; // read, not computed again
+    /// (&x * 2.0).compute_blocking::<f64>()?; // reads x in place: one more small task
+    /// assert_eq!(s.counts().tasks, once.tasks + 1);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn counts(&self) -> super::Counts {
+        let c = &self.st.counts;
+        super::Counts {
+            invocations: c.invocations.load(Ordering::Relaxed),
+            in_process: c.in_process.load(Ordering::Relaxed),
+            tasks: c.tasks.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Bytes of the arrays a compute reads or makes: what decides whether it runs in this
+/// process.
+fn work_bytes(cg: &ComputeGraph) -> u64 {
+    cg.needed.iter().map(|&i| cg.g.nodes[i].meta.nbytes()).sum()
+}
+
+/// The fits (the session's nodes) a compute of `todo` needs, in the order they run: the
+/// fits it reads first, then those asked for.
+fn fits_of(cg: &ComputeGraph, todo: &[NodeId]) -> Vec<NodeId> {
+    let fits: Vec<NodeId> = cg
+        .needed
+        .iter()
+        .filter(|&&i| matches!(cg.g.nodes[i].op, NodeOp::Fit { .. }))
+        .map(|&i| cg.back[i])
+        .collect();
+    fits.iter()
+        .copied()
+        .filter(|i| !todo.contains(i))
+        .chain(fits.iter().copied().filter(|i| todo.contains(i)))
+        .collect()
+}
+
+/// A compute that may be dropped before its end: a future let go, or Ctrl-C in Python.
+/// Dropped armed, it removes what the compute wrote (nothing of it was committed: only
+/// a finished compute marks its arrays stored) and, when the compute ran on the
+/// session's backend, stops its function processes (an invocation in flight dies with
+/// its process; the next compute starts new ones). Disarmed when the compute returns.
+pub(crate) struct Abandoned<'a> {
+    s: &'a Session,
+    prefix: String,
+    stops_backend: bool,
+    armed: bool,
+}
+
+impl<'a> Abandoned<'a> {
+    fn new(s: &'a Session, prefix: &str) -> Abandoned<'a> {
+        Abandoned {
+            s,
+            prefix: prefix.to_string(),
+            stops_backend: false,
+            armed: true,
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let st = &self.s.st;
+        // Taken now, stopped on the session's runtime (a drop cannot wait): once the
+        // abandoned compute's own handle to it is gone, it stops.
+        let backend = self
+            .stops_backend
+            .then(|| st.backend.try_lock().ok().and_then(|mut b| b.take()))
+            .flatten();
+        let (spec, prefix) = (st.spec.clone(), self.prefix.clone());
+        let Ok(rt) = st.runtime_handle() else {
+            return;
+        };
+        rt.spawn(async move {
+            if let Some(b) = backend {
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+                while Arc::strong_count(&b) > 1 && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                }
+                SessionBackend::stop(b).await;
+            }
+            if let Ok(store) = Store::open(&spec) {
+                let _ = store.delete_prefix(&prefix).await;
+            }
+        });
     }
 }
 
@@ -643,7 +1036,8 @@ impl Drop for State {
     /// What the session kept goes with its last handle (best effort, at most 30 s; use
     /// [`Session::close`] to see errors), and its functions stop.
     fn drop(&mut self) {
-        let closed = *self.closed.get_mut();
+        // A session that never opened its store has nothing there to remove.
+        let closed = *self.closed.get_mut() || !*self.touched.get_mut();
         let backend = self.backend.get_mut().take();
         let runtime = self
             .runtime

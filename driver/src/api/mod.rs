@@ -53,6 +53,7 @@ use crate::error::Error;
 use crate::expr::Expr;
 pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
+pub use crate::graph::{Signature, signatures as functions};
 pub use crate::job::{Backend, SchedulerKind as Scheduler};
 use crate::job::{Compute, Job, Source};
 
@@ -70,6 +71,9 @@ pub(crate) struct Config {
     /// The deployment's region (from `from_infra`), which the environment must agree with.
     pub region: Option<String>,
     pub progress: bool,
+    /// Computes whose arrays (read and made) come to at most this many bytes run in this
+    /// process ([`Session::in_process_bytes`]).
+    pub in_process_bytes: u64,
 }
 
 impl Config {
@@ -130,6 +134,9 @@ pub(crate) struct State {
     pending: Mutex<HashMap<NodeId, Block>>,
     next: AtomicU64,
     closed: AtomicBool,
+    /// Whether the session has opened its store (to compute, write or read): a session
+    /// that never did has nothing there to remove when it ends.
+    touched: AtomicBool,
     /// The backend of the session's computes, started by the first and reused.
     backend: tokio::sync::Mutex<Option<Arc<compute::SessionBackend>>>,
     /// The runtime the backend's tasks (the local endpoint's server, its processes'
@@ -138,6 +145,8 @@ pub(crate) struct State {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     /// What each fit measured, by its node.
     fits: Mutex<compute::Fits>,
+    /// What the session's computes sent.
+    counts: compute::Counters,
     /// The array that made each node, by the node it ended with: a node belongs to the
     /// first registered at or after it (an operation's own nodes come just before the one
     /// it gives). Messages name arrays by these.
@@ -207,6 +216,86 @@ pub struct Settings {
     pub memory_mb: u64,
     /// The longest one invocation may run, in seconds.
     pub timeout_seconds: u64,
+    /// Computes of at most this many bytes of arrays run in this process.
+    pub in_process_bytes: u64,
+}
+
+/// Computes whose arrays (every array they read or make) come to at most this many bytes
+/// run in the calling process by default: 16 MiB ([`Session::in_process_bytes`]).
+pub const IN_PROCESS_BYTES: u64 = 16 << 20;
+
+/// What a session's computes have sent ([`Session::counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Counts {
+    /// Invocations, wherever they ran (retries and backups count).
+    pub invocations: u64,
+    /// Of those, the ones run in this process.
+    pub in_process: u64,
+    /// Block tasks of those invocations.
+    pub tasks: u64,
+}
+
+/// Where a compute runs ([`Session::explain`]).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Place {
+    /// Nowhere: every array asked for is computed already (read from the store).
+    Stored,
+    /// In this process: the function's kernels called here over the session's store, no
+    /// function process or request (the compute is at most
+    /// [`Session::in_process_bytes`]).
+    InProcess,
+    /// On the session's backend: local function processes or AWS Lambda.
+    Backend(Backend),
+}
+
+/// How a compute would run, as [`Session::explain`] tells it (nothing runs).
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Explain {
+    /// Where it runs.
+    pub place: Place,
+    /// Bytes of the arrays it reads and makes (inputs read in place included).
+    pub work_bytes: u64,
+    /// The session's threshold for running in this process.
+    pub in_process_bytes: u64,
+    /// Invocations (batches) of its plan, when it can be planned before it runs (not
+    /// when it needs a model fitted first, or an imported input counted).
+    pub invocations: Option<usize>,
+    /// Block tasks of its plan, likewise.
+    pub tasks: Option<usize>,
+    /// Model fits it runs first (each its own stages of passes).
+    pub fits: usize,
+}
+
+impl std::fmt::Display for Explain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let size = crate::human::human(self.work_bytes);
+        let limit = crate::human::human(self.in_process_bytes);
+        match &self.place {
+            Place::Stored => return write!(f, "computed already: read from the store"),
+            Place::InProcess => write!(
+                f,
+                "in this process: {size} of arrays, within in_process_bytes = {limit}"
+            )?,
+            Place::Backend(b) => write!(
+                f,
+                "on the {} backend: {size} of arrays, over in_process_bytes = {limit}",
+                match b {
+                    Backend::Local => "local (function processes)",
+                    Backend::Lambda => "lambda",
+                }
+            )?,
+        }
+        if let (Some(i), Some(t)) = (self.invocations, self.tasks) {
+            write!(f, "; {i} invocations of {t} tasks")?;
+        }
+        if self.fits > 0 {
+            write!(f, "; {} model fit(s) first", self.fits)?;
+        }
+        Ok(())
+    }
 }
 
 /// Values that [`Session::from_ndarray`] takes: any `ndarray` array (owned or a view) of
@@ -327,6 +416,7 @@ impl Session {
             function_binary: None,
             region: None,
             progress: false,
+            in_process_bytes: IN_PROCESS_BYTES,
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
         let job = Job {
@@ -349,9 +439,11 @@ impl Session {
                 pending: Mutex::new(HashMap::new()),
                 next: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
+                touched: AtomicBool::new(false),
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),
+                counts: Default::default(),
                 owners: Mutex::new(Default::default()),
             }),
             cfg,
@@ -401,6 +493,7 @@ impl Session {
             workers: self.cfg.workers,
             memory_mb: self.cfg.memory_mb,
             timeout_seconds: self.cfg.timeout_seconds,
+            in_process_bytes: self.cfg.in_process_bytes,
         }
     }
 
@@ -455,6 +548,24 @@ impl Session {
         self.set(|c| c.function_binary = Some(vec![path.to_string(), "function".to_string()]))
     }
 
+    /// The whole command of the local backend's function processes, program first: for a
+    /// program that serves the function loop otherwise than as `nums-cloud function` (the
+    /// Python package runs `python -m nums_cloud._function`).
+    pub fn function_command(self, command: &[&str]) -> Session {
+        let command = command.iter().map(|a| a.to_string()).collect();
+        self.set(|c| c.function_binary = Some(command))
+    }
+
+    /// Computes whose arrays (every array they read or make, inputs read in place
+    /// included) come to at most `bytes` run in this process: the function's own kernels
+    /// called here over the session's store, with no function process or request in
+    /// between (a small compute takes a millisecond or so, not the tens an invocation
+    /// costs). Larger ones run on the session's backend. Default [`IN_PROCESS_BYTES`]; 0
+    /// sends every compute to the backend. [`Session::explain`] tells which a compute gets.
+    pub fn in_process_bytes(self, bytes: u64) -> Session {
+        self.set(|c| c.in_process_bytes = bytes)
+    }
+
     /// Show a progress bar on standard error while computing (default off).
     pub fn progress(self, show: bool) -> Session {
         self.set(|c| c.progress = show)
@@ -485,11 +596,29 @@ impl Session {
             .iter()
             .map(|a| a.id().map_err(Clone::clone))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut g = self.graph();
-        g.set_compute(self.cfg.compute());
-        g.eval(e, &ids).map_err(|message| Error::Job {
+        // Each value asked for is one more stage of the function (a sort's sample, then
+        // its counts): a few at most.
+        for _ in 0..8 {
+            let need = {
+                let mut g = self.graph();
+                g.set_compute(self.cfg.compute());
+                match g.eval(e, &ids) {
+                    Ok(v) => return Ok(v),
+                    Err(message) => g.need_values().ok_or_else(|| Error::Job {
+                        array: Some(label.to_string()),
+                        message: format!("`{label}`: {message}"),
+                    })?,
+                }
+            };
+            // Its shape depends on a small node's values (a sort's sample, a selection's
+            // counts): computed first, as a job's stage computes them, then built again.
+            let values = blocking::block_on(self.values_of(&[need]))??;
+            let values = values.into_iter().next().expect("one node asked");
+            self.graph().set_values(need, values);
+        }
+        Err(Error::Job {
             array: Some(label.to_string()),
-            message: format!("`{label}`: {message}"),
+            message: format!("`{label}`: its shape still depends on values after 8 stages"),
         })
     }
 

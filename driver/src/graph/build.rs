@@ -1203,8 +1203,12 @@ pub struct Incremental {
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     masks: HashMap<NodeId, Vec<u64>>,
-    /// Values of small nodes a function's shapes depend on (none yet: see `with`).
+    /// Values of small nodes a function's shapes depend on, computed by the caller when
+    /// an evaluation asked for them ([`Incremental::take_need_values`]).
     values: HashMap<NodeId, Block>,
+    /// The node whose values the last failed evaluation needed, with the graph's length
+    /// and block count before and its length after that evaluation.
+    need_values: Option<(NodeId, (usize, u64), usize)>,
 }
 
 impl Incremental {
@@ -1218,6 +1222,7 @@ impl Incremental {
             lu_memo: HashMap::new(),
             masks: HashMap::new(),
             values: HashMap::new(),
+            need_values: None,
         }
     }
 
@@ -1237,6 +1242,8 @@ impl Incremental {
         bound: &'s [NodeId],
         f: impl FnOnce(&mut Builder<'s>) -> Result<T, EvalError>,
     ) -> Result<T, String> {
+        let before = (self.g.nodes.len(), self.blocks);
+        self.need_values = None;
         let mut b = Builder {
             job: &self.job,
             probes,
@@ -1263,12 +1270,13 @@ impl Incremental {
         self.lu_memo = b.lu_memo;
         let v = r.map_err(EvalError::message)?;
         if let Some(node) = need_values {
-            // A job computes such values in a stage of its own, then builds again; the
-            // library does not yet.
+            // As a job computes such values in a stage of its own, then builds again, the
+            // caller computes node `node` (its nodes are final), gives its values
+            // ([`Incremental::set_values`]) and evaluates again.
+            self.need_values = Some((node, before, self.g.nodes.len()));
             return Err(format!(
-                "its shape depends on values computed first (node {node}: a sample sort's \
-                 sample, a selection's counts), which the Rust API does not do yet: use a job \
-                 file, or sort lanes that fit one invocation"
+                "its shape depends on the values of node {node} (a sample sort's sample, a \
+                 selection's counts), computed first"
             ));
         }
         match need {
@@ -1332,6 +1340,30 @@ impl Incremental {
         self.masks.insert(mask, selected);
     }
 
+    /// The node whose values the last evaluation needed (it failed for want of them).
+    pub fn need_values(&self) -> Option<NodeId> {
+        self.need_values.map(|(node, _, _)| node)
+    }
+
+    /// Node `node`'s values, now computed (the failed evaluation's nodes stored it): the
+    /// nodes that evaluation added are taken off again, so that evaluating it again makes
+    /// the same nodes, `node` among them, and builds with the values. Unless nodes were
+    /// added since (another thread's), whose ids must stay.
+    pub fn set_values(&mut self, node: NodeId, values: Block) {
+        if let Some((n, (len, blocks), after)) = self.need_values.take()
+            && n == node
+            && self.g.nodes.len() == after
+        {
+            self.g.nodes.truncate(len);
+            self.blocks = blocks;
+            self.tsqr_memo
+                .retain(|k, t| k.iter().chain(&t.xs).chain(&t.levels).all(|&i| i < len));
+            self.lu_memo
+                .retain(|&k, &mut (a, b)| k < len && a < len && b < len);
+        }
+        self.values.insert(node, values);
+    }
+
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
     /// in place instead of computing it again.
     pub fn stored(&mut self, id: NodeId, path: String) {
@@ -1341,20 +1373,10 @@ impl Incremental {
         };
     }
 
-    /// The graph with `targets` to be stored under the names given (and nothing else),
-    /// for one compute.
-    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> Graph {
-        let mut g = self.g.clone();
-        for n in &mut g.nodes {
-            n.persist = false;
-            n.name = None;
-        }
-        g.named.clear();
-        for (id, name) in targets {
-            g.nodes[*id].persist = true;
-            g.nodes[*id].name = Some(name.clone());
-            g.named.insert(name.clone(), *id);
-        }
-        g
+    /// The graph of one compute: the nodes `targets` need, renumbered, with only the
+    /// targets stored (under the names given); and the node of this graph each of its
+    /// nodes is ([`Graph::pruned`]).
+    pub fn for_compute(&self, targets: &[(NodeId, String)]) -> (Graph, Vec<NodeId>) {
+        self.g.pruned(targets)
     }
 }

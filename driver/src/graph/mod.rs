@@ -23,6 +23,7 @@ pub use build::{
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
+pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 pub(crate) use sources::{import_options, is_file, reuse_import};
 
@@ -561,6 +562,54 @@ impl Graph {
             });
         }
         (g, map[target])
+    }
+}
+
+impl Graph {
+    /// The nodes `targets` depend on (and they), renumbered in order, each target kept in
+    /// the store under the name given and no other node named or kept: the graph of one
+    /// compute of the library, whose cost follows what it computes, not the session's
+    /// graph. Returns it and, for each of its nodes, the node of `self` it is.
+    pub fn pruned(&self, targets: &[(NodeId, String)]) -> (Graph, Vec<NodeId>) {
+        let Some(last) = targets.iter().map(|(id, _)| *id).max() else {
+            return (Graph::default(), Vec::new());
+        };
+        let mut need = vec![false; last + 1];
+        for (id, _) in targets {
+            need[*id] = true;
+        }
+        for id in (0..=last).rev() {
+            if need[id] {
+                for i in self.nodes[id].op.inputs() {
+                    need[i] = true;
+                }
+            }
+        }
+        let mut map = vec![usize::MAX; last + 1];
+        let mut back = Vec::new();
+        let mut g = Graph::default();
+        for n in self.nodes[..=last].iter().filter(|n| need[n.id]) {
+            let id = g.nodes.len();
+            map[n.id] = id;
+            back.push(n.id);
+            let mut op = n.op.clone();
+            op.map_inputs(|x| map[x]);
+            g.nodes.push(Node {
+                id,
+                meta: n.meta.clone(),
+                op,
+                name: None,
+                persist: false,
+                def: n.def.clone(),
+            });
+        }
+        for (id, name) in targets {
+            let n = &mut g.nodes[map[*id]];
+            n.persist = true;
+            n.name = Some(name.clone());
+            g.named.insert(name.clone(), map[*id]);
+        }
+        (g, back)
     }
 }
 

@@ -108,7 +108,6 @@ impl FuncDef {
 
 /// A family of functions: one file, one group of README's table.
 pub(super) struct Family {
-    #[cfg_attr(not(test), expect(dead_code, reason = "read by README's table test"))]
     pub(super) name: &'static str,
     pub(super) defs: &'static [FuncDef],
 }
@@ -168,6 +167,40 @@ fn lookup(name: &str) -> Option<&'static FuncDef> {
 /// Whether `name` is a function of the table (or an alias of one).
 pub(crate) fn is_function(name: &str) -> bool {
     lookup(name).is_some()
+}
+
+/// One function of the table as a binding of the library sees it (the Python package
+/// makes one Python function of each).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Signature {
+    /// Its family: `creation`, `elementwise`, `reductions`, `contractions`, `shapes`,
+    /// `linalg` or `models`.
+    pub family: &'static str,
+    /// NumPy's name.
+    pub name: &'static str,
+    /// NumPy's other names for it.
+    pub aliases: &'static [&'static str],
+    /// NumPy's parameters in positional order (keywords take the same names).
+    pub params: &'static [&'static str],
+    /// The last parameter is NumPy's `*name` (every positional from there on).
+    pub star: bool,
+}
+
+/// Every function of the table, family by family.
+pub fn signatures() -> Vec<Signature> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| {
+            f.defs.iter().map(|d| Signature {
+                family: f.name,
+                name: d.name,
+                aliases: d.aliases,
+                params: d.params,
+                star: d.rest == Rest::Star,
+            })
+        })
+        .collect()
 }
 
 /// Every name a call may use (aliases too), sorted.

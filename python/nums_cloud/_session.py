@@ -1,0 +1,239 @@
+"""The session arrays are made in: ``nums_cloud.init(...)``, its environment variables and
+the embedded default (a store under the user's cache folder, local functions)."""
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+from . import _native
+
+__all__ = ["init", "session", "settings", "explain", "persist", "close", "ENVIRONMENT"]
+
+#: The environment variables ``init`` reads for the settings it is not given (a script's
+#: settings without code), with the ``init`` argument each stands for.
+ENVIRONMENT = {
+    "storage": "NUMS_CLOUD_STORAGE",
+    "infra": "NUMS_CLOUD_INFRA",
+    "endpoint": "NUMS_CLOUD_ENDPOINT",
+    "backend": "NUMS_CLOUD_BACKEND",
+    "function": "NUMS_CLOUD_LAMBDA_FUNCTION",
+    "scheduler": "NUMS_CLOUD_SCHEDULER",
+    "workers": "NUMS_CLOUD_WORKERS",
+    "memory_mb": "NUMS_CLOUD_MEMORY_MB",
+    "timeout_seconds": "NUMS_CLOUD_TIMEOUT_SECONDS",
+    "progress": "NUMS_CLOUD_PROGRESS",
+    "in_process_mb": "NUMS_CLOUD_IN_PROCESS_MB",
+}
+
+_INTS = {"workers", "memory_mb", "timeout_seconds"}
+
+_lock = threading.RLock()
+_current = None
+
+
+def cache_dir():
+    """The user's cache folder for nums-cloud: ``$XDG_CACHE_HOME/nums-cloud`` (else
+    ``~/.cache/nums-cloud``), ``~/Library/Caches/nums-cloud`` on macOS,
+    ``%LOCALAPPDATA%\\nums-cloud`` on Windows."""
+    if sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    elif os.name == "nt":
+        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local"))
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "nums-cloud"
+
+
+def default_storage():
+    """The embedded default store: the folder ``store`` in :func:`cache_dir`. Each session
+    keeps its arrays under a prefix of its own there and removes them when it ends."""
+    return (cache_dir() / "store").as_uri()
+
+
+def function_command():
+    """The local backend's function process: this Python running the extension's function
+    loop (``python -m nums_cloud._function``), so no separate binary is needed; or
+    ``$NUMS_CLOUD_FUNCTION`` (a ``nums-cloud`` binary and its ``function`` argument)."""
+    if os.environ.get("NUMS_CLOUD_FUNCTION"):
+        return None
+    return [sys.executable, "-m", "nums_cloud._function"]
+
+
+def _from_env(name):
+    v = os.environ.get(ENVIRONMENT[name])
+    if v is None or v == "":
+        return None
+    if name in _INTS:
+        return int(v)
+    if name == "in_process_mb":
+        return float(v)
+    if name == "progress":
+        return v.lower() not in ("0", "false", "no", "off")
+    return v
+
+
+class Session:
+    """Where arrays are stored and how computes run; made by :func:`init`.
+
+    Arrays belong to the session they were made in and compute with its settings. What a
+    session keeps in the store (computed arrays, inputs from memory) lies under a prefix
+    of its own and is removed by :meth:`close`, or when the session and its arrays are
+    gone (at the latest when Python exits)."""
+
+    __slots__ = ("_native", "__weakref__")
+
+    def __init__(self, native):
+        self._native = native
+
+    def settings(self):
+        """The settings: storage, endpoint, backend, function, scheduler, workers,
+        memory_mb, timeout_seconds, in_process_bytes."""
+        return self._native.settings()
+
+    def counts(self):
+        """What the session's computes have sent so far: ``invocations`` (in this process
+        or to the backend; retries count), ``in_process`` (of those, run here) and
+        ``tasks`` (their block tasks). An array computed once is read in place
+        afterwards: computing it again sends nothing."""
+        return self._native.counts()
+
+    def close(self):
+        """Removes what the session keeps in the store and stops its function processes;
+        its arrays cannot be computed afterwards."""
+        self._native.close()
+
+    def __repr__(self):
+        return repr(self._native)
+
+
+def init(storage=None, backend=None, workers=None, memory_mb=None, function=None,
+         infra=None, *, endpoint=None, scheduler=None, timeout_seconds=None, progress=None,
+         in_process_mb=None):
+    """Starts a session and makes it the one new arrays are made in; returns it.
+
+    Every setting left out comes from its environment variable (:data:`ENVIRONMENT`:
+    ``NUMS_CLOUD_STORAGE``, ``NUMS_CLOUD_BACKEND``, ``NUMS_CLOUD_WORKERS``, ...), else
+    from the embedded default: a store under the user's cache folder and local function
+    processes (no services, nothing to deploy).
+
+    Parameters
+    ----------
+    storage : str, optional
+        ``file://folder`` (or a plain folder path) or ``s3://bucket/prefix`` (credentials
+        from the standard AWS chain).
+    backend : {"local", "lambda"}, optional
+        Local function processes (default) or the AWS Lambda function ``function``.
+    workers : int, optional
+        Concurrent invocations (default 2).
+    memory_mb : int, optional
+        Memory of one invocation in MB (default 2048); plans fit it, and the local
+        backend enforces it as Lambda does.
+    function : str, optional
+        The Lambda function's name (default ``nums-cloud``).
+    infra : str, optional
+        A deployment made with ``infra/`` (``terraform output -json`` saved to a file):
+        its bucket, function, memory and backend ``lambda``.
+    endpoint : str, optional
+        An S3-compatible endpoint for an ``s3://`` store (``http://`` only on loopback).
+    scheduler : {"lshs", "naive"}, optional
+    timeout_seconds : int, optional
+    progress : bool, optional
+        A progress bar on standard error for computes on the backend (default: when
+        standard error is a terminal). Computes in this process show none.
+    in_process_mb : float, optional
+        Computes whose arrays (read and made) come to at most this many MiB run in this
+        process, without function processes (default 16; 0: every compute on the
+        backend). ``nums_cloud.explain(x)`` tells where a compute runs.
+    """
+    args = dict(storage=storage, backend=backend, workers=workers, memory_mb=memory_mb,
+                function=function, infra=infra, endpoint=endpoint, scheduler=scheduler,
+                timeout_seconds=timeout_seconds, progress=progress,
+                in_process_mb=in_process_mb)
+    for k, v in args.items():
+        if v is None:
+            args[k] = _from_env(k)
+    storage = args.pop("storage")
+    if storage is not None and "://" not in storage:
+        storage = Path(storage).expanduser().resolve().as_uri()
+    if storage is None and args["infra"] is None:
+        storage = default_storage()
+    if args["progress"] is None:
+        args["progress"] = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    mb = args.pop("in_process_mb")
+    native = _native.Session(
+        storage,
+        in_process_bytes=None if mb is None else int(mb * (1 << 20)),
+        function_command=function_command(),
+        **args,
+    )
+    s = Session(native)
+    global _current
+    with _lock:
+        _current = s
+    return s
+
+
+def session():
+    """The current session (:func:`init`'s; the first use of nums-cloud starts one from the
+    environment and the defaults)."""
+    s = _current
+    if s is None:
+        with _lock:
+            if _current is None:
+                init()
+        s = _current
+    return s
+
+
+def settings():
+    """The current session's settings."""
+    return session().settings()
+
+
+def close():
+    """Closes the current session (:meth:`Session.close`); the next use starts another."""
+    global _current
+    with _lock:
+        s, _current = _current, None
+    if s is not None:
+        s.close()
+
+
+def explain(*arrays):
+    """How computing ``arrays`` would run, without running it: in this process (a compute
+    within ``in_process_mb``), on the session's backend (local function processes or
+    Lambda), or not at all (computed already), with the bytes of arrays it reads and
+    makes and the invocations of its plan. Returns the text; ``print`` it."""
+    from .numpy import _array
+
+    if not arrays:
+        raise TypeError("explain() needs at least one array")
+    arrs = [_array.asarray(a) for a in arrays]
+    s = arrs[0]._s
+    place, text, _ = s.explain([a._a for a in arrs])
+    return Explanation(place, text)
+
+
+class Explanation(str):
+    """What :func:`explain` says: the text, with ``place`` (``"in-process"``, ``"local"``,
+    ``"lambda"`` or ``"stored"``)."""
+
+    place: str
+
+    def __new__(cls, place, text):
+        self = super().__new__(cls, text)
+        self.place = place
+        return self
+
+
+def persist(*arrays):
+    """Computes ``arrays`` now and keeps them in the session's store (as every compute
+    does): later expressions read them in place instead of computing them again, as
+    Dask's ``persist``. Returns the arrays (one, or a tuple)."""
+    from .numpy import _array
+
+    arrs = [_array.asarray(a) for a in arrays]
+    for a in arrs:
+        a._s.persist(a._a)
+    return arrs[0] if len(arrs) == 1 else tuple(arrs)

@@ -1,0 +1,295 @@
+"""``nums_cloud.numpy``: NumPy's API (and NumS's) over nums-cloud's lazy block arrays.
+
+``import nums_cloud.numpy as nps`` and write NumPy: ``nps.random.rand(10**6, 8)``,
+``x.T @ x``, ``nps.linalg.qr(x)``, ``x.sum(axis=0).get()``. Every function of the
+engine's table is here under NumPy's name, with NumPy's parameters; arrays are lazy
+(:class:`BlockArray`) and compute on ``.get()`` (a NumPy array back, without a copy),
+``np.asarray(x)``, ``float(x)`` and the like, in this process when the work is small and
+on the session's backend (local function processes or AWS Lambda) when it is not
+(``nums_cloud.explain(x)`` says which). The session is ``nums_cloud.init``'s, or the
+embedded default (a store under the user's cache folder and local functions).
+
+It is also an Array API namespace (``__array_api_version__``, ``__array_namespace_info__``,
+the standard's function names and dtype objects), as NumPy 2's namespace is.
+"""
+
+import builtins as _builtins
+import inspect as _inspect
+
+import numpy as _np
+
+from .. import _native, _session
+from . import _array
+from ._array import BlockArray, asarray, array
+
+# Dtypes: NumPy's own objects, so that ``x.dtype == nps.float64`` and
+# ``x.dtype == np.float64`` both hold.
+float64 = _np.float64
+float32 = _np.float32
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+complex64, complex128 = _np.complex64, _np.complex128
+bool_ = _np.bool_
+bool = _np.bool_  # noqa: A001 (NumPy 2's and the Array API's name)
+# NumS's names: ``nps.int`` and ``nps.float`` are the default integer and float dtypes.
+int = _np.int64  # noqa: A001
+float = _np.float64  # noqa: A001
+dtype = _np.dtype
+
+pi = _np.pi
+e = _np.e
+inf = _np.inf
+nan = _np.nan
+newaxis = None
+
+ndarray = BlockArray
+
+
+def _numpy_doc(name, note):
+    """NumPy's summary of ``name`` (its first paragraph), then what nums-cloud does."""
+    f = getattr(_np, name, None) or getattr(_np.linalg, name, None)
+    text = ""
+    if f is not None and f.__doc__:
+        lines = _inspect.cleandoc(f.__doc__).splitlines()
+        # A ufunc's docstring starts with its signature and a blank line.
+        if lines and "(" in lines[0] and lines[0].startswith(name):
+            lines = lines[1:]
+        para = []
+        for line in lines:
+            if not line.strip():
+                if para:
+                    break
+                continue
+            para.append(line.strip())
+        text = " ".join(para)
+    if not text:
+        text = f"NumPy's ``{name}``."
+    return f"{text}\n\nnums-cloud: {note}"
+
+
+def _engine(f):
+    """Marks ``f`` as taking nums-cloud arrays lazily (NumPy's ``__array_function__``
+    hands it NumPy's calls of the same name)."""
+    f._engine = True
+    return f
+
+
+def _defined(name, params, star):
+    def f(*args, **kwargs):
+        return _array.call(name, args, kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__module__ = __name__
+    sig = ", ".join(("*" if star and i == len(params) - 1 else "") + p
+                    for i, p in enumerate(params))
+    f.__doc__ = _numpy_doc(name, f"lazy; the engine's ``{name}({sig})`` (NumPy's "
+                                 "parameters; see the README's function table).")
+    return _engine(f)
+
+
+# The engine's function table, under NumPy's names (the models are in nums_cloud.models,
+# the factorizations in nums_cloud.numpy.linalg).
+_TABLE = _native.functions()
+_LINALG = {}
+for _family, _name, _aliases, _params, _star in _TABLE:
+    if _family == "models":
+        continue
+    _f = _defined(_name, _params, _star)
+    if _family == "linalg":
+        _LINALG[_name] = _f
+        continue
+    for _n in (_name, *_aliases):
+        globals()[_n] = _f
+del _family, _name, _aliases, _params, _star, _f, _n
+
+# NumPy's ufuncs that the engine has (``np.exp(x)``, ``np_array * x`` reach it).
+_UFUNCS = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+    "true_divide": "divide", "power": "power", "floor_divide": "floor_divide",
+    "remainder": "remainder", "maximum": "maximum", "minimum": "minimum",
+    "equal": "equal", "not_equal": "not_equal", "less": "less", "less_equal": "less_equal",
+    "greater": "greater", "greater_equal": "greater_equal", "logical_and": "logical_and",
+    "logical_or": "logical_or", "logical_xor": "logical_xor", "logical_not": "logical_not",
+    "negative": "negative", "absolute": "abs", "sign": "sign", "square": "square",
+    "sqrt": "sqrt", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p",
+    "floor": "floor", "ceil": "ceil", "sin": "sin", "cos": "cos", "tan": "tan",
+    "tanh": "tanh", "isnan": "isnan", "isfinite": "isfinite", "isinf": "isinf",
+    "matmul": "matmul",
+}
+
+_where = globals()["where"]
+
+
+@_engine
+def where(condition, x=None, y=None):
+    """Return elements chosen from ``x`` or ``y`` depending on ``condition``; with
+    ``condition`` alone, the indices where it is true (``nonzero``).
+
+    nums-cloud: ``where(condition, x, y)`` is lazy; ``where(condition)`` computes
+    ``condition`` (its result's shape depends on its values)."""
+    if x is None and y is None:
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("either both or neither of x and y should be given")
+    return _where(condition, x, y)
+
+
+@_engine
+def nonzero(a):
+    """Return the indices of the elements that are non-zero.
+
+    nums-cloud: computes ``a`` (the result's shape depends on its values) and returns a
+    tuple of int64 arrays, one per axis."""
+    a = asarray(a)
+    return tuple(_array.asarray(i.astype(_np.int64), session=a._s) for i in _np.nonzero(a.compute()))
+
+
+@_engine
+def argwhere(a):
+    """Find the indices of array elements that are non-zero, grouped by element.
+
+    nums-cloud: computes ``a``."""
+    a = asarray(a)
+    return _array.asarray(_np.argwhere(a.compute()).astype(_np.int64), session=a._s)
+
+
+@_engine
+def flatnonzero(a):
+    """Return indices that are non-zero in the flattened version of ``a``.
+
+    nums-cloud: computes ``a``."""
+    a = asarray(a)
+    return _array.asarray(_np.flatnonzero(a.compute()).astype(_np.int64), session=a._s)
+
+
+@_engine
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Returns a boolean array where two arrays are element-wise equal within a
+    tolerance: ``abs(a - b) <= atol + rtol * abs(b)``.
+
+    nums-cloud: lazy."""
+    a = asarray(a)
+    b = b if isinstance(b, BlockArray) else _array.asarray(b, session=a._s)
+    close = (a == b) | (abs(a - b) <= atol + rtol * abs(b))
+    if equal_nan:
+        close = close | (isnan(a) & isnan(b))
+    return close
+
+
+@_engine
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Returns True if two arrays are element-wise equal within a tolerance.
+
+    nums-cloud: computes the answer (a Python bool)."""
+    return _builtins.bool(isclose(a, b, rtol, atol, equal_nan).all())
+
+
+@_engine
+def array_equal(a1, a2, equal_nan=False):
+    """True if two arrays have the same shape and elements, False otherwise.
+
+    nums-cloud: computes the answer (a Python bool)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    if a1.shape != a2.shape:
+        return False
+    eq = a1 == a2
+    if equal_nan:
+        eq = eq | (isnan(a1) & isnan(a2))
+    return _builtins.bool(eq.all())
+
+
+@_engine
+def empty(shape, dtype=float64, *, device=None):
+    """Return a new array of given shape and type.
+
+    nums-cloud: zeros (arrays are never uninitialised)."""
+    _array.check_device(device)
+    return zeros(shape, dtype=dtype)
+
+
+@_engine
+def empty_like(prototype, dtype=None, *, device=None):
+    """Return a new array with the same shape and type as a given array.
+
+    nums-cloud: zeros."""
+    _array.check_device(device)
+    return zeros_like(prototype, dtype=dtype)
+
+
+@_engine
+def copy(a):
+    """Return an array copy of the given object (nums-cloud arrays are never changed in
+    place: the array itself)."""
+    return asarray(a)
+
+
+@_engine
+def shape(a):
+    """Return the shape of an array."""
+    return asarray(a).shape
+
+
+@_engine
+def ndim(a):
+    """Return the number of dimensions of an array."""
+    return asarray(a).ndim
+
+
+@_engine
+def size(a, axis=None):
+    """Return the number of elements along a given axis."""
+    a = asarray(a)
+    return a.size if axis is None else a.shape[axis]
+
+
+def get(*arrays):
+    """The values of ``arrays`` (NumS's ``nps.get``), computed in one plan: a NumPy array
+    for one array, a tuple for several."""
+    if not arrays:
+        raise TypeError("get() needs at least one array")
+    arrs = [asarray(a) for a in arrays]
+    vals = arrs[0]._s.compute_many([a._a for a in arrs])
+    vals = [v[()] if v.ndim == 0 else v for v in vals]
+    return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=None):
+    """Read a CSV file of numbers into an array, in parallel by the functions (NumS's
+    ``nums.read_csv``; ``np.loadtxt``'s reading): float64, ``#`` comments and blank lines
+    skipped; ``has_header`` (or ``header``) skips the first line, ``usecols`` keeps those
+    columns (negative from the end). Local or ``s3://``."""
+    s = _session.session()._native
+    head = _builtins.bool(has_header if header is None else header)
+    cols = None if usecols is None else [_builtins.int(c) for c in usecols]
+    return BlockArray(s.load(str(filename), head, delimiter, cols), s)
+
+
+def loadtxt(fname, delimiter=",", skiprows=0, usecols=None):
+    """Load data from a text file (NumPy's ``loadtxt`` for numeric CSV files; see
+    :func:`read_csv`). ``skiprows`` may be 0 or 1 (a header line)."""
+    if skiprows not in (0, 1):
+        raise ValueError("nums-cloud's loadtxt skips at most one header line")
+    return read_csv(fname, has_header=skiprows == 1, delimiter=delimiter, usecols=usecols)
+
+
+def load(file):
+    """Load an array from a ``.npy``, ``.csv`` or ``.parquet`` file or a Zarr v3 array (a
+    folder or an ``s3://`` URL); its metadata is read now, its values by the first
+    compute that needs them (in parallel, block by block). A Zarr array nums-cloud wrote
+    in the session's store is read in place."""
+    s = _session.session()._native
+    return BlockArray(s.load(str(file)), s)
+
+
+def save(file, arr):
+    """Save an array to a ``.npy``, ``.csv`` or ``.parquet`` file, or as a Zarr v3 array (a
+    folder, or ``s3://bucket/path``; ``.npy`` on S3 too, of at most 5 MiB): computed first
+    if it is not (NumPy's ``np.save(file, arr)`` order)."""
+    a = asarray(arr)
+    a._s.save(a._a, str(file))
+
+
+from . import linalg, random  # noqa: E402  (they use the table above)
+from ._api import *  # noqa: E402,F401,F403  (the Array API's names)
+from ._api import __array_api_version__, __array_namespace_info__  # noqa: E402,F401
+

@@ -1,0 +1,554 @@
+"""The Array API standard's names in ``nums_cloud.numpy`` (as NumPy 2's namespace holds
+them beside NumPy's own): ``__array_api_version__``, ``__array_namespace_info__``, the
+dtype functions, and the standard's function names.
+
+Each is lazy where the engine has the operation or it is built from the engine's
+operations exactly (``concat``, ``permute_dims``, ``pow``, ``flip``, ``trunc``, ``tril``,
+...); sorting, searching, set and cumulative functions are the engine's (its table). The
+rest — functions the engine has no kernel for (the inverse trigonometric and hyperbolic
+functions, ``take_along_axis``, ...) — compute
+their arguments and apply NumPy's function in this process, and say so in their
+docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
+
+import builtins
+import operator
+
+import numpy as np
+
+from . import _array
+from ._array import BlockArray, asarray, call, dtype_name
+
+__array_api_version__ = "2023.12"
+
+_DTYPES = _array._DTYPES
+
+# The standard's names that compute with NumPy in this process (no engine kernel).
+EAGER = []
+
+__all__ = [
+    "__array_api_version__", "__array_namespace_info__", "EAGER",
+    # data types and their functions
+    "isdtype", "result_type", "can_cast", "finfo", "iinfo", "astype",
+    # creation
+    "meshgrid", "tril", "triu", "from_dlpack",
+    # elementwise
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
+    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
+    "bitwise_xor", "copysign", "cosh", "hypot", "log2", "log10",
+    "logaddexp", "positive", "pow", "round", "signbit", "sinh", "trunc",
+    "nextafter", "reciprocal",
+    # indexing, manipulation
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
+    "moveaxis", "permute_dims", "repeat", "roll", "tile", "unstack", "matrix_transpose",
+    "vecdot",
+    # (searching, sets, sorting and cumulative functions are the engine's: its table)
+]
+
+
+class _Info:
+    """The namespace's inspection utilities (``__array_namespace_info__()``)."""
+
+    def capabilities(self):
+        """What the namespace supports: boolean indexing and data-dependent shapes (a
+        mask, ``nonzero``: computed first), up to 32 dimensions."""
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": 32}
+
+    def default_device(self):
+        """The default device: ``"cpu"``."""
+        return "cpu"
+
+    def default_dtypes(self, *, device=None):
+        """The default dtypes: float64, complex128, int64 for integers and indices."""
+        return {"real floating": np.dtype("float64"), "complex floating": np.dtype("complex128"),
+                "integral": np.dtype("int64"), "indexing": np.dtype("int64")}
+
+    def devices(self):
+        """The devices arrays may be on: ``["cpu"]``."""
+        return ["cpu"]
+
+    def dtypes(self, *, device=None, kind=None):
+        """The namespace's dtypes, by name (of ``kind`` when given, as ``isdtype``
+        reads it)."""
+        if kind is None:
+            return dict(_DTYPES)
+        return {n: d for n, d in _DTYPES.items() if isdtype(d, kind)}
+
+
+def __array_namespace_info__():
+    """The namespace's inspection utilities: capabilities, devices, dtypes."""
+    return _Info()
+
+
+_KINDS = {
+    "bool": lambda d: d.kind == "b",
+    "signed integer": lambda d: d.kind == "i",
+    "unsigned integer": lambda d: d.kind == "u",
+    "integral": lambda d: d.kind in "iu",
+    "real floating": lambda d: d.kind == "f",
+    "complex floating": lambda d: d.kind == "c",
+    "numeric": lambda d: d.kind in "iufc",
+}
+
+
+def isdtype(dtype, kind):
+    """Returns a boolean indicating whether a provided dtype is of a specified data type
+    ``kind`` (a dtype, a kind's name, or a tuple of those)."""
+    d = np.dtype(dtype)
+    if isinstance(kind, tuple):
+        return builtins.any(isdtype(d, k) for k in kind)
+    if isinstance(kind, str):
+        try:
+            return _KINDS[kind](d)
+        except KeyError:
+            raise ValueError(f"unknown data type kind {kind!r}") from None
+    return d == np.dtype(kind)
+
+
+def result_type(*arrays_and_dtypes):
+    """Returns the dtype that results from applying type promotion rules (NumPy 2's) to
+    the arguments."""
+    parts = []
+    for a in arrays_and_dtypes:
+        if isinstance(a, BlockArray):
+            parts.append(a.dtype)
+        elif isinstance(a, (builtins.bool, builtins.int, builtins.float, complex)):
+            parts.append(a)
+        else:
+            parts.append(np.dtype(a))
+    return np.result_type(*parts)
+
+
+def can_cast(from_, to, /):
+    """Determines if one data type can be cast to another (NumPy's "safe" casting)."""
+    f = from_.dtype if isinstance(from_, BlockArray) else from_
+    return np.can_cast(f, to)
+
+
+class _FInfo:
+    """Machine limits of a floating-point dtype, as the standard gives them: Python
+    numbers (NumPy's ``finfo`` gives NumPy scalars), ``dtype`` the real dtype."""
+
+    __slots__ = ("bits", "eps", "max", "min", "smallest_normal", "dtype")
+
+    def __init__(self, f):
+        self.bits = int(f.bits)
+        self.eps, self.max, self.min = float(f.eps), float(f.max), float(f.min)
+        self.smallest_normal = float(f.smallest_normal)
+        self.dtype = f.dtype
+
+    def __repr__(self):
+        return (f"finfo(bits={self.bits}, eps={self.eps}, max={self.max}, min={self.min}, "
+                f"smallest_normal={self.smallest_normal}, dtype={self.dtype})")
+
+
+def finfo(type, /):
+    """Machine limits for floating-point data types (Python numbers, as the standard
+    says)."""
+    return _FInfo(np.finfo(type.dtype if isinstance(type, BlockArray) else type))
+
+
+def iinfo(type, /):
+    """Machine limits for integer data types."""
+    return np.iinfo(type.dtype if isinstance(type, BlockArray) else type)
+
+
+def astype(x, dtype, /, *, copy=True, device=None):
+    """Copies an array to a specified data type irrespective of type promotion rules."""
+    x = asarray(x)
+    if dtype_name(dtype) == x._a.dtype:
+        return x
+    return x.astype(dtype)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An array of a DLPack-capable object's values (through NumPy)."""
+    return asarray(np.from_dlpack(x))
+
+
+def _ns():
+    from .. import numpy as nps
+
+    return nps
+
+
+def _eager(name, numpy_f=None, doc=None):
+    """A function computed by NumPy in this process on its arguments' values: the
+    engine has no kernel for it."""
+    f_np = numpy_f or getattr(np, name)
+
+    def f(*args, **kwargs):
+        s = _array._session_of(*args)
+        out = f_np(*_array._computed(args), **_array._computed(kwargs))
+        return _wrap_values(out, s)
+
+    f.__name__ = f.__qualname__ = name
+    summary = (doc or (f_np.__doc__ or "").strip().split("\n\n")[0]
+               if doc or getattr(f_np, "__doc__", None) else f"NumPy's ``{name}``.")
+    lines = [ln.strip() for ln in summary.splitlines() if ln.strip()]
+    if lines and lines[0].startswith(name + "("):
+        lines = lines[1:]
+    f.__doc__ = (" ".join(lines) or f"NumPy's ``{name}``.") + (
+        "\n\nnums-cloud: computed by NumPy in this process on the arguments' values (the "
+        "engine has no kernel for it): not lazy.")
+    f._engine = True
+    EAGER.append(name)
+    return f
+
+
+def _wrap_values(out, s):
+    if isinstance(out, tuple):
+        t = type(out)
+        vals = [_wrap_values(v, s) for v in out]
+        return t(*vals) if hasattr(out, "_fields") else tuple(vals)
+    if isinstance(out, np.ndarray) or isinstance(out, np.generic):
+        return _array.asarray(np.asarray(out), session=s)
+    return out
+
+
+# Elementwise functions built from the engine's, exactly.
+def positive(x, /):
+    """Numerical positive, element-wise (``+x``)."""
+    return +asarray(x)
+
+
+def pow(x1, x2, /):
+    """First array elements raised to powers from second array, element-wise."""
+    return call("power", (x1, x2), {})
+
+
+def bitwise_and(x1, x2, /):
+    """Compute the bit-wise AND of two arrays element-wise (int64 or bool)."""
+    return _binary("&", x1, x2)
+
+
+def bitwise_or(x1, x2, /):
+    """Compute the bit-wise OR of two arrays element-wise (int64 or bool)."""
+    return _binary("|", x1, x2)
+
+
+def bitwise_xor(x1, x2, /):
+    """Compute the bit-wise XOR of two arrays element-wise (int64 or bool)."""
+    return _binary("^", x1, x2)
+
+
+def bitwise_invert(x, /):
+    """Compute bit-wise inversion, or bit-wise NOT, element-wise (int64 or bool)."""
+    return ~asarray(x)
+
+
+def _binary(sym, x1, x2):
+    if isinstance(x1, BlockArray):
+        return BlockArray(x1._a.op(sym, _array._operand(x2, x1._s)), x1._s)
+    x2 = asarray(x2)
+    return BlockArray(x2._a.rop(sym, _array._operand(x1, x2._s)), x2._s)
+
+
+def signbit(x, /):
+    """Returns element-wise True where signbit is set (less than zero, -0.0 included)."""
+    x = asarray(x)
+    if x.dtype.kind != "f":
+        return x < 0
+    # -0.0 has its sign bit set: 1 / -0.0 is -inf.
+    # -0.0's sign bit: 1 / -0.0 is -inf. (A NaN's sign bit is not seen: NaNs made by
+    # the engine's operations have none, as NumPy's.)
+    return (x < 0) | ((x == 0) & (1.0 / x < 0))
+
+
+def copysign(x1, x2, /):
+    """Change the sign of x1 to that of x2, element-wise."""
+    x1, x2 = asarray(x1), asarray(x2)
+    nps = _ns()
+    return nps.where(signbit(x2), -nps.abs(x1), nps.abs(x1))
+
+
+def trunc(x, /):
+    """Return the truncated value of the input, element-wise (towards zero)."""
+    x = asarray(x)
+    if x.dtype.kind != "f":
+        return x
+    nps = _ns()
+    return nps.where(x < 0, nps.ceil(x), nps.floor(x))
+
+
+def reciprocal(x, /):
+    """Return the reciprocal of the argument, element-wise."""
+    return 1.0 / asarray(x)
+
+
+hypot = _eager("hypot")
+for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "log2",
+              "log10", "logaddexp", "round", "nextafter"):
+    globals()[_name] = _eager(_name, getattr(np, {"acos": "arccos", "acosh": "arccosh",
+                                                   "asin": "arcsin", "asinh": "arcsinh",
+                                                   "atan": "arctan",
+                                                   "atanh": "arctanh"}.get(_name, _name)))
+atan2 = _eager("atan2", np.arctan2)
+bitwise_left_shift = _eager("bitwise_left_shift", np.left_shift)
+bitwise_right_shift = _eager("bitwise_right_shift", np.right_shift)
+
+
+# Manipulation.
+def concat(arrays, /, *, axis=0):
+    """Joins a sequence of arrays along an existing axis (``axis=None``: flattened)."""
+    return call("concatenate", (list(arrays),), {"axis": axis})
+
+
+def permute_dims(x, /, axes):
+    """Permutes the axes of an array."""
+    return call("transpose", (x, tuple(axes)), {})
+
+
+def matrix_transpose(x, /):
+    """Transposes a matrix (or a stack of matrices)."""
+    return asarray(x).mT
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Computes the (vector) dot product of two arrays along ``axis``."""
+    x1, x2 = asarray(x1), asarray(x2)
+    # In the operands' promoted dtype, as the standard says (a sum would widen ints).
+    n1 = x1.shape[axis] if x1.ndim else None
+    n2 = x2.shape[axis] if x2.ndim else None
+    if n1 is None or n2 is None or n1 != n2:
+        raise ValueError(f"vecdot: x1 of shape {x1.shape} and x2 of shape {x2.shape} differ "
+                         f"in size along axis {axis} (they are not broadcast along it)")
+    if x1.dtype.kind == "c":
+        x1 = _ns().conj(x1)
+    return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
+
+
+def flip(x, /, *, axis=None):
+    """Reverses the order of elements along the given axes (all when None)."""
+    x = asarray(x)
+    axes = range(x.ndim) if axis is None else (
+        (axis,) if isinstance(axis, builtins.int) else axis)
+    key = [slice(None)] * x.ndim
+    for a in axes:
+        key[operator.index(a) % x.ndim] = slice(None, None, -1)
+    return x[tuple(key)] if x.ndim else x
+
+
+def moveaxis(x, source, destination, /):
+    """Moves array axes to new positions."""
+    x = asarray(x)
+    src = [s % x.ndim for s in ((source,) if isinstance(source, builtins.int) else source)]
+    dst = [d % x.ndim for d in ((destination,) if isinstance(destination, builtins.int) else destination)]
+    order = [n for n in range(x.ndim) if n not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, order)
+
+
+def broadcast_to(x, /, shape):
+    """Broadcasts an array to a specified shape."""
+    x = asarray(x)
+    shape = tuple(shape)
+    if x.shape == shape:
+        return x
+    np.broadcast_shapes(x.shape, shape)  # NumPy's ValueError when they do not broadcast
+    nps = _ns()
+    if x.dtype == np.bool_:
+        return x | nps.zeros(shape, dtype=bool)
+    return x + nps.zeros(shape, dtype=x.dtype)
+
+
+def broadcast_arrays(*arrays):
+    """Broadcasts one or more arrays against one another."""
+    arrays = [asarray(a) for a in arrays]
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+def unstack(x, /, *, axis=0):
+    """Splits an array into a sequence of arrays along the given axis."""
+    x = asarray(x)
+    x = moveaxis(x, axis, 0) if axis not in (0, -x.ndim) else x
+    return tuple(x[i] for i in range(x.shape[0]))
+
+
+def take(x, indices, /, *, axis=None):
+    """Returns elements of an array along an axis."""
+    x = asarray(x)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError("take: axis is required for arrays of more than one dimension")
+        axis = 0
+    idx = indices.compute() if isinstance(indices, BlockArray) else np.asarray(indices)
+    idx = idx.astype(np.int64).tolist()
+    key = [slice(None)] * x.ndim
+    # No indices: none taken (an empty list would read as a float array of indices).
+    key[axis % x.ndim] = idx if idx else slice(0, 0)
+    return x[tuple(key)]
+
+
+def tile(x, repetitions, /):
+    """Constructs an array by tiling an input array."""
+    x = asarray(x)
+    reps = tuple(repetitions)
+    if len(reps) > x.ndim:
+        x = x.reshape((1,) * (len(reps) - x.ndim) + x.shape)
+    reps = (1,) * (x.ndim - len(reps)) + reps
+    for axis, r in enumerate(reps):
+        if r != 1:
+            x = concat([x] * r, axis=axis) if r else x[(slice(None),) * axis + (slice(0, 0),)]
+    return x
+
+
+def repeat(x, repeats, /, *, axis=None):
+    """Repeats each element of an array a specified number of times."""
+    x = asarray(x)
+    if axis is None:
+        x, axis = x.ravel(), 0
+    n = x.shape[axis]
+    reps = repeats.compute().tolist() if isinstance(repeats, BlockArray) else repeats
+    reps = [reps] * n if isinstance(reps, builtins.int) else list(reps)
+    if len(reps) == 1:  # one count for every element, as NumPy broadcasts it
+        reps = reps * n
+    idx = [i for i, r in enumerate(reps) for _ in range(r)]
+    return take(x, idx, axis=axis)
+
+
+def roll(x, /, shift, *, axis=None):
+    """Rolls array elements along a specified axis."""
+    x = asarray(x)
+    if axis is None:
+        return roll(x.ravel(), shift, axis=0).reshape(x.shape)
+    shifts = (shift,) if isinstance(shift, builtins.int) else tuple(shift)
+    axes = (axis,) if isinstance(axis, builtins.int) else tuple(axis)
+    for s, a in zip(shifts, axes):
+        n = x.shape[a]
+        if n == 0:
+            continue
+        s %= n
+        if s:
+            pre = (slice(None),) * (a % x.ndim)
+            x = concat([x[pre + (slice(n - s, None),)], x[pre + (slice(0, n - s),)]], axis=a)
+    return x
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Returns coordinate matrices from coordinate vectors."""
+    arrays = [asarray(a) for a in arrays]
+    n = len(arrays)
+    shape = [a.size for a in arrays]
+    if indexing == "xy" and n > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, a in enumerate(arrays):
+        s = [1] * n
+        k = i if not (indexing == "xy" and n > 1 and i < 2) else 1 - i
+        s[k] = a.size
+        out.append(broadcast_to(a.reshape(tuple(s)), tuple(shape)))
+    return out
+
+
+def _triangle(x, k, lower):
+    x = asarray(x)
+    nps = _ns()
+    rows, cols = x.shape[-2], x.shape[-1]
+    i = nps.arange(rows, dtype=np.int64).reshape((rows, 1))
+    j = nps.arange(cols, dtype=np.int64).reshape((1, cols))
+    keep = (j - i <= k) if lower else (j - i >= k)
+    return nps.where(keep, x, nps.zeros((), dtype=x.dtype))
+
+
+def tril(x, /, *, k=0):
+    """Returns the lower triangular part of a matrix (or a stack of matrices)."""
+    return _triangle(x, k, True)
+
+
+def triu(x, /, *, k=0):
+    """Returns the upper triangular part of a matrix (or a stack of matrices)."""
+    return _triangle(x, k, False)
+
+
+# Without a kernel: NumPy's, on the values.
+take_along_axis = _eager("take_along_axis")
+
+
+def searchsorted(x1, x2, /, *, side="left", sorter=None):
+    """Finds the indices into ``x1`` such that, if the corresponding elements in ``x2``
+    were inserted before the indices, the order of ``x1``, when sorted in ascending
+    order, would be preserved (``sorter``: the indices that sort ``x1``)."""
+    if sorter is not None:
+        x1 = take(asarray(x1), sorter, axis=0)
+    return call("searchsorted", (x1, x2), {"side": side})
+
+
+searchsorted._engine = True
+__all__.append("searchsorted")
+
+
+# The standard's signatures where they differ from NumPy's (keyword names, `correction`,
+# `device`, `dtype` of reductions).
+def _reduction(name, ddof=False):
+    def f(x, /, *, axis=None, dtype=None, keepdims=False, correction=None, ddof=None, out=None):
+        x = asarray(x)
+        kw = {}
+        if ddof is not None or correction is not None:
+            kw["ddof"] = correction if correction is not None else ddof
+        return _array._reduce(x, name, axis, keepdims, dtype=dtype, out=out, **kw)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = _ns_doc(name)
+    f._engine = True
+    return f
+
+
+def _ns_doc(name):
+    from . import _numpy_doc
+
+    return _numpy_doc(name, "lazy (the standard's ``axis``, ``keepdims``, ``dtype``; "
+                            "``correction`` for ``std``/``var``).")
+
+
+for _name in ("sum", "prod", "mean", "std", "var", "min", "max", "all", "any", "argmin",
+              "argmax", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmin",
+              "nanmax"):
+    globals()[_name] = _reduction(_name)
+    __all__.append(_name)
+amin, amax = globals()["min"], globals()["max"]
+__all__ += ["amin", "amax", "eye", "reshape", "clip", "asarray", "expand_dims"]
+
+
+def eye(n_rows, n_cols=None, /, k=0, dtype=None, *, device=None, M=None, N=None):
+    """Returns a two-dimensional array with ones on the ``k``-th diagonal and zeros
+    elsewhere (NumPy's ``eye(N, M, k)`` and the standard's ``eye(n_rows, n_cols, k=)``)."""
+    _array.check_device(device)
+    kw = {"k": k}
+    if dtype is not None:
+        kw["dtype"] = dtype
+    return call("eye", (n_rows, n_cols if M is None else M), kw)
+
+
+def reshape(x, /, shape, *, copy=None, order="C"):
+    """Gives a new shape to an array without changing its data."""
+    return asarray(x).reshape(tuple(shape) if not isinstance(shape, builtins.int) else (shape,),
+                              order=order)
+
+
+def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
+    """Clip (limit) the values in an array to ``[min, max]``."""
+    lo = a_min if min is None else min
+    hi = a_max if max is None else max
+    return call("clip", (x, lo, hi), {})
+
+
+def expand_dims(x, /, axis=0):
+    """Expand the shape of an array: a new axis of length one at ``axis``."""
+    return call("expand_dims", (x, axis), {})
+
+
+_asarray = asarray
+
+
+def asarray(obj, /, dtype=None, *, device=None, copy=None):  # noqa: F811
+    """Convert the input to an array (nums-cloud arrays as they are, anything NumPy
+    makes an array of as an input of those values)."""
+    _array.check_device(device)
+    return _asarray(obj, dtype)
+
+
+for _f in (eye, reshape, clip, expand_dims, asarray):
+    _f._engine = True

@@ -1,0 +1,635 @@
+"""``BlockArray``: a lazy array of a nums-cloud session, with NumPy's operators, indexing,
+attributes and methods. Operations add nodes to the session's graph at once (shapes and
+dtypes checked as NumPy checks them: a refused operation raises there); values are
+computed by ``get()``, ``np.asarray(x)``, ``float(x)`` and the like, and stay in the
+session's store for later expressions."""
+
+import operator
+
+import numpy as np
+
+from .. import _native, _session
+
+__all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
+
+# NumPy's dtypes for the engine's dtype names, and back.
+_DTYPES = {name: np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "complex64", "complex128")}
+_SUPPORTED = frozenset(_DTYPES.values())
+_NAMES = "bool, int8 to int64, uint8 to uint64, float32, float64, complex64 and complex128"
+
+
+def dtype_name(dtype):
+    """The engine's name of a dtype-like (``np.float32``, ``"int64"``, ``float``,
+    ``nps.float64``): TypeError for a dtype nums-cloud does not have."""
+    if isinstance(dtype, str) and dtype in _DTYPES:
+        return dtype
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"data type {dtype!r} not understood") from None
+    if d not in _SUPPORTED:
+        raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
+    return d.name
+
+
+def _engine_values(a):
+    """A NumPy array in a dtype nums-cloud has: NumPy's own where it is one, float16 as
+    float32 (the dtype NumPy would promote it to); TypeError for the others (strings,
+    objects, dates)."""
+    d = a.dtype
+    if d in _SUPPORTED:
+        return a
+    if d.kind == "f" and d.itemsize < 4:
+        return a.astype(np.float32)
+    raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
+
+
+def asarray(obj, dtype=None, *, session=None):
+    """``obj`` as a nums-cloud array: an array of nums-cloud as it is (converted when
+    ``dtype`` differs), anything NumPy makes an array of (NumPy arrays, lists, scalars)
+    as an input of those values."""
+    if isinstance(obj, BlockArray):
+        if dtype is not None and dtype_name(dtype) != obj._a.dtype:
+            return obj.astype(dtype)
+        return obj
+    s = session if session is not None else _session.session()._native
+    a = np.asarray(obj, dtype=None if dtype is None else dtype_name(dtype))
+    a = _engine_values(a)
+    return BlockArray(s.from_numpy(a), s)
+
+
+def array(obj, dtype=None, copy=True, ndmin=0):
+    """Create an array (NumPy's ``np.array``): from a NumPy array, a list, a scalar or a
+    nums-cloud array. nums-cloud arrays are never changed in place, so ``copy`` does not
+    matter. ``ndmin`` prepends axes of length 1."""
+    a = asarray(obj, dtype)
+    if ndmin > a.ndim:
+        a = a.reshape((1,) * (ndmin - a.ndim) + a.shape)
+    return a
+
+
+def _session_of(*args):
+    """The native session of the first nums-cloud array among ``args`` (lists searched),
+    else the current one."""
+    for a in args:
+        if isinstance(a, BlockArray):
+            return a._s
+        if isinstance(a, (list, tuple)):
+            for x in a:
+                if isinstance(x, BlockArray):
+                    return x._s
+    return _session.session()._native
+
+
+def to_native_arg(v, s):
+    """A Python value as the native layer takes it: nums-cloud arrays as their nodes,
+    NumPy arrays as inputs, NumPy scalars as Python numbers, dtypes as names, tuples and
+    lists item by item."""
+    t = type(v)
+    if t is BlockArray:
+        return v._a
+    if t in (int, float, bool, complex, str) or v is None or v is Ellipsis or t is slice:
+        return v
+    if isinstance(v, np.ndarray):
+        return asarray(v, session=s)._a
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, (list, tuple)):
+        return t(to_native_arg(x, s) for x in v) if t in (list, tuple) else list(
+            to_native_arg(x, s) for x in v)
+    if isinstance(v, (np.dtype, type)):
+        return dtype_name(v)
+    if isinstance(v, BlockArray):
+        return v._a
+    if hasattr(v, "__index__"):
+        return operator.index(v)
+    if isinstance(v, float):
+        return float(v)
+    return v
+
+
+def wrap(v, s):
+    """A value of the native layer as Python's: arrays as :class:`BlockArray`, tuples
+    (with field names: NumPy's named tuples) item by item, numbers as they are."""
+    if isinstance(v, _native.Array):
+        return BlockArray(v, s)
+    if isinstance(v, tuple) and len(v) == 2 and (v[0] is None or isinstance(v[0], tuple)):
+        names, values = v
+        values = tuple(wrap(x, s) for x in values)
+        if names is None:
+            return values
+        return _named_tuple(names)(*values)
+    return v
+
+
+_NAMED = {}
+
+
+def _named_tuple(names):
+    import collections
+
+    t = _NAMED.get(names)
+    if t is None:
+        t = _NAMED[names] = collections.namedtuple("Result", names, rename=True)
+    return t
+
+
+def check_device(device):
+    """The standard's ``device=``: nums-cloud's one device is ``"cpu"``."""
+    if device not in (None, "cpu"):
+        raise ValueError(f"nums-cloud arrays are on device 'cpu', not {device!r}")
+
+
+def call(name, args, kwargs):
+    """``name(*args, **kwargs)`` of the engine's function table, in the session of the
+    first array argument (else the current one). The standard's ``device=`` is taken
+    (``"cpu"``) and its ``copy=`` ignored (arrays are never changed in place)."""
+    if kwargs and ("device" in kwargs or "copy" in kwargs):
+        kwargs = dict(kwargs)
+        check_device(kwargs.pop("device", None))
+        kwargs.pop("copy", None)
+    s = _session_of(*args)
+    a = [to_native_arg(x, s) for x in args]
+    kw = {k: to_native_arg(v, s) for k, v in kwargs.items()} if kwargs else None
+    return wrap(s.call(name, a, kw), s)
+
+
+def _operand(o, s):
+    """The other side of an operator, or NotImplemented."""
+    t = type(o)
+    if t is BlockArray:
+        return o._a
+    if t is float or t is int or t is bool or t is complex:
+        return o
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, (np.ndarray, list, tuple)):
+        return asarray(o, session=s)._a
+    if isinstance(o, BlockArray):
+        return o._a
+    if isinstance(o, (int, float, complex)):
+        return o
+    return NotImplemented
+
+
+def _binary(sym, doc):
+    def f(self, o):
+        n = _operand(o, self._s)
+        if n is NotImplemented:
+            return NotImplemented
+        return BlockArray(self._a.op(sym, n), self._s)
+
+    def r(self, o):
+        n = _operand(o, self._s)
+        if n is NotImplemented:
+            return NotImplemented
+        return BlockArray(self._a.rop(sym, n), self._s)
+
+    f.__doc__ = f"Return self{sym}value. {doc}"
+    r.__doc__ = f"Return value{sym}self. {doc}"
+    return f, r
+
+
+class BlockArray:
+    """A lazy array of a nums-cloud session, split into blocks stored as Zarr arrays.
+
+    It behaves as a NumPy array does: operators (reflected ones too), indexing and
+    slicing, ``.T``, ``.shape``, ``.dtype``, ``.sum(axis=...)`` and the other methods, with
+    NumPy's broadcasting and dtype rules, checked when the operation is written. Nothing
+    runs until its values are asked for: ``x.get()`` (NumS's name), ``x.compute()``,
+    ``np.asarray(x)``, ``float(x)``, ``int(x)``, ``bool(x)``. A computed array stays in the
+    session's store, and later expressions read it in place.
+
+    Made by the functions of ``nums_cloud.numpy`` (``nps.array``, ``nps.zeros``,
+    ``nps.random.rand``, ``nps.read_csv``, ...), never directly."""
+
+    __slots__ = ("_a", "_s", "__weakref__")
+    # NumPy defers to these operators when a NumPy array is on the left.
+    __array_priority__ = 1000
+
+    def __init__(self, a, s):
+        self._a = a
+        self._s = s
+
+    # Attributes, from the graph (nothing runs).
+    @property
+    def shape(self):
+        """Tuple of array dimensions."""
+        return self._a.shape
+
+    @property
+    def dtype(self):
+        """Data-type of the array's elements (a NumPy dtype)."""
+        return _DTYPES[self._a.dtype]
+
+    @property
+    def ndim(self):
+        """Number of array dimensions."""
+        return self._a.ndim
+
+    @property
+    def size(self):
+        """Number of elements in the array."""
+        return self._a.size
+
+    @property
+    def itemsize(self):
+        """Length of one array element in bytes."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        """Total bytes consumed by the elements of the array."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def block_shape(self):
+        """The shape of its blocks (the last ones along each axis may be smaller)."""
+        return self._a.blocks
+
+    @property
+    def computed(self):
+        """Whether its values are in the session's store (computed, or read in place)."""
+        return self._a.computed
+
+    @property
+    def T(self):
+        """View of the transposed array (axes reversed)."""
+        return BlockArray(self._a.T, self._s)
+
+    @property
+    def mT(self):
+        """The transpose of each matrix in a stack (the last two axes swapped)."""
+        if self.ndim < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        return self.swapaxes(-1, -2)
+
+    @property
+    def device(self):
+        """The device the array is on: ``"cpu"`` (its session's functions)."""
+        return "cpu"
+
+    def to_device(self, device, /, *, stream=None):
+        """The array on ``device``; nums-cloud has one, ``"cpu"``."""
+        if device != "cpu":
+            raise ValueError(f"nums-cloud arrays are on device 'cpu', not {device!r}")
+        return self
+
+    def __array_namespace__(self, *, api_version=None):
+        """The Array API namespace of the array: ``nums_cloud.numpy``."""
+        if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
+            raise ValueError(f"unsupported Array API version {api_version!r}")
+        from .. import numpy
+
+        return numpy
+
+    # Values: computed on demand.
+    def compute(self):
+        """Computes the array (and what it needs that is not stored yet) and returns its
+        values as a NumPy array (its buffer, not a copy)."""
+        return self._a.compute()
+
+    def get(self):
+        """The array's values (NumS's ``get``): a NumPy array, or a NumPy scalar for a
+        0-d array."""
+        v = self._a.compute()
+        return v[()] if v.ndim == 0 else v
+
+    def persist(self):
+        """Computes it now and keeps it in the session's store (as every compute does);
+        returns it."""
+        self._s.persist(self._a)
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        v = self._a.compute()
+        if dtype is not None and v.dtype != np.dtype(dtype):
+            v = v.astype(dtype)
+        return v
+
+    def _scalar(self, kind):
+        if self.size != 1:
+            if kind == "bool":
+                raise ValueError("The truth value of an array with more than one element is "
+                                 "ambiguous. Use a.any() or a.all()")
+            raise TypeError("only length-1 arrays can be converted to Python scalars")
+        return self._a.compute().reshape(()).item()
+
+    def __float__(self):
+        return float(self._scalar("float"))
+
+    def __int__(self):
+        return int(self._scalar("int"))
+
+    def __bool__(self):
+        return bool(self._scalar("bool"))
+
+    def __complex__(self):
+        return complex(self._scalar("complex"))
+
+    def __index__(self):
+        if self.dtype.kind not in "iub" or self.ndim != 0:
+            raise TypeError("only integer scalar arrays can be converted to a scalar index")
+        return int(self._scalar("int"))
+
+    def item(self, *args):
+        """The element as a Python scalar (the only one, or at ``args``)."""
+        if args:
+            return self[args if len(args) > 1 else args[0]].item()
+        return self._scalar("scalar")
+
+    def tolist(self):
+        """The values as nested Python lists."""
+        return self._a.compute().tolist()
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    def __repr__(self):
+        a = self._a
+        state = "computed" if a.computed else "lazy"
+        return (f"BlockArray(shape={a.shape}, dtype={a.dtype}, blocks={a.blocks}, "
+                f"{state}: {a.label})")
+
+    def __str__(self):
+        return str(self.get())
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self.get(), spec)
+        return format(str(self), spec)
+
+    __hash__ = None
+
+    def __getitem__(self, key):
+        s = self._s
+        if type(key) is not tuple:
+            key = (key,)
+        masked = False
+        items = []
+        for k in key:
+            if isinstance(k, (BlockArray, np.ndarray, list)):
+                if isinstance(k, list) and not all(type(i) is bool for i in k):
+                    # An integer list: the engine's fancy index (``x[[0, 2, 5]]``).
+                    items.append([operator.index(i) for i in k])
+                    continue
+                k = asarray(k, session=s) if not isinstance(k, BlockArray) else k
+                if k.dtype == np.bool_:
+                    masked = True
+                    items.append(k._a)
+                    continue
+                if k.dtype.kind != "i" or k.ndim != 1:
+                    raise IndexError("arrays used as indices must be 1-D, of integer (or "
+                                     "boolean) type")
+                # An integer array's values are the index (computed if need be).
+                items.append(k.compute().tolist())
+            elif isinstance(k, np.generic):
+                items.append(k.item())
+            else:
+                items.append(k)
+        if masked:
+            # A boolean mask's values decide the shape: computed first.
+            return BlockArray(self._a.index_masked(items), s)
+        return BlockArray(self._a.index(items), s)
+
+    def __setitem__(self, key, value):
+        raise TypeError(
+            "nums-cloud arrays are not changed in place: build a new one (nps.where(mask, "
+            "value, x), nps.concatenate, ...)")
+
+    # Methods, as NumPy's.
+    def astype(self, dtype, copy=True):
+        """Copy of the array, cast to a specified type."""
+        return BlockArray(self._a.call("astype", [dtype_name(dtype)]), self._s)
+
+    def reshape(self, *shape, order="C"):
+        """Gives a new shape to an array without changing its data."""
+        if order != "C":
+            raise NotImplementedError("nums-cloud reshapes in C order only")
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        return BlockArray(self._a.call("reshape", [tuple(operator.index(d) for d in shape)]),
+                          self._s)
+
+    def transpose(self, *axes):
+        """Returns an array with axes transposed."""
+        if len(axes) == 1 and (axes[0] is None or not isinstance(axes[0], int)):
+            axes = axes[0]
+        elif not axes:
+            axes = None
+        return self._call("transpose", axes)
+
+    def block(self, *shape):
+        """The same values in blocks of ``shape`` (the last ones along each axis may be
+        smaller): nums-cloud's re-blocking."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        return BlockArray(self._a.block(list(shape)), self._s)
+
+    def named(self, name):
+        """Names the array for error messages (``X`` instead of the expression that made
+        it); returns it."""
+        return BlockArray(self._a.named(name), self._s)
+
+    def _call(self, name, *args, **kwargs):
+        s = self._s
+        a = [to_native_arg(x, s) for x in args]
+        kw = {k: to_native_arg(v, s) for k, v in kwargs.items()} if kwargs else None
+        return wrap(self._a.call(name, a, kw), s)
+
+    def flatten(self, order="C"):
+        """A copy of the array collapsed into one dimension."""
+        return self._call("ravel")
+
+    def ravel(self, order="C"):
+        """Return a flattened array."""
+        return self._call("ravel")
+
+    def squeeze(self, axis=None):
+        """Remove axes of length one."""
+        return self._call("squeeze", axis)
+
+    def swapaxes(self, axis1, axis2):
+        """Return a view of the array with ``axis1`` and ``axis2`` interchanged."""
+        return self._call("swapaxes", axis1, axis2)
+
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Return the sum of the array elements over the given axis."""
+        return _reduce(self, "sum", axis, keepdims, dtype=dtype, out=out)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Return the product of the array elements over the given axis."""
+        return _reduce(self, "prod", axis, keepdims, dtype=dtype, out=out)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        """Returns the average of the array elements along given axis."""
+        return _reduce(self, "mean", axis, keepdims, dtype=dtype, out=out)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """Returns the standard deviation of the array elements along given axis."""
+        return _reduce(self, "std", axis, keepdims, dtype=dtype, out=out, ddof=ddof)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        """Returns the variance of the array elements, along given axis."""
+        return _reduce(self, "var", axis, keepdims, dtype=dtype, out=out, ddof=ddof)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        """Return the minimum along a given axis."""
+        return _reduce(self, "min", axis, keepdims, out=out)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        """Return the maximum along a given axis."""
+        return _reduce(self, "max", axis, keepdims, out=out)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        """Returns True if all elements evaluate to True."""
+        return _reduce(self, "all", axis, keepdims, out=out)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        """Returns True if any of the elements of ``a`` evaluate to True."""
+        return _reduce(self, "any", axis, keepdims, out=out)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        """Return indices of the minimum values along the given axis."""
+        return _reduce(self, "argmin", axis, keepdims, out=out)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        """Return indices of the maximum values along the given axis."""
+        return _reduce(self, "argmax", axis, keepdims, out=out)
+
+    def dot(self, b):
+        """Dot product of two arrays (``np.dot``)."""
+        return self._call("dot", b)
+
+    def clip(self, min=None, max=None):
+        """Return an array whose values are limited to ``[min, max]``."""
+        return self._call("clip", min, max)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        """Return the sum along diagonals of the array."""
+        return self._call("trace", offset, axis1, axis2)
+
+    def copy(self):
+        """The array itself: nums-cloud arrays are never changed in place."""
+        return self
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        # Pickled as its values (a lazy node belongs to one session of one process).
+        return (asarray, (self.get(),))
+
+    # Operators (a NumPy array on the left defers to these: __array_priority__ and
+    # __array_ufunc__).
+    __add__, __radd__ = _binary("+", "Elementwise addition.")
+    __sub__, __rsub__ = _binary("-", "Elementwise subtraction.")
+    __mul__, __rmul__ = _binary("*", "Elementwise multiplication.")
+    __truediv__, __rtruediv__ = _binary("/", "Elementwise true division.")
+    __floordiv__, __rfloordiv__ = _binary("//", "Elementwise floor division.")
+    __mod__, __rmod__ = _binary("%", "Elementwise remainder (Python's signs).")
+    __pow__, __rpow__ = _binary("**", "Elementwise power.")
+    __matmul__, __rmatmul__ = _binary("@", "Matrix product.")
+    __and__, __rand__ = _binary("&", "Elementwise and (logical of bools, bitwise of ints).")
+    __or__, __ror__ = _binary("|", "Elementwise or (logical of bools, bitwise of ints).")
+    __xor__, __rxor__ = _binary("^", "Elementwise xor (logical of bools, bitwise of ints).")
+    __lt__, _ = _binary("<", "Elementwise comparison (bool).")
+    __le__, _ = _binary("<=", "Elementwise comparison (bool).")
+    __gt__, _ = _binary(">", "Elementwise comparison (bool).")
+    __ge__, _ = _binary(">=", "Elementwise comparison (bool).")
+    __eq__, _ = _binary("==", "Elementwise comparison (bool).")
+    __ne__, _ = _binary("!=", "Elementwise comparison (bool).")
+    del _
+
+    def __divmod__(self, o):
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        return o // self, o % self
+
+    def __neg__(self):
+        """-self"""
+        return BlockArray(self._a.unary("-"), self._s)
+
+    def __pos__(self):
+        """+self"""
+        return BlockArray(self._a.unary("+"), self._s)
+
+    def __invert__(self):
+        """~self: logical not of a bool array, bitwise not of an int one."""
+        return BlockArray(self._a.unary("~"), self._s)
+
+    def __abs__(self):
+        """abs(self)"""
+        return self._call("abs")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy's ufuncs on nums-cloud arrays (``np.exp(x)``, ``np_array + x``): the
+        engine's function of the same name, lazily; NotImplemented for the others."""
+        from . import _UFUNCS
+
+        name = _UFUNCS.get(ufunc.__name__)
+        if method != "__call__" or name is None or kwargs:
+            return NotImplemented
+        return call(name, inputs, {})
+
+    def __array_function__(self, func, types, args, kwargs):
+        """NumPy's functions on nums-cloud arrays (``np.sum(x)``, ``np.concatenate``):
+        ``nums_cloud.numpy``'s function of the same name, lazily; NumPy's own on the
+        computed values for the others."""
+        from .. import numpy as nps
+
+        f = getattr(nps, func.__name__, None)
+        if f is not None and func.__module__.startswith("numpy") and callable(f) \
+                and getattr(f, "_engine", False):
+            return f(*args, **kwargs)
+        return func._implementation(*_computed(args), **_computed(kwargs))
+
+
+def _computed(v):
+    """``v`` with nums-cloud arrays replaced by their values (NumPy's fallback)."""
+    if isinstance(v, BlockArray):
+        return v.compute()
+    if isinstance(v, dict):
+        return {k: _computed(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return type(v)(_computed(x) for x in v)
+    return v
+
+
+def _reduce(x, name, axis, keepdims, dtype=None, out=None, **kw):
+    if out is not None:
+        raise TypeError(f"{name}: out= is not supported (nums-cloud arrays are not "
+                        "changed in place)")
+    r = x
+    if dtype is not None and dtype_name(dtype) != x._a.dtype:
+        r = x.astype(dtype)
+    kwargs = {"axis": axis}
+    if keepdims:
+        kwargs["keepdims"] = True
+    kwargs.update(kw)
+    out = r._call(name, **kwargs)
+    if dtype is not None and name in _ACCUMULATING and dtype_name(dtype) != out._a.dtype:
+        # The engine accumulates narrow ints in 64 bits (NumPy's default); NumPy's dtype=
+        # accumulates in that dtype, which for ints is the same sum or product modulo its
+        # width: the cast of the wide result.
+        out = out.astype(dtype)
+    return out
+
+
+# Reductions whose dtype= is the accumulator's (and the result's).
+_ACCUMULATING = frozenset({"sum", "prod", "nansum", "nanprod"})
+

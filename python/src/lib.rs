@@ -1,0 +1,844 @@
+//! `nums_cloud._native`: the Python package's bindings over the driver's library API
+//! (`nums_cloud::api`). A thin layer: Python values to the API's arguments and back
+//! (NumPy arrays out without a copy), the API's errors as Python exceptions, computes
+//! with the GIL released and Ctrl-C honoured, and the function loop that the local
+//! backend's processes run (`python -m nums_cloud._function`). The NumPy-like surface is
+//! Python (`nums_cloud/numpy/`), built on these few types.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use nums_cloud::api::{self, Arg, Value};
+use nums_cloud::{Block, Error};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyComplex, PyDict, PyFloat, PyInt, PyList, PySlice, PyString, PyTuple};
+
+/// The functions' allocator (freed blocks kept for reuse), as the `nums-cloud` binary
+/// has it: it matters in a function process (`serve_function`); elsewhere it passes
+/// straight to the system's allocator.
+#[global_allocator]
+static ALLOC: nums_function::memory::BlockAllocator = nums_function::memory::BlockAllocator;
+
+/// The runtime computes run on (one for the process, started by the first).
+fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    if let Some(rt) = RT.get() {
+        return Ok(rt);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("nums-cloud")
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start a tokio runtime: {e}")))?;
+    Ok(RT.get_or_init(|| rt))
+}
+
+/// How often a compute looks for Ctrl-C (Python's signal handlers run then).
+const SIGNAL_POLL: Duration = Duration::from_millis(50);
+
+/// Runs `f` to its end with the GIL released, so other Python threads run meanwhile. On
+/// the main thread, Python's signal handlers run every [`SIGNAL_POLL`]: one that raises
+/// (Ctrl-C's `KeyboardInterrupt`) drops `f` — the API then removes what the compute
+/// wrote and stops its function processes — and the exception is raised.
+fn wait<F>(py: Python<'_>, f: F) -> PyResult<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime()?;
+    py.detach(|| {
+        rt.block_on(async move {
+            tokio::pin!(f);
+            let mut tick = tokio::time::interval(SIGNAL_POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut f => return Ok(r),
+                    _ = tick.tick() => Python::attach(|py| py.check_signals())?,
+                }
+            }
+        })
+    })
+}
+
+/// The exception class `name` of `nums_cloud._errors`.
+fn error_class<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    py.import("nums_cloud._errors")?.getattr(name)
+}
+
+/// An API error as the Python exception it is (see `nums_cloud/_errors.py`).
+fn py_err(e: Error) -> PyErr {
+    Python::attach(|py| {
+        let (class, message) = match &e {
+            Error::Interrupted => return PyKeyboardInterrupt::new_err(e.to_string()),
+            Error::Runtime { message } => return PyRuntimeError::new_err(message.clone()),
+            Error::Config { .. } => return PyValueError::new_err(e.to_string()),
+            Error::Job { message, .. } if is_dtype_error(message) => {
+                return PyTypeError::new_err(message.clone());
+            }
+            Error::Job { message, .. } => return PyValueError::new_err(message.clone()),
+            Error::Plan { message, .. } => ("PlanError", message.clone()),
+            Error::Data { message } if message.contains("LinAlgError: ") => {
+                ("LinAlgError", linalg_message(message))
+            }
+            Error::Store { message } => ("StoreError", message.clone()),
+            // A fit's targets refused after they were made (labels other than 0 and 1,
+            // negative counts, NaN): scikit-learn's ValueError.
+            Error::Other { message } | Error::Data { message }
+                if message.starts_with("y has ") || message.starts_with("y holds ") =>
+            {
+                return PyValueError::new_err(message.clone());
+            }
+            other => ("RunError", other.to_string()),
+        };
+        match error_class(py, class).and_then(|c| c.call1((message.clone(),))) {
+            Ok(v) => PyErr::from_value(v),
+            Err(_) => PyRuntimeError::new_err(message),
+        }
+    })
+}
+
+/// A linear-algebra failure as NumPy words it (`Singular matrix`), then the array it
+/// happened in: the engine's message names the invocation and task first.
+fn linalg_message(message: &str) -> String {
+    let what = message
+        .rsplit("LinAlgError: ")
+        .next()
+        .unwrap_or(message)
+        .trim();
+    let array = message
+        .split('`')
+        .nth(1)
+        .map(|a| format!(" (in `{a}`)"))
+        .unwrap_or_default();
+    format!("{what}{array}")
+}
+
+/// Whether a refused operation is about dtypes (Python's `TypeError`) rather than
+/// shapes or values (`ValueError`): NumPy raises a TypeError (a `UFuncTypeError`) for an
+/// operator or function its dtype has no loop for.
+fn is_dtype_error(message: &str) -> bool {
+    const DTYPE: &[&str] = &[
+        "not supported for the input types",
+        "of bools",
+        "of a bool",
+        "on bools",
+        "of floats",
+        "of float",
+        "dtype",
+        "Cannot cast",
+        "cannot be cast",
+        "is not a boolean mask",
+        "int64 to a negative",
+    ];
+    DTYPE.iter().any(|w| message.contains(w))
+}
+
+trait Py<T> {
+    fn py(self) -> PyResult<T>;
+}
+
+impl<T> Py<T> for Result<T, Error> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(py_err)
+    }
+}
+
+/// A Python value as an argument of the API: arrays, numbers, strings, `None`, tuples
+/// and lists (of those), slices and `...`.
+fn arg(o: &Bound<'_, PyAny>) -> PyResult<Arg> {
+    if let Ok(a) = o.cast::<PyArr>() {
+        return Ok(Arg::Array(a.get().a.clone()));
+    }
+    if o.is_none() {
+        return Ok(Arg::None);
+    }
+    if let Ok(b) = o.cast::<PyBool>() {
+        return Ok(Arg::Bool(b.is_true()));
+    }
+    if o.cast::<PyInt>().is_ok() {
+        if let Ok(i) = o.extract::<i64>() {
+            return Ok(Arg::Int(i));
+        }
+        // Past int64, a uint64 as NumPy makes it.
+        return o.extract::<u64>().map(Arg::UInt).map_err(|_| {
+            pyo3::exceptions::PyOverflowError::new_err(format!(
+                "Python integer {o} out of bounds for int64 and uint64"
+            ))
+        });
+    }
+    if let Ok(f) = o.cast::<PyFloat>() {
+        return Ok(Arg::Float(f.value()));
+    }
+    if let Ok(c) = o.cast::<PyComplex>() {
+        return Ok(Arg::Complex(c.real(), c.imag()));
+    }
+    if o.cast::<PyString>().is_ok() {
+        return Ok(Arg::Str(o.extract::<String>()?));
+    }
+    if let Ok(t) = o.cast::<PyTuple>() {
+        return t
+            .iter()
+            .map(|x| arg(&x))
+            .collect::<PyResult<_>>()
+            .map(Arg::Tuple);
+    }
+    if let Ok(l) = o.cast::<PyList>() {
+        return l
+            .iter()
+            .map(|x| arg(&x))
+            .collect::<PyResult<_>>()
+            .map(Arg::Tuple);
+    }
+    if o.cast::<PySlice>().is_ok() {
+        let bound = |k: &str| -> PyResult<Option<i64>> {
+            let v = o.getattr(k)?;
+            if v.is_none() {
+                Ok(None)
+            } else {
+                v.extract::<i64>().map(Some).map_err(|_| {
+                    PyTypeError::new_err(
+                        "slice indices must be integers or None or have an __index__ method",
+                    )
+                })
+            }
+        };
+        return Ok(Arg::Slice(bound("start")?, bound("stop")?, bound("step")?));
+    }
+    if o.is(o.py().Ellipsis()) {
+        return Ok(Arg::Ellipsis);
+    }
+    Err(PyTypeError::new_err(format!(
+        "nums-cloud cannot take a {} here",
+        o.get_type().name()?
+    )))
+}
+
+fn args(items: &Bound<'_, PyAny>) -> PyResult<Vec<Arg>> {
+    items.try_iter()?.map(|x| arg(&x?)).collect()
+}
+
+/// Keywords as the API takes them (`None`: none).
+fn kwargs(kw: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, Arg)>> {
+    let Some(kw) = kw else {
+        return Ok(Vec::new());
+    };
+    kw.iter()
+        .map(|(k, v)| Ok((k.extract::<String>()?, arg(&v)?)))
+        .collect()
+}
+
+fn kw_refs(kw: &[(String, Arg)]) -> Vec<(&str, Arg)> {
+    kw.iter().map(|(k, v)| (k.as_str(), v.clone())).collect()
+}
+
+/// A value of a call as Python's: an array, a number, or for a tuple `(names, values)`
+/// (`names` None for a plain tuple; NumPy's named tuples otherwise).
+fn value(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match v {
+        Value::Array(a) => Bound::new(py, PyArr { a })?.into_any(),
+        Value::Number(nums_layout::Scalar::Float(f)) => f.into_pyobject(py)?.into_any(),
+        Value::Number(nums_layout::Scalar::Int(i)) => i.into_pyobject(py)?.into_any(),
+        Value::Number(nums_layout::Scalar::Bool(b)) => PyBool::new(py, b).to_owned().into_any(),
+        Value::Number(nums_layout::Scalar::UInt(u)) => u.into_pyobject(py)?.into_any(),
+        Value::Number(nums_layout::Scalar::Complex(re, im)) => {
+            PyComplex::from_doubles(py, re, im).into_any()
+        }
+        Value::Tuple(items) => {
+            let named = items.iter().all(|(n, _)| n.is_some()) && !items.is_empty();
+            let names: Vec<&str> = items.iter().map(|(n, _)| n.unwrap_or("")).collect();
+            let values = items
+                .into_iter()
+                .map(|(_, v)| value(py, v))
+                .collect::<PyResult<Vec<_>>>()?;
+            let values = PyTuple::new(py, values)?.into_any();
+            let names = if named {
+                PyTuple::new(py, names)?.into_any()
+            } else {
+                py.None().into_bound(py)
+            };
+            PyTuple::new(py, [names, values])?.into_any()
+        }
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "nums-cloud gave a value Python cannot take: {other:?}"
+            )));
+        }
+    })
+}
+
+/// A block of values as a NumPy array: the block's own buffer, not a copy.
+fn to_numpy(py: Python<'_>, b: Block) -> PyResult<Bound<'_, PyAny>> {
+    Ok(match b {
+        Block::F64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::F32(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::Bool(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I8(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I16(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::I32(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U8(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U16(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U32(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::U64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::C64(a) => PyArray::from_owned_array(py, a).into_any(),
+        Block::C128(a) => PyArray::from_owned_array(py, a).into_any(),
+    })
+}
+
+/// A NumPy array of a dtype nums-cloud has, as a block (copied: it goes to the store).
+fn from_numpy(o: &Bound<'_, PyAny>) -> PyResult<Block> {
+    fn get<T: numpy::Element + Clone>(
+        o: &Bound<'_, PyAny>,
+    ) -> Option<PyResult<ndarray::ArrayD<T>>> {
+        let a = o.cast::<PyArrayDyn<T>>().ok()?;
+        Some(
+            a.try_readonly()
+                .map(|r| r.as_array().to_owned())
+                .map_err(|e| PyValueError::new_err(e.to_string())),
+        )
+    }
+    macro_rules! each {
+        ($($v:ident: $t:ty),*) => {$(
+            if let Some(a) = get::<$t>(o) {
+                return Ok(Block::$v(a?));
+            }
+        )*};
+    }
+    each!(F64: f64, F32: f32, I64: i64, Bool: bool, I8: i8, I16: i16, I32: i32, U8: u8,
+          U16: u16, U32: u32, U64: u64, C64: nums_layout::C64, C128: nums_layout::C128);
+    let dtype = match o.cast::<numpy::PyUntypedArray>() {
+        Ok(a) => a.dtype().to_string(),
+        Err(_) => o.get_type().name()?.to_string(),
+    };
+    Err(PyTypeError::new_err(format!(
+        "nums-cloud has no dtype {dtype}: its dtypes are bool, int8 to int64, uint8 to \
+         uint64, float32, float64, complex64 and complex128"
+    )))
+}
+
+/// `a` for Python: the error of the operation that made it raised now, as NumPy raises.
+fn ok(a: api::Array) -> PyResult<PyArr> {
+    a.check().py()?;
+    Ok(PyArr { a })
+}
+
+/// A lazy array of a session: a node of its graph (`nums_cloud.numpy.BlockArray` wraps
+/// it).
+#[pyclass(frozen, name = "Array", module = "nums_cloud._native")]
+struct PyArr {
+    a: api::Array,
+}
+
+#[pymethods]
+impl PyArr {
+    /// `self <symbol> other` (Python's binary operators by symbol).
+    fn op(&self, symbol: &str, other: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        ok(self.a.op(symbol, arg(other)?))
+    }
+
+    /// `other <symbol> self` (Python's reflected operators).
+    fn rop(&self, symbol: &str, other: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        ok(self.a.rop(symbol, arg(other)?))
+    }
+
+    /// `-self`, `+self`, `~self`.
+    fn unary(&self, symbol: &str) -> PyResult<PyArr> {
+        ok(self.a.unary(symbol))
+    }
+
+    /// `name(self, *args, **kwargs)` of the function table; its value as [`value`] gives it.
+    #[pyo3(signature = (name, args, kwargs=None))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        args: &Bound<'py, PyAny>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let mut all = vec![Arg::Array(self.a.clone())];
+        all.extend(self::args(args)?);
+        let kw = self::kwargs(kwargs)?;
+        let v = self.a.session().call(name, &all, &kw_refs(&kw)).py()?;
+        value(py, v)
+    }
+
+    /// `self[items]`: integers, slices, `None`, `...`, integer arrays and lists.
+    fn index(&self, items: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        ok(self.a.index(&args(items)?))
+    }
+
+    /// `self[items]` where items may be boolean masks (each computed first: its values
+    /// decide the shape).
+    fn index_masked(&self, py: Python<'_>, items: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        let (a, items) = (self.a.clone(), args(items)?);
+        let a = wait(py, async move { a.index_masked(&items).await })?.py()?;
+        Ok(PyArr { a })
+    }
+
+    /// The transpose (axes reversed).
+    #[getter(T)]
+    fn t(&self) -> PyResult<PyArr> {
+        ok(self.a.t())
+    }
+
+    /// The same values in blocks of `shape`.
+    fn block(&self, shape: Vec<usize>) -> PyResult<PyArr> {
+        ok(self.a.block(&shape))
+    }
+
+    /// Names the array for messages; returns it.
+    fn named(&self, name: &str) -> PyResult<PyArr> {
+        Ok(PyArr {
+            a: self.a.clone().named(name).py()?,
+        })
+    }
+
+    /// Raises the error of the operation that made it, if any.
+    fn check(&self) -> PyResult<()> {
+        self.a.check().py()
+    }
+
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.a.shape().py()?)
+    }
+
+    #[getter]
+    fn dtype(&self) -> PyResult<String> {
+        Ok(self.a.dtype().py()?.to_string())
+    }
+
+    #[getter]
+    fn blocks<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.a.blocks().py()?)
+    }
+
+    #[getter]
+    fn ndim(&self) -> PyResult<usize> {
+        self.a.ndim().py()
+    }
+
+    #[getter]
+    fn size(&self) -> PyResult<usize> {
+        self.a.size().py()
+    }
+
+    /// Whether its values are in the store (computed, or read in place).
+    #[getter]
+    fn computed(&self) -> bool {
+        self.a.computed()
+    }
+
+    /// Its name, or the expression that made it.
+    #[getter]
+    fn label(&self) -> String {
+        self.a.label()
+    }
+
+    /// Computes it (what it needs that is not stored yet) and returns a NumPy array.
+    fn compute<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let a = self.a.clone();
+        let b = wait(py, async move { a.compute_any().await })?.py()?;
+        to_numpy(py, b)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.a)
+    }
+}
+
+/// A session: where arrays are stored and how computes run.
+#[pyclass(frozen, name = "Session", module = "nums_cloud._native")]
+struct PySession {
+    s: api::Session,
+}
+
+fn parse_backend(name: &str) -> PyResult<api::Backend> {
+    match name {
+        "local" => Ok(api::Backend::Local),
+        "lambda" => Ok(api::Backend::Lambda),
+        other => Err(PyValueError::new_err(format!(
+            "backend {other:?}: use \"local\" or \"lambda\""
+        ))),
+    }
+}
+
+fn parse_scheduler(name: &str) -> PyResult<api::Scheduler> {
+    match name {
+        "lshs" => Ok(api::Scheduler::Lshs),
+        "naive" => Ok(api::Scheduler::Naive),
+        other => Err(PyValueError::new_err(format!(
+            "scheduler {other:?}: use \"lshs\" or \"naive\""
+        ))),
+    }
+}
+
+#[pymethods]
+impl PySession {
+    /// A session on `storage` (`file://folder` or `s3://bucket/prefix`), or on the
+    /// deployment `infra` (`terraform output -json`); every other setting as
+    /// `nums_cloud.init` takes it (`None`: the default).
+    #[new]
+    #[pyo3(signature = (storage=None, *, infra=None, endpoint=None, backend=None, function=None,
+        scheduler=None, workers=None, memory_mb=None, timeout_seconds=None, progress=None,
+        function_command=None, in_process_bytes=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        storage: Option<&str>,
+        infra: Option<&str>,
+        endpoint: Option<&str>,
+        backend: Option<&str>,
+        function: Option<&str>,
+        scheduler: Option<&str>,
+        workers: Option<usize>,
+        memory_mb: Option<u64>,
+        timeout_seconds: Option<u64>,
+        progress: Option<bool>,
+        function_command: Option<Vec<String>>,
+        in_process_bytes: Option<u64>,
+    ) -> PyResult<PySession> {
+        let mut s = match (infra, storage) {
+            (Some(path), _) => {
+                let s = api::Session::from_infra(path).py()?;
+                match storage {
+                    // The deployment's settings, on another store.
+                    Some(url) if url != s.settings().storage => {
+                        return Err(PyValueError::new_err(format!(
+                            "storage {url:?} is not the deployment's ({}): give one of them",
+                            s.settings().storage
+                        )));
+                    }
+                    _ => s,
+                }
+            }
+            (None, Some(url)) => api::Session::new(url).py()?,
+            (None, None) => {
+                return Err(PyValueError::new_err("a session needs storage or infra"));
+            }
+        };
+        if let Some(e) = endpoint {
+            s = s.endpoint(e).py()?;
+        }
+        if let Some(b) = backend {
+            s = s.backend(parse_backend(b)?);
+        }
+        if let Some(f) = function {
+            s = s.function(f);
+        }
+        if let Some(k) = scheduler {
+            s = s.scheduler(parse_scheduler(k)?);
+        }
+        if let Some(w) = workers {
+            s = s.workers(w);
+        }
+        if let Some(m) = memory_mb {
+            s = s.memory_mb(m);
+        }
+        if let Some(t) = timeout_seconds {
+            s = s.timeout_seconds(t);
+        }
+        if let Some(p) = progress {
+            s = s.progress(p);
+        }
+        if let Some(c) = function_command {
+            let c: Vec<&str> = c.iter().map(String::as_str).collect();
+            s = s.function_command(&c);
+        }
+        if let Some(b) = in_process_bytes {
+            s = s.in_process_bytes(b);
+        }
+        Ok(PySession { s })
+    }
+
+    /// The settings, as a dict.
+    fn settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let st = self.s.settings();
+        let d = PyDict::new(py);
+        d.set_item("storage", st.storage)?;
+        d.set_item("endpoint", st.endpoint)?;
+        d.set_item(
+            "backend",
+            match st.backend {
+                api::Backend::Local => "local",
+                api::Backend::Lambda => "lambda",
+            },
+        )?;
+        d.set_item("function", st.function)?;
+        d.set_item(
+            "scheduler",
+            match st.scheduler {
+                api::Scheduler::Lshs => "lshs",
+                api::Scheduler::Naive => "naive",
+            },
+        )?;
+        d.set_item("workers", st.workers)?;
+        d.set_item("memory_mb", st.memory_mb)?;
+        d.set_item("timeout_seconds", st.timeout_seconds)?;
+        d.set_item("in_process_bytes", st.in_process_bytes)?;
+        Ok(d)
+    }
+
+    /// What the session's computes sent so far: a dict of `invocations` (in this
+    /// process or to the backend), `in_process` (of those, here) and `tasks`.
+    fn counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let c = self.s.counts();
+        let d = PyDict::new(py);
+        d.set_item("invocations", c.invocations)?;
+        d.set_item("in_process", c.in_process)?;
+        d.set_item("tasks", c.tasks)?;
+        Ok(d)
+    }
+
+    /// `name(*args, **kwargs)` of the function table.
+    #[pyo3(signature = (name, args, kwargs=None))]
+    fn call<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+        args: &Bound<'py, PyAny>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let a = self::args(args)?;
+        let kw = self::kwargs(kwargs)?;
+        let v = self.s.call(name, &a, &kw_refs(&kw)).py()?;
+        value(py, v)
+    }
+
+    /// An input of the values of a NumPy array (float64, float32, int64 or bool).
+    #[pyo3(name = "from_numpy")]
+    fn input(&self, values: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        ok(self.s.from_ndarray(from_numpy(values)?))
+    }
+
+    /// Random values: `dist` "normal", "uniform" or "integers" (in `[low, high)`).
+    #[pyo3(signature = (dist, shape, seed, low=0, high=0))]
+    fn random(
+        &self,
+        dist: &str,
+        shape: Vec<usize>,
+        seed: u64,
+        low: i64,
+        high: i64,
+    ) -> PyResult<PyArr> {
+        let a = match dist {
+            "normal" => self.s.random_normal(&shape, seed),
+            "uniform" => self.s.random_uniform(&shape, seed),
+            "integers" => self.s.random_integers(&shape, low, high, seed),
+            other => return Err(PyValueError::new_err(format!("no distribution {other:?}"))),
+        };
+        ok(a)
+    }
+
+    /// A `.npy`, `.csv`, `.parquet` file or Zarr array (local or `s3://`); CSV options
+    /// as NumPy's loadtxt takes them.
+    #[pyo3(signature = (path, header=false, delimiter=',', usecols=None))]
+    fn load(
+        &self,
+        py: Python<'_>,
+        path: String,
+        header: bool,
+        delimiter: char,
+        usecols: Option<Vec<i64>>,
+    ) -> PyResult<PyArr> {
+        let s = self.s.clone();
+        let csv = header || delimiter != ',' || usecols.is_some();
+        let a = wait(py, async move {
+            if csv {
+                s.load_csv(&path, header, delimiter, usecols.as_deref())
+                    .await
+            } else {
+                s.load(&path).await
+            }
+        })?
+        .py()?;
+        Ok(PyArr { a })
+    }
+
+    /// Writes `array` to `path` (`.npy`, `.csv`, a Zarr folder, or `s3://`).
+    fn save(&self, py: Python<'_>, array: &PyArr, path: String) -> PyResult<()> {
+        let (s, a) = (self.s.clone(), array.a.clone());
+        wait(py, async move { s.save(&a, &path).await })?.py()
+    }
+
+    /// Computes `arrays` in one plan; their values as NumPy arrays.
+    fn compute_many<'py>(
+        &self,
+        py: Python<'py>,
+        arrays: Vec<Bound<'py, PyArr>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let s = self.s.clone();
+        let arrays: Vec<api::Array> = arrays.iter().map(|a| a.get().a.clone()).collect();
+        let blocks = wait(py, async move {
+            let refs: Vec<&api::Array> = arrays.iter().collect();
+            s.compute_many(&refs).await
+        })?
+        .py()?;
+        blocks.into_iter().map(|b| to_numpy(py, b)).collect()
+    }
+
+    /// Computes `array` now and keeps it (as every compute does).
+    fn persist(&self, py: Python<'_>, array: &PyArr) -> PyResult<()> {
+        let (s, a) = (self.s.clone(), array.a.clone());
+        wait(py, async move { s.persist(&a).await })?.py()
+    }
+
+    /// How a compute of `arrays` would run: `(place, text, work_bytes)`; `place` is
+    /// "stored", "in-process" or the backend's name.
+    fn explain(&self, arrays: Vec<Bound<'_, PyArr>>) -> PyResult<(String, String, u64)> {
+        let arrays: Vec<api::Array> = arrays.iter().map(|a| a.get().a.clone()).collect();
+        let refs: Vec<&api::Array> = arrays.iter().collect();
+        let e = self.s.explain(&refs).py()?;
+        let place = match &e.place {
+            api::Place::Stored => "stored".to_string(),
+            api::Place::InProcess => "in-process".to_string(),
+            api::Place::Backend(api::Backend::Local) => "local".to_string(),
+            api::Place::Backend(api::Backend::Lambda) => "lambda".to_string(),
+            #[allow(unreachable_patterns)]
+            _ => "unknown".to_string(),
+        };
+        Ok((place, e.to_string(), e.work_bytes))
+    }
+
+    /// Fits `model` ("logistic", "poisson" or "ridge") to `x` and `y`: a dict of
+    /// `coef`, `intercept`, `n_iter`, `converged` and `loss`.
+    #[pyo3(signature = (model, x, y, *, c=1.0, alpha=1.0, solver="lbfgs", tol=1e-4,
+        max_iter=100, fit_intercept=true))]
+    #[allow(clippy::too_many_arguments)]
+    fn fit<'py>(
+        &self,
+        py: Python<'py>,
+        model: &str,
+        x: &PyArr,
+        y: &PyArr,
+        c: f64,
+        alpha: f64,
+        solver: &str,
+        tol: f64,
+        max_iter: u32,
+        fit_intercept: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        use api::models::{LogisticRegression, PoissonRegression, Ridge, Solver};
+        let solver = match solver {
+            "newton" => Solver::Newton,
+            "lbfgs" => Solver::Lbfgs,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "solver {other:?}: use \"lbfgs\" or \"newton\""
+                )));
+            }
+        };
+        let (x, y) = (x.a.clone(), y.a.clone());
+        let model = model.to_string();
+        let fit = wait(py, async move {
+            match model.as_str() {
+                "logistic" => {
+                    LogisticRegression::new()
+                        .c(c)
+                        .solver(solver)
+                        .tol(tol)
+                        .max_iter(max_iter)
+                        .fit_intercept(fit_intercept)
+                        .fit(&x, &y)
+                        .await
+                }
+                "poisson" => {
+                    PoissonRegression::new()
+                        .alpha(alpha)
+                        .solver(solver)
+                        .tol(tol)
+                        .max_iter(max_iter)
+                        .fit_intercept(fit_intercept)
+                        .fit(&x, &y)
+                        .await
+                }
+                _ => {
+                    Ridge::new()
+                        .alpha(alpha)
+                        .fit_intercept(fit_intercept)
+                        .fit(&x, &y)
+                        .await
+                }
+            }
+        })?
+        .py()?;
+        let d = PyDict::new(py);
+        d.set_item("coef", fit.coef)?;
+        d.set_item("intercept", fit.intercept)?;
+        d.set_item("n_iter", fit.n_iter)?;
+        d.set_item("converged", fit.converged)?;
+        d.set_item("loss", fit.loss)?;
+        Ok(d)
+    }
+
+    /// Removes what the session keeps in the store and stops its functions.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.s.clone();
+        wait(py, async move { s.close().await })?.py()
+    }
+
+    fn __repr__(&self) -> String {
+        let st = self.s.settings();
+        format!(
+            "Session(storage={:?}, backend={:?}, workers={}, memory_mb={})",
+            st.storage, st.backend, st.workers, st.memory_mb
+        )
+    }
+}
+
+/// The function table: `(family, name, aliases, params, star)` for each function.
+#[allow(clippy::type_complexity)]
+#[pyfunction]
+fn functions() -> Vec<(
+    &'static str,
+    &'static str,
+    Vec<&'static str>,
+    Vec<&'static str>,
+    bool,
+)> {
+    api::functions()
+        .into_iter()
+        .map(|f| {
+            (
+                f.family,
+                f.name,
+                f.aliases.to_vec(),
+                f.params.to_vec(),
+                f.star,
+            )
+        })
+        .collect()
+}
+
+/// The function loop of a local function process (what `nums-cloud function` runs):
+/// polls the local endpoint named by `AWS_LAMBDA_RUNTIME_API` until the process is
+/// stopped. Run by `python -m nums_cloud._function`.
+#[pyfunction]
+fn serve_function(py: Python<'_>) -> PyResult<()> {
+    py.detach(|| {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        rt.block_on(nums_function::runtime::serve())
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    })
+}
+
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyArr>()?;
+    m.add_class::<PySession>()?;
+    m.add_function(wrap_pyfunction!(functions, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_function, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("IN_PROCESS_BYTES", api::IN_PROCESS_BYTES)?;
+    Ok(())
+}
