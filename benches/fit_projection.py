@@ -38,14 +38,15 @@ def main():
     ap.add_argument("--memory-mb", type=int, default=2048)
     ap.add_argument("--solvers", default="lbfgs,newton")
     a = ap.parse_args()
+    a.bin = Path(a.bin).resolve()  # the jobs run in a folder of their own
     work = Path(tempfile.mkdtemp(prefix="nums-fit-projection-"))
     compute = f"[compute]\nworkers = {a.workers}\nmemory_mb = {a.memory_mb}\n"
     (work / "setup.toml").write_text(
         f'name = "setup"\n{compute}[arrays]\n'
         f'X = {{ random = "normal", shape = [{a.rows}, {a.cols}], seed = 1, block = [{a.block}, {a.cols}] }}\n'
         f'v = {{ random = "normal", shape = [{a.cols}], seed = 2 }}\n'
-        f'e = {{ random = "normal", shape = [{a.rows}], seed = 3, block = [{a.block}] }}\n'
-        f'y = "((X @ v) / 4 + e > 0) * 1.0"\n'
+        f'noise = {{ random = "normal", shape = [{a.rows}], seed = 3, block = [{a.block}] }}\n'
+        f'y = "((X @ v) / 4 + noise > 0) * 1.0"\n'
         f'[outputs]\nX = "nums-data/setup/X"\ny = "nums-data/setup/y"\n')
     nums(a.bin, "run", "setup.toml", "--quiet", cwd=work)
     print(f"X: {a.rows:,} x {a.cols} float64 ({a.rows * a.cols * 8 / 1e9:.2f} GB) in blocks of "

@@ -336,17 +336,20 @@ def test_plan_svg_has_axes_values_and_both_schedulers_visible(tmp_path):
     panels = root.findall(".//s:g[@class='plan']", ns)
     assert [g.get("data-scheduler") for g in panels] == ["lshs", "naive"]
     for g, sched in zip(panels, plan["schedulers"]):
-        peaks = g.findall(".//s:rect[@class='peak']", ns)
+        peaks = g.findall(".//s:line[@class='peak']", ns)
         assert len(peaks) == sched["invocations"]
         loads = g.findall(".//s:rect[@class='load']", ns)
         assert len(loads) == 2 * len(sched["loads"])
-        # Each plan on its own scale: its tallest bar fills most of its plot.
-        assert max(float(r.get("height")) for r in loads) > 0.5 * 170, [r.get("height") for r in loads]
+        # Each plan on its own scale: its longest bar fills most of its 170 px.
+        assert max(float(r.get("width")) for r in loads) > 0.5 * 170, [r.get("width") for r in loads]
         texts = ["".join(t.itertext()) for t in g.iter("{http://www.w3.org/2000/svg}text")]
-        assert "store bytes per slot (MB)" in texts and "projected peak memory per invocation (MiB)" in texts
-        assert "memory_mb = 512" in texts and "slot 0" in texts
-        assert any(t.startswith(f"{sched['scheduler']}: {sched['invocations']} invocations") for t in texts)
-        assert any(t.endswith(" kB") or t.endswith(" MB") or t.endswith(" B") for t in texts)  # values on bars
+        unit = next(t for t in texts if t.startswith("store bytes per slot ("))[len("store bytes per slot ("):-1]
+        assert unit in ("B", "kB", "MB", "GB"), texts
+        assert "projected peak memory of each invocation (MiB), by slot, against memory_mb" in texts
+        assert "memory_mb = 512 MiB" in texts and "slot 0" in texts
+        assert any(t.startswith(f"{sched['scheduler']}, main stage: {sched['invocations']} invocations") for t in texts)
+        values = [t for t in texts if t.startswith(("in ", "out "))]  # values on bars, in the axis' unit
+        assert len(values) == len(loads) and all(t.endswith(f" {unit}") for t in values), (unit, values)
 
 
 def test_shell_completions(tmp_path):

@@ -526,7 +526,7 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     if let Some(path) = a.svg {
         write_file(
             &path,
-            &crate::planview::svg(&c.job, &[&lshs, &naive], &factorizations),
+            &crate::planview::svg(&c.job, &planned, &factorizations),
         )?;
     }
     if let Some(path) = a.timeline {

@@ -7,7 +7,7 @@
 //! and `lambda` (AWS Lambda and S3; published figures, stated in BENCHMARKS.md).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 
 use nums_layout::batch::{Kernel, QrOutput, SvdOutput};
 
@@ -306,23 +306,29 @@ pub struct Projection {
     pub timeline: Vec<Invocation>,
 }
 
+/// One planned invocation as [`project`] takes it: its work, the batches it waits for, its
+/// projected peak memory and the slot the scheduler planned it for.
+pub(crate) type Planned<'a> = (BatchWork, &'a [usize], u64, usize);
+
 /// Projects batches (with the batches each waits for) onto `workers` workers: a batch is
 /// sent, in plan order, once its dependencies are done and a worker is free, as the driver
 /// sends them; each worker's first invocation pays the cold start and waits for the
-/// platform to start it.
+/// platform to start it. A batch runs in its planned slot when that worker is free and no
+/// worse off than the lowest-numbered free one (so that the figures number slots as the
+/// plan does, and the times are those of any free worker).
 pub(crate) fn project(
     model: CostModel,
     workers: usize,
     memory_mb: u64,
-    batches: &[(BatchWork, &[usize], u64)],
+    batches: &[Planned<'_>],
     gets: u64,
     puts: u64,
 ) -> Projection {
     let n = batches.len();
     let workers = workers.max(1);
-    let mut waiting: Vec<usize> = batches.iter().map(|(_, d, _)| d.len()).collect();
+    let mut waiting: Vec<usize> = batches.iter().map(|(_, d, _, _)| d.len()).collect();
     let mut dependents: Vec<Vec<u32>> = vec![Vec::new(); n];
-    for (b, (_, deps, _)) in batches.iter().enumerate() {
+    for (b, (_, deps, _, _)) in batches.iter().enumerate() {
         for &d in deps.iter() {
             dependents[d].push(b as u32);
         }
@@ -331,15 +337,26 @@ pub(crate) fn project(
     let mut ready: BinaryHeap<Reverse<usize>> =
         (0..n).filter(|&b| waiting[b] == 0).map(Reverse).collect();
     let mut running: BinaryHeap<Reverse<(Time, usize, usize)>> = BinaryHeap::new();
-    let mut free: BinaryHeap<Reverse<usize>> = (0..workers.min(n)).map(Reverse).collect();
+    let mut free: BTreeSet<usize> = (0..workers.min(n)).collect();
     let mut started = vec![false; workers.min(n)];
     let mut timeline = Vec::with_capacity(n);
     let (mut now, mut busy) = (0.0f64, 0.0f64);
     loop {
-        while let (Some(&Reverse(b)), Some(&Reverse(w))) = (ready.peek(), free.peek()) {
+        while let (Some(&Reverse(b)), Some(&lowest)) = (ready.peek(), free.first()) {
             ready.pop();
-            free.pop();
-            let (work, _, peak) = batches[b];
+            let (work, _, peak, planned) = batches[b];
+            // The planned worker stands in for the lowest free one when the two are alike:
+            // both started, or both yet to start within the burst.
+            let alike = |w: usize| {
+                started[w] == started[lowest]
+                    && (started[w] || (w < model.burst && lowest < model.burst))
+            };
+            let w = if free.contains(&planned) && alike(planned) {
+                planned
+            } else {
+                lowest
+            };
+            free.remove(&w);
             let mut start = now;
             let mut secs = model.batch_seconds(&work);
             if !started[w] {
@@ -355,7 +372,7 @@ pub(crate) fn project(
                 stage: "projected".into(),
                 batch: b,
                 slot: w,
-                planned_slot: w,
+                planned_slot: planned,
                 start,
                 end,
                 tasks: work.tasks,
@@ -376,7 +393,7 @@ pub(crate) fn project(
             break;
         };
         now = end;
-        free.push(Reverse(w));
+        free.insert(w);
         for &d in &dependents[b] {
             waiting[d as usize] -= 1;
             if waiting[d as usize] == 0 {
@@ -481,17 +498,17 @@ mod tests {
         let none: &[usize] = &[];
         // Three one-second batches on two workers: two at once, then the third.
         let three = [
-            (work(1, 0.0), none, 0),
-            (work(1, 0.0), none, 0),
-            (work(1, 0.0), none, 0),
+            (work(1, 0.0), none, 0, 0),
+            (work(1, 0.0), none, 0, 0),
+            (work(1, 0.0), none, 0, 0),
         ];
         assert_eq!(project(m, 2, 1024, &three, 0, 0).wall_seconds, 2.0);
         // A chain runs one after another whatever the workers.
         let (d0, d1): (&[usize], &[usize]) = (&[0], &[1]);
         let chain = [
-            (work(1, 0.0), none, 0),
-            (work(2, 0.0), d0, 0),
-            (work(1, 0.0), d1, 0),
+            (work(1, 0.0), none, 0, 0),
+            (work(2, 0.0), d0, 0, 0),
+            (work(1, 0.0), d1, 0, 0),
         ];
         let p = project(m, 8, 2048, &chain, 0, 0);
         assert_eq!(p.wall_seconds, 4.0);
@@ -503,6 +520,41 @@ mod tests {
             ..m
         };
         assert_eq!(project(slow, 2, 1024, &three, 0, 0).wall_seconds, 3.0);
+    }
+
+    #[test]
+    fn batches_run_in_the_slots_the_plan_gives_them() {
+        let m = CostModel {
+            invoke_s: 0.0,
+            read_bps: 1.0,
+            task_s: 0.0,
+            ..LOCAL
+        };
+        // As the quick-start's plan: #0 in slot 0 ends after #1 in slot 1; #2 (slot 1)
+        // and #3 (slot 0) wait for both.
+        let (none, both): (&[usize], &[usize]) = (&[], &[0, 1]);
+        let plan = [
+            (work(3, 0.0), none, 0, 0),
+            (work(2, 0.0), none, 0, 1),
+            (work(1, 0.0), both, 0, 1),
+            (work(1, 0.0), both, 0, 0),
+        ];
+        let p = project(m, 2, 1024, &plan, 0, 0);
+        for i in &p.timeline {
+            assert_eq!(
+                (i.batch, i.slot),
+                (i.batch, plan[i.batch].3),
+                "{:?}",
+                p.timeline
+            );
+        }
+        assert_eq!(p.wall_seconds, 4.0);
+        // A slot busy when its batch is ready: the batch takes a free one.
+        let plan = [(work(3, 0.0), none, 0, 0), (work(1, 0.0), none, 0, 0)];
+        let p = project(m, 2, 1024, &plan, 0, 0);
+        assert_eq!(p.timeline[1].slot, 1);
+        assert_eq!(p.timeline[1].planned_slot, 0);
+        assert_eq!(p.wall_seconds, 3.0);
     }
 
     #[test]

@@ -486,146 +486,360 @@ pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
     s
 }
 
-/// Both plans as one SVG: per scheduler, each on its own scale (so that both show), the
-/// store bytes each slot reads and writes, and the projected peak memory of every batch
-/// against the limit; axes with units, and the values written on the bars.
-pub(crate) fn svg(job: &Job, plans: &[&Plan], factorizations: &str) -> String {
-    let (w, panel_h) = (960.0, 340.0);
-    // The factorizations' structure under the plans, as `plan` prints it, wrapped to the
-    // picture's width.
-    let notes = wrap(factorizations, 140);
-    let h = 60.0 + panel_h * plans.len() as f64 + 18.0 * notes.len() as f64;
+/// Both plans as one SVG: LSHS against naive at a glance (invocations, projected wall
+/// time, store bytes read and written, cost: the whole run, fits as assumed), then per
+/// scheduler its projected main stage on a time axis, one lane per slot numbered as `plan`
+/// numbers them, each slot's store bytes beside its lane, and each invocation's projected
+/// peak memory against the limit; the fits' stages and the factorizations under them.
+pub(crate) fn svg(job: &Job, planned: &[Planned<'_>], factorizations: &str) -> String {
+    use crate::svg::{byte_unit, in_unit};
+    let w = 1000.0;
+    let (left, plot_w) = (80.0, 600.0);
+    let (bars_x, bars_w) = (760.0, 170.0);
+    let mem_h = 100.0;
+    let mut notes = Vec::new();
+    if let Some(first) = planned.first() {
+        for (i, f) in first.fits.iter().enumerate() {
+            notes.push(format!(
+                "fit {} = {}, in stages {}-*, before the main stage: {}",
+                f.array,
+                f.model,
+                f.stage,
+                f.why()
+            ));
+            for (k, st) in f.stages.iter().enumerate() {
+                let cells: Vec<String> = planned
+                    .iter()
+                    .map(|pl| {
+                        let other = &pl.fits[i].stages[k];
+                        let pr = crate::plan::projection_warm(job, &other.plan);
+                        format!(
+                            "{} {} / {}",
+                            format!("{:?}", pl.main.scheduler).to_lowercase(),
+                            plural(other.plan.batches.len() as u64, "invocation", "invocations"),
+                            seconds(pr.wall_seconds)
+                        )
+                    })
+                    .collect();
+                notes.push(format!(
+                    "  {} ({}): {}",
+                    st.what,
+                    st.times,
+                    cells.join(", ")
+                ));
+            }
+        }
+    }
+    notes.extend(wrap(factorizations, 130));
+    let notes: Vec<String> = notes.iter().flat_map(|n| wrap(n, 130)).collect();
+    let lanes_of = |p: &Plan| {
+        p.batches
+            .iter()
+            .map(|b| b.slot + 1)
+            .max()
+            .unwrap_or(0)
+            .max(p.loads.len())
+            .max(1)
+    };
+    let panel_h = |p: &Plan| {
+        let (lh, gap) = crate::timeline::lane_size(lanes_of(p));
+        50.0 + lanes_of(p) as f64 * (lh + gap) + 80.0 + mem_h + 50.0
+    };
+    let compare_h = 60.0 + 24.0 * planned.len() as f64;
+    let h = 76.0
+        + compare_h
+        + planned.iter().map(|p| panel_h(p.main)).sum::<f64>()
+        + 18.0 * notes.len() as f64
+        + 10.0;
+    let model = CostModel::for_job(job);
     let mut s = Svg::new(
         w,
         h,
         &format!(
-            "nums-cloud plan: {} ({} workers, memory_mb = {})",
-            job.name, job.compute.workers, job.compute.memory_mb
+            "nums-cloud plan: {} ({}, memory_mb = {})",
+            job.name,
+            plural(job.compute.workers as u64, "worker", "workers"),
+            job.compute.memory_mb
         ),
     );
-    let colors = [
-        ("store bytes in", "#f58518"),
-        ("store bytes out", "#54a24b"),
+    let about = format!(
+        "projected by the {} cost model ({}); nothing ran",
+        model.name, model.error_band
+    );
+    let about = wrap(&about, 150);
+    for (k, line) in about.iter().take(2).enumerate() {
+        s.text(
+            20.0,
+            46.0 + 14.0 * k as f64,
+            line.trim(),
+            "font-size='11' fill='#555'",
+        );
+    }
+
+    // LSHS against naive: one row per scheduler, one column per measure.
+    let totals: Vec<FitTotals> = planned.iter().map(|p| p.run_total(job, false)).collect();
+    let any_fits = planned.iter().any(|p| !p.fits.is_empty());
+    let y0 = 86.0;
+    s.raw("<g class='compare'>");
+    s.text(
+        20.0,
+        y0,
+        &if any_fits {
+            let (assumed, _) = planned[0].fits.iter().fold((0, 0), |(a, m), f| {
+                let (x, y) = f.passes();
+                (a + x, m + y)
+            });
+            format!(
+                "{} at a glance: the whole run (main stage and fits, {} assumed)",
+                names(planned),
+                plural(u64::from(assumed), "pass", "passes")
+            )
+        } else {
+            format!("{} at a glance: the whole run", names(planned))
+        },
+        "font-size='14' font-weight='bold'",
+    );
+    type Measure<'a> = (
+        &'a str,
+        &'a dyn Fn(&FitTotals) -> f64,
+        &'a dyn Fn(&FitTotals) -> String,
+    );
+    let measures: [Measure<'_>; 5] = [
+        ("invocations", &|t| t.invocations as f64, &|t| {
+            t.invocations.to_string()
+        }),
+        ("projected wall time", &|t| t.wall_seconds, &|t| {
+            seconds(t.wall_seconds)
+        }),
+        ("store bytes read", &|t| t.bytes_read as f64, &|t| {
+            mb(t.bytes_read)
+        }),
+        ("store bytes written", &|t| t.bytes_written as f64, &|t| {
+            mb(t.bytes_written)
+        }),
+        ("estimated cost", &|t| t.usd, &|t| format!("${:.6}", t.usd)),
     ];
-    let limit_mib = job.compute.memory_mb as f64;
-    for (pi, p) in plans.iter().enumerate() {
-        let y0 = 50.0 + panel_h * pi as f64;
+    let col_w = (w - 70.0) / measures.len() as f64;
+    for (k, (name, value, text)) in measures.iter().enumerate() {
+        let x = 70.0 + col_w * k as f64;
+        s.text(x, y0 + 24.0, name, "font-weight='bold'");
+        let max = totals.iter().map(value).fold(0.0, f64::max);
+        for (r, t) in totals.iter().enumerate() {
+            let y = y0 + 32.0 + 24.0 * r as f64;
+            let bw = if max > 0.0 {
+                (col_w - 90.0) * value(t) / max
+            } else {
+                0.0
+            };
+            let sched = format!("{:?}", planned[r].main.scheduler).to_lowercase();
+            s.rect(
+                x,
+                y,
+                bw.max(1.0),
+                16.0,
+                scheduler_colour(r),
+                &format!("class='compare-bar' data-scheduler='{sched}' data-measure='{name}'"),
+                &format!("{sched}: {name} {}", text(t)),
+            );
+            s.text(x + bw.max(1.0) + 4.0, y + 12.5, &text(t), "font-size='11'");
+        }
+    }
+    for (r, p) in planned.iter().enumerate() {
+        s.text(
+            62.0,
+            y0 + 44.5 + 24.0 * r as f64,
+            &format!("{:?}", p.main.scheduler).to_lowercase(),
+            &format!(
+                "text-anchor='end' fill='{}' font-weight='bold'",
+                scheduler_colour(r)
+            ),
+        );
+    }
+    s.raw("</g>");
+
+    let limit = job.compute.memory_mb << 20;
+    let mut y0 = 76.0 + compare_h;
+    for pl in planned {
+        let p = pl.main;
         let name = format!("{:?}", p.scheduler).to_lowercase();
         let pr = projection(job, p);
-        let (gbs, usd) = (pr.gb_seconds, pr.usd);
+        let lanes = lanes_of(p);
         s.raw(&format!("<g class='plan' data-scheduler='{name}'>"));
         s.text(
             20.0,
             y0 + 16.0,
             &format!(
-                "{name}: {} invocations, read {}, wrote {}, estimated {gbs:.3} GB-s, ${usd:.6}",
-                p.batches.len(),
+                "{name}, main stage: {}, read {}, wrote {}, projected {}, {:.3} GB-s, ${:.6}",
+                plural(p.batches.len() as u64, "invocation", "invocations"),
                 mb(p.bytes_read()),
                 mb(p.bytes_written()),
+                seconds(pr.wall_seconds),
+                pr.gb_seconds,
+                pr.usd
             ),
             "font-size='14' font-weight='bold'",
         );
-        // Left: per-slot loads, in MB on this plan's own scale.
-        let (bx, by, bh, bw) = (80.0, y0 + 250.0, 170.0, 380.0);
-        let max_load = p
-            .loads
-            .iter()
-            .flat_map(|l| [l.bytes_in, l.bytes_out])
-            .max()
-            .unwrap_or(0) as f64
-            / 1e6;
-        let scale = s.y_axis(bx, by, bh, max_load, "", "store bytes per slot (MB)", bw);
-        let group = bw / p.loads.len().max(1) as f64;
-        for (i, l) in p.loads.iter().enumerate() {
-            let bar_w = ((group - 8.0) / 2.0 - 2.0).max(1.0);
-            for (k, v) in [l.bytes_in, l.bytes_out].iter().enumerate() {
-                let bar_h = scale * *v as f64 / 1e6;
-                let x = bx + group * i as f64 + 4.0 + k as f64 * (group - 8.0) / 2.0;
+        // Left: the projected main stage, one lane per slot of the plan.
+        let lanes_top = y0 + 46.0;
+        let (lh, gap) = crate::timeline::lane_size(lanes);
+        let axis_y = lanes_top + lanes as f64 * (lh + gap);
+        let tmax = pr.wall_seconds.max(1e-3);
+        let scale = s.x_axis(
+            left,
+            axis_y,
+            plot_w,
+            tmax,
+            " s",
+            "projected time of the main stage (seconds)",
+        );
+        s.text(
+            left,
+            lanes_top - 8.0,
+            "projected invocations per slot (bars: compute, store I/O, sending)",
+            "",
+        );
+        crate::timeline::draw_lanes(
+            &mut s,
+            &pr.timeline,
+            lanes,
+            left,
+            lanes_top,
+            plot_w,
+            scale,
+            true,
+        );
+        if pr.timeline.iter().any(|i| i.planned_slot != i.slot) {
+            s.text(
+                left,
+                axis_y + 46.0,
+                "black top edge: sent to the slot free first (as the driver sends), not the planned one",
+                "font-size='11' fill='#555'",
+            );
+        }
+        // Right: each slot's store bytes, beside its lane, in one unit for axis and values.
+        let unit = byte_unit(
+            p.loads
+                .iter()
+                .flat_map(|l| [l.bytes_in, l.bytes_out])
+                .max()
+                .unwrap_or(0),
+        );
+        let top = crate::svg::ticks(
+            p.loads
+                .iter()
+                .flat_map(|l| [l.bytes_in, l.bytes_out])
+                .max()
+                .unwrap_or(0) as f64
+                / unit.0,
+            3,
+        );
+        let top_v = *top.last().unwrap_or(&1.0);
+        s.text(
+            bars_x,
+            lanes_top - 8.0,
+            &format!("store bytes per slot ({})", unit.1),
+            "",
+        );
+        s.raw("<g class='loads'>");
+        for (k, l) in p.loads.iter().enumerate() {
+            let y = lanes_top + k as f64 * (lh + gap);
+            for (j, (what, v, fill)) in [
+                ("in", l.bytes_in, "#f58518"),
+                ("out", l.bytes_out, "#54a24b"),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let bw = bars_w * v as f64 / unit.0 / top_v;
+                let yy = y + j as f64 * lh / 2.0;
                 s.rect(
-                    x,
-                    by - bar_h,
-                    bar_w,
-                    bar_h,
-                    colors[k].1,
-                    "class='load'",
-                    &format!("slot {i} {}: {}", colors[k].0, mb(*v)),
+                    bars_x,
+                    yy,
+                    bw,
+                    lh / 2.0 - 0.5,
+                    fill,
+                    &format!("class='load' data-slot='{k}' data-dir='{what}'"),
+                    &format!("slot {k}: store bytes {what} {}", in_unit(v, unit)),
                 );
-                if bar_w >= 26.0 {
+                if lh >= 20.0 {
                     s.text(
-                        x + bar_w / 2.0,
-                        by - bar_h - 3.0,
-                        &mb(*v),
-                        "text-anchor='middle' font-size='10'",
+                        bars_x + bw + 3.0,
+                        yy + lh / 2.0 - 2.0,
+                        &format!("{what} {}", in_unit(v, unit)),
+                        "font-size='9'",
                     );
                 }
             }
-            if group >= 30.0 {
-                s.text(
-                    bx + group * (i as f64 + 0.5),
-                    by + 14.0,
-                    &format!("slot {i}"),
-                    "text-anchor='middle'",
-                );
-            }
         }
-        s.line(bx, by, bx + bw, by, "stroke='black'");
-        s.legend(bx, by + 34.0, &colors);
-        // Right: projected peak memory of each batch against the limit, in MiB.
-        let (rx, rw) = (560.0, 360.0);
-        let peak_mib = p.max_projected_peak() as f64 / (1u64 << 20) as f64;
-        let my = s.y_axis(
-            rx,
-            by,
-            bh,
-            limit_mib.max(peak_mib),
-            "",
-            "projected peak memory per invocation (MiB)",
-            rw,
-        );
-        let n = p.batches.len().max(1) as f64;
-        for (i, b) in p.batches.iter().enumerate() {
-            let bar_h = my * b.projected_peak as f64 / (1u64 << 20) as f64;
-            s.rect(
-                rx + rw * i as f64 / n,
-                by - bar_h,
-                (rw / n - 1.0).max(0.5),
-                bar_h,
-                "#9467bd",
-                "class='peak'",
-                &format!("batch {i}: {}", mib(b.projected_peak)),
+        s.raw("</g>");
+        s.raw("<g class='axis x-axis loads-axis'>");
+        s.line(bars_x, axis_y, bars_x + bars_w, axis_y, "stroke='black'");
+        let step = top.get(1).copied().unwrap_or(top_v);
+        for v in &top {
+            let x = bars_x + bars_w * v / top_v;
+            s.line(x, axis_y, x, axis_y + 4.0, "stroke='black'");
+            s.text(
+                x,
+                axis_y + 16.0,
+                &crate::svg::tick_label(*v, step),
+                "text-anchor='middle'",
             );
         }
-        s.line(rx, by, rx + rw, by, "stroke='black'");
-        let ly = by - my * limit_mib;
-        s.line(rx, ly, rx + rw, ly, "stroke='red' stroke-dasharray='4'");
         s.text(
-            rx + rw,
-            ly - 4.0,
-            &format!("memory_mb = {}", job.compute.memory_mb),
-            "text-anchor='end' fill='red'",
-        );
-        s.text(
-            rx,
-            by + 14.0,
-            &format!(
-                "one bar per invocation ({}), in plan order; largest {}",
-                p.batches.len(),
-                mib(p.max_projected_peak())
-            ),
-            "",
+            bars_x + bars_w / 2.0,
+            axis_y + 32.0,
+            &format!("{} (in: orange, out: green)", unit.1),
+            "text-anchor='middle'",
         );
         s.raw("</g>");
+        // Under them: each invocation's projected peak memory, on the same time axis.
+        let mem_bottom = axis_y + 80.0 + mem_h;
+        crate::timeline::draw_memory(
+            &mut s,
+            &pr.timeline,
+            left,
+            plot_w,
+            scale,
+            mem_bottom,
+            mem_h,
+            limit,
+            "projected peak memory of each invocation (MiB), by slot, against memory_mb",
+        );
+        s.x_axis(left, mem_bottom, plot_w, tmax, " s", "");
+        crate::timeline::slot_legend(
+            &mut s,
+            bars_x - 40.0,
+            mem_bottom - mem_h + 10.0,
+            lanes.min(4),
+        );
+        s.raw("</g>");
+        y0 += panel_h(p);
     }
-    let y0 = 50.0 + panel_h * plans.len() as f64;
     for (i, line) in notes.iter().enumerate() {
-        let bold = if line.starts_with(' ') {
-            ""
-        } else {
-            "font-weight='bold'"
-        };
-        s.text(20.0, y0 + 18.0 * i as f64, line, bold);
+        // SVG collapses leading spaces: a detail line's indent is its x.
+        let indent = line.len() - line.trim_start().len();
+        let bold = if indent > 0 { "" } else { "font-weight='bold'" };
+        s.text(
+            20.0 + 7.0 * indent as f64,
+            y0 + 18.0 * i as f64,
+            line.trim_start(),
+            bold,
+        );
     }
     s.finish()
+}
+
+/// The schedulers' names as a title says them: `lshs and naive`.
+fn names(planned: &[Planned<'_>]) -> String {
+    let n: Vec<String> = planned
+        .iter()
+        .map(|p| format!("{:?}", p.main.scheduler).to_lowercase())
+        .collect();
+    n.join(" against ")
+}
+
+fn scheduler_colour(k: usize) -> &'static str {
+    ["#4c78a8", "#e45756", "#54a24b"][k % 3]
 }
 
 /// `text`'s non-empty lines, each cut at spaces into lines of at most `width` characters

@@ -41,6 +41,71 @@ pub(crate) fn tick_label(v: f64, step: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// The unit of an axis of bytes and of the values drawn on it, chosen by the largest value
+/// so that the two agree: (bytes per unit, its name).
+pub(crate) fn byte_unit(max: u64) -> (f64, &'static str) {
+    match max {
+        0..1_000 => (1.0, "B"),
+        1_000..1_000_000 => (1e3, "kB"),
+        1_000_000..1_000_000_000 => (1e6, "MB"),
+        _ => (1e9, "GB"),
+    }
+}
+
+/// `b` bytes in a unit of [`byte_unit`], with three significant figures or so.
+pub(crate) fn in_unit(b: u64, (per, name): (f64, &str)) -> String {
+    let v = b as f64 / per;
+    let decimals = if per == 1.0 || v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.decimals$} {name}")
+}
+
+/// The colour of slot `k` (ten, then again), so that a slot's lines read as one.
+pub(crate) fn slot_colour(k: usize) -> &'static str {
+    const TEN: [&str; 10] = [
+        "#4c78a8", "#e45756", "#54a24b", "#b279a2", "#f58518", "#72b7b2", "#9d755d", "#eeca3b",
+        "#ff9da6", "#79706e",
+    ];
+    TEN[k % TEN.len()]
+}
+
+/// The boxes of the labels drawn so far, so that no label is drawn over another (or over
+/// a title): a label that would overlap one is left out or moved.
+#[derive(Default)]
+pub(crate) struct Placed(Vec<[f64; 4]>);
+
+impl Placed {
+    /// The box (x0, y0, x1, y1) of text of `size` px at (x, y) with its `anchor`
+    /// (`start`, `middle` or `end`): sans-serif digits are 0.64 em wide (DejaVu Sans), and
+    /// a label keeps 2 px clear on each side.
+    pub(crate) fn text_box(x: f64, y: f64, s: &str, size: f64, anchor: &str) -> [f64; 4] {
+        let w = 0.64 * size * s.chars().count() as f64 + 4.0;
+        let x0 = match anchor {
+            "middle" => x - w / 2.0,
+            "end" => x - w,
+            _ => x,
+        };
+        [x0 - 2.0, y - size, x0 + w - 2.0, y + 0.3 * size]
+    }
+
+    /// Takes `b` if it overlaps no box taken: whether it did.
+    pub(crate) fn take(&mut self, b: [f64; 4]) -> bool {
+        let clear = self
+            .0
+            .iter()
+            .all(|o| b[2] <= o[0] || o[2] <= b[0] || b[3] <= o[1] || o[3] <= b[1]);
+        if clear {
+            self.0.push(b);
+        }
+        clear
+    }
+}
+
 /// One SVG document being drawn.
 pub(crate) struct Svg {
     out: String,
@@ -97,6 +162,31 @@ impl Svg {
             let _ = write!(self.out, "<title>{}</title>", escape(tip));
         }
         self.out.push_str("</rect>\n");
+    }
+
+    /// Text of `size` px at (x, y) with its `anchor`, if it overlaps no label `placed`
+    /// holds: whether it was drawn.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn label(
+        &mut self,
+        placed: &mut Placed,
+        x: f64,
+        y: f64,
+        s: &str,
+        size: f64,
+        anchor: &str,
+        attrs: &str,
+    ) -> bool {
+        let drawn = placed.take(Placed::text_box(x, y, s, size, anchor));
+        if drawn {
+            self.text(
+                x,
+                y,
+                s,
+                &format!("text-anchor='{anchor}' font-size='{size}' {attrs}"),
+            );
+        }
+        drawn
     }
 
     pub(crate) fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, attrs: &str) {
@@ -214,5 +304,23 @@ mod tests {
         assert_eq!(tick_label(0.6000000000000001, 0.2), "0.6");
         assert_eq!(tick_label(200.0, 100.0), "200");
         assert_eq!(escape("a<b & 'c'"), "a&lt;b &amp; &apos;c&apos;");
+    }
+
+    #[test]
+    fn bytes_take_one_unit_per_axis() {
+        let u = byte_unit(25_100);
+        assert_eq!(u.1, "kB");
+        assert_eq!([in_unit(88, u), in_unit(25_100, u)], ["0.09 kB", "25.1 kB"]);
+        assert_eq!(in_unit(20_400_000, byte_unit(20_400_000)), "20.4 MB");
+        assert_eq!(in_unit(512, byte_unit(512)), "512 B");
+    }
+
+    #[test]
+    fn labels_do_not_overlap() {
+        let mut p = Placed::default();
+        assert!(p.take(Placed::text_box(100.0, 50.0, "27", 10.0, "middle")));
+        assert!(!p.take(Placed::text_box(104.0, 52.0, "28", 10.0, "middle")));
+        assert!(p.take(Placed::text_box(130.0, 50.0, "33", 10.0, "middle")));
+        assert!(p.take(Placed::text_box(100.0, 70.0, "35", 10.0, "middle")));
     }
 }

@@ -73,19 +73,381 @@ const IO: &str = "#f58518";
 const OTHER: &str = "#b8b8b8";
 const IDLE: &str = "#f0f0f0";
 const FAILED: &str = "#d62728";
-const MEMORY: &str = "#9467bd";
+
+/// A band of the run's time: stages of one kind run one after another (a fit's passes
+/// make one band), with what a person calls them.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Band {
+    pub label: String,
+    /// Its first stage's name, as `--stats` records it.
+    pub stage: String,
+    pub start: f64,
+    pub end: f64,
+}
+
+/// What a person calls a stage, and how many of its kind a band counts: `main`, `CSV
+/// count`, `export NAME`, `mask`, `values`, a fit's `making X`, `making y`, `check of y`
+/// and its passes (`Newton`, `normal equations`, `gradient`). `fit` names the fit's node
+/// when a run has more than one.
+fn stage_kind(stage: &str, many_fits: bool) -> (String, bool) {
+    let tail = |p: &str| {
+        stage
+            .strip_prefix(p)
+            .map(|t| t.rsplit_once('-').map_or(t, |(n, _)| n))
+    };
+    if stage == "main" {
+        return ("main".into(), false);
+    }
+    if stage == "projected" {
+        return ("main (projected)".into(), false);
+    }
+    if stage == "csv-count" {
+        return ("CSV count".into(), false);
+    }
+    if let Some(name) = tail("export-") {
+        return (format!("export {name}"), false);
+    }
+    if stage.starts_with("mask-") {
+        return ("mask".into(), false);
+    }
+    if stage.starts_with("values-") {
+        return ("values".into(), false);
+    }
+    if let Some((fit, rest)) = stage.split_once('-')
+        && fit.starts_with("fit")
+    {
+        let fit = if many_fits { fit } else { "fit" };
+        let (what, pass) = match rest {
+            "X" => ("making X".to_string(), false),
+            "y" => ("making y".to_string(), false),
+            "check" => ("check of y".to_string(), false),
+            _ => {
+                let kind = rest.rsplit_once('-').map_or(rest, |(k, _)| k);
+                let kind = match kind {
+                    "newton" => "Newton",
+                    "normal" => "normal equations",
+                    k if k.starts_with("grad") => "gradient",
+                    k => k,
+                };
+                (kind.to_string(), true)
+            }
+        };
+        return (format!("{fit}: {what}"), pass);
+    }
+    (stage.to_string(), false)
+}
+
+/// The run's stages as bands in time: consecutive stages of one kind make one band
+/// (`fit: 7 Newton passes`).
+pub(crate) fn bands(inv: &[Invocation]) -> Vec<Band> {
+    let mut order: Vec<&Invocation> = inv.iter().collect();
+    order.sort_by(|a, b| a.start.total_cmp(&b.start));
+    let fits: std::collections::BTreeSet<&str> = inv
+        .iter()
+        .filter_map(|i| i.stage.split_once('-').map(|(f, _)| f))
+        .filter(|f| f.starts_with("fit"))
+        .collect();
+    // (kind, is a pass, band, its stages)
+    let mut out: Vec<(String, bool, Band, Vec<&str>)> = Vec::new();
+    for i in order {
+        let (kind, pass) = stage_kind(&i.stage, fits.len() > 1);
+        match out.last_mut() {
+            Some((k, _, b, stages)) if *k == kind => {
+                b.end = b.end.max(i.end);
+                if !stages.contains(&i.stage.as_str()) {
+                    stages.push(&i.stage);
+                }
+            }
+            _ => out.push((
+                kind.clone(),
+                pass,
+                Band {
+                    label: kind,
+                    stage: i.stage.clone(),
+                    start: i.start,
+                    end: i.end,
+                },
+                vec![&i.stage],
+            )),
+        }
+    }
+    out.into_iter()
+        .map(|(kind, pass, mut b, stages)| {
+            if pass {
+                let (fit, what) = kind.split_once(": ").unwrap_or(("fit", &kind));
+                let n = stages.len() as u64;
+                b.label = format!(
+                    "{fit}: {}",
+                    plural(n, &format!("{what} pass"), &format!("{what} passes"))
+                );
+            }
+            b
+        })
+        .collect()
+}
+
+fn band_fill(label: &str) -> &'static str {
+    if label == "main" {
+        "#c6dbef"
+    } else if label.starts_with("fit") {
+        "#d9f0d3"
+    } else if label.starts_with("export") {
+        "#e5d8f0"
+    } else {
+        "#fde0c5"
+    }
+}
+
+/// Lane height and gap for `lanes` lanes: full height for a few, thinner for many, so that
+/// a run of a thousand workers still fits the page.
+pub(crate) fn lane_size(lanes: usize) -> (f64, f64) {
+    if lanes <= 12 {
+        (24.0, 6.0)
+    } else {
+        let h = (360.0 / lanes as f64).max(1.0);
+        (h * 0.8, h * 0.2)
+    }
+}
+
+/// Draws lanes of invocations (one per slot, `slot k` left of each) from `top` over
+/// `left`..`left + plot_w` at `scale` px per second; returns the bottom.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn draw_lanes(
+    s: &mut Svg,
+    inv: &[Invocation],
+    lanes: usize,
+    left: f64,
+    top: f64,
+    plot_w: f64,
+    scale: f64,
+    mark_moved: bool,
+) -> f64 {
+    let (lane_h, gap) = lane_size(lanes);
+    // With thin lanes, every k-th one is named.
+    let every = ((14.0 / (lane_h + gap)).ceil() as usize).max(1);
+    for lane in 0..lanes {
+        let y = top + lane as f64 * (lane_h + gap);
+        s.raw(&format!("<g class='lane' data-slot='{lane}'>"));
+        if lane % every == 0 {
+            s.text(
+                left - 8.0,
+                y + lane_h / 2.0 + 4.0,
+                &format!("slot {lane}"),
+                "text-anchor='end'",
+            );
+        }
+        s.rect(left, y, plot_w, lane_h, IDLE, "class='lane-bg'", "");
+        for i in inv.iter().filter(|i| i.slot == lane) {
+            draw_invocation(
+                s,
+                i,
+                left + i.start * scale,
+                y,
+                ((i.end - i.start) * scale).max(1.0),
+                lane_h,
+            );
+            if mark_moved && i.planned_slot != i.slot {
+                // Sent to the slot free first, as the driver sends, not the planned one.
+                s.rect(
+                    left + i.start * scale,
+                    y,
+                    ((i.end - i.start) * scale).max(1.0),
+                    2.5,
+                    "black",
+                    &format!(
+                        "class='moved' data-batch='{}' data-planned-slot='{}'",
+                        i.batch, i.planned_slot
+                    ),
+                    &format!(
+                        "#{} planned for slot {}, projected in slot {} (free first)",
+                        i.batch, i.planned_slot, i.slot
+                    ),
+                );
+            }
+        }
+        s.raw("</g>");
+    }
+    top + lanes as f64 * (lane_h + gap)
+}
+
+/// Each invocation's peak memory as a line in its slot's colour over its time, against
+/// `memory_mb`, on a `mem_h` high panel whose bottom is `bottom`; values written where
+/// they overlap no other label. `label` names the panel.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn draw_memory(
+    s: &mut Svg,
+    inv: &[Invocation],
+    left: f64,
+    plot_w: f64,
+    scale: f64,
+    bottom: f64,
+    mem_h: f64,
+    limit_bytes: u64,
+    label: &str,
+) {
+    let limit_mib = limit_bytes as f64 / (1u64 << 20) as f64;
+    let peak = inv.iter().map(|i| i.peak_memory_bytes).max().unwrap_or(0);
+    let mem_max = limit_mib.max(peak as f64 / (1u64 << 20) as f64);
+    let my = s.y_axis(left, bottom, mem_h, mem_max, "", label, plot_w);
+    s.line(left, bottom, left + plot_w, bottom, "stroke='black'");
+    let ly = bottom - limit_mib * my;
+    s.line(
+        left,
+        ly,
+        left + plot_w,
+        ly,
+        &format!("stroke='{FAILED}' stroke-dasharray='6 3'"),
+    );
+    let mut placed = crate::svg::Placed::default();
+    s.label(
+        &mut placed,
+        left + plot_w,
+        ly - 4.0,
+        &format!("memory_mb = {limit_mib:.0} MiB"),
+        12.0,
+        "end",
+        &format!("fill='{FAILED}'"),
+    );
+    let x = |secs: f64| left + secs * scale;
+    s.raw("<g class='memory'>");
+    let mut order: Vec<&Invocation> = inv.iter().filter(|i| i.status != "failed").collect();
+    // The largest first, so that the values written are the ones that matter.
+    order.sort_by_key(|i| std::cmp::Reverse(i.peak_memory_bytes));
+    for i in &order {
+        let m = i.peak_memory_bytes as f64 / (1u64 << 20) as f64;
+        let (x0, x1, y) = (x(i.start), x(i.end).max(x(i.start) + 2.0), bottom - m * my);
+        s.raw(&format!(
+            "<line class='peak' data-batch='{}' data-slot='{}' x1='{x0:.2}' y1='{y:.2}' x2='{x1:.2}' y2='{y:.2}' stroke='{}' stroke-width='3'><title>{}</title></line>",
+            i.batch,
+            i.slot,
+            crate::svg::slot_colour(i.slot),
+            crate::svg::escape(&format!("{} #{} in slot {}: peak {}", i.stage, i.batch, i.slot, mib(i.peak_memory_bytes)))
+        ));
+    }
+    for i in &order {
+        let m = i.peak_memory_bytes as f64 / (1u64 << 20) as f64;
+        let (x0, x1, y) = (x(i.start), x(i.end).max(x(i.start) + 2.0), bottom - m * my);
+        s.label(
+            &mut placed,
+            (x0 + x1) / 2.0,
+            y - 5.0,
+            &format!("{m:.0}"),
+            10.0,
+            "middle",
+            "class='peak-label'",
+        );
+    }
+    s.raw("</g>");
+}
+
+/// A legend of the slots' colours (the first ten; later slots repeat them).
+pub(crate) fn slot_legend(s: &mut Svg, x: f64, y: f64, lanes: usize) {
+    let names: Vec<String> = (0..lanes.min(10)).map(|k| format!("slot {k}")).collect();
+    let items: Vec<(&str, &str)> = names
+        .iter()
+        .enumerate()
+        .map(|(k, n)| (n.as_str(), crate::svg::slot_colour(k)))
+        .collect();
+    s.text(x, y, "peak memory by slot:", "");
+    s.legend(x + 140.0, y, &items);
+}
+
+/// Stage bands over the lanes: a strip of coloured bands from `strip_y` (each labelled
+/// inside when its label fits, else in one of the two rows above), and a thin line across
+/// the lanes where each band starts.
+#[allow(clippy::too_many_arguments)]
+fn draw_bands(
+    s: &mut Svg,
+    bands: &[Band],
+    left: f64,
+    plot_w: f64,
+    scale: f64,
+    strip_y: f64,
+    lanes_bottom: f64,
+) {
+    let strip_h = 16.0;
+    let mut placed = crate::svg::Placed::default();
+    for b in bands {
+        let (x0, x1) = (left + b.start * scale, left + b.end * scale);
+        let w = (x1 - x0).max(1.0);
+        s.raw(&format!(
+            "<g class='stage-band' data-stage='{}' data-label='{}'>",
+            crate::svg::escape(&b.stage),
+            crate::svg::escape(&b.label)
+        ));
+        s.rect(
+            x0,
+            strip_y,
+            w,
+            strip_h,
+            band_fill(&b.label),
+            "stroke='white' stroke-width='0.5'",
+            &format!("{}: {:.3}-{:.3} s", b.label, b.start, b.end),
+        );
+        s.line(
+            x0,
+            strip_y,
+            x0,
+            lanes_bottom,
+            "stroke='#777' stroke-width='0.6' stroke-dasharray='2 2'",
+        );
+        let cx = ((x0 + x1) / 2.0).clamp(left, left + plot_w);
+        let inside = crate::svg::Placed::text_box(cx, strip_y + 12.0, &b.label, 11.0, "middle");
+        let drawn = (inside[2] - inside[0] <= w
+            && s.label(
+                &mut placed,
+                cx,
+                strip_y + 12.0,
+                &b.label,
+                11.0,
+                "middle",
+                "class='band-label'",
+            ))
+            || [strip_y - 3.0, strip_y - 18.0, strip_y - 33.0]
+                .iter()
+                .any(|&y| {
+                    let anchor = if cx - left < 60.0 {
+                        "start"
+                    } else if left + plot_w - cx < 60.0 {
+                        "end"
+                    } else {
+                        "middle"
+                    };
+                    let x = match anchor {
+                        "start" => x0.max(left),
+                        "end" => x1.min(left + plot_w),
+                        _ => cx,
+                    };
+                    s.label(
+                        &mut placed,
+                        x,
+                        y,
+                        &b.label,
+                        11.0,
+                        anchor,
+                        "class='band-label'",
+                    )
+                });
+        if !drawn {
+            // No room: its tooltip and data-label say it.
+            s.raw("<!-- label left out: no room -->");
+        }
+        s.raw("</g>");
+    }
+}
 
 /// The timeline as an SVG document.
 pub(crate) fn svg(t: &Timeline) -> String {
     let inv = &t.timeline;
     let lanes = inv.iter().map(|i| i.slot + 1).max().unwrap_or(0).max(1);
     let (left, plot_w) = (80.0, 880.0);
-    let (lane_h, gap) = (24.0, 6.0);
-    let lanes_top = 112.0;
-    let lanes_h = lanes as f64 * (lane_h + gap);
-    let axis_y = lanes_top + lanes_h;
+    let bands = bands(inv);
+    let strip_y = 150.0;
+    let lanes_top = strip_y + 22.0;
+    let (lane_h, gap) = lane_size(lanes);
+    let axis_y = lanes_top + lanes as f64 * (lane_h + gap);
     let mem_h = 150.0;
-    let mem_bottom = axis_y + 70.0 + mem_h;
+    let mem_bottom = axis_y + 90.0 + mem_h;
     let height = mem_bottom + 50.0;
     let limit_mib = t.memory_limit_bytes as f64 / (1u64 << 20) as f64;
     let tmax = inv
@@ -145,8 +507,14 @@ pub(crate) fn svg(t: &Timeline) -> String {
         "dashed outline: backup; faded: late copy",
         "fill='#555'",
     );
+    s.text(
+        left - 8.0,
+        strip_y + 12.0,
+        "stages",
+        "text-anchor='end' font-size='11'",
+    );
 
-    // The time axis under the lanes, and its scale for both panels.
+    // The time axis under the lanes, and its scale for every panel.
     let scale = s.x_axis(
         left,
         axis_y,
@@ -155,85 +523,21 @@ pub(crate) fn svg(t: &Timeline) -> String {
         " s",
         "time since the run started (seconds)",
     );
-    let x = |secs: f64| left + secs * scale;
-    for lane in 0..lanes {
-        let y = lanes_top + lane as f64 * (lane_h + gap);
-        s.raw(&format!("<g class='lane' data-slot='{lane}'>"));
-        s.text(
-            left - 8.0,
-            y + lane_h / 2.0 + 4.0,
-            &format!("slot {lane}"),
-            "text-anchor='end'",
-        );
-        s.rect(left, y, plot_w, lane_h, IDLE, "class='lane-bg'", "");
-        for i in inv.iter().filter(|i| i.slot == lane) {
-            draw_invocation(
-                &mut s,
-                i,
-                x(i.start),
-                y,
-                ((i.end - i.start) * scale).max(1.0),
-                lane_h,
-            );
-        }
-        s.raw("</g>");
-    }
-
+    draw_bands(&mut s, &bands, left, plot_w, scale, strip_y, axis_y);
+    draw_lanes(&mut s, inv, lanes, left, lanes_top, plot_w, scale, false);
     // Peak memory of each invocation against the limit, on the same time axis.
-    let mem_max = limit_mib.max(peak as f64 / (1u64 << 20) as f64);
-    let my = s.y_axis(
+    slot_legend(&mut s, left, axis_y + 58.0, lanes);
+    draw_memory(
+        &mut s,
+        inv,
         left,
+        plot_w,
+        scale,
         mem_bottom,
         mem_h,
-        mem_max,
-        "",
+        t.memory_limit_bytes,
         "peak memory of each invocation (MiB), against memory_mb",
-        plot_w,
     );
-    s.line(
-        left,
-        mem_bottom,
-        left + plot_w,
-        mem_bottom,
-        "stroke='black'",
-    );
-    let ly = mem_bottom - limit_mib * my;
-    s.line(
-        left,
-        ly,
-        left + plot_w,
-        ly,
-        &format!("stroke='{FAILED}' stroke-dasharray='6 3'"),
-    );
-    s.text(
-        left + plot_w,
-        ly - 4.0,
-        &format!("memory_mb = {limit_mib:.0} MiB"),
-        &format!("text-anchor='end' fill='{FAILED}'"),
-    );
-    s.raw("<g class='memory'>");
-    for i in inv.iter().filter(|i| i.status != "failed") {
-        let m = i.peak_memory_bytes as f64 / (1u64 << 20) as f64;
-        let (x0, x1, y) = (
-            x(i.start),
-            x(i.end).max(x(i.start) + 2.0),
-            mem_bottom - m * my,
-        );
-        s.raw(&format!(
-            "<line class='peak' data-batch='{}' x1='{x0:.2}' y1='{y:.2}' x2='{x1:.2}' y2='{y:.2}' stroke='{MEMORY}' stroke-width='3'><title>{}</title></line>",
-            i.batch,
-            crate::svg::escape(&format!("{} #{}: peak {}", i.stage, i.batch, mib(i.peak_memory_bytes)))
-        ));
-        if x1 - x0 > 44.0 {
-            s.text(
-                (x0 + x1) / 2.0,
-                y - 4.0,
-                &format!("{m:.0}"),
-                "text-anchor='middle' font-size='10'",
-            );
-        }
-    }
-    s.raw("</g>");
     s.x_axis(left, mem_bottom, plot_w, tmax, " s", "");
     s.finish()
 }

@@ -39,10 +39,11 @@ const FLOORS: &[&[&str]] = &[
     &["error"],
     &["plan"],
     &["stage"],
-    // What goes through the stage runner: the CSV count, the fits, the exports; the bar.
-    &["csv_count", "export", "iterate", "progress"],
-    // A run's orchestration; the plan's and the run's pictures; stored arrays' commands.
-    &["arrays", "planview", "run", "timeline"],
+    // What goes through the stage runner: the CSV count, the fits, the exports; the bar;
+    // the run timeline (its lanes and memory panel drawn for the plan chart too).
+    &["csv_count", "export", "iterate", "progress", "timeline"],
+    // A run's orchestration; the plan's pictures; stored arrays' commands.
+    &["arrays", "planview", "run"],
     // The front ends.
     &["api", "cli"],
 ];

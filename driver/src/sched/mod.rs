@@ -180,7 +180,7 @@ impl Plan {
         let batches: Vec<_> = self
             .batches
             .iter()
-            .map(|b| (b.work(), b.deps.as_slice(), b.projected_peak))
+            .map(|b| (b.work(), b.deps.as_slice(), b.projected_peak, b.slot))
             .collect();
         let gets = self.batches.iter().map(|b| b.gets).sum();
         let puts = self.batches.iter().map(|b| b.puts).sum();
