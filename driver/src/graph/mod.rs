@@ -13,6 +13,7 @@ use crate::job::{ArrayDef, Job, JobError, Source};
 
 mod build;
 mod funcs;
+mod indexing;
 mod ops;
 mod sources;
 
