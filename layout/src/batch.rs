@@ -1039,6 +1039,16 @@ pub enum Kernel {
         /// Per output position along `axis`: (input, index along `axis` in that input).
         picks: Vec<(u32, u64)>,
     },
+    /// Inputs: a block of x, then blocks of v (row-major over `grid`): x's block with some
+    /// elements replaced by v's (assignment, `x.at[index].set(v)`). Per axis, `axes[d]`
+    /// lists (position in the output block, v block number along d, index in that block);
+    /// every combination over the axes is set, in order (the last of repeats wins).
+    Put {
+        /// Per axis: (output position, v block along the axis, index in that v block).
+        axes: Vec<Vec<(u64, u32, u64)>>,
+        /// How many v blocks along each axis the inputs hold.
+        grid: Vec<u32>,
+    },
     /// Inputs: blocks whose elements, in C order, from flat position `ranges[k].0` up to
     /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,
     /// expand_dims, squeeze).

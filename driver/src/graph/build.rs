@@ -782,6 +782,11 @@ impl<'a> Builder<'a> {
                     "dtype" => Val::Str(m.dtype.name().into()),
                     "real" => self.unary(UnaryOp::Real, Val::Arr(id), e.pos)?,
                     "imag" => self.unary(UnaryOp::Imag, Val::Arr(id), e.pos)?,
+                    "at" => {
+                        return Err(at(
+                            "x.at[index] is only followed by .set(value): x.at[index].set(value)".into(),
+                        ));
+                    }
                     a => {
                         return Err(at(format!(
                             "unknown attribute .{a}; supported: .T, .shape, .ndim, .size, .dtype, .real, .imag"
@@ -789,7 +794,10 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
-            ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
+            ExprKind::Call(f, args, kwargs) => match self.at_set(f, args, kwargs, e.pos) {
+                Some(r) => r?,
+                None => self.call(f, args, kwargs, e.pos)?,
+            },
             ExprKind::Index(x, items) => match self.eval(x)? {
                 Val::Arr(id) => self.index(id, items)?,
                 v @ (Val::Tuple(_) | Val::Fields(_)) => {
@@ -836,38 +844,7 @@ impl<'a> Builder<'a> {
     /// go and the new ones come.
     pub(super) fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
         let m = self.meta(x).clone();
-        // `...` stands for the whole axes the other items leave.
-        let dots: Vec<&Expr> = items
-            .iter()
-            .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
-            .collect();
-        if dots.len() > 1 {
-            return Err(EvalError::Expr(ExprError::new(
-                dots[1].pos,
-                "an index can only have a single ellipsis ('...')",
-            )));
-        }
-        let expanded: Vec<Expr>;
-        let items = if let Some(dot) = dots.first() {
-            let used = items
-                .iter()
-                .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
-                .count();
-            let whole = Expr {
-                kind: ExprKind::Slice(None, None, None),
-                pos: dot.pos,
-            };
-            expanded = items
-                .iter()
-                .flat_map(|i| match i.kind {
-                    ExprKind::Ellipsis => vec![whole.clone(); m.ndim().saturating_sub(used)],
-                    _ => vec![i.clone()],
-                })
-                .collect();
-            expanded.as_slice()
-        } else {
-            items
-        };
+        let items = &expand_ellipsis(items, m.ndim())?;
         let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
         // Output axes: Some(d) is source axis d, None a new axis of length 1.
         let mut out: Vec<Option<usize>> = Vec::new();
@@ -1099,6 +1076,37 @@ impl<'a> Builder<'a> {
             ))),
         }
     }
+}
+
+/// An index's items with `...` replaced by the whole axes (`:`) the other items leave.
+pub(super) fn expand_ellipsis(items: &[Expr], ndim: usize) -> Result<Vec<Expr>, EvalError> {
+    let dots: Vec<&Expr> = items
+        .iter()
+        .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
+        .collect();
+    if dots.len() > 1 {
+        return Err(EvalError::Expr(ExprError::new(
+            dots[1].pos,
+            "an index can only have a single ellipsis ('...')",
+        )));
+    }
+    let used = items
+        .iter()
+        .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
+        .count();
+    Ok(items
+        .iter()
+        .flat_map(|i| match i.kind {
+            ExprKind::Ellipsis => {
+                let whole = Expr {
+                    kind: ExprKind::Slice(None, None, None),
+                    pos: i.pos,
+                };
+                vec![whole; ndim.saturating_sub(used)]
+            }
+            _ => vec![i.clone()],
+        })
+        .collect())
 }
 
 /// Python's slice semantics on an axis of `n`: (first index, step, length).
