@@ -329,6 +329,9 @@ pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
     match dist {
         RandomDist::Uniform => uniform01(key, i),
         RandomDist::Integers { low, high } => random_int(low, high, seed, i) as f64,
+        RandomDist::Gamma { shape } => crate::random::gamma(key, i, shape),
+        RandomDist::Poisson { lam } => crate::random::poisson(key, i, lam) as f64,
+        RandomDist::Binomial { n, p } => crate::random::binomial(key, i, n, p) as f64,
         RandomDist::Normal => {
             // Box-Muller on two independent uniforms; 1-u keeps the log finite.
             let u1 = 1.0 - uniform01(key, 2 * i);
@@ -342,6 +345,12 @@ fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block 
     match dist {
         RandomDist::Integers { low, high } => Block::I64(by_flat_index(out, index, |i| {
             random_int(low, high, seed, i)
+        })),
+        RandomDist::Poisson { lam } => Block::I64(by_flat_index(out, index, |i| {
+            crate::random::poisson(key_of(seed), i, lam)
+        })),
+        RandomDist::Binomial { n, p } => Block::I64(by_flat_index(out, index, |i| {
+            crate::random::binomial(key_of(seed), i, n, p)
         })),
         _ => Block::F64(by_flat_index(out, index, |i| random_value(dist, seed, i))),
     }

@@ -43,7 +43,7 @@ pub struct BlockRef {
 }
 
 /// The distribution of a [`Kernel::Random`] array's elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RandomDist {
     /// Standard normal (mean 0, standard deviation 1), float64.
@@ -57,6 +57,23 @@ pub enum RandomDist {
         /// One past the largest value.
         high: i64,
     },
+    /// Gamma of this shape and scale 1, float64.
+    Gamma {
+        /// The shape (k > 0).
+        shape: f64,
+    },
+    /// Poisson of this mean, int64.
+    Poisson {
+        /// The mean (>= 0).
+        lam: f64,
+    },
+    /// Binomial of `n` trials of probability `p`, int64.
+    Binomial {
+        /// Trials.
+        n: u64,
+        /// Each trial's probability of success.
+        p: f64,
+    },
 }
 
 impl RandomDist {
@@ -66,6 +83,9 @@ impl RandomDist {
             RandomDist::Normal => "normal",
             RandomDist::Uniform => "uniform",
             RandomDist::Integers { .. } => "integers",
+            RandomDist::Gamma { .. } => "gamma",
+            RandomDist::Poisson { .. } => "poisson",
+            RandomDist::Binomial { .. } => "binomial",
         }
     }
 }

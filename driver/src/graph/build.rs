@@ -796,7 +796,10 @@ impl<'a> Builder<'a> {
             }
             ExprKind::Call(f, args, kwargs) => match self.at_set(f, args, kwargs, e.pos) {
                 Some(r) => r?,
-                None => self.call(f, args, kwargs, e.pos)?,
+                None => match self.random_call(f, args, kwargs, e.pos) {
+                    Some(r) => r?,
+                    None => self.call(f, args, kwargs, e.pos)?,
+                },
             },
             ExprKind::Index(x, items) => match self.eval(x)? {
                 Val::Arr(id) => self.index(id, items)?,
@@ -1242,7 +1245,7 @@ pub struct Incremental {
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
     masks: HashMap<NodeId, Vec<u64>>,
-    /// Values of small nodes a function's shapes depend on (none yet: see `with`).
+    /// Values of small nodes shapes depend on (integer index arrays, computed first).
     values: HashMap<NodeId, Block>,
 }
 
@@ -1369,6 +1372,12 @@ impl Incremental {
     /// expressions index with it.
     pub fn set_mask(&mut self, mask: NodeId, selected: Vec<u64>) {
         self.masks.insert(mask, selected);
+    }
+
+    /// The values of a node that indexes (an integer array), now that they are known:
+    /// later expressions index with it.
+    pub fn set_values(&mut self, node: NodeId, values: Block) {
+        self.values.insert(node, values);
     }
 
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it

@@ -16,6 +16,7 @@ mod cumulative;
 mod elementwise;
 mod linalg;
 mod models;
+mod random;
 pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;
 mod reductions;
@@ -155,6 +156,10 @@ pub(super) const FAMILIES: &[Family] = &[
         name: "models",
         defs: models::DEFS,
     },
+    Family {
+        name: "random",
+        defs: random::DEFS,
+    },
 ];
 
 fn definitions() -> impl Iterator<Item = &'static FuncDef> {
@@ -286,6 +291,8 @@ pub(super) struct Bound {
     names: &'static [&'static str],
     /// The positionals a [`Rest::Star`] parameter took.
     rest: Vec<(Val, usize)>,
+    /// A random function's seed (`funcs/random.rs`).
+    pub(super) seed: Option<u64>,
 }
 
 impl Bound {
@@ -501,6 +508,7 @@ impl<'a> Builder<'a> {
             vals,
             names,
             rest,
+            seed: None,
         };
         for n in def.refused {
             if let Some((_, p)) = b.get(n) {
