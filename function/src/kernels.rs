@@ -441,7 +441,9 @@ fn put(
         return Err("put needs x's block".into());
     };
     let nv: usize = grid.iter().map(|&g| g as usize).product();
-    if vs.len() != nv * usize::from(!axes.iter().any(Vec::is_empty)) || axes.len() != x.shape().len() {
+    if vs.len() != nv * usize::from(!axes.iter().any(Vec::is_empty))
+        || axes.len() != x.shape().len()
+    {
         return Err(format!(
             "put of {} v blocks (grid {grid:?}) into a {}-D block along {} axes",
             vs.len(),
@@ -458,7 +460,11 @@ fn put(
         let counts: Vec<u64> = axes.iter().map(|a| a.len() as u64).collect();
         let grid: Vec<u64> = grid.iter().map(|&g| u64::from(g)).collect();
         let total: u64 = counts.iter().product();
-        let (mut o, mut k, mut i) = (vec![0; axes.len()], vec![0; axes.len()], vec![0; axes.len()]);
+        let (mut o, mut k, mut i) = (
+            vec![0; axes.len()],
+            vec![0; axes.len()],
+            vec![0; axes.len()],
+        );
         for lin in 0..total {
             let pick = nums_layout::meta::unravel(lin, &counts);
             for d in 0..axes.len() {
@@ -466,8 +472,11 @@ fn put(
                 (o[d], k[d], i[d]) = (op as usize, u64::from(vk), vi as usize);
             }
             let v = vs[ravel(&k, &grid) as usize];
-            let val = v.get(IxDyn(&i)).ok_or_else(|| format!("put: no element {i:?} in a v block of {:?}", v.shape()))?;
-            *out.get_mut(IxDyn(&o)).ok_or_else(|| format!("put: no element {o:?} in x's block"))? = val.clone();
+            let val = v
+                .get(IxDyn(&i))
+                .ok_or_else(|| format!("put: no element {i:?} in a v block of {:?}", v.shape()))?;
+            *out.get_mut(IxDyn(&o))
+                .ok_or_else(|| format!("put: no element {o:?} in x's block"))? = val.clone();
         }
         Ok(())
     }

@@ -20,7 +20,10 @@ struct Stream {
 impl Stream {
     fn new(key: u64, i: u64) -> Stream {
         Stream {
-            base: mix(key ^ mix(i.wrapping_mul(0x9e37_79b9_7f4a_7c15).wrapping_add(0x2545_f491_4f6c_dd1d))),
+            base: mix(key
+                ^ mix(i
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .wrapping_add(0x2545_f491_4f6c_dd1d))),
             j: 0,
         }
     }
@@ -148,16 +151,25 @@ mod tests {
         let n = 200_000u64;
         for k in [0.3, 1.0, 2.5, 40.0] {
             let (m, v) = moments((0..n).map(|i| gamma(5, i, k)));
-            assert!((m - k).abs() < 0.02 * k.max(1.0) && (v - k).abs() < 0.05 * k.max(1.0), "gamma({k}): {m} {v}");
+            assert!(
+                (m - k).abs() < 0.02 * k.max(1.0) && (v - k).abs() < 0.05 * k.max(1.0),
+                "gamma({k}): {m} {v}"
+            );
         }
         for lam in [0.5, 7.0, 31.0, 1e4] {
             let (m, v) = moments((0..n).map(|i| poisson(6, i, lam) as f64));
-            assert!((m - lam).abs() < 0.02 * lam.max(1.0) && (v - lam).abs() < 0.05 * lam.max(1.0), "poisson({lam}): {m} {v}");
+            assert!(
+                (m - lam).abs() < 0.02 * lam.max(1.0) && (v - lam).abs() < 0.05 * lam.max(1.0),
+                "poisson({lam}): {m} {v}"
+            );
         }
         for (t, p) in [(10u64, 0.3), (65, 0.5), (1_000_000, 0.01), (1000, 0.999)] {
             let (m, v) = moments((0..n).map(|i| binomial(7, i, t, p) as f64));
             let (em, ev) = (t as f64 * p, t as f64 * p * (1.0 - p));
-            assert!((m - em).abs() < 0.02 * em.max(1.0) && (v - ev).abs() < 0.06 * ev.max(1.0), "binomial({t}, {p}): {m} {v}");
+            assert!(
+                (m - em).abs() < 0.02 * em.max(1.0) && (v - ev).abs() < 0.06 * ev.max(1.0),
+                "binomial({t}, {p}): {m} {v}"
+            );
         }
     }
 }

@@ -420,7 +420,9 @@ impl Array {
         // The mask's axes merged into one: a 1-D mask selecting rows.
         let n = shape.iter().product();
         let (mask, x) = if shape.len() > 1 {
-            let rows: Vec<usize> = std::iter::once(n).chain(mine[shape.len()..].iter().copied()).collect();
+            let rows: Vec<usize> = std::iter::once(n)
+                .chain(mine[shape.len()..].iter().copied())
+                .collect();
             (index.reshape(&[n]), self.reshape(&rows))
         } else {
             (index.clone(), self.clone())

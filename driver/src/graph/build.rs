@@ -784,7 +784,8 @@ impl<'a> Builder<'a> {
                     "imag" => self.unary(UnaryOp::Imag, Val::Arr(id), e.pos)?,
                     "at" => {
                         return Err(at(
-                            "x.at[index] is only followed by .set(value): x.at[index].set(value)".into(),
+                            "x.at[index] is only followed by .set(value): x.at[index].set(value)"
+                                .into(),
                         ));
                     }
                     a => {
@@ -950,10 +951,15 @@ impl<'a> Builder<'a> {
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
-                        Val::Arr(a) if self.meta(a).dtype == DType::Bool && self.meta(a).ndim() > 1 => {
+                        Val::Arr(a)
+                            if self.meta(a).dtype == DType::Bool && self.meta(a).ndim() > 1 =>
+                        {
                             // A mask of several axes: the whole index, as `A[A > 0]`.
                             let k = self.meta(a).ndim();
-                            if d != 0 || items.len() != 1 || self.meta(a).shape[..] != m.shape[..k.min(m.ndim())] {
+                            if d != 0
+                                || items.len() != 1
+                                || self.meta(a).shape[..] != m.shape[..k.min(m.ndim())]
+                            {
                                 return Err(err(format!(
                                     "a bool mask of {k} axes ({}) must be the whole index and match the first {k} axes of the array ({})",
                                     shape_str(&self.meta(a).shape),
@@ -1025,9 +1031,7 @@ impl<'a> Builder<'a> {
             );
         }
         // Integers beside an advanced index are advanced too (NumPy's rules).
-        let ints: Vec<usize> = (0..m.ndim())
-            .filter(|a| !out.contains(&Some(*a)))
-            .collect();
+        let ints: Vec<usize> = (0..m.ndim()).filter(|a| !out.contains(&Some(*a))).collect();
         let simple = takes.len() == 1 && ints.is_empty() && takes[0].3.len() == 1;
         if !takes.is_empty() && !simple {
             if out.contains(&None) {
@@ -1042,7 +1046,9 @@ impl<'a> Builder<'a> {
                 .chain(ints.into_iter().map(|a| (a, vec![], vec![0])))
                 .collect();
             adv.sort_by_key(|t| t.0);
-            return self.advanced(id, adv).map_err(|m| EvalError::Expr(ExprError::new(items[0].pos, m)));
+            return self
+                .advanced(id, adv)
+                .map_err(|m| EvalError::Expr(ExprError::new(items[0].pos, m)));
         }
         for (axis, indices, _, _) in takes {
             let t = self.meta(id).clone();

@@ -41,7 +41,9 @@ impl Builder<'_> {
             .iter()
             .map(|&i| {
                 if i < -n || i >= n {
-                    Err(format!("index {i} is out of bounds for an axis of size {n}"))
+                    Err(format!(
+                        "index {i} is out of bounds for an axis of size {n}"
+                    ))
                 } else {
                     Ok(i.rem_euclid(n.max(1)) as u64)
                 }
@@ -195,14 +197,22 @@ impl AxisSel {
                 }
                 // k with lo <= start + k * step <= hi.
                 let (a, b) = if step > 0 {
-                    ((lo - start).div_euclid(step) + i64::from((lo - start).rem_euclid(step) != 0), (hi - start).div_euclid(step))
+                    (
+                        (lo - start).div_euclid(step)
+                            + i64::from((lo - start).rem_euclid(step) != 0),
+                        (hi - start).div_euclid(step),
+                    )
                 } else {
                     let s = -step;
-                    ((start - hi).div_euclid(s) + i64::from((start - hi).rem_euclid(s) != 0), (start - lo).div_euclid(s))
+                    (
+                        (start - hi).div_euclid(s) + i64::from((start - hi).rem_euclid(s) != 0),
+                        (start - lo).div_euclid(s),
+                    )
                 };
                 let (a, b) = (a.max(0), b.min(len as i64 - 1));
-                let mut out: Vec<(u64, u64)> =
-                    (a..=b).map(|k| ((start + k * step) as u64, k as u64)).collect();
+                let mut out: Vec<(u64, u64)> = (a..=b)
+                    .map(|k| ((start + k * step) as u64, k as u64))
+                    .collect();
                 out.sort_by_key(|p| p.0);
                 out
             }
@@ -250,7 +260,10 @@ impl Builder<'_> {
         }
         Some((|| {
             let Val::Arr(x) = self.eval(x)? else {
-                return Err(EvalError::Expr(ExprError::new(at.pos, "only arrays have .at")));
+                return Err(EvalError::Expr(ExprError::new(
+                    at.pos,
+                    "only arrays have .at",
+                )));
             };
             let v = self.eval_operand(value)?;
             self.assign(x, items, v, value.pos)
@@ -278,7 +291,9 @@ impl Builder<'_> {
         let at = |p: usize, s: String| EvalError::Expr(ExprError::new(p, s));
         // A bool mask of axes d..d + k, every other item a whole axis: where(mask, v, x).
         let masks: Vec<usize> = (0..items.len())
-            .filter(|&i| matches!(&vals[i], Some(Val::Arr(a)) if self.meta(*a).dtype == DType::Bool))
+            .filter(
+                |&i| matches!(&vals[i], Some(Val::Arr(a)) if self.meta(*a).dtype == DType::Bool),
+            )
             .collect();
         if let [i] = masks[..] {
             let Some(Val::Arr(mask)) = vals[i].clone() else {
@@ -302,7 +317,13 @@ impl Builder<'_> {
             // broadcast over the count, so its axis there has length 1.
             let tl = m.ndim() - k + 1;
             if vm.ndim() > tl {
-                return Err(at(vpos, format!("value of shape {} does not fit x[mask]", shape_str(&vm.shape))));
+                return Err(at(
+                    vpos,
+                    format!(
+                        "value of shape {} does not fit x[mask]",
+                        shape_str(&vm.shape)
+                    ),
+                ));
             }
             let mut vs = vec![1u64; tl - vm.ndim()];
             vs.extend(&vm.shape);
@@ -315,9 +336,17 @@ impl Builder<'_> {
                     ),
                 ));
             }
-            let vfull: Vec<u64> = vs[..d].iter().copied().chain(std::iter::repeat_n(1, k)).chain(vs[d + 1..].iter().copied()).collect();
+            let vfull: Vec<u64> = vs[..d]
+                .iter()
+                .copied()
+                .chain(std::iter::repeat_n(1, k))
+                .chain(vs[d + 1..].iter().copied())
+                .collect();
             let vx = self.reshape(vnode, &vfull);
-            let mfull: Vec<u64> = std::iter::repeat_n(1, d).chain(mm.shape.iter().copied()).chain(std::iter::repeat_n(1, m.ndim() - d - k)).collect();
+            let mfull: Vec<u64> = std::iter::repeat_n(1, d)
+                .chain(mm.shape.iter().copied())
+                .chain(std::iter::repeat_n(1, m.ndim() - d - k))
+                .collect();
             let mx = self.reshape(mask, &mfull);
             let r = self.where_(Val::Arr(mx), Val::Arr(vx), Val::Arr(x), vpos)?;
             let r = self.node(r, vpos)?;
@@ -337,7 +366,10 @@ impl Builder<'_> {
                 continue;
             }
             if d >= m.ndim() {
-                return Err(err(format!("too many indices for an array of dimension {}", m.ndim())));
+                return Err(err(format!(
+                    "too many indices for an array of dimension {}",
+                    m.ndim()
+                )));
             }
             let n = m.shape[d] as i64;
             if let ExprKind::Slice(a, b, c) = &it.kind {
@@ -350,7 +382,11 @@ impl Builder<'_> {
                 };
                 let (a, b, c) = (opt(a)?, opt(b)?, opt(c)?);
                 let (start, step, len) = python_slice(a, b, c.unwrap_or(1), n).map_err(err)?;
-                sel.push(AxisSel::Range { start, step, len: len as u64 });
+                sel.push(AxisSel::Range {
+                    start,
+                    step,
+                    len: len as u64,
+                });
                 target.push(Some(d));
                 d += 1;
                 continue;
@@ -359,9 +395,15 @@ impl Builder<'_> {
                 Val::Num(v) if v.kind() == ScalarKind::Int => {
                     let k = v.as_i64();
                     if k < -n || k >= n {
-                        return Err(err(format!("index {k} is out of bounds for axis {d} with size {n}")));
+                        return Err(err(format!(
+                            "index {k} is out of bounds for axis {d} with size {n}"
+                        )));
                     }
-                    sel.push(AxisSel::Range { start: k.rem_euclid(n), step: 1, len: 1 });
+                    sel.push(AxisSel::Range {
+                        start: k.rem_euclid(n),
+                        step: 1,
+                        len: 1,
+                    });
                     ints.push(d);
                     d += 1;
                     continue;
@@ -369,7 +411,9 @@ impl Builder<'_> {
                 Val::Tuple(t) => t
                     .iter()
                     .map(|v| match v {
-                        Val::Num(k) if k.kind() == ScalarKind::Int && (-n..n).contains(&k.as_i64()) => {
+                        Val::Num(k)
+                            if k.kind() == ScalarKind::Int && (-n..n).contains(&k.as_i64()) =>
+                        {
                             Ok(k.as_i64().rem_euclid(n) as u64)
                         }
                         _ => Err(err(format!("an index list holds integers in -{n}..{n}"))),
@@ -397,21 +441,33 @@ impl Builder<'_> {
             d += 1;
         }
         for k in d..m.ndim() {
-            sel.push(AxisSel::Range { start: 0, step: 1, len: m.shape[k] });
+            sel.push(AxisSel::Range {
+                start: 0,
+                step: 1,
+                len: m.shape[k],
+            });
             target.push(Some(k));
         }
         // NumPy's rule: integers beside a list are advanced indices too; when they are not
         // next to it, the list's axis goes first.
         if let Some((ld, ti)) = list {
             let adv: Vec<usize> = ints.iter().copied().chain([ld]).collect();
-            let (lo, hi) = (adv.iter().min().copied().unwrap_or(ld), adv.iter().max().copied().unwrap_or(ld));
+            let (lo, hi) = (
+                adv.iter().min().copied().unwrap_or(ld),
+                adv.iter().max().copied().unwrap_or(ld),
+            );
             if hi - lo + 1 != adv.len() {
                 let a = target.remove(ti);
                 target.insert(0, a);
             }
         }
-        let tshape: Vec<u64> = target.iter().map(|a| a.map_or(1, |d| sel[d].len())).collect();
-        if vm.ndim() > tshape.len() || nums_layout::meta::broadcast(&vm.shape, &tshape).as_deref() != Some(&tshape[..]) {
+        let tshape: Vec<u64> = target
+            .iter()
+            .map(|a| a.map_or(1, |d| sel[d].len()))
+            .collect();
+        if vm.ndim() > tshape.len()
+            || nums_layout::meta::broadcast(&vm.shape, &tshape).as_deref() != Some(&tshape[..])
+        {
             return Err(at(
                 vpos,
                 format!(
@@ -425,7 +481,11 @@ impl Builder<'_> {
         // place, 1 at the integers' axes.
         let mut vs = vec![1u64; tshape.len() - vm.ndim()];
         vs.extend(&vm.shape);
-        let kept: Vec<(usize, u64)> = target.iter().zip(&vs).filter_map(|(a, &l)| a.map(|d| (d, l))).collect();
+        let kept: Vec<(usize, u64)> = target
+            .iter()
+            .zip(&vs)
+            .filter_map(|(a, &l)| a.map(|d| (d, l)))
+            .collect();
         let mut vn = self.reshape(vnode, &kept.iter().map(|k| k.1).collect::<Vec<_>>());
         let perm: Vec<usize> = {
             let mut p: Vec<usize> = (0..kept.len()).collect();

@@ -29,9 +29,10 @@ pub(super) fn untouched(n: &Node, idx: &[u64]) -> Option<NodeId> {
         return None;
     };
     let (origin, shape) = (n.meta.block_origin(idx), n.meta.block_shape(idx));
-    let none = sel.iter().enumerate().any(|(d, s)| {
-        s.hits(origin[d], origin[d] + shape[d] as u64).is_empty()
-    });
+    let none = sel
+        .iter()
+        .enumerate()
+        .any(|(d, s)| s.hits(origin[d], origin[d] + shape[d] as u64).is_empty());
     none.then_some(*x)
 }
 

@@ -20,10 +20,15 @@ pub(super) const DEFS: &[FuncDef] = &[
             as_dtype(s, b, z)
         },
     ),
-    FuncDef::new("Generator.normal", &["loc", "scale", "size"], "`rng.normal`", |s, b| {
-        let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["loc", "scale"])?)?;
-        affine(s, b, z, "loc", 0.0, "scale", 1.0)
-    }),
+    FuncDef::new(
+        "Generator.normal",
+        &["loc", "scale", "size"],
+        "`rng.normal`",
+        |s, b| {
+            let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["loc", "scale"])?)?;
+            affine(s, b, z, "loc", 0.0, "scale", 1.0)
+        },
+    ),
     FuncDef::new(
         "Generator.lognormal",
         &["mean", "sigma", "size"],
@@ -34,14 +39,19 @@ pub(super) const DEFS: &[FuncDef] = &[
             s.unary(UnaryOp::Exp, n, b.pos)
         },
     ),
-    FuncDef::new("Generator.uniform", &["low", "high", "size"], "`rng.uniform`", |s, b| {
-        let u = draw(s, b, RandomDist::Uniform, 0, size(s, b, &["low", "high"])?)?;
-        let low = arg_or(b, "low", 0.0);
-        let high = arg_or(b, "high", 1.0);
-        let span = s.binary(Op::Sub, high, low.clone(), b.pos)?;
-        let scaled = s.binary(Op::Mul, u, span, b.pos)?;
-        s.binary(Op::Add, low, scaled, b.pos)
-    }),
+    FuncDef::new(
+        "Generator.uniform",
+        &["low", "high", "size"],
+        "`rng.uniform`",
+        |s, b| {
+            let u = draw(s, b, RandomDist::Uniform, 0, size(s, b, &["low", "high"])?)?;
+            let low = arg_or(b, "low", 0.0);
+            let high = arg_or(b, "high", 1.0);
+            let span = s.binary(Op::Sub, high, low.clone(), b.pos)?;
+            let scaled = s.binary(Op::Mul, u, span, b.pos)?;
+            s.binary(Op::Add, low, scaled, b.pos)
+        },
+    ),
     FuncDef::new(
         "Generator.random",
         &["size", "dtype"],
@@ -131,9 +141,10 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["n", "p", "size"],
         "`rng.binomial` (number parameters)",
         |s, b| {
-            let n = b.int("n")?.filter(|&n| n >= 0).ok_or_else(|| {
-                b.err(b.pos, "binomial(): n must be a non-negative integer")
-            })?;
+            let n = b
+                .int("n")?
+                .filter(|&n| n >= 0)
+                .ok_or_else(|| b.err(b.pos, "binomial(): n must be a non-negative integer"))?;
             let p = number(b, "p", f64::NAN)?;
             if !(0.0..=1.0).contains(&p) {
                 return Err(b.err(b.pos, "binomial(): p must be in [0, 1]"));
@@ -154,7 +165,9 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["x", "axis"],
         "`rng.permutation` (of `arange(x)`, or of an array's rows)",
         |s, b| {
-            if b.get("axis").is_some_and(|(v, _)| !matches!(v, Val::Num(a) if a.as_i64() == 0)) {
+            if b.get("axis")
+                .is_some_and(|(v, _)| !matches!(v, Val::Num(a) if a.as_i64() == 0))
+            {
                 return Err(b.err(b.pos, "permutation(): only axis=0 is supported"));
             }
             permutation(s, b, "x")
@@ -229,12 +242,20 @@ fn part_seed(seed: u64, k: u64) -> u64 {
     if k == 0 {
         seed
     } else {
-        seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15)).rotate_left(17) ^ k
+        seed.wrapping_add(k.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .rotate_left(17)
+            ^ k
     }
 }
 
 /// An array of `shape` drawn from `dist` with part `k` of the call's seed.
-fn draw(s: &mut Builder, b: &Bound, dist: RandomDist, k: u64, shape: Vec<u64>) -> Result<Val, EvalError> {
+fn draw(
+    s: &mut Builder,
+    b: &Bound,
+    dist: RandomDist,
+    k: u64,
+    shape: Vec<u64>,
+) -> Result<Val, EvalError> {
     let dtype = match dist {
         RandomDist::Integers { .. } | RandomDist::Poisson { .. } | RandomDist::Binomial { .. } => {
             DType::Int64
@@ -255,8 +276,12 @@ fn size(s: &Builder, b: &Bound, params: &[&str]) -> Result<Vec<u64>, EvalError> 
     let mut shape = vec![];
     for p in params {
         if let Some((Val::Arr(a), pos)) = b.get(p) {
-            shape = nums_layout::meta::broadcast(&shape, &s.meta(*a).shape)
-                .ok_or_else(|| b.err(*pos, format!("{}(): the parameters' shapes do not broadcast", b.f)))?;
+            shape = nums_layout::meta::broadcast(&shape, &s.meta(*a).shape).ok_or_else(|| {
+                b.err(
+                    *pos,
+                    format!("{}(): the parameters' shapes do not broadcast", b.f),
+                )
+            })?;
         }
     }
     Ok(shape)
@@ -268,7 +293,10 @@ fn dims(b: &Bound) -> Result<Vec<u64>, EvalError> {
         .iter()
         .map(|(v, p)| match v {
             Val::Num(x) if x.kind() == ScalarKind::Int && x.as_i64() >= 0 => Ok(x.as_i64() as u64),
-            _ => Err(b.err(*p, format!("{}(): dimensions are non-negative integers", b.f))),
+            _ => Err(b.err(
+                *p,
+                format!("{}(): dimensions are non-negative integers", b.f),
+            )),
         })
         .collect()
 }
@@ -287,7 +315,10 @@ fn number(b: &Bound, name: &str, default: f64) -> Result<f64, EvalError> {
         Some((Val::Num(x), _)) => Ok(x.as_f64()),
         Some((_, p)) => Err(b.err(
             *p,
-            format!("{}(): {name} must be a number here (an array of them is not supported)", b.f),
+            format!(
+                "{}(): {name} must be a number here (an array of them is not supported)",
+                b.f
+            ),
         )),
     }
 }
@@ -297,12 +328,23 @@ fn positive(b: &Bound, name: &str) -> Result<f64, EvalError> {
     if v > 0.0 && v.is_finite() {
         Ok(v)
     } else {
-        Err(b.err(b.pos, format!("{}(): {name} must be a positive number", b.f)))
+        Err(b.err(
+            b.pos,
+            format!("{}(): {name} must be a positive number", b.f),
+        ))
     }
 }
 
 /// `loc + scale * z`, the parameters numbers or arrays.
-fn affine(s: &mut Builder, b: &Bound, z: Val, loc: &str, l0: f64, scale: &str, s0: f64) -> Result<Val, EvalError> {
+fn affine(
+    s: &mut Builder,
+    b: &Bound,
+    z: Val,
+    loc: &str,
+    l0: f64,
+    scale: &str,
+    s0: f64,
+) -> Result<Val, EvalError> {
     let scaled = s.binary(Op::Mul, z, arg_or(b, scale, s0), b.pos)?;
     s.binary(Op::Add, arg_or(b, loc, l0), scaled, b.pos)
 }
@@ -328,7 +370,10 @@ fn as_dtype(s: &mut Builder, b: &Bound, v: Val) -> Result<Val, EvalError> {
             let x = s.node(v, b.pos)?;
             Ok(Val::Arr(s.cast(x, DType::Float32)))
         }
-        Some(d) => Err(b.err(b.pos, format!("{}(): dtype {d} is not supported; float64 or float32", b.f))),
+        Some(d) => Err(b.err(
+            b.pos,
+            format!("{}(): dtype {d} is not supported; float64 or float32", b.f),
+        )),
     }
 }
 
@@ -338,7 +383,13 @@ fn integers(s: &mut Builder, b: &Bound, lo: &str, hi: &str) -> Result<Val, EvalE
         match b.get(name) {
             None => Ok(None),
             Some((Val::Num(x), _)) if x.kind() != ScalarKind::Float => Ok(Some(x.as_i64())),
-            Some((_, p)) => Err(b.err(*p, format!("{}(): {name} must be an integer (arrays of bounds are not supported)", b.f))),
+            Some((_, p)) => Err(b.err(
+                *p,
+                format!(
+                    "{}(): {name} must be an integer (arrays of bounds are not supported)",
+                    b.f
+                ),
+            )),
         }
     };
     let (low, high) = match (int(lo)?, int(hi)?) {
@@ -347,7 +398,8 @@ fn integers(s: &mut Builder, b: &Bound, lo: &str, hi: &str) -> Result<Val, EvalE
         _ => return Err(b.err(b.pos, format!("{}() is missing the argument {lo:?}", b.f))),
     };
     let high = if b.given("endpoint").is_some() && b.flag("endpoint")? {
-        high.checked_add(1).ok_or_else(|| b.err(b.pos, "integers(): high is too large"))?
+        high.checked_add(1)
+            .ok_or_else(|| b.err(b.pos, "integers(): high is too large"))?
     } else {
         high
     };
@@ -358,11 +410,18 @@ fn integers(s: &mut Builder, b: &Bound, lo: &str, hi: &str) -> Result<Val, EvalE
     let v = draw(s, b, RandomDist::Integers { low, high }, 0, shape)?;
     match b.dtype("dtype")? {
         None | Some(DType::Int64) => Ok(v),
-        Some(d) if d.is_int() && d.int_range().is_some_and(|(a, z)| a <= low.into() && i128::from(high) - 1 <= z) => {
+        Some(d)
+            if d.is_int()
+                && d.int_range()
+                    .is_some_and(|(a, z)| a <= low.into() && i128::from(high) - 1 <= z) =>
+        {
             let x = s.node(v, b.pos)?;
             Ok(Val::Arr(s.cast(x, d)))
         }
-        Some(d) => Err(b.err(b.pos, format!("{}(): dtype {d} does not hold [{low}, {high})", b.f))),
+        Some(d) => Err(b.err(
+            b.pos,
+            format!("{}(): dtype {d} does not hold [{low}, {high})", b.f),
+        )),
     }
 }
 
@@ -386,7 +445,8 @@ fn rows(s: &mut Builder, b: &Bound, x: NodeId, idx: NodeId) -> Result<Val, EvalE
     let n = s.meta(x).shape[0];
     let shape = s.meta(idx).shape.clone();
     let values = s.index_values(idx, n).map_err(|m| b.err(b.pos, m))?;
-    s.advanced(x, vec![(0, shape, values)]).map_err(|m| b.err(b.pos, m))
+    s.advanced(x, vec![(0, shape, values)])
+        .map_err(|m| b.err(b.pos, m))
 }
 
 /// `x` as a population: an int n is `arange(n)`, an array its rows.
@@ -395,12 +455,23 @@ fn population(s: &mut Builder, b: &Bound, name: &str) -> Result<(Option<NodeId>,
         (Val::Arr(a), p) => {
             let m = s.meta(*a);
             if m.ndim() == 0 {
-                return Err(b.err(*p, format!("{}(): {name} must be an int or an array of at least 1 axis", b.f)));
+                return Err(b.err(
+                    *p,
+                    format!(
+                        "{}(): {name} must be an int or an array of at least 1 axis",
+                        b.f
+                    ),
+                ));
             }
             Ok((Some(*a), m.shape[0]))
         }
-        (Val::Num(x), _) if x.kind() == ScalarKind::Int && x.as_i64() >= 0 => Ok((None, x.as_i64() as u64)),
-        (_, p) => Err(b.err(*p, format!("{}(): {name} must be a non-negative int or an array", b.f))),
+        (Val::Num(x), _) if x.kind() == ScalarKind::Int && x.as_i64() >= 0 => {
+            Ok((None, x.as_i64() as u64))
+        }
+        (_, p) => Err(b.err(
+            *p,
+            format!("{}(): {name} must be a non-negative int or an array", b.f),
+        )),
     }
 }
 
@@ -414,18 +485,37 @@ fn permutation(s: &mut Builder, b: &Bound, name: &str) -> Result<Val, EvalError>
 
 fn choice(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (x, n) = population(s, b, "a")?;
-    let shape = if b.get("size").is_some() { b.shape("size")? } else { vec![] };
+    let shape = if b.get("size").is_some() {
+        b.shape("size")?
+    } else {
+        vec![]
+    };
     let k: u64 = shape.iter().product();
     let replace = b.given("replace").is_none() || b.flag("replace")?;
     if n == 0 && k > 0 {
-        return Err(b.err(b.pos, "choice(): a cannot be empty unless no samples are taken"));
+        return Err(b.err(
+            b.pos,
+            "choice(): a cannot be empty unless no samples are taken",
+        ));
     }
     let idx = if replace {
-        let v = draw(s, b, RandomDist::Integers { low: 0, high: n.max(1) as i64 }, 0, shape.clone())?;
+        let v = draw(
+            s,
+            b,
+            RandomDist::Integers {
+                low: 0,
+                high: n.max(1) as i64,
+            },
+            0,
+            shape.clone(),
+        )?;
         s.node(v, b.pos)?
     } else {
         if k > n {
-            return Err(b.err(b.pos, "choice(): cannot take a larger sample than population when replace=False"));
+            return Err(b.err(
+                b.pos,
+                "choice(): cannot take a larger sample than population when replace=False",
+            ));
         }
         let p = perm(s, b, n)?;
         let first = s.slice(p, &[(0, 0, k)]);
@@ -451,22 +541,26 @@ impl Builder<'_> {
         let at = |p: usize, m: String| EvalError::Expr(ExprError::new(p, m));
         let seed_of = |s: &mut Self, e: &Expr| -> Result<u64, EvalError> {
             match s.eval(e)? {
-                Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => Ok(x.as_i64() as u64),
+                Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => {
+                    Ok(x.as_i64() as u64)
+                }
                 _ => Err(at(e.pos, "a seed is a non-negative integer".into())),
             }
         };
         if f.starts_with("random.") && f != "random.default_rng" {
             let def = lookup(f)?;
             return Some((|| {
-                let (seeds, rest): (Vec<&Kwarg>, Vec<&Kwarg>) = kwargs.iter().partition(|k| k.name == "seed");
+                let (seeds, rest): (Vec<&Kwarg>, Vec<&Kwarg>) =
+                    kwargs.iter().partition(|k| k.name == "seed");
                 let rest: Vec<Kwarg> = rest.into_iter().cloned().collect();
                 let seed = match seeds.first() {
                     Some(k) => seed_of(self, &k.value)?,
                     None => {
                         let name = self.stack.last().map_or("", String::as_str);
-                        name.bytes().fold(pos as u64 ^ 0xcbf2_9ce4_8422_2325, |h, c| {
-                            (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
-                        })
+                        name.bytes()
+                            .fold(pos as u64 ^ 0xcbf2_9ce4_8422_2325, |h, c| {
+                                (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+                            })
                     }
                 };
                 let mut b = self.bind(def, f, args, &rest, pos)?;
@@ -498,7 +592,13 @@ impl Builder<'_> {
                 let methods: Vec<&str> = definitions()
                     .filter_map(|d| d.name.strip_prefix("Generator."))
                     .collect();
-                at(pos, format!("a Generator has no method {f}(); supported: {}", methods.join(", ")))
+                at(
+                    pos,
+                    format!(
+                        "a Generator has no method {f}(); supported: {}",
+                        methods.join(", ")
+                    ),
+                )
             })?;
             let mut b = self.bind(def, f, rest, kwargs, pos)?;
             b.seed = Some(seed);
