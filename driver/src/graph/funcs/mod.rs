@@ -175,9 +175,13 @@ pub(crate) fn is_function(name: &str) -> bool {
     lookup(name).is_some()
 }
 
-/// Every name a call may use (aliases too), sorted.
+/// Every name a call may use (aliases too), sorted; a Generator's methods are called on
+/// one (`random.default_rng(seed).normal(...)`), not by name.
 pub fn all_names() -> Vec<&'static str> {
-    let mut names: Vec<&str> = definitions().flat_map(FuncDef::names).collect();
+    let mut names: Vec<&str> = definitions()
+        .flat_map(FuncDef::names)
+        .filter(|n| !n.starts_with("Generator."))
+        .collect();
     names.sort_unstable();
     names
 }
