@@ -619,4 +619,21 @@ async fn assignment_and_selection_by_data() {
     assert_eq!(rows.shape(), &[3, 4]);
     assert_eq!(rows.index_axis(ndarray::Axis(0), 2), a.row(4).into_dyn());
     assert_eq!(rows.index_axis(ndarray::Axis(0), 1), a.row(0).into_dyn());
+    // Random numbers: a Generator's method and NumS's randn, the same for any blocks.
+    let g = s.generator(
+        3,
+        "integers",
+        &[Arg::Int(0), Arg::Int(5), Arg::from(&[40usize, 3][..])],
+        &[],
+    );
+    let a = g.compute::<i64>().await.unwrap();
+    let b = g.block(&[7, 2]).compute::<i64>().await.unwrap();
+    assert_eq!(a, b);
+    assert!(a.iter().all(|&v| (0..5).contains(&v)) && a.shape() == [40, 3]);
+    let r = s
+        .call("random.randn", &[Arg::Int(4)], &[("seed", Arg::Int(1))])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(r.shape().unwrap(), vec![4]);
 }
