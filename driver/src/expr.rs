@@ -454,9 +454,15 @@ impl Parser {
                     // `np.f(a)`, `np.linalg.f(a)` and `linalg.f(a)` are `f(a)`; a method
                     // `x.f(a)` is `f(x, a)`.
                     let (mut args, kwargs, below) = self.call_args()?;
-                    if !is_module(&e) {
-                        args.insert(0, e);
-                    }
+                    // `random.f(a)` and `np.random.f(a)` are the function `random.f`.
+                    let name = if is_random_module(&e) {
+                        format!("random.{name}")
+                    } else {
+                        if !is_module(&e) {
+                            args.insert(0, e);
+                        }
+                        name
+                    };
                     e = self.node(ExprKind::Call(name, args, kwargs), p, below.max(depth))?;
                     depth = self.last;
                     continue;
@@ -684,6 +690,17 @@ pub(crate) fn reserved_word(name: &str) -> Option<&'static str> {
 /// The static symbol equal to `s` (so tokens compare without allocating).
 fn leak(s: &str) -> &'static str {
     SYMS.iter().find(|x| **x == s).copied().unwrap_or("")
+}
+
+/// Whether `e` is `random`, `np.random` or `numpy.random` (NumPy's random module).
+fn is_random_module(e: &Expr) -> bool {
+    match &e.kind {
+        ExprKind::Name(n) => n == "random",
+        ExprKind::Attr(x, a) => {
+            a == "random" && matches!(&x.kind, ExprKind::Name(n) if n == "np" || n == "numpy")
+        }
+        _ => false,
+    }
 }
 
 /// Whether `e` names a module whose functions are the table's: `np`, `numpy`, `linalg`,

@@ -676,3 +676,68 @@ async fn functions_whose_shapes_depend_on_values_compute_those_first() {
         assert_eq!(y.compute::<f64>().await.unwrap().sum(), 30.0);
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn assignment_and_selection_by_data() {
+    let d = Dir::new("assign");
+    let s = d.session();
+    let a = Array2::from_shape_fn((5, 4), |(i, j)| (i * 4 + j) as f64);
+    let x = s.from_ndarray(a.clone()).block(&[2, 3]);
+    // y = x.copy(); y[1] = 9; y[:, [3, 0]] = -1
+    let y = x.set(&[Arg::Int(1)], 9.0).set(
+        &[Arg::Slice(None, None, None), Arg::from(vec![3i64, 0])],
+        -1.0,
+    );
+    let mut want = a.clone();
+    want.row_mut(1).fill(9.0);
+    want.column_mut(3).fill(-1.0);
+    want.column_mut(0).fill(-1.0);
+    assert_eq!(y.compute::<f64>().await.unwrap(), want.clone().into_dyn());
+    // z[z > 10] = 0, the mask not computed first.
+    let z = y.set(&[Arg::Array(y.gt(10.0))], 0.0);
+    want.mapv_inplace(|v| if v > 10.0 { 0.0 } else { v });
+    assert_eq!(z.compute::<f64>().await.unwrap(), want.clone().into_dyn());
+    // x[x % 3 == 0] of a 2-D mask, in C order; x[idx] with an integer array.
+    let picked = x
+        .select(&x.call("remainder", &[Arg::Int(3)], &[]).equal(0.0))
+        .await
+        .unwrap();
+    let flat: Vec<f64> = a.iter().copied().filter(|v| v % 3.0 == 0.0).collect();
+    assert_eq!(
+        picked
+            .compute::<f64>()
+            .await
+            .unwrap()
+            .into_raw_vec_and_offset()
+            .0,
+        flat
+    );
+    let idx = s.from_ndarray(array![4i64, 0, -1]);
+    let rows = x
+        .select(&idx)
+        .await
+        .unwrap()
+        .compute::<f64>()
+        .await
+        .unwrap();
+    assert_eq!(rows.shape(), &[3, 4]);
+    assert_eq!(rows.index_axis(ndarray::Axis(0), 2), a.row(4).into_dyn());
+    assert_eq!(rows.index_axis(ndarray::Axis(0), 1), a.row(0).into_dyn());
+    // Random numbers: a Generator's method and NumS's randn, the same for any blocks.
+    let g = s.generator(
+        3,
+        "integers",
+        &[Arg::Int(0), Arg::Int(5), Arg::from(&[40usize, 3][..])],
+        &[],
+    );
+    let a = g.compute::<i64>().await.unwrap();
+    let b = g.block(&[7, 2]).compute::<i64>().await.unwrap();
+    assert_eq!(a, b);
+    assert!(a.iter().all(|&v| (0..5).contains(&v)) && a.shape() == [40, 3]);
+    let r = s
+        .call("random.randn", &[Arg::Int(4)], &[("seed", Arg::Int(1))])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(r.shape().unwrap(), vec![4]);
+}

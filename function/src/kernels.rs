@@ -137,6 +137,7 @@ pub fn run(
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
         Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
+        Kernel::Put { axes, grid } => put(inputs, axes, grid, out.dtype)?,
         Kernel::Scan {
             op,
             axis,
@@ -328,6 +329,9 @@ pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
     match dist {
         RandomDist::Uniform => uniform01(key, i),
         RandomDist::Integers { low, high } => random_int(low, high, seed, i) as f64,
+        RandomDist::Gamma { shape } => crate::random::gamma(key, i, shape),
+        RandomDist::Poisson { lam } => crate::random::poisson(key, i, lam) as f64,
+        RandomDist::Binomial { n, p } => crate::random::binomial(key, i, n, p) as f64,
         RandomDist::Normal => {
             // Box-Muller on two independent uniforms; 1-u keeps the log finite.
             let u1 = 1.0 - uniform01(key, 2 * i);
@@ -341,6 +345,12 @@ fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block 
     match dist {
         RandomDist::Integers { low, high } => Block::I64(by_flat_index(out, index, |i| {
             random_int(low, high, seed, i)
+        })),
+        RandomDist::Poisson { lam } => Block::I64(by_flat_index(out, index, |i| {
+            crate::random::poisson(key_of(seed), i, lam)
+        })),
+        RandomDist::Binomial { n, p } => Block::I64(by_flat_index(out, index, |i| {
+            crate::random::binomial(key_of(seed), i, n, p)
         })),
         _ => Block::F64(by_flat_index(out, index, |i| random_value(dist, seed, i))),
     }
@@ -415,6 +425,67 @@ fn take(
         let xs: Vec<&ArrayD<T>> = same.iter().map(|b| T::view(b).expect("cast above")).collect();
         let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
         go(&mut out, &xs, axis, picks)?;
+        T::wrap(out)
+    }))
+}
+
+/// x's block (input 0) with the elements `axes` name set from v's blocks (the other
+/// inputs, row-major over `grid`); see [`Kernel::Put`].
+fn put(
+    inputs: &[&Block],
+    axes: &[Vec<(u64, u32, u64)>],
+    grid: &[u32],
+    dtype: DType,
+) -> Result<Block, String> {
+    let Some((x, vs)) = inputs.split_first() else {
+        return Err("put needs x's block".into());
+    };
+    let nv: usize = grid.iter().map(|&g| g as usize).product();
+    if vs.len() != nv * usize::from(!axes.iter().any(Vec::is_empty))
+        || axes.len() != x.shape().len()
+    {
+        return Err(format!(
+            "put of {} v blocks (grid {grid:?}) into a {}-D block along {} axes",
+            vs.len(),
+            x.shape().len(),
+            axes.len()
+        ));
+    }
+    fn go<T: Clone>(
+        out: &mut ArrayD<T>,
+        vs: &[&ArrayD<T>],
+        axes: &[Vec<(u64, u32, u64)>],
+        grid: &[u32],
+    ) -> Result<(), String> {
+        let counts: Vec<u64> = axes.iter().map(|a| a.len() as u64).collect();
+        let grid: Vec<u64> = grid.iter().map(|&g| u64::from(g)).collect();
+        let total: u64 = counts.iter().product();
+        let (mut o, mut k, mut i) = (
+            vec![0; axes.len()],
+            vec![0; axes.len()],
+            vec![0; axes.len()],
+        );
+        for lin in 0..total {
+            let pick = nums_layout::meta::unravel(lin, &counts);
+            for d in 0..axes.len() {
+                let (op, vk, vi) = axes[d][pick[d] as usize];
+                (o[d], k[d], i[d]) = (op as usize, u64::from(vk), vi as usize);
+            }
+            let v = vs[ravel(&k, &grid) as usize];
+            let val = v
+                .get(IxDyn(&i))
+                .ok_or_else(|| format!("put: no element {i:?} in a v block of {:?}", v.shape()))?;
+            *out.get_mut(IxDyn(&o))
+                .ok_or_else(|| format!("put: no element {o:?} in x's block"))? = val.clone();
+        }
+        Ok(())
+    }
+    let x = compute::in_dtype(x, dtype);
+    let vs: Vec<Cow<Block>> = vs.iter().map(|&b| compute::in_dtype(b, dtype)).collect();
+    Ok(for_dtype!(dtype, T => {
+        let vs: Vec<&ArrayD<T>> = vs.iter().map(|b| T::view(b).expect("cast above")).collect();
+        let mut out = T::view(&x).expect("cast above").clone();
+        go(&mut out, &vs, axes, grid)?;
         T::wrap(out)
     }))
 }

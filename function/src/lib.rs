@@ -23,6 +23,7 @@ pub mod memory;
 pub mod order;
 pub mod parquet;
 pub mod pipeline;
+mod random;
 pub mod runtime;
 pub mod sequential;
 pub mod stats;

@@ -43,7 +43,7 @@ pub struct BlockRef {
 }
 
 /// The distribution of a [`Kernel::Random`] array's elements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RandomDist {
     /// Standard normal (mean 0, standard deviation 1), float64.
@@ -57,6 +57,23 @@ pub enum RandomDist {
         /// One past the largest value.
         high: i64,
     },
+    /// Gamma of this shape and scale 1, float64.
+    Gamma {
+        /// The shape (k > 0).
+        shape: f64,
+    },
+    /// Poisson of this mean, int64.
+    Poisson {
+        /// The mean (>= 0).
+        lam: f64,
+    },
+    /// Binomial of `n` trials of probability `p`, int64.
+    Binomial {
+        /// Trials.
+        n: u64,
+        /// Each trial's probability of success.
+        p: f64,
+    },
 }
 
 impl RandomDist {
@@ -66,6 +83,9 @@ impl RandomDist {
             RandomDist::Normal => "normal",
             RandomDist::Uniform => "uniform",
             RandomDist::Integers { .. } => "integers",
+            RandomDist::Gamma { .. } => "gamma",
+            RandomDist::Poisson { .. } => "poisson",
+            RandomDist::Binomial { .. } => "binomial",
         }
     }
 }
@@ -1038,6 +1058,16 @@ pub enum Kernel {
         axis: usize,
         /// Per output position along `axis`: (input, index along `axis` in that input).
         picks: Vec<(u32, u64)>,
+    },
+    /// Inputs: a block of x, then blocks of v (row-major over `grid`): x's block with some
+    /// elements replaced by v's (assignment, `x.at[index].set(v)`). Per axis, `axes[d]`
+    /// lists (position in the output block, v block number along d, index in that block);
+    /// every combination over the axes is set, in order (the last of repeats wins).
+    Put {
+        /// Per axis: (output position, v block along the axis, index in that v block).
+        axes: Vec<Vec<(u64, u32, u64)>>,
+        /// How many v blocks along each axis the inputs hold.
+        grid: Vec<u32>,
     },
     /// Inputs: blocks whose elements, in C order, from flat position `ranges[k].0` up to
     /// `ranges[k].1` of input k, concatenated, are the output block's in C order (reshape,

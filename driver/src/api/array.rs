@@ -469,10 +469,62 @@ impl Array {
         self.index(&items)
     }
 
-    /// The elements where `mask` is true, as NumPy's `x[mask]` (a 1-D mask selects along
-    /// the first axis): the mask is computed first (its values decide the shape).
-    pub async fn select(&self, mask: &Array) -> Result<Array, Error> {
-        self.index_masked(&[Arg::Array(mask.clone())]).await
+    /// NumPy's `x[index]` with an array whose values decide the shape, computed first: a
+    /// bool mask of x's first axes (`x[x > 0]`: those axes become one of the selected
+    /// elements, C order), or an integer array (positions along the first axis; NumPy's
+    /// result shape, `index.shape + x.shape[1..]`).
+    pub async fn select(&self, index: &Array) -> Result<Array, Error> {
+        index.check()?;
+        self.check()?;
+        let (dtype, shape) = (index.dtype()?, index.shape()?);
+        let label = index.label();
+        let fail = |message: String| Error::Job {
+            array: Some(label.clone()),
+            message,
+        };
+        if dtype.is_int() {
+            let values = index.compute_any().await?;
+            self.s
+                .graph()
+                .set_values(index.id().map_err(Clone::clone)?, values);
+            let a = self.index(&[Arg::Array(index.clone())]);
+            a.check()?;
+            return Ok(a);
+        }
+        if dtype != DType::Bool {
+            return Err(fail(format!(
+                "`{label}` is {dtype}: an index is a bool mask or an integer array"
+            )));
+        }
+        let mine = self.shape()?;
+        if shape.is_empty() || shape.len() > mine.len() || mine[..shape.len()] != shape[..] {
+            return Err(fail(format!(
+                "the mask `{label}` of shape {shape:?} does not match the first axes of {mine:?}"
+            )));
+        }
+        // The mask's axes merged into one: a 1-D mask selecting rows.
+        let n = shape.iter().product();
+        let (mask, x) = if shape.len() > 1 {
+            let rows: Vec<usize> = std::iter::once(n)
+                .chain(mine[shape.len()..].iter().copied())
+                .collect();
+            (index.reshape(&[n]), self.reshape(&rows))
+        } else {
+            (index.clone(), self.clone())
+        };
+        let values = mask.compute::<bool>().await?;
+        let selected: Vec<u64> = values
+            .iter()
+            .enumerate()
+            .filter(|&(_, &b)| b)
+            .map(|(i, _)| i as u64)
+            .collect();
+        self.s
+            .graph()
+            .set_mask(mask.id().map_err(Clone::clone)?, selected);
+        let a = x.index(&[Arg::Array(mask)]);
+        a.check()?;
+        Ok(a)
     }
 
     /// Indexing as [`Array::index`], where items may also be 1-D boolean masks (NumPy's
@@ -518,6 +570,30 @@ impl Array {
     /// [`Array::index_masked`] for code that is not async.
     pub fn index_masked_blocking(&self, items: &[Arg]) -> Result<Array, Error> {
         blocking::block_on(self.index_masked(items))?
+    }
+
+    /// NumPy's `x[index] = value` as a new array version (JAX's `x.at[index].set(value)`,
+    /// the job language's form): `index` as [`Array::index`] takes it (integers, slices,
+    /// `None`, `...`, one integer list) or one bool mask; `value` broadcasts to what the
+    /// index selects and is cast to x's dtype. x is unchanged; the blocks the index does
+    /// not touch are x's own, read in place by what is computed from the new version.
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Arg, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-set")?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let x = s.arange(6.0).reshape(&[2, 3]);
+    /// let y = x.set(&[Arg::Slice(None, None, None), Arg::Int(0)], -1.0); // y = x.copy(); y[:, 0] = -1
+    /// assert_eq!(y.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![-1.0, 1.0, 2.0, -1.0, 4.0, 5.0]);
+    /// let z = y.set(&[Arg::Array(y.gt(3.0))], 0.0); // z[z > 3] = 0
+    /// assert_eq!(z.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![-1.0, 1.0, 2.0, -1.0, 0.0, 0.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn set(&self, index: &[Arg], value: impl Into<Operand>) -> Array {
+        let value: Arg = value.into().into();
+        self.expr(|o| o.at_set(self, index, &value))
     }
 
     /// Reductions over `axes` (all axes when `None`), NumPy's dtypes.

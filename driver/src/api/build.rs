@@ -157,6 +157,15 @@ impl Operands {
         e(ExprKind::Index(Box::new(x), items))
     }
 
+    /// `a.at[items].set(value)`.
+    pub(crate) fn at_set(&mut self, a: &Array, items: &[Arg], value: &Arg) -> Expr {
+        let x = self.attr(a, "at");
+        let items = items.iter().map(|i| self.arg(i)).collect();
+        let target = e(ExprKind::Index(Box::new(x), items));
+        let v = self.arg(value);
+        e(ExprKind::Call("set".into(), vec![target, v], vec![]))
+    }
+
     pub(crate) fn attr(&mut self, a: &Array, name: &str) -> Expr {
         let x = self.array(a);
         e(ExprKind::Attr(Box::new(x), name.to_string()))

@@ -755,6 +755,34 @@ impl Session {
     }
 
     /// A function call whose value is one array (an error otherwise, kept in the array).
+    /// A method of NumPy's Generator, `random.default_rng(seed).f(args, kwargs)`
+    /// (`normal`, `uniform`, `integers`, `poisson`, `choice`, `permutation`, ...): drawn
+    /// from (seed, index) per element, the same for any blocks; NumPy's distributions, not
+    /// its bit streams. NumS's `random.rand`, `randn`, ... are [`Session::call`]'s
+    /// (`"random.randn"`, with `seed`).
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Arg, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let s = Session::new("file:///tmp/nums-cloud-doc-generator")?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let x = s.generator(7, "normal", &[Arg::Float(2.0), Arg::Float(0.5), Arg::from(&[1000usize, 4][..])], &[]);
+    /// let m = x.mean(None).compute_blocking::<f64>()?;
+    /// assert!((m.sum() - 2.0).abs() < 0.05);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn generator(&self, seed: u64, f: &str, args: &[Arg], kwargs: &[(&str, Arg)]) -> Array {
+        let mut ops = Operands::default();
+        let rng = ops.call("random.default_rng", &[Arg::Int(seed as i64)], &[]);
+        let mut e = ops.call(f, args, kwargs);
+        if let crate::expr::ExprKind::Call(_, a, _) = &mut e.kind {
+            a.insert(0, rng);
+        }
+        let label = build::label(&e, &ops.0);
+        Array::from_eval(self, &e, &ops, label)
+    }
+
     pub(crate) fn call_array(&self, f: &str, args: &[Arg], kwargs: &[(&str, Arg)]) -> Array {
         let mut ops = Operands::default();
         let e = ops.call(f, args, kwargs);

@@ -782,6 +782,12 @@ impl<'a> Builder<'a> {
                     "dtype" => Val::Str(m.dtype.name().into()),
                     "real" => self.unary(UnaryOp::Real, Val::Arr(id), e.pos)?,
                     "imag" => self.unary(UnaryOp::Imag, Val::Arr(id), e.pos)?,
+                    "at" => {
+                        return Err(at(
+                            "x.at[index] is only followed by .set(value): x.at[index].set(value)"
+                                .into(),
+                        ));
+                    }
                     a => {
                         return Err(at(format!(
                             "unknown attribute .{a}; supported: .T, .shape, .ndim, .size, .dtype, .real, .imag"
@@ -789,7 +795,13 @@ impl<'a> Builder<'a> {
                     }
                 }
             }
-            ExprKind::Call(f, args, kwargs) => self.call(f, args, kwargs, e.pos)?,
+            ExprKind::Call(f, args, kwargs) => match self.at_set(f, args, kwargs, e.pos) {
+                Some(r) => r?,
+                None => match self.random_call(f, args, kwargs, e.pos) {
+                    Some(r) => r?,
+                    None => self.call(f, args, kwargs, e.pos)?,
+                },
+            },
             ExprKind::Index(x, items) => match self.eval(x)? {
                 Val::Arr(id) => self.index(id, items)?,
                 v @ (Val::Tuple(_) | Val::Fields(_)) => {
@@ -836,42 +848,12 @@ impl<'a> Builder<'a> {
     /// go and the new ones come.
     pub(super) fn index(&mut self, x: NodeId, items: &[Expr]) -> Result<Val, EvalError> {
         let m = self.meta(x).clone();
-        // `...` stands for the whole axes the other items leave.
-        let dots: Vec<&Expr> = items
-            .iter()
-            .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
-            .collect();
-        if dots.len() > 1 {
-            return Err(EvalError::Expr(ExprError::new(
-                dots[1].pos,
-                "an index can only have a single ellipsis ('...')",
-            )));
-        }
-        let expanded: Vec<Expr>;
-        let items = if let Some(dot) = dots.first() {
-            let used = items
-                .iter()
-                .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
-                .count();
-            let whole = Expr {
-                kind: ExprKind::Slice(None, None, None),
-                pos: dot.pos,
-            };
-            expanded = items
-                .iter()
-                .flat_map(|i| match i.kind {
-                    ExprKind::Ellipsis => vec![whole.clone(); m.ndim().saturating_sub(used)],
-                    _ => vec![i.clone()],
-                })
-                .collect();
-            expanded.as_slice()
-        } else {
-            items
-        };
+        let items = &expand_ellipsis(items, m.ndim())?;
         let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
         // Output axes: Some(d) is source axis d, None a new axis of length 1.
         let mut out: Vec<Option<usize>> = Vec::new();
-        let mut takes: Vec<(usize, Vec<u64>, usize)> = Vec::new();
+        // Advanced indices: (axis, positions in C order, item position, index shape).
+        let mut takes: Vec<(usize, Vec<u64>, usize, Vec<u64>)> = Vec::new();
         let mut d = 0;
         for it in items {
             let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
@@ -942,7 +924,8 @@ impl<'a> Builder<'a> {
                             let idx: Vec<u64> = (0..n as u64)
                             .filter(|&i| matches!(&items[i as usize], Val::Num(b) if b.as_i64() != 0))
                             .collect();
-                            takes.push((d, idx, it.pos));
+                            let l = vec![idx.len() as u64];
+                            takes.push((d, idx, it.pos, l));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
@@ -963,35 +946,58 @@ impl<'a> Builder<'a> {
                                     _ => return Err(err("an index list holds integers".into())),
                                 }
                             }
-                            takes.push((d, idx, it.pos));
+                            let l = vec![idx.len() as u64];
+                            takes.push((d, idx, it.pos, l));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
-                        Val::Arr(mask) => {
+                        Val::Arr(a)
+                            if self.meta(a).dtype == DType::Bool && self.meta(a).ndim() > 1 =>
+                        {
+                            // A mask of several axes: the whole index, as `A[A > 0]`.
+                            let k = self.meta(a).ndim();
+                            if d != 0
+                                || items.len() != 1
+                                || self.meta(a).shape[..] != m.shape[..k.min(m.ndim())]
+                            {
+                                return Err(err(format!(
+                                    "a bool mask of {k} axes ({}) must be the whole index and match the first {k} axes of the array ({})",
+                                    shape_str(&self.meta(a).shape),
+                                    shape_str(&m.shape)
+                                )));
+                            }
+                            return self.mask_nd(x, a, it.pos).map(Val::Arr);
+                        }
+                        Val::Arr(mask) if self.meta(mask).dtype == DType::Bool => {
                             let mm = self.meta(mask).clone();
-                            if mm.dtype != DType::Bool || mm.shape != [m.shape[d]] {
+                            if mm.shape != [m.shape[d]] {
                                 return Err(err(format!(
                                     "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
                                     mm.dtype,
                                     shape_str(&mm.shape)
                                 )));
                             }
-                            if m.shape[d] > MAX_SELECTION {
-                                return Err(err(format!(
-                                    "a mask selects along axis {d} of {n}, longer than the {MAX_SELECTION} a mask may select along"
-                                )));
-                            }
-                            let idx = match self.masks.get(&mask) {
-                                Some(idx) => idx.clone(),
-                                None => {
-                                    // Not known until the mask is computed: assume all.
-                                    self.need.get_or_insert(mask);
-                                    (0..m.shape[d]).collect()
-                                }
-                            };
-                            takes.push((d, idx, it.pos));
+                            let idx = self.selection(mask, m.shape[d]).map_err(err)?;
+                            let l = vec![idx.len() as u64];
+                            takes.push((d, idx, it.pos, l));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
+                        }
+                        Val::Arr(a) if self.meta(a).dtype.is_int() => {
+                            // An integer array: its values are computed first (a stage),
+                            // then it indexes as a list does.
+                            let shape = self.meta(a).shape.clone();
+                            let idx = self.index_values(a, m.shape[d]).map_err(err)?;
+                            takes.push((d, idx, it.pos, shape));
+                            whole(&mut start, &mut step, &mut len);
+                            out.push(Some(d));
+                        }
+                        Val::Arr(a) => {
+                            return Err(err(format!(
+                                "an array index is an integer array or a bool mask; got {} {}",
+                                self.meta(a).dtype,
+                                shape_str(&self.meta(a).shape)
+                            )));
                         }
                         _ => {
                             return Err(err(
@@ -1010,15 +1016,6 @@ impl<'a> Builder<'a> {
             len.push(m.shape[k]);
             out.push(Some(k));
         }
-        // NumPy's rules for several advanced indices (broadcast together, moved to the
-        // front) are not implemented: one list or mask, and no integer beside it.
-        let ints = out.iter().flatten().count() < m.ndim();
-        if takes.len() > 1 || (!takes.is_empty() && ints) {
-            return Err(EvalError::Expr(ExprError::new(
-                takes.last().map_or(0, |t| t.2),
-                "only one integer list or bool mask per index, and no integer beside it",
-            )));
-        }
         let whole = start.iter().all(|&s| s == 0) && step.iter().all(|&s| s == 1) && len == m.shape;
         let mut id = x;
         if !whole {
@@ -1033,7 +1030,27 @@ impl<'a> Builder<'a> {
                 NodeOp::Slice { x, start, step },
             );
         }
-        for (axis, indices, _) in takes {
+        // Integers beside an advanced index are advanced too (NumPy's rules).
+        let ints: Vec<usize> = (0..m.ndim()).filter(|a| !out.contains(&Some(*a))).collect();
+        let simple = takes.len() == 1 && ints.is_empty() && takes[0].3.len() == 1;
+        if !takes.is_empty() && !simple {
+            if out.contains(&None) {
+                return Err(EvalError::Expr(ExprError::new(
+                    takes[0].2,
+                    "None (a new axis) beside several advanced indices is not supported; add the axis in a second index",
+                )));
+            }
+            let mut adv: Vec<(usize, Vec<u64>, Vec<u64>)> = takes
+                .into_iter()
+                .map(|(a, idx, _, shape)| (a, shape, idx))
+                .chain(ints.into_iter().map(|a| (a, vec![], vec![0])))
+                .collect();
+            adv.sort_by_key(|t| t.0);
+            return self
+                .advanced(id, adv)
+                .map_err(|m| EvalError::Expr(ExprError::new(items[0].pos, m)));
+        }
+        for (axis, indices, _, _) in takes {
             let t = self.meta(id).clone();
             let mut shape = t.shape.clone();
             shape[axis] = indices.len() as u64;
@@ -1068,6 +1085,37 @@ impl<'a> Builder<'a> {
             ))),
         }
     }
+}
+
+/// An index's items with `...` replaced by the whole axes (`:`) the other items leave.
+pub(super) fn expand_ellipsis(items: &[Expr], ndim: usize) -> Result<Vec<Expr>, EvalError> {
+    let dots: Vec<&Expr> = items
+        .iter()
+        .filter(|i| matches!(i.kind, ExprKind::Ellipsis))
+        .collect();
+    if dots.len() > 1 {
+        return Err(EvalError::Expr(ExprError::new(
+            dots[1].pos,
+            "an index can only have a single ellipsis ('...')",
+        )));
+    }
+    let used = items
+        .iter()
+        .filter(|i| !matches!(i.kind, ExprKind::None | ExprKind::Ellipsis))
+        .count();
+    Ok(items
+        .iter()
+        .flat_map(|i| match i.kind {
+            ExprKind::Ellipsis => {
+                let whole = Expr {
+                    kind: ExprKind::Slice(None, None, None),
+                    pos: i.pos,
+                };
+                vec![whole; ndim.saturating_sub(used)]
+            }
+            _ => vec![i.clone()],
+        })
+        .collect())
 }
 
 /// Python's slice semantics on an axis of `n`: (first index, step, length).
@@ -1350,10 +1398,14 @@ impl Incremental {
     /// the same nodes, `node` among them, and builds with the values. Unless nodes were
     /// added since (another thread's), whose ids must stay.
     pub fn set_values(&mut self, node: NodeId, values: Block) {
-        if let Some((n, (len, blocks), after)) = self.need_values.take()
-            && n == node
-            && self.g.nodes.len() == after
-        {
+        let restore = match self.need_values {
+            Some((n, before, after)) if n == node => {
+                self.need_values = None;
+                (self.g.nodes.len() == after).then_some(before)
+            }
+            _ => None,
+        };
+        if let Some((len, blocks)) = restore {
             self.g.nodes.truncate(len);
             self.blocks = blocks;
             self.tsqr_memo

@@ -13,6 +13,8 @@ use crate::job::{ArrayDef, Job, JobError, Source};
 
 mod build;
 mod funcs;
+mod indexing;
+pub use indexing::AxisSel;
 mod ops;
 mod sources;
 
@@ -299,6 +301,15 @@ pub enum NodeOp {
         x: NodeId,
         weights: Option<NodeId>,
     },
+    /// `x` with the elements `sel` picks (per axis, orthogonally) set from `v` (x's dtype;
+    /// per axis the selection's length, or 1 to broadcast): `x.at[index].set(v)`. A block
+    /// the selection does not touch is x's own: read in place where the node is an
+    /// intermediate (`tasks::BlockWork`), copied where it is stored.
+    Put {
+        x: NodeId,
+        v: NodeId,
+        sel: Arc<Vec<AxisSel>>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -377,6 +388,7 @@ impl NodeOp {
                 runs, positions, ..
             } => runs.iter().chain(positions).copied().collect(),
             NodeOp::SearchSorted { a, v, .. } => vec![*a, *v],
+            NodeOp::Put { x, v, .. } => vec![*x, *v],
             NodeOp::Compress { x, mask, .. } => vec![*x, *mask],
             NodeOp::Scan { x, offsets, .. } => std::iter::once(*x).chain(*offsets).collect(),
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
@@ -436,6 +448,10 @@ impl NodeOp {
             }
             NodeOp::SearchSorted { a, v, .. } => {
                 *a = f(*a);
+                *v = f(*v);
+            }
+            NodeOp::Put { x, v, .. } => {
+                *x = f(*x);
                 *v = f(*v);
             }
             NodeOp::Compress { x, mask, .. } => {

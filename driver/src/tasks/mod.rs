@@ -19,6 +19,7 @@ mod contractions;
 mod creation;
 mod cumulative;
 mod elementwise;
+mod indexing;
 mod io;
 mod linalg;
 mod reductions;
@@ -348,6 +349,11 @@ impl<'g> BlockWork<'g> {
     }
 
     fn id(&self, x: NodeId, idx: &[u64]) -> BlockId {
+        // A block an assignment leaves as it was is read where it is (unless stored).
+        let n = &self.g.nodes[x];
+        if let Some(src) = indexing::untouched(n, idx).filter(|_| !n.persist) {
+            return self.id(src, idx);
+        }
         BlockId::new(x, ravel(idx, &self.grids[x]))
     }
 
@@ -395,6 +401,7 @@ impl<'g> BlockWork<'g> {
             | NodeOp::Slice { .. }
             | NodeOp::Take { .. }
             | NodeOp::Reshape { .. } => shapes::work(&o),
+            NodeOp::Put { .. } => indexing::work(&o),
             NodeOp::Tsqr { .. }
             | NodeOp::CholeskyBlocked { .. }
             | NodeOp::Lu { .. }

@@ -16,6 +16,7 @@ mod cumulative;
 mod elementwise;
 mod linalg;
 mod models;
+mod random;
 pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;
 mod reductions;
@@ -154,6 +155,10 @@ pub(super) const FAMILIES: &[Family] = &[
         name: "models",
         defs: models::DEFS,
     },
+    Family {
+        name: "random",
+        defs: random::DEFS,
+    },
 ];
 
 fn definitions() -> impl Iterator<Item = &'static FuncDef> {
@@ -203,9 +208,13 @@ pub fn signatures() -> Vec<Signature> {
         .collect()
 }
 
-/// Every name a call may use (aliases too), sorted.
+/// Every name a call may use (aliases too), sorted; a Generator's methods are called on
+/// one (`random.default_rng(seed).normal(...)`), not by name.
 pub fn all_names() -> Vec<&'static str> {
-    let mut names: Vec<&str> = definitions().flat_map(FuncDef::names).collect();
+    let mut names: Vec<&str> = definitions()
+        .flat_map(FuncDef::names)
+        .filter(|n| !n.starts_with("Generator."))
+        .collect();
     names.sort_unstable();
     names
 }
@@ -319,6 +328,8 @@ pub(super) struct Bound {
     names: &'static [&'static str],
     /// The positionals a [`Rest::Star`] parameter took.
     rest: Vec<(Val, usize)>,
+    /// A random function's seed (`funcs/random.rs`).
+    pub(super) seed: Option<u64>,
 }
 
 impl Bound {
@@ -534,6 +545,7 @@ impl<'a> Builder<'a> {
             vals,
             names,
             rest,
+            seed: None,
         };
         for n in def.refused {
             if let Some((_, p)) = b.get(n) {

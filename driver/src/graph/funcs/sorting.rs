@@ -649,7 +649,7 @@ impl<'a> Builder<'a> {
     /// the mask's blocks is computed first (a stage), then each output block assembles
     /// the blocks whose selected elements it holds. Until the counts are known every
     /// element is assumed selected (the largest the array can be).
-    pub(super) fn compress(&mut self, x: NodeId, mask: NodeId) -> NodeId {
+    pub(in crate::graph) fn compress(&mut self, x: NodeId, mask: NodeId) -> NodeId {
         let mask = self.cast(mask, DType::Bool);
         let mm = self.meta(mask).clone();
         let x = self.rechunk(x, mm.block.clone());
