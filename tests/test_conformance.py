@@ -671,7 +671,7 @@ def _number_op(f):
     return op, rop
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lt", "le", "gt",
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "lt", "le", "gt",
               "ge", "eq", "ne"):
     _op, _rop = _number_op(getattr(operator, f"{_name}_" if _name in ("and", "or") else _name))
     setattr(Number, f"__{_name}__", _op)

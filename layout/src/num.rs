@@ -33,6 +33,15 @@ pub trait Int: Elem + Ord + Default + std::hash::Hash {
     fn modulo(self, y: Self) -> Self;
     /// Whether it is below 0.
     fn negative(self) -> bool;
+    /// `self & y`, `self | y`, `self ^ y` (`which` 0, 1, 2).
+    fn bits(self, y: Self, which: u8) -> Self;
+    /// `~self`.
+    fn invert(self) -> Self;
+    /// NumPy's `self << y`: 0 where `y` is negative or at least the width in bits.
+    fn shl(self, y: Self) -> Self;
+    /// NumPy's `self >> y` (arithmetic for signed types): where `y` is negative or at
+    /// least the width, -1 for a negative `self`, else 0.
+    fn shr(self, y: Self) -> Self;
     /// `self ** e` for `e >= 0`, wrapping (modulo 2^n whatever the order of the products:
     /// NumPy's bits); by squaring.
     fn wpow(self, e: Self) -> Self {
@@ -80,6 +89,34 @@ macro_rules! int_common {
                 q.wrapping_sub(1)
             } else {
                 q
+            }
+        }
+        #[inline]
+        fn bits(self, y: $t, which: u8) -> $t {
+            match which {
+                0 => self & y,
+                1 => self | y,
+                _ => self ^ y,
+            }
+        }
+        #[inline]
+        fn invert(self) -> $t {
+            !self
+        }
+        #[inline]
+        fn shl(self, y: $t) -> $t {
+            // NumPy casts the shift to size_t: a negative one is past the width.
+            match u32::try_from(y) {
+                Ok(k) if k < <$t>::BITS => self << k,
+                _ => 0,
+            }
+        }
+        #[inline]
+        fn shr(self, y: $t) -> $t {
+            match u32::try_from(y) {
+                Ok(k) if k < <$t>::BITS => self >> k,
+                _ if self.negative() => (0 as $t).wrapping_sub(1),
+                _ => 0,
             }
         }
         #[inline]

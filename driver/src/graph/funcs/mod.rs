@@ -36,6 +36,9 @@ pub(super) enum Rest {
     /// NumPy's `*name`: every positional from the last parameter on, each kept with its
     /// position (`einsum(subscripts, *operands)`); all parameters are positional only.
     Star,
+    /// NumPy's `*name` first: every positional goes to the first parameter (as
+    /// [`Rest::Star`]'s), the others are keywords only (`meshgrid(*xi, indexing)`).
+    Leading,
 }
 
 /// One function of the expression language.
@@ -99,6 +102,7 @@ impl FuncDef {
             .enumerate()
             .map(|(i, p)| match self.rest {
                 Rest::Star if i + 1 == n => format!("*{p}"),
+                Rest::Leading if i == 0 => format!("*{p}"),
                 _ => p.to_string(),
             })
             .collect::<Vec<_>>()
@@ -438,13 +442,14 @@ impl<'a> Builder<'a> {
             Rest::None => None,
             Rest::Spread => last.filter(|_| args.len() > names.len()),
             Rest::Star => last,
+            Rest::Leading => Some(0),
         };
         let mut rest = Vec::new();
         for (i, a) in args.iter().enumerate() {
             if let Some(k) = gather.filter(|&k| i >= k) {
                 let v = eval(self, a)?;
                 match def.rest {
-                    Rest::Star => rest.push((v, a.pos)),
+                    Rest::Star | Rest::Leading => rest.push((v, a.pos)),
                     _ => match &mut vals[k] {
                         Some((Val::Tuple(items), _)) => items.push(v),
                         slot => *slot = Some((Val::Tuple(vec![v]), a.pos)),
@@ -474,7 +479,7 @@ impl<'a> Builder<'a> {
             let slot = names
                 .iter()
                 .position(|n| n == k)
-                .filter(|_| def.rest != Rest::Star);
+                .filter(|&i| def.rest != Rest::Star && (def.rest, i) != (Rest::Leading, 0));
             let Some(i) = slot else {
                 let why = if def.rest == Rest::Star {
                     format!("its arguments are positional: {}", def.signature())
