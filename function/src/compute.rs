@@ -93,7 +93,8 @@ pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
     if op == BinaryOp::Div {
         c.to_float()
     } else if op.is_float_fn() {
-        c.to_float_fn()
+        // NumPy's loop: the smallest float both operands cast to safely.
+        a.to_float_fn().promote(b.to_float_fn())
     } else if c == DType::Bool {
         DType::Int8
     } else {

@@ -306,12 +306,18 @@ impl UnaryOp {
             UnaryOp::Log10 => z.log10(),
             UnaryOp::Sinh => z.sinh(),
             UnaryOp::Cosh => z.cosh(),
-            UnaryOp::Asin => z.asin(),
-            UnaryOp::Acos => z.acos(),
-            UnaryOp::Atan => z.atan(),
-            UnaryOp::Asinh => z.asinh(),
-            UnaryOp::Acosh => z.acosh(),
-            UnaryOp::Atanh => z.atanh(),
+            UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atan | UnaryOp::Asinh | UnaryOp::Acosh
+            | UnaryOp::Atanh => {
+                let name = self.name().replace("arc", "a");
+                num::c_inverse_on_axis(&name, z).unwrap_or_else(|| match self {
+                    UnaryOp::Asin => z.asin(),
+                    UnaryOp::Acos => z.acos(),
+                    UnaryOp::Atan => z.atan(),
+                    UnaryOp::Asinh => z.asinh(),
+                    UnaryOp::Acosh => z.acosh(),
+                    _ => z.atanh(),
+                })
+            }
             UnaryOp::Floor
             | UnaryOp::Ceil
             | UnaryOp::Trunc

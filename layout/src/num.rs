@@ -363,3 +363,53 @@ mod tests {
         assert!(c_isnan(c_sign(z(f64::INFINITY, f64::NEG_INFINITY))));
     }
 }
+
+/// The inverse trigonometric and hyperbolic functions of a complex number on the real or
+/// the imaginary axis, where their branch cuts lie: C99's values (NumPy's, from the C
+/// library), whose side of a cut follows the sign of the zero part. `which`: "asin",
+/// "acos", "atan", "asinh", "acosh", "atanh". `None` off the axes (the formulas are
+/// continuous there) and where a part is not finite.
+pub fn c_inverse_on_axis(which: &str, z: C128) -> Option<C128> {
+    use std::f64::consts::{FRAC_PI_2, PI};
+    let (x, y) = (z.re, z.im);
+    if !x.is_finite() || !y.is_finite() {
+        return None;
+    }
+    let c = C128::new;
+    if y == 0.0 {
+        // x + s0i: the sign of the zero picks the side of a cut on the real axis.
+        let s = y; // +0.0 or -0.0
+        let a = x.abs();
+        return Some(match which {
+            "asin" if a <= 1.0 => c(x.asin(), s),
+            "asin" => c(FRAC_PI_2.copysign(x), a.acosh().copysign(s)),
+            "acos" if a <= 1.0 => c(x.acos(), -s),
+            "acos" => c(if x > 0.0 { 0.0 } else { PI }, -a.acosh().copysign(s)),
+            "atanh" if a < 1.0 => c(x.atanh(), s),
+            "atanh" if a > 1.0 => c((1.0 / x).atanh(), FRAC_PI_2.copysign(s)),
+            "acosh" if x >= 1.0 => c(x.acosh(), s),
+            "acosh" if x >= -1.0 => c(0.0, x.acos().copysign(s)),
+            "acosh" => c(a.acosh(), PI.copysign(s)),
+            "asinh" => c(x.asinh(), s),
+            "atan" => c(x.atan(), s),
+            _ => return None,
+        });
+    }
+    if x == 0.0 {
+        // r0 + yi: cuts on the imaginary axis.
+        let r = x;
+        let a = y.abs();
+        return Some(match which {
+            "asinh" if a <= 1.0 => c(r, y.asin()),
+            "asinh" => c(a.acosh().copysign(r), FRAC_PI_2.copysign(y)),
+            "atan" if a < 1.0 => c(r, y.atanh()),
+            "atan" if a > 1.0 => c(FRAC_PI_2.copysign(r), (1.0 / y).atanh()),
+            "asin" => c(r, y.asinh()),
+            "acos" => c(FRAC_PI_2, -y.asinh()),
+            "atanh" => c(r, y.atan()),
+            "acosh" => c(a.asinh(), FRAC_PI_2.copysign(y)),
+            _ => return None,
+        });
+    }
+    None
+}

@@ -124,7 +124,12 @@ impl<'a> Builder<'a> {
                     a.0, b.0
                 )));
             }
-            _ if op.is_float_fn() => common.to_float_fn(),
+            // NumPy's loop: the smallest float both arrays cast to safely (a weak Python
+            // number takes the array's).
+            _ if op.is_float_fn() => match (a, b) {
+                ((x, false), (y, false)) => x.to_float_fn().promote(y.to_float_fn()),
+                _ => common.to_float_fn(),
+            },
             _ if op.is_logical() || op.is_bitwise() => {
                 // (int64 with uint64 promotes to float64: NumPy has no loop either.)
                 if !common.is_exact() {
@@ -167,6 +172,8 @@ impl<'a> Builder<'a> {
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        // A list operand is NumPy's array of it (`A * [1, 2, 3]`).
+        let (a, b) = (self.list_operand(a, pos)?, self.list_operand(b, pos)?);
         // Two Python numbers: Python computes them before NumPy sees the result.
         if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
             return fold_python(bop, *x, *y).map(Val::Num).map_err(at);
@@ -265,6 +272,73 @@ impl<'a> Builder<'a> {
             }
             _ => unreachable!("checked above"),
         })
+    }
+
+    /// A list or tuple of numbers (nested: rows) as `np.asarray` makes it: bool, int64,
+    /// float64 or complex128 by the widest kind in it; other values as they are.
+    pub(super) fn list_operand(&mut self, v: Val, pos: usize) -> Result<Val, EvalError> {
+        /// The most numbers a list operand may hold: it is a node per number.
+        const MAX_LIST: usize = 4096;
+        let Val::Tuple(items) = v else {
+            return Ok(v);
+        };
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        fn flatten(v: &[Val], shape: &mut Vec<u64>, depth: usize, out: &mut Vec<Scalar>) -> bool {
+            if shape.len() == depth {
+                shape.push(v.len() as u64);
+            } else if shape[depth] != v.len() as u64 {
+                return false;
+            }
+            for i in v {
+                match i {
+                    Val::Tuple(t) => {
+                        if !flatten(t, shape, depth + 1, out) {
+                            return false;
+                        }
+                    }
+                    Val::Num(x) | Val::NpScalar(x) if shape.len() == depth + 1 => out.push(*x),
+                    _ => return false,
+                }
+            }
+            true
+        }
+        let (mut shape, mut xs) = (Vec::new(), Vec::new());
+        if !flatten(&items, &mut shape, 0, &mut xs) || xs.len() as u64 != shape.iter().product::<u64>() {
+            return Err(at(
+                "a list operand holds numbers, or lists of numbers of one length (NumPy's array of it)"
+                    .into(),
+            ));
+        }
+        if xs.len() > MAX_LIST {
+            return Err(at(format!(
+                "a list operand of {} numbers; at most {MAX_LIST} (load larger data from a file)",
+                xs.len()
+            )));
+        }
+        let dtype = match xs.iter().map(|x| x.kind()).max() {
+            None | Some(ScalarKind::Float) => DType::Float64,
+            Some(ScalarKind::Bool) => DType::Bool,
+            Some(ScalarKind::Int) => xs
+                .iter()
+                .map(|x| x.dtype())
+                .reduce(DType::promote)
+                .unwrap_or(DType::Int64),
+            Some(ScalarKind::Complex) => DType::Complex128,
+        };
+        let parts: Vec<NodeId> = xs
+            .iter()
+            .map(|x| {
+                let m = ArrayMeta::new(vec![1], vec![1], dtype);
+                self.add(m, NodeOp::Fill { value: x.cast(dtype) })
+            })
+            .collect();
+        let flat = if parts.is_empty() {
+            let m = ArrayMeta::new(vec![0], vec![1], dtype);
+            self.add(m, NodeOp::Fill { value: Scalar::Float(0.0).cast(dtype) })
+        } else {
+            self.concat(parts, 0, pos)?
+        };
+        Ok(Val::Arr(self.reshape(flat, &shape)))
     }
 
     /// Broadcasts operands: the output shape, its blocks (each axis from the first operand
