@@ -258,11 +258,7 @@ impl UnaryOp {
             UnaryOp::Abs => v.wabs(),
             UnaryOp::Square => v.wmul(v),
             UnaryOp::Sign => v.sign(),
-            UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Trunc
-            | UnaryOp::Real
-            | UnaryOp::Conj => v,
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Real | UnaryOp::Conj => v,
             UnaryOp::Invert => v.invert(),
             UnaryOp::Signbit => b(v.negative()),
             UnaryOp::Imag => T::ZERO,
@@ -306,7 +302,11 @@ impl UnaryOp {
             UnaryOp::Log10 => z.log10(),
             UnaryOp::Sinh => z.sinh(),
             UnaryOp::Cosh => z.cosh(),
-            UnaryOp::Asin | UnaryOp::Acos | UnaryOp::Atan | UnaryOp::Asinh | UnaryOp::Acosh
+            UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Atan
+            | UnaryOp::Asinh
+            | UnaryOp::Acosh
             | UnaryOp::Atanh => {
                 let name = self.name().replace("arc", "a");
                 num::c_inverse_on_axis(&name, z).unwrap_or_else(|| match self {
@@ -551,9 +551,11 @@ impl BinaryOp {
             BinaryOp::LogAddExp => logaddexp(x, y),
             BinaryOp::NextAfter => nextafter(x, y),
             // Integer-only ops (refused for floats when the graph is built).
-            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr => {
-                f64::NAN
-            }
+            BinaryOp::BitAnd
+            | BinaryOp::BitOr
+            | BinaryOp::BitXor
+            | BinaryOp::Shl
+            | BinaryOp::Shr => f64::NAN,
         }
     }
 

@@ -303,7 +303,9 @@ impl<'a> Builder<'a> {
             true
         }
         let (mut shape, mut xs) = (Vec::new(), Vec::new());
-        if !flatten(&items, &mut shape, 0, &mut xs) || xs.len() as u64 != shape.iter().product::<u64>() {
+        if !flatten(&items, &mut shape, 0, &mut xs)
+            || xs.len() as u64 != shape.iter().product::<u64>()
+        {
             return Err(at(
                 "a list operand holds numbers, or lists of numbers of one length (NumPy's array of it)"
                     .into(),
@@ -329,12 +331,22 @@ impl<'a> Builder<'a> {
             .iter()
             .map(|x| {
                 let m = ArrayMeta::new(vec![1], vec![1], dtype);
-                self.add(m, NodeOp::Fill { value: x.cast(dtype) })
+                self.add(
+                    m,
+                    NodeOp::Fill {
+                        value: x.cast(dtype),
+                    },
+                )
             })
             .collect();
         let flat = if parts.is_empty() {
             let m = ArrayMeta::new(vec![0], vec![1], dtype);
-            self.add(m, NodeOp::Fill { value: Scalar::Float(0.0).cast(dtype) })
+            self.add(
+                m,
+                NodeOp::Fill {
+                    value: Scalar::Float(0.0).cast(dtype),
+                },
+            )
         } else {
             self.concat(parts, 0, pos)?
         };
@@ -929,12 +941,27 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
             BinaryOp::BitAnd => Some(a & b),
             BinaryOp::BitOr => Some(a | b),
             BinaryOp::BitXor => Some(a ^ b),
-            _ if b < 0 => return Err(format!("{x} {} {y}: negative shift count (Python raises ValueError)", op.symbol())),
-            BinaryOp::Shl => u32::try_from(b).ok().and_then(|k| a.checked_shl(k)).filter(|v| v >> b == a),
-            _ => Some(if b >= 127 { if a < 0 { -1 } else { 0 } } else { a >> b }),
+            _ if b < 0 => {
+                return Err(format!(
+                    "{x} {} {y}: negative shift count (Python raises ValueError)",
+                    op.symbol()
+                ));
+            }
+            BinaryOp::Shl => u32::try_from(b)
+                .ok()
+                .and_then(|k| a.checked_shl(k))
+                .filter(|v| v >> b == a),
+            _ => Some(if b >= 127 {
+                if a < 0 { -1 } else { 0 }
+            } else {
+                a >> b
+            }),
         };
         return v.and_then(Scalar::from_i128).ok_or_else(|| {
-            format!("{x} {} {y} is past int64's range (and uint64's)", op.symbol())
+            format!(
+                "{x} {} {y} is past int64's range (and uint64's)",
+                op.symbol()
+            )
         });
     }
     if op.is_predicate() {

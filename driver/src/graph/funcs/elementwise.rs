@@ -46,12 +46,18 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("tanh", X, "`np.tanh`", |s, b| unary(s, b, UnaryOp::Tanh)),
     FuncDef::new("sinh", X, "`np.sinh`", |s, b| unary(s, b, UnaryOp::Sinh)),
     FuncDef::new("cosh", X, "`np.cosh`", |s, b| unary(s, b, UnaryOp::Cosh)),
-    FuncDef::new("arcsin", X, "`np.arcsin`", |s, b| unary(s, b, UnaryOp::Asin))
-        .aliases(&["asin"]),
-    FuncDef::new("arccos", X, "`np.arccos`", |s, b| unary(s, b, UnaryOp::Acos))
-        .aliases(&["acos"]),
-    FuncDef::new("arctan", X, "`np.arctan`", |s, b| unary(s, b, UnaryOp::Atan))
-        .aliases(&["atan"]),
+    FuncDef::new("arcsin", X, "`np.arcsin`", |s, b| {
+        unary(s, b, UnaryOp::Asin)
+    })
+    .aliases(&["asin"]),
+    FuncDef::new("arccos", X, "`np.arccos`", |s, b| {
+        unary(s, b, UnaryOp::Acos)
+    })
+    .aliases(&["acos"]),
+    FuncDef::new("arctan", X, "`np.arctan`", |s, b| {
+        unary(s, b, UnaryOp::Atan)
+    })
+    .aliases(&["atan"]),
     FuncDef::new("arcsinh", X, "`np.arcsinh`", |s, b| {
         unary(s, b, UnaryOp::Asinh)
     })
@@ -350,7 +356,10 @@ fn positive(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         _ => return Err(b.err(p, "positive() needs an array or a number")),
     };
     if dtype == DType::Bool {
-        return Err(b.err(p, "positive() is not defined for bools (NumPy raises TypeError)"));
+        return Err(b.err(
+            p,
+            "positive() is not defined for bools (NumPy raises TypeError)",
+        ));
     }
     strong(v)
 }

@@ -216,7 +216,8 @@ fn unknown_function(f: &str, pos: usize) -> EvalError {
                 .into_iter()
                 .map(|n| format!("{n}()"))
                 .collect();
-            let also = "(README lists the functions; docs/unsupported.md what to write instead of others)";
+            let also =
+                "(README lists the functions; docs/unsupported.md what to write instead of others)";
             match did_you_mean(&near) {
                 d if d.is_empty() => format!("unknown function {f}() {also}"),
                 d => format!("unknown function {f}(); {d}{also}"),
@@ -595,9 +596,15 @@ mod tests {
     fn unsupported_names_are_documented_and_not_functions() {
         let page = include_str!("../../../../docs/unsupported.md");
         for (name, instead) in unsupported::UNSUPPORTED {
-            assert!(!is_function(name), "{name} is a function and listed as unsupported");
+            assert!(
+                !is_function(name),
+                "{name} is a function and listed as unsupported"
+            );
             let row = format!("| `{name}` | {instead} |");
-            assert!(page.contains(&row), "docs/unsupported.md lacks the row {row}");
+            assert!(
+                page.contains(&row),
+                "docs/unsupported.md lacks the row {row}"
+            );
         }
     }
 

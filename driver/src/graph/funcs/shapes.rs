@@ -117,12 +117,7 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.roll` (two slices joined; `axis=None` rolls the flattened array)",
         roll,
     ),
-    FuncDef::new(
-        "tile",
-        &["A", "reps"],
-        "`np.tile` (copies joined)",
-        tile,
-    ),
+    FuncDef::new("tile", &["A", "reps"], "`np.tile` (copies joined)", tile),
     FuncDef::new(
         "repeat",
         &["a", "repeats", "axis"],
@@ -541,7 +536,13 @@ fn roll(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 }
 
 /// `x` rolled by `k` along `axis`: its last `k` elements, then the others.
-fn roll_axis(s: &mut Builder, x: NodeId, axis: usize, k: i64, pos: usize) -> Result<NodeId, EvalError> {
+fn roll_axis(
+    s: &mut Builder,
+    x: NodeId,
+    axis: usize,
+    k: i64,
+    pos: usize,
+) -> Result<NodeId, EvalError> {
     let n = s.meta(x).shape[axis];
     if n == 0 {
         return Ok(x);
@@ -614,10 +615,7 @@ fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if reps.len() as u64 != n {
         return Err(b.err(
             b.pos,
-            format!(
-                "repeat(): {} repeats for an axis of {n}",
-                reps.len()
-            ),
+            format!("repeat(): {} repeats for an axis of {n}", reps.len()),
         ));
     }
     let indices: Vec<u64> = reps
@@ -704,7 +702,13 @@ pub(super) fn broadcast_node(s: &mut Builder, x: NodeId, shape: &[u64]) -> NodeI
     let x = s.rechunk(
         x,
         (0..m.ndim())
-            .map(|d| if m.shape[d] == 1 { 1 } else { meta.block[lead + d] })
+            .map(|d| {
+                if m.shape[d] == 1 {
+                    1
+                } else {
+                    meta.block[lead + d]
+                }
+            })
             .collect(),
     );
     s.add(
@@ -788,7 +792,11 @@ fn meshgrid(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             let mut one = vec![1u64; lens.len()];
             one[axis_of_input(i)] = lens[axis_of_input(i)];
             let r = s.reshape(x, &one);
-            Val::Arr(if sparse { r } else { broadcast_node(s, r, &lens) })
+            Val::Arr(if sparse {
+                r
+            } else {
+                broadcast_node(s, r, &lens)
+            })
         })
         .collect();
     Ok(Val::Tuple(out))
@@ -858,10 +866,16 @@ fn diagonal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if k == 0 {
         // Nothing on it: the other axes, then an empty one.
         let m = s.meta(x).clone();
-        let mut shape: Vec<u64> = (0..n).filter(|&d| d != a1 && d != a2).map(|d| m.shape[d]).collect();
+        let mut shape: Vec<u64> = (0..n)
+            .filter(|&d| d != a1 && d != a2)
+            .map(|d| m.shape[d])
+            .collect();
         shape.push(0);
         let e = s.slice(x, &[(a1, 0, 0)]);
-        let perm: Vec<usize> = (0..n).filter(|&d| d != a1 && d != a2).chain([a1, a2]).collect();
+        let perm: Vec<usize> = (0..n)
+            .filter(|&d| d != a1 && d != a2)
+            .chain([a1, a2])
+            .collect();
         let e = s.transpose(e, perm);
         return Ok(Val::Arr(s.reshape(e, &shape)));
     }
@@ -891,7 +905,12 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         }
     }
     let (v, p) = b.need("pad_width")?;
-    let bad = || b.err(*p, "pad(): pad_width is an int, (before, after) or one pair per axis, none negative");
+    let bad = || {
+        b.err(
+            *p,
+            "pad(): pad_width is an int, (before, after) or one pair per axis, none negative",
+        )
+    };
     let int = |v: &Val| match v {
         Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => Ok(x.as_i64() as u64),
         _ => Err(bad()),
@@ -932,9 +951,19 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             let mut shape = s.meta(r).shape.clone();
             shape[a] = w;
             let meta = s.default_meta(shape, m.dtype);
-            parts.push((w > 0).then(|| s.add(meta, NodeOp::Fill { value: c.cast(m.dtype) })));
+            parts.push((w > 0).then(|| {
+                s.add(
+                    meta,
+                    NodeOp::Fill {
+                        value: c.cast(m.dtype),
+                    },
+                )
+            }));
         }
-        let xs: Vec<NodeId> = [parts[0], Some(r), parts[1]].into_iter().flatten().collect();
+        let xs: Vec<NodeId> = [parts[0], Some(r), parts[1]]
+            .into_iter()
+            .flatten()
+            .collect();
         r = s.concat(xs, a, b.pos)?;
     }
     Ok(Val::Arr(r))
