@@ -405,7 +405,11 @@ async fn bitwise_operators_and_the_new_functions_answer_as_numpy() {
     assert_eq!(ints(flipped).await, array![[-8, 1], [3, 6]].into_dyn());
     // Halves to even.
     let x = s.from_ndarray(array![0.5f64, 1.5, 2.5, -2.675]);
-    let r = s.call("round", &[(&x).into()], &[]).unwrap().array().unwrap();
+    let r = s
+        .call("round", &[(&x).into()], &[])
+        .unwrap()
+        .array()
+        .unwrap();
     assert_eq!(
         r.compute::<f64>().await.unwrap(),
         array![0.0, 2.0, 2.0, -3.0].into_dyn()

@@ -314,56 +314,6 @@ pub fn c_log1p(z: C128) -> C128 {
     C128::new(x.hypot(y).ln(), y.atan2(x))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ints_wrap_and_divide_as_numpy() {
-        assert_eq!(100i8.wmul(3), 44);
-        assert_eq!(i8::MIN.wneg(), i8::MIN);
-        assert_eq!(i8::MIN.wabs(), i8::MIN);
-        assert_eq!(1u8.wneg(), 255);
-        assert_eq!(1u8.wsub(2), 255);
-        assert_eq!(i8::MIN.floor_div(-1), i8::MIN);
-        assert_eq!((-7i16).floor_div(2), -4);
-        assert_eq!((-7i16).modulo(2), 1);
-        assert_eq!(7i32.modulo(-2), -1);
-        assert_eq!(7u32.floor_div(0), 0);
-        assert_eq!(7u64.modulo(0), 0);
-        assert_eq!(3u8.wpow(5), 243);
-        assert_eq!(3u8.wpow(6), 217); // 729 mod 256
-        assert_eq!(2u64.wpow(64), 0);
-        assert_eq!((-2i8).wpow(7), -128);
-        assert_eq!(5u16.sign(), 1);
-        assert_eq!((-5i16).sign(), -1);
-    }
-
-    #[test]
-    fn complex_ops_match_numpy() {
-        let z = |re, im| C128::new(re, im);
-        // NumPy 2.4: (3-4j)**2, (1+2j)**-2, (1+2j)**0.5, 0j**-1.
-        assert_eq!(c_pow(z(3.0, -4.0), z(2.0, 0.0)), z(-7.0, -24.0));
-        let r = c_pow(z(1.0, 2.0), z(-2.0, 0.0));
-        assert!((r - z(-0.12, -0.16)).norm() < 1e-15, "{r}");
-        let r = c_pow(z(1.0, 2.0), z(0.5, 0.0));
-        assert!((r - z(1.272_019_649_514_069, 0.786_151_377_757_423_3)).norm() < 1e-14);
-        assert!(c_isnan(c_pow(z(0.0, 0.0), z(-1.0, 0.0))));
-        assert_eq!(c_div(z(1.0, 0.0), z(0.0, 2.0)), z(0.0, -0.5));
-        assert!(c_lt(z(1.0, 5.0), z(2.0, -1.0)) && c_lt(z(1.0, 1.0), z(1.0, 2.0)));
-        assert!(!c_lt(z(1.0, f64::NAN), z(2.0, 0.0)));
-        assert!(c_isnan(c_maximum(z(f64::NAN, 0.0), z(1.0, 0.0))));
-        assert_eq!(c_fmax(z(f64::NAN, 0.0), z(1.0, 0.0)), z(1.0, 0.0));
-        assert_eq!(c_maximum(z(1.0, 2.0), z(0.0, 1.0)), z(1.0, 2.0));
-        assert_eq!(c_sign(z(3.0, -4.0)), z(0.6, -0.8));
-        assert_eq!(c_sign(z(0.0, 0.0)), z(0.0, 0.0));
-        // NumPy's: one infinite part gives its direction, two give NaN.
-        assert_eq!(c_sign(z(f64::INFINITY, 2.0)), z(1.0, 0.0));
-        assert_eq!(c_sign(z(0.0, f64::NEG_INFINITY)), z(0.0, -1.0));
-        assert!(c_isnan(c_sign(z(f64::INFINITY, f64::NEG_INFINITY))));
-    }
-}
-
 /// The inverse trigonometric and hyperbolic functions of a complex number on the real or
 /// the imaginary axis, where their branch cuts lie: C99's values (NumPy's, from the C
 /// library), whose side of a cut follows the sign of the zero part. `which`: "asin",
@@ -412,4 +362,54 @@ pub fn c_inverse_on_axis(which: &str, z: C128) -> Option<C128> {
         });
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ints_wrap_and_divide_as_numpy() {
+        assert_eq!(100i8.wmul(3), 44);
+        assert_eq!(i8::MIN.wneg(), i8::MIN);
+        assert_eq!(i8::MIN.wabs(), i8::MIN);
+        assert_eq!(1u8.wneg(), 255);
+        assert_eq!(1u8.wsub(2), 255);
+        assert_eq!(i8::MIN.floor_div(-1), i8::MIN);
+        assert_eq!((-7i16).floor_div(2), -4);
+        assert_eq!((-7i16).modulo(2), 1);
+        assert_eq!(7i32.modulo(-2), -1);
+        assert_eq!(7u32.floor_div(0), 0);
+        assert_eq!(7u64.modulo(0), 0);
+        assert_eq!(3u8.wpow(5), 243);
+        assert_eq!(3u8.wpow(6), 217); // 729 mod 256
+        assert_eq!(2u64.wpow(64), 0);
+        assert_eq!((-2i8).wpow(7), -128);
+        assert_eq!(5u16.sign(), 1);
+        assert_eq!((-5i16).sign(), -1);
+    }
+
+    #[test]
+    fn complex_ops_match_numpy() {
+        let z = |re, im| C128::new(re, im);
+        // NumPy 2.4: (3-4j)**2, (1+2j)**-2, (1+2j)**0.5, 0j**-1.
+        assert_eq!(c_pow(z(3.0, -4.0), z(2.0, 0.0)), z(-7.0, -24.0));
+        let r = c_pow(z(1.0, 2.0), z(-2.0, 0.0));
+        assert!((r - z(-0.12, -0.16)).norm() < 1e-15, "{r}");
+        let r = c_pow(z(1.0, 2.0), z(0.5, 0.0));
+        assert!((r - z(1.272_019_649_514_069, 0.786_151_377_757_423_3)).norm() < 1e-14);
+        assert!(c_isnan(c_pow(z(0.0, 0.0), z(-1.0, 0.0))));
+        assert_eq!(c_div(z(1.0, 0.0), z(0.0, 2.0)), z(0.0, -0.5));
+        assert!(c_lt(z(1.0, 5.0), z(2.0, -1.0)) && c_lt(z(1.0, 1.0), z(1.0, 2.0)));
+        assert!(!c_lt(z(1.0, f64::NAN), z(2.0, 0.0)));
+        assert!(c_isnan(c_maximum(z(f64::NAN, 0.0), z(1.0, 0.0))));
+        assert_eq!(c_fmax(z(f64::NAN, 0.0), z(1.0, 0.0)), z(1.0, 0.0));
+        assert_eq!(c_maximum(z(1.0, 2.0), z(0.0, 1.0)), z(1.0, 2.0));
+        assert_eq!(c_sign(z(3.0, -4.0)), z(0.6, -0.8));
+        assert_eq!(c_sign(z(0.0, 0.0)), z(0.0, 0.0));
+        // NumPy's: one infinite part gives its direction, two give NaN.
+        assert_eq!(c_sign(z(f64::INFINITY, 2.0)), z(1.0, 0.0));
+        assert_eq!(c_sign(z(0.0, f64::NEG_INFINITY)), z(0.0, -1.0));
+        assert!(c_isnan(c_sign(z(f64::INFINITY, f64::NEG_INFINITY))));
+    }
 }
