@@ -622,6 +622,121 @@ CASES = [
     "bincount(ravel(J))",
     "bincount(ravel(J), minlength=9)",
     "bincount(ravel(J), weights=ravel(A))",
+    # elementwise (rounding halves to even, bitwise and shifts of ints) and manipulation
+    # (flip, roll and tile as slices and joins of blocks), list operands, empty arrays
+    "round(A * 10)",
+    "round(A * 100, -1)",
+    "round(F, 1)",
+    "around(I)",
+    "rint(A * 3)",
+    "trunc(A * 3)",
+    "trunc(I)",
+    "log10(P)",
+    "log2(F)",
+    "signbit(A)",
+    "signbit(I)",
+    "positive(I)",
+    "sinh(A)",
+    "cosh(A)",
+    "arcsin(A / 3)",
+    "arccos(A / 3)",
+    "arctan(A)",
+    "arcsinh(A)",
+    "arccosh(P + 1)",
+    "arctanh(A / 3)",
+    "asin(F / 3)",
+    "arctan2(I, J)",
+    "hypot(A, B)",
+    "copysign(A, B)",
+    "copysign(I, -1)",
+    "logaddexp(A, B)",
+    "nextafter(A, B)",
+    "nextafter(F, 0)",
+    "I | 6",
+    "I ^ J",
+    "I << 2",
+    "J >> 1",
+    "I >> J",
+    "K << J",
+    "bitwise_and(I, J)",
+    "bitwise_or(M, M)",
+    "bitwise_xor(I, 3)",
+    "bitwise_invert(I)",
+    "invert(M)",
+    "left_shift(J, J)",
+    "right_shift(I, 1)",
+    "bitwise_left_shift(K, 3)",
+    "5 & I",
+    "(I > 0) | M",
+    "flip(A)",
+    "flip(T, axis=(0, 2))",
+    "flip(w)",
+    "roll(A, -3, axis=1)",
+    "roll(T, (1, 2), axis=(0, 2))",
+    "roll(w, 10)",
+    "tile(v, 3)",
+    "tile(v, (2, 2))",
+    "tile(T, 2)",
+    "repeat(A, 3, axis=0)",
+    "repeat(w, [1, 0, 2, 1, 3, 0, 1])",
+    "repeat(I, 2, axis=1)",
+    "moveaxis(T, 0, -1)",
+    "moveaxis(X, (0, 1), (2, 0))",
+    "permute_dims(T, (2, 0, 1))",
+    "take(A, [0, 3, 3], axis=1)",
+    "take(A, 4)",
+    "take(w, [-1, 0])",
+    "broadcast_to(w[:, None], (7, 4))",
+    "broadcast_to(I[0], (2, 7, 5))",
+    "broadcast_arrays(A, v)[1]",
+    "broadcast_arrays(w[:, None], v)[0]",
+    "meshgrid(v, w)[1]",
+    "meshgrid(v, w, indexing='ij')[1]",
+    "meshgrid(v, w, sparse=True)[0]",
+    "meshgrid(v, w, T[0, 0])[2]",
+    "triu(A, 1)",
+    "tril(A, -2)",
+    "triu(T)",
+    "tril(M)",
+    "diagonal(A)",
+    "diagonal(A, -2)",
+    "diagonal(T, 0, 0, 2)",
+    "diagonal(A, 9)",
+    "pad(v, (2, 3), constant_values=7)",
+    "pad(A, ((1, 0), (0, 2)))",
+    "pad(I, 2)",
+    "pad(M, 1)",
+    "concat((A, B))",
+    "concat((A, B), axis=1)",
+    "unstack(T)[1]",
+    "unstack(A, axis=1)[4]",
+    "expand_dims(T, (-1, 1))",
+    "A[:, None] * v",
+    "A * [1, 2, 3, 4, 5]",
+    "I + [[1], [2], [3], [4], [5], [6], [7]]",
+    "M & [True, False, True, True, False]",
+    "F * [1.5, 2, 3, 4, 5]",
+    "I * [1, 2, 3, 4, 5]",
+    "zeros((0, 3)) + 1",
+    "A[:0] * 2",
+    "sum(A[:0])",
+    "flip(A[:0])",
+    "concat((A[:0], A))",
+    "round(A, 2)",
+    "round(I, -1)",
+    "log2(P)",
+    "atan2(A, B)",
+    "I & J",
+    "~I",
+    "flip(A, axis=0)",
+    "roll(A, 2)",
+    "tile(A, (2, 1))",
+    "repeat(A, 2)",
+    "tril(A)",
+    "diagonal(A, 1)",
+    "pad(A, 1)",
+    "meshgrid(v, w)[0]",
+    "broadcast_to(v, (3, 5))",
 ]
 
 # A subset that also runs against Garage (the same code path, a real S3 server).
@@ -671,7 +786,7 @@ def _number_op(f):
     return op, rop
 
 
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lt", "le", "gt",
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor", "lshift", "rshift", "lt", "le", "gt",
               "ge", "eq", "ne"):
     _op, _rop = _number_op(getattr(operator, f"{_name}_" if _name in ("and", "or") else _name))
     setattr(Number, f"__{_name}__", _op)
@@ -711,6 +826,11 @@ class _Numbers(ast.NodeTransformer):
         if isinstance(node.value, ast.Name) and node.value.id == "np" and node.attr in self.CONSTANTS:
             return self.wrap(node)
         return self.generic_visit(node)
+
+    def visit_List(self, node):
+        # A list operand is NumPy's array of Python numbers (`A * [1, 2, 3]`).
+        node = self.generic_visit(node)
+        return ast.Call(ast.Name("_python", ast.Load()), [node], [])
 
     def visit_Subscript(self, node):
         node.value = self.visit(node.value)
@@ -1106,10 +1226,24 @@ DTYPE_CASES = [
     "median(i8, axis=0)", "median(u64)", "percentile(f32, 30, axis=1)", "quantile(u8, 0.5, method='nearest')",
     "nanmedian(f32, axis=0)", "ptp(u8, axis=0)", "ptp(i8)", "average(i16, axis=0, weights=u8[:, 0])", "cov(f32)",
     "cov(z128)", "corrcoef(i32)", "histogram(u16, bins=4)[0]", "bincount(ravel(u8))",
+    # rounding, float functions and bitwise ops in every dtype (NumPy's promotion; shifts past the width)
+    "round(f32, 2)", "round(z128, 1)", "round(i8, -1)", "round(u16)", "round(i64, -3)", "rint(z64)", "trunc(u8)",
+    "trunc(bb)", "log2(z128)", "log10(i16)", "signbit(i8)", "signbit(u64)", "signbit(f32)", "arcsin(z128)",
+    "arccosh(z64)", "sinh(z128)", "arccos(z128)", "arctanh(z128)", "arcsinh(z128 * 1j)", "arctan(z128 * 1j)",
+    "arccosh(z128)", "arctan2(i16, i16)", "hypot(i32, u8)", "copysign(f32, i8)", "logaddexp(u16, u16)",
+    "nextafter(f32, f64)", "nextafter(f32, f32 * 0)", "nextafter(i16, u16)", "i8 & u8", "u16 | i32", "i64 ^ i64",
+    "u64 & u64", "~u8", "~i16", "~u64", "u8 << 3", "i8 << 9", "i8 >> s8", "u64 >> 3", "i16 << t16", "bb << bb",
+    "bitwise_and(bb, bb)", "i8 & bb", "bitwise_xor(u32, 7)", "right_shift(i32, 31)", "left_shift(u8, t16)",
+    "i8 >> 200 // 20", "s8 << s8",
+    # manipulation keeps the dtype
+    "flip(z64, axis=1)", "roll(u64, 3)", "tile(i8[0], 2)", "repeat(bb, 2, axis=0)", "tril(z128)", "triu(u16, -1)",
+    "diagonal(i8)", "pad(u8, 1, constant_values=255)", "pad(z64, (0, 1))", "take(u64, [1, 1], axis=0)",
+    "broadcast_to(z64[0], (2, 7, 5))", "u8 * [1, 2, 3, 4, 5]", "f32 * [1.5, 2, 3, 4, 5]", "i8 + [1j, 2, 3, 4, 5]",
 ]
 # Where nums-cloud differs from NumPy on purpose (README's differences): NumPy's float16
 # results of float functions of bool, int8 and uint8 are float32 here (no float16).
-FLOAT16_CASES = ["exp(i8)", "sqrt(u8)", "sin(bb)", "log1p(u8)", "angle(i8)"]
+FLOAT16_CASES = ["exp(i8)", "sqrt(u8)", "sin(bb)", "log1p(u8)", "angle(i8)", "log2(i8)", "round(bb)",
+                 "arctan2(u8, u8)", "hypot(bb, i8)"]
 # Refused when checked, as NumPy raises.
 DTYPE_ERRORS = {
     "i8 + 300": "Python integer 300 out of bounds for int8",
@@ -1132,6 +1266,12 @@ DTYPE_ERRORS = {
     "np.linalg.norm(z128, 2)": "LAPACK's zgesdd is not wired",
     "astype(f64, 'float16')": "unsupported dtype \"float16\"",
     "linear_regression(z128, f64[:, 0])": "X and y must be real numbers, not complex128",
+    "i64 & u64": "& is defined for bools and integers",
+    "f64 << 1": "<< is defined for bools and integers",
+    "~f32": "~ and bitwise_invert need a bool or integer array",
+    "trunc(z128)": "trunc is not defined for complex numbers",
+    "arctan2(z128, f64)": "arctan2 is not defined for complex numbers",
+    "signbit(z64)": "signbit is not defined for complex numbers",
 }
 
 

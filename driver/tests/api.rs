@@ -388,6 +388,38 @@ async fn arrays_of_every_dtype_come_and_go_in_their_dtype() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn bitwise_operators_and_the_new_functions_answer_as_numpy() {
+    use nums_cloud::api::Arg;
+    let d = Dir::new("bitwise");
+    let s = d.session();
+    let a = s.from_ndarray(array![[1i32, -8], [6, 3]]);
+    let b = s.from_ndarray(array![[3i32, 1], [33, 2]]);
+    let ints = |x: Array| async move { x.compute::<i32>().await.unwrap() };
+    // NumPy's: shifts past the width give 0 (or -1 for a negative number shifted right).
+    assert_eq!(ints(&a & &b).await, array![[1, 0], [0, 2]].into_dyn());
+    assert_eq!(ints(&a << &b).await, array![[8, -16], [0, 12]].into_dyn());
+    assert_eq!(ints(&a >> &b).await, array![[0, -4], [0, 0]].into_dyn());
+    assert_eq!(ints(!&a).await, array![[-2, 7], [-7, -4]].into_dyn());
+    let flipped = s
+        .call("flip", &[(&a).into()], &[("axis", Arg::Int(1))])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(ints(flipped).await, array![[-8, 1], [3, 6]].into_dyn());
+    // Halves to even.
+    let x = s.from_ndarray(array![0.5f64, 1.5, 2.5, -2.675]);
+    let r = s
+        .call("round", &[(&x).into()], &[])
+        .unwrap()
+        .array()
+        .unwrap();
+    assert_eq!(
+        r.compute::<f64>().await.unwrap(),
+        array![0.0, 2.0, 2.0, -3.0].into_dyn()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_computed_array_is_read_in_place_by_later_computes() {
     let d = Dir::new("persist");
     let s = d.session();

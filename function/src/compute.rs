@@ -92,6 +92,9 @@ pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
     let c = a.promote(b);
     if op == BinaryOp::Div {
         c.to_float()
+    } else if op.is_float_fn() {
+        // NumPy's loop: the smallest float both operands cast to safely.
+        a.to_float_fn().promote(b.to_float_fn())
     } else if c == DType::Bool {
         DType::Int8
     } else {
@@ -105,8 +108,7 @@ pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
 fn unary_dtype(op: UnaryOp, dtype: DType, out: DType) -> DType {
     if dtype.is_complex() {
         dtype
-    } else if dtype.is_exact() && (op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil))
-    {
+    } else if dtype.is_exact() && (op.keeps_ints() || op.rounds()) {
         if dtype == DType::Bool {
             DType::Int8
         } else {
@@ -312,6 +314,12 @@ fn float_binary<T: Real>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T
         BinaryOp::Sub => T::wrap(zip.par_map_collect(|&x, &y| x - y)),
         BinaryOp::Mul => T::wrap(zip.par_map_collect(|&x, &y| x * y)),
         BinaryOp::Div => T::wrap(zip.par_map_collect(|&x, &y| x / y)),
+        // float32's steps are its own.
+        BinaryOp::NextAfter if T::DTYPE == DType::Float32 => {
+            T::wrap(zip.par_map_collect(|&x, &y| {
+                T::from_elem(batch::nextafter_f32(x.to_f64() as f32, y.to_f64() as f32))
+            }))
+        }
         op if op.is_predicate() => {
             Block::Bool(zip.par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate")))
         }

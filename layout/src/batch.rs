@@ -143,9 +143,81 @@ pub enum UnaryOp {
     /// `angle(x)`: a complex's argument in radians, `atan2(imag, real)` (a real value:
     /// 0, or pi where it is negative).
     Angle,
+    /// `trunc(x)`: rounded toward 0.
+    Trunc,
+    /// `rint(x)`: rounded to the nearest integer, halves to even (`round`'s step).
+    Rint,
+    /// `log2(x)`.
+    Log2,
+    /// `log10(x)`.
+    Log10,
+    /// `signbit(x)`, bool: the sign bit is set (-0.0 and -NaN too).
+    Signbit,
+    /// `~x` of an integer array: its bits inverted.
+    Invert,
+    /// `sinh(x)`.
+    Sinh,
+    /// `cosh(x)`.
+    Cosh,
+    /// `arcsin(x)`.
+    Asin,
+    /// `arccos(x)`.
+    Acos,
+    /// `arctan(x)`.
+    Atan,
+    /// `arcsinh(x)`.
+    Asinh,
+    /// `arccosh(x)`.
+    Acosh,
+    /// `arctanh(x)`.
+    Atanh,
 }
 
 impl UnaryOp {
+    /// NumPy's name of the function, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            UnaryOp::Neg => "negative",
+            UnaryOp::Not => "logical_not",
+            UnaryOp::Abs => "abs",
+            UnaryOp::Exp => "exp",
+            UnaryOp::Expm1 => "expm1",
+            UnaryOp::Log => "log",
+            UnaryOp::Log1p => "log1p",
+            UnaryOp::Sqrt => "sqrt",
+            UnaryOp::Square => "square",
+            UnaryOp::Sign => "sign",
+            UnaryOp::Sin => "sin",
+            UnaryOp::Cos => "cos",
+            UnaryOp::Tan => "tan",
+            UnaryOp::Tanh => "tanh",
+            UnaryOp::Floor => "floor",
+            UnaryOp::Ceil => "ceil",
+            UnaryOp::Sigmoid => "sigmoid",
+            UnaryOp::IsNan => "isnan",
+            UnaryOp::IsFinite => "isfinite",
+            UnaryOp::IsInf => "isinf",
+            UnaryOp::Real => "real",
+            UnaryOp::Imag => "imag",
+            UnaryOp::Conj => "conj",
+            UnaryOp::Angle => "angle",
+            UnaryOp::Trunc => "trunc",
+            UnaryOp::Rint => "rint",
+            UnaryOp::Log2 => "log2",
+            UnaryOp::Log10 => "log10",
+            UnaryOp::Signbit => "signbit",
+            UnaryOp::Invert => "invert",
+            UnaryOp::Sinh => "sinh",
+            UnaryOp::Cosh => "cosh",
+            UnaryOp::Asin => "arcsin",
+            UnaryOp::Acos => "arccos",
+            UnaryOp::Atan => "arctan",
+            UnaryOp::Asinh => "arcsinh",
+            UnaryOp::Acosh => "arccosh",
+            UnaryOp::Atanh => "arctanh",
+        }
+    }
+
     /// The op on one float64, as NumPy computes it (`Not` gives 1.0 or 0.0).
     pub fn apply(self, v: f64) -> f64 {
         match self {
@@ -173,6 +245,20 @@ impl UnaryOp {
             UnaryOp::Real | UnaryOp::Conj => v,
             UnaryOp::Imag => 0.0,
             UnaryOp::Angle => 0.0f64.atan2(v),
+            UnaryOp::Trunc => v.trunc(),
+            UnaryOp::Rint => v.round_ties_even(),
+            UnaryOp::Log2 => v.log2(),
+            UnaryOp::Log10 => v.log10(),
+            UnaryOp::Signbit => v.is_sign_negative() as u8 as f64,
+            UnaryOp::Invert => f64::NAN,
+            UnaryOp::Sinh => v.sinh(),
+            UnaryOp::Cosh => v.cosh(),
+            UnaryOp::Asin => v.asin(),
+            UnaryOp::Acos => v.acos(),
+            UnaryOp::Atan => v.atan(),
+            UnaryOp::Asinh => v.asinh(),
+            UnaryOp::Acosh => v.acosh(),
+            UnaryOp::Atanh => v.atanh(),
         }
     }
 
@@ -192,7 +278,9 @@ impl UnaryOp {
             UnaryOp::Abs => v.wabs(),
             UnaryOp::Square => v.wmul(v),
             UnaryOp::Sign => v.sign(),
-            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Real | UnaryOp::Conj => v,
+            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Real | UnaryOp::Conj => v,
+            UnaryOp::Invert => v.invert(),
+            UnaryOp::Signbit => b(v.negative()),
             UnaryOp::Imag => T::ZERO,
             UnaryOp::Not => b(v == T::ZERO),
             UnaryOp::IsNan | UnaryOp::IsInf => T::ZERO,
@@ -229,7 +317,33 @@ impl UnaryOp {
             UnaryOp::Imag => real(z.im),
             UnaryOp::Conj => z.conj(),
             UnaryOp::Angle => real(z.im.atan2(z.re)),
-            UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Not => real(f64::NAN),
+            UnaryOp::Rint => C128::new(z.re.round_ties_even(), z.im.round_ties_even()),
+            UnaryOp::Log2 => z.log2(),
+            UnaryOp::Log10 => z.log10(),
+            UnaryOp::Sinh => z.sinh(),
+            UnaryOp::Cosh => z.cosh(),
+            UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Atan
+            | UnaryOp::Asinh
+            | UnaryOp::Acosh
+            | UnaryOp::Atanh => {
+                let name = self.name().replace("arc", "a");
+                num::c_inverse_on_axis(&name, z).unwrap_or_else(|| match self {
+                    UnaryOp::Asin => z.asin(),
+                    UnaryOp::Acos => z.acos(),
+                    UnaryOp::Atan => z.atan(),
+                    UnaryOp::Asinh => z.asinh(),
+                    UnaryOp::Acosh => z.acosh(),
+                    _ => z.atanh(),
+                })
+            }
+            UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Trunc
+            | UnaryOp::Signbit
+            | UnaryOp::Invert
+            | UnaryOp::Not => real(f64::NAN),
         }
     }
 
@@ -245,7 +359,7 @@ impl UnaryOp {
     pub fn is_predicate(self) -> bool {
         matches!(
             self,
-            UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite | UnaryOp::IsInf
+            UnaryOp::Not | UnaryOp::IsNan | UnaryOp::IsFinite | UnaryOp::IsInf | UnaryOp::Signbit
         )
     }
 
@@ -261,7 +375,14 @@ impl UnaryOp {
                 | UnaryOp::Real
                 | UnaryOp::Imag
                 | UnaryOp::Conj
+                | UnaryOp::Invert
         )
+    }
+
+    /// Keeps an integer input's dtype although it is no arithmetic: NumPy 2's rounding
+    /// functions of ints are the ints.
+    pub fn rounds(self) -> bool {
+        matches!(self, UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc)
     }
 }
 
@@ -312,6 +433,26 @@ pub enum BinaryOp {
     Or,
     /// `x ^ y`: logical exclusive or (bool operands).
     Xor,
+    /// `x & y` of integers: bitwise and.
+    BitAnd,
+    /// `x | y` of integers: bitwise or.
+    BitOr,
+    /// `x ^ y` of integers: bitwise exclusive or.
+    BitXor,
+    /// `x << y` of integers (NumPy's: 0 past the width).
+    Shl,
+    /// `x >> y` of integers (arithmetic for signed types).
+    Shr,
+    /// `arctan2(x, y)`: the angle of the point (y, x), in radians.
+    Atan2,
+    /// `hypot(x, y)`: `sqrt(x*x + y*y)` without overflow.
+    Hypot,
+    /// `copysign(x, y)`: `x`'s magnitude with `y`'s sign.
+    Copysign,
+    /// `logaddexp(x, y)`: `log(exp(x) + exp(y))` without overflow.
+    LogAddExp,
+    /// `nextafter(x, y)`: the next representable value after `x` toward `y`.
+    NextAfter,
 }
 
 /// NumPy's float floor division and remainder (`npy_divmod`), bit for bit: the remainder
@@ -357,9 +498,44 @@ impl BinaryOp {
         )
     }
 
-    /// `& | ^` on bool (and on int64 as bitwise ops, which nums-cloud does not do).
+    /// `& | ^` on bool (on integers they are [`BinaryOp::is_bitwise`]).
     pub fn is_logical(self) -> bool {
         matches!(self, BinaryOp::And | BinaryOp::Or | BinaryOp::Xor)
+    }
+
+    /// `& | ^` as they are for operands of this dtype: logical of bools, bitwise of
+    /// integers (other ops are themselves).
+    pub fn for_bools(self, bools: bool) -> BinaryOp {
+        match (self, bools) {
+            (BinaryOp::BitAnd, true) => BinaryOp::And,
+            (BinaryOp::BitOr, true) => BinaryOp::Or,
+            (BinaryOp::BitXor, true) => BinaryOp::Xor,
+            (BinaryOp::And, false) => BinaryOp::BitAnd,
+            (BinaryOp::Or, false) => BinaryOp::BitOr,
+            (BinaryOp::Xor, false) => BinaryOp::BitXor,
+            (op, _) => op,
+        }
+    }
+
+    /// The integer-only ops: `& | ^ << >>` of integers.
+    pub fn is_bitwise(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::BitAnd | BinaryOp::BitOr | BinaryOp::BitXor | BinaryOp::Shl | BinaryOp::Shr
+        )
+    }
+
+    /// The float functions of two operands (`arctan2`, `hypot`, ...): ints compute in
+    /// floats, complex has no loop.
+    pub fn is_float_fn(self) -> bool {
+        matches!(
+            self,
+            BinaryOp::Atan2
+                | BinaryOp::Hypot
+                | BinaryOp::Copysign
+                | BinaryOp::LogAddExp
+                | BinaryOp::NextAfter
+        )
     }
 
     /// The op on two float64s as NumPy computes it; predicates give 1.0 or 0.0.
@@ -389,6 +565,17 @@ impl BinaryOp {
             BinaryOp::And => b(x != 0.0 && y != 0.0),
             BinaryOp::Or => b(x != 0.0 || y != 0.0),
             BinaryOp::Xor => b((x != 0.0) != (y != 0.0)),
+            BinaryOp::Atan2 => x.atan2(y),
+            BinaryOp::Hypot => x.hypot(y),
+            BinaryOp::Copysign => x.copysign(y),
+            BinaryOp::LogAddExp => logaddexp(x, y),
+            BinaryOp::NextAfter => nextafter(x, y),
+            // Integer-only ops (refused for floats when the graph is built).
+            BinaryOp::BitAnd
+            | BinaryOp::BitOr
+            | BinaryOp::BitXor
+            | BinaryOp::Shl
+            | BinaryOp::Shr => f64::NAN,
         }
     }
 
@@ -417,6 +604,11 @@ impl BinaryOp {
             BinaryOp::Mod => x.modulo(y),
             BinaryOp::Maximum | BinaryOp::ClipLow => x.max(y),
             BinaryOp::Minimum | BinaryOp::ClipHigh => x.min(y),
+            BinaryOp::BitAnd => x.bits(y, 0),
+            BinaryOp::BitOr => x.bits(y, 1),
+            BinaryOp::BitXor => x.bits(y, 2),
+            BinaryOp::Shl => x.shl(y),
+            BinaryOp::Shr => x.shr(y),
             _ => return None,
         })
     }
@@ -505,9 +697,67 @@ impl BinaryOp {
             BinaryOp::Ne => "!=",
             BinaryOp::And => "&",
             BinaryOp::Or => "|",
-            BinaryOp::Xor => "^",
+            BinaryOp::Xor | BinaryOp::BitXor => "^",
+            BinaryOp::BitAnd => "&",
+            BinaryOp::BitOr => "|",
+            BinaryOp::Shl => "<<",
+            BinaryOp::Shr => ">>",
+            BinaryOp::Atan2 => "arctan2",
+            BinaryOp::Hypot => "hypot",
+            BinaryOp::Copysign => "copysign",
+            BinaryOp::LogAddExp => "logaddexp",
+            BinaryOp::NextAfter => "nextafter",
         }
     }
+}
+
+/// NumPy's `logaddexp` (`npy_logaddexp`): `log(exp(x) + exp(y))` without overflow; equal
+/// infinities give themselves.
+pub fn logaddexp(x: f64, y: f64) -> f64 {
+    if x == y {
+        // Handles infinities of the same sign without NaN.
+        return x + std::f64::consts::LN_2;
+    }
+    let d = x - y;
+    if d > 0.0 {
+        x + (-d).exp().ln_1p()
+    } else if d <= 0.0 {
+        y + d.exp().ln_1p()
+    } else {
+        d // NaN
+    }
+}
+
+/// C's `nextafter` of float64.
+pub fn nextafter(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        return x + y;
+    }
+    if x == y {
+        return y;
+    }
+    if x == 0.0 {
+        return f64::from_bits(1).copysign(y);
+    }
+    let up = (y > x) == (x > 0.0);
+    let bits = x.to_bits();
+    f64::from_bits(if up { bits + 1 } else { bits - 1 })
+}
+
+/// C's `nextafterf`: [`nextafter`] in float32's steps.
+pub fn nextafter_f32(x: f32, y: f32) -> f32 {
+    if x.is_nan() || y.is_nan() {
+        return x + y;
+    }
+    if x == y {
+        return y;
+    }
+    if x == 0.0 {
+        return f32::from_bits(1).copysign(y);
+    }
+    let up = (y > x) == (x > 0.0);
+    let bits = x.to_bits();
+    f32::from_bits(if up { bits + 1 } else { bits - 1 })
 }
 
 /// NumPy's `maximum` of two floats, bit for bit: `x` if it is NaN or larger, else `y` (a

@@ -33,6 +33,15 @@ pub trait Int: Elem + Ord + Default + std::hash::Hash {
     fn modulo(self, y: Self) -> Self;
     /// Whether it is below 0.
     fn negative(self) -> bool;
+    /// `self & y`, `self | y`, `self ^ y` (`which` 0, 1, 2).
+    fn bits(self, y: Self, which: u8) -> Self;
+    /// `~self`.
+    fn invert(self) -> Self;
+    /// NumPy's `self << y`: 0 where `y` is negative or at least the width in bits.
+    fn shl(self, y: Self) -> Self;
+    /// NumPy's `self >> y` (arithmetic for signed types): where `y` is negative or at
+    /// least the width, -1 for a negative `self`, else 0.
+    fn shr(self, y: Self) -> Self;
     /// `self ** e` for `e >= 0`, wrapping (modulo 2^n whatever the order of the products:
     /// NumPy's bits); by squaring.
     fn wpow(self, e: Self) -> Self {
@@ -80,6 +89,34 @@ macro_rules! int_common {
                 q.wrapping_sub(1)
             } else {
                 q
+            }
+        }
+        #[inline]
+        fn bits(self, y: $t, which: u8) -> $t {
+            match which {
+                0 => self & y,
+                1 => self | y,
+                _ => self ^ y,
+            }
+        }
+        #[inline]
+        fn invert(self) -> $t {
+            !self
+        }
+        #[inline]
+        fn shl(self, y: $t) -> $t {
+            // NumPy casts the shift to size_t: a negative one is past the width.
+            match u32::try_from(y) {
+                Ok(k) if k < <$t>::BITS => self << k,
+                _ => 0,
+            }
+        }
+        #[inline]
+        fn shr(self, y: $t) -> $t {
+            match u32::try_from(y) {
+                Ok(k) if k < <$t>::BITS => self >> k,
+                _ if self.negative() => (0 as $t).wrapping_sub(1),
+                _ => 0,
             }
         }
         #[inline]
@@ -275,6 +312,56 @@ pub fn c_expm1(z: C128) -> C128 {
 pub fn c_log1p(z: C128) -> C128 {
     let (x, y) = (z.re + 1.0, z.im);
     C128::new(x.hypot(y).ln(), y.atan2(x))
+}
+
+/// The inverse trigonometric and hyperbolic functions of a complex number on the real or
+/// the imaginary axis, where their branch cuts lie: C99's values (NumPy's, from the C
+/// library), whose side of a cut follows the sign of the zero part. `which`: "asin",
+/// "acos", "atan", "asinh", "acosh", "atanh". `None` off the axes (the formulas are
+/// continuous there) and where a part is not finite.
+pub fn c_inverse_on_axis(which: &str, z: C128) -> Option<C128> {
+    use std::f64::consts::{FRAC_PI_2, PI};
+    let (x, y) = (z.re, z.im);
+    if !x.is_finite() || !y.is_finite() {
+        return None;
+    }
+    let c = C128::new;
+    if y == 0.0 {
+        // x + s0i: the sign of the zero picks the side of a cut on the real axis.
+        let s = y; // +0.0 or -0.0
+        let a = x.abs();
+        return Some(match which {
+            "asin" if a <= 1.0 => c(x.asin(), s),
+            "asin" => c(FRAC_PI_2.copysign(x), a.acosh().copysign(s)),
+            "acos" if a <= 1.0 => c(x.acos(), -s),
+            "acos" => c(if x > 0.0 { 0.0 } else { PI }, -a.acosh().copysign(s)),
+            "atanh" if a < 1.0 => c(x.atanh(), s),
+            "atanh" if a > 1.0 => c((1.0 / x).atanh(), FRAC_PI_2.copysign(s)),
+            "acosh" if x >= 1.0 => c(x.acosh(), s),
+            "acosh" if x >= -1.0 => c(0.0, x.acos().copysign(s)),
+            "acosh" => c(a.acosh(), PI.copysign(s)),
+            "asinh" => c(x.asinh(), s),
+            "atan" => c(x.atan(), s),
+            _ => return None,
+        });
+    }
+    if x == 0.0 {
+        // r0 + yi: cuts on the imaginary axis.
+        let r = x;
+        let a = y.abs();
+        return Some(match which {
+            "asinh" if a <= 1.0 => c(r, y.asin()),
+            "asinh" => c(a.acosh().copysign(r), FRAC_PI_2.copysign(y)),
+            "atan" if a < 1.0 => c(r, y.atanh()),
+            "atan" if a > 1.0 => c(FRAC_PI_2.copysign(r), (1.0 / y).atanh()),
+            "asin" => c(r, y.asinh()),
+            "acos" => c(FRAC_PI_2, -y.asinh()),
+            "atanh" => c(r, y.atan()),
+            "acosh" => c(a.asinh(), FRAC_PI_2.copysign(y)),
+            _ => return None,
+        });
+    }
+    None
 }
 
 #[cfg(test)]

@@ -829,7 +829,7 @@ macro_rules! binary_ops {
 }
 binary_ops!(Add add Add, Sub sub Sub, Mul mul Mul, Div div Div, Rem rem Mod);
 
-/// `& | ^` between arrays (bool or int64, NumPy's bitwise operators).
+/// `& | ^ << >>` between arrays (bool or ints, NumPy's bitwise operators).
 macro_rules! bit_ops {
     ($($tr:ident $f:ident $op:ident),*) => {$(
         impl std::ops::$tr<&Array> for &Array {
@@ -846,7 +846,7 @@ macro_rules! bit_ops {
         }
     )*};
 }
-bit_ops!(BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor);
+bit_ops!(BitAnd bitand And, BitOr bitor Or, BitXor bitxor Xor, Shl shl Shl, Shr shr Shr);
 
 impl std::ops::Neg for &Array {
     type Output = Array;
@@ -864,7 +864,7 @@ impl std::ops::Neg for Array {
 
 impl std::ops::Not for &Array {
     type Output = Array;
-    /// `~x`: logical not of a bool array, bitwise not of an int64 one.
+    /// `~x`: logical not of a bool array, bitwise not of an int one.
     fn not(self) -> Array {
         self.expr(|o| o.unary(UnOp::Invert, &Arg::Array(self.clone())))
     }

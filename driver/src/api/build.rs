@@ -269,6 +269,8 @@ fn op_str(op: Op) -> &'static str {
         Op::And => "&",
         Op::Or => "|",
         Op::Xor => "^",
+        Op::Shl => "<<",
+        Op::Shr => ">>",
     }
 }
 

@@ -26,6 +26,17 @@ impl<'a> Builder<'a> {
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
         let strong = matches!(v, Val::NpScalar(_));
+        // `~` inverts the bits of ints.
+        let int = match &v {
+            Val::NpScalar(x) => x.dtype().is_int(),
+            Val::Arr(id) => self.meta(*id).dtype.is_int(),
+            _ => false,
+        };
+        let op = if op == UnaryOp::Not && int {
+            UnaryOp::Invert
+        } else {
+            op
+        };
         let x = match v {
             Val::Num(x) | Val::NpScalar(x) => {
                 let dtype = unary_dtype(op, x.dtype()).map_err(at)?;
@@ -59,9 +70,12 @@ impl<'a> Builder<'a> {
             Op::Ge => BinaryOp::Ge,
             Op::Eq => BinaryOp::Eq,
             Op::Ne => BinaryOp::Ne,
+            // `& | ^` are logical of bools, bitwise of ints (`bitwise_and` etc. decide).
             Op::And => BinaryOp::And,
             Op::Or => BinaryOp::Or,
             Op::Xor => BinaryOp::Xor,
+            Op::Shl => BinaryOp::Shl,
+            Op::Shr => BinaryOp::Shr,
             Op::MatMul => {
                 let (Val::Arr(x), Val::Arr(y)) = (a, b) else {
                     return Err(EvalError::Expr(ExprError::new(pos, "@ needs two arrays")));
@@ -100,16 +114,38 @@ impl<'a> Builder<'a> {
             BinaryOp::FloorDiv | BinaryOp::Mod if common.is_complex() => {
                 return Err(no_complex(op.symbol()));
             }
-            _ if op.is_logical() => {
-                if common != DType::Bool {
+            _ if op.is_float_fn() && common.is_complex() => {
+                return Err(no_complex(op.symbol()));
+            }
+            // NumPy's float16 loop, which nums-cloud does not have (its steps are its own).
+            BinaryOp::NextAfter if common.is_exact() && common.size() == 1 => {
+                return Err(at(format!(
+                    "nextafter of {} and {} computes in float16 in NumPy, which nums-cloud does not store; cast to float32 first",
+                    a.0, b.0
+                )));
+            }
+            // NumPy's loop: the smallest float both arrays cast to safely (a weak Python
+            // number takes the array's).
+            _ if op.is_float_fn() => match (a, b) {
+                ((x, false), (y, false)) => x.to_float_fn().promote(y.to_float_fn()),
+                _ => common.to_float_fn(),
+            },
+            _ if op.is_logical() || op.is_bitwise() => {
+                // (int64 with uint64 promotes to float64: NumPy has no loop either.)
+                if !common.is_exact() {
                     return Err(at(format!(
-                        "{} needs bool operands; got {} and {} (bitwise ops on numbers are not supported)",
+                        "{} is defined for bools and integers (NumPy raises TypeError); got {} and {}",
                         op.symbol(),
                         a.0,
                         b.0
                     )));
                 }
-                DType::Bool
+                match op {
+                    _ if common != DType::Bool => common,
+                    // NumPy has no bool loop of the shifts.
+                    BinaryOp::Shl | BinaryOp::Shr => DType::Int8,
+                    _ => DType::Bool,
+                }
             }
             _ if op.is_predicate() => DType::Bool,
             BinaryOp::Sub if common == DType::Bool => {
@@ -130,12 +166,14 @@ impl<'a> Builder<'a> {
     /// An elementwise op of two operands (arrays broadcast, numbers fold).
     pub(super) fn elementwise2(
         &mut self,
-        bop: BinaryOp,
+        mut bop: BinaryOp,
         a: Val,
         b: Val,
         pos: usize,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        // A list operand is NumPy's array of it (`A * [1, 2, 3]`).
+        let (a, b) = (self.list_operand(a, pos)?, self.list_operand(b, pos)?);
         // Two Python numbers: Python computes them before NumPy sees the result.
         if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
             return fold_python(bop, *x, *y).map(Val::Num).map_err(at);
@@ -150,6 +188,8 @@ impl<'a> Builder<'a> {
             return Err(at(format!("{} needs arrays or numbers", bop.symbol())));
         };
         let mut dtype = self.result_dtype(bop, da, db, pos)?;
+        // `& | ^` of ints are bitwise, `bitwise_and` of bools logical.
+        bop = bop.for_bools(dtype == DType::Bool);
         let scalar_left = matches!((&a, &b), (Val::Num(..), Val::Arr(_)));
         // NumPy computes `x ** 2` as `square(x)`: int8 for bools, as `M ** True` is.
         if let (BinaryOp::Pow, (DType::Bool, false), Val::Num(Scalar::Int(2))) = (bop, da, &b) {
@@ -232,6 +272,85 @@ impl<'a> Builder<'a> {
             }
             _ => unreachable!("checked above"),
         })
+    }
+
+    /// A list or tuple of numbers (nested: rows) as `np.asarray` makes it: bool, int64,
+    /// float64 or complex128 by the widest kind in it; other values as they are.
+    pub(super) fn list_operand(&mut self, v: Val, pos: usize) -> Result<Val, EvalError> {
+        /// The most numbers a list operand may hold: it is a node per number.
+        const MAX_LIST: usize = 4096;
+        let Val::Tuple(items) = v else {
+            return Ok(v);
+        };
+        let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        fn flatten(v: &[Val], shape: &mut Vec<u64>, depth: usize, out: &mut Vec<Scalar>) -> bool {
+            if shape.len() == depth {
+                shape.push(v.len() as u64);
+            } else if shape[depth] != v.len() as u64 {
+                return false;
+            }
+            for i in v {
+                match i {
+                    Val::Tuple(t) => {
+                        if !flatten(t, shape, depth + 1, out) {
+                            return false;
+                        }
+                    }
+                    Val::Num(x) | Val::NpScalar(x) if shape.len() == depth + 1 => out.push(*x),
+                    _ => return false,
+                }
+            }
+            true
+        }
+        let (mut shape, mut xs) = (Vec::new(), Vec::new());
+        if !flatten(&items, &mut shape, 0, &mut xs)
+            || xs.len() as u64 != shape.iter().product::<u64>()
+        {
+            return Err(at(
+                "a list operand holds numbers, or lists of numbers of one length (NumPy's array of it)"
+                    .into(),
+            ));
+        }
+        if xs.len() > MAX_LIST {
+            return Err(at(format!(
+                "a list operand of {} numbers; at most {MAX_LIST} (load larger data from a file)",
+                xs.len()
+            )));
+        }
+        let dtype = match xs.iter().map(|x| x.kind()).max() {
+            None | Some(ScalarKind::Float) => DType::Float64,
+            Some(ScalarKind::Bool) => DType::Bool,
+            Some(ScalarKind::Int) => xs
+                .iter()
+                .map(|x| x.dtype())
+                .reduce(DType::promote)
+                .unwrap_or(DType::Int64),
+            Some(ScalarKind::Complex) => DType::Complex128,
+        };
+        let parts: Vec<NodeId> = xs
+            .iter()
+            .map(|x| {
+                let m = ArrayMeta::new(vec![1], vec![1], dtype);
+                self.add(
+                    m,
+                    NodeOp::Fill {
+                        value: x.cast(dtype),
+                    },
+                )
+            })
+            .collect();
+        let flat = if parts.is_empty() {
+            let m = ArrayMeta::new(vec![0], vec![1], dtype);
+            self.add(
+                m,
+                NodeOp::Fill {
+                    value: Scalar::Float(0.0).cast(dtype),
+                },
+            )
+        } else {
+            self.concat(parts, 0, pos)?
+        };
+        Ok(Val::Arr(self.reshape(flat, &shape)))
     }
 
     /// Broadcasts operands: the output shape, its blocks (each axis from the first operand
@@ -748,8 +867,14 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Stri
         });
     }
     let ints = x.kind() != ScalarKind::Float && y.kind() != ScalarKind::Float;
+    if (op, dtype) == (BinaryOp::NextAfter, DType::Float32) {
+        let v = nums_layout::batch::nextafter_f32(x.as_f64() as f32, y.as_f64() as f32);
+        return Ok(Scalar::Float(v as f64).cast(dtype));
+    }
     let v = match op.apply_i64(x.as_i64(), y.as_i64()) {
-        _ if !ints || op == BinaryOp::Div => Scalar::Float(op.apply(x.as_f64(), y.as_f64())),
+        _ if !ints || op == BinaryOp::Div || op.is_float_fn() => {
+            Scalar::Float(op.apply(x.as_f64(), y.as_f64()))
+        }
         Some(v) => Scalar::Int(v),
         None => {
             return Err(format!(
@@ -798,8 +923,46 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
             Scalar::Complex(z.re, z.im)
         });
     }
-    if op.is_logical() {
-        return Ok(Scalar::Bool(op.apply(x.as_f64(), y.as_f64()) != 0.0));
+    if op.is_logical() || op.is_bitwise() {
+        let bools = x.kind() == ScalarKind::Bool && y.kind() == ScalarKind::Bool;
+        if !ints {
+            return Err(format!(
+                "{x} {} {y}: {} of a float (Python raises TypeError)",
+                op.symbol(),
+                op.symbol()
+            ));
+        }
+        let op = op.for_bools(bools);
+        if op.is_logical() {
+            return Ok(Scalar::Bool(op.apply(x.as_f64(), y.as_f64()) != 0.0));
+        }
+        let (a, b) = (x.as_i128().expect("an int"), y.as_i128().expect("an int"));
+        let v = match op {
+            BinaryOp::BitAnd => Some(a & b),
+            BinaryOp::BitOr => Some(a | b),
+            BinaryOp::BitXor => Some(a ^ b),
+            _ if b < 0 => {
+                return Err(format!(
+                    "{x} {} {y}: negative shift count (Python raises ValueError)",
+                    op.symbol()
+                ));
+            }
+            BinaryOp::Shl => u32::try_from(b)
+                .ok()
+                .and_then(|k| a.checked_shl(k))
+                .filter(|v| v >> b == a),
+            _ => Some(if b >= 127 {
+                if a < 0 { -1 } else { 0 }
+            } else {
+                a >> b
+            }),
+        };
+        return v.and_then(Scalar::from_i128).ok_or_else(|| {
+            format!(
+                "{x} {} {y} is past int64's range (and uint64's)",
+                op.symbol()
+            )
+        });
     }
     if op.is_predicate() {
         let t = match (exact_int(x), exact_int(y)) {
@@ -944,7 +1107,7 @@ fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
             Scalar::Complex(z.re, z.im)
         });
     }
-    let keeps = op.keeps_ints() || matches!(op, UnaryOp::Floor | UnaryOp::Ceil);
+    let keeps = op.keeps_ints() || op.rounds();
     if let (Scalar::UInt(u), false) = (x, op.is_predicate())
         && keeps
     {
@@ -965,9 +1128,17 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
     use DType::{Bool, Float64, Int8};
     Ok(match (op, dt) {
         (UnaryOp::Not, Bool) => Bool,
-        (UnaryOp::Not, d) => {
+        (UnaryOp::Not | UnaryOp::Invert, d) if !d.is_int() => {
             return Err(format!(
-                "~ and logical_not need a bool array; got {d} (bitwise invert is not supported)"
+                "~ and bitwise_invert need a bool or integer array; got {d} (NumPy raises TypeError)"
+            ));
+        }
+        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Signbit, d)
+            if d.is_complex() =>
+        {
+            return Err(format!(
+                "{} is not defined for complex numbers (NumPy raises TypeError); got {d}",
+                op.name()
             ));
         }
         (UnaryOp::Neg, Bool) => {
@@ -978,27 +1149,28 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
         (UnaryOp::Sign, Bool) => {
             return Err("sign is not defined for bool arrays (NumPy refuses it)".into());
         }
-        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Sigmoid, d) if d.is_complex() => {
-            let name = match op {
-                UnaryOp::Floor => "floor",
-                UnaryOp::Ceil => "ceil",
-                _ => "sigmoid",
-            };
+        (UnaryOp::Sigmoid, d) if d.is_complex() => {
             return Err(format!(
-                "{name} is not defined for complex numbers (NumPy raises TypeError); got {d}"
+                "sigmoid is not defined for complex numbers (NumPy raises TypeError); got {d}"
             ));
         }
         (op, _) if op.is_predicate() => Bool,
         (op, d) if op.is_real_of_complex() && d.is_complex() => d.real(),
         // NumPy's loops for bools: abs, floor, ceil, real and imag keep bool; square and
         // conj compute in int8; angle is float64.
-        (UnaryOp::Abs | UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Real | UnaryOp::Imag, Bool) => {
-            Bool
-        }
+        (
+            UnaryOp::Abs
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Trunc
+            | UnaryOp::Real
+            | UnaryOp::Imag,
+            Bool,
+        ) => Bool,
         (UnaryOp::Square | UnaryOp::Conj, Bool) => Int8,
         (UnaryOp::Angle, Bool) => Float64,
         (op, d) if op.keeps_ints() && d.kind() != ScalarKind::Float => d,
-        (UnaryOp::Floor | UnaryOp::Ceil, d) if d.is_exact() => d,
+        (op, d) if op.rounds() && d.is_exact() => d,
         (_, d) => d.to_float_fn(),
     })
 }

@@ -22,10 +22,54 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("log1p", X, "`np.log1p`", |s, b| unary(s, b, UnaryOp::Log1p)),
     FuncDef::new("floor", X, "`np.floor`", |s, b| unary(s, b, UnaryOp::Floor)),
     FuncDef::new("ceil", X, "`np.ceil`", |s, b| unary(s, b, UnaryOp::Ceil)),
+    FuncDef::new("trunc", X, "`np.trunc`", |s, b| unary(s, b, UnaryOp::Trunc)),
+    FuncDef::new("rint", X, "`np.rint` (halves to even)", |s, b| {
+        unary(s, b, UnaryOp::Rint)
+    }),
+    FuncDef::new(
+        "round",
+        &["a", "decimals", "out"],
+        "`np.round` (halves to even; `decimals` as NumPy: scaled, `rint`, scaled back)",
+        round,
+    )
+    .aliases(&["around"])
+    .refusing(&["out"]),
+    FuncDef::new("log2", X, "`np.log2`", |s, b| unary(s, b, UnaryOp::Log2)),
+    FuncDef::new("log10", X, "`np.log10`", |s, b| unary(s, b, UnaryOp::Log10)),
+    FuncDef::new("signbit", X, "`np.signbit` (bool; -0.0 too)", |s, b| {
+        unary(s, b, UnaryOp::Signbit)
+    }),
+    FuncDef::new("positive", X, "`np.positive`, as unary `+`", positive),
     FuncDef::new("sin", X, "`np.sin`", |s, b| unary(s, b, UnaryOp::Sin)),
     FuncDef::new("cos", X, "`np.cos`", |s, b| unary(s, b, UnaryOp::Cos)),
     FuncDef::new("tan", X, "`np.tan`", |s, b| unary(s, b, UnaryOp::Tan)),
     FuncDef::new("tanh", X, "`np.tanh`", |s, b| unary(s, b, UnaryOp::Tanh)),
+    FuncDef::new("sinh", X, "`np.sinh`", |s, b| unary(s, b, UnaryOp::Sinh)),
+    FuncDef::new("cosh", X, "`np.cosh`", |s, b| unary(s, b, UnaryOp::Cosh)),
+    FuncDef::new("arcsin", X, "`np.arcsin`", |s, b| {
+        unary(s, b, UnaryOp::Asin)
+    })
+    .aliases(&["asin"]),
+    FuncDef::new("arccos", X, "`np.arccos`", |s, b| {
+        unary(s, b, UnaryOp::Acos)
+    })
+    .aliases(&["acos"]),
+    FuncDef::new("arctan", X, "`np.arctan`", |s, b| {
+        unary(s, b, UnaryOp::Atan)
+    })
+    .aliases(&["atan"]),
+    FuncDef::new("arcsinh", X, "`np.arcsinh`", |s, b| {
+        unary(s, b, UnaryOp::Asinh)
+    })
+    .aliases(&["asinh"]),
+    FuncDef::new("arccosh", X, "`np.arccosh`", |s, b| {
+        unary(s, b, UnaryOp::Acosh)
+    })
+    .aliases(&["acosh"]),
+    FuncDef::new("arctanh", X, "`np.arctanh`", |s, b| {
+        unary(s, b, UnaryOp::Atanh)
+    })
+    .aliases(&["atanh"]),
     FuncDef::new("sigmoid", X, "`scipy.special.expit`", |s, b| {
         unary(s, b, UnaryOp::Sigmoid)
     })
@@ -84,6 +128,25 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("minimum", X12, "`np.minimum` (NaN propagates)", |s, b| {
         binary(s, b, BinaryOp::Minimum)
     }),
+    FuncDef::new("arctan2", X12, "`np.arctan2`", |s, b| {
+        binary(s, b, BinaryOp::Atan2)
+    })
+    .aliases(&["atan2"]),
+    FuncDef::new("hypot", X12, "`np.hypot`", |s, b| {
+        binary(s, b, BinaryOp::Hypot)
+    }),
+    FuncDef::new("copysign", X12, "`np.copysign`", |s, b| {
+        binary(s, b, BinaryOp::Copysign)
+    }),
+    FuncDef::new("logaddexp", X12, "`np.logaddexp`", |s, b| {
+        binary(s, b, BinaryOp::LogAddExp)
+    }),
+    FuncDef::new(
+        "nextafter",
+        X12,
+        "`np.nextafter` (in the operands' float type)",
+        |s, b| binary(s, b, BinaryOp::NextAfter),
+    ),
     FuncDef::new("equal", X12, "`np.equal`, as `==`", |s, b| {
         binary(s, b, BinaryOp::Eq)
     }),
@@ -134,6 +197,45 @@ pub(super) const DEFS: &[FuncDef] = &[
             strong(v)
         },
     ),
+    FuncDef::new(
+        "bitwise_and",
+        X12,
+        "`np.bitwise_and`, as `&` of ints (logical of bools)",
+        |s, b| binary(s, b, BinaryOp::BitAnd),
+    ),
+    FuncDef::new(
+        "bitwise_or",
+        X12,
+        "`np.bitwise_or`, as `\\|` of ints",
+        |s, b| binary(s, b, BinaryOp::BitOr),
+    ),
+    FuncDef::new(
+        "bitwise_xor",
+        X12,
+        "`np.bitwise_xor`, as `^` of ints",
+        |s, b| binary(s, b, BinaryOp::BitXor),
+    ),
+    FuncDef::new(
+        "bitwise_invert",
+        X,
+        "`np.bitwise_invert`, as `~` (of bools: logical not)",
+        |s, b| unary(s, b, UnaryOp::Not),
+    )
+    .aliases(&["bitwise_not", "invert"]),
+    FuncDef::new(
+        "left_shift",
+        X12,
+        "`np.left_shift`, as `<<` (0 past the width)",
+        |s, b| binary(s, b, BinaryOp::Shl),
+    )
+    .aliases(&["bitwise_left_shift"]),
+    FuncDef::new(
+        "right_shift",
+        X12,
+        "`np.right_shift`, as `>>` (arithmetic for signed ints)",
+        |s, b| binary(s, b, BinaryOp::Shr),
+    )
+    .aliases(&["bitwise_right_shift"]),
     FuncDef::new(
         "where",
         &["condition", "x", "y"],
@@ -243,4 +345,65 @@ fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         v = s.elementwise2(high, v, hi.clone(), b.pos)?;
     }
     strong(v)
+}
+
+/// NumPy's unary `+`: the operand itself (NumPy refuses bools).
+fn positive(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (v, p) = b.need("x")?.clone();
+    let dtype = match &v {
+        Val::Arr(id) => s.meta(*id).dtype,
+        Val::Num(x) | Val::NpScalar(x) => x.dtype(),
+        _ => return Err(b.err(p, "positive() needs an array or a number")),
+    };
+    if dtype == DType::Bool {
+        return Err(b.err(
+            p,
+            "positive() is not defined for bools (NumPy raises TypeError)",
+        ));
+    }
+    strong(v)
+}
+
+/// NumPy's round (`PyArray_Round`): ints are themselves for `decimals >= 0`; otherwise
+/// `rint(x * 10**decimals) / 10**decimals` (`rint(x / 10**-decimals) * 10**-decimals`
+/// for negative decimals), ints computed in float64 and cast back, as NumPy does.
+fn round(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (v, p) = b.need("a")?.clone();
+    let d = b.int("decimals")?.unwrap_or(0);
+    let dtype = match &v {
+        Val::Arr(id) => s.meta(*id).dtype,
+        Val::Num(x) | Val::NpScalar(x) => x.dtype(),
+        _ => return Err(b.err(p, "round() needs an array or a number")),
+    };
+    if dtype.is_int() && d >= 0 {
+        return strong(v);
+    }
+    let f = Val::Num(Scalar::Float(10f64.powi(d.unsigned_abs().min(400) as i32)));
+    let (down, up) = if d >= 0 {
+        (BinaryOp::Mul, BinaryOp::Div)
+    } else {
+        (BinaryOp::Div, BinaryOp::Mul)
+    };
+    let x = match v {
+        Val::Arr(id) if dtype.is_int() => Val::Arr(s.cast(id, DType::Float64)),
+        Val::NpScalar(x) | Val::Num(x) if dtype.is_int() => Val::NpScalar(x.cast(DType::Float64)),
+        v => v,
+    };
+    let mut r = if d == 0 {
+        x
+    } else {
+        s.elementwise2(down, x, f.clone(), b.pos)?
+    };
+    r = s.unary(UnaryOp::Rint, r, b.pos)?;
+    if d != 0 {
+        r = s.elementwise2(up, r, f, b.pos)?;
+    }
+    if dtype.is_int() {
+        r = match r {
+            Val::Arr(id) => Val::Arr(s.cast(id, dtype)),
+            Val::Num(x) | Val::NpScalar(x) => Val::NpScalar(x.cast(dtype)),
+            v => v,
+        };
+    }
+    strong(r)
 }

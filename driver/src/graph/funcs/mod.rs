@@ -23,6 +23,7 @@ mod reductions;
 mod shapes;
 mod sorting;
 mod statistics;
+mod unsupported;
 
 /// Turns a call's bound arguments into graph nodes (or a number).
 pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
@@ -37,6 +38,9 @@ pub(super) enum Rest {
     /// NumPy's `*name`: every positional from the last parameter on, each kept with its
     /// position (`einsum(subscripts, *operands)`); all parameters are positional only.
     Star,
+    /// NumPy's `*name` first: every positional goes to the first parameter (as
+    /// [`Rest::Star`]'s), the others are keywords only (`meshgrid(*xi, indexing)`).
+    Leading,
 }
 
 /// One function of the expression language.
@@ -100,6 +104,7 @@ impl FuncDef {
             .enumerate()
             .map(|(i, p)| match self.rest {
                 Rest::Star if i + 1 == n => format!("*{p}"),
+                Rest::Leading if i == 0 => format!("*{p}"),
                 _ => p.to_string(),
             })
             .collect::<Vec<_>>()
@@ -239,21 +244,29 @@ fn did_you_mean(near: &[String]) -> String {
     }
 }
 
-/// The error for a call of a name the table does not have.
+/// The error for a call of a name the table does not have: what to write instead of a
+/// NumPy name nums-cloud lacks, or the closest names (three at most); short either way.
 fn unknown_function(f: &str, pos: usize) -> EvalError {
-    let names = all_names();
-    let near: Vec<String> = suggestions(f, names.iter().copied())
-        .into_iter()
-        .map(|n| format!("{n}()"))
-        .collect();
-    EvalError::Expr(ExprError::new(
-        pos,
-        format!(
-            "unknown function {f}(); {}supported: {}",
-            did_you_mean(&near),
-            names.join(", ")
+    let message = match unsupported::instead(f) {
+        Some(instead) => format!(
+            "{f}() is not supported; instead: {} (docs/unsupported.md)",
+            instead.replace('`', "")
         ),
-    ))
+        None => {
+            let names = all_names();
+            let near: Vec<String> = suggestions(f, names.iter().copied())
+                .into_iter()
+                .map(|n| format!("{n}()"))
+                .collect();
+            let also =
+                "(README lists the functions; docs/unsupported.md what to write instead of others)";
+            match did_you_mean(&near) {
+                d if d.is_empty() => format!("unknown function {f}() {also}"),
+                d => format!("unknown function {f}(); {d}{also}"),
+            }
+        }
+    };
+    EvalError::Expr(ExprError::new(pos, message))
 }
 
 /// README's function table, rendered from the definitions.
@@ -482,13 +495,14 @@ impl<'a> Builder<'a> {
             Rest::None => None,
             Rest::Spread => last.filter(|_| args.len() > names.len()),
             Rest::Star => last,
+            Rest::Leading => Some(0),
         };
         let mut rest = Vec::new();
         for (i, a) in args.iter().enumerate() {
             if let Some(k) = gather.filter(|&k| i >= k) {
                 let v = eval(self, a)?;
                 match def.rest {
-                    Rest::Star => rest.push((v, a.pos)),
+                    Rest::Star | Rest::Leading => rest.push((v, a.pos)),
                     _ => match &mut vals[k] {
                         Some((Val::Tuple(items), _)) => items.push(v),
                         slot => *slot = Some((Val::Tuple(vec![v]), a.pos)),
@@ -518,7 +532,7 @@ impl<'a> Builder<'a> {
             let slot = names
                 .iter()
                 .position(|n| n == k)
-                .filter(|_| def.rest != Rest::Star);
+                .filter(|&i| def.rest != Rest::Star && (def.rest, i) != (Rest::Leading, 0));
             let Some(i) = slot else {
                 let why = if def.rest == Rest::Star {
                     format!("its arguments are positional: {}", def.signature())
@@ -589,19 +603,54 @@ mod tests {
         assert_eq!(near("reshap"), ["reshape"]);
         assert_eq!(near("lnspace"), ["linspace"]);
         assert!(near("frobnicate").is_empty());
-        let EvalError::Expr(e) = unknown_function("meen", 0) else {
-            panic!("an expression error")
+        let message = |f: &str| {
+            let EvalError::Expr(e) = unknown_function(f, 0) else {
+                panic!("an expression error")
+            };
+            e.message
         };
-        assert!(
-            e.message
-                .starts_with("unknown function meen(); did you mean mean()? supported: abs, "),
-            "{}",
-            e.message
+        // Short: the closest names (three at most) and the page of what is not supported.
+        assert_eq!(
+            message("meen"),
+            "unknown function meen(); did you mean mean()? (README lists the functions; \
+             docs/unsupported.md what to write instead of others)"
         );
+        assert_eq!(
+            message("frobnicate"),
+            "unknown function frobnicate() (README lists the functions; docs/unsupported.md \
+             what to write instead of others)"
+        );
+        // A NumPy name nums-cloud does not have: what to write instead.
+        let m = message("take_along_axis");
+        assert!(
+            m.starts_with("take_along_axis() is not supported; instead: ") && m.len() < 300,
+            "{m}"
+        );
+        for f in ["sort", "cumsum", "flip", "frobnicate", "lexsort"] {
+            assert!(message(f).matches("()").count() <= 4, "{}", message(f));
+        }
         assert_eq!(
             did_you_mean(&["a".into(), "b".into(), "c".into()]),
             "did you mean a, b or c? "
         );
+    }
+
+    /// docs/unsupported.md lists every name of the table of unsupported names (with what
+    /// to write instead), and none of them is a function.
+    #[test]
+    fn unsupported_names_are_documented_and_not_functions() {
+        let page = include_str!("../../../../docs/unsupported.md");
+        for (name, instead) in unsupported::UNSUPPORTED {
+            assert!(
+                !is_function(name),
+                "{name} is a function and listed as unsupported"
+            );
+            let row = format!("| `{name}` | {instead} |");
+            assert!(
+                page.contains(&row),
+                "docs/unsupported.md lacks the row {row}"
+            );
+        }
     }
 
     /// README's function table is rendered from the definitions; on a difference this

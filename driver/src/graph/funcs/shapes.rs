@@ -13,6 +13,18 @@ pub(super) const DEFS: &[FuncDef] = &[
     )
     .rest(Rest::Spread),
     FuncDef::new(
+        "permute_dims",
+        &["a", "axes"],
+        "`np.permute_dims` (Array API: `transpose` with `axes`)",
+        transpose,
+    ),
+    FuncDef::new(
+        "moveaxis",
+        &["a", "source", "destination"],
+        "`np.moveaxis` (ints or tuples)",
+        moveaxis,
+    ),
+    FuncDef::new(
         "swapaxes",
         &["a", "axis1", "axis2"],
         "`np.swapaxes`",
@@ -56,7 +68,19 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.concatenate` (`axis=None` flattens)",
         concatenate,
     ),
+    FuncDef::new(
+        "concat",
+        ARRAYS,
+        "`np.concat` (Array API's `concatenate`)",
+        concatenate,
+    ),
     FuncDef::new("stack", ARRAYS, "`np.stack`", stack),
+    FuncDef::new(
+        "unstack",
+        &["x", "axis"],
+        "`np.unstack` (Array API; a tuple of slices)",
+        unstack,
+    ),
     FuncDef::new("vstack", &["tup"], "`np.vstack`", |s, b| {
         // NumPy's atleast_2d, then one after another along axis 0.
         let xs = arrays(b, "tup")?
@@ -81,6 +105,76 @@ pub(super) const DEFS: &[FuncDef] = &[
         let axis = if s.meta(xs[0]).ndim() == 1 { 0 } else { 1 };
         Ok(Val::Arr(s.concat(xs, axis, b.pos)?))
     }),
+    FuncDef::new(
+        "flip",
+        &["m", "axis"],
+        "`np.flip` (a reversed slice: each block reads the blocks that hold it)",
+        flip,
+    ),
+    FuncDef::new(
+        "roll",
+        &["a", "shift", "axis"],
+        "`np.roll` (two slices joined; `axis=None` rolls the flattened array)",
+        roll,
+    ),
+    FuncDef::new("tile", &["A", "reps"], "`np.tile` (copies joined)", tile),
+    FuncDef::new(
+        "repeat",
+        &["a", "repeats", "axis"],
+        "`np.repeat` (an int: a broadcast; a list per element)",
+        repeat,
+    ),
+    FuncDef::new(
+        "take",
+        &["a", "indices", "axis", "out", "mode"],
+        "`np.take` (integer indices as a list or an int); `out=`, `mode=` refused",
+        take,
+    )
+    .refusing(&["out", "mode"]),
+    FuncDef::new(
+        "broadcast_to",
+        &["array", "shape"],
+        "`np.broadcast_to`",
+        broadcast_to,
+    ),
+    FuncDef::new(
+        "broadcast_arrays",
+        &["args"],
+        "`np.broadcast_arrays` (a tuple)",
+        broadcast_arrays,
+    )
+    .rest(Rest::Star),
+    FuncDef::new(
+        "meshgrid",
+        &["xi", "copy", "sparse", "indexing"],
+        "`np.meshgrid` (a tuple; `indexing` \"xy\" or \"ij\", `sparse`)",
+        meshgrid,
+    )
+    .rest(Rest::Leading),
+    FuncDef::new(
+        "tril",
+        &["m", "k"],
+        "`np.tril` (of the last two axes)",
+        |s, b| tri(s, b, true),
+    ),
+    FuncDef::new(
+        "triu",
+        &["m", "k"],
+        "`np.triu` (of the last two axes)",
+        |s, b| tri(s, b, false),
+    ),
+    FuncDef::new(
+        "diagonal",
+        &["a", "offset", "axis1", "axis2"],
+        "`np.diagonal` (the diagonal last)",
+        diagonal,
+    ),
+    FuncDef::new(
+        "pad",
+        &["array", "pad_width", "mode", "constant_values"],
+        "`np.pad` (`mode=\"constant\"`, one constant)",
+        pad,
+    ),
     FuncDef::new(
         "astype",
         &["x", "dtype"],
@@ -280,4 +374,597 @@ fn stack(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     shape.insert(ax, 1);
     let xs = xs.into_iter().map(|x| s.reshape(x, &shape)).collect();
     Ok(Val::Arr(s.concat(xs, ax, b.pos)?))
+}
+
+/// An axis argument of one int or a tuple of ints, each normalized, none repeated.
+fn axis_list(b: &Bound, name: &str, ndim: usize) -> Result<Vec<usize>, EvalError> {
+    let (v, p) = b.need(name)?;
+    let items = match v {
+        Val::Tuple(t) => t.clone(),
+        v => vec![v.clone()],
+    };
+    let axes = items
+        .iter()
+        .map(|i| axis_of(i, ndim).map_err(|m| b.err(*p, format!("{}(): {m}", b.f))))
+        .collect::<Result<Vec<usize>, _>>()?;
+    let mut seen = axes.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    if seen.len() != axes.len() {
+        return Err(b.err(*p, format!("{}(): repeated axis in {name}", b.f)));
+    }
+    Ok(axes)
+}
+
+/// Integers of an int or a tuple argument.
+fn ints(b: &Bound, name: &str) -> Result<Vec<i64>, EvalError> {
+    let (v, p) = b.need(name)?;
+    let items = match v {
+        Val::Tuple(t) => t.clone(),
+        v => vec![v.clone()],
+    };
+    items
+        .iter()
+        .map(|i| match i {
+            Val::Num(x) if x.kind() != ScalarKind::Float => Ok(x.as_i64()),
+            _ => Err(b.err(*p, format!("{}(): {name} must be integers", b.f))),
+        })
+        .collect()
+}
+
+/// `x` along `axis` from `start` by `step` (negative: backwards), `len` elements; blocks
+/// as indexing makes them.
+fn strided(s: &mut Builder, x: NodeId, axis: usize, start: i64, step: i64, len: u64) -> NodeId {
+    let m = s.meta(x).clone();
+    let mut st = vec![0i64; m.ndim()];
+    let mut steps = vec![1i64; m.ndim()];
+    let mut shape = m.shape.clone();
+    let mut block = m.block.clone();
+    st[axis] = start;
+    steps[axis] = step;
+    shape[axis] = len;
+    block[axis] = (block[axis] / step.unsigned_abs()).max(1);
+    s.add(
+        ArrayMeta::new(shape, block, m.dtype),
+        NodeOp::Slice {
+            x,
+            start: st,
+            step: steps,
+        },
+    )
+}
+
+fn moveaxis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let n = s.meta(x).ndim();
+    let src = axis_list(b, "source", n)?;
+    let dst = axis_list(b, "destination", n)?;
+    if src.len() != dst.len() {
+        return Err(b.err(
+            b.pos,
+            "moveaxis(): `source` and `destination` arguments must have the same number of elements",
+        ));
+    }
+    // NumPy's: the other axes in order, then each source inserted at its destination.
+    let mut order: Vec<usize> = (0..n).filter(|d| !src.contains(d)).collect();
+    let mut pairs: Vec<(usize, usize)> = dst.into_iter().zip(src).collect();
+    pairs.sort_unstable();
+    for (d, a) in pairs {
+        order.insert(d, a);
+    }
+    Ok(Val::Arr(s.transpose(x, order)))
+}
+
+fn unstack(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("x")?;
+    let m = s.meta(x).clone();
+    if m.ndim() == 0 {
+        return Err(b.err(b.pos, "unstack() of a 0-d array"));
+    }
+    let axis = match b.get("axis") {
+        None => 0,
+        Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.err(*p, e))?,
+    };
+    let mut shape = m.shape.clone();
+    shape.remove(axis);
+    let parts = (0..m.shape[axis])
+        .map(|i| {
+            let one = s.slice(x, &[(axis, i, 1)]);
+            Val::Arr(s.reshape(one, &shape))
+        })
+        .collect();
+    Ok(Val::Tuple(parts))
+}
+
+/// The axes of `flip`'s `axis` (every axis when not given).
+fn flip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut x = b.array("m")?;
+    let m = s.meta(x).clone();
+    let axes = match b.get("axis") {
+        None => (0..m.ndim()).collect(),
+        Some(_) => axis_list(b, "axis", m.ndim())?,
+    };
+    for a in axes {
+        let n = m.shape[a];
+        if n > 1 {
+            x = strided(s, x, a, n as i64 - 1, -1, n);
+        }
+    }
+    Ok(Val::Arr(x))
+}
+
+fn roll(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let m = s.meta(x).clone();
+    let shifts = ints(b, "shift")?;
+    let Some(_) = b.get("axis") else {
+        // NumPy: the flattened array rolled, then its shape again.
+        let [k] = shifts[..] else {
+            return Err(b.err(b.pos, "roll(): a tuple of shifts needs a tuple of axes"));
+        };
+        let flat = s.reshape(x, &[m.len()]);
+        let r = roll_axis(s, flat, 0, k, b.pos)?;
+        return Ok(Val::Arr(s.reshape(r, &m.shape)));
+    };
+    let axes = {
+        let (v, p) = b.need("axis")?;
+        let items = match v {
+            Val::Tuple(t) => t.clone(),
+            v => vec![v.clone()],
+        };
+        items
+            .iter()
+            .map(|i| axis_of(i, m.ndim()).map_err(|e| b.err(*p, e)))
+            .collect::<Result<Vec<usize>, _>>()?
+    };
+    // NumPy broadcasts shift against axis; shifts of one axis add up.
+    let pairs: Vec<(i64, usize)> = match (shifts.len(), axes.len()) {
+        (i, j) if i == j => shifts.into_iter().zip(axes).collect(),
+        (1, _) => axes.into_iter().map(|a| (shifts[0], a)).collect(),
+        (_, 1) => shifts.into_iter().map(|k| (k, axes[0])).collect(),
+        _ => return Err(b.err(b.pos, "roll(): shift and axis do not broadcast")),
+    };
+    let mut total = vec![0i64; m.ndim()];
+    for (k, a) in pairs {
+        total[a] = total[a].wrapping_add(k);
+    }
+    let mut r = x;
+    for (a, k) in total.into_iter().enumerate() {
+        r = roll_axis(s, r, a, k, b.pos)?;
+    }
+    Ok(Val::Arr(r))
+}
+
+/// `x` rolled by `k` along `axis`: its last `k` elements, then the others.
+fn roll_axis(
+    s: &mut Builder,
+    x: NodeId,
+    axis: usize,
+    k: i64,
+    pos: usize,
+) -> Result<NodeId, EvalError> {
+    let n = s.meta(x).shape[axis];
+    if n == 0 {
+        return Ok(x);
+    }
+    let k = k.rem_euclid(n as i64) as u64;
+    if k == 0 {
+        return Ok(x);
+    }
+    let tail = s.slice(x, &[(axis, n - k, k)]);
+    let head = s.slice(x, &[(axis, 0, n - k)]);
+    s.concat(vec![tail, head], axis, pos)
+}
+
+fn tile(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("A")?;
+    let reps = ints(b, "reps")?;
+    if let Some(r) = reps.iter().find(|&&r| r < 0) {
+        return Err(b.err(b.pos, format!("tile(): negative repetition {r}")));
+    }
+    let m = s.meta(x).clone();
+    let d = m.ndim().max(reps.len());
+    // Both padded with leading 1s to d axes.
+    let mut shape = vec![1u64; d - m.ndim()];
+    shape.extend(&m.shape);
+    let mut reps_d = vec![1i64; d - reps.len()];
+    reps_d.extend(&reps);
+    let mut r = s.reshape(x, &shape);
+    for (a, &k) in reps_d.iter().enumerate() {
+        if k == 1 {
+            continue;
+        }
+        r = if k == 0 {
+            s.slice(r, &[(a, 0, 0)])
+        } else {
+            s.concat(vec![r; k as usize], a, b.pos)?
+        };
+    }
+    Ok(Val::Arr(r))
+}
+
+fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut x = b.array("a")?;
+    let reps = ints(b, "repeats")?;
+    if let Some(r) = reps.iter().find(|&&r| r < 0) {
+        return Err(b.err(b.pos, format!("repeat(): negative repetition {r}")));
+    }
+    let axis = match b.get("axis") {
+        None => {
+            let n = s.meta(x).len();
+            x = s.reshape(x, &[n]);
+            0
+        }
+        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.err(*p, e))?,
+    };
+    let m = s.meta(x).clone();
+    let n = m.shape[axis];
+    if let [k] = reps[..] {
+        // Each element k times: a new axis of k after `axis` (a broadcast), then merged.
+        let k = k as u64;
+        let mut one = m.shape.clone();
+        one.insert(axis + 1, 1);
+        let mut wide = one.clone();
+        wide[axis + 1] = k;
+        let mut out = m.shape.clone();
+        out[axis] = n * k;
+        let r = s.reshape(x, &one);
+        let r = broadcast_node(s, r, &wide);
+        return Ok(Val::Arr(s.reshape(r, &out)));
+    }
+    if reps.len() as u64 != n {
+        return Err(b.err(
+            b.pos,
+            format!("repeat(): {} repeats for an axis of {n}", reps.len()),
+        ));
+    }
+    let indices: Vec<u64> = reps
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &k)| std::iter::repeat_n(i as u64, k as usize))
+        .collect();
+    Ok(Val::Arr(take_node(s, x, axis, indices)))
+}
+
+fn take_node(s: &mut Builder, x: NodeId, axis: usize, indices: Vec<u64>) -> NodeId {
+    let t = s.meta(x).clone();
+    let mut shape = t.shape.clone();
+    shape[axis] = indices.len() as u64;
+    s.add(
+        ArrayMeta::new(shape, t.block, t.dtype),
+        NodeOp::Take { x, axis, indices },
+    )
+}
+
+fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut x = b.array("a")?;
+    let axis = match b.get("axis") {
+        None => {
+            let n = s.meta(x).len();
+            x = s.reshape(x, &[n]);
+            0
+        }
+        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.err(*p, e))?,
+    };
+    let (v, p) = b.need("indices")?;
+    if let Val::Arr(_) = v {
+        return Err(b.err(
+            *p,
+            "take(): indices that are an array are not supported; write them as a list (take(a, [0, 2], axis=1))",
+        ));
+    }
+    let scalar = !matches!(v, Val::Tuple(_));
+    let m = s.meta(x).clone();
+    let n = m.shape[axis] as i64;
+    let idx = ints(b, "indices")?
+        .into_iter()
+        .map(|i| {
+            if i < -n || i >= n {
+                Err(b.err(
+                    *p,
+                    format!("take(): index {i} is out of bounds for axis {axis} with size {n}"),
+                ))
+            } else {
+                Ok(i.rem_euclid(n) as u64)
+            }
+        })
+        .collect::<Result<Vec<u64>, _>>()?;
+    let r = take_node(s, x, axis, idx);
+    if scalar {
+        let mut shape = m.shape.clone();
+        shape.remove(axis);
+        return Ok(Val::Arr(s.reshape(r, &shape)));
+    }
+    Ok(Val::Arr(r))
+}
+
+/// `x` broadcast to `shape` (checked by the caller): NumPy's broadcast_to, as `where`
+/// of a true mask of that shape, blocked as `x` along the axes it spans.
+pub(super) fn broadcast_node(s: &mut Builder, x: NodeId, shape: &[u64]) -> NodeId {
+    let m = s.meta(x).clone();
+    if m.shape == shape {
+        return x;
+    }
+    let mut meta = s.default_meta(shape.to_vec(), DType::Bool);
+    let lead = shape.len() - m.ndim();
+    for d in 0..m.ndim() {
+        if m.shape[d] == shape[lead + d] && m.shape[d] > 1 {
+            meta.block[lead + d] = m.block[d];
+        }
+    }
+    let meta = ArrayMeta::new(meta.shape, meta.block, DType::Bool);
+    let c = s.add(
+        meta.clone(),
+        NodeOp::Fill {
+            value: Scalar::Bool(true),
+        },
+    );
+    let x = s.rechunk(
+        x,
+        (0..m.ndim())
+            .map(|d| {
+                if m.shape[d] == 1 {
+                    1
+                } else {
+                    meta.block[lead + d]
+                }
+            })
+            .collect(),
+    );
+    s.add(
+        ArrayMeta::new(meta.shape, meta.block, m.dtype),
+        NodeOp::Where { c, a: x, b: x },
+    )
+}
+
+/// NumPy's check of broadcast_to: `x`'s shape broadcasts to `shape` itself.
+fn broadcastable(from: &[u64], to: &[u64]) -> bool {
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&f, &t)| f == t || f == 1)
+}
+
+fn broadcast_to(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("array")?;
+    let shape = b.shape("shape")?;
+    let from = s.meta(x).shape.clone();
+    if !broadcastable(&from, &shape) {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "broadcast_to(): shape {} cannot broadcast to {}",
+                shape_str(&from),
+                shape_str(&shape)
+            ),
+        ));
+    }
+    Ok(Val::Arr(broadcast_node(s, x, &shape)))
+}
+
+fn broadcast_arrays(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut xs = Vec::new();
+    for (v, p) in b.rest() {
+        xs.push(s.node(v.clone(), *p)?);
+    }
+    let (shape, _, _) = s.align(&xs, "broadcast_arrays", b.pos)?;
+    Ok(Val::Tuple(
+        xs.into_iter()
+            .map(|x| Val::Arr(broadcast_node(s, x, &shape)))
+            .collect(),
+    ))
+}
+
+fn meshgrid(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut xs = Vec::new();
+    for (v, p) in b.rest() {
+        let x = s.node(v.clone(), *p)?;
+        let n = s.meta(x).len();
+        xs.push(s.reshape(x, &[n]));
+    }
+    let xy = match b.get("indexing") {
+        None => true,
+        Some((Val::Str(v), _)) if v == "xy" => true,
+        Some((Val::Str(v), _)) if v == "ij" => false,
+        Some((_, p)) => {
+            return Err(b.err(*p, "meshgrid(): indexing is \"xy\" or \"ij\""));
+        }
+    };
+    let sparse = b.flag("sparse")?;
+    let mut lens: Vec<u64> = xs.iter().map(|&x| s.meta(x).shape[0]).collect();
+    // "xy": the first two outputs' axes swapped (Cartesian indexing).
+    let axis_of_input = |i: usize| -> usize {
+        match (xy && xs.len() > 1, i) {
+            (true, 0) => 1,
+            (true, 1) => 0,
+            _ => i,
+        }
+    };
+    if xy && lens.len() > 1 {
+        lens.swap(0, 1);
+    }
+    let out = xs
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let mut one = vec![1u64; lens.len()];
+            one[axis_of_input(i)] = lens[axis_of_input(i)];
+            let r = s.reshape(x, &one);
+            Val::Arr(if sparse {
+                r
+            } else {
+                broadcast_node(s, r, &lens)
+            })
+        })
+        .collect();
+    Ok(Val::Tuple(out))
+}
+
+/// tril (`lower`) or triu of the last two axes: `where` of the column index against the
+/// row index plus `k`.
+fn tri(s: &mut Builder, b: &Bound, lower: bool) -> Result<Val, EvalError> {
+    let x = b.array("m")?;
+    let k = b.int("k")?.unwrap_or(0);
+    let m = s.meta(x).clone();
+    let n = m.ndim();
+    if n < 2 {
+        return Err(b.err(b.pos, format!("{}() needs at least 2 dimensions", b.f)));
+    }
+    let (rows, cols) = (m.shape[n - 2], m.shape[n - 1]);
+    let (br, bc) = (m.block[n - 2], m.block[n - 1]);
+    let iota = |s: &mut Builder, shape: Vec<u64>, block: Vec<u64>, axis: usize| {
+        s.add(
+            ArrayMeta::new(shape, block, DType::Int64),
+            NodeOp::Iota {
+                axis,
+                start: Scalar::Int(0),
+                step: Scalar::Int(1),
+                last: None,
+            },
+        )
+    };
+    let i = iota(s, vec![rows, 1], vec![br, 1], 0);
+    let j = iota(s, vec![1, cols], vec![1, bc], 1);
+    let ik = s.elementwise2(BinaryOp::Add, Val::Arr(i), Val::Num(Scalar::Int(k)), b.pos)?;
+    // tril keeps j <= i + k, triu keeps j >= i + k.
+    let op = if lower { BinaryOp::Le } else { BinaryOp::Ge };
+    let c = s.elementwise2(op, Val::Arr(j), ik, b.pos)?;
+    s.where_(c, Val::Arr(x), Val::Num(zero_of(m.dtype)), b.pos)
+}
+
+/// A weak zero of `dtype`'s kind (it keeps the dtype in promotion).
+fn zero_of(dtype: DType) -> Scalar {
+    match dtype.kind() {
+        ScalarKind::Bool => Scalar::Bool(false),
+        ScalarKind::Int => Scalar::Int(0),
+        ScalarKind::Float => Scalar::Float(0.0),
+        ScalarKind::Complex => Scalar::Complex(0.0, 0.0),
+    }
+}
+
+fn diagonal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    let n = s.meta(x).ndim();
+    if n < 2 {
+        return Err(b.err(b.pos, "diagonal() needs an array of at least 2 dimensions"));
+    }
+    let offset = b.int("offset")?.unwrap_or(0);
+    let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
+        one_axis(v.unwrap_or(d), n).map_err(|m| b.err(b.pos, format!("diagonal(): {m}")))
+    };
+    let (a1, a2) = (one(b.int("axis1")?, 0)?, one(b.int("axis2")?, 1)?);
+    if a1 == a2 {
+        return Err(b.err(b.pos, "diagonal(): axis1 and axis2 cannot be the same"));
+    }
+    // The diagonal (i, i + offset): that of the square slice holding it (as `trace`).
+    let (n1, n2) = (s.meta(x).shape[a1] as i64, s.meta(x).shape[a2] as i64);
+    let (r0, c0) = (offset.saturating_neg().clamp(0, n1), offset.clamp(0, n2));
+    let k = (n1 - r0).min(n2 - c0).max(0) as u64;
+    let x = s.slice(x, &[(a1, r0 as u64, k), (a2, c0 as u64, k)]);
+    if k == 0 {
+        // Nothing on it: the other axes, then an empty one.
+        let m = s.meta(x).clone();
+        let mut shape: Vec<u64> = (0..n)
+            .filter(|&d| d != a1 && d != a2)
+            .map(|d| m.shape[d])
+            .collect();
+        shape.push(0);
+        let e = s.slice(x, &[(a1, 0, 0)]);
+        let perm: Vec<usize> = (0..n)
+            .filter(|&d| d != a1 && d != a2)
+            .chain([a1, a2])
+            .collect();
+        let e = s.transpose(e, perm);
+        return Ok(Val::Arr(s.reshape(e, &shape)));
+    }
+    // Letters: a..; the second axis takes the first's letter (einsum's diagonal).
+    let mut l: Vec<char> = (0..n).map(|d| (b'a' + d as u8) as char).collect();
+    l[a2] = l[a1];
+    let out: String = (0..n)
+        .filter(|&d| d != a1 && d != a2)
+        .map(|d| l[d])
+        .chain([l[a1]])
+        .collect();
+    let l: String = l.into_iter().collect();
+    s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
+}
+
+fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = b.array("array")?;
+    let m = s.meta(x).clone();
+    match b.get("mode") {
+        None => {}
+        Some((Val::Str(v), _)) if v == "constant" => {}
+        Some((_, p)) => {
+            return Err(b.err(
+                *p,
+                "pad(): only mode=\"constant\" is supported (see docs/unsupported.md)",
+            ));
+        }
+    }
+    let (v, p) = b.need("pad_width")?;
+    let bad = || {
+        b.err(
+            *p,
+            "pad(): pad_width is an int, (before, after) or one pair per axis, none negative",
+        )
+    };
+    let int = |v: &Val| match v {
+        Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => Ok(x.as_i64() as u64),
+        _ => Err(bad()),
+    };
+    let pair = |v: &Val| -> Result<(u64, u64), EvalError> {
+        match v {
+            Val::Tuple(t) if t.len() == 2 => Ok((int(&t[0])?, int(&t[1])?)),
+            Val::Tuple(t) if t.len() == 1 => Ok((int(&t[0])?, int(&t[0])?)),
+            v => int(v).map(|w| (w, w)),
+        }
+    };
+    // NumPy broadcasts pad_width to (ndim, 2).
+    let widths: Vec<(u64, u64)> = match v {
+        Val::Tuple(t) if t.iter().all(|i| matches!(i, Val::Tuple(_))) => {
+            let ps = t.iter().map(pair).collect::<Result<Vec<_>, _>>()?;
+            match ps.len() {
+                1 => vec![ps[0]; m.ndim()],
+                l if l == m.ndim() => ps,
+                _ => return Err(bad()),
+            }
+        }
+        v => vec![pair(v)?; m.ndim()],
+    };
+    let c = match b.get("constant_values") {
+        None => Scalar::Int(0),
+        Some((Val::Num(c), _)) => *c,
+        Some((_, p)) => {
+            return Err(b.err(*p, "pad(): constant_values is one number"));
+        }
+    };
+    let mut r = x;
+    for (a, &(before, after)) in widths.iter().enumerate() {
+        if before == 0 && after == 0 {
+            continue;
+        }
+        let mut parts = Vec::new();
+        for w in [before, after] {
+            let mut shape = s.meta(r).shape.clone();
+            shape[a] = w;
+            let meta = s.default_meta(shape, m.dtype);
+            parts.push((w > 0).then(|| {
+                s.add(
+                    meta,
+                    NodeOp::Fill {
+                        value: c.cast(m.dtype),
+                    },
+                )
+            }));
+        }
+        let xs: Vec<NodeId> = [parts[0], Some(r), parts[1]]
+            .into_iter()
+            .flatten()
+            .collect();
+        r = s.concat(xs, a, b.pos)?;
+    }
+    Ok(Val::Arr(r))
 }
