@@ -134,10 +134,9 @@ fn shared_splits(job: &Job, probes: &Probes) -> HashMap<u64, u64> {
                     let (dtype, stored) = match p {
                         Probe::Npy { dtype, .. } | Probe::Parquet { dtype, .. } => (*dtype, None),
                         Probe::Csv { .. } => (DType::Float64, None),
-                        Probe::Zarr { meta, in_place, .. } => (
-                            meta.dtype,
-                            in_place.as_ref().map(|_| meta.block.clone()),
-                        ),
+                        Probe::Zarr { meta, in_place, .. } => {
+                            (meta.dtype, in_place.as_ref().map(|_| meta.block.clone()))
+                        }
                     };
                     (p.shape().to_vec(), a.dtype.unwrap_or(dtype), stored)
                 }
@@ -149,11 +148,16 @@ fn shared_splits(job: &Job, probes: &Probes) -> HashMap<u64, u64> {
         match a.block.clone().or(stored) {
             Some(b) => {
                 let r = b.first().copied().unwrap_or(rows).max(1);
-                fixed.entry(rows).and_modify(|x| *x = (*x).min(r)).or_insert(r);
+                fixed
+                    .entry(rows)
+                    .and_modify(|x| *x = (*x).min(r))
+                    .or_insert(r);
             }
             None => {
                 let r = default_block(&shape, dtype, c.workers, c.memory_mb)[0];
-                own.entry(rows).and_modify(|x| *x = (*x).min(r)).or_insert(r);
+                own.entry(rows)
+                    .and_modify(|x| *x = (*x).min(r))
+                    .or_insert(r);
             }
         }
     }

@@ -271,8 +271,8 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     }
     let placed = lshs::place(cx, work, &mut blocks);
     let tasks = lshs::reorder(cx, placed, &blocks);
-    let published = batch::feeds_other_slots(&tasks, &blocks)
-        .then(|| (tasks.clone(), blocks.clone()));
+    let published =
+        batch::feeds_other_slots(&tasks, &blocks).then(|| (tasks.clone(), blocks.clone()));
     let mut best = finish(cx, kind, work, tasks, blocks, Variant::Streamed)?;
     let seconds = |p: &Plan| p.project(cx.model, cx.workers, cx.memory_mb).wall_seconds;
     let mut best_s = seconds(&best);
@@ -292,7 +292,14 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     }
     let mut blocks = Blocks::new(cx.g, work);
     let tasks = naive::place(cx, work, &mut blocks);
-    consider(finish(cx, SchedulerKind::Naive, work, tasks, blocks, Variant::Naive));
+    consider(finish(
+        cx,
+        SchedulerKind::Naive,
+        work,
+        tasks,
+        blocks,
+        Variant::Naive,
+    ));
     Ok(best)
 }
 
