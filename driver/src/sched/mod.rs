@@ -262,7 +262,8 @@ pub enum Variant {
 /// slot's batch that makes a block another slot waits for makes that slot wait for the
 /// whole batch (`A @ B` re-blocking B in one invocation: projected 3.6 s against naive's
 /// 2.0 s). So it also cuts its placement with such blocks published at once, and plans
-/// naive's, and keeps the fastest projection (LSHS's own on a tie).
+/// naive's, and keeps the fastest projection (LSHS's own on a tie), for plans of up to
+/// [`ALTERNATIVES_MAX_TASKS`] tasks.
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
     let mut blocks = Blocks::new(cx.g, work);
     if kind == SchedulerKind::Naive {
@@ -271,6 +272,9 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     }
     let placed = lshs::place(cx, work, &mut blocks);
     let tasks = lshs::reorder(cx, placed, &blocks);
+    if tasks.len() > ALTERNATIVES_MAX_TASKS {
+        return finish(cx, kind, work, tasks, blocks, Variant::Streamed);
+    }
     let published =
         batch::feeds_other_slots(&tasks, &blocks).then(|| (tasks.clone(), blocks.clone()));
     let mut best = finish(cx, kind, work, tasks, blocks, Variant::Streamed)?;
@@ -302,6 +306,13 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     ));
     Ok(best)
 }
+
+/// LSHS plans its alternatives for plans of up to this many tasks: past it, three plans
+/// side by side would pass the planner's memory target (a plan of 8 million tasks takes
+/// ~1 GB under LSHS and ~1.7 GB under naive: BENCHMARKS.md, "Planning at scale"), and a
+/// plan that large streams each slot's share through many invocations, where LSHS's
+/// own cut is the one that reads its inputs once.
+const ALTERNATIVES_MAX_TASKS: usize = 1_000_000;
 
 /// A placement cut into batches (as `variant` says) and written, checked in debug builds.
 fn finish(
