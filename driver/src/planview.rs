@@ -38,6 +38,8 @@ pub(crate) struct PlanJson {
 #[derive(Debug, Serialize)]
 pub(crate) struct SchedulerJson {
     pub scheduler: String,
+    /// Which of its plans the scheduler keeps (`crate::sched::Plan::kept`).
+    pub plan: String,
     pub tasks: usize,
     pub invocations: usize,
     pub store_bytes_read: u64,
@@ -179,6 +181,7 @@ pub(crate) fn json(job: &Job, planned: &[Planned<'_>], provisional: Option<Strin
                 let total = pl.run_total(job, false);
                 SchedulerJson {
                     scheduler: format!("{:?}", p.scheduler).to_lowercase(),
+                    plan: p.kept().to_string(),
                     tasks: p.tasks,
                     invocations: p.batches.len(),
                     store_bytes_read: p.bytes_read(),
@@ -419,6 +422,10 @@ pub(crate) fn text(job: &Job, planned: &[Planned<'_>]) -> String {
     );
     for p in &plans {
         let name = format!("{:?}", p.scheduler).to_lowercase();
+        if p.kept() != name {
+            // LSHS keeps the plan its cost model projects fastest (`sched::plan`).
+            let _ = writeln!(s, "\n{name} keeps {}", p.kept());
+        }
         let _ = writeln!(
             s,
             "\n{name}: load per slot (largest invocation memory / store bytes in / store bytes out)"

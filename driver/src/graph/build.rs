@@ -54,6 +54,9 @@ pub(super) struct Builder<'a> {
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],
+    /// The block length that default blocks take along an axis of each length
+    /// ([`shared_splits`]); empty for the Rust API's graph.
+    pub(super) splits: HashMap<u64, u64>,
 }
 
 /// The most blocks one array may have: the planner plans a million blocks in seconds,
@@ -102,6 +105,64 @@ pub fn block_for(shape: &[u64], block: &[u64], max: u64) -> Vec<u64> {
         b[d] = shape[d].div_ceil(along).max(b[d]);
     }
     b
+}
+
+/// The block length that default blocks take along an axis of each length, so that the
+/// arrays a job uses together share their partitions (NumS's load-balanced layout): X
+/// (2M x 32) and y (2M) in the same row blocks, A and B of `A @ B` (4096²) in the same
+/// blocks along the contracted axis. For each length that is the first axis of a source
+/// array: the row block of a source whose blocks are fixed (given by `block`, or a Zarr
+/// array read in place), else the least of the sources' own default row blocks (the
+/// widest rows' need, so that every block stays within the default's size). Default
+/// blocks take it along the first axis and, for a 2-D array not read from a file, the
+/// second ([`Builder::default_meta`]); an array's own default is never exceeded.
+fn shared_splits(job: &Job, probes: &Probes) -> HashMap<u64, u64> {
+    let c = &job.compute;
+    let (mut fixed, mut own) = (HashMap::<u64, u64>::new(), HashMap::<u64, u64>::new());
+    for a in &job.arrays {
+        let (shape, dtype, stored) = match &a.source {
+            Source::Random { dist, shape, .. } => {
+                let natural = match dist {
+                    RandomDist::Integers { .. } => DType::Int64,
+                    _ => DType::Float64,
+                };
+                (shape.clone(), a.dtype.unwrap_or(natural), None)
+            }
+            Source::Full { shape, .. } => (shape.clone(), a.dtype.unwrap_or(DType::Float64), None),
+            Source::Load { .. } => match probes.0.get(&a.name) {
+                Some(p) => {
+                    let (dtype, stored) = match p {
+                        Probe::Npy { dtype, .. } | Probe::Parquet { dtype, .. } => (*dtype, None),
+                        Probe::Csv { .. } => (DType::Float64, None),
+                        Probe::Zarr { meta, in_place, .. } => {
+                            (meta.dtype, in_place.as_ref().map(|_| meta.block.clone()))
+                        }
+                    };
+                    (p.shape().to_vec(), a.dtype.unwrap_or(dtype), stored)
+                }
+                None => continue,
+            },
+            _ => continue,
+        };
+        let Some(&rows) = shape.first() else { continue };
+        match a.block.clone().or(stored) {
+            Some(b) => {
+                let r = b.first().copied().unwrap_or(rows).max(1);
+                fixed
+                    .entry(rows)
+                    .and_modify(|x| *x = (*x).min(r))
+                    .or_insert(r);
+            }
+            None => {
+                let r = default_block(&shape, dtype, c.workers, c.memory_mb)[0];
+                own.entry(rows)
+                    .and_modify(|x| *x = (*x).min(r))
+                    .or_insert(r);
+            }
+        }
+    }
+    own.extend(fixed);
+    own
 }
 
 /// Builds and checks the graph of a job: unknown names, cycles, shapes and dtypes. A
@@ -160,6 +221,7 @@ pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, J
         lu_memo: HashMap::new(),
         sort_memo: HashMap::new(),
         bound: &[],
+        splits: shared_splits(job, probes),
     };
     for a in &job.arrays {
         if let Some(why) = reserved_name(&a.name) {
@@ -388,9 +450,23 @@ impl<'a> Builder<'a> {
         &self.g.nodes[id].meta
     }
 
+    /// An array made with the default blocks, co-partitioned with the job's other arrays
+    /// ([`shared_splits`]): along its first axis and, for a 2-D array, its second.
     pub(super) fn default_meta(&self, shape: Vec<u64>, dtype: DType) -> ArrayMeta {
+        self.default_meta_along(shape, dtype, 2)
+    }
+
+    /// [`Builder::default_meta`], shared along the first `axes` axes (1: rows only, for a
+    /// file read by ranged reads of whole rows).
+    fn default_meta_along(&self, shape: Vec<u64>, dtype: DType, axes: usize) -> ArrayMeta {
         let c = &self.job.compute;
-        let block = default_block(&shape, dtype, c.workers, c.memory_mb);
+        let mut block = default_block(&shape, dtype, c.workers, c.memory_mb);
+        let axes = if shape.len() == 2 { axes } else { 1 };
+        for (d, b) in block.iter_mut().enumerate().take(axes) {
+            if let Some(&s) = self.splits.get(&shape[d]) {
+                *b = (*b).min(s);
+            }
+        }
         ArrayMeta::new(shape, block, dtype)
     }
 
@@ -431,10 +507,13 @@ impl<'a> Builder<'a> {
                 _ => Ok(()),
             }
         };
+        // A file is read in whole rows (its columns cut would be a ranged read per row):
+        // its default blocks are shared along the rows only.
+        let file = matches!(def.source, Source::Load { .. });
         let leaf_meta = |shape: Vec<u64>, dtype: DType, b: &Builder| -> ArrayMeta {
             match &def.block {
                 Some(bl) => ArrayMeta::new(shape, bl.clone(), dtype),
-                None => b.default_meta(shape, dtype),
+                None => b.default_meta_along(shape, dtype, if file { 1 } else { 2 }),
             }
         };
         let id = match &def.source {
@@ -1308,6 +1387,7 @@ impl Incremental {
             values: &self.values,
             need_values: None,
             bound,
+            splits: HashMap::new(),
         };
         let r = f(&mut b);
         let need = b.need;

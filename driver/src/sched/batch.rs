@@ -220,6 +220,9 @@ struct Cutter<'a> {
     work: Vec<u64>,
     /// Each task's projected seconds ([`task_seconds`]).
     secs: Vec<f64>,
+    /// Tasks that end their batch because another slot reads their block
+    /// ([`Variant::Published`]); empty otherwise.
+    feeds: Vec<bool>,
 }
 
 /// Ends a slot's open batch (if any), recording its peak.
@@ -234,14 +237,12 @@ impl Cutter<'_> {
     /// not after the slot's other work of that step.
     fn publishes(&self, p: usize) -> bool {
         critical(&self.tasks.kernels[self.tasks.kernel[p] as usize])
+            || self.feeds.get(p).copied().unwrap_or(false)
     }
 
     /// A task without inputs whose block is small: made again where needed.
     fn cheap(&self, p: usize) -> bool {
-        !self.one_per_batch
-            && self.tasks.inputs(p).is_empty()
-            && !self.tasks.kernels[self.tasks.kernel[p] as usize].reads_file()
-            && self.blocks.nbytes[self.tasks.output[p] as usize] <= INLINE_MAX
+        !self.one_per_batch && remade(self.tasks, self.blocks, p)
     }
 
     /// Whether task `i` may join `o` without a cycle: it reads from other batches only
@@ -407,6 +408,37 @@ fn batch_seconds_cap(cx: &Ctx) -> f64 {
     cx.timeout_seconds as f64 / 4.0
 }
 
+/// Whether task `p` is made again in each batch that reads its block: no inputs, no file
+/// read, a small block.
+fn remade(tasks: &Tasks, blocks: &Blocks, p: usize) -> bool {
+    tasks.inputs(p).is_empty()
+        && !tasks.kernels[tasks.kernel[p] as usize].reads_file()
+        && blocks.nbytes[tasks.output[p] as usize] <= INLINE_MAX
+}
+
+/// Which tasks make a block that a task on another slot reads (a small new block made
+/// again where needed excepted): its reader waits for the producer's whole batch.
+fn feeds(tasks: &Tasks, blocks: &Blocks) -> Vec<bool> {
+    let producer = tasks.producers(blocks.len());
+    let mut f = vec![false; tasks.len()];
+    for i in 0..tasks.len() {
+        for x in distinct(tasks.inputs(i)) {
+            let p = producer[x as usize];
+            if p == NONE || tasks.slot[p as usize] == tasks.slot[i] {
+                continue;
+            }
+            f[p as usize] |= !remade(tasks, blocks, p as usize);
+        }
+    }
+    f
+}
+
+/// Whether any task's block is read on another slot (so that [`Variant::Published`]
+/// cuts differently from [`Variant::Streamed`]).
+pub(super) fn feeds_other_slots(tasks: &Tasks, blocks: &Blocks) -> bool {
+    feeds(tasks, blocks).into_iter().any(|f| f)
+}
+
 /// Cuts each slot's task sequence into batches that fit memory and keep the batch graph
 /// acyclic: a batch reads from other batches only blocks produced before its first task.
 /// Batches are cut by duration too ([`batch_seconds_cap`]), a batch's first task
@@ -415,8 +447,9 @@ pub(super) fn cut(
     cx: &Ctx,
     tasks: &Tasks,
     blocks: &Blocks,
-    one_per_batch: bool,
+    variant: Variant,
 ) -> Result<Cut, PlanError> {
+    let one_per_batch = variant == Variant::Naive;
     let g = cx.g;
     let limit = cx.memory_mb << 20;
     let mut readers = vec![0u32; blocks.len()];
@@ -437,6 +470,11 @@ pub(super) fn cut(
             vec![0.0; tasks.len()]
         } else {
             task_seconds(cx, tasks, blocks)
+        },
+        feeds: if variant == Variant::Published {
+            feeds(tasks, blocks)
+        } else {
+            Vec::new()
         },
     };
     let cap = batch_seconds_cap(cx);

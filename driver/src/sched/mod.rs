@@ -150,7 +150,10 @@ pub struct SlotLoad {
 
 #[derive(Debug, Clone)]
 pub struct Plan {
+    /// The scheduler the job asked for.
     pub scheduler: SchedulerKind,
+    /// Which of its plans it keeps.
+    pub variant: Variant,
     pub tasks: usize,
     pub batches: Vec<PlannedBatch>,
     pub loads: Vec<SlotLoad>,
@@ -185,6 +188,18 @@ impl Plan {
         let gets = self.batches.iter().map(|b| b.gets).sum();
         let puts = self.batches.iter().map(|b| b.puts).sum();
         crate::cost::project(model, workers, memory_mb, &batches, gets, puts)
+    }
+
+    /// Which plan the scheduler kept, as `plan` and `plan --json` say it.
+    pub fn kept(&self) -> &'static str {
+        match (self.scheduler, self.variant) {
+            (SchedulerKind::Naive, _) => "naive",
+            (_, Variant::Streamed) => "lshs",
+            (_, Variant::Published) => {
+                "lshs's placement, each block another slot reads published at once"
+            }
+            (_, Variant::Naive) => "naive's plan, projected faster than lshs's own",
+        }
     }
 
     pub fn max_projected_peak(&self) -> u64 {
@@ -226,29 +241,103 @@ pub struct Ctx<'a> {
     pub timeout_seconds: u64,
 }
 
+/// How a plan was made: LSHS's placement cut into batches as it streams, the same with
+/// every block another slot reads published at once, or naive's. LSHS plans all three and
+/// keeps the one its cost model projects fastest (see [`plan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Variant {
+    /// LSHS as it is: each slot's tasks streamed through as few invocations as fit.
+    Streamed,
+    /// LSHS, a batch ended after each task whose block another slot reads, so that the
+    /// other slot does not wait for the rest of the batch.
+    Published,
+    /// Naive's plan: one task per invocation.
+    Naive,
+}
+
 /// Plans `work` with scheduler `kind`: placement (which slot runs each task, in which
 /// order), then batch cutting (which tasks run together), then the batches' wire tables.
+///
+/// LSHS never keeps a plan its own cost model projects slower than one it can make: a
+/// slot's batch that makes a block another slot waits for makes that slot wait for the
+/// whole batch (`A @ B` re-blocking B in one invocation: projected 3.6 s against naive's
+/// 2.0 s). So it also cuts its placement with such blocks published at once, and plans
+/// naive's, and keeps the fastest projection (LSHS's own on a tie), for plans of up to
+/// [`ALTERNATIVES_MAX_TASKS`] tasks.
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
     let mut blocks = Blocks::new(cx.g, work);
-    let tasks = match kind {
-        SchedulerKind::Naive => naive::place(cx, work, &mut blocks),
-        SchedulerKind::Lshs => {
-            let placed = lshs::place(cx, work, &mut blocks);
-            lshs::reorder(cx, placed, &blocks)
+    if kind == SchedulerKind::Naive {
+        let tasks = naive::place(cx, work, &mut blocks);
+        return finish(cx, kind, work, tasks, blocks, Variant::Naive);
+    }
+    let placed = lshs::place(cx, work, &mut blocks);
+    let tasks = lshs::reorder(cx, placed, &blocks);
+    if tasks.len() > ALTERNATIVES_MAX_TASKS {
+        return finish(cx, kind, work, tasks, blocks, Variant::Streamed);
+    }
+    let published =
+        batch::feeds_other_slots(&tasks, &blocks).then(|| (tasks.clone(), blocks.clone()));
+    let mut best = finish(cx, kind, work, tasks, blocks, Variant::Streamed)?;
+    let seconds = |p: &Plan| p.project(cx.model, cx.workers, cx.memory_mb).wall_seconds;
+    let mut best_s = seconds(&best);
+    // A candidate that cannot fit is passed over (LSHS's own plan fits).
+    let mut consider = |p: Result<Plan, PlanError>| {
+        if let Ok(mut p) = p {
+            let s = seconds(&p);
+            if s < best_s {
+                p.scheduler = kind;
+                best = p;
+                best_s = s;
+            }
         }
     };
-    let cut = batch::cut(cx, &tasks, &blocks, kind == SchedulerKind::Naive)?;
+    if let Some((tasks, blocks)) = published {
+        consider(finish(cx, kind, work, tasks, blocks, Variant::Published));
+    }
+    let mut blocks = Blocks::new(cx.g, work);
+    let tasks = naive::place(cx, work, &mut blocks);
+    consider(finish(
+        cx,
+        SchedulerKind::Naive,
+        work,
+        tasks,
+        blocks,
+        Variant::Naive,
+    ));
+    Ok(best)
+}
+
+/// LSHS plans its alternatives for plans of up to this many tasks: past it, three plans
+/// side by side would pass the planner's memory target (a plan of 8 million tasks takes
+/// ~1 GB under LSHS and ~1.7 GB under naive: BENCHMARKS.md, "Planning at scale"), and a
+/// plan that large streams each slot's share through many invocations, where LSHS's
+/// own cut is the one that reads its inputs once.
+const ALTERNATIVES_MAX_TASKS: usize = 1_000_000;
+
+/// A placement cut into batches (as `variant` says) and written, checked in debug builds.
+fn finish(
+    cx: &Ctx,
+    kind: SchedulerKind,
+    work: &BlockWork,
+    tasks: Tasks,
+    blocks: Blocks,
+    variant: Variant,
+) -> Result<Plan, PlanError> {
+    let cut = batch::cut(cx, &tasks, &blocks, variant)?;
     // Debug builds check every plan small enough to check quickly (the property tests
     // check plans of every shape).
     #[cfg(debug_assertions)]
     let placed = (tasks.len() <= CHECK_MAX_TASKS).then(|| tasks.to_block_tasks(&blocks));
-    let plan = wire::write(cx, kind, tasks, blocks, cut);
+    let mut plan = wire::write(cx, kind, tasks, blocks, cut);
+    plan.variant = variant;
     #[cfg(debug_assertions)]
     if let Some(placed) = placed
         && let Err(e) = check::check_plan(cx, kind, work, &placed, &plan)
     {
         panic!("the {kind:?} plan breaks an invariant: {e}");
     }
+    #[cfg(not(debug_assertions))]
+    let _ = work;
     Ok(plan)
 }
 
@@ -308,6 +397,7 @@ pub(super) fn distinct(ins: &[Bid]) -> impl Iterator<Item = Bid> + '_ {
 /// Dense numbers for the plan's blocks: block `b` of node `n` is `base[n] + b` (nodes with
 /// no work and not in the store have none); partial sums are numbered after them as they
 /// are made. Each block's size is kept.
+#[derive(Clone)]
 pub(super) struct Blocks {
     base: Vec<u64>,
     parts: Vec<BlockId>,
@@ -381,7 +471,7 @@ impl Blocks {
 /// The block tasks of a plan, compact: kernels interned, blocks by number, inputs in one
 /// array. Task `i` runs `kernels[kernel[i]]` on `inputs(i)` and makes `output[i]` on slot
 /// `slot[i]`.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct Tasks {
     pub kernels: Vec<Kernel>,
     pub kernel: Vec<u32>,

@@ -265,6 +265,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
     }
     Plan {
         scheduler: kind,
+        variant: super::Variant::Streamed,
         tasks: n,
         batches,
         loads,
