@@ -168,7 +168,9 @@ def test_the_gil_is_released_while_a_compute_runs(tmp_path):
     elapsed = time.perf_counter() - t0
     assert result["v"] > 0
     assert elapsed > 0.3, f"the compute took {elapsed:.2f} s: too short to tell"
-    assert gap < 0.25, f"this thread waited {gap:.2f} s of the compute's {elapsed:.2f} s"
+    # A compute that held the GIL would stall this thread for about all of it; a loaded
+    # machine's scheduler stalls it for a fraction (0.3 s was seen at load 16).
+    assert gap < elapsed / 2, f"this thread waited {gap:.2f} s of the compute's {elapsed:.2f} s"
 
 
 CTRL_C = textwrap.dedent("""

@@ -593,7 +593,7 @@ fn timeline(a: TimelineArgs) -> anyhow::Result<()> {
     let t = crate::timeline::Timeline::load(&a.stats)?;
     write_file(&a.svg, &crate::timeline::svg(&t))?;
     outln!(
-        "{} ({} on {} s)",
+        "{} ({} in {} s)",
         a.svg.display(),
         plural(t.timeline.len() as u64, "invocation", "invocations"),
         format_args!("{:.2}", t.wall_seconds)

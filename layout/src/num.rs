@@ -308,6 +308,45 @@ pub fn c_expm1(z: C128) -> C128 {
     C128::new(x.exp_m1() * y.cos() - 2.0 * s * s, x.exp() * y.sin())
 }
 
+/// `tanh(z)` as C99's `ctanh` (Kahan's formula, as FreeBSD's libm and so NumPy's own
+/// fallback): no overflow for large real parts (`z.tanh()` of num-complex divides
+/// infinities there and gives NaN), and C99's special values.
+pub fn c_tanh(z: C128) -> C128 {
+    let (x, y) = (z.re, z.im);
+    if x.is_nan() {
+        return C128::new(x, if y == 0.0 { y } else { f64::NAN });
+    }
+    if x.is_infinite() {
+        let im = if y.is_infinite() {
+            y
+        } else {
+            y.sin() * y.cos()
+        };
+        return C128::new(1f64.copysign(x), 0f64.copysign(im));
+    }
+    if !y.is_finite() {
+        // tanh(±0 + i·NaN or ∞) = ±0 + i·NaN; NaN + i·NaN for other x.
+        return C128::new(if x == 0.0 { x } else { f64::NAN }, f64::NAN);
+    }
+    if x.abs() >= 22.0 {
+        // tanh(±huge ± iy) ≈ ±1 ± i·2sin(2y)/exp(2|x|), kept from overflowing.
+        let e = (-x.abs()).exp();
+        return C128::new(1f64.copysign(x), 4.0 * y.sin() * y.cos() * e * e);
+    }
+    let t = y.tan();
+    let beta = 1.0 + t * t; // 1 / cos²(y)
+    let s = x.sinh();
+    let rho = (1.0 + s * s).sqrt(); // cosh(x)
+    let denom = 1.0 + beta * s * s;
+    C128::new(beta * rho * s / denom, t / denom)
+}
+
+/// `tan(z) = -i·tanh(iz)` (C99's `ctan`), by [`c_tanh`].
+pub fn c_tan(z: C128) -> C128 {
+    let w = c_tanh(C128::new(-z.im, z.re));
+    C128::new(w.im, -w.re)
+}
+
 /// `log(1 + z)` (NumPy's `npy_clog1p`).
 pub fn c_log1p(z: C128) -> C128 {
     let (x, y) = (z.re + 1.0, z.im);

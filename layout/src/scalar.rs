@@ -1,7 +1,7 @@
 //! One number a kernel carries (a fill value, a scalar operand, an arange start): a bool,
 //! an exact int (over int64 and uint64), a float64 or a complex of two float64s, on the
 //! wire exactly. JSON has no NaN or infinities, so non-finite floats travel as the strings
-//! "NaN", "Infinity" and "-Infinity"; finite floats are JSON numbers with a fraction or
+//! "NaN", "-NaN" (NumPy's `signbit` tells them apart), "Infinity" and "-Infinity"; finite floats are JSON numbers with a fraction or
 //! exponent (-0.0 keeps its sign), ints are JSON integers (every digit kept), a complex is
 //! the pair `[re, im]`.
 
@@ -237,6 +237,7 @@ struct JsonFloat(f64);
 impl Serialize for JsonFloat {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self.0 {
+            v if v.is_nan() && v.is_sign_negative() => s.serialize_str("-NaN"),
             v if v.is_nan() => s.serialize_str("NaN"),
             f64::INFINITY => s.serialize_str("Infinity"),
             f64::NEG_INFINITY => s.serialize_str("-Infinity"),
@@ -285,6 +286,7 @@ impl<'de> Deserialize<'de> for Scalar {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Scalar, E> {
                 match v {
                     "NaN" => Ok(Scalar::Float(f64::NAN)),
+                    "-NaN" => Ok(Scalar::Float(-f64::NAN)),
                     "Infinity" => Ok(Scalar::Float(f64::INFINITY)),
                     "-Infinity" => Ok(Scalar::Float(f64::NEG_INFINITY)),
                     _ => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
@@ -346,6 +348,18 @@ mod tests {
         let back: Scalar =
             serde_json::from_str(&serde_json::to_string(&Scalar::Float(nan)).unwrap()).unwrap();
         assert!(matches!(back, Scalar::Float(f) if f.is_nan()));
+        // Its sign does (`full(n, -np.nan)` gave NaNs whose signbit was False).
+        for nan in [f64::NAN, -f64::NAN] {
+            let json = serde_json::to_string(&Scalar::Float(nan)).unwrap();
+            let back: Scalar = serde_json::from_str(&json).unwrap();
+            let Scalar::Float(f) = back else {
+                panic!("{json}")
+            };
+            assert!(
+                f.is_nan() && f.is_sign_negative() == nan.is_sign_negative(),
+                "{json}"
+            );
+        }
     }
 
     #[test]

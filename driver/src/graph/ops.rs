@@ -975,6 +975,8 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
         let exact = |s: Scalar| s.as_i128().expect("a bool or an int");
         let (a, b) = (exact(x), exact(y));
         let v = match op {
+            // arctan2, hypot, copysign, logaddexp, nextafter of two ints: NumPy's float64.
+            _ if op.is_float_fn() => return Ok(Scalar::Float(op.apply(a as f64, b as f64))),
             BinaryOp::Div | BinaryOp::FloorDiv | BinaryOp::Mod if b == 0 => return zero_division(),
             BinaryOp::Div => return Ok(Scalar::Float(a as f64 / b as f64)),
             BinaryOp::Pow if b < 0 && a == 0 => return zero_division(),
