@@ -57,9 +57,9 @@ fn made_up_values(g: &graph::Graph, node: usize) -> Block {
     }
 }
 
-#[test]
-fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
-    let memory_mb = 128u64;
+/// The job sorting (and argsorting) ten times `memory_mb` of float64, its graph as a run
+/// builds it, and its plan.
+fn sort_plan(memory_mb: u64) -> (u64, graph::Graph, nums_cloud::sched::Plan) {
     let n = 10 * (memory_mb << 20) / 8;
     let text = format!(
         "[compute]\nmemory_mb = {memory_mb}\nworkers = 4\n[arrays]\n\
@@ -94,6 +94,13 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
         .count();
     assert_eq!(merges, 2);
     let plan = plan_job(&job, &g, &dry_run_prefix(&job), &probes).unwrap();
+    (n, g, plan)
+}
+
+#[test]
+fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
+    let memory_mb = 128u64;
+    let (n, g, plan) = sort_plan(memory_mb);
     let limit = memory_mb << 20;
     assert!(
         plan.max_projected_peak() <= limit,
@@ -107,5 +114,63 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
         plan.tasks,
         plan.batches.len(),
         plan.max_projected_peak() >> 20
+    );
+}
+
+/// What a function holds for the batch itself, besides its blocks: the payload as it
+/// arrives, the decoded batch, its arrays' stored forms and the pipeline's tables. The
+/// plan's projection must count it (it grows with the tasks), so that the largest batch
+/// of the sort's main stage fits `memory_mb` for real.
+#[test]
+fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
+    let memory_mb = 128u64;
+    let (_, _, plan) = sort_plan(memory_mb);
+    let limit = memory_mb << 20;
+    let largest = plan
+        .batches
+        .iter()
+        .max_by_key(|b| b.num_tasks())
+        .expect("batches");
+    let batch = largest.batch();
+    let payload = serde_json::to_vec(&batch).unwrap();
+    nums_function::memory::reset_peak();
+    let before = nums_function::memory::peak();
+    let decoded: nums_layout::batch::Batch = serde_json::from_slice(&payload).unwrap();
+    let after_decode = nums_function::memory::peak().saturating_sub(before);
+    let arrays: Vec<_> = decoded
+        .arrays
+        .iter()
+        .map(|a| nums_layout::StoredArray::new(&a.path, a.meta.clone()).unwrap())
+        .collect();
+    let mut uses = std::collections::HashMap::new();
+    for t in &decoded.tasks {
+        for r in &t.inputs {
+            *uses.entry(r.clone()).or_insert(0usize) += 1;
+        }
+    }
+    let held = nums_function::memory::peak().saturating_sub(before) + payload.len() as u64;
+    std::hint::black_box((&arrays, &uses));
+    eprintln!("decoded batch {} MiB", after_decode >> 20);
+    eprintln!(
+        "largest batch: {} tasks, {} arrays, payload {} KiB, held besides blocks {} MiB, projected {} MiB",
+        decoded.tasks.len(),
+        decoded.arrays.len(),
+        payload.len() >> 10,
+        held >> 20,
+        largest.projected_peak >> 20
+    );
+    for b in &plan.batches {
+        assert!(
+            b.num_tasks() <= nums_cloud::sched::MAX_BATCH_TASKS,
+            "a batch of {} tasks",
+            b.num_tasks()
+        );
+    }
+    assert!(
+        largest.projected_peak + held <= limit,
+        "the largest batch ({} tasks) projects {} MiB and holds {} MiB more for its description: over memory_mb = {memory_mb}",
+        decoded.tasks.len(),
+        largest.projected_peak >> 20,
+        held >> 20
     );
 }

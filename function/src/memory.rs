@@ -19,10 +19,28 @@ pub const BASE_MEMORY: u64 = 40 << 20;
 /// (result and accumulator) and its encoded copy, plus its kernel's workspace (`work`:
 /// [`crate::linalg::workspace_bytes`] of the LAPACK kernels, `Kernel::scratch_bytes` of
 /// the others). In a batch, blocks kept for later tasks add to it, and a block already
-/// held is not fetched again (the driver's `sched/batch.rs`).
+/// held is not fetched again, and the batch's description ([`batch_memory`]) is held
+/// throughout (the driver's `sched/batch.rs`).
 pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
     BASE_MEMORY + 3 * fetched + max_in + 3 * out + work
 }
+
+/// What a function holds for its batch besides blocks, for the whole invocation: the
+/// payload and the decoded batch, the pipeline's tables of blocks (uses, reads, live ones)
+/// and, for each array the batch names, its stored form (a zarrs array with its codec
+/// chain: about 3 KiB). Measured on a sample sort's main stage of 38,723 tasks writing
+/// 38,673 arrays: 124 MiB held besides blocks (driver/tests/sort_plan.rs), which these
+/// constants project as 180 MiB.
+pub fn batch_memory(tasks: u64, inputs: u64, arrays: u64) -> u64 {
+    TASK_MEMORY * tasks + INPUT_MEMORY * inputs + ARRAY_MEMORY * arrays
+}
+
+/// A task's share of [`batch_memory`]: its payload (about 260 bytes of JSON) and decoded form.
+pub const TASK_MEMORY: u64 = 512;
+/// An input reference's: its payload and decoded form, its entries in the pipeline's tables.
+pub const INPUT_MEMORY: u64 = 256;
+/// An array's: its stored form.
+pub const ARRAY_MEMORY: u64 = 4 << 10;
 
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
