@@ -8,6 +8,7 @@ use std::path::Path;
 use nums_cloud::graph::{self, Built, Known, NodeOp};
 use nums_cloud::job::Job;
 use nums_cloud::plan::{dry_run_prefix, plan_job};
+use nums_function::memory::batch_memory;
 use nums_layout::{Block, DType};
 
 fn splitmix(mut z: u64) -> u64 {
@@ -118,25 +119,39 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
 }
 
 /// What a function holds for the batch itself, besides its blocks: the payload as it
-/// arrives, the decoded batch, its arrays' stored forms and the pipeline's tables. The
-/// plan's projection must count it (it grows with the tasks), so that the largest batch
-/// of the sort's main stage fits `memory_mb` for real.
+/// arrives, the decoded batch, its arrays' stored forms and the pipeline's table of uses.
+/// It grows with the tasks (a sample sort's main stage once went out as one invocation of
+/// ~39,000 tiny tasks, projected within memory_mb and killed at it), so the projection
+/// counts it ([`batch_memory`]) and invocations run at most `MAX_BATCH_TASKS` tasks.
 #[test]
 fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
     let memory_mb = 128u64;
     let (_, _, plan) = sort_plan(memory_mb);
     let limit = memory_mb << 20;
+    for b in &plan.batches {
+        assert!(
+            b.num_tasks() <= nums_cloud::sched::MAX_BATCH_TASKS,
+            "an invocation of {} tasks",
+            b.num_tasks()
+        );
+        assert!(b.projected_peak <= limit);
+    }
     let largest = plan
         .batches
         .iter()
         .max_by_key(|b| b.num_tasks())
         .expect("batches");
     let batch = largest.batch();
+    let inputs: u64 = batch.tasks.iter().map(|t| t.inputs.len() as u64).sum();
+    let model = batch_memory(batch.tasks.len() as u64, inputs, batch.arrays.len() as u64);
     let payload = serde_json::to_vec(&batch).unwrap();
+    drop((plan, batch));
+    // Freed memory handed back, so that what follows is measured in new pages.
+    // SAFETY: only returns free heap memory to the system.
+    unsafe { libc::malloc_trim(0) };
     nums_function::memory::reset_peak();
     let before = nums_function::memory::peak();
     let decoded: nums_layout::batch::Batch = serde_json::from_slice(&payload).unwrap();
-    let after_decode = nums_function::memory::peak().saturating_sub(before);
     let arrays: Vec<_> = decoded
         .arrays
         .iter()
@@ -150,27 +165,18 @@ fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
     }
     let held = nums_function::memory::peak().saturating_sub(before) + payload.len() as u64;
     std::hint::black_box((&arrays, &uses));
-    eprintln!("decoded batch {} MiB", after_decode >> 20);
     eprintln!(
-        "largest batch: {} tasks, {} arrays, payload {} KiB, held besides blocks {} MiB, projected {} MiB",
+        "largest invocation: {} tasks, {inputs} inputs, {} arrays; holds {} KiB besides blocks, modelled {} KiB",
         decoded.tasks.len(),
         decoded.arrays.len(),
-        payload.len() >> 10,
-        held >> 20,
-        largest.projected_peak >> 20
+        held >> 10,
+        model >> 10
     );
-    for b in &plan.batches {
-        assert!(
-            b.num_tasks() <= nums_cloud::sched::MAX_BATCH_TASKS,
-            "a batch of {} tasks",
-            b.num_tasks()
-        );
-    }
     assert!(
-        largest.projected_peak + held <= limit,
-        "the largest batch ({} tasks) projects {} MiB and holds {} MiB more for its description: over memory_mb = {memory_mb}",
+        held <= model,
+        "the largest invocation ({} tasks) holds {} KiB for its description, the model {} KiB",
         decoded.tasks.len(),
-        largest.projected_peak >> 20,
-        held >> 20
+        held >> 10,
+        model >> 10
     );
 }

@@ -28,19 +28,22 @@ pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
 /// What a function holds for its batch besides blocks, for the whole invocation: the
 /// payload and the decoded batch, the pipeline's tables of blocks (uses, reads, live ones)
 /// and, for each array the batch names, its stored form (a zarrs array with its codec
-/// chain: about 3 KiB). Measured on a sample sort's main stage of 38,723 tasks writing
-/// 38,673 arrays: 124 MiB held besides blocks (driver/tests/sort_plan.rs), which these
-/// constants project as 180 MiB.
+/// chain: about 5 KiB). Measured on the largest invocation of a sample sort's main stage
+/// (4,096 tasks naming 4,087 arrays): 21.7 MiB, which these constants project as 29 MiB
+/// (driver/tests/sort_plan.rs). Before it was counted, that stage went out as one
+/// invocation of ~39,000 tasks, projected within `memory_mb` and killed at it.
 pub fn batch_memory(tasks: u64, inputs: u64, arrays: u64) -> u64 {
     TASK_MEMORY * tasks + INPUT_MEMORY * inputs + ARRAY_MEMORY * arrays
 }
 
-/// A task's share of [`batch_memory`]: its payload (about 260 bytes of JSON) and decoded form.
-pub const TASK_MEMORY: u64 = 512;
-/// An input reference's: its payload and decoded form, its entries in the pipeline's tables.
+/// A task's share of [`batch_memory`]: its payload (about 260 bytes of JSON) and decoded
+/// form.
+pub const TASK_MEMORY: u64 = 1 << 10;
+/// An input reference's: its payload and decoded form, its entries in the pipeline's
+/// tables.
 pub const INPUT_MEMORY: u64 = 256;
 /// An array's: its stored form.
-pub const ARRAY_MEMORY: u64 = 4 << 10;
+pub const ARRAY_MEMORY: u64 = 6 << 10;
 
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
