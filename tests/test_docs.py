@@ -284,3 +284,17 @@ def test_the_memory_projection_base_is_the_codes():
     sched = (REPO / "function" / "src" / "memory.rs").read_text()
     base = int(re.search(r"pub(?:\(crate\))? const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
     assert f"a base of {base} MiB" in " ".join(GUIDE.split()), f"the guide should say the base is {base} MiB"
+
+
+def test_the_batch_description_figures_are_the_codes():
+    mem = (REPO / "function" / "src" / "memory.rs").read_text()
+    sched = (REPO / "driver" / "src" / "sched" / "mod.rs").read_text()
+    task = int(re.search(r"pub const TASK_MEMORY: u64 = 1 << (\d+);", mem).group(1))
+    inp = int(re.search(r"pub const INPUT_MEMORY: u64 = (\d+);", mem).group(1))
+    arr = int(re.search(r"pub const ARRAY_MEMORY: u64 = (\d+) << 10;", mem).group(1))
+    most = int(re.search(r"pub const MAX_BATCH_TASKS: usize = (\d+);", sched).group(1))
+    guide = " ".join(GUIDE.split())
+    assert f"{(1 << task) >> 10} KiB per task" in guide
+    assert f"{inp} bytes per input reference" in guide
+    assert f"{arr} KiB per array" in guide
+    assert f"at most {most:,} tasks" in guide

@@ -8,6 +8,7 @@ use std::path::Path;
 use nums_cloud::graph::{self, Built, Known, NodeOp};
 use nums_cloud::job::Job;
 use nums_cloud::plan::{dry_run_prefix, plan_job};
+use nums_function::memory::batch_memory;
 use nums_layout::{Block, DType};
 
 fn splitmix(mut z: u64) -> u64 {
@@ -57,9 +58,9 @@ fn made_up_values(g: &graph::Graph, node: usize) -> Block {
     }
 }
 
-#[test]
-fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
-    let memory_mb = 128u64;
+/// The job sorting (and argsorting) ten times `memory_mb` of float64, its graph as a run
+/// builds it, and its plan.
+fn sort_plan(memory_mb: u64) -> (u64, graph::Graph, nums_cloud::sched::Plan) {
     let n = 10 * (memory_mb << 20) / 8;
     let text = format!(
         "[compute]\nmemory_mb = {memory_mb}\nworkers = 4\n[arrays]\n\
@@ -94,6 +95,13 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
         .count();
     assert_eq!(merges, 2);
     let plan = plan_job(&job, &g, &dry_run_prefix(&job), &probes).unwrap();
+    (n, g, plan)
+}
+
+#[test]
+fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
+    let memory_mb = 128u64;
+    let (n, g, plan) = sort_plan(memory_mb);
     let limit = memory_mb << 20;
     assert!(
         plan.max_projected_peak() <= limit,
@@ -107,5 +115,68 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
         plan.tasks,
         plan.batches.len(),
         plan.max_projected_peak() >> 20
+    );
+}
+
+/// What a function holds for the batch itself, besides its blocks: the payload as it
+/// arrives, the decoded batch, its arrays' stored forms and the pipeline's table of uses.
+/// It grows with the tasks (a sample sort's main stage once went out as one invocation of
+/// ~39,000 tiny tasks, projected within memory_mb and killed at it), so the projection
+/// counts it ([`batch_memory`]) and invocations run at most `MAX_BATCH_TASKS` tasks.
+#[test]
+fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
+    let memory_mb = 128u64;
+    let (_, _, plan) = sort_plan(memory_mb);
+    let limit = memory_mb << 20;
+    for b in &plan.batches {
+        assert!(
+            b.num_tasks() <= nums_cloud::sched::MAX_BATCH_TASKS,
+            "an invocation of {} tasks",
+            b.num_tasks()
+        );
+        assert!(b.projected_peak <= limit);
+    }
+    let largest = plan
+        .batches
+        .iter()
+        .max_by_key(|b| b.num_tasks())
+        .expect("batches");
+    let batch = largest.batch();
+    let inputs: u64 = batch.tasks.iter().map(|t| t.inputs.len() as u64).sum();
+    let model = batch_memory(batch.tasks.len() as u64, inputs, batch.arrays.len() as u64);
+    let payload = serde_json::to_vec(&batch).unwrap();
+    drop((plan, batch));
+    // Freed memory handed back, so that what follows is measured in new pages.
+    // SAFETY: only returns free heap memory to the system.
+    unsafe { libc::malloc_trim(0) };
+    nums_function::memory::reset_peak();
+    let before = nums_function::memory::peak();
+    let decoded: nums_layout::batch::Batch = serde_json::from_slice(&payload).unwrap();
+    let arrays: Vec<_> = decoded
+        .arrays
+        .iter()
+        .map(|a| nums_layout::StoredArray::new(&a.path, a.meta.clone()).unwrap())
+        .collect();
+    let mut uses = std::collections::HashMap::new();
+    for t in &decoded.tasks {
+        for r in &t.inputs {
+            *uses.entry(r.clone()).or_insert(0usize) += 1;
+        }
+    }
+    let held = nums_function::memory::peak().saturating_sub(before) + payload.len() as u64;
+    std::hint::black_box((&arrays, &uses));
+    eprintln!(
+        "largest invocation: {} tasks, {inputs} inputs, {} arrays; holds {} KiB besides blocks, modelled {} KiB",
+        decoded.tasks.len(),
+        decoded.arrays.len(),
+        held >> 10,
+        model >> 10
+    );
+    assert!(
+        held <= model,
+        "the largest invocation ({} tasks) holds {} KiB for its description, the model {} KiB",
+        decoded.tasks.len(),
+        held >> 10,
+        model >> 10
     );
 }

@@ -19,10 +19,31 @@ pub const BASE_MEMORY: u64 = 40 << 20;
 /// (result and accumulator) and its encoded copy, plus its kernel's workspace (`work`:
 /// [`crate::linalg::workspace_bytes`] of the LAPACK kernels, `Kernel::scratch_bytes` of
 /// the others). In a batch, blocks kept for later tasks add to it, and a block already
-/// held is not fetched again (the driver's `sched/batch.rs`).
+/// held is not fetched again, and the batch's description ([`batch_memory`]) is held
+/// throughout (the driver's `sched/batch.rs`).
 pub fn task_peak(fetched: u64, max_in: u64, out: u64, work: u64) -> u64 {
     BASE_MEMORY + 3 * fetched + max_in + 3 * out + work
 }
+
+/// What a function holds for its batch besides blocks, for the whole invocation: the
+/// payload and the decoded batch, the pipeline's tables of blocks (uses, reads, live ones)
+/// and, for each array the batch names, its stored form (a zarrs array with its codec
+/// chain: about 5 KiB). Measured on the largest invocation of a sample sort's main stage
+/// (4,096 tasks naming 4,087 arrays): 21.7 MiB, which these constants project as 29 MiB
+/// (driver/tests/sort_plan.rs). Before it was counted, that stage went out as one
+/// invocation of ~39,000 tasks, projected within `memory_mb` and killed at it.
+pub fn batch_memory(tasks: u64, inputs: u64, arrays: u64) -> u64 {
+    TASK_MEMORY * tasks + INPUT_MEMORY * inputs + ARRAY_MEMORY * arrays
+}
+
+/// A task's share of [`batch_memory`]: its payload (about 260 bytes of JSON) and decoded
+/// form.
+pub const TASK_MEMORY: u64 = 1 << 10;
+/// An input reference's: its payload and decoded form, its entries in the pipeline's
+/// tables.
+pub const INPUT_MEMORY: u64 = 256;
+/// An array's: its stored form.
+pub const ARRAY_MEMORY: u64 = 6 << 10;
 
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold

@@ -7,13 +7,26 @@
 //! tree with range add, so that adding a task costs O(inputs · log(batch size)) rather
 //! than a new pass over the batch.
 
-use nums_function::memory::{BASE_MEMORY, task_peak};
+use nums_function::memory::{BASE_MEMORY, batch_memory, task_peak};
 
 use super::*;
 
-/// [`task_peak`] of task `i` run alone.
+/// The array a block is written in (one per array on the wire).
+fn array_of(blocks: &Blocks, b: Bid) -> (usize, u32) {
+    let id = blocks.block(b);
+    (id.node, id.part)
+}
+
+/// [`task_peak`] of task `i` run alone, with its batch's description.
 fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
     let ins = tasks.inputs(i);
+    let mut arrays: Vec<(usize, u32)> = ins
+        .iter()
+        .chain([&tasks.output[i]])
+        .map(|&x| array_of(blocks, x))
+        .collect();
+    arrays.sort_unstable();
+    arrays.dedup();
     let max_in = ins
         .iter()
         .map(|&x| blocks.nbytes[x as usize])
@@ -25,7 +38,7 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
         max_in,
         blocks.nbytes[tasks.output[i] as usize],
         work,
-    )
+    ) + batch_memory(1, ins.len() as u64, arrays.len() as u64)
 }
 
 /// Each task's kernel workspace ([`kernel_workspace`]): the linear-algebra kernels' by
@@ -178,6 +191,22 @@ struct Open {
     copied: HashSet<u32>,
     /// Its tasks' projected seconds.
     secs: f64,
+    /// Its tasks (copies too) and their inputs, and the arrays they name: its
+    /// description, held throughout ([`batch_memory`]).
+    tasks: u64,
+    inputs: u64,
+    arrays: HashSet<(usize, u32)>,
+}
+
+impl Open {
+    fn description(&self) -> u64 {
+        batch_memory(self.tasks, self.inputs, self.arrays.len() as u64)
+    }
+
+    /// Its projected peak: the largest step's, or its copies', with its description.
+    fn peak(&self) -> u64 {
+        self.steps.peak().max(self.copy_max) + self.description()
+    }
 }
 
 /// What adding a task to an open batch does.
@@ -191,6 +220,8 @@ struct Trial {
     value: u64,
     /// Blocks it reads that the batch already held since step `.0` (bytes `.1`).
     kept: Vec<(u32, u64)>,
+    /// Arrays it (and its copies) name that the batch did not.
+    arrays: Vec<(usize, u32)>,
 }
 
 /// Batches as cut: each task's batch, each batch's slot and projected peak, and the small
@@ -228,7 +259,7 @@ struct Cutter<'a> {
 /// Ends a slot's open batch (if any), recording its peak.
 fn close(open: &mut Option<Open>, cut: &mut Cut) {
     if let Some(done) = open.take() {
-        cut.peak[done.batch as usize] = done.steps.peak().max(done.copy_max);
+        cut.peak[done.batch as usize] = done.peak();
     }
 }
 
@@ -318,13 +349,28 @@ impl Cutter<'_> {
         if from < m {
             own = own.max(o.steps.range_max(from, m - 1) + extra);
         }
+        let mut arrays: Vec<(usize, u32)> = ins
+            .iter()
+            .chain([&self.tasks.output[i]])
+            .chain(copies.iter().map(|&p| &self.tasks.output[p as usize]))
+            .map(|&x| array_of(self.blocks, x))
+            .filter(|a| !o.arrays.contains(a))
+            .collect();
+        arrays.sort_unstable();
+        arrays.dedup();
+        let description = batch_memory(
+            o.tasks + 1 + copies.len() as u64,
+            o.inputs + ins.len() as u64,
+            (o.arrays.len() + arrays.len()) as u64,
+        );
         Trial {
-            peak: own.max(copy_max),
+            peak: own.max(copy_max) + description,
             copies,
             copy_bytes,
             copy_max,
             value,
             kept,
+            arrays,
         }
     }
 
@@ -343,6 +389,9 @@ impl Cutter<'_> {
         }
         o.steps.push(t.value);
         o.secs += self.secs[i];
+        o.tasks += 1 + t.copies.len() as u64;
+        o.inputs += self.tasks.inputs(i).len() as u64;
+        o.arrays.extend(t.arrays);
         // Blocks no later task reads are forgotten.
         for x in distinct(self.tasks.inputs(i)) {
             self.readers[x as usize] -= 1;
@@ -493,7 +542,7 @@ pub(super) fn cut(
             && c.acyclic(o, i)
         {
             let t = c.trial(o, i);
-            if t.peak <= limit {
+            if t.peak <= limit && o.tasks + 1 + t.copies.len() as u64 <= MAX_BATCH_TASKS as u64 {
                 c.apply(o, i, t, &mut cut);
                 if c.publishes(i) {
                     close(&mut open[s], &mut cut);
@@ -534,6 +583,9 @@ pub(super) fn cut(
             last: HashMap::new(),
             copied: HashSet::new(),
             secs: 0.0,
+            tasks: 0,
+            inputs: 0,
+            arrays: HashSet::new(),
         };
         let t = c.trial(&o, i);
         c.apply(&mut o, i, t, &mut cut);
@@ -544,7 +596,7 @@ pub(super) fn cut(
         }
     }
     for o in open.into_iter().flatten() {
-        cut.peak[o.batch as usize] = o.steps.peak().max(o.copy_max);
+        cut.peak[o.batch as usize] = o.peak();
     }
     cut.batch_of = c.batch_of;
     Ok(cut)

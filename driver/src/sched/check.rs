@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use nums_function::memory::task_peak;
+use nums_function::memory::{batch_memory, task_peak};
 use nums_layout::batch::{Batch, BlockRef};
 
 use super::*;
@@ -72,7 +72,8 @@ fn wire_peak(b: &Batch) -> u64 {
             held += out;
         }
     }
-    peak
+    let inputs = b.tasks.iter().map(|t| t.inputs.len() as u64).sum();
+    peak + batch_memory(b.tasks.len() as u64, inputs, b.arrays.len() as u64)
 }
 
 /// Checks `plan`, made by `kind` from `work` under `cx`; `placed` are the block tasks the
@@ -288,6 +289,12 @@ pub(crate) fn check_plan(
         }
         if from.len() != pb.deps.len() {
             return Err(format!("batch {i} waits for batches it does not read from"));
+        }
+        if b.tasks.len() > MAX_BATCH_TASKS {
+            return Err(format!(
+                "batch {i} runs {} tasks, over {MAX_BATCH_TASKS}",
+                b.tasks.len()
+            ));
         }
         let peak = wire_peak(b);
         if peak != pb.projected_peak {

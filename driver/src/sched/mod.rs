@@ -33,6 +33,12 @@ use crate::tasks::{BlockId, BlockWork, Step, Work, array_path, block_nbytes};
 /// read from the store (a random or constant block costs less to make than to fetch).
 pub(super) const INLINE_MAX: u64 = 16 << 20;
 
+/// The most tasks one invocation runs: its description is held throughout
+/// ([`nums_function::memory::batch_memory`], counted in its projection) and its tables
+/// are walked per task; a sample sort's main stage otherwise sent ~39,000 tiny tasks in
+/// one invocation.
+pub const MAX_BATCH_TASKS: usize = 4096;
+
 /// Bytes a task's kernel needs beyond its input and output blocks (the LAPACK kernels'
 /// copies and work arrays, `nums_function::linalg::workspace_bytes`; the text a CSV import
 /// parses, `Kernel::scratch_bytes`; operands cast to a wider dtype,
