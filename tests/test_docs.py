@@ -298,3 +298,15 @@ def test_the_batch_description_figures_are_the_codes():
     assert f"{inp} bytes per input reference" in guide
     assert f"{arr} KiB per array" in guide
     assert f"at most {most:,} tasks" in guide
+
+
+def test_every_example_job_passes_check():
+    """The README's quick-start and the other examples stay valid as the language grows
+    (a new function's name is reserved: `positive` of the quick-start was refused once
+    np.positive came)."""
+    from nums import BIN
+    jobs = sorted((REPO / "examples").glob("*.toml"))
+    assert any(j.name == "quickstart.toml" for j in jobs)
+    for job in jobs:
+        p = subprocess.run([BIN, "check", str(job)], capture_output=True, text=True, timeout=60, cwd=REPO)
+        assert p.returncode == 0, f"{job.name}: {p.stderr}"
