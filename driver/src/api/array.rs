@@ -154,6 +154,8 @@ fn binary_op(symbol: &str) -> Option<Op> {
         "&" => Op::And,
         "|" => Op::Or,
         "^" => Op::Xor,
+        "<<" => Op::Shl,
+        ">>" => Op::Shr,
         _ => return None,
     })
 }

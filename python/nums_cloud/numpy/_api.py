@@ -29,17 +29,17 @@ __all__ = [
     "__array_api_version__", "__array_namespace_info__", "EAGER",
     # data types and their functions
     "isdtype", "result_type", "can_cast", "finfo", "iinfo", "astype",
-    # creation
-    "meshgrid", "tril", "triu", "from_dlpack",
+    # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
+    "from_dlpack",
     # elementwise
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
     "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "copysign", "cosh", "hypot", "log2", "log10",
+    "bitwise_xor", "cosh", "hypot", "log2", "log10",
     "logaddexp", "positive", "pow", "round", "signbit", "sinh", "trunc",
     "nextafter", "reciprocal",
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
-    "moveaxis", "permute_dims", "repeat", "roll", "tile", "unstack", "matrix_transpose",
+    "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
     "vecdot",
     # (searching, sets, sorting and cumulative functions are the engine's: its table)
 ]
@@ -255,13 +255,6 @@ def signbit(x, /):
     return (x < 0) | ((x == 0) & (1.0 / x < 0))
 
 
-def copysign(x1, x2, /):
-    """Change the sign of x1 to that of x2, element-wise."""
-    x1, x2 = asarray(x1), asarray(x2)
-    nps = _ns()
-    return nps.where(signbit(x2), -nps.abs(x1), nps.abs(x1))
-
-
 def trunc(x, /):
     """Return the truncated value of the input, element-wise (towards zero)."""
     x = asarray(x)
@@ -370,29 +363,14 @@ def unstack(x, /, *, axis=0):
 def take(x, indices, /, *, axis=None):
     """Returns elements of an array along an axis."""
     x = asarray(x)
-    if axis is None:
-        if x.ndim != 1:
-            raise ValueError("take: axis is required for arrays of more than one dimension")
-        axis = 0
+    if axis is None:  # NumPy's: the flattened array
+        x, axis = x.ravel(), 0
     idx = indices.compute() if isinstance(indices, BlockArray) else np.asarray(indices)
     idx = idx.astype(np.int64).tolist()
     key = [slice(None)] * x.ndim
     # No indices: none taken (an empty list would read as a float array of indices).
     key[axis % x.ndim] = idx if idx else slice(0, 0)
     return x[tuple(key)]
-
-
-def tile(x, repetitions, /):
-    """Constructs an array by tiling an input array."""
-    x = asarray(x)
-    reps = tuple(repetitions)
-    if len(reps) > x.ndim:
-        x = x.reshape((1,) * (len(reps) - x.ndim) + x.shape)
-    reps = (1,) * (x.ndim - len(reps)) + reps
-    for axis, r in enumerate(reps):
-        if r != 1:
-            x = concat([x] * r, axis=axis) if r else x[(slice(None),) * axis + (slice(0, 0),)]
-    return x
 
 
 def repeat(x, repeats, /, *, axis=None):
@@ -425,42 +403,6 @@ def roll(x, /, shift, *, axis=None):
             pre = (slice(None),) * (a % x.ndim)
             x = concat([x[pre + (slice(n - s, None),)], x[pre + (slice(0, n - s),)]], axis=a)
     return x
-
-
-def meshgrid(*arrays, indexing="xy"):
-    """Returns coordinate matrices from coordinate vectors."""
-    arrays = [asarray(a) for a in arrays]
-    n = len(arrays)
-    shape = [a.size for a in arrays]
-    if indexing == "xy" and n > 1:
-        shape[0], shape[1] = shape[1], shape[0]
-    out = []
-    for i, a in enumerate(arrays):
-        s = [1] * n
-        k = i if not (indexing == "xy" and n > 1 and i < 2) else 1 - i
-        s[k] = a.size
-        out.append(broadcast_to(a.reshape(tuple(s)), tuple(shape)))
-    return out
-
-
-def _triangle(x, k, lower):
-    x = asarray(x)
-    nps = _ns()
-    rows, cols = x.shape[-2], x.shape[-1]
-    i = nps.arange(rows, dtype=np.int64).reshape((rows, 1))
-    j = nps.arange(cols, dtype=np.int64).reshape((1, cols))
-    keep = (j - i <= k) if lower else (j - i >= k)
-    return nps.where(keep, x, nps.zeros((), dtype=x.dtype))
-
-
-def tril(x, /, *, k=0):
-    """Returns the lower triangular part of a matrix (or a stack of matrices)."""
-    return _triangle(x, k, True)
-
-
-def triu(x, /, *, k=0):
-    """Returns the upper triangular part of a matrix (or a stack of matrices)."""
-    return _triangle(x, k, False)
 
 
 # Without a kernel: NumPy's, on the values.

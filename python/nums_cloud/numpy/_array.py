@@ -546,6 +546,8 @@ class BlockArray:
     __and__, __rand__ = _binary("&", "Elementwise and (logical of bools, bitwise of ints).")
     __or__, __ror__ = _binary("|", "Elementwise or (logical of bools, bitwise of ints).")
     __xor__, __rxor__ = _binary("^", "Elementwise xor (logical of bools, bitwise of ints).")
+    __lshift__, __rlshift__ = _binary("<<", "Elementwise left shift of ints.")
+    __rshift__, __rrshift__ = _binary(">>", "Elementwise right shift of ints.")
     __lt__, _ = _binary("<", "Elementwise comparison (bool).")
     __le__, _ = _binary("<=", "Elementwise comparison (bool).")
     __gt__, _ = _binary(">", "Elementwise comparison (bool).")

@@ -202,13 +202,17 @@ pub fn signatures() -> Vec<Signature> {
     FAMILIES
         .iter()
         .flat_map(|f| {
-            f.defs.iter().map(|d| Signature {
-                family: f.name,
-                name: d.name,
-                aliases: d.aliases,
-                params: d.params,
-                star: d.rest == Rest::Star,
-            })
+            // A Generator's methods are called on one, not by name.
+            f.defs
+                .iter()
+                .filter(|d| !d.name.contains('.'))
+                .map(|d| Signature {
+                    family: f.name,
+                    name: d.name,
+                    aliases: d.aliases,
+                    params: d.params,
+                    star: d.rest == Rest::Star,
+                })
         })
         .collect()
 }
