@@ -11,6 +11,10 @@ use nums_cloud::plan::{dry_run_prefix, plan_job};
 use nums_function::memory::batch_memory;
 use nums_layout::{Block, DType};
 
+/// The tests of this file one at a time: one measures the process's peak allocation, which
+/// the other's planning (half a million nodes) would raise when run beside it.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn splitmix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -100,6 +104,7 @@ fn sort_plan(memory_mb: u64) -> (u64, graph::Graph, nums_cloud::sched::Plan) {
 
 #[test]
 fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let memory_mb = 128u64;
     let (n, g, plan) = sort_plan(memory_mb);
     let limit = memory_mb << 20;
@@ -125,6 +130,7 @@ fn a_sort_of_ten_times_memory_plans_every_invocation_within_memory() {
 /// counts it ([`batch_memory`]) and invocations run at most `MAX_BATCH_TASKS` tasks.
 #[test]
 fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
     let memory_mb = 128u64;
     let (_, _, plan) = sort_plan(memory_mb);
     let limit = memory_mb << 20;
