@@ -50,6 +50,26 @@ def test_logistic_regression_matches_scikit_learn(session, solver, lazy):
     assert abs(m.score(Xa, ya) - sk.score(X, Y01)) < 1e-3
 
 
+def test_nums_higgs_example_on_a_csv_of_its_layout(session, tmp_path):
+    """NumS's README fit of HIGGS.csv (the label first, then the features; no header),
+    with only the imports changed, on a CSV of that layout: scikit-learn's coefficients
+    and accuracy."""
+    import nums_cloud as nums
+
+    path = tmp_path / "HIGGS.csv"
+    np.savetxt(path, np.column_stack([Y01.astype(np.float64), X]), delimiter=",", fmt="%.17g")
+    higgs_dataset = nums.read_csv(str(path))
+    y, X_ = higgs_dataset[:, 0].astype(int), higgs_dataset[:, 1:]
+    model = LogisticRegression(solver="newton-cg")
+    model.fit(X_, y)
+    y_pred = model.predict(X_)
+    accuracy = (nps.sum(y == y_pred) / X_.shape[0]).get()
+    sk = linear_model.LogisticRegression(tol=1e-10, max_iter=1000).fit(X, Y01)
+    # The README's defaults: tol 1e-4 on the gradient, so agreement to about 1e-3.
+    np.testing.assert_allclose(model.coef_, sk.coef_, rtol=5e-3)
+    assert abs(float(accuracy) - sk.score(X, Y01)) < 1e-3, accuracy
+
+
 def test_unpenalised_and_nums_names(session):
     m = LogisticRegression(penalty=None, solver="newton-cg", tol=1e-10).fit(X, Y01)
     sk = linear_model.LogisticRegression(C=np.inf, tol=1e-10, max_iter=1000).fit(X, Y01)
