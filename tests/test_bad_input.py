@@ -110,11 +110,18 @@ Y = "True * 2"
 X = { ones = [3] }
 pi = "X * 3"
 """, 4, "arrays.pi", ['"pi" cannot name an array', "NumPy constant"]),
-    "reserved_name_function": ("""name = "same"
+    # A function's name may name an array (a call is the function, a bare name the
+    # array): used bare with no such array, or an array called, the error says which is which.
+    "function_name_bare": ("""name = "same"
 [arrays]
 X = { ones = [3] }
-sum = "X * 3"
-""", 4, "arrays.sum", ['"sum" cannot name an array', "the function sum()"]),
+Y = "X * sum"
+""", 4, "arrays.Y", ['unknown array "sum" (sum is a function: call it, sum(...))']),
+    "array_called": ("""name = "same"
+[arrays]
+X = { ones = [3] }
+Y = "X(0) * 2"
+""", 4, "arrays.Y", ["X is an array of the job, not a function: X[...] indexes it"]),
     "reserved_name_module": ("""name = "same"
 [arrays]
 linalg = { ones = [3] }

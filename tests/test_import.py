@@ -143,6 +143,25 @@ def test_csv_malformed_field_names_file_line_column(tmp_path, text, where):
     assert "panicked" not in p.stderr
 
 
+@pytest.mark.parametrize("text,where", [
+    # Fewer names than columns: check said shape (2,) and run failed at the first row.
+    ("# prices\na\n1,2\n3,4\n", "bad.csv:3: 2 columns, but the header (line 2) names 1: a"),
+    ("a,b,c\n\n1,2\n3,4\n", "bad.csv:3: 2 columns, but the header (line 1) names 3: a, b, c"),
+])
+def test_csv_header_and_first_row_disagree_before_the_run(tmp_path, text, where):
+    """A header line with fewer (or more) names than the data rows have columns: check
+    and plan give the error, naming the file, the line and both counts."""
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    job = csv_job(tmp_path, path)
+    job.write_text(job.read_text().replace('{ load = ', '{ header = true, load = '))
+    for cmd in ("check", "plan"):
+        p = subprocess.run([BIN, cmd, str(job)], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0, p.stdout
+        assert where in p.stderr and "arrays.D" in p.stderr, p.stderr
+        assert "panicked" not in p.stderr
+
+
 def test_npy_dtypes_fortran_and_ragged_blocks(tmp_path):
     rng = np.random.default_rng(9)
     cases = {

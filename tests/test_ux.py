@@ -94,6 +94,26 @@ def test_a_data_error_leads_with_the_cause_and_the_resume_advice_follows(tmp_pat
     assert "--resume" not in lines[0] and any("--resume" in l for l in lines[1:]), p.stderr
 
 
+def test_an_array_may_take_a_functions_name(tmp_path):
+    """Every function the language gains would otherwise break the job files whose arrays
+    have its name (the quick-start's `positive` did when np.positive came): a call
+    `sum(...)` is the function, a bare `sum` the array, as in NumPy's Python."""
+    X = np.random.default_rng(27).normal(size=(40, 3))
+    np.save(tmp_path / "X.npy", X)
+    (tmp_path / "job.toml").write_text(job_text(
+        {"X": {"load": "X.npy"}, "positive": "positive(X) * (X > 0)", "sum": "sum(positive, axis=0)",
+         "sort": "sort(sum)", "total": "sum(sort) + sum[0] + sort.sum()"},
+        {"positive": "positive.npy", "sum": "sum.npy", "sort": "sort.npy", "total": "total.npy"},
+        name="names"))
+    cli("check", "job.toml", cwd=tmp_path)
+    run(tmp_path / "job.toml")
+    positive = np.positive(X) * (X > 0)
+    s = np.sum(positive, axis=0)
+    want = {"positive": positive, "sum": s, "sort": np.sort(s), "total": np.sum(np.sort(s)) * 2 + s[0]}
+    for name, w in want.items():
+        np.testing.assert_allclose(np.load(tmp_path / f"{name}.npy"), w, rtol=1e-12, err_msg=name)
+
+
 def test_put_errors_name_the_command_and_the_files_that_exist(tmp_path):
     """`put`'s job is made up: its errors name the file put and the flag, never a job file
     that does not exist."""

@@ -22,6 +22,11 @@ pub struct CsvIndex {
     pub columns: u64,
     /// The header line's names (a file read with `header`), else none.
     pub names: Vec<String>,
+    /// The header line's line (from 1; 0 without a header).
+    pub header_line: u64,
+    /// Fields of the first data row (0 before one): with a header, to hold against its
+    /// names before anything runs.
+    pub first_fields: u64,
     /// (data row, byte offset, line from 1) of some data rows, in order: at least every
     /// `CSV_STRIDE` rows, and the first row of each piece scanned.
     pub marks: Vec<(u64, u64, u64)>,
@@ -52,6 +57,10 @@ impl CsvIndex {
             if out.names.is_empty() && !p.names.is_empty() {
                 out.names = p.names;
                 out.columns = p.columns;
+                out.header_line = out.lines + p.header_line;
+            }
+            if out.rows == 0 {
+                out.first_fields = p.first_fields;
             }
             if out.columns == 0 {
                 out.columns = p.columns;
@@ -112,13 +121,17 @@ impl CsvScanner {
                 })
                 .collect();
             self.index.columns = self.index.names.len() as u64;
+            self.index.header_line = self.line;
         } else if !data.is_empty() {
             let ix = &mut self.index;
             if ix.rows.is_multiple_of(CSV_STRIDE) {
                 ix.marks.push((ix.rows, self.line_start, self.line));
             }
-            if ix.rows == 0 && ix.names.is_empty() {
-                ix.columns = memchr::memchr_iter(self.delimiter, data).count() as u64 + 1;
+            if ix.rows == 0 {
+                ix.first_fields = memchr::memchr_iter(self.delimiter, data).count() as u64 + 1;
+                if ix.names.is_empty() {
+                    ix.columns = ix.first_fields;
+                }
             }
             ix.rows += 1;
         }
@@ -196,6 +209,9 @@ impl CsvIndex {
             rows,
             columns: at(4),
             names: Vec::new(),
+            header_line: 0,
+            // A counted piece has no header: its columns are its first row's.
+            first_fields: at(4),
             marks,
             lines: at(3),
         };
@@ -298,7 +314,8 @@ mod tests {
     }
 
     /// An index merged from pieces cut at line starts is the whole file's: the same rows,
-    /// columns, names and lines, and every span the same bytes.
+    /// columns, names, lines, header line and first row's fields, and every span the same
+    /// bytes.
     #[test]
     fn csv_index_merged_from_pieces_is_the_whole_files() {
         let mut text = b"a;b\r\n# note\n".to_vec();
@@ -334,6 +351,9 @@ mod tests {
                 (merged.rows, merged.columns, &merged.names, merged.lines),
                 (all.rows, all.columns, &all.names, all.lines)
             );
+            // The header's line and the first row's fields, though a piece holds the
+            // header alone (cut at 1).
+            assert_eq!((merged.header_line, merged.first_fields), (1, 2));
             // A span's first row (by skipping from its start) and that row's line; the
             // last row of the span lies before its end.
             let nth_row = |start: u64, line: u64, skip: u64| -> (u64, Vec<u8>, u64) {

@@ -297,13 +297,11 @@ fn pending(mask: Option<NodeId>, values: Option<NodeId>, g: Graph) -> Result<Bui
     }
 }
 
-/// Why `name` cannot name an array (a reserved word of the expression language, or a
-/// function's name); `None`: free to use.
+/// Why `name` cannot name an array (a reserved word of the expression language); `None`:
+/// free to use. A function's name is free: a call `sum(...)` is the function and a bare
+/// `sum` the array, so a function the language gains breaks no job file.
 pub fn reserved_name(name: &str) -> Option<String> {
-    if let Some(why) = crate::expr::reserved_word(name) {
-        return Some(why.to_string());
-    }
-    funcs::is_function(name).then(|| format!("the name of the function {name}()"))
+    crate::expr::reserved_word(name).map(str::to_string)
 }
 
 /// The arrays in an order that resolves every array's names before it (depth first from
@@ -761,6 +759,13 @@ impl<'a> Builder<'a> {
                 // Python's type names as NumPy takes them for a dtype (`dtype=complex`).
                 None if ["bool", "int", "float", "complex"].contains(&n.as_str()) => {
                     Val::Str(DType::parse(n).expect("a dtype name").name().into())
+                }
+                // A function's name, bare: the array of that name, and there is none.
+                None if funcs::is_function(n) => {
+                    return Err(at(format!(
+                        "unknown array {n:?} ({n} is a function: call it, {n}(...)); the job defines {}",
+                        self.known()
+                    )));
                 }
                 None => {
                     return Err(at(format!(

@@ -650,6 +650,19 @@ async fn probe_csv(
     if index.rows == 0 {
         return Err(("load", format!("{path}: no numbers")));
     }
+    // Every row is checked against the header as the functions read it; the first one
+    // here, so that a header of too few or too many names is check's error, not run's.
+    if header && index.first_fields != index.columns {
+        let line = index.marks.first().map_or(0, |m| m.2);
+        let mut names = index.names[..index.names.len().min(8)].join(", ");
+        if index.names.len() > 8 {
+            names.push_str(", ...");
+        }
+        return Err(load(format!(
+            "{path}:{line}: {} columns, but the header (line {}) names {}: {names}",
+            index.first_fields, index.header_line, index.columns
+        )));
+    }
     let usecols = match &opts.usecols {
         None => (0..index.columns).collect(),
         Some(cols) => cols

@@ -466,7 +466,16 @@ impl<'a> Builder<'a> {
         kwargs: &[Kwarg],
         pos: usize,
     ) -> Result<Val, EvalError> {
-        let def = lookup(f).ok_or_else(|| unknown_function(f, pos))?;
+        let def = match lookup(f) {
+            Some(def) => def,
+            None if self.defs.contains_key(f) => {
+                return Err(EvalError::Expr(ExprError::new(
+                    pos,
+                    format!("{f} is an array of the job, not a function: {f}[...] indexes it"),
+                )));
+            }
+            None => return Err(unknown_function(f, pos)),
+        };
         let b = self.bind(def, f, args, kwargs, pos)?;
         (def.lower)(self, &b)
     }
