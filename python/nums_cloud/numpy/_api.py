@@ -11,6 +11,7 @@ their arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
 import builtins
+import inspect
 import operator
 
 import numpy as np
@@ -32,11 +33,10 @@ __all__ = [
     # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
     "from_dlpack",
     # elementwise
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
-    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "cosh", "hypot", "log2", "log10",
-    "logaddexp", "positive", "pow", "round", "signbit", "sinh", "trunc",
-    "nextafter", "reciprocal",
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_left_shift", "bitwise_right_shift", "pow", "reciprocal",
+    # (the bitwise functions, cosh, sinh, hypot, log2, log10, logaddexp, nextafter,
+    # round, signbit, trunc, positive: the engine's, under the same names in its table)
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
     "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
@@ -207,61 +207,9 @@ def _wrap_values(out, s):
 
 
 # Elementwise functions built from the engine's, exactly.
-def positive(x, /):
-    """Numerical positive, element-wise (``+x``)."""
-    return +asarray(x)
-
-
 def pow(x1, x2, /):
     """First array elements raised to powers from second array, element-wise."""
     return call("power", (x1, x2), {})
-
-
-def bitwise_and(x1, x2, /):
-    """Compute the bit-wise AND of two arrays element-wise (int64 or bool)."""
-    return _binary("&", x1, x2)
-
-
-def bitwise_or(x1, x2, /):
-    """Compute the bit-wise OR of two arrays element-wise (int64 or bool)."""
-    return _binary("|", x1, x2)
-
-
-def bitwise_xor(x1, x2, /):
-    """Compute the bit-wise XOR of two arrays element-wise (int64 or bool)."""
-    return _binary("^", x1, x2)
-
-
-def bitwise_invert(x, /):
-    """Compute bit-wise inversion, or bit-wise NOT, element-wise (int64 or bool)."""
-    return ~asarray(x)
-
-
-def _binary(sym, x1, x2):
-    if isinstance(x1, BlockArray):
-        return BlockArray(x1._a.op(sym, _array._operand(x2, x1._s)), x1._s)
-    x2 = asarray(x2)
-    return BlockArray(x2._a.rop(sym, _array._operand(x1, x2._s)), x2._s)
-
-
-def signbit(x, /):
-    """Returns element-wise True where signbit is set (less than zero, -0.0 included)."""
-    x = asarray(x)
-    if x.dtype.kind != "f":
-        return x < 0
-    # -0.0 has its sign bit set: 1 / -0.0 is -inf.
-    # -0.0's sign bit: 1 / -0.0 is -inf. (A NaN's sign bit is not seen: NaNs made by
-    # the engine's operations have none, as NumPy's.)
-    return (x < 0) | ((x == 0) & (1.0 / x < 0))
-
-
-def trunc(x, /):
-    """Return the truncated value of the input, element-wise (towards zero)."""
-    x = asarray(x)
-    if x.dtype.kind != "f":
-        return x
-    nps = _ns()
-    return nps.where(x < 0, nps.ceil(x), nps.floor(x))
 
 
 def reciprocal(x, /):
@@ -269,18 +217,36 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-hypot = _eager("hypot")
-for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "log2",
-              "log10", "logaddexp", "round", "nextafter"):
-    globals()[_name] = _eager(_name, getattr(np, {"acos": "arccos", "acosh": "arccosh",
-                                                   "asin": "arcsin", "asinh": "arcsinh",
-                                                   "atan": "arctan",
-                                                   "atanh": "arctanh"}.get(_name, _name)))
-atan2 = _eager("atan2", np.arctan2)
-bitwise_left_shift = _eager("bitwise_left_shift", np.left_shift)
-bitwise_right_shift = _eager("bitwise_right_shift", np.right_shift)
+def _table_function(name, numpy_name, params):
+    """The standard's ``name`` as the engine's ``numpy_name`` (its table), with the
+    standard's positional-only parameters."""
+    def f(*args):
+        if len(args) != len(params):
+            raise TypeError(f"{name}() takes {len(params)} positional arguments "
+                            f"({', '.join(params)}), {len(args)} given")
+        return call(numpy_name, args, {})
+
+    P = inspect.Parameter
+    f.__name__ = f.__qualname__ = name
+    f.__signature__ = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
+    f.__doc__ = _ns_doc_of(numpy_name, f"lazy: the engine's ``{numpy_name}``.")
+    f._engine = True
+    return f
 
 
+def _ns_doc_of(name, note):
+    from . import _numpy_doc
+
+    return _numpy_doc(name, note)
+
+
+# The standard's spellings of the engine's functions (NumPy's names in its table).
+for _name, _numpy_name, _params in [
+        ("acos", "arccos", ("x",)), ("acosh", "arccosh", ("x",)), ("asin", "arcsin", ("x",)),
+        ("asinh", "arcsinh", ("x",)), ("atan", "arctan", ("x",)), ("atanh", "arctanh", ("x",)),
+        ("atan2", "arctan2", ("x1", "x2")), ("bitwise_left_shift", "left_shift", ("x1", "x2")),
+        ("bitwise_right_shift", "right_shift", ("x1", "x2"))]:
+    globals()[_name] = _table_function(_name, _numpy_name, _params)
 # Manipulation.
 def concat(arrays, /, *, axis=0):
     """Joins a sequence of arrays along an existing axis (``axis=None``: flattened)."""

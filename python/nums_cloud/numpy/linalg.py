@@ -7,7 +7,8 @@ from .._errors import LinAlgError  # noqa: F401  (nums_cloud.numpy.linalg.LinAlg
 
 __all__ = ["qr", "svd", "svdvals", "lstsq", "norm", "cholesky", "solve", "inv", "det",
            "slogdet", "matrix_norm", "vector_norm", "matmul", "matrix_transpose",
-           "outer", "trace", "tensordot", "vecdot", "LinAlgError"]
+           "outer", "trace", "tensordot", "vecdot", "diagonal", "cross", "matrix_power",
+           "matrix_rank", "pinv", "eigh", "eigvalsh", "LinAlgError"]
 
 _call = _array.call
 
@@ -85,3 +86,111 @@ def vecdot(x1, x2, /, *, axis=-1):
 
     return f(x1, x2, axis=axis)
 
+
+
+def diagonal(x, /, *, offset=0):
+    """Returns the specified diagonals of a matrix (or a stack of matrices) ``x``.
+
+    nums-cloud: lazy (the engine's ``diagonal`` of the last two axes)."""
+    return _call("diagonal", (x,), {"offset": offset, "axis1": -2, "axis2": -1})
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Returns the cross product of 3-element vectors (``x1`` and ``x2`` broadcast
+    against each other, their vectors along ``axis``).
+
+    nums-cloud: lazy (products and differences of the vectors' components)."""
+    from . import _api
+
+    x1, x2 = _array.asarray(x1), _array.asarray(x2)
+    if not -min(x1.ndim, x2.ndim) <= axis < min(x1.ndim, x2.ndim):
+        raise ValueError(f"cross: axis {axis} is out of bounds for arrays of shapes "
+                         f"{x1.shape} and {x2.shape}")
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"cross: x1 of shape {x1.shape} and x2 of shape {x2.shape} must "
+                         f"have 3 elements along axis {axis}")
+    a = [_api.take(x1, [i], axis=axis) for i in range(3)]
+    b = [_api.take(x2, [i], axis=axis) for i in range(3)]
+    parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+    # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
+    return _api.concat(parts, axis=axis)
+
+
+@_doc("matrix_power", "lazy: products by repeated squaring (``matmul``); a negative "
+                      "``n`` of the inverse (``inv``).")
+def matrix_power(a, n, /):
+    import operator
+
+    from . import _api
+
+    a = _array.asarray(a)
+    n = operator.index(n)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(f"matrix_power: a of shape {a.shape} is not a square matrix (or "
+                          "a stack of them)")
+    if n == 0:
+        eye = _call("eye", (a.shape[-1],), {"dtype": a.dtype})
+        return _api.broadcast_to(eye, a.shape)
+    if n < 0:
+        a, n = inv(a), -n  # noqa: F821
+    result, power = None, a
+    while True:
+        if n & 1:
+            result = power if result is None else result @ power
+        n >>= 1
+        if not n:
+            return result
+        power = power @ power
+
+
+def _tolerance(s, shape, dtype, rtol):
+    """The singular values at most ``rtol`` times the largest are zero (NumPy 2's rule;
+    ``rtol`` by default ``max(M, N)`` times the dtype's eps)."""
+    import numpy as np
+
+    if rtol is None:
+        rtol = max(shape[-2:]) * np.finfo(dtype).eps
+    elif isinstance(rtol, _array.BlockArray) and rtol.ndim:
+        rtol = rtol.reshape(rtol.shape + (1,))
+    return s.max(axis=-1, keepdims=True) * rtol
+
+
+@_doc("matrix_rank", "lazy: the singular values (``svdvals``) above the tolerance.")
+def matrix_rank(x, /, *, rtol=None):
+    x = _array.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_rank: x of shape {x.shape} is not a matrix")
+    s = svdvals(x if x.shape[-2] >= x.shape[-1] else x.mT)  # noqa: F821
+    return (s > _tolerance(s, x.shape, x.dtype, rtol)).sum(axis=-1)
+
+
+@_doc("pinv", "lazy: from the reduced SVD (``svd``), the singular values at most "
+              "``rtol`` times the largest taken as zero.")
+def pinv(x, /, *, rtol=None):
+    from .. import numpy as nps
+
+    x = _array.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"pinv: x of shape {x.shape} is not a matrix")
+    if x.shape[-2] < x.shape[-1]:  # TSQR takes rows >= columns: pinv(x) = pinv(x^T)^T
+        return pinv(x.mT, rtol=rtol).mT
+    u, s, vh = svd(x)
+    keep = s > _tolerance(s, x.shape, x.dtype, rtol)
+    s_inv = nps.where(keep, 1 / nps.where(keep, s, 1), 0)
+    v, uh = (vh.mT, u.mT) if x.dtype.kind != "c" else (nps.conj(vh.mT), nps.conj(u.mT))
+    return v @ (s_inv.reshape(s_inv.shape + (1,)) * uh)
+
+
+def _eager_linalg(name):
+    import numpy as np
+
+    from . import _api
+
+    f = _api._eager(name, getattr(np.linalg, name))
+    _api.EAGER[-1] = "linalg." + name
+    return f
+
+
+# Without a kernel (the engine has no eigensolver): NumPy's, on the values.
+eigh = _eager_linalg("eigh")
+eigvalsh = _eager_linalg("eigvalsh")
