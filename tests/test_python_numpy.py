@@ -612,7 +612,7 @@ def test_table_functions_have_numpys_signatures():
         except (AttributeError, TypeError, ValueError):
             continue
         ours = inspect.signature(f).parameters
-        assert list(ours) == list(params), name
+        assert list(ours) in (list(params), [*params, "device"]), name
         for p in params:
             if p in theirs:
                 assert ours[p].kind == theirs[p].kind, (name, p)
@@ -627,6 +627,32 @@ def test_table_functions_have_numpys_signatures():
     for name in ("acos", "atan2", "bitwise_left_shift", "bitwise_right_shift"):
         kinds = {q.kind for q in inspect.signature(getattr(nps, name)).parameters.values()}
         assert kinds == {P.POSITIONAL_ONLY}, name
+    # The standard's device= (NumPy's keyword) on the creation functions, as NumPy's.
+    for name in ("zeros", "ones_like", "full", "arange", "linspace"):
+        q = inspect.signature(getattr(nps, name)).parameters["device"]
+        assert q.kind == P.KEYWORD_ONLY and q.default is None, name
+    assert nps.zeros(2, device="cpu").shape == (2,)
+
+
+def test_array_api_edges_as_numpy_2(session):
+    """A 0-d boolean index (a new axis of length 1 or 0), expand_dims' out-of-range
+    axis (NumPy's AxisError: an IndexError and a ValueError) and cholesky(upper=True)."""
+    for v in (np.float64(2.5), np.arange(6.0).reshape(2, 3)):
+        x = nps.asarray(v)
+        for k in (True, False, np.bool_(True), nps.asarray(np.bool_(False))):
+            want = v[k if not isinstance(k, nps.ndarray) else np.asarray(k)]
+            got = x[k]
+            assert got.shape == want.shape, (v.shape, k)
+            np.testing.assert_array_equal(got.get(), want)
+    with pytest.raises(IndexError):
+        nps.expand_dims(nps.ones((1, 5)), 3)
+    with pytest.raises(ValueError):
+        nps.expand_dims(nps.ones((1, 5)), -4)
+    assert nps.expand_dims(nps.ones((1, 5)), -3).shape == (1, 1, 5)
+    a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    np.testing.assert_allclose(nps.linalg.cholesky(nps.asarray(a), upper=True).get(),
+                               np.linalg.cholesky(a, upper=True))
+    np.testing.assert_allclose(nps.linalg.cholesky(nps.asarray(a)).get(), np.linalg.cholesky(a))
 
 
 def test_array_api_elementwise_names_are_the_engines(session):
@@ -659,6 +685,17 @@ def test_array_api_elementwise_names_are_the_engines(session):
         np.testing.assert_array_equal(got.get(), theirs(i8, s), err_msg=ours)
     z = np.array([2.5 - 1.5j, 0.5 + 3.5j])
     np.testing.assert_array_equal(nps.round(nps.asarray(z)).get(), np.round(z))
+    # Complex arguments of the inverse trigonometric and hyperbolic functions, sinh and
+    # cosh: NumPy's values at large magnitudes and infinities (C99's special values).
+    inf, nan = np.inf, np.nan
+    z = np.array([3e19 - 1.1e19j, -3e38 + 2e38j, complex(inf, 0.0), complex(0.0, inf),
+                  complex(inf, 1.0), complex(inf, inf), complex(nan, 0.0), 0.5 - 2j])
+    with np.errstate(all="ignore"):
+        for name in ("acos", "arccos", "asin", "arcsin", "atan", "acosh", "asinh",
+                     "arcsinh", "atanh", "sinh", "cosh"):
+            got = getattr(nps, name)(nps.asarray(z)).get()
+            np.testing.assert_allclose(got, getattr(np, name)(z), rtol=1e-15, err_msg=name)
+    assert "acos (complex)" in nps.EAGER and "arcsin (complex)" in nps.EAGER
 
 
 def test_linalg_extension_against_numpy(session):

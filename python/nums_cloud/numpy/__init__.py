@@ -100,6 +100,9 @@ def _signature(name, family, params, star):
             later = _builtins.any(o.default is not P.empty for o in out)
             q = P(p, kind, default=_np._NoValue if later else P.empty)
         out.append(q)
+    # The standard's device= is every function's (_array.call takes "cpu").
+    if "device" in theirs and "device" not in params:
+        out.append(theirs["device"].replace(annotation=P.empty))
     try:
         return _inspect.Signature(out)
     except ValueError:  # NumPy's kinds out of the table's order

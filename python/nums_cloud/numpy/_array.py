@@ -373,6 +373,10 @@ class BlockArray:
 
     def __getitem__(self, key):
         s = self._s
+        if _zero_d_bool(key):
+            # NumPy's 0-d mask: a new axis of length 1 (True) or 0 (False).
+            lifted = self[None]
+            return lifted if bool(key) else lifted[0:0]
         if type(key) is not tuple:
             key = (key,)
         masked = False
@@ -599,6 +603,13 @@ class BlockArray:
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
         return func._implementation(*_computed(args), **_computed(kwargs))
+
+
+def _zero_d_bool(key):
+    """Whether ``key`` is one boolean scalar (Python's, NumPy's, or a 0-d bool array)."""
+    if type(key) is bool or isinstance(key, np.bool_):
+        return True
+    return isinstance(key, (BlockArray, np.ndarray)) and key.ndim == 0 and key.dtype == np.bool_
 
 
 def _computed(v):

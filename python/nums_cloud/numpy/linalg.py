@@ -38,9 +38,20 @@ def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
 def lstsq(a, b, rcond=None):
     return _call("lstsq", (a, b), {} if rcond is None else {"rcond": rcond})
 
-for _name in ("svdvals", "norm", "cholesky", "solve", "inv", "det", "slogdet"):
+for _name in ("svdvals", "norm", "solve", "inv", "det", "slogdet"):
     globals()[_name] = _LINALG[_name]
 del _name
+
+@_doc("cholesky", "lazy; one block: one task, more: blocked Cholesky. ``upper=True``: "
+                  "the conjugate transpose of the lower factor.")
+def cholesky(a, /, *, upper=False):
+    lower = _LINALG["cholesky"](a)
+    if not upper:
+        return lower
+    from .. import numpy as nps
+
+    return nps.conj(lower.mT) if lower.dtype.kind == "c" else lower.mT
+
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """Computes the matrix norm of a matrix (or a stack of matrices) ``x``.
