@@ -744,3 +744,34 @@ def test_linalg_extension_against_numpy(session):
     np.testing.assert_allclose(np.abs(q.get()), np.abs(want.eigenvectors), atol=1e-10)
     np.testing.assert_allclose(la.eigvalsh(nps.asarray(sym)).get(), np.linalg.eigvalsh(sym))
     assert {"linalg.eigh", "linalg.eigvalsh"} <= set(nps.EAGER)
+
+
+def test_linalg_of_stacks_of_matrices(session):
+    """NumPy's linalg takes stacks of matrices: inv, det, slogdet, svdvals, cholesky, qr,
+    svd (and matrix_power, matrix_rank, pinv through them) factor each matrix of a stack
+    (an empty stack too) and equal NumPy 2's."""
+    rng = np.random.default_rng(11)
+    st = rng.standard_normal((2, 3, 4, 4))
+    spd = st @ np.swapaxes(st, -1, -2) + 4 * np.eye(4)
+    la, x = nps.linalg, nps.asarray(st)
+    for name in ("inv", "det", "svdvals"):
+        np.testing.assert_allclose(getattr(la, name)(x).get(), getattr(np.linalg, name)(st),
+                                   rtol=1e-10, atol=1e-12, err_msg=name)
+    sign, logdet = la.slogdet(x)
+    want = np.linalg.slogdet(st)
+    np.testing.assert_allclose(sign.get(), want.sign)
+    np.testing.assert_allclose(logdet.get(), want.logabsdet)
+    np.testing.assert_allclose(la.cholesky(nps.asarray(spd)).get(), np.linalg.cholesky(spd))
+    q, r = la.qr(x)
+    assert q.shape == st.shape and r.shape == st.shape
+    np.testing.assert_allclose((q @ r).get(), st, atol=1e-12)
+    u, s, vh = la.svd(x)
+    np.testing.assert_allclose(s.get(), np.linalg.svd(st, compute_uv=False))
+    np.testing.assert_allclose((u * s[..., None, :]) @ vh, st, atol=1e-12)
+    np.testing.assert_allclose(la.matrix_power(x, -2).get(), np.linalg.matrix_power(st, -2),
+                               rtol=1e-9)
+    np.testing.assert_array_equal(la.matrix_rank(x).get(), np.linalg.matrix_rank(st))
+    np.testing.assert_allclose(la.pinv(nps.asarray(st[..., :3])).get(),
+                               np.linalg.pinv(st[..., :3]), atol=1e-12)
+    empty = la.svdvals(nps.zeros((0, 4, 5, 4)))
+    assert empty.shape == (0, 4, 4) and empty.get().shape == (0, 4, 4)

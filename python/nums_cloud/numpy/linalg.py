@@ -12,6 +12,39 @@ __all__ = ["qr", "svd", "svdvals", "lstsq", "norm", "cholesky", "solve", "inv", 
 
 _call = _array.call
 
+
+def _per_matrix(f):
+    """``f`` (of one matrix: the engine factors 2-D matrices) over a stack of matrices
+    too, as NumPy's: ``f`` of each matrix of the stack, stacked (each field of a named
+    tuple). A graph node per matrix: meant for small stacks."""
+    import functools
+    import math
+
+    @functools.wraps(f)
+    def g(a, *args, **kwargs):
+        from .. import numpy as nps
+
+        a = _array.asarray(a)
+        if a.ndim <= 2:
+            return f(a, *args, **kwargs)
+        batch, n = a.shape[:-2], math.prod(a.shape[:-2])
+        if n == 0:
+            # No matrices: the result's shapes and dtypes from one matrix's (nothing runs).
+            one = f(nps.zeros(a.shape[-2:], dtype=a.dtype), *args, **kwargs)
+            parts = one if isinstance(one, tuple) else (one,)
+            empty = [nps.zeros(batch + p.shape, dtype=p.dtype) for p in parts]
+            return type(one)(*empty) if isinstance(one, tuple) else empty[0]
+        flat = a.reshape((n,) + a.shape[-2:])
+        results = [f(flat[i], *args, **kwargs) for i in range(n)]
+        if not isinstance(results[0], tuple):
+            return nps.stack(results).reshape(batch + results[0].shape)
+        fields = [nps.stack([r[j] for r in results]).reshape(batch + results[0][j].shape)
+                  for j in range(len(results[0]))]
+        return type(results[0])(*fields)
+
+    return g
+
+
 def _doc(name, note):
     def deco(f):
         f.__doc__ = _numpy_doc(name, note)
@@ -38,14 +71,17 @@ def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
 def lstsq(a, b, rcond=None):
     return _call("lstsq", (a, b), {} if rcond is None else {"rcond": rcond})
 
-for _name in ("svdvals", "norm", "solve", "inv", "det", "slogdet"):
-    globals()[_name] = _LINALG[_name]
+norm, solve = _LINALG["norm"], _LINALG["solve"]
+# Stacks of matrices, a matrix at a time.
+for _name in ("svdvals", "inv", "det", "slogdet"):
+    globals()[_name] = _per_matrix(_LINALG[_name])
 del _name
+qr, svd = _per_matrix(qr), _per_matrix(svd)
 
 @_doc("cholesky", "lazy; one block: one task, more: blocked Cholesky. ``upper=True``: "
                   "the conjugate transpose of the lower factor.")
 def cholesky(a, /, *, upper=False):
-    lower = _LINALG["cholesky"](a)
+    lower = _per_matrix(_LINALG["cholesky"])(a)
     if not upper:
         return lower
     from .. import numpy as nps
