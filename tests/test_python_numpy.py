@@ -644,6 +644,14 @@ def test_array_api_edges_as_numpy_2(session):
             got = x[k]
             assert got.shape == want.shape, (v.shape, k)
             np.testing.assert_array_equal(got.get(), want)
+    v = np.arange(6.0).reshape(2, 3)
+    for mshape in ((0, 3), (2, 0), (0,)):
+        m = np.zeros(mshape, dtype=bool)
+        got = nps.asarray(v)[nps.asarray(m)]
+        assert got.shape == v[m].shape, mshape
+    for mshape in ((3,), (2, 2), (2, 3, 1)):
+        with pytest.raises(IndexError):
+            nps.asarray(v)[nps.asarray(np.ones(mshape, dtype=bool))]
     with pytest.raises(IndexError):
         nps.expand_dims(nps.ones((1, 5)), 3)
     with pytest.raises(ValueError):

@@ -377,6 +377,15 @@ class BlockArray:
             # NumPy's 0-d mask: a new axis of length 1 (True) or 0 (False).
             lifted = self[None]
             return lifted if bool(key) else lifted[0:0]
+        if isinstance(key, (BlockArray, np.ndarray)) and key.dtype == np.bool_ and key.ndim:
+            ks, xs = key.shape, self.shape
+            # NumPy's: a mask's axes match the array's first ones (IndexError if not),
+            # or are empty (so is the result).
+            if key.ndim > self.ndim or any(k not in (n, 0) for k, n in zip(ks, xs)):
+                raise IndexError(f"boolean index of shape {ks} does not match the array's "
+                                 f"shape {xs}")
+            if 0 in ks:
+                return self[0:0].reshape((0,) + xs[key.ndim:])
         if type(key) is not tuple:
             key = (key,)
         masked = False
