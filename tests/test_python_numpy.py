@@ -783,3 +783,20 @@ def test_linalg_of_stacks_of_matrices(session):
                                np.linalg.pinv(st[..., :3]), atol=1e-12)
     empty = la.svdvals(nps.zeros((0, 4, 5, 4)))
     assert empty.shape == (0, 4, 4) and empty.get().shape == (0, 4, 4)
+
+
+def test_matmul_broadcasts_stacks_as_numpy(session):
+    """``@``, ``matmul`` (the namespace's and linalg's) and NumPy's ``@`` with a NumPy
+    array on the left broadcast the stacks' batch axes as NumPy 2 does (a matrix against
+    a stack, batch axes of length 1 and 0)."""
+    rng = np.random.default_rng(5)
+    for sa, sb in [((2, 3), (4, 3, 5)), ((4, 1, 2, 3), (5, 3, 2)), ((2, 1), (1, 0, 1, 1, 1)),
+                   ((1, 1, 1, 1, 1), (1, 1, 0, 1, 1)), ((2, 3, 4), (2, 4, 5))]:
+        a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+        want = a @ b
+        for got in (nps.asarray(a) @ nps.asarray(b), nps.matmul(a, nps.asarray(b)),
+                    a @ nps.asarray(b), nps.linalg.matmul(nps.asarray(a), b)):
+            assert got.shape == want.shape, (sa, sb)
+            np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
+    with pytest.raises(ValueError):
+        nps.ones((2, 3, 4)) @ nps.ones((3, 4, 5))

@@ -40,7 +40,7 @@ __all__ = [
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
     "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
-    "vecdot",
+    "vecdot", "matmul",
     # (searching, sets, sorting and cumulative functions are the engine's: its table)
 ]
 
@@ -305,6 +305,13 @@ def vecdot(x1, x2, /, *, axis=-1):
     if x1.dtype.kind == "c":
         x1 = _ns().conj(x1)
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
+
+
+def matmul(x1, x2, /):
+    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
+    if not isinstance(x1, BlockArray):
+        x1 = _array.asarray(x1, session=_array._session_of(x2))
+    return x1 @ x2
 
 
 def flip(x, /, *, axis=None):
