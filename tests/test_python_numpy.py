@@ -781,6 +781,13 @@ def test_linalg_of_stacks_of_matrices(session):
     np.testing.assert_array_equal(la.matrix_rank(x).get(), np.linalg.matrix_rank(st))
     np.testing.assert_allclose(la.pinv(nps.asarray(st[..., :3])).get(),
                                np.linalg.pinv(st[..., :3]), atol=1e-12)
+    for sa, sb in [((2, 3, 3), (3,)), ((1, 2, 1, 2, 2), (2,)), ((4, 1, 3, 3), (5, 3, 2)),
+                   ((2, 3, 3), (3, 2)), ((0, 3, 3), (3,))]:
+        m, rhs = rng.standard_normal(sa) + 3 * np.eye(sa[-1]), rng.standard_normal(sb)
+        got = la.solve(nps.asarray(m), nps.asarray(rhs))
+        want = np.linalg.solve(m, rhs)
+        assert got.shape == want.shape, (sa, sb)
+        np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
     empty = la.svdvals(nps.zeros((0, 4, 5, 4)))
     assert empty.shape == (0, 4, 4) and empty.get().shape == (0, 4, 4)
 
