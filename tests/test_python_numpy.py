@@ -592,3 +592,218 @@ def test_array_api_namespace_against_numpy_2s(session):
     z = np.array([1 + 2j, -3j], dtype=np.complex64)
     np.testing.assert_array_equal(nps.real(nps.asarray(z)).get(), np.real(z))
     np.testing.assert_array_equal(nps.conj(nps.asarray(z)).get(), np.conj(z))
+
+
+def test_table_functions_have_numpys_signatures():
+    """The functions made from the engine's table show NumPy's parameter kinds and
+    defaults for the table's parameters (``inspect.signature``): the standard's
+    positional-only ``x, /`` of the elementwise functions, keyword-only ``stable``,
+    ``*xi`` of ``meshgrid``; the standard's own spellings take positional-only arguments."""
+    P = inspect.Parameter
+    checked = 0
+    for family, name, _aliases, params, star in nums_cloud._native.functions():
+        if family in ("models", "linalg") or star:
+            continue
+        f = getattr(nps, name)
+        if getattr(f, "__module__", "") != "nums_cloud.numpy":
+            continue  # a stand-in of the namespace's own (the standard's signature)
+        try:
+            theirs = inspect.signature(getattr(np, name)).parameters
+        except (AttributeError, TypeError, ValueError):
+            continue
+        ours = inspect.signature(f).parameters
+        assert list(ours) in (list(params), [*params, "device"]), name
+        for p in params:
+            if p in theirs:
+                assert ours[p].kind == theirs[p].kind, (name, p)
+                assert ours[p].default is theirs[p].default or ours[p].default == theirs[p].default, (name, p)
+        checked += 1
+    assert checked > 100
+    assert str(inspect.signature(nps.exp)) == "(x, /)"
+    assert str(inspect.signature(nps.add)) == "(x1, x2, /)"
+    assert inspect.signature(nps.meshgrid).parameters["xi"].kind == P.VAR_POSITIONAL
+    assert inspect.signature(nps.argsort).parameters["stable"].kind == P.KEYWORD_ONLY
+    assert inspect.signature(nps.einsum).parameters["operands"].kind == P.VAR_POSITIONAL
+    for name in ("acos", "atan2", "bitwise_left_shift", "bitwise_right_shift"):
+        kinds = {q.kind for q in inspect.signature(getattr(nps, name)).parameters.values()}
+        assert kinds == {P.POSITIONAL_ONLY}, name
+    # The standard's device= (NumPy's keyword) on the creation functions, as NumPy's.
+    for name in ("zeros", "ones_like", "full", "arange", "linspace"):
+        q = inspect.signature(getattr(nps, name)).parameters["device"]
+        assert q.kind == P.KEYWORD_ONLY and q.default is None, name
+    assert nps.zeros(2, device="cpu").shape == (2,)
+
+
+def test_array_api_edges_as_numpy_2(session):
+    """A 0-d boolean index (a new axis of length 1 or 0), expand_dims' out-of-range
+    axis (NumPy's AxisError: an IndexError and a ValueError) and cholesky(upper=True)."""
+    for v in (np.float64(2.5), np.arange(6.0).reshape(2, 3)):
+        x = nps.asarray(v)
+        for k in (True, False, np.bool_(True), nps.asarray(np.bool_(False))):
+            want = v[k if not isinstance(k, nps.ndarray) else np.asarray(k)]
+            got = x[k]
+            assert got.shape == want.shape, (v.shape, k)
+            np.testing.assert_array_equal(got.get(), want)
+    v = np.arange(6.0).reshape(2, 3)
+    for mshape in ((0, 3), (2, 0), (0,)):
+        m = np.zeros(mshape, dtype=bool)
+        got = nps.asarray(v)[nps.asarray(m)]
+        assert got.shape == v[m].shape, mshape
+    for mshape in ((3,), (2, 2), (2, 3, 1)):
+        with pytest.raises(IndexError):
+            nps.asarray(v)[nps.asarray(np.ones(mshape, dtype=bool))]
+    with pytest.raises(IndexError):
+        nps.expand_dims(nps.ones((1, 5)), 3)
+    with pytest.raises(ValueError):
+        nps.expand_dims(nps.ones((1, 5)), -4)
+    assert nps.expand_dims(nps.ones((1, 5)), -3).shape == (1, 1, 5)
+    a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    np.testing.assert_allclose(nps.linalg.cholesky(nps.asarray(a), upper=True).get(),
+                               np.linalg.cholesky(a, upper=True))
+    np.testing.assert_allclose(nps.linalg.cholesky(nps.asarray(a)).get(), np.linalg.cholesky(a))
+
+
+def test_array_api_elementwise_names_are_the_engines(session):
+    """The standard's spellings of NumPy's functions (``acos``, ``atan2``, the shifts) and
+    ``signbit``, ``trunc``, ``round`` are the engine's functions, lazy, with NumPy 2's
+    values: a NaN's sign bit too (``signbit(-nan)``), ints shifted in their own width."""
+    x = np.array([-0.75, -0.0, 0.0, 0.5, np.nan, -np.nan, 0.25])
+    a = nps.asarray(x)
+    # Exact where NumPy's are; the transcendental ones within an ulp (NumPy's own loops
+    # differ by one from the C library's).
+    for ours, theirs, rtol in [("acos", np.acos, 4e-16), ("asin", np.asin, 4e-16),
+                               ("atan", np.atan, 4e-16), ("asinh", np.asinh, 4e-16),
+                               ("atanh", np.atanh, 4e-16), ("signbit", np.signbit, 0),
+                               ("trunc", np.trunc, 0), ("round", np.round, 0)]:
+        got = getattr(nps, ours)(a)
+        assert ours not in nps.EAGER and not got.computed, ours
+        np.testing.assert_allclose(got.get(), theirs(x), rtol=rtol, atol=0, err_msg=ours)
+    np.testing.assert_allclose(nps.acosh(nps.asarray(x + 2)).get(), np.acosh(x + 2), rtol=4e-16)
+    np.testing.assert_allclose(nps.atan2(a, nps.asarray(x[::-1].copy())).get(),
+                               np.atan2(x, x[::-1]), rtol=4e-16)
+    # -0.0 and -nan: their sign bits.
+    np.testing.assert_array_equal(nps.signbit(a).get(), np.signbit(x))
+    np.testing.assert_array_equal(nps.positive(a).get(), np.positive(x))
+    i8 = np.array([-128, -3, 1, 64, 127], dtype=np.int8)
+    s = np.array([1, 2, 3, 1, 7], dtype=np.int8)
+    for ours, theirs in [("bitwise_left_shift", np.bitwise_left_shift),
+                         ("bitwise_right_shift", np.bitwise_right_shift)]:
+        got = getattr(nps, ours)(nps.asarray(i8), nps.asarray(s))
+        assert got.dtype == np.int8, ours
+        np.testing.assert_array_equal(got.get(), theirs(i8, s), err_msg=ours)
+    z = np.array([2.5 - 1.5j, 0.5 + 3.5j])
+    np.testing.assert_array_equal(nps.round(nps.asarray(z)).get(), np.round(z))
+    # Complex arguments of the inverse trigonometric and hyperbolic functions, sinh and
+    # cosh: NumPy's values at large magnitudes and infinities (C99's special values).
+    inf, nan = np.inf, np.nan
+    z = np.array([3e19 - 1.1e19j, -3e38 + 2e38j, complex(inf, 0.0), complex(0.0, inf),
+                  complex(inf, 1.0), complex(inf, inf), complex(nan, 0.0), 0.5 - 2j])
+    with np.errstate(all="ignore"):
+        for name in ("acos", "arccos", "asin", "arcsin", "atan", "acosh", "asinh",
+                     "arcsinh", "atanh", "sinh", "cosh"):
+            got = getattr(nps, name)(nps.asarray(z)).get()
+            np.testing.assert_allclose(got, getattr(np, name)(z), rtol=1e-15, err_msg=name)
+    assert "acos (complex)" in nps.EAGER and "arcsin (complex)" in nps.EAGER
+
+
+def test_linalg_extension_against_numpy(session):
+    """nums_cloud.numpy.linalg's ``diagonal``, ``cross``, ``matrix_power``,
+    ``matrix_rank``, ``pinv`` (lazy, from the engine's operations) and ``eigh``,
+    ``eigvalsh`` (NumPy's, on the values: ``nps.EAGER``) against NumPy 2's."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((5, 5))
+    stack = rng.standard_normal((3, 4, 4))
+    la = nps.linalg
+    for off in (-2, 0, 1, 9):
+        np.testing.assert_array_equal(la.diagonal(nps.asarray(a), offset=off).get(),
+                                      np.linalg.diagonal(a, offset=off))
+    np.testing.assert_array_equal(la.diagonal(nps.asarray(stack)).get(), np.linalg.diagonal(stack))
+    u, v = rng.standard_normal((6, 3)), rng.standard_normal((6, 3))
+    np.testing.assert_allclose(la.cross(nps.asarray(u), nps.asarray(v)).get(), np.linalg.cross(u, v))
+    np.testing.assert_allclose(la.cross(nps.asarray(u.T), nps.asarray(v[:1].T), axis=0).get(),
+                               np.cross(u.T, v[:1].T, axis=0))
+    ui = np.array([[1, -2, 3], [4, 5, -6]], dtype=np.int32)
+    got = la.cross(nps.asarray(ui), nps.asarray(ui[::-1].copy()))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got.get(), np.linalg.cross(ui, ui[::-1]))
+    with pytest.raises(ValueError, match="3 elements"):
+        la.cross(nps.asarray(a), nps.asarray(a))
+    for n in (0, 1, 2, 5, -1, -3):
+        np.testing.assert_allclose(la.matrix_power(nps.asarray(a), n).get(),
+                                   np.linalg.matrix_power(a, n), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(la.matrix_power(nps.asarray(stack), 3).get(),
+                               np.linalg.matrix_power(stack, 3))
+    ai = np.arange(9, dtype=np.int64).reshape(3, 3) - 4
+    for n in (0, 4):
+        got = la.matrix_power(nps.asarray(ai), n)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got.get(), np.linalg.matrix_power(ai, n))
+    low = rng.standard_normal((7, 2)) @ rng.standard_normal((2, 4))  # rank 2
+    for m in (low, low.T, a):
+        assert int(la.matrix_rank(nps.asarray(m))) == np.linalg.matrix_rank(m)
+        np.testing.assert_allclose(la.pinv(nps.asarray(m)).get(), np.linalg.pinv(m), atol=1e-10)
+    assert int(la.matrix_rank(nps.asarray(a), rtol=0.5)) == np.linalg.matrix_rank(a, rtol=0.5)
+    np.testing.assert_allclose(la.pinv(nps.asarray(a), rtol=0.5).get(),
+                               np.linalg.pinv(a, rtol=0.5), atol=1e-10)
+    sym = a + a.T
+    w, q = la.eigh(nps.asarray(sym))
+    want = np.linalg.eigh(sym)
+    np.testing.assert_allclose(w.get(), want.eigenvalues)
+    np.testing.assert_allclose(np.abs(q.get()), np.abs(want.eigenvectors), atol=1e-10)
+    np.testing.assert_allclose(la.eigvalsh(nps.asarray(sym)).get(), np.linalg.eigvalsh(sym))
+    assert {"linalg.eigh", "linalg.eigvalsh"} <= set(nps.EAGER)
+
+
+def test_linalg_of_stacks_of_matrices(session):
+    """NumPy's linalg takes stacks of matrices: inv, det, slogdet, svdvals, cholesky, qr,
+    svd (and matrix_power, matrix_rank, pinv through them) factor each matrix of a stack
+    (an empty stack too) and equal NumPy 2's."""
+    rng = np.random.default_rng(11)
+    st = rng.standard_normal((2, 3, 4, 4))
+    spd = st @ np.swapaxes(st, -1, -2) + 4 * np.eye(4)
+    la, x = nps.linalg, nps.asarray(st)
+    for name in ("inv", "det", "svdvals"):
+        np.testing.assert_allclose(getattr(la, name)(x).get(), getattr(np.linalg, name)(st),
+                                   rtol=1e-10, atol=1e-12, err_msg=name)
+    sign, logdet = la.slogdet(x)
+    want = np.linalg.slogdet(st)
+    np.testing.assert_allclose(sign.get(), want.sign)
+    np.testing.assert_allclose(logdet.get(), want.logabsdet)
+    np.testing.assert_allclose(la.cholesky(nps.asarray(spd)).get(), np.linalg.cholesky(spd))
+    q, r = la.qr(x)
+    assert q.shape == st.shape and r.shape == st.shape
+    np.testing.assert_allclose((q @ r).get(), st, atol=1e-12)
+    u, s, vh = la.svd(x)
+    np.testing.assert_allclose(s.get(), np.linalg.svd(st, compute_uv=False))
+    np.testing.assert_allclose((u * s[..., None, :]) @ vh, st, atol=1e-12)
+    np.testing.assert_allclose(la.matrix_power(x, -2).get(), np.linalg.matrix_power(st, -2),
+                               rtol=1e-9)
+    np.testing.assert_array_equal(la.matrix_rank(x).get(), np.linalg.matrix_rank(st))
+    np.testing.assert_allclose(la.pinv(nps.asarray(st[..., :3])).get(),
+                               np.linalg.pinv(st[..., :3]), atol=1e-12)
+    for sa, sb in [((2, 3, 3), (3,)), ((1, 2, 1, 2, 2), (2,)), ((4, 1, 3, 3), (5, 3, 2)),
+                   ((2, 3, 3), (3, 2)), ((0, 3, 3), (3,))]:
+        m, rhs = rng.standard_normal(sa) + 3 * np.eye(sa[-1]), rng.standard_normal(sb)
+        got = la.solve(nps.asarray(m), nps.asarray(rhs))
+        want = np.linalg.solve(m, rhs)
+        assert got.shape == want.shape, (sa, sb)
+        np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
+    empty = la.svdvals(nps.zeros((0, 4, 5, 4)))
+    assert empty.shape == (0, 4, 4) and empty.get().shape == (0, 4, 4)
+
+
+def test_matmul_broadcasts_stacks_as_numpy(session):
+    """``@``, ``matmul`` (the namespace's and linalg's) and NumPy's ``@`` with a NumPy
+    array on the left broadcast the stacks' batch axes as NumPy 2 does (a matrix against
+    a stack, batch axes of length 1 and 0)."""
+    rng = np.random.default_rng(5)
+    for sa, sb in [((2, 3), (4, 3, 5)), ((4, 1, 2, 3), (5, 3, 2)), ((2, 1), (1, 0, 1, 1, 1)),
+                   ((1, 1, 1, 1, 1), (1, 1, 0, 1, 1)), ((2, 3, 4), (2, 4, 5))]:
+        a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+        want = a @ b
+        for got in (nps.asarray(a) @ nps.asarray(b), nps.matmul(a, nps.asarray(b)),
+                    a @ nps.asarray(b), nps.linalg.matmul(nps.asarray(a), b)):
+            assert got.shape == want.shape, (sa, sb)
+            np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
+    with pytest.raises(ValueError):
+        nps.ones((2, 3, 4)) @ nps.ones((3, 4, 5))

@@ -74,15 +74,53 @@ def _engine(f):
     return f
 
 
-def _defined(name, params, star):
+def _signature(name, family, params, star):
+    """The signature of the table's ``name``: its parameters (NumPy's, in the table's
+    order) with the kinds and defaults NumPy's function of that name gives them, so that
+    ``inspect.signature`` reads NumPy's (the standard's positional-only ``x, /`` of the
+    elementwise functions, its keyword-only ``stable``, ``*xi`` of ``meshgrid``). A
+    parameter NumPy does not have is positional-or-keyword (keyword-only after one) and
+    defaults to NumPy's "no value" after a parameter with a default. ``None`` when the
+    kinds would not make a signature (the function then shows ``*args, **kwargs``)."""
+    P = _inspect.Parameter
+    home = _np.linalg if family == "linalg" else _np
+    try:
+        theirs = _inspect.signature(getattr(home, name)).parameters
+    except (AttributeError, TypeError, ValueError):
+        theirs = {}
+    out = []
+    for i, p in enumerate(params):
+        q = theirs.get(p)
+        if star and i == len(params) - 1:
+            q = P(p, P.VAR_POSITIONAL)
+        elif q is not None:
+            q = q.replace(annotation=P.empty)
+        else:
+            kind = P.KEYWORD_ONLY if out and out[-1].kind == P.KEYWORD_ONLY else P.POSITIONAL_OR_KEYWORD
+            later = _builtins.any(o.default is not P.empty for o in out)
+            q = P(p, kind, default=_np._NoValue if later else P.empty)
+        out.append(q)
+    # The standard's device= is every function's (_array.call takes "cpu").
+    if "device" in theirs and "device" not in params:
+        out.append(theirs["device"].replace(annotation=P.empty))
+    try:
+        return _inspect.Signature(out)
+    except ValueError:  # NumPy's kinds out of the table's order
+        return None
+
+
+def _defined(name, family, params, star):
     def f(*args, **kwargs):
         return _array.call(name, args, kwargs)
 
     f.__name__ = f.__qualname__ = name
     f.__module__ = __name__
-    sig = ", ".join(("*" if star and i == len(params) - 1 else "") + p
-                    for i, p in enumerate(params))
-    f.__doc__ = _numpy_doc(name, f"lazy; the engine's ``{name}({sig})`` (NumPy's "
+    sig = _signature(name, family, params, star)
+    if sig is not None:
+        f.__signature__ = sig
+    text = ", ".join(("*" if star and i == len(params) - 1 else "") + p
+                     for i, p in enumerate(params))
+    f.__doc__ = _numpy_doc(name, f"lazy; the engine's ``{name}({text})`` (NumPy's "
                                  "parameters; see the README's function table).")
     return _engine(f)
 
@@ -94,7 +132,7 @@ _LINALG = {}
 for _family, _name, _aliases, _params, _star in _TABLE:
     if _family == "models":
         continue
-    _f = _defined(_name, _params, _star)
+    _f = _defined(_name, _family, _params, _star)
     if _family == "linalg":
         _LINALG[_name] = _f
         continue
@@ -121,7 +159,7 @@ _where = globals()["where"]
 
 
 @_engine
-def where(condition, x=None, y=None):
+def where(condition, x=None, y=None, /):
     """Return elements chosen from ``x`` or ``y`` depending on ``condition``; with
     ``condition`` alone, the indices where it is true (``nonzero``).
 

@@ -11,6 +11,7 @@ their arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
 import builtins
+import inspect
 import operator
 
 import numpy as np
@@ -32,15 +33,14 @@ __all__ = [
     # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
     "from_dlpack",
     # elementwise
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_and",
-    "bitwise_invert", "bitwise_left_shift", "bitwise_or", "bitwise_right_shift",
-    "bitwise_xor", "cosh", "hypot", "log2", "log10",
-    "logaddexp", "positive", "pow", "round", "signbit", "sinh", "trunc",
-    "nextafter", "reciprocal",
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
+    "bitwise_left_shift", "bitwise_right_shift", "pow", "reciprocal",
+    # (the bitwise functions, hypot, log2, log10, logaddexp, nextafter, round, signbit,
+    # trunc, positive: the engine's, under the same names in its table)
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
     "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
-    "vecdot",
+    "vecdot", "matmul",
     # (searching, sets, sorting and cumulative functions are the engine's: its table)
 ]
 
@@ -207,61 +207,9 @@ def _wrap_values(out, s):
 
 
 # Elementwise functions built from the engine's, exactly.
-def positive(x, /):
-    """Numerical positive, element-wise (``+x``)."""
-    return +asarray(x)
-
-
 def pow(x1, x2, /):
     """First array elements raised to powers from second array, element-wise."""
     return call("power", (x1, x2), {})
-
-
-def bitwise_and(x1, x2, /):
-    """Compute the bit-wise AND of two arrays element-wise (int64 or bool)."""
-    return _binary("&", x1, x2)
-
-
-def bitwise_or(x1, x2, /):
-    """Compute the bit-wise OR of two arrays element-wise (int64 or bool)."""
-    return _binary("|", x1, x2)
-
-
-def bitwise_xor(x1, x2, /):
-    """Compute the bit-wise XOR of two arrays element-wise (int64 or bool)."""
-    return _binary("^", x1, x2)
-
-
-def bitwise_invert(x, /):
-    """Compute bit-wise inversion, or bit-wise NOT, element-wise (int64 or bool)."""
-    return ~asarray(x)
-
-
-def _binary(sym, x1, x2):
-    if isinstance(x1, BlockArray):
-        return BlockArray(x1._a.op(sym, _array._operand(x2, x1._s)), x1._s)
-    x2 = asarray(x2)
-    return BlockArray(x2._a.rop(sym, _array._operand(x1, x2._s)), x2._s)
-
-
-def signbit(x, /):
-    """Returns element-wise True where signbit is set (less than zero, -0.0 included)."""
-    x = asarray(x)
-    if x.dtype.kind != "f":
-        return x < 0
-    # -0.0 has its sign bit set: 1 / -0.0 is -inf.
-    # -0.0's sign bit: 1 / -0.0 is -inf. (A NaN's sign bit is not seen: NaNs made by
-    # the engine's operations have none, as NumPy's.)
-    return (x < 0) | ((x == 0) & (1.0 / x < 0))
-
-
-def trunc(x, /):
-    """Return the truncated value of the input, element-wise (towards zero)."""
-    x = asarray(x)
-    if x.dtype.kind != "f":
-        return x
-    nps = _ns()
-    return nps.where(x < 0, nps.ceil(x), nps.floor(x))
 
 
 def reciprocal(x, /):
@@ -269,16 +217,64 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-hypot = _eager("hypot")
-for _name in ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh", "log2",
-              "log10", "logaddexp", "round", "nextafter"):
-    globals()[_name] = _eager(_name, getattr(np, {"acos": "arccos", "acosh": "arccosh",
-                                                   "asin": "arcsin", "asinh": "arcsinh",
-                                                   "atan": "arctan",
-                                                   "atanh": "arctanh"}.get(_name, _name)))
-atan2 = _eager("atan2", np.arctan2)
-bitwise_left_shift = _eager("bitwise_left_shift", np.left_shift)
-bitwise_right_shift = _eager("bitwise_right_shift", np.right_shift)
+def _is_complex(v):
+    if isinstance(v, (BlockArray, np.ndarray, np.generic)):
+        return v.dtype.kind == "c"
+    return isinstance(v, complex)
+
+
+def _table_function(name, numpy_name, params, complex_by_numpy=False):
+    """The standard's ``name`` as the engine's ``numpy_name`` (its table), with the
+    standard's positional-only parameters. ``complex_by_numpy``: complex arguments are
+    computed by NumPy in this process instead (the engine's complex kernel for it
+    overflows for large magnitudes and misses C99's special values at infinities)."""
+    numpy_f = getattr(np, numpy_name)
+
+    def f(*args):
+        if len(args) != len(params):
+            raise TypeError(f"{name}() takes {len(params)} positional arguments "
+                            f"({', '.join(params)}), {len(args)} given")
+        if complex_by_numpy and builtins.any(_is_complex(a) for a in args):
+            return _wrap_values(numpy_f(*_array._computed(args)), _array._session_of(*args))
+        return call(numpy_name, args, {})
+
+    P = inspect.Parameter
+    f.__name__ = f.__qualname__ = name
+    f.__signature__ = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
+    note = f"lazy: the engine's ``{numpy_name}``"
+    if complex_by_numpy:
+        note += ("; complex arguments computed by NumPy in this process on their values "
+                 "(not lazy)")
+    f.__doc__ = _ns_doc_of(numpy_name, note + ".")
+    f._engine = True
+    return f
+
+
+def _ns_doc_of(name, note):
+    from . import _numpy_doc
+
+    return _numpy_doc(name, note)
+
+
+# The standard's spellings of the engine's functions (NumPy's names in its table). The
+# inverse trigonometric and hyperbolic functions, sinh and cosh take complex arguments to
+# NumPy, under both names (see _table_function).
+for _name, _numpy_name, _params, _complex in [
+        ("acos", "arccos", ("x",), True), ("acosh", "arccosh", ("x",), True),
+        ("asin", "arcsin", ("x",), True), ("asinh", "arcsinh", ("x",), True),
+        ("atan", "arctan", ("x",), True), ("atanh", "arctanh", ("x",), True),
+        ("atan2", "arctan2", ("x1", "x2"), False), ("sinh", "sinh", ("x",), True),
+        ("cosh", "cosh", ("x",), True), ("bitwise_left_shift", "left_shift", ("x1", "x2"), False),
+        ("bitwise_right_shift", "right_shift", ("x1", "x2"), False)]:
+    globals()[_name] = _table_function(_name, _numpy_name, _params, _complex)
+    if _complex:
+        EAGER.append(f"{_name} (complex)")
+        if _numpy_name != _name:
+            globals()[_numpy_name] = _table_function(_numpy_name, _numpy_name, _params, True)
+            EAGER.append(f"{_numpy_name} (complex)")
+            __all__.append(_numpy_name)
+        if _name not in __all__:
+            __all__.append(_name)
 
 
 # Manipulation.
@@ -309,6 +305,13 @@ def vecdot(x1, x2, /, *, axis=-1):
     if x1.dtype.kind == "c":
         x1 = _ns().conj(x1)
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
+
+
+def matmul(x1, x2, /):
+    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
+    if not isinstance(x1, BlockArray):
+        x1 = _array.asarray(x1, session=_array._session_of(x2))
+    return x1 @ x2
 
 
 def flip(x, /, *, axis=None):
@@ -479,6 +482,10 @@ def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
 
 def expand_dims(x, /, axis=0):
     """Expand the shape of an array: a new axis of length one at ``axis``."""
+    x = asarray(x)
+    if isinstance(axis, builtins.int) and not -x.ndim - 1 <= axis <= x.ndim:
+        # NumPy's AxisError: an IndexError (the standard's) and a ValueError.
+        raise np.exceptions.AxisError(axis, x.ndim + 1)
     return call("expand_dims", (x, axis), {})
 
 

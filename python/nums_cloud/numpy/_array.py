@@ -373,6 +373,19 @@ class BlockArray:
 
     def __getitem__(self, key):
         s = self._s
+        if _zero_d_bool(key):
+            # NumPy's 0-d mask: a new axis of length 1 (True) or 0 (False).
+            lifted = self[None]
+            return lifted if bool(key) else lifted[0:0]
+        if isinstance(key, (BlockArray, np.ndarray)) and key.dtype == np.bool_ and key.ndim:
+            ks, xs = key.shape, self.shape
+            # NumPy's: a mask's axes match the array's first ones (IndexError if not),
+            # or are empty (so is the result).
+            if key.ndim > self.ndim or any(k not in (n, 0) for k, n in zip(ks, xs)):
+                raise IndexError(f"boolean index of shape {ks} does not match the array's "
+                                 f"shape {xs}")
+            if 0 in ks:
+                return self[0:0].reshape((0,) + xs[key.ndim:])
         if type(key) is not tuple:
             key = (key,)
         masked = False
@@ -542,7 +555,14 @@ class BlockArray:
     __floordiv__, __rfloordiv__ = _binary("//", "Elementwise floor division.")
     __mod__, __rmod__ = _binary("%", "Elementwise remainder (Python's signs).")
     __pow__, __rpow__ = _binary("**", "Elementwise power.")
-    __matmul__, __rmatmul__ = _binary("@", "Matrix product.")
+    def __matmul__(self, o):
+        """Return self@value. Matrix product (stacks broadcast as NumPy's)."""
+        return _matmul(self, o, False)
+
+    def __rmatmul__(self, o):
+        """Return value@self. Matrix product (stacks broadcast as NumPy's)."""
+        return _matmul(self, o, True)
+
     __and__, __rand__ = _binary("&", "Elementwise and (logical of bools, bitwise of ints).")
     __or__, __ror__ = _binary("|", "Elementwise or (logical of bools, bitwise of ints).")
     __xor__, __rxor__ = _binary("^", "Elementwise xor (logical of bools, bitwise of ints).")
@@ -586,6 +606,10 @@ class BlockArray:
         name = _UFUNCS.get(ufunc.__name__)
         if method != "__call__" or name is None or kwargs:
             return NotImplemented
+        if name == "matmul":
+            from ._api import matmul
+
+            return matmul(*inputs)
         return call(name, inputs, {})
 
     def __array_function__(self, func, types, args, kwargs):
@@ -599,6 +623,32 @@ class BlockArray:
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
         return func._implementation(*_computed(args), **_computed(kwargs))
+
+
+def _matmul(x, o, reflected):
+    """``x @ o`` (``o @ x`` when reflected), the stacks' batch axes broadcast against each
+    other first as NumPy's (the engine multiplies stacks of one batch shape)."""
+    n = _operand(o, x._s)
+    if n is NotImplemented:
+        return NotImplemented
+    if isinstance(n, _native.Array):
+        a, b = (BlockArray(n, x._s), x) if reflected else (x, BlockArray(n, x._s))
+        if a.ndim >= 2 and b.ndim >= 2 and max(a.ndim, b.ndim) > 2 \
+                and a.shape[:-2] != b.shape[:-2]:
+            from ._api import broadcast_to
+
+            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+            a = broadcast_to(a, batch + a.shape[-2:])
+            b = broadcast_to(b, batch + b.shape[-2:])
+        return BlockArray(a._a.op("@", b._a), x._s)
+    return BlockArray(x._a.rop("@", n) if reflected else x._a.op("@", n), x._s)
+
+
+def _zero_d_bool(key):
+    """Whether ``key`` is one boolean scalar (Python's, NumPy's, or a 0-d bool array)."""
+    if type(key) is bool or isinstance(key, np.bool_):
+        return True
+    return isinstance(key, (BlockArray, np.ndarray)) and key.ndim == 0 and key.dtype == np.bool_
 
 
 def _computed(v):

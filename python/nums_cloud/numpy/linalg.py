@@ -7,9 +7,43 @@ from .._errors import LinAlgError  # noqa: F401  (nums_cloud.numpy.linalg.LinAlg
 
 __all__ = ["qr", "svd", "svdvals", "lstsq", "norm", "cholesky", "solve", "inv", "det",
            "slogdet", "matrix_norm", "vector_norm", "matmul", "matrix_transpose",
-           "outer", "trace", "tensordot", "vecdot", "LinAlgError"]
+           "outer", "trace", "tensordot", "vecdot", "diagonal", "cross", "matrix_power",
+           "matrix_rank", "pinv", "eigh", "eigvalsh", "LinAlgError"]
 
 _call = _array.call
+
+
+def _per_matrix(f):
+    """``f`` (of one matrix: the engine factors 2-D matrices) over a stack of matrices
+    too, as NumPy's: ``f`` of each matrix of the stack, stacked (each field of a named
+    tuple). A graph node per matrix: meant for small stacks."""
+    import functools
+    import math
+
+    @functools.wraps(f)
+    def g(a, *args, **kwargs):
+        from .. import numpy as nps
+
+        a = _array.asarray(a)
+        if a.ndim <= 2:
+            return f(a, *args, **kwargs)
+        batch, n = a.shape[:-2], math.prod(a.shape[:-2])
+        if n == 0:
+            # No matrices: the result's shapes and dtypes from one matrix's (nothing runs).
+            one = f(nps.zeros(a.shape[-2:], dtype=a.dtype), *args, **kwargs)
+            parts = one if isinstance(one, tuple) else (one,)
+            empty = [nps.zeros(batch + p.shape, dtype=p.dtype) for p in parts]
+            return type(one)(*empty) if isinstance(one, tuple) else empty[0]
+        flat = a.reshape((n,) + a.shape[-2:])
+        results = [f(flat[i], *args, **kwargs) for i in range(n)]
+        if not isinstance(results[0], tuple):
+            return nps.stack(results).reshape(batch + results[0].shape)
+        fields = [nps.stack([r[j] for r in results]).reshape(batch + results[0][j].shape)
+                  for j in range(len(results[0]))]
+        return type(results[0])(*fields)
+
+    return g
+
 
 def _doc(name, note):
     def deco(f):
@@ -37,9 +71,55 @@ def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
 def lstsq(a, b, rcond=None):
     return _call("lstsq", (a, b), {} if rcond is None else {"rcond": rcond})
 
-for _name in ("svdvals", "norm", "cholesky", "solve", "inv", "det", "slogdet"):
-    globals()[_name] = _LINALG[_name]
+norm = _LINALG["norm"]
+
+
+@_doc("solve", "lazy; one block: LU in one task, more: blocked LU. Stacks (broadcast as "
+               "NumPy's; ``b`` a vector only when 1-D) a system at a time.")
+def solve(a, b):
+    import math
+
+    from .. import numpy as nps
+    from ._api import broadcast_to
+
+    a = _array.asarray(a)
+    b = b if isinstance(b, _array.BlockArray) else _array.asarray(b, session=a._s)
+    if a.ndim <= 2 and b.ndim <= 2:
+        return _LINALG["solve"](a, b)
+    vector = b.ndim == 1
+    bm = b.reshape(b.shape + (1,)) if vector else b
+    batch = _np_broadcast_shapes(a.shape[:-2], bm.shape[:-2])
+    a = broadcast_to(a, batch + a.shape[-2:])
+    bm = broadcast_to(bm, batch + bm.shape[-2:])
+    n = math.prod(batch)
+    out_shape = batch + (bm.shape[-2:] if not vector else bm.shape[-2:-1])
+    if n == 0:
+        return nps.zeros(out_shape, dtype=_LINALG["solve"](
+            nps.zeros(a.shape[-2:], dtype=a.dtype), nps.zeros(bm.shape[-2:], dtype=bm.dtype)).dtype)
+    fa, fb = a.reshape((n,) + a.shape[-2:]), bm.reshape((n,) + bm.shape[-2:])
+    return nps.stack([_LINALG["solve"](fa[i], fb[i]) for i in range(n)]).reshape(out_shape)
+
+
+def _np_broadcast_shapes(*shapes):
+    import numpy as np
+
+    return np.broadcast_shapes(*shapes)
+# Stacks of matrices, a matrix at a time.
+for _name in ("svdvals", "inv", "det", "slogdet"):
+    globals()[_name] = _per_matrix(_LINALG[_name])
 del _name
+qr, svd = _per_matrix(qr), _per_matrix(svd)
+
+@_doc("cholesky", "lazy; one block: one task, more: blocked Cholesky. ``upper=True``: "
+                  "the conjugate transpose of the lower factor.")
+def cholesky(a, /, *, upper=False):
+    lower = _per_matrix(_LINALG["cholesky"])(a)
+    if not upper:
+        return lower
+    from .. import numpy as nps
+
+    return nps.conj(lower.mT) if lower.dtype.kind == "c" else lower.mT
+
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
     """Computes the matrix norm of a matrix (or a stack of matrices) ``x``.
@@ -59,8 +139,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     return norm(x, ord=ord, axis=axis, keepdims=keepdims)  # noqa: F821
 
 def matmul(x1, x2, /):
-    """Matrix product of two arrays (``x1 @ x2``)."""
-    return _call("matmul", (x1, x2), {})
+    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
+    from ._api import matmul as f
+
+    return f(x1, x2)
 
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices) ``x``."""
@@ -85,3 +167,111 @@ def vecdot(x1, x2, /, *, axis=-1):
 
     return f(x1, x2, axis=axis)
 
+
+
+def diagonal(x, /, *, offset=0):
+    """Returns the specified diagonals of a matrix (or a stack of matrices) ``x``.
+
+    nums-cloud: lazy (the engine's ``diagonal`` of the last two axes)."""
+    return _call("diagonal", (x,), {"offset": offset, "axis1": -2, "axis2": -1})
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Returns the cross product of 3-element vectors (``x1`` and ``x2`` broadcast
+    against each other, their vectors along ``axis``).
+
+    nums-cloud: lazy (products and differences of the vectors' components)."""
+    from . import _api
+
+    x1, x2 = _array.asarray(x1), _array.asarray(x2)
+    if not -min(x1.ndim, x2.ndim) <= axis < min(x1.ndim, x2.ndim):
+        raise ValueError(f"cross: axis {axis} is out of bounds for arrays of shapes "
+                         f"{x1.shape} and {x2.shape}")
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise ValueError(f"cross: x1 of shape {x1.shape} and x2 of shape {x2.shape} must "
+                         f"have 3 elements along axis {axis}")
+    a = [_api.take(x1, [i], axis=axis) for i in range(3)]
+    b = [_api.take(x2, [i], axis=axis) for i in range(3)]
+    parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
+    # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
+    return _api.concat(parts, axis=axis)
+
+
+@_doc("matrix_power", "lazy: products by repeated squaring (``matmul``); a negative "
+                      "``n`` of the inverse (``inv``).")
+def matrix_power(a, n, /):
+    import operator
+
+    from . import _api
+
+    a = _array.asarray(a)
+    n = operator.index(n)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(f"matrix_power: a of shape {a.shape} is not a square matrix (or "
+                          "a stack of them)")
+    if n == 0:
+        eye = _call("eye", (a.shape[-1],), {"dtype": a.dtype})
+        return _api.broadcast_to(eye, a.shape)
+    if n < 0:
+        a, n = inv(a), -n  # noqa: F821
+    result, power = None, a
+    while True:
+        if n & 1:
+            result = power if result is None else result @ power
+        n >>= 1
+        if not n:
+            return result
+        power = power @ power
+
+
+def _tolerance(s, shape, dtype, rtol):
+    """The singular values at most ``rtol`` times the largest are zero (NumPy 2's rule;
+    ``rtol`` by default ``max(M, N)`` times the dtype's eps)."""
+    import numpy as np
+
+    if rtol is None:
+        rtol = max(shape[-2:]) * np.finfo(dtype).eps
+    elif isinstance(rtol, _array.BlockArray) and rtol.ndim:
+        rtol = rtol.reshape(rtol.shape + (1,))
+    return s.max(axis=-1, keepdims=True) * rtol
+
+
+@_doc("matrix_rank", "lazy: the singular values (``svdvals``) above the tolerance.")
+def matrix_rank(x, /, *, rtol=None):
+    x = _array.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"matrix_rank: x of shape {x.shape} is not a matrix")
+    s = svdvals(x if x.shape[-2] >= x.shape[-1] else x.mT)  # noqa: F821
+    return (s > _tolerance(s, x.shape, x.dtype, rtol)).sum(axis=-1)
+
+
+@_doc("pinv", "lazy: from the reduced SVD (``svd``), the singular values at most "
+              "``rtol`` times the largest taken as zero.")
+def pinv(x, /, *, rtol=None):
+    from .. import numpy as nps
+
+    x = _array.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"pinv: x of shape {x.shape} is not a matrix")
+    if x.shape[-2] < x.shape[-1]:  # TSQR takes rows >= columns: pinv(x) = pinv(x^T)^T
+        return pinv(x.mT, rtol=rtol).mT
+    u, s, vh = svd(x)
+    keep = s > _tolerance(s, x.shape, x.dtype, rtol)
+    s_inv = nps.where(keep, 1 / nps.where(keep, s, 1), 0)
+    v, uh = (vh.mT, u.mT) if x.dtype.kind != "c" else (nps.conj(vh.mT), nps.conj(u.mT))
+    return v @ (s_inv.reshape(s_inv.shape + (1,)) * uh)
+
+
+def _eager_linalg(name):
+    import numpy as np
+
+    from . import _api
+
+    f = _api._eager(name, getattr(np.linalg, name))
+    _api.EAGER[-1] = "linalg." + name
+    return f
+
+
+# Without a kernel (the engine has no eigensolver): NumPy's, on the values.
+eigh = _eager_linalg("eigh")
+eigvalsh = _eager_linalg("eigvalsh")
