@@ -2,6 +2,7 @@
 variables, the embedded default), errors as Python's exceptions, Ctrl-C, the GIL released
 while computing, arrays computed once and read in place after (invocations counted),
 where computes run (explain), files in and out, and an ``s3://`` session on Garage."""
+import gc
 import os
 import signal
 import subprocess
@@ -129,6 +130,51 @@ def test_a_computed_array_is_read_in_place_not_computed_again(tmp_path):
         z = nums_cloud.persist(nps.arange(100.0) * 3)
         assert z.computed
         s.close()
+
+
+def test_a_dropped_array_leaves_the_store(tmp_path):
+    # As Dask's persisted arrays: blocks stay while the Python object lives; once it is
+    # gone, the next compute deletes them, and a lazy array made from it computes it again.
+    s = init(tmp_path)
+    store = tmp_path / "store"
+
+    def files():
+        return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+
+    a = np.random.default_rng(1).random((300, 40))
+    x = nps.array(a)
+    kept = x + 1
+    np.testing.assert_allclose(kept.get(), a + 1)
+    before = files()
+    y = x * 2
+    np.testing.assert_allclose(y.get(), a * 2)
+    assert len(files()) > len(before)
+    z = y.sum(axis=0)  # lazy, made from y before y goes
+    r = nps.random.default_rng(5).standard_normal((100, 3))
+    first = r.get()
+    r2 = r * 1.0
+    del y, r
+    gc.collect()
+    once = s.counts()
+    np.testing.assert_allclose(kept.get(), a + 1)  # the next compute deletes y's and r's blocks
+    assert s.counts() == once, "kept is read in place, not computed again"
+    assert files() == before
+    np.testing.assert_allclose(z.get(), (a * 2).sum(axis=0))
+    np.testing.assert_array_equal(r2.get(), first)  # the same values again
+    # A loop that computes and drops an array each time keeps one at a time.
+    counts = []
+    for i in range(5):
+        t = x * float(i)
+        np.testing.assert_allclose(t.get(), a * i)
+        counts.append(len(files()))
+    assert len(set(counts)) == 1, counts
+    del x, kept, z, r2, t
+    gc.collect()
+    assert float(nps.arange(3.0).sum()) == 3.0
+    left = files()
+    assert len(left) <= 3 and not any("/in/" in f for f in left), left
+    s.close()
+    assert files() == []
 
 
 def test_explain_says_where_a_compute_runs(tmp_path):
