@@ -179,7 +179,7 @@ impl Session {
         Ok(())
     }
 
-    fn store(&self) -> Result<Store, Error> {
+    pub(super) fn store(&self) -> Result<Store, Error> {
         self.st.touched.store(true, Ordering::SeqCst);
         Store::open(&self.st.spec).map_err(store_error)
     }
@@ -369,6 +369,7 @@ impl Session {
 
     /// The values of the session's nodes `ids`, computed first where they are not stored.
     pub(crate) async fn values_of(&self, ids: &[NodeId]) -> Result<Vec<Block>, Error> {
+        let _busy = self.busy().await;
         self.make(ids).await?;
         let store = self.store()?;
         let mut out = Vec::with_capacity(ids.len());
@@ -393,7 +394,8 @@ impl Session {
 
     /// Computes `a` now and keeps it in the session's store (as every compute does):
     /// later computes of `a`, and of every array made from it, read it in place. It
-    /// stays there until the session is closed.
+    /// stays there while a handle to `a` (a clone of it, or an array that is the same
+    /// node) lives, as Dask keeps a persisted array (see [`Session`]).
     pub async fn persist(&self, a: &Array) -> Result<(), Error> {
         self.refuse_closed()?;
         self.cfg.check()?;
@@ -404,6 +406,7 @@ impl Session {
                 message: format!("array `{}` belongs to another session", a.label()),
             });
         }
+        let _busy = self.busy().await;
         self.make(&[a.id().map_err(Clone::clone)?]).await
     }
 
@@ -426,6 +429,8 @@ impl Session {
     /// # }
     /// ```
     pub async fn save(&self, a: &Array, path: &str) -> Result<(), Error> {
+        // (Nothing is deleted until the output is written: it reads `a` in place.)
+        let _busy = self.busy().await;
         self.persist(a).await?;
         let id = a.id().map_err(Clone::clone)?;
         let target =

@@ -36,6 +36,7 @@ mod array;
 mod blocking;
 mod build;
 mod compute;
+mod keep;
 pub mod linalg;
 pub mod models;
 
@@ -151,6 +152,10 @@ pub(crate) struct State {
     /// first registered at or after it (an operation's own nodes come just before the one
     /// it gives). Messages name arrays by these.
     owners: Mutex<std::collections::BTreeMap<NodeId, std::sync::Weak<array::Handle>>>,
+    /// The live handles of each node: what the session keeps stored ([`keep`]).
+    holders: keep::Holders,
+    /// Its computes in flight, and what is to be deleted when none is.
+    running: Mutex<keep::Running>,
 }
 
 /// Where arrays are stored and how computes run; arrays made from it share its store and
@@ -445,6 +450,8 @@ impl Session {
                 fits: Mutex::new(HashMap::new()),
                 counts: Default::default(),
                 owners: Mutex::new(Default::default()),
+                holders: Default::default(),
+                running: Default::default(),
             }),
             cfg,
         })
