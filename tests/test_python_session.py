@@ -134,12 +134,15 @@ def test_a_computed_array_is_read_in_place_not_computed_again(tmp_path):
 
 def test_a_dropped_array_leaves_the_store(tmp_path):
     # As Dask's persisted arrays: blocks stay while the Python object lives; once it is
-    # gone, the next compute deletes them, and a lazy array made from it computes it again.
+    # gone, the next compute deletes them (beside its own work), and a lazy array made
+    # from it computes it again.
     s = init(tmp_path)
     store = tmp_path / "store"
 
     def files():
-        return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+        # os.walk skips folders a deletion in the background removes meanwhile.
+        return sorted(os.path.relpath(os.path.join(d, f), store)
+                      for d, _, fs in os.walk(store) for f in fs)
 
     a = np.random.default_rng(1).random((300, 40))
     x = nps.array(a)
@@ -158,21 +161,25 @@ def test_a_dropped_array_leaves_the_store(tmp_path):
     once = s.counts()
     np.testing.assert_allclose(kept.get(), a + 1)  # the next compute deletes y's and r's blocks
     assert s.counts() == once, "kept is read in place, not computed again"
+    deadline = time.monotonic() + 10
+    while files() != before and time.monotonic() < deadline:
+        time.sleep(0.005)
     assert files() == before
     np.testing.assert_allclose(z.get(), (a * 2).sum(axis=0))
     np.testing.assert_array_equal(r2.get(), first)  # the same values again
-    # A loop that computes and drops an array each time keeps one at a time.
-    counts = []
-    for i in range(5):
+    # A loop that computes and drops an array each time keeps one or two at a time.
+    s.collect()
+    base, counts = len(files()), []
+    for i in range(6):
         t = x * float(i)
         np.testing.assert_allclose(t.get(), a * i)
-        counts.append(len(files()))
-    assert len(set(counts)) == 1, counts
+        counts.append(len(files()) - base)
+    assert max(counts) <= 2 * counts[0], counts
+    # The input from memory goes when no array made from it is left.
     del x, kept, z, r2, t
     gc.collect()
-    assert float(nps.arange(3.0).sum()) == 3.0
-    left = files()
-    assert len(left) <= 3 and not any("/in/" in f for f in left), left
+    s.collect()
+    assert files() == []
     s.close()
     assert files() == []
 

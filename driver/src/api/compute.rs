@@ -1,8 +1,9 @@
 //! Computing a session's arrays: the nodes they need planned (LSHS or naive, as `run`
 //! plans a job), run on the session's backend (started by the first compute and kept),
 //! and the values read back in memory. A computed array stays in the store and becomes an
-//! input read in place. Also the session's I/O: loads (probed when defined), values from
-//! memory (written by the first compute that reads them), and closing.
+//! input read in place while a handle to it lives (`keep`). Also the session's I/O: loads
+//! (probed when defined), values from memory (written by the first compute that reads
+//! them), and closing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -188,8 +189,9 @@ impl Session {
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
     /// nums-cloud wrote is read in place; any other input is imported by the first
-    /// compute that needs it, and kept: later computes read the import, not the file. Relative paths resolve against the working directory when
-    /// the session was made.
+    /// compute that needs it, and kept while an array made from it is held: later
+    /// computes read the import, not the file. Relative paths resolve against the
+    /// working directory when the session was made.
     pub async fn load(&self, path: &str) -> Result<Array, Error> {
         self.load_with(path, CsvOptions::default()).await
     }
@@ -818,11 +820,12 @@ impl Session {
         Ok(b)
     }
 
-    /// Removes what the session keeps in the store (computed arrays, inputs from memory)
-    /// and stops its function processes. Arrays of the session cannot be computed
+    /// Removes what the session keeps in the store (computed arrays, inputs from memory,
+    /// imports) and stops its function processes. Arrays of the session cannot be computed
     /// afterwards.
     pub async fn close(&self) -> Result<(), Error> {
         self.st.closed.store(true, Ordering::SeqCst);
+        self.deleted().await;
         if let Some(b) = self.st.backend.lock().await.take() {
             SessionBackend::stop(b).await;
         }
@@ -886,7 +889,8 @@ impl crate::stage::Observer for Watch<'_> {
 impl Session {
     /// What the session's computes have sent so far: invocations (in this process or to
     /// its backend; retries and backups count) and their block tasks. An array computed
-    /// once is read in place afterwards, so computing it again sends nothing.
+    /// once is read in place afterwards while it is held, so computing it again sends
+    /// nothing.
     ///
     /// ```
     /// # use nums_cloud::api::Session;
@@ -1019,7 +1023,7 @@ fn check_region(cfg: &Config) -> Result<(), Error> {
 
 impl State {
     /// The session's runtime (one worker thread; started the first time).
-    fn runtime_handle(&self) -> Result<tokio::runtime::Handle, Error> {
+    pub(super) fn runtime_handle(&self) -> Result<tokio::runtime::Handle, Error> {
         let mut rt = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
         if rt.is_none() {
             *rt = Some(
