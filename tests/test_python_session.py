@@ -2,6 +2,7 @@
 variables, the embedded default), errors as Python's exceptions, Ctrl-C, the GIL released
 while computing, arrays computed once and read in place after (invocations counted),
 where computes run (explain), files in and out, and an ``s3://`` session on Garage."""
+import gc
 import os
 import signal
 import subprocess
@@ -129,6 +130,58 @@ def test_a_computed_array_is_read_in_place_not_computed_again(tmp_path):
         z = nums_cloud.persist(nps.arange(100.0) * 3)
         assert z.computed
         s.close()
+
+
+def test_a_dropped_array_leaves_the_store(tmp_path):
+    # As Dask's persisted arrays: blocks stay while the Python object lives; once it is
+    # gone, the next compute deletes them (beside its own work), and a lazy array made
+    # from it computes it again.
+    s = init(tmp_path)
+    store = tmp_path / "store"
+
+    def files():
+        # os.walk skips folders a deletion in the background removes meanwhile.
+        return sorted(os.path.relpath(os.path.join(d, f), store)
+                      for d, _, fs in os.walk(store) for f in fs)
+
+    a = np.random.default_rng(1).random((300, 40))
+    x = nps.array(a)
+    kept = x + 1
+    np.testing.assert_allclose(kept.get(), a + 1)
+    before = files()
+    y = x * 2
+    np.testing.assert_allclose(y.get(), a * 2)
+    assert len(files()) > len(before)
+    z = y.sum(axis=0)  # lazy, made from y before y goes
+    r = nps.random.default_rng(5).standard_normal((100, 3))
+    first = r.get()
+    r2 = r * 1.0
+    del y, r
+    gc.collect()
+    once = s.counts()
+    np.testing.assert_allclose(kept.get(), a + 1)  # the next compute deletes y's and r's blocks
+    assert s.counts() == once, "kept is read in place, not computed again"
+    deadline = time.monotonic() + 10
+    while files() != before and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert files() == before
+    np.testing.assert_allclose(z.get(), (a * 2).sum(axis=0))
+    np.testing.assert_array_equal(r2.get(), first)  # the same values again
+    # A loop that computes and drops an array each time keeps one or two at a time.
+    s.collect()
+    base, counts = len(files()), []
+    for i in range(6):
+        t = x * float(i)
+        np.testing.assert_allclose(t.get(), a * i)
+        counts.append(len(files()) - base)
+    assert max(counts) <= 2 * counts[0], counts
+    # The input from memory goes when no array made from it is left.
+    del x, kept, z, r2, t
+    gc.collect()
+    s.collect()
+    assert files() == []
+    s.close()
+    assert files() == []
 
 
 def test_explain_says_where_a_compute_runs(tmp_path):

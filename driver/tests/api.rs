@@ -577,6 +577,65 @@ async fn small_computes_run_in_this_process_with_the_same_values() {
     assert_eq!(values[0], values[1]);
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_computed_array_leaves_the_store_with_its_last_handle() {
+    // As Dask's persisted arrays: a computed array's blocks stay while a handle to it
+    // lives; the next compute after its last handle is dropped deletes them (beside its
+    // own work), and a lazy array made from it computes it again from its operation.
+    let d = Dir::new("release");
+    let s = d
+        .session()
+        .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES);
+    let m = Array2::from_shape_fn((300, 40), |(i, j)| ((i * 7 + j * 3) % 11) as f64 - 5.0);
+    let x = s.from_ndarray(&m).named("X").unwrap();
+    let kept = (&x + 1.0).named("kept").unwrap();
+    assert_eq!(kept.compute::<f64>().await.unwrap(), (&m + 1.0).into_dyn());
+    let before = d.stored();
+    let y = (&x * 2.0).named("Y").unwrap();
+    assert_eq!(y.compute::<f64>().await.unwrap(), (&m * 2.0).into_dyn());
+    let with_y = d.stored();
+    assert!(with_y.len() > before.len(), "{with_y:?}");
+    let z = y.sum(Some(&[0])); // lazy, made from Y before Y goes
+    let r = s.random_normal(&[50, 3], 9).named("R").unwrap();
+    let r_values = r.compute::<f64>().await.unwrap();
+    let r2 = &r * 1.0; // lazy, made from R before R goes
+    let with_r = d.stored();
+    let y2 = y.clone();
+    drop(y); // its clone holds it still
+    let once = s.counts();
+    assert_eq!(kept.compute::<f64>().await.unwrap(), (&m + 1.0).into_dyn());
+    s.collect().await;
+    assert_eq!(d.stored(), with_r, "Y is held by its clone");
+    drop((y2, r));
+    // The next compute deletes Y's and R's blocks; `kept` is read, not computed again.
+    assert_eq!(kept.compute::<f64>().await.unwrap(), (&m + 1.0).into_dyn());
+    assert_eq!(s.counts(), once, "kept read in place");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while d.stored() != before && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert_eq!(d.stored(), before, "Y's and R's blocks are gone");
+    // Made from Y before it went: Y computed again from X (in the store still: `kept`
+    // and `z` are made from it).
+    drop(x);
+    let want = (&m * 2.0).sum_axis(ndarray::Axis(0)).into_dyn();
+    assert_eq!(z.compute::<f64>().await.unwrap(), want);
+    assert!(s.counts().tasks > once.tasks);
+    // The same random values: the engine is deterministic.
+    assert_eq!(r2.compute::<f64>().await.unwrap(), r_values);
+    // An import, and the input from memory, go when nothing can read them any more.
+    let file = d.0.join("l.npy");
+    ndarray_npy::write_npy(&file, &m).unwrap();
+    let l = s.load(file.to_str().unwrap()).await.unwrap();
+    let l1 = &l - 1.0;
+    assert_eq!(l1.compute::<f64>().await.unwrap(), (&m - 1.0).into_dyn());
+    drop((l, l1, z, r2, kept));
+    s.collect().await;
+    assert!(d.stored().is_empty(), "{:?}", d.stored());
+    s.close().await.unwrap();
+    assert!(d.stored().is_empty(), "{:?}", d.stored());
+}
+
 #[test]
 fn settings_are_values_of_each_session() {
     let d = Dir::new("settings");

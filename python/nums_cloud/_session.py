@@ -78,8 +78,14 @@ class Session:
 
     Arrays belong to the session they were made in and compute with its settings. What a
     session keeps in the store (computed arrays, inputs from memory) lies under a prefix
-    of its own and is removed by :meth:`close`, or when the session and its arrays are
-    gone (at the latest when Python exits)."""
+    of its own. As Dask keeps persisted arrays, a computed array's blocks stay while the
+    Python object (or another array that is the same) lives; once it is gone, the next
+    compute deletes them in the background (:meth:`collect` deletes them now), never
+    while a compute that may read them runs, and a lazy array made from it computes it
+    again (the same values: the engine is deterministic, random arrays too). An input
+    from memory (``nps.array``) or an imported file stays while an array that lives is
+    made from it. Everything goes with :meth:`close`, or when the session and its arrays
+    are gone (at the latest when Python exits)."""
 
     __slots__ = ("_native", "__weakref__")
 
@@ -95,8 +101,13 @@ class Session:
         """What the session's computes have sent so far: ``invocations`` (in this process
         or to the backend; retries count), ``in_process`` (of those, run here) and
         ``tasks`` (their block tasks). An array computed once is read in place
-        afterwards: computing it again sends nothing."""
+        afterwards while it lives: computing it again sends nothing."""
         return self._native.counts()
+
+    def collect(self):
+        """Deletes now what no array holds any more (computes do so as they start), and
+        waits for it: the space of arrays let go, back before the next compute."""
+        self._native.collect()
 
     def close(self):
         """Removes what the session keeps in the store and stops its function processes;
@@ -203,8 +214,10 @@ def close():
 def explain(*arrays):
     """How computing ``arrays`` would run, without running it: in this process (a compute
     within ``in_process_mb``), on the session's backend (local function processes or
-    Lambda), or not at all (computed already), with the bytes of arrays it reads and
-    makes and the invocations of its plan. Returns the text; ``print`` it."""
+    Lambda), or not at all (computed already, and kept while the array lives), with the
+    bytes of arrays it reads and makes and the invocations of its plan. An array made
+    from one that was computed and let go computes it again, and counts its bytes.
+    Returns the text; ``print`` it."""
     from .numpy import _array
 
     if not arrays:
@@ -230,7 +243,9 @@ class Explanation(str):
 def persist(*arrays):
     """Computes ``arrays`` now and keeps them in the session's store (as every compute
     does): later expressions read them in place instead of computing them again, as
-    Dask's ``persist``. Returns the arrays (one, or a tuple)."""
+    Dask's ``persist``. They stay there while the arrays (the Python objects) live:
+    once one is gone, the next compute deletes its blocks, and what is made from it
+    computes it again. Returns the arrays (one, or a tuple)."""
     from .numpy import _array
 
     arrs = [_array.asarray(a) for a in arrays]

@@ -777,6 +777,12 @@ impl PySession {
         Ok(d)
     }
 
+    /// Deletes now what no array holds any more, and waits for it.
+    fn collect(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self.s.clone();
+        wait(py, async move { s.collect().await })
+    }
+
     /// Removes what the session keeps in the store and stops its functions.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let s = self.s.clone();

@@ -20,6 +20,14 @@ pub(crate) struct Handle {
     pub label: String,
     /// The name given with [`Array::named`], which messages use instead of the label.
     pub name: OnceLock<String>,
+    /// The session's count of handles by node: a stored node no handle holds is let go.
+    holders: super::keep::Holders,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.holders.let_go(self.id);
+    }
 }
 
 /// A lazy array: a node of its [`Session`]'s graph. Cloning is cheap (a shared handle);
@@ -171,10 +179,12 @@ impl Array {
     /// The array of node `id` (or the error that stopped its operation).
     pub(crate) fn made(s: &Session, id: Result<NodeId, Error>, label: String) -> Array {
         let h = id.map(|id| {
+            s.st.holders.hold(id);
             let h = Arc::new(Handle {
                 id,
                 label,
                 name: OnceLock::new(),
+                holders: s.st.holders.clone(),
             });
             s.st.owners
                 .lock()

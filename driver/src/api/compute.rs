@@ -1,8 +1,9 @@
 //! Computing a session's arrays: the nodes they need planned (LSHS or naive, as `run`
 //! plans a job), run on the session's backend (started by the first compute and kept),
 //! and the values read back in memory. A computed array stays in the store and becomes an
-//! input read in place. Also the session's I/O: loads (probed when defined), values from
-//! memory (written by the first compute that reads them), and closing.
+//! input read in place while a handle to it lives (`keep`). Also the session's I/O: loads
+//! (probed when defined), values from memory (written by the first compute that reads
+//! them), and closing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -179,7 +180,7 @@ impl Session {
         Ok(())
     }
 
-    fn store(&self) -> Result<Store, Error> {
+    pub(super) fn store(&self) -> Result<Store, Error> {
         self.st.touched.store(true, Ordering::SeqCst);
         Store::open(&self.st.spec).map_err(store_error)
     }
@@ -188,8 +189,9 @@ impl Session {
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
     /// nums-cloud wrote is read in place; any other input is imported by the first
-    /// compute that needs it, and kept: later computes read the import, not the file. Relative paths resolve against the working directory when
-    /// the session was made.
+    /// compute that needs it, and kept while an array made from it is held: later
+    /// computes read the import, not the file. Relative paths resolve against the
+    /// working directory when the session was made.
     pub async fn load(&self, path: &str) -> Result<Array, Error> {
         self.load_with(path, CsvOptions::default()).await
     }
@@ -369,6 +371,7 @@ impl Session {
 
     /// The values of the session's nodes `ids`, computed first where they are not stored.
     pub(crate) async fn values_of(&self, ids: &[NodeId]) -> Result<Vec<Block>, Error> {
+        let _busy = self.busy().await;
         self.make(ids).await?;
         let store = self.store()?;
         let mut out = Vec::with_capacity(ids.len());
@@ -393,7 +396,8 @@ impl Session {
 
     /// Computes `a` now and keeps it in the session's store (as every compute does):
     /// later computes of `a`, and of every array made from it, read it in place. It
-    /// stays there until the session is closed.
+    /// stays there while a handle to `a` (a clone of it, or an array that is the same
+    /// node) lives, as Dask keeps a persisted array (see [`Session`]).
     pub async fn persist(&self, a: &Array) -> Result<(), Error> {
         self.refuse_closed()?;
         self.cfg.check()?;
@@ -404,6 +408,7 @@ impl Session {
                 message: format!("array `{}` belongs to another session", a.label()),
             });
         }
+        let _busy = self.busy().await;
         self.make(&[a.id().map_err(Clone::clone)?]).await
     }
 
@@ -426,6 +431,8 @@ impl Session {
     /// # }
     /// ```
     pub async fn save(&self, a: &Array, path: &str) -> Result<(), Error> {
+        // (Nothing is deleted until the output is written: it reads `a` in place.)
+        let _busy = self.busy().await;
         self.persist(a).await?;
         let id = a.id().map_err(Clone::clone)?;
         let target =
@@ -813,11 +820,12 @@ impl Session {
         Ok(b)
     }
 
-    /// Removes what the session keeps in the store (computed arrays, inputs from memory)
-    /// and stops its function processes. Arrays of the session cannot be computed
+    /// Removes what the session keeps in the store (computed arrays, inputs from memory,
+    /// imports) and stops its function processes. Arrays of the session cannot be computed
     /// afterwards.
     pub async fn close(&self) -> Result<(), Error> {
         self.st.closed.store(true, Ordering::SeqCst);
+        self.deleted().await;
         if let Some(b) = self.st.backend.lock().await.take() {
             SessionBackend::stop(b).await;
         }
@@ -881,7 +889,8 @@ impl crate::stage::Observer for Watch<'_> {
 impl Session {
     /// What the session's computes have sent so far: invocations (in this process or to
     /// its backend; retries and backups count) and their block tasks. An array computed
-    /// once is read in place afterwards, so computing it again sends nothing.
+    /// once is read in place afterwards while it is held, so computing it again sends
+    /// nothing.
     ///
     /// ```
     /// # use nums_cloud::api::Session;
@@ -1014,7 +1023,7 @@ fn check_region(cfg: &Config) -> Result<(), Error> {
 
 impl State {
     /// The session's runtime (one worker thread; started the first time).
-    fn runtime_handle(&self) -> Result<tokio::runtime::Handle, Error> {
+    pub(super) fn runtime_handle(&self) -> Result<tokio::runtime::Handle, Error> {
         let mut rt = self.runtime.lock().unwrap_or_else(|p| p.into_inner());
         if rt.is_none() {
             *rt = Some(

@@ -8,8 +8,9 @@
 //! ([`Array::check`]); nothing runs until [`Array::compute`] (async) or
 //! [`Array::compute_blocking`], which plans the nodes the array needs with LSHS, runs them
 //! on the session's backend and hands the values back in memory. A computed array stays
-//! in the session's store: later computes read it in place instead of computing it again
-//! (as Dask's `persist`). [`Session::compute_many`] computes several arrays in one plan;
+//! in the session's store while a handle to it lives: later computes read it in place
+//! instead of computing it again (as Dask's `persist`; see [`Session`]).
+//! [`Session::compute_many`] computes several arrays in one plan;
 //! [`Session::from_ndarray`] makes an input of values in memory. No job file and no
 //! `.npy` file is written on the way. Errors are a typed [`Error`](crate::Error) that
 //! names the user's arrays.
@@ -36,6 +37,7 @@ mod array;
 mod blocking;
 mod build;
 mod compute;
+mod keep;
 pub mod linalg;
 pub mod models;
 
@@ -151,6 +153,10 @@ pub(crate) struct State {
     /// first registered at or after it (an operation's own nodes come just before the one
     /// it gives). Messages name arrays by these.
     owners: Mutex<std::collections::BTreeMap<NodeId, std::sync::Weak<array::Handle>>>,
+    /// The live handles of each node: what the session keeps stored ([`keep`]).
+    holders: keep::Holders,
+    /// Its computes in flight, and what is to be deleted when none is.
+    running: Mutex<keep::Running>,
 }
 
 /// Where arrays are stored and how computes run; arrays made from it share its store and
@@ -160,9 +166,20 @@ pub(crate) struct State {
 /// other settings shares the store and the arrays, and leaves the original as it was.
 /// An array computes with the settings of the session it was made from. Relative paths
 /// (the store, `load`) resolve against the working directory when the session was made.
-/// What the session keeps in the store (computed arrays, inputs from memory) lies under
-/// `<store>/api-<random>/` and is removed by [`Session::close`], or when the last handle
-/// to the session and its arrays is dropped.
+/// What the session keeps in the store (computed arrays, inputs from memory, imports)
+/// lies under `<store>/api-<random>/`. As Dask keeps persisted arrays, a computed array's
+/// blocks stay while a handle to it lives (the array, a clone, or another array that is
+/// the same node); once the last is dropped, the next compute that starts while none runs
+/// deletes them in the background, beside its own work ([`Session::collect`] deletes them
+/// now and waits), and an array made from it before computes it again from its operation
+/// (the same values: the engine is deterministic, random arrays too). Deletion never
+/// races a compute that reads them: they are let go only while no compute of the session
+/// runs, and no compute that starts later reads them (one that computes them again
+/// writes under its own prefix). A model's fit is such an array: let go, a later
+/// compute that needs it fits again. An input from memory ([`Session::from_ndarray`]) or
+/// an import ([`Session::load`]), which nothing could make again, stays while an array
+/// that is held is made from it (through arrays let go too). Everything goes with
+/// [`Session::close`], or when the last handle to the session and its arrays is dropped.
 ///
 /// ```
 /// use nums_cloud::api::{Backend, Scheduler, Session};
@@ -445,6 +462,8 @@ impl Session {
                 fits: Mutex::new(HashMap::new()),
                 counts: Default::default(),
                 owners: Mutex::new(Default::default()),
+                holders: Default::default(),
+                running: Default::default(),
             }),
             cfg,
         })

@@ -1326,7 +1326,8 @@ impl Value {
 /// names its operands `$0`, `$1`, ... (nodes already in the graph), is lowered by the same
 /// builder and function table as a job file's, and adds its nodes; shapes and dtypes are
 /// checked as each is added. Nodes are never removed (a node no stored array needs makes
-/// no tasks), and a computed node becomes an array read in place ([`Incremental::stored`]).
+/// no tasks), and a computed node becomes an array read in place ([`Incremental::stored`])
+/// until it is let go ([`Incremental::release`]).
 pub struct Incremental {
     /// The settings the builder reads (default blocks from workers and memory); no arrays.
     job: Job,
@@ -1341,6 +1342,24 @@ pub struct Incremental {
     /// The node whose values the last failed evaluation needed, with the graph's length
     /// and block count before and its length after that evaluation.
     need_values: Option<(NodeId, (usize, u64), usize)>,
+    /// The operation of each node a compute stored ([`Incremental::stored`]): put back
+    /// when the node is let go, so that what is made from it computes it again.
+    made: HashMap<NodeId, NodeOp>,
+    /// Stored nodes that nothing could make again, kept while an array may read them:
+    /// values from memory ([`Incremental::input`]) and imports (their files may be gone).
+    kept: std::collections::BTreeSet<NodeId>,
+    /// Paths of stored nodes taken off the graph ([`Incremental::set_values`]).
+    orphans: Vec<String>,
+}
+
+/// What [`Incremental::release`] let go.
+#[derive(Debug, Default, PartialEq)]
+pub struct Released {
+    /// Where their blocks are (each path's whole folder goes).
+    pub paths: Vec<String>,
+    /// The inputs (from memory, imports) among them: a value from memory not written
+    /// yet has nothing stored, but is let go too.
+    pub inputs: Vec<NodeId>,
 }
 
 impl Incremental {
@@ -1355,6 +1374,9 @@ impl Incremental {
             masks: HashMap::new(),
             values: HashMap::new(),
             need_values: None,
+            made: HashMap::new(),
+            kept: Default::default(),
+            orphans: Vec::new(),
         }
     }
 
@@ -1452,6 +1474,7 @@ impl Incremental {
             persist: false,
             def: None,
         });
+        self.kept.insert(id);
         id
     }
 
@@ -1491,6 +1514,18 @@ impl Incremental {
             _ => None,
         };
         if let Some((len, blocks)) = restore {
+            // Nodes of that evaluation stored since (`node` itself): their blocks go.
+            let taken: Vec<NodeId> = (self.made.keys().copied())
+                .chain(self.kept.iter().copied())
+                .filter(|&id| id >= len)
+                .collect();
+            for id in taken {
+                self.made.remove(&id);
+                self.kept.remove(&id);
+                if let NodeOp::InPlace { path, .. } = &self.g.nodes[id].op {
+                    self.orphans.push(path.clone());
+                }
+            }
             self.g.nodes.truncate(len);
             self.blocks = blocks;
             self.tsqr_memo
@@ -1502,12 +1537,80 @@ impl Incremental {
     }
 
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
-    /// in place instead of computing it again.
+    /// in place instead of computing it again, until [`Incremental::release`] lets it go.
     pub fn stored(&mut self, id: NodeId, path: String) {
-        self.g.nodes[id].op = NodeOp::InPlace {
+        let op = NodeOp::InPlace {
             path,
             sparse: false,
         };
+        match std::mem::replace(&mut self.g.nodes[id].op, op) {
+            NodeOp::InPlace { .. } => {}
+            op if op.is_import() => {
+                self.kept.insert(id);
+            }
+            op => {
+                self.made.insert(id, op);
+            }
+        }
+    }
+
+    /// Lets go of the stored nodes no array holds any more (`held`: the nodes arrays
+    /// hold). A computed node gets its operation back: an array made from it computes it
+    /// again (the engine is deterministic: the same values). An input from memory or an
+    /// import goes only when no held node can need it: none is made from it, through
+    /// the operations of stored nodes too (which they get back when let go). Returns
+    /// where their blocks are, for the caller to delete once no compute can read them.
+    pub fn release(&mut self, held: &[NodeId]) -> Released {
+        let n = self.g.nodes.len();
+        let mut is_held = vec![false; n];
+        for &id in held.iter().filter(|&&id| id < n) {
+            is_held[id] = true;
+        }
+        let mut out = Released {
+            paths: std::mem::take(&mut self.orphans),
+            inputs: Vec::new(),
+        };
+        let mut gone: Vec<NodeId> = self
+            .made
+            .keys()
+            .copied()
+            .filter(|&id| !is_held[id])
+            .collect();
+        gone.sort_unstable();
+        for id in gone {
+            let op = self.made.remove(&id).expect("listed");
+            if let NodeOp::InPlace { path, .. } = std::mem::replace(&mut self.g.nodes[id].op, op) {
+                out.paths.push(path);
+            }
+        }
+        if self.kept.iter().all(|&id| is_held[id]) {
+            return out;
+        }
+        // What the held nodes may read, as they are or once let go (nodes come after
+        // their operands).
+        let mut need = is_held;
+        for id in (0..n).rev() {
+            if !need[id] {
+                continue;
+            }
+            let op = self.made.get(&id).unwrap_or(&self.g.nodes[id].op);
+            let operands = match op {
+                NodeOp::Fit { x, y, .. } => vec![*x, *y],
+                op => op.inputs(),
+            };
+            for i in operands {
+                need[i] = true;
+            }
+        }
+        let unneeded: Vec<NodeId> = self.kept.iter().copied().filter(|&id| !need[id]).collect();
+        for id in unneeded {
+            self.kept.remove(&id);
+            if let NodeOp::InPlace { path, .. } = &self.g.nodes[id].op {
+                out.paths.push(path.clone());
+            }
+            out.inputs.push(id);
+        }
+        out
     }
 
     /// The graph of one compute: the nodes `targets` need, renumbered, with only the

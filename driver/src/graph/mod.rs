@@ -20,8 +20,8 @@ mod sources;
 
 use build::*;
 pub use build::{
-    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Value, block_for,
-    build, build_known, build_staged, reserved_name,
+    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value,
+    block_for, build, build_known, build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
