@@ -817,3 +817,47 @@ fn lshs_is_projected_no_slower_than_naive() {
     }
     assert!(slower.is_empty(), "{}", slower.join("\n"));
 }
+
+/// The plan of a Newton pass (X in `blocks` row blocks of 2M x 32, y alike, both stored)
+/// as a fit's `plan` makes it, with X's and y's bytes.
+fn newton_pass_plan(blocks: u64, workers: usize) -> (Plan, u64) {
+    let rows = 2_000_000 / blocks;
+    let text = format!(
+        "[compute]\nworkers = {workers}\nmemory_mb = 2048\n[arrays]\n\
+         X = {{ random = \"normal\", shape = [2000000, 32], block = [{rows}, 32], seed = 11 }}\n\
+         u = {{ random = \"uniform\", shape = [2000000], block = [{rows}], seed = 13 }}\n\
+         y = {{ expr = \"u > 0.5\", dtype = \"float64\", block = [{rows}] }}\n\
+         w = \"logistic_regression(X, y, solver='newton', C=1e10)\"\n\
+         [outputs]\nw = \"out/w.npy\"\n"
+    );
+    let job = crate::job::Job::parse(std::path::Path::new("/tmp/p/job.toml"), &text).unwrap();
+    let g = crate::graph::build(&job, &Default::default()).unwrap();
+    let fits =
+        crate::iterate::plan_fits(&job, &g, &Default::default(), SchedulerKind::Lshs, PREFIX)
+            .unwrap();
+    let stage = fits[0]
+        .stages
+        .iter()
+        .find(|s| s.name == "newton")
+        .expect("a Newton pass");
+    (stage.plan.clone(), 2_000_000 * 33 * 8)
+}
+
+/// A fit's Newton pass reads X and y once (within 1.05x of their bytes), in a plan
+/// projected no slower than the one LSHS kept before it did (each block another slot
+/// reads published at once: X read 1.52x in 8 row blocks, 1.26x in 16, the row blocks
+/// whose reads a publication cut in two read again).
+#[test]
+fn a_newton_pass_reads_x_and_y_once() {
+    for (blocks, before) in [(8, 1.028), (16, 1.563)] {
+        let (p, inputs) = newton_pass_plan(blocks, 2);
+        let (read, secs) = (p.bytes_read(), projected(&p, 2, 2048));
+        assert!(
+            read as f64 <= 1.05 * inputs as f64 && secs <= before,
+            "{blocks} row blocks: {read} bytes read for {inputs} of X and y ({:.2}x), \
+             projected {secs:.3} s (before: {before} s), plan {:?}",
+            read as f64 / inputs as f64,
+            p.variant
+        );
+    }
+}
