@@ -861,3 +861,57 @@ fn a_newton_pass_reads_x_and_y_once() {
         );
     }
 }
+
+/// The plan of the peers' Newton step (`benches/peers.py`) on X (2M x 32 in `blocks` row
+/// blocks), y and w stored, with the bytes of the three.
+fn newton_step_plan(blocks: u64, workers: usize) -> (Plan, u64) {
+    let (n, d) = (2_000_000u64, 32u64);
+    let rows = n / blocks;
+    let text = format!(
+        "[compute]\nworkers = {workers}\nmemory_mb = 2048\n[arrays]\n\
+         X = {{ load = \"/store/X\" }}\ny = {{ load = \"/store/y\" }}\n\
+         w = {{ load = \"/store/w\" }}\nmu = \"sigmoid(X @ w)\"\ng = \"X.T @ (mu - y)\"\n\
+         H = \"X.T @ (X * (mu * (1 - mu))[:, None])\"\n\
+         [outputs]\ng = \"out/g.npy\"\nH = \"out/H.npy\"\n"
+    );
+    let job = crate::job::Job::parse(std::path::Path::new("/tmp/p/job.toml"), &text).unwrap();
+    let mut probes = crate::graph::Probes::default();
+    for (name, meta) in [
+        (
+            "X",
+            ArrayMeta::new(vec![n, d], vec![rows, d], DType::Float64),
+        ),
+        ("y", ArrayMeta::new(vec![n], vec![rows], DType::Float64)),
+        ("w", ArrayMeta::new(vec![d], vec![d], DType::Float64)),
+    ] {
+        probes.0.insert(
+            name.to_string(),
+            crate::graph::Probe::Zarr {
+                store: store(),
+                path: name.to_string(),
+                meta,
+                in_place: Some(name.to_string()),
+                sparse: false,
+                stamp: 0,
+            },
+        );
+    }
+    let g = crate::graph::build(&job, &probes).unwrap();
+    let p = crate::plan::plan_with(&job, &g, SchedulerKind::Lshs, PREFIX, &probes).unwrap();
+    (p, n * (d + 1) * 8 + d * 8)
+}
+
+/// The peers' Newton step reads X, y and w once, in 8 or 16 row blocks (a guard beside
+/// the fit's pass: the published variant must not win by reading them again).
+#[test]
+fn a_newton_step_reads_its_inputs_once() {
+    for blocks in [8, 16] {
+        let (p, inputs) = newton_step_plan(blocks, 2);
+        let read = p.bytes_read();
+        assert!(
+            read as f64 <= 1.05 * inputs as f64,
+            "{blocks} row blocks: {read} bytes read for {inputs} of inputs, plan {:?}",
+            p.variant
+        );
+    }
+}
