@@ -200,11 +200,11 @@ struct Open {
     arrays: HashSet<(usize, u32)>,
     /// Every batch it reads from was settled when read ([`Cutter::settled`]).
     settled_deps: bool,
-    /// It made a block another slot reads ([`Variant::Published`]): it ends as soon as
-    /// [`Cutter::ends_after`] allows.
+    /// It made a block another slot reads ([`Variant::PublishedEarly`]): it ends as soon
+    /// as [`Cutter::ends_after`] allows.
     publish: bool,
-    /// The blocks it holds that a later task on its slot reads, and their bytes (in
-    /// [`Variant::Published`]; small blocks made again where needed aside).
+    /// The blocks it holds that a later task on its slot reads, and their bytes (in the
+    /// published variants; small blocks made again where needed aside).
     here: HashSet<Bid>,
     held_here: u64,
     /// When it is projected to start ([`Cutter::end`]).
@@ -264,8 +264,10 @@ struct Cutter<'a> {
     work: Vec<u64>,
     /// Each task's projected seconds ([`task_seconds`]).
     secs: Vec<f64>,
-    /// Tasks whose block another slot reads ([`Variant::Published`]); empty otherwise.
+    /// Tasks whose block another slot reads (in the published variants); empty otherwise.
     feeds: Vec<bool>,
+    /// [`Variant::Published`]: each such task ends its batch.
+    at_once: bool,
     /// Per batch: closed, and so are all the batches it waits for, through and through.
     /// Its dependencies are final, so a batch that began before it may read from it
     /// without a cycle (the rule of [`Cutter::acyclic`] otherwise).
@@ -277,7 +279,7 @@ struct Cutter<'a> {
     model: crate::cost::CostModel,
     /// A batch reads from one made after it: batches are renumbered in dependency order.
     backward: bool,
-    /// Per task, in [`Variant::Published`] (empty otherwise): whether a later task on its
+    /// Per task, in the published variants (empty otherwise): whether a later task on its
     /// slot reads its output, and each of its distinct inputs ([`Again`]).
     again: Again,
 }
@@ -302,14 +304,17 @@ impl Cutter<'_> {
         critical(&self.tasks.kernels[self.tasks.kernel[p] as usize])
     }
 
-    /// Whether `o` ends after its task `i`: a [`critical`] task ends it at once; a batch
-    /// that made a block another slot reads ends as soon as ending it reads little again
-    /// (the blocks it holds that the slot's later tasks read, at most [`REREAD_MAX`]), so
-    /// that the other slot starts sooner while the slot's reads of one block stay in one
-    /// invocation (ended after each such block, the rest of a row block's work read the
-    /// row block again: a fit's Newton pass read X 1.5x).
+    /// Whether `o` ends after its task `i`: a [`critical`] task ends it at once, and in
+    /// [`Variant::Published`] a task whose block another slot reads. In
+    /// [`Variant::PublishedEarly`] a batch that made such a block ends as soon as ending
+    /// it reads little again (the blocks it holds that the slot's later tasks read, at
+    /// most [`REREAD_MAX`]), so that the other slot starts sooner while the slot's reads
+    /// of one block stay in one invocation (ended after each such block, the rest of a
+    /// row block's work read the row block again: a fit's Newton pass read X 1.5x).
     fn ends_after(&self, o: &Open, i: usize) -> bool {
-        self.publishes(i) || (o.publish && o.held_here <= REREAD_MAX)
+        self.publishes(i)
+            || (self.at_once && self.feeds[i])
+            || (o.publish && o.held_here <= REREAD_MAX)
     }
 
     /// A task without inputs whose block is small: made again where needed.
@@ -319,7 +324,7 @@ impl Cutter<'_> {
 
     /// Whether task `i` may join `o` without a cycle: it reads from other batches only
     /// blocks made before the batch's first task (or small blocks it makes again). In
-    /// [`Variant::Published`] also blocks of a settled batch (none of the batches it
+    /// the published variants also blocks of a settled batch (none of the batches it
     /// waits for, through and through, can wait for `o`, which is open) projected to end
     /// before `o` starts, or later by less than reading again what `o` holds for the
     /// slot's later tasks (ending `o` here would read those again).
@@ -464,7 +469,7 @@ impl Cutter<'_> {
                 self.backward |= b > o.batch;
             }
         }
-        o.publish |= self.feeds.get(i).copied().unwrap_or(false);
+        o.publish |= !self.at_once && self.feeds.get(i).copied().unwrap_or(false);
         if !self.again.output.is_empty() {
             let out = self.tasks.output[i];
             let again = &self.again.inputs[self.again.start[i] as usize..];
@@ -576,8 +581,8 @@ fn feeds(tasks: &Tasks, blocks: &Blocks) -> Vec<bool> {
     f
 }
 
-/// Whether any task's block is read on another slot (so that [`Variant::Published`]
-/// cuts differently from [`Variant::Streamed`]).
+/// Whether any task's block is read on another slot (so that the published variants cut
+/// differently from [`Variant::Streamed`]).
 pub(super) fn feeds_other_slots(tasks: &Tasks, blocks: &Blocks) -> bool {
     feeds(tasks, blocks).into_iter().any(|f| f)
 }
@@ -593,6 +598,7 @@ pub(super) fn cut(
     variant: Variant,
 ) -> Result<Cut, PlanError> {
     let one_per_batch = variant == Variant::Naive;
+    let published = matches!(variant, Variant::Published | Variant::PublishedEarly);
     let g = cx.g;
     let limit = cx.memory_mb << 20;
     let mut readers = vec![0u32; blocks.len()];
@@ -614,17 +620,18 @@ pub(super) fn cut(
         } else {
             task_seconds(cx, tasks, blocks)
         },
-        feeds: if variant == Variant::Published {
+        feeds: if published {
             feeds(tasks, blocks)
         } else {
             Vec::new()
         },
+        at_once: variant == Variant::Published,
         settled: Vec::new(),
         end: Vec::new(),
         slot_end: vec![0.0; cx.workers],
         model: cx.model,
         backward: false,
-        again: if variant == Variant::Published {
+        again: if published {
             again(tasks, blocks.len())
         } else {
             Again::default()
@@ -718,7 +725,8 @@ pub(super) fn cut(
     Ok(cut)
 }
 
-/// The most bytes a [`Variant::Published`] batch ends holding that its slot reads again.
+/// The most bytes a [`Variant::PublishedEarly`] batch ends holding that its slot reads
+/// again.
 const REREAD_MAX: u64 = INLINE_MAX;
 
 /// Which blocks each task reads or makes that a later task on its slot reads.

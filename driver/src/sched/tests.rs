@@ -915,3 +915,18 @@ fn a_newton_step_reads_its_inputs_once() {
         );
     }
 }
+
+/// `A @ B` of 4096² arrays in their default row blocks keeps the plan with each block of
+/// the re-blocked B published at once (projected 1.72 s, against naive's 1.88 s; published
+/// early, B's row block held for its next pieces keeps the other slot waiting).
+#[test]
+fn matmul_publishes_reblocked_b_at_once() {
+    let g = job_graph(
+        "[arrays]\nA = { random = \"normal\", shape = [4096, 4096], seed = 1 }\n\
+         B = { random = \"normal\", shape = [4096, 4096], seed = 2 }\nC = \"A @ B\"\n\
+         [outputs]\nC = \"out/C.npy\"\n",
+    );
+    let p = plan_checked(&g, SchedulerKind::Lshs, 2, 2048).unwrap();
+    let secs = projected(&p, 2, 2048);
+    assert!(secs <= 1.72 + 5e-3, "{secs:.3} s, plan {:?}", p.variant);
+}
