@@ -484,6 +484,26 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
     }
     let consumers_of =
         |b: Bid| &consumers[cstart[b as usize] as usize..cstart[b as usize + 1] as usize];
+    // What other slots wait for: a task whose block another slot reads, and a light task
+    // (inputs of at most INLINE_MAX bytes) whose block such a task on its slot reads (a
+    // fit's intercept `b_[0]`, read by every row block's work: made late, it cut the
+    // other slot's batch in two, its row blocks read twice). Consumers come after their
+    // producers in placement order.
+    let mut feeds_other = vec![false; n];
+    for i in (0..n).rev() {
+        let s = tasks.slot[i];
+        let light = || {
+            distinct(tasks.inputs(i))
+                .map(|b| blocks.nbytes[b as usize])
+                .sum::<u64>()
+                <= INLINE_MAX
+        };
+        let c = consumers_of(tasks.output[i]);
+        // Consumers are sorted by slot: one on another slot is first or last.
+        feeds_other[i] = c.first().is_some_and(|&f| tasks.slot[f as usize] != s)
+            || c.last().is_some_and(|&l| tasks.slot[l as usize] != s)
+            || (c.iter().any(|&c| c as usize > i && feeds_other[c as usize]) && light());
+    }
 
     // Blocks live on each slot: read or made there and used again later (a block stays
     // live on a slot until its last use anywhere, so membership only grows while it
@@ -513,12 +533,9 @@ pub(super) fn reorder(cx: &Ctx, tasks: Tasks, blocks: &Blocks) -> Tasks {
             let p = producer[b as usize];
             p == NONE || tasks.slot[p as usize] == s
         });
-        let c = consumers_of(tasks.output[i]);
-        let feeds_other = c.first().is_some_and(|&f| tasks.slot[f as usize] != s)
-            || c.last().is_some_and(|&l| tasks.slot[l as usize] != s);
         Score {
             critical: critical(&tasks.kernels[tasks.kernel[i] as usize]),
-            feeds_other,
+            feeds_other: feeds_other[i],
             local,
             shrinks,
             new: Reverse(new),
