@@ -243,7 +243,7 @@ pub fn c_div(a: C128, b: C128) -> C128 {
 
 /// NumPy's complex power (`npy_cpow`): `a ** 0` is 1, `0 ** b` is 0 for `b.re > 0` and
 /// NaN otherwise, whole exponents below 100 in magnitude by repeated multiplication (so
-/// `z ** 2` is `z * z`), others as `exp(b log a)`.
+/// `z ** 2` is `z * z`), others by the C library's `cpow` (C99's special values).
 pub fn c_pow(a: C128, b: C128) -> C128 {
     let one = C128::new(1.0, 0.0);
     if b.re == 0.0 && b.im == 0.0 {
@@ -277,7 +277,8 @@ pub fn c_pow(a: C128, b: C128) -> C128 {
         }
         return if n < 0 { c_div(one, r) } else { r };
     }
-    a.powc(b)
+    // SAFETY: a pure function of its arguments, by value, with C's ABI (see `c99`).
+    unsafe { c99::cpow(a, b) }
 }
 
 /// NumPy's complex `sign` (NumPy 2): `z / |z|`, 0 for 0, NaN where a part is NaN.
@@ -343,6 +344,7 @@ mod c99 {
         pub(super) fn casinh(z: C128) -> C128;
         pub(super) fn cacosh(z: C128) -> C128;
         pub(super) fn catanh(z: C128) -> C128;
+        pub(super) fn cpow(a: C128, b: C128) -> C128;
     }
 }
 
@@ -358,8 +360,8 @@ macro_rules! c99_fns {
 }
 
 c99_fns!(
-    csqrt, cexp, clog, csin, ccos, ctan, csinh, ccosh, ctanh, casin, cacos, catan, casinh,
-    cacosh, catanh
+    csqrt, cexp, clog, csin, ccos, ctan, csinh, ccosh, ctanh, casin, cacos, catan, casinh, cacosh,
+    catanh
 );
 
 /// NumPy's complex `log2` and `log10`: `clog(z)` times `log2(e)` or `log10(e)` (`nc_log2`,
