@@ -3,6 +3,9 @@
 //! its own formulas for `expm1`, `log1p`, `log2`, `log10`), at every magnitude from 1e-300
 //! to 1e300, on both sides of the branch cuts (signed zeros), at infinities and NaNs.
 
+// The tables hold NumPy's printed values, some of which are pi/4, sqrt(2) ... exactly.
+#![allow(clippy::approx_constant)]
+
 use nums_layout::C128;
 use nums_layout::batch::BinaryOp;
 use nums_layout::batch::UnaryOp::{self, *};
