@@ -92,13 +92,14 @@ pub fn run(
             scalar_left,
         } => {
             let x = one(inputs)?;
-            // NumPy's power of a float array to the scalar 0.5 is its sqrt (so -0.0 and
-            // -inf give -0.0 and NaN, where pow gives 0.0 and inf).
+            // NumPy's power of a float or complex array to the scalar 0.5 is its sqrt (so
+            // -0.0 and -inf give -0.0 and NaN, where pow gives 0.0 and inf; (inf+1j)**0.5
+            // is inf+0j, where cpow gives inf+nanj).
             if *op == BinaryOp::Pow
                 && !*scalar_left
                 && value.kind() == ScalarKind::Float
                 && value.as_f64() == 0.5
-                && x.dtype().is_float()
+                && (x.dtype().is_float() || x.dtype().is_complex())
             {
                 return Ok(compute::unary(UnaryOp::Sqrt, x, out.dtype).cast(out.dtype));
             }

@@ -298,18 +298,18 @@ impl UnaryOp {
         match self {
             UnaryOp::Neg => -z,
             UnaryOp::Abs => real(z.norm()),
-            UnaryOp::Exp => z.exp(),
+            UnaryOp::Exp => num::cexp(z),
             UnaryOp::Expm1 => num::c_expm1(z),
-            UnaryOp::Log => z.ln(),
+            UnaryOp::Log => num::clog(z),
             UnaryOp::Log1p => num::c_log1p(z),
-            UnaryOp::Sqrt => z.sqrt(),
+            UnaryOp::Sqrt => num::csqrt(z),
             UnaryOp::Square => z * z,
             UnaryOp::Sign => num::c_sign(z),
-            UnaryOp::Sin => z.sin(),
-            UnaryOp::Cos => z.cos(),
-            UnaryOp::Tan => num::c_tan(z),
-            UnaryOp::Tanh => num::c_tanh(z),
-            UnaryOp::Sigmoid => num::c_div(one, one + (-z).exp()),
+            UnaryOp::Sin => num::csin(z),
+            UnaryOp::Cos => num::ccos(z),
+            UnaryOp::Tan => num::ctan(z),
+            UnaryOp::Tanh => num::ctanh(z),
+            UnaryOp::Sigmoid => num::c_div(one, one + num::cexp(-z)),
             UnaryOp::IsNan => real(num::c_isnan(z) as u8 as f64),
             UnaryOp::IsFinite => real((z.re.is_finite() && z.im.is_finite()) as u8 as f64),
             UnaryOp::IsInf => real((z.re.is_infinite() || z.im.is_infinite()) as u8 as f64),
@@ -318,26 +318,16 @@ impl UnaryOp {
             UnaryOp::Conj => z.conj(),
             UnaryOp::Angle => real(z.im.atan2(z.re)),
             UnaryOp::Rint => C128::new(z.re.round_ties_even(), z.im.round_ties_even()),
-            UnaryOp::Log2 => z.log2(),
-            UnaryOp::Log10 => z.log10(),
-            UnaryOp::Sinh => z.sinh(),
-            UnaryOp::Cosh => z.cosh(),
-            UnaryOp::Asin
-            | UnaryOp::Acos
-            | UnaryOp::Atan
-            | UnaryOp::Asinh
-            | UnaryOp::Acosh
-            | UnaryOp::Atanh => {
-                let name = self.name().replace("arc", "a");
-                num::c_inverse_on_axis(&name, z).unwrap_or_else(|| match self {
-                    UnaryOp::Asin => z.asin(),
-                    UnaryOp::Acos => z.acos(),
-                    UnaryOp::Atan => z.atan(),
-                    UnaryOp::Asinh => z.asinh(),
-                    UnaryOp::Acosh => z.acosh(),
-                    _ => z.atanh(),
-                })
-            }
+            UnaryOp::Log2 => num::c_log_base(z, std::f64::consts::LOG2_E),
+            UnaryOp::Log10 => num::c_log_base(z, std::f64::consts::LOG10_E),
+            UnaryOp::Sinh => num::csinh(z),
+            UnaryOp::Cosh => num::ccosh(z),
+            UnaryOp::Asin => num::casin(z),
+            UnaryOp::Acos => num::cacos(z),
+            UnaryOp::Atan => num::catan(z),
+            UnaryOp::Asinh => num::casinh(z),
+            UnaryOp::Acosh => num::cacosh(z),
+            UnaryOp::Atanh => num::catanh(z),
             UnaryOp::Floor
             | UnaryOp::Ceil
             | UnaryOp::Trunc

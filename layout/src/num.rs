@@ -243,7 +243,7 @@ pub fn c_div(a: C128, b: C128) -> C128 {
 
 /// NumPy's complex power (`npy_cpow`): `a ** 0` is 1, `0 ** b` is 0 for `b.re > 0` and
 /// NaN otherwise, whole exponents below 100 in magnitude by repeated multiplication (so
-/// `z ** 2` is `z * z`), others as `exp(b log a)`.
+/// `z ** 2` is `z * z`), others by the C library's `cpow` (C99's special values).
 pub fn c_pow(a: C128, b: C128) -> C128 {
     let one = C128::new(1.0, 0.0);
     if b.re == 0.0 && b.im == 0.0 {
@@ -277,7 +277,8 @@ pub fn c_pow(a: C128, b: C128) -> C128 {
         }
         return if n < 0 { c_div(one, r) } else { r };
     }
-    a.powc(b)
+    // SAFETY: a pure function of its arguments, by value, with C's ABI (see `c99`).
+    unsafe { c99::cpow(a, b) }
 }
 
 /// NumPy's complex `sign` (NumPy 2): `z / |z|`, 0 for 0, NaN where a part is NaN.
@@ -308,99 +309,66 @@ pub fn c_expm1(z: C128) -> C128 {
     C128::new(x.exp_m1() * y.cos() - 2.0 * s * s, x.exp() * y.sin())
 }
 
-/// `tanh(z)` as C99's `ctanh` (Kahan's formula, as FreeBSD's libm and so NumPy's own
-/// fallback): no overflow for large real parts (`z.tanh()` of num-complex divides
-/// infinities there and gives NaN), and C99's special values.
-pub fn c_tanh(z: C128) -> C128 {
-    let (x, y) = (z.re, z.im);
-    if x.is_nan() {
-        return C128::new(x, if y == 0.0 { y } else { f64::NAN });
-    }
-    if x.is_infinite() {
-        let im = if y.is_infinite() {
-            y
-        } else {
-            y.sin() * y.cos()
-        };
-        return C128::new(1f64.copysign(x), 0f64.copysign(im));
-    }
-    if !y.is_finite() {
-        // tanh(±0 + i·NaN or ∞) = ±0 + i·NaN; NaN + i·NaN for other x.
-        return C128::new(if x == 0.0 { x } else { f64::NAN }, f64::NAN);
-    }
-    if x.abs() >= 22.0 {
-        // tanh(±huge ± iy) ≈ ±1 ± i·2sin(2y)/exp(2|x|), kept from overflowing.
-        let e = (-x.abs()).exp();
-        return C128::new(1f64.copysign(x), 4.0 * y.sin() * y.cos() * e * e);
-    }
-    let t = y.tan();
-    let beta = 1.0 + t * t; // 1 / cos²(y)
-    let s = x.sinh();
-    let rho = (1.0 + s * s).sqrt(); // cosh(x)
-    let denom = 1.0 + beta * s * s;
-    C128::new(beta * rho * s / denom, t / denom)
-}
-
-/// `tan(z) = -i·tanh(iz)` (C99's `ctan`), by [`c_tanh`].
-pub fn c_tan(z: C128) -> C128 {
-    let w = c_tanh(C128::new(-z.im, z.re));
-    C128::new(w.im, -w.re)
-}
-
 /// `log(1 + z)` (NumPy's `npy_clog1p`).
 pub fn c_log1p(z: C128) -> C128 {
     let (x, y) = (z.re + 1.0, z.im);
     C128::new(x.hypot(y).ln(), y.atan2(x))
 }
 
-/// The inverse trigonometric and hyperbolic functions of a complex number on the real or
-/// the imaginary axis, where their branch cuts lie: C99's values (NumPy's, from the C
-/// library), whose side of a cut follows the sign of the zero part. `which`: "asin",
-/// "acos", "atan", "asinh", "acosh", "atanh". `None` off the axes (the formulas are
-/// continuous there) and where a part is not finite.
-pub fn c_inverse_on_axis(which: &str, z: C128) -> Option<C128> {
-    use std::f64::consts::{FRAC_PI_2, PI};
-    let (x, y) = (z.re, z.im);
-    if !x.is_finite() || !y.is_finite() {
-        return None;
+/// The C library's C99 complex functions (Annex G), which NumPy's complex loops call:
+/// their values at every magnitude (no overflow in intermediate results), on both sides
+/// of a branch cut (by the sign of a zero part), and C99's special values at infinities
+/// and NaNs. A C `double _Complex` is passed and returned as a struct of two doubles on
+/// x86_64 (System V: "as if `struct { double re, im; }`") and aarch64 (AAPCS64: a
+/// homogeneous aggregate of two doubles), the two Lambda targets, and `C128` is
+/// `#[repr(C)] { re, im }`. Each has had its symbol since glibc 2.1 (GLIBC_2.2.5 on
+/// x86_64, GLIBC_2.17 on aarch64), so the bootstrap still asks for nothing newer than
+/// Amazon Linux 2023's glibc 2.34.
+mod c99 {
+    use crate::block::C128;
+
+    #[link(name = "m")]
+    unsafe extern "C" {
+        pub(super) fn csqrt(z: C128) -> C128;
+        pub(super) fn cexp(z: C128) -> C128;
+        pub(super) fn clog(z: C128) -> C128;
+        pub(super) fn csin(z: C128) -> C128;
+        pub(super) fn ccos(z: C128) -> C128;
+        pub(super) fn ctan(z: C128) -> C128;
+        pub(super) fn csinh(z: C128) -> C128;
+        pub(super) fn ccosh(z: C128) -> C128;
+        pub(super) fn ctanh(z: C128) -> C128;
+        pub(super) fn casin(z: C128) -> C128;
+        pub(super) fn cacos(z: C128) -> C128;
+        pub(super) fn catan(z: C128) -> C128;
+        pub(super) fn casinh(z: C128) -> C128;
+        pub(super) fn cacosh(z: C128) -> C128;
+        pub(super) fn catanh(z: C128) -> C128;
+        pub(super) fn cpow(a: C128, b: C128) -> C128;
     }
-    let c = C128::new;
-    if y == 0.0 {
-        // x + s0i: the sign of the zero picks the side of a cut on the real axis.
-        let s = y; // +0.0 or -0.0
-        let a = x.abs();
-        return Some(match which {
-            "asin" if a <= 1.0 => c(x.asin(), s),
-            "asin" => c(FRAC_PI_2.copysign(x), a.acosh().copysign(s)),
-            "acos" if a <= 1.0 => c(x.acos(), -s),
-            "acos" => c(if x > 0.0 { 0.0 } else { PI }, -a.acosh().copysign(s)),
-            "atanh" if a < 1.0 => c(x.atanh(), s),
-            "atanh" if a > 1.0 => c((1.0 / x).atanh(), FRAC_PI_2.copysign(s)),
-            "acosh" if x >= 1.0 => c(x.acosh(), s),
-            "acosh" if x >= -1.0 => c(0.0, x.acos().copysign(s)),
-            "acosh" => c(a.acosh(), PI.copysign(s)),
-            "asinh" => c(x.asinh(), s),
-            "atan" => c(x.atan(), s),
-            _ => return None,
-        });
-    }
-    if x == 0.0 {
-        // r0 + yi: cuts on the imaginary axis.
-        let r = x;
-        let a = y.abs();
-        return Some(match which {
-            "asinh" if a <= 1.0 => c(r, y.asin()),
-            "asinh" => c(a.acosh().copysign(r), FRAC_PI_2.copysign(y)),
-            "atan" if a < 1.0 => c(r, y.atanh()),
-            "atan" if a > 1.0 => c(FRAC_PI_2.copysign(r), (1.0 / y).atanh()),
-            "asin" => c(r, y.asinh()),
-            "acos" => c(FRAC_PI_2, -y.asinh()),
-            "atanh" => c(r, y.atan()),
-            "acosh" => c(a.asinh(), FRAC_PI_2.copysign(y)),
-            _ => return None,
-        });
-    }
-    None
+}
+
+macro_rules! c99_fns {
+    ($($name:ident),*) => {$(
+        #[doc = concat!("C99's `", stringify!($name), "` from the C library (see `c99`).")]
+        #[inline]
+        pub fn $name(z: C128) -> C128 {
+            // SAFETY: a pure function of its argument, by value, with C's ABI (see `c99`).
+            unsafe { c99::$name(z) }
+        }
+    )*};
+}
+
+c99_fns!(
+    csqrt, cexp, clog, csin, ccos, ctan, csinh, ccosh, ctanh, casin, cacos, catan, casinh, cacosh,
+    catanh
+);
+
+/// NumPy's complex `log2` and `log10`: `clog(z)` times `log2(e)` or `log10(e)` (`nc_log2`,
+/// `nc_log10`), so `log2(0)` is `-inf` as `log`'s is.
+pub fn c_log_base(z: C128, log_e: f64) -> C128 {
+    let l = clog(z);
+    C128::new(l.re * log_e, l.im * log_e)
 }
 
 #[cfg(test)]

@@ -35,8 +35,8 @@ __all__ = [
     # elementwise
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
     "bitwise_left_shift", "bitwise_right_shift", "pow", "reciprocal",
-    # (the bitwise functions, hypot, log2, log10, logaddexp, nextafter, round, signbit,
-    # trunc, positive: the engine's, under the same names in its table)
+    # (the bitwise functions, cosh, sinh, hypot, log2, log10, logaddexp, nextafter,
+    # round, signbit, trunc, positive: the engine's, under the same names in its table)
     # indexing, manipulation
     "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
     "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
@@ -217,35 +217,20 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-def _is_complex(v):
-    if isinstance(v, (BlockArray, np.ndarray, np.generic)):
-        return v.dtype.kind == "c"
-    return isinstance(v, complex)
-
-
-def _table_function(name, numpy_name, params, complex_by_numpy=False):
+def _table_function(name, numpy_name, params):
     """The standard's ``name`` as the engine's ``numpy_name`` (its table), with the
-    standard's positional-only parameters. ``complex_by_numpy``: complex arguments are
-    computed by NumPy in this process instead (the engine's complex kernel for it
-    overflows for large magnitudes and misses C99's special values at infinities)."""
-    numpy_f = getattr(np, numpy_name)
+    standard's positional-only parameters."""
 
     def f(*args):
         if len(args) != len(params):
             raise TypeError(f"{name}() takes {len(params)} positional arguments "
                             f"({', '.join(params)}), {len(args)} given")
-        if complex_by_numpy and builtins.any(_is_complex(a) for a in args):
-            return _wrap_values(numpy_f(*_array._computed(args)), _array._session_of(*args))
         return call(numpy_name, args, {})
 
     P = inspect.Parameter
     f.__name__ = f.__qualname__ = name
     f.__signature__ = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
-    note = f"lazy: the engine's ``{numpy_name}``"
-    if complex_by_numpy:
-        note += ("; complex arguments computed by NumPy in this process on their values "
-                 "(not lazy)")
-    f.__doc__ = _ns_doc_of(numpy_name, note + ".")
+    f.__doc__ = _ns_doc_of(numpy_name, f"lazy: the engine's ``{numpy_name}``.")
     f._engine = True
     return f
 
@@ -256,25 +241,13 @@ def _ns_doc_of(name, note):
     return _numpy_doc(name, note)
 
 
-# The standard's spellings of the engine's functions (NumPy's names in its table). The
-# inverse trigonometric and hyperbolic functions, sinh and cosh take complex arguments to
-# NumPy, under both names (see _table_function).
-for _name, _numpy_name, _params, _complex in [
-        ("acos", "arccos", ("x",), True), ("acosh", "arccosh", ("x",), True),
-        ("asin", "arcsin", ("x",), True), ("asinh", "arcsinh", ("x",), True),
-        ("atan", "arctan", ("x",), True), ("atanh", "arctanh", ("x",), True),
-        ("atan2", "arctan2", ("x1", "x2"), False), ("sinh", "sinh", ("x",), True),
-        ("cosh", "cosh", ("x",), True), ("bitwise_left_shift", "left_shift", ("x1", "x2"), False),
-        ("bitwise_right_shift", "right_shift", ("x1", "x2"), False)]:
-    globals()[_name] = _table_function(_name, _numpy_name, _params, _complex)
-    if _complex:
-        EAGER.append(f"{_name} (complex)")
-        if _numpy_name != _name:
-            globals()[_numpy_name] = _table_function(_numpy_name, _numpy_name, _params, True)
-            EAGER.append(f"{_numpy_name} (complex)")
-            __all__.append(_numpy_name)
-        if _name not in __all__:
-            __all__.append(_name)
+# The standard's spellings of the engine's functions (NumPy's names in its table).
+for _name, _numpy_name, _params in [
+        ("acos", "arccos", ("x",)), ("acosh", "arccosh", ("x",)), ("asin", "arcsin", ("x",)),
+        ("asinh", "arcsinh", ("x",)), ("atan", "arctan", ("x",)), ("atanh", "arctanh", ("x",)),
+        ("atan2", "arctan2", ("x1", "x2")), ("bitwise_left_shift", "left_shift", ("x1", "x2")),
+        ("bitwise_right_shift", "right_shift", ("x1", "x2"))]:
+    globals()[_name] = _table_function(_name, _numpy_name, _params)
 
 
 # Manipulation.
