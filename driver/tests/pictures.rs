@@ -329,7 +329,10 @@ fn the_plan_chart_numbers_slots_as_plan_does_and_compares_the_schedulers() {
                 {
                     let b: usize = r.attribute("data-batch").unwrap().parse().unwrap();
                     let planned = batches[b]["slot"].as_u64().unwrap();
-                    if name == "lshs" || !moved.contains_key(&b) {
+                    // A batch ready while its planned slot is busy goes to the slot free
+                    // first, as the driver sends it (naive's often, LSHS's where a batch
+                    // reads from one projected to end before it starts); the chart marks it.
+                    if !moved.contains_key(&b) {
                         assert_eq!(planned, slot, "{job} {name} batch {b}");
                     } else {
                         assert_eq!(moved[&b], planned, "{job} {name} batch {b}");
