@@ -276,7 +276,8 @@ pub enum Variant {
 /// whole batch (`A @ B` re-blocking B in one invocation: projected 3.6 s against naive's
 /// 2.0 s). So it also cuts its placement with such blocks published at once, and early
 /// (where that reads little again), and plans naive's, and keeps the fastest projection
-/// (LSHS's own on a tie), for plans of up to [`ALTERNATIVES_MAX_TASKS`] tasks.
+/// (LSHS's own on a tie), for plans of up to [`ALTERNATIVES_MAX_TASKS`] tasks. Naive's is
+/// not made when a floor of its projection is past the best so far.
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
     let mut blocks = Blocks::new(cx.g, work);
     if kind == SchedulerKind::Naive {
