@@ -89,35 +89,6 @@ impl Steps {
         }
     }
 
-    fn update(&mut self, node: usize, lo: usize, hi: usize, l: usize, r: usize, v: u64) {
-        if r < lo || hi < l {
-            return;
-        }
-        if l <= lo && hi <= r {
-            self.max[node] += v;
-            self.add[node] += v;
-            return;
-        }
-        let mid = (lo + hi) / 2;
-        self.update(2 * node, lo, mid, l, r, v);
-        self.update(2 * node + 1, mid + 1, hi, l, r, v);
-        self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
-    }
-
-    fn query(&self, node: usize, lo: usize, hi: usize, l: usize, r: usize) -> u64 {
-        if r < lo || hi < l {
-            return 0;
-        }
-        if l <= lo && hi <= r {
-            return self.max[node];
-        }
-        let mid = (lo + hi) / 2;
-        self.add[node]
-            + self
-                .query(2 * node, lo, mid, l, r)
-                .max(self.query(2 * node + 1, mid + 1, hi, l, r))
-    }
-
     /// The value of every step, pushing the pending adds down.
     fn values(&self) -> Vec<u64> {
         let mut out = Vec::with_capacity(self.n);
@@ -138,18 +109,81 @@ impl Steps {
         out
     }
 
-    /// Adds `v` to steps `l..=r` (indices of appended steps).
+    /// Adds `v` to steps `l..=r` (indices of appended steps). Bottom-up: the nodes that
+    /// cover the range take the add, then their ancestors' maxima are made again (the
+    /// tree is walked per task added, so loops rather than recursion).
     fn range_add(&mut self, l: usize, r: usize, v: u64) {
-        if l <= r && v > 0 {
-            self.update(1, 0, self.cap - 1, l, r, v);
+        if l > r || v == 0 {
+            return;
+        }
+        let (mut lo, mut hi) = (l + self.cap, r + self.cap + 1);
+        let (l0, r0) = (lo, hi - 1);
+        while lo < hi {
+            if lo & 1 == 1 {
+                self.apply(lo, v);
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                self.apply(hi, v);
+            }
+            lo >>= 1;
+            hi >>= 1;
+        }
+        self.rebuild(l0);
+        self.rebuild(r0);
+    }
+
+    fn apply(&mut self, node: usize, v: u64) {
+        self.max[node] += v;
+        self.add[node] += v;
+    }
+
+    /// Makes the maxima of `node`'s ancestors again.
+    fn rebuild(&mut self, mut node: usize) {
+        while node > 1 {
+            node >>= 1;
+            self.max[node] = self.add[node] + self.max[2 * node].max(self.max[2 * node + 1]);
         }
     }
 
+    /// The largest of steps `l..=r`: the nodes that cover the range, each with the adds
+    /// of its ancestors (the left ones all lie under node `lo - 1` as the walk goes up,
+    /// the right ones under node `hi`).
     fn range_max(&self, l: usize, r: usize) -> u64 {
         if l > r {
             return 0;
         }
-        self.query(1, 0, self.cap - 1, l, r)
+        let (mut lo, mut hi) = (l + self.cap, r + self.cap + 1);
+        let (mut left, mut right): (Option<u64>, Option<u64>) = (None, None);
+        while lo < hi {
+            if lo & 1 == 1 {
+                left = left.max(Some(self.max[lo]));
+                lo += 1;
+            }
+            if hi & 1 == 1 {
+                hi -= 1;
+                right = right.max(Some(self.max[hi]));
+            }
+            lo >>= 1;
+            hi >>= 1;
+            if let Some(x) = left.as_mut() {
+                *x += self.add[lo - 1];
+            }
+            if let Some(x) = right.as_mut() {
+                *x += self.add[hi];
+            }
+        }
+        let above = |mut node: usize, mut x: u64| {
+            while node > 1 {
+                node >>= 1;
+                x += self.add[node];
+            }
+            x
+        };
+        let left = left.map_or(0, |x| above(lo - 1, x));
+        let right = right.map_or(0, |x| above(hi, x));
+        left.max(right)
     }
 
     fn push(&mut self, v: u64) {
@@ -169,8 +203,18 @@ impl Steps {
 
     /// Sets step `i` (unset so far: 0) to `v`.
     fn set(&mut self, i: usize, v: u64) {
-        let cur = self.range_max(i, i);
-        self.update(1, 0, self.cap - 1, i, i, v - cur);
+        let leaf = i + self.cap;
+        let held = self.max[leaf] + {
+            let (mut node, mut adds) = (leaf, 0);
+            while node > 1 {
+                node >>= 1;
+                adds += self.add[node];
+            }
+            adds
+        };
+        let d = v - held;
+        self.apply(leaf, d);
+        self.rebuild(leaf);
     }
 
     fn peak(&self) -> u64 {
@@ -826,5 +870,48 @@ fn renumber(cut: &mut Cut, c: &mut Cutter) {
     }
     for b in &mut c.batch_of {
         *b = new[*b as usize];
+    }
+}
+
+#[cfg(test)]
+mod steps_tests {
+    use super::Steps;
+
+    /// The tree agrees with a plain list under random pushes, range adds and range maxima.
+    #[test]
+    fn steps_agree_with_a_list() {
+        let mut rng = fastrand::Rng::with_seed(7);
+        for _ in 0..200 {
+            let (mut s, mut v) = (Steps::new(), Vec::<u64>::new());
+            for _ in 0..rng.usize(1..300) {
+                match rng.u8(0..3) {
+                    0 => {
+                        let x = rng.u64(0..1000);
+                        s.push(x);
+                        v.push(x);
+                    }
+                    1 if !v.is_empty() => {
+                        let (l, r) = (rng.usize(0..v.len()), rng.usize(0..v.len()));
+                        let x = rng.u64(0..100);
+                        s.range_add(l, r, x);
+                        if l <= r {
+                            v[l..=r].iter_mut().for_each(|y| *y += x);
+                        }
+                    }
+                    _ if !v.is_empty() => {
+                        let (l, r) = (rng.usize(0..v.len()), rng.usize(0..v.len()));
+                        let want = if l <= r {
+                            *v[l..=r].iter().max().unwrap()
+                        } else {
+                            0
+                        };
+                        assert_eq!(s.range_max(l, r), want);
+                    }
+                    _ => {}
+                }
+                assert_eq!(s.peak(), v.iter().copied().max().unwrap_or(0));
+                assert_eq!(s.values(), v);
+            }
+        }
     }
 }

@@ -276,7 +276,8 @@ pub enum Variant {
 /// whole batch (`A @ B` re-blocking B in one invocation: projected 3.6 s against naive's
 /// 2.0 s). So it also cuts its placement with such blocks published at once, and early
 /// (where that reads little again), and plans naive's, and keeps the fastest projection
-/// (LSHS's own on a tie), for plans of up to [`ALTERNATIVES_MAX_TASKS`] tasks.
+/// (LSHS's own on a tie), for plans of up to [`ALTERNATIVES_MAX_TASKS`] tasks. Naive's is
+/// not made when a floor of its projection is past the best so far.
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
     let mut blocks = Blocks::new(cx.g, work);
     if kind == SchedulerKind::Naive {
@@ -288,50 +289,57 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     if tasks.len() > ALTERNATIVES_MAX_TASKS {
         return finish(cx, kind, work, tasks, blocks, Variant::Streamed);
     }
+    // Naive's plan runs each work's block (a task whose output is no partial sum) in an
+    // invocation of its own at least, so it is projected no faster than their invokes and
+    // task overheads spread over the workers: past LSHS's projection, it is not planned.
+    let works = (0..tasks.len())
+        .filter(|&i| blocks.block(tasks.output[i]).part == 0)
+        .count();
+    let naive_floor =
+        works as f64 * (cx.model.invoke_s + cx.model.task_s) / cx.workers.max(1) as f64;
     let published =
         batch::feeds_other_slots(&tasks, &blocks).then(|| (tasks.clone(), blocks.clone()));
-    let mut best = finish(cx, kind, work, tasks, blocks, Variant::Streamed)?;
+    let streamed = finish(cx, kind, work, tasks, blocks, Variant::Streamed);
     let seconds = |p: &Plan| p.project(cx.model, cx.workers, cx.memory_mb).wall_seconds;
+    let mut best = streamed?;
     let mut best_s = seconds(&best);
     // A candidate that cannot fit is passed over (LSHS's own plan fits).
-    let mut consider = |p: Result<Plan, PlanError>| {
+    let consider = |p: Result<Plan, PlanError>, best: &mut Plan, best_s: &mut f64| {
         if let Ok(mut p) = p {
             let s = seconds(&p);
-            if s < best_s {
+            if s < *best_s {
                 p.scheduler = kind;
-                best = p;
-                best_s = s;
+                *best = p;
+                *best_s = s;
             }
         }
     };
     if let Some((tasks, blocks)) = published {
-        consider(finish(
+        let p = finish(
             cx,
             kind,
             work,
             tasks.clone(),
             blocks.clone(),
             Variant::Published,
-        ));
-        consider(finish(
+        );
+        consider(p, &mut best, &mut best_s);
+        let p = finish(cx, kind, work, tasks, blocks, Variant::PublishedEarly);
+        consider(p, &mut best, &mut best_s);
+    }
+    if naive_floor < best_s {
+        let mut blocks = Blocks::new(cx.g, work);
+        let tasks = naive::place(cx, work, &mut blocks);
+        let p = finish(
             cx,
-            kind,
+            SchedulerKind::Naive,
             work,
             tasks,
             blocks,
-            Variant::PublishedEarly,
-        ));
+            Variant::Naive,
+        );
+        consider(p, &mut best, &mut best_s);
     }
-    let mut blocks = Blocks::new(cx.g, work);
-    let tasks = naive::place(cx, work, &mut blocks);
-    consider(finish(
-        cx,
-        SchedulerKind::Naive,
-        work,
-        tasks,
-        blocks,
-        Variant::Naive,
-    ));
     Ok(best)
 }
 

@@ -1,7 +1,7 @@
 //! The naive scheduler: one task per invocation, every input read from and every output
 //! written to the store; reductions become trees whose fan-in fits `memory_mb`.
 
-use nums_function::memory::BASE_MEMORY;
+use nums_function::memory::{BASE_MEMORY, INPUT_MEMORY, batch_memory};
 
 use super::*;
 
@@ -21,11 +21,22 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                     .unwrap_or(1)
                     .max(1);
                 // As many terms per invocation as fit (each read counts three times while it is
-                // decoded), at least one; the partial sums are then added by one more task.
+                // decoded, and its reference in the batch's description), at least one; the
+                // partial sums are then added by one more task.
                 let biggest = w.terms().flatten().map(size).max().unwrap_or(0);
-                let fan_in = ((room.saturating_sub(biggest + 3 * size(&w.output()))
-                    / (3 * term_bytes)) as usize)
-                    .max(1);
+                let mut arrays: Vec<(usize, u32)> = w
+                    .terms()
+                    .flatten()
+                    .chain([&w.output()])
+                    .map(|b| (b.node, b.part))
+                    .collect();
+                arrays.sort_unstable();
+                arrays.dedup();
+                let fixed =
+                    biggest + 3 * size(&w.output()) + batch_memory(1, 0, arrays.len() as u64);
+                let per_term =
+                    3 * term_bytes + INPUT_MEMORY * w.terms().next().map_or(1, <[_]>::len) as u64;
+                let fan_in = ((room.saturating_sub(fixed) / per_term) as usize).max(1);
                 let ids: Vec<usize> = (0..w.num_terms()).collect();
                 ids.chunks(fan_in).map(<[usize]>::to_vec).collect()
             }

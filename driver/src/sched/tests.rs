@@ -641,6 +641,20 @@ fn naive_runs_one_task_per_invocation() {
     }
 }
 
+/// Naive cuts a reduction of more terms than one invocation holds into partial sums that
+/// fit, its batches' descriptions counted (`plan_scale`'s 100,000 blocks at 2,048 MB were
+/// refused: a partial sum of as many terms as the blocks allowed, 2,074 MiB with them).
+#[test]
+fn naive_cuts_a_large_reduction_into_partial_sums_that_fit() {
+    let g = job_graph(
+        "[arrays]\nX = { random = \"normal\", shape = [200000, 16], block = [10, 16] }\n\
+         w = { random = \"normal\", shape = [16] }\nmu = \"1 / (1 + exp(-(X @ w)))\"\n\
+         g = \"X.T @ mu\"\n[outputs]\ng = \"out/g.npy\"\n",
+    );
+    let p = plan_checked(&g, SchedulerKind::Naive, 2, 64).unwrap();
+    assert!(p.batches.iter().all(|b| b.projected_peak <= 64 << 20));
+}
+
 /// A fingerprint of everything a plan says: every batch's JSON (array paths replaced by
 /// their number of first appearance in the plan, so that renaming paths does not move it),
 /// deps, slot and projections, the task count and the slot loads.
