@@ -33,10 +33,16 @@ pub(crate) fn escapes(root: &std::path::Path, file: &std::path::Path) -> Option<
                     "leads out of the store through a symbolic link (to {}); nums-cloud never follows one",
                     real.display()
                 )),
-                Err(_) => Some(format!(
-                    "{} is a symbolic link that leads nowhere; nums-cloud never follows one",
-                    at.display()
-                )),
+                // A link that leads nowhere; or a folder removed since it was seen (a
+                // prefix deleted beside this write prunes emptied folders): look again.
+                Err(e) => match std::fs::symlink_metadata(at) {
+                    Ok(m) if m.is_symlink() => Some(format!(
+                        "{} is a symbolic link that leads nowhere; nums-cloud never follows one",
+                        at.display()
+                    )),
+                    Ok(_) => Some(format!("{} cannot be resolved: {e}", at.display())),
+                    Err(_) => continue,
+                },
             };
         }
         match at.parent() {
@@ -250,5 +256,45 @@ impl ObjectStore for ConfinedFs {
         self.confine(from)?;
         self.confine(to)?;
         self.fs.rename_opts(from, to, options).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escapes;
+
+    /// A folder removed while a write's path is checked is not a link that leads nowhere
+    /// (a session's background deletion pruned `in/` beside a write of a new input under
+    /// it, and the write failed with that message).
+    #[test]
+    fn a_folder_removed_during_the_check_is_not_a_dangling_link() {
+        let root = std::env::temp_dir().join(format!("nums-confined-race-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let root = std::fs::canonicalize(&root).unwrap();
+        let dir = root.join("in").join("7");
+        let file = dir.join("c").join("0");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let (dir, stop) = (dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::create_dir_all(&dir);
+                    let _ = std::fs::remove_dir(&dir);
+                    let _ = std::fs::remove_dir(dir.parent().unwrap());
+                }
+            })
+        };
+        let mut wrong = None;
+        for _ in 0..20_000 {
+            if let Some(e) = escapes(&root, &file) {
+                wrong = Some(e);
+                break;
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        churn.join().unwrap();
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!(wrong, None);
     }
 }
