@@ -226,7 +226,7 @@ def cost_models():
 
 
 MODELS = ["local", "local-s3", "lambda"]  # the guide's table's columns, in order
-UNITS = {"s": 1, "workers": 1, "workers/s": 1, "MB/s": 1e6, "GFLOP/s": 1e9, "GB/s": 1e9}
+UNITS = {"s": 1, "workers": 1, "workers/s": 1, "MB/s": 1e6, "GFLOP/s": 1e9, "GB/s": 1e9, "Melem/s": 1e6}
 
 
 def test_the_cost_model_table_has_cost_rs_figures():

@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-use nums_layout::batch::{Kernel, QrOutput, SvdOutput};
+use nums_layout::batch::{BinaryOp, Kernel, QrOutput, SvdOutput, UnaryOp};
 
 use crate::invocation::Invocation;
 use crate::job::Backend;
@@ -35,30 +35,40 @@ pub struct CostModel {
     /// LAPACK kernels, and block bytes per second through the other (streaming) kernels.
     pub flops: f64,
     pub stream_bps: f64,
-    /// Seconds of every task beyond its work (decoding its batch entry, allocating its
-    /// output, small blocks' fixed costs).
+    /// Elements per second of the costly element functions (exp, log, trigonometry, random
+    /// draws: [`TaskWork::evals`]), beyond streaming them.
+    pub evals_per_s: f64,
+    /// Bytes per second of a task's first touch of the output it makes (the kernel's own
+    /// rates are fitted to blocks already in cache; a new block's pages fault in first).
+    pub touch_bps: f64,
+    /// Seconds of every task beyond its work (decoding its batch entry, small blocks'
+    /// fixed costs).
     pub task_s: f64,
     /// How far its projections are known to be off (what `plan` prints beside them).
     pub error_band: &'static str,
 }
 
 /// Function processes on this machine kind with the file store (2 cores), fitted by
-/// `benches/calibrate.py` to the peers workloads' `--stats` (BENCHMARKS.md). The processes
-/// start with the run, before its main stage: no cold start in the stage's projection.
-/// Writes run behind the kernels and fit as nearly free; the rate of encoding at zstd's
-/// fast level (1.3 GB/s, `benches/src/codec.rs`) is assumed.
+/// `benches/calibrate.py` to the wall times of the peers workloads' main stages, two
+/// fits' passes (Newton, L-BFGS; 2M x 32 in blocks of 250,000 rows) and the quick-start
+/// (BENCHMARKS.md). The processes start with the run, before its main stage: no cold
+/// start in the stage's projection. `invoke_s` holds the driver's turn-around between
+/// dependent invocations as well as the send; small tasks cost `task_s` and their output's
+/// first touch, not the 5 ms per task that the peers' 8 MB blocks alone had suggested.
 pub(crate) const LOCAL: CostModel = CostModel {
     name: "local",
-    invoke_s: 0.0095,
+    invoke_s: 0.0285,
     cold_start_s: 0.0,
     burst: usize::MAX,
     scale_per_s: f64::INFINITY,
-    read_bps: 1.7e9,
-    write_bps: 1.3e9,
-    flops: 47e9,
-    stream_bps: 7.6e9,
-    task_s: 0.005,
-    error_band: "15% under to 27% over the measured main stages of the peers workloads (0.24-1.7 s) in three runs, up to 50% under or 90% over on stages under 0.2 s",
+    read_bps: 2.1e9,
+    write_bps: 6.1e8,
+    flops: 60e9,
+    stream_bps: 1.4e11,
+    evals_per_s: 9.2e7,
+    touch_bps: 3.0e10,
+    task_s: 0.0013,
+    error_band: "14% under to 35% over the measured stages of the peers workloads and of fits' passes (0.12-1.5 s; medians of three runs), 64% over on the quick-start's 0.09 s",
 };
 
 /// Function processes on this machine kind with an S3 server on the same machine (Garage
@@ -75,6 +85,9 @@ pub(crate) const LOCAL_S3: CostModel = CostModel {
     write_bps: 1.9e9,
     flops: 31e9,
     stream_bps: 14e9,
+    // Not yet fitted on Garage: the file store's per-core rate of element functions.
+    evals_per_s: 9.2e7,
+    touch_bps: f64::INFINITY,
     task_s: 0.0044,
     error_band: "16% under to 9% over the measured main stages of the peers workloads on Garage (0.41-3.4 s) in two runs, 47% over on the quick-start's 0.17 s",
 };
@@ -93,6 +106,9 @@ pub(crate) const LAMBDA: CostModel = CostModel {
     write_bps: 70e6,
     flops: 20e9,
     stream_bps: 1.0e9,
+    // One core's rate of element functions, as measured on this machine's functions.
+    evals_per_s: 9.2e7,
+    touch_bps: f64::INFINITY,
     task_s: 0.005,
     error_band: "from published Lambda and S3 rates, not measured by this project",
 };
@@ -122,7 +138,11 @@ impl CostModel {
 
     /// Kernel seconds of a batch.
     pub fn compute_seconds(&self, b: &BatchWork) -> f64 {
-        b.flops / self.flops + b.streamed as f64 / self.stream_bps + b.tasks as f64 * self.task_s
+        b.flops / self.flops
+            + b.streamed as f64 / self.stream_bps
+            + b.evals as f64 / self.evals_per_s
+            + b.made as f64 / self.touch_bps
+            + b.tasks as f64 * self.task_s
     }
 }
 
@@ -136,19 +156,85 @@ pub struct BatchWork {
     pub flops: f64,
     /// Bytes its other kernels read and write in memory.
     pub streamed: u64,
+    /// Bytes of the blocks its tasks make (each task's output).
+    pub made: u64,
+    /// Elements its tasks compute with costly element functions.
+    pub evals: u64,
 }
 
-/// A task's work: (floating-point operations, bytes streamed). Contractions and linear
-/// algebra count operations (the usual LAPACK counts); every other kernel streams its
-/// inputs and output once. `shapes` gives the input blocks' shapes (asked only for the
-/// kernels that count operations), `shapes(n_inputs)` the output block's.
+/// A task's work, as the cost model counts it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct TaskWork {
+    /// Floating-point operations of BLAS and LAPACK kernels (the usual LAPACK counts).
+    pub flops: f64,
+    /// Bytes it reads and writes in memory: its inputs and its output, once.
+    pub streamed: u64,
+    /// Output elements of a costly element function (exp, log, trigonometry, powers,
+    /// random draws), each tens of nanoseconds where an add is one.
+    pub evals: u64,
+}
+
+/// A task's work. Every kernel streams its inputs and its output once; contractions and
+/// linear algebra count operations too, and element functions count their evaluations.
+/// `shapes` gives the input blocks' shapes (asked only for the kernels that count
+/// operations), `shapes(n_inputs)` the output block's.
 pub(crate) fn task_work(
     kernel: &Kernel,
     inputs_bytes: u64,
     output_bytes: u64,
     shapes: impl Fn(usize) -> Vec<usize>,
     n_inputs: usize,
-) -> (f64, u64) {
+) -> TaskWork {
+    let evals = if costly_elements(kernel) {
+        shapes(n_inputs).iter().product::<usize>() as u64
+    } else {
+        0
+    };
+    TaskWork {
+        flops: flops(kernel, &shapes, n_inputs),
+        streamed: inputs_bytes + output_bytes,
+        evals,
+    }
+}
+
+/// Kernels whose every output element costs a transcendental function or a random draw.
+fn costly_elements(kernel: &Kernel) -> bool {
+    use UnaryOp as U;
+    match kernel {
+        Kernel::Random { .. } => true,
+        Kernel::Unary { op } => matches!(
+            op,
+            U::Exp
+                | U::Expm1
+                | U::Log
+                | U::Log1p
+                | U::Log2
+                | U::Log10
+                | U::Sin
+                | U::Cos
+                | U::Tan
+                | U::Tanh
+                | U::Sigmoid
+                | U::Angle
+                | U::Sinh
+                | U::Cosh
+                | U::Asin
+                | U::Acos
+                | U::Atan
+                | U::Asinh
+                | U::Acosh
+                | U::Atanh
+        ),
+        Kernel::Binary { op } | Kernel::Scalar { op, .. } => matches!(
+            op,
+            BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Hypot | BinaryOp::LogAddExp
+        ),
+        _ => false,
+    }
+}
+
+/// Floating-point operations of a task's BLAS and LAPACK kernel (0 for the others).
+fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize) -> f64 {
     let output = || shapes(n_inputs);
     let dims = |i: usize| {
         let s = shapes(i);
@@ -156,11 +242,11 @@ pub(crate) fn task_work(
         let n = s.get(1).copied().unwrap_or(1) as f64;
         (m, n)
     };
-    let flops = match kernel {
+    match kernel {
         Kernel::Einsum {
             subscripts,
             operands,
-        } => return (einsum_flops(subscripts, *operands, n_inputs, &shapes), 0),
+        } => einsum_flops(subscripts, *operands, n_inputs, shapes),
         Kernel::Qr { cols, output: out } => {
             // The stacked matrix: rows of its first grid column, width of its first row.
             let m: f64 = (0..n_inputs)
@@ -261,9 +347,8 @@ pub(crate) fn task_work(
             let (wk, c) = (dims(0).1, dims(1).1);
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
-        _ => return (0.0, inputs_bytes + output_bytes),
-    };
-    (flops, 0)
+        _ => 0.0,
+    }
 }
 
 /// Multiply-adds of each term's contraction, counted as 2 operations each: twice the
@@ -457,6 +542,8 @@ mod tests {
             bytes_out: 0,
             flops,
             streamed: 0,
+            made: 0,
+            evals: 0,
         }
     }
 
@@ -471,10 +558,13 @@ mod tests {
             subscripts: "ij,jk->ik".into(),
             operands: 2,
         };
-        assert_eq!(task_work(&k, 0, 0, shapes, 2).0, 2.0 * 100.0 * 30.0 * 7.0);
+        assert_eq!(
+            task_work(&k, 0, 0, shapes, 2).flops,
+            2.0 * 100.0 * 30.0 * 7.0
+        );
         // Two terms: twice the work.
         assert_eq!(
-            task_work(&k, 0, 0, shapes_two_terms, 4).0,
+            task_work(&k, 0, 0, shapes_two_terms, 4).flops,
             4.0 * 100.0 * 30.0 * 7.0
         );
         fn shapes_two_terms(i: usize) -> Vec<usize> {
@@ -574,7 +664,17 @@ mod tests {
             bytes_out: 1,
             flops: 8.0,
             streamed: 8,
+            made: 4,
+            evals: 6,
         };
-        assert_eq!(m.batch_seconds(&b), 0.5 + (2.0 + 1.0) + (2.0 + 1.0 + 0.5));
+        let m = CostModel {
+            touch_bps: 16.0,
+            evals_per_s: 4.0,
+            ..m
+        };
+        assert_eq!(
+            m.batch_seconds(&b),
+            0.5 + (2.0 + 1.0) + (2.0 + 1.0 + 1.5 + 0.25 + 0.5)
+        );
     }
 }

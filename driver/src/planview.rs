@@ -93,6 +93,8 @@ pub(crate) struct FitStageJson {
     pub store_bytes_written: u64,
     pub projected_wall_seconds: f64,
     pub estimated_cost_usd: f64,
+    /// Its planned invocations, as the main stage's.
+    pub batches: Vec<BatchJson>,
 }
 
 #[derive(Debug, Serialize)]
@@ -124,6 +126,10 @@ pub(crate) struct BatchJson {
     /// streamed by the other kernels.
     pub flops: f64,
     pub streamed_bytes: u64,
+    /// Bytes of the blocks its tasks make.
+    pub made_bytes: u64,
+    /// Elements its tasks compute with costly element functions (exp, log, random, ...).
+    pub evals: u64,
     /// The batches it waits for.
     pub after: Vec<usize>,
 }
@@ -204,20 +210,7 @@ pub(crate) fn json(job: &Job, planned: &[Planned<'_>], provisional: Option<Strin
                             bytes_out: l.bytes_out,
                         })
                         .collect(),
-                    batches: p
-                        .batches
-                        .iter()
-                        .map(|b| BatchJson {
-                            slot: b.slot,
-                            tasks: b.num_tasks(),
-                            bytes_in: b.bytes_in,
-                            bytes_out: b.bytes_out,
-                            projected_peak_bytes: b.projected_peak,
-                            flops: b.flops,
-                            streamed_bytes: b.streamed,
-                            after: b.deps.clone(),
-                        })
-                        .collect(),
+                    batches: batches_json(p),
                     fits: pl.fits.iter().map(|f| fit_json(job, f)).collect(),
                     run: RunJson {
                         invocations: total.invocations,
@@ -260,10 +253,30 @@ fn fit_json(job: &Job, f: &FitPlan) -> FitJson {
                     store_bytes_written: s.plan.bytes_written(),
                     projected_wall_seconds: pr.wall_seconds,
                     estimated_cost_usd: pr.usd,
+                    batches: batches_json(&s.plan),
                 }
             })
             .collect(),
     }
+}
+
+/// A plan's invocations as `plan --json` lists them.
+fn batches_json(p: &Plan) -> Vec<BatchJson> {
+    p.batches
+        .iter()
+        .map(|b| BatchJson {
+            slot: b.slot,
+            tasks: b.num_tasks(),
+            bytes_in: b.bytes_in,
+            bytes_out: b.bytes_out,
+            projected_peak_bytes: b.projected_peak,
+            flops: b.flops,
+            streamed_bytes: b.streamed,
+            made_bytes: b.made,
+            evals: b.evals,
+            after: b.deps.clone(),
+        })
+        .collect()
 }
 
 /// Why a checked job's plan is provisional, if it is: a boolean mask's values are known

@@ -568,7 +568,7 @@ fn task_seconds(cx: &Ctx, tasks: &Tasks, blocks: &Blocks) -> Vec<f64> {
             let ins = tasks.inputs(i);
             let out = tasks.output[i];
             let nbytes = |x: &Bid| blocks.nbytes[*x as usize];
-            let (flops, streamed) = crate::cost::task_work(
+            let work = crate::cost::task_work(
                 &tasks.kernels[tasks.kernel[i] as usize],
                 ins.iter().map(nbytes).sum(),
                 nbytes(&out),
@@ -582,8 +582,10 @@ fn task_seconds(cx: &Ctx, tasks: &Tasks, blocks: &Blocks) -> Vec<f64> {
             let work = crate::cost::BatchWork {
                 tasks: 1,
                 bytes_in: stored,
-                flops,
-                streamed,
+                flops: work.flops,
+                streamed: work.streamed,
+                made: nbytes(&out),
+                evals: work.evals,
                 ..Default::default()
             };
             cx.model.io_seconds(&work) + cx.model.compute_seconds(&work)

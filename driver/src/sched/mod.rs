@@ -75,6 +75,8 @@ pub struct PlannedBatch {
     /// The kernels' work, for the cost model ([`crate::cost::task_work`]).
     pub flops: f64,
     pub streamed: u64,
+    pub made: u64,
+    pub evals: u64,
     body: Body,
 }
 
@@ -95,6 +97,8 @@ impl PlannedBatch {
             bytes_out: self.bytes_out,
             flops: self.flops,
             streamed: self.streamed,
+            made: self.made,
+            evals: self.evals,
         }
     }
 
@@ -110,6 +114,8 @@ impl PlannedBatch {
             puts: 0,
             flops: 0.0,
             streamed: 0,
+            made: 0,
+            evals: 0,
             body: Body::Given(Arc::new(batch)),
         }
     }

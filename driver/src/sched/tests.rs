@@ -593,7 +593,7 @@ fn jobs_from_files_keep_the_invariants() {
 #[test]
 fn batches_are_cut_to_a_quarter_of_the_timeout() {
     let g = job_graph(
-        "[arrays]\nX = { random = \"normal\", shape = [400000, 64], block = [4000, 64] }\n\
+        "[arrays]\nX = { random = \"normal\", shape = [1000000, 64], block = [4000, 64] }\n\
          w = { random = \"normal\", shape = [64, 64] }\nY = \"tanh(X @ w) @ w\"\n\
          [outputs]\nY = \"out/Y.npy\"\n",
     );

@@ -165,6 +165,8 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         puts: u64,
         flops: f64,
         streamed: u64,
+        made: u64,
+        evals: u64,
     }
     let grids: Vec<Vec<u64>> = g.nodes.iter().map(|n| n.meta.grid()).collect();
     let shape = |x: u32| {
@@ -185,20 +187,24 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             puts: 0,
             flops: 0.0,
             streamed: 0,
+            made: 0,
+            evals: 0,
         };
         for &m in of(b) {
             let m = m as usize;
             let ins = tasks.inputs(m);
             let out = tasks.output[m];
-            let (flops, streamed) = crate::cost::task_work(
+            let work = crate::cost::task_work(
                 &tasks.kernels[tasks.kernel[m] as usize],
                 ins.iter().map(|&x| blocks.nbytes[x as usize]).sum(),
                 blocks.nbytes[out as usize],
                 |i| shape(if i < ins.len() { ins[i] } else { out }),
                 ins.len(),
             );
-            s.flops += flops;
-            s.streamed += streamed;
+            s.flops += work.flops;
+            s.streamed += work.streamed;
+            s.evals += work.evals;
+            s.made += blocks.nbytes[out as usize];
             for &x in tasks.inputs(m) {
                 let p = producer[x as usize];
                 if p != NONE && here[p as usize] == b as u32 {
@@ -251,6 +257,8 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             puts: s.puts,
             flops: s.flops,
             streamed: s.streamed,
+            made: s.made,
+            evals: s.evals,
             body: Body::Planned(wire.clone(), b as u32),
         })
         .collect();
