@@ -66,6 +66,10 @@ SIZES = {
     "4x": dict(n=8_000_000, d=32, xb=250_000, ti=512, tj=512, tk=256, tb=32, rank=32,
                m=8192, mb=1024, u=16384, ub=512),
 }
+# The base size's data in other blocks (issue 28: "for any reasonable block shape"): X in
+# 4 row blocks of 128 MB, T in 8 blocks, A and B in 2048 x 2048 blocks, U and V in 2048-row
+# blocks (128 MB each).
+SIZES["blocks"] = dict(SIZES["base"], xb=500_000, tb=32, mb=2048, ub=2048)
 
 
 def setup_arrays(s):
