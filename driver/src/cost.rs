@@ -261,6 +261,22 @@ pub(crate) fn task_work(
             let (wk, c) = (dims(0).1, dims(1).1);
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
+        // Each term (X's blocks of m rows, y, W of d x k, b): two products of 2 m d k
+        // (z = X W, then X^T r), and a sweep that streams X and y once and each of the m k
+        // elements of z in and of r out once (16 m k bytes), as the fused kernel does.
+        Kernel::GlmSums {
+            cols, intercept, ..
+        } => {
+            let arity = cols + 2 + usize::from(*intercept);
+            let (mut flops, mut elements) = (0.0, 0.0);
+            for t in (0..n_inputs / arity).map(|t| t * arity) {
+                let (m, _) = dims(t);
+                let (d, k) = dims(t + cols + 1);
+                flops += 4.0 * m * d * k;
+                elements += m * k;
+            }
+            return (flops, inputs_bytes + output_bytes + 16 * elements as u64);
+        }
         _ => return (0.0, inputs_bytes + output_bytes),
     };
     (flops, 0)
