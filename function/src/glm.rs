@@ -218,7 +218,7 @@ mod tests {
             GlmLoss::Poisson => (z.mapv(f64::exp), z.mapv(f64::exp) - &z * &yc),
             GlmLoss::Squared => (z.clone(), (&z - &yc).mapv(|v| 0.5 * v * v)),
         };
-        let r = p - &yc;
+        let r = p - yc;
         let mut rows = vec![l.sum_axis(Axis(0)).insert_axis(Axis(0)), x.t().dot(&r)];
         if b.is_some() {
             rows.push(r.sum_axis(Axis(0)).insert_axis(Axis(0)));
