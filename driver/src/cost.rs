@@ -185,16 +185,32 @@ pub(crate) fn task_work(
     shapes: impl Fn(usize) -> Vec<usize>,
     n_inputs: usize,
 ) -> TaskWork {
-    let evals = if costly_elements(kernel) {
-        shapes(n_inputs).iter().product::<usize>() as u64
-    } else {
-        0
+    let streamed = inputs_bytes + output_bytes;
+    let (streamed, evals) = match kernel {
+        Kernel::GlmSums {
+            cols, intercept, ..
+        } => {
+            let (_, elements) = glm_terms(*cols, *intercept, n_inputs, &|i| dims(&shapes, i));
+            // Its exp and log1p per element, in registers, cost about what one element
+            // function costs a kernel of its own (which allocates and streams too).
+            (streamed + 16 * elements as u64, elements as u64)
+        }
+        k if costly_elements(k) => (streamed, shapes(n_inputs).iter().product::<usize>() as u64),
+        _ => (streamed, 0),
     };
     TaskWork {
         flops: flops(kernel, &shapes, n_inputs),
-        streamed: inputs_bytes + output_bytes,
+        streamed,
         evals,
     }
+}
+
+/// Rows and columns of block `i` (1 where it has fewer axes).
+fn dims(shapes: &impl Fn(usize) -> Vec<usize>, i: usize) -> (f64, f64) {
+    let s = shapes(i);
+    let m = s.first().copied().unwrap_or(1) as f64;
+    let n = s.get(1).copied().unwrap_or(1) as f64;
+    (m, n)
 }
 
 /// Kernels whose every output element costs a transcendental function or a random draw.
@@ -236,12 +252,7 @@ fn costly_elements(kernel: &Kernel) -> bool {
 /// Floating-point operations of a task's BLAS and LAPACK kernel (0 for the others).
 fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize) -> f64 {
     let output = || shapes(n_inputs);
-    let dims = |i: usize| {
-        let s = shapes(i);
-        let m = s.first().copied().unwrap_or(1) as f64;
-        let n = s.get(1).copied().unwrap_or(1) as f64;
-        (m, n)
-    };
+    let dims = |i: usize| dims(shapes, i);
     match kernel {
         Kernel::Einsum {
             subscripts,
@@ -347,8 +358,31 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
             let (wk, c) = (dims(0).1, dims(1).1);
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
+        Kernel::GlmSums {
+            cols, intercept, ..
+        } => glm_terms(*cols, *intercept, n_inputs, &dims).0,
         _ => 0.0,
     }
+}
+
+/// The fused GLM sums' work, each term (X's blocks of m rows, y, W of d x k, b): two
+/// products of 2 m d k (z = X W, then X^T r), and the m k elements of z and r, each swept
+/// in and out once (16 bytes), with one exp and one log1p each.
+fn glm_terms(
+    cols: usize,
+    intercept: bool,
+    n_inputs: usize,
+    dims: &impl Fn(usize) -> (f64, f64),
+) -> (f64, f64) {
+    let arity = cols + 2 + usize::from(intercept);
+    let (mut flops, mut elements) = (0.0, 0.0);
+    for t in (0..n_inputs / arity).map(|t| t * arity) {
+        let (m, _) = dims(t);
+        let (d, k) = dims(t + cols + 1);
+        flops += 4.0 * m * d * k;
+        elements += m * k;
+    }
+    (flops, elements)
 }
 
 /// Multiply-adds of each term's contraction, counted as 2 operations each: twice the

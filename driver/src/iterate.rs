@@ -333,6 +333,18 @@ fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
             .into_iter()
             .map(|(n, e)| (n, Source::Expr { text: e })),
     );
+    if let PassKind::Gradient { .. } = kind {
+        arrays.push((
+            names::SUMS.to_string(),
+            Source::GlmSums {
+                loss: crate::models::loss(spec),
+                x: "X".into(),
+                y: "y".into(),
+                w: names::W.into(),
+                b: spec.fit_intercept.then(|| names::B.into()),
+            },
+        ));
+    }
     small_job(data, arrays, &outputs)
 }
 
@@ -375,6 +387,19 @@ async fn read_sums(
         });
     }
     let k = pass.thetas.len();
+    if let PassKind::Gradient { .. } = pass.kind {
+        // [1 + d (+ 1), k]: the losses, then each candidate's gradient down its column.
+        let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
+        return Ok(Sums {
+            loss: sums.row(0).to_vec(),
+            grad: sums
+                .columns()
+                .into_iter()
+                .map(|c| c.slice(ndarray::s![1..]).to_vec())
+                .collect(),
+            ..Default::default()
+        });
+    }
     let loss: Vec<f64> = read(p, names::LOSS, store).await?.iter().copied().collect();
     let gw: Vec<f64> = read(p, names::GW, store).await?.iter().copied().collect();
     let gb: Vec<f64> = if spec.fit_intercept {
@@ -382,7 +407,6 @@ async fn read_sums(
     } else {
         Vec::new()
     };
-    // The Hessian pass's gradient is [d]; a gradient pass's is [d, k].
     let grad = (0..k)
         .map(|c| {
             let mut g: Vec<f64> = (0..d).map(|i| gw[i * k + c]).collect();
@@ -905,6 +929,134 @@ mod tests {
         // The sums are read where their send wrote them.
         let loss = &p.outputs[names::LOSS];
         assert!(one.contains(&p.moved(&loss.path, "1")), "{one:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A gradient pass (one kernel over each block of rows, `Kernel::GlmSums`) returns each
+    /// candidate's loss and gradient sums as the model defines them, computed here
+    /// directly: X stored in blocks of rows and of columns, y in other row blocks than X's,
+    /// for every loss, with and without an intercept. (A wrong sum, a candidate's column
+    /// read for another's, or W laid out otherwise than the kernel reads it fails here.)
+    #[tokio::test]
+    async fn a_gradient_pass_returns_each_candidates_loss_and_gradient() {
+        let dir = std::env::temp_dir().join(format!("nums-iterate-grad-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let url = url::Url::from_directory_path(&dir).unwrap().to_string();
+        let spec = StoreSpec {
+            url: url.clone(),
+            endpoint: None,
+        };
+        let store = Store::open(&spec).unwrap();
+        let (n, d) = (40usize, 3usize);
+        let x = ndarray::Array2::from_shape_fn((n, d), |(i, j)| {
+            ((i * 7 + j * 5) % 11) as f64 / 5.0 - 1.0
+        });
+        let y = ndarray::Array1::from_shape_fn(n, |i| ((i * 3) % 5 < 2) as u8 as f64);
+        let put = async |path: &str, a: ndarray::ArrayD<f64>, block: Vec<u64>| {
+            let shape: Vec<u64> = a.shape().iter().map(|&s| s as u64).collect();
+            let meta = nums_layout::ArrayMeta::new(shape, block, nums_layout::DType::Float64);
+            let grid = meta.grid();
+            let s = StoredArray::new(path, meta.clone()).unwrap();
+            for lin in 0..grid.iter().product::<u64>() {
+                let idx = nums_layout::meta::unravel(lin, &grid);
+                let o = meta.block_origin(&idx);
+                let b = meta.block_shape(&idx);
+                let part = a.slice_each_axis(|ax| {
+                    let i = ax.axis.index();
+                    let from = o[i] as usize;
+                    ndarray::Slice::from(from..from + b[i])
+                });
+                s.write_block(&store, &idx, &Block::F64(part.to_owned()))
+                    .await
+                    .unwrap();
+            }
+            s.write_metadata(&store).await.unwrap();
+        };
+        put("data/X", x.clone().into_dyn(), vec![10, 2]).await;
+        put("data/y", y.clone().into_dyn(), vec![20]).await;
+        let text = format!(
+            "name = \"t\"\n[storage]\nurl = \"{url}\"\n[compute]\nworkers = 2\n[arrays]\na = \"ones(2)\"\n[outputs]\na = \"{}/t/a\"\n",
+            url.trim_end_matches('/')
+        );
+        let job = Job::parse(&dir.join("job.toml"), &text).unwrap();
+        let over = Over {
+            job: &job,
+            x_path: "data/X",
+            y_path: "data/y",
+            d,
+        };
+        for family in [Family::Logistic, Family::Poisson] {
+            for fit_intercept in [true, false] {
+                let fit = FitSpec {
+                    function: "test",
+                    family,
+                    solver: Solver::Lbfgs,
+                    penalty: 1.0,
+                    tol: 1e-4,
+                    max_iter: 10,
+                    fit_intercept,
+                };
+                let thetas: Vec<Vec<f64>> = (0..4)
+                    .map(|c| {
+                        (0..fit.params(d))
+                            .map(|i| 0.3 * c as f64 - 0.2 * i as f64 + 0.1)
+                            .collect()
+                    })
+                    .collect();
+                let pass = Pass {
+                    kind: PassKind::Gradient { k: 4 },
+                    thetas: thetas.clone(),
+                };
+                let prefix = format!("t/run/fit-{family:?}-{fit_intercept}/grad4");
+                let p = plan_small(&pass_job(&over, &fit, pass.kind), &prefix)
+                    .await
+                    .unwrap();
+                let batches = sends(&p, "1", &params(&fit, &pass, d)).unwrap();
+                for (i, b) in batches.iter().enumerate() {
+                    assert!(
+                        b.deps.iter().all(|&j| j < i),
+                        "batch {i} waits for a later one"
+                    );
+                    nums_function::handle(&b.batch(), &store).await.unwrap();
+                }
+                let sums = read_sums((&p, "1"), &fit, &pass, d, &store).await.unwrap();
+                for (c, theta) in thetas.iter().enumerate() {
+                    let w = ndarray::Array1::from(theta[..d].to_vec());
+                    let z = x.dot(&w) + if fit_intercept { theta[d] } else { 0.0 };
+                    let (loss, r): (f64, ndarray::Array1<f64>) = match family {
+                        Family::Logistic => (
+                            z.iter()
+                                .zip(&y)
+                                .map(|(z, y)| (1.0 + z.exp()).ln() - y * z)
+                                .sum(),
+                            z.mapv(|v| 1.0 / (1.0 + (-v).exp())) - &y,
+                        ),
+                        _ => (
+                            z.iter().zip(&y).map(|(z, y)| z.exp() - y * z).sum(),
+                            z.mapv(f64::exp) - &y,
+                        ),
+                    };
+                    let mut grad = x.t().dot(&r).to_vec();
+                    if fit_intercept {
+                        grad.push(r.sum());
+                    }
+                    let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * (1.0 + b.abs());
+                    assert!(
+                        near(sums.loss[c], loss),
+                        "{family:?} {c}: {} {loss}",
+                        sums.loss[c]
+                    );
+                    assert_eq!(sums.grad[c].len(), grad.len());
+                    for (g, want) in sums.grad[c].iter().zip(&grad) {
+                        assert!(
+                            near(*g, *want),
+                            "{family:?} {c}: {:?} {grad:?}",
+                            sums.grad[c]
+                        );
+                    }
+                }
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

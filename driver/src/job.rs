@@ -143,6 +143,17 @@ pub enum Source {
     Param {
         shape: Vec<u64>,
     },
+    /// In the job of one pass of a fit (`iterate`), never in a job file: the sums of the
+    /// model's `loss` over the rows of arrays `x` and `y` at the candidate parameters `w`
+    /// ([d, k]) and `b` ([k]), in one sweep over each block of rows
+    /// ([`Kernel::GlmSums`](nums_layout::batch::Kernel::GlmSums)).
+    GlmSums {
+        loss: nums_layout::batch::GlmLoss,
+        x: String,
+        y: String,
+        w: String,
+        b: Option<String>,
+    },
 }
 
 impl Source {
@@ -157,6 +168,9 @@ impl Source {
             Source::Load { path, .. } => format!("load {path}"),
             Source::Expr { text } => text.clone(),
             Source::Param { shape } => format!("parameter {shape:?}"),
+            Source::GlmSums { loss, x, y, w, .. } => {
+                format!("{loss:?} loss and gradient sums of {x} and {y} at {w}")
+            }
         }
     }
 }
@@ -1074,7 +1088,7 @@ fn parse_array(
         }
         Source::Load { .. } => &["load", "block", "dtype"],
         Source::Expr { .. } => &["expr", "block", "dtype"],
-        Source::Param { .. } => &[],
+        Source::Param { .. } | Source::GlmSums { .. } => &[],
     };
     if let Some(k) = t.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err((

@@ -189,6 +189,11 @@ pub fn run(
         Kernel::Bincount { length, weighted } => {
             crate::stats::bincount(inputs, *length, *weighted)?
         }
+        Kernel::GlmSums {
+            loss,
+            cols,
+            intercept,
+        } => crate::glm::sums(*loss, *cols, *intercept, inputs)?,
         k @ (Kernel::Qr { .. }
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }

@@ -1454,6 +1454,22 @@ pub enum Kernel {
         /// Per pair: selected elements passed over, then taken.
         ranges: Vec<(u64, u64)>,
     },
+    /// Terms, one per row block of a model's data: the `cols` blocks of X along its
+    /// columns ([m, d_c] each, d = the sum of their widths), the block of y beside them
+    /// ([m]), the parameters W ([d, k], one candidate per column) and, with `intercept`,
+    /// b ([k]). With z = X W + b (b = 0 without it), per candidate j: the model's loss
+    /// summed over the rows, then its gradient sums X^T r (d rows), then with `intercept`
+    /// sum r, as one [1 + d + intercept, k] float64 block, summed over the terms: a pass
+    /// of a fit ([`GlmLoss`] says loss and r) in one sweep over each block of rows, where
+    /// the same expressions as separate kernels each make a block of m x k.
+    GlmSums {
+        /// Which model's loss.
+        loss: GlmLoss,
+        /// X's blocks per term (its column blocks).
+        cols: usize,
+        /// A b block follows W in each term.
+        intercept: bool,
+    },
 
     // Linear algebra (function/src/linalg.rs, LAPACK and BLAS of the linked OpenBLAS).
     // Inputs are matrices: 2-D blocks, or 1-D blocks taken as one column; any dtype is
@@ -1603,6 +1619,19 @@ pub enum Kernel {
         #[serde(rename = "result")]
         output: DetOutput,
     },
+}
+
+/// The loss of a generalized linear model at linear predictor z and target y, and its
+/// residual r = dloss/dz ([`Kernel::GlmSums`]), as scikit-learn defines them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GlmLoss {
+    /// log(1 + exp(z)) - y z (without overflow); r = sigmoid(z) - y.
+    Logistic,
+    /// exp(z) - y z; r = exp(z) - y.
+    Poisson,
+    /// (z - y)^2 / 2; r = z - y.
+    Squared,
 }
 
 /// Which block a [`Kernel::Qr`] task outputs.

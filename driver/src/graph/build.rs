@@ -317,6 +317,13 @@ fn dependency_order(job: &Job) -> Result<Vec<&ArrayDef>, JobError> {
         .map(|(i, a)| (a.name.as_str(), i))
         .collect();
     let deps = |a: &ArrayDef| -> Vec<usize> {
+        if let Source::GlmSums { x, y, w, b, .. } = &a.source {
+            return [x, y, w]
+                .into_iter()
+                .chain(b)
+                .filter_map(|n| index.get(n.as_str()).copied())
+                .collect();
+        }
         let Source::Expr { text } = &a.source else {
             return Vec::new();
         };
@@ -674,6 +681,15 @@ impl<'a> Builder<'a> {
                         name: def.name.clone(),
                     },
                 )
+            }
+            Source::GlmSums { loss, x, y, w, b } => {
+                let mut node = |n: &str| match self.defs.get(n) {
+                    Some(def) => self.resolve(def),
+                    None => Err(self.job.err(def.line, key.clone(), format!("no array {n}"))),
+                };
+                let (x, y, w) = (node(x)?, node(y)?, node(w)?);
+                let b = b.as_deref().map(&mut node).transpose()?;
+                funcs::glm_sums(self, *loss, x, y, w, b).map_err(err)?
             }
             Source::Expr { text } => {
                 let e = expr::parse(text).map_err(|e| err(e.render(text)))?;

@@ -310,6 +310,17 @@ pub enum NodeOp {
         v: NodeId,
         sel: Arc<Vec<AxisSel>>,
     },
+    /// A fit's pass in one sweep: the sums of the model's `loss` over the rows of `x`
+    /// ([n, d]) and `y` ([n], in x's row blocks) at the candidates `w` ([d, k], one block)
+    /// and `b` ([k]): [1 + d + b, k] in one block, a sum over x's row blocks
+    /// ([`Kernel::GlmSums`](nums_layout::batch::Kernel::GlmSums)).
+    GlmSums {
+        loss: nums_layout::batch::GlmLoss,
+        x: NodeId,
+        y: NodeId,
+        w: NodeId,
+        b: Option<NodeId>,
+    },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).
     Dense {
@@ -384,6 +395,7 @@ impl NodeOp {
                 x, lo, hi, weights, ..
             } => [*x, *lo, *hi].into_iter().chain(*weights).collect(),
             NodeOp::Bincount { x, weights } => std::iter::once(*x).chain(*weights).collect(),
+            NodeOp::GlmSums { x, y, w, b, .. } => [*x, *y, *w].into_iter().chain(*b).collect(),
             NodeOp::SortMerge {
                 runs, positions, ..
             } => runs.iter().chain(positions).copied().collect(),
@@ -437,6 +449,14 @@ impl NodeOp {
                 *x = f(*x);
                 if let Some(w) = weights {
                     *w = f(*w);
+                }
+            }
+            NodeOp::GlmSums { x, y, w, b, .. } => {
+                *x = f(*x);
+                *y = f(*y);
+                *w = f(*w);
+                if let Some(b) = b {
+                    *b = f(*b);
                 }
             }
             NodeOp::SortMerge {

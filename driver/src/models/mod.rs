@@ -95,7 +95,8 @@ impl FitSpec {
 }
 
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
-/// each), with the Hessian sums (Newton, `k` = 1), or the normal equations (least squares).
+/// each, in one sweep: [`names::SUMS`]), with the Hessian sums (Newton, `k` = 1), or the
+/// normal equations (least squares).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PassKind {
     Gradient { k: usize },
@@ -115,6 +116,9 @@ pub(crate) mod names {
     pub(crate) const HWW: &str = "hww_";
     pub(crate) const HWB: &str = "hwb_";
     pub(crate) const HBB: &str = "hbb_";
+    /// A gradient pass's sums, [1 + d (+ 1), k]: row 0 the loss of each candidate, rows
+    /// 1..=d the gradient of w, then (with an intercept) of b.
+    pub(crate) const SUMS: &str = "sums_";
     /// Least squares: X^T X, X^T y, column sums of X, sum of y.
     pub(crate) const XTX: &str = "xtx_";
     pub(crate) const XTY: &str = "xty_";
@@ -139,22 +143,8 @@ pub(crate) fn program(
             add(SY, "sum(y)".into());
             vec![XTX, XTY, SX, SY]
         }
-        PassKind::Gradient { .. } => {
-            let b = if spec.fit_intercept {
-                format!(" + {B}")
-            } else {
-                String::new()
-            };
-            add("z_", format!("X @ {W}{b}"));
-            link(spec, &mut add, "y[:, None]");
-            add(GW, "X.T @ r_".into());
-            if spec.fit_intercept {
-                add(GB, "sum(r_, axis=0)".into());
-                vec![LOSS, GW, GB]
-            } else {
-                vec![LOSS, GW]
-            }
-        }
+        // One node in one sweep (`loss`, `iterate` makes it): no expressions.
+        PassKind::Gradient { .. } => vec![SUMS],
         PassKind::Hessian => {
             let b = if spec.fit_intercept {
                 format!(" + {B}[0]")
@@ -162,7 +152,7 @@ pub(crate) fn program(
                 String::new()
             };
             add("z_", format!("X @ {W}{b}"));
-            link(spec, &mut add, "y");
+            link(spec, &mut add);
             add(GW, "X.T @ r_".into());
             add(HWW, "X.T @ (X * s_[:, None])".into());
             if spec.fit_intercept {
@@ -178,33 +168,43 @@ pub(crate) fn program(
     (a, outputs)
 }
 
-/// The model's mean (p_), residual (r_), Hessian weights (s_) and summed loss for linear
-/// predictors z_ (each column a candidate), y broadcast as `y`.
-fn link(spec: &FitSpec, add: &mut impl FnMut(&str, String), y: &str) {
-    let axis = if y.contains("None") { ", axis=0" } else { "" };
+/// The model's mean (p_), residual (r_), Hessian weights (s_) and summed loss for the
+/// linear predictor z_.
+fn link(spec: &FitSpec, add: &mut impl FnMut(&str, String)) {
     match spec.family {
         Family::Logistic => {
             add("p_", "sigmoid(z_)".into());
             // log(1 + exp(z)) - y z, without overflow.
             add(
                 names::LOSS,
-                format!("sum(maximum(z_, 0) - z_ * {y} + log1p(exp(-abs(z_))){axis})"),
+                "sum(maximum(z_, 0) - z_ * y + log1p(exp(-abs(z_))))".into(),
             );
             add("s_", "p_ * (1 - p_)".into());
         }
         Family::Poisson => {
             add("p_", "exp(z_)".into());
-            add(names::LOSS, format!("sum(p_ - z_ * {y}{axis})"));
+            add(names::LOSS, "sum(p_ - z_ * y)".into());
             add("s_", "p_".into());
         }
         Family::Linear => {
-            // Identity link: half the squared error (least squares by Newton or L-BFGS).
+            // Identity link: half the squared error (least squares by Newton).
             add("p_", "z_ * 1".into());
-            add(names::LOSS, format!("0.5 * sum((z_ - {y}) ** 2{axis})"));
+            add(names::LOSS, "0.5 * sum((z_ - y) ** 2)".into());
             add("s_", "z_ * 0 + 1".into());
         }
     }
-    add("r_", format!("p_ - {y}"));
+    add("r_", "p_ - y".into());
+}
+
+/// The loss a gradient pass sums in one sweep (`Kernel::GlmSums`): the model's, as
+/// [`link`] writes it for the Hessian pass.
+pub(crate) fn loss(spec: &FitSpec) -> nums_layout::batch::GlmLoss {
+    use nums_layout::batch::GlmLoss;
+    match spec.family {
+        Family::Logistic => GlmLoss::Logistic,
+        Family::Poisson => GlmLoss::Poisson,
+        Family::Linear => GlmLoss::Squared,
+    }
 }
 
 /// The validation program run once before fitting: counts of labels the model cannot take

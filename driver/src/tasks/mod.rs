@@ -5,8 +5,8 @@
 //! The work is made lazily, block by block ([`BlockWork::iter`]), in time proportional to
 //! the inputs each block reads: no step scans a whole grid per block. Each kind of node's
 //! work is in the file of its family, as `graph/funcs/` groups the functions: `creation`,
-//! `elementwise`, `contractions`, `reductions`, `cumulative`, `sorting`, `shapes`, `linalg`, and `io` (imports and
-//! the export to S3).
+//! `elementwise`, `contractions`, `reductions`, `cumulative`, `sorting`, `shapes`, `linalg`, `models` (a
+//! fit's pass in one sweep), and `io` (imports and the export to S3).
 
 use nums_layout::ArrayMeta;
 use nums_layout::batch::Kernel;
@@ -22,6 +22,7 @@ mod elementwise;
 mod indexing;
 mod io;
 mod linalg;
+mod models;
 mod reductions;
 mod shapes;
 mod sorting;
@@ -385,6 +386,7 @@ impl<'g> BlockWork<'g> {
             | NodeOp::Binary { .. }
             | NodeOp::Where { .. } => elementwise::work(&o),
             NodeOp::Einsum { .. } => contractions::work(&o),
+            NodeOp::GlmSums { .. } => models::work(&o),
             NodeOp::Reduce { .. } => reductions::work(&o),
             NodeOp::Scan { .. } | NodeOp::ScanTotal { .. } => cumulative::work(&o),
             NodeOp::Sort { .. }

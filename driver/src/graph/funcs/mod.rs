@@ -16,6 +16,7 @@ mod cumulative;
 mod elementwise;
 mod linalg;
 mod models;
+pub(super) use models::glm_sums;
 mod random;
 pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;

@@ -214,3 +214,36 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
     let meta = ArrayMeta::new(vec![p], vec![p], DType::Float64);
     Ok(Val::Arr(s.add(meta, NodeOp::Fit { x, y, spec })))
 }
+
+/// The node of a fit's gradient pass (`iterate`, [`crate::job::Source::GlmSums`]): the
+/// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], re-blocked to x's
+/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + d + b, k], one
+/// block (rows: the loss, the gradient of w, then of b).
+pub(in crate::graph) fn glm_sums(
+    s: &mut Builder,
+    loss: nums_layout::batch::GlmLoss,
+    x: NodeId,
+    y: NodeId,
+    w: NodeId,
+    b: Option<NodeId>,
+) -> Result<NodeId, String> {
+    let (mx, my, mw) = (s.meta(x).clone(), s.meta(y).clone(), s.meta(w).clone());
+    let k = mw.shape.get(1).copied().unwrap_or(0);
+    let fits = mx.ndim() == 2
+        && my.shape == [mx.shape[0]]
+        && mw.shape == [mx.shape[1], k]
+        && mw.num_blocks() == 1
+        && b.is_none_or(|b| s.meta(b).shape == [k] && s.meta(b).num_blocks() == 1);
+    if !fits {
+        return Err(format!(
+            "a model's sums over X of shape {}, y of shape {} at W of shape {}: the shapes do not agree",
+            shape_str(&mx.shape),
+            shape_str(&my.shape),
+            shape_str(&mw.shape)
+        ));
+    }
+    let y = s.rechunk(y, vec![mx.block[0]]);
+    let rows = 1 + mx.shape[1] + b.is_some() as u64;
+    let meta = ArrayMeta::new(vec![rows, k], vec![rows, k], DType::Float64);
+    Ok(s.add(meta, NodeOp::GlmSums { loss, x, y, w, b }))
+}
