@@ -932,7 +932,7 @@ mod tests {
             let (alphabet, mut y) = (b"0123456789.eE+-nNaAiIfF", x);
             let s = (0..x % 12)
                 .map(|_| {
-                    y = y / 7 ^ (y << 3);
+                    y = (y / 7) ^ (y << 3);
                     alphabet[(y % alphabet.len() as u64) as usize] as char
                 })
                 .collect();
