@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import subprocess
 import tempfile
 import urllib.error
@@ -587,3 +588,48 @@ def test_empty_arrays_from_and_to_garage(garage, tmp_path):
     np.save(want, np.zeros((0, 3)) * 2 + 1)
     assert s3_get(garage, "exports/empty.npy") == want.getvalue()
     np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), np.ones(3))
+
+
+def test_a_csv_that_a_fit_and_the_main_stage_read_is_parsed_once(tmp_path):
+    """One CSV holding the label and the features (HIGGS's layout), its X and y sliced
+    from it for a fit that the main stage also reads: the file is imported (read and
+    parsed) once, in the stage that makes X; making y and the main stage read the
+    import, which the run commits as its import of the file (a later run reuses it).
+    An input that is y itself stays for the main stage after the fit. The coefficients
+    are scikit-learn's."""
+    from sklearn.linear_model import LogisticRegression
+    rng = np.random.default_rng(28)
+    x = rng.normal(size=(3000, 4))
+    y = (1 / (1 + np.exp(-(x @ [0.5, -1.0, 0.25, 2.0] + 0.3))) > rng.uniform(size=3000)).astype(float)
+    np.savetxt(tmp_path / "in.csv", np.column_stack([y, x]), delimiter=",")
+    size = (tmp_path / "in.csv").stat().st_size
+    fit = "logistic_regression(X, y, solver='newton', tol=1e-10)"
+    (tmp_path / "job.toml").write_text(job_text(
+        {"D": {"load": "in.csv"}, "X": "D[:, 1:]", "y": "D[:, 0]", "w": fit, "s": "sum(D, axis=0)"},
+        {"w": "w.npy", "s": "s.npy"}, name="once"))
+    want = LogisticRegression(C=1.0, tol=1e-10, max_iter=1000).fit(x, y)
+    for k in range(2):
+        p = subprocess.run([BIN, "-v", "run", tmp_path / "job.toml", "--stats", tmp_path / "s.json"],
+                           capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        np.testing.assert_allclose(np.load(tmp_path / "w.npy"), [*want.coef_[0], *want.intercept_], rtol=1e-5)
+        np.testing.assert_allclose(np.load(tmp_path / "s.npy"), np.column_stack([y, x]).sum(axis=0))
+        read = {}
+        for r in json.loads((tmp_path / "s.json").read_text())["timeline"]:
+            stage = re.sub(r"^fit\d+-", "fit-", r["stage"])
+            read[stage] = read.get(stage, 0) + r["bytes_read"]
+        if k == 0:
+            # The text is read by the stage that makes X, and by no other.
+            assert read["fit-X"] >= size and read["fit-y"] < size / 2 and read.get("main", 0) < size / 2, read
+        else:
+            assert re.search(r"in\.csv: unchanged since it was imported to once/D", p.stderr), p.stderr
+            assert read.get("fit-X", 0) < size / 2, read
+    # y loaded by itself: the fit's y is the import, kept for the main stage.
+    np.save(tmp_path / "x.npy", x)
+    np.savetxt(tmp_path / "y.csv", y)
+    (tmp_path / "y.toml").write_text(job_text(
+        {"X": {"load": "x.npy"}, "y": {"load": "y.csv"}, "w": fit, "n": "sum(y)"},
+        {"w": "w2.npy", "n": "n.npy"}, name="own"))
+    run(tmp_path / "y.toml")
+    np.testing.assert_allclose(np.load(tmp_path / "w2.npy"), [*want.coef_[0], *want.intercept_], rtol=1e-5)
+    assert float(np.load(tmp_path / "n.npy")) == y.sum()

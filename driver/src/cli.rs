@@ -492,7 +492,9 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     use crate::job::SchedulerKind;
     let c = crate::plan::check_for_plan(&a.job, &defaults).await?;
     let prefix = crate::plan::dry_run_prefix(&c.job);
-    let plan = |kind| crate::plan::plan_with(&c.job, &c.graph, kind, &prefix, &c.probes);
+    // The main stage reads the imports the fits make in place.
+    let main = crate::iterate::main_graph(&c.graph, &prefix);
+    let plan = |kind| crate::plan::plan_with(&c.job, &main, kind, &prefix, &c.probes);
     let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
     let fits = |kind| crate::iterate::plan_fits(&c.job, &c.graph, &c.probes, kind, &prefix);
     let (lshs_fits, naive_fits) = (fits(SchedulerKind::Lshs)?, fits(SchedulerKind::Naive)?);

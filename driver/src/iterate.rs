@@ -621,6 +621,8 @@ pub(crate) fn plan_fits(
     use crate::models::{Solver, solver::LINE_SEARCH_STEPS, typical_iterations};
     let work = tasks::block_work(g);
     let mut out = Vec::new();
+    // Imports an earlier stage made, as the run reads them: in place.
+    let mut made = std::collections::HashSet::new();
     for n in &g.nodes {
         let NodeOp::Fit { x, y, spec } = &n.op else {
             continue;
@@ -644,6 +646,7 @@ pub(crate) fn plan_fits(
                 NodeOp::InPlace { path, .. } => path.clone(),
                 _ => {
                     let (sub, root) = g.subgraph(v, &format!("{stage}-{what}"));
+                    let sub = crate::stage::read_made_imports(&sub, prefix, &made);
                     stages.push(FitStage {
                         name: what.into(),
                         what: format!("making {what}"),
@@ -651,6 +654,7 @@ pub(crate) fn plan_fits(
                         times: 1,
                         at_most: 1,
                     });
+                    made.extend(crate::stage::imports_of(&sub, prefix));
                     tasks::node_path(prefix, &sub, root)
                 }
             };
@@ -737,6 +741,28 @@ pub(crate) fn plan_fits(
     Ok(out)
 }
 
+/// The imports the fits of `g` make (a CSV their X or y are taken from), as the run
+/// leaves them for the main stage: written at their paths during run `prefix`.
+pub(crate) fn main_graph(g: &Graph, prefix: &str) -> Graph {
+    let work = tasks::block_work(g);
+    let mut made = std::collections::HashSet::new();
+    for n in &g.nodes {
+        let NodeOp::Fit { x, y, .. } = &n.op else {
+            continue;
+        };
+        if !(n.persist || work.needed(n.id)) {
+            continue;
+        }
+        for (v, what) in [(*x, "X"), (*y, "y")] {
+            if !matches!(g.nodes[v].op, NodeOp::InPlace { .. }) {
+                let (sub, _) = g.subgraph(v, &format!("fit{}-{what}", n.id));
+                made.extend(crate::stage::imports_of(&sub, prefix));
+            }
+        }
+    }
+    crate::stage::read_made_imports(g, prefix, &made)
+}
+
 /// Fits the job's models (`Fit` nodes of `g`) before the main stage, which reads their
 /// coefficients like stored blocks: X and y are made once in a stage of their own when
 /// the job makes them (read in place when they are stored), then [`fit`] runs the
@@ -787,7 +813,10 @@ pub(crate) async fn fit_all(
                     let (sub, root) = g.subgraph(v, &name);
                     stages.run_graph(&name, &sub, probes).await?;
                     let path = tasks::node_path(&prefix, &sub, root);
-                    made.push(path.clone());
+                    // An import is the run's to keep (and later stages read it).
+                    if !g.nodes[v].op.is_import() {
+                        made.push(path.clone());
+                    }
                     path
                 }
             };

@@ -81,7 +81,12 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     // Refused here, before the run makes anything, if it cannot fit (boolean masks
     // assumed to select everything: the largest the job can be).
     let dry_run = crate::plan::dry_run_prefix(job);
-    let main_estimate = crate::plan::plan_job(job, &checked.graph, &dry_run, &checked.probes)?;
+    let main_estimate = crate::plan::plan_job(
+        job,
+        &crate::iterate::main_graph(&checked.graph, &dry_run),
+        &dry_run,
+        &checked.probes,
+    )?;
     progress.on_expect("main", main_estimate.batches.len() as u64);
     let fits = crate::iterate::plan_fits(
         job,
@@ -274,10 +279,12 @@ async fn execute(
     let prefix = run.prefix();
     upload_local_inputs(c, run).await?;
     let g = resolve_masks(c, stages).await?;
-    let plan = crate::plan::plan_job(job, &g, &prefix, &c.probes)?;
-    history.planned_main(&plan, crate::plan::projection(job, &plan).wall_seconds);
     crate::iterate::fit_all(stages, &g, &c.probes, history).await?;
-    stages.run_plan("main", &g, &plan).await?;
+    // The imports the fits made are read where they are (and committed from there).
+    let main = stages.with_made_imports(&g)?;
+    let plan = crate::plan::plan_job(job, &main, &prefix, &c.probes)?;
+    history.planned_main(&plan, crate::plan::projection(job, &plan).wall_seconds);
+    stages.run_plan("main", &main, &plan).await?;
     check_inputs_unchanged(c).await?;
     if opts.keep {
         crate::stage::describe_kept(job, &g, run, store).await?;

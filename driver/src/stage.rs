@@ -172,6 +172,9 @@ pub(crate) struct Stages<'a> {
     t0: Instant,
     /// What the backend's log folder is named after, if a stage of these starts it.
     log_id: String,
+    /// The paths of the imports a finished stage wrote: later stages read them there
+    /// (a CSV that a fit's X and y and the main stage all load is parsed once).
+    made: Mutex<HashSet<String>>,
 }
 
 impl<'a> Stages<'a> {
@@ -192,7 +195,14 @@ impl<'a> Stages<'a> {
             observer,
             t0,
             log_id: log_id.to_string(),
+            made: Mutex::default(),
         }
+    }
+
+    /// `g` with the imports an earlier stage of the run wrote read where they are.
+    pub(crate) fn with_made_imports(&self, g: &Graph) -> anyhow::Result<Graph> {
+        let made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(read_made_imports(g, &self.prefix()?, &made))
     }
 
     /// Passes a note on to the observer (see [`Observer::on_note`]).
@@ -223,8 +233,9 @@ impl<'a> Stages<'a> {
         probes: &graph::Probes,
     ) -> anyhow::Result<()> {
         let prefix = self.run_state()?.prefix();
-        let plan = crate::plan::plan_job(self.job, g, &prefix, probes)?;
-        self.run_plan(name, g, &plan).await
+        let g = self.with_made_imports(g)?;
+        let plan = crate::plan::plan_job(self.job, &g, &prefix, probes)?;
+        self.run_plan(name, &g, &plan).await
     }
 
     /// Runs stage `name`, the plan of `g`: the arrays it keeps described first, its
@@ -234,8 +245,10 @@ impl<'a> Stages<'a> {
         describe_staged(self.job, g, run, self.store).await?;
         self.run(name, &plan.batches, plan.tasks as u64, Resume::Skip)
             .await
-            .map(|_| ())
-            .map_err(|e| name_linalg_failure(e, self.job, g, &run.prefix()))
+            .map_err(|e| name_linalg_failure(e, self.job, g, &run.prefix()))?;
+        let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
+        made.extend(imports_of(g, &run.prefix()));
+        Ok(())
     }
 
     /// Runs `batches` as stage `name` (`tasks` block tasks): in dependency order on the
@@ -566,4 +579,31 @@ pub(crate) async fn describe_kept(
          ({part} written only in part have no zarr.json)"
     );
     Ok(())
+}
+
+/// Where the named imports of `g` are written during run `prefix` (`<prefix>/out/NAME`,
+/// the same in any part of the job's graph).
+pub(crate) fn imports_of<'g>(g: &'g Graph, prefix: &'g str) -> impl Iterator<Item = String> + 'g {
+    (g.nodes.iter())
+        .filter(|n| n.op.is_import() && n.persisted_name().is_some())
+        .map(move |n| tasks::node_path(prefix, g, n.id))
+}
+
+/// `g` with the imports written at `made` (by an earlier stage of run `prefix`) read there
+/// in place: still kept by the run, which commits them, but not imported again.
+pub(crate) fn read_made_imports(g: &Graph, prefix: &str, made: &HashSet<String>) -> Graph {
+    let mut out = g.clone();
+    for n in &mut out.nodes {
+        if !(n.op.is_import() && n.persisted_name().is_some()) {
+            continue;
+        }
+        let path = tasks::node_path(prefix, g, n.id);
+        if made.contains(&path) {
+            n.op = NodeOp::InPlace {
+                path,
+                sparse: false,
+            };
+        }
+    }
+    out
 }

@@ -423,6 +423,10 @@ pub fn decode(
 pub trait CsvField: Sized {
     /// The value of a (trimmed) field, or `None` where it is not one of this type.
     fn parse(s: &str) -> Option<Self>;
+    /// [`CsvField::parse`] of a field's bytes (not UTF-8: not a value).
+    fn parse_bytes(b: &[u8]) -> Option<Self> {
+        std::str::from_utf8(b).ok().and_then(Self::parse)
+    }
     /// What a field must be, for the error: "an integer in int8's range".
     fn what() -> String;
 }
@@ -448,7 +452,10 @@ macro_rules! csv_float {
     ($($t:ty),*) => {$(
         impl CsvField for $t {
             fn parse(s: &str) -> Option<$t> {
-                s.parse().ok()
+                Self::parse_bytes(s.as_bytes())
+            }
+            fn parse_bytes(b: &[u8]) -> Option<$t> {
+                fast_float2::parse(b).ok()
             }
             fn what() -> String {
                 "a number".into()
@@ -524,12 +531,19 @@ pub struct CsvAt {
     pub skip: u64,
 }
 
+/// Text at least this long is parsed by several threads (each a run of whole lines).
+const CSV_PARALLEL_FROM: usize = 4 << 20;
+
 /// Parses fields `keep` (0-based, in that order) of `rows` data rows of `columns` fields
 /// each from `text` (which starts at `at.line` of file `key`), after passing over
-/// `at.skip` data rows, as `T` (f64, f32 or i64: an int64 column exactly). A data row is
-/// a line with something before its `#` comment; CRLF line ends are taken; a quoted field
-/// is not a number. Errors name the file, line and column.
-pub fn parse_csv<T: CsvField>(
+/// `at.skip` data rows, as `T` (f64, f32 or i64: an int64 column exactly), straight into
+/// the block's row-major values. A data row is a line with something before its `#`
+/// comment (as [`crate::csv_index::CsvScanner`] counts them); fields are split at
+/// `delimiter` and trimmed of ASCII whitespace, so `\r\n` line ends are taken; a quoted
+/// field is not a number. Errors name the file, line and column. Large text is cut at
+/// line starts and parsed on rayon's threads, each piece into its own rows of the block:
+/// the same values and the same first error as one pass.
+pub fn parse_csv<T: CsvField + Default + Clone + Send>(
     text: &[u8],
     key: &str,
     at: CsvAt,
@@ -538,76 +552,228 @@ pub fn parse_csv<T: CsvField>(
     keep: &[u64],
     delimiter: u8,
 ) -> Result<Vec<T>, String> {
-    let CsvAt { line, skip } = at;
-    let mut r = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .delimiter(delimiter)
-        .flexible(true)
-        .quoting(false)
-        .comment(Some(b'#'))
-        .trim(csv::Trim::All)
-        .terminator(csv::Terminator::Any(b'\n'))
-        .from_reader(text);
-    let mut values = Vec::with_capacity(rows * keep.len());
-    let mut rec = csv::ByteRecord::new();
-    let (mut seen, mut got) = (0u64, 0usize);
-    while got < rows {
-        let more = r
-            .read_byte_record(&mut rec)
-            .map_err(|e| format!("{key}: {e}"))?;
-        if !more {
-            break;
-        }
-        // The record's line: the reader's line after it, less its line end (a record's
-        // own position is where the reader stood before the blank lines it passed over).
-        let after = r.position();
-        let ended = after.byte() > 0 && text[after.byte() as usize - 1] == b'\n';
-        let at = line + after.line() - 1 - ended as u64;
-        // A comment after data (`1,2 # note`) ends the row where it starts.
-        let mut fields: Vec<&[u8]> = Vec::with_capacity(rec.len());
-        for f in rec.iter() {
-            if let Some(p) = f.iter().position(|&b| b == b'#') {
-                fields.push(f[..p].trim_ascii());
-                break;
+    let threads = rayon::current_num_threads();
+    let pieces = if threads < 2 || text.len() < CSV_PARALLEL_FROM {
+        1
+    } else {
+        (threads * 4).min(text.len() / (1 << 20))
+    };
+    parse_csv_pieces(text, key, at, rows, columns, keep, delimiter, pieces)
+}
+
+/// [`parse_csv`] of `text` cut into about `n` pieces.
+#[allow(clippy::too_many_arguments)]
+fn parse_csv_pieces<T: CsvField + Default + Clone + Send>(
+    text: &[u8],
+    key: &str,
+    at: CsvAt,
+    rows: usize,
+    columns: u64,
+    keep: &[u64],
+    delimiter: u8,
+    n: usize,
+) -> Result<Vec<T>, String> {
+    let width = keep.len();
+    let mut values = vec![T::default(); rows * width];
+    let fmt = CsvFormat {
+        key,
+        columns: columns as usize,
+        keep,
+        delimiter,
+    };
+    if n < 2 || width == 0 {
+        let got = fmt.parse_rows(text, at.line, at.skip, rows, &mut values)?;
+        return fmt.enough(got, rows, at.line).map(|()| values);
+    }
+    // Pieces cut after a newline, then each piece's data rows and lines counted, so that
+    // each knows the block rows it holds and the line it starts at.
+    let mut cuts = vec![0];
+    for k in 1..n {
+        let from = (text.len() * k / n).max(*cuts.last().expect("one"));
+        let cut = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p + 1);
+        cuts.push(cut);
+    }
+    cuts.push(text.len());
+    cuts.dedup();
+    use rayon::prelude::*;
+    let pieces: Vec<&[u8]> = cuts.windows(2).map(|w| &text[w[0]..w[1]]).collect();
+    let counts: Vec<(u64, u64)> = pieces
+        .par_iter()
+        .map(|p| count_rows(p, delimiter))
+        .collect();
+    // Each piece: its first line, the data rows to pass over in it, and its share of the
+    // block's values.
+    let (mut line, mut row) = (at.line, 0u64);
+    let mut rest = &mut values[..];
+    let mut work = Vec::with_capacity(pieces.len());
+    for (p, &(data_rows, lines)) in pieces.iter().zip(&counts) {
+        let skip = at.skip.saturating_sub(row);
+        let first = row.max(at.skip);
+        let last = (row + data_rows).min(at.skip + rows as u64).max(first);
+        let want = ((last - first) as usize).min(rest.len() / width);
+        let (mine, after) = std::mem::take(&mut rest).split_at_mut(want * width);
+        rest = after;
+        work.push((*p, line, skip, want, mine));
+        line += lines;
+        row += data_rows;
+    }
+    let got: Vec<Result<usize, String>> = work
+        .into_par_iter()
+        .map(|(p, line, skip, want, out)| {
+            if want == 0 {
+                return Ok(0);
             }
-            fields.push(f);
+            fmt.parse_rows(p, line, skip, want, out)
+        })
+        .collect();
+    // The first error in the file's order, as one pass meets it.
+    let mut total = 0;
+    for g in got {
+        total += g?;
+    }
+    fmt.enough(total, rows, at.line).map(|()| values)
+}
+
+/// Data rows and lines of a piece of text cut after a newline (a last line without one
+/// counts as a line).
+fn count_rows(text: &[u8], delimiter: u8) -> (u64, u64) {
+    let (mut rows, mut lines, mut from) = (0, 0, 0);
+    while from < text.len() {
+        let end = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p);
+        rows += row_data(&text[from..end], delimiter).is_some() as u64;
+        lines += 1;
+        from = end + 1;
+    }
+    (rows, lines)
+}
+
+/// A line's text before its `#` comment, if it has any: `None` for a line that is not a
+/// data row (blank, or only a comment; a delimiter makes a row of empty fields).
+fn row_data(line: &[u8], delimiter: u8) -> Option<&[u8]> {
+    let data = memchr::memchr(b'#', line).map_or(line, |p| &line[..p]);
+    let blank = data.trim_ascii().is_empty() && memchr::memchr(delimiter, data).is_none();
+    (!blank).then_some(data)
+}
+
+/// What a CSV task parses: the file (for errors), its fields per row, those it keeps and
+/// its delimiter.
+struct CsvFormat<'a> {
+    key: &'a str,
+    columns: usize,
+    keep: &'a [u64],
+    delimiter: u8,
+}
+
+impl CsvFormat<'_> {
+    /// Parses up to `want` data rows of `text` (from line `line`) into `out`, row after
+    /// row, after passing over `skip` of them; returns the rows parsed (fewer where the
+    /// text ends first).
+    fn parse_rows<T: CsvField>(
+        &self,
+        text: &[u8],
+        mut line: u64,
+        mut skip: u64,
+        want: usize,
+        out: &mut [T],
+    ) -> Result<usize, String> {
+        let width = self.keep.len();
+        // Where each field of the row starts and ends (reused, row after row).
+        let mut bounds: Vec<(usize, usize)> = Vec::with_capacity(self.columns + 1);
+        let (mut got, mut from) = (0usize, 0usize);
+        // Every kept field in order, all of them: the usual case, parsed as split.
+        let all = self.keep.len() == self.columns
+            && self.keep.iter().enumerate().all(|(i, &c)| c == i as u64);
+        while got < want && from < text.len() {
+            let end = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p);
+            let raw = &text[from..end];
+            from = end + 1;
+            let at = line;
+            line += 1;
+            // A comment ends the row where it starts.
+            let Some(data) = row_data(raw, self.delimiter) else {
+                continue;
+            };
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            let row = &mut out[got * width..(got + 1) * width];
+            if all {
+                let mut k = 0;
+                for f in data.split(|&b| b == self.delimiter) {
+                    if k < width {
+                        match self.field(f, at, k) {
+                            Ok(v) => row[k] = v,
+                            // A row of other columns says so first.
+                            Err(e) => return Err(self.columns_of(data, at).err().unwrap_or(e)),
+                        }
+                    }
+                    k += 1;
+                }
+                if k != self.columns {
+                    return Err(self.wrong_columns(at, k));
+                }
+            } else {
+                bounds.clear();
+                let mut s = 0;
+                for d in memchr::memchr_iter(self.delimiter, data) {
+                    bounds.push((s, d));
+                    s = d + 1;
+                }
+                bounds.push((s, data.len()));
+                if bounds.len() != self.columns {
+                    return Err(self.wrong_columns(at, bounds.len()));
+                }
+                for (v, &c) in row.iter_mut().zip(self.keep) {
+                    let (a, b) = bounds[c as usize];
+                    *v = self.field(&data[a..b], at, c as usize)?;
+                }
+            }
+            got += 1;
         }
-        if fields.len() == 1 && fields[0].is_empty() {
-            continue; // blank, or only a comment
+        Ok(got)
+    }
+
+    /// Field `c` (0-based) of the row at `line`, trimmed, as `T`.
+    fn field<T: CsvField>(&self, f: &[u8], line: u64, c: usize) -> Result<T, String> {
+        let f = f.trim_ascii();
+        T::parse_bytes(f).ok_or_else(|| {
+            format!(
+                "{}:{line}: column {}: {:?} is not {}",
+                self.key,
+                c + 1,
+                String::from_utf8_lossy(f),
+                T::what()
+            )
+        })
+    }
+
+    /// Whether the row at `line` (its text before any comment) has the file's columns.
+    fn columns_of(&self, data: &[u8], line: u64) -> Result<(), String> {
+        let n = memchr::memchr_iter(self.delimiter, data).count() + 1;
+        if n != self.columns {
+            return Err(self.wrong_columns(line, n));
         }
-        seen += 1;
-        if seen <= skip {
-            continue;
-        }
-        if fields.len() as u64 != columns {
+        Ok(())
+    }
+
+    fn wrong_columns(&self, line: u64, n: usize) -> String {
+        format!(
+            "{}:{line}: {n} columns, but the first row has {}",
+            self.key, self.columns
+        )
+    }
+
+    /// Whether `got` rows are the `rows` the task expected from line `line`.
+    fn enough(&self, got: usize, rows: usize, line: u64) -> Result<(), String> {
+        if got < rows {
             return Err(format!(
-                "{key}:{at}: {} columns, but the first row has {columns}",
-                fields.len()
+                "{}: {got} rows where {rows} were expected from line {line}: the file changed since the job was checked",
+                self.key
             ));
         }
-        for &c in keep {
-            let f = fields[c as usize];
-            let v = std::str::from_utf8(f)
-                .ok()
-                .and_then(T::parse)
-                .ok_or_else(|| {
-                    format!(
-                        "{key}:{at}: column {}: {:?} is not {}",
-                        c + 1,
-                        String::from_utf8_lossy(f),
-                        T::what()
-                    )
-                })?;
-            values.push(v);
-        }
-        got += 1;
+        Ok(())
     }
-    if got < rows {
-        return Err(format!(
-            "{key}: {got} rows where {rows} were expected from line {line}: the file changed since the job was checked"
-        ));
-    }
-    Ok(values)
 }
 
 #[cfg(test)]
@@ -694,5 +860,168 @@ mod tests {
         assert_eq!(v, [-2, 9007199254740993, 5, 4]);
         let e = parse_csv::<i64>(b"1.5;2;3\n", "f.csv", at, 1, 3, &[0], b';').unwrap_err();
         assert!(e.contains("\"1.5\" is not an integer"), "{e}");
+        // A row of other columns says so before its fields are parsed.
+        let e = parse_csv::<f64>(b"1,2\nx,4,5\n", "f.csv", at, 2, 2, &[0, 1], b',');
+        assert_eq!(
+            e.unwrap_err(),
+            "f.csv:2: 3 columns, but the first row has 2"
+        );
+        // A line of delimiters is a row of empty fields, not a blank line.
+        let e = parse_csv::<f64>(b"1\t2\n\t\n3\t4\n", "f.csv", at, 3, 2, &[0, 1], b'\t');
+        assert_eq!(e.unwrap_err(), "f.csv:2: column 1: \"\" is not a number");
+    }
+
+    /// A float field is what `str::parse` makes of it (NumPy's loadtxt takes the same
+    /// text, `inf`, `nan` and `1e5` among it), to the bit, and refused where it refuses.
+    #[test]
+    fn csv_floats_are_str_parse() {
+        let mut cases: Vec<String> = [
+            "",
+            "+",
+            "-",
+            ".",
+            "e",
+            "e5",
+            "1e",
+            "1e+",
+            "1.",
+            ".5",
+            "-.5",
+            "+1",
+            "++1",
+            "1_0",
+            "0x10",
+            "1d5",
+            "nan",
+            "NaN",
+            "-nan",
+            "+nan",
+            "nan(1)",
+            "inf",
+            "-Inf",
+            "infinity",
+            "INFINITY",
+            "infinit",
+            "1e309",
+            "-1e309",
+            "1e-400",
+            "4.9e-324",
+            "-0",
+            "00001",
+            "1e0000000000000000000001",
+            "12345678901234567890123456789",
+            "9007199254740993",
+            "1.7976931348623159e308",
+            "2.159283251769500422e-01",
+            "1E5",
+            "5.e3",
+            ".e3",
+            "1ee5",
+            "1.#INF",
+            "\u{661}",
+            "1 ",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut x = 12345u64;
+        for _ in 0..20000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let (alphabet, mut y) = (b"0123456789.eE+-nNaAiIfF", x);
+            let s = (0..x % 12)
+                .map(|_| {
+                    y = (y / 7) ^ (y << 3);
+                    alphabet[(y % alphabet.len() as u64) as usize] as char
+                })
+                .collect();
+            cases.push(s);
+        }
+        let bits64 = |v: Option<f64>| {
+            v.map(|v| {
+                if v.is_nan() {
+                    (1, v.is_sign_negative() as u64)
+                } else {
+                    (0, v.to_bits())
+                }
+            })
+        };
+        let bits32 = |v: Option<f32>| {
+            v.map(|v| {
+                if v.is_nan() {
+                    (1, v.is_sign_negative() as u32)
+                } else {
+                    (0, v.to_bits())
+                }
+            })
+        };
+        for c in &cases {
+            assert_eq!(
+                bits64(f64::parse_bytes(c.as_bytes())),
+                bits64(c.parse().ok()),
+                "{c:?}"
+            );
+            assert_eq!(
+                bits32(f32::parse_bytes(c.as_bytes())),
+                bits32(c.parse().ok()),
+                "{c:?}"
+            );
+        }
+    }
+
+    /// Text cut into pieces parsed on several threads gives what one pass gives: the
+    /// values of any rows of the text, and the first error among them (errors in rows
+    /// outside them are another block's).
+    #[test]
+    fn csv_pieces_parse_as_one_pass() {
+        let mut text = b"# head\r\n".to_vec();
+        for i in 0..3000 {
+            let row = format!(" {i}.5 ,{}e-3, -{i}\r\n", i * 7);
+            text.extend_from_slice(row.as_bytes());
+            if i % 97 == 0 {
+                text.extend_from_slice(b"\n  # gap\n\r\n");
+            }
+            if i % 501 == 0 {
+                text.extend_from_slice(format!("{i},{i} # note\n").as_bytes());
+            }
+        }
+        text.extend_from_slice(b"1,2,3"); // no final newline
+        let at = |line, skip| CsvAt { line, skip };
+        let rows_of = |keep: &[u64], r0: u64, n: usize, pieces: usize| {
+            parse_csv_pieces::<f64>(&text, "f.csv", at(7, r0), n, 3, keep, b',', pieces)
+        };
+        for keep in [&[0u64, 1, 2][..], &[2, 0], &[1]] {
+            for (r0, n) in [(0, 3000), (0, 1), (1500, 1500), (2999, 1), (10, 900)] {
+                let one = rows_of(keep, r0, n, 1);
+                for pieces in [2, 3, 7, 64] {
+                    assert_eq!(
+                        rows_of(keep, r0, n, pieces),
+                        one,
+                        "{keep:?} {r0} {n} {pieces}"
+                    );
+                }
+            }
+        }
+        // Data rows 2..503 are i = 1..501 (row 1 is the 2-field row after i = 0), i on
+        // line 12 + i + 3 gaps' lines per 97; row 503, the 2-field row after i = 501, on
+        // line 529.
+        let one = rows_of(&[0, 1, 2], 400, 200, 1);
+        assert_eq!(
+            one.clone().unwrap_err(),
+            "f.csv:529: 2 columns, but the first row has 3"
+        );
+        for pieces in [2, 5, 64] {
+            assert_eq!(rows_of(&[0, 1, 2], 400, 200, pieces), one);
+            // Bad rows before and after the block's rows are not its errors.
+            let v = rows_of(&[0, 1, 2], 2, 501, pieces).unwrap();
+            assert_eq!((v.len(), v[0], v[3 * 500 + 2]), (1503, 1.5, -501.0));
+        }
+        // Too few rows.
+        let e = parse_csv_pieces::<f64>(b"1\n2\n", "f.csv", at(1, 1), 2, 1, &[0], b',', 2);
+        assert_eq!(
+            e.unwrap_err(),
+            "f.csv: 1 rows where 2 were expected from line 1: the file changed since the job was checked"
+        );
     }
 }
