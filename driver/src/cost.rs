@@ -150,8 +150,8 @@ pub(crate) fn task_work(
     n_inputs: usize,
 ) -> (f64, u64) {
     let output = || shapes(n_inputs);
-    // A block's matrix: its last two axes (a blocked LU's step versions lead with one
-    // of length 1).
+    // A block's matrix: its last two axes (blocked LU's panels and step versions lead
+    // with an axis of length 1).
     let dims = |i: usize| {
         let s = shapes(i);
         let s = &s[s.len().saturating_sub(2)..];
@@ -236,22 +236,17 @@ pub(crate) fn task_work(
         }
         Kernel::Inverse => 2.0 * dims(0).0.powi(3),
         Kernel::Det { .. } => 2.0 * dims(0).0.powi(3) / 3.0,
-        // Blocked LU: with F_k (rows (k - 1) w .. n and its pivots, w_k wide), the trsm of
-        // row block k and the gemm below it; then getrf of the rows from the next row
-        // block down.
+        // Blocked LU: with F_k (n + 1 x w_k), the trsm of row block k and the gemm below
+        // it; then getrf of the rows from the next row block down.
         Kernel::LuPanel {
             w,
             apply,
             factor,
             scale,
-            ..
         } => {
             // Q is the last input but A's row magnitudes.
             let c = dims(n_inputs - 1 - *scale as usize).1;
-            let n = match apply {
-                Some(k) => dims(0).0 - 1.0 + (k.saturating_sub(1) * w) as f64,
-                None => dims(0).0,
-            };
+            let n = dims(0).0 - if apply.is_some() { 1.0 } else { 0.0 };
             let mut f = 0.0;
             if let Some(k) = apply {
                 let (r, wk) = ((k * w) as f64, dims(0).1);
@@ -264,9 +259,9 @@ pub(crate) fn task_work(
             }
             f
         }
-        // The trsm of row block k, the gemm of the rows above it (Y is the last input).
+        // The trsm of row block k, the gemm of the rows above it.
         Kernel::LuBack { w, step } => {
-            let (wk, c) = (dims(0).1, dims(n_inputs - 1).1);
+            let (wk, c) = (dims(0).1, dims(1).1);
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
         _ => return (0.0, inputs_bytes + output_bytes),

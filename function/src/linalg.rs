@@ -103,14 +103,12 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block,
             apply,
             factor,
             scale,
-            carry,
         } => lu_panel(
             inputs,
             *w,
             *apply,
             *factor,
             *scale,
-            *carry,
             // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
             shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
         )?,
@@ -1150,39 +1148,19 @@ fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
 // Blocked LU on column panels: factor and update steps, back substitution, determinant
 // ---------------------------------------------------------------------------------------
 
-/// The first row of F_k of a blocked LU: F_k holds its panel's rows from row block k - 1
-/// down (U_(k-1,k) on top, then U_kk and L's rows; F_0 all rows), then the pivots.
-fn factored_first_row(w: usize, k: usize) -> usize {
-    k.saturating_sub(1) * w
-}
-
-/// F_k of a blocked LU: its rows (global rows g .. n, then the pivots' row), the first
-/// row of its row block (r, global), its width w_k, n, and the global rows its pivots
-/// swap with.
+/// F_k of a blocked LU: the rows of its row block (r .. r + w_k), its width w_k, n, and
+/// the global rows its pivots swap with (from its last row).
 struct Factored<'a> {
     f: CowArray<'a, f64, Ix2>,
-    g: usize,
     r: usize,
     n: usize,
     pivots: Vec<usize>,
 }
 
-impl Factored<'_> {
-    /// Global rows `a .. b` of the factored panel.
-    fn rows(&self, a: usize, b: usize) -> ArrayView2<'_, f64> {
-        self.f.slice(s![a - self.g..b - self.g, ..])
-    }
-
-    fn wk(&self) -> usize {
-        self.f.ncols()
-    }
-}
-
 fn factored<'a>(f: &'a Block, w: usize, k: usize) -> Result<Factored<'a>, String> {
     let f = matrix(f, "lu")?;
     let (rows, wk) = f.dim();
-    let g = factored_first_row(w, k);
-    let n = (rows + g).saturating_sub(1);
+    let n = rows.saturating_sub(1);
     let r = k * w;
     if rows == 0 || r + wk > n {
         return Err(format!(
@@ -1190,17 +1168,15 @@ fn factored<'a>(f: &'a Block, w: usize, k: usize) -> Result<Factored<'a>, String
         ));
     }
     let pivots = f
-        .row(rows - 1)
+        .row(n)
         .iter()
         .map(|&p| p as usize)
         .take(wk)
         .collect::<Vec<_>>();
-    if pivots.iter().enumerate().any(|(i, &p)| p >= n || p < r + i) {
-        return Err(format!(
-            "lu: panel {k}'s pivots point outside its rows {r} .. {n}"
-        ));
+    if pivots.iter().any(|&p| p >= n) {
+        return Err(format!("lu: panel {k}'s pivots point past its {n} rows"));
     }
-    Ok(Factored { f, g, r, n, pivots })
+    Ok(Factored { f, r, n, pivots })
 }
 
 /// The exponents of [`row_exponent`] for a block of row magnitudes (n values).
@@ -1219,7 +1195,6 @@ fn lu_panel(
     apply: Option<usize>,
     factor: bool,
     scale: bool,
-    carry: bool,
     out_rows: usize,
 ) -> Result<ArrayD<f64>, String> {
     let (inputs, magnitudes) = match inputs.split_last() {
@@ -1231,52 +1206,30 @@ fn lu_panel(
         (None, [q]) => (None, matrix(q, "lu")?),
         _ => return Err(format!("lu panel: {} inputs", inputs.len())),
     };
-    let c = q.ncols();
-    // A carried version of a panel (neither A's panel, scaled here, nor a right-hand
-    // side) ends with a row of its columns' largest |U| in the rows it no longer holds.
-    let version = carry && !scale;
-    let (q, q_max) = match version {
-        true if q.nrows() > 0 => (
-            q.slice(s![..q.nrows() - 1, ..]),
-            Some(q.row(q.nrows() - 1).to_owned()),
-        ),
-        _ => (q.view(), None),
-    };
     let n = f.as_ref().map_or(q.nrows(), |f| f.n);
-    // Global rows: Q holds q0 .. n, the output o0 .. n (then its pivots, or its columns'
-    // maxima, when carried): a carried panel drops the rows of U made before step k.
-    let q0 = n.checked_sub(q.nrows());
-    let o0 = if carry { apply.map_or(0, |k| k * w) } else { 0 };
-    let extra = carry as usize;
-    if q0.is_none_or(|q0| q0 > o0) || o0 > n || out_rows != n - o0 + extra {
+    let c = q.ncols();
+    if q.nrows() < n || !(n..=n + 1).contains(&out_rows) || (factor && out_rows != n + 1) {
         return Err(format!(
             "lu panel: a panel of {} rows for {n} rows, {out_rows} out",
             q.nrows()
         ));
     }
-    let q0 = q0.unwrap_or(0);
     let mut out = Array2::<f64>::zeros((out_rows, c));
-    out.slice_mut(s![..n - o0, ..])
-        .assign(&q.slice(s![o0 - q0.., ..]));
+    out.slice_mut(s![..n, ..]).assign(&q.slice(s![..n, ..]));
     if let Some(m) = magnitudes {
         // D: the input's rows equilibrated, as A's are.
         let exps = row_exponents(m, n)?;
-        for (mut row, &e) in out.rows_mut().into_iter().zip(&exps[o0..]) {
+        for (mut row, &e) in out.rows_mut().into_iter().zip(&exps) {
             if e != 0 {
                 row *= pow2(-e);
             }
         }
     }
-    // Each column's largest |U| above row o0: carried, and the rows of U dropped here.
-    let mut above = q_max.unwrap_or_else(|| Array1::zeros(c));
-    for (j, a) in above.iter_mut().enumerate() {
-        *a = a.max(max_abs(q.slice(s![..o0 - q0, j])));
-    }
     if let Some(f) = &f {
-        let (r, wk) = (f.r - o0, f.wk());
+        let (r, wk) = (f.r, f.f.ncols());
         for (i, &p) in f.pivots.iter().enumerate() {
-            if p != f.r + i {
-                let (a, b) = (r + i, p - o0);
+            if p != r + i {
+                let (a, b) = (r + i, p);
                 for j in 0..c {
                     out.swap([a, j], [b, j]);
                 }
@@ -1285,17 +1238,17 @@ fn lu_panel(
         let (mut top, bottom) = out.view_mut().split_at(Axis(0), r + wk);
         let mut block = top.slice_mut(s![r.., ..]);
         trsm(
-            f.rows(f.r, f.r + wk),
+            f.f.slice(s![r..r + wk, ..]),
             block.view_mut(),
             true,
             true,
             false,
             true,
         )?;
-        let below = bottom.slice_move(s![..n - o0 - r - wk, ..]);
+        let below = bottom.slice_move(s![..n - r - wk, ..]);
         gemm_sub(
             below,
-            f.rows(f.r + wk, n),
+            f.f.slice(s![r + wk..n, ..]),
             block.view(),
             false,
             false,
@@ -1305,12 +1258,11 @@ fn lu_panel(
         let r1 = apply.map_or(0, |k| (k + 1) * w);
         let m = n
             .checked_sub(r1)
-            .filter(|&m| m >= c && r1 >= o0 && carry)
+            .filter(|&m| m >= c)
             .ok_or_else(|| format!("lu panel: {c} columns to factor from row {r1} of {n}"))?;
-        let l1 = r1 - o0;
         // getrf works column-major: the panel's rows r1.. in that order, then back.
         let mut cm = vec![0.0; m * c];
-        for ((i, j), &v) in out.slice(s![l1..n - o0, ..]).indexed_iter() {
+        for ((i, j), &v) in out.slice(s![r1..n, ..]).indexed_iter() {
             cm[j * m + i] = v;
         }
         let mut ipiv = vec![0i32; c];
@@ -1320,42 +1272,34 @@ fn lu_panel(
             unsafe { lapack::dgetrf(int(m)?, int(c)?, &mut cm, ld(m)?, &mut ipiv, &mut info) };
             check_args("dgetrf", info)?;
         }
-        for ((i, j), v) in out.slice_mut(s![l1..n - o0, ..]).indexed_iter_mut() {
+        for ((i, j), v) in out.slice_mut(s![r1..n, ..]).indexed_iter_mut() {
             *v = cm[j * m + i];
         }
         for (j, &p) in ipiv.iter().enumerate() {
-            out[[n - o0, j]] = (r1 + p as usize - 1) as f64;
+            out[[n, j]] = (r1 + p as usize - 1) as f64;
         }
         // Column j's pivot is row r1 + j; the scale is U's column above it, rows 0 .. r1 + j
-        // (the earlier steps' rows, carried as their maxima, then this panel's): the rows'
-        // own terms are in other panels' tasks, so the rows were equilibrated instead, and
-        // what a row's elimination cancels is of the size of U's entries.
+        // (the earlier steps' rows, then this panel's): the rows' own terms are in other
+        // panels' tasks, so the rows were equilibrated instead, and what a row's
+        // elimination cancels is of the size of U's entries.
         for j in 0..c {
-            let a = above[j].max(max_abs(out.slice(s![..l1 + j, j])));
-            if negligible_pivot(out[[l1 + j, j]], a, n) {
-                out[[l1 + j, j]] = 0.0;
+            let above = max_abs(out.slice(s![..r1 + j, j]));
+            if negligible_pivot(out[[r1 + j, j]], above, n) {
+                out[[r1 + j, j]] = 0.0;
             }
         }
-    } else if version || (carry && scale) {
-        // A carried version: its columns' maxima of U above its rows.
-        out.row_mut(n - o0).assign(&above);
     }
     Ok(out.into_dyn())
 }
 
-/// One [`Kernel::LuBack`] step: X_k = U_kk^-1 Y_k, then Y_above -= U_above X_k (U_above:
-/// the blocks U_ik, i < k - 1, given, then U_(k-1,k) from F_k's top rows).
+/// One [`Kernel::LuBack`] step: X_k = U_kk^-1 Y_k, then Y_above -= U_above X_k.
 fn lu_back(inputs: &[&Block], w: usize, k: usize) -> Result<ArrayD<f64>, String> {
-    let (Some((y, rest)), true) = (inputs.split_last(), inputs.len() == k.max(1) + 1) else {
-        return Err(format!(
-            "lu back substitution {k}: {} inputs, not {}",
-            inputs.len(),
-            k.max(1) + 1
-        ));
+    let [f, y] = inputs else {
+        return Err(format!("lu back substitution: {} inputs", inputs.len()));
     };
-    let f = factored(rest[0], w, k)?;
+    let f = factored(f, w, k)?;
     let mut y = matrix(y, "lu")?.into_owned();
-    let (r, wk) = (f.r, f.wk());
+    let (r, wk) = (f.r, f.f.ncols());
     if y.nrows() != f.n {
         return Err(format!(
             "lu back substitution: {} rows for {}",
@@ -1363,35 +1307,17 @@ fn lu_back(inputs: &[&Block], w: usize, k: usize) -> Result<ArrayD<f64>, String>
             f.n
         ));
     }
-    let (mut above, mut rest_y) = y.view_mut().split_at(Axis(0), r);
-    let mut xk = rest_y.slice_mut(s![..wk, ..]);
-    trsm(f.rows(r, r + wk), xk.view_mut(), true, false, false, false)?;
-    if k > 0 {
-        let g = f.g;
-        gemm_sub(
-            above.slice_mut(s![g.., ..]),
-            f.rows(g, r),
-            xk.view(),
-            false,
-            false,
-        )?;
-        for (i, u) in rest[1..].iter().enumerate() {
-            let u = matrix(u, "lu")?;
-            if u.dim() != (w, wk) {
-                return Err(format!(
-                    "lu back substitution {k}: U block {i} is {:?}, not {w} x {wk}",
-                    u.dim()
-                ));
-            }
-            gemm_sub(
-                above.slice_mut(s![i * w..(i + 1) * w, ..]),
-                u.view(),
-                xk.view(),
-                false,
-                false,
-            )?;
-        }
-    }
+    let (above, mut rest) = y.view_mut().split_at(Axis(0), r);
+    let mut xk = rest.slice_mut(s![..wk, ..]);
+    trsm(
+        f.f.slice(s![r..r + wk, ..]),
+        xk.view_mut(),
+        true,
+        false,
+        false,
+        false,
+    )?;
+    gemm_sub(above, f.f.slice(s![..r, ..]), xk.view(), false, false)?;
     Ok(y.into_dyn())
 }
 
@@ -1406,7 +1332,7 @@ fn lu_det(
 ) -> Result<ArrayD<f64>, String> {
     let f = factored(f, w, k)?;
     let exps = row_exponents(magnitudes, f.n)?;
-    let (r, wk) = (f.r, f.wk());
+    let (r, wk) = (f.r, f.f.ncols());
     let swaps = f
         .pivots
         .iter()
@@ -1414,7 +1340,7 @@ fn lu_det(
         .filter(|&(i, &p)| p != r + i)
         .count();
     let parity = if swaps % 2 == 0 { 1.0 } else { -1.0 };
-    let diag: Vec<f64> = (0..wk).map(|i| f.f[[r - f.g + i, i]]).collect();
+    let diag: Vec<f64> = (0..wk).map(|i| f.f[[r + i, i]]).collect();
     let sign = if diag.contains(&0.0) {
         0.0
     } else {
@@ -2000,18 +1926,10 @@ mod tests {
             .insert_axis(Axis(1))
     }
 
-    /// A blocked LU: the factored panels F_k, and the blocks U_ij (j >= i + 2) no F_k
-    /// holds.
-    struct BlockedLu {
-        f: Vec<Array2<f64>>,
-        u: std::collections::HashMap<(usize, usize), Array2<f64>>,
-    }
-
-    /// A blocked LU on panels of `w`, made step by step as the driver's graph wires it:
-    /// at step k, F_k and the versions of panels k + 1 .. read F_(k-1) and the panels'
-    /// versions after step k - 2 (A's panels, scaled, at steps 0 and 1), and each version
-    /// holds only its active rows (U_(k-1,j) on top, cut out as a block of U).
-    fn lu_panels(a: &Array2<f64>, w: usize) -> BlockedLu {
+    /// The factored panels F_k of a blocked LU on panels of `w`, made step by step as the
+    /// driver's graph wires them (panel j after step k reads F_(k-1) and itself after
+    /// step k - 1; the first version of each panel reads A's panel and scales it).
+    fn lu_panels(a: &Array2<f64>, w: usize) -> Vec<Array2<f64>> {
         let n = a.nrows();
         let p = n.div_ceil(w);
         let m = magnitudes(a);
@@ -2021,52 +1939,45 @@ mod tests {
             apply,
             factor,
             scale,
-            carry: true,
         };
-        let mut v: Vec<Array2<f64>> = (0..p).map(cols).collect();
-        let mut f: Vec<Array2<f64>> = Vec::new();
-        let mut u = std::collections::HashMap::new();
-        for k in 0..p {
-            let rows = n - k.saturating_sub(1) * w + 1;
-            // Step 0 factors panel 0 only; the others' first versions are made at step 1.
-            let last = if k == 0 { 0 } else { p - 1 };
-            for j in k..=last {
-                let kernel = panel(k.checked_sub(1), j == k, k <= 1);
-                let shape = [rows, v[j].ncols()];
-                let out = match k {
-                    0 => lu_step(kernel, &[&v[j], &m], shape),
-                    1 => lu_step(kernel, &[&f[0], &v[j], &m], shape),
-                    _ => lu_step(kernel, &[&f[k - 1], &v[j]], shape),
+        let mut at: Vec<Array2<f64>> = (0..p).map(cols).collect();
+        at[0] = lu_step(
+            panel(None, true, true),
+            &[&at[0], &m],
+            [n + 1, at[0].ncols()],
+        )
+        .unwrap();
+        for k in 1..p {
+            for j in k..p {
+                let c = at[j].ncols();
+                let kernel = panel(Some(k - 1), j == k, k == 1);
+                at[j] = if k == 1 {
+                    lu_step(kernel, &[&at[k - 1], &at[j], &m], [n + 1, c])
+                } else {
+                    lu_step(kernel, &[&at[k - 1], &at[j]], [n + 1, c])
                 }
                 .unwrap();
-                if j == k {
-                    f.push(out);
-                } else {
-                    u.insert((k - 1, j), out.slice(s![..w, ..]).to_owned());
-                    v[j] = out;
-                }
             }
         }
-        BlockedLu { f, u }
+        at
     }
 
     /// X = A^-1 B from the factored panels: B scaled as A's rows and updated with each
     /// panel, then the back substitution from the last row block up.
     fn lu_solve_blocked(
-        lu: &BlockedLu,
+        f: &[Array2<f64>],
         a: &Array2<f64>,
         b: &Array2<f64>,
         w: usize,
     ) -> Result<Array2<f64>, String> {
         let m = magnitudes(a);
         let mut y = b.clone();
-        for (k, fk) in lu.f.iter().enumerate() {
+        for (k, fk) in f.iter().enumerate() {
             let panel = Kernel::LuPanel {
                 w,
                 apply: Some(k),
                 factor: false,
                 scale: k == 0,
-                carry: false,
             };
             let ins: Vec<&Array2<f64>> = if k == 0 {
                 vec![fk, &y, &m]
@@ -2075,13 +1986,10 @@ mod tests {
             };
             y = lu_step(panel, &ins, [b.nrows(), b.ncols()])?;
         }
-        for (k, fk) in lu.f.iter().enumerate().rev() {
-            let mut ins = vec![fk];
-            ins.extend((0..k.saturating_sub(1)).map(|i| &lu.u[&(i, k)]));
-            ins.push(&y);
+        for (k, fk) in f.iter().enumerate().rev() {
             y = lu_step(
                 Kernel::LuBack { w, step: k },
-                &ins,
+                &[fk, &y],
                 [b.nrows(), b.ncols()],
             )?;
         }
@@ -2090,8 +1998,8 @@ mod tests {
 
     /// det, sign and logabsdet from the panels' shares, as the graph combines them: det is
     /// sign * exp(logabsdet).
-    fn lu_det_blocked(lu: &BlockedLu, a: &Array2<f64>, w: usize) -> [f64; 3] {
-        let (f, m) = (&lu.f, magnitudes(a));
+    fn lu_det_blocked(f: &[Array2<f64>], a: &Array2<f64>, w: usize) -> [f64; 3] {
+        let m = magnitudes(a);
         let share = |k: usize, output| {
             lu_step(Kernel::LuDet { w, step: k, output }, &[&f[k], &m], [1, 1]).unwrap()[[0, 0]]
         };

@@ -1549,30 +1549,25 @@ pub enum Kernel {
         #[serde(rename = "result")]
         output: DetOutput,
     },
-    /// A step of right-looking blocked LU with partial pivoting on column panels (`w`
-    /// columns; row block k is rows k w .. k w + w_k, w_k the width of panel k). Blocks
-    /// hold the last rows of their panel (rows g .. n), and carry only the rows still
-    /// active: F_k, the factored panel k, holds rows (k - 1) w .. n (F_0: all n; U_(k-1,k)
-    /// on top, then U_kk and L's rows) and then a row of its pivots: for each of its
-    /// columns i, the row that row k w + i was swapped with (LAPACK's ipiv made global and
-    /// 0-based). A carried version of panel j after step k holds rows k w .. n (U_kj on
-    /// top, final) and then a row of each column's largest |U| in the rows above it,
-    /// which the panel's versions no longer hold.
+    /// A step of right-looking blocked LU with partial pivoting on column panels (all n
+    /// rows, `w` columns; row block k is rows k w .. k w + w_k, w_k the width of panel k).
+    /// A factored panel F_k has n + 1 rows: the last holds, for each of its columns i, the
+    /// row that row k w + i was swapped with (LAPACK's ipiv made global and 0-based).
     /// The factorization is of D A, A's rows equilibrated by powers of two (D: each row's
     /// largest magnitude brought to [1, 2), exactly), so that a pivot's size says how
     /// singular A is whatever the scale of its rows.
-    /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (A's panel, all n rows, with
-    /// `scale`; else a carried version, or a right-hand side of n rows), then with `scale`
-    /// A's row magnitudes (n: each row's largest |a_ij|). With `scale`, Q's rows are first
-    /// multiplied by D. With F_k, Q's rows are swapped as F_k's pivots say, its row block
-    /// k solved with F_k's unit lower L_kk and the rows below updated (trsm, gemm). Then,
-    /// when `factor`, Q's rows from row block k + 1 down (from row 0 without `apply`) are
-    /// factored (getrf), and a pivot that is numerically zero (at most n eps times the
-    /// largest magnitude above it in its column of U: rounding, as when the trailing
-    /// updates of an exactly singular A leave a tiny pivot where an unblocked LU meets an
-    /// exact zero) is made an exact zero, for the back substitution (an error) and the
-    /// determinant (0) to find. The output: with `carry`, F_(k+1) (`factor`) or panel
-    /// Q's version after step k; without, a right-hand side's n rows.
+    /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 1 rows: of A, or of
+    /// a right-hand side), then with `scale` A's row magnitudes (n: each row's largest
+    /// |a_ij|). With `scale`, Q is as given (a panel of A or of b) and its rows are first
+    /// multiplied by D. With F_k, Q's rows are swapped as F_k's pivots say, its row
+    /// block k solved with F_k's unit lower L_kk and the rows below updated (trsm, gemm).
+    /// Then, when `factor`, Q's rows from row block k + 1 down (from row 0 without
+    /// `apply`) are factored (getrf), and a pivot that is numerically zero (at most n eps
+    /// times the largest magnitude above it in its column of U: rounding, as when the
+    /// trailing updates of an exactly singular A leave a tiny pivot where an unblocked LU
+    /// meets an exact zero) is made an exact zero, for the back substitution (an error)
+    /// and the determinant (0) to find. The output has the rows of the output block:
+    /// n + 1 for a panel of the factorization, n for a right-hand side.
     LuPanel {
         /// Columns per panel (the last panel may be narrower).
         w: usize,
@@ -1583,14 +1578,9 @@ pub enum Kernel {
         /// Q is a panel of the input: scale its rows by D first (the last input).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         scale: bool,
-        /// Q and the output are versions of a panel of A, carrying only their active rows
-        /// (see above); without, Q and the output are a right-hand side's n rows.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        carry: bool,
     },
     /// Back substitution of blocked LU, step `step` (= k, from the last row block up).
-    /// Inputs: F_k, the blocks U_ik of U above it for i < k - 1 (w x w_k each; U_(k-1,k)
-    /// is F_k's top), Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
+    /// Inputs: F_k, Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
     /// triangle there; a zero on its diagonal is a singular matrix) and the rows above
     /// updated with the part of U above it (Y_above -= U_above X_k).
     LuBack {
@@ -1949,7 +1939,6 @@ mod tests {
                 apply: Some(1),
                 factor: true,
                 scale: true,
-                carry: true,
             },
         ] {
             let task = Task {

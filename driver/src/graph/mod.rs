@@ -203,7 +203,7 @@ pub enum NodeOp {
         x: NodeId,
     },
     /// A part of a blocked LU with partial pivoting (`funcs/linalg.rs`) on column panels
-    /// of `w` columns; see [`LuStep`].
+    /// of all n rows and `w` columns (the panels' block width); see [`LuStep`].
     Lu {
         xs: Vec<NodeId>,
         step: LuStep,
@@ -318,39 +318,27 @@ pub enum NodeOp {
     },
 }
 
-/// Which part of a blocked LU a [`NodeOp::Lu`] node is: p column panels of `w` columns
-/// (the last may be narrower), a node per step, each holding only the rows still active
-/// (see [`Kernel::LuPanel`](nums_layout::batch::Kernel::LuPanel)): the rows of U made by a
-/// step are written once, in its panels' versions, and read again only by the back
-/// substitution (from [`LuStep::URows`]). The parts after the factorization take
-/// `xs = [F_0, .., F_(p-1), ...]`; axis 0 of the right-hand side's versions counts steps,
-/// so that row-major block order is an order their tasks can run in; blocks no task needs
-/// have no work.
+/// Which part of a blocked LU a [`NodeOp::Lu`] node is. Axis 0 of the panels and of the
+/// right-hand side's versions counts steps, so that row-major block order is an order
+/// its tasks can run in; blocks no task needs have no work.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LuStep {
-    /// F_k, panel k factored, in one block: rows (k - 1) w .. n (F_0: all n) and its
-    /// pivots' row. `xs`: `[a, m]` for k = 0 (a in column panels, [n, w] blocks; m its
-    /// rows' largest magnitudes, [n] in one block, by which the steps equilibrate a's
-    /// rows), `[F_0, a, m]` for k = 1, else `[F_(k-1), V_(k-1)]`.
-    Factor { k: u64 },
-    /// V_k (1 <= k <= p - 2): panels k + 1 .. p after steps 0 .. k - 1, rows (k - 1) w ..
-    /// n and a row of their columns' largest |U| above, in [rows, w] blocks (block b is
-    /// panel k + 1 + b). `xs` as [`LuStep::Factor`]'s for the same k.
-    Update { k: u64 },
-    /// U's blocks (i, j) with j >= i + 2 (U_(i,i+1) and U_ii are in F_(i+1) and F_i):
-    /// V_(i+1)'s top rows, [n, n] in [w, w] blocks; `xs = [V_1, .., V_(p-2)]`.
-    URows,
-    /// `xs = [F.., b, m]` (b in [n, wb] blocks, or 1-D; m as the factors'): [p, n, c] in
+    /// `xs = [a, m]` (a in column panels, [n, w] blocks; m its rows' largest magnitudes,
+    /// [n] in one block, by which the steps equilibrate a's rows): [p, n + 1, n] in
+    /// [1, n + 1, w] blocks; block (k, 0, j), j >= k, is panel j after steps 0..k,
+    /// factored when j == k (F_k, its last row the pivots).
+    Panels,
+    /// `xs = [lu, b, m]` (b in [n, wb] blocks, or 1-D; m as the panels'): [p, n, c] in
     /// [1, n, wb] blocks; block (k, 0, i) is b's panel i after steps 0..=k (the last:
     /// L^-1 P D b).
     Forward,
-    /// `xs = [F.., U (with 3 or more panels), forward]`: [p - 1, n, c]; block (i, 0, j) is
-    /// after the back-substitution steps p - 1 down to p - 1 - i.
+    /// `xs = [lu, forward]`: [p - 1, n, c]; block (i, 0, j) is after the back-substitution
+    /// steps p - 1 down to p - 1 - i.
     Backward,
-    /// `xs = [F.., U?, forward]` and then `backward` with 2 or more panels: the solution,
-    /// [n, c] in [n, wb] blocks (or [n]), the back substitution's step 0.
+    /// `xs = [lu, forward]` or `[lu, forward, backward]`: the solution, [n, c] in [n, wb]
+    /// blocks (or [n]), the back substitution's step 0.
     Solution,
-    /// `xs = [F.., m]`: [p] in [1] blocks, each panel's share of the sign (a product) or
+    /// `xs = [lu, m]`: [p] in [1] blocks, each panel's share of the sign (a product) or
     /// of `logabsdet` (a sum); det is sign * exp(logabsdet), as NumPy makes it.
     Det(nums_layout::batch::DetOutput),
 }

@@ -395,28 +395,20 @@ pub(super) fn critical(kernel: &Kernel) -> bool {
 
 /// The slot of a blocked LU's panel version: cyclic over the panel (its column), whatever
 /// the step, so that each slot keeps its panels through the factorization and only the
-/// factored panel of each step crosses slots (ScaLAPACK's 1-D block-cyclic LU); a block of
-/// U goes with the panel version it is cut from. Placed by loads alone, every update would
-/// follow the factored panel it reads onto one slot.
+/// factored panel of each step crosses slots (ScaLAPACK's 1-D block-cyclic LU). Placed by
+/// loads alone, every update would follow the factored panel it reads onto one slot.
 pub(super) fn panel_home(cx: &Ctx, b: &BlockId) -> Option<usize> {
-    use crate::graph::{LuStep, NodeOp};
     let n = &cx.g.nodes[b.node];
-    let panel = match n.op {
-        NodeOp::Lu {
-            step: LuStep::Factor { k },
+    match n.op {
+        crate::graph::NodeOp::Lu {
+            step: crate::graph::LuStep::Panels,
             ..
-        } => k,
-        NodeOp::Lu {
-            step: LuStep::Update { k },
-            ..
-        } => k + 1 + b.block,
-        NodeOp::Lu {
-            step: LuStep::URows,
-            ..
-        } => b.block % n.meta.shape[1].div_ceil(n.meta.block[1].max(1)).max(1),
-        _ => return None,
-    };
-    Some((panel % cx.workers as u64) as usize)
+        } => {
+            let panels = n.meta.shape[0].max(1);
+            Some(((b.block % panels) % cx.workers as u64) as usize)
+        }
+        _ => None,
+    }
 }
 
 /// A block's number in the plan's dense tables.

@@ -68,126 +68,95 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             cx.one(Kernel::CholeskyBlock { diagonal: i == j }, inputs)
         }
         NodeOp::Lu { xs, step } => {
-            let panel = |w: u64, apply: Option<u64>, factor, scale, carry| Kernel::LuPanel {
-                w: w as usize,
-                apply: apply.map(|k| k as usize),
+            // F_k: block (k, 0, k) of the panels.
+            let lu = if *step == LuStep::Panels { id } else { xs[0] };
+            let w = cx.meta(lu).block[2] as usize;
+            let p = cx.w.grids[lu][0];
+            let f = |k: u64| cx.b(lu, &[k, 0, k]);
+            // Panel i of a right-hand side as given (1-D: its one block).
+            let rhs = |i: u64| {
+                let y = xs[1];
+                cx.b(
+                    y,
+                    &if cx.meta(y).ndim() == 1 {
+                        vec![0]
+                    } else {
+                        vec![0, i]
+                    },
+                )
+            };
+            let panel = |apply, factor, scale| Kernel::LuPanel {
+                w,
+                apply,
                 factor,
                 scale,
-                carry,
             };
-            // A's row magnitudes (its rows' equilibration): the last operand of the first
-            // steps, the forward steps and the determinant's shares.
+            // A's row magnitudes (its rows' equilibration): the last operand of the
+            // panels, the forward steps and the determinant's shares.
             let magnitudes = || cx.b(*xs.last().expect("operands"), &[0]);
             match *step {
-                // Step k's inputs: F_(k-1) (none at step 0), then the panel's version
-                // after step k - 2 (A's panel and its rows' magnitudes at steps 0 and 1).
-                LuStep::Factor { k } | LuStep::Update { k } => {
-                    let w = match k {
-                        0 => n.meta.shape[1],
-                        _ => cx.meta(xs[0]).shape[1],
-                    };
-                    // The panel: k itself, or V_k's block b.
-                    let j = match step {
-                        LuStep::Update { .. } => k + 1 + idx[1],
-                        _ => k,
-                    };
-                    let inputs = match k {
-                        0 => vec![cx.b(xs[0], &[0, 0]), magnitudes()],
-                        1 => vec![cx.b(xs[0], &[0, 0]), cx.b(xs[1], &[0, j]), magnitudes()],
-                        // V_(k-1)'s block b is panel k + b.
-                        _ => vec![cx.b(xs[0], &[0, 0]), cx.b(xs[1], &[0, j - k])],
-                    };
-                    let factor = matches!(step, LuStep::Factor { .. });
-                    cx.one(panel(w, k.checked_sub(1), factor, k <= 1, true), inputs)
-                }
-                LuStep::URows => {
-                    let (i, j) = (idx[0], idx[1]);
-                    if j < i + 2 {
-                        return None; // in F_i and F_(i+1), or below the diagonal
+                LuStep::Panels => {
+                    let (k, j) = (idx[0], idx[2]);
+                    if j < k || (k == 0 && j > 0) {
+                        return None; // no task reads it
                     }
+                    if k == 0 {
+                        return cx.one(
+                            panel(None, true, true),
+                            vec![cx.b(xs[0], &[0, 0]), magnitudes()],
+                        );
+                    }
+                    // A panel's first version reads A's panel, and scales its rows.
+                    let mut inputs = vec![f(k - 1)];
+                    if k == 1 {
+                        inputs.extend([cx.b(xs[0], &[0, j]), magnitudes()]);
+                    } else {
+                        inputs.push(cx.b(id, &[k - 1, 0, j]));
+                    }
+                    cx.one(panel(Some(k as usize - 1), j == k, k == 1), inputs)
+                }
+                LuStep::Forward => {
+                    let (k, i) = (idx[0], idx[2]);
+                    // Step 0 reads b as given, and scales its rows as A's.
+                    let inputs = if k == 0 {
+                        vec![f(k), rhs(i), magnitudes()]
+                    } else {
+                        vec![f(k), cx.b(id, &[k - 1, 0, i])]
+                    };
+                    cx.one(panel(Some(k as usize), false, k == 0), inputs)
+                }
+                LuStep::Backward => {
+                    let (i, j) = (idx[0], idx[2]);
+                    let k = p - 1 - i;
+                    let src = if i == 0 {
+                        cx.b(xs[1], &[p - 1, 0, j])
+                    } else {
+                        cx.b(id, &[i - 1, 0, j])
+                    };
                     cx.one(
-                        Kernel::Assemble {
-                            offsets: vec![vec![0, 0]],
-                            step: vec![],
+                        Kernel::LuBack {
+                            w,
+                            step: k as usize,
                         },
-                        vec![cx.b(xs[i as usize], &[0, j - i - 2])],
+                        vec![f(k), src],
                     )
                 }
-                LuStep::Forward | LuStep::Backward | LuStep::Solution | LuStep::Det(_) => {
-                    // F_k is xs[k]; then U (with 3 or more panels), then the step's own.
-                    let f0 = cx.meta(xs[0]);
-                    let (size, w) = (f0.shape[0] - 1, f0.shape[1]);
-                    let p = size.div_ceil(w);
-                    let f = |k: u64| cx.b(xs[k as usize], &[0, 0]);
-                    let rest = &xs[p as usize..];
-                    let (u, rest) = match (step, p >= 3) {
-                        (LuStep::Backward | LuStep::Solution, true) => (Some(rest[0]), &rest[1..]),
-                        _ => (None, rest),
+                LuStep::Solution => {
+                    let j = idx.get(1).copied().unwrap_or(0);
+                    let src = match xs.get(2) {
+                        Some(&back) => cx.b(back, &[p.saturating_sub(2), 0, j]),
+                        None => cx.b(xs[1], &[p - 1, 0, j]),
                     };
-                    // F_k, then the blocks of U above it that F_k does not hold.
-                    let back = |k: u64| {
-                        let mut ins = vec![f(k)];
-                        if let Some(u) = u {
-                            ins.extend((0..k.saturating_sub(1)).map(|i| cx.b(u, &[i, k])));
-                        }
-                        ins
-                    };
-                    match *step {
-                        LuStep::Forward => {
-                            let (k, i) = (idx[0], idx[2]);
-                            // Step 0 reads b as given, and scales its rows as A's.
-                            let inputs = if k == 0 {
-                                let y = rest[0];
-                                let yi = if cx.meta(y).ndim() == 1 {
-                                    vec![0]
-                                } else {
-                                    vec![0, i]
-                                };
-                                vec![f(k), cx.b(y, &yi), magnitudes()]
-                            } else {
-                                vec![f(k), cx.b(id, &[k - 1, 0, i])]
-                            };
-                            cx.one(panel(w, Some(k), false, k == 0, false), inputs)
-                        }
-                        LuStep::Backward => {
-                            let (i, j) = (idx[0], idx[2]);
-                            let k = p - 1 - i;
-                            let src = if i == 0 {
-                                cx.b(rest[0], &[p - 1, 0, j])
-                            } else {
-                                cx.b(id, &[i - 1, 0, j])
-                            };
-                            let mut inputs = back(k);
-                            inputs.push(src);
-                            cx.one(
-                                Kernel::LuBack {
-                                    w: w as usize,
-                                    step: k as usize,
-                                },
-                                inputs,
-                            )
-                        }
-                        LuStep::Solution => {
-                            let j = idx.get(1).copied().unwrap_or(0);
-                            let src = match rest.get(1) {
-                                Some(&backward) => cx.b(backward, &[p.saturating_sub(2), 0, j]),
-                                None => cx.b(rest[0], &[p - 1, 0, j]),
-                            };
-                            let mut inputs = back(0);
-                            inputs.push(src);
-                            cx.one(Kernel::LuBack { w: w as usize, step: 0 }, inputs)
-                        }
-                        LuStep::Det(output) => cx.one(
-                            Kernel::LuDet {
-                                w: w as usize,
-                                step: idx[0] as usize,
-                                output,
-                            },
-                            vec![f(idx[0]), magnitudes()],
-                        ),
-                        _ => unreachable!("matched above"),
-                    }
+                    cx.one(Kernel::LuBack { w, step: 0 }, vec![f(0), src])
                 }
+                LuStep::Det(output) => cx.one(
+                    Kernel::LuDet {
+                        w,
+                        step: idx[0] as usize,
+                        output,
+                    },
+                    vec![f(idx[0]), magnitudes()],
+                ),
             }
         }
         NodeOp::Dense { kernel, xs } => cx.one(

@@ -8,7 +8,7 @@
 //! Q is made only when used, by direct TSQR: from the root down, each level's Q rows times
 //! the Q rows above it. A square matrix of several blocks is factored blocked: Cholesky
 //! left-looking (one task per block of L), LU (solve, inv, det, slogdet) right-looking with
-//! partial pivoting on column panels of their active rows (see [`LuStep`]); a matrix in one block is
+//! partial pivoting on column panels of all rows (see [`LuStep`]); a matrix in one block is
 //! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
 use nums_function::memory::task_peak;
@@ -67,7 +67,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels, each step's panels carrying only their active rows (U's rows written once), rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; a pivot within n eps of what its elimination cancelled is zero: LinAlgError \"Singular matrix\" on every block shape)",
+        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; a pivot within n eps of what its elimination cancelled is zero: LinAlgError \"Singular matrix\" on every block shape)",
         |s, b| lu_op(s, b, LuUse::Solve),
     ),
     FuncDef::new(
@@ -823,8 +823,8 @@ fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
 }
 
 /// The planner's projection of blocked LU's largest task (n x n in column panels of `w`):
-/// a step reads F_k and a panel (n + 1 rows each at step 1), writes a panel, and getrf
-/// copies the rows it factors.
+/// a step reads F_k and a panel (n + 1 rows each), writes a panel, and getrf copies the
+/// rows it factors.
 fn lu_task_bytes(n: u64, w: u64) -> u64 {
     let panel = (n + 1) * w * 8;
     task_peak(2 * panel, panel, panel, panel)
@@ -839,8 +839,8 @@ enum LuUse {
 }
 
 /// solve, inv, det, slogdet: one task when `a` is one block (LAPACK on the whole matrix);
-/// otherwise blocked right-looking LU with partial pivoting on column panels of their
-/// active rows (see [`LuStep`]): `b` (for inv, the identity) is carried through the factorization's
+/// otherwise blocked right-looking LU with partial pivoting on column panels of all rows
+/// (see [`LuStep`]): `b` (for inv, the identity) is carried through the factorization's
 /// steps and then solved by a blocked back substitution; det is the product of each
 /// panel's share.
 fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
@@ -879,17 +879,17 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
         }
         _ => None,
     };
-    let lu = s.lu_factors(a, bd)?;
-    let w = s.meta(lu.fs[0]).block[1];
+    let (lu, m) = s.lu_panels(a, bd)?;
+    let w = s.meta(lu).block[2];
     Ok(Val::Arr(match (what, rhs) {
-        (LuUse::Solve, Some(y)) => s.lu_solution(&lu, y, dtype),
+        (LuUse::Solve, Some(y)) => s.lu_solution(lu, m, y, dtype),
         (LuUse::Det(output), _) => {
-            let p = lu.fs.len() as u64;
+            let p = s.meta(lu).shape[0];
             let of = |s: &mut Builder, out: DetOutput, op| {
                 let shares = s.add(
                     ArrayMeta::new(vec![p], vec![1], DType::Float64),
                     NodeOp::Lu {
-                        xs: [&lu.fs[..], &[lu.m]].concat(),
+                        xs: vec![lu, m],
                         step: LuStep::Det(out),
                     },
                 );
@@ -922,7 +922,7 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 ArrayMeta::new(vec![n, n], vec![n, w], DType::Float64),
                 NodeOp::Eye { k: 0 },
             );
-            s.lu_solution(&lu, eye, dtype)
+            s.lu_solution(lu, m, eye, dtype)
         }
     }))
 }
@@ -947,13 +947,14 @@ impl Builder<'_> {
         Ok(y)
     }
 
-    /// The factored panels of `a` (n x n) by blocked LU ([`LuStep`]), memoized by operand:
-    /// panels of `a`'s smaller block side, halved until the largest task (a step reading
+    /// The factored panels of `a` (n x n) by blocked LU ([`LuStep::Panels`]) and the row
+    /// magnitudes its steps equilibrate the rows by, memoized by operand: panels of all n
+    /// rows and `a`'s smaller block side, halved until the largest task (a step reading
     /// F_k and a panel, writing a panel, getrf's copy of the rows it factors) fits
     /// `memory_mb`.
-    fn lu_factors(&mut self, a: NodeId, bd: &Bound) -> Result<LuFactors, EvalError> {
-        if let Some(lu) = self.lu_memo.get(&a) {
-            return Ok(lu.clone());
+    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<(NodeId, NodeId), EvalError> {
+        if let Some(&lu) = self.lu_memo.get(&a) {
+            return Ok(lu);
         }
         let meta = self.meta(a).clone();
         let n = meta.shape[0];
@@ -976,8 +977,8 @@ impl Builder<'_> {
                 ),
             ));
         }
-        // A node per step: a matrix of very many narrow panels is refused here, by what it
-        // is, rather than as a graph past its limits.
+        // One block per (step, panel): a matrix of very many narrow panels is refused here,
+        // by what it is, rather than as an internal array past the block limit.
         let p = n.div_ceil(w);
         if p * p > super::build::MAX_BLOCKS_PER_ARRAY {
             return Err(bd.err(
@@ -1004,61 +1005,27 @@ impl Builder<'_> {
         let m = self.reduce(abs, ReduceOp::Max, vec![1], false, bd.pos)?;
         let m = self.rechunk(m, vec![n]);
         let x = self.rechunk(x, vec![n, w]);
-        // Panel k's width, and the first row its versions hold at step k (U_(k-1,j) on top).
-        let width = |k: u64| w.min(n - k * w);
-        let first = |k: u64| k.saturating_sub(1) * w;
-        let mut fs = Vec::new();
-        let mut vs = Vec::new();
-        for k in 0..p {
-            // Step k's inputs: F_(k-1) and the panels' versions after step k - 2 (A's
-            // panels, scaled, for step 1).
-            let before = |fs: &Vec<NodeId>, vs: &Vec<NodeId>| match k {
-                0 => vec![x, m],
-                1 => vec![fs[0], x, m],
-                _ => vec![fs[k as usize - 1], vs[k as usize - 2]],
-            };
-            let rows = n - first(k) + 1;
-            let f = self.add(
-                ArrayMeta::new(vec![rows, width(k)], vec![rows, width(k)], DType::Float64),
-                NodeOp::Lu {
-                    xs: before(&fs, &vs),
-                    step: LuStep::Factor { k },
-                },
-            );
-            fs.push(f);
-            // V_k: panels k + 1 .. p after step k - 1, for k >= 1.
-            if k >= 1 && k + 1 < p {
-                let v = self.add(
-                    ArrayMeta::new(vec![rows, n - (k + 1) * w], vec![rows, w], DType::Float64),
-                    NodeOp::Lu {
-                        xs: before(&fs, &vs),
-                        step: LuStep::Update { k },
-                    },
-                );
-                vs.push(v);
-            }
-        }
-        let u = (!vs.is_empty()).then(|| {
-            self.add(
-                ArrayMeta::new(vec![n, n], vec![w, w], DType::Float64),
-                NodeOp::Lu {
-                    xs: vs.clone(),
-                    step: LuStep::URows,
-                },
-            )
-        });
-        let lu = LuFactors { fs, u, m };
-        self.lu_memo.insert(a, lu.clone());
-        Ok(lu)
+        let lu = self.add(
+            ArrayMeta::new(
+                vec![n.div_ceil(w), n + 1, n],
+                vec![1, n + 1, w],
+                DType::Float64,
+            ),
+            NodeOp::Lu {
+                xs: vec![x, m],
+                step: LuStep::Panels,
+            },
+        );
+        self.lu_memo.insert(a, (lu, m));
+        Ok((lu, m))
     }
 
-    /// A^-1 y from A's factored panels: y carried through the steps ([`LuStep::Forward`]),
-    /// then the back substitution, in `dtype`.
-    fn lu_solution(&mut self, lu: &LuFactors, y: NodeId, dtype: DType) -> NodeId {
-        let p = lu.fs.len() as u64;
-        let (n, w) = {
-            let f0 = self.meta(lu.fs[0]);
-            (f0.shape[0] - 1, f0.shape[1])
+    /// A^-1 y from A's factored panels (and A's row magnitudes `m`): y carried through the
+    /// steps ([`LuStep::Forward`]), then the back substitution, in `dtype`.
+    fn lu_solution(&mut self, lu: NodeId, m: NodeId, y: NodeId, dtype: DType) -> NodeId {
+        let (p, n, w) = {
+            let m = self.meta(lu);
+            (m.shape[0], m.shape[2], m.block[2])
         };
         let vector = self.meta(y).ndim() == 1;
         let c = if vector { 1 } else { self.meta(y).shape[1] };
@@ -1071,13 +1038,10 @@ impl Builder<'_> {
                 NodeOp::Lu { xs, step },
             )
         };
-        let forward = versions(self, p, [&lu.fs[..], &[y, lu.m]].concat(), LuStep::Forward);
-        let mut xs = lu.fs.clone();
-        xs.extend(lu.u);
-        xs.push(forward);
+        let forward = versions(self, p, vec![lu, y, m], LuStep::Forward);
+        let mut xs = vec![lu, forward];
         if p > 1 {
-            let backward = versions(self, p - 1, xs.clone(), LuStep::Backward);
-            xs.push(backward);
+            xs.push(versions(self, p - 1, vec![lu, forward], LuStep::Backward));
         }
         let (shape, block) = if vector {
             (vec![n], vec![n])
@@ -1091,23 +1055,6 @@ impl Builder<'_> {
                 step: LuStep::Solution,
             },
         )
-    }
-}
-
-/// A blocked LU's nodes: F_k, the factored panel k, for each k ([`LuStep::Factor`]); the
-/// blocks of U that no F_k holds ([`LuStep::URows`]; none with two panels); A's row
-/// magnitudes, by which the steps equilibrate its rows.
-#[derive(Clone, Debug)]
-pub(crate) struct LuFactors {
-    fs: Vec<NodeId>,
-    u: Option<NodeId>,
-    m: NodeId,
-}
-
-impl LuFactors {
-    /// Whether every node is before `len` (the graph truncated to `len` keeps it).
-    pub(crate) fn within(&self, len: NodeId) -> bool {
-        self.fs.iter().chain(&self.u).chain([&self.m]).all(|&i| i < len)
     }
 }
 
@@ -1187,16 +1134,14 @@ pub fn factorizations_text(g: &Graph) -> String {
         let name = n.def.as_deref().unwrap_or("?");
         match &n.op {
             NodeOp::Lu {
-                step: LuStep::Factor { k: 0 },
+                step: LuStep::Panels,
                 ..
             } => {
-                let (size, w) = (n.meta.shape[0] - 1, n.meta.shape[1]);
-                let p = size.div_ceil(w);
+                let (p, size, w) = (n.meta.shape[0], n.meta.shape[2], n.meta.block[2]);
                 let _ = writeln!(
                     s,
-                    "\nLU in {name}: {size} x {size} in {p} column panels of {size} x {w}, right-looking with partial pivoting: {} panel tasks (each step's panels carrying only their active rows) and {} blocks of U, about {} MiB per task",
+                    "\nLU in {name}: {size} x {size} in {p} column panels of {size} x {w}, right-looking with partial pivoting: {} panel tasks, about {} MiB per task",
                     p * (p + 1) / 2,
-                    p.saturating_sub(1) * p.saturating_sub(2) / 2,
                     mib(lu_task_bytes(size, w))
                 );
             }

@@ -17,7 +17,7 @@ mod elementwise;
 mod linalg;
 mod models;
 mod random;
-pub(crate) use linalg::{LuFactors, TsqrTree};
+pub(crate) use linalg::TsqrTree;
 pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
