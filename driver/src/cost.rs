@@ -489,6 +489,24 @@ mod tests {
         }
     }
 
+    /// A blocked LU step's flops come from its blocks' matrix axes: panels and the
+    /// right-hand side's versions are [1, rows, cols] blocks, not 1 x rows matrices.
+    #[test]
+    fn blocked_lu_steps_count_their_panels_flops() {
+        let (n, w) = (8192usize, 1024usize);
+        // Step 2 of panel 5: F_1 and the panel after step 1, both [1, n + 1, w].
+        let shapes = |_: usize| vec![1, n + 1, w];
+        let k = Kernel::LuPanel {
+            w,
+            apply: Some(1),
+            factor: false,
+            scale: false,
+        };
+        let (nf, wf) = (n as f64, w as f64);
+        let want = wf * wf * wf + 2.0 * (nf - 2.0 * wf) * wf * wf;
+        assert_eq!(task_work(&k, 0, 0, shapes, 2).0, want);
+    }
+
     #[test]
     fn a_chain_waits_and_independent_batches_share_the_workers() {
         let m = CostModel {
