@@ -2,7 +2,7 @@
 Cholesky and solve (blocked LU) of an SPD matrix, by nums-cloud (LSHS and naive), NumPy in memory and Dask, on
 the same Zarr inputs in one run; prints seconds, ratios and nums-cloud's store traffic.
 
-    bash scripts/bench_peers.sh --script benches/linalg_peers.py [--size base|small]
+    bash scripts/bench_peers.sh --script benches/linalg_peers.py [--size base|mid|small] [--only solve]
 
 Rules as benches/peers.py (whose store, runner and checks this reuses): inputs written
 once by a nums-cloud setup job in nums-cloud's encoding and read in place by nums-cloud,
@@ -28,21 +28,26 @@ SIZES = {
     # X about 4 GB (3.9M x 128 float64) in 31 row blocks; S 8192^2 in 1024^2 blocks.
     "base": dict(n=3_906_250, d=128, xb=125_000, m=8192, mb=1024),
     "small": dict(n=200_000, d=64, xb=25_000, m=1024, mb=256),
+    # For quick iterations on the square solvers: S 4096^2 in 1024^2 blocks.
+    "mid": dict(n=1_000_000, d=64, xb=125_000, m=4096, mb=1024),
 }
 
 
-def setup_text(store, s):
-    names = ["X", "y", "S"]
+def setup_text(store, s, names):
+    """The setup job of the inputs `names` (of X, y, S) only: solve alone need not make X."""
+    names = [n for n in ["X", "y", "S"] if n in names]
     outputs = "".join(f'{n} = "{store.url(n)}"\n' for n in names)
+    arrays = ""
+    if "X" in names or "y" in names:
+        arrays += (f'X = {{ random = "normal", shape = [{s["n"]}, {s["d"]}], block = [{s["xb"]}, {s["d"]}], seed = 21 }}\n'
+                   f'wt = {{ random = "normal", shape = [{s["d"]}], seed = 22 }}\n'
+                   f'e = {{ random = "normal", shape = [{s["n"]}], block = [{s["xb"]}], seed = 23 }}\n'
+                   f'y = {{ expr = "X @ wt + 0.1 * e", block = [{s["xb"]}] }}\n')
+    if "S" in names:
+        arrays += (f'G = {{ random = "normal", shape = [{s["m"]}, {s["m"]}], block = [{s["mb"]}, {s["mb"]}], seed = 24 }}\n'
+                   f'S = {{ expr = "G @ G.T + {s["m"]} * eye({s["m"]})", block = [{s["mb"]}, {s["mb"]}] }}\n')
     return (f'name = "{store.prefix}"\n{store.storage_toml}[compute]\nworkers = 2\nmemory_mb = 2048\n'
-            f"[arrays]\n"
-            f'X = {{ random = "normal", shape = [{s["n"]}, {s["d"]}], block = [{s["xb"]}, {s["d"]}], seed = 21 }}\n'
-            f'wt = {{ random = "normal", shape = [{s["d"]}], seed = 22 }}\n'
-            f'e = {{ random = "normal", shape = [{s["n"]}], block = [{s["xb"]}], seed = 23 }}\n'
-            f'y = {{ expr = "X @ wt + 0.1 * e", block = [{s["xb"]}] }}\n'
-            f'G = {{ random = "normal", shape = [{s["m"]}, {s["m"]}], block = [{s["mb"]}, {s["mb"]}], seed = 24 }}\n'
-            f'S = {{ expr = "G @ G.T + {s["m"]} * eye({s["m"]})", block = [{s["mb"]}, {s["mb"]}] }}\n'
-            f"[outputs]\n{outputs}")
+            f"[arrays]\n{arrays}[outputs]\n{outputs}")
 
 
 WORK = {
@@ -96,7 +101,8 @@ def main():
     cache = Path(args.cache).resolve()
     cache.mkdir(parents=True, exist_ok=True)
     store = peers.Store("file", cache, args.size)
-    peers.write_inputs(store, bin_, cache, setup_text(store, s), f"linalg-setup-{args.size}")
+    needed = {n for key in args.only.split(",") for n in WORK[key][0]}
+    peers.write_inputs(store, bin_, cache, setup_text(store, s, needed), f"linalg-setup-{args.size}")
     job_dir = Path(tempfile.mkdtemp(prefix="linalg-jobs-", dir=cache))
 
     client, cluster = peers.dask_cluster()

@@ -205,9 +205,11 @@ pub(crate) fn task_work(
     }
 }
 
-/// Rows and columns of block `i` (1 where it has fewer axes).
+/// Rows and columns of block `i`'s matrix: its last two axes (1 where it has fewer; blocked
+/// LU's panels and step versions lead with an axis of length 1).
 fn dims(shapes: &impl Fn(usize) -> Vec<usize>, i: usize) -> (f64, f64) {
     let s = shapes(i);
+    let s = &s[s.len().saturating_sub(2)..];
     let m = s.first().copied().unwrap_or(1) as f64;
     let n = s.get(1).copied().unwrap_or(1) as f64;
     (m, n)
@@ -608,6 +610,24 @@ mod tests {
                 vec![30, 7]
             }
         }
+    }
+
+    /// A blocked LU step's flops come from its blocks' matrix axes: panels and the
+    /// right-hand side's versions are [1, rows, cols] blocks, not 1 x rows matrices.
+    #[test]
+    fn blocked_lu_steps_count_their_panels_flops() {
+        let (n, w) = (8192usize, 1024usize);
+        // Step 2 of panel 5: F_1 and the panel after step 1, both [1, n + 1, w].
+        let shapes = |_: usize| vec![1, n + 1, w];
+        let k = Kernel::LuPanel {
+            w,
+            apply: Some(1),
+            factor: false,
+            scale: false,
+        };
+        let (nf, wf) = (n as f64, w as f64);
+        let want = wf * wf * wf + 2.0 * (nf - 2.0 * wf) * wf * wf;
+        assert_eq!(task_work(&k, 0, 0, shapes, 2).flops, want);
     }
 
     #[test]
