@@ -103,12 +103,13 @@ impl CsvScanner {
     }
 
     fn line_done(&mut self, text: &[u8], len: u64) {
-        let data = match memchr::memchr(b'#', text) {
-            Some(p) => &text[..p],
-            None => text,
+        let Some(data) = row_data(text, self.delimiter) else {
+            self.line_start += len;
+            self.line += 1;
+            return;
         };
         let data = data.trim_ascii();
-        if !data.is_empty() && std::mem::take(&mut self.header) {
+        if std::mem::take(&mut self.header) {
             // The header: names, not a data row (quotes around a name are dropped).
             self.index.names = data
                 .split(|&b| b == self.delimiter)
@@ -122,7 +123,7 @@ impl CsvScanner {
                 .collect();
             self.index.columns = self.index.names.len() as u64;
             self.index.header_line = self.line;
-        } else if !data.is_empty() {
+        } else {
             let ix = &mut self.index;
             if ix.rows.is_multiple_of(CSV_STRIDE) {
                 ix.marks.push((ix.rows, self.line_start, self.line));
@@ -292,6 +293,15 @@ pub fn count_pieces(
         .collect()
 }
 
+/// A line's text before its `#` comment, if it is a data row: `None` for a blank line or
+/// only a comment. A delimiter makes a row of empty fields, whitespace delimiters too
+/// (the index and the parser must count the same rows).
+pub(crate) fn row_data(line: &[u8], delimiter: u8) -> Option<&[u8]> {
+    let data = memchr::memchr(b'#', line).map_or(line, |p| &line[..p]);
+    let blank = data.trim_ascii().is_empty() && memchr::memchr(delimiter, data).is_none();
+    (!blank).then_some(data)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,6 +320,30 @@ mod tests {
                 (text.len() as u64, 3, 2, vec![(0, 5, 2)], 6)
             );
             assert_eq!(ix.span(1, 3), (5, text.len() as u64, 2, 1));
+        }
+    }
+
+    /// The index counts as rows the lines the parser reads as rows
+    /// (`crate::import`'s): with a whitespace delimiter, a line of only delimiters is a
+    /// row of empty fields (an error when parsed, as in NumPy), not a blank line; else a
+    /// block's rows, passed over by the parser, would be one off from the index's spans.
+    #[test]
+    fn csv_index_rows_are_the_parsers_rows() {
+        for (delimiter, text) in [
+            (b'\t', &b"1\t2\n\t\n3\t4\n \t \n5\t6\n"[..]),
+            (b' ', &b"1 2\n   \n3 4\n"[..]),
+            (b',', &b"1,2\n , \n3,4\n \n"[..]),
+        ] {
+            let mut s = CsvScanner::new(delimiter, false);
+            s.feed(text);
+            let ix = s.finish();
+            let (rows, lines) = crate::import::count_rows(text, delimiter);
+            assert_eq!(
+                (ix.rows, ix.lines),
+                (rows, lines),
+                "{:?}",
+                String::from_utf8_lossy(text)
+            );
         }
     }
 

@@ -636,23 +636,15 @@ fn parse_csv_pieces<T: CsvField + Default + Clone + Send>(
 
 /// Data rows and lines of a piece of text cut after a newline (a last line without one
 /// counts as a line).
-fn count_rows(text: &[u8], delimiter: u8) -> (u64, u64) {
+pub(crate) fn count_rows(text: &[u8], delimiter: u8) -> (u64, u64) {
     let (mut rows, mut lines, mut from) = (0, 0, 0);
     while from < text.len() {
         let end = memchr::memchr(b'\n', &text[from..]).map_or(text.len(), |p| from + p);
-        rows += row_data(&text[from..end], delimiter).is_some() as u64;
+        rows += crate::csv_index::row_data(&text[from..end], delimiter).is_some() as u64;
         lines += 1;
         from = end + 1;
     }
     (rows, lines)
-}
-
-/// A line's text before its `#` comment, if it has any: `None` for a line that is not a
-/// data row (blank, or only a comment; a delimiter makes a row of empty fields).
-fn row_data(line: &[u8], delimiter: u8) -> Option<&[u8]> {
-    let data = memchr::memchr(b'#', line).map_or(line, |p| &line[..p]);
-    let blank = data.trim_ascii().is_empty() && memchr::memchr(delimiter, data).is_none();
-    (!blank).then_some(data)
 }
 
 /// What a CSV task parses: the file (for errors), its fields per row, those it keeps and
@@ -690,7 +682,7 @@ impl CsvFormat<'_> {
             let at = line;
             line += 1;
             // A comment ends the row where it starts.
-            let Some(data) = row_data(raw, self.delimiter) else {
+            let Some(data) = crate::csv_index::row_data(raw, self.delimiter) else {
                 continue;
             };
             if skip > 0 {
