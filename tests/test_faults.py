@@ -192,12 +192,15 @@ def test_a_frozen_process_with_one_worker_gets_another_process(tmp_path):
     assert max(backups) >= 1, backups
 
 
-def test_a_frozen_function_under_lshs_costs_at_most_half_the_run(tmp_path):
+def test_a_frozen_function_under_lshs_costs_one_invocation_again(tmp_path):
     """SIGSTOP of a function process under LSHS, whose plan has few, large invocations,
     pairs of which the rest of the plan waits for: the frozen invocation gets a backup (the
     run stalls, so the backup comes at 1.5x the finished invocations' median, or twice its
-    projection), the result is NumPy's, and the run ends within 1.5x of a fault-free run
-    of the same job (it once waited for the 900 s timeout)."""
+    projection, and never before a second), the result is NumPy's, and the run ends within
+    the fault-free run's time plus that second and twice its longest invocation (the
+    backup's work again; it once waited for the 900 s timeout). (A bound of 1.5x the
+    fault-free run failed one run in five: a run of 2.6 s with a frozen first invocation
+    takes the second's wait and 0.9 s of work again.)"""
     rng = np.random.default_rng(11)
     a, b = rng.normal(size=(3072, 3072)), rng.normal(size=(3072, 3072)) / 50
     np.save(tmp_path / "A.npy", a)
@@ -211,7 +214,7 @@ def test_a_frozen_function_under_lshs_costs_at_most_half_the_run(tmp_path):
                               storage={"url": store}))
     subprocess.run([BIN, "run", "-q", str(setup)], check=True, capture_output=True)
     want = np.tanh(a @ b) @ b
-    seconds, backups = [], []
+    seconds, backups, longest = [], [], []
     for attempt in range(4):
         d = tmp_path / f"run{attempt}"
         d.mkdir()
@@ -228,12 +231,13 @@ def test_a_frozen_function_under_lshs_costs_at_most_half_the_run(tmp_path):
         assert_close(np.load(d / "C.npy"), want)
         seconds.append(run.seconds)
         backups.append(stats["backups"])
+        longest.append(max(i["end"] - i["start"] for i in stats["timeline"]))
         if attempt > 0 and stats["backups"] >= 1:
             break
     # A process seen busy may finish the job's last invocation before the signal lands:
     # within three tries one must have been frozen mid-invocation.
     assert max(backups[1:]) >= 1, backups
-    assert stats["backups"] >= 1 and seconds[-1] <= 1.5 * seconds[0], (seconds, backups)
+    assert stats["backups"] >= 1 and seconds[-1] <= seconds[0] + 1.0 + 2 * longest[0], (seconds, backups, longest)
 
 
 # A function process that really goes over its memory: it takes an invocation, then fills
