@@ -32,7 +32,7 @@ pub struct CostModel {
     pub read_bps: f64,
     pub write_bps: f64,
     /// Kernel rates of one function: floating-point operations per second of BLAS and
-    /// LAPACK kernels, and block bytes per second through the other (streaming) kernels.
+    /// LAPACK kernels, and block bytes per second through every kernel (inputs and output).
     pub flops: f64,
     pub stream_bps: f64,
     /// Elements per second of the costly element functions (exp, log, trigonometry, random
@@ -154,7 +154,7 @@ pub struct BatchWork {
     pub bytes_out: u64,
     /// Floating-point operations of its BLAS and LAPACK kernels.
     pub flops: f64,
-    /// Bytes its other kernels read and write in memory.
+    /// Bytes its kernels read and write in memory.
     pub streamed: u64,
     /// Bytes of the blocks its tasks make (each task's output).
     pub made: u64,

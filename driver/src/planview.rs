@@ -123,7 +123,7 @@ pub(crate) struct BatchJson {
     pub bytes_out: u64,
     pub projected_peak_bytes: u64,
     /// Its kernels' work as the cost model counts it: BLAS/LAPACK operations and bytes
-    /// streamed by the other kernels.
+    /// streamed through every kernel.
     pub flops: f64,
     pub streamed_bytes: u64,
     /// Bytes of the blocks its tasks make.
