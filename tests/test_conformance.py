@@ -278,6 +278,22 @@ CASES = [
     # NumPy's einsum broadcasts a length-1 axis against its letter's size elsewhere
     "einsum('ij,ij->', w[:, None], A)",
     "einsum('ij,ij->ij', A[:1], B)",
+    # A matrix product of a matrix scaled along the contracted axis (a fit's Hessian) and
+    # a sum of a product are read as einsums without the product block: same values
+    "A.T @ (B * w[:, None])",
+    "(B * w[:, None]).T @ A",
+    "A.T @ (w[:, None] * A)",
+    "einsum('ji,jk,j->ik', A, B, w)",
+    "Z.T @ (Z * Z[:, 1][:, None])",
+    "sum(A * B, axis=0)",
+    "sum(A * B, axis=1)",
+    "sum(A * B, axis=(0, 1))",
+    "mean(A * B, axis=0)",
+    "sum(Z * Z, axis=0)",
+    "sum(Z * Z, axis=1)",
+    "sum(T * T, axis=(1, 2))",
+    "sum(T * T, axis=1)",
+    "sum(A * B, axis=0, keepdims=True)",
     "einsum('ij,jk->ik', A[:, :1], C)",
     "einsum('ij,ij', A[:1, :1], B)",
     "einsum('ijk,jf,kf->if', X[:, :1], U, V[:1])",

@@ -152,6 +152,18 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// Whether the function computes this einsum as a matrix product scaled along its
+    /// contracted letter (`ji,j,jk->ik`), a piece of rows at a time.
+    pub fn is_scaled_product(&self) -> bool {
+        scaled_product(self).is_some()
+    }
+
+    /// Whether the function computes this einsum as an elementwise product summed over
+    /// leading or trailing axes (`ij,ij->j`), a row at a time.
+    pub fn is_product_sum(&self) -> bool {
+        product_sum(self).is_some()
+    }
+
     /// Parses explicit-output subscripts (the driver writes them so; users' implicit ones
     /// are made explicit there).
     pub fn parse(s: &str) -> Result<Spec, String> {
@@ -240,6 +252,12 @@ fn terms<'b, T: Elem>(
     if let Some(letters) = matrix_product(spec) {
         return sum_of_products(spec, letters, inputs, elems);
     }
+    if let Some(scaled) = scaled_product(spec) {
+        return sum_of_scaled_products(spec, scaled, inputs, elems);
+    }
+    if let Some(trailing) = product_sum(spec) {
+        return sum_of_product_sums(spec, trailing, inputs, elems);
+    }
     let mut acc: Option<ArrayD<T>> = None;
     for term in inputs.chunks(spec.inputs.len()) {
         let r = einsum_of(spec, term.iter().map(|&b| elems(b)).collect())?;
@@ -315,6 +333,175 @@ fn sum_of_products<'b, T: Elem>(
         T::gemm(&ax.view(), &ay.view(), &mut c.view_mut(), true);
     }
     Ok(acc.ok_or("einsum of no terms")?.into_dyn())
+}
+
+/// A matrix product whose contracted letter also scales it (`ji,j,jk->ik`: `A.T @ (B *
+/// v[:, None])`, a weighted Gram matrix): the letters (rows, contracted, columns) and the
+/// positions of the two matrices and the vector, or `None`.
+fn scaled_product(spec: &Spec) -> Option<((char, char, char), [usize; 3])> {
+    if spec.inputs.len() != 3 {
+        return None;
+    }
+    let v = spec.inputs.iter().position(|l| l.len() == 1)?;
+    let (x, y) = match v {
+        0 => (1, 2),
+        1 => (0, 2),
+        _ => (0, 1),
+    };
+    let pair = Spec {
+        inputs: vec![spec.inputs[x].clone(), spec.inputs[y].clone()],
+        output: spec.output.clone(),
+    };
+    let (i, j, k) = matrix_product(&pair)?;
+    (spec.inputs[v] == [j]).then_some(((i, j, k), [x, y, v]))
+}
+
+/// Rows of the scaled operand scaled at a time: a piece of about 512 KiB, which stays in
+/// cache between its scaling and the GEMM that reads it.
+const SCALED_PIECE_BYTES: usize = 512 << 10;
+
+/// `Σ_t a_t @ (v_t[:, None] * b_t)` (see [`scaled_product`]) added into one output by GEMM
+/// itself, the scaled rows of `b` made a piece at a time in one reused buffer: the products
+/// `a_ij (v_j b_jk)` NumPy's `A.T @ (B * v[:, None])` sums, with no scaled copy of a block.
+fn sum_of_scaled_products<'b, T: Elem>(
+    spec: &Spec,
+    ((i, j, k), [px, py, pv]): ((char, char, char), [usize; 3]),
+    inputs: &[&'b Block],
+    elems: impl Fn(&'b Block) -> CowArray<'b, T, IxDyn>,
+) -> Result<ArrayD<T>, String> {
+    let mut acc: Option<ndarray::Array2<T>> = None;
+    let mut buf: Vec<T> = Vec::new();
+    for term in inputs.chunks(3) {
+        let labeled = |p: usize| -> Result<Labeled<'b, T>, String> {
+            let a = elems(term[p]);
+            let l = &spec.inputs[p];
+            if a.ndim() != l.len() {
+                return Err(format!(
+                    "einsum operand {p} has {} axes but subscripts {:?}",
+                    a.ndim(),
+                    l.iter().collect::<String>()
+                ));
+            }
+            Ok(Labeled { a, l: l.clone() })
+        };
+        let (x, y, v) = (labeled(px)?, labeled(py)?, labeled(pv)?);
+        let (ax, (m, kx)) = matrix(&x, &[i], &[j]);
+        let (ay, (ky, n)) = matrix(&y, &[j], &[k]);
+        let kv = v.a.len();
+        if kx != ky || kx != kv {
+            return Err(format!("einsum letter {j:?} has sizes {kx}, {ky} and {kv}"));
+        }
+        let c = acc.get_or_insert_with(|| ndarray::Array2::zeros((m, n)));
+        if c.dim() != (m, n) {
+            return Err(format!(
+                "einsum terms of shapes {:?} and {:?}",
+                c.dim(),
+                (m, n)
+            ));
+        }
+        let v =
+            v.a.view()
+                .into_shape_with_order(kv)
+                .map_err(|e| e.to_string())?;
+        let rows = (SCALED_PIECE_BYTES / (n.max(1) * std::mem::size_of::<T>())).max(16);
+        for at in (0..kx).step_by(rows) {
+            let end = (at + rows).min(kx);
+            buf.clear();
+            for (r, &s) in ay
+                .slice(s![at..end, ..])
+                .outer_iter()
+                .zip(v.slice(s![at..end]))
+            {
+                buf.extend(r.iter().map(|&b| s * b));
+            }
+            let piece = ArrayView2::from_shape((end - at, n), &buf).map_err(|e| e.to_string())?;
+            T::gemm(&ax.slice(s![.., at..end]), &piece, &mut c.view_mut(), true);
+        }
+    }
+    Ok(acc.ok_or("einsum of no terms")?.into_dyn())
+}
+
+/// An elementwise product summed over leading or trailing axes (`ij,ij->j`, `sum(U * V,
+/// axis=0)`; `ij,ij->i`; `ij,ij->`): whether the output keeps the trailing axes (else the
+/// leading ones), or `None`.
+fn product_sum(spec: &Spec) -> Option<bool> {
+    let [x, y] = &spec.inputs[..] else {
+        return None;
+    };
+    let distinct = x.iter().collect::<HashSet<_>>().len() == x.len();
+    if x != y || !distinct {
+        return None;
+    }
+    let o = &spec.output[..];
+    if x.ends_with(o) {
+        Some(true)
+    } else if x.starts_with(o) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// `Σ_t Σ x_t * y_t` over the axes [`product_sum`] sums, a row at a time (rows added in
+/// order into the output, as NumPy's sum over a leading axis adds them): no product block
+/// is made.
+fn sum_of_product_sums<'b, T: Elem>(
+    spec: &Spec,
+    trailing: bool,
+    inputs: &[&'b Block],
+    elems: impl Fn(&'b Block) -> CowArray<'b, T, IxDyn>,
+) -> Result<ArrayD<T>, String> {
+    let keep = spec.output.len();
+    let mut acc: Option<ArrayD<T>> = None;
+    for term in inputs.chunks(2) {
+        let (x, y) = (elems(term[0]), elems(term[1]));
+        if x.ndim() != spec.inputs[0].len() || x.shape() != y.shape() {
+            return Err(format!(
+                "einsum {:?} of shapes {:?} and {:?}",
+                spec.inputs[0].iter().collect::<String>(),
+                x.shape(),
+                y.shape()
+            ));
+        }
+        let kept = if trailing {
+            &x.shape()[x.ndim() - keep..]
+        } else {
+            &x.shape()[..keep]
+        };
+        let acc = acc.get_or_insert_with(|| ArrayD::zeros(IxDyn(kept)));
+        if acc.shape() != kept {
+            return Err(format!(
+                "einsum terms of shapes {:?} and {kept:?}",
+                acc.shape()
+            ));
+        }
+        let (x, y) = (x.as_standard_layout(), y.as_standard_layout());
+        let (xs, ys) = (
+            x.as_slice().expect("standard"),
+            y.as_slice().expect("standard"),
+        );
+        let a = acc.as_slice_mut().expect("standard");
+        if xs.is_empty() || a.is_empty() {
+            continue;
+        }
+        if trailing {
+            for (xr, yr) in xs.chunks_exact(a.len()).zip(ys.chunks_exact(a.len())) {
+                for ((s, &p), &q) in a.iter_mut().zip(xr).zip(yr) {
+                    *s += p * q;
+                }
+            }
+        } else {
+            let cols = xs.len() / a.len();
+            for ((s, xr), yr) in a
+                .iter_mut()
+                .zip(xs.chunks_exact(cols))
+                .zip(ys.chunks_exact(cols))
+            {
+                *s += xr.iter().zip(yr).fold(T::zero(), |t, (&p, &q)| t + p * q);
+            }
+        }
+    }
+    Ok(acc.ok_or("einsum of no terms")?)
 }
 
 /// An operand with a letter per axis; borrowed from its block until an op must copy.
@@ -763,6 +950,44 @@ mod tests {
         assert!(e.contains("repeated"), "{e}");
     }
 
+    /// Σ over every letter not in the output of the product of the operands.
+    fn brute(spec: &str, ops: &[&Block]) -> ArrayD<f64> {
+        let s = Spec::parse(spec).unwrap();
+        let mut size = std::collections::BTreeMap::new();
+        for (l, b) in s.inputs.iter().zip(ops) {
+            for (c, &n) in l.iter().zip(b.shape()) {
+                size.insert(*c, n);
+            }
+        }
+        let letters: Vec<char> = size.keys().copied().collect();
+        let dims: Vec<usize> = letters.iter().map(|c| size[c]).collect();
+        let out_dims: Vec<usize> = s.output.iter().map(|c| size[c]).collect();
+        let mut out = ArrayD::<f64>::zeros(IxDyn(&out_dims));
+        for idx in ndarray::indices(IxDyn(&dims)) {
+            let at = |c: &char| idx[letters.iter().position(|x| x == c).unwrap()];
+            let p: f64 = s
+                .inputs
+                .iter()
+                .zip(ops)
+                .map(|(l, b)| {
+                    let i: Vec<usize> = l.iter().map(at).collect();
+                    b.to_f64()[IxDyn(&i)]
+                })
+                .product();
+            let o: Vec<usize> = s.output.iter().map(at).collect();
+            out[IxDyn(&o)] += p;
+        }
+        out
+    }
+
+    /// Equal, NaN where the other is NaN, or within 1e-12 relative.
+    fn same(a: &ArrayD<f64>, b: &ArrayD<f64>) -> bool {
+        a.shape() == b.shape()
+            && a.iter().zip(b).all(|(x, y)| {
+                (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * y.abs()
+            })
+    }
+
     /// A letter of one operand only is summed with every product, as NumPy's sum of
     /// products: an infinity meeting a 0 of another operand is NaN, whichever operand
     /// holds which (summing the letter out first would give an infinity).
@@ -772,41 +997,6 @@ mod tests {
         let x = block(&[2, 3], |i| [[1.0, inf, 2.0], [inf, -inf, 1.0]][i[0]][i[1]]);
         let y = block(&[2, 2], |i| [[0.0, 1.0], [2.0, 0.0]][i[0]][i[1]]);
         let big = block(&[2, 2], |i| [[1e308, 1e308], [-1.0, 3.0]][i[0]][i[1]]);
-        // Σ over every letter not in the output of the product of the operands.
-        let brute = |spec: &str, ops: &[&Block]| -> ArrayD<f64> {
-            let s = Spec::parse(spec).unwrap();
-            let mut size = std::collections::BTreeMap::new();
-            for (l, b) in s.inputs.iter().zip(ops) {
-                for (c, &n) in l.iter().zip(b.shape()) {
-                    size.insert(*c, n);
-                }
-            }
-            let letters: Vec<char> = size.keys().copied().collect();
-            let dims: Vec<usize> = letters.iter().map(|c| size[c]).collect();
-            let out_dims: Vec<usize> = s.output.iter().map(|c| size[c]).collect();
-            let mut out = ArrayD::<f64>::zeros(IxDyn(&out_dims));
-            for idx in ndarray::indices(IxDyn(&dims)) {
-                let at = |c: &char| idx[letters.iter().position(|x| x == c).unwrap()];
-                let p: f64 = s
-                    .inputs
-                    .iter()
-                    .zip(ops)
-                    .map(|(l, b)| {
-                        let i: Vec<usize> = l.iter().map(at).collect();
-                        b.to_f64()[IxDyn(&i)]
-                    })
-                    .product();
-                let o: Vec<usize> = s.output.iter().map(at).collect();
-                out[IxDyn(&o)] += p;
-            }
-            out
-        };
-        let same = |a: &ArrayD<f64>, b: &ArrayD<f64>| {
-            a.shape() == b.shape()
-                && a.iter().zip(b).all(|(x, y)| {
-                    (x.is_nan() && y.is_nan()) || x == y || (x - y).abs() <= 1e-12 * y.abs()
-                })
-        };
         let (u, w) = (
             block(&[3], |i| [1.0, inf, 2.0][i[0]]),
             block(&[2], |i| [0.0, 1.0][i[0]]),
@@ -840,6 +1030,126 @@ mod tests {
             let (got, want) = (run(spec, &ops), brute(spec, &ops));
             assert!(same(&got, &want), "{spec}: {got} != {want}");
         }
+    }
+
+    /// A weighted Gram matrix (`X.T @ (X * v[:, None])`, a fit's Hessian) as three operands:
+    /// the sum over terms of every product `a_ij v_j b_jk`, in pieces of rows (the first
+    /// term spans two), operands stored either way round, float64 and int64; an infinity
+    /// meeting a 0 of the vector is NaN, as NumPy's product is.
+    #[test]
+    fn a_scaled_matrix_product_sums_every_product() {
+        for spec in ["ji,jk,j->ik", "ij,j,jk->ik", "j,ji,kj->ik"] {
+            let s = Spec::parse(spec).unwrap();
+            let ((i, j, k), _) = scaled_product(&s).expect(spec);
+            let mut blocks = Vec::new();
+            for (t, kt) in [40_000usize, 5].into_iter().enumerate() {
+                for l in &s.inputs {
+                    let dims: Vec<usize> = l
+                        .iter()
+                        .map(|&c| match c {
+                            _ if c == j => kt,
+                            _ if c == i => 4,
+                            _ => 3,
+                        })
+                        .collect();
+                    let _ = k;
+                    blocks.push(block(&dims, |x| {
+                        (x.iter()
+                            .enumerate()
+                            .map(|(a, &v)| (a + 2) * v)
+                            .sum::<usize>()
+                            + t) as f64
+                            % 7.0
+                            - 3.0
+                    }));
+                }
+            }
+            let refs: Vec<&Block> = blocks.iter().collect();
+            let got = sum_of_terms(spec, 3, &refs).unwrap();
+            let mut want = ArrayD::<f64>::zeros(IxDyn(&[4, 3]));
+            for term in refs.chunks(3) {
+                want += &brute(spec, term);
+            }
+            assert_eq!(got, Block::F64(want.clone()), "{spec}");
+            let ints: Vec<Block> = blocks
+                .iter()
+                .map(|b| Block::I64(b.to_i64().into_owned()))
+                .collect();
+            let irefs: Vec<&Block> = ints.iter().collect();
+            let got = sum_of_terms(spec, 3, &irefs).unwrap();
+            assert_eq!(got, Block::I64(want.mapv(|v| v as i64)), "{spec} in int64");
+        }
+        for not in ["ji,jk,k->ik", "ij,jk,kl->il", "ji,jk,jk->ik", "ji,jk->ik"] {
+            assert!(
+                scaled_product(&Spec::parse(not).unwrap()).is_none(),
+                "{not}"
+            );
+        }
+        // An infinity of X where v is 0: that row's products are NaN.
+        let x = block(&[3, 2], |i| if i == [1, 0] { f64::INFINITY } else { 1.0 });
+        let v = block(&[3], |i| if i[0] == 1 { 0.0 } else { 2.0 });
+        let spec = "ji,jk,j->ik";
+        let got = sum_of_terms(spec, 3, &[&x, &x, &v]).unwrap();
+        let want = brute(spec, &[&x, &x, &v]);
+        assert!(same(&got.to_f64().into_owned(), &want), "{got:?} != {want}");
+        assert!(want[[0, 0]].is_nan() && want[[1, 1]] == 4.0);
+        let e = sum_of_terms(spec, 3, &[&x, &x, &block(&[2], |_| 1.0)]).unwrap_err();
+        assert!(e.contains("sizes 3, 3 and 2"), "{e}");
+    }
+
+    /// An elementwise product summed over leading or trailing axes equals the sum of every
+    /// product, over terms, float64 and int64; other letter orders are not taken.
+    #[test]
+    fn a_product_summed_over_leading_or_trailing_axes_sums_every_product() {
+        for spec in [
+            "ij,ij->j",
+            "ij,ij->i",
+            "ij,ij->",
+            "ijk,ijk->jk",
+            "ijk,ijk->i",
+        ] {
+            let s = Spec::parse(spec).unwrap();
+            assert!(product_sum(&s).is_some(), "{spec}");
+            let dims: Vec<usize> = [5, 3, 2][..s.inputs[0].len()].to_vec();
+            let blocks: Vec<Block> = (0..4)
+                .map(|t| {
+                    block(&dims, |x| {
+                        (x.iter()
+                            .enumerate()
+                            .map(|(a, &v)| (a + 3) * v)
+                            .sum::<usize>()
+                            + t) as f64
+                            % 5.0
+                            - 2.0
+                    })
+                })
+                .collect();
+            let refs: Vec<&Block> = blocks.iter().collect();
+            let got = sum_of_terms(spec, 2, &refs).unwrap();
+            let want = brute(spec, &refs[..2]) + brute(spec, &refs[2..]);
+            assert_eq!(got, Block::F64(want.clone()), "{spec}");
+            let ints: Vec<Block> = blocks
+                .iter()
+                .map(|b| Block::I64(b.to_i64().into_owned()))
+                .collect();
+            let irefs: Vec<&Block> = ints.iter().collect();
+            let got = sum_of_terms(spec, 2, &irefs).unwrap();
+            assert_eq!(got, Block::I64(want.mapv(|v| v as i64)), "{spec} in int64");
+        }
+        for not in [
+            "ij,ji->j",
+            "ijk,ijk->ik",
+            "ij,ij->ji",
+            "ii,ii->i",
+            "ij,jk->ik",
+        ] {
+            assert!(product_sum(&Spec::parse(not).unwrap()).is_none(), "{not}");
+        }
+        let inf = block(&[2, 2], |i| if i == [0, 1] { f64::INFINITY } else { 1.0 });
+        let zero = block(&[2, 2], |i| if i == [0, 1] { 0.0 } else { 2.0 });
+        let got = sum_of_terms("ij,ij->j", 2, &[&inf, &zero]).unwrap();
+        let got = got.to_f64().into_owned();
+        assert!(got[[1]].is_nan() && got[[0]] == 4.0, "{got}");
     }
 
     /// A sum of matrix products (GEMM adding into one output) equals the sum of each

@@ -757,6 +757,42 @@ mod tests {
         assert!(e.message.contains("unknown function frobnicate"), "{e}");
     }
 
+    /// A weighted Gram matrix and a sum of a product are einsums of the factors: no node
+    /// makes the product block (the function multiplies a piece of rows at a time).
+    #[test]
+    fn products_inside_a_contraction_or_a_sum_are_read_through() {
+        let g = graph(
+            "[arrays]\nX = { random = \"normal\", shape = [7, 5], block = [3, 5] }\ns = { ones = [7] }\nv = { ones = [7] }\nU = { ones = [7, 5] }\nH = \"X.T @ (X * s[:, None])\"\nK = \"(s[:, None] * X).T @ X\"\nm = \"sum(X * U, axis=0)\"\nr = \"sum(X * U, axis=1)\"\nn = \"X.T @ (X * U)\"\nq = \"sum(X * v[:, None], axis=0)\"\n",
+        )
+        .unwrap();
+        let einsum = |name: &str| match &g.nodes[g.named[name]].op {
+            NodeOp::Einsum { subscripts, xs } => Some((subscripts.clone(), xs.len())),
+            _ => None,
+        };
+        assert_eq!(einsum("H"), Some(("zx,zy,z->xy".into(), 3)));
+        assert_eq!(einsum("K").map(|e| e.1), Some(3));
+        assert_eq!(einsum("m"), Some(("ab,ab->b".into(), 2)));
+        assert_eq!(einsum("r"), Some(("ab,ab->a".into(), 2)));
+        // A product of two matrices, or one that broadcasts, is computed as it is.
+        assert_eq!(einsum("n"), Some(("zx,zy->xy".into(), 2)));
+        assert_eq!(einsum("q"), None);
+        let muls = g
+            .nodes
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n.op,
+                    NodeOp::Binary {
+                        op: BinaryOp::Mul,
+                        ..
+                    }
+                )
+            })
+            .count();
+        // The product nodes stay in the graph, but only `n`'s and `q`'s are read.
+        assert!(muls >= 2, "{muls}");
+    }
+
     #[test]
     fn default_blocks_split_rows_over_workers() {
         // 2048 MB / 16 = 128 MiB, capped at 64 MiB per block: 131072 rows of 64 float64.

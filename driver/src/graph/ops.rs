@@ -473,14 +473,17 @@ impl<'a> Builder<'a> {
                 .map(|d| v[d])
                 .collect()
         };
-        let r = self.add(
-            ArrayMeta::new(kept(&m.shape), kept(&m.block), dtype),
-            NodeOp::Reduce {
-                x,
-                op,
-                axes: axes.clone(),
-            },
-        );
+        let r = match self.product_sum(x, op, &axes, pos)? {
+            Some(r) => r,
+            None => self.add(
+                ArrayMeta::new(kept(&m.shape), kept(&m.block), dtype),
+                NodeOp::Reduce {
+                    x,
+                    op,
+                    axes: axes.clone(),
+                },
+            ),
+        };
         if !keepdims {
             return Ok(r);
         }
@@ -488,6 +491,56 @@ impl<'a> Builder<'a> {
             .map(|d| if axes.contains(&d) { 1 } else { m.shape[d] })
             .collect();
         Ok(self.reshape(r, &shape))
+    }
+
+    /// `sum(U * V, axis=0)` of float64 arrays of one shape, summed over leading or
+    /// trailing axes: an einsum (`ij,ij->j`) that the function sums a row at a time, so no
+    /// product block is made (`nums_function::einsum`'s product sums). `None` otherwise.
+    fn product_sum(
+        &mut self,
+        x: NodeId,
+        op: ReduceOp,
+        axes: &[usize],
+        pos: usize,
+    ) -> Result<Option<NodeId>, EvalError> {
+        let NodeOp::Binary {
+            op: BinaryOp::Mul,
+            a,
+            b,
+        } = self.g.nodes[x].op
+        else {
+            return Ok(None);
+        };
+        let m = self.meta(x);
+        let same = [a, b].iter().all(|&n| {
+            let o = self.meta(n);
+            o.dtype == DType::Float64 && o.shape == m.shape
+        });
+        let shape_ok = (1..=26).contains(&m.ndim()) && !axes.is_empty();
+        if op != ReduceOp::Sum || m.dtype != DType::Float64 || !same || !shape_ok {
+            return Ok(None);
+        }
+        let letters: Vec<char> = ('a'..='z').take(m.ndim()).collect();
+        let out: Vec<char> = (0..m.ndim())
+            .filter(|d| !axes.contains(d))
+            .map(|d| letters[d])
+            .collect();
+        let spec = nums_function::einsum::Spec {
+            inputs: vec![letters.clone(), letters],
+            output: out,
+        };
+        if !spec.is_product_sum() {
+            return Ok(None);
+        }
+        let subscripts = format!(
+            "{0},{0}->{1}",
+            spec.inputs[0].iter().collect::<String>(),
+            spec.output.iter().collect::<String>()
+        );
+        match self.einsum(&subscripts, vec![a, b], pos)? {
+            Val::Arr(r) => Ok(Some(r)),
+            _ => Ok(None),
+        }
     }
 
     /// `x[.., start:start + len, ..]` on each axis of `ranges` (axis, start, len), in bounds.
@@ -710,6 +763,7 @@ impl<'a> Builder<'a> {
                 _ => x,
             })
             .collect();
+        let xs = self.read_through_scaling(xs, &mut spec, &size);
         let explicit = format!(
             "{}->{}",
             spec.inputs
@@ -739,6 +793,73 @@ impl<'a> Builder<'a> {
                 xs,
             },
         )))
+    }
+
+    /// `A.T @ (B * v[:, None])` (a fit's Hessian, a weighted Gram matrix): the operand
+    /// that is a float64 matrix times a float64 vector along the contracted letter is read
+    /// as those two, an einsum of three operands that the function computes a piece of rows
+    /// at a time (`nums_function::einsum`'s scaled products), so no scaled copy of `B` is
+    /// made, stored or read. Anything else is left as it is.
+    fn read_through_scaling(
+        &mut self,
+        xs: Vec<NodeId>,
+        spec: &mut nums_function::einsum::Spec,
+        size: &HashMap<char, u64>,
+    ) -> Vec<NodeId> {
+        if xs.len() != 2 {
+            return xs;
+        }
+        for p in 0..2 {
+            let NodeOp::Binary {
+                op: BinaryOp::Mul,
+                a,
+                b,
+            } = self.g.nodes[xs[p]].op
+            else {
+                continue;
+            };
+            let f64s = [xs[p], a, b]
+                .iter()
+                .all(|&n| self.meta(n).dtype == DType::Float64);
+            if !f64s {
+                continue;
+            }
+            // Each factor's letters (right-aligned, as it broadcasts), less its length-1
+            // axes where the letter is longer.
+            let letters = spec.inputs[p].clone();
+            let factor = |s: &Self, n: NodeId| -> Option<(Vec<char>, Vec<u64>)> {
+                let shape = &s.meta(n).shape;
+                let own = letters.get(letters.len().checked_sub(shape.len())?..)?;
+                Some(
+                    own.iter()
+                        .zip(shape)
+                        .filter(|&(c, &d)| d == size[c])
+                        .map(|(&c, &d)| (c, d))
+                        .unzip(),
+                )
+            };
+            let (Some((la, sa)), Some((lb, sb))) = (factor(self, a), factor(self, b)) else {
+                continue;
+            };
+            let mut inputs = spec.inputs.clone();
+            inputs[p] = la.clone();
+            inputs.insert(p + 1, lb.clone());
+            let folded = nums_function::einsum::Spec {
+                inputs,
+                output: spec.output.clone(),
+            };
+            if !folded.is_scaled_product() {
+                continue;
+            }
+            let a = self.reshape(a, &sa);
+            let b = self.reshape(b, &sb);
+            *spec = folded;
+            let mut out = xs;
+            out[p] = a;
+            out.insert(p + 1, b);
+            return out;
+        }
+        xs
     }
 
     /// `a @ b` (NumPy's matmul: 1-D and 2-D operands, and stacks of equal batch shape).
