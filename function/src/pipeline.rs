@@ -27,12 +27,9 @@
 //!
 //! Charges are taken only when they fit. Reads are started strictly in order, so a later
 //! task's read never passes an earlier one's; reads ahead leave room for one output
-//! written behind (up to half the budget). On a local store reads start for at most the
-//! next two tasks that read: they run at memory speed, and a block read further ahead is
-//! only one more new buffer (a freed one is reused instead: `memory::BlockAllocator`).
-//! Tasks that read nothing do not count: a large block's read must overlap the kernels
-//! on the block before it, however many small tasks (a sigmoid of a row vector, a sum of
-//! partial sums) run between them. An output that
+//! written behind (up to half the budget). On a local store reads start at most two
+//! tasks ahead: they run at memory speed, and a block read further ahead is only one more
+//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that
 //! does not fit even once the writes in flight are done is written before the next
 //! kernel runs, as in the sequential run (where the projection counts it). With a budget
 //! of 0 (the default) the pipeline is the sequential run: each task's reads start when
@@ -144,11 +141,8 @@ struct Pipeline<'a> {
     budget: u64,
     /// Budget that reads ahead leave for an output written behind.
     write_reserve: u64,
-    /// How many of the tasks that read, past the current one, reads start for (within
-    /// the budget).
+    /// How many tasks past the current one reads start for (within the budget).
     tasks_ahead: usize,
-    /// The tasks that read from the store, in order.
-    reading_tasks: Vec<usize>,
     /// Bytes charged to the budget now.
     used: u64,
     /// Each read's charge (0: not charged, or its task is due).
@@ -185,13 +179,9 @@ impl<'a> Pipeline<'a> {
         // Two on a local store (module docs); a remote store's reads take a round trip
         // each: as far ahead as the budget allows.
         let tasks_ahead = if inv.store.is_local() { 2 } else { usize::MAX };
-        let reading_tasks = (0..by_task.len())
-            .filter(|&n| !by_task[n].is_empty())
-            .collect();
         Pipeline {
             inv,
             tasks_ahead,
-            reading_tasks,
             charge: vec![0; reads.len()],
             reads,
             by_task,
@@ -302,14 +292,7 @@ impl<'a> Pipeline<'a> {
         {
             let i = self.next_read;
             let rd = &self.reads[i];
-            // The `tasks_ahead`-th task that reads after the current one.
-            let past = self.reading_tasks.partition_point(|&t| t <= self.current);
-            let last = self
-                .tasks_ahead
-                .checked_sub(1)
-                .and_then(|k| past.checked_add(k));
-            let horizon = last.and_then(|k| self.reading_tasks.get(k));
-            if horizon.is_some_and(|&h| rd.task > h) {
+            if rd.task > self.current.saturating_add(self.tasks_ahead) {
                 break;
             }
             if rd.task > self.current {

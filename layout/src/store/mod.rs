@@ -709,10 +709,8 @@ fn map_file(path: &std::path::Path) -> std::io::Result<Bytes> {
         (&file).read_to_end(&mut buf)?;
         return Ok(Bytes::from(buf));
     }
-    // SAFETY: the file is never written in place or truncated (see above). Populated: its
-    // pages are mapped in one call here, on the reading thread, not a fault per 64 KiB in
-    // the decoder.
-    let map = unsafe { memmap2::MmapOptions::new().populate().map(&file)? };
+    // SAFETY: the file is never written in place or truncated (see above).
+    let map = unsafe { memmap2::Mmap::map(&file)? };
     Ok(Bytes::from_owner(map))
 }
 
