@@ -403,16 +403,26 @@ pub(super) fn critical(kernel: &Kernel) -> bool {
 /// the step, so that each slot keeps its panels through the factorization and only the
 /// factored panel of each step crosses slots (ScaLAPACK's 1-D block-cyclic LU). Placed by
 /// loads alone, every update would follow the factored panel it reads onto one slot.
+/// The right-hand side's versions through the forward steps and the back substitution,
+/// and the solution, stay on one slot per column block of the right-hand side (the
+/// solution's own home): each step reads a factored panel from the store wherever it
+/// runs, and placed by loads each back-substitution step followed its panel to the other
+/// slot, a chain of p invocations of one task each.
 pub(super) fn panel_home(cx: &Ctx, b: &BlockId) -> Option<usize> {
+    use crate::graph::{LuStep, NodeOp};
     let n = &cx.g.nodes[b.node];
+    let cyclic = |columns: u64| Some(((b.block % columns.max(1)) % cx.workers as u64) as usize);
     match n.op {
-        crate::graph::NodeOp::Lu {
-            step: crate::graph::LuStep::Panels,
+        NodeOp::Lu {
+            step: LuStep::Panels,
             ..
-        } => {
-            let panels = n.meta.shape[0].max(1);
-            Some(((b.block % panels) % cx.workers as u64) as usize)
-        }
+        } => cyclic(n.meta.shape[0]),
+        // Versions [steps, n, c] in blocks [1, n, wb], the solution [n(, c)] in [n(, wb)]:
+        // the column block is the last axis's.
+        NodeOp::Lu {
+            step: LuStep::Forward | LuStep::Backward | LuStep::Solution,
+            ..
+        } => cyclic(*n.meta.grid().last().unwrap_or(&1)),
         _ => None,
     }
 }

@@ -994,7 +994,10 @@ impl Builder<'_> {
             ));
         }
         let x = self.cast(a, DType::Float64);
-        // Each row's largest magnitude (NaN where the row has one), in one block.
+        let x = self.rechunk(x, vec![n, w]);
+        // Each row's largest magnitude (NaN where the row has one), in one block: taken
+        // from the panels, so that `a` is read once, into the panels (from `a`'s own
+        // blocks, the 8192^2 solve read `a` three times over).
         let abs = self.add(
             self.meta(x).clone(),
             NodeOp::Unary {
@@ -1004,7 +1007,6 @@ impl Builder<'_> {
         );
         let m = self.reduce(abs, ReduceOp::Max, vec![1], false, bd.pos)?;
         let m = self.rechunk(m, vec![n]);
-        let x = self.rechunk(x, vec![n, w]);
         let lu = self.add(
             ArrayMeta::new(
                 vec![n.div_ceil(w), n + 1, n],
