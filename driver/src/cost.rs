@@ -188,12 +188,19 @@ pub(crate) fn task_work(
     let streamed = inputs_bytes + output_bytes;
     let (streamed, evals) = match kernel {
         Kernel::GlmSums {
-            cols, intercept, ..
+            cols,
+            intercept,
+            hessian,
+            ..
         } => {
-            let (_, elements) = glm_terms(*cols, *intercept, n_inputs, &|i| dims(&shapes, i));
+            let (_, elements, scaled) =
+                glm_terms(*cols, *intercept, *hessian, n_inputs, &|i| dims(&shapes, i));
             // Its exp and log1p per element, in registers, cost about what one element
             // function costs a kernel of its own (which allocates and streams too).
-            (streamed + 16 * elements as u64, elements as u64)
+            (
+                streamed + 16 * elements as u64 + 16 * scaled as u64,
+                elements as u64,
+            )
         }
         k if costly_elements(k) => (streamed, shapes(n_inputs).iter().product::<usize>() as u64),
         _ => (streamed, 0),
@@ -361,30 +368,44 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
         Kernel::GlmSums {
-            cols, intercept, ..
-        } => glm_terms(*cols, *intercept, n_inputs, &dims).0,
+            cols,
+            intercept,
+            hessian,
+            ..
+        } => glm_terms(*cols, *intercept, *hessian, n_inputs, &dims).0,
         _ => 0.0,
     }
 }
 
 /// The fused GLM sums' work, each term (X's blocks of m rows, y, W of d x k, b): two
 /// products of 2 m d k (z = X W, then X^T r), and the m k elements of z and r, each swept
-/// in and out once (16 bytes), with one exp and one log1p each.
+/// in and out once (16 bytes), with one exp and one log1p each; with `hessian`, the
+/// syrk of the m x p rows scaled by sqrt(s), those m p elements written and read once.
+/// The syrk is counted as gemm's 2 m p², not its own m p²: on pieces of 33 columns it
+/// takes about gemm's time (a 250,000 x 32 block: 15-18 ms without the Hessian, 29-32
+/// ms with it, release build, one thread). Returns the operations, the elements of z and
+/// of the scaled rows.
 fn glm_terms(
     cols: usize,
     intercept: bool,
+    hessian: bool,
     n_inputs: usize,
     dims: &impl Fn(usize) -> (f64, f64),
-) -> (f64, f64) {
+) -> (f64, f64, f64) {
     let arity = cols + 2 + usize::from(intercept);
-    let (mut flops, mut elements) = (0.0, 0.0);
+    let (mut flops, mut elements, mut scaled) = (0.0, 0.0, 0.0);
     for t in (0..n_inputs / arity).map(|t| t * arity) {
         let (m, _) = dims(t);
         let (d, k) = dims(t + cols + 1);
         flops += 4.0 * m * d * k;
         elements += m * k;
+        if hessian {
+            let p = d + f64::from(u8::from(intercept));
+            flops += 2.0 * m * p * p;
+            scaled += m * p;
+        }
     }
-    (flops, elements)
+    (flops, elements, scaled)
 }
 
 /// Multiply-adds of each term's contraction, counted as 2 operations each: twice the

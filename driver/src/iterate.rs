@@ -315,14 +315,16 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
 
 /// The job of one pass of `kind`.
 fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
-    let (exprs, outputs) = crate::models::program(spec, kind);
+    let (exprs, outputs) = crate::models::program(kind);
     let d = data.d as u64;
     let mut arrays = Vec::new();
     if kind != PassKind::Normal {
-        let (w, b) = match kind {
-            PassKind::Gradient { k } => (vec![d, k as u64], vec![k as u64]),
-            _ => (vec![d], vec![1]),
+        // [d, k] in C order (a Newton pass: k = 1).
+        let k = match kind {
+            PassKind::Gradient { k } => k as u64,
+            _ => 1,
         };
+        let (w, b) = (vec![d, k], vec![k]);
         arrays.push((names::W.to_string(), Source::Param { shape: w }));
         if spec.fit_intercept {
             arrays.push((names::B.to_string(), Source::Param { shape: b }));
@@ -333,7 +335,7 @@ fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
             .into_iter()
             .map(|(n, e)| (n, Source::Expr { text: e })),
     );
-    if let PassKind::Gradient { .. } = kind {
+    if kind != PassKind::Normal {
         arrays.push((
             names::SUMS.to_string(),
             Source::GlmSums {
@@ -342,13 +344,14 @@ fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
                 y: "y".into(),
                 w: names::W.into(),
                 b: spec.fit_intercept.then(|| names::B.into()),
+                hessian: kind == PassKind::Hessian,
             },
         ));
     }
     small_job(data, arrays, &outputs)
 }
 
-/// The parameter arrays of a pass: `w_` ([d] or [d, k]) and `b_` ([1] or [k]).
+/// The parameter arrays of a pass: `w_` ([d, k]) and `b_` ([k]); k = 1 for a Newton pass.
 fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f64>> {
     let mut w = Vec::with_capacity(d * pass.thetas.len());
     match pass.kind {
@@ -386,55 +389,33 @@ async fn read_sums(
             ..Default::default()
         });
     }
-    let k = pass.thetas.len();
-    if let PassKind::Gradient { .. } = pass.kind {
-        // [1 + d (+ 1), k]: the losses, then each candidate's gradient down its column.
-        let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
-        return Ok(Sums {
-            loss: sums.row(0).to_vec(),
-            grad: sums
-                .columns()
-                .into_iter()
-                .map(|c| c.slice(ndarray::s![1..]).to_vec())
-                .collect(),
-            ..Default::default()
-        });
+    // [1 + p, k]: the losses, then each candidate's gradient down its column; a Newton
+    // pass's [1 + p, 1 + p] has the Hessian sums in columns 1..=p below row 0.
+    let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
+    let (cands, hess) = match pass.kind {
+        PassKind::Hessian => (
+            sums.slice(ndarray::s![.., ..1]),
+            Some(sums.slice(ndarray::s![1.., 1..]).to_owned()),
+        ),
+        _ => (sums.view(), None),
+    };
+    let p_ = spec.params(d);
+    if cands.dim() != (1 + p_, pass.thetas.len())
+        || hess.as_ref().is_some_and(|h| h.dim() != (p_, p_))
+    {
+        return Err(anyhow!(
+            "a pass's sums are {:?}, not for {} parameters",
+            sums.dim(),
+            p_
+        ));
     }
-    let loss: Vec<f64> = read(p, names::LOSS, store).await?.iter().copied().collect();
-    let gw: Vec<f64> = read(p, names::GW, store).await?.iter().copied().collect();
-    let gb: Vec<f64> = if spec.fit_intercept {
-        read(p, names::GB, store).await?.iter().copied().collect()
-    } else {
-        Vec::new()
-    };
-    let grad = (0..k)
-        .map(|c| {
-            let mut g: Vec<f64> = (0..d).map(|i| gw[i * k + c]).collect();
-            if spec.fit_intercept {
-                g.push(gb[c]);
-            }
-            g
-        })
-        .collect();
-    let hess = if pass.kind == PassKind::Hessian {
-        let hww: Array2<f64> = read(p, names::HWW, store).await?.into_dimensionality()?;
-        let mut h = Array2::zeros((spec.params(d), spec.params(d)));
-        h.slice_mut(ndarray::s![..d, ..d]).assign(&hww);
-        if spec.fit_intercept {
-            let hwb = read(p, names::HWB, store).await?;
-            for (i, v) in hwb.iter().enumerate() {
-                h[[i, d]] = *v;
-                h[[d, i]] = *v;
-            }
-            h[[d, d]] = first(&read(p, names::HBB, store).await?);
-        }
-        Some(h)
-    } else {
-        None
-    };
     Ok(Sums {
-        loss,
-        grad,
+        loss: cands.row(0).to_vec(),
+        grad: cands
+            .columns()
+            .into_iter()
+            .map(|c| c.slice(ndarray::s![1..]).to_vec())
+            .collect(),
         hess,
         normal: None,
     })
@@ -956,7 +937,7 @@ mod tests {
             "{one:?}"
         );
         // The sums are read where their send wrote them.
-        let loss = &p.outputs[names::LOSS];
+        let loss = &p.outputs[names::SUMS];
         assert!(one.contains(&p.moved(&loss.path, "1")), "{one:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -964,8 +945,10 @@ mod tests {
     /// A gradient pass (one kernel over each block of rows, `Kernel::GlmSums`) returns each
     /// candidate's loss and gradient sums as the model defines them, computed here
     /// directly: X stored in blocks of rows and of columns, y in other row blocks than X's,
-    /// for every loss, with and without an intercept. (A wrong sum, a candidate's column
-    /// read for another's, or W laid out otherwise than the kernel reads it fails here.)
+    /// for every loss, with and without an intercept; a Newton pass (the same kernel with
+    /// the Hessian) returns the same loss and gradient and the Hessian sums. (A wrong sum,
+    /// a candidate's column read for another's, or W laid out otherwise than the kernel
+    /// reads it fails here.)
     #[tokio::test]
     async fn a_gradient_pass_returns_each_candidates_loss_and_gradient() {
         let dir = std::env::temp_dir().join(format!("nums-iterate-grad-{}", std::process::id()));
@@ -1083,6 +1066,52 @@ mod tests {
                             sums.grad[c]
                         );
                     }
+                }
+                // A Newton pass at candidate 1: the same loss and gradient, and the
+                // Hessian sums X^T diag(s) X bordered by X^T s and sum s.
+                let newton = Pass {
+                    kind: PassKind::Hessian,
+                    thetas: vec![thetas[1].clone()],
+                };
+                let prefix = format!("t/run/fit-{family:?}-{fit_intercept}/newton");
+                let p = plan_small(&pass_job(&over, &fit, newton.kind), &prefix)
+                    .await
+                    .unwrap();
+                for b in sends(&p, "1", &params(&fit, &newton, d)).unwrap() {
+                    nums_function::handle(&b.batch(), &store).await.unwrap();
+                }
+                let got = read_sums((&p, "1"), &fit, &newton, d, &store)
+                    .await
+                    .unwrap();
+                let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * (1.0 + b.abs());
+                assert!(near(got.loss[0], sums.loss[1]), "{family:?}");
+                for (g, want) in got.grad[0].iter().zip(&sums.grad[1]) {
+                    assert!(
+                        near(*g, *want),
+                        "{family:?}: {:?} {:?}",
+                        got.grad[0],
+                        sums.grad[1]
+                    );
+                }
+                let theta = &thetas[1];
+                let z = x.dot(&ndarray::Array1::from(theta[..d].to_vec()))
+                    + if fit_intercept { theta[d] } else { 0.0 };
+                let s = match family {
+                    Family::Logistic => z.mapv(|v| {
+                        let p = 1.0 / (1.0 + (-v).exp());
+                        p * (1.0 - p)
+                    }),
+                    _ => z.mapv(f64::exp),
+                };
+                let mut xb = x.clone();
+                if fit_intercept {
+                    xb.push_column(ndarray::Array1::ones(n).view()).unwrap();
+                }
+                let want = xb.t().dot(&(&xb * &s.view().insert_axis(ndarray::Axis(1))));
+                let h = got.hess.expect("a Newton pass's Hessian");
+                assert_eq!(h.dim(), want.dim());
+                for (g, w) in h.iter().zip(&want) {
+                    assert!(near(*g, *w), "{family:?}:\n{h}\n{want}");
                 }
             }
         }

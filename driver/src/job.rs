@@ -145,7 +145,8 @@ pub enum Source {
     },
     /// In the job of one pass of a fit (`iterate`), never in a job file: the sums of the
     /// model's `loss` over the rows of arrays `x` and `y` at the candidate parameters `w`
-    /// ([d, k]) and `b` ([k]), in one sweep over each block of rows
+    /// ([d, k]) and `b` ([k]), in one sweep over each block of rows, with `hessian` (k = 1)
+    /// the Hessian sums too
     /// ([`Kernel::GlmSums`](nums_layout::batch::Kernel::GlmSums)).
     GlmSums {
         loss: nums_layout::batch::GlmLoss,
@@ -153,6 +154,7 @@ pub enum Source {
         y: String,
         w: String,
         b: Option<String>,
+        hessian: bool,
     },
 }
 
@@ -168,9 +170,17 @@ impl Source {
             Source::Load { path, .. } => format!("load {path}"),
             Source::Expr { text } => text.clone(),
             Source::Param { shape } => format!("parameter {shape:?}"),
-            Source::GlmSums { loss, x, y, w, .. } => {
-                format!("{loss:?} loss and gradient sums of {x} and {y} at {w}")
-            }
+            Source::GlmSums {
+                loss,
+                x,
+                y,
+                w,
+                hessian,
+                ..
+            } => format!(
+                "{loss:?} loss, gradient{} sums of {x} and {y} at {w}",
+                if *hessian { " and Hessian" } else { "" }
+            ),
         }
     }
 }

@@ -4,54 +4,62 @@
 //! to stay in cache while X's rows are read for the second product. The same expressions
 //! as separate kernels (`X @ w_ + b_`, `sigmoid`, `maximum`, `abs`, `exp`, `log1p`, ...)
 //! each made an m x k block, and ran three transcendental functions per element where
-//! this runs two.
+//! this runs two. A Newton pass (`hessian`) adds the Hessian sums X^T diag(s) X: the
+//! piece's rows scaled by sqrt(s) into a buffer of the piece's size, then one syrk, where
+//! the expressions made `X * s[:, None]`, a copy of the whole block.
 //!
 //! [`Kernel::GlmSums`]: nums_layout::batch::Kernel::GlmSums
 
 use std::borrow::Cow;
 
-use ndarray::{Array2, ArrayD, ArrayView1, ArrayView2, Ix1, Ix2, linalg::general_mat_mul, s};
+use cblas_sys::{CBLAS_LAYOUT::CblasRowMajor, CBLAS_TRANSPOSE::CblasTrans, CBLAS_UPLO::CblasLower};
+use ndarray::{
+    Array1, Array2, ArrayD, ArrayView1, ArrayView2, Axis, Ix1, Ix2, Zip, linalg::general_mat_mul, s,
+};
 use nums_layout::Block;
 use nums_layout::batch::GlmLoss;
 
 /// Bytes of X's rows in one piece: the piece's rows are read by the first product and
-/// again, from cache, by the second.
+/// again, from cache, by the second (and by the scaling of a Newton pass).
 const PIECE_BYTES: usize = 256 << 10;
 
-/// The loss at linear predictor `z` and target `y`, and the residual dloss/dz.
+/// The loss at linear predictor `z` and target `y`, the residual dloss/dz and the Hessian
+/// weight d²loss/dz² (computed by the callers that use it: the compiler drops it for the
+/// others).
 #[inline]
-fn loss_and_residual(loss: GlmLoss, z: f64, y: f64) -> (f64, f64) {
+fn loss_residual_weight(loss: GlmLoss, z: f64, y: f64) -> (f64, f64, f64) {
     match loss {
         GlmLoss::Logistic => {
             // log(1 + exp(z)) = max(z, 0) + log1p(exp(-|z|)), and sigmoid(z) from the
-            // same exponential: no overflow either way.
+            // same exponential: no overflow either way. The weight p (1 - p) is
+            // e / (1 + e)^2 on both sides, with no cancellation in 1 - p.
             let e = (-z.abs()).exp();
-            let p = if z >= 0.0 {
-                1.0 / (1.0 + e)
-            } else {
-                e / (1.0 + e)
-            };
-            (z.max(0.0) - z * y + e.ln_1p(), p - y)
+            let q = 1.0 / (1.0 + e);
+            let p = if z >= 0.0 { q } else { e * q };
+            (z.max(0.0) - z * y + e.ln_1p(), p - y, e * q * q)
         }
         GlmLoss::Poisson => {
             let p = z.exp();
-            (p - z * y, p - y)
+            (p - z * y, p - y, p)
         }
         GlmLoss::Squared => {
             let r = z - y;
-            (0.5 * r * r, r)
+            (0.5 * r * r, r, 1.0)
         }
     }
 }
 
 /// The sums of [`Kernel::GlmSums`] over its terms (each: `cols` blocks of X, y, W and,
-/// with `intercept`, b): a [1 + d + intercept, k] float64 block.
+/// with `intercept`, b): a [1 + d + intercept, k] float64 block; with `hessian` (k = 1),
+/// [1 + p, 1 + p] (p = d + intercept): column 0 as without it, and below row 0 the p x p
+/// Hessian sums in columns 1..=p (row 0 beyond column 0 is zero).
 ///
 /// [`Kernel::GlmSums`]: nums_layout::batch::Kernel::GlmSums
 pub fn sums(
     loss: GlmLoss,
     cols: usize,
     intercept: bool,
+    hessian: bool,
     inputs: &[&Block],
 ) -> Result<Block, String> {
     let arity = cols + 2 + usize::from(intercept);
@@ -66,27 +74,77 @@ pub fn sums(
     let [d, k] = *w0 else {
         return Err(format!("W must be 2-D (features x candidates), not {w0:?}"));
     };
-    let mut out = Array2::<f64>::zeros((1 + d + usize::from(intercept), k));
+    let p = d + usize::from(intercept);
+    if hessian && k != 1 {
+        return Err(format!(
+            "a model's Hessian sums take one candidate, not W of {w0:?}"
+        ));
+    }
+    let mut out = if hessian {
+        Array2::<f64>::zeros((1 + p, 1 + p))
+    } else {
+        Array2::<f64>::zeros((1 + p, k))
+    };
     for term in inputs.chunks(arity) {
-        add_term(loss, &term[..cols], term[cols], &term[cols + 1..], &mut out)?;
+        add_term(
+            loss,
+            &term[..cols],
+            term[cols],
+            &term[cols + 1..],
+            hessian,
+            &mut out,
+        )?;
+    }
+    if hessian {
+        // syrk summed the lower triangle.
+        for i in 1..=p {
+            for j in i + 1..=p {
+                out[[i, j]] = out[[j, i]];
+            }
+        }
     }
     Ok(Block::F64(out.into_dyn()))
 }
 
-/// Adds one row block's sums into `out` (rows: loss, X^T r, then sum r with b).
+/// One of X's column blocks as a term holds it: float64 read in place, float32 converted a
+/// piece at a time, other types converted once.
+enum Column<'a> {
+    F64(Cow<'a, ArrayD<f64>>),
+    F32(&'a ArrayD<f32>),
+}
+
+impl Column<'_> {
+    fn dim(&self) -> Result<(usize, usize), String> {
+        let s = match self {
+            Column::F64(a) => a.shape(),
+            Column::F32(a) => a.shape(),
+        };
+        match *s {
+            [m, w] => Ok((m, w)),
+            _ => Err("X's blocks must be 2-D".to_string()),
+        }
+    }
+}
+
+/// Adds one row block's sums into `out` (column j: loss, X^T r, then sum r with b; with
+/// `hessian`, rows and columns 1..=p: X^T diag(s) X bordered by X^T s and sum s with b,
+/// its lower triangle).
 fn add_term(
     loss: GlmLoss,
     xs: &[&Block],
     y: &Block,
     params: &[&Block],
+    hessian: bool,
     out: &mut Array2<f64>,
 ) -> Result<(), String> {
-    let xs: Vec<Cow<'_, ArrayD<f64>>> = xs.iter().map(|b| b.to_f64()).collect();
-    let xs: Vec<ArrayView2<'_, f64>> = xs
+    let xs: Vec<Column<'_>> = xs
         .iter()
-        .map(|x| x.view().into_dimensionality::<Ix2>())
-        .collect::<Result<_, _>>()
-        .map_err(|_| "X's blocks must be 2-D".to_string())?;
+        .map(|b| match b {
+            Block::F32(a) => Column::F32(a),
+            b => Column::F64(b.to_f64()),
+        })
+        .collect();
+    let dims: Vec<(usize, usize)> = xs.iter().map(Column::dim).collect::<Result<_, _>>()?;
     let y = y.to_f64();
     let y: ArrayView1<'_, f64> = y
         .view()
@@ -108,21 +166,34 @@ fn add_term(
     };
     let (d, k) = w.dim();
     let m = y.len();
-    let widths: Vec<usize> = xs.iter().map(|x| x.ncols()).collect();
-    if xs.iter().any(|x| x.nrows() != m)
+    let p = d + usize::from(b.is_some());
+    let widths: Vec<usize> = dims.iter().map(|x| x.1).collect();
+    let want = if hessian { (1 + p, 1 + p) } else { (1 + p, k) };
+    if dims.iter().any(|x| x.0 != m)
         || widths.iter().sum::<usize>() != d
         || b.is_some_and(|b| b.len() != k)
-        || out.dim() != (1 + d + usize::from(b.is_some()), k)
+        || out.dim() != want
     {
         return Err(format!(
-            "a model's sums over X blocks of {:?}, y of {m}, W of {:?}, b of {:?}: the shapes do not agree",
-            xs.iter().map(|x| x.dim()).collect::<Vec<_>>(),
+            "a model's sums over X blocks of {dims:?}, y of {m}, W of {:?}, b of {:?}: the shapes do not agree",
             w.dim(),
             b.map(|b| b.len())
         ));
     }
     let rows = (PIECE_BYTES / (8 * d.max(1))).clamp(64, 8192).min(m.max(1));
     let mut z = Array2::<f64>::zeros((rows, k));
+    // float32 columns, a piece at a time.
+    let mut converted: Vec<Array2<f64>> = xs
+        .iter()
+        .zip(&widths)
+        .map(|(x, &wc)| match x {
+            Column::F32(_) => Array2::zeros((rows, wc)),
+            Column::F64(_) => Array2::zeros((0, 0)),
+        })
+        .collect();
+    // A Newton pass's piece of [X | 1] scaled by sqrt(s), row by row.
+    let mut scaled = Array2::<f64>::zeros(if hessian { (rows, p) } else { (0, 0) });
+    let mut roots = Array1::<f64>::zeros(if hessian { rows } else { 0 });
     // Sums of a piece, then added to the block's: rounding grows with the piece's rows
     // and the pieces' count, not with the block's rows.
     let mut piece_loss = vec![0.0; k];
@@ -131,23 +202,53 @@ fn add_term(
     let mut total_r = vec![0.0; k];
     for start in (0..m).step_by(rows) {
         let end = (start + rows).min(m);
+        for (x, buf) in xs.iter().zip(&mut converted) {
+            if let Column::F32(a) = x {
+                let a = a
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .map_err(|_| "X's blocks must be 2-D".to_string())?;
+                buf.slice_mut(s![..end - start, ..])
+                    .zip_mut_with(&a.slice(s![start..end, ..]), |o, &v| *o = f64::from(v));
+            }
+        }
+        let piece: Vec<ArrayView2<'_, f64>> = xs
+            .iter()
+            .zip(&converted)
+            .map(|(x, buf)| match x {
+                Column::F64(a) => a
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .expect("2-D, checked")
+                    .slice_move(s![start..end, ..]),
+                Column::F32(_) => buf.slice(s![..end - start, ..]),
+            })
+            .collect();
         let mut zc = z.slice_mut(s![..end - start, ..]);
         let mut at = 0;
-        for (c, x) in xs.iter().enumerate() {
+        for (c, x) in piece.iter().enumerate() {
             let wc = w.slice(s![at..at + widths[c], ..]);
             let beta = if c == 0 { 0.0 } else { 1.0 };
-            general_mat_mul(1.0, &x.slice(s![start..end, ..]), &wc, beta, &mut zc);
+            general_mat_mul(1.0, x, &wc, beta, &mut zc);
             at += widths[c];
         }
         piece_loss.fill(0.0);
         piece_r.fill(0.0);
-        for (mut row, &yi) in zc.rows_mut().into_iter().zip(&y.slice(s![start..end])) {
+        for (i, (mut row, &yi)) in zc
+            .rows_mut()
+            .into_iter()
+            .zip(&y.slice(s![start..end]))
+            .enumerate()
+        {
             for (j, zv) in row.iter_mut().enumerate() {
                 let zj = *zv + b.map_or(0.0, |b| b[j]);
-                let (l, r) = loss_and_residual(loss, zj, yi);
+                let (l, r, weight) = loss_residual_weight(loss, zj, yi);
                 piece_loss[j] += l;
                 piece_r[j] += r;
                 *zv = r;
+                if hessian {
+                    roots[i] = weight.sqrt();
+                }
             }
         }
         for j in 0..k {
@@ -156,16 +257,27 @@ fn add_term(
         }
         // X^T r, each column block into its rows of the gradient.
         let mut at = 1;
-        for (c, x) in xs.iter().enumerate() {
-            let mut g = out.slice_mut(s![at..at + widths[c], ..]);
-            general_mat_mul(
-                1.0,
-                &x.slice(s![start..end, ..]).t(),
-                &zc.view(),
-                1.0,
-                &mut g,
-            );
+        for (c, x) in piece.iter().enumerate() {
+            let mut g = out.slice_mut(s![at..at + widths[c], ..k]);
+            general_mat_mul(1.0, &x.t(), &zc.view(), 1.0, &mut g);
             at += widths[c];
+        }
+        if hessian {
+            // [X | 1] scaled by sqrt(s) (s >= 0 for every loss): X^T diag(s) X as A^T A.
+            let n = end - start;
+            let q = roots.slice(s![..n]).insert_axis(Axis(1));
+            let mut at = 0;
+            for (c, x) in piece.iter().enumerate() {
+                Zip::from(scaled.slice_mut(s![..n, at..at + widths[c]]))
+                    .and(x)
+                    .and_broadcast(&q)
+                    .for_each(|o, &v, &q| *o = q * v);
+                at += widths[c];
+            }
+            if b.is_some() {
+                scaled.slice_mut(s![..n, d]).assign(&roots.slice(s![..n]));
+            }
+            syrk_lower(&scaled.slice(s![..n, ..]), out)?;
         }
     }
     for j in 0..k {
@@ -174,6 +286,36 @@ fn add_term(
             out[[1 + d, j]] += total_r[j];
         }
     }
+    Ok(())
+}
+
+/// Adds A^T A (A: rows x p) to the lower triangle of `out`'s rows and columns 1..=p.
+fn syrk_lower(a: &ArrayView2<'_, f64>, out: &mut Array2<f64>) -> Result<(), String> {
+    let (rows, p) = a.dim();
+    if rows == 0 || p == 0 {
+        return Ok(());
+    }
+    let int = |n: usize| i32::try_from(n).map_err(|_| format!("{n} is too large for BLAS"));
+    let a = a.as_slice().expect("a piece of standard layout");
+    let ldc = out.ncols();
+    let c = out.as_slice_mut().expect("standard layout");
+    // SAFETY: A row-major rows x p (lda p); C the p x p block at (1, 1) of a row-major
+    // (1 + p) x (1 + p) matrix (ldc 1 + p), in bounds.
+    unsafe {
+        cblas_sys::cblas_dsyrk(
+            CblasRowMajor,
+            CblasLower,
+            CblasTrans,
+            int(p)?,
+            int(rows)?,
+            1.0,
+            a.as_ptr(),
+            int(p)?,
+            1.0,
+            c[ldc + 1..].as_mut_ptr(),
+            int(ldc)?,
+        )
+    };
     Ok(())
 }
 
@@ -270,7 +412,7 @@ mod tests {
                     }
                 }
                 let refs: Vec<&Block> = blocks.iter().collect();
-                let got = sums(loss, 3, intercept, &refs).unwrap();
+                let got = sums(loss, 3, intercept, false, &refs).unwrap();
                 let want = reference(loss, &x, &y, &w, bb);
                 close(
                     &got.to_f64().into_owned().into_dimensionality().unwrap(),
@@ -291,6 +433,7 @@ mod tests {
             GlmLoss::Logistic,
             1,
             true,
+            false,
             &blocks.iter().collect::<Vec<_>>(),
         )
         .unwrap();
@@ -312,6 +455,7 @@ mod tests {
             GlmLoss::Logistic,
             1,
             false,
+            false,
             &blocks.iter().collect::<Vec<_>>(),
         )
         .unwrap();
@@ -320,14 +464,148 @@ mod tests {
         close(&got, &reference(GlmLoss::Logistic, &xt, &yt, &wt, None));
     }
 
+    /// The Hessian sums as the separate expressions of a Newton pass compute them
+    /// (`models::program` wrote them so): z = X @ w + b; p and s = p (1 - p) (logistic),
+    /// exp(z) (Poisson) or 1; r = p - y; then the loss, X.T @ r, sum(r) in column 0 and
+    /// X.T @ (X * s[:, None]), X.T @ s, sum(s) below row 0.
+    fn reference_hessian(
+        loss: GlmLoss,
+        x: &Array2<f64>,
+        y: &Array1<f64>,
+        w: &Array1<f64>,
+        b: Option<f64>,
+    ) -> Array2<f64> {
+        let d = x.ncols();
+        let p_ = d + usize::from(b.is_some());
+        let z = x.dot(w) + b.unwrap_or(0.0);
+        let (p, l, s) = match loss {
+            GlmLoss::Logistic => {
+                let p = z.mapv(|v| 1.0 / (1.0 + (-v).exp()));
+                let l = z.mapv(|v| v.max(0.0)) - &z * y + z.mapv(|v| (-v.abs()).exp().ln_1p());
+                let s = p.mapv(|v| v * (1.0 - v));
+                (p, l, s)
+            }
+            GlmLoss::Poisson => (
+                z.mapv(f64::exp),
+                z.mapv(f64::exp) - &z * y,
+                z.mapv(f64::exp),
+            ),
+            GlmLoss::Squared => (z.clone(), (&z - y).mapv(|v| 0.5 * v * v), z.mapv(|_| 1.0)),
+        };
+        let r = p - y;
+        let mut out = Array2::zeros((1 + p_, 1 + p_));
+        out[[0, 0]] = l.sum();
+        out.slice_mut(s![1..=d, 0]).assign(&x.t().dot(&r));
+        let xs = x * &s.view().insert_axis(Axis(1));
+        out.slice_mut(s![1..=d, 1..=d]).assign(&x.t().dot(&xs));
+        if b.is_some() {
+            out[[1 + d, 0]] = r.sum();
+            let xts = x.t().dot(&s);
+            out.slice_mut(s![1..=d, 1 + d]).assign(&xts);
+            out.slice_mut(s![1 + d, 1..=d]).assign(&xts);
+            out[[1 + d, 1 + d]] = s.sum();
+        }
+        out
+    }
+
+    /// A Newton pass's fused sums (loss, gradient and Hessian in one sweep, the Hessian
+    /// by syrk on each piece of rows scaled by sqrt(s)) equal the separate expressions'
+    /// for every loss, with and without an intercept, over row blocks of which one spans
+    /// several pieces, X cut into column blocks, in float64 and in float32, and the
+    /// Hessian is exactly symmetric.
+    #[test]
+    fn fused_newton_sums_equal_the_separate_expressions() {
+        let d = 7;
+        let (x, y) = data(13_000, d, 3);
+        let (w, _) = data(d, 1, 4);
+        let w = w.column(0).to_owned() * 0.8;
+        let x32 = x.mapv(|v| v as f32);
+        for loss in [GlmLoss::Logistic, GlmLoss::Poisson, GlmLoss::Squared] {
+            let y = match loss {
+                GlmLoss::Poisson => y.mapv(|v| v * 3.0),
+                _ => y.clone(),
+            };
+            for intercept in [true, false] {
+                for float32 in [false, true] {
+                    // Row blocks of 9,000 (two pieces of 4,681 rows at d = 7), 2,000 and
+                    // 2,000 rows; X's columns in blocks of 4 and 3.
+                    let mut blocks: Vec<Block> = Vec::new();
+                    for r in [0..9000, 9000..11_000, 11_000..13_000] {
+                        for c in [0..4, 4..7] {
+                            blocks.push(if float32 {
+                                Block::F32(x32.slice(s![r.clone(), c]).to_owned().into_dyn())
+                            } else {
+                                Block::F64(x.slice(s![r.clone(), c]).to_owned().into_dyn())
+                            });
+                        }
+                        blocks.push(Block::F64(y.slice(s![r.clone()]).to_owned().into_dyn()));
+                        blocks.push(Block::F64(w.clone().insert_axis(Axis(1)).into_dyn()));
+                        if intercept {
+                            blocks.push(Block::F64(Array1::from(vec![0.4]).into_dyn()));
+                        }
+                    }
+                    let refs: Vec<&Block> = blocks.iter().collect();
+                    let got = sums(loss, 2, intercept, true, &refs).unwrap();
+                    let got: Array2<f64> = got.to_f64().into_owned().into_dimensionality().unwrap();
+                    let xr = if float32 {
+                        x32.mapv(f64::from)
+                    } else {
+                        x.clone()
+                    };
+                    let want = reference_hessian(loss, &xr, &y, &w, intercept.then_some(0.4));
+                    close(&got, &want);
+                    let h = got.slice(s![1.., 1..]);
+                    assert_eq!(h, h.t(), "{loss:?}: not symmetric");
+                    // The same as a gradient pass's column.
+                    let grad = sums(loss, 2, intercept, false, &refs).unwrap();
+                    let grad: Array2<f64> =
+                        grad.to_f64().into_owned().into_dimensionality().unwrap();
+                    assert_eq!(grad.column(0), got.column(0));
+                }
+            }
+        }
+        // The tails: z from -800 to 800, finite sums.
+        let xt = Array2::from_shape_fn((401, 1), |(i, _)| i as f64 * 4.0 - 800.0);
+        let yt = Array1::from_shape_fn(401, |i| (i % 3 == 0) as u8 as f64);
+        let blocks = [
+            Block::F64(xt.clone().into_dyn()),
+            Block::F64(yt.clone().into_dyn()),
+            Block::F64(Array2::from_elem((1, 1), 1.0).into_dyn()),
+            Block::F64(Array1::from(vec![0.0]).into_dyn()),
+        ];
+        let got = sums(
+            GlmLoss::Logistic,
+            1,
+            true,
+            true,
+            &blocks.iter().collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let got: Array2<f64> = got.to_f64().into_owned().into_dimensionality().unwrap();
+        assert!(got.iter().all(|v| v.is_finite()), "{got}");
+        close(
+            &got,
+            &reference_hessian(
+                GlmLoss::Logistic,
+                &xt,
+                &yt,
+                &Array1::from(vec![1.0]),
+                Some(0.0),
+            ),
+        );
+    }
+
     #[test]
     fn malformed_terms_are_refused() {
         let x = Block::F64(Array2::<f64>::zeros((5, 2)).into_dyn());
         let y = Block::F64(Array1::<f64>::zeros(4).into_dyn());
         let w = Block::F64(Array2::<f64>::zeros((2, 3)).into_dyn());
-        let e = sums(GlmLoss::Logistic, 1, false, &[&x, &y, &w]).unwrap_err();
+        let e = sums(GlmLoss::Logistic, 1, false, false, &[&x, &y, &w]).unwrap_err();
         assert!(e.contains("do not agree"), "{e}");
-        let e = sums(GlmLoss::Logistic, 1, true, &[&x, &y, &w]).unwrap_err();
+        let e = sums(GlmLoss::Logistic, 1, true, false, &[&x, &y, &w]).unwrap_err();
         assert!(e.contains("terms of 4 blocks"), "{e}");
+        let x = Block::F64(Array2::<f64>::zeros((4, 2)).into_dyn());
+        let e = sums(GlmLoss::Logistic, 1, false, true, &[&x, &y, &w]).unwrap_err();
+        assert!(e.contains("one candidate"), "{e}");
     }
 }

@@ -193,7 +193,8 @@ pub fn run(
             loss,
             cols,
             intercept,
-        } => crate::glm::sums(*loss, *cols, *intercept, inputs)?,
+            hessian,
+        } => crate::glm::sums(*loss, *cols, *intercept, *hessian, inputs)?,
         k @ (Kernel::Qr { .. }
         | Kernel::Lstsq { .. }
         | Kernel::Svd { .. }

@@ -1461,7 +1461,11 @@ pub enum Kernel {
     /// summed over the rows, then its gradient sums X^T r (d rows), then with `intercept`
     /// sum r, as one [1 + d + intercept, k] float64 block, summed over the terms: a pass
     /// of a fit ([`GlmLoss`] says loss and r) in one sweep over each block of rows, where
-    /// the same expressions as separate kernels each make a block of m x k.
+    /// the same expressions as separate kernels each make a block of m x k. With
+    /// `hessian` (a Newton pass, k = 1) the block is [1 + p, 1 + p] (p = d + intercept):
+    /// column 0 as without it, and rows and columns 1..=p the Hessian sums X^T diag(s) X
+    /// (bordered by X^T s and sum s with an intercept; s = d²loss/dz²), row 0 beyond
+    /// column 0 zero.
     GlmSums {
         /// Which model's loss.
         loss: GlmLoss,
@@ -1469,6 +1473,9 @@ pub enum Kernel {
         cols: usize,
         /// A b block follows W in each term.
         intercept: bool,
+        /// The Hessian sums too.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        hessian: bool,
     },
 
     // Linear algebra (function/src/linalg.rs, LAPACK and BLAS of the linked OpenBLAS).
@@ -1621,16 +1628,17 @@ pub enum Kernel {
     },
 }
 
-/// The loss of a generalized linear model at linear predictor z and target y, and its
-/// residual r = dloss/dz ([`Kernel::GlmSums`]), as scikit-learn defines them.
+/// The loss of a generalized linear model at linear predictor z and target y, its
+/// residual r = dloss/dz and Hessian weight s = d²loss/dz² ([`Kernel::GlmSums`]), as
+/// scikit-learn defines them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum GlmLoss {
-    /// log(1 + exp(z)) - y z (without overflow); r = sigmoid(z) - y.
+    /// log(1 + exp(z)) - y z (without overflow); r = sigmoid(z) - y; s = p (1 - p).
     Logistic,
-    /// exp(z) - y z; r = exp(z) - y.
+    /// exp(z) - y z; r = exp(z) - y; s = exp(z).
     Poisson,
-    /// (z - y)^2 / 2; r = z - y.
+    /// (z - y)^2 / 2; r = z - y; s = 1.
     Squared,
 }
 

@@ -682,14 +682,21 @@ impl<'a> Builder<'a> {
                     },
                 )
             }
-            Source::GlmSums { loss, x, y, w, b } => {
+            Source::GlmSums {
+                loss,
+                x,
+                y,
+                w,
+                b,
+                hessian,
+            } => {
                 let mut node = |n: &str| match self.defs.get(n) {
                     Some(def) => self.resolve(def),
                     None => Err(self.job.err(def.line, key.clone(), format!("no array {n}"))),
                 };
                 let (x, y, w) = (node(x)?, node(y)?, node(w)?);
                 let b = b.as_deref().map(&mut node).transpose()?;
-                funcs::glm_sums(self, *loss, x, y, w, b).map_err(err)?
+                funcs::glm_sums(self, *loss, x, y, w, b, *hessian).map_err(err)?
             }
             Source::Expr { text } => {
                 let e = expr::parse(text).map_err(|e| err(e.render(text)))?;

@@ -312,7 +312,8 @@ pub enum NodeOp {
     },
     /// A fit's pass in one sweep: the sums of the model's `loss` over the rows of `x`
     /// ([n, d]) and `y` ([n], in x's row blocks) at the candidates `w` ([d, k], one block)
-    /// and `b` ([k]): [1 + d + b, k] in one block, a sum over x's row blocks
+    /// and `b` ([k]): [1 + d + b, k] in one block, a sum over x's row blocks; with
+    /// `hessian` (k = 1), [1 + p, 1 + p] with the Hessian sums
     /// ([`Kernel::GlmSums`](nums_layout::batch::Kernel::GlmSums)).
     GlmSums {
         loss: nums_layout::batch::GlmLoss,
@@ -320,6 +321,7 @@ pub enum NodeOp {
         y: NodeId,
         w: NodeId,
         b: Option<NodeId>,
+        hessian: bool,
     },
     /// One task: `kernel` on the operands, each one block, making this node's one block
     /// (a factorization of a matrix that fits one invocation, or of a TSQR's R).

@@ -95,8 +95,8 @@ impl FitSpec {
 }
 
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
-/// each, in one sweep: [`names::SUMS`]), with the Hessian sums (Newton, `k` = 1), or the
-/// normal equations (least squares).
+/// each), or at one with the Hessian sums (Newton), both in one sweep ([`names::SUMS`]);
+/// or the normal equations (least squares).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PassKind {
     Gradient { k: usize },
@@ -106,18 +106,13 @@ pub(crate) enum PassKind {
 
 /// The names of a pass program's parameters and outputs.
 pub(crate) mod names {
-    /// Coefficients: `[d]` (Hessian pass) or `[d, k]` (gradient pass).
+    /// Coefficients: `[d, k]` (a Newton pass: k = 1).
     pub(crate) const W: &str = "w_";
-    /// Intercepts: `[1]` or `[k]`.
+    /// Intercepts: `[k]`.
     pub(crate) const B: &str = "b_";
-    pub(crate) const LOSS: &str = "loss_";
-    pub(crate) const GW: &str = "gw_";
-    pub(crate) const GB: &str = "gb_";
-    pub(crate) const HWW: &str = "hww_";
-    pub(crate) const HWB: &str = "hwb_";
-    pub(crate) const HBB: &str = "hbb_";
-    /// A gradient pass's sums, [1 + d (+ 1), k]: row 0 the loss of each candidate, rows
-    /// 1..=d the gradient of w, then (with an intercept) of b.
+    /// A pass's sums, [1 + p, k] (p = d + intercept): row 0 the loss of each candidate,
+    /// rows 1..=d the gradient of w, then (with an intercept) of b; a Newton pass's are
+    /// [1 + p, 1 + p], the Hessian sums in rows and columns 1..=p.
     pub(crate) const SUMS: &str = "sums_";
     /// Least squares: X^T X, X^T y, column sums of X, sum of y.
     pub(crate) const XTX: &str = "xtx_";
@@ -128,10 +123,7 @@ pub(crate) mod names {
 
 /// The job-language program of one pass over `X` ([n, d]) and `y` ([n]): `(name,
 /// expression)` in order, and which of them are outputs.
-pub(crate) fn program(
-    spec: &FitSpec,
-    kind: PassKind,
-) -> (Vec<(String, String)>, Vec<&'static str>) {
+pub(crate) fn program(kind: PassKind) -> (Vec<(String, String)>, Vec<&'static str>) {
     use names::*;
     let mut a: Vec<(String, String)> = Vec::new();
     let mut add = |n: &str, e: String| a.push((n.to_string(), e));
@@ -144,60 +136,12 @@ pub(crate) fn program(
             vec![XTX, XTY, SX, SY]
         }
         // One node in one sweep (`loss`, `iterate` makes it): no expressions.
-        PassKind::Gradient { .. } => vec![SUMS],
-        PassKind::Hessian => {
-            let b = if spec.fit_intercept {
-                format!(" + {B}[0]")
-            } else {
-                String::new()
-            };
-            add("z_", format!("X @ {W}{b}"));
-            link(spec, &mut add);
-            add(GW, "X.T @ r_".into());
-            add(HWW, "X.T @ (X * s_[:, None])".into());
-            if spec.fit_intercept {
-                add(GB, "sum(r_)".into());
-                add(HWB, "X.T @ s_".into());
-                add(HBB, "sum(s_)".into());
-                vec![LOSS, GW, HWW, GB, HWB, HBB]
-            } else {
-                vec![LOSS, GW, HWW]
-            }
-        }
+        PassKind::Gradient { .. } | PassKind::Hessian => vec![SUMS],
     };
     (a, outputs)
 }
 
-/// The model's mean (p_), residual (r_), Hessian weights (s_) and summed loss for the
-/// linear predictor z_.
-fn link(spec: &FitSpec, add: &mut impl FnMut(&str, String)) {
-    match spec.family {
-        Family::Logistic => {
-            add("p_", "sigmoid(z_)".into());
-            // log(1 + exp(z)) - y z, without overflow.
-            add(
-                names::LOSS,
-                "sum(maximum(z_, 0) - z_ * y + log1p(exp(-abs(z_))))".into(),
-            );
-            add("s_", "p_ * (1 - p_)".into());
-        }
-        Family::Poisson => {
-            add("p_", "exp(z_)".into());
-            add(names::LOSS, "sum(p_ - z_ * y)".into());
-            add("s_", "p_".into());
-        }
-        Family::Linear => {
-            // Identity link: half the squared error (least squares by Newton).
-            add("p_", "z_ * 1".into());
-            add(names::LOSS, "0.5 * sum((z_ - y) ** 2)".into());
-            add("s_", "z_ * 0 + 1".into());
-        }
-    }
-    add("r_", "p_ - y".into());
-}
-
-/// The loss a gradient pass sums in one sweep (`Kernel::GlmSums`): the model's, as
-/// [`link`] writes it for the Hessian pass.
+/// The loss a pass sums in one sweep (`Kernel::GlmSums`): the model's.
 pub(crate) fn loss(spec: &FitSpec) -> nums_layout::batch::GlmLoss {
     use nums_layout::batch::GlmLoss;
     match spec.family {

@@ -7,7 +7,15 @@ use nums_layout::Scalar;
 use super::*;
 
 pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
-    let NodeOp::GlmSums { loss, x, y, w, b } = &cx.n.op else {
+    let NodeOp::GlmSums {
+        loss,
+        x,
+        y,
+        w,
+        b,
+        hessian,
+    } = &cx.n.op
+    else {
         unreachable!("routed here by tasks::BlockWork::work_for")
     };
     let (rows, cols) = (cx.w.grids[*x][0], cx.w.grids[*x][1]);
@@ -33,6 +41,7 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             loss: *loss,
             cols: cols as usize,
             intercept: b.is_some(),
+            hessian: *hessian,
         },
         arity,
         terms,

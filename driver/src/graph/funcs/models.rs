@@ -218,7 +218,8 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
 /// The node of a fit's gradient pass (`iterate`, [`crate::job::Source::GlmSums`]): the
 /// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], re-blocked to x's
 /// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + d + b, k], one
-/// block (rows: the loss, the gradient of w, then of b).
+/// block (rows: the loss, the gradient of w, then of b); with `hessian` (a Newton pass,
+/// k = 1), [1 + p, 1 + p] (p = d + b): that column, then the p x p Hessian sums.
 pub(in crate::graph) fn glm_sums(
     s: &mut Builder,
     loss: nums_layout::batch::GlmLoss,
@@ -226,6 +227,7 @@ pub(in crate::graph) fn glm_sums(
     y: NodeId,
     w: NodeId,
     b: Option<NodeId>,
+    hessian: bool,
 ) -> Result<NodeId, String> {
     let (mx, my, mw) = (s.meta(x).clone(), s.meta(y).clone(), s.meta(w).clone());
     let k = mw.shape.get(1).copied().unwrap_or(0);
@@ -233,6 +235,7 @@ pub(in crate::graph) fn glm_sums(
         && my.shape == [mx.shape[0]]
         && mw.shape == [mx.shape[1], k]
         && mw.num_blocks() == 1
+        && (!hessian || k == 1)
         && b.is_none_or(|b| s.meta(b).shape == [k] && s.meta(b).num_blocks() == 1);
     if !fits {
         return Err(format!(
@@ -244,6 +247,17 @@ pub(in crate::graph) fn glm_sums(
     }
     let y = s.rechunk(y, vec![mx.block[0]]);
     let rows = 1 + mx.shape[1] + b.is_some() as u64;
-    let meta = ArrayMeta::new(vec![rows, k], vec![rows, k], DType::Float64);
-    Ok(s.add(meta, NodeOp::GlmSums { loss, x, y, w, b }))
+    let cols = if hessian { rows } else { k };
+    let meta = ArrayMeta::new(vec![rows, cols], vec![rows, cols], DType::Float64);
+    Ok(s.add(
+        meta,
+        NodeOp::GlmSums {
+            loss,
+            x,
+            y,
+            w,
+            b,
+            hessian,
+        },
+    ))
 }
