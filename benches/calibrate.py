@@ -1,6 +1,7 @@
 """Calibrates and validates the cost model (driver/src/cost.rs) on this machine: runs the
 peers workloads (benches/peers.py's inputs and jobs), a Newton and an L-BFGS logistic
-regression (their passes) and the quick-start job with `--stats`, each once warm and then
+regression (their passes), a CSV imported and fitted (benches/csv_fit.py's job, on a
+CSV of 250,000 rows x 21) and the quick-start job with `--stats`, each once warm and then
 `--repeat` times, joins each invocation with its planned batch (`plan --json`: bytes in
 and out, flops, bytes streamed and made, element-function evaluations, tasks), fits the
 model's rates, and prints per stage the measured wall time (median and range) next to
@@ -11,8 +12,8 @@ the projection of the model as compiled and of the fitted rates.
 
 Two fits. Per invocation, as cost.rs adds them (least squares): store I/O seconds (the
 functions' measured wait) = bytes_in / read_bps + bytes_out / write_bps; kernel seconds =
-flops / flops + streamed / stream_bps + evals / evals_per_s + made / touch_bps + tasks *
-task_s; the invoke overhead is send-to-answer minus the handler's seconds. Then, from
+flops / flops + streamed / stream_bps + evals / evals_per_s + made / touch_bps + parsed /
+parse_bps + tasks * task_s; the invoke overhead is send-to-answer minus the handler's seconds. Then, from
 those, the rates whose projected stage walls are nearest the measured ones (the log
 ratio): what `plan` prints. Copy the second column into `LOCAL` (file store) or
 `LOCAL_S3` (`--store garage`) in driver/src/cost.rs, rebuild, run this again to see the
@@ -20,6 +21,7 @@ compiled model's error, and state it as the model's `error_band`.
 """
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,31 +68,32 @@ def work_of(b):
     """A planned batch (`plan --json`) as `batch_s` takes it."""
     return {"bytes_in": b["bytes_in"], "bytes_out": b["bytes_out"], "flops": b["flops"],
             "streamed": b["streamed_bytes"], "made": b["made_bytes"], "evals": b["evals"],
-            "tasks": b["tasks"]}
+            "parsed": b.get("parsed_bytes", 0), "tasks": b["tasks"]}
 
 
 def batch_s(b, r):
     """cost.rs's `batch_seconds`: invoke overhead, store I/O wait, kernels."""
     io = b["bytes_in"] / r["read_bps"] + b["bytes_out"] / r["write_bps"]
     comp = (b["flops"] / r["flops"] + b["streamed"] / r["stream_bps"] + b["evals"] / r["evals_per_s"]
-            + b["made"] / r["touch_bps"] + b["tasks"] * r["task_s"])
+            + b["made"] / r["touch_bps"] + b["parsed"] / r["parse_bps"] + b["tasks"] * r["task_s"])
     return r["invoke_s"] + io + comp
 
 
 def fit(rows):
     """Non-negative least squares of what the functions measure: store I/O seconds against
     bytes read and written, kernel seconds against flops, bytes streamed, evaluations, bytes
-    made and tasks; the
+    made, CSV text parsed and tasks; the
     invoke overhead is the median of send-to-answer minus handler seconds."""
     from scipy.optimize import nnls  # scipy comes with scikit-learn in the benchmark venv
     inv = lambda x: float("inf") if x <= 0 else 1 / x  # noqa: E731
     a = np.array([[r["bytes_in"], r["bytes_out"]] for r in rows], float)
     io = nnls(a, np.array([r["io_s"] for r in rows]))[0]
-    a = np.array([[r["flops"], r["streamed"], r["evals"], r["made"], r["tasks"]] for r in rows], float)
+    a = np.array([[r["flops"], r["streamed"], r["evals"], r["made"], r.get("parsed", 0), r["tasks"]]
+                  for r in rows], float)
     comp = nnls(a, np.array([r["compute_s"] for r in rows]))[0]
     return {"read_bps": inv(io[0]), "write_bps": inv(io[1]), "flops": inv(comp[0]),
             "stream_bps": inv(comp[1]), "evals_per_s": inv(comp[2]), "touch_bps": inv(comp[3]),
-            "task_s": float(comp[4]),
+            "parse_bps": inv(comp[4]), "task_s": float(comp[5]),
             "invoke_s": float(np.median([r["total_s"] - r["handler_s"] for r in rows]))}
 
 
@@ -148,6 +151,17 @@ def main():
             f'w = "logistic_regression(X, y, solver=\'{solver}\')"\n'
             f'[outputs]\nw = "w.npy"\n')
         jobs.append((f"fit-{solver}", d / "job.toml"))
+    # A CSV imported and fitted: the only calibration job that parses text (parse_bps). Its
+    # store is the job's folder, emptied before each run (an import is otherwise reused).
+    if store.kind == "file":
+        import csv_fit
+        csv = cache / "calibrate-250000x21.csv"
+        if not csv.exists():
+            csv_fit.make_csv(csv, 250_000, 20)
+        d = work / "csv-fit"
+        d.mkdir()
+        (d / "job.toml").write_text(csv_fit.job(csv))
+        jobs.append(("csv-fit", d / "job.toml"))
     quick = work / "quickstart"
     quick.mkdir()
     (quick / "job.toml").write_text((peers.ROOT / "examples" / "quickstart.toml").read_text())
@@ -155,10 +169,13 @@ def main():
 
     results, all_rows = [], []
     for key, job in jobs:
+        fresh = lambda: shutil.rmtree(job.parent / "store", ignore_errors=True) if key == "csv-fit" else None  # noqa: E731
         peers.wait_quiet(60)
+        fresh()
         plan_and_run(bin_, job)  # warm: inputs in the page cache, as every later run has them
         for _ in range(args.repeat):
             peers.wait_quiet(60)
+            fresh()
             rows, measured, projected, plan, stats = plan_and_run(bin_, job)
             peers.log(f"{key}: {len(rows)} invocations, main stage {measured:.2f} s, projected "
                       f"{projected:.2f} s" if measured else f"{key}: {len(rows)} invocations of its fit's passes")
@@ -222,8 +239,8 @@ def fit_walls(results, start):
     prints is a stage's wall time, which holds what the functions do not measure (the
     driver's turn-around between dependent invocations, a stage's first sends)."""
     from scipy.optimize import minimize
-    keys = ["read_bps", "write_bps", "flops", "stream_bps", "evals_per_s", "touch_bps", "task_s",
-            "invoke_s"]
+    keys = ["read_bps", "write_bps", "flops", "stream_bps", "evals_per_s", "touch_bps", "parse_bps",
+            "task_s", "invoke_s"]
     # A rate the per-invocation fit left unbounded starts at a value of its order.
     x0 = np.log([min(start[k], 1e11) if k != "stream_bps" else min(start[k], 2e10) for k in keys])
     cases = []  # (batches, workers, measured medians' label)

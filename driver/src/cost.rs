@@ -41,6 +41,9 @@ pub struct CostModel {
     /// Bytes per second of a task's first touch of the output it makes (the kernel's own
     /// rates are fitted to blocks already in cache; a new block's pages fault in first).
     pub touch_bps: f64,
+    /// Bytes of CSV text per second one function reads from its source and parses into a
+    /// block ([`TaskWork::parsed`]): no other term sees a text import's work.
+    pub parse_bps: f64,
     /// Seconds of every task beyond its work (decoding its batch entry, small blocks'
     /// fixed costs).
     pub task_s: f64,
@@ -67,6 +70,9 @@ pub(crate) const LOCAL: CostModel = CostModel {
     stream_bps: 1.4e11,
     evals_per_s: 9.2e7,
     touch_bps: 3.0e10,
+    // `ImportCsv`: the text read from the page cache, split, floats parsed, the block
+    // made; fitted to benches/csv_fit.py's imports (BENCHMARKS.md).
+    parse_bps: 5.0e8,
     task_s: 0.0013,
     error_band: "21% under to 35% over the measured stages of the peers workloads and of fits' passes (0.12-1.5 s; medians of three runs), 64% over on the quick-start's 0.09 s",
 };
@@ -88,6 +94,9 @@ pub(crate) const LOCAL_S3: CostModel = CostModel {
     stream_bps: 21e9,
     evals_per_s: 1.48e8,
     touch_bps: 1.0e11,
+    // The text comes through the server at about its block read rate, then is parsed at
+    // `LOCAL`'s rate: 1 / (1 / 273e6 + 1 / 5.0e8).
+    parse_bps: 1.77e8,
     task_s: 0.0017,
     error_band: "6% under to 27% over the measured stages of the peers workloads and of fits' passes on Garage (0.15-2.3 s; medians of three runs)",
 };
@@ -109,6 +118,9 @@ pub(crate) const LAMBDA: CostModel = CostModel {
     // One core's rate of element functions, as measured on this machine's functions.
     evals_per_s: 9.2e7,
     touch_bps: f64::INFINITY,
+    // The text read from S3 at its read rate, then parsed at `LOCAL`'s rate (one core):
+    // 1 / (1 / 90e6 + 1 / 5.0e8).
+    parse_bps: 7.6e7,
     task_s: 0.005,
     error_band: "from published Lambda and S3 rates, not measured by this project",
 };
@@ -142,6 +154,7 @@ impl CostModel {
             + b.streamed as f64 / self.stream_bps
             + b.evals as f64 / self.evals_per_s
             + b.made as f64 / self.touch_bps
+            + b.parsed as f64 / self.parse_bps
             + b.tasks as f64 * self.task_s
     }
 }
@@ -160,6 +173,8 @@ pub struct BatchWork {
     pub made: u64,
     /// Elements its tasks compute with costly element functions.
     pub evals: u64,
+    /// Bytes of CSV text its tasks read and parse.
+    pub parsed: u64,
 }
 
 /// A task's work, as the cost model counts it.
@@ -172,6 +187,8 @@ pub(crate) struct TaskWork {
     /// Output elements of a costly element function (exp, log, trigonometry, powers,
     /// random draws), each tens of nanoseconds where an add is one.
     pub evals: u64,
+    /// Bytes of CSV text it reads from the file and parses (a CSV import's byte range).
+    pub parsed: u64,
 }
 
 /// A task's work. Every kernel streams its inputs and its output once; contractions and
@@ -205,10 +222,15 @@ pub(crate) fn task_work(
         k if costly_elements(k) => (streamed, shapes(n_inputs).iter().product::<usize>() as u64),
         _ => (streamed, 0),
     };
+    let parsed = match kernel {
+        Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
+        _ => 0,
+    };
     TaskWork {
         flops: flops(kernel, &shapes, n_inputs),
         streamed,
         evals,
+        parsed,
     }
 }
 
@@ -601,7 +623,40 @@ mod tests {
             streamed: 0,
             made: 0,
             evals: 0,
+            parsed: 0,
         }
+    }
+
+    #[test]
+    fn a_csv_import_costs_its_text() {
+        // A quarter of benches/csv_fit.py's CSV: 250,000 rows of 21 fields, 134 MB of text
+        // parsed into a 42 MB block, which a quiet function makes in about 0.3 s.
+        let k = Kernel::ImportCsv {
+            source: nums_layout::StoreSpec {
+                url: "file:///data".into(),
+                endpoint: None,
+            },
+            key: "d.csv".into(),
+            start: 1_000,
+            end: 1_000 + 133_750_000,
+            line: 1,
+            skip: 0,
+            columns: 21,
+            usecols: (0..21).collect(),
+            delimiter: b',',
+        };
+        let out = 250_000 * 21 * 8;
+        let w = task_work(&k, 0, out, |_| vec![250_000, 21], 0);
+        assert_eq!(w.parsed, 133_750_000);
+        let b = BatchWork {
+            tasks: 1,
+            streamed: w.streamed,
+            made: out,
+            parsed: w.parsed,
+            ..Default::default()
+        };
+        let s = LOCAL.compute_seconds(&b);
+        assert!((0.2..0.6).contains(&s), "{s} s");
     }
 
     #[test]
@@ -741,15 +796,17 @@ mod tests {
             streamed: 8,
             made: 4,
             evals: 6,
+            parsed: 12,
         };
         let m = CostModel {
             touch_bps: 16.0,
             evals_per_s: 4.0,
+            parse_bps: 3.0,
             ..m
         };
         assert_eq!(
             m.batch_seconds(&b),
-            0.5 + (2.0 + 1.0) + (2.0 + 1.0 + 1.5 + 0.25 + 0.5)
+            0.5 + (2.0 + 1.0) + (2.0 + 1.0 + 1.5 + 0.25 + 4.0 + 0.5)
         );
     }
 }

@@ -130,6 +130,8 @@ pub(crate) struct BatchJson {
     pub made_bytes: u64,
     /// Elements its tasks compute with costly element functions (exp, log, random, ...).
     pub evals: u64,
+    /// Bytes of CSV text its tasks read and parse.
+    pub parsed_bytes: u64,
     /// The batches it waits for.
     pub after: Vec<usize>,
 }
@@ -274,6 +276,7 @@ fn batches_json(p: &Plan) -> Vec<BatchJson> {
             streamed_bytes: b.streamed,
             made_bytes: b.made,
             evals: b.evals,
+            parsed_bytes: b.parsed,
             after: b.deps.clone(),
         })
         .collect()

@@ -692,6 +692,13 @@ pub fn default_block(shape: &[u64], dtype: DType, workers: usize, memory_mb: u64
         r = rows; // small arrays: one block
     }
     r = r.min((elems / per_row).max(1));
+    // As many row blocks on every worker: blocks capped by size come in a multiple of the
+    // workers (3 on 2 slots keep one slot busy for two thirds of every pass). Only smaller,
+    // by less than half: still within the size bound and above half of it.
+    let (n, w) = (rows.div_ceil(r), workers.max(1) as u64);
+    if n > w && !n.is_multiple_of(w) {
+        r = rows.div_ceil(n.div_ceil(w) * w);
+    }
     block[0] = r;
     // A single row larger than the target: split the trailing axes as well.
     let mut d = shape.len() - 1;
@@ -800,6 +807,9 @@ mod tests {
         // 2048 MB / 16 = 128 MiB, capped at 64 MiB per block: 131072 rows of 64 float64.
         let blocks = |shape: &[u64], workers| default_block(shape, DType::Float64, workers, 2048);
         assert_eq!(blocks(&[1_000_000, 64], 4), [131_072, 64]);
+        // 1M x 21 (a CSV of a label and 20 features) on 2 workers: 4 blocks, not 3.
+        assert_eq!(blocks(&[1_000_000, 21], 2), [250_000, 21]);
+        assert_eq!(blocks(&[1_000_000, 21], 3), [333_334, 21]);
         assert_eq!(blocks(&[1_000_000, 64], 16), [62_500, 64]);
         assert_eq!(blocks(&[7, 5], 4), [7, 5]);
         assert!(blocks(&[], 4).is_empty());

@@ -586,6 +586,7 @@ fn task_seconds(cx: &Ctx, tasks: &Tasks, blocks: &Blocks) -> Vec<f64> {
                 streamed: work.streamed,
                 made: nbytes(&out),
                 evals: work.evals,
+                parsed: work.parsed,
                 ..Default::default()
             };
             cx.model.io_seconds(&work) + cx.model.compute_seconds(&work)

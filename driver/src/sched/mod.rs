@@ -77,6 +77,7 @@ pub struct PlannedBatch {
     pub streamed: u64,
     pub made: u64,
     pub evals: u64,
+    pub parsed: u64,
     body: Body,
 }
 
@@ -99,6 +100,7 @@ impl PlannedBatch {
             streamed: self.streamed,
             made: self.made,
             evals: self.evals,
+            parsed: self.parsed,
         }
     }
 
@@ -116,6 +118,7 @@ impl PlannedBatch {
             streamed: 0,
             made: 0,
             evals: 0,
+            parsed: 0,
             body: Body::Given(Arc::new(batch)),
         }
     }

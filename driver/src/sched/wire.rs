@@ -167,6 +167,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         streamed: u64,
         made: u64,
         evals: u64,
+        parsed: u64,
     }
     let grids: Vec<Vec<u64>> = g.nodes.iter().map(|n| n.meta.grid()).collect();
     let shape = |x: u32| {
@@ -189,6 +190,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             streamed: 0,
             made: 0,
             evals: 0,
+            parsed: 0,
         };
         for &m in of(b) {
             let m = m as usize;
@@ -204,6 +206,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             s.flops += work.flops;
             s.streamed += work.streamed;
             s.evals += work.evals;
+            s.parsed += work.parsed;
             s.made += blocks.nbytes[out as usize];
             for &x in tasks.inputs(m) {
                 let p = producer[x as usize];
@@ -259,6 +262,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             streamed: s.streamed,
             made: s.made,
             evals: s.evals,
+            parsed: s.parsed,
             body: Body::Planned(wire.clone(), b as u32),
         })
         .collect();
