@@ -1091,7 +1091,7 @@ mod tests {
         let spec = "ji,jk,j->ik";
         let got = sum_of_terms(spec, 3, &[&x, &x, &v]).unwrap();
         let want = brute(spec, &[&x, &x, &v]);
-        assert!(same(&got.to_f64().into_owned(), &want), "{got:?} != {want}");
+        assert!(same(&got.to_f64(), &want), "{got:?} != {want}");
         assert!(want[[0, 0]].is_nan() && want[[1, 1]] == 4.0);
         let e = sum_of_terms(spec, 3, &[&x, &x, &block(&[2], |_| 1.0)]).unwrap_err();
         assert!(e.contains("sizes 3, 3 and 2"), "{e}");
