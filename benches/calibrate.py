@@ -11,7 +11,8 @@ the projection of the model as compiled and of the fitted rates.
     .cache/peers-venv/bin/python benches/calibrate.py --refit .cache/peers/calibrate-*/results.json
 
 Two fits. Per invocation, as cost.rs adds them (least squares): store I/O seconds (the
-functions' measured wait) = bytes_in / read_bps + bytes_out / write_bps; kernel seconds =
+functions' measured wait) = first_read / first_read_bps + (bytes_in - first_read) / read_bps
++ bytes_out / write_bps; kernel seconds =
 flops / flops + streamed / stream_bps + evals / evals_per_s + made / touch_bps + parsed /
 parse_bps + tasks * task_s; the invoke overhead is send-to-answer minus the handler's seconds. Then, from
 those, the rates whose projected stage walls are nearest the measured ones (the log
@@ -66,14 +67,16 @@ def plan_and_run(bin_, job):
 
 def work_of(b):
     """A planned batch (`plan --json`) as `batch_s` takes it."""
-    return {"bytes_in": b["bytes_in"], "bytes_out": b["bytes_out"], "flops": b["flops"],
+    return {"bytes_in": b["bytes_in"], "first_read": b.get("first_read_bytes", 0),
+            "bytes_out": b["bytes_out"], "flops": b["flops"],
             "streamed": b["streamed_bytes"], "made": b["made_bytes"], "evals": b["evals"],
             "parsed": b.get("parsed_bytes", 0), "tasks": b["tasks"]}
 
 
 def batch_s(b, r):
     """cost.rs's `batch_seconds`: invoke overhead, store I/O wait, kernels."""
-    io = b["bytes_in"] / r["read_bps"] + b["bytes_out"] / r["write_bps"]
+    first = min(b["first_read"], b["bytes_in"])
+    io = first / r["first_read_bps"] + (b["bytes_in"] - first) / r["read_bps"] + b["bytes_out"] / r["write_bps"]
     comp = (b["flops"] / r["flops"] + b["streamed"] / r["stream_bps"] + b["evals"] / r["evals_per_s"]
             + b["made"] / r["touch_bps"] + b["parsed"] / r["parse_bps"] + b["tasks"] * r["task_s"])
     return r["invoke_s"] + io + comp
@@ -86,12 +89,13 @@ def fit(rows):
     invoke overhead is the median of send-to-answer minus handler seconds."""
     from scipy.optimize import nnls  # scipy comes with scikit-learn in the benchmark venv
     inv = lambda x: float("inf") if x <= 0 else 1 / x  # noqa: E731
-    a = np.array([[r["bytes_in"], r["bytes_out"]] for r in rows], float)
+    a = np.array([[r["bytes_in"] - r.get("first_read", 0), r.get("first_read", 0), r["bytes_out"]] for r in rows],
+                 float)
     io = nnls(a, np.array([r["io_s"] for r in rows]))[0]
     a = np.array([[r["flops"], r["streamed"], r["evals"], r["made"], r.get("parsed", 0), r["tasks"]]
                   for r in rows], float)
     comp = nnls(a, np.array([r["compute_s"] for r in rows]))[0]
-    return {"read_bps": inv(io[0]), "write_bps": inv(io[1]), "flops": inv(comp[0]),
+    return {"read_bps": inv(io[0]), "first_read_bps": inv(io[1]), "write_bps": inv(io[2]), "flops": inv(comp[0]),
             "stream_bps": inv(comp[1]), "evals_per_s": inv(comp[2]), "touch_bps": inv(comp[3]),
             "parse_bps": inv(comp[4]), "task_s": float(comp[5]),
             "invoke_s": float(np.median([r["total_s"] - r["handler_s"] for r in rows]))}
@@ -106,11 +110,12 @@ def main():
     ap.add_argument("--nums", default=str(peers.ROOT / "target" / "release" / "nums-cloud"))
     ap.add_argument("--repeat", type=int, default=3, help="measured runs of each job (after a warm one)")
     ap.add_argument("--cache", default=str(peers.ROOT / ".cache" / "peers"))
-    ap.add_argument("--refit", metavar="RESULTS_JSON",
-                    help="fit again the measurements of an earlier run (its results.json), running nothing")
+    ap.add_argument("--refit", metavar="RESULTS_JSON", nargs="+",
+                    help="fit again the measurements of earlier runs (their results.json, e.g. of two sizes "
+                         "together), running nothing")
     args = ap.parse_args()
     if args.refit:
-        results = json.loads(Path(args.refit).read_text())
+        results = [r for f in args.refit for r in json.loads(Path(f).read_text())]
         report(results, [r for _, rows, *_ in results for r in rows],
                len(results) // len({k for k, *_ in results}))
         return
@@ -151,6 +156,23 @@ def main():
             f'w = "logistic_regression(X, y, solver=\'{solver}\')"\n'
             f'[outputs]\nw = "w.npy"\n')
         jobs.append((f"fit-{solver}", d / "job.toml"))
+    # A solve (blocked LU with partial pivoting): LAPACK panels and a chain of dependent
+    # invocations, which the peers' one-stage plans do not have.
+    m = {"base": 4096}.get(args.size, 8192)
+    if not (store.kind == "file" and Path(store.dir, "solve-setup", "S").exists()):
+        setup = work / "solve-setup.toml"
+        setup.write_text(
+            f'name = "solve-setup"\n{store.storage_toml}[compute]\nworkers = 2\n[arrays]\n'
+            f'S = {{ random = "normal", shape = [{m}, {m}], seed = 4, block = [1024, 1024] }}\n'
+            f'[outputs]\nS = "{store.root}/solve-setup/S"\n')
+        subprocess.run([str(bin_), "run", str(setup), "--quiet"], check=True, cwd=work)
+    d = work / "solve"
+    d.mkdir()
+    (d / "job.toml").write_text(
+        f'name = "solve"\n{store.storage_toml}[compute]\nworkers = 2\nmemory_mb = {args.memory_mb}\n'
+        f'[arrays]\nS = {{ load = "{store.root}/solve-setup/S" }}\n'
+        f'x = "np.linalg.solve(S, S[:, :16] + 1.0)"\n[outputs]\nx = "x.npy"\n')
+    jobs.append(("solve", d / "job.toml"))
     # A CSV imported and fitted: the only calibration job that parses text (parse_bps). Its
     # store is the job's folder, emptied before each run (an import is otherwise reused).
     if store.kind == "file":
@@ -179,7 +201,10 @@ def main():
             rows, measured, projected, plan, stats = plan_and_run(bin_, job)
             peers.log(f"{key}: {len(rows)} invocations, main stage {measured:.2f} s, projected "
                       f"{projected:.2f} s" if measured else f"{key}: {len(rows)} invocations of its fit's passes")
-            results.append((key, rows, measured, projected, plan, stats))
+            # Another size's stages keep their own labels when results of two sizes are
+            # fitted together (--refit).
+            label = key if args.size == "base" else f"{key}@{args.size}"
+            results.append((label, rows, measured, projected, plan, stats))
             all_rows += rows
     (work / "results.json").write_text(json.dumps(results))
     report(results, all_rows, args.repeat)
@@ -239,7 +264,7 @@ def fit_walls(results, start):
     prints is a stage's wall time, which holds what the functions do not measure (the
     driver's turn-around between dependent invocations, a stage's first sends)."""
     from scipy.optimize import minimize
-    keys = ["read_bps", "write_bps", "flops", "stream_bps", "evals_per_s", "touch_bps", "parse_bps",
+    keys = ["read_bps", "first_read_bps", "write_bps", "flops", "stream_bps", "evals_per_s", "touch_bps", "parse_bps",
             "task_s", "invoke_s"]
     # A rate the per-invocation fit left unbounded starts at a value of its order.
     x0 = np.log([min(start[k], 1e11) if k != "stream_bps" else min(start[k], 2e10) for k in keys])

@@ -120,6 +120,8 @@ pub(crate) struct BatchJson {
     pub slot: usize,
     pub tasks: usize,
     pub bytes_in: u64,
+    /// Of `bytes_in`, what its first task that reads fetches before any kernel runs.
+    pub first_read_bytes: u64,
     pub bytes_out: u64,
     pub projected_peak_bytes: u64,
     /// Its kernels' work as the cost model counts it: BLAS/LAPACK operations and bytes
@@ -270,6 +272,7 @@ fn batches_json(p: &Plan) -> Vec<BatchJson> {
             slot: b.slot,
             tasks: b.num_tasks(),
             bytes_in: b.bytes_in,
+            first_read_bytes: b.first_read,
             bytes_out: b.bytes_out,
             projected_peak_bytes: b.projected_peak,
             flops: b.flops,

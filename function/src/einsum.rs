@@ -598,10 +598,8 @@ fn contract_all<T: Elem>(
         ops[i] = summed;
         ok[i] = summed_ok;
     }
-    // Pairs in the order of fewest multiplications first (opt_einsum's greedy path): for
-    // MTTKRP (`ijk,jf,kf->if`) the two factors' product first, then one GEMM that reads
-    // the tensor block in place, instead of a transposed copy of the block. The last two
-    // operands' contraction is one sum of products, always exact.
+    // Pairs in the order of the least work of the path they start ([`pairs_by_cost`]).
+    // The last two operands' contraction is one sum of products, always exact.
     while ops.len() > 1 {
         let later_of = |ops: &[Labeled<'_, T>], p: usize, q: usize| -> HashSet<char> {
             output
@@ -623,7 +621,10 @@ fn contract_all<T: Elem>(
                 .any(|c| ops[q].l.contains(c) && !later.contains(c));
             !sums || ok.iter().enumerate().all(|(j, &f)| j == p || j == q || f)
         };
-        let Some((p, q)) = pairs_by_cost(&ops).into_iter().find(|&(p, q)| exact(p, q)) else {
+        let Some((p, q)) = pairs_by_cost(&ops, output)
+            .into_iter()
+            .find(|&(p, q)| exact(p, q))
+        else {
             let c = ops
                 .iter()
                 .flat_map(|o| o.l.iter())
@@ -698,26 +699,152 @@ fn sum_of_slices<T: Elem>(
     Ok(acc)
 }
 
-/// The pairs of operands (`p < q`) by how many multiplications their contraction takes
-/// (the product of the sizes of all their letters), fewest first, ties in operand order.
-fn pairs_by_cost<T>(ops: &[Labeled<'_, T>]) -> Vec<(usize, usize)> {
-    let size = |o: &Labeled<'_, T>, c: char| {
-        o.a.shape()[o.l.iter().position(|x| *x == c).expect("letter")]
-    };
-    let cost = |x: &Labeled<'_, T>, y: &Labeled<'_, T>| -> f64 {
-        let mut letters: Vec<char> = x.l.clone();
-        letters.extend(y.l.iter().filter(|c| !x.l.contains(c)));
-        letters
-            .iter()
-            .map(|&c| if x.l.contains(&c) { size(x, c) } else { size(y, c) } as f64)
-            .product()
-    };
-    let mut pairs: Vec<(f64, (usize, usize))> = (0..ops.len())
-        .flat_map(|p| (p + 1..ops.len()).map(move |q| (p, q)))
-        .map(|(p, q)| (cost(&ops[p], &ops[q]), (p, q)))
+/// The pairs of operands (`p < q`) in the order of the least work of a whole path that
+/// starts with them (every order of the later contractions tried, up to [`SEARCHED`]
+/// operands; beyond, the least work of the pair's own step), ties in operand order. A
+/// step's work is its multiplications and, at [`WRITE_COST`] each, the elements it writes:
+/// its result and any operand copied into the order GEMM reads. For MTTKRP
+/// (`ijk,jf,kf->if`) that is the tensor block times `kf` first, read in place (its last
+/// axis contracted), then a small product with `jf`: fewer multiplications in all than
+/// the two factors' product first, which also writes a `jkf` block as large as the
+/// tensor block's.
+fn pairs_by_cost<T>(ops: &[Labeled<'_, T>], output: &[char]) -> Vec<(usize, usize)> {
+    let shapes: Vec<Shape> = ops
+        .iter()
+        .map(|o| Shape {
+            l: o.l.clone(),
+            n: o.a.shape().to_vec(),
+        })
+        .collect();
+    let search = shapes.len() <= SEARCHED;
+    let mut pairs: Vec<(f64, (usize, usize))> = (0..shapes.len())
+        .flat_map(|p| (p + 1..shapes.len()).map(move |q| (p, q)))
+        .map(|(p, q)| {
+            let (work, rest) = Shape::step(&shapes, p, q, output);
+            let after = if search {
+                Shape::least_work(&rest, output)
+            } else {
+                0.0
+            };
+            (work + after, (p, q))
+        })
         .collect();
     pairs.sort_by(|a, b| a.0.total_cmp(&b.0));
     pairs.into_iter().map(|(_, pq)| pq).collect()
+}
+
+/// Operands up to which [`pairs_by_cost`] tries every order of contractions (5 operands:
+/// 180 orders).
+const SEARCHED: usize = 5;
+
+/// Multiplications an element written costs, in [`pairs_by_cost`]'s work: a GEMM does
+/// about 25 G multiply-adds a second on one core, memory takes 0.2-1.3 G new elements.
+const WRITE_COST: f64 = 16.0;
+
+/// An operand's letters and sizes, for choosing the order of contractions.
+#[derive(Clone)]
+struct Shape {
+    l: Vec<char>,
+    n: Vec<usize>,
+}
+
+impl Shape {
+    fn size(&self, c: char) -> usize {
+        self.n[self.l.iter().position(|x| *x == c).expect("letter")]
+    }
+
+    /// Whether the operand's letters are the groups `a` then `b`, or `b` then `a`: read in
+    /// place by [`matrix`] (a standard-layout block).
+    fn in_order(&self, a: &[char], b: &[char]) -> bool {
+        let cat = |x: &[char], y: &[char]| x.iter().chain(y).copied().collect::<Vec<char>>();
+        self.l == cat(a, b) || self.l == cat(b, a)
+    }
+
+    /// The work of contracting operands `p` and `q` of `ops` as [`contract`] does, and
+    /// the operands after it (the result in `p`'s place).
+    fn step(ops: &[Shape], p: usize, q: usize, output: &[char]) -> (f64, Vec<Shape>) {
+        let (x, y) = (&ops[p], &ops[q]);
+        let later: HashSet<char> = output
+            .iter()
+            .chain(
+                ops.iter()
+                    .enumerate()
+                    .filter(|&(j, _)| j != p && j != q)
+                    .flat_map(|(_, o)| o.l.iter()),
+            )
+            .copied()
+            .collect();
+        let shared: Vec<char> = x.l.iter().copied().filter(|c| y.l.contains(c)).collect();
+        let batch: Vec<char> = shared
+            .iter()
+            .copied()
+            .filter(|c| later.contains(c))
+            .collect();
+        let con: Vec<char> = shared
+            .iter()
+            .copied()
+            .filter(|c| !later.contains(c))
+            .collect();
+        let fx: Vec<char> = x.l.iter().copied().filter(|c| !y.l.contains(c)).collect();
+        let fy: Vec<char> = y.l.iter().copied().filter(|c| !x.l.contains(c)).collect();
+        let count = |o: &Shape| o.n.iter().product::<usize>() as f64;
+        let mults: f64 = x.l.iter().map(|&c| x.size(c) as f64).product::<f64>()
+            * fy.iter().map(|&c| y.size(c) as f64).product::<f64>();
+        let copied = if batch.is_empty() {
+            let cx = if x.in_order(&fx, &con) { 0.0 } else { count(x) };
+            let cy = if y.in_order(&con, &fy) { 0.0 } else { count(y) };
+            cx + cy
+        } else {
+            let cat = |g: &[&[char]]| g.iter().flat_map(|g| g.iter()).copied().collect::<Vec<_>>();
+            let cx = if x.l == cat(&[&batch, &fx, &con]) {
+                0.0
+            } else {
+                count(x)
+            };
+            let cy = if y.l == cat(&[&batch, &con, &fy]) {
+                0.0
+            } else {
+                count(y)
+            };
+            cx + cy
+        };
+        let l: Vec<char> = if batch.is_empty() {
+            fx.iter().chain(&fy).copied().collect()
+        } else {
+            batch.iter().chain(&fx).chain(&fy).copied().collect()
+        };
+        let z = Shape {
+            n: l.iter()
+                .map(|&c| {
+                    if x.l.contains(&c) {
+                        x.size(c)
+                    } else {
+                        y.size(c)
+                    }
+                })
+                .collect(),
+            l,
+        };
+        let work = mults + WRITE_COST * (copied + count(&z));
+        let mut rest: Vec<Shape> = ops.to_vec();
+        rest.remove(q);
+        rest[p] = z;
+        (work, rest)
+    }
+
+    /// The least work of contracting `ops` down to one operand, over every order.
+    fn least_work(ops: &[Shape], output: &[char]) -> f64 {
+        if ops.len() < 2 {
+            return 0.0;
+        }
+        (0..ops.len())
+            .flat_map(|p| (p + 1..ops.len()).map(move |q| (p, q)))
+            .map(|(p, q)| {
+                let (work, rest) = Shape::step(ops, p, q, output);
+                work + Shape::least_work(&rest, output)
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
 }
 
 /// Takes the diagonal over repeated letters of one operand (`"ii"` becomes `"i"`).
@@ -948,6 +1075,37 @@ mod tests {
         }
         let e = Spec::parse("ij,jk->ii").unwrap_err();
         assert!(e.contains("repeated"), "{e}");
+    }
+
+    #[test]
+    fn a_path_is_chosen_by_its_whole_work() {
+        let op = |l: &str, n: &[usize]| Labeled {
+            a: CowArray::from(ArrayD::<f64>::zeros(IxDyn(n))),
+            l: l.chars().collect(),
+        };
+        // MTTKRP on a peers block: the tensor times `kf` first (k is its last axis: read in
+        // place), not the factors' product (a 4M-element `jkf`) nor `jf` (a transposed copy).
+        let ops = [
+            op("ijk", &[32, 512, 256]),
+            op("jf", &[512, 32]),
+            op("kf", &[256, 32]),
+        ];
+        assert_eq!(pairs_by_cost(&ops, &['i', 'f'])[0], (0, 2));
+        // A chain of matrix products: the pair whose product is small first.
+        let ops = [
+            op("ij", &[1000, 10]),
+            op("jk", &[10, 1000]),
+            op("kl", &[1000, 10]),
+        ];
+        assert_eq!(pairs_by_cost(&ops, &['i', 'l'])[0], (1, 2));
+        // Each order gives NumPy's sums (checked against every product added in turn).
+        let x = block(&[3, 5, 4], |i| {
+            (i[0] + 2 * i[1] + 3 * i[2]) as f64 % 7.0 - 3.0
+        });
+        let b = block(&[5, 2], |i| i[0] as f64 - i[1] as f64);
+        let c = block(&[4, 2], |i| (i[0] * i[1]) as f64 + 0.5);
+        let spec = "ijk,jf,kf->if";
+        assert!(same(&run(spec, &[&x, &b, &c]), &brute(spec, &[&x, &b, &c])));
     }
 
     /// Σ over every letter not in the output of the product of the operands.

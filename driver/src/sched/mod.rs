@@ -68,6 +68,8 @@ pub struct PlannedBatch {
     pub slot: usize,
     pub projected_peak: u64,
     pub bytes_in: u64,
+    /// Of `bytes_in`, what its first task that reads fetches ([`crate::cost::BatchWork::first_read`]).
+    pub first_read: u64,
     pub bytes_out: u64,
     /// Store requests the batch will make: one GET per block read, one PUT per block written.
     pub gets: u64,
@@ -95,6 +97,7 @@ impl PlannedBatch {
         crate::cost::BatchWork {
             tasks: self.num_tasks() as u64,
             bytes_in: self.bytes_in,
+            first_read: self.first_read,
             bytes_out: self.bytes_out,
             flops: self.flops,
             streamed: self.streamed,
@@ -111,6 +114,7 @@ impl PlannedBatch {
             slot: 0,
             projected_peak: 0,
             bytes_in: 0,
+            first_read: 0,
             bytes_out: 0,
             gets: 0,
             puts: 0,

@@ -160,6 +160,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
     struct Stats {
         deps: Vec<usize>,
         bytes_in: u64,
+        first_read: u64,
         bytes_out: u64,
         gets: u64,
         puts: u64,
@@ -183,6 +184,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         let mut s = Stats {
             deps: Vec::new(),
             bytes_in: 0,
+            first_read: 0,
             bytes_out: 0,
             gets: 0,
             puts: 0,
@@ -208,6 +210,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             s.evals += work.evals;
             s.parsed += work.parsed;
             s.made += blocks.nbytes[out as usize];
+            let before = s.bytes_in;
             for &x in tasks.inputs(m) {
                 let p = producer[x as usize];
                 if p != NONE && here[p as usize] == b as u32 {
@@ -221,6 +224,9 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
                     s.bytes_in += blocks.nbytes[x as usize];
                     s.gets += 1;
                 }
+            }
+            if before == 0 {
+                s.first_read = s.bytes_in;
             }
             if cut.batch_of[m] as usize == b && write[m] {
                 s.bytes_out += blocks.nbytes[tasks.output[m] as usize];
@@ -255,6 +261,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             slot: cut.slot[b] as usize,
             projected_peak: cut.peak[b],
             bytes_in: s.bytes_in,
+            first_read: s.first_read,
             bytes_out: s.bytes_out,
             gets: s.gets,
             puts: s.puts,
