@@ -34,9 +34,11 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
         .map(|&x| blocks.nbytes[x as usize])
         .max()
         .unwrap_or(0);
-    let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
+    let (fetched, reads) =
+        distinct(ins).fold((0, 0), |(f, n), x| (f + blocks.nbytes[x as usize], n + 1));
     task_peak(
         fetched,
+        reads,
         max_in,
         blocks.nbytes[tasks.output[i] as usize],
         work,
@@ -424,7 +426,7 @@ impl Cutter<'_> {
         if o.copy_max > 0 {
             copy_max = copy_max.max(o.copy_max + copy_bytes);
         }
-        let (mut held, mut fetched) = (0, 0);
+        let (mut held, mut fetched, mut reads) = (0, 0, 0);
         let mut kept = Vec::new();
         for x in distinct(ins) {
             let n = nbytes(x);
@@ -436,11 +438,12 @@ impl Cutter<'_> {
                 kept.push((l, n));
             } else {
                 fetched += n;
+                reads += 1;
             }
         }
         let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
         let out = nbytes(self.tasks.output[i]);
-        let value = held + task_peak(fetched, max_in, out, self.work[i]);
+        let value = held + task_peak(fetched, reads, max_in, out, self.work[i]);
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();

@@ -36,11 +36,12 @@ fn wire_peak(b: &Batch) -> u64 {
     let mut held = 0u64;
     let mut peak = 0;
     for t in &b.tasks {
-        let mut fetched = 0;
+        let (mut fetched, mut reads) = (0, 0);
         let mut seen = HashSet::new();
         for r in &t.inputs {
             if !live.contains_key(&r) && seen.insert(r) {
                 fetched += nbytes(b, r);
+                reads += 1;
             }
         }
         let max_in = t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0);
@@ -52,7 +53,7 @@ fn wire_peak(b: &Batch) -> u64 {
         let ins: Vec<(Vec<usize>, DType)> = t.inputs.iter().map(shape).collect();
         let (o, dt) = shape(&t.output);
         let work = super::kernel_workspace(&t.kernel, &ins, (&o, dt));
-        peak = peak.max(held + task_peak(fetched, max_in, out, work));
+        peak = peak.max(held + task_peak(fetched, reads, max_in, out, work));
         for r in &t.inputs {
             let n = nbytes(b, r);
             if live.insert(r, n).is_none() {

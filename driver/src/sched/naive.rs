@@ -1,12 +1,12 @@
 //! The naive scheduler: one task per invocation, every input read from and every output
 //! written to the store; reductions become trees whose fan-in fits `memory_mb`.
 
-use nums_function::memory::{BASE_MEMORY, INPUT_MEMORY, batch_memory};
+use nums_function::memory::{batch_memory, task_peak};
 
 use super::*;
 
 pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
-    let room = (cx.memory_mb << 20).saturating_sub(BASE_MEMORY);
+    let limit = cx.memory_mb << 20;
     let mut tasks = Tasks::default();
     let mut parts: Vec<Bid> = Vec::new();
     for w in work.iter() {
@@ -20,10 +20,11 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                     .max()
                     .unwrap_or(1)
                     .max(1);
-                // As many terms per invocation as fit (each read counts three times while it is
-                // decoded, and its reference in the batch's description), at least one; the
+                // As many terms per invocation as the task's projection fits in memory_mb
+                // (with its references in the batch's description), at least one; the
                 // partial sums are then added by one more task.
                 let biggest = w.terms().flatten().map(size).max().unwrap_or(0);
+                let term_blocks = w.terms().next().map_or(1, <[_]>::len) as u64;
                 let mut arrays: Vec<(usize, u32)> = w
                     .terms()
                     .flatten()
@@ -32,11 +33,22 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                     .collect();
                 arrays.sort_unstable();
                 arrays.dedup();
-                let fixed =
-                    biggest + 3 * size(&w.output()) + batch_memory(1, 0, arrays.len() as u64);
-                let per_term =
-                    3 * term_bytes + INPUT_MEMORY * w.terms().next().map_or(1, <[_]>::len) as u64;
-                let fan_in = ((room.saturating_sub(fixed) / per_term) as usize).max(1);
+                let out = size(&w.output());
+                let need = |k: u64| {
+                    task_peak(k * term_bytes, k * term_blocks, biggest, out, 0)
+                        + batch_memory(1, k * term_blocks, arrays.len() as u64)
+                };
+                // The largest fan-in that fits: the projection grows with it.
+                let (mut fan_in, mut hi) = (1, w.num_terms() as u64);
+                while fan_in < hi {
+                    let mid = (fan_in + hi).div_ceil(2);
+                    if need(mid) <= limit {
+                        fan_in = mid;
+                    } else {
+                        hi = mid - 1;
+                    }
+                }
+                let fan_in = fan_in as usize;
                 let ids: Vec<usize> = (0..w.num_terms()).collect();
                 ids.chunks(fan_in).map(<[usize]>::to_vec).collect()
             }

@@ -1,0 +1,146 @@
+//! The model the driver plans with ([`nums_function::memory::task_peak`]) against the peak
+//! resident memory a task really takes, measured: an upper bound for tasks of many small
+//! inputs, of a few large ones and of many mapped ones, and a close one where a task reads
+//! many blocks (each read holds its encoded bytes only while it decodes, and at most
+//! `IO_CONCURRENCY` reads are in flight). Alone in its test binary, with the functions'
+//! allocator: the peak is the whole process's.
+
+mod common;
+
+use common::{Builder, TempStore};
+use ndarray::{ArrayD, IxDyn};
+use nums_function::memory::{BlockAllocator, batch_memory, task_peak};
+use nums_layout::batch::{BinaryOp, Kernel, ReduceOp};
+use nums_layout::{ArrayMeta, Block, DType, StoredArray};
+
+#[global_allocator]
+static ALLOC: BlockAllocator = BlockAllocator;
+
+const MIB: u64 = 1 << 20;
+
+/// Random-looking values that zstd cannot shrink (so a block's encoded bytes are its size).
+fn noise(n: usize, seed: u64) -> Vec<f64> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 11) as f64
+        })
+        .collect()
+}
+
+/// Writes `blocks` row blocks of `rows` x `cols` float64 noise as array `name`.
+async fn write_array(t: &TempStore, name: &str, blocks: u64, rows: u64, cols: u64) {
+    let meta = ArrayMeta::new(vec![blocks * rows, cols], vec![rows, cols], DType::Float64);
+    let x = StoredArray::new(&format!("job/{name}"), meta).unwrap();
+    for i in 0..blocks {
+        let v = noise((rows * cols) as usize, i + 1 + 1000 * name.len() as u64);
+        let b =
+            Block::F64(ArrayD::from_shape_vec(IxDyn(&[rows as usize, cols as usize]), v).unwrap());
+        x.write_block(&t.store, &[i, 0], &b).await.unwrap();
+    }
+}
+
+/// One task's batch: its measured peak (no prefetch budget: the run the projection
+/// models) and its projection (the task alone, with its batch's description).
+async fn measure(t: &TempStore, b: &Builder) -> (u64, u64) {
+    // As a function process between invocations: no freed blocks kept.
+    nums_function::memory::release_kept_blocks();
+    let batch = b.batch.clone();
+    let (rss, _) = nums_function::memory::usage_of(std::process::id()).unwrap_or_default();
+    eprintln!("resident before: {:.1} MiB", rss as f64 / MIB as f64);
+    let s = nums_function::handle(&batch, &t.store).await.unwrap();
+    assert!(s.peak_memory_bytes > 0, "peak memory is not measured here");
+    let task = &batch.tasks[0];
+    let size = |r: &nums_layout::batch::BlockRef| {
+        batch.arrays[r.array as usize].meta.block_nbytes(&r.index)
+    };
+    let fetched: u64 = task.inputs.iter().map(size).sum();
+    let max_in = task.inputs.iter().map(size).max().unwrap_or(0);
+    let projected = task_peak(
+        fetched,
+        task.inputs.len() as u64,
+        max_in,
+        size(&task.output),
+        0,
+    ) + batch_memory(1, task.inputs.len() as u64, batch.arrays.len() as u64);
+    (s.peak_memory_bytes, projected)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn projection_bounds_the_measured_peak_closely() {
+    nums_function::memory::setup_block_memory(1 << 30);
+    let t = TempStore::new("projection");
+    let mut report = Vec::new();
+
+    // Many small inputs: the sum of 2,000 blocks of 128 KiB (250 MiB) in one task.
+    write_array(&t, "S", 2000, 512, 32).await;
+    let mut b = Builder::new(&t.store);
+    let s = b.array("S", vec![2000 * 512, 32], vec![512, 32], DType::Float64);
+    let out = b.array("s", vec![32], vec![32], DType::Float64);
+    let ins: Vec<(u32, Vec<u64>)> = (0..2000).map(|i| (s, vec![i, 0])).collect();
+    let ins: Vec<(u32, &[u64])> = ins.iter().map(|(a, i)| (*a, i.as_slice())).collect();
+    let sum = Kernel::Reduce {
+        op: ReduceOp::Sum,
+        axes: vec![0],
+    };
+    b.task(sum.clone(), &ins, (out, &[0]), true);
+    let many_small = measure(&t, &b).await;
+    report.push(("2,000 x 128 KiB, sum", many_small));
+
+    // Many mapped inputs (files of 1 MiB or more are mapped, not read): 40 x 2 MiB.
+    write_array(&t, "M", 40, 8192, 32).await;
+    let mut b = Builder::new(&t.store);
+    let m = b.array("M", vec![40 * 8192, 32], vec![8192, 32], DType::Float64);
+    let out = b.array("m", vec![32], vec![32], DType::Float64);
+    let ins: Vec<(u32, Vec<u64>)> = (0..40).map(|i| (m, vec![i, 0])).collect();
+    let ins: Vec<(u32, &[u64])> = ins.iter().map(|(a, i)| (*a, i.as_slice())).collect();
+    b.task(sum, &ins, (out, &[0]), true);
+    let many_mapped = measure(&t, &b).await;
+    report.push(("40 x 2 MiB, sum", many_mapped));
+
+    // A few large inputs: two 64 MiB blocks added.
+    write_array(&t, "A", 1, 262_144, 32).await;
+    write_array(&t, "B", 1, 262_144, 32).await;
+    let mut b = Builder::new(&t.store);
+    let shape = vec![262_144, 32];
+    let a = b.array("A", shape.clone(), shape.clone(), DType::Float64);
+    let bb = b.array("B", shape.clone(), shape.clone(), DType::Float64);
+    let c = b.array("C", shape.clone(), shape.clone(), DType::Float64);
+    b.task(
+        Kernel::Binary { op: BinaryOp::Add },
+        &[(a, &[0, 0]), (bb, &[0, 0])],
+        (c, &[0, 0]),
+        true,
+    );
+    let few_large = measure(&t, &b).await;
+    report.push(("2 x 64 MiB, add", few_large));
+
+    for (what, (peak, projected)) in &report {
+        eprintln!(
+            "{what}: measured {:.1} MiB, projected {:.1} MiB ({:.2}x)",
+            *peak as f64 / MIB as f64,
+            *projected as f64 / MIB as f64,
+            *projected as f64 / *peak as f64
+        );
+    }
+    for (what, (peak, projected)) in &report {
+        assert!(
+            peak <= projected,
+            "{what}: measured {} MiB over the projected {} MiB",
+            peak / MIB,
+            projected / MIB
+        );
+    }
+    // Encoded bytes are held only while a read is in flight: the projection of the
+    // 2,000-input sum is its fetched bytes, not three times them.
+    let (peak, projected) = many_small;
+    assert!(
+        projected as f64 <= 1.5 * peak as f64,
+        "2,000 x 128 KiB: projected {} MiB for a measured {} MiB",
+        projected / MIB,
+        peak / MIB
+    );
+}
