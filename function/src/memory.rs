@@ -102,11 +102,19 @@ pub fn bound_kept_blocks(bytes: u64) -> u64 {
     }
 }
 
-/// Frees the blocks [`BlockAllocator`] keeps: at the end of an invocation, so that an idle
-/// process holds only what is alive and the next invocation's peak starts from that.
+/// Frees the blocks [`BlockAllocator`] keeps and hands the heap's free pages back to the
+/// system: at the end of an invocation, so that an idle process holds only what is alive
+/// and the next invocation's peak starts from that. (Blocks under the mapping threshold
+/// come from the heap, which glibc returns only from its top: after a sum of 2,000 blocks
+/// of 128 KiB the process stayed 30 MiB up, and the next invocation, a one-block task
+/// projected at the 40 MiB base, peaked at 53 MiB.)
 pub fn release_kept_blocks() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    kept::release();
+    {
+        kept::release();
+        // SAFETY: malloc_trim only returns free memory to the system.
+        unsafe { libc::malloc_trim(0) };
+    }
 }
 
 /// Bytes of freed blocks kept for reuse now.

@@ -46,13 +46,11 @@ async fn write_array(t: &TempStore, name: &str, blocks: u64, rows: u64, cols: u6
 /// One task's batch: its measured peak (no prefetch budget: the run the projection
 /// models) and its projection (the task alone, with its batch's description).
 async fn measure(t: &TempStore, b: &Builder) -> (u64, u64) {
-    // As a function process between invocations: no freed blocks kept.
-    nums_function::memory::release_kept_blocks();
     let batch = b.batch.clone();
-    let (rss, _) = nums_function::memory::usage_of(std::process::id()).unwrap_or_default();
-    eprintln!("resident before: {:.1} MiB", rss as f64 / MIB as f64);
     let s = nums_function::handle(&batch, &t.store).await.unwrap();
     assert!(s.peak_memory_bytes > 0, "peak memory is not measured here");
+    // As the function process does after each invocation.
+    nums_function::memory::release_kept_blocks();
     let task = &batch.tasks[0];
     let size = |r: &nums_layout::batch::BlockRef| {
         batch.arrays[r.array as usize].meta.block_nbytes(&r.index)
@@ -74,6 +72,11 @@ async fn projection_bounds_the_measured_peak_closely() {
     nums_function::memory::setup_block_memory(1 << 30);
     let t = TempStore::new("projection");
     let mut report = Vec::new();
+    let resident = || {
+        nums_function::memory::usage_of(std::process::id())
+            .unwrap()
+            .0
+    };
 
     // Many small inputs: the sum of 2,000 blocks of 128 KiB (250 MiB) in one task.
     write_array(&t, "S", 2000, 512, 32).await;
@@ -87,8 +90,19 @@ async fn projection_bounds_the_measured_peak_closely() {
         axes: vec![0],
     };
     b.task(sum.clone(), &ins, (out, &[0]), true);
+    let before = resident();
     let many_small = measure(&t, &b).await;
     report.push(("2,000 x 128 KiB, sum", many_small));
+    // The heap those blocks came from is handed back once the invocation is done, so
+    // that the next invocation's peak (measured from the resident size it starts at)
+    // does not start from it: it did, 30 MiB up, past the base the projection counts.
+    let after = resident();
+    assert!(
+        after <= before + 8 * MIB,
+        "resident {} MiB after the invocation, {} MiB before",
+        after / MIB,
+        before / MIB
+    );
 
     // Many mapped inputs (files of 1 MiB or more are mapped, not read): 40 x 2 MiB.
     write_array(&t, "M", 40, 8192, 32).await;
