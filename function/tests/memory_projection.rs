@@ -95,10 +95,12 @@ async fn projection_bounds_the_measured_peak_closely() {
     report.push(("2,000 x 128 KiB, sum", many_small));
     // The heap those blocks came from is handed back once the invocation is done, so
     // that the next invocation's peak (measured from the resident size it starts at)
-    // does not start from it: it did, 30 MiB up, past the base the projection counts.
+    // does not start from it: it did, 29-30 MiB up, past the base the projection counts
+    // (9-13 MiB stay: the blocking pool's threads, the store's tables).
     let after = resident();
+    eprintln!("resident {} MiB before, {} MiB after", before / MIB, after / MIB);
     assert!(
-        after <= before + 8 * MIB,
+        after <= before + 20 * MIB,
         "resident {} MiB after the invocation, {} MiB before",
         after / MIB,
         before / MIB
