@@ -1,7 +1,7 @@
 //! The naive scheduler: one task per invocation, every input read from and every output
 //! written to the store; reductions become trees whose fan-in fits `memory_mb`.
 
-use nums_function::memory::{batch_memory, task_peak};
+use nums_function::memory::{TaskBlocks, batch_memory, task_peak};
 
 use super::*;
 
@@ -14,12 +14,16 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
             Work::One(_) => vec![vec![0]],
             Work::Reduce { .. } => {
                 let size = |b: &BlockId| blocks.nbytes[blocks.id(b, &[]) as usize];
-                let term_bytes = w
-                    .terms()
-                    .map(|t| t.iter().map(size).sum::<u64>())
-                    .max()
-                    .unwrap_or(1)
-                    .max(1);
+                let chunk = |b: &BlockId| cx.g.nodes[b.node].meta.max_block_nbytes();
+                let most = |f: &dyn Fn(&BlockId) -> u64| {
+                    w.terms()
+                        .map(|t| t.iter().map(f).sum::<u64>())
+                        .max()
+                        .unwrap_or(1)
+                        .max(1)
+                };
+                let (term_bytes, term_chunks) = (most(&size), most(&chunk));
+                let largest_chunk = w.terms().flatten().map(chunk).max().unwrap_or(0);
                 // As many terms per invocation as the task's projection fits in memory_mb
                 // (with its references in the batch's description), at least one; the
                 // partial sums are then added by one more task.
@@ -33,10 +37,17 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                     .collect();
                 arrays.sort_unstable();
                 arrays.dedup();
-                let out = size(&w.output());
                 let need = |k: u64| {
-                    task_peak(k * term_bytes, k * term_blocks, biggest, out, 0)
-                        + batch_memory(1, k * term_blocks, arrays.len() as u64)
+                    task_peak(&TaskBlocks {
+                        fetched: k * term_bytes,
+                        reads: k * term_blocks,
+                        fetched_chunks: k * term_chunks,
+                        largest_chunk,
+                        max_in: biggest,
+                        out: size(&w.output()),
+                        out_chunk: chunk(&w.output()),
+                        work: 0,
+                    }) + batch_memory(1, k * term_blocks, arrays.len() as u64)
                 };
                 // The largest fan-in that fits: the projection grows with it.
                 let (mut fan_in, mut hi) = (1, w.num_terms() as u64);
