@@ -284,6 +284,11 @@ def test_the_memory_projection_base_is_the_codes():
     sched = (REPO / "function" / "src" / "memory.rs").read_text()
     base = int(re.search(r"pub(?:\(crate\))? const BASE_MEMORY: u64 = (\d+) << 20;", sched).group(1))
     assert f"a base of {base} MiB" in " ".join(GUIDE.split()), f"the guide should say the base is {base} MiB"
+    read = int(re.search(r"pub const READ_MEMORY: u64 = (\d+) << 10;", sched).group(1))
+    assert f"{read} KiB per block it reads" in " ".join(GUIDE.split())
+    lib = (REPO / "function" / "src" / "lib.rs").read_text()
+    at_once = int(re.search(r"const IO_CONCURRENCY: usize = (\d+);", lib).group(1))
+    assert f"at most {at_once} blocks at once" in " ".join(GUIDE.split())
 
 
 def test_the_batch_description_figures_are_the_codes():

@@ -9,7 +9,7 @@
 
 use std::cmp::Reverse;
 
-use nums_function::memory::{BASE_MEMORY, batch_memory, task_peak};
+use nums_function::memory::{TaskBlocks, batch_memory, task_peak};
 
 use super::*;
 
@@ -17,6 +17,29 @@ use super::*;
 fn array_of(blocks: &Blocks, b: Bid) -> (usize, u32) {
     let id = blocks.block(b);
     (id.node, id.part)
+}
+
+/// Filling a task's [`TaskBlocks`] from the plan's blocks.
+trait FromBlocks {
+    /// Block `x` is read from the store.
+    fn fetch(&mut self, blocks: &Blocks, x: Bid);
+    /// Block `x` is the output.
+    fn output(&mut self, blocks: &Blocks, x: Bid);
+}
+
+impl FromBlocks for TaskBlocks {
+    fn fetch(&mut self, blocks: &Blocks, x: Bid) {
+        let chunk = blocks.chunk(x);
+        self.fetched += blocks.nbytes[x as usize];
+        self.reads += 1;
+        self.fetched_chunks += chunk;
+        self.largest_chunk = self.largest_chunk.max(chunk);
+    }
+
+    fn output(&mut self, blocks: &Blocks, x: Bid) {
+        self.out = blocks.nbytes[x as usize];
+        self.out_chunk = blocks.chunk(x);
+    }
 }
 
 /// [`task_peak`] of task `i` run alone, with its batch's description.
@@ -34,13 +57,16 @@ fn single_peak(tasks: &Tasks, blocks: &Blocks, i: usize, work: u64) -> u64 {
         .map(|&x| blocks.nbytes[x as usize])
         .max()
         .unwrap_or(0);
-    let fetched: u64 = distinct(ins).map(|x| blocks.nbytes[x as usize]).sum();
-    task_peak(
-        fetched,
+    let mut t = TaskBlocks {
         max_in,
-        blocks.nbytes[tasks.output[i] as usize],
         work,
-    ) + batch_memory(1, ins.len() as u64, arrays.len() as u64)
+        ..Default::default()
+    };
+    for x in distinct(ins) {
+        t.fetch(blocks, x);
+    }
+    t.output(blocks, tasks.output[i]);
+    task_peak(&t) + batch_memory(1, ins.len() as u64, arrays.len() as u64)
 }
 
 /// Each task's kernel workspace ([`kernel_workspace`]): the linear-algebra kernels' by
@@ -417,14 +443,20 @@ impl Cutter<'_> {
         let mut copy_max = if o.copy_max > 0 { o.copy_max } else { 0 };
         let mut copy_bytes = 0;
         for &p in &copies {
-            let n = nbytes(self.tasks.output[p as usize]);
-            copy_max = copy_max.max(BASE_MEMORY + copy_bytes + 3 * n);
-            copy_bytes += n;
+            let mut t = TaskBlocks::default();
+            t.output(self.blocks, self.tasks.output[p as usize]);
+            copy_max = copy_max.max(copy_bytes + task_peak(&t));
+            copy_bytes += t.out;
         }
         if o.copy_max > 0 {
             copy_max = copy_max.max(o.copy_max + copy_bytes);
         }
-        let (mut held, mut fetched) = (0, 0);
+        let mut held = 0;
+        let mut t = TaskBlocks {
+            max_in: ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0),
+            work: self.work[i],
+            ..Default::default()
+        };
         let mut kept = Vec::new();
         for x in distinct(ins) {
             let n = nbytes(x);
@@ -435,12 +467,11 @@ impl Cutter<'_> {
                 held += n;
                 kept.push((l, n));
             } else {
-                fetched += n;
+                t.fetch(self.blocks, x);
             }
         }
-        let max_in = ins.iter().map(|&x| nbytes(x)).max().unwrap_or(0);
-        let out = nbytes(self.tasks.output[i]);
-        let value = held + task_peak(fetched, max_in, out, self.work[i]);
+        t.output(self.blocks, self.tasks.output[i]);
+        let value = held + task_peak(&t);
         // The steps so far hold the new copies' blocks, and each kept block from the step
         // after its last use on.
         kept.sort_unstable();

@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use nums_function::memory::{batch_memory, task_peak};
+use nums_function::memory::{TaskBlocks, batch_memory, task_peak};
 use nums_layout::batch::{Batch, BlockRef};
 
 use super::*;
@@ -36,23 +36,30 @@ fn wire_peak(b: &Batch) -> u64 {
     let mut held = 0u64;
     let mut peak = 0;
     for t in &b.tasks {
-        let mut fetched = 0;
-        let mut seen = HashSet::new();
-        for r in &t.inputs {
-            if !live.contains_key(&r) && seen.insert(r) {
-                fetched += nbytes(b, r);
-            }
-        }
-        let max_in = t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0);
-        let out = nbytes(b, &t.output);
+        let chunk = |r: &BlockRef| b.arrays[r.array as usize].meta.max_block_nbytes();
         let shape = |r: &BlockRef| {
             let m = &b.arrays[r.array as usize].meta;
             (m.block_shape(&r.index), m.dtype)
         };
         let ins: Vec<(Vec<usize>, DType)> = t.inputs.iter().map(shape).collect();
         let (o, dt) = shape(&t.output);
-        let work = super::kernel_workspace(&t.kernel, &ins, (&o, dt));
-        peak = peak.max(held + task_peak(fetched, max_in, out, work));
+        let mut m = TaskBlocks {
+            max_in: t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0),
+            out: nbytes(b, &t.output),
+            out_chunk: chunk(&t.output),
+            work: super::kernel_workspace(&t.kernel, &ins, (&o, dt)),
+            ..Default::default()
+        };
+        let mut seen = HashSet::new();
+        for r in &t.inputs {
+            if !live.contains_key(&r) && seen.insert(r) {
+                m.fetched += nbytes(b, r);
+                m.reads += 1;
+                m.fetched_chunks += chunk(r);
+                m.largest_chunk = m.largest_chunk.max(chunk(r));
+            }
+        }
+        peak = peak.max(held + task_peak(&m));
         for r in &t.inputs {
             let n = nbytes(b, r);
             if live.insert(r, n).is_none() {
@@ -68,8 +75,9 @@ fn wire_peak(b: &Batch) -> u64 {
                 held -= n;
             }
         }
-        if uses.get(&&t.output).copied().unwrap_or(0) > 0 && live.insert(&t.output, out).is_none() {
-            held += out;
+        if uses.get(&&t.output).copied().unwrap_or(0) > 0 && live.insert(&t.output, m.out).is_none()
+        {
+            held += m.out;
         }
     }
     let inputs = b.tasks.iter().map(|t| t.inputs.len() as u64).sum();

@@ -461,6 +461,9 @@ pub(super) struct Blocks {
     base: Vec<u64>,
     parts: Vec<BlockId>,
     pub nbytes: Vec<u64>,
+    /// Per node, its chunk's bytes (a whole block: an edge block is decoded and encoded
+    /// as one).
+    chunk: Vec<u64>,
 }
 
 impl Blocks {
@@ -482,6 +485,7 @@ impl Blocks {
             base,
             parts: Vec::new(),
             nbytes,
+            chunk: g.nodes.iter().map(|n| n.meta.max_block_nbytes()).collect(),
         }
     }
 
@@ -524,6 +528,11 @@ impl Blocks {
 
     pub(super) fn len(&self) -> usize {
         self.nbytes.len()
+    }
+
+    /// The bytes of block `id`'s chunk (its own where it is no edge block).
+    pub(super) fn chunk(&self, id: Bid) -> u64 {
+        self.chunk[self.block(id).node]
     }
 }
 

@@ -11,7 +11,7 @@
 //! partial pivoting on column panels of all rows (see [`LuStep`]); a matrix in one block is
 //! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
-use nums_function::memory::task_peak;
+use nums_function::memory::{TaskBlocks, task_peak};
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
 
 use super::*;
@@ -115,12 +115,17 @@ impl TsqrTree {
     }
 }
 
-/// Bytes a TSQR combine of `f` n x n blocks projects (the planner's model: inputs fetched
-/// three times, the largest input again, the output three times, plus the QR kernel's
-/// workspace: the stacked copy, T and dgeqrf's work).
+/// Bytes a TSQR combine of `f` n x n blocks projects (the planner's model, `task_peak`,
+/// with the QR kernel's workspace: the stacked copy, T and dgeqrf's work).
 fn combine_bytes(f: u64, n: u64) -> u64 {
     let nn = n * n * 8;
-    task_peak(f * nn, nn, nn, f * nn + nn + 64 * n * 8)
+    task_peak(&TaskBlocks::whole(
+        f * nn,
+        f,
+        nn,
+        nn,
+        f * nn + nn + 64 * n * 8,
+    ))
 }
 
 /// Which axis of a name's one-line description: `(m, n)` as "m x n".
@@ -819,7 +824,8 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
 fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
     let nb = n.div_ceil(blk);
     let bb = blk * blk * 8;
-    task_peak((2 * nb).saturating_sub(2).max(nb) * bb, bb, bb, 0)
+    let reads = (2 * nb).saturating_sub(2).max(nb);
+    task_peak(&TaskBlocks::whole(reads * bb, reads, bb, bb, 0))
 }
 
 /// The planner's projection of blocked LU's largest task (n x n in column panels of `w`):
@@ -827,7 +833,7 @@ fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
 /// rows it factors.
 fn lu_task_bytes(n: u64, w: u64) -> u64 {
     let panel = (n + 1) * w * 8;
-    task_peak(2 * panel, panel, panel, panel)
+    task_peak(&TaskBlocks::whole(2 * panel, 2, panel, panel, panel))
 }
 
 /// What a blocked LU is for.
@@ -1095,8 +1101,8 @@ fn square_op(
         out_shape = ym.shape.clone();
         xs.push(y);
     }
-    // The one task's projection, as the planner makes it: inputs fetched three times,
-    // the largest again, the output three times, the kernel's workspace.
+    // The one task's projection, as the planner makes it (`task_peak`, with the kernel's
+    // workspace).
     let shapes: Vec<Vec<usize>> = xs
         .iter()
         .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
@@ -1107,7 +1113,7 @@ fn square_op(
     let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
     let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
     let out = out_shape.iter().product::<u64>() * 8;
-    let need = task_peak(ins, max_in, out, work);
+    let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
         return Err(bd.err(
@@ -1127,8 +1133,8 @@ fn square_op(
 
 /// The factorizations of a graph as `plan` shows them (text, and lines of the plan's
 /// SVG): each TSQR tree (its operand, levels and fan-in; per level its blocks and one
-/// task's projected memory: inputs four times, the output three times, the QR kernel's
-/// workspace), each blocked LU (its column panels and tasks) and blocked Cholesky.
+/// task's projected memory, `task_peak` with the QR kernel's workspace), each blocked LU
+/// (its column panels and tasks) and blocked Cholesky.
 pub fn factorizations_text(g: &Graph) -> String {
     use std::fmt::Write;
     let mut s = String::new();
@@ -1214,7 +1220,13 @@ pub fn factorizations_text(g: &Graph) -> String {
             let bytes = |s: &[usize]| s.iter().product::<usize>() as u64 * 8;
             let in_bytes: u64 = ins.iter().map(|s| bytes(s)).sum();
             // All inputs taken as the largest: a bound, as the description rounds anyway.
-            let need = task_peak(in_bytes, in_bytes, bytes(&out), work);
+            let need = task_peak(&TaskBlocks::whole(
+                in_bytes,
+                ins.len() as u64,
+                in_bytes,
+                bytes(&out),
+                work,
+            ));
             let what = if l == 0 {
                 "one R per row block".to_string()
             } else {

@@ -13,7 +13,7 @@
 //! (`Builder::compress`).
 
 use super::*;
-use nums_function::memory::{BASE_MEMORY, task_peak};
+use nums_function::memory::{BASE_MEMORY, TaskBlocks, task_peak};
 use nums_function::order::{merge_scratch, sort_scratch};
 
 const SORT: &[&str] = &["a", "axis", "kind", "order", "stable", "descending"];
@@ -312,8 +312,15 @@ impl<'a> Builder<'a> {
     fn sort_limit(&self, size: u64, arg: bool) -> u64 {
         let budget = self.sort_budget();
         let out = if arg { 8 } else { size };
-        // task_peak is linear in the block's elements.
-        let per = task_peak(size, size, out, sort_scratch(1, size, arg)) - BASE_MEMORY;
+        // task_peak is linear in the block's elements, but for its few KiB per block read
+        // (not per element: left out here, within the other half of the budget).
+        let per = task_peak(&TaskBlocks::whole(
+            size,
+            0,
+            size,
+            out,
+            sort_scratch(1, size, arg),
+        )) - BASE_MEMORY;
         (budget.saturating_sub(BASE_MEMORY) / per).max(1)
     }
 
@@ -796,15 +803,17 @@ impl<'a> Builder<'a> {
 
 /// The projected peak (past the base) of a merge that reads `fetched` elements of
 /// `size` bytes (with `arg`, and as many positions), its largest run `largest`, for an
-/// output of `out` elements.
+/// output of `out` elements (linear in them: the few KiB per block read are left out, as
+/// in `sort_limit`).
 fn merge_peak(size: u64, arg: bool, fetched: u64, out: u64, largest: u64) -> u64 {
     let (each, out_each) = if arg { (size + 8, 8) } else { (size, size) };
-    task_peak(
+    task_peak(&TaskBlocks::whole(
         fetched * each,
+        0,
         largest * each,
         out * out_each,
         merge_scratch(out),
-    ) - BASE_MEMORY
+    )) - BASE_MEMORY
 }
 
 /// A well-mixed 64-bit hash (SplitMix64's finalizer): the sample positions.
