@@ -129,31 +129,6 @@ pub async fn fetch(
                 .map_err(|e| e.to_string())?;
             Ok(Fetched(b, None))
         }
-        Kernel::CsvCount {
-            source,
-            key,
-            size,
-            piece,
-            pieces: (i0, i1),
-            ..
-        } => {
-            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
-            let file = file_name(source, key);
-            let cannot = |e: nums_layout::Error| format!("cannot read {file}: {e}");
-            // From the byte before the first piece (a newline there starts it) to the line
-            // start after the last piece, found first (one small read).
-            let at = (i0 * piece).saturating_sub(1);
-            let end = crate::csv_index::next_line_start(&store, key, i1 * piece, *size)
-                .await
-                .map_err(cannot)?;
-            let b = store.get_range(key, at..end).await.map_err(cannot)?;
-            if (b.len() as u64) < end - at {
-                return Err(format!(
-                    "{file}: shorter than the {size} bytes it had when the job was checked (it changed)"
-                ));
-            }
-            Ok(Fetched(b, None))
-        }
         Kernel::ImportParquet {
             source,
             key,
@@ -209,6 +184,56 @@ pub async fn fetch(
         }
         _ => Err("not an import kernel".into()),
     }
+}
+
+/// Bytes of the file a CSV count reads at a time, into one buffer: the whole 64 MiB of a
+/// task's pieces read into a fresh buffer took 4x the count itself (the buffer's pages
+/// faulted in and zeroed, then the copy).
+pub const COUNT_CHUNK: usize = 1 << 20;
+
+/// A [`Kernel::CsvCount`]'s block: its pieces counted as the file's bytes stream through
+/// one buffer of [`COUNT_CHUNK`] (from the byte before the first piece to the line start
+/// after the last, read past the last piece 64 KiB at first, then twice as much each time).
+pub async fn count_csv(
+    kernel: &Kernel,
+    out: &ArrayMeta,
+    index: &[u64],
+    counters: &Arc<IoCounters>,
+) -> Result<Block, String> {
+    let Kernel::CsvCount {
+        source,
+        key,
+        size,
+        piece,
+        pieces,
+        delimiter,
+    } = kernel
+    else {
+        return Err("not a CSV count".into());
+    };
+    let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
+    let file = file_name(source, key);
+    let mut counter = crate::csv_index::PieceCounter::new(*size, *piece, *pieces, *delimiter);
+    let (mut from, mut upto) = (counter.at(), (pieces.1 * piece).min(*size));
+    let mut past = 64u64 << 10;
+    while !counter.done() && from < *size {
+        upto = (upto.max(from) + past).min(*size);
+        let (c, got) = store
+            .read_range_with(key, from..upto, COUNT_CHUNK, counter, |c, b| c.feed(b))
+            .await
+            .map_err(|e| format!("cannot read {file}: {e}"))?;
+        counter = c;
+        if got < upto - from && !counter.done() {
+            return Err(format!(
+                "{file}: shorter than the {size} bytes it had when the job was checked (it changed)"
+            ));
+        }
+        (from, past) = (upto, past * 2);
+    }
+    let flat: Vec<i64> = counter.finish().concat();
+    Ok(Block::I64(
+        ArrayD::from_shape_vec(IxDyn(&out.block_shape(index)), flat).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// The rows of block `index` of a Parquet import's output, and the file's columns it
@@ -346,21 +371,6 @@ pub fn decode(
                 )
                 .map_err(|e| e.to_string())?,
             )))
-        }
-        Kernel::CsvCount {
-            size,
-            piece,
-            pieces,
-            delimiter,
-            ..
-        } => {
-            let at = (pieces.0 * piece).saturating_sub(1);
-            let rows =
-                crate::csv_index::count_pieces(bytes, at, *size, *piece, *pieces, *delimiter);
-            let flat: Vec<i64> = rows.concat();
-            Ok(Block::I64(
-                ArrayD::from_shape_vec(IxDyn(&shape), flat).map_err(|e| e.to_string())?,
-            ))
         }
         Kernel::ImportParquet {
             source,
