@@ -173,7 +173,6 @@ fn the_run_timeline_of_a_fit_has_stage_bands_axes_and_a_lane_per_slot() {
         [
             "fit: making X",
             "fit: making y",
-            "fit: check of y",
             passes.as_str(),
             "main"
         ],
