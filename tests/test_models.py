@@ -152,6 +152,25 @@ def test_bad_labels_fail_naming_the_array_and_commit_nothing(tmp_path, y, expr, 
     assert not (tmp_path / "nums-data" / "fit" / "w").exists()
 
 
+@pytest.mark.parametrize("expr,bad,message", [
+    ("linear_regression(X, y)", [np.inf, np.nan], "y holds 1 NaN and 1 infinite values"),
+    # An infinity is a label other than 0 and 1 first.
+    ("logistic_regression(X, y, solver='newton')", [np.nan, np.nan], "y holds 2 NaN and 0 infinite values"),
+])
+def test_nan_and_inf_in_y_are_refused_by_the_first_pass(tmp_path, expr, bad, message):
+    """The first pass counts y's NaN and infinities (the normal equations' pass beside its
+    sums, a Newton pass in its sums' last rows): the fit stops there, with no model."""
+    X, y0 = data(tmp_path, "logistic")
+    y = y0.copy()
+    y[[3, 40]] = bad
+    np.save(tmp_path / "y.npy", y)
+    p = fit(tmp_path, expr, check=False)
+    assert p.returncode == 1, p.stderr
+    assert "`w`" in p.stderr and message in p.stderr, p.stderr
+    assert not (tmp_path / "w.npy").exists()
+    assert not (tmp_path / "nums-data" / "fit" / "w").exists()
+
+
 @pytest.mark.parametrize("expr,message", [
     ("logistic_regression(X[:, 0], y)", "X must be 2-D"),
     ("logistic_regression(X, y[:100])", "y must be 1-D with one value per row of X"),
