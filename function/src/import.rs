@@ -782,6 +782,81 @@ impl CsvFormat<'_> {
 mod tests {
     use super::*;
 
+    /// A CSV count's task on a `file://` store (the file streamed through the buffer, read
+    /// past its last piece until a line starts) gives the rows of its pieces as counted
+    /// from the bytes at once, for pieces cut mid-line and lines longer than a piece; a file
+    /// shorter than the size the job saw is an error naming it.
+    #[tokio::test]
+    async fn a_csv_count_streams_its_pieces_from_the_store() {
+        let dir = std::env::temp_dir().join(format!("nums-count-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = Vec::new();
+        for i in 0..40_000u64 {
+            text.extend_from_slice(format!("{i},{}\r\n", i * 7 % 1000).as_bytes());
+            if i % 9_000 == 5 {
+                text.extend_from_slice(&[b'9'; 200_000]); // a line longer than a piece
+                text.extend_from_slice(b",1\n# note\n\n");
+            }
+        }
+        text.extend_from_slice(b"1,2"); // no final newline
+        std::fs::write(dir.join("d.csv"), &text).unwrap();
+        let size = text.len() as u64;
+        let source = nums_layout::StoreSpec {
+            url: format!("file://{}", dir.display()),
+            endpoint: None,
+        };
+        let piece = 100_000u64;
+        let n = size.div_ceil(piece);
+        let counters = Arc::new(IoCounters::default());
+        for (i0, i1) in [(0, 3), (1, 4), (3, n - 1), (n - 2, n), (0, n)] {
+            let kernel = |size| Kernel::CsvCount {
+                source: source.clone(),
+                key: "d.csv".into(),
+                size,
+                piece,
+                pieces: (i0, i1),
+                delimiter: b',',
+            };
+            let per = crate::csv_index::PIECE_ROW;
+            let out = ArrayMeta::new(
+                vec![i1 - i0, per],
+                vec![i1 - i0, per],
+                nums_layout::DType::Int64,
+            );
+            let got = count_csv(&kernel(size), &out, &[0, 0], &counters)
+                .await
+                .unwrap();
+            let at = (i0 * piece).saturating_sub(1);
+            let want = crate::csv_index::count_pieces(
+                &text[at as usize..],
+                at,
+                size,
+                piece,
+                (i0, i1),
+                b',',
+            );
+            let Block::I64(got) = got else {
+                panic!("not int64")
+            };
+            assert_eq!(
+                got.iter().copied().collect::<Vec<i64>>(),
+                want.concat(),
+                "{i0}..{i1}"
+            );
+            // The file as the job saw it was longer: it changed.
+            let e = count_csv(&kernel(size + 10), &out, &[0, 0], &counters).await;
+            if i1 == n {
+                let e = e.unwrap_err();
+                assert!(
+                    e.contains("d.csv: shorter than the") && e.contains("(it changed)"),
+                    "{e}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn runs_cover_blocks_in_c_order() {
         // Rows only: one run.
