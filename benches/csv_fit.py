@@ -65,7 +65,7 @@ def run_nums(bin_, work, csv):
     (work / "job.toml").write_text(job(csv))
     # The previous run's writes flushed first: without it the second binary of a round ran
     # while the first one's ~320 MB of store files were still being written back, and took
-    # 1.2-1.6x as long whichever binary it was.
+    # about 1 s longer at load 4-7 whichever binary it was.
     os.sync()
     t = time.perf_counter()
     p = subprocess.run([str(bin_), "run", str(work / "job.toml"), "--quiet", "--stats", str(work / "stats.json")],
