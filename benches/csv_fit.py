@@ -13,6 +13,8 @@ from the page cache by both sides (a first untimed read warms it).
   (an import is otherwise reused), the whole process timed, and its `--stats` stages.
 - pandas + scikit-learn: `pd.read_csv(path, header=None)`, `LogisticRegression().fit`,
   `np.save` of `[coef..., intercept]`, each step timed.
+Every measurement starts after `sync` (the previous run's store writes flushed), so the
+order of `--bin`s does not favour the first.
 The coefficients must agree (1e-3, relative to the largest: both stop at tol 1e-4).
 Needs pandas and scikit-learn (benches/peers-requirements.txt's pins) in the Python that
 runs it.
@@ -61,6 +63,10 @@ def run_nums(bin_, work, csv):
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     (work / "job.toml").write_text(job(csv))
+    # The previous run's writes flushed first: without it the second binary of a round ran
+    # while the first one's ~320 MB of store files were still being written back, and took
+    # about 1 s longer at load 4-7 whichever binary it was.
+    os.sync()
     t = time.perf_counter()
     p = subprocess.run([str(bin_), "run", str(work / "job.toml"), "--quiet", "--stats", str(work / "stats.json")],
                        capture_output=True, text=True)
@@ -85,6 +91,7 @@ def stages(stats):
 def run_pandas(csv, out):
     import pandas as pd
     from sklearn.linear_model import LogisticRegression
+    os.sync()  # as before a nums-cloud run
     t0 = time.perf_counter()
     df = pd.read_csv(csv, header=None)
     x, y = df.iloc[:, 1:].to_numpy(), df.iloc[:, 0].to_numpy()

@@ -27,9 +27,8 @@ pub struct Invocation {
     /// The stage it belongs to: `main`, `mask-N` for a boolean mask computed first,
     /// `export-NAME-TAG` for an output written to an s3:// `.npy` file, `csv-count` for
     /// the rows of large CSV inputs counted before the job is checked, or a model's fit
-    /// (node N): `fitN-X` and `fitN-y` (its data made), `fitN-check` (its labels
-    /// checked), `fitN-PASS-K` (its K-th pass: `newton`, `normal`, `gradJ` for J
-    /// candidate steps).
+    /// (node N): `fitN-X` and `fitN-y` (its data made), `fitN-PASS-K` (its K-th pass:
+    /// `newton`, `normal`, `gradJ` for J candidate steps; the first checks y too).
     pub stage: String,
     /// The batch's number in its stage's plan (as `nums-cloud plan` numbers them).
     pub batch: usize,

@@ -7,8 +7,9 @@
 //! payload (a `Param` task becomes a `Constant` one), so an iteration costs its pass and
 //! its dispatch, never a plan. A pass's outputs are sums of the feature size (loss,
 //! gradient, Hessian), read back by the driver, which takes the step (`models::solver`).
-//! Every pass is a stage of the run's stage runner (`fit<N>-check`, `fit<N>-<pass>-<k>`):
-//! its invocations are in `--stats`, the timeline and the progress bar like any other.
+//! Every pass is a stage of the run's stage runner (`fit<N>-<pass>-<k>`): its invocations
+//! are in `--stats`, the timeline and the progress bar like any other. The first pass
+//! checks y too (its sums count the values the model refuses: [`refuse_labels`]).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -260,31 +261,10 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
     a.iter().next().copied().unwrap_or(f64::NAN)
 }
 
-/// The job of the pass that checks y (its outputs: counts of refused values).
-fn check_job(data: &Over, spec: &FitSpec) -> (Job, Vec<String>) {
-    let checks = crate::models::checks(spec);
-    let names: Vec<&str> = checks.iter().map(|(n, _)| n.as_str()).collect();
-    let job = small_job(
-        data,
-        checks
-            .iter()
-            .map(|(n, e)| (n.clone(), Source::Expr { text: e.clone() }))
-            .collect(),
-        &names,
-    );
-    (job, names.iter().map(|n| n.to_string()).collect())
-}
-
-/// Refuses labels the model cannot take, and NaN or inf in y, before the first pass.
-async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
-    let (job, names) = check_job(&data.over(), spec);
-    let p = plan_small(&job, &format!("{}/check", data.prefix)).await?;
-    let stage = format!("{}-check", data.stage);
-    dispatch(data, &stage, (&p, "0"), &HashMap::new()).await?;
-    let mut counts = Vec::new();
-    for n in &names {
-        counts.push(first(&read((&p, "0"), n, data.store).await?));
-    }
+/// Refuses labels the model cannot take, and NaN or inf in y, from the counts the fit's
+/// first pass made of y's values ([`read_sums`]: refused by the model, NaN, inf, and for
+/// logistic regression ones), before any step is taken.
+fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
     let what = match spec.family {
         crate::models::Family::Logistic => "labels other than 0 and 1 (binary classification)",
         crate::models::Family::Poisson => "negative values (Poisson targets are counts)",
@@ -301,9 +281,10 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
         ));
     }
     // Labels of one class: no boundary to find (scikit-learn's words).
-    if let Some(&ones) = counts.get(3)
-        && data.n > 0
-        && (ones == 0.0 || ones == data.n as f64)
+    if spec.family == crate::models::Family::Logistic
+        && let Some(&ones) = counts.get(3)
+        && n > 0
+        && (ones == 0.0 || ones == n as f64)
     {
         return Err(anyhow!(
             "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
@@ -316,8 +297,16 @@ async fn check_labels(data: &Data<'_>, spec: &FitSpec) -> anyhow::Result<()> {
 /// The job of one pass of `kind`.
 fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
     let (exprs, outputs) = crate::models::program(kind);
+    let mut outputs: Vec<&str> = outputs;
     let d = data.d as u64;
     let mut arrays = Vec::new();
+    // The normal equations' pass counts y's refused values beside its sums (a pass of
+    // the one-sweep kernel counts them in its sums' last rows).
+    let checks = match kind {
+        PassKind::Normal => crate::models::checks(spec),
+        _ => Vec::new(),
+    };
+    outputs.extend(checks.iter().map(|(n, _)| n.as_str()));
     if kind != PassKind::Normal {
         // [d, k] in C order (a Newton pass: k = 1).
         let k = match kind {
@@ -333,6 +322,7 @@ fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
     arrays.extend(
         exprs
             .into_iter()
+            .chain(checks.iter().cloned())
             .map(|(n, e)| (n, Source::Expr { text: e })),
     );
     if kind != PassKind::Normal {
@@ -370,16 +360,21 @@ fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f6
     out
 }
 
-/// The pass's outputs as the solver's sums.
+/// The pass's outputs as the solver's sums, and the counts of y's values a fit refuses
+/// (the model's refused labels, NaN, inf, ones: [`refuse_labels`]).
 async fn read_sums(
     p: (&Planned, &str),
     spec: &FitSpec,
     pass: &Pass,
     d: usize,
     store: &Store,
-) -> anyhow::Result<Sums> {
+) -> anyhow::Result<(Sums, Vec<f64>)> {
     if pass.kind == PassKind::Normal {
-        return Ok(Sums {
+        let mut counts = Vec::new();
+        for (name, _) in crate::models::checks(spec) {
+            counts.push(first(&read(p, &name, store).await?));
+        }
+        let sums = Sums {
             normal: Some((
                 read(p, names::XTX, store).await?.into_dimensionality()?,
                 read(p, names::XTY, store).await?.into_dimensionality()?,
@@ -387,29 +382,35 @@ async fn read_sums(
                 first(&read(p, names::SY, store).await?),
             )),
             ..Default::default()
-        });
+        };
+        return Ok((sums, counts));
     }
-    // [1 + p, k]: the losses, then each candidate's gradient down its column; a Newton
-    // pass's [1 + p, 1 + p] has the Hessian sums in columns 1..=p below row 0.
+    // [1 + p + 4, k]: the losses, then each candidate's gradient down its column, then the
+    // counts of y's values in column 0; a Newton pass's [1 + p + 4, 1 + p] has the Hessian
+    // sums in rows and columns 1..=p.
     let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
-    let (cands, hess) = match pass.kind {
-        PassKind::Hessian => (
-            sums.slice(ndarray::s![.., ..1]),
-            Some(sums.slice(ndarray::s![1.., 1..]).to_owned()),
-        ),
-        _ => (sums.view(), None),
-    };
     let p_ = spec.params(d);
-    if cands.dim() != (1 + p_, pass.thetas.len())
-        || hess.as_ref().is_some_and(|h| h.dim() != (p_, p_))
-    {
+    let counted = nums_layout::batch::GLM_Y_COUNTS as usize;
+    let cols = match pass.kind {
+        PassKind::Hessian => 1 + p_,
+        _ => pass.thetas.len(),
+    };
+    if sums.dim() != (1 + p_ + counted, cols) {
         return Err(anyhow!(
             "a pass's sums are {:?}, not for {} parameters",
             sums.dim(),
             p_
         ));
     }
-    Ok(Sums {
+    let counts = sums.slice(ndarray::s![1 + p_.., 0]).to_vec();
+    let (cands, hess) = match pass.kind {
+        PassKind::Hessian => (
+            sums.slice(ndarray::s![..1 + p_, ..1]),
+            Some(sums.slice(ndarray::s![1..1 + p_, 1..]).to_owned()),
+        ),
+        _ => (sums.slice(ndarray::s![..1 + p_, ..]), None),
+    };
+    let sums = Sums {
         loss: cands.row(0).to_vec(),
         grad: cands
             .columns()
@@ -418,7 +419,8 @@ async fn read_sums(
             .collect(),
         hess,
         normal: None,
-    })
+    };
+    Ok((sums, counts))
 }
 
 /// Fits `spec` to the data (`array`, the job's array it makes, for the progress notes):
@@ -428,9 +430,6 @@ pub(crate) async fn fit(
     spec: &FitSpec,
     array: &str,
 ) -> anyhow::Result<(Fitted, Vec<PassReport>)> {
-    let at = data.starting("check");
-    data.stages.note(&format!("{array}: {at} (the check of y)"));
-    check_labels(data, spec).await?;
     let mut planned: HashMap<PassKind, Planned> = HashMap::new();
     let mut reports = Vec::new();
     let (mut fit, mut pass) = Fit::start(spec, data.n, data.d);
@@ -458,7 +457,11 @@ pub(crate) async fn fit(
         let stage = format!("{}-{name}-{}", data.stage, reports.len() + 1);
         let send = format!("{}", reports.len() + 1);
         let dispatched = dispatch(data, &stage, (p, &send), &params(spec, &pass, data.d)).await?;
-        let sums = read_sums((p, &send), spec, &pass, data.d, data.store).await?;
+        let (sums, counts) = read_sums((p, &send), spec, &pass, data.d, data.store).await?;
+        // The first pass checks y: a fit of labels it refuses stops before any step.
+        if reports.is_empty() {
+            refuse_labels(&counts, spec, data.n)?;
+        }
         // Its arrays are of no use once read (a late write may leave some behind: the
         // fit's prefix goes at its end).
         let _ = data
@@ -503,9 +506,9 @@ pub(crate) struct FitPlan {
     pub max_iter: u32,
 }
 
-/// One kind of stage of a fit: making X or y, the check of y, a kind of pass.
+/// One kind of stage of a fit: making X or y, a kind of pass.
 pub(crate) struct FitStage {
-    /// As the run names it after `fit<N>-` (`X`, `check`, `grad4`, `newton`, ...).
+    /// As the run names it after `fit<N>-` (`X`, `grad4`, `newton`, ...).
     pub name: String,
     /// What it is, in words.
     pub what: String,
@@ -523,7 +526,7 @@ impl FitPlan {
             .filter(|s| !matches!(s.name.as_str(), "X" | "y"))
     }
 
-    /// Passes over X and y the fit is assumed to send (the check included), and at most.
+    /// Passes over X and y the fit is assumed to send, and at most.
     pub(crate) fn passes(&self) -> (u32, u32) {
         self.pass_stages()
             .fold((0, 0), |(a, m), s| (a + s.times, m + s.at_most))
@@ -537,7 +540,7 @@ impl FitPlan {
             .map(|s| {
                 let many = match s.what.strip_suffix(" pass") {
                     Some(w) => format!("{w} passes"),
-                    None => s.what.replacen("check", "checks", 1),
+                    None => s.what.clone(),
                 };
                 crate::human::plural(u64::from(s.times), &s.what, &many)
             })
@@ -662,13 +665,6 @@ pub(crate) fn plan_fits(
             let g = graph::build(&j, &stored)?;
             plan(&j, &g, &stored)
         };
-        stages.push(FitStage {
-            name: "check".into(),
-            what: "check of y".into(),
-            plan: planned(check_job(&over, spec).0)?,
-            times: 1,
-            at_most: 1,
-        });
         let iterations = typical_iterations(spec.solver).min(spec.max_iter.max(1));
         let max_iter = spec.max_iter.max(1);
         let passes: Vec<(PassKind, &str, &str, u32, u32)> = match spec.solver {
@@ -1031,7 +1027,9 @@ mod tests {
                     );
                     nums_function::handle(&b.batch(), &store).await.unwrap();
                 }
-                let sums = read_sums((&p, "1"), &fit, &pass, d, &store).await.unwrap();
+                let (sums, counts) = read_sums((&p, "1"), &fit, &pass, d, &store).await.unwrap();
+                // y's values the fit refuses (none), NaN, inf, and its ones.
+                assert_eq!(counts, [0.0, 0.0, 0.0, y.sum()], "{family:?}");
                 for (c, theta) in thetas.iter().enumerate() {
                     let w = ndarray::Array1::from(theta[..d].to_vec());
                     let z = x.dot(&w) + if fit_intercept { theta[d] } else { 0.0 };
@@ -1080,9 +1078,10 @@ mod tests {
                 for b in sends(&p, "1", &params(&fit, &newton, d)).unwrap() {
                     nums_function::handle(&b.batch(), &store).await.unwrap();
                 }
-                let got = read_sums((&p, "1"), &fit, &newton, d, &store)
+                let (got, newton_counts) = read_sums((&p, "1"), &fit, &newton, d, &store)
                     .await
                     .unwrap();
+                assert_eq!(newton_counts, counts, "{family:?}");
                 let near = |a: f64, b: f64| (a - b).abs() <= 1e-12 * (1.0 + b.abs());
                 assert!(near(got.loss[0], sums.loss[1]), "{family:?}");
                 for (g, want) in got.grad[0].iter().zip(&sums.grad[1]) {

@@ -66,7 +66,7 @@ pub(crate) struct SchedulerJson {
 pub(crate) struct FitJson {
     pub array: String,
     pub model: String,
-    /// Its stages are named `<stage>-X`, `<stage>-check`, `<stage>-<pass>-<k>`, ...
+    /// Its stages are named `<stage>-X`, `<stage>-y`, `<stage>-<pass>-<k>`, ...
     pub stage: String,
     pub iterations_assumed: u32,
     pub max_iter: u32,

@@ -86,8 +86,8 @@ pub(crate) struct Band {
 }
 
 /// What a person calls a stage, and how many of its kind a band counts: `main`, `CSV
-/// count`, `export NAME`, `mask`, `values`, a fit's `making X`, `making y`, `check of y`
-/// and its passes (`Newton`, `normal equations`, `gradient`). `fit` names the fit's node
+/// count`, `export NAME`, `mask`, `values`, a fit's `making X`, `making y` and its passes
+/// (`Newton`, `normal equations`, `gradient`; the first checks y too). `fit` names the fit's node
 /// when a run has more than one.
 fn stage_kind(stage: &str, many_fits: bool) -> (String, bool) {
     let tail = |p: &str| {
@@ -120,6 +120,7 @@ fn stage_kind(stage: &str, many_fits: bool) -> (String, bool) {
         let (what, pass) = match rest {
             "X" => ("making X".to_string(), false),
             "y" => ("making y".to_string(), false),
+            // The stage of its own that checked y in runs before the first pass did.
             "check" => ("check of y".to_string(), false),
             _ => {
                 let kind = rest.rsplit_once('-').map_or(rest, |(k, _)| k);

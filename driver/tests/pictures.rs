@@ -170,13 +170,7 @@ fn the_run_timeline_of_a_fit_has_stage_bands_axes_and_a_lane_per_slot() {
     let passes = format!("fit: {} Newton passes", newton.len());
     assert_eq!(
         labels,
-        [
-            "fit: making X",
-            "fit: making y",
-            "fit: check of y",
-            passes.as_str(),
-            "main"
-        ],
+        ["fit: making X", "fit: making y", passes.as_str(), "main"],
         "{labels:?}"
     );
     let drawn: BTreeSet<String> = doc

@@ -259,7 +259,7 @@ pub async fn next_line_start(
 /// starts (piece `i` runs from the line start at or after `i * piece` to the next piece's
 /// start; pieces that start at the same line are empty but the last): `bytes` are the
 /// file from `at` = `i0 * piece - 1` (0 for the first piece) to the line start at or after
-/// `i1 * piece`, or to its end.
+/// `i1 * piece`, or to its end. [`PieceCounter`] fed `bytes`.
 pub fn count_pieces(
     bytes: &[u8],
     at: u64,
@@ -268,29 +268,141 @@ pub fn count_pieces(
     (i0, i1): (u64, u64),
     delimiter: u8,
 ) -> Vec<Vec<i64>> {
-    let n = size.div_ceil(piece).max(1);
-    let ls = |x: u64| {
-        if x >= size {
-            size
-        } else {
-            line_start(bytes, at, x).unwrap_or(size)
+    let mut c = PieceCounter::new(size, piece, (i0, i1), delimiter);
+    debug_assert_eq!(c.at(), at);
+    c.feed(bytes);
+    c.finish()
+}
+
+/// Counts pieces `i0..i1` of a file of `size` bytes cut every `piece` bytes at line starts
+/// (as [`count_pieces`] defines them) from the file's bytes fed in order from
+/// [`PieceCounter::at`], in chunks of any size, so that no more than a chunk (and a line
+/// that spans chunks) is held: each piece's [`CsvScanner`] takes its bytes as they come,
+/// and a piece ends at the first newline at or after the byte before the next piece's cut.
+pub struct PieceCounter {
+    size: u64,
+    piece: u64,
+    /// Pieces of the file.
+    n: u64,
+    /// The piece being counted, and the end of those to count.
+    i: u64,
+    i1: u64,
+    delimiter: u8,
+    /// The file's offset of the next byte fed.
+    pos: u64,
+    /// Where piece `i` starts, once its line start is seen.
+    start: Option<u64>,
+    scan: CsvScanner,
+    rows: Vec<Vec<i64>>,
+}
+
+impl PieceCounter {
+    /// A counter of pieces `i0..i1` of a file of `size` bytes cut every `piece` bytes.
+    pub fn new(size: u64, piece: u64, (i0, i1): (u64, u64), delimiter: u8) -> PieceCounter {
+        let at = (i0 * piece).saturating_sub(1);
+        PieceCounter {
+            size,
+            piece,
+            n: size.div_ceil(piece).max(1),
+            i: i0,
+            i1,
+            delimiter,
+            pos: at,
+            // The file's first piece starts at its first byte; any other at the line
+            // after the newline at or after `at`.
+            start: (i0 == 0).then_some(0),
+            scan: CsvScanner::new(delimiter, false),
+            rows: Vec::with_capacity(i1.saturating_sub(i0) as usize),
         }
-    };
-    (i0..i1)
-        .map(|i| {
-            let s = ls(i * piece);
-            let e = if i + 1 >= n {
-                size
-            } else {
-                ls((i + 1) * piece)
+    }
+
+    /// The file's offset of the first byte to feed, then of the next one.
+    pub fn at(&self) -> u64 {
+        self.pos
+    }
+
+    /// Whether every piece is counted (the bytes after are not needed).
+    pub fn done(&self) -> bool {
+        self.i >= self.i1
+    }
+
+    /// Piece `i` ends at `end` (the scanner has taken its bytes); the next starts there.
+    fn close(&mut self, end: u64) {
+        let s = self.start.unwrap_or(end);
+        let scan = std::mem::replace(&mut self.scan, CsvScanner::new(self.delimiter, false));
+        self.rows.push(scan.finish().to_piece_row(s));
+        self.i += 1;
+        self.start = Some(end);
+    }
+
+    /// After a newline just before `self.pos`, where piece `i` started: the pieces whose
+    /// cut lies at or before that newline end there (empty but the first; the file's last
+    /// piece runs to its end).
+    fn close_passed(&mut self) {
+        let nl = self.pos - 1;
+        while !self.done() && self.i + 1 < self.n && (self.i + 1) * self.piece - 1 <= nl {
+            self.close(self.pos);
+        }
+    }
+
+    /// Takes the next bytes of the file; false once every piece is counted.
+    pub fn feed(&mut self, mut b: &[u8]) -> bool {
+        while !b.is_empty() && !self.done() {
+            let Some(_) = self.start else {
+                // Before the first piece: its start follows the first newline.
+                match memchr::memchr(b'\n', b) {
+                    Some(k) => {
+                        self.pos += k as u64 + 1;
+                        b = &b[k + 1..];
+                        self.start = Some(self.pos);
+                        self.close_passed();
+                    }
+                    None => {
+                        self.pos += b.len() as u64;
+                        b = &[];
+                    }
+                }
+                continue;
+            };
+            if self.i + 1 >= self.n {
+                // The file's last piece: to its end.
+                self.scan.feed(b);
+                self.pos += b.len() as u64;
+                break;
             }
-            .max(s);
-            let mut scan = CsvScanner::new(delimiter, false);
-            let (a, b) = ((s - at) as usize, (e - at) as usize);
-            scan.feed(&bytes[a.min(bytes.len())..b.min(bytes.len())]);
-            scan.finish().to_piece_row(s)
-        })
-        .collect()
+            // No newline before the byte ahead of the next cut ends the piece.
+            let cut = (self.i + 1) * self.piece - 1;
+            let before = (cut.saturating_sub(self.pos) as usize).min(b.len());
+            self.scan.feed(&b[..before]);
+            self.pos += before as u64;
+            b = &b[before..];
+            match memchr::memchr(b'\n', b) {
+                Some(k) => {
+                    self.scan.feed(&b[..=k]);
+                    self.pos += k as u64 + 1;
+                    b = &b[k + 1..];
+                    self.close(self.pos);
+                    self.close_passed();
+                }
+                None => {
+                    self.scan.feed(b);
+                    self.pos += b.len() as u64;
+                    b = &[];
+                }
+            }
+        }
+        !self.done()
+    }
+
+    /// The rows of the pieces, one per piece (as [`CsvIndex::to_piece_row`] writes it),
+    /// once the file is fed to its end or [`PieceCounter::done`]: a piece whose start or
+    /// end no newline gave runs to the file's end.
+    pub fn finish(mut self) -> Vec<Vec<i64>> {
+        while !self.done() {
+            self.close(self.size);
+        }
+        self.rows
+    }
 }
 
 /// A line's text before its `#` comment, if it is a data row: `None` for a blank line or
@@ -436,7 +548,7 @@ mod tests {
         }
         text.extend_from_slice(b"9,9");
         let size = text.len() as u64;
-        for piece in [64u64, 100, 1000, 5000] {
+        for piece in [3u64, 17, 64, 100, 1000, 5000] {
             let n = size.div_ceil(piece);
             // The driver's way: cuts moved to line starts, repeats dropped.
             let mut starts = vec![0u64];
@@ -468,14 +580,30 @@ mod tests {
                 } else {
                     line_start(&text, 0, i1 * piece).unwrap_or(size)
                 };
-                rows.extend(count_pieces(
+                let task = count_pieces(
                     &text[at as usize..end as usize],
                     at,
                     size,
                     piece,
                     (i0, i1),
                     b',',
-                ));
+                );
+                // The same rows from the file streamed in chunks of any size from `at` to
+                // its end (the counter stops wanting bytes after its last piece).
+                for chunk in [1, 2, 7, 63, 64, 65, 1000, 1 << 20] {
+                    let mut c = PieceCounter::new(size, piece, (i0, i1), b',');
+                    assert_eq!(c.at(), at);
+                    let mut fed = at as usize;
+                    for b in text[at as usize..].chunks(chunk) {
+                        fed += b.len();
+                        if !c.feed(b) {
+                            break;
+                        }
+                    }
+                    assert!(fed as u64 <= end + chunk as u64, "read past the last piece");
+                    assert_eq!(c.finish(), task, "piece {piece}, chunk {chunk}, task {i0}");
+                }
+                rows.extend(task);
             }
             let got = CsvIndex::merge(
                 rows.iter().map(|r| CsvIndex::from_piece_row(r)).collect(),

@@ -129,31 +129,6 @@ pub async fn fetch(
                 .map_err(|e| e.to_string())?;
             Ok(Fetched(b, None))
         }
-        Kernel::CsvCount {
-            source,
-            key,
-            size,
-            piece,
-            pieces: (i0, i1),
-            ..
-        } => {
-            let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
-            let file = file_name(source, key);
-            let cannot = |e: nums_layout::Error| format!("cannot read {file}: {e}");
-            // From the byte before the first piece (a newline there starts it) to the line
-            // start after the last piece, found first (one small read).
-            let at = (i0 * piece).saturating_sub(1);
-            let end = crate::csv_index::next_line_start(&store, key, i1 * piece, *size)
-                .await
-                .map_err(cannot)?;
-            let b = store.get_range(key, at..end).await.map_err(cannot)?;
-            if (b.len() as u64) < end - at {
-                return Err(format!(
-                    "{file}: shorter than the {size} bytes it had when the job was checked (it changed)"
-                ));
-            }
-            Ok(Fetched(b, None))
-        }
         Kernel::ImportParquet {
             source,
             key,
@@ -209,6 +184,56 @@ pub async fn fetch(
         }
         _ => Err("not an import kernel".into()),
     }
+}
+
+/// Bytes of the file a CSV count reads at a time, into one buffer: the whole 64 MiB of a
+/// task's pieces read into a fresh buffer took 4x the count itself (the buffer's pages
+/// faulted in and zeroed, then the copy).
+pub const COUNT_CHUNK: usize = 1 << 20;
+
+/// A [`Kernel::CsvCount`]'s block: its pieces counted as the file's bytes stream through
+/// one buffer of [`COUNT_CHUNK`] (from the byte before the first piece to the line start
+/// after the last, read past the last piece 64 KiB at first, then twice as much each time).
+pub async fn count_csv(
+    kernel: &Kernel,
+    out: &ArrayMeta,
+    index: &[u64],
+    counters: &Arc<IoCounters>,
+) -> Result<Block, String> {
+    let Kernel::CsvCount {
+        source,
+        key,
+        size,
+        piece,
+        pieces,
+        delimiter,
+    } = kernel
+    else {
+        return Err("not a CSV count".into());
+    };
+    let store = Store::open_counted(source, counters).map_err(|e| e.to_string())?;
+    let file = file_name(source, key);
+    let mut counter = crate::csv_index::PieceCounter::new(*size, *piece, *pieces, *delimiter);
+    let (mut from, mut upto) = (counter.at(), (pieces.1 * piece).min(*size));
+    let mut past = 64u64 << 10;
+    while !counter.done() && from < *size {
+        upto = (upto.max(from) + past).min(*size);
+        let (c, got) = store
+            .read_range_with(key, from..upto, COUNT_CHUNK, counter, |c, b| c.feed(b))
+            .await
+            .map_err(|e| format!("cannot read {file}: {e}"))?;
+        counter = c;
+        if got < upto - from && !counter.done() {
+            return Err(format!(
+                "{file}: shorter than the {size} bytes it had when the job was checked (it changed)"
+            ));
+        }
+        (from, past) = (upto, past * 2);
+    }
+    let flat: Vec<i64> = counter.finish().concat();
+    Ok(Block::I64(
+        ArrayD::from_shape_vec(IxDyn(&out.block_shape(index)), flat).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// The rows of block `index` of a Parquet import's output, and the file's columns it
@@ -346,21 +371,6 @@ pub fn decode(
                 )
                 .map_err(|e| e.to_string())?,
             )))
-        }
-        Kernel::CsvCount {
-            size,
-            piece,
-            pieces,
-            delimiter,
-            ..
-        } => {
-            let at = (pieces.0 * piece).saturating_sub(1);
-            let rows =
-                crate::csv_index::count_pieces(bytes, at, *size, *piece, *pieces, *delimiter);
-            let flat: Vec<i64> = rows.concat();
-            Ok(Block::I64(
-                ArrayD::from_shape_vec(IxDyn(&shape), flat).map_err(|e| e.to_string())?,
-            ))
         }
         Kernel::ImportParquet {
             source,
@@ -771,6 +781,81 @@ impl CsvFormat<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A CSV count's task on a `file://` store (the file streamed through the buffer, read
+    /// past its last piece until a line starts) gives the rows of its pieces as counted
+    /// from the bytes at once, for pieces cut mid-line and lines longer than a piece; a file
+    /// shorter than the size the job saw is an error naming it.
+    #[tokio::test]
+    async fn a_csv_count_streams_its_pieces_from_the_store() {
+        let dir = std::env::temp_dir().join(format!("nums-count-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut text = Vec::new();
+        for i in 0..40_000u64 {
+            text.extend_from_slice(format!("{i},{}\r\n", i * 7 % 1000).as_bytes());
+            if i % 9_000 == 5 {
+                text.extend_from_slice(&[b'9'; 200_000]); // a line longer than a piece
+                text.extend_from_slice(b",1\n# note\n\n");
+            }
+        }
+        text.extend_from_slice(b"1,2"); // no final newline
+        std::fs::write(dir.join("d.csv"), &text).unwrap();
+        let size = text.len() as u64;
+        let source = nums_layout::StoreSpec {
+            url: format!("file://{}", dir.display()),
+            endpoint: None,
+        };
+        let piece = 100_000u64;
+        let n = size.div_ceil(piece);
+        let counters = Arc::new(IoCounters::default());
+        for (i0, i1) in [(0, 3), (1, 4), (3, n - 1), (n - 2, n), (0, n)] {
+            let kernel = |size| Kernel::CsvCount {
+                source: source.clone(),
+                key: "d.csv".into(),
+                size,
+                piece,
+                pieces: (i0, i1),
+                delimiter: b',',
+            };
+            let per = crate::csv_index::PIECE_ROW;
+            let out = ArrayMeta::new(
+                vec![i1 - i0, per],
+                vec![i1 - i0, per],
+                nums_layout::DType::Int64,
+            );
+            let got = count_csv(&kernel(size), &out, &[0, 0], &counters)
+                .await
+                .unwrap();
+            let at = (i0 * piece).saturating_sub(1);
+            let want = crate::csv_index::count_pieces(
+                &text[at as usize..],
+                at,
+                size,
+                piece,
+                (i0, i1),
+                b',',
+            );
+            let Block::I64(got) = got else {
+                panic!("not int64")
+            };
+            assert_eq!(
+                got.iter().copied().collect::<Vec<i64>>(),
+                want.concat(),
+                "{i0}..{i1}"
+            );
+            // The file as the job saw it was longer: it changed.
+            let e = count_csv(&kernel(size + 10), &out, &[0, 0], &counters).await;
+            if i1 == n {
+                let e = e.unwrap_err();
+                assert!(
+                    e.contains("d.csv: shorter than the") && e.contains("(it changed)"),
+                    "{e}"
+                );
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn runs_cover_blocks_in_c_order() {

@@ -189,6 +189,18 @@ impl<'a> Invocation<'a> {
                         })?;
                 return Ok((block, t0.elapsed().as_secs_f64()));
             }
+            // A CSV count reads its file through one small buffer, counting as it reads.
+            if let Kernel::CsvCount { .. } = &kernel {
+                let t0 = Instant::now();
+                let block = import::count_csv(&kernel, &out.meta, &index, &counters)
+                    .await
+                    .map_err(|message| FnError::Kernel {
+                        task: n,
+                        message,
+                        block: key,
+                    })?;
+                return Ok((block, t0.elapsed().as_secs_f64()));
+            }
             // An import reads its file first (ranged reads, counted as this invocation's).
             let reads_file = import::is_import(&kernel);
             let fetched = if reads_file {

@@ -1191,7 +1191,7 @@ pub enum Kernel {
     /// store `source`: the row index of pieces `pieces.0..pieces.1` of the file cut every
     /// `piece` bytes at line starts (`nums_function::csv_index::count_pieces`), one row of
     /// `PIECE_ROW` int64 per piece. The task reads from the byte before its first piece to
-    /// the line start after its last; no field is parsed.
+    /// the line start after its last, through one small buffer; no field is parsed.
     CsvCount {
         /// The store that holds the file.
         source: StoreSpec,
@@ -1459,11 +1459,14 @@ pub enum Kernel {
     /// ([m]), the parameters W ([d, k], one candidate per column) and, with `intercept`,
     /// b ([k]). With z = X W + b (b = 0 without it), per candidate j: the model's loss
     /// summed over the rows, then its gradient sums X^T r (d rows), then with `intercept`
-    /// sum r, as one [1 + d + intercept, k] float64 block, summed over the terms: a pass
-    /// of a fit ([`GlmLoss`] says loss and r) in one sweep over each block of rows, where
-    /// the same expressions as separate kernels each make a block of m x k. With
-    /// `hessian` (a Newton pass, k = 1) the block is [1 + p, 1 + p] (p = d + intercept):
-    /// column 0 as without it, and rows and columns 1..=p the Hessian sums X^T diag(s) X
+    /// sum r (1 + p rows, p = d + intercept), then [`GLM_Y_COUNTS`] rows that count y's
+    /// values in column 0 (zeros beside): values the loss cannot take (logistic: neither
+    /// 0, 1 nor NaN; Poisson: negative; squared: NaN), NaN, infinite, equal to 1 (so a
+    /// fit's first pass checks y too); one [1 + p + 4, k] float64 block, summed over the
+    /// terms: a pass of a fit ([`GlmLoss`] says loss and r) in one sweep over each block
+    /// of rows, where the same expressions as separate kernels each make a block of m x
+    /// k. With `hessian` (a Newton pass, k = 1) the block is [1 + p + 4, 1 + p]: column 0
+    /// as without it, and rows and columns 1..=p the Hessian sums X^T diag(s) X
     /// (bordered by X^T s and sum s with an intercept; s = d²loss/dz²), row 0 beyond
     /// column 0 zero.
     GlmSums {
@@ -1628,6 +1631,10 @@ pub enum Kernel {
     },
 }
 
+/// Rows of a [`Kernel::GlmSums`] block below its sums that count y's values (column 0):
+/// refused by the loss, NaN, infinite, equal to 1.
+pub const GLM_Y_COUNTS: u64 = 4;
+
 /// The loss of a generalized linear model at linear predictor z and target y, its
 /// residual r = dloss/dz and Hessian weight s = d²loss/dz² ([`Kernel::GlmSums`]), as
 /// scikit-learn defines them.
@@ -1738,9 +1745,9 @@ impl Kernel {
     pub fn scratch_bytes(&self) -> u64 {
         match self {
             Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
-            // Its pieces and the rest of the last one's last line (a line longer than the
-            // 64 KiB the task reads past its pieces at a time, read whole).
-            Kernel::CsvCount { piece, pieces, .. } => (pieces.1 - pieces.0) * piece + (64 << 10),
+            // Its file read 1 MiB at a time into one buffer, and a line carried from one
+            // read to the next (a row of numbers is far shorter).
+            Kernel::CsvCount { .. } => 2 << 20,
             Kernel::ImportParquet {
                 metadata, fetch, ..
             } => metadata.1 + fetch,

@@ -318,6 +318,122 @@ impl Store {
             .map_err(|e| self.err(e, key))
     }
 
+    /// Bytes `range` of an object given to `feed` in order, at most `chunk` bytes at a
+    /// time, until the range ends or `feed` returns false: returns `state` and the bytes
+    /// given (fewer than the range's when the object is shorter). No buffer of the range's
+    /// size: a `file://` store reads the file into one buffer of `chunk` bytes, again and
+    /// again (its pages stay in cache and are faulted in once); another streams one ranged
+    /// GET, resumed where it stopped when the connection breaks.
+    pub async fn read_range_with<S, F>(
+        &self,
+        key: &str,
+        range: std::ops::Range<u64>,
+        chunk: usize,
+        state: S,
+        mut feed: F,
+    ) -> Result<(S, u64)>
+    where
+        S: Send + 'static,
+        F: FnMut(&mut S, &[u8]) -> bool + Send + 'static,
+    {
+        let io = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => Error::NotFound {
+                url: self.spec.to_string(),
+                key: key.to_string(),
+            },
+            _ => Error::Store {
+                url: self.spec.to_string(),
+                message: format!("{key}: {e}"),
+            },
+        };
+        if let (Some(fs), Some(root)) = (&self.local_fs, &self.local_root) {
+            let file = fs
+                .path_to_filesystem(&self.path(key))
+                .map_err(|e| self.err(e, key))?;
+            if let Some(why) = confined::escapes(root, &file) {
+                return Err(Error::Store {
+                    url: self.spec.to_string(),
+                    message: format!("{key}: {why}"),
+                });
+            }
+            let got = tokio::task::spawn_blocking(move || {
+                use std::os::unix::fs::FileExt;
+                let mut state = state;
+                let f = std::fs::File::open(&file)?;
+                if f.metadata()?.is_dir() {
+                    return Err(std::io::ErrorKind::NotFound.into());
+                }
+                let mut buf = vec![0u8; chunk.max(1)];
+                let mut at = range.start;
+                while at < range.end {
+                    let want = ((range.end - at) as usize).min(buf.len());
+                    let mut n = 0;
+                    while n < want {
+                        match f.read_at(&mut buf[n..want], at + n as u64) {
+                            Ok(0) => break,
+                            Ok(k) => n += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    at += n as u64;
+                    if n == 0 || !feed(&mut state, &buf[..n]) || n < want {
+                        break;
+                    }
+                }
+                Ok((state, at - range.start))
+            })
+            .await
+            .expect("reading a file panicked");
+            let (state, n) = got.map_err(io)?;
+            self.counters.count_get(n);
+            return Ok((state, n));
+        }
+        let path = self.path(key);
+        let (start, budget) = (std::time::Instant::now(), retry_budget());
+        let mut pause = Duration::from_millis(100);
+        let (mut state, mut at) = (state, range.start);
+        while at < range.end {
+            let opts = object_store::GetOptions {
+                range: Some((at..range.end).into()),
+                ..Default::default()
+            };
+            let mut stream = match self.inner.get_opts(&path, opts).await {
+                Ok(r) => r.into_stream(),
+                Err(e) if cut_in_flight(&e) && start.elapsed() + pause < budget => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_secs(4));
+                    continue;
+                }
+                Err(e) => return Err(self.err(e, key)),
+            };
+            let mut ended = true;
+            while let Some(part) = stream.next().await {
+                match part {
+                    Ok(b) => {
+                        for c in b.chunks(chunk.max(1)) {
+                            at += c.len() as u64;
+                            if !feed(&mut state, c) {
+                                return Ok((state, at - range.start));
+                            }
+                        }
+                    }
+                    Err(e) if cut_in_flight(&e) && start.elapsed() + pause < budget => {
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(Duration::from_secs(4));
+                        ended = false;
+                        break;
+                    }
+                    Err(e) => return Err(self.err(e, key)),
+                }
+            }
+            if ended {
+                break;
+            }
+        }
+        Ok((state, at - range.start))
+    }
+
     /// The size of an object, or `None` where there is none.
     pub async fn head(&self, key: &str) -> Result<Option<u64>> {
         let path = self.path(key);

@@ -217,9 +217,11 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
 
 /// The node of a fit's gradient pass (`iterate`, [`crate::job::Source::GlmSums`]): the
 /// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], re-blocked to x's
-/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + d + b, k], one
-/// block (rows: the loss, the gradient of w, then of b); with `hessian` (a Newton pass,
-/// k = 1), [1 + p, 1 + p] (p = d + b): that column, then the p x p Hessian sums.
+/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + p + 4, k] (p = d +
+/// b), one block (rows: the loss, the gradient of w, then of b, then
+/// [`GLM_Y_COUNTS`](nums_layout::batch::GLM_Y_COUNTS) counts of y's values in column 0);
+/// with `hessian` (a Newton pass, k = 1), [1 + p + 4, 1 + p]: that column, then the p x p
+/// Hessian sums.
 pub(in crate::graph) fn glm_sums(
     s: &mut Builder,
     loss: nums_layout::batch::GlmLoss,
@@ -246,8 +248,9 @@ pub(in crate::graph) fn glm_sums(
         ));
     }
     let y = s.rechunk(y, vec![mx.block[0]]);
-    let rows = 1 + mx.shape[1] + b.is_some() as u64;
-    let cols = if hessian { rows } else { k };
+    let p = mx.shape[1] + b.is_some() as u64;
+    let rows = 1 + p + nums_layout::batch::GLM_Y_COUNTS;
+    let cols = if hessian { 1 + p } else { k };
     let meta = ArrayMeta::new(vec![rows, cols], vec![rows, cols], DType::Float64);
     Ok(s.add(
         meta,
