@@ -942,9 +942,16 @@ fn matmul_publishes_reblocked_b_at_once() {
     );
     let p = plan_checked(&g, SchedulerKind::Lshs, 2, 2048).unwrap();
     let secs = projected(&p, 2, 2048);
-    let naive = projected(&plan_checked(&g, SchedulerKind::Naive, 2, 2048).unwrap(), 2, 2048);
+    let naive = projected(
+        &plan_checked(&g, SchedulerKind::Naive, 2, 2048).unwrap(),
+        2,
+        2048,
+    );
     assert_eq!(p.variant, Variant::Published, "{secs:.3} s");
-    assert!(secs < 0.95 * naive, "{secs:.3} s against naive's {naive:.3}");
+    assert!(
+        secs < 0.95 * naive,
+        "{secs:.3} s against naive's {naive:.3}"
+    );
 }
 
 /// `solve(A, A[:, :4] + 1)` of an A in the store (2048², blocks of 256²: 8 column panels
