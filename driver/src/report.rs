@@ -102,7 +102,9 @@ pub struct Report {
     pub driver_requests: u64,
     pub peak_memory_bytes: u64,
     pub memory_limit_bytes: u64,
-    /// The plan's largest projected batch peak, and how many invocations measured more.
+    /// The plan's largest projected batch peak, and how many invocations measured more
+    /// than their own projection and than `memory_mb` (the headroom between the two is
+    /// the functions' to spend on reads ahead, writes behind and kept blocks).
     pub projected_peak_memory_bytes: u64,
     pub invocations_over_projection: u64,
     /// The cost model's projection of the main stage's wall seconds (`nums-cloud plan`'s
