@@ -249,6 +249,24 @@ impl Store {
         Path::from(key.trim_matches('/'))
     }
 
+    /// The file of `key` in a `file://` store (`None` for another store), refused where it
+    /// would leave the store's folder (a link out of it).
+    fn local_file(&self, key: &str) -> Result<Option<std::path::PathBuf>> {
+        let (Some(fs), Some(root)) = (&self.local_fs, &self.local_root) else {
+            return Ok(None);
+        };
+        let file = fs
+            .path_to_filesystem(&self.path(key))
+            .map_err(|e| self.err(e, key))?;
+        if let Some(why) = confined::escapes(root, &file) {
+            return Err(Error::Store {
+                url: self.spec.to_string(),
+                message: format!("{key}: {why}"),
+            });
+        }
+        Ok(Some(file))
+    }
+
     fn err(&self, e: object_store::Error, key: &str) -> Error {
         match e {
             object_store::Error::NotFound { .. } => Error::NotFound {
@@ -276,16 +294,7 @@ impl Store {
     /// Reads a whole object. A large object of a `file://` store is its file mapped into
     /// memory, not copied (see `map_file`).
     pub async fn get(&self, key: &str) -> Result<Bytes> {
-        if let (Some(fs), Some(root)) = (&self.local_fs, &self.local_root) {
-            let file = fs
-                .path_to_filesystem(&self.path(key))
-                .map_err(|e| self.err(e, key))?;
-            if let Some(why) = confined::escapes(root, &file) {
-                return Err(Error::Store {
-                    url: self.spec.to_string(),
-                    message: format!("{key}: {why}"),
-                });
-            }
+        if let Some(file) = self.local_file(key)? {
             let got = tokio::task::spawn_blocking(move || map_file(&file))
                 .await
                 .expect("reading a file panicked");
@@ -346,16 +355,7 @@ impl Store {
                 message: format!("{key}: {e}"),
             },
         };
-        if let (Some(fs), Some(root)) = (&self.local_fs, &self.local_root) {
-            let file = fs
-                .path_to_filesystem(&self.path(key))
-                .map_err(|e| self.err(e, key))?;
-            if let Some(why) = confined::escapes(root, &file) {
-                return Err(Error::Store {
-                    url: self.spec.to_string(),
-                    message: format!("{key}: {why}"),
-                });
-            }
+        if let Some(file) = self.local_file(key)? {
             let got = tokio::task::spawn_blocking(move || {
                 use std::os::unix::fs::FileExt;
                 let mut state = state;
@@ -450,7 +450,7 @@ impl Store {
     /// them up to [`HASHED_WHOLE`]; of a larger file, 64 evenly spaced pieces of 1 MiB).
     pub async fn version(&self, key: &str) -> Result<Option<(u64, String)>> {
         let path = self.path(key);
-        let Some(fs) = &self.local_fs else {
+        let Some(file) = self.local_file(key)? else {
             return match again_if_cut(|| self.inner.head(&path)).await {
                 Ok(m) => Ok(Some((
                     m.size,
@@ -465,17 +465,6 @@ impl Store {
                 Err(e) => Err(self.err(e, key)),
             };
         };
-        let file = fs.path_to_filesystem(&path).map_err(|e| self.err(e, key))?;
-        if let Some(why) = self
-            .local_root
-            .as_deref()
-            .and_then(|root| confined::escapes(root, &file))
-        {
-            return Err(Error::Store {
-                url: self.spec.to_string(),
-                message: format!("{key}: {why}"),
-            });
-        }
         self.counters.count_get(0);
         let got = tokio::task::spawn_blocking(move || file_version(&file))
             .await
