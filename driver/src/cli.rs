@@ -494,6 +494,7 @@ async fn plan(a: PlanArgs, defaults: crate::job::Defaults) -> anyhow::Result<()>
     let prefix = crate::plan::dry_run_prefix(&c.job);
     // The main stage reads the imports the fits make in place.
     let main = crate::iterate::main_graph(&c.graph, &prefix);
+    let main = crate::export::with_file_outputs(&c.job, main, None, false);
     let plan = |kind| crate::plan::plan_with(&c.job, &main, kind, &prefix, &c.probes);
     let (lshs, naive) = (plan(SchedulerKind::Lshs)?, plan(SchedulerKind::Naive)?);
     let fits = |kind| crate::iterate::plan_fits(&c.job, &c.graph, &c.probes, kind, &prefix);

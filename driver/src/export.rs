@@ -135,6 +135,127 @@ pub(crate) fn writes_home(job: &Job, store: &Store, o: &OutputDef) -> bool {
         if graph::relative_to(store.spec(), spec, path) == Some(format!("{}/{}", job.name, o.name)))
 }
 
+/// A `.npy` file the main stage's functions write themselves, each block into its place
+/// (no copy of the array in the store, no pass of the driver over it): an output of the
+/// local backend (its functions see the driver's files) of at least [`BY_FUNCTIONS`].
+/// Made before the main stage is planned, renamed into place after the commit.
+pub(crate) struct FileOutput {
+    pub name: String,
+    path: std::path::PathBuf,
+    file: crate::npy::BlockFile,
+}
+
+/// The least size of an output its functions write to its `.npy` file: smaller ones the
+/// driver writes (and prints).
+const BY_FUNCTIONS: u64 = 1 << 20;
+
+/// The outputs of `job` its functions write to their `.npy` files themselves.
+pub(crate) fn by_functions<'a>(
+    job: &'a Job,
+    g: &Graph,
+) -> impl Iterator<Item = (&'a OutputDef, &'a Path)> {
+    job.outputs.iter().filter_map(move |o| {
+        let Target::Npy(path) = &o.target else {
+            return None;
+        };
+        let meta = &g.nodes[*g.named.get(&o.name)?].meta;
+        let bytes = meta.len() * meta.dtype.size() as u64;
+        (job.compute.backend == crate::job::Backend::Local
+            && meta.ndim() > 0
+            && bytes >= BY_FUNCTIONS)
+            .then_some((o, path.as_path()))
+    })
+}
+
+/// Makes the partial files of the outputs the functions write ([`by_functions`]): on a
+/// resumed run, the ones the run it resumes left are kept (their blocks written are done).
+pub(crate) fn make_file_outputs(
+    job: &Job,
+    g: &Graph,
+    resume: bool,
+) -> anyhow::Result<Vec<FileOutput>> {
+    by_functions(job, g)
+        .map(|(o, path)| {
+            let meta = &g.nodes[g.named[&o.name]].meta;
+            let header = crate::npy::header(meta.dtype, &meta.shape);
+            let len = header.len() as u64 + meta.len() * meta.dtype.size() as u64;
+            let file = crate::npy::BlockFile::open(path, &header, len, resume)
+                .map_err(|e| anyhow!(e))
+                .with_context(|| format!("output {}", o.name))?;
+            Ok(FileOutput {
+                name: o.name.clone(),
+                path: path.to_path_buf(),
+                file,
+            })
+        })
+        .collect()
+}
+
+/// `g` (the main stage's graph) with the blocks of the outputs in `files` written into
+/// their files by the functions: a node per output whose blocks (one int64 per block
+/// written, named after the file, so that a resumed run never takes another file's
+/// blocks as written) are the stage's; the output itself is then stored only where
+/// another invocation reads it, unless it is kept in the store too (`keep`, or another
+/// output made from its stored copy). `files`: `None` for a plan, which makes no file.
+pub(crate) fn with_file_outputs(
+    job: &Job,
+    mut g: Graph,
+    files: Option<&[FileOutput]>,
+    keep: bool,
+) -> Graph {
+    let fused: Vec<(&OutputDef, &Path)> = by_functions(job, &g).collect();
+    for (o, path) in &fused {
+        let x = g.named[&o.name];
+        let (partial, identity) = match files.and_then(|f| f.iter().find(|f| f.name == o.name)) {
+            Some(f) => (f.file.path().to_path_buf(), f.file.identity()),
+            None if files.is_some() => continue,
+            None => (crate::npy::partial_path(path), 0),
+        };
+        let m = &g.nodes[x].meta;
+        let grid = m.grid();
+        let meta = ArrayMeta::new(grid.clone(), vec![1; grid.len()], nums_layout::DType::Int64);
+        let offset = crate::npy::header(m.dtype, &m.shape).len() as u64;
+        let tag = format!("export-{}-{identity:08x}", o.name);
+        let id = g.nodes.len();
+        g.nodes.push(graph::Node {
+            id,
+            meta,
+            op: NodeOp::ExportNpyFile {
+                x,
+                path: partial.to_string_lossy().into_owned(),
+                offset,
+            },
+            name: Some(tag.clone()),
+            persist: true,
+            def: Some(o.name.clone()),
+        });
+        g.named.insert(tag, id);
+        // Stored too where the store keeps it, another output is made from its stored
+        // copy, or it is not the main stage's to make.
+        let stored = job.outputs.iter().any(|other| {
+            g.named.get(&other.name) == Some(&x) && !fused.iter().any(|(f, _)| f.name == other.name)
+        });
+        let op = &g.nodes[x].op;
+        let made_here =
+            !op.is_import() && !matches!(op, NodeOp::InPlace { .. } | NodeOp::Fit { .. });
+        if !keep && !stored && made_here {
+            g.nodes[x].persist = false;
+        }
+    }
+    g
+}
+
+impl FileOutput {
+    /// Renames the file the functions wrote into place: the output as the summary shows it.
+    pub(crate) fn finish(self, o: &OutputDef, meta: ArrayMeta) -> anyhow::Result<Output> {
+        self.file
+            .finish(&self.path)
+            .map_err(|e| anyhow!(e))
+            .with_context(|| format!("output {}", o.name))?;
+        Ok((o.name.clone(), o.target.clone(), meta, None))
+    }
+}
+
 /// Writes an output to a `.npy` file on S3. One of at most 5 MiB is written by the driver
 /// with one PUT; a larger one by the functions in a stage of its own, each task writing
 /// whole rows as one part of a multipart upload the driver starts and completes (parts of

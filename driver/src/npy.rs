@@ -157,6 +157,90 @@ impl Drop for Partial {
     }
 }
 
+/// The partial file of a `.npy` output the functions write block by block
+/// ([`crate::export::FileOutput`]): made whole (header, then the values' length, a sparse
+/// file) before they write, renamed into place by [`BlockFile::finish`], removed when
+/// dropped unfinished (a failed run's), left by a killed one for `--resume`.
+pub(crate) struct BlockFile {
+    tmp: Partial,
+    identity: u32,
+}
+
+impl BlockFile {
+    /// Makes the partial file of `path`: `header` and `len` bytes in all. With `reuse`,
+    /// one already there with that header and length is kept as it is (a resumed run's).
+    pub(crate) fn open(
+        path: &Path,
+        header: &[u8],
+        len: u64,
+        reuse: bool,
+    ) -> Result<BlockFile, String> {
+        use std::io::{Read, Write};
+        let tmp = partial_path(path);
+        // Without a birth time, a file cannot be told from a new one at the same inode:
+        // never reused then.
+        let kept = reuse
+            && born(&tmp).is_some()
+            && std::fs::metadata(&tmp).is_ok_and(|m| m.is_file() && m.len() == len)
+            && std::fs::File::open(&tmp).is_ok_and(|mut f| {
+                let mut head = vec![0; header.len()];
+                f.read_exact(&mut head).is_ok() && head == header
+            });
+        let tmp = if kept {
+            Partial {
+                tmp,
+                renamed: false,
+            }
+        } else {
+            // A new file (a new inode and birth time): blocks written to an old one are
+            // never taken for this one's.
+            let _ = std::fs::remove_file(&tmp);
+            let (p, mut f) = Partial::create(path)?;
+            let fail = |e: std::io::Error| format!("cannot write {}: {e}", p.tmp.display());
+            f.write_all(header).map_err(fail)?;
+            f.set_len(len).map_err(fail)?;
+            p
+        };
+        let identity = identity(&tmp.tmp)?;
+        Ok(BlockFile { tmp, identity })
+    }
+
+    /// The partial file.
+    pub(crate) fn path(&self) -> &Path {
+        &self.tmp.tmp
+    }
+
+    /// What tells this file from any other made at its path: its inode and birth time.
+    pub(crate) fn identity(&self) -> u32 {
+        self.identity
+    }
+
+    /// Renames the file into place at `path`.
+    pub(crate) fn finish(mut self, path: &Path) -> Result<(), String> {
+        self.tmp.rename(path)
+    }
+}
+
+fn identity(path: &Path) -> Result<u32, String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let mut key = m.dev().to_le_bytes().to_vec();
+    key.extend_from_slice(&m.ino().to_le_bytes());
+    // No birth time: this file's own (it is never reused), from the clock and process.
+    let born = born(path).unwrap_or_else(|| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        now.map_or(0, |d| d.as_nanos()) ^ ((std::process::id() as u128) << 64)
+    });
+    key.extend_from_slice(&born.to_le_bytes());
+    Ok(crate::runs::fnv(&key) as u32)
+}
+
+/// When the file at `path` was made, in nanoseconds, where the file system says.
+fn born(path: &Path) -> Option<u128> {
+    let t = std::fs::metadata(path).ok()?.created().ok()?;
+    Some(t.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos())
+}
+
 /// A `.npy` file written as a stream of C-order slabs (a partial file renamed by
 /// [`NpyWriter::finish`]), so an array need not be in memory whole.
 pub(crate) struct NpyWriter {

@@ -320,7 +320,8 @@ pub(crate) fn provisional(c: &crate::plan::Checked) -> Option<String> {
 
 /// The stages a run adds around the plan's: CSV inputs counted by the functions first,
 /// outputs exported after (by the functions to `s3://` `.npy` files, by the driver to
-/// local files, block-row by block-row).
+/// local files, block-row by block-row); and the large local `.npy` outputs the plan's
+/// own functions write.
 pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
     use crate::job::Target;
     let mut lines = Vec::new();
@@ -333,8 +334,17 @@ pub(crate) fn stages_text(c: &crate::plan::Checked) -> String {
             lines.push(format!("before this plan: {l}"));
         }
     }
+    let fused: Vec<&str> = crate::export::by_functions(&c.job, &c.graph)
+        .map(|(o, _)| o.name.as_str())
+        .collect();
     for o in &c.job.outputs {
         match &o.target {
+            Target::Npy(p) if fused.contains(&o.name.as_str()) => lines.push(format!(
+                "in this plan: the functions write {} into {}, each block in its place as \
+                 they make it",
+                o.name,
+                p.display()
+            )),
             Target::NpyStore { store, key } => lines.push(format!(
                 "after this plan: the functions write {} to {}/{key} as the parts of one \
                  multipart upload",

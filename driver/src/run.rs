@@ -83,7 +83,12 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let dry_run = crate::plan::dry_run_prefix(job);
     let main_estimate = crate::plan::plan_job(
         job,
-        &crate::iterate::main_graph(&checked.graph, &dry_run),
+        &crate::export::with_file_outputs(
+            job,
+            crate::iterate::main_graph(&checked.graph, &dry_run),
+            None,
+            opts.keep,
+        ),
         &dry_run,
         &checked.probes,
     )?;
@@ -154,9 +159,12 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         started,
         &run.id,
     );
+    // Ctrl-C's handler first: it is in place before the run makes anything (a partial
+    // output file is made before the first invocation).
     let result = tokio::select! {
-        r = execute(&checked, &run, &stages, &history, opts) => r.map_err(|e| (e, false)),
+        biased;
         _ = ctrl_c(opts.ctrl_c, &run) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
+        r = execute(&checked, &run, &stages, &history, opts) => r.map_err(|e| (e, false)),
     };
     progress.finish();
     drop(stages);
@@ -282,6 +290,9 @@ async fn execute(
     crate::iterate::fit_all(stages, &g, &c.probes, history).await?;
     // The imports the fits made are read where they are (and committed from there).
     let main = stages.with_made_imports(&g)?;
+    // The large `.npy` outputs the functions write into their files as they make them.
+    let mut files = crate::export::make_file_outputs(job, &main, opts.resume)?;
+    let main = crate::export::with_file_outputs(job, main, Some(&files), opts.keep);
     let plan = crate::plan::plan_job(job, &main, &prefix, &c.probes)?;
     history.planned_main(&plan, crate::plan::projection(job, &plan).wall_seconds);
     stages.run_plan("main", &main, &plan).await?;
@@ -316,6 +327,10 @@ async fn execute(
     let mut outputs = Vec::new();
     for o in &job.outputs {
         let id = g.named[&o.name];
+        if let Some(i) = files.iter().position(|f| f.name == o.name) {
+            outputs.push(files.swap_remove(i).finish(o, g.nodes[id].meta.clone())?);
+            continue;
+        }
         let path = match &g.nodes[id].op {
             NodeOp::InPlace { path, .. } => path.clone(),
             _ if elsewhere.contains(o.name.as_str()) => tasks::node_path(&prefix, &g, id),

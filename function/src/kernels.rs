@@ -66,8 +66,8 @@ pub fn run(
         | Kernel::ImportZarr { .. } => {
             return Err("an import kernel reads its file before it runs (see `import`)".into());
         }
-        Kernel::ExportNpyPart { .. } => {
-            return Err("an export part uploads as it runs (see `export`)".into());
+        Kernel::ExportNpyPart { .. } | Kernel::ExportNpyBlock { .. } => {
+            return Err("an export writes as it runs (see `export`)".into());
         }
         Kernel::Unary { op } => compute::unary(*op, one(inputs)?, out.dtype),
         Kernel::CheckBelow { limit, error } => {

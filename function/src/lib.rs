@@ -189,6 +189,26 @@ impl<'a> Invocation<'a> {
                         })?;
                 return Ok((block, t0.elapsed().as_secs_f64()));
             }
+            // A block of a local `.npy` output is written into its place in the file.
+            if let Kernel::ExportNpyBlock { .. } = &kernel {
+                let t0 = Instant::now();
+                let input = inputs.into_iter().next().ok_or_else(|| FnError::Kernel {
+                    task: n,
+                    message: "an export block needs its block".into(),
+                    block: key.clone(),
+                })?;
+                let block =
+                    tokio::task::spawn_blocking(move || export::write_block(&kernel, &input))
+                        .await
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| r)
+                        .map_err(|message| FnError::Kernel {
+                            task: n,
+                            message,
+                            block: key,
+                        })?;
+                return Ok((block, t0.elapsed().as_secs_f64()));
+            }
             // A CSV count reads its file through one small buffer, counting as it reads.
             if let Kernel::CsvCount { .. } = &kernel {
                 let t0 = Instant::now();

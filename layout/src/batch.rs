@@ -1255,6 +1255,26 @@ pub enum Kernel {
         /// before the upload.
         bytes: u64,
     },
+    /// Writes the one input, a block of an array of `shape` at `origin`, into its place in
+    /// the local `.npy` file `path` whose values start at byte `offset`: the partial file
+    /// of a run's output, made (header and full length) by the driver, which renames it
+    /// into place at the end. Only for functions on the driver's machine (the local
+    /// backend), which see its files; the file must exist and be named `*.partial`.
+    /// Output: a one-element int64 block, the bytes written (the block's receipt, so that
+    /// a resumed run knows it is done).
+    ExportNpyBlock {
+        /// The partial `.npy` file, an absolute path.
+        path: String,
+        /// Bytes of the file's header: where the values start.
+        offset: u64,
+        /// The whole array's shape.
+        shape: Vec<u64>,
+        /// The input block's origin in the array.
+        origin: Vec<u64>,
+        /// Bytes of the input's values: a block not in C order is copied into it first
+        /// (kernels make C-order blocks; the memory projection counts the copy anyway).
+        bytes: u64,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum {
@@ -1755,6 +1775,7 @@ impl Kernel {
             | Kernel::Sort { scratch, .. }
             | Kernel::SortMerge { scratch, .. } => *scratch,
             Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
+            Kernel::ExportNpyBlock { bytes, .. } => *bytes,
             _ => 0,
         }
     }

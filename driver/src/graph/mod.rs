@@ -219,6 +219,15 @@ pub enum NodeOp {
         upload: String,
         header: Vec<u8>,
     },
+    /// A local `.npy` output written by the functions (an output of the main stage, on the
+    /// local backend): block i of this node (one int64 per block of `x`, in blocks of one)
+    /// writes `x`'s block i into its place in the partial file `path`, whose values start at
+    /// byte `offset`, and holds the bytes written.
+    ExportNpyFile {
+        x: NodeId,
+        path: String,
+        offset: u64,
+    },
     /// The running sum or product (`op`) of `x` along `axis`, in this node's dtype
     /// (`exclusive`: each element leaves itself out); with `offsets` (this node's shape
     /// but one element per block along `axis`, one block along it), each block starts from
@@ -388,6 +397,7 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ExportNpyFile { x, .. }
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
@@ -432,6 +442,7 @@ impl NodeOp {
             | NodeOp::Slice { x, .. }
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
+            | NodeOp::ExportNpyFile { x, .. }
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }

@@ -1,6 +1,7 @@
 //! Block work of the import kernels (a block read from a `.npy`, CSV, Parquet or foreign
 //! Zarr input: which bytes of the file each task fetches), and of the export to a `.npy`
-//! file on S3 (each task one part of the multipart upload).
+//! file on S3 (each task one part of the multipart upload) or to a local one (each task a
+//! block written into its place).
 
 use super::*;
 
@@ -128,6 +129,20 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     upload: upload.clone(),
                     part: idx[0] as usize,
                     header: if idx[0] == 0 { header.clone() } else { vec![] },
+                    bytes: input.nbytes(g),
+                },
+                vec![input],
+            )
+        }
+        NodeOp::ExportNpyFile { x, path, offset } => {
+            let m = cx.meta(*x);
+            let input = cx.b(*x, idx);
+            cx.one(
+                Kernel::ExportNpyBlock {
+                    path: path.clone(),
+                    offset: *offset,
+                    shape: m.shape.clone(),
+                    origin: m.block_origin(idx),
                     bytes: input.nbytes(g),
                 },
                 vec![input],

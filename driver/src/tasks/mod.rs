@@ -374,7 +374,8 @@ impl<'g> BlockWork<'g> {
             | NodeOp::ImportNpy { .. }
             | NodeOp::ImportCsv { .. }
             | NodeOp::ImportParquet { .. }
-            | NodeOp::ExportNpy { .. } => io::work(&o),
+            | NodeOp::ExportNpy { .. }
+            | NodeOp::ExportNpyFile { .. } => io::work(&o),
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
             | NodeOp::Iota { .. }
