@@ -106,6 +106,9 @@ def test_stats_records_every_invocation_and_the_timeline_draws_them(tmp_path):
     assert sum(i["bytes_read"] for i in tl) == report["s3_bytes_read"]
     assert sum(i["bytes_written"] for i in tl) == report["s3_bytes_written"]
     assert max(i["peak_memory_bytes"] for i in tl) == report["peak_memory_bytes"]
+    # Each invocation beside its plan's projection: the largest is the run's.
+    assert max(i["projected_peak_memory_bytes"] for i in tl) == report["projected_peak_memory_bytes"]
+    assert all(i["projected_seconds"] > 0 for i in tl), tl
     assert sorted(i["batch"] for i in tl) == list(range(len(tl)))
     for i in tl:
         assert i["status"] == "ok" and i["attempt"] == 1 and not i["backup"] and i["stage"] == "main"

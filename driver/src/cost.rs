@@ -562,6 +562,8 @@ pub(crate) fn project(
                 compute_seconds: model.compute_seconds(&work),
                 io_seconds: model.io_seconds(&work),
                 peak_memory_bytes: peak,
+                projected_peak_memory_bytes: peak,
+                projected_seconds: secs,
                 attempt: 1,
                 backup: false,
                 status: "ok".into(),

@@ -48,6 +48,13 @@ pub struct Invocation {
     pub compute_seconds: f64,
     pub io_seconds: f64,
     pub peak_memory_bytes: u64,
+    /// What the plan projected for its batch: peak memory ([`crate::sched`]'s
+    /// projection, which `memory_mb` bounds) and seconds (the cost model's, invoke
+    /// included); 0 in records of runs before they were kept.
+    #[serde(default)]
+    pub projected_peak_memory_bytes: u64,
+    #[serde(default)]
+    pub projected_seconds: f64,
     /// Which send of its batch, from 1.
     pub attempt: u32,
     /// A backup sent for a straggler.
@@ -95,6 +102,8 @@ mod tests {
             compute_seconds: 0.0,
             io_seconds: 0.0,
             peak_memory_bytes: 0,
+            projected_peak_memory_bytes: 0,
+            projected_seconds: 0.0,
             attempt: 1,
             backup: false,
             status: "ok".into(),

@@ -323,10 +323,12 @@ impl<'a> Stages<'a> {
                 allowed_peak: batches[i].projected_peak.max(job.compute.memory_mb << 20),
             });
         };
+        let model = crate::cost::CostModel::for_job(job);
         let on_sent = |s: &Sent<'_>| {
             let i = pending[s.batch];
-            self.observer
-                .on_invocation(&record(name, i, &batches[i], s, self.t0));
+            let mut r = record(name, i, &batches[i], s, self.t0);
+            r.projected_seconds = model.batch_seconds(&batches[i].work());
+            self.observer.on_invocation(&r);
         };
         let mut policy = crate::dispatch::Policy::default();
         if let Some(b) = &mut policy.backups {
@@ -374,6 +376,8 @@ fn record(stage: &str, batch: usize, b: &PlannedBatch, s: &Sent<'_>, t0: Instant
         compute_seconds: st.compute_seconds,
         io_seconds: st.io_seconds,
         peak_memory_bytes: st.peak_memory_bytes,
+        projected_peak_memory_bytes: b.projected_peak,
+        projected_seconds: 0.0,
         attempt: s.attempt,
         backup: s.backup,
         status: match (&s.result, s.late) {
