@@ -232,7 +232,12 @@ fn identity(path: &Path) -> Result<u32, String> {
         now.map_or(0, |d| d.as_nanos()) ^ ((std::process::id() as u128) << 64)
     });
     key.extend_from_slice(&born.to_le_bytes());
-    Ok(crate::runs::fnv(&key) as u32)
+    // Compared only between a run and its resume (a hash that changed with the toolchain
+    // between them only makes the blocks be written again).
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    key.hash(&mut h);
+    Ok(h.finish() as u32)
 }
 
 /// When the file at `path` was made, in nanoseconds, where the file system says.
