@@ -1011,3 +1011,68 @@ fn blocked_solve_reads_a_once_and_substitutes_back_in_one_invocation() {
     );
     assert_eq!(back_batches, 1, "invocations of the back substitution");
 }
+
+/// The benchmark's solve (benches/linalg_peers.py, base: S 8192² in 1024² blocks): each
+/// batch's tasks and projected times (`cargo test -p nums-cloud --lib dump_solve -- --ignored --nocapture`).
+#[test]
+#[ignore]
+fn dump_solve() {
+    let (n, blk) = (8192u64, 1024u64);
+    let text = "[compute]\nworkers = 2\nmemory_mb = 2048\n[arrays]\nA = { load = \"/store/A\" }\n\
+                x = \"np.linalg.solve(A, A[:, :16] + 1.0)\"\n[outputs]\nx = \"out/x.npy\"\n";
+    let job = crate::job::Job::parse(std::path::Path::new("/tmp/p/job.toml"), text).unwrap();
+    let mut probes = crate::graph::Probes::default();
+    probes.0.insert(
+        "A".to_string(),
+        crate::graph::Probe::Zarr {
+            store: store(),
+            path: "A".to_string(),
+            meta: ArrayMeta::new(vec![n, n], vec![blk, blk], DType::Float64),
+            in_place: Some("A".to_string()),
+            sparse: false,
+            stamp: 0,
+        },
+    );
+    let g = crate::graph::build(&job, &probes).unwrap();
+    let p = crate::plan::plan_with(&job, &g, SchedulerKind::Lshs, PREFIX, &probes).unwrap();
+    let proj = p.project(crate::cost::LOCAL, 2, 2048);
+    println!(
+        "variant {:?} projected {:.3} s",
+        p.variant, proj.wall_seconds
+    );
+    for inv in &proj.timeline {
+        let b = &p.batches[inv.batch];
+        let batch = b.batch();
+        let desc: Vec<String> = batch
+            .tasks
+            .iter()
+            .map(|t| {
+                let a = &batch.arrays[t.output.array as usize].path;
+                let a = a.rsplit('/').next().unwrap_or(a);
+                match &t.kernel {
+                    Kernel::LuPanel { apply, factor, .. } => format!(
+                        "{}{}{:?}",
+                        if *factor { "F" } else { "U" },
+                        apply.map_or("-".into(), |k| k.to_string()),
+                        t.output.index
+                    ),
+                    k => format!(
+                        "{}:{a}{:?}",
+                        format!("{k:?}").chars().take(12).collect::<String>(),
+                        t.output.index
+                    ),
+                }
+            })
+            .collect();
+        println!(
+            "#{:<3} slot {} {:6.3}-{:6.3} deps {:?} in {} MB: {}",
+            inv.batch,
+            b.slot,
+            inv.start,
+            inv.end,
+            b.deps,
+            b.bytes_in >> 20,
+            desc.join(" ")
+        );
+    }
+}
