@@ -385,9 +385,12 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
             factor,
             scale,
         } => {
-            // Q is the last input but A's row magnitudes.
+            // Q is the last input but A's row magnitudes (or its row blocks, up to there).
             let c = dims(n_inputs - 1 - *scale as usize).1;
-            let n = dims(0).0 - if apply.is_some() { 1.0 } else { 0.0 };
+            let n = match apply {
+                Some(_) => dims(0).0 - 1.0,
+                None => (0..n_inputs - *scale as usize).map(|i| dims(i).0).sum(),
+            };
             let mut f = 0.0;
             if let Some(k) = apply {
                 let (r, wk) = ((k * w) as f64, dims(0).1);

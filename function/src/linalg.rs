@@ -189,11 +189,20 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
         // getrf's column-major copy of the rows it factors, and the pivots.
         Kernel::LuPanel {
             factor: true,
+            apply,
             scale,
             ..
         } => {
-            let q = inputs.len().saturating_sub(1 + *scale as usize);
-            let (m, c) = inputs.get(q).map_or((0, 0), |s| mat(s));
+            // Q: one panel, or its row blocks (a panel of A read from A's own blocks).
+            let end = inputs.len().saturating_sub(*scale as usize);
+            let qs = inputs.get(apply.is_some() as usize..end).unwrap_or(&[]);
+            let rc = |s: &[usize]| match *s {
+                [.., m, n] => (m as u64, n as u64),
+                [m] => (m as u64, 1),
+                [] => (1, 1),
+            };
+            let m: u64 = qs.iter().map(|s| rc(s).0).sum();
+            let c = qs.first().map_or(0, |s| rc(s).1);
             f64s(m * c) + 4 * c
         }
         Kernel::LuPanel { .. } | Kernel::LuBack { .. } | Kernel::LuDet { .. } => 0,
@@ -1201,21 +1210,38 @@ fn lu_panel(
         Some((m, rest)) if scale => (rest, Some(*m)),
         _ => (inputs, None),
     };
-    let (f, q) = match (apply, inputs) {
-        (Some(k), [f, q]) => (Some(factored(f, w, k)?), matrix(q, "lu")?),
-        (None, [q]) => (None, matrix(q, "lu")?),
+    let (f, qs) = match (apply, inputs) {
+        (Some(k), [f, qs @ ..]) if !qs.is_empty() => (Some(factored(f, w, k)?), qs),
+        (None, qs) if !qs.is_empty() => (None, qs),
         _ => return Err(format!("lu panel: {} inputs", inputs.len())),
     };
-    let n = f.as_ref().map_or(q.nrows(), |f| f.n);
-    let c = q.ncols();
-    if q.nrows() < n || !(n..=n + 1).contains(&out_rows) || (factor && out_rows != n + 1) {
+    // Q given as its row blocks, top to bottom (a panel of A read from A's own blocks).
+    let qs = qs
+        .iter()
+        .map(|q| matrix(q, "lu"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let q_rows: usize = qs.iter().map(|q| q.nrows()).sum();
+    let c = qs[0].ncols();
+    if let Some(q) = qs.iter().find(|q| q.ncols() != c) {
         return Err(format!(
-            "lu panel: a panel of {} rows for {n} rows, {out_rows} out",
-            q.nrows()
+            "lu panel: row blocks of {c} and {} columns",
+            q.ncols()
+        ));
+    }
+    let n = f.as_ref().map_or(q_rows, |f| f.n);
+    if q_rows < n || !(n..=n + 1).contains(&out_rows) || (factor && out_rows != n + 1) {
+        return Err(format!(
+            "lu panel: a panel of {q_rows} rows for {n} rows, {out_rows} out"
         ));
     }
     let mut out = Array2::<f64>::zeros((out_rows, c));
-    out.slice_mut(s![..n, ..]).assign(&q.slice(s![..n, ..]));
+    let mut r0 = 0;
+    for q in &qs {
+        let take = q.nrows().min(n - r0);
+        out.slice_mut(s![r0..r0 + take, ..])
+            .assign(&q.slice(s![..take, ..]));
+        r0 += take;
+    }
     if let Some(m) = magnitudes {
         // D: the input's rows equilibrated, as A's are.
         let exps = row_exponents(m, n)?;
@@ -1960,6 +1986,50 @@ mod tests {
             }
         }
         at
+    }
+
+    /// A panel of A given as its row blocks (read from A's own blocks, never assembled in
+    /// the store) steps to the same bits as the panel given whole: the first panel
+    /// factored, and a later panel's first update by F_0.
+    #[test]
+    fn lu_panel_of_row_blocks_is_the_panel_given_whole() {
+        let (n, w, r) = (12usize, 4usize, 5usize);
+        let a = Array2::from_shape_fn((n, n), |(i, j)| {
+            ((i * 7 + j * 3) % 11) as f64 - 4.5 + if i == j { 9.0 } else { 0.0 }
+        });
+        let m = magnitudes(&a);
+        let panel = |j: usize| a.slice(s![.., j * w..(j + 1) * w]).to_owned();
+        // Row blocks of 5 rows (the last of 2): edge blocks as A's grid gives them.
+        let rows = |q: &Array2<f64>| -> Vec<Array2<f64>> {
+            (0..n.div_ceil(r))
+                .map(|i| q.slice(s![i * r..((i + 1) * r).min(n), ..]).to_owned())
+                .collect()
+        };
+        let kernel = |apply, factor| Kernel::LuPanel {
+            w,
+            apply,
+            factor,
+            scale: true,
+        };
+        let q0 = panel(0);
+        let whole = lu_step(kernel(None, true), &[&q0, &m], [n + 1, w]).unwrap();
+        let blocks = rows(&q0);
+        let mut ins: Vec<&Array2<f64>> = blocks.iter().collect();
+        ins.push(&m);
+        assert_eq!(
+            lu_step(kernel(None, true), &ins, [n + 1, w]).unwrap(),
+            whole
+        );
+        let q1 = panel(1);
+        let want = lu_step(kernel(Some(0), false), &[&whole, &q1, &m], [n + 1, w]).unwrap();
+        let blocks = rows(&q1);
+        let mut ins: Vec<&Array2<f64>> = vec![&whole];
+        ins.extend(blocks.iter());
+        ins.push(&m);
+        assert_eq!(
+            lu_step(kernel(Some(0), false), &ins, [n + 1, w]).unwrap(),
+            want
+        );
     }
 
     /// X = A^-1 B from the factored panels: B scaled as A's rows and updated with each

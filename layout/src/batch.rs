@@ -1603,7 +1603,8 @@ pub enum Kernel {
     /// largest magnitude brought to [1, 2), exactly), so that a pivot's size says how
     /// singular A is whatever the scale of its rows.
     /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 1 rows: of A, or of
-    /// a right-hand side), then with `scale` A's row magnitudes (n: each row's largest
+    /// a right-hand side; or Q's row blocks, top to bottom: a panel of A read from A's own
+    /// blocks), then with `scale` A's row magnitudes (n: each row's largest
     /// |a_ij|). With `scale`, Q is as given (a panel of A or of b) and its rows are first
     /// multiplied by D. With F_k, Q's rows are swapped as F_k's pivots say, its row
     /// block k solved with F_k's unit lower L_kk and the rows below updated (trsm, gemm).

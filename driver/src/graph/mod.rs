@@ -345,7 +345,8 @@ pub enum NodeOp {
 /// its tasks can run in; blocks no task needs have no work.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LuStep {
-    /// `xs = [a, m]` (a in column panels, [n, w] blocks; m its rows' largest magnitudes,
+    /// `xs = [a, m]` (a in column panels, [r, w] blocks: a panel is its column of row
+    /// blocks, one block when r = n; m its rows' largest magnitudes,
     /// [n] in one block, by which the steps equilibrate a's rows): [p, n + 1, n] in
     /// [1, n + 1, w] blocks; block (k, 0, j), j >= k, is panel j after steps 0..k,
     /// factored when j == k (F_k, its last row the pivots).

@@ -419,6 +419,23 @@ impl Cutter<'_> {
         })
     }
 
+    /// Whether a [`critical`] task joining `o` would make it wait: an input of it comes
+    /// from another batch projected to end after `o` starts, so that `o`'s tasks before
+    /// it would wait too. It starts a batch of its own instead: the slot runs them in the
+    /// meantime (a blocked LU's next panel updated by the factored panels it has while
+    /// the other slot factors the one it lacks), and the factored panel is not held back
+    /// by them.
+    fn waits(&self, o: &Open, i: usize) -> bool {
+        self.publishes(i)
+            && self.tasks.inputs(i).iter().any(|&x| {
+                let p = self.producer[x as usize];
+                p != NONE
+                    && self.batch_of[p as usize] != o.batch
+                    && !self.cheap(p as usize)
+                    && self.end[self.batch_of[p as usize] as usize] > o.start
+            })
+    }
+
     fn published(&self) -> bool {
         !self.again.output.is_empty()
     }
@@ -729,6 +746,7 @@ pub(super) fn cut(
             && let Some(o) = open[s].as_mut()
             && o.secs + c.secs[i] <= cap
             && c.acyclic(o, i)
+            && !c.waits(o, i)
         {
             let t = c.trial(o, i);
             if t.peak <= limit && o.tasks + 1 + t.copies.len() as u64 <= MAX_BATCH_TASKS as u64 {

@@ -100,16 +100,19 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     if j < k || (k == 0 && j > 0) {
                         return None; // no task reads it
                     }
+                    // A's panel j: its row blocks, top to bottom.
+                    let a_panel =
+                        |j: u64| (0..cx.w.grids[xs[0]][0]).map(move |i| cx.b(xs[0], &[i, j]));
                     if k == 0 {
-                        return cx.one(
-                            panel(None, true, true),
-                            vec![cx.b(xs[0], &[0, 0]), magnitudes()],
-                        );
+                        let mut inputs: Vec<BlockId> = a_panel(0).collect();
+                        inputs.push(magnitudes());
+                        return cx.one(panel(None, true, true), inputs);
                     }
                     // A panel's first version reads A's panel, and scales its rows.
                     let mut inputs = vec![f(k - 1)];
                     if k == 1 {
-                        inputs.extend([cx.b(xs[0], &[0, j]), magnitudes()]);
+                        inputs.extend(a_panel(j));
+                        inputs.push(magnitudes());
                     } else {
                         inputs.push(cx.b(id, &[k - 1, 0, j]));
                     }

@@ -999,11 +999,17 @@ impl Builder<'_> {
                 ),
             ));
         }
-        let x = self.cast(a, DType::Float64);
-        let x = self.rechunk(x, vec![n, w]);
+        let a = self.cast(a, DType::Float64);
+        let x = self.rechunk(a, vec![n, w]);
+        // The panels' first versions read `a`'s own blocks where its block columns are the
+        // panels (each panel's row blocks stacked in the task), else the panels assembled:
+        // an assembled panel is written to the store by the invocation that takes the
+        // magnitudes from it and read back by the panel's first step (the 8192^2 solve
+        // wrote 512 MB of panels before its first factorization could start).
+        let q = if meta.block[1] == w { a } else { x };
         // Each row's largest magnitude (NaN where the row has one), in one block: taken
-        // from the panels, so that `a` is read once, into the panels (from `a`'s own
-        // blocks, the 8192^2 solve read `a` three times over).
+        // from the panels, so that `a` is read once for them (from `a`'s own blocks, the
+        // 8192^2 solve read `a` three times over).
         let abs = self.add(
             self.meta(x).clone(),
             NodeOp::Unary {
@@ -1020,7 +1026,7 @@ impl Builder<'_> {
                 DType::Float64,
             ),
             NodeOp::Lu {
-                xs: vec![x, m],
+                xs: vec![q, m],
                 step: LuStep::Panels,
             },
         );
