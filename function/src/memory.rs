@@ -176,8 +176,24 @@ pub fn kept_bytes() -> u64 {
     held
 }
 
-/// The share of the memory limit that freed blocks may hold (kept for reuse).
-pub const KEPT_SHARE: u64 = 8;
+/// How many of the freed blocks kept now would each serve an allocation of `bytes` (a
+/// block decoded into one costs no fresh pages). Blocks under the mapping threshold come
+/// from the heap, never from fresh mappings: `usize::MAX` for them.
+pub fn kept_fitting(bytes: u64) -> usize {
+    if bytes < LARGE as u64 {
+        return usize::MAX;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    let n = kept::fitting(bytes as usize);
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    let n = 0;
+    n
+}
+
+/// The share of the memory limit that freed blocks may hold (kept for reuse): a quarter,
+/// so that at `memory_mb` = 2048 two freed blocks of 128 MiB (a product's two inputs) are
+/// kept for the next two.
+pub const KEPT_SHARE: u64 = 4;
 
 /// Buffers from this size up are blocks: mapped on their own, and kept when freed.
 const LARGE: usize = 1 << 20;
@@ -253,6 +269,20 @@ mod kept {
         layout.size() >= LARGE && layout.align() <= 16 && BOUND.load(Relaxed) > 0
     }
 
+    /// Whether kept block `e` may serve an allocation of `want` bytes: it holds them and
+    /// wastes at most an eighth of them.
+    fn fits(e: (usize, usize), want: usize) -> bool {
+        e.0 != 0 && e.1 >= want && e.1 - want <= want / 8
+    }
+
+    /// How many kept blocks would serve an allocation of `want` bytes.
+    pub(super) fn fitting(want: usize) -> usize {
+        if BOUND.load(Relaxed) == 0 {
+            return 0;
+        }
+        kept().iter().filter(|&&e| fits(e, want)).count()
+    }
+
     /// The smallest kept block that holds `layout` and wastes at most an eighth of it.
     pub(super) fn take(layout: Layout) -> Option<*mut u8> {
         if !eligible(layout) {
@@ -261,7 +291,7 @@ mod kept {
         let want = layout.size();
         let mut k = kept();
         let i = (0..SLOTS)
-            .filter(|&i| k[i].0 != 0 && k[i].1 >= want && k[i].1 - want <= want / 8)
+            .filter(|&i| fits(k[i], want))
             .min_by_key(|&i| k[i].1)?;
         let p = k[i].0;
         // Keep the list packed, oldest first.

@@ -29,7 +29,14 @@
 //! task's read never passes an earlier one's; reads ahead leave room for one output
 //! written behind (up to half the budget). On a local store reads start at most two
 //! tasks ahead: they run at memory speed, and a block read further ahead is only one more
-//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). An output that
+//! new buffer (a freed one is reused instead: `memory::BlockAllocator`). And there a
+//! large block (a mapping of its own) is read ahead only into a freed block the
+//! allocator keeps, else when its task is due: fresh pages cost more than the overlap
+//! gains. Each costs a page fault, a zeroing and a cgroup charge, and its unmapping:
+//! ~0.5 ms per MiB here against ~0.2 ms to decode into pages already held; with one
+//! process per core there is no idle core for a read ahead to use either. In the peers
+//! benchmark's blocks of 128 MiB, reading ahead into fresh pages made the Newton step,
+//! `X.T @ X` and `mean(U * V)` 1.3-1.8x slower (BENCHMARKS.md, issue 28). An output that
 //! does not fit even once the writes in flight are done is written before the next
 //! kernel runs, as in the sequential run (where the projection counts it). With a budget
 //! of 0 (the default) the pipeline is the sequential run: each task's reads start when
@@ -83,6 +90,8 @@ struct Read {
     peak: u64,
     /// Bytes held once decoded.
     nbytes: u64,
+    /// The buffer it is decoded into (its chunk's bytes).
+    decoded: u64,
 }
 
 /// The reads the sequential run makes, in its order (before each task, its inputs that
@@ -106,6 +115,7 @@ fn schedule(inv: &Invocation) -> (Vec<Read>, Vec<Range<usize>>) {
                 block: r.clone(),
                 peak: arr.decode_peak(&r.index),
                 nbytes: arr.meta.block_nbytes(&r.index),
+                decoded: arr.chunk_nbytes(),
             });
             live.insert(r);
         }
@@ -143,6 +153,11 @@ struct Pipeline<'a> {
     write_reserve: u64,
     /// How many tasks past the current one reads start for (within the budget).
     tasks_ahead: usize,
+    /// A local store: a read ahead starts only into a freed block the allocator keeps
+    /// (module docs).
+    reuse_only: bool,
+    /// Reads ahead started into kept blocks and not finished (each will take one).
+    reusing: HashSet<usize>,
     /// Bytes charged to the budget now.
     used: u64,
     /// Each read's charge (0: not charged, or its task is due).
@@ -182,6 +197,8 @@ impl<'a> Pipeline<'a> {
         Pipeline {
             inv,
             tasks_ahead,
+            reuse_only: inv.store.is_local(),
+            reusing: HashSet::new(),
             charge: vec![0; reads.len()],
             reads,
             by_task,
@@ -300,6 +317,16 @@ impl<'a> Pipeline<'a> {
                 if self.used + rd.peak > room {
                     break;
                 }
+                if self.reuse_only {
+                    // usize::MAX: a small block, from the heap.
+                    let kept = crate::memory::kept_fitting(rd.decoded);
+                    if kept != usize::MAX {
+                        if kept <= self.reusing.len() {
+                            break;
+                        }
+                        self.reusing.insert(i);
+                    }
+                }
                 self.used += rd.peak;
                 self.charge[i] = rd.peak;
             }
@@ -347,6 +374,7 @@ impl<'a> Pipeline<'a> {
         match ev {
             Event::Read(i, result) => {
                 self.reading -= 1;
+                self.reusing.remove(&i);
                 match result {
                     Ok(b) => {
                         // Decoded: the encoded bytes are gone.

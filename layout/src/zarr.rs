@@ -332,7 +332,8 @@ impl StoredArray {
         zstd::zstd_safe::compress_bound(chunk as usize) as u64 + self.edge_copy(idx)
     }
 
-    fn chunk_nbytes(&self) -> u64 {
+    /// Bytes of one decoded chunk: the buffer a block is decoded into.
+    pub fn chunk_nbytes(&self) -> u64 {
         self.meta.block.iter().product::<u64>() * self.meta.dtype.size() as u64
     }
 
@@ -513,17 +514,57 @@ fn zstd_encode(raw: &[u8]) -> std::io::Result<Vec<u8>> {
 /// new buffer of `n` values, the kernel's own. The frame must carry a content checksum
 /// (nums-cloud's metadata asks for one), which zstd verifies while it decompresses.
 fn zstd_decode<T: bytemuck::Pod>(bytes: &[u8], n: usize) -> std::result::Result<Vec<T>, String> {
-    // Zeroed pages come from the kernel untouched, so this costs no pass over the buffer.
-    let mut v: Vec<T> = bytemuck::zeroed_vec(n);
-    let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut v);
     if !frame_has_checksum(bytes) {
         return Err("not a zstd frame with a content checksum".into());
     }
-    let got = zstd::bulk::decompress_to_buffer(bytes, buf).map_err(|e| format!("zstd: {e}"))?;
-    if got != buf.len() {
-        return Err(format!("decoded {got} bytes, expected {}", buf.len()));
+    // Decompressed into the buffer's capacity, not zeroed first: a freed block the
+    // functions' allocator hands out again is not cleared (128 MiB cost ~10 ms), and
+    // fresh pages are the kernel's zeroed ones either way.
+    let mut v: Vec<T> = Vec::with_capacity(n);
+    let want = n * std::mem::size_of::<T>();
+    let got = zstd::bulk::Decompressor::new()
+        .and_then(|mut d| d.decompress_to_buffer(bytes, &mut Spare::new(&mut v, n)))
+        .map_err(|e| format!("zstd: {e}"))?;
+    if got != want {
+        return Err(format!("decoded {got} bytes, expected {want}"));
     }
     Ok(v)
+}
+
+/// The first `n` values' room of a vector (`n` at most its capacity) as zstd's output
+/// buffer: the vector's length is set once a whole number of values is written.
+struct Spare<'a, T> {
+    v: &'a mut Vec<T>,
+    bytes: usize,
+}
+
+impl<'a, T: bytemuck::Pod> Spare<'a, T> {
+    fn new(v: &'a mut Vec<T>, n: usize) -> Self {
+        assert!(v.is_empty() && v.capacity() >= n);
+        Spare {
+            v,
+            bytes: n * std::mem::size_of::<T>(),
+        }
+    }
+}
+
+// SAFETY: `as_mut_ptr` points at `capacity` writable bytes (the vector's reserved room),
+// `as_slice` shows only the bytes of values marked written, and `filled_until(n)` (zstd
+// wrote the first `n` bytes) marks whole values written: any `T: Pod` bit pattern is one.
+unsafe impl<T: bytemuck::Pod> zstd::zstd_safe::WriteBuf for Spare<'_, T> {
+    fn as_slice(&self) -> &[u8] {
+        bytemuck::cast_slice(self.v.as_slice())
+    }
+    fn capacity(&self) -> usize {
+        self.bytes
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.v.as_mut_ptr().cast()
+    }
+    unsafe fn filled_until(&mut self, n: usize) {
+        // SAFETY: the first `n` bytes (within the reserved room) were written.
+        unsafe { self.v.set_len(n / std::mem::size_of::<T>().max(1)) };
+    }
 }
 
 /// Whether `bytes` opens with a zstd frame header whose content-checksum flag is set.
