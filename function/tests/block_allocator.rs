@@ -2,7 +2,7 @@
 //! other test takes or frees blocks while this one counts them.
 
 use nums_function::memory::{
-    BlockAllocator, KEPT_SHARE, bound_kept_blocks, kept_bytes, release_kept_blocks,
+    BlockAllocator, KEPT_SHARE, bound_kept_blocks, kept_bytes, kept_fitting, release_kept_blocks,
     setup_block_memory,
 };
 
@@ -20,6 +20,11 @@ fn a_freed_block_is_kept_within_the_bound_and_reused() {
     let p = a.as_ptr();
     drop(a);
     assert!(kept_bytes() >= n as u64);
+    // What the pipeline asks before it reads a block ahead into a kept one (a small
+    // block comes from the heap: always).
+    assert_eq!(kept_fitting(n as u64), 1);
+    assert_eq!(kept_fitting(2 * n as u64), 0);
+    assert_eq!(kept_fitting(4096), usize::MAX);
     let b = vec![0u8; n];
     assert_eq!(b.as_ptr(), p, "the freed block was not reused");
     assert!(
