@@ -23,7 +23,7 @@ use nums_layout::ErrorKind;
 /// let x = s.ones(&[7, 5]).named("X")?;
 /// let w = s.ones(&[5, 7]).named("W")?;
 /// match (&x + &w).compute_blocking::<f64>() {
-///     Err(Error::Job { array, message }) => {
+///     Err(Error::Job { array, message, .. }) => {
 ///         assert_eq!(array.as_deref(), Some("X + W"));
 ///         assert!(message.contains("(7, 5) and (5, 7)"), "{message}");
 ///     }
@@ -57,6 +57,8 @@ pub enum Error {
         array: Option<String>,
         /// The whole message, naming the array.
         message: String,
+        /// The exception NumPy raises for it (a binding raises that class).
+        raises: PyException,
     },
     /// The plan does not fit: a block needs more memory than `memory_mb` in one
     /// invocation. The message says the least `memory_mb` with which the arrays plan.
@@ -97,6 +99,16 @@ pub enum Error {
         /// The whole message, naming the array, block and key.
         message: String,
     },
+    /// NumPy's refusal that only the data could show, found while the arrays computed: a
+    /// histogram's autodetected range that is not finite, weights that add up to zero.
+    /// `raises` is the exception NumPy raises for it.
+    #[error("{message}")]
+    Refused {
+        /// The exception NumPy raises for it.
+        raises: PyException,
+        /// The whole message, naming the array and block.
+        message: String,
+    },
     /// The run was stopped by Ctrl-C (SIGINT).
     #[error("interrupted (Ctrl-C)")]
     Interrupted,
@@ -113,6 +125,78 @@ pub enum Error {
         /// The whole message.
         message: String,
     },
+}
+
+/// The Python exception NumPy raises for a refused operation, which a binding raises for
+/// [`Error::Job`]: the one table from refusal to exception class (a binding never reads
+/// the message to choose).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum PyException {
+    /// A value, shape or argument NumPy refuses (the default).
+    #[default]
+    ValueError,
+    /// An operation NumPy's dtypes have no loop or cast for (`ones(3) & ones(3)`).
+    TypeError,
+    /// An index out of bounds.
+    IndexError,
+    /// A Python int that does not fit the array's dtype (`int8_array + 300`).
+    OverflowError,
+    /// A division by a zero total (`average` with weights adding up to 0).
+    ZeroDivisionError,
+}
+
+impl PyException {
+    /// Python's name of the class.
+    pub fn name(self) -> &'static str {
+        match self {
+            PyException::ValueError => "ValueError",
+            PyException::TypeError => "TypeError",
+            PyException::IndexError => "IndexError",
+            PyException::OverflowError => "OverflowError",
+            PyException::ZeroDivisionError => "ZeroDivisionError",
+        }
+    }
+}
+
+/// A refusal with the exception NumPy (or Python, for two Python numbers) raises for it:
+/// what the engine's checks return where they have no position to point at.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    pub raises: PyException,
+    pub message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(raises: PyException, message: impl Into<String>) -> Refusal {
+        Refusal {
+            raises,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// An engine step that refuses what the data holds (a fit's labels) returns it inside an
+/// `anyhow` error: [`Error::classify`] makes it an [`Error::Refused`].
+impl std::error::Error for Refusal {}
+
+/// A refusal NumPy makes with a ValueError.
+impl From<String> for Refusal {
+    fn from(message: String) -> Refusal {
+        Refusal::new(PyException::ValueError, message)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(message: &str) -> Refusal {
+        Refusal::new(PyException::ValueError, message)
+    }
 }
 
 /// An engine error explained for the user (`message`, what the CLI prints) that keeps the
@@ -178,6 +262,12 @@ impl Error {
         if let Some(x) = e.downcast_ref::<nums_layout::Error>() {
             return Error::layout(x, message);
         }
+        if let Some(r) = e.downcast_ref::<Refusal>() {
+            return Error::Refused {
+                raises: r.raises,
+                message,
+            };
+        }
         if let Some(x) = e.downcast_ref::<crate::runs::RunError>() {
             return match x {
                 crate::runs::RunError::Store(l) => Error::layout(l, message),
@@ -202,17 +292,35 @@ impl Error {
                 message: j.message.clone(),
             };
         }
-        Error::Job { array, message }
+        Error::Job {
+            array,
+            message,
+            raises: PyException::ValueError,
+        }
     }
 
     fn dispatch(d: &DispatchError, message: String) -> Error {
         match &d.error {
             InvokeError::Function { kind, .. } => match kind {
-                ErrorKind::Store | ErrorKind::OutsideJobPrefix => Error::Store { message },
+                ErrorKind::Store | ErrorKind::StoreFull | ErrorKind::OutsideJobPrefix => {
+                    Error::Store { message }
+                }
                 ErrorKind::MissingBlock
                 | ErrorKind::CorruptBlock
                 | ErrorKind::BadArray
                 | ErrorKind::LinAlg => Error::Data { message },
+                ErrorKind::ValueError => Error::Refused {
+                    raises: PyException::ValueError,
+                    message,
+                },
+                ErrorKind::TypeError => Error::Refused {
+                    raises: PyException::TypeError,
+                    message,
+                },
+                ErrorKind::ZeroDivisionError => Error::Refused {
+                    raises: PyException::ZeroDivisionError,
+                    message,
+                },
                 _ => Error::Dispatch {
                     error: d.error.clone(),
                     attempts: d.attempts,
@@ -229,9 +337,9 @@ impl Error {
 
     fn layout(e: &nums_layout::Error, message: String) -> Error {
         match e {
-            nums_layout::Error::Store { .. } | nums_layout::Error::OutsidePrefix { .. } => {
-                Error::Store { message }
-            }
+            nums_layout::Error::Store { .. }
+            | nums_layout::Error::StoreFull { .. }
+            | nums_layout::Error::OutsidePrefix { .. } => Error::Store { message },
             nums_layout::Error::NotFound { .. }
             | nums_layout::Error::Corrupt { .. }
             | nums_layout::Error::Meta { .. } => Error::Data { message },

@@ -17,19 +17,36 @@ pub(crate) const MAX_EXPR_CHARS: usize = 100_000;
 /// 2 MiB stack of a Rust thread.
 pub(crate) const MAX_EXPR_DEPTH: usize = 256;
 
-/// A parse or check error at character `pos` of an expression.
+/// A parse or check error at character `pos` of an expression, with the exception NumPy
+/// raises for it (ValueError unless said otherwise).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct ExprError {
     pub pos: usize,
     pub message: String,
+    pub raises: crate::error::PyException,
 }
 
 impl ExprError {
     pub(crate) fn new(pos: usize, message: impl Into<String>) -> Self {
+        Self::raising(crate::error::PyException::ValueError, pos, message)
+    }
+
+    /// An error NumPy raises as `raises` (a TypeError for dtypes, an IndexError, ...).
+    pub(crate) fn raising(
+        raises: crate::error::PyException,
+        pos: usize,
+        message: impl Into<String>,
+    ) -> Self {
         ExprError {
             pos,
             message: message.into(),
+            raises,
         }
+    }
+
+    /// `r` at `pos`.
+    pub(crate) fn refused(pos: usize, r: crate::error::Refusal) -> Self {
+        Self::raising(r.raises, pos, r.message)
     }
 
     /// The message with the expression and a caret under the position.

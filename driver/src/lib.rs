@@ -62,5 +62,5 @@ pub(crate) mod tasks;
 #[cfg(feature = "cli")]
 pub(crate) mod timeline;
 
-pub use error::Error;
+pub use error::{Error, PyException};
 pub use nums_layout::{Block, DType};

@@ -428,6 +428,9 @@ fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
         kind:
             ErrorKind::Kernel
             | ErrorKind::LinAlg
+            | ErrorKind::ValueError
+            | ErrorKind::TypeError
+            | ErrorKind::ZeroDivisionError
             | ErrorKind::MissingBlock
             | ErrorKind::CorruptBlock
             | ErrorKind::BadArray,

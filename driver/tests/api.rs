@@ -96,7 +96,7 @@ async fn compute_awaits_in_async_code_and_errors_are_typed_at_once() {
     // the arrays as the program named them.
     let bad = &x + &s.ones(&[4]);
     let e = bad.check().unwrap_err();
-    let Error::Job { array, message } = &e else {
+    let Error::Job { array, message, .. } = &e else {
         panic!("expected a job error, got {e:?}")
     };
     assert_eq!(array.as_deref(), Some("X + ones([4])"));

@@ -73,7 +73,7 @@ pub fn run(
         Kernel::CheckBelow { limit, error } => {
             let x = one(inputs)?;
             if x.to_i64().iter().any(|v| v >= limit) {
-                return Err(format!("ValueError: {error}"));
+                return Err(error.clone());
             }
             x.clone()
         }
@@ -152,7 +152,14 @@ pub fn run(
             };
             order::scan(x, offsets, *op, *axis, *exclusive, out.dtype)?
         }
-        Kernel::ScanTotal { op, axis } => order::scan_total(one(inputs)?, *op, *axis, out.dtype)?,
+        Kernel::ScanTotal { op, axis } => {
+            let (x, start) = match inputs {
+                [x] => (*x, None),
+                [x, s] => (*x, Some(*s)),
+                _ => return Err(format!("a total given {} inputs", inputs.len())),
+            };
+            order::scan_total(x, start, *op, *axis, out.dtype)?
+        }
         Kernel::Sort {
             axis,
             descending,

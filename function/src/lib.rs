@@ -66,14 +66,12 @@ impl FnError {
         use nums_layout::Error as E;
         match self {
             FnError::Layout(E::Store { .. }) => ErrorKind::Store,
+            FnError::Layout(E::StoreFull { .. }) => ErrorKind::StoreFull,
             FnError::Layout(E::NotFound { .. }) => ErrorKind::MissingBlock,
             FnError::Layout(E::Corrupt { .. }) => ErrorKind::CorruptBlock,
             FnError::Layout(E::Meta { .. }) => ErrorKind::BadArray,
             FnError::Layout(E::OutsidePrefix { .. }) => ErrorKind::OutsideJobPrefix,
-            FnError::Kernel { message, .. } if message.starts_with("LinAlgError: ") => {
-                ErrorKind::LinAlg
-            }
-            FnError::Kernel { .. } => ErrorKind::Kernel,
+            FnError::Kernel { message, .. } => ErrorKind::of_kernel_message(message),
             FnError::Payload(_) => ErrorKind::BadPayload,
         }
     }

@@ -15,6 +15,9 @@ use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
 pub trait Sortable: Elem {
     /// Where `self` comes relative to `other` in NumPy's ascending sort.
     fn order(&self, other: &Self) -> Ordering;
+    /// Whether elements the order calls equal can differ (-0.0 and 0.0, NaNs' payloads):
+    /// their sort must then be stable, as NumPy's is.
+    const TIES_DIFFER: bool = false;
 }
 
 macro_rules! sortable_ord {
@@ -43,6 +46,7 @@ fn float_order<F: PartialOrd + Copy>(a: F, b: F, a_nan: bool, b_nan: bool) -> Or
 macro_rules! sortable_float {
     ($($t:ty),*) => {$(
         impl Sortable for $t {
+            const TIES_DIFFER: bool = true;
             #[inline]
             fn order(&self, other: &Self) -> Ordering {
                 float_order(*self, *other, self.is_nan(), other.is_nan())
@@ -55,6 +59,7 @@ sortable_float!(f32, f64);
 macro_rules! sortable_complex {
     ($($t:ty),*) => {$(
         impl Sortable for $t {
+            const TIES_DIFFER: bool = true;
             #[inline]
             fn order(&self, other: &Self) -> Ordering {
                 // NumPy's complex order: by which parts are NaN first, then by the parts
@@ -237,13 +242,37 @@ fn scan_t<T: Acc>(
     Ok(T::wrap(out))
 }
 
-/// See [`nums_layout::batch::Kernel::ScanTotal`].
-pub fn scan_total(x: &Block, op: ReduceOp, axis: usize, dtype: DType) -> Result<Block, String> {
+/// See [`nums_layout::batch::Kernel::ScanTotal`]: each lane folded from the identity, or
+/// from `start`'s element (its shape with one element along `axis`).
+pub fn scan_total(
+    x: &Block,
+    start: Option<&Block>,
+    op: ReduceOp,
+    axis: usize,
+    dtype: DType,
+) -> Result<Block, String> {
     check_axis(x.shape(), axis)?;
     for_dtype!(dtype, T => {
         let (id, step) = accumulation::<T>(op)?;
         let a = x.to_elem::<T>();
-        let t = Zip::from(a.lanes(Axis(axis))).map_collect(|l| l.iter().fold(id, |acc, &v| step(acc, v)));
+        let fold = |l: ndarray::ArrayView1<T>, s: T| l.iter().fold(s, |acc, &v| step(acc, v));
+        let t = match start {
+            None => Zip::from(a.lanes(Axis(axis))).map_collect(|l| fold(l, id)),
+            Some(s) => {
+                let s = s.to_elem::<T>();
+                let mut want = a.shape().to_vec();
+                want[axis] = 1;
+                if s.shape() != want.as_slice() {
+                    return Err(format!(
+                        "a starting value of shape {:?} for a block of shape {:?} along axis {axis}",
+                        s.shape(),
+                        a.shape()
+                    ));
+                }
+                let s = s.index_axis(Axis(axis), 0);
+                Zip::from(a.lanes(Axis(axis))).and(&s).map_collect(|l, &s| fold(l, s))
+            }
+        };
         Ok(T::wrap(t.insert_axis(Axis(axis))))
     }, bool => Err("a total in bool".into()))
 }
@@ -289,8 +318,13 @@ fn sort_t<T: Sortable>(
     for mut o in out.lanes_mut(Axis(axis)) {
         lane.clear();
         lane.extend(o.iter().copied());
-        // Equal values are alike (-0.0 and 0.0 aside, which NumPy's sort does not order).
-        lane.sort_unstable_by(|p, q| cmp(p, q, descending));
+        // Equal ints are alike; equal floats may not be (-0.0 and 0.0, NaNs), and keep
+        // their order as in NumPy's stable sort.
+        if T::TIES_DIFFER {
+            lane.sort_by(|p, q| cmp(p, q, descending));
+        } else {
+            lane.sort_unstable_by(|p, q| cmp(p, q, descending));
+        }
         for (o, v) in o.iter_mut().zip(&lane) {
             *o = *v;
         }

@@ -201,6 +201,12 @@ fn valid_len<T: Copy>(
 
 /// See [`nums_layout::batch::Kernel::Histogram`]: terms (values, lowest edge, highest
 /// edge, weights when `weighted`).
+///
+/// As NumPy's `histogram` finds each value's bin, in its dtypes: the edges are float32 for
+/// float32 values (else float64), made by `linspace` in the edges' given dtype (float32
+/// when they are the data's own minimum and maximum, float64 when they came from `range=`)
+/// and then cast; values are kept and compared in the edges' dtype. A non-finite range or
+/// edges that do not increase (too many bins for the range) is NumPy's ValueError.
 pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, String> {
     let arity = if weighted { 4 } else { 3 };
     if inputs.is_empty() || !inputs.len().is_multiple_of(arity) || bins == 0 {
@@ -209,42 +215,32 @@ pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, 
     let nb = bins as usize;
     let mut counts = vec![0i64; nb];
     let mut sums = vec![0.0f64; nb];
+    let mut checked = None;
     for t in inputs.chunks(arity) {
-        let x = t[0].to_f64();
         let (first, last) = (t[1].first().as_f64(), t[2].first().as_f64());
-        // NumPy's linspace(first, last, bins + 1): i * step + first, the last exactly.
-        let step = (last - first) / bins as f64;
-        let edge = |i: usize| {
-            if i == nb {
-                last
-            } else {
-                i as f64 * step + first
-            }
+        let edges = HistEdges {
+            first,
+            last,
+            bins,
+            single: t[0].dtype() == DType::Float32,
+            c32: t[1].dtype() == DType::Float32,
         };
-        let w = if weighted {
+        if checked != Some((first.to_bits(), last.to_bits())) {
+            edges.check()?;
+            checked = Some((first.to_bits(), last.to_bits()));
+        }
+        let x = t[0].to_f64();
+        let weights = if weighted {
             let w = t[3].to_f64();
             if w.shape() != x.shape() {
                 return Err("weights of another shape than the values".into());
             }
-            Some(w)
+            Some(w.iter().copied().collect::<Vec<f64>>())
         } else {
             None
         };
-        let denom = last - first;
-        let weights = w.as_ref().map(|w| w.iter().copied().collect::<Vec<f64>>());
         for (k, &v) in x.iter().enumerate() {
-            if !(v >= first && v <= last) {
-                continue;
-            }
-            let mut i = ((v - first) / denom * bins as f64) as usize;
-            if i >= nb {
-                i = nb - 1;
-            }
-            if v < edge(i) {
-                i = i.saturating_sub(1);
-            } else if i + 1 < nb && v >= edge(i + 1) {
-                i += 1;
-            }
+            let Some(i) = edges.bin(v) else { continue };
             match &weights {
                 Some(w) => sums[i] += w[k],
                 None => counts[i] += 1,
@@ -256,6 +252,93 @@ pub fn histogram(inputs: &[&Block], bins: u64, weighted: bool) -> Result<Block, 
     } else {
         Block::I64(ArrayD::from_shape_vec(IxDyn(&[nb]), counts).map_err(|e| e.to_string())?)
     })
+}
+
+/// A histogram's equal bins between `first` and `last`, as NumPy computes them.
+struct HistEdges {
+    first: f64,
+    last: f64,
+    bins: u64,
+    /// The values (so the edges) are float32.
+    single: bool,
+    /// `first` and `last` are float32 (the data's own), so `linspace` and the bin
+    /// arithmetic run in float32.
+    c32: bool,
+}
+
+impl HistEdges {
+    /// Edge `i` (0..=bins) in the edges' dtype, as a float64.
+    fn edge(&self, i: u64) -> f64 {
+        if self.c32 {
+            let (f, l) = (self.first as f32, self.last as f32);
+            let step = (l - f) / self.bins as f32;
+            (if i == self.bins {
+                l
+            } else {
+                i as f32 * step + f
+            }) as f64
+        } else {
+            let step = (self.last - self.first) / self.bins as f64;
+            let e = if i == self.bins {
+                self.last
+            } else {
+                i as f64 * step + self.first
+            };
+            if self.single { e as f32 as f64 } else { e }
+        }
+    }
+
+    /// NumPy's ValueErrors: a range that is not finite, edges that do not increase.
+    fn check(&self) -> Result<(), String> {
+        use nums_layout::Scalar;
+        if !(self.first.is_finite() && self.last.is_finite()) {
+            return Err(format!(
+                "ValueError: autodetected range of [{}, {}] is not finite",
+                Scalar::Float(self.first),
+                Scalar::Float(self.last)
+            ));
+        }
+        let mut prev = self.edge(0);
+        for i in 1..=self.bins {
+            let e = self.edge(i);
+            if !(prev < e) {
+                return Err(format!(
+                    "ValueError: Too many bins for data range. Cannot create {} finite-sized bins.",
+                    self.bins
+                ));
+            }
+            prev = e;
+        }
+        Ok(())
+    }
+
+    /// The bin of the value `v` (exact in the values' dtype), `None` outside the edges.
+    fn bin(&self, v: f64) -> Option<usize> {
+        let nb = self.bins as usize;
+        let (lo, hi) = if self.single {
+            (self.first as f32 as f64, self.last as f32 as f64)
+        } else {
+            (self.first, self.last)
+        };
+        if !(v >= lo && v <= hi) {
+            return None;
+        }
+        let f = if self.c32 {
+            let (f, l) = (self.first as f32, self.last as f32);
+            ((v as f32 - f) / (l - f) * self.bins as f32) as f64
+        } else if self.single {
+            ((v as f32 - self.first as f32) as f64) / (self.last - self.first) * self.bins as f64
+        } else {
+            (v - self.first) / (self.last - self.first) * self.bins as f64
+        };
+        let mut i = (f as usize).min(nb - 1);
+        if v < self.edge(i as u64) {
+            i = i.saturating_sub(1);
+        } else if i + 1 < nb && v >= self.edge(i as u64 + 1) {
+            i += 1;
+        }
+        Some(i)
+    }
 }
 
 /// See [`nums_layout::batch::Kernel::Bincount`]: terms (values, weights when `weighted`).
@@ -330,5 +413,49 @@ mod tests {
             quantile_point(4, 0.5, AveragedInvertedCdf),
             Point::Lerp(1, 2, 0.5)
         );
+    }
+
+    fn f32s(v: &[f32]) -> Block {
+        Block::F32(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).unwrap())
+    }
+
+    fn scalar(d: DType, v: f64) -> Block {
+        Block::full(d, &[], nums_layout::Scalar::Float(v))
+    }
+
+    fn counts(b: &Block) -> Vec<i64> {
+        b.to_i64().iter().copied().collect()
+    }
+
+    #[test]
+    fn a_float32_histogram_bins_as_numpy_does() {
+        // np.histogram(x, bins=5, range=(-0.3, 0.3)) of float32 x: [2, 1, 1, 1, 5] (the
+        // range's edges compare in float32, so -0.3f32 and 0.3f32 are inside).
+        let x = f32s(&[-0.3, -0.3, -0.1, 0.0, 0.1, 0.3, 0.3, 0.3, 0.3, 0.2999]);
+        let (lo, hi) = (scalar(DType::Float64, -0.3), scalar(DType::Float64, 0.3));
+        let h = histogram(&[&x, &lo, &hi], 5, false).unwrap();
+        assert_eq!(counts(&h), [2, 1, 1, 1, 5]);
+        // The data's own edges (float32 minimum and maximum): bins=7 as NumPy gives.
+        let (lo, hi) = (scalar(DType::Float32, -0.3), scalar(DType::Float32, 0.3));
+        let h = histogram(&[&x, &lo, &hi], 7, false).unwrap();
+        assert_eq!(counts(&h), [2, 0, 1, 1, 1, 0, 5]);
+    }
+
+    #[test]
+    fn a_histogram_refuses_what_numpy_refuses() {
+        let x = f32s(&[f32::NAN, f32::NAN]);
+        let nan = scalar(DType::Float32, f64::NAN);
+        let e = histogram(&[&x, &nan, &nan], 3, false).unwrap_err();
+        assert_eq!(
+            e,
+            "ValueError: autodetected range of [nan, nan] is not finite"
+        );
+        let x = Block::F64(ArrayD::from_shape_vec(IxDyn(&[2]), vec![0.0, 1.0]).unwrap());
+        let (lo, hi) = (
+            scalar(DType::Float64, -f64::MAX),
+            scalar(DType::Float64, f64::MAX),
+        );
+        let e = histogram(&[&x, &lo, &hi], 3, false).unwrap_err();
+        assert!(e.contains("Cannot create 3 finite-sized bins"), "{e}");
     }
 }

@@ -1080,9 +1080,10 @@ pub enum Kernel {
         /// The function applied to each element.
         op: UnaryOp,
     },
-    /// One int64 input, passed through unchanged; the task fails with `ValueError: {error}`
-    /// where an element is `limit` or more: a value NumPy raises for rather than returns
-    /// (`nanargmin` of an all-NaN slice comes out as the axis' length).
+    /// One int64 input, passed through unchanged; the task fails with `error` (NumPy's
+    /// exception and message: `ValueError: ...`) where an element is `limit` or more: a
+    /// value NumPy raises for rather than returns (`nanargmin` of an all-NaN slice comes
+    /// out as the axis' length, `average`'s weights adding up to zero).
     CheckBelow {
         /// The first value that fails.
         limit: i64,
@@ -1362,7 +1363,9 @@ pub enum Kernel {
     },
     /// One input block: its total (`op`: sum, prod, nansum or nanprod) along `axis`, in the
     /// output's dtype, kept as an axis of length 1: the block totals a scan across blocks
-    /// starts from.
+    /// starts from. With a second input (the block's shape with one element along `axis`)
+    /// each lane is folded in order from that element rather than from the identity: the
+    /// next block's starting values of a float scan, chained block by block.
     ScanTotal {
         /// How values accumulate.
         op: ReduceOp,

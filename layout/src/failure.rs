@@ -7,6 +7,8 @@
 pub enum ErrorKind {
     /// A store request failed (network, throttling, an outage): another try may pass.
     Store,
+    /// A write found the store's disk full (or a quota reached): no retry helps.
+    StoreFull,
     /// A block that should exist is not in the store.
     MissingBlock,
     /// A block's bytes do not decode (checksum, size).
@@ -19,6 +21,13 @@ pub enum ErrorKind {
     Kernel,
     /// A linear-algebra kernel found its input singular or not positive definite.
     LinAlg,
+    /// A kernel refused its values as NumPy refuses them with a ValueError (a histogram's
+    /// autodetected range that is not finite): only the data could show it.
+    ValueError,
+    /// A kernel refused its values as NumPy does with a TypeError.
+    TypeError,
+    /// A kernel divided by a zero total as NumPy refuses to (`average`'s weights).
+    ZeroDivisionError,
     /// The payload is not a batch.
     BadPayload,
     /// The process went over `memory_mb` (Lambda's `Runtime.OutOfMemory`).
@@ -38,14 +47,18 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Every kind, for tests and docs.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 18] = [
         ErrorKind::Store,
+        ErrorKind::StoreFull,
         ErrorKind::MissingBlock,
         ErrorKind::CorruptBlock,
         ErrorKind::BadArray,
         ErrorKind::OutsideJobPrefix,
         ErrorKind::Kernel,
         ErrorKind::LinAlg,
+        ErrorKind::ValueError,
+        ErrorKind::TypeError,
+        ErrorKind::ZeroDivisionError,
         ErrorKind::BadPayload,
         ErrorKind::OutOfMemory,
         ErrorKind::TimedOut,
@@ -59,12 +72,16 @@ impl ErrorKind {
     pub fn wire_name(self) -> &'static str {
         match self {
             ErrorKind::Store => "StoreError",
+            ErrorKind::StoreFull => "StoreFull",
             ErrorKind::MissingBlock => "MissingBlock",
             ErrorKind::CorruptBlock => "CorruptBlock",
             ErrorKind::BadArray => "BadArray",
             ErrorKind::OutsideJobPrefix => "OutsideJobPrefix",
             ErrorKind::Kernel => "KernelError",
             ErrorKind::LinAlg => "LinAlgError",
+            ErrorKind::ValueError => "ValueError",
+            ErrorKind::TypeError => "TypeError",
+            ErrorKind::ZeroDivisionError => "ZeroDivisionError",
             ErrorKind::BadPayload => "BadPayload",
             ErrorKind::OutOfMemory => "Runtime.OutOfMemory",
             ErrorKind::TimedOut => "Function.TimedOut",
@@ -84,6 +101,25 @@ impl ErrorKind {
             .into_iter()
             .find(|k| k.wire_name() == s)
             .unwrap_or(ErrorKind::Other)
+    }
+
+    /// The kind of a kernel's error message: one that starts with the wire name of a
+    /// refusal NumPy makes (`"LinAlgError: Singular matrix"`, `"ValueError: ..."`) is that
+    /// refusal, any other a [`ErrorKind::Kernel`] error.
+    pub fn of_kernel_message(message: &str) -> ErrorKind {
+        [
+            ErrorKind::LinAlg,
+            ErrorKind::ValueError,
+            ErrorKind::TypeError,
+            ErrorKind::ZeroDivisionError,
+        ]
+        .into_iter()
+        .find(|k| {
+            message
+                .strip_prefix(k.wire_name())
+                .is_some_and(|r| r.starts_with(": "))
+        })
+        .unwrap_or(ErrorKind::Kernel)
     }
 
     /// How the driver retries an invocation that failed this way.

@@ -35,6 +35,15 @@ pub enum Error {
         /// What failed; for a request, prefixed with the key it was for.
         message: String,
     },
+    /// A write found the store's disk full (or a quota reached): another try within the
+    /// store's retry budget would fail the same way, so it is said at once.
+    #[error("store {url}: {message} (the disk is full: free space, then run again)")]
+    StoreFull {
+        /// The store, as [`StoreSpec`]'s `Display` writes it.
+        url: String,
+        /// What failed, prefixed with the key it was for.
+        message: String,
+    },
     /// No object at a key that had to exist (a block, a `zarr.json`); readers that allow
     /// absence ([`Store::get_opt`], [`Store::head`]) give `None` instead.
     #[error("{key}: not found in store {url}")]

@@ -78,10 +78,10 @@ fn py_err(e: Error) -> PyErr {
             Error::Interrupted => return PyKeyboardInterrupt::new_err(e.to_string()),
             Error::Runtime { message } => return PyRuntimeError::new_err(message.clone()),
             Error::Config { .. } => return PyValueError::new_err(e.to_string()),
-            Error::Job { message, .. } if is_dtype_error(message) => {
-                return PyTypeError::new_err(message.clone());
+            Error::Job {
+                message, raises, ..
             }
-            Error::Job { message, .. } => return PyValueError::new_err(message.clone()),
+            | Error::Refused { message, raises } => return numpy_exception(*raises, message),
             Error::Plan { message, .. } => ("PlanError", message.clone()),
             Error::Data { message } if message.contains("LinAlgError: ") => {
                 ("LinAlgError", linalg_message(message))
@@ -119,24 +119,18 @@ fn linalg_message(message: &str) -> String {
     format!("{what}{array}")
 }
 
-/// Whether a refused operation is about dtypes (Python's `TypeError`) rather than
-/// shapes or values (`ValueError`): NumPy raises a TypeError (a `UFuncTypeError`) for an
-/// operator or function its dtype has no loop for.
-fn is_dtype_error(message: &str) -> bool {
-    const DTYPE: &[&str] = &[
-        "not supported for the input types",
-        "of bools",
-        "of a bool",
-        "on bools",
-        "of floats",
-        "of float",
-        "dtype",
-        "Cannot cast",
-        "cannot be cast",
-        "is not a boolean mask",
-        "int64 to a negative",
-    ];
-    DTYPE.iter().any(|w| message.contains(w))
+/// The Python exception NumPy raises for a refusal: the engine's one table
+/// ([`nums_cloud::PyException`]), never the message's words.
+fn numpy_exception(raises: nums_cloud::PyException, message: &str) -> PyErr {
+    use nums_cloud::PyException as E;
+    let m = message.to_string();
+    match raises {
+        E::TypeError => PyTypeError::new_err(m),
+        E::IndexError => pyo3::exceptions::PyIndexError::new_err(m),
+        E::OverflowError => pyo3::exceptions::PyOverflowError::new_err(m),
+        E::ZeroDivisionError => pyo3::exceptions::PyZeroDivisionError::new_err(m),
+        _ => PyValueError::new_err(m),
+    }
 }
 
 trait Py<T> {
@@ -160,6 +154,10 @@ fn arg(o: &Bound<'_, PyAny>) -> PyResult<Arg> {
     }
     if let Ok(b) = o.cast::<PyBool>() {
         return Ok(Arg::Bool(b.is_true()));
+    }
+    // Before Python's numbers: np.float64 is a float, np.complex128 a complex.
+    if let Some(a) = numpy_scalar(o)? {
+        return Ok(a);
     }
     if o.cast::<PyInt>().is_ok() {
         if let Ok(i) = o.extract::<i64>() {
@@ -217,6 +215,31 @@ fn arg(o: &Bound<'_, PyAny>) -> PyResult<Arg> {
         "nums-cloud cannot take a {} here",
         o.get_type().name()?
     )))
+}
+
+/// A NumPy scalar of one of the engine's dtypes (`np.int32(-1)`) as one that keeps its
+/// dtype in promotion (NEP 50), as NumPy's own do (one of another dtype, float16 say, is
+/// taken by its Python value); `None` for anything but a NumPy scalar.
+fn numpy_scalar(o: &Bound<'_, PyAny>) -> PyResult<Option<Arg>> {
+    let py = o.py();
+    let generic = py.import("numpy")?.getattr("generic")?;
+    if !o.is_instance(&generic)? {
+        return Ok(None);
+    }
+    let name: String = o.getattr("dtype")?.getattr("name")?.extract()?;
+    let value = arg(&o.call_method0("item")?)?;
+    let Some(dtype) = nums_layout::DType::parse(&name) else {
+        return Ok(Some(value));
+    };
+    let scalar = match value {
+        Arg::Bool(b) => nums_layout::Scalar::Bool(b),
+        Arg::Int(i) => nums_layout::Scalar::Int(i),
+        Arg::UInt(u) => nums_layout::Scalar::UInt(u),
+        Arg::Float(f) => nums_layout::Scalar::Float(f),
+        Arg::Complex(re, im) => nums_layout::Scalar::Complex(re, im),
+        _ => return Ok(None),
+    };
+    Ok(Some(Arg::NumPy(scalar, dtype)))
 }
 
 fn args(items: &Bound<'_, PyAny>) -> PyResult<Vec<Arg>> {

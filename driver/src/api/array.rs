@@ -208,6 +208,7 @@ impl Array {
         let id = s.eval(e, ops, &label).and_then(|v| match v {
             crate::graph::Value::Array(id) => Ok(id),
             other => Err(Error::Job {
+                raises: Default::default(),
                 array: Some(label.clone()),
                 message: format!("`{label}` is not an array but {other:?}"),
             }),
@@ -269,6 +270,7 @@ impl Array {
     /// ```
     pub fn named(self, name: &str) -> Result<Array, Error> {
         let refuse = |why: String| Error::Job {
+            raises: Default::default(),
             array: Some(self.label()),
             message: format!("array `{}`: cannot be named {name:?}: {why}", self.label()),
         };
@@ -351,6 +353,7 @@ impl Array {
             .graph()
             .rechunk(id, super::dims(block))
             .map_err(|message| Error::Job {
+                raises: Default::default(),
                 array: Some(label.clone()),
                 message: format!("`{label}`: {message}"),
             });
@@ -386,6 +389,7 @@ impl Array {
             return Array::made(
                 &self.s,
                 Err(Error::Job {
+                    raises: Default::default(),
                     array: Some(label.clone()),
                     message: format!("`{label}`: {symbol:?} is not an operator"),
                 }),
@@ -491,6 +495,7 @@ impl Array {
         let (dtype, shape) = (index.dtype()?, index.shape()?);
         let label = index.label();
         let fail = |message: String| Error::Job {
+            raises: Default::default(),
             array: Some(label.clone()),
             message,
         };
@@ -755,6 +760,7 @@ impl Array {
         let b = self.compute_any().await?;
         let dtype = b.dtype();
         T::from_block(b).ok_or_else(|| Error::Job {
+            raises: Default::default(),
             array: Some(self.label()),
             message: format!(
                 "`{}` is {dtype}, not {}: compute it as {dtype}, or convert it with astype",

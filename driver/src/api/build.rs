@@ -22,6 +22,9 @@ pub enum Arg {
     UInt(u64),
     /// A Python complex: its real and imaginary parts.
     Complex(f64, f64),
+    /// A NumPy scalar (`np.int32(-1)`, `np.float32(0.1)`): its value, exact in its
+    /// dtype, and the dtype, which it keeps in promotion as a 0-d array does (NEP 50).
+    NumPy(nums_layout::Scalar, nums_layout::DType),
     /// A string (a dtype's name, einsum's subscripts, a solver's name).
     Str(String),
     /// `None`.
@@ -116,6 +119,17 @@ impl Operands {
                 Box::new(e(ExprKind::Num(*re))),
                 Box::new(e(ExprKind::Imag(*im))),
             )),
+            // `astype(v, dtype)` of a number is the NumPy scalar of that dtype.
+            Arg::NumPy(v, d) => {
+                let v = match *v {
+                    nums_layout::Scalar::Bool(b) => Arg::Bool(b),
+                    nums_layout::Scalar::Int(i) => Arg::Int(i),
+                    nums_layout::Scalar::UInt(u) => Arg::UInt(u),
+                    nums_layout::Scalar::Float(f) => Arg::Float(f),
+                    nums_layout::Scalar::Complex(re, im) => Arg::Complex(re, im),
+                };
+                self.call("astype", &[v, Arg::Str(d.name().into())], &[])
+            }
             Arg::Str(s) => e(ExprKind::Str(s.clone())),
             Arg::None => e(ExprKind::None),
             Arg::Tuple(t) => e(ExprKind::Tuple(t.iter().map(|x| self.arg(x)).collect())),

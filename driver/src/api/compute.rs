@@ -185,6 +185,34 @@ impl Session {
         Store::open(&self.st.spec).map_err(store_error)
     }
 
+    /// The store, to put something under the session's prefix: the session's claim on it
+    /// is written first (once), and prefixes of this host's sessions that died without
+    /// closing are removed ([`super::lease`]).
+    pub(super) async fn claimed_store(&self) -> Result<Store, Error> {
+        let store = self.store()?;
+        self.st
+            .claimed
+            .get_or_try_init(|| async {
+                let gone = super::lease::claim(&store, &self.st.id)
+                    .await
+                    .map_err(store_error)?;
+                if !gone.is_empty() {
+                    tracing::info!(
+                        "removed what {} left in the store: {}",
+                        if gone.len() == 1 {
+                            "a session that died without closing"
+                        } else {
+                            "sessions that died without closing"
+                        },
+                        gone.join(", ")
+                    );
+                }
+                Ok::<(), Error>(())
+            })
+            .await?;
+        Ok(store)
+    }
+
     /// A `.npy`, `.csv`, `.parquet` file or Zarr v3 array (a folder, or an `s3://` URL),
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
@@ -228,6 +256,7 @@ impl Session {
     ) -> Result<Array, Error> {
         let label = format!("load_csv({path:?})");
         let refuse = |message: String| Error::Job {
+            raises: Default::default(),
             array: Some(label.clone()),
             message: format!("`{label}`: {message}"),
         };
@@ -278,6 +307,7 @@ impl Session {
         };
         let job = self.job(vec![def.clone()]);
         let probes = crate::graph::probe(&job).await.map_err(|j| Error::Job {
+            raises: Default::default(),
             array: Some(label.clone()),
             message: format!("`{label}`: {}", j.message),
         })?;
@@ -289,6 +319,7 @@ impl Session {
         let a = Array::made(
             self,
             r.map_err(|message| Error::Job {
+                raises: Default::default(),
                 array: Some(label.clone()),
                 message: format!("`{label}`: {message}"),
             }),
@@ -360,6 +391,7 @@ impl Session {
             a.check()?;
             if !a.session().same(self) {
                 return Err(Error::Job {
+                    raises: Default::default(),
                     array: Some(a.label()),
                     message: format!("array `{}` belongs to another session", a.label()),
                 });
@@ -404,6 +436,7 @@ impl Session {
         a.check()?;
         if !a.session().same(self) {
             return Err(Error::Job {
+                raises: Default::default(),
                 array: Some(a.label()),
                 message: format!("array `{}` belongs to another session", a.label()),
             });
@@ -438,6 +471,7 @@ impl Session {
         let target =
             crate::job::resolve_target(&self.st.cwd, path, &self.st.spec).map_err(|m| {
                 Error::Job {
+                    raises: Default::default(),
                     array: Some(a.label()),
                     message: format!("saving `{}` to {path:?}: {m}", a.label()),
                 }
@@ -455,7 +489,7 @@ impl Session {
         let mut guard = Abandoned::new(self, &prefix);
         let written = async {
             let backend = self.backend_for(in_process, &mut guard).await?;
-            let (job, store) = (self.job(Vec::new()), self.store()?);
+            let (job, store) = (self.job(Vec::new()), self.claimed_store().await?);
             let watch = backend.watch(self);
             let stages = backend.stages(&job, &store, &watch);
             crate::export::write_output(&stages, &Default::default(), &o, arr)
@@ -545,7 +579,7 @@ impl Session {
                 .map_err(|e| self.engine_error_in(e, &cg.back))?;
         let in_process = work_bytes(&cg) <= self.cfg.in_process_bytes;
         let backend = self.backend_for(in_process, guard).await?;
-        let store = self.store()?;
+        let store = self.claimed_store().await?;
         let watch = backend.watch(self);
         watch.on_expect("main", plan.batches.len() as u64);
         let stages = backend.stages(&job, &store, &watch);
@@ -715,7 +749,7 @@ impl Session {
         let (y_path, y_meta) = self.stored_at(y).expect("made");
         let in_process = x_meta.nbytes() + y_meta.nbytes() <= self.cfg.in_process_bytes;
         let backend = self.backend_for(in_process, guard).await?;
-        let store = self.store()?;
+        let store = self.claimed_store().await?;
         let job = self.job(Vec::new());
         let watch = backend.watch(self);
         let stages = backend.stages(&job, &store, &watch);
@@ -776,7 +810,7 @@ impl Session {
         if todo.is_empty() {
             return Ok(());
         }
-        let store = self.store()?;
+        let store = self.claimed_store().await?;
         for (id, values) in todo {
             let (path, meta) = self.stored_at(id).expect("an input");
             let arr = StoredArray::new(&path, meta)

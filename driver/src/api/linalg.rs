@@ -22,6 +22,7 @@ fn fields<const N: usize>(
             _ => Array::made(
                 &s,
                 Err(Error::Job {
+                    raises: Default::default(),
                     array: None,
                     message: format!("{f}() has no field {name}"),
                 }),
@@ -104,6 +105,7 @@ pub fn lstsq(a: &Array, b: &Array) -> Array {
             _ => Array::made(
                 &s,
                 Err(Error::Job {
+                    raises: Default::default(),
                     array: None,
                     message: "lstsq() gave no solution".into(),
                 }),

@@ -38,6 +38,7 @@ mod blocking;
 mod build;
 mod compute;
 mod keep;
+mod lease;
 pub mod linalg;
 pub mod models;
 
@@ -139,6 +140,8 @@ pub(crate) struct State {
     /// Whether the session has opened its store (to compute, write or read): a session
     /// that never did has nothing there to remove when it ends.
     touched: AtomicBool,
+    /// Its claim on its prefix ([`lease`]), written before it stores anything there.
+    claimed: tokio::sync::OnceCell<()>,
     /// The backend of the session's computes, started by the first and reused.
     backend: tokio::sync::Mutex<Option<Arc<compute::SessionBackend>>>,
     /// The runtime the backend's tasks (the local endpoint's server, its processes'
@@ -457,6 +460,7 @@ impl Session {
                 next: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 touched: AtomicBool::new(false),
+                claimed: Default::default(),
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),
@@ -603,6 +607,7 @@ impl Session {
     pub(crate) fn eval(&self, e: &Expr, ops: &Operands, label: &str) -> Result<GraphValue, Error> {
         if let Some(a) = ops.0.iter().find(|a| !a.session().same(self)) {
             return Err(Error::Job {
+                raises: Default::default(),
                 array: Some(label.to_string()),
                 message: format!(
                     "`{label}`: array `{}` belongs to another session",
@@ -624,6 +629,7 @@ impl Session {
                 match g.eval(e, &ids) {
                     Ok(v) => return Ok(v),
                     Err(message) => g.need_values().ok_or_else(|| Error::Job {
+                        raises: g.raises(),
                         array: Some(label.to_string()),
                         message: format!("`{label}`: {message}"),
                     })?,
@@ -636,6 +642,7 @@ impl Session {
             self.graph().set_values(need, values);
         }
         Err(Error::Job {
+            raises: Default::default(),
             array: Some(label.to_string()),
             message: format!("`{label}`: its shape still depends on values after 8 stages"),
         })
@@ -667,6 +674,7 @@ impl Session {
         Array::made(
             self,
             r.map_err(|message| Error::Job {
+                raises: Default::default(),
                 array: Some(label.clone()),
                 message: format!("`{label}`: {message}"),
             }),
@@ -846,6 +854,7 @@ impl Value {
         match self {
             Value::Array(a) => Ok(a),
             other => Err(Error::Job {
+                raises: Default::default(),
                 array: None,
                 message: format!("expected an array, got {other:?}"),
             }),

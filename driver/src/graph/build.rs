@@ -10,11 +10,11 @@ use super::*;
 pub(super) enum Val {
     /// A Python number: a bool, an exact int64 or a float; weak in promotion (NEP 50).
     Num(Scalar),
-    /// A NumPy scalar of a number's dtype (bool, int64, float64): what NumPy's function of
-    /// numbers alone returns (`sqrt(2)`). Strong in promotion, as a 0-d array is; a number
-    /// wherever a number is wanted (an axis, a size, an index: [`Builder::eval`] gives it
-    /// as one).
-    NpScalar(Scalar),
+    /// A NumPy scalar: its value (exact in its dtype) and its dtype. What NumPy's function
+    /// of numbers alone returns (`sqrt(2)` is a float64), and what a Python caller's
+    /// `np.int32(-1)` is. Strong in promotion, as a 0-d array is; a number wherever a
+    /// number is wanted (an axis, a size, an index: [`Builder::eval`] gives it as one).
+    NpScalar(Scalar, DType),
     Arr(NodeId),
     Tuple(Vec<Val>),
     /// NumPy's named tuple (a factorization's result): `.Q`, `.R` or `[0]`, `[1]`.
@@ -746,7 +746,7 @@ impl<'a> Builder<'a> {
     /// A NumPy scalar comes back as a number (see [`Builder::eval_operand`]).
     pub(super) fn eval(&mut self, e: &Expr) -> Result<Val, EvalError> {
         Ok(match self.eval_operand(e)? {
-            Val::NpScalar(x) => Val::Num(x),
+            Val::NpScalar(x, _) => Val::Num(x),
             v => v,
         })
     }
@@ -809,10 +809,12 @@ impl<'a> Builder<'a> {
                 // `-(-2**63)` past int64 refused); NumPy's ufuncs of arrays and NumPy
                 // scalars (`-M` of a bool array refused, `~M` its logical not).
                 match (op, v) {
-                    (op, Val::Num(x)) => Val::Num(ops::unary_python(*op, x).map_err(at)?),
-                    (UnOp::Pos, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                    (op, Val::Num(x)) => {
+                        Val::Num(ops::unary_python(*op, x).map_err(ops::refused(e.pos))?)
+                    }
+                    (UnOp::Pos, v @ (Val::NpScalar(..) | Val::Arr(_))) => {
                         let bool_ = match &v {
-                            Val::NpScalar(x) => x.kind() == ScalarKind::Bool,
+                            Val::NpScalar(_, d) => *d == DType::Bool,
                             Val::Arr(id) => self.meta(*id).dtype == DType::Bool,
                             _ => false,
                         };
@@ -824,10 +826,10 @@ impl<'a> Builder<'a> {
                         }
                         v
                     }
-                    (UnOp::Neg, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                    (UnOp::Neg, v @ (Val::NpScalar(..) | Val::Arr(_))) => {
                         self.unary(UnaryOp::Neg, v, e.pos)?
                     }
-                    (UnOp::Invert, v @ (Val::NpScalar(_) | Val::Arr(_))) => {
+                    (UnOp::Invert, v @ (Val::NpScalar(..) | Val::Arr(_))) => {
                         self.unary(UnaryOp::Not, v, e.pos)?
                     }
                     _ => return Err(at("~ needs a bool, - a number or an array".into())),
@@ -964,6 +966,13 @@ impl<'a> Builder<'a> {
         let mut d = 0;
         for it in items {
             let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
+            let index_err = |m: String| {
+                EvalError::Expr(ExprError::raising(
+                    crate::error::PyException::IndexError,
+                    it.pos,
+                    m,
+                ))
+            };
             if matches!(it.kind, ExprKind::None) {
                 out.push(None);
                 continue;
@@ -1007,7 +1016,7 @@ impl<'a> Builder<'a> {
                         Val::Num(v) if v.kind() != ScalarKind::Float => {
                             let i = v.as_i64();
                             if i < -n || i >= n {
-                                return Err(err(format!(
+                                return Err(index_err(format!(
                                     "index {i} is out of bounds for axis {d} with size {n}"
                                 )));
                             }
@@ -1044,7 +1053,7 @@ impl<'a> Builder<'a> {
                                     Val::Num(i) if i.kind() != ScalarKind::Float => {
                                         let i = i.as_i64();
                                         if i < -n || i >= n {
-                                            return Err(err(format!(
+                                            return Err(index_err(format!(
                                                 "index {i} is out of bounds for axis {d} with size {n}"
                                             )));
                                         }
@@ -1185,7 +1194,8 @@ impl<'a> Builder<'a> {
     pub(super) fn node(&mut self, v: Val, pos: usize) -> Result<NodeId, EvalError> {
         match v {
             Val::Arr(id) => Ok(id),
-            Val::Num(x) | Val::NpScalar(x) => Ok(self.scalar_node(x, x.dtype())),
+            Val::Num(x) => Ok(self.scalar_node(x, x.dtype())),
+            Val::NpScalar(x, d) => Ok(self.scalar_node(x, d)),
             _ => Err(EvalError::Expr(ExprError::new(
                 pos,
                 "expected an array or a number",
@@ -1332,7 +1342,7 @@ impl Value {
     fn of(v: Val) -> Result<Value, String> {
         Ok(match v {
             Val::Arr(id) => Value::Array(id),
-            Val::Num(x) | Val::NpScalar(x) => Value::Number(x),
+            Val::Num(x) | Val::NpScalar(x, _) => Value::Number(x),
             Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
             Val::Fields(f) => Value::Fields(
                 f.into_iter()
@@ -1373,6 +1383,8 @@ pub struct Incremental {
     kept: std::collections::BTreeSet<NodeId>,
     /// Paths of stored nodes taken off the graph ([`Incremental::set_values`]).
     orphans: Vec<String>,
+    /// The exception NumPy raises for the last refused evaluation.
+    raises: crate::error::PyException,
 }
 
 /// What [`Incremental::release`] let go.
@@ -1400,7 +1412,13 @@ impl Incremental {
             made: HashMap::new(),
             kept: Default::default(),
             orphans: Vec::new(),
+            raises: Default::default(),
         }
+    }
+
+    /// The exception NumPy raises for what the last failed evaluation refused.
+    pub(crate) fn raises(&self) -> crate::error::PyException {
+        self.raises
     }
 
     pub fn graph(&self) -> &Graph {
@@ -1446,6 +1464,10 @@ impl Incremental {
         self.blocks = b.blocks;
         self.tsqr_memo = b.tsqr_memo;
         self.lu_memo = b.lu_memo;
+        self.raises = match &r {
+            Err(EvalError::Expr(e)) => e.raises,
+            _ => Default::default(),
+        };
         let v = r.map_err(EvalError::message)?;
         if let Some(node) = need_values {
             // As a job computes such values in a stage of its own, then builds again, the

@@ -285,6 +285,10 @@ impl Builder<'_> {
                 _ => Some(self.eval(it)?),
             });
         }
+        if let Val::Num(x) | Val::NpScalar(x, _) = &v {
+            setitem_scalar(*x, m.dtype)
+                .map_err(|r| EvalError::Expr(ExprError::refused(vpos, r)))?;
+        }
         let vnode = self.node(v, vpos)?;
         let vnode = self.cast(vnode, m.dtype);
         let vm = self.meta(vnode).clone();
@@ -361,6 +365,13 @@ impl Builder<'_> {
         let mut d = 0;
         for (i, it) in items.iter().enumerate() {
             let err = |s: String| at(it.pos, s);
+            let index_err = |s: String| {
+                EvalError::Expr(ExprError::raising(
+                    crate::error::PyException::IndexError,
+                    it.pos,
+                    s,
+                ))
+            };
             if matches!(it.kind, ExprKind::None) {
                 target.push(None);
                 continue;
@@ -395,7 +406,7 @@ impl Builder<'_> {
                 Val::Num(v) if v.kind() == ScalarKind::Int => {
                     let k = v.as_i64();
                     if k < -n || k >= n {
-                        return Err(err(format!(
+                        return Err(index_err(format!(
                             "index {k} is out of bounds for axis {d} with size {n}"
                         )));
                     }
@@ -505,5 +516,57 @@ impl Builder<'_> {
                 sel: Arc::new(sel),
             },
         )))
+    }
+}
+
+/// NumPy's checks of a number assigned into an array of `dtype` (`x[i] = v` converts a
+/// Python scalar as `int(v)` or `float(v)` would, then into the dtype): an int must fit
+/// (OverflowError), a float into ints must be finite (NaN: ValueError, infinity:
+/// OverflowError) and its truncation fit, a complex goes only into complex (or bool)
+/// arrays (TypeError). An array of values is cast as NumPy's `x[i] = a` casts, unchecked.
+fn setitem_scalar(v: Scalar, dtype: DType) -> Result<(), crate::error::Refusal> {
+    use crate::error::{PyException, Refusal};
+    if dtype == DType::Bool || dtype.is_complex() {
+        return Ok(());
+    }
+    if let Scalar::Complex(..) = v {
+        return Err(Refusal::new(
+            PyException::TypeError,
+            format!(
+                "cannot assign the complex number {v} into a {dtype} array (NumPy raises TypeError)"
+            ),
+        ));
+    }
+    let Some((lo, hi)) = dtype.int_range() else {
+        return Ok(()); // floats take any real number (float32 rounds, maybe to inf)
+    };
+    let int = match v {
+        Scalar::Float(f) if f.is_nan() => {
+            return Err(Refusal::new(
+                PyException::ValueError,
+                format!("cannot convert float NaN to integer (assigning into a {dtype} array)"),
+            ));
+        }
+        Scalar::Float(f) if f.is_infinite() => {
+            return Err(Refusal::new(
+                PyException::OverflowError,
+                format!(
+                    "cannot convert float infinity to integer (assigning into a {dtype} array)"
+                ),
+            ));
+        }
+        // Truncated toward zero, as int() does; past i128 it is out of every range.
+        Scalar::Float(f) => (f.trunc().abs() < 1e38).then_some(f.trunc() as i128),
+        s => s.as_i128(),
+    };
+    match int {
+        Some(i) if (lo..=hi).contains(&i) => Ok(()),
+        _ => Err(Refusal::new(
+            PyException::OverflowError,
+            format!(
+                "Python integer {} out of bounds for {dtype} (NumPy raises OverflowError)",
+                int.map_or_else(|| v.to_string(), |i| i.to_string())
+            ),
+        )),
     }
 }

@@ -240,11 +240,16 @@ pub enum NodeOp {
         offsets: Option<NodeId>,
     },
     /// The total (`op`) of each block of `x` along `axis`: x's shape with one element per
-    /// block along `axis`, in blocks of 1 along it (x's blocks along the others).
+    /// block along `axis`, in blocks of 1 along it (x's blocks along the others). With
+    /// `chained`, block k is instead what the blocks before it add up to, folded in
+    /// order (block k - 1 folded onto block k - 1 of this node; block 0 the identity): a
+    /// float scan's exact starting values, as NumPy's one pass makes them (a sum or
+    /// product of block totals rounds, overflows and underflows differently).
     ScanTotal {
         x: NodeId,
         op: ReduceOp,
         axis: usize,
+        chained: bool,
     },
     /// `x` sorted along `axis` block by block (each block holds whole lanes, or is one run
     /// of a sample sort), stably; with `arg` the int64 positions that sort it.

@@ -2,6 +2,12 @@
 //! broadcasting, reductions, reshapes, transposes, re-blocking, contractions, concatenation.
 
 use super::*;
+use crate::error::{PyException, Refusal};
+
+/// A refusal at `pos` as the builder's error.
+pub(super) fn refused(pos: usize) -> impl Fn(Refusal) -> EvalError {
+    move |r| EvalError::Expr(ExprError::refused(pos, r))
+}
 
 impl<'a> Builder<'a> {
     pub(super) fn scalar_node(&mut self, value: Scalar, dtype: DType) -> NodeId {
@@ -25,10 +31,9 @@ impl<'a> Builder<'a> {
     /// a NumPy scalar, see `funcs/elementwise.rs`).
     pub(super) fn unary(&mut self, op: UnaryOp, v: Val, pos: usize) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
-        let strong = matches!(v, Val::NpScalar(_));
         // `~` inverts the bits of ints.
         let int = match &v {
-            Val::NpScalar(x) => x.dtype().is_int(),
+            Val::NpScalar(_, d) => d.is_int(),
             Val::Arr(id) => self.meta(*id).dtype.is_int(),
             _ => false,
         };
@@ -38,19 +43,21 @@ impl<'a> Builder<'a> {
             op
         };
         let x = match v {
-            Val::Num(x) | Val::NpScalar(x) => {
-                let dtype = unary_dtype(op, x.dtype()).map_err(at)?;
-                let v = fold_unary(op, x).map_err(at)?.cast(dtype);
-                return Ok(if strong {
-                    Val::NpScalar(v)
-                } else {
-                    Val::Num(v)
-                });
+            Val::Num(x) => {
+                let dtype = unary_dtype(op, x.dtype()).map_err(refused(pos))?;
+                return Ok(Val::Num(
+                    fold_unary(op, x).map_err(refused(pos))?.cast(dtype),
+                ));
+            }
+            Val::NpScalar(x, d) => {
+                let dtype = unary_dtype(op, d).map_err(refused(pos))?;
+                let v = fold_unary(op, x).map_err(refused(pos))?.cast(dtype);
+                return Ok(Val::NpScalar(v, dtype));
             }
             Val::Arr(id) => id,
             _ => return Err(at("expected an array or a number".into())),
         };
-        let dtype = unary_dtype(op, self.meta(x).dtype).map_err(at)?;
+        let dtype = unary_dtype(op, self.meta(x).dtype).map_err(refused(pos))?;
         let m = self.meta(x).clone();
         Ok(Val::Arr(
             self.add(ArrayMeta { dtype, ..m }, NodeOp::Unary { op, x }),
@@ -104,8 +111,10 @@ impl<'a> Builder<'a> {
             ((x, true), (y, false)) => y.promote_scalar(x.kind()),
             ((x, true), (y, true)) => x.promote(y),
         };
+        let type_error =
+            |m: String| EvalError::Expr(ExprError::raising(PyException::TypeError, pos, m));
         let no_complex = |what: &str| {
-            at(format!(
+            type_error(format!(
                 "{what} is not defined for complex numbers (NumPy raises TypeError); got {} and {}",
                 a.0, b.0
             ))
@@ -133,7 +142,7 @@ impl<'a> Builder<'a> {
             _ if op.is_logical() || op.is_bitwise() => {
                 // (int64 with uint64 promotes to float64: NumPy has no loop either.)
                 if !common.is_exact() {
-                    return Err(at(format!(
+                    return Err(type_error(format!(
                         "{} is defined for bools and integers (NumPy raises TypeError); got {} and {}",
                         op.symbol(),
                         a.0,
@@ -176,12 +185,12 @@ impl<'a> Builder<'a> {
         let (a, b) = (self.list_operand(a, pos)?, self.list_operand(b, pos)?);
         // Two Python numbers: Python computes them before NumPy sees the result.
         if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
-            return fold_python(bop, *x, *y).map(Val::Num).map_err(at);
+            return fold_python(bop, *x, *y).map(Val::Num).map_err(refused(pos));
         }
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
             Val::Num(x) => Some((x.dtype(), true)),
-            Val::NpScalar(x) => Some((x.dtype(), false)),
+            Val::NpScalar(_, d) => Some((*d, false)),
             _ => None,
         };
         let (Some(da), Some(db)) = (dt(self, &a), dt(self, &b)) else {
@@ -202,8 +211,12 @@ impl<'a> Builder<'a> {
         {
             // (NumPy compares int arrays with any int exactly; a bool array's is int64.)
             if !bop.is_predicate() || self.meta(*x).dtype == DType::Bool {
-                return Err(at(format!(
-                    "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
+                return Err(EvalError::Expr(ExprError::raising(
+                    PyException::OverflowError,
+                    pos,
+                    format!(
+                        "Python integer {v} out of bounds for {dt} (NumPy raises OverflowError)"
+                    ),
                 )));
             }
             // Past every element: the left operand is less than the right one where the
@@ -229,7 +242,7 @@ impl<'a> Builder<'a> {
         }
         // NumPy raises for an int array to a negative int power; a literal exponent is
         // known now (an array of exponents is checked when the kernel runs).
-        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e) | Val::NpScalar(e)) = (bop, &a, &b)
+        if let (BinaryOp::Pow, Val::Arr(_), Val::Num(e) | Val::NpScalar(e, _)) = (bop, &a, &b)
             && dtype.is_exact()
             && e.as_i128().is_some_and(|v| v < 0)
             && e.as_i64() < 0
@@ -241,8 +254,8 @@ impl<'a> Builder<'a> {
         }
         Ok(match (a, b) {
             // A NumPy scalar's op with a number is one too.
-            (Val::Num(x) | Val::NpScalar(x), Val::Num(y) | Val::NpScalar(y)) => {
-                Val::NpScalar(fold(bop, x, y, dtype).map_err(at)?)
+            (Val::Num(x) | Val::NpScalar(x, _), Val::Num(y) | Val::NpScalar(y, _)) => {
+                Val::NpScalar(fold(bop, x, y, dtype).map_err(refused(pos))?, dtype)
             }
             (Val::Arr(x), Val::Num(value)) | (Val::Num(value), Val::Arr(x)) => {
                 let m = ArrayMeta {
@@ -258,7 +271,7 @@ impl<'a> Builder<'a> {
                 Val::Arr(self.add(m, op))
             }
             // Two arrays, or an array and a NumPy scalar (a 0-d array).
-            (a @ (Val::Arr(_) | Val::NpScalar(_)), b @ (Val::Arr(_) | Val::NpScalar(_))) => {
+            (a @ (Val::Arr(_) | Val::NpScalar(..)), b @ (Val::Arr(_) | Val::NpScalar(..))) => {
                 let (x, y) = (self.node(a, pos)?, self.node(b, pos)?);
                 let (shape, block, xs) = self.align(&[x, y], bop.symbol(), pos)?;
                 Val::Arr(self.add(
@@ -296,7 +309,7 @@ impl<'a> Builder<'a> {
                             return false;
                         }
                     }
-                    Val::Num(x) | Val::NpScalar(x) if shape.len() == depth + 1 => out.push(*x),
+                    Val::Num(x) | Val::NpScalar(x, _) if shape.len() == depth + 1 => out.push(*x),
                     _ => return false,
                 }
             }
@@ -416,7 +429,7 @@ impl<'a> Builder<'a> {
         let dt = |s: &Self, v: &Val| match v {
             Val::Arr(id) => (s.meta(*id).dtype, false),
             Val::Num(x) => (x.dtype(), true),
-            Val::NpScalar(x) => (x.dtype(), false),
+            Val::NpScalar(_, d) => (*d, false),
             _ => (DType::Float64, true),
         };
         let dtype = self.result_dtype(BinaryOp::Maximum, dt(self, &a), dt(self, &b), pos)?;
@@ -978,7 +991,7 @@ pub(super) type Aligned = (Vec<u64>, Vec<u64>, Vec<NodeId>);
 /// (wrapping, `x // 0` is 0), a float operand or true division in float64, bools as
 /// bools (`True + True` is True). An int to a negative int power is refused, as NumPy
 /// raises.
-fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, String> {
+fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Refusal> {
     if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
         let z = op.apply_complex(complex(x), complex(y));
         return Ok(if op.is_predicate() {
@@ -1001,7 +1014,8 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Stri
             return Err(format!(
                 "{} (NumPy raises ValueError for {x} ** {y})",
                 nums_layout::batch::NEGATIVE_POWER
-            ));
+            )
+            .into());
         }
     };
     Ok(v.cast(dtype))
@@ -1013,12 +1027,15 @@ fn fold(op: BinaryOp, x: Scalar, y: Scalar, dtype: DType) -> Result<Scalar, Stri
 /// float, comparisons of an int with a float exact. Where Python raises (division by
 /// zero, a float overflow) nums-cloud refuses; so it does for an int past int64, which it
 /// cannot hold (write a float: `1e20`).
-pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, String> {
+pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, Refusal> {
     let ints = x.kind() <= ScalarKind::Int && y.kind() <= ScalarKind::Int;
     let zero_division = || {
-        Err(format!(
-            "{x} {} {y}: division by zero (Python raises ZeroDivisionError)",
-            op.symbol()
+        Err(Refusal::new(
+            PyException::ZeroDivisionError,
+            format!(
+                "{x} {} {y}: division by zero (Python raises ZeroDivisionError)",
+                op.symbol()
+            ),
         ))
     };
     if x.kind() == ScalarKind::Complex || y.kind() == ScalarKind::Complex {
@@ -1028,10 +1045,13 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
             BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge
         );
         if ordered || matches!(op, BinaryOp::FloorDiv | BinaryOp::Mod) {
-            return Err(format!(
-                "{x} {} {y}: {} is not defined for complex numbers (Python raises TypeError)",
-                op.symbol(),
-                op.symbol()
+            return Err(Refusal::new(
+                PyException::TypeError,
+                format!(
+                    "{x} {} {y}: {} is not defined for complex numbers (Python raises TypeError)",
+                    op.symbol(),
+                    op.symbol()
+                ),
             ));
         }
         if op == BinaryOp::Div && complex(y) == nums_layout::C128::new(0.0, 0.0) {
@@ -1047,10 +1067,13 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
     if op.is_logical() || op.is_bitwise() {
         let bools = x.kind() == ScalarKind::Bool && y.kind() == ScalarKind::Bool;
         if !ints {
-            return Err(format!(
-                "{x} {} {y}: {} of a float (Python raises TypeError)",
-                op.symbol(),
-                op.symbol()
+            return Err(Refusal::new(
+                PyException::TypeError,
+                format!(
+                    "{x} {} {y}: {} of a float (Python raises TypeError)",
+                    op.symbol(),
+                    op.symbol()
+                ),
             ));
         }
         let op = op.for_bools(bools);
@@ -1066,7 +1089,8 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
                 return Err(format!(
                     "{x} {} {y}: negative shift count (Python raises ValueError)",
                     op.symbol()
-                ));
+                )
+                .into());
             }
             BinaryOp::Shl => u32::try_from(b)
                 .ok()
@@ -1083,6 +1107,7 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
                 "{x} {} {y} is past int64's range (and uint64's)",
                 op.symbol()
             )
+            .into()
         });
     }
     if op.is_predicate() {
@@ -1120,7 +1145,8 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
                  limit, nums-cloud's stop at uint64's (write a float, such as {:e})",
                 op.symbol(),
                 op.apply(x.as_f64(), y.as_f64())
-            )),
+            )
+            .into()),
         };
     }
     let (a, b) = (x.as_f64(), y.as_f64());
@@ -1133,11 +1159,13 @@ pub(super) fn fold_python(op: BinaryOp, x: Scalar, y: Scalar) -> Result<Scalar, 
     if op == BinaryOp::Pow && a < 0.0 && b.is_finite() && b.fract() != 0.0 {
         return Err(format!(
             "{x} ** {y} is a complex number in Python; nums-cloud's numbers are real"
-        ));
+        )
+        .into());
     }
     if op == BinaryOp::Pow && v.is_infinite() && a.is_finite() && b.is_finite() {
-        return Err(format!(
-            "{x} ** {y} overflows float64 (Python raises OverflowError)"
+        return Err(Refusal::new(
+            PyException::OverflowError,
+            format!("{x} ** {y} overflows float64 (Python raises OverflowError)"),
         ));
     }
     Ok(Scalar::Float(v))
@@ -1173,15 +1201,16 @@ fn compare_i128(op: BinaryOp, a: i128, b: i128) -> bool {
 /// A unary operator (`-`, `+`, `~`) of a Python number, as Python computes it: bools count
 /// as ints (`-True` is -1), ints exact (refused past int64); `~` of a float refused
 /// (Python raises TypeError), and of a bool (an int in Python, which deprecates it).
-pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, String> {
+pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, Refusal> {
     use crate::expr::UnOp;
     if x.kind() == ScalarKind::Float {
         let f = x.as_f64();
         return match op {
             UnOp::Neg => Ok(Scalar::Float(-f)),
             UnOp::Pos => Ok(Scalar::Float(f)),
-            UnOp::Invert => Err(format!(
-                "~{x}: ~ of a float (Python raises TypeError); ~ inverts bool arrays"
+            UnOp::Invert => Err(Refusal::new(
+                PyException::TypeError,
+                format!("~{x}: ~ of a float (Python raises TypeError); ~ inverts bool arrays"),
             )),
         };
     }
@@ -1189,16 +1218,20 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
         return match op {
             UnOp::Neg => Ok(Scalar::Complex(-re, -im)),
             UnOp::Pos => Ok(x),
-            UnOp::Invert => Err(format!(
-                "~{x}: ~ of a complex number (Python raises TypeError)"
+            UnOp::Invert => Err(Refusal::new(
+                PyException::TypeError,
+                format!("~{x}: ~ of a complex number (Python raises TypeError)"),
             )),
         };
     }
     if (op, x.kind()) == (UnOp::Invert, ScalarKind::Bool) {
-        return Err(format!(
-            "~{x}: ~ of a Python bool is an int (-1 or -2), deprecated by Python, which \
+        return Err(Refusal::new(
+            PyException::TypeError,
+            format!(
+                "~{x}: ~ of a Python bool is an int (-1 or -2), deprecated by Python, which \
              will raise TypeError; write logical_not({x}) or {}",
-            !x.as_bool()
+                !x.as_bool()
+            ),
         ));
     }
     let v = x.as_i128().expect("a bool or an int");
@@ -1211,6 +1244,7 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
         format!(
             "-({x}) is past int64's range: Python's ints have no limit, nums-cloud's stop at int64's smallest"
         )
+        .into()
     })
 }
 
@@ -1218,7 +1252,7 @@ pub(super) fn unary_python(op: crate::expr::UnOp, x: Scalar) -> Result<Scalar, S
 /// op's dtype): ints and bools in int64 where the op keeps ints (`floor` and `ceil` too),
 /// predicates as bools, a complex in complex128 (real results for `abs`, `angle`, `real`
 /// and `imag`), the rest in float64.
-fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
+fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, Refusal> {
     if x.kind() == ScalarKind::Complex {
         unary_dtype(op, DType::Complex128)?;
         let z = op.apply_complex(complex(x));
@@ -1247,34 +1281,47 @@ fn fold_unary(op: UnaryOp, x: Scalar) -> Result<Scalar, String> {
 }
 
 /// The dtype NumPy 2 gives `op` of an array of `dt`, or its error where it has no loop.
-pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, String> {
+pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, Refusal> {
     use DType::{Bool, Float64, Int8};
     Ok(match (op, dt) {
         (UnaryOp::Not, Bool) => Bool,
         (UnaryOp::Not | UnaryOp::Invert, d) if !d.is_int() => {
-            return Err(format!(
-                "~ and bitwise_invert need a bool or integer array; got {d} (NumPy raises TypeError)"
+            return Err(Refusal::new(
+                PyException::TypeError,
+                format!(
+                    "~ and bitwise_invert need a bool or integer array; got {d} (NumPy raises TypeError)"
+                ),
             ));
         }
         (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Signbit, d)
             if d.is_complex() =>
         {
-            return Err(format!(
-                "{} is not defined for complex numbers (NumPy raises TypeError); got {d}",
-                op.name()
+            return Err(Refusal::new(
+                PyException::TypeError,
+                format!(
+                    "{} is not defined for complex numbers (NumPy raises TypeError); got {d}",
+                    op.name()
+                ),
             ));
         }
         (UnaryOp::Neg, Bool) => {
-            return Err(
-                "the - operator is not supported for bool arrays (NumPy refuses it); use ~".into(),
-            );
+            return Err(Refusal::new(
+                PyException::TypeError,
+                "the - operator is not supported for bool arrays (NumPy raises TypeError); use ~",
+            ));
         }
         (UnaryOp::Sign, Bool) => {
-            return Err("sign is not defined for bool arrays (NumPy refuses it)".into());
+            return Err(Refusal::new(
+                PyException::TypeError,
+                "sign is not defined for bool arrays (NumPy raises TypeError)",
+            ));
         }
         (UnaryOp::Sigmoid, d) if d.is_complex() => {
-            return Err(format!(
-                "sigmoid is not defined for complex numbers (NumPy raises TypeError); got {d}"
+            return Err(Refusal::new(
+                PyException::TypeError,
+                format!(
+                    "sigmoid is not defined for complex numbers (NumPy raises TypeError); got {d}"
+                ),
             ));
         }
         (op, _) if op.is_predicate() => Bool,

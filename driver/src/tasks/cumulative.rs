@@ -16,10 +16,12 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             offsets,
         } => {
             let mut inputs = vec![cx.b(*x, idx)];
-            if let Some(o) = offsets {
-                // The offsets of every block along `axis` are one block.
+            // The offsets: one element per block along `axis`, in one block or in blocks
+            // of one (a chain's).
+            let per = offsets.map(|o| cx.g.nodes[o].meta.block[*axis].max(1));
+            if let (Some(o), Some(per)) = (offsets, per) {
                 let mut oi = idx.to_vec();
-                oi[*axis] = 0;
+                oi[*axis] /= per;
                 inputs.push(cx.b(*o, &oi));
             }
             cx.one(
@@ -27,18 +29,46 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     op: *op,
                     axis: *axis,
                     exclusive: *exclusive,
-                    offset: offsets.map(|_| idx[*axis]),
+                    offset: per.map(|per| idx[*axis] % per),
                 },
                 inputs,
             )
         }
-        NodeOp::ScanTotal { x, op, axis } => cx.one(
+        NodeOp::ScanTotal {
+            x,
+            op,
+            axis,
+            chained: false,
+        } => cx.one(
             Kernel::ScanTotal {
                 op: *op,
                 axis: *axis,
             },
             vec![cx.b(*x, idx)],
         ),
+        NodeOp::ScanTotal {
+            x,
+            op,
+            axis,
+            chained: true,
+        } => {
+            let kernel = Kernel::ScanTotal {
+                op: *op,
+                axis: *axis,
+            };
+            if idx[*axis] == 0 {
+                // Nothing before the first block: the identity (0, or 1 for a product).
+                return cx.one(
+                    Kernel::Fill {
+                        value: op.empty_value(),
+                    },
+                    vec![],
+                );
+            }
+            let mut before = idx.to_vec();
+            before[*axis] -= 1;
+            cx.one(kernel, vec![cx.b(*x, &before), cx.b(cx.id, &before)])
+        }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
 }

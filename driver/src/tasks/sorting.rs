@@ -78,15 +78,16 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             )
         }
         NodeOp::SearchSorted { a, v, right } => {
-            let terms = (0..cx.w.grids[*a][0])
-                .flat_map(|k| [cx.b(*a, &[k]), cx.b(*v, idx)])
-                .collect();
-            Some(Work::Reduce {
-                kernel: Kernel::SearchCount { right: *right },
-                arity: 2,
-                terms,
-                output,
-            })
+            // An empty `a` (no blocks, or one empty block that nothing writes): every
+            // value's position is 0.
+            let terms = if cx.g.nodes[*a].meta.is_empty() {
+                Vec::new()
+            } else {
+                (0..cx.w.grids[*a][0])
+                    .flat_map(|k| [cx.b(*a, &[k]), cx.b(*v, idx)])
+                    .collect()
+            };
+            reduce_or_fill(Kernel::SearchCount { right: *right }, 2, terms, output, cx)
         }
         NodeOp::Compress { x, mask, offsets } => {
             let a = n.meta.block_origin(idx)[0];

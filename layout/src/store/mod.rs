@@ -85,6 +85,24 @@ where
     }
 }
 
+/// Whether a request failed because the disk is full or a quota is reached (ENOSPC,
+/// EDQUOT): no retry helps.
+fn disk_full(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>()
+            && matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
 /// Whether a request failed in transport (no answer from the server), not by the server's
 /// answer.
 fn cut_in_flight(e: &object_store::Error) -> bool {
@@ -272,6 +290,10 @@ impl Store {
             object_store::Error::NotFound { .. } => Error::NotFound {
                 url: self.spec.to_string(),
                 key: key.to_string(),
+            },
+            e if disk_full(&e) => Error::StoreFull {
+                url: self.spec.to_string(),
+                message: format!("{key}: {e}"),
             },
             e => Error::Store {
                 url: self.spec.to_string(),

@@ -85,8 +85,8 @@ def _session_of(*args):
 
 def to_native_arg(v, s):
     """A Python value as the native layer takes it: nums-cloud arrays as their nodes,
-    NumPy arrays as inputs, NumPy scalars as Python numbers, dtypes as names, tuples and
-    lists item by item."""
+    NumPy arrays as inputs, NumPy scalars as they are (the native layer keeps their
+    dtype), dtypes as names, tuples and lists item by item."""
     t = type(v)
     if t is BlockArray:
         return v._a
@@ -95,7 +95,8 @@ def to_native_arg(v, s):
     if isinstance(v, np.ndarray):
         return asarray(v, session=s)._a
     if isinstance(v, np.generic):
-        return v.item()
+        # The native layer keeps its dtype (NEP 50: np.int32(-1) promotes as int32).
+        return v
     if isinstance(v, (list, tuple)):
         return t(to_native_arg(x, s) for x in v) if t in (list, tuple) else list(
             to_native_arg(x, s) for x in v)
@@ -164,7 +165,7 @@ def _operand(o, s):
     if t is float or t is int or t is bool or t is complex:
         return o
     if isinstance(o, np.generic):
-        return o.item()
+        return o  # its dtype kept (NEP 50), see to_native_arg
     if isinstance(o, (np.ndarray, list, tuple)):
         return asarray(o, session=s)._a
     if isinstance(o, BlockArray):

@@ -2,6 +2,7 @@
 //! file). Their blocks are the default ones for the job's workers and memory.
 
 use super::*;
+use crate::error::PyException;
 use crate::graph::ops::floor_div;
 
 pub(super) const DEFS: &[FuncDef] = &[
@@ -55,13 +56,20 @@ fn check_fill(b: &Bound, value: Scalar, dtype: DType) -> Result<(), EvalError> {
     if let (DType::Int64, Scalar::Float(v)) = (dtype, value)
         && (v.is_nan() || v.abs() >= 2f64.powi(63))
     {
-        return Err(b.err(
+        // NumPy: ValueError for NaN, OverflowError for infinities and floats past int64.
+        return Err(b.raising(
+            if v.is_nan() {
+                PyException::ValueError
+            } else {
+                PyException::OverflowError
+            },
             b.pos,
             format!("{}(): cannot convert the float {value} to an integer", b.f),
         ));
     }
     if let Some(dt) = super::super::ops::out_of_range(value, dtype) {
-        return Err(b.err(
+        return Err(b.raising(
+            PyException::OverflowError,
             b.pos,
             format!(
                 "{}(): Python integer {value} out of bounds for {dt} (NumPy raises OverflowError)",
@@ -175,7 +183,8 @@ fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .max(ScalarKind::Int);
     let dtype = b.dtype("dtype")?.unwrap_or(DType::of_kind(kind));
     if dtype == DType::Bool && n > 2 {
-        return Err(b.err(
+        return Err(b.raising(
+            PyException::TypeError,
             b.pos,
             "arange(): bools only for ranges of at most 2 values (NumPy raises TypeError)",
         ));

@@ -125,6 +125,10 @@ fn diff(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         None => nd - 1,
         Some((v, p)) => axis_of(v, nd).map_err(|e| b.err(*p, e))?,
     };
+    // NumPy returns `a` itself for n = 0, before it looks at prepend or append.
+    if n == 0 {
+        return Ok(Val::Arr(x));
+    }
     let mut parts = Vec::new();
     for (name, after) in [("prepend", false), ("append", true)] {
         let Some((v, p)) = b.get(name) else { continue };
@@ -179,7 +183,9 @@ fn diff(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 impl<'a> Builder<'a> {
     /// The running `op` of `x` along `axis` in `dtype`: one scan per block when the axis
     /// has one block, else block totals, their exclusive scan (the offsets) and each
-    /// block's scan from its offset.
+    /// block's scan from its offset. Floats fold the blocks' starting values in order
+    /// instead (a chain, block by block), so that the scan is NumPy's one pass bit for bit:
+    /// a product that underflows to 0 stays 0 where a total of later blocks overflows.
     pub(super) fn scan(&mut self, x: NodeId, op: ReduceOp, axis: usize, dtype: DType) -> NodeId {
         let m = self.meta(x).clone();
         let out = ArrayMeta { dtype, ..m.clone() };
@@ -200,9 +206,35 @@ impl<'a> Builder<'a> {
         shape[axis] = nk;
         let mut block = m.block.clone();
         block[axis] = 1;
+        if !dtype.is_exact() {
+            let starts = self.add(
+                ArrayMeta::new(shape, block, dtype),
+                NodeOp::ScanTotal {
+                    x,
+                    op,
+                    axis,
+                    chained: true,
+                },
+            );
+            return self.add(
+                out,
+                NodeOp::Scan {
+                    x,
+                    op,
+                    axis,
+                    exclusive: false,
+                    offsets: Some(starts),
+                },
+            );
+        }
         let totals = self.add(
             ArrayMeta::new(shape.clone(), block.clone(), dtype),
-            NodeOp::ScanTotal { x, op, axis },
+            NodeOp::ScanTotal {
+                x,
+                op,
+                axis,
+                chained: false,
+            },
         );
         block[axis] = nk;
         let totals = self.rechunk(totals, block.clone());

@@ -254,7 +254,7 @@ pub(super) const DEFS: &[FuncDef] = &[
 /// strong in promotion (`sqrt(2) * F32` is float64).
 fn strong(v: Val) -> Result<Val, EvalError> {
     Ok(match v {
-        Val::Num(x) => Val::NpScalar(x),
+        Val::Num(x) => Val::NpScalar(x, x.dtype()),
         v => v,
     })
 }
@@ -264,7 +264,7 @@ fn as_bool(s: &mut Builder, v: Val) -> Val {
     match v {
         Val::Arr(id) => Val::Arr(s.cast(id, DType::Bool)),
         Val::Num(x) => Val::Num(Scalar::Bool(x.as_bool())),
-        Val::NpScalar(x) => Val::NpScalar(Scalar::Bool(x.as_bool())),
+        Val::NpScalar(x, _) => Val::NpScalar(Scalar::Bool(x.as_bool()), DType::Bool),
         v => v,
     }
 }
@@ -331,7 +331,7 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
     let (lo, hi) = (b.get("a_min"), b.get("a_max"));
-    let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(_), _)));
+    let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(..), _)));
     let numbers = number(lo) && number(hi);
     let (low, high) = if numbers {
         (BinaryOp::ClipLow, BinaryOp::ClipHigh)
@@ -352,11 +352,13 @@ fn positive(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (v, p) = b.need("x")?.clone();
     let dtype = match &v {
         Val::Arr(id) => s.meta(*id).dtype,
-        Val::Num(x) | Val::NpScalar(x) => x.dtype(),
+        Val::Num(x) => x.dtype(),
+        Val::NpScalar(_, d) => *d,
         _ => return Err(b.err(p, "positive() needs an array or a number")),
     };
     if dtype == DType::Bool {
-        return Err(b.err(
+        return Err(b.raising(
+            crate::error::PyException::TypeError,
             p,
             "positive() is not defined for bools (NumPy raises TypeError)",
         ));
@@ -372,7 +374,8 @@ fn round(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let d = b.int("decimals")?.unwrap_or(0);
     let dtype = match &v {
         Val::Arr(id) => s.meta(*id).dtype,
-        Val::Num(x) | Val::NpScalar(x) => x.dtype(),
+        Val::Num(x) => x.dtype(),
+        Val::NpScalar(_, d) => *d,
         _ => return Err(b.err(p, "round() needs an array or a number")),
     };
     if dtype.is_int() && d >= 0 {
@@ -386,7 +389,9 @@ fn round(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     };
     let x = match v {
         Val::Arr(id) if dtype.is_int() => Val::Arr(s.cast(id, DType::Float64)),
-        Val::NpScalar(x) | Val::Num(x) if dtype.is_int() => Val::NpScalar(x.cast(DType::Float64)),
+        Val::NpScalar(x, _) | Val::Num(x) if dtype.is_int() => {
+            Val::NpScalar(x.cast(DType::Float64), DType::Float64)
+        }
         v => v,
     };
     let mut r = if d == 0 {
@@ -401,7 +406,7 @@ fn round(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if dtype.is_int() {
         r = match r {
             Val::Arr(id) => Val::Arr(s.cast(id, dtype)),
-            Val::Num(x) | Val::NpScalar(x) => Val::NpScalar(x.cast(dtype)),
+            Val::Num(x) | Val::NpScalar(x, _) => Val::NpScalar(x.cast(dtype), dtype),
             v => v,
         };
     }

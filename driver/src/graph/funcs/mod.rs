@@ -355,6 +355,16 @@ impl Bound {
         EvalError::Expr(ExprError::new(pos, m))
     }
 
+    /// An error NumPy raises as `raises` (see [`crate::error::PyException`]).
+    pub(super) fn raising(
+        &self,
+        raises: crate::error::PyException,
+        pos: usize,
+        m: impl Into<String>,
+    ) -> EvalError {
+        EvalError::Expr(ExprError::raising(raises, pos, m))
+    }
+
     /// The argument as given, `None` included.
     pub(super) fn given(&self, name: &str) -> Option<&(Val, usize)> {
         let i = self.names.iter().position(|n| *n == name)?;

@@ -25,6 +25,7 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["loc", "scale", "size"],
         "`rng.normal`",
         |s, b| {
+            not_negative(b, "scale")?;
             let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["loc", "scale"])?)?;
             affine(s, b, z, "loc", 0.0, "scale", 1.0)
         },
@@ -34,6 +35,7 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["mean", "sigma", "size"],
         "`rng.lognormal`",
         |s, b| {
+            not_negative(b, "sigma")?;
             let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["mean", "sigma"])?)?;
             let n = affine(s, b, z, "mean", 0.0, "sigma", 1.0)?;
             s.unary(UnaryOp::Exp, n, b.pos)
@@ -44,9 +46,22 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["low", "high", "size"],
         "`rng.uniform`",
         |s, b| {
-            let u = draw(s, b, RandomDist::Uniform, 0, size(s, b, &["low", "high"])?)?;
             let low = arg_or(b, "low", 0.0);
             let high = arg_or(b, "high", 1.0);
+            if let (Val::Num(l), Val::Num(h)) = (&low, &high) {
+                let span = h.as_f64() - l.as_f64();
+                if span < 0.0 {
+                    return Err(b.err(b.pos, format!("{}(): high - low < 0", b.f)));
+                }
+                if !span.is_finite() {
+                    return Err(b.raising(
+                        crate::error::PyException::OverflowError,
+                        b.pos,
+                        format!("{}(): high - low range exceeds valid bounds", b.f),
+                    ));
+                }
+            }
+            let u = draw(s, b, RandomDist::Uniform, 0, size(s, b, &["low", "high"])?)?;
             let span = s.binary(Op::Sub, high, low.clone(), b.pos)?;
             let scaled = s.binary(Op::Mul, u, span, b.pos)?;
             s.binary(Op::Add, low, scaled, b.pos)
@@ -72,6 +87,7 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["scale", "size"],
         "`rng.exponential`",
         |s, b| {
+            not_negative(b, "scale")?;
             let e = exponential(s, b, size(s, b, &["scale"])?)?;
             s.binary(Op::Mul, e, arg_or(b, "scale", 1.0), b.pos)
         },
@@ -90,6 +106,7 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["shape", "scale", "size"],
         "`rng.gamma` (a number shape)",
         |s, b| {
+            not_negative(b, "scale")?;
             let g = gamma(s, b, positive(b, "shape")?, 0)?;
             s.binary(Op::Mul, g, arg_or(b, "scale", 1.0), b.pos)
         },
@@ -332,6 +349,17 @@ fn positive(b: &Bound, name: &str) -> Result<f64, EvalError> {
             b.pos,
             format!("{}(): {name} must be a positive number", b.f),
         ))
+    }
+}
+
+/// NumPy's ValueError for a negative scale given as a number (`normal(0, -1)`: "scale <
+/// 0"); NaN passes, as in NumPy. An array of scales is not checked.
+fn not_negative(b: &Bound, name: &str) -> Result<(), EvalError> {
+    match b.get(name) {
+        Some((Val::Num(x), p)) if x.as_f64() < 0.0 => {
+            Err(b.err(*p, format!("{}(): {name} < 0", b.f)))
+        }
+        _ => Ok(()),
     }
 }
 

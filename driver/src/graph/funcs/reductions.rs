@@ -322,7 +322,7 @@ impl<'a> Builder<'a> {
                     x: r,
                     limit: m.shape[axis] as i64,
                     error: format!(
-                        "{}: All-NaN slice encountered",
+                        "ValueError: {}: All-NaN slice encountered",
                         if max { "nanargmax" } else { "nanargmin" }
                     ),
                 },

@@ -180,10 +180,14 @@ pub(super) const DEFS: &[FuncDef] = &[
         &["x", "dtype"],
         "`np.astype`, `x.astype(dtype)`",
         |s, b| {
-            let x = b.array("x")?;
             let d = b
                 .dtype("dtype")?
                 .ok_or_else(|| b.err(b.pos, "astype() needs a dtype"))?;
+            // A number becomes the NumPy scalar of the dtype (NumPy's `np.int32(-1)`).
+            if let (Val::Num(x), _) = b.need("x")? {
+                return Ok(Val::NpScalar(x.cast(d), d));
+            }
+            let x = b.array("x")?;
             Ok(Val::Arr(s.cast(x, d)))
         },
     ),
@@ -660,7 +664,8 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .into_iter()
         .map(|i| {
             if i < -n || i >= n {
-                Err(b.err(
+                Err(b.raising(
+                    crate::error::PyException::IndexError,
                     *p,
                     format!("take(): index {i} is out of bounds for axis {axis} with size {n}"),
                 ))

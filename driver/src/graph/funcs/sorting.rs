@@ -559,7 +559,11 @@ impl<'a> Builder<'a> {
         )
     }
 
-    /// NumPy's searchsorted of `v` in the sorted 1-D `a`, both in their promoted dtype.
+    /// NumPy's searchsorted of `v` in the sorted 1-D `a`, both in their promoted dtype. A
+    /// Python number takes part as the array NumPy makes of it (int64, uint64 above that,
+    /// float64), not as a weak scalar: NumPy compares exactly (`-1` in a uint8 array comes
+    /// first, `0.3` in float32 compares as float64), where the array's dtype would wrap or
+    /// round it.
     pub(super) fn searchsorted(
         &mut self,
         a: NodeId,
@@ -567,15 +571,8 @@ impl<'a> Builder<'a> {
         right: bool,
         pos: usize,
     ) -> Result<NodeId, EvalError> {
-        let ad = self.meta(a).dtype;
-        let v = match v {
-            Val::Num(x) => {
-                let d = ad.promote_scalar(x.kind());
-                self.scalar_node(x, d)
-            }
-            v => self.node(v, pos)?,
-        };
-        let dtype = ad.promote(self.meta(v).dtype);
+        let v = self.node(v, pos)?;
+        let dtype = self.meta(a).dtype.promote(self.meta(v).dtype);
         let (a, v) = (self.cast(a, dtype), self.cast(v, dtype));
         let vm = self.meta(v).clone();
         Ok(self.add(
@@ -667,6 +664,7 @@ impl<'a> Builder<'a> {
                 x: mask,
                 op: ReduceOp::Sum,
                 axis: 0,
+                chained: false,
             },
         );
         let counts: Vec<u64> = match self.values.get(&counts_node) {
@@ -772,7 +770,32 @@ impl<'a> Builder<'a> {
         };
         let inverse = if want_inverse {
             let mut inv = Val::Arr(self.searchsorted(values, Val::Arr(flat), false, pos)?);
-            if !equal_nan && !m.dtype.is_exact() {
+            let k = self.meta(values).shape[0];
+            if equal_nan && m.dtype.is_complex() && k > 0 {
+                // Every NaN is the one NaN value, the last; NaNs of another class (a NaN
+                // real part rather than imaginary) sort past it.
+                inv = self.elementwise2(
+                    BinaryOp::Minimum,
+                    inv,
+                    Val::Num(Scalar::Int(k as i64 - 1)),
+                    pos,
+                )?;
+            } else if !equal_nan && m.dtype.is_complex() {
+                // Each NaN is its own value, in the sort's (stable) order, which for complex
+                // NaNs is by class and the other part, not by position: a NaN's index is its
+                // place in the sorted elements, past the n - k elements that repeat
+                // earlier values (every repeat is a number).
+                let nan = self.unary(UnaryOp::IsNan, Val::Arr(flat), pos)?;
+                let perm = self.sort_along(flat, 0, false, true, pos)?;
+                let rank = self.sort_along(perm, 0, false, true, pos)?;
+                let at = self.elementwise2(
+                    BinaryOp::Add,
+                    Val::Arr(rank),
+                    Val::Num(Scalar::Int(k as i64 - n as i64)),
+                    pos,
+                )?;
+                inv = self.where_(nan, at, inv, pos)?;
+            } else if !equal_nan && !m.dtype.is_exact() {
                 // Each NaN is its own value, in the order they come: the first NaN's index
                 // plus how many NaNs came before.
                 let nan = self.unary(UnaryOp::IsNan, Val::Arr(flat), pos)?;

@@ -214,7 +214,12 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
             format!("{}(): cannot take a quantile of an empty axis", b.f),
         ));
     }
-    let out_dtype = quantile_dtype(m.dtype, method);
+    // A list of float quantiles is a float64 array to NumPy, which an interpolating
+    // method's result is promoted with (float32 data gives float64).
+    let out_dtype = match quantile_dtype(m.dtype, method) {
+        d if listed && !method.picks() => d.promote(DType::Float64),
+        d => d,
+    };
     let r = s.quantiles_along(xf, axis, &qs, method, nan, out_dtype, b.pos)?;
     let rm = s.meta(r).clone();
     // NumPy: q's axis first, then the other axes (the reduced one kept as 1 by keepdims).
@@ -310,6 +315,19 @@ fn average(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let wb = s.node(wb, b.pos)?;
     let scl = s.reduce(wb, ReduceOp::Sum, axes, keep, b.pos)?;
     let avg = s.elementwise2(BinaryOp::Div, Val::Arr(num), Val::Arr(scl), b.pos)?;
+    // NumPy raises where the weights add up to zero: checked as the values are made.
+    let zero = s.elementwise2(BinaryOp::Eq, Val::Arr(scl), Val::Num(Scalar::Int(0)), b.pos)?;
+    let zero = s.node(zero, b.pos)?;
+    let zero = s.cast(zero, DType::Int64);
+    let checked = s.add(
+        s.meta(zero).clone(),
+        NodeOp::CheckBelow {
+            x: zero,
+            limit: 1,
+            error: "ZeroDivisionError: Weights sum to zero, can't be normalized".into(),
+        },
+    );
+    let avg = s.where_(Val::Arr(checked), avg.clone(), avg, b.pos)?;
     if b.flag("returned")? {
         Ok(Val::Tuple(vec![avg, Val::Arr(scl)]))
     } else {
@@ -325,7 +343,9 @@ fn cov(s: &mut Builder, b: &Bound) -> Result<NodeId, EvalError> {
         None => true,
         Some(v) => v.as_bool(),
     };
-    let as_rows = |s: &mut Builder, x: NodeId, p: usize| -> Result<NodeId, EvalError> {
+    // NumPy turns `m` when it is 2-D (a 1x4 `m` is four variables of one observation)
+    // and `y` when it has more than one row.
+    let as_rows = |s: &mut Builder, x: NodeId, p: usize, is_y: bool| {
         let m = s.meta(x).clone();
         let x2 = match m.ndim() {
             0 => s.reshape(x, &[1, 1]),
@@ -333,17 +353,22 @@ fn cov(s: &mut Builder, b: &Bound) -> Result<NodeId, EvalError> {
             2 => x,
             _ => return Err(b.err(p, "m has more than 2 dimensions")),
         };
-        Ok(if !rowvar && s.meta(x2).shape[0] != 1 {
+        let turn = if is_y {
+            s.meta(x2).shape[0] != 1
+        } else {
+            m.ndim() == 2
+        };
+        Ok(if !rowvar && turn {
             s.transpose(x2, vec![1, 0])
         } else {
             x2
         })
     };
     let x = b.array(name)?;
-    let mut xs = vec![as_rows(s, x, b.pos)?];
+    let mut xs = vec![as_rows(s, x, b.pos, false)?];
     if let Some((yv, yp)) = b.get("y").cloned() {
         let y = s.node(yv, yp)?;
-        xs.push(as_rows(s, y, yp)?);
+        xs.push(as_rows(s, y, yp, true)?);
     }
     let dtype = xs
         .iter()
@@ -379,14 +404,16 @@ fn corrcoef(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let c = cov(s, b)?;
     let k = s.meta(c).shape[0];
     let dtype = s.meta(c).dtype;
-    let eye = s.add(
-        ArrayMeta::new(vec![k, k], vec![k, k], DType::Float64),
-        NodeOp::Eye { k: 0 },
-    );
-    let diag = s.elementwise2(BinaryOp::Mul, Val::Arr(c), Val::Arr(eye), b.pos)?;
-    let diag = s.node(diag, b.pos)?;
-    let d = s.reduce(diag, ReduceOp::Sum, vec![1], false, b.pos)?;
-    let d = s.unary(UnaryOp::Real, Val::Arr(d), b.pos)?;
+    if k == 1 {
+        // One variable: NumPy's `c / c` (NaN for a NaN, zero or infinite variance).
+        let r = s.elementwise2(BinaryOp::Div, Val::Arr(c), Val::Arr(c), b.pos)?;
+        let r = s.node(r, b.pos)?;
+        return Ok(Val::Arr(s.squeeze_all(r)));
+    }
+    // The variances, read off the diagonal (a NaN elsewhere stays in its own row and
+    // column, as NumPy's `diag` keeps it).
+    let d = s.einsum("ii->i", vec![c], b.pos)?;
+    let d = s.unary(UnaryOp::Real, d, b.pos)?;
     let sd = s.unary(UnaryOp::Sqrt, d, b.pos)?;
     let sd = s.node(sd, b.pos)?;
     let col = s.reshape(sd, &[k, 1]);
@@ -448,9 +475,16 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((_, p)) => return Err(b.err(*p, "histogram(): range is (min, max)")),
         None if n == 0 => (f64_node(s, 0.0), f64_node(s, 1.0)),
         None => {
+            // The data's own minimum and maximum: NumPy scalars of its dtype, so float32
+            // data gets edges made in float32 (`linspace` in the edges' dtype).
             let lo = s.reduce(flat, ReduceOp::Min, vec![0], false, b.pos)?;
             let hi = s.reduce(flat, ReduceOp::Max, vec![0], false, b.pos)?;
-            let (lo, hi) = (s.cast(lo, DType::Float64), s.cast(hi, DType::Float64));
+            let c = if s.meta(a).dtype == DType::Float32 {
+                DType::Float32
+            } else {
+                DType::Float64
+            };
+            let (lo, hi) = (s.cast(lo, c), s.cast(hi, c));
             let same = s.elementwise2(BinaryOp::Eq, Val::Arr(lo), Val::Arr(hi), b.pos)?;
             let l2 = s.elementwise2(
                 BinaryOp::Sub,
@@ -500,9 +534,10 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             bins,
         },
     );
-    // NumPy's linspace(lo, hi, bins + 1): i * step + lo, the last exactly hi.
+    // NumPy's linspace(lo, hi, bins + 1) in lo's dtype: i * step + lo, the last exactly
+    // hi; then in the edges' dtype (float32 for float32 data).
     let iota = s.add(
-        ArrayMeta::new(vec![bins + 1], vec![bins + 1], DType::Float64),
+        ArrayMeta::new(vec![bins + 1], vec![bins + 1], s.meta(lo).dtype),
         NodeOp::Iota {
             axis: 0,
             start: Scalar::Float(0.0),
@@ -527,6 +562,14 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     )?;
     let edges = s.where_(end, Val::Arr(hi), e, b.pos)?;
     let edges = s.node(edges, b.pos)?;
+    let edges = s.cast(
+        edges,
+        if s.meta(a).dtype == DType::Float32 {
+            DType::Float32
+        } else {
+            DType::Float64
+        },
+    );
     let hist = if b.flag("density")? {
         let widths_hi = s.slice(edges, &[(0, 1, bins)]);
         let widths_lo = s.slice(edges, &[(0, 0, bins)]);
@@ -556,7 +599,8 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         ));
     }
     if !m.dtype.is_exact() || m.dtype == DType::UInt64 {
-        return Err(b.err(
+        return Err(b.raising(
+            crate::error::PyException::TypeError,
             b.pos,
             format!(
                 "Cannot cast array data from dtype('{}') to dtype('int64') according to the rule 'safe'",
@@ -599,7 +643,9 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             let w = s.cast(w, DType::Float64);
             Some(s.rechunk(w, m.block.clone()))
         }
-    };
+    }
+    // NumPy counts an empty x without its weights: int64 zeros.
+    .filter(|_| !m.is_empty());
     Ok(Val::Arr(s.add(
         ArrayMeta::new(
             vec![length],
