@@ -156,6 +156,15 @@ fn accumulation<T: Acc>(op: ReduceOp) -> Result<(T, Step<T>), String> {
     })
 }
 
+/// A running op's value after its first element `v` (`id` the identity): `v` itself,
+/// but the identity for a NaN the nan variants skip.
+fn seed_of<T: Acc>(op: ReduceOp) -> fn(T, T) -> T {
+    match op {
+        ReduceOp::NanSum | ReduceOp::NanProd => |v: T, id: T| if v.nan() { id } else { v },
+        _ => |v: T, _| v,
+    }
+}
+
 /// Bytes of one (value, position) pair an argsort sorts: the value padded to 8 bytes.
 fn pair_bytes(size: u64) -> u64 {
     size.next_multiple_of(8) + 8
@@ -203,18 +212,20 @@ fn scan_t<T: Acc>(
     exclusive: bool,
 ) -> Result<Block, String> {
     let (id, step) = accumulation::<T>(op)?;
+    let seed = seed_of::<T>(op);
     let a = x.to_elem::<T>();
     let mut out = ArrayD::from_elem(a.raw_dim(), T::ZERO);
-    let run = |mut o: ndarray::ArrayViewMut1<T>, i: ndarray::ArrayView1<T>, start: T| {
+    // From `start`, or (none) from the lane's first element itself, as NumPy's one pass
+    // starts (`cumsum([-0.0])` is -0.0, not 0 + -0.0).
+    let run = |mut o: ndarray::ArrayViewMut1<T>, i: ndarray::ArrayView1<T>, start: Option<T>| {
         let mut acc = start;
         for (o, &v) in o.iter_mut().zip(i) {
-            if exclusive {
-                *o = acc;
-                acc = step(acc, v);
-            } else {
-                acc = step(acc, v);
-                *o = acc;
-            }
+            let next = match acc {
+                Some(a) => step(a, v),
+                None => seed(v, id),
+            };
+            *o = if exclusive { acc.unwrap_or(id) } else { next };
+            acc = Some(next);
         }
     };
     match offsets {
@@ -233,11 +244,11 @@ fn scan_t<T: Acc>(
             Zip::from(out.lanes_mut(Axis(axis)))
                 .and(a.lanes(Axis(axis)))
                 .and(&start)
-                .for_each(|o, i, &s| run(o, i, s));
+                .for_each(|o, i, &s| run(o, i, Some(s)));
         }
         None => Zip::from(out.lanes_mut(Axis(axis)))
             .and(a.lanes(Axis(axis)))
-            .for_each(|o, i| run(o, i, id)),
+            .for_each(|o, i| run(o, i, None)),
     }
     Ok(T::wrap(out))
 }
@@ -254,10 +265,19 @@ pub fn scan_total(
     check_axis(x.shape(), axis)?;
     for_dtype!(dtype, T => {
         let (id, step) = accumulation::<T>(op)?;
+        let seed = seed_of::<T>(op);
         let a = x.to_elem::<T>();
         let fold = |l: ndarray::ArrayView1<T>, s: T| l.iter().fold(s, |acc, &v| step(acc, v));
+        // With no start, from the lane's first element itself (as `scan` does).
+        let first = |l: ndarray::ArrayView1<T>| {
+            let mut it = l.iter();
+            match it.next() {
+                Some(&v) => it.fold(seed(v, id), |acc, &v| step(acc, v)),
+                None => id,
+            }
+        };
         let t = match start {
-            None => Zip::from(a.lanes(Axis(axis))).map_collect(|l| fold(l, id)),
+            None => Zip::from(a.lanes(Axis(axis))).map_collect(|l| first(l)),
             Some(s) => {
                 let s = s.to_elem::<T>();
                 let mut want = a.shape().to_vec();

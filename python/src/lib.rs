@@ -272,6 +272,15 @@ fn value(py: Python<'_>, v: Value) -> PyResult<Bound<'_, PyAny>> {
         Value::Number(nums_layout::Scalar::Complex(re, im)) => {
             PyComplex::from_doubles(py, re, im).into_any()
         }
+        // NumPy's scalar of that dtype, as NumPy's function of numbers returns.
+        Value::NumPy(x, d) => {
+            let number = value(py, Value::Number(x))?;
+            py.import("numpy")?
+                .getattr("dtype")?
+                .call1((d.name(),))?
+                .getattr("type")?
+                .call1((number,))?
+        }
         Value::Tuple(items) => {
             let named = items.iter().all(|(n, _)| n.is_some()) && !items.is_empty();
             let names: Vec<&str> = items.iter().map(|(n, _)| n.unwrap_or("")).collect();

@@ -826,6 +826,9 @@ pub enum Value {
     Array(Array),
     /// A number (a shape's size, say).
     Number(nums_layout::Scalar),
+    /// A NumPy scalar: its value (exact in its dtype) and its dtype, which promotes as a
+    /// 0-d array's (`sqrt(2)` is a float64, strong against float32 arrays).
+    NumPy(nums_layout::Scalar, nums_layout::DType),
     /// A tuple, or a named tuple's fields (with their names).
     Tuple(Vec<(Option<&'static str>, Value)>),
 }
@@ -835,6 +838,7 @@ impl Value {
         match v {
             GraphValue::Array(id) => Value::Array(Array::made(s, Ok(id), label.to_string())),
             GraphValue::Number(x) => Value::Number(x),
+            GraphValue::NumPy(x, d) => Value::NumPy(x, d),
             GraphValue::Tuple(t) => Value::Tuple(
                 t.into_iter()
                     .enumerate()

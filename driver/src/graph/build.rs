@@ -978,7 +978,7 @@ impl<'a> Builder<'a> {
                 continue;
             }
             if d >= m.ndim() {
-                return Err(err(format!(
+                return Err(index_err(format!(
                     "too many indices for an array of dimension {}",
                     m.ndim()
                 )));
@@ -1333,6 +1333,8 @@ pub enum Value {
     Array(NodeId),
     /// A Python number (`x.shape[0]` is one, as is a literal).
     Number(Scalar),
+    /// A NumPy scalar of a dtype (what NumPy's functions of numbers return: `sqrt(2)`).
+    NumPy(Scalar, DType),
     Tuple(Vec<Value>),
     /// NumPy's named tuple (a factorization's result): its fields in order.
     Fields(Vec<(&'static str, Value)>),
@@ -1342,7 +1344,8 @@ impl Value {
     fn of(v: Val) -> Result<Value, String> {
         Ok(match v {
             Val::Arr(id) => Value::Array(id),
-            Val::Num(x) | Val::NpScalar(x, _) => Value::Number(x),
+            Val::Num(x) => Value::Number(x),
+            Val::NpScalar(x, d) => Value::NumPy(x, d),
             Val::Tuple(t) => Value::Tuple(t.into_iter().map(Value::of).collect::<Result<_, _>>()?),
             Val::Fields(f) => Value::Fields(
                 f.into_iter()

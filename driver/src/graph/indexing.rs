@@ -285,7 +285,8 @@ impl Builder<'_> {
                 _ => Some(self.eval(it)?),
             });
         }
-        if let Val::Num(x) | Val::NpScalar(x, _) = &v {
+        // A Python number is converted as NumPy converts it (a NumPy scalar is cast).
+        if let Val::Num(x) = &v {
             setitem_scalar(*x, m.dtype)
                 .map_err(|r| EvalError::Expr(ExprError::refused(vpos, r)))?;
         }
@@ -377,7 +378,7 @@ impl Builder<'_> {
                 continue;
             }
             if d >= m.ndim() {
-                return Err(err(format!(
+                return Err(index_err(format!(
                     "too many indices for an array of dimension {}",
                     m.ndim()
                 )));

@@ -158,8 +158,8 @@ impl<'a> Builder<'a> {
             }
             _ if op.is_predicate() => DType::Bool,
             BinaryOp::Sub if common == DType::Bool => {
-                return Err(at(
-                    "- of two bool operands is not supported (NumPy refuses it); use ^ or logical_xor"
+                return Err(type_error(
+                    "- of two bool operands is not supported (NumPy raises TypeError); use ^ or logical_xor"
                         .into(),
                 ));
             }
@@ -187,6 +187,19 @@ impl<'a> Builder<'a> {
         if let (Val::Num(x), Val::Num(y)) = (&a, &b) {
             return fold_python(bop, *x, *y).map(Val::Num).map_err(refused(pos));
         }
+        // True division of an int array by a Python int past its dtype: NumPy 2.4 divides
+        // in float64 by the int's exact value (an int array's float64 loop), never by the
+        // int wrapped into the array's dtype.
+        let as_float = |v: Val, other: &Val, s: &Self| match (v, other) {
+            (Val::Num(x), Val::Arr(id))
+                if bop == BinaryOp::Div && out_of_range(x, s.meta(*id).dtype).is_some() =>
+            {
+                Val::Num(Scalar::Float(x.as_f64()))
+            }
+            (v, _) => v,
+        };
+        let a = as_float(a, &b, self);
+        let b = as_float(b, &a, self);
         let dt = |b: &Self, v: &Val| match v {
             Val::Arr(id) => Some((b.meta(*id).dtype, false)),
             Val::Num(x) => Some((x.dtype(), true)),

@@ -17,12 +17,15 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
         } => {
             let mut inputs = vec![cx.b(*x, idx)];
             // The offsets: one element per block along `axis`, in one block or in blocks
-            // of one (a chain's).
+            // of one (a chain's, whose first block starts from its own first element).
+            let chained =
+                |o: &NodeId| matches!(cx.g.nodes[*o].op, NodeOp::ScanTotal { chained: true, .. });
+            let offsets = offsets.filter(|o| !(chained(o) && idx[*axis] == 0));
             let per = offsets.map(|o| cx.g.nodes[o].meta.block[*axis].max(1));
             if let (Some(o), Some(per)) = (offsets, per) {
                 let mut oi = idx.to_vec();
                 oi[*axis] /= per;
-                inputs.push(cx.b(*o, &oi));
+                inputs.push(cx.b(o, &oi));
             }
             cx.one(
                 Kernel::Scan {
@@ -67,7 +70,13 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             }
             let mut before = idx.to_vec();
             before[*axis] -= 1;
-            cx.one(kernel, vec![cx.b(*x, &before), cx.b(cx.id, &before)])
+            // The first block is folded from its own first element, the later ones from
+            // what the blocks before them made.
+            let mut inputs = vec![cx.b(*x, &before)];
+            if before[*axis] > 0 {
+                inputs.push(cx.b(cx.id, &before));
+            }
+            cx.one(kernel, inputs)
         }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }

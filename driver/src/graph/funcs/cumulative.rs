@@ -90,6 +90,17 @@ fn cumulative(s: &mut Builder, b: &Bound, op: ReduceOp, array_api: bool) -> Resu
         // NumPy's running sums flatten without an axis.
         None => (s.reshape(x, &[m.len()]), 0),
     };
+    // NumPy's nan variants put 0 (1) where a NaN is, then scan in `dtype`: an int dtype
+    // never sees the NaN.
+    let (x, op) = match op {
+        ReduceOp::NanSum | ReduceOp::NanProd if !s.meta(x).dtype.is_exact() && dtype.is_exact() => {
+            let nan = s.unary(UnaryOp::IsNan, Val::Arr(x), b.pos)?;
+            let id = Val::Num(op.empty_value());
+            let v = s.where_(nan, id, Val::Arr(x), b.pos)?;
+            (s.node(v, b.pos)?, op.partial())
+        }
+        op => (x, op),
+    };
     let r = s.scan(x, op, axis, dtype);
     if !(array_api && b.flag("include_initial")?) {
         return Ok(Val::Arr(r));

@@ -58,7 +58,8 @@ pub(super) const DEFS: &[FuncDef] = &[
         |s, b| {
             let x = b.array("a")?;
             if s.meta(x).dtype == DType::Bool {
-                return Err(b.err(
+                return Err(b.raising(
+                    crate::error::PyException::TypeError,
                     b.pos,
                     "ptp(): numpy boolean subtract, the `-` operator, is not supported",
                 ));
@@ -116,7 +117,8 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     let x = b.array("a")?;
     let m = s.meta(x).clone();
     if m.dtype.is_complex() {
-        return Err(b.err(
+        return Err(b.raising(
+            crate::error::PyException::TypeError,
             b.pos,
             format!("{}(): a must be an array of real numbers", b.f),
         ));
@@ -184,7 +186,8 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
         return Err(b.err(b.pos, format!("{}(): q is empty", b.f)));
     }
     if m.dtype == DType::Bool && !method.picks() {
-        return Err(b.err(
+        return Err(b.raising(
+            crate::error::PyException::TypeError,
             b.pos,
             format!(
                 "{}(): numpy boolean subtract, the `-` operator, is not supported",
@@ -329,7 +332,8 @@ fn average(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     );
     let avg = s.where_(Val::Arr(checked), avg.clone(), avg, b.pos)?;
     if b.flag("returned")? {
-        Ok(Val::Tuple(vec![avg, Val::Arr(scl)]))
+        let scl = s.where_(Val::Arr(checked), Val::Arr(scl), Val::Arr(scl), b.pos)?;
+        Ok(Val::Tuple(vec![avg, scl]))
     } else {
         Ok(avg)
     }
@@ -485,6 +489,24 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 DType::Float64
             };
             let (lo, hi) = (s.cast(lo, c), s.cast(hi, c));
+            // NumPy refuses data holding NaN or an infinity (without `range`): checked as
+            // the minimum and maximum are made, before edges or counts use them.
+            let fl = s.unary(UnaryOp::IsFinite, Val::Arr(lo), b.pos)?;
+            let fh = s.unary(UnaryOp::IsFinite, Val::Arr(hi), b.pos)?;
+            let ok = s.elementwise2(BinaryOp::And, fl, fh, b.pos)?;
+            let bad = s.unary(UnaryOp::Not, ok, b.pos)?;
+            let bad = s.node(bad, b.pos)?;
+            let bad = s.cast(bad, DType::Int64);
+            let checked = s.add(
+                s.meta(bad).clone(),
+                NodeOp::CheckBelow {
+                    x: bad,
+                    limit: 1,
+                    error: "ValueError: autodetected range of the data is not finite (it holds NaN or an infinity)".into(),
+                },
+            );
+            let lo = s.where_(Val::Arr(checked), Val::Arr(lo), Val::Arr(lo), b.pos)?;
+            let lo = s.node(lo, b.pos)?;
             let same = s.elementwise2(BinaryOp::Eq, Val::Arr(lo), Val::Arr(hi), b.pos)?;
             let l2 = s.elementwise2(
                 BinaryOp::Sub,
@@ -640,13 +662,23 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             if s.meta(w).shape != m.shape {
                 return Err(b.err(p, "The weights and list don't have the same length."));
             }
+            if s.meta(w).dtype.is_complex() {
+                return Err(b.raising(
+                    crate::error::PyException::TypeError,
+                    p,
+                    format!(
+                        "Cannot cast array data from dtype('{}') to dtype('float64') according to the rule 'safe'",
+                        s.meta(w).dtype
+                    ),
+                ));
+            }
             let w = s.cast(w, DType::Float64);
             Some(s.rechunk(w, m.block.clone()))
         }
     }
     // NumPy counts an empty x without its weights: int64 zeros.
     .filter(|_| !m.is_empty());
-    Ok(Val::Arr(s.add(
+    let counts = s.add(
         ArrayMeta::new(
             vec![length],
             vec![length.max(1)],
@@ -657,7 +689,24 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             },
         ),
         NodeOp::Bincount { x, weights },
-    )))
+    );
+    if m.is_empty() || !m.dtype.is_int() || m.dtype.is_unsigned() {
+        return Ok(Val::Arr(counts));
+    }
+    // A negative value is refused however many there are (all negative: no bins at all).
+    let neg = s.reduce(x, ReduceOp::Min, vec![0], false, b.pos)?;
+    let neg = s.elementwise2(BinaryOp::Lt, Val::Arr(neg), Val::Num(Scalar::Int(0)), b.pos)?;
+    let neg = s.node(neg, b.pos)?;
+    let neg = s.cast(neg, DType::Int64);
+    let checked = s.add(
+        s.meta(neg).clone(),
+        NodeOp::CheckBelow {
+            x: neg,
+            limit: 1,
+            error: "ValueError: 'list' argument must have no negative elements".into(),
+        },
+    );
+    s.where_(Val::Arr(checked), Val::Arr(counts), Val::Arr(counts), b.pos)
 }
 
 impl<'a> Builder<'a> {
