@@ -532,8 +532,10 @@ class Families:
             v = self.pick(["0", "1", "-1", "7", "0.5", "-0.0", "2.5", "-7.5", "True", "np.nan", "np.inf", "100"])
         elif roll < 0.75:
             v = self.pick(INT_LITS + INT_LITS + FLOAT_LITS + FLOAT_LITS + BOOL_LITS + COMPLEX_LITS)
-        elif roll < 0.85:
+        elif roll < 0.8:
             v = self.pick([self.any1(), self.any1(), "xs"]) + "[0]" if n else "0"
+        elif roll < 0.85:
+            v = np_scalar(*self.pick(NP_SCALARS))[0]
         else:
             # an array of another dtype, cast as NumPy casts (NaN and inf into ints too)
             v = self.pick([self.any1(), "xs"]) if not two else self.pick([self.any2(), "gs"])
