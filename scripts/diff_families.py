@@ -151,7 +151,16 @@ def _set(x, index, value):
     return y
 
 
-REFERENCE = {"sort": sort, "argsort": argsort, "unique": unique, "unique_values": unique_values,
+def astype(x, dtype):
+    """The job language's astype(x, dtype): of a number a NumPy scalar (astype casts, so
+    astype(300, 'int8') is np.int8(44)), as a function of numbers alone gives one. (A
+    0-d array promotes the same, but NumPy assigns a float scalar as Python's float:
+    an infinity into an int array raises, where a 0-d array casts.)"""
+    r = np.asarray(x).astype(dtype)
+    return r[()] if r.ndim == 0 else r
+
+
+REFERENCE = {"astype": astype, "sort": sort, "argsort": argsort, "unique": unique, "unique_values": unique_values,
              "unique_counts": unique_counts, "unique_inverse": unique_inverse, "unique_all": unique_all,
              "_set": _set}
 

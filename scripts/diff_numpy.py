@@ -822,8 +822,8 @@ def python_cases(py, cases, inputs, counts, mismatches, numpy_bugs):
 def kind_of(why):
     """A mismatch's kind, for the summary: its first line without values, expressions,
     positions and numbers."""
-    kind = why.splitlines()[0]
-    kind = re.sub(r"NumPy gives \w+ \([\d, ]*\) .*?; ", "NumPy gives a value; ", kind)
+    kind = re.sub(r"NumPy gives \w+ \([\d, ]*\) .*?; ", "NumPy gives a value; ", why, count=1, flags=re.S)
+    kind = kind.splitlines()[0]
     kind = re.sub(r"NumPy (refuses|raises) \(?(\w+)[ :].*?\); ", r"NumPy \1 \2; ", kind)
     kind = re.sub(r"(nums-cloud gives|nums_cloud\.numpy gives) .*", r"\1 a value", kind)
     kind = re.sub(r"`[^`]*`:? ?|\(at column \d+\)|\d+ of \d+ values", "", kind)
