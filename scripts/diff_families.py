@@ -577,7 +577,14 @@ class Families:
             return {"expr": f"where(xm, {a}, {b})", "py": f"where(xm, {pa}, {pb})", "level": self.level(x, v)}
         if op == "clip":
             (lo, plo), (hi, phi) = self.number(), self.pick([("None", "None"), self.number()])
-            return {"expr": f"clip({x}, {lo}, {hi})", "py": f"clip({x}, {plo}, {phi})", "level": self.level(x, v)}
+            c = {"expr": f"clip({x}, {lo}, {hi})", "py": f"clip({x}, {plo}, {phi})", "level": self.level(x, v)}
+            if hi != "None":
+                # NumPy drops a Python int bound outside the array's dtype, so with
+                # lo > hi its clip gives lo where its documented definition gives hi.
+                c["alt"] = (f"minimum(maximum({x}, {lo}), {hi})", f"minimum(maximum({x}, {plo}), {phi})",
+                            "NumPy's clip ignores a Python int bound outside the dtype (here with lo > hi); "
+                            "np.minimum(np.maximum(a, lo), hi), as its documentation defines clip, gives nums-cloud's")
+            return c
         level = 1 if op == "**" else self.level(x, v)
         return {"expr": f"({a} {op} {b})", "py": f"({pa} {op} {pb})", "level": level}
 
