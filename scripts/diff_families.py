@@ -160,7 +160,20 @@ def astype(x, dtype):
     return r[()] if r.ndim == 0 else r
 
 
-REFERENCE = {"astype": astype, "sort": sort, "argsort": argsort, "unique": unique, "unique_values": unique_values,
+def _scalar_cast(x, dtype):
+    """x cast element by element (NumPy's scalar loop): a float out of an int dtype's
+    range is undefined in C, and NumPy's SIMD cast to uint32 gives 2147483648 where its
+    scalar loop (arrays of 1 to 3 elements, the tail of longer ones) wraps."""
+    x = np.asarray(x)
+    with np.errstate(all="ignore"):
+        return np.array([np.array([v]).astype(dtype)[0] for v in x.ravel()], dtype=dtype).reshape(x.shape)
+
+
+CAST_REASON = ("a float outside the int dtype's range is undefined in C: NumPy's SIMD cast loop and its scalar "
+               "loop (arrays of 1 to 3 elements, the tail of longer ones) give different values; element by "
+               "element NumPy gives nums-cloud's")
+
+REFERENCE = {"astype": astype, "_scalar_cast": _scalar_cast, "sort": sort, "argsort": argsort, "unique": unique, "unique_values": unique_values,
              "unique_counts": unique_counts, "unique_inverse": unique_inverse, "unique_all": unique_all,
              "_set": _set}
 
@@ -550,7 +563,8 @@ class Families:
             v = self.pick([self.any1(), "xs"]) if not two else self.pick([self.any2(), "gs"])
             idx = self.pick([":", "...", ":"])
         expr = f"{x}.at[{idx}].set({v})"
-        return {"expr": expr, "ref": f"_set({x}, np.s_[{idx}], {v})", "py": None}
+        alt = (f"_set({x}, np.s_[{idx}], _scalar_cast({v}, {x}.dtype))", None, CAST_REASON)
+        return {"expr": expr, "ref": f"_set({x}, np.s_[{idx}], {v})", "py": None, "alt": alt}
 
     def dtype(self):
         x = self.any1()
@@ -558,7 +572,8 @@ class Families:
             # casts, as NumPy's astype and assignment cast (x86-64: out of range too)
             y = self.pick([x, "xs", "xf64", "xf32"])
             d = self.pick(DTYPES)
-            return {"expr": f"{y}.astype('{d}')", "level": 1 if d.startswith("complex") else None}
+            alt = (f"_scalar_cast({y}, '{d}')", f"_scalar_cast({y}, '{d}')", CAST_REASON)
+            return {"expr": f"{y}.astype('{d}')", "level": 1 if d.startswith("complex") else None, "alt": alt}
         roll = self.rng.random()
         if roll < 0.6:
             v, pv = self.number()
