@@ -624,7 +624,8 @@ def large_inputs(seed):
     x[rng.integers(0, LARGE_N, 20)] = rng.choice([np.inf, -np.inf, 1e308, -1e308, 5e-324], 20)
     k = rng.integers(0, int(rng.choice([3, 40, 100000])), size=LARGE_N)
     k[rng.integers(0, LARGE_N, 10)] = rng.choice([np.iinfo(np.int64).min, np.iinfo(np.int64).max], 10)
-    return {"big": (x, [LARGE_N]), "bigk": (k, [LARGE_N])}
+    # Blocks of 200k and 300k elements: each sorts in one task, the whole does not.
+    return {"big": (x, [200_003]), "bigk": (k, [300_007])}
 
 
 def large_cases(seed, count):
