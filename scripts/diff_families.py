@@ -601,7 +601,10 @@ class Families:
                             "np.minimum(np.maximum(a, lo), hi), as its documentation defines clip, gives nums-cloud's")
             return c
         level = 1 if op == "**" else self.level(x, v)
-        return {"expr": f"({a} {op} {b})", "py": f"({pa} {op} {pb})", "level": level}
+        c = {"expr": f"({a} {op} {b})", "py": f"({pa} {op} {pb})", "level": level}
+        if op == "**" and "z64" in x + v or "complex64" in v:
+            c["alt"] = "c128"
+        return c
 
     @staticmethod
     def level(*names):
