@@ -602,7 +602,7 @@ class Families:
             return c
         level = 1 if op == "**" else self.level(x, v)
         c = {"expr": f"({a} {op} {b})", "py": f"({pa} {op} {pb})", "level": level}
-        if op == "**" and "z64" in x + v or "complex64" in v:
+        if op == "**" and ("z64" in x + v or "complex64" in v):
             c["alt"] = "c128"
         return c
 
