@@ -32,9 +32,16 @@ same exception class where NumPy raises.
     PYTHONPATH=python .venv/bin/python scripts/diff_numpy.py --seed 3 --count 2000 --python
     .venv/bin/python scripts/diff_numpy.py --seed 3 --families 1 --count 1000 --large 3
 
-Differences that are NumPy's own (its quantile interpolates in the input's dtype: int64
-and int8 wrap, float64 overflows past 1e308) are listed apart, not counted as mismatches:
-a case is one when nums-cloud's answer is NumPy's own over long double inputs."""
+Differences that are NumPy's own are listed apart, not counted as mismatches, each with
+its reason: a case is one when nums-cloud's answer is what NumPy itself computes another
+way (see numpy_bug): its quantiles interpolate, and its medians average, in the input's
+dtype (int8 and int64 wrap, float32 and float64 overflow; over long double inputs NumPy
+gives nums-cloud's answer); a float out of uint32's range casts as NumPy's scalar loop
+does, not its SIMD loop (undefined in C, and NumPy's two loops differ); clip with a
+Python int bound outside the dtype and lo > hi (NumPy ignores that bound; its documented
+minimum(maximum(a, lo), hi) gives nums-cloud's); complex64 powers (NumPy's cpowf, where
+nums-cloud computes in complex128 rounded once). Refusals README documents (ints past
+uint64's range, bincounts past 2^24 bins) are counted apart too."""
 import argparse
 import math
 import os
