@@ -417,10 +417,9 @@ def compare(case, got, inputs, want=None):
         # Each part as a float (complex64 computes in complex128 rounded once: its
         # arithmetic within ulps, see diff_families' levels).
         with np.errstate(all="ignore"):
-            magnitude = np.abs(want).astype(np.float64)
+            magnitude = np.asarray(np.abs(want), dtype=np.float64)
         for part, name in ((np.real, "real"), (np.imag, "imaginary")):
-            why = compare_floats(case, np.ascontiguousarray(part(got)), np.ascontiguousarray(part(want)), inputs,
-                                 part, magnitude)
+            why = compare_floats(case, np.array(part(got)), np.array(part(want)), inputs, part, magnitude)
             if why:
                 return f"{name} parts: {why}"
         return None
@@ -433,8 +432,10 @@ def compare(case, got, inputs, want=None):
 def compare_floats(case, got, want, inputs, part=np.real, magnitude=None):
     """`magnitude`: for a part of complex values, their moduli (a part's ulps are the
     modulus's: a rounding of the whole may change a small part by more than its own)."""
-    if magnitude is None:
-        magnitude = np.abs(want)
+    got, want = np.asarray(got), np.asarray(want)
+    with np.errstate(all="ignore"):
+        magnitude = np.broadcast_to(np.asarray(np.abs(want) if magnitude is None else magnitude, dtype=np.float64),
+                                    want.shape)
     if fragile(case, inputs) and got.shape == want.shape:
         # An infinity where the other has NaN: two infinities met on the way, in an
         # order NumPy's BLAS chose; the other values are compared.
