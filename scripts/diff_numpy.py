@@ -560,21 +560,25 @@ def numpy_bug(case, got, inputs, python=False):
         return f"{reason}: {show(alt, 120)}"
     if case.want.dtype.kind != "f":
         return None
-    wide = {n: ((a.astype(np.longdouble) if a.dtype.kind in "iuf" else a), block) for n, (a, block) in inputs.items()}
-    try:
-        alt = numpy_value(case.ref, wide)
-    except Exception:  # noqa: BLE001
-        return None
-    with np.errstate(all="ignore"):
-        alt = np.asarray(alt).astype(case.want.dtype)
-    if alt.shape != got.shape or compare(case, got, inputs, want=alt) is not None:
-        return None
     kinds = ", ".join(sorted({inputs[n][0].dtype.name for n in case.names}))
     how = "wraps" if re.search(r"\bu?int", kinds) else "overflows"
     what = ("median, the mean of the two middle values, sums them" if "median" in case.ref else
             "interpolation a + (b - a) * t computes b - a")
-    return (f"NumPy's {what} in the input's dtype ({kinds}), which {how}; over long double inputs NumPy gives "
-            f"nums-cloud's {show(alt, 120)}")
+    # Over long double inputs (exact for int64), or over the inputs cast to float64 first
+    # (rounding ints past 2^53, as nums-cloud does).
+    for wide_type, how_wide in ((np.longdouble, "long double inputs"), (np.float64, "the inputs cast to float64")):
+        wide = {n: ((a.astype(wide_type) if a.dtype.kind in "iuf" and a.dtype.itemsize <= 8 else a), block)
+                for n, (a, block) in inputs.items()}
+        try:
+            alt = numpy_value(case.ref, wide)
+        except Exception:  # noqa: BLE001
+            continue
+        with np.errstate(all="ignore"):
+            alt = np.asarray(alt).astype(case.want.dtype)
+        if alt.shape == got.shape and compare(case, got, inputs, want=alt) is None:
+            return (f"NumPy's {what} in the input's dtype ({kinds}), which {how}; over {how_wide} NumPy gives "
+                    f"nums-cloud's {show(alt, 120)}")
+    return None
 
 
 def show(a, limit=400):
