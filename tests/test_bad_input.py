@@ -230,7 +230,7 @@ EXPR_ERRORS = {
     "broadcast": ("A + A.T", 3, ["shapes (7, 5) and (5, 7)", "do not broadcast"]),
     "bad_axis": ("sum(A, axis=2)", 13, ["axis 2 is out of bounds", "dimension 2"]),
     "bad_axis_tuple": ("mean(A, axis=(0, 0))", 14, ["repeated axis"]),
-    "bool_subtract": ("(A > 0) - M", 9, ["- of two bool operands", "NumPy refuses"]),
+    "bool_subtract": ("(A > 0) - M", 9, ["- of two bool operands", "NumPy raises TypeError"]),
     "float_and": ("A & M", 3, ["& is defined for bools and integers", "float64"]),
     "invert_float": ("~A", 1, ["~ and bitwise_invert need a bool or integer array"]),
     "einsum_operands": ("einsum('ij,jk->ik', A)", 1, ["name 2 operands, but 1 are given"]),

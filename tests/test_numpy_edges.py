@@ -159,11 +159,15 @@ def test_numpy_scalars_keep_their_dtype_in_python(session):
         (nps.maximum(x32, np.float32(2.0)), np.maximum(f32, np.float32(2.0))),
         (x8 < np.int16(300), u8 < np.int16(300)),
         (nps.searchsorted(x32, np.float32(2.5)), np.searchsorted(f32, np.float32(2.5))),
+        # A function of numbers alone gives a NumPy scalar, strong as NumPy's.
+        (x32 * nps.sqrt(2), f32 * np.sqrt(2)),
     ]
     for i, (got, want) in enumerate(cases):
         got = got.get()
         assert got.dtype == want.dtype, (i, got.dtype, want.dtype)
         np.testing.assert_array_equal(got, want, err_msg=str(i))
+    assert type(nps.sqrt(2)) is np.float64 and type(nps.floor(-3)) is np.int64
+    assert not (~(nps.log1p(2**63 - 1) > 0))
     # A NumPy scalar stays a number where one is wanted.
     assert nps.sum(nps.ones((2, 3)), axis=np.int64(1)).shape == (2,)
     assert nps.zeros(np.int32(3)).shape == (3,)

@@ -179,7 +179,8 @@ def test_a_dropped_array_leaves_the_store(tmp_path):
     del x, kept, z, r2, t
     gc.collect()
     s.collect()
-    assert files() == []
+    # Only the session's claim on its prefix is left while it lives.
+    assert [f for f in files() if not f.endswith("/session.json")] == []
     s.close()
     assert files() == []
 

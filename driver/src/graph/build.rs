@@ -1492,7 +1492,8 @@ impl Incremental {
 
     /// Evaluates `e`, whose names `$k` are `bound[k]`.
     pub(crate) fn eval(&mut self, e: &Expr, bound: &[NodeId]) -> Result<Value, String> {
-        let v = self.with(&Probes::default(), bound, |b| b.eval(e))?;
+        // A NumPy scalar comes back as one (NumPy's function of numbers gives one).
+        let v = self.with(&Probes::default(), bound, |b| b.eval_operand(e))?;
         Value::of(v)
     }
 
