@@ -87,7 +87,7 @@ pub(crate) fn tour(s: &Session) -> Result<(), Error> {
     // A typed error naming the program's arrays, as soon as the operation is made; the
     // session goes on.
     match (&x + &m).check() {
-        Err(Error::Job { array, message }) => {
+        Err(Error::Job { array, message, .. }) => {
             assert_eq!(array.as_deref(), Some("X + M"), "{message}");
             println!("refused as expected: {message}");
         }

@@ -277,7 +277,7 @@ pub fn scan_total(
             }
         };
         let t = match start {
-            None => Zip::from(a.lanes(Axis(axis))).map_collect(|l| first(l)),
+            None => Zip::from(a.lanes(Axis(axis))).map_collect(first),
             Some(s) => {
                 let s = s.to_elem::<T>();
                 let mut want = a.shape().to_vec();
@@ -644,7 +644,7 @@ mod tests {
             s.to_i64().iter().copied().collect::<Vec<_>>(),
             [101, 103, 106, 204, 209, 215]
         );
-        let t = scan_total(&x, ReduceOp::Prod, 1, DType::Int64).unwrap();
+        let t = scan_total(&x, None, ReduceOp::Prod, 1, DType::Int64).unwrap();
         assert_eq!(
             (
                 t.shape().to_vec(),

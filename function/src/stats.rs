@@ -301,7 +301,7 @@ impl HistEdges {
         let mut prev = self.edge(0);
         for i in 1..=self.bins {
             let e = self.edge(i);
-            if !(prev < e) {
+            if prev.partial_cmp(&e) != Some(std::cmp::Ordering::Less) {
                 return Err(format!(
                     "ValueError: Too many bins for data range. Cannot create {} finite-sized bins.",
                     self.bins
