@@ -23,17 +23,17 @@ pub(crate) const MAX_EXPR_DEPTH: usize = 256;
 pub(crate) struct ExprError {
     pub pos: usize,
     pub message: String,
-    pub raises: crate::error::PyException,
+    pub raises: crate::refusal::PyException,
 }
 
 impl ExprError {
     pub(crate) fn new(pos: usize, message: impl Into<String>) -> Self {
-        Self::raising(crate::error::PyException::ValueError, pos, message)
+        Self::raising(crate::refusal::PyException::ValueError, pos, message)
     }
 
     /// An error NumPy raises as `raises` (a TypeError for dtypes, an IndexError, ...).
     pub(crate) fn raising(
-        raises: crate::error::PyException,
+        raises: crate::refusal::PyException,
         pos: usize,
         message: impl Into<String>,
     ) -> Self {
@@ -45,7 +45,7 @@ impl ExprError {
     }
 
     /// `r` at `pos`.
-    pub(crate) fn refused(pos: usize, r: crate::error::Refusal) -> Self {
+    pub(crate) fn refused(pos: usize, r: crate::refusal::Refusal) -> Self {
         Self::raising(r.raises, pos, r.message)
     }
 

@@ -53,6 +53,7 @@ pub(crate) mod package;
 #[cfg(feature = "cli")]
 pub(crate) mod planview;
 pub(crate) mod progress;
+pub(crate) mod refusal;
 pub(crate) mod report;
 pub(crate) mod runs;
 pub(crate) mod stage;

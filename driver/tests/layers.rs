@@ -22,6 +22,7 @@ const FLOORS: &[&[&str]] = &[
         "models",
         "npy",
         "package",
+        "refusal",
         "runs",
         "svg",
     ],

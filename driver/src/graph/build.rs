@@ -968,7 +968,7 @@ impl<'a> Builder<'a> {
             let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
             let index_err = |m: String| {
                 EvalError::Expr(ExprError::raising(
-                    crate::error::PyException::IndexError,
+                    crate::refusal::PyException::IndexError,
                     it.pos,
                     m,
                 ))
@@ -1387,7 +1387,7 @@ pub struct Incremental {
     /// Paths of stored nodes taken off the graph ([`Incremental::set_values`]).
     orphans: Vec<String>,
     /// The exception NumPy raises for the last refused evaluation.
-    raises: crate::error::PyException,
+    raises: crate::refusal::PyException,
 }
 
 /// What [`Incremental::release`] let go.
@@ -1420,7 +1420,7 @@ impl Incremental {
     }
 
     /// The exception NumPy raises for what the last failed evaluation refused.
-    pub(crate) fn raises(&self) -> crate::error::PyException {
+    pub(crate) fn raises(&self) -> crate::refusal::PyException {
         self.raises
     }
 

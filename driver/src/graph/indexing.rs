@@ -368,7 +368,7 @@ impl Builder<'_> {
             let err = |s: String| at(it.pos, s);
             let index_err = |s: String| {
                 EvalError::Expr(ExprError::raising(
-                    crate::error::PyException::IndexError,
+                    crate::refusal::PyException::IndexError,
                     it.pos,
                     s,
                 ))
@@ -525,8 +525,8 @@ impl Builder<'_> {
 /// (OverflowError), a float into ints must be finite (NaN: ValueError, infinity:
 /// OverflowError) and its truncation fit, a complex goes only into complex (or bool)
 /// arrays (TypeError). An array of values is cast as NumPy's `x[i] = a` casts, unchecked.
-fn setitem_scalar(v: Scalar, dtype: DType) -> Result<(), crate::error::Refusal> {
-    use crate::error::{PyException, Refusal};
+fn setitem_scalar(v: Scalar, dtype: DType) -> Result<(), crate::refusal::Refusal> {
+    use crate::refusal::{PyException, Refusal};
     if dtype == DType::Bool || dtype.is_complex() {
         return Ok(());
     }

@@ -2,7 +2,7 @@
 //! broadcasting, reductions, reshapes, transposes, re-blocking, contractions, concatenation.
 
 use super::*;
-use crate::error::{PyException, Refusal};
+use crate::refusal::{PyException, Refusal};
 
 /// A refusal at `pos` as the builder's error.
 pub(super) fn refused(pos: usize) -> impl Fn(Refusal) -> EvalError {

@@ -2,8 +2,8 @@
 //! file). Their blocks are the default ones for the job's workers and memory.
 
 use super::*;
-use crate::error::PyException;
 use crate::graph::ops::floor_div;
+use crate::refusal::PyException;
 
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("zeros", &["shape", "dtype"], "`np.zeros`", |s, b| {

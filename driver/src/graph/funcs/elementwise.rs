@@ -358,7 +358,7 @@ fn positive(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     };
     if dtype == DType::Bool {
         return Err(b.raising(
-            crate::error::PyException::TypeError,
+            crate::refusal::PyException::TypeError,
             p,
             "positive() is not defined for bools (NumPy raises TypeError)",
         ));

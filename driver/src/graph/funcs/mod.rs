@@ -355,10 +355,10 @@ impl Bound {
         EvalError::Expr(ExprError::new(pos, m))
     }
 
-    /// An error NumPy raises as `raises` (see [`crate::error::PyException`]).
+    /// An error NumPy raises as `raises` (see [`crate::refusal::PyException`]).
     pub(super) fn raising(
         &self,
-        raises: crate::error::PyException,
+        raises: crate::refusal::PyException,
         pos: usize,
         m: impl Into<String>,
     ) -> EvalError {

@@ -55,7 +55,7 @@ pub(super) const DEFS: &[FuncDef] = &[
                 }
                 if !span.is_finite() {
                     return Err(b.raising(
-                        crate::error::PyException::OverflowError,
+                        crate::refusal::PyException::OverflowError,
                         b.pos,
                         format!("{}(): high - low range exceeds valid bounds", b.f),
                     ));

@@ -665,7 +665,7 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .map(|i| {
             if i < -n || i >= n {
                 Err(b.raising(
-                    crate::error::PyException::IndexError,
+                    crate::refusal::PyException::IndexError,
                     *p,
                     format!("take(): index {i} is out of bounds for axis {axis} with size {n}"),
                 ))

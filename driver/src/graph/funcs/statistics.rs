@@ -59,7 +59,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             let x = b.array("a")?;
             if s.meta(x).dtype == DType::Bool {
                 return Err(b.raising(
-                    crate::error::PyException::TypeError,
+                    crate::refusal::PyException::TypeError,
                     b.pos,
                     "ptp(): numpy boolean subtract, the `-` operator, is not supported",
                 ));
@@ -118,7 +118,7 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     let m = s.meta(x).clone();
     if m.dtype.is_complex() {
         return Err(b.raising(
-            crate::error::PyException::TypeError,
+            crate::refusal::PyException::TypeError,
             b.pos,
             format!("{}(): a must be an array of real numbers", b.f),
         ));
@@ -187,7 +187,7 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     }
     if m.dtype == DType::Bool && !method.picks() {
         return Err(b.raising(
-            crate::error::PyException::TypeError,
+            crate::refusal::PyException::TypeError,
             b.pos,
             format!(
                 "{}(): numpy boolean subtract, the `-` operator, is not supported",
@@ -622,7 +622,7 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     if !m.dtype.is_exact() || m.dtype == DType::UInt64 {
         return Err(b.raising(
-            crate::error::PyException::TypeError,
+            crate::refusal::PyException::TypeError,
             b.pos,
             format!(
                 "Cannot cast array data from dtype('{}') to dtype('int64') according to the rule 'safe'",
@@ -664,7 +664,7 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             }
             if s.meta(w).dtype.is_complex() {
                 return Err(b.raising(
-                    crate::error::PyException::TypeError,
+                    crate::refusal::PyException::TypeError,
                     p,
                     format!(
                         "Cannot cast array data from dtype('{}') to dtype('float64') according to the rule 'safe'",
