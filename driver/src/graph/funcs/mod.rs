@@ -18,7 +18,7 @@ mod linalg;
 mod models;
 pub(super) use models::glm_sums;
 mod random;
-pub(crate) use linalg::TsqrTree;
+pub(crate) use linalg::{LuNodes, TsqrTree};
 pub use linalg::factorizations_text;
 mod reductions;
 mod shapes;
