@@ -1099,7 +1099,11 @@ fn lu(a: &Block, name: &str) -> Result<Lu, String> {
     for ((i, j), &v) in a.indexed_iter() {
         f[j * n + i] = v;
     }
-    let exps: Vec<i32> = a.rows().into_iter().map(|r| row_exponent(max_abs(r))).collect();
+    let exps: Vec<i32> = a
+        .rows()
+        .into_iter()
+        .map(|r| row_exponent(max_abs(r)))
+        .collect();
     let norms = column_norms(a.view(), &exps);
     let d = exps.iter().map(|&e| pow2(-e)).collect();
     let mut ipiv = vec![0i32; n];
@@ -1197,7 +1201,13 @@ impl Lu {
             // SAFETY: v, x and isgn have n entries, isave 3 (dlacn2's reverse communication).
             unsafe {
                 lapack::dlacn2(
-                    int(n)?, &mut v, &mut x, &mut isgn, &mut est, &mut kase, &mut isave,
+                    int(n)?,
+                    &mut v,
+                    &mut x,
+                    &mut isgn,
+                    &mut est,
+                    &mut kase,
+                    &mut isave,
                 )
             };
             match kase {
@@ -1351,7 +1361,11 @@ fn lu_panel(
     let n = f.as_ref().map_or(q_rows, |f| f.n);
     // A panel of the factorization (n + 2 rows out), or of a right-hand side (n).
     let panel = out_rows == n + 2;
-    if q_rows < n || !(panel || out_rows == n) || (factor && !panel) || (panel && !scale && q_rows < n + 2) {
+    if q_rows < n
+        || !(panel || out_rows == n)
+        || (factor && !panel)
+        || (panel && !scale && q_rows < n + 2)
+    {
         return Err(format!(
             "lu panel: a panel of {q_rows} rows for {n} rows, {out_rows} out"
         ));
@@ -1513,7 +1527,11 @@ fn blocked_rcond(x: &Array2<f64>, g: &CowArray<'_, f64, Ix2>) -> f64 {
         let den: f64 = gi.iter().map(|v| v.abs()).sum();
         if den > 0.0 {
             let b = xi.iter().map(|v| v.abs()).sum::<f64>() / den;
-            bound = if bound.is_nan() || b.is_nan() { f64::NAN } else { bound.max(b) };
+            bound = if bound.is_nan() || b.is_nan() {
+                f64::NAN
+            } else {
+                bound.max(b)
+            };
         }
     }
     rcond_from(bound)
@@ -2303,7 +2321,11 @@ mod tests {
     /// pivot is numerically zero, as solve takes it).
     fn one_block_rcond(a: &Array2<f64>) -> f64 {
         let lu = lu(&blk(a), "solve").unwrap();
-        if lu.singular { 0.0 } else { lu.rcond().unwrap() }
+        if lu.singular {
+            0.0
+        } else {
+            lu.rcond().unwrap()
+        }
     }
 
     /// The exact reciprocal condition number of D A C in the 1-norm (its inverse by LAPACK).
@@ -2311,7 +2333,9 @@ mod tests {
         let n = a.nrows();
         let d = a.map_axis(Axis(1), |r| pow2(-row_exponent(max_abs(r))));
         let da = a * &d.insert_axis(Axis(1));
-        let c = da.map_axis(Axis(0), |col| 1.0 / col.iter().map(|v| v.abs()).sum::<f64>());
+        let c = da.map_axis(Axis(0), |col| {
+            1.0 / col.iter().map(|v| v.abs()).sum::<f64>()
+        });
         let m = &da * &c.insert_axis(Axis(0));
         let norm1 = |x: &Array2<f64>| {
             (0..n)
@@ -2320,7 +2344,9 @@ mod tests {
         };
         // The inverse from getrs of the identity, whatever the condition.
         let lu = lu(&blk(&m), "inv").unwrap();
-        let mut cm: Vec<f64> = (0..n * n).map(|k| (k % (n + 1) == 0) as u8 as f64).collect();
+        let mut cm: Vec<f64> = (0..n * n)
+            .map(|k| (k % (n + 1) == 0) as u8 as f64)
+            .collect();
         lu.getrs(b'N', &mut cm, n).unwrap();
         let inv = Array2::from_shape_vec((n, n), cm).unwrap().reversed_axes();
         1.0 / (norm1(&m) * norm1(&inv))
@@ -2339,21 +2365,30 @@ mod tests {
     fn numerically_singular_matrices_are_refused_from_their_condition() {
         let singular = "LinAlgError: Singular matrix";
         let det = |o: DetOutput, m: &Array2<f64>| go(&Kernel::Det { output: o }, &[m], &[])[[0, 0]];
-        let kahan = |n: usize| Array::from_shape_fn((n, n), |(i, j)| match i.cmp(&j) {
-            std::cmp::Ordering::Equal => 1.0,
-            std::cmp::Ordering::Less => -1.0,
-            std::cmp::Ordering::Greater => 0.0,
-        });
+        let kahan = |n: usize| {
+            Array::from_shape_fn((n, n), |(i, j)| match i.cmp(&j) {
+                std::cmp::Ordering::Equal => 1.0,
+                std::cmp::Ordering::Less => -1.0,
+                std::cmp::Ordering::Greater => 0.0,
+            })
+        };
         let (k60, k30) = (kahan(60), kahan(30));
         assert_eq!(det(DetOutput::Det, &k60), 1.0);
-        assert_eq!(err(&Kernel::LuSolve, &[&k60, &eye(60)], &[60, 60]), singular);
+        assert_eq!(
+            err(&Kernel::LuSolve, &[&k60, &eye(60)], &[60, 60]),
+            singular
+        );
         assert_eq!(err(&Kernel::Inverse, &[&k60], &[60, 60]), singular);
         let b = k30.dot(&randn(30, 2, 5));
         go(&Kernel::LuSolve, &[&k30, &b], &[30, 2]);
         for w in [2, 3, 4, 6, 13] {
             let f = lu_panels(&k60, w);
             assert_eq!(lu_det_blocked(&f, &k60, w)[0], 1.0);
-            assert_eq!(lu_solve_blocked(&f, &k60, &eye(60), w).unwrap_err(), singular, "panels of {w}");
+            assert_eq!(
+                lu_solve_blocked(&f, &k60, &eye(60), w).unwrap_err(),
+                singular,
+                "panels of {w}"
+            );
             lu_solve_blocked(&lu_panels(&k30, w), &k30, &b, w).unwrap();
         }
         for (n, seed) in [(12usize, 1u64), (26, 2), (40, 3), (61, 4)] {
@@ -2363,14 +2398,29 @@ mod tests {
                 concatenate(Axis(0), &[comb.slice(s![..3, ..]), comb.slice(s![4.., ..])]).unwrap();
             let row = randn(1, n - 1, seed + 300).dot(&others);
             comb.row_mut(3).assign(&row.row(0));
-            for (what, a) in [("rank n/2", thin(n / 2)), ("rank n-1", thin(n - 1)), ("a row of the others", comb)] {
+            for (what, a) in [
+                ("rank n/2", thin(n / 2)),
+                ("rank n-1", thin(n - 1)),
+                ("a row of the others", comb),
+            ] {
                 let at = format!("{what}, n {n}");
-                assert!(one_block_rcond(&a) < singular_rcond(n), "{at}: {}", one_block_rcond(&a));
-                assert_eq!(err(&Kernel::LuSolve, &[&a, &eye(n)], &[n, n]), singular, "{at}");
+                assert!(
+                    one_block_rcond(&a) < singular_rcond(n),
+                    "{at}: {}",
+                    one_block_rcond(&a)
+                );
+                assert_eq!(
+                    err(&Kernel::LuSolve, &[&a, &eye(n)], &[n, n]),
+                    singular,
+                    "{at}"
+                );
                 assert_eq!(err(&Kernel::Inverse, &[&a], &[n, n]), singular, "{at}");
                 for w in [2, 3, 4, 6, 13] {
                     let f = lu_panels(&a, w);
-                    assert!(blocked_rcond_of(&a, w) < singular_rcond(n), "{at}, panels of {w}");
+                    assert!(
+                        blocked_rcond_of(&a, w) < singular_rcond(n),
+                        "{at}, panels of {w}"
+                    );
                     assert_eq!(
                         lu_solve_blocked(&f, &a, &eye(n), w).unwrap_err(),
                         singular,
@@ -2403,18 +2453,30 @@ mod tests {
                 let one = one_block_rcond(&a);
                 // (The exact one from a computed inverse: to about n eps / rcond.)
                 let lo = exact * (1.0 - 1e-6 - n as f64 * f64::EPSILON / exact);
-                assert!(one >= lo && one <= 3.0 * exact, "{what} {n}: gecon's {one}, exact {exact}");
+                assert!(
+                    one >= lo && one <= 3.0 * exact,
+                    "{what} {n}: gecon's {one}, exact {exact}"
+                );
                 for w in [2, 4, 7] {
                     let b = blocked_rcond_of(&a, w);
-                    assert!(b >= lo && b <= 10.0 * n as f64 * exact, "{what} {n} panels of {w}: {b}, exact {exact}");
+                    assert!(
+                        b >= lo && b <= 10.0 * n as f64 * exact,
+                        "{what} {n} panels of {w}: {b}, exact {exact}"
+                    );
                 }
                 // Rows by 2^-300 .. 2^300 (a permutation), then columns by 2^300 .. 2^-300.
                 let e = |k: usize| pow2(-300 + (600 * ((k * 7) % n) / n.max(2)) as i32);
                 let rows = Array::from_shape_fn((n, n), |(i, j)| a[[i, j]] * e(i));
                 let again = one_block_rcond(&rows);
-                assert!((again / one - 1.0).abs() < 0.5, "{what} {n}: {one} rows scaled {again}");
+                assert!(
+                    (again / one - 1.0).abs() < 0.5,
+                    "{what} {n}: {one} rows scaled {again}"
+                );
                 let b = blocked_rcond_of(&rows, 4) / blocked_rcond_of(&a, 4);
-                assert!((b - 1.0).abs() < 0.5, "{what} {n}: rows scaled, blocked {b}x");
+                assert!(
+                    (b - 1.0).abs() < 0.5,
+                    "{what} {n}: rows scaled, blocked {b}x"
+                );
                 let both = Array::from_shape_fn((n, n), |(i, j)| rows[[i, j]] / e(j));
                 if what == "random" {
                     assert!(one_block_rcond(&both) > 1e6 * singular_rcond(n));

@@ -1139,7 +1139,12 @@ impl Builder<'_> {
                 NodeOp::Lu { xs, step },
             )
         };
-        let forward = versions(self, p, [vec![lu, y], m.into_iter().collect()].concat(), LuStep::Forward);
+        let forward = versions(
+            self,
+            p,
+            [vec![lu, y], m.into_iter().collect()].concat(),
+            LuStep::Forward,
+        );
         let back = if m.is_some() {
             LuStep::Backward
         } else {
