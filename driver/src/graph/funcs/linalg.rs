@@ -937,7 +937,7 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
 /// columns, each a lower bound of the inverse's norm.
 const PROBE_COLUMNS: u64 = 3;
 /// Its seed (the probe is the same for every run of a matrix, so are the answers).
-const PROBE_SEED: u64 = 0x5eed_0f_c0_d1;
+const PROBE_SEED: u64 = 0x0039_5eed;
 
 /// The nodes of a blocked LU of one operand (memoized by it): the panels, A's row
 /// magnitudes, A's panels as the factorization reads them, and once asked for, the
