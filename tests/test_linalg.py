@@ -523,7 +523,10 @@ def test_ill_conditioned_and_badly_scaled_matrices_are_solved_as_numpy_solves_th
             if name in ("rows", "cols", "both"):
                 close(got, want, rtol=1e-9)  # badly scaled, not ill-posed: NumPy's answer
             else:
-                assert np.abs(got - want).max() <= 1e-15 * cond * np.abs(want).max() * 10, (name, k)
+                # Two backward-stable answers, each within about n eps cond of the exact one
+                # (NumPy's from another OpenBLAS build, on another CPU other kernels).
+                tol = 4 * len(m) * np.finfo(float).eps * cond
+                assert np.abs(got - want).max() <= tol * np.abs(want).max(), (name, k)
             # logabsdet: as exact as the smallest pivot, relatively cond * eps.
             ld = np.linalg.slogdet(m)[1]
             assert abs(float(np.load(tmp_path / f"d_{name}{k}.npy")) - ld) < 1e-9 * (1 + abs(ld)) + 1e-14 * cond
