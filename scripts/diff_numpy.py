@@ -387,11 +387,30 @@ def condition(a):
         return np.linalg.cond(a.astype(np.float64)), eps
 
 
+def equilibrated_rcond(a):
+    """The reciprocal condition number in the 1-norm of `a` equilibrated as nums-cloud's
+    solve and inv measure it (rows scaled by powers of two to a largest magnitude in
+    [1, 2), then columns to 1; docs/guide.md): below n eps they refuse `a` as singular."""
+    a = a.astype(np.float64)
+    with np.errstate(all="ignore"):
+        r = np.abs(a).max(axis=1)
+        da = a * np.where(r > 0, 2.0 ** -np.floor(np.log2(np.where(r > 0, r, 1.0))), 1.0)[:, None]
+        c = np.abs(da).max(axis=0)
+        if (c == 0).any():
+            return 0.0
+        m = da / c
+        try:
+            return 1 / (np.linalg.norm(m, 1) * np.linalg.norm(np.linalg.inv(m), 1))
+        except np.linalg.LinAlgError:
+            return 0.0
+
+
 def singular_to_working_precision(case, inputs):
     """Whether the case is linear algebra on a square matrix singular to working precision,
     where NumPy's values are rounding noise (or NaN): nums-cloud may refuse, or give 0 for
-    det, or other noise. Or on NaN or inf, where LAPACK's results are not specified (where
-    inf - inf meets depends on the order of its operations)."""
+    det, or other noise (its condition in the 2-norm past 1 / (n eps), or equilibrated in
+    the 1-norm as nums-cloud's solve measures it). Or on NaN or inf, where LAPACK's results
+    are not specified (where inf - inf meets depends on the order of its operations)."""
     a = linalg_matrix(case, inputs)
     if a is None:
         return False
@@ -400,7 +419,7 @@ def singular_to_working_precision(case, inputs):
     if a.ndim != 2 or a.shape[0] != a.shape[1]:
         return False
     cond, eps = condition(a)
-    return cond > 1 / (len(a) * eps)
+    return cond > 1 / (len(a) * eps) or equilibrated_rcond(a) < len(a) * np.finfo(np.float64).eps
 
 
 def compare(case, got, inputs, want=None):

@@ -5,7 +5,6 @@ conversions, values back without a copy, random arrays, linear algebra, the same
 expressions in this process and on function processes, and NumS's README examples with
 only the import changed."""
 import inspect
-import time
 import types
 
 import numpy as np
@@ -335,31 +334,31 @@ def test_every_public_name_has_a_docstring():
     assert "nums-cloud" in nps.exp.__doc__
 
 
-def test_building_an_expression_is_fast_and_small_work_runs_here(session):
+def test_building_an_expression_sends_nothing_and_small_work_runs_here(session):
+    """Building an expression is bookkeeping: 2,000 operations send no invocation and run no
+    task. A small compute runs in this process: one task (x read in place), no function
+    process. How fast both are (microseconds per operation, milliseconds per compute) is
+    timing, measured by benches/python_latency.py (BENCHMARKS.md), not asserted here."""
     x = nps.arange(1000.0)
     x.get()
-    t = time.perf_counter()
+    before = session.counts()
     y = x
     for _ in range(2000):
         y = y + 1.0
-    per_op = (time.perf_counter() - t) / 2000
-    assert per_op < 20e-6, f"{per_op * 1e6:.1f} µs per operation"
+    assert session.counts() == before, "building computed something"
     assert nums_cloud.explain(x * 2).place == "in-process"
-    times = []
     for k in range(15):
-        z = x * float(k)
-        t = time.perf_counter()
-        z.get()
-        times.append(time.perf_counter() - t)
-    # The benchmark's figure is the release build's (BENCHMARKS.md); this bound keeps the
-    # debug build on a busy machine honest without being flaky.
-    assert sorted(times)[len(times) // 2] < 0.05, times
+        np.testing.assert_array_equal((x * float(k)).get(), np.arange(1000.0) * k)
+    after = session.counts()
+    assert after["tasks"] - before["tasks"] == 15, (before, after)
+    assert after["in_process"] - before["in_process"] == after["invocations"] - before["invocations"] > 0
 
 
 def test_a_compute_costs_what_it_computes_not_the_sessions_graph(tmp_path):
-    """A small compute reads only the nodes it needs: thousands of other operations in
-    the session (each a node of its graph) leave its time as it was. Measured against a
-    fresh session's, the two computes taking turns (a busy machine slows both alike)."""
+    """A small compute reads only the nodes it needs: 20,000 other operations in the session
+    (each a node of its graph) change nothing in what it sends and reads: the same tasks and
+    invocations per compute, the same bytes in its plan, as a fresh session's. (That its
+    time stays as it was is timing: benches/python_latency.py measures it.)"""
     fresh = nums_cloud.init(storage=f"file://{tmp_path / 'fresh'}", progress=False)
     x_fresh = nps.arange(1000.0)
     x_fresh.get()
@@ -369,17 +368,18 @@ def test_a_compute_costs_what_it_computes_not_the_sessions_graph(tmp_path):
     y = nps.arange(10.0)
     for _ in range(20_000):
         y = y + 1.0  # 20,000 nodes of the grown session the computes below do not need
-    ts = {"fresh": [], "grown": []}
-    for k in range(40):
-        for name, x in (("fresh", x_fresh), ("grown", x_grown)):
+    sent = {"fresh": [], "grown": []}
+    for k in range(5):
+        for name, s, x in (("fresh", fresh, x_fresh), ("grown", grown, x_grown)):
             z = x * float(k)
-            t = time.perf_counter()
-            z.get()
-            ts[name].append(time.perf_counter() - t)
-    med = {name: sorted(v)[len(v) // 2] * 1e3 for name, v in ts.items()}
+            plan = str(nums_cloud.explain(z))  # the bytes it reads and makes, its invocations
+            before = s.counts()
+            np.testing.assert_array_equal(z.get(), np.arange(1000.0) * k)
+            after = s.counts()
+            sent[name].append((plan, *(after[c] - before[c] for c in ("invocations", "tasks"))))
     fresh.close()
     grown.close()
-    assert med["grown"] < 1.5 * med["fresh"] + 1.0, med
+    assert sent["grown"] == sent["fresh"], sent
 
 
 def namespace_stub():

@@ -377,7 +377,7 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
         }
         Kernel::Inverse => 2.0 * dims(0).0.powi(3),
         Kernel::Det { .. } => 2.0 * dims(0).0.powi(3) / 3.0,
-        // Blocked LU: with F_k (n + 1 x w_k), the trsm of row block k and the gemm below
+        // Blocked LU: with F_k (n + 2 x w_k), the trsm of row block k and the gemm below
         // it; then getrf of the rows from the next row block down.
         Kernel::LuPanel {
             w,
@@ -388,7 +388,7 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
             // Q is the last input but A's row magnitudes (or its row blocks, up to there).
             let c = dims(n_inputs - 1 - *scale as usize).1;
             let n = match apply {
-                Some(_) => dims(0).0 - 1.0,
+                Some(_) => dims(0).0 - 2.0,
                 None => (0..n_inputs - *scale as usize).map(|i| dims(i).0).sum(),
             };
             let mut f = 0.0;
@@ -403,9 +403,11 @@ fn flops(kernel: &Kernel, shapes: &impl Fn(usize) -> Vec<usize>, n_inputs: usize
             }
             f
         }
-        // The trsm of row block k, the gemm of the rows above it.
-        Kernel::LuBack { w, step } => {
-            let (wk, c) = (dims(0).1, dims(1).1);
+        // The trsm of row block k, the gemm of the rows above it (in the solution's tasks,
+        // of the condition probe's columns too).
+        Kernel::LuBack { w, step, .. } => {
+            let wk = dims(0).1;
+            let c = dims(1).1 + if n_inputs > 2 { dims(2).1 } else { 0.0 };
             wk * wk * c + 2.0 * (step * w) as f64 * wk * c
         }
         Kernel::GlmSums {
@@ -715,8 +717,8 @@ mod tests {
     #[test]
     fn blocked_lu_steps_count_their_panels_flops() {
         let (n, w) = (8192usize, 1024usize);
-        // Step 2 of panel 5: F_1 and the panel after step 1, both [1, n + 1, w].
-        let shapes = |_: usize| vec![1, n + 1, w];
+        // Step 2 of panel 5: F_1 and the panel after step 1, both [1, n + 2, w].
+        let shapes = |_: usize| vec![1, n + 2, w];
         let k = Kernel::LuPanel {
             w,
             apply: Some(1),

@@ -1586,10 +1586,14 @@ pub enum Kernel {
         transpose: bool,
     },
     /// Inputs: A (square), B. Output X = A^-1 B (LU with partial pivoting: getrf and
-    /// getrs, as NumPy's solve; a numerically zero pivot, at most n eps times the largest
-    /// term of its row's elimination, is a singular matrix).
+    /// getrs, as NumPy's solve). A is singular (NumPy's LinAlgError) when a pivot is
+    /// numerically zero (at most n eps times the largest term of its row's elimination) or
+    /// when the reciprocal condition number of A equilibrated (rows by powers of two to a
+    /// largest magnitude in [1, 2), then columns to 1-norm 1), in the 1-norm as LAPACK's
+    /// dgecon estimates it, is below n eps.
     LuSolve,
-    /// One input A (square). Output A^-1 (getrf, getrs of the identity, as NumPy's inv).
+    /// One input A (square). Output A^-1 (getrf, getrs of the identity, as NumPy's inv);
+    /// singular as for [`Kernel::LuSolve`].
     Inverse,
     /// One input A (square). Output (0-d) `det`, or slogdet's `sign` or `logabsdet`, from
     /// its LU factors (a singular A gives 0, 0 and -inf, as NumPy does).
@@ -1600,12 +1604,15 @@ pub enum Kernel {
     },
     /// A step of right-looking blocked LU with partial pivoting on column panels (all n
     /// rows, `w` columns; row block k is rows k w .. k w + w_k, w_k the width of panel k).
-    /// A factored panel F_k has n + 1 rows: the last holds, for each of its columns i, the
-    /// row that row k w + i was swapped with (LAPACK's ipiv made global and 0-based).
+    /// A panel of the factorization has n + 2 rows: row n of a factored panel F_k holds,
+    /// for each of its columns i, the row that row k w + i was swapped with (LAPACK's ipiv
+    /// made global and 0-based); row n + 1 each column's 1-norm in D A (made by the
+    /// panel's first version, carried through its later ones: the condition estimate's
+    /// column scales, see [`Kernel::LuBack`]).
     /// The factorization is of D A, A's rows equilibrated by powers of two (D: each row's
     /// largest magnitude brought to [1, 2), exactly), so that a pivot's size says how
     /// singular A is whatever the scale of its rows.
-    /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 1 rows: of A, or of
+    /// Inputs: F_k when `apply` is `Some(k)`, then a panel Q (n or n + 2 rows: of A, or of
     /// a right-hand side; or Q's row blocks, top to bottom: a panel of A read from A's own
     /// blocks), then with `scale` A's row magnitudes (n: each row's largest
     /// |a_ij|). With `scale`, Q is as given (a panel of A or of b) and its rows are first
@@ -1617,7 +1624,7 @@ pub enum Kernel {
     /// trailing updates of an exactly singular A leave a tiny pivot where an unblocked LU
     /// meets an exact zero) is made an exact zero, for the back substitution (an error)
     /// and the determinant (0) to find. The output has the rows of the output block:
-    /// n + 1 for a panel of the factorization, n for a right-hand side.
+    /// n + 2 for a panel of the factorization, n for a right-hand side.
     LuPanel {
         /// Columns per panel (the last panel may be narrower).
         w: usize,
@@ -1633,11 +1640,23 @@ pub enum Kernel {
     /// Inputs: F_k, Y (n x c, or n). Y's row block k is solved with U_kk (F_k's upper
     /// triangle there; a zero on its diagonal is a singular matrix) and the rows above
     /// updated with the part of U above it (Y_above -= U_above X_k).
+    ///
+    /// With `estimate`, a step of the condition probe G (solved with D A: its forward
+    /// steps do not scale its rows): X_k's rows are then multiplied by their columns'
+    /// 1-norms in D A (F_k's last row), so that the probe ends as M^-1 G, M = D A C with
+    /// C = diag(1 / ||D A e_j||_1) (every column of M of 1-norm 1, ||M||_1 = 1). The last
+    /// step (k = 0) of the solution takes two more inputs, the probe Z before its step 0
+    /// and G (n x t): with X_G = M^-1 G, max_i ||X_G e_i||_1 / ||G e_i||_1 is a lower bound
+    /// of ||M^-1||_1, its reciprocal at least M's reciprocal condition number; below n eps
+    /// A is singular (NumPy's LinAlgError), else Y's step 0 is taken.
     LuBack {
         /// Columns per panel of the factorization.
         w: usize,
         /// k: the row block solved.
         step: usize,
+        /// A step of the condition probe (see above).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        estimate: bool,
     },
     /// Panel k's share (one element) of the determinant of a blocked LU, from F_k and A's
     /// row magnitudes (as [`Kernel::LuPanel`]'s): (-1)^swaps prod diag(U_kk) / prod D_ii
@@ -2008,6 +2027,11 @@ mod tests {
                 apply: Some(1),
                 factor: true,
                 scale: true,
+            },
+            Kernel::LuBack {
+                w: 64,
+                step: 0,
+                estimate: true,
             },
         ] {
             let task = Task {

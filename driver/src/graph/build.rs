@@ -47,7 +47,7 @@ pub(super) struct Builder<'a> {
     /// TSQR trees made so far, by their operands: a factorization is made once.
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
-    pub(super) lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
+    pub(super) lu_memo: HashMap<NodeId, funcs::LuNodes>,
     /// Sample sorts' samples made so far (the sample node and its positions), by operand:
     /// a sort and an argsort of one array share them.
     pub(super) sort_memo: HashMap<NodeId, (NodeId, std::sync::Arc<Vec<u64>>)>,
@@ -1370,7 +1370,7 @@ pub struct Incremental {
     g: Graph,
     blocks: u64,
     tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
-    lu_memo: HashMap<NodeId, (NodeId, NodeId)>,
+    lu_memo: HashMap<NodeId, funcs::LuNodes>,
     masks: HashMap<NodeId, Vec<u64>>,
     /// Values of small nodes a function's shapes depend on, computed by the caller when
     /// an evaluation asked for them ([`Incremental::take_need_values`]).
@@ -1579,8 +1579,7 @@ impl Incremental {
             self.blocks = blocks;
             self.tsqr_memo
                 .retain(|k, t| k.iter().chain(&t.xs).chain(&t.levels).all(|&i| i < len));
-            self.lu_memo
-                .retain(|&k, &mut (a, b)| k < len && a < len && b < len);
+            self.lu_memo.retain(|&k, lu| k < len && lu.within(len));
         }
         self.values.insert(node, values);
     }

@@ -352,19 +352,28 @@ pub enum NodeOp {
 pub enum LuStep {
     /// `xs = [a, m]` (a in column panels, [r, w] blocks: a panel is its column of row
     /// blocks, one block when r = n; m its rows' largest magnitudes,
-    /// [n] in one block, by which the steps equilibrate a's rows): [p, n + 1, n] in
-    /// [1, n + 1, w] blocks; block (k, 0, j), j >= k, is panel j after steps 0..k,
-    /// factored when j == k (F_k, its last row the pivots).
+    /// [n] in one block, by which the steps equilibrate a's rows): [p, n + 2, n] in
+    /// [1, n + 2, w] blocks; block (k, 0, j), j >= k, is panel j after steps 0..k,
+    /// factored when j == k (F_k, row n the pivots), row n + 1 its columns' 1-norms in
+    /// D A.
     Panels,
     /// `xs = [lu, b, m]` (b in [n, wb] blocks, or 1-D; m as the panels'): [p, n, c] in
     /// [1, n, wb] blocks; block (k, 0, i) is b's panel i after steps 0..=k (the last:
-    /// L^-1 P D b).
+    /// L^-1 P D b). `xs = [lu, b]`: b's rows are not scaled (the last: L^-1 P b; the
+    /// condition estimate's probe).
     Forward,
     /// `xs = [lu, forward]`: [p - 1, n, c]; block (i, 0, j) is after the back-substitution
     /// steps p - 1 down to p - 1 - i.
     Backward,
-    /// `xs = [lu, forward]` or `[lu, forward, backward]`: the solution, [n, c] in [n, wb]
-    /// blocks (or [n]), the back substitution's step 0.
+    /// `xs = [lu, forward]` (the forward versions of the condition estimate's probe, made
+    /// without m): as `Backward`, each step's solved rows then scaled by their columns'
+    /// 1-norms in D A ([`Kernel::LuBack`](nums_layout::batch::Kernel::LuBack)'s
+    /// `estimate`).
+    Probe,
+    /// `xs = [lu, forward, backward, probe forward, probe backward, probe]` (no backward
+    /// versions when p = 1): the solution, [n, c] in [n, wb] blocks (or [n]), the back
+    /// substitution's step 0, after A's condition estimate (from the probe's step 0)
+    /// refused a singular A.
     Solution,
     /// `xs = [lu, m]`: [p] in [1] blocks, each panel's share of the sign (a product) or
     /// of `logabsdet` (a sum); det is sign * exp(logabsdet), as NumPy makes it.

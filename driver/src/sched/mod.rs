@@ -439,7 +439,7 @@ pub(super) fn panel_home(cx: &Ctx, b: &BlockId) -> Option<usize> {
         // Versions [steps, n, c] in blocks [1, n, wb], the solution [n(, c)] in [n(, wb)]:
         // the column block is the last axis's.
         NodeOp::Lu {
-            step: LuStep::Forward | LuStep::Backward | LuStep::Solution,
+            step: LuStep::Forward | LuStep::Backward | LuStep::Probe | LuStep::Solution,
             ..
         } => cyclic(*n.meta.grid().last().unwrap_or(&1)),
         _ => None,

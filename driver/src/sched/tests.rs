@@ -1027,7 +1027,9 @@ fn blocked_solve_reads_a_once_and_substitutes_back_in_one_invocation() {
 /// projected within 6.2 s (6.91 s when each panel was assembled, written and read back,
 /// the factorization of a panel joined the batch of updates before it, so that those
 /// waited for the other slot's factored panel too, and the last panel's updates all ran
-/// on the busier slot). `--nocapture` prints each batch's tasks and projected times.
+/// on the busier slot; 6.22 s with the condition estimate's probe, a second chain of
+/// forward and back steps beside b's). `--nocapture` prints each batch's tasks and
+/// projected times.
 #[test]
 fn benchmark_solve_projection() {
     let (n, blk) = (8192u64, 1024u64);

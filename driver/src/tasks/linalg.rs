@@ -120,15 +120,20 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                 }
                 LuStep::Forward => {
                     let (k, i) = (idx[0], idx[2]);
-                    // Step 0 reads b as given, and scales its rows as A's.
-                    let inputs = if k == 0 {
-                        vec![f(k), rhs(i), magnitudes()]
+                    // Step 0 reads b as given, and scales its rows as A's (not the
+                    // probe's, which has no magnitudes).
+                    let scale = k == 0 && xs.len() > 2;
+                    let mut inputs = if k == 0 {
+                        vec![f(k), rhs(i)]
                     } else {
                         vec![f(k), cx.b(id, &[k - 1, 0, i])]
                     };
-                    cx.one(panel(Some(k as usize), false, k == 0), inputs)
+                    if scale {
+                        inputs.push(magnitudes());
+                    }
+                    cx.one(panel(Some(k as usize), false, scale), inputs)
                 }
-                LuStep::Backward => {
+                LuStep::Backward | LuStep::Probe => {
                     let (i, j) = (idx[0], idx[2]);
                     let k = p - 1 - i;
                     let src = if i == 0 {
@@ -140,17 +145,35 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                         Kernel::LuBack {
                             w,
                             step: k as usize,
+                            estimate: *step == LuStep::Probe,
                         },
                         vec![f(k), src],
                     )
                 }
                 LuStep::Solution => {
                     let j = idx.get(1).copied().unwrap_or(0);
-                    let src = match xs.get(2) {
-                        Some(&back) => cx.b(back, &[p.saturating_sub(2), 0, j]),
-                        None => cx.b(xs[1], &[p - 1, 0, j]),
+                    // [forward, backward] (backward only when p > 1) of y, then of the
+                    // probe, then the probe.
+                    let chain = if p > 1 { 2 } else { 1 };
+                    let last = |versions: &[NodeId], j: u64| match versions {
+                        [_, back] => cx.b(*back, &[p - 2, 0, j]),
+                        _ => cx.b(versions[0], &[p - 1, 0, j]),
                     };
-                    cx.one(Kernel::LuBack { w, step: 0 }, vec![f(0), src])
+                    let (y, probe) = xs[1..].split_at(chain);
+                    let inputs = vec![
+                        f(0),
+                        last(y, j),
+                        last(&probe[..chain], 0),
+                        cx.b(probe[chain], &[0, 0]),
+                    ];
+                    cx.one(
+                        Kernel::LuBack {
+                            w,
+                            step: 0,
+                            estimate: true,
+                        },
+                        inputs,
+                    )
                 }
                 LuStep::Det(output) => cx.one(
                     Kernel::LuDet {

@@ -67,13 +67,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; a pivot within n eps of what its elimination cancelled is zero: LinAlgError \"Singular matrix\" on every block shape)",
+        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; LinAlgError \"Singular matrix\" on every block shape where a pivot is within n eps of what its elimination cancelled or `a` equilibrated has an estimated reciprocal condition number in the 1-norm below n eps, docs/guide.md)",
         |s, b| lu_op(s, b, LuUse::Solve),
     ),
     FuncDef::new(
         "inv",
         &["a"],
-        "`np.linalg.inv` (as `solve(a, eye(n))`: one task, or blocked LU on column panels)",
+        "`np.linalg.inv` (as `solve(a, eye(n))`: one task, or blocked LU on column panels; singular where `solve` finds it so)",
         |s, b| lu_op(s, b, LuUse::Inverse),
     ),
     FuncDef::new(
@@ -829,10 +829,10 @@ fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
 }
 
 /// The planner's projection of blocked LU's largest task (n x n in column panels of `w`):
-/// a step reads F_k and a panel (n + 1 rows each), writes a panel, and getrf copies the
+/// a step reads F_k and a panel (n + 2 rows each), writes a panel, and getrf copies the
 /// rows it factors.
 fn lu_task_bytes(n: u64, w: u64) -> u64 {
-    let panel = (n + 1) * w * 8;
+    let panel = (n + 2) * w * 8;
     task_peak(&TaskBlocks::whole(2 * panel, 2, panel, panel, panel))
 }
 
@@ -885,10 +885,10 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
         }
         _ => None,
     };
-    let (lu, m) = s.lu_panels(a, bd)?;
+    let LuNodes { lu, m, .. } = s.lu_panels(a, bd)?;
     let w = s.meta(lu).block[2];
     Ok(Val::Arr(match (what, rhs) {
-        (LuUse::Solve, Some(y)) => s.lu_solution(lu, m, y, dtype),
+        (LuUse::Solve, Some(y)) => s.lu_solution(a, bd, y, dtype)?,
         (LuUse::Det(output), _) => {
             let p = s.meta(lu).shape[0];
             let of = |s: &mut Builder, out: DetOutput, op| {
@@ -928,9 +928,47 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 ArrayMeta::new(vec![n, n], vec![n, w], DType::Float64),
                 NodeOp::Eye { k: 0 },
             );
-            s.lu_solution(lu, m, eye, dtype)
+            s.lu_solution(a, bd, eye, dtype)?
         }
     }))
+}
+
+/// The rows of blocked LU's condition probe ([`Builder::lu_condition`]): a few random
+/// columns, each a lower bound of the inverse's norm.
+const PROBE_COLUMNS: u64 = 3;
+/// Its seed (the probe is the same for every run of a matrix, so are the answers).
+const PROBE_SEED: u64 = 0x0039_5eed;
+
+/// The nodes of a blocked LU of one operand (memoized by it): the panels, A's row
+/// magnitudes, A's panels as the factorization reads them, and once asked for, the
+/// condition estimate's.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LuNodes {
+    pub(crate) lu: NodeId,
+    pub(crate) m: NodeId,
+    q: NodeId,
+    cond: Option<LuCond>,
+}
+
+/// What the last back-substitution step of a solve or inverse reads to estimate A's
+/// condition ([`Kernel::LuBack`]'s `estimate`): the probe G's forward and back
+/// substitution versions (G is solved with D A: no row scaling; its back substitution
+/// scales the rows it solves by D A's column 1-norms), and G.
+#[derive(Clone, Copy, Debug)]
+struct LuCond {
+    forward: NodeId,
+    backward: Option<NodeId>,
+    g: NodeId,
+}
+
+impl LuNodes {
+    /// Whether every node is one of the first `len` of the graph.
+    pub(crate) fn within(&self, len: NodeId) -> bool {
+        let c = self
+            .cond
+            .map_or(vec![], |c| vec![c.forward, c.backward.unwrap_or(0), c.g]);
+        [self.lu, self.m, self.q].iter().chain(&c).all(|&i| i < len)
+    }
 }
 
 impl Builder<'_> {
@@ -958,7 +996,7 @@ impl Builder<'_> {
     /// rows and `a`'s smaller block side, halved until the largest task (a step reading
     /// F_k and a panel, writing a panel, getrf's copy of the rows it factors) fits
     /// `memory_mb`.
-    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<(NodeId, NodeId), EvalError> {
+    fn lu_panels(&mut self, a: NodeId, bd: &Bound) -> Result<LuNodes, EvalError> {
         if let Some(&lu) = self.lu_memo.get(&a) {
             return Ok(lu);
         }
@@ -1021,8 +1059,8 @@ impl Builder<'_> {
         let m = self.rechunk(m, vec![n]);
         let lu = self.add(
             ArrayMeta::new(
-                vec![n.div_ceil(w), n + 1, n],
-                vec![1, n + 1, w],
+                vec![n.div_ceil(w), n + 2, n],
+                vec![1, n + 2, w],
                 DType::Float64,
             ),
             NodeOp::Lu {
@@ -1030,45 +1068,128 @@ impl Builder<'_> {
                 step: LuStep::Panels,
             },
         );
-        self.lu_memo.insert(a, (lu, m));
-        Ok((lu, m))
+        let nodes = LuNodes {
+            lu,
+            m,
+            q,
+            cond: None,
+        };
+        self.lu_memo.insert(a, nodes);
+        Ok(nodes)
     }
 
-    /// A^-1 y from A's factored panels (and A's row magnitudes `m`): y carried through the
-    /// steps ([`LuStep::Forward`]), then the back substitution, in `dtype`.
-    fn lu_solution(&mut self, lu: NodeId, m: NodeId, y: NodeId, dtype: DType) -> NodeId {
-        let (p, n, w) = {
-            let m = self.meta(lu);
-            (m.shape[0], m.shape[2], m.block[2])
+    /// The condition estimate's nodes of `a`'s blocked LU (memoized with it, so that solve
+    /// and inv of one matrix share them): the probe G, n x PROBE_COLUMNS standard normals,
+    /// carried through the forward steps without A's row scaling and through the back
+    /// substitution ([`LuStep::Probe`]) up to its last step (that step, in each task of
+    /// the solution, gives M^-1 G: see [`Kernel::LuBack`]). A solve of 3 columns beside
+    /// that of b, reading the same factored panels: 2 p small tasks beside the
+    /// factorization's p (p + 1) / 2.
+    fn lu_condition(&mut self, a: NodeId, bd: &Bound) -> Result<LuCond, EvalError> {
+        let nodes = self.lu_panels(a, bd)?;
+        if let Some(c) = nodes.cond {
+            return Ok(c);
+        }
+        let n = self.meta(nodes.lu).shape[2];
+        let g = self.add(
+            ArrayMeta::new(
+                vec![n, PROBE_COLUMNS],
+                vec![n, PROBE_COLUMNS],
+                DType::Float64,
+            ),
+            NodeOp::Random {
+                dist: nums_layout::batch::RandomDist::Normal,
+                seed: PROBE_SEED,
+            },
+        );
+        let (forward, backward) = self.lu_substitution(nodes.lu, g, None);
+        let cond = LuCond {
+            forward,
+            backward,
+            g,
         };
-        let vector = self.meta(y).ndim() == 1;
-        let c = if vector { 1 } else { self.meta(y).shape[1] };
-        let wb = c.min(w);
-        let y = self.cast(y, DType::Float64);
-        let y = self.rechunk(y, if vector { vec![n] } else { vec![n, wb] });
+        self.lu_memo.insert(
+            a,
+            LuNodes {
+                cond: Some(cond),
+                ..nodes
+            },
+        );
+        Ok(cond)
+    }
+
+    /// y (n x c, float64, in [n, wb] blocks, or [n]) carried through A's factored panels'
+    /// steps ([`LuStep::Forward`], its rows first scaled as A's by the row magnitudes `m`
+    /// when given), then through the back substitution but its last step
+    /// ([`LuStep::Backward`], or for the probe, without `m`, [`LuStep::Probe`]; none when
+    /// there is one panel).
+    fn lu_substitution(
+        &mut self,
+        lu: NodeId,
+        y: NodeId,
+        m: Option<NodeId>,
+    ) -> (NodeId, Option<NodeId>) {
+        let (p, n) = (self.meta(lu).shape[0], self.meta(lu).shape[2]);
+        let ym = self.meta(y);
+        let c = if ym.ndim() == 1 { 1 } else { ym.shape[1] };
+        let wb = *ym.block.get(1).unwrap_or(&1);
         let versions = |s: &mut Self, steps: u64, xs: Vec<NodeId>, step: LuStep| {
             s.add(
                 ArrayMeta::new(vec![steps, n, c], vec![1, n, wb], DType::Float64),
                 NodeOp::Lu { xs, step },
             )
         };
-        let forward = versions(self, p, vec![lu, y, m], LuStep::Forward);
+        let forward = versions(
+            self,
+            p,
+            [vec![lu, y], m.into_iter().collect()].concat(),
+            LuStep::Forward,
+        );
+        let back = if m.is_some() {
+            LuStep::Backward
+        } else {
+            LuStep::Probe
+        };
+        let backward = (p > 1).then(|| versions(self, p - 1, vec![lu, forward], back));
+        (forward, backward)
+    }
+
+    /// A^-1 y from `a`'s blocked LU: y carried through the steps, then the back
+    /// substitution, in `dtype`; its last step first estimates A's condition and refuses a
+    /// singular A ([`Builder::lu_condition`]).
+    fn lu_solution(
+        &mut self,
+        a: NodeId,
+        bd: &Bound,
+        y: NodeId,
+        dtype: DType,
+    ) -> Result<NodeId, EvalError> {
+        let LuNodes { lu, m, .. } = self.lu_panels(a, bd)?;
+        let cond = self.lu_condition(a, bd)?;
+        let (n, w) = (self.meta(lu).shape[2], self.meta(lu).block[2]);
+        let vector = self.meta(y).ndim() == 1;
+        let c = if vector { 1 } else { self.meta(y).shape[1] };
+        let wb = c.min(w);
+        let y = self.cast(y, DType::Float64);
+        let y = self.rechunk(y, if vector { vec![n] } else { vec![n, wb] });
+        let (forward, backward) = self.lu_substitution(lu, y, Some(m));
         let mut xs = vec![lu, forward];
-        if p > 1 {
-            xs.push(versions(self, p - 1, vec![lu, forward], LuStep::Backward));
-        }
+        xs.extend(backward);
+        xs.push(cond.forward);
+        xs.extend(cond.backward);
+        xs.push(cond.g);
         let (shape, block) = if vector {
             (vec![n], vec![n])
         } else {
             (vec![n, c], vec![n, wb])
         };
-        self.add(
+        Ok(self.add(
             ArrayMeta::new(shape, block, dtype),
             NodeOp::Lu {
                 xs,
                 step: LuStep::Solution,
             },
-        )
+        ))
     }
 }
 
