@@ -180,9 +180,10 @@ def test_poisson_targets_all_zero(session, solver):
 
 @pytest.mark.parametrize("solver", ["lbfgs", "newton"])
 def test_a_fit_that_does_not_meet_tol_warns_and_says_why(session, solver):
-    """At max_iter, or where no step lowers the loss (a tol below float64's resolution:
-    L-BFGS stopped where the loss decreased by less than 64 eps and called it
-    converged): scikit-learn's ConvergenceWarning, saying why, and converged_ False."""
+    """At max_iter, or stalled (a tol below float64's resolution: the loss no longer
+    changes and the gradient wanders; L-BFGS stopped where the loss decreased by less
+    than 64 eps and called it converged): scikit-learn's ConvergenceWarning, saying why,
+    and converged_ False."""
     with pytest.warns(SkConvergenceWarning, match=r"max_iter = 2 iterations: the largest gradient"):
         m = LogisticRegression(solver=solver, max_iter=2).fit(X0, Y0)
     assert not m.converged_
