@@ -80,7 +80,8 @@ def test_columns_of_scales_1e_minus_4_to_1e6(session, solver):
     tol=1e-10 and a N(0,1) column's coefficient 1e-12 instead of 0.17; Newton called the
     Hessian singular. Without a penalty the scaled problem is the unscaled one
     reparametrized: its optimum is scikit-learn's fit of the unscaled X, divided by the
-    scales. With C=1, scikit-learn's newton-cholesky (invariant to scale) at a tight tol."""
+    scales. With C=1, scikit-learn's newton-cholesky (invariant to scale) at a tight tol.
+    (Its lbfgs, which scipy's ftol stops silently, is 0.0095 off on a N(0, 1) column.)"""
     Xs = X0 * SCALES
     scale = np.r_[SCALES, 1.0]
     sk = linear_model.LogisticRegression(penalty=None, solver="newton-cholesky", tol=1e-12,
@@ -94,11 +95,12 @@ def test_columns_of_scales_1e_minus_4_to_1e6(session, solver):
     # In the column's own units: the N(0, 1) column's coefficient is sklearn's.
     np.testing.assert_allclose(theta(m) * scale, theta(sk), rtol=1e-6, atol=1e-8)
     assert err < 1e-6
-    sk = linear_model.LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-12,
+    # (At tol=1e-12 its line search gives up on this X and it finishes with lbfgs.)
+    sk = linear_model.LogisticRegression(C=1.0, solver="newton-cholesky", tol=1e-10,
                                          max_iter=100).fit(Xs, Y0)
     m = LogisticRegression(C=1.0, solver=solver, tol=1e-10, max_iter=500).fit(Xs, Y0)
     assert m.converged_
-    ref_bound = bound(Xs, theta(sk), "logistic", 1 / N, 1e-12)[0]
+    ref_bound = bound(Xs, theta(sk), "logistic", 1 / N, 1e-10)[0]
     assert_near_optimum(Xs, theta(m), theta(sk), "logistic", 1 / N, 1e-10, ref_bound)
 
 
@@ -120,7 +122,8 @@ def test_newton_at_the_defaults_gives_scikit_learns_answer(session):
         m = LogisticRegression(solver="newton").fit(X, y)
     np.testing.assert_allclose(theta(m), sk, rtol=1e-7, atol=1e-9)
     rel = np.linalg.norm(theta(m) - best) / np.linalg.norm(best)
-    assert rel <= 1e-3, rel
+    sk_rel = np.linalg.norm(sk - best) / np.linalg.norm(best)
+    assert rel <= sk_rel * (1 + 1e-6) + 1e-12, (rel, sk_rel)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         m = LogisticRegression().fit(X, y)
