@@ -851,7 +851,10 @@ pub(crate) async fn fit_all(
             return Err(anyhow!(
                 "array `{array}`: {} did not converge: {}; raise max_iter, loosen tol or scale X",
                 crate::models::describe(spec),
-                fitted.why_not.as_deref().unwrap_or("the tolerance was not met")
+                fitted
+                    .why_not
+                    .as_deref()
+                    .unwrap_or("the tolerance was not met")
             ));
         }
         let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;

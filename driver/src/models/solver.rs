@@ -229,7 +229,9 @@ impl Scaling {
     fn grad(&self, g: &[f64]) -> Vec<f64> {
         let d = self.d();
         let gb = if self.intercept { g[d] } else { 0.0 };
-        let mut out: Vec<f64> = (0..d).map(|j| (g[j] - self.mu[j] * gb) / self.s[j]).collect();
+        let mut out: Vec<f64> = (0..d)
+            .map(|j| (g[j] - self.mu[j] * gb) / self.s[j])
+            .collect();
         if self.intercept {
             out.push(gb);
         }
@@ -638,8 +640,7 @@ impl Fit {
         }
         self.record(&theta_new, f_new, &g_new);
         // The start has no step behind it: as scikit-learn's, Newton takes at least one.
-        if max_abs(&g_new) <= self.spec.tol && self.decrement.is_some_and(|d| d <= self.spec.tol)
-        {
+        if max_abs(&g_new) <= self.spec.tol && self.decrement.is_some_and(|d| d <= self.spec.tol) {
             return Ok(self.done(theta_new, Stop::Tol));
         }
         if self.stalled() {
@@ -1065,7 +1066,10 @@ mod tests {
         assert!(!f.converged && f.n_iter == 2, "{f:?}");
         assert_eq!(f.stop, Stop::MaxIter);
         let why = f.why_not.unwrap();
-        assert!(why.contains("max_iter = 2") && why.contains("> tol"), "{why}");
+        assert!(
+            why.contains("max_iter = 2") && why.contains("> tol"),
+            "{why}"
+        );
     }
 
     fn scaled(x: &Array2<f64>, scales: &[f64]) -> Array2<f64> {
@@ -1104,9 +1108,13 @@ mod tests {
         });
         let scales = [1e6, 1e-4, 1.0, 1.0];
         let xs = scaled(&x, &scales);
-        let plain = fit(&spec(Family::Logistic, Solver::Newton, f64::INFINITY, true), &x, &y)
-            .unwrap()
-            .theta;
+        let plain = fit(
+            &spec(Family::Logistic, Solver::Newton, f64::INFINITY, true),
+            &x,
+            &y,
+        )
+        .unwrap()
+        .theta;
         let want: Vec<f64> = plain
             .iter()
             .enumerate()
@@ -1143,7 +1151,9 @@ mod tests {
         let (x, _) = data(2000, 4, 21);
         let (_, noise) = data(2000, 4, 22);
         let z = x.dot(&Array1::from(vec![12.0, -8.0, 6.0, 10.0])) + 1.0;
-        let y = Array1::from_shape_fn(2000, |i| ((z[i] + 4.0 * (noise[i] - 0.5)) > 0.0) as u8 as f64);
+        let y = Array1::from_shape_fn(2000, |i| {
+            ((z[i] + 4.0 * (noise[i] - 0.5)) > 0.0) as u8 as f64
+        });
         for c in [100.0, 1e6] {
             let mut s = spec(Family::Logistic, Solver::Newton, c, true);
             let best = fit(&s, &x, &y).unwrap().theta;
@@ -1227,11 +1237,20 @@ mod tests {
         let dep = ndarray::array![[1.0, 2.0, 0.0], [2.0, 4.0, 0.0], [0.0, 0.0, 1.0]];
         // (LAPACK's factorization stops at the zero pivot.)
         let e = solve_spd(&dep, &u).unwrap_err();
-        assert!(e == "Singular matrix" || e.contains("not positive definite"), "{e}");
+        assert!(
+            e == "Singular matrix" || e.contains("not positive definite"),
+            "{e}"
+        );
         let near = ndarray::array![[1.0, 1.0 - 1e-13], [1.0 - 1e-13, 1.0]];
-        assert_eq!(solve_spd(&near, &Array1::ones(2)).unwrap_err(), "Singular matrix");
+        assert_eq!(
+            solve_spd(&near, &Array1::ones(2)).unwrap_err(),
+            "Singular matrix"
+        );
         let zero = ndarray::array![[1.0, 0.0], [0.0, 0.0]];
-        assert_eq!(solve_spd(&zero, &Array1::ones(2)).unwrap_err(), "Singular matrix");
+        assert_eq!(
+            solve_spd(&zero, &Array1::ones(2)).unwrap_err(),
+            "Singular matrix"
+        );
     }
 
     fn refused(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>) -> FitError {
