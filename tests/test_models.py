@@ -200,10 +200,16 @@ def test_a_singular_least_squares_problem_says_so(tmp_path):
     assert p.returncode == 1 and "LinAlgError" in p.stderr and "`w`" in p.stderr, p.stderr
 
 
-def test_not_converging_within_max_iter_warns(tmp_path):
+def test_not_converging_within_max_iter_fails_saying_why(tmp_path):
+    """A job's fit is its answer only when it met its tol: one that stops at max_iter
+    fails the run (it warned and exited 0), with the gradient it reached."""
     data(tmp_path, "logistic")
-    p = fit(tmp_path, "logistic_regression(X, y, solver='lbfgs', tol=1e-14, max_iter=2)")
-    assert "did not converge in max_iter = 2" in p.stderr, p.stderr
+    p = fit(tmp_path, "logistic_regression(X, y, solver='lbfgs', tol=1e-14, max_iter=2)",
+            check=False)
+    assert p.returncode == 1 and not (tmp_path / "w.npy").exists(), p.stderr
+    assert ("`w`: logistic_regression(solver='lbfgs', C=1) did not converge: it stopped at "
+            "max_iter = 2 iterations: the largest gradient is ") in p.stderr, p.stderr
+    assert "> tol = 1e-14; raise max_iter, loosen tol or scale X" in p.stderr, p.stderr
 
 
 def test_a_fit_on_garage_equals_scikit_learn_and_repeats_bit_for_bit(garage, tmp_path):

@@ -262,8 +262,8 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
 }
 
 /// Refuses labels the model cannot take, and NaN or inf in y, from the counts the fit's
-/// first pass made of y's values ([`read_sums`]: refused by the model, NaN, inf, and for
-/// logistic regression ones), before any step is taken.
+/// first pass made of y's values ([`read_sums`]: refused by the model, NaN, inf, ones and
+/// positive values), before any step is taken.
 fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
     let what = match spec.family {
         crate::models::Family::Logistic => "labels other than 0 and 1 (binary classification)",
@@ -278,6 +278,19 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
             "y holds {} NaN and {} infinite values",
             counts[1] as u64,
             counts[2] as u64
+        ));
+    }
+    // Poisson targets all 0, with an intercept (which is never penalised): the loss
+    // falls for ever as the intercept goes to -inf (the fit stopped at an intercept of
+    // -24 or -32, whatever tol asked, and called that converged).
+    if spec.family == crate::models::Family::Poisson
+        && spec.fit_intercept
+        && counts.get(4) == Some(&0.0)
+    {
+        return Err(anyhow!(
+            "y is 0 in every row: Poisson regression with an intercept has no minimum (the \
+             intercept falls without bound as the predicted counts go to 0); fit without an \
+             intercept (fit_intercept=False) or give y some counts"
         ));
     }
     // Labels of one class: no boundary to find (scikit-learn's words).
@@ -341,6 +354,17 @@ fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
     small_job(data, arrays, &outputs)
 }
 
+/// What a fit's stages of pass `kind` are named after `fit<N>-`: `grad<k>`, `newton`,
+/// `normal`, and `start` for L-BFGS's first evaluation with the Hessian (its scaling).
+fn pass_name(spec: &FitSpec, kind: PassKind) -> String {
+    match kind {
+        PassKind::Gradient { k } => format!("grad{k}"),
+        PassKind::Hessian if spec.solver == crate::models::Solver::Lbfgs => "start".into(),
+        PassKind::Hessian => "newton".into(),
+        PassKind::Normal => "normal".into(),
+    }
+}
+
 /// The parameter arrays of a pass: `w_` ([d, k]) and `b_` ([k]); k = 1 for a Newton pass.
 fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f64>> {
     let mut w = Vec::with_capacity(d * pass.thetas.len());
@@ -361,7 +385,7 @@ fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f6
 }
 
 /// The pass's outputs as the solver's sums, and the counts of y's values a fit refuses
-/// (the model's refused labels, NaN, inf, ones: [`refuse_labels`]).
+/// (the model's refused labels, NaN, inf, ones, positive: [`refuse_labels`]).
 async fn read_sums(
     p: (&Planned, &str),
     spec: &FitSpec,
@@ -385,8 +409,8 @@ async fn read_sums(
         };
         return Ok((sums, counts));
     }
-    // [1 + p + 4, k]: the losses, then each candidate's gradient down its column, then the
-    // counts of y's values in column 0; a Newton pass's [1 + p + 4, 1 + p] has the Hessian
+    // [1 + p + 5, k]: the losses, then each candidate's gradient down its column, then the
+    // counts of y's values in column 0; a Newton pass's [1 + p + 5, 1 + p] has the Hessian
     // sums in rows and columns 1..=p.
     let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
     let p_ = spec.params(d);
@@ -434,11 +458,7 @@ pub(crate) async fn fit(
     let mut reports = Vec::new();
     let (mut fit, mut pass) = Fit::start(spec, data.n, data.d);
     let fitted = loop {
-        let name = match pass.kind {
-            PassKind::Gradient { k } => format!("grad{k}"),
-            PassKind::Hessian => "newton".into(),
-            PassKind::Normal => "normal".into(),
-        };
+        let name = pass_name(spec, pass.kind);
         if let std::collections::hash_map::Entry::Vacant(e) = planned.entry(pass.kind) {
             let job = pass_job(&data.over(), spec, pass.kind);
             e.insert(plan_small(&job, &format!("{}/{name}", data.prefix)).await?);
@@ -677,7 +697,16 @@ pub(crate) fn plan_fits(
                 1 + max_iter,
             )],
             Solver::Lbfgs => vec![
-                (PassKind::Gradient { k: 1 }, "grad1", "gradient pass", 1, 1),
+                match crate::models::solver::first_pass(spec, over.d) {
+                    PassKind::Hessian => (
+                        PassKind::Hessian,
+                        "start",
+                        "first evaluation with the Hessian (the scaling)",
+                        1,
+                        1,
+                    ),
+                    kind => (kind, "grad1", "gradient pass", 1, 1),
+                },
                 (
                     PassKind::Gradient {
                         k: LINE_SEARCH_STEPS,
@@ -815,15 +844,18 @@ pub(crate) async fn fit_all(
         for p in made {
             let _ = store.delete_prefix(&p).await;
         }
+        // A job's fit is its answer only when it met its tolerance: one that did not
+        // fails the run (the Python estimators and the Rust API warn instead, as
+        // scikit-learn does, and say so in `converged`).
         if !fitted.converged {
-            tracing::warn!(
-                "array `{array}`: {} did not converge in max_iter = {} \
-                 (largest gradient {:.3e} > tol {}); raise max_iter or scale X",
+            return Err(anyhow!(
+                "array `{array}`: {} did not converge: {}; raise max_iter, loosen tol or scale X",
                 crate::models::describe(spec),
-                crate::human::plural(spec.max_iter as u64, "iteration", "iterations"),
-                fitted.grad_max.last().copied().unwrap_or(f64::NAN),
-                spec.tol
-            );
+                fitted
+                    .why_not
+                    .as_deref()
+                    .unwrap_or("the tolerance was not met")
+            ));
         }
         let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
         let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
@@ -842,6 +874,31 @@ pub(crate) async fn fit_all(
 mod tests {
     use super::*;
     use crate::models::{Family, Solver};
+
+    /// Poisson targets all 0 with an intercept have no best fit (the intercept falls
+    /// without bound: fits stopped at -24 or -32 and said "converged"): refused from the
+    /// first pass's count of y's values above 0, with or without a penalty (the intercept
+    /// is never penalised); without an intercept, or with some counts, they are fitted.
+    #[test]
+    fn poisson_targets_all_zero_are_refused_with_an_intercept() {
+        let spec = |fit_intercept, penalty| FitSpec {
+            function: "poisson_regression",
+            family: Family::Poisson,
+            solver: Solver::Lbfgs,
+            penalty,
+            tol: 1e-4,
+            max_iter: 100,
+            fit_intercept,
+        };
+        // Refused by the model, NaN, inf, ones, above 0.
+        let zeros = [0.0, 0.0, 0.0, 0.0, 0.0];
+        for alpha in [0.0, 1.0] {
+            let e = refuse_labels(&zeros, &spec(true, alpha), 100).unwrap_err();
+            assert!(e.to_string().contains("no minimum"), "{e}");
+        }
+        refuse_labels(&zeros, &spec(false, 1.0), 100).unwrap();
+        refuse_labels(&[0.0, 0.0, 0.0, 0.0, 1.0], &spec(true, 1.0), 100).unwrap();
+    }
 
     /// Each send of a pass writes keys of its own and reads its outputs there, so that a
     /// late write of one iteration (the slower of a batch and its backup) cannot land in
@@ -1028,8 +1085,9 @@ mod tests {
                     nums_function::handle(&b.batch(), &store).await.unwrap();
                 }
                 let (sums, counts) = read_sums((&p, "1"), &fit, &pass, d, &store).await.unwrap();
-                // y's values the fit refuses (none), NaN, inf, and its ones.
-                assert_eq!(counts, [0.0, 0.0, 0.0, y.sum()], "{family:?}");
+                // y's values the fit refuses (none), NaN, inf, its ones and its values
+                // above 0.
+                assert_eq!(counts, [0.0, 0.0, 0.0, y.sum(), y.sum()], "{family:?}");
                 for (c, theta) in thetas.iter().enumerate() {
                     let w = ndarray::Array1::from(theta[..d].to_vec());
                     let z = x.dot(&w) + if fit_intercept { theta[d] } else { 0.0 };

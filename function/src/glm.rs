@@ -50,9 +50,9 @@ fn loss_residual_weight(loss: GlmLoss, z: f64, y: f64) -> (f64, f64, f64) {
 }
 
 /// The sums of [`Kernel::GlmSums`] over its terms (each: `cols` blocks of X, y, W and,
-/// with `intercept`, b): a [1 + p + 4, k] float64 block (p = d + intercept; the last
+/// with `intercept`, b): a [1 + p + 5, k] float64 block (p = d + intercept; the last
 /// [`GLM_Y_COUNTS`] rows count y's values, [`y_counts`]); with `hessian` (k = 1),
-/// [1 + p + 4, 1 + p]: column 0 as without it, and rows 1..=p the p x p Hessian sums in
+/// [1 + p + 5, 1 + p]: column 0 as without it, and rows 1..=p the p x p Hessian sums in
 /// columns 1..=p (row 0 beyond column 0 is zero).
 ///
 /// [`Kernel::GlmSums`]: nums_layout::batch::Kernel::GlmSums
@@ -294,11 +294,11 @@ fn add_term(
 }
 
 /// How many of `y`'s values the loss cannot take (logistic: neither 0, 1 nor NaN;
-/// Poisson: negative; squared: NaN), are NaN, are infinite, and equal 1: what a fit
-/// refuses y for, counted in the pass that reads y anyway (a stage of its own took 0.15-0.36
-/// s of a 1M-row fit).
+/// Poisson: negative; squared: NaN), are NaN, are infinite, equal 1, and are above 0:
+/// what a fit refuses y for (one class of labels; Poisson targets all 0), counted in the
+/// pass that reads y anyway (a stage of its own took 0.15-0.36 s of a 1M-row fit).
 fn y_counts(loss: GlmLoss, y: ArrayView1<'_, f64>) -> [f64; GLM_Y_COUNTS as usize] {
-    let (mut bad, mut nan, mut inf, mut ones) = (0u64, 0u64, 0u64, 0u64);
+    let (mut bad, mut nan, mut inf, mut ones, mut positive) = (0u64, 0u64, 0u64, 0u64, 0u64);
     for &v in y {
         bad += u64::from(match loss {
             GlmLoss::Logistic => v != 0.0 && v != 1.0 && !v.is_nan(),
@@ -308,8 +308,15 @@ fn y_counts(loss: GlmLoss, y: ArrayView1<'_, f64>) -> [f64; GLM_Y_COUNTS as usiz
         nan += u64::from(v.is_nan());
         inf += u64::from(v.is_infinite());
         ones += u64::from(v == 1.0);
+        positive += u64::from(v > 0.0);
     }
-    [bad as f64, nan as f64, inf as f64, ones as f64]
+    [
+        bad as f64,
+        nan as f64,
+        inf as f64,
+        ones as f64,
+        positive as f64,
+    ]
 }
 
 /// Adds A^T A (A: rows x p) to the lower triangle of `out`'s rows and columns 1..=p.
@@ -393,7 +400,7 @@ mod tests {
     }
 
     /// `sums` with the rows that count y's values below, as the check's expressions
-    /// (`models::checks`) count them: values the loss refuses, NaN, inf, ones.
+    /// (`models::checks`) count them: values the loss refuses, NaN, inf, ones, positive.
     fn with_counts(loss: GlmLoss, y: &Array1<f64>, sums: Array2<f64>) -> Array2<f64> {
         let count = |f: &dyn Fn(f64) -> bool| y.iter().filter(|&&v| f(v)).count() as f64;
         let bad = match loss {
@@ -406,6 +413,7 @@ mod tests {
             count(&|v| v.is_nan()),
             count(&|v| v.is_infinite()),
             count(&|v| v == 1.0),
+            count(&|v| v > 0.0),
         ];
         let mut out = Array2::zeros((sums.nrows() + counts.len(), sums.ncols()));
         out.slice_mut(s![..sums.nrows(), ..]).assign(&sums);
@@ -643,8 +651,9 @@ mod tests {
     }
 
     /// The sums count y's values a fit refuses (a pass's first run is the fit's check of
-    /// y): for each loss, those it cannot take, NaN, infinities and ones, summed over the
-    /// terms; the loss and gradient rows above are NaN where y is, as before.
+    /// y): for each loss, those it cannot take, NaN, infinities, ones and values above 0,
+    /// summed over the terms; the loss and gradient rows above are NaN where y is, as
+    /// before.
     #[test]
     fn sums_count_the_values_of_y_a_fit_refuses() {
         let y = Array1::from(vec![
@@ -681,7 +690,7 @@ mod tests {
                 assert_eq!(got.nrows(), 2 + GLM_Y_COUNTS as usize);
                 assert_eq!(
                     got.slice(s![2.., 0]).to_vec(),
-                    [bad, 1.0, 2.0, 2.0],
+                    [bad, 1.0, 2.0, 2.0, 5.0],
                     "{loss:?}"
                 );
                 assert!(got.slice(s![2.., 1..]).iter().all(|&v| v == 0.0));

@@ -1484,11 +1484,11 @@ pub enum Kernel {
     /// summed over the rows, then its gradient sums X^T r (d rows), then with `intercept`
     /// sum r (1 + p rows, p = d + intercept), then [`GLM_Y_COUNTS`] rows that count y's
     /// values in column 0 (zeros beside): values the loss cannot take (logistic: neither
-    /// 0, 1 nor NaN; Poisson: negative; squared: NaN), NaN, infinite, equal to 1 (so a
-    /// fit's first pass checks y too); one [1 + p + 4, k] float64 block, summed over the
+    /// 0, 1 nor NaN; Poisson: negative; squared: NaN), NaN, infinite, equal to 1, above 0
+    /// (so a fit's first pass checks y too); one [1 + p + 5, k] float64 block, summed over the
     /// terms: a pass of a fit ([`GlmLoss`] says loss and r) in one sweep over each block
     /// of rows, where the same expressions as separate kernels each make a block of m x
-    /// k. With `hessian` (a Newton pass, k = 1) the block is [1 + p + 4, 1 + p]: column 0
+    /// k. With `hessian` (a Newton pass, k = 1) the block is [1 + p + 5, 1 + p]: column 0
     /// as without it, and rows and columns 1..=p the Hessian sums X^T diag(s) X
     /// (bordered by X^T s and sum s with an intercept; s = d²loss/dz²), row 0 beyond
     /// column 0 zero.
@@ -1675,8 +1675,8 @@ pub enum Kernel {
 }
 
 /// Rows of a [`Kernel::GlmSums`] block below its sums that count y's values (column 0):
-/// refused by the loss, NaN, infinite, equal to 1.
-pub const GLM_Y_COUNTS: u64 = 4;
+/// refused by the loss, NaN, infinite, equal to 1, above 0.
+pub const GLM_Y_COUNTS: u64 = 5;
 
 /// The loss of a generalized linear model at linear predictor z and target y, its
 /// residual r = dloss/dz and Hessian weight s = d²loss/dz² ([`Kernel::GlmSums`]), as

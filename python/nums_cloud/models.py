@@ -100,9 +100,13 @@ class _Estimator:
         self.converged_ = fit["converged"]
         self.loss_curve_ = list(fit["loss"])
         if not fit["converged"]:
+            # The stated tolerance was not met (at max_iter, or where no step lowers the
+            # loss): the coefficients are returned, as scikit-learn's are, with its
+            # warning, which says why.
+            why = fit.get("why_not") or f"it stopped at max_iter = {self.max_iter} iterations"
             warnings.warn(
-                f"{type(self).__name__} did not converge in max_iter={self.max_iter} "
-                "iterations: raise max_iter or tol", ConvergenceWarning, stacklevel=3)
+                f"{type(self).__name__} did not converge: {why}; raise max_iter, loosen "
+                "tol or scale X", ConvergenceWarning, stacklevel=3)
 
     def _check_fitted(self):
         if not hasattr(self, "coef_"):
@@ -139,7 +143,9 @@ class LogisticRegression(_Estimator):
     C : float, default 1.0
         Inverse of regularization strength.
     tol : float, default 1e-4
-        Tolerance on the gradient's largest magnitude.
+        scikit-learn's: converged when the gradient's largest magnitude is at most
+        ``tol`` (and, for Newton's method, half the squared Newton decrement of the last
+        step); otherwise a ``ConvergenceWarning`` says why.
     max_iter : int, default 100
     solver : str, default "lbfgs"
         ``"lbfgs"`` (also ``"bfgs"``) or Newton's method (``"newton"``, ``"newton-cg"``,
@@ -290,6 +296,8 @@ class PoissonRegression(_Estimator):
         ``"lbfgs"`` or Newton's method (``"newton"``, ``"newton-cholesky"``).
     max_iter : int, default 100
     tol : float, default 1e-4
+        As :class:`LogisticRegression`'s. With an intercept, ``y`` all 0 has no best fit
+        (the intercept falls without bound) and is refused.
     """
 
     _estimator_type = "regressor"

@@ -739,7 +739,8 @@ impl PySession {
     }
 
     /// Fits `model` ("logistic", "poisson" or "ridge") to `x` and `y`: a dict of
-    /// `coef`, `intercept`, `n_iter`, `converged` and `loss`.
+    /// `coef`, `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
+    /// `grad_max` and `loss`.
     #[pyo3(signature = (model, x, y, *, c=1.0, alpha=1.0, solver="lbfgs", tol=1e-4,
         max_iter=100, fit_intercept=true))]
     #[allow(clippy::too_many_arguments)]
@@ -805,6 +806,8 @@ impl PySession {
         d.set_item("intercept", fit.intercept)?;
         d.set_item("n_iter", fit.n_iter)?;
         d.set_item("converged", fit.converged)?;
+        d.set_item("why_not", fit.why_not)?;
+        d.set_item("grad_max", fit.grad_max)?;
         d.set_item("loss", fit.loss)?;
         Ok(d)
     }

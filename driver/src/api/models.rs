@@ -31,8 +31,16 @@ pub struct FitResult {
     pub intercept: f64,
     /// Iterations (1 for least squares).
     pub n_iter: u32,
-    /// Whether the fit met its tolerance within `max_iter` (a fit that did not also warns).
+    /// Whether the fit met its tolerance (scikit-learn's: the gradient's largest magnitude
+    /// at most `tol`, and for Newton half the squared Newton decrement of the last step);
+    /// a fit that did not is still returned, as scikit-learn's is (the Python estimators
+    /// warn with its `ConvergenceWarning`), and `why_not` says why.
     pub converged: bool,
+    /// Unless it converged, why not: stopped at `max_iter`, or stalled (no step lowers the
+    /// loss) before the tolerance was met, with the gradient it stopped at.
+    pub why_not: Option<String>,
+    /// The gradient's largest magnitude where the fit stopped (least squares: 0).
+    pub grad_max: f64,
     /// The objective after each iteration (least squares: not computed, NaN).
     pub loss: Vec<f64>,
     /// The link's inverse applied to `X @ coef + intercept` by `predict`.
@@ -127,6 +135,8 @@ async fn fit(
         intercept: theta.get(d).copied().unwrap_or(0.0),
         n_iter: fitted.n_iter,
         converged: fitted.converged,
+        why_not: fitted.why_not,
+        grad_max: fitted.grad_max.last().copied().unwrap_or(f64::NAN),
         loss: fitted.loss,
         link,
         session: s,

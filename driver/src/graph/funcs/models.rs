@@ -217,10 +217,10 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
 
 /// The node of a fit's gradient pass (`iterate`, [`crate::job::Source::GlmSums`]): the
 /// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], re-blocked to x's
-/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + p + 4, k] (p = d +
+/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + p + 5, k] (p = d +
 /// b), one block (rows: the loss, the gradient of w, then of b, then
 /// [`GLM_Y_COUNTS`](nums_layout::batch::GLM_Y_COUNTS) counts of y's values in column 0);
-/// with `hessian` (a Newton pass, k = 1), [1 + p + 4, 1 + p]: that column, then the p x p
+/// with `hessian` (a Newton pass, k = 1), [1 + p + 5, 1 + p]: that column, then the p x p
 /// Hessian sums.
 pub(in crate::graph) fn glm_sums(
     s: &mut Builder,
