@@ -127,7 +127,8 @@ pub enum Error {
     },
 }
 
-pub use crate::refusal::{PyException, Refusal};
+pub use crate::refusal::PyException;
+pub(crate) use crate::refusal::Refusal;
 
 /// An engine error explained for the user (`message`, what the CLI prints) that keeps the
 /// typed `error` for the library to classify; its message shows nothing more than
