@@ -940,13 +940,11 @@ const PROBE_COLUMNS: u64 = 3;
 const PROBE_SEED: u64 = 0x0039_5eed;
 
 /// The nodes of a blocked LU of one operand (memoized by it): the panels, A's row
-/// magnitudes, A's panels as the factorization reads them, and once asked for, the
-/// condition estimate's.
+/// magnitudes, and once asked for, the condition estimate's.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LuNodes {
     pub(crate) lu: NodeId,
     pub(crate) m: NodeId,
-    q: NodeId,
     cond: Option<LuCond>,
 }
 
@@ -967,7 +965,7 @@ impl LuNodes {
         let c = self
             .cond
             .map_or(vec![], |c| vec![c.forward, c.backward.unwrap_or(0), c.g]);
-        [self.lu, self.m, self.q].iter().chain(&c).all(|&i| i < len)
+        [self.lu, self.m].iter().chain(&c).all(|&i| i < len)
     }
 }
 
@@ -1068,12 +1066,7 @@ impl Builder<'_> {
                 step: LuStep::Panels,
             },
         );
-        let nodes = LuNodes {
-            lu,
-            m,
-            q,
-            cond: None,
-        };
+        let nodes = LuNodes { lu, m, cond: None };
         self.lu_memo.insert(a, nodes);
         Ok(nodes)
     }
