@@ -172,7 +172,7 @@ def test_poisson_targets_all_zero(session, solver):
     why. Without an intercept the penalized minimum is finite: scikit-learn's."""
     y = np.zeros(N)
     for alpha in (1.0, 0.0):
-        with pytest.raises(Exception, match="no minimum"):
+        with pytest.raises(ValueError, match="no minimum"):
             PoissonRegression(alpha=alpha, solver=solver).fit(X0, y)
     sk = linear_model.PoissonRegressor(alpha=1.0, fit_intercept=False, tol=1e-12,
                                        max_iter=1000).fit(X0, y)

@@ -38,8 +38,19 @@ INPUTS = {
     "ar": (np.arange(5.0), [2]),
     "zn": (np.array([complex(np.nan, np.inf), 2 + 1j, 1 + 0j]), [2]),
     "nanf": (np.array([np.nan, 1.0, 2.5, np.nan, 4.0]), [2]),
+    "g": (np.random.default_rng(4).normal(size=(3, 4, 5)), [2, 3, 2]),
+    "flags": (np.array([True, False, True, True]), [3]),
+    "zm": (np.array([3 - 1j, 1 + 2j, 0j, 2 + 0j, 1 - 5j]), [2]),
+    "e2": (np.zeros((0, 3)), [1, 2]),
+    "w8": (np.array([100, 100, 100, 1, 2, 3, 4, 5, 6, 7], np.int8), [4]),
+    "wz": (np.arange(10) * (1 - 2j), [4]),
+    "ku": (np.array([1, 2, 2, 5], np.uint64), [3]),
+    "sq": (np.array([[2.0, 1.0], [1.0, 3.0]]), [2, 2]),
+    "b2": (np.array([1.0, 2.0]), [2]),
 }
+G = INPUTS["g"][0]
 ZN, NANF = INPUTS["zn"][0], INPUTS["nanf"][0]
+W8, WZ, ZM = INPUTS["w8"][0], INPUTS["wz"][0], INPUTS["zm"][0]
 
 # name -> (expression, NumPy's answer); the same names are NumPy's.
 CASES = {
@@ -80,6 +91,30 @@ CASES = {
     "abs_big": ("abs(3e300 + 1.797e308j)", np.abs(np.complex128(3e300 + 1.797e308j))),
     "bincount_empty": ("bincount(ar[:0].astype('int64'), weights=ar[:0])",
                        np.bincount(np.array([], np.int64), weights=np.array([]))),
+    # Round two of the differential test: refusals where NumPy answers, and dtypes.
+    "q_axes": ("quantile(g, 0.5, axis=(0, 2))", np.quantile(G, 0.5, axis=(0, 2))),
+    "q_axes_keep": ("percentile(g, [10, 90], axis=(2, 0), keepdims=True)",
+                    np.percentile(G, [10, 90], axis=(2, 0), keepdims=True)),
+    "q_2d": ("quantile(g, [[0.1, 0.5], [0.2, 0.9]], axis=1)",
+             np.quantile(G, [[0.1, 0.5], [0.2, 0.9]], axis=1)),
+    "med_axes": ("median(g, axis=(1, 2))", np.median(G, axis=(1, 2))),
+    "med_bool": ("median(flags)", np.median(INPUTS["flags"][0])),
+    "nanmed_bool": ("nanmedian(flags[:3])", np.nanmedian(INPUTS["flags"][0][:3])),
+    "med_complex": ("median(zm)", np.median(ZM)),
+    "med_complex_even": ("median(zm[1:])", np.median(ZM[1:])),
+    "med_complex_nan": ("median(zn)", np.median(ZN)),
+    "med_empty": ("median(e2, axis=0)", np.median(np.zeros((0, 3)), axis=0)),
+    "nanmed_empty": ("nanmedian(e2)", np.nanmedian(np.zeros((0, 3)))),
+    "h_w8": ("histogram(ar * 2, bins=2, weights=w8[:5])[0]",
+             np.histogram(np.arange(5.0) * 2, bins=2, weights=W8[:5])[0]),
+    "h_wz": ("histogram(ar * 2, bins=3, weights=wz[:5])[0]",
+             np.histogram(np.arange(5.0) * 2, bins=3, weights=WZ[:5])[0]),
+    "bincount_u64": ("bincount(ku)", np.bincount(INPUTS["ku"][0])),
+    "clip_cnan": ("clip(zc, nan + 0j, 3)", np.clip(ZC, complex(np.nan, 0), 3)),
+    "clip_wide": ("clip(i8, -1000, 3)", np.clip(INPUTS["i8"][0], -1000, 3)),
+    "clip_wide_hi": ("clip(u8, 2, 1000)", np.clip(INPUTS["u8"][0], 2, 1000)),
+    "lstsq_square_res": ("linalg.lstsq(sq, b2)[1]",
+                         np.linalg.lstsq(INPUTS["sq"][0], INPUTS["b2"][0])[1]),
 }
 
 
@@ -93,7 +128,7 @@ def _assert_same(got, want, what):
     got, want = np.asarray(got), np.asarray(want)
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    if what.startswith(("corr", "cov", "q32", "abs")):
+    if what.startswith(("corr", "cov", "q32", "abs", "q_", "lstsq")):
         # (abs: a hypot, which two libms may round 1 ulp apart.)
         np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True, err_msg=what)
     elif what.startswith("u_vals"):
@@ -159,6 +194,11 @@ def test_numpy_scalars_keep_their_dtype_in_python(session):
         (nps.maximum(x32, np.float32(2.0)), np.maximum(f32, np.float32(2.0))),
         (x8 < np.int16(300), u8 < np.int16(300)),
         (nps.searchsorted(x32, np.float32(2.5)), np.searchsorted(f32, np.float32(2.5))),
+        # A NumPy scalar on the left: NumPy's ufunc hands the operation to the array.
+        (np.int64(3) & x8, np.int64(3) & u8),
+        (np.uint8(1) << x8, np.uint8(1) << u8),
+        (np.float32(2) ** x32, np.float32(2) ** f32),
+        (np.arctan2(x32, np.float32(1)), np.arctan2(f32, np.float32(1))),
         # A function of numbers alone gives a NumPy scalar, strong as NumPy's.
         (x32 * nps.sqrt(2), f32 * np.sqrt(2)),
     ]
@@ -199,13 +239,18 @@ def test_refusals_raise_numpys_exception_classes(session):
         (lambda: nps.bincount(nps.ones(3)), lambda: np.bincount(np.ones(3))),
         (lambda: nps.floor(nps.ones(2, dtype="complex128")),
          lambda: np.floor(np.ones(2, dtype=np.complex128))),
+        (lambda: nps.sum(nps.ones(3), axis=2), lambda: np.sum(np.ones(3), axis=2)),
+        (lambda: nps.quantile(nps.ones((2, 3)), 0.5, axis=-3),
+         lambda: np.quantile(np.ones((2, 3)), 0.5, axis=-3)),
+        (lambda: nps.quantile(nps.zeros(0), 0.5), lambda: np.quantile(np.zeros(0), 0.5)),
     ]
     for i, (ours, numpys) in enumerate(cases):
         want = _numpy_raises(numpys)
         with pytest.raises(want):
             r = ours()
             r.get() if hasattr(r, "get") else r
-        assert want in (IndexError, TypeError, OverflowError, ValueError), (i, want)
+        assert want in (IndexError, TypeError, OverflowError, ValueError,
+                        np.exceptions.AxisError), (i, want)
 
 
 def test_data_dependent_refusals_raise_numpys_classes(session):

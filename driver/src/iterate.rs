@@ -261,6 +261,11 @@ fn first(a: &ndarray::ArrayD<f64>) -> f64 {
     a.iter().next().copied().unwrap_or(f64::NAN)
 }
 
+/// scikit-learn's ValueError for targets a model refuses (typed, for the bindings).
+fn refused(message: String) -> anyhow::Error {
+    anyhow::Error::new(crate::refusal::Refusal::from(message))
+}
+
 /// Refuses labels the model cannot take, and NaN or inf in y, from the counts the fit's
 /// first pass made of y's values ([`read_sums`]: refused by the model, NaN, inf, ones and
 /// positive values), before any step is taken.
@@ -271,14 +276,14 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
         crate::models::Family::Linear => "",
     };
     if counts[0] > 0.0 && !what.is_empty() {
-        return Err(anyhow!("y has {} {what}", counts[0] as u64));
+        return Err(refused(format!("y has {} {what}", counts[0] as u64)));
     }
     if counts[1] > 0.0 || counts[2] > 0.0 {
-        return Err(anyhow!(
+        return Err(refused(format!(
             "y holds {} NaN and {} infinite values",
             counts[1] as u64,
             counts[2] as u64
-        ));
+        )));
     }
     // Poisson targets all 0, with an intercept (which is never penalised): the loss
     // falls for ever as the intercept goes to -inf (the fit stopped at an intercept of
@@ -287,10 +292,11 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
         && spec.fit_intercept
         && counts.get(4) == Some(&0.0)
     {
-        return Err(anyhow!(
+        return Err(refused(
             "y is 0 in every row: Poisson regression with an intercept has no minimum (the \
              intercept falls without bound as the predicted counts go to 0); fit without an \
              intercept (fit_intercept=False) or give y some counts"
+                .into(),
         ));
     }
     // Labels of one class: no boundary to find (scikit-learn's words).
@@ -299,10 +305,10 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
         && n > 0
         && (ones == 0.0 || ones == n as f64)
     {
-        return Err(anyhow!(
+        return Err(refused(format!(
             "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
             if ones == 0.0 { "0.0" } else { "1.0" }
-        ));
+        )));
     }
     Ok(())
 }

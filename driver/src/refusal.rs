@@ -19,6 +19,8 @@ pub enum PyException {
     OverflowError,
     /// A division by a zero total (`average` with weights adding up to 0).
     ZeroDivisionError,
+    /// An axis out of bounds: NumPy's `AxisError`, both a ValueError and an IndexError.
+    AxisError,
 }
 
 impl PyException {
@@ -30,6 +32,7 @@ impl PyException {
             PyException::IndexError => "IndexError",
             PyException::OverflowError => "OverflowError",
             PyException::ZeroDivisionError => "ZeroDivisionError",
+            PyException::AxisError => "AxisError",
         }
     }
 }
@@ -48,6 +51,11 @@ impl Refusal {
             raises,
             message: message.into(),
         }
+    }
+
+    /// The same refusal, its message after `what` (the function's name: `trace(): `).
+    pub(crate) fn after(self, what: &str) -> Refusal {
+        Refusal::new(self.raises, format!("{what}{}", self.message))
     }
 }
 

@@ -106,7 +106,39 @@ pub fn quantile(
     if axis >= x.shape().len() {
         return Err(format!("axis {axis} of a {}-D block", x.shape().len()));
     }
-    for_dtype!(x.dtype(), T => quantile_t::<T>(x.view::<T>().expect("its dtype"), axis, qs, method, nan))
+    match x {
+        Block::C64(a) => Ok(Block::C64(median_complex(a, axis, nan, |z| z.is_nan(), |z| z / 2.0))),
+        Block::C128(a) => Ok(Block::C128(median_complex(a, axis, nan, |z| z.is_nan(), |z| z / 2.0))),
+        _ => for_dtype!(x.dtype(), T => quantile_t::<T>(x.view::<T>().expect("its dtype"), axis, qs, method, nan)),
+    }
+}
+
+/// NumPy's median of sorted complex lanes (the only quantile it takes of complex numbers):
+/// the middle one, or the mean of the middle two; a lane holding a NaN (sorted last) gives
+/// its last element, as does a nan variant's lane of NaNs alone.
+fn median_complex<T: Copy + Default + std::ops::Add<Output = T>>(
+    a: &ArrayD<T>,
+    axis: usize,
+    nan: bool,
+    is_nan: impl Fn(&T) -> bool,
+    half: impl Fn(T) -> T,
+) -> ArrayD<T> {
+    let mut shape = a.shape().to_vec();
+    shape[axis] = 1;
+    let mut out = ArrayD::from_elem(IxDyn(&shape), T::default());
+    Zip::from(out.lanes_mut(Axis(axis)))
+        .and(a.lanes(Axis(axis)))
+        .for_each(|mut o, l| {
+            let Some(&last) = l.last() else { return };
+            o[0] = match valid_len(&l, nan, &is_nan) {
+                Some(n) if n > 0 => match quantile_point(n, 0.5, QuantileMethod::Median) {
+                    Point::At(i) => l[i],
+                    Point::Mean(i, j) | Point::Lerp(i, j, _) => half(l[i] + l[j]),
+                },
+                _ => last,
+            };
+        });
+    out
 }
 
 fn quantile_t<T: Sortable>(

@@ -635,6 +635,8 @@ impl BinaryOp {
             BinaryOp::Pow => num::c_pow(x, y),
             BinaryOp::Maximum => num::c_maximum(x, y),
             BinaryOp::Minimum => num::c_minimum(x, y),
+            // NumPy's complex clip keeps an element's own NaN, else takes a NaN bound.
+            BinaryOp::ClipLow | BinaryOp::ClipHigh if num::c_isnan(x) => x,
             BinaryOp::ClipLow if num::c_isnan(y) => y,
             BinaryOp::ClipLow => num::c_maximum(y, x),
             BinaryOp::ClipHigh if num::c_isnan(y) => y,

@@ -81,19 +81,12 @@ fn py_err(e: Error) -> PyErr {
             Error::Job {
                 message, raises, ..
             }
-            | Error::Refused { message, raises } => return numpy_exception(*raises, message),
+            | Error::Refused { message, raises } => return numpy_exception(py, *raises, message),
             Error::Plan { message, .. } => ("PlanError", message.clone()),
             Error::Data { message } if message.contains("LinAlgError: ") => {
                 ("LinAlgError", linalg_message(message))
             }
             Error::Store { message } => ("StoreError", message.clone()),
-            // A fit's targets refused after they were made (labels other than 0 and 1,
-            // negative counts, NaN): scikit-learn's ValueError.
-            Error::Other { message } | Error::Data { message }
-                if message.starts_with("y has ") || message.starts_with("y holds ") =>
-            {
-                return PyValueError::new_err(message.clone());
-            }
             other => ("RunError", other.to_string()),
         };
         match error_class(py, class).and_then(|c| c.call1((message.clone(),))) {
@@ -121,7 +114,7 @@ fn linalg_message(message: &str) -> String {
 
 /// The Python exception NumPy raises for a refusal: the engine's one table
 /// ([`nums_cloud::PyException`]), never the message's words.
-fn numpy_exception(raises: nums_cloud::PyException, message: &str) -> PyErr {
+fn numpy_exception(py: Python<'_>, raises: nums_cloud::PyException, message: &str) -> PyErr {
     use nums_cloud::PyException as E;
     let m = message.to_string();
     match raises {
@@ -129,6 +122,15 @@ fn numpy_exception(raises: nums_cloud::PyException, message: &str) -> PyErr {
         E::IndexError => pyo3::exceptions::PyIndexError::new_err(m),
         E::OverflowError => pyo3::exceptions::PyOverflowError::new_err(m),
         E::ZeroDivisionError => pyo3::exceptions::PyZeroDivisionError::new_err(m),
+        // NumPy's own class (a ValueError and an IndexError), given the whole message.
+        E::AxisError => match py
+            .import("numpy.exceptions")
+            .and_then(|n| n.getattr("AxisError"))
+            .and_then(|c| c.call1((m.clone(),)))
+        {
+            Ok(v) => PyErr::from_value(v),
+            Err(_) => PyValueError::new_err(m),
+        },
         _ => PyValueError::new_err(m),
     }
 }

@@ -1271,24 +1271,30 @@ pub(super) fn python_slice(
 }
 
 /// One axis NumPy-style: negatives count from the end.
-pub(super) fn one_axis(i: i64, ndim: usize) -> Result<usize, String> {
+pub(super) fn one_axis(i: i64, ndim: usize) -> Result<usize, Refusal> {
     let n = ndim as i64;
     if i < -n || i >= n {
-        return Err(format!(
-            "axis {i} is out of bounds for an array of dimension {ndim}"
+        return Err(Refusal::new(
+            PyException::AxisError,
+            format!("axis {i} is out of bounds for an array of dimension {ndim}"),
         ));
     }
     Ok(i.rem_euclid(n.max(1)) as usize)
 }
 
 /// Axes NumPy-style: None is all, an int or a tuple of ints, negatives from the end.
-pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
-    let one = |x: Scalar| -> Result<usize, String> {
+pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, Refusal> {
+    let one = |x: Scalar| -> Result<usize, Refusal> {
         // NumPy refuses a float axis, whole or not (TypeError).
         let i = Some(x)
             .filter(|x| x.kind() != ScalarKind::Float)
             .and_then(Scalar::integer)
-            .ok_or_else(|| format!("axis {x} is not an integer"))?;
+            .ok_or_else(|| {
+                Refusal::new(
+                    PyException::TypeError,
+                    format!("axis {x} is not an integer"),
+                )
+            })?;
         one_axis(i, ndim)
     };
     let mut axes = match v {
@@ -1298,10 +1304,18 @@ pub(super) fn axes_of(v: &Val, ndim: usize) -> Result<Vec<usize>, String> {
             .iter()
             .map(|i| match i {
                 Val::Num(x) => one(*x),
-                _ => Err("axis entries must be integers".to_string()),
+                _ => Err(Refusal::new(
+                    PyException::TypeError,
+                    "axis entries must be integers",
+                )),
             })
             .collect::<Result<Vec<_>, _>>()?,
-        _ => return Err("axis must be None, an integer or a tuple of integers".into()),
+        _ => {
+            return Err(Refusal::new(
+                PyException::TypeError,
+                "axis must be None, an integer or a tuple of integers",
+            ));
+        }
     };
     let n = axes.len();
     axes.sort_unstable();

@@ -10,6 +10,7 @@ use nums_layout::{ArrayMeta, Block, DType, Scalar, StoreSpec};
 
 use crate::expr::{self, Expr, ExprError, ExprKind, Op, UnOp};
 use crate::job::{ArrayDef, Job, JobError, Source};
+use crate::refusal::{PyException, Refusal};
 
 mod build;
 mod funcs;

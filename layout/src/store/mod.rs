@@ -66,7 +66,20 @@ pub fn retry_budget() -> Duration {
 /// such requests only where it knows them idempotent, which leaves out S3's batch delete
 /// (every delete: `POST ?delete`) and breaks of unknown cause; every request passed here is
 /// safe to repeat (whole-object writes, reads, deletes, copies).
-async fn again_if_cut<T, F, Fut>(mut request: F) -> object_store::Result<T>
+async fn again_if_cut<T, F, Fut>(request: F) -> object_store::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = object_store::Result<T>>,
+{
+    again_if(cut_in_flight, request).await
+}
+
+/// `request`, repeated with growing pauses while it fails as `retry` says, within the
+/// retry budget.
+async fn again_if<T, F, Fut>(
+    retry: fn(&object_store::Error) -> bool,
+    mut request: F,
+) -> object_store::Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = object_store::Result<T>>,
@@ -76,7 +89,7 @@ where
     let mut pause = Duration::from_millis(100);
     loop {
         match request().await {
-            Err(e) if cut_in_flight(&e) && start.elapsed() + pause < budget => {
+            Err(e) if retry(&e) && start.elapsed() + pause < budget => {
                 tokio::time::sleep(pause).await;
                 pause = (pause * 2).min(Duration::from_secs(4));
             }
@@ -116,6 +129,17 @@ fn cut_in_flight(e: &object_store::Error) -> bool {
         source = s.source();
     }
     false
+}
+
+/// Whether one key of a batch delete failed because the server was busy (S3's per-key
+/// `ServiceUnavailable`, `SlowDown` or `InternalError` in a 200 answer: Garage's
+/// "database is locked" under load). object_store retries whole requests that fail, not
+/// keys inside an answer, and gives these as generic errors whose text holds the code.
+fn busy_key(e: &object_store::Error) -> bool {
+    let text = e.to_string();
+    ["ServiceUnavailable", "SlowDown", "InternalError"]
+        .iter()
+        .any(|c| text.contains(&format!("(code: {c})")))
 }
 
 /// An opened store, rooted at the URL's prefix.
@@ -770,14 +794,13 @@ impl Store {
     /// Deletes `keys` (absent ones are fine) with one batch request on S3.
     async fn delete_keys(&self, keys: &[String]) -> Result<()> {
         let paths: Vec<Path> = keys.iter().map(|k| self.path(k)).collect();
-        let results = again_if_cut(|| async {
+        let again = |e: &object_store::Error| cut_in_flight(e) || busy_key(e);
+        let results = again_if(again, || async {
             let each = futures::stream::iter(paths.clone().into_iter().map(Ok)).boxed();
             let mut results: Vec<_> = self.inner.delete_stream(each).collect().await;
-            // A batch cut short is tried again whole.
-            match results
-                .iter()
-                .position(|r| r.as_ref().is_err_and(cut_in_flight))
-            {
+            // A batch cut short, or with a key the server was too busy for, is tried
+            // again whole (deleting is idempotent: absent keys are fine).
+            match results.iter().position(|r| r.as_ref().is_err_and(again)) {
                 Some(i) => Err(results.swap_remove(i).unwrap_err()),
                 None => Ok(results),
             }

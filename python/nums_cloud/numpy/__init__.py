@@ -154,6 +154,14 @@ _UFUNCS = {
     "tanh": "tanh", "isnan": "isnan", "isfinite": "isfinite", "isinf": "isinf",
     "matmul": "matmul",
 }
+# The engine's functions of NumPy's own ufunc names (``np.int64(3) & x`` is bitwise_and).
+_UFUNCS.update((n, n) for n in (
+    "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert",
+    "arctan2", "hypot", "exp2", "log2", "log10", "sinh", "cosh", "arcsin", "arccos",
+    "arctan", "arcsinh", "arccosh", "arctanh", "trunc", "rint", "conjugate", "positive",
+    "copysign", "nextafter", "signbit", "float_power", "fmax", "fmin", "cbrt",
+    "reciprocal", "deg2rad", "rad2deg", "degrees", "radians", "heaviside", "logaddexp",
+    "logaddexp2"))
 
 _where = globals()["where"]
 

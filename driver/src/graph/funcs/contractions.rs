@@ -158,7 +158,7 @@ fn tensordot(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     .iter()
                     .map(|i| match i {
                         Val::Num(..) => {
-                            axis_of(i, n).map_err(|m| b.err(*p, format!("tensordot: {m}")))
+                            axis_of(i, n).map_err(|m| b.refused(*p, m.after("tensordot: ")))
                         }
                         _ => Err(b.err(*p, "tensordot: axes are integers")),
                     })
@@ -221,7 +221,7 @@ fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let n = s.meta(x).ndim();
     let offset = b.int("offset")?.unwrap_or(0);
     let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
-        one_axis(v.unwrap_or(d), n).map_err(|m| b.err(b.pos, format!("trace(): {m}")))
+        one_axis(v.unwrap_or(d), n).map_err(|m| b.refused(b.pos, m.after("trace(): ")))
     };
     if n < 2 {
         return Err(b.err(b.pos, "trace() needs an array of at least 2 dimensions"));

@@ -71,7 +71,7 @@ fn cumulative(s: &mut Builder, b: &Bound, op: ReduceOp, array_api: bool) -> Resu
     };
     let (x, axis) = match b.get("axis") {
         Some((v, p)) => {
-            let ax = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?;
+            let ax = axes_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?;
             match ax.as_slice() {
                 [a] if matches!(v, Val::Num(..)) => (x, *a),
                 _ => return Err(b.err(*p, format!("{}(): axis must be an integer", b.f))),
@@ -134,7 +134,7 @@ fn diff(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     let axis = match b.get("axis") {
         None => nd - 1,
-        Some((v, p)) => axis_of(v, nd).map_err(|e| b.err(*p, e))?,
+        Some((v, p)) => axis_of(v, nd).map_err(|e| b.refused(*p, e))?,
     };
     // NumPy returns `a` itself for n = 0, before it looks at prepend or append.
     if n == 0 {

@@ -330,9 +330,26 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// (the sign of a zero at a bound of zero is `a`'s); with an array bound both ufuncs.
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
-    let (lo, hi) = (b.get("a_min"), b.get("a_max"));
+    let (mut lo, mut hi) = (b.get("a_min"), b.get("a_max"));
     let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(..), _)));
     let numbers = number(lo) && number(hi);
+    // NumPy ignores a Python int bound past the int array's range on the side that
+    // clips nothing (`clip(int8, -1000, 3)`); past the other side it overflows.
+    if let Val::Arr(id) = &v
+        && s.meta(*id).dtype != DType::Bool
+        && let Some((min, max)) = s.meta(*id).dtype.int_range()
+    {
+        let int = |b: Option<&(Val, usize)>| match b {
+            Some((Val::Num(x), _)) if x.kind() == ScalarKind::Int => x.as_i128(),
+            _ => None,
+        };
+        if int(lo).is_some_and(|x| x < min) {
+            lo = None;
+        }
+        if int(hi).is_some_and(|x| x > max) {
+            hi = None;
+        }
+    }
     let (low, high) = if numbers {
         (BinaryOp::ClipLow, BinaryOp::ClipHigh)
     } else {

@@ -161,7 +161,7 @@ impl<'a> Builder<'a> {
 
     /// An empty result of NumPy's for an empty matrix: `shape` of `value` (empty factors,
     /// det 1.0, slogdet's sign 1.0 and log 0.0, rank 0).
-    fn empty(&mut self, shape: Vec<u64>, dtype: DType, value: Scalar) -> NodeId {
+    pub(super) fn empty(&mut self, shape: Vec<u64>, dtype: DType, value: Scalar) -> NodeId {
         let meta = self.default_meta(shape, dtype);
         self.add(meta, NodeOp::Fill { value })
     }
@@ -486,7 +486,7 @@ fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let res = if m > n {
         Val::Arr(out(s, LstsqOutput::Residuals, vec![p], dtype))
     } else {
-        Val::None
+        Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0)))
     };
     let rank = out(s, LstsqOutput::Rank, vec![], DType::Int32);
     let sv = out(s, LstsqOutput::SingularValues, vec![n], dtype);
@@ -519,7 +519,7 @@ fn lstsq_of_no_columns(
         let sq = s.node(sq, b.pos)?;
         Val::Arr(s.reduce(sq, ReduceOp::Sum, vec![0], false, b.pos)?)
     } else {
-        Val::None
+        Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0)))
     };
     let rank = s.empty(vec![], DType::Int32, Scalar::Int(0));
     let sv = s.empty(vec![0], dtype, Scalar::Int(0));
@@ -615,7 +615,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let keepdims = b.flag("keepdims")?;
     let mut axes = match b.get("axis") {
         None => (0..nd).collect::<Vec<_>>(),
-        Some((v, p)) => axes_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}")))?,
+        Some((v, p)) => axes_of(v, nd).map_err(|m| b.refused(*p, m.after("norm(): ")))?,
     };
     // A matrix norm's axes are (row axis, column axis) in the order given (axes_of sorts).
     if let Some((Val::Tuple(t), p)) = b.get("axis")
@@ -623,7 +623,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     {
         axes = t
             .iter()
-            .map(|v| axis_of(v, nd).map_err(|m| b.err(*p, format!("norm(): {m}"))))
+            .map(|v| axis_of(v, nd).map_err(|m| b.refused(*p, m.after("norm(): "))))
             .collect::<Result<_, _>>()?;
     }
     let pos = b.pos;

@@ -326,13 +326,19 @@ pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {
 }
 
 /// A single axis given as a value (negatives count from the end).
-fn axis_of(v: &Val, ndim: usize) -> Result<usize, String> {
+fn axis_of(v: &Val, ndim: usize) -> Result<usize, Refusal> {
     match v {
         Val::Num(x) => match x.integer() {
-            Some(i) => one_axis(i, ndim),
-            None => Err(format!("axis {x} is not an integer")),
+            Some(i) if x.kind() != ScalarKind::Float => one_axis(i, ndim),
+            _ => Err(Refusal::new(
+                PyException::TypeError,
+                format!("axis {x} is not an integer"),
+            )),
         },
-        _ => Err("axis must be an integer".into()),
+        _ => Err(Refusal::new(
+            PyException::TypeError,
+            "axis must be an integer",
+        )),
     }
 }
 
@@ -353,6 +359,11 @@ pub(super) struct Bound {
 impl Bound {
     pub(super) fn err(&self, pos: usize, m: impl Into<String>) -> EvalError {
         EvalError::Expr(ExprError::new(pos, m))
+    }
+
+    /// A refusal at `pos`, raised as its class.
+    pub(super) fn refused(&self, pos: usize, r: Refusal) -> EvalError {
+        EvalError::Expr(ExprError::refused(pos, r))
     }
 
     /// An error NumPy raises as `raises` (see [`crate::refusal::PyException`]).
@@ -462,7 +473,7 @@ impl Bound {
     pub(super) fn axes(&self, ndim: usize) -> Result<Vec<usize>, EvalError> {
         match self.get("axis") {
             None => Ok((0..ndim).collect()),
-            Some((v, p)) => axes_of(v, ndim).map_err(|m| self.err(*p, m)),
+            Some((v, p)) => axes_of(v, ndim).map_err(|m| self.refused(*p, m)),
         }
     }
 }

@@ -139,7 +139,7 @@ fn arg(s: &mut Builder, b: &Bound, max: bool, nan: bool) -> Result<Val, EvalErro
     let axis = match b.get("axis") {
         None => None,
         Some((v, p)) => {
-            let ax = axes_of(v, s.meta(x).ndim()).map_err(|m| b.err(*p, m))?;
+            let ax = axes_of(v, s.meta(x).ndim()).map_err(|m| b.refused(*p, m))?;
             match ax.as_slice() {
                 [a] if matches!(v, Val::Num(..)) => Some(*a),
                 _ => return Err(b.err(*p, format!("{}(): axis must be an integer", b.f))),

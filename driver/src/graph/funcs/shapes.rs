@@ -204,7 +204,7 @@ fn transpose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             };
             let perm = t
                 .iter()
-                .map(|i| axis_of(i, n).map_err(|m| b.err(*p, m)))
+                .map(|i| axis_of(i, n).map_err(|m| b.refused(*p, m)))
                 .collect::<Result<Vec<usize>, _>>()?;
             let mut sorted = perm.clone();
             sorted.sort_unstable();
@@ -227,7 +227,7 @@ fn swapaxes(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         let v = b
             .int(name)?
             .ok_or_else(|| b.err(b.pos, format!("swapaxes() needs {name}")))?;
-        one_axis(v, n).map_err(|m| b.err(b.pos, m))
+        one_axis(v, n).map_err(|m| b.refused(b.pos, m))
     };
     let (a1, a2) = (one("axis1")?, one("axis2")?);
     let mut perm: Vec<usize> = (0..n).collect();
@@ -274,7 +274,7 @@ fn expand_dims(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         _ => 1,
     };
     let n = m.ndim() + added;
-    let axes = axes_of(v, n).map_err(|e| b.err(*p, e))?;
+    let axes = axes_of(v, n).map_err(|e| b.refused(*p, e))?;
     let mut src = m.shape.iter().copied();
     let shape: Vec<u64> = (0..n)
         .map(|d| {
@@ -294,7 +294,7 @@ fn squeeze(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let axes = match b.get("axis") {
         None => (0..m.ndim()).filter(|&d| m.shape[d] == 1).collect(),
         Some((v, p)) => {
-            let axes = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?;
+            let axes = axes_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?;
             if let Some(&d) = axes.iter().find(|&&d| m.shape[d] != 1) {
                 return Err(b.err(
                     *p,
@@ -334,7 +334,7 @@ fn arrays(b: &Bound, name: &str) -> Result<Vec<NodeId>, EvalError> {
 fn join_axis(b: &Bound, ndim: usize) -> Result<usize, EvalError> {
     match b.given("axis") {
         None => Ok(0),
-        Some((v, p)) => axis_of(v, ndim).map_err(|m| b.err(*p, m)),
+        Some((v, p)) => axis_of(v, ndim).map_err(|m| b.refused(*p, m)),
     }
 }
 
@@ -389,7 +389,7 @@ fn axis_list(b: &Bound, name: &str, ndim: usize) -> Result<Vec<usize>, EvalError
     };
     let axes = items
         .iter()
-        .map(|i| axis_of(i, ndim).map_err(|m| b.err(*p, format!("{}(): {m}", b.f))))
+        .map(|i| axis_of(i, ndim).map_err(|m| b.refused(*p, m.after(&format!("{}(): ", b.f)))))
         .collect::<Result<Vec<usize>, _>>()?;
     let mut seen = axes.clone();
     seen.sort_unstable();
@@ -467,7 +467,7 @@ fn unstack(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     let axis = match b.get("axis") {
         None => 0,
-        Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.err(*p, e))?,
+        Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?,
     };
     let mut shape = m.shape.clone();
     shape.remove(axis);
@@ -518,7 +518,7 @@ fn roll(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         };
         items
             .iter()
-            .map(|i| axis_of(i, m.ndim()).map_err(|e| b.err(*p, e)))
+            .map(|i| axis_of(i, m.ndim()).map_err(|e| b.refused(*p, e)))
             .collect::<Result<Vec<usize>, _>>()?
     };
     // NumPy broadcasts shift against axis; shifts of one axis add up.
@@ -599,7 +599,7 @@ fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             x = s.reshape(x, &[n]);
             0
         }
-        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.err(*p, e))?,
+        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.refused(*p, e))?,
     };
     let m = s.meta(x).clone();
     let n = m.shape[axis];
@@ -648,7 +648,7 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             x = s.reshape(x, &[n]);
             0
         }
-        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.err(*p, e))?,
+        Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.refused(*p, e))?,
     };
     let (v, p) = b.need("indices")?;
     if let Val::Arr(_) = v {
@@ -857,7 +857,7 @@ fn diagonal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     let offset = b.int("offset")?.unwrap_or(0);
     let one = |v: Option<i64>, d: i64| -> Result<usize, EvalError> {
-        one_axis(v.unwrap_or(d), n).map_err(|m| b.err(b.pos, format!("diagonal(): {m}")))
+        one_axis(v.unwrap_or(d), n).map_err(|m| b.refused(b.pos, m.after("diagonal(): ")))
     };
     let (a1, a2) = (one(b.int("axis1")?, 0)?, one(b.int("axis2")?, 1)?);
     if a1 == a2 {

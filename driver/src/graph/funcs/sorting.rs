@@ -168,8 +168,8 @@ fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
             let n = s.meta(x).len();
             (s.reshape(x, &[n]), 0)
         }
-        Some((v, p)) => (x, axis_of(v, ndim).map_err(|e| b.err(*p, e))?),
-        None => (x, one_axis(-1, ndim).map_err(|e| b.err(b.pos, e))?),
+        Some((v, p)) => (x, axis_of(v, ndim).map_err(|e| b.refused(*p, e))?),
+        None => (x, one_axis(-1, ndim).map_err(|e| b.refused(b.pos, e))?),
     };
     Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
 }

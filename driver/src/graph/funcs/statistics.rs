@@ -114,9 +114,12 @@ pub(super) const DEFS: &[FuncDef] = &[
 /// median, percentile and quantile (`scale`: 100 for percentiles, None for the median)
 /// and their nan variants.
 fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result<Val, EvalError> {
-    let x = b.array("a")?;
+    let mut x = b.array("a")?;
     let m = s.meta(x).clone();
-    if m.dtype.is_complex() {
+    let median = scale.is_none();
+    // NumPy's median of complex numbers sorts them (real part first) and averages the
+    // middle two; its quantiles refuse them.
+    if m.dtype.is_complex() && !median {
         return Err(b.raising(
             crate::refusal::PyException::TypeError,
             b.pos,
@@ -124,30 +127,25 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
         ));
     }
     let mut method = QuantileMethod::Median;
-    // The quantiles, and whether q is a sequence (its axis comes first in the result).
-    let (qs, listed, ints) = match scale {
-        None => (vec![0.5], false, false),
+    // The quantiles (flat), the shape of q (its axes come first in the result; empty for
+    // one number), and whether q is all ints.
+    let (qs, q_shape, ints) = match scale {
+        None => (vec![0.5], vec![], false),
         Some(scale) => {
             let (v, p) = b.need("q")?;
-            let items = match v {
-                Val::Num(_) => vec![v.clone()],
-                Val::Tuple(t) => t.clone(),
-                _ => {
-                    return Err(b.err(
-                        *p,
-                        format!("{}(): q must be a number or a list of numbers", b.f),
-                    ));
-                }
+            let bad = || {
+                b.err(
+                    *p,
+                    format!(
+                        "{}(): q must be a number or a (nested) list of numbers",
+                        b.f
+                    ),
+                )
             };
+            let (items, q_shape) = nested_numbers(v).ok_or_else(bad)?;
             let mut qs = Vec::new();
             let mut ints = true;
-            for i in &items {
-                let Val::Num(q) = i else {
-                    return Err(b.err(
-                        *p,
-                        format!("{}(): q must be a number or a list of numbers", b.f),
-                    ));
-                };
+            for q in &items {
                 ints &= q.kind() != ScalarKind::Float;
                 let f = q.as_f64() / scale;
                 if !(0.0..=1.0).contains(&f) {
@@ -175,9 +173,10 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
                 })?,
                 Some((_, p)) => return Err(b.err(*p, format!("{}(): method is a string", b.f))),
             };
-            (qs, matches!(v, Val::Tuple(_)), ints && scale == 1.0)
+            (qs, q_shape, ints && scale == 1.0)
         }
     };
+    let listed = !q_shape.is_empty();
     // NumPy takes the element (keeping the dtype) for integral linear indices.
     if method == QuantileMethod::Linear && ints {
         method = QuantileMethod::Lower;
@@ -185,65 +184,108 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     if qs.is_empty() {
         return Err(b.err(b.pos, format!("{}(): q is empty", b.f)));
     }
-    if m.dtype == DType::Bool && !method.picks() {
-        return Err(b.raising(
-            crate::refusal::PyException::TypeError,
-            b.pos,
-            format!(
-                "{}(): numpy boolean subtract, the `-` operator, is not supported",
-                b.f
-            ),
-        ));
+    if m.dtype == DType::Bool {
+        if median {
+            // NumPy's median of bools is the mean of the middle ones: float64.
+            x = s.cast(x, DType::Float64);
+        } else if !method.picks() {
+            return Err(b.raising(
+                crate::refusal::PyException::TypeError,
+                b.pos,
+                format!(
+                    "{}(): numpy boolean subtract, the `-` operator, is not supported",
+                    b.f
+                ),
+            ));
+        }
     }
     let keepdims = b.flag("keepdims")?;
-    let (xf, axis, kept_shape) = match b.get("axis") {
-        None => {
-            let n = m.len();
-            (s.reshape(x, &[n]), 0, vec![1; m.ndim()])
+    // The reduced axes (all for None), and the others, whose shape the result keeps.
+    let axes = match b.get("axis") {
+        None => (0..m.ndim()).collect(),
+        Some((v, p)) => axes_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?,
+    };
+    let others: Vec<usize> = (0..m.ndim()).filter(|d| !axes.contains(d)).collect();
+    let lane: u64 = axes.iter().map(|&a| m.shape[a]).product();
+    let rest: Vec<u64> = if keepdims {
+        let mut kept = m.shape.clone();
+        axes.iter().for_each(|&a| kept[a] = 1);
+        kept
+    } else {
+        others.iter().map(|&d| m.shape[d]).collect()
+    };
+    if lane == 0 || (nan && m.len() == 0) {
+        if !nan && !median {
+            return Err(b.raising(
+                crate::refusal::PyException::IndexError,
+                b.pos,
+                format!(
+                    "{}(): index -1 is out of bounds for axis 0 with size 0 (an empty axis has no quantiles)",
+                    b.f
+                ),
+            ));
         }
-        Some((v, p)) => {
-            let ax = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?;
-            let [a] = ax.as_slice() else {
-                return Err(b.err(*p, format!("{}(): one axis or None", b.f)));
+        // NumPy: the median of nothing is NaN (with a RuntimeWarning); the nan variants of
+        // an empty array are its nanmean, whatever q is.
+        let dtype = m.dtype.to_float();
+        return Ok(Val::Arr(s.empty(rest, dtype, Scalar::Float(f64::NAN))));
+    }
+    // One lane per kept position: a single axis as it lies, several moved last and merged.
+    let (xf, axis) = match axes[..] {
+        [a] => (x, a),
+        _ => {
+            let mut perm = others.clone();
+            perm.extend(&axes);
+            let t = if perm.iter().enumerate().all(|(i, &d)| i == d) {
+                x
+            } else {
+                s.transpose(x, perm)
             };
-            let mut kept = m.shape.clone();
-            kept[*a] = 1;
-            (x, *a, kept)
+            let mut shape: Vec<u64> = others.iter().map(|&d| m.shape[d]).collect();
+            shape.push(lane);
+            (s.reshape(t, &shape), others.len())
         }
     };
-    if s.meta(xf).shape[axis] == 0 {
-        return Err(b.err(
-            b.pos,
-            format!("{}(): cannot take a quantile of an empty axis", b.f),
-        ));
-    }
     // A list of float quantiles is a float64 array to NumPy, which an interpolating
     // method's result is promoted with (float32 data gives float64).
-    let out_dtype = match quantile_dtype(m.dtype, method) {
+    let out_dtype = match quantile_dtype(s.meta(xf).dtype, method) {
         d if listed && !method.picks() => d.promote(DType::Float64),
         d => d,
     };
     let r = s.quantiles_along(xf, axis, &qs, method, nan, out_dtype, b.pos)?;
-    let rm = s.meta(r).clone();
-    // NumPy: q's axis first, then the other axes (the reduced one kept as 1 by keepdims).
-    let mut rest: Vec<u64> = if keepdims {
-        kept_shape
-    } else {
-        rm.shape
-            .iter()
-            .enumerate()
-            .filter(|&(d, _)| d != axis)
-            .map(|(_, &l)| l)
-            .collect()
-    };
+    // NumPy: q's axes first, then the other axes (the reduced ones kept as 1 by keepdims).
     if listed {
+        let nd = s.meta(r).ndim();
         let mut perm = vec![axis];
-        perm.extend((0..rm.ndim()).filter(|&d| d != axis));
+        perm.extend((0..nd).filter(|&d| d != axis));
         let t = s.transpose(r, perm);
-        rest.insert(0, qs.len() as u64);
-        Ok(Val::Arr(s.reshape(t, &rest)))
+        let shape: Vec<u64> = q_shape.iter().chain(&rest).copied().collect();
+        Ok(Val::Arr(s.reshape(t, &shape)))
     } else {
         Ok(Val::Arr(s.reshape(r, &rest)))
+    }
+}
+
+/// The numbers of a number or a nested list of them (rows of equal length), flat, with
+/// the list's shape (empty for a number).
+fn nested_numbers(v: &Val) -> Option<(Vec<Scalar>, Vec<u64>)> {
+    match v {
+        Val::Num(x) | Val::NpScalar(x, _) => Some((vec![*x], vec![])),
+        Val::Tuple(items) => {
+            let mut flat = Vec::new();
+            let mut inner: Option<Vec<u64>> = None;
+            for i in items {
+                let (f, sh) = nested_numbers(i)?;
+                if inner.get_or_insert_with(|| sh.clone()) != &sh {
+                    return None;
+                }
+                flat.extend(f);
+            }
+            let mut shape = vec![items.len() as u64];
+            shape.extend(inner.unwrap_or_default());
+            Some((flat, shape))
+        }
+        _ => None,
     }
 }
 
@@ -281,7 +323,7 @@ fn average(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 "Axis must be specified when shapes of a and weights differ.",
             ));
         };
-        let [ax] = axes_of(v, m.ndim()).map_err(|e| b.err(*p, e))?[..] else {
+        let [ax] = axes_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?[..] else {
             return Err(b.err(*p, "average(): one axis with 1-D weights"));
         };
         if wm.ndim() != 1 {
@@ -525,37 +567,59 @@ fn histogram(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             (s.node(l, b.pos)?, s.node(h, b.pos)?)
         }
     };
-    let weights = match b.get("weights").cloned() {
-        None => None,
+    // Weights are summed in float64 per bin and the sums cast to the weights' dtype, as
+    // NumPy's bincount-then-astype does (int8 weights wrap; complex ones are two sums).
+    let counts = |s: &mut Builder, weights: Option<NodeId>| {
+        let dtype = if weights.is_some() {
+            DType::Float64
+        } else {
+            DType::Int64
+        };
+        s.add(
+            ArrayMeta::new(vec![bins], vec![bins], dtype),
+            NodeOp::Histogram {
+                x: flat,
+                lo,
+                hi,
+                weights,
+                bins,
+            },
+        )
+    };
+    let hist = match b.get("weights").cloned() {
+        None => counts(s, None),
         Some((w, p)) => {
             let w = s.node(w, p)?;
             if s.meta(w).shape != s.meta(a).shape {
                 return Err(b.err(p, "weights should have the same shape as a."));
             }
+            let wdtype = s.meta(w).dtype;
             let wf = s.reshape(w, &[n]);
-            let wf = s.cast(wf, DType::Float64);
             let block = s.meta(flat).block.clone();
-            Some(s.rechunk(wf, block))
+            let sum_of = |s: &mut Builder, part: Option<UnaryOp>| {
+                let v = match part {
+                    Some(op) => s.unary(op, Val::Arr(wf), b.pos)?,
+                    None => Val::Arr(wf),
+                };
+                let v = s.node(v, b.pos)?;
+                let v = s.cast(v, DType::Float64);
+                let v = s.rechunk(v, block.clone());
+                Ok::<_, EvalError>(counts(s, Some(v)))
+            };
+            if wdtype.is_complex() {
+                let re = sum_of(s, Some(UnaryOp::Real))?;
+                let im = sum_of(s, Some(UnaryOp::Imag))?;
+                let (re, im) = (s.cast(re, wdtype), s.cast(im, wdtype));
+                let i = Val::Num(Scalar::Complex(0.0, 1.0));
+                let im = s.elementwise2(BinaryOp::Mul, Val::Arr(im), i, b.pos)?;
+                let h = s.elementwise2(BinaryOp::Add, Val::Arr(re), im, b.pos)?;
+                s.node(h, b.pos)?
+            } else {
+                let h = sum_of(s, None)?;
+                s.cast(h, wdtype)
+            }
         }
     };
-    let hist = s.add(
-        ArrayMeta::new(
-            vec![bins],
-            vec![bins],
-            if weights.is_some() {
-                DType::Float64
-            } else {
-                DType::Int64
-            },
-        ),
-        NodeOp::Histogram {
-            x: flat,
-            lo,
-            hi,
-            weights,
-            bins,
-        },
-    );
     // NumPy's linspace(lo, hi, bins + 1) in lo's dtype: i * step + lo, the last exactly
     // hi; then in the edges' dtype (float32 for float32 data).
     let iota = s.add(
@@ -620,7 +684,7 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             "bincount(): x must be 1-D (object too deep for desired array)",
         ));
     }
-    if !m.dtype.is_exact() || m.dtype == DType::UInt64 {
+    if !m.dtype.is_exact() {
         return Err(b.raising(
             crate::refusal::PyException::TypeError,
             b.pos,
@@ -630,6 +694,12 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             ),
         ));
     }
+    // NumPy casts uint64 to int64 (2^63 and above wrap to negatives, which it refuses).
+    let x = if m.dtype == DType::UInt64 {
+        s.cast(x, DType::Int64)
+    } else {
+        x
+    };
     let minlength = b.int("minlength")?.unwrap_or(0);
     if minlength < 0 {
         return Err(b.err(b.pos, "'minlength' must not be negative"));
@@ -690,7 +760,8 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         ),
         NodeOp::Bincount { x, weights },
     );
-    if m.is_empty() || !m.dtype.is_int() || m.dtype.is_unsigned() {
+    let xd = s.meta(x).dtype;
+    if m.is_empty() || !xd.is_int() || xd.is_unsigned() {
         return Ok(Val::Arr(counts));
     }
     // A negative value is refused however many there are (all negative: no bins at all).
