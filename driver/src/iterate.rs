@@ -281,8 +281,7 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
     if counts[1] > 0.0 || counts[2] > 0.0 {
         return Err(refused(format!(
             "y holds {} NaN and {} infinite values",
-            counts[1] as u64,
-            counts[2] as u64
+            counts[1] as u64, counts[2] as u64
         )));
     }
     // Poisson targets all 0, with an intercept (which is never penalised): the loss

@@ -107,9 +107,23 @@ pub fn quantile(
         return Err(format!("axis {axis} of a {}-D block", x.shape().len()));
     }
     match x {
-        Block::C64(a) => Ok(Block::C64(median_complex(a, axis, nan, |z| z.is_nan(), |z| z / 2.0))),
-        Block::C128(a) => Ok(Block::C128(median_complex(a, axis, nan, |z| z.is_nan(), |z| z / 2.0))),
-        _ => for_dtype!(x.dtype(), T => quantile_t::<T>(x.view::<T>().expect("its dtype"), axis, qs, method, nan)),
+        Block::C64(a) => Ok(Block::C64(median_complex(
+            a,
+            axis,
+            nan,
+            |z| z.is_nan(),
+            |z| z / 2.0,
+        ))),
+        Block::C128(a) => Ok(Block::C128(median_complex(
+            a,
+            axis,
+            nan,
+            |z| z.is_nan(),
+            |z| z / 2.0,
+        ))),
+        _ => {
+            for_dtype!(x.dtype(), T => quantile_t::<T>(x.view::<T>().expect("its dtype"), axis, qs, method, nan))
+        }
     }
 }
 

@@ -154,14 +154,17 @@ _UFUNCS = {
     "tanh": "tanh", "isnan": "isnan", "isfinite": "isfinite", "isinf": "isinf",
     "matmul": "matmul",
 }
-# The engine's functions of NumPy's own ufunc names (``np.int64(3) & x`` is bitwise_and).
+# NumPy's other ufuncs, by their own names, where the engine's table has them
+# (``np.int64(3) & x`` is bitwise_and).
+_ENGINE_NAMES = {n for _family, name, aliases, _p, _s in _TABLE if _family != "models"
+                 for n in (name, *aliases)}
 _UFUNCS.update((n, n) for n in (
     "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert",
     "arctan2", "hypot", "exp2", "log2", "log10", "sinh", "cosh", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "trunc", "rint", "conjugate", "positive",
     "copysign", "nextafter", "signbit", "float_power", "fmax", "fmin", "cbrt",
     "reciprocal", "deg2rad", "rad2deg", "degrees", "radians", "heaviside", "logaddexp",
-    "logaddexp2"))
+    "logaddexp2", "fmod") if n in _ENGINE_NAMES)
 
 _where = globals()["where"]
 

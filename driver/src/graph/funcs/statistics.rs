@@ -214,7 +214,7 @@ fn quantile(s: &mut Builder, b: &Bound, scale: Option<f64>, nan: bool) -> Result
     } else {
         others.iter().map(|&d| m.shape[d]).collect()
     };
-    if lane == 0 || (nan && m.len() == 0) {
+    if lane == 0 || (nan && m.is_empty()) {
         if !nan && !median {
             return Err(b.raising(
                 crate::refusal::PyException::IndexError,
