@@ -44,9 +44,11 @@ impl Infra {
             Some(m) => Some(
                 m.as_u64()
                     .or_else(|| m.as_str().and_then(|s| s.parse().ok()))
-                    .filter(|m| (128..=10240).contains(m))
-                    .ok_or_else(|| {
-                        anyhow!("{file}: memory_mb: expected 128 to 10240, found {m}")
+                    .ok_or_else(|| anyhow!("{file}: memory_mb: expected a number, found {m}"))
+                    .and_then(|m| {
+                        let s = crate::config::Setting::MemoryMb;
+                        s.check(i64::try_from(m).unwrap_or(i64::MAX))
+                            .map_err(|r| anyhow!("{file}: memory_mb: {r}"))
                     })?,
             ),
         };
@@ -108,7 +110,9 @@ impl Infra {
             // As many workers as the function may run at once (Lambda throttles the rest).
             workers: self
                 .reserved_concurrency
-                .map_or(Defaults::default().workers, |r| r.min(1000)),
+                .map_or(Defaults::default().workers, |r| {
+                    r.min(*crate::config::Setting::Workers.range().end())
+                }),
         }
     }
 }

@@ -11,6 +11,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::config::{self, MAX_ELEMENTS, Setting};
 use nums_layout::{DType, StoreSpec};
 use serde::Deserialize;
 use toml::Spanned;
@@ -101,8 +102,8 @@ impl Default for Defaults {
             backend: Backend::Local,
             function: "nums-cloud".into(),
             storage_url: "file://nums-data".into(),
-            memory_mb: 2048,
-            workers: 2,
+            memory_mb: config::DEFAULT_MEMORY_MB,
+            workers: config::DEFAULT_WORKERS,
         }
     }
 }
@@ -591,42 +592,29 @@ impl Job {
             scheduler: None,
             function: None,
         });
-        let positive = |v: &Option<Spanned<i64>>,
-                        key: &str,
-                        default: i64,
-                        lo: i64,
-                        hi: i64|
-         -> Result<u64, JobError> {
-            match v {
-                None => Ok(default as u64),
-                Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref() as u64),
-                Some(s) => Err(e(
-                    line_of(s.span().start),
-                    key,
-                    format!(
-                        "{} is out of range: it must be between {lo} and {hi}",
-                        s.get_ref()
-                    ),
-                )),
-            }
-        };
+        // Each limit is the engine's (crate::config), named by the key that set it.
+        let setting =
+            |v: &Option<Spanned<i64>>, s: Setting, default: u64| -> Result<u64, JobError> {
+                match v {
+                    None => Ok(default),
+                    Some(v) => s.check(*v.get_ref()).map_err(|r| {
+                        e(
+                            line_of(v.span().start),
+                            &format!("compute.{}", s.name()),
+                            r.to_string(),
+                        )
+                    }),
+                }
+            };
         let compute = Compute {
             backend: c.backend.unwrap_or(defaults.backend),
-            workers: positive(
-                &c.workers,
-                "compute.workers",
-                defaults.workers as i64,
-                1,
-                1000,
-            )? as usize,
-            memory_mb: positive(
-                &c.memory_mb,
-                "compute.memory_mb",
-                defaults.memory_mb as i64,
-                128,
-                10240,
+            workers: setting(&c.workers, Setting::Workers, defaults.workers)? as usize,
+            memory_mb: setting(&c.memory_mb, Setting::MemoryMb, defaults.memory_mb)?,
+            timeout_seconds: setting(
+                &c.timeout_seconds,
+                Setting::TimeoutSeconds,
+                config::DEFAULT_TIMEOUT_SECONDS,
             )?,
-            timeout_seconds: positive(&c.timeout_seconds, "compute.timeout_seconds", 900, 1, 900)?,
             scheduler: c.scheduler.unwrap_or(SchedulerKind::Lshs),
             function: c
                 .function
@@ -1225,9 +1213,6 @@ fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
     Ok(sizes)
 }
 
-/// The most elements of an array (in the job file and from expressions): counts stay
-/// exact in f64 and byte offsets far from overflow.
-pub const MAX_ELEMENTS: u64 = 1 << 50;
 
 /// The largest job file read: a job file names arrays and expressions (each at most
 /// [`crate::expr::MAX_EXPR_CHARS`]); data goes in through `load`.

@@ -36,6 +36,7 @@ pub mod sched;
 pub(crate) mod arrays;
 #[cfg(feature = "local")]
 pub(crate) mod cgroup;
+pub(crate) mod config;
 pub(crate) mod cost;
 pub(crate) mod csv_count;
 pub(crate) mod error;

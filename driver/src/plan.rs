@@ -382,13 +382,14 @@ fn least_memory(job: &Job, kind: SchedulerKind, probes: &graph::Probes, from: u6
             .map(|g| plan_raw(&j, &g, kind, &dry_run_prefix(&j)).is_ok())
             .unwrap_or(false)
     };
+    let most = *crate::config::Setting::MemoryMb.range().end();
     let (mut lo, mut hi) = (job.compute.memory_mb, from.div_ceil(64) * 64);
     while !fits(hi) {
-        if hi >= 10240 {
+        if hi >= most {
             return None;
         }
         lo = hi;
-        hi = (hi * 2).min(10240);
+        hi = (hi * 2).min(most);
     }
     // lo fails, hi fits: narrow down to 64 MB.
     while hi - lo > 64 {

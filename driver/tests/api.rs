@@ -679,7 +679,10 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
     assert!(*need_mib > 128, "{e}");
     assert!(array.is_some(), "{e}");
     assert!(message.contains("memory_mb"), "{message}");
-    assert!(!message.contains(".toml"), "{message}");
+    assert!(
+        !message.contains(".toml") && !message.contains(".api"),
+        "{message}"
+    );
 
     // Settings out of range name the setting.
     let e = d
@@ -692,6 +695,12 @@ async fn settings_plan_store_and_dispatch_errors_are_typed() {
     assert!(
         matches!(e, Error::Config { ref setting, .. } if setting == "workers"),
         "{e:?}"
+    );
+    // The engine's limit, in the words a job file's `[compute]` gets.
+    assert!(
+        e.to_string()
+            .contains("0 is out of range: it must be between 1 and 1000"),
+        "{e}"
     );
     let e = d
         .session()

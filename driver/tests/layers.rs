@@ -17,6 +17,7 @@ const FLOORS: &[&[&str]] = &[
     // Leaves: values and helpers that use no other room but the refusals.
     &[
         "cgroup",
+        "config",
         "expr",
         "human",
         "invocation",

@@ -131,7 +131,7 @@ impl Session {
             (out, first)
         };
         // The job value a session plans with is no file: its place says nothing.
-        let place = format!("{}:0: ", self.job(Vec::new()).file.display());
+        let place = format!("{}: ", self.job(Vec::new()).file.display());
         let message = format!("{e:#}").replace(&place, "");
         let mut error = Error::classify(&e, &message, &human);
         // A block that does not fit: name the session's array it belongs to.
@@ -477,7 +477,7 @@ impl Session {
                 }
             })?;
         let (at, meta) = self.stored_at(id).expect("made");
-        let in_process = meta.nbytes() <= self.cfg.in_process_bytes;
+        let in_process = self.cfg.runs_here(meta.nbytes());
         let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
         let o = crate::job::OutputDef {
             name: a.label(),
@@ -577,7 +577,7 @@ impl Session {
         let plan =
             crate::plan::plan_with(&job, &cg.g, self.cfg.scheduler, prefix, &Default::default())
                 .map_err(|e| self.engine_error_in(e, &cg.back))?;
-        let in_process = work_bytes(&cg) <= self.cfg.in_process_bytes;
+        let in_process = self.cfg.runs_here(work_bytes(&cg));
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.claimed_store().await?;
         let watch = backend.watch(self);
@@ -687,7 +687,7 @@ impl Session {
         let fits = fits_of(&cg, &todo).len();
         let place = if todo.is_empty() {
             super::Place::Stored
-        } else if work <= self.cfg.in_process_bytes {
+        } else if self.cfg.runs_here(work) {
             super::Place::InProcess
         } else {
             super::Place::Backend(self.cfg.backend)
@@ -747,7 +747,7 @@ impl Session {
     ) -> Result<(), Error> {
         let (x_path, x_meta) = self.stored_at(x).expect("made");
         let (y_path, y_meta) = self.stored_at(y).expect("made");
-        let in_process = x_meta.nbytes() + y_meta.nbytes() <= self.cfg.in_process_bytes;
+        let in_process = self.cfg.runs_here(x_meta.nbytes() + y_meta.nbytes());
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.claimed_store().await?;
         let job = self.job(Vec::new());

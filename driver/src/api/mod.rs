@@ -91,34 +91,25 @@ impl Config {
         }
     }
 
-    /// The settings, checked as a job file's `[compute]` is.
+    /// Whether a compute whose arrays come to `bytes` runs in this process: the one
+    /// threshold ([`Session::in_process_bytes`]) every kind of compute asks.
+    fn runs_here(&self, bytes: u64) -> bool {
+        bytes <= self.in_process_bytes
+    }
+
+    /// The settings, checked against the engine's limits as a job file's `[compute]` is.
     fn check(&self) -> Result<(), Error> {
-        let refuse = |setting: &str, message: String| {
-            Err(Error::Config {
-                setting: setting.into(),
-                message,
-            })
-        };
-        if !(1..=1000).contains(&self.workers) {
-            return refuse(
-                "workers",
-                format!("{} is not within 1..=1000", self.workers),
-            );
-        }
-        if !(128..=10240).contains(&self.memory_mb) {
-            return refuse(
-                "memory_mb",
-                format!(
-                    "{} is not within 128..=10240 (Lambda's limits)",
-                    self.memory_mb
-                ),
-            );
-        }
-        if !(1..=900).contains(&self.timeout_seconds) {
-            return refuse(
-                "timeout_seconds",
-                format!("{} is not within 1..=900", self.timeout_seconds),
-            );
+        use crate::config::Setting;
+        for (s, v) in [
+            (Setting::Workers, self.workers as u64),
+            (Setting::MemoryMb, self.memory_mb),
+            (Setting::TimeoutSeconds, self.timeout_seconds),
+        ] {
+            s.check(i64::try_from(v).unwrap_or(i64::MAX))
+                .map_err(|r| Error::Config {
+                    setting: s.name().into(),
+                    message: r.to_string(),
+                })?;
         }
         Ok(())
     }

@@ -412,7 +412,7 @@ impl<'a> Builder<'a> {
             .shape
             .iter()
             .try_fold(1u64, |a, &s| a.checked_mul(s))
-            .filter(|&n| n <= crate::job::MAX_ELEMENTS);
+            .filter(|&n| n <= crate::config::MAX_ELEMENTS);
         if elements.is_none() {
             return Err(format!(
                 "this makes an array of shape {}: more than 2^50 elements",

@@ -312,9 +312,8 @@ fn markdown_table() -> String {
     out
 }
 
-/// The most elements an array may have: the bound the job file puts on declared shapes
-/// (element counts stay exact in f64 and in byte offsets).
-const MAX_ELEMENTS: u64 = 1 << 50;
+// The most elements an array may have (the engine's one bound).
+use crate::config::MAX_ELEMENTS;
 
 /// `shape`'s element count, refused past [`MAX_ELEMENTS`].
 pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {

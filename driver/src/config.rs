@@ -1,0 +1,106 @@
+//! What a computation may ask of the engine, whichever front end asks: the compute
+//! settings' limits and defaults, checked in one place for a job file's `[compute]`, a
+//! session's settings and a deployment's Terraform outputs alike.
+
+use std::ops::RangeInclusive;
+
+/// The most elements an array may have (2^50: its byte count stays far inside u64).
+pub(crate) const MAX_ELEMENTS: u64 = 1 << 50;
+
+/// Workers when none are asked for.
+pub(crate) const DEFAULT_WORKERS: u64 = 2;
+/// `memory_mb` when none is asked for.
+pub(crate) const DEFAULT_MEMORY_MB: u64 = 2048;
+/// `timeout_seconds` when none is asked for: Lambda's longest.
+pub(crate) const DEFAULT_TIMEOUT_SECONDS: u64 = 900;
+
+/// A compute setting with limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// Functions running at once.
+    Workers,
+    /// Each function's memory (Lambda's range).
+    MemoryMb,
+    /// Each invocation's longest run (Lambda's range).
+    TimeoutSeconds,
+}
+
+impl Setting {
+    /// The values it may take.
+    pub(crate) const fn range(self) -> RangeInclusive<u64> {
+        match self {
+            Setting::Workers => 1..=1000,
+            Setting::MemoryMb => 128..=10240,
+            Setting::TimeoutSeconds => 1..=900,
+        }
+    }
+
+    /// Its name, as a job file's `[compute]` and a session's settings spell it.
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Setting::Workers => "workers",
+            Setting::MemoryMb => "memory_mb",
+            Setting::TimeoutSeconds => "timeout_seconds",
+        }
+    }
+
+    /// `value`, if within [`Setting::range`].
+    pub(crate) fn check(self, value: i64) -> Result<u64, OutOfRange> {
+        let r = self.range();
+        u64::try_from(value)
+            .ok()
+            .filter(|v| r.contains(v))
+            .ok_or(OutOfRange {
+                setting: self,
+                value,
+            })
+    }
+}
+
+/// A setting given a value outside its range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OutOfRange {
+    pub(crate) setting: Setting,
+    pub(crate) value: i64,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let r = self.setting.range();
+        write!(
+            f,
+            "{} is out of range: it must be between {} and {}",
+            self.value,
+            r.start(),
+            r.end()
+        )
+    }
+}
+
+impl std::error::Error for OutOfRange {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_setting_takes_its_edges_and_refuses_past_them() {
+        for s in [Setting::Workers, Setting::MemoryMb, Setting::TimeoutSeconds] {
+            let r = s.range();
+            let (lo, hi) = (*r.start() as i64, *r.end() as i64);
+            assert_eq!(s.check(lo), Ok(lo as u64));
+            assert_eq!(s.check(hi), Ok(hi as u64));
+            for bad in [lo - 1, hi + 1, -1, i64::MIN] {
+                let e = s.check(bad).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    format!("{bad} is out of range: it must be between {lo} and {hi}")
+                );
+            }
+        }
+        assert_eq!(
+            Setting::MemoryMb.check(64).unwrap_err().to_string(),
+            "64 is out of range: it must be between 128 and 10240"
+        );
+    }
+}
