@@ -247,7 +247,7 @@ EXPR_ERRORS = {
     "slice_step": ("A[::0]", 3, ["slice step cannot be zero"]),
     "reshape_size": ("reshape(A, (6, 6))", 1, ["cannot reshape an array of size 35"]),
     "concat_shapes": ("concatenate((A, A.T))", 1, ["cannot concatenate shapes (7, 5) and (5, 7)"]),
-    "bad_dtype": ("astype(A, 'float16')", 11, ["unsupported dtype \"float16\"; supported: bool, int8,"]),
+    "bad_dtype": ("astype(A, 'float16')", 11, ["has no dtype float16: its dtypes are bool, int8,"]),
     # These used to panic (an empty list indexed, usize underflow, overflow, too few letters).
     "concat_axis_empty_list": ("concatenate((A, A), axis=[])", 26, ["axis must be an integer"]),
     "stack_axis_empty_list": ("stack((A, A), axis=[])", 20, ["axis must be an integer"]),

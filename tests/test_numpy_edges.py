@@ -45,6 +45,8 @@ INPUTS = {
     "w8": (np.array([100, 100, 100, 1, 2, 3, 4, 5, 6, 7], np.int8), [4]),
     "wz": (np.arange(10) * (1 - 2j), [4]),
     "ku": (np.array([1, 2, 2, 5], np.uint64), [3]),
+    "nz": (np.array([-0.0, np.nan, -0.0, 2.0]), [3]),
+    "zi": (np.array([1 + 1j, complex(1, 1e308), complex(1, 1e308), complex(np.nan, -np.inf)]), [3]),
     "sq": (np.array([[2.0, 1.0], [1.0, 3.0]]), [2, 2]),
     "b2": (np.array([1.0, 2.0]), [2]),
 }
@@ -110,6 +112,9 @@ CASES = {
     "h_wz": ("histogram(ar * 2, bins=3, weights=wz[:5])[0]",
              np.histogram(np.arange(5.0) * 2, bins=3, weights=WZ[:5])[0]),
     "bincount_u64": ("bincount(ku)", np.bincount(INPUTS["ku"][0])),
+    "nancumsum_zero": ("nancumsum(nz)", np.nancumsum(INPUTS["nz"][0])),
+    "nansum_zero": ("nansum(nz[:2])", np.nansum(INPUTS["nz"][0][:2])),
+    "nancumprod_inf": ("nancumprod(zi)", np.nancumprod(INPUTS["zi"][0])),
     "clip_cnan": ("clip(zc, np.nan + 0j, 3)", np.clip(ZC, complex(np.nan, 0), 3)),
     "clip_wide": ("clip(i8, -1000, 3)", np.clip(INPUTS["i8"][0], -1000, 3)),
     "clip_wide_hi": ("clip(u8, 2, 1000)", np.clip(INPUTS["u8"][0], 2, 1000)),
@@ -272,7 +277,12 @@ def test_data_dependent_refusals_raise_numpys_classes(session):
     with pytest.raises(ValueError, match="no negative elements"):
         nps.bincount(nps.array([-7, -6])).get()
     with pytest.raises(TypeError, match="complex128"):
-        nps.bincount(nps.array([0, 1]), weights=nps.array([1j, 2.0]))
+        nps.bincount(nps.array([0, 1]), weights=nps.array([1j, 2.0])).get()
+    # NumPy finds the negatives before it refuses complex weights.
+    with pytest.raises(ValueError, match="no negative elements"):
+        nps.bincount(nps.array([0, -1]), weights=nps.array([1j, 2.0])).get()
+    with pytest.raises(TypeError, match="complex128"):
+        nps.bincount(nps.array([0, 1], dtype="uint8"), weights=nps.array([1j, 2.0]))
     with pytest.raises(ValueError):
         nps.histogram(nps.arange(5.0), bins=3, range=(0, np.inf))
 

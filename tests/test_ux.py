@@ -120,7 +120,7 @@ def test_put_errors_name_the_command_and_the_files_that_exist(tmp_path):
     (tmp_path / "a.csv").write_text("1,2\n3,4\n")
     (tmp_path / "b.csv").write_text("1,2\n3,x\n")
     for args, words in ((["a.csv", "misc/A", "--usecols", "5"], "--usecols: column 5 is out of range"),
-                        (["a.csv", "misc/A", "--dtype", "float16"], "--dtype: unsupported dtype"),
+                        (["a.csv", "misc/A", "--dtype", "float16"], "--dtype: nums-cloud has no dtype"),
                         (["a.csv", "misc/A", "--block", "0,1"], "--block: block sizes must be positive"),
                         (["b.csv", "misc/B"], '"x" is not a number')):
         p = cli("put", *args, cwd=tmp_path, check=False)

@@ -1213,7 +1213,6 @@ fn dims(v: &toml::Value) -> Result<Vec<u64>, String> {
     Ok(sizes)
 }
 
-
 /// The largest job file read: a job file names arrays and expressions (each at most
 /// [`crate::expr::MAX_EXPR_CHARS`]); data goes in through `load`.
 pub const MAX_JOB_FILE_BYTES: usize = 16 << 20;

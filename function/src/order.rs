@@ -150,8 +150,10 @@ fn accumulation<T: Acc>(op: ReduceOp) -> Result<(T, Step<T>), String> {
     Ok(match op {
         ReduceOp::Sum => (T::ZERO, |a, v| a.plus(v)),
         ReduceOp::Prod => (T::ONE, |a, v| a.times(v)),
-        ReduceOp::NanSum => (T::ZERO, |a, v| if v.nan() { a } else { a.plus(v) }),
-        ReduceOp::NanProd => (T::ONE, |a, v| if v.nan() { a } else { a.times(v) }),
+        // NumPy's nan variants replace a NaN by the identity and then add or multiply:
+        // `-0.0 + 0.0` is 0.0, and a complex infinity times 1 + 0j has a NaN part.
+        ReduceOp::NanSum => (T::ZERO, |a, v| a.plus(if v.nan() { T::ZERO } else { v })),
+        ReduceOp::NanProd => (T::ONE, |a, v| a.times(if v.nan() { T::ONE } else { v })),
         op => return Err(format!("no running {}", op.name())),
     })
 }

@@ -853,9 +853,10 @@ impl ReduceOp {
             ReduceOp::Max => maximum(acc, v),
             ReduceOp::All => (acc != 0.0 && v != 0.0) as u8 as f64,
             ReduceOp::Any => (acc != 0.0 || v != 0.0) as u8 as f64,
-            ReduceOp::NanSum if v.is_nan() => acc,
+            // NumPy's nan variants add 0 or multiply by 1 for a NaN (`-0.0 + 0.0` is 0.0).
+            ReduceOp::NanSum if v.is_nan() => acc + 0.0,
             ReduceOp::NanSum => acc + v,
-            ReduceOp::NanProd if v.is_nan() => acc,
+            ReduceOp::NanProd if v.is_nan() => acc * 1.0,
             ReduceOp::NanProd => acc * v,
             // fmin/fmax skip a NaN: NumPy's nanmin/nanmax (the earlier value on a tie).
             ReduceOp::NanMin => fmin(acc, v),
@@ -946,7 +947,10 @@ impl ReduceOp {
         match self {
             ReduceOp::Sum => acc + v,
             ReduceOp::Prod => acc * v,
-            ReduceOp::NanSum | ReduceOp::NanProd if num::c_isnan(v) => acc,
+            // As for reals: a NaN is 0 or 1 + 0j, added or multiplied (inf * (1 + 0j) has
+            // a NaN part, as NumPy's).
+            ReduceOp::NanSum if num::c_isnan(v) => acc + C128::new(0.0, 0.0),
+            ReduceOp::NanProd if num::c_isnan(v) => acc * C128::new(1.0, 0.0),
             ReduceOp::NanSum => acc + v,
             ReduceOp::NanProd => acc * v,
             ReduceOp::Min => num::c_minimum(acc, v),

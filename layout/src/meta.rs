@@ -171,7 +171,7 @@ impl DType {
     pub fn parse_named(name: &str) -> Result<DType, String> {
         DType::parse(name).ok_or_else(|| {
             format!(
-                "unsupported dtype {name:?}; supported: {}",
+                "nums-cloud has no dtype {name}: its dtypes are {}",
                 DType::supported()
             )
         })

@@ -268,6 +268,22 @@ class BlockArray:
         return self.swapaxes(-1, -2)
 
     @property
+    def real(self):
+        """The real part (the array itself for real dtypes), lazily: the engine's ``real``."""
+        return self._call("real")
+
+    @property
+    def imag(self):
+        """The imaginary part (zeros for real dtypes), lazily: the engine's ``imag``."""
+        return self._call("imag")
+
+    def conj(self):
+        """The complex conjugate, lazily: the engine's ``conj``."""
+        return self._call("conj")
+
+    conjugate = conj
+
+    @property
     def device(self):
         """The device the array is on: ``"cpu"`` (its session's functions)."""
         return "cpu"

@@ -733,14 +733,30 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 return Err(b.err(p, "The weights and list don't have the same length."));
             }
             if s.meta(w).dtype.is_complex() {
-                return Err(b.raising(
-                    crate::refusal::PyException::TypeError,
-                    p,
-                    format!(
-                        "Cannot cast array data from dtype('{}') to dtype('float64') according to the rule 'safe'",
-                        s.meta(w).dtype
-                    ),
-                ));
+                let message = format!(
+                    "Cannot cast array data from dtype('{}') to dtype('float64') according to the rule 'safe'",
+                    s.meta(w).dtype
+                );
+                // NumPy looks for negatives in x first: where x may hold them, both are
+                // checked as the data is read, in NumPy's order.
+                let xd = s.meta(x).dtype;
+                if m.is_empty() || !xd.is_int() || xd.is_unsigned() {
+                    return Err(b.raising(crate::refusal::PyException::TypeError, p, message));
+                }
+                let ok = no_negatives(s, x, b)?;
+                let fail = s.cast(ok, DType::Int64);
+                let fail = s.elementwise2(BinaryOp::Add, Val::Arr(fail), Val::Num(Scalar::Int(1)), b.pos)?;
+                let fail = s.node(fail, b.pos)?;
+                let refused = s.add(
+                    s.meta(fail).clone(),
+                    NodeOp::CheckBelow {
+                        x: fail,
+                        limit: 1,
+                        error: format!("TypeError: {message}"),
+                    },
+                );
+                let zeros = s.empty(vec![length], DType::Float64, Scalar::Float(0.0));
+                return s.where_(Val::Arr(refused), Val::Arr(zeros), Val::Arr(zeros), b.pos);
             }
             let w = s.cast(w, DType::Float64);
             Some(s.rechunk(w, m.block.clone()))
@@ -764,20 +780,25 @@ fn bincount(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if m.is_empty() || !xd.is_int() || xd.is_unsigned() {
         return Ok(Val::Arr(counts));
     }
-    // A negative value is refused however many there are (all negative: no bins at all).
+    let checked = no_negatives(s, x, b)?;
+    s.where_(Val::Arr(checked), Val::Arr(counts), Val::Arr(counts), b.pos)
+}
+
+/// A check node (0, as an int64 scalar) that fails the run with NumPy's ValueError when
+/// `x` holds a negative value, however many (all negative: no bins at all).
+fn no_negatives(s: &mut Builder, x: NodeId, b: &Bound) -> Result<NodeId, EvalError> {
     let neg = s.reduce(x, ReduceOp::Min, vec![0], false, b.pos)?;
     let neg = s.elementwise2(BinaryOp::Lt, Val::Arr(neg), Val::Num(Scalar::Int(0)), b.pos)?;
     let neg = s.node(neg, b.pos)?;
     let neg = s.cast(neg, DType::Int64);
-    let checked = s.add(
+    Ok(s.add(
         s.meta(neg).clone(),
         NodeOp::CheckBelow {
             x: neg,
             limit: 1,
             error: "ValueError: 'list' argument must have no negative elements".into(),
         },
-    );
-    s.where_(Val::Arr(checked), Val::Arr(counts), Val::Arr(counts), b.pos)
+    ))
 }
 
 impl<'a> Builder<'a> {
