@@ -340,6 +340,28 @@ def test_all_nan_histogram_fails_the_run_with_numpys_words(tmp_path):
     assert not (tmp_path / "y.npy").exists()
 
 
+@pytest.mark.parametrize("expr, words", [
+    ("random.default_rng(1).normal(0, ar - 1, size=5)", "scale < 0"),
+    ("random.default_rng(1).exponential(ar - 1, size=5)", "scale < 0"),
+    ("random.default_rng(1).lognormal(0, ar - 1, size=5)", "sigma < 0"),
+    ("random.default_rng(1).uniform(ar, 2.0, size=5)", "high - low < 0"),
+])
+def test_random_array_parameters_are_checked_as_numpy_checks_them(tmp_path, expr, words):
+    """An array of scales holding a negative fails the run with NumPy's words (numbers
+    are refused at check); without one the same expression runs."""
+    arrays = _arrays(tmp_path)
+    job = tmp_path / "job.toml"
+    for e, ok in ((expr, False), (expr.replace("ar - 1", "ar + 1").replace("uniform(ar,", "uniform(ar - 9,"), True)):
+        job.write_text(job_text({**arrays, "y": e}, {"y": str(tmp_path / "y.npy")},
+                                storage={"url": f"file://{tmp_path / 'store'}"}))
+        p = run(job, check=False)
+        if ok:
+            assert p.returncode == 0, (e, p.stderr)
+        else:
+            assert p.returncode != 0 and words in p.stderr, (e, p.stderr)
+            assert not (tmp_path / "y.npy").exists()
+
+
 def test_a_killed_sessions_store_is_reclaimed_by_the_next(tmp_path):
     """A session whose process died (os._exit) leaves its prefix; the next session on the
     same store removes it, and never a live session's."""

@@ -27,7 +27,8 @@ pub(super) const DEFS: &[FuncDef] = &[
         |s, b| {
             not_negative(b, "scale")?;
             let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["loc", "scale"])?)?;
-            affine(s, b, z, "loc", 0.0, "scale", 1.0)
+            let r = affine(s, b, z, "loc", 0.0, "scale", 1.0)?;
+            no_negative(s, b, "scale", r)
         },
     ),
     FuncDef::new(
@@ -38,7 +39,8 @@ pub(super) const DEFS: &[FuncDef] = &[
             not_negative(b, "sigma")?;
             let z = draw(s, b, RandomDist::Normal, 0, size(s, b, &["mean", "sigma"])?)?;
             let n = affine(s, b, z, "mean", 0.0, "sigma", 1.0)?;
-            s.unary(UnaryOp::Exp, n, b.pos)
+            let r = s.unary(UnaryOp::Exp, n, b.pos)?;
+            no_negative(s, b, "sigma", r)
         },
     ),
     FuncDef::new(
@@ -64,7 +66,8 @@ pub(super) const DEFS: &[FuncDef] = &[
             let u = draw(s, b, RandomDist::Uniform, 0, size(s, b, &["low", "high"])?)?;
             let span = s.binary(Op::Sub, high, low.clone(), b.pos)?;
             let scaled = s.binary(Op::Mul, u, span, b.pos)?;
-            s.binary(Op::Add, low, scaled, b.pos)
+            let r = s.binary(Op::Add, low, scaled, b.pos)?;
+            no_negative(s, b, "high - low", r)
         },
     ),
     FuncDef::new(
@@ -89,7 +92,8 @@ pub(super) const DEFS: &[FuncDef] = &[
         |s, b| {
             not_negative(b, "scale")?;
             let e = exponential(s, b, size(s, b, &["scale"])?)?;
-            s.binary(Op::Mul, e, arg_or(b, "scale", 1.0), b.pos)
+            let r = s.binary(Op::Mul, e, arg_or(b, "scale", 1.0), b.pos)?;
+            no_negative(s, b, "scale", r)
         },
     ),
     FuncDef::new(
@@ -108,7 +112,8 @@ pub(super) const DEFS: &[FuncDef] = &[
         |s, b| {
             not_negative(b, "scale")?;
             let g = gamma(s, b, positive(b, "shape")?, 0)?;
-            s.binary(Op::Mul, g, arg_or(b, "scale", 1.0), b.pos)
+            let r = s.binary(Op::Mul, g, arg_or(b, "scale", 1.0), b.pos)?;
+            no_negative(s, b, "scale", r)
         },
     ),
     FuncDef::new(
@@ -353,7 +358,7 @@ fn positive(b: &Bound, name: &str) -> Result<f64, EvalError> {
 }
 
 /// NumPy's ValueError for a negative scale given as a number (`normal(0, -1)`: "scale <
-/// 0"); NaN passes, as in NumPy. An array of scales is not checked.
+/// 0"); NaN passes, as in NumPy. An array of scales is checked by [`no_negative`].
 fn not_negative(b: &Bound, name: &str) -> Result<(), EvalError> {
     match b.get(name) {
         Some((Val::Num(x), p)) if x.as_f64() < 0.0 => {
@@ -361,6 +366,40 @@ fn not_negative(b: &Bound, name: &str) -> Result<(), EvalError> {
         }
         _ => Ok(()),
     }
+}
+
+/// `r`, failing the run with NumPy's ValueError when the array argument `name` (for
+/// `uniform`, `high - low`) holds a value below 0 (NaN passes): checked as it is read.
+fn no_negative(s: &mut Builder, b: &Bound, name: &str, r: Val) -> Result<Val, EvalError> {
+    let x = match name {
+        "high - low" => match (b.get("low"), b.get("high")) {
+            (Some((l, _)), Some((h, _)))
+                if matches!(l, Val::Arr(_)) || matches!(h, Val::Arr(_)) =>
+            {
+                s.binary(Op::Sub, h.clone(), l.clone(), b.pos)?
+            }
+            _ => return Ok(r),
+        },
+        _ => match b.get(name) {
+            Some((v @ Val::Arr(_), _)) => v.clone(),
+            _ => return Ok(r),
+        },
+    };
+    let neg = s.elementwise2(BinaryOp::Lt, x, Val::Num(Scalar::Float(0.0)), b.pos)?;
+    let neg = s.node(neg, b.pos)?;
+    let all: Vec<usize> = (0..s.meta(neg).ndim()).collect();
+    let any = s.reduce(neg, ReduceOp::Any, all, false, b.pos)?;
+    let any = s.cast(any, DType::Int64);
+    let checked = s.add(
+        s.meta(any).clone(),
+        NodeOp::CheckBelow {
+            x: any,
+            limit: 1,
+            error: format!("ValueError: {}(): {name} < 0", b.f),
+        },
+    );
+    let r = s.node(r, b.pos)?;
+    s.where_(Val::Arr(checked), Val::Arr(r), Val::Arr(r), b.pos)
 }
 
 /// `loc + scale * z`, the parameters numbers or arrays.
