@@ -247,6 +247,8 @@ def test_refusals_raise_numpys_exception_classes(session):
         (lambda: nps.floor(nps.ones(2, dtype="complex128")),
          lambda: np.floor(np.ones(2, dtype=np.complex128))),
         (lambda: nps.sum(nps.ones(3), axis=2), lambda: np.sum(np.ones(3), axis=2)),
+        (lambda: nps.ones(3)[nps.array([True, False])],
+         lambda: np.ones(3)[np.array([True, False])]),
         (lambda: nps.quantile(nps.ones((2, 3)), 0.5, axis=-3),
          lambda: np.quantile(np.ones((2, 3)), 0.5, axis=-3)),
         (lambda: nps.quantile(nps.zeros(0), 0.5), lambda: np.quantile(np.zeros(0), 0.5)),
@@ -295,6 +297,9 @@ BAD = {
     "i8.at[0].set(np.inf)": "cannot convert float infinity to integer",
     "u8.at[1:].set(1j)": "complex number",
     "i8.at[0].set(300.0)": "out of bounds for int8",
+    # A NumPy scalar into signed ints is converted as a Python number (NumPy 2).
+    "i8.at[0].set(astype(300.0, 'float64'))": "out of bounds for int8",
+    "i8.at[1:].set(astype(3.4e38, 'float32'))": "out of bounds for int8",
     # Random parameters NumPy refuses.
     "random.default_rng(1).normal(0, -1, size=3)": "scale < 0",
     "random.default_rng(1).uniform(1, 0, size=3)": "high - low < 0",

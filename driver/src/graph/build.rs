@@ -1087,7 +1087,8 @@ impl<'a> Builder<'a> {
                         Val::Arr(mask) if self.meta(mask).dtype == DType::Bool => {
                             let mm = self.meta(mask).clone();
                             if mm.shape != [m.shape[d]] {
-                                return Err(err(format!(
+                                // NumPy's IndexError ("boolean index did not match").
+                                return Err(index_err(format!(
                                     "an array index must be a 1-D bool mask as long as axis {d} ({n}); got {} {}",
                                     mm.dtype,
                                     shape_str(&mm.shape)

@@ -285,10 +285,20 @@ impl Builder<'_> {
                 _ => Some(self.eval(it)?),
             });
         }
-        // A Python number is converted as NumPy converts it (a NumPy scalar is cast).
-        if let Val::Num(x) = &v {
-            setitem_scalar(*x, m.dtype)
-                .map_err(|r| EvalError::Expr(ExprError::refused(vpos, r)))?;
+        // A Python number is converted as NumPy converts it. A NumPy scalar is cast, except
+        // into signed ints, where NumPy 2 converts a real one as a Python number too
+        // (`i8[0] = np.float64(300.0)` is OverflowError, `u8[0] = np.float64(300.0)` 44).
+        let checked = match &v {
+            Val::Num(x) => Some(*x),
+            Val::NpScalar(x, d)
+                if m.dtype.is_int() && !m.dtype.is_unsigned() && !d.is_complex() =>
+            {
+                Some(*x)
+            }
+            _ => None,
+        };
+        if let Some(x) = checked {
+            setitem_scalar(x, m.dtype).map_err(|r| EvalError::Expr(ExprError::refused(vpos, r)))?;
         }
         let vnode = self.node(v, vpos)?;
         let vnode = self.cast(vnode, m.dtype);
