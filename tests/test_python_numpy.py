@@ -809,3 +809,70 @@ def test_matmul_broadcasts_stacks_as_numpy(session):
             np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
     with pytest.raises(ValueError):
         nps.ones((2, 3, 4)) @ nps.ones((3, 4, 5))
+
+
+# Issue 40: the engine decides every rule and Python forwards. The table's names that a
+# hand-written stand-in still replaces, each with what keeps it; a step that moves a rule
+# into the engine deletes its names here (the test fails while a listed name is already
+# the engine's, so the list only shrinks).
+STAND_INS = {
+    # the standard's positional-only spellings (the engine has the functions)
+    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "bitwise_left_shift",
+    "bitwise_right_shift", "concat", "permute_dims", "astype",
+    # axes normalised or shapes computed in Python
+    "flip", "moveaxis", "roll", "unstack", "broadcast_to", "broadcast_arrays",
+    # computed eagerly with NumPy, or checked in Python
+    "where", "nonzero", "argwhere", "flatnonzero",
+    # indices and counts computed in Python (the engine takes ints only)
+    "take", "repeat", "searchsorted",
+    # matmul's stacks broadcast in Python
+    "matmul",
+    # reductions' dtype= and correction cast in Python
+    "sum", "prod", "mean", "std", "var", "min", "max", "amin", "amax", "all", "any",
+    "argmin", "argmax", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmin",
+    "nanmax",
+    # keyword spellings (eye's n_cols, reshape's order, clip's min/max) and AxisError
+    "eye", "reshape", "clip", "expand_dims",
+}
+# nums_cloud.numpy.linalg: stacks of matrices, solve's broadcasting, qr/svd's keywords.
+LINALG_STAND_INS = {"cholesky", "det", "inv", "lstsq", "qr", "slogdet", "solve", "svd",
+                    "svdvals"}
+
+
+def test_the_namespace_is_the_engines_table():
+    """Every name of the engine's table in nums_cloud.numpy (and its linalg) is the
+    function generated from the table, which forwards to the engine, except the stand-ins
+    listed above; a listed name that is the engine's again must leave the list."""
+    replaced = {n for n, f in nps._GENERATED.items() if getattr(nps, n) is not f}
+    assert replaced == STAND_INS, (
+        f"stand-ins not listed: {sorted(replaced - STAND_INS)}; "
+        f"listed but the engine's: {sorted(STAND_INS - replaced)}")
+    replaced = {n for n, f in nps._LINALG.items() if getattr(nps.linalg, n, None) is not f}
+    assert replaced == LINALG_STAND_INS, (
+        f"stand-ins not listed: {sorted(replaced - LINALG_STAND_INS)}; "
+        f"listed but the engine's: {sorted(LINALG_STAND_INS - replaced)}")
+
+
+# NumPy's promotion, casting and broadcasting rules used by the Python package to decide
+# an engine result, file by file: the engine's (layout/src/meta.rs) must decide them.
+# Steps of issue 40 shrink this to nothing.
+NUMPY_RULES_LEFT = {
+    ("numpy/_api.py", "result_type"), ("numpy/_api.py", "can_cast"),
+    ("numpy/_api.py", "broadcast_shapes"), ("numpy/_array.py", "broadcast_shapes"),
+    ("numpy/linalg.py", "broadcast_shapes"),
+}
+
+
+def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
+    """grep of python/nums_cloud for NumPy's rule functions (np.result_type, np.can_cast,
+    np.broadcast_shapes, np.promote_types): only the uses listed above are left."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(nums_cloud.__file__).parent
+    rule = re.compile(r"\b(?:np|_np|numpy)\.(result_type|can_cast|broadcast_shapes|promote_types)\b")
+    found = {(p.relative_to(root).as_posix(), m.group(1))
+             for p in root.rglob("*.py") for m in rule.finditer(p.read_text())}
+    assert found == NUMPY_RULES_LEFT, (
+        f"not listed: {sorted(found - NUMPY_RULES_LEFT)}; "
+        f"listed but gone: {sorted(NUMPY_RULES_LEFT - found)}")

@@ -129,6 +129,9 @@ def _defined(name, family, params, star):
 # the factorizations in nums_cloud.numpy.linalg).
 _TABLE = _native.functions()
 _LINALG = {}
+# Every name of the table as generated here: the guard test holds the namespace to these
+# (a hand-written stand-in decides in Python what the engine decides).
+_GENERATED = {}
 for _family, _name, _aliases, _params, _star in _TABLE:
     if _family == "models":
         continue
@@ -137,7 +140,7 @@ for _family, _name, _aliases, _params, _star in _TABLE:
         _LINALG[_name] = _f
         continue
     for _n in (_name, *_aliases):
-        globals()[_n] = _f
+        globals()[_n] = _GENERATED[_n] = _f
 del _family, _name, _aliases, _params, _star, _f, _n
 
 # NumPy's ufuncs that the engine has (``np.exp(x)``, ``np_array * x`` reach it).
