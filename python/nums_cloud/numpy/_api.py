@@ -3,21 +3,18 @@ them beside NumPy's own): ``__array_api_version__``, ``__array_namespace_info__`
 dtype functions, and the standard's function names.
 
 Each is lazy where the engine has the operation or it is built from the engine's
-operations exactly (``concat``, ``permute_dims``, ``pow``, ``flip``, ``trunc``, ``tril``,
-...); sorting, searching, set and cumulative functions are the engine's (its table). The
-rest — functions the engine has no kernel for (the inverse trigonometric and hyperbolic
-functions, ``take_along_axis``, ...) — compute
-their arguments and apply NumPy's function in this process, and say so in their
+operations exactly (``pow``, ``vecdot``, ...); the standard's names the engine's table
+holds (``concat``, ``flip``, ``acos``, sorting, searching, sets, ...) are its. The rest —
+functions the engine has no kernel for (``take_along_axis``, ...) — compute their
+arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
 import builtins
-import inspect
-import operator
 
 import numpy as np
 
 from . import _array
-from ._array import BlockArray, asarray, call, dtype_name
+from ._array import BlockArray, asarray, call
 
 __array_api_version__ = "2023.12"
 
@@ -29,19 +26,19 @@ EAGER = []
 __all__ = [
     "__array_api_version__", "__array_namespace_info__", "EAGER",
     # data types and their functions
-    "isdtype", "result_type", "can_cast", "finfo", "iinfo", "astype",
+    "isdtype", "result_type", "can_cast", "finfo", "iinfo",
     # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
     "from_dlpack",
     # elementwise
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
-    "bitwise_left_shift", "bitwise_right_shift", "pow", "reciprocal",
-    # (the bitwise functions, cosh, sinh, hypot, log2, log10, logaddexp, nextafter,
-    # round, signbit, trunc, positive: the engine's, under the same names in its table)
+    "pow", "reciprocal",
+    # (acos ... atanh, atan2, the bitwise functions and shifts, cosh, sinh, hypot, log2,
+    # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
+    # the same names in its table)
     # indexing, manipulation
-    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
-    "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
-    "vecdot", "matmul",
-    # (searching, sets, sorting and cumulative functions are the engine's: its table)
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "repeat",
+    "matrix_transpose", "vecdot", "matmul",
+    # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, searching, sets,
+    # sorting and cumulative functions are the engine's: its table)
 ]
 
 
@@ -153,14 +150,6 @@ def iinfo(type, /):
     return np.iinfo(type.dtype if isinstance(type, BlockArray) else type)
 
 
-def astype(x, dtype, /, *, copy=True, device=None):
-    """Copies an array to a specified data type irrespective of type promotion rules."""
-    x = asarray(x)
-    if dtype_name(dtype) == x._a.dtype:
-        return x
-    return x.astype(dtype)
-
-
 def from_dlpack(x, /, *, device=None, copy=None):
     """An array of a DLPack-capable object's values (through NumPy)."""
     return asarray(np.from_dlpack(x))
@@ -217,50 +206,7 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-def _table_function(name, numpy_name, params):
-    """The standard's ``name`` as the engine's ``numpy_name`` (its table), with the
-    standard's positional-only parameters."""
-
-    def f(*args):
-        if len(args) != len(params):
-            raise TypeError(f"{name}() takes {len(params)} positional arguments "
-                            f"({', '.join(params)}), {len(args)} given")
-        return call(numpy_name, args, {})
-
-    P = inspect.Parameter
-    f.__name__ = f.__qualname__ = name
-    f.__signature__ = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
-    f.__doc__ = _ns_doc_of(numpy_name, f"lazy: the engine's ``{numpy_name}``.")
-    f._engine = True
-    return f
-
-
-def _ns_doc_of(name, note):
-    from . import _numpy_doc
-
-    return _numpy_doc(name, note)
-
-
-# The standard's spellings of the engine's functions (NumPy's names in its table).
-for _name, _numpy_name, _params in [
-        ("acos", "arccos", ("x",)), ("acosh", "arccosh", ("x",)), ("asin", "arcsin", ("x",)),
-        ("asinh", "arcsinh", ("x",)), ("atan", "arctan", ("x",)), ("atanh", "arctanh", ("x",)),
-        ("atan2", "arctan2", ("x1", "x2")), ("bitwise_left_shift", "left_shift", ("x1", "x2")),
-        ("bitwise_right_shift", "right_shift", ("x1", "x2"))]:
-    globals()[_name] = _table_function(_name, _numpy_name, _params)
-
-
 # Manipulation.
-def concat(arrays, /, *, axis=0):
-    """Joins a sequence of arrays along an existing axis (``axis=None``: flattened)."""
-    return call("concatenate", (list(arrays),), {"axis": axis})
-
-
-def permute_dims(x, /, axes):
-    """Permutes the axes of an array."""
-    return call("transpose", (x, tuple(axes)), {})
-
-
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices)."""
     return asarray(x).mT
@@ -287,28 +233,6 @@ def matmul(x1, x2, /):
     return x1 @ x2
 
 
-def flip(x, /, *, axis=None):
-    """Reverses the order of elements along the given axes (all when None)."""
-    x = asarray(x)
-    axes = range(x.ndim) if axis is None else (
-        (axis,) if isinstance(axis, builtins.int) else axis)
-    key = [slice(None)] * x.ndim
-    for a in axes:
-        key[operator.index(a) % x.ndim] = slice(None, None, -1)
-    return x[tuple(key)] if x.ndim else x
-
-
-def moveaxis(x, source, destination, /):
-    """Moves array axes to new positions."""
-    x = asarray(x)
-    src = [s % x.ndim for s in ((source,) if isinstance(source, builtins.int) else source)]
-    dst = [d % x.ndim for d in ((destination,) if isinstance(destination, builtins.int) else destination)]
-    order = [n for n in range(x.ndim) if n not in src]
-    for d, s in sorted(zip(dst, src)):
-        order.insert(d, s)
-    return permute_dims(x, order)
-
-
 def broadcast_to(x, /, shape):
     """Broadcasts an array to a specified shape."""
     x = asarray(x)
@@ -327,13 +251,6 @@ def broadcast_arrays(*arrays):
     arrays = [asarray(a) for a in arrays]
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     return [broadcast_to(a, shape) for a in arrays]
-
-
-def unstack(x, /, *, axis=0):
-    """Splits an array into a sequence of arrays along the given axis."""
-    x = asarray(x)
-    x = moveaxis(x, axis, 0) if axis not in (0, -x.ndim) else x
-    return tuple(x[i] for i in range(x.shape[0]))
 
 
 def take(x, indices, /, *, axis=None):
@@ -361,24 +278,6 @@ def repeat(x, repeats, /, *, axis=None):
         reps = reps * n
     idx = [i for i, r in enumerate(reps) for _ in range(r)]
     return take(x, idx, axis=axis)
-
-
-def roll(x, /, shift, *, axis=None):
-    """Rolls array elements along a specified axis."""
-    x = asarray(x)
-    if axis is None:
-        return roll(x.ravel(), shift, axis=0).reshape(x.shape)
-    shifts = (shift,) if isinstance(shift, builtins.int) else tuple(shift)
-    axes = (axis,) if isinstance(axis, builtins.int) else tuple(axis)
-    for s, a in zip(shifts, axes):
-        n = x.shape[a]
-        if n == 0:
-            continue
-        s %= n
-        if s:
-            pre = (slice(None),) * (a % x.ndim)
-            x = concat([x[pre + (slice(n - s, None),)], x[pre + (slice(0, n - s),)]], axis=a)
-    return x
 
 
 # Without a kernel: NumPy's, on the values.

@@ -194,7 +194,7 @@ def cross(x1, x2, /, *, axis=-1):
     b = [_api.take(x2, [i], axis=axis) for i in range(3)]
     parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
     # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
-    return _api.concat(parts, axis=axis)
+    return _call("concat", (parts,), {"axis": axis})
 
 
 @_doc("matrix_power", "lazy: products by repeated squaring (``matmul``); a negative "
