@@ -816,8 +816,6 @@ def test_matmul_broadcasts_stacks_as_numpy(session):
 # into the engine deletes its names here (the test fails while a listed name is already
 # the engine's, so the list only shrinks).
 STAND_INS = {
-    # shapes broadcast in Python
-    "broadcast_to", "broadcast_arrays",
     # indices and counts computed in Python (the engine takes ints only)
     "take", "repeat", "searchsorted",
     # matmul's stacks broadcast in Python
@@ -853,7 +851,7 @@ def test_the_namespace_is_the_engines_table():
 # Steps of issue 40 shrink this to nothing.
 NUMPY_RULES_LEFT = {
     ("numpy/_api.py", "result_type"), ("numpy/_api.py", "can_cast"),
-    ("numpy/_api.py", "broadcast_shapes"), ("numpy/_array.py", "broadcast_shapes"),
+    ("numpy/_array.py", "broadcast_shapes"),
     ("numpy/linalg.py", "broadcast_shapes"),
 }
 
@@ -871,3 +869,22 @@ def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
     assert found == NUMPY_RULES_LEFT, (
         f"not listed: {sorted(found - NUMPY_RULES_LEFT)}; "
         f"listed but gone: {sorted(NUMPY_RULES_LEFT - found)}")
+
+
+def test_broadcasts_are_the_engines(session):
+    """broadcast_to and broadcast_arrays are the engine's: lazy nodes of their own (not
+    an addition of zeros), a tuple as NumPy 2 gives, NumPy's values and errors."""
+    v = np.arange(5.0)
+    x = nps.asarray(v)
+    b = nps.broadcast_to(x, (3, 5))
+    assert b._a.label.startswith("broadcast_to(") and not b.computed, b._a.label
+    np.testing.assert_array_equal(b.get(), np.broadcast_to(v, (3, 5)))
+    m = nps.asarray(np.array([[True], [False]]))
+    got = nps.broadcast_arrays(m, x)
+    want = np.broadcast_arrays(np.array([[True], [False]]), v)
+    assert type(got) is tuple and len(got) == 2
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.get(), w)
+    with pytest.raises(ValueError):
+        nps.broadcast_to(x, (5, 3))

@@ -35,10 +35,10 @@ __all__ = [
     # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
     # the same names in its table)
     # indexing, manipulation
-    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "repeat",
-    "matrix_transpose", "vecdot", "matmul",
-    # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, searching, sets,
-    # sorting and cumulative functions are the engine's: its table)
+    "take", "take_along_axis", "repeat", "matrix_transpose", "vecdot", "matmul",
+    # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
+    # broadcast_arrays, searching, sets, sorting and cumulative functions are the
+    # engine's: its table)
 ]
 
 
@@ -231,26 +231,6 @@ def matmul(x1, x2, /):
     if not isinstance(x1, BlockArray):
         x1 = _array.asarray(x1, session=_array._session_of(x2))
     return x1 @ x2
-
-
-def broadcast_to(x, /, shape):
-    """Broadcasts an array to a specified shape."""
-    x = asarray(x)
-    shape = tuple(shape)
-    if x.shape == shape:
-        return x
-    np.broadcast_shapes(x.shape, shape)  # NumPy's ValueError when they do not broadcast
-    nps = _ns()
-    if x.dtype == np.bool_:
-        return x | nps.zeros(shape, dtype=bool)
-    return x + nps.zeros(shape, dtype=x.dtype)
-
-
-def broadcast_arrays(*arrays):
-    """Broadcasts one or more arrays against one another."""
-    arrays = [asarray(a) for a in arrays]
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return [broadcast_to(a, shape) for a in arrays]
 
 
 def take(x, indices, /, *, axis=None):

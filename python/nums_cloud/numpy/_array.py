@@ -636,7 +636,7 @@ def _matmul(x, o, reflected):
         a, b = (BlockArray(n, x._s), x) if reflected else (x, BlockArray(n, x._s))
         if a.ndim >= 2 and b.ndim >= 2 and max(a.ndim, b.ndim) > 2 \
                 and a.shape[:-2] != b.shape[:-2]:
-            from ._api import broadcast_to
+            from . import broadcast_to
 
             batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
             a = broadcast_to(a, batch + a.shape[-2:])
