@@ -352,8 +352,8 @@ fn from_numpy(o: &Bound<'_, PyAny>) -> PyResult<Block> {
         Err(_) => o.get_type().name()?.to_string(),
     };
     Err(PyTypeError::new_err(format!(
-        "nums-cloud has no dtype {dtype}: its dtypes are bool, int8 to int64, uint8 to \
-         uint64, float32, float64, complex64 and complex128"
+        "nums-cloud has no dtype {dtype}: its dtypes are {}",
+        nums_layout::DType::supported()
     )))
 }
 
@@ -859,6 +859,90 @@ fn functions() -> Vec<(
         .collect()
 }
 
+/// A dtype name of the engine's (NumPy's names, type codes): TypeError naming the
+/// supported ones for another, as NumPy raises for a dtype it lacks.
+fn dtype_of(name: &str) -> PyResult<nums_layout::DType> {
+    nums_layout::DType::parse(name).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "nums-cloud has no dtype {name}: its dtypes are {}",
+            nums_layout::DType::supported()
+        ))
+    })
+}
+
+/// The engine's name of a dtype name (`double`, `f8`, `<f8` are `float64`).
+#[pyfunction]
+fn dtype_name(name: &str) -> PyResult<&'static str> {
+    Ok(dtype_of(name)?.name())
+}
+
+/// The engine's dtypes, in NumPy's order of kinds.
+#[pyfunction]
+fn dtypes() -> Vec<&'static str> {
+    nums_layout::DType::ALL
+        .map(nums_layout::DType::name)
+        .to_vec()
+}
+
+/// The Array API's default dtypes: those of Python's numbers as arrays.
+#[pyfunction]
+fn default_dtypes() -> Vec<(&'static str, &'static str)> {
+    use nums_layout::{DType, meta::ScalarKind as K};
+    vec![
+        ("real floating", DType::of_kind(K::Float).name()),
+        ("complex floating", DType::of_kind(K::Complex).name()),
+        ("integral", DType::of_kind(K::Int).name()),
+        ("indexing", DType::of_kind(K::Int).name()),
+    ]
+}
+
+/// Whether the dtype `name` is of the Array API's `kind` (ValueError for another kind).
+#[pyfunction]
+fn isdtype(name: &str, kind: &str) -> PyResult<bool> {
+    dtype_of(name)?
+        .is_kind(kind)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown data type kind {kind:?}")))
+}
+
+/// NumPy's "safe" cast between two dtype names.
+#[pyfunction]
+fn can_cast(from: &str, to: &str) -> PyResult<bool> {
+    Ok(dtype_of(from)?.can_cast(dtype_of(to)?))
+}
+
+/// NumPy's `result_type` (NEP 50) of arrays, dtype names, NumPy scalars (their dtype)
+/// and Python numbers (weak: their kind only).
+#[pyfunction]
+#[pyo3(signature = (*items))]
+fn result_type(items: &Bound<'_, PyTuple>) -> PyResult<&'static str> {
+    use nums_layout::meta::ScalarKind as K;
+    let (mut dtypes, mut scalars) = (Vec::new(), Vec::new());
+    for o in items.iter() {
+        if let Ok(a) = o.cast::<PyArr>() {
+            dtypes.push(dtype_of(&a.get().a.dtype().py()?.to_string())?);
+        } else if let Ok(name) = o.extract::<String>() {
+            dtypes.push(dtype_of(&name)?);
+        } else {
+            match arg(&o)? {
+                Arg::NumPy(_, d) => dtypes.push(d),
+                Arg::Bool(_) => scalars.push(K::Bool),
+                Arg::Int(_) | Arg::UInt(_) => scalars.push(K::Int),
+                Arg::Float(_) => scalars.push(K::Float),
+                Arg::Complex(..) => scalars.push(K::Complex),
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "result_type() cannot take a {}",
+                        o.get_type().name()?
+                    )));
+                }
+            }
+        }
+    }
+    nums_layout::DType::result_type(&dtypes, &scalars)
+        .map(nums_layout::DType::name)
+        .ok_or_else(|| PyValueError::new_err("at least one array or dtype is required"))
+}
+
 /// The function loop of a local function process (what `nums-cloud function` runs):
 /// polls the local endpoint named by `AWS_LAMBDA_RUNTIME_API` until the process is
 /// stopped. Run by `python -m nums_cloud._function`.
@@ -880,6 +964,16 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArr>()?;
     m.add_class::<PySession>()?;
     m.add_function(wrap_pyfunction!(functions, m)?)?;
+    for f in [
+        wrap_pyfunction!(dtype_name, m)?,
+        wrap_pyfunction!(dtypes, m)?,
+        wrap_pyfunction!(default_dtypes, m)?,
+        wrap_pyfunction!(isdtype, m)?,
+        wrap_pyfunction!(can_cast, m)?,
+        wrap_pyfunction!(result_type, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     m.add_function(wrap_pyfunction!(serve_function, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("IN_PROCESS_BYTES", api::IN_PROCESS_BYTES)?;

@@ -14,7 +14,8 @@ import builtins
 import numpy as np
 
 from . import _array
-from ._array import BlockArray, asarray, call
+from .. import _native
+from ._array import BlockArray, asarray, call, dtype_name
 
 __array_api_version__ = "2023.12"
 
@@ -57,8 +58,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None):
         """The default dtypes: float64, complex128, int64 for integers and indices."""
-        return {"real floating": np.dtype("float64"), "complex floating": np.dtype("complex128"),
-                "integral": np.dtype("int64"), "indexing": np.dtype("int64")}
+        return {k: np.dtype(v) for k, v in _native.default_dtypes()}
 
     def devices(self):
         """The devices arrays may be on: ``["cpu"]``."""
@@ -77,49 +77,40 @@ def __array_namespace_info__():
     return _Info()
 
 
-_KINDS = {
-    "bool": lambda d: d.kind == "b",
-    "signed integer": lambda d: d.kind == "i",
-    "unsigned integer": lambda d: d.kind == "u",
-    "integral": lambda d: d.kind in "iu",
-    "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iufc",
-}
-
-
 def isdtype(dtype, kind):
     """Returns a boolean indicating whether a provided dtype is of a specified data type
-    ``kind`` (a dtype, a kind's name, or a tuple of those)."""
-    d = np.dtype(dtype)
+    ``kind`` (a dtype, a kind's name, or a tuple of those): the engine's kinds."""
     if isinstance(kind, tuple):
-        return builtins.any(isdtype(d, k) for k in kind)
+        return builtins.any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
-        try:
-            return _KINDS[kind](d)
-        except KeyError:
-            raise ValueError(f"unknown data type kind {kind!r}") from None
-    return d == np.dtype(kind)
+        return _native.isdtype(dtype_name(dtype), kind)
+    return dtype_name(dtype) == dtype_name(kind)
+
+
+def _promotable(a):
+    """``a`` as the engine's ``result_type`` takes it: arrays and NumPy scalars as they
+    are (their dtype is strong), Python numbers as they are (weak, NEP 50), NumPy arrays
+    and dtype-likes as dtype names."""
+    if isinstance(a, BlockArray):
+        return a._a
+    if isinstance(a, (builtins.bool, builtins.int, builtins.float, complex, np.generic)):
+        return a
+    if isinstance(a, np.ndarray):
+        return dtype_name(a.dtype)
+    return dtype_name(a)
 
 
 def result_type(*arrays_and_dtypes):
-    """Returns the dtype that results from applying type promotion rules (NumPy 2's) to
-    the arguments."""
-    parts = []
-    for a in arrays_and_dtypes:
-        if isinstance(a, BlockArray):
-            parts.append(a.dtype)
-        elif isinstance(a, (builtins.bool, builtins.int, builtins.float, complex)):
-            parts.append(a)
-        else:
-            parts.append(np.dtype(a))
-    return np.result_type(*parts)
+    """Returns the dtype that results from applying type promotion rules (NumPy 2's, the
+    engine's) to the arguments."""
+    return np.dtype(_native.result_type(*(_promotable(a) for a in arrays_and_dtypes)))
 
 
 def can_cast(from_, to, /):
-    """Determines if one data type can be cast to another (NumPy's "safe" casting)."""
+    """Determines if one data type can be cast to another (NumPy's "safe" casting, the
+    engine's)."""
     f = from_.dtype if isinstance(from_, BlockArray) else from_
-    return np.can_cast(f, to)
+    return _native.can_cast(dtype_name(f), dtype_name(to))
 
 
 class _FInfo:

@@ -12,26 +12,22 @@ from .. import _native, _session
 
 __all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
 
-# NumPy's dtypes for the engine's dtype names, and back.
-_DTYPES = {name: np.dtype(name) for name in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64", "complex64", "complex128")}
+# NumPy's dtypes for the engine's dtype names (its list), and back.
+_DTYPES = {name: np.dtype(name) for name in _native.dtypes()}
 _SUPPORTED = frozenset(_DTYPES.values())
-_NAMES = "bool, int8 to int64, uint8 to uint64, float32, float64, complex64 and complex128"
 
 
 def dtype_name(dtype):
     """The engine's name of a dtype-like (``np.float32``, ``"int64"``, ``float``,
-    ``nps.float64``): TypeError for a dtype nums-cloud does not have."""
+    ``nps.float64``): NumPy reads the Python object, the engine the name (TypeError for
+    a dtype nums-cloud does not have)."""
     if isinstance(dtype, str) and dtype in _DTYPES:
         return dtype
     try:
         d = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"data type {dtype!r} not understood") from None
-    if d not in _SUPPORTED:
-        raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
-    return d.name
+    return _native.dtype_name(str(d))
 
 
 def _engine_values(a):
@@ -43,7 +39,8 @@ def _engine_values(a):
         return a
     if d.kind == "f" and d.itemsize < 4:
         return a.astype(np.float32)
-    raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
+    _native.dtype_name(str(d))  # the engine's TypeError
+    raise TypeError(f"nums-cloud has no dtype {d}")
 
 
 def asarray(obj, dtype=None, *, session=None):
