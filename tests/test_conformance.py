@@ -758,6 +758,12 @@ CASES = [
     "argwhere(I[0, 0] > 2)",
     "argwhere(I[0, 0] > 100)",
     "roll(T, 1, axis=(0, 1))",
+    "sum(I, axis=0, dtype='int8')",
+    "prod(I + 5, axis=1, dtype='uint8')",
+    "mean(F, dtype='float64')",
+    "sum(A, axis=1, dtype='float32')",
+    "std(A, axis=0, correction=1)",
+    "nanvar(A, correction=2)",
 ]
 
 # A subset that also runs against Garage (the same code path, a real S3 server).

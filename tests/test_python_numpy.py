@@ -825,10 +825,6 @@ STAND_INS = {
     "take", "repeat", "searchsorted",
     # matmul's stacks broadcast in Python
     "matmul",
-    # reductions' dtype= and correction cast in Python
-    "sum", "prod", "mean", "std", "var", "min", "max", "amin", "amax", "all", "any",
-    "argmin", "argmax", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmin",
-    "nanmax",
     # keyword spellings (eye's n_cols, reshape's order, clip's min/max) and AxisError
     "eye", "reshape", "clip", "expand_dims",
 }

@@ -268,36 +268,8 @@ searchsorted._engine = True
 __all__.append("searchsorted")
 
 
-# The standard's signatures where they differ from NumPy's (keyword names, `correction`,
-# `device`, `dtype` of reductions).
-def _reduction(name, ddof=False):
-    def f(x, /, *, axis=None, dtype=None, keepdims=False, correction=None, ddof=None, out=None):
-        x = asarray(x)
-        kw = {}
-        if ddof is not None or correction is not None:
-            kw["ddof"] = correction if correction is not None else ddof
-        return _array._reduce(x, name, axis, keepdims, dtype=dtype, out=out, **kw)
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = _ns_doc(name)
-    f._engine = True
-    return f
-
-
-def _ns_doc(name):
-    from . import _numpy_doc
-
-    return _numpy_doc(name, "lazy (the standard's ``axis``, ``keepdims``, ``dtype``; "
-                            "``correction`` for ``std``/``var``).")
-
-
-for _name in ("sum", "prod", "mean", "std", "var", "min", "max", "all", "any", "argmin",
-              "argmax", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmin",
-              "nanmax"):
-    globals()[_name] = _reduction(_name)
-    __all__.append(_name)
-amin, amax = globals()["min"], globals()["max"]
-__all__ += ["amin", "amax", "eye", "reshape", "clip", "asarray", "expand_dims"]
+# The standard's spellings of NumPy's keywords.
+__all__ += ["eye", "reshape", "clip", "asarray", "expand_dims"]
 
 
 def eye(n_rows, n_cols=None, /, k=0, dtype=None, *, device=None, M=None, N=None):
@@ -324,11 +296,8 @@ def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
 
 
 def expand_dims(x, /, axis=0):
-    """Expand the shape of an array: a new axis of length one at ``axis``."""
-    x = asarray(x)
-    if isinstance(axis, builtins.int) and not -x.ndim - 1 <= axis <= x.ndim:
-        # NumPy's AxisError: an IndexError (the standard's) and a ValueError.
-        raise np.exceptions.AxisError(axis, x.ndim + 1)
+    """Expand the shape of an array: a new axis of length one at ``axis`` (the standard's
+    default 0; an axis out of range is the engine's AxisError)."""
     return call("expand_dims", (x, axis), {})
 
 

@@ -664,22 +664,10 @@ def _reduce(x, name, axis, keepdims, dtype=None, out=None, **kw):
     if out is not None:
         raise TypeError(f"{name}: out= is not supported (nums-cloud arrays are not "
                         "changed in place)")
-    r = x
-    if dtype is not None and dtype_name(dtype) != x._a.dtype:
-        r = x.astype(dtype)
     kwargs = {"axis": axis}
     if keepdims:
         kwargs["keepdims"] = True
+    if dtype is not None:
+        kwargs["dtype"] = dtype  # the engine computes in it (NumPy's wrap in narrow ints)
     kwargs.update(kw)
-    out = r._call(name, **kwargs)
-    if dtype is not None and name in _ACCUMULATING and dtype_name(dtype) != out._a.dtype:
-        # The engine accumulates narrow ints in 64 bits (NumPy's default); NumPy's dtype=
-        # accumulates in that dtype, which for ints is the same sum or product modulo its
-        # width: the cast of the wide result.
-        out = out.astype(dtype)
-    return out
-
-
-# Reductions whose dtype= is the accumulator's (and the result's).
-_ACCUMULATING = frozenset({"sum", "prod", "nansum", "nanprod"})
-
+    return x._call(name, **kwargs)
