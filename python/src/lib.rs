@@ -740,67 +740,26 @@ impl PySession {
         Ok((place, e.to_string(), e.work_bytes))
     }
 
-    /// Fits `model` ("logistic", "poisson" or "ridge") to `x` and `y`: a dict of
-    /// `coef`, `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
+    /// Fits the table's model `model` (`logistic_regression`, `poisson_regression`,
+    /// `ridge`, `linear_regression`) to `x` and `y` with the keywords as they are (the
+    /// engine decides their defaults, ranges and solver names): a dict of `coef`,
+    /// `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
     /// `grad_max` and `loss`.
-    #[pyo3(signature = (model, x, y, *, c=1.0, alpha=1.0, solver="lbfgs", tol=1e-4,
-        max_iter=100, fit_intercept=true))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (model, x, y, **kw))]
     fn fit<'py>(
         &self,
         py: Python<'py>,
         model: &str,
         x: &PyArr,
         y: &PyArr,
-        c: f64,
-        alpha: f64,
-        solver: &str,
-        tol: f64,
-        max_iter: u32,
-        fit_intercept: bool,
+        kw: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        use api::models::{LogisticRegression, PoissonRegression, Ridge, Solver};
-        let solver = match solver {
-            "newton" => Solver::Newton,
-            "lbfgs" => Solver::Lbfgs,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "solver {other:?}: use \"lbfgs\" or \"newton\""
-                )));
-            }
-        };
+        let kw = kwargs(kw)?;
         let (x, y) = (x.a.clone(), y.a.clone());
         let model = model.to_string();
         let fit = wait(py, async move {
-            match model.as_str() {
-                "logistic" => {
-                    LogisticRegression::new()
-                        .c(c)
-                        .solver(solver)
-                        .tol(tol)
-                        .max_iter(max_iter)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-                "poisson" => {
-                    PoissonRegression::new()
-                        .alpha(alpha)
-                        .solver(solver)
-                        .tol(tol)
-                        .max_iter(max_iter)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-                _ => {
-                    Ridge::new()
-                        .alpha(alpha)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-            }
+            let kw: Vec<(&str, Arg)> = kw.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            api::models::fit_model(&model, &x, &y, &kw).await
         })?
         .py()?;
         let d = PyDict::new(py);
@@ -943,6 +902,33 @@ fn result_type(items: &Bound<'_, PyTuple>) -> PyResult<&'static str> {
         .ok_or_else(|| PyValueError::new_err("at least one array or dtype is required"))
 }
 
+/// Each model of the table and its keywords' defaults (the Python estimators' are
+/// checked against these).
+#[pyfunction]
+fn models(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use api::models::ParamDefault as D;
+    let out = PyDict::new(py);
+    for m in api::models::MODELS {
+        let params = PyDict::new(py);
+        for &(name, d) in m.params {
+            match d {
+                D::Number(v) => params.set_item(name, v)?,
+                D::Int(v) => params.set_item(name, v)?,
+                D::Bool(v) => params.set_item(name, v)?,
+                D::Str(v) => params.set_item(name, v)?,
+            }
+        }
+        out.set_item(m.function, params)?;
+    }
+    Ok(out)
+}
+
+/// Every name a fit's `solver` may be.
+#[pyfunction]
+fn solvers() -> Vec<&'static str> {
+    api::models::SOLVER_NAMES.iter().map(|(n, _)| *n).collect()
+}
+
 /// The function loop of a local function process (what `nums-cloud function` runs):
 /// polls the local endpoint named by `AWS_LAMBDA_RUNTIME_API` until the process is
 /// stopped. Run by `python -m nums_cloud._function`.
@@ -971,6 +957,8 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         wrap_pyfunction!(isdtype, m)?,
         wrap_pyfunction!(can_cast, m)?,
         wrap_pyfunction!(result_type, m)?,
+        wrap_pyfunction!(models, m)?,
+        wrap_pyfunction!(solvers, m)?,
     ] {
         m.add_function(f)?;
     }
