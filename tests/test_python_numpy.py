@@ -888,3 +888,13 @@ def test_broadcasts_are_the_engines(session):
         np.testing.assert_array_equal(g.get(), w)
     with pytest.raises(ValueError):
         nps.broadcast_to(x, (5, 3))
+
+
+def test_a_dtype_nums_cloud_lacks_is_a_type_error_from_the_engine(session):
+    """A dtype name the engine does not have raises TypeError (NumPy's class for a dtype
+    it does not know) whether Python or the engine reads it."""
+    x = nps.ones((2, 3))
+    for f in (lambda: nps.sum(x, dtype="float16"), lambda: nps.astype(x, "float16"),
+              lambda: x.astype(np.float16), lambda: nps.zeros(3, dtype="U3")):
+        with pytest.raises(TypeError, match="float16|U3"):
+            f()
