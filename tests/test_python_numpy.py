@@ -825,7 +825,8 @@ STAND_INS = {
     "take", "repeat", "searchsorted",
     # matmul's stacks broadcast in Python
     "matmul",
-    # keyword spellings (eye's n_cols, reshape's order, clip's min/max) and AxisError
+    # the standard's keyword spellings (eye's n_cols, reshape's order, clip's min/max,
+    # expand_dims' default axis)
     "eye", "reshape", "clip", "expand_dims",
 }
 # nums_cloud.numpy.linalg: stacks of matrices, solve's broadcasting, qr/svd's keywords.
