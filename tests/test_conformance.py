@@ -753,6 +753,17 @@ CASES = [
     "pad(A, 1)",
     "meshgrid(v, w)[0]",
     "broadcast_to(v, (3, 5))",
+    # (issue 40: what Python decided before it forwarded these to the engine)
+    "roll(w, (1, 2))",
+    "argwhere(I[0, 0] > 2)",
+    "argwhere(I[0, 0] > 100)",
+    "roll(T, 1, axis=(0, 1))",
+    "sum(I, axis=0, dtype='int8')",
+    "prod(I + 5, axis=1, dtype='uint8')",
+    "mean(F, dtype='float64')",
+    "sum(A, axis=1, dtype='float32')",
+    "std(A, axis=0, correction=1)",
+    "nanvar(A, correction=2)",
 ]
 
 # A subset that also runs against Garage (the same code path, a real S3 server).

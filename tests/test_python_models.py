@@ -116,3 +116,22 @@ def test_estimator_protocol(session):
         Ridge().predict(X)
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
         Ridge().fit(X, YLIN[:10])
+
+
+def test_estimator_defaults_are_the_engines():
+    """Each estimator's parameters default to the engine's table (``_native.models()``,
+    what the job language's model functions take), and every solver name an estimator
+    documents is one the engine takes."""
+    import inspect
+
+    from nums_cloud import _native
+
+    table = _native.models()
+    for cls, model in [(LogisticRegression, "logistic_regression"), (Ridge, "ridge"),
+                       (LinearRegression, "linear_regression"),
+                       (PoissonRegression, "poisson_regression")]:
+        ours = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+                if k in table[model]}
+        assert ours == table[model], (cls.__name__, ours, table[model])
+    doc = LogisticRegression.__doc__
+    assert all(f'"{n}"' in doc for n in _native.solvers()), doc

@@ -514,6 +514,11 @@ def test_array_api_namespace_against_numpy_2s(session):
             assert nps.result_type(a, b) == np.result_type(a, b), (a, b)
     x8 = nps.asarray(np.array([1, 2], dtype=np.int8))
     assert nps.result_type(x8, 1) == np.int8 and nps.result_type(x8, 1.0) == np.float64
+    # NumPy scalars keep their dtype, Python numbers alone take their kind's default.
+    for args in [(np.int32(1), np.int8), (x8, np.float32(1)), (1, 2.0), (True,), (1j, np.uint8)]:
+        want = np.result_type(*(np.int8 if a is x8 else a for a in args))
+        assert nps.result_type(*args) == want, args
+    assert [str(d) for d in info.dtypes().values()] == list(nums_cloud._native.dtypes())
     for d in (nps.float32, nps.float64, nps.complex64, nps.complex128):
         fi = nps.finfo(d)
         want = np.finfo(d)
@@ -809,3 +814,88 @@ def test_matmul_broadcasts_stacks_as_numpy(session):
             np.testing.assert_allclose(got.get(), want, err_msg=str((sa, sb)))
     with pytest.raises(ValueError):
         nps.ones((2, 3, 4)) @ nps.ones((3, 4, 5))
+
+
+# Issue 40: the engine decides every rule and Python forwards. The table's names that a
+# hand-written stand-in still replaces, each with what keeps it; a step that moves a rule
+# into the engine deletes its names here (the test fails while a listed name is already
+# the engine's, so the list only shrinks).
+STAND_INS = {
+    # indices and counts computed in Python (the engine takes ints only)
+    "take", "repeat", "searchsorted",
+    # matmul's stacks broadcast in Python
+    "matmul",
+    # the standard's keyword spellings (eye's n_cols, reshape's order, clip's min/max,
+    # expand_dims' default axis)
+    "eye", "reshape", "clip", "expand_dims",
+}
+# nums_cloud.numpy.linalg: stacks of matrices, solve's broadcasting, qr/svd's keywords.
+LINALG_STAND_INS = {"cholesky", "det", "inv", "lstsq", "qr", "slogdet", "solve", "svd",
+                    "svdvals"}
+
+
+def test_the_namespace_is_the_engines_table():
+    """Every name of the engine's table in nums_cloud.numpy (and its linalg) is the
+    function generated from the table, which forwards to the engine, except the stand-ins
+    listed above; a listed name that is the engine's again must leave the list."""
+    replaced = {n for n, f in nps._GENERATED.items() if getattr(nps, n) is not f}
+    assert replaced == STAND_INS, (
+        f"stand-ins not listed: {sorted(replaced - STAND_INS)}; "
+        f"listed but the engine's: {sorted(STAND_INS - replaced)}")
+    replaced = {n for n, f in nps._LINALG.items() if getattr(nps.linalg, n, None) is not f}
+    assert replaced == LINALG_STAND_INS, (
+        f"stand-ins not listed: {sorted(replaced - LINALG_STAND_INS)}; "
+        f"listed but the engine's: {sorted(LINALG_STAND_INS - replaced)}")
+
+
+# NumPy's promotion, casting and broadcasting rules used by the Python package to decide
+# an engine result, file by file: the engine's (layout/src/meta.rs) must decide them.
+# Steps of issue 40 shrink this to nothing.
+NUMPY_RULES_LEFT = {
+    ("numpy/_array.py", "broadcast_shapes"),
+    ("numpy/linalg.py", "broadcast_shapes"),
+}
+
+
+def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
+    """grep of python/nums_cloud for NumPy's rule functions (np.result_type, np.can_cast,
+    np.broadcast_shapes, np.promote_types): only the uses listed above are left."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(nums_cloud.__file__).parent
+    rule = re.compile(r"\b(?:np|_np|numpy)\.(result_type|can_cast|broadcast_shapes|promote_types)\b")
+    found = {(p.relative_to(root).as_posix(), m.group(1))
+             for p in root.rglob("*.py") for m in rule.finditer(p.read_text())}
+    assert found == NUMPY_RULES_LEFT, (
+        f"not listed: {sorted(found - NUMPY_RULES_LEFT)}; "
+        f"listed but gone: {sorted(NUMPY_RULES_LEFT - found)}")
+
+
+def test_broadcasts_are_the_engines(session):
+    """broadcast_to and broadcast_arrays are the engine's: lazy nodes of their own (not
+    an addition of zeros), a tuple as NumPy 2 gives, NumPy's values and errors."""
+    v = np.arange(5.0)
+    x = nps.asarray(v)
+    b = nps.broadcast_to(x, (3, 5))
+    assert b._a.label.startswith("broadcast_to(") and not b.computed, b._a.label
+    np.testing.assert_array_equal(b.get(), np.broadcast_to(v, (3, 5)))
+    m = nps.asarray(np.array([[True], [False]]))
+    got = nps.broadcast_arrays(m, x)
+    want = np.broadcast_arrays(np.array([[True], [False]]), v)
+    assert type(got) is tuple and len(got) == 2
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        np.testing.assert_array_equal(g.get(), w)
+    with pytest.raises(ValueError):
+        nps.broadcast_to(x, (5, 3))
+
+
+def test_a_dtype_nums_cloud_lacks_is_a_type_error_from_the_engine(session):
+    """A dtype name the engine does not have raises TypeError (NumPy's class for a dtype
+    it does not know) whether Python or the engine reads it."""
+    x = nps.ones((2, 3))
+    for f in (lambda: nps.sum(x, dtype="float16"), lambda: nps.astype(x, "float16"),
+              lambda: x.astype(np.float16), lambda: nps.zeros(3, dtype="U3")):
+        with pytest.raises(TypeError, match="float16|U3"):
+            f()

@@ -300,6 +300,41 @@ impl DType {
         }
     }
 
+    /// NumPy's "safe" cast (`np.can_cast(self, to)`): every value of `self` has one in
+    /// `to` (an int64's float64 too, as NumPy counts it). That is exactly when promoting
+    /// `self` with `to` gives `to`.
+    pub fn can_cast(self, to: DType) -> bool {
+        self.promote(to) == to
+    }
+
+    /// NumPy's `result_type` of arrays and dtypes (`dtypes`) with Python scalars
+    /// (`scalars`, NEP 50's weak ones): the dtypes promoted, then each scalar's kind at
+    /// their precision; scalars alone give the dtype of their widest kind. `None` when
+    /// both are empty (NumPy raises).
+    pub fn result_type(dtypes: &[DType], scalars: &[ScalarKind]) -> Option<DType> {
+        let Some(d) = dtypes.iter().copied().reduce(DType::promote) else {
+            return scalars.iter().max().map(|&k| DType::of_kind(k));
+        };
+        Some(scalars.iter().fold(d, |d, &k| d.promote_scalar(k)))
+    }
+
+    /// Whether this dtype is of the Array API's `kind` (`isdtype`): `bool`, `signed
+    /// integer`, `unsigned integer`, `integral`, `real floating`, `complex floating` or
+    /// `numeric`; `None` for another name.
+    pub fn is_kind(self, kind: &str) -> Option<bool> {
+        let k = self.kind();
+        Some(match kind {
+            "bool" => k == ScalarKind::Bool,
+            "signed integer" => k == ScalarKind::Int && !self.is_unsigned(),
+            "unsigned integer" => self.is_unsigned(),
+            "integral" => k == ScalarKind::Int,
+            "real floating" => k == ScalarKind::Float,
+            "complex floating" => k == ScalarKind::Complex,
+            "numeric" => k != ScalarKind::Bool,
+            _ => return None,
+        })
+    }
+
     /// NumPy's result type of an array of this dtype with a Python scalar (NEP 50): the
     /// array's dtype where the scalar's kind is at most the array's (the value is then
     /// converted, and NumPy raises where a Python int does not fit an int dtype), else the
@@ -589,6 +624,53 @@ mod dtype_tests {
         assert_eq!(Float32.promote_scalar(ScalarKind::Complex), Complex64);
         assert_eq!(Int8.promote_scalar(ScalarKind::Complex), Complex128);
         assert_eq!(Complex64.promote_scalar(ScalarKind::Float), Complex64);
+    }
+
+    /// NumPy 2.4's `np.can_cast(a, b)` of every pair, a row per `a` in [`DType::ALL`]'s
+    /// order (`1`: it can).
+    #[test]
+    fn safe_casts_are_numpys() {
+        const TABLE: [&str; 13] = [
+            "1111111111111", // bool
+            ".1111....1111", // int8
+            "..111....1111", // int16
+            "...11.....1.1", // int32
+            "....1.....1.1", // int64
+            "..11111111111", // uint8
+            "...11.1111111", // uint16
+            "....1..11.1.1", // uint32
+            "........1.1.1", // uint64
+            ".........1111", // float32
+            "..........1.1", // float64
+            "...........11", // complex64
+            "............1", // complex128
+        ];
+        for (a, row) in DType::ALL.iter().zip(TABLE) {
+            for (b, c) in DType::ALL.iter().zip(row.chars()) {
+                assert_eq!(a.can_cast(*b), c == '1', "can_cast({a}, {b})");
+            }
+        }
+    }
+
+    /// NumPy 2.4's `np.result_type` with Python scalars (NEP 50) and of scalars alone.
+    #[test]
+    fn result_types_are_numpys() {
+        use ScalarKind as K;
+        assert_eq!(DType::result_type(&[Int8], &[K::Int]), Some(Int8));
+        assert_eq!(DType::result_type(&[Int8], &[K::Float]), Some(Float64));
+        assert_eq!(
+            DType::result_type(&[Float32, Int16], &[K::Complex]),
+            Some(Complex64)
+        );
+        assert_eq!(DType::result_type(&[UInt8, Int8], &[]), Some(Int16));
+        assert_eq!(DType::result_type(&[], &[K::Int, K::Float]), Some(Float64));
+        assert_eq!(DType::result_type(&[], &[K::Bool]), Some(Bool));
+        assert_eq!(DType::result_type(&[], &[]), None);
+        assert_eq!(UInt16.is_kind("integral"), Some(true));
+        assert_eq!(UInt16.is_kind("signed integer"), Some(false));
+        assert_eq!(Bool.is_kind("numeric"), Some(false));
+        assert_eq!(Complex64.is_kind("real floating"), Some(false));
+        assert_eq!(Float32.is_kind("floating"), None);
     }
 
     #[test]

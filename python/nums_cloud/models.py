@@ -25,23 +25,6 @@ except ImportError:  # pragma: no cover
     class ConvergenceWarning(UserWarning):
         """A fit stopped at ``max_iter`` before it met its tolerance."""
 
-_SOLVERS = {
-    # scikit-learn's names, and NumS's.
-    "lbfgs": "lbfgs", "bfgs": "lbfgs",
-    "newton": "newton", "newton-cg": "newton", "newton-cholesky": "newton", "irls": "newton",
-}
-
-
-def _solver(name):
-    try:
-        return _SOLVERS[name]
-    except KeyError:
-        raise ValueError(
-            f"solver {name!r} is not supported: nums-cloud fits with 'lbfgs' (also 'bfgs') "
-            f"or Newton's method ('newton', 'newton-cg', 'newton-cholesky', 'irls')"
-        ) from None
-
-
 class _Estimator:
     """scikit-learn's estimator protocol: parameters from ``__init__``'s signature
     (``get_params``, ``set_params``, ``sklearn.base.clone``), a repr of those that
@@ -170,17 +153,11 @@ class LogisticRegression(_Estimator):
     def fit(self, X, y):
         """Fit the model to X (n_samples, n_features) and labels y (0 and 1); returns
         the estimator."""
-        if self.penalty in (None, "none"):
-            C = float("inf")
-        elif self.penalty == "l2":
-            C = float(self.C)
-        else:
-            raise ValueError(f"penalty {self.penalty!r} is not supported: nums-cloud fits "
-                             "'l2' or None")
         X, y = self._data(X, y)
-        fit = X._s.fit("logistic", X._a, y._a, c=C, solver=_solver(self.solver),
-                       tol=float(self.tol), max_iter=int(self.max_iter),
-                       fit_intercept=bool(self.fit_intercept))
+        # The engine checks the parameters and knows the solvers' names.
+        fit = X._s.fit("logistic_regression", X._a, y._a, penalty=self.penalty, C=self.C,
+                       solver=self.solver, tol=self.tol, max_iter=self.max_iter,
+                       fit_intercept=self.fit_intercept)
         self.coef_ = np.array([fit["coef"]])
         self.intercept_ = np.array([fit["intercept"]])
         self.classes_ = np.array([0, 1])
@@ -236,14 +213,15 @@ class Ridge(_Estimator):
 
     max_iter = 1
 
-    def _alpha(self):
-        return float(self.alpha)
+    def _model(self):
+        """The engine's model and its keywords."""
+        return "ridge", {"alpha": self.alpha, "fit_intercept": self.fit_intercept}
 
     def fit(self, X, y):
         """Fit the model to X (n_samples, n_features) and y; returns the estimator."""
         X, y = self._data(X, y)
-        fit = X._s.fit("ridge", X._a, y._a, alpha=self._alpha(),
-                       fit_intercept=bool(self.fit_intercept))
+        model, kw = self._model()
+        fit = X._s.fit(model, X._a, y._a, **kw)
         self.coef_ = np.array(fit["coef"])
         self.intercept_ = float(fit["intercept"])
         self._fitted(X, fit)
@@ -279,8 +257,8 @@ class LinearRegression(Ridge):
     def __init__(self, *, fit_intercept=True):
         self.fit_intercept = fit_intercept
 
-    def _alpha(self):
-        return 0.0
+    def _model(self):
+        return "linear_regression", {"fit_intercept": self.fit_intercept}
 
 
 class PoissonRegression(_Estimator):
@@ -293,7 +271,7 @@ class PoissonRegression(_Estimator):
         L2 penalty strength (0: none).
     fit_intercept : bool, default True
     solver : str, default "lbfgs"
-        ``"lbfgs"`` or Newton's method (``"newton"``, ``"newton-cholesky"``).
+        As :class:`LogisticRegression`'s.
     max_iter : int, default 100
     tol : float, default 1e-4
         As :class:`LogisticRegression`'s. With an intercept, ``y`` all 0 has no best fit
@@ -314,9 +292,9 @@ class PoissonRegression(_Estimator):
         """Fit the model to X (n_samples, n_features) and counts y; returns the
         estimator."""
         X, y = self._data(X, y)
-        fit = X._s.fit("poisson", X._a, y._a, alpha=float(self.alpha),
-                       solver=_solver(self.solver), tol=float(self.tol),
-                       max_iter=int(self.max_iter), fit_intercept=bool(self.fit_intercept))
+        fit = X._s.fit("poisson_regression", X._a, y._a, alpha=self.alpha,
+                       solver=self.solver, tol=self.tol, max_iter=self.max_iter,
+                       fit_intercept=self.fit_intercept)
         self.coef_ = np.array(fit["coef"])
         self.intercept_ = float(fit["intercept"])
         self._fitted(X, fit)

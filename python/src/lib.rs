@@ -352,8 +352,8 @@ fn from_numpy(o: &Bound<'_, PyAny>) -> PyResult<Block> {
         Err(_) => o.get_type().name()?.to_string(),
     };
     Err(PyTypeError::new_err(format!(
-        "nums-cloud has no dtype {dtype}: its dtypes are bool, int8 to int64, uint8 to \
-         uint64, float32, float64, complex64 and complex128"
+        "nums-cloud has no dtype {dtype}: its dtypes are {}",
+        nums_layout::DType::supported()
     )))
 }
 
@@ -740,67 +740,26 @@ impl PySession {
         Ok((place, e.to_string(), e.work_bytes))
     }
 
-    /// Fits `model` ("logistic", "poisson" or "ridge") to `x` and `y`: a dict of
-    /// `coef`, `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
+    /// Fits the table's model `model` (`logistic_regression`, `poisson_regression`,
+    /// `ridge`, `linear_regression`) to `x` and `y` with the keywords as they are (the
+    /// engine decides their defaults, ranges and solver names): a dict of `coef`,
+    /// `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
     /// `grad_max` and `loss`.
-    #[pyo3(signature = (model, x, y, *, c=1.0, alpha=1.0, solver="lbfgs", tol=1e-4,
-        max_iter=100, fit_intercept=true))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (model, x, y, **kw))]
     fn fit<'py>(
         &self,
         py: Python<'py>,
         model: &str,
         x: &PyArr,
         y: &PyArr,
-        c: f64,
-        alpha: f64,
-        solver: &str,
-        tol: f64,
-        max_iter: u32,
-        fit_intercept: bool,
+        kw: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        use api::models::{LogisticRegression, PoissonRegression, Ridge, Solver};
-        let solver = match solver {
-            "newton" => Solver::Newton,
-            "lbfgs" => Solver::Lbfgs,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "solver {other:?}: use \"lbfgs\" or \"newton\""
-                )));
-            }
-        };
+        let kw = kwargs(kw)?;
         let (x, y) = (x.a.clone(), y.a.clone());
         let model = model.to_string();
         let fit = wait(py, async move {
-            match model.as_str() {
-                "logistic" => {
-                    LogisticRegression::new()
-                        .c(c)
-                        .solver(solver)
-                        .tol(tol)
-                        .max_iter(max_iter)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-                "poisson" => {
-                    PoissonRegression::new()
-                        .alpha(alpha)
-                        .solver(solver)
-                        .tol(tol)
-                        .max_iter(max_iter)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-                _ => {
-                    Ridge::new()
-                        .alpha(alpha)
-                        .fit_intercept(fit_intercept)
-                        .fit(&x, &y)
-                        .await
-                }
-            }
+            let kw: Vec<(&str, Arg)> = kw.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+            api::models::fit_model(&model, &x, &y, &kw).await
         })?
         .py()?;
         let d = PyDict::new(py);
@@ -859,6 +818,117 @@ fn functions() -> Vec<(
         .collect()
 }
 
+/// A dtype name of the engine's (NumPy's names, type codes): TypeError naming the
+/// supported ones for another, as NumPy raises for a dtype it lacks.
+fn dtype_of(name: &str) -> PyResult<nums_layout::DType> {
+    nums_layout::DType::parse(name).ok_or_else(|| {
+        PyTypeError::new_err(format!(
+            "nums-cloud has no dtype {name}: its dtypes are {}",
+            nums_layout::DType::supported()
+        ))
+    })
+}
+
+/// The engine's name of a dtype name (`double`, `f8`, `<f8` are `float64`).
+#[pyfunction]
+fn dtype_name(name: &str) -> PyResult<&'static str> {
+    Ok(dtype_of(name)?.name())
+}
+
+/// The engine's dtypes, in NumPy's order of kinds.
+#[pyfunction]
+fn dtypes() -> Vec<&'static str> {
+    nums_layout::DType::ALL
+        .map(nums_layout::DType::name)
+        .to_vec()
+}
+
+/// The Array API's default dtypes: those of Python's numbers as arrays.
+#[pyfunction]
+fn default_dtypes() -> Vec<(&'static str, &'static str)> {
+    use nums_layout::{DType, meta::ScalarKind as K};
+    vec![
+        ("real floating", DType::of_kind(K::Float).name()),
+        ("complex floating", DType::of_kind(K::Complex).name()),
+        ("integral", DType::of_kind(K::Int).name()),
+        ("indexing", DType::of_kind(K::Int).name()),
+    ]
+}
+
+/// Whether the dtype `name` is of the Array API's `kind` (ValueError for another kind).
+#[pyfunction]
+fn isdtype(name: &str, kind: &str) -> PyResult<bool> {
+    dtype_of(name)?
+        .is_kind(kind)
+        .ok_or_else(|| PyValueError::new_err(format!("unknown data type kind {kind:?}")))
+}
+
+/// NumPy's "safe" cast between two dtype names.
+#[pyfunction]
+fn can_cast(from: &str, to: &str) -> PyResult<bool> {
+    Ok(dtype_of(from)?.can_cast(dtype_of(to)?))
+}
+
+/// NumPy's `result_type` (NEP 50) of arrays, dtype names, NumPy scalars (their dtype)
+/// and Python numbers (weak: their kind only).
+#[pyfunction]
+#[pyo3(signature = (*items))]
+fn result_type(items: &Bound<'_, PyTuple>) -> PyResult<&'static str> {
+    use nums_layout::meta::ScalarKind as K;
+    let (mut dtypes, mut scalars) = (Vec::new(), Vec::new());
+    for o in items.iter() {
+        if let Ok(a) = o.cast::<PyArr>() {
+            dtypes.push(dtype_of(&a.get().a.dtype().py()?.to_string())?);
+        } else if let Ok(name) = o.extract::<String>() {
+            dtypes.push(dtype_of(&name)?);
+        } else {
+            match arg(&o)? {
+                Arg::NumPy(_, d) => dtypes.push(d),
+                Arg::Bool(_) => scalars.push(K::Bool),
+                Arg::Int(_) | Arg::UInt(_) => scalars.push(K::Int),
+                Arg::Float(_) => scalars.push(K::Float),
+                Arg::Complex(..) => scalars.push(K::Complex),
+                _ => {
+                    return Err(PyTypeError::new_err(format!(
+                        "result_type() cannot take a {}",
+                        o.get_type().name()?
+                    )));
+                }
+            }
+        }
+    }
+    nums_layout::DType::result_type(&dtypes, &scalars)
+        .map(nums_layout::DType::name)
+        .ok_or_else(|| PyValueError::new_err("at least one array or dtype is required"))
+}
+
+/// Each model of the table and its keywords' defaults (the Python estimators' are
+/// checked against these).
+#[pyfunction]
+fn models(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    use api::models::ParamDefault as D;
+    let out = PyDict::new(py);
+    for m in api::models::MODELS {
+        let params = PyDict::new(py);
+        for &(name, d) in m.params {
+            match d {
+                D::Number(v) => params.set_item(name, v)?,
+                D::Int(v) => params.set_item(name, v)?,
+                D::Bool(v) => params.set_item(name, v)?,
+                D::Str(v) => params.set_item(name, v)?,
+            }
+        }
+        out.set_item(m.function, params)?;
+    }
+    Ok(out)
+}
+
+/// Every name a fit's `solver` may be.
+#[pyfunction]
+fn solvers() -> Vec<&'static str> {
+    api::models::SOLVER_NAMES.iter().map(|(n, _)| *n).collect()
+}
+
 /// The function loop of a local function process (what `nums-cloud function` runs):
 /// polls the local endpoint named by `AWS_LAMBDA_RUNTIME_API` until the process is
 /// stopped. Run by `python -m nums_cloud._function`.
@@ -880,6 +950,18 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyArr>()?;
     m.add_class::<PySession>()?;
     m.add_function(wrap_pyfunction!(functions, m)?)?;
+    for f in [
+        wrap_pyfunction!(dtype_name, m)?,
+        wrap_pyfunction!(dtypes, m)?,
+        wrap_pyfunction!(default_dtypes, m)?,
+        wrap_pyfunction!(isdtype, m)?,
+        wrap_pyfunction!(can_cast, m)?,
+        wrap_pyfunction!(result_type, m)?,
+        wrap_pyfunction!(models, m)?,
+        wrap_pyfunction!(solvers, m)?,
+    ] {
+        m.add_function(f)?;
+    }
     m.add_function(wrap_pyfunction!(serve_function, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("IN_PROCESS_BYTES", api::IN_PROCESS_BYTES)?;

@@ -20,7 +20,8 @@
 //! ```
 
 use super::{Arg, Array, Error, Session, blocking};
-pub use crate::models::Solver;
+use crate::models::{DEFAULT_ALPHA, DEFAULT_C, DEFAULT_MAX_ITER, DEFAULT_SOLVER, DEFAULT_TOL};
+pub use crate::models::{MODELS, ModelDef, ParamDefault, SOLVER_NAMES, Solver};
 
 /// A fitted model: scikit-learn's `coef_` and `intercept_`, and how the fit went.
 #[derive(Debug, Clone)]
@@ -106,12 +107,36 @@ impl Default for Options {
     /// scikit-learn's defaults.
     fn default() -> Self {
         Options {
-            solver: Solver::Lbfgs,
-            tol: 1e-4,
-            max_iter: 100,
+            solver: DEFAULT_SOLVER,
+            tol: DEFAULT_TOL,
+            max_iter: DEFAULT_MAX_ITER,
             fit_intercept: true,
         }
     }
+}
+
+/// Fits the table's model `function` ([`MODELS`]: `logistic_regression`, ...) to `x`
+/// and `y` with keywords as the job language takes them, which decides their defaults,
+/// ranges and solver names: how a binding fits, with no rules of its own.
+pub async fn fit_model(
+    function: &str,
+    x: &Array,
+    y: &Array,
+    kwargs: &[(&str, Arg)],
+) -> Result<FitResult, Error> {
+    let link = match function {
+        "logistic_regression" => Link::Logit,
+        "poisson_regression" => Link::Log,
+        "linear_regression" | "ridge" => Link::Identity,
+        other => {
+            let names: Vec<&str> = MODELS.iter().map(|m| m.function).collect();
+            return Err(Error::Refused {
+                raises: crate::PyException::ValueError,
+                message: format!("{other:?} is not a model: one of {}", names.join(", ")),
+            });
+        }
+    };
+    fit(x, y, function, kwargs, link).await
 }
 
 /// Fits `f(x, y, kwargs)` and reads back what the fit did.
@@ -119,11 +144,11 @@ async fn fit(
     x: &Array,
     y: &Array,
     f: &str,
-    kwargs: Vec<(&'static str, Arg)>,
+    kwargs: &[(&str, Arg)],
     link: Link,
 ) -> Result<FitResult, Error> {
     let s = x.session().clone();
-    let w = s.call_array(f, &[x.into(), y.into()], &kwargs);
+    let w = s.call_array(f, &[x.into(), y.into()], kwargs);
     w.check()?;
     let theta: Vec<f64> = w.compute::<f64>().await?.iter().copied().collect();
     let fitted = s.fitted(&w).ok_or_else(|| Error::Other {
@@ -189,7 +214,7 @@ impl LogisticRegression {
     /// scikit-learn's defaults: `C` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept.
     pub fn new() -> Self {
         LogisticRegression {
-            c: 1.0,
+            c: DEFAULT_C,
             o: Options::default(),
         }
     }
@@ -210,7 +235,7 @@ impl LogisticRegression {
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
         let mut kw = vec![("C", Arg::Float(self.c))];
         kw.extend(self.o.iterative());
-        fit(x, y, "logistic_regression", kw, Link::Logit).await
+        fit(x, y, "logistic_regression", &kw, Link::Logit).await
     }
 }
 estimator_common!(LogisticRegression);
@@ -226,7 +251,7 @@ impl PoissonRegression {
     /// scikit-learn's defaults: `alpha` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept.
     pub fn new() -> Self {
         PoissonRegression {
-            alpha: 1.0,
+            alpha: DEFAULT_ALPHA,
             o: Options::default(),
         }
     }
@@ -247,7 +272,7 @@ impl PoissonRegression {
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
         let mut kw = vec![("alpha", Arg::Float(self.alpha))];
         kw.extend(self.o.iterative());
-        fit(x, y, "poisson_regression", kw, Link::Log).await
+        fit(x, y, "poisson_regression", &kw, Link::Log).await
     }
 }
 estimator_common!(PoissonRegression);
@@ -267,7 +292,7 @@ impl Ridge {
     /// `alpha` 1, as scikit-learn's `Ridge`; `.alpha(0.0)` is `LinearRegression`.
     pub fn new() -> Self {
         Ridge {
-            alpha: 1.0,
+            alpha: DEFAULT_ALPHA,
             o: Options::default(),
         }
     }
@@ -284,7 +309,7 @@ impl Ridge {
             ("alpha", Arg::Float(self.alpha)),
             ("fit_intercept", Arg::Bool(self.o.fit_intercept)),
         ];
-        fit(x, y, "ridge", kw, Link::Identity).await
+        fit(x, y, "ridge", &kw, Link::Identity).await
     }
 }
 estimator_common!(Ridge);

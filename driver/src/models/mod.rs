@@ -40,7 +40,7 @@ pub enum Solver {
 
 impl Solver {
     /// The solver's job-file name.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Solver::Newton => "newton",
             Solver::Lbfgs => "lbfgs",
@@ -48,6 +48,99 @@ impl Solver {
         }
     }
 }
+
+/// Every name a fit's `solver` may be, with the solver it means: scikit-learn's
+/// (`lbfgs`, `newton-cg`, `newton-cholesky`), the job file's `newton`, and NumS's (`bfgs`,
+/// `irls`), so that code written for either runs unchanged.
+pub const SOLVER_NAMES: &[(&str, Solver)] = &[
+    ("lbfgs", Solver::Lbfgs),
+    ("bfgs", Solver::Lbfgs),
+    ("newton", Solver::Newton),
+    ("newton-cg", Solver::Newton),
+    ("newton-cholesky", Solver::Newton),
+    ("irls", Solver::Newton),
+];
+
+impl Solver {
+    /// The solver a `solver` name means ([`SOLVER_NAMES`]).
+    pub fn parse(name: &str) -> Option<Solver> {
+        SOLVER_NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, s)| s)
+    }
+}
+
+/// A model parameter's default.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ParamDefault {
+    /// A float (`C`, `alpha`, `tol`).
+    Number(f64),
+    /// An int (`max_iter`).
+    Int(i64),
+    /// A flag (`fit_intercept`).
+    Bool(bool),
+    /// A name (`solver`, `penalty`).
+    Str(&'static str),
+}
+
+/// scikit-learn's defaults, the one place they are written (the job language, the Rust
+/// API and the Python estimators take them from here).
+pub(crate) const DEFAULT_C: f64 = 1.0;
+pub(crate) const DEFAULT_ALPHA: f64 = 1.0;
+pub(crate) const DEFAULT_TOL: f64 = 1e-4;
+pub(crate) const DEFAULT_MAX_ITER: u32 = 100;
+pub(crate) const DEFAULT_SOLVER: Solver = Solver::Lbfgs;
+/// The iterations a fit may be given (`max_iter`).
+pub(crate) const MAX_ITER_RANGE: std::ops::RangeInclusive<i64> = 1..=100_000;
+
+/// A model of the function table: its name and the keywords past `X` and `y`, each with
+/// its default.
+#[derive(Debug, Clone, Copy)]
+pub struct ModelDef {
+    /// The function's name (`logistic_regression`).
+    pub function: &'static str,
+    /// Each keyword and its default.
+    pub params: &'static [(&'static str, ParamDefault)],
+}
+
+const TOL: (&str, ParamDefault) = ("tol", ParamDefault::Number(DEFAULT_TOL));
+const MAX_ITER: (&str, ParamDefault) = ("max_iter", ParamDefault::Int(DEFAULT_MAX_ITER as i64));
+const SOLVER: (&str, ParamDefault) = ("solver", ParamDefault::Str(DEFAULT_SOLVER.name()));
+const INTERCEPT: (&str, ParamDefault) = ("fit_intercept", ParamDefault::Bool(true));
+
+/// Every model and its parameters' defaults.
+pub const MODELS: &[ModelDef] = &[
+    ModelDef {
+        function: "logistic_regression",
+        params: &[
+            ("penalty", ParamDefault::Str("l2")),
+            ("C", ParamDefault::Number(DEFAULT_C)),
+            SOLVER,
+            TOL,
+            MAX_ITER,
+            INTERCEPT,
+        ],
+    },
+    ModelDef {
+        function: "linear_regression",
+        params: &[INTERCEPT],
+    },
+    ModelDef {
+        function: "ridge",
+        params: &[("alpha", ParamDefault::Number(DEFAULT_ALPHA)), INTERCEPT],
+    },
+    ModelDef {
+        function: "poisson_regression",
+        params: &[
+            ("alpha", ParamDefault::Number(DEFAULT_ALPHA)),
+            SOLVER,
+            TOL,
+            MAX_ITER,
+            INTERCEPT,
+        ],
+    },
+];
 
 /// The iterations `plan` assumes a fit of this solver takes: what the fits of this
 /// project's benchmarks and tests took to converge on scaled data at the default `tol`

@@ -3,20 +3,18 @@ them beside NumPy's own): ``__array_api_version__``, ``__array_namespace_info__`
 dtype functions, and the standard's function names.
 
 Each is lazy where the engine has the operation or it is built from the engine's
-operations exactly (``concat``, ``permute_dims``, ``pow``, ``flip``, ``trunc``, ``tril``,
-...); sorting, searching, set and cumulative functions are the engine's (its table). The
-rest — functions the engine has no kernel for (the inverse trigonometric and hyperbolic
-functions, ``take_along_axis``, ...) — compute
-their arguments and apply NumPy's function in this process, and say so in their
+operations exactly (``pow``, ``vecdot``, ...); the standard's names the engine's table
+holds (``concat``, ``flip``, ``acos``, sorting, searching, sets, ...) are its. The rest —
+functions the engine has no kernel for (``take_along_axis``, ...) — compute their
+arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
 import builtins
-import inspect
-import operator
 
 import numpy as np
 
 from . import _array
+from .. import _native
 from ._array import BlockArray, asarray, call, dtype_name
 
 __array_api_version__ = "2023.12"
@@ -29,19 +27,19 @@ EAGER = []
 __all__ = [
     "__array_api_version__", "__array_namespace_info__", "EAGER",
     # data types and their functions
-    "isdtype", "result_type", "can_cast", "finfo", "iinfo", "astype",
+    "isdtype", "result_type", "can_cast", "finfo", "iinfo",
     # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
     "from_dlpack",
     # elementwise
-    "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh",
-    "bitwise_left_shift", "bitwise_right_shift", "pow", "reciprocal",
-    # (the bitwise functions, cosh, sinh, hypot, log2, log10, logaddexp, nextafter,
-    # round, signbit, trunc, positive: the engine's, under the same names in its table)
+    "pow", "reciprocal",
+    # (acos ... atanh, atan2, the bitwise functions and shifts, cosh, sinh, hypot, log2,
+    # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
+    # the same names in its table)
     # indexing, manipulation
-    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "flip",
-    "moveaxis", "permute_dims", "repeat", "roll", "unstack", "matrix_transpose",
-    "vecdot", "matmul",
-    # (searching, sets, sorting and cumulative functions are the engine's: its table)
+    "take", "take_along_axis", "repeat", "matrix_transpose", "vecdot", "matmul",
+    # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
+    # broadcast_arrays, searching, sets, sorting and cumulative functions are the
+    # engine's: its table)
 ]
 
 
@@ -60,8 +58,7 @@ class _Info:
 
     def default_dtypes(self, *, device=None):
         """The default dtypes: float64, complex128, int64 for integers and indices."""
-        return {"real floating": np.dtype("float64"), "complex floating": np.dtype("complex128"),
-                "integral": np.dtype("int64"), "indexing": np.dtype("int64")}
+        return {k: np.dtype(v) for k, v in _native.default_dtypes()}
 
     def devices(self):
         """The devices arrays may be on: ``["cpu"]``."""
@@ -80,49 +77,40 @@ def __array_namespace_info__():
     return _Info()
 
 
-_KINDS = {
-    "bool": lambda d: d.kind == "b",
-    "signed integer": lambda d: d.kind == "i",
-    "unsigned integer": lambda d: d.kind == "u",
-    "integral": lambda d: d.kind in "iu",
-    "real floating": lambda d: d.kind == "f",
-    "complex floating": lambda d: d.kind == "c",
-    "numeric": lambda d: d.kind in "iufc",
-}
-
-
 def isdtype(dtype, kind):
     """Returns a boolean indicating whether a provided dtype is of a specified data type
-    ``kind`` (a dtype, a kind's name, or a tuple of those)."""
-    d = np.dtype(dtype)
+    ``kind`` (a dtype, a kind's name, or a tuple of those): the engine's kinds."""
     if isinstance(kind, tuple):
-        return builtins.any(isdtype(d, k) for k in kind)
+        return builtins.any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
-        try:
-            return _KINDS[kind](d)
-        except KeyError:
-            raise ValueError(f"unknown data type kind {kind!r}") from None
-    return d == np.dtype(kind)
+        return _native.isdtype(dtype_name(dtype), kind)
+    return dtype_name(dtype) == dtype_name(kind)
+
+
+def _promotable(a):
+    """``a`` as the engine's ``result_type`` takes it: arrays and NumPy scalars as they
+    are (their dtype is strong), Python numbers as they are (weak, NEP 50), NumPy arrays
+    and dtype-likes as dtype names."""
+    if isinstance(a, BlockArray):
+        return a._a
+    if isinstance(a, (builtins.bool, builtins.int, builtins.float, complex, np.generic)):
+        return a
+    if isinstance(a, np.ndarray):
+        return dtype_name(a.dtype)
+    return dtype_name(a)
 
 
 def result_type(*arrays_and_dtypes):
-    """Returns the dtype that results from applying type promotion rules (NumPy 2's) to
-    the arguments."""
-    parts = []
-    for a in arrays_and_dtypes:
-        if isinstance(a, BlockArray):
-            parts.append(a.dtype)
-        elif isinstance(a, (builtins.bool, builtins.int, builtins.float, complex)):
-            parts.append(a)
-        else:
-            parts.append(np.dtype(a))
-    return np.result_type(*parts)
+    """Returns the dtype that results from applying type promotion rules (NumPy 2's, the
+    engine's) to the arguments."""
+    return np.dtype(_native.result_type(*(_promotable(a) for a in arrays_and_dtypes)))
 
 
 def can_cast(from_, to, /):
-    """Determines if one data type can be cast to another (NumPy's "safe" casting)."""
+    """Determines if one data type can be cast to another (NumPy's "safe" casting, the
+    engine's)."""
     f = from_.dtype if isinstance(from_, BlockArray) else from_
-    return np.can_cast(f, to)
+    return _native.can_cast(dtype_name(f), dtype_name(to))
 
 
 class _FInfo:
@@ -151,14 +139,6 @@ def finfo(type, /):
 def iinfo(type, /):
     """Machine limits for integer data types."""
     return np.iinfo(type.dtype if isinstance(type, BlockArray) else type)
-
-
-def astype(x, dtype, /, *, copy=True, device=None):
-    """Copies an array to a specified data type irrespective of type promotion rules."""
-    x = asarray(x)
-    if dtype_name(dtype) == x._a.dtype:
-        return x
-    return x.astype(dtype)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
@@ -217,50 +197,7 @@ def reciprocal(x, /):
     return 1.0 / asarray(x)
 
 
-def _table_function(name, numpy_name, params):
-    """The standard's ``name`` as the engine's ``numpy_name`` (its table), with the
-    standard's positional-only parameters."""
-
-    def f(*args):
-        if len(args) != len(params):
-            raise TypeError(f"{name}() takes {len(params)} positional arguments "
-                            f"({', '.join(params)}), {len(args)} given")
-        return call(numpy_name, args, {})
-
-    P = inspect.Parameter
-    f.__name__ = f.__qualname__ = name
-    f.__signature__ = inspect.Signature([P(p, P.POSITIONAL_ONLY) for p in params])
-    f.__doc__ = _ns_doc_of(numpy_name, f"lazy: the engine's ``{numpy_name}``.")
-    f._engine = True
-    return f
-
-
-def _ns_doc_of(name, note):
-    from . import _numpy_doc
-
-    return _numpy_doc(name, note)
-
-
-# The standard's spellings of the engine's functions (NumPy's names in its table).
-for _name, _numpy_name, _params in [
-        ("acos", "arccos", ("x",)), ("acosh", "arccosh", ("x",)), ("asin", "arcsin", ("x",)),
-        ("asinh", "arcsinh", ("x",)), ("atan", "arctan", ("x",)), ("atanh", "arctanh", ("x",)),
-        ("atan2", "arctan2", ("x1", "x2")), ("bitwise_left_shift", "left_shift", ("x1", "x2")),
-        ("bitwise_right_shift", "right_shift", ("x1", "x2"))]:
-    globals()[_name] = _table_function(_name, _numpy_name, _params)
-
-
 # Manipulation.
-def concat(arrays, /, *, axis=0):
-    """Joins a sequence of arrays along an existing axis (``axis=None``: flattened)."""
-    return call("concatenate", (list(arrays),), {"axis": axis})
-
-
-def permute_dims(x, /, axes):
-    """Permutes the axes of an array."""
-    return call("transpose", (x, tuple(axes)), {})
-
-
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices)."""
     return asarray(x).mT
@@ -285,55 +222,6 @@ def matmul(x1, x2, /):
     if not isinstance(x1, BlockArray):
         x1 = _array.asarray(x1, session=_array._session_of(x2))
     return x1 @ x2
-
-
-def flip(x, /, *, axis=None):
-    """Reverses the order of elements along the given axes (all when None)."""
-    x = asarray(x)
-    axes = range(x.ndim) if axis is None else (
-        (axis,) if isinstance(axis, builtins.int) else axis)
-    key = [slice(None)] * x.ndim
-    for a in axes:
-        key[operator.index(a) % x.ndim] = slice(None, None, -1)
-    return x[tuple(key)] if x.ndim else x
-
-
-def moveaxis(x, source, destination, /):
-    """Moves array axes to new positions."""
-    x = asarray(x)
-    src = [s % x.ndim for s in ((source,) if isinstance(source, builtins.int) else source)]
-    dst = [d % x.ndim for d in ((destination,) if isinstance(destination, builtins.int) else destination)]
-    order = [n for n in range(x.ndim) if n not in src]
-    for d, s in sorted(zip(dst, src)):
-        order.insert(d, s)
-    return permute_dims(x, order)
-
-
-def broadcast_to(x, /, shape):
-    """Broadcasts an array to a specified shape."""
-    x = asarray(x)
-    shape = tuple(shape)
-    if x.shape == shape:
-        return x
-    np.broadcast_shapes(x.shape, shape)  # NumPy's ValueError when they do not broadcast
-    nps = _ns()
-    if x.dtype == np.bool_:
-        return x | nps.zeros(shape, dtype=bool)
-    return x + nps.zeros(shape, dtype=x.dtype)
-
-
-def broadcast_arrays(*arrays):
-    """Broadcasts one or more arrays against one another."""
-    arrays = [asarray(a) for a in arrays]
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return [broadcast_to(a, shape) for a in arrays]
-
-
-def unstack(x, /, *, axis=0):
-    """Splits an array into a sequence of arrays along the given axis."""
-    x = asarray(x)
-    x = moveaxis(x, axis, 0) if axis not in (0, -x.ndim) else x
-    return tuple(x[i] for i in range(x.shape[0]))
 
 
 def take(x, indices, /, *, axis=None):
@@ -363,24 +251,6 @@ def repeat(x, repeats, /, *, axis=None):
     return take(x, idx, axis=axis)
 
 
-def roll(x, /, shift, *, axis=None):
-    """Rolls array elements along a specified axis."""
-    x = asarray(x)
-    if axis is None:
-        return roll(x.ravel(), shift, axis=0).reshape(x.shape)
-    shifts = (shift,) if isinstance(shift, builtins.int) else tuple(shift)
-    axes = (axis,) if isinstance(axis, builtins.int) else tuple(axis)
-    for s, a in zip(shifts, axes):
-        n = x.shape[a]
-        if n == 0:
-            continue
-        s %= n
-        if s:
-            pre = (slice(None),) * (a % x.ndim)
-            x = concat([x[pre + (slice(n - s, None),)], x[pre + (slice(0, n - s),)]], axis=a)
-    return x
-
-
 # Without a kernel: NumPy's, on the values.
 take_along_axis = _eager("take_along_axis")
 
@@ -398,36 +268,8 @@ searchsorted._engine = True
 __all__.append("searchsorted")
 
 
-# The standard's signatures where they differ from NumPy's (keyword names, `correction`,
-# `device`, `dtype` of reductions).
-def _reduction(name, ddof=False):
-    def f(x, /, *, axis=None, dtype=None, keepdims=False, correction=None, ddof=None, out=None):
-        x = asarray(x)
-        kw = {}
-        if ddof is not None or correction is not None:
-            kw["ddof"] = correction if correction is not None else ddof
-        return _array._reduce(x, name, axis, keepdims, dtype=dtype, out=out, **kw)
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = _ns_doc(name)
-    f._engine = True
-    return f
-
-
-def _ns_doc(name):
-    from . import _numpy_doc
-
-    return _numpy_doc(name, "lazy (the standard's ``axis``, ``keepdims``, ``dtype``; "
-                            "``correction`` for ``std``/``var``).")
-
-
-for _name in ("sum", "prod", "mean", "std", "var", "min", "max", "all", "any", "argmin",
-              "argmax", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmin",
-              "nanmax"):
-    globals()[_name] = _reduction(_name)
-    __all__.append(_name)
-amin, amax = globals()["min"], globals()["max"]
-__all__ += ["amin", "amax", "eye", "reshape", "clip", "asarray", "expand_dims"]
+# The standard's spellings of NumPy's keywords.
+__all__ += ["eye", "reshape", "clip", "asarray", "expand_dims"]
 
 
 def eye(n_rows, n_cols=None, /, k=0, dtype=None, *, device=None, M=None, N=None):
@@ -454,11 +296,8 @@ def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
 
 
 def expand_dims(x, /, axis=0):
-    """Expand the shape of an array: a new axis of length one at ``axis``."""
-    x = asarray(x)
-    if isinstance(axis, builtins.int) and not -x.ndim - 1 <= axis <= x.ndim:
-        # NumPy's AxisError: an IndexError (the standard's) and a ValueError.
-        raise np.exceptions.AxisError(axis, x.ndim + 1)
+    """Expand the shape of an array: a new axis of length one at ``axis`` (the standard's
+    default 0; an axis out of range is the engine's AxisError)."""
     return call("expand_dims", (x, axis), {})
 
 

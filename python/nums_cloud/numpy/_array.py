@@ -12,26 +12,22 @@ from .. import _native, _session
 
 __all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
 
-# NumPy's dtypes for the engine's dtype names, and back.
-_DTYPES = {name: np.dtype(name) for name in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float32", "float64", "complex64", "complex128")}
+# NumPy's dtypes for the engine's dtype names (its list), and back.
+_DTYPES = {name: np.dtype(name) for name in _native.dtypes()}
 _SUPPORTED = frozenset(_DTYPES.values())
-_NAMES = "bool, int8 to int64, uint8 to uint64, float32, float64, complex64 and complex128"
 
 
 def dtype_name(dtype):
     """The engine's name of a dtype-like (``np.float32``, ``"int64"``, ``float``,
-    ``nps.float64``): TypeError for a dtype nums-cloud does not have."""
+    ``nps.float64``): NumPy reads the Python object, the engine the name (TypeError for
+    a dtype nums-cloud does not have)."""
     if isinstance(dtype, str) and dtype in _DTYPES:
         return dtype
     try:
         d = np.dtype(dtype)
     except TypeError:
         raise TypeError(f"data type {dtype!r} not understood") from None
-    if d not in _SUPPORTED:
-        raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
-    return d.name
+    return _native.dtype_name(str(d))
 
 
 def _engine_values(a):
@@ -43,7 +39,8 @@ def _engine_values(a):
         return a
     if d.kind == "f" and d.itemsize < 4:
         return a.astype(np.float32)
-    raise TypeError(f"nums-cloud has no dtype {d}: its dtypes are {_NAMES}")
+    _native.dtype_name(str(d))  # the engine's TypeError
+    raise TypeError(f"nums-cloud has no dtype {d}")
 
 
 def asarray(obj, dtype=None, *, session=None):
@@ -652,7 +649,7 @@ def _matmul(x, o, reflected):
         a, b = (BlockArray(n, x._s), x) if reflected else (x, BlockArray(n, x._s))
         if a.ndim >= 2 and b.ndim >= 2 and max(a.ndim, b.ndim) > 2 \
                 and a.shape[:-2] != b.shape[:-2]:
-            from ._api import broadcast_to
+            from . import broadcast_to
 
             batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
             a = broadcast_to(a, batch + a.shape[-2:])
@@ -683,22 +680,10 @@ def _reduce(x, name, axis, keepdims, dtype=None, out=None, **kw):
     if out is not None:
         raise TypeError(f"{name}: out= is not supported (nums-cloud arrays are not "
                         "changed in place)")
-    r = x
-    if dtype is not None and dtype_name(dtype) != x._a.dtype:
-        r = x.astype(dtype)
     kwargs = {"axis": axis}
     if keepdims:
         kwargs["keepdims"] = True
+    if dtype is not None:
+        kwargs["dtype"] = dtype  # the engine computes in it (NumPy's wrap in narrow ints)
     kwargs.update(kw)
-    out = r._call(name, **kwargs)
-    if dtype is not None and name in _ACCUMULATING and dtype_name(dtype) != out._a.dtype:
-        # The engine accumulates narrow ints in 64 bits (NumPy's default); NumPy's dtype=
-        # accumulates in that dtype, which for ints is the same sum or product modulo its
-        # width: the cast of the wide result.
-        out = out.astype(dtype)
-    return out
-
-
-# Reductions whose dtype= is the accumulator's (and the result's).
-_ACCUMULATING = frozenset({"sum", "prod", "nansum", "nanprod"})
-
+    return x._call(name, **kwargs)

@@ -80,7 +80,6 @@ def solve(a, b):
     import math
 
     from .. import numpy as nps
-    from ._api import broadcast_to
 
     a = _array.asarray(a)
     b = b if isinstance(b, _array.BlockArray) else _array.asarray(b, session=a._s)
@@ -89,8 +88,8 @@ def solve(a, b):
     vector = b.ndim == 1
     bm = b.reshape(b.shape + (1,)) if vector else b
     batch = _np_broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    a = broadcast_to(a, batch + a.shape[-2:])
-    bm = broadcast_to(bm, batch + bm.shape[-2:])
+    a = nps.broadcast_to(a, batch + a.shape[-2:])
+    bm = nps.broadcast_to(bm, batch + bm.shape[-2:])
     n = math.prod(batch)
     out_shape = batch + (bm.shape[-2:] if not vector else bm.shape[-2:-1])
     if n == 0:
@@ -194,15 +193,13 @@ def cross(x1, x2, /, *, axis=-1):
     b = [_api.take(x2, [i], axis=axis) for i in range(3)]
     parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
     # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
-    return _api.concat(parts, axis=axis)
+    return _call("concat", (parts,), {"axis": axis})
 
 
 @_doc("matrix_power", "lazy: products by repeated squaring (``matmul``); a negative "
                       "``n`` of the inverse (``inv``).")
 def matrix_power(a, n, /):
     import operator
-
-    from . import _api
 
     a = _array.asarray(a)
     n = operator.index(n)
@@ -211,7 +208,7 @@ def matrix_power(a, n, /):
                           "a stack of them)")
     if n == 0:
         eye = _call("eye", (a.shape[-1],), {"dtype": a.dtype})
-        return _api.broadcast_to(eye, a.shape)
+        return _call("broadcast_to", (eye, a.shape), {})
     if n < 0:
         a, n = inv(a), -n  # noqa: F821
     result, power = None, a

@@ -430,9 +430,10 @@ impl Bound {
     pub(super) fn dtype(&self, name: &str) -> Result<Option<DType>, EvalError> {
         match self.get(name) {
             None => Ok(None),
-            Some((Val::Str(s), p)) => DType::parse_named(s)
-                .map(Some)
-                .map_err(|m| self.err(*p, format!("{}(): {m}", self.f))),
+            // NumPy raises TypeError for a dtype it does not know (nums-cloud: has).
+            Some((Val::Str(s), p)) => DType::parse_named(s).map(Some).map_err(|m| {
+                self.raising(PyException::TypeError, *p, format!("{}(): {m}", self.f))
+            }),
             Some((_, p)) => Err(self.err(
                 *p,
                 format!("{}(): dtype is a string such as \"float32\"", self.f),

@@ -4,7 +4,10 @@
 //! before the main stage and usable by later expressions (`X_test @ w[:-1] + w[-1]`).
 
 use super::*;
-use crate::models::{Family, FitSpec, Solver};
+use crate::models::{
+    DEFAULT_ALPHA, DEFAULT_C, DEFAULT_MAX_ITER, DEFAULT_SOLVER, DEFAULT_TOL, Family, FitSpec,
+    MAX_ITER_RANGE, SOLVER_NAMES, Solver,
+};
 
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
@@ -19,7 +22,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             "max_iter",
             "fit_intercept",
         ],
-        "sklearn `LogisticRegression(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default) or 'newton'",
+        "sklearn `LogisticRegression(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default; also 'bfgs') or Newton's ('newton', 'newton-cg', 'newton-cholesky', 'irls')",
         |s, b| fit(s, b, Family::Logistic),
     ),
     FuncDef::new(
@@ -45,7 +48,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             "max_iter",
             "fit_intercept",
         ],
-        "sklearn `PoissonRegressor(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default) or 'newton'",
+        "sklearn `PoissonRegressor(...).fit(X, y)`: `[coef..., intercept]`; `solver` as `logistic_regression`'s",
         |s, b| fit(s, b, Family::Poisson),
     ),
 ];
@@ -133,22 +136,29 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
     let positive = |v: f64| v > 0.0 && !v.is_nan();
     let non_negative = |v: f64| (0.0..f64::INFINITY).contains(&v);
     let solver_of = |b: &Bound| -> Result<Solver, EvalError> {
-        match string(b, "solver", "lbfgs")? {
-            "lbfgs" => Ok(Solver::Lbfgs),
-            "newton" | "newton-cg" | "newton-cholesky" => Ok(Solver::Newton),
-            other => Err(b.err(
+        let name = string(b, "solver", DEFAULT_SOLVER.name())?;
+        Solver::parse(name).ok_or_else(|| {
+            let names: Vec<&str> = SOLVER_NAMES.iter().map(|(n, _)| *n).collect();
+            b.err(
                 b.get("solver").map_or(b.pos, |(_, p)| *p),
-                format!("{function}(): solver '{other}' is not supported; use 'lbfgs' or 'newton'"),
-            )),
-        }
+                format!(
+                    "{function}(): solver '{name}' is not supported; use one of {}",
+                    names.join(", ")
+                ),
+            )
+        })
     };
     let max_iter = |b: &Bound| -> Result<u32, EvalError> {
         match b.int("max_iter")? {
-            None => Ok(100),
-            Some(n) if (1..=100_000).contains(&n) => Ok(n as u32),
+            None => Ok(DEFAULT_MAX_ITER),
+            Some(n) if MAX_ITER_RANGE.contains(&n) => Ok(n as u32),
             Some(n) => Err(b.err(
                 b.get("max_iter").map_or(b.pos, |(_, p)| *p),
-                format!("{function}(): max_iter must be between 1 and 100000, not {n}"),
+                format!(
+                    "{function}(): max_iter must be between {} and {}, not {n}",
+                    MAX_ITER_RANGE.start(),
+                    MAX_ITER_RANGE.end()
+                ),
             )),
         }
     };
@@ -164,7 +174,7 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
                 Some(_) => string(b, "penalty", "l2")?,
             };
             let c = match penalty {
-                "l2" => number(b, "C", 1.0, positive, "positive")?,
+                "l2" => number(b, "C", DEFAULT_C, positive, "positive")?,
                 "none" => f64::INFINITY,
                 other => {
                     return Err(b.err(
@@ -180,7 +190,7 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
                 family,
                 solver: solver_of(b)?,
                 penalty: c,
-                tol: number(b, "tol", 1e-4, positive, "positive")?,
+                tol: number(b, "tol", DEFAULT_TOL, positive, "positive")?,
                 max_iter: max_iter(b)?,
                 fit_intercept,
             }
@@ -189,8 +199,8 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             function,
             family,
             solver: solver_of(b)?,
-            penalty: number(b, "alpha", 1.0, non_negative, "0 or more")?,
-            tol: number(b, "tol", 1e-4, positive, "positive")?,
+            penalty: number(b, "alpha", DEFAULT_ALPHA, non_negative, "0 or more")?,
+            tol: number(b, "tol", DEFAULT_TOL, positive, "positive")?,
             max_iter: max_iter(b)?,
             fit_intercept,
         },
@@ -199,7 +209,7 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             family,
             solver: Solver::Direct,
             penalty: if function == "ridge" {
-                number(b, "alpha", 1.0, non_negative, "0 or more")?
+                number(b, "alpha", DEFAULT_ALPHA, non_negative, "0 or more")?
             } else {
                 0.0
             },
@@ -263,4 +273,22 @@ pub(in crate::graph) fn glm_sums(
             hessian,
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The parameter table (`crate::models::MODELS`, what the bindings read) names each
+    /// model's keywords as its definition binds them.
+    #[test]
+    fn the_parameter_table_is_the_definitions() {
+        assert_eq!(DEFS.len(), crate::models::MODELS.len());
+        for (d, m) in DEFS.iter().zip(crate::models::MODELS) {
+            assert_eq!(d.name, m.function);
+            let names: Vec<&str> = m.params.iter().map(|(n, _)| *n).collect();
+            assert_eq!(d.params[..2], ["X", "y"], "{}", d.name);
+            assert_eq!(d.params[2..], names[..], "{}", d.name);
+        }
+    }
 }

@@ -7,9 +7,18 @@ use super::*;
 
 const REDUCE: &[&str] = &["a", "axis", "dtype", "out", "keepdims"];
 const EXTREME: &[&str] = &["a", "axis", "out", "keepdims"];
-const SPREAD: &[&str] = &["a", "axis", "dtype", "out", "ddof", "keepdims"];
-/// nums-cloud picks a reduction's dtype as NumPy's default does and writes no `out`.
-const REFUSED: &[&str] = &["dtype", "out"];
+/// NumPy 2's `correction` (the Array API's name of `ddof`) is a keyword.
+const SPREAD: &[&str] = &[
+    "a",
+    "axis",
+    "dtype",
+    "out",
+    "ddof",
+    "keepdims",
+    "correction",
+];
+/// nums-cloud writes no `out`.
+const REFUSED: &[&str] = &["out"];
 
 pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new("sum", REDUCE, "`np.sum`", |s, b| {
@@ -96,35 +105,62 @@ pub(super) const DEFS: &[FuncDef] = &[
     .refusing(&["out"]),
 ];
 
-fn reduce(s: &mut Builder, b: &Bound, op: ReduceOp) -> Result<Val, EvalError> {
+/// The array `a` in the reduction's `dtype=` when given (NumPy computes in it), and that
+/// dtype. Bool is refused as cumsum's is.
+fn in_dtype(s: &mut Builder, b: &Bound) -> Result<(NodeId, Option<DType>), EvalError> {
     let x = b.array("a")?;
+    match b.dtype("dtype")? {
+        Some(DType::Bool) => Err(b.err(
+            b.pos,
+            format!(
+                "{}(): dtype=bool is not supported; reduce in an integer dtype and compare with 0",
+                b.f
+            ),
+        )),
+        Some(d) => Ok((s.cast(x, d), Some(d))),
+        None => Ok((x, None)),
+    }
+}
+
+/// `r` in `dtype` when given: the engine accumulates narrow ints in 64 bits, and an int
+/// sum or product in a narrower dtype is that result modulo its width (NumPy's wrap).
+fn as_dtype(s: &mut Builder, r: NodeId, dtype: Option<DType>) -> NodeId {
+    match dtype {
+        Some(d) => s.cast(r, d),
+        None => r,
+    }
+}
+
+fn reduce(s: &mut Builder, b: &Bound, op: ReduceOp) -> Result<Val, EvalError> {
+    let (x, dtype) = in_dtype(s, b)?;
     let axes = b.axes(s.meta(x).ndim())?;
-    Ok(Val::Arr(s.reduce(
-        x,
-        op,
-        axes,
-        b.flag("keepdims")?,
-        b.pos,
-    )?))
+    let r = s.reduce(x, op, axes, b.flag("keepdims")?, b.pos)?;
+    Ok(Val::Arr(as_dtype(s, r, dtype)))
 }
 
 fn mean(s: &mut Builder, b: &Bound, nan: bool) -> Result<Val, EvalError> {
-    let x = b.array("a")?;
+    let (x, dtype) = in_dtype(s, b)?;
     let axes = b.axes(s.meta(x).ndim())?;
-    Ok(Val::Arr(s.mean(
-        x,
-        axes,
-        b.flag("keepdims")?,
-        nan,
-        b.pos,
-    )?))
+    let r = s.mean(x, axes, b.flag("keepdims")?, nan, b.pos)?;
+    Ok(Val::Arr(as_dtype(s, r, dtype)))
 }
 
-/// var (or std, its square root) with `ddof`.
+/// var (or std, its square root) with `ddof` (or NumPy 2's `correction`, not both).
 fn var(s: &mut Builder, b: &Bound, nan: bool, sqrt: bool) -> Result<Val, EvalError> {
-    let x = b.array("a")?;
+    let (x, _) = in_dtype(s, b)?;
     let axes = b.axes(s.meta(x).ndim())?;
-    let ddof = b.num("ddof")?.map_or(0.0, Scalar::as_f64);
+    let ddof = match (b.num("ddof")?, b.num("correction")?) {
+        (Some(_), Some(_)) => {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "{}(): ddof and correction can't be provided simultaneously",
+                    b.f
+                ),
+            ));
+        }
+        (d, c) => d.or(c).map_or(0.0, Scalar::as_f64),
+    };
     let v = s.var(x, axes, b.flag("keepdims")?, ddof, nan, b.pos)?;
     if sqrt {
         s.unary(UnaryOp::Sqrt, Val::Arr(v), b.pos)

@@ -502,10 +502,9 @@ fn roll(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let m = s.meta(x).clone();
     let shifts = ints(b, "shift")?;
     let Some(_) = b.get("axis") else {
-        // NumPy: the flattened array rolled, then its shape again.
-        let [k] = shifts[..] else {
-            return Err(b.err(b.pos, "roll(): a tuple of shifts needs a tuple of axes"));
-        };
+        // NumPy: the flattened array rolled (by every shift: they broadcast against
+        // its one axis), then its shape again.
+        let k = shifts.iter().fold(0i64, |t, &k| t.wrapping_add(k));
         let flat = s.reshape(x, &[m.len()]);
         let r = roll_axis(s, flat, 0, k, b.pos)?;
         return Ok(Val::Arr(s.reshape(r, &m.shape)));

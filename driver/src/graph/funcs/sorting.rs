@@ -194,6 +194,14 @@ fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 
 fn argwhere(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("a")?;
+    if s.meta(x).ndim() == 0 {
+        // NumPy's: a row of no columns when the value is non-zero, else no rows.
+        let one = s.reshape(x, &[1]);
+        let p = s.nonzero_positions(one, b.pos)?;
+        let n = s.meta(p).shape[0];
+        let col = s.reshape(p, &[n, 1]);
+        return Ok(Val::Arr(s.slice(col, &[(1, 0, 0)])));
+    }
     let Val::Tuple(parts) = s.nonzero(x, b.pos)? else {
         unreachable!("a tuple")
     };
