@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{Context, anyhow};
 
 use crate::dispatch::Invoker;
-use crate::job::{self, Compute, Job};
+use crate::job::{self, Compute};
 #[cfg(feature = "local")]
 use crate::local::{LocalConfig, LocalEndpoint};
 
@@ -39,23 +39,23 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
-    /// The backend of `job`'s `[compute]`, not started.
-    pub(crate) fn new(job: &Job, command: Option<Vec<String>>) -> Backend {
+    /// The backend of `compute` (a job's `[compute]`, a session's settings), not started.
+    pub(crate) fn new(compute: &Compute, command: Option<Vec<String>>) -> Backend {
         Backend {
-            compute: job.compute.clone(),
+            compute: compute.clone(),
             command,
             in_process: false,
             started: Default::default(),
         }
     }
 
-    /// The function of `job` run in this process: its batches go to
-    /// `nums_function::handle` on the caller's runtime (the library's small computes),
-    /// with no endpoint, process or request in between.
-    pub(crate) fn in_process(job: &Job) -> Backend {
+    /// The function run in this process: its batches go to `nums_function::handle` on
+    /// the caller's runtime (the library's small computes), with no endpoint, process or
+    /// request in between.
+    pub(crate) fn in_process(compute: &Compute) -> Backend {
         Backend {
             in_process: true,
-            ..Backend::new(job, None)
+            ..Backend::new(compute, None)
         }
     }
 

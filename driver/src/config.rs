@@ -4,6 +4,9 @@
 
 use std::ops::RangeInclusive;
 
+use nums_layout::StoreSpec;
+use serde::Deserialize;
+
 /// The most elements an array may have (2^50: its byte count stays far inside u64).
 pub(crate) const MAX_ELEMENTS: u64 = 1 << 50;
 
@@ -78,6 +81,53 @@ impl std::fmt::Display for OutOfRange {
 }
 
 impl std::error::Error for OutOfRange {}
+
+/// Where the functions run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Function processes on this machine, behind a local Lambda-compatible endpoint.
+    Local,
+    /// AWS Lambda.
+    Lambda,
+}
+
+/// How block tasks are grouped into invocations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SchedulerKind {
+    /// Locality-aware batches (NumS's LSHS).
+    Lshs,
+    /// One batch per block task, in order.
+    Naive,
+}
+
+/// `[compute]` of a job file, or a session's settings: with defaults filled in.
+#[derive(Debug, Clone)]
+pub struct Compute {
+    /// Where the functions run.
+    pub backend: Backend,
+    /// Functions running at once.
+    pub workers: usize,
+    /// Each function's memory.
+    pub memory_mb: u64,
+    /// Each invocation's longest run.
+    pub timeout_seconds: u64,
+    /// How block tasks are grouped into invocations.
+    pub scheduler: SchedulerKind,
+    /// The Lambda function's name (the lambda backend).
+    pub function: String,
+}
+
+/// What the engine runs a computation with, whichever front end asks: the compute
+/// settings and the store. A job file is one producer of it, a session's settings another.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// The compute settings.
+    pub compute: Compute,
+    /// The store the arrays live in.
+    pub storage: StoreSpec,
+}
 
 #[cfg(test)]
 mod tests {

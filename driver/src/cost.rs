@@ -139,8 +139,17 @@ impl CostModel {
     /// The model of a job's backend and store: local function processes with a local
     /// folder or with an S3 server, or Lambda.
     pub fn for_job(job: &crate::job::Job) -> CostModel {
-        match job.compute.backend {
-            Backend::Local if job.storage.url.starts_with("file:") => LOCAL,
+        CostModel::of(job.compute.backend, &job.storage.url)
+    }
+
+    /// The model of a configuration's backend and store.
+    pub(crate) fn for_config(cfg: &crate::config::EngineConfig) -> CostModel {
+        CostModel::of(cfg.compute.backend, &cfg.storage.url)
+    }
+
+    fn of(backend: Backend, url: &str) -> CostModel {
+        match backend {
+            Backend::Local if url.starts_with("file:") => LOCAL,
             Backend::Local => LOCAL_S3,
             Backend::Lambda => LAMBDA,
         }

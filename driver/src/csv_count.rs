@@ -154,7 +154,7 @@ pub(crate) async fn count(
         }
         outputs.push((path.clone(), StoredArray::new(&array.path, meta)?));
     }
-    let stages = Stages::new(job, &store, backend, None, observer, t0, &id);
+    let stages = Stages::new(job.engine(), Some(job), &store, backend, observer, t0, &id);
     let tasks = batches.len() as u64;
     let read = async {
         stages

@@ -33,7 +33,7 @@ pub(crate) async fn write_output(
             .await
             .with_context(about)?;
     }
-    let names = column_names(stages.job, probes, &o.name, &arr.meta);
+    let names = (stages.origin).and_then(|job| column_names(job, probes, &o.name, &arr.meta));
     let header = match (o.header, &names) {
         (Some(true), n) => Some(
             n.clone()
@@ -282,7 +282,7 @@ async fn export_npy_to_s3(
     // Rows per part: about 64 MiB (a sixteenth of memory_mb if less: a re-blocking task
     // holds the blocks it reads and its part, three times over), at least 5 MiB.
     let row = meta.shape[1..].iter().product::<u64>() * size;
-    let target = ((st.job.compute.memory_mb << 20) / 16).clamp(MIN_PART, 64 << 20);
+    let target = ((st.cfg.compute.memory_mb << 20) / 16).clamp(MIN_PART, 64 << 20);
     let rows = (target / row)
         .max(MIN_PART.div_ceil(row))
         .max(meta.shape[0].div_ceil(10_000))

@@ -17,21 +17,22 @@ use std::time::Instant;
 use anyhow::{Context, anyhow};
 use ndarray::Array2;
 use nums_layout::batch::Kernel;
-use nums_layout::{Block, Scalar, Store, StoreSpec, StoredArray};
+use nums_layout::{Scalar, Store, StoreSpec, StoredArray};
 
+use crate::config::EngineConfig;
 use crate::dispatch::Dispatched;
 use crate::graph::{self, Graph, NodeOp};
 use crate::job::{ArrayDef, Job, OutputDef, Source, Target};
 use crate::models::solver::{Fit, Fitted, Next, Pass, Sums};
 use crate::models::{FitSpec, PassKind, names};
-use crate::report::{FitReport, PassReport};
+use crate::report::PassReport;
 use crate::sched::PlannedBatch;
-use crate::stage::{History, Resume, Stages};
+use crate::stage::{Resume, Stages};
 use crate::tasks;
 
 /// Where a fit's data is and what it runs on.
 pub(crate) struct Data<'a> {
-    pub job: &'a Job,
+    pub cfg: &'a EngineConfig,
     pub x_path: &'a str,
     pub y_path: &'a str,
     pub n: u64,
@@ -64,7 +65,7 @@ impl Ahead {
     }
 
     /// Stage `name` of the fit starts.
-    fn start(&mut self, name: &str) {
+    pub(crate) fn start(&mut self, name: &str) {
         if !matches!(name, "X" | "y") {
             self.started += 1;
         }
@@ -83,7 +84,7 @@ impl Data<'_> {
 impl Data<'_> {
     fn over(&self) -> Over<'_> {
         Over {
-            job: self.job,
+            cfg: self.cfg,
             x_path: self.x_path,
             y_path: self.y_path,
             d: self.d,
@@ -91,10 +92,10 @@ impl Data<'_> {
     }
 }
 
-/// What a fit's small jobs are made over: the run's job, where X and y are stored, and
-/// the features.
+/// What a fit's small jobs are made over: the computation's configuration, where X and
+/// y are stored, and the features.
 struct Over<'a> {
-    job: &'a Job,
+    cfg: &'a EngineConfig,
     x_path: &'a str,
     y_path: &'a str,
     d: usize,
@@ -123,14 +124,14 @@ fn small_job(data: &Over, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
         def(
             "X",
             Source::Load {
-                path: location(&data.job.storage, data.x_path),
+                path: location(&data.cfg.storage, data.x_path),
                 csv: Default::default(),
             },
         ),
         def(
             "y",
             Source::Load {
-                path: location(&data.job.storage, data.y_path),
+                path: location(&data.cfg.storage, data.y_path),
                 csv: Default::default(),
             },
         ),
@@ -142,7 +143,7 @@ fn small_job(data: &Over, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
             name: o.to_string(),
             line: 0,
             target: Target::Zarr {
-                store: data.job.storage.clone(),
+                store: data.cfg.storage.clone(),
                 path: String::new(),
             },
             header: None,
@@ -151,7 +152,7 @@ fn small_job(data: &Over, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
     Job {
         arrays: defs,
         outputs,
-        ..data.job.clone()
+        ..Job::generated(data.cfg, "a fit's pass")
     }
 }
 
@@ -680,8 +681,9 @@ pub(crate) fn plan_fits(
                 },
             );
         }
+        let cfg = job.engine();
         let over = Over {
-            job,
+            cfg: &cfg,
             x_path: &paths[0],
             y_path: &paths[1],
             d: g.nodes[*x].meta.shape[1] as usize,
@@ -774,107 +776,6 @@ pub(crate) fn main_graph(g: &Graph, prefix: &str) -> Graph {
     crate::stage::read_made_imports(g, prefix, &made)
 }
 
-/// Fits the job's models (`Fit` nodes of `g`) before the main stage, which reads their
-/// coefficients like stored blocks: X and y are made once in a stage of their own when
-/// the job makes them (read in place when they are stored), then [`fit`] runs the
-/// passes; what each fit measured goes to `history`.
-pub(crate) async fn fit_all(
-    stages: &Stages<'_>,
-    g: &Graph,
-    probes: &graph::Probes,
-    history: &History,
-) -> anyhow::Result<()> {
-    let (job, store) = (stages.job, stages.store);
-    let prefix = stages.prefix()?;
-    let work = tasks::block_work(g);
-    // As `plan` projects them: what the progress total expects of each fit.
-    let planned = plan_fits(job, g, probes, job.compute.scheduler, &prefix)?;
-    for n in &g.nodes {
-        let NodeOp::Fit { x, y, spec } = &n.op else {
-            continue;
-        };
-        if !(n.persist || work.needed(n.id)) {
-            continue;
-        }
-        let stage = format!("fit{}", n.id);
-        let mut ahead = match planned.iter().find(|f| f.stage == stage) {
-            Some(f) => Ahead::of(f),
-            None => Ahead::default(),
-        };
-        let array = n
-            .name
-            .clone()
-            .or_else(|| n.def.clone())
-            .unwrap_or_else(|| "a model".into());
-        let about = |e: anyhow::Error| {
-            e.context(format!(
-                "array `{array}`: {}",
-                crate::models::describe(spec)
-            ))
-        };
-        let mut paths = [String::new(), String::new()];
-        let mut made = Vec::new();
-        for (i, (v, what)) in [(*x, "X"), (*y, "y")].into_iter().enumerate() {
-            paths[i] = match &g.nodes[v].op {
-                NodeOp::InPlace { path, .. } => path.clone(),
-                _ => {
-                    // Not an identifier, so never the name of one of the job's arrays.
-                    let name = format!("{stage}-{what}");
-                    ahead.start(what);
-                    let (sub, root) = g.subgraph(v, &name);
-                    stages.run_graph(&name, &sub, probes).await?;
-                    let path = tasks::node_path(&prefix, &sub, root);
-                    // An import is the run's to keep (and later stages read it).
-                    if !g.nodes[v].op.is_import() {
-                        made.push(path.clone());
-                    }
-                    path
-                }
-            };
-        }
-        let mx = &g.nodes[*x].meta;
-        let data = Data {
-            job,
-            x_path: &paths[0],
-            y_path: &paths[1],
-            n: mx.shape[0],
-            d: mx.shape[1] as usize,
-            prefix: format!("{prefix}/fit{}", n.id),
-            stage: stage.clone(),
-            stages,
-            store,
-            ahead: std::sync::Mutex::new(ahead),
-        };
-        let (fitted, passes) = fit(&data, spec, &array).await.map_err(about)?;
-        for p in made {
-            let _ = store.delete_prefix(&p).await;
-        }
-        // A job's fit is its answer only when it met its tolerance: one that did not
-        // fails the run (the Python estimators and the Rust API warn instead, as
-        // scikit-learn does, and say so in `converged`).
-        if !fitted.converged {
-            return Err(anyhow!(
-                "array `{array}`: {} did not converge: {}; raise max_iter, loosen tol or scale X",
-                crate::models::describe(spec),
-                fitted
-                    .why_not
-                    .as_deref()
-                    .unwrap_or("the tolerance was not met")
-            ));
-        }
-        let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
-        let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
-        out.write_block(store, &[0], &coef).await?;
-        history.fitted(FitReport {
-            array: array.clone(),
-            model: crate::models::describe(spec),
-            fitted,
-            passes,
-        });
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -937,7 +838,7 @@ mod tests {
                 } else {
                     vec![i]
                 };
-                a.write_block(&store, &idx, &Block::F64(values))
+                a.write_block(&store, &idx, &nums_layout::Block::F64(values))
                     .await
                     .unwrap();
             }
@@ -948,8 +849,9 @@ mod tests {
             url.trim_end_matches('/')
         );
         let job = Job::parse(&dir.join("job.toml"), &text).unwrap();
+        let cfg = job.engine();
         let over = Over {
-            job: &job,
+            cfg: &cfg,
             x_path: "data/X",
             y_path: "data/y",
             d,
@@ -1036,7 +938,7 @@ mod tests {
                     let from = o[i] as usize;
                     ndarray::Slice::from(from..from + b[i])
                 });
-                s.write_block(&store, &idx, &Block::F64(part.to_owned()))
+                s.write_block(&store, &idx, &nums_layout::Block::F64(part.to_owned()))
                     .await
                     .unwrap();
             }
@@ -1049,8 +951,9 @@ mod tests {
             url.trim_end_matches('/')
         );
         let job = Job::parse(&dir.join("job.toml"), &text).unwrap();
+        let cfg = job.engine();
         let over = Over {
-            job: &job,
+            cfg: &cfg,
             x_path: "data/X",
             y_path: "data/y",
             d,

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, MAX_ELEMENTS, Setting};
+pub use crate::config::{Backend, Compute, SchedulerKind};
 use nums_layout::{DType, StoreSpec};
 use serde::Deserialize;
 use toml::Spanned;
@@ -40,20 +41,6 @@ impl std::fmt::Display for JobError {
 }
 
 impl std::error::Error for JobError {}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    Local,
-    Lambda,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum SchedulerKind {
-    Lshs,
-    Naive,
-}
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -106,17 +93,6 @@ impl Default for Defaults {
             workers: config::DEFAULT_WORKERS,
         }
     }
-}
-
-/// `[compute]`, with defaults filled in.
-#[derive(Debug, Clone)]
-pub struct Compute {
-    pub backend: Backend,
-    pub workers: usize,
-    pub memory_mb: u64,
-    pub timeout_seconds: u64,
-    pub scheduler: SchedulerKind,
-    pub function: String,
 }
 
 /// How an array is defined.
@@ -453,6 +429,30 @@ pub struct Job {
 }
 
 impl Job {
+    /// What the engine runs this job with: its `[compute]` and `[storage]`.
+    pub fn engine(&self) -> config::EngineConfig {
+        config::EngineConfig {
+            compute: self.compute.clone(),
+            storage: self.storage.clone(),
+        }
+    }
+
+    /// A job the engine generates for a program of its own (a fit's passes), run with
+    /// `cfg`: it has no file, so its errors name `name`.
+    pub(crate) fn generated(cfg: &config::EngineConfig, name: &str) -> Job {
+        Job {
+            file: PathBuf::from(name),
+            dir: PathBuf::from("."),
+            name: name.to_string(),
+            name_line: 0,
+            storage: cfg.storage.clone(),
+            storage_line: 0,
+            compute: cfg.compute.clone(),
+            arrays: Vec::new(),
+            outputs: Vec::new(),
+        }
+    }
+
     pub fn err(&self, line: usize, key: impl Into<String>, message: impl Into<String>) -> JobError {
         JobError {
             file: self.file.clone(),

@@ -39,6 +39,7 @@ pub(crate) mod cgroup;
 pub(crate) mod config;
 pub(crate) mod cost;
 pub(crate) mod csv_count;
+pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod export;
 pub(crate) mod expr;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use nums_layout::{IoCounters, Store};
 
+use crate::config::EngineConfig;
 use crate::cost::{CostModel, Projection};
 use crate::graph::{self, Graph};
 use crate::job::{Defaults, Job, SchedulerKind, Target};
@@ -338,6 +339,26 @@ pub fn plan_job(
     plan_with(job, g, job.compute.scheduler, prefix, probes)
 }
 
+/// The plan of `g` under `cfg`'s scheduler, stored under `prefix`, whichever front end
+/// asks: refused when it cannot fit, in the words of the job file it came from
+/// (`origin`), or of the settings when it came from none.
+pub(crate) fn plan_for(
+    cfg: &EngineConfig,
+    g: &Graph,
+    prefix: &str,
+    probes: &graph::Probes,
+    origin: Option<&Job>,
+) -> anyhow::Result<Plan> {
+    let kind = cfg.compute.scheduler;
+    plan_raw(cfg, g, kind, prefix).map_err(|e| {
+        let words = match origin {
+            Some(job) => explain_plan(job, g, kind, probes, &e),
+            None => explain_settings(g, &e),
+        };
+        crate::error::Explained::into_anyhow(words, e)
+    })
+}
+
 /// The prefix a dry run (`check`, `plan`) plans under: a run that never happens.
 pub fn dry_run_prefix(job: &Job) -> String {
     crate::runs::run_prefix(&job.name, "dry-run")
@@ -354,20 +375,25 @@ pub fn plan_with(
     prefix: &str,
     probes: &graph::Probes,
 ) -> anyhow::Result<Plan> {
-    plan_raw(job, g, kind, prefix).map_err(|e| {
+    plan_raw(&job.engine(), g, kind, prefix).map_err(|e| {
         crate::error::Explained::into_anyhow(explain_plan(job, g, kind, probes, &e), e)
     })
 }
 
-fn plan_raw(job: &Job, g: &Graph, kind: SchedulerKind, prefix: &str) -> Result<Plan, PlanError> {
+fn plan_raw(
+    cfg: &EngineConfig,
+    g: &Graph,
+    kind: SchedulerKind,
+    prefix: &str,
+) -> Result<Plan, PlanError> {
     let cx = crate::sched::Ctx {
         g,
         prefix,
-        store: &job.storage,
-        workers: job.compute.workers,
-        memory_mb: job.compute.memory_mb,
-        model: CostModel::for_job(job),
-        timeout_seconds: job.compute.timeout_seconds,
+        store: &cfg.storage,
+        workers: cfg.compute.workers,
+        memory_mb: cfg.compute.memory_mb,
+        model: CostModel::for_config(cfg),
+        timeout_seconds: cfg.compute.timeout_seconds,
     };
     crate::sched::plan(kind, &cx, &tasks::block_work(g))
 }
@@ -379,7 +405,7 @@ fn least_memory(job: &Job, kind: SchedulerKind, probes: &graph::Probes, from: u6
         let mut j = job.clone();
         j.compute.memory_mb = mb;
         graph::build(&j, probes)
-            .map(|g| plan_raw(&j, &g, kind, &dry_run_prefix(&j)).is_ok())
+            .map(|g| plan_raw(&j.engine(), &g, kind, &dry_run_prefix(&j)).is_ok())
             .unwrap_or(false)
     };
     let most = *crate::config::Setting::MemoryMb.range().end();
@@ -438,19 +464,42 @@ fn explain_plan(
     .to_string()
 }
 
-/// The plan's projection by the cost model of the job's backend ([`crate::cost`]).
+/// A plan that does not fit, in the words of the settings (a computation no job file
+/// made: its block's need, and the least `memory_mb` that need asks for).
+fn explain_settings(g: &Graph, e: &PlanError) -> String {
+    let what = match &g.nodes[e.node].name {
+        Some(name) => format!("array {name}"),
+        None => "a part of its expression".to_string(),
+    };
+    let most = *crate::config::Setting::MemoryMb.range().end();
+    let hint = match e.need_mib.div_ceil(64) * 64 {
+        mb if mb <= most => format!("give memory_mb = {mb} or more"),
+        _ => format!("no memory_mb up to {most} fits it"),
+    };
+    format!(
+        "memory_mb: block {} of {what} (block shape {:?}) needs {} MiB in one invocation, over memory_mb = {}; {hint}, or make its blocks smaller",
+        e.block, e.shape, e.need_mib, e.limit_mb
+    )
+}
+
+/// The plan's projection by the cost model of the configuration's backend
+/// ([`crate::cost`]).
+pub(crate) fn project(cfg: &EngineConfig, plan: &Plan, warm: bool) -> Projection {
+    let c = &cfg.compute;
+    let mut model = CostModel::for_config(cfg);
+    if warm {
+        model.cold_start_s = 0.0;
+    }
+    plan.project(model, c.workers, c.memory_mb)
+}
+
+/// The plan's projection on the job's backend.
 pub(crate) fn projection(job: &Job, plan: &Plan) -> Projection {
-    let c = &job.compute;
-    plan.project(CostModel::for_job(job), c.workers, c.memory_mb)
+    project(&job.engine(), plan, false)
 }
 
 /// [`projection`] on workers already started (no cold start): a stage after the run's
 /// first, such as a fit's passes.
 pub(crate) fn projection_warm(job: &Job, plan: &Plan) -> Projection {
-    let c = &job.compute;
-    let model = CostModel {
-        cold_start_s: 0.0,
-        ..CostModel::for_job(job)
-    };
-    plan.project(model, c.workers, c.memory_mb)
+    project(&job.engine(), plan, true)
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, anyhow};
-use nums_layout::{Block, StoredArray};
+use nums_layout::StoredArray;
 
 use crate::backend::Backend;
 use crate::export::Output;
@@ -55,7 +55,7 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let (history, progress) = (History::default(), Progress::new(opts.progress));
     let observer = (&history, &progress);
     // One backend for every stage of the run, started by the first that needs it.
-    let backend = Backend::new(&job, opts.function_command.clone());
+    let backend = Backend::new(&job.compute, opts.function_command.clone());
     // The driver's own requests, to every store it touches.
     let io = Arc::default();
     let counted = match crate::csv_count::count(&job, &backend, &observer, started, &io).await {
@@ -150,21 +150,24 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         let _ = run.finish(true).await;
         return Err(e);
     }
+    let attrs = crate::stage::job_attrs(job, run.id.clone());
     let stages = Stages::new(
-        job,
+        job.engine(),
+        Some(job),
         store,
         &backend,
-        Some(&run),
         &observer,
         started,
         &run.id,
-    );
+    )
+    .in_run(&run)
+    .describing(&attrs);
     // Ctrl-C's handler first: it is in place before the run makes anything (a partial
     // output file is made before the first invocation).
     let result = tokio::select! {
         biased;
         _ = ctrl_c(opts.ctrl_c, &run) => Err((anyhow!("interrupted (Ctrl-C)"), true)),
-        r = execute(&checked, &run, &stages, &history, opts) => r.map_err(|e| (e, false)),
+        r = execute(&checked, &run, &stages, opts) => r.map_err(|e| (e, false)),
     };
     progress.finish();
     drop(stages);
@@ -280,22 +283,41 @@ async fn execute(
     c: &Checked,
     run: &Run,
     stages: &Stages<'_>,
-    history: &History,
     opts: &RunOptions,
 ) -> anyhow::Result<Vec<Output>> {
     let (job, store) = (&c.job, &c.store);
     let prefix = run.prefix();
     upload_local_inputs(c, run).await?;
-    let g = resolve_masks(c, stages).await?;
-    crate::iterate::fit_all(stages, &g, &c.probes, history).await?;
-    // The imports the fits made are read where they are (and committed from there).
-    let main = stages.with_made_imports(&g)?;
+    let first = match (c.mask, c.values) {
+        (Some(m), _) => Some((m, true)),
+        (None, Some(v)) => Some((v, false)),
+        (None, None) => None,
+    };
     // The large `.npy` outputs the functions write into their files as they make them.
-    let mut files = crate::export::make_file_outputs(job, &main, opts.resume)?;
-    let main = crate::export::with_file_outputs(job, main, Some(&files), opts.keep);
-    let plan = crate::plan::plan_job(job, &main, &prefix, &c.probes)?;
-    history.planned_main(&plan, crate::plan::projection(job, &plan).wall_seconds);
-    stages.run_plan("main", &main, &plan).await?;
+    let mut files = None;
+    let executed = crate::engine::execute(
+        crate::engine::Computation {
+            graph: c.graph.clone(),
+            settle: first.map(|first| crate::engine::Settle {
+                first,
+                rebuild: Box::new(|known: &graph::Known| {
+                    Ok(graph::build_known(job, &c.probes, known)?)
+                }),
+            }),
+            main: Some(Box::new(|main| {
+                let made = crate::export::make_file_outputs(job, &main, opts.resume)?;
+                let main = crate::export::with_file_outputs(job, main, Some(&made), opts.keep);
+                files = Some(made);
+                Ok(main)
+            })),
+            unconverged: crate::engine::Unconverged::Fail,
+        },
+        stages,
+        &c.probes,
+    )
+    .await?;
+    let g = executed.graph;
+    let mut files = files.unwrap_or_default();
     check_inputs_unchanged(c).await?;
     if opts.keep {
         crate::stage::describe_kept(job, &g, run, store).await?;
@@ -432,63 +454,4 @@ async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
     });
     futures::future::try_join_all(checks).await?;
     Ok(())
-}
-
-/// Computes what the job's shapes depend on — the boolean masks it indexes with, the
-/// samples and partition sizes of its sorts — each from the part of the graph it depends
-/// on, in its own stage, then builds the graph with the values known.
-async fn resolve_masks(c: &Checked, stages: &Stages<'_>) -> anyhow::Result<Graph> {
-    let (job, store) = (&c.job, &c.store);
-    let prefix = stages.prefix()?;
-    let mut g = c.graph.clone();
-    let mut next = match (c.mask, c.values) {
-        (Some(m), _) => Some((m, true)),
-        (None, Some(v)) => Some((v, false)),
-        (None, None) => None,
-    };
-    let mut known = graph::Known::default();
-    while let Some((n, is_mask)) = next {
-        // Not an identifier, so never the name of one of the job's arrays.
-        let name = if is_mask {
-            format!("mask-{n}")
-        } else {
-            format!("values-{n}")
-        };
-        let (sub, root) = g.subgraph(n, &name);
-        stages.run_graph(&name, &sub, &c.probes).await?;
-        let arr = StoredArray::new(
-            &tasks::node_path(&prefix, &sub, root),
-            sub.nodes[root].meta.clone(),
-        )?;
-        let values = arr.read_whole(store).await?;
-        if is_mask {
-            let Block::Bool(values) = values else {
-                return Err(anyhow!("mask {n} is not bool"));
-            };
-            let picked: Vec<u64> = values
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| **v)
-                .map(|(i, _)| i as u64)
-                .collect();
-            known.masks.insert(n, picked);
-        } else {
-            known.values.insert(n, values);
-        }
-        next = match graph::build_known(job, &c.probes, &known)? {
-            graph::Built::Done(done) => {
-                g = done;
-                None
-            }
-            graph::Built::NeedMask { graph, mask } => {
-                g = graph;
-                Some((mask, true))
-            }
-            graph::Built::NeedValues { graph, node } => {
-                g = graph;
-                Some((node, false))
-            }
-        };
-    }
-    Ok(g)
 }

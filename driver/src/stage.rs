@@ -18,6 +18,7 @@ use nums_layout::batch::Stats;
 use nums_layout::{ErrorKind, Store, StoredArray};
 
 use crate::backend::Backend;
+use crate::config::{Compute, EngineConfig};
 use crate::dispatch::{DispatchError, Dispatched, InvokeError, Sent};
 use crate::graph::{self, Graph, NodeOp};
 use crate::human::plural;
@@ -58,6 +59,10 @@ pub(crate) trait Observer: Send + Sync {
     /// Invocations still to come in the stages of `what` (`main`, a fit's `fit<N>`) that
     /// have not started: a progress total that counts them.
     fn on_expect(&self, _what: &str, _invocations: u64) {}
+    /// The plan of the stages of `what` (`main`) is made, projected to take `seconds`.
+    fn on_planned(&self, _what: &str, _plan: &Plan, _seconds: f64) {}
+    /// Node `node`, a model, is fitted.
+    fn on_fit(&self, _node: graph::NodeId, _fit: &FitReport) {}
 }
 
 /// Two observers, each seeing everything.
@@ -86,6 +91,14 @@ impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
         self.0.on_expect(what, invocations);
         self.1.on_expect(what, invocations);
     }
+    fn on_planned(&self, what: &str, plan: &Plan, seconds: f64) {
+        self.0.on_planned(what, plan, seconds);
+        self.1.on_planned(what, plan, seconds);
+    }
+    fn on_fit(&self, node: graph::NodeId, fit: &FitReport) {
+        self.0.on_fit(node, fit);
+        self.1.on_fit(node, fit);
+    }
 }
 
 /// What a run measured, stage after stage: the `--stats` figures. Kept by the caller
@@ -112,18 +125,6 @@ pub(crate) struct History(Mutex<Recorded>);
 impl History {
     fn with<T>(&self, f: impl FnOnce(&mut Recorded) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// The main stage's plan as projected (before it runs).
-    pub(crate) fn planned_main(&self, plan: &Plan, seconds: f64) {
-        self.with(|r| {
-            r.projected_peak = r.projected_peak.max(plan.max_projected_peak());
-            r.projected_main = seconds;
-        })
-    }
-
-    pub(crate) fn fitted(&self, fit: FitReport) {
-        self.with(|r| r.fits.push(fit))
     }
 
     pub(crate) fn into_inner(self) -> Recorded {
@@ -157,18 +158,39 @@ impl Observer for History {
             })
         })
     }
+    fn on_planned(&self, what: &str, plan: &Plan, seconds: f64) {
+        if what == "main" {
+            self.with(|r| {
+                r.projected_peak = r.projected_peak.max(plan.max_projected_peak());
+                r.projected_main = seconds;
+            })
+        }
+    }
+    fn on_fit(&self, _node: graph::NodeId, fit: &FitReport) {
+        self.with(|r| r.fits.push(fit.clone()))
+    }
 }
 
-/// Runs the stages of one run (or, before the run exists, the CSV count's).
+/// Runs the stages of one computation: a job's run (or, before the run exists, its CSV
+/// count), or a session's compute.
 pub(crate) struct Stages<'a> {
-    pub job: &'a Job,
+    /// What the stages run with (the compute settings, the store's spec).
+    pub cfg: EngineConfig,
+    /// The job file whose words the errors use (its name, its arrays' lines); `None` for
+    /// a session's compute, whose errors name the user's expressions instead.
+    pub origin: Option<&'a Job>,
     pub store: &'a Store,
     backend: &'a Backend,
+    /// What the stages' arrays are stored under (`<job>/_runs/<run>`, a session's
+    /// `<session>/c<N>`); `None` before a run exists (the CSV count plans no graph).
+    prefix: Option<String>,
     /// The run whose journal records the finished batches (and whose resumed journal
-    /// skips them); `None` before it exists.
-    run: Option<&'a Run>,
+    /// skips them); a session's computes are not resumed.
+    journal: Option<&'a Run>,
     observer: &'a dyn Observer,
-    /// When the run started: the records' times count from it.
+    /// What the arrays the stages keep say of themselves ([`Attrs`]).
+    attrs: &'a Attrs<'a>,
+    /// When the computation started: the records' times count from it.
     t0: Instant,
     /// What the backend's log folder is named after, if a stage of these starts it.
     log_id: String,
@@ -179,24 +201,49 @@ pub(crate) struct Stages<'a> {
 
 impl<'a> Stages<'a> {
     pub(crate) fn new(
-        job: &'a Job,
+        cfg: EngineConfig,
+        origin: Option<&'a Job>,
         store: &'a Store,
         backend: &'a Backend,
-        run: Option<&'a Run>,
         observer: &'a dyn Observer,
         t0: Instant,
         log_id: &str,
     ) -> Stages<'a> {
         Stages {
-            job,
+            cfg,
+            origin,
             store,
             backend,
-            run,
+            prefix: None,
+            journal: None,
             observer,
+            attrs: &no_attrs,
             t0,
             log_id: log_id.to_string(),
             made: Mutex::default(),
         }
+    }
+
+    /// These stages as run `run`'s: stored under its prefix, its journal kept.
+    pub(crate) fn in_run(self, run: &'a Run) -> Stages<'a> {
+        Stages {
+            prefix: Some(run.prefix()),
+            journal: Some(run),
+            ..self
+        }
+    }
+
+    /// These stages storing under `prefix`, with no journal (a session's compute).
+    pub(crate) fn under(self, prefix: &str) -> Stages<'a> {
+        Stages {
+            prefix: Some(prefix.to_string()),
+            ..self
+        }
+    }
+
+    /// These stages describing the arrays they keep with `attrs`.
+    pub(crate) fn describing(self, attrs: &'a Attrs<'a>) -> Stages<'a> {
+        Stages { attrs, ..self }
     }
 
     /// `g` with the imports an earlier stage of the run wrote read where they are.
@@ -215,14 +262,22 @@ impl<'a> Stages<'a> {
         self.observer.on_expect(what, invocations)
     }
 
-    /// The run's store prefix (`<job>/_runs/<run>`).
+    /// What the stages' arrays are stored under (see [`Stages::in_run`]).
     pub(crate) fn prefix(&self) -> anyhow::Result<String> {
-        Ok(self.run_state()?.prefix())
+        self.prefix
+            .clone()
+            .ok_or_else(|| anyhow!("a stage of a graph runs within a run or a compute"))
     }
 
-    fn run_state(&self) -> anyhow::Result<&'a Run> {
-        self.run
-            .ok_or_else(|| anyhow!("a stage of a graph runs within a run"))
+    /// Passes a fitted model on to the observer (see [`Observer::on_fit`]).
+    pub(crate) fn fitted(&self, node: graph::NodeId, fit: &FitReport) {
+        self.observer.on_fit(node, fit)
+    }
+
+    /// Tells the observer a stage's plan (see [`Observer::on_planned`]).
+    pub(crate) fn planned(&self, what: &str, plan: &Plan) {
+        let seconds = crate::plan::project(&self.cfg, plan, false).wall_seconds;
+        self.observer.on_planned(what, plan, seconds)
     }
 
     /// Plans `g` (a part of the job's graph) and runs it as stage `name`.
@@ -232,22 +287,25 @@ impl<'a> Stages<'a> {
         g: &Graph,
         probes: &graph::Probes,
     ) -> anyhow::Result<()> {
-        let prefix = self.run_state()?.prefix();
+        let prefix = self.prefix()?;
         let g = self.with_made_imports(g)?;
-        let plan = crate::plan::plan_job(self.job, &g, &prefix, probes)?;
+        let plan = crate::plan::plan_for(&self.cfg, &g, &prefix, probes, self.origin)?;
         self.run_plan(name, &g, &plan).await
     }
 
     /// Runs stage `name`, the plan of `g`: the arrays it keeps described first, its
     /// batches resumable; a task's linear-algebra failure named by the job-file array.
     pub(crate) async fn run_plan(&self, name: &str, g: &Graph, plan: &Plan) -> anyhow::Result<()> {
-        let run = self.run_state()?;
-        describe_staged(self.job, g, run, self.store).await?;
+        let prefix = self.prefix()?;
+        describe_staged(g, &prefix, self.attrs, self.store).await?;
         self.run(name, &plan.batches, plan.tasks as u64, Resume::Skip)
             .await
-            .map_err(|e| name_linalg_failure(e, self.job, g, &run.prefix()))?;
+            .map_err(|e| match self.origin {
+                Some(job) => name_linalg_failure(e, job, g, &prefix),
+                None => e,
+            })?;
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
-        made.extend(imports_of(g, &run.prefix()));
+        made.extend(imports_of(g, &prefix));
         Ok(())
     }
 
@@ -263,9 +321,9 @@ impl<'a> Stages<'a> {
         tasks: u64,
         resume: Resume,
     ) -> anyhow::Result<Dispatched> {
-        let (job, store) = (self.job, self.store);
+        let (compute, store) = (&self.cfg.compute, self.store);
         let invoker = self.backend.start(&self.log_id).await?;
-        let journal = self.run.filter(|_| resume == Resume::Skip);
+        let journal = self.journal.filter(|_| resume == Resume::Skip);
         let done = match journal.and_then(|r| Some((r, r.resumed.as_ref()?.done.get(name)?))) {
             Some((run, claimed)) if !claimed.is_empty() => {
                 verified_done(batches, claimed, store, run).await?
@@ -304,7 +362,7 @@ impl<'a> Stages<'a> {
             plural(batches.len() as u64, "invocation", "invocations"),
             todo.len(),
             plural(tasks, "task", "tasks"),
-            job.compute.scheduler
+            compute.scheduler
         );
         self.observer.on_stage_start(&StageStart {
             stage: name,
@@ -320,10 +378,10 @@ impl<'a> Stages<'a> {
                 stage: name,
                 batch: i,
                 stats,
-                allowed_peak: batches[i].projected_peak.max(job.compute.memory_mb << 20),
+                allowed_peak: batches[i].projected_peak.max(compute.memory_mb << 20),
             });
         };
-        let model = crate::cost::CostModel::for_job(job);
+        let model = crate::cost::CostModel::for_config(&self.cfg);
         let on_sent = |s: &Sent<'_>| {
             let i = pending[s.batch];
             let mut r = record(name, i, &batches[i], s, self.t0);
@@ -332,9 +390,9 @@ impl<'a> Stages<'a> {
         };
         let mut policy = crate::dispatch::Policy::default();
         if let Some(b) = &mut policy.backups {
-            b.model = Some(crate::cost::CostModel::for_job(job));
+            b.model = Some(crate::cost::CostModel::for_config(&self.cfg));
         }
-        let workers = job.compute.workers;
+        let workers = compute.workers;
         let result = crate::dispatch::run_batches_observed(
             invoker, &todo, store, workers, &policy, on_done, on_sent,
         )
@@ -342,8 +400,9 @@ impl<'a> Stages<'a> {
         if let Some(run) = journal {
             let _ = run.flush().await;
         }
-        let d =
-            result.map_err(|e| crate::error::Explained::into_anyhow(explain(&e, job, name), e))?;
+        let d = result.map_err(|e| {
+            crate::error::Explained::into_anyhow(explain(&e, compute, self.origin, name), e)
+        })?;
         self.observer.on_stage_end(name, &d);
         Ok(d)
     }
@@ -423,7 +482,9 @@ async fn verified_done(
 /// data (a malformed field, a missing or corrupt block, a singular matrix) leads with
 /// what the function said of it (the array, file, line or block); the invocation that met
 /// it follows on a line of its own.
-fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
+fn explain(e: &DispatchError, compute: &Compute, origin: Option<&Job>, stage: &str) -> String {
+    // A job's errors say which job; a session's are about the expression the user wrote.
+    let job = origin.map_or(String::new(), |j| format!("job {}: ", j.name));
     if let InvokeError::Function {
         kind:
             ErrorKind::Kernel
@@ -449,7 +510,7 @@ fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
         let what = if what.starts_with("array ") {
             what.to_string()
         } else {
-            format!("job {}: {what}", job.name)
+            format!("{job}{what}")
         };
         return format!(
             "{what}\n  ({error_type} in invocation {} of stage {stage}{task}, after {})",
@@ -463,7 +524,7 @@ fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
             ..
         } => format!(
             "\n  hint: a batch needs more than memory_mb = {}; raise [compute] memory_mb or give smaller `block` shapes",
-            job.compute.memory_mb
+            compute.memory_mb
         ),
         // Lambda reports a timeout as either, depending on the runtime's age.
         InvokeError::Function {
@@ -472,16 +533,16 @@ fn explain(e: &DispatchError, job: &Job, stage: &str) -> String {
         } => {
             format!(
                 "\n  hint: raise [compute] timeout_seconds (now {}) or give smaller `block` shapes",
-                job.compute.timeout_seconds
+                compute.timeout_seconds
             )
         }
         InvokeError::Throttled { .. } => format!(
             "\n  hint: Lambda kept throttling: lower [compute] workers (now {}) or raise the function's reserved concurrency",
-            job.compute.workers
+            compute.workers
         ),
         _ => String::new(),
     };
-    format!("job {}: {e}{hint}", job.name)
+    format!("{job}{e}{hint}")
 }
 
 /// A task's LinAlgError (a singular matrix, one not positive definite) as an error of the
@@ -512,29 +573,52 @@ fn name_linalg_failure(e: anyhow::Error, job: &Job, g: &Graph, prefix: &str) -> 
     anyhow!(job.err(line, format!("arrays.{name}"), words.to_string()))
 }
 
-/// Stages what the run keeps: the `zarr.json` of every array it makes and keeps (with
-/// attributes saying what made it). Its blocks come from the stage's tasks (imports too).
-async fn describe_staged(job: &Job, g: &Graph, run: &Run, store: &Store) -> anyhow::Result<()> {
-    let prefix = run.prefix();
+/// What a computation's kept arrays say of themselves in their `zarr.json` attributes:
+/// `complete`, what made them and nums-cloud's version are added to what this gives.
+pub(crate) type Attrs<'a> = dyn Fn(&graph::Node) -> serde_json::Value + Send + Sync + 'a;
+
+/// No attributes of one's own (a CSV count keeps no array).
+fn no_attrs(_: &graph::Node) -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// The attributes of a job's run's arrays: the job, the run, the array and its source.
+pub(crate) fn job_attrs(
+    job: &Job,
+    run: String,
+) -> impl Fn(&graph::Node) -> serde_json::Value + Send + Sync + '_ {
+    move |n: &graph::Node| {
+        let def = (n.name.as_ref()).and_then(|k| job.arrays.iter().find(|a| &a.name == k));
+        serde_json::json!({
+            "job": job.name,
+            "run": run,
+            "array": n.name,
+            "source": def.map(|d| d.source.describe()),
+        })
+    }
+}
+
+/// Stages what a computation keeps: the `zarr.json` of every array it makes and keeps
+/// (with attributes saying what made it). Its blocks come from the stage's tasks
+/// (imports too).
+async fn describe_staged(
+    g: &Graph,
+    prefix: &str,
+    attrs: &Attrs<'_>,
+    store: &Store,
+) -> anyhow::Result<()> {
     for n in &g.nodes {
         if matches!(n.op, NodeOp::InPlace { .. }) || !n.persist {
             continue; // read in place: never written; intermediates need no metadata
         }
-        let arr = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
-        let def = n
-            .name
-            .as_ref()
-            .and_then(|k| job.arrays.iter().find(|a| &a.name == k));
-        let attrs = serde_json::json!({
-            "complete": true,
-            "job": job.name,
-            "run": run.id,
-            "array": n.name,
-            "source": def.map(|d| d.source.describe()),
-            "version": env!("CARGO_PKG_VERSION"),
-        });
+        let arr = StoredArray::new(&tasks::node_path(prefix, g, n.id), n.meta.clone())?;
+        let mut a = attrs(n);
+        if let Some(m) = a.as_object_mut() {
+            m.insert("complete".into(), true.into());
+            m.insert("version".into(), env!("CARGO_PKG_VERSION").into());
+        }
         // Inputs (`.npy`, CSV, Parquet, foreign Zarr) are imported by the functions.
-        arr.write_metadata_with(store, Some(attrs)).await?;
+        arr.write_metadata_with(store, Some(a)).await?;
     }
     Ok(())
 }

@@ -45,6 +45,9 @@ const FLOORS: &[&[&str]] = &[
     // What goes through the stage runner: the CSV count, the fits, the exports; the bar;
     // the run timeline (its lanes and memory panel drawn for the plan chart too).
     &["csv_count", "export", "iterate", "progress", "timeline"],
+    // The one executor: every front end's computation (masks settled, fits, the main
+    // stage) runs here.
+    &["engine"],
     // A run's orchestration; the plan's pictures; stored arrays' commands.
     &["arrays", "planview", "run"],
     // The front ends.

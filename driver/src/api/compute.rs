@@ -14,7 +14,6 @@ use nums_layout::{Block, Store, StoredArray};
 use super::{Array, Config, Error, Session, State, store_error};
 use crate::graph::{Graph, NodeId, NodeOp};
 use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
-use crate::stage::Observer;
 
 /// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
 /// for the local backend, the endpoint and its function processes), kept between
@@ -29,16 +28,19 @@ pub(crate) struct SessionBackend {
 }
 
 impl SessionBackend {
-    /// The stage runner of one compute on this backend (no run journal: a session's
-    /// computes are not resumed), observed by `watch`.
+    /// The stage runner of one compute on this backend, storing under `prefix` (no run
+    /// journal: a session's computes are not resumed), observed by `watch`.
     fn stages<'a>(
         &'a self,
-        job: &'a Job,
+        s: &Session,
         store: &'a Store,
+        prefix: &str,
         watch: &'a Watch<'a>,
     ) -> crate::stage::Stages<'a> {
         let t0 = std::time::Instant::now();
-        crate::stage::Stages::new(job, store, &self.backend, None, watch, t0, &self.log_id)
+        let cfg = s.cfg.engine(&s.st.spec);
+        crate::stage::Stages::new(cfg, None, store, &self.backend, watch, t0, &self.log_id)
+            .under(prefix)
     }
 
     /// What watches a compute on this backend: the progress bar (when the session shows
@@ -130,9 +132,7 @@ impl Session {
             }
             (out, first)
         };
-        // The job value a session plans with is no file: its place says nothing.
-        let place = format!("{}: ", self.job(Vec::new()).file.display());
-        let message = format!("{e:#}").replace(&place, "");
+        let message = format!("{e:#}");
         let mut error = Error::classify(&e, &message, &human);
         // A block that does not fit: name the session's array it belongs to.
         if let Error::Plan {
@@ -489,9 +489,9 @@ impl Session {
         let mut guard = Abandoned::new(self, &prefix);
         let written = async {
             let backend = self.backend_for(in_process, &mut guard).await?;
-            let (job, store) = (self.job(Vec::new()), self.claimed_store().await?);
+            let store = self.claimed_store().await?;
             let watch = backend.watch(self);
-            let stages = backend.stages(&job, &store, &watch);
+            let stages = backend.stages(self, &store, &prefix, &watch);
             crate::export::write_output(&stages, &Default::default(), &o, arr)
                 .await
                 .map_err(|e| self.engine_error(e))
@@ -564,58 +564,48 @@ impl Session {
             .filter(|id| !todo.contains(id))
             .collect();
         targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
-        // Models first: a fit is a stage of its own over its X and y, made first.
-        for f in fits_of(&cg, todo) {
-            Box::pin(self.fit(f)).await?;
-        }
-        if todo.iter().all(|&id| self.stored_at(id).is_some()) {
-            return Ok(());
-        }
         let cg = self.compute_graph(&targets);
         self.write_pending(&cg.needed_in_session()).await?;
-        let job = self.job(Vec::new());
-        let plan =
-            crate::plan::plan_with(&job, &cg.g, self.cfg.scheduler, prefix, &Default::default())
-                .map_err(|e| self.engine_error_in(e, &cg.back))?;
         let in_process = self.cfg.runs_here(work_bytes(&cg));
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.claimed_store().await?;
         let watch = backend.watch(self);
-        watch.on_expect("main", plan.batches.len() as u64);
-        let stages = backend.stages(&job, &store, &watch);
-        let result = stages
-            .run(
-                "main",
-                &plan.batches,
-                plan.tasks as u64,
-                crate::stage::Resume::Never,
-            )
-            .await;
+        // Described as a run describes its outputs: read in place by later computes, and
+        // by a fit's passes, as any Zarr array.
+        let attrs = |n: &crate::graph::Node| {
+            let id =
+                (n.name.as_deref()).and_then(|name| name.strip_prefix('n')?.parse::<NodeId>().ok());
+            serde_json::json!({
+                "source": "nums-cloud API",
+                "array": id.and_then(|id| self.owner(id)),
+            })
+        };
+        let stages = backend
+            .stages(self, &store, prefix, &watch)
+            .describing(&attrs);
+        let c = crate::engine::Computation {
+            graph: cg.g.clone(),
+            settle: None,
+            main: None,
+            unconverged: crate::engine::Unconverged::Report,
+        };
+        let result = crate::engine::execute(c, &stages, &Default::default()).await;
         watch.progress.finish();
         let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
-        result.map_err(|e| self.engine_error_in(e, &cg.back))?;
+        let executed = result.map_err(|e| self.engine_error_in(e, &cg.back))?;
         cleanup.map_err(store_error)?;
-        // Described once complete, as a run describes its outputs: read in place by later
-        // computes, and by a fit's passes, as any Zarr array.
-        let mut paths = Vec::with_capacity(targets.len());
+        let main = &executed.main;
+        let mut fits = self.st.fits.lock().unwrap_or_else(|p| p.into_inner());
+        fits.extend(executed.fits.into_iter().map(|(i, f)| (cg.back[i], f)));
+        drop(fits);
+        let mut graph = self.graph();
         for &(id, _) in &targets {
             let local = cg.local(id);
-            let path = crate::tasks::node_path(prefix, &cg.g, local);
-            let arr = StoredArray::new(&path, cg.g.nodes[local].meta.clone())
-                .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-            let attrs = serde_json::json!({
-                "complete": true,
-                "source": "nums-cloud API",
-                "array": self.owner(id),
-                "version": env!("CARGO_PKG_VERSION"),
-            });
-            arr.write_metadata_with(&store, Some(attrs))
-                .await
-                .map_err(store_error)?;
-            paths.push((id, path));
-        }
-        let mut graph = self.graph();
-        for (id, path) in paths {
+            let path = match &main.nodes[local].op {
+                // An import a fit's stage made, read there.
+                NodeOp::InPlace { path, .. } => path.clone(),
+                _ => crate::tasks::node_path(prefix, main, local),
+            };
             graph.stored(id, path);
         }
         Ok(())
@@ -626,7 +616,19 @@ impl Session {
     fn compute_graph(&self, targets: &[(NodeId, String)]) -> ComputeGraph {
         let (g, back) = self.graph().for_compute(targets);
         let work = crate::tasks::block_work(&g);
-        let needed: Vec<NodeId> = (0..g.nodes.len()).filter(|&i| work.needed(i)).collect();
+        // What the fits it makes read: their X and y, made in the fits' own stages.
+        let mut fitting = vec![false; g.nodes.len()];
+        for n in g.nodes.iter().rev() {
+            let fit = matches!(n.op, NodeOp::Fit { .. }) && (n.persist || work.needed(n.id));
+            if fit || fitting[n.id] {
+                for i in n.op.operands() {
+                    fitting[i] = true;
+                }
+            }
+        }
+        let needed: Vec<NodeId> = (0..g.nodes.len())
+            .filter(|&i| work.needed(i) || fitting[i])
+            .collect();
         drop(work);
         ComputeGraph { g, back, needed }
     }
@@ -642,7 +644,7 @@ impl Session {
         if in_process {
             return Ok(Arc::new(SessionBackend {
                 made_with: self.cfg.clone(),
-                backend: crate::backend::Backend::in_process(&self.job(Vec::new())),
+                backend: crate::backend::Backend::in_process(&self.cfg.compute()),
                 in_process: true,
                 log_id: String::new(),
             }));
@@ -684,7 +686,9 @@ impl Session {
             todo.iter().map(|&id| (id, format!("n{id}"))).collect();
         let cg = self.compute_graph(&targets);
         let work = work_bytes(&cg);
-        let fits = fits_of(&cg, &todo).len();
+        let fits = (cg.needed.iter())
+            .filter(|&&i| matches!(cg.g.nodes[i].op, NodeOp::Fit { .. }))
+            .count();
         let place = if todo.is_empty() {
             super::Place::Stored
         } else if self.cfg.runs_here(work) {
@@ -694,12 +698,12 @@ impl Session {
         };
         let plan = (fits == 0 && !todo.is_empty())
             .then(|| {
-                crate::plan::plan_with(
-                    &self.job(Vec::new()),
+                crate::plan::plan_for(
+                    &self.cfg.engine(&self.st.spec),
                     &cg.g,
-                    self.cfg.scheduler,
                     &format!("{}/explain", self.st.id),
                     &Default::default(),
+                    None,
                 )
                 .ok()
             })
@@ -712,80 +716,6 @@ impl Session {
             tasks: plan.as_ref().map(|p| p.tasks),
             fits,
         })
-    }
-
-    /// Fits the model of node `f` (a stage of passes over its X and y, made first) and
-    /// stores its coefficients.
-    async fn fit(&self, f: NodeId) -> Result<(), Error> {
-        let (x, y, spec, meta) = {
-            let g = self.graph();
-            match &g.graph().nodes[f].op {
-                NodeOp::Fit { x, y, spec } => {
-                    (*x, *y, spec.clone(), g.graph().nodes[f].meta.clone())
-                }
-                _ => return Ok(()),
-            }
-        };
-        Box::pin(self.make(&[x, y])).await?;
-        let prefix = format!("{}/c{}", self.st.id, self.next());
-        let mut guard = Abandoned::new(self, &prefix);
-        let fitted = self
-            .fit_at(f, (x, y), &spec, meta, &prefix, &mut guard)
-            .await;
-        guard.disarm();
-        fitted
-    }
-
-    async fn fit_at(
-        &self,
-        f: NodeId,
-        (x, y): (NodeId, NodeId),
-        spec: &crate::models::FitSpec,
-        meta: nums_layout::ArrayMeta,
-        prefix: &str,
-        guard: &mut Abandoned<'_>,
-    ) -> Result<(), Error> {
-        let (x_path, x_meta) = self.stored_at(x).expect("made");
-        let (y_path, y_meta) = self.stored_at(y).expect("made");
-        let in_process = self.cfg.runs_here(x_meta.nbytes() + y_meta.nbytes());
-        let backend = self.backend_for(in_process, guard).await?;
-        let store = self.claimed_store().await?;
-        let job = self.job(Vec::new());
-        let watch = backend.watch(self);
-        let stages = backend.stages(&job, &store, &watch);
-        let data = crate::iterate::Data {
-            job: &job,
-            x_path: &x_path,
-            y_path: &y_path,
-            n: x_meta.shape[0],
-            d: x_meta.shape[1] as usize,
-            prefix: format!("{prefix}/fit"),
-            stage: format!("fit{f}"),
-            stages: &stages,
-            store: &store,
-            ahead: Default::default(),
-        };
-        let label = self.owner(f).unwrap_or_else(|| "a model".into());
-        let fitted = crate::iterate::fit(&data, spec, &label).await;
-        watch.progress.finish();
-        let (fitted, _passes) = fitted.map_err(|e| self.engine_error(e))?;
-        let path = format!("{prefix}/out/n{f}");
-        let out =
-            StoredArray::new(&path, meta).map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-        let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
-        out.write_block(&store, &[0], &coef)
-            .await
-            .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-        out.write_metadata(&store)
-            .await
-            .map_err(|e| self.engine_error(anyhow::Error::new(e)))?;
-        self.st
-            .fits
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(f, fitted);
-        self.graph().stored(f, path);
-        Ok(())
     }
 
     /// What the fit that made `w` measured, once `w` is computed.
@@ -835,10 +765,12 @@ impl Session {
         if let Some(old) = slot.take() {
             SessionBackend::stop(old).await;
         }
-        let job = self.job(Vec::new());
         let b = Arc::new(SessionBackend {
             made_with: self.cfg.clone(),
-            backend: crate::backend::Backend::new(&job, self.cfg.function_binary.clone()),
+            backend: crate::backend::Backend::new(
+                &self.cfg.compute(),
+                self.cfg.function_binary.clone(),
+            ),
             in_process: false,
             log_id: format!("{}-{}", self.st.id, self.next()),
         });
@@ -955,22 +887,6 @@ impl Session {
 /// process.
 fn work_bytes(cg: &ComputeGraph) -> u64 {
     cg.needed.iter().map(|&i| cg.g.nodes[i].meta.nbytes()).sum()
-}
-
-/// The fits (the session's nodes) a compute of `todo` needs, in the order they run: the
-/// fits it reads first, then those asked for.
-fn fits_of(cg: &ComputeGraph, todo: &[NodeId]) -> Vec<NodeId> {
-    let fits: Vec<NodeId> = cg
-        .needed
-        .iter()
-        .filter(|&&i| matches!(cg.g.nodes[i].op, NodeOp::Fit { .. }))
-        .map(|&i| cg.back[i])
-        .collect();
-    fits.iter()
-        .copied()
-        .filter(|i| !todo.contains(i))
-        .chain(fits.iter().copied().filter(|i| todo.contains(i)))
-        .collect()
 }
 
 /// A compute that may be dropped before its end: a future let go, or Ctrl-C in Python.

@@ -91,6 +91,14 @@ impl Config {
         }
     }
 
+    /// What the engine runs a compute with: these settings and the session's store.
+    fn engine(&self, storage: &StoreSpec) -> crate::config::EngineConfig {
+        crate::config::EngineConfig {
+            compute: self.compute(),
+            storage: storage.clone(),
+        }
+    }
+
     /// Whether a compute whose arrays come to `bytes` runs in this process: the one
     /// threshold ([`Session::in_process_bytes`]) every kind of compute asks.
     fn runs_here(&self, bytes: u64) -> bool {

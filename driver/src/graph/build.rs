@@ -1657,11 +1657,7 @@ impl Incremental {
                 continue;
             }
             let op = self.made.get(&id).unwrap_or(&self.g.nodes[id].op);
-            let operands = match op {
-                NodeOp::Fit { x, y, .. } => vec![*x, *y],
-                op => op.inputs(),
-            };
-            for i in operands {
+            for i in op.operands() {
                 need[i] = true;
             }
         }

@@ -445,6 +445,15 @@ impl NodeOp {
         }
     }
 
+    /// What computing the node reads, in any stage: its inputs, and a fit's X and y (read
+    /// by the fit's own stages, not by a task of the main stage).
+    pub fn operands(&self) -> Vec<NodeId> {
+        match self {
+            NodeOp::Fit { x, y, .. } => vec![*x, *y],
+            op => op.inputs(),
+        }
+    }
+
     /// Renames the inputs (for a sub-graph).
     fn map_inputs(&mut self, f: impl Fn(NodeId) -> NodeId) {
         match self {
@@ -645,7 +654,7 @@ impl Graph {
         }
         for id in (0..=last).rev() {
             if need[id] {
-                for i in self.nodes[id].op.inputs() {
+                for i in self.nodes[id].op.operands() {
                     need[i] = true;
                 }
             }
@@ -659,6 +668,10 @@ impl Graph {
             back.push(n.id);
             let mut op = n.op.clone();
             op.map_inputs(|x| map[x]);
+            // A fit's X and y are in the compute too: its stages make them.
+            if let NodeOp::Fit { x, y, .. } = &mut op {
+                (*x, *y) = (map[*x], map[*y]);
+            }
             g.nodes.push(Node {
                 id,
                 meta: n.meta.clone(),
