@@ -33,13 +33,17 @@ pub(crate) enum Unconverged {
     Report,
 }
 
+/// Builds a graph again with what is known of its values so far.
+pub(crate) type Rebuild<'a> =
+    Box<dyn Fn(&graph::Known) -> anyhow::Result<graph::Built> + Send + Sync + 'a>;
+
 /// What a graph's shapes wait for, and how it is built again once that is known.
 pub(crate) struct Settle<'a> {
     /// The first node whose values the graph waits for, and whether it is a boolean mask
     /// (its selected positions are what is known) rather than a small node's values.
     pub first: (NodeId, bool),
     /// The graph built again with what is known so far.
-    pub rebuild: Box<dyn Fn(&graph::Known) -> anyhow::Result<graph::Built> + Send + Sync + 'a>,
+    pub rebuild: Rebuild<'a>,
 }
 
 /// One computation: its graph (the arrays it keeps are its `persist` nodes).

@@ -93,7 +93,8 @@ pub enum Error {
         message: String,
     },
     /// The data is wrong: a block missing or corrupt, unusable array metadata, an input
-    /// replaced while it was read, a singular matrix.
+    /// replaced while it was read. (A singular matrix is NumPy's refusal:
+    /// [`Error::Refused`] with [`PyException::LinAlgError`].)
     #[error("{message}")]
     Data {
         /// The whole message, naming the array, block and key.
@@ -205,9 +206,6 @@ impl Error {
                 _ => Error::Other { message },
             };
         }
-        if message.contains("was replaced while this run read it") {
-            return Error::Data { message };
-        }
         Error::Other { message }
     }
 
@@ -236,10 +234,13 @@ impl Error {
                 ErrorKind::Store | ErrorKind::StoreFull | ErrorKind::OutsideJobPrefix => {
                     Error::Store { message }
                 }
-                ErrorKind::MissingBlock
-                | ErrorKind::CorruptBlock
-                | ErrorKind::BadArray
-                | ErrorKind::LinAlg => Error::Data { message },
+                ErrorKind::MissingBlock | ErrorKind::CorruptBlock | ErrorKind::BadArray => {
+                    Error::Data { message }
+                }
+                ErrorKind::LinAlg => Error::Refused {
+                    raises: PyException::LinAlgError,
+                    message,
+                },
                 ErrorKind::ValueError => Error::Refused {
                     raises: PyException::ValueError,
                     message,

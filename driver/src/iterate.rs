@@ -23,8 +23,9 @@ use crate::config::EngineConfig;
 use crate::dispatch::Dispatched;
 use crate::graph::{self, Graph, NodeOp};
 use crate::job::{ArrayDef, Job, OutputDef, Source, Target};
-use crate::models::solver::{Fit, Fitted, Next, Pass, Sums};
+use crate::models::solver::{Fit, FitError, Fitted, Next, Pass, Sums};
 use crate::models::{FitSpec, PassKind, names};
+use crate::refusal::{PyException, Refusal};
 use crate::report::PassReport;
 use crate::sched::PlannedBatch;
 use crate::stage::{Resume, Stages};
@@ -152,7 +153,7 @@ fn small_job(data: &Over, arrays: Vec<(String, Source)>, outputs: &[&str]) -> Jo
     Job {
         arrays: defs,
         outputs,
-        ..Job::generated(data.cfg, "a fit's pass")
+        ..Job::program(data.cfg.clone(), "a fit's pass", std::path::Path::new("."))
     }
 }
 
@@ -504,7 +505,13 @@ pub(crate) async fn fit(
             invocations: dispatched.stats.invocations,
             bytes_read: dispatched.stats.bytes_read,
         });
-        let next = fit.step(&pass, sums).map_err(|e| anyhow!(e))?;
+        let next = fit.step(&pass, sums).map_err(|e| match e {
+            // NumPy's and scikit-learn's class for a matrix the step cannot solve with.
+            FitError::Singular { .. } | FitError::Dependent { .. } => {
+                anyhow::Error::new(Refusal::new(PyException::LinAlgError, e.to_string()))
+            }
+            e => anyhow!(e),
+        })?;
         match next {
             Next::Pass(p) => pass = p,
             Next::Done(f) => break f,

@@ -437,17 +437,17 @@ impl Job {
         }
     }
 
-    /// A job the engine generates for a program of its own (a fit's passes), run with
-    /// `cfg`: it has no file, so its errors name `name`.
-    pub(crate) fn generated(cfg: &config::EngineConfig, name: &str) -> Job {
+    /// A program of arrays with no job file (a session's, a fit's passes), run with `cfg`
+    /// under the name `name` (its errors say it), its relative paths from `dir`.
+    pub(crate) fn program(cfg: config::EngineConfig, name: &str, dir: &Path) -> Job {
         Job {
             file: PathBuf::from(name),
-            dir: PathBuf::from("."),
+            dir: dir.to_path_buf(),
             name: name.to_string(),
             name_line: 0,
-            storage: cfg.storage.clone(),
+            storage: cfg.storage,
             storage_line: 0,
-            compute: cfg.compute.clone(),
+            compute: cfg.compute,
             arrays: Vec::new(),
             outputs: Vec::new(),
         }

@@ -21,6 +21,9 @@ pub enum PyException {
     ZeroDivisionError,
     /// An axis out of bounds: NumPy's `AxisError`, both a ValueError and an IndexError.
     AxisError,
+    /// A linear-algebra failure (a singular matrix, one not positive definite, a fit's
+    /// linearly dependent columns): `numpy.linalg.LinAlgError`.
+    LinAlgError,
 }
 
 impl PyException {
@@ -33,6 +36,7 @@ impl PyException {
             PyException::OverflowError => "OverflowError",
             PyException::ZeroDivisionError => "ZeroDivisionError",
             PyException::AxisError => "AxisError",
+            PyException::LinAlgError => "LinAlgError",
         }
     }
 }

@@ -1,9 +1,10 @@
-//! `nums-cloud run`, the orchestration: the job checked (`plan`), its lease taken and a
-//! run started (`runs`), then its stages run one after another through the stage runner
-//! (`stage`) on one backend (`backend`) — CSV rows counted, boolean masks computed,
-//! models fitted (`iterate`), the main stage — the outputs committed atomically and
-//! exported (`export`), and what was measured reported (`report`), for a failed or
-//! interrupted run too.
+//! `nums-cloud run`: what a job's run adds around the one executor (`engine`). The job is
+//! checked (`plan`; CSV rows counted first by `csv_count`), its lease taken and a run
+//! started (`runs`), then `engine::execute` runs the computation through the stage runner
+//! (`stage`) on one backend (`backend`) — boolean masks computed, models fitted, the
+//! main stage — with the run's journal, under Ctrl-C; the inputs are proven unchanged,
+//! the outputs committed atomically and exported (`export`), and what was measured
+//! reported (`report`), for a failed or interrupted run too.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -83,9 +83,6 @@ fn py_err(e: Error) -> PyErr {
             }
             | Error::Refused { message, raises } => return numpy_exception(py, *raises, message),
             Error::Plan { message, .. } => ("PlanError", message.clone()),
-            Error::Data { message } if message.contains("LinAlgError: ") => {
-                ("LinAlgError", linalg_message(message))
-            }
             Error::Store { message } => ("StoreError", message.clone()),
             other => ("RunError", other.to_string()),
         };
@@ -122,6 +119,13 @@ fn numpy_exception(py: Python<'_>, raises: nums_cloud::PyException, message: &st
         E::IndexError => pyo3::exceptions::PyIndexError::new_err(m),
         E::OverflowError => pyo3::exceptions::PyOverflowError::new_err(m),
         E::ZeroDivisionError => pyo3::exceptions::PyZeroDivisionError::new_err(m),
+        // nums_cloud.LinAlgError (a numpy.linalg.LinAlgError), in NumPy's words.
+        E::LinAlgError => {
+            match error_class(py, "LinAlgError").and_then(|c| c.call1((linalg_message(message),))) {
+                Ok(v) => PyErr::from_value(v),
+                Err(_) => PyValueError::new_err(m),
+            }
+        }
         // NumPy's own class (a ValueError and an IndexError), given the whole message.
         E::AxisError => match py
             .import("numpy.exceptions")

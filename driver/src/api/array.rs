@@ -529,13 +529,7 @@ impl Array {
         } else {
             (index.clone(), self.clone())
         };
-        let values = mask.compute::<bool>().await?;
-        let selected: Vec<u64> = values
-            .iter()
-            .enumerate()
-            .filter(|&(_, &b)| b)
-            .map(|(i, _)| i as u64)
-            .collect();
+        let selected = positions(&mask.compute_any().await?)?;
         self.s
             .graph()
             .set_mask(mask.id().map_err(Clone::clone)?, selected);
@@ -568,13 +562,7 @@ impl Array {
             if mask.dtype()? != DType::Bool {
                 continue;
             }
-            let values = mask.compute::<bool>().await?;
-            let selected: Vec<u64> = values
-                .iter()
-                .enumerate()
-                .filter(|&(_, &b)| b)
-                .map(|(i, _)| i as u64)
-                .collect();
+            let selected = positions(&mask.compute_any().await?)?;
             self.s
                 .graph()
                 .set_mask(mask.id().map_err(Clone::clone)?, selected);
@@ -893,6 +881,14 @@ impl std::ops::Not for Array {
     fn not(self) -> Array {
         !&self
     }
+}
+
+/// The positions a computed mask selects ([`crate::engine::positions`], the one place a
+/// mask's values become positions).
+fn positions(values: &Block) -> Result<Vec<u64>, Error> {
+    crate::engine::positions(values).map_err(|e| Error::Other {
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]

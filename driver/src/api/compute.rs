@@ -1,9 +1,10 @@
-//! Computing a session's arrays: the nodes they need planned (LSHS or naive, as `run`
-//! plans a job), run on the session's backend (started by the first compute and kept),
-//! and the values read back in memory. A computed array stays in the store and becomes an
-//! input read in place while a handle to it lives (`keep`). Also the session's I/O: loads
-//! (probed when defined), values from memory (written by the first compute that reads
-//! them), and closing.
+//! Computing a session's arrays: the nodes they need (a fit's X and y with them) handed
+//! to the one executor (`engine::execute`, as a job's run hands its graph), in this
+//! process or on the session's backend (started by the first compute that needs it and
+//! kept), and the values read back in memory. A computed array stays in the store and
+//! becomes an input read in place while a handle to it lives (`keep`). Also the session's
+//! I/O: loads (probed when defined), values from memory (written by the first compute
+//! that reads them), and closing.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -154,19 +155,12 @@ impl Session {
 }
 
 impl Session {
-    /// A job value with the session's settings and store (what the planner and the
-    /// probes read; never written anywhere).
-    fn job(&self, arrays: Vec<ArrayDef>) -> Job {
+    /// The session's program with `arrays` in it, as the probes read it (see
+    /// [`Job::program`]).
+    fn program(&self, arrays: Vec<ArrayDef>) -> Job {
         Job {
-            file: self.st.cwd.join(format!("{}.api", self.st.id)),
-            dir: self.st.cwd.clone(),
-            name: self.st.id.clone(),
-            name_line: 0,
-            storage: self.st.spec.clone(),
-            storage_line: 0,
-            compute: self.cfg.compute(),
             arrays,
-            outputs: Vec::new(),
+            ..Job::program(self.cfg.engine(&self.st.spec), &self.st.id, &self.st.cwd)
         }
     }
 
@@ -305,7 +299,7 @@ impl Session {
             block: None,
             dtype: None,
         };
-        let job = self.job(vec![def.clone()]);
+        let job = self.program(vec![def.clone()]);
         let probes = crate::graph::probe(&job).await.map_err(|j| Error::Job {
             raises: Default::default(),
             array: Some(label.clone()),

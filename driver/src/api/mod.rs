@@ -429,26 +429,17 @@ impl Session {
             backend: d.backend,
             function: d.function,
             scheduler: Scheduler::Lshs,
-            workers: 2,
+            workers: crate::config::DEFAULT_WORKERS as usize,
             memory_mb: d.memory_mb,
-            timeout_seconds: 900,
+            timeout_seconds: crate::config::DEFAULT_TIMEOUT_SECONDS,
             function_binary: None,
             region: None,
             progress: false,
             in_process_bytes: IN_PROCESS_BYTES,
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
-        let job = Job {
-            file: cwd.join(format!("{id}.api")),
-            dir: cwd.clone(),
-            name: id.clone(),
-            name_line: 0,
-            storage: spec.clone(),
-            storage_line: 0,
-            compute: cfg.compute(),
-            arrays: Vec::new(),
-            outputs: Vec::new(),
-        };
+        // The program the session's arrays are defined in, as a job file's are.
+        let job = Job::program(cfg.engine(&spec), &id, &cwd);
         Ok(Session {
             st: Arc::new(State {
                 id,
