@@ -139,12 +139,6 @@ impl Scalar {
         }
     }
 
-    /// This value as an element of `dtype` would hold it (NumPy's cast: ints wrap, float32
-    /// rounds once, a complex keeps its real part in a real dtype), in that dtype's kind.
-    pub fn cast(self, dtype: DType) -> Scalar {
-        crate::block::Block::full(dtype, &[], self).first()
-    }
-
     /// An integer (a bool or an int, or a float with no fraction) as int64.
     pub fn integer(self) -> Option<i64> {
         match self {

@@ -17,9 +17,14 @@ mod funcs;
 mod indexing;
 pub use indexing::AxisSel;
 mod ops;
+mod pyint;
+mod shape;
 mod sources;
 
 use build::*;
+// The helpers every file of the folder uses (through `use super::*`).
+use pyint::{floor_div, out_of_range};
+use shape::{check_elements, shape_str};
 pub use build::{
     Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value,
     block_for, build, build_known, build_staged, reserved_name,
@@ -34,7 +39,7 @@ pub type NodeId = usize;
 
 /// A shape as NumPy prints it: `(3,)`, `(2, 4)`.
 pub(crate) fn shape_text(s: &[u64]) -> String {
-    build::shape_str(s)
+    shape_str(s)
 }
 
 /// How a node's blocks come to be.
