@@ -95,9 +95,10 @@ const CIRCLE_EXEMPT: &[(&str, &str, &[&str], &str)] = &[(
     "driver/src/graph",
     "build.rs",
     &["ops.rs", "funcs/"],
-    "the Builder's evaluation loop (build.rs) dispatches to the operators (ops.rs) and the \
-     functions (funcs/), which extend the Builder; the way out is to split build.rs into \
-     the Builder's state (below both) and its loop (above both)",
+    "one recursive evaluator over three files: build.rs's Builder evaluates an expression \
+     by lowering its operators (ops.rs, `impl Builder`) and calls (funcs/), which take the \
+     Builder and its EvalError, and whose arguments the Builder evaluates again \
+     (funcs/mod.rs's binding calls `eval`)",
 )];
 
 /// A token of Rust code: comments are gone and literals are `Lit`, so that neither a
@@ -573,10 +574,11 @@ struct Crate {
     modules: BTreeMap<Vec<String>, (Vec<String>, usize)>,
     /// Lookups done: `within`'s and `visible`'s.
     memo: RefCell<Lookups>,
-    seen: RefCell<BTreeMap<(Vec<String>, Vec<String>, String), bool>>,
+    seen: RefCell<Globbed>,
 }
 
 type Lookups = BTreeMap<(Vec<String>, Vec<String>, bool), Option<Vec<String>>>;
+type Globbed = BTreeMap<(Vec<String>, Vec<String>, String), bool>;
 
 impl Crate {
     /// A crate from its files' paths under `src` and their text (`main.rs`, `bin/` and

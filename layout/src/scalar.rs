@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::meta::{DType, ScalarKind};
+use crate::meta::ScalarKind;
 
 /// A number as a kernel carries it: the kind of Python scalar it was written as, with its
 /// exact value (see the module docs for its JSON form).
@@ -294,6 +294,7 @@ impl<'de> Deserialize<'de> for Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meta::DType;
 
     #[test]
     fn every_special_value_round_trips_through_json() {

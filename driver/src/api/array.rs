@@ -2,8 +2,6 @@
 //! (an error is the operation's, kept in the array and returned by [`Array::check`] and
 //! by every use of it); computing it runs what it needs and hands the values back.
 
-use std::sync::Arc;
-
 use ndarray::{ArrayD, SliceInfoElem};
 use nums_layout::{Block, DType};
 
@@ -12,7 +10,6 @@ use super::handle::Array;
 use super::{Element, Session, blocking};
 use crate::error::Error;
 use crate::expr::{Expr, Op, UnOp};
-use crate::graph::NodeId;
 
 /// The other side of a binary operation: an array or a number.
 #[derive(Clone, Debug)]

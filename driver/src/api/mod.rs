@@ -51,9 +51,9 @@ use std::sync::{Arc, Mutex};
 use nums_layout::{ArrayMeta, Block, DType, StoreSpec};
 
 pub use self::array::Operand;
-pub use self::handle::Array;
 pub use self::build::Arg;
 use self::build::Operands;
+pub use self::handle::Array;
 use crate::error::Error;
 use crate::expr::Expr;
 pub use crate::graph::Value as GraphValue;

@@ -22,9 +22,6 @@ mod shape;
 mod sources;
 
 use build::*;
-// The helpers every file of the folder uses (through `use super::*`).
-use pyint::{floor_div, out_of_range};
-use shape::{check_elements, shape_str};
 pub use build::{
     Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value,
     block_for, build, build_known, build_staged, reserved_name,
@@ -34,6 +31,9 @@ pub use funcs::factorizations_text;
 pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 pub(crate) use sources::{import_options, is_file, reuse_import};
+// The helpers every file of the folder uses (through `use super::*`).
+use pyint::{floor_div, out_of_range};
+use shape::{check_elements, shape_str};
 
 pub type NodeId = usize;
 
