@@ -548,6 +548,13 @@ impl Scalar {
             s => DType::of_kind(s.kind()),
         }
     }
+
+    /// This value as an element of `dtype` would hold it (NumPy's cast: ints wrap, float32
+    /// rounds once, a complex keeps its real part in a real dtype), in that dtype's kind.
+    /// (Here, not in `scalar.rs`: it is a 0-d block's element, and blocks hold scalars.)
+    pub fn cast(self, dtype: DType) -> Scalar {
+        Block::full(dtype, &[], self).first()
+    }
 }
 
 /// A number type stored little-endian (chunks, `.npy` files).

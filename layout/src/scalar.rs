@@ -10,7 +10,7 @@ use std::fmt;
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::meta::{DType, ScalarKind};
+use crate::meta::ScalarKind;
 
 /// A number as a kernel carries it: the kind of Python scalar it was written as, with its
 /// exact value (see the module docs for its JSON form).
@@ -137,12 +137,6 @@ impl Scalar {
             Scalar::Float(f) => f != 0.0,
             Scalar::Complex(re, im) => re != 0.0 || im != 0.0,
         }
-    }
-
-    /// This value as an element of `dtype` would hold it (NumPy's cast: ints wrap, float32
-    /// rounds once, a complex keeps its real part in a real dtype), in that dtype's kind.
-    pub fn cast(self, dtype: DType) -> Scalar {
-        crate::block::Block::full(dtype, &[], self).first()
     }
 
     /// An integer (a bool or an int, or a float with no fraction) as int64.
@@ -300,6 +294,7 @@ impl<'de> Deserialize<'de> for Scalar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::meta::DType;
 
     #[test]
     fn every_special_value_round_trips_through_json() {

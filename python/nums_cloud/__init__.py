@@ -10,8 +10,8 @@ This module imports no more than it must: the local backend's function processes
 it too (``python -m nums_cloud._function``)."""
 
 from ._native import IN_PROCESS_BYTES, __version__
-from ._session import (ENVIRONMENT, Session, close, explain, init, persist, session,
-                       settings)
+from ._arrays import explain, persist
+from ._session import ENVIRONMENT, Session, close, init, session, settings
 
 __all__ = ["init", "session", "settings", "close", "explain", "persist", "read_csv",
            "read", "write", "Session", "ENVIRONMENT", "IN_PROCESS_BYTES", "RunError",

@@ -5,7 +5,7 @@
 
 use crate::expr::{Expr, ExprKind, Kwarg, Op, UnOp};
 
-use super::array::Array;
+use super::handle::Array;
 
 /// An argument of a call: what NumPy's functions take.
 #[derive(Clone, Debug)]

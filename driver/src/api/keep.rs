@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use super::Session;
 use crate::graph::NodeId;
 
-/// The live handles of each node ([`super::array::Handle`]): clones of an array share
+/// The live handles of each node ([`super::handle::Handle`]): clones of an array share
 /// one; several arrays may be the same node.
 #[derive(Clone, Default)]
 pub(crate) struct Holders(Arc<Mutex<HashMap<NodeId, usize>>>);

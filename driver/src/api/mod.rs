@@ -37,6 +37,7 @@ mod array;
 mod blocking;
 mod build;
 mod compute;
+mod handle;
 mod keep;
 mod lease;
 pub mod linalg;
@@ -49,9 +50,10 @@ use std::sync::{Arc, Mutex};
 
 use nums_layout::{ArrayMeta, Block, DType, StoreSpec};
 
-pub use self::array::{Array, Operand};
+pub use self::array::Operand;
 pub use self::build::Arg;
 use self::build::Operands;
+pub use self::handle::Array;
 use crate::error::Error;
 use crate::expr::Expr;
 pub use crate::graph::Value as GraphValue;
@@ -154,7 +156,7 @@ pub(crate) struct State {
     /// The array that made each node, by the node it ended with: a node belongs to the
     /// first registered at or after it (an operation's own nodes come just before the one
     /// it gives). Messages name arrays by these.
-    owners: Mutex<std::collections::BTreeMap<NodeId, std::sync::Weak<array::Handle>>>,
+    owners: Mutex<std::collections::BTreeMap<NodeId, std::sync::Weak<handle::Handle>>>,
     /// The live handles of each node: what the session keeps stored ([`keep`]).
     holders: keep::Holders,
     /// Its computes in flight, and what is to be deleted when none is.

@@ -375,16 +375,6 @@ fn dependency_order(job: &Job) -> Result<Vec<&ArrayDef>, JobError> {
     Ok(out)
 }
 
-pub(super) fn shape_str(s: &[u64]) -> String {
-    match s {
-        [x] => format!("({x},)"),
-        _ => format!(
-            "({})",
-            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-        ),
-    }
-}
-
 impl<'a> Builder<'a> {
     /// A new node. One beyond the size limits is recorded in `too_big` (reported by
     /// [`Builder::eval`] or [`Builder::resolve`], whichever returns first) and stands in as
@@ -565,7 +555,7 @@ impl<'a> Builder<'a> {
             Source::Full { shape, value } => {
                 check_block(&def.block, shape)?;
                 let dtype = def.dtype.unwrap_or(DType::Float64);
-                if let Some(dt) = super::ops::out_of_range(*value, dtype) {
+                if let Some(dt) = out_of_range(*value, dtype) {
                     return Err(self.job.err(
                         def.line,
                         format!("{key}.value"),

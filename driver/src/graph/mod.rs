@@ -17,6 +17,8 @@ mod funcs;
 mod indexing;
 pub use indexing::AxisSel;
 mod ops;
+mod pyint;
+mod shape;
 mod sources;
 
 use build::*;
@@ -29,12 +31,15 @@ pub use funcs::factorizations_text;
 pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
 pub(crate) use sources::{import_options, is_file, reuse_import};
+// The helpers every file of the folder uses (through `use super::*`).
+use pyint::{floor_div, out_of_range};
+use shape::{check_elements, shape_str};
 
 pub type NodeId = usize;
 
 /// A shape as NumPy prints it: `(3,)`, `(2, 4)`.
 pub(crate) fn shape_text(s: &[u64]) -> String {
-    build::shape_str(s)
+    shape_str(s)
 }
 
 /// How a node's blocks come to be.

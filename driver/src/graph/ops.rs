@@ -404,7 +404,7 @@ impl<'a> Builder<'a> {
                 ))
             })?;
         }
-        super::funcs::check_elements(&shape).map_err(|m| {
+        check_elements(&shape).map_err(|m| {
             EvalError::Expr(ExprError::new(pos, format!("the result of {what}: {m}")))
         })?;
         let n = shape.len();
@@ -810,7 +810,7 @@ impl<'a> Builder<'a> {
             .reduce(DType::promote)
             .expect("operands");
         let shape: Vec<u64> = spec.output.iter().map(|c| size[c]).collect();
-        super::funcs::check_elements(&shape).map_err(|m| at(format!("the result: {m}")))?;
+        check_elements(&shape).map_err(|m| at(format!("the result: {m}")))?;
         let meta = ArrayMeta::new(shape, spec.output.iter().map(|c| block[c]).collect(), dtype);
         Ok(Val::Arr(self.add(
             meta,
@@ -1356,23 +1356,4 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, Refusal> {
         (op, d) if op.rounds() && d.is_exact() => d,
         (_, d) => d.to_float_fn(),
     })
-}
-
-/// The int dtype of an array a Python int `v` does not fit (NumPy 2 raises for it), or
-/// `None` where it fits or the array is not of ints.
-pub(super) fn out_of_range(v: Scalar, dtype: DType) -> Option<DType> {
-    // With a bool array a Python int is an int64.
-    let dtype = if dtype == DType::Bool {
-        DType::Int64
-    } else {
-        dtype
-    };
-    let (lo, hi) = dtype.int_range().filter(|_| dtype.is_int())?;
-    let i = v.as_i128().filter(|_| v.kind() == ScalarKind::Int)?;
-    (i < lo || i > hi).then_some(dtype)
-}
-
-/// Python's `a // b` (rounded toward -inf) for `b != 0`.
-pub(super) fn floor_div(a: i128, b: i128) -> i128 {
-    a.div_euclid(b) - i128::from(b < 0 && a.rem_euclid(b) != 0)
 }

@@ -13,7 +13,7 @@ import builtins
 
 import numpy as np
 
-from . import _array
+from . import _array, _table
 from .. import _native
 from ._array import BlockArray, asarray, call, dtype_name
 
@@ -146,12 +146,6 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return asarray(np.from_dlpack(x))
 
 
-def _ns():
-    from .. import numpy as nps
-
-    return nps
-
-
 def _eager(name, numpy_f=None, doc=None):
     """A function computed by NumPy in this process on its arguments' values: the
     engine has no kernel for it."""
@@ -213,7 +207,7 @@ def vecdot(x1, x2, /, *, axis=-1):
         raise ValueError(f"vecdot: x1 of shape {x1.shape} and x2 of shape {x2.shape} differ "
                          f"in size along axis {axis} (they are not broadcast along it)")
     if x1.dtype.kind == "c":
-        x1 = _ns().conj(x1)
+        x1 = _table.FUNCTIONS.conj(x1)
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
 
 

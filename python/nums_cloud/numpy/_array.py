@@ -16,6 +16,18 @@ __all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
 _DTYPES = {name: np.dtype(name) for name in _native.dtypes()}
 _SUPPORTED = frozenset(_DTYPES.values())
 
+#: ``nums_cloud.numpy``: the namespace built on these arrays, which hands itself here
+#: (:func:`set_namespace`) as it is imported. The arrays' protocols dispatch to it:
+#: NumPy's ``__array_ufunc__`` and ``__array_function__``, the Array API's
+#: ``__array_namespace__``.
+_namespace = None
+
+
+def set_namespace(module):
+    """Makes ``module`` the namespace the arrays' protocols dispatch to."""
+    global _namespace
+    _namespace = module
+
 
 def dtype_name(dtype):
     """The engine's name of a dtype-like (``np.float32``, ``"int64"``, ``float``,
@@ -295,9 +307,7 @@ class BlockArray:
         """The Array API namespace of the array: ``nums_cloud.numpy``."""
         if api_version not in (None, "2021.12", "2022.12", "2023.12", "2024.12"):
             raise ValueError(f"unsupported Array API version {api_version!r}")
-        from .. import numpy
-
-        return numpy
+        return _namespace
 
     # Values: computed on demand.
     def compute(self):
@@ -615,24 +625,18 @@ class BlockArray:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         """NumPy's ufuncs on nums-cloud arrays (``np.exp(x)``, ``np_array + x``): the
         engine's function of the same name, lazily; NotImplemented for the others."""
-        from . import _UFUNCS
-
-        name = _UFUNCS.get(ufunc.__name__)
+        name = _namespace._UFUNCS.get(ufunc.__name__)
         if method != "__call__" or name is None or kwargs:
             return NotImplemented
         if name == "matmul":
-            from ._api import matmul
-
-            return matmul(*inputs)
+            return _namespace.matmul(*inputs)
         return call(name, inputs, {})
 
     def __array_function__(self, func, types, args, kwargs):
         """NumPy's functions on nums-cloud arrays (``np.sum(x)``, ``np.concatenate``):
         ``nums_cloud.numpy``'s function of the same name, lazily; NumPy's own on the
         computed values for the others."""
-        from .. import numpy as nps
-
-        f = getattr(nps, func.__name__, None)
+        f = getattr(_namespace, func.__name__, None)
         if f is not None and func.__module__.startswith("numpy") and callable(f) \
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
@@ -649,8 +653,7 @@ def _matmul(x, o, reflected):
         a, b = (BlockArray(n, x._s), x) if reflected else (x, BlockArray(n, x._s))
         if a.ndim >= 2 and b.ndim >= 2 and max(a.ndim, b.ndim) > 2 \
                 and a.shape[:-2] != b.shape[:-2]:
-            from . import broadcast_to
-
+            broadcast_to = _namespace.broadcast_to
             batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
             a = broadcast_to(a, batch + a.shape[-2:])
             b = broadcast_to(b, batch + b.shape[-2:])

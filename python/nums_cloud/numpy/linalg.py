@@ -2,7 +2,9 @@
 blocked Cholesky and blocked LU (the README's factorizations). Lazy: each returns
 arrays (NumPy's named tuples for several) that compute on demand."""
 
-from . import _LINALG, _array, _numpy_doc
+from . import _array
+from ._table import _LINALG, _numpy_doc
+from ._table import FUNCTIONS as _fn  # the table's functions
 from .._errors import LinAlgError  # noqa: F401  (nums_cloud.numpy.linalg.LinAlgError)
 
 __all__ = ["qr", "svd", "svdvals", "lstsq", "norm", "cholesky", "solve", "inv", "det",
@@ -22,23 +24,21 @@ def _per_matrix(f):
 
     @functools.wraps(f)
     def g(a, *args, **kwargs):
-        from .. import numpy as nps
-
         a = _array.asarray(a)
         if a.ndim <= 2:
             return f(a, *args, **kwargs)
         batch, n = a.shape[:-2], math.prod(a.shape[:-2])
         if n == 0:
             # No matrices: the result's shapes and dtypes from one matrix's (nothing runs).
-            one = f(nps.zeros(a.shape[-2:], dtype=a.dtype), *args, **kwargs)
+            one = f(_fn.zeros(a.shape[-2:], dtype=a.dtype), *args, **kwargs)
             parts = one if isinstance(one, tuple) else (one,)
-            empty = [nps.zeros(batch + p.shape, dtype=p.dtype) for p in parts]
+            empty = [_fn.zeros(batch + p.shape, dtype=p.dtype) for p in parts]
             return type(one)(*empty) if isinstance(one, tuple) else empty[0]
         flat = a.reshape((n,) + a.shape[-2:])
         results = [f(flat[i], *args, **kwargs) for i in range(n)]
         if not isinstance(results[0], tuple):
-            return nps.stack(results).reshape(batch + results[0].shape)
-        fields = [nps.stack([r[j] for r in results]).reshape(batch + results[0][j].shape)
+            return _fn.stack(results).reshape(batch + results[0].shape)
+        fields = [_fn.stack([r[j] for r in results]).reshape(batch + results[0][j].shape)
                   for j in range(len(results[0]))]
         return type(results[0])(*fields)
 
@@ -79,8 +79,6 @@ norm = _LINALG["norm"]
 def solve(a, b):
     import math
 
-    from .. import numpy as nps
-
     a = _array.asarray(a)
     b = b if isinstance(b, _array.BlockArray) else _array.asarray(b, session=a._s)
     if a.ndim <= 2 and b.ndim <= 2:
@@ -88,15 +86,15 @@ def solve(a, b):
     vector = b.ndim == 1
     bm = b.reshape(b.shape + (1,)) if vector else b
     batch = _np_broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    a = nps.broadcast_to(a, batch + a.shape[-2:])
-    bm = nps.broadcast_to(bm, batch + bm.shape[-2:])
+    a = _fn.broadcast_to(a, batch + a.shape[-2:])
+    bm = _fn.broadcast_to(bm, batch + bm.shape[-2:])
     n = math.prod(batch)
     out_shape = batch + (bm.shape[-2:] if not vector else bm.shape[-2:-1])
     if n == 0:
-        return nps.zeros(out_shape, dtype=_LINALG["solve"](
-            nps.zeros(a.shape[-2:], dtype=a.dtype), nps.zeros(bm.shape[-2:], dtype=bm.dtype)).dtype)
+        return _fn.zeros(out_shape, dtype=_LINALG["solve"](
+            _fn.zeros(a.shape[-2:], dtype=a.dtype), _fn.zeros(bm.shape[-2:], dtype=bm.dtype)).dtype)
     fa, fb = a.reshape((n,) + a.shape[-2:]), bm.reshape((n,) + bm.shape[-2:])
-    return nps.stack([_LINALG["solve"](fa[i], fb[i]) for i in range(n)]).reshape(out_shape)
+    return _fn.stack([_LINALG["solve"](fa[i], fb[i]) for i in range(n)]).reshape(out_shape)
 
 
 def _np_broadcast_shapes(*shapes):
@@ -115,9 +113,7 @@ def cholesky(a, /, *, upper=False):
     lower = _per_matrix(_LINALG["cholesky"])(a)
     if not upper:
         return lower
-    from .. import numpy as nps
-
-    return nps.conj(lower.mT) if lower.dtype.kind == "c" else lower.mT
+    return _fn.conj(lower.mT) if lower.dtype.kind == "c" else lower.mT
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
@@ -245,8 +241,6 @@ def matrix_rank(x, /, *, rtol=None):
 @_doc("pinv", "lazy: from the reduced SVD (``svd``), the singular values at most "
               "``rtol`` times the largest taken as zero.")
 def pinv(x, /, *, rtol=None):
-    from .. import numpy as nps
-
     x = _array.asarray(x)
     if x.ndim < 2:
         raise ValueError(f"pinv: x of shape {x.shape} is not a matrix")
@@ -254,8 +248,8 @@ def pinv(x, /, *, rtol=None):
         return pinv(x.mT, rtol=rtol).mT
     u, s, vh = svd(x)
     keep = s > _tolerance(s, x.shape, x.dtype, rtol)
-    s_inv = nps.where(keep, 1 / nps.where(keep, s, 1), 0)
-    v, uh = (vh.mT, u.mT) if x.dtype.kind != "c" else (nps.conj(vh.mT), nps.conj(u.mT))
+    s_inv = _fn.where(keep, 1 / _fn.where(keep, s, 1), 0)
+    v, uh = (vh.mT, u.mT) if x.dtype.kind != "c" else (_fn.conj(vh.mT), _fn.conj(u.mT))
     return v @ (s_inv.reshape(s_inv.shape + (1,)) * uh)
 
 

@@ -2,7 +2,6 @@
 //! file). Their blocks are the default ones for the job's workers and memory.
 
 use super::*;
-use crate::graph::ops::floor_div;
 use crate::refusal::PyException;
 
 pub(super) const DEFS: &[FuncDef] = &[
@@ -67,7 +66,7 @@ fn check_fill(b: &Bound, value: Scalar, dtype: DType) -> Result<(), EvalError> {
             format!("{}(): cannot convert the float {value} to an integer", b.f),
         ));
     }
-    if let Some(dt) = super::super::ops::out_of_range(value, dtype) {
+    if let Some(dt) = out_of_range(value, dtype) {
         return Err(b.raising(
             PyException::OverflowError,
             b.pos,

@@ -312,18 +312,6 @@ fn markdown_table() -> String {
     out
 }
 
-// The most elements an array may have (the engine's one bound).
-use crate::config::MAX_ELEMENTS;
-
-/// `shape`'s element count, refused past [`MAX_ELEMENTS`].
-pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {
-    shape
-        .iter()
-        .try_fold(1u64, |acc, &s| acc.checked_mul(s))
-        .filter(|&n| n <= MAX_ELEMENTS)
-        .ok_or_else(|| format!("shape {} has more than 2^50 elements", shape_str(shape)))
-}
-
 /// A single axis given as a value (negatives count from the end).
 fn axis_of(v: &Val, ndim: usize) -> Result<usize, Refusal> {
     match v {

@@ -1,0 +1,25 @@
+//! A shape's text and its element count within the engine's bound: what the builder, the
+//! operators and the functions all say and check of shapes, below each of them.
+
+use crate::config::MAX_ELEMENTS;
+
+/// A shape as Python prints a tuple: `(3,)`, `(2, 3)`.
+pub(super) fn shape_str(s: &[u64]) -> String {
+    match s {
+        [x] => format!("({x},)"),
+        _ => format!(
+            "({})",
+            s.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    }
+}
+
+/// `shape`'s element count, refused past [`MAX_ELEMENTS`] (the engine's one bound on
+/// an array's elements).
+pub(super) fn check_elements(shape: &[u64]) -> Result<u64, String> {
+    shape
+        .iter()
+        .try_fold(1u64, |acc, &s| acc.checked_mul(s))
+        .filter(|&n| n <= MAX_ELEMENTS)
+        .ok_or_else(|| format!("shape {} has more than 2^50 elements", shape_str(shape)))
+}

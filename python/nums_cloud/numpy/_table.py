@@ -1,0 +1,115 @@
+"""The engine's function table as Python functions under NumPy's names, with NumPy's
+signatures and docstrings: what ``nums_cloud.numpy`` holds (``_GENERATED``) and
+``nums_cloud.numpy.linalg`` wraps (``_LINALG``). Below both, above the arrays."""
+
+import builtins as _builtins
+import inspect as _inspect
+import types as _types
+
+import numpy as _np
+
+from .. import _native
+from . import _array
+
+
+def _numpy_doc(name, note):
+    """NumPy's summary of ``name`` (its first paragraph), then what nums-cloud does."""
+    f = getattr(_np, name, None) or getattr(_np.linalg, name, None)
+    text = ""
+    if f is not None and f.__doc__:
+        lines = _inspect.cleandoc(f.__doc__).splitlines()
+        # A ufunc's docstring starts with its signature and a blank line.
+        if lines and "(" in lines[0] and lines[0].startswith(name):
+            lines = lines[1:]
+        para = []
+        for line in lines:
+            if not line.strip():
+                if para:
+                    break
+                continue
+            para.append(line.strip())
+        text = " ".join(para)
+    if not text:
+        text = f"NumPy's ``{name}``."
+    return f"{text}\n\nnums-cloud: {note}"
+
+
+def _engine(f):
+    """Marks ``f`` as taking nums-cloud arrays lazily (NumPy's ``__array_function__``
+    hands it NumPy's calls of the same name)."""
+    f._engine = True
+    return f
+
+
+def _signature(name, family, params, star):
+    """The signature of the table's ``name``: its parameters (NumPy's, in the table's
+    order) with the kinds and defaults NumPy's function of that name gives them, so that
+    ``inspect.signature`` reads NumPy's (the standard's positional-only ``x, /`` of the
+    elementwise functions, its keyword-only ``stable``, ``*xi`` of ``meshgrid``). A
+    parameter NumPy does not have is positional-or-keyword (keyword-only after one) and
+    defaults to NumPy's "no value" after a parameter with a default. ``None`` when the
+    kinds would not make a signature (the function then shows ``*args, **kwargs``)."""
+    P = _inspect.Parameter
+    home = _np.linalg if family == "linalg" else _np
+    try:
+        theirs = _inspect.signature(getattr(home, name)).parameters
+    except (AttributeError, TypeError, ValueError):
+        theirs = {}
+    out = []
+    for i, p in enumerate(params):
+        q = theirs.get(p)
+        if star and i == len(params) - 1:
+            q = P(p, P.VAR_POSITIONAL)
+        elif q is not None:
+            q = q.replace(annotation=P.empty)
+        else:
+            kind = P.KEYWORD_ONLY if out and out[-1].kind == P.KEYWORD_ONLY else P.POSITIONAL_OR_KEYWORD
+            later = _builtins.any(o.default is not P.empty for o in out)
+            q = P(p, kind, default=_np._NoValue if later else P.empty)
+        out.append(q)
+    # The standard's device= is every function's (_array.call takes "cpu").
+    if "device" in theirs and "device" not in params:
+        out.append(theirs["device"].replace(annotation=P.empty))
+    try:
+        return _inspect.Signature(out)
+    except ValueError:  # NumPy's kinds out of the table's order
+        return None
+
+
+def _defined(name, family, params, star):
+    def f(*args, **kwargs):
+        return _array.call(name, args, kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__module__ = __package__  # nums_cloud.numpy, where the namespace holds it
+    sig = _signature(name, family, params, star)
+    if sig is not None:
+        f.__signature__ = sig
+    text = ", ".join(("*" if star and i == len(params) - 1 else "") + p
+                     for i, p in enumerate(params))
+    f.__doc__ = _numpy_doc(name, f"lazy; the engine's ``{name}({text})`` (NumPy's "
+                                 "parameters; see the README's function table).")
+    return _engine(f)
+
+
+# The engine's function table, under NumPy's names (the models are in nums_cloud.models,
+# the factorizations in nums_cloud.numpy.linalg).
+_TABLE = _native.functions()
+_LINALG = {}
+# Every name of the table as generated here: the guard test holds the namespace to these
+# (a hand-written stand-in decides in Python what the engine decides).
+_GENERATED = {}
+for _family, _name, _aliases, _params, _star in _TABLE:
+    if _family == "models":
+        continue
+    _f = _defined(_name, _family, _params, _star)
+    if _family == "linalg":
+        _LINALG[_name] = _f
+        continue
+    for _n in (_name, *_aliases):
+        _GENERATED[_n] = _f
+del _family, _name, _aliases, _params, _star, _f, _n
+
+#: The table's functions by attribute (``FUNCTIONS.zeros``), for the modules below the
+#: namespace (``linalg``, ``_api``): the same objects ``nums_cloud.numpy`` holds.
+FUNCTIONS = _types.SimpleNamespace(**_GENERATED)
