@@ -258,6 +258,12 @@ CASES = [
     "w @ A",
     "v @ v",
     "A.T @ A",
+    # stacks: their batch axes broadcast (a missing axis, axes of length 1)
+    "T @ C",
+    "A @ X",
+    "T[:, None] @ X[None, :, :, :3]",
+    "matmul(T[:1], X[:, :, :2])",
+    "I[None] @ J.T[None, None]",
     "matmul(A, C)",
     "dot(A, C)",
     "dot(v, v)",
@@ -1095,14 +1101,16 @@ def test_numbers_compute_as_python_computes_them(tmp_path):
 
 def test_contractions_other_than_einsum_do_not_broadcast(tmp_path):
     """einsum broadcasts a length-1 axis (the table); NumPy's other contractions and an
-    einsum's repeated letter in one operand do not, and nums-cloud refuses them too."""
+    einsum's repeated letter in one operand do not, and nums-cloud refuses them too
+    (matmul's batch axes broadcast, as the table's stacks show: not ones that clash)."""
     d = tmp_path / "in"
     d.mkdir()
     arrays = {}
-    for n in ("A", "B", "C"):
+    for n in ("A", "B", "C", "T", "X"):
         np.save(d / f"{n}.npy", INPUTS[n][0])
         arrays[n] = {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]}
-    refused = {"einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
+    refused = {"T @ X": "batch shapes (4,) and (6,) do not broadcast",
+               "einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
                "einsum('ij,ji->', A[:1, :3], A[:2, :1])": "einsum letter 'j' has sizes 3 and 2",
                "tensordot(A[:, :1], C, axes=1)": "sizes 1 and 5", "dot(A[:, :1], C)": "sizes 1 and 5",
                "A[:, :1] @ C": "sizes 1 and 5", "inner(A[:, :1], B)": "sizes 1 and 5"}

@@ -36,9 +36,9 @@ __all__ = [
     # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
     # the same names in its table)
     # indexing, manipulation
-    "take", "take_along_axis", "repeat", "matrix_transpose", "vecdot", "matmul",
+    "take", "take_along_axis", "repeat", "matrix_transpose", "vecdot",
     # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
-    # broadcast_arrays, searching, sets, sorting and cumulative functions are the
+    # broadcast_arrays, matmul, searching, sets, sorting and cumulative functions are the
     # engine's: its table)
 ]
 
@@ -215,13 +215,6 @@ def vecdot(x1, x2, /, *, axis=-1):
     if x1.dtype.kind == "c":
         x1 = _ns().conj(x1)
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
-
-
-def matmul(x1, x2, /):
-    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
-    if not isinstance(x1, BlockArray):
-        x1 = _array.asarray(x1, session=_array._session_of(x2))
-    return x1 @ x2
 
 
 def take(x, indices, /, *, axis=None):

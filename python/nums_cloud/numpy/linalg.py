@@ -138,10 +138,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     return norm(x, ord=ord, axis=axis, keepdims=keepdims)  # noqa: F821
 
 def matmul(x1, x2, /):
-    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
-    from ._api import matmul as f
+    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's).
 
-    return f(x1, x2)
+    nums-cloud: lazy (the engine's ``matmul``)."""
+    return _call("matmul", (x1, x2), {})
 
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices) ``x``."""
