@@ -851,9 +851,14 @@ mod tests {
         assert_eq!(einsum("C"), "axz,bzy->abxy");
         assert_eq!(einsum("D"), "xz,azy->axy");
         assert_eq!(einsum("F"), "axz,azy->axy");
-        let e = graph("[arrays]\nA = { ones = [2, 3, 4] }\nB = { ones = [3, 4, 5] }\nC = \"A @ B\"\n")
-            .unwrap_err();
-        assert!(e.message.contains("batch shapes (2,) and (3,) do not broadcast"), "{e}");
+        let e =
+            graph("[arrays]\nA = { ones = [2, 3, 4] }\nB = { ones = [3, 4, 5] }\nC = \"A @ B\"\n")
+                .unwrap_err();
+        assert!(
+            e.message
+                .contains("batch shapes (2,) and (3,) do not broadcast"),
+            "{e}"
+        );
     }
 
     #[test]

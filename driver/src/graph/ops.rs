@@ -930,7 +930,8 @@ impl<'a> Builder<'a> {
                 // axes aligned). The batch letters are aligned so; a missing axis or one
                 // of length 1 broadcasts in the einsum (that operand is the same along it,
                 // so nothing is copied).
-                let Some(out) = nums_layout::meta::broadcast(&ma.shape[..na - 2], &mb.shape[..nb - 2])
+                let Some(out) =
+                    nums_layout::meta::broadcast(&ma.shape[..na - 2], &mb.shape[..nb - 2])
                 else {
                     return Err(at(format!(
                         "@ of stacks of shapes {} and {}: the batch shapes {} and {} do not broadcast",
@@ -941,7 +942,11 @@ impl<'a> Builder<'a> {
                     )));
                 };
                 let n = out.len();
-                let (ba, bb, bo) = (&batch[n - (na - 2)..n], &batch[n - (nb - 2)..n], &batch[..n]);
+                let (ba, bb, bo) = (
+                    &batch[n - (na - 2)..n],
+                    &batch[n - (nb - 2)..n],
+                    &batch[..n],
+                );
                 let spec = format!("{ba}xz,{bb}zy->{bo}xy");
                 return self.einsum_broadcasting(&spec, vec![a, b], pos);
             }
