@@ -403,7 +403,7 @@ def namespace_stub():
         "EAGER: list[str]",
         "ndarray = BlockArray",
     ]
-    table = {name: (params, star) for _, name, aliases, params, star in nums_cloud._native.functions()
+    table = {name: (params, star) for _, name, aliases, params, star, _ in nums_cloud._native.functions()
              for name in (name, *aliases)}
     for name in sorted(n for n in dir(nps) if not n.startswith("_") or n == "__array_namespace_info__"):
         obj = getattr(nps, name)
@@ -606,7 +606,7 @@ def test_table_functions_have_numpys_signatures():
     ``*xi`` of ``meshgrid``; the standard's own spellings take positional-only arguments."""
     P = inspect.Parameter
     checked = 0
-    for family, name, _aliases, params, star in nums_cloud._native.functions():
+    for family, name, _aliases, params, star, _arrays in nums_cloud._native.functions():
         if family in ("models", "linalg") or star:
             continue
         f = getattr(nps, name)
@@ -867,6 +867,28 @@ def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
     assert found == NUMPY_RULES_LEFT, (
         f"not listed: {sorted(found - NUMPY_RULES_LEFT)}; "
         f"listed but gone: {sorted(NUMPY_RULES_LEFT - found)}")
+
+
+def test_lists_are_arrays_where_numpy_takes_array_likes(session):
+    """The engine's table says which parameters are NumPy's array_like ones
+    (``_native.functions()``): a list or tuple given for one is an array of its values, as
+    NumPy reads it; shapes and axes stay tuples. Values, shapes and dtypes are NumPy's."""
+    table = {name: arrays for _, name, _a, _p, _s, arrays in nums_cloud._native.functions()}
+    assert table["exp"] == ["x"] and table["where"] == ["condition", "x", "y"]
+    assert table["zeros"] == [] and table["concatenate"] == []
+    for expr in ("flip([1, 2, 3])", "exp([1, 2])", "add([1, 2], 3)", "exp((0.5, 1.5))",
+                 "where([True, False], [1, 2], 0)", "sum([[1, 2], [3, 4]], axis=0)",
+                 "sum([[1, 2], [3, 4]], axis=(0, 1))", "maximum((1.5, -2), [0, 0])",
+                 "einsum('i,i->', [1.0, 2.0], [3.0, 4.0])", "isin([1, 5, 2], [2, 5])",
+                 "cumsum([1, 2, 3])", "sort([3, 1, 2])", "reshape([1, 2, 3, 4], (2, 2))",
+                 "flip(m=[[1, 2], [3, 4]], axis=1)", "dot([1.0, 2.0], [[1.0], [2.0]])",
+                 "mean([1, 2, 4])", "exp([])"):
+        want = eval(expr, vars(np))
+        got = eval(expr, vars(nps))
+        got = got.get() if hasattr(got, "get") else got
+        assert np.shape(got) == np.shape(want), expr
+        assert np.asarray(got).dtype == np.asarray(want).dtype, expr
+        np.testing.assert_allclose(got, want, err_msg=expr)
 
 
 def test_broadcasts_are_the_engines(session):

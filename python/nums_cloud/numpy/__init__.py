@@ -109,8 +109,35 @@ def _signature(name, family, params, star):
         return None
 
 
-def _defined(name, family, params, star):
+def _array_likes(params, star, arrays, args, kwargs):
+    """``args`` and ``kwargs`` with a list (or tuple) given for one of the engine's
+    array_like parameters (``arrays``, the table's) as an array of its values, as NumPy
+    reads it (``exp([1, 2])``); the others as they are (shapes, axes, sequences of
+    arrays)."""
+    s = None
+
+    def conv(v):
+        nonlocal s
+        if not isinstance(v, (list, tuple)):
+            return v
+        if s is None:
+            s = _array._session_of(*args, *kwargs.values())
+        return _array.asarray(v, session=s)
+
+    n = len(params)
+    args = tuple(conv(v) if (params[n - 1] if star and i >= n - 1 else
+                            params[i] if i < n else None) in arrays else v
+                 for i, v in enumerate(args))
+    kwargs = {k: conv(v) if k in arrays else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _defined(name, family, params, star, arrays=()):
+    arrays = frozenset(arrays)
+
     def f(*args, **kwargs):
+        if arrays:
+            args, kwargs = _array_likes(params, star, arrays, args, kwargs)
         return _array.call(name, args, kwargs)
 
     f.__name__ = f.__qualname__ = name
@@ -132,16 +159,16 @@ _LINALG = {}
 # Every name of the table as generated here: the guard test holds the namespace to these
 # (a hand-written stand-in decides in Python what the engine decides).
 _GENERATED = {}
-for _family, _name, _aliases, _params, _star in _TABLE:
+for _family, _name, _aliases, _params, _star, _arrays in _TABLE:
     if _family == "models":
         continue
-    _f = _defined(_name, _family, _params, _star)
+    _f = _defined(_name, _family, _params, _star, _arrays)
     if _family == "linalg":
         _LINALG[_name] = _f
         continue
     for _n in (_name, *_aliases):
         globals()[_n] = _GENERATED[_n] = _f
-del _family, _name, _aliases, _params, _star, _f, _n
+del _family, _name, _aliases, _params, _star, _arrays, _f, _n
 
 # NumPy's ufuncs that the engine has (``np.exp(x)``, ``np_array * x`` reach it).
 _UFUNCS = {
@@ -159,7 +186,7 @@ _UFUNCS = {
 }
 # NumPy's other ufuncs, by their own names, where the engine's table has them
 # (``np.int64(3) & x`` is bitwise_and).
-_ENGINE_NAMES = {n for _family, name, aliases, _p, _s in _TABLE if _family != "models"
+_ENGINE_NAMES = {n for _family, name, aliases, _p, _s, _a in _TABLE if _family != "models"
                  for n in (name, *aliases)}
 _UFUNCS.update((n, n) for n in (
     "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert",
