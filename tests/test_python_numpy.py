@@ -823,9 +823,6 @@ def test_matmul_broadcasts_stacks_as_numpy(session):
 STAND_INS = {
     # indices and counts computed in Python (the engine takes ints only)
     "take", "repeat", "searchsorted",
-    # the standard's keyword spellings (eye's n_cols, reshape's order, clip's min/max,
-    # expand_dims' default axis)
-    "eye", "reshape", "clip", "expand_dims",
 }
 # nums_cloud.numpy.linalg: stacks of matrices, solve's broadcasting, qr/svd's keywords.
 LINALG_STAND_INS = {"cholesky", "det", "inv", "lstsq", "qr", "slogdet", "solve", "svd",
@@ -889,6 +886,36 @@ def test_lists_are_arrays_where_numpy_takes_array_likes(session):
         assert np.shape(got) == np.shape(want), expr
         assert np.asarray(got).dtype == np.asarray(want).dtype, expr
         np.testing.assert_allclose(got, want, err_msg=expr)
+
+
+def test_the_standards_spellings_are_the_engines(session):
+    """eye's n_cols (positional), reshape's order, clip's min/max and expand_dims' default
+    axis are the engine's (no stand-ins): NumPy's values, the Array API's default."""
+    a = np.arange(24.0)
+    x = nps.asarray(a)
+    for args, kw in [((3,), {}), ((3, 4), {"k": 1}), ((3, None), {}), ((2, 5, -1), {}),
+                     ((3,), {"M": 2, "dtype": nps.int32})]:
+        got, want = nps.eye(*args, **kw), np.eye(*args, **kw)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.get(), want)
+    for order in "CFA":
+        np.testing.assert_array_equal(nps.reshape(x, (4, 6), order=order).get(),
+                                      np.reshape(a, (4, 6), order=order))
+        np.testing.assert_array_equal(x.reshape(4, 6).reshape((3, 2, 4), order=order).get(),
+                                      a.reshape(4, 6).reshape((3, 2, 4), order=order))
+    np.testing.assert_array_equal(nps.reshape(x, (2, 3, 4), "F").get(),
+                                  np.reshape(a, (2, 3, 4), "F"))
+    np.testing.assert_array_equal(x.reshape(2, 12).get(), a.reshape(2, 12))
+    with pytest.raises(ValueError, match="order"):
+        nps.reshape(x, (4, 6), order="X")
+    for kw in ({"min": 2, "max": 5}, {"max": 5}, {"min": 20.5}):
+        np.testing.assert_array_equal(nps.clip(x, **kw).get(), np.clip(a, **kw))
+    np.testing.assert_array_equal(nps.clip([1, 5, 9], 2, [4, 4, 4]).get(),
+                                  np.clip([1, 5, 9], 2, [4, 4, 4]))
+    with pytest.raises(ValueError):
+        nps.clip(x, 1, 2, min=1)
+    assert nps.expand_dims(x).shape == (1, 24)
+    assert nps.expand_dims(x, axis=1).shape == (24, 1)
 
 
 def test_broadcasts_are_the_engines(session):

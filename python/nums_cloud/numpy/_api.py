@@ -261,37 +261,9 @@ searchsorted._engine = True
 __all__.append("searchsorted")
 
 
-# The standard's spellings of NumPy's keywords.
-__all__ += ["eye", "reshape", "clip", "asarray", "expand_dims"]
-
-
-def eye(n_rows, n_cols=None, /, k=0, dtype=None, *, device=None, M=None, N=None):
-    """Returns a two-dimensional array with ones on the ``k``-th diagonal and zeros
-    elsewhere (NumPy's ``eye(N, M, k)`` and the standard's ``eye(n_rows, n_cols, k=)``)."""
-    _array.check_device(device)
-    kw = {"k": k}
-    if dtype is not None:
-        kw["dtype"] = dtype
-    return call("eye", (n_rows, n_cols if M is None else M), kw)
-
-
-def reshape(x, /, shape, *, copy=None, order="C"):
-    """Gives a new shape to an array without changing its data."""
-    return asarray(x).reshape(tuple(shape) if not isinstance(shape, builtins.int) else (shape,),
-                              order=order)
-
-
-def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
-    """Clip (limit) the values in an array to ``[min, max]``."""
-    lo = a_min if min is None else min
-    hi = a_max if max is None else max
-    return call("clip", (x, lo, hi), {})
-
-
-def expand_dims(x, /, axis=0):
-    """Expand the shape of an array: a new axis of length one at ``axis`` (the standard's
-    default 0; an axis out of range is the engine's AxisError)."""
-    return call("expand_dims", (x, axis), {})
+# The standard's asarray (eye's n_cols, reshape's order, clip's min/max and expand_dims'
+# default axis are the engine's).
+__all__ += ["asarray"]
 
 
 _asarray = asarray
@@ -304,5 +276,4 @@ def asarray(obj, /, dtype=None, *, device=None, copy=None):  # noqa: F811
     return _asarray(obj, dtype)
 
 
-for _f in (eye, reshape, clip, expand_dims, asarray):
-    _f._engine = True
+asarray._engine = True

@@ -439,14 +439,14 @@ class BlockArray:
         """Copy of the array, cast to a specified type."""
         return BlockArray(self._a.call("astype", [dtype_name(dtype)]), self._s)
 
-    def reshape(self, *shape, order="C"):
-        """Gives a new shape to an array without changing its data."""
-        if order != "C":
-            raise NotImplementedError("nums-cloud reshapes in C order only")
+    def reshape(self, *shape, order="C", copy=None):
+        """Gives a new shape to an array without changing its data (``order``: the
+        engine's, "C", "F" or "A")."""
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
-        return BlockArray(self._a.call("reshape", [tuple(operator.index(d) for d in shape)]),
-                          self._s)
+        kw = None if order == "C" else {"order": order}
+        return BlockArray(
+            self._a.call("reshape", [tuple(operator.index(d) for d in shape)], kw), self._s)
 
     def transpose(self, *axes):
         """Returns an array with axes transposed."""

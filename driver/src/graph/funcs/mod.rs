@@ -34,7 +34,9 @@ pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
 pub(super) enum Rest {
     /// They are an error.
     None,
-    /// Several trailing positionals are one tuple: `x.reshape(2, 3)` as `x.reshape((2, 3))`.
+    /// Several positionals after the first are one tuple, the second parameter's:
+    /// `x.reshape(2, 3)` as `x.reshape((2, 3))` (NumPy's method form; a string among them
+    /// binds them as written: `reshape(x, (2, 3), "F")`).
     Spread,
     /// NumPy's `*name`: every positional from the last parameter on, each kept with its
     /// position (`einsum(subscripts, *operands)`); all parameters are positional only.
@@ -581,7 +583,9 @@ impl<'a> Builder<'a> {
         // From which positional on the arguments go to the last parameter together.
         let gather = match def.rest {
             Rest::None => None,
-            Rest::Spread => last.filter(|_| args.len() > names.len()),
+            Rest::Spread => (args.len() > 2
+                && !args[2..].iter().any(|a| matches!(a.kind, ExprKind::Str(_))))
+            .then_some(1),
             Rest::Star => last,
             Rest::Leading => Some(0),
         };

@@ -32,8 +32,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "reshape",
-        &["a", "shape"],
-        "`np.reshape` (`-1` once), `x.reshape(2, 3)`",
+        &["a", "shape", "order"],
+        "`np.reshape` (`-1` once; `order` \"C\", \"F\" or \"A\"), `x.reshape(2, 3)`",
         |s, b| {
             b.array("a")?;
             let (v, p) = b.need("shape")?;
@@ -58,7 +58,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "expand_dims",
         &["a", "axis"],
-        "`np.expand_dims`",
+        "`np.expand_dims` (the Array API's default `axis=0`)",
         expand_dims,
     ),
     FuncDef::new("squeeze", &["a", "axis"], "`np.squeeze`", squeeze),
@@ -262,13 +262,40 @@ fn reshape(s: &mut Builder, b: &Bound, shape: Vec<i64>) -> Result<Val, EvalError
     if sizes.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) != Some(len) {
         return Err(bad());
     }
-    Ok(Val::Arr(s.reshape(x, &sizes)))
+    // NumPy's order: "C" (and "A": nums-cloud's arrays are in C order) reads and writes
+    // the elements with the last index fastest; "F" with the first, which is the C reshape
+    // of the reversed axes, reversed back.
+    let fortran = match b.get("order") {
+        None => false,
+        Some((Val::Str(o), _)) if o == "C" || o == "A" => false,
+        Some((Val::Str(o), _)) if o == "F" => true,
+        Some((v, p)) => {
+            let got = match v {
+                Val::Str(o) => format!("{o:?}"),
+                _ => "not a string".to_string(),
+            };
+            return Err(b.err(
+                *p,
+                format!("reshape(): order must be one of 'C', 'F' or 'A' (got {got})"),
+            ));
+        }
+    };
+    if !fortran {
+        return Ok(Val::Arr(s.reshape(x, &sizes)));
+    }
+    let n = s.meta(x).ndim();
+    let t = s.transpose(x, (0..n).rev().collect());
+    let rev: Vec<u64> = sizes.iter().rev().copied().collect();
+    let r = s.reshape(t, &rev);
+    Ok(Val::Arr(s.transpose(r, (0..sizes.len()).rev().collect())))
 }
 
 fn expand_dims(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("a")?;
     let m = s.meta(x).clone();
-    let (v, p) = b.need("axis")?;
+    // The Array API's default axis 0 (NumPy's axis has none).
+    let zero = (Val::Num(Scalar::Int(0)), b.pos);
+    let (v, p) = b.get("axis").unwrap_or(&zero);
     let added = match v {
         Val::Tuple(t) => t.len(),
         _ => 1,
