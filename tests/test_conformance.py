@@ -507,6 +507,10 @@ CASES = [
     "np.linalg.det(S)",
     "np.linalg.slogdet(S).logabsdet",
     "np.linalg.cholesky(S @ S.T + 5 * eye(5))",
+    # stacks of systems: the batch axes broadcast, b a vector only when 1-D
+    "np.linalg.solve(X[:, 1:, :] + 5 * eye(4), w[:4])",
+    "np.linalg.solve(X[:2, 1:, :][:, None] + 5 * eye(4), X[:3, 1:, :2])",
+    "np.linalg.solve(S + 5 * eye(5), swapaxes(T, 1, 2)[:, :, :2])",
     # cumulative: a scan across blocks (block totals, their offsets, each block from its own)
     "cumsum(A)",
     "cumsum(A, axis=0)",

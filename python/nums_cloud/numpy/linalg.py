@@ -74,35 +74,8 @@ def lstsq(a, b, rcond=None):
 norm = _LINALG["norm"]
 
 
-@_doc("solve", "lazy; one block: LU in one task, more: blocked LU. Stacks (broadcast as "
-               "NumPy's; ``b`` a vector only when 1-D) a system at a time.")
-def solve(a, b):
-    import math
+solve = _LINALG["solve"]  # stacks, b broadcast against them: the engine's
 
-    from .. import numpy as nps
-
-    a = _array.asarray(a)
-    b = b if isinstance(b, _array.BlockArray) else _array.asarray(b, session=a._s)
-    if a.ndim <= 2 and b.ndim <= 2:
-        return _LINALG["solve"](a, b)
-    vector = b.ndim == 1
-    bm = b.reshape(b.shape + (1,)) if vector else b
-    batch = _np_broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    a = nps.broadcast_to(a, batch + a.shape[-2:])
-    bm = nps.broadcast_to(bm, batch + bm.shape[-2:])
-    n = math.prod(batch)
-    out_shape = batch + (bm.shape[-2:] if not vector else bm.shape[-2:-1])
-    if n == 0:
-        return nps.zeros(out_shape, dtype=_LINALG["solve"](
-            nps.zeros(a.shape[-2:], dtype=a.dtype), nps.zeros(bm.shape[-2:], dtype=bm.dtype)).dtype)
-    fa, fb = a.reshape((n,) + a.shape[-2:]), bm.reshape((n,) + bm.shape[-2:])
-    return nps.stack([_LINALG["solve"](fa[i], fb[i]) for i in range(n)]).reshape(out_shape)
-
-
-def _np_broadcast_shapes(*shapes):
-    import numpy as np
-
-    return np.broadcast_shapes(*shapes)
 # Stacks of matrices, a matrix at a time.
 for _name in ("svdvals", "inv", "det", "slogdet"):
     globals()[_name] = _per_matrix(_LINALG[_name])

@@ -656,7 +656,7 @@ fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     Ok(Val::Arr(take_node(s, x, axis, indices)))
 }
 
-fn take_node(s: &mut Builder, x: NodeId, axis: usize, indices: Vec<u64>) -> NodeId {
+pub(super) fn take_node(s: &mut Builder, x: NodeId, axis: usize, indices: Vec<u64>) -> NodeId {
     let t = s.meta(x).clone();
     let mut shape = t.shape.clone();
     shape[axis] = indices.len() as u64;
