@@ -153,8 +153,6 @@ def cross(x1, x2, /, *, axis=-1):
     against each other, their vectors along ``axis``).
 
     nums-cloud: lazy (products and differences of the vectors' components)."""
-    from . import _api
-
     x1, x2 = _array.asarray(x1), _array.asarray(x2)
     if not -min(x1.ndim, x2.ndim) <= axis < min(x1.ndim, x2.ndim):
         raise ValueError(f"cross: axis {axis} is out of bounds for arrays of shapes "
@@ -162,8 +160,8 @@ def cross(x1, x2, /, *, axis=-1):
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"cross: x1 of shape {x1.shape} and x2 of shape {x2.shape} must "
                          f"have 3 elements along axis {axis}")
-    a = [_api.take(x1, [i], axis=axis) for i in range(3)]
-    b = [_api.take(x2, [i], axis=axis) for i in range(3)]
+    a = [_call("take", (x1, [i]), {"axis": axis}) for i in range(3)]
+    b = [_call("take", (x2, [i]), {"axis": axis}) for i in range(3)]
     parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
     # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
     return _call("concat", (parts,), {"axis": axis})

@@ -121,13 +121,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "repeat",
         &["a", "repeats", "axis"],
-        "`np.repeat` (an int: a broadcast; a list per element)",
+        "`np.repeat` (an int: a broadcast; a list or an array per element, an array's values computed first)",
         repeat,
     ),
     FuncDef::new(
         "take",
         &["a", "indices", "axis", "out", "mode"],
-        "`np.take` (integer indices as a list or an int); `out=`, `mode=` refused",
+        "`np.take` (integer indices: an int, a list, or an array of any shape, its values computed first)",
         take,
     )
     .refusing(&["out", "mode"]),
@@ -428,7 +428,7 @@ fn axis_list(b: &Bound, name: &str, ndim: usize) -> Result<Vec<usize>, EvalError
 }
 
 /// Integers of an int or a tuple argument.
-fn ints(b: &Bound, name: &str) -> Result<Vec<i64>, EvalError> {
+pub(super) fn ints(b: &Bound, name: &str) -> Result<Vec<i64>, EvalError> {
     let (v, p) = b.need(name)?;
     let items = match v {
         Val::Tuple(t) => t.clone(),
@@ -615,7 +615,32 @@ fn tile(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 
 fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let mut x = b.array("a")?;
-    let reps = ints(b, "repeats")?;
+    let reps = match b.need("repeats")? {
+        // An array of counts: its values computed first (a stage); until then one each.
+        (Val::Arr(r), p) => {
+            let (r, p) = (*r, *p);
+            let rm = s.meta(r).clone();
+            if !rm.dtype.is_int() || rm.ndim() > 1 {
+                return Err(b.raising(
+                    crate::refusal::PyException::TypeError,
+                    p,
+                    format!(
+                        "repeat(): repeats must be integers, 0-D or 1-D (got {} of shape {})",
+                        rm.dtype.name(),
+                        shape_str(&rm.shape)
+                    ),
+                ));
+            }
+            match s
+                .int_values(r)
+                .map_err(|e| b.err(p, format!("repeat(): {e}")))?
+            {
+                Some(v) => v,
+                None => vec![1; rm.len() as usize],
+            }
+        }
+        _ => ints(b, "repeats")?,
+    };
     if let Some(r) = reps.iter().find(|&&r| r < 0) {
         return Err(b.err(b.pos, format!("repeat(): negative repetition {r}")));
     }
@@ -677,14 +702,39 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.refused(*p, e))?,
     };
     let (v, p) = b.need("indices")?;
-    if let Val::Arr(_) = v {
-        return Err(b.err(
-            *p,
-            "take(): indices that are an array are not supported; write them as a list (take(a, [0, 2], axis=1))",
-        ));
+    let m = s.meta(x).clone();
+    if let Val::Arr(ind) = v {
+        // An array of indices: its values computed first (a stage), any shape, which takes
+        // the place of `axis` in the result (NumPy's).
+        let im = s.meta(*ind).clone();
+        if !im.dtype.is_int() {
+            return Err(b.raising(
+                crate::refusal::PyException::TypeError,
+                *p,
+                format!(
+                    "take(): indices of dtype {} are not integers",
+                    im.dtype.name()
+                ),
+            ));
+        }
+        let n = m.shape[axis];
+        let idx = s.index_values(*ind, n).map_err(|e| {
+            b.raising(
+                crate::refusal::PyException::IndexError,
+                *p,
+                format!("take(): {e} (axis {axis})"),
+            )
+        })?;
+        let r = take_node(s, x, axis, idx);
+        let shape: Vec<u64> = m.shape[..axis]
+            .iter()
+            .chain(&im.shape)
+            .chain(&m.shape[axis + 1..])
+            .copied()
+            .collect();
+        return Ok(Val::Arr(s.reshape(r, &shape)));
     }
     let scalar = !matches!(v, Val::Tuple(_));
-    let m = s.meta(x).clone();
     let n = m.shape[axis] as i64;
     let idx = ints(b, "indices")?
         .into_iter()
