@@ -724,8 +724,8 @@ mod tests {
                         "must be integers",
                         "needs an array or a number",
                     ]
-                        .iter()
-                        .any(|w| m.contains(w));
+                    .iter()
+                    .any(|w| m.contains(w));
                     if kind {
                         wrong.push(format!("{call}: {m}"));
                     }
