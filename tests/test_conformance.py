@@ -155,6 +155,8 @@ CASES = [
     "where(A > B, 1, -1)",
     "where(M, F, 2)",
     "clip(A, -0.5, 0.5)",
+    "clip(A, min=-0.5, max=0.5)",
+    "clip(I, max=2)",
     "clip(I, 0, None)",
     "isnan(N)",
     "isfinite(N / A)",
@@ -258,6 +260,12 @@ CASES = [
     "w @ A",
     "v @ v",
     "A.T @ A",
+    # stacks: their batch axes broadcast (a missing axis, axes of length 1)
+    "T @ C",
+    "A @ X",
+    "T[:, None] @ X[None, :, :, :3]",
+    "matmul(T[:1], X[:, :, :2])",
+    "I[None] @ J.T[None, None]",
     "matmul(A, C)",
     "dot(A, C)",
     "dot(v, v)",
@@ -318,6 +326,9 @@ CASES = [
     "A.reshape(35)",
     "reshape(T, (6, -1))",
     "reshape(T, (2, 2, 15)) * 2",
+    "reshape(T, (5, 12), order='F')",
+    "reshape(A.T, (7, 5), 'F')",
+    "A.reshape(5, 7, order='A')",
     "ravel(A)",
     "expand_dims(v, 0)",
     "expand_dims(A, (0, 3))",
@@ -496,6 +507,10 @@ CASES = [
     "np.linalg.det(S)",
     "np.linalg.slogdet(S).logabsdet",
     "np.linalg.cholesky(S @ S.T + 5 * eye(5))",
+    # stacks of systems: the batch axes broadcast, b a vector only when 1-D
+    "np.linalg.solve(X[:, 1:, :] + 5 * eye(4), w[:4])",
+    "np.linalg.solve(X[:2, 1:, :][:, None] + 5 * eye(4), X[:3, 1:, :2])",
+    "np.linalg.solve(S + 5 * eye(5), swapaxes(T, 1, 2)[:, :, :2])",
     # cumulative: a scan across blocks (block totals, their offsets, each block from its own)
     "cumsum(A)",
     "cumsum(A, axis=0)",
@@ -543,6 +558,8 @@ CASES = [
     "searchsorted(sort(ravel(I)), 0)",
     "searchsorted(sort(ravel(N)), N)",
     "searchsorted(sort(ravel(I)), J, side='right')",
+    "searchsorted(w, v, sorter=argsort(w))",
+    "searchsorted(w, A, side='right', sorter=argsort(w))",
     "nonzero(I)[0]",
     "nonzero(I)[1]",
     "nonzero(T > 0)[2]",
@@ -701,6 +718,12 @@ CASES = [
     "permute_dims(T, (2, 0, 1))",
     "take(A, [0, 3, 3], axis=1)",
     "take(A, 4)",
+    # array indices and counts: their values computed first
+    "take(A, argsort(w)[:3], axis=0)",
+    "take(A, J - 1, axis=1)",
+    "take(A, J)",
+    "repeat(w, J[:, 0])",
+    "repeat(A, J[0], axis=1)",
     "take(w, [-1, 0])",
     "broadcast_to(w[:, None], (7, 4))",
     "broadcast_to(I[0], (2, 7, 5))",
@@ -1095,14 +1118,16 @@ def test_numbers_compute_as_python_computes_them(tmp_path):
 
 def test_contractions_other_than_einsum_do_not_broadcast(tmp_path):
     """einsum broadcasts a length-1 axis (the table); NumPy's other contractions and an
-    einsum's repeated letter in one operand do not, and nums-cloud refuses them too."""
+    einsum's repeated letter in one operand do not, and nums-cloud refuses them too
+    (matmul's batch axes broadcast, as the table's stacks show: not ones that clash)."""
     d = tmp_path / "in"
     d.mkdir()
     arrays = {}
-    for n in ("A", "B", "C"):
+    for n in ("A", "B", "C", "T", "X"):
         np.save(d / f"{n}.npy", INPUTS[n][0])
         arrays[n] = {"load": str(d / f"{n}.npy"), "block": INPUTS[n][1]}
-    refused = {"einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
+    refused = {"T @ X": "batch shapes (4,) and (6,) do not broadcast",
+               "einsum('ii', A[:1, :3])": "einsum letter 'i' has sizes 1 and 3",
                "einsum('ij,ji->', A[:1, :3], A[:2, :1])": "einsum letter 'j' has sizes 3 and 2",
                "tensordot(A[:, :1], C, axes=1)": "sizes 1 and 5", "dot(A[:, :1], C)": "sizes 1 and 5",
                "A[:, :1] @ C": "sizes 1 and 5", "inner(A[:, :1], B)": "sizes 1 and 5"}

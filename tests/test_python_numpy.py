@@ -403,7 +403,7 @@ def namespace_stub():
         "EAGER: list[str]",
         "ndarray = BlockArray",
     ]
-    table = {name: (params, star) for _, name, aliases, params, star in nums_cloud._native.functions()
+    table = {name: (params, star) for _, name, aliases, params, star, _ in nums_cloud._native.functions()
              for name in (name, *aliases)}
     for name in sorted(n for n in dir(nps) if not n.startswith("_") or n == "__array_namespace_info__"):
         obj = getattr(nps, name)
@@ -606,7 +606,7 @@ def test_table_functions_have_numpys_signatures():
     ``*xi`` of ``meshgrid``; the standard's own spellings take positional-only arguments."""
     P = inspect.Parameter
     checked = 0
-    for family, name, _aliases, params, star in nums_cloud._native.functions():
+    for family, name, _aliases, params, star, _arrays in nums_cloud._native.functions():
         if family in ("models", "linalg") or star:
             continue
         f = getattr(nps, name)
@@ -820,18 +820,9 @@ def test_matmul_broadcasts_stacks_as_numpy(session):
 # hand-written stand-in still replaces, each with what keeps it; a step that moves a rule
 # into the engine deletes its names here (the test fails while a listed name is already
 # the engine's, so the list only shrinks).
-STAND_INS = {
-    # indices and counts computed in Python (the engine takes ints only)
-    "take", "repeat", "searchsorted",
-    # matmul's stacks broadcast in Python
-    "matmul",
-    # the standard's keyword spellings (eye's n_cols, reshape's order, clip's min/max,
-    # expand_dims' default axis)
-    "eye", "reshape", "clip", "expand_dims",
-}
+STAND_INS = set()
 # nums_cloud.numpy.linalg: stacks of matrices, solve's broadcasting, qr/svd's keywords.
-LINALG_STAND_INS = {"cholesky", "det", "inv", "lstsq", "qr", "slogdet", "solve", "svd",
-                    "svdvals"}
+LINALG_STAND_INS = {"cholesky", "det", "inv", "lstsq", "qr", "slogdet", "svd", "svdvals"}
 
 
 def test_the_namespace_is_the_engines_table():
@@ -851,10 +842,7 @@ def test_the_namespace_is_the_engines_table():
 # NumPy's promotion, casting and broadcasting rules used by the Python package to decide
 # an engine result, file by file: the engine's (layout/src/meta.rs) must decide them.
 # Steps of issue 40 shrink this to nothing.
-NUMPY_RULES_LEFT = {
-    ("numpy/_array.py", "broadcast_shapes"),
-    ("numpy/linalg.py", "broadcast_shapes"),
-}
+NUMPY_RULES_LEFT = set()
 
 
 def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
@@ -870,6 +858,58 @@ def test_the_package_decides_no_promotion_or_broadcasting_of_its_own():
     assert found == NUMPY_RULES_LEFT, (
         f"not listed: {sorted(found - NUMPY_RULES_LEFT)}; "
         f"listed but gone: {sorted(NUMPY_RULES_LEFT - found)}")
+
+
+def test_lists_are_arrays_where_numpy_takes_array_likes(session):
+    """The engine's table says which parameters are NumPy's array_like ones
+    (``_native.functions()``): a list or tuple given for one is an array of its values, as
+    NumPy reads it; shapes and axes stay tuples. Values, shapes and dtypes are NumPy's."""
+    table = {name: arrays for _, name, _a, _p, _s, arrays in nums_cloud._native.functions()}
+    assert table["exp"] == ["x"] and table["where"] == ["condition", "x", "y"]
+    assert table["zeros"] == [] and table["concatenate"] == []
+    for expr in ("flip([1, 2, 3])", "exp([1, 2])", "add([1, 2], 3)", "exp((0.5, 1.5))",
+                 "where([True, False], [1, 2], 0)", "sum([[1, 2], [3, 4]], axis=0)",
+                 "sum([[1, 2], [3, 4]], axis=(0, 1))", "maximum((1.5, -2), [0, 0])",
+                 "einsum('i,i->', [1.0, 2.0], [3.0, 4.0])", "isin([1, 5, 2], [2, 5])",
+                 "cumsum([1, 2, 3])", "sort([3, 1, 2])", "reshape([1, 2, 3, 4], (2, 2))",
+                 "flip(m=[[1, 2], [3, 4]], axis=1)", "dot([1.0, 2.0], [[1.0], [2.0]])",
+                 "mean([1, 2, 4])", "exp([])"):
+        want = eval(expr, vars(np))
+        got = eval(expr, vars(nps))
+        got = got.get() if hasattr(got, "get") else got
+        assert np.shape(got) == np.shape(want), expr
+        assert np.asarray(got).dtype == np.asarray(want).dtype, expr
+        np.testing.assert_allclose(got, want, err_msg=expr)
+
+
+def test_the_standards_spellings_are_the_engines(session):
+    """eye's n_cols (positional), reshape's order, clip's min/max and expand_dims' default
+    axis are the engine's (no stand-ins): NumPy's values, the Array API's default."""
+    a = np.arange(24.0)
+    x = nps.asarray(a)
+    for args, kw in [((3,), {}), ((3, 4), {"k": 1}), ((3, None), {}), ((2, 5, -1), {}),
+                     ((3,), {"M": 2, "dtype": nps.int32})]:
+        got, want = nps.eye(*args, **kw), np.eye(*args, **kw)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.get(), want)
+    for order in "CFA":
+        np.testing.assert_array_equal(nps.reshape(x, (4, 6), order=order).get(),
+                                      np.reshape(a, (4, 6), order=order))
+        np.testing.assert_array_equal(x.reshape(4, 6).reshape((3, 2, 4), order=order).get(),
+                                      a.reshape(4, 6).reshape((3, 2, 4), order=order))
+    np.testing.assert_array_equal(nps.reshape(x, (2, 3, 4), "F").get(),
+                                  np.reshape(a, (2, 3, 4), "F"))
+    np.testing.assert_array_equal(x.reshape(2, 12).get(), a.reshape(2, 12))
+    with pytest.raises(ValueError, match="order"):
+        nps.reshape(x, (4, 6), order="X")
+    for kw in ({"min": 2, "max": 5}, {"max": 5}, {"min": 20.5}):
+        np.testing.assert_array_equal(nps.clip(x, **kw).get(), np.clip(a, **kw))
+    np.testing.assert_array_equal(nps.clip([1, 5, 9], 2, [4, 4, 4]).get(),
+                                  np.clip([1, 5, 9], 2, [4, 4, 4]))
+    with pytest.raises(ValueError):
+        nps.clip(x, 1, 2, min=1)
+    assert nps.expand_dims(x).shape == (1, 24)
+    assert nps.expand_dims(x, axis=1).shape == (24, 1)
 
 
 def test_broadcasts_are_the_engines(session):

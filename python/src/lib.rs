@@ -798,7 +798,9 @@ impl PySession {
     }
 }
 
-/// The function table: `(family, name, aliases, params, star)` for each function.
+/// The function table: `(family, name, aliases, params, star, arrays)` for each
+/// function; `arrays` are NumPy's array_like parameters (a list given for one is an
+/// array of its values).
 #[allow(clippy::type_complexity)]
 #[pyfunction]
 fn functions() -> Vec<(
@@ -807,6 +809,7 @@ fn functions() -> Vec<(
     Vec<&'static str>,
     Vec<&'static str>,
     bool,
+    Vec<&'static str>,
 )> {
     api::functions()
         .into_iter()
@@ -817,6 +820,7 @@ fn functions() -> Vec<(
                 f.aliases.to_vec(),
                 f.params.to_vec(),
                 f.star,
+                f.arrays,
             )
         })
         .collect()

@@ -51,6 +51,24 @@ impl Builder<'_> {
             .collect()
     }
 
+    /// The values of the integer array `a` (C order) as they are: computed first (a
+    /// stage of its own, as [`Builder::index_values`]'s); until then None.
+    pub(super) fn int_values(&mut self, a: NodeId) -> Result<Option<Vec<i64>>, String> {
+        let len = self.meta(a).len();
+        if len > MAX_SELECTION {
+            return Err(format!(
+                "an array of {len} counts is longer than the {MAX_SELECTION} it may hold"
+            ));
+        }
+        match self.values.get(&a) {
+            Some(b) => Ok(Some(b.to_i64().iter().copied().collect())),
+            None => {
+                self.need_values.get_or_insert(a);
+                Ok(None)
+            }
+        }
+    }
+
     /// `x[mask]` with a bool mask of x's first k >= 2 axes: those axes become one of the
     /// selected elements in C order. A mask of every axis compresses (any size); a mask of
     /// some selects rows of x with its leading axes merged.

@@ -847,6 +847,38 @@ mod tests {
         assert!(muls >= 2, "{muls}");
     }
 
+    /// `@` of stacks broadcasts their batch axes as NumPy's: one einsum whose batch
+    /// letters are aligned at the end, an operand's missing or length-1 batch axes
+    /// broadcast (nothing is copied); batch shapes that clash are refused. Equal batch
+    /// shapes keep their einsum.
+    #[test]
+    fn matmul_broadcasts_the_stacks_batch_axes() {
+        let g = graph(
+            "[arrays]\nA = { ones = [4, 1, 2, 3] }\nB = { ones = [5, 3, 2] }\nM = { ones = [2, 3] }\nS = { ones = [4, 3, 5] }\nE = { ones = [4, 2, 3] }\nC = \"A @ B\"\nD = \"M @ S\"\nF = \"E @ S\"\n",
+        )
+        .unwrap();
+        let node = |name: &str| &g.nodes[g.named[name]];
+        assert_eq!(node("C").meta.shape, [4, 5, 2, 2]);
+        assert_eq!(node("D").meta.shape, [4, 2, 5]);
+        assert_eq!(node("F").meta.shape, [4, 2, 5]);
+        let einsum = |name: &str| match &node(name).op {
+            NodeOp::Einsum { subscripts, .. } => subscripts.clone(),
+            op => panic!("{name}: {op:?}"),
+        };
+        // A's length-1 axis is dropped (the letter b broadcasts); M has no batch axes.
+        assert_eq!(einsum("C"), "axz,bzy->abxy");
+        assert_eq!(einsum("D"), "xz,azy->axy");
+        assert_eq!(einsum("F"), "axz,azy->axy");
+        let e =
+            graph("[arrays]\nA = { ones = [2, 3, 4] }\nB = { ones = [3, 4, 5] }\nC = \"A @ B\"\n")
+                .unwrap_err();
+        assert!(
+            e.message
+                .contains("batch shapes (2,) and (3,) do not broadcast"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn default_blocks_split_rows_over_workers() {
         // 2048 MB / 16 = 128 MiB, capped at 64 MiB per block: 131072 rows of 64 float64.

@@ -888,7 +888,8 @@ impl<'a> Builder<'a> {
         xs
     }
 
-    /// `a @ b` (NumPy's matmul: 1-D and 2-D operands, and stacks of equal batch shape).
+    /// `a @ b` (NumPy's matmul: 1-D and 2-D operands, and stacks, their batch axes
+    /// broadcast against each other).
     pub(super) fn matmul(&mut self, a: NodeId, b: NodeId, pos: usize) -> Result<Val, EvalError> {
         let (ma, mb) = (self.meta(a).clone(), self.meta(b).clone());
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
@@ -924,14 +925,32 @@ impl<'a> Builder<'a> {
                 let ba = &batch[..na - 2];
                 (format!("{ba}xz"), "z".to_string(), format!("{ba}x"))
             }
-            _ => {
-                if ma.shape[..na - 2] != mb.shape[..nb - 2] {
+            _ if ma.shape[..na - 2] != mb.shape[..nb - 2] => {
+                // NumPy's: the stacks' batch axes broadcast against each other (trailing
+                // axes aligned). The batch letters are aligned so; a missing axis or one
+                // of length 1 broadcasts in the einsum (that operand is the same along it,
+                // so nothing is copied).
+                let Some(out) =
+                    nums_layout::meta::broadcast(&ma.shape[..na - 2], &mb.shape[..nb - 2])
+                else {
                     return Err(at(format!(
-                        "@ of stacks of shapes {} and {}: the batch shapes differ (broadcasting stacks is not supported)",
+                        "@ of stacks of shapes {} and {}: the batch shapes {} and {} do not broadcast",
                         shape_str(&ma.shape),
-                        shape_str(&mb.shape)
+                        shape_str(&mb.shape),
+                        shape_str(&ma.shape[..na - 2]),
+                        shape_str(&mb.shape[..nb - 2])
                     )));
-                }
+                };
+                let n = out.len();
+                let (ba, bb, bo) = (
+                    &batch[n - (na - 2)..n],
+                    &batch[n - (nb - 2)..n],
+                    &batch[..n],
+                );
+                let spec = format!("{ba}xz,{bb}zy->{bo}xy");
+                return self.einsum_broadcasting(&spec, vec![a, b], pos);
+            }
+            _ => {
                 let bb = &batch[..na - 2];
                 (format!("{bb}xz"), format!("{bb}zy"), format!("{bb}xy"))
             }

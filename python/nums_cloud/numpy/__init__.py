@@ -70,7 +70,7 @@ _UFUNCS = {
 }
 # NumPy's other ufuncs, by their own names, where the engine's table has them
 # (``np.int64(3) & x`` is bitwise_and).
-_ENGINE_NAMES = {n for _family, name, aliases, _p, _s in _TABLE if _family != "models"
+_ENGINE_NAMES = {n for _family, name, aliases, _p, _s, _a in _TABLE if _family != "models"
                  for n in (name, *aliases)}
 _UFUNCS.update((n, n) for n in (
     "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert",

@@ -36,9 +36,9 @@ __all__ = [
     # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
     # the same names in its table)
     # indexing, manipulation
-    "take", "take_along_axis", "repeat", "matrix_transpose", "vecdot", "matmul",
+    "take_along_axis", "matrix_transpose", "vecdot",
     # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
-    # broadcast_arrays, searching, sets, sorting and cumulative functions are the
+    # broadcast_arrays, matmul, take, repeat, searchsorted, searching, sets, sorting and cumulative functions are the
     # engine's: its table)
 ]
 
@@ -211,88 +211,13 @@ def vecdot(x1, x2, /, *, axis=-1):
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
 
 
-def matmul(x1, x2, /):
-    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
-    if not isinstance(x1, BlockArray):
-        x1 = _array.asarray(x1, session=_array._session_of(x2))
-    return x1 @ x2
-
-
-def take(x, indices, /, *, axis=None):
-    """Returns elements of an array along an axis."""
-    x = asarray(x)
-    if axis is None:  # NumPy's: the flattened array
-        x, axis = x.ravel(), 0
-    idx = indices.compute() if isinstance(indices, BlockArray) else np.asarray(indices)
-    idx = idx.astype(np.int64).tolist()
-    key = [slice(None)] * x.ndim
-    # No indices: none taken (an empty list would read as a float array of indices).
-    key[axis % x.ndim] = idx if idx else slice(0, 0)
-    return x[tuple(key)]
-
-
-def repeat(x, repeats, /, *, axis=None):
-    """Repeats each element of an array a specified number of times."""
-    x = asarray(x)
-    if axis is None:
-        x, axis = x.ravel(), 0
-    n = x.shape[axis]
-    reps = repeats.compute().tolist() if isinstance(repeats, BlockArray) else repeats
-    reps = [reps] * n if isinstance(reps, builtins.int) else list(reps)
-    if len(reps) == 1:  # one count for every element, as NumPy broadcasts it
-        reps = reps * n
-    idx = [i for i, r in enumerate(reps) for _ in range(r)]
-    return take(x, idx, axis=axis)
-
-
 # Without a kernel: NumPy's, on the values.
 take_along_axis = _eager("take_along_axis")
 
 
-def searchsorted(x1, x2, /, *, side="left", sorter=None):
-    """Finds the indices into ``x1`` such that, if the corresponding elements in ``x2``
-    were inserted before the indices, the order of ``x1``, when sorted in ascending
-    order, would be preserved (``sorter``: the indices that sort ``x1``)."""
-    if sorter is not None:
-        x1 = take(asarray(x1), sorter, axis=0)
-    return call("searchsorted", (x1, x2), {"side": side})
-
-
-searchsorted._engine = True
-__all__.append("searchsorted")
-
-
-# The standard's spellings of NumPy's keywords.
-__all__ += ["eye", "reshape", "clip", "asarray", "expand_dims"]
-
-
-def eye(n_rows, n_cols=None, /, k=0, dtype=None, *, device=None, M=None, N=None):
-    """Returns a two-dimensional array with ones on the ``k``-th diagonal and zeros
-    elsewhere (NumPy's ``eye(N, M, k)`` and the standard's ``eye(n_rows, n_cols, k=)``)."""
-    _array.check_device(device)
-    kw = {"k": k}
-    if dtype is not None:
-        kw["dtype"] = dtype
-    return call("eye", (n_rows, n_cols if M is None else M), kw)
-
-
-def reshape(x, /, shape, *, copy=None, order="C"):
-    """Gives a new shape to an array without changing its data."""
-    return asarray(x).reshape(tuple(shape) if not isinstance(shape, builtins.int) else (shape,),
-                              order=order)
-
-
-def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
-    """Clip (limit) the values in an array to ``[min, max]``."""
-    lo = a_min if min is None else min
-    hi = a_max if max is None else max
-    return call("clip", (x, lo, hi), {})
-
-
-def expand_dims(x, /, axis=0):
-    """Expand the shape of an array: a new axis of length one at ``axis`` (the standard's
-    default 0; an axis out of range is the engine's AxisError)."""
-    return call("expand_dims", (x, axis), {})
+# The standard's asarray (eye's n_cols, reshape's order, clip's min/max and expand_dims'
+# default axis are the engine's).
+__all__ += ["asarray"]
 
 
 _asarray = asarray
@@ -305,5 +230,4 @@ def asarray(obj, /, dtype=None, *, device=None, copy=None):  # noqa: F811
     return _asarray(obj, dtype)
 
 
-for _f in (eye, reshape, clip, expand_dims, asarray):
-    _f._engine = True
+asarray._engine = True

@@ -449,14 +449,14 @@ class BlockArray:
         """Copy of the array, cast to a specified type."""
         return BlockArray(self._a.call("astype", [dtype_name(dtype)]), self._s)
 
-    def reshape(self, *shape, order="C"):
-        """Gives a new shape to an array without changing its data."""
-        if order != "C":
-            raise NotImplementedError("nums-cloud reshapes in C order only")
+    def reshape(self, *shape, order="C", copy=None):
+        """Gives a new shape to an array without changing its data (``order``: the
+        engine's, "C", "F" or "A")."""
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
-        return BlockArray(self._a.call("reshape", [tuple(operator.index(d) for d in shape)]),
-                          self._s)
+        kw = None if order == "C" else {"order": order}
+        return BlockArray(
+            self._a.call("reshape", [tuple(operator.index(d) for d in shape)], kw), self._s)
 
     def transpose(self, *axes):
         """Returns an array with axes transposed."""
@@ -579,14 +579,8 @@ class BlockArray:
     __floordiv__, __rfloordiv__ = _binary("//", "Elementwise floor division.")
     __mod__, __rmod__ = _binary("%", "Elementwise remainder (Python's signs).")
     __pow__, __rpow__ = _binary("**", "Elementwise power.")
-    def __matmul__(self, o):
-        """Return self@value. Matrix product (stacks broadcast as NumPy's)."""
-        return _matmul(self, o, False)
-
-    def __rmatmul__(self, o):
-        """Return value@self. Matrix product (stacks broadcast as NumPy's)."""
-        return _matmul(self, o, True)
-
+    __matmul__, __rmatmul__ = _binary(
+        "@", "Matrix product (the engine's: stacks broadcast as NumPy's).")
     __and__, __rand__ = _binary("&", "Elementwise and (logical of bools, bitwise of ints).")
     __or__, __ror__ = _binary("|", "Elementwise or (logical of bools, bitwise of ints).")
     __xor__, __rxor__ = _binary("^", "Elementwise xor (logical of bools, bitwise of ints).")
@@ -628,8 +622,6 @@ class BlockArray:
         name = _namespace._UFUNCS.get(ufunc.__name__)
         if method != "__call__" or name is None or kwargs:
             return NotImplemented
-        if name == "matmul":
-            return _namespace.matmul(*inputs)
         return call(name, inputs, {})
 
     def __array_function__(self, func, types, args, kwargs):
@@ -641,24 +633,6 @@ class BlockArray:
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
         return func._implementation(*_computed(args), **_computed(kwargs))
-
-
-def _matmul(x, o, reflected):
-    """``x @ o`` (``o @ x`` when reflected), the stacks' batch axes broadcast against each
-    other first as NumPy's (the engine multiplies stacks of one batch shape)."""
-    n = _operand(o, x._s)
-    if n is NotImplemented:
-        return NotImplemented
-    if isinstance(n, _native.Array):
-        a, b = (BlockArray(n, x._s), x) if reflected else (x, BlockArray(n, x._s))
-        if a.ndim >= 2 and b.ndim >= 2 and max(a.ndim, b.ndim) > 2 \
-                and a.shape[:-2] != b.shape[:-2]:
-            broadcast_to = _namespace.broadcast_to
-            batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-            a = broadcast_to(a, batch + a.shape[-2:])
-            b = broadcast_to(b, batch + b.shape[-2:])
-        return BlockArray(a._a.op("@", b._a), x._s)
-    return BlockArray(x._a.rop("@", n) if reflected else x._a.op("@", n), x._s)
 
 
 def _zero_d_bool(key):

@@ -76,8 +76,35 @@ def _signature(name, family, params, star):
         return None
 
 
-def _defined(name, family, params, star):
+def _array_likes(params, star, arrays, args, kwargs):
+    """``args`` and ``kwargs`` with a list (or tuple) given for one of the engine's
+    array_like parameters (``arrays``, the table's) as an array of its values, as NumPy
+    reads it (``exp([1, 2])``); the others as they are (shapes, axes, sequences of
+    arrays)."""
+    s = None
+
+    def conv(v):
+        nonlocal s
+        if not isinstance(v, (list, tuple)):
+            return v
+        if s is None:
+            s = _array._session_of(*args, *kwargs.values())
+        return _array.asarray(v, session=s)
+
+    n = len(params)
+    args = tuple(conv(v) if (params[n - 1] if star and i >= n - 1 else
+                            params[i] if i < n else None) in arrays else v
+                 for i, v in enumerate(args))
+    kwargs = {k: conv(v) if k in arrays else v for k, v in kwargs.items()}
+    return args, kwargs
+
+
+def _defined(name, family, params, star, arrays=()):
+    arrays = frozenset(arrays)
+
     def f(*args, **kwargs):
+        if arrays:
+            args, kwargs = _array_likes(params, star, arrays, args, kwargs)
         return _array.call(name, args, kwargs)
 
     f.__name__ = f.__qualname__ = name
@@ -99,16 +126,16 @@ _LINALG = {}
 # Every name of the table as generated here: the guard test holds the namespace to these
 # (a hand-written stand-in decides in Python what the engine decides).
 _GENERATED = {}
-for _family, _name, _aliases, _params, _star in _TABLE:
+for _family, _name, _aliases, _params, _star, _arrays in _TABLE:
     if _family == "models":
         continue
-    _f = _defined(_name, _family, _params, _star)
+    _f = _defined(_name, _family, _params, _star, _arrays)
     if _family == "linalg":
         _LINALG[_name] = _f
         continue
     for _n in (_name, *_aliases):
         _GENERATED[_n] = _f
-del _family, _name, _aliases, _params, _star, _f, _n
+del _family, _name, _aliases, _params, _star, _arrays, _f, _n
 
 #: The table's functions by attribute (``FUNCTIONS.zeros``), for the modules below the
 #: namespace (``linalg``, ``_api``): the same objects ``nums_cloud.numpy`` holds.

@@ -74,33 +74,8 @@ def lstsq(a, b, rcond=None):
 norm = _LINALG["norm"]
 
 
-@_doc("solve", "lazy; one block: LU in one task, more: blocked LU. Stacks (broadcast as "
-               "NumPy's; ``b`` a vector only when 1-D) a system at a time.")
-def solve(a, b):
-    import math
+solve = _LINALG["solve"]  # stacks, b broadcast against them: the engine's
 
-    a = _array.asarray(a)
-    b = b if isinstance(b, _array.BlockArray) else _array.asarray(b, session=a._s)
-    if a.ndim <= 2 and b.ndim <= 2:
-        return _LINALG["solve"](a, b)
-    vector = b.ndim == 1
-    bm = b.reshape(b.shape + (1,)) if vector else b
-    batch = _np_broadcast_shapes(a.shape[:-2], bm.shape[:-2])
-    a = _fn.broadcast_to(a, batch + a.shape[-2:])
-    bm = _fn.broadcast_to(bm, batch + bm.shape[-2:])
-    n = math.prod(batch)
-    out_shape = batch + (bm.shape[-2:] if not vector else bm.shape[-2:-1])
-    if n == 0:
-        return _fn.zeros(out_shape, dtype=_LINALG["solve"](
-            _fn.zeros(a.shape[-2:], dtype=a.dtype), _fn.zeros(bm.shape[-2:], dtype=bm.dtype)).dtype)
-    fa, fb = a.reshape((n,) + a.shape[-2:]), bm.reshape((n,) + bm.shape[-2:])
-    return _fn.stack([_LINALG["solve"](fa[i], fb[i]) for i in range(n)]).reshape(out_shape)
-
-
-def _np_broadcast_shapes(*shapes):
-    import numpy as np
-
-    return np.broadcast_shapes(*shapes)
 # Stacks of matrices, a matrix at a time.
 for _name in ("svdvals", "inv", "det", "slogdet"):
     globals()[_name] = _per_matrix(_LINALG[_name])
@@ -134,10 +109,10 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     return norm(x, ord=ord, axis=axis, keepdims=keepdims)  # noqa: F821
 
 def matmul(x1, x2, /):
-    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's)."""
-    from ._api import matmul as f
+    """Matrix product of two arrays (``x1 @ x2``; stacks broadcast as NumPy's).
 
-    return f(x1, x2)
+    nums-cloud: lazy (the engine's ``matmul``)."""
+    return _call("matmul", (x1, x2), {})
 
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices) ``x``."""
@@ -176,8 +151,6 @@ def cross(x1, x2, /, *, axis=-1):
     against each other, their vectors along ``axis``).
 
     nums-cloud: lazy (products and differences of the vectors' components)."""
-    from . import _api
-
     x1, x2 = _array.asarray(x1), _array.asarray(x2)
     if not -min(x1.ndim, x2.ndim) <= axis < min(x1.ndim, x2.ndim):
         raise ValueError(f"cross: axis {axis} is out of bounds for arrays of shapes "
@@ -185,8 +158,8 @@ def cross(x1, x2, /, *, axis=-1):
     if x1.shape[axis] != 3 or x2.shape[axis] != 3:
         raise ValueError(f"cross: x1 of shape {x1.shape} and x2 of shape {x2.shape} must "
                          f"have 3 elements along axis {axis}")
-    a = [_api.take(x1, [i], axis=axis) for i in range(3)]
-    b = [_api.take(x2, [i], axis=axis) for i in range(3)]
+    a = [_call("take", (x1, [i]), {"axis": axis}) for i in range(3)]
+    b = [_call("take", (x2, [i]), {"axis": axis}) for i in range(3)]
     parts = [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]]
     # NumPy's: a non-negative axis counts in each operand's own axes and the result's.
     return _call("concat", (parts,), {"axis": axis})

@@ -9,7 +9,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "matmul",
         &["x1", "x2"],
-        "`np.matmul`, as `@` (1-D, 2-D and stacks of equal batch shape)",
+        "`np.matmul`, as `@` (1-D, 2-D and stacks, their batch axes broadcast)",
         |s, b| {
             let (x, y) = (b.array("x1")?, b.array("x2")?);
             s.matmul(x, y, b.pos)

@@ -244,10 +244,11 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "clip",
-        &["a", "a_min", "a_max"],
-        "`np.clip` (`None`: no bound)",
+        &["a", "a_min", "a_max", "out", "min", "max"],
+        "`np.clip` (`None`: no bound; NumPy 2's and the Array API's `min=`, `max=`)",
         clip,
-    ),
+    )
+    .refusing(&["out"]),
 ];
 
 /// A function's result: of numbers alone NumPy's ufunc gives a NumPy scalar, which is
@@ -330,7 +331,21 @@ fn where_(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// (the sign of a zero at a bound of zero is `a`'s); with an array bound both ufuncs.
 fn clip(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (mut v, _) = b.need("a")?.clone();
-    let (mut lo, mut hi) = (b.get("a_min"), b.get("a_max"));
+    // NumPy 2 (and the Array API): the bounds as `min=`, `max=`, never beside `a_min`,
+    // `a_max`.
+    let (mut lo, mut hi) = match (
+        b.given("a_min").or(b.given("a_max")),
+        b.given("min").or(b.given("max")),
+    ) {
+        (Some(_), Some((_, p))) => {
+            return Err(b.err(
+                *p,
+                "clip(): passing `min` or `max` keyword argument when `a_min` and `a_max` are provided is forbidden",
+            ));
+        }
+        (None, Some(_)) => (b.get("min"), b.get("max")),
+        _ => (b.get("a_min"), b.get("a_max")),
+    };
     let number = |v: Option<&(Val, usize)>| matches!(v, Some((Val::Num(_) | Val::NpScalar(..), _)));
     let numbers = number(lo) && number(hi);
     // NumPy ignores a Python int bound past the int array's range on the side that

@@ -67,8 +67,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "solve",
         &["a", "b"],
-        "`np.linalg.solve` (one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; LinAlgError \"Singular matrix\" on every block shape where a pivot is within n eps of what its elimination cancelled or `a` equilibrated has an estimated reciprocal condition number in the 1-norm below n eps, docs/guide.md)",
-        |s, b| lu_op(s, b, LuUse::Solve),
+        "`np.linalg.solve` (stacks: their batch axes broadcast, as NumPy's, a system at a time; one block: LU in one task, NumPy's LAPACK calls; more: blocked right-looking LU with partial pivoting on column panels of all rows, rows equilibrated, `b` carried through the steps, then a blocked back substitution; each task within `memory_mb`; LinAlgError \"Singular matrix\" on every block shape where a pivot is within n eps of what its elimination cancelled or `a` equilibrated has an estimated reciprocal condition number in the 1-norm below n eps, docs/guide.md)",
+        solve,
     ),
     FuncDef::new(
         "inv",
@@ -849,6 +849,110 @@ enum LuUse {
 /// (see [`LuStep`]): `b` (for inv, the identity) is carried through the factorization's
 /// steps and then solved by a blocked back substitution; det is the product of each
 /// panel's share.
+/// NumPy's solve: of matrices as [`lu_op`]'s; of stacks, `a` (..., n, n) and `b`
+/// (..., n, k), or `b` (n,) one vector, their batch axes broadcast against each other
+/// (NumPy's rules), a system at a time: each matrix of the result by its own solve, then
+/// joined (nodes per matrix: meant for small stacks).
+fn solve(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
+    let (a, b) = (bd.array("a")?, bd.array("b")?);
+    let (ma, mb) = (s.meta(a).clone(), s.meta(b).clone());
+    if ma.ndim() < 2 || (ma.ndim() <= 2 && mb.ndim() <= 2) {
+        return lu_op(s, bd, LuUse::Solve);
+    }
+    let vector = mb.ndim() == 1;
+    let mut bm = mb.shape.clone();
+    if vector {
+        bm.push(1);
+    }
+    let (na, nb) = (ma.ndim(), bm.len());
+    let n = ma.shape[na - 1];
+    if ma.shape[na - 2] != n {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): a has shape {}; its matrices must be square",
+                bd.f,
+                shape_str(&ma.shape)
+            ),
+        ));
+    }
+    if bm[nb - 2] != n {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): a has shape {} and b {}: b's matrices (its vector) must have {n} rows",
+                bd.f,
+                shape_str(&ma.shape),
+                shape_str(&mb.shape)
+            ),
+        ));
+    }
+    let (ba, bb) = (&ma.shape[..na - 2], &bm[..nb - 2]);
+    let Some(batch) = nums_layout::meta::broadcast(ba, bb) else {
+        return Err(bd.err(
+            bd.pos,
+            format!(
+                "{}(): the stacks' batch shapes {} (a) and {} (b) do not broadcast",
+                bd.f,
+                shape_str(ba),
+                shape_str(bb)
+            ),
+        ));
+    };
+    let k = bm[nb - 1];
+    let mut out_shape = batch.clone();
+    out_shape.push(n);
+    if !vector {
+        out_shape.push(k);
+    }
+    let count: u64 = batch.iter().product();
+    if count == 0 {
+        let dtype = ma.dtype.to_float().promote(mb.dtype.to_float());
+        return Ok(Val::Arr(s.empty(out_shape, dtype, Scalar::Float(0.0))));
+    }
+    let flat_a = s.reshape(a, &[ba.iter().product(), n, n]);
+    let flat_b = s.reshape(b, &[bb.iter().product(), n, k]);
+    // The matrix of an operand for the result's batch index `idx`: its own batch axes
+    // aligned at the end, an axis of length 1 read at 0.
+    let source = |shape: &[u64], idx: &[u64]| -> u64 {
+        let off = idx.len() - shape.len();
+        shape.iter().enumerate().fold(0, |acc, (d, &len)| {
+            acc * len + if len == 1 { 0 } else { idx[off + d] }
+        })
+    };
+    let one = |s: &mut Builder, x: NodeId, i: u64, shape: &[u64]| {
+        let t = super::shapes::take_node(s, x, 0, vec![i]);
+        s.reshape(t, shape)
+    };
+    let mut parts = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        let idx = nums_layout::meta::unravel(i, &batch);
+        let ai = one(s, flat_a, source(ba, &idx), &[n, n]);
+        let bi = if vector {
+            one(s, flat_b, source(bb, &idx), &[n])
+        } else {
+            one(s, flat_b, source(bb, &idx), &[n, k])
+        };
+        let sub = Bound {
+            f: bd.f.clone(),
+            pos: bd.pos,
+            vals: vec![Some((Val::Arr(ai), bd.pos)), Some((Val::Arr(bi), bd.pos))],
+            names: &["a", "b"],
+            rest: Vec::new(),
+            seed: None,
+        };
+        let x = lu_op(s, &sub, LuUse::Solve)?;
+        let x = s.node(x, bd.pos)?;
+        let mut shape = vec![1, n];
+        if !vector {
+            shape.push(k);
+        }
+        parts.push(s.reshape(x, &shape));
+    }
+    let joined = s.concat(parts, 0, bd.pos)?;
+    Ok(Val::Arr(s.reshape(joined, &out_shape)))
+}
+
 fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
     let kernel = match what {
         LuUse::Solve => Kernel::LuSolve,

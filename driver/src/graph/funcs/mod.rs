@@ -34,7 +34,9 @@ pub(super) type Lower = fn(&mut Builder<'_>, &Bound) -> Result<Val, EvalError>;
 pub(super) enum Rest {
     /// They are an error.
     None,
-    /// Several trailing positionals are one tuple: `x.reshape(2, 3)` as `x.reshape((2, 3))`.
+    /// Several positionals after the first are one tuple, the second parameter's:
+    /// `x.reshape(2, 3)` as `x.reshape((2, 3))` (NumPy's method form; a string among them
+    /// binds them as written: `reshape(x, (2, 3), "F")`).
     Spread,
     /// NumPy's `*name`: every positional from the last parameter on, each kept with its
     /// position (`einsum(subscripts, *operands)`); all parameters are positional only.
@@ -93,6 +95,21 @@ impl FuncDef {
         self
     }
 
+    /// NumPy's array_like parameters of the function ([`ARRAY_LIKE`]): a list given for
+    /// one is an array of its values, as NumPy reads it (`exp([1, 2])`). A binding that
+    /// holds lists as tuples makes the array (the Python package calls `asarray`).
+    fn arrays(&self) -> Vec<&'static str> {
+        if self.name.contains('.') {
+            // A Generator's methods: their parameters are numbers or sizes here.
+            return Vec::new();
+        }
+        self.params
+            .iter()
+            .copied()
+            .filter(|p| ARRAY_LIKE.contains(p))
+            .collect()
+    }
+
     fn names(&self) -> impl Iterator<Item = &'static str> {
         std::iter::once(self.name).chain(self.aliases.iter().copied())
     }
@@ -112,6 +129,40 @@ impl FuncDef {
             .join(", ")
     }
 }
+
+/// The parameter names that are NumPy's array_like operands wherever the table uses them
+/// (`x`, `x1`, `a`, `condition`, ...), and which the engine takes as arrays or numbers:
+/// [`FuncDef::arrays`]. Not here: sequences of arrays (`arrays`, `tup`), shapes, axes and
+/// others a tuple of numbers means something for (`q`, `bins`, `shift`, `reps`, `indices`
+/// and `repeats` of ints, `fill_value`, `pad_width`, `constant_values`); the test
+/// `array_like_parameters_take_arrays` lowers every function with an array for each.
+const ARRAY_LIKE: &[&str] = &[
+    "a",
+    "b",
+    "x",
+    "x1",
+    "x2",
+    "y",
+    "m",
+    "v",
+    "A",
+    "ar",
+    "val",
+    "z",
+    "array",
+    "condition",
+    "element",
+    "test_elements",
+    "a_min",
+    "a_max",
+    "prepend",
+    "append",
+    "weights",
+    "fweights",
+    "aweights",
+    "operands",
+    "args",
+];
 
 /// A family of functions: one file, one group of README's table.
 pub(super) struct Family {
@@ -196,6 +247,9 @@ pub struct Signature {
     pub params: &'static [&'static str],
     /// The last parameter is NumPy's `*name` (every positional from there on).
     pub star: bool,
+    /// NumPy's array_like parameters: a list given for one is an array of its values
+    /// (a binding makes the array; `exp([1, 2])`).
+    pub arrays: Vec<&'static str>,
 }
 
 /// Every function of the table, family by family.
@@ -213,6 +267,7 @@ pub fn signatures() -> Vec<Signature> {
                     aliases: d.aliases,
                     params: d.params,
                     star: d.rest == Rest::Star,
+                    arrays: d.arrays(),
                 })
         })
         .collect()
@@ -516,7 +571,9 @@ impl<'a> Builder<'a> {
         // From which positional on the arguments go to the last parameter together.
         let gather = match def.rest {
             Rest::None => None,
-            Rest::Spread => last.filter(|_| args.len() > names.len()),
+            Rest::Spread => (args.len() > 2
+                && !args[2..].iter().any(|a| matches!(a.kind, ExprKind::Str(_))))
+            .then_some(1),
             Rest::Star => last,
             Rest::Leading => Some(0),
         };
@@ -616,6 +673,63 @@ mod tests {
                 assert!(!d.params.is_empty(), "{}: rest without parameters", d.name);
             }
         }
+    }
+
+    /// Every array_like parameter ([`FuncDef::arrays`]) takes an array: a call of each
+    /// function with an array for every one of them binds and lowers, or fails for
+    /// another reason than an argument's kind (a missing argument, a shape).
+    #[test]
+    fn array_like_parameters_take_arrays() {
+        use std::path::Path;
+        let mut wrong = Vec::new();
+        for fam in FAMILIES {
+            for d in fam.defs {
+                let arrays = d.arrays();
+                if arrays.is_empty() {
+                    continue;
+                }
+                let call = match (d.name, d.rest) {
+                    ("einsum", _) => "einsum('ij,jk->ik', S, S)".to_string(),
+                    (_, Rest::Star) => format!("{}(S, S)", d.name),
+                    _ => format!(
+                        "{}({})",
+                        d.name,
+                        arrays
+                            .iter()
+                            .map(|p| format!("{p}=S"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                };
+                let text = format!("[arrays]\nS = {{ ones = [4, 4] }}\nY = \"{call}\"\n");
+                let job = crate::job::Job::parse(Path::new("/tmp/g/job.toml"), &text).unwrap();
+                if let Err(e) = build(&job, &Probes::default()) {
+                    let m = e.message;
+                    let kind = [
+                        "must be an array",
+                        "must be a number",
+                        "must be an integer",
+                        "must be integers",
+                        "needs an array or a number",
+                    ]
+                    .iter()
+                    .any(|w| m.contains(w));
+                    if kind {
+                        wrong.push(format!("{call}: {m}"));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+        let arrays = |f: &str| lookup(f).unwrap().arrays();
+        assert_eq!(arrays("exp"), ["x"]);
+        assert_eq!(arrays("add"), ["x1", "x2"]);
+        assert_eq!(arrays("where"), ["condition", "x", "y"]);
+        assert_eq!(arrays("flip"), ["m"]);
+        assert_eq!(arrays("einsum"), ["operands"]);
+        assert_eq!(arrays("reshape"), ["a"]);
+        assert!(arrays("concatenate").is_empty() && arrays("zeros").is_empty());
+        assert!(arrays("Generator.normal").is_empty());
     }
 
     #[test]

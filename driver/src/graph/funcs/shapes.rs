@@ -32,8 +32,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "reshape",
-        &["a", "shape"],
-        "`np.reshape` (`-1` once), `x.reshape(2, 3)`",
+        &["a", "shape", "order"],
+        "`np.reshape` (`-1` once; `order` \"C\", \"F\" or \"A\"), `x.reshape(2, 3)`",
         |s, b| {
             b.array("a")?;
             let (v, p) = b.need("shape")?;
@@ -58,7 +58,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "expand_dims",
         &["a", "axis"],
-        "`np.expand_dims`",
+        "`np.expand_dims` (the Array API's default `axis=0`)",
         expand_dims,
     ),
     FuncDef::new("squeeze", &["a", "axis"], "`np.squeeze`", squeeze),
@@ -121,13 +121,13 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "repeat",
         &["a", "repeats", "axis"],
-        "`np.repeat` (an int: a broadcast; a list per element)",
+        "`np.repeat` (an int: a broadcast; a list or an array per element, an array's values computed first)",
         repeat,
     ),
     FuncDef::new(
         "take",
         &["a", "indices", "axis", "out", "mode"],
-        "`np.take` (integer indices as a list or an int); `out=`, `mode=` refused",
+        "`np.take` (integer indices: an int, a list, or an array of any shape, its values computed first)",
         take,
     )
     .refusing(&["out", "mode"]),
@@ -262,13 +262,40 @@ fn reshape(s: &mut Builder, b: &Bound, shape: Vec<i64>) -> Result<Val, EvalError
     if sizes.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)) != Some(len) {
         return Err(bad());
     }
-    Ok(Val::Arr(s.reshape(x, &sizes)))
+    // NumPy's order: "C" (and "A": nums-cloud's arrays are in C order) reads and writes
+    // the elements with the last index fastest; "F" with the first, which is the C reshape
+    // of the reversed axes, reversed back.
+    let fortran = match b.get("order") {
+        None => false,
+        Some((Val::Str(o), _)) if o == "C" || o == "A" => false,
+        Some((Val::Str(o), _)) if o == "F" => true,
+        Some((v, p)) => {
+            let got = match v {
+                Val::Str(o) => format!("{o:?}"),
+                _ => "not a string".to_string(),
+            };
+            return Err(b.err(
+                *p,
+                format!("reshape(): order must be one of 'C', 'F' or 'A' (got {got})"),
+            ));
+        }
+    };
+    if !fortran {
+        return Ok(Val::Arr(s.reshape(x, &sizes)));
+    }
+    let n = s.meta(x).ndim();
+    let t = s.transpose(x, (0..n).rev().collect());
+    let rev: Vec<u64> = sizes.iter().rev().copied().collect();
+    let r = s.reshape(t, &rev);
+    Ok(Val::Arr(s.transpose(r, (0..sizes.len()).rev().collect())))
 }
 
 fn expand_dims(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("a")?;
     let m = s.meta(x).clone();
-    let (v, p) = b.need("axis")?;
+    // The Array API's default axis 0 (NumPy's axis has none).
+    let zero = (Val::Num(Scalar::Int(0)), b.pos);
+    let (v, p) = b.get("axis").unwrap_or(&zero);
     let added = match v {
         Val::Tuple(t) => t.len(),
         _ => 1,
@@ -401,7 +428,7 @@ fn axis_list(b: &Bound, name: &str, ndim: usize) -> Result<Vec<usize>, EvalError
 }
 
 /// Integers of an int or a tuple argument.
-fn ints(b: &Bound, name: &str) -> Result<Vec<i64>, EvalError> {
+pub(super) fn ints(b: &Bound, name: &str) -> Result<Vec<i64>, EvalError> {
     let (v, p) = b.need(name)?;
     let items = match v {
         Val::Tuple(t) => t.clone(),
@@ -588,7 +615,32 @@ fn tile(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 
 fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let mut x = b.array("a")?;
-    let reps = ints(b, "repeats")?;
+    let reps = match b.need("repeats")? {
+        // An array of counts: its values computed first (a stage); until then one each.
+        (Val::Arr(r), p) => {
+            let (r, p) = (*r, *p);
+            let rm = s.meta(r).clone();
+            if !rm.dtype.is_int() || rm.ndim() > 1 {
+                return Err(b.raising(
+                    crate::refusal::PyException::TypeError,
+                    p,
+                    format!(
+                        "repeat(): repeats must be integers, 0-D or 1-D (got {} of shape {})",
+                        rm.dtype.name(),
+                        shape_str(&rm.shape)
+                    ),
+                ));
+            }
+            match s
+                .int_values(r)
+                .map_err(|e| b.err(p, format!("repeat(): {e}")))?
+            {
+                Some(v) => v,
+                None => vec![1; rm.len() as usize],
+            }
+        }
+        _ => ints(b, "repeats")?,
+    };
     if let Some(r) = reps.iter().find(|&&r| r < 0) {
         return Err(b.err(b.pos, format!("repeat(): negative repetition {r}")));
     }
@@ -629,7 +681,7 @@ fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     Ok(Val::Arr(take_node(s, x, axis, indices)))
 }
 
-fn take_node(s: &mut Builder, x: NodeId, axis: usize, indices: Vec<u64>) -> NodeId {
+pub(super) fn take_node(s: &mut Builder, x: NodeId, axis: usize, indices: Vec<u64>) -> NodeId {
     let t = s.meta(x).clone();
     let mut shape = t.shape.clone();
     shape[axis] = indices.len() as u64;
@@ -650,14 +702,39 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((v, p)) => axis_of(v, s.meta(x).ndim()).map_err(|e| b.refused(*p, e))?,
     };
     let (v, p) = b.need("indices")?;
-    if let Val::Arr(_) = v {
-        return Err(b.err(
-            *p,
-            "take(): indices that are an array are not supported; write them as a list (take(a, [0, 2], axis=1))",
-        ));
+    let m = s.meta(x).clone();
+    if let Val::Arr(ind) = v {
+        // An array of indices: its values computed first (a stage), any shape, which takes
+        // the place of `axis` in the result (NumPy's).
+        let im = s.meta(*ind).clone();
+        if !im.dtype.is_int() {
+            return Err(b.raising(
+                crate::refusal::PyException::TypeError,
+                *p,
+                format!(
+                    "take(): indices of dtype {} are not integers",
+                    im.dtype.name()
+                ),
+            ));
+        }
+        let n = m.shape[axis];
+        let idx = s.index_values(*ind, n).map_err(|e| {
+            b.raising(
+                crate::refusal::PyException::IndexError,
+                *p,
+                format!("take(): {e} (axis {axis})"),
+            )
+        })?;
+        let r = take_node(s, x, axis, idx);
+        let shape: Vec<u64> = m.shape[..axis]
+            .iter()
+            .chain(&im.shape)
+            .chain(&m.shape[axis + 1..])
+            .copied()
+            .collect();
+        return Ok(Val::Arr(s.reshape(r, &shape)));
     }
     let scalar = !matches!(v, Val::Tuple(_));
-    let m = s.meta(x).clone();
     let n = m.shape[axis] as i64;
     let idx = ints(b, "indices")?
         .into_iter()

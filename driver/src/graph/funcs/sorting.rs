@@ -45,10 +45,9 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "searchsorted",
         &["a", "v", "side", "sorter"],
-        "`np.searchsorted`",
+        "`np.searchsorted` (`sorter`: a list or an array, its values computed first)",
         searchsorted,
-    )
-    .refusing(&["sorter"]),
+    ),
     FuncDef::new("nonzero", &["a"], "`np.nonzero`, `np.where(condition)`", |s, b| {
         let x = b.array("a")?;
         s.nonzero(x, b.pos)
@@ -176,9 +175,47 @@ fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
 
 /// searchsorted(a, v, side): `a` 1-D and sorted.
 fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
-    let a = b.array("a")?;
+    let mut a = b.array("a")?;
     if s.meta(a).ndim() != 1 {
         return Err(b.err(b.pos, "searchsorted(): a must be 1-D"));
+    }
+    if let Some((v, p)) = b.get("sorter").cloned() {
+        // `a` in the order `sorter` gives: a[sorter], its values computed first when an
+        // array.
+        let n = s.meta(a).shape[0];
+        let bad = |m: String| b.err(p, format!("searchsorted(): {m}"));
+        let idx = match v {
+            Val::Arr(id) => {
+                let sm = s.meta(id).clone();
+                if !sm.dtype.is_int() || sm.ndim() != 1 || sm.shape[0] != n {
+                    return Err(bad(format!(
+                        "sorter must be {n} integers (got {} of shape {})",
+                        sm.dtype.name(),
+                        shape_str(&sm.shape)
+                    )));
+                }
+                s.index_values(id, n)
+                    .map_err(|e| bad(format!("sorter: {e}")))?
+            }
+            _ => {
+                let v = super::shapes::ints(b, "sorter")?;
+                if v.len() as u64 != n {
+                    return Err(bad(format!(
+                        "sorter must be {n} integers (got {})",
+                        v.len()
+                    )));
+                }
+                v.iter()
+                    .map(|&i| {
+                        u64::try_from(i)
+                            .ok()
+                            .filter(|&i| i < n)
+                            .ok_or_else(|| bad(format!("sorter index {i} is out of range")))
+                    })
+                    .collect::<Result<Vec<u64>, _>>()?
+            }
+        };
+        a = super::shapes::take_node(s, a, 0, idx);
     }
     let right = match b.get("side") {
         None => false,
