@@ -847,3 +847,40 @@ async fn assignment_and_selection_by_data() {
         .unwrap();
     assert_eq!(r.shape().unwrap(), vec![4]);
 }
+
+/// A slice asks for the blocks that reach it and no other: through elementwise ops,
+/// random generators and a persisted array (read, not recomputed), with the values of
+/// the whole computed and then sliced.
+#[tokio::test]
+async fn a_slice_computes_only_the_blocks_that_reach_it() {
+    let d = Dir::new("demand");
+    let s = d.session();
+    // One random block of 4,000 rows, in 40 blocks of 100.
+    let x = s.random_normal(&[4_000, 16], 3).block(&[100, 16]);
+    let peek = (&x * 2.0 + 1.0).slice(ndarray::s![..2, ..2]);
+    let e = s.explain(&[&peek]).unwrap();
+    // The random block, one block of the rechunk, of x * 2 and of + 1, and the slice.
+    assert_eq!(e.tasks, Some(5), "{e}");
+    assert!(e.work_bytes < (4_000 + 3 * 100) * 16 * 8 + 64, "{e}");
+    let got = peek.compute::<f64>().await.unwrap();
+    let whole = (&x * 2.0 + 1.0).compute::<f64>().await.unwrap();
+    assert_eq!(got, whole.slice(ndarray::s![..2, ..2]).into_owned().into_dyn());
+    // Rows across a block boundary, from the end: two blocks of each.
+    let tail = (&x - 1.0).slice(ndarray::s![-150.., 3..4]);
+    // (the slice of 150 rows is two blocks too)
+    assert_eq!(s.explain(&[&tail]).unwrap().tasks, Some(1 + 2 + 2 + 2));
+    let xv = x.compute::<f64>().await.unwrap();
+    assert_eq!(
+        tail.compute::<f64>().await.unwrap(),
+        (xv.slice(ndarray::s![-150.., 3..4]).to_owned() - 1.0).into_dyn()
+    );
+    // A persisted array is read, not made again: `(A * 2)[:3]` is one block's work.
+    let a = (&x + 0.5).named("A").unwrap();
+    s.persist(&a).await.unwrap();
+    let head = (&a * 2.0).slice(ndarray::s![..3, ..]);
+    assert_eq!(s.explain(&[&head]).unwrap().tasks, Some(2));
+    assert_eq!(
+        head.compute::<f64>().await.unwrap(),
+        ((xv.slice(ndarray::s![..3, ..]).to_owned() + 0.5) * 2.0).into_dyn()
+    );
+}

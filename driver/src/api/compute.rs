@@ -86,6 +86,9 @@ struct ComputeGraph {
     back: Vec<NodeId>,
     /// The nodes it computes or reads (its ids).
     needed: Vec<NodeId>,
+    /// The bytes of the blocks it computes or reads (of a slice of a large expression,
+    /// only the blocks that reach it).
+    bytes: u64,
 }
 
 impl ComputeGraph {
@@ -560,7 +563,7 @@ impl Session {
         targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
         let cg = self.compute_graph(&targets);
         self.write_pending(&cg.needed_in_session()).await?;
-        let in_process = self.cfg.runs_here(work_bytes(&cg));
+        let in_process = self.cfg.runs_here(cg.bytes);
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.claimed_store().await?;
         let watch = backend.watch(self);
@@ -623,8 +626,19 @@ impl Session {
         let needed: Vec<NodeId> = (0..g.nodes.len())
             .filter(|&i| work.needed(i) || fitting[i])
             .collect();
+        let bytes = (needed.iter())
+            .map(|&i| match fitting[i] {
+                true => g.nodes[i].meta.nbytes(),
+                false => work.bytes(i),
+            })
+            .sum();
         drop(work);
-        ComputeGraph { g, back, needed }
+        ComputeGraph {
+            g,
+            back,
+            needed,
+            bytes,
+        }
     }
 
     /// The backend a compute runs on: this process (a compute within
@@ -679,7 +693,7 @@ impl Session {
         let targets: Vec<(NodeId, String)> =
             todo.iter().map(|&id| (id, format!("n{id}"))).collect();
         let cg = self.compute_graph(&targets);
-        let work = work_bytes(&cg);
+        let work = cg.bytes;
         let fits = (cg.needed.iter())
             .filter(|&&i| matches!(cg.g.nodes[i].op, NodeOp::Fit { .. }))
             .count();
@@ -879,10 +893,6 @@ impl Session {
 
 /// Bytes of the arrays a compute reads or makes: what decides whether it runs in this
 /// process.
-fn work_bytes(cg: &ComputeGraph) -> u64 {
-    cg.needed.iter().map(|&i| cg.g.nodes[i].meta.nbytes()).sum()
-}
-
 /// A compute that may be dropped before its end: a future let go, or Ctrl-C in Python.
 /// Dropped armed, it removes what the compute wrote (nothing of it was committed: only
 /// a finished compute marks its arrays stored) and, when the compute ran on the

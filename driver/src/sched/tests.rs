@@ -1096,3 +1096,4 @@ fn benchmark_solve_projection() {
         proj.wall_seconds
     );
 }
+

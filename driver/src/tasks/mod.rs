@@ -304,49 +304,148 @@ impl Out<'_, '_> {
 /// The block work of a graph, made on demand in topological order ([`BlockWork::iter`]).
 pub struct BlockWork<'g> {
     pub g: &'g Graph,
-    /// Which nodes have work: those the stored arrays need.
-    needed: Vec<bool>,
+    /// Which blocks of each node have work: those the stored arrays read, and no other.
+    demand: Vec<Demand>,
     /// Each node's block grid.
     grids: Vec<Vec<u64>>,
 }
 
-/// The work of every block of the graph, in topological order (imports have none: the
-/// driver writes their blocks).
-pub(crate) fn block_work(g: &Graph) -> BlockWork<'_> {
-    // Only what the stored arrays need is computed: a named array no output uses, or a
-    // transpose that a contraction reads through, makes no tasks.
-    let mut needed = vec![false; g.nodes.len()];
-    for n in g.nodes.iter().rev() {
-        if n.persist || needed[n.id] {
-            needed[n.id] = true;
-            for i in n.op.inputs() {
-                needed[i] = true;
-            }
+/// Which blocks of a node are made.
+#[derive(Clone, Debug, PartialEq)]
+enum Demand {
+    None,
+    All,
+    /// One bit per block, row-major.
+    Some(Vec<u64>),
+}
+
+impl Demand {
+    fn has(&self, lin: u64) -> bool {
+        match self {
+            Demand::None => false,
+            Demand::All => true,
+            Demand::Some(bits) => bits[(lin / 64) as usize] >> (lin % 64) & 1 == 1,
         }
     }
-    BlockWork {
-        g,
-        needed,
-        grids: g.nodes.iter().map(|n| n.meta.grid()).collect(),
+
+    fn add(&mut self, lin: u64, count: u64) {
+        match self {
+            Demand::All => {}
+            Demand::None => {
+                *self = Demand::Some(vec![0; count.div_ceil(64) as usize]);
+                self.add(lin, count)
+            }
+            Demand::Some(bits) => bits[(lin / 64) as usize] |= 1 << (lin % 64),
+        }
     }
 }
 
+/// Whether making every block of a node `op` reads every block of each of its inputs, so
+/// that the whole of a node asked for whole needs its inputs whole without looking at
+/// each block's work (the common case, kept cheap for plans of a million blocks).
+fn reads_whole_inputs(op: &NodeOp) -> bool {
+    matches!(
+        op,
+        NodeOp::Unary { .. }
+            | NodeOp::CheckBelow { .. }
+            | NodeOp::Scalar { .. }
+            | NodeOp::Binary { .. }
+            | NodeOp::Where { .. }
+            | NodeOp::Reduce { .. }
+            | NodeOp::Transpose { .. }
+            | NodeOp::Rechunk { .. }
+            | NodeOp::Concat { .. }
+            | NodeOp::Reshape { .. }
+    )
+}
+
+/// The work of the blocks the graph's stored arrays need, in topological order (imports
+/// have none: the driver writes their blocks). Only what they read is made: a named
+/// array no output uses makes nothing, and a slice or an element of a large expression
+/// makes only the blocks of each operand that reach it (a random block is made on its own).
+pub(crate) fn block_work(g: &Graph) -> BlockWork<'_> {
+    let mut w = BlockWork {
+        g,
+        demand: Vec::new(),
+        grids: g.nodes.iter().map(|n| n.meta.grid()).collect(),
+    };
+    w.demand = w.demand();
+    w
+}
+
 impl<'g> BlockWork<'g> {
+    /// Walks the graph from its stored arrays back to what they read, block by block
+    /// where a node is needed only in part or reads only part of its inputs.
+    fn demand(&self) -> Vec<Demand> {
+        let mut demand = vec![Demand::None; self.g.nodes.len()];
+        let count = |id: NodeId| self.grids[id].iter().product::<u64>();
+        for n in self.g.nodes.iter().rev() {
+            if n.persist {
+                demand[n.id] = Demand::All;
+            }
+            let whole = match &demand[n.id] {
+                Demand::None => continue,
+                Demand::All => true,
+                Demand::Some(_) => false,
+            };
+            if whole && reads_whole_inputs(&n.op) {
+                for i in n.op.inputs() {
+                    demand[i] = Demand::All;
+                }
+                continue;
+            }
+            // A block may read blocks of its own node (a blocked factorization's panels):
+            // those are walked too, once each.
+            let mut mine = std::mem::replace(&mut demand[n.id], Demand::None);
+            let mut todo: Vec<u64> = (0..count(n.id)).filter(|&lin| mine.has(lin)).collect();
+            while let Some(lin) = todo.pop() {
+                let Some(work) = self.work_for(n.id, lin) else {
+                    continue;
+                };
+                for b in work.terms().flatten() {
+                    if b.node != n.id {
+                        demand[b.node].add(b.block, count(b.node));
+                    } else if !mine.has(b.block) {
+                        mine.add(b.block, count(n.id));
+                        todo.push(b.block);
+                    }
+                }
+            }
+            demand[n.id] = mine;
+        }
+        demand
+    }
+
     /// The work of every block, node after node, blocks in row-major order.
     pub fn iter(&self) -> impl Iterator<Item = Work> + '_ {
         self.g
             .nodes
             .iter()
-            .filter(|n| self.needed[n.id])
+            .filter(|n| self.needed(n.id))
             .flat_map(move |n| {
                 let count: u64 = self.grids[n.id].iter().product();
-                (0..count).filter_map(move |lin| self.work_for(n.id, lin))
+                (0..count)
+                    .filter(move |&lin| self.demand[n.id].has(lin))
+                    .filter_map(move |lin| self.work_for(n.id, lin))
             })
     }
 
-    /// Whether node `id` has work (the stored arrays need it).
+    /// Whether node `id` has work (the stored arrays need some of it).
     pub fn needed(&self, id: NodeId) -> bool {
-        self.needed[id]
+        self.demand[id] != Demand::None
+    }
+
+    /// The bytes of node `id`'s blocks that are made (or read, for an input).
+    pub fn bytes(&self, id: NodeId) -> u64 {
+        let m = &self.g.nodes[id].meta;
+        match &self.demand[id] {
+            Demand::None => 0,
+            Demand::All => m.nbytes(),
+            d => (0..m.num_blocks())
+                .filter(|&lin| d.has(lin))
+                .map(|lin| block_nbytes(m, lin))
+                .sum(),
+        }
     }
 
     fn id(&self, x: NodeId, idx: &[u64]) -> BlockId {
