@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
-use nums_layout::batch::{BinaryOp, Kernel, RandomDist, UnaryOp};
+use nums_layout::batch::{BinaryOp, Frame, Kernel, RandomDist, UnaryOp};
 use nums_layout::meta::ScalarKind;
 use nums_layout::meta::{ArrayMeta, ravel};
 use nums_layout::{Block, DType, Elem, Scalar, for_dtype, map_block};
@@ -24,7 +24,7 @@ pub fn run(
     let shape = out.block_shape(index);
     let block = match kernel {
         Kernel::Fill { value } => Block::full(out.dtype, &shape, *value),
-        Kernel::Random { dist, seed } => random(*dist, *seed, out, index),
+        Kernel::Random { dist, seed, frame } => random(*dist, *seed, frame.as_ref(), out, index),
         Kernel::Iota {
             axis,
             start,
@@ -355,24 +355,34 @@ pub fn random_value(dist: RandomDist, seed: u64, i: u64) -> f64 {
     }
 }
 
-fn random(dist: RandomDist, seed: u64, out: &ArrayMeta, index: &[u64]) -> Block {
+fn random(
+    dist: RandomDist,
+    seed: u64,
+    frame: Option<&Frame>,
+    out: &ArrayMeta,
+    index: &[u64],
+) -> Block {
     match dist {
-        RandomDist::Integers { low, high } => Block::I64(by_flat_index(out, index, |i| {
+        RandomDist::Integers { low, high } => Block::I64(by_flat_index(out, frame, index, |i| {
             random_int(low, high, seed, i)
         })),
-        RandomDist::Poisson { lam } => Block::I64(by_flat_index(out, index, |i| {
+        RandomDist::Poisson { lam } => Block::I64(by_flat_index(out, frame, index, |i| {
             crate::random::poisson(key_of(seed), i, lam)
         })),
-        RandomDist::Binomial { n, p } => Block::I64(by_flat_index(out, index, |i| {
+        RandomDist::Binomial { n, p } => Block::I64(by_flat_index(out, frame, index, |i| {
             crate::random::binomial(key_of(seed), i, n, p)
         })),
-        _ => Block::F64(by_flat_index(out, index, |i| random_value(dist, seed, i))),
+        _ => Block::F64(by_flat_index(out, frame, index, |i| {
+            random_value(dist, seed, i)
+        })),
     }
 }
 
-/// Output block `index` of `out` whose element at flat index `i` of the whole array is `f(i)`.
+/// Output block `index` of `out` whose element at flat index `i` of the whole array is
+/// `f(i)`; within `frame`, the flat index in the frame's array.
 fn by_flat_index<T: Send + Clone + Default>(
     out: &ArrayMeta,
+    frame: Option<&Frame>,
     index: &[u64],
     f: impl Fn(u64) -> T + Sync,
 ) -> ArrayD<T> {
@@ -392,9 +402,17 @@ fn by_flat_index<T: Send + Clone + Default>(
         if !shape.is_empty() {
             g.push(origin[shape.len() - 1]);
         }
-        let base = ravel(&g, &out.shape);
+        let (base, stride) = match frame {
+            None => (ravel(&g, &out.shape), 1),
+            Some(fr) => {
+                let at: Vec<u64> = (g.iter().zip(&fr.start).zip(&fr.step))
+                    .map(|((&p, a), s)| (a + p as i64 * s) as u64)
+                    .collect();
+                (ravel(&at, &fr.shape), fr.step.last().copied().unwrap_or(1))
+            }
+        };
         for (j, x) in chunk.iter_mut().enumerate() {
-            *x = f(base + j as u64);
+            *x = f(base.wrapping_add_signed(j as i64 * stride));
         }
     });
     ArrayD::from_shape_vec(IxDyn(&shape), v).expect("shape")

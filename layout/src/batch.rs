@@ -42,6 +42,31 @@ pub struct BlockRef {
     pub index: Vec<u64>,
 }
 
+/// A region of a larger array: element `p` of the region is element `start + p * step`
+/// (per axis) of an array of `shape`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Frame {
+    /// The larger array's shape.
+    pub shape: Vec<u64>,
+    /// Where the region starts in it, per axis.
+    pub start: Vec<i64>,
+    /// The region's step along each axis (negative: backwards).
+    pub step: Vec<i64>,
+}
+
+impl Frame {
+    /// The region `start + p * step` of this region: one region of the same array.
+    pub fn then(&self, start: &[i64], step: &[i64]) -> Frame {
+        Frame {
+            shape: self.shape.clone(),
+            start: (self.start.iter().zip(start).zip(&self.step))
+                .map(|((a, s), b)| a + s * b)
+                .collect(),
+            step: self.step.iter().zip(step).map(|(a, b)| a * b).collect(),
+        }
+    }
+}
+
 /// The distribution of a [`Kernel::Random`] array's elements.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -1080,6 +1105,10 @@ pub enum Kernel {
         dist: RandomDist,
         /// The generator's seed: the same seed gives the same array.
         seed: u64,
+        /// The output is this region of a larger random array (a slice of it, made
+        /// without making the rest).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        frame: Option<Frame>,
     },
     /// One input.
     Unary {

@@ -94,7 +94,10 @@ struct ComputeGraph {
 impl ComputeGraph {
     /// Its node of the session's node `id` (which it holds).
     fn local(&self, id: NodeId) -> NodeId {
-        self.back.binary_search(&id).expect("a node of the compute")
+        // The last of those standing for it: nodes made for a slice's region come before it.
+        let at = self.back.partition_point(|&b| b <= id);
+        assert!(at > 0 && self.back[at - 1] == id, "a node of the compute");
+        at - 1
     }
 
     /// The session's nodes it computes or reads.

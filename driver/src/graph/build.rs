@@ -549,6 +549,7 @@ impl<'a> Builder<'a> {
                     NodeOp::Random {
                         dist: *dist,
                         seed: *seed,
+                        frame: None,
                     },
                 )
             }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use nums_layout::batch::{BinaryOp, RandomDist, ReduceOp, UnaryOp};
+use nums_layout::batch::{BinaryOp, Frame, RandomDist, ReduceOp, UnaryOp};
 use nums_layout::meta::ScalarKind;
 use nums_layout::{ArrayMeta, Block, DType, Scalar, StoreSpec};
 
@@ -18,6 +18,7 @@ mod indexing;
 pub use indexing::AxisSel;
 mod ops;
 mod pyint;
+mod region;
 mod shape;
 mod sources;
 
@@ -45,9 +46,12 @@ pub(crate) fn shape_text(s: &[u64]) -> String {
 /// How a node's blocks come to be.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeOp {
+    /// Element at flat index `i` is a pure function of (`seed`, `i`); within `frame`, the
+    /// region of a larger random array (a slice made without the rest, `graph/region.rs`).
     Random {
         dist: RandomDist,
         seed: u64,
+        frame: Option<Arc<Frame>>,
     },
     Fill {
         value: Scalar,
@@ -648,7 +652,9 @@ impl Graph {
     /// The nodes `targets` depend on (and they), renumbered in order, each target kept in
     /// the store under the name given and no other node named or kept: the graph of one
     /// compute of the library, whose cost follows what it computes, not the session's
-    /// graph. Returns it and, for each of its nodes, the node of `self` it is.
+    /// graph. Slices are pushed toward the sources ([`region::push_slices`]): a peek at a
+    /// large expression makes only the elements it shows. Returns it and, for each of its
+    /// nodes, the node of `self` it is or stands for (in order).
     pub fn pruned(&self, targets: &[(NodeId, String)]) -> (Graph, Vec<NodeId>) {
         let Some(last) = targets.iter().map(|(id, _)| *id).max() else {
             return (Graph::default(), Vec::new());
@@ -692,7 +698,8 @@ impl Graph {
             n.name = Some(name.clone());
             g.named.insert(name.clone(), map[*id]);
         }
-        (g, back)
+        let (g, via) = region::push_slices(g);
+        (g, via.into_iter().map(|i| back[i]).collect())
     }
 }
 

@@ -84,6 +84,7 @@ impl Gen {
             0 | 1 => NodeOp::Random {
                 dist: RandomDist::Normal,
                 seed: self.rng.u64(..100),
+                frame: None,
             },
             2 => NodeOp::Fill { value: 1.5.into() },
             3 if meta.ndim() > 0 => NodeOp::Iota {
@@ -108,6 +109,7 @@ impl Gen {
             _ => NodeOp::Random {
                 dist: RandomDist::Normal,
                 seed: 7,
+                frame: None,
             },
         };
         let import = op.is_import();
@@ -1096,4 +1098,3 @@ fn benchmark_solve_projection() {
         proj.wall_seconds
     );
 }
-

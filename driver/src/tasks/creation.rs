@@ -6,10 +6,11 @@ use super::*;
 pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
     let n = cx.n;
     match &n.op {
-        NodeOp::Random { dist, seed } => cx.one(
+        NodeOp::Random { dist, seed, frame } => cx.one(
             Kernel::Random {
                 dist: *dist,
                 seed: *seed,
+                frame: frame.as_deref().cloned(),
             },
             vec![],
         ),

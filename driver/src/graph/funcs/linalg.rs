@@ -1197,6 +1197,7 @@ impl Builder<'_> {
             NodeOp::Random {
                 dist: nums_layout::batch::RandomDist::Normal,
                 seed: PROBE_SEED,
+                frame: None,
             },
         );
         let (forward, backward) = self.lu_substitution(nodes.lu, g, None);

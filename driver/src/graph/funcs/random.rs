@@ -286,7 +286,14 @@ fn draw(
     };
     let meta = s.default_meta(shape, dtype);
     let seed = part_seed(b.seed.unwrap_or(0), k);
-    Ok(Val::Arr(s.add(meta, NodeOp::Random { dist, seed })))
+    Ok(Val::Arr(s.add(
+        meta,
+        NodeOp::Random {
+            dist,
+            seed,
+            frame: None,
+        },
+    )))
 }
 
 /// The `size` argument, or (not given) the broadcast shape of the array parameters
