@@ -165,11 +165,15 @@ def test_attributes_methods_and_conversions(session):
         bool(x)
     with pytest.raises(TypeError, match="length-1"):
         float(x)
-    assert "BlockArray(shape=(3, 4), dtype=int64" in repr(x)
+    # A computed array's repr is NumPy's, values shown; a lazy one's says what it is
+    # without computing it.
+    assert repr(x) == repr(a).replace("array", "BlockArray")
     y = x * 2
-    assert "lazy" in repr(y)
+    assert repr(y).startswith("BlockArray(shape=(3, 4), dtype=int64") and "lazy" in repr(y)
+    assert not y.computed
+    assert str(y) == str(a * 2)
     y.get()
-    assert "computed" in repr(y) and y.computed
+    assert repr(y) == repr(a * 2).replace("array", "BlockArray") and y.computed
 
 
 def test_arrays_from_numpy_lists_and_scalars_and_values_back_without_a_copy(session):
@@ -206,9 +210,15 @@ def test_arrays_from_numpy_lists_and_scalars_and_values_back_without_a_copy(sess
     v = x.compute()
     # The engine's buffer handed over: NumPy does not own the data, and no copy was made.
     assert not v.flags.owndata and v.base is not None
+    # The array keeps its (small) values: np.asarray reads them, computes nothing, and
+    # hands out the same read-only values each time; compute() gives a copy to change.
+    once = nums_cloud.session().counts()
     w = np.asarray(x)
-    assert not w.flags.owndata
+    assert np.asarray(x) is w and not w.flags.writeable
     np.testing.assert_array_equal(w, np.arange(6.0) * 2)
+    mine = x.compute()
+    mine[0] = 7
+    assert float(x[0]) == 0.0 and x.tolist()[0] == 0.0 and nums_cloud.session().counts() == once
     assert isinstance(nps.sum(x).get(), np.float64)  # a 0-d array's get() is a NumPy scalar
 
 

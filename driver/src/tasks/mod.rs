@@ -388,7 +388,9 @@ impl<'g> BlockWork<'g> {
                 Demand::All => true,
                 Demand::Some(_) => false,
             };
-            if whole && reads_whole_inputs(&n.op) {
+            // (An assignment's untouched blocks are read through it, from its operand.)
+            let through = |i: &NodeId| matches!(self.g.nodes[*i].op, NodeOp::Put { .. });
+            if whole && reads_whole_inputs(&n.op) && !n.op.inputs().iter().any(through) {
                 for i in n.op.inputs() {
                     demand[i] = Demand::All;
                 }

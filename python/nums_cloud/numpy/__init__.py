@@ -167,6 +167,8 @@ def get(*arrays):
         raise TypeError("get() needs at least one array")
     arrs = [asarray(a) for a in arrays]
     vals = arrs[0]._s.compute_many([a._a for a in arrs])
+    for a, v in zip(arrs, vals):
+        a._keep(v)
     vals = [v[()] if v.ndim == 0 else v for v in vals]
     return vals[0] if len(vals) == 1 else tuple(vals)
 

@@ -4,6 +4,7 @@ dtypes checked as NumPy checks them: a refused operation raises there); values a
 computed by ``get()``, ``np.asarray(x)``, ``float(x)`` and the like, and stay in the
 session's store for later expressions."""
 
+import itertools
 import operator
 
 import numpy as np
@@ -11,6 +12,14 @@ import numpy as np
 from .. import _native, _session
 
 __all__ = ["BlockArray", "asarray", "array", "to_native_arg"]
+
+#: The most bytes of values an array keeps once fetched (larger ones are read from the
+#: store at each use, in their blocks).
+KEEP_BYTES = 256 << 20
+
+#: An index of a lazy array at most this large computes the whole array once, not
+#: itself: ``[float(y[i]) for i in range(len(y))]`` is one compute.
+SMALL_BYTES = 8 << 20
 
 # NumPy's dtypes for the engine's dtype names (its list), and back.
 _DTYPES = {name: np.dtype(name) for name in _native.dtypes()}
@@ -215,13 +224,20 @@ class BlockArray:
     Made by the functions of ``nums_cloud.numpy`` (``nps.array``, ``nps.zeros``,
     ``nps.random.rand``, ``nps.read_csv``, ...), never directly."""
 
-    __slots__ = ("_a", "_s", "__weakref__")
+    __slots__ = ("_a", "_s", "_v", "_of", "__weakref__")
     # NumPy defers to these operators when a NumPy array is on the left.
     __array_priority__ = 1000
 
-    def __init__(self, a, s):
+    def __init__(self, a, s, values=None):
         self._a = a
         self._s = s
+        # Its values once fetched (read-only): element access, iteration, ``np.asarray``
+        # and printing read them here instead of computing again. Arrays never change,
+        # so the values cannot go stale.
+        self._v = values
+        # (array, key) when it is a basic index of a small array: its values are then
+        # that array's, computed once for every element a loop asks for.
+        self._of = None
 
     # Attributes, from the graph (nothing runs).
     @property
@@ -309,17 +325,52 @@ class BlockArray:
             raise ValueError(f"unsupported Array API version {api_version!r}")
         return _namespace
 
-    # Values: computed on demand.
+    # Values: computed on demand, once per array.
+    def _values(self):
+        """Its values, read-only: computed the first time and kept with the array when at
+        most ``KEEP_BYTES`` (larger ones are computed, then read from the store, again)."""
+        if self._v is None and self._of is not None:
+            of, key = self._of
+            v = _frozen(of._values()[key])
+            if v.shape == self.shape and v.dtype == self.dtype:
+                self._v = v
+        if self._v is None:
+            v = self._a.compute()
+            if v.nbytes > KEEP_BYTES:
+                return v
+            self._v = _frozen(v)
+        return self._v
+
+    def _keep(self, v):
+        """Keeps a copy of values computed for it elsewhere (``nps.get`` of several
+        arrays, whose caller owns ``v``)."""
+        if self._v is None and v.nbytes <= KEEP_BYTES:
+            self._v = _frozen(v.copy())
+
     def compute(self):
         """Computes the array (and what it needs that is not stored yet) and returns its
-        values as a NumPy array (its buffer, not a copy)."""
-        return self._a.compute()
+        values as a NumPy array of the caller's own: the engine's buffer, not a copy (the
+        array keeps a copy of small values, and hands out copies of values it keeps)."""
+        if self._v is not None:
+            return self._v.copy()
+        v = self._a.compute()
+        if v.nbytes <= SMALL_BYTES:
+            self._v = _frozen(v.copy())
+        return v
 
     def get(self):
         """The array's values (NumS's ``get``): a NumPy array, or a NumPy scalar for a
         0-d array."""
-        v = self._a.compute()
+        v = self.compute()
         return v[()] if v.ndim == 0 else v
+
+    def to_numpy(self, dtype=None, copy=False):
+        """The values as a NumPy array (pandas' and xarray's name, which matplotlib and
+        seaborn look for): computed once, then read from memory."""
+        v = self._values()
+        if dtype is not None and v.dtype != np.dtype(dtype):
+            return v.astype(dtype)
+        return v.copy() if copy or not v.flags.writeable else v
 
     def persist(self):
         """Computes it now and keeps it in the session's store (as every compute does);
@@ -328,10 +379,11 @@ class BlockArray:
         return self
 
     def __array__(self, dtype=None, copy=None):
-        v = self._a.compute()
+        # NumPy 2's protocol: without copy=True, the kept values themselves (read-only).
+        v = self._values()
         if dtype is not None and v.dtype != np.dtype(dtype):
-            v = v.astype(dtype)
-        return v
+            return v.astype(dtype)
+        return v.copy() if copy else v
 
     def _scalar(self, kind):
         if self.size != 1:
@@ -339,7 +391,7 @@ class BlockArray:
                 raise ValueError("The truth value of an array with more than one element is "
                                  "ambiguous. Use a.any() or a.all()")
             raise TypeError("only length-1 arrays can be converted to Python scalars")
-        return self._a.compute().reshape(()).item()
+        return self._values().reshape(()).item()
 
     def __float__(self):
         return float(self._scalar("float"))
@@ -366,7 +418,7 @@ class BlockArray:
 
     def tolist(self):
         """The values as nested Python lists."""
-        return self._a.compute().tolist()
+        return self._values().tolist()
 
     def __len__(self):
         if self.ndim == 0:
@@ -374,19 +426,67 @@ class BlockArray:
         return self.shape[0]
 
     def __iter__(self):
+        # One compute for the whole array, then each element from its values.
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d array")
+        v = _frozen(self._values())
+        a, s = self._a, self._s
         for i in range(self.shape[0]):
-            yield self[i]
+            yield BlockArray(a.index([i]), s, _frozen(v[i]))
+
+    def _summary(self):
+        """What NumPy prints of it: the whole when small, else its edges (``edgeitems``
+        of each end of every axis, from the edge blocks only) in an array of the same
+        ndim whose middle NumPy replaces with ``...``."""
+        opts = np.get_printoptions()
+        if self._v is not None or self.size <= opts["threshold"]:
+            return self._values(), {}
+        e = opts["edgeitems"]
+        cut = [n > 2 * e for n in self.shape]
+        # Each corner of the edges: per axis the first e, or the last e, where it is cut.
+        corners, keys = [], []
+        for pick in itertools.product(*[(0, 1) if c else (0,) for c in cut]):
+            key = tuple(slice(None) if not c else (slice(None, e) if p == 0 else slice(-e, None))
+                        for c, p in zip(cut, pick))
+            keys.append(pick)
+            corners.append(self[key])
+        vals = dict(zip(keys, _namespace.get(*corners) if len(corners) > 1
+                        else (_namespace.get(*corners),)))
+        # Assembled with one element between the edges, which NumPy shows as `...`.
+        shape = tuple(2 * e + 1 if c else n for c, n in zip(cut, self.shape))
+        out = np.empty(shape, self.dtype)
+        for pick, v in vals.items():
+            key = tuple(slice(None) if not c else (slice(None, e) if p == 0 else slice(-e, None))
+                        for c, p in zip(cut, pick))
+            out[key] = v
+        # The middle: any shown value (it is never printed, nor sizes the columns).
+        mid = tuple(slice(e, e + 1) if c else slice(None) for c in cut)
+        out[mid] = out[tuple(slice(0, 1) if c else slice(None) for c in cut)]
+        return out, {"threshold": 0, "edgeitems": e}
 
     def __repr__(self):
         a = self._a
-        state = "computed" if a.computed else "lazy"
-        return (f"BlockArray(shape={a.shape}, dtype={a.dtype}, blocks={a.blocks}, "
-                f"{state}: {a.label})")
+        if self._v is None and not a.computed:
+            return (f"BlockArray(shape={a.shape}, dtype={a.dtype}, blocks={a.blocks}, "
+                    f"lazy: {a.label})")
+        v, opts = self._summary()
+        with np.printoptions(**opts):
+            text = np.array_repr(v)
+        if opts:
+            # NumPy 2 says the shape of a summarised array: the array's, not the edges'.
+            text = text.replace(f"shape={v.shape}", f"shape={self.shape}")
+        return "BlockArray" + text[len("array"):]
 
     def __str__(self):
-        return str(self.get())
+        v, opts = self._summary()
+        with np.printoptions(**opts):
+            return np.array2string(v) if v.ndim else str(v[()])
+
+    def _repr_html_(self):
+        """Jupyter's view: shape, dtype, blocks, bytes, and the block grid, without
+        computing anything."""
+        from . import _html
+        return _html.summary(self)
 
     def __format__(self, spec):
         if self.ndim == 0:
@@ -437,7 +537,17 @@ class BlockArray:
         if masked:
             # A boolean mask's values decide the shape: computed first.
             return BlockArray(self._a.index_masked(items), s)
-        return BlockArray(self._a.index(items), s)
+        r = BlockArray(self._a.index(items), s)
+        if self._v is not None and all(_basic(k) for k in key):
+            # Basic indexing of kept values: NumPy's view of them is the answer.
+            v = _frozen(self._v[tuple(k.item() if isinstance(k, np.generic) else k
+                                      for k in key)])
+            if v.shape == r.shape and v.dtype == r.dtype:
+                r._v = v
+        elif not self._a.computed and self.nbytes <= SMALL_BYTES and all(_basic(k) for k in key):
+            # An element of a small lazy array: a loop over its elements computes it once.
+            r._of = (self, tuple(k.item() if isinstance(k, np.generic) else k for k in key))
+        return r
 
     def __setitem__(self, key, value):
         raise TypeError(
@@ -633,6 +743,19 @@ class BlockArray:
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
         return func._implementation(*_computed(args), **_computed(kwargs))
+
+
+def _frozen(v):
+    """``v`` as a read-only NumPy array (a scalar as a 0-d one): values an array keeps."""
+    v = np.asarray(v)
+    v.flags.writeable = False
+    return v
+
+
+def _basic(k):
+    """Whether an index item is NumPy's basic indexing (no array, no mask)."""
+    return (k is None or k is Ellipsis or isinstance(k, slice)
+            or (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))))
 
 
 def _zero_d_bool(key):

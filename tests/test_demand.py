@@ -1,0 +1,99 @@
+"""Compute only what is asked: a peek at a large lazy array makes the elements it shows,
+printing shows NumPy's summary from the edges, and an array's values are computed once
+for every element, iteration and conversion that follows."""
+import numpy as np
+import pytest
+
+import nums_cloud
+import nums_cloud.numpy as nps
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
+                        progress=False)
+    yield s
+    s.close()
+
+
+def tasks(s):
+    return s.counts()["tasks"]
+
+
+def test_a_peek_at_a_large_lazy_array_makes_only_what_it_shows(session):
+    # 20M x 16 float64 (2.5 GB) is never made: each peek is a few tasks of a few elements.
+    x = nps.random.default_rng(7).standard_normal((20_000_000, 16))
+    t = tasks(session)
+    corner = (x * 2 + 1)[:2, :2].get()
+    assert corner.shape == (2, 2) and tasks(session) - t <= 3
+    # The same elements as the whole array's (random values do not depend on blocks).
+    assert np.array_equal(corner, x[:2, :2].get() * 2 + 1)
+    tail = x[-3:, 5]
+    assert np.array_equal(tail.get(), x[19_999_997:, 5:6].get()[:, 0])
+    # print shows NumPy's summary, from the four corners.
+    t = tasks(session)
+    text = str(x)
+    # (six rows of edges, each with `...` between its columns, and `...` between them)
+    assert tasks(session) - t <= 4 and text.count("...") == 7 and len(text) < 1000
+    assert not x.computed and "lazy" in repr(x)
+
+
+def test_slices_of_expressions_equal_numpy_on_ragged_blocks(session):
+    a = np.random.default_rng(3).standard_normal((1000, 30))
+    x = nps.array(a).block(97, 7) * 3 - 1
+    y = nps.random.default_rng(4).random((1000, 30)).block(101, 11)
+    whole_y = y.get()
+    for key in [np.s_[:2, :2], np.s_[5:900:7, ::-4], np.s_[-1], np.s_[::-1, 3],
+                np.s_[None, 10:20, 29], np.s_[..., -5:]]:
+        np.testing.assert_array_equal((x + y * 2)[key].get(), (a * 3 - 1 + whole_y * 2)[key])
+        # (exp within a few ulps: the engine's is not NumPy's)
+        t_key = key[::-1] if isinstance(key, tuple) else key
+        np.testing.assert_allclose(nps.exp(x).T[t_key].get(), np.exp(a * 3 - 1).T[t_key],
+                                   rtol=1e-14)
+    # A slice of a slice, of a random array not yet made: the whole's elements.
+    r = nps.random.default_rng(9).standard_normal((500, 8))
+    part = r[100:400:3][::-2, 1:7:2].get()
+    np.testing.assert_array_equal(part, r.get()[100:400:3][::-2, 1:7:2])
+
+
+def test_values_are_computed_once_per_array(session):
+    y = nps.random.default_rng(1).standard_normal((5_000, 4)) + 1
+    t = tasks(session)
+    column = y[:1000, 0]
+    values = [float(v) for v in column]
+    spent = tasks(session) - t
+    assert spent <= 3 and len(values) == 1000
+    # Every later access reads the kept values: no task.
+    assert list(map(float, column)) == values and column.tolist() == values
+    assert [float(column[i]) for i in range(0, 1000, 50)] == values[::50]
+    np.testing.assert_array_equal(np.asarray(column), values)
+    np.testing.assert_array_equal(column.to_numpy(), values)
+    assert tasks(session) - t == spent
+    # An element of a small lazy array in a loop: the array is computed once.
+    z = y[:50] * 2
+    t = tasks(session)
+    got = [float(z[i, 1]) for i in range(50)]
+    assert tasks(session) - t <= 4
+    np.testing.assert_array_equal(got, (y.get()[:50] * 2)[:, 1])
+    # Values handed out are the caller's: changing them changes nothing kept.
+    mine = column.get()
+    mine[:] = 0
+    assert column.tolist() == values
+
+
+def test_repr_is_numpys_summary_and_html_says_what_it_is(session):
+    a = np.arange(40_000, dtype=np.float32).reshape(200, 200) / 7
+    x = nps.array(a).block(64, 64) + 0
+    assert "lazy" in repr(x) and not x.computed
+    assert str(x) == str(a)
+    x.get()
+    assert repr(x) == repr(a).replace("array", "BlockArray")
+    small = nps.arange(12).reshape(3, 4)
+    assert str(small) == str(np.arange(12).reshape(3, 4))
+    with np.printoptions(edgeitems=1, threshold=10):
+        assert str(x) == str(a)
+    html = x._repr_html_()
+    assert "(200, 200)" in html and "(64, 64)" in html and "16 blocks" in html and "<svg" in html
+    # NumPy's functions given it get NumPy's answer.
+    assert np.median(x[:, 3]) == np.median(a[:, 3])
+    np.testing.assert_array_equal(np.histogram(x, bins=5)[0], np.histogram(a, bins=5)[0])
