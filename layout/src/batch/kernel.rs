@@ -779,28 +779,30 @@ impl Kernel {
                 | Kernel::ImportZarr { .. }
         )
     }
+}
 
-    /// Bytes the kernel holds beyond its inputs and output (for memory projections): the
-    /// text a CSV import parses, the metadata and column chunks a Parquet import decodes.
-    /// A `.npy` import reads no more than its block's elements, at most as wide as the
-    /// output's, which the output's own share covers.
-    pub fn scratch_bytes(&self) -> u64 {
-        match self {
-            Kernel::ImportCsv { start, end, .. } => end.saturating_sub(*start),
-            // Its file read 1 MiB at a time into one buffer, and a line carried from one
-            // read to the next (a row of numbers is far shorter).
-            Kernel::CsvCount { .. } => 2 << 20,
-            Kernel::ImportParquet {
-                metadata, fetch, ..
-            } => metadata.1 + fetch,
-            Kernel::ImportZarr { scratch, .. }
-            | Kernel::Sort { scratch, .. }
-            | Kernel::SortMerge { scratch, .. } => *scratch,
-            Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
-            Kernel::ExportNpyBlock { bytes, .. } => *bytes,
-            _ => 0,
-        }
-    }
+/// Whether `kernel` is a linear-algebra kernel (the variants from `Qr` on): the function
+/// runs it in float64 through LAPACK (`nums_function::linalg`), and its workspace depends
+/// on its blocks' shapes ([`workspace_bytes`](super::workspace_bytes)), not only on their
+/// sizes.
+pub fn is_linalg(kernel: &Kernel) -> bool {
+    matches!(
+        kernel,
+        Kernel::Qr { .. }
+            | Kernel::Lstsq { .. }
+            | Kernel::Svd { .. }
+            | Kernel::Cholesky
+            | Kernel::CholeskyBlock { .. }
+            | Kernel::TriangularSolve { .. }
+            | Kernel::SubtractProducts { .. }
+            | Kernel::SubtractGram { .. }
+            | Kernel::LuSolve
+            | Kernel::Inverse
+            | Kernel::LuPanel { .. }
+            | Kernel::LuBack { .. }
+            | Kernel::LuDet { .. }
+            | Kernel::Det { .. }
+    )
 }
 
 /// Bytes of the pieces a CSV file's row index is made of (cut at line starts): the

@@ -1,11 +1,13 @@
 //! The element ops' meaning, as NumPy's loops compute them: elementwise functions of one
 //! operand ([`UnaryOp`]) and of two ([`BinaryOp`]), reductions ([`ReduceOp`]) and where a
-//! quantile lies ([`QuantileMethod`]), with the float and integer helpers they share.
+//! quantile lies ([`QuantileMethod`]), with the float and integer helpers they share, and
+//! the dtype an op's loop computes in ([`compute_dtype`], [`unary_compute_dtype`]).
 //! Kernels (`super::kernel`) name them; the function's loops apply them.
 
 use serde::{Deserialize, Serialize};
 
 use crate::block::C128;
+use crate::meta::DType;
 use crate::num::{self, Int};
 use crate::scalar::Scalar;
 
@@ -981,6 +983,44 @@ impl QuantileMethod {
             self,
             InvertedCdf | ClosestObservation | Lower | Higher | Nearest
         )
+    }
+}
+
+/// The dtype `op` of operands of dtypes `a` and `b` computes in: their promoted dtype
+/// (NumPy's loop), float64 for true division of bools and ints, int8 for the arithmetic
+/// and comparisons of two bools.
+pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
+    let c = a.promote(b);
+    if op == BinaryOp::Div {
+        c.to_float()
+    } else if op.is_float_fn() {
+        // NumPy's loop: the smallest float both operands cast to safely.
+        a.to_float_fn().promote(b.to_float_fn())
+    } else if c == DType::Bool {
+        DType::Int8
+    } else {
+        c
+    }
+}
+
+/// The dtype a unary op of a `dtype` block computes in before its result is cast to the
+/// output's: its own for the ops that keep ints (bool as int8) and for complex; float64 or
+/// float32 for the float functions.
+pub fn unary_compute_dtype(op: UnaryOp, dtype: DType, out: DType) -> DType {
+    if dtype.is_complex() {
+        dtype
+    } else if dtype.is_exact() && (op.keeps_ints() || op.rounds()) {
+        if dtype == DType::Bool {
+            DType::Int8
+        } else {
+            dtype
+        }
+    } else if op.is_predicate() {
+        DType::Bool
+    } else if out == DType::Float32 {
+        DType::Float32
+    } else {
+        DType::Float64
     }
 }
 
