@@ -8,7 +8,10 @@
 use std::borrow::Cow;
 
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Zip};
-use nums_layout::batch::{self, BinaryOp, Kernel, ReduceOp, UnaryOp};
+use nums_layout::batch::{self, BinaryOp, ReduceOp, UnaryOp, unary_compute_dtype};
+// The dtype an op computes in and the bytes its casts take are op semantics and the
+// kernels' memory model, stated in nums_layout::batch; kept at their old paths here.
+pub use nums_layout::batch::{binary_cast_bytes, cast_bytes, cast_workspace, compute_dtype};
 use nums_layout::num::Int;
 use nums_layout::{Block, C64, C128, DType, Elem};
 
@@ -85,119 +88,6 @@ pub trait Real:
 impl Real for f32 {}
 impl Real for f64 {}
 
-/// The dtype `op` of operands of dtypes `a` and `b` computes in: their promoted dtype
-/// (NumPy's loop), float64 for true division of bools and ints, int8 for the arithmetic
-/// and comparisons of two bools.
-pub fn compute_dtype(op: BinaryOp, a: DType, b: DType) -> DType {
-    let c = a.promote(b);
-    if op == BinaryOp::Div {
-        c.to_float()
-    } else if op.is_float_fn() {
-        // NumPy's loop: the smallest float both operands cast to safely.
-        a.to_float_fn().promote(b.to_float_fn())
-    } else if c == DType::Bool {
-        DType::Int8
-    } else {
-        c
-    }
-}
-
-/// The dtype a unary op of a `dtype` block computes in before its result is cast to the
-/// output's: its own for the ops that keep ints (bool as int8) and for complex; float64 or
-/// float32 for the float functions.
-fn unary_dtype(op: UnaryOp, dtype: DType, out: DType) -> DType {
-    if dtype.is_complex() {
-        dtype
-    } else if dtype.is_exact() && (op.keeps_ints() || op.rounds()) {
-        if dtype == DType::Bool {
-            DType::Int8
-        } else {
-            dtype
-        }
-    } else if op.is_predicate() {
-        DType::Bool
-    } else if out == DType::Float32 {
-        DType::Float32
-    } else {
-        DType::Float64
-    }
-}
-
-/// Bytes a kernel of these ops allocates beyond its inputs and output: copies of operands
-/// cast to the dtype it computes in (elements of each input not already in it).
-pub fn cast_bytes(inputs: &[(u64, DType)], compute: DType) -> u64 {
-    inputs
-        .iter()
-        .filter(|(_, d)| *d != compute)
-        .map(|(n, _)| n * compute.size() as u64)
-        .sum()
-}
-
-/// Bytes of the casts [`binary`] makes for operands of `a` and `b` elements.
-pub fn binary_cast_bytes(op: BinaryOp, a: (u64, DType), b: (u64, DType)) -> u64 {
-    if op.is_logical() {
-        return cast_bytes(&[a, b], DType::Bool);
-    }
-    cast_bytes(&[a, b], compute_dtype(op, a.1, b.1))
-}
-
-/// Bytes a kernel allocates beyond what the memory model counts for every task (its
-/// inputs, one input-sized temporary and its output, [`crate::memory::task_peak`]): its
-/// operands cast to the dtype it computes in, and its result in that dtype where the
-/// output's differs (`int8 + float64` copies the int8 block as float64; an int8 einsum
-/// computes in int64). `inputs`: elements and dtype of each input block, in order; `out`:
-/// the output block's. 0 for the kernels that compute in their operands' dtype.
-pub fn cast_workspace(kernel: &Kernel, inputs: &[(u64, DType)], out: (u64, DType)) -> u64 {
-    let (compute, result) = match (kernel, inputs) {
-        (Kernel::Binary { op }, [a, b]) if op.is_logical() => {
-            return cast_bytes(&[*a, *b], DType::Bool);
-        }
-        (Kernel::Binary { op }, [a, b]) => (compute_dtype(*op, a.1, b.1), *op),
-        (Kernel::Scalar { op, value, .. }, [x]) => (
-            compute_dtype(*op, x.1, x.1.promote_scalar(value.kind())),
-            *op,
-        ),
-        (Kernel::Unary { op }, [x]) => {
-            let c = unary_dtype(*op, x.1, out.1);
-            return cast_bytes(inputs, c)
-                + if c != out.1 {
-                    out.0 * c.size() as u64
-                } else {
-                    0
-                };
-        }
-        (Kernel::Where, [c, rest @ ..]) => {
-            return cast_bytes(&[*c], DType::Bool) + cast_bytes(rest, out.1);
-        }
-        (Kernel::Einsum { .. }, _) => {
-            let p = inputs.iter().map(|x| x.1).reduce(DType::promote);
-            let c = match p {
-                Some(d) if d.is_exact() => DType::Int64,
-                Some(d) => d,
-                None => return 0,
-            };
-            return cast_bytes(inputs, c)
-                + if c != out.1 {
-                    out.0 * c.size() as u64
-                } else {
-                    0
-                };
-        }
-        _ => return 0,
-    };
-    let made = if result.is_predicate() {
-        DType::Bool
-    } else {
-        compute
-    };
-    cast_bytes(inputs, compute)
-        + if made != out.1 {
-            out.0 * made.size() as u64
-        } else {
-            0
-        }
-}
-
 /// `op` of one block, its result in the dtype it computes in (the caller casts to the
 /// output's dtype `out`).
 pub fn unary(op: UnaryOp, x: &Block, out: DType) -> Block {
@@ -205,7 +95,7 @@ pub fn unary(op: UnaryOp, x: &Block, out: DType) -> Block {
         return Block::Bool(b.mapv(|v| !v));
     }
     let d = x.dtype();
-    match unary_dtype(op, d, out) {
+    match unary_compute_dtype(op, d, out) {
         DType::Bool => with_block!(x, a => Block::Bool(
             Zip::from(a).par_map_collect(|v| op.apply(v.to_f64()) != 0.0))),
         DType::Float32 => with_block!(x, a => Block::F32(
@@ -519,50 +409,6 @@ pub fn in_dtype(b: &Block, dtype: DType) -> Cow<'_, Block> {
 mod tests {
     use super::*;
     use ndarray::arr1;
-
-    #[test]
-    fn casts_are_counted_where_a_kernel_widens() {
-        use DType::*;
-        let bin = |op| Kernel::Binary { op };
-        // Same dtypes: nothing beyond the model's one temporary.
-        let k = bin(BinaryOp::Add);
-        assert_eq!(
-            cast_workspace(&k, &[(10, Float64), (10, Float64)], (10, Float64)),
-            0
-        );
-        // int8 + float64: the int8 operand copied as float64.
-        assert_eq!(
-            cast_workspace(&k, &[(10, Int8), (10, Float64)], (10, Float64)),
-            80
-        );
-        // int8 / int8: both as float64.
-        let d = bin(BinaryOp::Div);
-        assert_eq!(
-            cast_workspace(&d, &[(10, Int8), (10, Int8)], (10, Float64)),
-            160
-        );
-        // A comparison makes bools, the output's dtype: the casts only (int16 as float32).
-        let lt = bin(BinaryOp::Lt);
-        assert_eq!(
-            cast_workspace(&lt, &[(10, Int16), (10, Float32)], (10, Bool)),
-            40
-        );
-        // exp of int8 computes in float32 (its output); an int8 einsum in int64, then cast.
-        let exp = Kernel::Unary { op: UnaryOp::Exp };
-        assert_eq!(cast_workspace(&exp, &[(10, Int8)], (10, Float32)), 40);
-        let e = Kernel::Einsum {
-            subscripts: "ij,jk->ik".into(),
-            operands: 2,
-        };
-        assert_eq!(
-            cast_workspace(&e, &[(6, Int8), (6, Int8)], (4, Int8)),
-            2 * 6 * 8 + 4 * 8
-        );
-        assert_eq!(
-            cast_workspace(&e, &[(6, Complex64), (6, Complex64)], (4, Complex64)),
-            0
-        );
-    }
 
     #[test]
     fn narrow_ints_wrap_in_their_own_type() {

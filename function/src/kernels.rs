@@ -641,15 +641,34 @@ mod tests {
     fn random_values_do_not_depend_on_block_shape() {
         let a = ArrayMeta::new(vec![5, 7], vec![2, 3], DType::Float64);
         let b = ArrayMeta::new(vec![5, 7], vec![5, 7], DType::Float64);
-        let whole = random(RandomDist::Normal, 3, &b, &[0, 0]);
+        let whole = random(RandomDist::Normal, 3, None, &b, &[0, 0]);
         let Block::F64(whole) = whole else { panic!() };
         for idx in a.blocks() {
-            let Block::F64(part) = random(RandomDist::Normal, 3, &a, &idx) else {
+            let Block::F64(part) = random(RandomDist::Normal, 3, None, &a, &idx) else {
                 panic!()
             };
             let o = a.block_origin(&idx);
             for (i, v) in part.indexed_iter() {
                 assert_eq!(*v, whole[[o[0] as usize + i[0], o[1] as usize + i[1]]]);
+            }
+        }
+        // A region (rows 4, 2, 0; columns 1, 3, 5) made on its own, in blocks of 2:
+        // the whole's elements there.
+        let region = ArrayMeta::new(vec![3, 3], vec![2, 2], DType::Float64);
+        let frame = Frame {
+            shape: vec![5, 7],
+            start: vec![4, 1],
+            step: vec![-2, 2],
+        };
+        for idx in region.blocks() {
+            let Block::F64(part) = random(RandomDist::Normal, 3, Some(&frame), &region, &idx)
+            else {
+                panic!()
+            };
+            let o = region.block_origin(&idx);
+            for (i, v) in part.indexed_iter() {
+                let (r, c) = (o[0] as usize + i[0], o[1] as usize + i[1]);
+                assert_eq!(*v, whole[[4 - 2 * r, 1 + 2 * c]]);
             }
         }
     }

@@ -15,7 +15,8 @@
 //!
 //! A singular matrix or one that is not positive definite fails with NumPy's words after
 //! [`LINALG_ERROR`]; [`linalg_error`] finds them in a failed task's message.
-//! [`workspace_bytes`] is each kernel's memory beyond its input and output blocks.
+//! [`workspace_bytes`], each kernel's memory beyond its input and output blocks, is stated
+//! in `nums_layout::batch` with the other kernels' (re-exported here).
 
 use std::borrow::Cow;
 
@@ -23,6 +24,9 @@ use cblas_sys::{CBLAS_DIAG, CBLAS_LAYOUT::CblasRowMajor, CBLAS_SIDE, CBLAS_TRANS
 use ndarray::{Array1, Array2, ArrayD, ArrayView2, ArrayViewMut2, Axis, CowArray, Ix2, IxDyn, s};
 use nums_layout::Block;
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
+// Which kernels are this module's, and their workspace, are the kernels' memory model in
+// nums_layout::batch (one place for the planner and the graph); kept at their old paths.
+pub use nums_layout::batch::{is_linalg, workspace_bytes};
 
 /// Starts the message of every error a user can act on (the rest is NumPy's
 /// `numpy.linalg.LinAlgError` text, e.g. "Singular matrix").
@@ -42,27 +46,6 @@ fn singular() -> String {
 
 fn not_positive_definite() -> String {
     format!("{LINALG_ERROR}Matrix is not positive definite")
-}
-
-/// Whether `kernel` is one of this module's.
-pub fn is_linalg(kernel: &Kernel) -> bool {
-    matches!(
-        kernel,
-        Kernel::Qr { .. }
-            | Kernel::Lstsq { .. }
-            | Kernel::Svd { .. }
-            | Kernel::Cholesky
-            | Kernel::CholeskyBlock { .. }
-            | Kernel::TriangularSolve { .. }
-            | Kernel::SubtractProducts { .. }
-            | Kernel::SubtractGram { .. }
-            | Kernel::LuSolve
-            | Kernel::Inverse
-            | Kernel::LuPanel { .. }
-            | Kernel::LuBack { .. }
-            | Kernel::LuDet { .. }
-            | Kernel::Det { .. }
-    )
 }
 
 /// Runs a linear-algebra `kernel` on `inputs` (in the order the kernel documents) for an
@@ -120,114 +103,6 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block,
         other => return Err(format!("not a linear-algebra kernel: {other:?}")),
     };
     shaped(out, shape).map(Block::F64)
-}
-
-/// Bytes a linear-algebra kernel needs beyond its input and output blocks, for inputs of
-/// `inputs` shapes and an output block of `out` shape: the copies LAPACK overwrites and its
-/// work arrays (sizes as LAPACK documents them, with block size 64). Float64 inputs; an
-/// input of another dtype adds a float64 copy of it. `None` for other kernels. OpenBLAS's
-/// own per-thread buffers are allocated once per process and are not counted here.
-pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> Option<u64> {
-    let mat = |s: &[usize]| -> (u64, u64) {
-        match *s {
-            [m] => (m as u64, 1),
-            [m, n, ..] => (m as u64, n as u64),
-            [] => (1, 1),
-        }
-    };
-    let first = inputs.first().map_or((0, 0), |s| mat(s));
-    let f64s = |n: u64| 8 * n;
-    Some(match kernel {
-        // The stacked M x N copy and T (N x N, or dgeqrf's work, N x 64); for Q (or Q C),
-        // all M rows of it (M x w) and dgemqrt's work (K x w).
-        Kernel::Qr { cols, output } => {
-            let cols = (*cols).max(1);
-            let grid = match output {
-                QrOutput::QProduct { .. } => &inputs[..inputs.len().saturating_sub(1)],
-                _ => inputs,
-            };
-            let m: u64 = grid.iter().step_by(cols).map(|s| mat(s).0).sum();
-            let n: u64 = grid.iter().take(cols).map(|s| mat(s).1).sum();
-            let k = m.min(n);
-            let q = match output {
-                QrOutput::R => 0,
-                QrOutput::Q { .. } => (m + k) * k,
-                QrOutput::QProduct { .. } => (m + k) * inputs.last().map_or(0, |s| mat(s).1),
-            };
-            f64s(m * n + n * n + 64 * n + q)
-        }
-        // R11 and R12 copies, the SVD of R11 (values, or vectors when a is rank deficient:
-        // the projection takes the worse case), x's copy for the residuals.
-        Kernel::Lstsq { n, .. } => {
-            let n = *n as u64;
-            let p = first.1.saturating_sub(n);
-            f64s(n * n + 2 * n * p) + gesdd_bytes(n, n, true)
-        }
-        Kernel::Svd { output } => {
-            gesdd_bytes(first.0, first.1, *output != SvdOutput::Values)
-                + if *output == SvdOutput::Values {
-                    0
-                } else {
-                    // U and Vh are both computed; one of them (or S) is the output.
-                    let (m, n) = first;
-                    let k = m.min(n);
-                    f64s(m * k + k * n + k)
-                        .saturating_sub(f64s(out.iter().product::<usize>() as u64))
-                }
-        }
-        // potrf, trsm, gemm and syrk work in place in the output (a copy of an input).
-        Kernel::Cholesky
-        | Kernel::CholeskyBlock { .. }
-        | Kernel::TriangularSolve { .. }
-        | Kernel::SubtractProducts { .. }
-        | Kernel::SubtractGram { .. } => 0,
-        // The LU factors (column-major) and the pivots; solve's column-major right-hand side;
-        // the condition estimate's scales and vectors (6 n).
-        Kernel::LuSolve | Kernel::Det { .. } => {
-            let rhs = inputs.get(1).map_or(0, |s| mat(s).0 * mat(s).1);
-            f64s(first.0 * first.0 + rhs + 6 * first.0) + 8 * first.0
-        }
-        // getrf's column-major copy of the rows it factors, and the pivots.
-        Kernel::LuPanel {
-            factor: true,
-            apply,
-            scale,
-            ..
-        } => {
-            // Q: one panel, or its row blocks (a panel of A read from A's own blocks).
-            let end = inputs.len().saturating_sub(*scale as usize);
-            let qs = inputs.get(apply.is_some() as usize..end).unwrap_or(&[]);
-            let rc = |s: &[usize]| match *s {
-                [.., m, n] => (m as u64, n as u64),
-                [m] => (m as u64, 1),
-                [] => (1, 1),
-            };
-            let m: u64 = qs.iter().map(|s| rc(s).0).sum();
-            let c = qs.first().map_or(0, |s| rc(s).1);
-            f64s(m * c) + 4 * c
-        }
-        // The last step's copy of the probe (n x t) for the condition estimate.
-        Kernel::LuBack { estimate: true, .. } => {
-            inputs.get(2).map_or(0, |s| f64s(mat(s).0 * mat(s).1))
-        }
-        Kernel::LuPanel { .. } | Kernel::LuBack { .. } | Kernel::LuDet { .. } => 0,
-        // The factors and the identity solved in place (column-major), and the pivots; the
-        // condition estimate's scales and vectors.
-        Kernel::Inverse => f64s(2 * first.0 * first.0 + 6 * first.0) + 8 * first.0,
-        _ => return None,
-    })
-}
-
-/// gesdd of an m x n matrix: the copy it overwrites, S, and its work arrays (with U and Vh
-/// when `vectors`).
-fn gesdd_bytes(m: u64, n: u64, vectors: bool) -> u64 {
-    let (k, mx) = (m.min(n), m.max(n));
-    let work = if vectors {
-        m * k + k * n + 3 * k + mx.max(4 * k * k + 4 * k)
-    } else {
-        3 * k + mx.max(7 * k)
-    };
-    8 * (m * n + k + work) + 4 * 8 * k
 }
 
 fn one<'a>(inputs: &[&'a Block], name: &str) -> Result<&'a Block, String> {
@@ -2623,7 +2498,7 @@ mod tests {
     }
 
     #[test]
-    fn wire_format_and_workspace() {
+    fn wire_format() {
         let k = Kernel::Qr {
             cols: 2,
             output: QrOutput::Q { part: 3 },
@@ -2635,13 +2510,5 @@ mod tests {
         assert_eq!(j, r#"{"kernel":"cholesky"}"#);
         let j = serde_json::to_string(&lstsq_k(4, LstsqOutput::X)).unwrap();
         assert!(j.starts_with(r#"{"kernel":"lstsq","n":4,"#), "{j}");
-        let w = workspace_bytes(&R, &[&[65536, 128]], &[128, 128]).unwrap();
-        assert!((65536 * 128 * 8..65536 * 128 * 9).contains(&w), "{w}");
-        assert_eq!(
-            workspace_bytes(&Kernel::Cholesky, &[&[9, 9]], &[9, 9]),
-            Some(0)
-        );
-        assert_eq!(workspace_bytes(&Kernel::Where, &[], &[1]), None);
-        assert!(is_linalg(&Kernel::Inverse) && !is_linalg(&Kernel::Where));
     }
 }

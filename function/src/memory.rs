@@ -4,7 +4,9 @@
 //!
 //! And the model of that memory the driver plans with ([`task_peak`], [`BASE_MEMORY`]):
 //! stated here, beside the code it describes, so that the scheduler and the graph (which
-//! refuses or sizes linear-algebra tasks before planning) use one formula.
+//! refuses or sizes linear-algebra tasks before planning) use one formula. What a task's
+//! kernel holds beyond its blocks (its workspace) is the kernels' model, beside them:
+//! `nums_layout::batch::kernel_workspace`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
@@ -31,8 +33,7 @@ pub struct TaskBlocks {
     pub out: u64,
     /// The output's chunk: an edge block is padded to it to be encoded.
     pub out_chunk: u64,
-    /// Its kernel's workspace ([`crate::linalg::workspace_bytes`] of the LAPACK kernels,
-    /// `Kernel::scratch_bytes` and casts of the others).
+    /// Its kernel's workspace ([`nums_layout::batch::kernel_workspace`]).
     pub work: u64,
 }
 

@@ -105,19 +105,19 @@ impl Push<'_> {
     /// from x's blocks.
     fn pushes(&self, x: NodeId, meta: &ArrayMeta) -> bool {
         let n = &self.g.nodes[x];
-        let pushable = match &n.op {
+        let pushable = matches!(
+            &n.op,
             NodeOp::Random { .. }
-            | NodeOp::Fill { .. }
-            | NodeOp::Unary { .. }
-            | NodeOp::CheckBelow { .. }
-            | NodeOp::Scalar { .. }
-            | NodeOp::Binary { .. }
-            | NodeOp::Where { .. }
-            | NodeOp::Rechunk { .. }
-            | NodeOp::Slice { .. }
-            | NodeOp::Transpose { .. } => true,
-            _ => false,
-        };
+                | NodeOp::Fill { .. }
+                | NodeOp::Unary { .. }
+                | NodeOp::CheckBelow { .. }
+                | NodeOp::Scalar { .. }
+                | NodeOp::Binary { .. }
+                | NodeOp::Where { .. }
+                | NodeOp::Rechunk { .. }
+                | NodeOp::Slice { .. }
+                | NodeOp::Transpose { .. }
+        );
         let small = meta.shape.iter().product::<u64>() <= n.meta.block.iter().product::<u64>();
         pushable && !meta.shape.contains(&0) && (small || !self.whole[x])
     }

@@ -10,6 +10,7 @@
 use std::cmp::Reverse;
 
 use nums_function::memory::{TaskBlocks, batch_memory, task_peak};
+use nums_layout::batch::{element_workspace, is_linalg, kernel_workspace};
 
 use super::*;
 
@@ -85,10 +86,9 @@ fn workspaces(g: &Graph, tasks: &Tasks, blocks: &Blocks) -> Vec<u64> {
     (0..tasks.len())
         .map(|i| {
             let k = &tasks.kernels[tasks.kernel[i] as usize];
-            if !nums_function::linalg::is_linalg(k) {
+            if !is_linalg(k) {
                 let ins: Vec<(u64, DType)> = tasks.inputs(i).iter().map(|&x| elems(x)).collect();
-                return k.scratch_bytes()
-                    + nums_function::compute::cast_workspace(k, &ins, elems(tasks.output[i]));
+                return element_workspace(k, &ins, elems(tasks.output[i]));
             }
             let ins: Vec<(Vec<usize>, DType)> = tasks.inputs(i).iter().map(|&x| shape(x)).collect();
             let (out, dt) = shape(tasks.output[i]);

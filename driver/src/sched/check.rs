@@ -6,7 +6,7 @@
 use std::collections::{HashMap, HashSet};
 
 use nums_function::memory::{TaskBlocks, batch_memory, task_peak};
-use nums_layout::batch::{Batch, BlockRef};
+use nums_layout::batch::{Batch, BlockRef, kernel_workspace};
 
 use super::*;
 use crate::tasks::{BlockTask, is_intermediate};
@@ -47,7 +47,7 @@ fn wire_peak(b: &Batch) -> u64 {
             max_in: t.inputs.iter().map(|r| nbytes(b, r)).max().unwrap_or(0),
             out: nbytes(b, &t.output),
             out_chunk: chunk(&t.output),
-            work: super::kernel_workspace(&t.kernel, &ins, (&o, dt)),
+            work: kernel_workspace(&t.kernel, &ins, (&o, dt)),
             ..Default::default()
         };
         let mut seen = HashSet::new();

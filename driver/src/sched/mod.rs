@@ -39,26 +39,6 @@ pub(super) const INLINE_MAX: u64 = 16 << 20;
 /// one invocation.
 pub const MAX_BATCH_TASKS: usize = 4096;
 
-/// Bytes a task's kernel needs beyond its input and output blocks (the LAPACK kernels'
-/// copies and work arrays, `nums_function::linalg::workspace_bytes`; the text a CSV import
-/// parses, `Kernel::scratch_bytes`; operands cast to a wider dtype,
-/// `nums_function::compute::cast_workspace`; other kernels' one input-sized temporary is
-/// in the projection already), for inputs and an output of these block shapes and dtypes.
-pub(super) fn kernel_workspace(
-    kernel: &Kernel,
-    inputs: &[(Vec<usize>, DType)],
-    out: (&[usize], DType),
-) -> u64 {
-    if !nums_function::linalg::is_linalg(kernel) {
-        let n = |s: &[usize]| s.iter().product::<usize>() as u64;
-        let ins: Vec<(u64, DType)> = inputs.iter().map(|(s, d)| (n(s), *d)).collect();
-        return kernel.scratch_bytes()
-            + nums_function::compute::cast_workspace(kernel, &ins, (n(out.0), out.1));
-    }
-    let ins: Vec<&[usize]> = inputs.iter().map(|(s, _)| s.as_slice()).collect();
-    nums_function::linalg::workspace_bytes(kernel, &ins, out.0).unwrap_or(0)
-}
-
 /// A batch ready to send, with the batches it waits for and what the plan expects of it.
 /// Its wire form ([`PlannedBatch::batch`]) is written when it is sent, from the plan's
 /// compact tables, so that a plan of millions of tasks stays small in memory.
