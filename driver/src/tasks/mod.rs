@@ -344,6 +344,15 @@ impl Demand {
 /// that the whole of a node asked for whole needs its inputs whole without looking at
 /// each block's work (the common case, kept cheap for plans of a million blocks).
 fn reads_whole_inputs(op: &NodeOp) -> bool {
+    if let NodeOp::Einsum { subscripts, .. } = op {
+        // Every block of an operand is read unless a letter repeats in it (a diagonal).
+        let inputs = subscripts.split("->").next().unwrap_or("");
+        return inputs.split(',').all(|s| {
+            let letters: Vec<char> = s.chars().filter(char::is_ascii_alphabetic).collect();
+            let set: std::collections::HashSet<&char> = letters.iter().collect();
+            set.len() == letters.len()
+        });
+    }
     matches!(
         op,
         NodeOp::Unary { .. }
