@@ -252,7 +252,7 @@ def test_the_cost_model_table_has_cost_rs_figures():
 def test_the_reliability_figures_are_the_codes():
     """The lease, retry and backup figures the guide states, as the code sets them."""
     src = lambda p: (REPO / p).read_text()  # noqa: E731
-    runs, dispatch, store = src("driver/src/runs.rs"), src("driver/src/dispatch.rs"), src("layout/src/store/mod.rs")
+    runs, dispatch, store = src("driver/src/runs.rs"), src("driver/src/dispatch/policy.rs"), src("layout/src/store/mod.rs")
     ttl = re.search(r"LEASE_TTL: Duration = Duration::from_secs\((\d+)\)", runs).group(1)
     renew = re.search(r"LEASE_RENEW: Duration = Duration::from_secs\((\d+)\)", runs).group(1)
     policy = re.search(r"impl Default for Policy \{.*?\n\}", dispatch, re.S).group(0)
