@@ -185,7 +185,15 @@ pub fn run(
             order::sort_merge(inputs, *parts, *start, len, *descending, *arg)?
         }
         Kernel::SearchCount { right } => order::search_counts(inputs, *right)?,
-        Kernel::Compress { ranges } => order::compress(inputs, ranges)?,
+        Kernel::Compress { axis } => {
+            let origin = out.block_origin(index).get(*axis).copied().unwrap_or(0);
+            order::compress(inputs, *axis, origin, &shape)?
+        }
+        Kernel::Gather { axis, len } => order::gather(inputs, *axis, *len, &shape)?,
+        Kernel::IndexHits { len, block, blocks } => {
+            order::index_hits(one(inputs)?, *len, *block, *blocks)?
+        }
+        Kernel::Overlay => order::overlay(inputs)?,
         Kernel::Quantile {
             axis,
             qs,

@@ -556,32 +556,148 @@ pub fn search_count(a: &Block, v: &Block, right: bool) -> Result<Block, String> 
     })
 }
 
-/// See [`nums_layout::batch::Kernel::Compress`]: inputs are pairs (values, mask).
-pub fn compress(inputs: &[&Block], ranges: &[(u64, u64)]) -> Result<Block, String> {
-    if inputs.len() != 2 * ranges.len() || inputs.is_empty() {
+/// The one int64 value of a 1-element block (a term's offset or start).
+fn one_int(b: &Block, what: &str) -> Result<i64, String> {
+    let v = b.to_i64();
+    match v.len() {
+        1 => Ok(*v.iter().next().expect("one")),
+        n => Err(format!(
+            "{what}: a block of {n} values where one was expected"
+        )),
+    }
+}
+
+/// See [`nums_layout::batch::Kernel::Compress`]: terms (values, mask, selected before);
+/// `origin` is the output block's start along `axis`.
+pub fn compress(
+    inputs: &[&Block],
+    axis: usize,
+    origin: u64,
+    shape: &[usize],
+) -> Result<Block, String> {
+    if inputs.is_empty() || inputs.len() % 3 != 0 {
         return Err(format!(
-            "a selection of {} ranges given {} inputs",
-            ranges.len(),
+            "a selection given {} inputs, not triples",
             inputs.len()
         ));
     }
     let dtype = inputs[0].dtype();
+    let len = *shape
+        .get(axis)
+        .ok_or("a selection along an axis the output lacks")? as u64;
     for_dtype!(dtype, T => {
-        let mut out: Vec<T> = Vec::new();
-        for (pair, &(skip, take)) in inputs.chunks(2).zip(ranges) {
-            let x = pair[0].view::<T>().ok_or("values of one dtype")?;
-            let m = pair[1].to_bool();
-            if x.shape() != m.shape() {
-                return Err(format!("values of shape {:?} with a mask of shape {:?}", x.shape(), m.shape()));
+        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        for term in inputs.chunks(3) {
+            let x = term[0].view::<T>().ok_or("values of one dtype")?;
+            let m = term[1].to_bool();
+            let before = one_int(term[2], "a selection's offset")?;
+            if m.ndim() != 1 || x.shape().get(axis) != Some(&m.len()) {
+                return Err(format!("values of shape {:?} with a mask of shape {:?} along axis {axis}", x.shape(), m.shape()));
             }
-            let before = out.len();
-            out.extend(x.iter().zip(m.iter()).filter(|(_, m)| **m).map(|(v, _)| *v).skip(skip as usize).take(take as usize));
-            if out.len() - before != take as usize {
-                return Err(format!("{} selected values where the counts said {take} after {skip}", out.len() - before));
+            let mut at = before as u64;
+            for (k, &keep) in m.iter().enumerate() {
+                if !keep {
+                    continue;
+                }
+                if at >= origin + len {
+                    break;
+                }
+                if at >= origin {
+                    out.index_axis_mut(Axis(axis), (at - origin) as usize)
+                        .assign(&x.index_axis(Axis(axis), k));
+                }
+                at += 1;
             }
         }
-        let n = out.len();
-        Ok(T::wrap(ArrayD::from_shape_vec(IxDyn(&[n]), out).map_err(|e| e.to_string())?))
+        Ok(T::wrap(out))
+    })
+}
+
+/// See [`nums_layout::batch::Kernel::Gather`]: terms (indices, a block of x, its start).
+pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Result<Block, String> {
+    if inputs.is_empty() || inputs.len() % 3 != 0 {
+        return Err(format!(
+            "a gather given {} inputs, not triples",
+            inputs.len()
+        ));
+    }
+    let dtype = inputs[1].dtype();
+    for_dtype!(dtype, T => {
+        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        for term in inputs.chunks(3) {
+            let idx = term[0].to_i64();
+            let x = term[1].view::<T>().ok_or("values of one dtype")?;
+            let start = one_int(term[2], "a gather's block start")?;
+            let here = *x.shape().get(axis).ok_or("a block without the gathered axis")? as i64;
+            if idx.len() != shape[axis] {
+                return Err(format!("{} indices for an output of {} along axis {axis}", idx.len(), shape[axis]));
+            }
+            let n = len as i64;
+            for (p, &i) in idx.iter().enumerate() {
+                if i < -n || i >= n {
+                    return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
+                }
+                let k = i.rem_euclid(n.max(1)) - start;
+                if (0..here).contains(&k) {
+                    out.index_axis_mut(Axis(axis), p)
+                        .assign(&x.index_axis(Axis(axis), k as usize));
+                }
+            }
+        }
+        Ok(T::wrap(out))
+    })
+}
+
+/// See [`nums_layout::batch::Kernel::IndexHits`].
+pub fn index_hits(idx: &Block, len: u64, block: u64, blocks: u64) -> Result<Block, String> {
+    if !idx.dtype().is_int() {
+        return Err(format!("indices of dtype {}", idx.dtype()));
+    }
+    let n = len as i64;
+    let mut out = vec![0i64; blocks as usize + 2];
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for &i in idx.to_i64().iter() {
+        // uint64 past int64 wraps negative in to_i64: it is out of bounds either way.
+        lo = lo.min(i);
+        hi = hi.max(i);
+        if (-n..n).contains(&i) {
+            out[(i.rem_euclid(n) as u64 / block.max(1)) as usize] += 1;
+        }
+    }
+    out[blocks as usize] = lo;
+    out[blocks as usize + 1] = hi;
+    Ok(Block::I64(
+        ArrayD::from_shape_vec(IxDyn(&[1, blocks as usize + 2]), out).map_err(|e| e.to_string())?,
+    ))
+}
+
+/// See [`nums_layout::batch::Kernel::Overlay`].
+pub fn overlay(inputs: &[&Block]) -> Result<Block, String> {
+    let first = inputs.first().ok_or("an overlay of nothing")?;
+    let dtype = first.dtype();
+    for_dtype!(dtype, T => {
+        let mut out = first.view::<T>().ok_or("one dtype")?.as_standard_layout().into_owned();
+        for b in &inputs[1..] {
+            let v = b.view::<T>().ok_or("partials of one dtype")?;
+            if v.shape() != out.shape() {
+                return Err(format!("partials of shapes {:?} and {:?}", out.shape(), v.shape()));
+            }
+            let o: &mut [u8] = bytemuck::cast_slice_mut(out.as_slice_mut().expect("standard layout"));
+            let std = v.as_standard_layout();
+            let i: &[u8] = bytemuck::cast_slice(std.as_slice().expect("standard layout"));
+            o.iter_mut().zip(i).for_each(|(a, b)| *a |= b);
+        }
+        Ok(T::wrap(out))
+    }, bool => {
+        let mut out = first.to_bool().as_standard_layout().into_owned();
+        for b in &inputs[1..] {
+            let v = b.to_bool();
+            if v.shape() != out.shape() {
+                return Err(format!("partials of shapes {:?} and {:?}", out.shape(), v.shape()));
+            }
+            Zip::from(&mut out).and(&*v).for_each(|a, &b| *a |= b);
+        }
+        Ok(Block::Bool(out))
     })
 }
 

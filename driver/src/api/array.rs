@@ -348,10 +348,12 @@ impl Array {
         self.index(&items)
     }
 
-    /// NumPy's `x[index]` with an array whose values decide the shape, computed first: a
-    /// bool mask of x's first axes (`x[x > 0]`: those axes become one of the selected
-    /// elements, C order), or an integer array (positions along the first axis; NumPy's
-    /// result shape, `index.shape + x.shape[1..]`).
+    /// NumPy's `x[index]` with an array whose values decide the shape: a bool mask of x's
+    /// first axes (`x[x > 0]`: those axes become one of the selected elements, C order),
+    /// or an integer array (positions along the first axis; NumPy's result shape,
+    /// `index.shape + x.shape[1..]`). Any length: what is computed first is a count per
+    /// block (how many a mask's blocks select, how many indices fall in each block of x),
+    /// never the positions.
     pub async fn select(&self, index: &Array) -> Result<Array, Error> {
         index.check()?;
         self.check()?;
@@ -362,48 +364,26 @@ impl Array {
             array: Some(label.clone()),
             message,
         };
-        if dtype.is_int() {
-            let values = index.compute_any().await?;
-            self.s
-                .graph()
-                .set_values(index.id().map_err(Clone::clone)?, values);
-            let a = self.index(&[Arg::Array(index.clone())]);
-            a.check()?;
-            return Ok(a);
-        }
-        if dtype != DType::Bool {
+        if dtype != DType::Bool && !dtype.is_int() {
             return Err(fail(format!(
                 "`{label}` is {dtype}: an index is a bool mask or an integer array"
             )));
         }
         let mine = self.shape()?;
-        if shape.is_empty() || shape.len() > mine.len() || mine[..shape.len()] != shape[..] {
+        if dtype == DType::Bool
+            && (shape.is_empty() || shape.len() > mine.len() || mine[..shape.len()] != shape[..])
+        {
             return Err(fail(format!(
                 "the mask `{label}` of shape {shape:?} does not match the first axes of {mine:?}"
             )));
         }
-        // The mask's axes merged into one: a 1-D mask selecting rows.
-        let n = shape.iter().product();
-        let (mask, x) = if shape.len() > 1 {
-            let rows: Vec<usize> = std::iter::once(n)
-                .chain(mine[shape.len()..].iter().copied())
-                .collect();
-            (index.reshape(&[n]), self.reshape(&rows))
-        } else {
-            (index.clone(), self.clone())
-        };
-        let selected = positions(&mask.compute_any().await?)?;
-        self.s
-            .graph()
-            .set_mask(mask.id().map_err(Clone::clone)?, selected);
-        let a = x.index(&[Arg::Array(mask)]);
+        let a = self.index(&[Arg::Array(index.clone())]);
         a.check()?;
         Ok(a)
     }
 
     /// Indexing as [`Array::index`], where items may also be 1-D boolean masks (NumPy's
-    /// `x[:, mask]`, each selecting along its axis): each mask is computed first (its
-    /// values decide the shape), then the index is made.
+    /// `x[:, mask]`, each selecting along its axis), of any length.
     ///
     /// ```
     /// # use nums_cloud::api::{Arg, Session};
@@ -419,17 +399,6 @@ impl Array {
     /// ```
     pub async fn index_masked(&self, items: &[Arg]) -> Result<Array, Error> {
         self.check()?;
-        for item in items {
-            let Arg::Array(mask) = item else { continue };
-            mask.check()?;
-            if mask.dtype()? != DType::Bool {
-                continue;
-            }
-            let selected = positions(&mask.compute_any().await?)?;
-            self.s
-                .graph()
-                .set_mask(mask.id().map_err(Clone::clone)?, selected);
-        }
         let a = self.index(items);
         a.check()?;
         Ok(a)
@@ -744,14 +713,6 @@ impl std::ops::Not for Array {
     fn not(self) -> Array {
         !&self
     }
-}
-
-/// The positions a computed mask selects ([`crate::engine::positions`], the one place a
-/// mask's values become positions).
-fn positions(values: &Block) -> Result<Vec<u64>, Error> {
-    crate::engine::positions(values).map_err(|e| Error::Other {
-        message: e.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -952,8 +952,8 @@ impl<'a> Builder<'a> {
         let (mut start, mut step, mut len) = (Vec::new(), Vec::new(), Vec::new());
         // Output axes: Some(d) is source axis d, None a new axis of length 1.
         let mut out: Vec<Option<usize>> = Vec::new();
-        // Advanced indices: (axis, positions in C order, item position, index shape).
-        let mut takes: Vec<(usize, Vec<u64>, usize, Vec<u64>)> = Vec::new();
+        // Advanced indices: (axis, what picks, item position, index shape).
+        let mut takes: Vec<(usize, Pick, usize, Vec<u64>)> = Vec::new();
         let mut d = 0;
         for it in items {
             let err = |m: String| EvalError::Expr(ExprError::new(it.pos, m));
@@ -1032,7 +1032,7 @@ impl<'a> Builder<'a> {
                             .filter(|&i| matches!(&items[i as usize], Val::Num(b) if b.as_i64() != 0))
                             .collect();
                             let l = vec![idx.len() as u64];
-                            takes.push((d, idx, it.pos, l));
+                            takes.push((d, Pick::At(idx), it.pos, l));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
@@ -1054,7 +1054,7 @@ impl<'a> Builder<'a> {
                                 }
                             }
                             let l = vec![idx.len() as u64];
-                            takes.push((d, idx, it.pos, l));
+                            takes.push((d, Pick::At(idx), it.pos, l));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
@@ -1073,7 +1073,7 @@ impl<'a> Builder<'a> {
                                     shape_str(&m.shape)
                                 )));
                             }
-                            return self.mask_nd(x, a, it.pos).map(Val::Arr);
+                            return Ok(Val::Arr(self.mask_nd(x, a)));
                         }
                         Val::Arr(mask) if self.meta(mask).dtype == DType::Bool => {
                             let mm = self.meta(mask).clone();
@@ -1085,18 +1085,15 @@ impl<'a> Builder<'a> {
                                     shape_str(&mm.shape)
                                 )));
                             }
-                            let idx = self.selection(mask, m.shape[d]).map_err(err)?;
-                            let l = vec![idx.len() as u64];
-                            takes.push((d, idx, it.pos, l));
+                            takes.push((d, Pick::Mask(mask), it.pos, vec![m.shape[d]]));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
                         Val::Arr(a) if self.meta(a).dtype.is_int() => {
-                            // An integer array: its values are computed first (a stage),
-                            // then it indexes as a list does.
+                            // An integer array: how many of its values fall in each block
+                            // of x is computed first (a stage), then gathered (any length).
                             let shape = self.meta(a).shape.clone();
-                            let idx = self.index_values(a, m.shape[d]).map_err(err)?;
-                            takes.push((d, idx, it.pos, shape));
+                            takes.push((d, Pick::Ints(a), it.pos, shape));
                             whole(&mut start, &mut step, &mut len);
                             out.push(Some(d));
                         }
@@ -1140,7 +1137,9 @@ impl<'a> Builder<'a> {
         }
         // Integers beside an advanced index are advanced too (NumPy's rules).
         let ints: Vec<usize> = (0..m.ndim()).filter(|a| !out.contains(&Some(*a))).collect();
-        let simple = takes.len() == 1 && ints.is_empty() && takes[0].3.len() == 1;
+        let simple = takes.len() == 1
+            && ints.is_empty()
+            && (takes[0].3.len() == 1 || matches!(takes[0].1, Pick::Ints(_)));
         if !takes.is_empty() && !simple {
             if out.contains(&None) {
                 return Err(EvalError::Expr(ExprError::new(
@@ -1148,31 +1147,73 @@ impl<'a> Builder<'a> {
                     "None (a new axis) beside several advanced indices is not supported; add the axis in a second index",
                 )));
             }
-            let mut adv: Vec<(usize, Vec<u64>, Vec<u64>)> = takes
-                .into_iter()
-                .map(|(a, idx, _, shape)| (a, shape, idx))
-                .chain(ints.into_iter().map(|a| (a, vec![], vec![0])))
-                .collect();
+            // Several advanced indices broadcast together: their positions are computed
+            // first (at most MAX_SELECTION).
+            let mut adv: Vec<(usize, Vec<u64>, Vec<u64>)> = Vec::new();
+            for (a, pick, pos, shape) in takes {
+                let err = |m: String| EvalError::Expr(ExprError::new(pos, m));
+                let n = m.shape[a];
+                let (idx, shape) = match pick {
+                    Pick::At(idx) => (idx, shape),
+                    Pick::Mask(mask) => {
+                        let idx = self.selection(mask, n).map_err(err)?;
+                        let l = vec![idx.len() as u64];
+                        (idx, l)
+                    }
+                    Pick::Ints(i) => (self.index_values(i, n).map_err(err)?, shape),
+                };
+                adv.push((a, shape, idx));
+            }
+            adv.extend(ints.into_iter().map(|a| (a, vec![], vec![0])));
             adv.sort_by_key(|t| t.0);
             return self
                 .advanced(id, adv)
                 .map_err(|m| EvalError::Expr(ExprError::new(items[0].pos, m)));
         }
-        for (axis, indices, _, _) in takes {
-            let t = self.meta(id).clone();
-            let mut shape = t.shape.clone();
-            shape[axis] = indices.len() as u64;
-            id = self.add(
-                ArrayMeta::new(shape, t.block, t.dtype),
-                NodeOp::Take {
-                    x: id,
-                    axis,
-                    indices,
-                },
-            );
+        // The index array's shape where its axis stood (an N-D one adds axes).
+        let mut spread: Option<(usize, Vec<u64>)> = None;
+        for (axis, pick, pos, shape) in takes {
+            id = match pick {
+                Pick::At(indices) => {
+                    let t = self.meta(id).clone();
+                    let mut shape = t.shape.clone();
+                    shape[axis] = indices.len() as u64;
+                    self.add(
+                        ArrayMeta::new(shape, t.block, t.dtype),
+                        NodeOp::Take {
+                            x: id,
+                            axis,
+                            indices,
+                        },
+                    )
+                }
+                Pick::Mask(mask) => self.compress_along(id, mask, axis),
+                Pick::Ints(i) => {
+                    let before = self.meta(id).shape.clone();
+                    let g = self.gather(id, i, axis).map_err(|m| {
+                        EvalError::Expr(ExprError::raising(
+                            crate::refusal::PyException::IndexError,
+                            pos,
+                            m,
+                        ))
+                    })?;
+                    spread = Some((axis, shape));
+                    // Back to one axis per source axis; spread out below.
+                    let mut flat = before;
+                    flat[axis] = self.meta(i).len();
+                    self.reshape(g, &flat)
+                }
+            };
         }
         let now = self.meta(id).shape.clone();
-        let shape: Vec<u64> = out.iter().map(|a| a.map_or(1, |d| now[d])).collect();
+        let shape: Vec<u64> = out
+            .iter()
+            .flat_map(|a| match (a, &spread) {
+                (Some(d), Some((s, ishape))) if d == s => ishape.clone(),
+                (Some(d), _) => vec![now[*d]],
+                (None, _) => vec![1],
+            })
+            .collect();
         Ok(Val::Arr(self.reshape(id, &shape)))
     }
 
@@ -1194,6 +1235,16 @@ impl<'a> Builder<'a> {
             ))),
         }
     }
+}
+
+/// What one advanced index picks along its axis.
+enum Pick {
+    /// Positions known when the graph is built (an integer or bool list).
+    At(Vec<u64>),
+    /// A 1-D bool mask's true positions: counted per block first, never listed.
+    Mask(NodeId),
+    /// An int array's values: counted per block of x first, never listed.
+    Ints(NodeId),
 }
 
 /// An index's items with `...` replaced by the whole axes (`:`) the other items leave.
@@ -1478,7 +1529,8 @@ impl Incremental {
             _ => Default::default(),
         };
         let v = r.map_err(EvalError::message)?;
-        if let Some(node) = need_values {
+        // A mask's positions (several advanced indices together) come from its values.
+        if let Some(node) = need_values.or(need) {
             // As a job computes such values in a stage of its own, then builds again, the
             // caller computes node `node` (its nodes are final), gives its values
             // ([`Incremental::set_values`]) and evaluates again.
@@ -1488,12 +1540,7 @@ impl Incremental {
                  selection's counts), computed first"
             ));
         }
-        match need {
-            Some(mask) => Err(format!(
-                "a boolean mask (node {mask}) must be computed before it selects: compute it first"
-            )),
-            None => Ok(v),
-        }
+        Ok(v)
     }
 
     /// Evaluates `e`, whose names `$k` are `bound[k]`.
@@ -1543,12 +1590,6 @@ impl Incremental {
             ));
         }
         self.with(&Probes::default(), &[], |b| Ok(b.rechunk(x, block)))
-    }
-
-    /// The positions a boolean mask node selects, now that its values are known: later
-    /// expressions index with it.
-    pub fn set_mask(&mut self, mask: NodeId, selected: Vec<u64>) {
-        self.masks.insert(mask, selected);
     }
 
     /// The node whose values the last evaluation needed (it failed for want of them).

@@ -14,6 +14,10 @@ impl Builder<'_> {
                 "a mask selects along an axis of {n}, longer than the {MAX_SELECTION} a mask may select along"
             ));
         }
+        if let Some(values) = self.values.get(&mask) {
+            // A session computes the mask's values as it computes any node's.
+            return crate::engine::positions(values).map_err(|e| e.to_string());
+        }
         Ok(match self.masks.get(&mask) {
             Some(idx) => idx.clone(),
             None => {
@@ -70,37 +74,16 @@ impl Builder<'_> {
     }
 
     /// `x[mask]` with a bool mask of x's first k >= 2 axes: those axes become one of the
-    /// selected elements in C order. A mask of every axis compresses (any size); a mask of
-    /// some selects rows of x with its leading axes merged.
-    pub(super) fn mask_nd(
-        &mut self,
-        x: NodeId,
-        mask: NodeId,
-        pos: usize,
-    ) -> Result<NodeId, EvalError> {
+    /// selected elements in C order (x's leading axes merged, rows selected), any size.
+    pub(super) fn mask_nd(&mut self, x: NodeId, mask: NodeId) -> NodeId {
         let (m, k) = (self.meta(x).clone(), self.meta(mask).ndim());
         let n: u64 = m.shape[..k].iter().product();
-        let rest = &m.shape[k..];
         let flat_mask = self.reshape(mask, &[n]);
-        let rows: Vec<u64> = std::iter::once(n).chain(rest.iter().copied()).collect();
+        let rows: Vec<u64> = std::iter::once(n)
+            .chain(m.shape[k..].iter().copied())
+            .collect();
         let xr = self.reshape(x, &rows);
-        if rest.is_empty() {
-            return Ok(self.compress(xr, flat_mask));
-        }
-        let idx = self
-            .selection(flat_mask, n)
-            .map_err(|e| EvalError::Expr(ExprError::new(pos, e)))?;
-        let t = self.meta(xr).clone();
-        let mut shape = t.shape.clone();
-        shape[0] = idx.len() as u64;
-        Ok(self.add(
-            ArrayMeta::new(shape, t.block, t.dtype),
-            NodeOp::Take {
-                x: xr,
-                axis: 0,
-                indices: idx,
-            },
-        ))
+        self.compress_along(xr, flat_mask, 0)
     }
 
     /// NumPy's advanced indexing of `x` by `adv` (axis, index shape, positions in C order;

@@ -56,6 +56,11 @@ pub enum NodeOp {
     Fill {
         value: Scalar,
     },
+    /// Known int64 values, one per block of 1 (a selection's counts before each mask
+    /// block, the starts of x's blocks a gather reads): each block a `Fill`.
+    Ints {
+        values: Arc<Vec<i64>>,
+    },
     /// `start + step * index along axis` (arange, linspace, index arrays); `last`, if
     /// given, is the last element (linspace's endpoint). See `Kernel::Iota`.
     Iota {
@@ -294,12 +299,37 @@ pub enum NodeOp {
         v: NodeId,
         right: bool,
     },
-    /// The elements of the 1-D `x` where the 1-D bool `mask` (blocked alike) is true, in
-    /// order: block i of the mask selects `offsets[i]..offsets[i + 1]` of the output.
+    /// The slices of `x` along `axis` where the 1-D bool `mask` (blocked as x along it)
+    /// is true, in order: mask block i selects `before[i]..before[i] + counts[i]` of the
+    /// output, `before` the [`NodeOp::Ints`] of those starts (`offsets` the same values,
+    /// with the total last, as the planner reads them). Any length: the driver holds the
+    /// counts per block, never the positions.
     Compress {
         x: NodeId,
         mask: NodeId,
+        axis: usize,
+        before: NodeId,
         offsets: Arc<Vec<u64>>,
+    },
+    /// How many of the indices in each block of the 1-D int `idx` fall in each block of
+    /// an axis of `len` in blocks of `block`, with each index block's smallest and largest
+    /// index: [idx blocks, x blocks + 2], a row per block of `idx` (see
+    /// `Kernel::IndexHits`).
+    IndexHits {
+        idx: NodeId,
+        len: u64,
+        block: u64,
+    },
+    /// `x.take(idx, axis)` for the 1-D int `idx` of any length (the output blocked as idx
+    /// along `axis`): output block j reads idx's block j and the blocks of x it hits
+    /// (`hits[j]`, from [`NodeOp::IndexHits`]), each with its start (`starts`, an
+    /// [`NodeOp::Ints`]).
+    Gather {
+        x: NodeId,
+        idx: NodeId,
+        axis: usize,
+        starts: NodeId,
+        hits: Arc<Vec<Vec<u32>>>,
     },
     /// Quantiles `qs` by `method` of each lane along `axis` of the sorted `x` (one block
     /// along `axis`), NaNs left out with `nan`: x's shape with `qs.len()` along `axis`.
@@ -403,6 +433,7 @@ impl NodeOp {
         match self {
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
+            | NodeOp::Ints { .. }
             | NodeOp::Iota { .. }
             | NodeOp::Eye { .. }
             | NodeOp::Param { .. }
@@ -438,7 +469,11 @@ impl NodeOp {
             } => runs.iter().chain(positions).copied().collect(),
             NodeOp::SearchSorted { a, v, .. } => vec![*a, *v],
             NodeOp::Put { x, v, .. } => vec![*x, *v],
-            NodeOp::Compress { x, mask, .. } => vec![*x, *mask],
+            NodeOp::Compress {
+                x, mask, before, ..
+            } => vec![*x, *mask, *before],
+            NodeOp::IndexHits { idx, .. } => vec![*idx],
+            NodeOp::Gather { x, idx, starts, .. } => vec![*x, *idx, *starts],
             NodeOp::Scan { x, offsets, .. } => std::iter::once(*x).chain(*offsets).collect(),
             NodeOp::Binary { a, b, .. } => vec![*a, *b],
             NodeOp::Where { c, a, b } => vec![*c, *a, *b],
@@ -521,9 +556,18 @@ impl NodeOp {
                 *x = f(*x);
                 *v = f(*v);
             }
-            NodeOp::Compress { x, mask, .. } => {
+            NodeOp::Compress {
+                x, mask, before, ..
+            } => {
                 *x = f(*x);
                 *mask = f(*mask);
+                *before = f(*before);
+            }
+            NodeOp::IndexHits { idx, .. } => *idx = f(*idx),
+            NodeOp::Gather { x, idx, starts, .. } => {
+                *x = f(*x);
+                *idx = f(*idx);
+                *starts = f(*starts);
             }
             NodeOp::Scan { x, offsets, .. } => {
                 *x = f(*x);

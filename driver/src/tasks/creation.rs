@@ -15,6 +15,12 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             vec![],
         ),
         NodeOp::Fill { value } => cx.one(Kernel::Fill { value: *value }, vec![]),
+        NodeOp::Ints { values } => cx.one(
+            Kernel::Fill {
+                value: nums_layout::Scalar::Int(values[cx.idx[0] as usize]),
+            },
+            vec![],
+        ),
         NodeOp::Iota {
             axis,
             start,

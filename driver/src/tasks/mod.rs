@@ -488,6 +488,7 @@ impl<'g> BlockWork<'g> {
             | NodeOp::ExportNpyFile { .. } => io::work(&o),
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
+            | NodeOp::Ints { .. }
             | NodeOp::Iota { .. }
             | NodeOp::Eye { .. }
             | NodeOp::Param { .. } => creation::work(&o),
@@ -505,6 +506,8 @@ impl<'g> BlockWork<'g> {
             | NodeOp::SortMerge { .. }
             | NodeOp::SearchSorted { .. }
             | NodeOp::Compress { .. }
+            | NodeOp::IndexHits { .. }
+            | NodeOp::Gather { .. }
             | NodeOp::Quantile { .. }
             | NodeOp::Histogram { .. }
             | NodeOp::Bincount { .. } => sorting::work(&o),

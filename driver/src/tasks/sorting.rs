@@ -89,23 +89,63 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             };
             reduce_or_fill(Kernel::SearchCount { right: *right }, 2, terms, output, cx)
         }
-        NodeOp::Compress { x, mask, offsets } => {
-            let a = n.meta.block_origin(idx)[0];
-            let len = n.meta.block_shape(idx)[0] as u64;
-            // Mask block i selects offsets[i]..offsets[i + 1] of the output.
+        NodeOp::Compress {
+            x,
+            mask,
+            axis,
+            before,
+            offsets,
+        } => {
+            let a = n.meta.block_origin(idx)[*axis];
+            let len = n.meta.block_shape(idx)[*axis] as u64;
+            // Mask block i selects offsets[i]..offsets[i + 1] of the output: a term per
+            // block with a selected slice in this output block, combined as partials
+            // when they are too many for one task.
             let nb = offsets.len() - 1;
             let mut i = offsets[1..].partition_point(|&o| o <= a);
-            let (mut inputs, mut ranges) = (Vec::new(), Vec::new());
+            let mut terms = Vec::new();
+            let mut xi = idx.to_vec();
             while i < nb && offsets[i] < a + len {
-                let (s, e) = (offsets[i].max(a), offsets[i + 1].min(a + len));
-                if s < e {
-                    inputs.push(cx.b(*x, &[i as u64]));
-                    inputs.push(cx.b(*mask, &[i as u64]));
-                    ranges.push((s - offsets[i], e - s));
+                if offsets[i] < offsets[i + 1] {
+                    xi[*axis] = i as u64;
+                    terms.extend([
+                        cx.b(*x, &xi),
+                        cx.b(*mask, &[i as u64]),
+                        cx.b(*before, &[i as u64]),
+                    ]);
                 }
                 i += 1;
             }
-            cx.one(Kernel::Compress { ranges }, inputs)
+            reduce_or_fill(Kernel::Compress { axis: *axis }, 3, terms, output, cx)
+        }
+        NodeOp::IndexHits { idx: i, len, block } => cx.one(
+            Kernel::IndexHits {
+                len: *len,
+                block: *block,
+                blocks: len.div_ceil((*block).max(1)),
+            },
+            vec![cx.b(*i, &[idx[0]])],
+        ),
+        NodeOp::Gather {
+            x,
+            idx: ix,
+            axis,
+            starts,
+            hits,
+        } => {
+            let j = idx[*axis];
+            let mut xi = idx.to_vec();
+            let mut terms = Vec::new();
+            for &i in &hits[j as usize] {
+                xi[*axis] = u64::from(i);
+                terms.extend([
+                    cx.b(*ix, &[j]),
+                    cx.b(*x, &xi),
+                    cx.b(*starts, &[u64::from(i)]),
+                ]);
+            }
+            let len = cx.meta(*x).shape[*axis];
+            reduce_or_fill(Kernel::Gather { axis: *axis, len }, 3, terms, output, cx)
         }
         NodeOp::Quantile {
             x,

@@ -497,14 +497,44 @@ pub enum Kernel {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         weighted: bool,
     },
-    /// Inputs: pairs (a block of values, the block of a bool mask beside it), 1-D, each
-    /// with the range (skip, take) of its selected elements the output takes: the
-    /// selected values of each pair in order (the elements of a 1-D array where the mask is
-    /// true, across blocks: `x[mask]` with the counts per block known).
+    /// Terms (a block of values, the block of a 1-D bool mask along `axis` beside it,
+    /// the 1-element int64 block holding how many elements the mask's blocks before it
+    /// select): the selected slices along `axis` that fall in the output block, in place,
+    /// the rest zeros: `x[mask]` along an axis of any length, the counts per block known
+    /// and the positions never held by the driver. Partials combine by
+    /// [`Kernel::Overlay`].
     Compress {
-        /// Per pair: selected elements passed over, then taken.
-        ranges: Vec<(u64, u64)>,
+        /// The axis selected along.
+        axis: usize,
     },
+    /// Terms (a block of int indices, flattened; a block of x along `axis`; the
+    /// 1-element int64 block holding where that block of x starts along `axis`): the
+    /// slices of x the indices pick that the x block holds, in place (output position p
+    /// along `axis` from index p of the output block's own indices block), the rest
+    /// zeros: `x.take(idx, axis)` for index arrays of any length. A negative index counts
+    /// from the end of an axis of `len`. Partials combine by [`Kernel::Overlay`].
+    Gather {
+        /// The axis picked along.
+        axis: usize,
+        /// The length of x along `axis`.
+        len: u64,
+    },
+    /// Input: a block of int indices into an axis of `len` in blocks of `block`: an int64
+    /// [1, blocks + 2] block of how many indices fall in each of the `blocks` blocks, then
+    /// the smallest and largest index (where out-of-bounds ones show). What a [`Kernel::Gather`]
+    /// reads is planned from these counts.
+    IndexHits {
+        /// The indexed axis' length.
+        len: u64,
+        /// Its block length.
+        block: u64,
+        /// Its number of blocks.
+        blocks: u64,
+    },
+    /// Inputs of one dtype and shape, each zero except where the others are: their bits
+    /// OR-ed, element by element (the partials of [`Kernel::Compress`] and
+    /// [`Kernel::Gather`] put together exactly, -0.0 and NaN payloads kept).
+    Overlay,
     /// Terms, one per row block of a model's data: the `cols` blocks of X along its
     /// columns ([m, d_c] each, d = the sum of their widths), the block of y beside them
     /// ([m]), the parameters W ([d, k], one candidate per column) and, with `intercept`,
@@ -790,6 +820,7 @@ impl Kernel {
                 op: op.partial(),
                 axes: vec![],
             },
+            Kernel::Compress { .. } | Kernel::Gather { .. } => Kernel::Overlay,
             _ => Kernel::Reduce {
                 op: ReduceOp::Sum,
                 axes: vec![],

@@ -525,17 +525,20 @@ class BlockArray:
                     masked = True
                     items.append(k._a)
                     continue
-                if k.dtype.kind != "i" or k.ndim != 1:
-                    raise IndexError("arrays used as indices must be 1-D, of integer (or "
+                if k.dtype.kind not in "iu":
+                    raise IndexError("arrays used as indices must be of integer (or "
                                      "boolean) type")
-                # An integer array's values are the index (computed if need be).
-                items.append(k.compute().tolist())
+                # An integer array of any shape and length: gathered by the engine (how
+                # many of its indices fall in each block is what is computed first).
+                masked = True
+                items.append(k._a)
             elif isinstance(k, np.generic):
                 items.append(k.item())
             else:
                 items.append(k)
         if masked:
-            # A boolean mask's values decide the shape: computed first.
+            # A mask's or an index array's counts per block decide the shape: computed
+            # first (errors such as an index out of bounds raised here, as NumPy's).
             return BlockArray(self._a.index_masked(items), s)
         r = BlockArray(self._a.index(items), s)
         if self._v is not None and all(_basic(k) for k in key):

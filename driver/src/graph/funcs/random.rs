@@ -507,19 +507,16 @@ fn perm(s: &mut Builder, b: &Bound, n: u64) -> Result<NodeId, EvalError> {
     s.sort_along(keys, 0, false, true, b.pos)
 }
 
-/// `x`'s rows in a random order (x's positions computed first: at most
-/// [`MAX_SELECTION`]).
+/// `x`'s rows in a random order.
 fn shuffled(s: &mut Builder, b: &Bound, x: NodeId, n: u64) -> Result<Val, EvalError> {
     let p = perm(s, b, n)?;
     rows(s, b, x, p)
 }
 
-/// `x[idx]` for an int64 array `idx` (its values computed first).
+/// `x[idx]` for an int64 array `idx` (any length: gathered by the functions).
 fn rows(s: &mut Builder, b: &Bound, x: NodeId, idx: NodeId) -> Result<Val, EvalError> {
-    let n = s.meta(x).shape[0];
-    let shape = s.meta(idx).shape.clone();
-    let values = s.index_values(idx, n).map_err(|m| b.err(b.pos, m))?;
-    s.advanced(x, vec![(0, shape, values)])
+    s.gather(x, idx, 0)
+        .map(Val::Arr)
         .map_err(|m| b.err(b.pos, m))
 }
 

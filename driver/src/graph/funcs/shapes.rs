@@ -717,22 +717,14 @@ fn take(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 ),
             ));
         }
-        let n = m.shape[axis];
-        let idx = s.index_values(*ind, n).map_err(|e| {
+        let r = s.gather(x, *ind, axis).map_err(|e| {
             b.raising(
                 crate::refusal::PyException::IndexError,
                 *p,
-                format!("take(): {e} (axis {axis})"),
+                format!("take(): {e}"),
             )
         })?;
-        let r = take_node(s, x, axis, idx);
-        let shape: Vec<u64> = m.shape[..axis]
-            .iter()
-            .chain(&im.shape)
-            .chain(&m.shape[axis + 1..])
-            .copied()
-            .collect();
-        return Ok(Val::Arr(s.reshape(r, &shape)));
+        return Ok(Val::Arr(r));
     }
     let scalar = !matches!(v, Val::Tuple(_));
     let n = m.shape[axis] as i64;

@@ -184,7 +184,7 @@ fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         // array.
         let n = s.meta(a).shape[0];
         let bad = |m: String| b.err(p, format!("searchsorted(): {m}"));
-        let idx = match v {
+        a = match v {
             Val::Arr(id) => {
                 let sm = s.meta(id).clone();
                 if !sm.dtype.is_int() || sm.ndim() != 1 || sm.shape[0] != n {
@@ -194,7 +194,7 @@ fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                         shape_str(&sm.shape)
                     )));
                 }
-                s.index_values(id, n)
+                s.gather(a, id, 0)
                     .map_err(|e| bad(format!("sorter: {e}")))?
             }
             _ => {
@@ -205,17 +205,18 @@ fn searchsorted(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                         v.len()
                     )));
                 }
-                v.iter()
+                let idx = v
+                    .iter()
                     .map(|&i| {
                         u64::try_from(i)
                             .ok()
                             .filter(|&i| i < n)
                             .ok_or_else(|| bad(format!("sorter index {i} is out of range")))
                     })
-                    .collect::<Result<Vec<u64>, _>>()?
+                    .collect::<Result<Vec<u64>, _>>()?;
+                super::shapes::take_node(s, a, 0, idx)
             }
         };
-        a = super::shapes::take_node(s, a, 0, idx);
     }
     let right = match b.get("side") {
         None => false,
@@ -694,14 +695,34 @@ impl<'a> Builder<'a> {
         Ok(Val::Tuple(out))
     }
 
-    /// The elements of the 1-D `x` where the 1-D bool `mask` is true: the count in each of
-    /// the mask's blocks is computed first (a stage), then each output block assembles
-    /// the blocks whose selected elements it holds. Until the counts are known every
-    /// element is assumed selected (the largest the array can be).
+    /// The elements of the 1-D `x` where the 1-D bool `mask` is true.
     pub(in crate::graph) fn compress(&mut self, x: NodeId, mask: NodeId) -> NodeId {
+        self.compress_along(x, mask, 0)
+    }
+
+    /// The slices of `x` along `axis` where the 1-D bool `mask` (as long as that axis) is
+    /// true: the count in each of the mask's blocks is computed first (a stage), then each
+    /// output block assembles the selected slices of the blocks that hold them (a term
+    /// each, bounded by memory as a sum's are). Until the counts are known every slice is
+    /// assumed selected (the largest the array can be). Any length: the driver holds a
+    /// count per block.
+    pub(in crate::graph) fn compress_along(
+        &mut self,
+        x: NodeId,
+        mask: NodeId,
+        axis: usize,
+    ) -> NodeId {
         let mask = self.cast(mask, DType::Bool);
+        let xm = self.meta(x).clone();
+        // A 1-D x follows the mask's blocks; rows of x keep theirs (the mask is cheaper to
+        // cut again).
+        let (x, mask) = if xm.ndim() == 1 {
+            let mb = self.meta(mask).block.clone();
+            (self.rechunk(x, mb), mask)
+        } else {
+            (x, self.rechunk(mask, vec![xm.block[axis]]))
+        };
         let mm = self.meta(mask).clone();
-        let x = self.rechunk(x, mm.block.clone());
         let nb = mm.grid()[0];
         let counts_node = self.add(
             ArrayMeta::new(vec![nb], vec![1], DType::Int64),
@@ -727,15 +748,126 @@ impl<'a> Builder<'a> {
             offsets.push(offsets.last().copied().unwrap_or(0) + c);
         }
         let total = offsets.last().copied().unwrap_or(0);
+        let before = self.ints(offsets[..nb as usize].iter().map(|&o| o as i64).collect());
         let xm = self.meta(x).clone();
+        let mut shape = xm.shape.clone();
+        shape[axis] = total;
         self.add(
-            ArrayMeta::new(vec![total], xm.block.clone(), xm.dtype),
+            ArrayMeta::new(shape, xm.block.clone(), xm.dtype),
             NodeOp::Compress {
                 x,
                 mask,
+                axis,
+                before,
                 offsets: Arc::new(offsets),
             },
         )
+    }
+
+    /// A 1-D int64 array of known `values`, a block each ([`NodeOp::Ints`]).
+    fn ints(&mut self, values: Vec<i64>) -> NodeId {
+        self.add(
+            ArrayMeta::new(vec![values.len() as u64], vec![1], DType::Int64),
+            NodeOp::Ints {
+                values: Arc::new(values),
+            },
+        )
+    }
+
+    /// `x.take(idx, axis)` for an int array `idx` of any shape and length (negatives
+    /// count from the end), which takes the place of `axis` in the result (NumPy's): how
+    /// many indices of each block of idx fall in each block of x is computed first (a
+    /// stage), then each output block gathers from the blocks of x its indices hit, a
+    /// term each. The driver holds those counts, never the indices. An index out of
+    /// bounds is an error (NumPy's message).
+    pub(in crate::graph) fn gather(
+        &mut self,
+        x: NodeId,
+        idx: NodeId,
+        axis: usize,
+    ) -> Result<NodeId, String> {
+        let xm = self.meta(x).clone();
+        let im = self.meta(idx).clone();
+        if !im.dtype.is_int() {
+            return Err(format!(
+                "an index array of dtype {} is not integers",
+                im.dtype
+            ));
+        }
+        let len = xm.shape[axis];
+        let flat = self.reshape(idx, &[im.len()]);
+        // Output blocks no longer than x's along the axis (as much memory as its blocks).
+        let fb = self.meta(flat).block[0].min(xm.block[axis]).max(1);
+        let flat = self.rechunk(flat, vec![fb]);
+        let fm = self.meta(flat).clone();
+        let (nj, xb, nxb) = (fm.grid()[0], xm.block[axis].max(1), xm.grid()[axis]);
+        let hits_node = self.add(
+            ArrayMeta::new(vec![nj, nxb + 2], vec![1, nxb + 2], DType::Int64),
+            NodeOp::IndexHits {
+                idx: flat,
+                len,
+                block: xb,
+            },
+        );
+        let hits: Vec<Vec<u32>> = match self.values.get(&hits_node) {
+            Some(v) => {
+                let v = v.to_i64();
+                let v = v.as_slice().expect("a block is standard layout").to_vec();
+                let row = (nxb + 2) as usize;
+                let mut hits = Vec::with_capacity(nj as usize);
+                for r in v.chunks(row) {
+                    let (lo, hi) = (r[row - 2], r[row - 1]);
+                    let n = len as i64;
+                    // An empty block of indices has lo > hi.
+                    if lo <= hi && (lo < -n || hi >= n) {
+                        let bad = if hi >= n { hi } else { lo };
+                        return Err(format!(
+                            "index {bad} is out of bounds for axis {axis} with size {len}"
+                        ));
+                    }
+                    hits.push((0..nxb as u32).filter(|&i| r[i as usize] > 0).collect());
+                }
+                hits
+            }
+            None => {
+                self.need_values.get_or_insert(hits_node);
+                // Until known: every block of x for each block of indices (the largest
+                // plan), or for plans too large to list, the blocks in proportion.
+                (0..nj)
+                    .map(|j| {
+                        if nj * nxb <= 1 << 20 {
+                            (0..nxb as u32).collect()
+                        } else {
+                            let lo = j * nxb / nj.max(1);
+                            let hi = ((j + 1) * nxb).div_ceil(nj.max(1)).min(nxb);
+                            (lo as u32..hi as u32).collect()
+                        }
+                    })
+                    .collect()
+            }
+        };
+        let starts = self.ints((0..nxb).map(|i| (i * xb) as i64).collect());
+        let mut shape = xm.shape.clone();
+        shape[axis] = fm.shape[0];
+        let mut block = xm.block.clone();
+        block[axis] = fm.block[0];
+        let g = self.add(
+            ArrayMeta::new(shape, block, xm.dtype),
+            NodeOp::Gather {
+                x,
+                idx: flat,
+                axis,
+                starts,
+                hits: Arc::new(hits),
+            },
+        );
+        let out: Vec<u64> = xm.shape[..axis]
+            .iter()
+            .chain(&im.shape)
+            .chain(&xm.shape[axis + 1..])
+            .copied()
+            .collect();
+        Ok(self.reshape(g, &out))
     }
 
     /// unique of `x` flattened; `equal_nan`: all NaNs are one value (NumPy's unique), else
