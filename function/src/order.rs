@@ -710,6 +710,58 @@ mod tests {
     }
 
     #[test]
+    fn selections_in_partials_overlay_exactly() {
+        let f = |shape: &[usize], v: Vec<f64>| {
+            Block::F64(ArrayD::from_shape_vec(IxDyn(shape), v).unwrap())
+        };
+        let i = |v: Vec<i64>| Block::I64(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap());
+        let nan = f64::from_bits(0x7ff8_0000_dead_beef);
+        // x along axis 0 in two blocks of 2 rows: [[-0, 1], [2, nan]] and [[4, 5], [6, 7]].
+        let (x0, x1) = (
+            f(&[2, 2], vec![-0.0, 1.0, 2.0, nan]),
+            f(&[2, 2], vec![4.0, 5.0, 6.0, 7.0]),
+        );
+        // Indices 3, 0, -3 (= 1), 0: each block's term fills its own rows.
+        let idx = i(vec![3, 0, -3, 0]);
+        let (s0, s1) = (i(vec![0]), i(vec![2]));
+        let a = gather(&[&idx, &x0, &s0], 0, 4, &[4, 2]).unwrap();
+        let b = gather(&[&idx, &x1, &s1], 0, 4, &[4, 2]).unwrap();
+        let whole = gather(&[&idx, &x0, &s0, &idx, &x1, &s1], 0, 4, &[4, 2]).unwrap();
+        let bits = |b: &Block| b.to_f64().iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let want: Vec<u64> = [6.0, 7.0, -0.0, 1.0, 2.0, nan, -0.0, 1.0]
+            .iter()
+            .map(|v: &f64| v.to_bits())
+            .collect();
+        assert_eq!(bits(&whole), want);
+        assert_eq!(bits(&overlay(&[&a, &b]).unwrap()), want);
+        assert!(
+            gather(&[&i(vec![4]), &x0, &s0], 0, 4, &[1, 2])
+                .unwrap_err()
+                .contains("index 4 is out of bounds")
+        );
+        // A mask's selection: block 0 selects row 1, block 1 rows 0 and 1 (one before it).
+        let m = |v: Vec<bool>| Block::Bool(ArrayD::from_shape_vec(IxDyn(&[v.len()]), v).unwrap());
+        let (m0, m1) = (m(vec![false, true]), m(vec![true, true]));
+        let (b0, b1) = (i(vec![0]), i(vec![1]));
+        // Output blocks of 2 rows: the second (origin 2) holds block 1's second row only.
+        let c = compress(&[&x0, &m0, &b0, &x1, &m1, &b1], 0, 2, &[1, 2]).unwrap();
+        assert_eq!(bits(&c), vec![6f64.to_bits(), 7f64.to_bits()]);
+        let first = compress(&[&x0, &m0, &b0, &x1, &m1, &b1], 0, 0, &[2, 2]).unwrap();
+        assert_eq!(
+            bits(&first),
+            [2.0, nan, 4.0, 5.0]
+                .iter()
+                .map(|v: &f64| v.to_bits())
+                .collect::<Vec<_>>()
+        );
+        let hits = index_hits(&i(vec![3, 0, -3, 9, -1]), 4, 2, 2).unwrap();
+        assert_eq!(
+            hits.to_i64().iter().copied().collect::<Vec<_>>(),
+            vec![2, 2, -3, 9]
+        );
+    }
+
+    #[test]
     fn numpy_sort_order_puts_nan_last() {
         let x = Block::F64(
             ArrayD::from_shape_vec(IxDyn(&[5]), vec![2.0, f64::NAN, -1.0, 0.0, -0.0]).unwrap(),
@@ -821,7 +873,8 @@ mod tests {
         let m = Block::Bool(
             ArrayD::from_shape_vec(IxDyn(&[4]), vec![true, false, true, true]).unwrap(),
         );
-        let c = compress(&[&a, &m], &[(1, 2)]).unwrap();
+        let none = Block::I64(ArrayD::from_shape_vec(IxDyn(&[1]), vec![0]).unwrap());
+        let c = compress(&[&a, &m, &none], 0, 1, &[2]).unwrap();
         assert_eq!(c.to_i64().iter().copied().collect::<Vec<_>>(), [2, 5]);
     }
 }
