@@ -575,7 +575,7 @@ pub fn compress(
     origin: u64,
     shape: &[usize],
 ) -> Result<Block, String> {
-    if inputs.is_empty() || inputs.len() % 3 != 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(3) {
         return Err(format!(
             "a selection given {} inputs, not triples",
             inputs.len()
@@ -615,7 +615,7 @@ pub fn compress(
 
 /// See [`nums_layout::batch::Kernel::Gather`]: terms (indices, a block of x, its start).
 pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Result<Block, String> {
-    if inputs.is_empty() || inputs.len() % 3 != 0 {
+    if inputs.is_empty() || !inputs.len().is_multiple_of(3) {
         return Err(format!(
             "a gather given {} inputs, not triples",
             inputs.len()
