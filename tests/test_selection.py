@@ -71,6 +71,10 @@ def test_index_arrays_of_any_shape_equal_numpy(session):
     same(x[nps.array(np.sort(idx))].get(), a[np.sort(idx)])
     same(x[nps.array(np.array([], dtype=np.int64))].get(), a[np.array([], dtype=np.int64)])
     same(nps.take(x, nps.array(grid), axis=0).get(), np.take(a, grid, axis=0))
+    # A mask and an index array together (NumPy's broadcast of advanced indices).
+    m = a[:, 1] > 0.5
+    pick = rng.integers(0, 30, int(m.sum()))
+    same(x[nps.array(m), nps.array(pick)].get(), a[m, pick])
     # A permutation of rows (the engine's own sort makes it), then back by its argsort.
     p = nps.random.default_rng(2).permutation(1000)
     rows = x[p]

@@ -1528,8 +1528,9 @@ impl Incremental {
             Err(EvalError::Expr(e)) => e.raises,
             _ => Default::default(),
         };
-        let v = r.map_err(EvalError::message)?;
         // A mask's positions (several advanced indices together) come from its values.
+        // Values still unknown come first: an error built on their stand-ins (a mask
+        // assumed to select everything) may not be one once they are known.
         if let Some(node) = need_values.or(need) {
             // As a job computes such values in a stage of its own, then builds again, the
             // caller computes node `node` (its nodes are final), gives its values
@@ -1540,7 +1541,7 @@ impl Incremental {
                  selection's counts), computed first"
             ));
         }
-        Ok(v)
+        r.map_err(EvalError::message)
     }
 
     /// Evaluates `e`, whose names `$k` are `bound[k]`.
