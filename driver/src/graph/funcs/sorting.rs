@@ -2,8 +2,9 @@
 //! `descending=`), `searchsorted`, `nonzero` and its relatives, `unique` and the Array
 //! API's `unique_*`, `isin`.
 //!
-//! A sort whose lanes fit one invocation sorts each block of whole lanes. A longer 1-D
-//! array is sample-sorted, bounded in memory at any size: a sample of it (stage
+//! A sort whose lanes fit one invocation sorts each block of whole lanes. A longer lane
+//! (a 1-D array, or each lane of a larger one, taken out and stacked back) is
+//! sample-sorted, bounded in memory at any size: a sample of it (stage
 //! `values-N`, read back) gives the splitters, the counts of each block's elements below
 //! each splitter (another stage) the partitions' sizes; then each block is sorted on its
 //! own, cut into its partitions' pieces, and each block of the result merges the pieces of
@@ -17,6 +18,7 @@ use nums_function::memory::{BASE_MEMORY, TaskBlocks, task_peak};
 use nums_function::order::{merge_scratch, sort_scratch};
 
 const SORT: &[&str] = &["a", "axis", "kind", "order", "stable", "descending"];
+const PARTITION: &[&str] = &["a", "kth", "axis", "kind", "order"];
 const UNIQUE: &[&str] = &[
     "ar",
     "return_index",
@@ -40,6 +42,20 @@ pub(super) const DEFS: &[FuncDef] = &[
         SORT,
         "`np.argsort` (stable; `descending=` keeps equal values in order)",
         |s, b| sort(s, b, true),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "partition",
+        PARTITION,
+        "`np.partition` (a full sort: every `kth` in place, at any length)",
+        |s, b| partition(s, b, false),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "argpartition",
+        PARTITION,
+        "`np.argpartition` (a full, stable argsort)",
+        |s, b| partition(s, b, true),
     )
     .refusing(&["order"]),
     FuncDef::new(
@@ -145,7 +161,6 @@ pub(super) const DEFS: &[FuncDef] = &[
 /// sort and argsort: along `axis` (-1 by default; None flattens).
 fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
     let x = b.array("a")?;
-    let ndim = s.meta(x).ndim();
     if let Some((v, p)) = b.get("kind") {
         match v {
             Val::Str(k)
@@ -162,15 +177,54 @@ fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
         }
     }
     let descending = b.flag("descending")?;
-    let (x, axis) = match b.given("axis") {
+    let (x, axis) = sort_axis(s, b, x)?;
+    Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
+}
+
+/// `x` and the axis a sort of it goes along: `axis` (-1 by default; None flattens).
+fn sort_axis(s: &mut Builder, b: &Bound, x: NodeId) -> Result<(NodeId, usize), EvalError> {
+    let ndim = s.meta(x).ndim();
+    Ok(match b.given("axis") {
         Some((Val::None, _)) => {
             let n = s.meta(x).len();
             (s.reshape(x, &[n]), 0)
         }
         Some((v, p)) => (x, axis_of(v, ndim).map_err(|e| b.refused(*p, e))?),
         None => (x, one_axis(-1, ndim).map_err(|e| b.refused(b.pos, e))?),
-    };
-    Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
+    })
+}
+
+/// partition and argpartition: a full sort (argsort) along `axis`, which puts every
+/// `kth` element where a sort puts it, the smaller before and the larger after.
+fn partition(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    if let Some((v, p)) = b.get("kind")
+        && !matches!(v, Val::Str(k) if k == "introselect")
+    {
+        let got = match v {
+            Val::Str(k) => format!(" (got {k:?})"),
+            _ => String::new(),
+        };
+        return Err(b.err(*p, format!("select kind must be 'introselect'{got}")));
+    }
+    let (x, axis) = sort_axis(s, b, x)?;
+    let n = s.meta(x).shape[axis] as i64;
+    let (_, kp) = b.need("kth")?;
+    let kth = super::shapes::ints(b, "kth").map_err(|_| {
+        b.raising(
+            crate::refusal::PyException::TypeError,
+            *kp,
+            "Partition index must be integer",
+        )
+    })?;
+    if let Some(k) = kth
+        .iter()
+        .map(|&k| if k < 0 { k + n } else { k })
+        .find(|&k| !(0..n).contains(&k))
+    {
+        return Err(b.err(*kp, format!("kth(={k}) out of bounds ({n})")));
+    }
+    Ok(Val::Arr(s.sort_along(x, axis, false, arg, b.pos)?))
 }
 
 /// searchsorted(a, v, side): `a` 1-D and sorted.
