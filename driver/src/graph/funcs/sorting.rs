@@ -510,9 +510,20 @@ impl<'a> Builder<'a> {
         let nb = n.div_ceil(z.run);
         let per_lane = nb * (z.parts + 4) + 2 * n.div_ceil(m.block[axis]) + n.div_ceil(z.out);
         let blocks = count.saturating_mul(per_lane);
-        if self.blocks.saturating_add(blocks) > MAX_BLOCKS_PER_JOB
-            || count.saturating_mul(z.samples) > MAX_SELECTION
-        {
+        let left = MAX_BLOCKS_PER_JOB.saturating_sub(self.blocks);
+        let samples = count.saturating_mul(z.samples);
+        let over = if blocks > left {
+            Some(format!(
+                "about {blocks} blocks, more than the {left} left of the {MAX_BLOCKS_PER_JOB} a plan may hold"
+            ))
+        } else if samples > MAX_SELECTION {
+            Some(format!(
+                "{samples} samples, more than the {MAX_SELECTION} the driver holds"
+            ))
+        } else {
+            None
+        };
+        if let Some(over) = over {
             let name = self.g.nodes[x]
                 .name
                 .clone()
@@ -521,7 +532,7 @@ impl<'a> Builder<'a> {
             return Err(EvalError::Expr(ExprError::new(
                 pos,
                 format!(
-                    "sorting an array ({name}shape {}) along axis {axis}: its {count} lanes of {n} elements, each more than one invocation of {} MB sorts ({limit}), are sample-sorted one by one, about {blocks} blocks with the rest of the plan, past the {MAX_BLOCKS_PER_JOB} a plan may hold (or more samples than the {MAX_SELECTION} the driver holds): give more memory_mb, sort fewer lanes at a time (a slice of the other axes), or sort the array raveled (axis=None)",
+                    "sorting an array ({name}shape {}) along axis {axis}: its {count} lanes of {n} elements, each more than one task sorts within memory_mb = {} ({limit}), are sample-sorted one by one, {over}: give more memory_mb, sort fewer lanes at a time (a slice of the other axes), or sort the array raveled (axis=None)",
                     shape_str(&m.shape),
                     self.job.compute.memory_mb
                 ),
