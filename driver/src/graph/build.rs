@@ -50,7 +50,7 @@ pub(super) struct Builder<'a> {
     pub(super) lu_memo: HashMap<NodeId, funcs::LuNodes>,
     /// Sample sorts' samples made so far (the sample node and its positions), by operand
     /// and axis: a sort and an argsort of one array share them.
-    pub(super) sort_memo: HashMap<(NodeId, usize), (NodeId, std::sync::Arc<Vec<u64>>)>,
+    pub(super) sort_memo: HashMap<(NodeId, usize), funcs::SortSamples>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],

@@ -395,6 +395,10 @@ struct SampleSort {
     samples: u64,
 }
 
+/// A sample sort's samples (the sample node: one lane's, or a row per lane) and their
+/// positions along the lane ([`Builder::sort_memo`]).
+pub(crate) type SortSamples = (NodeId, Arc<Vec<u64>>);
+
 /// A sort along an axis ([`Builder::sorted_lanes`]): whole lanes in each block, or each
 /// lane a 1-D array of its own (its sample sort), in C order of the other axes.
 pub(super) enum Sorted {
