@@ -202,7 +202,7 @@ fn partition(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
         && !matches!(v, Val::Str(k) if k == "introselect")
     {
         let got = match v {
-            Val::Str(k) => format!(" (got {k:?})"),
+            Val::Str(k) => format!(" (got '{k}')"),
             _ => String::new(),
         };
         return Err(b.err(*p, format!("select kind must be 'introselect'{got}")));
