@@ -27,6 +27,13 @@ fn splitmix(mut z: u64) -> u64 {
 fn made_up_values(g: &graph::Graph, node: usize) -> Block {
     let n = &g.nodes[node];
     match &n.op {
+        // Several lanes' partition sizes, one after another.
+        NodeOp::Concat { xs, axis: 0 } if matches!(g.nodes[xs[0]].op, NodeOp::SortCount { .. }) => {
+            let parts: Vec<Block> = xs.iter().map(|&x| made_up_values(g, x)).collect();
+            let views: Vec<_> = parts.iter().map(|p| p.to_i64().into_owned()).collect();
+            let views: Vec<_> = views.iter().map(|v| v.view()).collect();
+            Block::I64(ndarray::concatenate(ndarray::Axis(0), &views).unwrap())
+        }
         NodeOp::SortCount { x, .. } => {
             let xm = &g.nodes[*x].meta;
             let (nb, splitters) = (n.meta.shape[0] as usize, n.meta.shape[1] as usize);
@@ -49,7 +56,9 @@ fn made_up_values(g: &graph::Graph, node: usize) -> Block {
         }
         _ => {
             assert_eq!(n.meta.dtype, DType::Float64, "a sample of X");
-            let len = n.meta.shape[0] as usize;
+            // One row of samples per lane (several lanes) or the samples of one.
+            let shape: Vec<usize> = n.meta.shape.iter().map(|&l| l as usize).collect();
+            let len: usize = shape.iter().product();
             // Normal values (Box-Muller).
             let u = |i: u64| (splitmix(i) >> 11) as f64 / (1u64 << 53) as f64 + 1e-12;
             let v: Vec<f64> = (0..len as u64)
@@ -57,7 +66,7 @@ fn made_up_values(g: &graph::Graph, node: usize) -> Block {
                     (-2.0 * u(2 * i).ln()).sqrt() * (std::f64::consts::TAU * u(2 * i + 1)).cos()
                 })
                 .collect();
-            Block::F64(ndarray::ArrayD::from_shape_vec(vec![len], v).unwrap())
+            Block::F64(ndarray::ArrayD::from_shape_vec(shape, v).unwrap())
         }
     }
 }
@@ -184,5 +193,87 @@ fn a_sort_of_ten_times_memory_counts_what_its_batches_hold_besides_blocks() {
         decoded.tasks.len(),
         held >> 10,
         model >> 10
+    );
+}
+
+/// The graph of `text` as a run builds it (values made up), with the number of stages.
+fn staged(text: &str) -> (graph::Graph, usize, Job) {
+    let job = Job::parse(Path::new("/tmp/nums-sort-plan/job.toml"), text).unwrap();
+    let probes = graph::Probes::default();
+    let mut known = Known::default();
+    let mut stages = 0;
+    loop {
+        match graph::build_known(&job, &probes, &known).unwrap() {
+            Built::Done(g) => return (g, stages, job),
+            Built::NeedMask { .. } => panic!("no mask in this job"),
+            Built::NeedValues { graph, node } => {
+                stages += 1;
+                assert!(stages <= 8, "a stage per lane? node {node}");
+                known.values.insert(node, made_up_values(&graph, node));
+            }
+        }
+    }
+}
+
+/// The issue's `median(X, axis=0)` of a tall X (20M x 16 at 2 GB), scaled to 128 MB: each
+/// of its columns, past what one task sorts (about 0.7M float64), is sample-sorted, the columns' samples in one stage and their
+/// partition sizes in another (not two stages a column), every invocation within memory.
+#[test]
+fn sorts_and_medians_along_axis_0_of_long_columns_plan_within_memory() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let memory_mb = 128u64;
+    let rows = 3_000_000u64;
+    let text = format!(
+        "[compute]\nmemory_mb = {memory_mb}\nworkers = 4\n[arrays]\n\
+         X = {{ random = \"normal\", shape = [{rows}, 16], seed = 1 }}\n\
+         m = \"median(X, axis=0)\"\ns = \"argsort(X, axis=0)\"\n\
+         [outputs]\nm = \"m.zarr\"\ns = \"s.zarr\"\n"
+    );
+    let (g, stages, job) = staged(&text);
+    // The columns' samples (shared by both), then each one's partition sizes.
+    assert_eq!(stages, 3);
+    let merges = g
+        .nodes
+        .iter()
+        .filter(|n| matches!(n.op, NodeOp::SortMerge { .. }))
+        .count();
+    assert_eq!(
+        merges,
+        2 * 16,
+        "a sample sort of each column, for each of the two"
+    );
+    let plan = plan_job(&job, &g, &dry_run_prefix(&job), &graph::Probes::default()).unwrap();
+    assert!(
+        plan.max_projected_peak() <= memory_mb << 20,
+        "a batch projects {} MiB, over memory_mb = {memory_mb}",
+        plan.max_projected_peak() >> 20
+    );
+    let m = &g.nodes[g.named["m"]].meta;
+    let s = &g.nodes[g.named["s"]].meta;
+    assert_eq!(
+        (m.shape.clone(), s.shape.clone()),
+        (vec![16], vec![rows, 16])
+    );
+    assert_eq!(s.dtype, DType::Int64);
+}
+
+/// So many lanes that their sample sorts would not fit a plan are refused up front,
+/// naming the array and what to do instead.
+#[test]
+fn too_many_long_lanes_to_sort_are_refused_naming_the_array() {
+    let text = "[compute]\nmemory_mb = 128\n[arrays]\n\
+         X = { random = \"normal\", shape = [2000000, 200000], seed = 1 }\n\
+         big = \"sort(X, axis=0)\"\n[outputs]\nbig = \"big.zarr\"\n";
+    let job = Job::parse(Path::new("/tmp/nums-sort-plan/job.toml"), text).unwrap();
+    let e = graph::build_known(&job, &graph::Probes::default(), &Known::default())
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("arrays.big")
+            && e.contains("200000 lanes of 2000000 elements")
+            && e.contains("a plan may hold")
+            && e.contains("give more memory_mb"),
+        "{e}"
     );
 }

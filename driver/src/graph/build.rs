@@ -48,9 +48,9 @@ pub(super) struct Builder<'a> {
     pub(super) tsqr_memo: HashMap<Vec<NodeId>, funcs::TsqrTree>,
     /// Blocked LU factorizations made so far (their panels node), by operand.
     pub(super) lu_memo: HashMap<NodeId, funcs::LuNodes>,
-    /// Sample sorts' samples made so far (the sample node and its positions), by operand:
-    /// a sort and an argsort of one array share them.
-    pub(super) sort_memo: HashMap<NodeId, (NodeId, std::sync::Arc<Vec<u64>>)>,
+    /// Sample sorts' samples made so far (the sample node and its positions), by operand
+    /// and axis: a sort and an argsort of one array share them.
+    pub(super) sort_memo: HashMap<(NodeId, usize), funcs::SortSamples>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],

@@ -20,6 +20,7 @@ pub(super) use models::glm_sums;
 mod random;
 pub use linalg::factorizations_text;
 pub(crate) use linalg::{LuNodes, TsqrTree};
+pub(crate) use sorting::SortSamples;
 mod reductions;
 mod shapes;
 mod sorting;

@@ -2,8 +2,9 @@
 //! `descending=`), `searchsorted`, `nonzero` and its relatives, `unique` and the Array
 //! API's `unique_*`, `isin`.
 //!
-//! A sort whose lanes fit one invocation sorts each block of whole lanes. A longer 1-D
-//! array is sample-sorted, bounded in memory at any size: a sample of it (stage
+//! A sort whose lanes fit one invocation sorts each block of whole lanes. A longer lane
+//! (a 1-D array, or each lane of a larger one, taken out and stacked back) is
+//! sample-sorted, bounded in memory at any size: a sample of it (stage
 //! `values-N`, read back) gives the splitters, the counts of each block's elements below
 //! each splitter (another stage) the partitions' sizes; then each block is sorted on its
 //! own, cut into its partitions' pieces, and each block of the result merges the pieces of
@@ -17,6 +18,7 @@ use nums_function::memory::{BASE_MEMORY, TaskBlocks, task_peak};
 use nums_function::order::{merge_scratch, sort_scratch};
 
 const SORT: &[&str] = &["a", "axis", "kind", "order", "stable", "descending"];
+const PARTITION: &[&str] = &["a", "kth", "axis", "kind", "order"];
 const UNIQUE: &[&str] = &[
     "ar",
     "return_index",
@@ -40,6 +42,20 @@ pub(super) const DEFS: &[FuncDef] = &[
         SORT,
         "`np.argsort` (stable; `descending=` keeps equal values in order)",
         |s, b| sort(s, b, true),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "partition",
+        PARTITION,
+        "`np.partition` (a full sort: every `kth` in place, at any length)",
+        |s, b| partition(s, b, false),
+    )
+    .refusing(&["order"]),
+    FuncDef::new(
+        "argpartition",
+        PARTITION,
+        "`np.argpartition` (a full, stable argsort)",
+        |s, b| partition(s, b, true),
     )
     .refusing(&["order"]),
     FuncDef::new(
@@ -145,7 +161,6 @@ pub(super) const DEFS: &[FuncDef] = &[
 /// sort and argsort: along `axis` (-1 by default; None flattens).
 fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
     let x = b.array("a")?;
-    let ndim = s.meta(x).ndim();
     if let Some((v, p)) = b.get("kind") {
         match v {
             Val::Str(k)
@@ -162,15 +177,54 @@ fn sort(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
         }
     }
     let descending = b.flag("descending")?;
-    let (x, axis) = match b.given("axis") {
+    let (x, axis) = sort_axis(s, b, x)?;
+    Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
+}
+
+/// `x` and the axis a sort of it goes along: `axis` (-1 by default; None flattens).
+fn sort_axis(s: &mut Builder, b: &Bound, x: NodeId) -> Result<(NodeId, usize), EvalError> {
+    let ndim = s.meta(x).ndim();
+    Ok(match b.given("axis") {
         Some((Val::None, _)) => {
             let n = s.meta(x).len();
             (s.reshape(x, &[n]), 0)
         }
         Some((v, p)) => (x, axis_of(v, ndim).map_err(|e| b.refused(*p, e))?),
         None => (x, one_axis(-1, ndim).map_err(|e| b.refused(b.pos, e))?),
-    };
-    Ok(Val::Arr(s.sort_along(x, axis, descending, arg, b.pos)?))
+    })
+}
+
+/// partition and argpartition: a full sort (argsort) along `axis`, which puts every
+/// `kth` element where a sort puts it, the smaller before and the larger after.
+fn partition(s: &mut Builder, b: &Bound, arg: bool) -> Result<Val, EvalError> {
+    let x = b.array("a")?;
+    if let Some((v, p)) = b.get("kind")
+        && !matches!(v, Val::Str(k) if k == "introselect")
+    {
+        let got = match v {
+            Val::Str(k) => format!(" (got '{k}')"),
+            _ => String::new(),
+        };
+        return Err(b.err(*p, format!("select kind must be 'introselect'{got}")));
+    }
+    let (x, axis) = sort_axis(s, b, x)?;
+    let n = s.meta(x).shape[axis] as i64;
+    let (_, kp) = b.need("kth")?;
+    let kth = super::shapes::ints(b, "kth").map_err(|_| {
+        b.raising(
+            crate::refusal::PyException::TypeError,
+            *kp,
+            "Partition index must be integer",
+        )
+    })?;
+    if let Some(k) = kth
+        .iter()
+        .map(|&k| if k < 0 { k + n } else { k })
+        .find(|&k| !(0..n).contains(&k))
+    {
+        return Err(b.err(*kp, format!("kth(={k}) out of bounds ({n})")));
+    }
+    Ok(Val::Arr(s.sort_along(x, axis, false, arg, b.pos)?))
 }
 
 /// searchsorted(a, v, side): `a` 1-D and sorted.
@@ -342,6 +396,17 @@ struct SampleSort {
     samples: u64,
 }
 
+/// A sample sort's samples (the sample node: one lane's, or a row per lane) and their
+/// positions along the lane ([`Builder::sort_memo`]).
+pub(crate) type SortSamples = (NodeId, Arc<Vec<u64>>);
+
+/// A sort along an axis ([`Builder::sorted_lanes`]): whole lanes in each block, or each
+/// lane a 1-D array of its own (its sample sort), in C order of the other axes.
+pub(super) enum Sorted {
+    Whole(NodeId),
+    Lanes(Vec<NodeId>),
+}
+
 /// Samples per partition: enough that no partition is more than about a third over its
 /// share (the merge is sized for that).
 const SAMPLES_PER_PART: u64 = 128;
@@ -386,7 +451,7 @@ impl<'a> Builder<'a> {
     }
 
     /// `x` sorted along `axis` (or its argsort): in blocks of whole lanes when a lane fits
-    /// one task, else (1-D) by a sample sort.
+    /// one task, else each lane by a sample sort (see [`Builder::sorted_lanes`]).
     pub(super) fn sort_along(
         &mut self,
         x: NodeId,
@@ -395,6 +460,27 @@ impl<'a> Builder<'a> {
         arg: bool,
         pos: usize,
     ) -> Result<NodeId, EvalError> {
+        match self.sorted_lanes(x, axis, descending, arg, pos)? {
+            Sorted::Whole(s) => Ok(s),
+            Sorted::Lanes(lanes) => {
+                let shape = self.meta(x).shape.clone();
+                self.stack_lanes(lanes, &shape, axis, pos)
+            }
+        }
+    }
+
+    /// `x` sorted along `axis` (or its argsort): whole lanes per block when a lane fits one
+    /// task, else each lane (a 1-D array: x itself) sample-sorted, the lanes' samples
+    /// computed together and so their partition sizes (a stage each, whatever the number
+    /// of lanes).
+    pub(super) fn sorted_lanes(
+        &mut self,
+        x: NodeId,
+        axis: usize,
+        descending: bool,
+        arg: bool,
+        pos: usize,
+    ) -> Result<Sorted, EvalError> {
         let m = self.meta(x).clone();
         let dtype = if arg { DType::Int64 } else { m.dtype };
         let n = m.shape[axis];
@@ -410,7 +496,7 @@ impl<'a> Builder<'a> {
                 room = (room / block[d]).max(1);
             }
             let xr = self.rechunk(x, block.clone());
-            return Ok(self.add(
+            return Ok(Sorted::Whole(self.add(
                 ArrayMeta::new(m.shape.clone(), block, dtype),
                 NodeOp::Sort {
                     x: xr,
@@ -418,27 +504,124 @@ impl<'a> Builder<'a> {
                     descending,
                     arg,
                 },
-            ));
+            )));
         }
-        if m.ndim() != 1 {
+        if m.ndim() == 1 {
+            return Ok(Sorted::Lanes(vec![self.sample_sort(x, descending, arg)]));
+        }
+        // Lane by lane: a plan of each one's sample sort, so bounded by the plan's size.
+        let count = m.len() / n;
+        let z = self.sample_sort_sizes(n, size, arg);
+        let nb = n.div_ceil(z.run);
+        let per_lane = nb * (z.parts + 4) + 2 * n.div_ceil(m.block[axis]) + n.div_ceil(z.out);
+        let blocks = count.saturating_mul(per_lane);
+        let left = MAX_BLOCKS_PER_JOB.saturating_sub(self.blocks);
+        let samples = count.saturating_mul(z.samples);
+        let over = if blocks > left {
+            Some(format!(
+                "about {blocks} blocks, more than the {left} left of the {MAX_BLOCKS_PER_JOB} a plan may hold"
+            ))
+        } else if samples > MAX_SELECTION {
+            Some(format!(
+                "{samples} samples, more than the {MAX_SELECTION} the driver holds"
+            ))
+        } else {
+            None
+        };
+        if let Some(over) = over {
+            let name = self.g.nodes[x]
+                .name
+                .clone()
+                .or_else(|| self.stack.last().cloned())
+                .map_or_else(String::new, |n| format!("{n}, "));
             return Err(EvalError::Expr(ExprError::new(
                 pos,
                 format!(
-                    "sorting along an axis of {n} elements, more than one invocation of {} MB sorts ({limit}), is done for 1-D arrays: sort a 1-D array (ravel, or axis=None) or give more memory_mb",
+                    "sorting an array ({name}shape {}) along axis {axis}: its {count} lanes of {n} elements, each more than one task sorts within memory_mb = {} ({limit}), are sample-sorted one by one, {over}: give more memory_mb, sort fewer lanes at a time (a slice of the other axes), or sort the array raveled (axis=None)",
+                    shape_str(&m.shape),
                     self.job.compute.memory_mb
                 ),
             )));
         }
-        Ok(self.sample_sort(x, descending, arg))
+        let lanes = self.lanes(x, axis);
+        Ok(Sorted::Lanes(self.sample_sort_lanes(
+            &lanes,
+            (x, axis),
+            descending,
+            arg,
+        )))
+    }
+
+    /// The lanes of `x` along `axis`, each 1-D: x at each position of its other axes, in
+    /// C order.
+    fn lanes(&mut self, x: NodeId, axis: usize) -> Vec<NodeId> {
+        let m = self.meta(x).clone();
+        let n = m.shape[axis];
+        let others: Vec<usize> = (0..m.ndim()).filter(|&d| d != axis).collect();
+        let count = m.len() / n.max(1);
+        let mut lanes = Vec::with_capacity(count as usize);
+        for l in 0..count {
+            let mut rest = l;
+            let mut ranges = vec![(0, 0, 1); others.len()];
+            for (j, &d) in others.iter().enumerate().rev() {
+                ranges[j] = (d, rest % m.shape[d], 1);
+                rest /= m.shape[d];
+            }
+            let lane = self.slice(x, &ranges);
+            lanes.push(self.reshape(lane, &[n]));
+        }
+        lanes
+    }
+
+    /// The 1-D `lanes` (of `shape`'s positions off `axis`, in C order, each of
+    /// `shape[axis]` elements) as one array of `shape`: concatenated along the other axes,
+    /// the last first.
+    pub(super) fn stack_lanes(
+        &mut self,
+        lanes: Vec<NodeId>,
+        shape: &[u64],
+        axis: usize,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let mut one = vec![1; shape.len()];
+        one[axis] = shape[axis];
+        let mut parts: Vec<NodeId> = lanes.into_iter().map(|l| self.reshape(l, &one)).collect();
+        for d in (0..shape.len()).rev().filter(|&d| d != axis) {
+            let mut next = Vec::with_capacity(parts.len() / shape[d].max(1) as usize);
+            for group in parts.chunks(shape[d].max(1) as usize) {
+                next.push(match group {
+                    [one] => *one,
+                    _ => self.concat(group.to_vec(), d, pos)?,
+                });
+            }
+            parts = next;
+        }
+        match parts[..] {
+            [whole] => Ok(whole),
+            _ => unreachable!("one array of {} lanes", parts.len()),
+        }
     }
 
     /// The sample sort of the 1-D `x` (see the module's doc).
     fn sample_sort(&mut self, x: NodeId, descending: bool, arg: bool) -> NodeId {
-        let m = self.meta(x).clone();
+        self.sample_sort_lanes(&[x], (x, 0), descending, arg)[0]
+    }
+
+    /// The sample sorts of the 1-D `lanes`, alike in length, blocks and dtype: the lanes
+    /// of array `of.0` along axis `of.1`, whose sorts share their samples. The lanes'
+    /// samples are one node and their partition sizes another, each computed in one stage.
+    fn sample_sort_lanes(
+        &mut self,
+        lanes: &[NodeId],
+        of: (NodeId, usize),
+        descending: bool,
+        arg: bool,
+    ) -> Vec<NodeId> {
+        let m = self.meta(lanes[0]).clone();
         let n = m.shape[0];
         let size = m.dtype.size() as u64;
         let z = self.sample_sort_sizes(n, size, arg);
-        let (samp, positions) = match self.sort_memo.get(&x) {
+        let (samp, positions) = match self.sort_memo.get(&of) {
             Some(s) => s.clone(),
             None => {
                 // Stratified positions, each at a pseudo-random offset within its stratum.
@@ -451,16 +634,31 @@ impl<'a> Builder<'a> {
                     .collect();
                 // A sample block reads about one block of x.
                 let per = z.samples.div_ceil(m.grid()[0]).max(1);
-                let samp = self.add(
-                    ArrayMeta::new(vec![z.samples], vec![per], m.dtype),
-                    NodeOp::Take {
-                        x,
-                        axis: 0,
-                        indices: positions.clone(),
-                    },
-                );
+                let mut takes = Vec::with_capacity(lanes.len());
+                for &x in lanes {
+                    takes.push(self.add(
+                        ArrayMeta::new(vec![z.samples], vec![per], m.dtype),
+                        NodeOp::Take {
+                            x,
+                            axis: 0,
+                            indices: positions.clone(),
+                        },
+                    ));
+                }
+                let samp = match takes[..] {
+                    [one] => one,
+                    // A row of samples per lane.
+                    _ => {
+                        let rows = takes
+                            .into_iter()
+                            .map(|t| self.reshape(t, &[1, z.samples]))
+                            .collect();
+                        self.concat(rows, 0, 0)
+                            .unwrap_or_else(|_| unreachable!("rows alike"))
+                    }
+                };
                 let positions = Arc::new(positions);
-                self.sort_memo.insert(x, (samp, positions.clone()));
+                self.sort_memo.insert(of, (samp, positions.clone()));
                 (samp, positions)
             }
         };
@@ -470,51 +668,99 @@ impl<'a> Builder<'a> {
         } else {
             z.run
         };
-        let xs = self.rechunk(x, vec![run]);
+        let xs: Vec<NodeId> = lanes.iter().map(|&x| self.rechunk(x, vec![run])).collect();
         let nb = n.div_ceil(run);
         let block_len = |i: u64| run.min(n - i * run);
-        // counts[i][k]: elements of block i before splitter k; assumed even until known.
+        // counts[l][i][k]: elements of lane l's block i before splitter k; assumed even
+        // until known.
         let even =
             |i: u64| -> Vec<u64> { (1..z.parts).map(|k| block_len(i) * k / z.parts).collect() };
-        let counts: Vec<Vec<u64>> = match self.values.get(&samp) {
+        let assumed = vec![(0..nb).map(even).collect::<Vec<_>>(); lanes.len()];
+        let counts: Vec<Vec<Vec<u64>>> = match self.values.get(&samp) {
             None => {
                 self.need_values.get_or_insert(samp);
-                (0..nb).map(even).collect()
+                assumed
             }
             Some(values) => {
-                let splitters = nums_function::order::splitters(
-                    values,
-                    &positions,
-                    z.parts as usize,
-                    descending,
-                );
-                let counts_node = self.add(
-                    ArrayMeta::new(
-                        vec![nb, splitters.len() as u64],
-                        vec![1, splitters.len() as u64],
-                        DType::Int64,
-                    ),
-                    NodeOp::SortCount {
-                        x: xs,
-                        splitters: Arc::new(splitters),
+                let mut nodes = Vec::with_capacity(lanes.len());
+                for (l, &x) in xs.iter().enumerate() {
+                    let row;
+                    let values = match lanes.len() {
+                        1 => values,
+                        _ => {
+                            row = nums_layout::map_block!(values, a => a
+                                .index_axis(ndarray::Axis(0), l)
+                                .to_owned());
+                            &row
+                        }
+                    };
+                    let splitters = nums_function::order::splitters(
+                        values,
+                        &positions,
+                        z.parts as usize,
                         descending,
-                    },
-                );
+                    );
+                    nodes.push(self.add(
+                        ArrayMeta::new(
+                            vec![nb, splitters.len() as u64],
+                            vec![1, splitters.len() as u64],
+                            DType::Int64,
+                        ),
+                        NodeOp::SortCount {
+                            x,
+                            splitters: Arc::new(splitters),
+                            descending,
+                        },
+                    ));
+                }
+                // The lanes' counts one after another.
+                let counts_node = match nodes[..] {
+                    [one] => one,
+                    _ => self
+                        .concat(nodes, 0, 0)
+                        .unwrap_or_else(|_| unreachable!("counts alike")),
+                };
                 match self.values.get(&counts_node) {
                     None => {
                         self.need_values.get_or_insert(counts_node);
-                        (0..nb).map(even).collect()
+                        assumed
                     }
                     Some(c) => {
                         let c = c.to_i64();
                         let row = c.shape().get(1).copied().unwrap_or(0);
-                        (0..nb as usize)
-                            .map(|i| (0..row).map(|k| c[[i, k]] as u64).collect())
+                        (0..lanes.len())
+                            .map(|l| {
+                                (l * nb as usize..(l + 1) * nb as usize)
+                                    .map(|i| (0..row).map(|k| c[[i, k]] as u64).collect())
+                                    .collect()
+                            })
                             .collect()
                     }
                 }
             }
         };
+        xs.into_iter()
+            .zip(&counts)
+            .map(|(xs, counts)| self.sample_merge(xs, counts, &z, descending, arg))
+            .collect()
+    }
+
+    /// The sample sort of one lane `xs` (1-D, in its sorted runs' blocks) from its blocks'
+    /// partition sizes `counts`: each block sorted, cut into its partitions' pieces, and
+    /// the pieces of each partition merged.
+    fn sample_merge(
+        &mut self,
+        xs: NodeId,
+        counts: &[Vec<u64>],
+        z: &SampleSort,
+        descending: bool,
+        arg: bool,
+    ) -> NodeId {
+        let m = self.meta(xs).clone();
+        let (n, run) = (m.shape[0], m.block[0]);
+        let size = m.dtype.size() as u64;
+        let nb = counts.len() as u64;
+        let block_len = |i: u64| run.min(n - i * run);
         let sorted = self.add(
             ArrayMeta::new(vec![n], vec![run], m.dtype),
             NodeOp::Sort {

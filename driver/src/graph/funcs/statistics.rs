@@ -815,8 +815,8 @@ impl<'a> Builder<'a> {
     }
 
     /// The quantiles `qs` of the lanes of `x` along `axis`, in `dtype`: x's shape with
-    /// `qs.len()` along `axis`. From lanes sorted whole in one block each, or (a 1-D array
-    /// past one invocation) from the order statistics of its sample sort.
+    /// `qs.len()` along `axis`. From lanes sorted whole in one block each, or (lanes past
+    /// one invocation) from the order statistics of each lane's sample sort.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn quantiles_along(
         &mut self,
@@ -828,43 +828,71 @@ impl<'a> Builder<'a> {
         dtype: DType,
         pos: usize,
     ) -> Result<NodeId, EvalError> {
-        let sorted = self.sort_along(x, axis, false, false, pos)?;
-        let sm = self.meta(sorted).clone();
         let k = qs.len() as u64;
-        if sm.block[axis] >= sm.shape[axis] {
-            let mut shape = sm.shape.clone();
-            shape[axis] = k;
-            let mut block = sm.block.clone();
-            block[axis] = k.max(1);
-            return Ok(self.add(
-                ArrayMeta::new(shape, block, dtype),
-                NodeOp::Quantile {
-                    x: sorted,
-                    axis,
-                    qs: qs.to_vec(),
-                    method,
-                    nan,
-                },
-            ));
-        }
-        // 1-D, sample-sorted: the order statistics are slices of the sorted array.
-        let n = sm.shape[0];
-        let valid = if nan {
-            // How many are not NaN (they sort last): computed first, in a stage.
+        let lanes = match self.sorted_lanes(x, axis, false, false, pos)? {
+            super::sorting::Sorted::Whole(sorted) => {
+                let sm = self.meta(sorted).clone();
+                let mut shape = sm.shape.clone();
+                shape[axis] = k;
+                let mut block = sm.block.clone();
+                block[axis] = k.max(1);
+                return Ok(self.add(
+                    ArrayMeta::new(shape, block, dtype),
+                    NodeOp::Quantile {
+                        x: sorted,
+                        axis,
+                        qs: qs.to_vec(),
+                        method,
+                        nan,
+                    },
+                ));
+            }
+            super::sorting::Sorted::Lanes(lanes) => lanes,
+        };
+        // Sample-sorted lanes: the order statistics are slices of each sorted lane.
+        let xm = self.meta(x).clone();
+        let n = xm.shape[axis];
+        let valid: Vec<u64> = if nan {
+            // How many of each lane are not NaN (they sort last): computed first, in a
+            // stage (one for all lanes).
             let isnan = self.unary(UnaryOp::IsNan, Val::Arr(x), pos)?;
             let ok = self.unary(UnaryOp::Not, isnan, pos)?;
             let ok = self.node(ok, pos)?;
-            let cnt = self.reduce(ok, ReduceOp::Sum, vec![0], false, pos)?;
+            let cnt = self.reduce(ok, ReduceOp::Sum, vec![axis], false, pos)?;
             match self.values.get(&cnt) {
-                Some(v) => v.first().as_i64() as u64,
+                Some(v) => v.to_i64().iter().map(|&c| c as u64).collect(),
                 None => {
                     self.need_values.get_or_insert(cnt);
-                    n
+                    vec![n; lanes.len()]
                 }
             }
         } else {
-            n
+            vec![n; lanes.len()]
         };
+        let mut out = Vec::with_capacity(lanes.len());
+        for (sorted, valid) in lanes.into_iter().zip(valid) {
+            out.push(self.lane_quantiles(sorted, valid, qs, method, nan, dtype, pos)?);
+        }
+        let mut shape = xm.shape.clone();
+        shape[axis] = k;
+        self.stack_lanes(out, &shape, axis, pos)
+    }
+
+    /// The quantiles `qs` of the sorted 1-D `sorted`, of which the first `valid` are
+    /// numbers (the rest NaN), in `dtype`: its order statistics' slices.
+    #[allow(clippy::too_many_arguments)]
+    fn lane_quantiles(
+        &mut self,
+        sorted: NodeId,
+        valid: u64,
+        qs: &[f64],
+        method: QuantileMethod,
+        nan: bool,
+        dtype: DType,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
+        let sm = self.meta(sorted).clone();
+        let n = sm.shape[0];
         let at = |s: &mut Self, i: usize| s.slice(sorted, &[(0, i as u64, 1)]);
         let last = at(self, n as usize - 1);
         let mut parts = Vec::new();

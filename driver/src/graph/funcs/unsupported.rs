@@ -8,10 +8,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "apply_along_axis",
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
-    (
-        "argpartition",
-        "`argsort(a, axis)` (a full sort: exact, bounded in memory)",
-    ),
     ("array_equal", "`all(a == b)` (same shapes)"),
     ("array_split", "slices: `x[:k]`, `x[k:]`"),
     (
@@ -84,10 +80,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
     (
         "nan_to_num",
         "`where(isnan(x), 0.0, x)` (and `clip` for the infinities)",
-    ),
-    (
-        "partition",
-        "`sort(a, axis)` (a full sort: exact, bounded in memory)",
     ),
     (
         "place",
