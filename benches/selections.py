@@ -44,9 +44,10 @@ def main():
     store = peers.Store("file", cache, f"selections-{n}")
     bin_ = Path(a.nums)
     block = m * MiB // 16 // 32  # rows of 4 float64: the default block of memory_mb / 16
-    text = (f'name = "{store.prefix}"\n{store.storage_toml}[compute]\nworkers = 2\nmemory_mb = 2048\n'
+    # Written under the memory_mb the work runs with, so that K is in its default blocks.
+    text = (f'name = "{store.prefix}"\n{store.storage_toml}[compute]\nworkers = 2\nmemory_mb = {m}\n'
             f'[arrays]\nX = {{ random = "normal", shape = [{n}, 4], block = [{block}, 4], seed = 41 }}\n'
-            f'K = "random.default_rng(42).integers(0, {n // 100}, {2 * n}).rechunk(({4 * block},))"\n'
+            f'K = "random.default_rng(42).integers(0, {n // 100}, {2 * n})"\n'
             f'[outputs]\nX = "{store.url("X")}"\nK = "{store.url("K")}"\n')
     peers.write_inputs(store, bin_, cache, text, f"setup-selections-{n}")
     jobs = cache / "jobs" / f"selections-{n}"
