@@ -93,19 +93,6 @@ pub(crate) async fn execute(
     })
 }
 
-/// The positions a boolean mask's values select (C order).
-pub(crate) fn positions(values: &Block) -> anyhow::Result<Vec<u64>> {
-    let Block::Bool(values) = values else {
-        return Err(anyhow!("a mask of {} values, not bool", values.dtype()));
-    };
-    Ok(values
-        .iter()
-        .enumerate()
-        .filter(|(_, v)| **v)
-        .map(|(i, _)| i as u64)
-        .collect())
-}
-
 /// Computes what the graph's shapes depend on — the boolean masks it indexes with, the
 /// samples and partition sizes of its sorts — each from the part of the graph it depends
 /// on, in its own stage, then builds the graph with the values known.
@@ -146,7 +133,9 @@ async fn settle(
         )?;
         let values = arr.read_whole(stages.store).await?;
         if is_mask {
-            known.masks.insert(n, positions(&values)?);
+            known
+                .masks
+                .insert(n, graph::positions(&values).map_err(|e| anyhow!(e))?);
         } else {
             known.values.insert(n, values);
         }

@@ -16,7 +16,7 @@ impl Builder<'_> {
         }
         if let Some(values) = self.values.get(&mask) {
             // A session computes the mask's values as it computes any node's.
-            return crate::engine::positions(values).map_err(|e| e.to_string());
+            return positions(values);
         }
         Ok(match self.masks.get(&mask) {
             Some(idx) => idx.clone(),
@@ -169,6 +169,20 @@ impl Builder<'_> {
         }
         Ok(Val::Arr(r))
     }
+}
+
+/// The positions a boolean mask's values select (C order): where several advanced
+/// indices meet (one mask alone is counted per block, never listed).
+pub(crate) fn positions(values: &Block) -> Result<Vec<u64>, String> {
+    let Block::Bool(values) = values else {
+        return Err(format!("a mask of {} values, not bool", values.dtype()));
+    };
+    Ok(values
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| **v)
+        .map(|(i, _)| i as u64)
+        .collect())
 }
 
 /// What an assignment's index picks along one axis of x, in the order v's elements go.

@@ -16,6 +16,7 @@ mod build;
 mod funcs;
 mod indexing;
 pub use indexing::AxisSel;
+pub(crate) use indexing::positions;
 mod ops;
 mod pyint;
 mod region;
