@@ -9,7 +9,8 @@ side with NumPy in memory on the same stored values.
 ``2 * rows`` int64 (200M: 1.6 GB), written once by a setup job into the file store under
 .cache/peers/ and read in place (the setup is not timed). Each nums-cloud row is one job
 run under ``memory_mb = 512`` with 2 local workers: its wall time, the functions' peak
-memory (every invocation within memory_mb, checked) and the driver's peak RSS. NumPy
+memory (every invocation within memory_mb, checked) beside the plan's projection, and
+the driver's peak RSS. NumPy
 reads the same arrays into memory first (not timed) and its answers must equal
 nums-cloud's: a wrong answer fails the run.
 """
@@ -68,7 +69,8 @@ def main():
         import json
         st = json.loads(stats.read_text())
         assert st["peak_memory_bytes"] <= st["memory_limit_bytes"], f"{name}: an invocation over memory_mb"
-        note = (f"{st['tasks']:,} tasks, functions' peak {st['peak_memory_bytes'] / MiB:.0f} of {m} MiB, "
+        note = (f"{st['tasks']:,} tasks, functions' peak {st['peak_memory_bytes'] / MiB:.0f} of {m} MiB "
+                f"(projected {st['projected_peak_memory_bytes'] / MiB:.0f}), "
                 f"driver RSS {rss:.0f} MB")
         return secs, note, [np.load(jobs / (k + ".npy")) for k in outputs]
 
