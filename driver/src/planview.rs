@@ -4,12 +4,14 @@
 use std::fmt::Write;
 
 use crate::cost::{CostModel, Projection};
+use crate::graph::NodeOp;
 use crate::human::{human as mb, mib, plural};
 use crate::iterate::{FitPlan, FitTotals};
 use crate::job::Job;
 use crate::plan::projection;
 use crate::sched::Plan;
 use crate::svg::Svg;
+use nums_layout::DType;
 use serde::Serialize;
 
 /// Seconds with two significant digits below 10 s (0.042 s, not 0.0 s), one decimal above.
@@ -296,11 +298,26 @@ pub(crate) fn provisional(c: &crate::plan::Checked) -> Option<String> {
             .or(n.name.as_deref())
             .map(|a| format!("array {a}"))
             .unwrap_or_else(|| "an array".into());
+        let what = match &n.op {
+            NodeOp::ScanTotal { x, .. } if c.graph.nodes[*x].meta.dtype == DType::Bool => {
+                "indexes with a boolean mask whose values only the run knows: this plan \
+                 assumes the mask selects every element (the largest the job can be); the run \
+                 counts what each of its blocks selects first"
+            }
+            NodeOp::IndexHits { .. } => {
+                "indexes with an integer array whose values only the run knows: this plan \
+                 assumes each block of it reads every block it indexes; the run counts where \
+                 its indices fall first"
+            }
+            _ => {
+                "sorts or selects by values only the run knows: this plan assumes even \
+                 partitions (a sort) or every element selected (the largest the job can be); \
+                 the run computes them first"
+            }
+        };
         return Some(format!(
-            "{array} sorts or selects by values only the run knows: this plan assumes even \
-             partitions (a sort) or every element selected (the largest the job can be); the \
-             run computes them first, in stages of their own (values-N, not in this plan), \
-             then plans the rest again with them known"
+            "{array} {what}, in stages of their own (values-N, not in this plan), then plans \
+             the rest again with them known"
         ));
     }
     let m = &c.graph.nodes[c.mask?];
