@@ -134,26 +134,20 @@ impl<'a> Invocation<'a> {
         &self.arrays[r.array as usize]
     }
 
-    /// Reads block `r` from the store and decodes it on the blocking pool.
-    fn read(&self, r: &BlockRef) -> impl Future<Output = Result<Block, FnError>> + Send + 'static {
+    /// Reads block `r`: from this process's memory tier when it holds the store's current
+    /// version, else from the store, decoded on the blocking pool
+    /// ([`StoredArray::read_shared`]).
+    fn read(
+        &self,
+        r: &BlockRef,
+    ) -> impl Future<Output = Result<Arc<Block>, FnError>> + Send + 'static {
         let arr = self.array(r).clone();
         let store = self.store.clone();
         let idx = r.index.clone();
         // An array nums-cloud did not write may leave chunks out (the fill value), as
         // Zarr allows; in any other a missing block is an error.
         let sparse = self.batch.arrays[r.array as usize].sparse;
-        async move {
-            let key = arr.block_key(&idx);
-            let bytes = if sparse {
-                store.get_opt(&key).await?
-            } else {
-                Some(store.get(&key).await?)
-            };
-            let block = tokio::task::spawn_blocking(move || arr.decode(&idx, bytes))
-                .await
-                .expect("decode task panicked")?;
-            Ok(block)
-        }
+        async move { Ok(arr.read_shared(&store, &idx, sparse).await?) }
     }
 
     /// Runs task `n`'s kernel on the blocking pool (ndarray uses rayon and BLAS its own
@@ -261,41 +255,43 @@ impl<'a> Invocation<'a> {
         }
     }
 
-    /// Encodes output block `r` on the blocking pool; the block is released once encoded.
+    /// Encodes output block `r` on the blocking pool; the block is released once encoded,
+    /// unless this process's memory tier is on (it keeps it once written: [`Self::put`]).
     fn encode(
         &self,
         r: &BlockRef,
         block: Arc<Block>,
-    ) -> impl Future<Output = Result<Bytes, FnError>> + Send + 'static {
+    ) -> impl Future<Output = Result<(Bytes, Option<Arc<Block>>), FnError>> + Send + 'static {
         let arr = self.array(r).clone();
         let idx = r.index.clone();
         async move {
+            let keep = nums_layout::tier::tier().on().then(|| block.clone());
             let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &block))
                 .await
                 .expect("encode task panicked")?;
-            Ok(bytes)
+            Ok((bytes, keep))
         }
     }
 
-    /// Writes output block `r`'s bytes with one PUT; returns the bytes written if the
+    /// Writes output block `r`'s bytes with one PUT (and keeps `block`, its values, in the
+    /// memory tier at the version the store gave it); returns the bytes written if the
     /// block is an intermediate, else 0.
     fn put(
         &self,
         r: &BlockRef,
-        bytes: Bytes,
+        (bytes, block): (Bytes, Option<Arc<Block>>),
     ) -> impl Future<Output = Result<u64, FnError>> + Send + 'static {
         let key = self.array(r).block_key(&r.index);
+        let dtype = self.array(r).meta.dtype;
         let store = self.store.clone();
         let intermediate = self.batch.arrays[r.array as usize].intermediate;
         async move {
             let n = bytes.len() as u64;
-            if intermediate {
-                store.put_intermediate(&key, bytes).await?;
-                Ok(n)
-            } else {
-                store.put(&key, bytes).await?;
-                Ok(0)
+            let stamp = store.put_stamped(&key, bytes, intermediate).await?;
+            if let (Some(stamp), Some(block)) = (stamp, block) {
+                nums_layout::tier::tier().keep(&store, &key, stamp, dtype, block);
             }
+            Ok(if intermediate { n } else { 0 })
         }
     }
 

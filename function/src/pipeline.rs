@@ -137,9 +137,9 @@ fn schedule(inv: &Invocation) -> (Vec<Read>, Vec<Range<usize>>) {
 /// What finished in the background.
 enum Event {
     /// Read `i` of the schedule.
-    Read(usize, Result<Block, FnError>),
-    /// Task `n`'s output, encoded.
-    Encoded(usize, Result<Bytes, FnError>),
+    Read(usize, Result<Arc<Block>, FnError>),
+    /// Task `n`'s output, encoded (and the block, when the memory tier keeps it).
+    Encoded(usize, Result<(Bytes, Option<Arc<Block>>), FnError>),
     /// Task `n`'s output, written (bytes of intermediates written).
     Written(usize, Result<u64, FnError>),
 }
@@ -381,7 +381,6 @@ impl<'a> Pipeline<'a> {
                         let keep = self.charge[i].min(self.reads[i].nbytes);
                         self.used -= self.charge[i] - keep;
                         self.charge[i] = keep;
-                        let b = Arc::new(b);
                         if self.reads[i].task <= self.current {
                             self.live.insert(self.reads[i].block.clone(), b);
                         } else {
@@ -397,7 +396,7 @@ impl<'a> Pipeline<'a> {
             Event::Encoded(n, Ok(bytes)) => {
                 // Encoded: the block (if not kept) and any padded copy are gone.
                 let c = self.writes.get_mut(&n).expect("write in flight");
-                let keep = (*c).min(bytes.len() as u64);
+                let keep = (*c).min(bytes.0.len() as u64);
                 self.used -= *c - keep;
                 *c = keep;
                 let put = self.inv.put(&self.inv.batch.tasks[n].output, bytes);

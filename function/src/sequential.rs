@@ -27,7 +27,7 @@ pub async fn handle(batch: &Batch, store: &Store, codec: Codec) -> Result<Stats,
             t.inputs.iter().filter(|r| !live.contains_key(*r)).collect();
         missing.sort_by_key(|r| (r.array, r.index.clone()));
         missing.dedup();
-        let read: Vec<(BlockRef, Block)> = futures::stream::iter(missing)
+        let read: Vec<(BlockRef, Arc<Block>)> = futures::stream::iter(missing)
             .map(|r| {
                 let read = inv.read(r);
                 async move { Ok::<_, FnError>((r.clone(), read.await?)) }
@@ -35,7 +35,7 @@ pub async fn handle(batch: &Batch, store: &Store, codec: Codec) -> Result<Stats,
             .buffer_unordered(IO_CONCURRENCY)
             .try_collect()
             .await?;
-        live.extend(read.into_iter().map(|(r, b)| (r, Arc::new(b))));
+        live.extend(read);
         io_seconds += t_read.elapsed().as_secs_f64();
 
         let inputs: Vec<Arc<Block>> = t.inputs.iter().map(|r| live[r].clone()).collect();

@@ -1,5 +1,6 @@
 //! Arrays in storage: metadata and block grid ([`meta`]), block values ([`block`]),
-//! exact scalars ([`scalar`]), the Zarr v3 format of a stored array ([`zarr`]), the object store ([`store`]) and
+//! exact scalars ([`scalar`]), the Zarr v3 format of a stored array ([`zarr`]), the object store ([`store`]), the
+//! memory tier of decoded blocks in front of it ([`tier`]) and
 //! the wire format of a batch of block tasks ([`batch`]) and of its failures
 //! ([`failure`]). Knows nothing of scheduling.
 
@@ -10,6 +11,7 @@ pub mod meta;
 pub mod num;
 pub mod scalar;
 pub mod store;
+pub mod tier;
 pub mod zarr;
 
 pub use batch::{

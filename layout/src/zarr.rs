@@ -360,21 +360,53 @@ impl StoredArray {
 
     /// Reads block `idx` from the store; a missing chunk is an error (nums-cloud writes all).
     pub async fn read_block(&self, store: &Store, idx: &[u64]) -> Result<Block> {
-        let bytes = store.get(&self.block_key(idx)).await?;
-        self.decode(idx, Some(bytes))
+        Ok(Arc::unwrap_or_clone(self.read_shared(store, idx, false).await?))
     }
 
     /// Reads block `idx`, treating a missing chunk as the fill value (arrays written by others).
     pub async fn read_block_or_fill(&self, store: &Store, idx: &[u64]) -> Result<Block> {
-        let bytes = store.get_opt(&self.block_key(idx)).await?;
-        self.decode(idx, bytes)
+        Ok(Arc::unwrap_or_clone(self.read_shared(store, idx, true).await?))
     }
 
-    /// Writes block `idx` with one PUT; returns the bytes written.
+    /// Block `idx` through this process's memory tier ([`crate::tier`]): from memory when
+    /// it holds the store's current version, else read (a missing chunk is the fill value
+    /// if `missing_is_fill`, else an error), decoded on the blocking pool, and kept there.
+    pub async fn read_shared(
+        &self,
+        store: &Store,
+        idx: &[u64],
+        missing_is_fill: bool,
+    ) -> Result<Arc<Block>> {
+        let key = self.block_key(idx);
+        let shape: Vec<usize> = self.meta.block_shape(idx).iter().map(|&s| s as usize).collect();
+        let fetch = async {
+            match store.get_stamped(&key).await {
+                Ok((bytes, stamp)) => Ok((Some(bytes), stamp)),
+                Err(Error::NotFound { .. }) if missing_is_fill => Ok((None, None)),
+                Err(e) => Err(e),
+            }
+        };
+        // Decoded on the blocking pool: a block of many MiB takes milliseconds.
+        let decode = async |bytes| {
+            let (arr, idx) = (self.clone(), idx.to_vec());
+            tokio::task::spawn_blocking(move || arr.decode(&idx, bytes))
+                .await
+                .expect("decode task panicked")
+        };
+        crate::tier::read_through(store, &key, self.meta.dtype, &shape, fetch, decode).await
+    }
+
+    /// Writes block `idx` with one PUT (kept in the memory tier when it is on); returns
+    /// the bytes written.
     pub async fn write_block(&self, store: &Store, idx: &[u64], block: &Block) -> Result<u64> {
         let bytes = self.encode(idx, block)?;
         let n = bytes.len() as u64;
-        store.put(&self.block_key(idx), bytes).await?;
+        let key = self.block_key(idx);
+        let stamp = store.put_stamped(&key, bytes, false).await?;
+        let t = crate::tier::tier();
+        if let Some(stamp) = stamp.filter(|_| t.on()) {
+            t.keep(store, &key, stamp, self.meta.dtype, Arc::new(block.clone()));
+        }
         Ok(n)
     }
 
@@ -391,13 +423,9 @@ impl StoredArray {
     }
 
     async fn read_all(&self, store: &Store, missing_is_fill: bool) -> Result<Block> {
-        let blocks: Vec<(Vec<u64>, Block)> = futures::stream::iter(self.meta.blocks())
+        let blocks: Vec<(Vec<u64>, Arc<Block>)> = futures::stream::iter(self.meta.blocks())
             .map(|idx| async move {
-                let b = if missing_is_fill {
-                    self.read_block_or_fill(store, &idx).await?
-                } else {
-                    self.read_block(store, &idx).await?
-                };
+                let b = self.read_shared(store, &idx, missing_is_fill).await?;
                 Ok::<_, Error>((idx, b))
             })
             .buffer_unordered(WHOLE_AT_ONCE)

@@ -11,10 +11,10 @@ it too (``python -m nums_cloud._function``)."""
 
 from ._native import IN_PROCESS_BYTES, __version__
 from ._arrays import explain, persist
-from ._session import ENVIRONMENT, Session, close, init, session, settings
+from ._session import ENVIRONMENT, Session, close, init, memory_tier, session, settings
 
-__all__ = ["init", "session", "settings", "close", "explain", "persist", "read_csv",
-           "read", "write", "Session", "ENVIRONMENT", "IN_PROCESS_BYTES", "RunError",
+__all__ = ["init", "session", "settings", "close", "explain", "persist", "memory_tier",
+           "read_csv", "read", "write", "Session", "ENVIRONMENT", "IN_PROCESS_BYTES", "RunError",
            "StoreError", "PlanError", "LinAlgError", "__version__"]
 
 _ERRORS = ("RunError", "StoreError", "PlanError", "LinAlgError")

@@ -24,6 +24,7 @@ ENVIRONMENT = {
     "timeout_seconds": "NUMS_CLOUD_TIMEOUT_SECONDS",
     "progress": "NUMS_CLOUD_PROGRESS",
     "in_process_mb": "NUMS_CLOUD_IN_PROCESS_MB",
+    "memory_tier_mb": "NUMS_CLOUD_MEMORY_TIER_MB",
 }
 
 _INTS = {"workers", "memory_mb", "timeout_seconds"}
@@ -66,8 +67,11 @@ def _from_env(name):
         return None
     if name in _INTS:
         return int(v)
-    if name == "in_process_mb":
-        return float(v)
+    if name in ("in_process_mb", "memory_tier_mb"):
+        try:
+            return float(v)
+        except ValueError:
+            raise ValueError(f"{ENVIRONMENT[name]}={v!r} is not a number of MiB") from None
     if name == "progress":
         return v.lower() not in ("0", "false", "no", "off")
     return v
@@ -94,7 +98,7 @@ class Session:
 
     def settings(self):
         """The settings: storage, endpoint, backend, function, scheduler, workers,
-        memory_mb, timeout_seconds, in_process_bytes."""
+        memory_mb, timeout_seconds, in_process_bytes, memory_tier_bytes."""
         return self._native.settings()
 
     def counts(self):
@@ -120,7 +124,7 @@ class Session:
 
 def init(storage=None, backend=None, workers=None, memory_mb=None, function=None,
          infra=None, *, endpoint=None, scheduler=None, timeout_seconds=None, progress=None,
-         in_process_mb=None):
+         in_process_mb=None, memory_tier_mb=None):
     """Starts a session and makes it the one new arrays are made in; returns it.
 
     Every setting left out comes from its environment variable (:data:`ENVIRONMENT`:
@@ -156,11 +160,18 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         Computes whose arrays (read and made) come to at most this many MiB run in this
         process, without function processes (default 16; 0: every compute on the
         backend). ``nums_cloud.explain(x)`` tells where a compute runs.
+    memory_tier_mb : float, optional
+        MiB of decoded blocks this process keeps in memory between computes (default: a
+        quarter of the machine's memory; 0: none). ``persist()`` keeps an array there
+        when it takes at most half of it; a compute over arrays held there runs in this
+        process, at memory speed. A kept block is used only while the store still holds
+        the same version; the least recently used go first when it is full.
+        :func:`memory_tier` tells what it holds.
     """
     args = dict(storage=storage, backend=backend, workers=workers, memory_mb=memory_mb,
                 function=function, infra=infra, endpoint=endpoint, scheduler=scheduler,
                 timeout_seconds=timeout_seconds, progress=progress,
-                in_process_mb=in_process_mb)
+                in_process_mb=in_process_mb, memory_tier_mb=memory_tier_mb)
     for k, v in args.items():
         if v is None:
             args[k] = _from_env(k)
@@ -172,9 +183,14 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     if args["progress"] is None:
         args["progress"] = bool(getattr(sys.stderr, "isatty", lambda: False)())
     mb = args.pop("in_process_mb")
+    tier = args.pop("memory_tier_mb")
+    for name, v in (("in_process_mb", mb), ("memory_tier_mb", tier)):
+        if v is not None and not v >= 0:
+            raise ValueError(f"{name} must be a number of MiB, 0 or more: got {v!r}")
     native = _native.Session(
         storage,
         in_process_bytes=None if mb is None else int(mb * (1 << 20)),
+        memory_tier_bytes=None if tier is None else int(tier * (1 << 20)),
         function_command=function_command(),
         **args,
     )
@@ -183,6 +199,13 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     with _lock:
         _current = s
     return s
+
+
+def memory_tier():
+    """What this process's memory tier holds and has served: ``budget`` and ``bytes``,
+    ``blocks``, ``hits`` (reads served from memory), ``misses`` (read from the store),
+    ``evicted`` (for room) and ``stale`` (changed in the store, so dropped)."""
+    return _native.Session.memory_tier()
 
 
 def session():

@@ -526,7 +526,7 @@ impl PySession {
     #[new]
     #[pyo3(signature = (storage=None, *, infra=None, endpoint=None, backend=None, function=None,
         scheduler=None, workers=None, memory_mb=None, timeout_seconds=None, progress=None,
-        function_command=None, in_process_bytes=None))]
+        function_command=None, in_process_bytes=None, memory_tier_bytes=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         storage: Option<&str>,
@@ -541,6 +541,7 @@ impl PySession {
         progress: Option<bool>,
         function_command: Option<Vec<String>>,
         in_process_bytes: Option<u64>,
+        memory_tier_bytes: Option<u64>,
     ) -> PyResult<PySession> {
         let mut s = match (infra, storage) {
             (Some(path), _) => {
@@ -592,6 +593,9 @@ impl PySession {
         if let Some(b) = in_process_bytes {
             s = s.in_process_bytes(b);
         }
+        if let Some(b) = memory_tier_bytes {
+            s = s.memory_tier_bytes(b);
+        }
         Ok(PySession { s })
     }
 
@@ -620,6 +624,7 @@ impl PySession {
         d.set_item("memory_mb", st.memory_mb)?;
         d.set_item("timeout_seconds", st.timeout_seconds)?;
         d.set_item("in_process_bytes", st.in_process_bytes)?;
+        d.set_item("memory_tier_bytes", st.memory_tier_bytes)?;
         Ok(d)
     }
 
@@ -631,6 +636,26 @@ impl PySession {
         d.set_item("invocations", c.invocations)?;
         d.set_item("in_process", c.in_process)?;
         d.set_item("tasks", c.tasks)?;
+        Ok(d)
+    }
+
+    /// What this process's memory tier holds and has served: a dict of `budget`,
+    /// `bytes`, `blocks`, `hits`, `misses`, `evicted` and `stale`.
+    #[staticmethod]
+    fn memory_tier<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let t = api::memory_tier();
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("budget", t.budget),
+            ("bytes", t.bytes),
+            ("blocks", t.blocks),
+            ("hits", t.hits),
+            ("misses", t.misses),
+            ("evicted", t.evicted),
+            ("stale", t.stale),
+        ] {
+            d.set_item(k, v)?;
+        }
         Ok(d)
     }
 

@@ -79,6 +79,14 @@ fn named_node(word: &str) -> Option<(NodeId, bool)> {
     })
 }
 
+/// The bytes of the blocks of an array of `meta` that `held` says this process holds.
+fn work_all_held(meta: &nums_layout::ArrayMeta, held: impl Fn(&[u64]) -> bool) -> u64 {
+    (meta.blocks().iter())
+        .filter(|idx| held(idx))
+        .map(|idx| meta.block_nbytes(idx))
+        .sum()
+}
+
 /// One compute's graph ([`Incremental::for_compute`](crate::graph::Incremental)): the
 /// nodes its targets need, renumbered; `back[i]` is the session's node of node `i`.
 struct ComputeGraph {
@@ -89,6 +97,8 @@ struct ComputeGraph {
     /// The bytes of the blocks it computes or reads (of a slice of a large expression,
     /// only the blocks that reach it).
     bytes: u64,
+    /// Of those, the bytes of blocks it reads that this process's memory tier holds.
+    warm: u64,
 }
 
 impl ComputeGraph {
@@ -442,7 +452,38 @@ impl Session {
             });
         }
         let _busy = self.busy().await;
-        self.make(&[a.id().map_err(Clone::clone)?]).await
+        let id = a.id().map_err(Clone::clone)?;
+        self.make(&[id]).await?;
+        self.warm(id).await
+    }
+
+    /// Reads the blocks of stored node `id` into this process's memory tier, when it is
+    /// on and the array takes at most half of it (what `persist` promises: kept in memory
+    /// where possible). Blocks made here are there already.
+    async fn warm(&self, id: NodeId) -> Result<(), Error> {
+        use futures::{StreamExt, TryStreamExt};
+        let tier = nums_layout::tier::tier();
+        let Some((path, meta)) = self.stored_at(id) else {
+            return Ok(());
+        };
+        if !tier.on() || meta.nbytes() > tier.budget() / 2 {
+            return Ok(());
+        }
+        let store = self.store()?;
+        let arr = StoredArray::new(&path, meta).map_err(|e| self.engine_error(e.into()))?;
+        let cold: Vec<Vec<u64>> = (arr.meta.blocks().into_iter())
+            .filter(|idx| !tier.holds(&self.st.spec, &arr.block_key(idx)))
+            .collect();
+        futures::stream::iter(cold)
+            .map(|idx| {
+                let (arr, store) = (&arr, &store);
+                async move { arr.read_shared(store, &idx, false).await.map(drop) }
+            })
+            .buffer_unordered(8)
+            .try_collect::<Vec<()>>()
+            .await
+            .map(drop)
+            .map_err(|e| self.engine_error(e.into()))
     }
 
     /// Writes `a` (computed first, if it is not) to `path` as a job's output is written:
@@ -566,7 +607,7 @@ impl Session {
         targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
         let cg = self.compute_graph(&targets);
         self.write_pending(&cg.needed_in_session()).await?;
-        let in_process = self.cfg.runs_here(cg.bytes);
+        let in_process = self.cfg.runs_here_with(cg.bytes, cg.warm);
         let backend = self.backend_for(in_process, guard).await?;
         let store = self.claimed_store().await?;
         let watch = backend.watch(self);
@@ -635,12 +676,34 @@ impl Session {
                 false => work.bytes(i),
             })
             .sum();
+        // Inputs read in place whose blocks are in memory here (by key: whether they are
+        // current is checked when they are read).
+        let tier = nums_layout::tier::tier();
+        let warm = match tier.on() {
+            false => 0,
+            true => (needed.iter())
+                .filter_map(|&i| match &g.nodes[i].op {
+                    NodeOp::InPlace { path, .. } => Some((i, path)),
+                    _ => None,
+                })
+                .map(|(i, path)| {
+                    let held = |idx: &[u64]| {
+                        tier.holds(&self.st.spec, &nums_layout::zarr::chunk_key(path, idx))
+                    };
+                    match fitting[i] {
+                        true => work_all_held(&g.nodes[i].meta, held),
+                        false => work.bytes_held(i, held),
+                    }
+                })
+                .sum(),
+        };
         drop(work);
         ComputeGraph {
             g,
             back,
             needed,
             bytes,
+            warm,
         }
     }
 
@@ -702,7 +765,7 @@ impl Session {
             .count();
         let place = if todo.is_empty() {
             super::Place::Stored
-        } else if self.cfg.runs_here(work) {
+        } else if self.cfg.runs_here_with(work, cg.warm) {
             super::Place::InProcess
         } else {
             super::Place::Backend(self.cfg.backend)
@@ -722,6 +785,7 @@ impl Session {
         Ok(super::Explain {
             place,
             work_bytes: work,
+            warm_bytes: cg.warm,
             in_process_bytes: self.cfg.in_process_bytes,
             invocations: plan.as_ref().map(|p| p.batches.len()),
             tasks: plan.as_ref().map(|p| p.tasks),

@@ -60,6 +60,12 @@ pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
 pub use crate::graph::{Signature, signatures as functions};
 pub use crate::job::{Backend, SchedulerKind as Scheduler};
+pub use nums_layout::tier::TierStats;
+
+/// What this process's memory tier holds and has served ([`Session::memory_tier_bytes`]).
+pub fn memory_tier() -> TierStats {
+    nums_layout::tier::tier().stats()
+}
 use crate::job::{Compute, Job, Source};
 
 /// How computes run: a [`Session`]'s settings, a value of its own (setting one on a clone
@@ -79,6 +85,8 @@ pub(crate) struct Config {
     /// Computes whose arrays (read and made) come to at most this many bytes run in this
     /// process ([`Session::in_process_bytes`]).
     pub in_process_bytes: u64,
+    /// The budget of this process's memory tier ([`Session::memory_tier_bytes`]).
+    pub memory_tier_bytes: u64,
 }
 
 impl Config {
@@ -104,7 +112,26 @@ impl Config {
     /// Whether a compute whose arrays come to `bytes` runs in this process: the one
     /// threshold ([`Session::in_process_bytes`]) every kind of compute asks.
     fn runs_here(&self, bytes: u64) -> bool {
-        bytes <= self.in_process_bytes
+        self.runs_here_with(bytes, 0)
+    }
+
+    /// [`Config::runs_here`] for a compute of `bytes` of which `warm` are blocks it reads
+    /// that this process's memory tier holds: the rest within `in_process_bytes`, or,
+    /// when it reads from memory at all, what it makes within the tier (work over data
+    /// already here runs here, on this process's threads: no store read, no decode, no
+    /// invocation; what it makes stays here too).
+    fn runs_here_with(&self, bytes: u64, warm: u64) -> bool {
+        if self.in_process_bytes == 0 {
+            return bytes == 0; // every compute on the backend, as asked
+        }
+        let cold = bytes - warm.min(bytes);
+        cold <= self.in_process_bytes || (warm > 0 && cold <= self.memory_tier_bytes / 2)
+    }
+
+    /// Makes this process's memory tier the size these settings ask (the tier is the
+    /// process's: the session computing last sets it).
+    fn apply_tier(&self) {
+        nums_layout::tier::tier().set_budget(self.memory_tier_bytes);
     }
 
     /// The settings, checked against the engine's limits as a job file's `[compute]` is.
@@ -239,11 +266,31 @@ pub struct Settings {
     pub timeout_seconds: u64,
     /// Computes of at most this many bytes of arrays run in this process.
     pub in_process_bytes: u64,
+    /// Bytes of decoded blocks this process keeps in memory between computes.
+    pub memory_tier_bytes: u64,
 }
 
 /// Computes whose arrays (every array they read or make) come to at most this many bytes
 /// run in the calling process by default: 16 MiB ([`Session::in_process_bytes`]).
 pub const IN_PROCESS_BYTES: u64 = 16 << 20;
+
+/// A session's default memory tier ([`Session::memory_tier_bytes`]): a quarter of this
+/// machine's memory (of its cgroup's limit, where lower), 1 GiB where neither can be read.
+pub fn default_memory_tier_bytes() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb << 10)
+        })
+        .unwrap_or(4 << 30);
+    let limit = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
+        .iter()
+        .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+        .unwrap_or(u64::MAX);
+    total.min(limit) / 4
+}
 
 /// What a session's computes have sent ([`Session::counts`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -279,6 +326,8 @@ pub struct Explain {
     pub place: Place,
     /// Bytes of the arrays it reads and makes (inputs read in place included).
     pub work_bytes: u64,
+    /// Of those, the bytes of blocks it reads that this process's memory tier holds.
+    pub warm_bytes: u64,
     /// The session's threshold for running in this process.
     pub in_process_bytes: u64,
     /// Invocations (batches) of its plan, when it can be planned before it runs (not
@@ -294,15 +343,24 @@ impl std::fmt::Display for Explain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let size = crate::human::human(self.work_bytes);
         let limit = crate::human::human(self.in_process_bytes);
+        let warm = match self.warm_bytes {
+            0 => String::new(),
+            w => format!(" ({} of them in memory here)", crate::human::human(w)),
+        };
         match &self.place {
             Place::Stored => return write!(f, "computed already: read from the store"),
+            Place::InProcess if self.warm_bytes > 0 => write!(
+                f,
+                "in this process: {size} of arrays{warm}, the rest within in_process_bytes \
+                 = {limit} or half the memory tier"
+            )?,
             Place::InProcess => write!(
                 f,
                 "in this process: {size} of arrays, within in_process_bytes = {limit}"
             )?,
             Place::Backend(b) => write!(
                 f,
-                "on the {} backend: {size} of arrays, over in_process_bytes = {limit}",
+                "on the {} backend: {size} of arrays{warm}, over in_process_bytes = {limit}",
                 match b {
                     Backend::Local => "local (function processes)",
                     Backend::Lambda => "lambda",
@@ -438,6 +496,7 @@ impl Session {
             region: None,
             progress: false,
             in_process_bytes: IN_PROCESS_BYTES,
+            memory_tier_bytes: default_memory_tier_bytes(),
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
         // The program the session's arrays are defined in, as a job file's are.
@@ -509,6 +568,7 @@ impl Session {
             memory_mb: self.cfg.memory_mb,
             timeout_seconds: self.cfg.timeout_seconds,
             in_process_bytes: self.cfg.in_process_bytes,
+            memory_tier_bytes: self.cfg.memory_tier_bytes,
         }
     }
 
@@ -579,6 +639,19 @@ impl Session {
     /// sends every compute to the backend. [`Session::explain`] tells which a compute gets.
     pub fn in_process_bytes(self, bytes: u64) -> Session {
         self.set(|c| c.in_process_bytes = bytes)
+    }
+
+    /// Bytes of decoded blocks this process keeps in memory between computes (its memory
+    /// tier, [`nums_layout::tier`]): blocks it made, read or was given stay here, least
+    /// recently used evicted first, and a later compute over them reads memory instead of
+    /// the store, and runs here when what it reads from the store and makes fits
+    /// ([`Session::in_process_bytes`], or half the tier when it reads from memory at all).
+    /// A kept block is served only while the store still holds the version it was kept
+    /// at; an evicted one is read back. Default: a quarter of this machine's memory
+    /// ([`default_memory_tier_bytes`]); 0 turns it off. The tier is the process's: the
+    /// session that computes last sets its size.
+    pub fn memory_tier_bytes(self, bytes: u64) -> Session {
+        self.set(|c| c.memory_tier_bytes = bytes)
     }
 
     /// Show a progress bar on standard error while computing (default off).

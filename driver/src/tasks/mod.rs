@@ -446,6 +446,16 @@ impl<'g> BlockWork<'g> {
         self.demand[id] != Demand::None
     }
 
+    /// The bytes of node `id`'s blocks that are made (or read, for an input) and that
+    /// `held` says this process holds (by the block's index).
+    pub fn bytes_held(&self, id: NodeId, held: impl Fn(&[u64]) -> bool) -> u64 {
+        let m = &self.g.nodes[id].meta;
+        (0..m.num_blocks())
+            .filter(|&lin| self.demand[id].has(lin) && held(&unravel(lin, &self.grids[id])))
+            .map(|lin| block_nbytes(m, lin))
+            .sum()
+    }
+
     /// The bytes of node `id`'s blocks that are made (or read, for an input).
     pub fn bytes(&self, id: NodeId) -> u64 {
         let m = &self.g.nodes[id].meta;

@@ -340,14 +340,20 @@ impl Store {
     /// Reads a whole object. A large object of a `file://` store is its file mapped into
     /// memory, not copied (see `map_file`).
     pub async fn get(&self, key: &str) -> Result<Bytes> {
+        Ok(self.get_stamped(key).await?.0)
+    }
+
+    /// [`Store::get`], with the object's version as [`Store::stamp`] names it (`None`
+    /// where the store names none).
+    pub async fn get_stamped(&self, key: &str) -> Result<(Bytes, Option<String>)> {
         if let Some(file) = self.local_file(key)? {
             let got = tokio::task::spawn_blocking(move || map_file(&file))
                 .await
                 .expect("reading a file panicked");
             return match got {
-                Ok(bytes) => {
+                Ok((bytes, meta)) => {
                     self.counters.count_get(bytes.len() as u64);
-                    Ok(bytes)
+                    Ok((bytes, Some(file_etag(&meta))))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotFound {
                     url: self.spec.to_string(),
@@ -360,9 +366,37 @@ impl Store {
             };
         }
         let path = self.path(key);
-        again_if_cut(|| async { self.inner.get(&path).await?.bytes().await })
-            .await
-            .map_err(|e| self.err(e, key))
+        again_if_cut(|| async {
+            let got = self.inner.get(&path).await?;
+            let stamp = got.meta.e_tag.clone();
+            Ok((got.bytes().await?, stamp))
+        })
+        .await
+        .map_err(|e| self.err(e, key))
+    }
+
+    /// The version of the object at `key` now (`None`: there is none, or the store names
+    /// no versions), cheaply: on S3 its ETag (a HEAD), for a local file its inode,
+    /// modification time and size (a `stat`, in object_store's ETag form: what a write
+    /// returns). What the memory tier checks a kept block against ([`crate::tier`]).
+    pub async fn stamp(&self, key: &str) -> Result<Option<String>> {
+        if let Some(file) = self.local_file(key)? {
+            return match std::fs::metadata(&file) {
+                Ok(m) if m.is_file() => Ok(Some(file_etag(&m))),
+                Ok(_) => Ok(None),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(Error::Store {
+                    url: self.spec.to_string(),
+                    message: format!("{key}: {e}"),
+                }),
+            };
+        }
+        let path = self.path(key);
+        match again_if_cut(|| self.inner.head(&path)).await {
+            Ok(m) => Ok(m.e_tag),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(self.err(e, key)),
+        }
     }
 
     /// Bytes `range` of an object.
@@ -536,11 +570,29 @@ impl Store {
 
     /// Writes a whole object with one atomic PUT.
     pub async fn put(&self, key: &str, bytes: Bytes) -> Result<()> {
+        self.put_stamped(key, bytes, false).await.map(|_| ())
+    }
+
+    /// [`Store::put`] ([`Store::put_intermediate`] if `intermediate`), returning the
+    /// version the store gave the object (as [`Store::stamp`] names it).
+    pub async fn put_stamped(
+        &self,
+        key: &str,
+        bytes: Bytes,
+        intermediate: bool,
+    ) -> Result<Option<String>> {
+        let mut opts = object_store::PutOptions::default();
+        if intermediate {
+            opts.tags.push(INTERMEDIATE_TAG.0, INTERMEDIATE_TAG.1);
+        }
         let path = self.path(key);
-        again_if_cut(|| self.inner.put(&path, PutPayload::from_bytes(bytes.clone())))
-            .await
-            .map_err(|e| self.err(e, key))?;
-        Ok(())
+        let done = again_if_cut(|| {
+            self.inner
+                .put_opts(&path, PutPayload::from_bytes(bytes.clone()), opts.clone())
+        })
+        .await
+        .map_err(|e| self.err(e, key))?;
+        Ok(done.e_tag)
     }
 
     /// Uploads a local file as one object, a part at a time (a multipart upload: memory
@@ -699,6 +751,7 @@ impl Store {
     /// Deletes one object (absent is fine).
     pub async fn delete(&self, key: &str) -> Result<()> {
         let path = self.path(key);
+        crate::tier::tier().forget_prefix(self, key);
         match again_if_cut(|| self.inner.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.err(e, key)),
@@ -710,20 +763,7 @@ impl Store {
     /// (infra/) expires, so intermediates of a job that never finished do not stay
     /// forever. (S3 lifecycle filters take no wildcards, so the key alone cannot say it.)
     pub async fn put_intermediate(&self, key: &str, bytes: Bytes) -> Result<()> {
-        let mut tags = object_store::TagSet::default();
-        tags.push(INTERMEDIATE_TAG.0, INTERMEDIATE_TAG.1);
-        let opts = object_store::PutOptions {
-            tags,
-            ..Default::default()
-        };
-        let path = self.path(key);
-        again_if_cut(|| {
-            self.inner
-                .put_opts(&path, PutPayload::from_bytes(bytes.clone()), opts.clone())
-        })
-        .await
-        .map_err(|e| self.err(e, key))?;
-        Ok(())
+        self.put_stamped(key, bytes, true).await.map(|_| ())
     }
 
     /// Keys (relative to the store root) under `prefix`, recursively.
@@ -764,6 +804,8 @@ impl Store {
 
     /// Deletes every object under `prefix`.
     pub async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
+        // Their kept blocks go too (a kept block is checked against the store anyway).
+        crate::tier::tier().forget_prefix(self, prefix);
         let keys = self.list(prefix).await?;
         let n = keys.len();
         // S3 deletes up to 1,000 keys per request.
@@ -844,7 +886,7 @@ use futures::StreamExt;
 /// (and a removed one its pages) until the mapping goes. Reading a 64 MiB chunk this way
 /// costs no zeroed buffer and no copy (`cargo run --release -p nums-benches --bin
 /// read_path`).
-fn map_file(path: &std::path::Path) -> std::io::Result<Bytes> {
+fn map_file(path: &std::path::Path) -> std::io::Result<(Bytes, std::fs::Metadata)> {
     const MAP_FROM: u64 = 1 << 20;
     let file = std::fs::File::open(path)?;
     let meta = file.metadata()?;
@@ -857,11 +899,25 @@ fn map_file(path: &std::path::Path) -> std::io::Result<Bytes> {
         use std::io::Read;
         let mut buf = Vec::with_capacity(len as usize);
         (&file).read_to_end(&mut buf)?;
-        return Ok(Bytes::from(buf));
+        return Ok((Bytes::from(buf), meta));
     }
     // SAFETY: the file is never written in place or truncated (see above).
     let map = unsafe { memmap2::Mmap::map(&file)? };
-    Ok(Bytes::from_owner(map))
+    Ok((Bytes::from_owner(map), meta))
+}
+
+/// A local file's version as object_store's `LocalFileSystem` names it in the ETag of a
+/// write or a read (inode, modification time in microseconds, size): a write renames a
+/// new file into place, so each write has its own.
+fn file_etag(m: &std::fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let mtime = m
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .unwrap_or_default()
+        .as_micros();
+    format!("\"{:x}-{mtime:x}-{:x}\"", m.ino(), m.len())
 }
 
 /// A local file of up to this many bytes is hashed whole by [`Store::version`].
