@@ -79,17 +79,7 @@ pub struct TierStats {
 /// This process's memory tier.
 pub fn tier() -> &'static Tier {
     static TIER: OnceLock<Tier> = OnceLock::new();
-    TIER.get_or_init(|| Tier {
-        state: Mutex::new(State {
-            budget: 0,
-            bytes: 0,
-            entries: LruCache::unbounded(),
-        }),
-        hits: AtomicU64::new(0),
-        misses: AtomicU64::new(0),
-        evicted: AtomicU64::new(0),
-        stale: AtomicU64::new(0),
-    })
+    TIER.get_or_init(Tier::new)
 }
 
 fn key_of(store: &Store, key: &str) -> Key {
@@ -104,6 +94,21 @@ fn key_in(spec: &StoreSpec, key: &str) -> Key {
 }
 
 impl Tier {
+    /// An empty tier, off (the process's is [`tier`]).
+    fn new() -> Tier {
+        Tier {
+            state: Mutex::new(State {
+                budget: 0,
+                bytes: 0,
+                entries: LruCache::unbounded(),
+            }),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            stale: AtomicU64::new(0),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // An entry is inserted or removed whole: a panic elsewhere leaves it consistent.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -201,7 +206,9 @@ impl Tier {
                 k.store == at.store
                     && (at.key.is_empty()
                         || k.key == at.key
-                        || k.key.strip_prefix(&at.key).is_some_and(|r| r.starts_with('/')))
+                        || k.key
+                            .strip_prefix(&at.key)
+                            .is_some_and(|r| r.starts_with('/')))
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -275,23 +282,36 @@ where
     R: std::future::Future<Output = Result<(Option<bytes::Bytes>, Option<String>)>>,
     D: AsyncFnOnce(Option<bytes::Bytes>) -> Result<Block>,
 {
-    let t = tier();
-    if let Some(b) = t.get(store, key, dtype, shape).await {
-        return Ok(b);
-    }
-    let (bytes, stamp) = read.await?;
-    let block = Arc::new(decode(bytes).await?);
-    if let Some(stamp) = stamp {
-        t.keep(store, key, stamp, dtype, block.clone());
-    }
-    Ok(block)
+    tier()
+        .read_through(store, key, dtype, shape, read, decode)
+        .await
 }
 
-/// Serialises tests (in this crate and others) that set the process's budget.
-#[doc(hidden)]
-pub fn test_lock() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+impl Tier {
+    async fn read_through<R, D>(
+        &self,
+        store: &Store,
+        key: &str,
+        dtype: DType,
+        shape: &[usize],
+        read: R,
+        decode: D,
+    ) -> Result<Arc<Block>>
+    where
+        R: std::future::Future<Output = Result<(Option<bytes::Bytes>, Option<String>)>>,
+        D: AsyncFnOnce(Option<bytes::Bytes>) -> Result<Block>,
+    {
+        let t = self;
+        if let Some(b) = t.get(store, key, dtype, shape).await {
+            return Ok(b);
+        }
+        let (bytes, stamp) = read.await?;
+        let block = Arc::new(decode(bytes).await?);
+        if let Some(stamp) = stamp {
+            t.keep(store, key, stamp, dtype, block.clone());
+        }
+        Ok(block)
+    }
 }
 
 #[cfg(test)]
@@ -308,10 +328,10 @@ mod tests {
         .unwrap()
     }
 
-    async fn read(store: &Store, arr: &StoredArray, idx: &[u64]) -> Arc<Block> {
+    async fn read(t: &Tier, store: &Store, arr: &StoredArray, idx: &[u64]) -> Arc<Block> {
         let key = arr.block_key(idx);
-        let shape: Vec<usize> = arr.meta.block_shape(idx).iter().map(|&s| s as usize).collect();
-        read_through(
+        let shape = arr.meta.block_shape(idx);
+        t.read_through(
             store,
             &key,
             arr.meta.dtype,
@@ -335,7 +355,6 @@ mod tests {
 
     #[tokio::test]
     async fn hits_misses_changes_and_evictions() {
-        let _g = test_lock();
         let dir = std::env::temp_dir().join(format!("nums-tier-test-{}", std::process::id()));
         let s = store(&dir.join("a"));
         let meta = ArrayMeta::new(vec![8], vec![4], DType::Float64);
@@ -344,17 +363,19 @@ mod tests {
         let b = |v: f64| Block::F64(ndarray::Array1::from_elem(4, v).into_dyn());
         arr.write_block(&s, &[0], &b(1.0)).await.unwrap();
         arr.write_block(&s, &[1], &b(2.0)).await.unwrap();
-        let t = tier();
-        t.set_budget(0);
+        // A tier of its own (the process's is shared by every test running).
+        let t = Tier::new();
         t.set_budget(1 << 20);
         let s0 = t.stats();
-        assert_eq!(values(&read(&s, &arr, &[0]).await), [1.0; 4]);
-        assert_eq!(values(&read(&s, &arr, &[0]).await), [1.0; 4]);
+        assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [1.0; 4]);
+        assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [1.0; 4]);
         let s1 = t.stats();
         assert_eq!((s1.hits - s0.hits, s1.blocks), (1, 1));
-        // Rewritten in the store: the new version is read, never the kept one.
-        arr.write_block(&s, &[0], &b(5.0)).await.unwrap();
-        assert_eq!(values(&read(&s, &arr, &[0]).await), [5.0; 4]);
+        // Rewritten in the store by another writer (a plain PUT, nothing kept here): the
+        // new version is read, never the kept one.
+        let bytes = arr.encode(&[0], &b(5.0)).unwrap();
+        s.put(&arr.block_key(&[0]), bytes).await.unwrap();
+        assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [5.0; 4]);
         assert_eq!(t.stats().stale - s0.stale, 1);
         // Deleted: an error, not the kept block.
         s.delete(&arr.block_key(&[0])).await.unwrap();
@@ -364,13 +385,41 @@ mod tests {
         let s2 = store(&dir.join("b"));
         arr.write_metadata(&s2).await.unwrap();
         arr.write_block(&s2, &[1], &b(7.0)).await.unwrap();
-        assert_eq!(values(&read(&s, &arr, &[1]).await), [2.0; 4]);
-        assert_eq!(values(&read(&s2, &arr, &[1]).await), [7.0; 4]);
-        assert_eq!(values(&read(&s, &arr, &[1]).await), [2.0; 4]);
-        // A budget of two blocks: the least recently used goes, and is read back.
-        t.set_budget(4 * 32 * 2);
-        let s3 = t.stats();
-        assert!(s3.bytes <= 4 * 32 * 2 && s3.blocks <= 2, "{s3:?}");
+        assert_eq!(values(&read(&t, &s, &arr, &[1]).await), [2.0; 4]);
+        assert_eq!(values(&read(&t, &s2, &arr, &[1]).await), [7.0; 4]);
+        assert_eq!(values(&read(&t, &s, &arr, &[1]).await), [2.0; 4]);
+        // A block written here is kept at the version its PUT made: read without a miss.
+        let m = t.stats();
+        let write = |a: &StoredArray, i: u64, v: f64| {
+            let (a, s, t) = (a.clone(), s.clone(), &t);
+            async move {
+                let key = a.block_key(&[i]);
+                let bytes = a.encode(&[i], &b(v)).unwrap();
+                let stamp = s.put_stamped(&key, bytes, false).await.unwrap().unwrap();
+                t.keep(&s, &key, stamp, DType::Float64, Arc::new(b(v)));
+            }
+        };
+        write(&arr, 0, 9.0).await;
+        assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [9.0; 4]);
+        let after = t.stats();
+        assert_eq!((after.hits - m.hits, after.misses - m.misses), (1, 0));
+        // A budget of four blocks: the least recently used go, and are read back.
+        t.set_budget(4 * 32);
+        let many =
+            StoredArray::new("many", ArrayMeta::new(vec![40], vec![4], DType::Float64)).unwrap();
+        many.write_metadata(&s).await.unwrap();
+        let e0 = t.stats();
+        for i in 0..10 {
+            write(&many, i, i as f64).await;
+            let st = t.stats();
+            assert!(st.bytes <= 4 * 32 && st.blocks <= 4, "{st:?}");
+        }
+        assert!(t.stats().evicted - e0.evicted >= 6);
+        let m = t.stats();
+        assert_eq!(values(&read(&t, &s, &many, &[0]).await), [0.0; 4]); // evicted: read back
+        assert_eq!(values(&read(&t, &s, &many, &[9]).await), [9.0; 4]); // still here
+        let after = t.stats();
+        assert_eq!((after.hits - m.hits, after.misses - m.misses), (1, 1));
         t.set_budget(0);
         assert_eq!(t.stats().bytes, 0);
         let _ = std::fs::remove_dir_all(&dir);

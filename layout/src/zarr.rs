@@ -83,9 +83,29 @@ fn meta_err(path: &str, message: impl std::fmt::Display) -> Error {
 }
 
 impl StoredArray {
-    /// The array nums-cloud writes at `path` for `meta`.
+    /// The array nums-cloud writes at `path` for `meta`. Its codec chain depends on
+    /// `meta` alone and costs more to build than a small compute's kernels: built once per
+    /// `meta` in this process (a few thousand kept).
     pub fn new(path: &str, meta: ArrayMeta) -> Result<StoredArray> {
-        Self::from_json(path, &zarr_json(&meta))
+        use std::collections::HashMap;
+        use std::sync::Mutex;
+        static MADE: Mutex<Option<HashMap<ArrayMeta, StoredArray>>> = Mutex::new(None);
+        const KEPT: usize = 4096;
+        let made = |m: &mut Option<HashMap<ArrayMeta, StoredArray>>| {
+            m.get_or_insert_default().get(&meta).cloned()
+        };
+        if let Some(mut a) = made(&mut MADE.lock().unwrap_or_else(|e| e.into_inner())) {
+            a.path = path.trim_matches('/').to_string();
+            return Ok(a);
+        }
+        let a = Self::from_json(path, &zarr_json(&meta))?;
+        let mut m = MADE.lock().unwrap_or_else(|e| e.into_inner());
+        let m = m.get_or_insert_default();
+        if m.len() >= KEPT {
+            m.clear();
+        }
+        m.insert(meta, a.clone());
+        Ok(a)
     }
 
     /// An array described by any Zarr v3 `zarr.json` whose dtype nums-cloud supports.
@@ -360,12 +380,16 @@ impl StoredArray {
 
     /// Reads block `idx` from the store; a missing chunk is an error (nums-cloud writes all).
     pub async fn read_block(&self, store: &Store, idx: &[u64]) -> Result<Block> {
-        Ok(Arc::unwrap_or_clone(self.read_shared(store, idx, false).await?))
+        Ok(Arc::unwrap_or_clone(
+            self.read_shared(store, idx, false).await?,
+        ))
     }
 
     /// Reads block `idx`, treating a missing chunk as the fill value (arrays written by others).
     pub async fn read_block_or_fill(&self, store: &Store, idx: &[u64]) -> Result<Block> {
-        Ok(Arc::unwrap_or_clone(self.read_shared(store, idx, true).await?))
+        Ok(Arc::unwrap_or_clone(
+            self.read_shared(store, idx, true).await?,
+        ))
     }
 
     /// Block `idx` through this process's memory tier ([`crate::tier`]): from memory when
@@ -378,7 +402,12 @@ impl StoredArray {
         missing_is_fill: bool,
     ) -> Result<Arc<Block>> {
         let key = self.block_key(idx);
-        let shape: Vec<usize> = self.meta.block_shape(idx).iter().map(|&s| s as usize).collect();
+        let shape: Vec<usize> = self
+            .meta
+            .block_shape(idx)
+            .iter()
+            .map(|&s| s as usize)
+            .collect();
         let fetch = async {
             match store.get_stamped(&key).await {
                 Ok((bytes, stamp)) => Ok((Some(bytes), stamp)),
