@@ -339,6 +339,12 @@ pub fn reduce(inputs: &[&Block], op: ReduceOp, axes: &[usize]) -> Result<Block, 
             // No axis reduced (`nansum(x, axis=())`): each value alone, a NaN its identity.
             None if later != op => x.mapv(|v| if v.is_nan() { op.identity() } else { v }),
             None => x.into_owned(),
+            // Every axis of a min or max (order does not matter): one pass in memory
+            // order, not lanes of the last axis one at a time.
+            Some(_) if extreme && axes.len() == x.ndim() => ndarray::ArrayD::from_elem(
+                ndarray::IxDyn(&[]),
+                x.iter().fold(op.identity(), |a, &v| op.apply(a, v)),
+            ),
             Some((&first, rest)) => rest.iter().fold(fold(x.view(), first, op), |p, &ax| {
                 fold(p.view(), ax, later)
             }),

@@ -285,10 +285,13 @@ pub fn default_memory_tier_bytes() -> u64 {
             Some(kb << 10)
         })
         .unwrap_or(4 << 30);
-    let limit = ["/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"]
-        .iter()
-        .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
-        .unwrap_or(u64::MAX);
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .unwrap_or(u64::MAX);
     total.min(limit) / 4
 }
 
