@@ -402,12 +402,7 @@ impl StoredArray {
         missing_is_fill: bool,
     ) -> Result<Arc<Block>> {
         let key = self.block_key(idx);
-        let shape: Vec<usize> = self
-            .meta
-            .block_shape(idx)
-            .iter()
-            .map(|&s| s as usize)
-            .collect();
+        let shape = self.meta.block_shape(idx);
         let fetch = async {
             match store.get_stamped(&key).await {
                 Ok((bytes, stamp)) => Ok((Some(bytes), stamp)),

@@ -632,7 +632,7 @@ impl Session {
         };
         let result = crate::engine::execute(c, &stages, &Default::default()).await;
         watch.progress.finish();
-        let cleanup = store.delete_prefix(&format!("{prefix}/tmp")).await;
+        let cleanup = super::keep::delete_prefix(&store, &format!("{prefix}/tmp")).await;
         let executed = result.map_err(|e| self.engine_error_in(e, &cg.back))?;
         cleanup.map_err(store_error)?;
         let main = &executed.main;
@@ -873,8 +873,7 @@ impl Session {
         if !self.st.touched.load(Ordering::SeqCst) {
             return Ok(());
         }
-        self.store()?
-            .delete_prefix(&self.st.id)
+        super::keep::delete_prefix(&self.store()?, &self.st.id)
             .await
             .map(|_| ())
             .map_err(store_error)
@@ -1012,7 +1011,7 @@ impl Drop for Abandoned<'_> {
                 SessionBackend::stop(b).await;
             }
             if let Ok(store) = Store::open(&spec) {
-                let _ = store.delete_prefix(&prefix).await;
+                let _ = super::keep::delete_prefix(&store, &prefix).await;
             }
         });
     }
@@ -1108,7 +1107,7 @@ impl Drop for State {
                 };
                 let _ = tokio::time::timeout(
                     std::time::Duration::from_secs(30),
-                    store.delete_prefix(&prefix),
+                    super::keep::delete_prefix(&store, &prefix),
                 )
                 .await;
             });

@@ -156,12 +156,23 @@ impl Session {
     }
 }
 
+/// Deletes every object under `prefix`, and the blocks this process's memory tier keeps
+/// of them (a kept block is checked against the store when read anyway; this frees the
+/// memory now). Every deletion of the session's goes through here.
+pub(super) async fn delete_prefix(
+    store: &nums_layout::Store,
+    prefix: &str,
+) -> nums_layout::Result<usize> {
+    nums_layout::tier::tier().forget_prefix(store, prefix);
+    store.delete_prefix(prefix).await
+}
+
 /// Deletes each path's folder (`path/`: `.../n1` is not `.../n17`); returns those that
 /// failed, tried again by the next collection (they go with the session at the latest).
 async fn delete(store: nums_layout::Store, paths: Vec<String>) -> Vec<String> {
     let mut failed = Vec::new();
     for path in paths {
-        if store.delete_prefix(&format!("{path}/")).await.is_err() {
+        if delete_prefix(&store, &format!("{path}/")).await.is_err() {
             failed.push(path);
         }
     }

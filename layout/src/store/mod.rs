@@ -378,7 +378,7 @@ impl Store {
     /// The version of the object at `key` now (`None`: there is none, or the store names
     /// no versions), cheaply: on S3 its ETag (a HEAD), for a local file its inode,
     /// modification time and size (a `stat`, in object_store's ETag form: what a write
-    /// returns). What the memory tier checks a kept block against ([`crate::tier`]).
+    /// returns). What the memory tier (`tier.rs`) checks a kept block against.
     pub async fn stamp(&self, key: &str) -> Result<Option<String>> {
         if let Some(file) = self.local_file(key)? {
             return match std::fs::metadata(&file) {
@@ -751,7 +751,6 @@ impl Store {
     /// Deletes one object (absent is fine).
     pub async fn delete(&self, key: &str) -> Result<()> {
         let path = self.path(key);
-        crate::tier::tier().forget_prefix(self, key);
         match again_if_cut(|| self.inner.delete(&path)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.err(e, key)),
@@ -804,8 +803,6 @@ impl Store {
 
     /// Deletes every object under `prefix`.
     pub async fn delete_prefix(&self, prefix: &str) -> Result<usize> {
-        // Their kept blocks go too (a kept block is checked against the store anyway).
-        crate::tier::tier().forget_prefix(self, prefix);
         let keys = self.list(prefix).await?;
         let n = keys.len();
         // S3 deletes up to 1,000 keys per request.
