@@ -717,7 +717,7 @@ impl Session {
     ) -> Result<Arc<SessionBackend>, Error> {
         if in_process {
             return Ok(Arc::new(SessionBackend {
-                made_with: self.cfg.clone(),
+                made_with: (*self.cfg).clone(),
                 backend: crate::backend::Backend::in_process(&self.cfg.compute()),
                 in_process: true,
                 log_id: String::new(),
@@ -834,14 +834,14 @@ impl Session {
     /// the session's runtime.
     async fn started_backend(&self) -> Result<Arc<SessionBackend>, Error> {
         let mut slot = self.st.backend.lock().await;
-        if let Some(b) = slot.as_ref().filter(|b| b.made_with == self.cfg) {
+        if let Some(b) = slot.as_ref().filter(|b| b.made_with == *self.cfg) {
             return Ok(b.clone());
         }
         if let Some(old) = slot.take() {
             SessionBackend::stop(old).await;
         }
         let b = Arc::new(SessionBackend {
-            made_with: self.cfg.clone(),
+            made_with: (*self.cfg).clone(),
             backend: crate::backend::Backend::new(
                 &self.cfg.compute(),
                 self.cfg.function_binary.clone(),

@@ -231,7 +231,8 @@ pub(crate) struct State {
 #[derive(Clone)]
 pub struct Session {
     st: Arc<State>,
-    cfg: Config,
+    /// Shared until a setting changes (an array holds its session: kept small).
+    cfg: Arc<Config>,
 }
 
 impl std::fmt::Debug for Session {
@@ -523,7 +524,7 @@ impl Session {
                 holders: Default::default(),
                 running: Default::default(),
             }),
-            cfg,
+            cfg: Arc::new(cfg),
         })
     }
 
@@ -545,17 +546,17 @@ impl Session {
             setting: "from_infra".into(),
             message: format!("{e:#}"),
         })?;
-        let mut s = Session::new(&infra.storage_url)?;
         let d = infra.defaults();
-        s.cfg.backend = d.backend;
-        s.cfg.function = d.function;
-        s.cfg.memory_mb = d.memory_mb;
-        s.cfg.region = infra.region.clone();
-        Ok(s)
+        Ok(Session::new(&infra.storage_url)?.set(|c| {
+            c.backend = d.backend;
+            c.function = d.function;
+            c.memory_mb = d.memory_mb;
+            c.region = infra.region.clone();
+        }))
     }
 
     fn set(mut self, f: impl FnOnce(&mut Config)) -> Session {
-        f(&mut self.cfg);
+        f(Arc::make_mut(&mut self.cfg));
         self
     }
 
