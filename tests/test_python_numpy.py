@@ -481,8 +481,9 @@ def test_sorts_and_selections_whose_shapes_depend_on_values(tmp_path):
     """A sample sort past one invocation (its sample and partition counts computed
     first, as a job's stages compute them), unique and bincount (their lengths from the
     values) build from Python as any expression does, and equal NumPy's."""
+    # (No memory tier: its input from memory would keep the sort in this process.)
     s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=128,
-                        progress=False)
+                        progress=False, memory_tier_mb=0)
     try:
         v = np.random.default_rng(1).standard_normal(1_500_000)
         x = nps.array(v)

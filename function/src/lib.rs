@@ -136,7 +136,7 @@ impl<'a> Invocation<'a> {
 
     /// Reads block `r`: from this process's memory tier when it holds the store's current
     /// version, else from the store, decoded on the blocking pool
-    /// ([`StoredArray::read_shared`]).
+    /// ([`StoredArray::read_shared_on_pool`]).
     fn read(
         &self,
         r: &BlockRef,
@@ -147,7 +147,7 @@ impl<'a> Invocation<'a> {
         // An array nums-cloud did not write may leave chunks out (the fill value), as
         // Zarr allows; in any other a missing block is an error.
         let sparse = self.batch.arrays[r.array as usize].sparse;
-        async move { Ok(arr.read_shared(&store, &idx, sparse).await?) }
+        async move { Ok(arr.read_shared_on_pool(&store, &idx, sparse).await?) }
     }
 
     /// Runs task `n`'s kernel on the blocking pool (ndarray uses rayon and BLAS its own

@@ -394,12 +394,35 @@ impl StoredArray {
 
     /// Block `idx` through this process's memory tier ([`crate::tier`]): from memory when
     /// it holds the store's current version, else read (a missing chunk is the fill value
-    /// if `missing_is_fill`, else an error), decoded on the blocking pool, and kept there.
+    /// if `missing_is_fill`, else an error), decoded here, and kept there. (The driver's
+    /// way: decoding on the blocking pool, its threads' malloc arenas held freed blocks
+    /// and doubled the driver's peak memory.)
     pub async fn read_shared(
         &self,
         store: &Store,
         idx: &[u64],
         missing_is_fill: bool,
+    ) -> Result<Arc<Block>> {
+        self.read_tiered(store, idx, missing_is_fill, false).await
+    }
+
+    /// [`StoredArray::read_shared`], decoded on the blocking pool (a function's reads:
+    /// several blocks decode at once, on all cores).
+    pub async fn read_shared_on_pool(
+        &self,
+        store: &Store,
+        idx: &[u64],
+        missing_is_fill: bool,
+    ) -> Result<Arc<Block>> {
+        self.read_tiered(store, idx, missing_is_fill, true).await
+    }
+
+    async fn read_tiered(
+        &self,
+        store: &Store,
+        idx: &[u64],
+        missing_is_fill: bool,
+        on_pool: bool,
     ) -> Result<Arc<Block>> {
         let key = self.block_key(idx);
         let shape = self.meta.block_shape(idx);
@@ -410,12 +433,14 @@ impl StoredArray {
                 Err(e) => Err(e),
             }
         };
-        // Decoded on the blocking pool: a block of many MiB takes milliseconds.
-        let decode = async |bytes| {
-            let (arr, idx) = (self.clone(), idx.to_vec());
-            tokio::task::spawn_blocking(move || arr.decode(&idx, bytes))
-                .await
-                .expect("decode task panicked")
+        let decode = async |bytes| match on_pool {
+            false => self.decode(idx, bytes),
+            true => {
+                let (arr, idx) = (self.clone(), idx.to_vec());
+                tokio::task::spawn_blocking(move || arr.decode(&idx, bytes))
+                    .await
+                    .expect("decode task panicked")
+            }
         };
         crate::tier::read_through(store, &key, self.meta.dtype, &shape, fetch, decode).await
     }
