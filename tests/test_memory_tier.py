@@ -33,6 +33,24 @@ def chunks_of(store, make):
     return x, new
 
 
+def on_the_backend(p):
+    """A compute over 16 MB of new values and `p` (whose blocks are kept here): it runs
+    on the function processes (a session of ``in_process_mb=0.5, memory_tier_mb=4``), so
+    what the session keeps only in memory is written to its store first."""
+    wide = nps.ones((p.shape[0], 5_000)).block(200, 5_000)
+    assert nums_cloud.explain((p[:, 0:1] * wide).sum()).place == "local"
+    np.testing.assert_allclose((p[:, 0:1] * wide).sum().get(), 5_000 * p[:, 0].sum().get())
+
+
+def four_blocks(files):
+    """The chunk files of the one array among `files` stored in four blocks."""
+    by = {}
+    for f in files:
+        by.setdefault(f.split("/c/")[0], []).append(f)
+    (four,) = [sorted(v) for v in by.values() if len(v) == 4]
+    return four
+
+
 def test_a_persisted_array_is_read_from_memory_and_computed_here(tmp_path):
     s = init(tmp_path)
     a = np.random.default_rng(1).standard_normal((20_000, 50))  # 8 MB
@@ -57,15 +75,17 @@ def test_a_persisted_array_is_read_from_memory_and_computed_here(tmp_path):
 
 
 def test_a_block_changed_in_the_store_is_never_served_from_memory(tmp_path):
-    s = init(tmp_path)
+    s = init(tmp_path, memory_tier_mb=4, in_process_mb=0.5)
     store = tmp_path / "store"
     a = np.random.default_rng(2).standard_normal((400, 5))
     b = a + 100.0
-    xa, xb = nps.array(a).block(100, 5), nps.array(b).block(100, 5)
-    xa.get(), xb.get()
-    pa, fa = chunks_of(store, lambda: nums_cloud.persist(xa * 1.0))
-    pb, fb = chunks_of(store, lambda: nums_cloud.persist(xb * 1.0))
-    assert len(fa) == len(fb) == 4, (fa, fb)
+    # Made here (from one block to four) and kept in memory, then written to the store
+    # as a compute on the function processes reads them.
+    pa = nums_cloud.persist(nps.array(a).block(100, 5))
+    _, fa = chunks_of(store, lambda: on_the_backend(pa))
+    pb = nums_cloud.persist(nps.array(b).block(100, 5))
+    _, fb = chunks_of(store, lambda: on_the_backend(pb))
+    fa, fb = four_blocks(fa), four_blocks(fb)
     np.testing.assert_allclose((pa * 2).sum().get(), 2 * a.sum())  # pa's blocks in memory
     # Another version of pa's first block in the store (a new file put in its place, as
     # any writer's PUT would): the next compute reads it, not the block in memory.
@@ -80,6 +100,40 @@ def test_a_block_changed_in_the_store_is_never_served_from_memory(tmp_path):
     with pytest.raises(nums_cloud.RunError, match="not found"):
         (pa * 4).sum().get()
     s.close()
+
+
+def test_blocks_made_here_stay_in_memory_until_another_process_reads_them(tmp_path):
+    # A tier of 4 MiB: blocks of 200 kB are kept, at most 2 MiB of them unwritten.
+    s = init(tmp_path, memory_tier_mb=4, in_process_mb=0.5)
+    store = tmp_path / "store"
+    a = np.random.default_rng(4).standard_normal((20_000, 5))
+    x = nums_cloud.persist(nps.array(a).block(5_000, 5))  # made by the functions
+    t0 = tier()
+    p, made = chunks_of(store, lambda: nums_cloud.persist(x * 2.0))
+    t1 = tier()
+    assert nums_cloud.explain(p.sum()).place == "in-process"
+    assert made == [] and t1["unwritten"] - t0["unwritten"] == a.nbytes, (made, t0, t1)
+    np.testing.assert_allclose(p.sum(axis=0).get(), 2 * a.sum(axis=0))
+    # A compute over 32 MB of new values runs on the function processes, which read p
+    # from the store: p's blocks are written there first, and the answer is right.
+    wide = nps.ones((20_000, 200)).block(5_000, 200)
+    big = (p[:, 0:1] * wide).sum(axis=0)
+    assert nums_cloud.explain(big).place == "local", nums_cloud.explain(big)
+    c0 = s.counts()
+    np.testing.assert_allclose(big.get(), np.full(200, 2 * a[:, 0].sum()))
+    assert s.counts()["in_process"] == c0["in_process"]
+    t2 = tier()
+    assert t2["unwritten"] == 0 and t2["written_back"] - t1["written_back"] >= 4, (t1, t2)
+    assert len(files(store)) > 0
+    # Once written they are ordinary blocks: still read from memory, same values.
+    h = tier()["hits"]
+    np.testing.assert_allclose((p + 1).sum(axis=0).get(), (2 * a + 1).sum(axis=0))
+    assert tier()["hits"] >= h + 4
+    # Let go of, p leaves memory with its store prefix (never written again).
+    del p
+    nps.arange(3.0).sum().get()
+    s.close()
+    assert tier()["unwritten"] == 0
 
 
 def test_evicted_blocks_are_read_back_and_memory_stays_bounded(tmp_path):

@@ -83,7 +83,44 @@ const IO_CONCURRENCY: usize = 16;
 /// Runs one batch against `store` and returns what it measured: the pipeline of
 /// [`pipeline::handle`], bounded by the batch's `prefetch_budget`.
 pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
-    pipeline::handle(batch, store).await
+    pipeline::handle(batch, store, Outputs::Store).await
+}
+
+/// [`handle`] for a batch run in the process of the driver that planned it: its outputs
+/// stay in this process's memory tier unwritten where it has room
+/// ([`Outputs::MemoryFirst`]).
+pub async fn handle_here(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
+    pipeline::handle(batch, store, Outputs::MemoryFirst).await
+}
+
+/// Where an invocation's output blocks go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outputs {
+    /// Written to the store (and kept in the memory tier when it is on): a function
+    /// process's, whose blocks other processes read.
+    Store,
+    /// Kept in this process's memory tier, unwritten, where it has room (the driver's own
+    /// work: the store is written only when another process is to read it, or for room,
+    /// [`nums_layout::tier::Tier::write_back`]); else written as [`Outputs::Store`].
+    MemoryFirst,
+}
+
+/// An output block, ready for [`Invocation::put`].
+pub(crate) enum Encoded {
+    /// Its bytes to write, and the block itself when the memory tier is to keep it.
+    Bytes(Bytes, Option<Arc<Block>>),
+    /// Kept in memory, unwritten: nothing to write.
+    Kept,
+}
+
+impl Encoded {
+    /// Bytes it holds until written.
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Encoded::Bytes(b, _) => b.len() as u64,
+            Encoded::Kept => 0,
+        }
+    }
 }
 
 /// How blocks are turned into bytes and back.
@@ -103,11 +140,17 @@ pub(crate) struct Invocation<'a> {
     started: Instant,
     store: Store,
     arrays: Vec<Arc<StoredArray>>,
+    outputs: Outputs,
 }
 
 impl<'a> Invocation<'a> {
     /// Checks the batch and starts measuring (time, store traffic, peak memory).
-    fn start(batch: &'a Batch, store: &Store, codec: Codec) -> Result<Self, FnError> {
+    fn start(
+        batch: &'a Batch,
+        store: &Store,
+        codec: Codec,
+        outputs: Outputs,
+    ) -> Result<Self, FnError> {
         let started = Instant::now();
         memory::reset_peak();
         batch.check_confined()?;
@@ -127,6 +170,7 @@ impl<'a> Invocation<'a> {
             started,
             store: store.with_fresh_counters(),
             arrays,
+            outputs,
         })
     }
 
@@ -257,19 +301,33 @@ impl<'a> Invocation<'a> {
 
     /// Encodes output block `r` on the blocking pool; the block is released once encoded,
     /// unless this process's memory tier is on (it keeps it once written: [`Self::put`]).
+    /// A driver's own run keeps it in the tier unwritten instead, where there is room.
     fn encode(
         &self,
         r: &BlockRef,
         block: Arc<Block>,
-    ) -> impl Future<Output = Result<(Bytes, Option<Arc<Block>>), FnError>> + Send + 'static {
+    ) -> impl Future<Output = Result<Encoded, FnError>> + Send + 'static {
         let arr = self.array(r).clone();
         let idx = r.index.clone();
+        let unwritten = (self.outputs == Outputs::MemoryFirst).then(|| {
+            let intermediate = self.batch.arrays[r.array as usize].intermediate;
+            (self.store.clone(), intermediate)
+        });
         async move {
-            let keep = nums_layout::tier::tier().on().then(|| block.clone());
+            let tier = nums_layout::tier::tier();
+            if let Some((store, intermediate)) = unwritten {
+                let key = arr.block_key(&idx);
+                let enc = arr.encoder(&idx);
+                let dtype = arr.meta.dtype;
+                if tier.keep_unwritten(&store, &key, intermediate, dtype, block.clone(), enc) {
+                    return Ok(Encoded::Kept);
+                }
+            }
+            let keep = tier.on().then(|| block.clone());
             let bytes = tokio::task::spawn_blocking(move || arr.encode(&idx, &block))
                 .await
                 .expect("encode task panicked")?;
-            Ok((bytes, keep))
+            Ok(Encoded::Bytes(bytes, keep))
         }
     }
 
@@ -279,13 +337,16 @@ impl<'a> Invocation<'a> {
     fn put(
         &self,
         r: &BlockRef,
-        (bytes, block): (Bytes, Option<Arc<Block>>),
+        encoded: Encoded,
     ) -> impl Future<Output = Result<u64, FnError>> + Send + 'static {
         let key = self.array(r).block_key(&r.index);
         let dtype = self.array(r).meta.dtype;
         let store = self.store.clone();
         let intermediate = self.batch.arrays[r.array as usize].intermediate;
         async move {
+            let Encoded::Bytes(bytes, block) = encoded else {
+                return Ok(0);
+            };
             let n = bytes.len() as u64;
             let stamp = store.put_stamped(&key, bytes, intermediate).await?;
             if let (Some(stamp), Some(block)) = (stamp, block) {

@@ -61,16 +61,15 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
-use bytes::Bytes;
 use nums_layout::batch::{Batch, BlockRef, Stats};
 use nums_layout::{Block, Store, StoredArray};
 use tokio::task::{JoinError, JoinSet};
 
-use crate::{Codec, FnError, IO_CONCURRENCY, Invocation};
+use crate::{Codec, FnError, IO_CONCURRENCY, Invocation, Outputs};
 
 /// Runs one batch as a pipeline bounded by its `prefetch_budget` (see the module docs).
-pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
-    let inv = Invocation::start(batch, store, Codec::Direct)?;
+pub async fn handle(batch: &Batch, store: &Store, outputs: Outputs) -> Result<Stats, FnError> {
+    let inv = Invocation::start(batch, store, Codec::Direct, outputs)?;
     // Freed blocks kept for reuse take up to half the headroom; reads ahead and writes
     // behind the rest.
     let kept = crate::memory::bound_kept_blocks(batch.prefetch_budget / 2);
@@ -138,8 +137,9 @@ fn schedule(inv: &Invocation) -> (Vec<Read>, Vec<Range<usize>>) {
 enum Event {
     /// Read `i` of the schedule.
     Read(usize, Result<Arc<Block>, FnError>),
-    /// Task `n`'s output, encoded (and the block, when the memory tier keeps it).
-    Encoded(usize, Result<(Bytes, Option<Arc<Block>>), FnError>),
+    /// Task `n`'s output, encoded (and the block, when the memory tier keeps it), or kept
+    /// in memory unwritten.
+    Encoded(usize, Result<crate::Encoded, FnError>),
     /// Task `n`'s output, written (bytes of intermediates written).
     Written(usize, Result<u64, FnError>),
 }
@@ -396,7 +396,7 @@ impl<'a> Pipeline<'a> {
             Event::Encoded(n, Ok(bytes)) => {
                 // Encoded: the block (if not kept) and any padded copy are gone.
                 let c = self.writes.get_mut(&n).expect("write in flight");
-                let keep = (*c).min(bytes.0.len() as u64);
+                let keep = (*c).min(bytes.len());
                 self.used -= *c - keep;
                 *c = keep;
                 let put = self.inv.put(&self.inv.batch.tasks[n].output, bytes);

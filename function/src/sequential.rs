@@ -16,7 +16,7 @@ use crate::{Codec, FnError, IO_CONCURRENCY, Invocation};
 /// Runs one batch with no overlap between store I/O and compute. `io_seconds` is all the
 /// time spent reading, decoding, encoding and writing; `compute_seconds` the kernels'.
 pub async fn handle(batch: &Batch, store: &Store, codec: Codec) -> Result<Stats, FnError> {
-    let inv = Invocation::start(batch, store, codec)?;
+    let inv = Invocation::start(batch, store, codec, crate::Outputs::Store)?;
     let mut uses = crate::uses(batch);
     let mut live: HashMap<BlockRef, Arc<Block>> = HashMap::new();
     let (mut io_seconds, mut compute_seconds) = (0.0, 0.0);

@@ -14,6 +14,15 @@
 //!   least recently used. An evicted block is read back from the store when next needed.
 //!   A block larger than a quarter of the budget is not kept (it would evict the rest).
 //!
+//! - A block made by work running in this process may be kept *unwritten*
+//!   ([`Tier::keep_unwritten`]): in memory only, with what writes it when it must be.
+//!   Such a block is never evicted; it is written to the store (and from then on is an
+//!   ordinary entry) by [`Tier::write_back`], which whoever lets another process read the
+//!   store, or needs the room, calls first. Unwritten blocks never pass half the budget
+//!   (the rest is for blocks read): one that would is refused, and its maker writes it
+//!   as before. (Dask keeps a persisted
+//!   array only in its workers' memory; here the store stays one call away.)
+//!
 //! One tier per process ([`tier`]): the caller's process for in-process computes (a
 //! session sets its budget), each local function process across its invocations.
 
@@ -33,9 +42,22 @@ struct Key {
     key: String,
 }
 
+/// What writes an unwritten block to the store: its array's encoding of it.
+pub type Encoder = Arc<dyn Fn(&Block) -> Result<bytes::Bytes> + Send + Sync>;
+
+/// An unwritten block's way to the store.
+struct Unwritten {
+    store: Store,
+    encode: Encoder,
+    /// Whether it is to be written as an intermediate ([`Store::put_stamped`]).
+    intermediate: bool,
+}
+
 struct Entry {
-    /// The object's version when the block was read or written.
-    stamp: String,
+    /// The object's version when the block was read or written; `None` while it is
+    /// unwritten (then `unwritten` says how to write it).
+    stamp: Option<String>,
+    unwritten: Option<Unwritten>,
     dtype: DType,
     shape: Vec<usize>,
     block: Arc<Block>,
@@ -45,6 +67,8 @@ struct Entry {
 struct State {
     budget: u64,
     bytes: u64,
+    /// Of `bytes`, those of unwritten blocks.
+    unwritten: u64,
     entries: LruCache<Key, Entry>,
 }
 
@@ -55,6 +79,7 @@ pub struct Tier {
     misses: AtomicU64,
     evicted: AtomicU64,
     stale: AtomicU64,
+    written_back: AtomicU64,
 }
 
 /// What the tier holds and has done ([`Tier::stats`]).
@@ -74,12 +99,27 @@ pub struct TierStats {
     pub evicted: u64,
     /// Blocks found changed or gone in the store, dropped rather than served.
     pub stale: u64,
+    /// Of `bytes`, those of blocks made here and not written to the store yet.
+    pub unwritten: u64,
+    /// Blocks written to the store from memory ([`Tier::write_back`]).
+    pub written_back: u64,
 }
 
 /// This process's memory tier.
 pub fn tier() -> &'static Tier {
     static TIER: OnceLock<Tier> = OnceLock::new();
     TIER.get_or_init(Tier::new)
+}
+
+impl Key {
+    /// Whether `k` is this key or under it (a prefix: `a/n1` holds `a/n1/0.0`, not
+    /// `a/n17/0.0`; an empty one, the whole store).
+    fn holds(&self, k: &Key) -> bool {
+        k.store == self.store
+            && (self.key.is_empty()
+                || k.key == self.key
+                || (k.key.strip_prefix(&self.key)).is_some_and(|r| r.starts_with('/')))
+    }
 }
 
 fn key_of(store: &Store, key: &str) -> Key {
@@ -100,12 +140,14 @@ impl Tier {
             state: Mutex::new(State {
                 budget: 0,
                 bytes: 0,
+                unwritten: 0,
                 entries: LruCache::unbounded(),
             }),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             stale: AtomicU64::new(0),
+            written_back: AtomicU64::new(0),
         }
     }
 
@@ -115,10 +157,13 @@ impl Tier {
     }
 
     /// Sets the budget in bytes (0 turns the tier off and empties it); evicts down to it.
-    pub fn set_budget(&self, bytes: u64) {
+    /// Blocks not written yet are written first where the new budget cannot hold them.
+    pub async fn set_budget(&self, bytes: u64) -> Result<()> {
+        self.write_back(None, bytes).await?;
         let mut s = self.state();
         s.budget = bytes;
         self.evict_to(&mut s, bytes);
+        Ok(())
     }
 
     /// Raises the budget to at least `bytes` (several sessions in one process: the
@@ -138,14 +183,51 @@ impl Tier {
         self.budget() > 0
     }
 
+    /// Evicts written blocks, least recently used first, until the tier holds at most
+    /// `bytes` (or only unwritten blocks).
     fn evict_to(&self, s: &mut State, bytes: u64) {
-        while s.bytes > bytes {
-            let Some((_, e)) = s.entries.pop_lru() else {
-                break;
-            };
-            s.bytes -= e.bytes;
-            self.evicted.fetch_add(1, Relaxed);
+        if s.bytes <= bytes {
+            return;
         }
+        let mut over = s.bytes - bytes;
+        let mut gone = Vec::new();
+        for (k, e) in s.entries.iter().rev() {
+            if over == 0 {
+                break;
+            }
+            if e.unwritten.is_none() {
+                over = over.saturating_sub(e.bytes);
+                gone.push(k.clone());
+            }
+        }
+        for k in gone {
+            if let Some(e) = s.entries.pop(&k) {
+                s.bytes -= e.bytes;
+                self.evicted.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Removes entry `k`, keeping the counts.
+    fn remove(s: &mut State, k: &Key) -> Option<Entry> {
+        let e = s.entries.pop(k)?;
+        s.bytes -= e.bytes;
+        if e.unwritten.is_some() {
+            s.unwritten -= e.bytes;
+        }
+        Some(e)
+    }
+
+    /// Inserts `e` at `k` as the most recently used, replacing what was there.
+    fn insert(&self, s: &mut State, k: Key, e: Entry) {
+        Self::remove(s, &k);
+        s.bytes += e.bytes;
+        if e.unwritten.is_some() {
+            s.unwritten += e.bytes;
+        }
+        s.entries.put(k, e);
+        let budget = s.budget;
+        self.evict_to(s, budget);
     }
 
     /// What it holds and has done.
@@ -159,6 +241,8 @@ impl Tier {
             misses: self.misses.load(Relaxed),
             evicted: self.evicted.load(Relaxed),
             stale: self.stale.load(Relaxed),
+            unwritten: s.unwritten,
+            written_back: self.written_back.load(Relaxed),
         }
     }
 
@@ -178,18 +262,102 @@ impl Tier {
             return;
         }
         let entry = Entry {
-            stamp,
+            stamp: Some(stamp),
+            unwritten: None,
             dtype,
             shape: block.shape().to_vec(),
             block,
             bytes,
         };
-        if let Some(old) = s.entries.put(key_of(store, key), entry) {
-            s.bytes -= old.bytes;
+        self.insert(&mut s, key_of(store, key), entry);
+    }
+
+    /// Keeps `block`, made here as the object at `key` of `store`, without writing it
+    /// there: [`Tier::write_back`] writes it with `encode` when another process is to
+    /// read the store or the room is needed. Returns whether it was kept; when not (a
+    /// tier that is off, a block over a quarter of the budget, unwritten blocks that would
+    /// pass the budget), the caller writes it as it would have.
+    pub fn keep_unwritten(
+        &self,
+        store: &Store,
+        key: &str,
+        intermediate: bool,
+        dtype: DType,
+        block: Arc<Block>,
+        encode: Encoder,
+    ) -> bool {
+        let bytes = block.nbytes() as u64;
+        let mut s = self.state();
+        if s.budget == 0 || bytes > s.budget / 4 || s.unwritten + bytes > s.budget / 2 {
+            return false;
         }
-        s.bytes += bytes;
-        let budget = s.budget;
-        self.evict_to(&mut s, budget);
+        let entry = Entry {
+            stamp: None,
+            unwritten: Some(Unwritten {
+                store: store.clone(),
+                encode,
+                intermediate,
+            }),
+            dtype,
+            shape: block.shape().to_vec(),
+            block,
+            bytes,
+        };
+        self.insert(&mut s, key_of(store, key), entry);
+        true
+    }
+
+    /// Writes unwritten blocks to their stores (only those of `store` under `prefix`, if
+    /// given), least recently used first, until at most `keep` bytes of them are left
+    /// unwritten; each stays in memory as an ordinary entry at the version its PUT made.
+    /// A block forgotten or replaced while it was being written is left as it is now.
+    pub async fn write_back(&self, only: Option<(&StoreSpec, &str)>, keep: u64) -> Result<()> {
+        let only = only.map(|(spec, prefix)| key_in(spec, prefix));
+        let todo: Vec<(Key, Arc<Block>, Store, Encoder, bool)> = {
+            let s = self.state();
+            let mut left = s.unwritten;
+            let mut todo = Vec::new();
+            for (k, e) in s.entries.iter().rev() {
+                if left <= keep {
+                    break;
+                }
+                let Some(u) = &e.unwritten else { continue };
+                if only.as_ref().is_some_and(|o| !o.holds(k)) {
+                    continue;
+                }
+                left -= e.bytes;
+                let w = (u.store.clone(), u.encode.clone(), u.intermediate);
+                todo.push((k.clone(), e.block.clone(), w.0, w.1, w.2));
+            }
+            todo
+        };
+        for (k, block, store, encode, intermediate) in todo {
+            let b = block.clone();
+            let bytes = tokio::task::spawn_blocking(move || encode(&b))
+                .await
+                .expect("encode task panicked")?;
+            let stamp = store.put_stamped(&k.key, bytes, intermediate).await?;
+            self.written_back.fetch_add(1, Relaxed);
+            let mut s = self.state();
+            // Still the block that was written (not forgotten, not replaced)?
+            let same = (s.entries.peek(&k))
+                .is_some_and(|e| e.unwritten.is_some() && Arc::ptr_eq(&e.block, &block));
+            if !same {
+                continue;
+            }
+            let e = s.entries.peek_mut(&k).expect("just seen");
+            e.unwritten = None;
+            e.stamp = stamp;
+            let bytes = e.bytes;
+            s.unwritten -= bytes;
+            if s.entries.peek(&k).is_some_and(|e| e.stamp.is_none()) {
+                // A store that names no versions: the block cannot be checked, so it goes.
+                Self::remove(&mut s, &k);
+            }
+            let budget = s.budget;
+            self.evict_to(&mut s, budget);
+        }
+        Ok(())
     }
 
     /// Forgets every block of `store` under `prefix` (deleted there).
@@ -199,31 +367,17 @@ impl Tier {
         if s.entries.is_empty() {
             return;
         }
-        let gone: Vec<Key> = s
-            .entries
-            .iter()
-            .filter(|(k, _)| {
-                k.store == at.store
-                    && (at.key.is_empty()
-                        || k.key == at.key
-                        || k.key
-                            .strip_prefix(&at.key)
-                            .is_some_and(|r| r.starts_with('/')))
-            })
+        let gone: Vec<Key> = (s.entries.iter())
+            .filter(|(k, _)| at.holds(k))
             .map(|(k, _)| k.clone())
             .collect();
         for k in gone {
-            if let Some(e) = s.entries.pop(&k) {
-                s.bytes -= e.bytes;
-            }
+            Self::remove(&mut s, &k);
         }
     }
 
     fn forget(&self, k: &Key) {
-        let mut s = self.state();
-        if let Some(e) = s.entries.pop(k) {
-            s.bytes -= e.bytes;
-        }
+        Self::remove(&mut self.state(), k);
     }
 
     /// The block at `key` of `store`, decoded as `dtype` in `shape`, if the tier holds it
@@ -243,6 +397,11 @@ impl Tier {
                 return None;
             }
             match s.entries.get(&k) {
+                // Made here and not written: this is the only version there is.
+                Some(e) if e.dtype == dtype && e.shape == shape && e.stamp.is_none() => {
+                    self.hits.fetch_add(1, Relaxed);
+                    return Some(e.block.clone());
+                }
                 Some(e) if e.dtype == dtype && e.shape == shape => {
                     (e.stamp.clone(), e.block.clone())
                 }
@@ -253,7 +412,7 @@ impl Tier {
             }
         };
         match store.stamp(key).await {
-            Ok(Some(now)) if now == stamp => {
+            Ok(Some(now)) if Some(&now) == stamp.as_ref() => {
                 self.hits.fetch_add(1, Relaxed);
                 Some(block)
             }
@@ -365,7 +524,7 @@ mod tests {
         arr.write_block(&s, &[1], &b(2.0)).await.unwrap();
         // A tier of its own (the process's is shared by every test running).
         let t = Tier::new();
-        t.set_budget(1 << 20);
+        t.set_budget(1 << 20).await.unwrap();
         let s0 = t.stats();
         assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [1.0; 4]);
         assert_eq!(values(&read(&t, &s, &arr, &[0]).await), [1.0; 4]);
@@ -404,7 +563,7 @@ mod tests {
         let after = t.stats();
         assert_eq!((after.hits - m.hits, after.misses - m.misses), (1, 0));
         // A budget of four blocks: the least recently used go, and are read back.
-        t.set_budget(4 * 32);
+        t.set_budget(4 * 32).await.unwrap();
         let many =
             StoredArray::new("many", ArrayMeta::new(vec![40], vec![4], DType::Float64)).unwrap();
         many.write_metadata(&s).await.unwrap();
@@ -420,7 +579,69 @@ mod tests {
         assert_eq!(values(&read(&t, &s, &many, &[9]).await), [9.0; 4]); // still here
         let after = t.stats();
         assert_eq!((after.hits - m.hits, after.misses - m.misses), (1, 1));
-        t.set_budget(0);
+        t.set_budget(0).await.unwrap();
+        assert_eq!(t.stats().bytes, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn unwritten_blocks_are_served_written_back_and_never_evicted() {
+        let dir = std::env::temp_dir().join(format!("nums-tier-unwritten-{}", std::process::id()));
+        let s = store(&dir);
+        let arr = StoredArray::new("u", ArrayMeta::new(vec![16], vec![4], DType::Float64)).unwrap();
+        arr.write_metadata(&s).await.unwrap();
+        let b = |v: f64| Arc::new(Block::F64(ndarray::Array1::from_elem(4, v).into_dyn()));
+        let t = Tier::new();
+        let keep = |i: u64, v: f64| {
+            let key = arr.block_key(&[i]);
+            t.keep_unwritten(&s, &key, true, DType::Float64, b(v), arr.encoder(&[i]))
+        };
+        // Off: refused (the maker writes it).
+        assert!(!keep(0, 1.0));
+        t.set_budget(6 * 32).await.unwrap(); // three blocks unwritten at most
+        assert!(keep(0, 1.0) && keep(1, 2.0) && keep(2, 3.0));
+        // Not in the store, served from memory, with no store version to check.
+        assert_eq!(s.stamp(&arr.block_key(&[0])).await.unwrap(), None);
+        assert_eq!(values(&read(&t, &s, &arr, &[1]).await), [2.0; 4]);
+        // A fourth would pass half the budget: refused (the maker writes it).
+        assert!(!keep(3, 4.0));
+        let st = t.stats();
+        assert_eq!((st.blocks, st.unwritten, st.evicted), (3, 96, 0));
+        // Written back down to one block's worth: the least recently used two (0, 2).
+        t.write_back(Some((s.spec(), "")), 32).await.unwrap();
+        let st = t.stats();
+        assert_eq!((st.unwritten, st.written_back, st.blocks), (32, 2, 3));
+        assert!(s.stamp(&arr.block_key(&[0])).await.unwrap().is_some());
+        assert!(s.stamp(&arr.block_key(&[1])).await.unwrap().is_none());
+        // What was written back reads the same from the store.
+        assert_eq!(arr.read_block(&s, &[2]).await.unwrap(), *b(3.0));
+        // Now a fourth fits (two unwritten: half the budget).
+        assert!(keep(3, 4.0));
+        // A smaller budget evicts written blocks, least recently used first (0), never an
+        // unwritten one, even past the budget (1 and 3 are the only copies)...
+        t.set_budget(3 * 32).await.unwrap();
+        let st = t.stats();
+        assert_eq!(
+            (st.blocks, st.bytes, st.unwritten, st.evicted),
+            (3, 96, 64, 1)
+        );
+        t.set_budget(2 * 32).await.unwrap();
+        assert_eq!((t.stats().blocks, t.stats().unwritten), (2, 64));
+        // ... unless it cannot hold them: then they are written first, then evicted.
+        t.set_budget(32).await.unwrap();
+        let st = t.stats();
+        assert_eq!((st.blocks, st.unwritten, st.written_back), (1, 32, 3));
+        assert_eq!(arr.read_block(&s, &[1]).await.unwrap(), *b(2.0));
+        assert_eq!(values(&read(&t, &s, &arr, &[3]).await), [4.0; 4]);
+        // Forgotten (its array deleted): gone from memory, never written.
+        t.forget_prefix(&s, "u");
+        assert_eq!(t.stats().unwritten, 0);
+        assert!(s.stamp(&arr.block_key(&[3])).await.unwrap().is_none());
+        // Turning the tier off writes what it would otherwise lose.
+        t.set_budget(6 * 32).await.unwrap();
+        assert!(keep(3, 5.0));
+        t.set_budget(0).await.unwrap();
+        assert_eq!(arr.read_block(&s, &[3]).await.unwrap(), *b(5.0));
         assert_eq!(t.stats().bytes, 0);
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -445,6 +445,13 @@ impl StoredArray {
         crate::tier::read_through(store, &key, self.meta.dtype, &shape, fetch, decode).await
     }
 
+    /// What writes block `idx` of this array when the memory tier must
+    /// ([`crate::tier::Tier::keep_unwritten`]).
+    pub fn encoder(&self, idx: &[u64]) -> crate::tier::Encoder {
+        let (arr, idx) = (self.clone(), idx.to_vec());
+        Arc::new(move |b: &Block| arr.encode(&idx, b))
+    }
+
     /// Writes block `idx` with one PUT (kept in the memory tier when it is on); returns
     /// the bytes written.
     pub async fn write_block(&self, store: &Store, idx: &[u64], block: &Block) -> Result<u64> {

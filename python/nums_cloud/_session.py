@@ -204,7 +204,10 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
 def memory_tier():
     """What this process's memory tier holds and has served: ``budget`` and ``bytes``,
     ``blocks``, ``hits`` (reads served from memory), ``misses`` (read from the store),
-    ``evicted`` (for room) and ``stale`` (changed in the store, so dropped)."""
+    ``evicted`` (for room) and ``stale`` (changed in the store, so dropped);
+    ``unwritten``, the bytes of blocks computed here and kept only in memory so far
+    (written to the store when a compute on the backend reads them, or for room), and
+    ``written_back``, the blocks written so."""
     return _native.Session.memory_tier()
 
 

@@ -653,6 +653,8 @@ impl PySession {
             ("misses", t.misses),
             ("evicted", t.evicted),
             ("stale", t.stale),
+            ("unwritten", t.unwritten),
+            ("written_back", t.written_back),
         ] {
             d.set_item(k, v)?;
         }

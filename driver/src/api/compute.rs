@@ -518,6 +518,11 @@ impl Session {
                 }
             })?;
         let (at, meta) = self.stored_at(id).expect("made");
+        // A copy to a Zarr target copies the encoded chunks as they are in the store.
+        (nums_layout::tier::tier()
+            .write_back(Some((&self.st.spec, &at)), 0)
+            .await)
+            .map_err(|e| self.engine_error(e.into()))?;
         let in_process = self.cfg.runs_here(meta.nbytes());
         let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
         let o = crate::job::OutputDef {
@@ -529,7 +534,7 @@ impl Session {
         let prefix = format!("{}/c{}", self.st.id, self.next());
         let mut guard = Abandoned::new(self, &prefix);
         let written = async {
-            let backend = self.backend_for(in_process, &mut guard).await?;
+            let backend = self.backend_for(in_process, 0, &mut guard).await?;
             let store = self.claimed_store().await?;
             let watch = backend.watch(self);
             let stages = backend.stages(self, &store, &prefix, &watch);
@@ -608,7 +613,8 @@ impl Session {
         let cg = self.compute_graph(&targets);
         self.write_pending(&cg.needed_in_session()).await?;
         let in_process = self.cfg.runs_here_with(cg.bytes, cg.warm);
-        let backend = self.backend_for(in_process, guard).await?;
+        let backend =
+            (self.backend_for(in_process, cg.bytes - cg.warm.min(cg.bytes), guard)).await?;
         let store = self.claimed_store().await?;
         let watch = backend.watch(self);
         // Described as a run describes its outputs: read in place by later computes, and
@@ -713,8 +719,21 @@ impl Session {
     async fn backend_for(
         &self,
         in_process: bool,
+        makes: u64,
         guard: &mut Abandoned<'_>,
     ) -> Result<Arc<SessionBackend>, Error> {
+        let tier = nums_layout::tier::tier();
+        let written = if in_process {
+            // Room for what this compute keeps in memory unwritten: the least recently
+            // used of the rest go to the store (up to half the tier is unwritten).
+            tier.write_back(None, (tier.budget() / 2).saturating_sub(makes))
+                .await
+        } else {
+            // Another process reads the store: what this session made here and kept only
+            // in memory is written first.
+            tier.write_back(Some((&self.st.spec, &self.st.id)), 0).await
+        };
+        written.map_err(|e| self.engine_error(e.into()))?;
         if in_process {
             return Ok(Arc::new(SessionBackend {
                 made_with: (*self.cfg).clone(),

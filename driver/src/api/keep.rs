@@ -72,7 +72,7 @@ impl Session {
     /// it is stored). The deletion before, if it still runs, ends first: deletions do not
     /// pile up behind a loop of computes.
     pub(crate) async fn busy(&self) -> Busy<'_> {
-        self.cfg.apply_tier();
+        self.cfg.apply_tier().await;
         let (mut doomed, before) = {
             let mut r = self.running();
             let collected = match r.computes {

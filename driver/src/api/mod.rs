@@ -129,9 +129,13 @@ impl Config {
     }
 
     /// Makes this process's memory tier the size these settings ask (the tier is the
-    /// process's: the session computing last sets it).
-    fn apply_tier(&self) {
-        nums_layout::tier::tier().set_budget(self.memory_tier_bytes);
+    /// process's: the session computing last sets it). Blocks a smaller tier cannot hold
+    /// unwritten are written to the store first; if that fails they stay, and so does
+    /// the budget (nothing is lost; the compute's own writes meet the store's error).
+    async fn apply_tier(&self) {
+        let _ = nums_layout::tier::tier()
+            .set_budget(self.memory_tier_bytes)
+            .await;
     }
 
     /// The settings, checked against the engine's limits as a job file's `[compute]` is.

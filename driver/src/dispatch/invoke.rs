@@ -242,7 +242,10 @@ async fn invoke_here(payload: &[u8]) -> Result<Stats, InvokeError> {
     let (batch, store) = nums_function::runtime::resolve(payload)
         .await
         .map_err(failed)?;
-    nums_function::handle(&batch, &store).await.map_err(failed)
+    // The driver's own work: what it makes stays in this process's memory tier.
+    nums_function::handle_here(&batch, &store)
+        .await
+        .map_err(failed)
 }
 
 impl Invoke for Invoker {
