@@ -501,13 +501,23 @@ impl StoredArray {
         Ok(full)
     }
 
-    /// Splits an in-memory array of the array's shape into blocks and writes them.
+    /// Splits an in-memory array of the array's shape into blocks, each kept in this
+    /// process's memory tier unwritten where it has room (values this process holds:
+    /// written when another process is to read them, [`crate::tier::Tier::write_back`]),
+    /// else written.
     pub async fn write_whole(&self, store: &Store, full: &Block) -> Result<()> {
         futures::stream::iter(self.meta.blocks())
             .map(|idx| async move {
                 let info = block_slice(&self.meta, &idx);
                 let block = crate::map_block!(full, a => a.slice(info.as_slice()).to_owned());
-                self.write_block(store, &idx, &block).await.map(|_| ())
+                let (key, block) = (self.block_key(&idx), Arc::new(block));
+                let enc = self.encoder(&idx);
+                let dtype = self.meta.dtype;
+                if !crate::tier::tier().keep_unwritten(store, &key, false, dtype, block.clone(), enc)
+                {
+                    self.write_block(store, &idx, &block).await?;
+                }
+                Ok::<(), Error>(())
             })
             .buffer_unordered(WHOLE_AT_ONCE)
             .try_collect::<Vec<()>>()
