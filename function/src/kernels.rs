@@ -199,7 +199,8 @@ pub fn run(
             qs,
             method,
             nan,
-        } => crate::stats::quantile(one(inputs)?, *axis, qs, *method, *nan)?,
+            select,
+        } => crate::stats::quantile(one(inputs)?, *axis, qs, *method, *nan, *select)?,
         Kernel::Histogram { bins, weighted } => crate::stats::histogram(inputs, *bins, *weighted)?,
         Kernel::Bincount { length, weighted } => {
             crate::stats::bincount(inputs, *length, *weighted)?

@@ -102,9 +102,14 @@ pub fn quantile(
     qs: &[f64],
     method: QuantileMethod,
     nan: bool,
+    select: bool,
 ) -> Result<Block, String> {
     if axis >= x.shape().len() {
         return Err(format!("axis {axis} of a {}-D block", x.shape().len()));
+    }
+    if select && !x.dtype().is_complex() {
+        let x = for_dtype!(x.dtype(), T => T::wrap(selected(x.view::<T>().expect("its dtype"), axis, qs, method, nan)));
+        return quantile(&x, axis, qs, method, nan, false);
     }
     match x {
         Block::C64(a) => Ok(Block::C64(median_complex(
@@ -152,6 +157,62 @@ fn median_complex<T: Copy + Default + std::ops::Add<Output = T>>(
                 _ => last,
             };
         });
+    out
+}
+
+/// `a` with each lane along `axis` made to read as its sorted self wherever the
+/// quantiles `qs` look: NaNs last, and at each position a quantile reads (of the lane's
+/// numbers with `nan`, else of all of it), the element a sort puts there (selected, as
+/// NumPy's `partition` does: linear time, where a sort takes n log n).
+fn selected<T: Sortable>(
+    a: &ArrayD<T>,
+    axis: usize,
+    qs: &[f64],
+    method: QuantileMethod,
+    nan: bool,
+) -> ArrayD<T> {
+    let mut out = a.to_owned();
+    let mut lane: Vec<T> = Vec::with_capacity(a.shape()[axis]);
+    let mut at: Vec<usize> = Vec::with_capacity(2 * qs.len());
+    for mut o in out.lanes_mut(Axis(axis)) {
+        lane.clear();
+        lane.extend(o.iter().copied());
+        // NaNs (floats only) to the end, the numbers before them.
+        let mut valid = lane.len();
+        let mut i = 0;
+        while i < valid {
+            if lane[i].to_f64().is_nan() {
+                valid -= 1;
+                lane.swap(i, valid);
+            } else {
+                i += 1;
+            }
+        }
+        // A lane holding a NaN gives NaN unless NaNs are left out: nothing to select.
+        if valid == lane.len() || nan {
+            at.clear();
+            for &q in qs {
+                if valid == 0 {
+                    break;
+                }
+                match quantile_point(valid, q, method) {
+                    Point::At(i) => at.push(i),
+                    Point::Lerp(i, j, _) | Point::Mean(i, j) => at.extend([i, j]),
+                }
+            }
+            at.sort_unstable();
+            at.dedup();
+            // Each position selected in what lies after the one before it.
+            let mut lo = 0;
+            for &p in &at {
+                lane[lo..valid].select_nth_unstable_by(p - lo, |x, y| x.order(y));
+                lo = p + 1;
+            }
+        }
+        for (o, v) in o.iter_mut().zip(&lane) {
+            *o = *v;
+        }
+    }
     out
 }
 
@@ -459,6 +520,47 @@ mod tests {
             quantile_point(4, 0.5, AveragedInvertedCdf),
             Point::Lerp(1, 2, 0.5)
         );
+    }
+
+    #[test]
+    fn selected_order_statistics_equal_a_sorts() {
+        // Lanes along axis 0 of a 2-D block (strided), with repeats, NaNs in some lanes,
+        // a lane of NaNs only; every method, the nan forms too, and ints.
+        let mut state = 7u64;
+        let mut next = || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % 50
+        };
+        let (n, lanes) = (101, 5);
+        let mut v: Vec<f64> = (0..n * lanes).map(|_| next() as f64 - 20.0).collect();
+        v[3 * lanes + 1] = f64::NAN;
+        v[50 * lanes + 1] = f64::NAN;
+        for i in 0..n {
+            v[i * lanes + 4] = f64::NAN;
+        }
+        let x = Block::F64(ArrayD::from_shape_vec(IxDyn(&[n, lanes]), v).unwrap());
+        let sorted = crate::order::sort(&x, 0, false, false, 0).unwrap();
+        let ints = Block::I64(x.to_f64().mapv(|f| if f.is_nan() { 0 } else { f as i64 }));
+        let ints_sorted = crate::order::sort(&ints, 0, false, false, 0).unwrap();
+        let qs = [0.0, 0.05, 0.5, 0.5, 0.731, 1.0];
+        let methods = (QuantileMethod::NAMES.iter())
+            .map(|n| QuantileMethod::parse(n).unwrap())
+            .chain([QuantileMethod::Median]);
+        for method in methods {
+            for nan in [false, true] {
+                for (x, sorted) in [(&x, &sorted), (&ints, &ints_sorted)] {
+                    let want = quantile(sorted, 0, &qs, method, nan, false).unwrap();
+                    let got = quantile(x, 0, &qs, method, nan, true).unwrap();
+                    let (w, g) = (want.to_f64(), got.to_f64());
+                    assert_eq!(want.dtype(), got.dtype(), "{method:?} nan={nan}");
+                    assert!(
+                        w.iter().zip(g.iter()).all(|(a, b)| a.to_bits() == b.to_bits()
+                            || (a.is_nan() && b.is_nan())),
+                        "{method:?} nan={nan}: {w} != {g}"
+                    );
+                }
+            }
+        }
     }
 
     fn f32s(v: &[f32]) -> Block {

@@ -334,12 +334,14 @@ pub enum NodeOp {
     },
     /// Quantiles `qs` by `method` of each lane along `axis` of the sorted `x` (one block
     /// along `axis`), NaNs left out with `nan`: x's shape with `qs.len()` along `axis`.
+    /// With `select`, x's lanes are not sorted: the order statistics are selected.
     Quantile {
         x: NodeId,
         axis: usize,
         qs: Vec<f64>,
         method: nums_layout::batch::QuantileMethod,
         nan: bool,
+        select: bool,
     },
     /// NumPy's histogram counts (or weights' sums) of `x` in `bins` equal bins between the
     /// 0-d `lo` and `hi`: a sum over x's blocks.

@@ -153,12 +153,14 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             qs,
             method,
             nan,
+            select,
         } => cx.one(
             Kernel::Quantile {
                 axis: *axis,
                 qs: qs.clone(),
                 method: *method,
                 nan: *nan,
+                select: *select,
             },
             vec![cx.b(*x, idx)],
         ),

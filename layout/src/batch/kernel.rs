@@ -473,6 +473,10 @@ pub enum Kernel {
         /// Leave NaNs out.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         nan: bool,
+        /// The lanes are not sorted: the order statistics are selected (as NumPy's
+        /// `partition` does: linear time), not read off.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        select: bool,
     },
     /// Terms (a block of values, a 0-d block of the histogram's lowest edge, a 0-d block of
     /// its highest; then with `weighted` a block of weights like the values): the count (or

@@ -831,6 +831,14 @@ impl<'a> Builder<'a> {
         let k = qs.len() as u64;
         let lanes = match self.sorted_lanes(x, axis, false, false, pos)? {
             super::sorting::Sorted::Whole(sorted) => {
+                // The order statistics are selected from the unsorted lanes (NumPy's
+                // partition: linear, not a sort's n log n); complex lanes are sorted.
+                let (sorted, select) = match &self.g.nodes[sorted].op {
+                    NodeOp::Sort { x: lanes, .. } if !self.meta(x).dtype.is_complex() => {
+                        (*lanes, true)
+                    }
+                    _ => (sorted, false),
+                };
                 let sm = self.meta(sorted).clone();
                 let mut shape = sm.shape.clone();
                 shape[axis] = k;
@@ -844,6 +852,7 @@ impl<'a> Builder<'a> {
                         qs: qs.to_vec(),
                         method,
                         nan,
+                        select,
                     },
                 ));
             }
