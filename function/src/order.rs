@@ -18,19 +18,63 @@ pub trait Sortable: Elem {
     /// Whether elements the order calls equal can differ (-0.0 and 0.0, NaNs' payloads):
     /// their sort must then be stable, as NumPy's is.
     const TIES_DIFFER: bool = false;
+    /// Whether [`Sortable::key`] gives keys (ints and floats; not complex numbers).
+    const KEYED: bool = false;
+    /// An unsigned key in the order's order: elements the order calls equal have equal
+    /// keys (sorting keys is sorting integers: no comparator, no NaN cases).
+    #[inline]
+    fn key(self) -> u64 {
+        unreachable!("only for KEYED types")
+    }
+    /// The element whose key `k` is, where [`Sortable::plain`] holds.
+    #[inline]
+    fn from_key(_k: u64) -> Self {
+        unreachable!("only for KEYED types")
+    }
+    /// Whether this element is the only one of its key (not -0.0, not a NaN).
+    #[inline]
+    fn plain(self) -> bool {
+        true
+    }
 }
 
 macro_rules! sortable_ord {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $u:ty),*) => {$(
         impl Sortable for $t {
+            const KEYED: bool = true;
             #[inline]
             fn order(&self, other: &Self) -> Ordering {
                 self.cmp(other)
             }
+            #[inline]
+            fn key(self) -> u64 {
+                // Signed: the sign bit flipped puts negatives first.
+                (self as $u ^ (<$t>::MIN as $u)) as u64
+            }
+            #[inline]
+            fn from_key(k: u64) -> Self {
+                (k as $u ^ (<$t>::MIN as $u)) as $t
+            }
         }
     )*};
 }
-sortable_ord!(bool, i8, i16, i32, i64, u8, u16, u32, u64);
+sortable_ord!(i8 => u8, i16 => u16, i32 => u32, i64 => u64, u8 => u8, u16 => u16, u32 => u32, u64 => u64);
+
+impl Sortable for bool {
+    const KEYED: bool = true;
+    #[inline]
+    fn order(&self, other: &Self) -> Ordering {
+        self.cmp(other)
+    }
+    #[inline]
+    fn key(self) -> u64 {
+        self as u64
+    }
+    #[inline]
+    fn from_key(k: u64) -> Self {
+        k != 0
+    }
+}
 
 /// NaN last, otherwise as `<` compares (so -0.0 equals 0.0).
 #[inline]
@@ -44,17 +88,37 @@ fn float_order<F: PartialOrd + Copy>(a: F, b: F, a_nan: bool, b_nan: bool) -> Or
 }
 
 macro_rules! sortable_float {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $u:ty),*) => {$(
         impl Sortable for $t {
             const TIES_DIFFER: bool = true;
+            const KEYED: bool = true;
             #[inline]
             fn order(&self, other: &Self) -> Ordering {
                 float_order(*self, *other, self.is_nan(), other.is_nan())
             }
+            #[inline]
+            fn key(self) -> u64 {
+                // -0.0 as 0.0 and every NaN as one (after +inf); then negatives' bits
+                // reversed below the positives' (the usual total-order trick).
+                let f = if self == 0.0 { 0.0 } else if self.is_nan() { <$t>::NAN } else { self };
+                let b = f.to_bits();
+                let top = 1 << (<$u>::BITS - 1);
+                (if b & top != 0 { !b } else { b | top }) as u64
+            }
+            #[inline]
+            fn from_key(k: u64) -> Self {
+                let k = k as $u;
+                let top = 1 << (<$u>::BITS - 1);
+                <$t>::from_bits(if k & top != 0 { k & !top } else { !k })
+            }
+            #[inline]
+            fn plain(self) -> bool {
+                !(self.is_nan() || (self == 0.0 && self.is_sign_negative()))
+            }
         }
     )*};
 }
-sortable_float!(f32, f64);
+sortable_float!(f32 => u32, f64 => u64);
 
 macro_rules! sortable_complex {
     ($($t:ty),*) => {$(
@@ -319,6 +383,9 @@ fn sort_t<T: Sortable>(
     arg: bool,
     origin: u64,
 ) -> Block {
+    if T::KEYED {
+        return sort_keyed(a, axis, descending, arg, origin);
+    }
     if arg {
         let mut out = ArrayD::<i64>::zeros(a.raw_dim());
         let mut pairs: Vec<(T, i64)> = Vec::with_capacity(a.shape()[axis]);
@@ -349,6 +416,64 @@ fn sort_t<T: Sortable>(
         }
         for (o, v) in o.iter_mut().zip(&lane) {
             *o = *v;
+        }
+    }
+    T::wrap(out)
+}
+
+/// [`sort_t`] of ints and floats, by their keys ([`Sortable::key`]): an unstable sort of
+/// integers, which orders ties by position where they could differ (a key and the
+/// position in one 128-bit integer): the order NumPy's stable sort gives.
+fn sort_keyed<T: Sortable>(
+    a: &ArrayD<T>,
+    axis: usize,
+    descending: bool,
+    arg: bool,
+    origin: u64,
+) -> Block {
+    // Descending: keys reversed (NaN first); ties still by position.
+    let flip = if descending { u64::MAX } else { 0 };
+    let n = a.shape()[axis];
+    let mut keys: Vec<u64> = Vec::new();
+    let mut pairs: Vec<u128> = Vec::new();
+    // The positions (from `first`) of lane `l` in sorted order, in `pairs`' low halves.
+    let by_position = |pairs: &mut Vec<u128>, l: ndarray::ArrayView1<T>, first: u64| {
+        pairs.clear();
+        pairs.extend(
+            (l.iter().zip(first..)).map(|(v, i)| (((v.key() ^ flip) as u128) << 64) | i as u128),
+        );
+        pairs.sort_unstable();
+    };
+    if arg {
+        let mut out = ArrayD::<i64>::zeros(a.raw_dim());
+        Zip::from(out.lanes_mut(Axis(axis)))
+            .and(a.lanes(Axis(axis)))
+            .for_each(|mut o, l| {
+                by_position(&mut pairs, l, origin);
+                for (o, p) in o.iter_mut().zip(&pairs) {
+                    *o = *p as u64 as i64;
+                }
+            });
+        return Block::I64(out);
+    }
+    let mut out = a.clone();
+    let mut lane: Vec<T> = Vec::with_capacity(n);
+    for mut o in out.lanes_mut(Axis(axis)) {
+        if o.iter().all(|v| v.plain()) {
+            // Equal keys are equal elements: the keys alone, sorted.
+            keys.clear();
+            keys.extend(o.iter().map(|v| v.key() ^ flip));
+            keys.sort_unstable();
+            for (o, k) in o.iter_mut().zip(&keys) {
+                *o = T::from_key(k ^ flip);
+            }
+        } else {
+            lane.clear();
+            lane.extend(o.iter().copied());
+            by_position(&mut pairs, o.view(), 0);
+            for (o, p) in o.iter_mut().zip(&pairs) {
+                *o = lane[*p as u64 as usize];
+            }
         }
     }
     T::wrap(out)
@@ -703,6 +828,83 @@ pub fn overlay(inputs: &[&Block]) -> Result<Block, String> {
 
 #[cfg(test)]
 mod tests {
+    /// NumPy's stable sort (and argsort) of a lane, by the comparator: what keyed sorts
+    /// must give, bit for bit.
+    fn reference<T: Sortable>(v: &[T], descending: bool) -> (Vec<T>, Vec<i64>) {
+        let mut p: Vec<(T, i64)> = v.iter().copied().zip(0..).collect();
+        p.sort_by(|a, b| cmp(&a.0, &b.0, descending));
+        (
+            p.iter().map(|x| x.0).collect(),
+            p.iter().map(|x| x.1).collect(),
+        )
+    }
+
+    fn check_keyed<T: Sortable>(v: Vec<T>, bits: impl Fn(&T) -> u64) {
+        let a = ndarray::ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.clone()).unwrap();
+        for descending in [false, true] {
+            let (want, want_arg) = reference(&v, descending);
+            let got = sort_keyed(&a, 0, descending, false, 0);
+            let got: Vec<T> = got.view::<T>().unwrap().iter().copied().collect();
+            assert_eq!(
+                got.iter().map(&bits).collect::<Vec<_>>(),
+                want.iter().map(&bits).collect::<Vec<_>>()
+            );
+            let arg = sort_keyed(&a, 0, descending, true, 0);
+            assert_eq!(arg.to_i64().iter().copied().collect::<Vec<_>>(), want_arg);
+        }
+    }
+
+    #[test]
+    fn keyed_sorts_are_numpys_stable_sort_bit_for_bit() {
+        let mut state = 3u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 11
+        };
+        let specials = [
+            0.0,
+            -0.0,
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(0x7ff8_0000_0000_0001),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+            5e-324,
+            1.5,
+            -1.5,
+        ];
+        let floats: Vec<f64> = (0..400)
+            .map(|i| {
+                if i % 3 == 0 {
+                    specials[(next() % specials.len() as u64) as usize]
+                } else {
+                    (next() % 7) as f64 - 3.0
+                }
+            })
+            .collect();
+        check_keyed(floats.clone(), |f| f.to_bits());
+        check_keyed(floats.iter().map(|&f| f as f32).collect(), |f| {
+            f.to_bits() as u64
+        });
+        // No -0.0 and no NaN: the keys alone.
+        check_keyed(
+            floats
+                .iter()
+                .map(|&f| if f.plain() { f } else { 2.0 })
+                .collect(),
+            |f| f.to_bits(),
+        );
+        check_keyed((0..300).map(|_| next() as i64).collect(), |&v| v as u64);
+        check_keyed((0..300).map(|_| next() as i8).collect(), |&v| v as u64);
+        check_keyed((0..300).map(|_| next() as u16).collect(), |&v| v as u64);
+        check_keyed((0..300).map(|_| next() as u64).collect(), |&v| v);
+        check_keyed((0..300).map(|_| next() % 2 == 0).collect(), |&v| v as u64);
+    }
+
     use super::*;
 
     fn f64s(b: &Block) -> Vec<f64> {

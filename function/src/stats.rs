@@ -4,7 +4,7 @@
 
 use ndarray::{ArrayD, Axis, IxDyn, Zip};
 use nums_layout::batch::QuantileMethod;
-use nums_layout::{Block, DType, for_dtype};
+use nums_layout::{Block, DType, Elem, for_dtype};
 
 use crate::order::Sortable;
 
@@ -528,7 +528,9 @@ mod tests {
         // a lane of NaNs only; every method, the nan forms too, and ints.
         let mut state = 7u64;
         let mut next = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 33) % 50
         };
         let (n, lanes) = (101, 5);
@@ -554,8 +556,9 @@ mod tests {
                     let (w, g) = (want.to_f64(), got.to_f64());
                     assert_eq!(want.dtype(), got.dtype(), "{method:?} nan={nan}");
                     assert!(
-                        w.iter().zip(g.iter()).all(|(a, b)| a.to_bits() == b.to_bits()
-                            || (a.is_nan() && b.is_nan())),
+                        w.iter()
+                            .zip(g.iter())
+                            .all(|(a, b)| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())),
                         "{method:?} nan={nan}: {w} != {g}"
                     );
                 }

@@ -513,8 +513,14 @@ impl StoredArray {
                 let (key, block) = (self.block_key(&idx), Arc::new(block));
                 let enc = self.encoder(&idx);
                 let dtype = self.meta.dtype;
-                if !crate::tier::tier().keep_unwritten(store, &key, false, dtype, block.clone(), enc)
-                {
+                if !crate::tier::tier().keep_unwritten(
+                    store,
+                    &key,
+                    false,
+                    dtype,
+                    block.clone(),
+                    enc,
+                ) {
                     self.write_block(store, &idx, &block).await?;
                 }
                 Ok::<(), Error>(())
