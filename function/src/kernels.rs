@@ -620,8 +620,16 @@ fn assemble(
                 None => return,
             }
         }
-        out.slice_mut(dst.as_slice())
-            .assign(&x.slice(src.as_slice()));
+        let (mut d, mut s) = (out.slice_mut(dst.as_slice()), x.slice(src.as_slice()));
+        // Axes of length 1 dropped: ndarray's inner loop runs along the last axis, and a
+        // column (n x 1) would otherwise copy one element per outer step.
+        for ax in (0..d.ndim()).rev() {
+            if d.shape()[ax] == 1 && d.ndim() > 1 {
+                d.index_axis_inplace(Axis(ax), 0);
+                s.index_axis_inplace(Axis(ax), 0);
+            }
+        }
+        d.assign(&s);
     }
     let (dtype, same) = in_first_dtype(inputs);
     for (x, off) in same.iter().zip(offsets) {
