@@ -36,9 +36,11 @@ class Explanation(str):
 
 
 def persist(*arrays):
-    """Computes ``arrays`` now and keeps them in the session's store (as every compute
-    does): later expressions read them in place instead of computing them again, as
-    Dask's ``persist``. They stay there while the arrays (the Python objects) live:
+    """Computes ``arrays`` now and keeps them: in this process's memory tier where they
+    fit (what a compute here makes stays there, written to the session's store only
+    when a compute on the backend reads it; what the backend makes is read into it),
+    else in the session's store. Later expressions read them in place instead of
+    computing them again, as Dask's ``persist``. They stay there while the arrays (the Python objects) live:
     once one is gone, the next compute deletes its blocks, and what is made from it
     computes it again. Returns the arrays (one, or a tuple)."""
     from .numpy import _array
