@@ -901,7 +901,7 @@ mod tests {
         check_keyed((0..300).map(|_| next() as i64).collect(), |&v| v as u64);
         check_keyed((0..300).map(|_| next() as i8).collect(), |&v| v as u64);
         check_keyed((0..300).map(|_| next() as u16).collect(), |&v| v as u64);
-        check_keyed((0..300).map(|_| next() as u64).collect(), |&v| v);
+        check_keyed((0..300).map(|_| next()).collect(), |&v| v);
         check_keyed((0..300).map(|_| next() % 2 == 0).collect(), |&v| v as u64);
     }
 
