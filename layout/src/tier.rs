@@ -333,16 +333,39 @@ impl Tier {
         };
         for (k, block, store, encode, intermediate) in todo {
             let b = block.clone();
-            let bytes = tokio::task::spawn_blocking(move || encode(&b))
-                .await
-                .expect("encode task panicked")?;
-            let stamp = store.put_stamped(&k.key, bytes, intermediate).await?;
-            self.written_back.fetch_add(1, Relaxed);
-            let mut s = self.state();
+            let put = async {
+                let bytes = tokio::task::spawn_blocking(move || encode(&b))
+                    .await
+                    .expect("encode task panicked")?;
+                store.put_stamped(&k.key, bytes, intermediate).await
+            };
+            let put = put.await;
             // Still the block that was written (not forgotten, not replaced)?
-            let same = (s.entries.peek(&k))
-                .is_some_and(|e| e.unwritten.is_some() && Arc::ptr_eq(&e.block, &block));
-            if !same {
+            let same = |s: &State| {
+                (s.entries.peek(&k))
+                    .is_some_and(|e| e.unwritten.is_some() && Arc::ptr_eq(&e.block, &block))
+            };
+            let stamp = match put {
+                Ok(stamp) => stamp,
+                // Its array was deleted meanwhile (a session lets go of what no handle
+                // holds beside a compute): its folder went with it, and so did the need.
+                Err(_) if !{ same(&self.state()) } => continue,
+                Err(e) => return Err(e),
+            };
+            self.written_back.fetch_add(1, Relaxed);
+            let (kept, forgotten) = {
+                let s = self.state();
+                (same(&s), !s.entries.contains(&k))
+            };
+            if !kept {
+                if forgotten {
+                    // Forgotten while it was written: what was written goes too.
+                    let _ = store.delete(&k.key).await;
+                }
+                continue;
+            }
+            let mut s = self.state();
+            if !same(&s) {
                 continue;
             }
             let e = s.entries.peek_mut(&k).expect("just seen");
