@@ -293,17 +293,20 @@ impl<'a> Stages<'a> {
         self.run_plan(name, &g, &plan).await
     }
 
-    /// Runs stage `name`, the plan of `g`: the arrays it keeps described first, its
+    /// Runs stage `name`, the plan of `g`: the arrays it keeps described as it runs, its
     /// batches resumable; a task's linear-algebra failure named by the job-file array.
     pub(crate) async fn run_plan(&self, name: &str, g: &Graph, plan: &Plan) -> anyhow::Result<()> {
         let prefix = self.prefix()?;
-        describe_staged(g, &prefix, self.attrs, self.store).await?;
-        self.run(name, &plan.batches, plan.tasks as u64, Resume::Skip)
-            .await
-            .map_err(|e| match self.origin {
-                Some(job) => name_linalg_failure(e, job, g, &prefix),
-                None => e,
-            })?;
+        // The metadata is written beside the batches: no task reads it.
+        let (described, ran) = tokio::join!(
+            describe_staged(g, &prefix, self.attrs, self.store),
+            self.run(name, &plan.batches, plan.tasks as u64, Resume::Skip)
+        );
+        ran.map_err(|e| match self.origin {
+            Some(job) => name_linalg_failure(e, job, g, &prefix),
+            None => e,
+        })?;
+        described?;
         let mut made = self.made.lock().unwrap_or_else(|p| p.into_inner());
         made.extend(imports_of(g, &prefix));
         Ok(())

@@ -123,6 +123,10 @@ impl Encoded {
     }
 }
 
+/// A kernel over at most this many bytes (inputs and output) runs on the task that asks
+/// for it: handing it to the blocking pool takes longer than the kernel (tens of µs).
+const INLINE_KERNEL_BYTES: usize = 64 << 10;
+
 /// How blocks are turned into bytes and back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Codec {
@@ -152,7 +156,11 @@ impl<'a> Invocation<'a> {
         outputs: Outputs,
     ) -> Result<Self, FnError> {
         let started = Instant::now();
-        memory::reset_peak();
+        // The driver's own work shares its process (the caller's): its peak is not the
+        // batch's, and resetting it walks the whole process's pages.
+        if outputs == Outputs::Store {
+            memory::reset_peak();
+        }
         batch.check_confined()?;
         let arrays = batch
             .arrays
@@ -274,7 +282,11 @@ impl<'a> Invocation<'a> {
             } else {
                 None
             };
-            let (result, seconds) = tokio::task::spawn_blocking(move || {
+            let small = fetched.is_none()
+                && inputs.iter().map(|b| b.nbytes()).sum::<usize>()
+                    + out.meta.block_nbytes(&index) as usize
+                    <= INLINE_KERNEL_BYTES;
+            let run = move || {
                 let t0 = Instant::now();
                 let r = match &fetched {
                     Some(f) => import::decode(&kernel, f, &out.meta, &index),
@@ -284,9 +296,11 @@ impl<'a> Invocation<'a> {
                     }
                 };
                 (r, t0.elapsed().as_secs_f64())
-            })
-            .await
-            .expect("kernel panicked");
+            };
+            let (result, seconds) = match small {
+                true => run(),
+                false => (tokio::task::spawn_blocking(run).await).expect("kernel panicked"),
+            };
             let block = result.map_err(|message| FnError::Kernel {
                 task: n,
                 message: match import::array_of(reads_file, &key) {
@@ -376,7 +390,10 @@ impl<'a> Invocation<'a> {
             wall_seconds: self.started.elapsed().as_secs_f64(),
             compute_seconds,
             io_seconds,
-            peak_memory_bytes: memory::peak(),
+            peak_memory_bytes: match self.outputs {
+                Outputs::Store => memory::peak(),
+                Outputs::MemoryFirst => 0,
+            },
         }
     }
 }

@@ -52,9 +52,11 @@ where
     py.detach(|| {
         rt.block_on(async move {
             tokio::pin!(f);
-            let mut tick = tokio::time::interval(SIGNAL_POLL);
+            // The first tick one period on: awaiting an immediate first tick waits for the
+            // timer wheel (a millisecond), longer than a small compute.
+            let start = tokio::time::Instant::now() + SIGNAL_POLL;
+            let mut tick = tokio::time::interval_at(start, SIGNAL_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            tick.tick().await;
             loop {
                 tokio::select! {
                     biased;

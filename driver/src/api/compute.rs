@@ -192,7 +192,11 @@ impl Session {
 
     pub(super) fn store(&self) -> Result<Store, Error> {
         self.st.touched.store(true, Ordering::SeqCst);
-        Store::open(&self.st.spec).map_err(store_error)
+        if let Some(s) = self.st.opened.get() {
+            return Ok(s.with_fresh_counters());
+        }
+        let s = Store::open(&self.st.spec).map_err(store_error)?;
+        Ok(self.st.opened.get_or_init(|| s).with_fresh_counters())
     }
 
     /// The store, to put something under the session's prefix: the session's claim on it

@@ -172,6 +172,9 @@ pub(crate) struct State {
     /// Whether the session has opened its store (to compute, write or read): a session
     /// that never did has nothing there to remove when it ends.
     touched: AtomicBool,
+    /// Its store, opened once (an S3 client is costly to make; a local folder's path is
+    /// resolved on the file system), handed out with fresh counters.
+    opened: std::sync::OnceLock<nums_layout::Store>,
     /// Its claim on its prefix ([`lease`]), written before it stores anything there.
     claimed: tokio::sync::OnceCell<()>,
     /// The backend of the session's computes, started by the first and reused.
@@ -519,6 +522,7 @@ impl Session {
                 next: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 touched: AtomicBool::new(false),
+                opened: Default::default(),
                 claimed: Default::default(),
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
