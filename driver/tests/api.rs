@@ -380,6 +380,21 @@ async fn arrays_of_every_dtype_come_and_go_in_their_dtype() {
         got.compute::<u8>().await.unwrap(),
         array![4u8, 7].into_dyn()
     );
+    // A NumPy scalar argument of an elementwise function promotes as its dtype (NEP 50),
+    // as it does beside an operator: uint8 + int64(1) is int64.
+    let one = Arg::NumPy(nums_layout::Scalar::Int(1), DType::Int64);
+    for got in [
+        s.call("add", &[(&u).into(), one.clone()], &[]),
+        s.call("add", &[one.clone(), (&u).into()], &[]),
+    ] {
+        let got = got.unwrap().array().unwrap();
+        assert_eq!(got.dtype().unwrap(), DType::Int64);
+        assert_eq!(
+            got.compute::<i64>().await.unwrap(),
+            array![251i64, 8].into_dyn()
+        );
+    }
+    assert_eq!(u.op("+", one).dtype().unwrap(), DType::Int64);
     let i = s.from_ndarray(array![-128i8, 5]).astype(DType::Int16);
     assert_eq!(
         i.abs().compute::<i16>().await.unwrap(),

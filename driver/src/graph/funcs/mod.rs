@@ -559,7 +559,8 @@ impl<'a> Builder<'a> {
         let names = def.params;
         // A NumPy scalar argument stays one where it promotes (the elementwise functions);
         // elsewhere it is a number (a size, an axis, a fill value).
-        let operands = elementwise::DEFS.iter().any(|d| std::ptr::eq(d, def));
+        // (By name: a `const` table's items have no one address to compare.)
+        let operands = elementwise::DEFS.iter().any(|d| d.name == def.name);
         let eval = |s: &mut Self, e: &Expr| {
             if operands {
                 s.eval_operand(e)
