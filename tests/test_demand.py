@@ -97,3 +97,32 @@ def test_repr_is_numpys_summary_and_html_says_what_it_is(session):
     # NumPy's functions given it get NumPy's answer.
     assert np.median(x[:, 3]) == np.median(a[:, 3])
     np.testing.assert_array_equal(np.histogram(x, bins=5)[0], np.histogram(a, bins=5)[0])
+
+
+def test_what_a_selection_reads_again_is_made_once_and_let_go(session, tmp_path):
+    # unique's values and counts both select from one sorted array with one mask of where
+    # values change: made once, with the counts the selection needs first, kept while an
+    # array may read them, and let go once no array can.
+    a = np.random.default_rng(5).integers(0, 50, 200_000).astype(np.float64)
+    a[::997] = np.nan
+    x = nps.array(a).block(30_011)
+    store = tmp_path / "store"
+
+    def stored():  # the arrays computes made (`n<node>`; inputs are `in/<k>`)
+        return {p.parent.name for p in store.rglob("zarr.json") if p.parent.name[0] == "n"}
+
+    before = stored()
+    u, c = nps.unique(x, return_counts=True)
+    kept = stored() - before  # the sorted array and the mask (and the counts)
+    got_u = u.get()
+    session.collect()
+    assert kept & stored(), (kept, stored())  # c may still read the mask
+    got_c = c.get()
+    session.collect()
+    assert not kept & stored(), (kept, stored())  # nothing can: gone
+    want_u, want_c = np.unique(a, return_counts=True)
+    np.testing.assert_array_equal(got_u, want_u)
+    np.testing.assert_array_equal(got_c, want_c)
+    del u, c
+    session.collect()
+    assert stored() <= before, stored()

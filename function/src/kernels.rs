@@ -629,7 +629,29 @@ fn assemble(
                 s.index_axis_inplace(Axis(ax), 0);
             }
         }
-        d.assign(&s);
+        // One and two axes copied with fixed dimensions (a dynamic one looks up its
+        // strides per element), contiguous runs as slices.
+        if let (Some(d), Some(s)) = (d.as_slice_mut(), s.as_slice()) {
+            d.clone_from_slice(s);
+            return;
+        }
+        match d.ndim() {
+            1 => {
+                let mut d = d.into_dimensionality::<ndarray::Ix1>().expect("1-D");
+                d.assign(&s.into_dimensionality::<ndarray::Ix1>().expect("1-D"));
+            }
+            2 => {
+                let mut d = d.into_dimensionality::<ndarray::Ix2>().expect("2-D");
+                let s = s.into_dimensionality::<ndarray::Ix2>().expect("2-D");
+                for (mut dr, sr) in d.rows_mut().into_iter().zip(s.rows()) {
+                    match (dr.as_slice_mut(), sr.as_slice()) {
+                        (Some(dr), Some(sr)) => dr.clone_from_slice(sr),
+                        _ => dr.assign(&sr),
+                    }
+                }
+            }
+            _ => d.assign(&s),
+        }
     }
     let (dtype, same) = in_first_dtype(inputs);
     for (x, off) in same.iter().zip(offsets) {

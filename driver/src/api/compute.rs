@@ -417,8 +417,17 @@ impl Session {
 
     /// The values of the session's nodes `ids`, computed first where they are not stored.
     pub(crate) async fn values_of(&self, ids: &[NodeId]) -> Result<Vec<Block>, Error> {
+        self.values_with(ids, &[]).await
+    }
+
+    /// [`Session::values_of`] `ids`, computed with `also` (stored, not read back).
+    pub(crate) async fn values_with(
+        &self,
+        ids: &[NodeId],
+        also: &[NodeId],
+    ) -> Result<Vec<Block>, Error> {
         let _busy = self.busy().await;
-        self.make(ids).await?;
+        self.make(&[ids, also].concat()).await?;
         let store = self.store()?;
         let mut out = Vec::with_capacity(ids.len());
         for &id in ids {

@@ -700,23 +700,29 @@ impl Session {
         // Each value asked for is one more stage of the function (a sort's sample, then
         // its counts): a few at most.
         for _ in 0..8 {
-            let need = {
+            let (need, sorts) = {
                 let mut g = self.graph();
                 g.set_compute(self.cfg.compute());
-                match g.eval(e, &ids) {
+                let need = match g.eval(e, &ids) {
                     Ok(v) => return Ok(v),
                     Err(message) => g.need_values().ok_or_else(|| Error::Job {
                         raises: g.raises(),
                         array: Some(label.to_string()),
                         message: format!("`{label}`: {message}"),
                     })?,
-                }
+                };
+                (need, g.graph().reread_under(need))
             };
             // Its shape depends on a small node's values (a sort's sample, a selection's
             // counts): computed first, as a job's stage computes them, then built again.
-            let values = blocking::block_on(self.values_of(&[need]))??;
+            // What that build reads again is kept, while an array may read it: the sorts
+            // it is made from, a selection's mask (unique's values, counts and positions
+            // read one sorted array and one mask of where values change).
+            let values = blocking::block_on(self.values_with(&[need], &sorts))??;
             let values = values.into_iter().next().expect("one node asked");
-            self.graph().set_values(need, values);
+            let mut g = self.graph();
+            g.keep_while_needed(&sorts);
+            g.set_values(need, values);
         }
         Err(Error::Job {
             raises: Default::default(),

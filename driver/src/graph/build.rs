@@ -51,6 +51,9 @@ pub(super) struct Builder<'a> {
     /// Sample sorts' samples made so far (the sample node and its positions), by operand
     /// and axis: a sort and an argsort of one array share them.
     pub(super) sort_memo: HashMap<(NodeId, usize), funcs::SortSamples>,
+    /// The per-block true counts of each mask selected with so far (a selection's values
+    /// and their positions share one, computed once).
+    pub(super) counts_memo: HashMap<NodeId, NodeId>,
     /// Nodes the names `$0`, `$1`, ... stand for (an expression of the Rust API, whose
     /// operands are nodes already in the graph); empty for a job.
     pub(super) bound: &'a [NodeId],
@@ -220,6 +223,7 @@ pub fn build_known(job: &Job, probes: &Probes, known: &Known) -> Result<Built, J
         tsqr_memo: HashMap::new(),
         lu_memo: HashMap::new(),
         sort_memo: HashMap::new(),
+        counts_memo: HashMap::new(),
         bound: &[],
         splits: shared_splits(job, probes),
     };
@@ -1441,6 +1445,14 @@ pub struct Incremental {
     /// Stored nodes that nothing could make again, kept while an array may read them:
     /// values from memory ([`Incremental::input`]) and imports (their files may be gone).
     kept: std::collections::BTreeSet<NodeId>,
+    /// Nodes stored beside values an evaluation needed ([`Incremental::keep_while_needed`]):
+    /// kept while an array may read them, then let go as computed nodes are (`made`
+    /// holds their operations).
+    while_needed: std::collections::BTreeSet<NodeId>,
+    /// Such nodes of a failed evaluation taken off the graph, to be stored again when the
+    /// next evaluation makes the same nodes: the nodes from the first taken off (as they
+    /// were made) and, of each to store again, its id and path.
+    restore: Option<(usize, Vec<(ArrayMeta, NodeOp)>, Vec<(NodeId, String)>)>,
     /// Paths of stored nodes taken off the graph ([`Incremental::set_values`]).
     orphans: Vec<String>,
     /// The exception NumPy raises for the last refused evaluation.
@@ -1471,6 +1483,8 @@ impl Incremental {
             need_values: None,
             made: HashMap::new(),
             kept: Default::default(),
+            while_needed: Default::default(),
+            restore: None,
             orphans: Vec::new(),
             raises: Default::default(),
         }
@@ -1512,6 +1526,7 @@ impl Incremental {
             tsqr_memo: std::mem::take(&mut self.tsqr_memo),
             lu_memo: std::mem::take(&mut self.lu_memo),
             sort_memo: HashMap::new(),
+            counts_memo: HashMap::new(),
             values: &self.values,
             need_values: None,
             bound,
@@ -1547,8 +1562,9 @@ impl Incremental {
     /// Evaluates `e`, whose names `$k` are `bound[k]`.
     pub(crate) fn eval(&mut self, e: &Expr, bound: &[NodeId]) -> Result<Value, String> {
         // A NumPy scalar comes back as one (NumPy's function of numbers gives one).
-        let v = self.with(&Probes::default(), bound, |b| b.eval_operand(e))?;
-        Value::of(v)
+        let v = self.with(&Probes::default(), bound, |b| b.eval_operand(e));
+        self.store_again();
+        Value::of(v?)
     }
 
     /// Adds the array `def` describes (random, full, or a load whose probe is
@@ -1558,7 +1574,9 @@ impl Incremental {
         def: &'s ArrayDef,
         probes: &'s Probes,
     ) -> Result<NodeId, String> {
-        self.with(probes, &[], |b| b.resolve(def).map_err(EvalError::Job))
+        let id = self.with(probes, &[], |b| b.resolve(def).map_err(EvalError::Job));
+        self.store_again();
+        id
     }
 
     /// An array stored at `path` (values from memory the caller writes there before a
@@ -1590,7 +1608,9 @@ impl Incremental {
                 shape_str(&self.g.nodes[x].meta.shape)
             ));
         }
-        self.with(&Probes::default(), &[], |b| Ok(b.rechunk(x, block)))
+        let id = self.with(&Probes::default(), &[], |b| Ok(b.rechunk(x, block)));
+        self.store_again();
+        id
     }
 
     /// The node whose values the last evaluation needed (it failed for want of them).
@@ -1611,17 +1631,36 @@ impl Incremental {
             _ => None,
         };
         if let Some((len, blocks)) = restore {
-            // Nodes of that evaluation stored since (`node` itself): their blocks go.
+            // Nodes of that evaluation stored since (`node` itself): their blocks go, but
+            // those kept while needed (a sort the build reads again), which the next
+            // evaluation makes again: stored again then.
             let taken: Vec<NodeId> = (self.made.keys().copied())
                 .chain(self.kept.iter().copied())
                 .filter(|&id| id >= len)
                 .collect();
+            let mut again = Vec::new();
             for id in taken {
-                self.made.remove(&id);
+                let op = self.made.remove(&id);
                 self.kept.remove(&id);
-                if let NodeOp::InPlace { path, .. } = &self.g.nodes[id].op {
-                    self.orphans.push(path.clone());
+                let NodeOp::InPlace { path, .. } = &self.g.nodes[id].op else {
+                    continue;
+                };
+                match (self.while_needed.remove(&id), op) {
+                    (true, Some(op)) if id < node => {
+                        again.push((id, path.clone()));
+                        self.g.nodes[id].op = op;
+                    }
+                    _ => self.orphans.push(path.clone()),
                 }
+            }
+            if let Some((_, _, pending)) = self.restore.take() {
+                self.orphans.extend(pending.into_iter().map(|(_, p)| p));
+            }
+            if !again.is_empty() {
+                let made = (self.g.nodes[len..node].iter())
+                    .map(|n| (n.meta.clone(), n.op.clone()))
+                    .collect();
+                self.restore = Some((len, made, again));
             }
             self.g.nodes.truncate(len);
             self.blocks = blocks;
@@ -1630,6 +1669,35 @@ impl Incremental {
             self.lu_memo.retain(|&k, lu| k < len && lu.within(len));
         }
         self.values.insert(node, values);
+    }
+
+    /// Nodes `ids`, stored beside values an evaluation needed, are kept while an array
+    /// may read them (not only while one holds them), and stored again when the next
+    /// evaluation makes them again: the build that follows reads them in place.
+    pub fn keep_while_needed(&mut self, ids: &[NodeId]) {
+        self.while_needed
+            .extend(ids.iter().filter(|id| self.made.contains_key(id)));
+    }
+
+    /// After an evaluation: the nodes [`Incremental::set_values`] took off are stored
+    /// again if it made the same nodes (the same operations and metadata from the first
+    /// taken off, as evaluating the same expression again does), else their blocks go.
+    fn store_again(&mut self) {
+        let Some((len, made, again)) = self.restore.take() else {
+            return;
+        };
+        let same = self.g.nodes.len() >= len + made.len()
+            && (self.g.nodes[len..len + made.len()].iter())
+                .zip(&made)
+                .all(|(n, (meta, op))| n.meta == *meta && n.op == *op);
+        for (id, path) in again {
+            if same {
+                self.stored(id, path);
+                self.while_needed.insert(id);
+            } else {
+                self.orphans.push(path);
+            }
+        }
     }
 
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
@@ -1670,29 +1738,38 @@ impl Incremental {
             .made
             .keys()
             .copied()
-            .filter(|&id| !is_held[id])
+            .filter(|&id| !is_held[id] && !self.while_needed.contains(&id))
             .collect();
         gone.sort_unstable();
         for id in gone {
-            let op = self.made.remove(&id).expect("listed");
-            if let NodeOp::InPlace { path, .. } = std::mem::replace(&mut self.g.nodes[id].op, op) {
-                out.paths.push(path);
-            }
+            self.put_back(id, &mut out);
         }
-        if self.kept.iter().all(|&id| is_held[id]) {
+        if (self.kept.iter().chain(&self.while_needed)).all(|&id| is_held[id]) {
             return out;
         }
-        // What the held nodes may read, as they are or once let go (nodes come after
-        // their operands).
-        let mut need = is_held;
+        // What the held nodes read as they are (a node kept while needed goes once what
+        // reads it is computed: it could be made again), and as they are or once let go
+        // (nodes come after their operands).
+        let (mut now, mut need) = (is_held.clone(), is_held);
         for id in (0..n).rev() {
-            if !need[id] {
-                continue;
+            if now[id] {
+                for i in self.g.nodes[id].op.operands() {
+                    now[i] = true;
+                }
             }
-            let op = self.made.get(&id).unwrap_or(&self.g.nodes[id].op);
-            for i in op.operands() {
-                need[i] = true;
+            if need[id] {
+                let op = self.made.get(&id).unwrap_or(&self.g.nodes[id].op);
+                for i in op.operands() {
+                    need[i] = true;
+                }
             }
+        }
+        let unneeded: Vec<NodeId> = (self.while_needed.iter().copied())
+            .filter(|&id| !now[id])
+            .collect();
+        for id in unneeded {
+            self.while_needed.remove(&id);
+            self.put_back(id, &mut out);
         }
         let unneeded: Vec<NodeId> = self.kept.iter().copied().filter(|&id| !need[id]).collect();
         for id in unneeded {
@@ -1703,6 +1780,14 @@ impl Incremental {
             out.inputs.push(id);
         }
         out
+    }
+
+    /// Computed node `id` gets its operation back; where it was stored goes in `out`.
+    fn put_back(&mut self, id: NodeId, out: &mut Released) {
+        let op = self.made.remove(&id).expect("a computed node");
+        if let NodeOp::InPlace { path, .. } = std::mem::replace(&mut self.g.nodes[id].op, op) {
+            out.paths.push(path);
+        }
     }
 
     /// The graph of one compute: the nodes `targets` need, renumbered, with only the

@@ -654,6 +654,38 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// What a build asking for `target`'s values reads again once it has them: the mask
+    /// whose per-block counts `target` is (a selection's), and the sorted arrays `target`
+    /// is made from (not those only they are made from).
+    pub fn reread_under(&self, target: NodeId) -> Vec<NodeId> {
+        let mut need = vec![false; target + 1];
+        need[target] = true;
+        let mut reread = Vec::new();
+        if let NodeOp::ScanTotal { x, .. } = self.nodes[target].op {
+            reread.push(x);
+            need[x] = false;
+            need[target] = false;
+            for i in self.nodes[x].op.inputs() {
+                need[i] = true;
+            }
+        }
+        for id in (0..=target).rev() {
+            if !need[id] {
+                continue;
+            }
+            let op = &self.nodes[id].op;
+            if id != target && matches!(op, NodeOp::Sort { .. } | NodeOp::SortMerge { .. }) {
+                reread.push(id);
+                continue;
+            }
+            for i in op.inputs() {
+                need[i] = true;
+            }
+        }
+        reread.reverse();
+        reread
+    }
+
     /// The nodes `target` depends on (and it), renumbered, with only `target` and the
     /// imports kept in the store; `target` is stored under `<job>/<name>`.
     pub fn subgraph(&self, target: NodeId, name: &str) -> (Graph, NodeId) {

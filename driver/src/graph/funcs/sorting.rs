@@ -970,15 +970,22 @@ impl<'a> Builder<'a> {
         };
         let mm = self.meta(mask).clone();
         let nb = mm.grid()[0];
-        let counts_node = self.add(
-            ArrayMeta::new(vec![nb], vec![1], DType::Int64),
-            NodeOp::ScanTotal {
-                x: mask,
-                op: ReduceOp::Sum,
-                axis: 0,
-                chained: false,
-            },
-        );
+        let counts_node = match self.counts_memo.get(&mask) {
+            Some(&c) => c,
+            None => {
+                let c = self.add(
+                    ArrayMeta::new(vec![nb], vec![1], DType::Int64),
+                    NodeOp::ScanTotal {
+                        x: mask,
+                        op: ReduceOp::Sum,
+                        axis: 0,
+                        chained: false,
+                    },
+                );
+                self.counts_memo.insert(mask, c);
+                c
+            }
+        };
         let counts: Vec<u64> = match self.values.get(&counts_node) {
             Some(c) => c.to_i64().iter().map(|&c| c as u64).collect(),
             None if nb == 0 => vec![],
