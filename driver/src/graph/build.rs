@@ -1450,13 +1450,22 @@ pub struct Incremental {
     /// holds their operations).
     while_needed: std::collections::BTreeSet<NodeId>,
     /// Such nodes of a failed evaluation taken off the graph, to be stored again when the
-    /// next evaluation makes the same nodes: the nodes from the first taken off (as they
-    /// were made) and, of each to store again, its id and path.
-    restore: Option<(usize, Vec<(ArrayMeta, NodeOp)>, Vec<(NodeId, String)>)>,
+    /// next evaluation makes the same nodes.
+    restore: Option<Restore>,
     /// Paths of stored nodes taken off the graph ([`Incremental::set_values`]).
     orphans: Vec<String>,
     /// The exception NumPy raises for the last refused evaluation.
     raises: crate::refusal::PyException,
+}
+
+/// Nodes [`Incremental::set_values`] took off the graph, to store again.
+struct Restore {
+    /// The graph's length they were taken off at.
+    len: usize,
+    /// The nodes from there (to the node whose values were needed) as they were made.
+    made: Vec<(ArrayMeta, NodeOp)>,
+    /// Of each to store again, its id and path.
+    again: Vec<(NodeId, String)>,
 }
 
 /// What [`Incremental::release`] let go.
@@ -1653,14 +1662,14 @@ impl Incremental {
                     _ => self.orphans.push(path.clone()),
                 }
             }
-            if let Some((_, _, pending)) = self.restore.take() {
-                self.orphans.extend(pending.into_iter().map(|(_, p)| p));
+            if let Some(r) = self.restore.take() {
+                self.orphans.extend(r.again.into_iter().map(|(_, p)| p));
             }
             if !again.is_empty() {
                 let made = (self.g.nodes[len..node].iter())
                     .map(|n| (n.meta.clone(), n.op.clone()))
                     .collect();
-                self.restore = Some((len, made, again));
+                self.restore = Some(Restore { len, made, again });
             }
             self.g.nodes.truncate(len);
             self.blocks = blocks;
@@ -1683,7 +1692,7 @@ impl Incremental {
     /// again if it made the same nodes (the same operations and metadata from the first
     /// taken off, as evaluating the same expression again does), else their blocks go.
     fn store_again(&mut self) {
-        let Some((len, made, again)) = self.restore.take() else {
+        let Some(Restore { len, made, again }) = self.restore.take() else {
             return;
         };
         let same = self.g.nodes.len() >= len + made.len()
