@@ -950,3 +950,16 @@ def test_a_dtype_nums_cloud_lacks_is_a_type_error_from_the_engine(session):
               lambda: x.astype(np.float16), lambda: nps.zeros(3, dtype="U3")):
         with pytest.raises(TypeError, match="float16|U3"):
             f()
+
+
+def test_csv_missing_values_are_nan_as_pandas_reads_them(session, tmp_path):
+    # An empty field and pandas' default missing markers read as NaN in a float column,
+    # as pandas.read_csv and np.genfromtxt make them; the rest to the bit.
+    text = "a,b,c\n1.5,,3\n,NA,-0.25\n4,5,null\n7,N/A,8e-3\n"
+    f = tmp_path / "blanks.csv"
+    f.write_text(text)
+    got = nps.read_csv(str(f), has_header=True).get()
+    want = np.genfromtxt(f, delimiter=",", skip_header=1,
+                         missing_values=["", "NA", "null", "N/A"])
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(got).sum() == 5

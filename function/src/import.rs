@@ -458,6 +458,30 @@ macro_rules! csv_int {
 }
 csv_int!(i8, i16, i32, i64, u8, u16, u32, u64);
 
+/// A field that says its value is missing, as pandas' `read_csv` reads it by default (an
+/// empty field, `NA`, `null`, `N/A`, ...): NaN in a float column, as pandas and NumPy's
+/// `genfromtxt` make it.
+pub fn is_missing(b: &[u8]) -> bool {
+    const MISSING: &[&[u8]] = &[
+        b"",
+        b"NA",
+        b"N/A",
+        b"n/a",
+        b"NULL",
+        b"null",
+        b"None",
+        b"<NA>",
+        b"#N/A",
+        b"#N/A N/A",
+        b"#NA",
+        b"-1.#IND",
+        b"-1.#QNAN",
+        b"1.#IND",
+        b"1.#QNAN",
+    ];
+    MISSING.contains(&b)
+}
+
 macro_rules! csv_float {
     ($($t:ty),*) => {$(
         impl CsvField for $t {
@@ -465,7 +489,9 @@ macro_rules! csv_float {
                 Self::parse_bytes(s.as_bytes())
             }
             fn parse_bytes(b: &[u8]) -> Option<$t> {
-                fast_float2::parse(b).ok()
+                fast_float2::parse(b)
+                    .ok()
+                    .or_else(|| is_missing(b).then_some(<$t>::NAN))
             }
             fn what() -> String {
                 "a number".into()
@@ -943,13 +969,22 @@ mod tests {
             e.unwrap_err(),
             "f.csv:2: 3 columns, but the first row has 2"
         );
-        // A line of delimiters is a row of empty fields, not a blank line.
-        let e = parse_csv::<f64>(b"1\t2\n\t\n3\t4\n", "f.csv", at, 3, 2, &[0, 1], b'\t');
-        assert_eq!(e.unwrap_err(), "f.csv:2: column 1: \"\" is not a number");
+        // A line of delimiters is a row of empty fields, not a blank line: missing values,
+        // NaN in floats as pandas reads them; an error in ints, which have no NaN.
+        let v = parse_csv::<f64>(b"1\t2\n\tNA\n3\t4\n", "f.csv", at, 3, 2, &[0, 1], b'\t');
+        let v = v.unwrap();
+        assert_eq!((v[0], v[1], v[4], v[5]), (1.0, 2.0, 3.0, 4.0));
+        assert!(v[2].is_nan() && v[3].is_nan());
+        let e = parse_csv::<i64>(b"1\t2\n\t\n3\t4\n", "f.csv", at, 3, 2, &[0, 1], b'\t');
+        assert!(
+            e.unwrap_err()
+                .starts_with("f.csv:2: column 1: \"\" is not an integer")
+        );
     }
 
     /// A float field is what `str::parse` makes of it (NumPy's loadtxt takes the same
-    /// text, `inf`, `nan` and `1e5` among it), to the bit, and refused where it refuses.
+    /// text, `inf`, `nan` and `1e5` among it), to the bit, and refused where it refuses
+    /// but for the missing values (NaN).
     #[test]
     fn csv_floats_are_str_parse() {
         let mut cases: Vec<String> = [
@@ -1033,15 +1068,17 @@ mod tests {
                 }
             })
         };
+        let missing = |c: &String| is_missing(c.as_bytes()).then_some(f64::NAN);
+        let missing32 = |c: &String| is_missing(c.as_bytes()).then_some(f32::NAN);
         for c in &cases {
             assert_eq!(
                 bits64(f64::parse_bytes(c.as_bytes())),
-                bits64(c.parse().ok()),
+                bits64(c.parse().ok().or(missing(c))),
                 "{c:?}"
             );
             assert_eq!(
                 bits32(f32::parse_bytes(c.as_bytes())),
-                bits32(c.parse().ok()),
+                bits32(c.parse().ok().or(missing32(c))),
                 "{c:?}"
             );
         }

@@ -176,7 +176,7 @@ def get(*arrays):
 def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=None):
     """Read a CSV file of numbers into an array, in parallel by the functions (NumS's
     ``nums.read_csv``; ``np.loadtxt``'s reading): float64, ``#`` comments and blank lines
-    skipped; ``has_header`` (or ``header``) skips the first line, ``usecols`` keeps those
+    skipped, missing values (an empty field, ``NA``, ``null``, ...) NaN as pandas reads them; ``has_header`` (or ``header``) skips the first line, ``usecols`` keeps those
     columns (negative from the end). Local or ``s3://``."""
     s = _session.session()._native
     head = _builtins.bool(has_header if header is None else header)
