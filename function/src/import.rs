@@ -766,8 +766,13 @@ impl CsvFormat<'_> {
     fn field<T: CsvField>(&self, f: &[u8], line: u64, c: usize) -> Result<T, String> {
         let f = f.trim_ascii();
         T::parse_bytes(f).ok_or_else(|| {
+            // (Only a column without NaN refuses a missing value.)
+            let missing = match is_missing(f) {
+                true => ", and a missing value is NaN only in a float column",
+                false => "",
+            };
             format!(
-                "{}:{line}: column {}: {:?} is not {}",
+                "{}:{line}: column {}: {:?} is not {}{missing}",
                 self.key,
                 c + 1,
                 String::from_utf8_lossy(f),
@@ -978,7 +983,7 @@ mod tests {
         let e = parse_csv::<i64>(b"1\t2\n\t\n3\t4\n", "f.csv", at, 3, 2, &[0, 1], b'\t');
         assert!(
             e.unwrap_err()
-                .starts_with("f.csv:2: column 1: \"\" is not an integer")
+                .ends_with("a missing value is NaN only in a float column")
         );
     }
 
