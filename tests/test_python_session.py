@@ -4,6 +4,7 @@ while computing, arrays computed once and read in place after (invocations count
 where computes run (explain), files in and out, and an ``s3://`` session on Garage."""
 import gc
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -330,3 +331,20 @@ def test_an_s3_session_on_garage(garage, tmp_path, monkeypatch):
         nps.save(f"s3://{garage.bucket}/out{mb}/x.npy", x)
         np.testing.assert_array_equal(nps.load(f"s3://{garage.bucket}/out{mb}/x.npy").get(), a)
         s.close()
+
+
+@pytest.mark.parametrize("kw, says", [
+    ({"workers": 0}, "workers must be a whole number, 1 or more: got 0"),
+    ({"workers": -3}, "workers must be a whole number, 1 or more: got -3"),
+    ({"memory_mb": 2.5}, "memory_mb must be a whole number, 1 or more: got 2.5"),
+    ({"timeout_seconds": 0}, "timeout_seconds must be a whole number, 1 or more"),
+])
+def test_bad_counts_are_refused_at_init_naming_the_setting(tmp_path, kw, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        nums_cloud.init(storage=f"file://{tmp_path}", progress=False, **kw)
+
+
+def test_a_bad_environment_setting_names_the_variable(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMS_CLOUD_WORKERS", "abc")
+    with pytest.raises(ValueError, match="NUMS_CLOUD_WORKERS='abc' is not a whole number"):
+        nums_cloud.init(storage=f"file://{tmp_path}", progress=False)

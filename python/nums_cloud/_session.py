@@ -1,6 +1,7 @@
 """The session arrays are made in: ``nums_cloud.init(...)``, its environment variables and
 the embedded default (a store under the user's cache folder, local functions)."""
 
+import numbers
 import os
 import sys
 import threading
@@ -66,7 +67,10 @@ def _from_env(name):
     if v is None or v == "":
         return None
     if name in _INTS:
-        return int(v)
+        try:
+            return int(v)
+        except ValueError:
+            raise ValueError(f"{ENVIRONMENT[name]}={v!r} is not a whole number") from None
     if name in ("in_process_mb", "memory_tier_mb"):
         try:
             return float(v)
@@ -182,6 +186,12 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         storage = default_storage()
     if args["progress"] is None:
         args["progress"] = bool(getattr(sys.stderr, "isatty", lambda: False)())
+    # Counts and sizes at least 1, said now rather than at the first compute.
+    for name in sorted(_INTS):
+        v = args[name]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Integral)
+                              or v < 1):
+            raise ValueError(f"{name} must be a whole number, 1 or more: got {v!r}")
     mb = args.pop("in_process_mb")
     tier = args.pop("memory_tier_mb")
     for name, v in (("in_process_mb", mb), ("memory_tier_mb", tier)):
