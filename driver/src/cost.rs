@@ -296,6 +296,8 @@ fn costly_elements(kernel: &Kernel) -> bool {
                 | U::Asinh
                 | U::Acosh
                 | U::Atanh
+                | U::Cbrt
+                | U::Exp2
         ),
         Kernel::Binary { op } | Kernel::Scalar { op, .. } => matches!(
             op,

@@ -1325,7 +1325,7 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, Refusal> {
                 ),
             ));
         }
-        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Signbit, d)
+        (UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Signbit | UnaryOp::Cbrt, d)
             if d.is_complex() =>
         {
             return Err(Refusal::new(

@@ -93,6 +93,10 @@ pub enum UnaryOp {
     Acosh,
     /// `arctanh(x)`.
     Atanh,
+    /// `cbrt(x)`: the real cube root (negative for negative `x`).
+    Cbrt,
+    /// `exp2(x)`: `2 ** x`.
+    Exp2,
 }
 
 impl UnaryOp {
@@ -137,6 +141,8 @@ impl UnaryOp {
             UnaryOp::Asinh => "arcsinh",
             UnaryOp::Acosh => "arccosh",
             UnaryOp::Atanh => "arctanh",
+            UnaryOp::Cbrt => "cbrt",
+            UnaryOp::Exp2 => "exp2",
         }
     }
 
@@ -181,6 +187,8 @@ impl UnaryOp {
             UnaryOp::Asinh => v.asinh(),
             UnaryOp::Acosh => v.acosh(),
             UnaryOp::Atanh => v.atanh(),
+            UnaryOp::Cbrt => v.cbrt(),
+            UnaryOp::Exp2 => v.exp2(),
         }
     }
 
@@ -250,11 +258,14 @@ impl UnaryOp {
             UnaryOp::Asinh => num::casinh(z),
             UnaryOp::Acosh => num::cacosh(z),
             UnaryOp::Atanh => num::catanh(z),
+            // NumPy's nc_exp2: exp(z * ln 2).
+            UnaryOp::Exp2 => num::cexp(z * std::f64::consts::LN_2),
             UnaryOp::Floor
             | UnaryOp::Ceil
             | UnaryOp::Trunc
             | UnaryOp::Signbit
             | UnaryOp::Invert
+            | UnaryOp::Cbrt
             | UnaryOp::Not => real(f64::NAN),
         }
     }

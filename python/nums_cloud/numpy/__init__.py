@@ -81,42 +81,6 @@ _UFUNCS.update((n, n) for n in (
     "logaddexp2", "fmod") if n in _ENGINE_NAMES)
 
 @_engine
-def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Returns a boolean array where two arrays are element-wise equal within a
-    tolerance: ``abs(a - b) <= atol + rtol * abs(b)``.
-
-    nums-cloud: lazy."""
-    a = asarray(a)
-    b = b if isinstance(b, BlockArray) else _array.asarray(b, session=a._s)
-    close = (a == b) | (abs(a - b) <= atol + rtol * abs(b))
-    if equal_nan:
-        close = close | (isnan(a) & isnan(b))
-    return close
-
-
-@_engine
-def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
-    """Returns True if two arrays are element-wise equal within a tolerance.
-
-    nums-cloud: computes the answer (a Python bool)."""
-    return _builtins.bool(isclose(a, b, rtol, atol, equal_nan).all())
-
-
-@_engine
-def array_equal(a1, a2, equal_nan=False):
-    """True if two arrays have the same shape and elements, False otherwise.
-
-    nums-cloud: computes the answer (a Python bool)."""
-    a1, a2 = asarray(a1), asarray(a2)
-    if a1.shape != a2.shape:
-        return False
-    eq = a1 == a2
-    if equal_nan:
-        eq = eq | (isnan(a1) & isnan(a2))
-    return _builtins.bool(eq.all())
-
-
-@_engine
 def empty(shape, dtype=float64, *, device=None):
     """Return a new array of given shape and type.
 

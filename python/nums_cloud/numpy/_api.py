@@ -5,7 +5,7 @@ dtype functions, and the standard's function names.
 Each is lazy where the engine has the operation or it is built from the engine's
 operations exactly (``pow``, ``vecdot``, ...); the standard's names the engine's table
 holds (``concat``, ``flip``, ``acos``, sorting, searching, sets, ...) are its. The rest —
-functions the engine has no kernel for (``take_along_axis``, ...) — compute their
+functions the engine has no kernel for (``linalg.eigh``, ...) — compute their
 arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
@@ -31,12 +31,12 @@ __all__ = [
     # creation (meshgrid, tril and triu are the engine's, NumPy's signatures)
     "from_dlpack",
     # elementwise
-    "pow", "reciprocal",
+    "pow",
     # (acos ... atanh, atan2, the bitwise functions and shifts, cosh, sinh, hypot, log2,
     # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
     # the same names in its table)
     # indexing, manipulation
-    "take_along_axis", "matrix_transpose", "vecdot",
+    "matrix_transpose", "vecdot",
     # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
     # broadcast_arrays, matmul, take, repeat, searchsorted, searching, sets, sorting and cumulative functions are the
     # engine's: its table)
@@ -186,11 +186,6 @@ def pow(x1, x2, /):
     return call("power", (x1, x2), {})
 
 
-def reciprocal(x, /):
-    """Return the reciprocal of the argument, element-wise."""
-    return 1.0 / asarray(x)
-
-
 # Manipulation.
 def matrix_transpose(x, /):
     """Transposes a matrix (or a stack of matrices)."""
@@ -209,10 +204,6 @@ def vecdot(x1, x2, /, *, axis=-1):
     if x1.dtype.kind == "c":
         x1 = _table.FUNCTIONS.conj(x1)
     return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
-
-
-# Without a kernel: NumPy's, on the values.
-take_along_axis = _eager("take_along_axis")
 
 
 # The standard's asarray (eye's n_cols, reshape's order, clip's min/max and expand_dims'

@@ -669,6 +669,48 @@ class BlockArray:
         """Return the sum along diagonals of the array."""
         return self._call("trace", offset, axis1, axis2)
 
+    def round(self, decimals=0, out=None):
+        """Return ``a`` with each element rounded to the given number of decimals."""
+        return self._call("round", decimals=decimals, out=out)
+
+    def cumsum(self, axis=None, dtype=None, out=None):
+        """Return the cumulative sum of the elements along the given axis."""
+        return self._call("cumsum", axis=axis, dtype=dtype, out=out)
+
+    def cumprod(self, axis=None, dtype=None, out=None):
+        """Return the cumulative product of the elements along the given axis."""
+        return self._call("cumprod", axis=axis, dtype=dtype, out=out)
+
+    def argsort(self, axis=-1, kind=None, order=None, *, stable=None):
+        """Returns the indices that would sort this array (stable)."""
+        return self._call("argsort", axis=axis, kind=kind, order=order, stable=stable)
+
+    def sort(self, axis=-1, kind=None, order=None):
+        """NumPy's ``a.sort()`` sorts in place; nums-cloud arrays are never changed in
+        place: ``nps.sort(a)`` is the sorted array."""
+        raise TypeError("nums-cloud arrays are not changed in place: a.sort() sorts in place in "
+                        "NumPy; use a = nps.sort(a, axis)")
+
+    def nonzero(self):
+        """Return the indices of the elements that are non-zero (a tuple of arrays)."""
+        return self._call("nonzero")
+
+    def repeat(self, repeats, axis=None):
+        """Repeat elements of an array."""
+        return self._call("repeat", repeats, axis)
+
+    def searchsorted(self, v, side="left", sorter=None):
+        """Find indices where elements of v should be inserted to maintain order."""
+        return self._call("searchsorted", v, side=side, sorter=sorter)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        """Return specified diagonals."""
+        return self._call("diagonal", offset, axis1, axis2)
+
+    def take(self, indices, axis=None, out=None, mode=None):
+        """Return an array formed from the elements of ``a`` at the given indices."""
+        return self._call("take", indices, axis=axis, out=out, mode=mode)
+
     def copy(self):
         """The array itself: nums-cloud arrays are never changed in place."""
         return self

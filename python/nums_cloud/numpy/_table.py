@@ -99,13 +99,19 @@ def _array_likes(params, star, arrays, args, kwargs):
     return args, kwargs
 
 
+# The table's functions whose NumPy result is a Python bool, not an array: computed.
+_PYTHON_BOOL = frozenset({"allclose", "array_equal"})
+
+
 def _defined(name, family, params, star, arrays=()):
     arrays = frozenset(arrays)
+    to_bool = name in _PYTHON_BOOL
 
     def f(*args, **kwargs):
         if arrays:
             args, kwargs = _array_likes(params, star, arrays, args, kwargs)
-        return _array.call(name, args, kwargs)
+        r = _array.call(name, args, kwargs)
+        return bool(r) if to_bool else r
 
     f.__name__ = f.__qualname__ = name
     f.__module__ = __package__  # nums_cloud.numpy, where the namespace holds it

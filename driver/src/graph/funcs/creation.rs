@@ -47,6 +47,12 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.linspace`",
         linspace,
     ),
+    FuncDef::new(
+        "logspace",
+        &["start", "stop", "num", "endpoint", "base", "dtype"],
+        "`np.logspace`: `base ** linspace(start, stop, num, endpoint)`",
+        logspace,
+    ),
 ];
 
 /// Refuses a fill value an integer array cannot hold (NumPy raises for these too).
@@ -261,4 +267,28 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             last: (endpoint && num > 1).then_some(Scalar::Float(stop)),
         },
     )))
+}
+
+/// NumPy's logspace, as it computes it: `power(base, linspace(start, stop, num,
+/// endpoint))`, then cast to `dtype`.
+fn logspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut args: Vec<(&str, Val)> = Vec::new();
+    for name in ["start", "stop", "num", "endpoint"] {
+        if let Some((v, _)) = b.get(name) {
+            args.push((name, v.clone()));
+        }
+    }
+    let y = s.apply("linspace", &args, b.pos)?;
+    let base = match b.get("base") {
+        Some((v, _)) => v.clone(),
+        None => Val::Num(Scalar::Float(10.0)),
+    };
+    let r = s.elementwise2(BinaryOp::Pow, base, y, b.pos)?;
+    match b.dtype("dtype")? {
+        Some(d) => {
+            let id = s.node(r, b.pos)?;
+            Ok(Val::Arr(s.cast(id, d)))
+        }
+        None => Ok(r),
+    }
 }

@@ -249,6 +249,68 @@ pub(super) const DEFS: &[FuncDef] = &[
         clip,
     )
     .refusing(&["out"]),
+    FuncDef::new("cbrt", X, "`np.cbrt` (real cube root)", |s, b| {
+        unary(s, b, UnaryOp::Cbrt)
+    }),
+    FuncDef::new("exp2", X, "`np.exp2`", |s, b| unary(s, b, UnaryOp::Exp2)),
+    FuncDef::new("fabs", X, "`np.fabs` (floats; complex refused)", fabs),
+    FuncDef::new(
+        "fmax",
+        X12,
+        "`np.fmax` (a NaN loses to a number)",
+        |s, b| fmax_fmin(s, b, BinaryOp::Maximum),
+    ),
+    FuncDef::new(
+        "fmin",
+        X12,
+        "`np.fmin` (a NaN loses to a number)",
+        |s, b| fmax_fmin(s, b, BinaryOp::Minimum),
+    ),
+    FuncDef::new(
+        "nan_to_num",
+        &["x", "copy", "nan", "posinf", "neginf"],
+        "`np.nan_to_num` (NaN to `nan`, infinities to `posinf`/`neginf` or the dtype's limits)",
+        nan_to_num,
+    ),
+    FuncDef::new(
+        "isclose",
+        &["a", "b", "rtol", "atol", "equal_nan"],
+        "`np.isclose` (NumPy 2's: `abs(a - b) <= atol + rtol * abs(b)` where b is finite, or equal)",
+        isclose,
+    ),
+    FuncDef::new("deg2rad", X, "`np.deg2rad`: `x * (pi / 180)`", |s, b| {
+        scaled(s, b, std::f64::consts::PI / 180.0)
+    })
+    .aliases(&["radians"]),
+    FuncDef::new("rad2deg", X, "`np.rad2deg`: `x * (180 / pi)`", |s, b| {
+        scaled(s, b, 180.0 / std::f64::consts::PI)
+    })
+    .aliases(&["degrees"]),
+    FuncDef::new(
+        "heaviside",
+        X12,
+        "`np.heaviside` (`x2` where `x1` is 0)",
+        heaviside,
+    ),
+    FuncDef::new(
+        "sinc",
+        X,
+        "`np.sinc`: `sin(pi x) / (pi x)`, 1 at 0 (NumPy's formula)",
+        sinc,
+    ),
+    FuncDef::new(
+        "float_power",
+        X12,
+        "`np.float_power` (in float64, or complex128)",
+        float_power,
+    ),
+    FuncDef::new(
+        "reciprocal",
+        X,
+        "`np.reciprocal` (of ints: 1, -1 or 0; 0 at 0, where NumPy's is undefined)",
+        reciprocal,
+    ),
+    FuncDef::new("logaddexp2", X12, "`np.logaddexp2`", logaddexp2),
 ];
 
 /// A function's result: of numbers alone NumPy's ufunc gives a NumPy scalar, which is
@@ -443,4 +505,246 @@ fn round(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         };
     }
     strong(r)
+}
+
+/// The dtype of an operand (a Python number's own: weak).
+fn dtype_of(s: &Builder, v: &Val, b: &Bound) -> Result<DType, EvalError> {
+    match v {
+        Val::Arr(id) => Ok(s.meta(*id).dtype),
+        Val::Num(x) => Ok(x.dtype()),
+        Val::NpScalar(_, d) => Ok(*d),
+        _ => Err(b.err(b.pos, format!("{}() needs arrays or numbers", b.f))),
+    }
+}
+
+/// `v` cast to `dtype` (an array's nodes, a number's value).
+fn cast_val(s: &mut Builder, v: Val, dtype: DType) -> Val {
+    match v {
+        Val::Arr(id) => Val::Arr(s.cast(id, dtype)),
+        Val::Num(x) => Val::Num(x.cast(dtype)),
+        Val::NpScalar(x, _) => Val::NpScalar(x.cast(dtype), dtype),
+        v => v,
+    }
+}
+
+fn num(x: f64) -> Val {
+    Val::Num(Scalar::Float(x))
+}
+
+/// NumPy's fabs: the float loops only (ints compute in floats, complex is refused).
+fn fabs(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (v, p) = b.need("x")?.clone();
+    let d = dtype_of(s, &v, b)?;
+    if d.is_complex() {
+        return Err(b.raising(
+            crate::refusal::PyException::TypeError,
+            p,
+            format!("fabs() is not defined for complex numbers (NumPy raises TypeError); got {d}"),
+        ));
+    }
+    let v = cast_val(s, v, d.to_float_fn());
+    let v = s.unary(UnaryOp::Abs, v, b.pos)?;
+    strong(v)
+}
+
+/// NumPy's fmax and fmin: `maximum` or `minimum`, except that a NaN loses to a number
+/// (both NaN: the first).
+fn fmax_fmin(s: &mut Builder, b: &Bound, op: BinaryOp) -> Result<Val, EvalError> {
+    let (x1, _) = b.need("x1")?.clone();
+    let (x2, _) = b.need("x2")?.clone();
+    let m = s.elementwise2(op, x1.clone(), x2.clone(), b.pos)?;
+    let nan1 = s.unary(UnaryOp::IsNan, x1.clone(), b.pos)?;
+    let nan2 = s.unary(UnaryOp::IsNan, x2.clone(), b.pos)?;
+    let m = s.where_(nan1, x2, m, b.pos)?;
+    let m = s.where_(nan2, x1, m, b.pos)?;
+    strong(m)
+}
+
+/// NumPy's nan_to_num: NaN to `nan` (0), +inf to `posinf` (the dtype's largest), -inf to
+/// `neginf` (its most negative); ints and bools as they are; complex part by part.
+fn nan_to_num(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    let d = dtype_of(s, &x, b)?;
+    if d.is_exact() {
+        return strong(x);
+    }
+    let float = |b: &Bound, name: &str| -> Result<Option<f64>, EvalError> {
+        Ok(b.num(name)?.map(|v| v.as_f64()))
+    };
+    let (nan, posinf, neginf) = (
+        float(b, "nan")?.unwrap_or(0.0),
+        float(b, "posinf")?,
+        float(b, "neginf")?,
+    );
+    let big = if d.real() == DType::Float32 {
+        f32::MAX as f64
+    } else {
+        f64::MAX
+    };
+    let part = |s: &mut Builder, v: Val| -> Result<Val, EvalError> {
+        let is_nan = s.unary(UnaryOp::IsNan, v.clone(), b.pos)?;
+        let pos_inf = s.elementwise2(BinaryOp::Eq, v.clone(), num(f64::INFINITY), b.pos)?;
+        let neg_inf = s.elementwise2(BinaryOp::Eq, v.clone(), num(f64::NEG_INFINITY), b.pos)?;
+        let v = s.where_(is_nan, num(nan), v, b.pos)?;
+        let v = s.where_(pos_inf, num(posinf.unwrap_or(big)), v, b.pos)?;
+        s.where_(neg_inf, num(neginf.unwrap_or(-big)), v, b.pos)
+    };
+    if !d.is_complex() {
+        let v = part(s, x)?;
+        return strong(v);
+    }
+    let re = s.unary(UnaryOp::Real, x.clone(), b.pos)?;
+    let im = s.unary(UnaryOp::Imag, x, b.pos)?;
+    let (re, im) = (part(s, re)?, part(s, im)?);
+    let re = cast_val(s, re, d);
+    let i = Val::Num(Scalar::Complex(0.0, 1.0));
+    let im = s.elementwise2(BinaryOp::Mul, im, i, b.pos)?;
+    let v = s.elementwise2(BinaryOp::Add, re, im, b.pos)?;
+    strong(v)
+}
+
+/// NumPy 2's isclose: `abs(a - b) <= atol + rtol * abs(b)` where `b` is finite, or
+/// `a == b` (infinities of one sign), or both NaN with `equal_nan`; `b` at least float.
+pub(super) fn isclose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("a")?.clone();
+    let (y, _) = b.need("b")?.clone();
+    let rtol = b.num("rtol")?.map_or(1e-5, |v| v.as_f64());
+    let atol = b.num("atol")?.map_or(1e-8, |v| v.as_f64());
+    let yd = dtype_of(s, &y, b)?;
+    let y = if yd.is_exact() {
+        cast_val(s, y, DType::Float64)
+    } else {
+        y
+    };
+    let diff = s.elementwise2(BinaryOp::Sub, x.clone(), y.clone(), b.pos)?;
+    let diff = s.unary(UnaryOp::Abs, diff, b.pos)?;
+    let ay = s.unary(UnaryOp::Abs, y.clone(), b.pos)?;
+    let tol = s.elementwise2(BinaryOp::Mul, num(rtol), ay, b.pos)?;
+    let tol = s.elementwise2(BinaryOp::Add, num(atol), tol, b.pos)?;
+    let close = s.elementwise2(BinaryOp::Le, diff, tol, b.pos)?;
+    let finite = s.unary(UnaryOp::IsFinite, y.clone(), b.pos)?;
+    let close = s.elementwise2(BinaryOp::And, close, finite, b.pos)?;
+    let eq = s.elementwise2(BinaryOp::Eq, x.clone(), y.clone(), b.pos)?;
+    let mut close = s.elementwise2(BinaryOp::Or, close, eq, b.pos)?;
+    if b.flag("equal_nan")? {
+        let nx = s.unary(UnaryOp::IsNan, x, b.pos)?;
+        let ny = s.unary(UnaryOp::IsNan, y, b.pos)?;
+        let both = s.elementwise2(BinaryOp::And, nx, ny, b.pos)?;
+        close = s.elementwise2(BinaryOp::Or, close, both, b.pos)?;
+    }
+    strong(close)
+}
+
+/// `x * k` in `x`'s float dtype (NumPy's deg2rad and rad2deg multiply by the constant).
+fn scaled(s: &mut Builder, b: &Bound, k: f64) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    let d = dtype_of(s, &x, b)?;
+    let x = cast_val(s, x, d.to_float_fn());
+    let v = s.elementwise2(BinaryOp::Mul, x, num(k), b.pos)?;
+    strong(v)
+}
+
+/// NumPy's heaviside: 0 below 0, 1 above, `x2` at 0, NaN at NaN; in a float dtype.
+fn heaviside(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x1, _) = b.need("x1")?.clone();
+    let (x2, _) = b.need("x2")?.clone();
+    let d = s.result_dtype(
+        BinaryOp::Maximum,
+        (dtype_of(s, &x1, b)?, matches!(x1, Val::Num(_))),
+        (dtype_of(s, &x2, b)?, matches!(x2, Val::Num(_))),
+        b.pos,
+    )?;
+    let d = d.to_float_fn();
+    let (x1, x2) = (cast_val(s, x1, d), cast_val(s, x2, d));
+    let below = s.elementwise2(BinaryOp::Lt, x1.clone(), num(0.0), b.pos)?;
+    let above = s.elementwise2(BinaryOp::Gt, x1.clone(), num(0.0), b.pos)?;
+    let nan = s.unary(UnaryOp::IsNan, x1.clone(), b.pos)?;
+    let v = s.where_(above, num(1.0), x2, b.pos)?;
+    let v = s.where_(below, num(0.0), v, b.pos)?;
+    let v = s.where_(nan, x1, v, b.pos)?;
+    strong(cast_val(s, v, d))
+}
+
+/// NumPy's sinc, by its formula: `y = pi * where(x == 0, 1e-20, x)`, `sin(y) / y`.
+fn sinc(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    let d = dtype_of(s, &x, b)?;
+    let x = cast_val(s, x, d.to_float_fn());
+    let zero = s.elementwise2(BinaryOp::Eq, x.clone(), num(0.0), b.pos)?;
+    let x = s.where_(zero, num(1e-20), x, b.pos)?;
+    let y = s.elementwise2(BinaryOp::Mul, num(std::f64::consts::PI), x, b.pos)?;
+    let sin = s.unary(UnaryOp::Sin, y.clone(), b.pos)?;
+    let v = s.elementwise2(BinaryOp::Div, sin, y, b.pos)?;
+    strong(v)
+}
+
+/// NumPy's float_power: `power` in float64 (complex128 for complex operands).
+fn float_power(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x1, _) = b.need("x1")?.clone();
+    let (x2, _) = b.need("x2")?.clone();
+    let complex = dtype_of(s, &x1, b)?.is_complex() || dtype_of(s, &x2, b)?.is_complex();
+    let d = if complex {
+        DType::Complex128
+    } else {
+        DType::Float64
+    };
+    let (x1, x2) = (cast_val(s, x1, d), cast_val(s, x2, d));
+    let v = s.elementwise2(BinaryOp::Pow, x1, x2, b.pos)?;
+    strong(cast_val(s, v, d))
+}
+
+/// NumPy's reciprocal: `1 / x` in floats; of ints C's `1 / x` (1 and -1 themselves,
+/// 0 elsewhere).
+fn reciprocal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    let d = dtype_of(s, &x, b)?;
+    if !d.is_exact() {
+        let one = if d.is_complex() {
+            Val::Num(Scalar::Complex(1.0, 0.0))
+        } else {
+            num(1.0)
+        };
+        let v = s.elementwise2(BinaryOp::Div, one, x, b.pos)?;
+        return strong(cast_val(s, v, d));
+    }
+    let d = if d == DType::Bool { DType::Int8 } else { d };
+    let x = cast_val(s, x, d);
+    let ax = s.unary(UnaryOp::Abs, x.clone(), b.pos)?;
+    let unit = s.elementwise2(BinaryOp::Eq, ax, Val::Num(Scalar::Int(1)), b.pos)?;
+    let v = s.where_(unit, x, Val::Num(Scalar::Int(0)), b.pos)?;
+    strong(cast_val(s, v, d))
+}
+
+/// NumPy's logaddexp2 (`npy_logaddexp2`): `x + 1` where equal, else the larger plus
+/// `log2(1 + 2**-|x1 - x2|)` (`log2e * log1p`), NaN where the difference is.
+fn logaddexp2(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x1, _) = b.need("x1")?.clone();
+    let (x2, _) = b.need("x2")?.clone();
+    let d = s.result_dtype(
+        BinaryOp::Maximum,
+        (dtype_of(s, &x1, b)?, matches!(x1, Val::Num(_))),
+        (dtype_of(s, &x2, b)?, matches!(x2, Val::Num(_))),
+        b.pos,
+    )?;
+    let d = d.to_float_fn();
+    let (x1, x2) = (cast_val(s, x1, d), cast_val(s, x2, d));
+    let log2_1p = |s: &mut Builder, v: Val| -> Result<Val, EvalError> {
+        let e = s.unary(UnaryOp::Exp2, v, b.pos)?;
+        let l = s.unary(UnaryOp::Log1p, e, b.pos)?;
+        s.elementwise2(BinaryOp::Mul, num(std::f64::consts::LOG2_E), l, b.pos)
+    };
+    let tmp = s.elementwise2(BinaryOp::Sub, x1.clone(), x2.clone(), b.pos)?;
+    let neg = s.unary(UnaryOp::Neg, tmp.clone(), b.pos)?;
+    let up = log2_1p(s, neg)?;
+    let up = s.elementwise2(BinaryOp::Add, x1.clone(), up, b.pos)?;
+    let down = log2_1p(s, tmp.clone())?;
+    let down = s.elementwise2(BinaryOp::Add, x2.clone(), down, b.pos)?;
+    let pos = s.elementwise2(BinaryOp::Gt, tmp.clone(), num(0.0), b.pos)?;
+    let nonpos = s.elementwise2(BinaryOp::Le, tmp.clone(), num(0.0), b.pos)?;
+    let v = s.where_(nonpos, down, tmp, b.pos)?;
+    let v = s.where_(pos, up, v, b.pos)?;
+    let eq = s.elementwise2(BinaryOp::Eq, x1.clone(), x2, b.pos)?;
+    let plus1 = s.elementwise2(BinaryOp::Add, x1, num(1.0), b.pos)?;
+    let v = s.where_(eq, plus1, v, b.pos)?;
+    strong(cast_val(s, v, d))
 }

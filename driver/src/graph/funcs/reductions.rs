@@ -103,6 +103,21 @@ pub(super) const DEFS: &[FuncDef] = &[
         arg(s, b, true, true)
     })
     .refusing(&["out"]),
+    FuncDef::new(
+        "allclose",
+        &["a", "b", "rtol", "atol", "equal_nan"],
+        "`np.allclose`: `all(isclose(...))` (a 0-d bool; the Python package's is a bool)",
+        |s, b| {
+            let close = super::elementwise::isclose(s, b)?;
+            s.apply("all", &[("a", close)], b.pos)
+        },
+    ),
+    FuncDef::new(
+        "array_equal",
+        &["a1", "a2", "equal_nan"],
+        "`np.array_equal` (False for other shapes; a 0-d bool, the Python package's a bool)",
+        array_equal,
+    ),
 ];
 
 /// The array `a` in the reduction's `dtype=` when given (NumPy computes in it), and that
@@ -372,4 +387,27 @@ impl<'a> Builder<'a> {
             },
         )
     }
+}
+
+/// NumPy's array_equal: the same shape and every element equal (NaNs too, with
+/// `equal_nan`).
+fn array_equal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut v = Vec::new();
+    for name in ["a1", "a2"] {
+        let (x, p) = b.need(name)?.clone();
+        v.push(s.list_operand(x, p)?);
+    }
+    let (a1, a2) = (v[0].clone(), v[1].clone());
+    let (n1, n2) = (s.node(a1.clone(), b.pos)?, s.node(a2.clone(), b.pos)?);
+    if s.meta(n1).shape != s.meta(n2).shape {
+        return Ok(Val::NpScalar(Scalar::Bool(false), DType::Bool));
+    }
+    let mut eq = s.elementwise2(BinaryOp::Eq, a1.clone(), a2.clone(), b.pos)?;
+    if b.flag("equal_nan")? {
+        let x = s.unary(UnaryOp::IsNan, a1, b.pos)?;
+        let y = s.unary(UnaryOp::IsNan, a2, b.pos)?;
+        let both = s.elementwise2(BinaryOp::And, x, y, b.pos)?;
+        eq = s.elementwise2(BinaryOp::Or, eq, both, b.pos)?;
+    }
+    s.apply("all", &[("a", eq)], b.pos)
 }

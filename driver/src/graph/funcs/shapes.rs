@@ -191,6 +191,30 @@ pub(super) const DEFS: &[FuncDef] = &[
             Ok(Val::Arr(s.cast(x, d)))
         },
     ),
+    FuncDef::new(
+        "column_stack",
+        &["tup"],
+        "`np.column_stack` (1-D arrays as columns)",
+        |s, b| stack_along(s, b, 1),
+    ),
+    FuncDef::new(
+        "dstack",
+        &["tup"],
+        "`np.dstack` (along a third axis)",
+        |s, b| stack_along(s, b, 2),
+    ),
+    FuncDef::new("fliplr", &["m"], "`np.fliplr`: `flip(m, axis=1)`", |s, b| {
+        flip_axis(s, b, 1)
+    }),
+    FuncDef::new("flipud", &["m"], "`np.flipud`: `flip(m, axis=0)`", |s, b| {
+        flip_axis(s, b, 0)
+    }),
+    FuncDef::new(
+        "take_along_axis",
+        &["arr", "indices", "axis"],
+        "`np.take_along_axis` (indices broadcast with `arr` but along `axis`; their values computed first)",
+        take_along_axis,
+    ),
 ];
 
 fn transpose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -1039,5 +1063,187 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             .collect();
         r = s.concat(xs, a, b.pos)?;
     }
+    Ok(Val::Arr(r))
+}
+
+/// NumPy's column_stack (`axis` 1: 1-D arrays as columns) and dstack (`axis` 2: 1-D and
+/// 2-D arrays as `(1, n, 1)` and `(m, n, 1)`): concatenated along `axis`.
+fn stack_along(s: &mut Builder, b: &Bound, axis: usize) -> Result<Val, EvalError> {
+    let xs = arrays(b, "tup")?;
+    let xs = xs
+        .into_iter()
+        .map(|x| {
+            let shape = s.meta(x).shape.clone();
+            let shape = match (axis, shape.as_slice()) {
+                (1, [n]) => vec![*n, 1],
+                (2, []) => vec![1, 1, 1],
+                (2, [n]) => vec![1, *n, 1],
+                (2, [m, n]) => vec![*m, *n, 1],
+                _ => return x,
+            };
+            s.reshape(x, &shape)
+        })
+        .collect();
+    Ok(Val::Arr(s.concat(xs, axis, b.pos)?))
+}
+
+/// NumPy's fliplr and flipud: `flip` along one axis, which `m` must have.
+fn flip_axis(s: &mut Builder, b: &Bound, axis: usize) -> Result<Val, EvalError> {
+    let m = b.array("m")?;
+    let ndim = s.meta(m).ndim();
+    if ndim <= axis {
+        return Err(b.err(
+            b.pos,
+            format!("{}(): the input must be at least {}-D", b.f, axis + 1),
+        ));
+    }
+    s.apply(
+        "flip",
+        &[
+            ("m", Val::Arr(m)),
+            ("axis", Val::Num(Scalar::Int(axis as i64))),
+        ],
+        b.pos,
+    )
+}
+
+/// NumPy's take_along_axis: `arr`'s elements at `indices` along `axis` (NumPy's
+/// broadcasting elsewhere; `axis=None`: of `arr` flattened), gathered from `arr`
+/// flattened at each element's flat position.
+fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut arr = b.array("arr")?;
+    let ind = match b.need("indices")? {
+        (Val::Arr(id), _) => *id,
+        (_, p) => {
+            return Err(b.err(
+                *p,
+                "take_along_axis(): indices must be an array of integers",
+            ));
+        }
+    };
+    let (am, im) = (s.meta(arr).clone(), s.meta(ind).clone());
+    if !im.dtype.is_int() {
+        return Err(b.raising(
+            crate::refusal::PyException::IndexError,
+            b.pos,
+            format!(
+                "take_along_axis(): indices of dtype {} are not integers",
+                im.dtype.name()
+            ),
+        ));
+    }
+    let axis = match b.given("axis") {
+        Some((Val::None, _)) => {
+            if im.ndim() != 1 {
+                return Err(b.err(
+                    b.pos,
+                    "take_along_axis(): when axis=None, indices must be 1-D",
+                ));
+            }
+            arr = s.reshape(arr, &[am.len()]);
+            0
+        }
+        Some((v, p)) => axis_of(v, am.ndim()).map_err(|e| b.refused(*p, e))?,
+        None => axis_of(&Val::Num(Scalar::Int(-1)), am.ndim()).map_err(|e| b.refused(b.pos, e))?,
+    };
+    let shape = s.meta(arr).shape.clone();
+    if im.ndim() != shape.len() {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "take_along_axis(): indices and arr must have the same number of dimensions ({} and {})",
+                im.ndim(),
+                shape.len()
+            ),
+        ));
+    }
+    // The result's shape: the indices' along `axis`, the broadcast one elsewhere.
+    let mut out = Vec::with_capacity(shape.len());
+    for (d, (&n, &k)) in shape.iter().zip(&im.shape).enumerate() {
+        out.push(match (d == axis, n, k) {
+            (true, _, k) => k,
+            (false, n, k) if n == k || k == 1 => n,
+            (false, 1, k) => k,
+            _ => {
+                return Err(b.err(
+                    b.pos,
+                    format!(
+                        "take_along_axis(): shape mismatch: arr of shape {} and indices of shape {} do not broadcast along axis {d}",
+                        shape_str(&shape),
+                        shape_str(&im.shape)
+                    ),
+                ));
+            }
+        });
+    }
+    let int = |v: u64| Val::Num(Scalar::Int(v as i64));
+    // The indices checked against the axis' length and made non-negative: a gather of
+    // 0..n at them (NumPy's IndexError for one out of bounds).
+    let n = shape[axis];
+    let iota = s.apply("arange", &[("start", int(n))], b.pos)?;
+    let Val::Arr(iota) = iota else {
+        unreachable!("arange gives an array")
+    };
+    let ind = s.gather(iota, ind, 0).map_err(|e| {
+        b.raising(
+            crate::refusal::PyException::IndexError,
+            b.pos,
+            format!(
+                "take_along_axis(): {}",
+                e.replace("axis 0", &format!("axis {axis}"))
+            ),
+        )
+    })?;
+    let ind = s.reshape(ind, &im.shape);
+    // The flat position: the index along `axis`, each other axis' coordinate (0 where
+    // arr has length 1 there), times arr's C-order strides.
+    let mut stride = 1u64;
+    let mut flat: Option<Val> = None;
+    for d in (0..shape.len()).rev() {
+        let coord = if d == axis {
+            Val::Arr(ind)
+        } else if shape[d] == 1 {
+            stride *= shape[d];
+            continue;
+        } else {
+            let Val::Arr(r) = s.apply("arange", &[("start", int(shape[d]))], b.pos)? else {
+                unreachable!("arange gives an array")
+            };
+            let mut at = vec![1; shape.len()];
+            at[d] = shape[d];
+            Val::Arr(s.reshape(r, &at))
+        };
+        let term = if stride == 1 {
+            coord
+        } else {
+            s.elementwise2(BinaryOp::Mul, coord, int(stride), b.pos)?
+        };
+        flat = Some(match flat {
+            None => term,
+            Some(f) => s.elementwise2(BinaryOp::Add, f, term, b.pos)?,
+        });
+        stride *= shape[d];
+    }
+    let flat = s.node(flat.expect("one axis at least"), b.pos)?;
+    let flat = if s.meta(flat).shape != out {
+        s.apply(
+            "broadcast_to",
+            &[
+                ("array", Val::Arr(flat)),
+                ("shape", Val::Tuple(out.iter().map(|&v| int(v)).collect())),
+            ],
+            b.pos,
+        )?
+    } else {
+        Val::Arr(flat)
+    };
+    let Val::Arr(flat) = flat else {
+        unreachable!("broadcast_to gives an array")
+    };
+    let total = s.meta(arr).len();
+    let whole = s.reshape(arr, &[total]);
+    let r = s
+        .gather(whole, flat, 0)
+        .map_err(|e| b.err(b.pos, format!("take_along_axis(): {e}")))?;
     Ok(Val::Arr(r))
 }

@@ -156,6 +156,18 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.isin`",
         isin,
     ),
+    FuncDef::new(
+        "digitize",
+        &["x", "bins", "right"],
+        "`np.digitize` (bins increasing or decreasing, checked)",
+        digitize,
+    ),
+    FuncDef::new(
+        "lexsort",
+        &["keys", "axis"],
+        "`np.lexsort` of 1-D keys (the last key first; one stable argsort per key)",
+        lexsort,
+    ),
 ];
 
 /// sort and argsort: along `axis` (-1 by default; None flattens).
@@ -1275,4 +1287,177 @@ fn splitmix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+/// A check tied to `v`: `v` itself, or the run fails with `error` (`"ValueError: ..."`)
+/// where `fails` (a 0-d bool) is true.
+pub(super) fn checked(
+    s: &mut Builder,
+    v: Val,
+    fails: Val,
+    error: String,
+    pos: usize,
+) -> Result<Val, EvalError> {
+    let f = s.node(fails, pos)?;
+    let f = s.cast(f, DType::Int64);
+    let check = s.add(
+        s.meta(f).clone(),
+        NodeOp::CheckBelow {
+            x: f,
+            limit: 1,
+            error,
+        },
+    );
+    let ok = s.elementwise2(BinaryOp::Eq, Val::Arr(check), Val::Num(Scalar::Int(0)), pos)?;
+    s.where_(ok, v.clone(), v, pos)
+}
+
+/// NumPy's digitize: `searchsorted(bins, x, side)` for increasing bins, `len(bins) -
+/// searchsorted(bins[::-1], x, side)` for decreasing ones (side "right", "left" with
+/// `right=True`); bins neither fail the run with NumPy's ValueError.
+fn digitize(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    // `bins` is not array_like in the table (histogram's is a count too): a list here.
+    let (bins, p) = b.need("bins")?.clone();
+    let bins = match s.list_operand(bins, p)? {
+        Val::Arr(id) => id,
+        _ => return Err(b.err(p, "digitize(): bins must be a 1-D array or list")),
+    };
+    let bm = s.meta(bins).clone();
+    if bm.ndim() != 1 {
+        return Err(b.err(b.pos, "digitize(): bins must be 1-dimensional"));
+    }
+    let xn = s.node(x.clone(), b.pos)?;
+    if s.meta(xn).dtype.is_complex() {
+        return Err(b.raising(
+            crate::refusal::PyException::TypeError,
+            b.pos,
+            "digitize(): x may not be complex",
+        ));
+    }
+    let side = Val::Str(if b.flag("right")? { "left" } else { "right" }.into());
+    let up = s.apply(
+        "searchsorted",
+        &[
+            ("a", Val::Arr(bins)),
+            ("v", x.clone()),
+            ("side", side.clone()),
+        ],
+        b.pos,
+    )?;
+    if bm.shape[0] < 2 {
+        return Ok(up);
+    }
+    let rev = s.apply(
+        "flip",
+        &[("m", Val::Arr(bins)), ("axis", Val::Num(Scalar::Int(0)))],
+        b.pos,
+    )?;
+    let down = s.apply(
+        "searchsorted",
+        &[("a", rev), ("v", x), ("side", side)],
+        b.pos,
+    )?;
+    let n = Val::Num(Scalar::Int(bm.shape[0] as i64));
+    let down = s.elementwise2(BinaryOp::Sub, n, down, b.pos)?;
+    // Monotonic: every difference >= 0 (increasing) or every one <= 0 (decreasing); a
+    // NaN is neither.
+    let d = s.apply("diff", &[("a", Val::Arr(bins))], b.pos)?;
+    let zero = Val::Num(Scalar::Int(0));
+    let all = |s: &mut Builder, v: Val| s.apply("all", &[("a", v)], b.pos);
+    let ge = s.elementwise2(BinaryOp::Ge, d.clone(), zero.clone(), b.pos)?;
+    let inc = all(s, ge)?;
+    let le = s.elementwise2(BinaryOp::Le, d, zero, b.pos)?;
+    let dec = all(s, le)?;
+    let r = s.where_(inc.clone(), up, down, b.pos)?;
+    let mono = s.elementwise2(BinaryOp::Or, inc, dec, b.pos)?;
+    let fails = s.unary(UnaryOp::Not, mono, b.pos)?;
+    checked(
+        s,
+        r,
+        fails,
+        "ValueError: digitize(): bins must be monotonically increasing or decreasing".into(),
+        b.pos,
+    )
+}
+
+/// NumPy's lexsort of 1-D keys: the order that sorts by the last key, ties by the one
+/// before, and so on: a stable argsort by the first key, then by each next key in the
+/// order so far.
+fn lexsort(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let keys: Vec<NodeId> = match b.need("keys")? {
+        (Val::Tuple(items), p) => items
+            .iter()
+            .map(|v| match s.list_operand(v.clone(), *p)? {
+                Val::Arr(id) => Ok(id),
+                _ => Err(b.err(*p, "lexsort(): keys are arrays")),
+            })
+            .collect::<Result<_, _>>()?,
+        // A 2-D array: its rows are the keys.
+        (Val::Arr(id), p) => {
+            let m = s.meta(*id).clone();
+            if m.ndim() != 2 {
+                return Err(b.err(*p, "lexsort(): keys are 1-D arrays, or a 2-D array's rows"));
+            }
+            (0..m.shape[0])
+                .map(|i| {
+                    let r = s.apply(
+                        "take",
+                        &[
+                            ("a", Val::Arr(*id)),
+                            ("indices", Val::Num(Scalar::Int(i as i64))),
+                            ("axis", Val::Num(Scalar::Int(0))),
+                        ],
+                        b.pos,
+                    )?;
+                    s.node(r, b.pos)
+                })
+                .collect::<Result<_, _>>()?
+        }
+        (_, p) => return Err(b.err(*p, "lexsort(): keys are a tuple of arrays")),
+    };
+    if let Some((v, p)) = b.get("axis")
+        && !matches!(v, Val::Num(x) if matches!(x.integer(), Some(-1 | 0)))
+    {
+        return Err(b.err(*p, "lexsort(): keys are 1-D: axis is -1 (or 0)"));
+    }
+    let Some(&first) = keys.first() else {
+        return Err(b.raising(
+            crate::refusal::PyException::TypeError,
+            b.pos,
+            "lexsort(): need sequence of keys with len > 0 in lexsort",
+        ));
+    };
+    let n = s.meta(first).shape.clone();
+    for &k in &keys {
+        let m = s.meta(k);
+        if m.ndim() != 1 || m.shape != n {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "lexsort(): keys are 1-D of one length; got shapes {} and {}",
+                    shape_str(&n),
+                    shape_str(&m.shape)
+                ),
+            ));
+        }
+    }
+    let argsort = |s: &mut Builder, k: Val| {
+        s.apply(
+            "argsort",
+            &[("a", k), ("kind", Val::Str("stable".into()))],
+            b.pos,
+        )
+    };
+    let mut order = argsort(s, Val::Arr(first))?;
+    for &k in &keys[1..] {
+        let in_order = s.apply(
+            "take",
+            &[("a", Val::Arr(k)), ("indices", order.clone())],
+            b.pos,
+        )?;
+        let by = argsort(s, in_order)?;
+        order = s.apply("take", &[("a", order), ("indices", by)], b.pos)?;
+    }
+    Ok(order)
 }

@@ -109,6 +109,19 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.bincount` (at most 2^24 bins)",
         bincount,
     ),
+    FuncDef::new(
+        "interp",
+        &["x", "xp", "fp", "left", "right", "period"],
+        "`np.interp` (NumPy's formula; `period` refused)",
+        interp,
+    )
+    .refusing(&["period"]),
+    FuncDef::new(
+        "convolve",
+        &["a", "v", "mode"],
+        "`np.convolve` (the shorter operand of at most 256 elements: a sum of shifted slices)",
+        convolve,
+    ),
 ];
 
 /// median, percentile and quantile (`scale`: 100 for percentiles, None for the median)
@@ -955,4 +968,173 @@ impl<'a> Builder<'a> {
         }
         self.concat(parts, 0, pos)
     }
+}
+
+/// A 1-D real array argument (a list is one).
+fn vector(s: &mut Builder, b: &Bound, name: &str) -> Result<NodeId, EvalError> {
+    let (v, p) = b.need(name)?.clone();
+    let id = match s.list_operand(v, p)? {
+        Val::Arr(id) => id,
+        _ => return Err(b.err(p, format!("{}(): {name} must be a 1-D array", b.f))),
+    };
+    if s.meta(id).ndim() != 1 {
+        return Err(b.err(p, format!("{}(): {name} must be 1-D", b.f)));
+    }
+    Ok(id)
+}
+
+/// NumPy's interp, by its formula (`arr_interp`): for `xp[j] <= x < xp[j+1]`, `slope *
+/// (x - xp[j]) + fp[j]` with `slope = (fp[j+1] - fp[j]) / (xp[j+1] - xp[j])` (from the
+/// right end where that is NaN; `fp[j]` where both are and the values are equal);
+/// `fp[-1]` at `xp[-1]`, `left` and `right` (the end values) outside.
+fn interp(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (x, _) = b.need("x")?.clone();
+    let xp = vector(s, b, "xp")?;
+    let fp = vector(s, b, "fp")?;
+    let n = s.meta(xp).shape[0];
+    if s.meta(fp).shape[0] != n {
+        return Err(b.err(b.pos, "interp(): fp and xp are not of the same length."));
+    }
+    if n == 0 {
+        return Err(b.err(b.pos, "interp(): array of sample points is empty"));
+    }
+    if s.meta(fp).dtype.is_complex() || s.meta(xp).dtype.is_complex() {
+        return Err(b.err(b.pos, "interp(): complex xp or fp are not supported"));
+    }
+    let f64_of = |s: &mut Builder, v: Val| -> Result<Val, EvalError> {
+        let id = s.node(v, b.pos)?;
+        Ok(Val::Arr(s.cast(id, DType::Float64)))
+    };
+    let x = f64_of(s, x)?;
+    let (xp, fp) = (f64_of(s, Val::Arr(xp))?, f64_of(s, Val::Arr(fp))?);
+    let int = |i: i64| Val::Num(Scalar::Int(i));
+    let at = |s: &mut Builder, a: &Val, i: Val| {
+        s.apply("take", &[("a", a.clone()), ("indices", i)], b.pos)
+    };
+    let (x0, f0) = (at(s, &xp, int(0))?, at(s, &fp, int(0))?);
+    let (xl, fl) = (at(s, &xp, int(-1))?, at(s, &fp, int(-1))?);
+    let end = |name: &str, default: &Val| {
+        b.get(name)
+            .map_or_else(|| default.clone(), |(v, _)| v.clone())
+    };
+    let (left, right) = (end("left", &f0), end("right", &fl));
+    let mut r = if n == 1 {
+        f0.clone()
+    } else {
+        // j: the last sample at or below x, within 0..n-2.
+        let j = s.apply(
+            "searchsorted",
+            &[
+                ("a", xp.clone()),
+                ("v", x.clone()),
+                ("side", Val::Str("right".into())),
+            ],
+            b.pos,
+        )?;
+        let j = s.elementwise2(BinaryOp::Sub, j, int(1), b.pos)?;
+        let j = s.elementwise2(BinaryOp::Maximum, j, int(0), b.pos)?;
+        let j = s.elementwise2(BinaryOp::Minimum, j, int(n as i64 - 2), b.pos)?;
+        let j1 = s.elementwise2(BinaryOp::Add, j.clone(), int(1), b.pos)?;
+        let (xa, xb) = (at(s, &xp, j.clone())?, at(s, &xp, j1.clone())?);
+        let (ya, yb) = (at(s, &fp, j)?, at(s, &fp, j1)?);
+        let dy = s.elementwise2(BinaryOp::Sub, yb.clone(), ya.clone(), b.pos)?;
+        let dx = s.elementwise2(BinaryOp::Sub, xb.clone(), xa.clone(), b.pos)?;
+        let slope = s.elementwise2(BinaryOp::Div, dy, dx, b.pos)?;
+        let line = |s: &mut Builder, x0: Val, y0: Val| -> Result<Val, EvalError> {
+            let d = s.elementwise2(BinaryOp::Sub, x.clone(), x0, b.pos)?;
+            let v = s.elementwise2(BinaryOp::Mul, slope.clone(), d, b.pos)?;
+            s.elementwise2(BinaryOp::Add, v, y0, b.pos)
+        };
+        let from_left = line(s, xa, ya.clone())?;
+        let from_right = line(s, xb, yb.clone())?;
+        let nan = s.unary(UnaryOp::IsNan, from_left.clone(), b.pos)?;
+        let r = s.where_(nan, from_right, from_left, b.pos)?;
+        let nan = s.unary(UnaryOp::IsNan, r.clone(), b.pos)?;
+        let flat = s.elementwise2(BinaryOp::Eq, ya.clone(), yb, b.pos)?;
+        let both = s.elementwise2(BinaryOp::And, nan, flat, b.pos)?;
+        s.where_(both, ya, r, b.pos)?
+    };
+    let at_end = s.elementwise2(BinaryOp::Eq, x.clone(), xl.clone(), b.pos)?;
+    r = s.where_(at_end, fl, r, b.pos)?;
+    let above = s.elementwise2(BinaryOp::Gt, x.clone(), xl, b.pos)?;
+    r = s.where_(above, right, r, b.pos)?;
+    let below = s.elementwise2(BinaryOp::Lt, x, x0, b.pos)?;
+    r = s.where_(below, left, r, b.pos)?;
+    let id = s.node(r, b.pos)?;
+    Ok(Val::Arr(s.cast(id, DType::Float64)))
+}
+
+/// NumPy's convolve of 1-D arrays: `sum_j v[j] * a[k - j]`, one shifted slice of `a`
+/// (padded with zeros) per element of the shorter operand; `mode` "full", "same" or
+/// "valid" as NumPy's.
+fn convolve(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    /// The most terms of the sum: each is a node of the graph.
+    const MAX_KERNEL: u64 = 256;
+    let mut a = vector(s, b, "a")?;
+    let mut v = vector(s, b, "v")?;
+    let (mut n, mut m) = (s.meta(a).shape[0], s.meta(v).shape[0]);
+    if n == 0 || m == 0 {
+        return Err(b.err(b.pos, "convolve(): v cannot be empty"));
+    }
+    if m > n {
+        // NumPy swaps them: the result is the same.
+        std::mem::swap(&mut a, &mut v);
+        std::mem::swap(&mut n, &mut m);
+    }
+    if m > MAX_KERNEL {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "convolve(): the shorter operand has {m} elements; at most {MAX_KERNEL} (a sum of shifted slices)"
+            ),
+        ));
+    }
+    let mode = match b.get("mode") {
+        None => "full".to_string(),
+        Some((Val::Str(m), _)) if ["full", "same", "valid"].contains(&m.as_str()) => m.clone(),
+        Some((_, p)) => {
+            return Err(b.err(
+                *p,
+                "convolve(): mode must be \"full\", \"same\" or \"valid\"",
+            ));
+        }
+    };
+    let dtype = s.meta(a).dtype.promote(s.meta(v).dtype);
+    let dtype = if dtype == DType::Bool {
+        DType::Int64
+    } else {
+        dtype
+    };
+    let (a, v) = (s.cast(a, dtype), s.cast(v, dtype));
+    let int = |i: u64| Val::Num(Scalar::Int(i as i64));
+    let padded = s.apply(
+        "pad",
+        &[("array", Val::Arr(a)), ("pad_width", int(m - 1))],
+        b.pos,
+    )?;
+    let padded = s.node(padded, b.pos)?;
+    let len = n + m - 1;
+    let mut sum: Option<Val> = None;
+    for j in 0..m {
+        let start = m - 1 - j;
+        let part = s.slice(padded, &[(0, start, len)]);
+        let w = s.apply("take", &[("a", Val::Arr(v)), ("indices", int(j))], b.pos)?;
+        let term = s.elementwise2(BinaryOp::Mul, Val::Arr(part), w, b.pos)?;
+        sum = Some(match sum {
+            None => term,
+            Some(t) => s.elementwise2(BinaryOp::Add, t, term, b.pos)?,
+        });
+    }
+    let full = s.node(sum.expect("one term at least"), b.pos)?;
+    let (from, to) = match mode.as_str() {
+        "full" => (0, len),
+        "same" => ((m - 1) / 2, (m - 1) / 2 + n),
+        _ => (m - 1, n),
+    };
+    let r = if (from, to) == (0, len) {
+        full
+    } else {
+        s.slice(full, &[(0, from, to - from)])
+    };
+    Ok(Val::Arr(s.cast(r, dtype)))
 }

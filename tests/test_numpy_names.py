@@ -1,0 +1,181 @@
+"""Issue 43, item 3: NumPy names a day-two user reaches for, each the engine's (job files
+and Python alike), against NumPy on data with NaNs, infinities, ties and several
+blocks."""
+import numpy as np
+import pytest
+
+import nums_cloud
+import nums_cloud.numpy as nps
+from nums import job_text, run
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
+                        progress=False)
+    yield s
+    s.close()
+
+
+def same(got, want, what="", ulps=0):
+    """NumPy's values, dtype and shape: bit for bit, or within a few units in the last
+    place (``ulps``) where a libm function computes them (its rounding is the machine's)."""
+    got = got.get() if hasattr(got, "get") else got
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    assert got.shape == want.shape, (what, got.shape, want.shape)
+    if ulps:
+        np.testing.assert_allclose(got, want, rtol=ulps * np.finfo(want.dtype).eps, atol=0,
+                                   err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+RNG = np.random.default_rng(43)
+F = np.concatenate([RNG.normal(size=40) * 3, [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-300, 8.0, -27.0]])
+G = np.concatenate([RNG.normal(size=40) * 3, [np.nan, 1.0, np.nan, -np.inf, np.inf, 2.0, np.nan, 0.0]])
+I = np.arange(-24, 24, dtype=np.int64)
+
+
+def test_elementwise_functions_are_numpys(session):
+    f, g, i = nps.array(F).block(7), nps.array(G).block(5), nps.array(I).block(9)
+    f32 = nps.array(F.astype(np.float32)).block(6)
+    with np.errstate(all="ignore"):
+        # libm's functions (and what is built on them): within 4 ulps.
+        for name, got, want in [
+            ("cbrt", nps.cbrt(f), np.cbrt(F)),
+            ("cbrt int", nps.cbrt(i), np.cbrt(I)),
+            ("exp2", nps.exp2(f), np.exp2(F)),
+            ("exp2 f32", nps.exp2(f32), np.exp2(F.astype(np.float32))),
+            ("sinc", nps.sinc(f), np.sinc(F)),
+            ("logaddexp2", nps.logaddexp2(f, g), np.logaddexp2(F, G)),
+            ("float_power", nps.float_power(f, 3), np.float_power(F, 3)),
+        ]:
+            same(got, want, name, ulps=4)
+        # Arithmetic and comparisons: bit for bit.
+        for name, got, want in [
+            ("fabs", nps.fabs(i), np.fabs(I)),
+            ("fmax", nps.fmax(f, g), np.fmax(F, G)),
+            ("fmin", nps.fmin(f, g), np.fmin(F, G)),
+            ("fmax int", nps.fmax(i, 3), np.fmax(I, 3)),
+            ("nan_to_num", nps.nan_to_num(f), np.nan_to_num(F)),
+            ("nan_to_num f32", nps.nan_to_num(f32), np.nan_to_num(F.astype(np.float32))),
+            ("nan_to_num kw", nps.nan_to_num(f, nan=-1.0, posinf=9.0, neginf=-9.0),
+             np.nan_to_num(F, nan=-1.0, posinf=9.0, neginf=-9.0)),
+            ("nan_to_num int", nps.nan_to_num(i), np.nan_to_num(I)),
+            ("isclose", nps.isclose(f, g), np.isclose(F, G)),
+            ("isclose inf", nps.isclose(f, np.inf), np.isclose(F, np.inf)),
+            ("isclose nan", nps.isclose(f, f, equal_nan=True), np.isclose(F, F, equal_nan=True)),
+            ("isclose tol", nps.isclose(f, g, rtol=0.5, atol=1.0), np.isclose(F, G, rtol=0.5, atol=1.0)),
+            ("deg2rad", nps.deg2rad(f), np.deg2rad(F)),
+            ("radians int", nps.radians(i), np.radians(I)),
+            ("rad2deg", nps.rad2deg(f), np.rad2deg(F)),
+            ("heaviside", nps.heaviside(f, 0.5), np.heaviside(F, 0.5)),
+            ("float_power", nps.float_power(i, 2), np.float_power(I, 2)),
+            ("reciprocal", nps.reciprocal(f), np.reciprocal(F)),
+            ("reciprocal int", nps.reciprocal(nps.array(I[I != 0]).block(5)),
+             np.reciprocal(I[I != 0])),
+        ]:
+            same(got, want, name)
+    assert nps.allclose(f, f, equal_nan=True) is True
+    assert nps.allclose(f, g) is False
+    assert nps.array_equal(i, nps.array(I)) is True
+    assert nps.array_equal(f, f) is False  # NaN != NaN
+    assert nps.array_equal(f, f, equal_nan=True) is True
+    assert nps.array_equal(i, i[:3]) is False
+    # NumPy's ufuncs reach them (``np.cbrt(x)`` of a nums-cloud array stays lazy).
+    got = np.fmax(f, g)
+    assert isinstance(got, nps.BlockArray)
+    same(got, np.fmax(F, G), "np.fmax")
+
+
+def test_shapes_sorting_and_statistics_are_numpys(session):
+    a2 = RNG.integers(0, 5, size=(13, 6))
+    x = nps.array(a2).block(4, 4)
+    same(nps.column_stack((nps.array(I[:6]), nps.array(I[6:12]))),
+         np.column_stack((I[:6], I[6:12])), "column_stack 1-D")
+    same(nps.column_stack((x, nps.array(I[:13]))), np.column_stack((a2, I[:13])), "column_stack mixed")
+    same(nps.dstack((x, x)), np.dstack((a2, a2)), "dstack")
+    same(nps.fliplr(x), np.fliplr(a2), "fliplr")
+    same(nps.flipud(x), np.flipud(a2), "flipud")
+    same(nps.logspace(0, 3, 7), np.logspace(0, 3, 7), "logspace", ulps=4)
+    same(nps.logspace(1, 2, 5, base=2.0, endpoint=False), np.logspace(1, 2, 5, base=2.0, endpoint=False),
+         "logspace base", ulps=4)
+    # take_along_axis: argsort's order, NumPy's negative indices, broadcast indices.
+    order = nps.argsort(x, axis=1)
+    same(nps.take_along_axis(x, order, axis=1), np.take_along_axis(a2, np.argsort(a2, axis=1, kind="stable"), axis=1),
+         "take_along_axis 1")
+    ind = RNG.integers(-13, 13, size=(4, 6))
+    same(nps.take_along_axis(x, nps.array(ind), axis=0), np.take_along_axis(a2, ind, axis=0),
+         "take_along_axis 0")
+    col = RNG.integers(0, 6, size=(13, 1))
+    same(x.take(nps.array([1, 4])), a2.take([1, 4]), "take method")
+    same(nps.take_along_axis(x, nps.array(col), axis=1), np.take_along_axis(a2, col, axis=1),
+         "take_along_axis broadcast")
+    with pytest.raises(IndexError, match="out of bounds"):
+        nps.take_along_axis(x, nps.array(np.full((1, 6), 13)), axis=0).get()
+    # digitize: increasing and decreasing bins, right=, ties on the edges.
+    v = np.array([-1.0, 0.0, 0.5, 1.0, 2.5, 3.0, 9.0, np.nan])
+    for bins in ([0.0, 1.0, 2.5, 3.0], [3.0, 2.5, 1.0, 0.0]):
+        for right in (False, True):
+            same(nps.digitize(nps.array(v).block(3), bins, right=right),
+                 np.digitize(v, bins, right=right), f"digitize {bins} {right}")
+    with pytest.raises(ValueError, match="monotonically"):
+        nps.digitize(nps.array(v), [0.0, 2.0, 1.0]).get()
+    # lexsort: the last key first, ties by the ones before (stable).
+    k1, k2 = RNG.integers(0, 3, size=50), RNG.integers(0, 4, size=50)
+    same(nps.lexsort((nps.array(k1).block(7), nps.array(k2).block(9))), np.lexsort((k1, k2)), "lexsort")
+    same(nps.lexsort(nps.array(np.stack([k1, k2]))), np.lexsort(np.stack([k1, k2])), "lexsort 2-D")
+    # interp: NumPy's formula (bit for bit), the ends, left/right, repeated xp.
+    xp = np.array([0.0, 1.0, 1.0, 2.5, 4.0])
+    fp = np.array([1.0, 3.0, 5.0, -2.0, 7.0])
+    xs = np.concatenate([np.linspace(-1, 5, 37), xp, [np.nan]])
+    same(nps.interp(nps.array(xs).block(8), xp, fp), np.interp(xs, xp, fp), "interp")
+    same(nps.interp(nps.array(xs), xp, fp, left=-9.0, right=9.0), np.interp(xs, xp, fp, left=-9.0, right=9.0),
+         "interp ends")
+    same(nps.interp(nps.array(xs), [2.0], [7.0]), np.interp(xs, [2.0], [7.0]), "interp one point")
+    # convolve: each mode, either operand the shorter; ints exactly, floats to rounding.
+    a, k = RNG.integers(-5, 5, size=30), np.array([1, -2, 3])
+    for mode in ("full", "same", "valid"):
+        same(nps.convolve(nps.array(a).block(7), k, mode=mode), np.convolve(a, k, mode=mode), f"convolve {mode}")
+        same(nps.convolve(k, nps.array(a).block(7), mode=mode), np.convolve(k, a, mode=mode),
+             f"convolve swapped {mode}")
+    af, kf = RNG.normal(size=40), RNG.normal(size=4)
+    np.testing.assert_allclose(nps.convolve(nps.array(af).block(9), kf).get(), np.convolve(af, kf), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_array_methods_are_numpys(session):
+    a = RNG.normal(size=(6, 5))
+    x = nps.array(a).block(4, 2)
+    same(x.round(2), a.round(2), "round")
+    same(x.cumsum(axis=0), a.cumsum(axis=0), "cumsum")
+    same(x.cumprod(axis=1), a.cumprod(axis=1), "cumprod")
+    same(x.argsort(axis=0), a.argsort(axis=0, kind="stable"), "argsort")
+    same(x.diagonal(), a.diagonal(), "diagonal")
+    srt = np.sort(a[0])
+    same(nps.array(srt).block(2).searchsorted(0.0), srt.searchsorted(0.0), "searchsorted")
+    same(x.repeat(2, axis=0), a.repeat(2, axis=0), "repeat")
+    same((x > 0).nonzero()[1], (a > 0).nonzero()[1], "nonzero")
+    assert x.tolist() == a.tolist()
+    same(x.to_numpy(), a, "to_numpy")
+    with pytest.raises(TypeError, match="nps.sort"):
+        x.sort()
+
+
+def test_lists_are_arrays_wherever_numpy_takes_an_array(tmp_path):
+    """In a job file, a list operand of a function is its array (NumPy's array_like):
+    ``isin(K, [1, 3, 5])``; and the new names run there too."""
+    arrays = {"K": "arange(10)", "M": "isin(K, [1, 3, 5])", "E": "exp([0.0, 1.0])",
+              "C": "allclose(K, K + 1e-12)", "D": "digitize(K, [2, 5, 8])",
+              "P": "interp(K, [0, 9], [0.0, 1.0])", "S": "cbrt(K - 5)",
+              "U": "K[astype(arange(3), 'uint8')]"}
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {n: str(tmp_path / f"{n}.npy") for n in arrays if n != "K"},
+                            storage={"url": f"file://{tmp_path / 'store'}"}))
+    run(job)
+    k = np.arange(10)
+    for name, want in {"M": np.isin(k, [1, 3, 5]), "E": np.exp([0.0, 1.0]), "C": np.array(True),
+                       "D": np.digitize(k, [2, 5, 8]), "P": np.interp(k, [0, 9], [0.0, 1.0]),
+                       "S": np.cbrt(k - 5), "U": k[:3]}.items():
+        same(np.load(tmp_path / f"{name}.npy"), want, name)
