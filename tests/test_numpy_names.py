@@ -179,3 +179,27 @@ def test_lists_are_arrays_wherever_numpy_takes_an_array(tmp_path):
                        "D": np.digitize(k, [2, 5, 8]), "P": np.interp(k, [0, 9], [0.0, 1.0]),
                        "S": np.cbrt(k - 5), "U": k[:3]}.items():
         same(np.load(tmp_path / f"{name}.npy"), want, name)
+
+
+def test_choice_with_probabilities(session):
+    """``Generator.choice(p=...)`` draws each index with its probability (a binomial
+    bound on 100k draws: a wrong mapping is off by far more), never one of probability
+    0; ``p`` not summing to 1 or negative fails as NumPy's ValueError."""
+    g = nps.random.default_rng(3)
+    p = np.array([0.1, 0.2, 0.3, 0.4, 0.0])
+    n = 100_000
+    x = g.choice(5, size=n, p=p).get()
+    assert x.dtype == np.int64 and x.shape == (n,)
+    freq = np.bincount(x, minlength=5) / n
+    assert np.all(np.abs(freq - p) <= 6 * np.sqrt(p * (1 - p) / n)), freq
+    rows = nps.array(np.arange(12).reshape(6, 2))
+    got = g.choice(rows, size=4, p=[0.0, 0.0, 1.0, 0.0, 0.0, 0.0]).get()
+    np.testing.assert_array_equal(got, np.tile([4, 5], (4, 1)))
+    assert nps.random.default_rng(7).choice(5, 50, p=p).tolist() == \
+        nps.random.default_rng(7).choice(5, 50, p=p).tolist()
+    with pytest.raises(ValueError, match="do not sum to 1"):
+        g.choice(3, size=4, p=[0.5, 0.6, 0.1]).get()
+    with pytest.raises(ValueError, match="non-negative"):
+        g.choice(3, size=4, p=[1.5, -0.5, 0.0]).get()
+    with pytest.raises(ValueError, match="same size"):
+        g.choice(3, size=4, p=[0.5, 0.5])

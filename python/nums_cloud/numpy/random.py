@@ -16,7 +16,7 @@ from .. import _session
 from . import _array
 
 __all__ = ["seed", "rand", "randn", "randint", "random_sample", "random", "sample",
-           "ranf", "uniform", "normal", "standard_normal", "permutation", "default_rng",
+           "ranf", "uniform", "normal", "standard_normal", "permutation", "choice", "default_rng",
            "Generator"]
 
 
@@ -91,6 +91,19 @@ class Generator:
         x = _array.asarray(x)
         return x[_array.asarray(perm, session=x._s)]
 
+    def choice(self, a, size=None, replace=True, p=None, axis=0, shuffle=True):
+        """Generates a random sample from a given array (its rows) or ``arange(a)``: with
+        replacement, uniformly or with the probabilities ``p``; without, a random
+        permutation's first ones. The engine's ``random.choice``."""
+        if axis != 0:
+            raise ValueError("nums-cloud's choice draws along axis 0")
+        kw = {"replace": replace, "seed": self._seed()}
+        if size is not None:
+            kw["size"] = _shape(size)
+        if p is not None:
+            kw["p"] = p
+        return _array.call("random.choice", (a,), kw)
+
     def shuffle(self, x):
         raise TypeError("nums-cloud arrays are not changed in place: use permutation(x)")
 
@@ -147,6 +160,12 @@ def normal(loc=0.0, scale=1.0, size=None):
 def standard_normal(size=None):
     """Samples from a standard Normal distribution (mean=0, stdev=1)."""
     return _global.standard_normal(size)
+
+
+def choice(a, size=None, replace=True, p=None):
+    """Generates a random sample from a given array or ``arange(a)`` (see
+    :meth:`Generator.choice`)."""
+    return _global.choice(a, size, replace, p)
 
 
 def permutation(x):

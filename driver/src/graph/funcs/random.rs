@@ -178,10 +178,11 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "Generator.choice",
         &["a", "size", "replace", "p", "axis", "shuffle"],
-        "`rng.choice` (rows of an array, or of `arange(a)`)",
+        "`rng.choice` (rows of an array, or of `arange(a)`; `p=` with replacement)",
         choice,
     )
-    .refusing(&["p", "axis"]),
+    .aliases(&["random.choice"])
+    .refusing(&["axis"]),
     FuncDef::new(
         "Generator.permutation",
         &["x", "axis"],
@@ -569,7 +570,15 @@ fn choice(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             "choice(): a cannot be empty unless no samples are taken",
         ));
     }
-    let idx = if replace {
+    let idx = if let Some((p, at)) = b.get("p").cloned() {
+        if !replace {
+            return Err(b.err(
+                at,
+                "choice(): p= is supported with replace=True only (NumPy's draw without replacement by weight is not)",
+            ));
+        }
+        weighted(s, b, p, at, n, shape.clone())?
+    } else if replace {
         let v = draw(
             s,
             b,
@@ -596,6 +605,68 @@ fn choice(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         None => Ok(Val::Arr(idx)),
         Some(x) => rows(s, b, x, idx),
     }
+}
+
+/// Indices drawn with the probabilities `p` (n of them): NumPy's way, a uniform draw in
+/// [0, 1) placed in `p`'s cumulative sums scaled to end at 1 (`searchsorted`, right);
+/// `p` negative or not summing to 1 fails the run with NumPy's ValueError.
+fn weighted(
+    s: &mut Builder,
+    b: &Bound,
+    p: Val,
+    at: usize,
+    n: u64,
+    shape: Vec<u64>,
+) -> Result<NodeId, EvalError> {
+    let p = match s.list_operand(p, at)? {
+        Val::Arr(id) => id,
+        _ => return Err(b.err(at, "choice(): p must be 1-dimensional")),
+    };
+    let pm = s.meta(p).clone();
+    if pm.ndim() != 1 {
+        return Err(b.err(at, "choice(): p must be 1-dimensional"));
+    }
+    if pm.shape[0] != n {
+        return Err(b.err(at, "choice(): a and p must have same size"));
+    }
+    let p = s.cast(p, DType::Float64);
+    let cdf = s.apply("cumsum", &[("a", Val::Arr(p))], b.pos)?;
+    let last = s.apply(
+        "take",
+        &[("a", cdf.clone()), ("indices", Val::Num(Scalar::Int(-1)))],
+        b.pos,
+    )?;
+    let cdf = s.elementwise2(BinaryOp::Div, cdf, last.clone(), b.pos)?;
+    let u = draw(s, b, RandomDist::Uniform, 0, shape)?;
+    let idx = s.apply(
+        "searchsorted",
+        &[("a", cdf), ("v", u), ("side", Val::Str("right".into()))],
+        b.pos,
+    )?;
+    // NumPy's checks: no negative probability, and a sum within sqrt(eps) of 1.
+    let min = s.apply("min", &[("a", Val::Arr(p))], b.pos)?;
+    let negative = s.elementwise2(BinaryOp::Lt, min, Val::Num(Scalar::Float(0.0)), b.pos)?;
+    let idx = super::sorting::checked(
+        s,
+        idx,
+        negative,
+        "ValueError: choice(): probabilities are not non-negative".into(),
+        b.pos,
+    )?;
+    let off = s.elementwise2(BinaryOp::Sub, last, Val::Num(Scalar::Float(1.0)), b.pos)?;
+    let off = s.unary(UnaryOp::Abs, off, b.pos)?;
+    let tol = Val::Num(Scalar::Float(f64::EPSILON.sqrt()));
+    let far = s.elementwise2(BinaryOp::Gt, off.clone(), tol, b.pos)?;
+    let nan = s.unary(UnaryOp::IsNan, off, b.pos)?;
+    let far = s.elementwise2(BinaryOp::Or, far, nan, b.pos)?;
+    let idx = super::sorting::checked(
+        s,
+        idx,
+        far,
+        "ValueError: choice(): probabilities do not sum to 1".into(),
+        b.pos,
+    )?;
+    s.node(idx, b.pos)
 }
 
 impl Builder<'_> {
