@@ -203,3 +203,53 @@ def test_choice_with_probabilities(session):
         g.choice(3, size=4, p=[1.5, -0.5, 0.0]).get()
     with pytest.raises(ValueError, match="same size"):
         g.choice(3, size=4, p=[0.5, 0.5])
+
+
+def test_the_names_docs_unsupported_listed_are_numpys(session):
+    """What docs/unsupported.md listed with a workaround, now the engine's: diag, tri,
+    split, array_split, ediff1d, trapezoid, polyval, vander, rot90, cross, kron,
+    correlate, empty."""
+    a2 = RNG.normal(size=(7, 5))
+    x = nps.array(a2).block(3, 2)
+    v = RNG.normal(size=6)
+    xv = nps.array(v).block(4)
+    for k in (0, 2, -1):
+        same(nps.diag(x, k), np.diag(a2, k), f"diag 2-D {k}")
+        same(nps.diag(xv, k), np.diag(v, k), f"diag 1-D {k}")
+    same(nps.diag(nps.array([1.0, np.inf])), np.diag([1.0, np.inf]), "diag inf")
+    same(nps.tri(4, 6, 1), np.tri(4, 6, 1), "tri")
+    same(nps.tri(3, dtype="int64"), np.tri(3, dtype=np.int64), "tri int")
+    for got, want in zip(nps.split(x, [2, 5], axis=0), np.split(a2, [2, 5], axis=0)):
+        same(got, want, "split indices")
+    for got, want in zip(nps.split(x, 5, axis=1), np.split(a2, 5, axis=1)):
+        same(got, want, "split sections")
+    for got, want in zip(nps.array_split(x, 3), np.array_split(a2, 3)):
+        same(got, want, "array_split")
+    with pytest.raises(ValueError, match="equal division"):
+        nps.split(x, 3)
+    same(nps.ediff1d(x), np.ediff1d(a2), "ediff1d")
+    same(nps.ediff1d(xv, to_begin=[0.0], to_end=9.0), np.ediff1d(v, to_begin=[0.0], to_end=9.0), "ediff1d ends")
+    same(nps.trapezoid(x, axis=0), np.trapezoid(a2, axis=0), "trapezoid", ulps=8)
+    same(nps.trapezoid(xv, dx=0.5), np.trapezoid(v, dx=0.5), "trapezoid dx", ulps=8)
+    xs = np.cumsum(RNG.random(5))
+    same(nps.trapezoid(x, nps.array(xs)), np.trapezoid(a2, xs), "trapezoid x", ulps=8)
+    same(nps.polyval([3.0, -2.0, 0.5], xv), np.polyval([3.0, -2.0, 0.5], v), "polyval")
+    same(nps.polyval(nps.array([1, 2, 3]), nps.array(I)), np.polyval([1, 2, 3], I), "polyval int")
+    same(nps.vander(xv), np.vander(v), "vander")
+    same(nps.vander(nps.array(I[:5]), 3, increasing=True), np.vander(I[:5], 3, increasing=True), "vander int")
+    a3 = RNG.normal(size=(4, 3, 2))
+    for k in (1, 2, 3, -1):
+        same(nps.rot90(nps.array(a3).block(3, 2, 1), k), np.rot90(a3, k), f"rot90 {k}")
+    same(nps.rot90(nps.array(a3), axes=(1, 2)), np.rot90(a3, axes=(1, 2)), "rot90 axes")
+    u, w = RNG.normal(size=(5, 3)), RNG.normal(size=3)
+    same(nps.cross(nps.array(u).block(2, 3), w), np.cross(u, w), "cross")
+    same(nps.cross(nps.array(u.T), nps.array(u.T), axis=0), np.cross(u.T, u.T, axis=0), "cross axis")
+    same(nps.kron(x, nps.array([[1.0, 2.0], [3.0, 4.0]])), np.kron(a2, [[1.0, 2.0], [3.0, 4.0]]), "kron 2-D")
+    same(nps.kron(nps.array(I[:4]), nps.array(I[:3])), np.kron(I[:4], I[:3]), "kron 1-D")
+    af, kf = RNG.integers(-5, 5, size=12), np.array([1, 0, -2])
+    for mode in ("valid", "same", "full"):
+        same(nps.correlate(nps.array(af).block(5), kf, mode), np.correlate(af, kf, mode), f"correlate {mode}")
+        same(nps.correlate(kf, nps.array(af).block(5), mode), np.correlate(kf, af, mode),
+             f"correlate swapped {mode}")
+    same(nps.empty((2, 3)), np.zeros((2, 3)), "empty")
+    same(nps.empty_like(x, dtype=np.int32), np.zeros((7, 5), np.int32), "empty_like")

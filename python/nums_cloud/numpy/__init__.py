@@ -81,24 +81,6 @@ _UFUNCS.update((n, n) for n in (
     "logaddexp2", "fmod") if n in _ENGINE_NAMES)
 
 @_engine
-def empty(shape, dtype=float64, *, device=None):
-    """Return a new array of given shape and type.
-
-    nums-cloud: zeros (arrays are never uninitialised)."""
-    _array.check_device(device)
-    return zeros(shape, dtype=dtype)
-
-
-@_engine
-def empty_like(prototype, dtype=None, *, device=None):
-    """Return a new array with the same shape and type as a given array.
-
-    nums-cloud: zeros."""
-    _array.check_device(device)
-    return zeros_like(prototype, dtype=dtype)
-
-
-@_engine
 def copy(a):
     """Return an array copy of the given object (nums-cloud arrays are never changed in
     place: the array itself)."""

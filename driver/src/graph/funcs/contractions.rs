@@ -45,6 +45,13 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.trace`",
         trace,
     ),
+    FuncDef::new(
+        "cross",
+        &["a", "b", "axisa", "axisb", "axisc", "axis"],
+        "`np.cross` of 3-vectors along the last axis (NumPy's products and differences)",
+        cross,
+    )
+    .refusing(&["axisa", "axisb", "axisc"]),
 ];
 
 /// The most axes the operands of one product may have in all: one letter each.
@@ -248,4 +255,79 @@ fn trace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     // keeps the dtype.
     let x = s.cast(x, s.meta(x).dtype.sum_dtype());
     s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
+}
+
+/// NumPy's cross of 3-vectors along the last axis (or `axis`), as it computes it:
+/// `a1 * b2 - a2 * b1`, `a2 * b0 - a0 * b2`, `a0 * b1 - a1 * b0`, stacked.
+fn cross(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut v = Vec::new();
+    for name in ["a", "b"] {
+        let (x, p) = b.need(name)?.clone();
+        let x = s.list_operand(x, p)?;
+        let x = s.node(x, p)?;
+        let m = s.meta(x).clone();
+        let axis = match b.get("axis") {
+            None => m.ndim().checked_sub(1),
+            Some((a, p)) => Some(axis_of(a, m.ndim()).map_err(|e| b.refused(*p, e))?),
+        };
+        match axis {
+            Some(axis) if m.shape[axis] == 3 => {
+                let x = if axis + 1 == m.ndim() {
+                    x
+                } else {
+                    let mut perm: Vec<usize> = (0..m.ndim()).filter(|&d| d != axis).collect();
+                    perm.push(axis);
+                    s.transpose(x, perm)
+                };
+                v.push(x);
+            }
+            _ => {
+                return Err(b.err(
+                    p,
+                    "cross(): the vectors must have 3 elements along the axis (2-D vectors are not supported)",
+                ));
+            }
+        }
+    }
+    let comp = |s: &mut Builder, x: NodeId, i: i64| {
+        s.apply(
+            "take",
+            &[
+                ("a", Val::Arr(x)),
+                ("indices", Val::Num(Scalar::Int(i))),
+                ("axis", Val::Num(Scalar::Int(-1))),
+            ],
+            b.pos,
+        )
+    };
+    let (a, c) = (v[0], v[1]);
+    let mut parts = Vec::new();
+    for (i, j) in [(1, 2), (2, 0), (0, 1)] {
+        let (ai, cj) = (comp(s, a, i)?, comp(s, c, j)?);
+        let (aj, ci) = (comp(s, a, j)?, comp(s, c, i)?);
+        let l = s.elementwise2(BinaryOp::Mul, ai, cj, b.pos)?;
+        let r = s.elementwise2(BinaryOp::Mul, aj, ci, b.pos)?;
+        parts.push(s.elementwise2(BinaryOp::Sub, l, r, b.pos)?);
+    }
+    let r = s.apply(
+        "stack",
+        &[
+            ("arrays", Val::Tuple(parts)),
+            ("axis", Val::Num(Scalar::Int(-1))),
+        ],
+        b.pos,
+    )?;
+    // NumPy's `axis` is the result's vector axis too.
+    match b.get("axis") {
+        None => Ok(r),
+        Some((axis, _)) => s.apply(
+            "moveaxis",
+            &[
+                ("a", r),
+                ("source", Val::Num(Scalar::Int(-1))),
+                ("destination", axis.clone()),
+            ],
+            b.pos,
+        ),
+    }
 }

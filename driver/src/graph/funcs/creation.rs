@@ -53,6 +53,29 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.logspace`: `base ** linspace(start, stop, num, endpoint)`",
         logspace,
     ),
+    FuncDef::new(
+        "tri",
+        &["N", "M", "k", "dtype"],
+        "`np.tri`: ones at and below the `k`-th diagonal",
+        tri_ones,
+    ),
+    FuncDef::new(
+        "empty",
+        &["shape", "dtype"],
+        "`np.empty`: zeros (no value is ever uninitialised)",
+        |s, b| s.apply("zeros", &b.args_of(&["shape", "dtype"]), b.pos),
+    ),
+    FuncDef::new(
+        "empty_like",
+        &["prototype", "dtype"],
+        "`np.empty_like`: zeros",
+        |s, b| {
+            let (v, _) = b.need("prototype")?.clone();
+            let mut args = b.args_of(&["dtype"]);
+            args.push(("a", v));
+            s.apply("zeros_like", &args, b.pos)
+        },
+    ),
 ];
 
 /// Refuses a fill value an integer array cannot hold (NumPy raises for these too).
@@ -272,13 +295,11 @@ fn linspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// NumPy's logspace, as it computes it: `power(base, linspace(start, stop, num,
 /// endpoint))`, then cast to `dtype`.
 fn logspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
-    let mut args: Vec<(&str, Val)> = Vec::new();
-    for name in ["start", "stop", "num", "endpoint"] {
-        if let Some((v, _)) = b.get(name) {
-            args.push((name, v.clone()));
-        }
-    }
-    let y = s.apply("linspace", &args, b.pos)?;
+    let y = s.apply(
+        "linspace",
+        &b.args_of(&["start", "stop", "num", "endpoint"]),
+        b.pos,
+    )?;
     let base = match b.get("base") {
         Some((v, _)) => v.clone(),
         None => Val::Num(Scalar::Float(10.0)),
@@ -291,4 +312,16 @@ fn logspace(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         }
         None => Ok(r),
     }
+}
+
+/// NumPy's tri: `tril(ones((N, M)), k)` in `dtype` (float64).
+fn tri_ones(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (n, _) = b.need("N")?.clone();
+    let m = b.get("M").map_or_else(|| n.clone(), |(v, _)| v.clone());
+    let mut args = vec![("shape", Val::Tuple(vec![n, m]))];
+    args.extend(b.args_of(&["dtype"]));
+    let ones = s.apply("ones", &args, b.pos)?;
+    let mut args = vec![("m", ones)];
+    args.extend(b.args_of(&["k"]));
+    s.apply("tril", &args, b.pos)
 }

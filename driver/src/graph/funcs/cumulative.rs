@@ -49,6 +49,18 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.diff` (`!=` for bool)",
         diff,
     ),
+    FuncDef::new(
+        "ediff1d",
+        &["ary", "to_end", "to_begin"],
+        "`np.ediff1d`: `diff` of the flattened array, `to_begin` and `to_end` around it",
+        ediff1d,
+    ),
+    FuncDef::new(
+        "trapezoid",
+        &["y", "x", "dx", "axis"],
+        "`np.trapezoid` (NumPy's formula: `sum(d * (y[1:] + y[:-1]) / 2.0)`)",
+        trapezoid,
+    ),
 ];
 
 /// cumsum and friends (`array_api`: cumulative_sum/prod, whose axis is required past 1-D
@@ -271,4 +283,92 @@ impl<'a> Builder<'a> {
             },
         )
     }
+}
+
+/// NumPy's ediff1d: the differences of the flattened array, with `to_begin` and
+/// `to_end` (numbers or arrays, flattened) around them.
+fn ediff1d(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (a, p) = b.need("ary")?.clone();
+    let a = s.list_operand(a, p)?;
+    let a = s.node(a, p)?;
+    let n = s.meta(a).len();
+    let flat = s.reshape(a, &[n]);
+    let d = s.apply("diff", &[("a", Val::Arr(flat))], b.pos)?;
+    let mut parts = Vec::new();
+    let dtype = s.meta(a).dtype;
+    let flat_of = |s: &mut Builder, name: &str| -> Result<Option<NodeId>, EvalError> {
+        let Some((v, p)) = b.get(name).cloned() else {
+            return Ok(None);
+        };
+        let v = s.list_operand(v, p)?;
+        let v = s.node(v, p)?;
+        let len = s.meta(v).len();
+        let v = s.reshape(v, &[len]);
+        Ok(Some(s.cast(v, dtype)))
+    };
+    let (begin, end) = (flat_of(s, "to_begin")?, flat_of(s, "to_end")?);
+    parts.extend(begin);
+    parts.push(s.node(d, b.pos)?);
+    parts.extend(end);
+    if parts.len() == 1 {
+        return Ok(Val::Arr(parts[0]));
+    }
+    Ok(Val::Arr(s.concat(parts, 0, b.pos)?))
+}
+
+/// NumPy's trapezoid, by its formula: `sum(d * (y[1:] + y[:-1]) / 2.0, axis)` with `d`
+/// the spacing `dx` or `diff(x)` (1-D `x` along `axis`, or `x` of `y`'s shape).
+fn trapezoid(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (y, p) = b.need("y")?.clone();
+    let y = s.list_operand(y, p)?;
+    let y = s.node(y, p)?;
+    let m = s.meta(y).clone();
+    if m.ndim() == 0 {
+        return Err(b.err(p, "trapezoid(): y must be at least 1-D"));
+    }
+    let axis = match b.get("axis") {
+        None => m.ndim() - 1,
+        Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?,
+    };
+    let n = m.shape[axis];
+    if n == 0 {
+        return Err(b.err(p, "trapezoid(): y is empty along the axis"));
+    }
+    let hi = s.slice(y, &[(axis, 1, n - 1)]);
+    let lo = s.slice(y, &[(axis, 0, n - 1)]);
+    let d = match b.get("x").cloned() {
+        None => b
+            .get("dx")
+            .map_or(Val::Num(Scalar::Float(1.0)), |(v, _)| v.clone()),
+        Some((x, p)) => {
+            let x = s.list_operand(x, p)?;
+            let x = s.node(x, p)?;
+            let xm = s.meta(x).clone();
+            let ax = if xm.ndim() == 1 { 0 } else { axis };
+            let d = s.apply(
+                "diff",
+                &[
+                    ("a", Val::Arr(x)),
+                    ("axis", Val::Num(Scalar::Int(ax as i64))),
+                ],
+                b.pos,
+            )?;
+            if xm.ndim() == 1 && m.ndim() > 1 {
+                let d = s.node(d, b.pos)?;
+                let mut at = vec![1; m.ndim()];
+                at[axis] = s.meta(d).shape[0];
+                Val::Arr(s.reshape(d, &at))
+            } else {
+                d
+            }
+        }
+    };
+    let sum = s.elementwise2(BinaryOp::Add, Val::Arr(hi), Val::Arr(lo), b.pos)?;
+    let t = s.elementwise2(BinaryOp::Mul, d, sum, b.pos)?;
+    let t = s.elementwise2(BinaryOp::Div, t, Val::Num(Scalar::Float(2.0)), b.pos)?;
+    s.apply(
+        "sum",
+        &[("a", t), ("axis", Val::Num(Scalar::Int(axis as i64)))],
+        b.pos,
+    )
 }

@@ -439,6 +439,15 @@ impl Bound {
         })
     }
 
+    /// The arguments of `names` that were given, for a function of the same parameter
+    /// names ([`Builder::apply`]).
+    pub(super) fn args_of<'n>(&self, names: &[&'n str]) -> Vec<(&'n str, Val)> {
+        names
+            .iter()
+            .filter_map(|&n| self.get(n).map(|(v, _)| (n, v.clone())))
+            .collect()
+    }
+
     /// The positionals of a [`Rest::Star`] parameter.
     pub(super) fn rest(&self) -> &[(Val, usize)] {
         &self.rest
@@ -807,9 +816,9 @@ mod tests {
              what to write instead of others)"
         );
         // A NumPy name nums-cloud does not have: what to write instead.
-        let m = message("kron");
+        let m = message("gradient");
         assert!(
-            m.starts_with("kron() is not supported; instead: ") && m.len() < 300,
+            m.starts_with("gradient() is not supported; instead: ") && m.len() < 300,
             "{m}"
         );
         for f in ["sort", "cumsum", "flip", "frobnicate", "polyfit"] {

@@ -215,6 +215,36 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.take_along_axis` (indices broadcast with `arr` but along `axis`; their values computed first)",
         take_along_axis,
     ),
+    FuncDef::new(
+        "diag",
+        &["v", "k"],
+        "`np.diag` (a 2-D array's `k`-th diagonal; a 1-D array on one)",
+        diag,
+    ),
+    FuncDef::new(
+        "split",
+        &["ary", "indices_or_sections", "axis"],
+        "`np.split` (a tuple of slices; sections must divide the axis)",
+        |s, b| split(s, b, false),
+    ),
+    FuncDef::new(
+        "array_split",
+        &["ary", "indices_or_sections", "axis"],
+        "`np.array_split` (a tuple of slices; the first ones one longer)",
+        |s, b| split(s, b, true),
+    ),
+    FuncDef::new(
+        "rot90",
+        &["m", "k", "axes"],
+        "`np.rot90` (flips and a transpose)",
+        rot90,
+    ),
+    FuncDef::new(
+        "kron",
+        &["a", "b"],
+        "`np.kron` (an outer product, its axes interleaved)",
+        kron,
+    ),
 ];
 
 fn transpose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -1246,4 +1276,170 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         .gather(whole, flat, 0)
         .map_err(|e| b.err(b.pos, format!("take_along_axis(): {e}")))?;
     Ok(Val::Arr(r))
+}
+
+/// NumPy's diag: a 2-D array's `k`-th diagonal, or a 1-D array's values on the `k`-th
+/// diagonal of a square array of zeros (`where`, so an infinity stays on its diagonal).
+fn diag(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let v = b.array("v")?;
+    let k = b.int("k")?.unwrap_or(0);
+    let int = |i: i64| Val::Num(Scalar::Int(i));
+    match s.meta(v).ndim() {
+        2 => s.apply("diagonal", &[("a", Val::Arr(v)), ("offset", int(k))], b.pos),
+        1 => {
+            let n = s.meta(v).shape[0];
+            let size = n + k.unsigned_abs();
+            // Row i holds v[i] at column i + k: v padded to `size` at the start (k > 0) or
+            // end, broadcast along the rows, kept on the diagonal.
+            let pad = if k >= 0 { (k, 0) } else { (0, -k) };
+            let w = s.apply(
+                "pad",
+                &[
+                    ("array", Val::Arr(v)),
+                    ("pad_width", Val::Tuple(vec![int(pad.0), int(pad.1)])),
+                ],
+                b.pos,
+            )?;
+            let w = s.node(w, b.pos)?;
+            let w = s.reshape(w, &[1, size]);
+            let on = s.apply(
+                "eye",
+                &[
+                    ("N", int(size as i64)),
+                    ("k", int(k)),
+                    ("dtype", Val::Str("bool".into())),
+                ],
+                b.pos,
+            )?;
+            let dtype = s.meta(v).dtype;
+            let zero = Val::Num(Scalar::Int(0).cast(dtype));
+            let r = s.where_(on, Val::Arr(w), zero, b.pos)?;
+            let r = s.node(r, b.pos)?;
+            Ok(Val::Arr(s.cast(r, dtype)))
+        }
+        _ => Err(b.err(b.pos, "diag(): input must be 1- or 2-d.")),
+    }
+}
+
+/// NumPy's split and array_split: slices of `ary` along `axis` at the given indices
+/// (clipped as Python's slices), or into equal sections (array_split: the first `n %
+/// sections` one longer).
+fn split(s: &mut Builder, b: &Bound, uneven: bool) -> Result<Val, EvalError> {
+    let x = b.array("ary")?;
+    let m = s.meta(x).clone();
+    let axis = match b.get("axis") {
+        None => 0,
+        Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?,
+    };
+    let n = m.shape[axis] as i64;
+    let (v, p) = b.need("indices_or_sections")?.clone();
+    let bounds: Vec<(i64, i64)> = match v {
+        Val::Num(x) if x.kind() != ScalarKind::Float => {
+            let k = x.as_i64();
+            if k <= 0 {
+                return Err(b.err(
+                    p,
+                    format!("{}(): number sections must be larger than 0.", b.f),
+                ));
+            }
+            if !uneven && n % k != 0 {
+                return Err(b.err(
+                    p,
+                    "split(): array split does not result in an equal division",
+                ));
+            }
+            let (each, extra) = (n / k, n % k);
+            let mut start = 0;
+            (0..k)
+                .map(|i| {
+                    let len = each + (i < extra) as i64;
+                    start += len;
+                    (start - len, start)
+                })
+                .collect()
+        }
+        _ => {
+            let idx = ints(b, "indices_or_sections")?;
+            let clip = |i: i64| if i < 0 { (i + n).max(0) } else { i.min(n) };
+            let mut cuts = vec![0];
+            cuts.extend(idx.iter().map(|&i| clip(i)));
+            cuts.push(n);
+            cuts.windows(2).map(|w| (w[0], w[1].max(w[0]))).collect()
+        }
+    };
+    let parts = bounds
+        .into_iter()
+        .map(|(from, to)| Val::Arr(s.slice(x, &[(axis, from as u64, (to - from) as u64)])))
+        .collect();
+    Ok(Val::Tuple(parts))
+}
+
+/// NumPy's rot90: `k` quarter turns from the first of `axes` towards the second.
+fn rot90(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let m = b.array("m")?;
+    let nd = s.meta(m).ndim();
+    let (a0, a1) = match b.get("axes") {
+        None => (0, 1),
+        Some((Val::Tuple(t), p)) if t.len() == 2 => (
+            axis_of(&t[0], nd).map_err(|e| b.refused(*p, e))?,
+            axis_of(&t[1], nd).map_err(|e| b.refused(*p, e))?,
+        ),
+        Some((_, p)) => return Err(b.err(*p, "rot90(): len(axes) must be 2.")),
+    };
+    if nd < 2 || a0 == a1 {
+        return Err(b.err(b.pos, "rot90(): Axes must be different."));
+    }
+    let int = |i: usize| Val::Num(Scalar::Int(i as i64));
+    let flip =
+        |s: &mut Builder, v: Val, a: usize| s.apply("flip", &[("m", v), ("axis", int(a))], b.pos);
+    let swap = |s: &mut Builder, v: Val| {
+        s.apply(
+            "swapaxes",
+            &[("a", v), ("axis1", int(a0)), ("axis2", int(a1))],
+            b.pos,
+        )
+    };
+    let m = Val::Arr(m);
+    match b.int("k")?.unwrap_or(1).rem_euclid(4) {
+        0 => Ok(m),
+        1 => {
+            let f = flip(s, m, a1)?;
+            swap(s, f)
+        }
+        2 => {
+            let f = flip(s, m, a0)?;
+            flip(s, f, a1)
+        }
+        _ => {
+            let t = swap(s, m)?;
+            flip(s, t, a1)
+        }
+    }
+}
+
+/// NumPy's kron: `a`'s and `b`'s axes interleaved in an outer product (the shorter
+/// shape padded with 1s in front), then each pair merged.
+fn kron(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut ids = Vec::new();
+    for name in ["a", "b"] {
+        let (v, p) = b.need(name)?.clone();
+        let v = s.list_operand(v, p)?;
+        ids.push(s.node(v, p)?);
+    }
+    let (x, y) = (ids[0], ids[1]);
+    let (xs, ys) = (s.meta(x).shape.clone(), s.meta(y).shape.clone());
+    let nd = xs.len().max(ys.len());
+    let pad = |sh: &[u64]| [vec![1; nd - sh.len()], sh.to_vec()].concat();
+    let (xs, ys) = (pad(&xs), pad(&ys));
+    let spread = |sh: &[u64], first: bool| -> Vec<u64> {
+        sh.iter()
+            .flat_map(|&d| if first { [d, 1] } else { [1, d] })
+            .collect()
+    };
+    let x = s.reshape(x, &spread(&xs, true));
+    let y = s.reshape(y, &spread(&ys, false));
+    let r = s.elementwise2(BinaryOp::Mul, Val::Arr(x), Val::Arr(y), b.pos)?;
+    let r = s.node(r, b.pos)?;
+    let shape: Vec<u64> = xs.iter().zip(&ys).map(|(a, b)| a * b).collect();
+    Ok(Val::Arr(s.reshape(r, &shape)))
 }

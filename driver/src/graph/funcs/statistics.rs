@@ -122,6 +122,24 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.convolve` (the shorter operand of at most 256 elements: a sum of shifted slices)",
         convolve,
     ),
+    FuncDef::new(
+        "correlate",
+        &["a", "v", "mode"],
+        "`np.correlate` (`convolve` with `v` reversed and conjugated; \"valid\" by default)",
+        correlate,
+    ),
+    FuncDef::new(
+        "polyval",
+        &["p", "x"],
+        "`np.polyval` (Horner's rule, as NumPy: `y = y * x + p[i]` from zeros)",
+        polyval,
+    ),
+    FuncDef::new(
+        "vander",
+        &["x", "N", "increasing"],
+        "`np.vander` (powers by repeated products, as NumPy; at most 256 columns)",
+        vander,
+    ),
 ];
 
 /// median, percentile and quantile (`scale`: 100 for percentiles, None for the median)
@@ -1137,4 +1155,126 @@ fn convolve(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         s.slice(full, &[(0, from, to - from)])
     };
     Ok(Val::Arr(s.cast(r, dtype)))
+}
+
+/// NumPy's correlate: `sum_n a[n + k] * conj(v[n])`, `convolve` of `a` with `v` reversed
+/// and conjugated (the operands swapped and the result reversed where `v` is longer);
+/// mode "valid" by default.
+fn correlate(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = vector(s, b, "a")?;
+    let v = vector(s, b, "v")?;
+    let mode = b
+        .get("mode")
+        .map_or(Val::Str("valid".into()), |(m, _)| m.clone());
+    let int = |i: i64| Val::Num(Scalar::Int(i));
+    let reversed = |s: &mut Builder, x: NodeId| -> Result<Val, EvalError> {
+        let r = s.apply("flip", &[("m", Val::Arr(x)), ("axis", int(0))], b.pos)?;
+        s.unary(UnaryOp::Conj, r, b.pos)
+    };
+    let swap = s.meta(v).shape[0] > s.meta(a).shape[0];
+    let (a, v) = if swap { (v, a) } else { (a, v) };
+    let k = reversed(s, v)?;
+    let r = s.apply(
+        "convolve",
+        &[("a", Val::Arr(a)), ("v", k), ("mode", mode)],
+        b.pos,
+    )?;
+    if !swap {
+        return Ok(r);
+    }
+    // correlate(v, a) reversed (and conjugated): correlate(a, v).
+    let r = s.node(r, b.pos)?;
+    reversed(s, r)
+}
+
+/// NumPy's polyval, as it computes it: `y = zeros_like(x)`, then `y = y * x + p[i]` for
+/// each coefficient, highest power first.
+fn polyval(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let p = vector(s, b, "p")?;
+    let (x, px) = b.need("x")?.clone();
+    let x = s.list_operand(x, px)?;
+    let x = s.node(x, px)?;
+    let n = s.meta(p).shape[0];
+    if n > 256 {
+        return Err(b.err(b.pos, "polyval(): at most 256 coefficients (a node each)"));
+    }
+    let mut y = s.apply("zeros_like", &[("a", Val::Arr(x))], b.pos)?;
+    for i in 0..n {
+        let c = s.apply(
+            "take",
+            &[
+                ("a", Val::Arr(p)),
+                ("indices", Val::Num(Scalar::Int(i as i64))),
+            ],
+            b.pos,
+        )?;
+        let t = s.elementwise2(BinaryOp::Mul, y, Val::Arr(x), b.pos)?;
+        y = s.elementwise2(BinaryOp::Add, t, c, b.pos)?;
+    }
+    Ok(y)
+}
+
+/// NumPy's vander: the columns `x ** (N - 1)`, ..., `x ** 0` (or increasing), each power
+/// the product of the one before and `x`, as NumPy's `multiply.accumulate` makes them,
+/// in `x`'s dtype promoted with int.
+fn vander(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = vector(s, b, "x")?;
+    let len = s.meta(x).shape[0];
+    let n = match b.int("N")? {
+        None => len,
+        Some(n) if n >= 0 => n as u64,
+        Some(_) => return Err(b.err(b.pos, "vander(): N must be non-negative")),
+    };
+    if n > 256 {
+        return Err(b.err(
+            b.pos,
+            format!("vander(): {n} columns; at most 256 (a node each)"),
+        ));
+    }
+    let dtype = s.meta(x).dtype.promote(DType::Int64);
+    let x = s.cast(x, dtype);
+    let col = s.reshape(x, &[len, 1]);
+    let mut cols = Vec::new();
+    let ones = s.apply(
+        "ones",
+        &[
+            (
+                "shape",
+                Val::Tuple(vec![
+                    Val::Num(Scalar::Int(len as i64)),
+                    Val::Num(Scalar::Int(1)),
+                ]),
+            ),
+            ("dtype", Val::Str(dtype.name().into())),
+        ],
+        b.pos,
+    )?;
+    let mut power = s.node(ones, b.pos)?;
+    for i in 0..n {
+        if i > 0 {
+            let next = s.elementwise2(BinaryOp::Mul, Val::Arr(power), Val::Arr(col), b.pos)?;
+            power = s.node(next, b.pos)?;
+        }
+        cols.push(power);
+    }
+    if !b.flag("increasing")? {
+        cols.reverse();
+    }
+    if cols.is_empty() {
+        return s.apply(
+            "zeros",
+            &[
+                (
+                    "shape",
+                    Val::Tuple(vec![
+                        Val::Num(Scalar::Int(len as i64)),
+                        Val::Num(Scalar::Int(0)),
+                    ]),
+                ),
+                ("dtype", Val::Str(dtype.name().into())),
+            ],
+            b.pos,
+        );
+    }
+    Ok(Val::Arr(s.concat(cols, 1, b.pos)?))
 }

@@ -7,30 +7,10 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "apply_along_axis",
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
-    ("array_split", "slices: `x[:k]`, `x[k:]`"),
-    (
-        "correlate",
-        "not supported; as `convolve`, with the kernel reversed",
-    ),
-    (
-        "cross",
-        "slices: `a[..., 1] * b[..., 2] - a[..., 2] * b[..., 1]` and so on",
-    ),
-    (
-        "diag",
-        "`diagonal(a)` for a 2-D `a`; `eye(n) * v` for a 1-D `v`",
-    ),
-    ("ediff1d", "`diff(ravel(x))`"),
-    ("empty", "`zeros(shape)` (every value is computed anyway)"),
-    ("empty_like", "`zeros_like(a)`"),
     ("fft", "not supported (no FFT over blocks yet)"),
     (
         "gradient",
         "`(x[2:] - x[:-2]) / 2` inside, `diff` at the edges",
-    ),
-    (
-        "kron",
-        "`einsum('ij,kl->ikjl', a, b).reshape(a.shape[0] * b.shape[0], -1)`",
     ),
     ("matrix_transpose", "`swapaxes(x, -1, -2)`"),
     (
@@ -42,27 +22,12 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "`np.linalg.lstsq` of the powers of x: `lstsq(stack((x ** 2, x, ones_like(x)), axis=1), y)[0]`",
     ),
     (
-        "polyval",
-        "Horner's rule in arithmetic: `(p0 * x + p1) * x + p2`",
-    ),
-    (
         "put",
         "not supported (no assignment in a job); `where(mask, v, a)` for one value",
     ),
     ("put_along_axis", "not supported (no assignment in a job)"),
     ("putmask", "`where(mask, values, a)`"),
     ("resize", "`reshape`, with `tile` for repeats"),
-    (
-        "rot90",
-        "`flip(swapaxes(m, 0, 1), axis=0)` (one turn counter-clockwise)",
-    ),
-    ("split", "slices: `x[:k]`, `x[k:]`"),
-    ("trapezoid", "`sum((y[1:] + y[:-1]) * diff(x)) / 2`"),
-    ("tri", "`tril(ones((n, m)), k)`"),
-    (
-        "vander",
-        "`stack((x ** 2, x, ones_like(x)), axis=1)` (one power per column)",
-    ),
     ("vecdot", "`sum(conj(x1) * x2, axis=-1)`"),
     (
         "vectorize",
