@@ -10,8 +10,43 @@ use serde::Deserialize;
 /// The most elements an array may have (2^50: its byte count stays far inside u64).
 pub(crate) const MAX_ELEMENTS: u64 = 1 << 50;
 
-/// Workers when none are asked for.
+/// Workers on Lambda when none are asked for (and no deployment reserves more).
 pub(crate) const DEFAULT_WORKERS: u64 = 2;
+
+/// This machine's memory in bytes (its cgroup's limit where lower); 4 GiB where neither
+/// can be read.
+pub(crate) fn machine_memory_bytes() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kb << 10)
+        })
+        .unwrap_or(4 << 30);
+    let limit = [
+        "/sys/fs/cgroup/memory.max",
+        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+    ]
+    .iter()
+    .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
+    .unwrap_or(u64::MAX);
+    total.min(limit)
+}
+
+/// Workers when none are asked for: local function processes run on this machine, so
+/// one per core it gives the process, and no more than three quarters of its memory holds
+/// at `memory_mb` each (at least 1); on Lambda, [`DEFAULT_WORKERS`].
+pub(crate) fn default_workers(backend: crate::job::Backend, memory_mb: u64) -> u64 {
+    match backend {
+        crate::job::Backend::Local => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+            let fit = machine_memory_bytes() / 4 * 3 / (memory_mb.max(1) << 20);
+            cores.min(fit).clamp(1, *Setting::Workers.range().end())
+        }
+        _ => DEFAULT_WORKERS,
+    }
+}
 /// `memory_mb` when none is asked for.
 pub(crate) const DEFAULT_MEMORY_MB: u64 = 2048;
 /// `timeout_seconds` when none is asked for: Lambda's longest.
@@ -132,6 +167,41 @@ pub struct EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Local workers default to the cores this process may use, fewer where the machine's
+    /// memory holds fewer invocations, never 0; Lambda's to 2. A session follows
+    /// `memory_mb` until `workers` is set; a job file's `[compute]` likewise.
+    #[test]
+    fn default_workers_are_the_cores_the_memory_holds() {
+        use crate::api::Session;
+        use crate::job::Backend;
+        let cores = std::thread::available_parallelism().unwrap().get() as u64;
+        let small = default_workers(Backend::Local, 128);
+        let big = default_workers(Backend::Local, 10240);
+        assert!((1..=cores).contains(&small) && (1..=small).contains(&big));
+        let held = machine_memory_bytes() / 4 * 3 / (10240 << 20);
+        assert_eq!(big, cores.min(held).max(1));
+        assert_eq!(default_workers(Backend::Lambda, 2048), DEFAULT_WORKERS);
+        let s = Session::new("file:///tmp/nums-default-workers").unwrap();
+        assert_eq!(
+            s.settings().workers as u64,
+            default_workers(Backend::Local, 2048)
+        );
+        let s = s.memory_mb(10240);
+        assert_eq!(s.settings().workers as u64, big);
+        let s = s.workers(7).memory_mb(128).backend(Backend::Lambda);
+        assert_eq!(s.settings().workers, 7);
+        let job = |compute: &str| {
+            let text = format!("[compute]\n{compute}\n[arrays]\nx = \"ones(2)\"\n");
+            crate::job::Job::parse(std::path::Path::new("/tmp/j/job.toml"), &text)
+                .unwrap()
+                .compute
+                .workers as u64
+        };
+        assert_eq!(job("memory_mb = 10240"), big);
+        assert_eq!(job("backend = \"lambda\""), DEFAULT_WORKERS);
+        assert_eq!(job("workers = 3"), 3);
+    }
 
     #[test]
     fn each_setting_takes_its_edges_and_refuses_past_them() {

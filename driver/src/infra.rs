@@ -110,9 +110,7 @@ impl Infra {
             // As many workers as the function may run at once (Lambda throttles the rest).
             workers: self
                 .reserved_concurrency
-                .map_or(Defaults::default().workers, |r| {
-                    r.min(*crate::config::Setting::Workers.range().end())
-                }),
+                .map(|r| r.min(*crate::config::Setting::Workers.range().end())),
         }
     }
 }

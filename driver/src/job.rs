@@ -78,9 +78,9 @@ pub struct Defaults {
     pub function: String,
     pub storage_url: String,
     pub memory_mb: u64,
-    /// `compute.workers` when the job file leaves it out (a deployment's reserved
-    /// concurrency, capped at 1,000).
-    pub workers: u64,
+    /// `compute.workers` when the job file leaves it out: a deployment's reserved
+    /// concurrency, capped at 1,000; else [`config::default_workers`].
+    pub workers: Option<u64>,
 }
 
 impl Default for Defaults {
@@ -90,7 +90,7 @@ impl Default for Defaults {
             function: "nums-cloud".into(),
             storage_url: "file://nums-data".into(),
             memory_mb: config::DEFAULT_MEMORY_MB,
-            workers: config::DEFAULT_WORKERS,
+            workers: None,
         }
     }
 }
@@ -606,10 +606,15 @@ impl Job {
                     }),
                 }
             };
+        let backend = c.backend.unwrap_or(defaults.backend);
+        let memory_mb = setting(&c.memory_mb, Setting::MemoryMb, defaults.memory_mb)?;
+        let workers = defaults
+            .workers
+            .unwrap_or_else(|| config::default_workers(backend, memory_mb));
         let compute = Compute {
-            backend: c.backend.unwrap_or(defaults.backend),
-            workers: setting(&c.workers, Setting::Workers, defaults.workers)? as usize,
-            memory_mb: setting(&c.memory_mb, Setting::MemoryMb, defaults.memory_mb)?,
+            backend,
+            workers: setting(&c.workers, Setting::Workers, workers)? as usize,
+            memory_mb,
             timeout_seconds: setting(
                 &c.timeout_seconds,
                 Setting::TimeoutSeconds,

@@ -144,7 +144,9 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     backend : {"local", "lambda"}, optional
         Local function processes (default) or the AWS Lambda function ``function``.
     workers : int, optional
-        Concurrent invocations (default 2).
+        Concurrent invocations (default: for local function processes one per core,
+        as many as three quarters of the machine's memory holds at ``memory_mb``; on
+        Lambda 2, or the deployment's reserved concurrency).
     memory_mb : int, optional
         Memory of one invocation in MB (default 2048); plans fit it, and the local
         backend enforces it as Lambda does.

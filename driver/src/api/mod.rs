@@ -87,6 +87,9 @@ pub(crate) struct Config {
     pub in_process_bytes: u64,
     /// The budget of this process's memory tier ([`Session::memory_tier_bytes`]).
     pub memory_tier_bytes: u64,
+    /// `workers` was set (else it follows the backend and `memory_mb`:
+    /// [`crate::config::default_workers`]).
+    pub workers_set: bool,
 }
 
 impl Config {
@@ -285,22 +288,7 @@ pub const IN_PROCESS_BYTES: u64 = 16 << 20;
 /// A session's default memory tier ([`Session::memory_tier_bytes`]): a quarter of this
 /// machine's memory (of its cgroup's limit, where lower), 1 GiB where neither can be read.
 pub fn default_memory_tier_bytes() -> u64 {
-    let total = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kb << 10)
-        })
-        .unwrap_or(4 << 30);
-    let limit = [
-        "/sys/fs/cgroup/memory.max",
-        "/sys/fs/cgroup/memory/memory.limit_in_bytes",
-    ]
-    .iter()
-    .find_map(|f| std::fs::read_to_string(f).ok()?.trim().parse::<u64>().ok())
-    .unwrap_or(u64::MAX);
-    total.min(limit) / 4
+    crate::config::machine_memory_bytes() / 4
 }
 
 /// What a session's computes have sent ([`Session::counts`]).
@@ -471,8 +459,8 @@ fn dims(shape: &[usize]) -> Vec<u64> {
 impl Session {
     /// A session on a store URL: `file://folder` (relative to the working directory) or
     /// `s3://bucket/prefix` (credentials from the standard AWS chain). The local backend
-    /// (function processes on this machine), the LSHS scheduler, 2 workers of 2048 MB,
-    /// 900 s per invocation.
+    /// (function processes on this machine), the LSHS scheduler, invocations of 2048 MB
+    /// and 900 s, one worker per core (as many as the machine's memory holds).
     ///
     /// ```
     /// # use nums_cloud::{Error, api::Session};
@@ -500,7 +488,7 @@ impl Session {
             backend: d.backend,
             function: d.function,
             scheduler: Scheduler::Lshs,
-            workers: crate::config::DEFAULT_WORKERS as usize,
+            workers: crate::config::default_workers(d.backend, d.memory_mb) as usize,
             memory_mb: d.memory_mb,
             timeout_seconds: crate::config::DEFAULT_TIMEOUT_SECONDS,
             function_binary: None,
@@ -508,6 +496,7 @@ impl Session {
             progress: false,
             in_process_bytes: IN_PROCESS_BYTES,
             memory_tier_bytes: default_memory_tier_bytes(),
+            workers_set: false,
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
         // The program the session's arrays are defined in, as a job file's are.
@@ -560,11 +549,20 @@ impl Session {
             c.function = d.function;
             c.memory_mb = d.memory_mb;
             c.region = infra.region.clone();
+            // The deployment's reserved concurrency, as a job run with it takes.
+            if let Some(w) = d.workers {
+                c.workers = w as usize;
+                c.workers_set = true;
+            }
         }))
     }
 
     fn set(mut self, f: impl FnOnce(&mut Config)) -> Session {
-        f(Arc::make_mut(&mut self.cfg));
+        let c = Arc::make_mut(&mut self.cfg);
+        f(c);
+        if !c.workers_set {
+            c.workers = crate::config::default_workers(c.backend, c.memory_mb) as usize;
+        }
         self
     }
 
@@ -612,9 +610,14 @@ impl Session {
         self.set(|c| c.scheduler = scheduler)
     }
 
-    /// Concurrent invocations (1 to 1000; default 2).
+    /// Concurrent invocations (1 to 1000; default: local function processes, one per core
+    /// that the machine's memory holds at `memory_mb`; Lambda, 2 or the deployment's
+    /// reserved concurrency).
     pub fn workers(self, n: usize) -> Session {
-        self.set(|c| c.workers = n)
+        self.set(|c| {
+            c.workers = n;
+            c.workers_set = true;
+        })
     }
 
     /// Memory of one invocation in MB (128 to 10240; default 2048, or the deployment's):
