@@ -171,7 +171,7 @@ def test_two_sessions_never_see_each_others_blocks(tmp_path):
     for _ in range(2):
         np.testing.assert_allclose((x1 + 1).sum(axis=0).get(), (a + 1).sum(axis=0))
         np.testing.assert_allclose((x2 + 1).sum(axis=0).get(), (-a + 1).sum(axis=0))
-    with pytest.raises(Exception, match="another session"):
+    with pytest.raises(ValueError, match="different sessions .init.. starts a new session"):
         (x1 + x2).get()
     held = tier()["bytes"]
     s1.close()

@@ -348,3 +348,24 @@ def test_a_bad_environment_setting_names_the_variable(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMS_CLOUD_WORKERS", "abc")
     with pytest.raises(ValueError, match="NUMS_CLOUD_WORKERS='abc' is not a whole number"):
         nums_cloud.init(storage=f"file://{tmp_path}", progress=False)
+
+
+def test_arrays_of_a_replaced_session_say_what_to_do(tmp_path):
+    """An array made before init() stays in the session it was made in: combined with a
+    new one, the error names both and says how to bring the values over; the old array
+    still computes, and its values come over as the error says."""
+    old = nums_cloud.init(storage=str(tmp_path / "a"), progress=False)
+    try:
+        x = nps.arange(5) * 2
+        nums_cloud.init(storage=str(tmp_path / "b"), progress=False)
+        y = nps.ones(5)
+        with pytest.raises(ValueError) as e:
+            (y + x).get()
+        m = str(e.value)
+        assert "`ones(5)` and `arange(5) * 2` belong to different sessions" in m, m
+        assert "init() starts a new session" in m and "nps.asarray(x.get())" in m, m
+        np.testing.assert_array_equal(x.get(), np.arange(5) * 2)
+        np.testing.assert_array_equal((y + nps.asarray(x.get())).get(), np.arange(5) * 2 + 1.0)
+    finally:
+        nums_cloud.close()
+        old.close()  # its blocks kept unwritten in this process's tier go with it

@@ -757,7 +757,7 @@ mod tests {
                 .check()
                 .unwrap_err()
                 .to_string()
-                .contains("another session")
+                .contains("belong to different sessions (init() starts a new session")
         );
     }
 }

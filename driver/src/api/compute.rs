@@ -404,11 +404,7 @@ impl Session {
         for a in arrays {
             a.check()?;
             if !a.session().same(self) {
-                return Err(Error::Job {
-                    raises: Default::default(),
-                    array: Some(a.label()),
-                    message: format!("array `{}` belongs to another session", a.label()),
-                });
+                return Err(super::other_session(None, None, a));
             }
             ids.push(a.id().map_err(Clone::clone)?);
         }
@@ -458,11 +454,7 @@ impl Session {
         self.cfg.check()?;
         a.check()?;
         if !a.session().same(self) {
-            return Err(Error::Job {
-                raises: Default::default(),
-                array: Some(a.label()),
-                message: format!("array `{}` belongs to another session", a.label()),
-            });
+            return Err(super::other_session(None, None, a));
         }
         let _busy = self.busy().await;
         let id = a.id().map_err(Clone::clone)?;

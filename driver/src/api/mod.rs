@@ -291,6 +291,30 @@ pub fn default_memory_tier_bytes() -> u64 {
     crate::config::machine_memory_bytes() / 4
 }
 
+/// The error for `theirs`, an array of another session, used in `label` (beside `ours`,
+/// where one is): what happened and what to do, since a user meets it after `init()`.
+pub(crate) fn other_session(label: Option<&str>, ours: Option<&Array>, theirs: &Array) -> Error {
+    let what = match ours {
+        Some(o) => format!(
+            "`{}` and `{}` belong to different sessions",
+            o.label(),
+            theirs.label()
+        ),
+        None => format!("`{}` belongs to another session", theirs.label()),
+    };
+    let at = label.map_or(String::new(), |l| format!("`{l}`: "));
+    Error::Job {
+        raises: Default::default(),
+        array: Some(label.map_or_else(|| theirs.label(), str::to_string)),
+        message: format!(
+            "{at}{what} (init() starts a new session; arrays made before it stay in theirs, \
+             which close() ends). Make the array again after init(), or bring its values \
+             over: nps.asarray(x.get()) for one that fits in memory, or nps.save(url, x) \
+             and nps.load(url) in the new session"
+        ),
+    }
+}
+
 /// What a session's computes have sent ([`Session::counts`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -686,14 +710,8 @@ impl Session {
     /// the operation by `label`.
     pub(crate) fn eval(&self, e: &Expr, ops: &Operands, label: &str) -> Result<GraphValue, Error> {
         if let Some(a) = ops.0.iter().find(|a| !a.session().same(self)) {
-            return Err(Error::Job {
-                raises: Default::default(),
-                array: Some(label.to_string()),
-                message: format!(
-                    "`{label}`: array `{}` belongs to another session",
-                    a.label()
-                ),
-            });
+            let ours = ops.0.iter().find(|o| o.session().same(self));
+            return Err(other_session(Some(label), ours, a));
         }
         let ids = ops
             .0
