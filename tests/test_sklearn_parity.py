@@ -250,3 +250,63 @@ def test_harmless_parameters_and_grid_search(session):
     assert ours.best_params_ == sk.best_params_
     np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
                                sk.cv_results_["mean_test_score"], atol=1e-12)
+
+
+def _raw_with_awkward_columns():
+    """The diabetes set unscaled, a constant column, and a NaN (left out by fit, kept by
+    transform)."""
+    X = np.column_stack([_diabetes.data * 100 + 50, np.full(len(YD), 7.0)])
+    X[10, 2] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("with_mean,with_std", [(True, True), (False, True), (True, False),
+                                                (False, False)])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_standard_scaler_is_scikit_learns(session, with_mean, with_std, lazy):
+    from sklearn import preprocessing as skp
+
+    from nums_cloud.preprocessing import StandardScaler
+
+    X = _raw_with_awkward_columns()
+    sk = skp.StandardScaler(with_mean=with_mean, with_std=with_std).fit(X)
+    Xa = nps.array(X).block(100, 11) if lazy else X
+    ours = StandardScaler(with_mean=with_mean, with_std=with_std).fit(Xa)
+    for name in ("mean_", "var_", "scale_"):
+        a, b = getattr(ours, name), getattr(sk, name)
+        if b is None:
+            assert a is None, name
+        else:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
+    np.testing.assert_array_equal(ours.n_samples_seen_, sk.n_samples_seen_)
+    if with_std:
+        assert ours.scale_[-1] == 1.0  # the constant column
+    z = ours.transform(Xa)
+    back = ours.inverse_transform(z)
+    if lazy:
+        assert isinstance(z, nps.BlockArray) and isinstance(back, nps.BlockArray)
+        z, back = z.get(), back.get()
+    np.testing.assert_allclose(z, sk.transform(X), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(back, X, rtol=1e-12)
+    assert np.isnan(z[10, 2])
+
+
+def test_standard_scaler_in_a_pipeline(session):
+    """A Pipeline of the scaler and LogisticRegression gives scikit-learn's pipeline's
+    coefficients and predictions, from NumPy and from nums-cloud arrays."""
+    from sklearn import pipeline
+    from sklearn import preprocessing as skp
+
+    from nums_cloud.preprocessing import StandardScaler
+
+    X = _cancer.data[:, :8]
+    sk = pipeline.make_pipeline(skp.StandardScaler(), _sk_logistic(C=0.5)).fit(X, YC)
+    for Xa, ya in ((X, YC), (nps.array(X), nps.array(YC))):
+        ours = pipeline.make_pipeline(StandardScaler(), _ours_logistic(C=0.5)).fit(Xa, ya)
+        _close(ours[-1], sk[-1])
+        pred = ours.predict(Xa)
+        pred = pred.get() if isinstance(pred, nps.BlockArray) else pred
+        np.testing.assert_array_equal(pred, sk.predict(X))
+    assert base.clone(StandardScaler(with_mean=False)).get_params()["with_mean"] is False
+    with pytest.raises(ValueError, match="X has 3 features, but StandardScaler is expecting 8"):
+        ours[0].transform(X[:, :3])
