@@ -263,10 +263,6 @@ async fn read(
         .into_owned())
 }
 
-fn first(a: &ndarray::ArrayD<f64>) -> f64 {
-    a.iter().next().copied().unwrap_or(f64::NAN)
-}
-
 /// scikit-learn's ValueError for targets a model refuses (typed, for the bindings).
 fn refused(message: String) -> anyhow::Error {
     anyhow::Error::new(crate::refusal::Refusal::from(message))
@@ -813,7 +809,9 @@ mod tests {
         // Clean data of 100 rows, none above 0.
         let mut zeros = [0.0; nums_layout::batch::GLM_COUNTS as usize];
         zeros[GlmCount::Weight as usize] = 100.0;
-        let refuse = |c: &[f64], s| refuse_data(c, s, 100, nums_layout::DType::Float64);
+        fn refuse(c: &[f64], s: &FitSpec) -> anyhow::Result<()> {
+            refuse_data(c, s, 100, nums_layout::DType::Float64)
+        }
         for alpha in [0.0, 1.0] {
             let e = refuse(&zeros, &spec(true, alpha)).unwrap_err();
             assert!(e.to_string().contains("no minimum"), "{e}");
