@@ -300,11 +300,7 @@ def _encode_labels(y):
             "(scikit-learn's multinomial model for more than two classes is not implemented); "
             "fit one model per class with sklearn.multiclass.OneVsRestClassifier"
             "(LogisticRegression())")
-    if _is_lazy(y):
-        y01 = (y == classes[1]).astype(np.float64)
-    else:
-        y01 = (y == classes[1]).astype(np.float64)
-    return classes, y01
+    return classes, (y == classes[1]).astype(np.float64)
 
 
 def _class_weight_vector(class_weight, classes, y01, sample_weight, X):
