@@ -917,14 +917,9 @@ mod tests {
     use super::*;
     use crate::models::Family;
 
-    /// The sums a pass would return, computed in memory.
-    fn evaluate(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>, pass: &Pass) -> Sums {
-        evaluate_weighted(spec, x, y, &Array1::ones(y.len()), pass)
-    }
-
-    /// The sums a pass would return with sample weights `v`: each row's loss, residual
-    /// and Hessian weight times its weight.
-    fn evaluate_weighted(
+    /// The sums a pass would return, computed in memory, with sample weights `v`: each
+    /// row's loss, residual and Hessian weight times its weight.
+    fn evaluate(
         spec: &FitSpec,
         x: &Array2<f64>,
         y: &Array1<f64>,
@@ -1005,7 +1000,7 @@ mod tests {
             f.weigh(v.sum());
         }
         loop {
-            let sums = evaluate_weighted(spec, x, y, v.unwrap_or(&ones), &pass);
+            let sums = evaluate(spec, x, y, v.unwrap_or(&ones), &pass);
             match f.step(&pass, sums)? {
                 Next::Pass(p) => pass = p,
                 Next::Done(d) => return Ok(d),
