@@ -138,6 +138,10 @@ def test_regressors_sample_weight(session, lazy):
         rows = np.repeat(np.arange(len(YD)), SWD.astype(int))
         dup = base.clone(ours).fit(XD[rows], YD[rows])
         np.testing.assert_allclose(ours.coef_, dup.coef_, rtol=1e-9, atol=1e-9)
+        for sw in (None, SWD):
+            np.testing.assert_allclose(
+                ours.score(conv(XD), conv(YD), sample_weight=None if sw is None else conv(sw)),
+                theirs.score(XD, YD, sample_weight=sw), rtol=1e-9)
     p = PoissonRegression(alpha=0.1, solver="newton", tol=1e-10).fit(
         conv(XD), conv(YP), sample_weight=conv(SWD))
     sk = linear_model.PoissonRegressor(alpha=0.1, tol=1e-12, max_iter=1000).fit(
@@ -147,6 +151,15 @@ def test_regressors_sample_weight(session, lazy):
     rows = np.repeat(np.arange(len(YP)), SWD.astype(int))
     dup = PoissonRegression(alpha=0.1, solver="lbfgs", tol=1e-10).fit(XD[rows], YP[rows])
     np.testing.assert_allclose(p.coef_, dup.coef_, rtol=1e-5, atol=1e-7)
+    for sw in (None, SWD):
+        np.testing.assert_allclose(
+            p.score(conv(XD), conv(YP), sample_weight=None if sw is None else conv(sw)),
+            sk.score(XD, YP, sample_weight=sw), rtol=1e-5)
+    # The classifier's accuracy, weighted.
+    m = _ours_logistic().fit(conv(XC), conv(YC))
+    skc = _sk_logistic().fit(XC, YC)
+    assert m.score(conv(XC), conv(YC), sample_weight=conv(SW)) == pytest.approx(
+        skc.score(XC, YC, sample_weight=SW), abs=1e-12)
 
 
 @pytest.mark.parametrize("class_weight", [{0: 3.0, 1: 0.5}, {1: 2.0}, "balanced"])

@@ -411,18 +411,37 @@ class Ridge(_Estimator):
         """Predict using the linear model."""
         return self._linear(X)
 
-    def score(self, X, y):
-        """The coefficient of determination R^2 of the prediction."""
+    def score(self, X, y, sample_weight=None):
+        """The coefficient of determination R^2 of the prediction (weighted by
+        ``sample_weight``, as scikit-learn's ``r2_score``)."""
         p = self.predict(X)
-        if _is_lazy(p):
-            y = _array.asarray(y, session=p._s).astype(np.float64)
-            res = ((y - p) ** 2).sum()
-            tot = ((y - y.mean()) ** 2).sum()
-            res, tot = (float(v) for v in _array_values(res, tot))
-        else:
-            y = np.asarray(y, dtype=np.float64)
-            res, tot = float(((y - p) ** 2).sum()), float(((y - y.mean()) ** 2).sum())
+        y, w, ns = _scored(p, y, sample_weight)
+        ybar = (w * y).sum() / w.sum()
+        res, tot = _sums(p, (w * (y - p) ** 2).sum(), (w * (y - ybar) ** 2).sum())
         return 1.0 - res / tot if tot != 0 else (1.0 if res == 0 else 0.0)
+
+
+def _scored(p, y, sample_weight):
+    """y and the weights (1 without them) as float64 arrays of the prediction's kind
+    (nums-cloud beside a lazy prediction, NumPy otherwise), and that kind's namespace."""
+    if _is_lazy(p):
+        from .. import numpy as nps
+
+        y = _array.asarray(y, session=p._s).astype(np.float64)
+        w = 1.0 + 0.0 * y if sample_weight is None else _array.asarray(
+            sample_weight, session=p._s).astype(np.float64)
+        return y, w, nps
+    y = np.asarray(y, dtype=np.float64)
+    w = np.ones_like(y) if sample_weight is None else np.asarray(sample_weight,
+                                                                  dtype=np.float64)
+    return y, w, np
+
+
+def _sums(p, *values):
+    """Scores' sums as floats: computed in one plan beside a lazy prediction."""
+    if _is_lazy(p):
+        return tuple(float(v) for v in _array_values(*values))
+    return tuple(float(v) for v in values)
 
 
 class LinearRegression(Ridge):
@@ -502,29 +521,19 @@ class PoissonRegression(_Estimator):
             return nps.exp(z)
         return np.exp(z)
 
-    def score(self, X, y):
-        """D^2, the fraction of Poisson deviance explained (scikit-learn's score)."""
+    def score(self, X, y, sample_weight=None):
+        """D^2, the fraction of Poisson deviance explained (scikit-learn's score; weighted
+        by ``sample_weight``)."""
         mu = self.predict(X)
-        if _is_lazy(mu):
-            from .. import numpy as nps
+        y, w, ns = _scored(mu, y, sample_weight)
+        ybar = (w * y).sum() / w.sum()
 
-            y = _array.asarray(y, session=mu._s).astype(np.float64)
-            ybar = y.mean()
+        def dev(m):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                term = ns.where(y > 0, y * ns.log(ns.where(y > 0, y, 1.0) / m), 0.0)
+            return 2.0 * (w * (term - y + m)).sum()
 
-            def dev(m):
-                term = nps.where(y > 0, y * nps.log(nps.where(y > 0, y, 1.0) / m), 0.0)
-                return 2.0 * (term - y + m).sum()
-
-            d, d0 = (float(v) for v in _array_values(dev(mu), dev(ybar + 0.0 * y)))
-        else:
-            y = np.asarray(y, dtype=np.float64)
-
-            def dev(m):
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    term = np.where(y > 0, y * np.log(np.where(y > 0, y, 1.0) / m), 0.0)
-                return float(2.0 * (term - y + m).sum())
-
-            d, d0 = dev(mu), dev(np.full_like(y, y.mean()))
+        d, d0 = _sums(mu, dev(mu), dev(ybar + 0.0 * y))
         return 1.0 - d / d0
 
 
