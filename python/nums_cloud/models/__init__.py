@@ -415,7 +415,7 @@ class Ridge(_Estimator):
         """The coefficient of determination R^2 of the prediction (weighted by
         ``sample_weight``, as scikit-learn's ``r2_score``)."""
         p = self.predict(X)
-        y, w, ns = _scored(p, y, sample_weight)
+        y, w, _ = _scored(p, y, sample_weight)
         ybar = (w * y).sum() / w.sum()
         res, tot = _sums(p, (w * (y - p) ** 2).sum(), (w * (y - ybar) ** 2).sum())
         return 1.0 - res / tot if tot != 0 else (1.0 if res == 0 else 0.0)
