@@ -139,7 +139,8 @@ def test_x_and_y_made_by_the_job_are_fitted_in_place_of_files(tmp_path):
 
 @pytest.mark.parametrize("y,expr,message", [
     (lambda y: np.where(y > 0, 2.0, 0.0), "logistic_regression(X, y)", "labels other than 0 and 1"),
-    (lambda y: np.where(np.arange(N) == 7, np.nan, y), "logistic_regression(X, y)", "1 NaN"),
+    (lambda y: np.where(np.arange(N) == 7, np.nan, y), "logistic_regression(X, y)",
+     "Input y contains NaN."),
     (lambda y: -y - 1, "poisson_regression(X, y)", "negative values"),
 ])
 def test_bad_labels_fail_naming_the_array_and_commit_nothing(tmp_path, y, expr, message):
@@ -153,13 +154,15 @@ def test_bad_labels_fail_naming_the_array_and_commit_nothing(tmp_path, y, expr, 
 
 
 @pytest.mark.parametrize("expr,bad,message", [
-    ("linear_regression(X, y)", [np.inf, np.nan], "y holds 1 NaN and 1 infinite values"),
-    # An infinity is a label other than 0 and 1 first.
-    ("logistic_regression(X, y, solver='newton')", [np.nan, np.nan], "y holds 2 NaN and 0 infinite values"),
+    # NaN before infinity, and both before labels other than 0 and 1: scikit-learn's
+    # order and words.
+    ("linear_regression(X, y)", [np.inf, np.nan], "Input y contains NaN."),
+    ("logistic_regression(X, y, solver='newton')", [np.inf, 2.0],
+     "Input y contains infinity or a value too large for dtype('float64')."),
 ])
 def test_nan_and_inf_in_y_are_refused_by_the_first_pass(tmp_path, expr, bad, message):
-    """The first pass counts y's NaN and infinities (the normal equations' pass beside its
-    sums, a Newton pass in its sums' last rows): the fit stops there, with no model."""
+    """The first pass counts y's NaN and infinities (in its sums' last rows): the fit
+    stops there, with no model."""
     X, y0 = data(tmp_path, "logistic")
     y = y0.copy()
     y[[3, 40]] = bad

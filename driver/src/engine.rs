@@ -228,6 +228,8 @@ async fn fit_all(
             y_path: &paths[1],
             n: mx.shape[0],
             d: mx.shape[1] as usize,
+            weighted: g.nodes[*y].meta.ndim() == 2,
+            x_dtype: mx.dtype,
             prefix: format!("{prefix}/fit{}", n.id),
             stage: stage.clone(),
             stages,

@@ -9,14 +9,14 @@
 //! gradient, Hessian), read back by the driver, which takes the step (`models::solver`).
 //! Every pass is a stage of the run's stage runner (`fit<N>-<pass>-<k>`): its invocations
 //! are in `--stats`, the timeline and the progress bar like any other. The first pass
-//! checks y too (its sums count the values the model refuses: [`refuse_labels`]).
+//! checks the data too (its sums count what the model refuses: [`refuse_data`]).
 
 use std::collections::HashMap;
 use std::time::Instant;
 
 use anyhow::{Context, anyhow};
 use ndarray::Array2;
-use nums_layout::batch::Kernel;
+use nums_layout::batch::{GlmCount, Kernel};
 use nums_layout::{Scalar, Store, StoreSpec, StoredArray};
 
 use crate::config::EngineConfig;
@@ -38,6 +38,10 @@ pub(crate) struct Data<'a> {
     pub y_path: &'a str,
     pub n: u64,
     pub d: usize,
+    /// y carries sample weights (its second column).
+    pub weighted: bool,
+    /// X's dtype, as scikit-learn names it in its message of infinite values.
+    pub x_dtype: nums_layout::DType,
     /// Store prefix for the passes' own arrays (removed at the end).
     pub prefix: String,
     /// What the passes' stages are named after (`fit<N>`).
@@ -259,40 +263,74 @@ async fn read(
         .into_owned())
 }
 
-fn first(a: &ndarray::ArrayD<f64>) -> f64 {
-    a.iter().next().copied().unwrap_or(f64::NAN)
-}
-
 /// scikit-learn's ValueError for targets a model refuses (typed, for the bindings).
 fn refused(message: String) -> anyhow::Error {
     anyhow::Error::new(crate::refusal::Refusal::from(message))
 }
 
-/// Refuses labels the model cannot take, and NaN or inf in y, from the counts the fit's
-/// first pass made of y's values ([`read_sums`]: refused by the model, NaN, inf, ones and
-/// positive values), before any step is taken.
-fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
-    let what = match spec.family {
-        crate::models::Family::Logistic => "labels other than 0 and 1 (binary classification)",
-        crate::models::Family::Poisson => "negative values (Poisson targets are counts)",
-        crate::models::Family::Linear => "",
+/// Refuses data the model cannot take, from the counts the fit's first pass made of it
+/// ([`GlmCount`]: X's NaN and inf, y's values, the sample weights), before any step is
+/// taken; in scikit-learn's order (X, y, then the weights) and words.
+fn refuse_data(
+    counts: &[f64],
+    spec: &FitSpec,
+    n: u64,
+    x_dtype: nums_layout::DType,
+) -> anyhow::Result<()> {
+    use crate::models::Family;
+    let c = |k: GlmCount| counts[k as usize];
+    let finite = |nan: GlmCount, inf: GlmCount, name: &str, dtype: nums_layout::DType| {
+        if c(nan) > 0.0 {
+            Err(refused(format!("Input {name} contains NaN.")))
+        } else if c(inf) > 0.0 {
+            Err(refused(format!(
+                "Input {name} contains infinity or a value too large for dtype('{dtype}')."
+            )))
+        } else {
+            Ok(())
+        }
     };
-    if counts[0] > 0.0 && !what.is_empty() {
-        return Err(refused(format!("y has {} {what}", counts[0] as u64)));
-    }
-    if counts[1] > 0.0 || counts[2] > 0.0 {
+    finite(GlmCount::NanX, GlmCount::InfX, "X", x_dtype)?;
+    finite(
+        GlmCount::NanY,
+        GlmCount::InfY,
+        "y",
+        nums_layout::DType::Float64,
+    )?;
+    let what = match spec.family {
+        Family::Logistic => "labels other than 0 and 1 (binary classification)",
+        Family::Poisson => "negative values (Poisson targets are counts)",
+        Family::Linear => "",
+    };
+    if c(GlmCount::RefusedY) > 0.0 && !what.is_empty() {
         return Err(refused(format!(
-            "y holds {} NaN and {} infinite values",
-            counts[1] as u64, counts[2] as u64
+            "y has {} {what}",
+            c(GlmCount::RefusedY) as u64
         )));
+    }
+    finite(
+        GlmCount::NanWeight,
+        GlmCount::InfWeight,
+        "sample_weight",
+        nums_layout::DType::Float64,
+    )?;
+    // scikit-learn's LinearRegression refuses negative weights; its other models take
+    // them, but a negative weight makes the loss non-convex (and its Hessian sums, of
+    // rows scaled by the root of each weight, undefined): refused for every model.
+    if c(GlmCount::NegativeWeight) > 0.0 {
+        return Err(refused(
+            "Negative values in data passed to `sample_weight`.".into(),
+        ));
+    }
+    if c(GlmCount::Weight) == 0.0 {
+        return Err(refused(
+            "Sample weights must contain at least one non-zero number.".into(),
+        ));
     }
     // Poisson targets all 0, with an intercept (which is never penalised): the loss
     // falls for ever as the intercept goes to -inf (the fit stopped at an intercept of
     // -24 or -32, whatever tol asked, and called that converged).
-    if spec.family == crate::models::Family::Poisson
-        && spec.fit_intercept
-        && counts.get(4) == Some(&0.0)
-    {
+    if spec.family == Family::Poisson && spec.fit_intercept && c(GlmCount::PositiveY) == 0.0 {
         return Err(refused(
             "y is 0 in every row: Poisson regression with an intercept has no minimum (the \
              intercept falls without bound as the predicted counts go to 0); fit without an \
@@ -301,11 +339,8 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
         ));
     }
     // Labels of one class: no boundary to find (scikit-learn's words).
-    if spec.family == crate::models::Family::Logistic
-        && let Some(&ones) = counts.get(3)
-        && n > 0
-        && (ones == 0.0 || ones == n as f64)
-    {
+    let ones = c(GlmCount::OnesY);
+    if spec.family == Family::Logistic && n > 0 && (ones == 0.0 || ones == n as f64) {
         return Err(refused(format!(
             "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
             if ones == 0.0 { "0.0" } else { "1.0" }
@@ -314,51 +349,32 @@ fn refuse_labels(counts: &[f64], spec: &FitSpec, n: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The job of one pass of `kind`.
+/// The job of one pass of `kind`: the sums of the model's loss over X and y (and its
+/// weights) in one sweep, at the parameters `w_` and `b_` (none for the normal equations,
+/// which are the squared loss's sums at 0).
 fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
-    let (exprs, outputs) = crate::models::program(kind);
-    let mut outputs: Vec<&str> = outputs;
     let d = data.d as u64;
-    let mut arrays = Vec::new();
-    // The normal equations' pass counts y's refused values beside its sums (a pass of
-    // the one-sweep kernel counts them in its sums' last rows).
-    let checks = match kind {
-        PassKind::Normal => crate::models::checks(spec),
-        _ => Vec::new(),
+    // [d, k] in C order (a Newton pass, and the normal equations': k = 1).
+    let k = match kind {
+        PassKind::Gradient { k } => k as u64,
+        _ => 1,
     };
-    outputs.extend(checks.iter().map(|(n, _)| n.as_str()));
-    if kind != PassKind::Normal {
-        // [d, k] in C order (a Newton pass: k = 1).
-        let k = match kind {
-            PassKind::Gradient { k } => k as u64,
-            _ => 1,
-        };
-        let (w, b) = (vec![d, k], vec![k]);
-        arrays.push((names::W.to_string(), Source::Param { shape: w }));
-        if spec.fit_intercept {
-            arrays.push((names::B.to_string(), Source::Param { shape: b }));
-        }
+    let mut arrays = vec![(names::W.to_string(), Source::Param { shape: vec![d, k] })];
+    if spec.fit_intercept {
+        arrays.push((names::B.to_string(), Source::Param { shape: vec![k] }));
     }
-    arrays.extend(
-        exprs
-            .into_iter()
-            .chain(checks.iter().cloned())
-            .map(|(n, e)| (n, Source::Expr { text: e })),
-    );
-    if kind != PassKind::Normal {
-        arrays.push((
-            names::SUMS.to_string(),
-            Source::GlmSums {
-                loss: crate::models::loss(spec),
-                x: "X".into(),
-                y: "y".into(),
-                w: names::W.into(),
-                b: spec.fit_intercept.then(|| names::B.into()),
-                hessian: kind == PassKind::Hessian,
-            },
-        ));
-    }
-    small_job(data, arrays, &outputs)
+    arrays.push((
+        names::SUMS.to_string(),
+        Source::GlmSums {
+            loss: crate::models::loss(spec),
+            x: "X".into(),
+            y: "y".into(),
+            w: names::W.into(),
+            b: spec.fit_intercept.then(|| names::B.into()),
+            hessian: matches!(kind, PassKind::Hessian | PassKind::Normal),
+        },
+    ));
+    small_job(data, arrays, &[names::SUMS])
 }
 
 /// What a fit's stages of pass `kind` are named after `fit<N>-`: `grad<k>`, `newton`,
@@ -391,8 +407,8 @@ fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f6
     out
 }
 
-/// The pass's outputs as the solver's sums, and the counts of y's values a fit refuses
-/// (the model's refused labels, NaN, inf, ones, positive: [`refuse_labels`]).
+/// The pass's outputs as the solver's sums, and the counts of the data a fit checks
+/// ([`GlmCount`], [`refuse_data`]).
 async fn read_sums(
     p: (&Planned, &str),
     spec: &FitSpec,
@@ -400,30 +416,14 @@ async fn read_sums(
     d: usize,
     store: &Store,
 ) -> anyhow::Result<(Sums, Vec<f64>)> {
-    if pass.kind == PassKind::Normal {
-        let mut counts = Vec::new();
-        for (name, _) in crate::models::checks(spec) {
-            counts.push(first(&read(p, &name, store).await?));
-        }
-        let sums = Sums {
-            normal: Some((
-                read(p, names::XTX, store).await?.into_dimensionality()?,
-                read(p, names::XTY, store).await?.into_dimensionality()?,
-                read(p, names::SX, store).await?.into_dimensionality()?,
-                first(&read(p, names::SY, store).await?),
-            )),
-            ..Default::default()
-        };
-        return Ok((sums, counts));
-    }
-    // [1 + p + 5, k]: the losses, then each candidate's gradient down its column, then the
-    // counts of y's values in column 0; a Newton pass's [1 + p + 5, 1 + p] has the Hessian
-    // sums in rows and columns 1..=p.
+    // [1 + p + C, k]: the losses, then each candidate's gradient down its column, then the
+    // counts of the data in column 0; a Newton pass's (and the normal equations')
+    // [1 + p + C, 1 + p] has the Hessian sums in rows and columns 1..=p.
     let sums: Array2<f64> = read(p, names::SUMS, store).await?.into_dimensionality()?;
     let p_ = spec.params(d);
-    let counted = nums_layout::batch::GLM_Y_COUNTS as usize;
+    let counted = nums_layout::batch::GLM_COUNTS as usize;
     let cols = match pass.kind {
-        PassKind::Hessian => 1 + p_,
+        PassKind::Hessian | PassKind::Normal => 1 + p_,
         _ => pass.thetas.len(),
     };
     if sums.dim() != (1 + p_ + counted, cols) {
@@ -435,7 +435,7 @@ async fn read_sums(
     }
     let counts = sums.slice(ndarray::s![1 + p_.., 0]).to_vec();
     let (cands, hess) = match pass.kind {
-        PassKind::Hessian => (
+        PassKind::Hessian | PassKind::Normal => (
             sums.slice(ndarray::s![..1 + p_, ..1]),
             Some(sums.slice(ndarray::s![1..1 + p_, 1..]).to_owned()),
         ),
@@ -449,7 +449,6 @@ async fn read_sums(
             .map(|c| c.slice(ndarray::s![1..]).to_vec())
             .collect(),
         hess,
-        normal: None,
     };
     Ok((sums, counts))
 }
@@ -485,9 +484,13 @@ pub(crate) async fn fit(
         let send = format!("{}", reports.len() + 1);
         let dispatched = dispatch(data, &stage, (p, &send), &params(spec, &pass, data.d)).await?;
         let (sums, counts) = read_sums((p, &send), spec, &pass, data.d, data.store).await?;
-        // The first pass checks y: a fit of labels it refuses stops before any step.
+        // The first pass checks the data: a fit of data it refuses stops before any
+        // step; with sample weights, the means are over their sum.
         if reports.is_empty() {
-            refuse_labels(&counts, spec, data.n)?;
+            refuse_data(&counts, spec, data.n, data.x_dtype)?;
+            if data.weighted {
+                fit.weigh(counts[GlmCount::Weight as usize]);
+            }
         }
         // Its arrays are of no use once read (a late write may leave some behind: the
         // fit's prefix goes at its end).
@@ -803,14 +806,69 @@ mod tests {
             max_iter: 100,
             fit_intercept,
         };
-        // Refused by the model, NaN, inf, ones, above 0.
-        let zeros = [0.0, 0.0, 0.0, 0.0, 0.0];
+        // Clean data of 100 rows, none above 0.
+        let mut zeros = [0.0; nums_layout::batch::GLM_COUNTS as usize];
+        zeros[GlmCount::Weight as usize] = 100.0;
+        fn refuse(c: &[f64], s: &FitSpec) -> anyhow::Result<()> {
+            refuse_data(c, s, 100, nums_layout::DType::Float64)
+        }
         for alpha in [0.0, 1.0] {
-            let e = refuse_labels(&zeros, &spec(true, alpha), 100).unwrap_err();
+            let e = refuse(&zeros, &spec(true, alpha)).unwrap_err();
             assert!(e.to_string().contains("no minimum"), "{e}");
         }
-        refuse_labels(&zeros, &spec(false, 1.0), 100).unwrap();
-        refuse_labels(&[0.0, 0.0, 0.0, 0.0, 1.0], &spec(true, 1.0), 100).unwrap();
+        refuse(&zeros, &spec(false, 1.0)).unwrap();
+        let mut some = zeros;
+        some[GlmCount::PositiveY as usize] = 1.0;
+        refuse(&some, &spec(true, 1.0)).unwrap();
+    }
+
+    /// The first pass's counts are refused in scikit-learn's words and order: X's NaN
+    /// before its infinities, X before y, y before the weights.
+    #[test]
+    fn data_is_refused_in_scikit_learns_words() {
+        let spec = FitSpec {
+            function: "linear_regression",
+            family: Family::Linear,
+            solver: Solver::Direct,
+            penalty: 0.0,
+            tol: 0.0,
+            max_iter: 1,
+            fit_intercept: true,
+        };
+        let mut clean = [0.0; nums_layout::batch::GLM_COUNTS as usize];
+        clean[GlmCount::Weight as usize] = 10.0;
+        refuse_data(&clean, &spec, 10, nums_layout::DType::Float64).unwrap();
+        for (set, want) in [
+            (
+                &[GlmCount::InfX, GlmCount::NanX, GlmCount::NanY][..],
+                "Input X contains NaN.",
+            ),
+            (
+                &[GlmCount::InfX, GlmCount::NanY],
+                "Input X contains infinity or a value too large for dtype('float32').",
+            ),
+            (&[GlmCount::InfY, GlmCount::NanY], "Input y contains NaN."),
+            (
+                &[GlmCount::InfY, GlmCount::NanWeight],
+                "Input y contains infinity or a value too large for dtype('float64').",
+            ),
+            (&[GlmCount::NanWeight], "Input sample_weight contains NaN."),
+            (
+                &[GlmCount::NegativeWeight],
+                "Negative values in data passed to `sample_weight`.",
+            ),
+        ] {
+            let mut c = clean;
+            for k in set {
+                c[*k as usize] = 1.0;
+            }
+            let e = refuse_data(&c, &spec, 10, nums_layout::DType::Float32).unwrap_err();
+            assert_eq!(e.to_string(), want);
+        }
+        let mut c = clean;
+        c[GlmCount::Weight as usize] = 0.0;
+        let e = refuse_data(&c, &spec, 10, nums_layout::DType::Float64).unwrap_err();
+        assert!(e.to_string().contains("at least one non-zero"), "{e}");
     }
 
     /// Each send of a pass writes keys of its own and reads its outputs there, so that a
@@ -1001,8 +1059,24 @@ mod tests {
                 }
                 let (sums, counts) = read_sums((&p, "1"), &fit, &pass, d, &store).await.unwrap();
                 // y's values the fit refuses (none), NaN, inf, its ones and its values
-                // above 0.
-                assert_eq!(counts, [0.0, 0.0, 0.0, y.sum(), y.sum()], "{family:?}");
+                // above 0; X's NaN and inf; the rows; no weights refused.
+                assert_eq!(
+                    counts,
+                    [
+                        0.0,
+                        0.0,
+                        0.0,
+                        y.sum(),
+                        y.sum(),
+                        0.0,
+                        0.0,
+                        n as f64,
+                        0.0,
+                        0.0,
+                        0.0
+                    ],
+                    "{family:?}"
+                );
                 for (c, theta) in thetas.iter().enumerate() {
                     let w = ndarray::Array1::from(theta[..d].to_vec());
                     let z = x.dot(&w) + if fit_intercept { theta[d] } else { 0.0 };

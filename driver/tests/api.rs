@@ -553,6 +553,56 @@ async fn an_input_from_memory_asked_for_beside_a_computed_array_is_written() {
     );
 }
 
+/// The estimators' `sample_weight`: weight 2 counts a row twice, weight 0 leaves it out,
+/// as scikit-learn's; negative weights are refused in its words.
+#[tokio::test(flavor = "multi_thread")]
+async fn sample_weights_are_repeated_rows() {
+    use nums_cloud::api::models::{LogisticRegression, Ridge, Solver};
+    let d = Dir::new("weights");
+    let s = d.session();
+    let x = array![
+        [1.0, 0.5],
+        [0.0, 1.0],
+        [1.0, 1.0],
+        [2.0, -1.0],
+        [0.5, 0.5],
+        [-1.0, 2.0]
+    ];
+    let y = array![1.0, 0.0, 1.0, 1.0, 0.0, 0.0];
+    let w = array![2.0, 1.0, 0.0, 1.0, 2.0, 1.0];
+    let rows = [0usize, 0, 1, 3, 4, 4, 5];
+    let xr = x.select(ndarray::Axis(0), &rows);
+    let yr = y.select(ndarray::Axis(0), &rows);
+    let (xa, ya, wa) = (s.from_ndarray(x), s.from_ndarray(y), s.from_ndarray(w));
+    let (xra, yra) = (s.from_ndarray(xr), s.from_ndarray(yr));
+    let near = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(u, v)| (u - v).abs() < 1e-8);
+    let weighted = Ridge::new().sample_weight(&wa).fit(&xa, &ya).await.unwrap();
+    let repeated = Ridge::new().fit(&xra, &yra).await.unwrap();
+    assert!(
+        near(&weighted.coef, &repeated.coef),
+        "{weighted:?} {repeated:?}"
+    );
+    assert!((weighted.intercept - repeated.intercept).abs() < 1e-8);
+    let lr = LogisticRegression::new().solver(Solver::Newton).tol(1e-10);
+    let weighted = lr.clone().sample_weight(&wa).fit(&xa, &ya).await.unwrap();
+    let repeated = lr.fit(&xra, &yra).await.unwrap();
+    assert!(
+        near(&weighted.coef, &repeated.coef),
+        "{weighted:?} {repeated:?}"
+    );
+    let negative = s.from_ndarray(array![1.0, 1.0, -1.0, 1.0, 1.0, 1.0]);
+    let e = Ridge::new()
+        .sample_weight(&negative)
+        .fit(&xa, &ya)
+        .await
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("Negative values in data passed to `sample_weight`."),
+        "{e}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn small_computes_run_in_this_process_with_the_same_values() {
     let d = Dir::new("in-process");

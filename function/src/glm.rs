@@ -17,7 +17,7 @@ use ndarray::{
     Array1, Array2, ArrayD, ArrayView1, ArrayView2, Axis, Ix1, Ix2, Zip, linalg::general_mat_mul, s,
 };
 use nums_layout::Block;
-use nums_layout::batch::{GLM_Y_COUNTS, GlmLoss};
+use nums_layout::batch::{GLM_COUNTS, GlmCount, GlmLoss};
 
 /// Bytes of X's rows in one piece: the piece's rows are read by the first product and
 /// again, from cache, by the second (and by the scaling of a Newton pass).
@@ -49,11 +49,12 @@ fn loss_residual_weight(loss: GlmLoss, z: f64, y: f64) -> (f64, f64, f64) {
     }
 }
 
-/// The sums of [`Kernel::GlmSums`] over its terms (each: `cols` blocks of X, y, W and,
-/// with `intercept`, b): a [1 + p + 5, k] float64 block (p = d + intercept; the last
-/// [`GLM_Y_COUNTS`] rows count y's values, [`y_counts`]); with `hessian` (k = 1),
-/// [1 + p + 5, 1 + p]: column 0 as without it, and rows 1..=p the p x p Hessian sums in
-/// columns 1..=p (row 0 beyond column 0 is zero).
+/// The sums of [`Kernel::GlmSums`] over its terms (each: `cols` blocks of X, y (or y and
+/// the sample weights, [m, 2]), W and, with `intercept`, b): a [1 + p + GLM_COUNTS, k]
+/// float64 block (p = d + intercept; the last [`GLM_COUNTS`] rows count what a fit checks
+/// of its data, [`GlmCount`]); with `hessian` (k = 1), [1 + p + GLM_COUNTS, 1 + p]:
+/// column 0 as without it, and rows 1..=p the p x p Hessian sums in columns 1..=p (row 0
+/// beyond column 0 is zero).
 ///
 /// [`Kernel::GlmSums`]: nums_layout::batch::Kernel::GlmSums
 pub fn sums(
@@ -81,7 +82,7 @@ pub fn sums(
             "a model's Hessian sums take one candidate, not W of {w0:?}"
         ));
     }
-    let rows = 1 + p + GLM_Y_COUNTS as usize;
+    let rows = 1 + p + GLM_COUNTS as usize;
     let mut out = Array2::<f64>::zeros((rows, if hessian { 1 + p } else { k }));
     for term in inputs.chunks(arity) {
         add_term(
@@ -126,7 +127,7 @@ impl Column<'_> {
 
 /// Adds one row block's sums into `out` (column j: loss, X^T r, then sum r with b; with
 /// `hessian`, rows and columns 1..=p: X^T diag(s) X bordered by X^T s and sum s with b,
-/// its lower triangle).
+/// its lower triangle; each row's terms times its weight), and its counts.
 fn add_term(
     loss: GlmLoss,
     xs: &[&Block],
@@ -144,10 +145,23 @@ fn add_term(
         .collect();
     let dims: Vec<(usize, usize)> = xs.iter().map(Column::dim).collect::<Result<_, _>>()?;
     let y = y.to_f64();
-    let y: ArrayView1<'_, f64> = y
-        .view()
-        .into_dimensionality::<Ix1>()
-        .map_err(|_| "y's block must be 1-D".to_string())?;
+    // y alone, or y and its sample weights side by side (carried together, so that every
+    // stage that makes, re-blocks or reads y does the weights too).
+    let (y, weights): (ArrayView1<'_, f64>, Option<ArrayView1<'_, f64>>) = match y.shape() {
+        [_] => (y.view().into_dimensionality::<Ix1>().expect("1-D"), None),
+        [_, 2] => {
+            let yw = y.view().into_dimensionality::<Ix2>().expect("2-D");
+            (
+                yw.index_axis_move(Axis(1), 0),
+                Some(yw.index_axis_move(Axis(1), 1)),
+            )
+        }
+        s => {
+            return Err(format!(
+                "y's block must be [m] or [m, 2] (with weights), not {s:?}"
+            ));
+        }
+    };
     let w = params[0].to_f64();
     let w: ArrayView2<'_, f64> = w
         .view()
@@ -166,10 +180,7 @@ fn add_term(
     let m = y.len();
     let p = d + usize::from(b.is_some());
     let widths: Vec<usize> = dims.iter().map(|x| x.1).collect();
-    let want = (
-        1 + p + GLM_Y_COUNTS as usize,
-        if hessian { 1 + p } else { k },
-    );
+    let want = (1 + p + GLM_COUNTS as usize, if hessian { 1 + p } else { k });
     if dims.iter().any(|x| x.0 != m)
         || widths.iter().sum::<usize>() != d
         || b.is_some_and(|b| b.len() != k)
@@ -197,6 +208,7 @@ fn add_term(
     let mut roots = Array1::<f64>::zeros(if hessian { rows } else { 0 });
     // Sums of a piece, then added to the block's: rounding grows with the piece's rows
     // and the pieces' count, not with the block's rows.
+    let (mut nan_x, mut inf_x) = (0u64, 0u64);
     let mut piece_loss = vec![0.0; k];
     let mut piece_r = vec![0.0; k];
     let mut total_loss = vec![0.0; k];
@@ -241,9 +253,26 @@ fn add_term(
             .zip(&y.slice(s![start..end]))
             .enumerate()
         {
+            let vi = weights.map_or(1.0, |v| v[start + i]);
             for (j, zv) in row.iter_mut().enumerate() {
                 let zj = *zv + b.map_or(0.0, |b| b[j]);
-                let (l, r, weight) = loss_residual_weight(loss, zj, yi);
+                // A row with NaN or inf in X has z NaN or inf at any finite parameters:
+                // only such rows are scanned for them.
+                if j == 0 && !zj.is_finite() {
+                    for x in &piece {
+                        for &v in x.row(i) {
+                            nan_x += u64::from(v.is_nan());
+                            inf_x += u64::from(v.is_infinite());
+                        }
+                    }
+                }
+                // A row of weight 0 is no row at all (not 0 times an overflow, NaN).
+                let (l, r, weight) = if vi == 0.0 {
+                    (0.0, 0.0, 0.0)
+                } else {
+                    let (l, r, s) = loss_residual_weight(loss, zj, yi);
+                    (vi * l, vi * r, vi * s)
+                };
                 piece_loss[j] += l;
                 piece_r[j] += r;
                 *zv = r;
@@ -287,36 +316,53 @@ fn add_term(
             out[[1 + d, j]] += total_r[j];
         }
     }
-    for (i, c) in y_counts(loss, y).into_iter().enumerate() {
+    let mut counts = data_counts(loss, y, weights);
+    counts[GlmCount::NanX as usize] = nan_x as f64;
+    counts[GlmCount::InfX as usize] = inf_x as f64;
+    for (i, c) in counts.into_iter().enumerate() {
         out[[1 + p + i, 0]] += c;
     }
     Ok(())
 }
 
-/// How many of `y`'s values the loss cannot take (logistic: neither 0, 1 nor NaN;
-/// Poisson: negative; squared: NaN), are NaN, are infinite, equal 1, and are above 0:
-/// what a fit refuses y for (one class of labels; Poisson targets all 0), counted in the
-/// pass that reads y anyway (a stage of its own took 0.15-0.36 s of a 1M-row fit).
-fn y_counts(loss: GlmLoss, y: ArrayView1<'_, f64>) -> [f64; GLM_Y_COUNTS as usize] {
-    let (mut bad, mut nan, mut inf, mut ones, mut positive) = (0u64, 0u64, 0u64, 0u64, 0u64);
+/// The counts of [`GlmCount`] but X's: how many of `y`'s values the loss cannot take
+/// (logistic: neither 0, 1 nor NaN; Poisson: negative; squared: NaN), are NaN, are
+/// infinite, equal 1, and are above 0; the weights' sum (the rows' count without them),
+/// and how many are negative, NaN, infinite: what a fit refuses its data for, counted in
+/// the pass that reads them anyway (a stage of its own took 0.15-0.36 s of a 1M-row fit).
+fn data_counts(
+    loss: GlmLoss,
+    y: ArrayView1<'_, f64>,
+    weights: Option<ArrayView1<'_, f64>>,
+) -> [f64; GLM_COUNTS as usize] {
+    let mut c = [0u64; GLM_COUNTS as usize];
+    let mut add = |k: GlmCount, yes: bool| c[k as usize] += u64::from(yes);
     for &v in y {
-        bad += u64::from(match loss {
-            GlmLoss::Logistic => v != 0.0 && v != 1.0 && !v.is_nan(),
-            GlmLoss::Poisson => v < 0.0,
-            GlmLoss::Squared => v.is_nan(),
-        });
-        nan += u64::from(v.is_nan());
-        inf += u64::from(v.is_infinite());
-        ones += u64::from(v == 1.0);
-        positive += u64::from(v > 0.0);
+        add(
+            GlmCount::RefusedY,
+            match loss {
+                GlmLoss::Logistic => v != 0.0 && v != 1.0 && !v.is_nan(),
+                GlmLoss::Poisson => v < 0.0,
+                GlmLoss::Squared => v.is_nan(),
+            },
+        );
+        add(GlmCount::NanY, v.is_nan());
+        add(GlmCount::InfY, v.is_infinite());
+        add(GlmCount::OnesY, v == 1.0);
+        add(GlmCount::PositiveY, v > 0.0);
     }
-    [
-        bad as f64,
-        nan as f64,
-        inf as f64,
-        ones as f64,
-        positive as f64,
-    ]
+    let mut weight = y.len() as f64;
+    if let Some(ws) = weights {
+        for &v in ws {
+            add(GlmCount::NegativeWeight, v < 0.0);
+            add(GlmCount::NanWeight, v.is_nan());
+            add(GlmCount::InfWeight, v.is_infinite());
+        }
+        weight = ws.sum();
+    }
+    let mut out = c.map(|n| n as f64);
+    out[GlmCount::Weight as usize] = weight;
+    out
 }
 
 /// Adds A^T A (A: rows x p) to the lower triangle of `out`'s rows and columns 1..=p.
@@ -399,8 +445,9 @@ mod tests {
         with_counts(loss, y, concatenate(Axis(0), &views).unwrap())
     }
 
-    /// `sums` with the rows that count y's values below, as the check's expressions
-    /// (`models::checks`) count them: values the loss refuses, NaN, inf, ones, positive.
+    /// `sums` with the rows of counts below ([`GlmCount`]): y's values the loss refuses,
+    /// NaN, inf, ones, positive; X's NaN and inf (none here); the rows' count as the
+    /// weights' sum, and no weights refused.
     fn with_counts(loss: GlmLoss, y: &Array1<f64>, sums: Array2<f64>) -> Array2<f64> {
         let count = |f: &dyn Fn(f64) -> bool| y.iter().filter(|&&v| f(v)).count() as f64;
         let bad = match loss {
@@ -414,6 +461,12 @@ mod tests {
             count(&|v| v.is_infinite()),
             count(&|v| v == 1.0),
             count(&|v| v > 0.0),
+            0.0,
+            0.0,
+            y.len() as f64,
+            0.0,
+            0.0,
+            0.0,
         ];
         let mut out = Array2::zeros((sums.nrows() + counts.len(), sums.ncols()));
         out.slice_mut(s![..sums.nrows(), ..]).assign(&sums);
@@ -687,15 +740,120 @@ mod tests {
             for hessian in [false, true] {
                 let got = sums(loss, 1, false, hessian, &refs).unwrap();
                 let got: Array2<f64> = got.to_f64().into_owned().into_dimensionality().unwrap();
-                assert_eq!(got.nrows(), 2 + GLM_Y_COUNTS as usize);
+                assert_eq!(got.nrows(), 2 + GLM_COUNTS as usize);
                 assert_eq!(
                     got.slice(s![2.., 0]).to_vec(),
-                    [bad, 1.0, 2.0, 2.0, 5.0],
+                    [bad, 1.0, 2.0, 2.0, 5.0, 0.0, 0.0, 9.0, 0.0, 0.0, 0.0],
                     "{loss:?}"
                 );
                 assert!(got.slice(s![2.., 1..]).iter().all(|&v| v == 0.0));
             }
         }
+    }
+
+    /// Sample weights (y's block [m, 2]) weigh each row's loss, gradient and Hessian
+    /// terms: weights 0, 1 and 2 give the sums of the rows repeated that many times (a
+    /// row of weight 0 is absent, even where its loss overflows), for every loss, with
+    /// and without the Hessian; the counts below are y's (each row once), the weights'
+    /// sum, and the weights refused (negative, NaN, inf).
+    #[test]
+    fn weighted_sums_are_the_sums_of_repeated_rows() {
+        let d = 3;
+        let (x, y) = data(600, d, 7);
+        let reps: Vec<usize> = (0..600).map(|i| i % 3).collect();
+        let wts = Array1::from_iter(reps.iter().map(|&r| r as f64));
+        let rows: Vec<usize> = (0..600)
+            .flat_map(|i| std::iter::repeat_n(i, reps[i]))
+            .collect();
+        let xr = x.select(Axis(0), &rows);
+        let mut x = x;
+        // Overflows exp(z) of a Poisson loss: only in a row of weight 0.
+        x[[0, 0]] = 2000.0;
+        assert_eq!(reps[0], 0);
+        let w = Array2::from_shape_fn((d, 1), |(i, _)| 0.3 - 0.2 * i as f64);
+        let b = Array1::from(vec![0.1]);
+        for loss in [GlmLoss::Logistic, GlmLoss::Poisson, GlmLoss::Squared] {
+            let y = match loss {
+                GlmLoss::Poisson => y.mapv(|v| v * 3.0),
+                _ => y.clone(),
+            };
+            let yr = y.select(Axis(0), &rows);
+            for hessian in [false, true] {
+                let yw = ndarray::stack(Axis(1), &[y.view(), wts.view()]).unwrap();
+                let weighted = [
+                    Block::F64(x.clone().into_dyn()),
+                    Block::F64(yw.into_dyn()),
+                    Block::F64(w.clone().into_dyn()),
+                    Block::F64(b.clone().into_dyn()),
+                ];
+                let repeated = [
+                    Block::F64(xr.clone().into_dyn()),
+                    Block::F64(yr.clone().into_dyn()),
+                    Block::F64(w.clone().into_dyn()),
+                    Block::F64(b.clone().into_dyn()),
+                ];
+                let run = |blocks: &[Block]| -> Array2<f64> {
+                    let refs: Vec<&Block> = blocks.iter().collect();
+                    sums(loss, 1, true, hessian, &refs)
+                        .unwrap()
+                        .to_f64()
+                        .into_owned()
+                        .into_dimensionality()
+                        .unwrap()
+                };
+                let (got, want) = (run(&weighted), run(&repeated));
+                let p = 1 + d + 1;
+                close(
+                    &got.slice(s![..p, ..]).to_owned(),
+                    &want.slice(s![..p, ..]).to_owned(),
+                );
+                let counts = got.slice(s![p.., 0]).to_vec();
+                assert_eq!(counts[GlmCount::Weight as usize], wts.sum(), "{loss:?}");
+                assert_eq!(
+                    counts[GlmCount::PositiveY as usize],
+                    y.iter().filter(|&&v| v > 0.0).count() as f64
+                );
+            }
+        }
+        // X's NaN and inf, and the weights refused, are counted.
+        let mut xb = Array2::from_elem((5, 2), 0.5);
+        xb[[1, 0]] = f64::NAN;
+        xb[[1, 1]] = f64::NAN;
+        xb[[3, 1]] = f64::NEG_INFINITY;
+        let yw = ndarray::array![
+            [0.0, 1.0],
+            [1.0, -1.0],
+            [0.0, f64::NAN],
+            [1.0, f64::INFINITY],
+            [1.0, 0.0]
+        ];
+        let blocks = [
+            Block::F64(xb.into_dyn()),
+            Block::F64(yw.into_dyn()),
+            Block::F64(Array2::<f64>::zeros((2, 1)).into_dyn()),
+        ];
+        let got = sums(
+            GlmLoss::Logistic,
+            1,
+            false,
+            false,
+            &blocks.iter().collect::<Vec<_>>(),
+        )
+        .unwrap()
+        .to_f64()
+        .into_owned();
+        let counts: Vec<f64> = got.iter().skip(3).copied().collect();
+        use GlmCount::*;
+        for (k, want) in [
+            (NanX, 2.0),
+            (InfX, 1.0),
+            (NegativeWeight, 1.0),
+            (NanWeight, 1.0),
+            (InfWeight, 1.0),
+        ] {
+            assert_eq!(counts[k as usize], want, "{k:?}: {counts:?}");
+        }
+        assert!(counts[Weight as usize].is_nan());
     }
 
     #[test]

@@ -3,8 +3,8 @@ functions (AWS Lambda, or local function processes) over Zarr blocks in S3-compa
 storage, and small ones in this process.
 
 ``import nums_cloud.numpy as nps`` for the arrays (NumPy's and NumS's API),
-``from nums_cloud.models import LogisticRegression`` for scikit-learn's estimators,
-``nums_cloud.init(...)`` for where they are stored and how they compute.
+``from nums_cloud.models import LogisticRegression`` for scikit-learn's estimators
+(``nums_cloud.preprocessing.StandardScaler`` to scale their X), ``nums_cloud.init(...)`` for where they are stored and how they compute.
 
 This module imports no more than it must: the local backend's function processes import
 it too (``python -m nums_cloud._function``)."""

@@ -89,17 +89,28 @@ struct Options {
     tol: f64,
     max_iter: u32,
     fit_intercept: bool,
+    sample_weight: Option<Array>,
 }
 
 impl Options {
     /// The keywords of an iterative fit.
     fn iterative(&self) -> Vec<(&'static str, Arg)> {
-        vec![
+        let mut kw = vec![
             ("solver", Arg::Str(self.solver.name().to_string())),
             ("tol", Arg::Float(self.tol)),
             ("max_iter", Arg::Int(self.max_iter as i64)),
-            ("fit_intercept", Arg::Bool(self.fit_intercept)),
-        ]
+        ];
+        kw.extend(self.data());
+        kw
+    }
+
+    /// The keywords every fit takes: `fit_intercept`, and the sample weights if given.
+    fn data(&self) -> Vec<(&'static str, Arg)> {
+        let mut kw = vec![("fit_intercept", Arg::Bool(self.fit_intercept))];
+        if let Some(w) = &self.sample_weight {
+            kw.push(("sample_weight", Arg::Array(w.clone())));
+        }
+        kw
     }
 }
 
@@ -111,6 +122,7 @@ impl Default for Options {
             tol: DEFAULT_TOL,
             max_iter: DEFAULT_MAX_ITER,
             fit_intercept: true,
+            sample_weight: None,
         }
     }
 }
@@ -192,6 +204,13 @@ macro_rules! estimator_common {
             /// Whether to fit an intercept (not penalised).
             pub fn fit_intercept(mut self, yes: bool) -> Self {
                 self.o.fit_intercept = yes;
+                self
+            }
+
+            /// Sample weights ([n], not negative): each row's loss counts that many
+            /// times, as scikit-learn's `fit(X, y, sample_weight)`.
+            pub fn sample_weight(mut self, w: &Array) -> Self {
+                self.o.sample_weight = Some(w.clone());
                 self
             }
 
@@ -305,10 +324,8 @@ impl Ridge {
 
     /// Fits the model to `x` ([n, d]) and `y` ([n]).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let kw = vec![
-            ("alpha", Arg::Float(self.alpha)),
-            ("fit_intercept", Arg::Bool(self.o.fit_intercept)),
-        ];
+        let mut kw = vec![("alpha", Arg::Float(self.alpha))];
+        kw.extend(self.o.data());
         fit(x, y, "ridge", &kw, Link::Identity).await
     }
 }

@@ -368,7 +368,7 @@ pub enum NodeOp {
         sel: Arc<Vec<AxisSel>>,
     },
     /// A fit's pass in one sweep: the sums of the model's `loss` over the rows of `x`
-    /// ([n, d]) and `y` ([n], in x's row blocks) at the candidates `w` ([d, k], one block)
+    /// ([n, d]) and `y` ([n], or [n, 2] with the sample weights; in x's row blocks) at the candidates `w` ([d, k], one block)
     /// and `b` ([k]): [1 + d + b, k] in one block, a sum over x's row blocks; with
     /// `hessian` (k = 1), [1 + p, 1 + p] with the Hessian sums
     /// ([`Kernel::GlmSums`](nums_layout::batch::Kernel::GlmSums)).

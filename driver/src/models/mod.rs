@@ -170,14 +170,15 @@ pub struct FitSpec {
 }
 
 impl FitSpec {
-    /// The L2 strength on the mean objective for `n` rows.
-    pub fn l2(&self, n: u64) -> f64 {
+    /// The L2 strength on the mean objective for `n` rows (with sample weights, `n` is
+    /// their sum: scikit-learn's `sw_sum`).
+    pub fn l2(&self, n: f64) -> f64 {
         match self.family {
             Family::Logistic if self.penalty.is_infinite() => 0.0,
-            Family::Logistic => 1.0 / (self.penalty * n as f64),
+            Family::Logistic => 1.0 / (self.penalty * n),
             Family::Poisson => self.penalty,
             // Half the mean squared error: alpha on the sum of squares is alpha / n here.
-            Family::Linear => self.penalty / n as f64,
+            Family::Linear => self.penalty / n,
         }
     }
 
@@ -189,7 +190,8 @@ impl FitSpec {
 
 /// What a pass evaluates: the model at `k` parameter vectors (loss and gradient sums at
 /// each), or at one with the Hessian sums (Newton), both in one sweep ([`names::SUMS`]);
-/// or the normal equations (least squares).
+/// or the normal equations (least squares: the squared loss's Hessian and gradient sums
+/// at 0, [X, 1]^T V [X, 1] and -[X, 1]^T V y with V the sample weights).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum PassKind {
     Gradient { k: usize },
@@ -203,35 +205,11 @@ pub(crate) mod names {
     pub(crate) const W: &str = "w_";
     /// Intercepts: `[k]`.
     pub(crate) const B: &str = "b_";
-    /// A pass's sums, [1 + p, k] (p = d + intercept): row 0 the loss of each candidate,
+    /// A pass's sums, [1 + p + C, k] (p = d + intercept, C the counts of the data,
+    /// [`GlmCount`](nums_layout::batch::GlmCount)): row 0 the loss of each candidate,
     /// rows 1..=d the gradient of w, then (with an intercept) of b; a Newton pass's are
-    /// [1 + p, 1 + p], the Hessian sums in rows and columns 1..=p.
+    /// [1 + p + C, 1 + p], the Hessian sums in rows and columns 1..=p.
     pub(crate) const SUMS: &str = "sums_";
-    /// Least squares: X^T X, X^T y, column sums of X, sum of y.
-    pub(crate) const XTX: &str = "xtx_";
-    pub(crate) const XTY: &str = "xty_";
-    pub(crate) const SX: &str = "sx_";
-    pub(crate) const SY: &str = "sy_";
-}
-
-/// The job-language program of one pass over `X` ([n, d]) and `y` ([n]): `(name,
-/// expression)` in order, and which of them are outputs.
-pub(crate) fn program(kind: PassKind) -> (Vec<(String, String)>, Vec<&'static str>) {
-    use names::*;
-    let mut a: Vec<(String, String)> = Vec::new();
-    let mut add = |n: &str, e: String| a.push((n.to_string(), e));
-    let outputs: Vec<&'static str> = match kind {
-        PassKind::Normal => {
-            add(XTX, "X.T @ X".into());
-            add(XTY, "X.T @ y".into());
-            add(SX, "sum(X, axis=0)".into());
-            add(SY, "sum(y)".into());
-            vec![XTX, XTY, SX, SY]
-        }
-        // One node in one sweep (`loss`, `iterate` makes it): no expressions.
-        PassKind::Gradient { .. } | PassKind::Hessian => vec![SUMS],
-    };
-    (a, outputs)
 }
 
 /// The loss a pass sums in one sweep (`Kernel::GlmSums`): the model's.
@@ -242,26 +220,6 @@ pub(crate) fn loss(spec: &FitSpec) -> nums_layout::batch::GlmLoss {
         Family::Poisson => GlmLoss::Poisson,
         Family::Linear => GlmLoss::Squared,
     }
-}
-
-/// The validation program run once before fitting: counts of labels the model cannot take
-/// and of NaN in y (NaN in X shows as a NaN loss, then is located), and for logistic
-/// regression of the labels 1 (a single class is refused, as scikit-learn does).
-pub(crate) fn checks(spec: &FitSpec) -> Vec<(String, String)> {
-    let bad = match spec.family {
-        Family::Logistic => "sum((y != 0) & (y != 1) & ~isnan(y))",
-        Family::Poisson => "sum(y < 0)",
-        Family::Linear => "sum(y != y)",
-    };
-    let mut checks = vec![
-        ("bady_".into(), bad.into()),
-        ("nany_".into(), "sum(isnan(y))".into()),
-        ("infy_".into(), "sum(isinf(y))".into()),
-    ];
-    if spec.family == Family::Logistic {
-        checks.push(("onesy_".into(), "sum(y == 1)".into()));
-    }
-    checks
 }
 
 /// A short description of a fit for messages: `logistic_regression(solver='newton', C=1)`.

@@ -34,9 +34,6 @@ pub(crate) struct Pass {
     pub thetas: Vec<Vec<f64>>,
 }
 
-/// Least squares' sums: X^T X, X^T y, the column sums of X and the sum of y.
-pub(crate) type Normal = (Array2<f64>, Array1<f64>, Array1<f64>, f64);
-
 /// What a pass returned, as sums over the rows (not yet divided by n).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Sums {
@@ -44,10 +41,9 @@ pub(crate) struct Sums {
     pub loss: Vec<f64>,
     /// Gradient sums per candidate, `[w..., b]`.
     pub grad: Vec<Vec<f64>>,
-    /// Hessian sums (Newton, and L-BFGS's first pass), p x p.
+    /// Hessian sums (Newton, L-BFGS's first pass, and least squares: [X, 1]^T V [X, 1]),
+    /// p x p.
     pub hess: Option<Array2<f64>>,
-    /// Least squares: X^T X, X^T y, column sums of X, sum of y.
-    pub normal: Option<Normal>,
 }
 
 /// Why a fit stopped.
@@ -269,7 +265,11 @@ enum State {
 #[derive(Debug, Clone)]
 pub(crate) struct Fit {
     spec: FitSpec,
-    n: u64,
+    /// The rows, or the sum of their sample weights ([`Fit::weigh`]): what the means
+    /// divide by.
+    n: f64,
+    /// Sample weights weigh the rows.
+    weighted: bool,
     d: usize,
     state: State,
     n_iter: u32,
@@ -316,7 +316,8 @@ impl Fit {
     pub(crate) fn start(spec: &FitSpec, n: u64, d: usize) -> (Fit, Pass) {
         let fit = Fit {
             spec: spec.clone(),
-            n,
+            n: n as f64,
+            weighted: false,
             d,
             state: State::Start,
             n_iter: 0,
@@ -337,9 +338,16 @@ impl Fit {
         )
     }
 
+    /// The rows are weighted by sample weights summing to `total` (read from the first
+    /// pass, before its step): the means are weighted means, scikit-learn's objective.
+    pub(crate) fn weigh(&mut self, total: f64) {
+        self.n = total;
+        self.weighted = true;
+    }
+
     /// The mean objective, its gradient (and Hessian) from the sums at `theta`.
     fn objective(&self, theta: &[f64], loss: f64, grad: &[f64]) -> (f64, Vec<f64>) {
-        let n = self.n as f64;
+        let n = self.n;
         let l2 = self.spec.l2(self.n);
         let w = &theta[..self.d];
         let f = loss / n + 0.5 * l2 * dot(w, w);
@@ -353,7 +361,7 @@ impl Fit {
 
     fn hessian(&self, h: &Array2<f64>) -> Array2<f64> {
         let l2 = self.spec.l2(self.n);
-        let mut h = h / self.n as f64;
+        let mut h = h / self.n;
         for i in 0..self.d {
             h[[i, i]] += l2;
         }
@@ -525,12 +533,15 @@ impl Fit {
         // the coefficients grow without bound, and any "converged" answer is arbitrary.
         // Proved as soon as the summed log-loss is below ln 2: then every row's is, so
         // every row is on its side of the boundary, strictly.
+        // (Not with sample weights: a summed loss below ln 2 then bounds no single row's;
+        // such a fit's iterates show the divergence, [`Fit::diverging`].)
         if self.spec.family == super::Family::Logistic
+            && !self.weighted
             && self.spec.l2(self.n) == 0.0
             && self
                 .loss
                 .last()
-                .is_some_and(|&l| l * (self.n as f64) < std::f64::consts::LN_2 * (1.0 - 1e-9))
+                .is_some_and(|&l| l * self.n < std::f64::consts::LN_2 * (1.0 - 1e-9))
         {
             return Err(FitError::Separable);
         }
@@ -546,25 +557,15 @@ impl Fit {
         Ok(next)
     }
 
-    /// Least squares from the normal equations: (A^T A + alpha D) theta = A^T y with
-    /// A = [X, 1] and D the identity on w only (the intercept is not penalised).
+    /// Least squares from the normal equations: (A^T V A + alpha D) theta = A^T V y with
+    /// A = [X, 1] (without an intercept, X), V the sample weights and D the identity on w
+    /// only (the intercept is not penalised): the squared loss's Hessian sums and, negated,
+    /// its gradient sums at theta = 0.
     fn direct(&mut self, sums: Sums) -> Result<Next, FitError> {
-        let (xtx, xty, sx, sy) = sums.normal.expect("a Normal pass");
-        let (d, p) = (self.d, self.spec.params(self.d));
-        let mut a = Array2::zeros((p, p));
-        let mut rhs = Array1::zeros(p);
-        a.slice_mut(ndarray::s![..d, ..d]).assign(&xtx);
-        rhs.slice_mut(ndarray::s![..d]).assign(&xty);
-        for i in 0..d {
+        let mut a = sums.hess.expect("a Normal pass's Hessian");
+        let rhs = Array1::from_iter(sums.grad[0].iter().map(|g| -g));
+        for i in 0..self.d {
             a[[i, i]] += self.spec.penalty;
-        }
-        if self.spec.fit_intercept {
-            for i in 0..d {
-                a[[i, d]] = sx[i];
-                a[[d, i]] = sx[i];
-            }
-            a[[d, d]] = self.n as f64;
-            rhs[d] = sy;
         }
         self.n_iter = 1;
         let theta = solve_spd(&a, &rhs).map_err(|message| FitError::Singular {
@@ -916,51 +917,53 @@ mod tests {
     use super::*;
     use crate::models::Family;
 
-    /// The sums a pass would return, computed in memory.
-    fn evaluate(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>, pass: &Pass) -> Sums {
-        let (n, d) = x.dim();
-        if pass.kind == PassKind::Normal {
-            return Sums {
-                normal: Some((
-                    x.t().dot(x),
-                    x.t().dot(y),
-                    x.sum_axis(ndarray::Axis(0)),
-                    y.sum(),
-                )),
-                ..Default::default()
-            };
-        }
+    /// The sums a pass would return, computed in memory, with sample weights `v`: each
+    /// row's loss, residual and Hessian weight times its weight.
+    fn evaluate(
+        spec: &FitSpec,
+        x: &Array2<f64>,
+        y: &Array1<f64>,
+        v: &Array1<f64>,
+        pass: &Pass,
+    ) -> Sums {
+        let d = x.ncols();
         let mut sums = Sums::default();
         for theta in &pass.thetas {
             let w = Array1::from(theta[..d].to_vec());
             let b = if spec.fit_intercept { theta[d] } else { 0.0 };
             let z = x.dot(&w) + b;
-            let (p, loss, s): (Array1<f64>, f64, Array1<f64>) = match spec.family {
+            // Each row's mean response p, loss and Hessian weight s.
+            let (p, loss, s): (Array1<f64>, Array1<f64>, Array1<f64>) = match spec.family {
                 Family::Logistic => {
                     let p = z.mapv(|v| 1.0 / (1.0 + (-v).exp()));
-                    let loss = z
-                        .iter()
-                        .zip(y)
-                        .map(|(z, y)| z.max(0.0) - z * y + (-z.abs()).exp().ln_1p())
-                        .sum();
+                    let loss = Array1::from_iter(
+                        z.iter()
+                            .zip(y)
+                            .map(|(z, y)| z.max(0.0) - z * y + (-z.abs()).exp().ln_1p()),
+                    );
                     let s = p.mapv(|v| v * (1.0 - v));
                     (p, loss, s)
                 }
                 Family::Poisson => {
                     let p = z.mapv(f64::exp);
-                    let loss = p.iter().zip(&z).zip(y).map(|((p, z), y)| p - z * y).sum();
+                    let loss = &p - &z * y;
                     (p.clone(), loss, p)
                 }
-                Family::Linear => unreachable!(),
+                Family::Linear => {
+                    let loss = (&z - y).mapv(|r| 0.5 * r * r);
+                    (z.clone(), loss, Array1::ones(z.len()))
+                }
             };
-            let r = &p - y;
+            let loss = (loss * v).sum();
+            let r = (&p - y) * v;
+            let s = s * v;
             let mut g = x.t().dot(&r).to_vec();
             if spec.fit_intercept {
                 g.push(r.sum());
             }
             sums.loss.push(loss);
             sums.grad.push(g);
-            if pass.kind == PassKind::Hessian {
+            if matches!(pass.kind, PassKind::Hessian | PassKind::Normal) {
                 let p_ = spec.params(d);
                 let mut h = Array2::zeros((p_, p_));
                 let xs = x * &s.view().insert_axis(ndarray::Axis(1));
@@ -976,17 +979,69 @@ mod tests {
                 sums.hess = Some(h);
             }
         }
-        let _ = n;
         sums
     }
 
     fn fit(spec: &FitSpec, x: &Array2<f64>, y: &Array1<f64>) -> Result<Fitted, FitError> {
+        fit_weighted(spec, x, y, None)
+    }
+
+    /// A fit as `iterate` runs it: with sample weights, their sum (the first pass's
+    /// count) is given before the first step.
+    fn fit_weighted(
+        spec: &FitSpec,
+        x: &Array2<f64>,
+        y: &Array1<f64>,
+        v: Option<&Array1<f64>>,
+    ) -> Result<Fitted, FitError> {
         let (mut f, mut pass) = Fit::start(spec, x.nrows() as u64, x.ncols());
+        let ones = Array1::ones(y.len());
+        if let Some(v) = v {
+            f.weigh(v.sum());
+        }
         loop {
-            let sums = evaluate(spec, x, y, &pass);
+            let sums = evaluate(spec, x, y, v.unwrap_or(&ones), &pass);
             match f.step(&pass, sums)? {
                 Next::Pass(p) => pass = p,
                 Next::Done(d) => return Ok(d),
+            }
+        }
+    }
+
+    /// Sample weights are scikit-learn's: a fit with weights 0, 1 and 2 is the fit of the
+    /// rows repeated that many times, for every model and solver, with and without an
+    /// intercept or a penalty (the penalty on the sum scale, so weight 2 is a duplicate
+    /// row, not a weaker penalty).
+    #[test]
+    fn weights_are_repeated_rows() {
+        let (x, y) = data(300, 3, 17);
+        let v = Array1::from_iter((0..300).map(|i| (i % 3) as f64));
+        let rows: Vec<usize> = (0..300)
+            .flat_map(|i| std::iter::repeat_n(i, i % 3))
+            .collect();
+        let counts = y.mapv(|v| 2.0 * v + 1.0);
+        let ylin = x.dot(&Array1::from(vec![0.5, -1.0, 2.0])) + &y;
+        for (family, solver, penalty, y) in [
+            (Family::Logistic, Solver::Newton, 1.0, &y),
+            (Family::Logistic, Solver::Lbfgs, 1.0, &y),
+            (Family::Logistic, Solver::Newton, f64::INFINITY, &y),
+            (Family::Poisson, Solver::Newton, 0.5, &counts),
+            (Family::Poisson, Solver::Lbfgs, 0.0, &counts),
+            (Family::Linear, Solver::Direct, 2.0, &ylin),
+            (Family::Linear, Solver::Direct, 0.0, &ylin),
+        ] {
+            for fi in [true, false] {
+                let s = spec(family, solver, penalty, fi);
+                let xr = x.select(ndarray::Axis(0), &rows);
+                let yr = y.select(ndarray::Axis(0), &rows);
+                let want = fit(&s, &xr, &yr).unwrap();
+                let got = fit_weighted(&s, &x, y, Some(&v)).unwrap();
+                assert!(got.converged, "{family:?} {solver:?} {got:?}");
+                let dist = distance(&got.theta, &want.theta, &[]);
+                assert!(
+                    dist <= 1e-8,
+                    "{family:?} {solver:?} {penalty} {fi}: {dist:e}"
+                );
             }
         }
     }

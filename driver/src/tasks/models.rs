@@ -1,6 +1,7 @@
 //! Block work of a fit's pass in one sweep (`graph/funcs/models.rs`, `glm_sums`): the sums
 //! over X's row blocks, a reduction the scheduler splits into partial sums. A term is one
-//! row block: X's blocks across its columns, y's block beside them, W and b.
+//! row block: X's blocks across its columns, y's block beside them (with the sample
+//! weights, if any, as its second column), W and b.
 
 use nums_layout::Scalar;
 
@@ -32,7 +33,12 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
     let mut terms = Vec::with_capacity(rows as usize * arity);
     for i in 0..rows {
         terms.extend((0..cols).map(|c| cx.b(*x, &[i, c])));
-        terms.push(cx.b(*y, &[i]));
+        // y, or y and its sample weights ([n, 2], one block across).
+        terms.push(if cx.w.grids[*y].len() == 2 {
+            cx.b(*y, &[i, 0])
+        } else {
+            cx.b(*y, &[i])
+        });
         terms.push(cx.b(*w, &[0, 0]));
         terms.extend(b.map(|b| cx.b(b, &[0])));
     }

@@ -541,19 +541,24 @@ pub enum Kernel {
     Overlay,
     /// Terms, one per row block of a model's data: the `cols` blocks of X along its
     /// columns ([m, d_c] each, d = the sum of their widths), the block of y beside them
-    /// ([m]), the parameters W ([d, k], one candidate per column) and, with `intercept`,
-    /// b ([k]). With z = X W + b (b = 0 without it), per candidate j: the model's loss
-    /// summed over the rows, then its gradient sums X^T r (d rows), then with `intercept`
-    /// sum r (1 + p rows, p = d + intercept), then [`GLM_Y_COUNTS`] rows that count y's
-    /// values in column 0 (zeros beside): values the loss cannot take (logistic: neither
-    /// 0, 1 nor NaN; Poisson: negative; squared: NaN), NaN, infinite, equal to 1, above 0
-    /// (so a fit's first pass checks y too); one [1 + p + 5, k] float64 block, summed over the
-    /// terms: a pass of a fit ([`GlmLoss`] says loss and r) in one sweep over each block
-    /// of rows, where the same expressions as separate kernels each make a block of m x
-    /// k. With `hessian` (a Newton pass, k = 1) the block is [1 + p + 5, 1 + p]: column 0
-    /// as without it, and rows and columns 1..=p the Hessian sums X^T diag(s) X
-    /// (bordered by X^T s and sum s with an intercept; s = d²loss/dz²), row 0 beyond
-    /// column 0 zero.
+    /// ([m]; or [m, 2], the targets and their sample weights), the parameters W ([d, k],
+    /// one candidate per column) and, with `intercept`, b ([k]). With z = X W + b (b = 0
+    /// without it) and weights v (1 without them), per candidate j: the model's loss
+    /// summed over the rows (each times v), then its gradient sums X^T (v r) (d rows),
+    /// then with `intercept` sum v r (1 + p rows, p = d + intercept), then
+    /// [`GLM_COUNTS`] rows in column 0 (zeros beside), in [`GlmCount`]'s order: counts of
+    /// y's values (values the loss cannot take: logistic neither 0, 1 nor NaN, Poisson
+    /// negative, squared NaN; NaN; infinite; equal to 1; above 0), of X's NaN and
+    /// infinite values, the weights' sum and counts of negative, NaN and infinite
+    /// weights (so a fit's first pass checks its data too); one [1 + p + GLM_COUNTS, k]
+    /// float64 block, summed over the terms: a pass of a fit ([`GlmLoss`] says loss and
+    /// r) in one sweep over each block of rows, where the same expressions as separate
+    /// kernels each make a block of m x k. With `hessian` (a Newton pass, k = 1) the block
+    /// is [1 + p + GLM_COUNTS, 1 + p]: column 0 as without it, and rows and columns 1..=p
+    /// the Hessian sums X^T diag(v s) X (bordered by X^T (v s) and sum v s with an
+    /// intercept; s = d²loss/dz²), row 0 beyond column 0 zero. X's NaN and infinite
+    /// values are counted in the rows whose z is not finite (every row that holds one,
+    /// at finite parameters), so clean data pays nothing for the count.
     GlmSums {
         /// Which model's loss.
         loss: GlmLoss,
@@ -736,9 +741,37 @@ pub enum Kernel {
     },
 }
 
-/// Rows of a [`Kernel::GlmSums`] block below its sums that count y's values (column 0):
-/// refused by the loss, NaN, infinite, equal to 1, above 0.
-pub const GLM_Y_COUNTS: u64 = 5;
+/// The rows of a [`Kernel::GlmSums`] block below its sums (column 0), in order: what a
+/// fit's first pass checks of its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GlmCount {
+    /// y's values the loss cannot take (logistic: neither 0, 1 nor NaN; Poisson:
+    /// negative; squared: NaN).
+    RefusedY,
+    /// y's NaN values.
+    NanY,
+    /// y's infinite values.
+    InfY,
+    /// y's values equal to 1 (one class of labels is refused).
+    OnesY,
+    /// y's values above 0 (Poisson targets all 0 are refused).
+    PositiveY,
+    /// X's NaN values.
+    NanX,
+    /// X's infinite values.
+    InfX,
+    /// The sum of the sample weights (the rows' count without them).
+    Weight,
+    /// Negative sample weights.
+    NegativeWeight,
+    /// NaN sample weights.
+    NanWeight,
+    /// Infinite sample weights.
+    InfWeight,
+}
+
+/// How many rows of counts [`GlmCount`] names.
+pub const GLM_COUNTS: u64 = GlmCount::InfWeight as u64 + 1;
 
 /// The loss of a generalized linear model at linear predictor z and target y, its
 /// residual r = dloss/dz and Hessian weight s = d²loss/dz² ([`Kernel::GlmSums`]), as

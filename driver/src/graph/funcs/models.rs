@@ -21,20 +21,21 @@ pub(super) const DEFS: &[FuncDef] = &[
             "tol",
             "max_iter",
             "fit_intercept",
+            "sample_weight",
         ],
-        "sklearn `LogisticRegression(...).fit(X, y)`: `[coef..., intercept]`; `solver` 'lbfgs' (default; also 'bfgs') or Newton's ('newton', 'newton-cg', 'newton-cholesky', 'irls')",
+        "sklearn `LogisticRegression(...).fit(X, y, sample_weight)`: `[coef..., intercept]`; `solver` 'lbfgs' (default; also 'bfgs') or Newton's ('newton', 'newton-cg', 'newton-cholesky', 'irls')",
         |s, b| fit(s, b, Family::Logistic),
     ),
     FuncDef::new(
         "linear_regression",
-        &["X", "y", "fit_intercept"],
-        "sklearn `LinearRegression(...).fit(X, y)`: `[coef..., intercept]` (normal equations, one pass)",
+        &["X", "y", "fit_intercept", "sample_weight"],
+        "sklearn `LinearRegression(...).fit(X, y, sample_weight)`: `[coef..., intercept]` (normal equations, one pass)",
         |s, b| fit(s, b, Family::Linear),
     ),
     FuncDef::new(
         "ridge",
-        &["X", "y", "alpha", "fit_intercept"],
-        "sklearn `Ridge(...).fit(X, y)`: `[coef..., intercept]` (normal equations, one pass)",
+        &["X", "y", "alpha", "fit_intercept", "sample_weight"],
+        "sklearn `Ridge(...).fit(X, y, sample_weight)`: `[coef..., intercept]` (normal equations, one pass)",
         |s, b| fit(s, b, Family::Linear),
     ),
     FuncDef::new(
@@ -47,8 +48,9 @@ pub(super) const DEFS: &[FuncDef] = &[
             "tol",
             "max_iter",
             "fit_intercept",
+            "sample_weight",
         ],
-        "sklearn `PoissonRegressor(...).fit(X, y)`: `[coef..., intercept]`; `solver` as `logistic_regression`'s",
+        "sklearn `PoissonRegressor(...).fit(X, y, sample_weight)`: `[coef..., intercept]`; `solver` as `logistic_regression`'s",
         |s, b| fit(s, b, Family::Poisson),
     ),
 ];
@@ -119,6 +121,34 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             ),
         ));
     }
+    // scikit-learn's `_check_sample_weight`: one weight per row.
+    let sw = match b.get("sample_weight") {
+        None => None,
+        Some(_) => {
+            let sw = b.array("sample_weight")?;
+            let m = s.meta(sw);
+            if m.shape != [mx.shape[0]] {
+                return Err(b.err(
+                    b.get("sample_weight").map_or(b.pos, |(_, p)| *p),
+                    format!(
+                        "{function}(): sample_weight.shape == {}, expected ({},)!",
+                        shape_str(&m.shape),
+                        mx.shape[0]
+                    ),
+                ));
+            }
+            if m.dtype.is_complex() {
+                return Err(b.err(
+                    b.pos,
+                    format!(
+                        "{function}(): sample_weight must be real numbers, not {}",
+                        m.dtype
+                    ),
+                ));
+            }
+            Some(sw)
+        }
+    };
     if mx.dtype == DType::Bool || my.dtype == DType::Bool {
         return Err(b.err(
             b.pos,
@@ -218,20 +248,36 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
             fit_intercept,
         },
     };
+    // The weights travel with y, as its second column ([n, 2]): every stage that makes,
+    // re-blocks or reads y (a fit's own stage, each pass's terms) carries them too.
+    let y = match sw {
+        None => y,
+        Some(sw) => {
+            let n = mx.shape[0];
+            let col = |s: &mut Builder, v: NodeId| {
+                let v = s.cast(v, DType::Float64);
+                s.reshape(v, &[n, 1])
+            };
+            let (yc, wc) = (col(s, y), col(s, sw));
+            s.concat(vec![yc, wc], 1, b.pos)?
+        }
+    };
     // y in X's row blocks, so that each pass reads the two side by side.
-    let y = s.rechunk(y, vec![mx.block[0]]);
+    let mut block = s.meta(y).shape.clone();
+    block[0] = mx.block[0];
+    let y = s.rechunk(y, block);
     let p = mx.shape[1] + fit_intercept as u64;
     let meta = ArrayMeta::new(vec![p], vec![p], DType::Float64);
     Ok(Val::Arr(s.add(meta, NodeOp::Fit { x, y, spec })))
 }
 
 /// The node of a fit's gradient pass (`iterate`, [`crate::job::Source::GlmSums`]): the
-/// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], re-blocked to x's
-/// rows) at the candidates `w` ([d, k], one block) and `b` ([k]): [1 + p + 5, k] (p = d +
-/// b), one block (rows: the loss, the gradient of w, then of b, then
-/// [`GLM_Y_COUNTS`](nums_layout::batch::GLM_Y_COUNTS) counts of y's values in column 0);
-/// with `hessian` (a Newton pass, k = 1), [1 + p + 5, 1 + p]: that column, then the p x p
-/// Hessian sums.
+/// loss and gradient sums of `loss` over `x` ([n, d]) and `y` ([n], or [n, 2] with the
+/// sample weights; re-blocked to x's rows) at the candidates `w` ([d, k], one block) and
+/// `b` ([k]): [1 + p + C, k] (p = d + b, C =
+/// [`GLM_COUNTS`](nums_layout::batch::GLM_COUNTS)), one block (rows: the loss, the
+/// gradient of w, then of b, then the counts of the data in column 0); with `hessian` (a
+/// Newton pass, k = 1), [1 + p + C, 1 + p]: that column, then the p x p Hessian sums.
 pub(in crate::graph) fn glm_sums(
     s: &mut Builder,
     loss: nums_layout::batch::GlmLoss,
@@ -244,7 +290,7 @@ pub(in crate::graph) fn glm_sums(
     let (mx, my, mw) = (s.meta(x).clone(), s.meta(y).clone(), s.meta(w).clone());
     let k = mw.shape.get(1).copied().unwrap_or(0);
     let fits = mx.ndim() == 2
-        && my.shape == [mx.shape[0]]
+        && (my.shape == [mx.shape[0]] || my.shape == [mx.shape[0], 2])
         && mw.shape == [mx.shape[1], k]
         && mw.num_blocks() == 1
         && (!hessian || k == 1)
@@ -257,9 +303,11 @@ pub(in crate::graph) fn glm_sums(
             shape_str(&mw.shape)
         ));
     }
-    let y = s.rechunk(y, vec![mx.block[0]]);
+    let mut block = my.shape.clone();
+    block[0] = mx.block[0];
+    let y = s.rechunk(y, block);
     let p = mx.shape[1] + b.is_some() as u64;
-    let rows = 1 + p + nums_layout::batch::GLM_Y_COUNTS;
+    let rows = 1 + p + nums_layout::batch::GLM_COUNTS;
     let cols = if hessian { 1 + p } else { k };
     let meta = ArrayMeta::new(vec![rows, cols], vec![rows, cols], DType::Float64);
     Ok(s.add(
@@ -287,8 +335,12 @@ mod tests {
         for (d, m) in DEFS.iter().zip(crate::models::MODELS) {
             assert_eq!(d.name, m.function);
             let names: Vec<&str> = m.params.iter().map(|(n, _)| *n).collect();
-            assert_eq!(d.params[..2], ["X", "y"], "{}", d.name);
-            assert_eq!(d.params[2..], names[..], "{}", d.name);
+            // X, y, the parameters, then the data's sample_weight (an array, not a
+            // parameter with a default).
+            let (last, params) = d.params.split_last().unwrap();
+            assert_eq!(params[..2], ["X", "y"], "{}", d.name);
+            assert_eq!(params[2..], names[..], "{}", d.name);
+            assert_eq!(*last, "sample_weight", "{}", d.name);
         }
     }
 }
