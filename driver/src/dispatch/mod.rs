@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use nums_layout::Store;
-use nums_layout::batch::Stats;
+use nums_layout::ErrorKind;
+use nums_layout::batch::{Kernel, Stats};
 use nums_layout::failure::Retry;
 
 use crate::sched::PlannedBatch;
@@ -271,6 +272,23 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         }
     }
 
+    /// After a malformed field at `at` (a CSV file's key, a task's first line): starts only
+    /// the ready batches that read that file before that line, while workers are free.
+    fn fill_earlier(&mut self, at: &(String, u64)) {
+        let mut k = 0;
+        while self.active < self.workers && k < self.ready.len() {
+            let i = self.ready[k];
+            if csv_first_line(&self.batches[i], &at.0).is_some_and(|l| l < at.1) {
+                self.ready.remove(k);
+                self.active += 1;
+                self.started += 1;
+                self.send(i, Duration::ZERO, false);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
     /// Sends a backup of every straggler; returns when the next send left would become one.
     fn back_up_stragglers(&mut self) -> Option<Instant> {
         let rule = self.policy.backups.as_ref()?;
@@ -513,10 +531,18 @@ pub async fn run_batches_observed<I: Invoke>(
         active: 0,
         total: Dispatched::default(),
     };
+    // A malformed CSV field: the failure met earliest in the file so far, and where.
+    let mut bad_field: Option<(DispatchError, (String, u64))> = None;
     while d.done < n {
-        d.fill();
+        match &bad_field {
+            None => d.fill(),
+            Some((_, at)) => d.fill_earlier(at),
+        }
         let wake = d.back_up_stragglers();
         if d.running.is_empty() {
+            if bad_field.is_some() {
+                break;
+            }
             unreachable!("dependency cycle in the batch graph");
         }
         let outcome = match wake {
@@ -537,12 +563,54 @@ pub async fn run_batches_observed<I: Invoke>(
                 result: o.result.as_ref(),
                 late: d.state[o.batch].done,
             });
-            if let Some((i, stats)) = d.take(o)? {
-                on_done(i, &stats);
+            match d.take(o) {
+                Ok(Some((i, stats))) => on_done(i, &stats),
+                Ok(None) => {}
+                // Blocks are parsed in parallel and the first failure to arrive need not
+                // be the file's first bad line: the invocations running finish, and those
+                // ready that read the file before it run too (no other work starts);
+                // the earliest in the file is the error.
+                Err(e) => match (csv_place(&batches[e.batch], &e.error), &bad_field) {
+                    (Some(at), None) => bad_field = Some((e, at)),
+                    (Some(at), Some((_, first))) if at < *first => bad_field = Some((e, at)),
+                    (_, Some(_)) => {}
+                    (None, None) => return Err(e),
+                },
             }
         }
     }
-    Ok(d.total)
+    match bad_field {
+        Some((e, _)) => Err(e),
+        None => Ok(d.total),
+    }
+}
+
+/// Where a failure of batch `b` lies in a CSV file when it is a task's malformed field:
+/// the file's key and the first line of the task that met it (tasks read disjoint lines,
+/// and a task reports its own first bad line).
+fn csv_place(b: &PlannedBatch, error: &InvokeError) -> Option<(String, u64)> {
+    let InvokeError::Function { kind, message, .. } = error else {
+        return None;
+    };
+    if !matches!(kind, ErrorKind::Kernel | ErrorKind::ValueError) {
+        return None;
+    }
+    // The function's `task N (block KEY): ...` (`FnError::Kernel`).
+    let n: usize = message.strip_prefix("task ")?.split(' ').next()?.parse().ok()?;
+    match &b.batch().tasks.get(n)?.kernel {
+        Kernel::ImportCsv { key, line, .. } => Some((key.clone(), *line)),
+        _ => None,
+    }
+}
+
+/// The first line in file `key` of the CSV import tasks of batch `b`, if it has any.
+fn csv_first_line(b: &PlannedBatch, key: &str) -> Option<u64> {
+    (b.batch().tasks.iter())
+        .filter_map(|t| match &t.kernel {
+            Kernel::ImportCsv { key: k, line, .. } if k == key => Some(*line),
+            _ => None,
+        })
+        .min()
 }
 
 #[cfg(test)]
