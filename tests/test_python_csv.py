@@ -99,7 +99,7 @@ def test_the_files_first_bad_line_is_reported_and_a_slice_parses_only_its_blocks
         assert "bad.csv:20000: column 2: \"x2\" is not a number" in text, text
         assert "30002" not in text and "59990" not in text, text
         # The error names what the user wrote, never the engine's nodes or store keys.
-        assert "read_csv(" in text and not INTERNAL.search(text), text
+        assert "read_csv(\"" in text and not INTERNAL.search(text), text
         # The first rows are in the first block, which has no bad line: only it is read.
         np.testing.assert_array_equal(x[:2].get(), rows[:2])
     finally:
@@ -159,5 +159,5 @@ def test_an_error_names_the_users_expression_not_a_node(session, tmp_path):
     with pytest.raises(nums_cloud.RunError) as e:
         (x * 2).sum().get()
     text = str(e.value)
-    assert "e.csv:3: column 2" in text and "read_csv(" in text, text
+    assert "e.csv:3: column 2" in text and "read_csv(\"" in text, text
     assert not INTERNAL.search(text), text

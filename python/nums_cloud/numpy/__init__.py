@@ -216,7 +216,7 @@ def _csv(filename, call, header, delimiter, usecols, pandas_usecols, dtype):
         one = _array.dtype_name(dtype)
     s = _session.session()._native
     return BlockArray(s.read_csv(str(filename), header, str(delimiter), cols, pandas_usecols,
-                                 one, per, f"{call}({str(filename)!r})"), s)
+                                 one, per, call), s)
 
 
 def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=_NO_HEADER_ARG,
