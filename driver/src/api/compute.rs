@@ -469,7 +469,10 @@ impl Session {
             g.define(&def, &probes)
         };
         // The names its columns are read with, for a save that names them.
-        let names = probes.0.get(&def.name).and_then(crate::export::probe_columns);
+        let names = probes
+            .0
+            .get(&def.name)
+            .and_then(crate::export::probe_columns);
         if let (Ok(id), Some(names)) = (&r, names) {
             let mut columns = self.st.columns.lock().unwrap_or_else(|p| p.into_inner());
             columns.insert(*id, names);

@@ -52,8 +52,8 @@ use nums_layout::{ArrayMeta, Block, DType, StoreSpec};
 
 pub use self::array::Operand;
 pub use self::build::Arg;
-pub use self::compute::ReadCsv;
 use self::build::Operands;
+pub use self::compute::ReadCsv;
 pub use self::handle::Array;
 use crate::error::Error;
 use crate::expr::Expr;

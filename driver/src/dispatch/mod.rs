@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use nums_layout::Store;
 use nums_layout::ErrorKind;
+use nums_layout::Store;
 use nums_layout::batch::{Kernel, Stats};
 use nums_layout::failure::Retry;
 
@@ -570,12 +570,19 @@ pub async fn run_batches_observed<I: Invoke>(
                 // be the file's first bad line: the invocations running finish, and those
                 // ready that read the file before it run too (no other work starts);
                 // the earliest in the file is the error.
-                Err(e) => match (csv_place(&batches[e.batch], &e.error), &bad_field) {
-                    (Some(at), None) => bad_field = Some((e, at)),
-                    (Some(at), Some((_, first))) if at < *first => bad_field = Some((e, at)),
-                    (_, Some(_)) => {}
-                    (None, None) => return Err(e),
-                },
+                Err(e) => {
+                    let at = csv_place(&batches[e.batch], &e.error);
+                    if at.is_none() && bad_field.is_none() {
+                        return Err(e);
+                    }
+                    // A failed batch no longer holds a worker while the others finish.
+                    d.active -= 1;
+                    if let Some(at) = at
+                        && bad_field.as_ref().is_none_or(|(_, first)| at < *first)
+                    {
+                        bad_field = Some((e, at));
+                    }
+                }
             }
         }
     }
@@ -596,7 +603,12 @@ fn csv_place(b: &PlannedBatch, error: &InvokeError) -> Option<(String, u64)> {
         return None;
     }
     // The function's `task N (block KEY): ...` (`FnError::Kernel`).
-    let n: usize = message.strip_prefix("task ")?.split(' ').next()?.parse().ok()?;
+    let n: usize = message
+        .strip_prefix("task ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
     match &b.batch().tasks.get(n)?.kernel {
         Kernel::ImportCsv { key, line, .. } => Some((key.clone(), *line)),
         _ => None,
@@ -616,7 +628,7 @@ fn csv_first_line(b: &PlannedBatch, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nums_layout::batch::{Batch, Payload};
+    use nums_layout::batch::{Batch, BlockRef, Payload, Task};
     use nums_layout::{ErrorKind, StoreSpec};
     use std::collections::HashMap;
     use std::sync::atomic::AtomicUsize;
@@ -795,6 +807,76 @@ mod tests {
         })
         .await;
         (r, seen)
+    }
+
+    /// A malformed CSV field met by several batches at once is reported at the file's
+    /// first bad line, whichever failure arrives first: the batches running finish, the
+    /// ready ones that read the file before the failure run, and no other starts.
+    #[tokio::test]
+    async fn a_csv_files_first_bad_line_wins_whichever_fails_first() {
+        let (store, dir) = temp_store("fake-csv");
+        // Batch i imports the block of the file from line `first(i)`: the ready order is
+        // the file's reversed.
+        let first = |i: usize| 1 + 100 * (4 - i as u64);
+        let mut batches = plan(6, &store, |_| vec![]);
+        for (i, b) in batches.iter_mut().enumerate().take(5) {
+            let mut batch = b.batch();
+            batch.tasks = vec![Task {
+                kernel: Kernel::ImportCsv {
+                    source: store.spec().clone(),
+                    key: "f.csv".into(),
+                    start: 0,
+                    end: 0,
+                    line: first(i),
+                    skip: 0,
+                    columns: 1,
+                    usecols: vec![0],
+                    delimiter: b',',
+                },
+                inputs: vec![],
+                output: BlockRef {
+                    array: 0,
+                    index: vec![i as u64],
+                },
+                write_output: true,
+            }];
+            *b = b.with_batch(batch);
+        }
+        let bad = |i: usize| InvokeError::Function {
+            kind: ErrorKind::Kernel,
+            error_type: "KernelError".into(),
+            message: format!(
+                "task 0 (block X/c/{i}): f.csv:{}: column 1: \"x\" is not a number",
+                first(i) + 7
+            ),
+        };
+        // Batch 0 (the file's last block) fails at once, batch 2 a little later; batch 1
+        // is slow; batch 3 then runs (before 2's lines), batch 4 (the file's first block)
+        // too, and is fine; batch 5 (no import) never starts.
+        let f = fake(move |i, _, _| match i {
+            0 => Act::Fail(bad(0)),
+            1 => Act::OkAfter(Duration::from_millis(40)),
+            2 => Act::FailAfter(Duration::from_millis(5), bad(2)),
+            3 => Act::FailAfter(Duration::from_millis(5), bad(3)),
+            _ => Act::Ok,
+        });
+        let (r, _) = dispatch(&f, &batches, &store, 2, &fast()).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.batch, 3, "{e}");
+        assert!(e.to_string().contains("f.csv:108:"), "{e}");
+        assert_eq!(
+            (0..6).map(|i| f.sends_of(i)).collect::<Vec<_>>(),
+            [1, 1, 1, 1, 1, 0]
+        );
+        // An error of any other kind still ends the dispatch at once.
+        let f = fake(|i, _, _| match i {
+            0 => Act::Fail(function_error(ErrorKind::OutOfMemory)),
+            _ => Act::OkAfter(Duration::from_millis(20)),
+        });
+        let (r, _) = dispatch(&f, &batches, &store, 2, &fast()).await;
+        assert_eq!(r.unwrap_err().batch, 0);
+        assert_eq!(f.sends_of(2), 0);
+        std::fs::remove_dir_all(dir).ok();
     }
 
     /// Every batch runs once, after its dependencies answered, never more than `workers`

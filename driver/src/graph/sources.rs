@@ -665,7 +665,8 @@ async fn probe_csv(
             index.first_fields, index.header_line, index.columns
         )));
     }
-    let resolve = |c: &crate::job::ColumnRef| resolve_column(c, index.columns, &index.names, path, "header");
+    let resolve =
+        |c: &crate::job::ColumnRef| resolve_column(c, index.columns, &index.names, path, "header");
     let mut usecols = match &opts.usecols {
         None => (0..index.columns).collect(),
         Some(cols) => cols
