@@ -295,8 +295,9 @@ impl Session {
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
     /// nums-cloud wrote is read in place; any other input is imported by the first
-    /// compute that needs it, and kept while an array made from it is held: later
-    /// computes read the import, not the file. Relative paths resolve against the
+    /// compute that needs all of it, and kept while an array made from it is held: later
+    /// computes read the import, not the file. A compute that needs a part of it (`x[:2]`)
+    /// reads only the blocks that hold that part. Relative paths resolve against the
     /// working directory when the session was made.
     pub async fn load(&self, path: &str) -> Result<Array, Error> {
         let label = format!("load({path:?})");
