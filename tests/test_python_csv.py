@@ -119,9 +119,16 @@ def test_dtype_per_column_promotes_to_one_dtype(session, tmp_path):
     assert small.dtype == np.int8
     assert nps.read_csv(f, header=0, dtype={"label": "int32", "x": "float32"}).dtype == np.float64
     assert nps.read_csv(f, header=0, dtype="float32").dtype == np.float32
-    # An int column parses as ints: 0.5 is not one.
+    # Each column parses as its own dtype, then takes the array's: an int column refuses
+    # 0.5 (as pandas), a float32 one rounds once.
     with pytest.raises(nums_cloud.RunError, match=r'"0.5" is not an integer'):
         nps.read_csv(f, header=0, dtype="int64").get()
+    with pytest.raises(nums_cloud.RunError, match=r"d.csv:2: column 2: \"0.5\" is not an integer \(its column's dtype is int64\)"):
+        nps.read_csv(f, header=0, dtype={"x": "int64"}).get()
+    np.testing.assert_array_equal(nps.read_csv(f, header=0, dtype={"x": np.float32}).get()[:, 1],
+                                  np.float32([0.5, 1.5, 2.5]).astype(np.float64))
+    tenth = write(tmp_path / "t.csv", "a,b\n0.1,1\n")
+    assert nps.read_csv(tenth, header=0, dtype={"a": "float32"}).get()[0, 0] == np.float64(np.float32(0.1))
     with pytest.raises(TypeError, match="float16"):
         nps.read_csv(f, header=0, dtype={"x": "float16"})
 

@@ -1114,9 +1114,9 @@ pub struct CsvOptions {
     /// `usecols` kept in the file's order, each column once, as pandas' `read_csv` keeps
     /// them (loadtxt and a job file keep the order given).
     pub file_order: bool,
-    /// Dtypes of some columns (pandas' `dtype={"label": "int64"}`): the array's dtype is
-    /// NumPy's promotion of the kept columns' dtypes (float64 for a column not named
-    /// here), every field parsed as that dtype.
+    /// Dtypes of some columns (pandas' `dtype={"label": "int64"}`): each column's fields
+    /// parse as its dtype (float64 for a column not named here), and the array's dtype is
+    /// NumPy's promotion of the kept columns' dtypes.
     pub dtypes: Vec<(ColumnRef, DType)>,
 }
 

@@ -31,8 +31,9 @@ pub struct ReadCsv {
     pub pandas_usecols: bool,
     /// The array's dtype (`None`: float64, or the promotion of `dtypes`).
     pub dtype: Option<nums_layout::DType>,
-    /// Dtypes of some columns, by number or name: the array's dtype is NumPy's promotion of
-    /// the kept columns' (float64 for a column not named), every field parsed as that.
+    /// Dtypes of some columns, by number or name: each column's fields parse as its dtype
+    /// (float64 for a column not named), and the array's dtype is NumPy's promotion of the
+    /// kept columns' (one array, one dtype).
     pub dtypes: Vec<(Column, nums_layout::DType)>,
     /// The function the caller called, as messages name the array: `read_csv("f.csv")`.
     pub call: String,
@@ -1312,3 +1313,24 @@ impl Drop for State {
 
 /// What the session's fits measured, by node (for the models' `n_iter_` and convergence).
 pub(crate) type Fits = HashMap<NodeId, crate::models::solver::Fitted>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's node and store keys in an engine message become the array the user
+    /// wrote, the punctuation around them kept.
+    #[test]
+    fn node_words_in_the_users_words() {
+        let label = r#"read_csv("a.csv")"#;
+        assert_eq!(named_node("n12:"), Some((12, false)));
+        assert_eq!(in_user_words("n12:", label), r#"`read_csv("a.csv")`:"#);
+        let key = "api-d57f/c1/out/n0/c/3/0),";
+        assert_eq!(named_node(key), Some((0, false)));
+        assert_eq!(
+            in_user_words(key, label),
+            r#"(3, 0) of `read_csv("a.csv")`),"#
+        );
+        assert_eq!(in_user_words("api-d57f/c1/out/n0/c/2", "x"), "(2,) of `x`");
+    }
+}

@@ -832,6 +832,7 @@ mod tests {
                     columns: 1,
                     usecols: vec![0],
                     delimiter: b',',
+                    dtypes: vec![],
                 },
                 inputs: vec![],
                 output: BlockRef {

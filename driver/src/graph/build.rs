@@ -602,6 +602,7 @@ impl<'a> Builder<'a> {
                         delimiter,
                         usecols,
                         dtype,
+                        dtypes,
                         ..
                     } => (
                         dtype,
@@ -611,6 +612,7 @@ impl<'a> Builder<'a> {
                             index,
                             delimiter,
                             usecols,
+                            dtypes,
                         },
                     ),
                     Probe::Parquet {

@@ -42,6 +42,8 @@ pub enum Probe {
         usecols: Vec<u64>,
         /// The array's dtype: float64, or the promotion of the kept columns' `dtypes`.
         dtype: DType,
+        /// The dtype each kept column parses as (empty: none has its own).
+        dtypes: Vec<DType>,
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
         /// As for `Npy`.
@@ -684,9 +686,15 @@ async fn probe_csv(
     for (c, dt) in &opts.dtypes {
         by_column.insert(resolve(c).map_err(|m| ("dtype", m))?, *dt);
     }
-    let dtype = usecols
+    let dtypes: Vec<DType> = match by_column.is_empty() {
+        true => Vec::new(),
+        false => (usecols.iter())
+            .map(|c| by_column.get(c).copied().unwrap_or(DType::Float64))
+            .collect(),
+    };
+    let dtype = dtypes
         .iter()
-        .map(|c| by_column.get(c).copied().unwrap_or(DType::Float64))
+        .copied()
         .reduce(DType::promote)
         .unwrap_or(DType::Float64);
     let shape = if usecols.len() == 1 {
@@ -703,6 +711,7 @@ async fn probe_csv(
         delimiter: opts.delimiter,
         usecols,
         dtype,
+        dtypes,
         upload: None,
         version: String::new(),
     })

@@ -241,8 +241,9 @@ def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=_NO
         both (as pandas); kept in the file's order, each once, as pandas keeps them.
     dtype : dtype or dict, optional
         The array's dtype (default float64), or a dtype per column (by name or number),
-        as pandas takes it: an array has one dtype, so the result's is NumPy's promotion
-        of the kept columns' (float64 for those not named), every field parsed as that.
+        as pandas takes it: each column's fields parse as its dtype (an int64 column
+        refuses ``0.5`` and a missing value), and as an array has one dtype, the result's
+        is NumPy's promotion of the kept columns' (float64 for those not named).
     """
     head = _csv_header(has_header, header)
     return _csv(filename, "read_csv", head, delimiter, usecols, True, dtype)
