@@ -300,7 +300,10 @@ def test_files_in_and_out(tmp_path):
     nps.save(tmp_path / "x.csv", x)
     np.testing.assert_array_equal(nps.loadtxt(tmp_path / "x.csv").get(), a * 2)
     (tmp_path / "h.csv").write_text("a,b,c\n1,2,3\n4,5,6\n")
+    # read_csv keeps usecols in the file's order (pandas'), loadtxt in the order given.
     np.testing.assert_array_equal(nps.read_csv(tmp_path / "h.csv", has_header=True, usecols=[2, 0]).get(),
+                                  [[1.0, 3.0], [4.0, 6.0]])
+    np.testing.assert_array_equal(nps.loadtxt(tmp_path / "h.csv", skiprows=1, usecols=[2, 0]).get(),
                                   [[3.0, 1.0], [6.0, 4.0]])
     np.testing.assert_array_equal(nums_cloud.read_csv(str(tmp_path / "h.csv"), has_header=True).get(),
                                   [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

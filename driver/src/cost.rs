@@ -679,6 +679,7 @@ mod tests {
             columns: 21,
             usecols: (0..21).collect(),
             delimiter: b',',
+            dtypes: vec![],
         };
         let out = 250_000 * 21 * 8;
         let w = task_work(&k, 0, out, |_| vec![250_000, 21], 0);

@@ -26,6 +26,7 @@ pub(crate) async fn write_output(
     probes: &graph::Probes,
     o: &OutputDef,
     arr: StoredArray,
+    parquet_names: Option<Vec<String>>,
 ) -> anyhow::Result<Output> {
     let about = || format!("output {}", o.name);
     if let Target::NpyStore { store: spec, key } = &o.target {
@@ -41,6 +42,11 @@ pub(crate) async fn write_output(
         ),
         (None, Some(n)) => Some(n.clone()),
         _ => None,
+    };
+    // A Parquet file's columns always have names: the caller's when the job gives none.
+    let names = match (&o.target, names) {
+        (Target::Parquet(_), None) => parquet_names,
+        (_, n) => n,
     };
     let preview = export(&arr, &o.target, stages.store, header, names)
         .await
@@ -60,17 +66,25 @@ fn column_names(
         .arrays
         .iter()
         .any(|a| a.name == name && matches!(a.source, crate::job::Source::Load { .. }));
-    let names: Vec<String> = match probes.0.get(name).filter(|_| loaded)? {
-        graph::Probe::Csv { index, usecols, .. } if !index.names.is_empty() => usecols
-            .iter()
-            .map(|&c| index.names[c as usize].clone())
-            .collect(),
-        graph::Probe::Parquet { names, columns, .. } => {
-            columns.iter().map(|&c| names[c as usize].clone()).collect()
-        }
-        _ => return None,
-    };
+    let names = probe_columns(probes.0.get(name).filter(|_| loaded)?)?;
     (names.len() as u64 == columns_of(meta)).then_some(names)
+}
+
+/// The names of the columns an input is read with (a CSV's header, a Parquet file's), in
+/// the order it keeps them; `None` when they have none.
+pub(crate) fn probe_columns(p: &graph::Probe) -> Option<Vec<String>> {
+    match p {
+        graph::Probe::Csv { index, usecols, .. } if !index.names.is_empty() => Some(
+            usecols
+                .iter()
+                .map(|&c| index.names[c as usize].clone())
+                .collect(),
+        ),
+        graph::Probe::Parquet { names, columns, .. } => {
+            Some(columns.iter().map(|&c| names[c as usize].clone()).collect())
+        }
+        _ => None,
+    }
 }
 
 /// The columns of a 1-D (one) or 2-D array in a CSV or Parquet file.

@@ -1116,6 +1116,13 @@ pub struct CsvOptions {
     /// The columns kept, in this order: indices (negative from the end) or, with a
     /// header, names. `None`: all of them.
     pub usecols: Option<Vec<ColumnRef>>,
+    /// `usecols` kept in the file's order, each column once, as pandas' `read_csv` keeps
+    /// them (loadtxt and a job file keep the order given).
+    pub file_order: bool,
+    /// Dtypes of some columns (pandas' `dtype={"label": "int64"}`): each column's fields
+    /// parse as its dtype (float64 for a column not named here), and the array's dtype is
+    /// NumPy's promotion of the kept columns' dtypes.
+    pub dtypes: Vec<(ColumnRef, DType)>,
 }
 
 impl Default for CsvOptions {
@@ -1124,6 +1131,8 @@ impl Default for CsvOptions {
             header: false,
             delimiter: b',',
             usecols: None,
+            file_order: false,
+            dtypes: Vec::new(),
         }
     }
 }

@@ -360,7 +360,7 @@ async fn execute(
             _ => format!("{}/{}", job.name, o.name),
         };
         let arr = StoredArray::new(&path, g.nodes[id].meta.clone())?;
-        outputs.push(crate::export::write_output(stages, &c.probes, o, arr).await?);
+        outputs.push(crate::export::write_output(stages, &c.probes, o, arr, None).await?);
     }
     Ok(outputs)
 }

@@ -355,6 +355,7 @@ pub fn decode(
             columns,
             usecols,
             delimiter,
+            dtypes,
             ..
         } => {
             let rows = shape.first().copied().unwrap_or(1);
@@ -367,7 +368,7 @@ pub fn decode(
             Ok(nums_layout::for_dtype!(out.dtype, T => T::wrap(
                 ArrayD::from_shape_vec(
                     IxDyn(&shape),
-                    parse_csv::<T>(bytes, &file, at, rows, *columns, usecols, *delimiter)?,
+                    parse_csv_typed::<T>(bytes, &file, at, rows, *columns, usecols, dtypes, *delimiter)?,
                 )
                 .map_err(|e| e.to_string())?,
             )))
@@ -579,7 +580,7 @@ const CSV_PARALLEL_FROM: usize = 4 << 20;
 /// field is not a number. Errors name the file, line and column. Large text is cut at
 /// line starts and parsed on rayon's threads, each piece into its own rows of the block:
 /// the same values and the same first error as one pass.
-pub fn parse_csv<T: CsvField + Default + Clone + Send>(
+pub fn parse_csv<T: CsvField + nums_layout::Elem + Default>(
     text: &[u8],
     key: &str,
     at: CsvAt,
@@ -588,24 +589,50 @@ pub fn parse_csv<T: CsvField + Default + Clone + Send>(
     keep: &[u64],
     delimiter: u8,
 ) -> Result<Vec<T>, String> {
-    let threads = rayon::current_num_threads();
-    let pieces = if threads < 2 || text.len() < CSV_PARALLEL_FROM {
-        1
-    } else {
-        (threads * 4).min(text.len() / (1 << 20))
-    };
-    parse_csv_pieces(text, key, at, rows, columns, keep, delimiter, pieces)
+    parse_csv_typed(text, key, at, rows, columns, keep, &[], delimiter)
 }
 
-/// [`parse_csv`] of `text` cut into about `n` pieces.
+/// [`parse_csv`], the kept fields of column `k` parsed as `dtypes[k]` (pandas'
+/// `dtype={...}`: an int column refuses 0.5 and a missing value) and cast to `T`; empty
+/// `dtypes`: every field as `T`.
 #[allow(clippy::too_many_arguments)]
-fn parse_csv_pieces<T: CsvField + Default + Clone + Send>(
+pub fn parse_csv_typed<T: CsvField + nums_layout::Elem + Default>(
     text: &[u8],
     key: &str,
     at: CsvAt,
     rows: usize,
     columns: u64,
     keep: &[u64],
+    dtypes: &[nums_layout::DType],
+    delimiter: u8,
+) -> Result<Vec<T>, String> {
+    let threads = rayon::current_num_threads();
+    let pieces = if threads < 2 || text.len() < CSV_PARALLEL_FROM {
+        1
+    } else {
+        (threads * 4).min(text.len() / (1 << 20))
+    };
+    parse_csv_pieces(
+        text,
+        key,
+        at,
+        rows,
+        columns,
+        (keep, dtypes),
+        delimiter,
+        pieces,
+    )
+}
+
+/// [`parse_csv`] of `text` cut into about `n` pieces.
+#[allow(clippy::too_many_arguments)]
+fn parse_csv_pieces<T: CsvField + nums_layout::Elem + Default>(
+    text: &[u8],
+    key: &str,
+    at: CsvAt,
+    rows: usize,
+    columns: u64,
+    (keep, dtypes): (&[u64], &[nums_layout::DType]),
     delimiter: u8,
     n: usize,
 ) -> Result<Vec<T>, String> {
@@ -615,6 +642,7 @@ fn parse_csv_pieces<T: CsvField + Default + Clone + Send>(
         key,
         columns: columns as usize,
         keep,
+        dtypes,
         delimiter,
     };
     if n < 2 || width == 0 {
@@ -689,6 +717,8 @@ struct CsvFormat<'a> {
     key: &'a str,
     columns: usize,
     keep: &'a [u64],
+    /// Each kept column's own dtype (empty: the block's).
+    dtypes: &'a [nums_layout::DType],
     delimiter: u8,
 }
 
@@ -696,7 +726,7 @@ impl CsvFormat<'_> {
     /// Parses up to `want` data rows of `text` (from line `line`) into `out`, row after
     /// row, after passing over `skip` of them; returns the rows parsed (fewer where the
     /// text ends first).
-    fn parse_rows<T: CsvField>(
+    fn parse_rows<T: CsvField + nums_layout::Elem>(
         &self,
         text: &[u8],
         mut line: u64,
@@ -730,7 +760,7 @@ impl CsvFormat<'_> {
                 let mut k = 0;
                 for f in data.split(|&b| b == self.delimiter) {
                     if k < width {
-                        match self.field(f, at, k) {
+                        match self.field(f, at, k, k) {
                             Ok(v) => row[k] = v,
                             // A row of other columns says so first.
                             Err(e) => return Err(self.columns_of(data, at).err().unwrap_or(e)),
@@ -752,9 +782,9 @@ impl CsvFormat<'_> {
                 if bounds.len() != self.columns {
                     return Err(self.wrong_columns(at, bounds.len()));
                 }
-                for (v, &c) in row.iter_mut().zip(self.keep) {
+                for (k, (v, &c)) in row.iter_mut().zip(self.keep).enumerate() {
                     let (a, b) = bounds[c as usize];
-                    *v = self.field(&data[a..b], at, c as usize)?;
+                    *v = self.field(&data[a..b], at, c as usize, k)?;
                 }
             }
             got += 1;
@@ -762,10 +792,27 @@ impl CsvFormat<'_> {
         Ok(got)
     }
 
-    /// Field `c` (0-based) of the row at `line`, trimmed, as `T`.
-    fn field<T: CsvField>(&self, f: &[u8], line: u64, c: usize) -> Result<T, String> {
+    /// Field `c` (0-based) of the row at `line`, the block's column `k`, trimmed, as `T`
+    /// (parsed as its column's own dtype first, where it has one).
+    fn field<T: CsvField + nums_layout::Elem>(
+        &self,
+        f: &[u8],
+        line: u64,
+        c: usize,
+        k: usize,
+    ) -> Result<T, String> {
         let f = f.trim_ascii();
-        T::parse_bytes(f).ok_or_else(|| {
+        let own = self.dtypes.get(k).copied().filter(|&d| d != T::DTYPE);
+        let v = match own {
+            None => T::parse_bytes(f),
+            Some(d) => nums_layout::for_dtype!(d, U => U::parse_bytes(f).map(T::from_elem)),
+        };
+        v.ok_or_else(|| {
+            let what = match own {
+                None => T::what(),
+                Some(d) => nums_layout::for_dtype!(d, U => U::what())
+                    .replace("the array's dtype", "its column's dtype"),
+            };
             // (Only a column without NaN refuses a missing value.)
             let missing = match is_missing(f) {
                 true => ", and a missing value is NaN only in a float column",
@@ -776,7 +823,7 @@ impl CsvFormat<'_> {
                 self.key,
                 c + 1,
                 String::from_utf8_lossy(f),
-                T::what()
+                what
             )
         })
     }
@@ -987,6 +1034,37 @@ mod tests {
         );
     }
 
+    /// A column of its own dtype (pandas' `dtype={...}`) parses as that dtype, then takes
+    /// the block's: an int column exactly, refusing 0.5 and a missing value.
+    #[test]
+    fn csv_columns_of_their_own_dtype_parse_as_it() {
+        use nums_layout::DType::{Float32, Int64};
+        let at = CsvAt { line: 1, skip: 0 };
+        // An int64 column in a float64 block: its values exactly, 0.5 refused.
+        let text = b"1,0.1\n-3,2.5\n";
+        let v = parse_csv_typed::<f64>(text, "f.csv", at, 2, 2, &[0, 1], &[Int64, Float32], b',');
+        assert_eq!(v.unwrap(), [1.0, 0.1f32 as f64, -3.0, 2.5]);
+        let e = parse_csv_typed::<f64>(
+            b"0.5,1\n",
+            "f.csv",
+            at,
+            1,
+            2,
+            &[1, 0],
+            &[Float32, Int64],
+            b',',
+        );
+        assert_eq!(
+            e.unwrap_err(),
+            "f.csv:1: column 1: \"0.5\" is not an integer (its column's dtype is int64)"
+        );
+        let e = parse_csv_typed::<f64>(b",1\n", "f.csv", at, 1, 2, &[0, 1], &[Int64], b',');
+        assert!(
+            e.unwrap_err()
+                .contains("a missing value is NaN only in a float column")
+        );
+    }
+
     /// A float field is what `str::parse` makes of it (NumPy's loadtxt takes the same
     /// text, `inf`, `nan` and `1e5` among it), to the bit, and refused where it refuses
     /// but for the missing values (NaN).
@@ -1108,7 +1186,7 @@ mod tests {
         text.extend_from_slice(b"1,2,3"); // no final newline
         let at = |line, skip| CsvAt { line, skip };
         let rows_of = |keep: &[u64], r0: u64, n: usize, pieces: usize| {
-            parse_csv_pieces::<f64>(&text, "f.csv", at(7, r0), n, 3, keep, b',', pieces)
+            parse_csv_pieces::<f64>(&text, "f.csv", at(7, r0), n, 3, (keep, &[]), b',', pieces)
         };
         for keep in [&[0u64, 1, 2][..], &[2, 0], &[1]] {
             for (r0, n) in [(0, 3000), (0, 1), (1500, 1500), (2999, 1), (10, 900)] {
@@ -1137,7 +1215,7 @@ mod tests {
             assert_eq!((v.len(), v[0], v[3 * 500 + 2]), (1503, 1.5, -501.0));
         }
         // Too few rows.
-        let e = parse_csv_pieces::<f64>(b"1\n2\n", "f.csv", at(1, 1), 2, 1, &[0], b',', 2);
+        let e = parse_csv_pieces::<f64>(b"1\n2\n", "f.csv", at(1, 1), 2, 1, (&[0], &[]), b',', 2);
         assert_eq!(
             e.unwrap_err(),
             "f.csv: 1 rows where 2 were expected from line 1: the file changed since the job was checked"

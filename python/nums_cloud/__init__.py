@@ -29,12 +29,13 @@ def __getattr__(name):
     raise AttributeError(f"module 'nums_cloud' has no attribute {name!r}")
 
 
-def read_csv(filename, has_header=False, delimiter=",", usecols=None):
+def read_csv(filename, has_header=False, delimiter=",", usecols=None, **kwargs):
     """Read a CSV file of numbers into an array, in parallel (NumS's ``nums.read_csv``;
-    see ``nums_cloud.numpy.read_csv``)."""
+    see ``nums_cloud.numpy.read_csv``, whose ``header`` and ``dtype`` it takes too)."""
     from .numpy import read_csv
 
-    return read_csv(filename, has_header=has_header, delimiter=delimiter, usecols=usecols)
+    return read_csv(filename, has_header=has_header, delimiter=delimiter, usecols=usecols,
+                    **kwargs)
 
 
 def _nps(filename):

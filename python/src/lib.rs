@@ -703,28 +703,63 @@ impl PySession {
         ok(a)
     }
 
-    /// A `.npy`, `.csv`, `.parquet` file or Zarr array (local or `s3://`); CSV options
-    /// as NumPy's loadtxt takes them.
-    #[pyo3(signature = (path, header=false, delimiter=',', usecols=None))]
-    fn load(
+    /// A `.npy`, `.csv`, `.parquet` file or Zarr array (local or `s3://`), as it is
+    /// (`read_csv` takes CSV options).
+    fn load(&self, py: Python<'_>, path: String) -> PyResult<PyArr> {
+        let s = self.s.clone();
+        let a = wait(py, async move { s.load(&path).await })?.py()?;
+        Ok(PyArr { a })
+    }
+
+    /// A `.csv` file read as `api::ReadCsv` says: `usecols` and the keys of `dtypes` are
+    /// column numbers or header names; dtypes by NumPy's names; `call` names the array in
+    /// messages (`read_csv('f.csv')`).
+    #[pyo3(signature = (path, header, delimiter, usecols, pandas_usecols, dtype, dtypes, call))]
+    #[allow(clippy::too_many_arguments)]
+    fn read_csv(
         &self,
         py: Python<'_>,
         path: String,
         header: bool,
         delimiter: char,
-        usecols: Option<Vec<i64>>,
+        usecols: Option<Vec<Bound<'_, PyAny>>>,
+        pandas_usecols: bool,
+        dtype: Option<String>,
+        dtypes: Vec<(Bound<'_, PyAny>, String)>,
+        call: String,
     ) -> PyResult<PyArr> {
-        let s = self.s.clone();
-        let csv = header || delimiter != ',' || usecols.is_some();
-        let a = wait(py, async move {
-            if csv {
-                s.load_csv(&path, header, delimiter, usecols.as_deref())
-                    .await
+        let column = |c: &Bound<'_, PyAny>| -> PyResult<api::Column> {
+            if c.is_instance_of::<PyString>() {
+                Ok(api::Column::Name(c.extract()?))
+            } else if c.is_instance_of::<PyBool>() {
+                Err(PyTypeError::new_err(format!(
+                    "a column is a number or a header name, not {c}"
+                )))
             } else {
-                s.load(&path).await
+                c.extract::<i64>().map(api::Column::Index).map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "a column is a number or a header name, not {}",
+                        c.repr().map_or("?".into(), |r| r.to_string())
+                    ))
+                })
             }
-        })?
-        .py()?;
+        };
+        let o = api::ReadCsv {
+            header,
+            delimiter,
+            usecols: usecols
+                .map(|u| u.iter().map(column).collect::<PyResult<Vec<_>>>())
+                .transpose()?,
+            pandas_usecols,
+            dtype: dtype.as_deref().map(dtype_of).transpose()?,
+            dtypes: dtypes
+                .iter()
+                .map(|(c, d)| Ok((column(c)?, dtype_of(d)?)))
+                .collect::<PyResult<Vec<_>>>()?,
+            call,
+        };
+        let s = self.s.clone();
+        let a = wait(py, async move { s.read_csv(&path, &o).await })?.py()?;
         Ok(PyArr { a })
     }
 

@@ -14,7 +14,44 @@ use nums_layout::{Block, Store, StoredArray};
 
 use super::{Array, Config, Error, Session, State, store_error};
 use crate::graph::{Graph, NodeId, NodeOp};
-use crate::job::{ArrayDef, Backend, CsvOptions, Job, Source};
+use crate::job::{ArrayDef, Backend, ColumnRef as Column, CsvOptions, Job, Source};
+
+/// How [`Session::read_csv`] reads a CSV file of numbers.
+#[derive(Debug, Clone)]
+pub struct ReadCsv {
+    /// The first line (after comments and blank lines) names the columns and is not data.
+    pub header: bool,
+    /// The field separator, one ASCII character.
+    pub delimiter: char,
+    /// The columns kept: numbers (negative from the end) or, with a header, names.
+    /// `None`: all of them.
+    pub usecols: Option<Vec<Column>>,
+    /// `usecols` as pandas takes them: all names or all numbers, kept in the file's order,
+    /// each once. Otherwise as NumPy's loadtxt: in the order given.
+    pub pandas_usecols: bool,
+    /// The array's dtype (`None`: float64, or the promotion of `dtypes`).
+    pub dtype: Option<nums_layout::DType>,
+    /// Dtypes of some columns, by number or name: each column's fields parse as its dtype
+    /// (float64 for a column not named), and the array's dtype is NumPy's promotion of the
+    /// kept columns' (one array, one dtype).
+    pub dtypes: Vec<(Column, nums_layout::DType)>,
+    /// The function the caller called, as messages name the array: `read_csv("f.csv")`.
+    pub call: String,
+}
+
+impl Default for ReadCsv {
+    fn default() -> ReadCsv {
+        ReadCsv {
+            header: false,
+            delimiter: ',',
+            usecols: None,
+            pandas_usecols: false,
+            dtype: None,
+            dtypes: Vec::new(),
+            call: "read_csv".into(),
+        }
+    }
+}
 
 /// The session's backend (the run half's [`crate::backend::Backend`]: the invoker and,
 /// for the local backend, the endpoint and its function processes), kept between
@@ -73,10 +110,33 @@ fn named_node(word: &str) -> Option<(NodeId, bool)> {
             .find(|c: char| !c.is_ascii_digit())
             .unwrap_or(digits.len());
         let rest = &digits[end..];
-        (end > 0 && (rest.is_empty() || rest.starts_with('p') || rest.starts_with(')')))
+        (end > 0 && (rest.is_empty() || rest.starts_with(['p', ')', ':', ','])))
             .then(|| digits[..end].parse().ok().map(|id| (id, local)))
             .flatten()
     })
+}
+
+/// A word of an engine message that names a session node (`n12:`, a store key
+/// `api-.../c3/out/n12/c/1/0),`) in the user's words: `` `label`: ``, or the block a key
+/// names, `` (1, 0) of `label`), `` (the punctuation around the word kept).
+fn in_user_words(word: &str, label: &str) -> String {
+    let core = word.trim_start_matches(['(', '`']);
+    let core = core.trim_end_matches([')', ',', ':', ';', '`']);
+    let at = word.find(core).unwrap_or(0);
+    let (lead, tail) = (&word[..at], &word[at + core.len()..]);
+    let index: Option<Vec<u64>> = core
+        .rsplit_once("/c/")
+        .and_then(|(_, idx)| idx.split('/').map(|i| i.parse().ok()).collect());
+    match index {
+        Some(idx) if !idx.is_empty() => {
+            let mut t: Vec<String> = idx.iter().map(u64::to_string).collect();
+            if t.len() == 1 {
+                t.push(String::new());
+            }
+            format!("{lead}({}) of `{label}`{tail}", t.join(", ").trim_end())
+        }
+        _ => format!("{lead}`{label}`{tail}"),
+    }
 }
 
 /// The bytes of the blocks of an array of `meta` that `held` says this process holds.
@@ -94,6 +154,8 @@ struct ComputeGraph {
     back: Vec<NodeId>,
     /// The nodes it computes or reads (its ids).
     needed: Vec<NodeId>,
+    /// Whether it computes or reads every block of each of its nodes.
+    whole: Vec<bool>,
     /// The bytes of the blocks it computes or reads (of a slice of a large expression,
     /// only the blocks that reach it).
     bytes: u64,
@@ -138,13 +200,16 @@ impl Session {
                 if i > 0 {
                     out.push(' ');
                 }
-                out.push_str(word);
-                if let Some(label) = named_node(word)
+                match named_node(word)
                     .and_then(session_node)
                     .and_then(|id| self.owner(id))
                 {
-                    out.push_str(&format!(" (`{label}`)"));
-                    first.get_or_insert(label);
+                    // The array the user wrote, never the session's node or store key.
+                    Some(label) => {
+                        out.push_str(&in_user_words(word, &label));
+                        first.get_or_insert(label);
+                    }
+                    None => out.push_str(word),
                 }
             }
             (out, first)
@@ -231,11 +296,14 @@ impl Session {
     /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
     /// known, a missing file is an error here). A Zarr array in the session's store that
     /// nums-cloud wrote is read in place; any other input is imported by the first
-    /// compute that needs it, and kept while an array made from it is held: later
-    /// computes read the import, not the file. Relative paths resolve against the
+    /// compute that needs all of it, and kept while an array made from it is held: later
+    /// computes read the import, not the file. A compute that needs a part of it (`x[:2]`)
+    /// reads only the blocks that hold that part. Relative paths resolve against the
     /// working directory when the session was made.
     pub async fn load(&self, path: &str) -> Result<Array, Error> {
-        self.load_with(path, CsvOptions::default()).await
+        let label = format!("load({path:?})");
+        self.load_with(path, CsvOptions::default(), None, label)
+            .await
     }
 
     /// [`Session::load`] for code that is not async.
@@ -245,7 +313,8 @@ impl Session {
 
     /// A `.csv` file read with NumPy's `loadtxt` options: `header` (the first line names
     /// the columns and is not data), `delimiter` (one ASCII character) and `usecols` (the
-    /// columns kept, in that order; negative from the end). As for [`Session::load`].
+    /// columns kept, in that order; negative from the end). As for [`Session::load`];
+    /// [`Session::read_csv`] takes names and pandas' options.
     ///
     /// ```
     /// # use nums_cloud::api::Session;
@@ -268,23 +337,14 @@ impl Session {
         delimiter: char,
         usecols: Option<&[i64]>,
     ) -> Result<Array, Error> {
-        let label = format!("load_csv({path:?})");
-        let refuse = |message: String| Error::Job {
-            raises: Default::default(),
-            array: Some(label.clone()),
-            message: format!("`{label}`: {message}"),
-        };
-        if !delimiter.is_ascii() {
-            return Err(refuse(format!(
-                "the delimiter {delimiter:?} is not one ASCII character"
-            )));
-        }
-        let csv = CsvOptions {
+        let o = ReadCsv {
             header,
-            delimiter: delimiter as u8,
-            usecols: usecols.map(|c| c.iter().map(|&i| crate::job::ColumnRef::Index(i)).collect()),
+            delimiter,
+            usecols: usecols.map(|c| c.iter().map(|&i| Column::Index(i)).collect()),
+            call: "load_csv".into(),
+            ..ReadCsv::default()
         };
-        self.load_with(path, csv).await
+        self.read_csv(path, &o).await
     }
 
     /// [`Session::load_csv`] for code that is not async.
@@ -298,9 +358,89 @@ impl Session {
         super::blocking::block_on(self.load_csv(path, header, delimiter, usecols))?
     }
 
-    async fn load_with(&self, path: &str, csv: CsvOptions) -> Result<Array, Error> {
+    /// A `.csv` file read as [`ReadCsv`] says (columns by index or header name, pandas'
+    /// column order, dtypes per column). As for [`Session::load`].
+    ///
+    /// ```
+    /// # use nums_cloud::api::{Column, ReadCsv, Session};
+    /// # fn main() -> Result<(), nums_cloud::Error> {
+    /// # let dir = std::env::temp_dir().join("nums-cloud-doc-read-csv");
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// # let s = Session::new(&format!("file://{}", dir.display()))?
+    /// #     .function_binary(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/debug/nums-cloud"));
+    /// let file = dir.join("labels.csv");
+    /// std::fs::write(&file, "f1,label,f2\n0.5,1,2\n1.5,0,4\n").unwrap();
+    /// let o = ReadCsv {
+    ///     header: true,
+    ///     usecols: Some(vec![Column::Name("label".into()), Column::Name("f1".into())]),
+    ///     pandas_usecols: true, // kept in the file's order: f1, label
+    ///     ..ReadCsv::default()
+    /// };
+    /// let x = s.read_csv_blocking(file.to_str().unwrap(), &o)?;
+    /// assert_eq!(x.compute_blocking::<f64>()?.into_raw_vec_and_offset().0, vec![0.5, 1.0, 1.5, 0.0]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn read_csv(&self, path: &str, o: &ReadCsv) -> Result<Array, Error> {
+        let label = format!("{}({path:?})", o.call);
+        let refuse = |message: String| Error::Job {
+            raises: Default::default(),
+            array: Some(label.clone()),
+            message: format!("`{label}`: {message}"),
+        };
+        if !o.delimiter.is_ascii() {
+            return Err(refuse(format!(
+                "the delimiter {:?} is not one ASCII character",
+                o.delimiter
+            )));
+        }
+        if let Some(cols) = &o.usecols {
+            let names = cols.iter().filter(|c| matches!(c, Column::Name(_))).count();
+            if o.pandas_usecols && names > 0 && names < cols.len() {
+                // pandas' rule: a list of names mixed with numbers is ambiguous.
+                return Err(refuse(
+                    "usecols must be all column names or all column numbers (as pandas takes them), not both"
+                        .into(),
+                ));
+            }
+            if names > 0 && !o.header {
+                return Err(refuse(format!(
+                    "usecols names columns ({}), but the file is read without a header line to name them",
+                    cols.iter()
+                        .filter_map(|c| match c {
+                            Column::Name(n) => Some(format!("{n:?}")),
+                            Column::Index(_) => None,
+                        })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+        let csv = CsvOptions {
+            header: o.header,
+            delimiter: o.delimiter as u8,
+            usecols: o.usecols.clone(),
+            file_order: o.pandas_usecols,
+            dtypes: o.dtypes.clone(),
+        };
+        self.load_with(path, csv, o.dtype, label).await
+    }
+
+    /// [`Session::read_csv`] for code that is not async.
+    pub fn read_csv_blocking(&self, path: &str, o: &ReadCsv) -> Result<Array, Error> {
+        super::blocking::block_on(self.read_csv(path, o))?
+    }
+
+    /// A load of `path` read with `csv` as `dtype` (`None`: the file's own), named `label`
+    /// in messages.
+    async fn load_with(
+        &self,
+        path: &str,
+        csv: CsvOptions,
+        dtype: Option<nums_layout::DType>,
+        label: String,
+    ) -> Result<Array, Error> {
         self.refuse_closed()?;
-        let label = format!("load({path:?})");
         // As a job file's `load` takes it: s3:// as it is, a file:// URL or a path (relative
         // to the working directory when the session was made) as an absolute path.
         let path = match path.strip_prefix("file://") {
@@ -317,7 +457,7 @@ impl Session {
             line: 0,
             source: Source::Load { path, csv },
             block: None,
-            dtype: None,
+            dtype,
         };
         let job = self.program(vec![def.clone()]);
         let probes = crate::graph::probe(&job).await.map_err(|j| Error::Job {
@@ -330,6 +470,15 @@ impl Session {
             g.set_compute(self.cfg.compute());
             g.define(&def, &probes)
         };
+        // The names its columns are read with, for a save that names them.
+        let names = probes
+            .0
+            .get(&def.name)
+            .and_then(crate::export::probe_columns);
+        if let (Ok(id), Some(names)) = (&r, names) {
+            let mut columns = self.st.columns.lock().unwrap_or_else(|p| p.into_inner());
+            columns.insert(*id, names);
+        }
         let a = Array::made(
             self,
             r.map_err(|message| Error::Job {
@@ -529,6 +678,15 @@ impl Session {
             .await)
             .map_err(|e| self.engine_error(e.into()))?;
         let in_process = self.cfg.runs_here(meta.nbytes());
+        // A file's columns are named as the array was read (a CSV's header, a Parquet
+        // file's), else c0, c1, ...: never by the session's node.
+        let width = meta.shape.get(1).copied().unwrap_or(1);
+        let read_with = (self.st.columns.lock())
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&id)
+            .filter(|n| n.len() as u64 == width && meta.ndim() <= 2)
+            .cloned();
+        let names = read_with.unwrap_or_else(|| (0..width).map(|j| format!("c{j}")).collect());
         let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
         let o = crate::job::OutputDef {
             name: a.label(),
@@ -543,7 +701,7 @@ impl Session {
             let store = self.claimed_store().await?;
             let watch = backend.watch(self);
             let stages = backend.stages(self, &store, &prefix, &watch);
-            crate::export::write_output(&stages, &Default::default(), &o, arr)
+            crate::export::write_output(&stages, &Default::default(), &o, arr, Some(names))
                 .await
                 .map_err(|e| self.engine_error(e))
         }
@@ -605,12 +763,13 @@ impl Session {
         let mut targets: Vec<(NodeId, String)> =
             todo.iter().map(|&id| (id, format!("n{id}"))).collect();
         let cg = self.compute_graph(&targets);
-        // The inputs this compute imports are kept as well: later computes read them in
-        // place instead of importing them again.
+        // The inputs this compute imports whole are kept as well: later computes read
+        // them in place instead of importing them again. One it needs a part of (`x[:2]`
+        // of a large file) is read only there, block by block, and not kept.
         let imports: Vec<NodeId> = cg
             .needed
             .iter()
-            .filter(|&&i| cg.g.nodes[i].op.is_import())
+            .filter(|&&i| cg.g.nodes[i].op.is_import() && cg.whole[i])
             .map(|&i| cg.back[i])
             .filter(|id| !todo.contains(id))
             .collect();
@@ -681,6 +840,9 @@ impl Session {
         let needed: Vec<NodeId> = (0..g.nodes.len())
             .filter(|&i| work.needed(i) || fitting[i])
             .collect();
+        let whole: Vec<bool> = (0..g.nodes.len())
+            .map(|i| fitting[i] || work.bytes(i) == g.nodes[i].meta.nbytes())
+            .collect();
         let bytes = (needed.iter())
             .map(|&i| match fitting[i] {
                 true => g.nodes[i].meta.nbytes(),
@@ -713,6 +875,7 @@ impl Session {
             g,
             back,
             needed,
+            whole,
             bytes,
             warm,
         }
@@ -1142,3 +1305,24 @@ impl Drop for State {
 
 /// What the session's fits measured, by node (for the models' `n_iter_` and convergence).
 pub(crate) type Fits = HashMap<NodeId, crate::models::solver::Fitted>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A session's node and store keys in an engine message become the array the user
+    /// wrote, the punctuation around them kept.
+    #[test]
+    fn node_words_in_the_users_words() {
+        let label = r#"read_csv("a.csv")"#;
+        assert_eq!(named_node("n12:"), Some((12, false)));
+        assert_eq!(in_user_words("n12:", label), r#"`read_csv("a.csv")`:"#);
+        let key = "api-d57f/c1/out/n0/c/3/0),";
+        assert_eq!(named_node(key), Some((0, false)));
+        assert_eq!(
+            in_user_words(key, label),
+            r#"(3, 0) of `read_csv("a.csv")`),"#
+        );
+        assert_eq!(in_user_words("api-d57f/c1/out/n0/c/2", "x"), "(2,) of `x`");
+    }
+}

@@ -53,13 +53,14 @@ use nums_layout::{ArrayMeta, Block, DType, StoreSpec};
 pub use self::array::Operand;
 pub use self::build::Arg;
 use self::build::Operands;
+pub use self::compute::ReadCsv;
 pub use self::handle::Array;
 use crate::error::Error;
 use crate::expr::Expr;
 pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
 pub use crate::graph::{Signature, signatures as functions};
-pub use crate::job::{Backend, SchedulerKind as Scheduler};
+pub use crate::job::{Backend, ColumnRef as Column, SchedulerKind as Scheduler};
 pub use nums_layout::tier::TierStats;
 
 /// What this process's memory tier holds and has served ([`Session::memory_tier_bytes`]).
@@ -188,6 +189,9 @@ pub(crate) struct State {
     runtime: Mutex<Option<tokio::runtime::Runtime>>,
     /// What each fit measured, by its node.
     fits: Mutex<compute::Fits>,
+    /// The names of the columns of each loaded input that has them (a CSV's header, a
+    /// Parquet file's), by its node: a save names its columns so.
+    columns: Mutex<HashMap<NodeId, Vec<String>>>,
     /// What the session's computes sent.
     counts: compute::Counters,
     /// The array that made each node, by the node it ended with: a node belongs to the
@@ -540,6 +544,7 @@ impl Session {
                 backend: tokio::sync::Mutex::new(None),
                 runtime: Default::default(),
                 fits: Mutex::new(HashMap::new()),
+                columns: Mutex::new(HashMap::new()),
                 counts: Default::default(),
                 owners: Mutex::new(Default::default()),
                 holders: Default::default(),

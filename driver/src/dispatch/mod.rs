@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
+use nums_layout::ErrorKind;
 use nums_layout::Store;
-use nums_layout::batch::Stats;
+use nums_layout::batch::{Kernel, Stats};
 use nums_layout::failure::Retry;
 
 use crate::sched::PlannedBatch;
@@ -271,6 +272,23 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         }
     }
 
+    /// After a malformed field at `at` (a CSV file's key, a task's first line): starts only
+    /// the ready batches that read that file before that line, while workers are free.
+    fn fill_earlier(&mut self, at: &(String, u64)) {
+        let mut k = 0;
+        while self.active < self.workers && k < self.ready.len() {
+            let i = self.ready[k];
+            if csv_first_line(&self.batches[i], &at.0).is_some_and(|l| l < at.1) {
+                self.ready.remove(k);
+                self.active += 1;
+                self.started += 1;
+                self.send(i, Duration::ZERO, false);
+            } else {
+                k += 1;
+            }
+        }
+    }
+
     /// Sends a backup of every straggler; returns when the next send left would become one.
     fn back_up_stragglers(&mut self) -> Option<Instant> {
         let rule = self.policy.backups.as_ref()?;
@@ -513,10 +531,18 @@ pub async fn run_batches_observed<I: Invoke>(
         active: 0,
         total: Dispatched::default(),
     };
+    // A malformed CSV field: the failure met earliest in the file so far, and where.
+    let mut bad_field: Option<(DispatchError, (String, u64))> = None;
     while d.done < n {
-        d.fill();
+        match &bad_field {
+            None => d.fill(),
+            Some((_, at)) => d.fill_earlier(at),
+        }
         let wake = d.back_up_stragglers();
         if d.running.is_empty() {
+            if bad_field.is_some() {
+                break;
+            }
             unreachable!("dependency cycle in the batch graph");
         }
         let outcome = match wake {
@@ -537,18 +563,72 @@ pub async fn run_batches_observed<I: Invoke>(
                 result: o.result.as_ref(),
                 late: d.state[o.batch].done,
             });
-            if let Some((i, stats)) = d.take(o)? {
-                on_done(i, &stats);
+            match d.take(o) {
+                Ok(Some((i, stats))) => on_done(i, &stats),
+                Ok(None) => {}
+                // Blocks are parsed in parallel and the first failure to arrive need not
+                // be the file's first bad line: the invocations running finish, and those
+                // ready that read the file before it run too (no other work starts);
+                // the earliest in the file is the error.
+                Err(e) => {
+                    let at = csv_place(&batches[e.batch], &e.error);
+                    if at.is_none() && bad_field.is_none() {
+                        return Err(e);
+                    }
+                    // A failed batch no longer holds a worker while the others finish.
+                    d.active -= 1;
+                    if let Some(at) = at
+                        && bad_field.as_ref().is_none_or(|(_, first)| at < *first)
+                    {
+                        bad_field = Some((e, at));
+                    }
+                }
             }
         }
     }
-    Ok(d.total)
+    match bad_field {
+        Some((e, _)) => Err(e),
+        None => Ok(d.total),
+    }
+}
+
+/// Where a failure of batch `b` lies in a CSV file when it is a task's malformed field:
+/// the file's key and the first line of the task that met it (tasks read disjoint lines,
+/// and a task reports its own first bad line).
+fn csv_place(b: &PlannedBatch, error: &InvokeError) -> Option<(String, u64)> {
+    let InvokeError::Function { kind, message, .. } = error else {
+        return None;
+    };
+    if !matches!(kind, ErrorKind::Kernel | ErrorKind::ValueError) {
+        return None;
+    }
+    // The function's `task N (block KEY): ...` (`FnError::Kernel`).
+    let n: usize = message
+        .strip_prefix("task ")?
+        .split(' ')
+        .next()?
+        .parse()
+        .ok()?;
+    match &b.batch().tasks.get(n)?.kernel {
+        Kernel::ImportCsv { key, line, .. } => Some((key.clone(), *line)),
+        _ => None,
+    }
+}
+
+/// The first line in file `key` of the CSV import tasks of batch `b`, if it has any.
+fn csv_first_line(b: &PlannedBatch, key: &str) -> Option<u64> {
+    (b.batch().tasks.iter())
+        .filter_map(|t| match &t.kernel {
+            Kernel::ImportCsv { key: k, line, .. } if k == key => Some(*line),
+            _ => None,
+        })
+        .min()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use nums_layout::batch::{Batch, Payload};
+    use nums_layout::batch::{Batch, BlockRef, Payload, Task};
     use nums_layout::{ErrorKind, StoreSpec};
     use std::collections::HashMap;
     use std::sync::atomic::AtomicUsize;
@@ -727,6 +807,77 @@ mod tests {
         })
         .await;
         (r, seen)
+    }
+
+    /// A malformed CSV field met by several batches at once is reported at the file's
+    /// first bad line, whichever failure arrives first: the batches running finish, the
+    /// ready ones that read the file before the failure run, and no other starts.
+    #[tokio::test]
+    async fn a_csv_files_first_bad_line_wins_whichever_fails_first() {
+        let (store, dir) = temp_store("fake-csv");
+        // Batch i imports the block of the file from line `first(i)`: the ready order is
+        // the file's reversed.
+        let first = |i: usize| 1 + 100 * (4 - i as u64);
+        let mut batches = plan(6, &store, |_| vec![]);
+        for (i, b) in batches.iter_mut().enumerate().take(5) {
+            let mut batch = b.batch();
+            batch.tasks = vec![Task {
+                kernel: Kernel::ImportCsv {
+                    source: store.spec().clone(),
+                    key: "f.csv".into(),
+                    start: 0,
+                    end: 0,
+                    line: first(i),
+                    skip: 0,
+                    columns: 1,
+                    usecols: vec![0],
+                    delimiter: b',',
+                    dtypes: vec![],
+                },
+                inputs: vec![],
+                output: BlockRef {
+                    array: 0,
+                    index: vec![i as u64],
+                },
+                write_output: true,
+            }];
+            *b = b.with_batch(batch);
+        }
+        let bad = |i: usize| InvokeError::Function {
+            kind: ErrorKind::Kernel,
+            error_type: "KernelError".into(),
+            message: format!(
+                "task 0 (block X/c/{i}): f.csv:{}: column 1: \"x\" is not a number",
+                first(i) + 7
+            ),
+        };
+        // Batch 0 (the file's last block) fails at once, batch 2 a little later; batch 1
+        // is slow; batch 3 then runs (before 2's lines), batch 4 (the file's first block)
+        // too, and is fine; batch 5 (no import) never starts.
+        let f = fake(move |i, _, _| match i {
+            0 => Act::Fail(bad(0)),
+            1 => Act::OkAfter(Duration::from_millis(40)),
+            2 => Act::FailAfter(Duration::from_millis(5), bad(2)),
+            3 => Act::FailAfter(Duration::from_millis(5), bad(3)),
+            _ => Act::Ok,
+        });
+        let (r, _) = dispatch(&f, &batches, &store, 2, &fast()).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.batch, 3, "{e}");
+        assert!(e.to_string().contains("f.csv:108:"), "{e}");
+        assert_eq!(
+            (0..6).map(|i| f.sends_of(i)).collect::<Vec<_>>(),
+            [1, 1, 1, 1, 1, 0]
+        );
+        // An error of any other kind still ends the dispatch at once.
+        let f = fake(|i, _, _| match i {
+            0 => Act::Fail(function_error(ErrorKind::OutOfMemory)),
+            _ => Act::OkAfter(Duration::from_millis(20)),
+        });
+        let (r, _) = dispatch(&f, &batches, &store, 2, &fast()).await;
+        assert_eq!(r.unwrap_err().batch, 0);
+        assert_eq!(f.sends_of(2), 0);
+        std::fs::remove_dir_all(dir).ok();
     }
 
     /// Every batch runs once, after its dependencies answered, never more than `workers`

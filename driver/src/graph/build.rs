@@ -135,8 +135,9 @@ fn shared_splits(job: &Job, probes: &Probes) -> HashMap<u64, u64> {
             Source::Load { .. } => match probes.0.get(&a.name) {
                 Some(p) => {
                     let (dtype, stored) = match p {
-                        Probe::Npy { dtype, .. } | Probe::Parquet { dtype, .. } => (*dtype, None),
-                        Probe::Csv { .. } => (DType::Float64, None),
+                        Probe::Npy { dtype, .. }
+                        | Probe::Parquet { dtype, .. }
+                        | Probe::Csv { dtype, .. } => (*dtype, None),
                         Probe::Zarr { meta, in_place, .. } => {
                             (meta.dtype, in_place.as_ref().map(|_| meta.block.clone()))
                         }
@@ -600,15 +601,18 @@ impl<'a> Builder<'a> {
                         index,
                         delimiter,
                         usecols,
+                        dtype,
+                        dtypes,
                         ..
                     } => (
-                        DType::Float64,
+                        dtype,
                         NodeOp::ImportCsv {
                             source,
                             key,
                             index,
                             delimiter,
                             usecols,
+                            dtypes,
                         },
                     ),
                     Probe::Parquet {

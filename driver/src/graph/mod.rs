@@ -90,6 +90,9 @@ pub enum NodeOp {
         index: std::sync::Arc<nums_function::csv_index::CsvIndex>,
         delimiter: u8,
         usecols: Vec<u64>,
+        /// The dtype each kept column parses as before it takes the array's (empty: the
+        /// array's).
+        dtypes: Vec<DType>,
     },
     /// A Parquet file's numeric columns the functions import into the store, each task
     /// reading the column chunks of its rows (`metadata`: the footer's byte range;

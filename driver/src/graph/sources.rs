@@ -40,6 +40,10 @@ pub enum Probe {
         delimiter: u8,
         /// The file's columns the array keeps, in order (resolved from `usecols`).
         usecols: Vec<u64>,
+        /// The array's dtype: float64, or the promotion of the kept columns' `dtypes`.
+        dtype: DType,
+        /// The dtype each kept column parses as (empty: none has its own).
+        dtypes: Vec<DType>,
         /// As for `Npy`.
         upload: Option<std::path::PathBuf>,
         /// As for `Npy`.
@@ -663,14 +667,36 @@ async fn probe_csv(
             index.first_fields, index.header_line, index.columns
         )));
     }
-    let usecols = match &opts.usecols {
+    let resolve =
+        |c: &crate::job::ColumnRef| resolve_column(c, index.columns, &index.names, path, "header");
+    let mut usecols = match &opts.usecols {
         None => (0..index.columns).collect(),
         Some(cols) => cols
             .iter()
-            .map(|c| resolve_column(c, index.columns, &index.names, path, "header"))
+            .map(resolve)
             .collect::<Result<Vec<u64>, String>>()
             .map_err(|m| ("usecols", m))?,
     };
+    if opts.file_order {
+        usecols.sort_unstable();
+        usecols.dedup();
+    }
+    // A column named twice takes its last dtype, as a dict would.
+    let mut by_column = HashMap::new();
+    for (c, dt) in &opts.dtypes {
+        by_column.insert(resolve(c).map_err(|m| ("dtype", m))?, *dt);
+    }
+    let dtypes: Vec<DType> = match by_column.is_empty() {
+        true => Vec::new(),
+        false => (usecols.iter())
+            .map(|c| by_column.get(c).copied().unwrap_or(DType::Float64))
+            .collect(),
+    };
+    let dtype = dtypes
+        .iter()
+        .copied()
+        .reduce(DType::promote)
+        .unwrap_or(DType::Float64);
     let shape = if usecols.len() == 1 {
         vec![index.rows]
     } else {
@@ -684,6 +710,8 @@ async fn probe_csv(
         index: std::sync::Arc::new(index),
         delimiter: opts.delimiter,
         usecols,
+        dtype,
+        dtypes,
         upload: None,
         version: String::new(),
     })

@@ -48,16 +48,19 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             index,
             delimiter,
             usecols,
+            dtypes,
         } => {
             // The block's rows, found from the index; a block splitting the columns
             // parses only its own.
-            let cols = match n.meta.ndim() {
+            let own = match n.meta.ndim() {
                 2 => {
                     let c0 = n.meta.block_origin(idx)[1] as usize;
-                    usecols[c0..c0 + n.meta.block_shape(idx)[1]].to_vec()
+                    c0..c0 + n.meta.block_shape(idx)[1]
                 }
-                _ => usecols.clone(),
+                _ => 0..usecols.len(),
             };
+            let cols = usecols[own.clone()].to_vec();
+            let dtypes = dtypes.get(own).map_or_else(Vec::new, <[_]>::to_vec);
             let r0 = n.meta.block_origin(idx)[0];
             let r1 = r0 + n.meta.block_shape(idx)[0] as u64;
             let (start, end, line, skip) = index.span(r0, r1);
@@ -72,6 +75,7 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     columns: index.columns,
                     usecols: cols,
                     delimiter: *delimiter,
+                    dtypes,
                 },
                 vec![],
             )

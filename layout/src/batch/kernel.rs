@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ops::{BinaryOp, QuantileMethod, ReduceOp, UnaryOp};
+use crate::DType;
 use crate::scalar::Scalar;
 use crate::store::StoreSpec;
 
@@ -195,7 +196,7 @@ pub enum Kernel {
     /// are passed over, then the block's rows are read; every data row has `columns`
     /// fields, of which the block's columns are fields `usecols` (0-based, in order). No
     /// row the block needs lies past byte `end`. Fields parse as the output's dtype
-    /// (int64 exactly).
+    /// (int64 exactly), or as their column's own in `dtypes`, then cast to it.
     ImportCsv {
         /// The store that holds the file.
         source: StoreSpec,
@@ -215,6 +216,10 @@ pub enum Kernel {
         usecols: Vec<u64>,
         /// The byte that separates fields.
         delimiter: u8,
+        /// The dtype each of the block's columns parses as (pandas' `dtype={...}`);
+        /// empty: all as the output's.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dtypes: Vec<DType>,
     },
     /// No inputs; the first stage of importing a large CSV file `key` (`size` bytes) of the
     /// store `source`: the row index of pieces `pieces.0..pieces.1` of the file cut every

@@ -119,23 +119,105 @@ def get(*arrays):
     return vals[0] if len(vals) == 1 else tuple(vals)
 
 
-def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=None):
-    """Read a CSV file of numbers into an array, in parallel by the functions (NumS's
-    ``nums.read_csv``; ``np.loadtxt``'s reading): float64, ``#`` comments and blank lines
-    skipped, missing values (an empty field, ``NA``, ``null``, ...) NaN as pandas reads them; ``has_header`` (or ``header``) skips the first line, ``usecols`` keeps those
-    columns (negative from the end). Local or ``s3://``."""
+# ``header`` not given: NumS's ``has_header`` decides.
+_NO_HEADER_ARG = object()
+
+
+def _csv_header(has_header, header):
+    """Whether the first line names the columns: ``header`` as pandas takes it (0: the
+    first line, None: no names), else NumS's ``has_header``."""
+    if header is _NO_HEADER_ARG:
+        return _builtins.bool(has_header)
+    if isinstance(header, (_builtins.bool, _np.bool_)):
+        raise TypeError("Passing a bool to header is invalid. Use header=None for no header "
+                        "or header=0 for column names (as pandas.read_csv)")
+    if header is None:
+        if has_header:
+            raise ValueError("has_header=True and header=None disagree: the first line "
+                             "names the columns with header=0, none do with header=None")
+        return False
+    if header == "infer" or (isinstance(header, (_builtins.int, _np.integer)) and header == 0):
+        return True
+    raise ValueError(f"header={header!r}: nums-cloud reads column names from the first line "
+                     "only: header=0 (the first line names the columns, as pandas' "
+                     "header=0) or header=None (no line does)")
+
+
+def _csv(filename, call, header, delimiter, usecols, pandas_usecols, dtype):
+    """The engine's CSV read (``_native.Session.read_csv``) of NumPy's or pandas'
+    arguments: ``usecols`` one column or several, by number or header name; ``dtype`` one
+    dtype or a dict of column to dtype."""
+    if delimiter is None or len(str(delimiter)) != 1:
+        raise ValueError(f"delimiter={delimiter!r}: nums-cloud reads fields separated by "
+                         "one character, such as delimiter=','")
+    if usecols is not None and isinstance(usecols, (str, _builtins.int, _np.integer)):
+        usecols = [usecols]
+    cols = None if usecols is None else [
+        c if isinstance(c, str) else _builtins.int(c) for c in usecols]
+    one, per = None, []
+    if isinstance(dtype, dict):
+        per = [(c if isinstance(c, str) else _builtins.int(c), _array.dtype_name(d))
+               for c, d in dtype.items()]
+    elif dtype is not None:
+        one = _array.dtype_name(dtype)
     s = _session.session()._native
-    head = _builtins.bool(has_header if header is None else header)
-    cols = None if usecols is None else [_builtins.int(c) for c in usecols]
-    return BlockArray(s.load(str(filename), head, delimiter, cols), s)
+    return BlockArray(s.read_csv(str(filename), header, str(delimiter), cols, pandas_usecols,
+                                 one, per, call), s)
 
 
-def loadtxt(fname, delimiter=",", skiprows=0, usecols=None):
+def read_csv(filename, has_header=False, delimiter=",", usecols=None, header=_NO_HEADER_ARG,
+             dtype=None):
+    """Read a CSV file of numbers into an array, in parallel by the functions (NumS's
+    ``nums.read_csv``, with pandas' ``header``, ``usecols`` and ``dtype``). Local or
+    ``s3://``.
+
+    ``#`` comments and blank lines are skipped; missing values (an empty field, ``NA``,
+    ``null``, ...) are NaN as pandas reads them (in a float column; an error in an int or
+    bool one).
+
+    Parameters
+    ----------
+    has_header : bool
+        NumS's: the first line names the columns (default: it is data).
+    header : {0, None}, optional
+        pandas': 0, the first line names the columns; None, no line does. Given, it
+        decides; other values (a bool, a later line) are refused.
+    usecols : list of int or list of str, optional
+        The columns kept, by number (negative from the end) or by header name, not
+        both (as pandas); kept in the file's order, each once, as pandas keeps them.
+    dtype : dtype or dict, optional
+        The array's dtype (default float64), or a dtype per column (by name or number),
+        as pandas takes it: each column's fields parse as its dtype (an int64 column
+        refuses ``0.5`` and a missing value), and as an array has one dtype, the result's
+        is NumPy's promotion of the kept columns' (float64 for those not named).
+    """
+    head = _csv_header(has_header, header)
+    return _csv(filename, "read_csv", head, delimiter, usecols, True, dtype)
+
+
+def loadtxt(fname, dtype=float, delimiter=",", skiprows=0, usecols=None):
     """Load data from a text file (NumPy's ``loadtxt`` for numeric CSV files; see
-    :func:`read_csv`). ``skiprows`` may be 0 or 1 (a header line)."""
+    :func:`read_csv`): ``usecols`` kept in the order given. ``skiprows`` may be 0 or 1 (a
+    header line)."""
     if skiprows not in (0, 1):
         raise ValueError("nums-cloud's loadtxt skips at most one header line")
-    return read_csv(fname, has_header=skiprows == 1, delimiter=delimiter, usecols=usecols)
+    return _csv(fname, "loadtxt", skiprows == 1, delimiter, usecols, False, dtype)
+
+
+def genfromtxt(fname, dtype=float, delimiter=None, skip_header=0, usecols=None,
+               filling_values=None):
+    """Load data from a text file, with missing values handled as specified (NumPy's
+    ``genfromtxt`` for numeric CSV files; see :func:`read_csv`): a missing value (an empty
+    field, ``NA``, ``null``, ...) is NaN, or ``filling_values`` when given (a field that
+    reads ``nan`` is filled too). ``delimiter`` must be given (one character: NumPy's
+    default splits at any whitespace, which nums-cloud does not read); ``skip_header`` 0 or
+    1 (a header line); ``usecols`` kept in the order given."""
+    if skip_header not in (0, 1):
+        raise ValueError("nums-cloud's genfromtxt skips at most one header line")
+    x = _csv(fname, "genfromtxt", skip_header == 1, delimiter, usecols, False, dtype)
+    if filling_values is None:
+        return x
+    return where(isnan(x), filling_values, x)  # noqa: F821 (the engine's, generated)
 
 
 def load(file):
