@@ -168,3 +168,20 @@ def test_an_error_names_the_users_expression_not_a_node(session, tmp_path):
     text = str(e.value)
     assert "e.csv:3: column 2" in text and "read_csv(\"" in text, text
     assert not INTERNAL.search(text), text
+
+
+def test_the_day_two_example_runs_and_equals_pandas_numpy_and_scikit_learn(tmp_path):
+    """examples/day_two.py, a new user's notebook-like session (a CSV with blanks and a
+    text column, exploration, a fit with string labels and class weights, model selection,
+    saving), runs end to end; each of its steps checks itself against the references."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(repo / "python")}
+    p = subprocess.run([sys.executable, str(repo / "examples" / "day_two.py"), str(tmp_path)],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "DIFFERS" not in p.stdout and p.stdout.count("ok ") >= 18, p.stdout
