@@ -253,3 +253,18 @@ def test_the_names_docs_unsupported_listed_are_numpys(session):
              f"correlate swapped {mode}")
     same(nps.empty((2, 3)), np.zeros((2, 3)), "empty")
     same(nps.empty_like(x, dtype=np.int32), np.zeros((7, 5), np.int32), "empty_like")
+
+
+def test_gradient_is_numpys(session):
+    """np.gradient with uniform spacing: NumPy's formulas, bit for bit; one array for one
+    axis, a tuple for several; ints in float64."""
+    a2 = RNG.normal(size=(9, 6))
+    x = nps.array(a2).block(4, 4)
+    same(nps.gradient(nps.array(F[:40]).block(7)), np.gradient(F[:40]), "1-D")
+    same(nps.gradient(nps.array(I).block(9), 0.5), np.gradient(I, 0.5), "int, dx")
+    for got, want in zip(nps.gradient(x, 2.0, 0.25), np.gradient(a2, 2.0, 0.25)):
+        same(got, want, "2-D, a spacing per axis")
+    same(nps.gradient(x, axis=1), np.gradient(a2, axis=1), "axis")
+    same(nps.gradient(nps.array([1.0, 4.0])), np.gradient(np.array([1.0, 4.0])), "two points")
+    with pytest.raises(ValueError, match="too small"):
+        nps.gradient(nps.array([1.0]))

@@ -115,7 +115,13 @@ fn linalg_message(message: &str) -> String {
 /// ([`nums_cloud::PyException`]), never the message's words.
 fn numpy_exception(py: Python<'_>, raises: nums_cloud::PyException, message: &str) -> PyErr {
     use nums_cloud::PyException as E;
-    let m = message.to_string();
+    // A kernel's refusal carries its class as a prefix (how the function tells it); the
+    // exception's own class says it, so the message need not again.
+    let m = message
+        .strip_prefix(raises.name())
+        .and_then(|r| r.strip_prefix(": "))
+        .unwrap_or(message)
+        .to_string();
     match raises {
         E::TypeError => PyTypeError::new_err(m),
         E::IndexError => pyo3::exceptions::PyIndexError::new_err(m),

@@ -61,6 +61,13 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.trapezoid` (NumPy's formula: `sum(d * (y[1:] + y[:-1]) / 2.0)`)",
         trapezoid,
     ),
+    FuncDef::new(
+        "gradient",
+        &["f", "varargs", "axis", "edge_order"],
+        "`np.gradient` with uniform spacing (a number per axis), `edge_order=1`; a tuple for several axes",
+        gradient,
+    )
+    .rest(Rest::Leading),
 ];
 
 /// cumsum and friends (`array_api`: cumulative_sum/prod, whose axis is required past 1-D
@@ -371,4 +378,97 @@ fn trapezoid(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         &[("a", t), ("axis", Val::Num(Scalar::Int(axis as i64)))],
         b.pos,
     )
+}
+
+/// NumPy's gradient with uniform spacing, by its formulas: `(f[2:] - f[:-2]) / (2. *
+/// dx)` inside, one-sided `(f[1] - f[0]) / dx` and `(f[-1] - f[-2]) / dx` at the ends;
+/// ints in float64. One array for one axis, a tuple for several.
+fn gradient(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let rest = b.rest();
+    let Some((f, p)) = rest.first().cloned() else {
+        return Err(b.err(b.pos, "gradient() is missing the argument \"f\""));
+    };
+    let f = s.list_operand(f, p)?;
+    let f = s.node(f, p)?;
+    let m = s.meta(f).clone();
+    if m.dtype == DType::Bool {
+        return Err(b.raising(
+            crate::refusal::PyException::TypeError,
+            p,
+            "gradient(): f of bools cannot be subtracted (NumPy raises TypeError)",
+        ));
+    }
+    let f = if m.dtype.is_int() {
+        s.cast(f, DType::Float64)
+    } else {
+        f
+    };
+    let axes: Vec<usize> = match b.get("axis") {
+        None => (0..m.ndim()).collect(),
+        Some((Val::Tuple(t), p)) => t
+            .iter()
+            .map(|a| axis_of(a, m.ndim()).map_err(|e| b.refused(*p, e)))
+            .collect::<Result<_, _>>()?,
+        Some((a, p)) => vec![axis_of(a, m.ndim()).map_err(|e| b.refused(*p, e))?],
+    };
+    if b.int("edge_order")?.is_some_and(|e| e != 1) {
+        return Err(b.err(b.pos, "gradient(): only edge_order=1 is supported"));
+    }
+    let spacing: Vec<Val> = rest[1..].iter().map(|(v, _)| v.clone()).collect();
+    let dx = |i: usize| -> Result<Val, EvalError> {
+        let v = match spacing.len() {
+            0 => return Ok(Val::Num(Scalar::Float(1.0))),
+            1 => &spacing[0],
+            n if n == axes.len() => &spacing[i],
+            _ => {
+                return Err(b.err(
+                    b.pos,
+                    "gradient(): invalid number of arguments (one spacing, or one per axis)",
+                ));
+            }
+        };
+        match v {
+            Val::Num(x) => Ok(Val::Num(Scalar::Float(x.as_f64()))),
+            _ => Err(b.err(
+                b.pos,
+                "gradient(): spacing is a number per axis (coordinate arrays are not supported)",
+            )),
+        }
+    };
+    let mut out = Vec::new();
+    for (i, &axis) in axes.iter().enumerate() {
+        let n = m.shape[axis];
+        if n < 2 {
+            return Err(b.err(
+                b.pos,
+                "gradient(): Shape of array too small to calculate a numerical gradient, at least (edge_order + 1) elements are required.",
+            ));
+        }
+        let d = dx(i)?;
+        let two_d = match &d {
+            Val::Num(x) => Val::Num(Scalar::Float(2.0 * x.as_f64())),
+            v => v.clone(),
+        };
+        let part =
+            |s: &mut Builder, hi: u64, lo: u64, len: u64, by: Val| -> Result<NodeId, EvalError> {
+                let a = s.slice(f, &[(axis, hi, len)]);
+                let c = s.slice(f, &[(axis, lo, len)]);
+                let v = s.elementwise2(BinaryOp::Sub, Val::Arr(a), Val::Arr(c), b.pos)?;
+                let v = s.elementwise2(BinaryOp::Div, v, by, b.pos)?;
+                s.node(v, b.pos)
+            };
+        let first = part(s, 1, 0, 1, d.clone())?;
+        let last = part(s, n - 1, n - 2, 1, d.clone())?;
+        let mut parts = vec![first];
+        if n > 2 {
+            parts.push(part(s, 2, 0, n - 2, two_d)?);
+        }
+        parts.push(last);
+        out.push(Val::Arr(s.concat(parts, axis, b.pos)?));
+    }
+    Ok(if out.len() == 1 {
+        out.pop().expect("one axis")
+    } else {
+        Val::Tuple(out)
+    })
 }

@@ -1288,7 +1288,9 @@ fn diag(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         2 => s.apply("diagonal", &[("a", Val::Arr(v)), ("offset", int(k))], b.pos),
         1 => {
             let n = s.meta(v).shape[0];
-            let size = n + k.unsigned_abs();
+            let size = n.saturating_add(k.unsigned_abs());
+            check_elements(&[size, size]).map_err(|m| b.err(b.pos, format!("diag(): {m}")))?;
+            let k = k.clamp(-(size as i64), size as i64);
             // Row i holds v[i] at column i + k: v padded to `size` at the start (k > 0) or
             // end, broadcast along the rows, kept on the diagonal.
             let pad = if k >= 0 { (k, 0) } else { (0, -k) };
@@ -1327,6 +1329,12 @@ fn diag(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn split(s: &mut Builder, b: &Bound, uneven: bool) -> Result<Val, EvalError> {
     let x = b.array("ary")?;
     let m = s.meta(x).clone();
+    if m.ndim() == 0 {
+        return Err(b.err(
+            b.pos,
+            format!("{}(): a 0-d array has no axis to split", b.f),
+        ));
+    }
     let axis = match b.get("axis") {
         None => 0,
         Some((v, p)) => axis_of(v, m.ndim()).map_err(|e| b.refused(*p, e))?,

@@ -8,10 +8,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
     ("fft", "not supported (no FFT over blocks yet)"),
-    (
-        "gradient",
-        "`(x[2:] - x[:-2]) / 2` inside, `diff` at the edges",
-    ),
     ("matrix_transpose", "`swapaxes(x, -1, -2)`"),
     (
         "place",
