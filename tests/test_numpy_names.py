@@ -268,3 +268,18 @@ def test_gradient_is_numpys(session):
     same(nps.gradient(nps.array([1.0, 4.0])), np.gradient(np.array([1.0, 4.0])), "two points")
     with pytest.raises(ValueError, match="too small"):
         nps.gradient(nps.array([1.0]))
+
+
+def test_dlpack_exports_the_values(session):
+    """``np.from_dlpack`` of a nums-cloud array gives its values (read-only, or a copy on
+    request); ``nps.from_dlpack`` of one is an array of those values; the device is the
+    CPU."""
+    x = nps.array(RNG.normal(size=(5, 4))).block(2, 3) * 2.0
+    want = x.get()
+    got = np.from_dlpack(x)
+    np.testing.assert_array_equal(got, want)
+    assert not got.flags.writeable
+    copied = np.from_dlpack(x, copy=True)
+    assert copied.flags.writeable and np.array_equal(copied, want)
+    same(nps.from_dlpack(x), want, "from_dlpack")
+    assert x.__dlpack_device__() == (1, 0)

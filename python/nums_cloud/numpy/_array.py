@@ -325,6 +325,20 @@ class BlockArray:
             raise ValueError(f"unsupported Array API version {api_version!r}")
         return _namespace
 
+    # DLPack: the computed values, as NumPy exports them (read-only, on the CPU).
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Exports the array's values (computed first) as a DLPack capsule: NumPy's
+        export of them, read-only (a consumer asking for a copy gets one)."""
+        kw = {"stream": stream}
+        for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy)):
+            if v is not None:
+                kw[k] = v
+        return self._values().__dlpack__(**kw)
+
+    def __dlpack_device__(self):
+        """The device the values are on: the CPU (DLPack's kDLCPU, 1)."""
+        return (1, 0)
+
     # Values: computed on demand, once per array.
     def _values(self):
         """Its values, read-only: computed the first time and kept with the array when at
