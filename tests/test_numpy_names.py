@@ -283,3 +283,20 @@ def test_dlpack_exports_the_values(session):
     assert copied.flags.writeable and np.array_equal(copied, want)
     same(nps.from_dlpack(x), want, "from_dlpack")
     assert x.__dlpack_device__() == (1, 0)
+    # A consumer of DLPack before 1.0 (no max_version) cannot be told of read-only
+    # memory: it gets a copy (NumPy refuses to export read-only memory to it).
+    assert type(x.__dlpack__()).__name__ == "PyCapsule"
+    np.testing.assert_array_equal(np.from_dlpack(_Legacy(x)), want)
+
+
+class _Legacy:
+    """A DLPack producer as a consumer before DLPack 1.0 sees it: no max_version."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __dlpack__(self, stream=None, **kw):
+        return self.x.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.x.__dlpack_device__()

@@ -328,12 +328,18 @@ class BlockArray:
     # DLPack: the computed values, as NumPy exports them (read-only, on the CPU).
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Exports the array's values (computed first) as a DLPack capsule: NumPy's
-        export of them, read-only (a consumer asking for a copy gets one)."""
+        export of them, read-only (a copy for a consumer that asks for one, or that
+        cannot be told: DLPack before 1.0)."""
         kw = {"stream": stream}
         for k, v in (("max_version", max_version), ("dl_device", dl_device), ("copy", copy)):
             if v is not None:
                 kw[k] = v
-        return self._values().__dlpack__(**kw)
+        v = self._values()
+        if not v.flags.writeable and (max_version is None or max_version[0] < 1):
+            # A consumer of DLPack before 1.0 cannot be told the buffer is read-only (it
+            # may write to it): it gets a copy, never the values kept with the array.
+            v = v.copy()
+        return v.__dlpack__(**kw)
 
     def __dlpack_device__(self):
         """The device the values are on: the CPU (DLPack's kDLCPU, 1)."""

@@ -32,8 +32,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "reshape",
-        &["a", "shape", "order"],
-        "`np.reshape` (`-1` once; `order` \"C\", \"F\" or \"A\"), `x.reshape(2, 3)`",
+        &["a", "shape", "order", "copy"],
+        "`np.reshape` (`-1` once; `order` \"C\", \"F\" or \"A\"; `copy` taken), `x.reshape(2, 3)`",
         |s, b| {
             b.array("a")?;
             let (v, p) = b.need("shape")?;
@@ -177,8 +177,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "astype",
-        &["x", "dtype"],
-        "`np.astype`, `x.astype(dtype)`",
+        &["x", "dtype", "copy"],
+        "`np.astype`, `x.astype(dtype)` (`copy` taken: arrays are never changed in place)",
         |s, b| {
             let d = b
                 .dtype("dtype")?
