@@ -300,3 +300,13 @@ class _Legacy:
 
     def __dlpack_device__(self):
         return self.x.__dlpack_device__()
+
+
+def test_arange_whose_second_value_would_leave_int64(session):
+    """``arange`` with int bounds where start + step leaves int64: a range of one value or
+    none never uses that sum (the Array API suite drew it), as NumPy's."""
+    for args, kw in [((-3832770122693467648, 1067801, -6173300264493582336), {"dtype": np.float64}),
+                     ((-3832770122693467648, 1067801, -6173300264493582336), {}),
+                     ((2**62 + 1, 2**62 + 3, 2**62), {}),
+                     ((-(2**62), -(2**63), -(2**62) - 5), {"dtype": np.float64})]:
+        same(nps.arange(*args, **kw), np.arange(*args, **kw), str(args))

@@ -219,9 +219,19 @@ fn arange(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     }
     // The first two elements as Python computes them, then in the array's dtype.
     let second = if ints {
-        i64::try_from(i128::from(start.as_i64()) + i128::from(step.as_i64()))
-            .map(Scalar::Int)
-            .map_err(|_| b.err(b.pos, "arange(): start + step is outside int64's range"))?
+        // Exact, as Python's ints; a float range takes it as a float (NumPy's), and a
+        // range of one value or none never uses it.
+        let exact = i128::from(start.as_i64()) + i128::from(step.as_i64());
+        match i64::try_from(exact) {
+            Ok(v) => Scalar::Int(v),
+            Err(_) if n <= 1 => start,
+            Err(_) if matches!(dtype.kind(), ScalarKind::Float | ScalarKind::Complex) => {
+                Scalar::Float(exact as f64)
+            }
+            Err(_) => {
+                return Err(b.err(b.pos, "arange(): start + step is outside int64's range"));
+            }
+        }
     } else {
         Scalar::Float(start.as_f64() + step.as_f64())
     };
