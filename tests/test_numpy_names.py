@@ -310,3 +310,30 @@ def test_arange_whose_second_value_would_leave_int64(session):
                      ((2**62 + 1, 2**62 + 3, 2**62), {}),
                      ((-(2**62), -(2**63), -(2**62) - 5), {"dtype": np.float64})]:
         same(nps.arange(*args, **kw), np.arange(*args, **kw), str(args))
+
+
+def test_vecdot_and_matrix_transpose_are_numpys(session):
+    """The standard's vecdot (conjugating x1, in the promoted dtype: int32 stays int32)
+    and matrix_transpose, the engine's (job files have them too)."""
+    a = RNG.integers(-9, 9, size=(4, 3, 5)).astype(np.int32)
+    c = RNG.normal(size=(3, 5)) + 1j * RNG.normal(size=(3, 5))
+    x = nps.array(a).block(2, 2, 3)
+    same(nps.vecdot(x, x), np.vecdot(a, a), "int32")
+    same(nps.vecdot(x, x, axis=1), np.vecdot(a, a, axis=1), "axis")
+    got = nps.vecdot(nps.array(c), nps.array(c[::-1]))
+    np.testing.assert_allclose(got.get(), np.vecdot(c, c[::-1]), rtol=1e-13)
+    assert got.dtype == np.complex128
+    same(nps.matrix_transpose(x), np.matrix_transpose(a), "matrix_transpose")
+    with pytest.raises(ValueError, match="not broadcast along it"):
+        nps.vecdot(x, nps.ones((4, 3, 4)))
+
+
+def test_vector_norm_keepdims_keeps_every_axis(session):
+    """``linalg.vector_norm(x, axis=None, keepdims=True)`` has x's number of axes, each
+    of length 1 (it had one axis whatever x's: found by the Array API suite)."""
+    for a in (np.float64(3.0) * np.ones(()), RNG.normal(size=(3, 4)), RNG.normal(size=(2, 3, 2))):
+        for ord in (2, 1, 0.5, np.inf):
+            got = nps.linalg.vector_norm(nps.asarray(a), keepdims=True, ord=ord)
+            want = np.linalg.vector_norm(a, keepdims=True, ord=ord)
+            assert got.shape == want.shape, (a.shape, ord, got.shape)
+            np.testing.assert_allclose(got.get(), want, rtol=1e-12)

@@ -3,7 +3,7 @@ them beside NumPy's own): ``__array_api_version__``, ``__array_namespace_info__`
 dtype functions, and the standard's function names.
 
 Each is lazy where the engine has the operation or it is built from the engine's
-operations exactly (``pow``, ``vecdot``, ...); the standard's names the engine's table
+operations exactly (``pow``); the standard's names the engine's table
 holds (``concat``, ``flip``, ``acos``, sorting, searching, sets, ...) are its. The rest —
 functions the engine has no kernel for (``linalg.eigh``, ...) — compute their
 arguments and apply NumPy's function in this process, and say so in their
@@ -13,7 +13,7 @@ import builtins
 
 import numpy as np
 
-from . import _array, _table
+from . import _array
 from .. import _native
 from ._array import BlockArray, asarray, call, dtype_name
 
@@ -36,7 +36,7 @@ __all__ = [
     # log10, logaddexp, nextafter, round, signbit, trunc, positive: the engine's, under
     # the same names in its table)
     # indexing, manipulation
-    "matrix_transpose", "vecdot",
+    # (matrix_transpose and vecdot are the engine's)
     # (concat, flip, moveaxis, permute_dims, roll, unstack, astype, broadcast_to,
     # broadcast_arrays, matmul, take, repeat, searchsorted, searching, sets, sorting and cumulative functions are the
     # engine's: its table)
@@ -184,26 +184,6 @@ def _wrap_values(out, s):
 def pow(x1, x2, /):
     """First array elements raised to powers from second array, element-wise."""
     return call("power", (x1, x2), {})
-
-
-# Manipulation.
-def matrix_transpose(x, /):
-    """Transposes a matrix (or a stack of matrices)."""
-    return asarray(x).mT
-
-
-def vecdot(x1, x2, /, *, axis=-1):
-    """Computes the (vector) dot product of two arrays along ``axis``."""
-    x1, x2 = asarray(x1), asarray(x2)
-    # In the operands' promoted dtype, as the standard says (a sum would widen ints).
-    n1 = x1.shape[axis] if x1.ndim else None
-    n2 = x2.shape[axis] if x2.ndim else None
-    if n1 is None or n2 is None or n1 != n2:
-        raise ValueError(f"vecdot: x1 of shape {x1.shape} and x2 of shape {x2.shape} differ "
-                         f"in size along axis {axis} (they are not broadcast along it)")
-    if x1.dtype.kind == "c":
-        x1 = _table.FUNCTIONS.conj(x1)
-    return (x1 * x2).sum(axis=axis, dtype=result_type(x1, x2))
 
 
 # The standard's asarray (eye's n_cols, reshape's order, clip's min/max and expand_dims'

@@ -103,8 +103,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     nums-cloud: lazy."""
     x = _array.asarray(x)
     if axis is None:
-        x = x.ravel()
-        r = norm(x, ord=ord, axis=0)  # noqa: F821
+        r = norm(x.ravel(), ord=ord, axis=0)  # noqa: F821
+        # keepdims: every one of x's axes, of length 1.
         return r.reshape((1,) * x.ndim) if keepdims else r
     return norm(x, ord=ord, axis=axis, keepdims=keepdims)  # noqa: F821
 
@@ -115,8 +115,9 @@ def matmul(x1, x2, /):
     return _call("matmul", (x1, x2), {})
 
 def matrix_transpose(x, /):
-    """Transposes a matrix (or a stack of matrices) ``x``."""
-    return _array.asarray(x).mT
+    """Transposes a matrix (or a stack of matrices) ``x`` (the engine's
+    ``matrix_transpose``)."""
+    return _call("matrix_transpose", (x,), {})
 
 def outer(x1, x2, /):
     """Computes the outer product of two vectors."""
@@ -131,11 +132,9 @@ def tensordot(x1, x2, /, *, axes=2):
     return _call("tensordot", (x1, x2), {"axes": axes})
 
 def vecdot(x1, x2, /, *, axis=-1):
-    """Computes the (vector) dot product of two arrays along ``axis`` (the namespace's
+    """Computes the (vector) dot product of two arrays along ``axis`` (the engine's
     ``vecdot``)."""
-    from ._api import vecdot as f
-
-    return f(x1, x2, axis=axis)
+    return _call("vecdot", (x1, x2), {"axis": axis})
 
 
 

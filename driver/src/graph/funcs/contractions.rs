@@ -52,6 +52,12 @@ pub(super) const DEFS: &[FuncDef] = &[
         cross,
     )
     .refusing(&["axisa", "axisb", "axisc"]),
+    FuncDef::new(
+        "vecdot",
+        &["x1", "x2", "axis"],
+        "`np.vecdot`: `sum(conj(x1) * x2, axis)` in the operands' promoted dtype (no broadcasting along `axis`)",
+        vecdot,
+    ),
 ];
 
 /// The most axes the operands of one product may have in all: one letter each.
@@ -330,4 +336,51 @@ fn cross(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             b.pos,
         ),
     }
+}
+
+/// NumPy's (and the Array API's) vecdot: `sum(conj(x1) * x2, axis=axis)` in the operands'
+/// promoted dtype (a sum would widen ints); the two must have one length along `axis`.
+fn vecdot(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let mut ids = Vec::new();
+    for name in ["x1", "x2"] {
+        let (v, p) = b.need(name)?.clone();
+        let v = s.list_operand(v, p)?;
+        ids.push(s.node(v, p)?);
+    }
+    let (m1, m2) = (s.meta(ids[0]).clone(), s.meta(ids[1]).clone());
+    let axis = b.int("axis")?.unwrap_or(-1);
+    let along = |m: &ArrayMeta| -> Option<u64> {
+        let nd = m.ndim() as i64;
+        let a = if axis < 0 { axis + nd } else { axis };
+        (0..nd).contains(&a).then(|| m.shape[a as usize])
+    };
+    match (along(&m1), along(&m2)) {
+        (Some(n1), Some(n2)) if n1 == n2 => {}
+        _ => {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "vecdot(): x1 of shape {} and x2 of shape {} differ in size along axis {axis} (they are not broadcast along it)",
+                    shape_str(&m1.shape),
+                    shape_str(&m2.shape)
+                ),
+            ));
+        }
+    }
+    let dtype = m1.dtype.promote(m2.dtype);
+    let x1 = if m1.dtype.is_complex() {
+        s.unary(UnaryOp::Conj, Val::Arr(ids[0]), b.pos)?
+    } else {
+        Val::Arr(ids[0])
+    };
+    let p = s.elementwise2(BinaryOp::Mul, x1, Val::Arr(ids[1]), b.pos)?;
+    s.apply(
+        "sum",
+        &[
+            ("a", p),
+            ("axis", Val::Num(Scalar::Int(axis))),
+            ("dtype", Val::Str(dtype.name().into())),
+        ],
+        b.pos,
+    )
 }

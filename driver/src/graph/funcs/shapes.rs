@@ -245,6 +245,26 @@ pub(super) const DEFS: &[FuncDef] = &[
         "`np.kron` (an outer product, its axes interleaved)",
         kron,
     ),
+    FuncDef::new(
+        "matrix_transpose",
+        &["x"],
+        "`np.matrix_transpose`: the last two axes swapped",
+        |s, b| {
+            let x = b.array("x")?;
+            if s.meta(x).ndim() < 2 {
+                return Err(b.err(
+                    b.pos,
+                    "matrix_transpose(): input array must be at least 2-dimensional",
+                ));
+            }
+            let int = |i: i64| Val::Num(Scalar::Int(i));
+            s.apply(
+                "swapaxes",
+                &[("a", Val::Arr(x)), ("axis1", int(-1)), ("axis2", int(-2))],
+                b.pos,
+            )
+        },
+    ),
 ];
 
 fn transpose(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {

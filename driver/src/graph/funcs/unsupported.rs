@@ -8,7 +8,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
     ("fft", "not supported (no FFT over blocks yet)"),
-    ("matrix_transpose", "`swapaxes(x, -1, -2)`"),
     (
         "place",
         "not supported (no assignment in a job); `where(mask, v, a)` for one value",
@@ -24,7 +23,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
     ("put_along_axis", "not supported (no assignment in a job)"),
     ("putmask", "`where(mask, values, a)`"),
     ("resize", "`reshape`, with `tile` for repeats"),
-    ("vecdot", "`sum(conj(x1) * x2, axis=-1)`"),
     (
         "vectorize",
         "no Python functions run in a job; write the function as an expression of arrays",
