@@ -10,6 +10,10 @@ use nums_layout::batch::ReduceOp;
 use nums_layout::num::Int;
 use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
 
+use rayon::slice::ParallelSliceMut;
+
+use crate::kernels::{Runs, copy_slices};
+
 /// An element type in NumPy's sort order: NaN after every number (a complex: finite, then
 /// a NaN imaginary part, then a NaN real part, then both), -0.0 equal to 0.0.
 pub trait Sortable: Elem {
@@ -421,6 +425,9 @@ fn sort_t<T: Sortable>(
     T::wrap(out)
 }
 
+/// Lanes longer than this are sorted on rayon's threads ([`sort_keyed`]).
+const PARALLEL_FROM: usize = 1 << 15;
+
 /// [`sort_t`] of ints and floats, by their keys ([`Sortable::key`]): an unstable sort of
 /// integers, which orders ties by position where they could differ (a key and the
 /// position in one 128-bit integer): the order NumPy's stable sort gives.
@@ -434,6 +441,9 @@ fn sort_keyed<T: Sortable>(
     // Descending: keys reversed (NaN first); ties still by position.
     let flip = if descending { u64::MAX } else { 0 };
     let n = a.shape()[axis];
+    // Long lanes sorted on every core (a lane of a column that fits one task is the whole
+    // compute in a caller's process).
+    let parallel = n > PARALLEL_FROM;
     let mut keys: Vec<u64> = Vec::new();
     let mut pairs: Vec<u128> = Vec::new();
     // The positions (from `first`) of lane `l` in sorted order, in `pairs`' low halves.
@@ -442,7 +452,11 @@ fn sort_keyed<T: Sortable>(
         pairs.extend(
             (l.iter().zip(first..)).map(|(v, i)| (((v.key() ^ flip) as u128) << 64) | i as u128),
         );
-        pairs.sort_unstable();
+        if parallel {
+            pairs.par_sort_unstable();
+        } else {
+            pairs.sort_unstable();
+        }
     };
     if arg {
         let mut out = ArrayD::<i64>::zeros(a.raw_dim());
@@ -463,7 +477,11 @@ fn sort_keyed<T: Sortable>(
             // Equal keys are equal elements: the keys alone, sorted.
             keys.clear();
             keys.extend(o.iter().map(|v| v.key() ^ flip));
-            keys.sort_unstable();
+            if parallel {
+                keys.par_sort_unstable();
+            } else {
+                keys.sort_unstable();
+            }
             for (o, k) in o.iter_mut().zip(&keys) {
                 *o = T::from_key(k ^ flip);
             }
@@ -720,6 +738,7 @@ pub fn compress(
                 return Err(format!("values of shape {:?} with a mask of shape {:?} along axis {axis}", x.shape(), m.shape()));
             }
             let mut at = before as u64;
+            let mut runs = Runs::default();
             for (k, &keep) in m.iter().enumerate() {
                 if !keep {
                     continue;
@@ -728,11 +747,11 @@ pub fn compress(
                     break;
                 }
                 if at >= origin {
-                    out.index_axis_mut(Axis(axis), (at - origin) as usize)
-                        .assign(&x.index_axis(Axis(axis), k));
+                    runs.push((at - origin) as usize, k);
                 }
                 at += 1;
             }
+            copy_slices(&mut out, x, axis, &runs)?;
         }
         Ok(T::wrap(out))
     })
@@ -758,16 +777,17 @@ pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Resu
                 return Err(format!("{} indices for an output of {} along axis {axis}", idx.len(), shape[axis]));
             }
             let n = len as i64;
+            let mut runs = Runs::default();
             for (p, &i) in idx.iter().enumerate() {
                 if i < -n || i >= n {
                     return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
                 }
                 let k = i.rem_euclid(n.max(1)) - start;
                 if (0..here).contains(&k) {
-                    out.index_axis_mut(Axis(axis), p)
-                        .assign(&x.index_axis(Axis(axis), k as usize));
+                    runs.push(p, k as usize);
                 }
             }
+            copy_slices(&mut out, x, axis, &runs)?;
         }
         Ok(T::wrap(out))
     })
@@ -839,15 +859,23 @@ mod tests {
         )
     }
 
+    /// Checks a lane of `v` and one of its first 300 (`v` itself is long enough to be
+    /// sorted on several threads).
     fn check_keyed<T: Sortable>(v: Vec<T>, bits: impl Fn(&T) -> u64) {
+        assert!(v.len() > PARALLEL_FROM);
+        check_lane(v[..300].to_vec(), &bits);
+        check_lane(v, &bits);
+    }
+
+    fn check_lane<T: Sortable>(v: Vec<T>, bits: &impl Fn(&T) -> u64) {
         let a = ndarray::ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.clone()).unwrap();
         for descending in [false, true] {
             let (want, want_arg) = reference(&v, descending);
             let got = sort_keyed(&a, 0, descending, false, 0);
             let got: Vec<T> = got.view::<T>().unwrap().iter().copied().collect();
             assert_eq!(
-                got.iter().map(&bits).collect::<Vec<_>>(),
-                want.iter().map(&bits).collect::<Vec<_>>()
+                got.iter().map(bits).collect::<Vec<_>>(),
+                want.iter().map(bits).collect::<Vec<_>>()
             );
             let arg = sort_keyed(&a, 0, descending, true, 0);
             assert_eq!(arg.to_i64().iter().copied().collect::<Vec<_>>(), want_arg);
@@ -877,7 +905,7 @@ mod tests {
             1.5,
             -1.5,
         ];
-        let floats: Vec<f64> = (0..400)
+        let floats: Vec<f64> = (0..40_000)
             .map(|i| {
                 if i % 3 == 0 {
                     specials[(next() % specials.len() as u64) as usize]
@@ -898,11 +926,13 @@ mod tests {
                 .collect(),
             |f| f.to_bits(),
         );
-        check_keyed((0..300).map(|_| next() as i64).collect(), |&v| v as u64);
-        check_keyed((0..300).map(|_| next() as i8).collect(), |&v| v as u64);
-        check_keyed((0..300).map(|_| next() as u16).collect(), |&v| v as u64);
-        check_keyed((0..300).map(|_| next()).collect(), |&v| v);
-        check_keyed((0..300).map(|_| next() % 2 == 0).collect(), |&v| v as u64);
+        check_keyed((0..40_000).map(|_| next() as i64).collect(), |&v| v as u64);
+        check_keyed((0..40_000).map(|_| next() as i8).collect(), |&v| v as u64);
+        check_keyed((0..40_000).map(|_| next() as u16).collect(), |&v| v as u64);
+        check_keyed((0..40_000).map(|_| next()).collect(), |&v| v);
+        check_keyed((0..40_000).map(|_| next() % 2 == 0).collect(), |&v| {
+            v as u64
+        });
     }
 
     use super::*;
