@@ -29,7 +29,9 @@ pub fn kernel_workspace(
         return element_workspace(kernel, &ins, (n(out.0), out.1));
     }
     let ins: Vec<&[usize]> = inputs.iter().map(|(s, _)| s.as_slice()).collect();
-    workspace_bytes(kernel, &ins, out.0).unwrap_or(0)
+    // The kernels compute a complex operand in complex128: twice float64's bytes.
+    let complex = inputs.iter().any(|(_, d)| d.is_complex());
+    workspace_bytes(kernel, &ins, out.0).unwrap_or(0) * if complex { 2 } else { 1 }
 }
 
 /// [`kernel_workspace`] of a kernel that is not [`is_linalg`], whose workspace depends only

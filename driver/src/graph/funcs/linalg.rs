@@ -45,7 +45,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             let (x, pos) = (b.array("x")?, b.pos);
             let (m, n) = s.matrix_shape(x, b, "the array")?;
             if m == 0 || n == 0 {
-                let dtype = s.meta(x).dtype.to_float();
+                let dtype = s.meta(x).dtype.to_float().real();
                 return Ok(Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0))));
             }
             let (r, _) = s.tall_r(x, b, pos)?;
@@ -115,16 +115,17 @@ impl TsqrTree {
     }
 }
 
-/// Bytes a TSQR combine of `f` n x n blocks projects (the planner's model, `task_peak`,
-/// with the QR kernel's workspace: the stacked copy, T and dgeqrf's work).
-fn combine_bytes(f: u64, n: u64) -> u64 {
-    let nn = n * n * 8;
+/// Bytes a TSQR combine of `f` n x n blocks of `elem` bytes each projects (the planner's
+/// model, `task_peak`, with the QR kernel's workspace: the stacked copy, T and dgeqrf's
+/// work).
+fn combine_bytes(f: u64, n: u64, elem: u64) -> u64 {
+    let nn = n * n * elem;
     task_peak(&TaskBlocks::whole(
         f * nn,
         f,
         nn,
         nn,
-        f * nn + nn + 64 * n * 8,
+        f * nn + nn + 64 * n * elem,
     ))
 }
 
@@ -168,7 +169,6 @@ impl<'a> Builder<'a> {
 
     /// The shape of a 2-D operand.
     fn matrix_shape(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
-        self.real_operand(x, b, what)?;
         match self.meta(x).shape[..] {
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
@@ -183,27 +183,30 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// `x`, refused when complex: nums-cloud's factorizations run LAPACK's real routines,
-    /// and the error names the complex one that is not wired.
+    /// `x` of lstsq, refused when complex: its kernel (the solution from the R of
+    /// `[a | b]`) is real only; every other factorization takes complex matrices.
     fn real_operand(&self, x: NodeId, b: &Bound, what: &str) -> Result<(), EvalError> {
         let dt = self.meta(x).dtype;
         if !dt.is_complex() {
             return Ok(());
         }
-        let routine = match b.f.as_str() {
-            "qr" => "zgeqrf/zungqr",
-            "lstsq" => "zgeqrf (TSQR) and zgelsd",
-            "svd" | "svdvals" | "norm" => "zgesdd",
-            "cholesky" => "zpotrf",
-            _ => "zgetrf/zgetrs", // solve, inv, det, slogdet
-        };
         Err(b.err(
             b.pos,
             format!(
-                "{}(): {what} is {dt}; complex linear algebra is not supported yet (LAPACK's {routine} is not wired); matmul, einsum, norm's vector and fro/1/inf norms and the reductions take complex arrays",
+                "{}(): {what} is {dt}; nums-cloud's lstsq takes real matrices (qr, svd, pinv, solve, inv, det, cholesky take complex ones)",
                 b.f
             ),
         ))
+    }
+
+    /// The dtype the kernels compute `xs` in: complex128 when one is complex, else float64
+    /// (the results are cast to NumPy's dtypes).
+    pub(crate) fn linalg_dtype(&self, xs: &[NodeId]) -> DType {
+        if xs.iter().any(|&x| self.meta(x).dtype.is_complex()) {
+            DType::Complex128
+        } else {
+            DType::Float64
+        }
     }
 
     /// The TSQR tree of the operands `make` gives, side by side (`xs[0]` is m x n, m >= n;
@@ -219,9 +222,12 @@ impl<'a> Builder<'a> {
             return Ok(t.clone());
         }
         let xs = make(self);
-        // float64 whatever the input (the kernels compute in it; the results are cast).
-        let dtype = DType::Float64;
+        // float64 (complex128) whatever the input (the kernels compute in it; the results
+        // are cast).
+        let dtype = self.linalg_dtype(&xs);
         let n: u64 = xs.iter().map(|&x| self.meta(x).shape[1]).sum();
+        let elem = dtype.size() as u64;
+        let combine_bytes = |f, n| combine_bytes(f, n, elem);
         let limit = self.job.compute.memory_mb << 20;
         let fan_in = (2..=MAX_FAN_IN)
             .rev()
@@ -362,13 +368,14 @@ impl<'a> Builder<'a> {
         )
     }
 
-    /// Singular values (or U, Vh) of the n x n R of a TSQR, in `like`'s float dtype.
+    /// Singular values (or U, Vh) of the n x n R of a TSQR, in `like`'s float dtype (the
+    /// singular values of a complex matrix in its real dtype).
     fn svd_of(&mut self, r: NodeId, output: SvdOutput, like: NodeId) -> NodeId {
         let n = self.meta(r).shape[1];
         let dtype = self.meta(like).dtype.to_float();
-        let shape = match output {
-            SvdOutput::Values | SvdOutput::S => vec![n],
-            SvdOutput::U | SvdOutput::Vh => vec![n, n],
+        let (shape, dtype) = match output {
+            SvdOutput::Values | SvdOutput::S => (vec![n], dtype.real()),
+            SvdOutput::U | SvdOutput::Vh => (vec![n, n], dtype),
         };
         self.dense(Kernel::Svd { output }, vec![r], shape, dtype)
     }
@@ -420,6 +427,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (a, y) = (b.array("a")?, b.array("b")?);
     let (m, n) = s.matrix_shape(a, b, "a")?;
+    s.real_operand(a, b, "a")?;
     s.real_operand(y, b, "b")?;
     let ym = s.meta(y).clone();
     let p = match ym.shape[..] {
@@ -553,14 +561,14 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     if m == 0 || n == 0 {
         // No singular values: U is m x 0, S empty, Vh 0 x n (NumPy's thin SVD).
         let dtype = s.meta(a).dtype.to_float();
-        let mut e = |shape: Vec<u64>| Val::Arr(s.empty(shape, dtype, Scalar::Int(0)));
+        let mut e = |shape: Vec<u64>, dt: DType| Val::Arr(s.empty(shape, dt, Scalar::Int(0)));
         if !uv {
-            return Ok(e(vec![0]));
+            return Ok(e(vec![0], dtype.real()));
         }
         return Ok(Val::Fields(vec![
-            ("U", e(vec![m, 0])),
-            ("S", e(vec![0])),
-            ("Vh", e(vec![0, n])),
+            ("U", e(vec![m, 0], dtype)),
+            ("S", e(vec![0], dtype.real())),
+            ("Vh", e(vec![0, n], dtype)),
         ]));
     }
     let (r, wide) = s.tall_r(a, b, b.pos)?;
@@ -632,12 +640,10 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         s.node(v, pos)
     };
     // A complex array's norms are its moduli's (a real dtype), but for the singular
-    // values (ord 2, -2, "nuc" of a matrix), which need the complex SVD.
-    let x = if s.meta(x).dtype.is_complex() {
-        let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
-        if axes.len() == 2 && svd {
-            s.real_operand(x, b, "x")?;
-        }
+    // values (ord 2, -2, "nuc" of a non-empty matrix), which are the complex SVD's.
+    let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
+    let x = if s.meta(x).dtype.is_complex() && !(axes.len() == 2 && svd && !s.meta(x).is_empty())
+    {
         abs(s, x)?
     } else {
         x
@@ -792,7 +798,8 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
-    let need = |blk: u64| cholesky_task_bytes(n, blk);
+    let elem = s.linalg_dtype(&[a]).size() as u64;
+    let need = |blk: u64| cholesky_task_bytes(n, blk, elem);
     let limit = s.job.compute.memory_mb << 20;
     let mut blk = meta.block[0].min(meta.block[1]).min(n);
     while need(blk) > limit && blk > 64 {
@@ -811,7 +818,7 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
         ));
     }
     let dtype = meta.dtype.to_float();
-    let x = s.cast(a, DType::Float64);
+    let x = s.cast(a, s.linalg_dtype(&[a]));
     let x = s.rechunk(x, vec![blk, blk]);
     Ok(Val::Arr(s.add(
         ArrayMeta::new(vec![n, n], vec![blk, blk], dtype),
@@ -821,9 +828,9 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
 
 /// The planner's projection of blocked Cholesky's largest task (n x n in blocks of
 /// `blk`): 2 nb - 2 input blocks (nb on the diagonal when nb < 2), a block out.
-fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
+fn cholesky_task_bytes(n: u64, blk: u64, elem: u64) -> u64 {
     let nb = n.div_ceil(blk);
-    let bb = blk * blk * 8;
+    let bb = blk * blk * elem;
     let reads = (2 * nb).saturating_sub(2).max(nb);
     task_peak(&TaskBlocks::whole(reads * bb, reads, bb, bb, 0))
 }
@@ -971,12 +978,19 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 (s.meta(y).shape.clone(), 0.0)
             }
             LuUse::Inverse => (vec![0, 0], 0.0),
-            LuUse::Det(DetOutput::Logabsdet) => (vec![], 0.0),
+            LuUse::Det(DetOutput::Logabsdet) => {
+                dtype = dtype.real();
+                (vec![], 0.0)
+            }
             LuUse::Det(_) => (vec![], 1.0),
         };
         return Ok(Val::Arr(s.empty(shape, dtype, Scalar::Float(value))));
     }
-    if m != n || s.meta(a).num_blocks() <= 1 {
+    // The blocked LU's steps are real only: a complex matrix of several blocks is solved
+    // in one task too (refused, with the memory it needs, where it cannot fit one).
+    let complex = s.meta(a).dtype.is_complex()
+        || (matches!(what, LuUse::Solve) && s.meta(bd.array("b")?).dtype.is_complex());
+    if m != n || s.meta(a).num_blocks() <= 1 || complex {
         let b = matches!(what, LuUse::Solve).then_some("b");
         return square_op(s, bd, "a", kernel, b);
     }
@@ -1077,7 +1091,6 @@ impl Builder<'_> {
     /// `b` of solve(a, b) for an n x n `a`: 1-D or 2-D with n rows.
     fn rhs_arg(&self, bd: &Bound, a_name: &str, n: u64, b_name: &str) -> Result<NodeId, EvalError> {
         let y = bd.array(b_name)?;
-        self.real_operand(y, bd, b_name)?;
         let ym = self.meta(y);
         if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
             return Err(bd.err(
@@ -1319,6 +1332,12 @@ fn square_op(
         Kernel::Det { .. } => vec![],
         _ => vec![n, n],
     };
+    if let Kernel::Det {
+        output: DetOutput::Logabsdet,
+    } = kernel
+    {
+        dtype = dtype.real();
+    }
     if let Some(bn) = b_name {
         let y = s.rhs_arg(bd, a_name, n, bn)?;
         let ym = s.meta(y);
@@ -1334,17 +1353,26 @@ fn square_op(
         .collect();
     let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
     let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
-    let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out_usize).unwrap_or(0);
-    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
-    let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
-    let out = out_shape.iter().product::<u64>() * 8;
+    // The kernel computes in float64 or complex128 (twice the bytes of every array).
+    let compute = s.linalg_dtype(&xs);
+    let elem = compute.size() as u64;
+    let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out_usize).unwrap_or(0)
+        * (elem / 8);
+    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * elem).sum();
+    let max_in = xs.iter().map(|&x| s.meta(x).len() * elem).max().unwrap_or(0);
+    let out = out_shape.iter().product::<u64>() * elem;
     let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
+        let (how, blocked) = if compute.is_complex() && !matches!(kernel, Kernel::Cholesky) {
+            ("", "a complex matrix's LU (solve, inv, det) is done in one task whatever its blocks: the blocked LU is real only")
+        } else {
+            (" in one block", "in smaller blocks it is factored blocked, each task within memory_mb")
+        };
         return Err(bd.err(
             bd.pos,
             format!(
-                "{}(): {a_name} is {} in one block, done in one task, which needs {} MiB; memory_mb is {} (in smaller blocks it is factored blocked, each task within memory_mb)",
+                "{}(): {a_name} is {}{how}, done in one task, which needs {} MiB; memory_mb is {} ({blocked})",
                 bd.f,
                 dims(&[m, n]),
                 mib(need),
@@ -1352,7 +1380,7 @@ fn square_op(
             ),
         ));
     }
-    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, DType::Float64)).collect();
+    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, compute)).collect();
     Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
 }
 
@@ -1385,7 +1413,7 @@ pub fn factorizations_text(g: &Graph) -> String {
                     s,
                     "\nCholesky in {name}: {size} x {size} in {nb} x {nb} blocks of {blk}, left-looking: {} block tasks, about {} MiB in the largest",
                     nb * (nb + 1) / 2,
-                    mib(cholesky_task_bytes(size, blk))
+                    mib(cholesky_task_bytes(size, blk, n.meta.dtype.size() as u64))
                 );
             }
             _ => {}
