@@ -88,7 +88,7 @@ fn run_in<T: Field>(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Resu
             real("lstsq")?;
             Block::F64(lstsq(one(inputs, "lstsq")?, *n, *rcond, *output)?)
         }
-        Kernel::Svd { output } => svd::<T>(one(inputs, "svd")?, *output)?,
+        Kernel::Svd { output } => svd::<T>(one(inputs, "svd")?, *output, shape)?,
         Kernel::Cholesky => T::wrap(cholesky::<T>(one(inputs, "cholesky")?)?),
         Kernel::CholeskyBlock { diagonal } => T::wrap(cholesky_block::<T>(inputs, *diagonal)?),
         Kernel::TriangularSolve {
@@ -467,7 +467,8 @@ fn apply_q<T: Field>(
 // SVD
 // ---------------------------------------------------------------------------------------
 
-/// A thin SVD: S descending, and U (m x k), Vh (k x n) when asked.
+/// An SVD: S descending, and U (m x k), Vh (k x n) when asked (thin), or U (m x m) and
+/// Vh (n x n) (full).
 struct Svd<T> {
     s: Array1<f64>,
     uv: Option<(Array2<T>, Array2<T>)>,
@@ -476,14 +477,17 @@ struct Svd<T> {
 /// gesdd of the row-major m x n `a`, i.e. of the column-major A^T = U' S V'^H; then
 /// A = conj(V') S U'^T: U is conj(V') (LAPACK's VT = V'^H, read row-major) and Vh is
 /// U'^T (LAPACK's U, read row-major). Each U column's largest entry (the first, on ties)
-/// is made real and positive (Vh's row takes the conjugate factor).
-fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool) -> Result<Svd<T>, String> {
+/// is made real and positive (Vh's row takes the conjugate factor). `full`: all m columns
+/// of U and n rows of Vh (jobz 'A', NumPy's full_matrices).
+fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool, full: bool) -> Result<Svd<T>, String> {
     let (m, n) = a.dim();
     let k = m.min(n);
+    // U's columns and Vh's rows.
+    let (uc, vr) = if full { (m, n) } else { (k, k) };
     if k == 0 {
         return Ok(Svd {
             s: Array1::zeros(0),
-            uv: vectors.then(|| (Array2::zeros((m, 0)), Array2::zeros((0, n)))),
+            uv: vectors.then(|| (Array2::eye(m).slice(s![.., ..uc]).to_owned(), Array2::eye(n).slice(s![..vr, ..]).to_owned())),
         });
     }
     // LAPACK's dgesdd refuses a matrix holding NaN (its argument 4), and NumPy says so;
@@ -495,23 +499,23 @@ fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool) -> Result<Svd<T>, String
         let nan = T::real(f64::NAN);
         return Ok(Svd {
             s: Array1::from_elem(k, f64::NAN),
-            uv: vectors.then(|| (Array2::from_elem((m, k), nan), Array2::from_elem((k, n), nan))),
+            uv: vectors.then(|| (Array2::from_elem((m, uc), nan), Array2::from_elem((vr, n), nan))),
         });
     }
     let mut buf = a.as_standard_layout().into_owned();
     let buf = buf.as_slice_mut().expect("standard layout");
     let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
     let mut s = vec![0.0; k];
-    // LAPACK's U is n x k (the row-major Vh), its VT is k x m (the row-major U).
+    // LAPACK's U is n x vr (the row-major Vh), its VT is uc x m (the row-major U).
     let (mut vh, mut u) = if vectors {
-        (vec![T::ZERO; n * k], vec![T::ZERO; k * m])
+        (vec![T::ZERO; n * vr], vec![T::ZERO; uc * m])
     } else {
         (vec![T::ZERO; 1], vec![T::ZERO; 1])
     };
-    let (jobz, ldu, ldvt) = if vectors {
-        (b'S', ni, ki)
-    } else {
-        (b'N', 1, 1)
+    let (jobz, ldu, ldvt) = match (vectors, full) {
+        (false, _) => (b'N', 1, 1),
+        (true, false) => (b'S', ni, ki),
+        (true, true) => (b'A', ni, mi),
     };
     let mut iwork = vec![0i32; 8 * k];
     let mut q = [T::ZERO];
@@ -539,8 +543,8 @@ fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool) -> Result<Svd<T>, String
     if !vectors {
         return Ok(Svd { s, uv: None });
     }
-    let mut u = Array2::from_shape_vec((m, k), u).expect("m x k");
-    let mut vh = Array2::from_shape_vec((k, n), vh).expect("k x n");
+    let mut u = Array2::from_shape_vec((m, uc), u).expect("m x uc");
+    let mut vh = Array2::from_shape_vec((vr, n), vh).expect("vr x n");
     for j in 0..k {
         let col = u.column(j);
         let big = col
@@ -562,9 +566,16 @@ fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool) -> Result<Svd<T>, String
 }
 
 /// S (float64), U or Vh (of `T`).
-fn svd<T: Field>(a: &Block, output: SvdOutput) -> Result<Block, String> {
+/// U of an output block of m x m (m > n) and Vh of n x n (n > m) are the full SVD's.
+fn svd<T: Field>(a: &Block, output: SvdOutput, shape: &[usize]) -> Result<Block, String> {
     let a = matrix_of::<T>(a, "svd")?;
-    let r = gesdd(a.view(), output != SvdOutput::Values)?;
+    let (m, n) = a.dim();
+    let full = match output {
+        SvdOutput::U => m > n && shape == [m, m],
+        SvdOutput::Vh => n > m && shape == [n, n],
+        _ => false,
+    };
+    let r = gesdd(a.view(), output != SvdOutput::Values, full)?;
     Ok(match (output, r.uv) {
         (SvdOutput::Values | SvdOutput::S, _) => Block::F64(r.s.into_dyn()),
         (SvdOutput::U, Some((u, _))) => T::wrap(u.into_dyn()),
@@ -603,7 +614,7 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
             "{LINALG_ERROR}SVD did not converge in Linear Least Squares"
         ));
     }
-    let sv = gesdd(r11.view(), false)?.s;
+    let sv = gesdd(r11.view(), false, false)?.s;
     let cutoff = rcond * sv.first().copied().unwrap_or(0.0);
     let rank = sv.iter().filter(|&&v| v > cutoff).count();
     match output {
@@ -617,7 +628,7 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
         x
     } else {
         // x = Vh[:rank]^T diag(1/s[:rank]) U[:, :rank]^T R12.
-        let full = gesdd(r11.view(), true)?;
+        let full = gesdd(r11.view(), true, false)?;
         let (u, vh) = full.uv.expect("vectors");
         let mut y = u.slice(s![.., ..rank]).t().dot(&r12);
         for (mut row, &sj) in y.rows_mut().into_iter().zip(&full.s) {

@@ -187,10 +187,13 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
                 + if *output == SvdOutput::Values {
                     0
                 } else {
-                    // U and Vh are both computed; one of them (or S) is the output.
+                    // U and Vh are both computed (the full ones, m x m and n x n, for an
+                    // output block of that shape); one of them (or S) is the output.
                     let (m, n) = first;
                     let k = m.min(n);
-                    f64s(m * k + k * n + k)
+                    let full = m != n && (out == [m as usize; 2] || out == [n as usize; 2]);
+                    let (uc, vr) = if full { (m, n) } else { (k, k) };
+                    f64s(m * uc + vr * n + k)
                         .saturating_sub(f64s(out.iter().product::<usize>() as u64))
                 }
         }

@@ -12,7 +12,7 @@
 //! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
 use nums_function::memory::{TaskBlocks, task_peak};
-use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
+use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
 
 use super::*;
 use crate::graph::{LuStep, TsqrQ};
@@ -21,7 +21,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "qr",
         &["a", "mode"],
-        "`np.linalg.qr` (mode \"reduced\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used)",
+        "`np.linalg.qr` (mode \"reduced\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used; a wide matrix in one task)",
         qr,
     ),
     FuncDef::new(
@@ -33,7 +33,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "svd",
         &["a", "full_matrices", "compute_uv", "hermitian"],
-        "`np.linalg.svd` (full_matrices=False; TSQR, then the SVD of R in one task; U = Q U_R only when used)",
+        "`np.linalg.svd` (full_matrices=False: TSQR, then the SVD of R in one task, U = Q U_R only when used; full_matrices=True of a non-square matrix: the whole matrix in one task)",
         svd,
     )
     .refusing(&["hermitian"]),
@@ -395,16 +395,30 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             format!("qr(): mode {mode:?} is not supported; supported: \"reduced\", \"r\""),
         ));
     }
-    if m < n {
-        return Err(b.err(
-            b.pos,
-            format!(
-                "qr(): a is {} (wide); nums-cloud's qr (TSQR) takes matrices with rows >= columns",
-                dims(&[m, n])
-            ),
-        ));
-    }
     let dtype = s.meta(a).dtype.to_float();
+    if m == 0 && n > 0 {
+        // NumPy's factors of a 0 x n matrix: Q is 0 x 0, R is 0 x n.
+        let r = s.empty(vec![0, n], dtype, Scalar::Int(0));
+        if mode == "r" {
+            return Ok(Val::Arr(r));
+        }
+        let q = s.empty(vec![0, 0], dtype, Scalar::Int(0));
+        return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    if m < n {
+        // Wide: Q is m x m, R m x n (LAPACK's geqrf of the whole, one task).
+        let qr = |output| Kernel::Qr { cols: 1, output };
+        let mut kernels = vec![(qr(QrOutput::R), vec![m, n], dtype)];
+        if mode != "r" {
+            kernels.push((qr(QrOutput::Q { part: 0 }), vec![m, m], dtype));
+        }
+        let out = whole_matrix(s, b, a, kernels, "the QR of a wide matrix (rows < columns) is not TSQR's")?;
+        return Ok(match out[..] {
+            [r] => Val::Arr(r),
+            [r, q] => Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]),
+            _ => unreachable!("one or two kernels"),
+        });
+    }
     if n == 0 {
         // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0.
         let r = s.empty(vec![0, 0], dtype, Scalar::Int(0));
@@ -545,19 +559,30 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let full = b
         .given("full_matrices")
         .is_none_or(|_| b.flag("full_matrices").unwrap_or(true));
-    if full && m != n {
-        return Err(b.err(
-            b.pos,
-            format!(
-                "svd(): a is {}: full_matrices=True (NumPy's default) would make a {} U; pass full_matrices=False (nums-cloud computes the thin SVD)",
-                dims(&[m, n]),
-                dims(&[m.max(n), m.max(n)]),
-            ),
-        ));
-    }
     let uv = b
         .given("compute_uv")
         .is_none_or(|_| b.flag("compute_uv").unwrap_or(true));
+    if full && uv && m != n && m > 0 && n > 0 {
+        // U m x m and Vh n x n: gesdd's full SVD of the whole matrix (TSQR gives the thin one).
+        let dtype = s.meta(a).dtype.to_float();
+        let svd = |output| Kernel::Svd { output };
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            vec![
+                (svd(SvdOutput::U), vec![m, m], dtype),
+                (svd(SvdOutput::S), vec![m.min(n)], dtype.real()),
+                (svd(SvdOutput::Vh), vec![n, n], dtype),
+            ],
+            "full_matrices=True (NumPy's default) is gesdd's full SVD of the whole matrix (full_matrices=False is TSQR's, in tasks within memory_mb)",
+        )?;
+        return Ok(Val::Fields(vec![
+            ("U", Val::Arr(out[0])),
+            ("S", Val::Arr(out[1])),
+            ("Vh", Val::Arr(out[2])),
+        ]));
+    }
     if m == 0 || n == 0 {
         // No singular values: U is m x 0, S empty, Vh 0 x n (NumPy's thin SVD).
         let dtype = s.meta(a).dtype.to_float();
@@ -1345,23 +1370,7 @@ fn square_op(
         out_shape = ym.shape.clone();
         xs.push(y);
     }
-    // The one task's projection, as the planner makes it (`task_peak`, with the kernel's
-    // workspace).
-    let shapes: Vec<Vec<usize>> = xs
-        .iter()
-        .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
-        .collect();
-    let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
-    let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
-    // The kernel computes in float64 or complex128 (twice the bytes of every array).
-    let compute = s.linalg_dtype(&xs);
-    let elem = compute.size() as u64;
-    let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out_usize).unwrap_or(0)
-        * (elem / 8);
-    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * elem).sum();
-    let max_in = xs.iter().map(|&x| s.meta(x).len() * elem).max().unwrap_or(0);
-    let out = out_shape.iter().product::<u64>() * elem;
-    let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
+    let (need, compute) = one_task_need(s, &kernel, &xs, &out_shape);
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
         let (how, blocked) = if compute.is_complex() && !matches!(kernel, Kernel::Cholesky) {
@@ -1382,6 +1391,59 @@ fn square_op(
     }
     let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, compute)).collect();
     Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
+}
+
+/// The one task of `kernel` on `xs` (each made one block) for an output of `out_shape`:
+/// its projection as the planner makes it (`task_peak`, with the kernel's workspace), and
+/// the dtype it computes in (float64, or complex128: twice the bytes of every array).
+fn one_task_need(s: &Builder, kernel: &Kernel, xs: &[NodeId], out_shape: &[u64]) -> (u64, DType) {
+    let shapes: Vec<Vec<usize>> = xs
+        .iter()
+        .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
+        .collect();
+    let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
+    let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
+    let compute = s.linalg_dtype(xs);
+    let elem = compute.size() as u64;
+    let work = nums_function::linalg::workspace_bytes(kernel, &refs, &out_usize).unwrap_or(0)
+        * (elem / 8);
+    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * elem).sum();
+    let max_in = xs.iter().map(|&x| s.meta(x).len() * elem).max().unwrap_or(0);
+    let out = out_shape.iter().product::<u64>() * elem;
+    let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
+    (need, compute)
+}
+
+/// The outputs of `kernels` on the whole of `a` (one task each, `shape` and dtype given),
+/// refused where one cannot fit one invocation: `why` says why the task is whole.
+fn whole_matrix(
+    s: &mut Builder,
+    bd: &Bound,
+    a: NodeId,
+    kernels: Vec<(Kernel, Vec<u64>, DType)>,
+    why: &str,
+) -> Result<Vec<NodeId>, EvalError> {
+    let limit = s.job.compute.memory_mb << 20;
+    for (kernel, shape, _) in &kernels {
+        let (need, _) = one_task_need(s, kernel, &[a], shape);
+        if need > limit {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): a is {}; {why}, done in one task, which needs {} MiB; memory_mb is {}",
+                    bd.f,
+                    dims(&s.meta(a).shape),
+                    mib(need),
+                    s.job.compute.memory_mb
+                ),
+            ));
+        }
+    }
+    let x = s.cast(a, s.linalg_dtype(&[a]));
+    Ok(kernels
+        .into_iter()
+        .map(|(kernel, shape, dtype)| s.dense(kernel, vec![x], shape, dtype))
+        .collect())
 }
 
 /// The factorizations of a graph as `plan` shows them (text, and lines of the plan's
