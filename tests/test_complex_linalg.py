@@ -198,3 +198,24 @@ def test_complex_lstsq_is_refused_naming_what_takes_complex(session):
     rng = np.random.default_rng(7)
     with pytest.raises(Exception, match="lstsq takes real matrices"):
         la.lstsq(nps.asarray(crandn(rng, 6, 3)), nps.ones(6)).get()
+
+
+@pytest.mark.parametrize("block", [None, (4, 3)], ids=["one-block", "row-blocks"])
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_qr_modes_match_numpy(session, block, dtype):
+    """mode "complete" (Q m x m, R m x n), "reduced" and "r" of tall and wide matrices."""
+    rng = np.random.default_rng(8)
+    for shape in ((9, 4), (3, 7), (5, 5)):
+        a = rng.standard_normal(shape).astype(dtype)
+        if dtype == np.complex128:
+            a = a + 1j * rng.standard_normal(shape)
+        x = arr(a, block)
+        for mode in ("complete", "reduced"):
+            q, r = la.qr(x, mode=mode)
+            want = np.linalg.qr(a, mode=mode)
+            assert q.shape == want.Q.shape and r.shape == want.R.shape, (shape, mode)
+            qv, rv = q.get(), r.get()
+            close(qv @ rv, a)
+            close(qv.conj().T @ qv, np.eye(qv.shape[1]))
+            close(np.abs(rv), np.abs(want.R))
+        close(np.abs(la.qr(x, mode="r").get()), np.abs(np.linalg.qr(a, mode="r")))

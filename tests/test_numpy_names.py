@@ -337,3 +337,19 @@ def test_vector_norm_keepdims_keeps_every_axis(session):
             want = np.linalg.vector_norm(a, keepdims=True, ord=ord)
             assert got.shape == want.shape, (a.shape, ord, got.shape)
             np.testing.assert_allclose(got.get(), want, rtol=1e-12)
+
+
+def test_eye_takes_any_python_int_for_k(session):
+    """NumPy's eye takes any Python int for k: one past int64 (or past uint64, which no
+    engine number carries) is past every diagonal, the all-zero matrix (the Array API
+    suite drew k=-2**63 - 1)."""
+    for k in (2**63, 2**64 + 5, -2**63 - 1, -2**70, 2**63 - 1, -2**63, 3, -1, True):
+        for n, m in ((3, None), (2, 5)):
+            got = nps.eye(n, m, k=k)
+            want = np.eye(n, m, k=k)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.get(), want, err_msg=f"k={k}")
+    np.testing.assert_array_equal(nps.eye(4, k=-2**64, dtype=np.int8).get(),
+                                  np.eye(4, k=-2**64, dtype=np.int8))
+    with pytest.raises(TypeError):
+        nps.eye(3, k=1.5)

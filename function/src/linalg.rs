@@ -28,8 +28,8 @@ mod field;
 use cblas_sys::{CBLAS_DIAG, CBLAS_SIDE, CBLAS_UPLO};
 use field::Field;
 use ndarray::{Array1, Array2, ArrayD, ArrayView2, ArrayViewMut2, Axis, CowArray, Ix2, IxDyn, s};
-use nums_layout::{Block, C128, Elem};
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
+use nums_layout::{Block, C128, Elem};
 // Which kernels are this module's, and their workspace, are the kernels' memory model in
 // nums_layout::batch (one place for the planner and the graph); kept at their old paths.
 pub use nums_layout::batch::{is_linalg, workspace_bytes};
@@ -110,11 +110,7 @@ fn run_in<T: Field>(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Resu
         Kernel::SubtractProducts {
             transpose_a,
             transpose_b,
-        } => T::wrap(subtract_products::<T>(
-            inputs,
-            *transpose_a,
-            *transpose_b,
-        )?),
+        } => T::wrap(subtract_products::<T>(inputs, *transpose_a, *transpose_b)?),
         Kernel::SubtractGram { transpose } => T::wrap(subtract_gram::<T>(inputs, *transpose)?),
         Kernel::LuSolve => {
             let (a, b) = two("solve")?;
@@ -130,13 +126,13 @@ fn run_in<T: Field>(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Resu
         } => {
             real("blocked LU")?;
             Block::F64(lu_panel(
-            inputs,
-            *w,
-            *apply,
-            *factor,
-            *scale,
-            // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
-            shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
+                inputs,
+                *w,
+                *apply,
+                *factor,
+                *scale,
+                // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
+                shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
             )?)
         }
         Kernel::LuBack { w, step, estimate } => {
@@ -335,9 +331,10 @@ fn qr<T: Field>(
     let signs: Vec<T> = (0..k).map(|j| a[j * m + j].phase()).collect();
     match output {
         QrOutput::R => {
-            if shape[1] != n || shape[0] < k || shape[0] > n {
+            // Rows past k are zero: n x n for a TSQR combine, m x n for mode "complete".
+            if shape[1] != n || shape[0] < k || shape[0] > m.max(n) {
                 return Err(format!(
-                    "qr: R of a {m} x {n} matrix is {k} x {n} (or {n} x {n}), not {shape:?}"
+                    "qr: R of a {m} x {n} matrix is {k} x {n} (or {n} x {n}, {m} x {n}), not {shape:?}"
                 ));
             }
             let mut r = Array2::zeros((shape[0], n));
@@ -355,8 +352,11 @@ fn qr<T: Field>(
             let Some(&h) = heights.get(part) else {
                 return Err(format!("qr: Q part {part} of {rows} grid rows"));
             };
-            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself.
+            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself;
+            // all m columns of it (mode "complete") for an m x m block of one grid row.
+            let complete = c.is_none() && m > n && rows == 1 && shape == [m, m];
             let w = match &c {
+                None if complete => m,
                 None if shape[0] != h || shape[1] < k || shape[1] > n => {
                     return Err(format!(
                         "qr: Q rows of grid row {part} of a {m} x {n} matrix are {h} x {k} (or {h} x {n}), not {shape:?}"
@@ -375,11 +375,13 @@ fn qr<T: Field>(
             let mut qc = vec![T::ZERO; m * w];
             for j in 0..w {
                 for (i, &sign) in signs.iter().enumerate() {
-                    let cij = c.as_ref().map_or(
-                        if i == j { T::one() } else { T::ZERO },
-                        |c| c[[i, j]],
-                    );
+                    let cij = c
+                        .as_ref()
+                        .map_or(if i == j { T::one() } else { T::ZERO }, |c| c[[i, j]]);
                     qc[j * m + i] = sign * cij;
+                }
+                if complete && j >= k {
+                    qc[j * m + j] = T::one();
                 }
             }
             if k > 0 && w > 0 {
@@ -487,7 +489,12 @@ fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool, full: bool) -> Result<Sv
     if k == 0 {
         return Ok(Svd {
             s: Array1::zeros(0),
-            uv: vectors.then(|| (Array2::eye(m).slice(s![.., ..uc]).to_owned(), Array2::eye(n).slice(s![..vr, ..]).to_owned())),
+            uv: vectors.then(|| {
+                (
+                    Array2::eye(m).slice(s![.., ..uc]).to_owned(),
+                    Array2::eye(n).slice(s![..vr, ..]).to_owned(),
+                )
+            }),
         });
     }
     // LAPACK's dgesdd refuses a matrix holding NaN (its argument 4), and NumPy says so;
@@ -499,7 +506,12 @@ fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool, full: bool) -> Result<Sv
         let nan = T::real(f64::NAN);
         return Ok(Svd {
             s: Array1::from_elem(k, f64::NAN),
-            uv: vectors.then(|| (Array2::from_elem((m, uc), nan), Array2::from_elem((vr, n), nan))),
+            uv: vectors.then(|| {
+                (
+                    Array2::from_elem((m, uc), nan),
+                    Array2::from_elem((vr, n), nan),
+                )
+            }),
         });
     }
     let mut buf = a.as_standard_layout().into_owned();
@@ -2556,7 +2568,10 @@ mod tests {
     }
 
     fn cgo(kernel: &Kernel, inputs: &[&Array2<C128>], shape: &[usize]) -> Array2<C128> {
-        let blocks: Vec<Block> = inputs.iter().map(|a| Block::C128(a.clone().into_dyn())).collect();
+        let blocks: Vec<Block> = inputs
+            .iter()
+            .map(|a| Block::C128(a.clone().into_dyn()))
+            .collect();
         let refs: Vec<&Block> = blocks.iter().collect();
         match run(kernel, &refs, shape).unwrap_or_else(|e| panic!("{kernel:?}: {e}")) {
             Block::C128(a) => a.into_shape_with_order(shape_2d(shape)).unwrap(),
@@ -2605,16 +2620,22 @@ mod tests {
             assert!(r[[j, j]].im == 0.0 && r[[j, j]].re >= 0.0, "{}", r[[j, j]]);
             assert!(r.row(j).iter().take(j).all(|&v| v == C128::ZERO));
         }
-        let (top, bottom) = (a.slice(s![..6, ..]).to_owned(), a.slice(s![6.., ..]).to_owned());
+        let (top, bottom) = (
+            a.slice(s![..6, ..]).to_owned(),
+            a.slice(s![6.., ..]).to_owned(),
+        );
         let (r1, r2) = (cgo(&R, &[&top], &[n, n]), cgo(&R, &[&bottom], &[n, n]));
         cclose(&cgo(&R, &[&r1, &r2], &[n, n]), &r, 1e-13);
 
         let svd = |output| Kernel::Svd { output };
         let u = cgo(&svd(SvdOutput::U), &[&a], &[m, n]);
         let vh = cgo(&svd(SvdOutput::Vh), &[&a], &[n, n]);
-        let Block::F64(sv) = run(&svd(SvdOutput::S), &[&Block::C128(a.clone().into_dyn())], &[n])
-            .unwrap()
-        else {
+        let Block::F64(sv) = run(
+            &svd(SvdOutput::S),
+            &[&Block::C128(a.clone().into_dyn())],
+            &[n],
+        )
+        .unwrap() else {
             panic!("singular values are real")
         };
         let us = Array2::from_shape_fn((m, n), |(i, j)| u[[i, j]] * sv[j]);
@@ -2660,10 +2681,14 @@ mod tests {
         let det = |output| cgo(&Kernel::Det { output }, &[&t], &[])[[0, 0]];
         assert!((det(DetOutput::Det) - want).norm() <= 1e-12 * want.norm());
         assert!((det(DetOutput::Sign) - want / want.norm()).norm() <= 1e-14);
-        let Block::F64(log) =
-            run(&Kernel::Det { output: DetOutput::Logabsdet }, &[&Block::C128(t.into_dyn())], &[])
-                .unwrap()
-        else {
+        let Block::F64(log) = run(
+            &Kernel::Det {
+                output: DetOutput::Logabsdet,
+            },
+            &[&Block::C128(t.into_dyn())],
+            &[],
+        )
+        .unwrap() else {
             panic!("logabsdet is real")
         };
         assert!((log[[]] - want.norm().ln()).abs() <= 1e-13);
@@ -2682,9 +2707,16 @@ mod tests {
         assert_eq!(linalg_error(&e), Some("Singular matrix"), "{e}");
         let h = ceye(3).mapv(|v| -v);
         let e = run(&Kernel::Cholesky, &[&Block::C128(h.into_dyn())], &[3, 3]).unwrap_err();
-        assert_eq!(linalg_error(&e), Some("Matrix is not positive definite"), "{e}");
+        assert_eq!(
+            linalg_error(&e),
+            Some("Matrix is not positive definite"),
+            "{e}"
+        );
         let e = run(&lstsq_k(2, LstsqOutput::X), &[&blocks[0]], &[2, 2]).unwrap_err();
-        assert!(e.contains("lstsq of a complex matrix: its kernel is real only"), "{e}");
+        assert!(
+            e.contains("lstsq of a complex matrix: its kernel is real only"),
+            "{e}"
+        );
         let panel = Kernel::LuPanel {
             w: 2,
             apply: None,

@@ -217,7 +217,11 @@ impl Field for f64 {
         work: &mut [f64],
     ) -> i32 {
         let mut info = 0;
-        unsafe { lapack::dgemqrt(b'L', b'N', m, n, k, k, v, ldv, t, k, c, ldc, work, &mut info) };
+        unsafe {
+            lapack::dgemqrt(
+                b'L', b'N', m, n, k, k, v, ldv, t, k, c, ldc, work, &mut info,
+            )
+        };
         info
     }
     unsafe fn unmqr(
@@ -234,7 +238,9 @@ impl Field for f64 {
     ) -> i32 {
         let mut info = 0;
         unsafe {
-            lapack::dormqr(b'L', b'N', m, n, k, a, lda, tau, c, ldc, work, lwork, &mut info)
+            lapack::dormqr(
+                b'L', b'N', m, n, k, a, lda, tau, c, ldc, work, lwork, &mut info,
+            )
         };
         info
     }
@@ -323,9 +329,7 @@ impl Field for f64 {
         c: *mut f64,
         ldc: i32,
     ) {
-        unsafe {
-            cblas_sys::cblas_dgemm(ROW, ta, tb, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc)
-        }
+        unsafe { cblas_sys::cblas_dgemm(ROW, ta, tb, m, n, k, -1.0, a, lda, b, ldb, 1.0, c, ldc) }
     }
     unsafe fn gram_sub(
         trans: CBLAS_TRANSPOSE,
@@ -414,7 +418,11 @@ impl Field for C128 {
         work: &mut [C128],
     ) -> i32 {
         let mut info = 0;
-        unsafe { lapack::zgemqrt(b'L', b'N', m, n, k, k, v, ldv, t, k, c, ldc, work, &mut info) };
+        unsafe {
+            lapack::zgemqrt(
+                b'L', b'N', m, n, k, k, v, ldv, t, k, c, ldc, work, &mut info,
+            )
+        };
         info
     }
     unsafe fn unmqr(
@@ -431,7 +439,9 @@ impl Field for C128 {
     ) -> i32 {
         let mut info = 0;
         unsafe {
-            lapack::zunmqr(b'L', b'N', m, n, k, a, lda, tau, c, ldc, work, lwork, &mut info)
+            lapack::zunmqr(
+                b'L', b'N', m, n, k, a, lda, tau, c, ldc, work, lwork, &mut info,
+            )
         };
         info
     }

@@ -53,7 +53,8 @@ def _doc(name, note):
     return deco
 
 @_doc("qr", "lazy; rows >= columns by TSQR (Q computed only when used), a wide matrix in "
-            "one task: ``(Q, R)``; ``mode`` \"reduced\" or \"r\".")
+            "one task: ``(Q, R)``; ``mode`` \"reduced\", \"complete\" (Q m x m: one task) or "
+            "\"r\".")
 def qr(a, mode="reduced"):
     return _call("qr", (a,), {"mode": mode})
 

@@ -21,7 +21,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "qr",
         &["a", "mode"],
-        "`np.linalg.qr` (mode \"reduced\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used; a wide matrix in one task)",
+        "`np.linalg.qr` (mode \"reduced\", \"complete\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used; a wide matrix, and mode \"complete\" of a tall one, in one task)",
         qr,
     ),
     FuncDef::new(
@@ -389,10 +389,12 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((Val::Str(t), _)) => t.clone(),
         Some((_, p)) => return Err(b.err(*p, "qr(): mode is a string such as \"reduced\"")),
     };
-    if mode != "reduced" && mode != "r" {
+    if mode != "reduced" && mode != "r" && mode != "complete" {
         return Err(b.err(
             b.given("mode").map_or(b.pos, |g| g.1),
-            format!("qr(): mode {mode:?} is not supported; supported: \"reduced\", \"r\""),
+            format!(
+                "qr(): mode {mode:?} is not supported; supported: \"reduced\", \"complete\", \"r\""
+            ),
         ));
     }
     let dtype = s.meta(a).dtype.to_float();
@@ -412,21 +414,52 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         if mode != "r" {
             kernels.push((qr(QrOutput::Q { part: 0 }), vec![m, m], dtype));
         }
-        let out = whole_matrix(s, b, a, kernels, "the QR of a wide matrix (rows < columns) is not TSQR's")?;
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            kernels,
+            "the QR of a wide matrix (rows < columns) is not TSQR's",
+        )?;
         return Ok(match out[..] {
             [r] => Val::Arr(r),
             [r, q] => Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]),
             _ => unreachable!("one or two kernels"),
         });
     }
+    let complete = mode == "complete" && m > n;
     if n == 0 {
-        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0.
-        let r = s.empty(vec![0, 0], dtype, Scalar::Int(0));
+        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0 (complete: the m x m
+        // identity and m x 0).
+        let r = s.empty(vec![if complete { m } else { 0 }, 0], dtype, Scalar::Int(0));
         if mode == "r" {
             return Ok(Val::Arr(r));
         }
-        let q = s.empty(vec![m, 0], dtype, Scalar::Int(0));
+        let q = if complete {
+            let meta = s.default_meta(vec![m, m], dtype);
+            s.add(meta, NodeOp::Eye { k: 0 })
+        } else {
+            s.empty(vec![m, 0], dtype, Scalar::Int(0))
+        };
         return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    if complete {
+        // Q m x m and R m x n: LAPACK's Q of the whole matrix, one task (TSQR's is thin).
+        let qr = |output| Kernel::Qr { cols: 1, output };
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            vec![
+                (qr(QrOutput::Q { part: 0 }), vec![m, m], dtype),
+                (qr(QrOutput::R), vec![m, n], dtype),
+            ],
+            "mode=\"complete\" of a tall matrix is the QR of the whole matrix (\"reduced\" is TSQR's)",
+        )?;
+        return Ok(Val::Fields(vec![
+            ("Q", Val::Arr(out[0])),
+            ("R", Val::Arr(out[1])),
+        ]));
     }
     let t = s.tall_tree(a, false, b)?;
     let r = s.cast(t.r(), dtype);
@@ -667,8 +700,7 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     // A complex array's norms are its moduli's (a real dtype), but for the singular
     // values (ord 2, -2, "nuc" of a non-empty matrix), which are the complex SVD's.
     let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
-    let x = if s.meta(x).dtype.is_complex() && !(axes.len() == 2 && svd && !s.meta(x).is_empty())
-    {
+    let x = if s.meta(x).dtype.is_complex() && !(axes.len() == 2 && svd && !s.meta(x).is_empty()) {
         abs(s, x)?
     } else {
         x
@@ -1374,9 +1406,15 @@ fn square_op(
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
         let (how, blocked) = if compute.is_complex() && !matches!(kernel, Kernel::Cholesky) {
-            ("", "a complex matrix's LU (solve, inv, det) is done in one task whatever its blocks: the blocked LU is real only")
+            (
+                "",
+                "a complex matrix's LU (solve, inv, det) is done in one task whatever its blocks: the blocked LU is real only",
+            )
         } else {
-            (" in one block", "in smaller blocks it is factored blocked, each task within memory_mb")
+            (
+                " in one block",
+                "in smaller blocks it is factored blocked, each task within memory_mb",
+            )
         };
         return Err(bd.err(
             bd.pos,
@@ -1405,10 +1443,14 @@ fn one_task_need(s: &Builder, kernel: &Kernel, xs: &[NodeId], out_shape: &[u64])
     let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
     let compute = s.linalg_dtype(xs);
     let elem = compute.size() as u64;
-    let work = nums_function::linalg::workspace_bytes(kernel, &refs, &out_usize).unwrap_or(0)
-        * (elem / 8);
+    let work =
+        nums_function::linalg::workspace_bytes(kernel, &refs, &out_usize).unwrap_or(0) * (elem / 8);
     let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * elem).sum();
-    let max_in = xs.iter().map(|&x| s.meta(x).len() * elem).max().unwrap_or(0);
+    let max_in = xs
+        .iter()
+        .map(|&x| s.meta(x).len() * elem)
+        .max()
+        .unwrap_or(0);
     let out = out_shape.iter().product::<u64>() * elem;
     let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
     (need, compute)
