@@ -10,7 +10,6 @@ arguments and apply NumPy's function in this process, and say so in their
 docstrings (``EAGER`` lists them): correct, but not lazy and not distributed."""
 
 import builtins
-import operator
 
 import numpy as np
 
@@ -189,29 +188,7 @@ def pow(x1, x2, /):
 
 # The standard's asarray (eye's n_cols, reshape's order, clip's min/max and expand_dims'
 # default axis are the engine's).
-__all__ += ["asarray", "eye"]
-
-_INT64 = (-(1 << 63), (1 << 63) - 1)
-
-
-def eye(N, M=None, k=0, dtype=None, *, device=None):
-    """NumPy's ``eye``: ones on the ``k``-th diagonal (the engine's ``eye``).
-
-    nums-cloud: lazy. ``k`` is any Python int, as NumPy's: one past int64, which the
-    engine's numbers cannot carry, is past every diagonal of any matrix (the engine's
-    have at most 2^50 elements), as int64's extremes are, and is passed as them (the
-    engine's answer: all zeros)."""
-    kw = {"k": min(max(operator.index(k), _INT64[0]), _INT64[1])}
-    if M is not None:
-        kw["M"] = M
-    if dtype is not None:
-        kw["dtype"] = dtype
-    if device is not None:
-        kw["device"] = device
-    return call("eye", (N,), kw)
-
-
-eye._engine = True
+__all__ += ["asarray"]
 
 
 _asarray = asarray
