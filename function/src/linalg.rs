@@ -2244,7 +2244,7 @@ mod tests {
     /// The one-block estimate's reciprocal condition number (gecon's, of D A C; 0 when a
     /// pivot is numerically zero, as solve takes it).
     fn one_block_rcond(a: &Array2<f64>) -> f64 {
-        let lu = lu(&blk(a), "solve").unwrap();
+        let lu = lu::<f64>(&blk(a), "solve").unwrap();
         if lu.singular {
             0.0
         } else {
@@ -2570,7 +2570,7 @@ mod tests {
     fn cgo(kernel: &Kernel, inputs: &[&Array2<C128>], shape: &[usize]) -> Array2<C128> {
         let blocks: Vec<Block> = inputs
             .iter()
-            .map(|a| Block::C128(a.clone().into_dyn()))
+            .map(|a| Block::C128((*a).clone().into_dyn()))
             .collect();
         let refs: Vec<&Block> = blocks.iter().collect();
         match run(kernel, &refs, shape).unwrap_or_else(|e| panic!("{kernel:?}: {e}")) {
