@@ -232,15 +232,16 @@ def test_linalg_errors_use_numpy_wording_and_name_the_array(tmp_path, expr, word
 
 
 @pytest.mark.parametrize("expr,words", [
-    ("np.linalg.qr(w).R", "qr(): a is 5 x 9 (wide)"),
     ("np.linalg.qr(v)", "qr(): a has shape (5,) (1-D)"),
     ("np.linalg.cholesky(w)", "cholesky(): a is 5 x 9; the matrix must be square"),
     ("np.linalg.lstsq(w, v)[0]", "lstsq(): a is 5 x 9 (fewer rows than columns)"),
-    ("np.linalg.svd(a).U", "full_matrices=True"),
+    ("np.linalg.svd(t).U", "svd(): a is 100000 x 4; full_matrices=True (NumPy's default) is gesdd's full SVD"),
+    ("np.linalg.qr(t.T).R", "qr(): a is 4 x 100000; the QR of a wide matrix"),
     ("np.linalg.qr(a)", "name one of them"),
 ])
 def test_unsupported_shapes_are_refused_at_check(tmp_path, expr, words):
     arrays = inputs(tmp_path, w=(W, [5, 9]), v=(np.ones(5), [5]), a=(A, [50, 6]))
+    arrays["t"] = {"random": "normal", "shape": [100000, 4], "block": [10000, 4]}
     arrays["bad"] = expr
     job = tmp_path / "job.toml"
     job.write_text(job_text(arrays, {"bad": str(tmp_path / "bad.npy")}, name="la",
@@ -249,6 +250,34 @@ def test_unsupported_shapes_are_refused_at_check(tmp_path, expr, words):
     assert p.returncode != 0, p.stdout
     assert words in p.stderr + p.stdout, p.stderr + p.stdout
     assert "arrays.bad" in p.stderr + p.stdout, p.stderr + p.stdout
+
+
+@pytest.mark.parametrize("block", [[5, 9], [2, 4]], ids=["one-block", "ragged-blocks"])
+def test_wide_qr_and_the_full_svd_match_numpy(tmp_path, block):
+    """NumPy's qr of a wide matrix (Q m x m, R m x n) and svd's full_matrices=True (its
+    default: U m x m, Vh n x n) of a tall and a wide one, in one task whatever the blocks."""
+    outs = {"R": "np.linalg.qr(w).R", "Q": "np.linalg.qr(w).Q", "Ronly": "qr(w, mode='r')",
+            "U": "np.linalg.svd(a).U", "S": "np.linalg.svd(a)[1]", "Vh": "np.linalg.svd(a).Vh",
+            "Uw": "np.linalg.svd(w).U", "Vhw": "np.linalg.svd(w)[2]"}
+    arrays = inputs(tmp_path, w=(W, block), a=(A[:20], [block[1], block[0]]))
+    arrays.update(outs)
+    run_job(tmp_path, arrays, outs)
+    got = {k: np.load(tmp_path / f"{k}.npy") for k in outs}
+    q, r = got["Q"], got["R"]
+    assert q.shape == (5, 5) and r.shape == (5, 9)
+    close(q @ r, W)
+    close(q.T @ q, np.eye(5))
+    close(np.abs(r), np.abs(np.linalg.qr(W).R))
+    close(got["Ronly"], r)
+    for a, u, vh in [(A[:20], got["U"], got["Vh"]), (W, got["Uw"], got["Vhw"])]:
+        m, n = a.shape
+        want = np.linalg.svd(a)
+        assert u.shape == (m, m) and vh.shape == (n, n)
+        close(u.T @ u, np.eye(m))
+        close(vh @ vh.T, np.eye(n))
+        k = min(m, n)
+        close((u[:, :k] * want.S) @ vh[:k], a)
+    close(got["S"], np.linalg.svd(A[:20], compute_uv=False))
 
 
 def test_a_matrix_past_one_invocation_is_blocked_or_refused_with_the_memory_it_needs(tmp_path):

@@ -337,3 +337,22 @@ def test_vector_norm_keepdims_keeps_every_axis(session):
             want = np.linalg.vector_norm(a, keepdims=True, ord=ord)
             assert got.shape == want.shape, (a.shape, ord, got.shape)
             np.testing.assert_allclose(got.get(), want, rtol=1e-12)
+
+
+def test_eye_takes_a_k_past_int64(session):
+    """NumPy's eye takes any Python int for k: one past int64 is past every diagonal, the
+    all-zero matrix (the Array API suite drew such a k). Past uint64 no engine number
+    carries it: OverflowError at the Python boundary, as for any argument."""
+    for k in (2**63, 2**64 - 1, 2**63 - 1, -2**63, 3, -1, True):
+        for n, m in ((3, None), (2, 5)):
+            got = nps.eye(n, m, k=k)
+            want = np.eye(n, m, k=k)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.get(), want, err_msg=f"k={k}")
+    np.testing.assert_array_equal(nps.eye(4, k=2**63 + 7, dtype=np.int8).get(),
+                                  np.eye(4, k=2**63 + 7, dtype=np.int8))
+    with pytest.raises(OverflowError):
+        nps.eye(3, k=-2**63 - 1)
+    # NumPy's TypeError; the engine's "k must be an integer" is a ValueError (as before).
+    with pytest.raises((TypeError, ValueError), match="k must be an integer"):
+        nps.eye(3, k=1.5)

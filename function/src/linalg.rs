@@ -5,9 +5,12 @@
 //! and determinants of one block. Each is a pure function from its input blocks to ONE
 //! output block (the `Kernel` variants from `Qr` on, in `nums_layout::batch`).
 //!
-//! Arithmetic is float64 (other dtypes are converted; a 1-D block is one column), by the
-//! LAPACK and CBLAS of the OpenBLAS the function already links, through the `lapack` and
-//! `cblas-sys` bindings (BENCHMARKS.md, "LAPACK binding", says why). LAPACK is column-major
+//! Arithmetic is float64, or complex128 when an input is complex (other dtypes are
+//! converted; a 1-D block is one column), by the LAPACK and CBLAS of the OpenBLAS the
+//! function already links, through the `lapack` and `cblas-sys` bindings (BENCHMARKS.md,
+//! "LAPACK binding", says why); one kernel for both through [`field::Field`], the complex
+//! one with A^H where the real one has A^T. The blocked LU's steps and lstsq are real only
+//! (the graph runs a complex solve, inv or det in one task). LAPACK is column-major
 //! and blocks are row-major, whose memory is the column-major transpose: most routines are
 //! called for the transpose (potrf 'U' for a lower Cholesky, getrf of A^T, gesdd of A^T),
 //! so the block is not transposed in memory; CBLAS takes row-major directly. QR alone
@@ -20,10 +23,13 @@
 
 use std::borrow::Cow;
 
-use cblas_sys::{CBLAS_DIAG, CBLAS_LAYOUT::CblasRowMajor, CBLAS_SIDE, CBLAS_TRANSPOSE, CBLAS_UPLO};
+mod field;
+
+use cblas_sys::{CBLAS_DIAG, CBLAS_SIDE, CBLAS_UPLO};
+use field::Field;
 use ndarray::{Array1, Array2, ArrayD, ArrayView2, ArrayViewMut2, Axis, CowArray, Ix2, IxDyn, s};
-use nums_layout::Block;
 use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
+use nums_layout::{Block, C128, Elem};
 // Which kernels are this module's, and their workspace, are the kernels' memory model in
 // nums_layout::batch (one place for the planner and the graph); kept at their old paths.
 pub use nums_layout::batch::{is_linalg, workspace_bytes};
@@ -49,18 +55,42 @@ fn not_positive_definite() -> String {
 }
 
 /// Runs a linear-algebra `kernel` on `inputs` (in the order the kernel documents) for an
-/// output block of `shape`. The result is float64 (the caller casts to the output dtype).
+/// output block of `shape`. The result is float64, or complex128 when an input is complex
+/// (the caller casts to the output dtype); a complex matrix's singular values, slogdet's
+/// logabsdet and its rank are float64.
 pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block, String> {
+    if inputs.iter().any(|b| b.dtype().is_complex()) {
+        run_in::<C128>(kernel, inputs, shape)
+    } else {
+        run_in::<f64>(kernel, inputs, shape)
+    }
+}
+
+fn run_in<T: Field>(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block, String> {
     let two = |name: &str| match inputs {
         [a, b] => Ok((*a, *b)),
         _ => Err(format!("{name} needs 2 inputs, got {}", inputs.len())),
     };
-    let out = match kernel {
-        Kernel::Qr { cols, output } => qr(inputs, *cols, *output, shape)?,
-        Kernel::Lstsq { n, rcond, output } => lstsq(one(inputs, "lstsq")?, *n, *rcond, *output)?,
-        Kernel::Svd { output } => svd(one(inputs, "svd")?, *output)?,
-        Kernel::Cholesky => cholesky(one(inputs, "cholesky")?)?,
-        Kernel::CholeskyBlock { diagonal } => cholesky_block(inputs, *diagonal)?,
+    // The blocked LU's steps and lstsq have no complex kernel: refused, never the real
+    // parts' answer.
+    let real = |name: &str| {
+        if T::DTYPE.is_complex() {
+            Err(format!(
+                "{name} of a complex matrix: its kernel is real only (a complex solve, inv or det runs in one task)"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let out: Block = match kernel {
+        Kernel::Qr { cols, output } => T::wrap(qr::<T>(inputs, *cols, *output, shape)?),
+        Kernel::Lstsq { n, rcond, output } => {
+            real("lstsq")?;
+            Block::F64(lstsq(one(inputs, "lstsq")?, *n, *rcond, *output)?)
+        }
+        Kernel::Svd { output } => svd::<T>(one(inputs, "svd")?, *output, shape)?,
+        Kernel::Cholesky => T::wrap(cholesky::<T>(one(inputs, "cholesky")?)?),
+        Kernel::CholeskyBlock { diagonal } => T::wrap(cholesky_block::<T>(inputs, *diagonal)?),
         Kernel::TriangularSolve {
             left,
             lower,
@@ -68,41 +98,59 @@ pub fn run(kernel: &Kernel, inputs: &[&Block], shape: &[usize]) -> Result<Block,
             unit_diagonal,
         } => {
             let (t, b) = two("triangular solve")?;
-            triangular_solve(t, b, *left, *lower, *transpose, *unit_diagonal)?
+            T::wrap(triangular_solve::<T>(
+                t,
+                b,
+                *left,
+                *lower,
+                *transpose,
+                *unit_diagonal,
+            )?)
         }
         Kernel::SubtractProducts {
             transpose_a,
             transpose_b,
-        } => subtract_products(inputs, *transpose_a, *transpose_b)?,
-        Kernel::SubtractGram { transpose } => subtract_gram(inputs, *transpose)?,
+        } => T::wrap(subtract_products::<T>(inputs, *transpose_a, *transpose_b)?),
+        Kernel::SubtractGram { transpose } => T::wrap(subtract_gram::<T>(inputs, *transpose)?),
         Kernel::LuSolve => {
             let (a, b) = two("solve")?;
-            lu_solve(a, b)?
+            T::wrap(lu_solve::<T>(a, b)?)
         }
-        Kernel::Inverse => inverse(one(inputs, "inv")?)?,
-        Kernel::Det { output } => det(one(inputs, "det")?, *output)?,
+        Kernel::Inverse => T::wrap(inverse::<T>(one(inputs, "inv")?)?),
+        Kernel::Det { output } => det::<T>(one(inputs, "det")?, *output)?,
         Kernel::LuPanel {
             w,
             apply,
             factor,
             scale,
-        } => lu_panel(
-            inputs,
-            *w,
-            *apply,
-            *factor,
-            *scale,
-            // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
-            shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
-        )?,
-        Kernel::LuBack { w, step, estimate } => lu_back(inputs, *w, *step, *estimate)?,
+        } => {
+            real("blocked LU")?;
+            Block::F64(lu_panel(
+                inputs,
+                *w,
+                *apply,
+                *factor,
+                *scale,
+                // The rows of an [n], [n, c] or (a step version) [1, n, c] block.
+                shape.get(shape.len().max(2) - 2).copied().unwrap_or(0),
+            )?)
+        }
+        Kernel::LuBack { w, step, estimate } => {
+            real("blocked LU")?;
+            Block::F64(lu_back(inputs, *w, *step, *estimate)?)
+        }
         Kernel::LuDet { w, step, output } => {
+            real("blocked LU")?;
             let (f, m) = two("det")?;
-            lu_det(f, m, *w, *step, *output)?
+            Block::F64(lu_det(f, m, *w, *step, *output)?)
         }
         other => return Err(format!("not a linear-algebra kernel: {other:?}")),
     };
-    shaped(out, shape).map(Block::F64)
+    match out {
+        Block::F64(a) => shaped(a, shape).map(Block::F64),
+        Block::C128(a) => shaped(a, shape).map(Block::C128),
+        b => Err(format!("a linear-algebra kernel gave {}", b.dtype())),
+    }
 }
 
 fn one<'a>(inputs: &[&'a Block], name: &str) -> Result<&'a Block, String> {
@@ -114,7 +162,7 @@ fn one<'a>(inputs: &[&'a Block], name: &str) -> Result<&'a Block, String> {
 
 /// The result in the output block's shape: the same, or the same elements without its
 /// length-1 axes (an (n, 1) column for an (n,) block, a 1 x 1 for a 0-d one).
-fn shaped(a: ArrayD<f64>, shape: &[usize]) -> Result<ArrayD<f64>, String> {
+fn shaped<T: Elem>(a: ArrayD<T>, shape: &[usize]) -> Result<ArrayD<T>, String> {
     if a.shape() == shape {
         return Ok(a);
     }
@@ -134,8 +182,14 @@ fn shaped(a: ArrayD<f64>, shape: &[usize]) -> Result<ArrayD<f64>, String> {
 }
 
 /// A block as a float64 matrix in row-major order, borrowed where it already is one; a
-/// 1-D block is one column.
+/// 1-D block is one column. (A complex block's kernels take [`matrix_of`].)
 fn matrix<'a>(b: &'a Block, name: &str) -> Result<CowArray<'a, f64, Ix2>, String> {
+    matrix_of::<f64>(b, name)
+}
+
+/// A block as a matrix of `T` in row-major order, borrowed where it already is one; a
+/// 1-D block is one column.
+fn matrix_of<'a, T: Field>(b: &'a Block, name: &str) -> Result<CowArray<'a, T, Ix2>, String> {
     let (r, c) = match *b.shape() {
         [m] => (m, 1),
         // A blocked LU's step versions: [1, m, n] blocks.
@@ -147,8 +201,8 @@ fn matrix<'a>(b: &'a Block, name: &str) -> Result<CowArray<'a, f64, Ix2>, String
             ));
         }
     };
-    let shape = |a: ArrayD<f64>| a.into_shape_with_order((r, c)).expect("standard layout");
-    Ok(match b.to_f64() {
+    let shape = |a: ArrayD<T>| a.into_shape_with_order((r, c)).expect("standard layout");
+    Ok(match b.to_elem::<T>() {
         Cow::Borrowed(a) if a.is_standard_layout() => {
             CowArray::from(a.view().into_shape_with_order((r, c)).expect("standard"))
         }
@@ -157,7 +211,7 @@ fn matrix<'a>(b: &'a Block, name: &str) -> Result<CowArray<'a, f64, Ix2>, String
     })
 }
 
-fn square(a: &CowArray<'_, f64, Ix2>, name: &str) -> Result<usize, String> {
+fn square<T>(a: &CowArray<'_, T, Ix2>, name: &str) -> Result<usize, String> {
     if a.nrows() != a.ncols() {
         return Err(format!(
             "{name} of a {} x {} block: the matrix must be square",
@@ -179,7 +233,7 @@ fn ld(n: usize) -> Result<i32, String> {
 }
 
 /// The slice of a standard-layout matrix.
-fn slice<'a>(a: &'a ArrayView2<'_, f64>) -> &'a [f64] {
+fn slice<'a, T>(a: &'a ArrayView2<'_, T>) -> &'a [T] {
     a.as_slice().expect("standard layout")
 }
 
@@ -192,8 +246,8 @@ fn check_args(routine: &str, info: i32) -> Result<(), String> {
 }
 
 /// The optimal `lwork` a workspace query returned.
-fn lwork(query: f64) -> usize {
-    (query as usize).max(1)
+fn lwork<T: Field>(query: T) -> usize {
+    query.lwork()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -201,19 +255,20 @@ fn lwork(query: f64) -> usize {
 // ---------------------------------------------------------------------------------------
 
 /// QR of the grid of `inputs` (row-major, `cols` per grid row) as one M x N matrix, with
-/// diag(R) >= 0. The one copy: the stacking into the column-major M x N that LAPACK
+/// diag(R) real and >= 0 (of a complex matrix: row j of R times the conjugate of its
+/// diagonal's phase, column j of Q times that phase). The one copy: the stacking into the column-major M x N that LAPACK
 /// overwrites (a row-major block's LQ, dgelqf, would avoid the transposition but is 4x
 /// slower on tall blocks).
-fn qr(
+fn qr<T: Field>(
     inputs: &[&Block],
     cols: usize,
     output: QrOutput,
     shape: &[usize],
-) -> Result<ArrayD<f64>, String> {
+) -> Result<ArrayD<T>, String> {
     // QProduct's last input is C, the rest the grid.
     let (grid, c) = match output {
         QrOutput::QProduct { .. } => match inputs.split_last() {
-            Some((c, grid)) => (grid, Some(matrix(c, "qr")?)),
+            Some((c, grid)) => (grid, Some(matrix_of::<T>(c, "qr")?)),
             None => (inputs, None),
         },
         _ => (inputs, None),
@@ -226,7 +281,7 @@ fn qr(
     }
     let blocks = grid
         .iter()
-        .map(|b| matrix(b, "qr"))
+        .map(|b| matrix_of::<T>(b, "qr"))
         .collect::<Result<Vec<_>, _>>()?;
     let rows = blocks.len() / cols;
     let heights: Vec<usize> = (0..rows).map(|r| blocks[r * cols].nrows()).collect();
@@ -243,7 +298,7 @@ fn qr(
     let (m, n) = (heights.iter().sum::<usize>(), widths.iter().sum::<usize>());
     let k = m.min(n);
     // Column-major M x N: the stacking, and the copy LAPACK overwrites.
-    let mut a = vec![0.0; m * n];
+    let mut a = vec![T::ZERO; m * n];
     let mut r0 = 0;
     for (gr, &h) in heights.iter().enumerate() {
         let mut c0 = 0;
@@ -271,23 +326,25 @@ fn qr(
     } else {
         Householder::Tau(vec![])
     };
-    // R is the upper triangle of the first k rows; row j of R (and column j of Q) is
-    // multiplied by the sign of R's diagonal.
-    let signs: Vec<f64> = (0..k)
-        .map(|j| if a[j * m + j] < 0.0 { -1.0 } else { 1.0 })
-        .collect();
+    // R is the upper triangle of the first k rows; row j of R is multiplied by the
+    // conjugate of the phase (a real's sign) of R's diagonal, column j of Q by the phase.
+    let signs: Vec<T> = (0..k).map(|j| a[j * m + j].phase()).collect();
     match output {
         QrOutput::R => {
-            if shape[1] != n || shape[0] < k || shape[0] > n {
+            // Rows past k are zero: n x n for a TSQR combine, m x n for mode "complete".
+            if shape[1] != n || shape[0] < k || shape[0] > m.max(n) {
                 return Err(format!(
-                    "qr: R of a {m} x {n} matrix is {k} x {n} (or {n} x {n}), not {shape:?}"
+                    "qr: R of a {m} x {n} matrix is {k} x {n} (or {n} x {n}, {m} x {n}), not {shape:?}"
                 ));
             }
             let mut r = Array2::zeros((shape[0], n));
             for j in 0..k {
+                let d = signs[j].conj();
                 for i in j..n {
-                    r[[j, i]] = signs[j] * a[i * m + j];
+                    r[[j, i]] = d * a[i * m + j];
                 }
+                // Exactly real: the product's imaginary part can round to a few ulps.
+                r[[j, j]] = T::real(a[j * m + j].abs());
             }
             Ok(r.into_dyn())
         }
@@ -295,8 +352,11 @@ fn qr(
             let Some(&h) = heights.get(part) else {
                 return Err(format!("qr: Q part {part} of {rows} grid rows"));
             };
-            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself.
+            // Q diag(signs) C = H [diag(signs) C[..k]; 0]: C is the identity for Q itself;
+            // all m columns of it (mode "complete") for an m x m block of one grid row.
+            let complete = c.is_none() && m > n && rows == 1 && shape == [m, m];
             let w = match &c {
+                None if complete => m,
                 None if shape[0] != h || shape[1] < k || shape[1] > n => {
                     return Err(format!(
                         "qr: Q rows of grid row {part} of a {m} x {n} matrix are {h} x {k} (or {h} x {n}), not {shape:?}"
@@ -312,10 +372,16 @@ fn qr(
                 }
                 Some(c) => c.ncols(),
             };
-            let mut qc = vec![0.0; m * w];
+            let mut qc = vec![T::ZERO; m * w];
             for j in 0..w {
                 for (i, &sign) in signs.iter().enumerate() {
-                    qc[j * m + i] = sign * c.as_ref().map_or((i == j) as u8 as f64, |c| c[[i, j]]);
+                    let cij = c
+                        .as_ref()
+                        .map_or(if i == j { T::one() } else { T::ZERO }, |c| c[[i, j]]);
+                    qc[j * m + i] = sign * cij;
+                }
+                if complete && j >= k {
+                    qc[j * m + j] = T::one();
                 }
             }
             if k > 0 && w > 0 {
@@ -335,80 +401,66 @@ fn qr(
 
 /// The Householder form LAPACK leaves below R: with the n x n block reflector T of dgeqrt3
 /// (M >= N), or the scalars tau of dgeqrf (M < N).
-enum Householder {
-    T(Vec<f64>),
-    Tau(Vec<f64>),
+enum Householder<T> {
+    T(Vec<T>),
+    Tau(Vec<T>),
 }
 
 /// QR of the column-major m x n `a` in place. A tall matrix goes through dgeqrt3, the
 /// recursive QR made of level-3 BLAS: on 65536 x 128 it is 2x faster than dgeqrf, whose
 /// panels are level-2 (BENCHMARKS.md, "LAPACK binding").
-fn householder(a: &mut [f64], m: usize, n: usize) -> Result<Householder, String> {
+fn householder<T: Field>(a: &mut [T], m: usize, n: usize) -> Result<Householder<T>, String> {
     let (mi, ni) = (int(m)?, int(n)?);
-    let mut info = 0;
     if m >= n {
-        let mut t = vec![0.0; n * n];
+        let mut t = vec![T::ZERO; n * n];
         // SAFETY: a is m x n column-major (lda m >= 1), t n x n (ldt n).
-        unsafe { lapack::dgeqrt3(mi, ni, a, mi, &mut t, ni, &mut info) };
-        check_args("dgeqrt3", info)?;
+        let info = unsafe { T::geqrt3(mi, ni, a, mi, &mut t, ni) };
+        check_args("geqrt3", info)?;
         return Ok(Householder::T(t));
     }
-    let mut tau = vec![0.0; m];
-    let mut q = [0.0];
+    let mut tau = vec![T::ZERO; m];
+    let mut q = [T::ZERO];
     // SAFETY: a is m x n column-major, tau min(m, n); lwork -1 is a size query.
-    unsafe { lapack::dgeqrf(mi, ni, a, mi, &mut tau, &mut q, -1, &mut info) };
-    check_args("dgeqrf", info)?;
-    let mut work = vec![0.0; lwork(q[0])];
+    let info = unsafe { T::geqrf(mi, ni, a, mi, &mut tau, &mut q, -1) };
+    check_args("geqrf", info)?;
+    let mut work = vec![T::ZERO; lwork(q[0])];
     let lw = int(work.len())?;
     // SAFETY: as above, with the work array LAPACK asked for.
-    unsafe { lapack::dgeqrf(mi, ni, a, mi, &mut tau, &mut work, lw, &mut info) };
-    check_args("dgeqrf", info)?;
+    let info = unsafe { T::geqrf(mi, ni, a, mi, &mut tau, &mut work, lw) };
+    check_args("geqrf", info)?;
     Ok(Householder::Tau(tau))
 }
 
 /// Applies Q (m x m, from [`householder`]'s output in `a`) to the column-major m x w `c`
 /// in place: dgemqrt with dgeqrt3's T, or dormqr with dgeqrf's tau.
-fn apply_q(
-    a: &[f64],
+fn apply_q<T: Field>(
+    a: &[T],
     m: usize,
     n: usize,
-    h: &Householder,
-    c: &mut [f64],
+    h: &Householder<T>,
+    c: &mut [T],
     w: usize,
 ) -> Result<(), String> {
     let k = m.min(n);
     let (mi, ki, wi) = (int(m)?, int(k)?, int(w)?);
-    let mut info = 0;
     match h {
         Householder::T(t) => {
-            let mut work = vec![0.0; k * w];
+            let mut work = vec![T::ZERO; k * w];
             // SAFETY: V is a (m x k, ldv m), T k x k (ldt k, nb k), C m x w (ldc m), work
-            // nb x w as dgemqrt asks for side 'L'.
-            unsafe {
-                lapack::dgemqrt(
-                    b'L', b'N', mi, wi, ki, ki, a, mi, t, ki, c, mi, &mut work, &mut info,
-                )
-            };
-            check_args("dgemqrt", info)
+            // nb x w as gemqrt asks for side 'L'.
+            let info = unsafe { T::gemqrt(mi, wi, ki, a, mi, t, c, mi, &mut work) };
+            check_args("gemqrt", info)
         }
         Householder::Tau(tau) => {
-            let mut q = [0.0];
+            let mut q = [T::ZERO];
             // SAFETY: a holds the k reflectors (lda m), C m x w (ldc m); a size query.
-            unsafe {
-                lapack::dormqr(
-                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut q, -1, &mut info,
-                )
-            };
-            check_args("dormqr", info)?;
-            let mut work = vec![0.0; lwork(q[0])];
+            let info = unsafe { T::unmqr(mi, wi, ki, a, mi, tau, c, mi, &mut q, -1) };
+            check_args("ormqr", info)?;
+            let mut work = vec![T::ZERO; lwork(q[0])];
             let lw = int(work.len())?;
             // SAFETY: as above, with the work array LAPACK asked for.
-            unsafe {
-                lapack::dormqr(
-                    b'L', b'N', mi, wi, ki, a, mi, tau, c, mi, &mut work, lw, &mut info,
-                )
-            };
-            check_args("dormqr", info)
+            let info = unsafe { T::unmqr(mi, wi, ki, a, mi, tau, c, mi, &mut work, lw) };
+            check_args("ormqr", info)
         }
     }
 }
@@ -417,22 +469,32 @@ fn apply_q(
 // SVD
 // ---------------------------------------------------------------------------------------
 
-/// A thin SVD: S descending, and U (m x k), Vh (k x n) when asked.
-struct Svd {
+/// An SVD: S descending, and U (m x k), Vh (k x n) when asked (thin), or U (m x m) and
+/// Vh (n x n) (full).
+struct Svd<T> {
     s: Array1<f64>,
-    uv: Option<(Array2<f64>, Array2<f64>)>,
+    uv: Option<(Array2<T>, Array2<T>)>,
 }
 
-/// dgesdd of the row-major m x n `a`, i.e. of the column-major A^T = U' S V'^T; then
-/// A = V' S U'^T: U is V' (LAPACK's VT, read row-major) and Vh is U'^T (LAPACK's U, read
-/// row-major). Each U column's largest entry (the first, on ties) is made positive.
-fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
+/// gesdd of the row-major m x n `a`, i.e. of the column-major A^T = U' S V'^H; then
+/// A = conj(V') S U'^T: U is conj(V') (LAPACK's VT = V'^H, read row-major) and Vh is
+/// U'^T (LAPACK's U, read row-major). Each U column's largest entry (the first, on ties)
+/// is made real and positive (Vh's row takes the conjugate factor). `full`: all m columns
+/// of U and n rows of Vh (jobz 'A', NumPy's full_matrices).
+fn gesdd<T: Field>(a: ArrayView2<'_, T>, vectors: bool, full: bool) -> Result<Svd<T>, String> {
     let (m, n) = a.dim();
     let k = m.min(n);
+    // U's columns and Vh's rows.
+    let (uc, vr) = if full { (m, n) } else { (k, k) };
     if k == 0 {
         return Ok(Svd {
             s: Array1::zeros(0),
-            uv: vectors.then(|| (Array2::zeros((m, 0)), Array2::zeros((0, n)))),
+            uv: vectors.then(|| {
+                (
+                    Array2::eye(m).slice(s![.., ..uc]).to_owned(),
+                    Array2::eye(n).slice(s![..vr, ..]).to_owned(),
+                )
+            }),
         });
     }
     // LAPACK's dgesdd refuses a matrix holding NaN (its argument 4), and NumPy says so;
@@ -440,13 +502,14 @@ fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
     if a.iter().any(|v| v.is_nan()) {
         return Err(format!("{LINALG_ERROR}SVD did not converge"));
     }
-    if a.iter().any(|v| v.is_infinite()) {
+    if a.iter().any(|v| !v.is_finite()) {
+        let nan = T::real(f64::NAN);
         return Ok(Svd {
             s: Array1::from_elem(k, f64::NAN),
             uv: vectors.then(|| {
                 (
-                    Array2::from_elem((m, k), f64::NAN),
-                    Array2::from_elem((k, n), f64::NAN),
+                    Array2::from_elem((m, uc), nan),
+                    Array2::from_elem((vr, n), nan),
                 )
             }),
         });
@@ -455,38 +518,36 @@ fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
     let buf = buf.as_slice_mut().expect("standard layout");
     let (mi, ni, ki) = (int(m)?, int(n)?, int(k)?);
     let mut s = vec![0.0; k];
-    // LAPACK's U is n x k (the row-major Vh), its VT is k x m (the row-major U).
+    // LAPACK's U is n x vr (the row-major Vh), its VT is uc x m (the row-major U).
     let (mut vh, mut u) = if vectors {
-        (vec![0.0; n * k], vec![0.0; k * m])
+        (vec![T::ZERO; n * vr], vec![T::ZERO; uc * m])
     } else {
-        (vec![0.0; 1], vec![0.0; 1])
+        (vec![T::ZERO; 1], vec![T::ZERO; 1])
     };
-    let (jobz, ldu, ldvt) = if vectors {
-        (b'S', ni, ki)
-    } else {
-        (b'N', 1, 1)
+    let (jobz, ldu, ldvt) = match (vectors, full) {
+        (false, _) => (b'N', 1, 1),
+        (true, false) => (b'S', ni, ki),
+        (true, true) => (b'A', ni, mi),
     };
     let mut iwork = vec![0i32; 8 * k];
-    let (mut q, mut info) = ([0.0], 0);
+    let mut q = [T::ZERO];
     // SAFETY: buf is n x m column-major (lda n); s, U (n x k), VT (k x m) are sized for
     // jobz; iwork 8k as LAPACK asks; lwork -1 is a size query.
-    unsafe {
-        lapack::dgesdd(
-            jobz, ni, mi, buf, ni, &mut s, &mut vh, ldu, &mut u, ldvt, &mut q, -1, &mut iwork,
-            &mut info,
+    let info = unsafe {
+        T::gesdd(
+            jobz, ni, mi, buf, &mut s, &mut vh, ldu, &mut u, ldvt, &mut q, -1, &mut iwork,
         )
     };
-    check_args("dgesdd", info)?;
-    let mut work = vec![0.0; lwork(q[0])];
+    check_args("gesdd", info)?;
+    let mut work = vec![T::ZERO; lwork(q[0])];
     let lw = int(work.len())?;
     // SAFETY: as above, with the work array LAPACK asked for.
-    unsafe {
-        lapack::dgesdd(
-            jobz, ni, mi, buf, ni, &mut s, &mut vh, ldu, &mut u, ldvt, &mut work, lw, &mut iwork,
-            &mut info,
+    let info = unsafe {
+        T::gesdd(
+            jobz, ni, mi, buf, &mut s, &mut vh, ldu, &mut u, ldvt, &mut work, lw, &mut iwork,
         )
     };
-    check_args("dgesdd", info)?;
+    check_args("gesdd", info)?;
     if info > 0 {
         return Err(format!("{LINALG_ERROR}SVD did not converge"));
     }
@@ -494,18 +555,20 @@ fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
     if !vectors {
         return Ok(Svd { s, uv: None });
     }
-    let mut u = Array2::from_shape_vec((m, k), u).expect("m x k");
-    let mut vh = Array2::from_shape_vec((k, n), vh).expect("k x n");
+    let mut u = Array2::from_shape_vec((m, uc), u).expect("m x uc");
+    let mut vh = Array2::from_shape_vec((vr, n), vh).expect("vr x n");
     for j in 0..k {
         let col = u.column(j);
         let big = col
             .iter()
             .copied()
             .reduce(|best, v| if v.abs() > best.abs() { v } else { best })
-            .unwrap_or(0.0);
-        if big < 0.0 {
-            u.column_mut(j).mapv_inplace(|v| -v);
-            vh.row_mut(j).mapv_inplace(|v| -v);
+            .unwrap_or(T::ZERO);
+        let d = big.phase();
+        if d != T::one() {
+            let dc = d.conj();
+            u.column_mut(j).mapv_inplace(|v| v * dc);
+            vh.row_mut(j).mapv_inplace(|v| v * d);
         }
     }
     Ok(Svd {
@@ -514,13 +577,21 @@ fn gesdd(a: ArrayView2<'_, f64>, vectors: bool) -> Result<Svd, String> {
     })
 }
 
-fn svd(a: &Block, output: SvdOutput) -> Result<ArrayD<f64>, String> {
-    let a = matrix(a, "svd")?;
-    let r = gesdd(a.view(), output != SvdOutput::Values)?;
+/// S (float64), U or Vh (of `T`).
+/// U of an output block of m x m (m > n) and Vh of n x n (n > m) are the full SVD's.
+fn svd<T: Field>(a: &Block, output: SvdOutput, shape: &[usize]) -> Result<Block, String> {
+    let a = matrix_of::<T>(a, "svd")?;
+    let (m, n) = a.dim();
+    let full = match output {
+        SvdOutput::U => m > n && shape == [m, m],
+        SvdOutput::Vh => n > m && shape == [n, n],
+        _ => false,
+    };
+    let r = gesdd(a.view(), output != SvdOutput::Values, full)?;
     Ok(match (output, r.uv) {
-        (SvdOutput::Values | SvdOutput::S, _) => r.s.into_dyn(),
-        (SvdOutput::U, Some((u, _))) => u.into_dyn(),
-        (SvdOutput::Vh, Some((_, vh))) => vh.into_dyn(),
+        (SvdOutput::Values | SvdOutput::S, _) => Block::F64(r.s.into_dyn()),
+        (SvdOutput::U, Some((u, _))) => T::wrap(u.into_dyn()),
+        (SvdOutput::Vh, Some((_, vh))) => T::wrap(vh.into_dyn()),
         _ => unreachable!("vectors computed when asked"),
     })
 }
@@ -555,7 +626,7 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
             "{LINALG_ERROR}SVD did not converge in Linear Least Squares"
         ));
     }
-    let sv = gesdd(r11.view(), false)?.s;
+    let sv = gesdd(r11.view(), false, false)?.s;
     let cutoff = rcond * sv.first().copied().unwrap_or(0.0);
     let rank = sv.iter().filter(|&&v| v > cutoff).count();
     match output {
@@ -569,7 +640,7 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
         x
     } else {
         // x = Vh[:rank]^T diag(1/s[:rank]) U[:, :rank]^T R12.
-        let full = gesdd(r11.view(), true)?;
+        let full = gesdd(r11.view(), true, false)?;
         let (u, vh) = full.uv.expect("vectors");
         let mut y = u.slice(s![.., ..rank]).t().dot(&r12);
         for (mut row, &sj) in y.rows_mut().into_iter().zip(&full.s) {
@@ -592,24 +663,25 @@ fn lstsq(r: &Block, n: usize, rcond: f64, output: LstsqOutput) -> Result<ArrayD<
 // Cholesky and the blocked pieces (trsm, gemm, syrk)
 // ---------------------------------------------------------------------------------------
 
-/// L with A = L L^T: the row-major lower triangle is the column-major upper one, so
-/// dpotrf 'U' reads exactly A's lower triangle (as NumPy does) and leaves L there.
-fn cholesky(a: &Block) -> Result<ArrayD<f64>, String> {
-    let a = matrix(a, "cholesky")?;
+/// L with A = L L^H: the row-major lower triangle is the column-major upper one, so
+/// potrf 'U' reads exactly A's lower triangle (as NumPy does) and leaves L there (the
+/// column-major matrix is A^T = conj(A), Hermitian too: potrf gives conj(A) = U^H U, so
+/// A = U^T conj(U) = L L^H with L = U^T, U read row-major).
+fn cholesky<T: Field>(a: &Block) -> Result<ArrayD<T>, String> {
+    let a = matrix_of::<T>(a, "cholesky")?;
     let n = square(&a, "cholesky")?;
     let mut l = a.into_owned();
     if n > 0 {
-        let mut info = 0;
         let ni = int(n)?;
         // SAFETY: l is n x n, contiguous.
-        unsafe { lapack::dpotrf(b'U', ni, l.as_slice_mut().expect("standard"), ni, &mut info) };
-        check_args("dpotrf", info)?;
+        let info = unsafe { T::potrf(b'U', ni, l.as_slice_mut().expect("standard"), ni) };
+        check_args("potrf", info)?;
         if info > 0 {
             return Err(not_positive_definite());
         }
     }
     for i in 0..n {
-        l.row_mut(i).slice_mut(s![i + 1..]).fill(0.0);
+        l.row_mut(i).slice_mut(s![i + 1..]).fill(T::ZERO);
     }
     Ok(l.into_dyn())
 }
@@ -617,10 +689,10 @@ fn cholesky(a: &Block) -> Result<ArrayD<f64>, String> {
 /// One block of a left-looking blocked Cholesky ([`Kernel::CholeskyBlock`]): the update
 /// S = A_ij - sum_k L_ik L_jk^T (syrk on the diagonal, gemm elsewhere), then potrf of S on
 /// the diagonal, or the trsm X L_jj^T = S below it.
-fn cholesky_block(inputs: &[&Block], diagonal: bool) -> Result<ArrayD<f64>, String> {
+fn cholesky_block<T: Field>(inputs: &[&Block], diagonal: bool) -> Result<ArrayD<T>, String> {
     if diagonal {
-        let s = subtract_gram(inputs, false)?;
-        return cholesky(&Block::F64(s));
+        let s = subtract_gram::<T>(inputs, false)?;
+        return cholesky::<T>(&T::wrap(s));
     }
     let Some((ljj, rest)) = inputs.split_last() else {
         return Err("cholesky block needs A_ij and L_jj".into());
@@ -628,20 +700,21 @@ fn cholesky_block(inputs: &[&Block], diagonal: bool) -> Result<ArrayD<f64>, Stri
     if rest.is_empty() {
         return Err("cholesky block needs A_ij and L_jj".into());
     }
-    let mut s = subtract_products(rest, false, true)?
+    let mut s = subtract_products::<T>(rest, false, true)?
         .into_dimensionality::<Ix2>()
         .map_err(|e| e.to_string())?;
-    let l = matrix(ljj, "cholesky")?;
+    let l = matrix_of::<T>(ljj, "cholesky")?;
     square(&l, "cholesky")?;
     trsm(l.view(), s.view_mut(), false, true, true, false)?;
     Ok(s.into_dyn())
 }
 
-/// Solves op(T) X = B (`left`) or X op(T) = B in place of `x` (holding B) with cblas_dtrsm;
-/// only T's `lower` (or upper) triangle is read.
-fn trsm(
-    t: ArrayView2<'_, f64>,
-    mut x: ArrayViewMut2<'_, f64>,
+/// Solves op(T) X = B (`left`) or X op(T) = B in place of `x` (holding B) with cblas_dtrsm
+/// (ztrsm; op is then the conjugate transpose); only T's `lower` (or upper) triangle is
+/// read.
+fn trsm<T: Field>(
+    t: ArrayView2<'_, T>,
+    mut x: ArrayViewMut2<'_, T>,
     left: bool,
     lower: bool,
     transpose: bool,
@@ -656,7 +729,7 @@ fn trsm(
             x.dim()
         ));
     }
-    if !unit_diagonal && t.diag().iter().any(|&d| d == 0.0) {
+    if !unit_diagonal && t.diag().iter().any(|&d| d == T::ZERO) {
         return Err(singular());
     }
     if m == 0 || r == 0 {
@@ -668,8 +741,7 @@ fn trsm(
         .ok_or("triangular solve: a right-hand side not in standard layout")?;
     // SAFETY: T is n x n row-major (lda n), X m x r row-major (ldb r), sizes checked above.
     unsafe {
-        cblas_sys::cblas_dtrsm(
-            CblasRowMajor,
+        T::trsm(
             if left {
                 CBLAS_SIDE::CblasLeft
             } else {
@@ -680,7 +752,7 @@ fn trsm(
             } else {
                 CBLAS_UPLO::CblasUpper
             },
-            trans(transpose),
+            T::cblas_op(transpose),
             if unit_diagonal {
                 CBLAS_DIAG::CblasUnit
             } else {
@@ -688,7 +760,6 @@ fn trsm(
             },
             int(m)?,
             int(r)?,
-            1.0,
             slice(&t.view()).as_ptr(),
             ld(n)?,
             xs.as_mut_ptr(),
@@ -698,25 +769,17 @@ fn trsm(
     Ok(())
 }
 
-fn trans(t: bool) -> CBLAS_TRANSPOSE {
-    if t {
-        CBLAS_TRANSPOSE::CblasTrans
-    } else {
-        CBLAS_TRANSPOSE::CblasNoTrans
-    }
-}
-
-fn triangular_solve(
+fn triangular_solve<T: Field>(
     t: &Block,
     b: &Block,
     left: bool,
     lower: bool,
     transpose: bool,
     unit_diagonal: bool,
-) -> Result<ArrayD<f64>, String> {
-    let t = matrix(t, "triangular solve")?;
+) -> Result<ArrayD<T>, String> {
+    let t = matrix_of::<T>(t, "triangular solve")?;
     square(&t, "triangular solve")?;
-    let mut x = matrix(b, "triangular solve")?.into_owned();
+    let mut x = matrix_of::<T>(b, "triangular solve")?.into_owned();
     trsm(
         t.view(),
         x.view_mut(),
@@ -729,16 +792,16 @@ fn triangular_solve(
 }
 
 /// op(a) as (rows, cols) of a row-major matrix.
-fn op_dim(a: &CowArray<'_, f64, Ix2>, t: bool) -> (usize, usize) {
+fn op_dim<T>(a: &CowArray<'_, T, Ix2>, t: bool) -> (usize, usize) {
     if t { (a.ncols(), a.nrows()) } else { a.dim() }
 }
 
 /// C - sum_k op(A_k) op(B_k): one copy of C, then dgemm with beta 1 per pair.
-fn subtract_products(
+fn subtract_products<T: Field>(
     inputs: &[&Block],
     transpose_a: bool,
     transpose_b: bool,
-) -> Result<ArrayD<f64>, String> {
+) -> Result<ArrayD<T>, String> {
     let Some((c, pairs)) = inputs.split_first() else {
         return Err("subtract products needs C and pairs of blocks".into());
     };
@@ -748,10 +811,10 @@ fn subtract_products(
             inputs.len()
         ));
     }
-    let mut c = matrix(c, "subtract products")?.into_owned();
+    let mut c = matrix_of::<T>(c, "subtract products")?.into_owned();
     for pair in pairs.chunks(2) {
-        let a = matrix(pair[0], "subtract products")?;
-        let b = matrix(pair[1], "subtract products")?;
+        let a = matrix_of::<T>(pair[0], "subtract products")?;
+        let b = matrix_of::<T>(pair[1], "subtract products")?;
         gemm_sub(c.view_mut(), a.view(), b.view(), transpose_a, transpose_b)?;
     }
     Ok(c.into_dyn())
@@ -759,10 +822,10 @@ fn subtract_products(
 
 /// C -= op(A) op(B): dgemm with beta 1 on row-major views (copied to standard layout
 /// where they are not).
-fn gemm_sub(
-    mut c: ArrayViewMut2<'_, f64>,
-    a: ArrayView2<'_, f64>,
-    b: ArrayView2<'_, f64>,
+fn gemm_sub<T: Field>(
+    mut c: ArrayViewMut2<'_, T>,
+    a: ArrayView2<'_, T>,
+    b: ArrayView2<'_, T>,
     transpose_a: bool,
     transpose_b: bool,
 ) -> Result<(), String> {
@@ -784,19 +847,16 @@ fn gemm_sub(
     // SAFETY: row-major A (lda its columns), B (ldb its columns), C m x n (ldc n), all
     // contiguous; shapes checked above.
     unsafe {
-        cblas_sys::cblas_dgemm(
-            CblasRowMajor,
-            trans(transpose_a),
-            trans(transpose_b),
+        T::gemm_sub(
+            T::cblas_op(transpose_a),
+            T::cblas_op(transpose_b),
             int(m)?,
             int(n)?,
             int(ak)?,
-            -1.0,
             slice(&a.view()).as_ptr(),
             ld(a.ncols())?,
             slice(&b.view()).as_ptr(),
             ld(b.ncols())?,
-            1.0,
             cs.as_mut_ptr(),
             ld(n)?,
         )
@@ -804,17 +864,17 @@ fn gemm_sub(
     Ok(())
 }
 
-/// C - sum_k A_k A_k^T (or A_k^T A_k): dsyrk on C's lower triangle, mirrored to the upper
-/// (C's upper triangle is not read).
-fn subtract_gram(inputs: &[&Block], transpose: bool) -> Result<ArrayD<f64>, String> {
+/// C - sum_k A_k A_k^T (or A_k^T A_k; ^H for complex): dsyrk (zherk) on C's lower
+/// triangle, mirrored to the upper (C's upper triangle is not read).
+fn subtract_gram<T: Field>(inputs: &[&Block], transpose: bool) -> Result<ArrayD<T>, String> {
     let Some((c, terms)) = inputs.split_first() else {
         return Err("subtract gram needs C and at least one block".into());
     };
-    let c = matrix(c, "subtract gram")?;
+    let c = matrix_of::<T>(c, "subtract gram")?;
     let n = square(&c, "subtract gram")?;
     let mut c = c.into_owned();
     for a in terms {
-        let a = matrix(a, "subtract gram")?;
+        let a = matrix_of::<T>(a, "subtract gram")?;
         let (an, k) = op_dim(&a, transpose);
         if an != n {
             return Err(format!(
@@ -829,16 +889,12 @@ fn subtract_gram(inputs: &[&Block], transpose: bool) -> Result<ArrayD<f64>, Stri
         let cs = c.as_slice_mut().expect("standard layout");
         // SAFETY: row-major A (lda its columns), C n x n (ldc n); shapes checked above.
         unsafe {
-            cblas_sys::cblas_dsyrk(
-                CblasRowMajor,
-                CBLAS_UPLO::CblasLower,
-                trans(transpose),
+            T::gram_sub(
+                T::cblas_op(transpose),
                 int(n)?,
                 int(k)?,
-                -1.0,
                 slice(&a.view()).as_ptr(),
                 ld(a.ncols())?,
-                1.0,
                 cs.as_mut_ptr(),
                 ld(n)?,
             )
@@ -846,7 +902,7 @@ fn subtract_gram(inputs: &[&Block], transpose: bool) -> Result<ArrayD<f64>, Stri
     }
     for i in 0..n {
         for j in i + 1..n {
-            c[[i, j]] = c[[j, i]];
+            c[[i, j]] = c[[j, i]].conj();
         }
     }
     Ok(c.into_dyn())
@@ -877,7 +933,7 @@ fn pow2(e: i32) -> f64 {
 }
 
 /// The largest magnitude of `v` (NaN ignored).
-fn max_abs<'a>(v: impl IntoIterator<Item = &'a f64>) -> f64 {
+fn max_abs<'a, T: Field>(v: impl IntoIterator<Item = &'a T>) -> f64 {
     v.into_iter().fold(0.0, |m, x| m.max(x.abs()))
 }
 
@@ -888,7 +944,7 @@ fn max_abs<'a>(v: impl IntoIterator<Item = &'a f64>) -> f64 {
 /// NumPy raises for some matrices with two equal rows and not for others), and a blocked
 /// LU rounds the trailing updates of the pivot's row (trsm) and of the rows below (gemm)
 /// differently, leaving a pivot of rounding size where the unblocked one may have met 0.
-fn negligible_pivot(u: f64, scale: f64, n: usize) -> bool {
+fn negligible_pivot<T: Field>(u: T, scale: f64, n: usize) -> bool {
     let t = n as f64 * f64::EPSILON * scale;
     t.is_finite() && u.abs() <= t
 }
@@ -921,12 +977,12 @@ pub fn singular_rcond(n: usize) -> f64 {
 /// matrix with badly scaled rows or columns, which solve answers as well as a well-scaled
 /// one, is not called singular for its scaling (its rows' scales are undone exactly).
 /// The 1-norms of D A's columns (C^-1) over `a`'s rows.
-fn column_norms(a: ArrayView2<'_, f64>, exps: &[i32]) -> Vec<f64> {
+fn column_norms<T: Field>(a: ArrayView2<'_, T>, exps: &[i32]) -> Vec<f64> {
     let mut norms = vec![0.0; a.ncols()];
     for (row, &e) in a.rows().into_iter().zip(exps) {
         let d = pow2(-e);
         for (s, &v) in norms.iter_mut().zip(row) {
-            *s += (v * d).abs();
+            *s += v.abs() * d;
         }
     }
     norms
@@ -956,8 +1012,8 @@ fn rcond_from(inv_norm: f64) -> f64 {
 /// made an exact zero: at most n eps times the largest |l_js u_sj| (s < j) of its row's
 /// elimination, the terms whose rounding it is within (a one-block LU has them all; the
 /// blocked one, which has not, equilibrates its rows instead).
-struct Lu {
-    f: Vec<f64>,
+struct Lu<T> {
+    f: Vec<T>,
     n: usize,
     ipiv: Vec<i32>,
     singular: bool,
@@ -967,10 +1023,10 @@ struct Lu {
     norms: Vec<f64>,
 }
 
-fn lu(a: &Block, name: &str) -> Result<Lu, String> {
-    let a = matrix(a, name)?;
+fn lu<T: Field>(a: &Block, name: &str) -> Result<Lu<T>, String> {
+    let a = matrix_of::<T>(a, name)?;
     let n = square(&a, name)?;
-    let mut f = vec![0.0; n * n];
+    let mut f = vec![T::ZERO; n * n];
     for ((i, j), &v) in a.indexed_iter() {
         f[j * n + i] = v;
     }
@@ -986,8 +1042,8 @@ fn lu(a: &Block, name: &str) -> Result<Lu, String> {
     if n > 0 {
         let ni = int(n)?;
         // SAFETY: f is n x n column-major (lda n), ipiv n.
-        unsafe { lapack::dgetrf(ni, ni, &mut f, ni, &mut ipiv, &mut info) };
-        check_args("dgetrf", info)?;
+        info = unsafe { T::getrf(ni, &mut f, &mut ipiv) };
+        check_args("getrf", info)?;
     }
     let mut singular = info > 0;
     for j in 0..n {
@@ -998,7 +1054,7 @@ fn lu(a: &Block, name: &str) -> Result<Lu, String> {
                 .collect::<Vec<_>>(),
         );
         if negligible_pivot(f[j * n + j], terms, n) {
-            f[j * n + j] = 0.0;
+            f[j * n + j] = T::ZERO;
             singular = true;
         }
     }
@@ -1012,12 +1068,12 @@ fn lu(a: &Block, name: &str) -> Result<Lu, String> {
     })
 }
 
-impl Lu {
+impl<T: Field> Lu<T> {
     /// X = A^-1 B by getrs (B row-major n x k, copied column-major and back), as NumPy's
     /// solve (gesv) and inv (gesv of the identity); LinAlgError "Singular matrix" when a
     /// pivot is (numerically) zero or A's estimated reciprocal condition number
     /// ([`Lu::rcond`]) is below [`singular_rcond`].
-    fn solve(&self, b: ArrayView2<'_, f64>) -> Result<Array2<f64>, String> {
+    fn solve(&self, b: ArrayView2<'_, T>) -> Result<Array2<T>, String> {
         if self.singular || self.rcond()? < singular_rcond(self.n) {
             return Err(singular());
         }
@@ -1025,7 +1081,7 @@ impl Lu {
         if n != self.n {
             return Err(format!("solve: a is {0} x {0}, b has {n} rows", self.n));
         }
-        let mut cm = vec![0.0; n * k];
+        let mut cm = vec![T::ZERO; n * k];
         for ((i, j), &v) in b.indexed_iter() {
             cm[j * n + i] = v;
         }
@@ -1033,27 +1089,16 @@ impl Lu {
         Ok(Array2::from_shape_fn((n, k), |(i, j)| cm[j * n + i]))
     }
 
-    /// getrs in place of `cm` (n x k, column-major): A^-1 B (`trans` b'N') or A^-T B (b'T').
-    fn getrs(&self, trans: u8, cm: &mut [f64], k: usize) -> Result<(), String> {
+    /// getrs in place of `cm` (n x k, column-major): A^-1 B (`trans` b'N') or A^-H B
+    /// ([`Field::ADJOINT`]).
+    fn getrs(&self, trans: u8, cm: &mut [T], k: usize) -> Result<(), String> {
         let n = self.n;
         if n > 0 && k > 0 {
-            let mut info = 0;
             // SAFETY: f holds the n x n factors (lda n) and ipiv their pivots; cm is n x k
             // column-major (ldb n).
-            unsafe {
-                lapack::dgetrs(
-                    trans,
-                    int(n)?,
-                    int(k)?,
-                    &self.f,
-                    ld(n)?,
-                    &self.ipiv,
-                    cm,
-                    ld(n)?,
-                    &mut info,
-                )
-            };
-            check_args("dgetrs", info)?;
+            let info =
+                unsafe { T::getrs(trans, int(n)?, int(k)?, &self.f, &self.ipiv, cm, ld(n)?) };
+            check_args("getrs", info)?;
         }
         Ok(())
     }
@@ -1069,13 +1114,18 @@ impl Lu {
         if n == 0 || self.norms.iter().any(|s| !s.is_finite()) {
             return Ok(f64::INFINITY);
         }
-        let (mut v, mut x) = (vec![0.0; n], vec![0.0; n]);
+        let (mut v, mut x) = (vec![T::ZERO; n], vec![T::ZERO; n]);
         let mut isgn = vec![0i32; n];
-        let (mut est, mut kase, mut isave) = ([0.0], 0, [0i32; 3]);
+        let (mut est, mut kase, mut isave) = (0.0, 0, [0i32; 3]);
+        let scale = |x: &mut [T], by: &[f64], div: bool| {
+            for (x, &s) in x.iter_mut().zip(by) {
+                *x = *x * T::real(if div { 1.0 / s } else { s });
+            }
+        };
         loop {
-            // SAFETY: v, x and isgn have n entries, isave 3 (dlacn2's reverse communication).
+            // SAFETY: v, x and isgn have n entries, isave 3 (lacn2's reverse communication).
             unsafe {
-                lapack::dlacn2(
+                T::lacn2(
                     int(n)?,
                     &mut v,
                     &mut x,
@@ -1087,14 +1137,14 @@ impl Lu {
             };
             match kase {
                 1 => {
-                    x.iter_mut().zip(&self.d).for_each(|(x, d)| *x /= d);
+                    scale(&mut x, &self.d, true);
                     self.getrs(b'N', &mut x, 1)?;
-                    x.iter_mut().zip(&self.norms).for_each(|(x, s)| *x *= s);
+                    scale(&mut x, &self.norms, false);
                 }
                 2 => {
-                    x.iter_mut().zip(&self.norms).for_each(|(x, s)| *x *= s);
-                    self.getrs(b'T', &mut x, 1)?;
-                    x.iter_mut().zip(&self.d).for_each(|(x, d)| *x /= d);
+                    scale(&mut x, &self.norms, false);
+                    self.getrs(T::ADJOINT, &mut x, 1)?;
+                    scale(&mut x, &self.d, true);
                 }
                 _ => break,
             }
@@ -1102,27 +1152,28 @@ impl Lu {
                 return Ok(0.0);
             }
         }
-        Ok(rcond_from(est[0]))
+        Ok(rcond_from(est))
     }
 }
 
-fn lu_solve(a: &Block, b: &Block) -> Result<ArrayD<f64>, String> {
-    let lu = lu(a, "solve")?;
-    let b = matrix(b, "solve")?;
+fn lu_solve<T: Field>(a: &Block, b: &Block) -> Result<ArrayD<T>, String> {
+    let lu = lu::<T>(a, "solve")?;
+    let b = matrix_of::<T>(b, "solve")?;
     Ok(lu.solve(b.view())?.into_dyn())
 }
 
-fn inverse(a: &Block) -> Result<ArrayD<f64>, String> {
-    let lu = lu(a, "inv")?;
-    let eye = Array2::from_shape_fn((lu.n, lu.n), |(i, j)| (i == j) as u8 as f64);
+fn inverse<T: Field>(a: &Block) -> Result<ArrayD<T>, String> {
+    let lu = lu::<T>(a, "inv")?;
+    let eye = Array2::from_shape_fn((lu.n, lu.n), |(i, j)| T::real((i == j) as u8 as f64));
     Ok(lu.solve(eye.view())?.into_dyn())
 }
 
 /// NumPy's slogdet and det from the factors: the sign of the permutation and of each
-/// pivot, the sum of the pivots' logs in order, det = sign * exp(logabsdet); a singular A
-/// gives 0, 0 and -inf.
-fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
-    let lu = lu(a, "det")?;
+/// pivot (a complex matrix's sign is the product of the pivots' phases, a unit complex
+/// number), the sum of the pivots' logs in order, det = sign * exp(logabsdet); a singular A
+/// gives 0, 0 and -inf. logabsdet is float64; det and sign are of `T`.
+fn det<T: Field>(a: &Block, output: DetOutput) -> Result<Block, String> {
+    let lu = lu::<T>(a, "det")?;
     let n = lu.n;
     let swaps = lu
         .ipiv
@@ -1130,24 +1181,22 @@ fn det(a: &Block, output: DetOutput) -> Result<ArrayD<f64>, String> {
         .enumerate()
         .filter(|&(i, &p)| p as usize != i + 1)
         .count();
-    let mut sign = if swaps % 2 == 0 { 1.0 } else { -1.0 };
+    let mut sign = T::real(if swaps % 2 == 0 { 1.0 } else { -1.0 });
     let mut log = 0.0;
     for j in 0..n {
         let u = lu.f[j * n + j];
-        if u < 0.0 {
-            sign = -sign;
-        }
+        sign = sign * u.phase();
         log += u.abs().ln();
     }
     if lu.singular {
-        (sign, log) = (0.0, f64::NEG_INFINITY);
+        (sign, log) = (T::ZERO, f64::NEG_INFINITY);
     }
-    let v = match output {
-        DetOutput::Det => det_of(sign, log),
-        DetOutput::Sign => sign,
-        DetOutput::Logabsdet => log,
-    };
-    Ok(ArrayD::from_elem(IxDyn(&[]), v))
+    let scalar = |v: T| T::wrap(ArrayD::from_elem(IxDyn(&[]), v));
+    Ok(match output {
+        DetOutput::Det => scalar(sign * T::real(log.exp())),
+        DetOutput::Sign => scalar(sign),
+        DetOutput::Logabsdet => Block::F64(ArrayD::from_elem(IxDyn(&[]), log)),
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2195,7 +2244,7 @@ mod tests {
     /// The one-block estimate's reciprocal condition number (gecon's, of D A C; 0 when a
     /// pivot is numerically zero, as solve takes it).
     fn one_block_rcond(a: &Array2<f64>) -> f64 {
-        let lu = lu(&blk(a), "solve").unwrap();
+        let lu = lu::<f64>(&blk(a), "solve").unwrap();
         if lu.singular {
             0.0
         } else {
@@ -2510,5 +2559,171 @@ mod tests {
         assert_eq!(j, r#"{"kernel":"cholesky"}"#);
         let j = serde_json::to_string(&lstsq_k(4, LstsqOutput::X)).unwrap();
         assert!(j.starts_with(r#"{"kernel":"lstsq","n":4,"#), "{j}");
+    }
+
+    /// A deterministic complex m x n matrix of standard normal parts.
+    fn crandn(m: usize, n: usize, seed: u64) -> Array2<C128> {
+        let (re, im) = (randn(m, n, seed), randn(m, n, seed + 1000));
+        Array2::from_shape_fn((m, n), |ij| C128::new(re[ij], im[ij]))
+    }
+
+    fn cgo(kernel: &Kernel, inputs: &[&Array2<C128>], shape: &[usize]) -> Array2<C128> {
+        let blocks: Vec<Block> = inputs
+            .iter()
+            .map(|a| Block::C128((*a).clone().into_dyn()))
+            .collect();
+        let refs: Vec<&Block> = blocks.iter().collect();
+        match run(kernel, &refs, shape).unwrap_or_else(|e| panic!("{kernel:?}: {e}")) {
+            Block::C128(a) => a.into_shape_with_order(shape_2d(shape)).unwrap(),
+            b => panic!("{kernel:?} gave {}", b.dtype()),
+        }
+    }
+
+    fn shape_2d(shape: &[usize]) -> (usize, usize) {
+        match *shape {
+            [] => (1, 1),
+            [m] => (m, 1),
+            [m, n] => (m, n),
+            _ => panic!("{shape:?}"),
+        }
+    }
+
+    fn cclose(a: &Array2<C128>, b: &Array2<C128>, tol: f64) {
+        assert_eq!(a.dim(), b.dim());
+        let scale = 1.0 + b.iter().fold(0.0f64, |m, v| m.max(v.norm()));
+        for ((i, x), y) in a.indexed_iter().zip(b.iter()) {
+            assert!((x - y).norm() <= tol * scale, "at {i:?}: {x} vs {y}");
+        }
+    }
+
+    fn adjoint(a: &Array2<C128>) -> Array2<C128> {
+        a.t().mapv(|v| v.conj())
+    }
+
+    fn ceye(n: usize) -> Array2<C128> {
+        Array2::from_shape_fn((n, n), |(i, j)| C128::new((i == j) as u8 as f64, 0.0))
+    }
+
+    /// The complex kernels (complex128 in, complex128 out): QR with Q^H Q = I and diag(R)
+    /// real >= 0, a TSQR combine equal to the one-shot R, the SVD's U S Vh, Cholesky's
+    /// L L^H (one block, and a blocked factorization's off-diagonal and diagonal blocks
+    /// through ztrsm, zgemm and zherk), LU's solve, inverse and determinant.
+    #[test]
+    fn complex_kernels_factor_complex_matrices() {
+        let (m, n) = (11, 4);
+        let a = crandn(m, n, 7);
+        let r = cgo(&R, &[&a], &[n, n]);
+        let qm = cgo(&q(0), &[&a], &[m, n]);
+        cclose(&qm.dot(&r), &a, 1e-13);
+        cclose(&adjoint(&qm).dot(&qm), &ceye(n), 1e-13);
+        for j in 0..n {
+            assert!(r[[j, j]].im == 0.0 && r[[j, j]].re >= 0.0, "{}", r[[j, j]]);
+            assert!(r.row(j).iter().take(j).all(|&v| v == C128::ZERO));
+        }
+        let (top, bottom) = (
+            a.slice(s![..6, ..]).to_owned(),
+            a.slice(s![6.., ..]).to_owned(),
+        );
+        let (r1, r2) = (cgo(&R, &[&top], &[n, n]), cgo(&R, &[&bottom], &[n, n]));
+        cclose(&cgo(&R, &[&r1, &r2], &[n, n]), &r, 1e-13);
+
+        let svd = |output| Kernel::Svd { output };
+        let u = cgo(&svd(SvdOutput::U), &[&a], &[m, n]);
+        let vh = cgo(&svd(SvdOutput::Vh), &[&a], &[n, n]);
+        let Block::F64(sv) = run(
+            &svd(SvdOutput::S),
+            &[&Block::C128(a.clone().into_dyn())],
+            &[n],
+        )
+        .unwrap() else {
+            panic!("singular values are real")
+        };
+        let us = Array2::from_shape_fn((m, n), |(i, j)| u[[i, j]] * sv[j]);
+        cclose(&us.dot(&vh), &a, 1e-13);
+
+        let g = crandn(6, 6, 8);
+        let h = g.dot(&adjoint(&g)) + ceye(6).mapv(|v| v * 6.0);
+        let l = cgo(&Kernel::Cholesky, &[&h], &[6, 6]);
+        cclose(&l.dot(&adjoint(&l)), &h, 1e-13);
+        assert!((0..6).all(|i| l.row(i).iter().skip(i + 1).all(|&v| v == C128::ZERO)));
+        // Blocked, on 3 x 3 blocks: L11, then L21 (X L11^H = A21), then L22 of
+        // A22 - L21 L21^H.
+        let blk = |i: usize, j: usize| h.slice(s![3 * i..3 * i + 3, 3 * j..3 * j + 3]).to_owned();
+        let l11 = cgo(&Kernel::Cholesky, &[&blk(0, 0)], &[3, 3]);
+        let l21 = cgo(
+            &Kernel::CholeskyBlock { diagonal: false },
+            &[&blk(1, 0), &l11],
+            &[3, 3],
+        );
+        let l22 = cgo(
+            &Kernel::CholeskyBlock { diagonal: true },
+            &[&blk(1, 1), &l21],
+            &[3, 3],
+        );
+        cclose(&l11, &l.slice(s![..3, ..3]).to_owned(), 1e-13);
+        cclose(&l21, &l.slice(s![3.., ..3]).to_owned(), 1e-13);
+        cclose(&l22, &l.slice(s![3.., 3..]).to_owned(), 1e-13);
+
+        let b = crandn(6, 2, 9);
+        let x = cgo(&Kernel::LuSolve, &[&g, &b], &[6, 2]);
+        cclose(&g.dot(&x), &b, 1e-12);
+        let inv = cgo(&Kernel::Inverse, &[&g], &[6, 6]);
+        cclose(&g.dot(&inv), &ceye(6), 1e-12);
+        // det of an upper triangular matrix: the product of its diagonal; slogdet's sign
+        // that product's phase.
+        let mut t = crandn(4, 4, 10);
+        for i in 0..4 {
+            for j in 0..i {
+                t[[i, j]] = C128::ZERO;
+            }
+        }
+        let want = (0..4).fold(C128::new(1.0, 0.0), |p, i| p * t[[i, i]]);
+        let det = |output| cgo(&Kernel::Det { output }, &[&t], &[])[[0, 0]];
+        assert!((det(DetOutput::Det) - want).norm() <= 1e-12 * want.norm());
+        assert!((det(DetOutput::Sign) - want / want.norm()).norm() <= 1e-14);
+        let Block::F64(log) = run(
+            &Kernel::Det {
+                output: DetOutput::Logabsdet,
+            },
+            &[&Block::C128(t.into_dyn())],
+            &[],
+        )
+        .unwrap() else {
+            panic!("logabsdet is real")
+        };
+        assert!((log[[]] - want.norm().ln()).abs() <= 1e-13);
+    }
+
+    /// A complex matrix is singular or not positive definite as a real one is (NumPy's
+    /// LinAlgError), and the kernels that are real only refuse it rather than take its real
+    /// parts.
+    #[test]
+    fn complex_kernels_fail_as_numpy_and_real_only_kernels_refuse() {
+        let mut a = crandn(4, 4, 11);
+        let row = a.row(1).mapv(|v| v * C128::new(1.0, -2.0));
+        a.row_mut(3).assign(&row);
+        let blocks = [Block::C128(a.clone().into_dyn())];
+        let e = run(&Kernel::Inverse, &[&blocks[0]], &[4, 4]).unwrap_err();
+        assert_eq!(linalg_error(&e), Some("Singular matrix"), "{e}");
+        let h = ceye(3).mapv(|v| -v);
+        let e = run(&Kernel::Cholesky, &[&Block::C128(h.into_dyn())], &[3, 3]).unwrap_err();
+        assert_eq!(
+            linalg_error(&e),
+            Some("Matrix is not positive definite"),
+            "{e}"
+        );
+        let e = run(&lstsq_k(2, LstsqOutput::X), &[&blocks[0]], &[2, 2]).unwrap_err();
+        assert!(
+            e.contains("lstsq of a complex matrix: its kernel is real only"),
+            "{e}"
+        );
+        let panel = Kernel::LuPanel {
+            w: 2,
+            apply: None,
+            factor: true,
+            scale: false,
+        };
+        let e = run(&panel, &[&blocks[0]], &[6, 2]).unwrap_err();
+        assert!(e.contains("blocked LU of a complex matrix"), "{e}");
     }
 }

@@ -29,7 +29,9 @@ pub fn kernel_workspace(
         return element_workspace(kernel, &ins, (n(out.0), out.1));
     }
     let ins: Vec<&[usize]> = inputs.iter().map(|(s, _)| s.as_slice()).collect();
-    workspace_bytes(kernel, &ins, out.0).unwrap_or(0)
+    // The kernels compute a complex operand in complex128: twice float64's bytes.
+    let complex = inputs.iter().any(|(_, d)| d.is_complex());
+    workspace_bytes(kernel, &ins, out.0).unwrap_or(0) * if complex { 2 } else { 1 }
 }
 
 /// [`kernel_workspace`] of a kernel that is not [`is_linalg`], whose workspace depends only
@@ -185,10 +187,13 @@ pub fn workspace_bytes(kernel: &Kernel, inputs: &[&[usize]], out: &[usize]) -> O
                 + if *output == SvdOutput::Values {
                     0
                 } else {
-                    // U and Vh are both computed; one of them (or S) is the output.
+                    // U and Vh are both computed (the full ones, m x m and n x n, for an
+                    // output block of that shape); one of them (or S) is the output.
                     let (m, n) = first;
                     let k = m.min(n);
-                    f64s(m * k + k * n + k)
+                    let full = m != n && (out == [m as usize; 2] || out == [n as usize; 2]);
+                    let (uc, vr) = if full { (m, n) } else { (k, k) };
+                    f64s(m * uc + vr * n + k)
                         .saturating_sub(f64s(out.iter().product::<usize>() as u64))
                 }
         }

@@ -52,14 +52,16 @@ def _doc(name, note):
         return f
     return deco
 
-@_doc("qr", "lazy; rows >= columns (TSQR): ``(Q, R)``, Q computed only when used; "
-            "``mode`` \"reduced\" or \"r\".")
+@_doc("qr", "lazy; rows >= columns by TSQR (Q computed only when used), a wide matrix in "
+            "one task: ``(Q, R)``; ``mode`` \"reduced\", \"complete\" (Q m x m: one task) or "
+            "\"r\".")
 def qr(a, mode="reduced"):
     return _call("qr", (a,), {"mode": mode})
 
-@_doc("svd", "lazy; the reduced SVD (``full_matrices=False``, nums-cloud's default: "
-             "True is refused) by TSQR then the SVD of R: ``(U, S, Vh)``.")
-def svd(a, full_matrices=False, compute_uv=True, hermitian=False):
+@_doc("svd", "lazy; ``full_matrices=False``: the reduced SVD by TSQR then the SVD of R; "
+             "True (NumPy's default) of a non-square matrix: gesdd of the whole matrix in "
+             "one task: ``(U, S, Vh)``.")
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     kw = {"full_matrices": full_matrices}
     if not compute_uv:
         kw["compute_uv"] = False
@@ -218,7 +220,7 @@ def pinv(x, /, *, rtol=None):
         raise ValueError(f"pinv: x of shape {x.shape} is not a matrix")
     if x.shape[-2] < x.shape[-1]:  # TSQR takes rows >= columns: pinv(x) = pinv(x^T)^T
         return pinv(x.mT, rtol=rtol).mT
-    u, s, vh = svd(x)
+    u, s, vh = svd(x, full_matrices=False)
     keep = s > _tolerance(s, x.shape, x.dtype, rtol)
     s_inv = _fn.where(keep, 1 / _fn.where(keep, s, 1), 0)
     v, uh = (vh.mT, u.mT) if x.dtype.kind != "c" else (_fn.conj(vh.mT), _fn.conj(u.mT))

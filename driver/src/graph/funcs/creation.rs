@@ -153,7 +153,18 @@ fn eye(s: &mut Builder, b: &Bound, rows: &str) -> Result<Val, EvalError> {
     }
     let shape = vec![n as u64, m as u64];
     check_elements(&shape).map_err(|e| b.err(b.pos, format!("{}(): {e}", b.f)))?;
-    let k = b.int("k")?.unwrap_or(0);
+    // Any int, as NumPy's (uint64 ones too): one past int64 is past every diagonal of a
+    // matrix of at most 2^50 elements, as int64's extremes are (all zeros).
+    let k = match b.get("k") {
+        None => 0,
+        Some((Val::Num(v), p)) => {
+            let k = v
+                .as_i128()
+                .ok_or_else(|| b.err(*p, format!("{}(): k must be an integer", b.f)))?;
+            k.clamp(i64::MIN.into(), i64::MAX.into()) as i64
+        }
+        Some((_, p)) => return Err(b.err(*p, format!("{}(): k must be an integer", b.f))),
+    };
     let dtype = b.dtype("dtype")?.unwrap_or(DType::Float64);
     let meta = s.default_meta(shape, dtype);
     Ok(Val::Arr(s.add(meta, NodeOp::Eye { k })))

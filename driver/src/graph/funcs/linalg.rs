@@ -12,7 +12,7 @@
 //! one task, refused here when it cannot fit one invocation, with the memory it needs.
 
 use nums_function::memory::{TaskBlocks, task_peak};
-use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, SvdOutput};
+use nums_layout::batch::{DetOutput, Kernel, LstsqOutput, QrOutput, SvdOutput};
 
 use super::*;
 use crate::graph::{LuStep, TsqrQ};
@@ -21,7 +21,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "qr",
         &["a", "mode"],
-        "`np.linalg.qr` (mode \"reduced\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used)",
+        "`np.linalg.qr` (mode \"reduced\", \"complete\" or \"r\"; rows >= columns: TSQR, a tree of R combines each within `memory_mb`; Q by direct TSQR only when used; a wide matrix, and mode \"complete\" of a tall one, in one task)",
         qr,
     ),
     FuncDef::new(
@@ -33,7 +33,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "svd",
         &["a", "full_matrices", "compute_uv", "hermitian"],
-        "`np.linalg.svd` (full_matrices=False; TSQR, then the SVD of R in one task; U = Q U_R only when used)",
+        "`np.linalg.svd` (full_matrices=False: TSQR, then the SVD of R in one task, U = Q U_R only when used; full_matrices=True of a non-square matrix: the whole matrix in one task)",
         svd,
     )
     .refusing(&["hermitian"]),
@@ -45,7 +45,7 @@ pub(super) const DEFS: &[FuncDef] = &[
             let (x, pos) = (b.array("x")?, b.pos);
             let (m, n) = s.matrix_shape(x, b, "the array")?;
             if m == 0 || n == 0 {
-                let dtype = s.meta(x).dtype.to_float();
+                let dtype = s.meta(x).dtype.to_float().real();
                 return Ok(Val::Arr(s.empty(vec![0], dtype, Scalar::Int(0))));
             }
             let (r, _) = s.tall_r(x, b, pos)?;
@@ -115,16 +115,17 @@ impl TsqrTree {
     }
 }
 
-/// Bytes a TSQR combine of `f` n x n blocks projects (the planner's model, `task_peak`,
-/// with the QR kernel's workspace: the stacked copy, T and dgeqrf's work).
-fn combine_bytes(f: u64, n: u64) -> u64 {
-    let nn = n * n * 8;
+/// Bytes a TSQR combine of `f` n x n blocks of `elem` bytes each projects (the planner's
+/// model, `task_peak`, with the QR kernel's workspace: the stacked copy, T and dgeqrf's
+/// work).
+fn combine_bytes(f: u64, n: u64, elem: u64) -> u64 {
+    let nn = n * n * elem;
     task_peak(&TaskBlocks::whole(
         f * nn,
         f,
         nn,
         nn,
-        f * nn + nn + 64 * n * 8,
+        f * nn + nn + 64 * n * elem,
     ))
 }
 
@@ -168,7 +169,6 @@ impl<'a> Builder<'a> {
 
     /// The shape of a 2-D operand.
     fn matrix_shape(&self, x: NodeId, b: &Bound, what: &str) -> Result<(u64, u64), EvalError> {
-        self.real_operand(x, b, what)?;
         match self.meta(x).shape[..] {
             [m, n] => Ok((m, n)),
             ref s => Err(b.err(
@@ -183,27 +183,30 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// `x`, refused when complex: nums-cloud's factorizations run LAPACK's real routines,
-    /// and the error names the complex one that is not wired.
+    /// `x` of lstsq, refused when complex: its kernel (the solution from the R of
+    /// `[a | b]`) is real only; every other factorization takes complex matrices.
     fn real_operand(&self, x: NodeId, b: &Bound, what: &str) -> Result<(), EvalError> {
         let dt = self.meta(x).dtype;
         if !dt.is_complex() {
             return Ok(());
         }
-        let routine = match b.f.as_str() {
-            "qr" => "zgeqrf/zungqr",
-            "lstsq" => "zgeqrf (TSQR) and zgelsd",
-            "svd" | "svdvals" | "norm" => "zgesdd",
-            "cholesky" => "zpotrf",
-            _ => "zgetrf/zgetrs", // solve, inv, det, slogdet
-        };
         Err(b.err(
             b.pos,
             format!(
-                "{}(): {what} is {dt}; complex linear algebra is not supported yet (LAPACK's {routine} is not wired); matmul, einsum, norm's vector and fro/1/inf norms and the reductions take complex arrays",
+                "{}(): {what} is {dt}; nums-cloud's lstsq takes real matrices (qr, svd, pinv, solve, inv, det, cholesky take complex ones)",
                 b.f
             ),
         ))
+    }
+
+    /// The dtype the kernels compute `xs` in: complex128 when one is complex, else float64
+    /// (the results are cast to NumPy's dtypes).
+    pub(crate) fn linalg_dtype(&self, xs: &[NodeId]) -> DType {
+        if xs.iter().any(|&x| self.meta(x).dtype.is_complex()) {
+            DType::Complex128
+        } else {
+            DType::Float64
+        }
     }
 
     /// The TSQR tree of the operands `make` gives, side by side (`xs[0]` is m x n, m >= n;
@@ -219,9 +222,12 @@ impl<'a> Builder<'a> {
             return Ok(t.clone());
         }
         let xs = make(self);
-        // float64 whatever the input (the kernels compute in it; the results are cast).
-        let dtype = DType::Float64;
+        // float64 (complex128) whatever the input (the kernels compute in it; the results
+        // are cast).
+        let dtype = self.linalg_dtype(&xs);
         let n: u64 = xs.iter().map(|&x| self.meta(x).shape[1]).sum();
+        let elem = dtype.size() as u64;
+        let combine_bytes = |f, n| combine_bytes(f, n, elem);
         let limit = self.job.compute.memory_mb << 20;
         let fan_in = (2..=MAX_FAN_IN)
             .rev()
@@ -362,13 +368,14 @@ impl<'a> Builder<'a> {
         )
     }
 
-    /// Singular values (or U, Vh) of the n x n R of a TSQR, in `like`'s float dtype.
+    /// Singular values (or U, Vh) of the n x n R of a TSQR, in `like`'s float dtype (the
+    /// singular values of a complex matrix in its real dtype).
     fn svd_of(&mut self, r: NodeId, output: SvdOutput, like: NodeId) -> NodeId {
         let n = self.meta(r).shape[1];
         let dtype = self.meta(like).dtype.to_float();
-        let shape = match output {
-            SvdOutput::Values | SvdOutput::S => vec![n],
-            SvdOutput::U | SvdOutput::Vh => vec![n, n],
+        let (shape, dtype) = match output {
+            SvdOutput::Values | SvdOutput::S => (vec![n], dtype.real()),
+            SvdOutput::U | SvdOutput::Vh => (vec![n, n], dtype),
         };
         self.dense(Kernel::Svd { output }, vec![r], shape, dtype)
     }
@@ -382,30 +389,77 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((Val::Str(t), _)) => t.clone(),
         Some((_, p)) => return Err(b.err(*p, "qr(): mode is a string such as \"reduced\"")),
     };
-    if mode != "reduced" && mode != "r" {
+    if mode != "reduced" && mode != "r" && mode != "complete" {
         return Err(b.err(
             b.given("mode").map_or(b.pos, |g| g.1),
-            format!("qr(): mode {mode:?} is not supported; supported: \"reduced\", \"r\""),
-        ));
-    }
-    if m < n {
-        return Err(b.err(
-            b.pos,
             format!(
-                "qr(): a is {} (wide); nums-cloud's qr (TSQR) takes matrices with rows >= columns",
-                dims(&[m, n])
+                "qr(): mode {mode:?} is not supported; supported: \"reduced\", \"complete\", \"r\""
             ),
         ));
     }
     let dtype = s.meta(a).dtype.to_float();
-    if n == 0 {
-        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0.
-        let r = s.empty(vec![0, 0], dtype, Scalar::Int(0));
+    if m == 0 && n > 0 {
+        // NumPy's factors of a 0 x n matrix: Q is 0 x 0, R is 0 x n.
+        let r = s.empty(vec![0, n], dtype, Scalar::Int(0));
         if mode == "r" {
             return Ok(Val::Arr(r));
         }
-        let q = s.empty(vec![m, 0], dtype, Scalar::Int(0));
+        let q = s.empty(vec![0, 0], dtype, Scalar::Int(0));
         return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    if m < n {
+        // Wide: Q is m x m, R m x n (LAPACK's geqrf of the whole, one task).
+        let qr = |output| Kernel::Qr { cols: 1, output };
+        let mut kernels = vec![(qr(QrOutput::R), vec![m, n], dtype)];
+        if mode != "r" {
+            kernels.push((qr(QrOutput::Q { part: 0 }), vec![m, m], dtype));
+        }
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            kernels,
+            "the QR of a wide matrix (rows < columns) is not TSQR's",
+        )?;
+        return Ok(match out[..] {
+            [r] => Val::Arr(r),
+            [r, q] => Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]),
+            _ => unreachable!("one or two kernels"),
+        });
+    }
+    let complete = mode == "complete" && m > n;
+    if n == 0 {
+        // NumPy's factors of an m x 0 matrix: Q is m x 0, R is 0 x 0 (complete: the m x m
+        // identity and m x 0).
+        let r = s.empty(vec![if complete { m } else { 0 }, 0], dtype, Scalar::Int(0));
+        if mode == "r" {
+            return Ok(Val::Arr(r));
+        }
+        let q = if complete {
+            let meta = s.default_meta(vec![m, m], dtype);
+            s.add(meta, NodeOp::Eye { k: 0 })
+        } else {
+            s.empty(vec![m, 0], dtype, Scalar::Int(0))
+        };
+        return Ok(Val::Fields(vec![("Q", Val::Arr(q)), ("R", Val::Arr(r))]));
+    }
+    if complete {
+        // Q m x m and R m x n: LAPACK's Q of the whole matrix, one task (TSQR's is thin).
+        let qr = |output| Kernel::Qr { cols: 1, output };
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            vec![
+                (qr(QrOutput::Q { part: 0 }), vec![m, m], dtype),
+                (qr(QrOutput::R), vec![m, n], dtype),
+            ],
+            "mode=\"complete\" of a tall matrix is the QR of the whole matrix (\"reduced\" is TSQR's)",
+        )?;
+        return Ok(Val::Fields(vec![
+            ("Q", Val::Arr(out[0])),
+            ("R", Val::Arr(out[1])),
+        ]));
     }
     let t = s.tall_tree(a, false, b)?;
     let r = s.cast(t.r(), dtype);
@@ -420,6 +474,7 @@ fn qr(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 fn lstsq(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let (a, y) = (b.array("a")?, b.array("b")?);
     let (m, n) = s.matrix_shape(a, b, "a")?;
+    s.real_operand(a, b, "a")?;
     s.real_operand(y, b, "b")?;
     let ym = s.meta(y).clone();
     let p = match ym.shape[..] {
@@ -537,30 +592,41 @@ fn svd(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let full = b
         .given("full_matrices")
         .is_none_or(|_| b.flag("full_matrices").unwrap_or(true));
-    if full && m != n {
-        return Err(b.err(
-            b.pos,
-            format!(
-                "svd(): a is {}: full_matrices=True (NumPy's default) would make a {} U; pass full_matrices=False (nums-cloud computes the thin SVD)",
-                dims(&[m, n]),
-                dims(&[m.max(n), m.max(n)]),
-            ),
-        ));
-    }
     let uv = b
         .given("compute_uv")
         .is_none_or(|_| b.flag("compute_uv").unwrap_or(true));
+    if full && uv && m != n && m > 0 && n > 0 {
+        // U m x m and Vh n x n: gesdd's full SVD of the whole matrix (TSQR gives the thin one).
+        let dtype = s.meta(a).dtype.to_float();
+        let svd = |output| Kernel::Svd { output };
+        let out = whole_matrix(
+            s,
+            b,
+            a,
+            vec![
+                (svd(SvdOutput::U), vec![m, m], dtype),
+                (svd(SvdOutput::S), vec![m.min(n)], dtype.real()),
+                (svd(SvdOutput::Vh), vec![n, n], dtype),
+            ],
+            "full_matrices=True (NumPy's default) is gesdd's full SVD of the whole matrix (full_matrices=False is TSQR's, in tasks within memory_mb)",
+        )?;
+        return Ok(Val::Fields(vec![
+            ("U", Val::Arr(out[0])),
+            ("S", Val::Arr(out[1])),
+            ("Vh", Val::Arr(out[2])),
+        ]));
+    }
     if m == 0 || n == 0 {
         // No singular values: U is m x 0, S empty, Vh 0 x n (NumPy's thin SVD).
         let dtype = s.meta(a).dtype.to_float();
-        let mut e = |shape: Vec<u64>| Val::Arr(s.empty(shape, dtype, Scalar::Int(0)));
+        let mut e = |shape: Vec<u64>, dt: DType| Val::Arr(s.empty(shape, dt, Scalar::Int(0)));
         if !uv {
-            return Ok(e(vec![0]));
+            return Ok(e(vec![0], dtype.real()));
         }
         return Ok(Val::Fields(vec![
-            ("U", e(vec![m, 0])),
-            ("S", e(vec![0])),
-            ("Vh", e(vec![0, n])),
+            ("U", e(vec![m, 0], dtype)),
+            ("S", e(vec![0], dtype.real())),
+            ("Vh", e(vec![0, n], dtype)),
         ]));
     }
     let (r, wide) = s.tall_r(a, b, b.pos)?;
@@ -632,12 +698,9 @@ fn norm(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         s.node(v, pos)
     };
     // A complex array's norms are its moduli's (a real dtype), but for the singular
-    // values (ord 2, -2, "nuc" of a matrix), which need the complex SVD.
-    let x = if s.meta(x).dtype.is_complex() {
-        let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
-        if axes.len() == 2 && svd {
-            s.real_operand(x, b, "x")?;
-        }
+    // values (ord 2, -2, "nuc" of a non-empty matrix), which are the complex SVD's.
+    let svd = matches!(ord, Ord::Nuc) || matches!(ord, Ord::Num(p) if p.abs() == 2.0);
+    let x = if s.meta(x).dtype.is_complex() && !(axes.len() == 2 && svd && !s.meta(x).is_empty()) {
         abs(s, x)?
     } else {
         x
@@ -792,7 +855,8 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
     if m != n || meta.num_blocks() <= 1 {
         return square_op(s, bd, "a", Kernel::Cholesky, None);
     }
-    let need = |blk: u64| cholesky_task_bytes(n, blk);
+    let elem = s.linalg_dtype(&[a]).size() as u64;
+    let need = |blk: u64| cholesky_task_bytes(n, blk, elem);
     let limit = s.job.compute.memory_mb << 20;
     let mut blk = meta.block[0].min(meta.block[1]).min(n);
     while need(blk) > limit && blk > 64 {
@@ -811,7 +875,7 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
         ));
     }
     let dtype = meta.dtype.to_float();
-    let x = s.cast(a, DType::Float64);
+    let x = s.cast(a, s.linalg_dtype(&[a]));
     let x = s.rechunk(x, vec![blk, blk]);
     Ok(Val::Arr(s.add(
         ArrayMeta::new(vec![n, n], vec![blk, blk], dtype),
@@ -821,9 +885,9 @@ fn cholesky(s: &mut Builder, bd: &Bound) -> Result<Val, EvalError> {
 
 /// The planner's projection of blocked Cholesky's largest task (n x n in blocks of
 /// `blk`): 2 nb - 2 input blocks (nb on the diagonal when nb < 2), a block out.
-fn cholesky_task_bytes(n: u64, blk: u64) -> u64 {
+fn cholesky_task_bytes(n: u64, blk: u64, elem: u64) -> u64 {
     let nb = n.div_ceil(blk);
-    let bb = blk * blk * 8;
+    let bb = blk * blk * elem;
     let reads = (2 * nb).saturating_sub(2).max(nb);
     task_peak(&TaskBlocks::whole(reads * bb, reads, bb, bb, 0))
 }
@@ -971,12 +1035,19 @@ fn lu_op(s: &mut Builder, bd: &Bound, what: LuUse) -> Result<Val, EvalError> {
                 (s.meta(y).shape.clone(), 0.0)
             }
             LuUse::Inverse => (vec![0, 0], 0.0),
-            LuUse::Det(DetOutput::Logabsdet) => (vec![], 0.0),
+            LuUse::Det(DetOutput::Logabsdet) => {
+                dtype = dtype.real();
+                (vec![], 0.0)
+            }
             LuUse::Det(_) => (vec![], 1.0),
         };
         return Ok(Val::Arr(s.empty(shape, dtype, Scalar::Float(value))));
     }
-    if m != n || s.meta(a).num_blocks() <= 1 {
+    // The blocked LU's steps are real only: a complex matrix of several blocks is solved
+    // in one task too (refused, with the memory it needs, where it cannot fit one).
+    let complex = s.meta(a).dtype.is_complex()
+        || (matches!(what, LuUse::Solve) && s.meta(bd.array("b")?).dtype.is_complex());
+    if m != n || s.meta(a).num_blocks() <= 1 || complex {
         let b = matches!(what, LuUse::Solve).then_some("b");
         return square_op(s, bd, "a", kernel, b);
     }
@@ -1077,7 +1148,6 @@ impl Builder<'_> {
     /// `b` of solve(a, b) for an n x n `a`: 1-D or 2-D with n rows.
     fn rhs_arg(&self, bd: &Bound, a_name: &str, n: u64, b_name: &str) -> Result<NodeId, EvalError> {
         let y = bd.array(b_name)?;
-        self.real_operand(y, bd, b_name)?;
         let ym = self.meta(y);
         if ym.shape.is_empty() || ym.shape[0] != n || ym.ndim() > 2 {
             return Err(bd.err(
@@ -1319,6 +1389,12 @@ fn square_op(
         Kernel::Det { .. } => vec![],
         _ => vec![n, n],
     };
+    if let Kernel::Det {
+        output: DetOutput::Logabsdet,
+    } = kernel
+    {
+        dtype = dtype.real();
+    }
     if let Some(bn) = b_name {
         let y = s.rhs_arg(bd, a_name, n, bn)?;
         let ym = s.meta(y);
@@ -1326,25 +1402,24 @@ fn square_op(
         out_shape = ym.shape.clone();
         xs.push(y);
     }
-    // The one task's projection, as the planner makes it (`task_peak`, with the kernel's
-    // workspace).
-    let shapes: Vec<Vec<usize>> = xs
-        .iter()
-        .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
-        .collect();
-    let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
-    let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
-    let work = nums_function::linalg::workspace_bytes(&kernel, &refs, &out_usize).unwrap_or(0);
-    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * 8).sum();
-    let max_in = xs.iter().map(|&x| s.meta(x).len() * 8).max().unwrap_or(0);
-    let out = out_shape.iter().product::<u64>() * 8;
-    let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
+    let (need, compute) = one_task_need(s, &kernel, &xs, &out_shape);
     let limit = s.job.compute.memory_mb << 20;
     if need > limit {
+        let (how, blocked) = if compute.is_complex() && !matches!(kernel, Kernel::Cholesky) {
+            (
+                "",
+                "a complex matrix's LU (solve, inv, det) is done in one task whatever its blocks: the blocked LU is real only",
+            )
+        } else {
+            (
+                " in one block",
+                "in smaller blocks it is factored blocked, each task within memory_mb",
+            )
+        };
         return Err(bd.err(
             bd.pos,
             format!(
-                "{}(): {a_name} is {} in one block, done in one task, which needs {} MiB; memory_mb is {} (in smaller blocks it is factored blocked, each task within memory_mb)",
+                "{}(): {a_name} is {}{how}, done in one task, which needs {} MiB; memory_mb is {} ({blocked})",
                 bd.f,
                 dims(&[m, n]),
                 mib(need),
@@ -1352,8 +1427,65 @@ fn square_op(
             ),
         ));
     }
-    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, DType::Float64)).collect();
+    let xs: Vec<NodeId> = xs.into_iter().map(|x| s.cast(x, compute)).collect();
     Ok(Val::Arr(s.dense(kernel, xs, out_shape, dtype)))
+}
+
+/// The one task of `kernel` on `xs` (each made one block) for an output of `out_shape`:
+/// its projection as the planner makes it (`task_peak`, with the kernel's workspace), and
+/// the dtype it computes in (float64, or complex128: twice the bytes of every array).
+fn one_task_need(s: &Builder, kernel: &Kernel, xs: &[NodeId], out_shape: &[u64]) -> (u64, DType) {
+    let shapes: Vec<Vec<usize>> = xs
+        .iter()
+        .map(|&x| s.meta(x).shape.iter().map(|&d| d as usize).collect())
+        .collect();
+    let out_usize: Vec<usize> = out_shape.iter().map(|&d| d as usize).collect();
+    let refs: Vec<&[usize]> = shapes.iter().map(|v| v.as_slice()).collect();
+    let compute = s.linalg_dtype(xs);
+    let elem = compute.size() as u64;
+    let work =
+        nums_function::linalg::workspace_bytes(kernel, &refs, &out_usize).unwrap_or(0) * (elem / 8);
+    let ins: u64 = xs.iter().map(|&x| s.meta(x).len() * elem).sum();
+    let max_in = xs
+        .iter()
+        .map(|&x| s.meta(x).len() * elem)
+        .max()
+        .unwrap_or(0);
+    let out = out_shape.iter().product::<u64>() * elem;
+    let need = task_peak(&TaskBlocks::whole(ins, xs.len() as u64, max_in, out, work));
+    (need, compute)
+}
+
+/// The outputs of `kernels` on the whole of `a` (one task each, `shape` and dtype given),
+/// refused where one cannot fit one invocation: `why` says why the task is whole.
+fn whole_matrix(
+    s: &mut Builder,
+    bd: &Bound,
+    a: NodeId,
+    kernels: Vec<(Kernel, Vec<u64>, DType)>,
+    why: &str,
+) -> Result<Vec<NodeId>, EvalError> {
+    let limit = s.job.compute.memory_mb << 20;
+    for (kernel, shape, _) in &kernels {
+        let (need, _) = one_task_need(s, kernel, &[a], shape);
+        if need > limit {
+            return Err(bd.err(
+                bd.pos,
+                format!(
+                    "{}(): a is {}; {why}, done in one task, which needs {} MiB; memory_mb is {}",
+                    bd.f,
+                    dims(&s.meta(a).shape),
+                    mib(need),
+                    s.job.compute.memory_mb
+                ),
+            ));
+        }
+    }
+    let x = s.cast(a, s.linalg_dtype(&[a]));
+    Ok(kernels
+        .into_iter()
+        .map(|(kernel, shape, dtype)| s.dense(kernel, vec![x], shape, dtype))
+        .collect())
 }
 
 /// The factorizations of a graph as `plan` shows them (text, and lines of the plan's
@@ -1385,7 +1517,7 @@ pub fn factorizations_text(g: &Graph) -> String {
                     s,
                     "\nCholesky in {name}: {size} x {size} in {nb} x {nb} blocks of {blk}, left-looking: {} block tasks, about {} MiB in the largest",
                     nb * (nb + 1) / 2,
-                    mib(cholesky_task_bytes(size, blk))
+                    mib(cholesky_task_bytes(size, blk, n.meta.dtype.size() as u64))
                 );
             }
             _ => {}
