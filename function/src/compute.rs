@@ -521,10 +521,10 @@ mod tests {
                 match (x >> 33) % 16 {
                     0 => 0.0,
                     1 => -0.0,
-                    2 if seed % 3 == 0 => f64::NAN,
-                    3 if seed % 3 == 0 => f64::from_bits(0x7ff8_0000_0000_0bad),
-                    4 if seed % 5 == 0 => f64::INFINITY,
-                    5 if seed % 5 == 0 => f64::NEG_INFINITY,
+                    2 if seed.is_multiple_of(3) => f64::NAN,
+                    3 if seed.is_multiple_of(3) => f64::from_bits(0x7ff8_0000_0000_0bad),
+                    4 if seed.is_multiple_of(5) => f64::INFINITY,
+                    5 if seed.is_multiple_of(5) => f64::NEG_INFINITY,
                     k => (x >> 40) as f64 / 1e6 - 4.0 * k as f64,
                 }
             })
