@@ -489,6 +489,7 @@ fn plan_checked(
         memory_mb,
         model: crate::cost::LOCAL,
         timeout_seconds: 900,
+        held: None,
     };
     let work = block_work(g);
     let r = plan(kind, &cx, &work);
@@ -609,6 +610,7 @@ fn batches_are_cut_to_a_quarter_of_the_timeout() {
             memory_mb: 2048,
             model: crate::cost::LOCAL,
             timeout_seconds,
+            held: None,
         };
         plan(SchedulerKind::Lshs, &cx, &block_work(&g)).unwrap()
     };
@@ -705,6 +707,7 @@ fn golden_lines() -> String {
                 memory_mb,
                 model: crate::cost::LOCAL,
                 timeout_seconds: 900,
+                held: None,
             };
             let r = match plan(kind, &cx, &block_work(&g)) {
                 Ok(p) => format!(
