@@ -666,6 +666,7 @@ mod tests {
             tasks: 1,
             bytes_in,
             first_read: 0,
+            memory_hits: 0,
             bytes_out: 0,
             flops,
             streamed: 0,
@@ -843,6 +844,7 @@ mod tests {
             bytes_in: 4,
             // Its first task's read: nothing runs beside it.
             first_read: 1,
+            memory_hits: 0,
             bytes_out: 1,
             flops: 8.0,
             streamed: 8,

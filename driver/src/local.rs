@@ -939,6 +939,52 @@ while True:
         std::fs::remove_dir_all(&dir).ok();
     }
 
+    /// An invocation for one process goes to it when it is free, and to another process
+    /// when it is busy (nothing waits on a busy or frozen process). Each process answers
+    /// with its slot; slot 0's hangs on a `"hang"` payload.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_invocation_goes_to_its_process_or_to_a_free_one() {
+        let dir = std::env::temp_dir().join(format!("nums-local-affinity-{}", std::process::id()));
+        let script = ANSWERS
+            .replace(
+                "    r.read()\n",
+                "    if r.read() == b'\"hang\"':\n        time.sleep(60)\n",
+            )
+            .replace(
+                "stats[\"invocations\"] = 1",
+                "stats[\"invocations\"] = 1\nstats[\"process\"] = int(os.environ[\"NUMS_LOCAL_SLOT\"])",
+            );
+        let script = format!("import time\n{script}");
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 2,
+            memory_mb: 256,
+            timeout: Duration::from_secs(120),
+            command: vec!["python3".into(), "-c".into(), script],
+            log_dir: dir.join("logs"),
+            tier_percent: 0,
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let ran_on = async |slot: usize| {
+            let st = inv.invoke_on(b"{}".to_vec(), Some(slot)).await.unwrap();
+            st.process
+        };
+        for slot in [1, 0, 1, 1, 0] {
+            assert_eq!(ran_on(slot).await, Some(slot as u32));
+        }
+        // Slot 0's process is busy: what is for it goes to slot 1's.
+        let busy = inv.clone();
+        let hung = tokio::spawn(async move { busy.invoke_on(b"\"hang\"".to_vec(), Some(0)).await });
+        for _ in 0..3 {
+            assert_eq!(ran_on(0).await, Some(1));
+        }
+        hung.abort();
+        ep.stop().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     fn exit(code: i32) -> std::io::Result<std::process::ExitStatus> {
         use std::os::unix::process::ExitStatusExt;
         Ok(std::process::ExitStatus::from_raw(code))
