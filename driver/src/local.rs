@@ -945,22 +945,31 @@ while True:
     #[tokio::test(flavor = "multi_thread")]
     async fn an_invocation_goes_to_its_process_or_to_a_free_one() {
         let dir = std::env::temp_dir().join(format!("nums-local-affinity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let script = ANSWERS
             .replace(
                 "    r.read()\n",
-                "    if r.read() == b'\"hang\"':\n        time.sleep(60)\n",
+                "    if r.read() == b'\"hang\"' and os.environ[\"NUMS_LOCAL_SLOT\"] == \"0\":\n        \
+                 open(os.environ[\"HANG_MARK\"], \"w\").close()\n        time.sleep(60)\n",
             )
             .replace(
                 "stats[\"invocations\"] = 1",
                 "stats[\"invocations\"] = 1\nstats[\"process\"] = int(os.environ[\"NUMS_LOCAL_SLOT\"])",
             );
+        let mark = dir.join("hung");
         let script = format!("import time\n{script}");
         let ep = LocalEndpoint::start(LocalConfig {
             function: "f".into(),
             workers: 2,
             memory_mb: 256,
             timeout: Duration::from_secs(120),
-            command: vec!["python3".into(), "-c".into(), script],
+            command: vec![
+                "env".into(),
+                format!("HANG_MARK={}", mark.display()),
+                "python3".into(),
+                "-c".into(),
+                script,
+            ],
             log_dir: dir.join("logs"),
             tier_percent: 0,
         })
@@ -974,13 +983,25 @@ while True:
         for slot in [1, 0, 1, 1, 0] {
             assert_eq!(ran_on(slot).await, Some(slot as u32));
         }
-        // Slot 0's process is busy: what is for it goes to slot 1's.
-        let busy = inv.clone();
-        let hung = tokio::spawn(async move { busy.invoke_on(b"\"hang\"".to_vec(), Some(0)).await });
+        // Slot 0's process is busy (sent until it is the one that took it, as a loaded
+        // machine may hand it to slot 1): what is for it goes to slot 1's.
+        let mut hung = Vec::new();
+        while !mark.exists() {
+            let busy = inv.clone();
+            hung.push(tokio::spawn(async move {
+                busy.invoke_on(b"\"hang\"".to_vec(), Some(0)).await
+            }));
+            for _ in 0..50 {
+                if mark.exists() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         for _ in 0..3 {
             assert_eq!(ran_on(0).await, Some(1));
         }
-        hung.abort();
+        hung.iter().for_each(|h| h.abort());
         ep.stop().await;
         std::fs::remove_dir_all(&dir).ok();
     }

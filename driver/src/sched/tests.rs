@@ -1218,7 +1218,4 @@ fn lshs_places_work_where_its_blocks_are_held() {
     let empty = crate::residency::Residency::new(50);
     let same = plan(SchedulerKind::Lshs, &cx(Some(&empty)), &work).unwrap();
     assert_eq!(fingerprint(&same), fingerprint(&none));
-    // And the cost model projects the held plan faster.
-    let secs = |p: &Plan| p.project(crate::cost::LOCAL, 2, 2048).wall_seconds;
-    assert!(secs(&p) < secs(&none), "{} >= {}", secs(&p), secs(&none));
 }
