@@ -7,7 +7,7 @@
 //! driver sends again, and is replaced.
 //!
 //! `workers` processes run all the time. An invocation may name the process it is for
-//! ([`crate::dispatch::SLOT_CONTEXT`] in the Invoke API's ClientContext: the driver sends a batch to the
+//! ([`crate::residency::SLOT_CONTEXT`] in the Invoke API's ClientContext: the driver sends a batch to the
 //! process whose memory holds its blocks); it goes to that process when it is free, and to
 //! any process if that one has not taken it within [`AFFINITY_GRACE`] (busy, frozen or
 //! dead), so that nothing waits on one process. When an invocation waits and no process takes
@@ -94,7 +94,7 @@ fn slot_of(headers: &HeaderMap) -> Option<usize> {
     let json = base64::engine::general_purpose::STANDARD.decode(v).ok()?;
     let v: serde_json::Value = serde_json::from_slice(&json).ok()?;
     v.get("custom")?
-        .get(crate::dispatch::SLOT_CONTEXT)?
+        .get(crate::residency::SLOT_CONTEXT)?
         .as_str()?
         .parse()
         .ok()

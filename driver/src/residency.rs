@@ -14,6 +14,18 @@ use std::sync::Mutex;
 use lru::LruCache;
 use nums_layout::batch::Batch;
 
+/// The key of the Invoke API's ClientContext `custom` map that names the local function
+/// process (its slot, from 0) an invocation is for.
+pub(crate) const SLOT_CONTEXT: &str = "nums_slot";
+
+/// The ClientContext (base64 JSON, as the Invoke API takes it) of an invocation for slot
+/// `slot`'s process.
+pub(crate) fn slot_context(slot: usize) -> String {
+    use base64::Engine;
+    let json = serde_json::json!({ "custom": { SLOT_CONTEXT: slot.to_string() } });
+    base64::engine::general_purpose::STANDARD.encode(json.to_string())
+}
+
 /// What the slots' processes hold, as far as the driver knows (see the module docs).
 pub(crate) struct Residency {
     /// The tier's share of each batch's headroom, in percent.

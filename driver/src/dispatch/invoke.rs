@@ -116,18 +116,6 @@ pub trait Invoke: Sync {
     }
 }
 
-/// The key of the Invoke API's ClientContext `custom` map that names the local function
-/// process (its slot, from 0) an invocation is for.
-pub const SLOT_CONTEXT: &str = "nums_slot";
-
-/// The ClientContext (base64 JSON, as the Invoke API takes it) of an invocation for slot
-/// `slot`'s process.
-fn slot_context(slot: usize) -> String {
-    use base64::Engine;
-    let json = serde_json::json!({ "custom": { SLOT_CONTEXT: slot.to_string() } });
-    base64::engine::general_purpose::STANDARD.encode(json.to_string())
-}
-
 /// An Invoke API error, classified: 429 as throttling (with Lambda's Retry-After), the
 /// rest with their HTTP status and error code.
 fn classify(
@@ -189,7 +177,7 @@ enum How {
         /// function's log group, found by request id); the local backend lists its own
         /// log files.
         cloudwatch: bool,
-        /// Invocations may name their process (the local endpoint, [`SLOT_CONTEXT`]).
+        /// Invocations may name their process (the local endpoint, [`crate::residency::SLOT_CONTEXT`]).
         slots: bool,
     },
     /// `nums_function::handle` called here, on the caller's runtime: the same kernels
@@ -303,7 +291,7 @@ impl Invoke for Invoker {
         let out = client
             .invoke()
             .function_name(function)
-            .set_client_context(slot.filter(|_| slots).map(slot_context))
+            .set_client_context(slot.filter(|_| slots).map(crate::residency::slot_context))
             .payload(Blob::new(payload))
             .send()
             .await

@@ -12,7 +12,7 @@
 mod invoke;
 mod policy;
 
-pub use invoke::{Invoke, InvokeError, Invoker, SLOT_CONTEXT, payload_for};
+pub use invoke::{Invoke, InvokeError, Invoker, payload_for};
 pub use policy::{Backups, Policy};
 
 use std::cmp::Reverse;
