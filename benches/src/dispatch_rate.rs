@@ -169,6 +169,7 @@ async fn main() -> anyhow::Result<()> {
             timeout: Duration::from_secs(60),
             command: command.clone(),
             log_dir: dir.join("logs"),
+            tier_percent: 0,
         })
         .await?;
         let inv = Invoker::local(&ep.invoke_url, "rate");

@@ -36,6 +36,8 @@ pub(crate) struct Backend {
     /// The function runs in this process ([`Backend::in_process`]), whatever the backend.
     in_process: bool,
     started: tokio::sync::OnceCell<(Invoker, Option<LocalEndpoint>)>,
+    /// What its function processes hold in memory, as far as it knows.
+    residency: crate::residency::Residency,
 }
 
 impl Backend {
@@ -46,6 +48,7 @@ impl Backend {
             command,
             in_process: false,
             started: Default::default(),
+            residency: crate::residency::Residency::new(compute.function_tier_percent),
         }
     }
 
@@ -91,6 +94,7 @@ impl Backend {
                             timeout: Duration::from_secs(c.timeout_seconds),
                             command,
                             log_dir: local_log_dir(id),
+                            tier_percent: c.function_tier_percent,
                         })
                         .await?;
                         (Invoker::local(&ep.invoke_url, &c.function), Some(ep))
@@ -100,6 +104,13 @@ impl Backend {
             })
             .await?;
         Ok(invoker)
+    }
+
+    /// What its function processes hold in memory (the local backend's; Lambda's warm
+    /// environments cannot be addressed, and this process's own tier is the session's).
+    pub(crate) fn residency(&self) -> Option<&crate::residency::Residency> {
+        let local = !self.in_process && self.compute.backend == job::Backend::Local;
+        local.then_some(&self.residency)
     }
 
     /// The folder of the local function processes' logs, once they started.

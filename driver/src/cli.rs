@@ -633,6 +633,7 @@ async fn endpoint(a: EndpointArgs) -> anyhow::Result<()> {
         timeout: std::time::Duration::from_secs(a.timeout_seconds),
         command,
         log_dir: std::env::temp_dir().join(format!("nums-cloud-endpoint-{}", std::process::id())),
+        tier_percent: crate::local::DEFAULT_TIER_PERCENT,
     })
     .await?;
     outln!("{}", ep.invoke_url)?;

@@ -61,6 +61,9 @@ pub(crate) enum Setting {
     MemoryMb,
     /// Each invocation's longest run (Lambda's range).
     TimeoutSeconds,
+    /// The share of each invocation's headroom a function process's memory tier may
+    /// hold, in percent ([`nums_function::memory::tier_budget`]).
+    FunctionTierPercent,
 }
 
 impl Setting {
@@ -70,6 +73,7 @@ impl Setting {
             Setting::Workers => 1..=1000,
             Setting::MemoryMb => 128..=10240,
             Setting::TimeoutSeconds => 1..=900,
+            Setting::FunctionTierPercent => 0..=100,
         }
     }
 
@@ -79,6 +83,7 @@ impl Setting {
             Setting::Workers => "workers",
             Setting::MemoryMb => "memory_mb",
             Setting::TimeoutSeconds => "timeout_seconds",
+            Setting::FunctionTierPercent => "function_tier_percent",
         }
     }
 
@@ -152,6 +157,10 @@ pub struct Compute {
     pub scheduler: SchedulerKind,
     /// The Lambda function's name (the lambda backend).
     pub function: String,
+    /// Percent of each invocation's headroom (its memory limit less its batch's projected
+    /// peak) that the function process keeps blocks in across invocations
+    /// ([`nums_function::memory::tier_budget`]); 0: none.
+    pub function_tier_percent: u64,
 }
 
 /// What the engine runs a computation with, whichever front end asks: the compute

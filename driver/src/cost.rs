@@ -35,6 +35,9 @@ pub struct CostModel {
     /// runs beside it, and its blocks are decoded into pages the process has not touched.
     /// The reads after it overlap kernels (`read_bps` is fitted to the wait they leave).
     pub first_read_bps: f64,
+    /// Seconds of a block read from the process's memory tier: its version checked
+    /// against the store (a file's metadata; a HEAD on S3), nothing read or decoded.
+    pub hit_s: f64,
     /// Kernel rates of one function: floating-point operations per second of BLAS and
     /// LAPACK kernels, and block bytes per second through every kernel (inputs and output).
     pub flops: f64,
@@ -72,6 +75,8 @@ pub(crate) const LOCAL: CostModel = CostModel {
     scale_per_s: f64::INFINITY,
     read_bps: 3.07e9,
     first_read_bps: 1.05e9,
+    // A stat of the block's file and a lookup.
+    hit_s: 2e-5,
     write_bps: 6.1e8,
     flops: 60e9,
     stream_bps: 1.4e11,
@@ -97,6 +102,8 @@ pub(crate) const LOCAL_S3: CostModel = CostModel {
     read_bps: 273e6,
     // Not told apart on this store: its reads stream through HTTP at one rate.
     first_read_bps: 273e6,
+    // A HEAD to the server on this machine.
+    hit_s: 1e-3,
     // The calibration jobs write too little to fit it: the earlier fit's rate.
     write_bps: 1.9e9,
     flops: 40e9,
@@ -122,6 +129,8 @@ pub(crate) const LAMBDA: CostModel = CostModel {
     scale_per_s: 100.0,
     read_bps: 90e6,
     first_read_bps: 90e6,
+    // A HEAD to S3 (no plan counts on it: Lambda's environments cannot be addressed).
+    hit_s: 0.015,
     write_bps: 70e6,
     flops: 20e9,
     stream_bps: 1.0e9,
@@ -167,6 +176,7 @@ impl CostModel {
         let first = b.first_read.min(b.bytes_in);
         first as f64 / self.first_read_bps
             + (b.bytes_in - first) as f64 / self.read_bps
+            + b.memory_hits as f64 * self.hit_s
             + b.bytes_out as f64 / self.write_bps
     }
 
@@ -189,6 +199,9 @@ pub struct BatchWork {
     /// Of `bytes_in`, what the batch's first task that reads reads: fetched before any
     /// kernel runs.
     pub first_read: u64,
+    /// Stored blocks it reads that its process holds in memory (not in `bytes_in`): each
+    /// costs a version check ([`CostModel::hit_s`]), no transfer and no decoding.
+    pub memory_hits: u64,
     pub bytes_out: u64,
     /// Floating-point operations of its BLAS and LAPACK kernels.
     pub flops: f64,
@@ -653,6 +666,7 @@ mod tests {
             tasks: 1,
             bytes_in,
             first_read: 0,
+            memory_hits: 0,
             bytes_out: 0,
             flops,
             streamed: 0,
@@ -830,6 +844,7 @@ mod tests {
             bytes_in: 4,
             // Its first task's read: nothing runs beside it.
             first_read: 1,
+            memory_hits: 0,
             bytes_out: 1,
             flops: 8.0,
             streamed: 8,

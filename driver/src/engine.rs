@@ -82,7 +82,7 @@ pub(crate) async fn execute(
         None => main,
     };
     let prefix = stages.prefix()?;
-    let plan = crate::plan::plan_for(&stages.cfg, &main, &prefix, probes, stages.origin)?;
+    let plan = stages.plan(&main, &prefix, probes)?;
     stages.planned("main", &plan);
     stages.expect("main", plan.batches.len() as u64);
     stages.run_plan("main", &main, &plan).await?;

@@ -58,6 +58,7 @@ struct RawCompute {
     timeout_seconds: Option<Spanned<i64>>,
     scheduler: Option<SchedulerKind>,
     function: Option<String>,
+    function_tier_percent: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -591,6 +592,7 @@ impl Job {
             timeout_seconds: None,
             scheduler: None,
             function: None,
+            function_tier_percent: None,
         });
         // Each limit is the engine's (crate::config), named by the key that set it.
         let setting =
@@ -625,6 +627,11 @@ impl Job {
                 .function
                 .clone()
                 .unwrap_or_else(|| defaults.function.clone()),
+            function_tier_percent: setting(
+                &c.function_tier_percent,
+                Setting::FunctionTierPercent,
+                nums_function::memory::DEFAULT_TIER_PERCENT.into(),
+            )?,
         };
 
         let mut arrays = Vec::new();

@@ -57,6 +57,8 @@ pub(crate) mod planview;
 pub(crate) mod progress;
 pub(crate) mod refusal;
 pub(crate) mod report;
+/// The driver's view of which function process holds which block in memory.
+pub(crate) mod residency;
 pub(crate) mod runs;
 pub(crate) mod stage;
 #[cfg(feature = "cli")]

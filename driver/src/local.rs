@@ -6,7 +6,11 @@
 //! other way (a signal, an abort) fails its invocation as `Runtime.ExitError`, which the
 //! driver sends again, and is replaced.
 //!
-//! `workers` processes run all the time. When an invocation waits and no process takes
+//! `workers` processes run all the time. An invocation may name the process it is for
+//! ([`crate::residency::SLOT_CONTEXT`] in the Invoke API's ClientContext: the driver sends a batch to the
+//! process whose memory holds its blocks); it goes to that process when it is free, and to
+//! any process if that one has not taken it within [`AFFINITY_GRACE`] (busy, frozen or
+//! dead), so that nothing waits on one process. When an invocation waits and no process takes
 //! it within [`GRACE`] — every process busy or frozen, as when the driver sends a backup
 //! for a hung invocation — the endpoint starts another process, as Lambda starts another
 //! execution environment (at most `workers` more); such a process is taken down after it
@@ -44,7 +48,13 @@ pub struct LocalConfig {
     pub command: Vec<String>,
     /// Where each process's output goes (`slot-N.log`).
     pub log_dir: PathBuf,
+    /// The share of each invocation's headroom a process keeps blocks in across
+    /// invocations, in percent (`nums_function::memory::tier_budget`).
+    pub tier_percent: u64,
 }
+
+/// [`LocalConfig::tier_percent`] when nothing asks for another.
+pub const DEFAULT_TIER_PERCENT: u64 = nums_function::memory::DEFAULT_TIER_PERCENT as u64;
 
 /// The non-empty `slot-N.log` files in `dir`, in slot order.
 pub fn logs_in(dir: &std::path::Path) -> Vec<PathBuf> {
@@ -67,6 +77,29 @@ pub fn logs_in(dir: &std::path::Path) -> Vec<PathBuf> {
     logs.into_iter().map(|(_, p)| p).collect()
 }
 
+/// How long an invocation for one process waits for it before any process may take it: a
+/// free process takes an invocation within a millisecond, and a busy one is not waited for
+/// long (a block read from the store costs milliseconds, not seconds).
+const AFFINITY_GRACE: Duration = Duration::from_millis(50);
+/// The same for a process that has not asked for work yet since the endpoint started (it
+/// is starting: tens of milliseconds, more on a busy machine). Without it the first
+/// invocations of a run all went to whichever process started first, and so did their
+/// blocks, and every later plan with them.
+const START_GRACE: Duration = Duration::from_secs(1);
+
+/// The slot an invocation's ClientContext header names, if it names one.
+fn slot_of(headers: &HeaderMap) -> Option<usize> {
+    use base64::Engine;
+    let v = headers.get("x-amz-client-context")?.to_str().ok()?;
+    let json = base64::engine::general_purpose::STANDARD.decode(v).ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&json).ok()?;
+    v.get("custom")?
+        .get(crate::residency::SLOT_CONTEXT)?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 /// How long an invocation may wait for a process before another one is started. A free
 /// process takes an invocation within milliseconds; a process starts in tens.
 const GRACE: Duration = Duration::from_millis(200);
@@ -79,6 +112,59 @@ const POLL: Duration = Duration::from_millis(10);
 enum Outcome {
     Ok(Bytes),
     Error { error_type: String, message: String },
+}
+
+/// An invocation waiting for a process, in one queue or two (its own process's, then the
+/// shared one): whichever process takes it first has it, the other finds it empty.
+type Ticket = Arc<std::sync::Mutex<Option<Invocation>>>;
+
+fn ticket(inv: Invocation) -> Ticket {
+    Arc::new(std::sync::Mutex::new(Some(inv)))
+}
+
+/// A queue of tickets that several polls may wait on.
+struct Queue {
+    tx: mpsc::UnboundedSender<Ticket>,
+    rx: Mutex<mpsc::UnboundedReceiver<Ticket>>,
+}
+
+impl Queue {
+    fn new() -> Queue {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Queue {
+            tx,
+            rx: Mutex::new(rx),
+        }
+    }
+
+    fn send(&self, t: Ticket) {
+        let _ = self.tx.send(t);
+    }
+
+    /// The next ticket (cancel-safe: a ticket is received whole or not at all).
+    async fn recv(&self) -> Ticket {
+        let t = self.rx.lock().await.recv().await;
+        t.expect("the queue's sender lives beside it")
+    }
+
+    /// Fails every invocation still queued (when no poll holds the queue: `wait` for it).
+    async fn fail_all(&self, wait: bool, error_type: &str, message: &str) {
+        let mut rx = match wait {
+            true => self.rx.lock().await,
+            false => match self.rx.try_lock() {
+                Ok(rx) => rx,
+                Err(_) => return,
+            },
+        };
+        while let Ok(t) = rx.try_recv() {
+            if let Some(inv) = t.lock().expect("ticket").take() {
+                let _ = inv.reply.send(Outcome::Error {
+                    error_type: error_type.into(),
+                    message: message.into(),
+                });
+            }
+        }
+    }
 }
 
 struct Invocation {
@@ -115,10 +201,12 @@ struct Slot {
 
 struct Shared {
     cfg: LocalConfig,
-    queue_tx: mpsc::UnboundedSender<Invocation>,
-    queue_rx: Mutex<mpsc::UnboundedReceiver<Invocation>>,
-    /// Invocations waiting in the queue.
-    queued: AtomicUsize,
+    /// Invocations any process may take.
+    queue: Queue,
+    /// Per slot of the `workers` always running, the invocations for its process, and
+    /// whether a process of it has asked for work yet.
+    own: Vec<Queue>,
+    started: Vec<AtomicBool>,
     /// Extra slots alive.
     extras: AtomicUsize,
     next_id: AtomicU64,
@@ -149,12 +237,11 @@ fn error_json(error_type: &str, message: &str) -> Bytes {
 impl LocalEndpoint {
     pub async fn start(cfg: LocalConfig) -> anyhow::Result<LocalEndpoint> {
         std::fs::create_dir_all(&cfg.log_dir)?;
-        let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
+            own: (0..cfg.workers).map(|_| Queue::new()).collect(),
+            started: (0..cfg.workers).map(|_| AtomicBool::new(false)).collect(),
             cfg,
-            queue_tx: tx,
-            queue_rx: Mutex::new(rx),
-            queued: AtomicUsize::new(0),
+            queue: Queue::new(),
             extras: AtomicUsize::new(0),
             next_id: AtomicU64::new(1),
             next_slot: AtomicUsize::new(0),
@@ -208,14 +295,10 @@ impl LocalEndpoint {
         // No process is left to poll. Polls still pending (from processes now dead) give
         // up the queue; then every caller still waiting is answered.
         s.stop_servers.send_replace(true);
-        {
-            let mut rx = s.queue_rx.lock().await;
-            while let Ok(inv) = rx.try_recv() {
-                let _ = inv.reply.send(Outcome::Error {
-                    error_type: ErrorKind::Other.wire_name().into(),
-                    message: "the local endpoint stopped".into(),
-                });
-            }
+        for q in std::iter::once(&s.queue).chain(&s.own) {
+            let stopped = "the local endpoint stopped";
+            q.fail_all(true, ErrorKind::Other.wire_name(), stopped)
+                .await;
         }
         let servers: Vec<_> = std::mem::take(&mut *s.servers.lock().expect("servers"));
         for t in servers {
@@ -320,7 +403,12 @@ fn start_extra(s: &Arc<Shared>) {
     });
 }
 
-async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: Bytes) -> Response {
+async fn invoke(
+    State(s): State<Arc<Shared>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let aws_error = |status: StatusCode, kind: &str, message: String| {
         let mut r = (
             status,
@@ -359,21 +447,42 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     let (tx, rx) = oneshot::channel();
     let id = format!("{:08x}-local", s.next_id.fetch_add(1, SeqCst));
     let taken = Arc::new(AtomicBool::new(false));
-    s.queued.fetch_add(1, SeqCst);
-    let _ = s.queue_tx.send(Invocation {
+    let t = ticket(Invocation {
         id: id.clone(),
         body,
         reply: tx,
         taken: taken.clone(),
     });
     let mut rx = rx;
+    // For one process: its own queue first, any process's after the grace.
+    let target = slot_of(&headers).filter(|&k| k < s.own.len());
+    let mut aside = match target {
+        Some(k) => {
+            s.own[k].send(t.clone());
+            Some(t)
+        }
+        None => {
+            s.queue.send(t);
+            None
+        }
+    };
+    let grace = match target.is_some_and(|k| !s.started[k].load(SeqCst)) {
+        true => START_GRACE,
+        false => AFFINITY_GRACE,
+    };
     let outcome = loop {
         tokio::select! {
             r = &mut rx => break r.unwrap_or(Outcome::Error {
                 error_type: ErrorKind::Other.wire_name().into(),
                 message: "the invocation was dropped".into(),
             }),
-            _ = tokio::time::sleep(GRACE), if !taken.load(SeqCst) => {
+            _ = tokio::time::sleep(grace), if aside.is_some() => {
+                let t = aside.take().expect("checked");
+                if !taken.load(SeqCst) {
+                    s.queue.send(t);
+                }
+            }
+            _ = tokio::time::sleep(GRACE), if aside.is_none() && !taken.load(SeqCst) => {
                 if !taken.load(SeqCst) {
                     start_extra(&s);
                 }
@@ -415,13 +524,20 @@ async fn invoke(State(s): State<Arc<Shared>>, Path(name): Path<String>, body: By
     r
 }
 
-/// The next queued invocation whose caller still waits for it.
-async fn dequeue(s: &Shared) -> Invocation {
+/// The next queued invocation for slot `n`'s process (its own first, then any process's)
+/// whose caller still waits for it.
+async fn dequeue(s: &Shared, n: usize) -> Invocation {
     loop {
-        let inv = s.queue_rx.lock().await.recv().await;
-        let inv = inv.expect("the queue's sender lives in Shared");
-        s.queued.fetch_sub(1, SeqCst);
-        if !inv.reply.is_closed() {
+        let t = match s.own.get(n) {
+            Some(own) => tokio::select! {
+                biased;
+                t = own.recv() => t,
+                t = s.queue.recv() => t,
+            },
+            None => s.queue.recv().await,
+        };
+        let inv = t.lock().expect("ticket").take();
+        if let Some(inv) = inv.filter(|i| !i.reply.is_closed()) {
             return inv;
         }
     }
@@ -439,6 +555,9 @@ async fn servers_stopped(s: &Shared, slot: &Slot) {
 async fn next(State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>) -> Response {
     let generation = slot.generation.load(SeqCst);
     slot.polled.store(true, SeqCst);
+    if let Some(started) = s.started.get(slot.n) {
+        started.store(true, SeqCst);
+    }
     let idle = async {
         if slot.extra {
             tokio::time::sleep(EXTRA_IDLE).await
@@ -447,7 +566,7 @@ async fn next(State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>) -> Response {
         }
     };
     let inv = tokio::select! {
-        inv = dequeue(&s) => Some(inv),
+        inv = dequeue(&s, slot.n) => Some(inv),
         _ = idle => {
             // Its supervisor kills the process; this poll is never answered.
             slot.retiring.store(true, SeqCst);
@@ -495,8 +614,7 @@ async fn next(State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>) -> Response {
         if slot.generation.load(SeqCst) != generation {
             drop(g);
             // The process that asked has died meanwhile: give the work to another one.
-            s.queued.fetch_add(1, SeqCst);
-            let _ = s.queue_tx.send(inv);
+            s.queue.send(ticket(inv));
             return StatusCode::GONE.into_response();
         }
         inv.taken.store(true, SeqCst);
@@ -667,6 +785,11 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             // (seen as a hung `cargo test` of the API, one run in ten); without it the
             // spawn is a posix_spawn, which runs no fork handlers.
             .env("NUMS_DRIVER_PID", std::process::id().to_string())
+            .env(nums_function::runtime::SLOT_ENV, i.to_string())
+            .env(
+                nums_function::memory::TIER_PERCENT_ENV,
+                cfg.tier_percent.to_string(),
+            )
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true);
         if let Ok(log) = log {
@@ -753,15 +876,11 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
 /// few tries, fail what is queued with the reason.
 async fn fail_queue_if_hopeless(s: &Shared, failures: &mut u32, message: &str) {
     *failures += 1;
-    if *failures >= 3
-        && let Ok(mut rx) = s.queue_rx.try_lock()
-    {
-        while let Ok(inv) = rx.try_recv() {
-            s.queued.fetch_sub(1, SeqCst);
-            let _ = inv.reply.send(Outcome::Error {
-                error_type: ErrorKind::Crashed.wire_name().into(),
-                message: format!("the function process cannot start: {message}"),
-            });
+    if *failures >= 3 {
+        let message = format!("the function process cannot start: {message}");
+        for q in std::iter::once(&s.queue).chain(&s.own) {
+            q.fail_all(false, ErrorKind::Crashed.wire_name(), &message)
+                .await;
         }
     }
     tokio::time::sleep(Duration::from_millis(200 * (*failures as u64).min(10))).await;
@@ -806,6 +925,7 @@ while True:
             timeout: Duration::from_secs(60),
             command: vec!["python3".into(), "-c".into(), script],
             log_dir: dir.join("logs"),
+            tier_percent: 0,
         })
         .await
         .unwrap();
@@ -815,6 +935,73 @@ while True:
         assert_eq!(stats.invocations, 1);
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert_eq!(ep.shared.extras.load(SeqCst), 1);
+        ep.stop().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// An invocation for one process goes to it when it is free, and to another process
+    /// when it is busy (nothing waits on a busy or frozen process). Each process answers
+    /// with its slot; slot 0's hangs on a `"hang"` payload.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_invocation_goes_to_its_process_or_to_a_free_one() {
+        let dir = std::env::temp_dir().join(format!("nums-local-affinity-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = ANSWERS
+            .replace(
+                "    r.read()\n",
+                "    if r.read() == b'\"hang\"' and os.environ[\"NUMS_LOCAL_SLOT\"] == \"0\":\n        \
+                 open(os.environ[\"HANG_MARK\"], \"w\").close()\n        time.sleep(60)\n",
+            )
+            .replace(
+                "stats[\"invocations\"] = 1",
+                "stats[\"invocations\"] = 1\nstats[\"process\"] = int(os.environ[\"NUMS_LOCAL_SLOT\"])",
+            );
+        let mark = dir.join("hung");
+        let script = format!("import time\n{script}");
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 2,
+            memory_mb: 256,
+            timeout: Duration::from_secs(120),
+            command: vec![
+                "env".into(),
+                format!("HANG_MARK={}", mark.display()),
+                "python3".into(),
+                "-c".into(),
+                script,
+            ],
+            log_dir: dir.join("logs"),
+            tier_percent: 0,
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        let ran_on = async |slot: usize| {
+            let st = inv.invoke_on(b"{}".to_vec(), Some(slot)).await.unwrap();
+            st.process
+        };
+        for slot in [1, 0, 1, 1, 0] {
+            assert_eq!(ran_on(slot).await, Some(slot as u32));
+        }
+        // Slot 0's process is busy (sent until it is the one that took it, as a loaded
+        // machine may hand it to slot 1): what is for it goes to slot 1's.
+        let mut hung = Vec::new();
+        while !mark.exists() {
+            let busy = inv.clone();
+            hung.push(tokio::spawn(async move {
+                busy.invoke_on(b"\"hang\"".to_vec(), Some(0)).await
+            }));
+            for _ in 0..50 {
+                if mark.exists() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        for _ in 0..3 {
+            assert_eq!(ran_on(0).await, Some(1));
+        }
+        hung.iter().for_each(|h| h.abort());
         ep.stop().await;
         std::fs::remove_dir_all(&dir).ok();
     }

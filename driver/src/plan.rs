@@ -348,9 +348,10 @@ pub(crate) fn plan_for(
     prefix: &str,
     probes: &graph::Probes,
     origin: Option<&Job>,
+    held: Option<&crate::residency::Residency>,
 ) -> anyhow::Result<Plan> {
     let kind = cfg.compute.scheduler;
-    plan_raw(cfg, g, kind, prefix).map_err(|e| {
+    plan_raw(cfg, g, kind, prefix, held).map_err(|e| {
         let words = match origin {
             Some(job) => explain_plan(job, g, kind, probes, &e),
             None => explain_settings(g, &e),
@@ -375,7 +376,7 @@ pub fn plan_with(
     prefix: &str,
     probes: &graph::Probes,
 ) -> anyhow::Result<Plan> {
-    plan_raw(&job.engine(), g, kind, prefix).map_err(|e| {
+    plan_raw(&job.engine(), g, kind, prefix, None).map_err(|e| {
         crate::error::Explained::into_anyhow(explain_plan(job, g, kind, probes, &e), e)
     })
 }
@@ -385,8 +386,10 @@ fn plan_raw(
     g: &Graph,
     kind: SchedulerKind,
     prefix: &str,
+    held: Option<&crate::residency::Residency>,
 ) -> Result<Plan, PlanError> {
     let cx = crate::sched::Ctx {
+        held,
         g,
         prefix,
         store: &cfg.storage,
@@ -405,7 +408,7 @@ fn least_memory(job: &Job, kind: SchedulerKind, probes: &graph::Probes, from: u6
         let mut j = job.clone();
         j.compute.memory_mb = mb;
         graph::build(&j, probes)
-            .map(|g| plan_raw(&j.engine(), &g, kind, &dry_run_prefix(&j)).is_ok())
+            .map(|g| plan_raw(&j.engine(), &g, kind, &dry_run_prefix(&j), None).is_ok())
             .unwrap_or(false)
     };
     let most = *crate::config::Setting::MemoryMb.range().end();

@@ -280,6 +280,18 @@ impl<'a> Stages<'a> {
         self.observer.on_planned(what, plan, seconds)
     }
 
+    /// The plan of `g` stored under `prefix`, placed where the backend's processes hold
+    /// its inputs in memory.
+    pub(crate) fn plan(
+        &self,
+        g: &Graph,
+        prefix: &str,
+        probes: &graph::Probes,
+    ) -> anyhow::Result<Plan> {
+        let held = self.backend.residency().filter(|r| !r.is_empty());
+        crate::plan::plan_for(&self.cfg, g, prefix, probes, self.origin, held)
+    }
+
     /// Plans `g` (a part of the job's graph) and runs it as stage `name`.
     pub(crate) async fn run_graph(
         &self,
@@ -289,7 +301,7 @@ impl<'a> Stages<'a> {
     ) -> anyhow::Result<()> {
         let prefix = self.prefix()?;
         let g = self.with_made_imports(g)?;
-        let plan = crate::plan::plan_for(&self.cfg, &g, &prefix, probes, self.origin)?;
+        let plan = self.plan(&g, &prefix, probes)?;
         self.run_plan(name, &g, &plan).await
     }
 
@@ -376,6 +388,9 @@ impl<'a> Stages<'a> {
             let i = pending[k];
             if let Some(run) = journal {
                 run.done(name, i);
+            }
+            if let (Some(r), Some(p)) = (self.backend.residency(), stats.process) {
+                r.ran(p as usize, &batches[i].batch());
             }
             self.observer.on_batch_end(&BatchEnd {
                 stage: name,

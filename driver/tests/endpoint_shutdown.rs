@@ -39,6 +39,7 @@ async fn stopping_an_endpoint_leaves_no_panic_in_the_function_logs() {
             timeout: Duration::from_secs(30),
             command: vec![env!("CARGO_BIN_EXE_nums-cloud").into(), "function".into()],
             log_dir: logs.clone(),
+            tier_percent: 0,
         })
         .await
         .unwrap();

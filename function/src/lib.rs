@@ -145,6 +145,10 @@ pub(crate) struct Invocation<'a> {
     store: Store,
     arrays: Vec<Arc<StoredArray>>,
     outputs: Outputs,
+    /// The memory tier's counts when it started: a function process runs one invocation
+    /// at a time, so what they gained since is this invocation's (the driver's own runs
+    /// share its tier, and are not counted).
+    tier_at_start: Option<nums_layout::tier::TierStats>,
 }
 
 impl<'a> Invocation<'a> {
@@ -179,6 +183,7 @@ impl<'a> Invocation<'a> {
             store: store.with_fresh_counters(),
             arrays,
             outputs,
+            tier_at_start: (outputs == Outputs::Store).then(|| nums_layout::tier::tier().stats()),
         })
     }
 
@@ -379,6 +384,10 @@ impl<'a> Invocation<'a> {
     ) -> Stats {
         use std::sync::atomic::Ordering::Relaxed;
         let c = &self.store.counters;
+        let tier = self.tier_at_start.map(|t0| {
+            let t = nums_layout::tier::tier().stats();
+            (t.hits - t0.hits, t.hit_bytes - t0.hit_bytes)
+        });
         Stats {
             invocations: 1,
             tasks: self.batch.tasks.len() as u64,
@@ -394,6 +403,9 @@ impl<'a> Invocation<'a> {
                 Outputs::Store => memory::peak(),
                 Outputs::MemoryFirst => 0,
             },
+            memory_hits: tier.map_or(0, |t| t.0),
+            memory_bytes_read: tier.map_or(0, |t| t.1),
+            process: None,
         }
     }
 }

@@ -118,6 +118,29 @@ pub const INPUT_MEMORY: u64 = 256;
 /// An array's: its stored form.
 pub const ARRAY_MEMORY: u64 = 6 << 10;
 
+/// The memory tier of a function process ([`nums_layout::tier`]): blocks it read or wrote
+/// kept across its invocations, so that work sent to the same process again
+/// (the driver's slot affinity) reads them from memory. The tier must never make a batch
+/// fail for memory (the local endpoint kills a process over `memory_mb`, as Lambda does),
+/// so before each invocation it shrinks to `percent` of the batch's headroom: the batch's
+/// `prefetch_budget`, which the planner sets to the memory limit less the batch's
+/// projected peak. The rest of the headroom goes to the pipeline and the allocator's
+/// kept blocks as before ([`crate::pipeline`]); the tier's share is taken from it, so
+/// the projection's bound holds whatever the tier holds. A block the batch reads from
+/// the tier is one the projection counts anyway (as read). Half by default
+/// ([`DEFAULT_TIER_PERCENT`]); 0 turns the tier off.
+pub fn tier_budget(headroom: u64, percent: u32) -> u64 {
+    headroom / 100 * u64::from(percent.min(100))
+}
+
+/// The share of a batch's headroom the function process's memory tier may hold, in
+/// percent, when the deployment sets none (`NUMS_FUNCTION_TIER_PERCENT`).
+pub const DEFAULT_TIER_PERCENT: u32 = 50;
+
+/// The environment variable that sets a function process's tier share (the local
+/// endpoint sets it from the `function_tier_percent` setting).
+pub const TIER_PERCENT_ENV: &str = "NUMS_FUNCTION_TIER_PERCENT";
+
 /// Large buffers (blocks) get their own mappings, returned to the system when freed, so
 /// resident memory follows the blocks alive (glibc otherwise raises its mmap threshold
 /// and keeps freed blocks in the heap, which the memory limit would count); up to

@@ -82,10 +82,46 @@ pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
     }
 }
 
+/// This process's settings, read once from its environment.
+struct Process {
+    /// Its tier's share of each batch's headroom ([`crate::memory::tier_budget`]).
+    tier_percent: u32,
+    /// Its slot under the local endpoint (`NUMS_LOCAL_SLOT`), reported in its stats.
+    slot: Option<u32>,
+}
+
+fn process() -> &'static Process {
+    static P: std::sync::OnceLock<Process> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let var = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse().ok());
+        Process {
+            tier_percent: var(crate::memory::TIER_PERCENT_ENV)
+                .unwrap_or(crate::memory::DEFAULT_TIER_PERCENT),
+            slot: var(SLOT_ENV),
+        }
+    })
+}
+
+/// The environment variable naming a local function process's slot.
+pub const SLOT_ENV: &str = "NUMS_LOCAL_SLOT";
+
+/// Runs one batch in this process: its memory tier shrunk first to its share of the
+/// batch's headroom, which the pipeline then does without.
+async fn run(mut batch: Batch, store: &Store) -> Result<Stats, FnError> {
+    let p = process();
+    let tier = crate::memory::tier_budget(batch.prefetch_budget, p.tier_percent);
+    batch.prefetch_budget -= tier;
+    // A function process keeps no unwritten block: nothing to write, nothing to fail.
+    nums_layout::tier::tier().set_budget(tier).await?;
+    let mut stats = crate::handle(&batch, store).await?;
+    stats.process = p.slot;
+    Ok(stats)
+}
+
 async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
     let run = async {
         let (batch, store) = resolve(event.payload).await?;
-        let stats = crate::handle(&batch, &store).await;
+        let stats = run(batch, &store).await;
         crate::memory::release_kept_blocks();
         stats
     };

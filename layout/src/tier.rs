@@ -76,6 +76,7 @@ struct State {
 pub struct Tier {
     state: Mutex<State>,
     hits: AtomicU64,
+    hit_bytes: AtomicU64,
     misses: AtomicU64,
     evicted: AtomicU64,
     stale: AtomicU64,
@@ -93,6 +94,8 @@ pub struct TierStats {
     pub blocks: u64,
     /// Reads served from memory.
     pub hits: u64,
+    /// Bytes of the blocks those reads served.
+    pub hit_bytes: u64,
     /// Reads that went to the store while the tier was on.
     pub misses: u64,
     /// Blocks evicted for room.
@@ -144,6 +147,7 @@ impl Tier {
                 entries: LruCache::unbounded(),
             }),
             hits: AtomicU64::new(0),
+            hit_bytes: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
             stale: AtomicU64::new(0),
@@ -238,6 +242,7 @@ impl Tier {
             bytes: s.bytes,
             blocks: s.entries.len() as u64,
             hits: self.hits.load(Relaxed),
+            hit_bytes: self.hit_bytes.load(Relaxed),
             misses: self.misses.load(Relaxed),
             evicted: self.evicted.load(Relaxed),
             stale: self.stale.load(Relaxed),
@@ -399,6 +404,11 @@ impl Tier {
         }
     }
 
+    fn hit(&self, bytes: u64) {
+        self.hits.fetch_add(1, Relaxed);
+        self.hit_bytes.fetch_add(bytes, Relaxed);
+    }
+
     fn forget(&self, k: &Key) {
         Self::remove(&mut self.state(), k);
     }
@@ -422,7 +432,7 @@ impl Tier {
             match s.entries.get(&k) {
                 // Made here and not written: this is the only version there is.
                 Some(e) if e.dtype == dtype && e.shape == shape && e.stamp.is_none() => {
-                    self.hits.fetch_add(1, Relaxed);
+                    self.hit(e.bytes);
                     return Some(e.block.clone());
                 }
                 Some(e) if e.dtype == dtype && e.shape == shape => {
@@ -436,7 +446,7 @@ impl Tier {
         };
         match store.stamp(key).await {
             Ok(Some(now)) if Some(&now) == stamp.as_ref() => {
-                self.hits.fetch_add(1, Relaxed);
+                self.hit(block.nbytes() as u64);
                 Some(block)
             }
             _ => {

@@ -26,6 +26,7 @@ ENVIRONMENT = {
     "progress": "NUMS_CLOUD_PROGRESS",
     "in_process_mb": "NUMS_CLOUD_IN_PROCESS_MB",
     "memory_tier_mb": "NUMS_CLOUD_MEMORY_TIER_MB",
+    "function_tier_percent": "NUMS_CLOUD_FUNCTION_TIER_PERCENT",
 }
 
 _INTS = {"workers", "memory_mb", "timeout_seconds"}
@@ -66,7 +67,7 @@ def _from_env(name):
     v = os.environ.get(ENVIRONMENT[name])
     if v is None or v == "":
         return None
-    if name in _INTS:
+    if name in _INTS or name == "function_tier_percent":
         try:
             return int(v)
         except ValueError:
@@ -102,14 +103,17 @@ class Session:
 
     def settings(self):
         """The settings: storage, endpoint, backend, function, scheduler, workers,
-        memory_mb, timeout_seconds, in_process_bytes, memory_tier_bytes."""
+        memory_mb, timeout_seconds, in_process_bytes, memory_tier_bytes,
+        function_tier_percent."""
         return self._native.settings()
 
     def counts(self):
         """What the session's computes have sent so far: ``invocations`` (in this process
         or to the backend; retries count), ``in_process`` (of those, run here) and
-        ``tasks`` (their block tasks). An array computed once is read in place
-        afterwards while it lives: computing it again sends nothing."""
+        ``tasks`` (their block tasks); ``bytes_read`` (what they read from the store),
+        ``memory_hits`` and ``memory_bytes_read`` (the blocks, and their bytes, that
+        function processes read from their own memory instead). An array computed once
+        is read in place afterwards while it lives: computing it again sends nothing."""
         return self._native.counts()
 
     def collect(self):
@@ -128,7 +132,7 @@ class Session:
 
 def init(storage=None, backend=None, workers=None, memory_mb=None, function=None,
          infra=None, *, endpoint=None, scheduler=None, timeout_seconds=None, progress=None,
-         in_process_mb=None, memory_tier_mb=None):
+         in_process_mb=None, memory_tier_mb=None, function_tier_percent=None):
     """Starts a session and makes it the one new arrays are made in; returns it.
 
     Every setting left out comes from its environment variable (:data:`ENVIRONMENT`:
@@ -173,11 +177,18 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         process, at memory speed. A kept block is used only while the store still holds
         the same version; the least recently used go first when it is full.
         :func:`memory_tier` tells what it holds.
+    function_tier_percent : int, optional
+        The share, in percent, of each invocation's headroom (``memory_mb`` less what
+        its batch is projected to need) that a function process keeps the blocks it read
+        or wrote in, across invocations (default 50; 0: none). Work over those blocks is
+        then sent to the process that holds them (local backend), which reads them from
+        memory; a kept block is used only while the store holds the same version.
     """
     args = dict(storage=storage, backend=backend, workers=workers, memory_mb=memory_mb,
                 function=function, infra=infra, endpoint=endpoint, scheduler=scheduler,
                 timeout_seconds=timeout_seconds, progress=progress,
-                in_process_mb=in_process_mb, memory_tier_mb=memory_tier_mb)
+                in_process_mb=in_process_mb, memory_tier_mb=memory_tier_mb,
+                function_tier_percent=function_tier_percent)
     for k, v in args.items():
         if v is None:
             args[k] = _from_env(k)

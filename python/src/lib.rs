@@ -534,7 +534,8 @@ impl PySession {
     #[new]
     #[pyo3(signature = (storage=None, *, infra=None, endpoint=None, backend=None, function=None,
         scheduler=None, workers=None, memory_mb=None, timeout_seconds=None, progress=None,
-        function_command=None, in_process_bytes=None, memory_tier_bytes=None))]
+        function_command=None, in_process_bytes=None, memory_tier_bytes=None,
+        function_tier_percent=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         storage: Option<&str>,
@@ -550,6 +551,7 @@ impl PySession {
         function_command: Option<Vec<String>>,
         in_process_bytes: Option<u64>,
         memory_tier_bytes: Option<u64>,
+        function_tier_percent: Option<u64>,
     ) -> PyResult<PySession> {
         let mut s = match (infra, storage) {
             (Some(path), _) => {
@@ -604,6 +606,9 @@ impl PySession {
         if let Some(b) = memory_tier_bytes {
             s = s.memory_tier_bytes(b);
         }
+        if let Some(p) = function_tier_percent {
+            s = s.function_tier_percent(p);
+        }
         Ok(PySession { s })
     }
 
@@ -633,6 +638,7 @@ impl PySession {
         d.set_item("timeout_seconds", st.timeout_seconds)?;
         d.set_item("in_process_bytes", st.in_process_bytes)?;
         d.set_item("memory_tier_bytes", st.memory_tier_bytes)?;
+        d.set_item("function_tier_percent", st.function_tier_percent)?;
         Ok(d)
     }
 
@@ -644,6 +650,9 @@ impl PySession {
         d.set_item("invocations", c.invocations)?;
         d.set_item("in_process", c.in_process)?;
         d.set_item("tasks", c.tasks)?;
+        d.set_item("bytes_read", c.bytes_read)?;
+        d.set_item("memory_hits", c.memory_hits)?;
+        d.set_item("memory_bytes_read", c.memory_bytes_read)?;
         Ok(d)
     }
 

@@ -965,6 +965,7 @@ impl Session {
                     &format!("{}/explain", self.st.id),
                     &Default::default(),
                     None,
+                    None,
                 )
                 .ok()
             })
@@ -1078,6 +1079,9 @@ pub(crate) struct Counters {
     invocations: AtomicU64,
     in_process: AtomicU64,
     tasks: AtomicU64,
+    bytes_read: AtomicU64,
+    memory_hits: AtomicU64,
+    memory_bytes_read: AtomicU64,
 }
 
 /// A compute's observer: its progress bar, and the session's counts.
@@ -1100,6 +1104,12 @@ impl crate::stage::Observer for Watch<'_> {
         self.progress.on_invocation(r)
     }
     fn on_batch_end(&self, e: &crate::stage::BatchEnd<'_>) {
+        let c = self.counts;
+        c.bytes_read
+            .fetch_add(e.stats.bytes_read, Ordering::Relaxed);
+        c.memory_hits
+            .fetch_add(e.stats.memory_hits, Ordering::Relaxed);
+        (c.memory_bytes_read).fetch_add(e.stats.memory_bytes_read, Ordering::Relaxed);
         self.progress.on_batch_end(e)
     }
     fn on_stage_end(&self, stage: &str, counters: &crate::dispatch::Dispatched) {
@@ -1140,6 +1150,9 @@ impl Session {
             invocations: c.invocations.load(Ordering::Relaxed),
             in_process: c.in_process.load(Ordering::Relaxed),
             tasks: c.tasks.load(Ordering::Relaxed),
+            bytes_read: c.bytes_read.load(Ordering::Relaxed),
+            memory_hits: c.memory_hits.load(Ordering::Relaxed),
+            memory_bytes_read: c.memory_bytes_read.load(Ordering::Relaxed),
         }
     }
 }

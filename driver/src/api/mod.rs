@@ -88,6 +88,8 @@ pub(crate) struct Config {
     pub in_process_bytes: u64,
     /// The budget of this process's memory tier ([`Session::memory_tier_bytes`]).
     pub memory_tier_bytes: u64,
+    /// The function processes' tier share ([`Session::function_tier_percent`]).
+    pub function_tier_percent: u64,
     /// `workers` was set (else it follows the backend and `memory_mb`:
     /// [`crate::config::default_workers`]).
     pub workers_set: bool,
@@ -102,6 +104,7 @@ impl Config {
             timeout_seconds: self.timeout_seconds,
             scheduler: self.scheduler,
             function: self.function.clone(),
+            function_tier_percent: self.function_tier_percent,
         }
     }
 
@@ -149,6 +152,7 @@ impl Config {
             (Setting::Workers, self.workers as u64),
             (Setting::MemoryMb, self.memory_mb),
             (Setting::TimeoutSeconds, self.timeout_seconds),
+            (Setting::FunctionTierPercent, self.function_tier_percent),
         ] {
             s.check(i64::try_from(v).unwrap_or(i64::MAX))
                 .map_err(|r| Error::Config {
@@ -283,6 +287,8 @@ pub struct Settings {
     pub in_process_bytes: u64,
     /// Bytes of decoded blocks this process keeps in memory between computes.
     pub memory_tier_bytes: u64,
+    /// Percent of each invocation's headroom a function process keeps blocks in.
+    pub function_tier_percent: u64,
 }
 
 /// Computes whose arrays (every array they read or make) come to at most this many bytes
@@ -329,6 +335,14 @@ pub struct Counts {
     pub in_process: u64,
     /// Block tasks of those invocations.
     pub tasks: u64,
+    /// Bytes the functions' invocations read from the store (the winning invocation of
+    /// each batch; this process's own memory tier is [`memory_tier`]'s).
+    pub bytes_read: u64,
+    /// Blocks those invocations read from their function process's memory instead
+    /// ([`Session::function_tier_percent`]), and their bytes.
+    pub memory_hits: u64,
+    /// The decoded bytes of those blocks.
+    pub memory_bytes_read: u64,
 }
 
 /// Where a compute runs ([`Session::explain`]).
@@ -524,6 +538,7 @@ impl Session {
             progress: false,
             in_process_bytes: IN_PROCESS_BYTES,
             memory_tier_bytes: default_memory_tier_bytes(),
+            function_tier_percent: nums_function::memory::DEFAULT_TIER_PERCENT.into(),
             workers_set: false,
         };
         let id = format!("api-{:012x}", fastrand::u64(..) >> 16);
@@ -608,6 +623,7 @@ impl Session {
             timeout_seconds: self.cfg.timeout_seconds,
             in_process_bytes: self.cfg.in_process_bytes,
             memory_tier_bytes: self.cfg.memory_tier_bytes,
+            function_tier_percent: self.cfg.function_tier_percent,
         }
     }
 
@@ -696,6 +712,18 @@ impl Session {
     /// session that computes last sets its size.
     pub fn memory_tier_bytes(self, bytes: u64) -> Session {
         self.set(|c| c.memory_tier_bytes = bytes)
+    }
+
+    /// The share of each invocation's headroom (its `memory_mb` less its batch's
+    /// projected peak) that a local function process (or a warm Lambda container) keeps
+    /// the blocks it read or wrote in, across invocations, in percent (0 to 100; default
+    /// 50; 0: none). The scheduler then sends work over those blocks to the process that
+    /// holds them (slot affinity, local backend). The share never makes a batch fail for
+    /// memory: it is taken out of what the batch leaves, before the batch runs
+    /// ([`nums_function::memory::tier_budget`]). A block is served from a process's memory
+    /// only while the store holds the version it was kept at.
+    pub fn function_tier_percent(self, percent: u64) -> Session {
+        self.set(|c| c.function_tier_percent = percent)
     }
 
     /// Show a progress bar on standard error while computing (default off).

@@ -97,6 +97,23 @@ impl InvokeError {
 pub trait Invoke: Sync {
     /// Sends one payload and waits for the function's stats, or why it failed.
     fn invoke(&self, payload: Vec<u8>) -> impl Future<Output = Result<Stats, InvokeError>> + Send;
+
+    /// [`Invoke::invoke`], for the function process of slot `slot` where the endpoint
+    /// can address one ([`Invoke::addresses_slots`]); elsewhere any.
+    fn invoke_on(
+        &self,
+        payload: Vec<u8>,
+        slot: Option<usize>,
+    ) -> impl Future<Output = Result<Stats, InvokeError>> + Send {
+        let _ = slot;
+        self.invoke(payload)
+    }
+
+    /// Whether [`Invoke::invoke_on`] reaches the slot's own process (the local endpoint;
+    /// not Lambda, whose warm environments cannot be addressed).
+    fn addresses_slots(&self) -> bool {
+        false
+    }
 }
 
 /// An Invoke API error, classified: 429 as throttling (with Lambda's Retry-After), the
@@ -160,6 +177,8 @@ enum How {
         /// function's log group, found by request id); the local backend lists its own
         /// log files.
         cloudwatch: bool,
+        /// Invocations may name their process (the local endpoint, [`crate::residency::SLOT_CONTEXT`]).
+        slots: bool,
     },
     /// `nums_function::handle` called here, on the caller's runtime: the same kernels
     /// over the same store, without a process or a request in between (small computes
@@ -199,6 +218,7 @@ impl Invoker {
                 client: aws_sdk_lambda::Client::from_conf(conf),
                 function: function.to_string(),
                 cloudwatch: false,
+                slots: true,
             },
         }
     }
@@ -217,6 +237,7 @@ impl Invoker {
                 client: aws_sdk_lambda::Client::new(&conf),
                 function: function.to_string(),
                 cloudwatch: true,
+                slots: false,
             },
         }
     }
@@ -250,17 +271,27 @@ async fn invoke_here(payload: &[u8]) -> Result<Stats, InvokeError> {
 
 impl Invoke for Invoker {
     async fn invoke(&self, payload: Vec<u8>) -> Result<Stats, InvokeError> {
-        let (client, function, cloudwatch) = match &self.how {
+        self.invoke_on(payload, None).await
+    }
+
+    fn addresses_slots(&self) -> bool {
+        matches!(self.how, How::Api { slots: true, .. })
+    }
+
+    async fn invoke_on(&self, payload: Vec<u8>, slot: Option<usize>) -> Result<Stats, InvokeError> {
+        let (client, function, cloudwatch, slots) = match &self.how {
             How::Api {
                 client,
                 function,
                 cloudwatch,
-            } => (client, function, *cloudwatch),
+                slots,
+            } => (client, function, *cloudwatch, *slots),
             How::InProcess => return invoke_here(&payload).await,
         };
         let out = client
             .invoke()
             .function_name(function)
+            .set_client_context(slot.filter(|_| slots).map(crate::residency::slot_context))
             .payload(Blob::new(payload))
             .send()
             .await
@@ -456,6 +487,7 @@ mod tests {
             timeout: Duration::from_secs(5),
             command: vec!["sleep".into(), "30".into()],
             log_dir: std::env::temp_dir().join("nums-dispatch-ep"),
+            tier_percent: 0,
         })
         .await
         .unwrap();
@@ -484,6 +516,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             command: vec!["bash".into(), "-c".into(), script.into()],
             log_dir: std::env::temp_dir().join("nums-dispatch-ep2"),
+            tier_percent: 0,
         })
         .await
         .unwrap();
@@ -517,6 +550,7 @@ mod tests {
             timeout: Duration::from_secs(20),
             command: vec!["bash".into(), "-c".into(), script.into()],
             log_dir: std::env::temp_dir().join("nums-dispatch-ep3"),
+            tier_percent: 0,
         })
         .await
         .unwrap();

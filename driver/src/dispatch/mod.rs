@@ -30,6 +30,10 @@ use nums_layout::failure::Retry;
 
 use crate::sched::PlannedBatch;
 
+/// How many of the ready batches [`Dispatch::fill`] looks through for one whose slot is
+/// free (a bound: the ready queue may hold thousands).
+const FILL_LOOKAHEAD: usize = 64;
+
 /// A batch that failed for good.
 #[derive(Debug, thiserror::Error)]
 #[error("invocation {batch} failed after {}: {error}", crate::human::plural(u64::from(*.attempts), "attempt", "attempts"))]
@@ -115,10 +119,13 @@ async fn attempt<I: Invoke>(
         tokio::time::sleep(pause).await;
     }
     let started = Instant::now();
+    // A batch's first send goes to the process planned for it (whose memory may hold its
+    // blocks); a resend or a backup to any (the planned one failed or is slow).
+    let slot = (attempt_no == 1 && !backup).then_some(b.slot);
     let (took, result) = match payload_for(b, i, store, stored).await {
         Ok(p) => {
             let t = Instant::now();
-            let r = inv.invoke(p).await;
+            let r = inv.invoke_on(p, slot).await;
             (t.elapsed(), r)
         }
         Err(e) => (
@@ -220,6 +227,8 @@ struct Dispatch<'a, I> {
     started: usize,
     done: usize,
     active: usize,
+    /// Of those, the batches planned for each slot.
+    in_flight: Vec<u32>,
     total: Dispatched,
 }
 
@@ -260,16 +269,42 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
         self.running.push(Box::pin(attempt(inv, b, i, store, how)));
     }
 
-    /// Starts ready batches while fewer than `workers` are in progress.
+    /// Starts ready batches while fewer than `workers` are in progress: where the invoker
+    /// addresses slots, first a batch planned for a slot with nothing in flight (among the
+    /// first few ready), so that it finds its process free.
     fn fill(&mut self) {
         while self.active < self.workers {
-            let Some(i) = self.ready.pop_front() else {
+            let k = match self.inv.addresses_slots() {
+                true => (self.ready.iter().take(FILL_LOOKAHEAD))
+                    .position(|&i| !self.slot_busy(self.batches[i].slot))
+                    .unwrap_or(0),
+                false => 0,
+            };
+            let Some(i) = self.ready.remove(k) else {
                 break;
             };
             self.active += 1;
+            self.count_in(i, true);
             self.started += 1;
             self.send(i, Duration::ZERO, false);
         }
+    }
+
+    /// Counts batch `i` in (or out of) the batches in progress on its planned slot.
+    fn count_in(&mut self, i: usize, started: bool) {
+        let s = self.batches[i].slot;
+        if self.in_flight.len() <= s {
+            self.in_flight.resize(s + 1, 0);
+        }
+        match started {
+            true => self.in_flight[s] += 1,
+            false => self.in_flight[s] -= 1,
+        }
+    }
+
+    /// Whether a batch planned for slot `s` is in flight.
+    fn slot_busy(&self, s: usize) -> bool {
+        self.in_flight.get(s).is_some_and(|&n| n > 0)
     }
 
     /// After a malformed field at `at` (a CSV file's key, a task's first line): starts only
@@ -281,6 +316,7 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
             if csv_first_line(&self.batches[i], &at.0).is_some_and(|l| l < at.1) {
                 self.ready.remove(k);
                 self.active += 1;
+                self.count_in(i, true);
                 self.started += 1;
                 self.send(i, Duration::ZERO, false);
             } else {
@@ -397,6 +433,7 @@ impl<'a, I: Invoke> Dispatch<'a, I> {
                 s.done = true;
                 self.done += 1;
                 self.active -= 1;
+                self.count_in(i, false);
                 self.durations.push(o.took);
                 self.total.stats.add(&stats);
                 for k in 0..self.dependents[i].len() {
@@ -529,6 +566,7 @@ pub async fn run_batches_observed<I: Invoke>(
         started: 0,
         done: 0,
         active: 0,
+        in_flight: Vec::new(),
         total: Dispatched::default(),
     };
     // A malformed CSV field: the failure met earliest in the file so far, and where.
@@ -577,6 +615,7 @@ pub async fn run_batches_observed<I: Invoke>(
                     }
                     // A failed batch no longer holds a worker while the others finish.
                     d.active -= 1;
+                    d.count_in(e.batch, false);
                     if let Some(at) = at
                         && bad_field.as_ref().is_none_or(|(_, first)| at < *first)
                     {

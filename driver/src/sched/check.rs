@@ -261,7 +261,14 @@ pub(crate) fn check_plan(
         let mut local: HashSet<&BlockRef> = HashSet::new();
         let mut fetched: HashSet<&BlockRef> = HashSet::new();
         let mut from: HashSet<usize> = HashSet::new();
-        let (mut bytes_in, mut bytes_out, mut puts) = (0, 0, 0);
+        let (mut bytes_in, mut bytes_out, mut puts, mut hits) = (0, 0, 0, 0);
+        // A stored block the batch's slot's process holds is a memory hit, not a read.
+        let held_here = |k: Key| {
+            let key = || nums_layout::zarr::chunk_key(k.0, k.1);
+            store_paths.contains(k.0)
+                && cx.held.and_then(|h| h.holder(&key())) == Some(pb.slot)
+                && pb.slot < cx.workers
+        };
         for t in &b.tasks {
             for r in &t.inputs {
                 let k = key(b, r);
@@ -269,7 +276,10 @@ pub(crate) fn check_plan(
                     continue;
                 }
                 if fetched.insert(r) {
-                    bytes_in += nbytes(b, r);
+                    match held_here(k) {
+                        true => hits += 1,
+                        false => bytes_in += nbytes(b, r),
+                    }
                 }
                 if !store_paths.contains(k.0) {
                     match writer.get(&k) {
@@ -314,13 +324,13 @@ pub(crate) fn check_plan(
         if peak > limit {
             return Err(format!("batch {i} projects {peak} B, over {limit} B"));
         }
-        if (bytes_in, bytes_out, fetched.len() as u64, puts)
-            != (pb.bytes_in, pb.bytes_out, pb.gets, pb.puts)
+        if (bytes_in, bytes_out, fetched.len() as u64, puts, hits)
+            != (pb.bytes_in, pb.bytes_out, pb.gets, pb.puts, pb.memory_hits)
         {
             return Err(format!(
-                "batch {i}: bytes in/out, gets, puts {:?} but its tasks give {:?}",
-                (pb.bytes_in, pb.bytes_out, pb.gets, pb.puts),
-                (bytes_in, bytes_out, fetched.len(), puts)
+                "batch {i}: bytes in/out, gets, puts, memory hits {:?} but its tasks give {:?}",
+                (pb.bytes_in, pb.bytes_out, pb.gets, pb.puts, pb.memory_hits),
+                (bytes_in, bytes_out, fetched.len(), puts, hits)
             ));
         }
     }

@@ -280,15 +280,17 @@ impl<'a> Sim<'a> {
 pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
     let mut sim = Sim::new(cx);
     sim.grow(blocks.len());
-    // Blocks already in the store (inputs) belong to their block-cyclic home slot, so that
-    // the work on them is spread the same way as the blocks they line up with.
+    // Blocks already in the store (inputs) belong to the slot whose process holds them in
+    // memory, if one does (work over them goes there: a memory hit, not a store read), else
+    // to their block-cyclic home slot, so that the work on them is spread the same way as
+    // the blocks they line up with.
     for n in &cx.g.nodes {
         if n.op.inputs().is_empty() && n.op.in_store_before_run() {
             for lin in 0..n.meta.num_blocks() {
                 let b = BlockId::new(n.id, lin);
                 let id = blocks.id(&b, &[]) as usize;
                 sim.written[id] = true;
-                sim.at[id] = home(cx, &b) as u32;
+                sim.at[id] = blocks.held_by(id as Bid).unwrap_or_else(|| home(cx, &b)) as u32;
             }
         }
     }

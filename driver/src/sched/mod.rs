@@ -50,6 +50,8 @@ pub struct PlannedBatch {
     pub bytes_in: u64,
     /// Of `bytes_in`, what its first task that reads fetches ([`crate::cost::BatchWork::first_read`]).
     pub first_read: u64,
+    /// Stored blocks it reads that its slot's process holds in memory (not in `bytes_in`).
+    pub memory_hits: u64,
     pub bytes_out: u64,
     /// Store requests the batch will make: one GET per block read, one PUT per block written.
     pub gets: u64,
@@ -78,6 +80,7 @@ impl PlannedBatch {
             tasks: self.num_tasks() as u64,
             bytes_in: self.bytes_in,
             first_read: self.first_read,
+            memory_hits: self.memory_hits,
             bytes_out: self.bytes_out,
             flops: self.flops,
             streamed: self.streamed,
@@ -95,6 +98,7 @@ impl PlannedBatch {
             projected_peak: 0,
             bytes_in: 0,
             first_read: 0,
+            memory_hits: 0,
             bytes_out: 0,
             gets: 0,
             puts: 0,
@@ -241,6 +245,9 @@ pub struct Ctx<'a> {
     /// too (see `batch::cut`).
     pub model: crate::cost::CostModel,
     pub timeout_seconds: u64,
+    /// Which slot's process holds which stored block in memory (the local backend's
+    /// view); `None`: none is known to.
+    pub(crate) held: Option<&'a crate::residency::Residency>,
 }
 
 /// How a plan was made: LSHS's placement cut into batches as it streams, the same with
@@ -273,6 +280,7 @@ pub enum Variant {
 /// not made when a floor of its projection is past the best so far.
 pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, PlanError> {
     let mut blocks = Blocks::new(cx.g, work);
+    blocks.held = held_slots(cx, &blocks);
     if kind == SchedulerKind::Naive {
         let tasks = naive::place(cx, work, &mut blocks);
         return finish(cx, kind, work, tasks, blocks, Variant::Naive);
@@ -322,6 +330,7 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     }
     if naive_floor < best_s {
         let mut blocks = Blocks::new(cx.g, work);
+        blocks.held = held_slots(cx, &blocks);
         let tasks = naive::place(cx, work, &mut blocks);
         let p = finish(
             cx,
@@ -373,6 +382,33 @@ fn finish(
 /// Plans of up to this many tasks are checked in debug builds.
 #[cfg(debug_assertions)]
 const CHECK_MAX_TASKS: usize = 200_000;
+
+/// Per block, the slot whose process holds it in memory (`NONE`: none known): the blocks
+/// in the store before the run that [`Ctx::held`] knows of. Empty when nothing is held, so
+/// that a plan with nothing in memory is made exactly as before.
+fn held_slots(cx: &Ctx, blocks: &Blocks) -> Vec<u32> {
+    let Some(held) = cx.held.filter(|h| !h.is_empty()) else {
+        return Vec::new();
+    };
+    let mut at = vec![NONE; blocks.len()];
+    let mut any = false;
+    for n in &cx.g.nodes {
+        if !(n.op.inputs().is_empty() && n.op.in_store_before_run()) {
+            continue;
+        }
+        let path = crate::tasks::node_path(cx.prefix, cx.g, n.id);
+        let grid = n.meta.grid();
+        for lin in 0..n.meta.num_blocks() {
+            let idx = nums_layout::meta::unravel(lin, &grid);
+            let key = nums_layout::zarr::chunk_key(&path, &idx);
+            if let Some(s) = held.holder(&key).filter(|&s| s < cx.workers) {
+                at[blocks.id(&BlockId::new(n.id, lin), &[]) as usize] = s as u32;
+                any = true;
+            }
+        }
+    }
+    if any { at } else { Vec::new() }
+}
 
 /// Which slot a block belongs to when nothing else says: block-cyclic over the workers.
 pub(super) fn home(cx: &Ctx, b: &BlockId) -> usize {
@@ -456,6 +492,9 @@ pub(super) struct Blocks {
     /// Per node, its chunk's bytes (a whole block: an edge block is decoded and encoded
     /// as one).
     chunk: Vec<u64>,
+    /// Per block, the slot whose process holds it in memory, `NONE` for none; empty when
+    /// none does ([`held_slots`]).
+    pub held: Vec<u32>,
 }
 
 impl Blocks {
@@ -478,6 +517,7 @@ impl Blocks {
             parts: Vec::new(),
             nbytes,
             chunk: g.nodes.iter().map(|n| n.meta.max_block_nbytes()).collect(),
+            held: Vec::new(),
         }
     }
 
@@ -520,6 +560,12 @@ impl Blocks {
 
     pub(super) fn len(&self) -> usize {
         self.nbytes.len()
+    }
+
+    /// The slot whose process holds block `id` in memory, if one does.
+    pub(super) fn held_by(&self, id: Bid) -> Option<usize> {
+        let s = *self.held.get(id as usize)?;
+        (s != NONE).then_some(s as usize)
     }
 
     /// The bytes of block `id`'s chunk (its own where it is no edge block).

@@ -489,6 +489,7 @@ fn plan_checked(
         memory_mb,
         model: crate::cost::LOCAL,
         timeout_seconds: 900,
+        held: None,
     };
     let work = block_work(g);
     let r = plan(kind, &cx, &work);
@@ -609,6 +610,7 @@ fn batches_are_cut_to_a_quarter_of_the_timeout() {
             memory_mb: 2048,
             model: crate::cost::LOCAL,
             timeout_seconds,
+            held: None,
         };
         plan(SchedulerKind::Lshs, &cx, &block_work(&g)).unwrap()
     };
@@ -705,6 +707,7 @@ fn golden_lines() -> String {
                 memory_mb,
                 model: crate::cost::LOCAL,
                 timeout_seconds: 900,
+                held: None,
             };
             let r = match plan(kind, &cx, &block_work(&g)) {
                 Ok(p) => format!(
@@ -1097,4 +1100,122 @@ fn benchmark_solve_projection() {
         "projected {:.3} s",
         proj.wall_seconds
     );
+}
+
+/// `exp(x) + 1` over x, 8 blocks of 8 MB in the store, on 2 slots: the graph and the
+/// residency in which slot `(i + 1) % 2`'s process holds block i of x (each block away
+/// from its block-cyclic home).
+fn held_elsewhere() -> (Graph, crate::residency::Residency) {
+    let meta = ArrayMeta::new(vec![8_000_000], vec![1_000_000], DType::Float64);
+    let mut g = Graph::default();
+    let mut add = |op: NodeOp, persist: bool| {
+        let id = g.nodes.len();
+        g.nodes.push(Node {
+            id,
+            meta: meta.clone(),
+            op,
+            name: persist.then(|| format!("a{id}")),
+            persist,
+            def: None,
+        });
+        id
+    };
+    let x = add(
+        NodeOp::InPlace {
+            path: "data/x".into(),
+            sparse: false,
+        },
+        false,
+    );
+    let e = add(
+        NodeOp::Unary {
+            op: UnaryOp::Exp,
+            x,
+        },
+        false,
+    );
+    add(
+        NodeOp::Scalar {
+            op: nums_layout::batch::BinaryOp::Add,
+            x: e,
+            value: 1.0.into(),
+            scalar_left: false,
+        },
+        true,
+    );
+    let held = crate::residency::Residency::new(50);
+    for s in 0..2u64 {
+        // What a batch on slot s read: x's blocks i with (i + 1) % 2 == s.
+        let batch = nums_layout::batch::Batch {
+            store: store(),
+            job_prefix: "data".into(),
+            arrays: vec![nums_layout::batch::ArrayRef {
+                path: "data/x".into(),
+                meta: meta.clone(),
+                read_only: true,
+                sparse: false,
+                intermediate: false,
+            }],
+            tasks: (0..8u64)
+                .filter(|i| (i + 1) % 2 == s)
+                .map(|i| nums_layout::batch::Task {
+                    kernel: Kernel::Unary { op: UnaryOp::Neg },
+                    inputs: vec![nums_layout::batch::BlockRef {
+                        array: 0,
+                        index: vec![i],
+                    }],
+                    output: nums_layout::batch::BlockRef {
+                        array: 0,
+                        index: vec![i],
+                    },
+                    write_output: false,
+                })
+                .collect(),
+            prefetch_budget: 1 << 30,
+        };
+        held.ran(s as usize, &batch);
+    }
+    (g, held)
+}
+
+/// LSHS places the work on a stored block on the slot whose process holds it in memory
+/// (as NumS placed operations on the node holding their operands), and the batch counts
+/// it as a memory hit, not a store read; with nothing held the plan is the one made
+/// without a view at all (first runs keep their plans).
+#[test]
+fn lshs_places_work_where_its_blocks_are_held() {
+    let (g, held) = held_elsewhere();
+    let spec = store();
+    let cx = |held| Ctx {
+        g: &g,
+        prefix: PREFIX,
+        store: &spec,
+        workers: 2,
+        memory_mb: 2048,
+        model: crate::cost::LOCAL,
+        timeout_seconds: 900,
+        held,
+    };
+    let work = block_work(&g);
+    let p = plan(SchedulerKind::Lshs, &cx(Some(&held)), &work).unwrap();
+    let (mut exps, mut hits) = (0, 0);
+    for b in &p.batches {
+        let batch = b.batch();
+        for t in &batch.tasks {
+            let r = &t.inputs[0];
+            if batch.arrays[r.array as usize].path == "data/x" {
+                assert_eq!(b.slot as u64, (r.index[0] + 1) % 2, "{:?}", t.kernel);
+                exps += 1;
+            }
+        }
+        hits += b.memory_hits;
+    }
+    assert_eq!((exps, hits), (8, 8));
+    // Without it, x's blocks are read from the store at their homes.
+    let none = plan(SchedulerKind::Lshs, &cx(None), &work).unwrap();
+    assert_eq!(none.batches.iter().map(|b| b.memory_hits).sum::<u64>(), 0);
+    assert_eq!(none.bytes_read(), 64_000_000);
+    let empty = crate::residency::Residency::new(50);
+    let same = plan(SchedulerKind::Lshs, &cx(Some(&empty)), &work).unwrap();
+    assert_eq!(fingerprint(&same), fingerprint(&none));
 }

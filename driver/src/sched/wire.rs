@@ -161,6 +161,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
         deps: Vec<usize>,
         bytes_in: u64,
         first_read: u64,
+        memory_hits: u64,
         bytes_out: u64,
         gets: u64,
         puts: u64,
@@ -185,6 +186,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             deps: Vec::new(),
             bytes_in: 0,
             first_read: 0,
+            memory_hits: 0,
             bytes_out: 0,
             gets: 0,
             puts: 0,
@@ -221,7 +223,11 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
                 }
                 if fetched[x as usize] != b as u32 {
                     fetched[x as usize] = b as u32;
-                    s.bytes_in += blocks.nbytes[x as usize];
+                    // A block the slot's process holds is checked (one request), not read.
+                    match blocks.held_by(x) == Some(cut.slot[b] as usize) {
+                        true => s.memory_hits += 1,
+                        false => s.bytes_in += blocks.nbytes[x as usize],
+                    }
                     s.gets += 1;
                 }
             }
@@ -262,6 +268,7 @@ pub(super) fn write(cx: &Ctx, kind: SchedulerKind, tasks: Tasks, blocks: Blocks,
             projected_peak: cut.peak[b],
             bytes_in: s.bytes_in,
             first_read: s.first_read,
+            memory_hits: s.memory_hits,
             bytes_out: s.bytes_out,
             gets: s.gets,
             puts: s.puts,

@@ -156,6 +156,16 @@ pub struct Stats {
     pub io_seconds: f64,
     /// High-water mark of the process's resident memory during the invocation.
     pub peak_memory_bytes: u64,
+    /// Input blocks the process served from its memory tier (no store read).
+    #[serde(default)]
+    pub memory_hits: u64,
+    /// Their bytes (decoded).
+    #[serde(default)]
+    pub memory_bytes_read: u64,
+    /// The local function process (its endpoint's slot) that ran the invocation; `None`
+    /// on Lambda, where an execution environment cannot be addressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<u32>,
 }
 
 impl Stats {
@@ -172,6 +182,8 @@ impl Stats {
         self.compute_seconds += o.compute_seconds;
         self.io_seconds += o.io_seconds;
         self.peak_memory_bytes = self.peak_memory_bytes.max(o.peak_memory_bytes);
+        self.memory_hits += o.memory_hits;
+        self.memory_bytes_read += o.memory_bytes_read;
     }
 }
 
