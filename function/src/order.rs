@@ -758,6 +758,26 @@ pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Resu
                 return Err(format!("{} indices for an output of {} along axis {axis}", idx.len(), shape[axis]));
             }
             let n = len as i64;
+            // Along the first axis of C-ordered blocks a row is one run of memory: copied
+            // as a slice (a subarray view made per row cost more than its copy).
+            let row = out.len() / shape[axis].max(1);
+            let rows = match (axis, x.as_slice(), out.as_slice_mut()) {
+                (0, Some(src), Some(dst)) if src.len() == x.shape()[0] * row => Some((src, dst)),
+                _ => None,
+            };
+            if let Some((src, dst)) = rows {
+                for (p, &i) in idx.iter().enumerate() {
+                    if i < -n || i >= n {
+                        return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
+                    }
+                    let k = i.rem_euclid(n.max(1)) - start;
+                    if (0..here).contains(&k) {
+                        let k = k as usize;
+                        dst[p * row..(p + 1) * row].clone_from_slice(&src[k * row..(k + 1) * row]);
+                    }
+                }
+                continue;
+            }
             for (p, &i) in idx.iter().enumerate() {
                 if i < -n || i >= n {
                     return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
