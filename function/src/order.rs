@@ -758,6 +758,14 @@ pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Resu
                 return Err(format!("{} indices for an output of {} along axis {axis}", idx.len(), shape[axis]));
             }
             let n = len as i64;
+            // Where index i lies in this block, if it does.
+            let local = |i: i64| -> Result<Option<usize>, String> {
+                if i < -n || i >= n {
+                    return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
+                }
+                let k = i.rem_euclid(n.max(1)) - start;
+                Ok((0..here).contains(&k).then_some(k as usize))
+            };
             // Along the first axis of C-ordered blocks a row is one run of memory: copied
             // as a slice (a subarray view made per row cost more than its copy).
             let row = out.len() / shape[axis].max(1);
@@ -767,25 +775,15 @@ pub fn gather(inputs: &[&Block], axis: usize, len: u64, shape: &[usize]) -> Resu
             };
             if let Some((src, dst)) = rows {
                 for (p, &i) in idx.iter().enumerate() {
-                    if i < -n || i >= n {
-                        return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
-                    }
-                    let k = i.rem_euclid(n.max(1)) - start;
-                    if (0..here).contains(&k) {
-                        let k = k as usize;
+                    if let Some(k) = local(i)? {
                         dst[p * row..(p + 1) * row].clone_from_slice(&src[k * row..(k + 1) * row]);
                     }
                 }
                 continue;
             }
             for (p, &i) in idx.iter().enumerate() {
-                if i < -n || i >= n {
-                    return Err(format!("index {i} is out of bounds for axis {axis} with size {n}"));
-                }
-                let k = i.rem_euclid(n.max(1)) - start;
-                if (0..here).contains(&k) {
-                    out.index_axis_mut(Axis(axis), p)
-                        .assign(&x.index_axis(Axis(axis), k as usize));
+                if let Some(k) = local(i)? {
+                    out.index_axis_mut(Axis(axis), p).assign(&x.index_axis(Axis(axis), k));
                 }
             }
         }
@@ -956,6 +954,10 @@ mod tests {
             .collect();
         assert_eq!(bits(&whole), want);
         assert_eq!(bits(&overlay(&[&a, &b]).unwrap()), want);
+        // Along axis 1 (rows not runs of memory): the same values, transposed.
+        let t = |b: &Block| Block::F64(b.to_f64().t().as_standard_layout().into_owned());
+        let across = gather(&[&idx, &t(&x0), &s0, &idx, &t(&x1), &s1], 1, 4, &[2, 4]).unwrap();
+        assert_eq!(bits(&t(&across)), want);
         assert!(
             gather(&[&i(vec![4]), &x0, &s0], 0, 4, &[1, 2])
                 .unwrap_err()
