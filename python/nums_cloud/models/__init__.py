@@ -308,11 +308,11 @@ def _lazy_classes(y):
     cross-validation fold); any other y from ``nps.unique``."""
     from .. import numpy as nps
 
-    if y.shape[0] > 0:
+    if y.shape[0] > 0 and y.dtype.kind in "biuf":
         lo, hi = y.min(), y.max()
         neither = ((y != lo) & (y != hi)).sum()
         lo, hi, others = (np.asarray(v) for v in _array_values(lo, hi, neither))
-        finite = y.dtype.kind not in "fc" or (np.isfinite(lo) and np.isfinite(hi))
+        finite = y.dtype.kind != "f" or (np.isfinite(lo) and np.isfinite(hi))
         if finite and others == 0:
             return np.array([lo] if lo == hi else [lo, hi], dtype=lo.dtype)
     return np.asarray(nps.unique(y).get())
