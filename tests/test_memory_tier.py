@@ -106,8 +106,10 @@ def test_blocks_made_here_stay_in_memory_until_another_process_reads_them(tmp_pa
     # A tier of 4 MiB: blocks of 200 kB are kept, at most 2 MiB of them unwritten.
     s = init(tmp_path, memory_tier_mb=4, in_process_mb=0.5)
     store = tmp_path / "store"
-    a = np.random.default_rng(4).standard_normal((20_000, 5))
-    x = nums_cloud.persist(nps.array(a).block(5_000, 5))  # made by the functions
+    # Made by the functions (NumPy's values, held here, would be made here).
+    x = nums_cloud.persist(nps.random.default_rng(4).standard_normal((20_000, 5))
+                           .block(5_000, 5))
+    a = x.get()
     t0 = tier()
     p, made = chunks_of(store, lambda: nums_cloud.persist(x * 2.0))
     t1 = tier()
@@ -134,6 +136,24 @@ def test_blocks_made_here_stay_in_memory_until_another_process_reads_them(tmp_pa
     nps.arange(3.0).sum().get()
     s.close()
     assert tier()["unwritten"] == 0
+
+
+def test_numpy_values_count_as_held_here(tmp_path):
+    # cross_val_score's folds: x[train] with a NumPy index larger than in_process_mb.
+    # The index is this process's: the selection's counts, and the gather, run here, and
+    # what the session keeps only in memory stays unwritten.
+    s = init(tmp_path, memory_tier_mb=64, in_process_mb=0.5)
+    a = np.random.default_rng(5).standard_normal((40_000, 3))
+    x = nums_cloud.persist(nps.array(a).block(10_000, 3) * 1.0)
+    train = np.random.default_rng(6).integers(0, 40_000, 100_000)  # 800 kB of int64
+    t0, c0 = tier(), s.counts()
+    assert nums_cloud.explain(nps.asarray(train).sum()).place == "in-process"
+    np.testing.assert_allclose(x[train].sum(axis=0).get(), a[train].sum(axis=0))
+    np.testing.assert_allclose(x[:, 0][train].get(), a[train, 0])
+    t1, c1 = tier(), s.counts()
+    assert c1["invocations"] - c0["invocations"] == c1["in_process"] - c0["in_process"] > 0
+    assert t1["written_back"] == t0["written_back"], (t0, t1)
+    s.close()
 
 
 def test_evicted_blocks_are_read_back_and_memory_stays_bounded(tmp_path):

@@ -966,6 +966,10 @@ mod tests {
             .collect();
         assert_eq!(bits(&whole), want);
         assert_eq!(bits(&overlay(&[&a, &b]).unwrap()), want);
+        // Along axis 1 (rows not runs of memory): the same values, transposed.
+        let t = |b: &Block| Block::F64(b.to_f64().t().as_standard_layout().into_owned());
+        let across = gather(&[&idx, &t(&x0), &s0, &idx, &t(&x1), &s1], 1, 4, &[2, 4]).unwrap();
+        assert_eq!(bits(&t(&across)), want);
         assert!(
             gather(&[&i(vec![4]), &x0, &s0], 0, 4, &[1, 2])
                 .unwrap_err()

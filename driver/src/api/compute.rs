@@ -850,8 +850,12 @@ impl Session {
             })
             .sum();
         // Inputs read in place whose blocks are in memory here (by key: whether they are
-        // current is checked when they are read).
+        // current is checked when they are read), and values this process holds (NumPy's,
+        // which go to the tier unwritten before the compute: a 16 MB index array of
+        // cross-validation's folds counted as cold sent the gather's counts to the
+        // function processes, and all the session kept in memory to the store first).
         let tier = nums_layout::tier::tier();
+        let pending = self.st.pending.lock().unwrap_or_else(|p| p.into_inner());
         let warm = match tier.on() {
             false => 0,
             true => (needed.iter())
@@ -861,7 +865,8 @@ impl Session {
                 })
                 .map(|(i, path)| {
                     let held = |idx: &[u64]| {
-                        tier.holds(&self.st.spec, &nums_layout::zarr::chunk_key(path, idx))
+                        pending.contains_key(&back[i])
+                            || tier.holds(&self.st.spec, &nums_layout::zarr::chunk_key(path, idx))
                     };
                     match fitting[i] {
                         true => work_all_held(&g.nodes[i].meta, held),
@@ -870,7 +875,7 @@ impl Session {
                 })
                 .sum(),
         };
-        drop(work);
+        drop((work, pending));
         ComputeGraph {
             g,
             back,

@@ -279,9 +279,7 @@ def _encode_labels(y):
     compute). Labels NaN or infinite give ``(None, y)``: the engine refuses them in
     scikit-learn's words, after X's."""
     if _is_lazy(y):
-        from .. import numpy as nps
-
-        classes = np.asarray(nps.unique(y).get())
+        classes = _lazy_classes(y)
     else:
         classes = np.unique(y)
     if classes.dtype.kind == "f":
@@ -301,6 +299,23 @@ def _encode_labels(y):
             "fit one model per class with sklearn.multiclass.OneVsRestClassifier"
             "(LogisticRegression())")
     return classes, (y == classes[1]).astype(np.float64)
+
+
+def _lazy_classes(y):
+    """``np.unique`` of a nums-cloud y. Labels of one or two finite values (what a binary
+    classifier is given) from one compute of their least, their greatest and how many
+    are neither, which sorts nothing (sorting 2M labels took 0.4-0.8 s of a 4-5 s
+    cross-validation fold); any other y from ``nps.unique``."""
+    from .. import numpy as nps
+
+    if y.shape[0] > 0 and y.dtype.kind in "biuf":
+        lo, hi = y.min(), y.max()
+        neither = ((y != lo) & (y != hi)).sum()
+        lo, hi, others = (np.asarray(v) for v in _array_values(lo, hi, neither))
+        finite = y.dtype.kind != "f" or (np.isfinite(lo) and np.isfinite(hi))
+        if finite and others == 0:
+            return np.array([lo] if lo == hi else [lo, hi], dtype=lo.dtype)
+    return np.asarray(nps.unique(y).get())
 
 
 def _class_weight_vector(class_weight, classes, y01, sample_weight, X):
