@@ -4,6 +4,7 @@
 
 use std::borrow::Cow;
 
+use crate::slices::{Runs, copy_slices};
 use ndarray::{ArrayD, Axis, IxDyn, SliceInfoElem, Zip};
 use nums_layout::batch::{BinaryOp, Frame, Kernel, RandomDist, UnaryOp};
 use nums_layout::meta::ScalarKind;
@@ -425,58 +426,6 @@ fn by_flat_index<T: Send + Clone + Default>(
         }
     });
     ArrayD::from_shape_vec(IxDyn(&shape), v).expect("shape")
-}
-
-/// Runs of slices along one axis to copy ([`copy_slices`]): `(to, from, len)`, appended
-/// a slice at a time, merging a slice that continues the last run.
-#[derive(Default)]
-pub(crate) struct Runs(Vec<(usize, usize, usize)>);
-
-impl Runs {
-    pub(crate) fn push(&mut self, to: usize, from: usize) {
-        match self.0.last_mut() {
-            Some((t, f, n)) if *t + *n == to && *f + *n == from => *n += 1,
-            _ => self.0.push((to, from, 1)),
-        }
-    }
-}
-
-/// Slices of `x` along `axis` copied into `out`'s, a run at a time: `len` consecutive
-/// slices from `from` go to `to` (callers check both are in range). Standard-layout
-/// blocks copy each run as one slice per index of the axes before (ndarray's `assign` of
-/// a dynamic-dimension subview per slice costs more than the copy for narrow rows).
-pub(crate) fn copy_slices<T: Clone>(
-    out: &mut ArrayD<T>,
-    x: &ArrayD<T>,
-    axis: usize,
-    runs: &Runs,
-) -> Result<(), String> {
-    let (os, xs) = (out.shape(), x.shape());
-    if os.len() != xs.len() || (0..os.len()).any(|d| d != axis && os[d] != xs[d]) {
-        return Err(format!(
-            "slices along axis {axis} of a block of shape {xs:?} into one of shape {os:?}"
-        ));
-    }
-    let (dn, sn) = (os[axis], xs[axis]);
-    let inner: usize = xs[axis + 1..].iter().product();
-    let outer: usize = xs[..axis].iter().product();
-    if let (Some(s), true) = (x.as_slice(), out.is_standard_layout()) {
-        let d = out.as_slice_mut().expect("standard layout");
-        for o in 0..outer {
-            for &(to, from, len) in &runs.0 {
-                let (to, from, len) = ((o * dn + to) * inner, (o * sn + from) * inner, len * inner);
-                d[to..to + len].clone_from_slice(&s[from..from + len]);
-            }
-        }
-    } else {
-        for &(to, from, len) in &runs.0 {
-            for i in 0..len {
-                out.index_axis_mut(Axis(axis), to + i)
-                    .assign(&x.index_axis(Axis(axis), from + i));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Output slice `p` along `axis` is slice `picks[p].1` of input `picks[p].0`.

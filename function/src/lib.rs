@@ -27,6 +27,7 @@ pub mod pipeline;
 mod random;
 pub mod runtime;
 pub mod sequential;
+pub mod slices;
 pub mod stats;
 
 use std::collections::HashMap;

@@ -12,7 +12,7 @@ use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
 
 use rayon::slice::ParallelSliceMut;
 
-use crate::kernels::{Runs, copy_slices};
+use crate::slices::{Runs, copy_slices};
 
 /// An element type in NumPy's sort order: NaN after every number (a complex: finite, then
 /// a NaN imaginary part, then a NaN real part, then both), -0.0 equal to 0.0.
