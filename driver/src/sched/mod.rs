@@ -319,14 +319,15 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
     // plan fits, or the plan is refused).
     let mut best: Option<(Plan, f64)> = None;
     let consider = |p: Result<Plan, PlanError>, best: &mut Option<(Plan, f64)>| {
-        let p = match (p, best.is_none()) {
+        let mut p = match (p, best.is_none()) {
             (Ok(p), _) => p,
             (Err(e), true) => return Err(e),
             (Err(_), false) => return Ok(()),
         };
         let s = seconds(&p);
         if best.as_ref().is_none_or(|b| s < b.1) {
-            *best = Some((Plan { scheduler: kind, ..p }, s));
+            p.scheduler = kind;
+            *best = Some((p, s));
         }
         Ok(())
     };
@@ -345,9 +346,8 @@ pub fn plan(kind: SchedulerKind, cx: &Ctx, work: &BlockWork) -> Result<Plan, Pla
         let works = (0..tasks.len())
             .filter(|&i| blocks.block(tasks.output[i]).part == 0)
             .count();
-        naive_floor = naive_floor.min(
-            works as f64 * (cx.model.invoke_s + cx.model.task_s) / cx.workers.max(1) as f64,
-        );
+        naive_floor = naive_floor
+            .min(works as f64 * (cx.model.invoke_s + cx.model.task_s) / cx.workers.max(1) as f64);
         let published =
             batch::feeds_other_slots(&tasks, &blocks).then(|| (tasks.clone(), blocks.clone()));
         consider(
