@@ -189,7 +189,7 @@ struct Slot {
     extra: bool,
     inflight: std::sync::Mutex<Option<InFlight>>,
     /// Bumped (under `inflight`'s lock) each time the slot's process dies; a poll from an
-    /// older process is stale.
+    /// older process is stale. Each process is started with its number.
     generation: AtomicU64,
     /// The current process has polled for work: it started.
     polled: AtomicBool,
@@ -786,6 +786,12 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             // spawn is a posix_spawn, which runs no fork handlers.
             .env("NUMS_DRIVER_PID", std::process::id().to_string())
             .env(nums_function::runtime::SLOT_ENV, i.to_string())
+            // The driver's view of what the slot holds starts again with this process
+            // (`Residency::ran`).
+            .env(
+                nums_function::runtime::GENERATION_ENV,
+                slot.generation.load(SeqCst).to_string(),
+            )
             .env(
                 nums_function::memory::TIER_PERCENT_ENV,
                 cfg.tier_percent.to_string(),
@@ -1002,6 +1008,63 @@ while True:
             assert_eq!(ran_on(0).await, Some(1));
         }
         hung.iter().for_each(|h| h.abort());
+        ep.stop().await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A slot's process that dies is replaced by one started with the slot's next number,
+    /// which its stats report: the driver's view of what the slot holds starts again
+    /// from that process ([`crate::residency::Residency::ran`]).
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_replaced_process_reports_its_number() {
+        let dir = std::env::temp_dir().join(format!("nums-local-replaced-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = ANSWERS
+            .replace(
+                "    r.read()\n",
+                "    if r.read() == b'\"die\"' and os.environ[\"NUMS_LOCAL_SLOT\"] == \"0\":\n        \
+                 os._exit(1)\n",
+            )
+            .replace(
+                "stats[\"invocations\"] = 1",
+                "stats[\"invocations\"] = 1\n\
+                 stats[\"process\"] = int(os.environ[\"NUMS_LOCAL_SLOT\"])\n\
+                 stats[\"process_generation\"] = int(os.environ[\"NUMS_LOCAL_GENERATION\"])",
+            );
+        let ep = LocalEndpoint::start(LocalConfig {
+            function: "f".into(),
+            workers: 1,
+            memory_mb: 256,
+            timeout: Duration::from_secs(60),
+            command: vec!["python3".into(), "-c".into(), script],
+            log_dir: dir.join("logs"),
+            tier_percent: 0,
+        })
+        .await
+        .unwrap();
+        let inv = Invoker::local(&ep.invoke_url, "f");
+        // Which of slot 0's processes answers (sent until one does: a loaded machine may
+        // start an extra slot, which answers with its own).
+        let slot_0 = async || {
+            for _ in 0..50 {
+                let st = inv.invoke(b"{}".to_vec()).await.unwrap();
+                if st.process == Some(0) {
+                    return st.process_generation;
+                }
+            }
+            None
+        };
+        assert_eq!(slot_0().await, Some(0));
+        // Slot 0's process dies on "die" (an extra slot's answers it).
+        let mut died = false;
+        for _ in 0..50 {
+            if inv.invoke(b"\"die\"".to_vec()).await.is_err() {
+                died = true;
+                break;
+            }
+        }
+        assert!(died);
+        assert_eq!(slot_0().await, Some(1));
         ep.stop().await;
         std::fs::remove_dir_all(&dir).ok();
     }

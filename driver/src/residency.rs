@@ -5,9 +5,10 @@
 //! over such blocks on the slot that holds them (NumS placed operations on the Ray node
 //! holding their operands), and its cost model charges them as memory hits.
 //!
-//! A hint only: a process that died, or a block evicted sooner than here, is a miss that
-//! reads the store; a block rewritten in the store is never served stale, because the
-//! tier checks each kept block's version at every read.
+//! A hint only: a block evicted sooner than here, or held by a process that died before
+//! its replacement first reported, is a miss that reads the store; a block rewritten in
+//! the store is never served stale, because the tier checks each kept block's version at
+//! every read.
 
 use std::sync::Mutex;
 
@@ -43,6 +44,8 @@ struct Kept {
 
 /// One process's blocks, most recently used first.
 struct Held {
+    /// Which of the slot's processes holds them ([`nums_layout::batch::Stats::process_generation`]).
+    generation: u64,
     blocks: LruCache<String, Kept>,
     bytes: u64,
     budget: u64,
@@ -51,6 +54,7 @@ struct Held {
 impl Held {
     fn new() -> Held {
         Held {
+            generation: 0,
             blocks: LruCache::unbounded(),
             bytes: 0,
             budget: 0,
@@ -98,9 +102,11 @@ impl Residency {
         self.slots().0.iter().all(|h| h.blocks.is_empty())
     }
 
-    /// Slot `slot`'s process ran `batch`: its tier shrank to the batch's share, then kept
-    /// each block the batch read from the store or wrote, in the order it met them.
-    pub(crate) fn ran(&self, slot: usize, batch: &Batch) {
+    /// Slot `slot`'s process `generation` ran `batch`: its tier shrank to the batch's
+    /// share, then kept each block the batch read from the store or wrote, in the order it
+    /// met them. A later process of the slot (the endpoint replaced the one before) started
+    /// with nothing held; a report from an earlier one, gone, is too late to count.
+    pub(crate) fn ran(&self, slot: usize, generation: u64, batch: &Batch) {
         let budget = nums_function::memory::tier_budget(batch.prefetch_budget, self.percent);
         let mut g = self.slots();
         let (slots, tick) = &mut *g;
@@ -108,6 +114,15 @@ impl Residency {
             slots.resize_with(slot + 1, Held::new);
         }
         let h = &mut slots[slot];
+        if generation < h.generation {
+            return;
+        }
+        if generation > h.generation {
+            *h = Held {
+                generation,
+                ..Held::new()
+            };
+        }
         h.budget = budget;
         h.evict_to(budget);
         if budget == 0 {
@@ -196,26 +211,47 @@ mod tests {
         let r = Residency::new(50);
         assert!(r.is_empty());
         // 16 MiB of headroom: an 8 MiB tier, eight blocks of 1 MiB.
-        r.ran(0, &batch(&[0, 1, 2], 16 << 20));
-        r.ran(1, &batch(&[3], 16 << 20));
+        r.ran(0, 0, &batch(&[0, 1, 2], 16 << 20));
+        r.ran(1, 0, &batch(&[3], 16 << 20));
         assert_eq!(r.holder("j/x/c/0"), Some(0));
         assert_eq!(r.holder("j/y/c/2"), Some(0));
         assert_eq!(r.holder("j/x/c/3"), Some(1));
         assert_eq!(r.holder("j/x/c/7"), None);
         // Met later on slot 1: there.
-        r.ran(1, &batch(&[1], 16 << 20));
+        r.ran(1, 0, &batch(&[1], 16 << 20));
         assert_eq!(r.holder("j/x/c/1"), Some(1));
         assert_eq!(r.holder("j/x/c/0"), Some(0));
         // Slot 0 runs 4..8: ten blocks more than its eight hold; 0..2's go.
-        r.ran(0, &batch(&[4, 5, 6, 7], 16 << 20));
+        r.ran(0, 0, &batch(&[4, 5, 6, 7], 16 << 20));
         assert_eq!(r.holder("j/x/c/0"), None);
         assert_eq!(r.holder("j/y/c/7"), Some(0));
         // A batch that leaves no headroom empties the slot's tier.
-        r.ran(1, &batch(&[], 0));
+        r.ran(1, 0, &batch(&[], 0));
         assert_eq!(r.holder("j/x/c/3"), None);
         // A tier that is off holds nothing.
         let off = Residency::new(0);
-        off.ran(0, &batch(&[0], 16 << 20));
+        off.ran(0, 0, &batch(&[0], 16 << 20));
         assert!(off.is_empty());
+    }
+
+    /// A slot whose process was replaced holds only what the new process met, from its
+    /// first report; a late report from the process before it counts for nothing.
+    #[test]
+    fn a_replaced_process_holds_nothing_of_its_predecessor() {
+        let r = Residency::new(50);
+        r.ran(0, 0, &batch(&[0, 1], 16 << 20));
+        r.ran(1, 0, &batch(&[2], 16 << 20));
+        // Slot 0's second process reports first: 0 and 1 are no longer held there.
+        r.ran(0, 1, &batch(&[3], 16 << 20));
+        assert_eq!(r.holder("j/x/c/0"), None);
+        assert_eq!(r.holder("j/y/c/1"), None);
+        assert_eq!(r.holder("j/x/c/3"), Some(0));
+        assert_eq!(r.holder("j/x/c/2"), Some(1));
+        // The first process's last batch, reported after: it is gone with its blocks.
+        r.ran(0, 0, &batch(&[4], 16 << 20));
+        assert_eq!(r.holder("j/x/c/4"), None);
+        r.ran(0, 1, &batch(&[5], 16 << 20));
+        assert_eq!(r.holder("j/x/c/3"), Some(0));
+        assert_eq!(r.holder("j/x/c/5"), Some(0));
     }
 }

@@ -390,7 +390,11 @@ impl<'a> Stages<'a> {
                 run.done(name, i);
             }
             if let (Some(r), Some(p)) = (self.backend.residency(), stats.process) {
-                r.ran(p as usize, &batches[i].batch());
+                r.ran(
+                    p as usize,
+                    stats.process_generation.unwrap_or(0),
+                    &batches[i].batch(),
+                );
             }
             self.observer.on_batch_end(&BatchEnd {
                 stage: name,

@@ -407,6 +407,7 @@ impl<'a> Invocation<'a> {
             memory_hits: tier.map_or(0, |t| t.0),
             memory_bytes_read: tier.map_or(0, |t| t.1),
             process: None,
+            process_generation: None,
         }
     }
 }

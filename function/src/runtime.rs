@@ -86,8 +86,10 @@ pub async fn resolve(payload: Payload) -> Result<(Batch, Store), FnError> {
 struct Process {
     /// Its tier's share of each batch's headroom ([`crate::memory::tier_budget`]).
     tier_percent: u32,
-    /// Its slot under the local endpoint (`NUMS_LOCAL_SLOT`), reported in its stats.
+    /// Its slot under the local endpoint (`NUMS_LOCAL_SLOT`), and which of the slot's
+    /// processes it is (`NUMS_LOCAL_GENERATION`), reported in its stats.
     slot: Option<u32>,
+    generation: Option<u64>,
 }
 
 fn process() -> &'static Process {
@@ -98,12 +100,16 @@ fn process() -> &'static Process {
             tier_percent: var(crate::memory::TIER_PERCENT_ENV)
                 .unwrap_or(crate::memory::DEFAULT_TIER_PERCENT),
             slot: var(SLOT_ENV),
+            generation: var(GENERATION_ENV).map(u64::from),
         }
     })
 }
 
 /// The environment variable naming a local function process's slot.
 pub const SLOT_ENV: &str = "NUMS_LOCAL_SLOT";
+
+/// The environment variable numbering the processes the local endpoint starts for a slot.
+pub const GENERATION_ENV: &str = "NUMS_LOCAL_GENERATION";
 
 /// Runs one batch in this process: its memory tier shrunk first to its share of the
 /// batch's headroom, which the pipeline then does without.
@@ -115,6 +121,7 @@ async fn run(mut batch: Batch, store: &Store) -> Result<Stats, FnError> {
     nums_layout::tier::tier().set_budget(tier).await?;
     let mut stats = crate::handle(&batch, store).await?;
     stats.process = p.slot;
+    stats.process_generation = p.generation;
     Ok(stats)
 }
 

@@ -277,23 +277,28 @@ impl<'a> Sim<'a> {
     }
 }
 
-pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
+pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks, affinity: Affinity) -> Tasks {
     let mut sim = Sim::new(cx);
     sim.grow(blocks.len());
     // Blocks already in the store (inputs) belong to the slot whose process holds them in
-    // memory, if one does (work over them goes there: a memory hit, not a store read), else
-    // to their block-cyclic home slot, so that the work on them is spread the same way as
-    // the blocks they line up with.
+    // memory, if one does and the placement follows memory (work over them goes there: a
+    // memory hit, not a store read), else to their block-cyclic home slot, so that the
+    // work on them is spread the same way as the blocks they line up with.
     for n in &cx.g.nodes {
         if n.op.inputs().is_empty() && n.op.in_store_before_run() {
             for lin in 0..n.meta.num_blocks() {
                 let b = BlockId::new(n.id, lin);
                 let id = blocks.id(&b, &[]) as usize;
                 sim.written[id] = true;
-                sim.at[id] = blocks.held_by(id as Bid).unwrap_or_else(|| home(cx, &b)) as u32;
+                let held = (affinity != Affinity::Off)
+                    .then(|| blocks.held_by(id as Bid))
+                    .flatten();
+                sim.at[id] = held.unwrap_or_else(|| home(cx, &b)) as u32;
             }
         }
     }
+    // Whether `b` is one of the job's named blocks, placed at its home (see below).
+    let at_home = |sim: &Sim, b: &BlockId| affinity != Affinity::Outputs && sim.is_named(b);
     let mut tasks = Tasks::default();
     let mut parts: Vec<Bid> = Vec::new();
     let mut ins: Vec<Bid> = Vec::new();
@@ -306,8 +311,9 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 ins.clear();
                 ins.extend(t.inputs.iter().map(|b| blocks.id(b, &[])));
                 // New blocks (no inputs) and the job's outputs go to their block-cyclic home,
-                // so that arrays blocked alike line up on the same slots.
-                let s = if sim.is_named(&t.output)
+                // so that arrays blocked alike line up on the same slots (the outputs follow
+                // their inputs instead under `Affinity::Outputs`).
+                let s = if at_home(&sim, &t.output)
                     || t.inputs.is_empty()
                     || panel_home(cx, &t.output).is_some()
                 {
@@ -328,7 +334,7 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 ins.clear();
                 ins.extend(w.terms().flatten().map(|b| blocks.id(b, &[])));
                 let o = blocks.id(output, &[]);
-                let s = if sim.is_named(output) {
+                let s = if at_home(&sim, output) {
                     home(cx, output)
                 } else {
                     sim.choose(&ins, output, o, blocks)
@@ -358,7 +364,7 @@ pub(super) fn place(cx: &Ctx, work: &BlockWork, blocks: &mut Blocks) -> Tasks {
                 }
                 let groups: Vec<Vec<usize>> =
                     by_slot.iter_mut().map(|(_, v)| std::mem::take(v)).collect();
-                let named_home = sim.is_named(output).then(|| home(cx, output));
+                let named_home = at_home(&sim, output).then(|| home(cx, output));
                 w.expand_chained(&groups, |step, inputs, out, group| {
                     let o = blocks.made(&out, &mut parts, cx.g);
                     sim.grow(blocks.len());

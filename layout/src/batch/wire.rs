@@ -166,6 +166,10 @@ pub struct Stats {
     /// on Lambda, where an execution environment cannot be addressed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process: Option<u32>,
+    /// Which of its slot's processes it was (the endpoint numbers each one it starts, a
+    /// replacement after the one before: a new one holds nothing in memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_generation: Option<u64>,
 }
 
 impl Stats {
