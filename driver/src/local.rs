@@ -1044,13 +1044,16 @@ while True:
         .unwrap();
         let inv = Invoker::local(&ep.invoke_url, "f");
         // Which of slot 0's processes answers (sent until one does: a loaded machine may
-        // start an extra slot, which answers with its own).
+        // start an extra slot, which answers with its own while slot 0's replacement is
+        // still starting; bounded by time, not by a count, for a busy machine).
         let slot_0 = async || {
-            for _ in 0..50 {
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until {
                 let st = inv.invoke(b"{}".to_vec()).await.unwrap();
                 if st.process == Some(0) {
                     return st.process_generation;
                 }
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             None
         };
