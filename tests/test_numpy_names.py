@@ -356,3 +356,41 @@ def test_eye_takes_a_k_past_int64(session):
     # NumPy's TypeError; the engine's "k must be an integer" is a ValueError (as before).
     with pytest.raises((TypeError, ValueError), match="k must be an integer"):
         nps.eye(3, k=1.5)
+
+
+def test_polyfit_and_resize_are_numpys(session):
+    """np.polyfit (the scaled, weighted lstsq NumPy solves; blocks of x and y across many
+    rows) and np.resize (cyclic fill, cut, empty input): against NumPy."""
+    xs = np.linspace(-3.0, 5.0, 1000)
+    ys = 0.5 * xs**3 - 2.0 * xs + 1.0 + RNG.normal(size=1000) * 0.1
+    x, y = nps.array(xs).block(128), nps.array(ys).block(128)
+    for deg in (0, 1, 3, 6):
+        np.testing.assert_allclose(nps.polyfit(x, y, deg).get(), np.polyfit(xs, ys, deg),
+                                   rtol=1e-9, atol=1e-12, err_msg=f"polyfit deg {deg}")
+    w = RNG.random(1000) + 0.5
+    np.testing.assert_allclose(nps.polyfit(x, y, 2, w=nps.array(w)).get(), np.polyfit(xs, ys, 2, w=w),
+                               rtol=1e-9)
+    y2 = np.stack([ys, 3.0 * xs + 2.0], axis=1)
+    np.testing.assert_allclose(nps.polyfit(x, nps.array(y2).block(100, 2), 1).get(),
+                               np.polyfit(xs, y2, 1), rtol=1e-9, atol=1e-12)
+    # Integer points are made float, as NumPy's `x + 0.0`.
+    got = nps.polyfit(nps.array(I), nps.array(I * I), 2)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got.get(), np.polyfit(I, I * I, 2), atol=1e-9)
+    c, res, rank, sv, rcond = nps.polyfit(x, y, 3, full=True)
+    wc, wres, wrank, wsv, wrcond = np.polyfit(xs, ys, 3, full=True)
+    np.testing.assert_allclose(c.get(), wc, rtol=1e-9)
+    np.testing.assert_allclose(res.get(), wres, rtol=1e-6)
+    assert int(rank.get()) == wrank and float(rcond) == wrcond
+    np.testing.assert_allclose(sv.get(), wsv, rtol=1e-9)
+    with pytest.raises(ValueError, match="deg must be non-negative"):
+        nps.polyfit(x, y, -1)
+
+    a = RNG.normal(size=(3, 4))
+    xa = nps.array(a).block(2, 3)
+    for shape in ((2, 6), (5, 5), (25,), (3,), (0,), 7, (2, 0, 3)):
+        same(nps.resize(xa, shape), np.resize(a, shape), f"resize {shape}")
+    same(nps.resize(nps.array(I[:0]), (2, 3)), np.resize(I[:0], (2, 3)), "resize empty")
+    same(nps.resize(nps.array([True, False]), 5), np.resize([True, False], 5), "resize bool")
+    with pytest.raises(ValueError, match="non-negative"):
+        nps.resize(xa, (-1, 2))

@@ -816,9 +816,9 @@ mod tests {
              what to write instead of others)"
         );
         // A NumPy name nums-cloud does not have: what to write instead.
-        let m = message("resize");
+        let m = message("putmask");
         assert!(
-            m.starts_with("resize() is not supported; instead: ") && m.len() < 300,
+            m.starts_with("putmask() is not supported; instead: ") && m.len() < 300,
             "{m}"
         );
         for f in ["sort", "cumsum", "flip", "frobnicate", "polyfit"] {

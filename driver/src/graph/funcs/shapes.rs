@@ -119,6 +119,12 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new("tile", &["A", "reps"], "`np.tile` (copies joined)", tile),
     FuncDef::new(
+        "resize",
+        &["a", "new_shape"],
+        "`np.resize` (the flattened array repeated to fill the new shape; zeros when `a` is empty)",
+        resize,
+    ),
+    FuncDef::new(
         "repeat",
         &["a", "repeats", "axis"],
         "`np.repeat` (an int: a broadcast; a list or an array per element, an array's values computed first)",
@@ -685,6 +691,56 @@ fn tile(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         };
     }
     Ok(Val::Arr(r))
+}
+
+/// NumPy's resize: `a` flattened, repeated as often as the new shape needs (one
+/// broadcast, however many copies), cut to its size and reshaped; an empty `a` gives zeros.
+fn resize(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (a, p) = b.need("a")?.clone();
+    let a = s.list_operand(a, p)?;
+    let a = s.node(a, p)?;
+    let shape = ints(b, "new_shape")?;
+    if shape.iter().any(|&d| d < 0) {
+        return Err(b.err(
+            b.pos,
+            "resize(): all elements of new_shape must be non-negative",
+        ));
+    }
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let total: u64 = shape.iter().product();
+    let m = s.meta(a).clone();
+    let n = m.len();
+    if n == 0 {
+        let dims = shape.iter().map(|&d| Val::Num(Scalar::Int(d as i64))).collect();
+        return s.apply(
+            "zeros",
+            &[
+                ("shape", Val::Tuple(dims)),
+                ("dtype", Val::Str(m.dtype.name().into())),
+            ],
+            b.pos,
+        );
+    }
+    let flat = s.reshape(a, &[1, n]);
+    let copies = total.div_ceil(n);
+    let r = s.apply(
+        "broadcast_to",
+        &[
+            ("array", Val::Arr(flat)),
+            (
+                "shape",
+                Val::Tuple(vec![
+                    Val::Num(Scalar::Int(copies as i64)),
+                    Val::Num(Scalar::Int(n as i64)),
+                ]),
+            ),
+        ],
+        b.pos,
+    )?;
+    let r = s.node(r, b.pos)?;
+    let r = s.reshape(r, &[copies * n]);
+    let r = s.slice(r, &[(0, 0, total)]);
+    Ok(Val::Arr(s.reshape(r, &shape)))
 }
 
 fn repeat(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {

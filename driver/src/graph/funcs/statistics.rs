@@ -135,6 +135,13 @@ pub(super) const DEFS: &[FuncDef] = &[
         polyval,
     ),
     FuncDef::new(
+        "polyfit",
+        &["x", "y", "deg", "rcond", "full", "w", "cov"],
+        "`np.polyfit` (as NumPy: `lstsq` of the weighted Vandermonde matrix, its columns scaled to unit norm; `full=True` gives its residuals, rank, singular values and rcond)",
+        polyfit,
+    )
+    .refusing(&["cov"]),
+    FuncDef::new(
         "vander",
         &["x", "N", "increasing"],
         "`np.vander` (powers by repeated products, as NumPy; at most 256 columns)",
@@ -1212,6 +1219,96 @@ fn polyval(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         y = s.elementwise2(BinaryOp::Add, t, c, b.pos)?;
     }
     Ok(y)
+}
+
+/// NumPy's polyfit, as it computes it: x and y made float, the Vandermonde matrix of x
+/// (`deg + 1` columns, highest power first), its rows and y's weighted by `w`, its columns
+/// scaled to unit norm (the conditioning NumPy applies), `lstsq` with `rcond` (default
+/// `len(x)` epsilons), the coefficients scaled back. `full=True`: NumPy's five results.
+fn polyfit(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let x = vector(s, b, "x")?;
+    let (y, py) = b.need("y")?.clone();
+    let y = s.list_operand(y, py)?;
+    let y = s.node(y, py)?;
+    let m = s.meta(x).shape[0];
+    let ym = s.meta(y).clone();
+    let deg = match b.int("deg")? {
+        Some(d) if d >= 0 => d as u64,
+        Some(_) => return Err(b.err(b.pos, "polyfit(): deg must be non-negative")),
+        None => return Err(b.err(b.pos, "polyfit(): deg is required")),
+    };
+    if m == 0 {
+        return Err(b.err(b.pos, "polyfit(): x is empty (expected a non-empty vector)"));
+    }
+    if ym.ndim() == 0 || ym.ndim() > 2 || ym.shape[0] != m {
+        return Err(b.err(
+            py,
+            format!(
+                "polyfit(): y has shape {}; it must be 1-D or 2-D with x's {m} rows",
+                shape_str(&ym.shape)
+            ),
+        ));
+    }
+    // `x + 0.0` in NumPy: ints become float64, float32 stays.
+    let float = |s: &mut Builder, v: NodeId| {
+        let dt = s.meta(v).dtype.to_float();
+        s.cast(v, dt)
+    };
+    let (x, mut rhs) = (float(s, x), float(s, y));
+    let order = deg + 1;
+    let lhs = s.apply(
+        "vander",
+        &[("x", Val::Arr(x)), ("N", Val::Num(Scalar::Int(order as i64)))],
+        b.pos,
+    )?;
+    let mut lhs = s.node(lhs, b.pos)?;
+    if b.get("w").is_some() {
+        let w = vector(s, b, "w")?;
+        if s.meta(w).shape[0] != m {
+            return Err(b.err(b.pos, format!("polyfit(): w must have x's length {m}")));
+        }
+        let w = float(s, w);
+        let col = s.reshape(w, &[m, 1]);
+        let l = s.elementwise2(BinaryOp::Mul, Val::Arr(lhs), Val::Arr(col), b.pos)?;
+        lhs = s.node(l, b.pos)?;
+        let wy = if ym.ndim() == 2 { col } else { w };
+        let r = s.elementwise2(BinaryOp::Mul, Val::Arr(rhs), Val::Arr(wy), b.pos)?;
+        rhs = s.node(r, b.pos)?;
+    }
+    let sq = s.elementwise2(BinaryOp::Mul, Val::Arr(lhs), Val::Arr(lhs), b.pos)?;
+    let sq = s.node(sq, b.pos)?;
+    let ss = s.reduce(sq, ReduceOp::Sum, vec![0], false, b.pos)?;
+    let scale = s.apply("sqrt", &[("x", Val::Arr(ss))], b.pos)?;
+    let scale = s.node(scale, b.pos)?;
+    let l = s.elementwise2(BinaryOp::Div, Val::Arr(lhs), Val::Arr(scale), b.pos)?;
+    let rcond = match b.num("rcond")? {
+        Some(v) => v.as_f64(),
+        None => m as f64 * if s.meta(x).dtype == DType::Float32 {
+            f32::EPSILON as f64
+        } else {
+            f64::EPSILON
+        },
+    };
+    let fit = s.apply(
+        "lstsq",
+        &[("a", l), ("b", Val::Arr(rhs)), ("rcond", Val::Num(Scalar::Float(rcond)))],
+        b.pos,
+    )?;
+    let Val::Tuple(mut parts) = fit else {
+        unreachable!("lstsq gives a tuple")
+    };
+    let scale = if ym.ndim() == 2 {
+        s.reshape(scale, &[order, 1])
+    } else {
+        scale
+    };
+    let c = s.elementwise2(BinaryOp::Div, parts[0].clone(), Val::Arr(scale), b.pos)?;
+    if !b.flag("full")? {
+        return Ok(c);
+    }
+    parts[0] = c;
+    parts.push(Val::Num(Scalar::Float(rcond)));
+    Ok(Val::Tuple(parts))
 }
 
 /// NumPy's vander: the columns `x ** (N - 1)`, ..., `x ** 0` (or increasing), each power

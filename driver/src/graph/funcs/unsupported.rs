@@ -13,16 +13,11 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "not supported (no assignment in a job); `where(mask, v, a)` for one value",
     ),
     (
-        "polyfit",
-        "`np.linalg.lstsq` of the powers of x: `lstsq(stack((x ** 2, x, ones_like(x)), axis=1), y)[0]`",
-    ),
-    (
         "put",
         "not supported (no assignment in a job); `where(mask, v, a)` for one value",
     ),
     ("put_along_axis", "not supported (no assignment in a job)"),
     ("putmask", "`where(mask, values, a)`"),
-    ("resize", "`reshape`, with `tile` for repeats"),
     (
         "vectorize",
         "no Python functions run in a job; write the function as an expression of arrays",
