@@ -55,8 +55,6 @@ pub fn fft(
 
 /// A float precision the transforms run in: its blocks in and out.
 trait Precision: FftNum {
-    const REAL: DType;
-    const COMPLEX: DType;
     fn reals(b: Block) -> ArrayD<Self>;
     fn complexes(b: Block) -> ArrayD<Complex<Self>>;
     fn real_block(a: ArrayD<Self>) -> Block;
@@ -66,8 +64,6 @@ trait Precision: FftNum {
 macro_rules! precision {
     ($t:ty, $r:ident, $c:ident, $rd:ident, $cd:ident) => {
         impl Precision for $t {
-            const REAL: DType = DType::$rd;
-            const COMPLEX: DType = DType::$cd;
             fn reals(b: Block) -> ArrayD<$t> {
                 match b.cast(DType::$rd) {
                     Block::$r(a) => a,
