@@ -113,7 +113,11 @@ impl Lanes<'_> {
     /// `a`'s elements in C order with `axis` last.
     fn lanes_last<T: Clone>(&self, a: ArrayD<T>) -> Vec<T> {
         let (last, _) = self.perms(a.ndim());
-        a.permuted_axes(last).as_standard_layout().into_owned().into_raw_vec_and_offset().0
+        a.permuted_axes(last)
+            .as_standard_layout()
+            .into_owned()
+            .into_raw_vec_and_offset()
+            .0
     }
 
     /// The output block from its lanes (`axis` last, C order).
@@ -481,7 +485,9 @@ mod tests {
             &[0],
         )
         .unwrap();
-        let Block::C64(a) = out else { panic!("complex64") };
+        let Block::C64(a) = out else {
+            panic!("complex64")
+        };
         assert_eq!(a[[0]], Complex::new(10.0f32, 0.0));
         assert_eq!(a[[2]], Complex::new(-2.0f32, 0.0));
     }

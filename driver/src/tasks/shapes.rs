@@ -154,7 +154,8 @@ pub(crate) fn split_axis(whole: &ArrayMeta, split: &ArrayMeta) -> Option<usize> 
     }
     let a = (0..whole.ndim()).find(|&d| whole.shape[d] != split.shape[d])?;
     let (inner, outer) = (split.shape[a + 1], split.shape[a]);
-    let same = |d: usize, e: usize| whole.shape[d] == split.shape[e] && whole.block[d] == split.block[e];
+    let same =
+        |d: usize, e: usize| whole.shape[d] == split.shape[e] && whole.block[d] == split.block[e];
     ((0..a).all(|d| same(d, d))
         && (a + 1..whole.ndim()).all(|d| same(d, d + 1))
         && whole.shape[a] == outer * inner

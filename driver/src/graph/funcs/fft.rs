@@ -336,10 +336,26 @@ fn transform(
         Transform::Hfft => {
             let c = s.unary(UnaryOp::Conj, Val::Arr(x), b.pos)?;
             let c = s.node(c, b.pos)?;
-            return transform(s, b, c, axis, Some(n as i64), Transform::Irfft, norm.swapped());
+            return transform(
+                s,
+                b,
+                c,
+                axis,
+                Some(n as i64),
+                Transform::Irfft,
+                norm.swapped(),
+            );
         }
         Transform::Ihfft => {
-            let r = transform(s, b, x, axis, Some(n as i64), Transform::Rfft, norm.swapped())?;
+            let r = transform(
+                s,
+                b,
+                x,
+                axis,
+                Some(n as i64),
+                Transform::Rfft,
+                norm.swapped(),
+            )?;
             let c = s.unary(UnaryOp::Conj, Val::Arr(r), b.pos)?;
             return s.node(c, b.pos);
         }
@@ -539,10 +555,7 @@ fn across_blocks(
     // Columns whole, through tiles; length-N1 FFTs down them, times the twiddle.
     let a = s.rechunk(a, with(&[rows, cols]));
     let a = s.rechunk(a, with(&[n1, cols]));
-    let twiddle = Twiddle {
-        axis: axis + 1,
-        n,
-    };
+    let twiddle = Twiddle { axis: axis + 1, n };
     let b = fft(s, a, axis, 1.0, Some(twiddle));
     // Rows whole, through tiles; length-N2 FFTs along them: [k1, k2].
     let b = s.rechunk(b, with(&[rows, cols]));
@@ -711,7 +724,12 @@ mod tests {
     /// more than a block's worth (4,096 complex128 = 64 KiB), never the axis (1 MiB).
     #[test]
     fn a_many_block_fft_never_gathers_the_axis() {
-        for f in ["fft(x)", "ifft(x, norm='ortho')", "rfft(x)", "np.fft.irfft(x)"] {
+        for f in [
+            "fft(x)",
+            "ifft(x, norm='ortho')",
+            "rfft(x)",
+            "np.fft.irfft(x)",
+        ] {
             let g = job_graph(&format!(
                 "[arrays]\nx = {{ random = \"normal\", shape = [65536], block = [4096] }}\n\
                  y = \"{f}\"\n[outputs]\ny = \"out/y.npy\"\n"
@@ -734,7 +752,10 @@ mod tests {
              q = \"fft(p)\"\n[outputs]\ny = \"out/y.npy\"\nq = \"out/q.npy\"\n",
         );
         let y = &g.nodes[g.named["y"]].meta;
-        assert_eq!((y.shape.clone(), y.dtype), (vec![60, 42], DType::Complex128));
+        assert_eq!(
+            (y.shape.clone(), y.dtype),
+            (vec![60, 42], DType::Complex128)
+        );
         let q = g.named["q"];
         assert!(matches!(g.nodes[q].op, NodeOp::Fft { .. }));
         assert_eq!(g.nodes[q].meta.block, vec![8191]);
