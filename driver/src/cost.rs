@@ -286,7 +286,11 @@ fn dims(shapes: &impl Fn(usize) -> Vec<usize>, i: usize) -> (f64, f64) {
 fn costly_elements(kernel: &Kernel) -> bool {
     use UnaryOp as U;
     match kernel {
-        Kernel::Random { .. } => true,
+        // A four-step FFT's twiddle: a sine and cosine per element.
+        Kernel::Random { .. }
+        | Kernel::Fft {
+            twiddle: Some(_), ..
+        } => true,
         Kernel::Unary { op } => matches!(
             op,
             U::Exp

@@ -472,7 +472,7 @@ impl Parser {
                     return Err(ExprError::new(p, "expected an attribute name after '.'"));
                 };
                 if self.eat("(") {
-                    // `np.f(a)`, `np.linalg.f(a)` and `linalg.f(a)` are `f(a)`; a method
+                    // `np.f(a)`, `np.linalg.f(a)`, `linalg.f(a)` (and `fft.f(a)`) are `f(a)`; a method
                     // `x.f(a)` is `f(x, a)`.
                     let (mut args, kwargs, below) = self.call_args()?;
                     // `random.f(a)` and `np.random.f(a)` are the function `random.f`.
@@ -686,7 +686,7 @@ pub(crate) fn names(e: &Expr) -> Vec<&str> {
 /// an array of that name would be shadowed or would shadow it. `None`: free to use.
 pub(crate) fn reserved_word(name: &str) -> Option<&'static str> {
     const LITERALS: &[&str] = &["True", "False", "None"];
-    const MODULES: &[&str] = &["np", "numpy", "linalg", "random"];
+    const MODULES: &[&str] = &["np", "numpy", "linalg", "fft", "random"];
     const CONSTANTS: &[&str] = &["pi", "e", "inf", "nan", "newaxis", "euler_gamma"];
     // Python's keywords: the language is Python's expression syntax.
     const KEYWORDS: &[&str] = &[
@@ -729,8 +729,10 @@ fn is_random_module(e: &Expr) -> bool {
 fn is_module(e: &Expr) -> bool {
     let module = |n: &str| n == "np" || n == "numpy";
     match &e.kind {
-        ExprKind::Name(n) => module(n) || n == "linalg",
-        ExprKind::Attr(x, a) => a == "linalg" && matches!(&x.kind, ExprKind::Name(n) if module(n)),
+        ExprKind::Name(n) => module(n) || n == "linalg" || n == "fft",
+        ExprKind::Attr(x, a) => {
+            (a == "linalg" || a == "fft") && matches!(&x.kind, ExprKind::Name(n) if module(n))
+        }
         _ => false,
     }
 }

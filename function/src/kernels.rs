@@ -138,6 +138,21 @@ pub fn run(
         Kernel::Reduce { op, axes } => compute::reduce(inputs, *op, axes)?,
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
         Kernel::Reshape { ranges } => splice(inputs, ranges, &shape)?,
+        Kernel::Fft {
+            axis,
+            kind,
+            scale,
+            twiddle,
+        } => crate::fft::fft(
+            one(inputs)?,
+            *kind,
+            *axis,
+            *scale,
+            *twiddle,
+            out.dtype,
+            &shape,
+            &out.block_origin(index),
+        )?,
         Kernel::Take { axis, picks } => take(inputs, *axis, picks, &shape)?,
         Kernel::Put { axes, grid } => put(inputs, axes, grid, out.dtype)?,
         Kernel::Scan {

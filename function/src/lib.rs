@@ -16,6 +16,7 @@ pub mod compute;
 pub mod csv_index;
 pub mod einsum;
 pub mod export;
+pub mod fft;
 pub mod glm;
 pub mod import;
 pub mod kernels;

@@ -37,6 +37,7 @@ mod array;
 mod blocking;
 mod build;
 mod compute;
+pub mod fft;
 mod handle;
 mod keep;
 mod lease;

@@ -270,6 +270,16 @@ pub enum NodeOp {
         axis: usize,
         chained: bool,
     },
+    /// The transform `kind` of `x`'s lanes along `axis` (one block along it, in `x` and
+    /// here), times `scale`, then the four-step `twiddle` if given: block i of this node is
+    /// [`Kernel::Fft`](nums_layout::batch::Kernel::Fft) of x's block i (`funcs/fft.rs`).
+    Fft {
+        x: NodeId,
+        axis: usize,
+        kind: nums_layout::batch::FftKind,
+        scale: f64,
+        twiddle: Option<nums_layout::batch::Twiddle>,
+    },
     /// `x` sorted along `axis` block by block (each block holds whole lanes, or is one run
     /// of a sample sort), stably; with `arg` the int64 positions that sort it.
     Sort {
@@ -464,6 +474,7 @@ impl NodeOp {
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
             | NodeOp::Quantile { x, .. }
+            | NodeOp::Fft { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
             NodeOp::Histogram {
                 x, lo, hi, weights, ..
@@ -522,6 +533,7 @@ impl NodeOp {
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
             | NodeOp::Quantile { x, .. }
+            | NodeOp::Fft { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
             NodeOp::Histogram {
                 x, lo, hi, weights, ..

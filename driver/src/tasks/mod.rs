@@ -5,7 +5,7 @@
 //! The work is made lazily, block by block ([`BlockWork::iter`]), in time proportional to
 //! the inputs each block reads: no step scans a whole grid per block. Each kind of node's
 //! work is in the file of its family, as `graph/funcs/` groups the functions: `creation`,
-//! `elementwise`, `contractions`, `reductions`, `cumulative`, `sorting`, `shapes`, `linalg`, `models` (a
+//! `elementwise`, `contractions`, `reductions`, `cumulative`, `fft`, `sorting`, `shapes`, `linalg`, `models` (a
 //! fit's pass in one sweep), and `io` (imports and the export to S3).
 
 use nums_layout::ArrayMeta;
@@ -19,6 +19,7 @@ mod contractions;
 mod creation;
 mod cumulative;
 mod elementwise;
+mod fft;
 mod indexing;
 mod io;
 mod linalg;
@@ -365,6 +366,7 @@ fn reads_whole_inputs(op: &NodeOp) -> bool {
             | NodeOp::Rechunk { .. }
             | NodeOp::Concat { .. }
             | NodeOp::Reshape { .. }
+            | NodeOp::Fft { .. }
     )
 }
 
@@ -511,6 +513,7 @@ impl<'g> BlockWork<'g> {
             NodeOp::GlmSums { .. } => models::work(&o),
             NodeOp::Reduce { .. } => reductions::work(&o),
             NodeOp::Scan { .. } | NodeOp::ScanTotal { .. } => cumulative::work(&o),
+            NodeOp::Fft { .. } => fft::work(&o),
             NodeOp::Sort { .. }
             | NodeOp::SortCount { .. }
             | NodeOp::SortMerge { .. }

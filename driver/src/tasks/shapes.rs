@@ -105,6 +105,21 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                     vec![cx.b(*x, &src)],
                 );
             }
+            // One axis split in two, or two merged, block for block (the inner one whole).
+            let src = match (split_axis(mx, mo), split_axis(mo, mx)) {
+                (Some(a), _) => Some([&idx[..=a], &idx[a + 2..]].concat()),
+                (_, Some(a)) => Some([&idx[..=a], &[0], &idx[a + 1..]].concat()),
+                _ => None,
+            };
+            if let Some(src) = src {
+                let len = mx.block_shape(&src).iter().product::<usize>() as u64;
+                return cx.one(
+                    Kernel::Reshape {
+                        ranges: vec![(0, len)],
+                    },
+                    vec![cx.b(*x, &src)],
+                );
+            }
             // Both blocked along axis 0 only: blocks are runs of the flat C order.
             let row = |m: &ArrayMeta| m.shape.iter().skip(1).product::<u64>().max(1);
             let lo = mo.block_origin(idx).first().copied().unwrap_or(0) * row(mo);
@@ -128,4 +143,23 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
         }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
+}
+
+/// The axis `a` of `whole` that `split` splits into its axes `a` and `a + 1`, block for
+/// block: each block of `split` holds whole runs along `a + 1`, and `whole`'s blocks along
+/// `a` are as many runs (the same elements, in the same C order, block by block).
+pub(crate) fn split_axis(whole: &ArrayMeta, split: &ArrayMeta) -> Option<usize> {
+    if split.ndim() != whole.ndim() + 1 {
+        return None;
+    }
+    let a = (0..whole.ndim()).find(|&d| whole.shape[d] != split.shape[d])?;
+    let (inner, outer) = (split.shape[a + 1], split.shape[a]);
+    let same =
+        |d: usize, e: usize| whole.shape[d] == split.shape[e] && whole.block[d] == split.block[e];
+    ((0..a).all(|d| same(d, d))
+        && (a + 1..whole.ndim()).all(|d| same(d, d + 1))
+        && whole.shape[a] == outer * inner
+        && split.block[a + 1] == inner
+        && whole.block[a] == split.block[a] * inner)
+        .then_some(a)
 }

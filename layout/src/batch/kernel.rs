@@ -371,6 +371,24 @@ pub enum Kernel {
         ranges: Vec<(u64, u64)>,
     },
 
+    /// One input block holding whole lanes along `axis`: the discrete Fourier transform
+    /// of each lane (`function/src/fft.rs`), in the output's dtype (complex64 from float32
+    /// or complex64, complex128 otherwise; a real inverse's float32 or float64), times
+    /// `scale` (the norm's 1/n or 1/sqrt(n)). With `twiddle`, element k along `axis` is
+    /// then multiplied by exp(-+2 pi i k m / twiddle.n), m the element's index in the whole
+    /// array along `twiddle.axis`: the twiddle step of a four-step FFT across blocks.
+    Fft {
+        /// The axis transformed along (whole in the block).
+        axis: usize,
+        /// Which transform.
+        kind: FftKind,
+        /// Every result multiplied by this.
+        scale: f64,
+        /// The four-step twiddle, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        twiddle: Option<Twiddle>,
+    },
+
     // Scans, sorting and searching (function/src/order.rs). Values are ordered as NumPy
     // sorts them: NaN last (a complex with a NaN part after every other, real NaN after
     // imaginary NaN), -0.0 equal to 0.0; `descending` reverses that order (NaN first) and
@@ -852,6 +870,31 @@ pub enum DetOutput {
     Sign,
     /// The natural log of its absolute value, -inf when singular (slogdet's `logabsdet`).
     Logabsdet,
+}
+
+/// Which discrete Fourier transform a [`Kernel::Fft`] computes along its lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FftKind {
+    /// Complex to complex, exp(-2 pi i k n / N) (NumPy's `fft`).
+    Forward,
+    /// Complex to complex, exp(+2 pi i k n / N), unscaled (NumPy's `ifft` before its 1/N).
+    Inverse,
+    /// Real lanes of n to their n / 2 + 1 non-negative frequencies (`rfft`).
+    Real,
+    /// The n / 2 + 1 non-negative frequencies of a Hermitian spectrum to the real lanes of
+    /// n (the output block's length along the axis), unscaled (`irfft` before its 1/n);
+    /// the imaginary parts of the first (and, n even, the last) are ignored.
+    RealInverse,
+}
+
+/// The twiddle factor of a four-step FFT ([`Kernel::Fft`]): the lane's length-`n` phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Twiddle {
+    /// The axis whose index in the whole array (not the block) multiplies the frequency.
+    pub axis: usize,
+    /// The length of the whole transform.
+    pub n: u64,
 }
 
 impl Kernel {

@@ -15,8 +15,8 @@ mod wire;
 mod workspace;
 
 pub use kernel::{
-    CSV_PIECE, DetOutput, ETAG_BYTES, Frame, GLM_COUNTS, GlmCount, GlmLoss, Kernel, LstsqOutput,
-    QrOutput, RandomDist, SvdOutput, is_linalg,
+    CSV_PIECE, DetOutput, ETAG_BYTES, FftKind, Frame, GLM_COUNTS, GlmCount, GlmLoss, Kernel,
+    LstsqOutput, QrOutput, RandomDist, SvdOutput, Twiddle, is_linalg,
 };
 pub use ops::{
     BinaryOp, NEGATIVE_POWER, QuantileMethod, ReduceOp, UnaryOp, compute_dtype, divmod,

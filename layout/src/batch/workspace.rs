@@ -109,6 +109,16 @@ pub fn cast_workspace(kernel: &Kernel, inputs: &[(u64, DType)], out: (u64, DType
                     0
                 };
         }
+        // A copy of its input in the output's precision (complex), lanes moved last,
+        // and the transformed lanes before they take the output's order.
+        (Kernel::Fft { .. }, [x]) => {
+            let c = if out.1 == DType::Float32 || out.1 == DType::Complex64 {
+                8
+            } else {
+                16
+            };
+            return (x.0 + 2 * out.0.max(x.0)) * c;
+        }
         (Kernel::Where, [c, rest @ ..]) => {
             return cast_bytes(&[*c], DType::Bool) + cast_bytes(rest, out.1);
         }

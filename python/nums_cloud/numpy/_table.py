@@ -1,6 +1,7 @@
 """The engine's function table as Python functions under NumPy's names, with NumPy's
 signatures and docstrings: what ``nums_cloud.numpy`` holds (``_GENERATED``) and
-``nums_cloud.numpy.linalg`` wraps (``_LINALG``). Below both, above the arrays."""
+``nums_cloud.numpy.linalg`` wraps (``_LINALG``) and ``nums_cloud.numpy.fft`` holds
+(``_FFT``). Below both, above the arrays."""
 
 import builtins as _builtins
 import inspect as _inspect
@@ -14,7 +15,8 @@ from . import _array
 
 def _numpy_doc(name, note):
     """NumPy's summary of ``name`` (its first paragraph), then what nums-cloud does."""
-    f = getattr(_np, name, None) or getattr(_np.linalg, name, None)
+    f = (getattr(_np, name, None) or getattr(_np.linalg, name, None)
+         or getattr(_np.fft, name, None))
     text = ""
     if f is not None and f.__doc__:
         lines = _inspect.cleandoc(f.__doc__).splitlines()
@@ -50,7 +52,7 @@ def _signature(name, family, params, star):
     defaults to NumPy's "no value" after a parameter with a default. ``None`` when the
     kinds would not make a signature (the function then shows ``*args, **kwargs``)."""
     P = _inspect.Parameter
-    home = _np.linalg if family == "linalg" else _np
+    home = {"linalg": _np.linalg, "fft": _np.fft}.get(family, _np)
     try:
         theirs = _inspect.signature(getattr(home, name)).parameters
     except (AttributeError, TypeError, ValueError):
@@ -129,6 +131,7 @@ def _defined(name, family, params, star, arrays=()):
 # the factorizations in nums_cloud.numpy.linalg).
 _TABLE = _native.functions()
 _LINALG = {}
+_FFT = {}  # nums_cloud.numpy.fft's
 # Every name of the table as generated here: the guard test holds the namespace to these
 # (a hand-written stand-in decides in Python what the engine decides).
 _GENERATED = {}
@@ -138,6 +141,10 @@ for _family, _name, _aliases, _params, _star, _arrays in _TABLE:
     _f = _defined(_name, _family, _params, _star, _arrays)
     if _family == "linalg":
         _LINALG[_name] = _f
+        continue
+    if _family == "fft":
+        _f.__module__ = __package__ + ".fft"
+        _FFT[_name] = _f
         continue
     for _n in (_name, *_aliases):
         _GENERATED[_n] = _f

@@ -14,6 +14,7 @@ mod contractions;
 mod creation;
 mod cumulative;
 mod elementwise;
+mod fft;
 mod linalg;
 mod models;
 pub(super) use models::glm_sums;
@@ -210,6 +211,10 @@ pub(super) const FAMILIES: &[Family] = &[
         defs: linalg::DEFS,
     },
     Family {
+        name: "fft",
+        defs: fft::DEFS,
+    },
+    Family {
         name: "models",
         defs: models::DEFS,
     },
@@ -238,7 +243,7 @@ pub(crate) fn is_function(name: &str) -> bool {
 #[non_exhaustive]
 pub struct Signature {
     /// Its family: `creation`, `elementwise`, `reductions`, `contractions`, `shapes`,
-    /// `linalg` or `models`.
+    /// `linalg`, `fft` or `models`.
     pub family: &'static str,
     /// NumPy's name.
     pub name: &'static str,

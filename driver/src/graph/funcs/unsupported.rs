@@ -7,7 +7,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "apply_along_axis",
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
-    ("fft", "not supported (no FFT over blocks yet)"),
     (
         "place",
         "not supported (no assignment in a job); `where(mask, v, a)` for one value",
