@@ -108,10 +108,7 @@ fn count_block<T: Sortable>(a: &ArrayD<T>, cap: usize) -> Option<Vec<Row>> {
     if xs.len() <= CHUNK {
         return count_slice(xs, cap);
     }
-    let parts: Vec<Option<Vec<Row>>> = xs
-        .par_chunks(CHUNK)
-        .map(|c| count_slice(c, cap))
-        .collect();
+    let parts: Vec<Option<Vec<Row>>> = xs.par_chunks(CHUNK).map(|c| count_slice(c, cap)).collect();
     let mut c = Counter::new(cap);
     for p in parts {
         c.merge(&p?)?;
@@ -210,7 +207,11 @@ mod tests {
 
     /// The distinct values and counts by sorting (the path `unique` takes otherwise).
     fn by_sort<T: Sortable>(xs: &[T]) -> Vec<(u64, i64, u64)> {
-        let mut v: Vec<(u64, usize, T)> = xs.iter().enumerate().map(|(i, &x)| (x.key(), i, x)).collect();
+        let mut v: Vec<(u64, usize, T)> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x.key(), i, x))
+            .collect();
         v.sort_by_key(|e| (e.0, e.1));
         let mut out: Vec<Row> = Vec::new();
         for (k, _, x) in v {
@@ -232,7 +233,10 @@ mod tests {
         let refs: Vec<&Block> = bs.iter().collect();
         // One task over every block, and a table per block merged: the same table.
         let one = distinct_counts(&refs, cap).unwrap();
-        let parts: Vec<Block> = refs.iter().map(|b| distinct_counts(&[b], cap).unwrap()).collect();
+        let parts: Vec<Block> = refs
+            .iter()
+            .map(|b| distinct_counts(&[b], cap).unwrap())
+            .collect();
         let merged = distinct_merge(&parts.iter().collect::<Vec<_>>(), cap).unwrap();
         assert_eq!(one, merged);
         let got = rows_of(&one).unwrap();
@@ -276,7 +280,9 @@ mod tests {
 
     #[test]
     fn entries_decode_values_and_counts() {
-        let x = Block::F64(ArrayD::from_shape_vec(IxDyn(&[5]), vec![2.0, -0.0, f64::NAN, 0.0, 2.0]).unwrap());
+        let x = Block::F64(
+            ArrayD::from_shape_vec(IxDyn(&[5]), vec![2.0, -0.0, f64::NAN, 0.0, 2.0]).unwrap(),
+        );
         let t = distinct_counts(&[&x], 8).unwrap();
         let e = distinct_entries(&t, DType::Float64).unwrap().unwrap();
         assert_eq!(e.len(), 3);

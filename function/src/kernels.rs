@@ -713,17 +713,43 @@ mod tests {
 
     #[test]
     fn tiled_transposes_match_ndarrays() {
-        for (r, c) in [(0, 3), (1, 1), (1, 70), (70, 1), (33, 70), (64, 32), (5, 129)] {
+        for (r, c) in [
+            (0, 3),
+            (1, 1),
+            (1, 70),
+            (70, 1),
+            (33, 70),
+            (64, 32),
+            (5, 129),
+        ] {
             let a = ArrayD::from_shape_fn(IxDyn(&[c, r]), |i| (i[0] * 1000 + i[1]) as i64);
-            let want = a.view().permuted_axes(vec![1, 0]).as_standard_layout().into_owned();
+            let want = a
+                .view()
+                .permuted_axes(vec![1, 0])
+                .as_standard_layout()
+                .into_owned();
             assert_eq!(transposed(&a, &[1, 0]), want, "{r} x {c}");
         }
-        let a = ArrayD::from_shape_fn(IxDyn(&[2, 3, 4]), |i| (i[0] * 100 + i[1] * 10 + i[2]) as f64);
-        let want = a.view().permuted_axes(vec![2, 0, 1]).as_standard_layout().into_owned();
+        let a = ArrayD::from_shape_fn(IxDyn(&[2, 3, 4]), |i| {
+            (i[0] * 100 + i[1] * 10 + i[2]) as f64
+        });
+        let want = a
+            .view()
+            .permuted_axes(vec![2, 0, 1])
+            .as_standard_layout()
+            .into_owned();
         assert_eq!(transposed(&a, &[2, 0, 1]), want);
         // A source not in C order (Fortran's) takes ndarray's way.
-        let f = a.index_axis(Axis(0), 1).reversed_axes().to_owned().into_dyn();
-        let want = f.view().permuted_axes(vec![1, 0]).as_standard_layout().into_owned();
+        let f = a
+            .index_axis(Axis(0), 1)
+            .reversed_axes()
+            .to_owned()
+            .into_dyn();
+        let want = f
+            .view()
+            .permuted_axes(vec![1, 0])
+            .as_standard_layout()
+            .into_owned();
         assert_eq!(transposed(&f, &[1, 0]), want);
     }
 
