@@ -240,3 +240,66 @@ def test_a_sessions_median_along_axis_0_of_long_columns_matches_numpy(tmp_path):
                                       np.argsort(x[:, 1:3], axis=0, kind="stable"))
     finally:
         s.close()
+
+
+def test_unique_by_hash_count_and_by_sort_matches_numpy(tmp_path):
+    """unique's values and counts, counted by hashing where the values are few (up to
+    1,024: a table per block, merged in block order) and sorted where they are more, in
+    every kind of dtype, over ragged and many blocks, with NaNs, signed zeros, one
+    element and none; then from Python (the caller's process)."""
+    rng = np.random.default_rng(42)
+    f = rng.integers(-3, 4, size=10_007).astype(np.float64)
+    f[::97] = np.nan
+    f[5::89] = -0.0
+    f[7::101] = np.inf
+    f32 = f.astype(np.float32)
+    inputs = {
+        "f": (f, [1000]),  # 11 blocks, the last ragged
+        "f32": (f32, [777]),
+        "i8": (rng.integers(-128, 128, size=5000).astype(np.int8), [333]),
+        "u64": (np.array([2**64 - 1, 0, 7, 2**63, 2**64 - 1, 7], np.uint64), [4]),
+        "b": (rng.random(1001) < 0.3, [100]),
+        "one": (np.array([2.5]), [1]),
+        "none": (np.zeros(0), [1]),
+        "many": (rng.integers(0, 5000, size=20_000), [3000]),  # past the table: sorted
+        "x2d": (f[:10_000].reshape(100, 100), [30, 70]),
+    }
+    arrays, cases = {}, {}
+    for name, (a, block) in inputs.items():
+        np.save(tmp_path / f"{name}.npy", a)
+        arrays[name] = {"load": str(tmp_path / f"{name}.npy"), "block": block}
+        v, c = np.unique(a, return_counts=True)
+        cases[f"{name}_v"] = (f"unique({name})", v)
+        cases[f"{name}_c"] = (f"unique({name}, return_counts=True)[1]", c)
+    # The Array API's unique: each NaN its own value (then sorted, not counted by hash).
+    ac = np.unique_counts(f)
+    cases["f_ac"] = ("unique_counts(f).counts", ac.counts)
+    cases["f_av"] = ("unique_values(f)", np.sort(np.unique_values(f)))
+    arrays.update({n: expr for n, (expr, _) in cases.items()})
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(arrays, {n: str(tmp_path / f"out_{n}.npy") for n in cases},
+                            storage={"url": f"file://{tmp_path / 'store'}"},
+                            compute={"memory_mb": MEMORY_MB}))
+    run(job)
+    for name, (expr, want) in cases.items():
+        got = np.load(tmp_path / f"out_{name}.npy")
+        if name == "f_av":
+            got = np.sort(got)
+        assert got.dtype == want.dtype, expr
+        np.testing.assert_array_equal(got, want, err_msg=expr)
+
+    import nums_cloud
+    import nums_cloud.numpy as nps
+
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'py'}", workers=2, progress=False)
+    try:
+        for name, (a, _) in inputs.items():
+            v, c = nps.unique(nps.array(a), return_counts=True)
+            want_v, want_c = np.unique(a, return_counts=True)
+            np.testing.assert_array_equal(v.get(), want_v, err_msg=name)
+            np.testing.assert_array_equal(c.get(), want_c, err_msg=name)
+        # The first zero in data order is the value's (NumPy's sort may keep either).
+        z = nps.unique(nps.array(np.array([1.0, -0.0, 0.0, -0.0]))).get()
+        assert np.signbit(z[0]) and z[1] == 1.0
+    finally:
+        s.close()

@@ -133,7 +133,7 @@ pub fn run(
                     x.shape().len()
                 ));
             }
-            map_block!(x, a => a.view().permuted_axes(perm.clone()).as_standard_layout().into_owned())
+            map_block!(x, a => transposed(a, perm))
         }
         Kernel::Reduce { op, axes } => compute::reduce(inputs, *op, axes)?,
         Kernel::Assemble { offsets, step } => assemble(inputs, offsets, step, &shape)?,
@@ -221,6 +221,8 @@ pub fn run(
         Kernel::Bincount { length, weighted } => {
             crate::stats::bincount(inputs, *length, *weighted)?
         }
+        Kernel::DistinctCounts { cap } => crate::distinct::distinct_counts(inputs, *cap)?,
+        Kernel::DistinctMerge { cap } => crate::distinct::distinct_merge(inputs, *cap)?,
         Kernel::GlmSums {
             loss,
             cols,
@@ -253,6 +255,30 @@ pub fn run(
         ));
     }
     Ok(block)
+}
+
+/// `a` with its axes permuted, in C order. A matrix is copied in square tiles that stay in
+/// cache both ways (ndarray's copy of a permuted view walks it element by element through
+/// a dynamic index: half of `corrcoef`'s time went there).
+fn transposed<T: Clone>(a: &ArrayD<T>, perm: &[usize]) -> ArrayD<T> {
+    const TILE: usize = 32;
+    let v = a.view().permuted_axes(perm.to_vec());
+    let (Some(src), [r, c], [1, 0]) = (a.as_slice(), v.shape(), perm) else {
+        return v.as_standard_layout().into_owned();
+    };
+    // Output [r, c] of a C-order [c, r] source: out[i, j] = src[j * r + i].
+    let (r, c) = (*r, *c);
+    let mut out = src.to_vec();
+    for i0 in (0..r).step_by(TILE) {
+        for j0 in (0..c).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(r) {
+                for j in j0..(j0 + TILE).min(c) {
+                    out[i * c + j] = src[j * r + i].clone();
+                }
+            }
+        }
+    }
+    ArrayD::from_shape_vec(IxDyn(&[r, c]), out).expect("r x c elements")
 }
 
 /// The inputs in the first one's dtype.
@@ -699,6 +725,48 @@ fn assemble(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiled_transposes_match_ndarrays() {
+        for (r, c) in [
+            (0, 3),
+            (1, 1),
+            (1, 70),
+            (70, 1),
+            (33, 70),
+            (64, 32),
+            (5, 129),
+        ] {
+            let a = ArrayD::from_shape_fn(IxDyn(&[c, r]), |i| (i[0] * 1000 + i[1]) as i64);
+            let want = a
+                .view()
+                .permuted_axes(vec![1, 0])
+                .as_standard_layout()
+                .into_owned();
+            assert_eq!(transposed(&a, &[1, 0]), want, "{r} x {c}");
+        }
+        let a = ArrayD::from_shape_fn(IxDyn(&[2, 3, 4]), |i| {
+            (i[0] * 100 + i[1] * 10 + i[2]) as f64
+        });
+        let want = a
+            .view()
+            .permuted_axes(vec![2, 0, 1])
+            .as_standard_layout()
+            .into_owned();
+        assert_eq!(transposed(&a, &[2, 0, 1]), want);
+        // A source not in C order (Fortran's) takes ndarray's way.
+        let f = a
+            .index_axis(Axis(0), 1)
+            .reversed_axes()
+            .to_owned()
+            .into_dyn();
+        let want = f
+            .view()
+            .permuted_axes(vec![1, 0])
+            .as_standard_layout()
+            .into_owned();
+        assert_eq!(transposed(&f, &[1, 0]), want);
+    }
 
     #[test]
     fn random_values_do_not_depend_on_block_shape() {

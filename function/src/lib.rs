@@ -14,6 +14,7 @@ extern crate nums_layout;
 
 pub mod compute;
 pub mod csv_index;
+pub mod distinct;
 pub mod einsum;
 pub mod export;
 pub mod fft;

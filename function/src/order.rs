@@ -40,6 +40,16 @@ pub trait Sortable: Elem {
     fn plain(self) -> bool {
         true
     }
+    /// The element's own bits (where its key forgets them: -0.0, a NaN's payload).
+    #[inline]
+    fn bits(self) -> u64 {
+        self.key()
+    }
+    /// The element whose [`Sortable::bits`] `b` are.
+    #[inline]
+    fn from_bits(b: u64) -> Self {
+        Self::from_key(b)
+    }
 }
 
 macro_rules! sortable_ord {
@@ -118,6 +128,14 @@ macro_rules! sortable_float {
             #[inline]
             fn plain(self) -> bool {
                 !(self.is_nan() || (self == 0.0 && self.is_sign_negative()))
+            }
+            #[inline]
+            fn bits(self) -> u64 {
+                self.to_bits() as u64
+            }
+            #[inline]
+            fn from_bits(b: u64) -> Self {
+                <$t>::from_bits(b as $u)
             }
         }
     )*};
@@ -469,6 +487,24 @@ fn sort_keyed<T: Sortable>(
                 }
             });
         return Block::I64(out);
+    }
+    if a.ndim() == 1 {
+        // One lane (a column's sort): its keys taken in one pass, sorted, and the output
+        // made from them, with no copy of the lane first.
+        let mut plain = true;
+        keys.extend(a.iter().map(|&v| {
+            plain &= v.plain();
+            v.key() ^ flip
+        }));
+        if plain {
+            if parallel {
+                keys.par_sort_unstable();
+            } else {
+                keys.sort_unstable();
+            }
+            let out: Vec<T> = keys.iter().map(|&k| T::from_key(k ^ flip)).collect();
+            return T::wrap(ArrayD::from_shape_vec(a.raw_dim(), out).expect("n elements"));
+        }
     }
     let mut out = a.clone();
     let mut lane: Vec<T> = Vec::with_capacity(n);

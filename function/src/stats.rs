@@ -171,49 +171,60 @@ fn selected<T: Sortable>(
     method: QuantileMethod,
     nan: bool,
 ) -> ArrayD<T> {
+    if a.ndim() == 1 {
+        // One lane (a column's median): selected in its own copy, which is the output.
+        let mut lane: Vec<T> = a.iter().copied().collect();
+        select_lane(&mut lane, qs, method, nan);
+        return ArrayD::from_shape_vec(a.raw_dim(), lane).expect("n elements");
+    }
     let mut out = a.to_owned();
     let mut lane: Vec<T> = Vec::with_capacity(a.shape()[axis]);
-    let mut at: Vec<usize> = Vec::with_capacity(2 * qs.len());
     for mut o in out.lanes_mut(Axis(axis)) {
         lane.clear();
         lane.extend(o.iter().copied());
-        // NaNs (floats only) to the end, the numbers before them.
-        let mut valid = lane.len();
-        let mut i = 0;
-        while i < valid {
-            if lane[i].to_f64().is_nan() {
-                valid -= 1;
-                lane.swap(i, valid);
-            } else {
-                i += 1;
-            }
-        }
-        // A lane holding a NaN gives NaN unless NaNs are left out: nothing to select.
-        if valid == lane.len() || nan {
-            at.clear();
-            for &q in qs {
-                if valid == 0 {
-                    break;
-                }
-                match quantile_point(valid, q, method) {
-                    Point::At(i) => at.push(i),
-                    Point::Lerp(i, j, _) | Point::Mean(i, j) => at.extend([i, j]),
-                }
-            }
-            at.sort_unstable();
-            at.dedup();
-            // Each position selected in what lies after the one before it.
-            let mut lo = 0;
-            for &p in &at {
-                lane[lo..valid].select_nth_unstable_by(p - lo, |x, y| x.order(y));
-                lo = p + 1;
-            }
-        }
+        select_lane(&mut lane, qs, method, nan);
         for (o, v) in o.iter_mut().zip(&lane) {
             *o = *v;
         }
     }
     out
+}
+
+/// One lane of [`selected`], in place.
+fn select_lane<T: Sortable>(lane: &mut [T], qs: &[f64], method: QuantileMethod, nan: bool) {
+    // NaNs (floats only) to the end, the numbers before them.
+    let mut valid = lane.len();
+    let mut i = 0;
+    while i < valid {
+        if lane[i].to_f64().is_nan() {
+            valid -= 1;
+            lane.swap(i, valid);
+        } else {
+            i += 1;
+        }
+    }
+    // A lane holding a NaN gives NaN unless NaNs are left out: nothing to select.
+    if valid != lane.len() && !nan {
+        return;
+    }
+    let mut at: Vec<usize> = Vec::with_capacity(2 * qs.len());
+    for &q in qs {
+        if valid == 0 {
+            break;
+        }
+        match quantile_point(valid, q, method) {
+            Point::At(i) => at.push(i),
+            Point::Lerp(i, j, _) | Point::Mean(i, j) => at.extend([i, j]),
+        }
+    }
+    at.sort_unstable();
+    at.dedup();
+    // Each position selected in what lies after the one before it.
+    let mut lo = 0;
+    for &p in &at {
+        lane[lo..valid].select_nth_unstable_by(p - lo, |x, y| x.order(y));
+        lo = p + 1;
+    }
 }
 
 fn quantile_t<T: Sortable>(

@@ -365,6 +365,14 @@ pub enum NodeOp {
         weights: Option<NodeId>,
         bins: u64,
     },
+    /// The distinct values of `x` (flattened; not complex) and their counts, as an int64
+    /// [cap + 1, 3] table in one block (see
+    /// [`Kernel::DistinctCounts`](nums_layout::batch::Kernel::DistinctCounts)): a sum over
+    /// x's blocks. `unique` reads it back and falls back to a sort past `cap` values.
+    DistinctCounts {
+        x: NodeId,
+        cap: u64,
+    },
     /// NumPy's bincount of the 1-D `x` (weighted by `weights`) into this node's length:
     /// a sum over x's blocks.
     Bincount {
@@ -475,6 +483,7 @@ impl NodeOp {
             | NodeOp::SortCount { x, .. }
             | NodeOp::Quantile { x, .. }
             | NodeOp::Fft { x, .. }
+            | NodeOp::DistinctCounts { x, .. }
             | NodeOp::CholeskyBlocked { x } => vec![*x],
             NodeOp::Histogram {
                 x, lo, hi, weights, ..
@@ -534,6 +543,7 @@ impl NodeOp {
             | NodeOp::SortCount { x, .. }
             | NodeOp::Quantile { x, .. }
             | NodeOp::Fft { x, .. }
+            | NodeOp::DistinctCounts { x, .. }
             | NodeOp::CholeskyBlocked { x } => *x = f(*x),
             NodeOp::Histogram {
                 x, lo, hi, weights, ..

@@ -523,7 +523,8 @@ impl<'g> BlockWork<'g> {
             | NodeOp::Gather { .. }
             | NodeOp::Quantile { .. }
             | NodeOp::Histogram { .. }
-            | NodeOp::Bincount { .. } => sorting::work(&o),
+            | NodeOp::Bincount { .. }
+            | NodeOp::DistinctCounts { .. } => sorting::work(&o),
             NodeOp::Transpose { .. }
             | NodeOp::Rechunk { .. }
             | NodeOp::Concat { .. }

@@ -213,6 +213,13 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                 cx,
             )
         }
+        NodeOp::DistinctCounts { x, cap } => {
+            let gx = &cx.w.grids[*x];
+            let terms = (0..gx.iter().product::<u64>())
+                .map(|k| cx.b(*x, &unravel(k, gx)))
+                .collect();
+            reduce_or_fill(Kernel::DistinctCounts { cap: *cap }, 1, terms, output, cx)
+        }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
 }

@@ -524,6 +524,24 @@ pub enum Kernel {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         weighted: bool,
     },
+    /// Terms (a block of bools, ints or floats: not complex): the distinct values and how
+    /// often each occurs, as an int64 [cap + 1, 3] table. Row 0 is `[k, 0, 0]`, rows 1..=k
+    /// `[key, count, bits]` in NumPy's sort order (a value's key is its place in that
+    /// order, as the function's `order::Sortable::key` makes it: all NaNs one value, -0.0
+    /// equal to 0.0; `bits` are the first such element's, in term order), the rest zeros;
+    /// `k` is -1 when there are more than `cap` distinct values (the table is then
+    /// empty). `unique` with few distinct values: a hash count, no sort. Partials combine
+    /// by [`Kernel::DistinctMerge`].
+    DistinctCounts {
+        /// The most distinct values the table holds.
+        cap: u64,
+    },
+    /// Terms (tables of [`Kernel::DistinctCounts`], in order): one table of them all (the
+    /// counts of a value added, its first element the first table's).
+    DistinctMerge {
+        /// The most distinct values the table holds.
+        cap: u64,
+    },
     /// Terms (a block of values, the block of a 1-D bool mask along `axis` beside it,
     /// the 1-element int64 block holding how many elements the mask's blocks before it
     /// select): the selected slices along `axis` that fall in the output block, in place,
@@ -906,6 +924,9 @@ impl Kernel {
                 axes: vec![],
             },
             Kernel::Compress { .. } | Kernel::Gather { .. } => Kernel::Overlay,
+            Kernel::DistinctCounts { cap } | Kernel::DistinctMerge { cap } => {
+                Kernel::DistinctMerge { cap: *cap }
+            }
             _ => Kernel::Reduce {
                 op: ReduceOp::Sum,
                 axes: vec![],

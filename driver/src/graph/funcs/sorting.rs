@@ -16,6 +16,7 @@
 use super::*;
 use nums_function::memory::{BASE_MEMORY, TaskBlocks, task_peak};
 use nums_function::order::{merge_scratch, sort_scratch};
+use nums_layout::batch::Kernel;
 
 const SORT: &[&str] = &["a", "axis", "kind", "order", "stable", "descending"];
 const PARTITION: &[&str] = &["a", "kth", "axis", "kind", "order"];
@@ -1149,6 +1150,11 @@ impl<'a> Builder<'a> {
         let m = self.meta(x).clone();
         let n = m.len();
         let flat = self.reshape(x, &[n]);
+        if !(want_index || want_inverse || m.dtype.is_complex() || n == 0)
+            && let Some(u) = self.unique_by_counts(flat, equal_nan, want_counts)
+        {
+            return Ok(u);
+        }
         let sorted = self.sort_along(flat, 0, false, false, pos)?;
         // A value starts where it differs from the one before (the first always does).
         let first = self.add(
@@ -1261,6 +1267,72 @@ impl<'a> Builder<'a> {
             values,
             index,
             inverse,
+            counts,
+        })
+    }
+}
+
+/// The most distinct values `unique` counts by hashing ([`Builder::unique_by_counts`]):
+/// their table (24 bytes a value) is read back by the driver, as a sort's sample is.
+const DISTINCT_CAP: u64 = 1024;
+
+impl Builder<'_> {
+    /// unique's values (and counts) of the non-empty 1-D `flat` by a hash count of its
+    /// blocks, no sort: their table is computed first (a stage) and read back; None when
+    /// the values are more than [`DISTINCT_CAP`] (or, with `equal_nan` false, NaNs that
+    /// are each their own value): then they are sorted. Until the table is known, the
+    /// values are assumed as many as can be.
+    fn unique_by_counts(
+        &mut self,
+        flat: NodeId,
+        equal_nan: bool,
+        want_counts: bool,
+    ) -> Option<Unique> {
+        let m = self.meta(flat).clone();
+        let rows = vec![DISTINCT_CAP + 1, 3];
+        let table = self.add(
+            ArrayMeta::new(rows.clone(), rows, DType::Int64),
+            NodeOp::DistinctCounts {
+                x: flat,
+                cap: DISTINCT_CAP,
+            },
+        );
+        let entries = match self.values.get(&table) {
+            Some(t) => nums_function::distinct::distinct_entries(t, m.dtype).ok()??,
+            None => {
+                self.need_values.get_or_insert(table);
+                let k = m.len().min(DISTINCT_CAP) as usize;
+                vec![(Scalar::Int(0), 0); k]
+            }
+        };
+        let nan_apart = !equal_nan
+            && entries
+                .iter()
+                .any(|(v, c)| *c > 1 && matches!(v, Scalar::Float(f) if f.is_nan()));
+        if nan_apart {
+            return None;
+        }
+        let mut constant = |values: Vec<Scalar>, dtype: DType| {
+            let k = values.len() as u64;
+            self.add(
+                ArrayMeta::new(vec![k], vec![k.max(1)], dtype),
+                NodeOp::Dense {
+                    kernel: Kernel::Constant { values },
+                    xs: vec![],
+                },
+            )
+        };
+        let values = constant(entries.iter().map(|e| e.0).collect(), m.dtype);
+        let counts = want_counts.then(|| {
+            constant(
+                entries.iter().map(|e| Scalar::Int(e.1)).collect(),
+                DType::Int64,
+            )
+        });
+        Some(Unique {
+            values,
+            index: None,
+            inverse: None,
             counts,
         })
     }

@@ -471,15 +471,25 @@ fn cov(s: &mut Builder, b: &Bound) -> Result<NodeId, EvalError> {
     };
     let n = s.meta(x).shape[1] as f64;
     let fact = (n - ddof).max(0.0);
-    let avg = s.mean(x, vec![1], true, false, b.pos)?;
+    // Observations along axis 0 as given (`rowvar=False` on a column-per-variable array,
+    // the usual case): centred and multiplied as they are blocked, row blocks, never
+    // transposed (a transposed copy of every block cost more than the products).
+    let (x, obs, var) = match s.g.nodes[x].op {
+        NodeOp::Transpose { x: src, .. } => (src, 0, 1),
+        _ => (x, 1, 0),
+    };
+    let avg = s.mean(x, vec![obs], true, false, b.pos)?;
     let xc = s.elementwise2(BinaryOp::Sub, Val::Arr(x), Val::Arr(avg), b.pos)?;
     let xc = s.node(xc, b.pos)?;
-    let mut xt = Val::Arr(s.transpose(xc, vec![1, 0]));
+    let mut xr = Val::Arr(xc);
     if dtype.is_complex() {
-        xt = s.unary(UnaryOp::Conj, xt, b.pos)?;
+        xr = s.unary(UnaryOp::Conj, xr, b.pos)?;
     }
-    let xt = s.node(xt, b.pos)?;
-    let c = s.matmul(xc, xt, b.pos)?;
+    let xr = s.node(xr, b.pos)?;
+    // c[i, k] = sum over observations j of xc[i, j] * conj(xc[k, j]), as NumPy's
+    // `dot(X, X.T.conj())`.
+    let subscripts = if var == 0 { "ij,kj->ik" } else { "ji,jk->ik" };
+    let c = s.einsum(subscripts, vec![xc, xr], b.pos)?;
     let c = s.elementwise2(BinaryOp::Div, c, Val::Num(Scalar::Float(fact)), b.pos)?;
     s.node(c, b.pos)
 }
