@@ -18,7 +18,9 @@ use rustfft::{FftDirection, FftNum, FftPlanner};
 
 /// The transform `kind` of `x`'s lanes along `axis`, times `scale` (then the twiddle), in
 /// dtype `out` (complex, or a real inverse's float), the output block of `out_shape` at
-/// `origin` in its array.
+/// `origin` in its array. (The fields of `Kernel::Fft` and the output block's geometry,
+/// as the kernel dispatch has them.)
+#[allow(clippy::too_many_arguments)]
 pub fn fft(
     x: &Block,
     kind: FftKind,
@@ -212,7 +214,7 @@ impl Lanes<'_> {
                             // NumPy's c2r ignores these imaginary parts; realfft refuses
                             // them (they make no real signal).
                             lane[0].im = T::zero();
-                            if n_out % 2 == 0 {
+                            if n_out.is_multiple_of(2) {
                                 lane[n_in - 1].im = T::zero();
                             }
                             plan.process_with_scratch(lane, res, scratch)?;

@@ -364,12 +364,12 @@ fn transform(
     // The input's length along the axis: n, or an inverse real transform's n / 2 + 1.
     let want = if t == Transform::Irfft { n / 2 + 1 } else { n };
     // An axis in one block stays in one (NumPy's n pads it at most to what is asked).
-    let one_block = m.grid()[axis] <= 1 || m.len() == 0;
+    let one_block = m.grid()[axis] <= 1 || m.is_empty();
     let x = fit_length(s, x, axis, want, b.pos)?;
     let inverse = matches!(t, Transform::Ifft | Transform::Irfft);
     let scale = norm.scale(n, inverse);
     let m = s.meta(x).clone();
-    if one_block || m.grid()[axis] <= 1 || m.len() == 0 {
+    if one_block || m.grid()[axis] <= 1 || m.is_empty() {
         let kind = match t {
             Transform::Fft => FftKind::Forward,
             Transform::Ifft => FftKind::Inverse,
@@ -578,7 +578,7 @@ fn across_blocks(
 /// The factor pair N1 x N2 = n closest to a square (N1 >= N2); N2 = 1 for a prime.
 fn factor_pair(n: u64) -> (u64, u64) {
     let mut d = (n as f64).sqrt() as u64;
-    while d > 1 && (d * d > n || n % d != 0) {
+    while d > 1 && (d * d > n || !n.is_multiple_of(d)) {
         d -= 1;
     }
     let d = d.max(1);

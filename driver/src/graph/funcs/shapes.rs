@@ -711,7 +711,10 @@ fn resize(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let m = s.meta(a).clone();
     let n = m.len();
     if n == 0 {
-        let dims = shape.iter().map(|&d| Val::Num(Scalar::Int(d as i64))).collect();
+        let dims = shape
+            .iter()
+            .map(|&d| Val::Num(Scalar::Int(d as i64)))
+            .collect();
         return s.apply(
             "zeros",
             &[

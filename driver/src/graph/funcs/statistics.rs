@@ -1268,7 +1268,10 @@ fn polyfit(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let order = deg + 1;
     let lhs = s.apply(
         "vander",
-        &[("x", Val::Arr(x)), ("N", Val::Num(Scalar::Int(order as i64)))],
+        &[
+            ("x", Val::Arr(x)),
+            ("N", Val::Num(Scalar::Int(order as i64))),
+        ],
         b.pos,
     )?;
     let mut lhs = s.node(lhs, b.pos)?;
@@ -1293,15 +1296,22 @@ fn polyfit(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let l = s.elementwise2(BinaryOp::Div, Val::Arr(lhs), Val::Arr(scale), b.pos)?;
     let rcond = match b.num("rcond")? {
         Some(v) => v.as_f64(),
-        None => m as f64 * if s.meta(x).dtype == DType::Float32 {
-            f32::EPSILON as f64
-        } else {
-            f64::EPSILON
-        },
+        None => {
+            m as f64
+                * if s.meta(x).dtype == DType::Float32 {
+                    f32::EPSILON as f64
+                } else {
+                    f64::EPSILON
+                }
+        }
     };
     let fit = s.apply(
         "lstsq",
-        &[("a", l), ("b", Val::Arr(rhs)), ("rcond", Val::Num(Scalar::Float(rcond)))],
+        &[
+            ("a", l),
+            ("b", Val::Arr(rhs)),
+            ("rcond", Val::Num(Scalar::Float(rcond))),
+        ],
         b.pos,
     )?;
     let Val::Tuple(mut parts) = fit else {
