@@ -608,9 +608,10 @@ impl FitPlan {
             let k = u64::from(if at_most { s.at_most } else { s.times });
             let pr = crate::plan::projection_warm(job, &s.plan);
             t.invocations += k * s.plan.batches.len() as u64;
-            t.tasks += k * (s.plan.batches.iter())
-                .map(|b| b.num_tasks() as u64)
-                .sum::<u64>();
+            t.tasks += k
+                * (s.plan.batches.iter())
+                    .map(|b| b.num_tasks() as u64)
+                    .sum::<u64>();
             t.bytes_read += k * s.plan.bytes_read();
             t.bytes_written += k * s.plan.bytes_written();
             t.wall_seconds += k as f64 * pr.wall_seconds;

@@ -29,8 +29,9 @@ pub struct Update {
     /// What a person calls the stage that runs (`main`, `CSV count`, `fit: Newton`,
     /// `export y`); empty before the first.
     pub stage: String,
-    /// Block tasks done, of `tasks_total` (every stage: those run, running and expected).
+    /// Block tasks done.
     pub tasks_done: u64,
+    /// Block tasks of every stage: those run, the one running and those expected.
     pub tasks_total: u64,
     /// Invocations that answered (each batch's winning one).
     pub invocations_done: u64,
@@ -67,7 +68,7 @@ impl Update {
 }
 
 /// Seconds as a person reads an ETA: `4s`, `2m 05s`, `1h 02m`.
-pub fn eta_words(s: f64) -> String {
+pub(crate) fn eta_words(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
     match s {
         0..60 => format!("{s}s"),
@@ -78,7 +79,7 @@ pub fn eta_words(s: f64) -> String {
 
 /// Where the progress goes.
 #[derive(Clone, Default)]
-pub enum Show {
+pub(crate) enum Show {
     /// Nowhere.
     #[default]
     Off,
@@ -104,13 +105,13 @@ impl std::fmt::Debug for Show {
 
 /// The environment variable that forces the progress on (`1`: a bar on a terminal, lines
 /// on a pipe) or off (`0`), for the command line and the Python package alike.
-pub const PROGRESS_ENV: &str = "NUMS_CLOUD_PROGRESS";
+pub(crate) const PROGRESS_ENV: &str = "NUMS_CLOUD_PROGRESS";
 
 impl Show {
     /// What standard error shows: a bar on a terminal when `default` (the front end's own
     /// choice), unless `NUMS_CLOUD_PROGRESS` says otherwise (`1`: a bar on a terminal,
     /// lines elsewhere; `0`: nothing).
-    pub fn on_stderr(default: bool) -> Show {
+    pub(crate) fn on_stderr(default: bool) -> Show {
         // As the Python package reads it: empty is unset.
         let forced = (std::env::var(PROGRESS_ENV).ok())
             .filter(|v| !v.trim().is_empty())
@@ -122,7 +123,7 @@ impl Show {
     }
 
     /// A bar on a terminal when `show`; on a pipe, lines when `lines`, else nothing.
-    pub fn stderr(show: bool, lines: bool) -> Show {
+    pub(crate) fn stderr(show: bool, lines: bool) -> Show {
         use std::io::IsTerminal;
         match (show, std::io::stderr().is_terminal(), lines) {
             (false, ..) => Show::Off,
@@ -203,7 +204,8 @@ impl Running {
                 .sum();
             // Never past nine tenths of what has not answered.
             let open = self.tasks.saturating_sub(self.done) as f64;
-            self.done.max((projected.min(self.done as f64 + 0.9 * open)) as u64)
+            self.done
+                .max((projected.min(self.done as f64 + 0.9 * open)) as u64)
         };
         guess.min(self.tasks)
     }
@@ -236,7 +238,10 @@ impl State {
         let ahead_s: f64 = self.ahead.values().map(|e| e.seconds).sum();
         let running = self.stage.as_ref().map_or(0, |r| r.tasks);
         let total = self.before + running + ahead_tasks;
-        self.shown = self.shown.max(self.before + done).min(total.max(self.shown));
+        self.shown = self
+            .shown
+            .max(self.before + done)
+            .min(total.max(self.shown));
         let in_flight: u64 = (self.stage.iter())
             .flat_map(|r| r.running.values())
             .map(|r| r.1)

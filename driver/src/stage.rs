@@ -23,9 +23,9 @@ use crate::dispatch::{DispatchError, Dispatched, InvokeError, Sent};
 use crate::graph::{self, Graph, NodeOp};
 use crate::human::plural;
 use crate::invocation::Invocation;
-use crate::reports::Heard;
 use crate::job::Job;
 use crate::report::FitReport;
+use crate::reports::Heard;
 use crate::runs::Run;
 use crate::sched::{Plan, PlannedBatch};
 use crate::tasks;
@@ -424,8 +424,7 @@ impl<'a> Stages<'a> {
             crate::cost::project(model, workers, mb, &planned, 0, 0).timeline
         };
         // What local function processes report while the stage's invocations run.
-        let listening = (todo.first())
-            .and_then(|b| self.backend.listen(&b.batch().job_prefix));
+        let listening = (todo.first()).and_then(|b| self.backend.listen(&b.batch().job_prefix));
         self.observer.on_stage_start(&StageStart {
             stage: name,
             to_run: todo.len() as u64,

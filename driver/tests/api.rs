@@ -990,13 +990,10 @@ async fn progress_moves_with_tasks_before_invocations_answer() {
     let d = Dir::new("progress");
     let seen: Arc<Mutex<Vec<nums_cloud::api::ProgressUpdate>>> = Arc::default();
     let keep = seen.clone();
-    let s = d
-        .session()
-        .workers(2)
-        .progress_to(
-            move |u| keep.lock().unwrap().push(u.clone()),
-            std::time::Duration::ZERO,
-        );
+    let s = d.session().workers(2).progress_to(
+        move |u| keep.lock().unwrap().push(u.clone()),
+        std::time::Duration::ZERO,
+    );
     // 8 row blocks of 2,000 x 100 float64 (1.6 MB each), over 2 workers.
     let x = s.random_normal(&[16_000, 100], 7).block(&[2_000, 100]);
     s.persist(&x).await.unwrap();

@@ -90,7 +90,11 @@ pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
 
 /// [`handle`], each finished task told to `live` (a local function process's progress
 /// reports, [`live::report`]).
-pub async fn handle_live(batch: &Batch, store: &Store, live: &live::Live) -> Result<Stats, FnError> {
+pub async fn handle_live(
+    batch: &Batch,
+    store: &Store,
+    live: &live::Live,
+) -> Result<Stats, FnError> {
     pipeline::handle(batch, store, Outputs::Store, Some(live)).await
 }
 

@@ -119,7 +119,11 @@ mod tests {
 
     #[test]
     fn milestones_are_sixteenths_short_of_the_last() {
-        let at = |total| (1..=total).filter(|&d| milestone(d, total)).collect::<Vec<_>>();
+        let at = |total| {
+            (1..=total)
+                .filter(|&d| milestone(d, total))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(at(4), vec![1, 2, 3]);
         assert_eq!(at(1), Vec::<u64>::new());
         assert_eq!(at(64).len(), 15);

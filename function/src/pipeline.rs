@@ -83,7 +83,7 @@ pub async fn handle(
     // behind the rest.
     let kept = crate::memory::bound_kept_blocks(batch.prefetch_budget / 2);
     let mut p = Pipeline::new(&inv, batch.prefetch_budget - kept);
-    p.live = live;
+    p.told = live;
     let (compute, io) = p.run().await?;
     let intermediate = p.intermediate_bytes_written;
     drop(p);
@@ -189,7 +189,7 @@ struct Pipeline<'a> {
     events: JoinSet<Event>,
     intermediate_bytes_written: u64,
     /// Told of each finished task (a local function process's progress reports).
-    live: Option<&'a Live>,
+    told: Option<&'a Live>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -227,7 +227,7 @@ impl<'a> Pipeline<'a> {
             write_errors: Vec::new(),
             events: JoinSet::new(),
             intermediate_bytes_written: 0,
-            live: None,
+            told: None,
         }
     }
 
@@ -284,7 +284,7 @@ impl<'a> Pipeline<'a> {
                 Err(e) => return Err(self.fail(n, e).await),
             };
             compute += seconds;
-            if let Some(l) = self.live {
+            if let Some(l) = self.told {
                 l.task_done();
             }
             for r in &t.inputs {

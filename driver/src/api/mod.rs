@@ -61,8 +61,8 @@ pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
 pub use crate::graph::{Signature, signatures as functions};
 pub use crate::job::{Backend, ColumnRef as Column, SchedulerKind as Scheduler};
-pub use nums_layout::tier::TierStats;
 pub use crate::progress::Update as ProgressUpdate;
+pub use nums_layout::tier::TierStats;
 
 /// Where [`Session::progress_to`] sends the progress, and how often.
 #[derive(Clone)]
