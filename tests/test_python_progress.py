@@ -6,10 +6,8 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import nums_cloud
