@@ -301,6 +301,9 @@ impl Progress {
         self.inner.stop.store(true, Ordering::Relaxed);
         self.inner.refresh(true);
         if let Some(bar) = &self.inner.bar {
+            // Drawn as it ends (redraws are rate-limited: the last would not show), then
+            // taken off the screen.
+            bar.abandon();
             bar.finish_and_clear();
         }
     }
