@@ -235,7 +235,8 @@ def test_plan_needs_no_credentials_and_projects_wall_time(tmp_path):
 
 def bar_frames(tmp_path, job):
     """Runs `job` on a terminal (a pty) with --stats: the progress bar's frames as
-    (position, total, bytes moved), the report, and the notes on the line under the bar."""
+    (position, total, bytes moved) in block tasks, the report, and the notes on the line
+    under the bar."""
     import pty
     stats = tmp_path / "stats.json"
     pid, fd = pty.fork()
@@ -254,7 +255,7 @@ def bar_frames(tmp_path, job):
     _, status = os.waitpid(pid, 0)
     text = out.decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
-    frames = re.findall(r"(\d+)/(\d+) invocations, ([^\r\n\x1b]*?) moved, ETA ", text)
+    frames = re.findall(r"(\d+)/(\d+) tasks, ([^\r\n\x1b]*?) moved, ETA ", text)
     assert frames, text
     assert all(int(p) <= int(n) for p, n, _ in frames), frames
     notes = re.findall(r"\s{2}(\w+: pass [^\r\n\x1b]*?)\s*\x1b", text)
@@ -263,23 +264,22 @@ def bar_frames(tmp_path, job):
 
 def test_progress_bar_total_covers_every_stage(tmp_path):
     """Under a terminal the bar's total counts the stage that counts the mask's selection
-    per block and the main stage: it ends
-    at N/N with N the invocations the run made, and shows bytes moved and an ETA."""
+    per block and the main stage, in block tasks: it ends at N/N with N the tasks the run
+    made, and shows bytes moved and an ETA."""
     frames, report, _ = bar_frames(tmp_path, mask_job(tmp_path))
     stages = {i["stage"] for i in report["timeline"]}
     assert "main" in stages and any(s.startswith("values-") for s in stages), stages
     last_pos, last_len, moved = frames[-1]
-    assert int(last_pos) == int(last_len) == report["invocations"], (frames, report["invocations"])
+    assert int(last_pos) == int(last_len) == report["tasks"], (frames, report["tasks"])
     assert moved.endswith("B"), frames
     P = X[X[:, 0] > 0]
     assert_close(np.load(tmp_path / "s.npy"), P.sum(axis=0))
 
 
 def test_progress_bar_counts_a_fits_passes(tmp_path):
-    """The bar counts every invocation of a model's fit with the rest of the run: its
-    total starts at the run `plan` projects (the fit's passes as assumed) and ends at the
-    invocations made; a line under it says the pass, the iteration, the loss and the
-    gradient."""
+    """The bar counts every task of a model's fit with the rest of the run: its total
+    starts at the run `plan` projects (the fit's passes as assumed) and ends at the tasks
+    run; a line under it says the pass, the iteration, the loss and the gradient."""
     y = (X[:, :5] @ np.array([1.0, -2.0, 0.5, 0.0, 1.0]) > 0).astype(np.float64)
     np.save(tmp_path / "X.npy", X[:, :5])
     np.save(tmp_path / "y.npy", y)
@@ -287,17 +287,48 @@ def test_progress_bar_counts_a_fits_passes(tmp_path):
               "w": "logistic_regression(X, y, solver='lbfgs', C=1.0, tol=1e-8)"}
     job = tmp_path / "job.toml"
     job.write_text(job_text(arrays, {"w": "w.npy"}, name="fitbar"))
-    planned = json.loads(cli("plan", "--json", job))["schedulers"][0]["run"]["invocations"]
+    planned = json.loads(cli("plan", "--json", job))["schedulers"][0]["run"]["tasks"]
     frames, report, notes = bar_frames(tmp_path, job)
     passes = sum(len(f["passes"]) for f in report["fits"])
     assert passes >= 3 and report["invocations"] > passes, report["fits"]
     last_pos, last_len, _ = frames[-1]
-    assert int(last_pos) == int(last_len) == report["invocations"] == len(report["timeline"]), frames[-3:]
-    # Until the fit ends, the total is the run as planned: never the invocations so far.
+    assert int(last_pos) == int(last_len) == report["tasks"], frames[-3:]
+    # Until the fit ends, the total is the run as planned: never the tasks so far.
     totals = [int(n) for p, n, _ in frames if int(p) > 0]
     assert totals[0] == planned, (planned, frames[:5])
     assert any(re.match(r"w: pass \d+ of \d+ assumed, iteration \d+: loss \S+, largest gradient \S+ \(tol 1e-8\)$", n)
                for n in notes), notes
+
+
+def progress_lines(stderr):
+    """The progress lines `NUMS_CLOUD_PROGRESS=1` writes to a pipe, as (stage, done,
+    total, moved, eta)."""
+    return re.findall(r"^progress: (.+?): (\d+)/(\d+) tasks, (.+?) moved, ETA (\S+(?: \S+)?)", stderr, re.M)
+
+
+def test_progress_is_forced_to_a_pipe_by_the_environment(tmp_path):
+    """`NUMS_CLOUD_PROGRESS=1` writes the progress to standard error when it is a pipe: a
+    line at each stage's start (named as people say it: the mask's `values`, `main`),
+    now and then between, and at the end, in block tasks of the plan's total; the last at
+    N/N with N the tasks the run made, with the bytes moved. Without it a pipe gets none."""
+    job = mask_job(tmp_path)
+    stats = tmp_path / "stats.json"
+    p = run(job, "--stats", stats, env={"NUMS_CLOUD_PROGRESS": "1"})
+    report = json.loads(stats.read_text())
+    lines = progress_lines(p.stderr)
+    assert lines, p.stderr
+    stages = [l[0] for l in lines]
+    assert "values" in stages and "main" in stages, stages
+    assert stages.index("values") < stages.index("main"), stages
+    stage, done, total, moved, eta = lines[-1]
+    assert int(done) == int(total) == report["tasks"], (lines, report["tasks"])
+    assert moved.endswith("B") and moved != "0 B", lines[-1]
+    assert all(int(d) <= int(t) for _, d, t, _, _ in lines), lines
+    assert [int(d) for _, d, _, _, _ in lines] == sorted(int(d) for _, d, _, _, _ in lines), lines
+    # Off: the default on a pipe, and with the variable at 0.
+    for env in ({}, {"NUMS_CLOUD_PROGRESS": "0"}):
+        quiet = run(job, env=env)
+        assert "progress:" not in quiet.stderr, quiet.stderr
 
 
 def test_one_set_of_function_processes_serves_every_stage_of_a_run(tmp_path):

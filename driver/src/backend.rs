@@ -25,6 +25,9 @@ impl LocalEndpoint {
     fn log_dir(&self) -> &Path {
         match *self {}
     }
+    fn reports(&self) -> &std::sync::Arc<crate::reports::Reports> {
+        match *self {}
+    }
 }
 
 /// The functions of one run: nothing runs until [`Backend::start`], and
@@ -111,6 +114,14 @@ impl Backend {
     pub(crate) fn residency(&self) -> Option<&crate::residency::Residency> {
         let local = !self.in_process && self.compute.backend == job::Backend::Local;
         local.then_some(&self.residency)
+    }
+
+    /// Listens for what the functions report of the batches under `job_prefix` while they
+    /// run: the local endpoint's processes do ([`crate::reports`]); Lambda cannot, and
+    /// this process's own run needs no report (`None`).
+    pub(crate) fn listen(&self, job_prefix: &str) -> Option<crate::reports::Listening> {
+        let ep = self.started.get()?.1.as_ref()?;
+        Some(ep.reports().listen(job_prefix))
     }
 
     /// The folder of the local function processes' logs, once they started.

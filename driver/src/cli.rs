@@ -1,7 +1,6 @@
 //! The `nums-cloud` command line: its arguments (clap) and what each command does with
 //! the engine. `src/main.rs` only calls [`main`].
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -448,7 +447,8 @@ async fn run(a: RunArgs, defaults: crate::job::Defaults, verbosity: i8) -> anyho
         keep: a.keep,
         resume: a.resume,
         // With -v the log lines say what the bar would, and would tear it.
-        progress: verbosity == 0 && std::io::stderr().is_terminal(),
+        // A bar on a terminal; NUMS_CLOUD_PROGRESS=1 forces lines on a pipe, 0 nothing.
+        progress: verbosity == 0,
         function_command: None,
         defaults,
         ctrl_c: true,

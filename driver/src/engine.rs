@@ -84,7 +84,7 @@ pub(crate) async fn execute(
     let prefix = stages.prefix()?;
     let plan = stages.plan(&main, &prefix, probes)?;
     stages.planned("main", &plan);
-    stages.expect("main", plan.batches.len() as u64);
+    stages.expect("main", &crate::stage::Expected::of(&stages.cfg, &plan));
     stages.run_plan("main", &main, &plan).await?;
     Ok(Executed {
         graph: g,

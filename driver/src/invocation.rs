@@ -83,6 +83,60 @@ pub(crate) fn assign_slots(inv: &mut [Invocation]) {
     }
 }
 
+/// What a person calls a stage (the timeline's bands, the progress), and whether it is one
+/// of a fit's passes, of which a band counts how many: `main`, `CSV
+/// count`, `export NAME`, `mask`, `values`, a fit's `making X`, `making y` and its passes
+/// (`Newton`, `normal equations`, `gradient`; the first checks y too). `fit` names the fit's node
+/// when a run has more than one.
+pub(crate) fn stage_kind(stage: &str, many_fits: bool) -> (String, bool) {
+    let tail = |p: &str| {
+        stage
+            .strip_prefix(p)
+            .map(|t| t.rsplit_once('-').map_or(t, |(n, _)| n))
+    };
+    if stage == "main" {
+        return ("main".into(), false);
+    }
+    if stage == "projected" {
+        return ("main (projected)".into(), false);
+    }
+    if stage == "csv-count" {
+        return ("CSV count".into(), false);
+    }
+    if let Some(name) = tail("export-") {
+        return (format!("export {name}"), false);
+    }
+    if stage.starts_with("mask-") {
+        return ("mask".into(), false);
+    }
+    if stage.starts_with("values-") {
+        return ("values".into(), false);
+    }
+    if let Some((fit, rest)) = stage.split_once('-')
+        && fit.starts_with("fit")
+    {
+        let fit = if many_fits { fit } else { "fit" };
+        let (what, pass) = match rest {
+            "X" => ("making X".to_string(), false),
+            "y" => ("making y".to_string(), false),
+            // The stage of its own that checked y in runs before the first pass did.
+            "check" => ("check of y".to_string(), false),
+            _ => {
+                let kind = rest.rsplit_once('-').map_or(rest, |(k, _)| k);
+                let kind = match kind {
+                    "newton" => "Newton",
+                    "normal" => "normal equations",
+                    k if k.starts_with("grad") => "gradient",
+                    k => k,
+                };
+                (kind.to_string(), true)
+            }
+        };
+        return (format!("{fit}: {what}"), pass);
+    }
+    (stage.to_string(), false)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

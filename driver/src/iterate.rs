@@ -521,7 +521,7 @@ pub(crate) async fn fit(
         }
     };
     data.stages.note("");
-    data.stages.expect(&data.stage, 0);
+    data.stages.expect(&data.stage, &Default::default());
     // The passes' arrays are of no use after the loop.
     let _ = data.store.delete_prefix(&data.prefix).await;
     Ok((fitted, reports))
@@ -608,6 +608,10 @@ impl FitPlan {
             let k = u64::from(if at_most { s.at_most } else { s.times });
             let pr = crate::plan::projection_warm(job, &s.plan);
             t.invocations += k * s.plan.batches.len() as u64;
+            t.tasks += k
+                * (s.plan.batches.iter())
+                    .map(|b| b.num_tasks() as u64)
+                    .sum::<u64>();
             t.bytes_read += k * s.plan.bytes_read();
             t.bytes_written += k * s.plan.bytes_written();
             t.wall_seconds += k as f64 * pr.wall_seconds;
@@ -622,6 +626,9 @@ impl FitPlan {
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub(crate) struct FitTotals {
     pub invocations: u64,
+    /// Their block tasks (the progress total's unit; not in `plan --json`).
+    #[serde(skip)]
+    pub tasks: u64,
     pub bytes_read: u64,
     pub bytes_written: u64,
     pub wall_seconds: f64,

@@ -57,6 +57,7 @@ pub(crate) mod planview;
 pub(crate) mod progress;
 pub(crate) mod refusal;
 pub(crate) mod report;
+pub(crate) mod reports;
 /// The driver's view of which function process holds which block in memory.
 pub(crate) mod residency;
 pub(crate) mod runs;

@@ -216,6 +216,8 @@ struct Shared {
     stop_servers: watch::Sender<bool>,
     supervisors: std::sync::Mutex<Vec<JoinHandle<()>>>,
     servers: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    /// What the processes report of their invocations as they run.
+    reports: Arc<crate::reports::Reports>,
 }
 
 impl Shared {
@@ -249,6 +251,7 @@ impl LocalEndpoint {
             stop_servers: watch::Sender::new(false),
             supervisors: Default::default(),
             servers: Default::default(),
+            reports: Default::default(),
         });
         let invoke = Router::new()
             .route("/2015-03-31/functions/{name}/invocations", post(invoke))
@@ -273,6 +276,12 @@ impl LocalEndpoint {
     /// Where the function processes' output goes (`slot-N.log`, one per process slot).
     pub fn log_dir(&self) -> &std::path::Path {
         &self.shared.cfg.log_dir
+    }
+
+    /// What the function processes report of their invocations as they run
+    /// (`POST /2018-06-01/runtime/invocation/{id}/progress`), for stages to listen to.
+    pub(crate) fn reports(&self) -> &Arc<crate::reports::Reports> {
+        &self.shared.reports
     }
 
     /// The function processes' log files that hold anything, in slot order.
@@ -369,6 +378,10 @@ async fn start_slot(s: &Arc<Shared>, extra: bool) -> anyhow::Result<()> {
             post(response),
         )
         .route("/2018-06-01/runtime/invocation/{id}/error", post(error))
+        .route(
+            "/2018-06-01/runtime/invocation/{id}/progress",
+            post(progress),
+        )
         .route("/2018-06-01/runtime/init/error", post(init_error))
         .layer(DefaultBodyLimit::max(64 << 20))
         .with_state((s.clone(), slot.clone()));
@@ -489,6 +502,8 @@ async fn invoke(
             }
         }
     };
+    // Before the caller hears the answer: its reports no longer count.
+    s.reports.ended(&id);
     let (body, function_error) = match outcome {
         Outcome::Ok(b) if b.len() > PAYLOAD_LIMIT => (
             error_json(
@@ -661,6 +676,25 @@ async fn error(
         message: field("errorMessage"),
     };
     finish(&slot, &id, outcome)
+}
+
+/// What the slot's invocation `id` has done so far (nums-cloud's addition to the runtime
+/// API; a report of an invocation the slot no longer runs is dropped).
+async fn progress(
+    State((s, slot)): State<(Arc<Shared>, Arc<Slot>)>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> StatusCode {
+    let Ok(p) = serde_json::from_slice::<nums_layout::batch::Progress>(&body) else {
+        return StatusCode::BAD_REQUEST;
+    };
+    let g = slot.inflight.lock().expect("slot");
+    if g.as_ref().is_none_or(|f| f.id != id) {
+        return StatusCode::GONE;
+    }
+    // Under the slot's lock: the invocation cannot end (and be heard to) before this is.
+    s.reports.progress(&id, p);
+    StatusCode::ACCEPTED
 }
 
 async fn init_error(State((_s, slot)): State<(Arc<Shared>, Arc<Slot>)>, body: Bytes) -> StatusCode {

@@ -102,6 +102,8 @@ pub(crate) struct FitStageJson {
 #[derive(Debug, Serialize)]
 pub(crate) struct RunJson {
     pub invocations: u64,
+    /// Their block tasks (what a run's progress counts, the fits' passes as assumed).
+    pub tasks: u64,
     pub projected_wall_seconds: f64,
     pub estimated_gb_seconds: f64,
     pub estimated_cost_usd: f64,
@@ -152,6 +154,7 @@ impl Planned<'_> {
         self.fits.iter().fold(FitTotals::default(), |mut t, f| {
             let f = f.totals(job, at_most);
             t.invocations += f.invocations;
+            t.tasks += f.tasks;
             t.bytes_read += f.bytes_read;
             t.bytes_written += f.bytes_written;
             t.wall_seconds += f.wall_seconds;
@@ -167,6 +170,10 @@ impl Planned<'_> {
         let f = self.fits_total(job, at_most);
         FitTotals {
             invocations: self.main.batches.len() as u64 + f.invocations,
+            tasks: (self.main.batches.iter())
+                .map(|b| b.num_tasks() as u64)
+                .sum::<u64>()
+                + f.tasks,
             bytes_read: self.main.bytes_read() + f.bytes_read,
             bytes_written: self.main.bytes_written() + f.bytes_written,
             wall_seconds: pr.wall_seconds + f.wall_seconds,
@@ -220,6 +227,7 @@ pub(crate) fn json(job: &Job, planned: &[Planned<'_>], provisional: Option<Strin
                     fits: pl.fits.iter().map(|f| fit_json(job, f)).collect(),
                     run: RunJson {
                         invocations: total.invocations,
+                        tasks: total.tasks,
                         projected_wall_seconds: total.wall_seconds,
                         estimated_gb_seconds: total.gb_seconds,
                         estimated_cost_usd: total.usd,

@@ -53,7 +53,10 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
     let started = Instant::now();
     // What the stages measure, and the bar: outside the run's future, so that a failed or
     // interrupted run reports what it measured.
-    let (history, progress) = (History::default(), Progress::new(opts.progress));
+    let (history, progress) = (
+        History::default(),
+        Progress::new(crate::progress::Show::on_stderr(opts.progress)),
+    );
     let observer = (&history, &progress);
     // One backend for every stage of the run, started by the first that needs it.
     let backend = Backend::new(&job.compute, opts.function_command.clone());
@@ -93,7 +96,10 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         &dry_run,
         &checked.probes,
     )?;
-    progress.on_expect("main", main_estimate.batches.len() as u64);
+    progress.on_expect(
+        "main",
+        &crate::stage::Expected::of(&job.engine(), &main_estimate),
+    );
     let fits = crate::iterate::plan_fits(
         job,
         &checked.graph,
@@ -102,7 +108,13 @@ pub async fn run_job(job: Job, opts: &RunOptions) -> anyhow::Result<Report> {
         &dry_run,
     )?;
     for f in &fits {
-        progress.on_expect(&f.stage, f.totals(job, false).invocations);
+        let t = f.totals(job, false);
+        let e = crate::stage::Expected {
+            invocations: t.invocations,
+            tasks: t.tasks,
+            seconds: t.wall_seconds,
+        };
+        progress.on_expect(&f.stage, &e);
     }
     let run = Run::start(
         store,

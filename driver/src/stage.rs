@@ -25,6 +25,7 @@ use crate::human::plural;
 use crate::invocation::Invocation;
 use crate::job::Job;
 use crate::report::FitReport;
+use crate::reports::Heard;
 use crate::runs::Run;
 use crate::sched::{Plan, PlannedBatch};
 use crate::tasks;
@@ -35,6 +36,34 @@ pub(crate) struct StageStart<'a> {
     /// Invocations it sends now, and those a resumed run skips (finished before).
     pub to_run: u64,
     pub skipped: u64,
+    /// The block tasks of the invocations it sends.
+    pub tasks: u64,
+    /// Those invocations as the cost model projects them on the stage's workers (each
+    /// one's start, end and tasks, in seconds from the stage's start).
+    pub projected: &'a [Invocation],
+    /// Its invocations report as they run ([`Observer::on_heard`]): local function
+    /// processes do; Lambda's answer once.
+    pub reported: bool,
+}
+
+/// What the progress total expects of stages not started yet.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Expected {
+    pub invocations: u64,
+    pub tasks: u64,
+    /// Their projected wall time.
+    pub seconds: f64,
+}
+
+impl Expected {
+    /// What `plan` is expected to send, as projected on `cfg`'s workers.
+    pub(crate) fn of(cfg: &EngineConfig, plan: &Plan) -> Expected {
+        Expected {
+            invocations: plan.batches.len() as u64,
+            tasks: plan.batches.iter().map(|b| b.num_tasks() as u64).sum(),
+            seconds: crate::plan::project(cfg, plan, true).wall_seconds,
+        }
+    }
 }
 
 /// A batch of a stage finished: the stats of the invocation that did it, and the memory
@@ -52,13 +81,16 @@ pub(crate) trait Observer: Send + Sync {
     /// Each invocation as it answers (failed ones, retries, backups and late copies too).
     fn on_invocation(&self, _r: &Invocation) {}
     fn on_batch_end(&self, _e: &BatchEnd<'_>) {}
+    /// What a running invocation of stage `stage` reported, or that it ended: always
+    /// before its batch's [`Observer::on_batch_end`].
+    fn on_heard(&self, _stage: &str, _h: &Heard) {}
     /// A stage finished: its dispatcher's counters (retries, throttling, backups).
     fn on_stage_end(&self, _stage: &str, _counters: &Dispatched) {}
     /// What a long stage is at, in words (a fit's iteration, loss and gradient).
     fn on_note(&self, _text: &str) {}
-    /// Invocations still to come in the stages of `what` (`main`, a fit's `fit<N>`) that
-    /// have not started: a progress total that counts them.
-    fn on_expect(&self, _what: &str, _invocations: u64) {}
+    /// What is still to come in the stages of `what` (`main`, a fit's `fit<N>`) that have
+    /// not started: a progress total that counts them.
+    fn on_expect(&self, _what: &str, _e: &Expected) {}
     /// The plan of the stages of `what` (`main`) is made, projected to take `seconds`.
     fn on_planned(&self, _what: &str, _plan: &Plan, _seconds: f64) {}
     /// Node `node`, a model, is fitted.
@@ -79,6 +111,10 @@ impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
         self.0.on_batch_end(e);
         self.1.on_batch_end(e);
     }
+    fn on_heard(&self, stage: &str, h: &Heard) {
+        self.0.on_heard(stage, h);
+        self.1.on_heard(stage, h);
+    }
     fn on_stage_end(&self, stage: &str, counters: &Dispatched) {
         self.0.on_stage_end(stage, counters);
         self.1.on_stage_end(stage, counters);
@@ -87,9 +123,9 @@ impl<A: Observer + ?Sized, B: Observer + ?Sized> Observer for (&A, &B) {
         self.0.on_note(text);
         self.1.on_note(text);
     }
-    fn on_expect(&self, what: &str, invocations: u64) {
-        self.0.on_expect(what, invocations);
-        self.1.on_expect(what, invocations);
+    fn on_expect(&self, what: &str, e: &Expected) {
+        self.0.on_expect(what, e);
+        self.1.on_expect(what, e);
     }
     fn on_planned(&self, what: &str, plan: &Plan, seconds: f64) {
         self.0.on_planned(what, plan, seconds);
@@ -258,8 +294,8 @@ impl<'a> Stages<'a> {
     }
 
     /// Tells the observer what is still to come (see [`Observer::on_expect`]).
-    pub(crate) fn expect(&self, what: &str, invocations: u64) {
-        self.observer.on_expect(what, invocations)
+    pub(crate) fn expect(&self, what: &str, e: &Expected) {
+        self.observer.on_expect(what, e)
     }
 
     /// What the stages' arrays are stored under (see [`Stages::in_run`]).
@@ -379,12 +415,32 @@ impl<'a> Stages<'a> {
             plural(tasks, "task", "tasks"),
             compute.scheduler
         );
+        let model = crate::cost::CostModel::for_config(&self.cfg);
+        let projected = {
+            let planned: Vec<_> = (todo.iter())
+                .map(|b| (b.work(), b.deps.as_slice(), b.projected_peak, b.slot))
+                .collect();
+            let (workers, mb) = (compute.workers, compute.memory_mb);
+            crate::cost::project(model, workers, mb, &planned, 0, 0).timeline
+        };
+        // What local function processes report while the stage's invocations run.
+        let listening = (todo.first()).and_then(|b| self.backend.listen(&b.batch().job_prefix));
         self.observer.on_stage_start(&StageStart {
             stage: name,
             to_run: todo.len() as u64,
             skipped: done.len() as u64,
+            tasks: todo.iter().map(|b| b.num_tasks() as u64).sum(),
+            projected: &projected,
+            reported: listening.is_some(),
         });
+        let hear = || {
+            for h in listening.iter().flat_map(|l| l.drain()) {
+                self.observer.on_heard(name, &h);
+            }
+        };
         let on_done = |k: usize, stats: &Stats| {
+            // Its reports were sent before it answered: they come first.
+            hear();
             let i = pending[k];
             if let Some(run) = journal {
                 run.done(name, i);
@@ -403,7 +459,6 @@ impl<'a> Stages<'a> {
                 allowed_peak: batches[i].projected_peak.max(compute.memory_mb << 20),
             });
         };
-        let model = crate::cost::CostModel::for_config(&self.cfg);
         let on_sent = |s: &Sent<'_>| {
             let i = pending[s.batch];
             let mut r = record(name, i, &batches[i], s, self.t0);
@@ -415,10 +470,22 @@ impl<'a> Stages<'a> {
             b.model = Some(crate::cost::CostModel::for_config(&self.cfg));
         }
         let workers = compute.workers;
-        let result = crate::dispatch::run_batches_observed(
+        let dispatch = crate::dispatch::run_batches_observed(
             invoker, &todo, store, workers, &policy, on_done, on_sent,
-        )
-        .await;
+        );
+        let result = match &listening {
+            None => dispatch.await,
+            Some(l) => {
+                tokio::pin!(dispatch);
+                loop {
+                    tokio::select! {
+                        r = &mut dispatch => break r,
+                        _ = l.heard() => hear(),
+                    }
+                }
+            }
+        };
+        hear();
         if let Some(run) = journal {
             let _ = run.flush().await;
         }

@@ -978,3 +978,46 @@ async fn a_slice_computes_only_what_reaches_it() {
         .fold(0.0, |m: f64, &v| m.max(v));
     assert!(off < 1e-9, "{got} {want}");
 }
+
+/// The progress of a persist of 8 blocks in 2 invocations on local function processes:
+/// task-level updates arrive before either invocation answers (the processes report as
+/// they go), the counts end at the plan's totals (8 tasks, 2 invocations, the bytes the
+/// functions wrote), the stage is named, and an ETA is projected from the start. Asserts
+/// the sequence of updates, not their timing.
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_moves_with_tasks_before_invocations_answer() {
+    use std::sync::{Arc, Mutex};
+    let d = Dir::new("progress");
+    let seen: Arc<Mutex<Vec<nums_cloud::api::ProgressUpdate>>> = Arc::default();
+    let keep = seen.clone();
+    let s = d.session().workers(2).progress_to(
+        move |u| keep.lock().unwrap().push(u.clone()),
+        std::time::Duration::ZERO,
+    );
+    // 8 row blocks of 2,000 x 100 float64 (1.6 MB each), over 2 workers.
+    let x = s.random_normal(&[16_000, 100], 7).block(&[2_000, 100]);
+    s.persist(&x).await.unwrap();
+    let c = s.counts();
+    assert_eq!((c.invocations, c.tasks), (2, 8), "{c:?}");
+    let seen = seen.lock().unwrap().clone();
+    let last = seen.last().expect("updates");
+    assert!(last.finished, "{last:?}");
+    assert_eq!(seen.iter().filter(|u| u.finished).count(), 1);
+    assert_eq!((last.tasks_done, last.tasks_total), (8, 8), "{last:?}");
+    assert_eq!(last.invocations_done, 2);
+    // 12.8 MB of random float64 written, which zstd barely shrinks.
+    assert!(last.bytes_moved > 10_000_000, "{last:?}");
+    assert!(seen.iter().any(|u| u.stage == "main"), "{seen:?}");
+    // Tasks counted while no invocation had answered yet: the reports of the first
+    // invocation to answer came before its answer.
+    assert!(
+        seen.iter()
+            .any(|u| u.invocations_done == 0 && u.tasks_done > 0 && u.tasks_done < 8),
+        "{seen:?}"
+    );
+    // Never back, never past the total; an ETA from the first update of the stage on.
+    assert!(seen.windows(2).all(|w| w[0].tasks_done <= w[1].tasks_done));
+    assert!(seen.iter().all(|u| u.tasks_done <= u.tasks_total));
+    let first = seen.iter().find(|u| u.stage == "main").unwrap();
+    assert!(first.eta_seconds.is_some_and(|e| e > 0.0), "{first:?}");
+}

@@ -55,6 +55,7 @@ const FLOORS: &[&[&str]] = &[
         "models",
         "npy",
         "package",
+        "reports",
         "residency",
         "runs",
         "svg",

@@ -22,6 +22,7 @@ pub mod glm;
 pub mod import;
 pub mod kernels;
 pub mod linalg;
+pub mod live;
 pub mod memory;
 pub mod order;
 pub mod parquet;
@@ -86,14 +87,24 @@ const IO_CONCURRENCY: usize = 16;
 /// Runs one batch against `store` and returns what it measured: the pipeline of
 /// [`pipeline::handle`], bounded by the batch's `prefetch_budget`.
 pub async fn handle(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
-    pipeline::handle(batch, store, Outputs::Store).await
+    pipeline::handle(batch, store, Outputs::Store, None).await
+}
+
+/// [`handle`], each finished task told to `live` (a local function process's progress
+/// reports, [`live::report`]).
+pub async fn handle_live(
+    batch: &Batch,
+    store: &Store,
+    live: &live::Live,
+) -> Result<Stats, FnError> {
+    pipeline::handle(batch, store, Outputs::Store, Some(live)).await
 }
 
 /// [`handle`] for a batch run in the process of the driver that planned it: its outputs
 /// stay in this process's memory tier unwritten where it has room
 /// ([`Outputs::MemoryFirst`]).
 pub async fn handle_here(batch: &Batch, store: &Store) -> Result<Stats, FnError> {
-    pipeline::handle(batch, store, Outputs::MemoryFirst).await
+    pipeline::handle(batch, store, Outputs::MemoryFirst, None).await
 }
 
 /// Where an invocation's output blocks go.

@@ -65,15 +65,25 @@ use nums_layout::batch::{Batch, BlockRef, Stats};
 use nums_layout::{Block, Store, StoredArray};
 use tokio::task::{JoinError, JoinSet};
 
+use crate::live::Live;
 use crate::{Codec, FnError, IO_CONCURRENCY, Invocation, Outputs};
 
 /// Runs one batch as a pipeline bounded by its `prefetch_budget` (see the module docs).
-pub async fn handle(batch: &Batch, store: &Store, outputs: Outputs) -> Result<Stats, FnError> {
+pub async fn handle(
+    batch: &Batch,
+    store: &Store,
+    outputs: Outputs,
+    live: Option<&Live>,
+) -> Result<Stats, FnError> {
     let inv = Invocation::start(batch, store, Codec::Direct, outputs)?;
+    if let Some(l) = live {
+        l.started(&inv.store.counters);
+    }
     // Freed blocks kept for reuse take up to half the headroom; reads ahead and writes
     // behind the rest.
     let kept = crate::memory::bound_kept_blocks(batch.prefetch_budget / 2);
     let mut p = Pipeline::new(&inv, batch.prefetch_budget - kept);
+    p.told = live;
     let (compute, io) = p.run().await?;
     let intermediate = p.intermediate_bytes_written;
     drop(p);
@@ -178,6 +188,8 @@ struct Pipeline<'a> {
     write_errors: Vec<(usize, FnError)>,
     events: JoinSet<Event>,
     intermediate_bytes_written: u64,
+    /// Told of each finished task (a local function process's progress reports).
+    told: Option<&'a Live>,
 }
 
 impl<'a> Pipeline<'a> {
@@ -215,6 +227,7 @@ impl<'a> Pipeline<'a> {
             write_errors: Vec::new(),
             events: JoinSet::new(),
             intermediate_bytes_written: 0,
+            told: None,
         }
     }
 
@@ -271,6 +284,9 @@ impl<'a> Pipeline<'a> {
                 Err(e) => return Err(self.fail(n, e).await),
             };
             compute += seconds;
+            if let Some(l) = self.told {
+                l.task_done();
+            }
             for r in &t.inputs {
                 let u = uses.get_mut(r).expect("counted");
                 *u -= 1;

@@ -112,14 +112,29 @@ pub const SLOT_ENV: &str = "NUMS_LOCAL_SLOT";
 pub const GENERATION_ENV: &str = "NUMS_LOCAL_GENERATION";
 
 /// Runs one batch in this process: its memory tier shrunk first to its share of the
-/// batch's headroom, which the pipeline then does without.
-async fn run(mut batch: Batch, store: &Store) -> Result<Stats, FnError> {
+/// batch's headroom, which the pipeline then does without. Under the local endpoint it
+/// reports its progress as it goes ([`crate::live`]), every report sent before it answers.
+async fn run(mut batch: Batch, store: &Store, request_id: &str) -> Result<Stats, FnError> {
     let p = process();
     let tier = crate::memory::tier_budget(batch.prefetch_budget, p.tier_percent);
     batch.prefetch_budget -= tier;
     // A function process keeps no unwritten block: nothing to write, nothing to fail.
     nums_layout::tier::tier().set_budget(tier).await?;
-    let mut stats = crate::handle(&batch, store).await?;
+    let endpoint = p.slot.and(progress_endpoint(request_id));
+    let mut stats = match endpoint {
+        None => crate::handle(&batch, store).await?,
+        Some(to) => {
+            let (live, heard) = crate::live::Live::new();
+            let total = batch.tasks.len() as u64;
+            let run = async {
+                let r = crate::handle_live(&batch, store, &live).await;
+                drop(live);
+                r
+            };
+            let reports = crate::live::report(heard, &batch.job_prefix, total, &to);
+            tokio::join!(run, reports).0?
+        }
+    };
     stats.process = p.slot;
     stats.process_generation = p.generation;
     Ok(stats)
@@ -128,13 +143,54 @@ async fn run(mut batch: Batch, store: &Store) -> Result<Stats, FnError> {
 async fn invoke(event: LambdaEvent<Payload>) -> Result<Stats, Diagnostic> {
     let run = async {
         let (batch, store) = resolve(event.payload).await?;
-        let stats = run(batch, &store).await;
+        let stats = run(batch, &store, &event.context.request_id).await;
         crate::memory::release_kept_blocks();
         stats
     };
     run.await.map_err(|e| Diagnostic {
         error_type: e.kind().wire_name().to_string(),
         error_message: e.to_string(),
+    })
+}
+
+/// The local endpoint's progress route for invocation `request_id`
+/// (`AWS_LAMBDA_RUNTIME_API`'s `/2018-06-01/runtime/invocation/{id}/progress`).
+struct ProgressRoute {
+    client: &'static lambda_runtime_api_client::Client,
+    path: String,
+}
+
+impl crate::live::Sink for ProgressRoute {
+    async fn send(&self, p: nums_layout::batch::Progress) {
+        let Ok(body) = serde_json::to_vec(&p) else {
+            return;
+        };
+        let req = lambda_runtime_api_client::build_request()
+            .method("POST")
+            .uri(self.path.as_str())
+            .header("Content-Type", "application/json")
+            .body(lambda_runtime_api_client::body::Body::from(body));
+        if let Ok(req) = req {
+            // The endpoint's answer is of no use; a failed report is not the batch's.
+            let _ = self.client.call(req).await;
+        }
+    }
+}
+
+fn progress_endpoint(request_id: &str) -> Option<ProgressRoute> {
+    static CLIENT: std::sync::OnceLock<Option<lambda_runtime_api_client::Client>> =
+        std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        let api = std::env::var("AWS_LAMBDA_RUNTIME_API").ok()?;
+        let uri = format!("http://{api}").parse().ok()?;
+        lambda_runtime_api_client::Client::builder()
+            .with_endpoint(uri)
+            .build()
+            .ok()
+    });
+    Some(ProgressRoute {
+        client: client.as_ref()?,
+        path: format!("/2018-06-01/runtime/invocation/{request_id}/progress"),
     })
 }
 

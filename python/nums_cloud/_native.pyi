@@ -1,6 +1,6 @@
 """Type stubs of nums_cloud._native, the extension module (python/src/lib.rs)."""
 
-from typing import Any, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -53,6 +53,7 @@ class Session:
         memory_mb: Optional[int] = None,
         timeout_seconds: Optional[int] = None,
         progress: Optional[bool] = None,
+        progress_to: Optional[Callable[[dict[str, Any]], None]] = None,
         function_command: Optional[Sequence[str]] = None,
         in_process_bytes: Optional[int] = None,
     ) -> None: ...

@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from . import _native
+from . import _native, _progress
 
 __all__ = ["init", "session", "settings", "close", "ENVIRONMENT"]
 
@@ -164,8 +164,11 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     scheduler : {"lshs", "naive"}, optional
     timeout_seconds : int, optional
     progress : bool, optional
-        A progress bar on standard error for computes on the backend (default: when
-        standard error is a terminal). Computes in this process show none.
+        The progress of computes on the backend (default: in a notebook, or when standard
+        error is a terminal): the stage that runs, block tasks done of the plan's total,
+        store bytes moved and the projected time left. In a notebook an HTML display
+        updated in place; else on standard error, a bar on a terminal or a line now and
+        then elsewhere. Computes in this process show none.
     in_process_mb : float, optional
         Computes whose arrays (read and made) come to at most this many MiB run in this
         process, without function processes (default 16; 0: every compute on the
@@ -197,8 +200,9 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         storage = Path(storage).expanduser().resolve().as_uri()
     if storage is None and args["infra"] is None:
         storage = default_storage()
+    notebook = _progress.in_notebook()
     if args["progress"] is None:
-        args["progress"] = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        args["progress"] = notebook or bool(getattr(sys.stderr, "isatty", lambda: False)())
     # Counts and sizes at least 1, said now rather than at the first compute.
     for name in sorted(_INTS):
         v = args[name]
@@ -215,6 +219,7 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         in_process_bytes=None if mb is None else int(mb * (1 << 20)),
         memory_tier_bytes=None if tier is None else int(tier * (1 << 20)),
         function_command=function_command(),
+        progress_to=_progress.NotebookProgress() if notebook and args["progress"] else None,
         **args,
     )
     s = Session(native)

@@ -6,7 +6,7 @@
 //! Python (`nums_cloud/numpy/`), built on these few types.
 
 use std::future::Future;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use numpy::{PyArray, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
@@ -39,6 +39,9 @@ fn runtime() -> PyResult<&'static tokio::runtime::Runtime> {
 /// How often a compute looks for Ctrl-C (Python's signal handlers run then).
 const SIGNAL_POLL: Duration = Duration::from_millis(50);
 
+/// How often a notebook's progress display is updated (an HTML display redrawn).
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+
 /// Runs `f` to its end with the GIL released, so other Python threads run meanwhile. On
 /// the main thread, Python's signal handlers run every [`SIGNAL_POLL`]: one that raises
 /// (Ctrl-C's `KeyboardInterrupt`) drops `f` — the API then removes what the compute
@@ -57,15 +60,55 @@ where
             let start = tokio::time::Instant::now() + SIGNAL_POLL;
             let mut tick = tokio::time::interval_at(start, SIGNAL_POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            loop {
+            let r = loop {
                 tokio::select! {
                     biased;
-                    r = &mut f => return Ok(r),
-                    _ = tick.tick() => Python::attach(|py| py.check_signals())?,
+                    r = &mut f => break r,
+                    _ = tick.tick() => Python::attach(|py| {
+                        show_progress(py);
+                        py.check_signals()
+                    })?,
                 }
-            }
+            };
+            // The compute's last update.
+            Python::attach(show_progress);
+            Ok(r)
         })
     })
+}
+
+/// The latest progress update of a compute and the Python callable that shows it
+/// (`init(progress=...)`'s notebook display), kept until the thread that waits for the
+/// compute shows it: Python code runs on the caller's thread, with the GIL it polls
+/// signals with, never on the engine's threads.
+type PendingProgress = (Arc<Py<PyAny>>, api::ProgressUpdate);
+static PROGRESS: std::sync::Mutex<Option<PendingProgress>> = std::sync::Mutex::new(None);
+
+/// Hands the latest progress update, if any, to its callable (a dict; an error in the
+/// display is not the compute's, and is written as an unraisable exception).
+fn show_progress(py: Python<'_>) {
+    let pending = PROGRESS.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let Some((f, u)) = pending else {
+        return;
+    };
+    let d = PyDict::new(py);
+    let set = || -> PyResult<()> {
+        d.set_item("stage", &u.stage)?;
+        d.set_item("tasks_done", u.tasks_done)?;
+        d.set_item("tasks_total", u.tasks_total)?;
+        d.set_item("invocations_done", u.invocations_done)?;
+        d.set_item("bytes_moved", u.bytes_moved)?;
+        d.set_item("eta_seconds", u.eta_seconds)?;
+        d.set_item("elapsed_seconds", u.elapsed_seconds)?;
+        d.set_item("note", &u.note)?;
+        d.set_item("finished", u.finished)?;
+        d.set_item("line", u.line())?;
+        f.call1(py, (&d,))?;
+        Ok(())
+    };
+    if let Err(e) = set() {
+        e.write_unraisable(py, None);
+    }
 }
 
 /// The exception class `name` of `nums_cloud._errors`.
@@ -534,7 +577,7 @@ impl PySession {
     #[new]
     #[pyo3(signature = (storage=None, *, infra=None, endpoint=None, backend=None, function=None,
         scheduler=None, workers=None, memory_mb=None, timeout_seconds=None, progress=None,
-        function_command=None, in_process_bytes=None, memory_tier_bytes=None,
+        progress_to=None, function_command=None, in_process_bytes=None, memory_tier_bytes=None,
         function_tier_percent=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -548,6 +591,7 @@ impl PySession {
         memory_mb: Option<u64>,
         timeout_seconds: Option<u64>,
         progress: Option<bool>,
+        progress_to: Option<Py<PyAny>>,
         function_command: Option<Vec<String>>,
         in_process_bytes: Option<u64>,
         memory_tier_bytes: Option<u64>,
@@ -595,6 +639,15 @@ impl PySession {
         }
         if let Some(p) = progress {
             s = s.progress(p);
+        }
+        // A display of the caller's own (a notebook's): shown by the waiting thread.
+        if let Some(f) = progress_to.filter(|_| progress != Some(false)) {
+            let f = Arc::new(f);
+            let keep = move |u: &api::ProgressUpdate| {
+                let mut g = PROGRESS.lock().unwrap_or_else(|p| p.into_inner());
+                *g = Some((f.clone(), u.clone()));
+            };
+            s = s.progress_to(keep, PROGRESS_EVERY);
         }
         if let Some(c) = function_command {
             let c: Vec<&str> = c.iter().map(String::as_str).collect();

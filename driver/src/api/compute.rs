@@ -85,7 +85,14 @@ impl SessionBackend {
     /// one and the compute is not in this process) and the session's counts.
     fn watch<'a>(&self, s: &'a Session) -> Watch<'a> {
         Watch {
-            progress: crate::progress::Progress::new(s.cfg.progress && !self.in_process),
+            progress: crate::progress::Progress::new(match (s.cfg.progress, self.in_process) {
+                (false, _) | (_, true) => crate::progress::Show::Off,
+                (true, false) => match &s.cfg.progress_to {
+                    Some(to) => crate::progress::Show::To(to.0.clone(), to.1),
+                    // Asked for: a bar on a terminal, else lines.
+                    None => crate::progress::Show::stderr(true, true),
+                },
+            }),
             counts: &s.st.counts,
             in_process: self.in_process,
         }
@@ -1123,8 +1130,11 @@ impl crate::stage::Observer for Watch<'_> {
     fn on_note(&self, text: &str) {
         self.progress.on_note(text)
     }
-    fn on_expect(&self, what: &str, invocations: u64) {
-        self.progress.on_expect(what, invocations)
+    fn on_expect(&self, what: &str, e: &crate::stage::Expected) {
+        self.progress.on_expect(what, e)
+    }
+    fn on_heard(&self, stage: &str, h: &crate::reports::Heard) {
+        self.progress.on_heard(stage, h)
     }
 }
 

@@ -62,7 +62,28 @@ pub use crate::graph::Value as GraphValue;
 use crate::graph::{Incremental, NodeId};
 pub use crate::graph::{Signature, signatures as functions};
 pub use crate::job::{Backend, ColumnRef as Column, SchedulerKind as Scheduler};
+pub use crate::progress::Update as ProgressUpdate;
 pub use nums_layout::tier::TierStats;
+
+/// Where [`Session::progress_to`] sends the progress, and how often.
+#[derive(Clone)]
+pub(crate) struct ProgressTo(
+    pub std::sync::Arc<dyn Fn(&ProgressUpdate) + Send + Sync>,
+    pub std::time::Duration,
+);
+
+impl std::fmt::Debug for ProgressTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ProgressTo(.., {:?})", self.1)
+    }
+}
+
+/// The same display: the same function.
+impl PartialEq for ProgressTo {
+    fn eq(&self, o: &ProgressTo) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &o.0) && self.1 == o.1
+    }
+}
 
 /// What this process's memory tier holds and has served ([`Session::memory_tier_bytes`]).
 pub fn memory_tier() -> TierStats {
@@ -84,6 +105,8 @@ pub(crate) struct Config {
     /// The deployment's region (from `from_infra`), which the environment must agree with.
     pub region: Option<String>,
     pub progress: bool,
+    /// Where the progress goes instead of standard error ([`Session::progress_to`]).
+    pub progress_to: Option<ProgressTo>,
     /// Computes whose arrays (read and made) come to at most this many bytes run in this
     /// process ([`Session::in_process_bytes`]).
     pub in_process_bytes: u64,
@@ -537,6 +560,7 @@ impl Session {
             function_binary: None,
             region: None,
             progress: false,
+            progress_to: None,
             in_process_bytes: IN_PROCESS_BYTES,
             memory_tier_bytes: default_memory_tier_bytes(),
             function_tier_percent: nums_function::memory::DEFAULT_TIER_PERCENT.into(),
@@ -727,9 +751,27 @@ impl Session {
         self.set(|c| c.function_tier_percent = percent)
     }
 
-    /// Show a progress bar on standard error while computing (default off).
+    /// Show the progress of computes on the backend while computing (default off): a bar
+    /// on standard error when it is a terminal, else a line now and then; or wherever
+    /// [`Session::progress_to`] sends it. It counts block tasks with the plan's totals and
+    /// store bytes moved, names the stage that runs and projects an ETA.
     pub fn progress(self, show: bool) -> Session {
         self.set(|c| c.progress = show)
+    }
+
+    /// Hands each [`ProgressUpdate`] to `show` instead of standard error (a front end's
+    /// own display, such as a notebook's), at most every `every` and at each stage's
+    /// start and the end; turns the progress on.
+    pub fn progress_to(
+        self,
+        show: impl Fn(&ProgressUpdate) + Send + Sync + 'static,
+        every: std::time::Duration,
+    ) -> Session {
+        let to = ProgressTo(std::sync::Arc::new(show), every);
+        self.set(|c| {
+            c.progress = true;
+            c.progress_to = Some(to)
+        })
     }
 
     pub(crate) fn next(&self) -> u64 {

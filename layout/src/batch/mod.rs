@@ -23,7 +23,7 @@ pub use ops::{
     floor_div_i64, logaddexp, maximum, minimum, mod_i64, nextafter, nextafter_f32, pow_i64,
     unary_compute_dtype,
 };
-pub use wire::{ArrayRef, Batch, BlockRef, PAYLOAD_LIMIT, Payload, Stats, Task};
+pub use wire::{ArrayRef, Batch, BlockRef, PAYLOAD_LIMIT, Payload, Progress, Stats, Task};
 pub use workspace::{
     binary_cast_bytes, cast_bytes, cast_workspace, element_workspace, kernel_workspace,
     workspace_bytes,

@@ -191,6 +191,23 @@ impl Stats {
     }
 }
 
+/// What a running invocation has done so far: a local function process sends it to its
+/// endpoint as it goes (`POST /2018-06-01/runtime/invocation/{id}/progress`, an addition
+/// of nums-cloud's local endpoint to the Lambda Runtime API), so that the driver's
+/// progress moves before the invocation answers. Lambda has no such channel: there the
+/// invocation's [`Stats`] are all the driver hears.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Progress {
+    /// The batch's [`Batch::job_prefix`]: which computation's stage hears it.
+    pub job_prefix: String,
+    /// Tasks finished (their kernels run) so far.
+    pub tasks: u64,
+    /// Store bytes read so far (as [`Stats::bytes_read`] counts them).
+    pub bytes_read: u64,
+    /// Store bytes written so far (as [`Stats::bytes_written`] counts them).
+    pub bytes_written: u64,
+}
+
 /// Lambda's synchronous payload limit, each way.
 pub const PAYLOAD_LIMIT: usize = 6 * 1024 * 1024;
 
