@@ -81,7 +81,7 @@ where
 /// (`init(progress=...)`'s notebook display), kept until the thread that waits for the
 /// compute shows it: Python code runs on the caller's thread, with the GIL it polls
 /// signals with, never on the engine's threads.
-type PendingProgress = (Arc<Py<PyAny>>, api::ProgressUpdate);
+type PendingProgress = (Arc<pyo3::Py<PyAny>>, api::ProgressUpdate);
 static PROGRESS: std::sync::Mutex<Option<PendingProgress>> = std::sync::Mutex::new(None);
 
 /// Hands the latest progress update, if any, to its callable (a dict; an error in the
@@ -591,7 +591,7 @@ impl PySession {
         memory_mb: Option<u64>,
         timeout_seconds: Option<u64>,
         progress: Option<bool>,
-        progress_to: Option<Py<PyAny>>,
+        progress_to: Option<pyo3::Py<PyAny>>,
         function_command: Option<Vec<String>>,
         in_process_bytes: Option<u64>,
         memory_tier_bytes: Option<u64>,
