@@ -462,8 +462,12 @@ _MANAGER = NumsCloudManager()
 def register():
     """Makes the manager known to xarray as ``"nums-cloud"`` in this process, for a package
     that is not installed (entry points come from installed metadata only). Idempotent."""
+    from importlib.metadata import entry_points
+
     from xarray.namedarray.parallelcompat import list_chunkmanagers
 
+    if entry_points(group="xarray.chunkmanagers", name=NAME):
+        return  # installed: xarray loads it from the entry point (importing this module)
     managers = list_chunkmanagers()  # xarray's cached dict: what it looks names up in
     if NAME not in managers:
         managers[NAME] = _MANAGER

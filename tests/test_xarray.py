@@ -1,0 +1,199 @@
+"""xarray on nums-cloud (nums_cloud.xarray, xarray's chunk manager): Datasets written to
+Zarr v2 and v3 by xarray's to_zarr and by zarr-python, in chunks other than nums-cloud's
+default, opened with chunked_array_type="nums-cloud", and xarray's own operations on them
+(mean, std, quantile, groupby, resample, rolling, where, arithmetic, to_zarr and region
+writes) equal to xarray on NumPy; each checked to have run on the engine (the session's
+block tasks grew), not in NumPy. What the engine cannot run (a Python function) is refused
+by name."""
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+xr = pytest.importorskip("xarray")
+zarr = pytest.importorskip("zarr")
+
+import nums_cloud  # noqa: E402
+import nums_cloud.numpy as nps  # noqa: E402
+import nums_cloud.xarray  # noqa: E402,F401  (registers "nums-cloud" without an install)
+
+# Zarr chunks: 25 along time (120 long: a ragged last chunk), 3 along lat.
+ZARR_CHUNKS = (25, 3, 8)
+
+
+def dataset():
+    rng = np.random.default_rng(44)
+    time = pd.date_range("2000-01-01", periods=120, freq="5D")
+    shape = (120, 6, 8)
+    return xr.Dataset(
+        {"t2m": (("time", "lat", "lon"), 280 + 10 * rng.standard_normal(shape)),
+         "u": (("time", "lat", "lon"), rng.standard_normal(shape).astype(np.float32))},
+        coords={"time": time, "lat": np.linspace(-50.0, 50.0, 6),
+                "lon": np.arange(8.0) * 45})
+
+
+@pytest.fixture
+def session(tmp_path):
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
+                        progress=False)
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    """The dataset as Zarr v2 and v3 stores written by xarray, and a v3 one written by
+    zarr-python (arrays with dimension names, coordinates beside them)."""
+    root = tmp_path_factory.mktemp("zarr")
+    ds = dataset()
+    enc = {v: {"chunks": ZARR_CHUNKS} for v in ds.data_vars}
+    out = {}
+    for fmt in (2, 3):
+        path = root / f"xarray-v{fmt}.zarr"
+        ds.to_zarr(path, zarr_format=fmt, encoding=enc, consolidated=False)
+        out[f"xarray-v{fmt}"] = path
+    path = root / "zarr-python-v3.zarr"
+    g = zarr.open_group(path, mode="w", zarr_format=3)
+    for name, var in ds.variables.items():
+        if name == "time":
+            continue
+        a = g.create_array(name, shape=var.shape, dtype=var.dtype,
+                           chunks=ZARR_CHUNKS if var.ndim == 3 else var.shape,
+                           dimension_names=var.dims)
+        a[...] = var.values
+    t = g.create_array("time", shape=(120,), dtype="int64", dimension_names=("time",),
+                       attributes={"units": "days since 2000-01-01", "calendar": "proleptic_gregorian"})
+    t[...] = np.arange(120) * 5
+    out["zarr-python-v3"] = path
+    return out
+
+
+def open_nums(path):
+    return xr.open_zarr(path, chunked_array_type="nums-cloud", consolidated=False)
+
+
+def on_engine(session, f):
+    """``f()`` computed, and the block tasks it sent (the work ran on nums-cloud)."""
+    before = session.counts()["tasks"]
+    r = f()
+    r = r.compute()
+    return r, session.counts()["tasks"] - before
+
+
+OPERATIONS = {
+    "mean": lambda d: d.mean("time"),
+    "std": lambda d: d.std(["lat", "lon"]),
+    # xarray's quantile asks for one chunk along its dimension (apply_ufunc's rule)
+    "quantile": lambda d: d.chunk(time=-1).quantile([0.1, 0.5, 0.9], dim="time"),
+    "groupby-month-mean": lambda d: d.groupby("time.month").mean(),
+    "resample-mean": lambda d: d.resample(time="MS").mean(),
+    "rolling-mean": lambda d: d.rolling(time=3).mean(),
+    "where": lambda d: d.where(d.t2m > 280),
+    "arithmetic": lambda d: (d - d.mean("time")) * 2 + d / 3,
+    "anomalies": lambda d: d.groupby("time.month") - d.groupby("time.month").mean(),
+}
+
+
+@pytest.mark.parametrize("store", ["xarray-v2", "xarray-v3", "zarr-python-v3"])
+@pytest.mark.parametrize("op", list(OPERATIONS))
+def test_operations_equal_xarray_on_numpy(session, stores, store, op):
+    ds = xr.open_zarr(stores[store], consolidated=False).load()
+    nc = open_nums(stores[store])
+    for v in nc.data_vars.values():
+        assert isinstance(v.data, nps.ndarray), v.name
+        # Zarr's own chunking, not nums-cloud's default
+        assert v.chunks == ((25,) * 4 + (20,), (3, 3), (8,)), v.chunks
+    got, tasks = on_engine(session, lambda: OPERATIONS[op](nc))
+    assert tasks > 0, f"{op} sent no block task: it did not run on nums-cloud"
+    want = OPERATIONS[op](ds)
+    # float32 (u) rounds differently where NumPy sums pairwise
+    xr.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    for name, v in want.data_vars.items():
+        assert got[name].dtype == v.dtype, (name, got[name].dtype, v.dtype)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_to_zarr_of_a_result_and_a_region_write_read_back(session, stores, tmp_path, fmt):
+    ds = xr.open_zarr(stores[f"xarray-v{fmt}"], consolidated=False).load()
+    nc = open_nums(stores[f"xarray-v{fmt}"])
+    anom = (nc.t2m - nc.t2m.mean("time")).to_dataset(name="anom")
+    out = tmp_path / "anom.zarr"
+    before = session.counts()["tasks"]
+    anom.to_zarr(out, zarr_format=fmt, consolidated=False)
+    assert session.counts()["tasks"] > before
+    want = (ds.t2m - ds.t2m.mean("time")).to_dataset(name="anom")
+    back = xr.open_zarr(out, consolidated=False).load()
+    xr.testing.assert_allclose(back, want)
+    # A region (whole Zarr chunks along time) written again, from other values.
+    region = slice(50, 100)
+    part = (nc.t2m * 0 - 1).isel(time=region).to_dataset(name="anom").drop_vars(["lat", "lon"])
+    part.to_zarr(out, region={"time": region}, consolidated=False)
+    back = xr.open_zarr(out, consolidated=False).load()
+    want.anom[dict(time=region)] = -1.0
+    xr.testing.assert_allclose(back, want)
+
+
+def test_chunk_and_rechunk_a_numpy_dataset(session):
+    ds = dataset()
+    nc = ds.chunk({"time": 30, "lat": -1}, chunked_array_type="nums-cloud")
+    assert isinstance(nc.t2m.data, nps.ndarray)
+    assert nc.t2m.chunks == ((30,) * 4, (6,), nc.t2m.chunks[2])
+    re = nc.chunk({"time": 50, "lon": 4})
+    assert re.t2m.chunks == ((50, 50, 20), (6,), (4, 4))
+    got, tasks = on_engine(session, lambda: (re - nc).sum())
+    assert tasks > 0
+    xr.testing.assert_allclose(got, (ds - ds).sum())
+    with pytest.raises(ValueError, match="regular"):
+        nc.chunk({"time": (60, 30, 30)})
+
+
+def test_zarr_v3_variables_are_read_by_the_functions(tmp_path, stores):
+    """A variable of a Zarr v3 array is loaded in place: with every compute on the
+    function processes, they read the store's chunks (bytes read), none of it from this
+    process."""
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=256,
+                        progress=False, in_process_mb=0, memory_tier_mb=0)
+    try:
+        nc = open_nums(stores["xarray-v3"])
+        before = s.counts()
+        got = nc.t2m.mean(["lat", "lon"]).compute()
+        after = s.counts()
+        assert after["invocations"] > before["invocations"]
+        assert after["in_process"] == before["in_process"]
+        assert after["bytes_read"] - before["bytes_read"] > 0
+        want = xr.open_zarr(stores["xarray-v3"], consolidated=False).t2m.load()
+        xr.testing.assert_allclose(got, want.mean(["lat", "lon"]))
+    finally:
+        nums_cloud.close()
+
+
+def test_python_functions_are_refused_by_name(session, stores):
+    nc = open_nums(stores["xarray-v3"])
+    # groupby().first() reduces with xarray's nanfirst, a Python function
+    with pytest.raises(NotImplementedError, match="nanfirst"):
+        nc.groupby("time.month").first()
+    # apply_ufunc with a function that would compute values in this process
+    with pytest.raises(NotImplementedError, match="np_sort_in_python"):
+        def np_sort_in_python(a):
+            return np.asarray(a).copy()
+        xr.apply_ufunc(np_sort_in_python, nc.t2m, dask="parallelized",
+                       output_dtypes=[np.float64]).compute()
+    # a function built from NumPy's that the engine has runs on it
+    got = xr.apply_ufunc(lambda a: np.exp(a / 300.0), nc.t2m, dask="parallelized",
+                         output_dtypes=[np.float64]).compute()
+    want = np.exp(xr.open_zarr(stores["xarray-v3"], consolidated=False).t2m.load() / 300.0)
+    xr.testing.assert_allclose(got, want)
+
+
+def test_manager_is_registered_and_chunks_normalize():
+    from xarray.namedarray.parallelcompat import guess_chunkmanager
+
+    m = guess_chunkmanager("nums-cloud")
+    assert isinstance(m, nums_cloud.xarray.NumsCloudManager)
+    assert m.normalize_chunks((4, -1, "auto"), shape=(10, 3, 7), dtype=np.float64,
+                              previous_chunks=((5, 5), (3,), (2, 2, 2, 1))) == (
+        (4, 4, 2), (3,), (2, 2, 2, 1))
+    assert m.normalize_chunks(((3, 3, 1),)) == ((3, 3, 1),)
+    with pytest.raises(ValueError, match="regular"):
+        m.normalize_chunks(((2, 3),), shape=(5,))
