@@ -113,6 +113,42 @@ def test_operations_equal_xarray_on_numpy(session, stores, store, op):
         assert got[name].dtype == v.dtype, (name, got[name].dtype, v.dtype)
 
 
+# More of xarray's operations (the guide's list), on one store.
+MORE = {
+    "count-skipna": lambda d: d.where(d.t2m > 280).count("time"),
+    "mean-skipna": lambda d: d.where(d.t2m > 280).mean("time"),
+    "median": lambda d: d.median("time"),
+    "var-ddof": lambda d: d.var("time", ddof=1),
+    "max-argmax": lambda d: d.t2m.max("lat") + d.t2m.argmax("time"),
+    "fillna-clip-round": lambda d: d.where(d.t2m > 280).fillna(0).clip(-1, 300).round(2),
+    "groupby-median": lambda d: d.groupby("time.month").median(),
+    "groupby-std": lambda d: d.groupby("time.season").std(),
+    "groupby-quantile": lambda d: d.chunk(time=-1).groupby("time.season").quantile(0.5),
+    "groupby_bins": lambda d: d.t2m.groupby_bins("lat", [-60, -10, 10, 60]).mean(),
+    "resample-max": lambda d: d.resample(time="QS").max(),
+    "rolling-std-center": lambda d: d.rolling(time=5, center=True).std(),
+    "rolling-sum-min-periods": lambda d: d.rolling(lat=2, min_periods=1).sum(),
+    "coarsen": lambda d: d.coarsen(time=10, boundary="trim").mean(),
+    "cumsum-diff": lambda d: d.cumsum("time").diff("time"),
+    "polyfit": lambda d: d.t2m.polyfit("lat", 1).polyfit_coefficients,
+    "corr": lambda d: xr.corr(d.t2m, d.u, dim="time"),
+    "integrate": lambda d: d.integrate("lat"),
+    "shift-roll-pad": lambda d: d.shift(time=2) + d.roll(time=3) + d.pad(time=(1, 0)).isel(time=slice(1, None)),
+    "concat-sortby-isel": lambda d: xr.concat([d, d], dim="time").sortby("lat", ascending=False).isel(time=[3, 1, 150]),
+    "stack-transpose": lambda d: d.transpose("lon", "lat", "time").stack(p=("lat", "lon")),
+    "ufunc": lambda d: np.exp(abs(d.u)) + np.sqrt(d.t2m),
+    "map_blocks": lambda d: xr.map_blocks(lambda b: b * 2 - 1, d),
+}
+
+
+@pytest.mark.parametrize("op", list(MORE))
+def test_more_operations_equal_xarray_on_numpy(session, stores, op):
+    ds = xr.open_zarr(stores["xarray-v3"], consolidated=False).load()
+    got, tasks = on_engine(session, lambda: MORE[op](open_nums(stores["xarray-v3"])))
+    assert tasks > 0, f"{op} sent no block task: it did not run on nums-cloud"
+    xr.testing.assert_allclose(got, MORE[op](ds), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("fmt", [2, 3])
 def test_to_zarr_of_a_result_and_a_region_write_read_back(session, stores, tmp_path, fmt):
     ds = xr.open_zarr(stores[f"xarray-v{fmt}"], consolidated=False).load()
