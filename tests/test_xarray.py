@@ -238,3 +238,41 @@ def test_manager_is_registered_and_chunks_normalize():
     assert m.normalize_chunks(((3, 3, 1),)) == ((3, 3, 1),)
     with pytest.raises(ValueError, match="regular"):
         m.normalize_chunks(((2, 3),), shape=(5,))
+
+
+def test_a_zarr_store_on_s3_is_read_in_place_and_written(garage, monkeypatch):
+    """A dataset on S3 (Garage), opened through zarr's obstore store: its variables are
+    loaded in place from the bucket by an S3 session at the same endpoint, and a result
+    written back to the bucket by to_zarr reads back as xarray on NumPy computes it."""
+    obstore = pytest.importorskip("obstore")
+    from zarr.storage import ObjectStore
+
+    for k, v in garage.env().items():
+        monkeypatch.setenv(k, v)
+
+    def bucket(prefix):
+        return ObjectStore(obstore.store.S3Store(
+            garage.bucket, prefix=prefix, endpoint=garage.endpoint, region=garage.region,
+            client_options={"allow_http": True}))
+
+    ds = dataset()
+    ds.to_zarr(bucket("xarray/in.zarr"), zarr_format=3, consolidated=False,
+               encoding={v: {"chunks": ZARR_CHUNKS} for v in ds.data_vars})
+    s = nums_cloud.init(storage=f"s3://{garage.bucket}/xarray/session",
+                        endpoint=garage.endpoint, workers=2, memory_mb=256, progress=False)
+    try:
+        nc = xr.open_zarr(bucket("xarray/in.zarr"), chunked_array_type="nums-cloud",
+                          consolidated=False)
+        # in place: values written to the bucket after open are what the compute reads
+        z = zarr.open_array(bucket("xarray/in.zarr"), path="t2m", mode="r+")
+        z[...] = z[...] + 1.0
+        ds["t2m"] = ds.t2m + 1.0
+        anom = nc.groupby("time.month") - nc.groupby("time.month").mean()
+        before = s.counts()["tasks"]
+        anom.to_zarr(bucket("xarray/anom.zarr"), zarr_format=3, consolidated=False)
+        assert s.counts()["tasks"] > before
+        back = xr.open_zarr(bucket("xarray/anom.zarr"), consolidated=False).load()
+        want = ds.groupby("time.month") - ds.groupby("time.month").mean()
+        xr.testing.assert_allclose(back, want, rtol=1e-5, atol=1e-5)
+    finally:
+        nums_cloud.close()

@@ -400,19 +400,28 @@ def _unwrap(data):
     return None
 
 
-def _zarr_url(z):
-    """A URL nums-cloud's ``load`` reads for a zarr-python array (a local folder or an S3
-    object store), or None."""
+def _zarr_url(z, session):
+    """A URL the session's ``load`` reads for a zarr-python array, or None: a local
+    folder (zarr's ``LocalStore``), or an S3 bucket through obstore (zarr's
+    ``ObjectStore`` over an ``S3Store``) at the session's own endpoint (the session reads
+    with its endpoint and the standard AWS credential chain)."""
     try:
         sp = z.store_path
         store, path = sp.store, sp.path
     except AttributeError:
         return None
-    root = getattr(store, "root", None)
-    if root is not None and type(store).__name__ == "LocalStore":
+    kind = type(store).__name__
+    if kind == "LocalStore":
         from pathlib import Path
 
-        return str(Path(root) / path) if path else str(root)
+        return str(Path(store.root) / path) if path else str(store.root)
+    inner = getattr(store, "store", None)
+    if kind == "ObjectStore" and type(inner).__name__ == "S3Store":
+        config = inner.config
+        if (config.get("endpoint") or None) != (session.settings().get("endpoint") or None):
+            return None
+        parts = [p.strip("/") for p in (inner.prefix or "", path) if p and p.strip("/")]
+        return "/".join([f"s3://{config['bucket']}"] + parts)
     return None
 
 
@@ -422,7 +431,9 @@ def _zarr_source(data):
     z = _unwrap(data)
     if z is None or getattr(getattr(z, "metadata", None), "zarr_format", None) != 3:
         return None
-    url = _zarr_url(z)
+    from . import _session
+
+    url = _zarr_url(z, _session.session())
     if url is None:
         return None
     x = nps.load(url)
