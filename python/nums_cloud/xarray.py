@@ -133,7 +133,13 @@ class NumsCloudManager(ChunkManagerEntrypoint):
         else:
             x = _zarr_source(data)
             if x is None:
-                x = nps.asarray(np.asarray(data))
+                values = np.asarray(data)
+                try:
+                    x = nps.asarray(values)
+                except TypeError as e:
+                    raise TypeError(
+                        f"{e}: a {values.dtype} variable cannot be a nums-cloud array "
+                        "(drop it with drop_vars, or keep it as an index coordinate)") from None
         chunks = self.normalize_chunks(chunks, x.shape, dtype=x.dtype,
                                        previous_chunks=_zarr_chunks(data))
         return _reblock(x, chunks)
