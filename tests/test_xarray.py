@@ -33,14 +33,6 @@ def dataset():
                 "lon": np.arange(8.0) * 45})
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
-
-
 @pytest.fixture(scope="module")
 def stores(tmp_path_factory):
     """The dataset as Zarr v2 and v3 stores written by xarray, and a v3 one written by

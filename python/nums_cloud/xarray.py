@@ -30,6 +30,8 @@ variables such as scaled integers) are read by xarray in this process and handed
 as an input.
 """
 
+import functools
+import itertools
 import numbers
 
 import numpy as np
@@ -207,7 +209,10 @@ class NumsCloudManager(ChunkManagerEntrypoint):
             dtypes = [dtypes]
         res = []
         for i, o in enumerate(outs):
-            o = o if isinstance(o, BlockArray) else nps.asarray(o)
+            if not isinstance(o, BlockArray):
+                raise NotImplementedError(
+                    f"apply_gufunc's function {name} returned a {type(o).__name__}, not a "
+                    "nums-cloud array: it computed in this process")
             if dtypes is not None and dtypes[i] is not None and o.dtype != np.dtype(dtypes[i]):
                 o = o.astype(dtypes[i])
             res.append(o)
@@ -328,8 +333,6 @@ def _constants_as_lists(func):
     """``func`` with the NumPy arrays among its bound keywords (xarray's ``apply_ufunc``
     binds ``kwargs=`` with ``functools.partial``: quantile's ``q``) as lists, which NumPy
     reads alike and the engine takes as constants (it takes no array for ``q``)."""
-    import functools
-
     if not isinstance(func, functools.partial) or not any(
             isinstance(v, np.ndarray) for v in func.keywords.values()):
         return func
@@ -370,8 +373,6 @@ def _store_one(src, target, region):
                                      "contiguous")
                 offset[i] = start
     src.persist()
-    import itertools
-
     starts = [np.cumsum((0,) + c[:-1]) for c in src.chunks]
     for idx in itertools.product(*(range(len(c)) for c in src.chunks)):
         sl = tuple(slice(int(starts[a][i]), int(starts[a][i]) + src.chunks[a][i])

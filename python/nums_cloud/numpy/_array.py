@@ -436,12 +436,14 @@ class BlockArray:
 
     def __array__(self, dtype=None, copy=None):
         # NumPy 2's protocol: without copy=True, the kept values themselves (read-only).
+        _refuse_values("np.asarray of an array")
         v = self._values()
         if dtype is not None and v.dtype != np.dtype(dtype):
             return v.astype(dtype)
         return v.copy() if copy else v
 
     def _scalar(self, kind):
+        _refuse_values(f"{kind}() of an array")
         if self.size != 1:
             if kind == "bool":
                 raise ValueError("The truth value of an array with more than one element is "
