@@ -268,3 +268,19 @@ def test_a_zarr_store_on_s3_is_read_in_place_and_written(garage, monkeypatch):
         xr.testing.assert_allclose(back, want, rtol=1e-5, atol=1e-5)
     finally:
         nums_cloud.close()
+
+
+def test_sliding_window_view_equals_numpys(session):
+    """xarray's rolling reaches nums_cloud.numpy.lib.stride_tricks.sliding_window_view
+    through the arrays' namespace: NumPy's windows, built lazily on the engine."""
+    from nums_cloud.numpy.lib import stride_tricks
+
+    v = np.arange(7 * 5 * 4, dtype=np.float64).reshape(7, 5, 4)
+    x = nps.array(v).block((3, 2, 4))
+    for window, axis in [(3, 0), ((2, 2), (0, 2)), (5, -2), ((1, 2, 3), None)]:
+        got = stride_tricks.sliding_window_view(x, window, axis=axis)
+        want = np.lib.stride_tricks.sliding_window_view(v, window, axis=axis)
+        assert got.shape == want.shape
+        np.testing.assert_array_equal(got.get(), want)
+    with pytest.raises(ValueError, match="larger"):
+        stride_tricks.sliding_window_view(x, 8, axis=0)

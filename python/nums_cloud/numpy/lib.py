@@ -5,6 +5,9 @@ through an array's namespace (xarray's ``rolling`` calls
 import operator
 import types
 
+from ._array import asarray
+from ._table import FUNCTIONS
+
 __all__ = ["stride_tricks"]
 
 
@@ -14,8 +17,6 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
     (one shifted slice per window position), so the windows are copies, not views,
     whose values are NumPy's; ``writeable=True`` is refused (arrays are never changed
     in place)."""
-    from . import asarray, stack
-
     if writeable:
         raise ValueError("sliding_window_view(writeable=True): nums-cloud arrays are not "
                          "changed in place")
@@ -46,7 +47,7 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
         def shifted(i, a=a, m=m, nd=y.ndim):
             return y[(slice(None),) * a + (slice(i, i + m),) + (slice(None),) * (nd - a - 1)]
 
-        y = stack([shifted(i) for i in range(w)], axis=-1)
+        y = FUNCTIONS.stack([shifted(i) for i in range(w)], axis=-1)
     return y
 
 
