@@ -24,15 +24,17 @@ kernels, not Python. ``apply_gufunc`` calls its function once on the whole lazy 
 (:func:`nums_cloud.numpy._array.lazy_only`): a function built from the engine's
 functions runs on the engine, one that would compute values in this process is refused.
 
-A variable read from a Zarr v3 array (``open_zarr``) is read by the functions from the
-store itself (``nums_cloud.numpy.load``); other sources (Zarr v2, netCDF, decoded
-variables such as scaled integers) are read by xarray in this process and handed over
-as an input.
+A variable read from a Zarr v3 array (``open_zarr``; a local folder, or S3 through
+zarr's obstore store) is read by the functions from the store itself
+(``nums_cloud.numpy.load``), its CF masking and scaling done by the engine; other
+sources (Zarr v2, netCDF, other decodings) are read by xarray in this process and handed
+over as an input.
 """
 
 import functools
 import itertools
 import numbers
+import operator
 
 import numpy as np
 from xarray.namedarray.parallelcompat import ChunkManagerEntrypoint
@@ -383,28 +385,57 @@ def _store_one(src, target, region):
 
 # --- Zarr sources ---------------------------------------------------------------------------
 
-def _unwrap(data):
-    """The zarr array under xarray's lazy wrappers of a variable read whole from it, or
-    None (decoded values, a selection, another backend)."""
+def _walk(data):
+    """The zarr array under xarray's lazy wrappers of a variable read whole from it, with
+    the decoding functions xarray applies to its values, innermost first; ``(None, ())``
+    for anything else (a selection, another backend)."""
     from xarray.backends.zarr import ZarrArrayWrapper
+    from xarray.coding.common import _ElementwiseFunctionArray
     from xarray.core import indexing
 
-    seen = 0
-    while seen < 16:
-        seen += 1
+    decoders = []
+    for _ in range(32):
         if isinstance(data, ZarrArrayWrapper):
-            return data._array
+            return data._array, tuple(reversed(decoders))
         if isinstance(data, indexing.LazilyIndexedArray):
-            key = data.key.tuple
-            if any(not (isinstance(k, slice) and k == slice(None)) for k in key):
-                return None
-            data = data.array
-        elif isinstance(data, (indexing.ImplicitToExplicitIndexingAdapter,
-                               indexing.CopyOnWriteArray, indexing.MemoryCachedArray)):
-            data = data.array
-        else:
-            return None
-    return None
+            if any(not (isinstance(k, slice) and k == slice(None)) for k in data.key.tuple):
+                return None, ()
+        elif isinstance(data, _ElementwiseFunctionArray):
+            decoders.append((data.func, data.dtype))
+        elif not isinstance(data, (indexing.ImplicitToExplicitIndexingAdapter,
+                                   indexing.CopyOnWriteArray, indexing.MemoryCachedArray)):
+            return None, ()
+        data = data.array
+    return None, ()
+
+
+def _decoded(x, func, dtype):
+    """``x`` decoded as xarray's CF decoding ``func`` decodes it, by the engine: a mask of
+    fill values (``_FillValue``, ``missing_value``) or a scale and offset, each step cast
+    to ``dtype`` as NumPy's in-place operations cast; None for another function."""
+    from xarray.coding import variables as cf
+
+    if not isinstance(func, functools.partial) or func.args or np.dtype(dtype).kind not in "fc":
+        return None
+    kw = func.keywords
+    if func.func is cf._apply_mask and set(kw) == {"encoded_fill_values",
+                                                    "decoded_fill_value", "dtype"}:
+        x = x.astype(dtype)
+        masked = None
+        for fv in kw["encoded_fill_values"]:
+            hit = x == fv
+            masked = hit if masked is None else masked | hit
+        if masked is not None:
+            x = nps.where(masked, kw["decoded_fill_value"], x)
+    elif func.func is cf._scale_offset_decoding and set(kw) == {"scale_factor", "add_offset",
+                                                                 "dtype"}:
+        x = x.astype(dtype)
+        for k, op in (("scale_factor", operator.mul), ("add_offset", operator.add)):
+            if kw[k] is not None:
+                x = op(x, kw[k]).astype(dtype)
+    else:
+        return None
+    return x if x.dtype == np.dtype(dtype) else x.astype(dtype)
 
 
 def _zarr_url(z, session):
@@ -433,24 +464,28 @@ def _zarr_url(z, session):
 
 
 def _zarr_source(data):
-    """``data`` loaded in place when it is a whole Zarr v3 array nums-cloud reads, else
-    None."""
-    z = _unwrap(data)
-    if z is None or getattr(getattr(z, "metadata", None), "zarr_format", None) != 3:
-        return None
+    """``data`` loaded in place when it is a whole Zarr v3 array the session reads
+    (decoded by the engine as xarray decodes it), else None."""
     from . import _session
 
+    z, decoders = _walk(data)
+    if z is None or getattr(getattr(z, "metadata", None), "zarr_format", None) != 3:
+        return None
     url = _zarr_url(z, _session.session())
     if url is None:
         return None
     x = nps.load(url)
+    for func, dtype in decoders:
+        x = _decoded(x, func, dtype)
+        if x is None:
+            return None
     if x.shape != tuple(data.shape) or x.dtype != data.dtype:
         return None
     return x
 
 
 def _zarr_chunks(data):
-    z = _unwrap(data)
+    z, _ = _walk(data)
     return None if z is None else tuple(z.chunks)
 
 
