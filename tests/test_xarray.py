@@ -55,7 +55,8 @@ def stores(tmp_path_factory):
                            dimension_names=var.dims)
         a[...] = var.values
     t = g.create_array("time", shape=(120,), dtype="int64", dimension_names=("time",),
-                       attributes={"units": "days since 2000-01-01", "calendar": "proleptic_gregorian"})
+                       attributes={"units": "days since 2000-01-01",
+                                   "calendar": "proleptic_gregorian"})
     t[...] = np.arange(120) * 5
     out["zarr-python-v3"] = path
     return out
@@ -125,8 +126,10 @@ MORE = {
     "polyfit": lambda d: d.t2m.polyfit("lat", 1).polyfit_coefficients,
     "corr": lambda d: xr.corr(d.t2m, d.u, dim="time"),
     "integrate": lambda d: d.integrate("lat"),
-    "shift-roll-pad": lambda d: d.shift(time=2) + d.roll(time=3) + d.pad(time=(1, 0)).isel(time=slice(1, None)),
-    "concat-sortby-isel": lambda d: xr.concat([d, d], dim="time").sortby("lat", ascending=False).isel(time=[3, 1, 150]),
+    "shift-roll-pad": lambda d: (d.shift(time=2) + d.roll(time=3)
+                                 + d.pad(time=(1, 0)).isel(time=slice(1, None))),
+    "concat-sortby-isel": lambda d: (xr.concat([d, d], dim="time")
+                                     .sortby("lat", ascending=False).isel(time=[3, 1, 150])),
     "stack-transpose": lambda d: d.transpose("lon", "lat", "time").stack(p=("lat", "lon")),
     "ufunc": lambda d: np.exp(abs(d.u)) + np.sqrt(d.t2m),
     "map_blocks": lambda d: xr.map_blocks(lambda b: b * 2 - 1, d),

@@ -28,10 +28,8 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
     else:
         axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
     if len(ws) != len(axes):
-        raise ValueError(f"Since axis is {'`None`' if axis is None else axis!r}, must provide "
-                         f"window_shape for {'all dimensions of `x`' if axis is None else 'every axis'}; "
-                         f"got {len(ws)} window_shape elements and "
-                         f"{'`x.ndim` is' if axis is None else '`axis` has'} {len(axes)}.")
+        raise ValueError(f"sliding_window_view: window_shape {tuple(ws)} has "
+                         f"{len(ws)} lengths for {len(axes)} axes (axis={axis!r})")
     if any(w < 0 for w in ws):
         raise ValueError("`window_shape` cannot contain negative values")
     axes = tuple(a + x.ndim if a < 0 else a for a in axes)
