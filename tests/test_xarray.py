@@ -314,3 +314,32 @@ def test_cf_encoded_variables_are_decoded_by_the_engine(session, tmp_path):
     got, tasks = on_engine(session, lambda: nc)
     assert tasks > 0
     xr.testing.assert_identical(got, want)
+
+
+def test_hooks_run_the_engines_functions_and_refuse_others(session):
+    """reduction, scan, map_blocks and blockwise with NumPy's functions the engine has
+    (or nums_cloud.numpy's), against NumPy; a Python function is refused by name."""
+    m = nums_cloud.xarray.NumsCloudManager()
+    v = np.arange(30.0).reshape(5, 6) - 7
+    x = nps.array(v).block((2, 4))
+    assert x.chunks == ((2, 2, 1), (4, 2))
+    np.testing.assert_array_equal(
+        m.reduction(x, np.nansum, aggregate_func=np.nansum, axis=1, dtype=np.float32).get(),
+        np.nansum(v, axis=1).astype(np.float32))
+    np.testing.assert_array_equal(m.reduction(x, nps.max, axis=0, keepdims=True).get(),
+                                  v.max(axis=0, keepdims=True))
+    np.testing.assert_array_equal(m.scan(np.cumsum, np.add, 0, x, axis=0).get(),
+                                  np.cumsum(v, axis=0))
+    np.testing.assert_array_equal(m.map_blocks(np.abs, x).get(), np.abs(v))
+    np.testing.assert_array_equal(m.blockwise(np.multiply, "ij", x, "ij", nps.arange(6.0), "j",
+                                              ).get(), v * np.arange(6.0))
+    chunks, (a, b) = m.unify_chunks(x, "ij", nps.array(v).block((5, 3)), "ij")
+    assert a.chunks == b.chunks == ((2, 2, 1), (4, 2)) and chunks == {"i": (2, 2, 1),
+                                                                      "j": (4, 2)}
+    for call, name in ((lambda: m.reduction(x, lambda b, axis, keepdims: b), "lambda"),
+                       (lambda: m.scan(np.maximum.accumulate, np.maximum, 0, x, axis=0),
+                        "accumulate"),
+                       (lambda: m.map_blocks(np.cumsum, x), "cumsum"),
+                       (lambda: m.blockwise(np.add, "ij", x, "ji", x, "ij"), "add")):
+        with pytest.raises(NotImplementedError, match=name):
+            call()

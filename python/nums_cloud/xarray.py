@@ -17,9 +17,9 @@ What runs where: xarray's operations call the arrays' NumPy and Array API protoc
 which build lazy nodes of the engine's graph (``mean``, ``std``, ``quantile``, ``where``,
 arithmetic, indexing, concatenation); ``compute`` runs them in one plan. The chunk
 manager's hooks that take a Python function (``reduction``, ``scan``, ``map_blocks``,
-``blockwise``) accept only functions the engine has (NumPy's ufuncs and reductions, the
-functions of ``nums_cloud.numpy``) and refuse others, naming them: the functions run Rust
-kernels, not Python. ``apply_gufunc`` calls its function once on the whole lazy arrays
+``blockwise``) accept only functions the engine has (NumPy's reductions, cumulative
+functions and elementwise ufuncs, or ``nums_cloud.numpy``'s of those names) and refuse
+others, naming them: the functions run Rust kernels, not Python. ``apply_gufunc`` calls its function once on the whole lazy arrays
 (what a generalized ufunc means, block by block), with NumPy's fallback refused
 (:func:`nums_cloud.numpy._array.lazy_only`): a function built from the engine's
 functions runs on the engine, one that would compute values in this process is refused.
@@ -215,9 +215,7 @@ class NumsCloudManager(ChunkManagerEntrypoint):
                 raise NotImplementedError(
                     f"apply_gufunc's function {name} returned a {type(o).__name__}, not a "
                     "nums-cloud array: it computed in this process")
-            if dtypes is not None and dtypes[i] is not None and o.dtype != np.dtype(dtypes[i]):
-                o = o.astype(dtypes[i])
-            res.append(o)
+            res.append(_as(o, None if dtypes is None else dtypes[i]))
         return tuple(res) if n_out > 1 else res[0]
 
     def map_blocks(self, func, *args, dtype=None, chunks=None, drop_axis=None,
@@ -232,7 +230,7 @@ class NumsCloudManager(ChunkManagerEntrypoint):
                                       "function does not")
         with _array.lazy_only(f"map_blocks' function {_name(func)}"):
             out = func(*args, **kwargs)
-        return out.astype(dtype) if dtype is not None and out.dtype != np.dtype(dtype) else out
+        return _as(out, dtype)
 
     def blockwise(self, func, out_ind, *args, dtype=None, adjust_chunks=None,
                   new_axes=None, align_arrays=True, **kwargs):
@@ -252,7 +250,7 @@ class NumsCloudManager(ChunkManagerEntrypoint):
                                       "new_axes= are not supported")
         with _array.lazy_only(f"blockwise's function {_name(func)}"):
             out = func(*arrays, **kwargs)
-        return out.astype(dtype) if dtype is not None and out.dtype != np.dtype(dtype) else out
+        return _as(out, dtype)
 
     def reduction(self, arr, func, combine_func=None, aggregate_func=None, axis=None,
                   dtype=None, keepdims=False):
@@ -268,7 +266,7 @@ class NumsCloudManager(ChunkManagerEntrypoint):
                 f"reductions ({', '.join(sorted(set(_REDUCTIONS.values())))}), not Python "
                 "functions")
         out = getattr(nps, name)(arr, axis=axis, keepdims=keepdims)
-        return out.astype(dtype) if dtype is not None and out.dtype != np.dtype(dtype) else out
+        return _as(out, dtype)
 
     def scan(self, func, binop, ident, arr, axis=None, dtype=None, **kwargs):
         """A cumulative reduction along ``axis`` whose function is one the engine has
@@ -280,7 +278,7 @@ class NumsCloudManager(ChunkManagerEntrypoint):
                 f"scan({_name(func)}): nums-cloud's cumulative functions are the engine's "
                 f"({', '.join(sorted(_SCANS.values()))}), not Python functions")
         out = getattr(nps, name)(arr, axis=axis)
-        return out.astype(dtype) if dtype is not None and out.dtype != np.dtype(dtype) else out
+        return _as(out, dtype)
 
     def unify_chunks(self, *args, **kwargs):
         """Dask's ``unify_chunks`` over (array, index) pairs: arrays whose shared indices
@@ -325,6 +323,11 @@ def _reblock(x, chunks):
     return x.block(b)
 
 
+def _as(x, dtype):
+    """``x`` in ``dtype`` when one is asked for (a hook's ``dtype=``)."""
+    return x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
+
+
 def _name(func):
     if func is None:
         return "None"
@@ -343,21 +346,26 @@ def _constants_as_lists(func):
 
 
 def _elementwise_only(hook, func):
-    """Refuses a function that is not one of NumPy's ufuncs the engine has."""
-    if not (isinstance(func, np.ufunc) and func.__name__ in nps._UFUNCS):
+    """Refuses a function that is not an elementwise function the engine has: NumPy's
+    ufunc, or ``nums_cloud.numpy``'s function, of a name in its ufunc table."""
+    name = getattr(func, "__name__", None)
+    ufunc = isinstance(func, np.ufunc) and name in nps._UFUNCS
+    ours = name in nps._UFUNCS.values() and getattr(nps, name, None) is func
+    if not (ufunc or ours):
         raise NotImplementedError(
             f"{hook}({_name(func)}): nums-cloud runs the engine's functions (Rust kernels), "
             "not Python functions; NumPy's elementwise ufuncs that the engine has run "
             "block by block")
 
 
-# NumPy's reductions and cumulative functions as the engine names them.
-_REDUCTIONS = {getattr(np, n): n for n in (
+# NumPy's reductions and cumulative functions (and nums_cloud.numpy's of those names) as
+# the engine names them.
+_REDUCTIONS = {getattr(mod, n): n for mod in (np, nps) for n in (
     "sum", "prod", "min", "max", "mean", "std", "var", "any", "all", "nansum", "nanprod",
     "nanmin", "nanmax", "nanmean", "nanstd", "nanvar", "argmin", "argmax", "nanargmin",
     "nanargmax", "count_nonzero", "median", "nanmedian")}
-_SCANS = {np.cumsum: "cumsum", np.cumprod: "cumprod", np.nancumsum: "nancumsum",
-          np.nancumprod: "nancumprod"}
+_SCANS = {getattr(mod, n): n for mod in (np, nps)
+          for n in ("cumsum", "cumprod", "nancumsum", "nancumprod")}
 
 
 def _store_one(src, target, region):
