@@ -24,3 +24,15 @@ def garage():
         pytest.fail(f"{e} (or set NUMS_GARAGE_BIN)", pytrace=False)
     with server as g:
         yield g
+
+
+@pytest.fixture
+def session(tmp_path):
+    """A session of the package in this checkout, storing under the test's folder: 2
+    workers of 512 MB (the tests' common one; a module's own fixture overrides it)."""
+    import nums_cloud
+
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
+                        progress=False)
+    yield s
+    s.close()

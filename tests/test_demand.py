@@ -4,16 +4,7 @@ for every element, iteration and conversion that follows."""
 import numpy as np
 import pytest
 
-import nums_cloud
 import nums_cloud.numpy as nps
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
 
 
 def tasks(s):

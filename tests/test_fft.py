@@ -17,14 +17,6 @@ from nums import BIN, assert_close, job_text, run
 rng = np.random.default_rng(44)
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
-
-
 def close(got, want, rtol=1e-10):
     got = got.get() if hasattr(got, "get") else got
     assert got.shape == want.shape, (got.shape, want.shape)

@@ -17,18 +17,9 @@ import pytest
 from sklearn import linear_model
 from sklearn.exceptions import ConvergenceWarning as SkConvergenceWarning
 
-import nums_cloud
 from nums_cloud.models import LogisticRegression, PoissonRegression
 
 from nums import job_text, run
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
 
 
 def theta(m):

@@ -8,7 +8,6 @@ import subprocess
 import numpy as np
 import pytest
 
-import nums_cloud
 import nums_cloud.numpy as nps
 from nums import BIN, job_text
 from test_conformance import (CASES, DTYPE_CASES, DTYPE_ERRORS, DTYPE_INPUTS, _dtype_arrays,
@@ -18,14 +17,6 @@ from test_python_numpy import lazy, namespace
 # A share of each table, so the test stays a few seconds.
 SAMPLE = [c for i, c in enumerate(CASES) if i % 4 == 0]
 DTYPE_SAMPLE = [c for i, c in enumerate(DTYPE_CASES) if i % 4 == 1]
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
 
 
 # Float sums of blocks add their partial results in the order a plan combines them (a

@@ -164,14 +164,6 @@ def test_the_wrong_answers_are_numpys_in_a_job(tmp_path):
         _assert_same(np.load(tmp_path / f"out_{name}.npy"), want, f"{name}: {expr}")
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
-
-
 def test_the_wrong_answers_are_numpys_in_python(session):
     ns = {name: nps.array(a).block(block) for name, (a, block) in INPUTS.items()}
     ns["np"] = nps  # the job language's `np.nan`

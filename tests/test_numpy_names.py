@@ -4,17 +4,8 @@ blocks."""
 import numpy as np
 import pytest
 
-import nums_cloud
 import nums_cloud.numpy as nps
 from nums import job_text, run
-
-
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
 
 
 def same(got, want, what="", ulps=0):

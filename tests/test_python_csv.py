@@ -13,14 +13,6 @@ import nums_cloud
 import nums_cloud.numpy as nps
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
-
-
 def write(path, text):
     path.write_text(text)
     return str(path)

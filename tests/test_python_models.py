@@ -12,14 +12,6 @@ from nums_cloud.models import (LinearRegression, LogisticRegression, PoissonRegr
                                PoissonRegressor, Ridge)
 
 
-@pytest.fixture
-def session(tmp_path):
-    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=512,
-                        progress=False)
-    yield s
-    s.close()
-
-
 rng = np.random.default_rng(3)
 X = rng.normal(size=(3000, 5))
 W = np.array([1.0, -2.0, 0.5, 0.0, 0.25])

@@ -406,7 +406,7 @@ def namespace_stub():
         "",
         "import numpy as np",
         "",
-        "from . import fft as fft, linalg as linalg, random as random",
+        "from . import fft as fft, lib as lib, linalg as linalg, random as random",
         "from ._array import BlockArray as BlockArray",
         "",
         "__array_api_version__: str",
@@ -417,7 +417,7 @@ def namespace_stub():
              for name in (name, *aliases)}
     for name in sorted(n for n in dir(nps) if not n.startswith("_") or n == "__array_namespace_info__"):
         obj = getattr(nps, name)
-        if name in ("BlockArray", "ndarray", "fft", "linalg", "random", "EAGER", "__array_api_version__"):
+        if name in ("BlockArray", "ndarray", "fft", "lib", "linalg", "random", "EAGER", "__array_api_version__"):
             continue
         if isinstance(obj, type) and issubclass(obj, np.generic):
             lines.append(f"{name} = np.{obj.__name__}")

@@ -237,7 +237,7 @@ def save(file, arr):
     a._s.save(a._a, str(file))
 
 
-from . import fft, linalg, random  # noqa: E402  (they use the table above)
+from . import fft, lib, linalg, random  # noqa: E402  (they use the table above)
 from ._api import *  # noqa: E402,F401,F403  (the Array API's names)
 from ._api import __array_api_version__, __array_namespace_info__  # noqa: E402,F401
 

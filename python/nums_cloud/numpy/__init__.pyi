@@ -5,7 +5,7 @@ from typing import Any
 
 import numpy as np
 
-from . import fft as fft, linalg as linalg, random as random
+from . import fft as fft, lib as lib, linalg as linalg, random as random
 from ._array import BlockArray as BlockArray
 
 __array_api_version__: str

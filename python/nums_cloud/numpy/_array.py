@@ -4,6 +4,8 @@ dtypes checked as NumPy checks them: a refused operation raises there); values a
 computed by ``get()``, ``np.asarray(x)``, ``float(x)`` and the like, and stay in the
 session's store for later expressions."""
 
+import contextlib
+import contextvars
 import itertools
 import operator
 
@@ -30,6 +32,31 @@ _SUPPORTED = frozenset(_DTYPES.values())
 #: NumPy's ``__array_ufunc__`` and ``__array_function__``, the Array API's
 #: ``__array_namespace__``.
 _namespace = None
+
+
+#: What refuses NumPy's fallback now (see :func:`lazy_only`), or None.
+_LAZY_ONLY = contextvars.ContextVar("nums_cloud_lazy_only", default=None)
+
+
+@contextlib.contextmanager
+def lazy_only(what):
+    """Within it, computing an array's values in this process (NumPy's fallback for a
+    function the engine lacks, ``np.asarray(x)``, ``float(x)``, ``x.compute()``) raises
+    NotImplementedError naming ``what``: for callers that hand a function lazy arrays
+    and must know that it ran on the engine (xarray's ``apply_gufunc``)."""
+    token = _LAZY_ONLY.set(what)
+    try:
+        yield
+    finally:
+        _LAZY_ONLY.reset(token)
+
+
+def _refuse_values(how):
+    what = _LAZY_ONLY.get()
+    if what is not None:
+        raise NotImplementedError(
+            f"{what} would compute values in this process ({how}): nums-cloud runs only "
+            "functions its engine has")
 
 
 def set_namespace(module):
@@ -276,6 +303,13 @@ class BlockArray:
         return self._a.blocks
 
     @property
+    def chunks(self):
+        """Its blocks' lengths along each axis (Dask's ``chunks``, which xarray reads to
+        know a chunked array): each a run of ``block_shape``'s length, the last one
+        shorter where the axis does not divide evenly."""
+        return tuple(_runs(n, b) for n, b in zip(self._a.shape, self._a.blocks))
+
+    @property
     def computed(self):
         """Whether its values are in the session's store (computed, or read in place)."""
         return self._a.computed
@@ -355,6 +389,7 @@ class BlockArray:
             if v.shape == self.shape and v.dtype == self.dtype:
                 self._v = v
         if self._v is None:
+            _refuse_values("its values asked for")
             v = self._a.compute()
             if v.nbytes > KEEP_BYTES:
                 return v
@@ -373,6 +408,7 @@ class BlockArray:
         array keeps a copy of small values, and hands out copies of values it keeps)."""
         if self._v is not None:
             return self._v.copy()
+        _refuse_values("compute()")
         v = self._a.compute()
         if v.nbytes <= SMALL_BYTES:
             self._v = _frozen(v.copy())
@@ -400,12 +436,14 @@ class BlockArray:
 
     def __array__(self, dtype=None, copy=None):
         # NumPy 2's protocol: without copy=True, the kept values themselves (read-only).
+        _refuse_values("np.asarray of an array")
         v = self._values()
         if dtype is not None and v.dtype != np.dtype(dtype):
             return v.astype(dtype)
         return v.copy() if copy else v
 
     def _scalar(self, kind):
+        _refuse_values(f"{kind}() of an array")
         if self.size != 1:
             if kind == "bool":
                 raise ValueError("The truth value of an array with more than one element is "
@@ -807,7 +845,15 @@ class BlockArray:
         if f is not None and func.__module__.startswith("numpy") and callable(f) \
                 and getattr(f, "_engine", False):
             return f(*args, **kwargs)
+        _refuse_values(f"NumPy's {func.__name__}, which the engine does not have")
         return func._implementation(*_computed(args), **_computed(kwargs))
+
+
+def _runs(n, b):
+    """``n`` split into blocks of ``b`` (the last one shorter): one axis of ``chunks``."""
+    if n == 0 or b == 0:
+        return (0,) if n == 0 else (n,)
+    return (b,) * (n // b) + ((n % b,) if n % b else ())
 
 
 def _frozen(v):
