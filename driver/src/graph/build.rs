@@ -648,7 +648,7 @@ impl<'a> Builder<'a> {
                             def.dtype.unwrap_or(meta.dtype),
                         );
                         if want != meta {
-                            id = self.add(want, NodeOp::Rechunk { x: id });
+                            id = self.reblock(id, want);
                         }
                         if let Some(m) = self.too_big.take() {
                             return Err(self.job.err(def.line, block_key.clone(), m));
@@ -726,7 +726,7 @@ impl<'a> Builder<'a> {
                 // A named array owns its storage: rechunk where the block or dtype differs, or where
                 // the expression is just another array's name.
                 if want != m || self.g.nodes[id].name.is_some() {
-                    id = self.add(want, NodeOp::Rechunk { x: id });
+                    id = self.reblock(id, want);
                 }
                 id
             }

@@ -659,6 +659,32 @@ impl<'a> Builder<'a> {
         if want == m {
             return x;
         }
+        self.reblock(x, want)
+    }
+
+    /// A new node of `x` as `want` (its shape; other blocks, dtype or both): each block
+    /// task reads the source blocks its block overlaps, whole. Where one task would read
+    /// more than [`REBLOCK_SHARE`] of memory_mb (time-contiguous blocks to space-contiguous
+    /// ones read every block of the array), it goes through an intermediate grid
+    /// ([`staged_block`]), so no task reads more than that and no array is gathered.
+    pub(super) fn reblock(&mut self, x: NodeId, want: ArrayMeta) -> NodeId {
+        let m = self.meta(x).clone();
+        // Values that do not depend on the blocks (random ones are a function of their
+        // flat index) are made in the new blocks, with no tasks that move them.
+        let op = &self.g.nodes[x].op;
+        if m.dtype == want.dtype && matches!(op, NodeOp::Random { .. } | NodeOp::Fill { .. }) {
+            let op = op.clone();
+            return self.add(want, op);
+        }
+        let size = m.dtype.size().max(want.dtype.size()) as u64;
+        let budget = (self.job.compute.memory_mb << 20) / REBLOCK_SHARE;
+        let x = match staged_block(&m.shape, &m.block, &want.block, size, budget) {
+            Some(mid) => {
+                let mid = ArrayMeta::new(m.shape.clone(), mid, want.dtype);
+                self.add(mid, NodeOp::Rechunk { x })
+            }
+            None => x,
+        };
         self.add(want, NodeOp::Rechunk { x })
     }
 
@@ -1375,4 +1401,139 @@ pub(super) fn unary_dtype(op: UnaryOp, dt: DType) -> Result<DType, Refusal> {
         (op, d) if op.rounds() && d.is_exact() => d,
         (_, d) => d.to_float_fn(),
     })
+}
+
+/// A re-blocking task reads at most 1/REBLOCK_SHARE of memory_mb of source blocks (the
+/// rest: their decoding, the output block and its encoding).
+const REBLOCK_SHARE: u64 = 4;
+
+/// Elements along one axis that a block of `to` elements reads from source blocks of
+/// `from` (whole blocks: at most the axis, `len`, rounded up to blocks): one block where
+/// it lies inside one, `to / from` where blocks align, else one more than fit.
+fn reblock_span(len: u64, from: u64, to: u64) -> u64 {
+    let count = if from % to == 0 || to % from == 0 {
+        to.div_ceil(from)
+    } else {
+        (to - 1) / from + 2
+    };
+    count.min(len.div_ceil(from)) * from
+}
+
+/// The intermediate block grid of re-blocking `shape` from blocks `from` to `to`, when
+/// a direct task would read more than `budget` bytes of source blocks (elements of
+/// `size` bytes); None when it would not, or when no grid keeps both stages under it (a
+/// source or target block too large on its own: the plan then names it).
+///
+/// rechunker's two-stage plan: the intermediate blocks start at the smaller of the two
+/// blocks along each axis, so a stage-1 task reads about one source block and a stage-2
+/// task about one target block; they then grow (doubling along one axis at a time) while
+/// both stages' reads stay within `budget` and the bytes the two stages read in all
+/// (each source block is read once for every intermediate block it overlaps, each
+/// intermediate block once for every target block) go down.
+pub(crate) fn staged_block(
+    shape: &[u64],
+    from: &[u64],
+    to: &[u64],
+    size: u64,
+    budget: u64,
+) -> Option<Vec<u64>> {
+    if shape.contains(&0) || from == to {
+        return None;
+    }
+    let read = |f: &[u64], t: &[u64]| -> u64 {
+        (0..shape.len())
+            .map(|d| reblock_span(shape[d], f[d].max(1), t[d].max(1)))
+            .product::<u64>()
+            .saturating_mul(size)
+    };
+    if read(from, to) <= budget {
+        return None;
+    }
+    // The bytes both stages read in all: blocks of the array times what each reads.
+    let total = |mid: &[u64]| -> f64 {
+        let blocks = |b: &[u64]| -> f64 {
+            shape
+                .iter()
+                .zip(b)
+                .map(|(&n, &k)| n.div_ceil(k.max(1)) as f64)
+                .product()
+        };
+        blocks(mid) * read(from, mid) as f64 + blocks(to) * read(mid, to) as f64
+    };
+    let fits = |mid: &[u64]| read(from, mid) <= budget && read(mid, to) <= budget;
+    let mut mid: Vec<u64> = (0..shape.len())
+        .map(|d| from[d].min(to[d]).max(1))
+        .collect();
+    if !fits(&mid) {
+        return None;
+    }
+    loop {
+        let now = total(&mid);
+        let best = (0..shape.len())
+            .rev()
+            .filter(|&d| mid[d] < from[d].max(to[d]).min(shape[d]))
+            .map(|d| {
+                let mut m = mid.clone();
+                m[d] = (m[d] * 2).min(from[d].max(to[d])).min(shape[d]);
+                m
+            })
+            .filter(|m| fits(m))
+            .map(|m| (total(&m), m))
+            .filter(|(t, _)| *t < now)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        match best {
+            Some((_, m)) => mid = m,
+            None => return Some(mid),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_to_space_reblocking_goes_through_a_grid_both_stages_fit() {
+        // 4096 x 48 x 48 float64 (75 MB), time-contiguous to space-contiguous, 32 MiB.
+        let (shape, from, to) = ([4096, 48, 48], [32, 48, 48], [4096, 6, 6]);
+        let budget = 32 << 20;
+        let direct: u64 = shape.iter().product::<u64>() * 8;
+        assert!(direct > budget);
+        let mid = staged_block(&shape, &from, &to, 8, budget).expect("staged");
+        let read = |f: &[u64], t: &[u64]| -> u64 {
+            (0..3)
+                .map(|d| reblock_span(shape[d], f[d], t[d]))
+                .product::<u64>()
+                * 8
+        };
+        assert!(
+            read(&from, &mid) <= budget && read(&mid, &to) <= budget,
+            "{mid:?}"
+        );
+        // Larger than the smallest start (fewer, larger blocks), never past either side.
+        assert!(mid.iter().product::<u64>() > 32 * 6 * 6, "{mid:?}");
+        for d in 0..3 {
+            assert!(mid[d] <= from[d].max(to[d]), "{mid:?}");
+        }
+    }
+
+    #[test]
+    fn reblocking_that_fits_or_cannot_fit_is_direct() {
+        // Reads of a few blocks: direct.
+        assert_eq!(
+            staged_block(&[1000, 10], &[100, 10], &[250, 10], 8, 1 << 20),
+            None
+        );
+        // A target block larger than the budget by itself: no stage helps.
+        assert_eq!(
+            staged_block(&[1 << 20], &[1 << 10], &[1 << 20], 8, 1 << 20),
+            None
+        );
+        // Spans: inside one block, aligned, unaligned, capped at the axis.
+        assert_eq!(reblock_span(100, 50, 10), 50);
+        assert_eq!(reblock_span(100, 10, 50), 50);
+        assert_eq!(reblock_span(100, 30, 40), 90);
+        assert_eq!(reblock_span(100, 30, 100), 120);
+        assert_eq!(reblock_span(10, 30, 7), 30);
+    }
 }
