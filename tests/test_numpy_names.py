@@ -385,3 +385,32 @@ def test_polyfit_and_resize_are_numpys(session):
     same(nps.resize(nps.array([True, False]), 5), np.resize([True, False], 5), "resize bool")
     with pytest.raises(ValueError, match="non-negative"):
         nps.resize(xa, (-1, 2))
+
+
+def test_pad_modes_are_numpys(session, tmp_path):
+    # Every mode that takes elements, widths past the axis (periodic as NumPy's), 2-D with
+    # a width per axis (the corners from the axis padded first), over several blocks.
+    a = np.arange(5 * 7, dtype=np.float64).reshape(5, 7) * 1.5 - 4
+    x = nps.array(a).block(2, 3)
+    v = nps.array(I).block(10)
+    for mode in ["constant", "edge", "wrap", "reflect", "symmetric"]:
+        for width in [0, 1, 3, 13, (0, 2), (4, 1)]:
+            same(nps.pad(v, width, mode=mode), np.pad(I, width, mode=mode), (mode, width))
+        for width in [((1, 2), (3, 0)), ((6, 9), (8, 2)), 2]:
+            same(nps.pad(x, width, mode=mode), np.pad(a, width, mode=mode), (mode, width))
+    same(nps.pad(nps.array([7]), 4, mode="reflect"), np.pad([7], 4, mode="reflect"))
+    same(nps.pad(x, 2, mode="empty").shape, np.pad(a, 2, mode="empty").shape)
+    with pytest.raises(ValueError, match="empty axis 0"):
+        nps.pad(nps.zeros(0), 1, mode="edge").get()
+    with pytest.raises(ValueError, match="constant_values is for mode=\"constant\""):
+        nps.pad(v, 1, mode="edge", constant_values=3).get()
+    with pytest.raises(ValueError, match="\"linear_ramp\" is not supported"):
+        nps.pad(v, 1, mode="linear_ramp").get()
+    # A job file's pad, in the engine as Python's.
+    np.save(tmp_path / "a.npy", a)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text({"A": {"load": "a.npy", "block": [2, 3]},
+                             "P": "pad(A, ((2, 3), (1, 4)), mode='symmetric')"},
+                            {"P": "p.npy"}))
+    run(job)
+    same(np.load(tmp_path / "p.npy"), np.pad(a, ((2, 3), (1, 4)), mode="symmetric"))

@@ -75,7 +75,7 @@ pub trait Sink: Sync {
 /// not the last (the answer says it).
 pub fn milestone(done: u64, total: u64) -> bool {
     let step = total.div_ceil(16).max(1);
-    done < total && done % step == 0
+    done < total && done.is_multiple_of(step)
 }
 
 /// Sends what `heard` hears through `to` until its [`Live`] is dropped (the invocation

@@ -1411,7 +1411,7 @@ const REBLOCK_SHARE: u64 = 4;
 /// `from` (whole blocks: at most the axis, `len`, rounded up to blocks): one block where
 /// it lies inside one, `to / from` where blocks align, else one more than fit.
 fn reblock_span(len: u64, from: u64, to: u64) -> u64 {
-    let count = if from % to == 0 || to % from == 0 {
+    let count = if from.is_multiple_of(to) || to.is_multiple_of(from) {
         to.div_ceil(from)
     } else {
         (to - 1) / from + 2

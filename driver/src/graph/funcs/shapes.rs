@@ -178,7 +178,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "pad",
         &["array", "pad_width", "mode", "constant_values"],
-        "`np.pad` (`mode=\"constant\"`, one constant)",
+        "`np.pad` (modes `constant` with one constant, `edge`, `wrap`, `reflect`, `symmetric`, `empty`)",
         pad,
     ),
     FuncDef::new(
@@ -1097,19 +1097,66 @@ fn diagonal(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     s.einsum(&format!("{l}->{out}"), vec![x], b.pos)
 }
 
+/// The modes of `np.pad` that take elements of the array: the source index along the
+/// axis (of length `n`, at least 1) of the padded position `j` (negative before it,
+/// `n` and on after it), periodic as NumPy's for any width.
+#[derive(Clone, Copy)]
+enum PadFrom {
+    Edge,
+    Wrap,
+    Reflect,
+    Symmetric,
+}
+
+impl PadFrom {
+    fn index(self, n: u64, j: i64) -> u64 {
+        let n = n as i64;
+        let periodic = |p: i64| j.rem_euclid(p);
+        (match self {
+            PadFrom::Edge => j.clamp(0, n - 1),
+            PadFrom::Wrap => periodic(n),
+            PadFrom::Reflect if n == 1 => 0,
+            PadFrom::Reflect => {
+                let k = periodic(2 * (n - 1));
+                if k < n { k } else { 2 * (n - 1) - k }
+            }
+            PadFrom::Symmetric => {
+                let k = periodic(2 * n);
+                if k < n { k } else { 2 * n - 1 - k }
+            }
+        }) as u64
+    }
+}
+
+/// The widest pad a mode that takes elements makes along one axis (its source indices
+/// are listed in the plan).
+const PAD_TAKE_LIMIT: u64 = 1 << 24;
+
 fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("array")?;
     let m = s.meta(x).clone();
-    match b.get("mode") {
-        None => {}
-        Some((Val::Str(v), _)) if v == "constant" => {}
-        Some((_, p)) => {
+    let mode = match b.get("mode") {
+        None => "constant".to_string(),
+        Some((Val::Str(v), _)) => v.clone(),
+        Some((_, p)) => return Err(b.err(*p, "pad(): mode is a string such as \"edge\"")),
+    };
+    let from = match mode.as_str() {
+        // NumPy leaves "empty"'s padding undefined: here it is zeros.
+        "constant" | "empty" => None,
+        "edge" => Some(PadFrom::Edge),
+        "wrap" => Some(PadFrom::Wrap),
+        "reflect" => Some(PadFrom::Reflect),
+        "symmetric" => Some(PadFrom::Symmetric),
+        _ => {
+            let p = b.get("mode").map_or(b.pos, |(_, p)| *p);
             return Err(b.err(
-                *p,
-                "pad(): only mode=\"constant\" is supported (see docs/unsupported.md)",
+                p,
+                format!(
+                    "pad(): mode={mode:?} is not supported; the modes are \"constant\", \"edge\",                      \"wrap\", \"reflect\", \"symmetric\" and \"empty\" (see docs/unsupported.md)"
+                ),
             ));
         }
-    }
+    };
     let (v, p) = b.need("pad_width")?;
     let bad = || {
         b.err(
@@ -1142,6 +1189,12 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     };
     let c = match b.get("constant_values") {
         None => Scalar::Int(0),
+        Some((_, p)) if mode != "constant" => {
+            return Err(b.err(
+                *p,
+                format!("pad(): constant_values is for mode=\"constant\", not {mode:?} (as NumPy)"),
+            ));
+        }
         Some((Val::Num(c), _)) => *c,
         Some((_, p)) => {
             return Err(b.err(*p, "pad(): constant_values is one number"));
@@ -1152,19 +1205,49 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         if before == 0 && after == 0 {
             continue;
         }
+        let n = m.shape[a];
         let mut parts = Vec::new();
-        for w in [before, after] {
-            let mut shape = s.meta(r).shape.clone();
-            shape[a] = w;
-            let meta = s.default_meta(shape, m.dtype);
-            parts.push((w > 0).then(|| {
-                s.add(
-                    meta,
-                    NodeOp::Fill {
-                        value: c.cast(m.dtype),
-                    },
-                )
-            }));
+        for (w, first) in [(before, -(before as i64)), (after, n as i64)] {
+            if w == 0 {
+                parts.push(None);
+                continue;
+            }
+            let part = match from {
+                None => {
+                    let mut shape = s.meta(r).shape.clone();
+                    shape[a] = w;
+                    let meta = s.default_meta(shape, m.dtype);
+                    s.add(
+                        meta,
+                        NodeOp::Fill {
+                            value: c.cast(m.dtype),
+                        },
+                    )
+                }
+                Some(_) if n == 0 => {
+                    return Err(b.err(
+                        b.pos,
+                        format!(
+                            "pad(): can't extend empty axis {a} using modes other than \"constant\" \
+                             or \"empty\" (as NumPy)"
+                        ),
+                    ));
+                }
+                Some(_) if w > PAD_TAKE_LIMIT => {
+                    return Err(b.err(
+                        *p,
+                        format!(
+                            "pad(): mode={mode:?} pads at most {PAD_TAKE_LIMIT} along an axis \
+                             ({w} asked along axis {a}); concatenate copies of slices instead"
+                        ),
+                    ));
+                }
+                Some(f) => {
+                    let idx = (0..w as i64).map(|i| f.index(n, first + i)).collect();
+                    take_node(s, r, a, idx)
+                }
+            };
+            parts.push(Some(part));
         }
         let xs: Vec<NodeId> = [parts[0], Some(r), parts[1]]
             .into_iter()
