@@ -236,6 +236,8 @@ def child(args):
     setup = {}
     t0 = time.perf_counter()
     open_kw = dict(consolidated=False)
+    # xarray's .chunk() takes the default chunk manager (Dask's) unless told: name each.
+    chunk_kw = {}
     session = client = cluster = None
     if system == "dask":
         from distributed import Client, LocalCluster
@@ -246,6 +248,7 @@ def child(args):
         client.wait_for_workers(2)
         client.run(lambda: __import__("xarray") and __import__("zarr") and __import__("dask.array"))
         open_kw.update(chunks={})
+        chunk_kw = dict(chunked_array_type="dask")
         setup["note"] = "LocalCluster(n_workers=2, threads_per_worker=1)"
     elif system == "cubed":
         import cubed
@@ -253,7 +256,8 @@ def child(args):
 
         spec = cubed.Spec(work_dir=str(out / "cubed-work"), allowed_mem=args.cubed_mem,
                           executor_name="processes", executor_options={"max_workers": 2})
-        open_kw.update(chunks={}, chunked_array_type="cubed", from_array_kwargs={"spec": spec})
+        chunk_kw = dict(chunked_array_type="cubed", from_array_kwargs={"spec": spec})
+        open_kw.update(chunks={}, **chunk_kw)
         setup["note"] = f"processes executor, 2 workers, allowed_mem {args.cubed_mem}"
     elif system == "nums":
         import nums_cloud
@@ -265,7 +269,8 @@ def child(args):
         session = nums_cloud.session()
         # A compute over 16 MiB goes to the function processes: starts them (not timed).
         float(nps.ones((4096, 1024)).sum())
-        open_kw.update(chunks={}, chunked_array_type="nums-cloud")
+        chunk_kw = dict(chunked_array_type="nums-cloud")
+        open_kw.update(chunks={}, **chunk_kw)
         setup["note"] = (f"workers=2, memory_mb={args.memory_mb}, function processes "
                          f"{session.settings()['backend']}")
     setup["seconds"] = time.perf_counter() - t0
@@ -284,14 +289,20 @@ def child(args):
     elif workload == "anom":
         clim = ds.groupby("time.month").mean()
         if system != "numpy":
-            clim = clim.chunk(month=-1)
+            clim = clim.chunk(month=-1, **chunk_kw)
         anom = ds.groupby("time.month") - clim
+        if system != "numpy":
+            # Written in the input's chunks: Dask's and Cubed's anomalies come out in
+            # others (the groupby's indexing), which to_zarr refuses against them.
+            anom = anom.chunk(dict(zip(("time", "lat", "lon"), g["chunks"])), **chunk_kw)
+        backed(anom, system)
         write_zarr(anom, out / "anom.zarr", g["chunks"])
     else:
         if system == "numpy":
             re = ds
         else:
-            re = ds.chunk(dict(zip(("time", "lat", "lon"), g["rechunk"])))
+            re = ds.chunk(dict(zip(("time", "lat", "lon"), g["rechunk"])), **chunk_kw)
+        backed(re, system)
         write_zarr(re, out / "rechunk.zarr", g["rechunk"])
     seconds = time.perf_counter() - t0
     res = {"seconds": seconds, "setup": setup, **sampler.stop()}
@@ -302,6 +313,17 @@ def child(args):
         client.close()
         cluster.close()
     print(json.dumps(res), flush=True)
+
+
+def backed(ds, system):
+    """Refuses a dataset whose variables are not `system`'s arrays (a step that fell back
+    to another chunk manager, or to NumPy, would measure something else)."""
+    want = {"numpy": "numpy", "dask": "dask", "cubed": "cubed", "nums": "nums_cloud"}[system]
+    for v in VARS:
+        mod = type(ds[v].data).__module__.split(".")[0]
+        if mod != want:
+            raise TypeError(f"{system}: variable {v} is a {type(ds[v].data).__module__}."
+                            f"{type(ds[v].data).__name__}, not a {want} array")
 
 
 def write_zarr(ds, path, chunks):
