@@ -532,7 +532,8 @@ def report(args, systems, ref_system, results, g, input_bytes, write_s, load_sta
             print(f"| {res['workload']} | {names[s]} | {b['seconds']:.2f} | {b['peak_rss'] / 2**20:,.0f} | "
                   f"{b['read_chars'] / 1e6:,.1f} | {b['write_chars'] / 1e6:,.1f} | "
                   + (f"{n['bytes_read'] / 1e6:,.1f} MB ({n['bytes_read'] / input_bytes:.2f}x the store; "
-                     f"{n['invocations']} invocations, {n['tasks']} tasks) |" if n else "- |"))
+                     f"{n['invocations']} invocations, {n['in_process']} of them in this process, "
+                     f"{n['tasks']} tasks) |" if n else "- |"))
     print(f"\ninput store: {input_bytes / 1e6:,.1f} MB")
 
     def ratio(res, a, b, key):
