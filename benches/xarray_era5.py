@@ -21,9 +21,12 @@ differs):
   a Zarr v3 store in the input's chunks.
 - rechunk: `ds.chunk(time=-1, lat=..., lon=...)` (space-contiguous) written to a Zarr v3
   store in those chunks. On nums-cloud this is the chunk manager's `rechunk`, the
-  engine's `block`: a single-stage gather (each output block reads every input block it
-  overlaps), not a multistage, memory-bounded rechunk (issue 44 item 3); Dask's rechunk
-  plans intermediate chunks, Cubed's is multistage and bounded by `allowed_mem`.
+  engine's `block`: each output block gathers the input blocks it overlaps, and only
+  where that would pass a quarter of `memory_mb` (since merge-prog's 1f00442) goes
+  through an intermediate grid (rechunker's two-stage plan). At `memory_mb` 2048 both
+  sizes stay direct (an output block overlaps 12 input blocks of 1.3 MB small, 24 of
+  8 MB base). Dask (distributed) plans it as a P2P shuffle; Cubed's is multistage,
+  bounded by `allowed_mem`.
 
 Rules of fairness (also in BENCHMARKS.md):
 - Every system opens the same store with `xr.open_zarr(..., chunks={})` (the store's own
