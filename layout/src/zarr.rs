@@ -854,12 +854,22 @@ mod tests {
         });
         let arr = StoredArray::from_json("p", &zarray).unwrap();
         assert!(!arr.native && !arr.complete && arr.v2);
-        assert_eq!(arr.meta, ArrayMeta::new(vec![3, 3], vec![3, 2], DType::Int32));
-        assert_eq!((arr.block_key(&[0, 1]), arr.metadata_key()), ("p/0.1".into(), "p/.zarray".into()));
-        let column_major: Vec<u8> = [0i32, 3, 6, 1, 4, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(
+            arr.meta,
+            ArrayMeta::new(vec![3, 3], vec![3, 2], DType::Int32)
+        );
+        assert_eq!(
+            (arr.block_key(&[0, 1]), arr.metadata_key()),
+            ("p/0.1".into(), "p/.zarray".into())
+        );
+        let column_major: Vec<u8> = [0i32, 3, 6, 1, 4, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
         let want = ArrayD::from_shape_vec(IxDyn(&[3, 2]), vec![0i32, 1, 3, 4, 6, 7]).unwrap();
         assert_eq!(
-            arr.decode(&[0, 0], Some(Bytes::from(column_major))).unwrap(),
+            arr.decode(&[0, 0], Some(Bytes::from(column_major)))
+                .unwrap(),
             Block::I32(want)
         );
         let fill = ArrayD::from_elem(IxDyn(&[3, 1]), -1i32);
