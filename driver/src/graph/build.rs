@@ -62,11 +62,6 @@ pub(super) struct Builder<'a> {
     pub(super) splits: HashMap<u64, u64>,
 }
 
-/// The most blocks one array may have: the planner plans a million blocks in seconds,
-/// and a block is an object in the store (a million objects per array is already far
-/// past what a useful block size gives: 1 TB in blocks of 1 MB).
-pub const MAX_BLOCKS_PER_ARRAY: u64 = 1_000_000;
-
 /// The most blocks of all arrays of a job (intermediates included): what one plan holds.
 /// Elementwise chains count once per operation, so the planning-scale job of a
 /// million-block X (`1 / (1 + exp(-(X @ w)))`, then `X.T @ mu`) has about six million.

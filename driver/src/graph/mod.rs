@@ -25,8 +25,8 @@ mod sources;
 
 use build::*;
 pub use build::{
-    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value,
-    block_for, build, build_known, build_staged, reserved_name,
+    Incremental, Known, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value, block_for, build,
+    build_known, build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
@@ -35,6 +35,7 @@ pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_
 pub(crate) use sources::{foreign_changed, import_options, is_file, reuse_import};
 // The helpers every file of the folder uses (through `use super::*`).
 use pyint::{floor_div, out_of_range};
+pub use shape::MAX_BLOCKS_PER_ARRAY;
 use shape::{check_elements, shape_str};
 
 pub type NodeId = usize;

@@ -190,8 +190,8 @@ fn zarr_version(stamp: u64, chunks: Option<u64>) -> String {
 /// A foreign Zarr array of more chunks than this is imported into nums-cloud's blocks
 /// (each import task reads the chunks its block overlaps) rather than read in place: its
 /// chunks would be the blocks, and an array may have at most this many
-/// ([`super::build::MAX_BLOCKS_PER_ARRAY`]).
-pub(crate) const IN_PLACE_MAX_CHUNKS: u64 = super::build::MAX_BLOCKS_PER_ARRAY;
+/// ([`super::shape::MAX_BLOCKS_PER_ARRAY`]).
+pub(crate) const IN_PLACE_MAX_CHUNKS: u64 = super::shape::MAX_BLOCKS_PER_ARRAY;
 
 /// The foreign Zarr arrays `g` reads in place whose chunks are not the ones they had when
 /// they were opened, by URL: what a compute read of them may mix old and new chunks.
