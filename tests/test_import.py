@@ -520,8 +520,9 @@ def test_csv_options_on_another_input_are_refused(tmp_path):
 
 
 def test_foreign_zarr_import_runs_in_the_functions_and_bounds_driver_memory(tmp_path):
-    """A Zarr array written by zarr-python (other codecs and chunks) is re-blocked by the
-    functions' tasks: the driver never holds it, and every value arrives."""
+    """A Zarr array written by zarr-python (other codecs and chunks) is read in place and
+    re-blocked by the functions' tasks: the driver never holds it, and every value
+    arrives."""
     zarr = pytest.importorskip("zarr")
     rows, cols = 700_000, 32  # 171 MiB of float64, more than the driver's bound
     z = zarr.create_array(str(tmp_path / "f.zarr"), shape=(rows, cols), chunks=(65_536, 16),

@@ -62,6 +62,7 @@ impl Builder {
             read_only: false,
             sparse: false,
             intermediate: false,
+            foreign: None,
         });
         (self.arrays.len() - 1) as u32
     }

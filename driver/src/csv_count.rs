@@ -124,6 +124,7 @@ pub(crate) async fn count(
             read_only: false,
             sparse: false,
             intermediate: true,
+            foreign: None,
         };
         for b in 0..(n - 1).div_ceil(per_task) {
             let i0 = 1 + b * per_task;

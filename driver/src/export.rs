@@ -319,6 +319,7 @@ async fn export_npy_to_s3(
             NodeOp::InPlace {
                 path: arr.path.clone(),
                 sparse: false,
+                foreign: None,
             },
         );
         g.nodes.push(n);

@@ -695,6 +695,7 @@ pub(crate) fn plan_fits(
                     in_place: Some(paths[i].clone()),
                     sparse: false,
                     stamp: 0,
+                    foreign: None,
                 },
             );
         }

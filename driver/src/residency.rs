@@ -177,6 +177,7 @@ mod tests {
             read_only: false,
             sparse: false,
             intermediate: false,
+            foreign: None,
         };
         Batch {
             store: StoreSpec {

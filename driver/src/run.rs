@@ -454,7 +454,9 @@ async fn check_inputs_unchanged(c: &Checked) -> anyhow::Result<()> {
         {
             let why = match probe {
                 graph::Probe::Zarr {
-                    in_place: Some(_), ..
+                    in_place: Some(_),
+                    foreign: None,
+                    ..
                 } => " (another run of its job committed)",
                 _ => "",
             };

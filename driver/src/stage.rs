@@ -782,6 +782,7 @@ pub(crate) fn read_made_imports(g: &Graph, prefix: &str, made: &HashSet<String>)
             n.op = NodeOp::InPlace {
                 path,
                 sparse: false,
+                foreign: None,
             };
         }
     }

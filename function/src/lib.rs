@@ -158,6 +158,8 @@ pub(crate) struct Invocation<'a> {
     started: Instant,
     store: Store,
     arrays: Vec<Arc<StoredArray>>,
+    /// The store each array is read from: the job's, or a foreign array's own.
+    sources: Vec<Store>,
     outputs: Outputs,
     /// The memory tier's counts when it started: a function process runs one invocation
     /// at a time, so what they gained since is this invocation's (the driver's own runs
@@ -180,22 +182,37 @@ impl<'a> Invocation<'a> {
             memory::reset_peak();
         }
         batch.check_confined()?;
+        let store = store.with_fresh_counters();
         let arrays = batch
             .arrays
             .iter()
             .map(|a| {
-                let arr = StoredArray::new(&a.path, a.meta.clone())?;
+                let arr = match &a.foreign {
+                    Some(f) => StoredArray::foreign(&a.path, f, &a.meta)?,
+                    None => StoredArray::new(&a.path, a.meta.clone())?,
+                };
                 Ok(Arc::new(match codec {
                     Codec::Direct => arr,
                     Codec::ZarrsChain => arr.with_codec_chain(),
                 }))
             })
             .collect::<Result<_, FnError>>()?;
+        // A foreign array in another store is read from there, counted as this
+        // invocation's reads.
+        let sources = batch
+            .arrays
+            .iter()
+            .map(|a| match &a.foreign {
+                Some(f) if f.store != batch.store => Store::open_counted(&f.store, &store.counters),
+                _ => Ok(store.clone()),
+            })
+            .collect::<Result<Vec<Store>, _>>()?;
         Ok(Invocation {
             batch,
             started,
-            store: store.with_fresh_counters(),
+            store,
             arrays,
+            sources,
             outputs,
             tier_at_start: (outputs == Outputs::Store).then(|| nums_layout::tier::tier().stats()),
         })
@@ -213,7 +230,7 @@ impl<'a> Invocation<'a> {
         r: &BlockRef,
     ) -> impl Future<Output = Result<Arc<Block>, FnError>> + Send + 'static {
         let arr = self.array(r).clone();
-        let store = self.store.clone();
+        let store = self.sources[r.array as usize].clone();
         let idx = r.index.clone();
         // An array nums-cloud did not write may leave chunks out (the fill value), as
         // Zarr allows; in any other a missing block is an error.

@@ -23,7 +23,7 @@ pub use failure::ErrorKind;
 pub use meta::{ArrayMeta, DType};
 pub use scalar::Scalar;
 pub use store::{IoCounters, Store, StoreSpec};
-pub use zarr::StoredArray;
+pub use zarr::{Foreign, StoredArray};
 
 /// Everything that can go wrong between a block and its bytes in the store.
 #[derive(Debug, thiserror::Error)]

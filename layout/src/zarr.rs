@@ -17,8 +17,9 @@ use zarrs::array::{Array, ArrayBytes, ArrayMetadata};
 use crate::block::{Block, Elem, le_bytes};
 use crate::meta::{ArrayMeta, DType, ScalarKind};
 use crate::scalar::Scalar;
-use crate::store::Store;
+use crate::store::{Store, StoreSpec};
 use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
 
 /// zstd level for blocks: level 1 runs at about 1 GB/s per core, which keeps block I/O
 /// close to the store's own throughput; higher levels gain little on float64.
@@ -26,6 +27,22 @@ pub const ZSTD_LEVEL: i64 = 1;
 
 /// The key under a `zarr.json`'s `attributes` where nums-cloud records what it wrote.
 pub const ATTRIBUTES_KEY: &str = "nums_cloud";
+
+/// A Zarr array that nums-cloud reads where it is but did not encode itself: in any store
+/// (a local folder or a bucket, the job's or not), as Zarr v2 or v3, with any codecs,
+/// chunk keys and fill value zarrs knows. It travels to the functions with each batch
+/// that reads it, so that they decode its chunks as its own metadata says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Foreign {
+    /// The store that holds it: array paths are relative to its root.
+    pub store: StoreSpec,
+    /// Its metadata as read: a `zarr.json` (v3) or a `.zarray` (v2).
+    pub metadata: serde_json::Value,
+    /// Its chunks when it was opened ([`StoredArray::chunks_fingerprint`]): a reader that
+    /// finds them changed after reading refuses what it read (a mix of old and new).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<u64>,
+}
 
 /// One array at `path` in a store, with the codec chain its metadata names.
 #[derive(Clone, Debug)]
@@ -40,6 +57,10 @@ pub struct StoredArray {
     /// Written by nums-cloud, which writes every block (its `attributes` say so): a
     /// missing chunk is then an error, not the fill value.
     pub complete: bool,
+    /// The metadata it was opened with, where it is not nums-cloud's own (a foreign array's).
+    foreign: Option<Arc<serde_json::Value>>,
+    /// A Zarr v2 array: its metadata is `.zarray`, not `zarr.json`.
+    v2: bool,
     codec: Arc<Array<()>>,
     /// Whether [`encode`](Self::encode) and [`decode`](Self::decode) may call zstd
     /// themselves (see [`StoredArray::direct`]); off only to measure zarrs' codec chain.
@@ -108,18 +129,29 @@ impl StoredArray {
         Ok(a)
     }
 
-    /// An array described by any Zarr v3 `zarr.json` whose dtype nums-cloud supports.
+    /// An array described by any Zarr v3 `zarr.json`, or a Zarr v2 `.zarray`, whose dtype
+    /// nums-cloud supports and whose chunk grid is regular (its chunks are the blocks).
     pub fn from_json(path: &str, json: &serde_json::Value) -> Result<StoredArray> {
         let metadata: ArrayMetadata =
             serde_json::from_value(json.clone()).map_err(|e| meta_err(path, e))?;
+        let (md, v2) = match &metadata {
+            ArrayMetadata::V3(v3) => (v3.clone(), false),
+            ArrayMetadata::V2(v2) => (
+                zarrs::convert::array_metadata_v2_to_v3(v2).map_err(|e| meta_err(path, e))?,
+                true,
+            ),
+        };
         let array =
             Array::new_with_metadata(Arc::new(()), "/", metadata).map_err(|e| meta_err(path, e))?;
-        let md = match array.metadata() {
-            ArrayMetadata::V3(v3) => v3.clone(),
-            ArrayMetadata::V2(_) => {
-                return Err(meta_err(path, "only Zarr v3 arrays are supported"));
-            }
-        };
+        if md.chunk_grid.name() != "regular" {
+            return Err(meta_err(
+                path,
+                format!(
+                    "chunk grid {:?}: nums-cloud reads arrays in regular chunks (its blocks)",
+                    md.chunk_grid.name()
+                ),
+            ));
+        }
         let dtype_name = md.data_type.name();
         let dtype = DType::parse(dtype_name)
             .ok_or_else(|| meta_err(path, format!("unsupported data type {dtype_name}")))?;
@@ -135,9 +167,10 @@ impl StoredArray {
             dtype,
         };
         let ours = zarr_json(&meta);
-        let native = ["codecs", "chunk_key_encoding", "fill_value"]
-            .iter()
-            .all(|k| json.get(*k) == ours.get(*k));
+        let native = !v2
+            && ["codecs", "chunk_key_encoding", "fill_value"]
+                .iter()
+                .all(|k| json.get(*k) == ours.get(*k));
         let complete = json
             .get("attributes")
             .and_then(|a| a.get(ATTRIBUTES_KEY))
@@ -147,8 +180,39 @@ impl StoredArray {
             meta,
             native,
             complete,
+            foreign: (!native).then(|| Arc::new(json.clone())),
+            v2,
             codec: Arc::new(array),
             direct_codec: true,
+        })
+    }
+
+    /// A foreign array as the batch describes it ([`Foreign`]), refused unless it has the
+    /// shape, chunks and dtype the plan was made for.
+    pub fn foreign(path: &str, f: &Foreign, meta: &ArrayMeta) -> Result<StoredArray> {
+        let a = Self::from_json(path, &f.metadata)?;
+        if a.meta != *meta {
+            return Err(meta_err(
+                path,
+                format!(
+                    "its metadata says {} {:?} in chunks {:?}, the plan was made for {} {:?} in {:?}",
+                    a.meta.dtype, a.meta.shape, a.meta.block, meta.dtype, meta.shape, meta.block
+                ),
+            ));
+        }
+        Ok(a)
+    }
+
+    /// How the functions find and decode this array where it is, in `store`, and what
+    /// its chunks are now.
+    pub async fn foreign_in(&self, store: &Store) -> Result<Foreign> {
+        Ok(Foreign {
+            store: store.spec().clone(),
+            metadata: match &self.foreign {
+                Some(j) => (**j).clone(),
+                None => zarr_json(&self.meta),
+            },
+            chunks: Some(self.chunks_fingerprint(store).await?),
         })
     }
 
@@ -157,19 +221,43 @@ impl StoredArray {
         Ok(Self::open_stamped(store, path).await?.0)
     }
 
-    /// Opens the array stored at `path`, with a stamp of its `zarr.json` (a hash of its
-    /// bytes) that changes when the array is replaced.
+    /// Opens the array stored at `path` (a Zarr v3 `zarr.json`, else a Zarr v2 `.zarray`),
+    /// with a stamp of its metadata (a hash of its bytes) that changes when the array is
+    /// replaced.
     pub async fn open_stamped(store: &Store, path: &str) -> Result<(StoredArray, u64)> {
-        let key = format!("{}/zarr.json", path.trim_matches('/'));
-        let bytes = store.get(&key).await?;
+        let path = path.trim_matches('/');
+        let bytes = match store.get(&format!("{path}/zarr.json")).await {
+            // The v3 key is the one a missing array is named by: nums-cloud writes v3.
+            Err(missing @ Error::NotFound { .. }) => {
+                match store.get(&format!("{path}/.zarray")).await {
+                    Err(Error::NotFound { .. }) => return Err(missing),
+                    r => r?,
+                }
+            }
+            r => r?,
+        };
         let json: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| meta_err(path, e))?;
         Ok((Self::from_json(path, &json)?, stamp(&bytes)))
     }
 
-    /// Key of its `zarr.json`.
+    /// What identifies every chunk the array holds now (keys, sizes and versions; one LIST
+    /// per thousand chunks), to notice chunks written again while a run reads them: an
+    /// array written by other tools may change its chunks without its metadata.
+    pub async fn chunks_fingerprint(&self, store: &Store) -> Result<u64> {
+        let mut listed = store.list_versions(&format!("{}/", self.path)).await?;
+        listed.sort();
+        let mut text = String::new();
+        for (k, size, version) in listed {
+            text.push_str(&format!("{k}\t{size}\t{version}\n"));
+        }
+        Ok(stamp(text.as_bytes()))
+    }
+
+    /// Key of its metadata: `zarr.json` (`.zarray` for a Zarr v2 array).
     pub fn metadata_key(&self) -> String {
-        format!("{}/zarr.json", self.path)
+        let name = if self.v2 { ".zarray" } else { "zarr.json" };
+        format!("{}/{name}", self.path)
     }
 
     /// Key of the chunk that holds block `idx`.
@@ -752,6 +840,52 @@ mod tests {
         let b = Block::F64(ArrayD::from_elem(IxDyn(&[]), 2.5));
         let bytes = s.encode(&[], &b).unwrap();
         assert_eq!(s.decode(&[], Some(bytes)).unwrap(), b);
+    }
+
+    /// A Zarr v2 array in F order, as zarr-python writes one: its chunk keys (`0.0`), its
+    /// chunks decoded column-major into the block, a missing one its fill value; the
+    /// plan's metadata must be its own.
+    #[test]
+    fn zarr_v2_in_f_order_is_read_as_its_metadata_says() {
+        let zarray = json!({
+            "zarr_format": 2, "shape": [3, 3], "chunks": [3, 2], "dtype": "<i4",
+            "order": "F", "compressor": null, "fill_value": -1, "filters": null,
+            "dimension_separator": "."
+        });
+        let arr = StoredArray::from_json("p", &zarray).unwrap();
+        assert!(!arr.native && !arr.complete && arr.v2);
+        assert_eq!(
+            arr.meta,
+            ArrayMeta::new(vec![3, 3], vec![3, 2], DType::Int32)
+        );
+        assert_eq!(
+            (arr.block_key(&[0, 1]), arr.metadata_key()),
+            ("p/0.1".into(), "p/.zarray".into())
+        );
+        let column_major: Vec<u8> = [0i32, 3, 6, 1, 4, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let want = ArrayD::from_shape_vec(IxDyn(&[3, 2]), vec![0i32, 1, 3, 4, 6, 7]).unwrap();
+        assert_eq!(
+            arr.decode(&[0, 0], Some(Bytes::from(column_major)))
+                .unwrap(),
+            Block::I32(want)
+        );
+        let fill = ArrayD::from_elem(IxDyn(&[3, 1]), -1i32);
+        assert_eq!(arr.decode(&[0, 1], None).unwrap(), Block::I32(fill));
+        let f = Foreign {
+            store: StoreSpec {
+                url: "file:///tmp/".into(),
+                endpoint: None,
+            },
+            metadata: zarray,
+            chunks: None,
+        };
+        assert!(StoredArray::foreign("p", &f, &arr.meta).is_ok());
+        let other = ArrayMeta::new(vec![3, 3], vec![3, 3], DType::Int32);
+        let e = StoredArray::foreign("p", &f, &other).unwrap_err();
+        assert!(e.to_string().contains("the plan was made for"), "{e}");
     }
 
     /// zstd called directly writes zarrs' bytes exactly, and each path reads the other's,

@@ -299,10 +299,10 @@ impl Session {
         Ok(store)
     }
 
-    /// A `.npy`, `.csv`, `.parquet` file or Zarr v3 array (a folder, or an `s3://` URL),
-    /// as a job file's `load` reads it; its metadata is read now (its shape and dtype are
-    /// known, a missing file is an error here). A Zarr array in the session's store that
-    /// nums-cloud wrote is read in place; any other input is imported by the first
+    /// A `.npy`, `.csv`, `.parquet` file or Zarr v2 or v3 array (a folder, or an `s3://`
+    /// URL), as a job file's `load` reads it; its metadata is read now (its shape and dtype
+    /// are known, a missing file is an error here). A Zarr array, nums-cloud's or another
+    /// tool's, is read in place in its own chunks; a file is imported by the first
     /// compute that needs all of it, and kept while an array made from it is held: later
     /// computes read the import, not the file. A compute that needs a part of it (`x[:2]`)
     /// reads only the blocks that hold that part. Relative paths resolve against the
@@ -812,6 +812,17 @@ impl Session {
         let cleanup = super::keep::delete_prefix(&store, &format!("{prefix}/tmp")).await;
         let executed = result.map_err(|e| self.engine_error_in(e, &cg.back))?;
         cleanup.map_err(store_error)?;
+        // As a job's run refuses to commit: another tool's Zarr array whose chunks were
+        // written again may have been read part old, part new.
+        let changed = crate::graph::foreign_changed(&cg.g, &store.counters)
+            .await
+            .map_err(|e| self.engine_error(e.into()))?;
+        if let Some(url) = changed.first() {
+            return Err(self.engine_error(anyhow::anyhow!(
+                "input {url} changed while this compute read it (its chunks are not those it \
+                 had when it was loaded); load it again"
+            )));
+        }
         let main = &executed.main;
         let mut fits = self.st.fits.lock().unwrap_or_else(|p| p.into_inner());
         fits.extend(executed.fits.into_iter().map(|(i, f)| (cg.back[i], f)));
@@ -867,7 +878,11 @@ impl Session {
             false => 0,
             true => (needed.iter())
                 .filter_map(|&i| match &g.nodes[i].op {
-                    NodeOp::InPlace { path, .. } => Some((i, path)),
+                    NodeOp::InPlace {
+                        path,
+                        foreign: None,
+                        ..
+                    } => Some((i, path)),
                     _ => None,
                 })
                 .map(|(i, path)| {

@@ -450,6 +450,7 @@ mod tests {
                 read_only: false,
                 sparse: false,
                 intermediate: true,
+                foreign: None,
             })
             .collect();
         let b = PlannedBatch::from_batch(

@@ -62,11 +62,6 @@ pub(super) struct Builder<'a> {
     pub(super) splits: HashMap<u64, u64>,
 }
 
-/// The most blocks one array may have: the planner plans a million blocks in seconds,
-/// and a block is an object in the store (a million objects per array is already far
-/// past what a useful block size gives: 1 TB in blocks of 1 MB).
-pub const MAX_BLOCKS_PER_ARRAY: u64 = 1_000_000;
-
 /// The most blocks of all arrays of a job (intermediates included): what one plan holds.
 /// Elementwise chains count once per operation, so the planning-scale job of a
 /// million-block X (`1 / (1 + exp(-(X @ w)))`, then `X.T @ mu`) has about six million.
@@ -637,17 +632,29 @@ impl<'a> Builder<'a> {
                         meta,
                         in_place: Some(rel),
                         sparse,
+                        foreign,
                         ..
                     } => {
-                        // In the job's own store and in nums-cloud's encoding: read it in
-                        // place, re-blocked (by tasks) only where the job asks for other blocks.
-                        let mut id = self.add(meta.clone(), NodeOp::InPlace { path: rel, sparse });
+                        // In the job's own store and in nums-cloud's encoding, or any other
+                        // Zarr array (`foreign`): read in place, in its own blocks, re-blocked
+                        // (by tasks) only where the job asks for other blocks.
+                        let wrap = foreign.is_some();
+                        let op = NodeOp::InPlace {
+                            path: rel,
+                            sparse,
+                            foreign,
+                        };
+                        let mut id = self.add(meta.clone(), op);
                         let want = ArrayMeta::new(
                             meta.shape.clone(),
                             def.block.clone().unwrap_or(meta.block.clone()),
                             def.dtype.unwrap_or(meta.dtype),
                         );
-                        if want != meta {
+                        // A foreign array is only ever an operand: what the job names is
+                        // made from it block by block (in memory, inside the batches that
+                        // read it), so whatever reads a named array by its path reads
+                        // nums-cloud's blocks.
+                        if want != meta || wrap {
                             id = self.reblock(id, want);
                         }
                         if let Some(m) = self.too_big.take() {
@@ -1603,6 +1610,7 @@ impl Incremental {
             op: NodeOp::InPlace {
                 path,
                 sparse: false,
+                foreign: None,
             },
             name: None,
             persist: false,
@@ -1716,9 +1724,17 @@ impl Incremental {
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
     /// in place instead of computing it again, until [`Incremental::release`] lets it go.
     pub fn stored(&mut self, id: NodeId, path: String) {
+        // A foreign array is read where it is, always.
+        if let NodeOp::InPlace {
+            foreign: Some(_), ..
+        } = &self.g.nodes[id].op
+        {
+            return;
+        }
         let op = NodeOp::InPlace {
             path,
             sparse: false,
+            foreign: None,
         };
         match std::mem::replace(&mut self.g.nodes[id].op, op) {
             NodeOp::InPlace { .. } => {}

@@ -25,16 +25,17 @@ mod sources;
 
 use build::*;
 pub use build::{
-    Incremental, Known, MAX_BLOCKS_PER_ARRAY, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value,
-    block_for, build, build_known, build_staged, reserved_name,
+    Incremental, Known, MAX_BLOCKS_PER_JOB, MAX_SELECTION, Released, Value, block_for, build,
+    build_known, build_staged, reserved_name,
 };
 pub use funcs::all_names as function_names;
 pub use funcs::factorizations_text;
 pub use funcs::{Signature, signatures};
 pub use sources::{Counted, Probe, Probes, probe, probe_with, relative_to, split_zarr_location};
-pub(crate) use sources::{import_options, is_file, reuse_import};
+pub(crate) use sources::{foreign_changed, import_options, is_file, reuse_import};
 // The helpers every file of the folder uses (through `use super::*`).
 use pyint::{floor_div, out_of_range};
+pub use shape::MAX_BLOCKS_PER_ARRAY;
 use shape::{check_elements, shape_str};
 
 pub type NodeId = usize;
@@ -105,13 +106,15 @@ pub enum NodeOp {
         columns: Vec<u64>,
         row_groups: std::sync::Arc<Vec<(u64, Vec<u64>)>>,
     },
-    /// A Zarr array already in the job's store, encoded as nums-cloud encodes: read in
-    /// place by the functions, never copied or written. `sparse`: not written by
-    /// nums-cloud, so chunks never written are the fill value (otherwise a missing chunk
-    /// is an error).
+    /// A Zarr array read in place by the functions, never copied or written: in the job's
+    /// store and encoded as nums-cloud encodes, or `foreign` (any Zarr v2 or v3 array in
+    /// any store, whose chunks are its blocks; `path` is relative to that store).
+    /// `sparse`: not written by nums-cloud, so chunks never written are the fill value
+    /// (otherwise a missing chunk is an error).
     InPlace {
         path: String,
         sparse: bool,
+        foreign: Option<std::sync::Arc<nums_layout::Foreign>>,
     },
     /// A Zarr v3 array (other codecs, chunks or store) the functions import, re-blocked,
     /// into the job's prefix: each task reads the source chunks its block overlaps (`src`:

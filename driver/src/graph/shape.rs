@@ -3,6 +3,11 @@
 
 use crate::config::MAX_ELEMENTS;
 
+/// The most blocks one array may have: the planner plans a million blocks in seconds,
+/// and a block is an object in the store (a million objects per array is already far
+/// past what a useful block size gives: 1 TB in blocks of 1 MB).
+pub const MAX_BLOCKS_PER_ARRAY: u64 = 1_000_000;
+
 /// A shape as Python prints a tuple: `(3,)`, `(2, 3)`.
 pub(super) fn shape_str(s: &[u64]) -> String {
     match s {

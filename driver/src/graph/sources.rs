@@ -71,11 +71,13 @@ pub enum Probe {
         /// As for `Npy`.
         version: String,
     },
-    /// A Zarr v3 array. `in_place` is its path under the job's store root when it lies
-    /// there and is encoded as nums-cloud encodes: the functions then read it in place.
+    /// A Zarr v2 or v3 array. `in_place` is the path the functions read it at, in place:
+    /// under the job's store root when it lies there and is encoded as nums-cloud
+    /// encodes; else (`foreign`: any store, codecs, chunk keys) in its own store, in its
+    /// own chunks. `None`: imported (see [`IN_PLACE_MAX_CHUNKS`]).
     /// `sparse`: not written by nums-cloud (chunks never written are its fill value).
-    /// `stamp` identifies the `zarr.json` read, to notice the array being replaced while
-    /// a run reads it.
+    /// `stamp` identifies the metadata read, and a foreign array's `chunks` every chunk it
+    /// held, to notice the array changing while a run reads it.
     Zarr {
         store: StoreSpec,
         path: String,
@@ -83,6 +85,7 @@ pub enum Probe {
         in_place: Option<String>,
         sparse: bool,
         stamp: u64,
+        foreign: Option<Arc<nums_layout::Foreign>>,
     },
 }
 
@@ -106,8 +109,15 @@ impl Probe {
             | Probe::Csv { path, version, .. }
             | Probe::Parquet { path, version, .. } => (path.clone(), version.clone()),
             Probe::Zarr {
-                store, path, stamp, ..
-            } => (zarr_url(store, path), format!("zarr.json {stamp:016x}")),
+                store,
+                path,
+                stamp,
+                foreign,
+                ..
+            } => (
+                zarr_url(store, path),
+                zarr_version(*stamp, foreign.as_ref().and_then(|f| f.chunks)),
+            ),
         }
     }
 
@@ -118,10 +128,21 @@ impl Probe {
         io: &Arc<IoCounters>,
     ) -> Result<Option<String>, nums_layout::Error> {
         match self {
-            Probe::Zarr { store, path, .. } => {
+            Probe::Zarr {
+                store,
+                path,
+                foreign,
+                ..
+            } => {
                 let s = nums_layout::Store::open_counted(store, io)?;
                 match nums_layout::StoredArray::open_stamped(&s, path).await {
-                    Ok((_, stamp)) => Ok(Some(format!("zarr.json {stamp:016x}"))),
+                    Ok((arr, stamp)) => {
+                        let now = match foreign.as_ref().and_then(|f| f.chunks) {
+                            Some(_) => Some(arr.chunks_fingerprint(&s).await?),
+                            None => None,
+                        };
+                        Ok(Some(zarr_version(stamp, now)))
+                    }
                     Err(nums_layout::Error::NotFound { .. }) => Ok(None),
                     Err(e) => Err(e),
                 }
@@ -156,6 +177,50 @@ impl Probe {
             _ => None,
         }
     }
+}
+
+/// What a Zarr input held: its metadata's stamp, and a foreign array's chunks'.
+fn zarr_version(stamp: u64, chunks: Option<u64>) -> String {
+    match chunks {
+        Some(c) => format!("zarr.json {stamp:016x}, chunks {c:016x}"),
+        None => format!("zarr.json {stamp:016x}"),
+    }
+}
+
+/// A foreign Zarr array of more chunks than this is imported into nums-cloud's blocks
+/// (each import task reads the chunks its block overlaps) rather than read in place: its
+/// chunks would be the blocks, and an array may have at most this many
+/// ([`super::shape::MAX_BLOCKS_PER_ARRAY`]).
+pub(crate) const IN_PLACE_MAX_CHUNKS: u64 = super::shape::MAX_BLOCKS_PER_ARRAY;
+
+/// The foreign Zarr arrays `g` reads in place whose chunks are not the ones they had when
+/// they were opened, by URL: what a compute read of them may mix old and new chunks.
+pub(crate) async fn foreign_changed(
+    g: &Graph,
+    io: &Arc<IoCounters>,
+) -> Result<Vec<String>, nums_layout::Error> {
+    let mut seen = std::collections::HashSet::new();
+    let mut changed = Vec::new();
+    for n in &g.nodes {
+        let NodeOp::InPlace {
+            path,
+            foreign: Some(f),
+            ..
+        } = &n.op
+        else {
+            continue;
+        };
+        let Some(then) = f.chunks else { continue };
+        if !seen.insert((f.store.clone(), path.clone())) {
+            continue;
+        }
+        let s = nums_layout::Store::open_counted(&f.store, io)?;
+        let arr = nums_layout::StoredArray::foreign(path, f, &n.meta)?;
+        if arr.chunks_fingerprint(&s).await? != then {
+            changed.push(zarr_url(&f.store, path));
+        }
+    }
+    Ok(changed)
 }
 
 /// The probes of a job's inputs, by array name.
@@ -268,6 +333,7 @@ pub(crate) async fn reuse_import(
         in_place: Some(entry.array),
         sparse: false,
         stamp,
+        foreign: None,
     })
 }
 
@@ -366,15 +432,25 @@ async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe
                 )
             } else if local {
                 format!(
-                    "{path} is neither a .npy, .csv or .parquet file nor a Zarr v3 array (no zarr.json)"
+                    "{path} is neither a .npy, .csv or .parquet file nor a Zarr array (no zarr.json or .zarray)"
                 )
             } else {
-                format!("{path}: no Zarr array there (no zarr.json)")
+                format!("{path}: no Zarr array there (no zarr.json or .zarray)")
             });
         }
         Err(e) => return Err(e.to_string()),
     };
-    let in_place = relative_to(&job.storage, &store, &apath).filter(|_| arr.native);
+    // nums-cloud's own arrays in the job's store are read as they are; any other (another
+    // tool's codecs or chunk keys, Zarr v2, another store) in its own chunks, decoded as
+    // its metadata says; one of too many chunks to be blocks is imported.
+    let (in_place, foreign) = match relative_to(&job.storage, &store, &apath) {
+        Some(rel) if arr.native => (Some(rel), None),
+        _ if arr.meta.num_blocks() > IN_PLACE_MAX_CHUNKS => (None, None),
+        _ => {
+            let f = arr.foreign_in(&s).await.map_err(|e| e.to_string())?;
+            (Some(apath.clone()), Some(Arc::new(f)))
+        }
+    };
     Ok(Probe::Zarr {
         store,
         path: apath,
@@ -382,6 +458,7 @@ async fn probe_load(job: &Job, path: &str, io: &Arc<IoCounters>) -> Result<Probe
         meta: arr.meta,
         in_place,
         stamp,
+        foreign,
     })
 }
 

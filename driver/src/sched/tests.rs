@@ -97,6 +97,7 @@ impl Gen {
             5 => NodeOp::InPlace {
                 path: format!("data/in{id}"),
                 sparse: self.rng.bool(),
+                foreign: None,
             },
             6 => NodeOp::ImportZarr {
                 store: nums_layout::StoreSpec {
@@ -912,6 +913,7 @@ fn newton_step_plan(blocks: u64, workers: usize) -> (Plan, u64) {
                 in_place: Some(name.to_string()),
                 sparse: false,
                 stamp: 0,
+                foreign: None,
             },
         );
     }
@@ -983,6 +985,7 @@ fn blocked_solve_reads_a_once_and_substitutes_back_in_one_invocation() {
             in_place: Some("A".to_string()),
             sparse: false,
             stamp: 0,
+            foreign: None,
         },
     );
     let g = crate::graph::build(&job, &probes).unwrap();
@@ -1051,6 +1054,7 @@ fn benchmark_solve_projection() {
             in_place: Some("A".to_string()),
             sparse: false,
             stamp: 0,
+            foreign: None,
         },
     );
     let g = crate::graph::build(&job, &probes).unwrap();
@@ -1124,6 +1128,7 @@ fn held_elsewhere() -> (Graph, crate::residency::Residency) {
         NodeOp::InPlace {
             path: "data/x".into(),
             sparse: false,
+            foreign: None,
         },
         false,
     );
@@ -1155,6 +1160,7 @@ fn held_elsewhere() -> (Graph, crate::residency::Residency) {
                 read_only: true,
                 sparse: false,
                 intermediate: false,
+                foreign: None,
             }],
             tasks: (0..8u64)
                 .filter(|i| (i + 1) % 2 == s)

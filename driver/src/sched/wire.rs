@@ -58,12 +58,19 @@ impl Wire {
         let mut bref = |id: Bid| {
             let b = self.blocks.block(id);
             let a = *slot.entry((b.node, b.part)).or_insert_with(|| {
+                let op = &g.nodes[b.node].op;
                 arrays.push(ArrayRef {
                     path: array_path(&self.prefix, g, &b),
                     meta: g.nodes[b.node].meta.clone(),
-                    read_only: matches!(g.nodes[b.node].op, NodeOp::InPlace { .. }),
-                    sparse: matches!(g.nodes[b.node].op, NodeOp::InPlace { sparse: true, .. }),
+                    read_only: matches!(op, NodeOp::InPlace { .. }),
+                    sparse: matches!(op, NodeOp::InPlace { sparse: true, .. }),
                     intermediate: is_intermediate(g, &b),
+                    foreign: match op {
+                        NodeOp::InPlace {
+                            foreign: Some(f), ..
+                        } => Some((**f).clone()),
+                        _ => None,
+                    },
                 });
                 (arrays.len() - 1) as u32
             });

@@ -84,6 +84,7 @@ impl Builder {
             read_only: false,
             sparse: false,
             intermediate: false,
+            foreign: None,
         });
         (self.batch.arrays.len() - 1) as u32
     }

@@ -28,6 +28,11 @@ pub struct ArrayRef {
     /// intermediate tag, counted apart, removed when the job ends.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intermediate: bool,
+    /// An input read in place that nums-cloud did not encode, or that lies outside the
+    /// job's store: where it is (`path` is relative to that store) and its own metadata,
+    /// which says how its chunks are decoded. Read only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign: Option<crate::zarr::Foreign>,
 }
 
 /// One block of one of the batch's arrays.
@@ -95,7 +100,10 @@ impl Batch {
             self.tasks.iter().map(|t| t.output.array).collect();
         for (i, a) in self.arrays.iter().enumerate() {
             let p = a.path.trim_matches('/');
-            let inside = p.starts_with(&prefix) && !(a.read_only && written.contains(&(i as u32)));
+            // A foreign array (maybe in another store) is only ever read.
+            let inside = p.starts_with(&prefix)
+                && a.foreign.is_none()
+                && !(a.read_only && written.contains(&(i as u32)));
             let readable = a.read_only && !written.contains(&(i as u32)) && !p.is_empty();
             if !(inside || readable) || p.split('/').any(|s| s == ".." || s == ".") {
                 return Err(crate::Error::OutsidePrefix {
@@ -328,6 +336,7 @@ mod tests {
                 read_only,
                 sparse: false,
                 intermediate: false,
+                foreign: None,
             }],
             tasks: if writes {
                 vec![Task {

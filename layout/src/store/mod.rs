@@ -787,6 +787,26 @@ impl Store {
             .collect())
     }
 
+    /// Keys under `prefix`, recursively, with their sizes and what identifies their
+    /// content (ETag, or a local file's inode, time and size; and the time modified).
+    pub async fn list_versions(&self, prefix: &str) -> Result<Vec<(String, u64, String)>> {
+        let base = self.path(prefix);
+        let metas: Vec<_> = again_if_cut(|| self.inner.list(Some(&base)).try_collect())
+            .await
+            .map_err(|e| self.err(e, prefix))?;
+        Ok(metas
+            .into_iter()
+            .map(|m| {
+                let v = format!(
+                    "{} {}",
+                    m.e_tag.unwrap_or_default(),
+                    m.last_modified.to_rfc3339()
+                );
+                (m.location.as_ref().to_string(), m.size, v)
+            })
+            .collect())
+    }
+
     /// The names directly under `prefix`: its objects', and its folders' (one LIST request
     /// on S3).
     pub async fn list_dir(&self, prefix: &str) -> Result<(Vec<String>, Vec<String>)> {

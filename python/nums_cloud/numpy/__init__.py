@@ -221,10 +221,11 @@ def genfromtxt(fname, dtype=float, delimiter=None, skip_header=0, usecols=None,
 
 
 def load(file):
-    """Load an array from a ``.npy``, ``.csv`` or ``.parquet`` file or a Zarr v3 array (a
-    folder or an ``s3://`` URL); its metadata is read now, its values by the first
-    compute that needs them (in parallel, block by block). A Zarr array nums-cloud wrote
-    in the session's store is read in place."""
+    """Load an array from a ``.npy``, ``.csv`` or ``.parquet`` file or a Zarr v2 or v3 array
+    (a folder or an ``s3://`` URL); its metadata is read now, its values by the first
+    compute that needs them (in parallel, block by block). A Zarr array, nums-cloud's or
+    another tool's (zarr-python, xarray; zstd, blosc, gzip or no compression, C or F
+    order), is read in place in its own chunks, never copied."""
     s = _session.session()._native
     return BlockArray(s.load(str(file)), s)
 
