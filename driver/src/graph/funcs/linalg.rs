@@ -1196,7 +1196,7 @@ impl Builder<'_> {
         // One block per (step, panel): a matrix of very many narrow panels is refused here,
         // by what it is, rather than as an internal array past the block limit.
         let p = n.div_ceil(w);
-        if p * p > super::build::MAX_BLOCKS_PER_ARRAY {
+        if p * p > super::shape::MAX_BLOCKS_PER_ARRAY {
             return Err(bd.err(
                 bd.pos,
                 format!(
@@ -1205,7 +1205,7 @@ impl Builder<'_> {
                     dims(&[n, n]),
                     dims(&[n, w]),
                     p * p,
-                    super::build::MAX_BLOCKS_PER_ARRAY
+                    super::shape::MAX_BLOCKS_PER_ARRAY
                 ),
             ));
         }
