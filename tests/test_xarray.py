@@ -182,8 +182,9 @@ def test_chunk_and_rechunk_a_numpy_dataset(session):
 @pytest.mark.parametrize("store", ["xarray-v3", "zarr-python-v3"])
 def test_zarr_v3_variables_are_read_by_the_functions(tmp_path, stores, store):
     """A variable of a Zarr v3 array is loaded in place, not read into this process at
-    open: values written to the store after open_zarr are what the compute sees, and with
-    every compute on the function processes, they read the store's chunks themselves."""
+    open: with every compute on the function processes, they read the store's chunks
+    themselves. A write to the store after open makes the next compute refuse (never a mix
+    of old and new chunks); opened again, the new values are what it computes."""
     path = tmp_path / "copy.zarr"
     shutil.copytree(stores[store], path)
     s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=256,
@@ -191,15 +192,19 @@ def test_zarr_v3_variables_are_read_by_the_functions(tmp_path, stores, store):
     try:
         nc = open_nums(path)
         z = zarr.open_array(path / "t2m", mode="r+")
-        z[...] = z[...] + 1.0  # after open: only a read at compute time sees it
-        want = xr.open_zarr(path, consolidated=False).t2m.load().mean(["lat", "lon"])
         before = s.counts()
         got = nc.t2m.mean(["lat", "lon"]).compute()
         after = s.counts()
         assert after["invocations"] > before["invocations"]
         assert after["in_process"] == before["in_process"]
         assert after["bytes_read"] - before["bytes_read"] >= z.nbytes // 2
+        want = xr.open_zarr(path, consolidated=False).t2m.load().mean(["lat", "lon"])
         xr.testing.assert_allclose(got, want)
+        z[...] = z[...] + 1.0
+        with pytest.raises(Exception, match="changed while this compute read it"):
+            nc.t2m.mean(["lat", "lon"]).compute()
+        got = open_nums(path).t2m.mean(["lat", "lon"]).compute()
+        xr.testing.assert_allclose(got, want + 1.0)
     finally:
         nums_cloud.close()
 
@@ -256,12 +261,12 @@ def test_a_zarr_store_on_s3_is_read_in_place_and_written(garage, monkeypatch):
     s = nums_cloud.init(storage=f"s3://{garage.bucket}/xarray/session",
                         endpoint=garage.endpoint, workers=2, memory_mb=256, progress=False)
     try:
-        nc = xr.open_zarr(bucket("xarray/in.zarr"), chunked_array_type="nums-cloud",
-                          consolidated=False)
-        # in place: values written to the bucket after open are what the compute reads
+        # in place: values written to the bucket after to_zarr are what the compute reads
         z = zarr.open_array(bucket("xarray/in.zarr"), path="t2m", mode="r+")
         z[...] = z[...] + 1.0
         ds["t2m"] = ds.t2m + 1.0
+        nc = xr.open_zarr(bucket("xarray/in.zarr"), chunked_array_type="nums-cloud",
+                          consolidated=False)
         anom = nc.groupby("time.month") - nc.groupby("time.month").mean()
         before = s.counts()["tasks"]
         anom.to_zarr(bucket("xarray/anom.zarr"), zarr_format=3, consolidated=False)
@@ -292,7 +297,7 @@ def test_sliding_window_view_equals_numpys(session):
 def test_cf_encoded_variables_are_decoded_by_the_engine(session, tmp_path):
     """Packed integers (scale_factor, add_offset, _FillValue) and floats with a fill value
     other than NaN, as CMIP-style stores hold them: loaded in place and decoded by the
-    engine, identical to xarray's own decoding (values written after open are seen)."""
+    engine, identical to xarray's own decoding."""
     rng = np.random.default_rng(7)
     v = 280 + 10 * rng.standard_normal((40, 6, 8))
     v[3, 2, :] = np.nan
@@ -305,10 +310,10 @@ def test_cf_encoded_variables_are_decoded_by_the_engine(session, tmp_path):
                      "add_offset": np.float32(280.0), "_FillValue": -32767,
                      "chunks": (10, 3, 8)},
         "fill": {"dtype": "float32", "_FillValue": 1e20, "chunks": (10, 6, 4)}})
-    nc = open_nums(path)
     for name in ("packed", "fill"):
         z = zarr.open_array(path / name, mode="r+")
         z[5:9] = z[5:9] + (3 if z.dtype.kind == "i" else 3.0)
+    nc = open_nums(path)
     want = xr.open_zarr(path, consolidated=False).load()
     assert want.fill.dtype == np.float32
     got, tasks = on_engine(session, lambda: nc)
