@@ -265,7 +265,9 @@ def packaged(tmp_path_factory):
     """`nums-cloud package` once per session: the zip and its unzipped bootstrap."""
     out = tmp_path_factory.mktemp("lambda")
     t = time.monotonic()
-    p = subprocess.run([BIN, "package", "--arch", "x86_64", "--out", str(out)],
+    # lambda-check: the deployment binary linked the same way, without the fat-LTO build's
+    # quarter hour; what these tests check does not depend on optimisation.
+    p = subprocess.run([BIN, "package", "--arch", "x86_64", "--out", str(out), "--profile", "lambda-check"],
                        capture_output=True, text=True, timeout=2400, cwd=REPO)
     assert p.returncode == 0, p.stdout + p.stderr[-5000:]
     seconds = time.monotonic() - t

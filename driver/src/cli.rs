@@ -145,6 +145,10 @@ struct PackageArgs {
     /// The nums-cloud source tree (default: found from the current folder upwards).
     #[arg(long)]
     source: Option<PathBuf>,
+    /// The cargo profile: `lambda` (fat LTO) for a deployment, `lambda-check` for a quick
+    /// build of the same binary to try.
+    #[arg(long, default_value = "lambda")]
+    profile: String,
 }
 
 // The arguments of `nums-cloud endpoint`.
@@ -609,6 +613,7 @@ async fn package(a: PackageArgs) -> anyhow::Result<()> {
         arch: a.arch,
         out: a.out,
         source: a.source,
+        profile: a.profile,
     };
     let p = tokio::task::spawn_blocking(move || crate::package::package(&opts)).await??;
     outln!(

@@ -58,6 +58,9 @@ pub(crate) struct PackageOptions {
     /// The nums-cloud source tree; default: found from the current folder upwards, else
     /// the tree this binary was built from.
     pub source: Option<PathBuf>,
+    /// The cargo profile: `lambda` for a deployment; `lambda-check` links the same binary in
+    /// a fraction of the time, for tests of what is linked and how it answers.
+    pub profile: String,
 }
 
 /// What `package` made.
@@ -95,7 +98,7 @@ pub(crate) fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
     });
     cmd.args([
         "--profile",
-        "lambda",
+        &opts.profile,
         "--locked",
         "-p",
         "nums-function",
@@ -109,6 +112,16 @@ pub(crate) fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
         "json-render-diagnostics",
     ]);
     let env_triple = triple.to_uppercase().replace('-', "_");
+    let cc_triple = triple.replace('-', "_");
+    // Blosc (Zarr stores of other tools) carries Snappy, which is C++: libstdc++ is linked
+    // statically (below), so the C++ builds must not ask for the shared one, which Amazon
+    // Linux's provided.al2023 lacks.
+    let static_cxx = if linker == Linker::Zig {
+        ""
+    } else {
+        cmd.env(format!("CXXSTDLIB_{cc_triple}"), "");
+        " -C link-arg=-l:libstdc++.a"
+    };
     // aws-lc (TLS to S3) skips its CPU-jitter entropy source, slow at every cold start.
     cmd.env("AWS_LC_SYS_NO_JITTER_ENTROPY", "1")
         // openblas-src: no pkg-config (it would pick the shared library); the static one here.
@@ -118,19 +131,24 @@ pub(crate) fn package(opts: &PackageOptions) -> anyhow::Result<Packaged> {
         .env(
             format!("CARGO_TARGET_{env_triple}_RUSTFLAGS"),
             format!(
-                "-L native={} -L native={} -l static=gfortran -l static=quadmath",
+                "-L native={} -L native={} -l static=gfortran -l static=quadmath{static_cxx}",
                 blas_dir.display(),
                 fortran_dir.display()
             ),
         );
     if let Linker::Gcc(gcc) = &linker {
         cmd.env(format!("CARGO_TARGET_{env_triple}_LINKER"), gcc)
-            .env(format!("CC_{}", triple.replace('-', "_")), gcc);
+            .env(format!("CC_{cc_triple}"), gcc)
+            .env(
+                format!("CXX_{cc_triple}"),
+                format!("{}-g++", arch.multiarch()),
+            );
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::inherit());
     tracing::info!(
-        "package: building bootstrap for {} ({triple}, profile lambda, OpenBLAS from {}); a cold build takes several minutes",
+        "package: building bootstrap for {} ({triple}, profile {}, OpenBLAS from {}); a cold build takes several minutes",
         arch.lambda_name(),
+        opts.profile,
         blas_dir.display()
     );
     let mut child = cmd.spawn().context("cannot run cargo")?;
@@ -263,10 +281,10 @@ fn preflight(arch: Arch) -> anyhow::Result<Linker> {
     }
     bail!(
         "building for {} on {host} needs a cross linker; either\n    \
-         apt-get install gcc-{}            (Debian: a GNU cross toolchain), or\n    \
+         apt-get install gcc-{ma} g++-{ma}   (Debian: a GNU cross toolchain), or\n    \
          pip install cargo-zigbuild ziglang   (PyPI: zig as the linker)",
         arch.lambda_name(),
-        arch.multiarch()
+        ma = arch.multiarch()
     )
 }
 
