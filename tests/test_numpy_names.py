@@ -404,8 +404,8 @@ def test_pad_modes_are_numpys(session, tmp_path):
         nps.pad(nps.zeros(0), 1, mode="edge").get()
     with pytest.raises(ValueError, match="constant_values is for mode=\"constant\""):
         nps.pad(v, 1, mode="edge", constant_values=3).get()
-    with pytest.raises(ValueError, match="\"linear_ramp\" is not supported"):
-        nps.pad(v, 1, mode="linear_ramp").get()
+    with pytest.raises(ValueError, match="\"median_of_three\" is not supported"):
+        nps.pad(v, 1, mode="median_of_three").get()
     # A job file's pad, in the engine as Python's.
     np.save(tmp_path / "a.npy", a)
     job = tmp_path / "job.toml"
@@ -414,3 +414,37 @@ def test_pad_modes_are_numpys(session, tmp_path):
                             {"P": "p.npy"}))
     run(job)
     same(np.load(tmp_path / "p.npy"), np.pad(a, ((2, 3), (1, 4)), mode="symmetric"))
+
+
+def test_pad_statistic_and_ramp_modes_are_numpys(session):
+    # mean, maximum, minimum, median of stat_length elements next to each side (the whole
+    # axis by default; the corners from the axes padded first), and linear_ramp to
+    # end_values, over several blocks, in floats and ints (NumPy rounds a mean or median of
+    # ints halves to even and floors a ramp).
+    a = np.arange(6 * 7, dtype=np.float64).reshape(6, 7) ** 1.5 - 9
+    x = nps.array(a).block(2, 3)
+    ai = (np.arange(6 * 7).reshape(6, 7) * 7919) % 23 - 11
+    xi = nps.array(ai).block(4, 2)
+    v = nps.array(I).block(10)
+    for mode in ["mean", "maximum", "minimum", "median"]:
+        for length in [None, 1, 2, (1, 4), ((2, 1), (3, 5)), 100]:
+            for arr, xs in [(a, x), (ai, xi)]:
+                kw = {} if length is None else {"stat_length": length}
+                got, want = nps.pad(xs, ((2, 1), (3, 2)), mode=mode, **kw), np.pad(arr, ((2, 1), (3, 2)), mode=mode, **kw)
+                # A mean's sum runs in another order than NumPy's pairwise one.
+                if mode == "mean" and arr.dtype.kind == "f":
+                    np.testing.assert_allclose(got.get(), want, rtol=1e-13, err_msg=str(length))
+                else:
+                    same(got, want, (mode, length))
+        same(nps.pad(v, (3, 5), mode=mode, stat_length=4), np.pad(I, (3, 5), mode=mode, stat_length=4), mode)
+    for ends in [0, 5, (-3.5, 2.25), ((1, 2), (100, -7))]:
+        for arr, xs in [(a, x), (ai, xi)]:
+            same(nps.pad(xs, ((3, 2), (1, 4)), mode="linear_ramp", end_values=ends),
+                 np.pad(arr, ((3, 2), (1, 4)), mode="linear_ramp", end_values=ends), ends)
+    # A lane whose edge equals its end value: linspace's other formula for every lane.
+    same(nps.pad(xi, 3, mode="linear_ramp", end_values=int(ai[0, 0])),
+         np.pad(ai, 3, mode="linear_ramp", end_values=int(ai[0, 0])))
+    with pytest.raises(ValueError, match="stat_length of 0 yields no value"):
+        nps.pad(v, 1, mode="maximum", stat_length=0).get()
+    with pytest.raises(ValueError, match="end_values is for mode=\"linear_ramp\""):
+        nps.pad(v, 1, mode="mean", end_values=3).get()

@@ -177,8 +177,8 @@ pub(super) const DEFS: &[FuncDef] = &[
     ),
     FuncDef::new(
         "pad",
-        &["array", "pad_width", "mode", "constant_values"],
-        "`np.pad` (modes `constant` with one constant, `edge`, `wrap`, `reflect`, `symmetric`, `empty`)",
+        &["array", "pad_width", "mode", "constant_values", "stat_length", "end_values"],
+        "`np.pad` (every mode: `constant` with one constant, `edge`, `wrap`, `reflect`, `symmetric`, `mean`, `maximum`, `minimum`, `median`, `linear_ramp`, `empty`)",
         pad,
     ),
     FuncDef::new(
@@ -1132,6 +1132,44 @@ impl PadFrom {
 /// are listed in the plan).
 const PAD_TAKE_LIMIT: u64 = 1 << 24;
 
+/// How `np.pad` fills a side: a constant, elements of the array, a statistic of the
+/// elements next to it (the reduction's name), or a ramp to an end value.
+#[derive(Clone, Copy)]
+enum PadMode {
+    Constant,
+    Take(PadFrom),
+    Stat(&'static str),
+    Ramp,
+}
+
+/// NumPy's `_as_pairs`: one value, `(before, after)`, or one pair per axis, as `ndim` pairs.
+fn as_pairs<T: Copy>(
+    v: &Val,
+    ndim: usize,
+    one: impl Fn(&Val) -> Result<T, EvalError>,
+    bad: impl Fn() -> EvalError,
+) -> Result<Vec<(T, T)>, EvalError> {
+    let pair = |v: &Val| -> Result<(T, T), EvalError> {
+        match v {
+            Val::Tuple(t) if t.len() == 2 => Ok((one(&t[0])?, one(&t[1])?)),
+            Val::Tuple(t) if t.len() == 1 => Ok((one(&t[0])?, one(&t[0])?)),
+            Val::Tuple(_) => Err(bad()),
+            v => one(v).map(|w| (w, w)),
+        }
+    };
+    match v {
+        Val::Tuple(t) if t.iter().all(|i| matches!(i, Val::Tuple(_))) => {
+            let ps = t.iter().map(pair).collect::<Result<Vec<_>, _>>()?;
+            match ps.len() {
+                1 => Ok(vec![ps[0]; ndim]),
+                l if l == ndim => Ok(ps),
+                _ => Err(bad()),
+            }
+        }
+        v => Ok(vec![pair(v)?; ndim]),
+    }
+}
+
 fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("array")?;
     let m = s.meta(x).clone();
@@ -1140,61 +1178,97 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         Some((Val::Str(v), _)) => v.clone(),
         Some((_, p)) => return Err(b.err(*p, "pad(): mode is a string such as \"edge\"")),
     };
-    let from = match mode.as_str() {
+    let how = match mode.as_str() {
         // NumPy leaves "empty"'s padding undefined: here it is zeros.
-        "constant" | "empty" => None,
-        "edge" => Some(PadFrom::Edge),
-        "wrap" => Some(PadFrom::Wrap),
-        "reflect" => Some(PadFrom::Reflect),
-        "symmetric" => Some(PadFrom::Symmetric),
+        "constant" | "empty" => PadMode::Constant,
+        "edge" => PadMode::Take(PadFrom::Edge),
+        "wrap" => PadMode::Take(PadFrom::Wrap),
+        "reflect" => PadMode::Take(PadFrom::Reflect),
+        "symmetric" => PadMode::Take(PadFrom::Symmetric),
+        "mean" => PadMode::Stat("mean"),
+        "median" => PadMode::Stat("median"),
+        "maximum" => PadMode::Stat("max"),
+        "minimum" => PadMode::Stat("min"),
+        "linear_ramp" => PadMode::Ramp,
         _ => {
             let p = b.get("mode").map_or(b.pos, |(_, p)| *p);
             return Err(b.err(
                 p,
                 format!(
-                    "pad(): mode={mode:?} is not supported; the modes are \"constant\", \"edge\",                      \"wrap\", \"reflect\", \"symmetric\" and \"empty\" (see docs/unsupported.md)"
+                    "pad(): mode={mode:?} is not supported; the modes are \"constant\", \"edge\", \
+                     \"wrap\", \"reflect\", \"symmetric\", \"mean\", \"maximum\", \"minimum\", \
+                     \"median\", \"linear_ramp\" and \"empty\""
                 ),
             ));
         }
     };
+    // An argument of another mode is refused, as NumPy does.
+    for (arg, wanted) in [
+        ("constant_values", "constant"),
+        ("end_values", "linear_ramp"),
+        ("stat_length", "mean\", \"maximum\", \"minimum\" or \"median"),
+    ] {
+        let fits = match arg {
+            "constant_values" => mode == "constant",
+            "end_values" => matches!(how, PadMode::Ramp),
+            _ => matches!(how, PadMode::Stat(_)),
+        };
+        if let Some((_, p)) = b.get(arg)
+            && !fits
+        {
+            return Err(b.err(
+                *p,
+                format!("pad(): {arg} is for mode=\"{wanted}\", not {mode:?} (as NumPy)"),
+            ));
+        }
+    }
     let (v, p) = b.need("pad_width")?;
-    let bad = || {
-        b.err(
-            *p,
-            "pad(): pad_width is an int, (before, after) or one pair per axis, none negative",
-        )
-    };
-    let int = |v: &Val| match v {
-        Val::Num(x) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => Ok(x.as_i64() as u64),
-        _ => Err(bad()),
-    };
-    let pair = |v: &Val| -> Result<(u64, u64), EvalError> {
-        match v {
-            Val::Tuple(t) if t.len() == 2 => Ok((int(&t[0])?, int(&t[1])?)),
-            Val::Tuple(t) if t.len() == 1 => Ok((int(&t[0])?, int(&t[0])?)),
-            v => int(v).map(|w| (w, w)),
+    let bad = |what: &'static str| {
+        let p = b.get(what).map_or(*p, |(_, p)| *p);
+        move || {
+            b.err(
+                p,
+                format!("pad(): {what} is an int, (before, after) or one pair per axis, none negative"),
+            )
         }
     };
-    // NumPy broadcasts pad_width to (ndim, 2).
-    let widths: Vec<(u64, u64)> = match v {
-        Val::Tuple(t) if t.iter().all(|i| matches!(i, Val::Tuple(_))) => {
-            let ps = t.iter().map(pair).collect::<Result<Vec<_>, _>>()?;
-            match ps.len() {
-                1 => vec![ps[0]; m.ndim()],
-                l if l == m.ndim() => ps,
-                _ => return Err(bad()),
+    let count = |what: &'static str| {
+        move |v: &Val| match v {
+            Val::Num(x) | Val::NpScalar(x, _) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => {
+                Ok(x.as_i64() as u64)
+            }
+            _ => Err(bad(what)()),
+        }
+    };
+    let widths = as_pairs(v, m.ndim(), count("pad_width"), bad("pad_width"))?;
+    // None (the whole axis) is u64::MAX: clamped to the axis below, as NumPy's.
+    let stat_lengths = match b.get("stat_length") {
+        None | Some((Val::None, _)) => vec![(u64::MAX, u64::MAX); m.ndim()],
+        Some((v, _)) => {
+            let one = |v: &Val| match v {
+                Val::None => Ok(u64::MAX),
+                v => count("stat_length")(v),
+            };
+            as_pairs(v, m.ndim(), one, bad("stat_length"))?
+        }
+    };
+    let number = |what: &'static str| {
+        move |v: &Val| match v {
+            Val::Num(x) | Val::NpScalar(x, _) => Ok(*x),
+            _ => {
+                let p = b.get(what).map_or(b.pos, |(_, p)| *p);
+                Err(b.err(p, format!("pad(): {what} are numbers: one, (before, after) or one pair per axis")))
             }
         }
-        v => vec![pair(v)?; m.ndim()],
+    };
+    let end_values = match b.get("end_values") {
+        None => vec![(Scalar::Int(0), Scalar::Int(0)); m.ndim()],
+        Some((v, _)) => as_pairs(v, m.ndim(), number("end_values"), || {
+            b.err(b.pos, "pad(): end_values are numbers: one, (before, after) or one pair per axis")
+        })?,
     };
     let c = match b.get("constant_values") {
         None => Scalar::Int(0),
-        Some((_, p)) if mode != "constant" => {
-            return Err(b.err(
-                *p,
-                format!("pad(): constant_values is for mode=\"constant\", not {mode:?} (as NumPy)"),
-            ));
-        }
         Some((Val::Num(c), _)) => *c,
         Some((_, p)) => {
             return Err(b.err(*p, "pad(): constant_values is one number"));
@@ -1206,16 +1280,25 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             continue;
         }
         let n = m.shape[a];
+        if n == 0 && !matches!(how, PadMode::Constant) {
+            return Err(b.err(
+                b.pos,
+                format!(
+                    "pad(): can't extend empty axis {a} using modes other than \"constant\" \
+                     or \"empty\" (as NumPy)"
+                ),
+            ));
+        }
         let mut parts = Vec::new();
-        for (w, first) in [(before, -(before as i64)), (after, n as i64)] {
+        for (side, w, first) in [(0, before, -(before as i64)), (1, after, n as i64)] {
             if w == 0 {
                 parts.push(None);
                 continue;
             }
-            let part = match from {
-                None => {
-                    let mut shape = s.meta(r).shape.clone();
-                    shape[a] = w;
+            let mut shape = s.meta(r).shape.clone();
+            shape[a] = w;
+            let part = match how {
+                PadMode::Constant => {
                     let meta = s.default_meta(shape, m.dtype);
                     s.add(
                         meta,
@@ -1224,16 +1307,7 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                         },
                     )
                 }
-                Some(_) if n == 0 => {
-                    return Err(b.err(
-                        b.pos,
-                        format!(
-                            "pad(): can't extend empty axis {a} using modes other than \"constant\" \
-                             or \"empty\" (as NumPy)"
-                        ),
-                    ));
-                }
-                Some(_) if w > PAD_TAKE_LIMIT => {
+                PadMode::Take(_) if w > PAD_TAKE_LIMIT => {
                     return Err(b.err(
                         *p,
                         format!(
@@ -1242,9 +1316,18 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                         ),
                     ));
                 }
-                Some(f) => {
+                PadMode::Take(f) => {
                     let idx = (0..w as i64).map(|i| f.index(n, first + i)).collect();
                     take_node(s, r, a, idx)
+                }
+                PadMode::Stat(f) => {
+                    let l = if side == 0 { stat_lengths[a].0 } else { stat_lengths[a].1 }.min(n);
+                    let stat = pad_stat(s, b, r, a, f, if side == 0 { 0 } else { n - l }, l)?;
+                    broadcast_node(s, stat, &shape)
+                }
+                PadMode::Ramp => {
+                    let end = if side == 0 { end_values[a].0 } else { end_values[a].1 };
+                    pad_ramp(s, b, r, a, if side == 0 { 0 } else { n - 1 }, end, w, side == 1)?
                 }
             };
             parts.push(Some(part));
@@ -1256,6 +1339,112 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         r = s.concat(xs, a, b.pos)?;
     }
     Ok(Val::Arr(r))
+}
+
+/// NumPy's `_get_stats` for one side: the statistic `f` of `len` elements from `start`
+/// along `axis`, kept as an axis of 1; rounded (halves to even) where the array holds
+/// integers, then in the array's dtype.
+fn pad_stat(
+    s: &mut Builder,
+    b: &Bound,
+    x: NodeId,
+    axis: usize,
+    f: &str,
+    start: u64,
+    len: u64,
+) -> Result<NodeId, EvalError> {
+    let dtype = s.meta(x).dtype;
+    if len == 0 && matches!(f, "max" | "min") {
+        return Err(b.err(b.pos, "pad(): stat_length of 0 yields no value for padding (as NumPy)"));
+    }
+    if len == 0 && !dtype.is_float() && !dtype.is_complex() {
+        return Err(b.err(
+            b.pos,
+            format!("pad(): stat_length of 0 makes a {f} of nothing, NaN, which {} cannot hold", dtype.name()),
+        ));
+    }
+    let chunk = s.slice(x, &[(axis, start, len)]);
+    let v = s.apply(
+        f,
+        &[
+            ("a", Val::Arr(chunk)),
+            ("axis", Val::Num(Scalar::Int(axis as i64))),
+            ("keepdims", Val::Num(Scalar::Bool(true))),
+        ],
+        b.pos,
+    )?;
+    let v = if dtype.is_int() {
+        s.apply("round", &[("a", v)], b.pos)?
+    } else {
+        v
+    };
+    let v = s.node(v, b.pos)?;
+    Ok(s.cast(v, dtype))
+}
+
+/// NumPy's `_get_linear_ramps` for one side: `linspace(end, edge, w, endpoint=False)`
+/// along `axis` from the element at `edge` (reversed after the array), with linspace's
+/// arithmetic: `i * step + end`, or `i / w * delta + end` when any lane's step is 0;
+/// floored where the array holds integers, then in the array's dtype.
+#[allow(clippy::too_many_arguments)]
+fn pad_ramp(
+    s: &mut Builder,
+    b: &Bound,
+    x: NodeId,
+    axis: usize,
+    edge: u64,
+    end: Scalar,
+    w: u64,
+    after: bool,
+) -> Result<NodeId, EvalError> {
+    let dtype = s.meta(x).dtype;
+    let dt = if dtype.is_float() || dtype.is_complex() {
+        dtype
+    } else {
+        DType::Float64
+    };
+    let pos = b.pos;
+    let e = s.slice(x, &[(axis, edge, 1)]);
+    let e = Val::Arr(s.cast(e, dt));
+    let delta = s.binary(Op::Sub, e, Val::Num(end), pos)?;
+    let div = Val::Num(Scalar::Int(w as i64));
+    let step = s.binary(Op::Div, delta.clone(), div.clone(), pos)?;
+    let i = s.apply(
+        "arange",
+        &[
+            ("start", Val::Num(Scalar::Int(w as i64))),
+            ("dtype", Val::Str(dt.name().to_string())),
+        ],
+        pos,
+    )?;
+    let i = s.node(i, pos)?;
+    let mut along = vec![1; s.meta(x).ndim()];
+    along[axis] = w;
+    let i = Val::Arr(s.reshape(i, &along));
+    let by_step = s.binary(Op::Mul, i.clone(), step.clone(), pos)?;
+    let by_step = s.binary(Op::Add, by_step, Val::Num(end), pos)?;
+    let by_delta = s.binary(Op::Div, i, div, pos)?;
+    let by_delta = s.binary(Op::Mul, by_delta, delta, pos)?;
+    let by_delta = s.binary(Op::Add, by_delta, Val::Num(end), pos)?;
+    let zero = s.binary(Op::Eq, step, Val::Num(Scalar::Int(0)), pos)?;
+    let any_zero = s.apply("any", &[("a", zero)], pos)?;
+    let y = s.where_(any_zero, by_delta, by_step, pos)?;
+    let y = if dtype.is_int() {
+        s.unary(UnaryOp::Floor, y, pos)?
+    } else {
+        y
+    };
+    let y = if after {
+        s.apply(
+            "flip",
+            &[("m", y), ("axis", Val::Num(Scalar::Int(axis as i64)))],
+            pos,
+        )?
+    } else {
+        y
+    };
+    let y = s.node(y, pos)?;
+    Ok(s.cast(y, dtype))
 }
 
 /// NumPy's column_stack (`axis` 1: 1-D arrays as columns) and dstack (`axis` 2: 1-D and
