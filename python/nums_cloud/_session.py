@@ -157,8 +157,11 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     function : str, optional
         The Lambda function's name (default ``nums-cloud``).
     infra : str, optional
-        A deployment made with ``infra/`` (``terraform output -json`` saved to a file):
-        its bucket, function, memory and backend ``lambda``.
+        A deployment made with ``infra/`` (``terraform output -json`` saved to a file, as
+        :func:`nums_cloud.deploy` saves it): its bucket, function, memory and backend
+        ``lambda``. Its region becomes ``AWS_REGION`` and the profile it was deployed
+        with ``AWS_PROFILE``, where the environment names none (the AWS clients read them
+        there).
     endpoint : str, optional
         An S3-compatible endpoint for an ``s3://`` store (``http://`` only on loopback).
     scheduler : {"lshs", "naive"}, optional
@@ -195,6 +198,10 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     for k, v in args.items():
         if v is None:
             args[k] = _from_env(k)
+    if args["infra"] is not None:
+        from . import _deploy
+
+        _deploy.use_deployment_aws(args["infra"])
     storage = args.pop("storage")
     if storage is not None and "://" not in storage:
         storage = Path(storage).expanduser().resolve().as_uri()
