@@ -144,8 +144,11 @@ def test_bad_input_is_refused_before_terraform_runs_naming_the_argument(tmp_path
 
 INIT = r"""
 import json, os, sys
+from pathlib import Path
 import nums_cloud
-s = nums_cloud.init(infra=sys.argv[1], progress=False)
+# As nums_cloud.deploy returns it (a Path), or a str with ~ as the docs write it.
+infra = Path(sys.argv[1]) if sys.argv[2] == "path" else sys.argv[1]
+s = nums_cloud.init(infra=infra, progress=False)
 print(json.dumps({"settings": s.settings(), "AWS_REGION": os.environ.get("AWS_REGION"),
                   "AWS_PROFILE": os.environ.get("AWS_PROFILE")}))
 """
@@ -159,14 +162,16 @@ def test_init_takes_the_deployments_outputs_and_its_aws_settings(tmp_path):
     assert p.returncode == 0, p.stderr
     out = str(tmp_path / "d" / "terraform-output.json")
 
-    def init(**aws):
+    def init(infra=out, kind="str", **aws):
         e = {k: v for k, v in env.items() if k not in ("AWS_REGION", "AWS_PROFILE")}
-        p = subprocess.run([sys.executable, "-c", INIT, out], env={**e, **aws}, cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)
+        p = subprocess.run([sys.executable, "-c", INIT, infra, kind], cwd=tmp_path,
+                           env={**e, "HOME": str(tmp_path), **aws}, capture_output=True,
+                           text=True, timeout=60)
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 
-    got = init()
+    got = init(kind="path")
+    assert init("~/d/terraform-output.json") == got
     s = got["settings"]
     assert (s["backend"], s["function"], s["storage"], s["memory_mb"], s["workers"]) == (
         "lambda", "nums-cloud", "s3://nums-cloud-123456789012-ap-south-1/jobs", 4096, 20)
@@ -178,7 +183,7 @@ def test_init_takes_the_deployments_outputs_and_its_aws_settings(tmp_path):
     assert (got["AWS_REGION"], got["AWS_PROFILE"]) == ("eu-west-1", "mine")
     # NUMS_CLOUD_INFRA too.
     e = {k: v for k, v in env.items() if k not in ("AWS_REGION", "AWS_PROFILE")}
-    p = subprocess.run([sys.executable, "-c", INIT.replace("infra=sys.argv[1], ", "")],
+    p = subprocess.run([sys.executable, "-c", INIT.replace("infra=infra, ", ""), "", "str"],
                        env={**e, "NUMS_CLOUD_INFRA": out}, cwd=tmp_path, capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 0, p.stderr

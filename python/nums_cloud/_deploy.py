@@ -95,7 +95,7 @@ def use_deployment_aws(infra):
     only when the environment names none (the engine's AWS clients read them there).
     A file that cannot be read is left to the engine, whose error names it."""
     try:
-        outputs = json.loads(Path(infra).expanduser().read_text())
+        outputs = json.loads(Path(infra).read_text())
     except (OSError, ValueError):
         return
     if not isinstance(outputs, dict):
