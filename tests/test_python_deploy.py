@@ -10,6 +10,7 @@ init test would go to a closed port on 127.0.0.1, and compute nothing.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -96,7 +97,7 @@ def test_deploy_uses_the_aws_profile_and_region_the_user_has(tmp_path):
 
 def test_without_terraform_the_folder_is_ready_and_the_error_says_how(tmp_path):
     env = clean_env(tmp_path, AWS_REGION="eu-west-1")
-    folder = tmp_path / "deployment"
+    folder = tmp_path / "my deployment"
     empty = tmp_path / "empty-bin"
     empty.mkdir()
     p = deploy(tmp_path, folder, "--zip", str(small_zip(tmp_path / "b.zip")), "--yes",
@@ -105,7 +106,9 @@ def test_without_terraform_the_folder_is_ready_and_the_error_says_how(tmp_path):
     err = p.stderr
     assert "terraform is not on the PATH" in err and "install Terraform" in err, err
     assert "https://developer.hashicorp.com/terraform/install" in err
-    assert f"{folder} holds the deployment" in err and "terraform apply" in err
+    # The commands to run there, ready to paste (the folder's space quoted).
+    assert f"{folder} holds the deployment (cd {shlex.quote(str(folder))} && terraform init && " \
+           "terraform apply && terraform output -json > terraform-output.json)" in err, err
     assert "Traceback" not in err
     assert {f.name for f in folder.iterdir()} == {"main.tf", "modules", "bootstrap-x86_64.zip",
                                                   "terraform.tfvars.json"}

@@ -8,6 +8,7 @@ Only the standard library: ``nums_cloud`` loads this module when it is first use
 import configparser
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -260,7 +261,9 @@ def deploy(folder, *, region=None, profile=None, bucket=None, memory_mb=None,
     folder = Path(folder).expanduser().resolve()
     tfvars = prepare(folder, region=region, profile=profile, bucket=bucket,
                      memory_mb=memory_mb, architecture=architecture, zip=zip)
-    then = (f"cd {folder} && terraform init && terraform apply && "
+    # Shell commands to copy: a folder with spaces quoted.
+    sh = shlex.quote(str(folder))
+    then = (f"cd {sh} && terraform init && terraform apply && "
             f"terraform output -json > {OUTPUTS}")
     tf = _terraform()
     if tf is None:
@@ -298,6 +301,6 @@ def deploy(folder, *, region=None, profile=None, bucket=None, memory_mb=None,
           f"storage {_outputs_value(outputs, 'storage_url')}, region "
           f"{_outputs_value(outputs, 'region')}.\n"
           f"  Python:    nums_cloud.init(infra={str(path)!r})\n"
-          f"  job files: nums-cloud run job.toml --infra {path}\n"
-          f"  remove it: cd {folder} && terraform destroy")
+          f"  job files: nums-cloud run job.toml --infra {shlex.quote(str(path))}\n"
+          f"  remove it: cd {sh} && terraform destroy")
     return path
