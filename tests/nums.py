@@ -91,17 +91,27 @@ def snapshot(folder):
 
 # A stand-in for the terraform binary (the test machines have no AWS account): a real
 # program that logs each call (arguments, folder, the AWS variables it was given, the
-# variables file it would read) to $FAKE_TF_LOG, and answers `output -json` with what
-# infra/examples/basic outputs for those variables.
+# variables file it would read) to $FAKE_TF_LOG, asks before an apply without
+# -auto-approve as terraform does (and logs the answer), and answers `output -json` with
+# what infra/examples/basic outputs for those variables.
 FAKE_TERRAFORM = r'''
 import json, os, sys
 from pathlib import Path
 tfvars = Path("terraform.tfvars.json")
 v = json.loads(tfvars.read_text()) if tfvars.is_file() else None
+answer = None
+if sys.argv[1:2] == ["apply"] and "-auto-approve" not in sys.argv:
+    sys.stdout.write("Do you want to perform these actions?\n  Enter a value: ")
+    sys.stdout.flush()
+    answer = sys.stdin.readline().strip()
 with open(os.environ["FAKE_TF_LOG"], "a") as f:
     f.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "tfvars": v,
+                        "answer": answer, "tty": sys.stdin.isatty(),
                         "AWS_PROFILE": os.environ.get("AWS_PROFILE"),
                         "AWS_REGION": os.environ.get("AWS_REGION")}) + "\n")
+if answer not in (None, "yes"):
+    print("Apply cancelled.")
+    sys.exit(1)
 if sys.argv[1:2] == ["output"]:
     bucket = v.get("bucket_name") or "nums-cloud-123456789012-" + v["region"]
     out = {"function_name": "nums-cloud", "bucket": bucket, "region": v["region"],

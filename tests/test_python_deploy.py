@@ -10,6 +10,7 @@ init test would go to a closed port on 127.0.0.1, and compute nothing.
 """
 import json
 import os
+import pty
 import shlex
 import subprocess
 import sys
@@ -93,6 +94,46 @@ def test_deploy_uses_the_aws_profile_and_region_the_user_has(tmp_path):
     assert terraform_calls(tmp_path / "tf.log")[-1]["tfvars"] == {
         "region": "ap-south-1", "profile": "ops", "bucket_name": "my-bucket",
         "memory_mb": 3008, "architecture": "x86_64", "zip_path": "bootstrap-x86_64.zip"}
+
+
+def on_a_terminal(cmd, env, cwd, answer):
+    """Runs ``cmd`` with a terminal (a pseudo-terminal) for its standard streams, typing
+    ``answer`` when terraform asks; returns its exit code and what the terminal showed."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd)
+    os.close(slave)
+    shown, typed = b"", False
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the other end closed: the program ended
+            break
+        if not chunk:
+            break
+        shown += chunk
+        if not typed and b"Enter a value:" in shown:
+            os.write(master, answer.encode() + b"\n")
+            typed = True
+    os.close(master)
+    return p.wait(timeout=60), shown.decode(errors="replace")
+
+
+def test_on_a_terminal_terraform_asks_before_it_applies(tmp_path):
+    env = clean_env(tmp_path, AWS_REGION="eu-west-1")
+    env["PATH"] = f"{fake_terraform(tmp_path / 'bin')}:{env['PATH']}"
+    z = str(small_zip(tmp_path / "b.zip"))
+    cmd = [sys.executable, "-m", "nums_cloud", "deploy", str(tmp_path / "d"), "--zip", z]
+    code, shown = on_a_terminal(cmd, env, tmp_path, "yes")
+    assert code == 0, shown
+    calls = terraform_calls(tmp_path / "tf.log")
+    # No -auto-approve: terraform's own question, answered on the user's terminal.
+    assert [c["argv"] for c in calls] == [["init", "-input=false"], ["apply"], ["output", "-json"]]
+    assert calls[1]["answer"] == "yes" and calls[1]["tty"]
+    assert "nums-cloud is deployed" in shown and (tmp_path / "d" / "terraform-output.json").is_file()
+    # Answered no: nothing saved, and the error says where to go on.
+    code, shown = on_a_terminal([*cmd[:4], str(tmp_path / "e"), *cmd[5:]], env, tmp_path, "no")
+    assert code == 1 and "`terraform apply` failed (exit 1)" in shown, shown
+    assert not (tmp_path / "e" / "terraform-output.json").exists()
 
 
 def test_without_terraform_the_folder_is_ready_and_the_error_says_how(tmp_path):
