@@ -191,7 +191,8 @@ def prepare(folder, *, region=None, profile=None, bucket=None, memory_mb=None,
     dst = folder / zip_name(architecture)
     if src != dst:
         shutil.copyfile(src, dst)
-    tfvars = {"region": region, "architecture": architecture, "zip_path": dst.name}
+    # Variables the user added to the file by hand stay.
+    tfvars = dict(prev, region=region, architecture=architecture, zip_path=dst.name)
     for k, v in (("profile", profile), ("bucket_name", bucket), ("memory_mb", memory_mb)):
         if v is not None:
             tfvars[k] = v
