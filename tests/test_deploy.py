@@ -201,7 +201,8 @@ def test_outputs_are_what_nums_cloud_reads():
         assert o in m["output"], o
     example = load_tf(INFRA / "examples" / "basic" / "main.tf")
     outs = {k for block in example["output"] for k in block}
-    assert {"function_name", "bucket", "region", "storage_url"} <= outs
+    # profile: what nums_cloud.init(infra=...) takes for AWS_PROFILE (tests/test_python_deploy.py).
+    assert {"function_name", "bucket", "region", "storage_url", "profile"} <= outs
     mod = one(example["module"])["nums_cloud"]
     assert mod["source"] == "../../modules/nums-cloud"
 

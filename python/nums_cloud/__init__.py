@@ -4,7 +4,8 @@ storage, and small ones in this process.
 
 ``import nums_cloud.numpy as nps`` for the arrays (NumPy's and NumS's API),
 ``from nums_cloud.models import LogisticRegression`` for scikit-learn's estimators
-(``nums_cloud.preprocessing.StandardScaler`` to scale their X), ``nums_cloud.init(...)`` for where they are stored and how they compute.
+(``nums_cloud.preprocessing.StandardScaler`` to scale their X), ``nums_cloud.init(...)`` for where they are stored and how they compute,
+``nums_cloud.deploy(folder)`` (``python -m nums_cloud deploy``) to deploy on AWS Lambda.
 
 This module imports no more than it must: the local backend's function processes import
 it too (``python -m nums_cloud._function``)."""
@@ -15,17 +16,22 @@ from ._session import ENVIRONMENT, Session, close, init, memory_tier, session, s
 
 __all__ = ["init", "session", "settings", "close", "explain", "persist", "memory_tier",
            "read_csv", "read", "write", "Session", "ENVIRONMENT", "IN_PROCESS_BYTES", "RunError",
-           "StoreError", "PlanError", "LinAlgError", "__version__"]
+           "StoreError", "PlanError", "LinAlgError", "deploy", "DeployError", "__version__"]
 
 _ERRORS = ("RunError", "StoreError", "PlanError", "LinAlgError")
 
 
 def __getattr__(name):
-    # The exceptions import NumPy (LinAlgError); loaded when first named.
+    # The exceptions import NumPy (LinAlgError), deploy subprocess and zipfile: loaded when
+    # first named.
     if name in _ERRORS:
         from . import _errors
 
         return getattr(_errors, name)
+    if name in ("deploy", "DeployError"):
+        from . import _deploy
+
+        return getattr(_deploy, name)
     raise AttributeError(f"module 'nums_cloud' has no attribute {name!r}")
 
 

@@ -142,7 +142,7 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
 
     Parameters
     ----------
-    storage : str, optional
+    storage : str or Path, optional
         ``file://folder`` (or a plain folder path) or ``s3://bucket/prefix`` (credentials
         from the standard AWS chain).
     backend : {"local", "lambda"}, optional
@@ -156,9 +156,12 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
         backend enforces it as Lambda does.
     function : str, optional
         The Lambda function's name (default ``nums-cloud``).
-    infra : str, optional
-        A deployment made with ``infra/`` (``terraform output -json`` saved to a file):
-        its bucket, function, memory and backend ``lambda``.
+    infra : str or Path, optional
+        A deployment made with ``infra/`` (``terraform output -json`` saved to a file, as
+        :func:`nums_cloud.deploy` saves it): its bucket, function, memory and backend
+        ``lambda``. Its region becomes ``AWS_REGION`` and the profile it was deployed
+        with ``AWS_PROFILE``, where the environment names none (the AWS clients read them
+        there).
     endpoint : str, optional
         An S3-compatible endpoint for an ``s3://`` store (``http://`` only on loopback).
     scheduler : {"lshs", "naive"}, optional
@@ -195,7 +198,15 @@ def init(storage=None, backend=None, workers=None, memory_mb=None, function=None
     for k, v in args.items():
         if v is None:
             args[k] = _from_env(k)
+    if args["infra"] is not None:
+        from . import _deploy
+
+        # A path as nums_cloud.deploy returns it, or one with ~ as the docs write it.
+        args["infra"] = str(Path(os.fspath(args["infra"])).expanduser())
+        _deploy.use_deployment_aws(args["infra"])
     storage = args.pop("storage")
+    if isinstance(storage, os.PathLike):
+        storage = os.fspath(storage)
     if storage is not None and "://" not in storage:
         storage = Path(storage).expanduser().resolve().as_uri()
     if storage is None and args["infra"] is None:

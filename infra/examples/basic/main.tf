@@ -13,7 +13,8 @@ terraform {
 }
 
 provider "aws" {
-  region = var.region
+  region  = var.region
+  profile = var.profile
 }
 
 variable "region" {
@@ -22,9 +23,16 @@ variable "region" {
   default     = "us-east-1"
 }
 
-variable "bucket_name" {
-  description = "A globally unique bucket name, e.g. nums-cloud-<account id>-<region>."
+variable "profile" {
+  description = "The AWS profile (~/.aws/config) to deploy with; null: AWS_PROFILE, else the default chain."
   type        = string
+  default     = null
+}
+
+variable "bucket_name" {
+  description = "A globally unique bucket name; null: nums-cloud-<account id>-<region>."
+  type        = string
+  default     = null
 }
 
 variable "zip_path" {
@@ -39,12 +47,25 @@ variable "architecture" {
   default     = "x86_64"
 }
 
+variable "memory_mb" {
+  description = "Memory of one invocation in MB (128 to 10240): what every batch is planned to fit."
+  type        = number
+  default     = 2048
+}
+
+data "aws_caller_identity" "current" {}
+
+locals {
+  # The account id makes the default name globally unique without asking for one.
+  bucket_name = coalesce(var.bucket_name, "nums-cloud-${data.aws_caller_identity.current.account_id}-${var.region}")
+}
+
 module "nums_cloud" {
   source               = "../../modules/nums-cloud"
-  bucket_name          = var.bucket_name
+  bucket_name          = local.bucket_name
   zip_path             = var.zip_path
   architecture         = var.architecture
-  memory_mb            = 2048
+  memory_mb            = var.memory_mb
   timeout_seconds      = 900
   reserved_concurrency = 20
 }
@@ -75,4 +96,10 @@ output "reserved_concurrency" {
 
 output "driver_policy_arn" {
   value = module.nums_cloud.driver_policy_arn
+}
+
+# The profile it was deployed with: nums_cloud.init(infra=...) uses it when AWS_PROFILE is
+# not set (a null profile is no output).
+output "profile" {
+  value = var.profile
 }
