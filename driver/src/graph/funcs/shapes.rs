@@ -1206,7 +1206,10 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     for (arg, wanted) in [
         ("constant_values", "constant"),
         ("end_values", "linear_ramp"),
-        ("stat_length", "mean\", \"maximum\", \"minimum\" or \"median"),
+        (
+            "stat_length",
+            "mean\", \"maximum\", \"minimum\" or \"median",
+        ),
     ] {
         let fits = match arg {
             "constant_values" => mode == "constant",
@@ -1228,13 +1231,17 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         move || {
             b.err(
                 p,
-                format!("pad(): {what} is an int, (before, after) or one pair per axis, none negative"),
+                format!(
+                    "pad(): {what} is an int, (before, after) or one pair per axis, none negative"
+                ),
             )
         }
     };
     let count = |what: &'static str| {
         move |v: &Val| match v {
-            Val::Num(x) | Val::NpScalar(x, _) if x.kind() != ScalarKind::Float && x.as_i64() >= 0 => {
+            Val::Num(x) | Val::NpScalar(x, _)
+                if x.kind() != ScalarKind::Float && x.as_i64() >= 0 =>
+            {
                 Ok(x.as_i64() as u64)
             }
             _ => Err(bad(what)()),
@@ -1257,14 +1264,20 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             Val::Num(x) | Val::NpScalar(x, _) => Ok(*x),
             _ => {
                 let p = b.get(what).map_or(b.pos, |(_, p)| *p);
-                Err(b.err(p, format!("pad(): {what} are numbers: one, (before, after) or one pair per axis")))
+                Err(b.err(
+                    p,
+                    format!("pad(): {what} are numbers: one, (before, after) or one pair per axis"),
+                ))
             }
         }
     };
     let end_values = match b.get("end_values") {
         None => vec![(Scalar::Int(0), Scalar::Int(0)); m.ndim()],
         Some((v, _)) => as_pairs(v, m.ndim(), number("end_values"), || {
-            b.err(b.pos, "pad(): end_values are numbers: one, (before, after) or one pair per axis")
+            b.err(
+                b.pos,
+                "pad(): end_values are numbers: one, (before, after) or one pair per axis",
+            )
         })?,
     };
     let c = match b.get("constant_values") {
@@ -1321,13 +1334,31 @@ fn pad(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                     take_node(s, r, a, idx)
                 }
                 PadMode::Stat(f) => {
-                    let l = if side == 0 { stat_lengths[a].0 } else { stat_lengths[a].1 }.min(n);
+                    let l = if side == 0 {
+                        stat_lengths[a].0
+                    } else {
+                        stat_lengths[a].1
+                    }
+                    .min(n);
                     let stat = pad_stat(s, b, r, a, f, if side == 0 { 0 } else { n - l }, l)?;
                     broadcast_node(s, stat, &shape)
                 }
                 PadMode::Ramp => {
-                    let end = if side == 0 { end_values[a].0 } else { end_values[a].1 };
-                    pad_ramp(s, b, r, a, if side == 0 { 0 } else { n - 1 }, end, w, side == 1)?
+                    let end = if side == 0 {
+                        end_values[a].0
+                    } else {
+                        end_values[a].1
+                    };
+                    pad_ramp(
+                        s,
+                        b,
+                        r,
+                        a,
+                        if side == 0 { 0 } else { n - 1 },
+                        end,
+                        w,
+                        side == 1,
+                    )?
                 }
             };
             parts.push(Some(part));
@@ -1355,12 +1386,18 @@ fn pad_stat(
 ) -> Result<NodeId, EvalError> {
     let dtype = s.meta(x).dtype;
     if len == 0 && matches!(f, "max" | "min") {
-        return Err(b.err(b.pos, "pad(): stat_length of 0 yields no value for padding (as NumPy)"));
+        return Err(b.err(
+            b.pos,
+            "pad(): stat_length of 0 yields no value for padding (as NumPy)",
+        ));
     }
     if len == 0 && !dtype.is_float() && !dtype.is_complex() {
         return Err(b.err(
             b.pos,
-            format!("pad(): stat_length of 0 makes a {f} of nothing, NaN, which {} cannot hold", dtype.name()),
+            format!(
+                "pad(): stat_length of 0 makes a {f} of nothing, NaN, which {} cannot hold",
+                dtype.name()
+            ),
         ));
     }
     let chunk = s.slice(x, &[(axis, start, len)]);
