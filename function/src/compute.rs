@@ -416,17 +416,16 @@ fn fold_along<T: Copy, A: Copy>(
 }
 
 /// The min or max (`op`) of every value of `s`, bit for bit what folding them in order
-/// gives: eight lanes that compilers turn into SIMD min/max, NaNs only noted; a NaN, a
-/// zero or an infinite result (whose sign, payload or source depend on the order) is
-/// folded again in order.
+/// gives: eight lanes that compilers turn into SIMD min/max, NaNs and infinities only
+/// noted; a NaN or infinity in `s`, or a zero result (whose sign, payload or source
+/// depend on the order), is folded again in order.
 fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
-    let (r, nan) = match op {
+    let (r, odd) = match op {
         ReduceOp::Min | ReduceOp::NanMin => extreme_lanes::<true>(s),
         ReduceOp::Max | ReduceOp::NanMax => extreme_lanes::<false>(s),
         _ => (0.0, true),
     };
-    let skip_nan = matches!(op, ReduceOp::NanMin | ReduceOp::NanMax);
-    if (nan && !skip_nan) || r == 0.0 || r.is_infinite() {
+    if odd || r == 0.0 || r.is_infinite() {
         s.iter().fold(op.identity(), |a, &v| op.apply(a, v))
     } else {
         r
@@ -434,7 +433,7 @@ fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
 }
 
 /// The least (`MIN`) or greatest value of `s` that is not NaN (an infinity if none), and
-/// whether `s` holds a NaN.
+/// whether `s` holds a NaN or an infinity.
 fn extreme_lanes<const MIN: bool>(s: &[f64]) -> (f64, bool) {
     // NaNs never pass `<` or `>`: skipped here, noted apart.
     let pick = |a: f64, v: f64| {
@@ -449,21 +448,25 @@ fn extreme_lanes<const MIN: bool>(s: &[f64]) -> (f64, bool) {
     } else {
         f64::NEG_INFINITY
     };
-    // NaNs are noted as a select of floats (bools would be set one element at a time).
-    let (mut acc, mut nan) = ([start; 8], [0.0f64; 8]);
+    // `v - v` is 0 for a finite value and NaN for a NaN or an infinity: summed, a probe
+    // that stays vector arithmetic (a select per element kept the loop scalar).
+    let (mut acc, mut probe) = ([start; 8], [0.0f64; 8]);
     let chunks = s.chunks_exact(8);
     let tail = chunks.remainder();
     for c in chunks {
         for i in 0..8 {
             acc[i] = pick(acc[i], c[i]);
-            nan[i] = if c[i].is_nan() { 1.0 } else { nan[i] };
+            probe[i] += c[i] - c[i];
         }
     }
     for &v in tail {
         acc[0] = pick(acc[0], v);
-        nan[0] = if v.is_nan() { 1.0 } else { nan[0] };
+        probe[0] += v - v;
     }
-    (acc.into_iter().fold(start, pick), nan.contains(&1.0))
+    (
+        acc.into_iter().fold(start, pick),
+        probe.iter().any(|p| p.is_nan()),
+    )
 }
 
 /// Partial results combined elementwise in order with `f`.
