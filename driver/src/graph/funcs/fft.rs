@@ -409,12 +409,16 @@ fn transform(
             },
         ));
     }
+    let dft = Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    };
     match t {
-        Transform::Fft | Transform::Ifft => {
-            across_blocks(s, b, x, Dft { axis, inverse, scale, complex })
-        }
+        Transform::Fft | Transform::Ifft => across_blocks(s, b, x, dft),
         Transform::Rfft => {
-            let c = across_blocks(s, b, x, Dft { axis, inverse, scale, complex })?;
+            let c = across_blocks(s, b, x, dft)?;
             Ok(s.slice(c, &[(axis, 0, n / 2 + 1)]))
         }
         _ => {
@@ -436,7 +440,7 @@ fn transform(
                 parts.push(s.cast(c, complex));
             }
             let full = s.concat(parts, axis, b.pos)?;
-            let y = across_blocks(s, b, full, Dft { axis, inverse, scale, complex })?;
+            let y = across_blocks(s, b, full, dft)?;
             let r = s.unary(UnaryOp::Real, Val::Arr(y), b.pos)?;
             s.node(r, b.pos)
         }
@@ -591,7 +595,12 @@ fn four_step(s: &mut Builder, x: NodeId, t: Dft, (n1, n2): (u64, u64), limit: u6
 
 /// The transform `t` of each lane of `x` (its axis whole in each block).
 fn fft_node(s: &mut Builder, x: NodeId, t: Dft, twiddle: Option<Twiddle>) -> NodeId {
-    let Dft { axis, inverse, scale, complex } = t;
+    let Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    } = t;
     let meta = ArrayMeta {
         dtype: complex,
         ..s.meta(x).clone()
@@ -625,7 +634,12 @@ fn bluestein(
     pair: (u64, u64),
     limit: u64,
 ) -> Result<NodeId, EvalError> {
-    let Dft { axis, inverse, scale, complex } = t;
+    let Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    } = t;
     let m = s.meta(x).clone();
     let n = m.shape[axis];
     let padded = pair.0 * pair.1;
@@ -748,7 +762,9 @@ impl IntArith for Graphed<'_, '_> {
     type V = NodeId;
 
     fn both(&mut self, op: BinaryOp, a: &NodeId, b: &NodeId) -> Result<NodeId, EvalError> {
-        let v = self.s.elementwise2(op, Val::Arr(*a), Val::Arr(*b), self.pos)?;
+        let v = self
+            .s
+            .elementwise2(op, Val::Arr(*a), Val::Arr(*b), self.pos)?;
         self.s.node(v, self.pos)
     }
 
@@ -994,7 +1010,10 @@ mod tests {
                 let axis = 16 * n;
                 assert!(read <= 16 * 6 * block, "{n} {f}: a task reads {read} bytes");
                 assert!(made <= 16 * 3 * block, "{n} {f}: a task makes {made} bytes");
-                assert!(read < axis / 4, "{n} {f}: a task reads {read} of {axis} bytes");
+                assert!(
+                    read < axis / 4,
+                    "{n} {f}: a task reads {read} of {axis} bytes"
+                );
             }
         }
     }
