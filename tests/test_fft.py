@@ -3,7 +3,9 @@
 trips), every norm, n= padding and truncation, float32 to complex64, the frequencies and
 shifts; through the Python package (in this process and on function processes) and a job
 file run by the real binary, whose plan for a many-block FFT has no task reading the axis
-whole."""
+whole. Lengths with a large prime factor (100,003; 2 x 50,021) over many blocks at the
+smallest memory_mb, where the axis was once gathered into one block: Bluestein's
+transform over blocks, every norm, and a plan whose tasks read a few blocks each."""
 import json
 import subprocess
 
@@ -133,6 +135,17 @@ def test_on_function_processes(tmp_path):
         s.close()
 
 
+def largest_task(job):
+    """The most bytes a task of the job's plan reads, and the most it writes: its naive
+    plan's batches, one task per invocation."""
+    p = subprocess.run([BIN, "plan", "--json", str(job)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    naive = {s["scheduler"]: s for s in json.loads(p.stdout)["schedulers"]}["naive"]
+    return (max(b["bytes_in"] for b in naive["batches"]),
+            max(b["bytes_out"] for b in naive["batches"]))
+
+
 def test_job_file_and_its_plan(tmp_path):
     n = 2 ** 16
     a = signal(n, complex_=False)
@@ -149,12 +162,67 @@ def test_job_file_and_its_plan(tmp_path):
     assert_close(np.load(tmp_path / "f.npy"), np.fft.fft(a))
     assert_close(np.load(tmp_path / "r.npy"), a)
     assert_close(np.load(tmp_path / "s.npy"), np.fft.fftshift(np.fft.fftfreq(8, d=0.5)))
-    # The naive plan is one task per invocation: no task reads or writes the axis whole
-    # (1 MiB of complex128); each about a block's worth (64 KiB).
-    p = subprocess.run([BIN, "plan", "--json", str(job)], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    naive = {s["scheduler"]: s for s in json.loads(p.stdout)["schedulers"]}["naive"]
-    largest_in = max(b["bytes_in"] for b in naive["batches"])
-    largest_out = max(b["bytes_out"] for b in naive["batches"])
+    # No task reads or writes the axis whole (1 MiB of complex128); each about a block's
+    # worth (64 KiB).
+    largest_in, largest_out = largest_task(job)
     assert largest_in <= 2 * 4096 * 16 and largest_out <= 2 * 4096 * 16, (largest_in, largest_out)
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A session at the smallest memory_mb (128), where the engine once gathered a prime
+    axis of these lengths into one block."""
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=128,
+                        progress=False)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("n", [100_003, 2 * 50_021])
+def test_bluestein_for_large_prime_factors(small, n):
+    a = signal(n)
+    x = nps.asarray(a).block(8192)
+    close(nps.fft.fft(x), np.fft.fft(a))
+    close(nps.fft.ifft(x), np.fft.ifft(a))
+    close(nps.fft.fft(x, norm="ortho"), np.fft.fft(a, norm="ortho"))
+    close(nps.fft.ifft(x, norm="forward"), np.fft.ifft(a, norm="forward"))
+    r = a.real
+    xr = nps.asarray(r).block(8192)
+    close(nps.fft.rfft(xr), np.fft.rfft(r))
+    close(nps.fft.rfft(xr, norm="ortho"), np.fft.rfft(r, norm="ortho"))
+    # irfft of an odd length (its spectrum's n // 2 + 1 = 50,002 entries over blocks), and
+    # round trips.
+    spec = np.fft.rfft(r)
+    close(nps.fft.irfft(nps.asarray(spec).block(8192), n=n), np.fft.irfft(spec, n=n))
+    close(nps.fft.irfft(nps.fft.rfft(xr), n=n), r)
+    close(nps.fft.irfft(nps.fft.rfft(xr, norm="ortho"), n=n, norm="ortho"), r)
+
+
+def test_bluestein_along_an_axis_of_a_2d_array(small):
+    a = rng.standard_normal((3, 65_537)) + 1j * rng.standard_normal((3, 65_537))
+    x = nps.asarray(a).block(2, 8192)
+    close(nps.fft.fft(x), np.fft.fft(a))
+    close(nps.fft.fftn(x, norm="ortho"), np.fft.fftn(a, norm="ortho"))
+    close(nps.fft.hfft(x[:, :40_000], n=79_999), np.fft.hfft(a[:, :40_000], n=79_999))
+
+
+def test_bluestein_plan_reads_blocks_not_the_axis(tmp_path):
+    n = 100_003
+    a = signal(n, complex_=False)
+    np.save(tmp_path / "a.npy", a)
+    job = tmp_path / "job.toml"
+    job.write_text(job_text(
+        {"a": {"load": str(tmp_path / "a.npy"), "block": [8192]},
+         "f": "np.fft.fft(a)", "r": f"fft.irfft(fft.rfft(a, norm='ortho'), n={n}, norm='ortho')"},
+        {"f": str(tmp_path / "f.npy"), "r": str(tmp_path / "r.npy")},
+        name="bluestein", storage={"url": f"file://{tmp_path / 'store'}"},
+        compute={"memory_mb": 128}))
+    run(job)
+    close(np.load(tmp_path / "f.npy"), np.fft.fft(a))
+    close(np.load(tmp_path / "r.npy"), a)
+    # No task reads or writes the axis whole (1.6 MB of complex128), each a few blocks of
+    # 8,192 (128 KiB) at most.
+    largest_in, largest_out = largest_task(job)
+    axis = 16 * n
+    assert largest_in <= 6 * 16 * 8192 < axis and largest_out <= 3 * 16 * 8192, \
+        (largest_in, largest_out)

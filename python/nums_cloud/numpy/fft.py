@@ -1,7 +1,7 @@
 """``nums_cloud.numpy.fft``: NumPy's ``np.fft`` (the Array API's FFT extension) over
 nums-cloud arrays. An axis in several blocks is transformed by the four-step FFT across
-blocks (docs/guide.md, "FFT"), never gathered into one block. Lazy: each returns an array
-that computes on demand."""
+blocks (Bluestein's over them for a prime length; docs/guide.md, "FFT"), never gathered
+into one block. Lazy: each returns an array that computes on demand."""
 
 from ._table import _FFT
 

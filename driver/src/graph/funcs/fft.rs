@@ -8,9 +8,12 @@
 //! length-N2 FFTs along its rows, and frequency k1 + N1 k2 read back from [k1, k2] (a
 //! transpose, then the axes merged). Each change between row blocks and column blocks is
 //! two re-blockings through tiles, so that no task reads more than one block's worth:
-//! blocks of about the input's size, bounded by `memory_mb`. A length with no factor
-//! pair (a prime) is gathered into one block when that fits `memory_mb`, refused with
-//! the sizes otherwise. Real transforms in one block are realfft's; across blocks `rfft`
+//! blocks of about the input's size, bounded by `memory_mb`. A length whose factor pair
+//! would make columns longer than both the input's blocks and Bluestein's (a prime: its
+//! only pair is N x 1), or too long for `memory_mb`, is transformed by Bluestein's
+//! algorithm: a convolution with a chirp as three four-step FFTs of a 5-smooth padded
+//! length M >= 2N - 1, the chirps engine arrays, so that no axis is ever gathered into
+//! one block. Real transforms in one block are realfft's; across blocks `rfft`
 //! is the complex FFT's first half, `irfft` the inverse of the Hermitian-completed
 //! spectrum.
 
@@ -28,7 +31,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "fft",
         ONE,
-        "`np.fft.fft` (an axis in several blocks: the four-step FFT across blocks, docs/guide.md)",
+        "`np.fft.fft` (an axis in several blocks: the four-step FFT, or Bluestein's for a prime length, across blocks, docs/guide.md)",
         |s, b| one_axis_call(s, b, Transform::Fft),
     )
     .refusing(&["out"]),
@@ -174,6 +177,15 @@ impl Norm {
             _ => 1.0,
         }
     }
+}
+
+/// A complex transform along one axis: its direction, its factor and its dtype.
+#[derive(Clone, Copy, Debug)]
+struct Dft {
+    axis: usize,
+    inverse: bool,
+    scale: f64,
+    complex: DType,
 }
 
 fn one_axis_call(s: &mut Builder, b: &Bound, t: Transform) -> Result<Val, EvalError> {
@@ -397,13 +409,16 @@ fn transform(
             },
         ));
     }
-    let err = |m: String| b.err(b.pos, format!("{}(): {m}", b.f));
+    let dft = Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    };
     match t {
-        Transform::Fft | Transform::Ifft => {
-            across_blocks(s, x, axis, inverse, scale, complex).map_err(err)
-        }
+        Transform::Fft | Transform::Ifft => across_blocks(s, b, x, dft),
         Transform::Rfft => {
-            let c = across_blocks(s, x, axis, false, scale, complex).map_err(err)?;
+            let c = across_blocks(s, b, x, dft)?;
             Ok(s.slice(c, &[(axis, 0, n / 2 + 1)]))
         }
         _ => {
@@ -425,7 +440,7 @@ fn transform(
                 parts.push(s.cast(c, complex));
             }
             let full = s.concat(parts, axis, b.pos)?;
-            let y = across_blocks(s, full, axis, true, scale, complex).map_err(err)?;
+            let y = across_blocks(s, b, full, dft)?;
             let r = s.unary(UnaryOp::Real, Val::Arr(y), b.pos)?;
             s.node(r, b.pos)
         }
@@ -476,63 +491,66 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// The complex FFT of `x` along `axis` (several blocks along it), in dtype `complex`:
-/// the four-step algorithm, or for a length with no factor pair the axis gathered into
-/// one block when that fits `memory_mb`. An error says why it cannot.
-fn across_blocks(
-    s: &mut Builder,
-    x: NodeId,
-    axis: usize,
-    inverse: bool,
-    scale: f64,
-    complex: DType,
-) -> Result<NodeId, String> {
+/// The complex FFT of `x` along `axis` (several blocks along it), in dtype `complex`: the
+/// four-step algorithm, or where the length's factor pair would make columns longer than
+/// both the input's blocks and Bluestein's (a prime: the whole axis), or ones that do not
+/// fit `memory_mb`, Bluestein's transform. An error says why neither fits.
+fn across_blocks(s: &mut Builder, b: &Bound, x: NodeId, t: Dft) -> Result<NodeId, EvalError> {
+    let Dft { axis, complex, .. } = t;
     let m = s.meta(x).clone();
     let n = m.shape[axis];
     let limit = s.fft_block_limit(complex.size() as u64);
-    let kind = if inverse {
-        FftKind::Inverse
-    } else {
-        FftKind::Forward
-    };
-    let fft = |s: &mut Builder, x: NodeId, axis: usize, scale: f64, twiddle| {
-        let meta = ArrayMeta {
-            dtype: complex,
-            ..s.meta(x).clone()
-        };
-        s.add(
-            meta,
-            NodeOp::Fft {
-                x,
-                axis,
-                kind,
-                scale,
-                twiddle,
-            },
-        )
-    };
     let (n1, n2) = factor_pair(n);
-    if n2 == 1 || n1 > limit {
-        // No factors (a prime), or one too large for a block: the axis in one block.
-        if n > limit {
-            return Err(format!(
-                "an FFT of length {n} along an axis in {} blocks: {n} has no factor pair \
-                 whose both sides fit a block ({}), so the axis would be gathered into one \
-                 block of {n} elements, more than memory_mb = {} allows ({limit} elements); \
-                 give more memory_mb, or pad to a length with small factors (n=)",
-                m.grid()[axis],
-                if n2 == 1 {
-                    "it is prime".to_string()
-                } else {
-                    format!("{n1} x {n2}")
-                },
-                s.job.compute.memory_mb
-            ));
-        }
+    let padded = bluestein_length(n);
+    let (p1, p2) = factor_pair(padded);
+    // Longer columns than both make fewer, larger tasks (less parallel): Bluestein's ~3
+    // FFTs of 2N-4N elements in blocks of the input's size are the better plan.
+    let direct = n1 <= limit && (n1 <= m.block[axis].max(p1) || p1 > limit);
+    if direct && n2 > 1 {
+        return Ok(four_step(s, x, t, (n1, n2), limit));
+    }
+    if direct {
+        // A prime of 2 or 3: its axis in one block.
         let block = lanes_within(&m, &[axis], n, limit);
         let x = s.rechunk(x, block);
-        return Ok(fft(s, x, axis, scale, None));
+        return Ok(fft_node(s, x, t, None));
     }
+    if p1 <= limit {
+        return bluestein(s, b, x, t, (p1, p2), limit);
+    }
+    Err(b.err(
+        b.pos,
+        format!(
+            "{}(): an FFT of length {n} along an axis in {} blocks: neither {n} ({}) nor \
+             Bluestein's padded length {padded} ({p1} x {p2}) has a factor pair whose both \
+             sides fit a block, more than memory_mb = {} allows ({limit} elements); give \
+             more memory_mb",
+            b.f,
+            m.grid()[axis],
+            if n2 == 1 {
+                "a prime".to_string()
+            } else {
+                format!("{n1} x {n2}")
+            },
+            s.job.compute.memory_mb
+        ),
+    ))
+}
+
+/// The four-step FFT `t` of `x` (its axis of length N1 N2) in blocks of at most `limit`
+/// elements.
+fn four_step(s: &mut Builder, x: NodeId, t: Dft, (n1, n2): (u64, u64), limit: u64) -> NodeId {
+    let Dft {
+        axis,
+        scale,
+        complex,
+        ..
+    } = t;
+    let m = s.meta(x).clone();
+    let n = m.shape[axis];
+    let fft = |s: &mut Builder, x: NodeId, axis: usize, scale: f64, twiddle| {
+        fft_node(s, x, Dft { axis, scale, ..t }, twiddle)
+    };
     // The other axes' blocks shrunk so that a column of N1 (and a row of N2) fits.
     let others = lanes_within(&m, &[axis], n1.max(n2), limit);
     let o: u64 = (0..m.ndim())
@@ -569,10 +587,229 @@ fn across_blocks(
     let e = s.rechunk(e, with(&[cols, rows]));
     let e = s.rechunk(e, with(&[cols, n1]));
     let out_block = with(&[cols * n1]);
-    Ok(s.add(
+    s.add(
         ArrayMeta::new(m.shape.clone(), out_block, complex),
         NodeOp::Reshape { x: e },
-    ))
+    )
+}
+
+/// The transform `t` of each lane of `x` (its axis whole in each block).
+fn fft_node(s: &mut Builder, x: NodeId, t: Dft, twiddle: Option<Twiddle>) -> NodeId {
+    let Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    } = t;
+    let meta = ArrayMeta {
+        dtype: complex,
+        ..s.meta(x).clone()
+    };
+    let kind = if inverse {
+        FftKind::Inverse
+    } else {
+        FftKind::Forward
+    };
+    let op = NodeOp::Fft {
+        x,
+        axis,
+        kind,
+        scale,
+        twiddle,
+    };
+    s.add(meta, op)
+}
+
+/// Bluestein's (chirp-z) FFT of `x` along `axis` (length N) from three four-step FFTs of
+/// the padded length M = P1 P2 >= 2N - 1: with w[k] = exp(i pi k^2 / N) (its conjugate
+/// for the inverse), X[k] = conj(w[k]) sum_n x[n] conj(w[n]) w[k - n], the sum a circular
+/// convolution of length M (the input zero-padded; the filter w[k] for k < N, w[M - k]
+/// at the top, zeros between) computed as the inverse FFT of the product of the two FFTs.
+/// The chirps and the filter are engine arrays, so every step is ordinary block tasks.
+fn bluestein(
+    s: &mut Builder,
+    b: &Bound,
+    x: NodeId,
+    t: Dft,
+    pair: (u64, u64),
+    limit: u64,
+) -> Result<NodeId, EvalError> {
+    let Dft {
+        axis,
+        inverse,
+        scale,
+        complex,
+    } = t;
+    let m = s.meta(x).clone();
+    let n = m.shape[axis];
+    let padded = pair.0 * pair.1;
+    let pos = b.pos;
+    let block = m.block[axis];
+    let sign = if inverse { -1.0 } else { 1.0 };
+    // A 1-D array of the axis's length as one that broadcasts along `axis` of `x`.
+    let along = |s: &mut Builder, v: NodeId| {
+        let mut shape = vec![1; m.ndim()];
+        shape[axis] = s.meta(v).shape[0];
+        s.reshape(v, &shape)
+    };
+    let mul = |s: &mut Builder, a: NodeId, c: NodeId| -> Result<NodeId, EvalError> {
+        let v = s.elementwise2(BinaryOp::Mul, Val::Arr(a), Val::Arr(c), pos)?;
+        let v = s.node(v, pos)?;
+        Ok(s.cast(v, complex))
+    };
+    let conj_w = chirp(s, (0, n as i64), n, -sign, complex, block, pos)?;
+    let conj_w = along(s, conj_w);
+    let a = mul(s, x, conj_w)?;
+    let a = fit_length(s, a, axis, padded, pos)?;
+    let forward = Dft {
+        inverse: false,
+        scale: 1.0,
+        ..t
+    };
+    let fa = four_step(s, a, forward, pair, limit);
+    let head = chirp(s, (0, n as i64), n, sign, complex, block, pos)?;
+    let head = fit_length(s, head, 0, padded - (n - 1), pos)?;
+    let filter = if n > 1 {
+        let tail = chirp(s, (1 - n as i64, 0), n, sign, complex, block, pos)?;
+        s.concat(vec![head, tail], 0, pos)?
+    } else {
+        head
+    };
+    let filter = s.rechunk(filter, vec![block]);
+    let ff = four_step(s, filter, Dft { axis: 0, ..forward }, pair, limit);
+    let ff = along(s, ff);
+    let product = mul(s, fa, ff)?;
+    let back = Dft {
+        inverse: true,
+        scale: scale / padded as f64,
+        ..t
+    };
+    let y = four_step(s, product, back, pair, limit);
+    let y = s.slice(y, &[(axis, 0, n)]);
+    mul(s, y, conj_w)
+}
+
+/// Bluestein's padded length for `n`: the least 2^a 3^b 5^c >= 2n - 1 (at least 6, so
+/// that it has a factor pair for the four-step).
+fn bluestein_length(n: u64) -> u64 {
+    let want = (2 * n).saturating_sub(1).max(6);
+    let mut best = u64::MAX;
+    let mut p5 = 1u64;
+    while p5 < 2 * want {
+        let mut p35 = p5;
+        while p35 < 2 * want {
+            let mut m = p35;
+            while m < want {
+                m *= 2;
+            }
+            best = best.min(m);
+            p35 *= 3;
+        }
+        p5 *= 5;
+    }
+    best
+}
+
+/// The chirp exp(sign i pi k^2 / n) for k in `range` (lo..hi), a 1-D array in `complex`
+/// in blocks of `block`. The phase k^2 mod 2n is computed in integers ([`square_mod`]),
+/// so that the angle stays below 2 pi and exact however large k is.
+fn chirp(
+    s: &mut Builder,
+    (lo, hi): (i64, i64),
+    n: u64,
+    sign: f64,
+    complex: DType,
+    block: u64,
+    pos: usize,
+) -> Result<NodeId, EvalError> {
+    let len = (hi - lo) as u64;
+    let k = s.add(
+        ArrayMeta::new(vec![len], vec![block.min(len).max(1)], DType::Int64),
+        NodeOp::Iota {
+            axis: 0,
+            start: Scalar::Int(lo),
+            step: Scalar::Int(1),
+            last: None,
+        },
+    );
+    let q = 2 * n as i64;
+    let mut arith = Graphed { s: &mut *s, pos };
+    let r = arith.with(BinaryOp::Mod, &k, q)?;
+    let phase = square_mod(&mut arith, &r, q)?;
+    let angle = Scalar::Complex(0.0, sign * std::f64::consts::PI / n as f64);
+    let v = s.elementwise2(BinaryOp::Mul, Val::Arr(phase), Val::Num(angle), pos)?;
+    let w = s.unary(UnaryOp::Exp, v, pos)?;
+    let w = s.node(w, pos)?;
+    Ok(s.cast(w, complex))
+}
+
+/// Integer arithmetic on values: numbers, or int64 arrays of the graph.
+trait IntArith {
+    type V;
+    /// `a op b`.
+    fn both(&mut self, op: BinaryOp, a: &Self::V, b: &Self::V) -> Result<Self::V, EvalError>;
+    /// `a op k`.
+    fn with(&mut self, op: BinaryOp, a: &Self::V, k: i64) -> Result<Self::V, EvalError>;
+}
+
+/// int64 arrays of the graph, elementwise.
+struct Graphed<'s, 'a> {
+    s: &'s mut Builder<'a>,
+    pos: usize,
+}
+
+impl IntArith for Graphed<'_, '_> {
+    type V = NodeId;
+
+    fn both(&mut self, op: BinaryOp, a: &NodeId, b: &NodeId) -> Result<NodeId, EvalError> {
+        let v = self
+            .s
+            .elementwise2(op, Val::Arr(*a), Val::Arr(*b), self.pos)?;
+        self.s.node(v, self.pos)
+    }
+
+    fn with(&mut self, op: BinaryOp, a: &NodeId, k: i64) -> Result<NodeId, EvalError> {
+        let v = self
+            .s
+            .elementwise2(op, Val::Arr(*a), Val::Num(Scalar::Int(k)), self.pos)?;
+        self.s.node(v, self.pos)
+    }
+}
+
+/// `r * r mod q` for 0 <= r < q exactly in int64 for any q up to 2^62: `r` times its
+/// `c`-bit digits, highest first, Horner's rule with a reduction at each step (c = 63 -
+/// bits(q - 1), so that every product stays below 2^63; one digit, `r * r` itself, while
+/// q <= 2^31).
+fn square_mod<A: IntArith>(a: &mut A, r: &A::V, q: i64) -> Result<A::V, EvalError> {
+    let bits = 64 - (q - 1).max(1).leading_zeros();
+    let c = 63 - bits;
+    let digits = bits.div_ceil(c);
+    let mut acc: Option<A::V> = None;
+    for j in (0..digits).rev() {
+        let shifted = if j == 0 {
+            None
+        } else {
+            Some(a.with(BinaryOp::Shr, r, (c * j) as i64)?)
+        };
+        let digit = match (shifted, j + 1 == digits) {
+            (None, true) => None,
+            (None, false) => Some(a.with(BinaryOp::BitAnd, r, (1i64 << c) - 1)?),
+            (Some(v), true) => Some(v),
+            (Some(v), false) => Some(a.with(BinaryOp::BitAnd, &v, (1i64 << c) - 1)?),
+        };
+        let term = a.both(BinaryOp::Mul, r, digit.as_ref().unwrap_or(r))?;
+        let term = a.with(BinaryOp::Mod, &term, q)?;
+        acc = Some(match acc {
+            None => term,
+            Some(v) => {
+                let v = a.with(BinaryOp::Mul, &v, 1i64 << c)?;
+                let v = a.with(BinaryOp::Mod, &v, q)?;
+                let v = a.both(BinaryOp::Add, &v, &term)?;
+                a.with(BinaryOp::Mod, &v, q)?
+            }
+        });
+    }
+    Ok(acc.expect("at least one digit"))
 }
 
 /// The factor pair N1 x N2 = n closest to a square (N1 >= N2); N2 = 1 for a prime.
@@ -743,22 +980,108 @@ mod tests {
     }
 
     /// The FFT of a 2-D array blocked along both axes transforms each axis across its
-    /// blocks; a prime length is gathered into one block (it fits), then transformed.
+    /// blocks.
     #[test]
-    fn ragged_2d_and_prime_lengths_plan() {
+    fn ragged_2d_plans() {
         let g = job_graph(
             "[arrays]\nx = { random = \"normal\", shape = [60, 42], block = [7, 8] }\n\
-             y = \"fft2(x)\"\np = { random = \"normal\", shape = [8191], block = [1000] }\n\
-             q = \"fft(p)\"\n[outputs]\ny = \"out/y.npy\"\nq = \"out/q.npy\"\n",
+             y = \"fft2(x)\"\n[outputs]\ny = \"out/y.npy\"\n",
         );
         let y = &g.nodes[g.named["y"]].meta;
         assert_eq!(
             (y.shape.clone(), y.dtype),
             (vec![60, 42], DType::Complex128)
         );
-        let q = g.named["q"];
-        assert!(matches!(g.nodes[q].op, NodeOp::Fft { .. }));
-        assert_eq!(g.nodes[q].meta.block, vec![8191]);
+    }
+
+    /// A prime length, and one whose factor pair (50,021 x 2) would make columns longer
+    /// than both the input's blocks and Bluestein's, are Bluestein's transforms over
+    /// blocks: no task reads or makes more than a few blocks' worth, never the axis.
+    #[test]
+    fn primes_and_long_factors_never_gather_the_axis() {
+        for (n, block) in [(8191, 1000), (100_003, 8192), (2 * 50_021, 8192)] {
+            for f in ["fft(x)", "ifft(x, norm='ortho')", "rfft(x)", "irfft(x)"] {
+                let g = job_graph(&format!(
+                    "[compute]\nmemory_mb = 128\n[arrays]\n\
+                     x = {{ random = \"normal\", shape = [{n}], block = [{block}] }}\n\
+                     y = \"{f}\"\n[outputs]\ny = \"out/y.npy\"\n"
+                ));
+                let (read, made, _) = largest_task(&g);
+                let axis = 16 * n;
+                assert!(read <= 16 * 6 * block, "{n} {f}: a task reads {read} bytes");
+                assert!(made <= 16 * 3 * block, "{n} {f}: a task makes {made} bytes");
+                assert!(
+                    read < axis / 4,
+                    "{n} {f}: a task reads {read} of {axis} bytes"
+                );
+            }
+        }
+    }
+
+    /// Numbers, with Python's modulo: the reference for [`square_mod`] on arrays.
+    struct Numbers;
+
+    impl IntArith for Numbers {
+        type V = i64;
+
+        fn both(&mut self, op: BinaryOp, a: &i64, b: &i64) -> Result<i64, EvalError> {
+            Ok(match op {
+                BinaryOp::Mul => a.checked_mul(*b).expect("below 2^63"),
+                BinaryOp::Add => a.checked_add(*b).expect("below 2^63"),
+                _ => unreachable!("{op:?}"),
+            })
+        }
+
+        fn with(&mut self, op: BinaryOp, a: &i64, k: i64) -> Result<i64, EvalError> {
+            Ok(match op {
+                BinaryOp::Mod => a.rem_euclid(k),
+                BinaryOp::Shr => a >> k,
+                BinaryOp::BitAnd => a & k,
+                _ => self.both(op, a, &k)?,
+            })
+        }
+    }
+
+    /// The chirp's phase k^2 mod 2N is exact (no product past 2^63) from small lengths to
+    /// the engine's largest (2^50 elements), for negative k too.
+    #[test]
+    fn chirp_phase_is_exact_in_int64() {
+        for n in [
+            1u64,
+            2,
+            7,
+            100_003,
+            1 << 30,
+            (1 << 30) + 1,
+            1_518_500_250,
+            (1 << 40) + 15,
+            1 << 50,
+        ] {
+            let q = 2 * n as i64;
+            let mut ks: Vec<i64> = vec![0, 1, 2, 3, q - 1, q, q + 1, 1 - n as i64, -1];
+            ks.extend((0..50).map(|i| (i * 2_654_435_761_i64).rem_euclid(4 * q) - 2 * q));
+            for k in ks {
+                let r = Numbers.with(BinaryOp::Mod, &k, q).ok().unwrap();
+                let got = square_mod(&mut Numbers, &r, q).ok().unwrap();
+                let want = (k as i128 * k as i128).rem_euclid(q as i128) as i64;
+                assert_eq!(got, want, "{k}^2 mod {q}");
+            }
+        }
+    }
+
+    #[test]
+    fn bluestein_lengths_are_5_smooth_and_composite() {
+        for (n, m) in [
+            (2, 6),
+            (3, 6),
+            (5, 9),
+            (8191, 16384),
+            (100_003, 202_500),
+            (1_000_003, 2_025_000),
+        ] {
+            assert_eq!(bluestein_length(n), m);
+            assert!(factor_pair(m).1 > 1);
+        }
     }
 
     #[test]
