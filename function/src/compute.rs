@@ -434,6 +434,8 @@ fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
 
 /// The least (`MIN`) or greatest value of `s` that is not NaN (an infinity if none), and
 /// whether `s` holds a NaN or an infinity.
+// `v - v` is meant: 0 for a finite value, NaN otherwise.
+#[allow(clippy::eq_op)]
 fn extreme_lanes<const MIN: bool>(s: &[f64]) -> (f64, bool) {
     // NaNs never pass `<` or `>`: skipped here, noted apart.
     let pick = |a: f64, v: f64| {
