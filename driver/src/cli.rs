@@ -441,6 +441,13 @@ fn defaults(cmd: &Cmd) -> anyhow::Result<crate::job::Defaults> {
             std::env::set_var("AWS_DEFAULT_REGION", region);
         }
     }
+    // The profile it was deployed with, unless the caller chose one (as Python's init does).
+    if let Some(profile) = &infra.profile
+        && std::env::var_os("AWS_PROFILE").is_none()
+    {
+        // SAFETY: as above.
+        unsafe { std::env::set_var("AWS_PROFILE", profile) };
+    }
     Ok(infra.defaults())
 }
 

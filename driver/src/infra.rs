@@ -17,6 +17,8 @@ pub(crate) struct Infra {
     /// `s3://bucket/prefix`.
     pub storage_url: String,
     pub region: Option<String>,
+    /// The AWS profile it was deployed with (`~/.aws/config`), when the outputs say it.
+    pub profile: Option<String>,
     /// The function's memory, when the outputs say it.
     pub memory_mb: Option<u64>,
     /// The function's reserved concurrency, when the outputs say it (and it is reserved).
@@ -95,6 +97,7 @@ impl Infra {
             function_name,
             storage_url,
             region: get("region")?,
+            profile: get("profile")?,
             memory_mb,
             reserved_concurrency,
         })
@@ -124,6 +127,7 @@ mod tests {
       "bucket": {"sensitive": false, "type": "string", "value": "nums-b"},
       "function_name": {"sensitive": false, "type": "string", "value": "nums-fn"},
       "region": {"sensitive": false, "type": "string", "value": "eu-west-1"},
+      "profile": {"sensitive": false, "type": "string", "value": "research"},
       "storage_url": {"sensitive": false, "type": "string", "value": "s3://nums-b/jobs"},
       "memory_mb": {"sensitive": false, "type": "number", "value": 3008},
       "reserved_concurrency": {"sensitive": false, "type": "number", "value": 64}
@@ -135,6 +139,7 @@ mod tests {
         assert_eq!(i.function_name, "nums-fn");
         assert_eq!(i.storage_url, "s3://nums-b/jobs");
         assert_eq!(i.region.as_deref(), Some("eu-west-1"));
+        assert_eq!(i.profile.as_deref(), Some("research"));
         assert_eq!(i.memory_mb, Some(3008));
         // Plain strings and a bucket alone do too.
         let i = Infra::parse(
