@@ -117,3 +117,44 @@ def test_assignment_shares_the_blocks_it_does_not_touch(tmp_path):
     assert 0 < extra < 1.5 * block, extra
     np.testing.assert_array_equal(s_put[3:], s[3:])
     assert (s_put[:3] != s[:3]).all()
+
+
+def _in_place(f):
+    """NumPy's in-place function as the job files' one: the changed copy returned."""
+    def g(a, *args, **kwargs):
+        out = np.array(a.view(np.ndarray))
+        f(out, *args, **kwargs)
+        return out
+    return g
+
+
+IN_PLACE = [
+    "put(A, [3, -1, 7, 3], [1.5, 2.5])",
+    "put(I, J[0] * 9, [70, 80, 90], mode='wrap')",
+    "put(F, [-40, 2, 90], 2.7, mode='clip')",
+    "put(T, argsort(w)[:3], C[0, :2])",
+    "place(A, A > 0, [1.0, 2.0, 3.0])",
+    "place(I, M, [7.9, 8])",
+    "putmask(A, A < 0, B)",
+    "putmask(I, I < 0, [7, 8, 9])",
+    "put_along_axis(A, argsort(A, axis=1)[:, :2], 0.0, axis=1)",
+    "put_along_axis(B, argmax(B, axis=0)[None], -B[:1], axis=0)",
+    "A.at[A > 0].set(B[A > 0])",
+    "sum(put(A, [0, 34], [-1.0, -2.0]), axis=0)",
+]
+
+
+def test_in_place_functions_return_numpys_changed_array(tmp_path):
+    """put, place, putmask and put_along_axis in a job return the array NumPy's call
+    leaves (job files have no in-place change); `x.at[mask].set(y[mask])` takes one
+    value per selected element."""
+    got = run_table(tmp_path, IN_PLACE, {"url": f"file://{tmp_path / 'store'}"})
+    inputs = {k: v[0].view(_At) for k, v in INPUTS.items()}
+    inputs.update({n: _in_place(getattr(np, n)) for n in ("put", "place", "putmask", "put_along_axis")})
+    failures = []
+    for expr in IN_PLACE:
+        try:
+            assert_matches(expr, got[expr], np.asarray(numpy_answer(expr, inputs)).view(np.ndarray))
+        except AssertionError as e:
+            failures.append(f"{expr}: " + " ".join(str(e).split())[:300])
+    assert not failures, "\n".join(failures)

@@ -471,6 +471,11 @@ impl PyArr {
         Ok(PyArr { a })
     }
 
+    /// NumPy's `self[items] = value` on a new array (JAX's `x.at[items].set(value)`).
+    fn set(&self, items: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<PyArr> {
+        ok(self.a.set_arg(&args(items)?, arg(value)?))
+    }
+
     /// The transpose (axes reversed).
     #[getter(T)]
     fn t(&self) -> PyResult<PyArr> {

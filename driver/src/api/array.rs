@@ -429,7 +429,12 @@ impl Array {
     /// # }
     /// ```
     pub fn set(&self, index: &[Arg], value: impl Into<Operand>) -> Array {
-        let value: Arg = value.into().into();
+        self.set_arg(index, value.into().into())
+    }
+
+    /// [`Array::set`] of any value a call takes: a NumPy scalar (converted as NumPy's
+    /// `x[index] = v` converts it), a complex number, an array.
+    pub fn set_arg(&self, index: &[Arg], value: Arg) -> Array {
         self.expr(|o| o.at_set(self, index, &value))
     }
 

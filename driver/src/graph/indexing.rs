@@ -357,6 +357,26 @@ impl Builder<'_> {
             }
             let mut vs = vec![1u64; tl - vm.ndim()];
             vs.extend(&vm.shape);
+            if vs[d] != 1 && d == 0 && k == m.ndim() && vm.ndim() == 1 {
+                // `x[mask] = y[mask]`: one value per selected element, in C order.
+                let flat = self.reshape(mask, &[mm.len()]);
+                let p = self.nonzero_positions(flat, vpos)?;
+                let known = self.values.contains_key(&p);
+                let count = self.meta(p).len();
+                if known && count != vm.len() {
+                    return Err(at(
+                        vpos,
+                        format!(
+                            "NumPy boolean array indexing assignment cannot assign {} input values to the {count} output values where the mask is true",
+                            vm.len()
+                        ),
+                    ));
+                }
+                return self
+                    .put_flat(x, p, vnode)
+                    .map(Val::Arr)
+                    .map_err(|e| at(vpos, e));
+            }
             if vs[d] != 1 {
                 return Err(at(
                     vpos,
@@ -542,6 +562,44 @@ impl Builder<'_> {
                 sel: Arc::new(sel),
             },
         )))
+    }
+}
+
+impl Builder<'_> {
+    /// `x.ravel()[positions] = v` on a new version of x: `positions` a 1-D integer array
+    /// (negatives from the end; its values computed first, a stage of their own), `v` 1-D
+    /// of its length, cast to x's dtype; the last of repeated positions wins (NumPy's put).
+    pub(in crate::graph) fn put_flat(
+        &mut self,
+        x: NodeId,
+        positions: NodeId,
+        v: NodeId,
+    ) -> Result<NodeId, String> {
+        let m = self.meta(x).clone();
+        let n = m.len();
+        let pos = self.index_values(positions, n)?;
+        if self.meta(v).shape != [pos.len() as u64] {
+            return Err(format!(
+                "{} values for {} positions",
+                self.meta(v).len(),
+                pos.len()
+            ));
+        }
+        let flat = self.reshape(x, &[n]);
+        let mut pairs: Vec<(u64, u64)> = pos.into_iter().zip(0..).collect();
+        // Stable: of repeated positions, the last value stays last.
+        pairs.sort_by_key(|p| p.0);
+        let v = self.cast(v, m.dtype);
+        let fm = self.meta(flat).clone();
+        let r = self.add(
+            fm,
+            NodeOp::Put {
+                x: flat,
+                v,
+                sel: Arc::new(vec![AxisSel::List(pairs)]),
+            },
+        );
+        Ok(self.reshape(r, &m.shape))
     }
 }
 

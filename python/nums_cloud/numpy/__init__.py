@@ -82,9 +82,9 @@ _UFUNCS.update((n, n) for n in (
 
 @_engine
 def copy(a):
-    """Return an array copy of the given object (nums-cloud arrays are never changed in
-    place: the array itself)."""
-    return asarray(a)
+    """Return an array copy of the given object (a new array of the same node: an
+    in-place change of one leaves the other)."""
+    return asarray(a).copy()
 
 
 @_engine

@@ -107,11 +107,13 @@ def asarray(obj, dtype=None, *, session=None):
 
 def array(obj, dtype=None, copy=True, ndmin=0):
     """Create an array (NumPy's ``np.array``): from a NumPy array, a list, a scalar or a
-    nums-cloud array. nums-cloud arrays are never changed in place, so ``copy`` does not
-    matter. ``ndmin`` prepends axes of length 1."""
+    nums-cloud array (with ``copy``, a new array of its node: an in-place change of one
+    leaves the other). ``ndmin`` prepends axes of length 1."""
     a = asarray(obj, dtype)
     if ndmin > a.ndim:
         a = a.reshape((1,) * (ndmin - a.ndim) + a.shape)
+    elif copy and a is obj:
+        a = a.copy()
     return a
 
 
@@ -191,7 +193,7 @@ def check_device(device):
 def call(name, args, kwargs):
     """``name(*args, **kwargs)`` of the engine's function table, in the session of the
     first array argument (else the current one). The standard's ``device=`` is taken
-    (``"cpu"``) and its ``copy=`` ignored (arrays are never changed in place)."""
+    (``"cpu"``) and its ``copy=`` ignored (a result is a new array)."""
     if kwargs and ("device" in kwargs or "copy" in kwargs):
         kwargs = dict(kwargs)
         check_device(kwargs.pop("device", None))
@@ -384,7 +386,11 @@ class BlockArray:
         """Its values, read-only: computed the first time and kept with the array when at
         most ``KEEP_BYTES`` (larger ones are computed, then read from the store, again)."""
         if self._v is None and self._of is not None:
-            of, key = self._of
+            of, node, key = self._of
+            if of._a is not node:
+                # ``of`` was changed in place since: its values are not this array's.
+                self._of = None
+                return self._values()
             v = _frozen(of._values()[key])
             if v.shape == self.shape and v.dtype == self.dtype:
                 self._v = v
@@ -570,30 +576,7 @@ class BlockArray:
                 return self[0:0].reshape((0,) + xs[key.ndim:])
         if type(key) is not tuple:
             key = (key,)
-        masked = False
-        items = []
-        for k in key:
-            if isinstance(k, (BlockArray, np.ndarray, list)):
-                if isinstance(k, list) and not all(type(i) is bool for i in k):
-                    # An integer list: the engine's fancy index (``x[[0, 2, 5]]``).
-                    items.append([operator.index(i) for i in k])
-                    continue
-                k = asarray(k, session=s) if not isinstance(k, BlockArray) else k
-                if k.dtype == np.bool_:
-                    masked = True
-                    items.append(k._a)
-                    continue
-                if k.dtype.kind not in "iu":
-                    raise IndexError("arrays used as indices must be of integer (or "
-                                     "boolean) type")
-                # An integer array of any shape and length: gathered by the engine (how
-                # many of its indices fall in each block is what is computed first).
-                masked = True
-                items.append(k._a)
-            elif isinstance(k, np.generic):
-                items.append(k.item())
-            else:
-                items.append(k)
+        items, masked = _index_items(key, s)
         if masked:
             # A mask's or an index array's counts per block decide the shape: computed
             # first (errors such as an index out of bounds raised here, as NumPy's).
@@ -607,13 +590,30 @@ class BlockArray:
                 r._v = v
         elif not self._a.computed and self.nbytes <= SMALL_BYTES and all(_basic(k) for k in key):
             # An element of a small lazy array: a loop over its elements computes it once.
-            r._of = (self, tuple(k.item() if isinstance(k, np.generic) else k for k in key))
+            r._of = (self, self._a,
+                     tuple(k.item() if isinstance(k, np.generic) else k for k in key))
         return r
 
     def __setitem__(self, key, value):
-        raise TypeError(
-            "nums-cloud arrays are not changed in place: build a new one (nps.where(mask, "
-            "value, x), nps.concatenate, ...)")
+        """NumPy's ``x[key] = value``: the array becomes the engine's new version
+        (``x.at[key].set(value)``), sharing the blocks the key does not touch. As with
+        Dask, an array made from it before (a slice too: nums-cloud has no views) keeps
+        the values it had."""
+        self._become(self.at[key].set(value))
+
+    @property
+    def at(self):
+        """JAX's ``x.at[key].set(value)``: the new array NumPy's ``y = x.copy(); y[key] =
+        value`` leaves, ``x`` unchanged (the job files' assignment)."""
+        return _At(self)
+
+    def _become(self, new):
+        """Takes ``new``'s node (an in-place change); its kept values go."""
+        if new._s is not self._s:
+            raise ValueError("an array of another session cannot be assigned into this one")
+        self._a = new._a
+        self._v = None
+        self._of = None
 
     # Methods, as NumPy's.
     def astype(self, dtype, copy=True):
@@ -744,10 +744,8 @@ class BlockArray:
         return self._call("argsort", axis=axis, kind=kind, order=order, stable=stable)
 
     def sort(self, axis=-1, kind=None, order=None):
-        """NumPy's ``a.sort()`` sorts in place; nums-cloud arrays are never changed in
-        place: ``nps.sort(a)`` is the sorted array."""
-        raise TypeError("nums-cloud arrays are not changed in place: a.sort() sorts in place in "
-                        "NumPy; use a = nps.sort(a, axis)")
+        """Sort an array in place (the array becomes ``nps.sort(a, axis)``)."""
+        self._become(self._call("sort", axis=axis, kind=kind, order=order))
 
     def nonzero(self):
         """Return the indices of the elements that are non-zero (a tuple of arrays)."""
@@ -770,14 +768,15 @@ class BlockArray:
         return self._call("take", indices, axis=axis, out=out, mode=mode)
 
     def copy(self):
-        """The array itself: nums-cloud arrays are never changed in place."""
-        return self
+        """A copy: a new array of the same node (nothing is copied until one of them is
+        changed in place, and then only the blocks the change touches are made)."""
+        return BlockArray(self._a, self._s, self._v)
 
     def __copy__(self):
-        return self
+        return self.copy()
 
     def __deepcopy__(self, memo):
-        return self
+        return self.copy()
 
     def __reduce__(self):
         # Pickled as its values (a lazy node belongs to one session of one process).
@@ -854,6 +853,69 @@ def _runs(n, b):
     if n == 0 or b == 0:
         return (0,) if n == 0 else (n,)
     return (b,) * (n // b) + ((n % b,) if n % b else ())
+
+
+def _index_items(key, s):
+    """The engine's items of an index tuple (integer lists as lists, arrays and masks as
+    their nodes) and whether one is an array (its values decide the selection)."""
+    masked = False
+    items = []
+    for k in key:
+        if isinstance(k, (BlockArray, np.ndarray, list)):
+            if isinstance(k, list) and not all(type(i) is bool for i in k):
+                # An integer list: the engine's fancy index (``x[[0, 2, 5]]``).
+                items.append([operator.index(i) for i in k])
+                continue
+            k = asarray(k, session=s) if not isinstance(k, BlockArray) else k
+            if k.dtype == np.bool_:
+                masked = True
+                items.append(k._a)
+                continue
+            if k.dtype.kind not in "iu":
+                raise IndexError("arrays used as indices must be of integer (or "
+                                 "boolean) type")
+            # An integer array of any shape and length: gathered by the engine (how
+            # many of its indices fall in each block is what is computed first).
+            masked = True
+            items.append(k._a)
+        elif isinstance(k, np.generic):
+            items.append(k.item())
+        else:
+            items.append(k)
+    return items, masked
+
+
+class _At:
+    """``x.at``: ``x.at[key].set(value)``."""
+
+    __slots__ = ("_x",)
+
+    def __init__(self, x):
+        self._x = x
+
+    def __getitem__(self, key):
+        return _AtKey(self._x, key)
+
+
+class _AtKey:
+    __slots__ = ("_x", "_key")
+
+    def __init__(self, x, key):
+        self._x, self._key = x, key
+
+    def set(self, value):
+        """The new array: ``x``'s values with ``value`` (broadcast, cast to x's dtype) at
+        the key."""
+        x, key = self._x, self._key
+        s = x._s
+        if type(key) is not tuple:
+            key = (key,)
+        items, _ = _index_items(key, s)
+        if isinstance(value, (np.ndarray, list, tuple)):
+            value = asarray(value, session=s)
+        if isinstance(value, BlockArray):
+            value = value._a
+        return BlockArray(x._a.set(items, value), s)
 
 
 def _frozen(v):

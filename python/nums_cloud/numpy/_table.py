@@ -103,16 +103,33 @@ def _array_likes(params, star, arrays, args, kwargs):
 
 # The table's functions whose NumPy result is a Python bool, not an array: computed.
 _PYTHON_BOOL = frozenset({"allclose", "array_equal"})
+# The table's functions NumPy calls to change their first argument in place: the engine
+# returns the new array, which the argument becomes (``x[key] = v``'s rule); None back.
+_IN_PLACE = frozenset({"put", "place", "putmask", "put_along_axis"})
+
+
+def _changed_in_place(name, target, new):
+    if isinstance(target, _array.BlockArray):
+        target._become(new)
+    elif isinstance(target, _np.ndarray):
+        target[...] = new.get()
+    else:
+        raise TypeError(f"{name}() argument 1 must be an array, not {type(target).__name__}")
 
 
 def _defined(name, family, params, star, arrays=()):
     arrays = frozenset(arrays)
     to_bool = name in _PYTHON_BOOL
+    in_place = name in _IN_PLACE
 
     def f(*args, **kwargs):
         if arrays:
             args, kwargs = _array_likes(params, star, arrays, args, kwargs)
         r = _array.call(name, args, kwargs)
+        if in_place:
+            target = args[0] if args else kwargs[params[0]]
+            _changed_in_place(name, target, r)
+            return None
         return bool(r) if to_bool else r
 
     f.__name__ = f.__qualname__ = name

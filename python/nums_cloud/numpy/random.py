@@ -105,7 +105,12 @@ class Generator:
         return _array.call("random.choice", (a,), kw)
 
     def shuffle(self, x):
-        raise TypeError("nums-cloud arrays are not changed in place: use permutation(x)")
+        """Modify an array in place by shuffling its contents along axis 0 (the array
+        becomes ``permutation(x)``)."""
+        if not isinstance(x, _array.BlockArray):
+            raise TypeError("shuffle() changes a nums-cloud array in place; "
+                            f"not {type(x).__name__}")
+        x._become(self.permutation(x))
 
 
 _global = Generator()

@@ -164,6 +164,11 @@ const ARRAY_LIKE: &[&str] = &[
     "aweights",
     "operands",
     "args",
+    "arr",
+    "ind",
+    "mask",
+    "vals",
+    "values",
 ];
 
 /// A family of functions: one file, one group of README's table.
@@ -821,9 +826,9 @@ mod tests {
              what to write instead of others)"
         );
         // A NumPy name nums-cloud does not have: what to write instead.
-        let m = message("putmask");
+        let m = message("apply_along_axis");
         assert!(
-            m.starts_with("putmask() is not supported; instead: ") && m.len() < 300,
+            m.starts_with("apply_along_axis() is not supported; instead: ") && m.len() < 300,
             "{m}"
         );
         for f in ["sort", "cumsum", "flip", "frobnicate", "polyfit"] {

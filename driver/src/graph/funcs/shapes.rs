@@ -216,6 +216,30 @@ pub(super) const DEFS: &[FuncDef] = &[
         flip_axis(s, b, 0)
     }),
     FuncDef::new(
+        "put",
+        &["a", "ind", "v", "mode"],
+        "`np.put`, returning the new array (NumPy's `a` after the call; `mode` 'raise', 'wrap' or 'clip'; `ind`'s values computed first)",
+        put,
+    ),
+    FuncDef::new(
+        "place",
+        &["arr", "mask", "vals"],
+        "`np.place`, returning the new array (the mask's positions computed first)",
+        place,
+    ),
+    FuncDef::new(
+        "putmask",
+        &["a", "mask", "values"],
+        "`np.putmask`, returning the new array (`values` repeated over `a`'s flat positions)",
+        putmask,
+    ),
+    FuncDef::new(
+        "put_along_axis",
+        &["arr", "indices", "values", "axis"],
+        "`np.put_along_axis`, returning the new array (the indices' values computed first)",
+        put_along_axis,
+    ),
+    FuncDef::new(
         "take_along_axis",
         &["arr", "indices", "axis"],
         "`np.take_along_axis` (indices broadcast with `arr` but along `axis`; their values computed first)",
@@ -936,18 +960,192 @@ fn broadcastable(from: &[u64], to: &[u64]) -> bool {
 fn broadcast_to(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let x = b.array("array")?;
     let shape = b.shape("shape")?;
+    Ok(Val::Arr(broadcast_checked(
+        s,
+        b,
+        x,
+        &shape,
+        "broadcast_to",
+    )?))
+}
+
+/// [`broadcast_node`] after NumPy's check, the error naming the function `f`.
+fn broadcast_checked(
+    s: &mut Builder,
+    b: &Bound,
+    x: NodeId,
+    shape: &[u64],
+    f: &str,
+) -> Result<NodeId, EvalError> {
     let from = s.meta(x).shape.clone();
-    if !broadcastable(&from, &shape) {
+    if !broadcastable(&from, shape) {
         return Err(b.err(
             b.pos,
             format!(
-                "broadcast_to(): shape {} cannot broadcast to {}",
+                "{f}(): shape {} cannot broadcast to {}",
                 shape_str(&from),
-                shape_str(&shape)
+                shape_str(shape)
             ),
         ));
     }
-    Ok(Val::Arr(broadcast_node(s, x, &shape)))
+    Ok(broadcast_node(s, x, shape))
+}
+
+/// NumPy's put, returning the new array (NumPy's `a` after the call): `v` (repeated to
+/// `ind`'s length) at the flat positions `ind` (their values computed first).
+fn put(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    use crate::refusal::PyException;
+    let a = b.array("a")?;
+    let n = s.meta(a).len();
+    let (ind, p) = b.need("ind")?;
+    let ind = s.node(ind.clone(), *p)?;
+    let k = s.meta(ind).len();
+    let ind = s.reshape(ind, &[k]);
+    // NumPy casts `ind` to intp whatever its type.
+    let ind = s.cast(ind, DType::Int64);
+    let v = s.node(b.need("v")?.0.clone(), b.pos)?;
+    let nv = s.meta(v).len();
+    let mode = match b.get("mode") {
+        None => "raise".to_string(),
+        Some((Val::Str(m), _)) if ["raise", "wrap", "clip"].contains(&m.as_str()) => m.clone(),
+        Some((_, p)) => {
+            return Err(b.raising(
+                PyException::ValueError,
+                *p,
+                "clipmode must be one of 'clip', 'raise', or 'wrap'",
+            ));
+        }
+    };
+    if k == 0 || nv == 0 {
+        return Ok(Val::Arr(a));
+    }
+    if n == 0 {
+        return Err(b.raising(
+            PyException::IndexError,
+            b.pos,
+            "cannot replace elements of an empty array",
+        ));
+    }
+    let last = Val::Num(Scalar::Int(n as i64 - 1));
+    let ind = match mode.as_str() {
+        "wrap" => {
+            let r = s.elementwise2(
+                BinaryOp::Mod,
+                Val::Arr(ind),
+                Val::Num(Scalar::Int(n as i64)),
+                b.pos,
+            )?;
+            s.node(r, b.pos)?
+        }
+        "clip" => {
+            let r = s.apply(
+                "clip",
+                &[
+                    ("a", Val::Arr(ind)),
+                    ("a_min", Val::Num(Scalar::Int(0))),
+                    ("a_max", last),
+                ],
+                b.pos,
+            )?;
+            s.node(r, b.pos)?
+        }
+        _ => ind,
+    };
+    let v = s.reshape(v, &[nv]);
+    let v = repeated(s, v, k, b.pos)?;
+    let r = s
+        .put_flat(a, ind, v)
+        .map_err(|e| b.raising(PyException::IndexError, b.pos, format!("put(): {e}")))?;
+    Ok(Val::Arr(r))
+}
+
+/// The 1-D `v` repeated (and cut) to length `k`, as NumPy's put, place and putmask
+/// repeat their values.
+fn repeated(s: &mut Builder, v: NodeId, k: u64, pos: usize) -> Result<NodeId, EvalError> {
+    if s.meta(v).len() == k {
+        return Ok(v);
+    }
+    let r = s.apply(
+        "resize",
+        &[
+            ("a", Val::Arr(v)),
+            ("new_shape", Val::Num(Scalar::Int(k as i64))),
+        ],
+        pos,
+    )?;
+    s.node(r, pos)
+}
+
+/// The mask of place and putmask: of `a`'s size (NumPy's ValueError naming `f` if not),
+/// in its shape, non-zero as true.
+fn same_size_mask(s: &mut Builder, b: &Bound, a: NodeId, f: &str) -> Result<NodeId, EvalError> {
+    let m = s.meta(a).clone();
+    let (mask, p) = b.need("mask")?;
+    let mask = s.node(mask.clone(), *p)?;
+    if s.meta(mask).len() != m.len() {
+        return Err(b.raising(
+            crate::refusal::PyException::ValueError,
+            *p,
+            format!("{f}: mask and data must be the same size"),
+        ));
+    }
+    let mask = s.reshape(mask, &m.shape);
+    if s.meta(mask).dtype == DType::Bool {
+        return Ok(mask);
+    }
+    let r = s.elementwise2(BinaryOp::Ne, Val::Arr(mask), Val::Num(Scalar::Int(0)), *p)?;
+    s.node(r, *p)
+}
+
+/// NumPy's place, returning the new array: the mask's true positions (computed first, C
+/// order) take `vals` in turn, repeated.
+fn place(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let arr = b.array("arr")?;
+    let mask = same_size_mask(s, b, arr, "place")?;
+    let n = s.meta(arr).len();
+    let flat = s.reshape(mask, &[n]);
+    let p = s.nonzero_positions(flat, b.pos)?;
+    let vals = s.node(b.need("vals")?.0.clone(), b.pos)?;
+    let nv = s.meta(vals).len();
+    if nv == 0 {
+        // NumPy's error where the mask selects something; refused here for any mask.
+        return Err(b.raising(
+            crate::refusal::PyException::ValueError,
+            b.pos,
+            "Cannot insert from an empty array!",
+        ));
+    }
+    let count = s.meta(p).len();
+    let vals = s.reshape(vals, &[nv]);
+    let vals = repeated(s, vals, count, b.pos)?;
+    let r = s
+        .put_flat(arr, p, vals)
+        .map_err(|e| b.err(b.pos, format!("place(): {e}")))?;
+    Ok(Val::Arr(r))
+}
+
+/// NumPy's putmask, returning the new array: where the mask is true, the value at the
+/// same flat position of `values` repeated to `a`'s size.
+fn putmask(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let a = b.array("a")?;
+    let m = s.meta(a).clone();
+    let mask = same_size_mask(s, b, a, "putmask")?;
+    let v = s.node(b.need("values")?.0.clone(), b.pos)?;
+    let nv = s.meta(v).len();
+    if nv == 0 {
+        return Ok(Val::Arr(a));
+    }
+    let v = if s.meta(v).shape == m.shape {
+        v
+    } else {
+        let flat = s.reshape(v, &[nv]);
+        let r = repeated(s, flat, m.len(), b.pos)?;
+        s.reshape(r, &m.shape)
+    };
+    let v = s.cast(v, m.dtype);
+    let r = s.where_(Val::Arr(mask), Val::Arr(v), Val::Arr(a), b.pos)?;
+    let r = s.node(r, b.pos)?;
+    Ok(Val::Arr(s.rechunk(r, m.block.clone())))
 }
 
 fn broadcast_arrays(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
@@ -1529,14 +1727,42 @@ fn flip_axis(s: &mut Builder, b: &Bound, axis: usize) -> Result<Val, EvalError> 
 /// broadcasting elsewhere; `axis=None`: of `arr` flattened), gathered from `arr`
 /// flattened at each element's flat position.
 fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (arr, flat) = along_axis(s, b, "take_along_axis")?;
+    let total = s.meta(arr).len();
+    let whole = s.reshape(arr, &[total]);
+    let r = s
+        .gather(whole, flat, 0)
+        .map_err(|e| b.err(b.pos, format!("take_along_axis(): {e}")))?;
+    Ok(Val::Arr(r))
+}
+
+/// NumPy's put_along_axis, returning the new array: `values` broadcast to the indices'
+/// shape (as [`along_axis`] broadcasts them), put at their flat positions.
+fn put_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
+    let (arr, flat) = along_axis(s, b, "put_along_axis")?;
+    let shape = s.meta(arr).shape.clone();
+    let out = s.meta(flat).shape.clone();
+    let v = b.need("values")?.0.clone();
+    let v = s.node(v, b.pos)?;
+    let v = broadcast_checked(s, b, v, &out, "put_along_axis")?;
+    let n = s.meta(flat).len();
+    let (flat, v) = (s.reshape(flat, &[n]), s.reshape(v, &[n]));
+    let arr = s.reshape(arr, &shape);
+    let r = s
+        .put_flat(arr, flat, v)
+        .map_err(|e| b.err(b.pos, format!("put_along_axis(): {e}")))?;
+    Ok(Val::Arr(r))
+}
+
+/// `arr` (flattened when `axis` is None) and the flat positions in it of NumPy's
+/// `take_along_axis`/`put_along_axis` indices (checked, broadcast with `arr` but along
+/// `axis`): the functions `f` share the rules.
+fn along_axis(s: &mut Builder, b: &Bound, f: &str) -> Result<(NodeId, NodeId), EvalError> {
     let mut arr = b.array("arr")?;
     let ind = match b.need("indices")? {
         (Val::Arr(id), _) => *id,
         (_, p) => {
-            return Err(b.err(
-                *p,
-                "take_along_axis(): indices must be an array of integers",
-            ));
+            return Err(b.err(*p, format!("{f}(): indices must be an array of integers")));
         }
     };
     let (am, im) = (s.meta(arr).clone(), s.meta(ind).clone());
@@ -1545,7 +1771,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             crate::refusal::PyException::IndexError,
             b.pos,
             format!(
-                "take_along_axis(): indices of dtype {} are not integers",
+                "{f}(): indices of dtype {} are not integers",
                 im.dtype.name()
             ),
         ));
@@ -1553,10 +1779,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let axis = match b.given("axis") {
         Some((Val::None, _)) => {
             if im.ndim() != 1 {
-                return Err(b.err(
-                    b.pos,
-                    "take_along_axis(): when axis=None, indices must be 1-D",
-                ));
+                return Err(b.err(b.pos, format!("{f}(): when axis=None, indices must be 1-D")));
             }
             arr = s.reshape(arr, &[am.len()]);
             0
@@ -1569,7 +1792,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         return Err(b.err(
             b.pos,
             format!(
-                "take_along_axis(): indices and arr must have the same number of dimensions ({} and {})",
+                "{f}(): indices and arr must have the same number of dimensions ({} and {})",
                 im.ndim(),
                 shape.len()
             ),
@@ -1586,7 +1809,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
                 return Err(b.err(
                     b.pos,
                     format!(
-                        "take_along_axis(): shape mismatch: arr of shape {} and indices of shape {} do not broadcast along axis {d}",
+                        "{f}(): shape mismatch: arr of shape {} and indices of shape {} do not broadcast along axis {d}",
                         shape_str(&shape),
                         shape_str(&im.shape)
                     ),
@@ -1606,10 +1829,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         b.raising(
             crate::refusal::PyException::IndexError,
             b.pos,
-            format!(
-                "take_along_axis(): {}",
-                e.replace("axis 0", &format!("axis {axis}"))
-            ),
+            format!("{f}(): {}", e.replace("axis 0", &format!("axis {axis}"))),
         )
     })?;
     let ind = s.reshape(ind, &im.shape);
@@ -1658,12 +1878,7 @@ fn take_along_axis(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let Val::Arr(flat) = flat else {
         unreachable!("broadcast_to gives an array")
     };
-    let total = s.meta(arr).len();
-    let whole = s.reshape(arr, &[total]);
-    let r = s
-        .gather(whole, flat, 0)
-        .map_err(|e| b.err(b.pos, format!("take_along_axis(): {e}")))?;
-    Ok(Val::Arr(r))
+    Ok((arr, flat))
 }
 
 /// NumPy's diag: a 2-D array's `k`-th diagonal, or a 1-D array's values on the `k`-th

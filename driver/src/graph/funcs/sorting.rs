@@ -899,7 +899,11 @@ impl<'a> Builder<'a> {
     }
 
     /// The positions (int64) of the non-zero elements of the 1-D `x`.
-    fn nonzero_positions(&mut self, x: NodeId, pos: usize) -> Result<NodeId, EvalError> {
+    pub(in crate::graph) fn nonzero_positions(
+        &mut self,
+        x: NodeId,
+        pos: usize,
+    ) -> Result<NodeId, EvalError> {
         let mask = self.is_nonzero(x, pos)?;
         let mm = self.meta(mask).clone();
         let iota = self.add(

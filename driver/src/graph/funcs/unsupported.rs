@@ -8,16 +8,6 @@ pub(super) const UNSUPPORTED: &[(&str, &str)] = &[
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
     (
-        "place",
-        "not supported (no assignment in a job); `where(mask, v, a)` for one value",
-    ),
-    (
-        "put",
-        "not supported (no assignment in a job); `where(mask, v, a)` for one value",
-    ),
-    ("put_along_axis", "not supported (no assignment in a job)"),
-    ("putmask", "`where(mask, values, a)`"),
-    (
         "vectorize",
         "no Python functions run in a job; write the function as an expression of arrays",
     ),
