@@ -261,11 +261,12 @@ class BlockArray:
         self._a = a
         self._s = s
         # Its values once fetched (read-only): element access, iteration, ``np.asarray``
-        # and printing read them here instead of computing again. Arrays never change,
-        # so the values cannot go stale.
+        # and printing read them here instead of computing again. An in-place change
+        # (``_become``) drops them with the node.
         self._v = values
-        # (array, key) when it is a basic index of a small array: its values are then
-        # that array's, computed once for every element a loop asks for.
+        # (array, its node, key) when it is a basic index of a small array: its values
+        # are then that array's, computed once for every element a loop asks for (while
+        # that array keeps the node).
         self._of = None
 
     # Attributes, from the graph (nothing runs).
