@@ -143,8 +143,24 @@ def test_parquet_columns_are_named_as_read_or_c0(session, tmp_path):
     t = pq.read_table(tmp_path / "x.parquet")
     assert t.column_names == ["price", "qty"]
     np.testing.assert_array_equal(np.column_stack([c.to_numpy() for c in t.columns]), x.get())
-    nps.save(tmp_path / "y.parquet", x * 2)
-    assert pq.read_table(tmp_path / "y.parquet").column_names == ["c0", "c1"]
+    # Computed column for column, as pandas keeps names; else c0, c1, ...
+    kept = {
+        "x * 2": (x * 2, ["price", "qty"]),
+        "centred": ((x - x.mean(axis=0)) / x.std(axis=0), ["price", "qty"]),
+        "rows": (x[x[:, 1] > 5], ["price", "qty"]),
+        "sorted": (nps.sort(x, axis=0).astype(np.float32), ["price", "qty"]),
+        "picked": (x[:, [1, 0, 1]], ["qty", "price", "qty.1"]),
+        "sliced": (x[:, 1:], ["qty"]),
+        "column": (x[:, 0], ["price"]),
+        "joined": (nps.concatenate([x, x * 0]), ["price", "qty"]),
+        "side by side": (nps.concatenate([x[:, 1:], x], axis=1), ["qty", "price", "qty.1"]),
+        "changed": (x.at[0, 1].set(7.0), ["price", "qty"]),
+        "transposed": (x.T, ["c0", "c1"]),
+        "product": (x @ nps.ones((2, 2)), ["c0", "c1"]),
+    }
+    for what, (y, names) in kept.items():
+        nps.save(tmp_path / "y.parquet", y)
+        assert pq.read_table(tmp_path / "y.parquet").column_names == names, what
     nps.save(tmp_path / "z.parquet", nps.ones((3, 4)))
     assert pq.read_table(tmp_path / "z.parquet").column_names == ["c0", "c1", "c2", "c3"]
     # Read back: the names a Parquet file's columns have.

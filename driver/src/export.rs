@@ -20,12 +20,16 @@ use crate::tasks;
 /// values when it is small enough to print.
 pub(crate) type Output = (String, Target, ArrayMeta, Option<Block>);
 
-/// Writes output `o`, stored at `arr` when the run is done, where the job file says.
+/// Writes output `o`, stored at `arr` when the run is done, where the job file says;
+/// `names` its columns' names where they are known ([`job_column_names`]), else Parquet's
+/// columns get `parquet_names` (a job's: `NAME_0`, ...). A CSV output has a header line
+/// when the job asks, or with `read_with_names` (a loaded input's own names).
 pub(crate) async fn write_output(
     stages: &Stages<'_>,
     probes: &graph::Probes,
     o: &OutputDef,
     arr: StoredArray,
+    (names, read_with_names): (Option<Vec<String>>, bool),
     parquet_names: Option<Vec<String>>,
 ) -> anyhow::Result<Output> {
     let about = || format!("output {}", o.name);
@@ -34,16 +38,15 @@ pub(crate) async fn write_output(
             .await
             .with_context(about)?;
     }
-    let names = (stages.origin).and_then(|job| column_names(job, probes, &o.name, &arr.meta));
     let header = match (o.header, &names) {
         (Some(true), n) => Some(
             n.clone()
                 .unwrap_or_else(|| default_names(&o.name, &arr.meta)),
         ),
-        (None, Some(n)) => Some(n.clone()),
+        (None, Some(n)) if read_with_names => Some(n.clone()),
         _ => None,
     };
-    // A Parquet file's columns always have names: the caller's when the job gives none.
+    // A Parquet file's columns always have names: the caller's when none are known.
     let names = match (&o.target, names) {
         (Target::Parquet(_), None) => parquet_names,
         (_, n) => n,
@@ -54,20 +57,24 @@ pub(crate) async fn write_output(
     Ok((o.name.clone(), o.target.clone(), arr.meta, preview))
 }
 
-/// The names of the columns of output `name` when it is a loaded input whose columns have
-/// names (a CSV with `header = true`, a Parquet file), in the order it keeps them.
-fn column_names(
+/// The names of the columns of a job's array `id`: its loaded inputs' (a CSV with
+/// `header = true`, a Parquet file) through what keeps columns ([`Graph::column_names`]).
+pub(crate) fn job_column_names(
     job: &Job,
     probes: &graph::Probes,
-    name: &str,
-    meta: &ArrayMeta,
+    g: &Graph,
+    id: graph::NodeId,
 ) -> Option<Vec<String>> {
-    let loaded = job
+    let roots = job
         .arrays
         .iter()
-        .any(|a| a.name == name && matches!(a.source, crate::job::Source::Load { .. }));
-    let names = probe_columns(probes.0.get(name).filter(|_| loaded)?)?;
-    (names.len() as u64 == columns_of(meta)).then_some(names)
+        .filter(|a| matches!(a.source, crate::job::Source::Load { .. }))
+        .filter_map(|a| {
+            let names = probe_columns(probes.0.get(&a.name)?)?;
+            Some((*g.named.get(&a.name)?, names))
+        })
+        .collect();
+    g.column_names(id, &|n| &g.nodes[n].op, &roots)
 }
 
 /// The names of the columns an input is read with (a CSV's header, a Parquet file's), in
@@ -85,11 +92,6 @@ pub(crate) fn probe_columns(p: &graph::Probe) -> Option<Vec<String>> {
         }
         _ => None,
     }
-}
-
-/// The columns of a 1-D (one) or 2-D array in a CSV or Parquet file.
-fn columns_of(meta: &ArrayMeta) -> u64 {
-    meta.shape.get(1).copied().unwrap_or(1)
 }
 
 /// Column names for an array whose columns have none: its own name for a 1-D array,

@@ -372,7 +372,14 @@ async fn execute(
             _ => format!("{}/{}", job.name, o.name),
         };
         let arr = StoredArray::new(&path, g.nodes[id].meta.clone())?;
-        outputs.push(crate::export::write_output(stages, &c.probes, o, arr, None).await?);
+        let names = crate::export::job_column_names(job, &c.probes, &g, id);
+        let loaded = job
+            .arrays
+            .iter()
+            .any(|a| a.name == o.name && matches!(a.source, crate::job::Source::Load { .. }));
+        outputs.push(
+            crate::export::write_output(stages, &c.probes, o, arr, (names, loaded), None).await?,
+        );
     }
     Ok(outputs)
 }

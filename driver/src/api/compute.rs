@@ -686,14 +686,15 @@ impl Session {
             .map_err(|e| self.engine_error(e.into()))?;
         let in_process = self.cfg.runs_here(meta.nbytes());
         // A file's columns are named as the array was read (a CSV's header, a Parquet
-        // file's), else c0, c1, ...: never by the session's node.
+        // file's), through what keeps columns, else c0, c1, ...: never by the session's node.
         let width = meta.shape.get(1).copied().unwrap_or(1);
-        let read_with = (self.st.columns.lock())
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&id)
-            .filter(|n| n.len() as u64 == width && meta.ndim() <= 2)
-            .cloned();
-        let names = read_with.unwrap_or_else(|| (0..width).map(|j| format!("c{j}")).collect());
+        let read_with = {
+            let roots = (self.st.columns.lock()).unwrap_or_else(|p| p.into_inner());
+            self.graph().column_names(id, &roots)
+        };
+        // (A CSV is written without a header line, as NumPy's savetxt writes one.)
+        let parquet_names =
+            read_with.unwrap_or_else(|| (0..width).map(|j| format!("c{j}")).collect());
         let arr = StoredArray::new(&at, meta).map_err(|e| self.engine_error(e.into()))?;
         let o = crate::job::OutputDef {
             name: a.label(),
@@ -708,9 +709,16 @@ impl Session {
             let store = self.claimed_store().await?;
             let watch = backend.watch(self);
             let stages = backend.stages(self, &store, &prefix, &watch);
-            crate::export::write_output(&stages, &Default::default(), &o, arr, Some(names))
-                .await
-                .map_err(|e| self.engine_error(e))
+            crate::export::write_output(
+                &stages,
+                &Default::default(),
+                &o,
+                arr,
+                (None, false),
+                Some(parquet_names),
+            )
+            .await
+            .map_err(|e| self.engine_error(e))
         }
         .await;
         guard.disarm();

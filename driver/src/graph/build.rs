@@ -1723,6 +1723,17 @@ impl Incremental {
 
     /// Node `id`'s array is stored at `path` (a compute made it): later computes read it
     /// in place instead of computing it again, until [`Incremental::release`] lets it go.
+    /// The names of `id`'s columns ([`Graph::column_names`]) from the named inputs'
+    /// (`roots`), through stored nodes' operations too.
+    pub fn column_names(
+        &self,
+        id: NodeId,
+        roots: &HashMap<NodeId, Vec<String>>,
+    ) -> Option<Vec<String>> {
+        let op = |n: NodeId| self.made.get(&n).unwrap_or(&self.g.nodes[n].op);
+        self.g.column_names(id, &op, roots)
+    }
+
     pub fn stored(&mut self, id: NodeId, path: String) {
         // A foreign array is read where it is, always.
         if let NodeOp::InPlace {

@@ -13,6 +13,7 @@ use crate::job::{ArrayDef, Job, JobError, Source};
 use crate::refusal::{PyException, Refusal};
 
 mod build;
+mod columns;
 mod funcs;
 mod indexing;
 pub use indexing::AxisSel;
