@@ -165,12 +165,26 @@ fn main() {
             "region": {"value": "eu-west-1"}, "memory_mb": {"value": 1024}}"#,
     )
     .expect("write");
+    // The region the AWS SDK would use: the environment's, else the profile's in the
+    // AWS config file.
+    let config = dir.join("aws-config");
+    std::fs::write(&config, "[default]\nregion = eu-north-1\n").expect("write");
+    // SAFETY: the sessions above are dropped, their runtimes with them: no other thread
+    // reads the environment now.
+    unsafe {
+        std::env::remove_var("AWS_REGION");
+        std::env::remove_var("AWS_DEFAULT_REGION");
+        std::env::remove_var("AWS_PROFILE");
+        std::env::set_var("AWS_CONFIG_FILE", &config);
+    }
     let s = Session::from_infra(&tf).expect("deployment");
     match s.ones(&[2]).compute_blocking::<f64>() {
         Err(Error::Config { setting, message }) => {
             assert_eq!(setting, "from_infra");
             assert!(
-                message.contains("eu-west-1") && message.contains("AWS_REGION"),
+                message.contains("eu-west-1")
+                    && message.contains("region \"eu-north-1\"")
+                    && message.contains("AWS_REGION"),
                 "{message}"
             );
         }

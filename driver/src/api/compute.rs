@@ -555,7 +555,7 @@ impl Session {
     pub async fn compute_many(&self, arrays: &[&Array]) -> Result<Vec<Block>, Error> {
         self.refuse_closed()?;
         self.cfg.check()?;
-        check_region(&self.cfg)?;
+        check_region(&self.cfg).await?;
         let mut ids = Vec::with_capacity(arrays.len());
         for a in arrays {
             a.check()?;
@@ -1255,8 +1255,11 @@ impl Drop for Abandoned<'_> {
     }
 }
 
-/// The deployment's region must be the environment's (the AWS SDK reads it there).
-fn check_region(cfg: &Config) -> Result<(), Error> {
+/// The deployment's region must be the one the AWS SDK will use: the environment's
+/// (`AWS_REGION`, `AWS_DEFAULT_REGION`), else the profile's in the AWS config file
+/// (`AWS_PROFILE`, `~/.aws/config`), the SDK's own providers in its order.
+async fn check_region(cfg: &Config) -> Result<(), Error> {
+    use aws_config::meta::region::RegionProviderChain;
     let Some(want) = cfg
         .region
         .as_deref()
@@ -1264,16 +1267,21 @@ fn check_region(cfg: &Config) -> Result<(), Error> {
     else {
         return Ok(());
     };
-    let have = std::env::var("AWS_REGION").or_else(|_| std::env::var("AWS_DEFAULT_REGION"));
+    let chain = RegionProviderChain::first_try(
+        aws_config::environment::region::EnvironmentVariableRegionProvider::new(),
+    )
+    .or_else(aws_config::profile::ProfileFileRegionProvider::new());
+    let have = chain.region().await.map(|r| r.to_string());
     match have {
-        Ok(r) if r == want => Ok(()),
+        Some(r) if r == want => Ok(()),
         have => Err(Error::Config {
             setting: "from_infra".into(),
             message: format!(
-                "the deployment is in region {want}, but AWS_REGION is {}: set AWS_REGION={want} in the \
-                 program's environment (the AWS SDK reads the region there)",
-                have.map(|r| format!("{r:?}"))
-                    .unwrap_or_else(|_| "not set".into())
+                "the deployment is in region {want}, but the AWS settings give {}: set \
+                 AWS_REGION={want} in the program's environment, or the profile's region \
+                 (the AWS SDK reads the region there)",
+                have.map(|r| format!("region {r:?}"))
+                    .unwrap_or_else(|| "none (AWS_REGION not set, no region in the profile)".into())
             ),
         }),
     }
