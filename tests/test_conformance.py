@@ -286,6 +286,12 @@ CASES = [
     # NumPy's einsum broadcasts a length-1 axis against its letter's size elsewhere
     "einsum('ij,ij->', w[:, None], A)",
     "einsum('ij,ij->ij', A[:1], B)",
+    # `...`: the axes the letters leave, broadcast right-aligned (xarray's dot)
+    "einsum('...j,...j->...', T, U.T)",
+    "einsum('...ij,...j->...i', X, A[:6, :4])",
+    "einsum('i...', T)",
+    "einsum('...,...', T, v)",
+    "einsum('ji...->...', X)",
     # A matrix product of a matrix scaled along the contracted axis (a fit's Hessian) and
     # a sum of a product are read as einsums without the product block: same values
     "A.T @ (B * w[:, None])",

@@ -133,6 +133,9 @@ MORE = {
     "stack-transpose": lambda d: d.transpose("lon", "lat", "time").stack(p=("lat", "lon")),
     "ufunc": lambda d: np.exp(abs(d.u)) + np.sqrt(d.t2m),
     "map_blocks": lambda d: xr.map_blocks(lambda b: b * 2 - 1, d),
+    # einsum with `...` (xarray's dot)
+    "weighted-mean": lambda d: d.weighted(np.cos(np.deg2rad(d.lat))).mean(("lat", "lon")),
+    "dot": lambda d: xr.dot(d.t2m, d.u.astype("float64"), dim="lon"),
 }
 
 

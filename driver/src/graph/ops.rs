@@ -720,6 +720,14 @@ impl<'a> Builder<'a> {
         broadcast: bool,
     ) -> Result<Val, EvalError> {
         let at = |m: String| EvalError::Expr(ExprError::new(pos, m));
+        let ndims: Vec<usize> = xs.iter().map(|&x| self.meta(x).ndim()).collect();
+        let spelled;
+        let subscripts = if subscripts.contains('.') {
+            spelled = ellipsis_spelled(subscripts, &ndims).map_err(at)?;
+            spelled.as_str()
+        } else {
+            subscripts
+        };
         let explicit = if subscripts.contains("->") {
             subscripts.to_string()
         } else {
@@ -1536,4 +1544,82 @@ mod tests {
         assert_eq!(reblock_span(100, 30, 100), 120);
         assert_eq!(reblock_span(10, 30, 7), 30);
     }
+}
+
+/// einsum's subscripts with each `...` spelled as letters the string does not use, as
+/// NumPy reads it: an operand's `...` stands for its axes the letters leave (the
+/// operands' broadcast right-aligned); an implicit output is the `...` axes, then the
+/// letters that appear once, sorted; an explicit output without `...` is an error when
+/// any `...` stands for axes.
+fn ellipsis_spelled(subscripts: &str, ndims: &[usize]) -> Result<String, String> {
+    let text: String = subscripts.chars().filter(|c| !c.is_whitespace()).collect();
+    let (lhs, rhs) = match text.split_once("->") {
+        Some((l, r)) => (l, Some(r)),
+        None => (text.as_str(), None),
+    };
+    let terms: Vec<&str> = lhs.split(',').collect();
+    if terms.len() != ndims.len() {
+        return Err(format!(
+            "einsum subscripts {subscripts:?} name {} operands, but {} are given",
+            terms.len(),
+            ndims.len()
+        ));
+    }
+    let malformed = |t: &str| {
+        t.matches('.').count() != t.matches("...").count() * 3 || t.matches("...").count() > 1
+    };
+    if terms.iter().copied().chain(rhs).any(malformed) {
+        return Err(format!(
+            "einsum subscripts {subscripts:?}: '.' only as one '...' per operand and output"
+        ));
+    }
+    // Axes each operand's `...` stands for.
+    let mut ell = Vec::with_capacity(terms.len());
+    for (k, (t, &n)) in terms.iter().zip(ndims).enumerate() {
+        let letters = t.chars().filter(|c| *c != '.').count();
+        if t.contains("...") {
+            ell.push(n.checked_sub(letters).ok_or_else(|| {
+                format!(
+                    "einstein sum subscripts string contains too many subscripts for operand {k}"
+                )
+            })?);
+        } else {
+            ell.push(0);
+        }
+    }
+    let most = ell.iter().copied().max().unwrap_or(0);
+    let free: Vec<char> = ('a'..='z')
+        .chain('A'..='Z')
+        .filter(|c| !text.contains(*c))
+        .take(most)
+        .collect();
+    if free.len() < most {
+        return Err(format!(
+            "einsum subscripts {subscripts:?}: too many axes for '...' (52 letters in all)"
+        ));
+    }
+    let spelled_term =
+        |t: &str, e: usize| t.replace("...", &free[most - e..].iter().collect::<String>());
+    let inputs: Vec<String> = terms
+        .iter()
+        .zip(&ell)
+        .map(|(t, &e)| spelled_term(t, e))
+        .collect();
+    let out = match rhs {
+        Some(r) if r.contains("...") => spelled_term(r, most),
+        Some(r) if most > 0 => {
+            let _ = r;
+            return Err("output has more dimensions than subscripts given in einstein sum, but no '...' ellipsis provided to broadcast the extra dimensions.".into());
+        }
+        Some(r) => r.to_string(),
+        None => {
+            let mut once: Vec<char> = lhs
+                .chars()
+                .filter(|c| c.is_ascii_alphabetic() && lhs.matches(*c).count() == 1)
+                .collect();
+            once.sort_unstable();
+            free.iter().chain(&once).collect()
+        }
+    };
+    Ok(format!("{}->{out}", inputs.join(",")))
 }

@@ -35,7 +35,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "einsum",
         &["subscripts", "operands"],
-        "`np.einsum` (implicit or explicit output; no `...`, no repeated output letter)",
+        "`np.einsum` (implicit or explicit output, `...` broadcast; no repeated output letter)",
         einsum,
     )
     .rest(Rest::Star),
