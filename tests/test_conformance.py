@@ -537,6 +537,12 @@ CASES = [
     "cumulative_sum(A, axis=0)",
     "cumulative_prod(P, axis=1, include_initial=True)",
     "diff(A)",
+    # gradient with a spacing, or coordinates (uneven: NumPy's weights)
+    "gradient(A, 0.5, axis=1)",
+    "gradient(A, cumsum(P[:, 0]), axis=0)",
+    "gradient(F, cumsum(P[0]), axis=1)",
+    "gradient(I, cumsum(P[:, 1]), axis=0)",
+    "gradient(T, cumsum(P[:3, 2]), axis=1)",
     "diff(A, n=2, axis=0)",
     "diff(M, axis=0)",
     "diff(I, prepend=0)",

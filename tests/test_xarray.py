@@ -136,6 +136,8 @@ MORE = {
     # einsum with `...` (xarray's dot)
     "weighted-mean": lambda d: d.weighted(np.cos(np.deg2rad(d.lat))).mean(("lat", "lon")),
     "dot": lambda d: xr.dot(d.t2m, d.u.astype("float64"), dim="lon"),
+    # gradient at coordinates
+    "differentiate": lambda d: d.differentiate("lat"),
 }
 
 

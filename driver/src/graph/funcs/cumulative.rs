@@ -64,7 +64,7 @@ pub(super) const DEFS: &[FuncDef] = &[
     FuncDef::new(
         "gradient",
         &["f", "varargs", "axis", "edge_order"],
-        "`np.gradient` with uniform spacing (a number per axis), `edge_order=1`; a tuple for several axes",
+        "`np.gradient` (a spacing or coordinates per axis: a number or a 1-D array), `edge_order=1`; a tuple for several axes",
         gradient,
     )
     .rest(Rest::Leading),
@@ -383,6 +383,118 @@ fn trapezoid(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
 /// NumPy's gradient with uniform spacing, by its formulas: `(f[2:] - f[:-2]) / (2. *
 /// dx)` inside, one-sided `(f[1] - f[0]) / dx` and `(f[-1] - f[-2]) / dx` at the ends;
 /// ints in float64. One array for one axis, a tuple for several.
+/// NumPy's gradient of `f` along `axis` at the coordinates `x` (a 1-D array of the
+/// axis' length, or a 0-d one: a spacing): in the interior `a f[i-1] + b f[i] + c f[i+1]`
+/// with NumPy's weights of the two spacings around `i`, at the edges one-sided
+/// differences; f's dtype kept (NumPy's output is `empty_like(f)`).
+fn gradient_at(
+    s: &mut Builder,
+    b: &Bound,
+    f: NodeId,
+    axis: usize,
+    x: Val,
+) -> Result<NodeId, EvalError> {
+    let m = s.meta(f).clone();
+    let n = m.shape[axis];
+    let x = s.list_operand(x, b.pos)?;
+    let x = s.node(x, b.pos)?;
+    let xm = s.meta(x).clone();
+    if xm.ndim() == 0 {
+        let by = s.cast(x, DType::Float64);
+        let one = |s: &mut Builder, hi: u64, lo: u64, len: u64, k: f64| -> Result<Val, EvalError> {
+            let a = s.slice(f, &[(axis, hi, len)]);
+            let c = s.slice(f, &[(axis, lo, len)]);
+            let v = s.elementwise2(BinaryOp::Sub, Val::Arr(a), Val::Arr(c), b.pos)?;
+            let h = s.elementwise2(
+                BinaryOp::Mul,
+                Val::Arr(by),
+                Val::Num(Scalar::Float(k)),
+                b.pos,
+            )?;
+            s.elementwise2(BinaryOp::Div, v, h, b.pos)
+        };
+        let mut parts = vec![one(s, 1, 0, 1, 1.0)?];
+        if n > 2 {
+            parts.push(one(s, 2, 0, n - 2, 2.0)?);
+        }
+        parts.push(one(s, n - 1, n - 2, 1, 1.0)?);
+        let parts = parts
+            .into_iter()
+            .map(|v| s.node(v, b.pos))
+            .collect::<Result<Vec<_>, _>>()?;
+        let g = s.concat(parts, axis, b.pos)?;
+        return Ok(s.cast(g, m.dtype));
+    }
+    if xm.ndim() != 1 || xm.shape[0] != n {
+        return Err(b.err(
+            b.pos,
+            format!(
+                "gradient(): when 1d, distances must match the length of the corresponding dimension (axis {axis}: {n}, spacing of shape {})",
+                shape_str(&xm.shape)
+            ),
+        ));
+    }
+    let x = s.cast(x, DType::Float64);
+    let mut along = vec![1; m.ndim()];
+    // A length-`len` piece of x's differences, along `axis` of f.
+    let diff = |s: &mut Builder, lo: u64, len: u64| -> Result<Val, EvalError> {
+        let hi = s.slice(x, &[(0, lo + 1, len)]);
+        let lo = s.slice(x, &[(0, lo, len)]);
+        s.elementwise2(BinaryOp::Sub, Val::Arr(hi), Val::Arr(lo), b.pos)
+    };
+    let shaped =
+        |s: &mut Builder, v: Val, len: u64, along: &mut Vec<u64>| -> Result<Val, EvalError> {
+            along[axis] = len;
+            let v = s.node(v, b.pos)?;
+            Ok(Val::Arr(s.reshape(v, along)))
+        };
+    let fs = |s: &mut Builder, lo: u64, len: u64| Val::Arr(s.slice(f, &[(axis, lo, len)]));
+    let edge = |s: &mut Builder, lo: u64, along: &mut Vec<u64>| -> Result<NodeId, EvalError> {
+        let h = diff(s, lo, 1)?;
+        let h = shaped(s, h, 1, along)?;
+        let (a, c) = (fs(s, lo + 1, 1), fs(s, lo, 1));
+        let v = s.elementwise2(BinaryOp::Sub, a, c, b.pos)?;
+        let v = s.elementwise2(BinaryOp::Div, v, h, b.pos)?;
+        s.node(v, b.pos)
+    };
+    let mut parts = vec![edge(s, 0, &mut along)?];
+    if n > 2 {
+        let k = n - 2;
+        let d1 = diff(s, 0, k)?;
+        let d2 = diff(s, 1, k)?;
+        let sum = s.elementwise2(BinaryOp::Add, d1.clone(), d2.clone(), b.pos)?;
+        // a = -d2 / (d1 (d1 + d2)), b = (d2 - d1) / (d1 d2), c = d1 / (d2 (d1 + d2))
+        let neg = s.elementwise2(
+            BinaryOp::Sub,
+            Val::Num(Scalar::Float(0.0)),
+            d2.clone(),
+            b.pos,
+        )?;
+        let den = s.elementwise2(BinaryOp::Mul, d1.clone(), sum.clone(), b.pos)?;
+        let wa = s.elementwise2(BinaryOp::Div, neg, den, b.pos)?;
+        let num = s.elementwise2(BinaryOp::Sub, d2.clone(), d1.clone(), b.pos)?;
+        let den = s.elementwise2(BinaryOp::Mul, d1.clone(), d2.clone(), b.pos)?;
+        let wb = s.elementwise2(BinaryOp::Div, num, den, b.pos)?;
+        let den = s.elementwise2(BinaryOp::Mul, d2, sum, b.pos)?;
+        let wc = s.elementwise2(BinaryOp::Div, d1, den, b.pos)?;
+        let mut acc: Option<Val> = None;
+        for (w, lo) in [(wa, 0), (wb, 1), (wc, 2)] {
+            let w = shaped(s, w, k, &mut along)?;
+            let f = fs(s, lo, k);
+            let t = s.elementwise2(BinaryOp::Mul, w, f, b.pos)?;
+            acc = Some(match acc {
+                None => t,
+                Some(a) => s.elementwise2(BinaryOp::Add, a, t, b.pos)?,
+            });
+        }
+        let mid = acc.expect("three terms");
+        parts.push(s.node(mid, b.pos)?);
+    }
+    parts.push(edge(s, n - 2, &mut along)?);
+    let g = s.concat(parts, axis, b.pos)?;
+    Ok(s.cast(g, m.dtype))
+}
+
 fn gradient(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
     let rest = b.rest();
     let Some((f, p)) = rest.first().cloned() else {
@@ -429,10 +541,7 @@ fn gradient(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
         };
         match v {
             Val::Num(x) => Ok(Val::Num(Scalar::Float(x.as_f64()))),
-            _ => Err(b.err(
-                b.pos,
-                "gradient(): spacing is a number per axis (coordinate arrays are not supported)",
-            )),
+            v => Ok(v.clone()),
         }
     };
     let mut out = Vec::new();
@@ -445,6 +554,13 @@ fn gradient(s: &mut Builder, b: &Bound) -> Result<Val, EvalError> {
             ));
         }
         let d = dx(i)?;
+        if !matches!(d, Val::Num(_)) {
+            // Coordinates along the axis: NumPy's second-order differences of uneven
+            // spacing, first-order at the edges.
+            let g = gradient_at(s, b, f, axis, d)?;
+            out.push(Val::Arr(g));
+            continue;
+        }
         let two_d = match &d {
             Val::Num(x) => Val::Num(Scalar::Float(2.0 * x.as_f64())),
             v => v.clone(),
