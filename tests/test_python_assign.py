@@ -132,3 +132,12 @@ def test_sort_and_shuffle_in_place():
     got = r.get()
     assert sorted(got[:, 0].tolist()) == list(range(0, 30, 3))
     np.testing.assert_array_equal(got[:, 1:] - got[:, :1], [[1, 2]] * 10)
+
+
+def test_asarray_with_copy_is_not_changed_with_the_original():
+    x = nps.arange(4.0)
+    c = nps.asarray(x, copy=True)
+    same = nps.asarray(x)
+    x[0] = 9.0
+    np.testing.assert_array_equal(c.get(), [0.0, 1.0, 2.0, 3.0])
+    assert same is x

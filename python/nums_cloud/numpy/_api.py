@@ -195,10 +195,12 @@ _asarray = asarray
 
 
 def asarray(obj, /, dtype=None, *, device=None, copy=None):  # noqa: F811
-    """Convert the input to an array (nums-cloud arrays as they are, anything NumPy
-    makes an array of as an input of those values)."""
+    """Convert the input to an array (nums-cloud arrays as they are, or with ``copy=True``
+    a new array of the same node, which an in-place change of the other leaves; anything
+    NumPy makes an array of as an input of those values)."""
     _array.check_device(device)
-    return _asarray(obj, dtype)
+    r = _asarray(obj, dtype)
+    return r.copy() if copy and r is obj else r
 
 
 asarray._engine = True
