@@ -1496,56 +1496,6 @@ pub(crate) fn staged_block(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn time_to_space_reblocking_goes_through_a_grid_both_stages_fit() {
-        // 4096 x 48 x 48 float64 (75 MB), time-contiguous to space-contiguous, 32 MiB.
-        let (shape, from, to) = ([4096, 48, 48], [32, 48, 48], [4096, 6, 6]);
-        let budget = 32 << 20;
-        let direct: u64 = shape.iter().product::<u64>() * 8;
-        assert!(direct > budget);
-        let mid = staged_block(&shape, &from, &to, 8, budget).expect("staged");
-        let read = |f: &[u64], t: &[u64]| -> u64 {
-            (0..3)
-                .map(|d| reblock_span(shape[d], f[d], t[d]))
-                .product::<u64>()
-                * 8
-        };
-        assert!(
-            read(&from, &mid) <= budget && read(&mid, &to) <= budget,
-            "{mid:?}"
-        );
-        // Larger than the smallest start (fewer, larger blocks), never past either side.
-        assert!(mid.iter().product::<u64>() > 32 * 6 * 6, "{mid:?}");
-        for d in 0..3 {
-            assert!(mid[d] <= from[d].max(to[d]), "{mid:?}");
-        }
-    }
-
-    #[test]
-    fn reblocking_that_fits_or_cannot_fit_is_direct() {
-        // Reads of a few blocks: direct.
-        assert_eq!(
-            staged_block(&[1000, 10], &[100, 10], &[250, 10], 8, 1 << 20),
-            None
-        );
-        // A target block larger than the budget by itself: no stage helps.
-        assert_eq!(
-            staged_block(&[1 << 20], &[1 << 10], &[1 << 20], 8, 1 << 20),
-            None
-        );
-        // Spans: inside one block, aligned, unaligned, capped at the axis.
-        assert_eq!(reblock_span(100, 50, 10), 50);
-        assert_eq!(reblock_span(100, 10, 50), 50);
-        assert_eq!(reblock_span(100, 30, 40), 90);
-        assert_eq!(reblock_span(100, 30, 100), 120);
-        assert_eq!(reblock_span(10, 30, 7), 30);
-    }
-}
-
 /// einsum's subscripts with each `...` spelled as letters the string does not use, as
 /// NumPy reads it: an operand's `...` stands for its axes the letters leave (the
 /// operands' broadcast right-aligned); an implicit output is the `...` axes, then the
@@ -1607,8 +1557,7 @@ fn ellipsis_spelled(subscripts: &str, ndims: &[usize]) -> Result<String, String>
         .collect();
     let out = match rhs {
         Some(r) if r.contains("...") => spelled_term(r, most),
-        Some(r) if most > 0 => {
-            let _ = r;
+        Some(_) if most > 0 => {
             return Err("output has more dimensions than subscripts given in einstein sum, but no '...' ellipsis provided to broadcast the extra dimensions.".into());
         }
         Some(r) => r.to_string(),
@@ -1622,4 +1571,54 @@ fn ellipsis_spelled(subscripts: &str, ndims: &[usize]) -> Result<String, String>
         }
     };
     Ok(format!("{}->{out}", inputs.join(",")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_to_space_reblocking_goes_through_a_grid_both_stages_fit() {
+        // 4096 x 48 x 48 float64 (75 MB), time-contiguous to space-contiguous, 32 MiB.
+        let (shape, from, to) = ([4096, 48, 48], [32, 48, 48], [4096, 6, 6]);
+        let budget = 32 << 20;
+        let direct: u64 = shape.iter().product::<u64>() * 8;
+        assert!(direct > budget);
+        let mid = staged_block(&shape, &from, &to, 8, budget).expect("staged");
+        let read = |f: &[u64], t: &[u64]| -> u64 {
+            (0..3)
+                .map(|d| reblock_span(shape[d], f[d], t[d]))
+                .product::<u64>()
+                * 8
+        };
+        assert!(
+            read(&from, &mid) <= budget && read(&mid, &to) <= budget,
+            "{mid:?}"
+        );
+        // Larger than the smallest start (fewer, larger blocks), never past either side.
+        assert!(mid.iter().product::<u64>() > 32 * 6 * 6, "{mid:?}");
+        for d in 0..3 {
+            assert!(mid[d] <= from[d].max(to[d]), "{mid:?}");
+        }
+    }
+
+    #[test]
+    fn reblocking_that_fits_or_cannot_fit_is_direct() {
+        // Reads of a few blocks: direct.
+        assert_eq!(
+            staged_block(&[1000, 10], &[100, 10], &[250, 10], 8, 1 << 20),
+            None
+        );
+        // A target block larger than the budget by itself: no stage helps.
+        assert_eq!(
+            staged_block(&[1 << 20], &[1 << 10], &[1 << 20], 8, 1 << 20),
+            None
+        );
+        // Spans: inside one block, aligned, unaligned, capped at the axis.
+        assert_eq!(reblock_span(100, 50, 10), 50);
+        assert_eq!(reblock_span(100, 10, 50), 50);
+        assert_eq!(reblock_span(100, 30, 40), 90);
+        assert_eq!(reblock_span(100, 30, 100), 120);
+        assert_eq!(reblock_span(10, 30, 7), 30);
+    }
 }
