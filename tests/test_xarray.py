@@ -138,6 +138,10 @@ MORE = {
     "dot": lambda d: xr.dot(d.t2m, d.u.astype("float64"), dim="lon"),
     # gradient at coordinates
     "differentiate": lambda d: d.differentiate("lat"),
+    # first()/last() skipping NaN: xarray's nanfirst/nanlast reductions
+    "groupby-first-last": lambda d: (d.where(d.t2m > 280).groupby("time.month").first()
+                                     - d.where(d.t2m > 285).resample(time="MS").last()
+                                     .groupby("time.month").first()),
 }
 
 

@@ -255,8 +255,14 @@ class NumsCloudManager(ChunkManagerEntrypoint):
     def reduction(self, arr, func, combine_func=None, aggregate_func=None, axis=None,
                   dtype=None, keepdims=False):
         """A tree reduction whose functions are one of NumPy's reductions that the
-        engine has (``np.sum``, ``np.nanmax``, ...): the engine's; other functions are
-        refused, naming them."""
+        engine has (``np.sum``, ``np.nanmax``, ...), or xarray's ``nanfirst``/``nanlast``:
+        the engine's; other functions are refused, naming them."""
+        first_last = _first_or_last(func)
+        if first_last is not None and all(f is None or _first_or_last(f) == first_last
+                                          for f in (combine_func, aggregate_func)):
+            # xarray's first()/last() (skipping NaN): the engine's argmax and a gather.
+            out = _first_non_nan(arr, axis, last=first_last == "nanlast")
+            return _as(out, dtype)
         name = _REDUCTIONS.get(func)
         same = all(f is None or f is func for f in (combine_func, aggregate_func))
         if name is None or not same:
@@ -326,6 +332,31 @@ def _reblock(x, chunks):
 def _as(x, dtype):
     """``x`` in ``dtype`` when one is asked for (a hook's ``dtype=``)."""
     return x if dtype is None or x.dtype == np.dtype(dtype) else x.astype(dtype)
+
+
+def _first_or_last(func):
+    """"nanfirst" or "nanlast" when ``func`` is xarray's wrapper of its ``nputils``
+    function of that name (what ``first()``/``last()`` hand a chunk manager), else None."""
+    op = getattr(func, "keywords", {}).get("op") if isinstance(func, functools.partial) else None
+    name = getattr(op, "__name__", None)
+    if name in ("nanfirst", "nanlast") and getattr(op, "__module__", "").startswith("xarray."):
+        return name
+    return None
+
+
+def _first_non_nan(arr, axis, last=False):
+    """The first (last) value along ``axis`` that is not NaN, NaN where all are
+    (xarray's ``nputils.nanfirst``/``nanlast``)."""
+    if isinstance(axis, tuple):
+        (axis,) = axis
+    axis = operator.index(axis) % arr.ndim
+    ok = ~nps.isnan(arr) if arr.dtype.kind in "fc" else nps.ones(arr.shape, dtype=bool)
+    if last:
+        ok = nps.flip(ok, axis=axis)
+    i = nps.argmax(ok, axis=axis, keepdims=True)
+    if last:
+        i = (arr.shape[axis] - 1) - i
+    return nps.squeeze(nps.take_along_axis(arr, i, axis=axis), axis=axis)
 
 
 def _name(func):
