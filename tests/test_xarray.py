@@ -220,9 +220,14 @@ def test_zarr_v3_variables_are_read_by_the_functions(tmp_path, stores, store):
 
 def test_python_functions_are_refused_by_name(session, stores):
     nc = open_nums(stores["xarray-v3"])
-    # groupby().first() reduces with xarray's nanfirst, a Python function
-    with pytest.raises(NotImplementedError, match="nanfirst"):
-        nc.groupby("time.month").first()
+    # a reduction with a Python function the engine does not have
+    from xarray.namedarray.parallelcompat import guess_chunkmanager
+
+    def my_python_mode(a, axis=None, keepdims=False):
+        return a
+
+    with pytest.raises(NotImplementedError, match="my_python_mode"):
+        guess_chunkmanager("nums-cloud").reduction(nc.t2m.data, func=my_python_mode, axis=0)
     # apply_ufunc with a function that would compute values in this process
     with pytest.raises(NotImplementedError, match="np_sort_in_python"):
         def np_sort_in_python(a):
