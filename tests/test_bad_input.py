@@ -239,7 +239,7 @@ EXPR_ERRORS = {
     "unknown_function": ("frobnicate(A)", 1, ["unknown function frobnicate() (README lists the functions; "
                                               "docs/unsupported.md"]),
     "unknown_method_near": ("A.summ()", 3, ["unknown function summ(); did you mean sum()? (README"]),
-    "unsupported_function": ("putmask(A, A > 0, 1)", 1, ["putmask() is not supported; instead: where(mask, values, a)"]),
+    "unsupported_function": ("vectorize(A)", 1, ["vectorize() is not supported; instead: no Python functions run in a job"]),
     "unknown_keyword": ("sum(A, axes=0)", 8, ["unexpected keyword argument \"axes\"", "did you mean \"axis\"?"]),
     "einsum_keyword": ("einsum('ij->ji', A, subscripts='ij')", 21, ["its arguments are positional"]),
     "matmul_inner": ("A @ A", 3, ["inner sizes 5 and 7 differ"]),

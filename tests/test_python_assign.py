@@ -14,7 +14,7 @@ def pair(a, block):
     return a.copy(), nps.array(a).block(block)
 
 
-def test_setitem_matches_numpy_for_every_kind_of_key():
+def test_setitem_matches_numpy_for_every_kind_of_key(session):
     rng = np.random.default_rng(5)
     want, x = pair(rng.normal(size=(9, 7)), (4, 3))
     steps = [
@@ -49,7 +49,7 @@ def test_setitem_matches_numpy_for_every_kind_of_key():
     assert xi.dtype == wi.dtype
 
 
-def test_copies_and_earlier_arrays_keep_their_values():
+def test_copies_and_earlier_arrays_keep_their_values(session):
     a = np.arange(12.0).reshape(3, 4)
     x = nps.array(a)
     kept = [x.copy(), nps.array(x), copy.copy(x), copy.deepcopy(x), x[1:], x * 1, x.T]
@@ -65,7 +65,7 @@ def test_copies_and_earlier_arrays_keep_their_values():
     assert float(x[1, 2]) == -5.0
 
 
-def test_numpys_in_place_functions_change_the_array():
+def test_numpys_in_place_functions_change_the_array(session):
     for f, args in [
         (np.put, ([1, -1, 3, 1], [100, 200])),
         (np.place, (np.arange(10) % 3 == 0, [7, 8])),
@@ -96,7 +96,7 @@ def test_numpys_in_place_functions_change_the_array():
     np.testing.assert_array_equal(v.get(), w)
 
 
-def test_a_refused_assignment_changes_nothing():
+def test_a_refused_assignment_changes_nothing(session):
     a = np.arange(6.0)
     x = nps.array(a)
     with pytest.raises(ValueError, match="cannot assign 2 input values to the 3 output values"):
@@ -113,14 +113,14 @@ def test_a_refused_assignment_changes_nothing():
     np.testing.assert_array_equal(x.at[x > 3].set(0.0).get(), np.where(a > 3, 0.0, a))
 
 
-def test_a_loop_of_assignments():
+def test_a_loop_of_assignments(session):
     x = nps.zeros(6, dtype=np.int64)
     for i in range(6):
         x[i] = i * i
     np.testing.assert_array_equal(x.get(), np.arange(6) ** 2)
 
 
-def test_sort_and_shuffle_in_place():
+def test_sort_and_shuffle_in_place(session):
     rng = np.random.default_rng(2)
     a = rng.normal(size=(5, 40))
     x = nps.array(a).block((2, 16))
@@ -134,7 +134,7 @@ def test_sort_and_shuffle_in_place():
     np.testing.assert_array_equal(got[:, 1:] - got[:, :1], [[1, 2]] * 10)
 
 
-def test_asarray_with_copy_is_not_changed_with_the_original():
+def test_asarray_with_copy_is_not_changed_with_the_original(session):
     x = nps.arange(4.0)
     c = nps.asarray(x, copy=True)
     same = nps.asarray(x)
