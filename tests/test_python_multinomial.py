@@ -11,25 +11,12 @@ import numpy as np
 import pytest
 from sklearn import base, datasets, linear_model, model_selection, pipeline, preprocessing
 
-import nums_cloud
 import nums_cloud.numpy as nps
 from nums_cloud.models import LogisticRegression
 
 
-@pytest.fixture(scope="module")
-def session(tmp_path_factory):
-    s = nums_cloud.init(storage=f"file://{tmp_path_factory.mktemp('store')}", workers=2,
-                        memory_mb=512, progress=False)
-    yield s
-    s.close()
-
-
-def _standardized(x):
-    return (x - x.mean(axis=0)) / x.std(axis=0)
-
-
 _iris = datasets.load_iris()
-XI = _standardized(_iris.data)  # 150 x 4, 3 classes
+XI = preprocessing.StandardScaler().fit_transform(_iris.data)  # 150 x 4, 3 classes
 YI = _iris.target
 NAMES = _iris.target_names[YI]  # strings
 

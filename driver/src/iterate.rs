@@ -355,7 +355,11 @@ fn refuse_data(
         let last = if classes > 1 { classes - 1 } else { 1 };
         return Err(refused(format!(
             "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
-            if ones == 0.0 { "0.0".to_string() } else { format!("{last}.0") }
+            if ones == 0.0 {
+                "0.0".to_string()
+            } else {
+                format!("{last}.0")
+            }
         )));
     }
     Ok(())

@@ -50,6 +50,16 @@ fn loss_residual_weight(loss: GlmLoss, z: f64, y: f64) -> (f64, f64, f64) {
     }
 }
 
+/// Adds the NaN and infinite values of row `i` of X's pieces to the counts.
+fn count_non_finite(piece: &[ArrayView2<'_, f64>], i: usize, nan: &mut u64, inf: &mut u64) {
+    for x in piece {
+        for &v in x.row(i) {
+            *nan += u64::from(v.is_nan());
+            *inf += u64::from(v.is_infinite());
+        }
+    }
+}
+
 /// y as a class index of a multinomial loss of `classes` classes: an integer in
 /// 0..classes, or none.
 fn class_index(y: f64, classes: usize) -> Option<usize> {
@@ -252,7 +262,11 @@ fn add_term(
     // [X | 1] scaled by sqrt(v) p_c for class c, side by side ([rows, p]).
     let multi = classes > 1;
     let mut grad = Array2::<f64>::zeros(if multi { (d, k) } else { (0, 0) });
-    let mut probs = Array2::<f64>::zeros(if multi && hessian { (rows, classes) } else { (0, 0) });
+    let mut probs = Array2::<f64>::zeros(if multi && hessian {
+        (rows, classes)
+    } else {
+        (0, 0)
+    });
     let mut cross = Array2::<f64>::zeros(if multi && hessian { (rows, p) } else { (0, 0) });
     // Sums of a piece, then added to the block's: rounding grows with the piece's rows
     // and the pieces' count, not with the block's rows.
@@ -295,25 +309,20 @@ fn add_term(
         }
         piece_loss.fill(0.0);
         piece_r.fill(0.0);
-        if multi {
-            for (i, (mut row, &yi)) in zc
-                .rows_mut()
-                .into_iter()
-                .zip(&y.slice(s![start..end]))
-                .enumerate()
-            {
-                let vi = weights.map_or(1.0, |v| v[start + i]);
+        for (i, (mut row, &yi)) in zc
+            .rows_mut()
+            .into_iter()
+            .zip(&y.slice(s![start..end]))
+            .enumerate()
+        {
+            let vi = weights.map_or(1.0, |v| v[start + i]);
+            if multi {
                 let row = row.as_slice_mut().expect("z of standard layout");
                 for (j, zv) in row.iter_mut().enumerate() {
                     *zv += b.map_or(0.0, |b| b[j]);
                 }
                 if !row[0].is_finite() {
-                    for x in &piece {
-                        for &v in x.row(i) {
-                            nan_x += u64::from(v.is_nan());
-                            inf_x += u64::from(v.is_infinite());
-                        }
-                    }
+                    count_non_finite(&piece, i, &mut nan_x, &mut inf_x);
                 }
                 let yc = class_index(yi, classes);
                 for (cand, z) in row.chunks_mut(classes).enumerate() {
@@ -337,26 +346,14 @@ fn add_term(
                 if hessian {
                     roots[i] = vi.sqrt();
                 }
+                continue;
             }
-        } else {
-        for (i, (mut row, &yi)) in zc
-            .rows_mut()
-            .into_iter()
-            .zip(&y.slice(s![start..end]))
-            .enumerate()
-        {
-            let vi = weights.map_or(1.0, |v| v[start + i]);
             for (j, zv) in row.iter_mut().enumerate() {
                 let zj = *zv + b.map_or(0.0, |b| b[j]);
                 // A row with NaN or inf in X has z NaN or inf at any finite parameters:
                 // only such rows are scanned for them.
                 if j == 0 && !zj.is_finite() {
-                    for x in &piece {
-                        for &v in x.row(i) {
-                            nan_x += u64::from(v.is_nan());
-                            inf_x += u64::from(v.is_infinite());
-                        }
-                    }
+                    count_non_finite(&piece, i, &mut nan_x, &mut inf_x);
                 }
                 // A row of weight 0 is no row at all (not 0 times an overflow, NaN).
                 let (l, r, weight) = if vi == 0.0 {
@@ -372,7 +369,6 @@ fn add_term(
                     roots[i] = weight.sqrt();
                 }
             }
-        }
         }
         for j in 0..k {
             total_loss[j] += piece_loss[j];
@@ -526,7 +522,10 @@ fn syrk_lower(
     let a = a.as_slice().expect("a piece of standard layout");
     let ldc = out.ncols();
     if at + p > out.nrows().min(out.ncols()) {
-        return Err(format!("a Hessian block of {p} at {at} is out of {:?}", out.dim()));
+        return Err(format!(
+            "a Hessian block of {p} at {at} is out of {:?}",
+            out.dim()
+        ));
     }
     let c = out.as_slice_mut().expect("standard layout");
     // SAFETY: A row-major rows x p (lda p); C the p x p block at (at, at) of a row-major
@@ -1099,11 +1098,11 @@ mod tests {
                 // columns in blocks of 3 and 2.
                 for r in [0..7000, 7000..m] {
                     for c in [0..3, 3..5] {
-                        blocks.push(Block::F64(
-                            x.slice(s![r.clone(), c]).to_owned().into_dyn(),
-                        ));
+                        blocks.push(Block::F64(x.slice(s![r.clone(), c]).to_owned().into_dyn()));
                     }
-                    blocks.push(Block::F64(yw.slice(s![r.clone(), ..]).to_owned().into_dyn()));
+                    blocks.push(Block::F64(
+                        yw.slice(s![r.clone(), ..]).to_owned().into_dyn(),
+                    ));
                     blocks.push(Block::F64(w.clone().into_dyn()));
                     if intercept {
                         blocks.push(Block::F64(b.clone().into_dyn()));
@@ -1124,7 +1123,12 @@ mod tests {
                 let (l, g, _) = multinomial_reference(&x, &y, &v, theta, classes, intercept);
                 assert!(near(got[[0, t]], l, 1e-12), "{} {l}", got[[0, t]]);
                 for i in 0..p {
-                    assert!(near(got[[1 + i, t]], g[i], 1e-11), "{i}: {} {}", got[[1 + i, t]], g[i]);
+                    assert!(
+                        near(got[[1 + i, t]], g[i], 1e-11),
+                        "{i}: {} {}",
+                        got[[1 + i, t]],
+                        g[i]
+                    );
                 }
             }
             // The gradient is the loss's: central differences along each parameter.
@@ -1136,7 +1140,11 @@ mod tests {
                 down[i] -= h;
                 let f = run(&[up, down], false);
                 let fd = (f[[0, 0]] - f[[0, 1]]) / (2.0 * h);
-                assert!(near(fd, got[[1 + i, 0]], 1e-6), "{i}: {fd} {}", got[[1 + i, 0]]);
+                assert!(
+                    near(fd, got[[1 + i, 0]], 1e-6),
+                    "{i}: {fd} {}",
+                    got[[1 + i, 0]]
+                );
             }
             // A Newton pass at candidate 1: the same column, and the whole Hessian.
             let newton = run(&thetas[1..], true);
@@ -1148,7 +1156,11 @@ mod tests {
             let hs = newton.slice(s![1..=p, 1..]);
             assert_eq!(hs, hs.t(), "not symmetric");
             for ((i, j), want) in hess.indexed_iter() {
-                assert!(near(hs[[i, j]], *want, 1e-10), "{i} {j}: {} {want}", hs[[i, j]]);
+                assert!(
+                    near(hs[[i, j]], *want, 1e-10),
+                    "{i} {j}: {} {want}",
+                    hs[[i, j]]
+                );
             }
             // Counts: no label refused; "ones" the rows of the last class, the weights'
             // sum.

@@ -193,7 +193,11 @@ async fn fit(
     })?;
     let d = x.shape()?[1];
     // [coef..., intercept], or a row of them per class (multinomial).
-    let classes = if theta.ndim() == 2 { theta.shape()[0] } else { 1 };
+    let classes = if theta.ndim() == 2 {
+        theta.shape()[0]
+    } else {
+        1
+    };
     let theta: Vec<f64> = theta.iter().copied().collect();
     let p = theta.len() / classes;
     let (mut coef, mut intercepts) = (Vec::new(), Vec::new());

@@ -388,7 +388,14 @@ impl Fit {
         let g = grad
             .iter()
             .enumerate()
-            .map(|(i, s)| s / n + if self.penalised(i) { l2 * theta[i] } else { 0.0 })
+            .map(|(i, s)| {
+                s / n
+                    + if self.penalised(i) {
+                        l2 * theta[i]
+                    } else {
+                        0.0
+                    }
+            })
             .collect();
         (f, g)
     }
@@ -652,9 +659,8 @@ impl Fit {
     fn newton(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
         let theta_new = pass.thetas[0].clone();
         let (f_new, g_new) = self.objective(&theta_new, sums.loss[0], &sums.grad[0]);
-        let h_new = self.without_flat_directions(self.hessian(
-            sums.hess.as_ref().expect("a Hessian pass"),
-        ));
+        let h_new =
+            self.without_flat_directions(self.hessian(sums.hess.as_ref().expect("a Hessian pass")));
         // Where the line search stands: accept the trial or shrink the step.
         if let State::Newton {
             theta,
