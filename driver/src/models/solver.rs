@@ -1025,6 +1025,7 @@ mod tests {
                     let loss = (&z - y).mapv(|r| 0.5 * r * r);
                     (z.clone(), loss, Array1::ones(z.len()))
                 }
+                Family::Multinomial { .. } => unreachable!("not of one vector of parameters"),
             };
             let loss = (loss * v).sum();
             let r = (&p - y) * v;
