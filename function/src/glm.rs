@@ -1088,8 +1088,9 @@ mod tests {
                 let w = Array2::from_shape_fn((d, classes * k), |(i, col)| {
                     thetas[col / classes][(col % classes) * pc + i]
                 });
-                let b = Array1::from_shape_fn(classes * k, |col| {
-                    thetas[col / classes][(col % classes) * pc + d]
+                let b = Array1::from_shape_fn(classes * k, |col| match intercept {
+                    true => thetas[col / classes][(col % classes) * pc + d],
+                    false => 0.0,
                 });
                 (w, b)
             };
