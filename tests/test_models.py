@@ -137,7 +137,33 @@ def test_x_and_y_made_by_the_job_are_fitted_in_place_of_files(tmp_path):
     np.testing.assert_allclose(np.load(tmp_path / "w.npy"), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("solver", ["lbfgs", "newton"])
+def test_multinomial_logistic_regression_equals_scikit_learn(tmp_path, solver):
+    """n_classes=4: scikit-learn's multinomial model of y's class indices 0..3; the result
+    has a row [coef..., intercept] per class, which later expressions use (the scores,
+    and their softmax: scikit-learn's probabilities)."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(N, D))
+    y = np.argmax(X @ rng.normal(size=(D, 4)) + rng.gumbel(size=(N, 4)), axis=1).astype(np.float64)
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", y)
+    fit(tmp_path, f"logistic_regression(X, y, n_classes=4, solver='{solver}', C=0.5, tol=1e-9)",
+        extra={"z": "X @ w[:, :-1].T + w[:, -1]"}, stats=True)
+    sk = LogisticRegression(C=0.5, tol=1e-12, max_iter=10000).fit(X, y)
+    got = np.load(tmp_path / "w.npy")
+    assert got.shape == (4, D + 1)
+    np.testing.assert_allclose(got, np.c_[sk.coef_, sk.intercept_], rtol=1e-5, atol=1e-6)
+    z = np.load(tmp_path / "z.npy")
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(axis=1, keepdims=True), sk.predict_proba(X), rtol=1e-5,
+                               atol=1e-7)
+    fits = json.loads((tmp_path / "stats.json").read_text())["fits"]
+    assert len(fits) == 1 and fits[0]["converged"], fits
+
+
 @pytest.mark.parametrize("y,expr,message", [
+    (lambda y: np.where(y > 0, 3.0, 0.0), "logistic_regression(X, y, n_classes=3)",
+     "labels other than the class indices 0 to 2 (n_classes=3)"),
     (lambda y: np.where(y > 0, 2.0, 0.0), "logistic_regression(X, y)", "labels other than 0 and 1"),
     (lambda y: np.where(np.arange(N) == 7, np.nan, y), "logistic_regression(X, y)",
      "Input y contains NaN."),
@@ -181,6 +207,7 @@ def test_nan_and_inf_in_y_are_refused_by_the_first_pass(tmp_path, expr, bad, mes
     ("logistic_regression(X, y, C=0)", "C must be positive"),
     ("ridge(X, y, alpha=-1)", "alpha must be 0 or more"),
     ("logistic_regression(X, y, max_iter=0)", "max_iter must be between 1 and 100000"),
+    ("logistic_regression(X, y, n_classes=1)", "n_classes must be between 2 and 1000"),
 ])
 def test_bad_arguments_are_refused_at_check(tmp_path, expr, message):
     data(tmp_path, "logistic")

@@ -124,8 +124,10 @@ def test_estimator_defaults_are_the_engines():
     for cls, model in [(LogisticRegression, "logistic_regression"), (Ridge, "ridge"),
                        (LinearRegression, "linear_regression"),
                        (PoissonRegression, "poisson_regression")]:
+        # (n_classes is the labels': the estimator counts them.)
+        engine = {k: v for k, v in table[model].items() if k != "n_classes"}
         ours = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
-                if k in table[model]}
-        assert ours == table[model], (cls.__name__, ours, table[model])
+                if k in engine}
+        assert ours == engine, (cls.__name__, ours, engine)
     doc = LogisticRegression.__doc__
     assert all(f'"{n}"' in doc for n in _native.solvers()), doc

@@ -472,8 +472,15 @@ fn glm_terms(
         elements += m * k;
         if hessian {
             let p = d + f64::from(u8::from(intercept));
-            flops += 2.0 * m * p * p;
-            scaled += m * p;
+            // A multinomial pass's k columns are its classes: a syrk of each class's
+            // block, then one of all k p columns.
+            let (blocks, copies) = if k > 1.0 {
+                (k + k * k, 2.0 * k)
+            } else {
+                (1.0, 1.0)
+            };
+            flops += 2.0 * m * p * p * blocks;
+            scaled += m * p * copies;
         }
     }
     (flops, elements, scaled)

@@ -253,8 +253,11 @@ async fn fit_all(
             ));
         }
         let out = StoredArray::new(&tasks::node_path(&prefix, g, n.id), n.meta.clone())?;
-        let coef = Block::F64(ndarray::Array1::from(fitted.theta.clone()).into_dyn());
-        out.write_block(store, &[0], &coef).await?;
+        // One block: [coef..., intercept], or a row of them per class (multinomial).
+        let shape: Vec<usize> = n.meta.shape.iter().map(|&s| s as usize).collect();
+        let coef = ndarray::ArrayD::from_shape_vec(shape.clone(), fitted.theta.clone())?;
+        out.write_block(store, &vec![0; shape.len()], &Block::F64(coef))
+            .await?;
         stages.fitted(
             n.id,
             &FitReport {

@@ -297,10 +297,15 @@ fn refuse_data(
         "y",
         nums_layout::DType::Float64,
     )?;
+    let classes = spec.classes();
     let what = match spec.family {
-        Family::Logistic => "labels other than 0 and 1 (binary classification)",
-        Family::Poisson => "negative values (Poisson targets are counts)",
-        Family::Linear => "",
+        Family::Logistic => "labels other than 0 and 1 (binary classification)".to_string(),
+        Family::Multinomial { classes } => format!(
+            "labels other than the class indices 0 to {} (n_classes={classes})",
+            classes - 1
+        ),
+        Family::Poisson => "negative values (Poisson targets are counts)".to_string(),
+        Family::Linear => String::new(),
     };
     if c(GlmCount::RefusedY) > 0.0 && !what.is_empty() {
         return Err(refused(format!(
@@ -338,12 +343,23 @@ fn refuse_data(
                 .into(),
         ));
     }
-    // Labels of one class: no boundary to find (scikit-learn's words).
+    // Labels of one class: no boundary to find (scikit-learn's words). (Multinomial:
+    // every label 0, or every one the last class, K - 1, the count of ones counts.)
     let ones = c(GlmCount::OnesY);
-    if spec.family == Family::Logistic && n > 0 && (ones == 0.0 || ones == n as f64) {
+    let one_class = match spec.family {
+        Family::Logistic => ones == 0.0 || ones == n as f64,
+        Family::Multinomial { .. } => c(GlmCount::PositiveY) == 0.0 || ones == n as f64,
+        _ => false,
+    };
+    if n > 0 && one_class {
+        let last = if classes > 1 { classes - 1 } else { 1 };
         return Err(refused(format!(
             "This solver needs samples of at least 2 classes in the data, but the data contains only one class: {}",
-            if ones == 0.0 { "0.0" } else { "1.0" }
+            if ones == 0.0 {
+                "0.0".to_string()
+            } else {
+                format!("{last}.0")
+            }
         )));
     }
     Ok(())
@@ -354,11 +370,13 @@ fn refuse_data(
 /// which are the squared loss's sums at 0).
 fn pass_job(data: &Over, spec: &FitSpec, kind: PassKind) -> Job {
     let d = data.d as u64;
-    // [d, k] in C order (a Newton pass, and the normal equations': k = 1).
-    let k = match kind {
-        PassKind::Gradient { k } => k as u64,
-        _ => 1,
-    };
+    // [d, k] in C order (a Newton pass, and the normal equations': k = 1); a multinomial
+    // fit's candidates have a column per class.
+    let k = spec.classes() as u64
+        * match kind {
+            PassKind::Gradient { k } => k as u64,
+            _ => 1,
+        };
     let mut arrays = vec![(names::W.to_string(), Source::Param { shape: vec![d, k] })];
     if spec.fit_intercept {
         arrays.push((names::B.to_string(), Source::Param { shape: vec![k] }));
@@ -388,8 +406,22 @@ fn pass_name(spec: &FitSpec, kind: PassKind) -> String {
     }
 }
 
-/// The parameter arrays of a pass: `w_` ([d, k]) and `b_` ([k]); k = 1 for a Newton pass.
+/// The parameter arrays of a pass: `w_` ([d, k]) and `b_` ([k]); k = 1 for a Newton pass;
+/// a multinomial fit's, a column per candidate and class ([`names::W`]).
 fn params(spec: &FitSpec, pass: &Pass, d: usize) -> HashMap<&'static str, Vec<f64>> {
+    let classes = spec.classes();
+    if classes > 1 {
+        // Class c's parameters are θ[c p..(c + 1) p] (p = d + intercept).
+        let p = d + usize::from(spec.fit_intercept);
+        let column = |i: usize| {
+            (pass.thetas.iter()).flat_map(move |t| (0..classes).map(move |c| t[c * p + i]))
+        };
+        let mut out = HashMap::from([(names::W, (0..d).flat_map(column).collect())]);
+        if spec.fit_intercept {
+            out.insert(names::B, column(d).collect());
+        }
+        return out;
+    }
     let mut w = Vec::with_capacity(d * pass.thetas.len());
     match pass.kind {
         // [d, k] in C order: row i holds feature i of every candidate.

@@ -46,7 +46,42 @@ fn loss_residual_weight(loss: GlmLoss, z: f64, y: f64) -> (f64, f64, f64) {
             let r = z - y;
             (0.5 * r * r, r, 1.0)
         }
+        GlmLoss::Multinomial { .. } => unreachable!("a row's classes at once: softmax_row"),
     }
+}
+
+/// Adds the NaN and infinite values of row `i` of X's pieces to the counts.
+fn count_non_finite(piece: &[ArrayView2<'_, f64>], i: usize, nan: &mut u64, inf: &mut u64) {
+    for x in piece {
+        for &v in x.row(i) {
+            *nan += u64::from(v.is_nan());
+            *inf += u64::from(v.is_infinite());
+        }
+    }
+}
+
+/// y as a class index of a multinomial loss of `classes` classes: an integer in
+/// 0..classes, or none.
+fn class_index(y: f64, classes: usize) -> Option<usize> {
+    (y >= 0.0 && y < classes as f64 && y.fract() == 0.0).then_some(y as usize)
+}
+
+/// One candidate's classes of a row of a multinomial loss: `z` (the row's z for them,
+/// intercepts added) becomes the softmax p, computed from z minus the row's largest (no
+/// overflow); returns the loss logsumexp(z) - z_y (NaN for a y that is no class).
+#[inline]
+fn softmax_row(z: &mut [f64], y: Option<usize>) -> f64 {
+    let zy = y.map_or(f64::NAN, |c| z[c]);
+    let m = z.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut total = 0.0;
+    for v in z.iter_mut() {
+        *v = (*v - m).exp();
+        total += *v;
+    }
+    for v in z.iter_mut() {
+        *v /= total;
+    }
+    m + total.ln() - zy
 }
 
 /// The sums of [`Kernel::GlmSums`] over its terms (each: `cols` blocks of X, y (or y and
@@ -73,10 +108,18 @@ pub fn sums(
         ));
     }
     let w0 = inputs[cols + 1].shape();
-    let [d, k] = *w0 else {
+    let [d, columns] = *w0 else {
         return Err(format!("W must be 2-D (features x candidates), not {w0:?}"));
     };
-    let p = d + usize::from(intercept);
+    // A multinomial candidate is one column of W per class.
+    let classes = loss.classes();
+    if classes == 0 || !columns.is_multiple_of(classes) {
+        return Err(format!(
+            "W of {w0:?} does not hold candidates of {classes} classes each"
+        ));
+    }
+    let k = columns / classes;
+    let p = classes * (d + usize::from(intercept));
     if hessian && k != 1 {
         return Err(format!(
             "a model's Hessian sums take one candidate, not W of {w0:?}"
@@ -176,14 +219,22 @@ fn add_term(
         ),
         None => None,
     };
+    // k columns of W: one per candidate, or (multinomial) one per candidate and class.
     let (d, k) = w.dim();
+    let classes = loss.classes();
     let m = y.len();
-    let p = d + usize::from(b.is_some());
+    // The parameters of a class, and of a candidate.
+    let pc = d + usize::from(b.is_some());
+    let p = classes * pc;
     let widths: Vec<usize> = dims.iter().map(|x| x.1).collect();
-    let want = (1 + p + GLM_COUNTS as usize, if hessian { 1 + p } else { k });
+    let want = (
+        1 + p + GLM_COUNTS as usize,
+        if hessian { 1 + p } else { k / classes },
+    );
     if dims.iter().any(|x| x.0 != m)
         || widths.iter().sum::<usize>() != d
         || b.is_some_and(|b| b.len() != k)
+        || !k.is_multiple_of(classes)
         || out.dim() != want
     {
         return Err(format!(
@@ -204,8 +255,19 @@ fn add_term(
         })
         .collect();
     // A Newton pass's piece of [X | 1] scaled by sqrt(s), row by row.
-    let mut scaled = Array2::<f64>::zeros(if hessian { (rows, p) } else { (0, 0) });
+    let mut scaled = Array2::<f64>::zeros(if hessian { (rows, pc) } else { (0, 0) });
     let mut roots = Array1::<f64>::zeros(if hessian { rows } else { 0 });
+    // A multinomial loss: X^T R of every candidate's classes ([d, k], spread over the
+    // candidates' rows at the term's end), and for its Hessian each row's softmax p, and
+    // [X | 1] scaled by sqrt(v) p_c for class c, side by side ([rows, p]).
+    let multi = classes > 1;
+    let mut grad = Array2::<f64>::zeros(if multi { (d, k) } else { (0, 0) });
+    let mut probs = Array2::<f64>::zeros(if multi && hessian {
+        (rows, classes)
+    } else {
+        (0, 0)
+    });
+    let mut cross = Array2::<f64>::zeros(if multi && hessian { (rows, p) } else { (0, 0) });
     // Sums of a piece, then added to the block's: rounding grows with the piece's rows
     // and the pieces' count, not with the block's rows.
     let (mut nan_x, mut inf_x) = (0u64, 0u64);
@@ -254,17 +316,44 @@ fn add_term(
             .enumerate()
         {
             let vi = weights.map_or(1.0, |v| v[start + i]);
+            if multi {
+                let row = row.as_slice_mut().expect("z of standard layout");
+                for (j, zv) in row.iter_mut().enumerate() {
+                    *zv += b.map_or(0.0, |b| b[j]);
+                }
+                if !row[0].is_finite() {
+                    count_non_finite(&piece, i, &mut nan_x, &mut inf_x);
+                }
+                let yc = class_index(yi, classes);
+                for (cand, z) in row.chunks_mut(classes).enumerate() {
+                    let j0 = cand * classes;
+                    // A row of weight 0 is no row at all.
+                    if vi == 0.0 {
+                        z.fill(0.0);
+                    } else {
+                        piece_loss[j0] += vi * softmax_row(z, yc);
+                    }
+                    if hessian {
+                        probs.row_mut(i).assign(&ArrayView1::from(&*z));
+                    }
+                    for (c, zv) in z.iter_mut().enumerate() {
+                        let r = vi * (*zv - f64::from(u8::from(yc == Some(c))));
+                        let r = if vi == 0.0 { 0.0 } else { r };
+                        piece_r[j0 + c] += r;
+                        *zv = r;
+                    }
+                }
+                if hessian {
+                    roots[i] = vi.sqrt();
+                }
+                continue;
+            }
             for (j, zv) in row.iter_mut().enumerate() {
                 let zj = *zv + b.map_or(0.0, |b| b[j]);
                 // A row with NaN or inf in X has z NaN or inf at any finite parameters:
                 // only such rows are scanned for them.
                 if j == 0 && !zj.is_finite() {
-                    for x in &piece {
-                        for &v in x.row(i) {
-                            nan_x += u64::from(v.is_nan());
-                            inf_x += u64::from(v.is_infinite());
-                        }
-                    }
+                    count_non_finite(&piece, i, &mut nan_x, &mut inf_x);
                 }
                 // A row of weight 0 is no row at all (not 0 times an overflow, NaN).
                 let (l, r, weight) = if vi == 0.0 {
@@ -288,11 +377,41 @@ fn add_term(
         // X^T r, each column block into its rows of the gradient.
         let mut at = 1;
         for (c, x) in piece.iter().enumerate() {
-            let mut g = out.slice_mut(s![at..at + widths[c], ..k]);
+            let mut g = if multi {
+                grad.slice_mut(s![at - 1..at - 1 + widths[c], ..])
+            } else {
+                out.slice_mut(s![at..at + widths[c], ..k])
+            };
             general_mat_mul(1.0, &x.t(), &zc.view(), 1.0, &mut g);
             at += widths[c];
         }
-        if hessian {
+        if hessian && multi {
+            // H = blockdiag_c([X|1]^T diag(v p_c) [X|1]) - C^T C, C = [X|1] scaled by
+            // sqrt(v) p_c for each class c side by side: the blocks
+            // [X|1]^T diag(v p_c (delta_cl - p_l)) [X|1], each a syrk.
+            let n = end - start;
+            for c in 0..classes {
+                for i in 0..n {
+                    let (q, pi) = (roots[i], probs[[i, c]]);
+                    let t = q * pi.sqrt();
+                    let mut at = 0;
+                    for (w, x) in widths.iter().zip(&piece) {
+                        let xr = x.row(i);
+                        for j in 0..*w {
+                            scaled[[i, at + j]] = t * xr[j];
+                            cross[[i, c * pc + at + j]] = q * pi * xr[j];
+                        }
+                        at += w;
+                    }
+                    if b.is_some() {
+                        scaled[[i, d]] = t;
+                        cross[[i, c * pc + d]] = q * pi;
+                    }
+                }
+                syrk_lower(&scaled.slice(s![..n, ..]), out, 1 + c * pc, 1.0)?;
+            }
+            syrk_lower(&cross.slice(s![..n, ..]), out, 1, -1.0)?;
+        } else if hessian {
             // [X | 1] scaled by sqrt(s) (s >= 0 for every loss): X^T diag(s) X as A^T A.
             let n = end - start;
             let q = roots.slice(s![..n]).insert_axis(Axis(1));
@@ -307,13 +426,30 @@ fn add_term(
             if b.is_some() {
                 scaled.slice_mut(s![..n, d]).assign(&roots.slice(s![..n]));
             }
-            syrk_lower(&scaled.slice(s![..n, ..]), out)?;
+            syrk_lower(&scaled.slice(s![..n, ..]), out, 1, 1.0)?;
         }
     }
-    for j in 0..k {
-        out[[0, j]] += total_loss[j];
-        if b.is_some() {
-            out[[1 + d, j]] += total_r[j];
+    if multi {
+        // Candidate j's class c: column j K + c of the sums here, rows 1 + c (d + b) on
+        // of column j there.
+        for j in 0..k / classes {
+            out[[0, j]] += total_loss[j * classes];
+            for c in 0..classes {
+                let at = 1 + c * pc;
+                for i in 0..d {
+                    out[[at + i, j]] += grad[[i, j * classes + c]];
+                }
+                if b.is_some() {
+                    out[[at + d, j]] += total_r[j * classes + c];
+                }
+            }
+        }
+    } else {
+        for j in 0..k {
+            out[[0, j]] += total_loss[j];
+            if b.is_some() {
+                out[[1 + d, j]] += total_r[j];
+            }
         }
     }
     let mut counts = data_counts(loss, y, weights);
@@ -337,6 +473,8 @@ fn data_counts(
 ) -> [f64; GLM_COUNTS as usize] {
     let mut c = [0u64; GLM_COUNTS as usize];
     let mut add = |k: GlmCount, yes: bool| c[k as usize] += u64::from(yes);
+    // Multinomial: the last class stands for 1 (one class of labels is refused).
+    let one = (loss.classes() - 1).max(1) as f64;
     for &v in y {
         add(
             GlmCount::RefusedY,
@@ -344,11 +482,14 @@ fn data_counts(
                 GlmLoss::Logistic => v != 0.0 && v != 1.0 && !v.is_nan(),
                 GlmLoss::Poisson => v < 0.0,
                 GlmLoss::Squared => v.is_nan(),
+                GlmLoss::Multinomial { classes } => {
+                    class_index(v, classes as usize).is_none() && !v.is_nan()
+                }
             },
         );
         add(GlmCount::NanY, v.is_nan());
         add(GlmCount::InfY, v.is_infinite());
-        add(GlmCount::OnesY, v == 1.0);
+        add(GlmCount::OnesY, v == one);
         add(GlmCount::PositiveY, v > 0.0);
     }
     let mut weight = y.len() as f64;
@@ -365,8 +506,14 @@ fn data_counts(
     out
 }
 
-/// Adds A^T A (A: rows x p) to the lower triangle of `out`'s rows and columns 1..=p.
-fn syrk_lower(a: &ArrayView2<'_, f64>, out: &mut Array2<f64>) -> Result<(), String> {
+/// Adds alpha A^T A (A: rows x p) to the lower triangle of `out`'s rows and columns
+/// at..at + p.
+fn syrk_lower(
+    a: &ArrayView2<'_, f64>,
+    out: &mut Array2<f64>,
+    at: usize,
+    alpha: f64,
+) -> Result<(), String> {
     let (rows, p) = a.dim();
     if rows == 0 || p == 0 {
         return Ok(());
@@ -374,9 +521,15 @@ fn syrk_lower(a: &ArrayView2<'_, f64>, out: &mut Array2<f64>) -> Result<(), Stri
     let int = |n: usize| i32::try_from(n).map_err(|_| format!("{n} is too large for BLAS"));
     let a = a.as_slice().expect("a piece of standard layout");
     let ldc = out.ncols();
+    if at + p > out.nrows().min(out.ncols()) {
+        return Err(format!(
+            "a Hessian block of {p} at {at} is out of {:?}",
+            out.dim()
+        ));
+    }
     let c = out.as_slice_mut().expect("standard layout");
-    // SAFETY: A row-major rows x p (lda p); C the p x p block at (1, 1) of a row-major
-    // (1 + p) x (1 + p) matrix (ldc 1 + p), in bounds.
+    // SAFETY: A row-major rows x p (lda p); C the p x p block at (at, at) of a row-major
+    // matrix of ldc columns, checked in bounds above.
     unsafe {
         cblas_sys::cblas_dsyrk(
             CblasRowMajor,
@@ -384,11 +537,11 @@ fn syrk_lower(a: &ArrayView2<'_, f64>, out: &mut Array2<f64>) -> Result<(), Stri
             CblasTrans,
             int(p)?,
             int(rows)?,
-            1.0,
+            alpha,
             a.as_ptr(),
             int(p)?,
             1.0,
-            c[ldc + 1..].as_mut_ptr(),
+            c[at * ldc + at..].as_mut_ptr(),
             int(ldc)?,
         )
     };
@@ -435,6 +588,7 @@ mod tests {
             ),
             GlmLoss::Poisson => (z.mapv(f64::exp), z.mapv(f64::exp) - &z * &yc),
             GlmLoss::Squared => (z.clone(), (&z - &yc).mapv(|v| 0.5 * v * v)),
+            GlmLoss::Multinomial { .. } => unreachable!("tested on its own"),
         };
         let r = p - yc;
         let mut rows = vec![l.sum_axis(Axis(0)).insert_axis(Axis(0)), x.t().dot(&r)];
@@ -454,6 +608,7 @@ mod tests {
             GlmLoss::Logistic => count(&|v| v != 0.0 && v != 1.0 && !v.is_nan()),
             GlmLoss::Poisson => count(&|v| v < 0.0),
             GlmLoss::Squared => count(&|v| v.is_nan()),
+            GlmLoss::Multinomial { .. } => unreachable!("tested on its own"),
         };
         let counts = [
             bad,
@@ -598,6 +753,7 @@ mod tests {
                 z.mapv(f64::exp),
             ),
             GlmLoss::Squared => (z.clone(), (&z - y).mapv(|v| 0.5 * v * v), z.mapv(|_| 1.0)),
+            GlmLoss::Multinomial { .. } => unreachable!("tested on its own"),
         };
         let r = p - y;
         let mut out = Array2::zeros((1 + p_, 1 + p_));
@@ -854,6 +1010,190 @@ mod tests {
             assert_eq!(counts[k as usize], want, "{k:?}: {counts:?}");
         }
         assert!(counts[Weight as usize].is_nan());
+    }
+
+    /// The multinomial loss's sums for candidate parameters `theta` (class-major: each
+    /// class's d coefficients, then its intercept), computed row by row from the
+    /// definition: the loss sum v (logsumexp(z) - z_y), the gradient sum v (p_c -
+    /// [c = y]) [x, 1], the Hessian sum v p_c (delta_cl - p_l) [x, 1] [x, 1]^T.
+    fn multinomial_reference(
+        x: &Array2<f64>,
+        y: &[usize],
+        v: &[f64],
+        theta: &[f64],
+        classes: usize,
+        intercept: bool,
+    ) -> (f64, Vec<f64>, Array2<f64>) {
+        let d = x.ncols();
+        let pc = d + usize::from(intercept);
+        let p = classes * pc;
+        let (mut loss, mut grad, mut hess) = (0.0, vec![0.0; p], Array2::zeros((p, p)));
+        for (i, row) in x.rows().into_iter().enumerate() {
+            let mut a = row.to_vec();
+            if intercept {
+                a.push(1.0);
+            }
+            let z: Vec<f64> = (0..classes)
+                .map(|c| (0..pc).map(|j| theta[c * pc + j] * a[j]).sum())
+                .collect();
+            let lse = z.iter().map(|v| v.exp()).sum::<f64>().ln();
+            let prob: Vec<f64> = z.iter().map(|v| (v - lse).exp()).collect();
+            loss += v[i] * (lse - z[y[i]]);
+            for c in 0..classes {
+                let r = prob[c] - f64::from(u8::from(c == y[i]));
+                for j in 0..pc {
+                    grad[c * pc + j] += v[i] * r * a[j];
+                    for l in 0..classes {
+                        let s = prob[c] * (f64::from(u8::from(c == l)) - prob[l]);
+                        for k in 0..pc {
+                            hess[[c * pc + j, l * pc + k]] += v[i] * s * a[j] * a[k];
+                        }
+                    }
+                }
+            }
+        }
+        (loss, grad, hess)
+    }
+
+    /// The multinomial sums ([`GlmLoss::Multinomial`]) of several candidates at once,
+    /// over row blocks one of which spans pieces, X cut into column blocks, with sample
+    /// weights (0 among them), with and without an intercept: each candidate's loss,
+    /// gradient and (a Newton pass) Hessian are the definition's, the gradient is the
+    /// loss's by central differences, and y's counts are the class indices'.
+    #[test]
+    fn multinomial_sums_are_the_definitions() {
+        let (classes, d, m) = (3usize, 5usize, 9_000usize);
+        let loss = GlmLoss::Multinomial { classes: 3 };
+        let (x, u) = data(m, d, 11);
+        let (_, u2) = data(m, d, 12);
+        let y: Vec<usize> = (0..m)
+            .map(|i| (u[i] as usize + 2 * u2[i] as usize) % classes)
+            .collect();
+        let yf = Array1::from_iter(y.iter().map(|&c| c as f64));
+        let v: Vec<f64> = (0..m).map(|i| [1.0, 0.0, 2.0, 0.5][i % 4]).collect();
+        let yw = ndarray::stack(Axis(1), &[yf.view(), ArrayView1::from(&v)]).unwrap();
+        for intercept in [true, false] {
+            let pc = d + usize::from(intercept);
+            let p = classes * pc;
+            // Two candidates, far from 0 (z up to about +-6).
+            let thetas: Vec<Vec<f64>> = (0..2)
+                .map(|t| {
+                    (0..p)
+                        .map(|i| ((i * 7 + t * 3) % 11) as f64 / 4.0 - 1.2)
+                        .collect()
+                })
+                .collect();
+            let params = |thetas: &[Vec<f64>]| {
+                let k = thetas.len();
+                let w = Array2::from_shape_fn((d, classes * k), |(i, col)| {
+                    thetas[col / classes][(col % classes) * pc + i]
+                });
+                let b = Array1::from_shape_fn(classes * k, |col| match intercept {
+                    true => thetas[col / classes][(col % classes) * pc + d],
+                    false => 0.0,
+                });
+                (w, b)
+            };
+            let run = |thetas: &[Vec<f64>], hessian: bool| -> Array2<f64> {
+                let (w, b) = params(thetas);
+                let mut blocks = Vec::new();
+                // Row blocks of 7,000 (pieces of 6,553 rows at d = 5) and 2,000; X's
+                // columns in blocks of 3 and 2.
+                for r in [0..7000, 7000..m] {
+                    for c in [0..3, 3..5] {
+                        blocks.push(Block::F64(x.slice(s![r.clone(), c]).to_owned().into_dyn()));
+                    }
+                    blocks.push(Block::F64(
+                        yw.slice(s![r.clone(), ..]).to_owned().into_dyn(),
+                    ));
+                    blocks.push(Block::F64(w.clone().into_dyn()));
+                    if intercept {
+                        blocks.push(Block::F64(b.clone().into_dyn()));
+                    }
+                }
+                let refs: Vec<&Block> = blocks.iter().collect();
+                sums(loss, 2, intercept, hessian, &refs)
+                    .unwrap()
+                    .to_f64()
+                    .into_owned()
+                    .into_dimensionality()
+                    .unwrap()
+            };
+            let near = |a: f64, b: f64, rtol: f64| (a - b).abs() <= rtol * (1.0 + b.abs());
+            let got = run(&thetas, false);
+            assert_eq!(got.dim(), (1 + p + GLM_COUNTS as usize, 2));
+            for (t, theta) in thetas.iter().enumerate() {
+                let (l, g, _) = multinomial_reference(&x, &y, &v, theta, classes, intercept);
+                assert!(near(got[[0, t]], l, 1e-12), "{} {l}", got[[0, t]]);
+                for i in 0..p {
+                    assert!(
+                        near(got[[1 + i, t]], g[i], 1e-11),
+                        "{i}: {} {}",
+                        got[[1 + i, t]],
+                        g[i]
+                    );
+                }
+            }
+            // The gradient is the loss's: central differences along each parameter.
+            let h = 1e-5;
+            for i in 0..p {
+                let mut up = thetas[0].clone();
+                let mut down = thetas[0].clone();
+                up[i] += h;
+                down[i] -= h;
+                let f = run(&[up, down], false);
+                let fd = (f[[0, 0]] - f[[0, 1]]) / (2.0 * h);
+                assert!(
+                    near(fd, got[[1 + i, 0]], 1e-6),
+                    "{i}: {fd} {}",
+                    got[[1 + i, 0]]
+                );
+            }
+            // A Newton pass at candidate 1: the same column, and the whole Hessian.
+            let newton = run(&thetas[1..], true);
+            assert_eq!(newton.dim(), (1 + p + GLM_COUNTS as usize, 1 + p));
+            // (The counts are candidate 0's column's only.)
+            let sums = s![..1 + p];
+            for (a, b) in newton
+                .column(0)
+                .slice(sums)
+                .iter()
+                .zip(got.column(1).slice(sums))
+            {
+                assert!(near(*a, *b, 1e-12), "{a} {b}");
+            }
+            let (_, _, hess) = multinomial_reference(&x, &y, &v, &thetas[1], classes, intercept);
+            let hs = newton.slice(s![1..=p, 1..]);
+            assert_eq!(hs, hs.t(), "not symmetric");
+            for ((i, j), want) in hess.indexed_iter() {
+                assert!(
+                    near(hs[[i, j]], *want, 1e-10),
+                    "{i} {j}: {} {want}",
+                    hs[[i, j]]
+                );
+            }
+            // Counts: no label refused; "ones" the rows of the last class, the weights'
+            // sum.
+            let counts = got.slice(s![1 + p.., 0]).to_vec();
+            assert_eq!(counts[GlmCount::RefusedY as usize], 0.0);
+            let last = y.iter().filter(|&&c| c == classes - 1).count() as f64;
+            assert_eq!(counts[GlmCount::OnesY as usize], last);
+            assert_eq!(counts[GlmCount::Weight as usize], v.iter().sum::<f64>());
+        }
+        // Labels that are no class index are counted (3, -1, 0.5; NaN as NaN), and give
+        // a NaN loss, not a panic.
+        let yb = Array1::from(vec![0.0, 3.0, -1.0, 0.5, f64::NAN, 2.0]);
+        let xb = Array2::from_elem((6, 1), 0.5);
+        let blocks = [
+            Block::F64(xb.into_dyn()),
+            Block::F64(yb.into_dyn()),
+            Block::F64(Array2::<f64>::zeros((1, 3)).into_dyn()),
+        ];
+        let got = sums(loss, 1, false, false, &blocks.iter().collect::<Vec<_>>()).unwrap();
+        let got: Array2<f64> = got.to_f64().into_owned().into_dimensionality().unwrap();
+        assert!(got[[0, 0]].is_nan());
+        assert_eq!(got[[1 + 3 + GlmCount::RefusedY as usize, 0]], 3.0);
+        assert_eq!(got[[1 + 3 + GlmCount::NanY as usize, 0]], 1.0);
     }
 
     #[test]

@@ -884,7 +884,8 @@ impl PySession {
     /// Fits the table's model `model` (`logistic_regression`, `poisson_regression`,
     /// `ridge`, `linear_regression`) to `x` and `y` with the keywords as they are (the
     /// engine decides their defaults, ranges and solver names): a dict of `coef`,
-    /// `intercept`, `n_iter`, `converged`, `why_not` (None when it converged),
+    /// `intercept`, `intercepts` and `classes` (a multinomial fit's `coef` is `classes`
+    /// rows of coefficients, one after the other), `n_iter`, `converged`, `why_not` (None when it converged),
     /// `grad_max` and `loss`.
     #[pyo3(signature = (model, x, y, **kw))]
     fn fit<'py>(
@@ -906,6 +907,8 @@ impl PySession {
         let d = PyDict::new(py);
         d.set_item("coef", fit.coef)?;
         d.set_item("intercept", fit.intercept)?;
+        d.set_item("intercepts", fit.intercepts)?;
+        d.set_item("classes", fit.classes)?;
         d.set_item("n_iter", fit.n_iter)?;
         d.set_item("converged", fit.converged)?;
         d.set_item("why_not", fit.why_not)?;

@@ -26,10 +26,16 @@ pub use crate::models::{MODELS, ModelDef, ParamDefault, SOLVER_NAMES, Solver};
 /// A fitted model: scikit-learn's `coef_` and `intercept_`, and how the fit went.
 #[derive(Debug, Clone)]
 pub struct FitResult {
-    /// One coefficient per column of X.
+    /// One coefficient per column of X; a multinomial fit's, a row of them per class,
+    /// class after class (`classes` x d, row-major: scikit-learn's `coef_`).
     pub coef: Vec<f64>,
-    /// 0 when fitted without an intercept.
+    /// 0 when fitted without an intercept; a multinomial fit's: its first class's.
     pub intercept: f64,
+    /// One intercept per class (one for the models of one vector of coefficients; 0s
+    /// without an intercept): scikit-learn's `intercept_`.
+    pub intercepts: Vec<f64>,
+    /// The classes of a multinomial fit (rows of `coef`); 1 for the other models.
+    pub classes: usize,
     /// Iterations (1 for least squares).
     pub n_iter: u32,
     /// Whether the fit met its tolerance (scikit-learn's: the gradient's largest magnitude
@@ -57,28 +63,47 @@ enum Link {
 }
 
 impl FitResult {
-    /// `X @ coef + intercept`, lazy.
+    /// `X @ coef + intercept`, lazy; a multinomial fit's, `X @ coef.T + intercepts`
+    /// ([n, classes]).
     pub fn decision_function(&self, x: &Array) -> Array {
+        if self.classes > 1 {
+            let k = self.classes;
+            let d = self.coef.len() / k;
+            let w = ndarray::Array2::from_shape_vec((k, d), self.coef.clone())
+                .expect("classes x d coefficients");
+            let w = self.session.from_ndarray(w.t().to_owned());
+            let b = self
+                .session
+                .from_ndarray(ndarray::Array1::from(self.intercepts.clone()));
+            return x.matmul(&w) + &b;
+        }
         let w = self
             .session
             .from_ndarray(ndarray::Array1::from(self.coef.clone()));
         x.matmul(&w) + self.intercept
     }
 
-    /// The model's mean response: probabilities (logistic), expected counts (Poisson),
-    /// or values (least squares), lazy.
+    /// The model's mean response: probabilities (logistic; multinomial: of each class),
+    /// expected counts (Poisson), or values (least squares), lazy.
     pub fn predict(&self, x: &Array) -> Array {
-        let z = self.decision_function(x);
         match self.link {
-            Link::Logit => z.sigmoid(),
-            Link::Log => z.exp(),
-            Link::Identity => z,
+            Link::Logit => self.predict_proba(x),
+            Link::Log => self.decision_function(x).exp(),
+            Link::Identity => self.decision_function(x),
         }
     }
 
-    /// Logistic regression's probability of class 1 for each row, lazy.
+    /// Logistic regression's probability of class 1 for each row, lazy; a multinomial
+    /// fit's of each class ([n, classes], the softmax of each row).
     pub fn predict_proba(&self, x: &Array) -> Array {
-        self.decision_function(x).sigmoid()
+        let z = self.decision_function(x);
+        if self.classes == 1 {
+            return z.sigmoid();
+        }
+        let n = z.shape().map_or(0, |s| s[0]);
+        let column = |a: Array| a.reshape(&[n, 1]);
+        let e = (&z - column(z.max(Some(&[1])))).exp();
+        &e / column(e.sum(Some(&[1])))
     }
 }
 
@@ -162,14 +187,29 @@ async fn fit(
     let s = x.session().clone();
     let w = s.call_array(f, &[x.into(), y.into()], kwargs);
     w.check()?;
-    let theta: Vec<f64> = w.compute::<f64>().await?.iter().copied().collect();
+    let theta = w.compute::<f64>().await?;
     let fitted = s.fitted(&w).ok_or_else(|| Error::Other {
         message: "the fit reported nothing".into(),
     })?;
     let d = x.shape()?[1];
+    // [coef..., intercept], or a row of them per class (multinomial).
+    let classes = if theta.ndim() == 2 {
+        theta.shape()[0]
+    } else {
+        1
+    };
+    let theta: Vec<f64> = theta.iter().copied().collect();
+    let p = theta.len() / classes;
+    let (mut coef, mut intercepts) = (Vec::new(), Vec::new());
+    for row in theta.chunks(p) {
+        coef.extend_from_slice(&row[..d]);
+        intercepts.push(row.get(d).copied().unwrap_or(0.0));
+    }
     Ok(FitResult {
-        coef: theta[..d].to_vec(),
-        intercept: theta.get(d).copied().unwrap_or(0.0),
+        coef,
+        intercept: intercepts[0],
+        intercepts,
+        classes,
         n_iter: fitted.n_iter,
         converged: fitted.converged,
         why_not: fitted.why_not,
@@ -222,18 +262,22 @@ macro_rules! estimator_common {
     };
 }
 
-/// scikit-learn's `LogisticRegression` (L2 penalty, binary labels 0 and 1).
+/// scikit-learn's `LogisticRegression` (L2 penalty; binary labels 0 and 1, or the
+/// multinomial model of [`Self::n_classes`] classes).
 #[derive(Debug, Clone)]
 pub struct LogisticRegression {
     c: f64,
+    classes: u32,
     o: Options,
 }
 
 impl LogisticRegression {
-    /// scikit-learn's defaults: `C` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept.
+    /// scikit-learn's defaults: `C` 1, L-BFGS, `tol` 1e-4, `max_iter` 100, an intercept,
+    /// two classes.
     pub fn new() -> Self {
         LogisticRegression {
             c: DEFAULT_C,
+            classes: 2,
             o: Options::default(),
         }
     }
@@ -250,9 +294,19 @@ impl LogisticRegression {
         self
     }
 
-    /// Fits the model to `x` ([n, d]) and labels `y` ([n], 0 and 1).
+    /// `k` >= 3 classes: the multinomial model, labels the class indices 0..k.
+    pub fn n_classes(mut self, k: u32) -> Self {
+        self.classes = k;
+        self
+    }
+
+    /// Fits the model to `x` ([n, d]) and labels `y` ([n], 0 and 1; or the class indices
+    /// 0..k of [`Self::n_classes`]).
     pub async fn fit(&self, x: &Array, y: &Array) -> Result<FitResult, Error> {
-        let mut kw = vec![("C", Arg::Float(self.c))];
+        let mut kw = vec![
+            ("C", Arg::Float(self.c)),
+            ("n_classes", Arg::Int(i64::from(self.classes))),
+        ];
         kw.extend(self.o.iterative());
         fit(x, y, "logistic_regression", &kw, Link::Logit).await
     }

@@ -8,6 +8,8 @@
 //! takes the step. The objectives are scikit-learn's, so the coefficients are its:
 //!
 //! - logistic: mean log-loss + ||w||² / (2 C n) (sklearn's `LogisticRegression`, l2);
+//!   for K >= 3 classes the multinomial loss, mean(logsumexp(z) - z_y) + ||W||_F² / (2 C
+//!   n), W of K x d and an intercept per class (sklearn's full parametrisation);
 //! - Poisson (log link): mean(exp(z) - y z) + alpha/2 ||w||² (sklearn's `PoissonRegressor`);
 //! - linear / ridge: ||y - X w - b||² + alpha ||w||², solved from X^T X and X^T y in one pass;
 //!
@@ -21,6 +23,11 @@ use std::fmt::Write;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Family {
     Logistic,
+    /// Multinomial logistic regression over `classes` (3 or more) classes: the
+    /// parameters are each class's coefficients and intercept, class after class.
+    Multinomial {
+        classes: u32,
+    },
     Poisson,
     /// Least squares (`linear_regression`, and `ridge` with `alpha` > 0).
     Linear,
@@ -120,6 +127,7 @@ pub const MODELS: &[ModelDef] = &[
             TOL,
             MAX_ITER,
             INTERCEPT,
+            ("n_classes", ParamDefault::Int(2)),
         ],
     },
     ModelDef {
@@ -174,17 +182,32 @@ impl FitSpec {
     /// their sum: scikit-learn's `sw_sum`).
     pub fn l2(&self, n: f64) -> f64 {
         match self.family {
-            Family::Logistic if self.penalty.is_infinite() => 0.0,
-            Family::Logistic => 1.0 / (self.penalty * n),
+            Family::Logistic | Family::Multinomial { .. } if self.penalty.is_infinite() => 0.0,
+            Family::Logistic | Family::Multinomial { .. } => 1.0 / (self.penalty * n),
             Family::Poisson => self.penalty,
             // Half the mean squared error: alpha on the sum of squares is alpha / n here.
             Family::Linear => self.penalty / n,
         }
     }
 
-    /// Parameters of a fit on `d` features: the coefficients, then the intercept.
+    /// Parameters of a fit on `d` features: the coefficients, then the intercept (a
+    /// multinomial fit's: those of each class, class after class).
     pub fn params(&self, d: usize) -> usize {
-        d + self.fit_intercept as usize
+        self.classes() * (d + self.fit_intercept as usize)
+    }
+
+    /// The classes of a multinomial fit, 1 for the other models (one vector of
+    /// parameters).
+    pub fn classes(&self) -> usize {
+        match self.family {
+            Family::Multinomial { classes } => classes as usize,
+            _ => 1,
+        }
+    }
+
+    /// Logistic regression, binary or multinomial.
+    pub fn logistic(&self) -> bool {
+        matches!(self.family, Family::Logistic | Family::Multinomial { .. })
     }
 }
 
@@ -201,9 +224,10 @@ pub(crate) enum PassKind {
 
 /// The names of a pass program's parameters and outputs.
 pub(crate) mod names {
-    /// Coefficients: `[d, k]` (a Newton pass: k = 1).
+    /// Coefficients: `[d, k]` (a Newton pass: k = 1); of a multinomial fit of K classes,
+    /// `[d, K k]`, candidate j's class c in column j K + c.
     pub(crate) const W: &str = "w_";
-    /// Intercepts: `[k]`.
+    /// Intercepts: `[k]` (multinomial: `[K k]`, as W's columns).
     pub(crate) const B: &str = "b_";
     /// A pass's sums, [1 + p + C, k] (p = d + intercept, C the counts of the data,
     /// [`GlmCount`](nums_layout::batch::GlmCount)): row 0 the loss of each candidate,
@@ -217,6 +241,7 @@ pub(crate) fn loss(spec: &FitSpec) -> nums_layout::batch::GlmLoss {
     use nums_layout::batch::GlmLoss;
     match spec.family {
         Family::Logistic => GlmLoss::Logistic,
+        Family::Multinomial { classes } => GlmLoss::Multinomial { classes },
         Family::Poisson => GlmLoss::Poisson,
         Family::Linear => GlmLoss::Squared,
     }
@@ -227,6 +252,7 @@ pub(crate) fn describe(spec: &FitSpec) -> String {
     let mut s = format!("{}(solver='{}'", spec.function, spec.solver.name());
     let _ = match spec.family {
         Family::Logistic => write!(s, ", C={}", spec.penalty),
+        Family::Multinomial { classes } => write!(s, ", C={}, n_classes={classes}", spec.penalty),
         _ if spec.penalty != 0.0 => write!(s, ", alpha={}", spec.penalty),
         _ => Ok(()),
     };

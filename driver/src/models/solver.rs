@@ -201,8 +201,33 @@ impl Scaling {
         self.mu.len()
     }
 
-    /// θ = T v (also a direction from a direction).
+    /// `f` applied to each class's parameters (one class but for multinomial fits, whose
+    /// classes share X's coordinates).
+    fn per_class(&self, x: &[f64], f: impl Fn(&[f64]) -> Vec<f64>) -> Vec<f64> {
+        let p = self.d() + usize::from(self.intercept);
+        if x.len() == p {
+            return f(x);
+        }
+        x.chunks(p).flat_map(f).collect()
+    }
+
+    /// θ = T v, class by class.
     fn theta(&self, v: &[f64]) -> Vec<f64> {
+        self.per_class(v, |v| self.theta1(v))
+    }
+
+    /// v = T^{-1} θ, class by class.
+    fn v(&self, theta: &[f64]) -> Vec<f64> {
+        self.per_class(theta, |t| self.v1(t))
+    }
+
+    /// T^T g, class by class.
+    fn grad(&self, g: &[f64]) -> Vec<f64> {
+        self.per_class(g, |g| self.grad1(g))
+    }
+
+    /// θ = T v (also a direction from a direction).
+    fn theta1(&self, v: &[f64]) -> Vec<f64> {
         let d = self.d();
         let mut t: Vec<f64> = (0..d).map(|j| v[j] / self.s[j]).collect();
         if self.intercept {
@@ -212,7 +237,7 @@ impl Scaling {
     }
 
     /// v = T^{-1} θ (also a step from a step).
-    fn v(&self, theta: &[f64]) -> Vec<f64> {
+    fn v1(&self, theta: &[f64]) -> Vec<f64> {
         let d = self.d();
         let mut v: Vec<f64> = (0..d).map(|j| theta[j] * self.s[j]).collect();
         if self.intercept {
@@ -222,7 +247,7 @@ impl Scaling {
     }
 
     /// The gradient in v: T^T g.
-    fn grad(&self, g: &[f64]) -> Vec<f64> {
+    fn grad1(&self, g: &[f64]) -> Vec<f64> {
         let d = self.d();
         let gb = if self.intercept { g[d] } else { 0.0 };
         let mut out: Vec<f64> = (0..d)
@@ -345,16 +370,32 @@ impl Fit {
         self.weighted = true;
     }
 
+    /// Parameter `i` is a coefficient (penalised), not an intercept: each class's
+    /// parameters are its d coefficients, then its intercept.
+    fn penalised(&self, i: usize) -> bool {
+        i % (self.d + usize::from(self.spec.fit_intercept)) < self.d
+    }
+
     /// The mean objective, its gradient (and Hessian) from the sums at `theta`.
     fn objective(&self, theta: &[f64], loss: f64, grad: &[f64]) -> (f64, Vec<f64>) {
         let n = self.n;
         let l2 = self.spec.l2(self.n);
-        let w = &theta[..self.d];
-        let f = loss / n + 0.5 * l2 * dot(w, w);
+        let ww: f64 = (theta.iter().enumerate())
+            .filter(|&(i, _)| self.penalised(i))
+            .map(|(_, w)| w * w)
+            .sum();
+        let f = loss / n + 0.5 * l2 * ww;
         let g = grad
             .iter()
             .enumerate()
-            .map(|(i, s)| s / n + if i < self.d { l2 * theta[i] } else { 0.0 })
+            .map(|(i, s)| {
+                s / n
+                    + if self.penalised(i) {
+                        l2 * theta[i]
+                    } else {
+                        0.0
+                    }
+            })
             .collect();
         (f, g)
     }
@@ -362,8 +403,33 @@ impl Fit {
     fn hessian(&self, h: &Array2<f64>) -> Array2<f64> {
         let l2 = self.spec.l2(self.n);
         let mut h = h / self.n;
-        for i in 0..self.d {
+        for i in (0..h.nrows()).filter(|&i| self.penalised(i)) {
             h[[i, i]] += l2;
+        }
+        h
+    }
+
+    /// A multinomial loss is flat along a vector added to every class's parameter j (the
+    /// softmax is unchanged): for an intercept, or any parameter without a penalty, the
+    /// Hessian is singular along u_j = (e_j, ..., e_j). The gradient is orthogonal to
+    /// u_j (each row's residuals sum to 0 over the classes), so adding c u_j u_j^T (c
+    /// the class's diagonal entry, of the Hessian's scale) changes no step but along
+    /// u_j, where it is 0: Newton's steps keep the classes' sum where it started (0),
+    /// as L-BFGS's do, and only other dependence (X's columns) is singular.
+    fn without_flat_directions(&self, mut h: Array2<f64>) -> Array2<f64> {
+        let classes = self.spec.classes();
+        if classes == 1 {
+            return h;
+        }
+        let p = self.d + usize::from(self.spec.fit_intercept);
+        let penalised = self.spec.l2(self.n) != 0.0;
+        for j in (0..p).filter(|&j| !(penalised && self.penalised(j))) {
+            let c = h[[j, j]];
+            for a in 0..classes {
+                for b in 0..classes {
+                    h[[a * p + j, b * p + j]] += c;
+                }
+            }
         }
         h
     }
@@ -427,7 +493,7 @@ impl Fit {
         if !(growing && (to_zero || steady)) {
             return None;
         }
-        let logistic = self.spec.family == super::Family::Logistic;
+        let logistic = self.spec.logistic();
         Some(FitError::Diverged {
             what: if logistic {
                 "the classes are separable (or nearly: some rows lie on a separating hyperplane)"
@@ -535,7 +601,9 @@ impl Fit {
         // every row is on its side of the boundary, strictly.
         // (Not with sample weights: a summed loss below ln 2 then bounds no single row's;
         // such a fit's iterates show the divergence, [`Fit::diverging`].)
-        if self.spec.family == super::Family::Logistic
+        // (Multinomial too: every row's loss below ln 2 is its class's probability above
+        // 1/2, the largest: every row classified right, and W scaled up lowers them all.)
+        if self.spec.logistic()
             && !self.weighted
             && self.spec.l2(self.n) == 0.0
             && self
@@ -591,7 +659,8 @@ impl Fit {
     fn newton(&mut self, pass: &Pass, sums: Sums) -> Result<Next, FitError> {
         let theta_new = pass.thetas[0].clone();
         let (f_new, g_new) = self.objective(&theta_new, sums.loss[0], &sums.grad[0]);
-        let h_new = self.hessian(sums.hess.as_ref().expect("a Hessian pass"));
+        let h_new =
+            self.without_flat_directions(self.hessian(sums.hess.as_ref().expect("a Hessian pass")));
         // Where the line search stands: accept the trial or shrink the step.
         if let State::Newton {
             theta,
@@ -753,9 +822,12 @@ impl Fit {
                     let h = self.hessian(h);
                     // Without a penalty, linearly dependent columns leave a line of minima
                     // (any point of which L-BFGS might stop at): refused, as by Newton.
+                    // (A multinomial loss is flat along a vector added to every class: its
+                    // first class's block, [X, 1]^T [X, 1] (K - 1) / K^2 at 0, tells.)
                     if self.spec.l2(self.n) == 0.0 {
-                        let p = h.nrows();
-                        solve_spd(&h, &Array1::zeros(p))
+                        let p = h.nrows() / self.spec.classes();
+                        let block = h.slice(ndarray::s![..p, ..p]).to_owned();
+                        solve_spd(&block, &Array1::zeros(p))
                             .map_err(|message| FitError::Dependent { message })?;
                     }
                     self.scaling = Some(Scaling::from_hessian(&h, self.d, self.spec.fit_intercept));
@@ -953,6 +1025,7 @@ mod tests {
                     let loss = (&z - y).mapv(|r| 0.5 * r * r);
                     (z.clone(), loss, Array1::ones(z.len()))
                 }
+                Family::Multinomial { .. } => unreachable!("not of one vector of parameters"),
             };
             let loss = (loss * v).sum();
             let r = (&p - y) * v;

@@ -599,7 +599,13 @@ pub enum Kernel {
     /// the Hessian sums X^T diag(v s) X (bordered by X^T (v s) and sum v s with an
     /// intercept; s = d²loss/dz²), row 0 beyond column 0 zero. X's NaN and infinite
     /// values are counted in the rows whose z is not finite (every row that holds one,
-    /// at finite parameters), so clean data pays nothing for the count.
+    /// at finite parameters), so clean data pays nothing for the count. A
+    /// [`GlmLoss::Multinomial`] loss of K classes takes W of [d, K k] and b of [K k]
+    /// (candidate j's class c in column j K + c) and sums each candidate's parameters
+    /// class by class: p = K (d + intercept), rows 1 + c (d + intercept) onward class c's
+    /// gradient (its w, then its b), the loss in row 0; a Newton pass's Hessian is the
+    /// whole p x p, class-major as the gradient; y's count of ones counts class K - 1,
+    /// the values refused those that are not a class index.
     GlmSums {
         /// Which model's loss.
         loss: GlmLoss,
@@ -826,6 +832,24 @@ pub enum GlmLoss {
     Poisson,
     /// (z - y)^2 / 2; r = z - y; s = 1.
     Squared,
+    /// Multinomial logistic regression over `classes` (3 or more) classes, scikit-learn's
+    /// full parametrisation: each candidate is `classes` consecutive columns of W (and
+    /// entries of b), y the class index 0..classes; per row logsumexp(z) - z_y, r = p -
+    /// onehot(y) (p the softmax of the row's z), Hessian blocks diag(p) - p p^T.
+    Multinomial {
+        /// K, the number of classes.
+        classes: u32,
+    },
+}
+
+impl GlmLoss {
+    /// The columns of W per candidate: the classes of a multinomial loss, else 1.
+    pub fn classes(self) -> usize {
+        match self {
+            GlmLoss::Multinomial { classes } => classes as usize,
+            _ => 1,
+        }
+    }
 }
 
 /// Which block a [`Kernel::Qr`] task outputs.

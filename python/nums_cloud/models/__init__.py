@@ -140,17 +140,21 @@ def _is_lazy(X):
 
 
 class LogisticRegression(_Estimator):
-    """Logistic regression (scikit-learn's ``LogisticRegression``, NumS's too): two classes
-    of any labels (numbers, bools, strings), an L2 penalty of strength ``1 / C`` (or
-    none), fitted by L-BFGS or Newton's method to scikit-learn's objective, so the
+    """Logistic regression (scikit-learn's ``LogisticRegression``, NumS's too): two or more
+    classes of any labels (numbers, bools, strings), an L2 penalty of strength ``1 / C``
+    (or none), fitted by L-BFGS or Newton's method to scikit-learn's objective, so the
     coefficients are scikit-learn's.
 
-    The labels are ``classes_``, sorted as ``np.unique`` sorts them; the second is the
-    positive class (``coef_`` points toward it, ``predict_proba``'s second column is its
-    probability). A nums-cloud y is mapped to 0 and 1 lazily, its distinct values found by
-    one compute; strings have no nums-cloud dtype, so string labels come as a NumPy array
-    or a list. More than two classes (scikit-learn's multinomial model) are refused: wrap
-    the estimator in ``sklearn.multiclass.OneVsRestClassifier`` for one model per class.
+    The labels are ``classes_``, sorted as ``np.unique`` sorts them. Of two, the second is
+    the positive class (``coef_`` of shape (1, n_features) points toward it,
+    ``predict_proba``'s second column is its probability). Of three or more, the model is
+    scikit-learn's multinomial one: ``coef_`` (n_classes, n_features) and ``intercept_``
+    (n_classes,), a row per class, ``predict_proba`` the softmax of
+    ``decision_function``'s (n_samples, n_classes) scores; the intercepts (and without a
+    penalty the coefficients) are those whose sum over the classes is 0, scikit-learn's
+    too. A nums-cloud y is mapped to class indices lazily,
+    its distinct values found by one compute; strings have no nums-cloud dtype, so string
+    labels come as a NumPy array or a list.
 
     Parameters
     ----------
@@ -179,13 +183,17 @@ class LogisticRegression(_Estimator):
         Only False: each fit starts from zero.
     n_jobs : ignored
         The engine decides the parallelism (the session's workers).
+    multi_class : {"auto", "multinomial"}, default "auto"
+        Accepted for code written for scikit-learn before 1.8, which removed it: both
+        mean the multinomial model for three or more classes. ``"ovr"`` is refused (use
+        ``sklearn.multiclass.OneVsRestClassifier``).
     """
 
     _estimator_type = "classifier"
 
     def __init__(self, penalty="l2", *, C=1.0, tol=1e-4, max_iter=100, solver="lbfgs",
                  fit_intercept=True, class_weight=None, random_state=None, verbose=0,
-                 warm_start=False, n_jobs=None):
+                 warm_start=False, n_jobs=None, multi_class="auto"):
         self.penalty = penalty
         self.C = C
         self.tol = tol
@@ -197,35 +205,63 @@ class LogisticRegression(_Estimator):
         self.verbose = verbose
         self.warm_start = warm_start
         self.n_jobs = n_jobs
+        self.multi_class = multi_class
 
     def fit(self, X, y, sample_weight=None):
-        """Fit the model to X (n_samples, n_features) and labels y (two classes), each
-        row weighted by ``sample_weight`` (and ``class_weight``); returns the
+        """Fit the model to X (n_samples, n_features) and labels y (two classes or more),
+        each row weighted by ``sample_weight`` (and ``class_weight``); returns the
         estimator."""
         _no_warm_start(self)
+        if self.multi_class not in ("auto", "multinomial"):
+            raise ValueError(
+                f"multi_class={self.multi_class!r} is not supported: more than two classes "
+                "are fitted as scikit-learn's multinomial model ('auto', 'multinomial'); for "
+                "one binary model per class use "
+                "sklearn.multiclass.OneVsRestClassifier(LogisticRegression())")
         X, y = self._data(X, y)
-        classes, y01 = _encode_labels(y)
+        classes, yk = _encode_labels(y)
+        n_classes = 2
         if classes is not None:
             self.classes_ = classes
-            sample_weight = _class_weighted(self.class_weight, classes, y01, sample_weight, X)
+            n_classes = max(len(classes), 2)
+            sample_weight = _class_weighted(self.class_weight, classes, yk, sample_weight, X)
         # The engine checks the parameters and knows the solvers' names.
-        fit = self._fit("logistic_regression", X, y01, sample_weight, penalty=self.penalty,
+        kw = {} if n_classes == 2 else {"n_classes": n_classes}
+        fit = self._fit("logistic_regression", X, yk, sample_weight, penalty=self.penalty,
                         C=self.C, solver=self.solver, tol=self.tol, max_iter=self.max_iter,
-                        fit_intercept=self.fit_intercept)
-        self.coef_ = np.array([fit["coef"]])
-        self.intercept_ = np.array([fit["intercept"]])
+                        fit_intercept=self.fit_intercept, **kw)
+        rows = fit["classes"]
+        self.coef_ = np.array(fit["coef"]).reshape(rows, -1)
+        self.intercept_ = np.array(fit["intercepts"])
         self._fitted(X, fit)
         self.n_iter_ = np.array([fit["n_iter"]], dtype=np.int32)
         return self
 
     def decision_function(self, X):
-        """Confidence scores: ``X @ coef_ + intercept_`` (positive: ``classes_[1]``)."""
+        """Confidence scores: ``X @ coef_.T + intercept_``; of two classes, a score per
+        sample (positive: ``classes_[1]``), of more, (n_samples, n_classes)."""
+        if np.ndim(self.coef_) == 2 and len(self.coef_) > 1:
+            return self._scores(X)
         return self._linear(X)
 
+    def _scores(self, X):
+        """``X @ coef_.T + intercept_``, (n_samples, n_classes): lazy for a nums-cloud
+        array, NumPy's for others."""
+        coef, b = np.asarray(self.coef_).T, np.asarray(self.intercept_, dtype=np.float64)
+        if isinstance(X, _array.BlockArray):
+            if X.dtype != np.float64:
+                X = X.astype(np.float64)
+            return X @ _array.asarray(coef, session=X._s) + _array.asarray(b, session=X._s)
+        return np.asarray(X, dtype=np.float64) @ coef + b
+
     def predict_proba(self, X):
-        """Probability estimates of ``classes_[0]`` and ``classes_[1]``, one row per
-        sample."""
-        z = self._linear(X)
+        """Probability estimates of each of ``classes_``, one row per sample (of more
+        than two classes, the softmax of ``decision_function``)."""
+        z = self.decision_function(X)
+        if np.ndim(z) == 2:
+            ns = _namespace(z)
+            e = ns.exp(z - ns.max(z, axis=1, keepdims=True))
+            return e / ns.sum(e, axis=1, keepdims=True)
         if _is_lazy(z):
             from .. import numpy as nps
 
@@ -238,8 +274,21 @@ class LogisticRegression(_Estimator):
         """Predicted class labels for the samples in X, of ``classes_``' dtype: lazy for a
         nums-cloud X with numeric or bool labels; a NumPy array for a NumPy X, and for
         string labels (which have no nums-cloud dtype), computed."""
-        z = self._linear(X)
+        z = self.decision_function(X)
         classes = self.classes_
+        if np.ndim(z) == 2:
+            ns = _namespace(z)
+            k = ns.argmax(z, axis=1)
+            if not _is_lazy(k):
+                return classes[k]
+            if classes.dtype.kind not in "biuf":
+                return classes[k.get()]
+            from .. import numpy as nps
+
+            label = nps.where(k == 0, classes[0], classes[1])
+            for i in range(2, len(classes)):
+                label = nps.where(k == i, classes[i], label)
+            return label.astype(classes.dtype)
         if not _is_lazy(z):
             return classes[(z > 0).astype(np.intp)]
         if classes.dtype.kind not in "biuf":
@@ -273,11 +322,20 @@ _CONTINUOUS = ("Unknown label type: continuous. Maybe you are trying to fit a cl
                "which expects discrete classes on a regression target with continuous values.")
 
 
+def _namespace(a):
+    """NumPy, or nums-cloud's namespace for a nums-cloud array."""
+    if _is_lazy(a):
+        from .. import numpy as nps
+
+        return nps
+    return np
+
+
 def _encode_labels(y):
-    """``(classes_, y01)``: the two labels as ``np.unique`` sorts them, and y as 0 (the
-    first) and 1 (the second), lazily for a nums-cloud y (its distinct values from one
-    compute). Labels NaN or infinite give ``(None, y)``: the engine refuses them in
-    scikit-learn's words, after X's."""
+    """``(classes_, yk)``: the labels as ``np.unique`` sorts them, and y as each label's
+    index among them (two labels: 0 and 1), float64, lazily for a nums-cloud y (its
+    distinct values from one compute). Labels NaN or infinite give ``(None, y)``: the
+    engine refuses them in scikit-learn's words, after X's."""
     if _is_lazy(y):
         classes = _lazy_classes(y)
     else:
@@ -293,11 +351,12 @@ def _encode_labels(y):
         raise ValueError("This solver needs samples of at least 2 classes in the data, but "
                          f"the data contains only one class: {classes[0]!r}")
     if len(classes) > 2:
-        raise ValueError(
-            f"y has {len(classes)} classes: nums-cloud fits binary logistic regression only "
-            "(scikit-learn's multinomial model for more than two classes is not implemented); "
-            "fit one model per class with sklearn.multiclass.OneVsRestClassifier"
-            "(LogisticRegression())")
+        # The index of each label among the sorted classes.
+        if _is_lazy(y):
+            from .. import numpy as nps
+
+            return classes, nps.searchsorted(classes, y).astype(np.float64)
+        return classes, np.searchsorted(classes, y).astype(np.float64)
     return classes, (y == classes[1]).astype(np.float64)
 
 
@@ -319,8 +378,22 @@ def _lazy_classes(y):
 
 
 def _class_weight_vector(class_weight, classes, y01, sample_weight, X):
-    """scikit-learn's ``compute_class_weight`` for two classes: the weight of each of
-    ``classes`` (``"balanced"``: from the class counts, weighted by ``sample_weight``)."""
+    """scikit-learn's ``compute_class_weight``: the weight of each of ``classes``
+    (``"balanced"``: from the class counts, weighted by ``sample_weight``); ``y01`` the
+    labels' indices among the classes."""
+    if isinstance(class_weight, str) and class_weight == "balanced" and len(classes) > 2:
+        k = len(classes)
+        if _is_lazy(y01) or _is_lazy(sample_weight):
+            y = _array.asarray(y01, session=X._s)
+            sw = 1.0 if sample_weight is None else _array.asarray(
+                sample_weight, session=X._s).astype(np.float64)
+            counts = np.array([float(v) for v in _array_values(
+                *[((y == c) * sw).sum() for c in range(k)])])
+        else:
+            sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+            counts = np.bincount(y01.astype(np.intp), weights=sw, minlength=k)
+        with np.errstate(divide="ignore"):
+            return counts.sum() / (k * counts)
     if isinstance(class_weight, str) and class_weight == "balanced":
         if _is_lazy(y01) or _is_lazy(sample_weight):
             y = _array.asarray(y01, session=X._s)
@@ -370,8 +443,24 @@ def _class_weighted(class_weight, classes, y01, sample_weight, X):
         return sample_weight
     else:
         scale = 1.0
-    w0, w1 = _class_weight_vector(class_weight, classes, y01, sample_weight, X)
-    w0, w1 = w0 * scale, w1 * scale
+    weight = _class_weight_vector(class_weight, classes, y01, sample_weight, X) * scale
+    if len(classes) > 2:
+        # Each row's class's weight (y01: the class indices).
+        if _is_lazy(y01) or _is_lazy(sample_weight):
+            from .. import numpy as nps
+
+            yk = _array.asarray(y01, session=X._s)
+            rows = nps.where(yk == 0.0, weight[0], weight[1])
+            for c in range(2, len(classes)):
+                rows = nps.where(yk == float(c), weight[c], rows)
+        else:
+            rows = weight[y01.astype(np.intp)]
+        if sample_weight is None:
+            return rows
+        if _is_lazy(rows):
+            return _array.asarray(sample_weight, session=X._s).astype(np.float64) * rows
+        return np.asarray(sample_weight, dtype=np.float64) * rows
+    w0, w1 = weight
     if _is_lazy(y01) or _is_lazy(sample_weight):
         from .. import numpy as nps
 

@@ -21,9 +21,10 @@ pub(super) const DEFS: &[FuncDef] = &[
             "tol",
             "max_iter",
             "fit_intercept",
+            "n_classes",
             "sample_weight",
         ],
-        "sklearn `LogisticRegression(...).fit(X, y, sample_weight)`: `[coef..., intercept]`; `solver` 'lbfgs' (default; also 'bfgs') or Newton's ('newton', 'newton-cg', 'newton-cholesky', 'irls')",
+        "sklearn `LogisticRegression(...).fit(X, y, sample_weight)`: `[coef..., intercept]`; `solver` 'lbfgs' (default; also 'bfgs') or Newton's ('newton', 'newton-cg', 'newton-cholesky', 'irls'); `n_classes` K >= 3: the multinomial model, y the class indices 0..K-1, K rows `[coef..., intercept]`",
         |s, b| fit(s, b, Family::Logistic),
     ),
     FuncDef::new(
@@ -80,9 +81,12 @@ fn number(
     Ok(v)
 }
 
+/// The most classes a multinomial fit takes (its passes' sums grow with the classes).
+const MAX_CLASSES: i64 = 1000;
+
 fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
     let function: &'static str = match (family, b.f.as_str()) {
-        (Family::Logistic, _) => "logistic_regression",
+        (Family::Logistic | Family::Multinomial { .. }, _) => "logistic_regression",
         (Family::Poisson, _) => "poisson_regression",
         (Family::Linear, "ridge") => "ridge",
         (Family::Linear, _) => "linear_regression",
@@ -197,7 +201,7 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
         Some(_) => b.flag("fit_intercept")?,
     };
     let spec = match family {
-        Family::Logistic => {
+        Family::Logistic | Family::Multinomial { .. } => {
             let penalty = match b.given("penalty") {
                 None => "l2",
                 Some((Val::None, _)) => "none",
@@ -215,10 +219,24 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
                     ));
                 }
             };
+            // More than two classes: the multinomial model, y their indices.
+            let family = match b.int("n_classes")? {
+                None | Some(2) => Family::Logistic,
+                Some(k @ 3..=MAX_CLASSES) => Family::Multinomial { classes: k as u32 },
+                Some(k) => {
+                    return Err(b.err(
+                        b.get("n_classes").map_or(b.pos, |(_, p)| *p),
+                        format!(
+                            "{function}(): n_classes must be between 2 and {MAX_CLASSES}, not {k}"
+                        ),
+                    ));
+                }
+            };
+            let solver = solver_of(b)?;
             FitSpec {
                 function,
                 family,
-                solver: solver_of(b)?,
+                solver,
                 penalty: c,
                 tol: number(b, "tol", DEFAULT_TOL, positive, "positive")?,
                 max_iter: max_iter(b)?,
@@ -267,7 +285,12 @@ fn fit(s: &mut Builder, b: &Bound, family: Family) -> Result<Val, EvalError> {
     block[0] = mx.block[0];
     let y = s.rechunk(y, block);
     let p = mx.shape[1] + fit_intercept as u64;
-    let meta = ArrayMeta::new(vec![p], vec![p], DType::Float64);
+    // A multinomial fit's: a row [coef..., intercept] per class.
+    let shape = match spec.family {
+        Family::Multinomial { classes } => vec![u64::from(classes), p],
+        _ => vec![p],
+    };
+    let meta = ArrayMeta::new(shape.clone(), shape, DType::Float64);
     Ok(Val::Arr(s.add(meta, NodeOp::Fit { x, y, spec })))
 }
 
@@ -288,13 +311,17 @@ pub(in crate::graph) fn glm_sums(
     hessian: bool,
 ) -> Result<NodeId, String> {
     let (mx, my, mw) = (s.meta(x).clone(), s.meta(y).clone(), s.meta(w).clone());
-    let k = mw.shape.get(1).copied().unwrap_or(0);
+    // W's columns: a multinomial candidate has one per class.
+    let columns = mw.shape.get(1).copied().unwrap_or(0);
+    let classes = loss.classes() as u64;
+    let k = columns / classes;
     let fits = mx.ndim() == 2
         && (my.shape == [mx.shape[0]] || my.shape == [mx.shape[0], 2])
-        && mw.shape == [mx.shape[1], k]
+        && mw.shape == [mx.shape[1], columns]
+        && columns.is_multiple_of(classes)
         && mw.num_blocks() == 1
         && (!hessian || k == 1)
-        && b.is_none_or(|b| s.meta(b).shape == [k] && s.meta(b).num_blocks() == 1);
+        && b.is_none_or(|b| s.meta(b).shape == [columns] && s.meta(b).num_blocks() == 1);
     if !fits {
         return Err(format!(
             "a model's sums over X of shape {}, y of shape {} at W of shape {}: the shapes do not agree",
@@ -306,7 +333,7 @@ pub(in crate::graph) fn glm_sums(
     let mut block = my.shape.clone();
     block[0] = mx.block[0];
     let y = s.rechunk(y, block);
-    let p = mx.shape[1] + b.is_some() as u64;
+    let p = classes * (mx.shape[1] + b.is_some() as u64);
     let rows = 1 + p + nums_layout::batch::GLM_COUNTS;
     let cols = if hessian { 1 + p } else { k };
     let meta = ArrayMeta::new(vec![rows, cols], vec![rows, cols], DType::Float64);
