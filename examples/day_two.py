@@ -1,6 +1,7 @@
 """A new user's second day with nums-cloud, as a notebook would run it: a CSV with blanks
 and a text label column, exploration, a scaled logistic regression with string labels and
-balanced class weights, model selection, saving the results. Each step's answer is
+balanced class weights (two classes, then three: the multinomial model), model selection,
+saving the results. Each step's answer is
 checked against pandas, NumPy and scikit-learn on the same data (an AssertionError says
 which differs).
 
@@ -100,6 +101,18 @@ def main(folder):
     check("predictions are labels, as scikit-learn's",
           pred.dtype == sk.predict(sk_scaler.transform(xf)).dtype
           and np.mean(pred == sk.predict(sk_scaler.transform(xf))) > 0.999)
+
+    # A third class: scikit-learn's multinomial model, string labels, balanced weights.
+    noise = np.random.default_rng(7).normal(size=len(xf))
+    score = xf[:, 0] + 5 * xf[:, 2] + noise
+    y3 = np.where(score > 0.7, "high", np.where(score > -0.7, "mid", "low"))
+    m3 = LogisticRegression(C=0.5, class_weight="balanced", tol=1e-8).fit(Xs, y3)
+    sk3 = SkLogistic(C=0.5, class_weight="balanced", tol=1e-8).fit(sk_scaler.transform(xf), y3)
+    p3 = m3.predict_proba(Xs)
+    p3 = p3.get() if hasattr(p3, "get") else p3
+    check("three classes: scikit-learn's multinomial probabilities",
+          list(m3.classes_) == list(sk3.classes_) and m3.coef_.shape == (3, 6)
+          and np.allclose(p3, sk3.predict_proba(sk_scaler.transform(xf)), rtol=1e-5, atol=1e-6))
 
     # 4. Model selection, scikit-learn's tools over nums-cloud's estimators.
     xs = sk_scaler.transform(xf)
