@@ -192,5 +192,5 @@ def test_the_day_two_example_runs_and_equals_pandas_numpy_and_scikit_learn(tmp_p
     p = subprocess.run([sys.executable, str(repo / "examples" / "day_two.py"), str(tmp_path)],
                        capture_output=True, text=True, env=env, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "DIFFERS" not in p.stdout and p.stdout.count("ok ") == 17, p.stdout
+    assert "DIFFERS" not in p.stdout and p.stdout.count("ok ") == 18, p.stdout
     assert "every step equals pandas, NumPy and scikit-learn" in p.stdout, p.stdout
