@@ -174,6 +174,61 @@ def test_to_zarr_of_a_result_and_a_region_write_read_back(session, stores, tmp_p
     xr.testing.assert_allclose(back, want)
 
 
+def _no_copy_through_this_process(monkeypatch):
+    """Fails a store that would copy its values through this process (persisting the
+    source, then assigning it block by block) instead of the functions writing the
+    target's chunks."""
+    def refuse(self):
+        raise AssertionError("store copied the values through this process")
+    monkeypatch.setattr(nps.ndarray, "persist", refuse)
+
+
+@pytest.mark.parametrize("fmt,order,codec", [(2, "F", "blosc"), (2, "C", "zlib"),
+                                             (3, "C", "gzip"), (3, "C", None)])
+def test_store_writes_whole_chunks_by_the_functions(session, tmp_path, monkeypatch, fmt,
+                                                    order, codec):
+    """A region of whole chunks (ragged at the array's end) of a zarr-python array in
+    other chunks than the source's, another dtype, any codec and order: written by the
+    functions, read back by zarr-python as NumPy assigns it; the rest keeps its fill."""
+    import numcodecs
+
+    kw = {"compressors": {"blosc": numcodecs.Blosc(cname="zstd"), "zlib": numcodecs.Zlib(),
+                          "gzip": zarr.codecs.GzipCodec(), None: None}[codec]}
+    if fmt == 2:
+        kw["order"] = order
+    z = zarr.create_array(tmp_path / "t.zarr", shape=(100, 30), chunks=(20, 7),
+                          dtype="float32", fill_value=-9.0, zarr_format=fmt, **kw)
+    xn = np.arange(100 * 30, dtype=np.float64).reshape(100, 30) / 7
+    src = nps.asarray(xn).block((33, 11)) * 2
+    want = np.full((100, 30), -9.0, dtype=np.float32)
+    want[40:] = (xn * 2)[40:]
+    _no_copy_through_this_process(monkeypatch)
+    before = session.counts()["tasks"]
+    nums_cloud.xarray.NumsCloudManager().store(
+        src[40:], z, regions=(slice(40, 100), slice(0, 30)))
+    assert session.counts()["tasks"] > before
+    back = zarr.open_array(tmp_path / "t.zarr", mode="r")
+    np.testing.assert_array_equal(back[...], want)
+
+
+def test_a_region_not_of_whole_chunks_is_copied_and_refused_by_the_engine(session, tmp_path):
+    z = zarr.create_array(tmp_path / "t.zarr", shape=(100,), chunks=(20,), dtype="float64",
+                          fill_value=0.0, zarr_format=3)
+    src = nps.arange(50.0)
+    # Not whole chunks: the chunk manager copies it through this process (no two tasks
+    # write one chunk), as NumPy assigns it.
+    nums_cloud.xarray.NumsCloudManager().store(src, z, regions=(slice(10, 60),))
+    want = np.zeros(100)
+    want[10:60] = np.arange(50.0)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "t.zarr", mode="r")[...], want)
+    # The engine itself refuses it, naming the chunks.
+    with pytest.raises(Exception, match=r"not whole chunks of \[20\]"):
+        session._native.write_zarr(src._a, str(tmp_path / "t.zarr"), [10])
+    with pytest.raises(Exception, match=r"outside the array's shape \[100\]"):
+        session._native.write_zarr(src._a, str(tmp_path / "t.zarr"), [60])
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "t.zarr", mode="r")[...], want)
+
+
 def test_chunk_and_rechunk_a_numpy_dataset(session):
     ds = dataset()
     nc = ds.chunk({"time": 30, "lat": -1}, chunked_array_type="nums-cloud")

@@ -52,6 +52,40 @@ pub async fn put_part(
     etag_block(&etag)
 }
 
+/// Encodes the input as chunk `chunk` of the Zarr array the kernel names (its own codecs,
+/// as its metadata says) and puts it at that chunk's key; returns the bytes put as a
+/// one-element int64 block, counted as this invocation's writes. The input must be the
+/// whole chunk (the part inside the array, for a chunk at its end).
+pub async fn put_zarr_chunk(
+    kernel: &Kernel,
+    input: Arc<Block>,
+    counters: &IoCounters,
+) -> Result<Block, String> {
+    let Kernel::ExportZarrChunk {
+        dest, path, chunk, ..
+    } = kernel
+    else {
+        return Err(format!("not a Zarr export kernel: {kernel:?}"));
+    };
+    let arr =
+        nums_layout::StoredArray::from_json(path, &dest.metadata).map_err(|e| e.to_string())?;
+    let (a, idx) = (arr.clone(), chunk.clone());
+    let bytes = tokio::task::spawn_blocking(move || a.encode(&idx, &input))
+        .await
+        .map_err(|e| format!("export: {e}"))?
+        .map_err(|e| e.to_string())?;
+    let n = bytes.len() as u64;
+    let store = Store::open(&dest.store).map_err(|e| e.to_string())?;
+    store
+        .put(&arr.block_key(chunk), bytes)
+        .await
+        .map_err(|e| e.to_string())?;
+    counters.count_put(n);
+    Ok(Block::I64(
+        ArrayD::from_shape_vec(vec![1; chunk.len()], vec![n as i64]).expect("shape"),
+    ))
+}
+
 /// Writes the input block into its place in the partial `.npy` file the kernel names;
 /// returns the bytes written as a one-element int64 block. The file must exist (the
 /// driver made it, header and full length) and be named `*.partial`: a batch never makes

@@ -67,7 +67,9 @@ pub fn run(
         | Kernel::ImportZarr { .. } => {
             return Err("an import kernel reads its file before it runs (see `import`)".into());
         }
-        Kernel::ExportNpyPart { .. } | Kernel::ExportNpyBlock { .. } => {
+        Kernel::ExportNpyPart { .. }
+        | Kernel::ExportNpyBlock { .. }
+        | Kernel::ExportZarrChunk { .. } => {
             return Err("an export writes as it runs (see `export`)".into());
         }
         Kernel::Unary { op } => compute::unary(*op, one(inputs)?, out.dtype),

@@ -269,6 +269,23 @@ impl<'a> Invocation<'a> {
                         })?;
                 return Ok((block, t0.elapsed().as_secs_f64()));
             }
+            // A chunk of another tool's Zarr array is encoded and put by the kernel itself.
+            if let Kernel::ExportZarrChunk { .. } = &kernel {
+                let t0 = Instant::now();
+                let input = inputs.into_iter().next().ok_or_else(|| FnError::Kernel {
+                    task: n,
+                    message: "a Zarr chunk's export needs its block".into(),
+                    block: key.clone(),
+                })?;
+                let block = export::put_zarr_chunk(&kernel, input, &counters)
+                    .await
+                    .map_err(|message| FnError::Kernel {
+                        task: n,
+                        message,
+                        block: key,
+                    })?;
+                return Ok((block, t0.elapsed().as_secs_f64()));
+            }
             // A block of a local `.npy` output is written into its place in the file.
             if let Kernel::ExportNpyBlock { .. } = &kernel {
                 let t0 = Instant::now();

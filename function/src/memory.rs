@@ -158,6 +158,21 @@ pub fn setup_block_memory(limit: u64) {
     let _ = limit;
 }
 
+/// Keeps up to `limit / KEPT_SHARE` bytes of freed blocks for reuse in a process whose
+/// functions run beside other code (the Python extension, the driver's binary, which run
+/// small computes in-process): [`setup_block_memory`] without its mmap threshold, which
+/// would send every large allocation of that other code (NumPy's arrays) to fresh pages.
+/// Without it, each block a compute in this process makes was a fresh mapping, zeroed by
+/// the kernel: 44% of `(X - X.mean(0)) / X.std(0)` on a 500 MB array (`perf`).
+pub fn keep_freed_blocks(limit: u64) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        kept::CAP.store((limit / KEPT_SHARE) as usize, Relaxed);
+        kept::BOUND.store((limit / KEPT_SHARE) as usize, Relaxed);
+    }
+    let _ = limit;
+}
+
 /// Lets freed blocks be kept up to `bytes` (at most `limit / KEPT_SHARE`, none before
 /// [`setup_block_memory`]) until the end of the invocation; returns the bound set. Kept
 /// blocks are resident memory that the batch's projection does not count: the invocation

@@ -10,7 +10,7 @@ use nums_layout::batch::ReduceOp;
 use nums_layout::num::Int;
 use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
 
-use rayon::slice::ParallelSliceMut;
+use rayon::prelude::*;
 
 use crate::slices::{Runs, copy_slices};
 
@@ -446,6 +446,87 @@ fn sort_t<T: Sortable>(
 /// Lanes longer than this are sorted on rayon's threads ([`sort_keyed`]).
 const PARALLEL_FROM: usize = 1 << 15;
 
+/// Sorts `v` on rayon's threads: a part per thread sorted by std's `sort_unstable`
+/// (ipnsort: on integer keys about twice as fast as rayon's own parallel pdqsort), then the
+/// sorted parts merged pairwise, each merge split among the threads at equal shares of its
+/// output (merge path). Equal elements are alike (keys), so no merge needs to be stable.
+fn par_sort<T: Ord + Copy + Send + Sync>(v: &mut Vec<T>) {
+    let threads = rayon::current_num_threads();
+    let n = v.len();
+    if threads < 2 || n < PARALLEL_FROM {
+        v.sort_unstable();
+        return;
+    }
+    let mut width = n.div_ceil(threads.next_power_of_two());
+    v.par_chunks_mut(width).for_each(|c| c.sort_unstable());
+    let mut from = std::mem::take(v);
+    let mut to = from.clone();
+    while width < n {
+        // Each pair of runs [lo, lo + width) and [lo + width, lo + 2 width) into `to`,
+        // in `threads` pieces of equal output.
+        let pieces = (0..n)
+            .step_by(2 * width)
+            .flat_map(|lo| {
+                let (mid, hi) = ((lo + width).min(n), (lo + 2 * width).min(n));
+                let (a, b) = (&from[lo..mid], &from[mid..hi]);
+                let splits: Vec<(usize, usize)> = (0..=threads)
+                    .map(|k| merge_split(a, b, k * (hi - lo) / threads))
+                    .collect();
+                (0..threads).map(move |k| (lo, splits[k], splits[k + 1]))
+            })
+            .collect::<Vec<_>>();
+        // The pieces cover `to` in order: each its share, one after the other.
+        let mut outs: Vec<&mut [T]> = Vec::with_capacity(pieces.len());
+        let mut rest = to.as_mut_slice();
+        for &(_, (i0, j0), (i1, j1)) in &pieces {
+            let (out, r) = std::mem::take(&mut rest).split_at_mut(i1 - i0 + j1 - j0);
+            outs.push(out);
+            rest = r;
+        }
+        let from_ref = &from;
+        outs.into_par_iter()
+            .zip(pieces.par_iter())
+            .for_each(|(out, &(lo, (i0, j0), (i1, j1)))| {
+                let mid = (lo + width).min(n);
+                merge_into(
+                    &from_ref[lo + i0..lo + i1],
+                    &from_ref[mid + j0..mid + j1],
+                    out,
+                );
+            });
+        std::mem::swap(&mut from, &mut to);
+        width *= 2;
+    }
+    *v = from;
+}
+
+/// Where the first `p` elements of the merge of sorted `a` and `b` come from: (i, p - i),
+/// i of them from `a` (ties to `a`).
+fn merge_split<T: Ord>(a: &[T], b: &[T], p: usize) -> (usize, usize) {
+    let (mut lo, mut hi) = (p.saturating_sub(b.len()), p.min(a.len()));
+    while lo < hi {
+        let i = (lo + hi) / 2;
+        if a[i] <= b[p - i - 1] {
+            lo = i + 1;
+        } else {
+            hi = i;
+        }
+    }
+    (lo, p - lo)
+}
+
+/// Merges sorted `a` and `b` into `out` (of their joint length).
+fn merge_into<T: Ord + Copy>(a: &[T], b: &[T], out: &mut [T]) {
+    let (mut i, mut j) = (0, 0);
+    for o in out.iter_mut() {
+        // Past the end of one run, the other's element (branch-light: one comparison).
+        let take_a = j >= b.len() || (i < a.len() && a[i] <= b[j]);
+        *o = if take_a { a[i] } else { b[j] };
+        i += take_a as usize;
+        j += !take_a as usize;
+    }
+}
+
 /// [`sort_t`] of ints and floats, by their keys ([`Sortable::key`]): an unstable sort of
 /// integers, which orders ties by position where they could differ (a key and the
 /// position in one 128-bit integer): the order NumPy's stable sort gives.
@@ -471,7 +552,7 @@ fn sort_keyed<T: Sortable>(
             (l.iter().zip(first..)).map(|(v, i)| (((v.key() ^ flip) as u128) << 64) | i as u128),
         );
         if parallel {
-            pairs.par_sort_unstable();
+            par_sort(pairs);
         } else {
             pairs.sort_unstable();
         }
@@ -498,7 +579,7 @@ fn sort_keyed<T: Sortable>(
         }));
         if plain {
             if parallel {
-                keys.par_sort_unstable();
+                par_sort(&mut keys);
             } else {
                 keys.sort_unstable();
             }
@@ -514,7 +595,7 @@ fn sort_keyed<T: Sortable>(
             keys.clear();
             keys.extend(o.iter().map(|v| v.key() ^ flip));
             if parallel {
-                keys.par_sort_unstable();
+                par_sort(&mut keys);
             } else {
                 keys.sort_unstable();
             }
@@ -969,6 +1050,32 @@ mod tests {
         check_keyed((0..40_000).map(|_| next() % 2 == 0).collect(), |&v| {
             v as u64
         });
+    }
+
+    #[test]
+    fn parallel_sorts_equal_a_sort_on_any_thread_count() {
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            state >> 40
+        };
+        // Many ties (values below 2^24), lengths that split unevenly.
+        for n in [PARALLEL_FROM + 1, 100_003] {
+            let v: Vec<u64> = (0..n).map(|_| next()).collect();
+            let mut want = v.clone();
+            want.sort_unstable();
+            for threads in [1, 2, 3, 8] {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let mut got = v.clone();
+                pool.install(|| par_sort(&mut got));
+                assert_eq!(got, want, "{n} elements on {threads} threads");
+            }
+        }
     }
 
     use super::*;

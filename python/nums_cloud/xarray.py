@@ -413,6 +413,8 @@ def _store_one(src, target, region):
                     raise ValueError(f"store: region {region} has a step; regions are "
                                      "contiguous")
                 offset[i] = start
+    if _write_in_place(src, target, offset):
+        return
     src.persist()
     starts = [np.cumsum((0,) + c[:-1]) for c in src.chunks]
     for idx in itertools.product(*(range(len(c)) for c in src.chunks)):
@@ -420,6 +422,30 @@ def _store_one(src, target, region):
                    for a, i in enumerate(idx))
         v = src[sl].compute() if src.ndim else src.compute()
         target[tuple(slice(s.start + o, s.stop + o) for s, o in zip(sl, offset))] = v
+
+
+def _write_in_place(src, target, offset):
+    """Writes ``src`` into the zarr array ``target`` from ``offset`` by the engine's
+    functions (each chunk encoded with the target's codecs and put where it goes: no
+    copy in the session's store, no pass of this process over the values) when the
+    session reaches its store (:func:`_zarr_url`), the array is not sharded and the region
+    is whole chunks; False (nothing written) otherwise."""
+    shape, chunks = tuple(getattr(target, "shape", ())), getattr(target, "chunks", None)
+    if (src.ndim == 0 or chunks is None or len(shape) != src.ndim
+            or getattr(target, "shards", None) is not None):
+        return False
+    try:
+        np.dtype(target.dtype)
+    except TypeError:
+        return False
+    for o, n, c, length in zip(offset, src.shape, chunks, shape):
+        if o % c or ((o + n) % c and o + n != length):
+            return False
+    url = _zarr_url(target, src._s)
+    if url is None:
+        return False
+    src._s.write_zarr(src._a, url, [int(o) for o in offset])
+    return True
 
 
 # --- Zarr sources ---------------------------------------------------------------------------

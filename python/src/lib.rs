@@ -842,6 +842,23 @@ impl PySession {
         wait(py, async move { s.save(&a, &path).await })?.py()
     }
 
+    /// Writes `array` into the existing Zarr array at `location` from element `offset`
+    /// (a region write of whole chunks, by the functions).
+    fn write_zarr(
+        &self,
+        py: Python<'_>,
+        array: &PyArr,
+        location: String,
+        offset: Vec<u64>,
+    ) -> PyResult<()> {
+        let (s, a) = (self.s.clone(), array.a.clone());
+        wait(
+            py,
+            async move { s.write_zarr(&a, &location, &offset).await },
+        )?
+        .py()
+    }
+
     /// Computes `arrays` in one plan; their values as NumPy arrays.
     fn compute_many<'py>(
         &self,
@@ -1095,6 +1112,9 @@ fn serve_function(py: Python<'_>) -> PyResult<()> {
 #[pymodule]
 #[pyo3(name = "_native")]
 fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Computes in this process reuse the blocks the ones before them freed (a share of
+    // the memory tier's default budget), as the function processes do.
+    nums_function::memory::keep_freed_blocks(nums_cloud::api::default_memory_tier_bytes());
     m.add_class::<PyArr>()?;
     m.add_class::<PySession>()?;
     m.add_function(wrap_pyfunction!(functions, m)?)?;

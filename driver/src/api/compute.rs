@@ -730,6 +730,135 @@ impl Session {
         super::blocking::block_on(self.save(a, path))?
     }
 
+    /// Writes `a` into an existing Zarr array (v2 or v3, made by any tool: xarray's
+    /// `to_zarr` makes its arrays, then hands their values over) at `location` (a folder,
+    /// or `s3://bucket/path`), from element `offset` along each axis: a region write. The
+    /// functions encode the chunks with the array's own codecs and put them where they go;
+    /// nothing is written to the session's store, and this process never holds the
+    /// values. `a` is re-blocked to the array's chunks and cast to its dtype (as NumPy's
+    /// assignment casts) in the same plan. The region must start on a chunk boundary and
+    /// end on one or at the array's end (a chunk written in part would be read, changed
+    /// and written by two tasks at once); anything else is refused, naming the chunks.
+    pub async fn write_zarr(&self, a: &Array, location: &str, offset: &[u64]) -> Result<(), Error> {
+        self.refuse_closed()?;
+        self.cfg.check()?;
+        a.check()?;
+        if !a.session().same(self) {
+            return Err(super::other_session(None, None, a));
+        }
+        let _busy = self.busy().await;
+        let label = a.label();
+        let refuse = |m: String| Error::Job {
+            raises: Default::default(),
+            array: Some(label.clone()),
+            message: format!("writing `{label}` into the Zarr array {location:?}: {m}"),
+        };
+        let loc = match location.starts_with("s3://") {
+            true => location.to_string(),
+            false => {
+                let p = location.strip_prefix("file://").unwrap_or(location);
+                self.st.cwd.join(p).to_string_lossy().into_owned()
+            }
+        };
+        let (spec, path) = crate::graph::split_zarr_location(&loc, &self.st.spec);
+        let dst = Store::open(&spec).map_err(|e| refuse(e.to_string()))?;
+        let target = StoredArray::open(&dst, &path)
+            .await
+            .map_err(|e| refuse(e.to_string()))?;
+        let metadata: serde_json::Value = match dst.get(&target.metadata_key()).await {
+            Ok(b) => serde_json::from_slice(&b).map_err(|e| refuse(e.to_string()))?,
+            Err(e) => return Err(refuse(e.to_string())),
+        };
+        let t = target.meta.clone();
+        let shape: Vec<u64> = a.shape()?.iter().map(|&n| n as u64).collect();
+        if shape.len() != t.ndim() || offset.len() != t.ndim() {
+            return Err(refuse(format!(
+                "a {}-D array from {offset:?} into a {}-D array",
+                shape.len(),
+                t.ndim()
+            )));
+        }
+        for d in 0..t.ndim() {
+            let (o, n, c, len) = (offset[d], shape[d], t.block[d].max(1), t.shape[d]);
+            if o + n > len {
+                return Err(refuse(format!(
+                    "a region of shape {shape:?} from {offset:?} is outside the array's shape {:?}",
+                    t.shape
+                )));
+            }
+            if o % c != 0 || ((o + n) % c != 0 && o + n != len) {
+                return Err(refuse(format!(
+                    "a region of shape {shape:?} from {offset:?} is not whole chunks of {:?}",
+                    t.block
+                )));
+            }
+        }
+        let mut x = a.clone();
+        if x.dtype()? != t.dtype {
+            x = x.astype(t.dtype);
+        }
+        let chunks: Vec<usize> = (t.block.iter().zip(&shape))
+            .map(|(&c, &n)| c.min(n).max(1) as usize)
+            .collect();
+        if x.blocks()? != chunks {
+            x = x.block(&chunks);
+        }
+        let id = x.id().map_err(Clone::clone)?;
+        let prefix = format!("{}/c{}", self.st.id, self.next());
+        let mut guard = Abandoned::new(self, &prefix);
+        let written = async {
+            let mut cg = self.compute_graph(&[(id, format!("n{id}"))]);
+            let local = cg.local(id);
+            let g = &mut cg.g;
+            let grid = g.nodes[local].meta.grid();
+            // x itself stays out of the store unless it already is there.
+            g.nodes[local].persist = false;
+            let export = g.nodes.len();
+            g.nodes.push(crate::graph::Node {
+                id: export,
+                meta: nums_layout::ArrayMeta::new(
+                    grid.clone(),
+                    vec![1; grid.len()],
+                    nums_layout::DType::Int64,
+                ),
+                op: NodeOp::ExportZarr {
+                    x: local,
+                    dest: nums_layout::Foreign {
+                        store: spec.clone(),
+                        metadata,
+                        chunks: None,
+                    },
+                    path: path.clone(),
+                    offset: (offset.iter().zip(&t.block))
+                        .map(|(&o, &c)| o / c.max(1))
+                        .collect(),
+                },
+                name: Some("zarr-region".into()),
+                persist: true,
+                def: None,
+            });
+            self.execute(&cg, &prefix, &mut guard).await
+        }
+        .await;
+        guard.disarm();
+        // The receipts go with the compute's folder.
+        let store = self.claimed_store().await?;
+        super::keep::delete_prefix(&store, &prefix)
+            .await
+            .map_err(store_error)?;
+        written.map(drop)
+    }
+
+    /// [`Session::write_zarr`] for code that is not async.
+    pub fn write_zarr_blocking(
+        &self,
+        a: &Array,
+        location: &str,
+        offset: &[u64],
+    ) -> Result<(), Error> {
+        super::blocking::block_on(self.write_zarr(a, location, offset))?
+    }
+
     /// [`Session::persist`] for code that is not async.
     pub fn persist_blocking(&self, a: &Array) -> Result<(), Error> {
         super::blocking::block_on(self.persist(a))?
@@ -790,6 +919,32 @@ impl Session {
             .collect();
         targets.extend(imports.into_iter().map(|id| (id, format!("n{id}"))));
         let cg = self.compute_graph(&targets);
+        let executed = self.execute(&cg, prefix, guard).await?;
+        let main = &executed.main;
+        let mut fits = self.st.fits.lock().unwrap_or_else(|p| p.into_inner());
+        fits.extend(executed.fits.into_iter().map(|(i, f)| (cg.back[i], f)));
+        drop(fits);
+        let mut graph = self.graph();
+        for &(id, _) in &targets {
+            let local = cg.local(id);
+            let path = match &main.nodes[local].op {
+                // An import a fit's stage made, read there.
+                NodeOp::InPlace { path, .. } => path.clone(),
+                _ => crate::tasks::node_path(prefix, main, local),
+            };
+            graph.stored(id, path);
+        }
+        Ok(())
+    }
+
+    /// Runs compute graph `cg` (its persisted nodes stored under `prefix`): in this
+    /// process or on the session's backend, as its size says.
+    async fn execute(
+        &self,
+        cg: &ComputeGraph,
+        prefix: &str,
+        guard: &mut Abandoned<'_>,
+    ) -> Result<crate::engine::Executed, Error> {
         self.write_pending(&cg.needed_in_session()).await?;
         let in_process = self.cfg.runs_here_with(cg.bytes, cg.warm);
         let backend =
@@ -831,21 +986,7 @@ impl Session {
                  had when it was loaded); load it again"
             )));
         }
-        let main = &executed.main;
-        let mut fits = self.st.fits.lock().unwrap_or_else(|p| p.into_inner());
-        fits.extend(executed.fits.into_iter().map(|(i, f)| (cg.back[i], f)));
-        drop(fits);
-        let mut graph = self.graph();
-        for &(id, _) in &targets {
-            let local = cg.local(id);
-            let path = match &main.nodes[local].op {
-                // An import a fit's stage made, read there.
-                NodeOp::InPlace { path, .. } => path.clone(),
-                _ => crate::tasks::node_path(prefix, main, local),
-            };
-            graph.stored(id, path);
-        }
-        Ok(())
+        Ok(executed)
     }
 
     /// The graph of a compute of `targets` (each a node of the session and the name it is

@@ -251,6 +251,16 @@ pub enum NodeOp {
         path: String,
         offset: u64,
     },
+    /// Chunks of another tool's Zarr array written by the functions (a region write:
+    /// xarray's `to_zarr` through `store`): block i of this node (one int64 per block of
+    /// `x`, in blocks of one) encodes `x`'s block i as chunk `offset + i` of the array
+    /// `path` in `dest` (x's blocks are the array's chunks) and holds the bytes put.
+    ExportZarr {
+        x: NodeId,
+        dest: nums_layout::Foreign,
+        path: String,
+        offset: Vec<u64>,
+    },
     /// The running sum or product (`op`) of `x` along `axis`, in this node's dtype
     /// (`exclusive`: each element leaves itself out); with `offsets` (this node's shape
     /// but one element per block along `axis`, one block along it), each block starts from
@@ -482,6 +492,7 @@ impl NodeOp {
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
             | NodeOp::ExportNpyFile { x, .. }
+            | NodeOp::ExportZarr { x, .. }
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }
@@ -542,6 +553,7 @@ impl NodeOp {
             | NodeOp::Take { x, .. }
             | NodeOp::ExportNpy { x, .. }
             | NodeOp::ExportNpyFile { x, .. }
+            | NodeOp::ExportZarr { x, .. }
             | NodeOp::ScanTotal { x, .. }
             | NodeOp::Sort { x, .. }
             | NodeOp::SortCount { x, .. }

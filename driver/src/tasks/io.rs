@@ -152,6 +152,23 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                 vec![input],
             )
         }
+        NodeOp::ExportZarr {
+            x,
+            dest,
+            path,
+            offset,
+        } => {
+            let input = cx.b(*x, idx);
+            cx.one(
+                Kernel::ExportZarrChunk {
+                    dest: dest.clone(),
+                    path: path.clone(),
+                    chunk: idx.iter().zip(offset).map(|(i, o)| i + o).collect(),
+                    bytes: input.nbytes(g),
+                },
+                vec![input],
+            )
+        }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
 }

@@ -497,7 +497,8 @@ impl<'g> BlockWork<'g> {
             | NodeOp::ImportCsv { .. }
             | NodeOp::ImportParquet { .. }
             | NodeOp::ExportNpy { .. }
-            | NodeOp::ExportNpyFile { .. } => io::work(&o),
+            | NodeOp::ExportNpyFile { .. }
+            | NodeOp::ExportZarr { .. } => io::work(&o),
             NodeOp::Random { .. }
             | NodeOp::Fill { .. }
             | NodeOp::Ints { .. }

@@ -309,6 +309,21 @@ pub enum Kernel {
         /// (kernels make C-order blocks; the memory projection counts the copy anyway).
         bytes: u64,
     },
+    /// Writes the one input, a whole chunk of the Zarr array `path` (v2 or v3, written by
+    /// any tool) in the store `dest.store`, as that array's chunk `chunk`: encoded with the
+    /// codecs its metadata (`dest.metadata`) names, put at its chunk key (a region write,
+    /// as xarray's `to_zarr` makes: the array and its metadata exist). Output: a
+    /// one-element int64 block, the bytes put (the chunk's receipt).
+    ExportZarrChunk {
+        /// The target array's store and metadata.
+        dest: crate::zarr::Foreign,
+        /// The array's path in `dest.store`.
+        path: String,
+        /// The chunk the input is, in the array's chunk grid.
+        chunk: Vec<u64>,
+        /// Bytes of the input's values (the encoded chunk is at most about as large).
+        bytes: u64,
+    },
     /// Inputs: terms of `operands` blocks each; the sum over terms of the Einstein sum
     /// `subscripts` (like "ij,jk->ik") of each term's blocks, added in term order.
     Einsum {

@@ -60,6 +60,8 @@ impl Kernel {
             | Kernel::SortMerge { scratch, .. } => *scratch,
             Kernel::ExportNpyPart { header, bytes, .. } => header.len() as u64 + bytes,
             Kernel::ExportNpyBlock { bytes, .. } => *bytes,
+            // The chunk padded to its full shape, and its encoded bytes.
+            Kernel::ExportZarrChunk { bytes, .. } => 2 * bytes,
             _ => 0,
         }
     }
