@@ -569,6 +569,16 @@ fn sort_keyed<T: Sortable>(
             });
         return Block::I64(out);
     }
+    if let (true, Some(s)) = (parallel, a.as_slice().filter(|_| a.ndim() == 1)) {
+        // A long column of plain elements: keys taken, sorted and turned back on every
+        // core.
+        if s.par_iter().all(|v| v.plain()) {
+            keys = s.par_iter().map(|&v| v.key() ^ flip).collect();
+            par_sort(&mut keys);
+            let out: Vec<T> = keys.par_iter().map(|&k| T::from_key(k ^ flip)).collect();
+            return T::wrap(ArrayD::from_shape_vec(a.raw_dim(), out).expect("n elements"));
+        }
+    }
     if a.ndim() == 1 {
         // One lane (a column's sort): its keys taken in one pass, sorted, and the output
         // made from them, with no copy of the lane first.

@@ -636,10 +636,9 @@ mod tests {
             let methods = (QuantileMethod::NAMES.iter()).map(|n| QuantileMethod::parse(n).unwrap());
             for method in methods.chain([QuantileMethod::Median]) {
                 for nan in [false, true] {
-                    let want = quantile(&sorted, 0, &qs, method, nan, false)
-                        .unwrap()
-                        .to_f64();
-                    let got = quantile(lane, 0, &qs, method, nan, true).unwrap().to_f64();
+                    let want = quantile(&sorted, 0, &qs, method, nan, false).unwrap();
+                    let got = quantile(lane, 0, &qs, method, nan, true).unwrap();
+                    let (want, got) = (want.to_f64(), got.to_f64());
                     assert!(
                         want.iter()
                             .zip(got.iter())

@@ -435,6 +435,25 @@ impl Block {
         true
     }
 
+    /// Blocks of whole rows (every axis but the first whole), in order along the first,
+    /// as one block of `shape`: their values one after another, with no zeroed array
+    /// first (a fetched array of row blocks: its zeroing and a second pass were a third
+    /// of a 500 MB row filter's time). None where a block is not of `dtype`.
+    pub fn concat_rows(dtype: DType, shape: &[usize], parts: &[&Block]) -> Option<Block> {
+        for_dtype!(dtype, T => {
+            let mut v: Vec<T> = Vec::with_capacity(shape.iter().product());
+            for p in parts {
+                let a = T::view(p)?;
+                match a.as_slice() {
+                    Some(s) => v.extend_from_slice(s),
+                    // In its logical (C) order, whatever its memory order.
+                    None => v.extend(a.iter().copied()),
+                }
+            }
+            ArrayD::from_shape_vec(ndarray::IxDyn(shape), v).ok().map(T::wrap)
+        })
+    }
+
     /// The array of element type `T`, where the block is of `T`'s dtype.
     pub fn view<T: Elem>(&self) -> Option<&ArrayD<T>> {
         T::view(self)
@@ -626,6 +645,28 @@ pub(crate) fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_concatenate_in_c_order_whatever_their_layout() {
+        let a = ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]).unwrap();
+        // A transposed (F-order) block of the next rows: read in its logical order.
+        let b = ArrayD::from_shape_vec(IxDyn(&[3, 1]), vec![6.0, 7.0, 8.0])
+            .unwrap()
+            .reversed_axes();
+        let (a, b) = (Block::F64(a), Block::F64(b));
+        let whole = Block::concat_rows(DType::Float64, &[3, 3], &[&a, &b]).unwrap();
+        assert_eq!(
+            whole
+                .view::<f64>()
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>(),
+            (0..9).map(f64::from).collect::<Vec<_>>()
+        );
+        assert!(Block::concat_rows(DType::Int64, &[3, 3], &[&a, &b]).is_none());
+        assert!(Block::concat_rows(DType::Float64, &[4, 3], &[&a, &b]).is_none());
+    }
 
     #[test]
     fn le_bytes_are_c_order_little_endian_and_borrowed_when_they_can_be() {

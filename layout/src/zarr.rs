@@ -576,6 +576,19 @@ impl StoredArray {
             .try_collect()
             .await?;
         let shape: Vec<usize> = self.meta.shape.iter().map(|&s| s as usize).collect();
+        if self.meta.grid().iter().skip(1).all(|&g| g <= 1) {
+            let mut rows: Vec<(u64, &Block)> = (blocks.iter())
+                .map(|(idx, b)| (idx.first().copied().unwrap_or(0), b.as_ref()))
+                .collect();
+            rows.sort_by_key(|r| r.0);
+            let parts: Vec<&Block> = rows.into_iter().map(|r| r.1).collect();
+            return Block::concat_rows(self.meta.dtype, &shape, &parts).ok_or_else(|| {
+                meta_err(
+                    &self.path,
+                    "a block's dtype or shape differs from the array's",
+                )
+            });
+        }
         let mut full = Block::zeros(self.meta.dtype, &shape);
         for (idx, b) in blocks {
             let info = block_slice(&self.meta, &idx);

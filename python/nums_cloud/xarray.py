@@ -307,9 +307,10 @@ class NumsCloudManager(ChunkManagerEntrypoint):
     def store(self, sources, targets, lock=None, compute=True, flush=True, regions=None,
               **kwargs):
         """Writes each source into its target (a zarr array, or anything NumPy-style
-        assignment writes to), at ``regions`` when given: computed and kept first (one
-        plan per array), then written block by block (each block of the source read
-        from where the engine keeps it)."""
+        assignment writes to), at ``regions`` when given: a region of whole chunks of a
+        zarr array the session reaches is written by the functions themselves
+        (:func:`_write_in_place`); anything else is computed and kept first (one plan
+        per array), then written block by block from this process."""
         if not compute:
             raise NotImplementedError("store(compute=False): nums-cloud writes at once "
                                       "(to_zarr(compute=False) is not supported)")
