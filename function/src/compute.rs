@@ -433,10 +433,28 @@ fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
 }
 
 /// The least (`MIN`) or greatest value of `s` that is not NaN (an infinity if none), and
-/// whether `s` holds a NaN or an infinity.
+/// whether `s` holds a NaN or an infinity: in 256-bit vectors where the CPU has AVX2 (the
+/// build targets plain x86-64, whose SSE2 halves the lanes: a 500 MB min ran at 13 GB/s on
+/// two threads, NumPy's at 15 GB/s on one).
+fn extreme_lanes<const MIN: bool>(s: &[f64]) -> (f64, bool) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above).
+        return unsafe { extreme_lanes_avx2::<MIN>(s) };
+    }
+    extreme_lanes_any::<MIN>(s)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn extreme_lanes_avx2<const MIN: bool>(s: &[f64]) -> (f64, bool) {
+    extreme_lanes_any::<MIN>(s)
+}
+
 // `v - v` is meant: 0 for a finite value, NaN otherwise.
 #[allow(clippy::eq_op)]
-fn extreme_lanes<const MIN: bool>(s: &[f64]) -> (f64, bool) {
+#[inline(always)]
+fn extreme_lanes_any<const MIN: bool>(s: &[f64]) -> (f64, bool) {
     // NaNs never pass `<` or `>`: skipped here, noted apart.
     let pick = |a: f64, v: f64| {
         if (MIN && v < a) || (!MIN && v > a) {
