@@ -12,7 +12,7 @@ use nums_layout::{Block, C64, C128, DType, Elem, Scalar, for_dtype};
 
 use rayon::prelude::*;
 
-use crate::slices::{Runs, copy_slices};
+use crate::slices::{Runs, append_rows, copy_slices};
 
 /// An element type in NumPy's sort order: NaN after every number (a complex: finite, then
 /// a NaN imaginary part, then a NaN real part, then both), -0.0 equal to 0.0.
@@ -856,7 +856,7 @@ pub fn compress(
         .get(axis)
         .ok_or("a selection along an axis the output lacks")? as u64;
     for_dtype!(dtype, T => {
-        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        let mut parts = Vec::with_capacity(inputs.len() / 3);
         for term in inputs.chunks(3) {
             let x = term[0].view::<T>().ok_or("values of one dtype")?;
             let m = term[1].to_bool();
@@ -864,24 +864,51 @@ pub fn compress(
             if m.ndim() != 1 || x.shape().get(axis) != Some(&m.len()) {
                 return Err(format!("values of shape {:?} with a mask of shape {:?} along axis {axis}", x.shape(), m.shape()));
             }
-            let mut at = before as u64;
-            let mut runs = Runs::default();
-            for (k, &keep) in m.iter().enumerate() {
-                if !keep {
-                    continue;
-                }
-                if at >= origin + len {
-                    break;
-                }
-                if at >= origin {
-                    runs.push((at - origin) as usize, k);
-                }
-                at += 1;
-            }
-            copy_slices(&mut out, x, axis, &runs)?;
+            let m = m.as_standard_layout();
+            let runs = selected_runs(m.as_slice().expect("standard layout"), before as u64, origin, len);
+            parts.push((x, runs));
+        }
+        // Rows selected in order fill the output as they are appended (a row filter).
+        if let Some(out) = (axis == 0).then(|| append_rows(&parts, shape)).flatten() {
+            return Ok(T::wrap(out));
+        }
+        let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
+        for (x, runs) in &parts {
+            copy_slices(&mut out, x, axis, runs)?;
         }
         Ok(T::wrap(out))
     })
+}
+
+/// The runs of a mask block's selected slices that land in an output block's
+/// `[origin, origin + len)`, `before` selected slices preceding the block: chunks whose
+/// selected slices all come before `origin` are counted, not walked (an output block takes
+/// a part of a mask block).
+fn selected_runs(m: &[bool], before: u64, origin: u64, len: u64) -> Runs {
+    const CHUNK: usize = 256;
+    let (mut at, mut first) = (before, 0);
+    while let Some(c) = m.get(first..first + CHUNK) {
+        let n = c.iter().filter(|&&b| b).count() as u64;
+        if at + n > origin {
+            break;
+        }
+        at += n;
+        first += CHUNK;
+    }
+    let mut runs = Runs::default();
+    for (k, &keep) in m.iter().enumerate().skip(first) {
+        if !keep {
+            continue;
+        }
+        if at >= origin + len {
+            break;
+        }
+        if at >= origin {
+            runs.push((at - origin) as usize, k);
+        }
+        at += 1;
+    }
+    runs
 }
 
 /// See [`nums_layout::batch::Kernel::Gather`]: terms (indices, a block of x, its start).
@@ -1089,6 +1116,7 @@ mod tests {
     }
 
     use super::*;
+    use ndarray::ShapeBuilder;
 
     fn f64s(b: &Block) -> Vec<f64> {
         b.to_f64().iter().copied().collect()
@@ -1143,6 +1171,44 @@ mod tests {
                 .map(|v: &f64| v.to_bits())
                 .collect::<Vec<_>>()
         );
+        // Blocks not in C order, all or one of them: the same rows (copied into a zeroed
+        // output instead of appended).
+        let fo = |b: &Block| {
+            let a = b.to_f64();
+            let mut o = ArrayD::<f64>::zeros(IxDyn(a.shape()).f());
+            o.assign(&a);
+            Block::F64(o)
+        };
+        for terms in [
+            [&fo(&x0), &m0, &b0, &fo(&x1), &m1, &b1],
+            [&x0, &m0, &b0, &fo(&x1), &m1, &b1],
+        ] {
+            assert_eq!(
+                bits(&compress(&terms, 0, 0, &[2, 2]).unwrap()),
+                bits(&first)
+            );
+        }
+        // Long masks: chunks counted before an output block's first row, as walked.
+        let mut r = 7u64;
+        let mask: Vec<bool> = (0..3000)
+            .map(|k| {
+                r = r
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                k >= 2000 || (r >> 60) < 3
+            })
+            .collect();
+        let picked: Vec<usize> = (0..mask.len()).filter(|&k| mask[k]).collect();
+        for (before, origin, len) in [(0, 0, 50), (10, 300, 97), (0, 200, 2000), (5, 9_999, 3)] {
+            let want: Vec<(usize, usize)> = (picked.iter().enumerate())
+                .map(|(i, &k)| (before + i as u64, k))
+                .filter(|&(at, _)| at >= origin && at < origin + len)
+                .map(|(at, k)| ((at - origin) as usize, k))
+                .collect();
+            let mut runs = Runs::default();
+            want.iter().for_each(|&(to, from)| runs.push(to, from));
+            assert_eq!(selected_runs(&mask, before, origin, len).0, runs.0);
+        }
         let hits = index_hits(&i(vec![3, 0, -3, 9, -1]), 4, 2, 2).unwrap();
         assert_eq!(
             hits.to_i64().iter().copied().collect::<Vec<_>>(),

@@ -6,7 +6,7 @@ use ndarray::{ArrayD, Axis};
 /// Runs of slices along one axis to copy ([`copy_slices`]): `(to, from, len)`, appended
 /// a slice at a time, merging a slice that continues the last run.
 #[derive(Default)]
-pub(crate) struct Runs(Vec<(usize, usize, usize)>);
+pub(crate) struct Runs(pub(crate) Vec<(usize, usize, usize)>);
 
 impl Runs {
     pub(crate) fn push(&mut self, to: usize, from: usize) {
@@ -15,6 +15,34 @@ impl Runs {
             _ => self.0.push((to, from, 1)),
         }
     }
+}
+
+/// The output of shape `shape` made of runs of rows (slices along axis 0) of
+/// standard-layout blocks appended in order, when they tile it exactly from its first
+/// row (a selection's rows): no zeroed output written first and then overwritten. None
+/// when they do not (a caller then copies into a zeroed output: [`copy_slices`]).
+pub(crate) fn append_rows<T: Clone>(
+    parts: &[(&ArrayD<T>, Runs)],
+    shape: &[usize],
+) -> Option<ArrayD<T>> {
+    let inner: usize = shape.get(1..)?.iter().product();
+    let mut v: Vec<T> = Vec::with_capacity(shape.iter().product());
+    let mut next = 0;
+    for (x, runs) in parts {
+        let s = x.as_slice()?;
+        if x.shape().get(1..) != shape.get(1..) {
+            return None;
+        }
+        for &(to, from, len) in &runs.0 {
+            if to != next {
+                return None;
+            }
+            v.extend_from_slice(&s[from * inner..(from + len) * inner]);
+            next += len;
+        }
+    }
+    (next == shape[0])
+        .then(|| ArrayD::from_shape_vec(shape, v).expect("rows of the output's shape"))
 }
 
 /// Slices of `x` along `axis` copied into `out`'s, a run at a time: `len` consecutive

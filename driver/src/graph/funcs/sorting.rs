@@ -1022,8 +1022,13 @@ impl<'a> Builder<'a> {
         let xm = self.meta(x).clone();
         let mut shape = xm.shape.clone();
         shape[axis] = total;
+        // As many output blocks as the mask has (the selected slices spread evenly), not
+        // x's block length: a selection of a sixth of the rows in blocks as long as x's
+        // put them in one or two tasks, most of the copying on one thread.
+        let mut block = xm.block.clone();
+        block[axis] = block[axis].min(total.div_ceil(nb.max(1))).max(1);
         self.add(
-            ArrayMeta::new(shape, xm.block.clone(), xm.dtype),
+            ArrayMeta::new(shape, block, xm.dtype),
             NodeOp::Compress {
                 x,
                 mask,
