@@ -5,7 +5,9 @@ shifts; through the Python package (in this process and on function processes) a
 file run by the real binary, whose plan for a many-block FFT has no task reading the axis
 whole. Lengths with a large prime factor (100,003; 2 x 50,021) over many blocks at the
 smallest memory_mb, where the axis was once gathered into one block: Bluestein's
-transform over blocks, every norm, and a plan whose tasks read a few blocks each."""
+transform over blocks, every norm, and a plan whose tasks read a few blocks each. Axes of
+2-D arrays: in blocks of whole lanes where a lane fits a task, the four-step or Bluestein's
+across blocks where it does not."""
 import json
 import subprocess
 
@@ -199,11 +201,27 @@ def test_bluestein_for_large_prime_factors(small, n):
 
 
 def test_bluestein_along_an_axis_of_a_2d_array(small):
-    a = rng.standard_normal((3, 65_537)) + 1j * rng.standard_normal((3, 65_537))
-    x = nps.asarray(a).block(2, 8192)
+    # Lanes of 500,009 (a prime) do not fit a task at memory_mb = 128 (480,597 complex128):
+    # Bluestein's across blocks, the other axis split.
+    a = rng.standard_normal((2, 500_009)) + 1j * rng.standard_normal((2, 500_009))
+    x = nps.asarray(a).block(1, 65_536)
     close(nps.fft.fft(x), np.fft.fft(a))
-    close(nps.fft.fftn(x, norm="ortho"), np.fft.fftn(a, norm="ortho"))
-    close(nps.fft.hfft(x[:, :40_000], n=79_999), np.fft.hfft(a[:, :40_000], n=79_999))
+    close(nps.fft.ifft(x, norm="ortho"), np.fft.ifft(a, norm="ortho"))
+    # Lanes that fit (65,537 and 40,000): re-blocked into whole lanes, one kernel each.
+    b = a[:, :65_537].copy()
+    y = nps.asarray(b).block(1, 8192)
+    close(nps.fft.fftn(y, norm="ortho"), np.fft.fftn(b, norm="ortho"))
+    close(nps.fft.hfft(y[:, :40_000], n=79_999), np.fft.hfft(b[:, :40_000], n=79_999))
+
+
+def test_four_step_along_each_axis_of_a_2d_array(small):
+    # Lanes of 2**19 do not fit a task at memory_mb = 128: the four-step along the axis
+    # (its twiddles along axis 0 and along axis 1), the other axis in blocks of its own.
+    a = rng.standard_normal((3, 2 ** 19)) + 1j * rng.standard_normal((3, 2 ** 19))
+    close(nps.fft.fft(nps.asarray(a).block(2, 2 ** 16)), np.fft.fft(a))
+    t = np.ascontiguousarray(a.T)
+    close(nps.fft.ifft(nps.asarray(t).block(2 ** 16, 2), axis=0, norm="forward"),
+          np.fft.ifft(t, axis=0, norm="forward"))
 
 
 def test_bluestein_plan_reads_blocks_not_the_axis(tmp_path):
