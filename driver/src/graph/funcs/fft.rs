@@ -387,12 +387,26 @@ fn transform(
     // two blocks or more of whole lanes: transformed in such blocks (a rechunk, one
     // exchange), not by the four-step's three (an fft2 of 6000 x 6000 in 1400 x 1400
     // blocks: 32.6 s against Dask's 7.0 s).
+    let limit = s.fft_block_limit(complex.size() as u64);
+    let blocks = |b: &[u64]| -> u64 { (0..b.len()).map(|d| m.shape[d].div_ceil(b[d])).product() };
     let lanes = (m.ndim() > 1 && !one_block)
-        .then(|| lanes_within(&m, &[axis], want, s.fft_block_limit(complex.size() as u64)))
+        .then(|| {
+            let mut b = lanes_within(&m, &[axis], want, limit);
+            // Two blocks at least where another axis can be split (both threads busy).
+            while blocks(&b) < 2 {
+                match (0..b.len())
+                    .filter(|&d| d != axis && b[d] > 1)
+                    .max_by_key(|&d| b[d])
+                {
+                    Some(d) => b[d] = b[d].div_ceil(2),
+                    None => break,
+                }
+            }
+            b
+        })
         .filter(|b| {
             let others: u64 = (0..b.len()).filter(|&d| d != axis).map(|d| b[d]).product();
-            let blocks: u64 = (0..b.len()).map(|d| m.shape[d].div_ceil(b[d])).product();
-            others * want <= s.fft_block_limit(complex.size() as u64) && blocks >= 2
+            others * want <= limit && blocks(b) >= 2
         });
     if one_block || m.grid()[axis] <= 1 || m.is_empty() || lanes.is_some() {
         let kind = match t {
@@ -1008,8 +1022,9 @@ mod tests {
     }
 
     /// An axis of a 2-D array in several blocks, whose lanes fit a task, is re-blocked
-    /// into whole lanes (one exchange, no twiddled four-step column FFTs); a 1-D axis, or
-    /// lanes that would leave one block, keep the four-step.
+    /// into whole lanes (one exchange, no twiddled four-step column FFTs), the other axes
+    /// split for two blocks at least; a 1-D axis, a single lane, or lanes too long for a
+    /// task keep the four-step.
     #[test]
     fn lanes_that_fit_are_transformed_whole() {
         let four_steps = |f: &str, shape: &str, block: &str| {
@@ -1035,10 +1050,13 @@ mod tests {
         assert_eq!(four_steps("fft2(x)", "[6000, 6000]", "[1400, 1400]"), 0);
         assert_eq!(four_steps("fft(x, axis=0)", "[6000, 600]", "[700, 600]"), 0);
         assert!(four_steps("fft(x)", "[65536]", "[4096]") > 0);
+        // After the first axis the other is whole: its blocks halved for two.
         assert_eq!(four_steps("fft2(x)", "[60, 42]", "[7, 8]"), 0);
+        assert_eq!(four_steps("fft(x)", "[1000, 6]", "[1000, 2]"), 0);
         // 2**19 complex128 is more than a task holds at memory_mb = 128 (480,597).
         assert!(four_steps("fft(x)", "[3, 524288]", "[2, 65536]") > 0);
-        assert!(four_steps("fft(x)", "[1000, 6]", "[1000, 2]") > 0);
+        // One lane: whole, it would be one block (the axis gathered).
+        assert!(four_steps("fft(x)", "[1, 4096]", "[1, 512]") > 0);
     }
 
     /// A prime length, and one whose factor pair (50,021 x 2) would make columns longer
