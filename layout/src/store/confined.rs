@@ -25,6 +25,8 @@ use object_store::{
 /// a link that leads nowhere. `None` when it stays inside.
 pub(crate) fn escapes(root: &std::path::Path, file: &std::path::Path) -> Option<String> {
     let mut at = file;
+    // Looks again at a path that changed under the check, a bounded number of times.
+    let mut again = 64;
     loop {
         if std::fs::symlink_metadata(at).is_ok() {
             return match std::fs::canonicalize(at) {
@@ -34,14 +36,20 @@ pub(crate) fn escapes(root: &std::path::Path, file: &std::path::Path) -> Option<
                     real.display()
                 )),
                 // A link that leads nowhere; or a folder removed since it was seen (a
-                // prefix deleted beside this write prunes emptied folders): look again.
+                // prefix deleted beside this write prunes emptied folders, and another
+                // write may make it again): look again.
                 Err(e) => match std::fs::symlink_metadata(at) {
                     Ok(m) if m.is_symlink() => Some(format!(
                         "{} is a symbolic link that leads nowhere; nums-cloud never follows one",
                         at.display()
                     )),
-                    Ok(_) => Some(format!("{} cannot be resolved: {e}", at.display())),
-                    Err(_) => continue,
+                    Ok(_) if again == 0 => {
+                        Some(format!("{} cannot be resolved: {e}", at.display()))
+                    }
+                    _ => {
+                        again -= 1;
+                        continue;
+                    }
                 },
             };
         }
