@@ -21,6 +21,7 @@ pub mod fft;
 pub mod glm;
 pub mod import;
 pub mod kernels;
+mod keysort;
 pub mod linalg;
 pub mod live;
 pub mod memory;

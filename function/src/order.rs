@@ -446,6 +446,21 @@ fn sort_t<T: Sortable>(
 /// Lanes longer than this are sorted on rayon's threads ([`sort_keyed`]).
 const PARALLEL_FROM: usize = 1 << 15;
 
+/// `keys` sorted, on rayon's threads if `parallel`: by [`crate::keysort`] where the CPU
+/// has what it needs, else by std's sort.
+fn sort_keys(keys: &mut Vec<u64>, parallel: bool) {
+    let done = if parallel {
+        crate::keysort::par_sort(keys)
+    } else {
+        crate::keysort::sort(keys)
+    };
+    if !done && parallel {
+        par_sort(keys);
+    } else if !done {
+        keys.sort_unstable();
+    }
+}
+
 /// Sorts `v` on rayon's threads: a part per thread sorted by std's `sort_unstable`
 /// (ipnsort: on integer keys about twice as fast as rayon's own parallel pdqsort), then the
 /// sorted parts merged pairwise, each merge split among the threads at equal shares of its
@@ -574,7 +589,7 @@ fn sort_keyed<T: Sortable>(
         // core.
         if s.par_iter().all(|v| v.plain()) {
             keys = s.par_iter().map(|&v| v.key() ^ flip).collect();
-            par_sort(&mut keys);
+            sort_keys(&mut keys, true);
             let out: Vec<T> = keys.par_iter().map(|&k| T::from_key(k ^ flip)).collect();
             return T::wrap(ArrayD::from_shape_vec(a.raw_dim(), out).expect("n elements"));
         }
@@ -588,11 +603,7 @@ fn sort_keyed<T: Sortable>(
             v.key() ^ flip
         }));
         if plain {
-            if parallel {
-                par_sort(&mut keys);
-            } else {
-                keys.sort_unstable();
-            }
+            sort_keys(&mut keys, parallel);
             let out: Vec<T> = keys.iter().map(|&k| T::from_key(k ^ flip)).collect();
             return T::wrap(ArrayD::from_shape_vec(a.raw_dim(), out).expect("n elements"));
         }
@@ -604,11 +615,7 @@ fn sort_keyed<T: Sortable>(
             // Equal keys are equal elements: the keys alone, sorted.
             keys.clear();
             keys.extend(o.iter().map(|v| v.key() ^ flip));
-            if parallel {
-                par_sort(&mut keys);
-            } else {
-                keys.sort_unstable();
-            }
+            sort_keys(&mut keys, parallel);
             for (o, k) in o.iter_mut().zip(&keys) {
                 *o = T::from_key(k ^ flip);
             }
