@@ -665,8 +665,8 @@ impl<'a> Builder<'a> {
     /// A new node of `x` as `want` (its shape; other blocks, dtype or both): each block
     /// task reads the source blocks its block overlaps, whole. Where one task would read
     /// more than [`REBLOCK_SHARE`] of memory_mb (time-contiguous blocks to space-contiguous
-    /// ones read every block of the array), it goes through an intermediate grid
-    /// ([`staged_block`]), so no task reads more than that and no array is gathered.
+    /// ones read every block of the array), it goes through intermediate grids
+    /// ([`staged_blocks`]), so no task reads more than that and no array is gathered.
     pub(super) fn reblock(&mut self, x: NodeId, want: ArrayMeta) -> NodeId {
         let m = self.meta(x).clone();
         // Values that do not depend on the blocks (random ones are a function of their
@@ -678,13 +678,11 @@ impl<'a> Builder<'a> {
         }
         let size = m.dtype.size().max(want.dtype.size()) as u64;
         let budget = (self.job.compute.memory_mb << 20) / REBLOCK_SHARE;
-        let x = match staged_block(&m.shape, &m.block, &want.block, size, budget) {
-            Some(mid) => {
-                let mid = ArrayMeta::new(m.shape.clone(), mid, want.dtype);
-                self.add(mid, NodeOp::Rechunk { x })
-            }
-            None => x,
-        };
+        let mut x = x;
+        for mid in staged_blocks(&m.shape, &m.block, &want.block, size, budget) {
+            let mid = ArrayMeta::new(m.shape.clone(), mid, want.dtype);
+            x = self.add(mid, NodeOp::Rechunk { x });
+        }
         self.add(want, NodeOp::Rechunk { x })
     }
 
@@ -1427,6 +1425,82 @@ fn reblock_span(len: u64, from: u64, to: u64) -> u64 {
     count.min(len.div_ceil(from)) * from
 }
 
+/// Stages of more than one intermediate grid tried (Cubed's multistage rechunk).
+const MAX_STAGES: u32 = 5;
+
+/// The intermediate block grids, in order, of re-blocking `shape` from blocks `from` to
+/// `to` when a direct task would read more than `budget` bytes of source blocks (elements
+/// of `size` bytes): the plan of fewest bytes read in all among [`staged_block`]'s one
+/// grid and chains of 2 to [`MAX_STAGES`] - 1 grids whose blocks go geometrically from
+/// `from` to `to` along each axis, every stage's reads within `budget`. Empty when a
+/// direct task fits, or when no plan does (a source or target block too large on its
+/// own). Where one axis goes from whole to split and another the other way, a task of
+/// one stage reads whole blocks of the last along the axis it splits: each stage reads
+/// the array times the ratio of its blocks' sizes there, so k stages reading the k-th root
+/// of the whole ratio each beat two reading its square root once the ratio is large
+/// (N x N from rows to columns: about 2 N^0.5 times the array for two, 3 N^(1/3) for
+/// three).
+pub(crate) fn staged_blocks(
+    shape: &[u64],
+    from: &[u64],
+    to: &[u64],
+    size: u64,
+    budget: u64,
+) -> Vec<Vec<u64>> {
+    let Some(mid) = staged_block(shape, from, to, size, budget) else {
+        return Vec::new();
+    };
+    let read = |f: &[u64], t: &[u64]| -> u64 {
+        (0..shape.len())
+            .map(|d| reblock_span(shape[d], f[d].max(1), t[d].max(1)))
+            .product::<u64>()
+            .saturating_mul(size)
+    };
+    let blocks = |b: &[u64]| -> f64 {
+        (shape.iter().zip(b))
+            .map(|(&n, &k)| n.div_ceil(k.max(1)) as f64)
+            .product()
+    };
+    // Bytes read by every stage of `from`, `mids`, `to`; None where a stage's task
+    // would read more than `budget`.
+    let cost = |mids: &[Vec<u64>]| -> Option<f64> {
+        let chain: Vec<&[u64]> = std::iter::once(from)
+            .chain(mids.iter().map(|m| m.as_slice()))
+            .chain([to])
+            .collect();
+        chain.windows(2).try_fold(0.0, |sum, w| {
+            let r = read(w[0], w[1]);
+            (r <= budget).then(|| sum + blocks(w[1]) * r as f64)
+        })
+    };
+    let mut best = (cost(std::slice::from_ref(&mid)), vec![mid]);
+    for stages in 3..=MAX_STAGES {
+        let mids: Vec<Vec<u64>> = (1..stages)
+            .map(|i| {
+                let t = i as f64 / stages as f64;
+                (0..shape.len())
+                    .map(|d| {
+                        let (f, g) = (from[d].max(1) as f64, to[d].max(1) as f64);
+                        (f.powf(1.0 - t) * g.powf(t))
+                            .round()
+                            .clamp(1.0, shape[d] as f64) as u64
+                    })
+                    .collect()
+            })
+            .collect();
+        // Rounding may make neighbours equal: a stage that moves nothing is left out.
+        let mut mids = mids;
+        mids.dedup();
+        mids.retain(|m| m.as_slice() != from && m.as_slice() != to);
+        if let Some(c) = cost(&mids)
+            && best.0.is_none_or(|b| c < b)
+        {
+            best = (Some(c), mids);
+        }
+    }
+    best.1
+}
+
 /// The intermediate block grid of re-blocking `shape` from blocks `from` to `to`, when
 /// a direct task would read more than `budget` bytes of source blocks (elements of
 /// `size` bytes); None when it would not, or when no grid keeps both stages under it (a
@@ -1600,6 +1674,53 @@ mod tests {
         for d in 0..3 {
             assert!(mid[d] <= from[d].max(to[d]), "{mid:?}");
         }
+    }
+
+    /// Rows to columns of a square array: each stage of a grid reads whole blocks along
+    /// the axis it splits, so past two stages the reads shrink (3 N^(1/3) times the array
+    /// against about 2 N^(1/2)); every stage within the budget.
+    #[test]
+    fn rows_to_columns_goes_through_more_grids_when_they_read_less() {
+        let read = |shape: &[u64], f: &[u64], t: &[u64]| -> u64 {
+            (0..2)
+                .map(|d| reblock_span(shape[d], f[d], t[d]))
+                .product::<u64>()
+                * 8
+        };
+        let total = |shape: &[u64], chain: &[Vec<u64>]| -> u64 {
+            (chain.windows(2))
+                .map(|w| {
+                    let blocks: u64 = (0..2).map(|d| shape[d].div_ceil(w[1][d])).product();
+                    blocks * read(shape, &w[0], &w[1])
+                })
+                .sum()
+        };
+        for n in [1024u64, 1 << 14] {
+            let (shape, from, to) = ([n, n], vec![1, n], vec![n, 1]);
+            let budget = n * n * 8 / 2;
+            let mids = staged_blocks(&shape, &from, &to, 8, budget);
+            let two = staged_block(&shape, &from, &to, 8, budget).expect("a grid fits");
+            assert!(mids.len() >= 2, "{n}: {mids:?}");
+            let chain: Vec<Vec<u64>> = std::iter::once(from.clone())
+                .chain(mids.clone())
+                .chain([to.clone()])
+                .collect();
+            for w in chain.windows(2) {
+                assert!(read(&shape, &w[0], &w[1]) <= budget, "{n}: {chain:?}");
+            }
+            let (many, once) = (
+                total(&shape, &chain),
+                total(&shape, &[from.clone(), two, to.clone()]),
+            );
+            assert!(
+                many < once,
+                "{n}: {many} bytes through {mids:?}, {once} through one grid"
+            );
+        }
+        // A reblocking one grid serves best keeps one (time-contiguous to space-contiguous
+        // of a small cube).
+        let (shape, from, to) = ([4096, 48, 48], [32, 48, 48], [4096, 6, 6]);
+        assert_eq!(staged_blocks(&shape, &from, &to, 8, 32 << 20).len(), 1);
     }
 
     #[test]
