@@ -5,6 +5,7 @@ default, opened with chunked_array_type="nums-cloud", and xarray's own operation
 writes) equal to xarray on NumPy; each checked to have run on the engine (the session's
 block tasks grew), not in NumPy. What the engine cannot run (a Python function) is refused
 by name."""
+import re
 import shutil
 
 import numpy as np
@@ -241,6 +242,27 @@ def test_chunk_and_rechunk_a_numpy_dataset(session):
     xr.testing.assert_allclose(got, (ds - ds).sum())
     with pytest.raises(ValueError, match="regular"):
         nc.chunk({"time": (60, 30, 30)})
+
+
+def test_rows_to_columns_goes_through_grids_within_memory(tmp_path):
+    """Rows to columns of a 64 MB array at memory_mb = 128 (a task reads at most 32 MB of
+    blocks, and a column block would read them all): through two grids whose blocks go
+    geometrically from rows to columns (3 x 512 tasks), not one grid of 16,384 small
+    blocks; the values as NumPy's."""
+    s = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2, memory_mb=128,
+                        progress=False, in_process_mb=0, memory_tier_mb=0)
+    try:
+        n = 4096
+        a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+        x = nps.asarray(a).block((8, n)) + np.float32(1)
+        x.persist()
+        y = x.block((n, 8)) * np.float32(2)
+        tasks = int(re.search(r"of (\d+) tasks", nums_cloud.explain(y)).group(1))
+        assert 1024 < tasks < 4096, tasks  # one grid: 16,384 tasks and more
+        y.persist()
+        np.testing.assert_array_equal(y.get(), (a + np.float32(1)) * np.float32(2))
+    finally:
+        nums_cloud.close()
 
 
 @pytest.mark.parametrize("store", ["xarray-v3", "zarr-python-v3"])
