@@ -36,6 +36,7 @@ pub(crate) fn par_sort(v: &mut [u64]) -> bool {
 
 /// Partitions past this depth hand the piece to std's sort (an input that defeats the
 /// pivots stays O(n log n)).
+#[cfg(target_arch = "x86_64")]
 fn depth_limit(n: usize) -> u32 {
     2 * (usize::BITS - n.leading_zeros()) + 4
 }
