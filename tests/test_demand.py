@@ -90,18 +90,24 @@ def test_repr_is_numpys_summary_and_html_says_what_it_is(session):
     np.testing.assert_array_equal(np.histogram(x, bins=5)[0], np.histogram(a, bins=5)[0])
 
 
-def test_what_a_selection_reads_again_is_made_once_and_let_go(session, tmp_path):
+def test_what_a_selection_reads_again_is_made_once_and_let_go(tmp_path):
     # unique's values and counts both select from one sorted array with one mask of where
     # values change: made once, with the counts the selection needs first, kept while an
     # array may read them, and let go once no array can. (5,000 distinct values: past the
-    # hash count's table, so unique sorts.)
+    # hash count's table, so unique sorts.) No memory tier: every block made goes to the
+    # store, where this test sees it.
+    import nums_cloud
+
+    session = nums_cloud.init(storage=f"file://{tmp_path / 'store'}", workers=2,
+                              memory_mb=512, memory_tier_mb=0, progress=False)
     a = np.random.default_rng(5).integers(0, 5_000, 200_000).astype(np.float64)
     a[::997] = np.nan
     x = nps.array(a).block(30_011)
     store = tmp_path / "store"
 
-    def stored():  # the arrays computes made (`n<node>`; inputs are `in/<k>`)
-        return {p.parent.name for p in store.rglob("zarr.json") if p.parent.name[0] == "n"}
+    def stored():  # the arrays computes made (`n<node>` in `c<N>/out/`; inputs are `in/<k>`)
+        return {p.parent.parent.name for p in store.rglob("c/*")
+                if p.parent.parent.parent.name == "out"}
 
     before = stored()
     u, c = nps.unique(x, return_counts=True)
@@ -118,3 +124,4 @@ def test_what_a_selection_reads_again_is_made_once_and_let_go(session, tmp_path)
     del u, c
     session.collect()
     assert stored() <= before, stored()
+    session.close()

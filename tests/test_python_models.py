@@ -42,6 +42,20 @@ def test_logistic_regression_matches_scikit_learn(session, solver, lazy):
     assert abs(m.score(Xa, ya) - sk.score(X, Y01)) < 1e-3
 
 
+def test_fits_over_arrays_computed_in_this_process(session):
+    # A compute in this process keeps no zarr.json of what it makes (only it reads them);
+    # a fit's passes load X and y as any Zarr array: X computed earlier, y and a slice of X
+    # made in the fit's own stage, are described for them.
+    Xa = nums_cloud.persist(nps.array(X).block(700, 5) * 1.0)
+    ya = nps.array(Y01) + 0
+    for rows in (slice(None), slice(0, 2000)):
+        m = LogisticRegression(C=10.0, tol=1e-8, max_iter=200).fit(Xa[rows], ya[rows])
+        sk = linear_model.LogisticRegression(C=10.0, tol=1e-10, max_iter=1000)
+        sk.fit(X[rows], Y01[rows])
+        np.testing.assert_allclose(m.coef_, sk.coef_, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(m.intercept_, sk.intercept_, rtol=1e-5, atol=1e-6)
+
+
 def test_nums_higgs_example_on_a_csv_of_its_layout(session, tmp_path):
     """NumS's README fit of HIGGS.csv (the label first, then the features; no header),
     with only the imports changed, on a CSV of that layout: scikit-learn's coefficients

@@ -136,8 +136,9 @@ def test_a_computed_array_is_read_in_place_not_computed_again(tmp_path):
 def test_a_dropped_array_leaves_the_store(tmp_path):
     # As Dask's persisted arrays: blocks stay while the Python object lives; once it is
     # gone, the next compute deletes them (beside its own work), and a lazy array made
-    # from it computes it again.
-    s = init(tmp_path)
+    # from it computes it again. (No memory tier: the blocks made go to the store, where
+    # this test sees them.)
+    s = init(tmp_path, memory_tier_mb=0)
     store = tmp_path / "store"
 
     def files():

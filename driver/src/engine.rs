@@ -221,6 +221,21 @@ async fn fit_all(
                 }
             };
         }
+        for (v, path) in [(*x, &paths[0]), (*y, &paths[1])] {
+            // (Another tool's array, read in place, is described where it is.)
+            if !matches!(
+                &g.nodes[v].op,
+                NodeOp::InPlace {
+                    foreign: Some(_),
+                    ..
+                }
+            ) {
+                stages
+                    .describe(path, &g.nodes[v].meta)
+                    .await
+                    .map_err(about)?;
+            }
+        }
         let mx = &g.nodes[*x].meta;
         let data = crate::iterate::Data {
             cfg: &stages.cfg,

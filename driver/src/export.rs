@@ -443,8 +443,11 @@ async fn export(
                 .buffer_unordered(8)
                 .try_collect::<Vec<()>>()
                 .await?;
-            let src_meta = store.get(&arr.metadata_key()).await?;
-            dst.put(&out.metadata_key(), src_meta).await?;
+            // (An array a session computed in its own process has none: described now.)
+            match store.get_opt(&arr.metadata_key()).await? {
+                Some(src_meta) => dst.put(&out.metadata_key(), src_meta).await?,
+                None => out.write_metadata(&dst).await?,
+            }
             if arr.meta.len() <= PREVIEW {
                 return Ok(Some(arr.read_whole(store).await?));
             }

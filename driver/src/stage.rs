@@ -224,8 +224,10 @@ pub(crate) struct Stages<'a> {
     /// skips them); a session's computes are not resumed.
     journal: Option<&'a Run>,
     observer: &'a dyn Observer,
-    /// What the arrays the stages keep say of themselves ([`Attrs`]).
-    attrs: &'a Attrs<'a>,
+    /// What the arrays the stages keep say of themselves ([`Attrs`]); `None`: they get no
+    /// `zarr.json` (a session's compute in its own process, whose arrays only it reads,
+    /// with their metadata in hand).
+    attrs: Option<&'a Attrs<'a>>,
     /// When the computation started: the records' times count from it.
     t0: Instant,
     /// What the backend's log folder is named after, if a stage of these starts it.
@@ -253,7 +255,7 @@ impl<'a> Stages<'a> {
             prefix: None,
             journal: None,
             observer,
-            attrs: &no_attrs,
+            attrs: Some(&no_attrs),
             t0,
             log_id: log_id.to_string(),
             made: Mutex::default(),
@@ -279,7 +281,37 @@ impl<'a> Stages<'a> {
 
     /// These stages describing the arrays they keep with `attrs`.
     pub(crate) fn describing(self, attrs: &'a Attrs<'a>) -> Stages<'a> {
-        Stages { attrs, ..self }
+        Stages {
+            attrs: Some(attrs),
+            ..self
+        }
+    }
+
+    /// These stages writing no `zarr.json`: nothing but this process reads what they keep,
+    /// and a metadata write is a store round trip a small compute must not make.
+    pub(crate) fn undescribed(self) -> Stages<'a> {
+        Stages {
+            attrs: None,
+            ..self
+        }
+    }
+
+    /// Gives the array at `path` its `zarr.json` where these stages wrote none (see
+    /// [`Stages::undescribed`]) and something is to read it as any Zarr array is read
+    /// (a fit's passes load X and y so).
+    pub(crate) async fn describe(
+        &self,
+        path: &str,
+        meta: &nums_layout::ArrayMeta,
+    ) -> anyhow::Result<()> {
+        if self.attrs.is_some() {
+            return Ok(());
+        }
+        let arr = StoredArray::new(path, meta.clone())?;
+        if self.store.head(&arr.metadata_key()).await?.is_none() {
+            arr.write_metadata(self.store).await?;
+        }
+        Ok(())
     }
 
     /// `g` with the imports an earlier stage of the run wrote read where they are.
@@ -689,13 +721,16 @@ pub(crate) fn job_attrs(
 
 /// Stages what a computation keeps: the `zarr.json` of every array it makes and keeps
 /// (with attributes saying what made it). Its blocks come from the stage's tasks
-/// (imports too).
+/// (imports too). No `attrs`: nothing.
 async fn describe_staged(
     g: &Graph,
     prefix: &str,
-    attrs: &Attrs<'_>,
+    attrs: Option<&Attrs<'_>>,
     store: &Store,
 ) -> anyhow::Result<()> {
+    let Some(attrs) = attrs else {
+        return Ok(());
+    };
     for n in &g.nodes {
         if matches!(n.op, NodeOp::InPlace { .. }) || !n.persist {
             continue; // read in place: never written; intermediates need no metadata

@@ -961,9 +961,13 @@ impl Session {
                 "array": id.and_then(|id| self.owner(id)),
             })
         };
-        let stages = backend
-            .stages(self, &store, prefix, &watch)
-            .describing(&attrs);
+        let stages = backend.stages(self, &store, prefix, &watch);
+        // Computed here, the arrays are read only by this process, which has their
+        // metadata (a save to Zarr describes its copy).
+        let stages = match in_process {
+            true => stages.undescribed(),
+            false => stages.describing(&attrs),
+        };
         let c = crate::engine::Computation {
             graph: cg.g.clone(),
             settle: None,

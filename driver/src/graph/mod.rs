@@ -776,32 +776,32 @@ impl Graph {
     /// large expression makes only the elements it shows. Returns it and, for each of its
     /// nodes, the node of `self` it is or stands for (in order).
     pub fn pruned(&self, targets: &[(NodeId, String)]) -> (Graph, Vec<NodeId>) {
-        let Some(last) = targets.iter().map(|(id, _)| *id).max() else {
-            return (Graph::default(), Vec::new());
-        };
-        let mut need = vec![false; last + 1];
-        for (id, _) in targets {
-            need[*id] = true;
-        }
-        for id in (0..=last).rev() {
-            if need[id] {
-                for i in self.nodes[id].op.operands() {
-                    need[i] = true;
+        // From the targets through their operands only: a long session's graph is mostly
+        // nodes this compute does not need, and its cost must not grow with them.
+        let mut need: Vec<NodeId> = targets.iter().map(|(id, _)| *id).collect();
+        let mut seen: std::collections::HashSet<NodeId> = need.iter().copied().collect();
+        let mut i = 0;
+        while i < need.len() {
+            for x in self.nodes[need[i]].op.operands() {
+                if seen.insert(x) {
+                    need.push(x);
                 }
             }
+            i += 1;
         }
-        let mut map = vec![usize::MAX; last + 1];
+        need.sort_unstable(); // an operand's id is below its user's
+        let mut map: HashMap<NodeId, NodeId> = HashMap::with_capacity(need.len());
         let mut back = Vec::new();
         let mut g = Graph::default();
-        for n in self.nodes[..=last].iter().filter(|n| need[n.id]) {
+        for n in need.iter().map(|&i| &self.nodes[i]) {
             let id = g.nodes.len();
-            map[n.id] = id;
+            map.insert(n.id, id);
             back.push(n.id);
             let mut op = n.op.clone();
-            op.map_inputs(|x| map[x]);
+            op.map_inputs(|x| map[&x]);
             // A fit's X and y are in the compute too: its stages make them.
             if let NodeOp::Fit { x, y, .. } = &mut op {
-                (*x, *y) = (map[*x], map[*y]);
+                (*x, *y) = (map[&*x], map[&*y]);
             }
             g.nodes.push(Node {
                 id,
@@ -813,10 +813,10 @@ impl Graph {
             });
         }
         for (id, name) in targets {
-            let n = &mut g.nodes[map[*id]];
+            let n = &mut g.nodes[map[id]];
             n.persist = true;
             n.name = Some(name.clone());
-            g.named.insert(name.clone(), map[*id]);
+            g.named.insert(name.clone(), map[id]);
         }
         let (g, via) = region::push_slices(g);
         (g, via.into_iter().map(|i| back[i]).collect())
