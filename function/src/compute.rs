@@ -421,8 +421,8 @@ fn fold_along<T: Copy, A: Copy>(
 /// depend on the order), is folded again in order.
 fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
     let (r, odd) = match op {
-        ReduceOp::Min | ReduceOp::NanMin => extreme_lanes::<true>(s),
-        ReduceOp::Max | ReduceOp::NanMax => extreme_lanes::<false>(s),
+        ReduceOp::Min | ReduceOp::NanMin => extreme_pieces::<true>(s),
+        ReduceOp::Max | ReduceOp::NanMax => extreme_pieces::<false>(s),
         _ => (0.0, true),
     };
     if odd || r == 0.0 || r.is_infinite() {
@@ -430,6 +430,30 @@ fn extreme_of(s: &[f64], op: ReduceOp) -> f64 {
     } else {
         r
     }
+}
+
+/// Values whose extreme one rayon task takes (4 MiB of float64).
+const EXTREME_PIECE: usize = 1 << 19;
+
+/// [`extreme_lanes`] of a long `s` in pieces on rayon's threads: the blocks of a step
+/// share every thread to the end (7.5 blocks over two slots left one thread reading the
+/// last alone), and the extreme of the pieces' extremes is the same value in any order.
+fn extreme_pieces<const MIN: bool>(s: &[f64]) -> (f64, bool) {
+    use rayon::prelude::*;
+    if s.len() <= 2 * EXTREME_PIECE {
+        return extreme_lanes::<MIN>(s);
+    }
+    let start = if MIN {
+        f64::INFINITY
+    } else {
+        f64::NEG_INFINITY
+    };
+    s.par_chunks(EXTREME_PIECE)
+        .map(extreme_lanes::<MIN>)
+        .reduce(
+            || (start, false),
+            |(a, x), (b, y)| (pick::<MIN>(a, b), x || y),
+        )
 }
 
 /// The least (`MIN`) or greatest value of `s` that is not NaN (an infinity if none), and
@@ -661,6 +685,32 @@ mod tests {
         let got = reduce(&[&Block::I32(a.clone())], ReduceOp::Min, &[0]).unwrap();
         let want = a.fold_axis(Axis(0), i32::MAX, |&p, &v| p.min(v));
         assert_eq!(got, Block::I32(want));
+    }
+
+    #[test]
+    fn extremes_of_long_blocks_in_pieces_are_the_ordered_folds() {
+        // Longer than two pieces: taken in pieces on rayon's threads. The extreme is put
+        // in each piece in turn, and a NaN or an infinity in the last piece is noticed.
+        let n = 2 * EXTREME_PIECE + 12_345;
+        let base: Vec<f64> = (0..n)
+            .map(|i| ((i * 7919) % 100_003) as f64 * 0.5 - 9.0)
+            .collect();
+        for at in [0, EXTREME_PIECE - 1, EXTREME_PIECE + 3, n - 1] {
+            for (op, far) in [(ReduceOp::Min, -1e9), (ReduceOp::Max, 1e9)] {
+                for odd in [None, Some(f64::NAN), Some(f64::NEG_INFINITY)] {
+                    let mut v = base.clone();
+                    v[at] = far;
+                    if let Some(x) = odd {
+                        v[n - 2] = x;
+                    }
+                    let a = ArrayD::from_shape_vec(IxDyn(&[n]), v.clone()).unwrap();
+                    let want = v.iter().fold(op.identity(), |p, &x| op.apply(p, x));
+                    let got = reduce(&[&Block::F64(a)], op, &[0]).unwrap();
+                    let got = got.to_f64().iter().next().copied().unwrap();
+                    assert_eq!(got.to_bits(), want.to_bits(), "{op:?} at {at} {odd:?}");
+                }
+            }
+        }
     }
 
     #[test]
