@@ -647,10 +647,11 @@ async fn a_computed_array_leaves_the_store_with_its_last_handle() {
     // As Dask's persisted arrays: a computed array's blocks stay while a handle to it
     // lives; the next compute after its last handle is dropped deletes them (beside its
     // own work), and a lazy array made from it computes it again from its operation.
+    // (On the function processes: what they make goes to the store, where this test sees
+    // it; a compute in this process keeps its blocks in the process-wide memory tier,
+    // which the other tests of this binary turn on and off.)
     let d = Dir::new("release");
-    let s = d
-        .session()
-        .in_process_bytes(nums_cloud::api::IN_PROCESS_BYTES);
+    let s = d.session().in_process_bytes(0);
     let m = Array2::from_shape_fn((300, 40), |(i, j)| ((i * 7 + j * 3) % 11) as f64 - 5.0);
     let x = s.from_ndarray(&m).named("X").unwrap();
     let kept = (&x + 1.0).named("kept").unwrap();
