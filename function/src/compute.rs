@@ -180,12 +180,10 @@ fn int_binary<T: Int>(
     if op == BinaryOp::Pow && b.iter().any(|e| e.negative()) {
         return Err(format!("ValueError: {}", batch::NEGATIVE_POWER));
     }
-    let zip = Zip::from(a).and(b);
     if op.is_predicate() {
-        return Ok(Block::Bool(
-            zip.par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate")),
-        ));
+        return Ok(Block::Bool(predicate(op, a, b)));
     }
+    let zip = Zip::from(a).and(b);
     Ok(T::wrap(match op {
         BinaryOp::Add => zip.par_map_collect(|&x, &y| x.wadd(y)),
         BinaryOp::Sub => zip.par_map_collect(|&x, &y| x.wsub(y)),
@@ -198,6 +196,9 @@ fn int_binary<T: Int>(
 /// `op` of two floats of one type: `+ - * /` natively, comparisons, and the other ops in
 /// float64 rounded once.
 fn float_binary<T: Real>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T>) -> Block {
+    if op.is_predicate() {
+        return Block::Bool(predicate(op, a, b));
+    }
     let zip = Zip::from(a).and(b);
     match op {
         BinaryOp::Add => T::wrap(zip.par_map_collect(|&x, &y| x + y)),
@@ -210,11 +211,40 @@ fn float_binary<T: Real>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T
                 T::from_elem(batch::nextafter_f32(x.to_f64() as f32, y.to_f64() as f32))
             }))
         }
-        op if op.is_predicate() => {
-            Block::Bool(zip.par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate")))
-        }
         op => T::wrap(zip.par_map_collect(|&x, &y| T::from_elem(op.apply(x.to_f64(), y.to_f64())))),
     }
+}
+
+/// `op`, a predicate, of two views of one (broadcast) shape: the comparison chosen once,
+/// not per element, and a side that is one value broadcast (`x > 1`) read as a scalar, so
+/// that the other is one pass in its own layout.
+fn predicate<T>(op: BinaryOp, a: ArrayViewD<'_, T>, b: ArrayViewD<'_, T>) -> ArrayD<bool>
+where
+    T: PartialOrd + Default + Copy + Send + Sync,
+{
+    let one = |v: &ArrayViewD<'_, T>| v.strides().iter().all(|&s| s == 0);
+    macro_rules! each {
+        ($($op:ident: $x:ident, $y:ident => $e:expr),*) => {
+            match op {
+                $(BinaryOp::$op => {
+                    let f = |$x: T, $y: T| $e;
+                    if let Some(&y) = b.first().filter(|_| one(&b)) {
+                        return Zip::from(&a).par_map_collect(|&x| f(x, y));
+                    }
+                    if let Some(&x) = a.first().filter(|_| one(&a)) {
+                        return Zip::from(&b).par_map_collect(|&y| f(x, y));
+                    }
+                    return Zip::from(&a).and(&b).par_map_collect(|&x, &y| f(x, y));
+                })*
+                _ => {}
+            }
+        };
+    }
+    each!(Lt: x, y => x < y, Le: x, y => x <= y, Gt: x, y => x > y,
+          Ge: x, y => x >= y, Eq: x, y => x == y, Ne: x, y => x != y);
+    Zip::from(a)
+        .and(b)
+        .par_map_collect(|&x, &y| op.compare(x, y).expect("a predicate"))
 }
 
 /// `op` of two complex numbers of one type, in complex128 (see
@@ -615,6 +645,45 @@ mod tests {
                 }
             })
             .collect()
+    }
+
+    #[test]
+    fn comparisons_with_a_scalar_either_side_or_broadcast_match_each_pair() {
+        let x = awkward(40, 15);
+        let a = Block::F64(ArrayD::from_shape_vec(IxDyn(&[8, 5]), x.clone()).unwrap());
+        let col = Block::F64(ArrayD::from_shape_vec(IxDyn(&[8, 1]), x[..8].to_vec()).unwrap());
+        let one = Block::F64(ArrayD::from_elem(IxDyn(&[]), x[3]));
+        let nan = Block::F64(ArrayD::from_elem(IxDyn(&[]), f64::NAN));
+        let ops = [
+            BinaryOp::Lt,
+            BinaryOp::Le,
+            BinaryOp::Gt,
+            BinaryOp::Ge,
+            BinaryOp::Eq,
+            BinaryOp::Ne,
+        ];
+        for op in ops {
+            for (p, q) in [
+                (&a, &one),
+                (&one, &a),
+                (&a, &col),
+                (&col, &a),
+                (&a, &nan),
+                (&a, &a),
+            ] {
+                let shape = nums_layout::meta::broadcast(p.shape(), q.shape()).unwrap();
+                let (pv, qv) = (p.to_f64(), q.to_f64());
+                let (pv, qv) = (bc(&pv, &IxDyn(&shape)), bc(&qv, &IxDyn(&shape)));
+                let want = Zip::from(&pv)
+                    .and(&qv)
+                    .map_collect(|&x, &y| op.compare(x, y).unwrap());
+                assert_eq!(
+                    binary(op, p, q).unwrap().to_bool().into_owned(),
+                    want,
+                    "{op:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -351,6 +351,12 @@ pub fn scan_total(
     dtype: DType,
 ) -> Result<Block, String> {
     check_axis(x.shape(), axis)?;
+    // A mask's count of trues (a selection's sizes): counted, not widened to int64 first.
+    if let (Block::Bool(m), None, ReduceOp::Sum, DType::Int64) = (x, start, op, dtype) {
+        let t =
+            Zip::from(m.lanes(Axis(axis))).map_collect(|l| l.iter().filter(|&&v| v).count() as i64);
+        return Ok(Block::I64(t.insert_axis(Axis(axis))));
+    }
     for_dtype!(dtype, T => {
         let (id, step) = accumulation::<T>(op)?;
         let seed = seed_of::<T>(op);
@@ -893,9 +899,11 @@ pub fn compress(
 /// a part of a mask block).
 fn selected_runs(m: &[bool], before: u64, origin: u64, len: u64) -> Runs {
     const CHUNK: usize = 256;
+    // A bool is one byte, 0 or 1: eight flags read as one word.
+    let m: &[u8] = bytemuck::cast_slice(m);
     let (mut at, mut first) = (before, 0);
     while let Some(c) = m.get(first..first + CHUNK) {
-        let n = c.iter().filter(|&&b| b).count() as u64;
+        let n = c.iter().map(|&b| u64::from(b)).sum::<u64>();
         if at + n > origin {
             break;
         }
@@ -903,18 +911,36 @@ fn selected_runs(m: &[bool], before: u64, origin: u64, len: u64) -> Runs {
         first += CHUNK;
     }
     let mut runs = Runs::default();
-    for (k, &keep) in m.iter().enumerate().skip(first) {
-        if !keep {
-            continue;
+    let end = origin + len;
+    // The set flags of a word from the lowest byte up, one bit each (no branch per flag).
+    let mut take = |mut bits: u64, base: usize| {
+        while bits != 0 {
+            if at >= end {
+                return false;
+            }
+            if at >= origin {
+                runs.push(
+                    (at - origin) as usize,
+                    base + bits.trailing_zeros() as usize / 8,
+                );
+            }
+            at += 1;
+            bits &= bits - 1;
         }
-        if at >= origin + len {
-            break;
+        true
+    };
+    let words = m[first..].chunks_exact(8);
+    let tail = words.remainder();
+    let mut base = first;
+    for w in words {
+        if !take(u64::from_le_bytes(w.try_into().expect("8 bytes")), base) {
+            return runs;
         }
-        if at >= origin {
-            runs.push((at - origin) as usize, k);
-        }
-        at += 1;
+        base += 8;
     }
+    let mut last = [0u8; 8];
+    last[..tail.len()].copy_from_slice(tail);
+    take(u64::from_le_bytes(last), base);
     runs
 }
 
@@ -1205,16 +1231,25 @@ mod tests {
                 k >= 2000 || (r >> 60) < 3
             })
             .collect();
-        let picked: Vec<usize> = (0..mask.len()).filter(|&k| mask[k]).collect();
-        for (before, origin, len) in [(0, 0, 50), (10, 300, 97), (0, 200, 2000), (5, 9_999, 3)] {
-            let want: Vec<(usize, usize)> = (picked.iter().enumerate())
-                .map(|(i, &k)| (before + i as u64, k))
-                .filter(|&(at, _)| at >= origin && at < origin + len)
-                .map(|(at, k)| ((at - origin) as usize, k))
-                .collect();
-            let mut runs = Runs::default();
-            want.iter().for_each(|&(to, from)| runs.push(to, from));
-            assert_eq!(selected_runs(&mask, before, origin, len).0, runs.0);
+        // And a mask whose length is not a whole number of 8-flag words.
+        for mask in [&mask[..], &mask[..2997]] {
+            let picked: Vec<usize> = (0..mask.len()).filter(|&k| mask[k]).collect();
+            for (before, origin, len) in [
+                (0, 0, 50),
+                (10, 300, 97),
+                (0, 200, 2000),
+                (5, 9_999, 3),
+                (0, 900, 5000),
+            ] {
+                let want: Vec<(usize, usize)> = (picked.iter().enumerate())
+                    .map(|(i, &k)| (before + i as u64, k))
+                    .filter(|&(at, _)| at >= origin && at < origin + len)
+                    .map(|(at, k)| ((at - origin) as usize, k))
+                    .collect();
+                let mut runs = Runs::default();
+                want.iter().for_each(|&(to, from)| runs.push(to, from));
+                assert_eq!(selected_runs(mask, before, origin, len).0, runs.0);
+            }
         }
         let hits = index_hits(&i(vec![3, 0, -3, 9, -1]), 4, 2, 2).unwrap();
         assert_eq!(
@@ -1284,6 +1319,16 @@ mod tests {
             ),
             (vec![2, 1], vec![6, 120])
         );
+        // A mask's trues per lane, as the int64 sum of its values.
+        let m = Block::Bool(
+            ArrayD::from_shape_vec(IxDyn(&[2, 3]), vec![true, false, true, false, false, true])
+                .unwrap(),
+        );
+        for axis in [0, 1] {
+            let t = scan_total(&m, None, ReduceOp::Sum, axis, DType::Int64).unwrap();
+            let want = m.to_i64().sum_axis(Axis(axis)).insert_axis(Axis(axis));
+            assert_eq!(t.to_i64().into_owned(), want);
+        }
     }
 
     #[test]
