@@ -210,3 +210,22 @@ def test_memory_tier_setting(tmp_path, monkeypatch):
     monkeypatch.setenv("NUMS_CLOUD_MEMORY_TIER_MB", "lots")
     with pytest.raises(ValueError, match="NUMS_CLOUD_MEMORY_TIER_MB"):
         init(tmp_path)
+
+
+def test_blocks_function_processes_keep_never_push_a_batch_over_memory_mb(tmp_path):
+    """Re-blockings of a few MB at ``memory_mb=128``: the blocks the function processes'
+    tier keeps from one compute (tens of KB each, from the heap) are handed back to the
+    system when the tier shrinks for the next batch, so that batch, whose blocks are mapped
+    afresh, is not killed over the limit (it was, with the whole sequence passing alone)."""
+    init(tmp_path, memory_mb=128, in_process_mb=0, memory_tier_mb=0)
+    rng = np.random.default_rng(8)
+    for n, src, dst, dt in [(1024, (2, 1024), (1024, 2), np.float32),
+                            (1000, (3, 1000), (1000, 3), np.float64),
+                            (777, (5, 777), (777, 5), np.float64),
+                            (1000, (1000, 1), (1, 1000), np.float32)]:
+        v = rng.standard_normal((n, n)).astype(dt)
+        x = nps.asarray(v).block(src) + dt(1)
+        x.persist()
+        y = x.block(dst) * dt(2)
+        y.persist()
+        np.testing.assert_array_equal(y.get(), (v + dt(1)) * dt(2))

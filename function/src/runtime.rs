@@ -120,6 +120,10 @@ async fn run(mut batch: Batch, store: &Store, request_id: &str) -> Result<Stats,
     batch.prefetch_budget -= tier;
     // A function process keeps no unwritten block: nothing to write, nothing to fail.
     nums_layout::tier::tier().set_budget(tier).await?;
+    // What the tier let go goes back to the system now, not at the batch's end: its
+    // blocks' pages are resident until trimmed, and a batch whose blocks are mapped
+    // afresh (larger ones) would be counted on top of them (killed over memory_mb).
+    crate::memory::release_kept_blocks();
     let endpoint = p.slot.and(progress_endpoint(request_id));
     let mut stats = match endpoint {
         None => crate::handle(&batch, store).await?,

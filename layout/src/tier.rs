@@ -261,7 +261,7 @@ impl Tier {
     /// `dtype` (its shape is the block's). Too large a block, or a tier that is off, keeps
     /// nothing.
     pub fn keep(&self, store: &Store, key: &str, stamp: String, dtype: DType, block: Arc<Block>) {
-        let bytes = block.nbytes() as u64;
+        let bytes = held_bytes(&block);
         let mut s = self.state();
         if s.budget == 0 || bytes > s.budget / 4 {
             return;
@@ -291,7 +291,7 @@ impl Tier {
         block: Arc<Block>,
         encode: Encoder,
     ) -> bool {
-        let bytes = block.nbytes() as u64;
+        let bytes = held_bytes(&block);
         let mut s = self.state();
         if s.budget == 0 || bytes > s.budget / 4 || s.unwritten + bytes > s.budget / 2 {
             return false;
@@ -506,8 +506,23 @@ impl Tier {
     }
 }
 
+/// What a kept block costs beyond its values: its buffer's rounding and the allocator's
+/// gaps around it, its key, stamp and shape, its entries in the tier's tables (a function
+/// process's read of a block measured 7.9 KiB beyond its bytes: `READ_MEMORY`). Counted
+/// against the budget, so that thousands of small blocks cannot hold several times what
+/// the budget says: a function process at `memory_mb = 128` holding 4 KB blocks of an
+/// earlier compute was killed over its limit.
+pub const ENTRY_MEMORY: u64 = 8 << 10;
+
+/// The bytes a kept `block` is counted at ([`ENTRY_MEMORY`] beyond its values).
+fn held_bytes(block: &Block) -> u64 {
+    block.nbytes() as u64 + ENTRY_MEMORY
+}
+
 #[cfg(test)]
 mod tests {
+    /// What a kept block of four float64s is counted at.
+    const B: u64 = 32 + ENTRY_MEMORY;
     use super::*;
     use crate::{ArrayMeta, StoredArray};
 
@@ -596,7 +611,7 @@ mod tests {
         let after = t.stats();
         assert_eq!((after.hits - m.hits, after.misses - m.misses), (1, 0));
         // A budget of four blocks: the least recently used go, and are read back.
-        t.set_budget(4 * 32).await.unwrap();
+        t.set_budget(4 * B).await.unwrap();
         let many =
             StoredArray::new("many", ArrayMeta::new(vec![40], vec![4], DType::Float64)).unwrap();
         many.write_metadata(&s).await.unwrap();
@@ -604,7 +619,7 @@ mod tests {
         for i in 0..10 {
             write(&many, i, i as f64).await;
             let st = t.stats();
-            assert!(st.bytes <= 4 * 32 && st.blocks <= 4, "{st:?}");
+            assert!(st.bytes <= 4 * B && st.blocks <= 4, "{st:?}");
         }
         assert!(t.stats().evicted - e0.evicted >= 6);
         let m = t.stats();
@@ -631,7 +646,7 @@ mod tests {
         };
         // Off: refused (the maker writes it).
         assert!(!keep(0, 1.0));
-        t.set_budget(6 * 32).await.unwrap(); // three blocks unwritten at most
+        t.set_budget(6 * B).await.unwrap(); // three blocks unwritten at most
         assert!(keep(0, 1.0) && keep(1, 2.0) && keep(2, 3.0));
         // Not in the store, served from memory, with no store version to check.
         assert_eq!(s.stamp(&arr.block_key(&[0])).await.unwrap(), None);
@@ -639,11 +654,11 @@ mod tests {
         // A fourth would pass half the budget: refused (the maker writes it).
         assert!(!keep(3, 4.0));
         let st = t.stats();
-        assert_eq!((st.blocks, st.unwritten, st.evicted), (3, 96, 0));
+        assert_eq!((st.blocks, st.unwritten, st.evicted), (3, 3 * B, 0));
         // Written back down to one block's worth: the least recently used two (0, 2).
-        t.write_back(Some((s.spec(), "")), 32).await.unwrap();
+        t.write_back(Some((s.spec(), "")), B).await.unwrap();
         let st = t.stats();
-        assert_eq!((st.unwritten, st.written_back, st.blocks), (32, 2, 3));
+        assert_eq!((st.unwritten, st.written_back, st.blocks), (B, 2, 3));
         assert!(s.stamp(&arr.block_key(&[0])).await.unwrap().is_some());
         assert!(s.stamp(&arr.block_key(&[1])).await.unwrap().is_none());
         // What was written back reads the same from the store.
@@ -652,18 +667,18 @@ mod tests {
         assert!(keep(3, 4.0));
         // A smaller budget evicts written blocks, least recently used first (0), never an
         // unwritten one, even past the budget (1 and 3 are the only copies)...
-        t.set_budget(3 * 32).await.unwrap();
+        t.set_budget(3 * B).await.unwrap();
         let st = t.stats();
         assert_eq!(
             (st.blocks, st.bytes, st.unwritten, st.evicted),
-            (3, 96, 64, 1)
+            (3, 3 * B, 2 * B, 1)
         );
-        t.set_budget(2 * 32).await.unwrap();
-        assert_eq!((t.stats().blocks, t.stats().unwritten), (2, 64));
+        t.set_budget(2 * B).await.unwrap();
+        assert_eq!((t.stats().blocks, t.stats().unwritten), (2, 2 * B));
         // ... unless it cannot hold them: then they are written first, then evicted.
-        t.set_budget(32).await.unwrap();
+        t.set_budget(B).await.unwrap();
         let st = t.stats();
-        assert_eq!((st.blocks, st.unwritten, st.written_back), (1, 32, 3));
+        assert_eq!((st.blocks, st.unwritten, st.written_back), (1, B, 3));
         assert_eq!(arr.read_block(&s, &[1]).await.unwrap(), *b(2.0));
         assert_eq!(values(&read(&t, &s, &arr, &[3]).await), [4.0; 4]);
         // Forgotten (its array deleted): gone from memory, never written.
@@ -671,7 +686,7 @@ mod tests {
         assert_eq!(t.stats().unwritten, 0);
         assert!(s.stamp(&arr.block_key(&[3])).await.unwrap().is_none());
         // Turning the tier off writes what it would otherwise lose.
-        t.set_budget(6 * 32).await.unwrap();
+        t.set_budget(6 * B).await.unwrap();
         assert!(keep(3, 5.0));
         t.set_budget(0).await.unwrap();
         assert_eq!(arr.read_block(&s, &[3]).await.unwrap(), *b(5.0));
