@@ -439,3 +439,30 @@ def test_hooks_run_the_engines_functions_and_refuse_others(session):
                        (lambda: m.blockwise(np.add, "ij", x, "ji", x, "ij"), "add")):
         with pytest.raises(NotImplementedError, match=name):
             call()
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_codecs_the_engine_lacks_are_read_and_written_by_this_process(session, tmp_path, fmt):
+    """A Zarr variable in a codec the engine has no reader for (LZ4, BZ2) is opened by
+    xarray's own reading in this process, and written by it block by block, as the guide
+    says: never an error where zarr-python reads and writes it."""
+    import numcodecs
+    import numcodecs.zarr3 as nz3
+
+    v = np.arange(1.0, 121.0).reshape(20, 6)  # no 0.0: v2's default fill value
+    comp = {"compressors": [nz3.LZ4()]} if fmt == 3 else {"compressor": numcodecs.LZ4()}
+    src = tmp_path / "lz4.zarr"
+    g = zarr.open_group(src, mode="w", zarr_format=fmt)
+    a = g.create_array("v", shape=v.shape, chunks=(7, 6), dtype="f8",
+                       dimension_names=("t", "x") if fmt == 3 else None,
+                       attributes={} if fmt == 3 else {"_ARRAY_DIMENSIONS": ["t", "x"]},
+                       **comp)
+    a[...] = v
+    ds = xr.open_zarr(src, consolidated=False, chunked_array_type="nums-cloud")
+    assert isinstance(ds.v.data, nums_cloud.numpy.BlockArray)
+    np.testing.assert_array_equal(ds.v.sum("t").values, v.sum(0))
+    out = tmp_path / "out.zarr"
+    enc = {"v": {"chunks": (7, 6),
+                 "compressors": [nz3.BZ2() if fmt == 3 else numcodecs.BZ2()]}}
+    (ds * 2).to_zarr(out, zarr_format=fmt, consolidated=False, encoding=enc)
+    np.testing.assert_array_equal(zarr.open_array(out / "v", mode="r")[...], v * 2)

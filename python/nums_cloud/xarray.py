@@ -443,10 +443,20 @@ def _write_in_place(src, target, offset):
         if o % c or ((o + n) % c and o + n != length):
             return False
     url = _zarr_url(target, src._s)
-    if url is None:
+    if url is None or _engine_array(url) is None:
         return False
     src._s.write_zarr(src._a, url, [int(o) for o in offset])
     return True
+
+
+def _engine_array(url):
+    """The Zarr array at ``url`` as the engine reads it (its metadata only), or None when
+    the engine cannot (a codec it has no reader for, LZ4 or BZ2): this process then reads
+    or writes it as xarray does."""
+    try:
+        return nps.load(url)
+    except ValueError:
+        return None
 
 
 # --- Zarr sources ---------------------------------------------------------------------------
@@ -538,9 +548,9 @@ def _zarr_source(data):
     if z is None or getattr(getattr(z, "metadata", None), "zarr_format", None) != 3:
         return None
     url = _zarr_url(z, _session.session())
-    if url is None:
+    x = None if url is None else _engine_array(url)
+    if x is None:
         return None
-    x = nps.load(url)
     for func, dtype in decoders:
         x = _decoded(x, func, dtype)
         if x is None:
