@@ -95,6 +95,17 @@ def test_2d_in_ragged_blocks(session):
     close(nps.fft.irfftn(nps.fft.rfftn(xr), s=r.shape), r)
     spec = np.fft.rfft2(r)
     close(nps.fft.irfft2(nps.asarray(spec).block(9, 5)), np.fft.irfft2(spec))
+    # NumPy 2's -1 in s (the input's length along that axis), and an axis named twice
+    # (transformed at its first length again: rfftn pads its half spectrum back).
+    for f, v, kw in [("fftn", x, {"s": (50, -1)}), ("ifftn", x, {"s": (-1, 17)}),
+                     ("fft2", x, {"s": (-1, -1)}), ("rfftn", xr, {"s": (-1, 30)}),
+                     ("irfftn", x, {"s": (64, -1)}), ("irfft2", x, {"s": (-1, 9)}),
+                     ("rfftn", xr, {"axes": (0, 0)}), ("rfftn", xr, {"axes": (1, 0, 1)}),
+                     ("irfftn", x, {"axes": (1, 1)}), ("fftn", x, {"axes": (0, 0)})]:
+        want = getattr(np.fft, f)(a if v is x else r, **kw)
+        got = getattr(nps.fft, f)(v, **kw).get()
+        assert got.shape == want.shape, (f, kw)
+        close(got, want)
 
 
 def test_float32_gives_complex64_and_ints_complex128(session):

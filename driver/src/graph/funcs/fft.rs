@@ -263,9 +263,15 @@ fn many_axes_call(s: &mut Builder, b: &Bound, t: Transform, two: bool) -> Result
     if axes.is_empty() {
         return Ok(Val::Arr(x));
     }
+    // NumPy's `_cook_nd_args`: each length is the input's along its axis when not given
+    // (or given as -1), before any transform changes it (an axis named twice is
+    // transformed at its first length again: rfftn(a, axes=(0, 0)) pads back).
+    let shapeless = sizes.is_none();
     let mut ns: Vec<Option<i64>> = match sizes {
-        Some(sz) => sz.into_iter().map(Some).collect(),
-        None => vec![None; axes.len()],
+        Some(sz) => (sz.into_iter().zip(&axes))
+            .map(|(n, &a)| Some(if n == -1 { shape[a] as i64 } else { n }))
+            .collect(),
+        None => axes.iter().map(|&a| Some(shape[a] as i64)).collect(),
     };
     let norm = Norm::of(b)?;
     let last = axes.len() - 1;
@@ -278,7 +284,7 @@ fn many_axes_call(s: &mut Builder, b: &Bound, t: Transform, two: bool) -> Result
             }
         }
         Transform::Irfft => {
-            if ns[last].is_none() {
+            if shapeless {
                 ns[last] = Some(2 * (shape[axes[last]] as i64 - 1));
             }
             for i in 0..last {
