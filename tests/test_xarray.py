@@ -466,3 +466,17 @@ def test_codecs_the_engine_lacks_are_read_and_written_by_this_process(session, t
                  "compressors": [nz3.BZ2() if fmt == 3 else numcodecs.BZ2()]}}
     (ds * 2).to_zarr(out, zarr_format=fmt, consolidated=False, encoding=enc)
     np.testing.assert_array_equal(zarr.open_array(out / "v", mode="r")[...], v * 2)
+
+
+def test_string_and_date_coordinates_stay_numpy_when_a_dataset_is_chunked(session):
+    """A non-index coordinate of strings or dates (a dtype the engine lacks) is left a
+    NumPy array by ``.chunk()``; the numeric variables are the engine's, and a groupby
+    over the string coordinate equals xarray's on NumPy."""
+    ds = xr.Dataset({"a": ("t", np.arange(8.0))},
+                    coords={"station": ("t", list("abcabcab")),
+                            "valid": ("t", pd.date_range("2001-01-01", periods=8))})
+    nc = ds.chunk({"t": 3}, chunked_array_type="nums-cloud")
+    assert isinstance(nc.a.data, nps.BlockArray)
+    assert isinstance(nc.station.data, np.ndarray) and isinstance(nc.valid.data, np.ndarray)
+    xr.testing.assert_identical(nc.groupby("station").mean().compute(),
+                                ds.groupby("station").mean())

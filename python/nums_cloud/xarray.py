@@ -138,12 +138,11 @@ class NumsCloudManager(ChunkManagerEntrypoint):
             x = _zarr_source(data)
             if x is None:
                 values = np.asarray(data)
-                try:
-                    x = nps.asarray(values)
-                except TypeError as e:
-                    raise TypeError(
-                        f"{e}: a {values.dtype} variable cannot be a nums-cloud array "
-                        "(drop it with drop_vars, or keep it as an index coordinate)") from None
+                if values.dtype.kind in "USOMm":
+                    # Strings, objects, dates: dtypes the engine lacks stay NumPy's (a
+                    # station-name or valid-time coordinate chunked with its dataset).
+                    return values
+                x = nps.asarray(values)
         chunks = self.normalize_chunks(chunks, x.shape, dtype=x.dtype,
                                        previous_chunks=_zarr_chunks(data))
         return _reblock(x, chunks)
