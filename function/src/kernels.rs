@@ -716,12 +716,48 @@ fn assemble(
         }
     }
     Ok(for_dtype!(dtype, T => {
+        let views: Vec<&ArrayD<T>> = same.iter().map(|x| T::view(x).expect("cast above")).collect();
+        if step.iter().all(|&s| s == 1)
+            && let Some(out) = rows_in_order(&views, offsets, shape)
+        {
+            return Ok(T::wrap(out));
+        }
         let mut out = ArrayD::from_elem(IxDyn(shape), T::ZERO);
         for (x, off) in same.iter().zip(offsets) {
             place(&mut out, T::view(x).expect("cast above"), off, step);
         }
         T::wrap(out)
     }))
+}
+
+/// Inputs of whole rows that tile the output along axis 0 (a re-blocking into longer
+/// blocks: a sort's column gathered into one), copied one after another on rayon's threads
+/// with no zeroed output first ([`nums_layout::block::concat_views`]); None otherwise.
+fn rows_in_order<T: Copy + Send + Sync>(
+    inputs: &[&ArrayD<T>],
+    offsets: &[Vec<i64>],
+    shape: &[usize],
+) -> Option<ArrayD<T>> {
+    let n = *shape.first()? as i64;
+    let mut parts = Vec::with_capacity(inputs.len());
+    for (x, off) in inputs.iter().zip(offsets) {
+        if off[1..].iter().any(|&o| o != 0) || x.shape()[1..] != shape[1..] {
+            return None;
+        }
+        let (o, len) = (off[0], x.shape()[0] as i64);
+        let (lo, hi) = (o.max(0), (o + len).min(n));
+        if lo < hi {
+            let rows = ndarray::Slice::from((lo - o) as usize..(hi - o) as usize);
+            parts.push((lo, hi, x.slice_axis(Axis(0), rows)));
+        }
+    }
+    parts.sort_by_key(|p| p.0);
+    let tiled = parts.iter().try_fold(0, |at, p| (p.0 == at).then_some(p.1));
+    if tiled != Some(n) {
+        return None;
+    }
+    let views: Vec<_> = parts.into_iter().map(|p| p.2).collect();
+    nums_layout::block::concat_views(shape, &views)
 }
 
 #[cfg(test)]
@@ -846,6 +882,33 @@ mod assemble_tests {
         )
         .unwrap();
         assert_eq!(out, b(vec![6., 4., 2., 0.]));
+        // Row blocks of a 2-D array gathered into a longer block (rows in order, the last
+        // block's first rows only), given in any order; and columns placed side by side
+        // (not whole rows): each equal to the array's slice.
+        let a = ArrayD::from_shape_fn(IxDyn(&[7, 3]), |i| (i[0] * 10 + i[1]) as f64);
+        let rows = |r: std::ops::Range<usize>| {
+            Block::F64(a.slice(ndarray::s![r, ..]).to_owned().into_dyn())
+        };
+        let (r0, r1, r2) = (rows(0..3), rows(3..6), rows(6..7));
+        let out = assemble(
+            &[&r2, &r0, &r1],
+            &[vec![5, 0], vec![-1, 0], vec![2, 0]],
+            &[],
+            &[6, 3],
+        )
+        .unwrap();
+        assert_eq!(out, rows(1..7));
+        let cols = |c: std::ops::Range<usize>| {
+            Block::F64(a.slice(ndarray::s![.., c]).to_owned().into_dyn())
+        };
+        let out = assemble(
+            &[&cols(0..2), &cols(2..3)],
+            &[vec![0, 0], vec![0, 2]],
+            &[],
+            &[7, 3],
+        )
+        .unwrap();
+        assert_eq!(out, Block::F64(a.clone()));
     }
 }
 

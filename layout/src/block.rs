@@ -441,41 +441,9 @@ impl Block {
     /// of a 500 MB row filter's time), copied on rayon's threads (one thread's copy was a
     /// tenth of it). None where a block is not of `dtype` or the lengths differ.
     pub fn concat_rows(dtype: DType, shape: &[usize], parts: &[&Block]) -> Option<Block> {
-        use rayon::prelude::*;
-        /// Values a thread copies at a time.
-        const PIECE: usize = 1 << 18;
         for_dtype!(dtype, T => {
-            let total: usize = shape.iter().product();
-            let views = parts.iter().map(|p| T::view(p)).collect::<Option<Vec<_>>>()?;
-            if views.iter().map(|a| a.len()).sum::<usize>() != total {
-                return None;
-            }
-            let mut v: Vec<T> = Vec::with_capacity(total);
-            let mut rest = &mut v.spare_capacity_mut()[..total];
-            let mut jobs = Vec::new();
-            for a in views {
-                let (out, tail) = std::mem::take(&mut rest).split_at_mut(a.len());
-                rest = tail;
-                match a.as_slice() {
-                    Some(s) => jobs.extend(out.chunks_mut(PIECE).zip(s.chunks(PIECE)).map(|(o, s)| (o, Ok(s)))),
-                    // In its logical (C) order, whatever its memory order.
-                    None => jobs.push((out, Err(a))),
-                }
-            }
-            jobs.into_par_iter().for_each(|(out, from)| match from {
-                Ok(s) => {
-                    out.write_copy_of_slice(s);
-                }
-                Err(a) => {
-                    for (o, x) in out.iter_mut().zip(a.iter()) {
-                        o.write(*x);
-                    }
-                }
-            });
-            // SAFETY: the parts' lengths sum to `total` (checked above) and each wrote
-            // its own range of the first `total` values.
-            unsafe { v.set_len(total) };
-            ArrayD::from_shape_vec(ndarray::IxDyn(shape), v).ok().map(T::wrap)
+            let views = parts.iter().map(|p| T::view(p).map(|a| a.view())).collect::<Option<Vec<_>>>()?;
+            concat_views(shape, &views).map(T::wrap)
         })
     }
 
@@ -665,6 +633,53 @@ pub(crate) fn from_le<T: LeNum>(dim: IxDyn, raw: &[u8]) -> ArrayD<T> {
             .collect()
     };
     ArrayD::from_shape_vec(dim, v).expect("shape")
+}
+
+/// Views of whole rows (every axis but the first whole), in order along the first, as one
+/// array of `shape` ([`Block::concat_rows`], the `Assemble` kernel's re-blocking into
+/// longer blocks): their values one after another, with no zeroed array first, copied on
+/// rayon's threads in pieces. None where the lengths differ.
+pub fn concat_views<T: Copy + Send + Sync>(
+    shape: &[usize],
+    views: &[ndarray::ArrayViewD<'_, T>],
+) -> Option<ArrayD<T>> {
+    use rayon::prelude::*;
+    /// Values a thread copies at a time.
+    const PIECE: usize = 1 << 18;
+    let total: usize = shape.iter().product();
+    if views.iter().map(|a| a.len()).sum::<usize>() != total {
+        return None;
+    }
+    let mut v: Vec<T> = Vec::with_capacity(total);
+    let mut rest = &mut v.spare_capacity_mut()[..total];
+    let mut jobs = Vec::new();
+    for a in views {
+        let (out, tail) = std::mem::take(&mut rest).split_at_mut(a.len());
+        rest = tail;
+        match a.as_slice() {
+            Some(s) => jobs.extend(
+                out.chunks_mut(PIECE)
+                    .zip(s.chunks(PIECE))
+                    .map(|(o, s)| (o, Ok(s))),
+            ),
+            // In its logical (C) order, whatever its memory order.
+            None => jobs.push((out, Err(a))),
+        }
+    }
+    jobs.into_par_iter().for_each(|(out, from)| match from {
+        Ok(s) => {
+            out.write_copy_of_slice(s);
+        }
+        Err(a) => {
+            for (o, x) in out.iter_mut().zip(a.iter()) {
+                o.write(*x);
+            }
+        }
+    });
+    // SAFETY: the views' lengths sum to `total` (checked above) and each wrote its own
+    // range of the first `total` values.
+    unsafe { v.set_len(total) };
+    ArrayD::from_shape_vec(IxDyn(shape), v).ok()
 }
 
 #[cfg(test)]
