@@ -591,6 +591,53 @@ fn jobs_from_files_keep_the_invariants() {
     }
 }
 
+/// A slice or re-blocking on the source's block boundaries is read in place: no task
+/// copies those blocks (a peek at a persisted array's first blocks reads them as they are),
+/// and the plans keep the invariants. Blocks cut across are still assembled.
+#[test]
+fn slices_of_whole_blocks_read_the_source_blocks_in_place() {
+    let g = job_graph(
+        "[arrays]\nX = { random = \"normal\", shape = [2000, 16], block = [100, 16] }\n\
+         Y = \"X * 2\"\na = \"sum(Y[200:600], axis=0)\"\nb = \"sum(Y[250:600], axis=0)\"\n\
+         [outputs]\na = \"out/a.npy\"\nb = \"out/b.npy\"\n",
+    );
+    let work = block_work(&g);
+    let slices: Vec<NodeId> = (g.nodes.iter())
+        .filter(|n| matches!(n.op, NodeOp::Slice { .. }))
+        .map(|n| n.id)
+        .collect();
+    assert_eq!(
+        slices.len(),
+        2,
+        "{:?}",
+        g.nodes.iter().map(|n| &n.op).collect::<Vec<_>>()
+    );
+    let made = |id: NodeId| work.iter().filter(|w| w.output().node == id).count();
+    let y = g
+        .nodes
+        .iter()
+        .find(|n| n.name.as_deref() == Some("Y"))
+        .unwrap()
+        .id;
+    // Y[200:600] is Y's blocks 2..6: nothing made for it, the sum reads Y's blocks.
+    assert_eq!((made(slices[0]), made(slices[1])), (0, 4));
+    let reads: Vec<BlockId> = work
+        .iter()
+        .flat_map(|w| w.terms().flatten().copied().collect::<Vec<_>>())
+        .collect();
+    for b in 2..6 {
+        assert!(
+            reads.contains(&BlockId::new(y, b)),
+            "Y's block {b} read in place"
+        );
+    }
+    for workers in [1, 3] {
+        for kind in KINDS {
+            plan_checked(&g, kind, workers, 2048).unwrap();
+        }
+    }
+}
+
 /// A slot's work too long for one invocation is cut: with a timeout of 4 s, no batch of
 /// more than one task is projected past 1 s (a large job on few workers would otherwise be
 /// one invocation per slot, over Lambda's 15 minutes).

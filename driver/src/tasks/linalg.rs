@@ -185,10 +185,9 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
                 ),
             }
         }
-        NodeOp::Dense { kernel, xs } => cx.one(
-            kernel.clone(),
-            xs.iter().map(|&x| BlockId::new(x, 0)).collect(),
-        ),
+        NodeOp::Dense { kernel, xs } => {
+            cx.one(kernel.clone(), xs.iter().map(|&x| cx.only(x)).collect())
+        }
         _ => unreachable!("routed here by tasks::BlockWork::work_for"),
     }
 }

@@ -279,6 +279,11 @@ impl Out<'_, '_> {
         self.w.id(x, i)
     }
 
+    /// The one block of single-block node `x` (through [`BlockWork::id`], as every read).
+    fn only(&self, x: NodeId) -> BlockId {
+        self.w.id(x, &vec![0; self.meta(x).ndim()])
+    }
+
     /// Node `x`'s metadata.
     fn meta(&self, x: NodeId) -> &ArrayMeta {
         &self.g.nodes[x].meta
@@ -399,8 +404,14 @@ impl<'g> BlockWork<'g> {
                 Demand::All => true,
                 Demand::Some(_) => false,
             };
-            // (An assignment's untouched blocks are read through it, from its operand.)
-            let through = |i: &NodeId| matches!(self.g.nodes[*i].op, NodeOp::Put { .. });
+            // (An assignment's untouched blocks, and a slice's whole blocks, are read
+            // through it, from its operand.)
+            let through = |i: &NodeId| {
+                matches!(
+                    self.g.nodes[*i].op,
+                    NodeOp::Put { .. } | NodeOp::Slice { .. } | NodeOp::Rechunk { .. }
+                )
+            };
             if whole && reads_whole_inputs(&n.op) && !n.op.inputs().iter().any(through) {
                 for i in n.op.inputs() {
                     demand[i] = Demand::All;
@@ -472,10 +483,16 @@ impl<'g> BlockWork<'g> {
     }
 
     fn id(&self, x: NodeId, idx: &[u64]) -> BlockId {
-        // A block an assignment leaves as it was is read where it is (unless stored).
+        // A block an assignment leaves as it was, or a slice or re-blocking takes whole, is
+        // read where it is (unless stored).
         let n = &self.g.nodes[x];
-        if let Some(src) = indexing::untouched(n, idx).filter(|_| !n.persist) {
-            return self.id(src, idx);
+        if !n.persist {
+            if let Some(src) = indexing::untouched(n, idx) {
+                return self.id(src, idx);
+            }
+            if let Some((src, j)) = shapes::same_block(self.g, n, idx) {
+                return self.id(src, &j);
+            }
         }
         BlockId::new(x, ravel(idx, &self.grids[x]))
     }

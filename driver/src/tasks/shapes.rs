@@ -6,8 +6,37 @@ use std::collections::HashMap;
 
 use super::*;
 
+/// The block of `x` that block `idx` of the Slice or Rechunk node `n` is, whole and
+/// unchanged (on x's block boundaries, step 1): readers of an intermediate read x's block
+/// in place ([`BlockWork::id`]), as they read an assignment's untouched blocks. A peek at
+/// a persisted array's first block (`x[:n].min()`) copies nothing.
+pub(super) fn same_block(g: &Graph, n: &Node, idx: &[u64]) -> Option<(NodeId, Vec<u64>)> {
+    let (x, start) = match &n.op {
+        NodeOp::Slice { x, start, step } if step.iter().all(|&s| s == 1) => (*x, &start[..]),
+        NodeOp::Rechunk { x } => (*x, &[][..]),
+        _ => return None,
+    };
+    let mx = &g.nodes[x].meta;
+    let (origin, shape) = (n.meta.block_origin(idx), n.meta.block_shape(idx));
+    if mx.ndim() != idx.len() || mx.dtype != n.meta.dtype || shape.contains(&0) {
+        return None;
+    }
+    (0..idx.len())
+        .map(|d| {
+            let b = mx.block[d].max(1);
+            let first = start.get(d).copied().unwrap_or(0) + origin[d] as i64;
+            let first = u64::try_from(first).ok().filter(|f| f % b == 0)?;
+            (mx.shape[d].saturating_sub(first).min(b) == shape[d] as u64).then_some(first / b)
+        })
+        .collect::<Option<Vec<u64>>>()
+        .map(|j| (x, j))
+}
+
 pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
     let (id, n, idx) = (cx.id, cx.n, cx.idx);
+    if !n.persist && same_block(cx.g, n, idx).is_some() {
+        return None;
+    }
     match &n.op {
         NodeOp::Transpose { x, perm } => {
             let mut src = vec![0; perm.len()];

@@ -59,12 +59,9 @@ pub(super) fn work(cx: &Out<'_, '_>) -> Option<Work> {
             debug_assert!(end(hi - 1) >= a + len);
             let first = buckets[lo].1.start;
             let last = buckets[hi - 1].1.end;
-            let mut inputs: Vec<BlockId> = runs[first..last]
-                .iter()
-                .map(|&r| BlockId::new(r, 0))
-                .collect();
+            let mut inputs: Vec<BlockId> = runs[first..last].iter().map(|&r| cx.only(r)).collect();
             if *arg {
-                inputs.extend(positions[first..last].iter().map(|&r| BlockId::new(r, 0)));
+                inputs.extend(positions[first..last].iter().map(|&r| cx.only(r)));
             }
             cx.one(
                 Kernel::SortMerge {
