@@ -125,3 +125,24 @@ def test_what_a_selection_reads_again_is_made_once_and_let_go(tmp_path):
     session.collect()
     assert stored() <= before, stored()
     session.close()
+
+
+def test_slices_on_block_boundaries_read_the_blocks_in_place_and_leave_them_as_they_were(session):
+    # Rows 200:600 of X are X's blocks 2..5 (read where they are, no copy task); what is
+    # made from them, an assignment into them included, equals NumPy's and leaves X alone.
+    a = np.random.default_rng(5).standard_normal((1000, 3))
+    a[::7, 1] = np.nan
+    x = nps.array(a).block(100, 3)
+    x.persist()
+    y, want = x[200:600], a[200:600].copy()
+    t = tasks(session)
+    np.testing.assert_array_equal(y.min(axis=0).get(), want.min(axis=0))
+    assert tasks(session) - t <= 4  # rows 250:600 (blocks cut across) take 11
+    np.testing.assert_array_equal(nps.sort(y, axis=0).get(), np.sort(want, axis=0))
+    np.testing.assert_array_equal(nps.nanmedian(y, axis=0).get(), np.nanmedian(want, axis=0))
+    np.testing.assert_array_equal(y[y[:, 0] > 0].get(), want[want[:, 0] > 0])
+    np.testing.assert_array_equal(y.block(200, 3).get(), want)
+    y[50:60, 2] = -7.0
+    want[50:60, 2] = -7.0
+    np.testing.assert_array_equal(y.get(), want)
+    np.testing.assert_array_equal(x.get(), a)
