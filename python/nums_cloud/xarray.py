@@ -33,6 +33,7 @@ over as an input.
 
 import functools
 import itertools
+import math
 import numbers
 import operator
 
@@ -137,12 +138,11 @@ class NumsCloudManager(ChunkManagerEntrypoint):
         else:
             x = _zarr_source(data)
             if x is None:
-                values = np.asarray(data)
-                if values.dtype.kind in "USOMm":
+                if np.dtype(data.dtype).kind in "USOMm":
                     # Strings, objects, dates: dtypes the engine lacks stay NumPy's (a
                     # station-name or valid-time coordinate chunked with its dataset).
-                    return values
-                x = nps.asarray(values)
+                    return np.asarray(data)
+                x = _read_here(data, _zarr_chunks(data))
         chunks = self.normalize_chunks(chunks, x.shape, dtype=x.dtype,
                                        previous_chunks=_zarr_chunks(data))
         return _reblock(x, chunks)
@@ -320,6 +320,29 @@ class NumsCloudManager(ChunkManagerEntrypoint):
         regions = regions if regions is not None else [None] * len(sources)
         for src, tgt, region in zip(sources, targets, regions):
             _store_one(src, tgt, region)
+
+
+# What this process reads of an array the functions cannot (an Icechunk repository's
+# store, a Zarr codec the engine lacks, any other backend) is handed over this many bytes
+# at a time, so that a variable of any size passes through its memory a slab at a time.
+_SLAB_BYTES = 64 << 20
+
+
+def _read_here(data, chunks=None):
+    """``data`` read by this process and handed to the engine in slabs of whole rows
+    (of the source's chunks along the first axis, when known), joined in the engine."""
+    shape = tuple(int(n) for n in data.shape)
+    row = np.dtype(data.dtype).itemsize * math.prod(shape[1:])
+    if not shape or shape[0] * row <= _SLAB_BYTES:
+        return nps.asarray(np.asarray(data))
+    rows = max(1, _SLAB_BYTES // max(row, 1))
+    c = int(chunks[0]) if chunks else 0
+    if 0 < c <= rows:
+        rows -= rows % c
+    rest = (slice(None),) * (len(shape) - 1)
+    pieces = [nps.asarray(np.asarray(data[(slice(i, min(i + rows, shape[0])),) + rest]))
+              for i in range(0, shape[0], rows)]
+    return pieces[0] if len(pieces) == 1 else nps.concatenate(pieces, axis=0)
 
 
 def _reblock(x, chunks):
