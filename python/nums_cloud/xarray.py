@@ -333,7 +333,8 @@ def _read_here(data, chunks=None):
     (of the source's chunks along the first axis, when known), joined in the engine."""
     shape = tuple(int(n) for n in data.shape)
     row = np.dtype(data.dtype).itemsize * math.prod(shape[1:])
-    if not shape or shape[0] * row <= _SLAB_BYTES:
+    # (Values already in memory, a NumPy-backed dataset's, are handed over whole.)
+    if isinstance(data, np.ndarray) or not shape or shape[0] * row <= _SLAB_BYTES:
         return nps.asarray(np.asarray(data))
     rows = max(1, _SLAB_BYTES // max(row, 1))
     c = int(chunks[0]) if chunks else 0
