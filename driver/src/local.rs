@@ -854,6 +854,7 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
             cg.oom_kills()
         });
         let mut peak = 0u64;
+        let mut was_busy = true;
         let mut killed_for: Option<(ErrorKind, String)> = None;
         let status = loop {
             tokio::select! {
@@ -869,10 +870,19 @@ async fn supervise(s: Arc<Shared>, slot: Arc<Slot>, runtime_addr: SocketAddr) {
                         process_died(&slot, ErrorKind::Other, "an idle function process was retired");
                         break 'process;
                     }
-                    if let Some((_, p)) = nums_function::memory::usage_of(pid) {
+                    // Memory is read while an invocation runs and once after it (its peak
+                    // is the process's high-water mark): an idle process does not grow,
+                    // and reading /proc every POLL for it is wasted work.
+                    let (busy, timed_out) = match slot.inflight.lock().expect("slot").as_ref() {
+                        Some(f) => (true, Instant::now() > f.deadline),
+                        None => (false, false),
+                    };
+                    if (busy || was_busy)
+                        && let Some((_, p)) = nums_function::memory::usage_of(pid)
+                    {
                         peak = peak.max(p);
                     }
-                    let timed_out = slot.inflight.lock().expect("slot").as_ref().is_some_and(|f| Instant::now() > f.deadline);
+                    was_busy = busy;
                     if peak > limit {
                         killed_for = Some((ErrorKind::OutOfMemory, format!(
                             "the function process exceeded memory_mb = {} (peak {} MiB) and was killed",
