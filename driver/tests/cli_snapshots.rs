@@ -131,3 +131,23 @@ fn run_summary() {
     // The outputs are where the summary says.
     assert!(w.0.join("out/y.npy").is_file() && w.0.join("out/G.zarr/zarr.json").is_file());
 }
+
+/// A job of several stages runs in a debug build, whose plans are checked against the
+/// invariants at every stage: a merge whose runs were blocks read in place once read a
+/// block nothing made (tests/test_sorting.py's quantile job failed with MissingBlock).
+#[test]
+fn a_staged_median_of_nan_columns_keeps_every_plan_valid() {
+    let w = Workdir::new("staged_median.toml", "staged");
+    let (code, _, err) = w.nums(&["-q", "run"]);
+    assert_eq!(code, 0, "{err}");
+    // The three medians (the .npy's last 24 bytes): NaN, as NumPy's of NaN columns.
+    let npy = std::fs::read(w.0.join("out/m.npy")).unwrap();
+    let values: Vec<f64> = npy[npy.len() - 24..]
+        .chunks(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert!(
+        values.len() == 3 && values.iter().all(|v| v.is_nan()),
+        "{values:?}"
+    );
+}
